@@ -1,0 +1,65 @@
+"""Locating the Claude Code CLI and identifying it (version, binary hash)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ablate import PINNED_CLAUDE_VERSION
+from ablate.errors import ClaudeNotFound
+from ablate.fsutil import sha256_file
+
+_VERSION_RE = re.compile(r"(\d+\.\d+\.\d+)")
+
+
+@dataclass(frozen=True)
+class ClaudeBinary:
+    """A resolved ``claude`` executable."""
+
+    path: Path
+    version: str
+    sha256: str
+
+    @property
+    def is_pinned(self) -> bool:
+        return self.version == PINNED_CLAUDE_VERSION
+
+
+def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
+    """Resolve the CLI: ``explicit`` (``--claude-bin``), else ``$ABLATE_CLAUDE_BIN``, else ``claude`` on PATH."""
+    candidate = explicit or os.environ.get("ABLATE_CLAUDE_BIN") or shutil.which("claude")
+    if not candidate:
+        raise ClaudeNotFound(
+            "`claude` not found on PATH",
+            hint="install Claude Code (npm install -g @anthropic-ai/claude-code@"
+            f"{PINNED_CLAUDE_VERSION}) or pass --claude-bin PATH",
+        )
+    path = Path(candidate).expanduser()
+    if not path.exists():
+        raise ClaudeNotFound(f"{path}: no such file", hint="pass --claude-bin with the path of the claude binary")
+    if not os.access(path, os.X_OK) or path.is_dir():
+        raise ClaudeNotFound(f"{path}: not an executable file", hint="pass --claude-bin with the claude binary")
+    path = path.resolve()
+    try:
+        out = subprocess.run(
+            [str(path), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ClaudeNotFound(f"{path}: could not run `--version` ({exc})") from exc
+    match = _VERSION_RE.search(out.stdout)
+    if out.returncode != 0 or not match:
+        raise ClaudeNotFound(
+            f"{path}: `--version` did not print a Claude Code version "
+            f"(exit {out.returncode}: {(out.stdout + out.stderr).strip()[:200]!r})",
+            hint="is this really the claude binary?",
+        )
+    return ClaudeBinary(path=path, version=match.group(1), sha256=sha256_file(path))

@@ -1,0 +1,83 @@
+"""Options shared by every command, declared once, and the one place library errors become exit codes."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
+
+import orjson
+import typer
+
+from ablate.errors import EXIT_INTERRUPTED, AblateError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def default_config_dir() -> Path:
+    """The user's Claude config dir: ``$CLAUDE_CONFIG_DIR`` if set, else ``~/.claude``."""
+    env = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".claude"
+
+
+ConfigDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--config-dir",
+        envvar="ABLATE_CONFIG_DIR",
+        help="The Claude config dir to ablate (read only). Default: $CLAUDE_CONFIG_DIR, else ~/.claude.",
+        show_default=False,
+    ),
+]
+Repo = Annotated[
+    Path,
+    typer.Option(
+        "--repo",
+        envvar="ABLATE_REPO",
+        help="The git repository the tasks run in (read only; ablate works in detached worktrees).",
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
+ClaudeBin = Annotated[
+    Path | None,
+    typer.Option(
+        "--claude-bin",
+        envvar="ABLATE_CLAUDE_BIN",
+        help="The claude binary to run. Default: `claude` on PATH.",
+        show_default=False,
+    ),
+]
+AblateToml = Annotated[
+    Path | None,
+    typer.Option(
+        "--ablate-toml",
+        envvar="ABLATE_TOML",
+        help="Extra layers and cells (ablate.toml). Default: ./ablate.toml when it exists.",
+        show_default=False,
+    ),
+]
+
+
+def print_json(obj: object) -> None:
+    """Print ``obj`` as indented JSON on stdout."""
+    typer.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+
+
+def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Map :class:`AblateError` to ``error: ...`` on stderr and its exit code; Ctrl-C to 130."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except AblateError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+    return wrapper

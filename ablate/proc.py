@@ -1,0 +1,124 @@
+"""Run one subprocess and return a typed result; never raise on a non-zero exit.
+
+Timeouts kill the whole process tree (psutil), so a ``claude`` session and every shell, hook and MCP server
+it started go together.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a finished (or killed) process left behind."""
+
+    returncode: int
+    """The exit status; negative for a signal (POSIX convention), as ``subprocess`` reports it."""
+    duration_s: float
+    timed_out: bool
+    stdout_path: Path | None
+    """Where stdout was written (one file per attempt, never shared), or None when captured in memory."""
+    stdout: bytes
+    """Captured stdout when no ``stdout_path`` was given, else empty."""
+    stderr_tail: str
+    """The last few KB of stderr, decoded leniently."""
+    pid: int
+
+
+def kill_tree(pid: int, *, grace_s: float = 3.0) -> None:
+    """Terminate ``pid`` and all its descendants: SIGTERM first, SIGKILL after ``grace_s``."""
+    try:
+        parent = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    try:
+        procs = [*parent.children(recursive=True), parent]
+    except psutil.NoSuchProcess:
+        procs = [parent]
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def run_process(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float | None = None,
+    stdout_path: Path | None = None,
+    stderr_tail_bytes: int = 8192,
+    kill_grace_s: float = 3.0,
+) -> ExecResult:
+    """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``.
+
+    stdout goes to ``stdout_path`` (opened exclusively: a second writer is an error) or is captured.
+    """
+    start = time.monotonic()
+    out_fh = None
+    if stdout_path is not None:
+        stdout_path.parent.mkdir(parents=True, exist_ok=True)
+        out_fh = stdout_path.open("xb")
+    try:
+        with tempfile.TemporaryFile() as err_fh:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out_fh if out_fh is not None else subprocess.PIPE,
+                stderr=err_fh,
+                start_new_session=True,
+            )
+            timed_out = False
+            captured = b""
+            try:
+                if out_fh is None:
+                    captured, _ = proc.communicate(timeout=timeout)
+                else:
+                    proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_tree(proc.pid, grace_s=kill_grace_s)
+                if out_fh is None:
+                    captured, _ = proc.communicate()
+                else:
+                    proc.wait()
+            except BaseException:
+                kill_tree(proc.pid, grace_s=kill_grace_s)
+                proc.wait()
+                raise
+            err_fh.seek(0, os.SEEK_END)
+            size = err_fh.tell()
+            err_fh.seek(max(0, size - stderr_tail_bytes))
+            tail = err_fh.read().decode("utf-8", errors="replace")
+    finally:
+        if out_fh is not None:
+            out_fh.close()
+    return ExecResult(
+        returncode=proc.returncode,
+        duration_s=time.monotonic() - start,
+        timed_out=timed_out,
+        stdout_path=stdout_path,
+        stdout=captured or b"",
+        stderr_tail=tail,
+        pid=proc.pid,
+    )

@@ -1,0 +1,70 @@
+"""Loading pydantic-validated spec files (TOML/JSON) with located, one-line-per-problem errors."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ablate.errors import NotFound, Problem, SpecError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Spec(BaseModel):
+    """Base for every spec model: unknown fields are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def read_spec_data(path: Path) -> dict[str, Any]:
+    """Parse a TOML or JSON file into a dict, raising a located :class:`SpecError` on syntax errors."""
+    if not path.exists():
+        raise NotFound(f"{path}: no such file")
+    if path.is_dir():
+        raise SpecError.single(path, "", "is a folder, expected a .toml or .json file")
+    raw = path.read_bytes()
+    try:
+        if path.suffix == ".json":
+            data = orjson.loads(raw)
+        else:
+            data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SpecError.single(path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError.single(path, "", f"invalid TOML: {exc}") from exc
+    except orjson.JSONDecodeError as exc:
+        raise SpecError.single(path, "", f"invalid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecError.single(path, "", "expected a table/object at the top level")
+    return data
+
+
+def problems_from_validation(file: Path | str, exc: ValidationError, prefix: str = "") -> list[Problem]:
+    """Turn a pydantic ``ValidationError`` into located problems (``field.path: message``)."""
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if prefix:
+            loc = f"{prefix}.{loc}" if loc else prefix
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; see the documented fields)"
+        problems.append(Problem(str(file), loc, msg))
+    return problems
+
+
+def validate(model: type[M], data: Any, file: Path | str, prefix: str = "") -> M:
+    """Validate ``data`` against ``model`` or raise a :class:`SpecError` listing every problem."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(problems_from_validation(file, exc, prefix)) from exc
+
+
+def load_spec(model: type[M], path: Path) -> M:
+    """Read and validate a spec file in one step."""
+    return validate(model, read_spec_data(path), path)

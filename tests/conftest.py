@@ -1,0 +1,46 @@
+"""Shared fixtures. Every test runs with a temporary HOME: a test that could touch the real ~/.claude is a bug."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HOME and every Claude/ablate variable at a fresh temporary home for each test."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for var in list(os.environ):
+        if var.startswith(("CLAUDE_", "ANTHROPIC_")) or (var.startswith("ABLATE_") and var != "ABLATE_CLAUDE_BIN"):
+            monkeypatch.delenv(var, raising=False)
+    return home
+
+
+def claude_bin() -> Path | None:
+    """The pinned CLI installed by `make` (or $ABLATE_CLAUDE_BIN), or None."""
+    env = os.environ.get("ABLATE_CLAUDE_BIN")
+    if env and Path(env).exists():
+        return Path(env)
+    local = REPO_ROOT / ".cache/claude/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+    if local.exists():
+        return local
+    found = shutil.which("claude")
+    return Path(found) if found else None
+
+
+@pytest.fixture
+def claude() -> Path:
+    """The real pinned Claude Code binary; end-to-end tests fail (not skip) in CI when it is missing."""
+    path = claude_bin()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("the pinned claude CLI is not installed; run `make claude`")
+        pytest.skip("claude CLI not installed (run `make claude`)")
+    return path
