@@ -40,9 +40,13 @@ def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
         )
     path = Path(candidate).expanduser()
     if not path.exists():
-        raise ClaudeNotFound(f"{path}: no such file", hint="pass --claude-bin with the path of the claude binary")
+        raise ClaudeNotFound(
+            f"{path}: no such file", hint="pass --claude-bin with the path of the claude binary"
+        )
     if not os.access(path, os.X_OK) or path.is_dir():
-        raise ClaudeNotFound(f"{path}: not an executable file", hint="pass --claude-bin with the claude binary")
+        raise ClaudeNotFound(
+            f"{path}: not an executable file", hint="pass --claude-bin with the claude binary"
+        )
     path = path.resolve()
     try:
         out = subprocess.run(

@@ -28,10 +28,7 @@ def read_spec_data(path: Path) -> dict[str, Any]:
         raise SpecError.single(path, "", "is a folder, expected a .toml or .json file")
     raw = path.read_bytes()
     try:
-        if path.suffix == ".json":
-            data = orjson.loads(raw)
-        else:
-            data = tomllib.loads(raw.decode("utf-8"))
+        data = orjson.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise SpecError.single(path, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:

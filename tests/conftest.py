@@ -18,7 +18,9 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     for var in list(os.environ):
-        if var.startswith(("CLAUDE_", "ANTHROPIC_")) or (var.startswith("ABLATE_") and var != "ABLATE_CLAUDE_BIN"):
+        if var.startswith(("CLAUDE_", "ANTHROPIC_")) or (
+            var.startswith("ABLATE_") and var != "ABLATE_CLAUDE_BIN"
+        ):
             monkeypatch.delenv(var, raising=False)
     return home
 

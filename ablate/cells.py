@@ -1,0 +1,257 @@
+"""Cell sets (DESIGN §2): which layers each ablation cell strips, and how that plays out for one setup."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ablate.errors import NotFound, Problem, SpecError, UsageError
+from ablate.layers import Catalog, LayerFiles
+from ablate.resources import data_dir
+from ablate.specs import Spec, read_spec_data, validate
+
+
+class Cell(Spec):
+    """One ablation cell: the control, one layer stripped, everything stripped, or a variant."""
+
+    id: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+    """Unique id within the set (``C0``, ``C1``, ``K-skills``, ``V-claude-md-v2``)."""
+    label: str = ""
+    """Short human label (``no skills``); defaults to a description of what is stripped."""
+    strip: list[str] | Literal["all"] = Field(default_factory=list)
+    """Layer ids to strip, or ``"all"``: an empty config dir plus the set's repo-side `universe` stripped."""
+    keep: list[str] = Field(default_factory=list)
+    """With ``strip = "all"``: layers kept anyway (leave-one-in cells)."""
+    replace: dict[str, str] = Field(default_factory=dict)
+    """Layer id → file (relative to the cell file) whose content replaces the layer's single file."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Cell:
+        if self.keep and self.strip != "all":
+            raise ValueError('`keep` only goes with strip = "all"')
+        return self
+
+
+class CellSetFile(Spec):
+    """A cell-set file in cells/ (or a user's own)."""
+
+    schema_version: int = 1
+    """Format version; only 1 exists."""
+    name: str
+    """The set's name (``layered``)."""
+    description: str = ""
+    """What the set is for."""
+    control: str = "C0"
+    """The id of the control cell every other cell is compared with."""
+    universe: list[str] = Field(default_factory=list)
+    """Repo-side layers that ``strip = "all"`` removes (config side: everything is removed)."""
+    cell: list[Cell]
+    """The cells, in display order."""
+
+
+@dataclass(frozen=True)
+class ResolvedCell:
+    """A cell checked against the catalog, with its directory name and the exact layers it strips."""
+
+    id: str
+    index: int
+    label: str
+    stripped: tuple[str, ...]
+    """Catalog layer ids this cell removes, in catalog order."""
+    empty_config: bool
+    """True when the config dir starts empty (``strip = "all"``), keeping only auth and the kept layers."""
+    kept: tuple[str, ...] = ()
+    replace: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def dirname(self) -> str:
+        """Equal-length folder name (``c00``, ``c11``): the absolute path appears in the system prompt."""
+        return f"c{self.index:02d}"
+
+    @property
+    def is_control(self) -> bool:
+        return not self.stripped and not self.empty_config and not self.replace
+
+
+@dataclass(frozen=True)
+class CellSet:
+    name: str
+    description: str
+    control: str
+    cells: tuple[ResolvedCell, ...]
+    source: Path
+
+    def get(self, cell_id: str) -> ResolvedCell:
+        for cell in self.cells:
+            if cell.id == cell_id:
+                return cell
+        known = ", ".join(c.id for c in self.cells)
+        raise UsageError(f"unknown cell {cell_id!r} in set {self.name!r}", hint=f"known cells: {known}")
+
+    def select(self, ids: list[str] | None) -> list[ResolvedCell]:
+        return list(self.cells) if not ids else [self.get(i) for i in ids]
+
+
+def builtin_sets() -> list[str]:
+    return sorted(p.stem for p in data_dir("cells").glob("*.toml"))
+
+
+def cell_set_path(name_or_path: str | Path) -> Path:
+    """A set name (``layered``) names a shipped file in cells/; anything else is a path."""
+    text = str(name_or_path)
+    if re.fullmatch(r"[A-Za-z0-9_-]+", text) and not Path(text).exists():
+        path = data_dir("cells") / f"{text}.toml"
+        if not path.exists():
+            raise NotFound(
+                f"unknown cell set {text!r}",
+                hint=f"shipped sets: {', '.join(builtin_sets())}; or pass a .toml path",
+            )
+        return path
+    path = Path(text)
+    if not path.exists():
+        raise NotFound(f"{path}: no such cell-set file")
+    return path
+
+
+def load_cell_set(name_or_path: str | Path, catalog: Catalog) -> CellSet:
+    """Load and check a cell set: known layer ids, unique cell ids, a control cell, replace files exist."""
+    path = cell_set_path(name_or_path)
+    spec = validate(CellSetFile, read_spec_data(path), path)
+    file = str(path)
+    problems: list[Problem] = []
+    if spec.schema_version != 1:
+        problems.append(
+            Problem(file, "schema_version", f"unsupported version {spec.schema_version}; expected 1")
+        )
+    for i, lid in enumerate(spec.universe):
+        if lid not in catalog:
+            problems.append(Problem(file, f"universe.{i}", f"unknown layer {lid!r}"))
+        elif catalog.get(lid).side != "repo":
+            problems.append(
+                Problem(file, f"universe.{i}", f"{lid!r} is a config-side layer; list repo layers")
+            )
+    seen: set[str] = set()
+    resolved: list[ResolvedCell] = []
+    for ci, cell in enumerate(spec.cell):
+        where = f"cell.{ci}"
+        if cell.id in seen:
+            problems.append(Problem(file, f"{where}.id", f"duplicate cell id {cell.id!r}"))
+        seen.add(cell.id)
+        named = ([] if cell.strip == "all" else list(cell.strip)) + list(cell.keep) + list(cell.replace)
+        for lid in named:
+            if lid not in catalog:
+                problems.append(
+                    Problem(file, where, f"unknown layer {lid!r} (known: {', '.join(catalog.ids)})")
+                )
+        replace: dict[str, Path] = {}
+        for lid, rel in cell.replace.items():
+            target = (path.parent / rel).resolve()
+            if not target.is_file():
+                problems.append(Problem(file, f"{where}.replace.{lid}", f"{target}: no such file"))
+            if lid in catalog:
+                layer = catalog.get(lid)
+                if len(layer.paths) < 1 or layer.paths[0].endswith("/") or layer.strip == "drop-key":
+                    problems.append(
+                        Problem(
+                            file,
+                            f"{where}.replace.{lid}",
+                            f"layer {lid!r} is not a single file; cannot replace",
+                        )
+                    )
+            replace[lid] = target
+        if problems:
+            continue
+        if cell.strip == "all":
+            stripped = [
+                layer.id
+                for layer in catalog
+                if (layer.side == "config" or layer.id in spec.universe) and layer.id not in cell.keep
+            ]
+        else:
+            order = {lid: n for n, lid in enumerate(catalog.ids)}
+            stripped = sorted(set(cell.strip), key=order.__getitem__)
+        label = cell.label or _default_label(cell, stripped)
+        resolved.append(
+            ResolvedCell(
+                id=cell.id,
+                index=ci,
+                label=label,
+                stripped=tuple(stripped),
+                empty_config=cell.strip == "all",
+                kept=tuple(cell.keep),
+                replace=replace,
+            )
+        )
+    if not problems and spec.control not in seen:
+        problems.append(Problem(file, "control", f"no cell with id {spec.control!r}"))
+    if not problems and len(spec.cell) > 100:
+        problems.append(Problem(file, "cell", "at most 100 cells per set (folder names are c00..c99)"))
+    if problems:
+        raise SpecError(problems)
+    return CellSet(spec.name, spec.description, spec.control, tuple(resolved), path)
+
+
+def _default_label(cell: Cell, stripped: list[str]) -> str:
+    if cell.strip == "all":
+        return "nothing" if not cell.keep else "only " + ", ".join(cell.keep)
+    if cell.replace:
+        return "replaced " + ", ".join(cell.replace)
+    if not stripped:
+        return "everything (control)"
+    return "no " + ", ".join(stripped)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# How a cell plays out for one setup
+
+
+@dataclass(frozen=True)
+class CellEffect:
+    """What a cell actually changes in one setup."""
+
+    cell: ResolvedCell
+    removes: tuple[str, ...]
+    """Stripped layers that are present in this setup."""
+    absent: tuple[str, ...]
+    """Stripped layers this setup does not have (stripping them changes nothing)."""
+    also_removes: tuple[str, ...]
+    """Layers that go with a stripped one (files @imported by a stubbed CLAUDE.md)."""
+    noop: bool
+    """True when the cell is identical to the control by construction."""
+    note: str
+
+
+def cell_effect(
+    cell: ResolvedCell, present: dict[str, LayerFiles], imports: dict[str, list[str]]
+) -> CellEffect:
+    """Describe ``cell`` for a setup whose layers resolved to ``present`` (layer id → files).
+
+    ``imports`` maps a layer id to the layer ids its files ``@import`` (so stubbing CLAUDE.md removes them).
+    """
+    removes = tuple(lid for lid in cell.stripped if lid in present and present[lid].present)
+    absent = tuple(lid for lid in cell.stripped if lid not in present or not present[lid].present)
+    also: list[str] = []
+    for lid in removes:
+        for imp in imports.get(lid, []):
+            if imp not in cell.stripped and imp not in also and imp in present and present[imp].present:
+                also.append(imp)
+    if cell.is_control:
+        return CellEffect(cell, (), (), (), False, "control")
+    noop = not removes and not cell.replace
+    if noop:
+        what = ", ".join(cell.stripped)
+        note = f"{cell.id}: no {what} in this setup — identical to the control by construction"
+    else:
+        parts = [f"removes {', '.join(removes)}"] if removes else []
+        if cell.replace:
+            parts.append("replaces " + ", ".join(cell.replace))
+        if also:
+            parts.append(f"also removes {', '.join(also)} (imported by {', '.join(removes)})")
+        if absent and not cell.empty_config:
+            parts.append(f"{', '.join(absent)} absent here")
+        note = "; ".join(parts)
+    return CellEffect(cell, removes, absent, tuple(also), noop, note)

@@ -1,0 +1,141 @@
+"""``ablate layers`` and ``ablate cells``: what a setup is made of, and what each cell would strip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tabulate import tabulate
+
+from ablate.cells import builtin_sets, load_cell_set
+from ablate.cli.common import AblateToml, ConfigDir, Json, Repo, cli_errors, default_config_dir, print_json
+from ablate.errors import AblateError
+from ablate.inventory import cell_rows, inventory_json, layer_rows
+from ablate.layers import load_catalog
+from ablate.setup import Inventory, inventory, load_setup
+
+app = typer.Typer()
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+@app.command("layers")
+@cli_errors
+def layers_cmd(
+    config_dir: ConfigDir = None,
+    repo: Repo = Path("."),
+    json_out: Json = False,
+    ablate_toml: AblateToml = None,
+) -> None:
+    """List every layer of the setup: side, paths found, present or absent, size, fingerprint, and leaks.
+
+    Reads the config dir and the repository's live working tree; writes nothing. Leaks are things outside
+    ablate's control that reach the model in every cell alike (ancestor CLAUDE.md/AGENTS.md, managed
+    settings in /etc/claude-code, AGENTS.md in the repo, ~/.bashrc, the git identity).
+
+    Exit codes: 0 ok, 2 bad input (missing config dir or repo, not a git work tree, invalid ablate.toml).
+    """
+    catalog = load_catalog(ablate_toml)
+    setup = load_setup(config_dir or default_config_dir(), repo)
+    inv = inventory(setup, catalog)
+    if json_out:
+        print_json(inventory_json(inv, catalog))
+        return
+    rows = layer_rows(inv, catalog)
+    table = [
+        [
+            r["id"],
+            r["side"],
+            "yes" if r["present"] else "-",
+            ", ".join(r["paths"]) or "-",
+            r["files"],
+            _human_bytes(r["bytes"]) if r["present"] else "-",
+            r["est_tokens"] if r["present"] else "-",
+            r["fingerprint"][:12] or "-",
+        ]
+        for r in rows
+    ]
+    typer.echo(f"config dir: {setup.config_dir}\nrepo:       {setup.repo} (HEAD {setup.head[:10]})")
+    typer.echo(
+        tabulate(
+            table, headers=["layer", "side", "present", "paths", "files", "bytes", "~tokens", "fingerprint"]
+        )
+    )
+    for r in rows:
+        if r["imports"]:
+            typer.echo(
+                f"\nnote: {r['id']} @imports {', '.join(r['imports'])}: stripping it removes them too."
+            )
+    if setup.dirty:
+        typer.echo(
+            f"\nnote: {len(setup.dirty_files)} uncommitted file(s) in the repo: {', '.join(setup.dirty_files[:5])}"
+        )
+    if inv.leaks:
+        typer.echo("\nleaks ablate cannot remove (they reach every cell alike):")
+        for leak in inv.leaks:
+            typer.echo(f"  - [{leak.kind}] {leak.path}: {leak.detail}")
+    else:
+        typer.echo("\nleaks: none found")
+
+
+@app.command("cells")
+@cli_errors
+def cells_cmd(
+    cell_set: Annotated[
+        str, typer.Argument(help=f"A shipped set ({', '.join(builtin_sets())}) or a cell-set .toml file.")
+    ] = "layered",
+    config_dir: ConfigDir = None,
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            "--repo", envvar="ABLATE_REPO", help="The git repository (default: the current folder)."
+        ),
+    ] = None,
+    json_out: Json = False,
+    ablate_toml: AblateToml = None,
+) -> None:
+    """Show what each cell of a set strips, and flag cells that change nothing for this setup (no-ops).
+
+    With no --config-dir/--repo, the setup is the default one (~/.claude and the current folder) when that
+    is usable; otherwise only the set itself is shown.
+
+    Exit codes: 0 ok, 2 bad input (unknown set, invalid cell file, unknown layer, unusable setup).
+    """
+    catalog = load_catalog(ablate_toml)
+    cells = load_cell_set(cell_set, catalog)
+    inv: Inventory | None = None
+    explicit = config_dir is not None or repo is not None
+    try:
+        inv = inventory(load_setup(config_dir or default_config_dir(), repo or Path(".")), catalog)
+    except AblateError as exc:
+        if explicit:
+            raise
+        typer.echo(f"(no setup checked: {exc.message})", err=True)
+    rows = cell_rows(cells, inv)
+    if json_out:
+        print_json(
+            {"set": cells.name, "description": cells.description, "control": cells.control, "cells": rows}
+        )
+        return
+    typer.echo(f"{cells.name}: {cells.description}")
+    headers = ["cell", "dir", "label", "strips"]
+    if inv is not None:
+        headers.append("effect in this setup")
+    table = []
+    for r in rows:
+        strips = "everything" if r["empty_config"] else (", ".join(r["strips"]) or "-")
+        if r["keeps"]:
+            strips += f" except {', '.join(r['keeps'])}"
+        line = [r["id"] + (" (control)" if r["control"] else ""), r["dir"], r["label"], strips]
+        if inv is not None:
+            line.append(("NO-OP: " if r["noop"] else "") + r["note"])
+        table.append(line)
+    typer.echo(tabulate(table, headers=headers))

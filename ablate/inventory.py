@@ -1,0 +1,84 @@
+"""What ``ablate layers`` and ``ablate cells`` report, as plain data (the CLI only renders it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from ablate.cells import CellSet, cell_effect
+from ablate.layers import Catalog
+from ablate.setup import Inventory
+
+
+def layer_rows(inv: Inventory, catalog: Catalog) -> list[dict[str, Any]]:
+    """One row per catalog layer: side, paths found, present or absent, files, bytes, tokens, fingerprint."""
+    imported_by: dict[str, list[str]] = {}
+    for owner, targets in inv.imports.items():
+        for t in targets:
+            imported_by.setdefault(t, []).append(owner)
+    rows = []
+    for layer in catalog:
+        lf = inv.layers[layer.id]
+        base = inv.setup.base(layer.side)
+        found = list(lf.entries) + [f"{k.file}#{k.key}" for k in lf.keys]
+        rows.append(
+            {
+                "id": layer.id,
+                "side": layer.side,
+                "base": str(base),
+                "strip": layer.strip,
+                "present": lf.present,
+                "paths": found,
+                "files": len(lf.files),
+                "bytes": lf.bytes,
+                "est_tokens": lf.est_tokens,
+                "fingerprint": lf.fingerprint,
+                "imported_by": imported_by.get(layer.id, []),
+                "imports": inv.imports.get(layer.id, []),
+                "source": catalog.sources[layer.id],
+            }
+        )
+    return rows
+
+
+def inventory_json(inv: Inventory, catalog: Catalog) -> dict[str, Any]:
+    s = inv.setup
+    return {
+        "config_dir": str(s.config_dir),
+        "repo": str(s.repo),
+        "main_worktree_root": str(s.main_root),
+        "memory_slug": s.memory_slug,
+        "head": s.head,
+        "dirty_files": list(s.dirty_files),
+        "layers": layer_rows(inv, catalog),
+        "leaks": [asdict(leak) for leak in inv.leaks],
+    }
+
+
+def cell_rows(cells: CellSet, inv: Inventory | None) -> list[dict[str, Any]]:
+    """One row per cell: what it strips and, given a setup, what that changes (no-op cells flagged)."""
+    rows = []
+    for cell in cells.cells:
+        row: dict[str, Any] = {
+            "id": cell.id,
+            "dir": cell.dirname,
+            "label": cell.label,
+            "control": cell.id == cells.control,
+            "strips": list(cell.stripped),
+            "empty_config": cell.empty_config,
+            "keeps": list(cell.kept),
+            "replaces": {k: str(v) for k, v in cell.replace.items()},
+        }
+        if inv is not None:
+            eff = cell_effect(cell, inv.layers, inv.imports)
+            row.update(
+                {
+                    "removes": list(eff.removes),
+                    "absent": list(eff.absent),
+                    "also_removes": list(eff.also_removes),
+                    "noop": eff.noop,
+                    "note": eff.note,
+                }
+            )
+        rows.append(row)
+    return rows

@@ -1,0 +1,284 @@
+"""The layer catalog (DESIGN §2): named parts of a setup, where they live, and how ablate strips them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ablate.errors import NotFound, Problem, SpecError, UsageError
+from ablate.resources import data_dir
+from ablate.specs import Spec, read_spec_data, validate
+
+MEMORY_SLUG = "<memory-slug>"
+GLOB_CHARS = set("*?[")
+
+Side = Literal["config", "repo"]
+StripOp = Literal["absent", "stub", "drop-key"]
+Shows = Literal[
+    "instructions", "skill_listing", "agent_listing", "hook", "mcp", "memory", "files", "output_style"
+]
+
+
+class KeyRef(Spec):
+    """A top-level key of a JSON file that belongs to a layer (``settings.json`` → ``hooks``)."""
+
+    file: str
+    """The JSON file, relative to the layer's side (config dir or repo root)."""
+    key: str
+    """The top-level key removed when the layer is stripped."""
+
+
+class Layer(Spec):
+    """One named layer of a Claude Code setup."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    """Unique id, lower-case letters, digits and dashes (``user-claude-md``)."""
+    side: Side
+    """``config``: paths relative to the Claude config dir; ``repo``: relative to the repository root."""
+    paths: list[str] = Field(default_factory=list)
+    """Globs of files and folders (a trailing ``/`` marks a folder); ``<memory-slug>`` is expanded."""
+    strip: StripOp = "absent"
+    """How the layer is removed: absent (deleted), stub (each file emptied), drop-key (JSON keys removed)."""
+    keys: list[KeyRef] = Field(default_factory=list)
+    """JSON keys that belong to the layer; always dropped when the layer is stripped."""
+    shows: Shows = "instructions"
+    """How the layer's presence reaches the model (what the probe looks for)."""
+    description: str = ""
+    """One line for humans."""
+
+    @field_validator("paths")
+    @classmethod
+    def _relative(cls, paths: list[str]) -> list[str]:
+        for p in paths:
+            if not p or p.startswith("/") or ".." in Path(p.rstrip("/")).parts:
+                raise ValueError(f"{p!r}: paths must be relative and stay inside their side")
+        return paths
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Layer:
+        if self.strip == "drop-key" and not self.keys:
+            raise ValueError("strip = 'drop-key' needs at least one entry in `keys`")
+        if self.strip != "drop-key" and not self.paths:
+            raise ValueError(f"strip = {self.strip!r} needs at least one entry in `paths`")
+        if MEMORY_SLUG in "".join(self.paths) and self.side != "config":
+            raise ValueError(f"{MEMORY_SLUG} only makes sense on the config side")
+        return self
+
+    def patterns(self, memory_slug: str) -> list[str]:
+        return [p.replace(MEMORY_SLUG, memory_slug) for p in self.paths]
+
+
+class CatalogFile(Spec):
+    """A layers file: shadow/layers.toml, or the [[layer]] tables of a user's ablate.toml."""
+
+    schema_version: int = 1
+    """Format version; only 1 exists."""
+    layer: list[Layer] = Field(default_factory=list)
+    """The layers, in display order."""
+
+
+class Catalog:
+    """All known layers, in order: the shipped catalog, then the user's additions."""
+
+    def __init__(self, layers: list[Layer], sources: dict[str, str]) -> None:
+        self.layers = layers
+        self.sources = sources
+        self._by_id = {layer.id: layer for layer in layers}
+
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def __contains__(self, layer_id: object) -> bool:
+        return layer_id in self._by_id
+
+    def get(self, layer_id: str) -> Layer:
+        try:
+            return self._by_id[layer_id]
+        except KeyError:
+            known = ", ".join(self._by_id)
+            raise UsageError(f"unknown layer {layer_id!r}", hint=f"known layers: {known}") from None
+
+    @property
+    def ids(self) -> list[str]:
+        return [layer.id for layer in self.layers]
+
+
+def default_catalog_path() -> Path:
+    return data_dir("shadow") / "layers.toml"
+
+
+def _load_catalog_file(path: Path, *, user: bool) -> CatalogFile:
+    data = read_spec_data(path)
+    if user:
+        # ablate.toml may hold other tables; only [[layer]] (and schema_version) belong to the catalog
+        data = {k: v for k, v in data.items() if k in ("layer", "schema_version")}
+    spec = validate(CatalogFile, data, path)
+    if spec.schema_version != 1:
+        raise SpecError.single(
+            path, "schema_version", f"unsupported version {spec.schema_version}; expected 1"
+        )
+    return spec
+
+
+def load_catalog(ablate_toml: Path | None = None, *, base: Path | None = None) -> Catalog:
+    """Load the shipped catalog plus the user's layers from ``ablate_toml`` (if given or ./ablate.toml)."""
+    base_path = base or default_catalog_path()
+    layers = list(_load_catalog_file(base_path, user=False).layer)
+    sources = {layer.id: str(base_path) for layer in layers}
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    for i, layer in enumerate(layers):
+        if layer.id in seen:
+            problems.append(Problem(str(base_path), f"layer.{i}.id", f"duplicate id {layer.id!r}"))
+        seen[layer.id] = i
+    user_path = ablate_toml
+    if user_path is None and Path("ablate.toml").is_file():
+        user_path = Path("ablate.toml")
+    if user_path is not None:
+        if not user_path.exists():
+            raise NotFound(f"{user_path}: no such file", hint="pass --ablate-toml with an existing file")
+        for i, layer in enumerate(_load_catalog_file(user_path, user=True).layer):
+            if layer.id in sources:
+                problems.append(
+                    Problem(
+                        str(user_path),
+                        f"layer.{i}.id",
+                        f"{layer.id!r} is already defined in {sources[layer.id]}; pick another id",
+                    )
+                )
+                continue
+            layers.append(layer)
+            sources[layer.id] = str(user_path)
+    if problems:
+        raise SpecError(problems)
+    return Catalog(layers, sources)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Resolving a layer against a real setup
+
+
+@dataclass(frozen=True)
+class KeyPresence:
+    """A layer key found in a JSON file."""
+
+    file: str
+    key: str
+    size: int
+    """Bytes of the key's value, re-serialised compactly."""
+
+
+@dataclass
+class LayerFiles:
+    """What a layer consists of in one setup."""
+
+    layer: Layer
+    base: Path
+    """The config dir or repo working tree the layer was resolved against."""
+    entries: list[str] = field(default_factory=list)
+    """Top-level matched paths, relative to ``base`` (files or folders, possibly symlinks)."""
+    files: list[str] = field(default_factory=list)
+    """Every file under the entries, relative to ``base``, symlinks followed."""
+    keys: list[KeyPresence] = field(default_factory=list)
+    bytes: int = 0
+    fingerprint: str = ""
+    """sha256 over relative paths and contents (files) and key values: equal fingerprints, equal layer."""
+
+    @property
+    def present(self) -> bool:
+        return bool(self.entries) or bool(self.keys)
+
+    @property
+    def est_tokens(self) -> int:
+        """A rough token estimate (bytes / 4), for orientation only."""
+        return self.bytes // 4
+
+
+def _expand(base: Path, pattern: str) -> list[str]:
+    folder_only = pattern.endswith("/")
+    pat = pattern.rstrip("/")
+    if GLOB_CHARS & set(pat):
+        matches = sorted(base.glob(pat))
+    else:
+        candidate = base / pat
+        matches = [candidate] if (candidate.exists() or candidate.is_symlink()) else []
+    out = []
+    for m in matches:
+        if folder_only and not m.is_dir():
+            continue
+        out.append(m.relative_to(base).as_posix())
+    return out
+
+
+def walk_files(base: Path, rel: str, *, origin: Path | None = None) -> list[str]:
+    """Every file under ``base/rel`` (following symlinks), relative to ``base``; a symlink loop is an error."""
+    root = base / rel
+    if not root.is_dir():
+        if root.is_symlink() and not root.exists():
+            return []  # dangling link: nothing to read
+        return [rel] if root.exists() else []
+    out: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        st = os.stat(dirpath)
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen:
+            raise UsageError(
+                f"{dirpath}: symlink loop inside {origin or base}",
+                hint="remove or fix the looping symlink; ablate follows links to read layer content",
+            )
+        seen.add(ident)
+        dirnames.sort()
+        for f in sorted(filenames):
+            full = Path(dirpath) / f
+            if full.exists():
+                out.append(full.relative_to(base).as_posix())
+    return out
+
+
+def json_keys(path: Path) -> dict[str, object] | None:
+    """Top-level keys of a JSON object file, or None when it is missing or not a JSON object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def resolve_layer(
+    layer: Layer, base: Path, *, memory_slug: str, aliases: dict[str, Path] | None = None
+) -> LayerFiles:
+    """Find what ``layer`` consists of under ``base`` (never writes anything).
+
+    ``aliases`` maps a key file name to where it really lives (``.claude.json`` may sit in HOME).
+    """
+    lf = LayerFiles(layer=layer, base=base)
+    h = hashlib.sha256()
+    for pattern in layer.patterns(memory_slug):
+        for entry in _expand(base, pattern):
+            if entry in lf.entries:
+                continue
+            lf.entries.append(entry)
+            for rel in walk_files(base, entry, origin=base):
+                full = base / rel
+                data = full.read_bytes()
+                lf.files.append(rel)
+                lf.bytes += len(data)
+                h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    for ref in layer.keys:
+        obj = json_keys((aliases or {}).get(ref.file) or base / ref.file)
+        if obj is None or ref.key not in obj or obj[ref.key] in (None, {}, [], ""):
+            continue
+        value = json.dumps(obj[ref.key], sort_keys=True, separators=(",", ":")).encode()
+        lf.keys.append(KeyPresence(ref.file, ref.key, len(value)))
+        lf.bytes += len(value)
+        h.update(f"{ref.file}#{ref.key}".encode() + b"\0" + hashlib.sha256(value).digest())
+    lf.fingerprint = h.hexdigest() if lf.present else ""
+    return lf
