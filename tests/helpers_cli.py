@@ -1,0 +1,206 @@
+"""Shared helpers for tests that launch the real ``claude`` CLI against ablate's simulated endpoint.
+
+Every run gets an environment built from scratch (never the test process's own), a fresh
+``CLAUDE_CONFIG_DIR`` and HOME, and a fixed ``--session-id`` so the transcript is found by id.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ablate.proc import run_process
+
+MODEL = "claude-sonnet-4-6"
+PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def claude_env(
+    *,
+    home: Path,
+    config_dir: Path,
+    base_url: str,
+    max_retries: int = 0,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole environment of a test run: nothing inherited, loopback endpoint, telemetry off."""
+    env = {
+        "PATH": PATH,
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "IS_SANDBOX": "1",
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-test",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
+    }
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class ClaudeRun:
+    """What one ``claude -p`` run left behind."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    output: dict[str, Any] | None
+    """The ``--output-format json`` result, or None when stdout is not one JSON object."""
+    session_id: str
+    config_dir: Path
+    duration_s: float
+
+    def transcript(self) -> Path | None:
+        """``projects/*/<session_id>.jsonl`` in the run's config dir (the CLI picks the slug)."""
+        return find_transcript(self.config_dir, self.session_id)
+
+    def records(self) -> list[dict[str, Any]]:
+        path = self.transcript()
+        return read_jsonl(path) if path else []
+
+    def subagent_files(self) -> list[Path]:
+        return sorted(self.config_dir.glob(f"projects/*/{self.session_id}/subagents/agent-*.jsonl"))
+
+
+def run_claude(
+    claude: Path,
+    prompt: str,
+    *,
+    cwd: Path,
+    home: Path,
+    config_dir: Path,
+    base_url: str,
+    max_turns: int = 10,
+    max_retries: int = 0,
+    model: str = MODEL,
+    timeout: float = 120,
+    extra_env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
+) -> ClaudeRun:
+    """Run ``claude -p --output-format json`` once, the way ablate runs it, and collect the result."""
+    session_id = str(uuid.uuid4())
+    argv = [
+        str(claude),
+        "-p",
+        "--output-format",
+        "json",
+        "--model",
+        model,
+        "--permission-mode",
+        "bypassPermissions",
+        "--max-turns",
+        str(max_turns),
+        "--session-id",
+        session_id,
+        *extra_args,
+        prompt,
+    ]
+    env = claude_env(
+        home=home, config_dir=config_dir, base_url=base_url, max_retries=max_retries, extra=extra_env
+    )
+    res = run_process(argv, cwd=cwd, env=env, timeout=timeout)
+    stdout = res.stdout.decode("utf-8", "replace")
+    output: dict[str, Any] | None
+    try:
+        parsed = orjson.loads(stdout) if stdout.strip() else None
+        output = parsed if isinstance(parsed, dict) else None
+    except orjson.JSONDecodeError:
+        output = None
+    return ClaudeRun(
+        returncode=res.returncode,
+        stdout=stdout,
+        stderr=res.stderr_tail,
+        output=output,
+        session_id=session_id,
+        config_dir=config_dir,
+        duration_s=res.duration_s,
+    )
+
+
+def find_transcript(config_dir: Path, session_id: str) -> Path | None:
+    hits = sorted(config_dir.glob(f"projects/*/{session_id}.jsonl"))
+    return hits[0] if hits else None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    with path.open("rb") as fh:
+        for line in fh:
+            if line.strip():
+                rec = orjson.loads(line)
+                if isinstance(rec, dict):
+                    out.append(rec)
+    return out
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    """A real git repository with one commit (README.md by default)."""
+    path.mkdir(parents=True, exist_ok=True)
+    for rel, text in (files or {"README.md": "# Demo app\n\nA tiny demo.\n"}).items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    git = [
+        "git",
+        "-c",
+        "user.name=ablate-test",
+        "-c",
+        "user.email=test@example.invalid",
+        "-c",
+        "init.defaultBranch=main",
+    ]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(
+            [*git, *args], cwd=path, check=True, capture_output=True, env={"PATH": PATH, "HOME": str(path)}
+        )
+    return path
+
+
+def write_skill(config_dir: Path, name: str, description: str, body: str) -> Path:
+    """``skills/<name>/SKILL.md`` with a name/description frontmatter."""
+    path = config_dir / "skills" / name / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
+    return path
+
+
+def write_agent(
+    config_dir: Path, name: str, description: str, body: str, tools: tuple[str, ...] = ("Read", "Bash")
+) -> Path:
+    """``agents/<name>.md`` with name, description and tools frontmatter."""
+    path = config_dir / "agents" / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"---\nname: {name}\ndescription: {description}\ntools: {', '.join(tools)}\n---\n{body}\n"
+    )
+    return path
+
+
+def tool_uses(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every ``tool_use`` block of the assistant records, in order."""
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        if rec.get("type") != "assistant":
+            continue
+        content = rec.get("message", {}).get("content")
+        if isinstance(content, list):
+            out.extend(b for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
+    return out
+
+
+def tool_results(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every ``tool_result`` block of the user records, in order."""
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        if rec.get("type") != "user":
+            continue
+        content = rec.get("message", {}).get("content")
+        if isinstance(content, list):
+            out.extend(b for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+    return out
