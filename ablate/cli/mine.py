@@ -1,0 +1,232 @@
+"""``ablate mine`` and ``ablate recover``: thin shells over the transcript miner and recovery."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from ablate.cli.common import Json, cli_errors
+from ablate.errors import EXIT_PARTIAL, NotFound, UsageError
+from ablate.transcript import (
+    PitfallPattern,
+    SessionResult,
+    iter_sessions,
+    mine_session,
+    stdout_for_transcript,
+)
+
+app = typer.Typer()
+
+
+class By(StrEnum):
+    tool = "tool"
+    skill = "skill"
+    file = "file"
+
+
+def _pitfalls(specs: list[str]) -> list[PitfallPattern]:
+    out = []
+    for spec in specs:
+        pid, sep, pattern = spec.partition("=")
+        if not sep or not pid or not pattern:
+            raise UsageError(f"--pitfall {spec!r}: expected ID=REGEX")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UsageError(f"--pitfall {spec!r}: invalid regex: {exc}") from None
+        out.append(PitfallPattern(pid, pattern, "text"))
+    return out
+
+
+def _row(r: SessionResult) -> list[Any]:
+    cost = "" if r.cost_usd is None else f"{r.cost_usd:.4f}{'*' if r.cost_estimated else ''}"
+    t = r.total
+    return [
+        (r.session_id or r.transcript.stem)[:13],
+        r.status + (f" {r.api_error_status}" if r.api_error_status else ""),
+        r.turns,
+        f"{r.main.api_calls}/{r.subagents.api_calls}",
+        t.input_tokens,
+        t.output_tokens,
+        t.cache_read_tokens,
+        cost,
+        t.tool_calls,
+        len(t.file_reads),
+        ",".join(s.skill for s in t.skills_invoked),
+        t.retry_records,
+    ]
+
+
+_HEADERS = ["session", "status", "turns", "calls m/s", "in", "out", "cache rd", "cost $", "tools", "files"]
+_HEADERS += ["skills", "retries"]
+
+
+def _emit_jsonl(obj: object) -> None:
+    typer.echo(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode())
+
+
+@app.command()
+@cli_errors
+def mine(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Session transcripts (.jsonl) or folders: a `projects/` tree, a run folder."),
+    ],
+    json: Json = False,
+    by: Annotated[
+        By | None,
+        typer.Option(
+            "--by", help="Aggregate over all sessions by tool, skill or file instead of per session."
+        ),
+    ] = None,
+    pitfall: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pitfall", help="ID=REGEX: count case-insensitive matches in assistant text (repeat)."
+        ),
+    ] = None,
+) -> None:
+    """Mine Claude Code session transcripts: calls, tokens, cost, turns, tools, files, skills, status.
+
+    Prints one table row per session, or with --json one JSON object per line (fields in the README,
+    "Mining transcripts"). Sub-agent transcripts (<session>/subagents/) are folded into their session.
+    Malformed lines and unknown record types are counted, never fatal. Cost marked * is estimated from
+    list prices.
+
+    Exit codes: 0 ok; 2 a path does not exist, no session transcript was found, or a bad --pitfall;
+    3 some transcripts could not be read (the others are still printed); 130 interrupted.
+    """
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        raise NotFound(f"{missing[0]}: no such file or folder")
+    pitfalls = _pitfalls(pitfall or [])
+    rows: list[list[Any]] = []
+    agg: dict[str, dict[str, Any]] = {}
+    found = unreadable = 0
+    for transcript in iter_sessions(paths):
+        try:
+            r = mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls)
+        except OSError as exc:
+            unreadable += 1
+            typer.echo(f"warning: {exc}", err=True)
+            continue
+        found += 1
+        if by is not None:
+            _aggregate(agg, r, by)
+        elif json:
+            _emit_jsonl(r.to_json())
+        else:
+            rows.append(_row(r))
+        if r.malformed_lines or r.truncated_lines or r.unknown_record_types:
+            typer.echo(
+                f"note: {r.transcript}: {r.malformed_lines} malformed, {r.truncated_lines} truncated lines, "
+                f"unknown record types {r.unknown_record_types or '{}'}",
+                err=True,
+            )
+    if not found and not unreadable:
+        raise NotFound("no session transcripts found in " + ", ".join(str(p) for p in paths))
+    if by is not None:
+        _print_aggregate(agg, by, json)
+    elif not json:
+        from tabulate import tabulate
+
+        typer.echo(tabulate(rows, headers=_HEADERS))
+    if unreadable:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _aggregate(agg: dict[str, dict[str, Any]], r: SessionResult, by: By) -> None:
+    t = r.total
+    if by is By.tool:
+        items: list[tuple[str, int, str | None]] = [(k, v, None) for k, v in t.tool_histogram.items()]
+    elif by is By.file:
+        items = [(k, v, None) for k, v in t.file_reads.items()]
+    else:
+        items = [(s.skill, 1, s.outcome) for s in t.skills_invoked]
+    seen: set[str] = set()
+    for key, n, outcome in items:
+        entry = agg.setdefault(key, {by.value: key, "calls": 0, "sessions": 0})
+        entry["calls"] += n
+        if outcome is not None:
+            entry[outcome] = entry.get(outcome, 0) + 1
+        if key not in seen:
+            entry["sessions"] += 1
+            seen.add(key)
+
+
+def _print_aggregate(agg: dict[str, dict[str, Any]], by: By, json: bool) -> None:
+    entries = sorted(agg.values(), key=lambda e: (-e["calls"], e[by.value]))
+    if json:
+        for e in entries:
+            _emit_jsonl(e)
+        return
+    from tabulate import tabulate
+
+    cols = [by.value, "calls", "sessions"]
+    if by is By.skill:
+        cols += ["ok", "unknown", "denied", "error", "no_result"]
+    typer.echo(tabulate([[e.get(c, 0) for c in cols] for e in entries], headers=cols))
+
+
+@app.command()
+@cli_errors
+def recover(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<run-id>).")],
+    json: Json = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would be recovered; write nothing.")
+    ] = False,
+) -> None:
+    """Rebuild results from transcripts where stdout is missing, empty, corrupt or a rate-limit stub.
+
+    For each item, the latest attempt's stdout is checked; when it is not a valid result, the result is
+    mined from the transcript and written to results/<item>.json (atomically, never over a better result),
+    marking which fields were recovered or estimated and the difference between the transcript's cost and
+    turns and the CLI's, wherever both exist. Rate-limited sessions are not results: they need a re-run.
+
+    Exit codes: 0 every item has a result or a valid stdout; 1 not a run folder (no plan.jsonl);
+    2 the folder does not exist; 3 some items could not be recovered (no transcript, rate limited);
+    130 interrupted.
+    """
+    from ablate.recover import recover_run  # pydantic-backed run-folder models: loaded only when needed
+
+    rows: list[list[Any]] = []
+    unrecovered = 0
+    for rec in recover_run(run_dir, write=not dry_run):
+        if rec.action == "needs_rerun":
+            unrecovered += 1
+        if json:
+            _emit_jsonl(rec.to_json())
+            continue
+        r = rec.result
+        diffs = ", ".join(
+            f"{k} {v.get('difference'):+g}"
+            for k, v in (r.reconciliation.items() if r else [])
+            if isinstance(v.get("difference"), (int, float))
+        )
+        rows.append(
+            [
+                rec.item,
+                rec.attempt,
+                rec.stdout_kind,
+                rec.action,
+                r.status if r else "",
+                "" if not r or r.cost_usd is None else f"{r.cost_usd:.4f}{'*' if r.cost_estimated else ''}",
+                r.turns if r else "",
+                ",".join(r.estimated_fields) if r else "",
+                diffs,
+                rec.reason,
+            ]
+        )
+    if not json:
+        from tabulate import tabulate
+
+        headers = ["item", "att", "stdout", "action", "status", "cost $", "turns", "estimated", "vs cli"]
+        typer.echo(tabulate(rows, headers=[*headers, "reason"]))
+    if unrecovered:
+        raise typer.Exit(EXIT_PARTIAL)

@@ -1,0 +1,154 @@
+"""Benchmark: ``ablate mine`` over a generated ``projects/`` tree versus ``jq`` and ``cat``.
+
+The corpus is built from the real Claude Code 2.1.332 fixture transcripts (tests/data/fixtures), each copy
+given a fresh session id and spread over project folders, so its record mix is the real one: most bytes are
+``api-request-shape``, ``api-request-blob`` and ``attachment:prompt_snapshot`` records. It is generated once
+into ``.cache/bench/projects-<size>`` (``ABLATE_BENCH_DIR`` overrides the cache folder) and reused.
+
+Size: ``ABLATE_BENCH_GB`` (default 1; e.g. ``ABLATE_BENCH_GB=0.05`` for a quick run).
+
+Three figures, warm page cache (``cat`` runs first and twice):
+- ``cat FILES > /dev/null``: the I/O floor;
+- the jq pipeline a user would write for the tool histogram;
+- ``ablate mine DIR --by tool --json``, which computes every metric of every session, in a subprocess,
+  with its peak RSS.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "data" / "fixtures"
+JQ_FILTER = '.message.content[]? | select(.type=="tool_use") | .name'
+JQ_PIPELINE = f"jq -r 'select(.message.content != null) | {JQ_FILTER}' FILES | sort | uniq -c"
+
+
+def _templates() -> list[tuple[str, bytes, dict[str, bytes]]]:
+    """(fixture name, transcript bytes, {sub-agent file name: bytes}) for every fixture."""
+    out = []
+    for path in sorted(FIXTURES.glob("*.jsonl")):
+        if ".subagents_" in path.name or path.name.endswith(".mock-requests.jsonl"):
+            continue
+        name = path.stem
+        subs = {
+            p.name.removeprefix(f"{name}.subagents_"): p.read_bytes()
+            for p in FIXTURES.glob(f"{name}.subagents_agent-*")
+        }
+        out.append((name, path.read_bytes(), subs))
+    return out
+
+
+def generate(dest: Path, size_bytes: int) -> tuple[int, int]:
+    """Write sessions into ``dest`` until it holds ``size_bytes``; return (sessions, bytes)."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    templates = _templates()
+    sid_re = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    sessions = written = 0
+    while written < size_bytes:
+        _name, body, subs = templates[sessions % len(templates)]
+        old = sid_re.search(body)
+        assert old is not None
+        sid = str(uuid.UUID(int=sessions + 1)).encode()
+        project = tmp / f"-srv-bench-project-{sessions % 97:02d}"
+        project.mkdir(parents=True, exist_ok=True)
+        data = body.replace(old.group(0), sid)
+        (project / f"{sid.decode()}.jsonl").write_bytes(data)
+        written += len(data)
+        for sub_name, sub_body in subs.items():
+            target = project / sid.decode() / "subagents" / sub_name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            sub_data = sub_body.replace(old.group(0), sid)
+            target.write_bytes(sub_data)
+            written += len(sub_data)
+        sessions += 1
+    tmp.rename(dest)
+    return sessions, written
+
+
+def corpus(size_gb: float) -> Path:
+    cache = Path(os.environ.get("ABLATE_BENCH_DIR", REPO / ".cache" / "bench"))
+    dest = cache / f"projects-{size_gb:g}gb"
+    if not dest.is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        sessions, written = generate(dest, int(size_gb * (1 << 30)))
+        print(
+            f"generated {sessions} sessions, {written / 1e9:.2f} GB in {time.perf_counter() - t0:.1f} s: {dest}"
+        )
+    return dest
+
+
+def _timed_shell(cmd: str, cwd: Path) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, capture_output=True, check=True)
+    return time.perf_counter() - t0, proc.stdout.decode()
+
+
+def _files_list(root: Path) -> Path:
+    listing = root.parent / f"{root.name}.files0"
+    if not listing.exists():
+        names = sorted(f"./{p.relative_to(root)}" for p in root.rglob("*.jsonl"))
+        listing.write_bytes(b"\0".join(n.encode() for n in names) + b"\0")
+    return listing
+
+
+def main() -> None:
+    size_gb = float(os.environ.get("ABLATE_BENCH_GB", "1"))
+    root = corpus(size_gb)
+    listing = _files_list(root)
+    total = sum(p.stat().st_size for p in root.rglob("*.jsonl"))
+    n_files = listing.read_bytes().count(b"\0")
+    print(f"corpus: {root} ({total / 1e9:.2f} GB, {n_files} files)")
+    xargs = f"xargs -0 -n 2000 -a {listing}"
+
+    _timed_shell(f"{xargs} cat > /dev/null", root)  # warm the page cache
+    t_cat, _ = _timed_shell(f"{xargs} cat > /dev/null", root)
+
+    # The `mine` command's own typer app (what `ablate mine` runs), without composing the other groups.
+    ablate = [
+        sys.executable,
+        "-c",
+        "from ablate.cli.mine import app; app()",
+        "mine",
+        str(root),
+        "--by",
+        "tool",
+    ]
+    t0 = time.perf_counter()
+    proc = subprocess.run([*ablate, "--json"], capture_output=True, cwd=REPO)
+    if proc.returncode:
+        raise SystemExit(f"ablate mine failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    t_ablate = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+    jq_cmd = f"{xargs} jq -r 'select(.message.content != null) | {JQ_FILTER}' | sort | uniq -c"
+    t_jq, jq_out = _timed_shell(jq_cmd, root)
+
+    import orjson
+
+    ours = {e["tool"]: e["calls"] for e in map(orjson.loads, proc.stdout.splitlines())}
+    theirs = {ln.split()[1]: int(ln.split()[0]) for ln in jq_out.splitlines() if ln.strip()}
+    print(f"cat FILES > /dev/null      {t_cat:7.2f} s   (I/O floor, warm cache)")
+    print(f"jq pipeline                {t_jq:7.2f} s   ({JQ_PIPELINE})")
+    print(f"ablate mine --by tool      {t_ablate:7.2f} s   all metrics; peak RSS {peak_mb:.0f} MB")
+    print(f"speed-up vs jq: {t_jq / t_ablate:.1f}x; ablate throughput {total / t_ablate / 1e9:.2f} GB/s")
+    print(f"tool histogram (ablate): {dict(sorted(ours.items()))}")
+    if ours != theirs:
+        print(f"tool histogram (jq):     {dict(sorted(theirs.items()))}")
+        print("  (jq also counts tool_use blocks echoed inside api-request-blob request snapshots)")
+    else:
+        print("jq's histogram agrees")
+
+
+if __name__ == "__main__":
+    main()

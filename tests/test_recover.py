@@ -1,0 +1,124 @@
+"""`recover`: rebuild results from transcripts when stdout is missing, empty, corrupt or a rate-limit stub."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ablate.errors import NotFound, RunFolderError
+from ablate.recover import recover_run
+from ablate.runfolder import Attempt, PlanItem, RunFolder
+from tests.mining_support import FIXTURES, stdout_of
+
+
+def _session_id(name: str) -> str:
+    return str(orjson.loads((FIXTURES / f"{name}.jsonl").read_bytes().splitlines()[0])["sessionId"])
+
+
+def _add(rf: RunFolder, items: list[PlanItem], item: str, name: str, stdout: bytes | None) -> None:
+    sid = _session_id(name)
+    transcript = rf.transcript_path(item, 1, sid)
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(FIXTURES / f"{name}.jsonl", transcript)
+    for sub in FIXTURES.glob(f"{name}.subagents_agent-*"):
+        target = transcript.with_suffix("") / "subagents" / sub.name.removeprefix(f"{name}.subagents_")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(sub, target)
+    if stdout is not None:
+        rf.stdout_path(item, 1).parent.mkdir(parents=True, exist_ok=True)
+        rf.stdout_path(item, 1).write_bytes(stdout)
+    items.append(
+        PlanItem(
+            item=item,
+            task="t",
+            cell="C0",
+            repeat=len(items),
+            order=len(items),
+            attempts=[Attempt(n=1, session_id=sid)],
+        )
+    )
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return build_run_dir(tmp_path)
+
+
+def build_run_dir(tmp_path: Path) -> Path:
+    """A run folder with one item per kind of stdout: valid, empty, missing, corrupt, stub, no transcript."""
+    rf = RunFolder(tmp_path / "run")
+    items: list[PlanItem] = []
+    _add(rf, items, "valid", "plain", stdout_of("plain").read_bytes())
+    _add(rf, items, "killed", "killed_by_timeout", b"")
+    _add(rf, items, "missing", "multi_tool", None)
+    # Two runs wrote the same file: the shorter one (this item's) last, over the longer one.
+    longer = stdout_of("agent_background").read_bytes()
+    shorter = stdout_of("skill").read_bytes()
+    _add(rf, items, "corrupt", "skill", shorter + longer[len(shorter) :])
+    _add(rf, items, "stub", "rate_limited", b"You've hit your limit \xc2\xb7 resets 5pm (UTC)\n")
+    items.append(
+        PlanItem(item="gone", task="t", cell="C1", repeat=0, order=9, attempts=[Attempt(n=1, session_id="x")])
+    )
+    items.append(PlanItem(item="later", task="t", cell="C2", repeat=0, order=10))
+    rf.write_plan(items)
+    return rf.root
+
+
+def test_recover_each_kind_of_stdout(run_dir: Path) -> None:
+    got = {r.item: r for r in recover_run(run_dir)}
+    assert {k: (v.stdout_kind, v.action) for k, v in got.items()} == {
+        "valid": ("valid", "ok"),
+        "killed": ("empty", "recovered"),
+        "missing": ("missing", "recovered"),
+        "corrupt": ("corrupt", "recovered"),
+        "stub": ("rate_limit_stub", "needs_rerun"),
+        "gone": ("missing", "needs_rerun"),
+        "later": (None, "not_run"),
+    }
+    rf = RunFolder(run_dir)
+    killed = orjson.loads(rf.result_path("killed").read_bytes())
+    assert killed["status"] == "killed" and killed["cost_usd"] == pytest.approx(0.0048)
+    assert "status" in killed["recovery"]["recovered_fields"]
+    assert killed["recovery"]["estimated_fields"] == ["turns"]
+    missing = orjson.loads(rf.result_path("missing").read_bytes())
+    assert (missing["status"], missing["turns"], missing["main"]["input_tokens"]) == ("completed", 6, 7200)
+    # The corrupt file still holds this session's complete document: reconciled with it.
+    corrupt = orjson.loads(rf.result_path("corrupt").read_bytes())
+    assert corrupt["recovery"]["reconciliation"]["cost_usd"]["difference"] == 0.0
+    assert corrupt["recovery"]["reconciliation"]["turns"] == {
+        "transcript": 5,
+        "cli": 5,
+        "difference": 0,
+        "note": "calibrated rule over the last prompt vs the CLI's num_turns",
+    }
+    assert got["stub"].reason.startswith("rate limited; resets ")
+    for item in ("valid", "stub", "gone", "later"):
+        assert not rf.result_path(item).exists()
+
+
+def test_recover_never_replaces_a_better_result(run_dir: Path) -> None:
+    rf = RunFolder(run_dir)
+    better = {"status": "completed", "cost_usd": 1.0}
+    rf.result_path("killed").parent.mkdir(parents=True, exist_ok=True)
+    rf.result_path("killed").write_bytes(orjson.dumps(better))
+    got = {r.item: r for r in recover_run(run_dir)}
+    assert got["killed"].action == "kept"
+    assert orjson.loads(rf.result_path("killed").read_bytes()) == better
+    # A previously recovered result is refreshed.
+    assert list(recover_run(run_dir))  # second pass
+    assert orjson.loads(rf.result_path("missing").read_bytes())["recovery"] is not None
+
+
+def test_dry_run_writes_nothing(run_dir: Path) -> None:
+    assert [r.action for r in recover_run(run_dir, write=False)].count("recovered") == 3
+    assert not (run_dir / "results").exists()
+
+
+def test_not_a_run_folder(tmp_path: Path) -> None:
+    with pytest.raises(NotFound):
+        list(recover_run(tmp_path / "nope"))
+    with pytest.raises(RunFolderError):
+        list(recover_run(tmp_path))
