@@ -67,3 +67,40 @@ def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
             hint="is this really the claude binary?",
         )
     return ClaudeBinary(path=path, version=match.group(1), sha256=sha256_file(path))
+
+
+def claude_argv(
+    binary: Path,
+    *,
+    prompt: str,
+    model: str,
+    session_id: str,
+    max_turns: int,
+    extra: list[str] | tuple[str, ...] = (),
+) -> list[str]:
+    """The pinned command line of every ablate session (DESIGN §4); stdin must be /dev/null.
+
+    ``--bare`` is never used: it replaces the whole system prompt and cuts the tool set, so it is no baseline.
+    """
+    return [
+        str(binary),
+        "-p",
+        "--output-format",
+        "json",
+        "--model",
+        model,
+        "--permission-mode",
+        "bypassPermissions",
+        "--max-turns",
+        str(max_turns),
+        "--session-id",
+        session_id,
+        *extra,
+        prompt,
+    ]
+
+
+def find_transcript(config_dir: Path, session_id: str) -> Path | None:
+    """The session's JSONL under ``config_dir/projects/*/`` (never computed from the slug: DESIGN §3.3)."""
+    matches = sorted((config_dir / "projects").glob(f"*/{session_id}.jsonl"))
+    return matches[0] if matches else None

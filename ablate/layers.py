@@ -173,6 +173,8 @@ class KeyPresence:
     key: str
     size: int
     """Bytes of the key's value, re-serialised compactly."""
+    path: Path
+    """Where the file really is (``.claude.json`` may live in HOME)."""
 
 
 @dataclass
@@ -273,11 +275,12 @@ def resolve_layer(
                 lf.bytes += len(data)
                 h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
     for ref in layer.keys:
-        obj = json_keys((aliases or {}).get(ref.file) or base / ref.file)
+        where = (aliases or {}).get(ref.file) or base / ref.file
+        obj = json_keys(where)
         if obj is None or ref.key not in obj or obj[ref.key] in (None, {}, [], ""):
             continue
         value = json.dumps(obj[ref.key], sort_keys=True, separators=(",", ":")).encode()
-        lf.keys.append(KeyPresence(ref.file, ref.key, len(value)))
+        lf.keys.append(KeyPresence(ref.file, ref.key, len(value), where))
         lf.bytes += len(value)
         h.update(f"{ref.file}#{ref.key}".encode() + b"\0" + hashlib.sha256(value).digest())
     lf.fingerprint = h.hexdigest() if lf.present else ""

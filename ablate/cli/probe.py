@@ -1,0 +1,159 @@
+"""``ablate probe``: the free isolation proof (real CLI against the capture endpoint, once per cell)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tabulate import tabulate
+
+from ablate.cells import builtin_sets, load_cell_set
+from ablate.claude import find_claude
+from ablate.cli.common import (
+    AblateToml,
+    ClaudeBin,
+    ConfigDir,
+    Json,
+    Repo,
+    cli_errors,
+    default_config_dir,
+    print_json,
+)
+from ablate.errors import EXIT_FAILURE
+from ablate.layers import load_catalog
+from ablate.probe import ProbeResult, probe
+from ablate.setup import load_setup
+
+app = typer.Typer()
+
+_MARK = {
+    "ok": "ok",
+    "leak": "LEAK",
+    "missing": "MISSING",
+    "generic": "?",
+    "unprobed": "n/p",
+    "unobservable": "~",
+    "not-in-setup": ".",
+}
+
+
+def render(result: ProbeResult) -> str:
+    lines = []
+    layer_ids = [lid for lid, fp in result.fingerprints.items() if fp["kind"] != "absent"]
+    header = ["cell", "verdict", *layer_ids]
+    rows = []
+    for c in result.cells:
+        row = [c.id, c.verdict]
+        for lid in layer_ids:
+            chk = c.layers[lid]
+            mark = _MARK[chk.status]
+            if chk.status == "ok":
+                mark = "+" if chk.expected == "present" else "-"
+            row.append(mark)
+        rows.append(row)
+    lines.append(tabulate(rows, headers=header))
+    lines.append(
+        "legend: + kept and seen, - stripped and not seen, LEAK stripped but seen, MISSING kept but not seen,"
+    )
+    lines.append("        ~ not observable in a probe session, ? too generic to fingerprint, n/p not probed")
+    for c in result.cells:
+        if c.verdict not in ("faithful",):
+            detail = "; ".join(
+                [
+                    f"{lid}: {chk.status} ({chk.evidence})"
+                    for lid, chk in c.layers.items()
+                    if chk.status in ("leak", "missing")
+                ]
+                + [f"foreign instruction file {f}" for f in c.foreign_files]
+                + c.problems
+            )
+            lines.append(f"{c.id} {c.verdict}: {detail or c.note}")
+    for lid, fp in result.fingerprints.items():
+        if fp["kind"] in ("unobservable", "unprobed"):
+            lines.append(f"note: {lid}: {fp['reason']}")
+    fid = result.fidelity
+    if fid.get("checked"):
+        lines.append(
+            f"shadow fidelity: {'equal' if fid['equal'] else 'DIFFERENT'} ({fid['compared']}; ignoring {', '.join(fid['ignored'])})"
+        )
+        lines.extend(f"  {d}" for d in fid.get("differences", []))
+    else:
+        lines.append(f"shadow fidelity: not checked ({fid.get('reason')})")
+    if result.leaks:
+        lines.append("leaks ablate cannot remove (every cell alike):")
+        lines.extend(f"  - [{lk.kind}] {lk.path}: {lk.detail}" for lk in result.leaks)
+    lines.extend(f"note: {n}" for n in result.notes)
+    if not result.real_setup_unchanged:
+        lines.append("ERROR: the real config dir or repository changed during the probe")
+    per_cell = result.duration_s / max(1, len(result.cells))
+    lines.append(
+        f"{'OK' if result.ok else 'NOT FAITHFUL'}: {len(result.cells)} cells in {result.duration_s:.1f} s "
+        f"({per_cell:.1f} s per cell), claude {result.claude['version']}"
+    )
+    return "\n".join(lines)
+
+
+@app.command("probe")
+@cli_errors
+def probe_cmd(
+    cells: Annotated[
+        str, typer.Option("--cells", help=f"Cell set: {', '.join(builtin_sets())}, or a .toml file.")
+    ] = "layered",
+    only: Annotated[
+        list[str] | None, typer.Option("--cell", help="Probe only these cell ids (repeatable).")
+    ] = None,
+    config_dir: ConfigDir = None,
+    repo: Repo = Path("."),
+    claude_bin: ClaudeBin = None,
+    with_mcp: Annotated[
+        bool,
+        typer.Option(
+            "--with-mcp", help="Also start MCP servers and check their tools (they are real processes)."
+        ),
+    ] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions run at once.")] = 2,
+    work: Annotated[
+        Path | None,
+        typer.Option("--work", help="Keep the probe's cells, requests and transcripts in this folder."),
+    ] = None,
+    json_out: Json = False,
+    ablate_toml: AblateToml = None,
+) -> None:
+    """Prove which layers reach the model in every cell, for free.
+
+    Builds every cell, runs the real claude CLI once per cell against a local capture endpoint (no API key,
+    no cost) and prints a matrix cells x layers: expected (from the cell) against observed (from the captured
+    requests and the transcript's instructions, skill_listing and hook_success records; repo docs, which are
+    never auto-loaded, from the worktree's files). Fingerprints come from your real layer content; a layer
+    too generic to fingerprint is said to be so. It also checks shadow fidelity (C0's request equals the one
+    your untouched setup produces, apart from paths, the billing header and the git branch line).
+
+    Exit codes: 0 every cell faithful (or no-op), 1 a cell leaked, missed a layer or failed, or the fidelity
+    check failed, 2 bad input (setup, cell set, claude binary).
+    """
+    catalog = load_catalog(ablate_toml)
+    cell_set = load_cell_set(cells, catalog)
+    setup = load_setup(config_dir or default_config_dir(), repo)
+    claude = find_claude(claude_bin)
+    if not claude.is_pinned and not json_out:
+        typer.echo(
+            f"warning: claude {claude.version} is not the pinned version; recording and continuing", err=True
+        )
+    result = probe(
+        setup,
+        catalog,
+        cell_set,
+        claude,
+        work=work,
+        cell_ids=only,
+        with_mcp=with_mcp,
+        jobs=jobs,
+        on_cell=None if json_out else lambda cid, what: typer.echo(f"  {cid}: {what}", err=True),
+    )
+    if json_out:
+        print_json(result.to_json())
+    else:
+        typer.echo(render(result))
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILURE)

@@ -1,0 +1,494 @@
+"""The environment builder (DESIGN §3): materialise one ablation cell as a shadow home + a detached worktree.
+
+Layout of a cell root ``<out>/<cNN>[-sNN]/`` (equal-length names: the absolute paths reach the prompt)::
+
+    .ablate-env        marker written first (so `ablate env clean` also finds a half-built cell)
+    environment.json   what the cell is: paths, redacted env, per-layer fingerprints, leaks, notes
+    home/              the shadow HOME: .claude (= CLAUDE_CONFIG_DIR), .claude.json, links to the real home
+    wt/<repo-name>/    the detached worktree (the session's cwd)
+    .pristine/         the freshly built home and the worktree's overlay sources, for cheap resets
+
+Config side: :mod:`ablate.shadow_home`; repo side: :mod:`ablate.worktree`; safe file operations:
+:mod:`ablate.shadowfs`. Nothing here prints or exits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ablate import __version__, shadow_home, shadowfs, worktree
+from ablate.cells import ResolvedCell
+from ablate.errors import OutputExists, UnsafeEnvironment, UsageError
+from ablate.fsutil import atomic_write_json
+from ablate.layers import Catalog, Layer, resolve_layer
+from ablate.setup import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
+from ablate.slug import slug
+
+SCHEMA_VERSION = 1
+MARKER = ".ablate-env"
+MANIFEST = "environment.json"
+PRISTINE = ".pristine"
+
+# ---------------------------------------------------------------------------------------------------------
+# Process environment (DESIGN §3.5)
+
+#: Inherited as is: the ordinary process basics.
+ENV_ALLOW = ("PATH", "USER", "SHELL", "LANG", "TERM", "TMPDIR")
+ENV_ALLOW_PREFIXES = ("LC_",)
+#: Endpoint, auth and provider variables (Bedrock, Vertex, gateways), inherited when set.
+ENV_AUTH = (
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
+    "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "CLOUD_ML_REGION",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+)
+ENV_AUTH_PREFIXES = ("AWS_", "VERTEX_REGION_")
+#: Network plumbing a corporate setup needs to reach its endpoint at all (no effect on behaviour).
+ENV_NETWORK = (
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
+#: Pinned knobs, the same in every cell (``extra_env`` may override them).
+ENV_PINNED = {
+    "CLAUDE_CODE_MAX_RETRIES": "2",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+}
+#: Set by ablate for environments it built itself: isolation is ablate's, not the user's.
+ENV_OWNED = ("HOME", "CLAUDE_CONFIG_DIR", "IS_SANDBOX")
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|CUSTOM_HEADERS)", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def process_env(
+    base_env: Mapping[str, str],
+    *,
+    home: Path,
+    config_dir: Path,
+    extra_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole, explicit environment of a session: allow-listed, auth, pinned; every other CLAUDE_*/ANTHROPIC_* dropped."""
+    env: dict[str, str] = {}
+    for key, value in base_env.items():
+        if (
+            key in ENV_ALLOW
+            or key.startswith(ENV_ALLOW_PREFIXES)
+            or key in ENV_AUTH
+            or key.startswith(ENV_AUTH_PREFIXES)
+            or key in ENV_NETWORK
+        ):
+            env[key] = value
+    env.update(ENV_PINNED)
+    env["HOME"] = str(home)
+    env["CLAUDE_CONFIG_DIR"] = str(config_dir)
+    env["IS_SANDBOX"] = "1"
+    for key, value in (extra_env or {}).items():
+        if key in ENV_OWNED:
+            raise UsageError(
+                f"extra env may not set {key}: ablate sets it to isolate the cell",
+                hint="drop it from the extra environment",
+            )
+        env[key] = value
+    return dict(sorted(env.items()))
+
+
+def is_secret(key: str) -> bool:
+    return bool(_SECRET.search(key))
+
+
+def redacted_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for manifests and reports: secret values become ``***``, credentials in proxy URLs too."""
+    out = {}
+    for key, value in env.items():
+        if is_secret(key):
+            out[key] = "***" if value else ""
+        elif "PROXY" in key.upper():
+            out[key] = _URL_USERINFO.sub("***@", value)
+        else:
+            out[key] = value
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The environment
+
+
+@dataclass
+class CellEnvironment:
+    """One materialised cell: where it lives, how to run the CLI in it, and what it contains."""
+
+    cell: ResolvedCell
+    root: Path
+    """``<out>/<cell.dirname>[-s<slot>]``."""
+    home: Path
+    """The shadow home (``HOME``)."""
+    config_dir: Path
+    """``home/.claude``, absolute (``CLAUDE_CONFIG_DIR``)."""
+    cwd: Path
+    """The detached worktree the session runs in."""
+    env: dict[str, str]
+    """The full explicit process environment (DESIGN §3.5); secrets included: never write it out as is."""
+    fingerprints: dict[str, str]
+    """Layer id → fingerprint of what this cell contains ("" when absent); comparable with the setup's."""
+    leaks: list[Leak] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    slot: int | None = None
+    head: str = ""
+    """The commit the worktree is a checkout of."""
+    repo: Path | None = None
+    """The user's repository."""
+    dirty: bool = False
+    isolate_state: bool = False
+    memory_slug: str = ""
+    """The slug the CLI keys auto-memory (and transcripts) by in this cell: that of the cell's checkout."""
+
+    @property
+    def pristine(self) -> Path:
+        return self.root / PRISTINE
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready description (env redacted; never the credentials)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "ablate_version": __version__,
+            "cell": {
+                "id": self.cell.id,
+                "label": self.cell.label,
+                "dirname": self.cell.dirname,
+                "stripped": list(self.cell.stripped),
+                "empty_config": self.cell.empty_config,
+                "kept": list(self.cell.kept),
+                "replace": {k: str(v) for k, v in self.cell.replace.items()},
+            },
+            "slot": self.slot,
+            "root": str(self.root),
+            "home": str(self.home),
+            "config_dir": str(self.config_dir),
+            "cwd": str(self.cwd),
+            "repo": str(self.repo) if self.repo else None,
+            "head": self.head,
+            "memory_slug": self.memory_slug,
+            "dirty": self.dirty,
+            "isolate_state": self.isolate_state,
+            "env": redacted_env(self.env),
+            "fingerprints": dict(self.fingerprints),
+            "leaks": [asdict(leak) for leak in self.leaks],
+            "notes": list(self.notes),
+        }
+
+
+def cell_root(out: Path, cell: ResolvedCell, slot: int | None = None) -> Path:
+    """``<out>/cNN`` or ``<out>/cNN-sNN`` (two-digit slots keep every path the same length)."""
+    name = cell.dirname if slot is None else f"{cell.dirname}-s{slot:02d}"
+    return Path(os.path.abspath(out)).resolve() / name
+
+
+def build_environment(
+    setup: Setup,
+    catalog: Catalog,
+    cell: ResolvedCell,
+    out: Path,
+    *,
+    slot: int | None = None,
+    isolate_state: bool = False,
+    dirty: bool = False,
+    base_env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    record_ancestor_leaks: bool = False,
+) -> CellEnvironment:
+    """Materialise ``cell`` for ``setup`` under ``out`` (DESIGN §3) and return how to run the CLI in it.
+
+    Every check runs before anything is written; a failure half way removes what was built. The user's
+    config dir and repository are only read (the checkout is a private ``git clone --shared``: nothing is
+    registered in the user's repo). ``record_ancestor_leaks`` records instruction files above the checkout
+    as leaks instead of refusing (:class:`UnsafeEnvironment`).
+    """
+    if slot is not None and not 0 <= slot <= 99:
+        raise UsageError(f"slot {slot}: must be between 0 and 99")
+    root = cell_root(out, cell, slot)
+    if os.path.lexists(root):
+        raise OutputExists(
+            f"{root}: already exists",
+            hint=f"remove it with `ablate env clean {root.parent}` or pick another --out",
+        )
+    for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
+        if shadowfs.is_inside(str(root), str(inside)):
+            raise UsageError(f"{root}: inside the {what} {inside}", hint="pick an --out outside it")
+    home = root / "home"
+    config = home / ".claude"
+    wt = root / "wt" / setup.repo.name
+    env = process_env(
+        os.environ if base_env is None else base_env, home=home, config_dir=config, extra_env=extra_env
+    )
+
+    # -- checks (nothing written yet) --
+    setup_layers = resolve_layers(setup, catalog)  # raises on a symlink loop in a layer
+    plan = worktree.plan_repo(setup, catalog, dirty=dirty)  # raises on non-layer changes unless dirty
+    above = ancestor_leaks(wt)
+    if above and not record_ancestor_leaks:
+        found = ", ".join(leak.path for leak in above)
+        raise UnsafeEnvironment(
+            f"instruction files above {wt}: {found}; the CLI would load them in every cell",
+            hint="pick an --out whose parent folders hold no CLAUDE.md, AGENTS.md, .claude/ or .mcp.json",
+        )
+
+    root.mkdir(parents=True)
+    try:
+        atomic_write_json(
+            root / MARKER,
+            {"schema_version": SCHEMA_VERSION, "worktree": str(wt), "created": time.time()},
+        )
+        result = CellEnvironment(
+            cell=cell,
+            root=root,
+            home=home,
+            config_dir=config,
+            cwd=wt,
+            env=env,
+            fingerprints={},
+            leaks=[*above, *fixed_leaks(setup)],
+            slot=slot,
+            head=setup.head,
+            repo=setup.repo,
+            dirty=dirty,
+            isolate_state=isolate_state,
+            memory_slug=slug(str(wt)),
+        )
+        _build_config(setup, catalog, cell, result)
+        pristine = result.pristine
+        pristine.mkdir()
+        refs = worktree.make_checkout(setup, wt)
+        ops = worktree.worktree_ops(setup, plan, cell, wt, pristine)
+        worktree.apply_ops(wt, pristine, ops)
+        atomic_write_json(pristine / "ops.json", ops)
+        atomic_write_json(pristine / "refs.json", refs)
+        result.notes.extend(plan.notes)
+        if dirty:
+            result.notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
+        result.fingerprints = cell_fingerprints(setup, catalog, result)
+        for lid, lf in setup_layers.items():
+            kept = lid not in cell.stripped and lid not in cell.replace
+            if lf.present and kept and result.fingerprints.get(lid) != lf.fingerprint:
+                result.notes.append(f"{lid}: the cell's copy differs from the setup's (fingerprint mismatch)")
+        shutil.copytree(home, pristine / "home", symlinks=True)
+        atomic_write_json(root / MANIFEST, result.to_json())
+        return result
+    except BaseException:
+        _remove_root(root)
+        raise
+
+
+def _build_config(setup: Setup, catalog: Catalog, cell: ResolvedCell, result: CellEnvironment) -> None:
+    home, config = result.home, result.config_dir
+    home.mkdir(mode=0o700)
+    os.chmod(home, 0o700)
+    config.mkdir(mode=0o700)
+    os.chmod(config, 0o700)
+    report = shadow_home.populate_config(setup, config, isolate_state=result.isolate_state)
+    result.notes.extend(report.notes)
+    result.leaks.extend(report.leaks)
+    shadow_home.copy_memory(setup, config, result.memory_slug)
+    if shadow_home.copy_account_state(setup, home, config) is None:
+        result.notes.append("no account state (.claude.json) found: the CLI starts with a fresh one")
+    shadow_home.link_home(setup, home)
+
+    config_layers = [layer for layer in catalog if layer.side == "config"]
+    for layer in config_layers:
+        if layer.id in cell.stripped:
+            strip_layer(config, layer, result.memory_slug)
+    if cell.empty_config:
+        _keep_only(
+            config, [layer for layer in config_layers if layer.id not in cell.stripped], result.memory_slug
+        )
+    shadow_home.ensure_written_dirs(config)
+    for lid, variant in cell.replace.items():
+        layer = catalog.get(lid)
+        if layer.side == "config":
+            shadowfs.put(config, layer.patterns(result.memory_slug)[0], variant)
+
+
+def strip_layer(base: Path, layer: Layer, memory_slug: str) -> None:
+    """Strip ``layer`` in a cell's tree: delete (absent), empty every file (stub), drop its JSON keys."""
+    if layer.strip != "drop-key":
+        for entry in resolve_layer(layer, base, memory_slug=memory_slug).entries:
+            if layer.strip == "stub":
+                shadowfs.stub(base, entry)
+            else:
+                shadowfs.remove(base, entry)
+    for ref in layer.keys:
+        shadowfs.drop_keys(base, ref.file, [ref.key])
+
+
+def _keep_only(config: Path, kept: list[Layer], memory_slug: str) -> None:
+    """C11 and leave-one-in: remove everything but auth, the CLI-written folders and the kept layers."""
+    keep = {shadow_home.CREDENTIALS, shadow_home.ACCOUNT, *shadow_home.WRITTEN_DIRS}
+    key_files: dict[str, list[str]] = {}
+    for layer in kept:
+        keep.update(resolve_layer(layer, config, memory_slug=memory_slug).entries)
+        for ref in layer.keys:
+            key_files.setdefault(ref.file, []).append(ref.key)
+    for rel, keys in key_files.items():
+        if rel in keep or rel == shadow_home.ACCOUNT:
+            continue
+        shadowfs.keep_keys(config, rel, keys)
+        if (config / rel).exists():
+            keep.add(rel)
+    _prune(config, "", keep)
+
+
+def _prune(base: Path, rel_dir: str, keep: set[str]) -> None:
+    folder = base / rel_dir if rel_dir else base
+    for name in sorted(os.listdir(folder)):
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        if rel in keep or any(rel.startswith(k + "/") for k in keep):
+            continue
+        if any(k.startswith(rel + "/") for k in keep):
+            path = shadowfs.detach(base, rel)
+            if path.is_symlink() and path.is_dir():
+                shadowfs.split_link(path)
+            if path.is_dir():
+                _prune(base, rel, keep)
+                continue
+        shadowfs.remove(base, rel)
+
+
+def cell_fingerprints(setup: Setup, catalog: Catalog, env: CellEnvironment) -> dict[str, str]:
+    """Fingerprint every layer as the cell contains it, with the cell's config path mapped back to the real
+    one (and the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint
+    ``resolve_layer`` gives for the real setup."""
+    undo = [(str(env.config_dir), str(setup.config_dir))]
+    rel_undo = (f"projects/{env.memory_slug}/", f"projects/{setup.memory_slug}/")
+    out: dict[str, str] = {}
+    for layer in catalog:
+        if layer.side == "config":
+            out[layer.id] = _fingerprint(layer, env.config_dir, env.memory_slug, undo, rel_undo)
+        else:
+            out[layer.id] = _fingerprint(layer, env.cwd, setup.memory_slug, undo)
+    return out
+
+
+def _unrewrite(value: Any, undo: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        for cell_path, real in undo:
+            value = value.replace(cell_path, real)
+        return value
+    if isinstance(value, list):
+        return [_unrewrite(v, undo) for v in value]
+    if isinstance(value, dict):
+        return {k: _unrewrite(v, undo) for k, v in value.items()}
+    return value
+
+
+def _fingerprint(
+    layer: Layer,
+    base: Path,
+    memory_slug: str,
+    undo: list[tuple[str, str]],
+    rel_undo: tuple[str, str] | None = None,
+) -> str:
+    """The hash of :func:`ablate.layers.resolve_layer`, over contents with the cell paths undone."""
+    lf = resolve_layer(layer, base, memory_slug=memory_slug)
+    if not lf.present:
+        return ""
+    h = hashlib.sha256()
+    for rel in lf.files:
+        data = (base / rel).read_bytes()
+        for cell_path, real in undo:
+            data = data.replace(cell_path.encode(), real.encode())
+        key = rel.replace(rel_undo[0], rel_undo[1], 1) if rel_undo and rel.startswith(rel_undo[0]) else rel
+        h.update(key.encode() + b"\0" + hashlib.sha256(data).digest())
+    for kp in lf.keys:
+        obj = json.loads((base / kp.file).read_text(encoding="utf-8"))
+        value = json.dumps(_unrewrite(obj[kp.key], undo), sort_keys=True, separators=(",", ":")).encode()
+        h.update(f"{kp.file}#{kp.key}".encode() + b"\0" + hashlib.sha256(value).digest())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reset, teardown, clean
+
+
+def reset_environment(env: CellEnvironment) -> None:
+    """Restore the freshly built state cheaply (no re-checkout, no recopy of linked trees).
+
+    The shadow home is synced back to its pristine copy (new entries removed, changed files recopied, the
+    CLI-written folders emptied, links re-pointed, never followed); the worktree is checked out again at
+    HEAD, hard-reset, ``git clean -ffdx``-ed, and the recorded overlay and strip operations are replayed.
+    """
+    pristine = env.pristine
+    if not (pristine / "home").is_dir() or not (pristine / "ops.json").is_file():
+        raise UsageError(f"{env.root}: not a complete ablate environment", hint="rebuild it")
+    shadowfs.sync_tree(pristine / "home", env.home)
+    ops = json.loads((pristine / "ops.json").read_text(encoding="utf-8"))
+    refs_file = pristine / "refs.json"
+    refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
+    worktree.reset_worktree(env.cwd, env.head, pristine, ops, refs)
+
+
+def teardown_environment(env: CellEnvironment) -> None:
+    """Delete the cell root (the checkout is a private clone: nothing to unregister in the user's repo)."""
+    _remove_root(env.root)
+
+
+def _remove_root(root: Path) -> None:
+    if os.path.lexists(root):
+        shadowfs.remove_path(root)
+
+
+def find_roots(out: Path) -> list[Path]:
+    """Every cell root ablate built under ``out`` (marked folders; links never followed)."""
+    roots: list[Path] = []
+    if not out.is_dir():
+        return roots
+    for dirpath, dirnames, filenames in os.walk(out, followlinks=False):
+        if MARKER in filenames:
+            roots.append(Path(dirpath))
+            dirnames[:] = []
+        else:
+            dirnames.sort()
+    return sorted(roots)
+
+
+def clean(out: Path) -> list[str]:
+    """Remove every cell ablate built under ``out`` (crash recovery). Idempotent; returns what was removed."""
+    removed: list[str] = []
+    for root in find_roots(Path(os.path.abspath(out))):
+        _remove_root(root)
+        removed.append(str(root))
+    return removed
+
+
+def load_environment_json(root: Path) -> dict[str, Any]:
+    """The ``environment.json`` of a built cell."""
+    path = root / MANIFEST
+    if not path.is_file():
+        raise UsageError(f"{root}: no {MANIFEST}; not a complete ablate environment")
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data

@@ -1,0 +1,229 @@
+"""Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read only).
+
+Each layer gets needles that show its presence in what reached the model, chosen by how the layer shows up
+(the catalog's ``shows``): distinctive lines for instruction files and memory; ``- name:`` entries of the skill
+and agent listings for skills, commands and agents; the commands of session-start hooks for hooks; the
+worktree's files for repo docs (never auto-loaded). A needle that also appears in a baseline request made
+with no setup at all, or in another layer, is generic and dropped; a layer left without needles is reported
+as too generic to fingerprint, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ablate.layers import Catalog, LayerFiles
+
+Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
+
+MIN_LINE = 16
+MAX_NEEDLES = 6
+#: Hook events whose commands run (and are recorded) in a one-prompt session that calls no tool.
+OBSERVABLE_HOOK_EVENTS = ("SessionStart", "UserPromptSubmit")
+
+_FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
+
+
+@dataclass
+class LayerPrint:
+    """How one layer's presence is recognised."""
+
+    layer: str
+    kind: Kind
+    needles: list[str] = field(default_factory=list)
+    reason: str = ""
+    """Why the layer is unobservable, unprobed or too generic, or what the needles are."""
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.needles) and self.kind in ("text", "names", "hooks")
+
+
+def frontmatter(text: str) -> dict[str, str]:
+    """The simple ``key: value`` pairs of a Markdown front-matter block."""
+    m = _FRONTMATTER.match(text)
+    out: dict[str, str] = {}
+    if not m:
+        return out
+    for line in m.group(1).splitlines():
+        if ":" in line and not line.startswith((" ", "\t")):
+            k, v = line.split(":", 1)
+            out[k.strip()] = v.strip().strip("'\"")
+    return out
+
+
+def distinctive_lines(text: str) -> list[str]:
+    """Candidate lines: long enough, not an import, not front matter, not only punctuation."""
+    body = _FRONTMATTER.sub("", text, count=1)
+    out = []
+    for raw in body.splitlines():
+        line = raw.strip()
+        if len(line) < MIN_LINE or line.startswith("@") or line.startswith("```"):
+            continue
+        if not re.search(r"[A-Za-z]{4}", line):
+            continue
+        if line not in out:
+            out.append(line)
+    return out
+
+
+def _names(lf: LayerFiles) -> list[str]:
+    """Skill/command/agent names as they appear in the listings (``- name:``)."""
+    names: list[str] = []
+    for rel in lf.files:
+        p = Path(rel)
+        if p.suffix != ".md":
+            continue
+        parts = p.parts
+        try:
+            text = (lf.base / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        meta = frontmatter(text)
+        if p.name == "SKILL.md" and len(parts) >= 2:
+            name = meta.get("name") or parts[-2]
+        elif "commands" in parts or "agents" in parts:
+            name = meta.get("name") or p.stem
+        else:
+            continue
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
+def _hook_commands(lf: LayerFiles) -> tuple[list[str], list[str]]:
+    """(observable commands, other events) of the hooks found in the layer's JSON keys."""
+    observable: list[str] = []
+    others: list[str] = []
+    for kp in lf.keys:
+        try:
+            data = json.loads(kp.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        hooks = data.get(kp.key) if isinstance(data, dict) else None
+        if not isinstance(hooks, dict):
+            continue
+        for event, groups in hooks.items():
+            for group in groups if isinstance(groups, list) else []:
+                for h in (group.get("hooks") or []) if isinstance(group, dict) else []:
+                    cmd = h.get("command") if isinstance(h, dict) else None
+                    if not isinstance(cmd, str):
+                        continue
+                    if event in OBSERVABLE_HOOK_EVENTS:
+                        if cmd not in observable:
+                            observable.append(cmd)
+                    elif event not in others:
+                        others.append(event)
+    return observable, others
+
+
+def layer_prints(
+    catalog: Catalog, layers: dict[str, LayerFiles], *, with_mcp: bool = False
+) -> dict[str, LayerPrint]:
+    """Fingerprints for every layer of a setup, before generic needles are dropped."""
+    prints: dict[str, LayerPrint] = {}
+    for layer in catalog:
+        lf = layers[layer.id]
+        if not lf.present:
+            prints[layer.id] = LayerPrint(layer.id, "absent", reason="not in this setup")
+            continue
+        if layer.shows == "files":
+            prints[layer.id] = LayerPrint(
+                layer.id, "files", reason="repo docs are never auto-loaded: checked in the worktree"
+            )
+        elif layer.shows == "mcp":
+            prints[layer.id] = (
+                LayerPrint(layer.id, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names")
+                if with_mcp
+                else LayerPrint(
+                    layer.id,
+                    "unprobed",
+                    reason="MCP servers are real processes; not started (use --with-mcp)",
+                )
+            )
+        elif layer.shows == "hook":
+            cmds, others = _hook_commands(lf)
+            if cmds:
+                prints[layer.id] = LayerPrint(layer.id, "hooks", cmds, "session-start hook commands")
+            else:
+                prints[layer.id] = LayerPrint(
+                    layer.id,
+                    "unobservable",
+                    reason=f"only {', '.join(others) or 'other'} hooks: they do not fire in a probe session",
+                )
+        elif layer.shows in ("skill_listing", "agent_listing"):
+            names = _names(lf)
+            prints[layer.id] = (
+                LayerPrint(layer.id, "names", names, "listed names")
+                if names
+                else LayerPrint(layer.id, "unobservable", reason="no named skills, commands or agents found")
+            )
+        elif layer.shows == "output_style":
+            prints[layer.id] = LayerPrint(
+                layer.id, "unobservable", reason="output styles reach the model only when selected"
+            )
+        else:  # instructions, memory
+            needles: list[str] = []
+            for rel in lf.files:
+                try:
+                    needles.extend(
+                        distinctive_lines((lf.base / rel).read_text(encoding="utf-8", errors="replace"))
+                    )
+                except OSError:
+                    continue
+            prints[layer.id] = LayerPrint(layer.id, "text", needles, "distinctive lines")
+    _drop_shared(prints)
+    return prints
+
+
+def _mcp_servers(lf: LayerFiles) -> list[str]:
+    names: list[str] = []
+    for kp in lf.keys:
+        path = kp.path
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        servers = data.get(kp.key) if isinstance(data, dict) else None
+        if isinstance(servers, dict):
+            names.extend(k for k in servers if k not in names)
+    return names
+
+
+def _drop_shared(prints: dict[str, LayerPrint]) -> None:
+    """A needle found in two layers identifies neither."""
+    owners: dict[str, set[str]] = {}
+    for p in prints.values():
+        for n in p.needles:
+            owners.setdefault(n, set()).add(p.layer)
+    for p in prints.values():
+        p.needles = [n for n in p.needles if len(owners[n]) == 1]
+
+
+def needle_in(kind: Kind, needle: str, text: str) -> bool:
+    """Whether ``needle`` of a layer of ``kind`` shows in ``text``."""
+    if kind == "names":
+        if needle.startswith("mcp__"):
+            return needle + "__" in text
+        return f"- {needle}:" in text or f'"{needle}"' in text
+    return needle in text
+
+
+def drop_generic(prints: dict[str, LayerPrint], baseline_text: str) -> None:
+    """Drop needles that show in a request made with no setup; keep at most MAX_NEEDLES per layer."""
+    for p in prints.values():
+        if p.kind not in ("text", "names", "hooks"):
+            continue
+        had = len(p.needles)
+        p.needles = [n for n in p.needles if not needle_in(p.kind, n, baseline_text)][:MAX_NEEDLES]
+        if not p.needles:
+            p.reason = (
+                "too generic to fingerprint: every candidate also appears without any setup"
+                if had
+                else "too generic to fingerprint: no distinctive content"
+            )
+            p.kind = "unobservable"

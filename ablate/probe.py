@@ -1,0 +1,674 @@
+"""``ablate probe``: prove, for free, which layers reached the model in each cell (DESIGN §6).
+
+The real CLI runs once per cell against the capture endpoint (ablate.sim: no API key, no cost). What it sent
+(the captured request bodies) and what it recorded (the transcript's ``instructions``, ``skill_listing``,
+``agent_listing_delta`` and ``hook_success`` records) are matched against fingerprints of the user's real
+layer content; repo docs, never auto-loaded, are checked in each cell's worktree. Each cell gets a verdict:
+
+- faithful: every stripped layer is gone, every kept layer is there;
+- leak: a stripped layer (or a file from outside the cell) reached the model;
+- missing: a kept layer did not;
+- no-op: faithful, but the cell strips nothing this setup has;
+- error: the session failed or wrote no transcript (exit 0 is no proof, FACTS §3.7).
+
+Two extra sessions anchor the comparison: a *baseline* with no setup at all (an empty config dir and an
+empty repository: needles seen there are generic), and the *untouched* setup (a plain copy of the config dir
+used from the real repo path) whose request C0's must equal, apart from paths, the billing header and the
+git branch line (shadow fidelity).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from ablate.cells import CellSet, ResolvedCell, cell_effect
+from ablate.claude import ClaudeBinary, claude_argv, find_transcript
+from ablate.environment import CellEnvironment, build_environment, teardown_environment
+from ablate.examples import git
+from ablate.fingerprints import LayerPrint, drop_generic, layer_prints, needle_in
+from ablate.fsutil import tree_hash
+from ablate.layers import Catalog, LayerFiles, resolve_layer
+from ablate.proc import run_process
+from ablate.setup import Leak, Setup, ancestor_leaks, inventory
+from ablate.sim import SimServer, iter_requests, request_text
+
+PROBE_PROMPT = "ablate probe: reply with the single word OK."
+PROBE_MODEL = "claude-sonnet-4-6"
+#: settings.json keys that could send the probe's traffic off loopback or run a credential helper.
+NEUTRALISED_SETTINGS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper")
+_ENDPOINT_ENV = re.compile(
+    r"^(ANTHROPIC_|CLAUDE_CODE_USE_|AWS_|CLOUD_ML_|VERTEX_|HTTPS?_PROXY|NO_PROXY)", re.I
+)
+
+Verdict = Literal["faithful", "leak", "missing", "no-op", "error"]
+Builder = Callable[..., CellEnvironment]
+
+
+@dataclass
+class Observation:
+    """What one probe session showed."""
+
+    session_id: str
+    exit_code: int
+    duration_s: float
+    transcript: Path | None
+    request_text: str = ""
+    instruction_files: list[dict[str, str]] = field(default_factory=list)
+    listed: set[str] = field(default_factory=set)
+    hooks_fired: list[str] = field(default_factory=list)
+    models: set[str] = field(default_factory=set)
+    requests: int = 0
+    first_request: dict[str, Any] | None = None
+    error: str = ""
+
+    def shows(self, p: LayerPrint, needle: str) -> bool:
+        if p.kind == "hooks":
+            return needle in self.hooks_fired
+        if p.kind == "names" and not needle.startswith("mcp__") and needle in self.listed:
+            return True
+        if needle_in(p.kind, needle, self.request_text):
+            return True
+        return p.kind == "text" and any(needle in f.get("content", "") for f in self.instruction_files)
+
+
+@dataclass
+class LayerCheck:
+    expected: Literal["present", "absent"]
+    observed: Literal["present", "absent", "unknown", "unprobed"]
+    status: Literal["ok", "leak", "missing", "generic", "unprobed", "unobservable", "not-in-setup"]
+    evidence: str = ""
+
+
+@dataclass
+class CellProbe:
+    id: str
+    label: str
+    verdict: Verdict
+    note: str
+    layers: dict[str, LayerCheck]
+    foreign_files: list[str]
+    session_id: str
+    exit_code: int
+    duration_s: float
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        return d
+
+
+@dataclass
+class ProbeResult:
+    cells: list[CellProbe]
+    leaks: list[Leak]
+    fidelity: dict[str, Any]
+    fingerprints: dict[str, dict[str, Any]]
+    claude: dict[str, Any]
+    notes: list[str]
+    real_setup_unchanged: bool
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return (
+            all(c.verdict in ("faithful", "no-op") for c in self.cells)
+            and bool(self.fidelity.get("equal"))
+            and self.real_setup_unchanged
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "cells": [c.to_json() for c in self.cells],
+            "leaks": [asdict(leak) for leak in self.leaks],
+            "fidelity": self.fidelity,
+            "fingerprints": self.fingerprints,
+            "claude": self.claude,
+            "notes": self.notes,
+            "real_setup_unchanged": self.real_setup_unchanged,
+            "duration_s": round(self.duration_s, 2),
+        }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Running one session and reading what it showed
+
+
+def _session_env(config_dir: Path, home: Path, base_url: str) -> dict[str, str]:
+    """A minimal explicit env, independent of the environment builder (used for baseline and untouched)."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "USER", "LANG", "TERM", "TMPDIR", "SHELL")}
+    env.update(
+        HOME=str(home),
+        CLAUDE_CONFIG_DIR=str(config_dir),
+        ANTHROPIC_BASE_URL=base_url,
+        ANTHROPIC_API_KEY="sk-ablate-probe",
+        IS_SANDBOX="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+        CLAUDE_CODE_MAX_RETRIES="0",
+    )
+    return env
+
+
+def _run(
+    claude: ClaudeBinary, *, cwd: Path, env: dict[str, str], config_dir: Path, log: Path, out_dir: Path
+) -> Observation:
+    sid = str(uuid.uuid4())
+    argv = claude_argv(claude.path, prompt=PROBE_PROMPT, model=PROBE_MODEL, session_id=sid, max_turns=1)
+    res = run_process(argv, cwd=cwd, env=env, timeout=120, stdout_path=out_dir / f"{sid}.stdout.json")
+    transcript = find_transcript(config_dir, sid)
+    obs = Observation(sid, res.returncode, res.duration_s, transcript)
+    if res.timed_out:
+        obs.error = "timed out after 120 s"
+    elif res.returncode != 0:
+        obs.error = f"claude exited {res.returncode}: {res.stderr_tail.strip()[-300:]}"
+    if transcript is None:
+        obs.error = obs.error or "no transcript was written (exit 0 is no proof: FACTS §3.7)"
+    texts = []
+    for req in iter_requests(log):
+        if req.session_id == sid and req.is_messages and isinstance(req.body, dict):
+            obs.requests += 1
+            texts.append(request_text(req.body))
+            if req.model:
+                obs.models.add(req.model)
+            if obs.first_request is None:
+                obs.first_request = req.body
+    obs.request_text = "\n".join(texts)
+    if transcript is not None:
+        _read_transcript(transcript, obs)
+    if obs.requests == 0 and not obs.error:
+        obs.error = "the CLI sent no request to the capture endpoint"
+    return obs
+
+
+def _read_transcript(path: Path, obs: Observation) -> None:
+    with path.open("rb") as fh:
+        for line in fh:
+            if b'"attachment"' not in line:
+                continue
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            att = rec.get("attachment") if isinstance(rec, dict) else None
+            if not isinstance(att, dict):
+                continue
+            kind = att.get("type")
+            if kind == "instructions":
+                for f in att.get("files") or []:
+                    if isinstance(f, dict):
+                        obs.instruction_files.append(
+                            {
+                                "path": str(f.get("path", "")),
+                                "type": str(f.get("type", "")),
+                                "content": str(f.get("content", "")),
+                            }
+                        )
+            elif kind == "skill_listing":
+                obs.listed.update(str(n) for n in att.get("names") or [])
+                for ln in str(att.get("content", "")).splitlines():
+                    m = re.match(r"- ([^:]+):", ln)
+                    if m:
+                        obs.listed.add(m.group(1))
+            elif kind == "agent_listing_delta":
+                obs.listed.update(str(n) for n in att.get("addedTypes") or [])
+            elif kind == "hook_success":
+                obs.hooks_fired.append(str(att.get("command", "")))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shadows that only the probe needs
+
+
+def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
+    """Keep the probe's traffic on loopback: drop endpoint/auth ``env`` keys and credential helpers from
+    settings.json, MCP servers unless ``with_mcp``, and the credentials link (an API key is used)."""
+    notes: list[str] = []
+    settings = config_dir / "settings.json"
+    if settings.is_file() and not settings.is_symlink():
+        try:
+            data = json.loads(settings.read_text(encoding="utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            changed = False
+            for key in NEUTRALISED_SETTINGS:
+                if key in data:
+                    del data[key]
+                    changed = True
+                    notes.append(f"settings.json {key} neutralised for the probe")
+            env = data.get("env")
+            if isinstance(env, dict):
+                for k in [k for k in env if _ENDPOINT_ENV.match(k)]:
+                    del env[k]
+                    changed = True
+                    notes.append(f"settings.json env.{k} neutralised for the probe")
+            if not with_mcp and data.pop("mcpServers", None) is not None:
+                changed = True
+            if changed:
+                settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    account = config_dir / ".claude.json"
+    if not with_mcp and account.is_file() and not account.is_symlink():
+        try:
+            data = json.loads(account.read_text(encoding="utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.pop("mcpServers", None) is not None:
+            account.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    creds = config_dir / ".credentials.json"
+    if creds.is_symlink():
+        creds.unlink()
+    return notes
+
+
+def _plain_copy(setup: Setup, dest: Path) -> Path:
+    """The untouched setup's stand-in: a plain copy of the config dir, transcript history left out."""
+    home = dest / "home"
+    config = home / ".claude"
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        rel = Path(folder).relative_to(setup.config_dir).parts
+        if len(rel) == 2 and rel[0] == "projects":
+            return [n for n in names if n != "memory"]
+        if not rel:
+            return [
+                n for n in names if n in (".credentials.json", "telemetry", "debug", "file-history", "todos")
+            ]
+        return []
+
+    shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
+    settings = config / "settings.json"
+    if settings.is_file() and not settings.is_symlink():
+        # hooks that name the real config dir would otherwise run against (and write into) it
+        settings.write_text(settings.read_text(encoding="utf-8").replace(str(setup.config_dir), str(config)))
+    account = setup.account_state
+    if account is not None and not (config / ".claude.json").exists():
+        shutil.copy2(account, config / ".claude.json")
+    for entry in setup.home.iterdir():
+        if entry.name not in (".claude", ".claude.json"):
+            (home / entry.name).symlink_to(entry)
+    return config
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Judging
+
+
+def _foreign_files(obs: Observation, allowed_roots: Sequence[Path]) -> list[str]:
+    out = []
+    for f in obs.instruction_files:
+        p = f["path"]
+        if not any(p == str(r) or p.startswith(str(r) + os.sep) for r in allowed_roots):
+            out.append(p)
+    return out
+
+
+#: Paths the CLI writes (FACTS §2.1): a symlink there sends writes into the real config dir.
+WRITTEN_DIRS = (
+    "projects",
+    "backups",
+    "sessions",
+    "session-env",
+    "shell-snapshots",
+    "telemetry",
+    "todos",
+    "statsig",
+    "plugins/store",
+    "file-history",
+    "debug",
+    "cache",
+    "state",
+)
+#: Copied instruction files: a symlinked CLAUDE.md resolves its @imports against the link's target (FACTS §3.5).
+COPIED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "settings.json", ".claude.json")
+ALLOWED_ENV = re.compile(
+    r"^(CLAUDE_CONFIG_DIR|CLAUDE_CODE_MAX_RETRIES|CLAUDE_CODE_OAUTH_TOKEN|CLAUDE_CODE_USE_BEDROCK|"
+    r"CLAUDE_CODE_USE_VERTEX|CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC|ANTHROPIC_BASE_URL|ANTHROPIC_API_KEY|"
+    r"ANTHROPIC_AUTH_TOKEN|ANTHROPIC_VERTEX_PROJECT_ID|ANTHROPIC_BEDROCK_BASE_URL|ANTHROPIC_VERTEX_BASE_URL|"
+    r"ANTHROPIC_MODEL|ANTHROPIC_SMALL_FAST_MODEL)$"
+)
+
+
+def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
+    """Static checks of a built cell: links on written paths, linked instruction files, stray variables."""
+    problems = []
+    cfg = cenv.config_dir
+    if cfg.is_symlink():
+        problems.append(f"the config dir {cfg} is a symlink")
+    for rel in WRITTEN_DIRS:
+        p = cfg / rel
+        if p.is_symlink():
+            problems.append(f"{rel}/ is a symlink: the CLI's writes would land in {os.path.realpath(p)}")
+    projects = cfg / "projects"
+    if projects.is_dir() and not projects.is_symlink():
+        for sub in projects.iterdir():
+            for q in (sub, sub / "memory"):
+                if q.is_symlink():
+                    problems.append(
+                        f"{q.relative_to(cfg)} is a symlink: memory writes would land in {os.path.realpath(q)}"
+                    )
+    for name in COPIED_FILES:
+        p = cfg / name
+        if p.is_symlink():
+            problems.append(
+                f"{name} is a symlink (imports resolve against {os.path.realpath(p)}): it must be a copy"
+            )
+    for k in cenv.env:
+        if k.startswith(("CLAUDE_", "ANTHROPIC_")) and not ALLOWED_ENV.match(k):
+            problems.append(f"stray variable {k} in the session environment changes the cell")
+    if cenv.env.get("HOME") != str(cenv.home):
+        problems.append("HOME does not point at the cell's shadow home")
+    if cenv.env.get("CLAUDE_CONFIG_DIR") != str(cfg):
+        problems.append("CLAUDE_CONFIG_DIR does not point at the cell's config dir")
+    real = str(setup.config_dir)
+    settings = cfg / "settings.json"
+    if settings.is_file() and real in settings.read_text(encoding="utf-8", errors="replace"):
+        problems.append(f"settings.json still names the real config dir {real}")
+    return problems
+
+
+def judge_cell(
+    cell: ResolvedCell,
+    cenv: CellEnvironment,
+    obs: Observation,
+    prints: dict[str, LayerPrint],
+    live: dict[str, LayerFiles],
+    imports: dict[str, list[str]],
+    catalog: Catalog,
+    setup: Setup,
+) -> CellProbe:
+    eff = cell_effect(cell, live, imports)
+    gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
+    checks: dict[str, LayerCheck] = {}
+    problems: list[str] = []
+    for layer in catalog:
+        p = prints[layer.id]
+        expected: Literal["present", "absent"] = "absent" if layer.id in gone else "present"
+        if p.kind == "absent":
+            checks[layer.id] = LayerCheck("absent", "absent", "not-in-setup")
+            continue
+        if p.kind == "files":
+            in_cell = resolve_layer(layer, cenv.cwd, memory_slug=setup.memory_slug)
+            same = in_cell.present and in_cell.fingerprint == live[layer.id].fingerprint
+            observed: Literal["present", "absent", "unknown", "unprobed"] = (
+                "present" if in_cell.present else "absent"
+            )
+            if expected == "present" and not same:
+                status: Any = "missing"
+                ev = "absent from the worktree" if not in_cell.present else "differs from the live tree"
+            elif expected == "absent" and in_cell.present:
+                status, ev = "leak", f"still in the worktree: {', '.join(in_cell.entries)}"
+            else:
+                status, ev = (
+                    "ok",
+                    "worktree files match" if expected == "present" else "absent from the worktree",
+                )
+            checks[layer.id] = LayerCheck(expected, observed, status, ev)
+            continue
+        if p.kind == "unprobed":
+            checks[layer.id] = LayerCheck(expected, "unprobed", "unprobed", p.reason)
+            continue
+        if p.kind == "unobservable" or not p.needles:
+            checks[layer.id] = LayerCheck(
+                expected, "unknown", "generic" if "generic" in p.reason else "unobservable", p.reason
+            )
+            continue
+        hits = [n for n in p.needles if obs.shows(p, n)]
+        observed = "present" if hits else "absent"
+        if expected == "present" and not hits:
+            status, ev = "missing", f"none of {len(p.needles)} fingerprints reached the model"
+        elif expected == "absent" and hits:
+            status, ev = "leak", f"fingerprint reached the model: {hits[0][:80]!r}"
+        else:
+            status = "ok"
+            ev = f"{len(hits)}/{len(p.needles)} fingerprints seen" if hits else "no fingerprint seen"
+        checks[layer.id] = LayerCheck(expected, observed, status, ev)
+    foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
+    problems.extend(shadow_problems(cenv, setup))
+    for lk in ancestor_leaks(cenv.cwd):
+        problems.append(f"ancestor file above the worktree: {lk.path}")
+    if obs.models and obs.models != {PROBE_MODEL}:
+        problems.append(f"requests used model(s) {sorted(obs.models)}, not {PROBE_MODEL}")
+    if obs.error:
+        verdict: Verdict = "error"
+        problems.insert(0, obs.error)
+    elif any(c.status == "leak" for c in checks.values()) or foreign:
+        verdict = "leak"
+    elif any(c.status == "missing" for c in checks.values()):
+        verdict = "missing"
+    elif problems:
+        verdict = "leak"
+    elif eff.noop:
+        verdict = "no-op"
+    else:
+        verdict = "faithful"
+    return CellProbe(
+        id=cell.id,
+        label=cell.label,
+        verdict=verdict,
+        note=eff.note,
+        layers=checks,
+        foreign_files=foreign,
+        session_id=obs.session_id,
+        exit_code=obs.exit_code,
+        duration_s=round(obs.duration_s, 2),
+        problems=problems,
+    )
+
+
+_BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
+_BRANCH = re.compile(r"(Current branch: )[^\n]*")
+
+
+def normalise_request(body: dict[str, Any], replacements: dict[str, str]) -> str:
+    """The request as text with paths, the billing header and the git branch line made comparable."""
+    text = json.dumps(
+        {k: body.get(k) for k in ("system", "messages", "tools", "model", "max_tokens")}, sort_keys=True
+    )
+    for src in sorted(replacements, key=len, reverse=True):
+        text = text.replace(src, replacements[src])
+    text = _BILLING.sub("x-anthropic-billing-header: <billing>", text)
+    return _BRANCH.sub(r"\1<branch>", text)
+
+
+def _diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
+    import difflib
+
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out.append(
+                f"{tag}: C0 {a[max(0, i1 - 40) : i2 + 40]!r} vs untouched {b[max(0, j1 - 40) : j2 + 40]!r}"
+            )
+            if len(out) >= limit:
+                break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The probe
+
+
+def probe(
+    setup: Setup,
+    catalog: Catalog,
+    cells: CellSet,
+    claude: ClaudeBinary,
+    *,
+    work: Path | None = None,
+    cell_ids: list[str] | None = None,
+    with_mcp: bool = False,
+    jobs: int = 2,
+    builder: Builder = build_environment,
+    on_cell: Callable[[str, str], None] | None = None,
+) -> ProbeResult:
+    """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
+
+    ``builder`` is the environment builder (the probe exists to check it; tests hand it broken ones).
+    """
+    start = time.monotonic()
+    inv = inventory(setup, catalog)
+    prints = layer_prints(catalog, inv.layers, with_mcp=with_mcp)
+    before = (tree_hash(setup.config_dir), tree_hash(setup.repo, exclude=(".git",)))
+    owned = work is None
+    root = Path(tempfile.mkdtemp(prefix="ablate-probe-")) if work is None else work
+    root.mkdir(parents=True, exist_ok=True)
+    notes: list[str] = []
+    if not claude.is_pinned:
+        notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
+    if not with_mcp and prints["mcp"].kind != "absent":
+        notes.append("MCP was not probed: servers are real processes (use --with-mcp)")
+    selected = cells.select(cell_ids)
+    envs: dict[str, CellEnvironment] = {}
+    try:
+        with SimServer(log_path=root / "requests.jsonl") as sim:
+            log = root / "requests.jsonl"
+
+            def build(cell: ResolvedCell) -> CellEnvironment:
+                cenv = builder(
+                    setup, catalog, cell, root / "cells", extra_env={"ANTHROPIC_BASE_URL": sim.base_url}
+                )
+                notes.extend(neutralise(cenv.config_dir, with_mcp=with_mcp))
+                cenv.env["ANTHROPIC_BASE_URL"] = sim.base_url
+                cenv.env.setdefault("ANTHROPIC_API_KEY", "sk-ablate-probe")
+                cenv.env["CLAUDE_CODE_MAX_RETRIES"] = "0"
+                return cenv
+
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                for cell, cenv in zip(selected, pool.map(build, selected), strict=True):
+                    envs[cell.id] = cenv
+
+            baseline_obs = _baseline(claude, root, sim.base_url, log)
+            untouched_obs, untouched_paths = _untouched(setup, claude, root, sim.base_url, log)
+
+            def run_cell(cell: ResolvedCell) -> Observation:
+                cenv = envs[cell.id]
+                obs = _run(
+                    claude,
+                    cwd=cenv.cwd,
+                    env=cenv.env,
+                    config_dir=cenv.config_dir,
+                    log=log,
+                    out_dir=root / "stdout",
+                )
+                if on_cell is not None:
+                    on_cell(cell.id, obs.error or "ran")
+                return obs
+
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                observations = dict(zip([c.id for c in selected], pool.map(run_cell, selected), strict=True))
+        # judge while the cells still exist: repo docs and static checks read the built shadows
+        drop_generic(prints, baseline_obs.request_text + "\n".join(baseline_obs.listed))
+        results = [
+            judge_cell(c, envs[c.id], observations[c.id], prints, inv.layers, inv.imports, catalog, setup)
+            for c in selected
+        ]
+        fidelity = _fidelity(cells, envs, observations, untouched_obs, untouched_paths, setup)
+    finally:
+        for cenv in envs.values():
+            teardown_environment(cenv)
+        if owned:
+            shutil.rmtree(root, ignore_errors=True)
+    after = (tree_hash(setup.config_dir), tree_hash(setup.repo, exclude=(".git",)))
+    leaks = list(inv.leaks)
+    for cenv in envs.values():
+        for lk in cenv.leaks:
+            if lk not in leaks:
+                leaks.append(lk)
+    return ProbeResult(
+        cells=results,
+        leaks=leaks,
+        fidelity=fidelity,
+        fingerprints={
+            k: {"kind": p.kind, "needles": len(p.needles), "reason": p.reason} for k, p in prints.items()
+        },
+        claude={
+            "path": str(claude.path),
+            "version": claude.version,
+            "sha256": claude.sha256,
+            "pinned": claude.is_pinned,
+        },
+        notes=sorted(set(notes)),
+        real_setup_unchanged=before == after,
+        duration_s=time.monotonic() - start,
+    )
+
+
+def _baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Observation:
+    """A session with no setup at all: an empty config dir and an empty one-commit repository."""
+    base = root / "baseline"
+    home, repo = base / "home", base / "repo"
+    (home / ".claude").mkdir(parents=True)
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
+    env = _session_env(home / ".claude", home, base_url)
+    return _run(claude, cwd=repo, env=env, config_dir=home / ".claude", log=log, out_dir=root / "stdout")
+
+
+def _untouched(
+    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path
+) -> tuple[Observation, dict[str, str]]:
+    """The untouched setup: a plain copy of the config dir, used from the real repo path."""
+    config = _plain_copy(setup, root / "untouched")
+    neutralise(config, with_mcp=False)
+    env = _session_env(config, config.parent, base_url)
+    obs = _run(claude, cwd=setup.repo, env=env, config_dir=config, log=log, out_dir=root / "stdout")
+    return obs, {
+        str(config): "<CONFIG>",
+        str(config.parent): "<HOME>",
+        str(setup.repo): "<CWD>",
+        setup.memory_slug: "<SLUG>",
+    }
+
+
+def _fidelity(
+    cells: CellSet,
+    envs: dict[str, CellEnvironment],
+    observations: dict[str, Observation],
+    untouched: Observation,
+    untouched_paths: dict[str, str],
+    setup: Setup,
+) -> dict[str, Any]:
+    control = cells.control
+    if control not in envs or not cells.get(control).is_control:
+        return {
+            "checked": False,
+            "equal": True,
+            "reason": f"the set's control {control} strips layers; nothing to compare",
+        }
+    obs = observations[control]
+    if obs.first_request is None or untouched.first_request is None:
+        return {"checked": True, "equal": False, "reason": "a session sent no request", "differences": []}
+    cenv = envs[control]
+    a = normalise_request(
+        obs.first_request,
+        {
+            str(cenv.config_dir): "<CONFIG>",
+            str(cenv.home): "<HOME>",
+            str(cenv.cwd): "<CWD>",
+            cenv.memory_slug: "<SLUG>",
+        },
+    )
+    b = normalise_request(untouched.first_request, untouched_paths)
+    diffs = [] if a == b else _diff_summary(a, b)
+    return {
+        "checked": True,
+        "equal": a == b,
+        "compared": f"{control} against the untouched setup (plain copy of the config dir, real repo path)",
+        "ignored": ["paths and project slugs", "billing header", "git branch line"],
+        "differences": diffs,
+    }

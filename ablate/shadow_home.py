@@ -1,0 +1,322 @@
+"""The config side of a cell (DESIGN §3.1–3.3, 3.6, 3.7): a shadow home whose ``.claude`` is a fresh config dir.
+
+What goes where, for each top-level entry of the user's config dir:
+
+======================================  ====================================================================
+entry                                   in the cell's config dir
+======================================  ====================================================================
+``CLAUDE.md``, any top-level ``*.md``   copied (a linked CLAUDE.md resolves ``@imports`` at the target)
+``rules/``                              copied (links followed)
+``settings.json``, ``settings.local``   copied; the real config path (and ``<home>/.claude``) rewritten
+``skills/ agents/ commands/ hooks/``    a real folder whose every entry links to the real entry
+``output-styles/ marketplaces/``        (large, read-only trees; stripping splits a link, never writes it)
+``plugins/``                            a real folder: ``*.json`` registries copied and rewritten, ``store/``
+                                        empty, every other folder a real folder of per-entry links
+CLI-written folders (WRITTEN_DIRS)      created real and empty; nothing of the user's is copied into them,
+                                        except the auto-memory copied to ``projects/<memory-slug>/memory/``
+``.credentials.json``                   linked: the one deliberate write-through (a refreshed token must
+                                        reach the real file); never copied
+``.claude.json``, ``history.jsonl``,    not taken from the config dir: the account state is copied
+``.claude.json.*``                      separately (mode 0600), history and backups are CLI-written
+anything else (hook state: ``data/``)   copied when at most STATE_COPY_LIMIT bytes (or ``isolate_state``),
+                                        else linked and reported as shared state
+======================================  ====================================================================
+
+The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account state as ``.claude.json``,
+and a symlink to every other entry of the real home (dotfiles, caches and toolchains keep working).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ablate import shadowfs
+from ablate.layers import json_keys, walk_files
+from ablate.setup import Leak, Setup
+
+#: Folders the CLI writes (FACTS §2.1, §3.8): always real, empty folders in a cell; never links.
+WRITTEN_DIRS = (
+    "projects",
+    "backups",
+    "sessions",
+    "session-env",
+    "shell-snapshots",
+    "telemetry",
+    "todos",
+    "statsig",
+    "plugins/store",
+    "file-history",
+    "debug",
+    "cache",
+    "state",
+    "plans",
+    "paste-cache",
+    "ide",
+)
+#: Large read-only trees: a real folder in the cell whose entries are links to the real entries.
+LINKED_TREES = ("skills", "agents", "commands", "output-styles", "hooks", "marketplaces")
+#: Instruction trees: copied, so stripping or editing them never reaches the real files.
+COPIED_TREES = ("rules",)
+#: JSON files copied with the real config path rewritten to the cell's.
+REWRITTEN_FILES = ("settings.json", "settings.local.json")
+CREDENTIALS = ".credentials.json"
+ACCOUNT = ".claude.json"
+#: CLI-written top-level files of the user's config dir that a cell does not take over.
+SKIPPED_FILES = ("history.jsonl",)
+#: Unknown top-level entries up to this size are copied, larger ones linked as shared state.
+STATE_COPY_LIMIT = 10 * 1024 * 1024
+#: Largest hook script scanned for a hard-coded config path.
+HOOK_SCAN_LIMIT = 1024 * 1024
+
+
+@dataclass
+class ConfigReport:
+    """What populating a cell's config dir had to say."""
+
+    notes: list[str] = field(default_factory=list)
+    leaks: list[Leak] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)
+    """Top-level entries linked to the real config dir because they were too large to copy."""
+
+
+def path_rewrites(setup: Setup, shadow_config: Path) -> list[tuple[str, str]]:
+    """(real, shadow) path pairs rewritten in copied JSON files, longest first."""
+    shadow = str(shadow_config)
+    reals = {str(setup.config_dir), str(setup.home / ".claude")}
+    return sorted(((r, shadow) for r in reals if r != shadow), key=lambda p: -len(p[0]))
+
+
+def rewrite_text(text: str, pairs: Iterable[tuple[str, str]]) -> tuple[str, int]:
+    """Replace each real path (only where the path ends: not followed by a name character)."""
+    total = 0
+    for real, shadow in pairs:
+        pattern = re.compile(re.escape(real) + r"(?![A-Za-z0-9_\-])")
+        text, n = pattern.subn(shadow.replace("\\", "\\\\"), text)
+        total += n
+    return text, total
+
+
+def account_state_source(setup: Setup) -> Path | None:
+    """``<config>/.claude.json``, else ``<home>/.claude.json`` next to a ``<home>/.claude`` config dir."""
+    inside = setup.config_dir / ACCOUNT
+    if inside.is_file():
+        return inside
+    if setup.config_dir.name == ".claude":
+        beside = setup.config_dir.parent / ACCOUNT
+        if beside.is_file():
+            return beside
+    return None
+
+
+def _copy_rewritten(src: Path, dst: Path, pairs: list[tuple[str, str]], report: ConfigReport) -> None:
+    text = src.read_text(encoding="utf-8", errors="surrogateescape")
+    new, n = rewrite_text(text, pairs)
+    dst.write_text(new, encoding="utf-8", errors="surrogateescape")
+    shutil.copymode(src, dst)
+    if n:
+        report.notes.append(f"{dst.name}: rewrote {n} occurrence(s) of the real config path to the cell's")
+
+
+def _populate_plugins(src: Path, dst: Path, pairs: list[tuple[str, str]], report: ConfigReport) -> None:
+    dst.mkdir()
+    for child in sorted(src.iterdir(), key=lambda p: p.name):
+        target = dst / child.name
+        if child.name == "store":
+            continue  # CLI-written: created empty below
+        if child.is_file() and child.suffix == ".json":
+            _copy_rewritten(child, target, pairs, report)
+        elif child.is_dir():
+            shadowfs.link_per_entry(child, target)
+        elif child.is_file():
+            shutil.copy2(child, target)
+        else:
+            target.symlink_to(child)
+
+
+def populate_config(setup: Setup, shadow_config: Path, *, isolate_state: bool) -> ConfigReport:
+    """Fill the (new, empty) ``shadow_config`` from the user's config dir following the table above."""
+    report = ConfigReport()
+    pairs = path_rewrites(setup, shadow_config)
+    written_tops = {d.split("/")[0] for d in WRITTEN_DIRS} - {"plugins"}
+    for entry in sorted(setup.config_dir.iterdir(), key=lambda p: p.name):
+        name = entry.name
+        dst = shadow_config / name
+        if name in written_tops or name in SKIPPED_FILES or name == ACCOUNT or name.startswith(ACCOUNT + "."):
+            continue
+        if name == CREDENTIALS:
+            dst.symlink_to(setup.config_dir / name)
+        elif not entry.exists():
+            continue  # a dangling link: nothing to read
+        elif name in REWRITTEN_FILES and entry.is_file():
+            _copy_rewritten(entry, dst, pairs, report)
+        elif name in COPIED_TREES:
+            walk_files(setup.config_dir, name)  # raises on a symlink loop
+            shadowfs.copy_entry(entry, dst)
+        elif name in LINKED_TREES and entry.is_dir():
+            shadowfs.link_per_entry(entry, dst)
+        elif name == "plugins" and entry.is_dir():
+            _populate_plugins(entry, dst, pairs, report)
+        elif entry.is_file() and name.endswith(".md"):
+            shutil.copy2(entry, dst)
+        else:
+            size = shadowfs.tree_size(entry, STATE_COPY_LIMIT)
+            if isolate_state or size <= STATE_COPY_LIMIT:
+                shadowfs.copy_entry(entry, dst)
+            else:
+                dst.symlink_to(entry)
+                report.shared.append(name)
+                report.notes.append(
+                    f"{name}: larger than {STATE_COPY_LIMIT // (1024 * 1024)} MB, linked to the real config dir: "
+                    "shared state, written through by every cell (use --isolate-state to copy it)"
+                )
+    ensure_written_dirs(shadow_config)
+    report.leaks.extend(scan_hooks(setup))
+    settings = json_keys(setup.config_dir / "settings.json") or {}
+    env = settings.get("env")
+    if isinstance(env, dict):
+        risky = sorted(k for k in env if k.startswith(("ANTHROPIC_", "CLAUDE_")) or k in ("HOME", "PATH"))
+        if risky:
+            report.notes.append(
+                "settings.json `env` sets " + ", ".join(risky) + ": the CLI applies it inside every cell"
+            )
+    if settings.get("apiKeyHelper"):
+        report.notes.append("settings.json has an apiKeyHelper: the CLI runs it in every cell")
+    return report
+
+
+def ensure_written_dirs(shadow_config: Path) -> None:
+    """Create every CLI-written folder as a real, empty folder (never a link).
+
+    A nested one (``plugins/store``) only when its parent is there: a stripped ``plugins/`` stays absent (the
+    CLI creates it as a real folder itself), so the cell holds no trace of the stripped layer.
+    """
+    for rel in WRITTEN_DIRS:
+        if "/" in rel and not (shadow_config / rel).parent.is_dir():
+            continue
+        path = shadowfs.detach(shadow_config, rel)
+        if path.is_symlink():
+            path.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+
+
+def copy_memory(setup: Setup, shadow_config: Path, cell_slug: str) -> bool:
+    """Copy (never link) the auto-memory of the user's main worktree root to where the CLI reads it in the
+    cell: ``projects/<cell_slug>/memory`` (the cell's checkout is its own main worktree root); True when
+    there was one."""
+    rel = Path("projects") / setup.memory_slug / "memory"
+    src = setup.config_dir / rel
+    if not src.exists():
+        return False
+    walk_files(setup.config_dir, rel.as_posix())  # raises on a symlink loop
+    dst = shadow_config / "projects" / cell_slug / "memory"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shadowfs.copy_entry(src, dst)
+    return True
+
+
+def copy_account_state(setup: Setup, shadow_home: Path, shadow_config: Path) -> Path | None:
+    """Copy the account state into the cell as ``.claude.json`` (config dir and home), mode 0600."""
+    src = account_state_source(setup)
+    if src is None:
+        return None
+    for dst in (shadow_config / ACCOUNT, shadow_home / ACCOUNT):
+        shutil.copyfile(src, dst)
+        os.chmod(dst, 0o600)
+    return src
+
+
+def link_home(setup: Setup, shadow_home: Path) -> int:
+    """Link every entry of the real home except ``.claude`` and ``.claude.json``; returns how many."""
+    if not setup.home.is_dir():
+        return 0
+    n = 0
+    for entry in sorted(setup.home.iterdir(), key=lambda p: p.name):
+        if entry.name in (".claude", ACCOUNT):
+            continue
+        (shadow_home / entry.name).symlink_to(entry)
+        n += 1
+    return n
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hook scripts that hard-code the real config path
+
+
+def hook_commands(settings: dict[str, Any]) -> list[str]:
+    """Every ``command`` string of the ``hooks`` key of a settings object."""
+    out: list[str] = []
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    for groups in hooks.values():
+        for group in groups if isinstance(groups, list) else []:
+            for hook in group.get("hooks", []) if isinstance(group, dict) else []:
+                if isinstance(hook, dict) and isinstance(hook.get("command"), str):
+                    out.append(hook["command"])
+    return out
+
+
+def _command_files(command: str, setup: Setup) -> list[Path]:
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        tokens = command.split()
+    files = []
+    for tok in tokens:
+        for var in ("${HOME}", "$HOME"):
+            tok = tok.replace(var, str(setup.home))
+        for var in ("${CLAUDE_CONFIG_DIR}", "$CLAUDE_CONFIG_DIR"):
+            tok = tok.replace(var, str(setup.config_dir))
+        if tok.startswith("~/"):
+            tok = str(setup.home) + tok[1:]
+        if tok.startswith("/") and Path(tok).is_file():
+            files.append(Path(tok))
+    return files
+
+
+def scan_hooks(setup: Setup) -> list[Leak]:
+    """Hook scripts (named by settings.json hooks, and every file under hooks/) naming the real config path.
+
+    The copied settings.json is rewritten, but a script's text cannot be: a script that spells the real
+    config dir reads and writes the user's real files in every cell, so each hit is reported as a leak.
+    """
+    needles = sorted({str(setup.config_dir), str(setup.home / ".claude")}, key=len, reverse=True)
+    candidates: list[Path] = []
+    settings = json_keys(setup.config_dir / "settings.json") or {}
+    for command in hook_commands(settings):
+        candidates.extend(_command_files(command, setup))
+    hooks_dir = setup.config_dir / "hooks"
+    if hooks_dir.is_dir():
+        candidates.extend(setup.config_dir / rel for rel in walk_files(setup.config_dir, "hooks"))
+    leaks: list[Leak] = []
+    seen: set[str] = set()
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        try:
+            if os.path.getsize(real) > HOOK_SCAN_LIMIT:
+                continue
+            text = Path(real).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for needle in needles:
+            if re.search(re.escape(needle) + r"(?![A-Za-z0-9_\-])", text):
+                leaks.append(
+                    Leak(
+                        "hardcoded-config-path",
+                        str(path),
+                        f"hook script spells the real config path {needle}: it reads and writes the real "
+                        "config dir from every cell (use $HOME/.claude or $CLAUDE_CONFIG_DIR instead)",
+                    )
+                )
+                break
+    return leaks

@@ -1,0 +1,251 @@
+"""File operations on a cell's own trees that can never reach the user's real files.
+
+A cell's shadow config dir and worktree hold symlinks into the user's setup (read-only trees, the real home's
+entries). Every operation here works *on the cell's side of a link*: a folder on the way to the path that is a
+symlink is first split into a real folder of per-entry links, a link at the path itself is unlinked (never
+written through), and the parent of every path changed must resolve inside the cell root
+(:class:`~ablate.errors.UnsafeEnvironment` otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ablate.errors import UnsafeEnvironment, UsageError
+
+
+def is_inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def ensure_inside(root: Path, path: Path) -> None:
+    """Refuse to touch ``path`` unless its parent folder (links resolved) lies inside ``root``."""
+    parent = os.path.realpath(path.parent)
+    if not is_inside(parent, os.path.realpath(root)):
+        raise UnsafeEnvironment(
+            f"{path}: its folder resolves to {parent}, outside the cell {root}; refusing to modify it",
+            hint="this is a bug in ablate's environment builder; please report it",
+        )
+
+
+def split_link(path: Path) -> None:
+    """Replace a symlink to a folder by a real folder whose entries are links to the target's entries."""
+    target = Path(os.path.realpath(path))
+    path.unlink()
+    path.mkdir()
+    if target.is_dir():
+        for child in sorted(target.iterdir(), key=lambda p: p.name):
+            (path / child.name).symlink_to(child)
+
+
+def detach(root: Path, rel: str) -> Path:
+    """``root/rel`` with every folder on the way made a real folder of the cell (links split)."""
+    cur = root
+    for part in PurePosixPath(rel).parts[:-1]:
+        cur = cur / part
+        if cur.is_symlink():
+            ensure_inside(root, cur)
+            split_link(cur)
+        elif not cur.exists():
+            break
+    path = root / rel
+    ensure_inside(root, path)
+    return path
+
+
+def rmtree(path: Path) -> None:
+    """Delete a real folder tree (links inside are unlinked, never followed), forcing read-only folders."""
+
+    def retry(func: Callable[..., Any], p: str, _exc: object) -> None:
+        parent = os.path.dirname(p)
+        os.chmod(parent, stat.S_IMODE(os.lstat(parent).st_mode) | stat.S_IRWXU)
+        if not os.path.islink(p) and os.path.isdir(p):
+            os.chmod(p, stat.S_IMODE(os.lstat(p).st_mode) | stat.S_IRWXU)
+        func(p)
+
+    shutil.rmtree(path, onerror=retry)
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, a link (not its target) or a real folder tree; nothing when absent."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        rmtree(path)
+    else:
+        path.unlink()
+
+
+def remove(root: Path, rel: str) -> None:
+    """Delete ``root/rel`` (file, link or folder) on the cell's side."""
+    remove_path(detach(root, rel))
+
+
+def stub(root: Path, rel: str) -> None:
+    """Empty every file under ``root/rel`` (the layer's ``stub`` strip), keeping names and modes."""
+    path = detach(root, rel)
+    if path.is_symlink() and path.is_dir():
+        split_link(path)
+    if path.is_dir():
+        for child in sorted(os.listdir(path)):
+            stub(root, f"{rel}/{child}")
+        return
+    if not (path.exists() or path.is_symlink()):
+        return
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    path.unlink()
+    path.write_bytes(b"")
+    os.chmod(path, mode)
+
+
+def drop_keys(root: Path, rel: str, keys: Iterable[str]) -> bool:
+    """Remove top-level ``keys`` from the JSON object file ``root/rel``; True when something was removed."""
+    path = detach(root, rel)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    wanted = [k for k in keys if k in data]
+    if not wanted:
+        return False
+    for k in wanted:
+        del data[k]
+    write_json_file(path, data)
+    return True
+
+
+def keep_keys(root: Path, rel: str, keys: Iterable[str]) -> None:
+    """Reduce the JSON object file ``root/rel`` to ``keys``; delete it when none of them is there."""
+    path = detach(root, rel)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    kept = {k: v for k, v in data.items() if k in set(keys)} if isinstance(data, dict) else {}
+    if not kept:
+        remove_path(path)
+        return
+    write_json_file(path, kept)
+
+
+def write_json_file(path: Path, data: object) -> None:
+    """(Re)write a JSON file as a real file of the cell, keeping the mode of what was there."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    remove_path(path)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.chmod(path, mode)
+
+
+def put(root: Path, rel: str, src: Path) -> None:
+    """Make ``root/rel`` an exact copy of ``src`` (file, folder or link, links kept as links)."""
+    dst = detach(root, rel)
+    remove_path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    ensure_inside(root, dst)
+    if src.is_symlink():
+        os.symlink(os.readlink(src), dst)
+    elif src.is_dir():
+        shutil.copytree(src, dst, symlinks=True)
+    else:
+        shutil.copy2(src, dst)
+
+
+def copy_entry(src: Path, dst: Path) -> None:
+    """Copy a file or folder with symlinks *followed* (content copied; dangling links skipped)."""
+    if src.is_dir():
+        shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
+    else:
+        shutil.copy2(src, dst)
+
+
+def link_per_entry(src: Path, dst: Path) -> None:
+    """A real folder ``dst`` whose every entry is an absolute symlink to the entry of ``src``."""
+    dst.mkdir()
+    for child in sorted(src.iterdir(), key=lambda p: p.name):
+        (dst / child.name).symlink_to(src / child.name)
+
+
+def sync_tree(src: Path, dst: Path) -> int:
+    """Make the real folder ``dst`` identical to ``src`` (paths, kinds, modes, contents, link targets).
+
+    Links in ``dst`` are compared and replaced, never followed. Files whose size and mtime match are
+    assumed unchanged (copies are made with ``copy2``, which keeps mtimes). Returns how many entries changed.
+    """
+    changed = 0
+    src_mode = stat.S_IMODE(os.lstat(src).st_mode)
+    dst_mode = stat.S_IMODE(os.lstat(dst).st_mode)
+    if dst_mode & stat.S_IRWXU != stat.S_IRWXU:
+        os.chmod(dst, dst_mode | stat.S_IRWXU)
+    src_names = set(os.listdir(src))
+    for name in sorted(set(os.listdir(dst)) - src_names):
+        remove_path(dst / name)
+        changed += 1
+    for name in sorted(src_names):
+        s, d = src / name, dst / name
+        ss = os.lstat(s)
+        try:
+            ds: os.stat_result | None = os.lstat(d)
+        except FileNotFoundError:
+            ds = None
+        if stat.S_ISLNK(ss.st_mode):
+            target = os.readlink(s)
+            if ds is not None and stat.S_ISLNK(ds.st_mode) and os.readlink(d) == target:
+                continue
+            remove_path(d)
+            os.symlink(target, d)
+            changed += 1
+        elif stat.S_ISDIR(ss.st_mode):
+            if ds is None or not stat.S_ISDIR(ds.st_mode):
+                remove_path(d)
+                os.mkdir(d)
+                changed += 1
+            changed += sync_tree(s, d)
+        else:
+            if (
+                ds is not None
+                and stat.S_ISREG(ds.st_mode)
+                and ds.st_size == ss.st_size
+                and ds.st_mtime_ns == ss.st_mtime_ns
+                and stat.S_IMODE(ds.st_mode) == stat.S_IMODE(ss.st_mode)
+            ):
+                continue
+            remove_path(d)
+            shutil.copy2(s, d)
+            changed += 1
+    if stat.S_IMODE(os.lstat(dst).st_mode) != src_mode:
+        os.chmod(dst, src_mode)
+    return changed
+
+
+def tree_size(path: Path, limit: int) -> int:
+    """Bytes under ``path`` (links followed), stopping early once ``limit`` is exceeded."""
+    if not path.is_dir():
+        return path.stat().st_size if path.exists() else 0
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    for dirpath, _dirs, files in os.walk(path, followlinks=True):
+        st = os.stat(dirpath)
+        if (st.st_dev, st.st_ino) in seen:
+            raise UsageError(
+                f"{dirpath}: symlink loop inside {path}",
+                hint="remove or fix the looping symlink; ablate follows links to copy small state folders",
+            )
+        seen.add((st.st_dev, st.st_ino))
+        for f in files:
+            try:
+                total += os.stat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                continue
+            if total > limit:
+                return total
+    return total
