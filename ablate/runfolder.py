@@ -2,7 +2,8 @@
 
 ```
 runs/<run-id>/
-  manifest.json               RunManifest
+  manifest.json               RunManifest (identity + invocation history)
+  .lock                       held (flock) by the one `ablate run` working on the folder
   plan.jsonl                  one PlanItem per line (rewritten atomically when attempts are added)
   results/<item>.json         the mined outcome of the item's best attempt, written atomically
   stdout/<item>.a<N>.json     the CLI's own stdout, one file per attempt (never shared)
@@ -54,6 +55,14 @@ class Attempt(Spec):
     """ISO-8601 UTC time the process was launched."""
     outcome: str | None = None
     """What the runner concluded: completed, api_error, max_turns, killed, rate_limited, no_transcript, ..."""
+    finished_at: str | None = None
+    """ISO-8601 UTC time the process ended (None: still running, or the runner died)."""
+    cost_usd: float | None = None
+    """Spend of this attempt (from the transcript's cost records), counted against ``--budget-usd``."""
+    returncode: int | None = None
+    """The CLI's exit status (negative: killed by a signal)."""
+    slot: str | None = None
+    """The environment the attempt ran in (``c03`` or ``c03s1``)."""
 
 
 class PlanItem(Spec):
@@ -123,3 +132,182 @@ class RunFolder:
         """Rewrite plan.jsonl atomically."""
         data = b"".join(orjson.dumps(i.model_dump(mode="json")) + b"\n" for i in items)
         atomic_write_bytes(self.plan_path, data)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The manifest (manifest.json)
+
+
+class ClaudeInfo(Spec):
+    """The CLI every session of the run used."""
+
+    path: str
+    """Absolute path of the binary."""
+    version: str
+    """``claude --version`` (``2.1.332``)."""
+    sha256: str
+    """Hash of the binary: two builds with one version string are told apart."""
+    pinned: bool
+    """True when ``version`` is the version ablate is pinned to."""
+
+
+class ManifestCell(Spec):
+    """One cell of the run, as built."""
+
+    id: str
+    """Cell id (``C0``)."""
+    dirname: str
+    """Folder name of the cell's environments (``c00``)."""
+    label: str = ""
+    """Human label."""
+    stripped: list[str] = Field(default_factory=list)
+    """Catalog layer ids the cell removes."""
+    empty_config: bool = False
+    """True when the cell starts from an empty config dir (``strip = "all"``)."""
+    fingerprints: dict[str, object] = Field(default_factory=dict)
+    """Per-layer fingerprints of the built environment (filled in when the cell is first built)."""
+    leaks: list[object] = Field(default_factory=list)
+    """Leaks the environment builder detected and could not remove (DESIGN §3.8)."""
+    notes: list[str] = Field(default_factory=list)
+    """Builder notes (no-op cells, shared state)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """The effective process environment of the cell, secrets redacted."""
+
+
+class ManifestTask(Spec):
+    """One task of the run."""
+
+    id: str
+    """Task id."""
+    sha256: str
+    """Hash of the task file's bytes."""
+    source: str
+    """Where the task file was read from."""
+    split: str
+    """``dev`` or ``holdout``."""
+    expects: list[str] = Field(default_factory=list)
+    """Layers the author expects to matter."""
+    max_turns: int | None = None
+    """Per-task override of ``--max-turns``."""
+    timeout_s: float | None = None
+    """Per-task override of ``--timeout``."""
+
+
+class ManifestSession(Spec):
+    """One invocation of `ablate run` on this folder (the first one, each resume, a forced change)."""
+
+    started_at: str
+    """ISO-8601 UTC."""
+    finished_at: str | None = None
+    """ISO-8601 UTC; None while running or after a crash."""
+    host: str
+    """Host name."""
+    pid: int
+    """Process id of `ablate run`."""
+    claude_version: str
+    """The CLI version this invocation used."""
+    claude_sha256: str
+    """The CLI binary hash this invocation used."""
+    model: str
+    """The model this invocation used."""
+    forced: bool = False
+    """True when ``--force`` let it run despite a version or model mismatch."""
+    outcome: str | None = None
+    """finished, failed-items, budget, rate-limited, interrupted."""
+
+
+#: Fields that define the experiment; folders whose identities differ cannot be merged or resumed.
+IDENTITY_FIELDS: tuple[str, ...] = (
+    "claude",
+    "model",
+    "max_turns",
+    "timeout_s",
+    "argv",
+    "max_retries",
+    "cell_set",
+    "tasks",
+    "repeats",
+    "seed",
+    "plan_sha256",
+    "items",
+)
+
+
+class RunManifest(Spec):
+    """manifest.json: everything that defines a run, written at plan time and updated by each invocation."""
+
+    schema_version: int = SCHEMA_VERSION
+    """Format version of this file."""
+    run_id: str
+    """The run's id (also the folder name, with a ``-shard-K-of-N`` suffix for a shard)."""
+    created_at: str
+    """ISO-8601 UTC time the plan was made."""
+    ablate_version: str
+    """ablate's version."""
+    claude: ClaudeInfo
+    """The CLI the run is pinned to."""
+    model: str
+    """``--model``, pinned for every session."""
+    max_turns: int
+    """``--max-turns`` (tasks may override)."""
+    timeout_s: float | None = None
+    """Per-session wall-clock limit in seconds (tasks may override)."""
+    argv: list[str]
+    """The pinned command line, with ``{session_id}`` and ``{prompt}`` placeholders."""
+    max_retries: int
+    """``CLAUDE_CODE_MAX_RETRIES`` given to every session (ablate owns the rate-limit backoff)."""
+    cell_set: str
+    """The cell set's name."""
+    cells: list[ManifestCell]
+    """The cells, in set order."""
+    tasks: list[ManifestTask]
+    """The tasks, in plan order."""
+    repeats: int
+    """Repeats per (task, cell)."""
+    seed: int
+    """The seed every block's order is drawn from."""
+    plan_sha256: str
+    """Hash of the plan's (item, order) lines: identical plans have identical hashes."""
+    items: int
+    """Number of items in the plan."""
+    shard: str | None = None
+    """``K/N`` when this folder runs one shard of the plan."""
+    jobs: int = 1
+    """Parallel sessions of the last invocation."""
+    budget_usd: float | None = None
+    """Spend limit of the last invocation."""
+    setup: dict[str, object] = Field(default_factory=dict)
+    """The setup ablated: config dir, repo, HEAD, dirty files."""
+    host: str = ""
+    """Host that made the plan."""
+    sessions: list[ManifestSession] = Field(default_factory=list)
+    """Every `ablate run` invocation on this folder, oldest first."""
+
+    def identity(self) -> dict[str, object]:
+        """The experiment-defining part of the manifest (no times, hosts, shards or invocation history)."""
+        data = self.model_dump(mode="json", include=set(IDENTITY_FIELDS))
+        data["claude"].pop("path", None)
+        for t in data["tasks"]:
+            t.pop("source", None)
+        data["cells"] = [
+            {"id": c.id, "stripped": c.stripped, "empty_config": c.empty_config} for c in self.cells
+        ]
+        data["setup_head"] = self.setup.get("head")
+        return data
+
+
+def read_manifest(folder: RunFolder) -> RunManifest:
+    """Read and validate manifest.json; a missing or invalid one is a :class:`RunFolderError`."""
+    path = folder.manifest_path
+    if not path.exists():
+        raise RunFolderError(f"{folder.root}: no manifest.json; is this a run folder?")
+    try:
+        return RunManifest.model_validate(orjson.loads(path.read_bytes()))
+    except (orjson.JSONDecodeError, ValueError) as exc:
+        raise RunFolderError(f"{path}: invalid manifest: {exc}") from exc
+
+
+def write_manifest(folder: RunFolder, manifest: RunManifest) -> None:
+    """Write manifest.json atomically."""
+    data = orjson.dumps(manifest.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+    atomic_write_bytes(folder.manifest_path, data + b"\n")

@@ -1,0 +1,106 @@
+"""``ablate merge``: combine run folders of one plan (shards, or runs on several machines) into one.
+
+The folders must have identical manifest identities (same CLI build, model, flags, cells, tasks, seed and
+plan; see :meth:`RunManifest.identity`). Every attempt's evidence is copied (renumbered per item when two
+folders ran the same item); per item the best result wins under the replacement rule of
+:func:`ablate.runner.should_replace`, so a complete result is never displaced by an error.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import OutputExists, RunFolderError
+from ablate.fsutil import atomic_write_json
+from ablate.runfolder import Attempt, PlanItem, RunFolder, read_manifest, write_manifest
+from ablate.runner import TASKS_DIR, read_result, should_replace
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def merge_runs(runs: Sequence[Path], out: Path, *, force: bool = False) -> dict[str, Any]:
+    """Merge ``runs`` into a new folder ``out``; return a summary (items, results, complete)."""
+    if not runs:
+        raise RunFolderError("nothing to merge", hint="pass two or more run folders")
+    if out.exists() and any(out.iterdir()):
+        raise OutputExists(f"{out}: already exists", hint="pick a new --out folder")
+    folders = [RunFolder(r) for r in runs]
+    manifests = [read_manifest(f) for f in folders]
+    base = manifests[0].identity()
+    for f, m in zip(folders[1:], manifests[1:], strict=True):
+        differs = _diff(base, m.identity())
+        if differs and not force:
+            raise RunFolderError(
+                f"{f.root}: its manifest differs from {folders[0].root} in {', '.join(differs)}",
+                hint="only folders of one plan merge; --force merges anyway (and says so in the manifest)",
+            )
+    dest = RunFolder(out)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(folders[0].root / TASKS_DIR, out / TASKS_DIR, dirs_exist_ok=True)
+
+    merged: dict[str, PlanItem] = {}
+    results: dict[str, dict[str, Any]] = {}
+    for folder in folders:
+        for it in folder.read_plan():
+            target = merged.setdefault(it.item, it.model_copy(update={"attempts": []}))
+            renumber: dict[int, int] = {}
+            for a in it.attempts:
+                n = len(target.attempts) + 1
+                renumber[a.n] = n
+                target.attempts.append(Attempt(**{**a.model_dump(), "n": n}))
+                _copy_attempt(folder, dest, it.item, a.n, n)
+            res = read_result(folder, it.item)
+            if res is None:
+                continue
+            res = _renumbered(res, dest, renumber.get(int(res.get("attempt", 0)), int(res.get("attempt", 0))))
+            if should_replace(results.get(it.item), res):
+                results[it.item] = res
+    dest.write_plan(sorted(merged.values(), key=lambda p: p.order))
+    for res in results.values():
+        atomic_write_json(dest.result_path(str(res["item"])), res)
+
+    first = manifests[0]
+    cells = list(first.cells)
+    for m in manifests[1:]:
+        cells = [c if c.fingerprints else o for c, o in zip(cells, m.cells, strict=False)]
+    sessions = [s for m in manifests for s in m.sessions]
+    manifest = first.model_copy(update={"shard": None, "cells": cells, "sessions": sessions})
+    if force:
+        manifest = manifest.model_copy(
+            update={"setup": {**manifest.setup, "merged_with_force": [str(f.root) for f in folders]}}
+        )
+    write_manifest(dest, manifest)
+    complete = sum(1 for r in results.values() if r.get("complete"))
+    return {"folder": str(out), "items": len(merged), "results": len(results), "complete": complete}
+
+
+def _copy_attempt(src: RunFolder, dest: RunFolder, item: str, old: int, new: int) -> None:
+    pairs = [
+        (src.stdout_path(item, old), dest.stdout_path(item, new)),
+        (src.stderr_path(item, old), dest.stderr_path(item, new)),
+    ]
+    for a, b in pairs:
+        if a.exists():
+            b.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(a, b)
+    tdir = src.transcript_dir(item, old)
+    if tdir.is_dir():
+        shutil.copytree(tdir, dest.transcript_dir(item, new), symlinks=True, dirs_exist_ok=True)
+
+
+def _renumbered(res: dict[str, Any], dest: RunFolder, n: int) -> dict[str, Any]:
+    item, sid = str(res["item"]), str(res.get("session_id"))
+    out = dict(res)
+    out["attempt"] = n
+    out["stdout"] = str(dest.stdout_path(item, n).relative_to(dest.root))
+    if res.get("transcript"):
+        path = dest.transcript_path(item, n, sid)
+        out["transcript"] = str(path.relative_to(dest.root))
+        if isinstance(out.get("session"), dict):
+            out["session"] = {**out["session"], "transcript": str(path.resolve())}
+    return out

@@ -1,0 +1,166 @@
+"""Planning a run: every (task, cell, repeat) item, its order, shards, and what it may cost.
+
+Order (DESIGN §4): items come in blocks, one block per (repeat, task), repeat-major, so every cell of a task
+is run once before any is run twice; within a block the cells are shuffled by a generator seeded from
+``(seed, task, repeat)``, so prompt-cache warmth and time-of-day drift cannot line up with a cell, and the
+same seed always gives the same order.
+
+Shards split the plan by whole blocks (block ``b`` goes to shard ``b mod N + 1``): each block's cells run on
+one machine, so a machine difference cannot line up with a cell either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ablate.errors import UsageError
+from ablate.pricing import estimate_cost
+from ablate.runfolder import PlanItem, item_id
+
+#: Assumed size of one API call when nothing has been observed yet: Claude Code's system prompt, tool
+#: definitions and a short conversation come to ~21k input tokens (measured: a one-word answer reports
+#: 21,204), plus a few hundred output tokens.
+ASSUMED_INPUT_TOKENS = 21_000
+ASSUMED_OUTPUT_TOKENS = 400
+#: Assumed API calls per session when nothing has been observed: capped by ``--max-turns``.
+ASSUMED_CALLS_PER_SESSION = 6
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``k`` of ``n`` (1-based), as in ``--shard 2/8``."""
+
+    k: int
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.k}/{self.n}"
+
+    @property
+    def suffix(self) -> str:
+        """Folder-name suffix of a shard's run folder."""
+        return f"-shard-{self.k}-of-{self.n}"
+
+
+_SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def parse_shard(text: str) -> Shard:
+    """Parse ``K/N`` (1 <= K <= N)."""
+    m = _SHARD_RE.match(text)
+    if not m:
+        raise UsageError(f"--shard {text!r}: expected K/N, e.g. 2/8", hint="K counts from 1")
+    k, n = int(m.group(1)), int(m.group(2))
+    if n < 1 or not 1 <= k <= n:
+        raise UsageError(f"--shard {text}: K must be between 1 and N (N >= 1)")
+    return Shard(k, n)
+
+
+def block_order(cells: Sequence[str], *, seed: int, task: str, repeat: int) -> list[str]:
+    """The cells of one (task, repeat) block in their randomised order (deterministic in the seed)."""
+    rng = random.Random(f"ablate-order:{seed}:{task}:{repeat}")
+    order = list(cells)
+    rng.shuffle(order)
+    return order
+
+
+def make_plan(tasks: Sequence[str], cells: Sequence[str], *, repeats: int, seed: int) -> list[PlanItem]:
+    """Every item of a run, in execution order (``order`` = position)."""
+    if repeats < 1:
+        raise UsageError(f"--repeats {repeats}: must be at least 1")
+    if not tasks:
+        raise UsageError("no tasks to plan")
+    if not cells:
+        raise UsageError("no cells to plan")
+    for what, ids in (("task", tasks), ("cell", cells)):
+        dup = sorted({i for i in ids if list(ids).count(i) > 1})
+        if dup:
+            raise UsageError(f"duplicate {what} ids in the plan: {', '.join(dup)}")
+    items: list[PlanItem] = []
+    for r in range(repeats):
+        for t in tasks:
+            for c in block_order(cells, seed=seed, task=t, repeat=r):
+                items.append(PlanItem(item=item_id(t, c, r), task=t, cell=c, repeat=r, order=len(items)))
+    return items
+
+
+def block_key(item: PlanItem) -> tuple[int, str]:
+    return (item.repeat, item.task)
+
+
+def blocks(items: Iterable[PlanItem]) -> list[tuple[int, str]]:
+    """The (repeat, task) blocks of a plan, in execution order."""
+    seen: dict[tuple[int, str], int] = {}
+    for it in sorted(items, key=lambda i: i.order):
+        seen.setdefault(block_key(it), len(seen))
+    return list(seen)
+
+
+def shard_items(items: Sequence[PlanItem], shard: Shard | None) -> list[PlanItem]:
+    """The items shard ``k/n`` runs: whole blocks, block ``b`` (0-based, in order) to shard ``b mod n + 1``."""
+    ordered = sorted(items, key=lambda i: i.order)
+    if shard is None or shard.n == 1:
+        return ordered
+    index = {b: i for i, b in enumerate(blocks(ordered))}
+    if shard.n > len(index):
+        raise UsageError(
+            f"--shard {shard}: the plan has only {len(index)} (task, repeat) blocks, so at most {len(index)} shards",
+            hint="shards take whole blocks so that every cell of a block runs on the same machine",
+        )
+    return [it for it in ordered if index[block_key(it)] % shard.n == shard.k - 1]
+
+
+def plan_sha256(items: Iterable[PlanItem]) -> str:
+    """Hash of the plan's shape (item ids and orders), independent of attempts."""
+    h = hashlib.sha256()
+    for it in sorted(items, key=lambda i: i.order):
+        h.update(f"{it.order}\t{it.item}\n".encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a plan is expected to cost before it runs."""
+
+    sessions: int
+    """`claude -p` sessions to launch."""
+    calls: int
+    """Expected API calls."""
+    usd: float | None
+    """Expected spend, or None for a model without a known price."""
+    basis: str
+    """How the figure was made, in words."""
+
+    def to_json(self) -> dict[str, object]:
+        return {"sessions": self.sessions, "calls": self.calls, "usd": self.usd, "basis": self.basis}
+
+
+def estimate(sessions: int, *, model: str, max_turns: int, observed_usd: Sequence[float] = ()) -> Estimate:
+    """Expected calls and spend of ``sessions`` sessions: from observed session costs when there are any
+    (a resumed run), else from an assumed session shape at list price."""
+    calls_per = min(max_turns, ASSUMED_CALLS_PER_SESSION)
+    if observed_usd:
+        mean = sum(observed_usd) / len(observed_usd)
+        return Estimate(
+            sessions=sessions,
+            calls=sessions * calls_per,
+            usd=mean * sessions,
+            basis=f"mean cost of the {len(observed_usd)} sessions already run (${mean:.4f} each)",
+        )
+    per_call = estimate_cost(model, input_tokens=ASSUMED_INPUT_TOKENS, output_tokens=ASSUMED_OUTPUT_TOKENS)
+    basis = (
+        f"assumes {calls_per} API calls per session of ~{ASSUMED_INPUT_TOKENS // 1000}k input and "
+        f"{ASSUMED_OUTPUT_TOKENS} output tokens at list price, no prompt caching (an upper-end guess)"
+    )
+    if per_call is None:
+        return Estimate(sessions, sessions * calls_per, None, f"no list price known for {model!r}")
+    return Estimate(sessions, sessions * calls_per, per_call * calls_per * sessions, basis)
+
+
+def new_seed() -> int:
+    """A fresh order seed (recorded in the manifest)."""
+    return random.SystemRandom().randrange(1, 2**31)

@@ -1,0 +1,1157 @@
+"""Running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments.
+
+One :class:`Runner` works on one run folder (DESIGN §4) at a time, holding its lock. Its main thread
+dispatches items in plan order; session, environment-build and reset work happens in thread pools:
+
+* **Environments** are built once per (cell, slot), in parallel, and reset between items (only what the
+  previous session changed), never rebuilt. A second slot of a cell is built only when an item of that cell
+  is next and every environment of the cell is busy.
+* **Rate limits** (429, the "hit your limit" message, a synthetic rate-limit record, 529 overloaded) pause the
+  whole pool until the reset time the message names, else with exponential backoff; the attempt is requeued
+  and never becomes a result. ``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns the backoff.
+* **Results** are written atomically and never replaced by a worse one (:func:`should_replace`).
+* **Budget**: launching stops once the recorded spend reaches the limit.
+* **Stopping**: :meth:`Runner.request_stop` stops launching; running sessions get ``grace_s`` to finish and
+  are then killed (whole process tree). The folder is always left resumable.
+
+The library never prints: progress goes to an ``on_progress`` callback.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import fcntl
+import os
+import shutil
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import orjson
+import psutil
+
+from ablate import __version__
+from ablate.cells import ResolvedCell
+from ablate.claude import ClaudeBinary
+from ablate.errors import OutputExists, RunFolderError, UsageError
+from ablate.fsutil import atomic_write_json
+from ablate.plan import Shard, make_plan, plan_sha256, shard_items
+from ablate.proc import ExecResult, kill_tree, run_process
+from ablate.runfolder import (
+    LOCK,
+    SCHEMA_VERSION,
+    Attempt,
+    ClaudeInfo,
+    ManifestCell,
+    ManifestSession,
+    ManifestTask,
+    PlanItem,
+    RunFolder,
+    RunManifest,
+    read_manifest,
+    write_manifest,
+)
+from ablate.tasks import Task, load_task
+from ablate.transcript import SessionResult, mine_session
+
+RESULT_SCHEMA_VERSION = 1
+#: Folder inside a run folder holding a copy of every task file, so a resume needs nothing else.
+TASKS_DIR = "tasks"
+
+#: Outcomes that answer the item: a resume skips them. A timeout is an outcome of the task, not a glitch.
+COMPLETE_STATUSES = frozenset({"completed", "max_turns", "prompt_too_long", "timeout"})
+#: HTTP statuses that are the request's own fault: retrying cannot help.
+PERMANENT_API_STATUSES = frozenset({400, 401, 403, 404, 413})
+#: HTTP statuses that mean "slow down": they pause the pool like a 429.
+PAUSE_API_STATUSES = frozenset({429, 529})
+
+DEFAULT_MAX_RETRIES = 2
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The result-replacement rule
+
+
+def result_rank(result: Mapping[str, Any] | None) -> int:
+    """0: no result; 1: a failed attempt (api_error, no transcript, killed); 2: a complete outcome."""
+    if result is None:
+        return 0
+    return 2 if result.get("status") in COMPLETE_STATUSES else 1
+
+
+def should_replace(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """True when ``new`` may overwrite ``old``: never with a worse result; a complete result is kept
+    (the first complete outcome stands); a failure may replace an older failure (newer evidence).
+    Rate-limited attempts never become results at all."""
+    if new.get("status") == "rate_limited":
+        return False
+    old_rank, new_rank = result_rank(old), result_rank(new)
+    if new_rank != old_rank:
+        return new_rank > old_rank
+    return new_rank < 2
+
+
+def read_result(folder: RunFolder, item: str) -> dict[str, Any] | None:
+    """The item's result, or None when there is none (or it is unreadable: a torn file cannot exist, since
+    results are written atomically, but a hand-edited one might)."""
+    path = folder.result_path(item)
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_result(folder: RunFolder, result: Mapping[str, Any]) -> bool:
+    """Write ``result`` atomically unless the rule forbids it; return whether it was written."""
+    item = str(result["item"])
+    if not should_replace(read_result(folder, item), result):
+        return False
+    atomic_write_json(folder.result_path(item), dict(result))
+    return True
+
+
+def is_complete(folder: RunFolder, item: str) -> bool:
+    return result_rank(read_result(folder, item)) == 2
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The lock
+
+
+class RunLock:
+    """An exclusive ``flock`` on ``<run>/.lock``: released by the kernel when the holder dies (even kill -9)."""
+
+    def __init__(self, folder: RunFolder) -> None:
+        self.path = folder.root / LOCK
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = ""
+            with contextlib.suppress(OSError):
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+            os.close(fd)
+            raise RunFolderError(
+                f"{self.path.parent}: another `ablate run` is working on this run folder"
+                + (f" ({holder})" if holder else ""),
+                hint="wait for it to finish or stop it (Ctrl-C); two runners on one folder would corrupt it",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {utcnow()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Environments
+
+
+class CellEnv(Protocol):
+    """What the runner needs from a built cell environment (``ablate.environment.CellEnvironment``)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def config_dir(self) -> Path: ...
+    @property
+    def cwd(self) -> Path: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+
+
+class EnvBackend(Protocol):
+    """Builds, resets and removes cell environments."""
+
+    def build(self, cell: ResolvedCell, slot: int) -> CellEnv: ...
+    def reset(self, env: CellEnv) -> None: ...
+    def teardown(self, env: CellEnv) -> None: ...
+    def describe(self, env: CellEnv) -> dict[str, Any]:
+        """fingerprints, leaks, notes and the redacted env, for the manifest."""
+        ...
+
+    def clean(self) -> None:
+        """Remove what a crashed run left in the work root."""
+        ...
+
+
+class ShadowEnvironments:
+    """The real backend: :mod:`ablate.environment` shadows (config dir + home + detached worktree)."""
+
+    def __init__(
+        self,
+        setup: Any,
+        catalog: Any,
+        work_root: Path,
+        *,
+        isolate_state: bool = False,
+        dirty: bool = False,
+        base_env: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.setup = setup
+        self.catalog = catalog
+        self.work_root = work_root
+        self.isolate_state = isolate_state
+        self.dirty = dirty
+        self.base_env = dict(base_env) if base_env is not None else None
+        self.extra_env = dict(extra_env or {})
+
+    def build(self, cell: ResolvedCell, slot: int) -> CellEnv:
+        from ablate.environment import build_environment
+
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        env: CellEnv = build_environment(
+            self.setup,
+            self.catalog,
+            cell,
+            self.work_root,
+            slot=slot,  # always a slot: c00-s00 and c00-s01 have paths of equal length (they reach the prompt)
+            isolate_state=self.isolate_state,
+            dirty=self.dirty,
+            base_env=self.base_env,
+            extra_env=self.extra_env,
+        )
+        return env
+
+    def reset(self, env: CellEnv) -> None:
+        from ablate.environment import CellEnvironment, reset_environment
+
+        assert isinstance(env, CellEnvironment)
+        reset_environment(env)
+
+    def teardown(self, env: CellEnv) -> None:
+        from ablate.environment import CellEnvironment, teardown_environment
+
+        assert isinstance(env, CellEnvironment)
+        teardown_environment(env)
+
+    def describe(self, env: CellEnv) -> dict[str, Any]:
+        from ablate.environment import redacted_env
+
+        return {
+            "fingerprints": _jsonable(getattr(env, "fingerprints", {})),
+            "leaks": _jsonable(getattr(env, "leaks", [])),
+            "notes": [str(n) for n in getattr(env, "notes", [])],
+            "env": dict(redacted_env(env.env)),
+        }
+
+    def clean(self) -> None:
+        from ablate.environment import clean
+
+        if self.work_root.exists():
+            clean(self.work_root)
+
+
+def _jsonable(value: Any) -> Any:
+    return orjson.loads(orjson.dumps(value, default=_default))
+
+
+def _default(obj: Any) -> Any:
+    to_json = getattr(obj, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+    return str(obj)
+
+
+def kill_strays(root: Path) -> int:
+    """Kill every process (tree) whose cwd is inside ``root``: sessions orphaned by a crashed runner."""
+    root_s = str(root.resolve())
+    killed = 0
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cwd"]):
+        cwd = proc.info.get("cwd")
+        if proc.pid == me or not cwd or not (cwd == root_s or cwd.startswith(root_s + os.sep)):
+            continue
+        kill_tree(proc.pid, grace_s=2.0)
+        killed += 1
+    return killed
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Options, progress, summary
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a plan is executed (what may differ between invocations on one folder)."""
+
+    jobs: int = 1
+    """Parallel sessions."""
+    budget_usd: float | None = None
+    """Stop launching once the recorded spend reaches this."""
+    max_attempts: int = 3
+    """Attempts per item in one invocation for transient failures (5xx, no transcript, crashed CLI)."""
+    backoff_s: float = 30.0
+    """First pool pause after a rate limit whose message names no reset time; doubles each time."""
+    max_backoff_s: float = 900.0
+    """Longest pause without a named reset time."""
+    max_reset_wait_s: float = 6 * 3600.0
+    """Longest pause honoured for a named reset time."""
+    max_pauses: int = 12
+    """Consecutive rate-limit pauses before the runner gives up (the folder stays resumable)."""
+    grace_s: float = 30.0
+    """After a stop request, how long running sessions may finish before they are killed."""
+    retry_delay_s: float = 5.0
+    """Delay before re-running an item after a transient failure (times the attempt number)."""
+
+
+Outcome = Literal["finished", "failed-items", "budget", "rate-limited", "interrupted"]
+Phase = Literal["building", "running", "paused", "stopping", "finished"]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A snapshot for progress displays."""
+
+    phase: Phase
+    total: int
+    """Items in this folder's share of the plan."""
+    done: int
+    """Items with a complete result (including those complete before this invocation)."""
+    failed: int
+    """Items whose last attempt failed (and will not be retried in this invocation)."""
+    rate_limited: int
+    """Rate-limited attempts in this invocation (requeued, never results)."""
+    running: int
+    pending: int
+    spend_usd: float
+    """Recorded spend of the whole folder, every invocation."""
+    elapsed_s: float
+    paused_until: datetime | None = None
+    message: str | None = None
+
+
+@dataclass
+class RunSummary:
+    """What an invocation did."""
+
+    folder: Path
+    total: int
+    done: int
+    failed: list[str]
+    pending: list[str]
+    skipped: int
+    """Items already complete when this invocation started."""
+    launched: int
+    rate_limited: int
+    spend_usd: float
+    elapsed_s: float
+    outcome: Outcome
+    envs_built: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "folder": str(self.folder),
+            "outcome": self.outcome,
+            "total": self.total,
+            "done": self.done,
+            "failed": list(self.failed),
+            "pending": list(self.pending),
+            "skipped": self.skipped,
+            "launched": self.launched,
+            "rate_limited": self.rate_limited,
+            "spend_usd": round(self.spend_usd, 6),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "envs_built": self.envs_built,
+        }
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Creating and opening run folders
+
+
+def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> list[str]:
+    """The pinned command line (DESIGN §4) with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` slots."""
+    return [
+        str(claude),
+        "-p",
+        "--output-format",
+        "json",
+        "--model",
+        model,
+        "--permission-mode",
+        "bypassPermissions",
+        "--max-turns",
+        "{max_turns}",
+        "--session-id",
+        "{session_id}",
+        *extra_args,
+        "--",
+        "{prompt}",
+    ]
+
+
+def render_argv(template: Sequence[str], *, max_turns: int, session_id: str, prompt: str) -> list[str]:
+    values = {"{max_turns}": str(max_turns), "{session_id}": session_id, "{prompt}": prompt}
+    return [values.get(a, a) for a in template]
+
+
+def create_run(
+    out_root: Path,
+    *,
+    tasks: Sequence[Task],
+    cell_set: str,
+    cells: Sequence[ResolvedCell],
+    repeats: int,
+    seed: int,
+    model: str,
+    max_turns: int,
+    claude: ClaudeBinary,
+    timeout_s: float | None = None,
+    extra_args: Sequence[str] = (),
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    setup: Mapping[str, Any] | None = None,
+    shard: Shard | None = None,
+    run_id: str | None = None,
+) -> tuple[RunFolder, RunManifest]:
+    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
+    items = make_plan([t.id for t in tasks], [c.id for c in cells], repeats=repeats, seed=seed)
+    if shard is not None:
+        shard_items(items, shard)  # validates K/N against the plan
+    sha = plan_sha256(items)
+    run_id = run_id or f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{sha[:8]}"
+    folder = RunFolder(out_root / (run_id + (shard.suffix if shard else "")))
+    if folder.root.exists() and any(folder.root.iterdir()):
+        raise OutputExists(
+            f"{folder.root}: run folder already exists", hint="resume it with --resume, or pick another --out"
+        )
+    manifest = RunManifest(
+        schema_version=SCHEMA_VERSION,
+        run_id=run_id,
+        created_at=utcnow(),
+        ablate_version=__version__,
+        claude=ClaudeInfo(
+            path=str(claude.path), version=claude.version, sha256=claude.sha256, pinned=claude.is_pinned
+        ),
+        model=model,
+        max_turns=max_turns,
+        timeout_s=timeout_s,
+        argv=pinned_argv(claude.path, model, extra_args),
+        max_retries=max_retries,
+        cell_set=cell_set,
+        cells=[
+            ManifestCell(
+                id=c.id,
+                dirname=c.dirname,
+                label=c.label,
+                stripped=list(c.stripped),
+                empty_config=c.empty_config,
+            )
+            for c in cells
+        ],
+        tasks=[ManifestTask.model_validate(t.manifest_entry()) for t in tasks],
+        repeats=repeats,
+        seed=seed,
+        plan_sha256=sha,
+        items=len(items),
+        shard=str(shard) if shard else None,
+        setup=dict(setup or {}),
+        host=socket.gethostname(),
+    )
+    folder.root.mkdir(parents=True, exist_ok=True)
+    tasks_dir = folder.root / TASKS_DIR
+    tasks_dir.mkdir(exist_ok=True)
+    for t in tasks:
+        shutil.copyfile(t.source, tasks_dir / f"{t.id}.toml")
+    folder.write_plan(items)
+    write_manifest(folder, manifest)
+    return folder, manifest
+
+
+def shard_folder(plan_dir: Path, shard: Shard, out_root: Path | None = None) -> tuple[RunFolder, RunManifest]:
+    """Create (or reopen) the run folder of one shard of a planned run: same manifest identity, same plan
+    and tasks, ``shard`` recorded. Each shard gets its own folder, so shards never share a lock or a file."""
+    src = RunFolder(plan_dir)
+    manifest = read_manifest(src)
+    if manifest.shard is not None:
+        raise UsageError(
+            f"{plan_dir} is itself shard {manifest.shard}", hint="shard the original plan folder"
+        )
+    items = src.read_plan()
+    shard_items(items, shard)
+    dest = RunFolder((out_root or plan_dir.parent) / (manifest.run_id + shard.suffix))
+    if dest.manifest_path.exists():
+        return dest, read_manifest(dest)
+    dest.root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src.root / TASKS_DIR, dest.root / TASKS_DIR, dirs_exist_ok=True)
+    dest.write_plan([PlanItem(**{**i.model_dump(), "attempts": []}) for i in items])
+    manifest = manifest.model_copy(update={"shard": str(shard), "sessions": []})
+    write_manifest(dest, manifest)
+    return dest, manifest
+
+
+def open_run(run_dir: Path) -> tuple[RunFolder, RunManifest]:
+    """Open an existing run folder (for --resume)."""
+    if not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir}: no such run folder")
+    folder = RunFolder(run_dir)
+    return folder, read_manifest(folder)
+
+
+def load_run_tasks(folder: RunFolder, manifest: RunManifest) -> list[Task]:
+    """The run's own copies of its task files, checked against the manifest's hashes."""
+    tasks = []
+    for mt in manifest.tasks:
+        path = folder.root / TASKS_DIR / f"{mt.id}.toml"
+        if not path.exists():
+            raise RunFolderError(f"{path}: task file missing from the run folder")
+        task = load_task(path)
+        if task.sha256 != mt.sha256:
+            raise RunFolderError(f"{path}: task file changed since the run was planned (hash differs)")
+        tasks.append(task)
+    return tasks
+
+
+def compatibility_problems(manifest: RunManifest, claude: ClaudeBinary, model: str | None) -> list[str]:
+    """Why this CLI/model may not add results to the folder (empty when it may)."""
+    out = []
+    if claude.version != manifest.claude.version:
+        out.append(f"claude version {claude.version} differs from the run's {manifest.claude.version}")
+    elif claude.sha256 != manifest.claude.sha256:
+        out.append(
+            f"claude binary {claude.path} differs from the run's (sha256 {manifest.claude.sha256[:12]}…)"
+        )
+    if model is not None and model != manifest.model:
+        out.append(f"model {model} differs from the run's {manifest.model}")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The runner
+
+
+@dataclass
+class _Job:
+    item: PlanItem
+    attempt: Attempt
+    env: CellEnv
+    env_label: str
+    task: Task
+    argv: list[str]
+    timeout_s: float | None
+    pause_epoch: int
+    launched: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Outcome:
+    job: _Job
+    exec: ExecResult | None
+    session: SessionResult | None
+    status: str
+    transcript: Path | None
+    error: str | None = None
+
+
+class Runner:
+    """Executes one run folder's share of its plan. Not reusable: one :meth:`run` per instance."""
+
+    def __init__(
+        self,
+        folder: RunFolder,
+        manifest: RunManifest,
+        *,
+        tasks: Sequence[Task],
+        cells: Sequence[ResolvedCell],
+        backend: EnvBackend,
+        options: RunOptions,
+        claude: ClaudeBinary | None = None,
+        forced: bool = False,
+        work_root: Path | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self.tasks = {t.id: t for t in tasks}
+        self.cells = {c.id: c for c in cells}
+        self.backend = backend
+        self.options = options
+        self.claude = claude
+        self.forced = forced
+        self.work_root = work_root
+        self.on_progress = on_progress
+        self._clock = clock
+        self._stop = threading.Event()
+        self._kill = threading.Event()
+        self._stop_at: float | None = None
+        self._lock = threading.Lock()
+        self._killed_sessions: set[str] = set()
+        self._running: dict[Future[_Outcome], _Job] = {}
+
+    # -- control (safe from a signal handler or another thread) ----------------------------------------
+
+    def request_stop(self, *, kill: bool = False) -> None:
+        """Stop launching; running sessions finish within the grace period (or now, with ``kill``)."""
+        self._stop.set()
+        if kill:
+            self._kill.set()
+
+    # -- the run ---------------------------------------------------------------------------------------
+
+    def run(self) -> RunSummary:
+        with RunLock(self.folder):
+            return self._run_locked()
+
+    def _run_locked(self) -> RunSummary:
+        start = self._clock()
+        self._start = start
+        opts = self.options
+        plan = self.folder.read_plan()
+        by_item = {p.item: p for p in plan}
+        shard = _parse_manifest_shard(self.manifest.shard)
+        share = shard_items(plan, shard)
+        for it in share:
+            if it.task not in self.tasks:
+                raise RunFolderError(f"plan item {it.item}: unknown task {it.task!r}")
+            if it.cell not in self.cells:
+                raise RunFolderError(f"plan item {it.item}: unknown cell {it.cell!r}")
+        complete = {it.item for it in share if is_complete(self.folder, it.item)}
+        failed: set[str] = {
+            it.item for it in share if it.item not in complete and read_result(self.folder, it.item)
+        }
+        pending = [it for it in share if it.item not in complete]
+        self._total = len(share)
+        self._done = len(complete)
+        skipped = len(complete)
+        self._failed = failed
+        self._rate_limited = 0
+        self._spend = sum(a.cost_usd or 0.0 for p in plan for a in p.attempts)
+        self._pending = pending
+        self._paused_until = 0.0
+        self._pause_epoch = 0
+        self._consecutive_pauses = 0
+        self._not_before: dict[str, float] = {}
+        self._tries: dict[str, int] = {}
+        self._plan_dirty = False
+        self._plan_written = self._clock()
+        self._stdout_max = self._existing_attempts()
+        launched = 0
+        outcome: Outcome | None = None
+        session = ManifestSession(
+            started_at=utcnow(),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            claude_version=self.claude.version if self.claude else self.manifest.claude.version,
+            claude_sha256=self.claude.sha256 if self.claude else self.manifest.claude.sha256,
+            model=self.manifest.model,
+            forced=self.forced,
+        )
+        self.manifest = self.manifest.model_copy(
+            update={
+                "sessions": [*self.manifest.sessions, session],
+                "jobs": opts.jobs,
+                "budget_usd": opts.budget_usd,
+            }
+        )
+        write_manifest(self.folder, self.manifest)
+
+        free: dict[str, list[tuple[CellEnv, str]]] = {}
+        slots: dict[str, int] = {}
+        all_envs: list[CellEnv] = []
+        builds: dict[Future[CellEnv], tuple[str, int]] = {}
+        resets: dict[Future[None], tuple[str, CellEnv, str]] = {}
+        described: set[str] = set()
+        self._envs_built = 0
+
+        build_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-build")
+        session_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-run")
+        reset_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-reset")
+        fatal: BaseException | None = None
+        final: Outcome = "interrupted"
+
+        def submit_build(cell_id: str) -> None:
+            slot = slots.get(cell_id, 0)
+            slots[cell_id] = slot + 1
+            fut = build_pool.submit(self.backend.build, self.cells[cell_id], slot)
+            builds[fut] = (cell_id, slot)
+
+        try:
+            if pending:
+                if self.work_root is not None and self.work_root.exists():
+                    kill_strays(self.work_root)
+                    self.backend.clean()
+                self._emit("building", message=f"building {len({p.cell for p in pending})} cell environments")
+                for cell_id in dict.fromkeys(p.cell for p in pending):
+                    submit_build(cell_id)
+
+            while True:
+                now = self._clock()
+                # Stop conditions for launching.
+                if self._stop.is_set() and outcome is None:
+                    outcome = "interrupted"
+                    self._stop_at = now
+                    self._emit("stopping", message="stopping: no new sessions; waiting for running ones")
+                if outcome is None and opts.budget_usd is not None and self._spend >= opts.budget_usd:
+                    outcome = "budget"
+                    self._emit(
+                        "stopping", message=f"budget reached (${self._spend:.4f} of ${opts.budget_usd})"
+                    )
+                if outcome is None and self._consecutive_pauses > opts.max_pauses:
+                    outcome = "rate-limited"
+                    self._emit(
+                        "stopping", message=f"still rate-limited after {opts.max_pauses} pauses; giving up"
+                    )
+                grace_over = self._stop_at is not None and now - self._stop_at >= opts.grace_s
+                if outcome == "interrupted" and self._running and (self._kill.is_set() or grace_over):
+                    self._kill_running()
+
+                # Launch.
+                if outcome is None and now >= self._paused_until:
+                    while len(self._running) < opts.jobs:
+                        pick = self._pick(free, now)
+                        if pick is None:
+                            if not resets:  # a reset in flight frees an environment soon: wait for it
+                                self._maybe_grow(free, slots, builds, submit_build, now)
+                            break
+                        it, env, label = pick
+                        self._launch(session_pool, it, env, label)
+                        launched += 1
+                elif outcome is None and self._paused_until > now:
+                    self._emit("paused")
+
+                waiting: list[Future[Any]] = [*self._running, *builds, *resets]
+                if not waiting:
+                    if outcome is not None or not self._pending:
+                        break
+                    if now < self._paused_until or any(t > now for t in self._not_before.values()):
+                        time.sleep(min(0.25, max(0.01, self._paused_until - now)))
+                        self._flush_plan(by_item)
+                        continue
+                    # Nothing runnable, nothing building: cannot happen unless every build failed.
+                    raise RunFolderError("no environment could be built for the remaining items")
+                done_set, _ = wait(waiting, timeout=0.25, return_when=FIRST_COMPLETED)
+                for fut in done_set:
+                    if fut in builds:
+                        cell_id, _ = builds.pop(fut)
+                        env = fut.result()  # a build failure is fatal: the cell cannot be measured
+                        all_envs.append(env)
+                        self._envs_built += 1
+                        label = Path(env.root).name
+                        free.setdefault(cell_id, []).append((env, label))
+                        if cell_id not in described:
+                            described.add(cell_id)
+                            self._describe_cell(cell_id, env)
+                    elif fut in resets:
+                        cell_id, env, label = resets.pop(fut)
+                        try:
+                            fut.result()
+                        except Exception:
+                            # A cell we cannot reset is not trusted again: drop it, build another if needed.
+                            all_envs.remove(env)
+                            with contextlib.suppress(Exception):
+                                self.backend.teardown(env)
+                            slots[cell_id] -= 1
+                        else:
+                            free.setdefault(cell_id, []).append((env, label))
+                    else:
+                        job = self._running.pop(fut)
+                        res: _Outcome = fut.result()
+                        rfut = reset_pool.submit(self.backend.reset, job.env)
+                        resets[rfut] = (job.item.cell, job.env, job.env_label)
+                        self._handle(res, by_item)
+                self._flush_plan(by_item)
+                self._emit(self._phase(outcome))
+        except BaseException as exc:
+            fatal = exc
+            self._stop.set()
+            self._kill_running()
+            raise
+        finally:
+            for fut in list(self._running):
+                with contextlib.suppress(Exception):
+                    res = fut.result()
+                    self._handle(res, by_item)
+            self._running.clear()
+            session_pool.shutdown(wait=True)
+            build_pool.shutdown(wait=True, cancel_futures=True)
+            for fut in list(builds):
+                with contextlib.suppress(Exception):
+                    all_envs.append(fut.result())
+            reset_pool.shutdown(wait=True)
+            self._flush_plan(by_item, force=True)
+            teardown_pool = ThreadPoolExecutor(
+                max_workers=max(1, opts.jobs), thread_name_prefix="ablate-down"
+            )
+            for env in all_envs:
+                teardown_pool.submit(self.backend.teardown, env)
+            teardown_pool.shutdown(wait=True)
+            if fatal is None:
+                pend = [p.item for p in self._pending]
+                final = outcome or ("failed-items" if self._failed else "finished")
+                if final == "finished" and pend:
+                    final = "failed-items"
+                sess = self.manifest.sessions[-1].model_copy(
+                    update={"finished_at": utcnow(), "outcome": final}
+                )
+                self.manifest = self.manifest.model_copy(
+                    update={"sessions": [*self.manifest.sessions[:-1], sess]}
+                )
+                write_manifest(self.folder, self.manifest)
+                self._emit("finished")
+        return RunSummary(
+            folder=self.folder.root,
+            total=self._total,
+            done=self._done,
+            failed=sorted(self._failed),
+            pending=[p.item for p in self._pending],
+            skipped=skipped,
+            launched=launched,
+            rate_limited=self._rate_limited,
+            spend_usd=self._spend,
+            elapsed_s=self._clock() - start,
+            outcome=final,
+            envs_built=self._envs_built,
+        )
+
+    # -- dispatch --------------------------------------------------------------------------------------
+
+    def _pick(
+        self, free: dict[str, list[tuple[CellEnv, str]]], now: float
+    ) -> tuple[PlanItem, CellEnv, str] | None:
+        """The first pending item (in plan order, within a small look-ahead window) whose cell has a free env."""
+        window = self.options.jobs * 2 + len(self.cells)
+        for idx, it in enumerate(self._pending[:window]):
+            if self._not_before.get(it.item, 0.0) > now:
+                continue
+            envs = free.get(it.cell)
+            if envs:
+                env, label = envs.pop(0)
+                del self._pending[idx]
+                return it, env, label
+        return None
+
+    def _maybe_grow(
+        self,
+        free: dict[str, list[tuple[CellEnv, str]]],
+        slots: dict[str, int],
+        builds: Mapping[Future[CellEnv], tuple[str, int]],
+        submit_build: Callable[[str], None],
+        now: float,
+    ) -> None:
+        """Nothing is runnable although a session slot is free: add an environment for the next item's cell,
+        unless one is being built for it, or the cell has no more queued items than environments."""
+        building = {c for c, _ in builds.values()}
+        for it in self._pending:
+            if self._not_before.get(it.item, 0.0) > now:
+                continue
+            if it.cell in building or free.get(it.cell):
+                return
+            have = slots.get(it.cell, 0)
+            queued = sum(1 for p in self._pending if p.cell == it.cell)
+            # Only for a queue: an environment costs a worktree checkout, more than waiting for one session.
+            if have < self.options.jobs and queued > have:
+                submit_build(it.cell)
+            return
+
+    def _existing_attempts(self) -> dict[str, int]:
+        """Highest attempt number per item found on disk (stdout files), so numbers are never reused even
+        when plan.jsonl lags behind a crash."""
+        out: dict[str, int] = {}
+        stdout_dir = self.folder.root / "stdout"
+        if stdout_dir.is_dir():
+            for p in stdout_dir.iterdir():
+                name = p.name.removesuffix(".json")
+                item, _, n = name.rpartition(".a")
+                if item and n.isdigit():
+                    out[item] = max(out.get(item, 0), int(n))
+        return out
+
+    def _launch(self, pool: ThreadPoolExecutor, it: PlanItem, env: CellEnv, label: str) -> None:
+        n = max([a.n for a in it.attempts] + [self._stdout_max.get(it.item, 0)]) + 1
+        self._stdout_max[it.item] = n
+        attempt = Attempt(n=n, session_id=str(uuid.uuid4()), started_at=utcnow(), slot=label)
+        it.attempts.append(attempt)
+        self._plan_dirty = True
+        task = self.tasks[it.task]
+        max_turns = task.spec.max_turns or self.manifest.max_turns
+        timeout = task.spec.timeout_s or self.manifest.timeout_s
+        argv = render_argv(
+            self.manifest.argv, max_turns=max_turns, session_id=attempt.session_id, prompt=task.prompt
+        )
+        job = _Job(it, attempt, env, label, task, argv, timeout, self._pause_epoch)
+        self._tries[it.item] = self._tries.get(it.item, 0) + 1
+        fut = pool.submit(self._attempt, job)
+        self._running[fut] = job
+
+    def _attempt(self, job: _Job) -> _Outcome:
+        """Worker: run one session, copy its transcript out of the shadow, mine it."""
+        folder, it, a = self.folder, job.item, job.attempt
+        stdout = folder.stdout_path(it.item, a.n)
+        env = dict(job.env.env)
+        env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
+        try:
+            ex = run_process(job.argv, cwd=job.env.cwd, env=env, timeout=job.timeout_s, stdout_path=stdout)
+        except OSError as exc:
+            return _Outcome(job, None, None, "launch_error", None, error=str(exc))
+        if ex.stderr_tail.strip():
+            err = folder.stderr_path(it.item, a.n)
+            err.parent.mkdir(parents=True, exist_ok=True)
+            err.write_text(ex.stderr_tail, encoding="utf-8")
+        transcript = copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n))
+        target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
+        try:
+            mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
+        except OSError as exc:
+            return _Outcome(job, ex, None, "no_transcript", transcript, error=str(exc))
+        if ex.timed_out:
+            status = "timeout"
+        elif a.session_id in self._killed_sessions:
+            status = "interrupted"
+        elif mined.status == "api_error" and mined.api_error_status in PAUSE_API_STATUSES:
+            status = "rate_limited"
+        else:
+            status = mined.status
+        return _Outcome(job, ex, mined, status, transcript)
+
+    def _kill_running(self) -> None:
+        """Kill the process tree of every running session (found by its unique --session-id)."""
+        with self._lock:
+            sids = {job.attempt.session_id for job in self._running.values()} - self._killed_sessions
+            self._killed_sessions |= sids
+        if not sids:
+            return
+        try:
+            children = psutil.Process().children(recursive=False)
+        except psutil.Error:
+            return
+        for child in children:
+            try:
+                cmd = child.cmdline()
+            except psutil.Error:
+                continue
+            if sids.intersection(cmd):
+                kill_tree(child.pid, grace_s=2.0)
+
+    # -- outcomes --------------------------------------------------------------------------------------
+
+    def _handle(self, res: _Outcome, by_item: dict[str, PlanItem]) -> None:
+        job, opts, now = res.job, self.options, self._clock()
+        it = job.item
+        cost = res.session.cost_usd if res.session is not None else None
+        self._spend += cost or 0.0
+        a = job.attempt.model_copy(
+            update={
+                "outcome": res.status,
+                "finished_at": utcnow(),
+                "cost_usd": cost,
+                "returncode": res.exec.returncode if res.exec else None,
+            }
+        )
+        it.attempts[-1] = a
+        self._plan_dirty = True
+
+        if res.status == "interrupted" or (self._kill.is_set() and res.status not in COMPLETE_STATUSES):
+            self._requeue(it)
+            return
+        if res.status == "rate_limited":
+            self._rate_limited += 1
+            self._pause(res.session, job)
+            self._requeue(it)
+            return
+        if job.pause_epoch == self._pause_epoch:
+            self._consecutive_pauses = 0
+        if (
+            res.status not in COMPLETE_STATUSES
+            and self._transient(res)
+            and self._tries[it.item] < opts.max_attempts
+        ):
+            self._not_before[it.item] = now + opts.retry_delay_s * self._tries[it.item]
+            self._requeue(it)
+            return
+        self._not_before.pop(it.item, None)
+        result = build_result(
+            self.folder, it, a, res.session, res.exec, res.status, res.transcript, res.error
+        )
+        write_result(self.folder, result)
+        if res.status in COMPLETE_STATUSES:
+            self._done += 1
+            self._failed.discard(it.item)
+        else:
+            self._failed.add(it.item)
+
+    @staticmethod
+    def _transient(res: _Outcome) -> bool:
+        if res.status == "api_error":
+            s = res.session.api_error_status if res.session is not None else None
+            return s not in PERMANENT_API_STATUSES
+        return res.status in ("no_transcript", "killed", "launch_error")
+
+    def _pause(self, session: SessionResult | None, job: _Job) -> None:
+        opts, now = self.options, self._clock()
+        if job.pause_epoch != self._pause_epoch and now < self._paused_until:
+            return  # launched before the current pause: already accounted for
+        reset = session.rate_limit_reset if session is not None else None
+        if reset is not None:
+            wait_s = (reset - datetime.now(UTC)).total_seconds() + 2.0
+            wait_s = min(max(wait_s, opts.backoff_s), opts.max_reset_wait_s)
+        else:
+            wait_s = min(opts.backoff_s * (2**self._consecutive_pauses), opts.max_backoff_s)
+        self._consecutive_pauses += 1
+        self._pause_epoch += 1
+        self._paused_until = max(self._paused_until, now + wait_s)
+        self._emit("paused", message=f"rate-limited: pausing every launch for {wait_s:.0f} s")
+
+    def _requeue(self, it: PlanItem) -> None:
+        bisect.insort(self._pending, it, key=lambda p: p.order)
+
+    # -- bookkeeping -----------------------------------------------------------------------------------
+
+    def _flush_plan(self, by_item: dict[str, PlanItem], *, force: bool = False) -> None:
+        now = self._clock()
+        if self._plan_dirty and (force or now - self._plan_written >= 0.5):
+            self.folder.write_plan(sorted(by_item.values(), key=lambda p: p.order))
+            self._plan_dirty = False
+            self._plan_written = now
+
+    def _describe_cell(self, cell_id: str, env: CellEnv) -> None:
+        try:
+            info = self.backend.describe(env)
+        except Exception as exc:
+            info = {"notes": [f"could not describe the environment: {exc}"]}
+        cells = []
+        for c in self.manifest.cells:
+            if c.id == cell_id:
+                c = c.model_copy(
+                    update={
+                        "fingerprints": info.get("fingerprints", {}),
+                        "leaks": info.get("leaks", []),
+                        "notes": info.get("notes", []),
+                        "env": info.get("env", {}),
+                    }
+                )
+            cells.append(c)
+        self.manifest = self.manifest.model_copy(update={"cells": cells})
+        write_manifest(self.folder, self.manifest)
+
+    def _phase(self, outcome: str | None) -> Phase:
+        if outcome is not None:
+            return "stopping"
+        if self._clock() < self._paused_until:
+            return "paused"
+        return "running"
+
+    def _emit(self, phase: Phase, *, message: str | None = None) -> None:
+        if self.on_progress is None:
+            return
+        now = self._clock()
+        paused = None
+        if self._paused_until > now:
+            paused = datetime.fromtimestamp(time.time() + (self._paused_until - now), UTC)
+        self.on_progress(
+            Progress(
+                phase=phase,
+                total=getattr(self, "_total", 0),
+                done=getattr(self, "_done", 0),
+                failed=len(getattr(self, "_failed", ())),
+                rate_limited=getattr(self, "_rate_limited", 0),
+                running=len(self._running),
+                pending=len(getattr(self, "_pending", ())),
+                spend_usd=getattr(self, "_spend", 0.0),
+                elapsed_s=now - getattr(self, "_start", now),
+                paused_until=paused,
+                message=message,
+            )
+        )
+
+
+def _parse_manifest_shard(text: str | None) -> Shard | None:
+    if not text:
+        return None
+    from ablate.plan import parse_shard
+
+    return parse_shard(text)
+
+
+def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | None:
+    """Copy ``projects/*/<session_id>.jsonl`` and its ``<session_id>/`` folder (sub-agents) to ``dest``.
+
+    The transcript is found by session id, never by computing the project slug (DESIGN §3.3).
+    """
+    found = sorted(config_dir.glob(f"projects/*/{session_id}.jsonl"))
+    if not found:
+        return None
+    src = found[0]
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / src.name
+    shutil.copyfile(src, out)
+    side = src.with_suffix("")
+    if side.is_dir():
+        shutil.copytree(side, dest / side.name, symlinks=True, dirs_exist_ok=True)
+    return out
+
+
+def build_result(
+    folder: RunFolder,
+    it: PlanItem,
+    attempt: Attempt,
+    session: SessionResult | None,
+    ex: ExecResult | None,
+    status: str,
+    transcript: Path | None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """The results/<item>.json document."""
+    rel = folder.root
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "item": it.item,
+        "task": it.task,
+        "cell": it.cell,
+        "repeat": it.repeat,
+        "order": it.order,
+        "attempt": attempt.n,
+        "session_id": attempt.session_id,
+        "status": status,
+        "complete": status in COMPLETE_STATUSES,
+        "started_at": attempt.started_at,
+        "finished_at": attempt.finished_at,
+        "env": attempt.slot,
+        "cost_usd": session.cost_usd if session is not None else None,
+        "turns": session.turns if session is not None else None,
+        "pitfall_hits": dict(session.pitfall_hits) if session is not None else {},
+        "exit": {
+            "returncode": ex.returncode if ex else None,
+            "duration_s": round(ex.duration_s, 3) if ex else None,
+            "timed_out": ex.timed_out if ex else False,
+        },
+        "stdout": str(folder.stdout_path(it.item, attempt.n).relative_to(rel)),
+        "transcript": str(transcript.relative_to(rel)) if transcript else None,
+        "error": error,
+        "session": session.to_json() if session is not None else None,
+    }

@@ -1,0 +1,179 @@
+"""Task files (``tasks/*.toml``): what each ablation session is asked to do, and what to look for.
+
+A task is a prompt plus what its author expects: the layers that should matter for it (``expects``, checked
+against the layer catalog) and pitfalls, case-insensitive regexes over the assistant's own words (and over
+its tool inputs when ``scope = "text+tools"``). The fuller grading features (checks, judges) are separate.
+
+```toml
+schema_version = 1
+id = "greet-punctuation"
+split = "dev"
+prompt = "Make greet() end with an exclamation mark."
+expects = ["repo-memory", "user-claude-md"]
+
+[[pitfalls]]
+id = "no-tests"
+pattern = "without running (the )?tests"
+```
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ablate.errors import NotFound, Problem, SpecError
+from ablate.fsutil import sha256_bytes
+from ablate.layers import Catalog
+from ablate.specs import Spec, read_spec_data, validate
+from ablate.transcript import PitfallPattern
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+
+
+class Pitfall(Spec):
+    """A mistake the task invites: a regex whose match in the session counts as a hit."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    """Unique within the task (``skipped-tests``)."""
+    pattern: str = Field(min_length=1)
+    """A Python regex, matched case-insensitively (``re.search``) against the assistant's text."""
+    scope: Literal["text", "text+tools"] = "text"
+    """``text``: the assistant's text blocks only; ``text+tools``: also every string in its tool inputs."""
+    description: str = ""
+    """What the pitfall means, for the report."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v, re.IGNORECASE)
+        except re.error as exc:
+            raise ValueError(f"invalid regex: {exc}") from exc
+        return v
+
+
+class TaskSpec(Spec):
+    """One task file."""
+
+    schema_version: Literal[1] = 1
+    """Format version of this file; only 1 exists."""
+    id: str = Field(pattern=ID_PATTERN)
+    """Unique task id (lower case, digits, ``-`` and ``_``); it names result files."""
+    prompt: str = Field(min_length=1)
+    """The prompt given to ``claude -p``, verbatim."""
+    split: Literal["dev", "holdout"] = "dev"
+    """``dev`` tasks may be tuned against; ``holdout`` tasks are kept for the final measurement."""
+    description: str = ""
+    """What the task exercises, for the report."""
+    expects: list[str] = Field(default_factory=list)
+    """Layer ids the author expects to matter for this task (recorded as the author's prior)."""
+    pitfalls: list[Pitfall] = Field(default_factory=list)
+    """Pitfalls (``[[pitfalls]]`` tables)."""
+    max_turns: int | None = Field(default=None, ge=1)
+    """Overrides ``--max-turns`` for this task."""
+    timeout_s: float | None = Field(default=None, gt=0)
+    """Overrides ``--timeout`` (seconds) for this task."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded, checked task."""
+
+    spec: TaskSpec
+    source: Path
+    sha256: str
+    """Hash of the file's bytes: recorded in the manifest so a changed task is noticed."""
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def prompt(self) -> str:
+        return self.spec.prompt
+
+    def pitfall_patterns(self) -> list[PitfallPattern]:
+        """The pitfalls in the miner's form."""
+        return [PitfallPattern(id=p.id, pattern=p.pattern, scope=p.scope) for p in self.spec.pitfalls]
+
+    def manifest_entry(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "sha256": self.sha256,
+            "source": str(self.source),
+            "split": self.spec.split,
+            "expects": list(self.spec.expects),
+            "max_turns": self.spec.max_turns,
+            "timeout_s": self.spec.timeout_s,
+        }
+
+
+def load_task(path: Path, catalog: Catalog | None = None) -> Task:
+    """Read and validate one task file; with a catalog, unknown ``expects`` layer ids are errors."""
+    raw = path.read_bytes() if path.is_file() else b""
+    spec = validate(TaskSpec, read_spec_data(path), path)
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for i, pit in enumerate(spec.pitfalls):
+        if pit.id in seen:
+            problems.append(Problem(str(path), f"pitfalls.{i}.id", f"duplicate pitfall id {pit.id!r}"))
+        seen.add(pit.id)
+    if catalog is not None:
+        for i, lid in enumerate(spec.expects):
+            if lid not in catalog:
+                problems.append(
+                    Problem(
+                        str(path), f"expects.{i}", f"unknown layer {lid!r} (known: {', '.join(catalog.ids)})"
+                    )
+                )
+    if problems:
+        raise SpecError(problems)
+    return Task(spec=spec, source=path.resolve(), sha256=sha256_bytes(raw))
+
+
+def task_files(paths: Iterable[Path]) -> list[Path]:
+    """Expand folders to their ``*.toml`` files (sorted); files are kept as given."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(p.glob("*.toml"))
+            if not found:
+                raise NotFound(f"{p}: no *.toml task files in this folder")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise NotFound(
+                f"{p}: no such task file or folder", hint="pass --tasks with a folder of *.toml files"
+            )
+    return out
+
+
+def load_tasks(paths: Sequence[Path], catalog: Catalog | None = None) -> list[Task]:
+    """Load every task under ``paths`` (folders or files); all problems are reported together."""
+    tasks: list[Task] = []
+    problems: list[Problem] = []
+    files = task_files(paths)
+    if not files:
+        raise NotFound("no task files given", hint="pass --tasks DIR or --tasks FILE")
+    for f in files:
+        try:
+            tasks.append(load_task(f, catalog))
+        except SpecError as exc:
+            problems.extend(exc.problems)
+    by_id: dict[str, Path] = {}
+    for t in tasks:
+        if t.id in by_id:
+            problems.append(
+                Problem(str(t.source), "id", f"duplicate task id {t.id!r} (also in {by_id[t.id]})")
+            )
+        by_id[t.id] = t.source
+    if problems:
+        raise SpecError(problems)
+    return tasks

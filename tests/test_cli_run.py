@@ -1,0 +1,151 @@
+"""`ablate plan | run | ab | merge` through the CLI, with a fake claude binary (no network, fast)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from ablate.cli.main import app
+from ablate.examples import ExampleSetup, materialise_example
+from ablate.runfolder import RunFolder, read_manifest, write_manifest
+from tests.runner_support import write_fake_claude
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TASK = str(REPO_ROOT / "tasks" / "deploy-command.toml")
+
+
+@pytest.fixture
+def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[ExampleSetup, Path]:
+    ex = materialise_example(tmp_path / "ex")
+    monkeypatch.setenv("HOME", str(ex.home))
+    monkeypatch.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp_path / "claude")))
+    monkeypatch.setenv("ABLATE_WORK_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    return ex, tmp_path
+
+
+def invoke(args: list[str]) -> tuple[int, str, str]:
+    res = CliRunner().invoke(app, args)
+    return res.exit_code, res.stdout, res.stderr
+
+
+def setup_args(ex: ExampleSetup) -> list[str]:
+    return ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo)]
+
+
+@pytest.mark.parametrize("command", ["run", "ab", "plan", "merge"])
+def test_every_command_has_help(command: str) -> None:
+    code, out, _ = invoke([command, "--help"])
+    assert code == 0
+    assert len(out) > 200
+
+
+def test_readme_documents_the_run_commands() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    for cmd in ("ablate run", "ablate ab", "ablate plan", "ablate merge", "--resume", "--shard"):
+        assert cmd in readme
+
+
+def test_plan_writes_a_run_folder_and_prints_the_estimate(rig: tuple[ExampleSetup, Path]) -> None:
+    ex, tmp = rig
+    code, out, err = invoke(
+        [
+            "plan",
+            "--tasks",
+            TASK,
+            "--cells",
+            "layered",
+            "--repeats",
+            "2",
+            "--seed",
+            "9",
+            "--out",
+            str(tmp / "runs"),
+            *setup_args(ex),
+        ]
+    )
+    assert code == 0, err
+    assert "plan: 24 sessions" in err
+    assert "24 items in 2 blocks (at most 2 shards)" in out
+    (folder,) = (tmp / "runs").iterdir()
+    manifest = read_manifest(RunFolder(folder))
+    assert (manifest.seed, manifest.items, manifest.repeats, manifest.model) == (
+        9,
+        24,
+        2,
+        "claude-sonnet-4-6",
+    )
+    assert manifest.claude.version == "2.1.332"
+    assert (folder / "tasks" / "deploy-command.toml").is_file()
+    assert len((folder / "plan.jsonl").read_bytes().splitlines()) == 24
+
+
+def test_ab_runs_the_binary_set_and_reports_json(rig: tuple[ExampleSetup, Path]) -> None:
+    ex, tmp = rig
+    code, out, err = invoke(
+        ["ab", "--tasks", TASK, "--jobs", "2", "--out", str(tmp / "runs"), "--json", *setup_args(ex)]
+    )
+    assert code == 0, err
+    summary = orjson.loads(out)
+    assert (summary["outcome"], summary["done"], summary["total"]) == ("finished", 2, 2)
+    folder = Path(summary["folder"])
+    assert sorted(p.stem for p in (folder / "results").iterdir()) == [
+        "deploy-command__C0__r00",
+        "deploy-command__C11__r00",
+    ]
+    # resuming a finished folder launches nothing
+    code, out, _ = invoke(["run", "--resume", str(folder), "--json"])
+    assert code == 0
+    assert orjson.loads(out)["launched"] == 0
+
+
+def test_resume_refuses_another_claude_version_or_model_unless_forced(rig: tuple[ExampleSetup, Path]) -> None:
+    ex, tmp = rig
+    invoke(["plan", "--tasks", TASK, "--cells", "binary", "--out", str(tmp / "runs"), *setup_args(ex)])
+    (folder,) = (tmp / "runs").iterdir()
+    rf = RunFolder(folder)
+    m = read_manifest(rf)
+    write_manifest(rf, m.model_copy(update={"claude": m.claude.model_copy(update={"version": "2.1.300"})}))
+    code, _, err = invoke(["run", "--resume", str(folder)])
+    assert code == 2
+    assert "claude version 2.1.332 differs from the run's 2.1.300" in err
+    code, _, err = invoke(["run", "--resume", str(folder), "--model", "claude-opus-5-5", "--force", "--json"])
+    assert code == 0, err
+    assert read_manifest(rf).sessions[-1].forced is True
+
+
+def test_merge_refuses_folders_of_different_plans(rig: tuple[ExampleSetup, Path]) -> None:
+    ex, tmp = rig
+    for seed in ("1", "2"):
+        invoke(
+            [
+                "plan",
+                "--tasks",
+                TASK,
+                "--cells",
+                "binary",
+                "--repeats",
+                "2",
+                "--seed",
+                seed,
+                "--out",
+                str(tmp / f"runs{seed}"),
+                *setup_args(ex),
+            ]
+        )
+    a, b = (next((tmp / f"runs{s}").iterdir()) for s in "12")
+    code, _, err = invoke(["merge", str(a), str(b), "--out", str(tmp / "merged")])
+    assert code == 1
+    assert "differs" in err and "seed" in err
+
+
+def test_shard_without_seed_is_a_usage_error(rig: tuple[ExampleSetup, Path]) -> None:
+    ex, tmp = rig
+    code, _, err = invoke(
+        ["run", "--tasks", TASK, "--shard", "1/2", "--out", str(tmp / "runs"), *setup_args(ex)]
+    )
+    assert code == 2
+    assert "--shard needs --seed" in err

@@ -1,0 +1,307 @@
+"""The runner against a fake CLI and folder environments: scheduling, results, resume, rate limits, budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ablate.cells import load_cell_set
+from ablate.claude import ClaudeBinary
+from ablate.errors import RunFolderError
+from ablate.fsutil import sha256_file
+from ablate.layers import load_catalog
+from ablate.runfolder import RunFolder, read_manifest
+from ablate.runner import (
+    Progress,
+    Runner,
+    RunOptions,
+    RunSummary,
+    compatibility_problems,
+    create_run,
+    load_run_tasks,
+    open_run,
+    read_result,
+    should_replace,
+)
+from ablate.tasks import Task, load_task
+from tests.runner_support import FakeBackend, base_env, write_fake_claude
+
+FAST = RunOptions(jobs=3, backoff_s=0.3, max_backoff_s=1.0, retry_delay_s=0.05, grace_s=5.0)
+
+
+def make_task(dir_: Path, tid: str, prompt: str, **extra: str) -> Task:
+    dir_.mkdir(parents=True, exist_ok=True)
+    lines = [f'id = "{tid}"', f'prompt = "{prompt}"']
+    lines += [f"{k} = {v}" for k, v in extra.items()]
+    lines += ["[[pitfalls]]", 'id = "said-done"', 'pattern = "done"']
+    path = dir_ / f"{tid}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return load_task(path)
+
+
+class Rig:
+    """A planned run over fake parts; ``run()`` executes it (again) and returns the summary."""
+
+    def __init__(
+        self, tmp: Path, prompts: dict[str, str], *, cells: str = "binary", repeats: int = 1, **env: str
+    ):
+        self.tmp = tmp
+        self.claude_path = write_fake_claude(tmp / "claude")
+        self.claude = ClaudeBinary(self.claude_path, "2.1.332", sha256_file(self.claude_path))
+        tasks = [make_task(tmp / "tasks", tid, p) for tid, p in prompts.items()]
+        cs = load_cell_set(cells, load_catalog())
+        self.cells = list(cs.cells)
+        self.folder, self.manifest = create_run(
+            tmp / "runs",
+            tasks=tasks,
+            cell_set=cs.name,
+            cells=self.cells,
+            repeats=repeats,
+            seed=7,
+            model="claude-sonnet-4-6",
+            max_turns=5,
+            claude=self.claude,
+            timeout_s=20,
+        )
+        self.backend = FakeBackend(tmp / "envs", base_env(tmp, **env))
+        self.events: list[Progress] = []
+
+    def runner(self, options: RunOptions = FAST) -> Runner:
+        folder, manifest = open_run(self.folder.root)
+        return Runner(
+            folder,
+            manifest,
+            tasks=load_run_tasks(folder, manifest),
+            cells=self.cells,
+            backend=self.backend,
+            options=options,
+            claude=self.claude,
+            on_progress=self.events.append,
+        )
+
+    def run(self, options: RunOptions = FAST) -> RunSummary:
+        return self.runner(options).run()
+
+    def result(self, item: str) -> dict[str, Any]:
+        res = read_result(self.folder, item)
+        assert res is not None, item
+        return res
+
+    def results(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for p in sorted((self.folder.root / "results").glob("*.json")):
+            out[p.stem] = orjson.loads(p.read_bytes())
+        return out
+
+
+# -- the result-replacement rule ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "replace"),
+    [
+        (None, "completed", True),
+        (None, "api_error", True),
+        ("api_error", "completed", True),
+        ("no_transcript", "timeout", True),
+        ("api_error", "no_transcript", True),  # newer failure, same rank: newer evidence
+        ("completed", "api_error", False),
+        ("completed", "completed", False),  # the first complete outcome stands
+        ("timeout", "completed", False),
+        ("max_turns", "killed", False),
+        (None, "rate_limited", False),  # never a result
+        ("api_error", "rate_limited", False),
+    ],
+)
+def test_result_replacement_rule(old: str | None, new: str, replace: bool) -> None:
+    assert replace == should_replace(None if old is None else {"status": old}, {"status": new})
+
+
+# -- runs ---------------------------------------------------------------------------------------------
+
+
+def test_run_completes_every_item_with_one_environment_per_cell(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"alpha": "say hi", "beta": "say bye"}, repeats=2, FAKE_AGENT="1", FAKE_COST="0.02")
+    summary = rig.run(RunOptions(jobs=2))
+    assert summary.outcome == "finished"
+    assert (summary.total, summary.done, summary.failed, summary.pending) == (8, 8, [], [])
+    assert summary.spend_usd == pytest.approx(0.16)
+    results = rig.results()
+    assert len(results) == 8
+    for item, res in results.items():
+        assert res["status"] == "completed"
+        assert res["complete"] is True
+        assert res["pitfall_hits"] == {"said-done": 1}
+        sid = res["session_id"]
+        assert res["transcript"] == f"transcripts/{item}.a1/{sid}.jsonl"
+        tdir = rig.folder.root / "transcripts" / f"{item}.a1"
+        assert (tdir / f"{sid}.jsonl").is_file()
+        assert (tdir / sid / "subagents" / "agent-a1.jsonl").is_file()
+        assert (tdir / sid / "subagents" / "agent-a1.meta.json").is_file()
+        assert (rig.folder.root / "stdout" / f"{item}.a1.json").is_file()
+    # environments are built once per (cell, slot) and reset between items, never rebuilt
+    assert {("C0", 0), ("C11", 0)} <= set(rig.backend.builds)
+    assert len(set(rig.backend.builds)) == len(rig.backend.builds) <= 3
+    assert rig.backend.resets == 8
+    assert rig.backend.teardowns == len(rig.backend.builds)
+    plan = rig.folder.read_plan()
+    assert all(len(p.attempts) == 1 and p.attempts[0].outcome == "completed" for p in plan)
+    assert len({p.attempts[0].session_id for p in plan}) == 8
+    manifest = read_manifest(rig.folder)
+    assert manifest.sessions[-1].outcome == "finished"
+    assert manifest.cells[0].fingerprints == {"fake": "C0"}
+    assert rig.events[-1].phase == "finished"
+    assert rig.events[-1].done == 8
+
+
+def test_resume_skips_complete_items_and_reruns_failed_ones_with_a_new_session(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"good": "say hi", "bad": "FAIL500 please"})
+    first = rig.run(RunOptions(jobs=2, max_attempts=1))
+    assert first.outcome == "failed-items"
+    assert sorted(first.failed) == ["bad__C0__r00", "bad__C11__r00"]
+    good_before = {i: r["session_id"] for i, r in rig.results().items() if i.startswith("good")}
+    bad_before = rig.result("bad__C0__r00")
+    assert bad_before["status"] == "api_error"
+    assert bad_before["complete"] is False
+
+    second = rig.run(RunOptions(jobs=2, max_attempts=1))
+    assert second.skipped == 2
+    assert second.launched == 2  # only the failed ones
+    assert {i: r["session_id"] for i, r in rig.results().items() if i.startswith("good")} == good_before
+    bad_after = rig.result("bad__C0__r00")
+    assert bad_after["attempt"] == 2
+    assert bad_after["session_id"] != bad_before["session_id"]
+    assert len(read_manifest(rig.folder).sessions) == 2
+
+
+def test_transient_errors_are_retried_then_recorded_as_failed(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"bad": "FAIL500"}, cells="binary")
+    summary = rig.run(RunOptions(jobs=2, max_attempts=2, retry_delay_s=0.01))
+    assert summary.launched == 4
+    assert summary.outcome == "failed-items"
+    assert [a.outcome for a in rig.folder.read_plan()[0].attempts] == ["api_error", "api_error"]
+
+
+def test_a_second_runner_on_the_same_folder_is_refused(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"slow": "SLEEP"})
+    runner = rig.runner(RunOptions(jobs=2, grace_s=0.2))
+    t = threading.Thread(target=runner.run)
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not any(e.running for e in rig.events) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(RunFolderError, match="another `ablate run` is working on this run folder"):
+            rig.run()
+    finally:
+        runner.request_stop(kill=True)
+        t.join(30)
+    assert not t.is_alive()
+
+
+def test_stop_kills_after_the_grace_period_and_leaves_a_resumable_folder(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"slow": "SLEEP now"})
+    runner = rig.runner(RunOptions(jobs=2, grace_s=0.3))
+    threading.Timer(1.0, runner.request_stop).start()
+    t0 = time.monotonic()
+    summary = runner.run()
+    assert time.monotonic() - t0 < 15
+    assert summary.outcome == "interrupted"
+    assert sorted(summary.pending) == ["slow__C0__r00", "slow__C11__r00"]
+    assert rig.results() == {}
+    assert [a.outcome for a in rig.folder.read_plan()[0].attempts] == ["interrupted"]
+    assert read_manifest(rig.folder).sessions[-1].outcome == "interrupted"
+
+
+def test_timeout_kills_the_session_and_is_recorded_as_such(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"slow": "SLEEP forever"})
+    folder, manifest = open_run(rig.folder.root)
+    from ablate.runfolder import write_manifest
+
+    write_manifest(folder, manifest.model_copy(update={"timeout_s": 1.0}))
+    summary = rig.run()
+    assert summary.outcome == "finished"
+    res = rig.result("slow__C0__r00")
+    assert res["status"] == "timeout"
+    assert res["complete"] is True
+    assert res["exit"]["timed_out"] is True
+    assert res["session"]["status"] == "killed"  # the partial transcript still mines
+
+
+def test_rate_limit_storm_pauses_the_pool_and_records_no_stub(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"alpha": "say hi", "beta": "say bye"}, FAKE_RL_CALLS="3")
+    summary = rig.run()
+    assert summary.outcome == "finished"
+    assert 1 <= summary.rate_limited <= 4  # the fake's call counter is approximate under concurrency
+    assert summary.done == 4
+    assert all(r["status"] == "completed" for r in rig.results().values())
+    outcomes = [a.outcome for p in rig.folder.read_plan() for a in p.attempts]
+    assert outcomes.count("rate_limited") == summary.rate_limited
+    assert any(e.phase == "paused" for e in rig.events)
+
+
+def test_a_named_reset_time_is_honoured(tmp_path: Path) -> None:
+    reset = int(time.time()) + 3
+    rig = Rig(
+        tmp_path,
+        {"alpha": "say hi"},
+        cells="binary",
+        FAKE_RL_CALLS="1",
+        FAKE_RL_MESSAGE=f"Claude AI usage limit reached|{reset}",
+    )
+    t0 = time.time()
+    summary = rig.run(RunOptions(jobs=1, backoff_s=0.1, max_backoff_s=0.2))
+    assert summary.outcome == "finished"
+    assert summary.rate_limited == 1
+    assert time.time() - t0 >= reset - t0 - 0.5  # waited for the reset, not for the 0.1 s backoff
+
+
+def test_persistent_rate_limit_gives_up_and_stays_resumable(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"alpha": "say hi"}, FAKE_RL_CALLS="100")
+    summary = rig.run(RunOptions(jobs=2, backoff_s=0.05, max_backoff_s=0.1, max_pauses=2))
+    assert summary.outcome == "rate-limited"
+    assert rig.results() == {}
+    assert len(summary.pending) == 2
+
+
+def test_budget_stops_launching(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"a": "x", "b": "y", "c": "z"}, FAKE_COST="0.05")
+    summary = rig.run(RunOptions(jobs=1, budget_usd=0.1))
+    assert summary.outcome == "budget"
+    assert summary.launched == 2
+    assert summary.spend_usd == pytest.approx(0.1)
+    assert len(summary.pending) == 4
+    # a resume with a larger budget goes on from the recorded spend
+    more = rig.run(RunOptions(jobs=1, budget_usd=0.2))
+    assert more.launched == 2
+    assert more.spend_usd == pytest.approx(0.2)
+
+
+def test_version_and_model_mismatch_are_reported(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"a": "x"})
+    other = ClaudeBinary(rig.claude_path, "2.1.400", "0" * 64)
+    problems = compatibility_problems(rig.manifest, other, "claude-opus-5-5")
+    assert any("2.1.400" in p for p in problems)
+    assert any("claude-opus-5-5" in p for p in problems)
+    assert compatibility_problems(rig.manifest, rig.claude, "claude-sonnet-4-6") == []
+
+
+def test_attempt_numbers_are_never_reused_even_when_the_plan_lags(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"a": "x"})
+    # a crashed runner launched attempt 1 and died before plan.jsonl recorded it
+    stale = rig.folder.root / "stdout" / "a__C0__r00.a1.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("")
+    rig.run()
+    assert rig.result("a__C0__r00")["attempt"] == 2
+    assert rig.result("a__C11__r00")["attempt"] == 1
+
+
+def test_create_run_refuses_an_existing_folder(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"a": "x"})
+    assert RunFolder(rig.folder.root).plan_path.exists()
