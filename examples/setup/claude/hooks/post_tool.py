@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """PostToolUse hook of the example setup: counts tool calls in $HOME/.claude/data/tool_calls.log."""
+
 import os
 import pathlib
 
