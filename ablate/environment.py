@@ -5,7 +5,7 @@ Layout of a cell root ``<out>/<cNN>[-sNN]/`` (equal-length names: the absolute p
     .ablate-env        marker written first (so `ablate env clean` also finds a half-built cell)
     environment.json   what the cell is: paths, redacted env, per-layer fingerprints, leaks, notes
     home/              the shadow HOME: .claude (= CLAUDE_CONFIG_DIR), .claude.json, links to the real home
-    wt/<repo-name>/    the detached worktree (the session's cwd)
+    wt/<repo-name>/    the private detached checkout of HEAD (the session's cwd)
     .pristine/         the freshly built home and the worktree's overlay sources, for cheap resets
 
 Config side: :mod:`ablate.shadow_home`; repo side: :mod:`ablate.worktree`; safe file operations:
@@ -29,7 +29,7 @@ from ablate import __version__, shadow_home, shadowfs, worktree
 from ablate.cells import ResolvedCell
 from ablate.errors import OutputExists, UnsafeEnvironment, UsageError
 from ablate.fsutil import atomic_write_json
-from ablate.layers import Catalog, Layer, resolve_layer
+from ablate.layers import Catalog, Layer, LayerFiles, resolve_layer
 from ablate.setup import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
 from ablate.slug import slug
 
@@ -152,7 +152,7 @@ class CellEnvironment:
     config_dir: Path
     """``home/.claude``, absolute (``CLAUDE_CONFIG_DIR``)."""
     cwd: Path
-    """The detached worktree the session runs in."""
+    """The private detached checkout the session runs in."""
     env: dict[str, str]
     """The full explicit process environment (DESIGN §3.5); secrets included: never write it out as is."""
     fingerprints: dict[str, str]
@@ -168,6 +168,8 @@ class CellEnvironment:
     isolate_state: bool = False
     memory_slug: str = ""
     """The slug the CLI keys auto-memory (and transcripts) by in this cell: that of the cell's checkout."""
+    repo_plan: worktree.RepoPlan | None = field(default=None, repr=False, compare=False)
+    """The repository's layer entries and uncommitted changes, read once at build time."""
 
     @property
     def pristine(self) -> Path:
@@ -222,17 +224,19 @@ def build_environment(
     base_env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     record_ancestor_leaks: bool = False,
+    name: str | None = None,
 ) -> CellEnvironment:
     """Materialise ``cell`` for ``setup`` under ``out`` (DESIGN §3) and return how to run the CLI in it.
 
     Every check runs before anything is written; a failure half way removes what was built. The user's
     config dir and repository are only read (the checkout is a private ``git clone --shared``: nothing is
     registered in the user's repo). ``record_ancestor_leaks`` records instruction files above the checkout
-    as leaks instead of refusing (:class:`UnsafeEnvironment`).
+    as leaks instead of refusing (:class:`UnsafeEnvironment`). ``name`` overrides the folder name under
+    ``out`` (the runner uses cell-agnostic slot names, ``s00``…, for environments it retargets).
     """
     if slot is not None and not 0 <= slot <= 99:
         raise UsageError(f"slot {slot}: must be between 0 and 99")
-    root = cell_root(out, cell, slot)
+    root = Path(os.path.abspath(out)).resolve() / name if name else cell_root(out, cell, slot)
     if os.path.lexists(root):
         raise OutputExists(
             f"{root}: already exists",
@@ -281,28 +285,72 @@ def build_environment(
             isolate_state=isolate_state,
             memory_slug=slug(str(wt)),
         )
-        _build_config(setup, catalog, cell, result)
-        pristine = result.pristine
-        pristine.mkdir()
+        result.repo_plan = plan
+        result.pristine.mkdir()
         refs = worktree.make_checkout(setup, wt)
-        ops = worktree.worktree_ops(setup, plan, cell, wt, pristine)
-        worktree.apply_ops(wt, pristine, ops)
-        atomic_write_json(pristine / "ops.json", ops)
-        atomic_write_json(pristine / "refs.json", refs)
-        result.notes.extend(plan.notes)
-        if dirty:
-            result.notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
-        result.fingerprints = cell_fingerprints(setup, catalog, result)
-        for lid, lf in setup_layers.items():
-            kept = lid not in cell.stripped and lid not in cell.replace
-            if lf.present and kept and result.fingerprints.get(lid) != lf.fingerprint:
-                result.notes.append(f"{lid}: the cell's copy differs from the setup's (fingerprint mismatch)")
-        shutil.copytree(home, pristine / "home", symlinks=True)
-        atomic_write_json(root / MANIFEST, result.to_json())
+        atomic_write_json(result.pristine / "refs.json", refs)
+        _populate(setup, catalog, cell, result, setup_layers)
         return result
     except BaseException:
         _remove_root(root)
         raise
+
+
+def _populate(
+    setup: Setup,
+    catalog: Catalog,
+    cell: ResolvedCell,
+    result: CellEnvironment,
+    setup_layers: dict[str, LayerFiles],
+) -> None:
+    """Give a checked-out environment ``cell``'s content: its config dir, and its overlay and strip
+    operations on the checkout (which must be the clean checkout of HEAD)."""
+    plan = result.repo_plan
+    assert plan is not None
+    pristine = result.pristine
+    _build_config(setup, catalog, cell, result)
+    ops = worktree.worktree_ops(setup, plan, cell, result.cwd, pristine)
+    worktree.apply_ops(result.cwd, pristine, ops)
+    atomic_write_json(pristine / "ops.json", ops)
+    result.notes.extend(plan.notes)
+    if result.dirty:
+        result.notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
+    result.fingerprints = cell_fingerprints(setup, catalog, result)
+    for lid, lf in setup_layers.items():
+        kept = lid not in cell.stripped and lid not in cell.replace
+        if lf.present and kept and result.fingerprints.get(lid) != lf.fingerprint:
+            result.notes.append(f"{lid}: the cell's copy differs from the setup's (fingerprint mismatch)")
+    if os.path.lexists(pristine / "home"):
+        shadowfs.remove_path(pristine / "home")
+    shutil.copytree(result.home, pristine / "home", symlinks=True)
+    atomic_write_json(result.root / MANIFEST, result.to_json())
+
+
+def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, cell: ResolvedCell) -> None:
+    """Make an idle environment a fresh one for ``cell``, without a new checkout.
+
+    Cells differ only in their layers, so the config dir is rebuilt for ``cell`` (small files and links)
+    and the checkout is reset to HEAD (files, refs, reflogs) before ``cell``'s overlay and strip operations
+    are applied. The result is indistinguishable from a freshly built environment for ``cell`` at the same
+    place (tested with tree hashes): the runner keeps one checkout per concurrent session instead of one
+    per cell, which on a large repository is most of its overhead.
+    """
+    if env.cell.id == cell.id:
+        reset_environment(env)
+        return
+    if env.repo_plan is None:
+        env.repo_plan = worktree.plan_repo(setup, catalog, dirty=env.dirty)
+    setup_layers = resolve_layers(setup, catalog)
+    pristine = env.pristine
+    refs_file = pristine / "refs.json"
+    refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
+    worktree.reset_worktree(env.cwd, env.head, pristine, [], refs)
+    if os.path.lexists(env.home):
+        shadowfs.remove_path(env.home)
+    env.cell = cell
+    env.notes = []
+    env.leaks = [*ancestor_leaks(env.cwd), *fixed_leaks(setup)]
+    _populate(setup, catalog, cell, env, setup_layers)
 
 
 def _build_config(setup: Setup, catalog: Catalog, cell: ResolvedCell, result: CellEnvironment) -> None:

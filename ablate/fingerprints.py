@@ -3,7 +3,7 @@
 Each layer gets needles that show its presence in what reached the model, chosen by how the layer shows up
 (the catalog's ``shows``): distinctive lines for instruction files and memory; ``- name:`` entries of the skill
 and agent listings for skills, commands and agents; the commands of session-start hooks for hooks; the
-worktree's files for repo docs (never auto-loaded). A needle that also appears in a baseline request made
+cell checkout's files for repo docs (never auto-loaded). A needle that also appears in a baseline request made
 with no setup at all, or in another layer, is generic and dropped; a layer left without needles is reported
 as too generic to fingerprint, never guessed.
 """
@@ -133,7 +133,7 @@ def layer_prints(
             continue
         if layer.shows == "files":
             prints[layer.id] = LayerPrint(
-                layer.id, "files", reason="repo docs are never auto-loaded: checked in the worktree"
+                layer.id, "files", reason="repo docs are never auto-loaded: checked in each cell's checkout"
             )
         elif layer.shows == "mcp":
             prints[layer.id] = (

@@ -408,13 +408,13 @@ def judge_cell(
             )
             if expected == "present" and not same:
                 status: Any = "missing"
-                ev = "absent from the worktree" if not in_cell.present else "differs from the live tree"
+                ev = "absent from the checkout" if not in_cell.present else "differs from the live tree"
             elif expected == "absent" and in_cell.present:
-                status, ev = "leak", f"still in the worktree: {', '.join(in_cell.entries)}"
+                status, ev = "leak", f"still in the checkout: {', '.join(in_cell.entries)}"
             else:
                 status, ev = (
                     "ok",
-                    "worktree files match" if expected == "present" else "absent from the worktree",
+                    "checkout files match" if expected == "present" else "absent from the checkout",
                 )
             checks[layer.id] = LayerCheck(expected, observed, status, ev)
             continue
@@ -439,7 +439,7 @@ def judge_cell(
     foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
     problems.extend(shadow_problems(cenv, setup))
     for lk in ancestor_leaks(cenv.cwd):
-        problems.append(f"ancestor file above the worktree: {lk.path}")
+        problems.append(f"ancestor file above the checkout: {lk.path}")
     if obs.models and obs.models != {PROBE_MODEL}:
         problems.append(f"requests used model(s) {sorted(obs.models)}, not {PROBE_MODEL}")
     if obs.error:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import fcntl
+import itertools
 import os
 import shutil
 import socket
@@ -189,10 +190,14 @@ class CellEnv(Protocol):
 
 
 class EnvBackend(Protocol):
-    """Builds, resets and removes cell environments."""
+    """Builds, resets, retargets and removes cell environments."""
 
     def build(self, cell: ResolvedCell, slot: int) -> CellEnv: ...
     def reset(self, env: CellEnv) -> None: ...
+    def retarget(self, env: CellEnv, cell: ResolvedCell) -> None:
+        """Turn an idle environment into a fresh one for ``cell`` (no new checkout)."""
+        ...
+
     def teardown(self, env: CellEnv) -> None: ...
     def describe(self, env: CellEnv) -> dict[str, Any]:
         """fingerprints, leaks, notes and the redacted env, for the manifest."""
@@ -204,7 +209,7 @@ class EnvBackend(Protocol):
 
 
 class ShadowEnvironments:
-    """The real backend: :mod:`ablate.environment` shadows (config dir + home + detached worktree)."""
+    """The real backend: :mod:`ablate.environment` shadows (config dir + home + private checkout)."""
 
     def __init__(
         self,
@@ -234,7 +239,10 @@ class ShadowEnvironments:
             self.catalog,
             cell,
             self.work_root,
-            slot=slot,  # always a slot: c00-s00 and c00-s01 have paths of equal length (they reach the prompt)
+            slot=slot,
+            # one folder per concurrent session, named by slot only (s00, s01, ...): an environment serves
+            # every cell in turn, and every cell's sessions see the very same paths (they reach the prompt)
+            name=f"s{slot:02d}",
             isolate_state=self.isolate_state,
             dirty=self.dirty,
             base_env=self.base_env,
@@ -247,6 +255,12 @@ class ShadowEnvironments:
 
         assert isinstance(env, CellEnvironment)
         reset_environment(env)
+
+    def retarget(self, env: CellEnv, cell: ResolvedCell) -> None:
+        from ablate.environment import CellEnvironment, retarget_environment
+
+        assert isinstance(env, CellEnvironment)
+        retarget_environment(env, self.setup, self.catalog, cell)
 
     def teardown(self, env: CellEnv) -> None:
         from ablate.environment import CellEnvironment, teardown_environment
@@ -332,6 +346,7 @@ class RunOptions:
 
 Outcome = Literal["finished", "failed-items", "budget", "rate-limited", "interrupted"]
 Phase = Literal["building", "running", "paused", "stopping", "finished"]
+Prepare = Literal["none", "reset", "retarget"]
 
 
 @dataclass(frozen=True)
@@ -565,7 +580,18 @@ class _Job:
     argv: list[str]
     timeout_s: float | None
     pause_epoch: int
+    prepare: Prepare = "none"
     launched: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Idle:
+    """An environment no session is using: at ``cell``; ``dirty`` once a session has run in it."""
+
+    env: CellEnv
+    label: str
+    cell: str
+    dirty: bool
 
 
 @dataclass
@@ -681,23 +707,25 @@ class Runner:
         )
         write_manifest(self.folder, self.manifest)
 
-        free: dict[str, list[tuple[CellEnv, str]]] = {}
-        slots: dict[str, int] = {}
+        idle: list[_Idle] = []
+        next_slot = itertools.count()
         all_envs: list[CellEnv] = []
         builds: dict[Future[CellEnv], tuple[str, int]] = {}
-        resets: dict[Future[None], tuple[str, CellEnv, str]] = {}
         described: set[str] = set()
         self._envs_built = 0
 
-        build_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-build")
+        # Checkouts are disk-bound: two at a time get the first sessions going sooner than `jobs` contending.
+        build_pool = ThreadPoolExecutor(
+            max_workers=min(2, max(1, opts.jobs)), thread_name_prefix="ablate-build"
+        )
+        teardown_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-down")
+        retiring: list[Future[None]] = []
         session_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-run")
-        reset_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-reset")
         fatal: BaseException | None = None
         final: Outcome = "interrupted"
 
         def submit_build(cell_id: str) -> None:
-            slot = slots.get(cell_id, 0)
-            slots[cell_id] = slot + 1
+            slot = next(next_slot)
             fut = build_pool.submit(self.backend.build, self.cells[cell_id], slot)
             builds[fut] = (cell_id, slot)
 
@@ -707,7 +735,11 @@ class Runner:
                     kill_strays(self.work_root)
                     self.backend.clean()
                 self._emit("building", message=f"building {len({p.cell for p in pending})} cell environments")
-                for cell_id in dict.fromkeys(p.cell for p in pending):
+                # One environment per concurrent session, for the first cells the plan needs; later cells
+                # get an idle environment retargeted to them (a checkout is the expensive part). A session's
+                # worker resets (same cell) or retargets (another cell) its environment just before it starts,
+                # so an environment is prepared once per item, and only for the item that will use it.
+                for cell_id in list(dict.fromkeys(p.cell for p in pending))[: max(1, opts.jobs)]:
                     submit_build(cell_id)
 
             while True:
@@ -734,18 +766,17 @@ class Runner:
                 # Launch.
                 if outcome is None and now >= self._paused_until:
                     while len(self._running) < opts.jobs:
-                        pick = self._pick(free, now)
+                        pick = self._pick(idle, now)
                         if pick is None:
-                            if not resets:  # a reset in flight frees an environment soon: wait for it
-                                self._maybe_grow(free, slots, builds, submit_build, now)
+                            self._maybe_grow(idle, builds, len(all_envs), submit_build, now)
                             break
-                        it, env, label = pick
-                        self._launch(session_pool, it, env, label)
+                        it, chosen, prepare = pick
+                        self._launch(session_pool, it, chosen.env, chosen.label, prepare)
                         launched += 1
                 elif outcome is None and self._paused_until > now:
                     self._emit("paused")
 
-                waiting: list[Future[Any]] = [*self._running, *builds, *resets]
+                waiting: list[Future[Any]] = [*self._running, *builds]
                 if not waiting:
                     if outcome is not None or not self._pending:
                         break
@@ -762,29 +793,25 @@ class Runner:
                         env = fut.result()  # a build failure is fatal: the cell cannot be measured
                         all_envs.append(env)
                         self._envs_built += 1
-                        label = Path(env.root).name
-                        free.setdefault(cell_id, []).append((env, label))
+                        idle.append(_Idle(env, Path(env.root).name, cell_id, dirty=False))
                         if cell_id not in described:
                             described.add(cell_id)
                             self._describe_cell(cell_id, env)
-                    elif fut in resets:
-                        cell_id, env, label = resets.pop(fut)
-                        try:
-                            fut.result()
-                        except Exception:
-                            # A cell we cannot reset is not trusted again: drop it, build another if needed.
-                            all_envs.remove(env)
-                            with contextlib.suppress(Exception):
-                                self.backend.teardown(env)
-                            slots[cell_id] -= 1
-                        else:
-                            free.setdefault(cell_id, []).append((env, label))
                     else:
                         job = self._running.pop(fut)
                         res: _Outcome = fut.result()
-                        rfut = reset_pool.submit(self.backend.reset, job.env)
-                        resets[rfut] = (job.item.cell, job.env, job.env_label)
-                        self._handle(res, by_item)
+                        self._handle(res, by_item)  # may requeue the item (rate limit, transient failure)
+                        if res.status == "env_error" or not self._pending:
+                            # An environment that could not be prepared is not trusted again; and once
+                            # nothing is left to launch, an environment is removed at once, while the last
+                            # sessions still run, instead of after them.
+                            all_envs.remove(job.env)
+                            retiring.append(teardown_pool.submit(self.backend.teardown, job.env))
+                        else:
+                            idle.append(_Idle(job.env, job.env_label, job.item.cell, dirty=True))
+                            if job.item.cell not in described:
+                                described.add(job.item.cell)
+                                self._describe_cell(job.item.cell, job.env)
                 self._flush_plan(by_item)
                 self._emit(self._phase(outcome))
         except BaseException as exc:
@@ -803,11 +830,7 @@ class Runner:
             for fut in list(builds):
                 with contextlib.suppress(Exception):
                     all_envs.append(fut.result())
-            reset_pool.shutdown(wait=True)
             self._flush_plan(by_item, force=True)
-            teardown_pool = ThreadPoolExecutor(
-                max_workers=max(1, opts.jobs), thread_name_prefix="ablate-down"
-            )
             for env in all_envs:
                 teardown_pool.submit(self.backend.teardown, env)
             teardown_pool.shutdown(wait=True)
@@ -841,43 +864,45 @@ class Runner:
 
     # -- dispatch --------------------------------------------------------------------------------------
 
-    def _pick(
-        self, free: dict[str, list[tuple[CellEnv, str]]], now: float
-    ) -> tuple[PlanItem, CellEnv, str] | None:
-        """The first pending item (in plan order, within a small look-ahead window) whose cell has a free env."""
-        window = self.options.jobs * 2 + len(self.cells)
-        for idx, it in enumerate(self._pending[:window]):
+    def _pick(self, idle: list[_Idle], now: float) -> tuple[PlanItem, _Idle, Prepare] | None:
+        """The first runnable pending item, in plan order, and the idle environment to serve it: one already
+        at its cell (reset if used), else the one whose cell the upcoming items need least (retargeted)."""
+        if not idle:
+            return None
+        window = self._pending[: self.options.jobs * 2 + len(self.cells)]
+        for idx, it in enumerate(window):
             if self._not_before.get(it.item, 0.0) > now:
                 continue
-            envs = free.get(it.cell)
-            if envs:
-                env, label = envs.pop(0)
-                del self._pending[idx]
-                return it, env, label
+            same = [e for e in idle if e.cell == it.cell]
+            if same:
+                chosen = same[0]
+                prepare: Prepare = "reset" if chosen.dirty else "none"
+            else:
+                upcoming = [p.cell for p in window[idx + 1 :]]
+                chosen = max(
+                    idle, key=lambda e: upcoming.index(e.cell) if e.cell in upcoming else len(upcoming)
+                )
+                prepare = "retarget"
+            idle.remove(chosen)
+            del self._pending[idx]
+            return it, chosen, prepare
         return None
 
     def _maybe_grow(
         self,
-        free: dict[str, list[tuple[CellEnv, str]]],
-        slots: dict[str, int],
+        idle: list[_Idle],
         builds: Mapping[Future[CellEnv], tuple[str, int]],
+        n_envs: int,
         submit_build: Callable[[str], None],
         now: float,
     ) -> None:
-        """Nothing is runnable although a session slot is free: add an environment for the next item's cell,
-        unless one is being built for it, or the cell has no more queued items than environments."""
-        building = {c for c, _ in builds.values()}
-        for it in self._pending:
-            if self._not_before.get(it.item, 0.0) > now:
-                continue
-            if it.cell in building or free.get(it.cell):
-                return
-            have = slots.get(it.cell, 0)
-            queued = sum(1 for p in self._pending if p.cell == it.cell)
-            # Only for a queue: an environment costs a worktree checkout, more than waiting for one session.
-            if have < self.options.jobs and queued > have:
-                submit_build(it.cell)
+        """No idle environment for the next runnable item: build another one, while there are fewer
+        environments (built or building) than concurrent sessions and more runnable items than builds."""
+        if idle or n_envs + len(builds) >= self.options.jobs:
             return
+        runnable = [it for it in self._pending if self._not_before.get(it.item, 0.0) <= now]
+        if len(runnable) > len(builds):
+            submit_build(runnable[len(builds)].cell)
 
     def _existing_attempts(self) -> dict[str, int]:
         """Highest attempt number per item found on disk (stdout files), so numbers are never reused even
@@ -892,7 +917,9 @@ class Runner:
                     out[item] = max(out.get(item, 0), int(n))
         return out
 
-    def _launch(self, pool: ThreadPoolExecutor, it: PlanItem, env: CellEnv, label: str) -> None:
+    def _launch(
+        self, pool: ThreadPoolExecutor, it: PlanItem, env: CellEnv, label: str, prepare: Prepare = "none"
+    ) -> None:
         n = max([a.n for a in it.attempts] + [self._stdout_max.get(it.item, 0)]) + 1
         self._stdout_max[it.item] = n
         attempt = Attempt(n=n, session_id=str(uuid.uuid4()), started_at=utcnow(), slot=label)
@@ -904,14 +931,21 @@ class Runner:
         argv = render_argv(
             self.manifest.argv, max_turns=max_turns, session_id=attempt.session_id, prompt=task.prompt
         )
-        job = _Job(it, attempt, env, label, task, argv, timeout, self._pause_epoch)
+        job = _Job(it, attempt, env, label, task, argv, timeout, self._pause_epoch, prepare)
         self._tries[it.item] = self._tries.get(it.item, 0) + 1
         fut = pool.submit(self._attempt, job)
         self._running[fut] = job
 
     def _attempt(self, job: _Job) -> _Outcome:
-        """Worker: run one session, copy its transcript out of the shadow, mine it."""
+        """Worker: prepare the environment, run one session, copy its transcript out of the shadow, mine it."""
         folder, it, a = self.folder, job.item, job.attempt
+        try:
+            if job.prepare == "reset":
+                self.backend.reset(job.env)
+            elif job.prepare == "retarget":
+                self.backend.retarget(job.env, self.cells[it.cell])
+        except Exception as exc:
+            return _Outcome(job, None, None, "env_error", None, error=f"environment not prepared: {exc}")
         stdout = folder.stdout_path(it.item, a.n)
         env = dict(job.env.env)
         env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
@@ -1010,7 +1044,7 @@ class Runner:
         if res.status == "api_error":
             s = res.session.api_error_status if res.session is not None else None
             return s not in PERMANENT_API_STATUSES
-        return res.status in ("no_transcript", "killed", "launch_error")
+        return res.status in ("no_transcript", "killed", "launch_error", "env_error")
 
     def _pause(self, session: SessionResult | None, job: _Job) -> None:
         opts, now = self.options, self._clock()

@@ -82,7 +82,7 @@ def load_setup(config_dir: Path, repo: Path, *, home: Path | None = None) -> Set
     except git.InvalidGitRepositoryError:
         raise NotARepo(
             f"{repo}: not a git repository",
-            hint="ablate runs tasks in detached worktrees of HEAD; pass the repository's root, or `git init` it",
+            hint="ablate runs tasks in private checkouts of HEAD; pass the repository's root, or `git init` it",
         ) from None
     except git.NoSuchPathError:
         raise NotFound(f"{repo}: repository does not exist") from None

@@ -106,6 +106,7 @@ class FakeBackend:
     base_env: dict[str, str]
     builds: list[tuple[str, int]] = field(default_factory=list)
     resets: int = 0
+    retargets: list[tuple[str, str]] = field(default_factory=list)
     teardowns: int = 0
     cleans: int = 0
 
@@ -124,6 +125,11 @@ class FakeBackend:
         import shutil
 
         shutil.rmtree(env.config_dir / "projects", ignore_errors=True)
+
+    def retarget(self, env: Any, cell: ResolvedCell) -> None:
+        self.retargets.append((env.cell, cell.id))
+        self.reset(env)
+        env.cell = cell.id
 
     def teardown(self, env: Any) -> None:
         self.teardowns += 1

@@ -19,6 +19,7 @@ from ablate.environment import (
     process_env,
     redacted_env,
     reset_environment,
+    retarget_environment,
     teardown_environment,
 )
 from ablate.errors import AblateError, OutputExists, UnsafeEnvironment, UsageError
@@ -470,21 +471,24 @@ def _mess_up(env: CellEnvironment) -> None:
     project = cfg / "projects" / "-some-cwd"
     project.mkdir(parents=True)
     (project / "abc.jsonl").write_text("{}\n")
+    (cfg / "projects" / env.memory_slug / "memory").mkdir(parents=True, exist_ok=True)
     (cfg / "projects" / env.memory_slug / "memory" / "MEMORY.md").write_text("model wrote this\n")
     (cfg / ".claude.json").write_text('{"numStartups": 43}')
     (cfg / "backups" / ".claude.json.backup.1").write_text("{}")
     (cfg / "session-env" / "sid").mkdir()
-    (cfg / "CLAUDE.md").unlink()
+    (cfg / "CLAUDE.md").unlink(missing_ok=True)
+    (cfg / "data").mkdir(exist_ok=True)
     (cfg / "data" / "sessions.log").write_text("more\n")
-    (cfg / "skills" / "mine").mkdir()
-    (cfg / "commands" / "standup.md").unlink()  # the link, not the real file
+    (cfg / "skills" / "mine").mkdir(parents=True)
+    (cfg / "commands" / "standup.md").unlink(missing_ok=True)  # the link, not the real file
     (env.home / "new-top-level").write_text("x")
     ro = cfg / "todos" / "ro"
     ro.mkdir()
     (ro / "f").write_text("x")
     ro.chmod(0o500)
     (wt / "app.py").write_text("broken\n")
-    (wt / "MEMORY.md").unlink()
+    (wt / "MEMORY.md").unlink(missing_ok=True)
+    (wt / "docs" / "runbooks").mkdir(parents=True, exist_ok=True)
     (wt / "docs" / "runbooks" / "deploy.md").write_text("edited\n")
     (wt / "scratch.txt").write_text("new\n")
     (wt / "__pycache__").mkdir()
@@ -569,3 +573,33 @@ def test_build_failure_leaves_nothing(
     assert list((tmp_path / "out").iterdir()) == []
     assert git(example.repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert snapshot(example) == before
+
+
+def test_retarget_gives_the_fresh_environment_of_the_new_cell(
+    example: ExampleSetup, catalog: Catalog, layered: CellSet, tmp_path: Path
+) -> None:
+    before = snapshot(example)
+    repo_before = tree_hash(example.repo)
+    setup = load_setup(example.config_dir, example.repo, home=example.home)
+    out = tmp_path / "out"
+    fresh: dict[str, tuple[dict[str, str], dict[str, str], dict[str, str], str]] = {}
+    for cid in ("C7", "C11", "C0", "C1"):
+        env = build_environment(
+            setup, catalog, layered.get(cid), out, name="s00", base_env={"PATH": "/usr/bin"}
+        )
+        fresh[cid] = cell_state(env)
+        fresh_fp = dict(env.fingerprints)
+        teardown_environment(env)
+        fresh[cid + "-fp"] = ({}, fresh_fp, {}, "")
+    env = build_environment(setup, catalog, layered.get("C3"), out, name="s00", base_env={"PATH": "/usr/bin"})
+    for cid in ("C7", "C11", "C0", "C1"):
+        _mess_up(env)
+        retarget_environment(env, setup, catalog, layered.get(cid))
+        assert env.cell.id == cid
+        assert cell_state(env) == fresh[cid], cid
+        assert env.fingerprints == fresh[cid + "-fp"][1], cid
+        reset_environment(env)  # a reset after a retarget returns to the new cell, not the old one
+        assert cell_state(env) == fresh[cid], cid
+    teardown_environment(env)
+    assert snapshot(example) == before
+    assert tree_hash(example.repo) == repo_before

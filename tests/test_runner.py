@@ -144,10 +144,12 @@ def test_run_completes_every_item_with_one_environment_per_cell(tmp_path: Path) 
         assert (tdir / sid / "subagents" / "agent-a1.jsonl").is_file()
         assert (tdir / sid / "subagents" / "agent-a1.meta.json").is_file()
         assert (rig.folder.root / "stdout" / f"{item}.a1.json").is_file()
-    # environments are built once per (cell, slot) and reset between items, never rebuilt
-    assert {("C0", 0), ("C11", 0)} <= set(rig.backend.builds)
-    assert len(set(rig.backend.builds)) == len(rig.backend.builds) <= 3
-    assert rig.backend.resets == 8
+    # one environment per concurrent session, reset between items, never rebuilt
+    assert {cell for cell, _ in rig.backend.builds} == {"C0", "C11"}
+    assert sorted(slot for _, slot in rig.backend.builds) == [0, 1]
+    # reset after every item but the last one(s): once nothing is left to launch, an environment whose
+    # session ends is removed at once instead of reset
+    assert 8 - len(rig.backend.builds) <= rig.backend.resets <= 7
     assert rig.backend.teardowns == len(rig.backend.builds)
     plan = rig.folder.read_plan()
     assert all(len(p.attempts) == 1 and p.attempts[0].outcome == "completed" for p in plan)
@@ -305,3 +307,15 @@ def test_attempt_numbers_are_never_reused_even_when_the_plan_lags(tmp_path: Path
 def test_create_run_refuses_an_existing_folder(tmp_path: Path) -> None:
     rig = Rig(tmp_path, {"a": "x"})
     assert RunFolder(rig.folder.root).plan_path.exists()
+
+
+def test_environments_are_capped_at_jobs_and_retargeted(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, {"t1": "say done", "t2": "say done"}, cells="layered")
+    summary = rig.run(FAST)
+    assert summary.outcome == "finished" and summary.done == 24
+    # a checkout per concurrent session, not per cell: the other cells get an idle environment retargeted
+    assert len(rig.backend.builds) == 3
+    assert sorted(slot for _, slot in rig.backend.builds) == [0, 1, 2]
+    assert len(rig.backend.retargets) >= 9
+    assert all(old != new for old, new in rig.backend.retargets)
+    assert rig.backend.teardowns == 3

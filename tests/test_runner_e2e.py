@@ -115,7 +115,7 @@ def test_layered_run_of_two_tasks_twice_completes(
     summary = orjson.loads(proc.stdout)
     assert summary["outcome"] == "finished", proc.stderr
     assert (summary["total"], summary["done"], summary["failed"]) == (48, 48, [])
-    assert 12 <= summary["envs_built"] <= 16  # once per cell (and an occasional extra slot), never per item
+    assert summary["envs_built"] == 4  # one checkout per concurrent session; cells are retargeted onto them
     folder = only_run(out)
     res = results(folder)
     assert len(res) == 48
@@ -123,6 +123,14 @@ def test_layered_run_of_two_tasks_twice_completes(
     for r in res.values():
         assert (folder / r["transcript"]).is_file()
         assert (folder / r["stdout"]).is_file()
+        # every session saw exactly its own cell's layers, whichever environment it was retargeted onto
+        loaded = {Path(f["path"]).name + ":" + f["type"] for f in r["session"]["instruction_files"]}
+        cell = r["cell"]
+        assert ("CLAUDE.md:User" in loaded) == (cell not in ("C1", "C11")), (r["item"], loaded)
+        assert ("axioms.md:User" in loaded) == (cell not in ("C1", "C2", "C11")), (r["item"], loaded)
+        assert ("lessons.md:User" in loaded) == (cell not in ("C1", "C3", "C11")), (r["item"], loaded)
+        assert ("MEMORY.md:AutoMem" in loaded) == (cell not in ("C5", "C11")), (r["item"], loaded)
+        assert "CLAUDE.md:Project" in loaded, r["item"]
     # every block of (task, repeat) ran all 12 cells; the environments are gone, and so are the worktrees
     assert not any((tmp_path / "envs").rglob("wt"))
     wts = subprocess.run(["git", "worktree", "list"], cwd=example.repo, capture_output=True, text=True).stdout

@@ -37,7 +37,7 @@ Repo = Annotated[
     typer.Option(
         "--repo",
         envvar="ABLATE_REPO",
-        help="The git repository the tasks run in (read only; ablate works in detached worktrees).",
+        help="The git repository the tasks run in (read only; each cell works in a private detached checkout of HEAD).",
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]

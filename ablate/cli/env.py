@@ -16,7 +16,7 @@ from ablate.setup import load_setup
 
 app = typer.Typer(
     help=(
-        "Build the shadow environment of one ablation cell (shadow home + config dir + detached worktree), "
+        "Build the shadow environment of one ablation cell (shadow home + config dir + private checkout of HEAD), "
         "or remove every environment ablate built under a folder."
     ),
     no_args_is_help=True,
@@ -35,7 +35,7 @@ IsolateState = Annotated[
     ),
 ]
 Dirty = Annotated[
-    bool, typer.Option("--dirty", help="Copy uncommitted non-layer changes of the repo into the worktree.")
+    bool, typer.Option("--dirty", help="Copy uncommitted non-layer changes of the repo into the checkout.")
 ]
 
 
@@ -52,7 +52,14 @@ def build(
     json_out: Json = False,
     ablate_toml: AblateToml = None,
 ) -> None:
-    """Build one cell and print CLAUDE_CONFIG_DIR, its cwd and an `env -i ... claude` line to run by hand."""
+    """Build one cell and print CLAUDE_CONFIG_DIR, its cwd and an `env -i ... claude` line to run by hand.
+
+    The cell is built exactly as `ablate run` builds it: a shadow home, a fresh config dir with the cell's
+    layers stripped, and a private checkout of HEAD with your live layer files overlaid.
+
+    Exit codes: 0 ok, 1 unsafe (an instruction file above --out), 2 bad input (missing config dir or repo,
+    not a git work tree, uncommitted non-layer changes without --dirty, unknown cell, existing folder).
+    """
     catalog = load_catalog(ablate_toml)
     resolved = load_cell_set(cells, catalog).get(cell)
     setup = load_setup(config_dir or default_config_dir(), repo)

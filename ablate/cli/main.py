@@ -11,8 +11,9 @@ app = typer.Typer(
     help=(
         "Measure whether a Claude Code setup helps, and which layer of it earns its keep.\n\n"
         "ablate builds a faithful shadow environment per ablation cell (C0 = everything, Cn = one layer "
-        "removed, C11 = nothing), runs pinned `claude -p` sessions on representative tasks, mines the "
-        "transcripts and ranks layers by marginal contribution.\n\n"
+        "removed, C11 = nothing), proves for free what reaches the model in each (`ablate probe`), runs "
+        "pinned `claude -p` sessions on representative tasks (`ablate run`) and mines the transcripts "
+        "(`ablate mine`). Try `ablate demo`: no API key, no cost.\n\n"
         "Exit codes: 0 ok, 1 domain failure, 2 bad input, 3 finished with some failed items, 130 interrupted."
     ),
     no_args_is_help=True,
@@ -36,36 +37,17 @@ def _root(
     """Measure whether a Claude Code setup helps, and which layer of it earns its keep."""
 
 
-def _compose() -> None:
-    # Each command group lives in its own module and exposes ``app``; adding it without a name merges its
-    # commands at the top level, adding it with a name makes a sub-group (``ablate env build``).
-    import importlib
+from ablate.cli import demo, env, inventory, mine, probe, run, sim  # noqa: E402  (after app, by design)
 
-    for module, name in _GROUPS:
-        try:
-            mod = importlib.import_module(f"ablate.cli.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"ablate.cli.{module}":
-                continue  # group not built yet
-            raise
-        if name:
-            app.add_typer(mod.app, name=name)
-        else:
-            app.add_typer(mod.app)
-
-
-#: (module, sub-group name or None for top-level commands)
-_GROUPS: list[tuple[str, str | None]] = [
-    ("inventory", None),  # ablate layers, ablate cells
-    ("env", "env"),  # ablate env build|clean
-    ("sim", "sim"),  # ablate sim serve
-    ("probe", None),  # ablate probe
-    ("mine", None),  # ablate mine, ablate recover
-    ("run", None),  # ablate run, ablate ab, ablate plan, ablate merge
-    ("report", None),  # ablate report
-    ("demo", None),  # ablate demo
-]
-_compose()
+# Each command group lives in its own module and exposes ``app``. Added without a name, its commands sit at
+# the top level (``ablate layers``); with a name, it is a sub-group (``ablate env build``).
+app.add_typer(inventory.app)  # ablate layers, ablate cells
+app.add_typer(env.app, name="env")  # ablate env build | clean
+app.add_typer(sim.app, name="sim")  # ablate sim serve | check
+app.add_typer(probe.app)  # ablate probe
+app.add_typer(mine.app)  # ablate mine, ablate recover
+app.add_typer(run.app)  # ablate run, ab, plan, merge
+app.add_typer(demo.app)  # ablate demo
 
 
 def main() -> None:

@@ -125,7 +125,7 @@ def probe_cmd(
     Builds every cell, runs the real claude CLI once per cell against a local capture endpoint (no API key,
     no cost) and prints a matrix cells x layers: expected (from the cell) against observed (from the captured
     requests and the transcript's instructions, skill_listing and hook_success records; repo docs, which are
-    never auto-loaded, from the worktree's files). Fingerprints come from your real layer content; a layer
+    never auto-loaded, from each cell's checkout). Fingerprints come from your real layer content; a layer
     too generic to fingerprint is said to be so. It also checks shadow fidelity (C0's request equals the one
     your untouched setup produces, apart from paths, the billing header and the git branch line).
 

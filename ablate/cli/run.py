@@ -156,6 +156,8 @@ def plan_cmd(
 
     Run it whole with `ablate run --plan DIR`, or in shares with `ablate run --plan DIR --shard K/N`
     (one folder per shard), then `ablate merge` the shard folders.
+
+    Exit codes: 0 ok, 2 bad input (tasks, cells, setup, options).
     """
     from ablate.claude import find_claude
     from ablate.plan import blocks
@@ -459,7 +461,10 @@ def run_cmd(
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.
 
     Writes a run folder (manifest.json, plan.jsonl, stdout/, transcripts/, results/). Ctrl-C stops launching
-    and leaves a folder `--resume` continues. Exit 3 when some items failed or were not run.
+    and leaves a folder `--resume` continues.
+
+    Exit codes: 0 every item complete, 1 the run could not proceed (locked folder, incompatible CLI or
+    model), 2 bad input, 3 some items failed or were not run (budget, rate limit), 130 interrupted.
     """
     _run(**_params(locals()), model_given=_given(ctx, "model"))
 
@@ -492,7 +497,10 @@ def ab_cmd(
     ablate_toml: AblateToml = None,
     json: Json = False,
 ) -> None:
-    """`ablate run` with the `binary` cell set: the whole setup (C0) against none of it (C11)."""
+    """`ablate run` with the `binary` cell set: the whole setup (C0) against none of it (C11).
+
+    Exit codes: as `ablate run`.
+    """
     _run(**_params(locals()), cells="binary", model_given=_given(ctx, "model"))
 
 
@@ -515,7 +523,10 @@ def merge_cmd(
     ] = False,
     json: Json = False,
 ) -> None:
-    """Combine run folders of one plan (identical manifests) into one; per item the best result wins."""
+    """Combine run folders of one plan (identical manifests) into one; per item the best result wins.
+
+    Exit codes: 0 ok, 1 the folders do not belong together (different manifests), 2 bad input.
+    """
     from ablate.merge import merge_runs
 
     summary = merge_runs(runs, out, force=force)

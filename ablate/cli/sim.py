@@ -58,7 +58,10 @@ def serve(
     seed: Seed = 0,
     json: Json = False,
 ) -> None:
-    """Serve on 127.0.0.1 until Ctrl-C (exit 130); print the base URL for ANTHROPIC_BASE_URL."""
+    """Serve on 127.0.0.1 until Ctrl-C; print the base URL for ANTHROPIC_BASE_URL.
+
+    Exit codes: 130 stopped by Ctrl-C or SIGTERM (the normal end), 2 bad input (invalid script, port in use).
+    """
     log_path = (log or Path("sim-requests.jsonl")).resolve()
     # A server stops on Ctrl-C or SIGTERM, even when started in the background (where SIGINT is ignored).
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -78,7 +81,10 @@ def check(
     script: Annotated[Path, typer.Argument(help="The sim script to validate (.toml or .json).")],
     json: Json = False,
 ) -> None:
-    """Validate a sim script; exit 2 with one `file: field: message` line per problem."""
+    """Validate a sim script and list its rules.
+
+    Exit codes: 0 valid, 2 invalid (one `file: field: message` line per problem).
+    """
     parsed = load_script(script)
     names = [r.name for r in parsed.rules]
     if json:

@@ -1,0 +1,5 @@
+"""``python -m ablate`` runs the ablate command."""
+
+from ablate.cli.main import main
+
+main()

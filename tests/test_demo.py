@@ -1,0 +1,59 @@
+"""`ablate demo` end to end: the real CLI, the probe, a 36-session run, and the ground truth recovered."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ablate.demo import MARKER, prepare_demo_folder, summarise_results
+from ablate.errors import UsageError
+
+
+def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "keep.txt").write_text("mine")
+    with pytest.raises(UsageError, match="not an ablate demo folder"):
+        prepare_demo_folder(theirs)
+    assert (theirs / "keep.txt").read_text() == "mine"
+    ours = prepare_demo_folder(tmp_path / "ours")
+    (ours / "old-run").mkdir()
+    again = prepare_demo_folder(tmp_path / "ours")
+    assert (again / MARKER).exists() and not (again / "old-run").exists()
+
+
+@pytest.mark.e2e
+def test_demo_recovers_the_simulated_ground_truth(claude: Path, tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_"))}
+    env["ABLATE_CLAUDE_BIN"] = str(claude)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ablate", "demo", "--out", str(out), "--jobs", "3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "OK: 12 cells" in proc.stdout  # the probe proved every cell faithful
+    (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+    cells = {s.cell: s for s in summarise_results(run_dir)}
+    assert all(s.complete == s.items == 3 for s in cells.values())
+    hits = {cid: s.pitfall_hits for cid, s in cells.items()}
+    # shadow/sim/demo.toml's ground truth, recovered from the transcripts
+    assert hits["C0"] == {}
+    assert hits["C1"] == {"drops-hello": 1, "untested-claim": 1}
+    assert hits["C6"] == {"drops-hello": 1}
+    assert hits["C8"] == {"adds-dependency": 1}
+    assert hits["C11"] == {"adds-dependency": 1, "drops-hello": 1, "untested-claim": 1, "wrong-region": 1}
+    for cid in ("C2", "C3", "C4", "C5", "C7", "C9", "C10"):
+        assert hits[cid] == {}, cid
+    assert cells["C3"].mean_turns is not None and cells["C0"].mean_turns is not None
+    assert cells["C3"].mean_turns > cells["C0"].mean_turns  # no lessons: deploy needs the runbook
+    # the example setup the demo read is untouched by the run (its hook log only has the seed line)
+    log = out / "setup" / "home" / ".claude" / "data" / "sessions.log"
+    assert log.read_text().count("session start") == 1
