@@ -31,7 +31,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 typecheck: venv
-	$(BIN)/mypy ablate tests
+	$(BIN)/mypy ablate tests benchmarks
 
 unit: venv
 	$(BIN)/pytest -q -m "not e2e"

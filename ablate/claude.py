@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,12 +76,14 @@ def claude_argv(
     prompt: str,
     model: str,
     session_id: str,
-    max_turns: int,
-    extra: list[str] | tuple[str, ...] = (),
+    max_turns: int | str,
+    extra: Sequence[str] = (),
 ) -> list[str]:
     """The pinned command line of every ablate session (DESIGN §4); stdin must be /dev/null.
 
-    ``--bare`` is never used: it replaces the whole system prompt and cuts the tool set, so it is no baseline.
+    The prompt comes after ``--`` (a prompt may start with a dash). ``--bare`` is never used: it replaces the
+    whole system prompt and cuts the tool set, so it is no baseline. The runner stores this line in the
+    manifest with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` placeholders.
     """
     return [
         str(binary),
@@ -96,6 +99,7 @@ def claude_argv(
         "--session-id",
         session_id,
         *extra,
+        "--",
         prompt,
     ]
 

@@ -43,6 +43,7 @@ from ablate.fsutil import tree_hash
 from ablate.layers import Catalog, LayerFiles, resolve_layer
 from ablate.proc import run_process
 from ablate.setup import Leak, Setup, ancestor_leaks, inventory
+from ablate.shadow_home import WRITTEN_DIRS
 from ablate.sim import SimServer, iter_requests, request_text
 
 PROBE_PROMPT = "ablate probe: reply with the single word OK."
@@ -316,22 +317,6 @@ def _foreign_files(obs: Observation, allowed_roots: Sequence[Path]) -> list[str]
     return out
 
 
-#: Paths the CLI writes (FACTS §2.1): a symlink there sends writes into the real config dir.
-WRITTEN_DIRS = (
-    "projects",
-    "backups",
-    "sessions",
-    "session-env",
-    "shell-snapshots",
-    "telemetry",
-    "todos",
-    "statsig",
-    "plugins/store",
-    "file-history",
-    "debug",
-    "cache",
-    "state",
-)
 #: Copied instruction files: a symlinked CLAUDE.md resolves its @imports against the link's target (FACTS §3.5).
 COPIED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "settings.json", ".claude.json")
 ALLOWED_ENV = re.compile(
@@ -348,7 +333,7 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
     cfg = cenv.config_dir
     if cfg.is_symlink():
         problems.append(f"the config dir {cfg} is a symlink")
-    for rel in WRITTEN_DIRS:
+    for rel in WRITTEN_DIRS:  # the folders the CLI writes (FACTS §2.1): a link there writes through
         p = cfg / rel
         if p.is_symlink():
             problems.append(f"{rel}/ is a symlink: the CLI's writes would land in {os.path.realpath(p)}")

@@ -41,7 +41,7 @@ import psutil
 
 from ablate import __version__
 from ablate.cells import ResolvedCell
-from ablate.claude import ClaudeBinary
+from ablate.claude import ClaudeBinary, claude_argv
 from ablate.errors import OutputExists, RunFolderError, UsageError
 from ablate.fsutil import atomic_write_json
 from ablate.plan import Shard, make_plan, plan_sha256, shard_items
@@ -412,23 +412,14 @@ class RunSummary:
 
 def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> list[str]:
     """The pinned command line (DESIGN §4) with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` slots."""
-    return [
-        str(claude),
-        "-p",
-        "--output-format",
-        "json",
-        "--model",
-        model,
-        "--permission-mode",
-        "bypassPermissions",
-        "--max-turns",
-        "{max_turns}",
-        "--session-id",
-        "{session_id}",
-        *extra_args,
-        "--",
-        "{prompt}",
-    ]
+    return claude_argv(
+        claude,
+        prompt="{prompt}",
+        model=model,
+        session_id="{session_id}",
+        max_turns="{max_turns}",
+        extra=extra_args,
+    )
 
 
 def render_argv(template: Sequence[str], *, max_turns: int, session_id: str, prompt: str) -> list[str]:

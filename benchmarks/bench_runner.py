@@ -2,7 +2,9 @@
 
 ratio = wall time of `ablate run` for a fixed plan against the sim endpoint
         / wall time of the same `claude -p` commands launched by a plain shell loop (xargs -P) with the
-          same parallelism, each in a fresh config dir, in the repository itself.
+          same parallelism, each in its cell's environment, built beforehand and not timed (so both sides
+          run exactly the same sessions, hooks and prompts included, and the ratio is ablate's own cost:
+          planning, environment builds, resets and retargets, transcript copies, mining, teardown).
 
 The repository has ~20,000 files (the example setup's repo plus generated files), so environment builds
 and resets are included at realistic cost. The sim answers every call after ``ABLATE_BENCH_DELAY`` seconds
@@ -15,15 +17,21 @@ ABLATE_BENCH_CELLS (layered), ABLATE_BENCH_DELAY (2.0).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ablate.cells import load_cell_set
+from ablate.environment import build_environment
 from ablate.examples import git, materialise_example
+from ablate.layers import load_catalog
+from ablate.setup import load_setup
 from ablate.sim import SimServer, script_from_data
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,26 +126,33 @@ def main() -> None:
                 prompts[spec["id"]] = spec["prompt"]
             cmds = tmp / "cmds"
             cmds.mkdir()
-            lines = []
-            for i, raw in enumerate(items):
-                task = orjson.loads(raw)["task"]
-                cfg = tmp / "plain" / f"c{i:03d}"
-                cfg.mkdir(parents=True)
-                p = cmds / f"{i:03d}.prompt"
-                p.write_text(prompts[task])
-                lines.append(
-                    f"CLAUDE_CONFIG_DIR={cfg} IS_SANDBOX=1 CLAUDE_CODE_MAX_RETRIES=2 DISABLE_TELEMETRY=1 "
-                    f'"{claude}" -p --output-format json --model {MODEL} --permission-mode bypassPermissions '
-                    f'--max-turns 3 --session-id {uuid.uuid4()} -- "$(cat {p})" < /dev/null > {cmds}/{i:03d}.json'
+            # the baseline's environments: one per cell, exactly as ablate builds them (not timed)
+            setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+            catalog = load_catalog()
+            cell_set = load_cell_set(cells, catalog)
+            with ThreadPoolExecutor(2) as pool:  # two checkouts at a time, as ablate builds them
+                built = pool.map(
+                    lambda ic: build_environment(
+                        setup, catalog, ic[1], tmp / "plain", name=f"p{ic[0]:02d}", base_env=env
+                    ),
+                    enumerate(cell_set.cells),
                 )
-            (cmds / "all.sh").write_text("\n".join(lines) + "\n")
+                plain = {e.cell.id: e for e in built}
+            for i, raw in enumerate(items):
+                item = orjson.loads(raw)
+                cell_env = plain[item["cell"]]
+                run_env = {**cell_env.env, "CLAUDE_CODE_MAX_RETRIES": "2"}
+                p = cmds / f"{i:03d}.prompt"
+                p.write_text(prompts[item["task"]])
+                assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(run_env.items()))
+                (cmds / f"{i:03d}.sh").write_text(
+                    f"cd {shlex.quote(str(cell_env.cwd))} && exec env -i {assignments} "
+                    f'"{claude}" -p --output-format json --model {MODEL} --permission-mode bypassPermissions '
+                    f'--max-turns 3 --session-id {uuid.uuid4()} -- "$(cat {p})" < /dev/null > {cmds}/{i:03d}.json\n'
+                )
             t0 = time.monotonic()
             subprocess.run(
-                f"tr '\\n' '\\0' < {cmds}/all.sh | xargs -0 -P {jobs} -I CMD sh -c 'CMD'",
-                shell=True,
-                cwd=ex.repo,
-                env=env,
-                check=True,
+                f"ls {cmds}/*.sh | xargs -P {jobs} -n 1 sh", shell=True, cwd=ex.repo, env=env, check=True
             )
             t_plain = time.monotonic() - t0
     summary = orjson.loads(proc.stdout)

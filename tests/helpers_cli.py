@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from ablate.claude import claude_argv
 from ablate.proc import run_process
 
 MODEL = "claude-sonnet-4-6"
@@ -86,22 +87,14 @@ def run_claude(
 ) -> ClaudeRun:
     """Run ``claude -p --output-format json`` once, the way ablate runs it, and collect the result."""
     session_id = str(uuid.uuid4())
-    argv = [
-        str(claude),
-        "-p",
-        "--output-format",
-        "json",
-        "--model",
-        model,
-        "--permission-mode",
-        "bypassPermissions",
-        "--max-turns",
-        str(max_turns),
-        "--session-id",
-        session_id,
-        *extra_args,
-        prompt,
-    ]
+    argv = claude_argv(
+        claude,
+        prompt=prompt,
+        model=model,
+        session_id=session_id,
+        max_turns=max_turns,
+        extra=extra_args,
+    )
     env = claude_env(
         home=home, config_dir=config_dir, base_url=base_url, max_retries=max_retries, extra=extra_env
     )
