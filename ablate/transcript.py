@@ -1077,3 +1077,32 @@ def mine_paths(paths: Iterable[Path], *, pitfalls: Sequence[PitfallPattern] = ()
     with their stdout file."""
     for transcript in iter_sessions(paths):
         yield mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls)
+
+
+def _mine_one(job: tuple[Path, tuple[PitfallPattern, ...]]) -> SessionResult | OSError:
+    transcript, pitfalls = job
+    try:
+        return mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls)
+    except OSError as exc:
+        return exc
+
+
+def mine_each(
+    transcripts: Iterable[Path], *, pitfalls: Sequence[PitfallPattern] = (), jobs: int = 1
+) -> Iterator[tuple[Path, SessionResult | OSError]]:
+    """Mine each transcript, in order, with ``jobs`` worker processes; an unreadable file yields its error.
+
+    Each worker streams its own file, so memory stays bounded whatever the corpus size.
+    """
+    pits = tuple(pitfalls)
+    items = ((t, pits) for t in transcripts)
+    if jobs <= 1:
+        for job in items:
+            yield job[0], _mine_one(job)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        pending = list(items)
+        for job, result in zip(pending, pool.map(_mine_one, pending, chunksize=16), strict=True):
+            yield job[0], result

@@ -106,3 +106,11 @@ def test_readme_documents_every_json_field(projects: Path) -> None:
     doc = orjson.loads(runner.invoke(app, ["mine", str(projects / "-p0" / "agent.jsonl"), "--json"]).stdout)
     for key in [*doc, *doc["main"]]:
         assert f"`{key}`" in section, key
+
+
+def test_worker_processes_give_the_same_answers_in_the_same_order(projects: Path) -> None:
+    one = runner.invoke(app, ["mine", str(projects), "--json", "--jobs", "1"])
+    two = runner.invoke(app, ["mine", str(projects), "--json", "--jobs", "2"])
+    assert one.exit_code == two.exit_code == 0
+    assert one.stdout == two.stdout
+    assert len(one.stdout.splitlines()) == len(NAMES)

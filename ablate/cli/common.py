@@ -17,6 +17,13 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def cell_set_names() -> str:
+    """The shipped cell sets, for help texts (cheap: no spec parsing at start-up)."""
+    from ablate.resources import data_dir
+
+    return ", ".join(sorted(p.stem for p in data_dir("cells").glob("*.toml")))
+
+
 def default_config_dir() -> Path:
     """The user's Claude config dir: ``$CLAUDE_CONFIG_DIR`` if set, else ``~/.claude``."""
     env = os.environ.get("CLAUDE_CONFIG_DIR")

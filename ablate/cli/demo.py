@@ -11,15 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tabulate import tabulate
 
-from ablate.claude import find_claude
 from ablate.cli.common import ClaudeBin, cli_errors
-from ablate.demo import prepare_demo_folder, summarise_results
 from ablate.errors import AblateError
-from ablate.examples import materialise_example
-from ablate.resources import data_dir
-from ablate.sim import SimServer
 
 app = typer.Typer()
 
@@ -52,6 +46,14 @@ def demo_cmd(
 
     Exit codes: 0 ok, 1 a step failed, 2 bad input (no claude binary, --out not a demo folder).
     """
+    from tabulate import tabulate
+
+    from ablate.claude import find_claude
+    from ablate.demo import prepare_demo_folder, summarise_results
+    from ablate.examples import materialise_example
+    from ablate.resources import data_dir
+    from ablate.sim import SimServer
+
     claude = find_claude(claude_bin)
     root = prepare_demo_folder(out)
     example = materialise_example(root / "setup")

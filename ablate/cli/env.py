@@ -8,11 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ablate.cells import load_cell_set
 from ablate.cli.common import AblateToml, ConfigDir, Json, Repo, cli_errors, default_config_dir, print_json
-from ablate.environment import build_environment, clean, is_secret
-from ablate.layers import load_catalog
-from ablate.setup import load_setup
 
 app = typer.Typer(
     help=(
@@ -60,6 +56,11 @@ def build(
     Exit codes: 0 ok, 1 unsafe (an instruction file above --out), 2 bad input (missing config dir or repo,
     not a git work tree, uncommitted non-layer changes without --dirty, unknown cell, existing folder).
     """
+    from ablate.cells import load_cell_set
+    from ablate.environment import build_environment, is_secret
+    from ablate.layers import load_catalog
+    from ablate.setup import load_setup
+
     catalog = load_catalog(ablate_toml)
     resolved = load_cell_set(cells, catalog).get(cell)
     setup = load_setup(config_dir or default_config_dir(), repo)
@@ -93,6 +94,8 @@ def clean_cmd(
 
     Exit codes: 0 ok (also when there was nothing to remove).
     """
+    from ablate.environment import clean
+
     removed = clean(folder)
     if json_out:
         print_json({"removed": removed})

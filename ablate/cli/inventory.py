@@ -6,14 +6,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tabulate import tabulate
 
-from ablate.cells import builtin_sets, load_cell_set
-from ablate.cli.common import AblateToml, ConfigDir, Json, Repo, cli_errors, default_config_dir, print_json
+from ablate.cli.common import (
+    AblateToml,
+    ConfigDir,
+    Json,
+    Repo,
+    cell_set_names,
+    cli_errors,
+    default_config_dir,
+    print_json,
+)
 from ablate.errors import AblateError
-from ablate.inventory import cell_rows, inventory_json, layer_rows
-from ablate.layers import load_catalog
-from ablate.setup import Inventory, inventory, load_setup
 
 app = typer.Typer()
 
@@ -43,6 +47,12 @@ def layers_cmd(
 
     Exit codes: 0 ok, 2 bad input (missing config dir or repo, not a git work tree, invalid ablate.toml).
     """
+    from tabulate import tabulate
+
+    from ablate.inventory import inventory_json, layer_rows
+    from ablate.layers import load_catalog
+    from ablate.setup import inventory, load_setup
+
     catalog = load_catalog(ablate_toml)
     setup = load_setup(config_dir or default_config_dir(), repo)
     inv = inventory(setup, catalog)
@@ -90,7 +100,7 @@ def layers_cmd(
 @cli_errors
 def cells_cmd(
     cell_set: Annotated[
-        str, typer.Argument(help=f"A shipped set ({', '.join(builtin_sets())}) or a cell-set .toml file.")
+        str, typer.Argument(help=f"A shipped set ({cell_set_names()}) or a cell-set .toml file.")
     ] = "layered",
     config_dir: ConfigDir = None,
     repo: Annotated[
@@ -109,6 +119,13 @@ def cells_cmd(
 
     Exit codes: 0 ok, 2 bad input (unknown set, invalid cell file, unknown layer, unusable setup).
     """
+    from tabulate import tabulate
+
+    from ablate.cells import load_cell_set
+    from ablate.inventory import cell_rows
+    from ablate.layers import load_catalog
+    from ablate.setup import Inventory, inventory, load_setup
+
     catalog = load_catalog(ablate_toml)
     cells = load_cell_set(cell_set, catalog)
     inv: Inventory | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -16,8 +17,7 @@ from ablate.transcript import (
     PitfallPattern,
     SessionResult,
     iter_sessions,
-    mine_session,
-    stdout_for_transcript,
+    mine_each,
 )
 
 app = typer.Typer()
@@ -90,6 +90,9 @@ def mine(
             "--pitfall", help="ID=REGEX: count case-insensitive matches in assistant text (repeat)."
         ),
     ] = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of CPUs).")
+    ] = os.cpu_count() or 1,
 ) -> None:
     """Mine Claude Code session transcripts: calls, tokens, cost, turns, tools, files, skills, status.
 
@@ -108,12 +111,10 @@ def mine(
     rows: list[list[Any]] = []
     agg: dict[str, dict[str, Any]] = {}
     found = unreadable = 0
-    for transcript in iter_sessions(paths):
-        try:
-            r = mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls)
-        except OSError as exc:
+    for _transcript, r in mine_each(iter_sessions(paths), pitfalls=pitfalls, jobs=jobs):
+        if isinstance(r, OSError):
             unreadable += 1
-            typer.echo(f"warning: {exc}", err=True)
+            typer.echo(f"warning: {r}", err=True)
             continue
         found += 1
         if by is not None:

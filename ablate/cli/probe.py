@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from tabulate import tabulate
 
-from ablate.cells import builtin_sets, load_cell_set
-from ablate.claude import find_claude
+if TYPE_CHECKING:
+    from ablate.probe import ProbeResult
+
 from ablate.cli.common import (
     AblateToml,
     ClaudeBin,
     ConfigDir,
     Json,
     Repo,
+    cell_set_names,
     cli_errors,
     default_config_dir,
     print_json,
 )
 from ablate.errors import EXIT_FAILURE
-from ablate.layers import load_catalog
-from ablate.probe import ProbeResult, probe
-from ablate.setup import load_setup
 
 app = typer.Typer()
 
@@ -39,6 +37,8 @@ _MARK = {
 
 
 def render(result: ProbeResult) -> str:
+    from tabulate import tabulate
+
     lines = []
     layer_ids = [lid for lid, fp in result.fingerprints.items() if fp["kind"] != "absent"]
     header = ["cell", "verdict", *layer_ids]
@@ -98,7 +98,7 @@ def render(result: ProbeResult) -> str:
 @cli_errors
 def probe_cmd(
     cells: Annotated[
-        str, typer.Option("--cells", help=f"Cell set: {', '.join(builtin_sets())}, or a .toml file.")
+        str, typer.Option("--cells", help=f"Cell set: {cell_set_names()}, or a .toml file.")
     ] = "layered",
     only: Annotated[
         list[str] | None, typer.Option("--cell", help="Probe only these cell ids (repeatable).")
@@ -132,6 +132,12 @@ def probe_cmd(
     Exit codes: 0 every cell faithful (or no-op), 1 a cell leaked, missed a layer or failed, or the fidelity
     check failed, 2 bad input (setup, cell set, claude binary).
     """
+    from ablate.cells import load_cell_set
+    from ablate.claude import find_claude
+    from ablate.layers import load_catalog
+    from ablate.probe import probe
+    from ablate.setup import load_setup
+
     catalog = load_catalog(ablate_toml)
     cell_set = load_cell_set(cells, catalog)
     setup = load_setup(config_dir or default_config_dir(), repo)

@@ -22,7 +22,6 @@ from ablate.cli.common import (
     print_json,
 )
 from ablate.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
-from ablate.plan import Shard, estimate, new_seed, parse_shard, shard_items
 
 app = typer.Typer()
 
@@ -130,6 +129,8 @@ def _err(text: str) -> None:
 
 
 def _print_estimate(items: int, model: str, max_turns: int, observed: list[float] | None = None) -> None:
+    from ablate.plan import estimate
+
     est = estimate(items, model=model, max_turns=max_turns, observed_usd=observed or [])
     cost = f"~${est.usd:.2f}" if est.usd is not None else "unknown cost"
     _err(f"plan: {est.sessions} sessions, ~{est.calls} API calls, {cost} ({est.basis})")
@@ -160,7 +161,7 @@ def plan_cmd(
     Exit codes: 0 ok, 2 bad input (tasks, cells, setup, options).
     """
     from ablate.claude import find_claude
-    from ablate.plan import blocks
+    from ablate.plan import blocks, estimate, new_seed
     from ablate.runner import create_run
     from ablate.setup import load_setup
     from ablate.tasks import load_tasks
@@ -229,6 +230,7 @@ def _run(
     model_given: bool,
 ) -> None:
     from ablate.claude import find_claude
+    from ablate.plan import Shard, new_seed, parse_shard, shard_items
     from ablate.runner import (
         Runner,
         RunOptions,

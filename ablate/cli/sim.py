@@ -11,7 +11,6 @@ from typing import Annotated
 import typer
 
 from ablate.cli.common import Json, cli_errors, print_json
-from ablate.sim import SimServer, load_script
 
 app = typer.Typer(
     help=(
@@ -62,6 +61,8 @@ def serve(
 
     Exit codes: 130 stopped by Ctrl-C or SIGTERM (the normal end), 2 bad input (invalid script, port in use).
     """
+    from ablate.sim import SimServer
+
     log_path = (log or Path("sim-requests.jsonl")).resolve()
     # A server stops on Ctrl-C or SIGTERM, even when started in the background (where SIGINT is ignored).
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -85,6 +86,8 @@ def check(
 
     Exit codes: 0 valid, 2 invalid (one `file: field: message` line per problem).
     """
+    from ablate.sim import load_script
+
     parsed = load_script(script)
     names = [r.name for r in parsed.rules]
     if json:
