@@ -145,11 +145,11 @@ def test_run_completes_every_item_with_one_environment_per_cell(tmp_path: Path) 
         assert (tdir / sid / "subagents" / "agent-a1.meta.json").is_file()
         assert (rig.folder.root / "stdout" / f"{item}.a1.json").is_file()
     # one environment per concurrent session, reset between items, never rebuilt
-    assert {cell for cell, _ in rig.backend.builds} == {"C0", "C11"}
+    assert len(rig.backend.builds) == 2  # --jobs 2
     assert sorted(slot for _, slot in rig.backend.builds) == [0, 1]
-    # reset after every item but the last one(s): once nothing is left to launch, an environment whose
-    # session ends is removed at once instead of reset
-    assert 8 - len(rig.backend.builds) <= rig.backend.resets <= 7
+    # every item runs on a fresh environment or on one prepared for it just before (a reset, or a retarget,
+    # which the fake also counts as a reset): exactly one preparation per item not on a fresh one
+    assert 8 - len(rig.backend.builds) <= rig.backend.resets <= 8
     assert rig.backend.teardowns == len(rig.backend.builds)
     plan = rig.folder.read_plan()
     assert all(len(p.attempts) == 1 and p.attempts[0].outcome == "completed" for p in plan)
