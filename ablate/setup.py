@@ -13,6 +13,7 @@ from pathlib import Path
 import git
 
 from ablate.errors import NotARepo, NotFound, UsageError
+from ablate.gitutil import live_changes, run_git
 from ablate.layers import Catalog, LayerFiles, resolve_layer
 from ablate.slug import slug
 
@@ -97,17 +98,10 @@ def load_setup(config_dir: Path, repo: Path, *, home: Path | None = None) -> Set
     top = Path(r.working_tree_dir or repo).resolve()
     if top != repo.resolve():
         raise NotARepo(f"{repo}: not the top of the work tree (that is {top})", hint=f"pass --repo {top}")
-    common = Path(r.git.rev_parse("--path-format=absolute", "--git-common-dir"))
+    common = Path(run_git(top, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip())
     main_root = common.parent.resolve() if common.name == ".git" else top
-    dirty = tuple(
-        sorted(
-            {
-                line[3:]
-                for line in r.git.status("--porcelain", "--untracked-files=all").splitlines()
-                if line.strip()
-            }
-        )
-    )
+    # through ablate's own git runner: GitPython's status may refresh (rewrite) the user's index
+    dirty = tuple(live_changes(top))
     return Setup(
         config_dir=config_dir.resolve(),
         repo=top,
