@@ -170,6 +170,8 @@ class CellEnvironment:
     """The slug the CLI keys auto-memory (and transcripts) by in this cell: that of the cell's checkout."""
     repo_plan: worktree.RepoPlan | None = field(default=None, repr=False, compare=False)
     """The repository's layer entries and uncommitted changes, read once at build time."""
+    setup_layers: dict[str, LayerFiles] = field(default_factory=dict, repr=False, compare=False)
+    """The user's layers as resolved at build time (what every retarget compares fingerprints with)."""
 
     @property
     def pristine(self) -> Path:
@@ -286,6 +288,7 @@ def build_environment(
             memory_slug=slug(str(wt)),
         )
         result.repo_plan = plan
+        result.setup_layers = setup_layers
         result.pristine.mkdir()
         refs = worktree.make_checkout(setup, wt)
         atomic_write_json(result.pristine / "refs.json", refs)
@@ -338,9 +341,11 @@ def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, c
     if env.cell.id == cell.id:
         reset_environment(env)
         return
+    # the user's setup was read once, at build time: a run compares every cell with the same snapshot
     if env.repo_plan is None:
         env.repo_plan = worktree.plan_repo(setup, catalog, dirty=env.dirty)
-    setup_layers = resolve_layers(setup, catalog)
+    if not env.setup_layers:
+        env.setup_layers = resolve_layers(setup, catalog)
     pristine = env.pristine
     refs_file = pristine / "refs.json"
     refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
@@ -350,7 +355,7 @@ def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, c
     env.cell = cell
     env.notes = []
     env.leaks = [*ancestor_leaks(env.cwd), *fixed_leaks(setup)]
-    _populate(setup, catalog, cell, env, setup_layers)
+    _populate(setup, catalog, cell, env, env.setup_layers)
 
 
 def _build_config(setup: Setup, catalog: Catalog, cell: ResolvedCell, result: CellEnvironment) -> None:
