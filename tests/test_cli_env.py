@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import orjson
@@ -12,6 +11,7 @@ from typer.testing import CliRunner
 from ablate.cli.main import app
 from ablate.examples import ExampleSetup, git, materialise_example
 from ablate.fsutil import tree_hash
+from tests.bad_setups import BAD_SETUPS, bad_setup
 
 runner = CliRunner()
 
@@ -80,32 +80,20 @@ def test_existing_out_folder(example: ExampleSetup, tmp_path: Path) -> None:
     assert code == 2 and "already exists" in err
 
 
-@pytest.mark.parametrize(
-    "case", ["missing-config", "missing-repo", "not-git", "bare", "no-commits", "unknown-cell"]
-)
+@pytest.mark.parametrize("case", [*sorted(BAD_SETUPS), "unknown-cell"])
 def test_bad_inputs(example: ExampleSetup, tmp_path: Path, case: str) -> None:
     before = tree_hash(example.home), tree_hash(example.repo)
     config, repo, cell = example.config_dir, example.repo, "C0"
-    if case == "missing-config":
-        config = tmp_path / "nope"
-    elif case == "missing-repo":
-        repo = tmp_path / "nope"
-    elif case == "not-git":
-        repo = tmp_path / "plain"
-        repo.mkdir()
-    elif case == "bare":
-        repo = tmp_path / "bare.git"
-        subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
-    elif case == "no-commits":
-        repo = tmp_path / "empty"
-        subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    else:
+    if case == "unknown-cell":
         cell = "C99"
+    else:
+        config, repo = bad_setup(case, example, tmp_path)
     code, _, err = invoke(
         "env", "build", cell, "--config-dir", str(config), "--repo", str(repo), "--out", str(tmp_path / "out")
     )
     assert code == 2, err
     assert err.startswith("error: ")
+    assert BAD_SETUPS.get(case, "unknown cell 'C99'") in err
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
     assert (tree_hash(example.home), tree_hash(example.repo)) == before
 

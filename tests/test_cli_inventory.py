@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
-from ablate.examples import ExampleSetup, git, materialise_example
+from ablate.examples import ExampleSetup, materialise_example
 from ablate.fsutil import tree_hash
+from tests.bad_setups import BAD_SETUPS, bad_setup
 
 runner = CliRunner()
 
@@ -79,37 +80,11 @@ def test_cells_without_setup_shows_the_set(tmp_path: Path, monkeypatch: pytest.M
     assert "C11" in out and "no setup checked" in err
 
 
-@pytest.mark.parametrize(
-    ("case", "needle"),
-    [
-        ("missing-config", "config dir does not exist"),
-        ("missing-repo", "repository does not exist"),
-        ("not-git", "not a git repository"),
-        ("bare", "bare repository"),
-        ("no-commits", "no commits"),
-        ("subfolder", "not the top of the work tree"),
-    ],
-)
+@pytest.mark.parametrize(("case", "needle"), sorted(BAD_SETUPS.items()))
 def test_bad_setup_inputs_exit_2_with_a_hint(
     example: ExampleSetup, tmp_path: Path, case: str, needle: str
 ) -> None:
-    cfg, repo = example.config_dir, example.repo
-    if case == "missing-config":
-        cfg = tmp_path / "nope"
-    elif case == "missing-repo":
-        repo = tmp_path / "nope"
-    elif case == "not-git":
-        repo = tmp_path / "plain"
-        repo.mkdir()
-    elif case == "bare":
-        repo = tmp_path / "bare.git"
-        subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
-    elif case == "no-commits":
-        repo = tmp_path / "empty"
-        repo.mkdir()
-        git(repo, "init", "-q")
-    elif case == "subfolder":
-        repo = example.repo / "docs"
+    cfg, repo = bad_setup(case, example, tmp_path)
     code, out, err = invoke("layers", "--config-dir", str(cfg), "--repo", str(repo))
     assert code == 2
     assert needle in err and err.startswith("error: ")
