@@ -12,11 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ablate.cells import load_cell_set
-from ablate.environment import build_environment, reset_environment, teardown_environment
-from ablate.examples import materialise_example
-from ablate.layers import load_catalog
-from ablate.setup import load_setup
+from ablate.isolate.environment import build_environment, reset_environment, teardown_environment
+from ablate.setup.cells import load_cell_set
+from ablate.setup.examples import materialise_example
+from ablate.setup.layers import load_catalog
+from ablate.setup.load import load_setup
 
 
 def disk_bytes(root: Path) -> int:

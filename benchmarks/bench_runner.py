@@ -27,11 +27,11 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ablate.cells import load_cell_set
-from ablate.environment import build_environment
-from ablate.examples import git, materialise_example
-from ablate.layers import load_catalog
-from ablate.setup import load_setup
+from ablate.isolate.environment import build_environment
+from ablate.setup.cells import load_cell_set
+from ablate.setup.examples import git, materialise_example
+from ablate.setup.layers import load_catalog
+from ablate.setup.load import load_setup
 from ablate.sim import SimServer, script_from_data
 
 ROOT = Path(__file__).resolve().parent.parent

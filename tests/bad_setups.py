@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ablate.examples import ExampleSetup, git
+from ablate.setup.examples import ExampleSetup, git
 
 #: case → what the error message must say
 BAD_SETUPS = {

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from ablate.claude import claude_argv
-from ablate.proc import run_process
+from ablate.core.claude import claude_argv
+from ablate.core.proc import run_process
 
 MODEL = "claude-sonnet-4-6"
 PATH = "/usr/local/bin:/usr/bin:/bin"

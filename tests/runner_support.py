@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.cells import ResolvedCell
+from ablate.setup.cells import ResolvedCell
 
 FAKE_CLAUDE = r"""
 import json, os, sys, time, pathlib, uuid

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from ablate.cells import cell_effect, load_cell_set
-from ablate.errors import NotFound, SpecError, UsageError
-from ablate.examples import materialise_example
-from ablate.layers import load_catalog, resolve_layer, walk_files
-from ablate.setup import inventory, load_setup, parse_imports
+from ablate.core.errors import NotFound, SpecError, UsageError
+from ablate.setup.cells import cell_effect, load_cell_set
+from ablate.setup.examples import materialise_example
+from ablate.setup.layers import load_catalog, resolve_layer, walk_files
+from ablate.setup.load import inventory, load_setup, parse_imports
 
 CLASSIC = [
     ("C1", "user-claude-md"),

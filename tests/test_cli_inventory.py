@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
-from ablate.examples import ExampleSetup, materialise_example
-from ablate.fsutil import tree_hash
+from ablate.core.fsutil import tree_hash
+from ablate.setup.examples import ExampleSetup, materialise_example
 from tests.bad_setups import BAD_SETUPS, bad_setup
 
 runner = CliRunner()

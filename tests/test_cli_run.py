@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
-from ablate.examples import ExampleSetup, materialise_example
-from ablate.runfolder import RunFolder, read_manifest, write_manifest
+from ablate.run.folder import RunFolder, read_manifest, write_manifest
+from ablate.setup.examples import ExampleSetup, materialise_example
 from tests.runner_support import write_fake_claude
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

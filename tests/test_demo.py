@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ablate.demo import MARKER, prepare_demo_folder, summarise_results
-from ablate.errors import UsageError
+from ablate.core.errors import UsageError
+from ablate.run.demo import MARKER, prepare_demo_folder, summarise_results
 
 
 def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ablate.cells import CellSet, ResolvedCell, load_cell_set
-from ablate.environment import (
+from ablate.core.errors import AblateError, OutputExists, UnsafeEnvironment, UsageError
+from ablate.core.fsutil import tree_hash, tree_listing
+from ablate.isolate.environment import (
     CellEnvironment,
     build_environment,
     clean,
@@ -22,13 +23,12 @@ from ablate.environment import (
     retarget_environment,
     teardown_environment,
 )
-from ablate.errors import AblateError, OutputExists, UnsafeEnvironment, UsageError
-from ablate.examples import ExampleSetup, git, materialise_example
-from ablate.fsutil import tree_hash, tree_listing
-from ablate.layers import Catalog, load_catalog
-from ablate.setup import Setup, load_setup, resolve_layers
-from ablate.shadow_home import STATE_COPY_LIMIT, WRITTEN_DIRS
-from ablate.worktree import refs_of
+from ablate.isolate.shadow_home import STATE_COPY_LIMIT, WRITTEN_DIRS
+from ablate.isolate.worktree import refs_of
+from ablate.setup.cells import CellSet, ResolvedCell, load_cell_set
+from ablate.setup.examples import ExampleSetup, git, materialise_example
+from ablate.setup.layers import Catalog, load_catalog
+from ablate.setup.load import Setup, load_setup, resolve_layers
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": "sk-test-secret"}
 
@@ -562,12 +562,12 @@ def test_build_failure_leaves_nothing(
     example: ExampleSetup, catalog: Catalog, layered: CellSet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = snapshot(example)
-    import ablate.worktree
+    import ablate.isolate.worktree
 
     def boom(*_a: object, **_k: object) -> None:
         raise AblateError("simulated failure after the worktree was added")
 
-    monkeypatch.setattr(ablate.worktree, "apply_ops", boom)
+    monkeypatch.setattr(ablate.isolate.worktree, "apply_ops", boom)
     with pytest.raises(AblateError, match="simulated"):
         build(example, catalog, layered.get("C0"), tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []

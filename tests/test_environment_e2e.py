@@ -14,15 +14,20 @@ from typing import Any
 import orjson
 import pytest
 
-from ablate.cells import load_cell_set
-from ablate.environment import CellEnvironment, build_environment, reset_environment, teardown_environment
-from ablate.examples import git, materialise_example
-from ablate.fsutil import tree_hash, tree_listing
-from ablate.layers import load_catalog
-from ablate.proc import ExecResult, run_process
-from ablate.setup import layer_imports, load_setup, resolve_layers
+from ablate.core.fsutil import tree_hash, tree_listing
+from ablate.core.proc import ExecResult, run_process
+from ablate.core.slug import slug_for
+from ablate.isolate.environment import (
+    CellEnvironment,
+    build_environment,
+    reset_environment,
+    teardown_environment,
+)
+from ablate.setup.cells import load_cell_set
+from ablate.setup.examples import git, materialise_example
+from ablate.setup.layers import load_catalog
+from ablate.setup.load import layer_imports, load_setup, resolve_layers
 from ablate.sim import SimServer
-from ablate.slug import slug_for
 
 MODEL = "claude-sonnet-4-6"
 #: Config-side layers of the example whose canary reaches the request when present (plus the repo CLAUDE.md).

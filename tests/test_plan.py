@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.errors import UsageError
-from ablate.plan import Shard, block_order, blocks, estimate, make_plan, parse_shard, plan_sha256, shard_items
+from ablate.core.errors import UsageError
+from ablate.run.plan import (
+    Shard,
+    block_order,
+    blocks,
+    estimate,
+    make_plan,
+    parse_shard,
+    plan_sha256,
+    shard_items,
+)
 
 CELLS = [f"C{i}" for i in range(12)]
 

@@ -16,16 +16,16 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ablate.cells import load_cell_set
-from ablate.claude import find_claude
 from ablate.cli.main import app
-from ablate.environment import CellEnvironment, build_environment
-from ablate.examples import ExampleSetup, materialise_example
-from ablate.fingerprints import distinctive_lines, drop_generic, frontmatter, layer_prints
-from ablate.fsutil import tree_hash
-from ablate.layers import load_catalog
-from ablate.probe import ProbeResult, neutralise, normalise_request, probe
-from ablate.setup import load_setup, resolve_layers
+from ablate.core.claude import find_claude
+from ablate.core.fsutil import tree_hash
+from ablate.isolate.environment import CellEnvironment, build_environment
+from ablate.probe.fingerprints import distinctive_lines, drop_generic, frontmatter, layer_prints
+from ablate.probe.probe import ProbeResult, neutralise, normalise_request, probe
+from ablate.setup.cells import load_cell_set
+from ablate.setup.examples import ExampleSetup, materialise_example
+from ablate.setup.layers import load_catalog
+from ablate.setup.load import load_setup, resolve_layers
 
 
 @pytest.fixture

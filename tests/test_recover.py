@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ablate.errors import NotFound, RunFolderError
-from ablate.recover import recover_run
-from ablate.runfolder import Attempt, PlanItem, RunFolder
+from ablate.core.errors import NotFound, RunFolderError
+from ablate.mine.recover import recover_run
+from ablate.run.folder import Attempt, PlanItem, RunFolder
 from tests.mining_support import FIXTURES, stdout_of
 
 

@@ -10,13 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
-from ablate.cells import load_cell_set
-from ablate.claude import ClaudeBinary
-from ablate.errors import RunFolderError
-from ablate.fsutil import sha256_file
-from ablate.layers import load_catalog
-from ablate.runfolder import RunFolder, read_manifest
-from ablate.runner import (
+from ablate.core.claude import ClaudeBinary
+from ablate.core.errors import RunFolderError
+from ablate.core.fsutil import sha256_file
+from ablate.run.folder import RunFolder, read_manifest
+from ablate.run.runner import (
     Progress,
     Runner,
     RunOptions,
@@ -28,7 +26,9 @@ from ablate.runner import (
     read_result,
     should_replace,
 )
-from ablate.tasks import Task, load_task
+from ablate.setup.cells import load_cell_set
+from ablate.setup.layers import load_catalog
+from ablate.setup.tasks import Task, load_task
 from tests.runner_support import FakeBackend, base_env, write_fake_claude
 
 FAST = RunOptions(jobs=3, backoff_s=0.3, max_backoff_s=1.0, retry_delay_s=0.05, grace_s=5.0)
@@ -223,7 +223,7 @@ def test_stop_kills_after_the_grace_period_and_leaves_a_resumable_folder(tmp_pat
 def test_timeout_kills_the_session_and_is_recorded_as_such(tmp_path: Path) -> None:
     rig = Rig(tmp_path, {"slow": "SLEEP forever"})
     folder, manifest = open_run(rig.folder.root)
-    from ablate.runfolder import write_manifest
+    from ablate.run.folder import write_manifest
 
     write_manifest(folder, manifest.model_copy(update={"timeout_s": 1.0}))
     summary = rig.run()

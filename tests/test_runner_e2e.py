@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ablate.examples import ExampleSetup, materialise_example
+from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ import orjson
 from typer.testing import CliRunner
 
 from ablate.cli.sim import app
-from ablate.resources import data_dir
+from ablate.core.resources import data_dir
 from ablate.sim import SimServer, iter_requests
 
 # The sim group on its own (``ablate sim`` = this app), so a half-built sibling group cannot break this test.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.resources import data_dir
+from ablate.core.resources import data_dir
 from ablate.sim import SimServer, load_script, script_from_data
 from tests.helpers_cli import (
     make_repo,

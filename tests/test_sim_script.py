@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ablate.errors import SpecError, UsageError
-from ablate.resources import data_dir
+from ablate.core.errors import SpecError, UsageError
+from ablate.core.resources import data_dir
 from ablate.sim import (
     RequestView,
     Responder,

@@ -15,7 +15,7 @@ import anthropic
 import orjson
 import pytest
 
-from ablate.errors import UsageError
+from ablate.core.errors import UsageError
 from ablate.sim import PortInUse, SimServer, iter_requests, script_from_data
 
 MODEL = "claude-sonnet-4-6"

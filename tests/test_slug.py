@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.slug import base36, java_string_hash, slug, slug_for
+from ablate.core.slug import base36, java_string_hash, slug, slug_for
 
 FACTS_ROWS = [
     ("/srv/acc/slug/with.dots.v1.2", "-srv-acc-slug-with-dots-v1-2"),

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ablate.errors import NotFound, SpecError
-from ablate.layers import load_catalog
-from ablate.tasks import load_task, load_tasks
+from ablate.core.errors import NotFound, SpecError
+from ablate.setup.layers import load_catalog
+from ablate.setup.tasks import load_task, load_tasks
 
 SHIPPED = Path(__file__).resolve().parent.parent / "tasks"
 

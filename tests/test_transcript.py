@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ablate.transcript import PitfallPattern, SessionResult, iter_sessions, mine_session
+from ablate.mine.transcript import PitfallPattern, SessionResult, iter_sessions, mine_session
 from tests.mining_support import EXPECTED, NAMES, OLD_SESSION, lay_out, relative, stdout_of
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, ParamSpec, TypeVar
 import orjson
 import typer
 
-from ablate.errors import EXIT_INTERRUPTED, AblateError
+from ablate.core.errors import EXIT_INTERRUPTED, AblateError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -19,7 +19,7 @@ R = TypeVar("R")
 
 def cell_set_names() -> str:
     """The shipped cell sets, for help texts (cheap: no spec parsing at start-up)."""
-    from ablate.resources import data_dir
+    from ablate.core.resources import data_dir
 
     return ", ".join(sorted(p.stem for p in data_dir("cells").glob("*.toml")))
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from ablate.cli.common import ClaudeBin, cli_errors
-from ablate.errors import AblateError
+from ablate.core.errors import AblateError
 
 app = typer.Typer()
 
@@ -48,10 +48,10 @@ def demo_cmd(
     """
     from tabulate import tabulate
 
-    from ablate.claude import find_claude
-    from ablate.demo import prepare_demo_folder, summarise_results
-    from ablate.examples import materialise_example
-    from ablate.resources import data_dir
+    from ablate.core.claude import find_claude
+    from ablate.core.resources import data_dir
+    from ablate.run.demo import prepare_demo_folder, summarise_results
+    from ablate.setup.examples import materialise_example
     from ablate.sim import SimServer
 
     claude = find_claude(claude_bin)

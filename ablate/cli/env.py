@@ -56,10 +56,10 @@ def build(
     Exit codes: 0 ok, 1 unsafe (an instruction file above --out), 2 bad input (missing config dir or repo,
     not a git work tree, uncommitted non-layer changes without --dirty, unknown cell, existing folder).
     """
-    from ablate.cells import load_cell_set
-    from ablate.environment import build_environment, is_secret
-    from ablate.layers import load_catalog
-    from ablate.setup import load_setup
+    from ablate.isolate.environment import build_environment, is_secret
+    from ablate.setup.cells import load_cell_set
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import load_setup
 
     catalog = load_catalog(ablate_toml)
     resolved = load_cell_set(cells, catalog).get(cell)
@@ -94,7 +94,7 @@ def clean_cmd(
 
     Exit codes: 0 ok (also when there was nothing to remove).
     """
-    from ablate.environment import clean
+    from ablate.isolate.environment import clean
 
     removed = clean(folder)
     if json_out:

@@ -17,7 +17,7 @@ from ablate.cli.common import (
     default_config_dir,
     print_json,
 )
-from ablate.errors import AblateError
+from ablate.core.errors import AblateError
 
 app = typer.Typer()
 
@@ -49,9 +49,9 @@ def layers_cmd(
     """
     from tabulate import tabulate
 
-    from ablate.inventory import inventory_json, layer_rows
-    from ablate.layers import load_catalog
-    from ablate.setup import inventory, load_setup
+    from ablate.setup.inventory import inventory_json, layer_rows
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import inventory, load_setup
 
     catalog = load_catalog(ablate_toml)
     setup = load_setup(config_dir or default_config_dir(), repo)
@@ -121,10 +121,10 @@ def cells_cmd(
     """
     from tabulate import tabulate
 
-    from ablate.cells import load_cell_set
-    from ablate.inventory import cell_rows
-    from ablate.layers import load_catalog
-    from ablate.setup import Inventory, inventory, load_setup
+    from ablate.setup.cells import load_cell_set
+    from ablate.setup.inventory import cell_rows
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import Inventory, inventory, load_setup
 
     catalog = load_catalog(ablate_toml)
     cells = load_cell_set(cell_set, catalog)

@@ -12,8 +12,8 @@ import orjson
 import typer
 
 from ablate.cli.common import Json, cli_errors
-from ablate.errors import EXIT_PARTIAL, NotFound, UsageError
-from ablate.transcript import (
+from ablate.core.errors import EXIT_PARTIAL, NotFound, UsageError
+from ablate.mine.transcript import (
     PitfallPattern,
     SessionResult,
     iter_sessions,
@@ -194,7 +194,7 @@ def recover(
     2 the folder does not exist; 3 some items could not be recovered (no transcript, rate limited);
     130 interrupted.
     """
-    from ablate.recover import recover_run  # pydantic-backed run-folder models: loaded only when needed
+    from ablate.mine.recover import recover_run  # pydantic-backed run-folder models: loaded only when needed
 
     rows: list[list[Any]] = []
     unrecovered = 0

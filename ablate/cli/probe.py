@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from ablate.probe import ProbeResult
+    from ablate.probe.probe import ProbeResult
 
 from ablate.cli.common import (
     AblateToml,
@@ -21,7 +21,7 @@ from ablate.cli.common import (
     default_config_dir,
     print_json,
 )
-from ablate.errors import EXIT_FAILURE
+from ablate.core.errors import EXIT_FAILURE
 
 app = typer.Typer()
 
@@ -132,11 +132,11 @@ def probe_cmd(
     Exit codes: 0 every cell faithful (or no-op), 1 a cell leaked, missed a layer or failed, or the fidelity
     check failed, 2 bad input (setup, cell set, claude binary).
     """
-    from ablate.cells import load_cell_set
-    from ablate.claude import find_claude
-    from ablate.layers import load_catalog
-    from ablate.probe import probe
-    from ablate.setup import load_setup
+    from ablate.core.claude import find_claude
+    from ablate.probe.probe import probe
+    from ablate.setup.cells import load_cell_set
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import load_setup
 
     catalog = load_catalog(ablate_toml)
     cell_set = load_cell_set(cells, catalog)

@@ -1,4 +1,4 @@
-"""``ablate run``, ``ablate ab``, ``ablate plan``, ``ablate merge``: thin shells over ablate.runner/plan/merge."""
+"""``ablate run``, ``ablate ab``, ``ablate plan``, ``ablate merge``: thin shells over ablate.run.runner/plan/merge."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ablate.cli.common import (
     default_config_dir,
     print_json,
 )
-from ablate.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 
 app = typer.Typer()
 
@@ -105,8 +105,8 @@ IsolateState = Annotated[
 
 
 def _cells(cells: str, ablate_toml: Path | None) -> tuple[Any, Any]:
-    from ablate.cells import load_cell_set
-    from ablate.layers import load_catalog
+    from ablate.setup.cells import load_cell_set
+    from ablate.setup.layers import load_catalog
 
     catalog = load_catalog(ablate_toml)
     return catalog, load_cell_set(cells, catalog)
@@ -129,7 +129,7 @@ def _err(text: str) -> None:
 
 
 def _print_estimate(items: int, model: str, max_turns: int, observed: list[float] | None = None) -> None:
-    from ablate.plan import estimate
+    from ablate.run.plan import estimate
 
     est = estimate(items, model=model, max_turns=max_turns, observed_usd=observed or [])
     cost = f"~${est.usd:.2f}" if est.usd is not None else "unknown cost"
@@ -160,11 +160,11 @@ def plan_cmd(
 
     Exit codes: 0 ok, 2 bad input (tasks, cells, setup, options).
     """
-    from ablate.claude import find_claude
-    from ablate.plan import blocks, estimate, new_seed
-    from ablate.runner import create_run
-    from ablate.setup import load_setup
-    from ablate.tasks import load_tasks
+    from ablate.core.claude import find_claude
+    from ablate.run.plan import blocks, estimate, new_seed
+    from ablate.run.runner import create_run
+    from ablate.setup.load import load_setup
+    from ablate.setup.tasks import load_tasks
 
     if not tasks:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
@@ -229,9 +229,9 @@ def _run(
     json: bool,
     model_given: bool,
 ) -> None:
-    from ablate.claude import find_claude
-    from ablate.plan import Shard, new_seed, parse_shard, shard_items
-    from ablate.runner import (
+    from ablate.core.claude import find_claude
+    from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
+    from ablate.run.runner import (
         Runner,
         RunOptions,
         ShadowEnvironments,
@@ -242,8 +242,8 @@ def _run(
         read_result,
         shard_folder,
     )
-    from ablate.setup import load_setup
-    from ablate.tasks import load_tasks
+    from ablate.setup.load import load_setup
+    from ablate.setup.tasks import load_tasks
 
     claude = find_claude(claude_bin)
     shard_spec: Shard | None = parse_shard(shard) if shard else None
@@ -529,7 +529,7 @@ def merge_cmd(
 
     Exit codes: 0 ok, 1 the folders do not belong together (different manifests), 2 bad input.
     """
-    from ablate.merge import merge_runs
+    from ablate.run.merge import merge_runs
 
     summary = merge_runs(runs, out, force=force)
     if json:

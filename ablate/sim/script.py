@@ -1,6 +1,6 @@
 """The sim script: rules that decide how the simulated endpoint answers each request.
 
-A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.specs`); a malformed script is a
+A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.core.specs`); a malformed script is a
 located :class:`~ablate.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule answers; a
 request no rule matches gets ``default``.
 """
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from ablate.specs import Spec, load_spec, validate
+from ablate.core.specs import Spec, load_spec, validate
 
 #: Placeholders allowed in answer strings (text and every string inside a tool input).
 PLACEHOLDERS = ("cwd", "session_id", "turn", "rule", "model")

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from ablate.errors import UsageError
+from ablate.core.errors import UsageError
 from ablate.sim.engine import (
     Decision,
     RequestView,

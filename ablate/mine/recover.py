@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 import orjson
 
-from ablate.cli_output import parse_cli_output
-from ablate.errors import NotFound
-from ablate.fsutil import atomic_write_json
-from ablate.runfolder import PlanItem, RunFolder
-from ablate.transcript import SessionResult, mine_session
+from ablate.core.errors import NotFound
+from ablate.core.fsutil import atomic_write_json
+from ablate.mine.cli_output import parse_cli_output
+from ablate.mine.transcript import SessionResult, mine_session
+from ablate.run.folder import PlanItem, RunFolder
 
 RecoverAction = Literal["ok", "recovered", "kept", "needs_rerun", "not_run"]
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate import shadowfs
-from ablate.cells import ResolvedCell
-from ablate.errors import AblateError, UsageError
-from ablate.gitutil import live_changes
-from ablate.gitutil import run_git as git
-from ablate.layers import Catalog, Layer, resolve_layer
-from ablate.setup import Setup
+from ablate.core.errors import AblateError, UsageError
+from ablate.core.gitutil import live_changes
+from ablate.core.gitutil import run_git as git
+from ablate.isolate import shadowfs
+from ablate.setup.cells import ResolvedCell
+from ablate.setup.layers import Catalog, Layer, resolve_layer
+from ablate.setup.load import Setup
 
 
 def _matches(path: str, layer: Layer, memory_slug: str) -> bool:

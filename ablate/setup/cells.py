@@ -9,10 +9,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ablate.errors import NotFound, Problem, SpecError, UsageError
-from ablate.layers import Catalog, LayerFiles
-from ablate.resources import data_dir
-from ablate.specs import Spec, read_spec_data, validate
+from ablate.core.errors import NotFound, Problem, SpecError, UsageError
+from ablate.core.resources import data_dir
+from ablate.core.specs import Spec, read_spec_data, validate
+from ablate.setup.layers import Catalog, LayerFiles
 
 
 class Cell(Spec):

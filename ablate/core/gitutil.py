@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from ablate.errors import AblateError
+from ablate.core.errors import AblateError
 
 #: Variables that would point git at another repository or index.
 _GIT_VARS = (

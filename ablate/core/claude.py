@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate import PINNED_CLAUDE_VERSION
-from ablate.errors import ClaudeNotFound
-from ablate.fsutil import sha256_file
+from ablate.core.errors import ClaudeNotFound
+from ablate.core.fsutil import sha256_file
 
 _VERSION_RE = re.compile(r"(\d+\.\d+\.\d+)")
 

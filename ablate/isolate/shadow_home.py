@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate import shadowfs
-from ablate.layers import json_keys, walk_files
-from ablate.setup import Leak, Setup
+from ablate.isolate import shadowfs
+from ablate.setup.layers import json_keys, walk_files
+from ablate.setup.load import Leak, Setup
 
 #: Folders the CLI writes (FACTS §2.1, §3.8): always real, empty folders in a cell; never links.
 WRITTEN_DIRS = (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ablate.layers import Catalog, LayerFiles
+from ablate.setup.layers import Catalog, LayerFiles
 
 Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
 

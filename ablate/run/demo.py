@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from ablate.errors import UsageError
-from ablate.runfolder import RESULTS
+from ablate.core.errors import UsageError
+from ablate.run.folder import RESULTS
 
 MARKER = ".ablate-demo"
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ablate.errors import UnsafeEnvironment, UsageError
+from ablate.core.errors import UnsafeEnvironment, UsageError
 
 
 def is_inside(path: str, root: str) -> bool:

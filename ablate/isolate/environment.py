@@ -8,8 +8,8 @@ Layout of a cell root ``<out>/<cNN>[-sNN]/`` (equal-length names: the absolute p
     wt/<repo-name>/    the private detached checkout of HEAD (the session's cwd)
     .pristine/         the freshly built home and the worktree's overlay sources, for cheap resets
 
-Config side: :mod:`ablate.shadow_home`; repo side: :mod:`ablate.worktree`; safe file operations:
-:mod:`ablate.shadowfs`. Nothing here prints or exits.
+Config side: :mod:`ablate.isolate.shadow_home`; repo side: :mod:`ablate.isolate.worktree`; safe file operations:
+:mod:`ablate.isolate.shadowfs`. Nothing here prints or exits.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate import __version__, shadow_home, shadowfs, worktree
-from ablate.cells import ResolvedCell
-from ablate.errors import OutputExists, UnsafeEnvironment, UsageError
-from ablate.fsutil import atomic_write_json
-from ablate.layers import Catalog, Layer, LayerFiles, resolve_layer
-from ablate.setup import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
-from ablate.slug import slug
+from ablate import __version__
+from ablate.core.errors import OutputExists, UnsafeEnvironment, UsageError
+from ablate.core.fsutil import atomic_write_json
+from ablate.core.slug import slug
+from ablate.isolate import shadow_home, shadowfs, worktree
+from ablate.setup.cells import ResolvedCell
+from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
+from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
 
 SCHEMA_VERSION = 1
 MARKER = ".ablate-env"

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import OutputExists, RunFolderError
-from ablate.fsutil import atomic_write_json
-from ablate.runfolder import Attempt, PlanItem, RunFolder, read_manifest, write_manifest
-from ablate.runner import TASKS_DIR, read_result, should_replace
+from ablate.core.errors import OutputExists, RunFolderError
+from ablate.core.fsutil import atomic_write_json
+from ablate.run.folder import Attempt, PlanItem, RunFolder, read_manifest, write_manifest
+from ablate.run.runner import TASKS_DIR, read_result, should_replace
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

@@ -1,6 +1,6 @@
 """The user's setup as ablate sees it: a Claude config dir plus a git repository, resolved and checked.
 
-Nothing here writes anything. Bad inputs raise located errors (see ablate.errors).
+Nothing here writes anything. Bad inputs raise located errors (see ablate.core.errors).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import git
 
-from ablate.errors import NotARepo, NotFound, UsageError
-from ablate.gitutil import live_changes, run_git
-from ablate.layers import Catalog, LayerFiles, resolve_layer
-from ablate.slug import slug
+from ablate.core.errors import NotARepo, NotFound, UsageError
+from ablate.core.gitutil import live_changes, run_git
+from ablate.core.slug import slug
+from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
 
 #: Files the CLI loads from every ancestor of the cwd (FACTS §3.8): a leak when found above a worktree.
 ANCESTOR_FILES = ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".claude", ".mcp.json")

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 import orjson
 
-from ablate.cli_output import CliOutput, is_rate_limit_message, parse_cli_output, parse_reset_time
-from ablate.pricing import estimate_cost
+from ablate.mine.cli_output import CliOutput, is_rate_limit_message, parse_cli_output, parse_reset_time
+from ablate.mine.pricing import estimate_cost
 
 __all__ = [
     "CliOutput",

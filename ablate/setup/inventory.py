@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from ablate.cells import CellSet, cell_effect
-from ablate.layers import Catalog
-from ablate.setup import Inventory
+from ablate.setup.cells import CellSet, cell_effect
+from ablate.setup.layers import Catalog
+from ablate.setup.load import Inventory
 
 
 def layer_rows(inv: Inventory, catalog: Catalog) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ablate.errors import NotFound, Problem, SpecError
+from ablate.core.errors import NotFound, Problem, SpecError
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -14,8 +14,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.resources import data_dir
-from ablate.slug import slug_for
+from ablate.core.resources import data_dir
+from ablate.core.slug import slug_for
 
 CONFIG_PLACEHOLDER = "@@CONFIG_DIR@@"
 _GIT_ENV = {

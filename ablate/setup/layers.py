@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ablate.errors import NotFound, Problem, SpecError, UsageError
-from ablate.resources import data_dir
-from ablate.specs import Spec, read_spec_data, validate
+from ablate.core.errors import NotFound, Problem, SpecError, UsageError
+from ablate.core.resources import data_dir
+from ablate.core.specs import Spec, read_spec_data, validate
 
 MEMORY_SLUG = "<memory-slug>"
 GLOB_CHARS = set("*?[")

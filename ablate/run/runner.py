@@ -40,13 +40,12 @@ import orjson
 import psutil
 
 from ablate import __version__
-from ablate.cells import ResolvedCell
-from ablate.claude import ClaudeBinary, claude_argv
-from ablate.errors import OutputExists, RunFolderError, UsageError
-from ablate.fsutil import atomic_write_json
-from ablate.plan import Shard, make_plan, plan_sha256, shard_items
-from ablate.proc import ExecResult, kill_tree, run_process
-from ablate.runfolder import (
+from ablate.core.claude import ClaudeBinary, claude_argv
+from ablate.core.errors import OutputExists, RunFolderError, UsageError
+from ablate.core.fsutil import atomic_write_json
+from ablate.core.proc import ExecResult, kill_tree, run_process
+from ablate.mine.transcript import SessionResult, mine_session
+from ablate.run.folder import (
     LOCK,
     SCHEMA_VERSION,
     Attempt,
@@ -60,8 +59,9 @@ from ablate.runfolder import (
     read_manifest,
     write_manifest,
 )
-from ablate.tasks import Task, load_task
-from ablate.transcript import SessionResult, mine_session
+from ablate.run.plan import Shard, make_plan, plan_sha256, shard_items
+from ablate.setup.cells import ResolvedCell
+from ablate.setup.tasks import Task, load_task
 
 RESULT_SCHEMA_VERSION = 1
 #: Folder inside a run folder holding a copy of every task file, so a resume needs nothing else.
@@ -209,7 +209,7 @@ class EnvBackend(Protocol):
 
 
 class ShadowEnvironments:
-    """The real backend: :mod:`ablate.environment` shadows (config dir + home + private checkout)."""
+    """The real backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private checkout)."""
 
     def __init__(
         self,
@@ -231,7 +231,7 @@ class ShadowEnvironments:
         self.extra_env = dict(extra_env or {})
 
     def build(self, cell: ResolvedCell, slot: int) -> CellEnv:
-        from ablate.environment import build_environment
+        from ablate.isolate.environment import build_environment
 
         self.work_root.mkdir(parents=True, exist_ok=True)
         env: CellEnv = build_environment(
@@ -251,25 +251,25 @@ class ShadowEnvironments:
         return env
 
     def reset(self, env: CellEnv) -> None:
-        from ablate.environment import CellEnvironment, reset_environment
+        from ablate.isolate.environment import CellEnvironment, reset_environment
 
         assert isinstance(env, CellEnvironment)
         reset_environment(env)
 
     def retarget(self, env: CellEnv, cell: ResolvedCell) -> None:
-        from ablate.environment import CellEnvironment, retarget_environment
+        from ablate.isolate.environment import CellEnvironment, retarget_environment
 
         assert isinstance(env, CellEnvironment)
         retarget_environment(env, self.setup, self.catalog, cell)
 
     def teardown(self, env: CellEnv) -> None:
-        from ablate.environment import CellEnvironment, teardown_environment
+        from ablate.isolate.environment import CellEnvironment, teardown_environment
 
         assert isinstance(env, CellEnvironment)
         teardown_environment(env)
 
     def describe(self, env: CellEnv) -> dict[str, Any]:
-        from ablate.environment import redacted_env
+        from ablate.isolate.environment import redacted_env
 
         return {
             "fingerprints": _jsonable(getattr(env, "fingerprints", {})),
@@ -279,7 +279,7 @@ class ShadowEnvironments:
         }
 
     def clean(self) -> None:
-        from ablate.environment import clean
+        from ablate.isolate.environment import clean
 
         if self.work_root.exists():
             clean(self.work_root)
@@ -1118,7 +1118,7 @@ class Runner:
 def _parse_manifest_shard(text: str | None) -> Shard | None:
     if not text:
         return None
-    from ablate.plan import parse_shard
+    from ablate.run.plan import parse_shard
 
     return parse_shard(text)
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import orjson
 from pydantic import Field
 
-from ablate.errors import RunFolderError
-from ablate.fsutil import atomic_write_bytes
-from ablate.specs import Spec
+from ablate.core.errors import RunFolderError
+from ablate.core.fsutil import atomic_write_bytes
+from ablate.core.specs import Spec
 
 SCHEMA_VERSION = 1
 

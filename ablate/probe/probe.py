@@ -34,16 +34,16 @@ from typing import Any, Literal
 
 import orjson
 
-from ablate.cells import CellSet, ResolvedCell, cell_effect
-from ablate.claude import ClaudeBinary, claude_argv, find_transcript
-from ablate.environment import CellEnvironment, build_environment, teardown_environment
-from ablate.examples import git
-from ablate.fingerprints import LayerPrint, drop_generic, layer_prints, needle_in
-from ablate.fsutil import tree_hash
-from ablate.layers import Catalog, LayerFiles, resolve_layer
-from ablate.proc import run_process
-from ablate.setup import Leak, Setup, ancestor_leaks, inventory
-from ablate.shadow_home import WRITTEN_DIRS
+from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
+from ablate.core.fsutil import tree_hash
+from ablate.core.proc import run_process
+from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
+from ablate.isolate.shadow_home import WRITTEN_DIRS
+from ablate.probe.fingerprints import LayerPrint, drop_generic, layer_prints, needle_in
+from ablate.setup.cells import CellSet, ResolvedCell, cell_effect
+from ablate.setup.examples import git
+from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
+from ablate.setup.load import Leak, Setup, ancestor_leaks, inventory
 from ablate.sim import SimServer, iter_requests, request_text
 
 PROBE_PROMPT = "ablate probe: reply with the single word OK."

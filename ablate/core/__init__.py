@@ -1,0 +1,1 @@
+"""ablate.core: see DESIGN §1."""

@@ -1,0 +1,1 @@
+"""ablate.grade: see DESIGN §1."""

@@ -1,0 +1,1 @@
+"""ablate.isolate: see DESIGN §1."""

@@ -1,0 +1,1 @@
+"""ablate.mine: see DESIGN §1."""

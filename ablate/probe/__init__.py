@@ -1,0 +1,1 @@
+"""ablate.probe: see DESIGN §1."""

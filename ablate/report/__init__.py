@@ -1,0 +1,1 @@
+"""ablate.report: see DESIGN §1."""

@@ -1,0 +1,1 @@
+"""ablate.run: see DESIGN §1."""

@@ -1,0 +1,1 @@
+"""ablate.setup: see DESIGN §1."""

@@ -1,0 +1,1 @@
+"""ablate.stats: see DESIGN §1."""
