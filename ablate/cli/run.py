@@ -230,11 +230,11 @@ def _run(
     model_given: bool,
 ) -> None:
     from ablate.core.claude import find_claude
+    from ablate.isolate.backend import ShadowEnvironments
     from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
     from ablate.run.runner import (
         Runner,
         RunOptions,
-        ShadowEnvironments,
         compatibility_problems,
         create_run,
         load_run_tasks,

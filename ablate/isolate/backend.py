@@ -1,0 +1,141 @@
+"""The isolation backends' interface: what the runner needs from a built cell environment.
+
+A backend builds, resets, retargets and removes cell environments (DESIGN §3). The runner knows nothing else
+about isolation: it runs ``env.env`` in ``env.cwd`` and copies the transcript from ``env.config_dir``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from ablate.setup.cells import ResolvedCell
+
+
+class CellEnv(Protocol):
+    """What the runner needs from a built cell environment (``ablate.environment.CellEnvironment``)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def config_dir(self) -> Path: ...
+    @property
+    def cwd(self) -> Path: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+
+
+class EnvBackend(Protocol):
+    """Builds, resets, retargets and removes cell environments."""
+
+    def build(self, cell: ResolvedCell, slot: int) -> CellEnv: ...
+    def reset(self, env: CellEnv) -> None: ...
+    def retarget(self, env: CellEnv, cell: ResolvedCell) -> None:
+        """Turn an idle environment into a fresh one for ``cell`` (no new checkout)."""
+        ...
+
+    def teardown(self, env: CellEnv) -> None: ...
+    def describe(self, env: CellEnv) -> dict[str, Any]:
+        """fingerprints, leaks, notes and the redacted env, for the manifest."""
+        ...
+
+    def clean(self) -> None:
+        """Remove what a crashed run left in the work root."""
+        ...
+
+
+class ShadowEnvironments:
+    """The real backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private checkout)."""
+
+    def __init__(
+        self,
+        setup: Any,
+        catalog: Any,
+        work_root: Path,
+        *,
+        isolate_state: bool = False,
+        dirty: bool = False,
+        base_env: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.setup = setup
+        self.catalog = catalog
+        self.work_root = work_root
+        self.isolate_state = isolate_state
+        self.dirty = dirty
+        self.base_env = dict(base_env) if base_env is not None else None
+        self.extra_env = dict(extra_env or {})
+
+    def build(self, cell: ResolvedCell, slot: int) -> CellEnv:
+        from ablate.isolate.environment import build_environment
+
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        env: CellEnv = build_environment(
+            self.setup,
+            self.catalog,
+            cell,
+            self.work_root,
+            slot=slot,
+            # one folder per concurrent session, named by slot only (s00, s01, ...): an environment serves
+            # every cell in turn, and every cell's sessions see the very same paths (they reach the prompt)
+            name=f"s{slot:02d}",
+            isolate_state=self.isolate_state,
+            dirty=self.dirty,
+            base_env=self.base_env,
+            extra_env=self.extra_env,
+        )
+        return env
+
+    def reset(self, env: CellEnv) -> None:
+        from ablate.isolate.environment import CellEnvironment, reset_environment
+
+        assert isinstance(env, CellEnvironment)
+        reset_environment(env)
+
+    def retarget(self, env: CellEnv, cell: ResolvedCell) -> None:
+        from ablate.isolate.environment import CellEnvironment, retarget_environment
+
+        assert isinstance(env, CellEnvironment)
+        retarget_environment(env, self.setup, self.catalog, cell)
+
+    def teardown(self, env: CellEnv) -> None:
+        from ablate.isolate.environment import CellEnvironment, teardown_environment
+
+        assert isinstance(env, CellEnvironment)
+        teardown_environment(env)
+
+    def describe(self, env: CellEnv) -> dict[str, Any]:
+        from ablate.isolate.environment import redacted_env
+
+        return {
+            "fingerprints": _jsonable(getattr(env, "fingerprints", {})),
+            "leaks": _jsonable(getattr(env, "leaks", [])),
+            "notes": [str(n) for n in getattr(env, "notes", [])],
+            "env": dict(redacted_env(env.env)),
+        }
+
+    def clean(self) -> None:
+        from ablate.isolate.environment import clean
+
+        if self.work_root.exists():
+            clean(self.work_root)
+
+
+def _jsonable(value: Any) -> Any:
+    return orjson.loads(orjson.dumps(value, default=_default))
+
+
+def _default(obj: Any) -> Any:
+    to_json = getattr(obj, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+    return str(obj)
