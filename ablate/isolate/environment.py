@@ -363,29 +363,56 @@ def _build_config(setup: Setup, catalog: Catalog, cell: ResolvedCell, result: Ce
     home, config = result.home, result.config_dir
     home.mkdir(mode=0o700)
     os.chmod(home, 0o700)
-    config.mkdir(mode=0o700)
-    os.chmod(config, 0o700)
-    report = shadow_home.populate_config(setup, config, isolate_state=result.isolate_state)
+    report = build_config_dir(
+        setup,
+        catalog,
+        cell,
+        config,
+        memory_slug=result.memory_slug,
+        isolate_state=result.isolate_state,
+        home=home,
+    )
     result.notes.extend(report.notes)
     result.leaks.extend(report.leaks)
-    shadow_home.copy_memory(setup, config, result.memory_slug)
-    if shadow_home.copy_account_state(setup, home, config) is None:
-        result.notes.append("no account state (.claude.json) found: the CLI starts with a fresh one")
     shadow_home.link_home(setup, home)
+
+
+def build_config_dir(
+    setup: Setup,
+    catalog: Catalog,
+    cell: ResolvedCell,
+    config: Path,
+    *,
+    memory_slug: str,
+    isolate_state: bool = False,
+    at_real_path: bool = False,
+    home: Path | None = None,
+) -> shadow_home.ConfigReport:
+    """Create ``config`` (0700) as ``cell``'s config dir: the user's, populated, its layers stripped or
+    replaced, auto-memory copied to ``projects/<memory_slug>/memory``. ``at_real_path``: the folder will be
+    seen at the real config dir's path (``namespace`` backend: copies only, nothing rewritten). The account
+    state is copied into the config dir (and into ``home`` when given: the shadow home of ``links``)."""
+    config.mkdir(mode=0o700)
+    os.chmod(config, 0o700)
+    report = shadow_home.populate_config(
+        setup, config, isolate_state=isolate_state, at_real_path=at_real_path
+    )
+    shadow_home.copy_memory(setup, config, memory_slug)
+    if shadow_home.copy_account_state(setup, home, config) is None:
+        report.notes.append("no account state (.claude.json) found: the CLI starts with a fresh one")
 
     config_layers = [layer for layer in catalog if layer.side == "config"]
     for layer in config_layers:
         if layer.id in cell.stripped:
-            strip_layer(config, layer, result.memory_slug)
+            strip_layer(config, layer, memory_slug)
     if cell.empty_config:
-        _keep_only(
-            config, [layer for layer in config_layers if layer.id not in cell.stripped], result.memory_slug
-        )
+        _keep_only(config, [layer for layer in config_layers if layer.id not in cell.stripped], memory_slug)
     shadow_home.ensure_written_dirs(config)
     for lid, variant in cell.replace.items():
         layer = catalog.get(lid)
         if layer.side == "config":
-            shadowfs.put(config, layer.patterns(result.memory_slug)[0], variant)
+            shadowfs.put(config, layer.patterns(memory_slug)[0], variant)
+    return report
 
 
 def strip_layer(base: Path, layer: Layer, memory_slug: str) -> None:

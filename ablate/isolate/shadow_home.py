@@ -124,7 +124,9 @@ def _copy_rewritten(src: Path, dst: Path, pairs: list[tuple[str, str]], report: 
         report.notes.append(f"{dst.name}: rewrote {n} occurrence(s) of the real config path to the cell's")
 
 
-def _populate_plugins(src: Path, dst: Path, pairs: list[tuple[str, str]], report: ConfigReport) -> None:
+def _populate_plugins(
+    src: Path, dst: Path, pairs: list[tuple[str, str]], report: ConfigReport, *, link_trees: bool = True
+) -> None:
     dst.mkdir()
     for child in sorted(src.iterdir(), key=lambda p: p.name):
         target = dst / child.name
@@ -133,17 +135,28 @@ def _populate_plugins(src: Path, dst: Path, pairs: list[tuple[str, str]], report
         if child.is_file() and child.suffix == ".json":
             _copy_rewritten(child, target, pairs, report)
         elif child.is_dir():
-            shadowfs.link_per_entry(child, target)
+            if link_trees:
+                shadowfs.link_per_entry(child, target)
+            else:
+                shadowfs.copy_entry(child, target)
         elif child.is_file():
             shutil.copy2(child, target)
         else:
             target.symlink_to(child)
 
 
-def populate_config(setup: Setup, shadow_config: Path, *, isolate_state: bool) -> ConfigReport:
-    """Fill the (new, empty) ``shadow_config`` from the user's config dir following the table above."""
+def populate_config(
+    setup: Setup, shadow_config: Path, *, isolate_state: bool, at_real_path: bool = False
+) -> ConfigReport:
+    """Fill the (new, empty) ``shadow_config`` from the user's config dir following the table above.
+
+    ``at_real_path``: the folder will be seen at the real config dir's path (the ``namespace`` backend), so
+    nothing is rewritten and nothing is linked (a link to the real path would point at the cell itself):
+    trees are copied, and ``.credentials.json`` is copied (0600) and copied back when a session changes it.
+    """
     report = ConfigReport()
-    pairs = path_rewrites(setup, shadow_config)
+    pairs = [] if at_real_path else path_rewrites(setup, shadow_config)
+    link_trees = not at_real_path
     written_tops = {d.split("/")[0] for d in WRITTEN_DIRS} - {"plugins"}
     for entry in sorted(setup.config_dir.iterdir(), key=lambda p: p.name):
         name = entry.name
@@ -151,7 +164,12 @@ def populate_config(setup: Setup, shadow_config: Path, *, isolate_state: bool) -
         if name in written_tops or name in SKIPPED_FILES or name == ACCOUNT or name.startswith(ACCOUNT + "."):
             continue
         if name == CREDENTIALS:
-            dst.symlink_to(setup.config_dir / name)
+            if at_real_path:
+                if entry.is_file():
+                    shutil.copyfile(entry, dst)
+                    os.chmod(dst, 0o600)
+            else:
+                dst.symlink_to(setup.config_dir / name)
         elif not entry.exists():
             continue  # a dangling link: nothing to read
         elif name in REWRITTEN_FILES and entry.is_file():
@@ -160,14 +178,18 @@ def populate_config(setup: Setup, shadow_config: Path, *, isolate_state: bool) -
             walk_files(setup.config_dir, name)  # raises on a symlink loop
             shadowfs.copy_entry(entry, dst)
         elif name in LINKED_TREES and entry.is_dir():
-            shadowfs.link_per_entry(entry, dst)
+            if link_trees:
+                shadowfs.link_per_entry(entry, dst)
+            else:
+                walk_files(setup.config_dir, name)  # raises on a symlink loop
+                shadowfs.copy_entry(entry, dst)
         elif name == "plugins" and entry.is_dir():
-            _populate_plugins(entry, dst, pairs, report)
+            _populate_plugins(entry, dst, pairs, report, link_trees=link_trees)
         elif entry.is_file() and name.endswith(".md"):
             shutil.copy2(entry, dst)
         else:
             size = shadowfs.tree_size(entry, STATE_COPY_LIMIT)
-            if isolate_state or size <= STATE_COPY_LIMIT:
+            if isolate_state or at_real_path or size <= STATE_COPY_LIMIT:
                 shadowfs.copy_entry(entry, dst)
             else:
                 dst.symlink_to(entry)
@@ -221,12 +243,12 @@ def copy_memory(setup: Setup, shadow_config: Path, cell_slug: str) -> bool:
     return True
 
 
-def copy_account_state(setup: Setup, shadow_home: Path, shadow_config: Path) -> Path | None:
-    """Copy the account state into the cell as ``.claude.json`` (config dir and home), mode 0600."""
+def copy_account_state(setup: Setup, shadow_home: Path | None, shadow_config: Path) -> Path | None:
+    """Copy the account state into the cell as ``.claude.json`` (config dir, and home when given), 0600."""
     src = account_state_source(setup)
     if src is None:
         return None
-    for dst in (shadow_config / ACCOUNT, shadow_home / ACCOUNT):
+    for dst in (shadow_config / ACCOUNT, *([shadow_home / ACCOUNT] if shadow_home else [])):
         shutil.copyfile(src, dst)
         os.chmod(dst, 0o600)
     return src

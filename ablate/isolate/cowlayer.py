@@ -1,0 +1,64 @@
+"""Build a cell's repo layer: the difference between the run's pristine checkout and the cell's working tree.
+
+Run as ``python -m ablate.isolate.cowlayer SPEC.json`` (a subprocess: it enters its own mount namespace).
+For each layer of the spec it mounts an overlay (lower = the pristine checkout, upper = the layer folder) on a
+private mount point, replays the cell's worktree operations (:func:`ablate.isolate.worktree.apply_ops`) in the
+merged view, and resolves the repo layers there (what the probe compares with the user's live files). The
+overlay records the result in the upper folder as plain files, whiteouts for removed paths and opaque
+folders for replaced ones: that folder then serves as the middle lower layer of every session of the cell,
+so building a cell costs its own few files, never a copy of the repository.
+
+SPEC::
+
+    {"layers": [{"lower": [...], "upper": "...", "work": "...", "mnt": "...", "pristine": "...",
+                 "ops": [...], "memory_slug": "...", "resolve": [<layer json>...], "report": "..."}]}
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ablate.core.fsutil import atomic_write_json
+from ablate.isolate import nsexec, worktree
+from ablate.setup.layers import Layer, resolve_layer
+
+
+def build(spec: dict[str, Any]) -> None:
+    layers = spec["layers"]
+    nsexec.enter(
+        [
+            {"target": item["mnt"], "lower": item["lower"], "upper": item["upper"], "work": item["work"]}
+            for item in layers
+        ]
+    )
+    for item in layers:
+        mnt = Path(item["mnt"])
+        worktree.apply_ops(mnt, Path(item["pristine"]), item["ops"])
+        report: dict[str, Any] = {}
+        for raw in item.get("resolve", []):
+            layer = Layer.model_validate(raw)
+            lf = resolve_layer(layer, mnt, memory_slug=item["memory_slug"])
+            report[layer.id] = {
+                "present": lf.present,
+                "entries": lf.entries,
+                "fingerprint": lf.fingerprint,
+            }
+        atomic_write_json(Path(item["report"]), report)
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[0], encoding="utf-8") as fh:
+        spec = json.load(fh)
+    try:
+        build(spec)
+    except OSError as exc:
+        sys.stderr.write(f"ablate cowlayer: {exc}\n")
+        return nsexec.SETUP_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

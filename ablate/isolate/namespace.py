@@ -1,0 +1,643 @@
+"""The ``namespace`` isolation backend (DESIGN §3): every session in its own copy-on-write view of the machine.
+
+Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show the machine
+as the user has it, at the **real paths**, with every write landing in a per-session upper folder:
+
+=====================  ====================================================  ===============================
+real path              lower layers (read-only)                              upper (per session)
+=====================  ====================================================  ===============================
+``/tmp``               the real ``/tmp``                                     ``sNN/up/tmp``
+the home               the real home (live)                                  ``sNN/up/home``
+the repository         the cell's repo layer, the run's pristine checkout    ``sNN/up/repo``
+its ``.git/objects``   the user's object store                               ``sNN/up/objects``
+the config dir         the cell's config dir (a copy, seen at the real path) ``sNN/up/config``
+=====================  ====================================================  ===============================
+
+So every cell sees the user's own paths, project slugs, memory slug and branch; nothing a session, a hook or
+a shell rc file does reaches the user's files; and a reset is discarding the upper folders, whatever the
+repository's size. The pristine checkout is built once per run: a private ``git clone --shared`` of HEAD on a
+branch named like the user's current one, whose repo-layer paths are marked skip-worktree (tracked) or
+excluded (untracked), so ``git status`` looks alike in every cell. A cell's repo layer is the difference
+between that checkout and the cell's working tree (:mod:`ablate.isolate.cowlayer`: a few files, whiteouts
+and opaque folders). ``.credentials.json`` is the one deliberate write-through: the cell holds a copy, and a
+session that changed it (a refreshed OAuth token) has it copied back to the real file afterwards.
+
+Works on Linux as root (``mount -t overlay`` in a private mount namespace). Unprivileged user namespaces
+(kernel >= 5.11) are not used yet: as another user ablate falls back to the ``links`` backend and says why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ablate.core.errors import AblateError, UsageError
+from ablate.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_file
+from ablate.core.gitutil import run_git
+from ablate.isolate import nsexec, shadowfs, worktree
+from ablate.isolate.environment import build_config_dir, process_env, redacted_env
+from ablate.isolate.shadow_home import CREDENTIALS
+from ablate.setup.cells import ResolvedCell
+from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
+from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
+
+NSEXEC = Path(nsexec.__file__).resolve()
+MARKER = ".ablate-env"
+#: The areas of a session's view, in mount order after ``/tmp``; their upper folders are ``up/<area>``.
+AREAS = ("tmp", "home", "repo", "objects", "config")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Detection
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Which backend runs, and why (recorded in the manifest and said at start)."""
+
+    backend: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"backend": self.backend, "reason": self.reason}
+
+
+_support: tuple[bool, str] | None = None
+_support_lock = threading.Lock()
+
+
+def namespace_support() -> tuple[bool, str]:
+    """Whether the ``namespace`` backend works here, tried for real once per process: an overlay mounted in a
+    private mount namespace, a write through it, the lower folder unchanged."""
+    global _support
+    with _support_lock:
+        if _support is None:
+            _support = _try_namespace()
+        return _support
+
+
+def _try_namespace() -> tuple[bool, str]:
+    if not sys.platform.startswith("linux"):
+        return False, f"mount namespaces are Linux-only (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return False, "needs root for mount namespaces and overlayfs (unprivileged user namespaces: not yet)"
+    try:
+        filesystems = Path("/proc/filesystems").read_text(encoding="utf-8")
+    except OSError:
+        filesystems = ""
+    if "overlay" not in filesystems:
+        return False, "the kernel has no overlayfs (/proc/filesystems)"
+    with tempfile.TemporaryDirectory(prefix="ablate-nscheck-") as tmp:
+        base = Path(tmp)
+        for name in ("lower", "upper", "work", "mnt"):
+            (base / name).mkdir()
+        (base / "lower" / "f").write_text("lower\n")
+        spec = base / "spec.json"
+        mount = {"target": str(base / "mnt"), "lower": [str(base / "lower")], "upper": str(base / "upper")}
+        mount["work"] = str(base / "work")
+        atomic_write_json(spec, {"mounts": [mount], "cwd": str(base / "mnt")})
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-I", str(NSEXEC), str(spec), "--", "sh", "-c", "echo x > f"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, f"the namespace check failed: {exc}"
+        if proc.returncode != 0:
+            return False, f"mount namespace + overlayfs refused here: {proc.stderr.strip()[:200]}"
+        if (base / "lower" / "f").read_text() != "lower\n" or not (base / "upper" / "f").is_file():
+            return False, "the overlay check wrote through to its lower folder"
+    return True, "Linux, root, overlayfs: every session in its own copy-on-write view at the real paths"
+
+
+def choose_isolation(requested: str | None) -> Isolation:
+    """``namespace`` where it works (or when asked: an error if it does not), else ``links``."""
+    if requested not in (None, "namespace", "links"):
+        raise UsageError(f"--isolation {requested}: unknown backend", hint="use namespace or links")
+    if requested == "links":
+        return Isolation("links", "asked for with --isolation links")
+    ok, why = namespace_support()
+    if ok:
+        return Isolation("namespace", why if requested is None else "asked for with --isolation namespace")
+    if requested == "namespace":
+        raise UsageError(f"--isolation namespace does not work here: {why}", hint="use --isolation links")
+    return Isolation("links", f"namespace unavailable: {why}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Views: the mounts of one session
+
+
+@dataclass(frozen=True)
+class Mount:
+    target: str
+    lower: tuple[str, ...]
+    upper: str
+    work: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "lower": list(self.lower), "upper": self.upper, "work": self.work}
+
+
+def order_mounts(mounts: list[Mount]) -> list[Mount]:
+    """``/tmp`` first, then shallower targets before deeper ones (a repo under the home after the home)."""
+    return sorted(mounts, key=lambda m: (m.target != "/tmp", m.target.count("/"), m.target))
+
+
+def write_spec(path: Path, mounts: list[Mount], cwd: Path) -> None:
+    atomic_write_json(path, {"mounts": [m.to_json() for m in order_mounts(mounts)], "cwd": str(cwd)})
+
+
+def wrap(spec: Path, argv: list[str]) -> list[str]:
+    """``argv`` run inside the view described by ``spec``."""
+    return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
+
+
+def fresh_uppers(root: Path, areas: tuple[str, ...] = AREAS) -> None:
+    """Empty upper and work folders for every area (the reset: whatever a session wrote is discarded)."""
+    for part in ("up", "wk"):
+        if os.path.lexists(root / part):
+            shadowfs.remove_path(root / part)
+        for area in areas:
+            (root / part / area).mkdir(parents=True, mode=0o700)
+
+
+def objects_dir(repo: Path) -> Path:
+    """The user's object store (the common dir's, for a linked worktree)."""
+    out = run_git(repo, "rev-parse", "--path-format=absolute", "--git-path", "objects").stdout.strip()
+    return Path(out)
+
+
+def current_branch(repo: Path) -> str | None:
+    """The user's current branch, or None on a detached HEAD."""
+    out = run_git(repo, "symbolic-ref", "--short", "-q", "HEAD", check=False)
+    name = out.stdout.strip()
+    return name if out.returncode == 0 and name else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The run's pristine checkout
+
+
+@dataclass
+class RepoLower:
+    """The run's pristine checkout: the lower layer of every cell's repository view."""
+
+    path: Path
+    pristine: Path
+    """Snapshots of live layer files and variants (the sources of the cells' worktree operations)."""
+    objects: Path
+    branch: str | None
+    plan: worktree.RepoPlan
+    hidden: list[str] = field(default_factory=list)
+    """Repo-layer paths marked skip-worktree or excluded, so `git status` looks alike in every cell."""
+
+
+def build_repo_lower(setup: Setup, catalog: Catalog, dest: Path, *, dirty: bool) -> RepoLower:
+    """A private clone of HEAD on a branch named like the user's, with every repo-layer path hidden from
+    ``git status`` (tracked ones skip-worktree, untracked ones in ``.git/info/exclude``)."""
+    plan = worktree.plan_repo(setup, catalog, dirty=dirty)
+    checkout = dest / "repo"
+    pristine = dest / "pristine"
+    pristine.mkdir(parents=True)
+    run_git(dest, "clone", "--shared", "--no-checkout", "--quiet", str(setup.repo), str(checkout))
+    run_git(checkout, "remote", "remove", "origin")
+    branch = current_branch(setup.repo)
+    if branch:
+        run_git(checkout, "checkout", "--quiet", "-B", branch, setup.head)
+    else:
+        run_git(checkout, "checkout", "--quiet", "--detach", setup.head)
+    entries: set[str] = set(plan.key_files)
+    for layer in plan.repo_layers:
+        entries.update(resolve_layer(layer, checkout, memory_slug=setup.memory_slug).entries)
+        entries.update(plan.live_entries[layer.id])
+    hidden = sorted(entries)
+    if hidden:
+        tracked = run_git(checkout, "ls-files", "-z", "--", *hidden).stdout
+        if tracked:
+            proc = subprocess.run(
+                ["git", "update-index", "--skip-worktree", "-z", "--stdin"],
+                cwd=checkout,
+                input=tracked,
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                raise AblateError(f"git update-index --skip-worktree failed: {proc.stderr.strip()}")
+        exclude = checkout / ".git" / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a", encoding="utf-8") as fh:
+            fh.write("".join(f"/{e}\n" for e in hidden))
+    # objects come from an overlay of the user's store at <repo>/.git/objects: no alternates path to write to
+    (checkout / ".git" / "objects" / "info" / "alternates").unlink(missing_ok=True)
+    return RepoLower(checkout, pristine, objects_dir(setup.repo), branch, plan, hidden)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cells and sessions
+
+
+@dataclass
+class CellLayers:
+    """What one cell adds to the run's lower layers."""
+
+    config: Path
+    repo: Path
+    fingerprints: dict[str, str]
+    notes: list[str]
+    leaks: list[Leak]
+    repo_layers: dict[str, dict[str, Any]]
+    """Repo layer id → {present, entries, fingerprint} in the cell's merged view."""
+
+
+@dataclass
+class NamespaceCellEnv:
+    """One session slot: a cell's view at the real paths (what the runner and the probe drive)."""
+
+    cell: ResolvedCell
+    root: Path
+    slot: int
+    home: Path
+    repo: Path
+    real_config: Path
+    env: dict[str, str]
+    spec: Path
+    layers: CellLayers
+    isolation: str = "namespace"
+    memory_slug: str = ""
+
+    @property
+    def config_dir(self) -> Path:
+        """Where the session's config-dir writes land, seen from outside (transcripts are found here)."""
+        return self.root / "up" / "config"
+
+    @property
+    def cwd(self) -> Path:
+        return self.repo
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        return self.layers.fingerprints
+
+    @property
+    def notes(self) -> list[str]:
+        return self.layers.notes
+
+    @property
+    def leaks(self) -> list[Leak]:
+        return self.layers.leaks
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return wrap(self.spec, argv)
+
+    def upper(self, area: str) -> Path:
+        return self.root / "up" / area
+
+    def shown_as(self) -> dict[str, Path]:
+        """Area → the real path its upper folder stands for."""
+        return {
+            "tmp": Path("/tmp"),
+            "home": self.home,
+            "repo": self.repo,
+            "objects": self.repo / ".git" / "objects",
+            "config": self.real_config,
+        }
+
+
+class NamespaceEnvironments:
+    """The ``namespace`` backend: the runner's :class:`~ablate.isolate.backend.EnvBackend`."""
+
+    isolation = "namespace"
+
+    def __init__(
+        self,
+        setup: Setup,
+        catalog: Catalog,
+        work_root: Path,
+        *,
+        dirty: bool = False,
+        base_env: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        isolate_state: bool = False,
+    ) -> None:
+        self.setup = setup
+        self.catalog = catalog
+        self.work_root = Path(os.path.abspath(work_root))
+        self.dirty = dirty
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.extra_env = dict(extra_env or {})
+        self.isolate_state = isolate_state
+        self._lock = threading.Lock()
+        self._lower: RepoLower | None = None
+        self._cells: dict[str, CellLayers] = {}
+        self._setup_layers: dict[str, LayerFiles] | None = None
+        for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
+            if shadowfs.is_inside(str(self.work_root), str(inside)):
+                raise UsageError(
+                    f"{self.work_root}: inside the {what} {inside}", hint="pick another work dir"
+                )
+
+    # -- lower layers, built once ------------------------------------------------------------------------
+
+    @property
+    def shared(self) -> Path:
+        return self.work_root / "ns-shared"
+
+    def lower(self) -> RepoLower:
+        with self._lock:
+            return self._lower_locked()
+
+    def _lower_locked(self) -> RepoLower:
+        if self._lower is None:
+            self.shared.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.shared / MARKER, {"created": time.time(), "backend": "namespace"})
+            self._setup_layers = resolve_layers(self.setup, self.catalog)
+            self._lower = build_repo_lower(self.setup, self.catalog, self.shared / "lower", dirty=self.dirty)
+        return self._lower
+
+    def cell_layers(self, cell: ResolvedCell) -> CellLayers:
+        with self._lock:
+            if cell.id not in self._cells:
+                self._cells[cell.id] = self._build_cell(cell)
+            return self._cells[cell.id]
+
+    def _build_cell(self, cell: ResolvedCell) -> CellLayers:
+        lower = self._lower_locked()
+        setup, slug = self.setup, self.setup.memory_slug
+        cdir = self.shared / "cells" / cell.dirname
+        if os.path.lexists(cdir):
+            shadowfs.remove_path(cdir)
+        cdir.mkdir(parents=True)
+        report = build_config_dir(
+            setup,
+            self.catalog,
+            cell,
+            cdir / "config",
+            memory_slug=slug,
+            isolate_state=self.isolate_state,
+            at_real_path=True,
+        )
+        ops = worktree.worktree_ops(setup, lower.plan, cell, lower.path, lower.pristine)
+        repo_layers = [layer for layer in self.catalog if layer.side == "repo"]
+        build_repo_layers(
+            [
+                {
+                    "lower": [str(lower.path)],
+                    "upper": str(cdir / "repo"),
+                    "work": str(cdir / "repo.work"),
+                    "mnt": str(cdir / "mnt"),
+                    "pristine": str(lower.pristine),
+                    "ops": ops,
+                    "memory_slug": slug,
+                    "resolve": [layer.model_dump(mode="json") for layer in repo_layers],
+                    "report": str(cdir / "repo-layers.json"),
+                }
+            ],
+            cdir / "cowlayer.json",
+        )
+        import json
+
+        seen = json.loads((cdir / "repo-layers.json").read_text(encoding="utf-8"))
+        fingerprints: dict[str, str] = {}
+        for layer in self.catalog:
+            if layer.side == "config":
+                fingerprints[layer.id] = resolve_layer(layer, cdir / "config", memory_slug=slug).fingerprint
+            else:
+                fingerprints[layer.id] = str(seen.get(layer.id, {}).get("fingerprint", ""))
+        notes = list(report.notes) + list(lower.plan.notes)
+        if self.dirty:
+            notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
+        assert self._setup_layers is not None
+        for lid, lf in self._setup_layers.items():
+            kept = lid not in cell.stripped and lid not in cell.replace
+            if lf.present and kept and fingerprints.get(lid) != lf.fingerprint:
+                notes.append(f"{lid}: the cell's copy differs from the setup's (fingerprint mismatch)")
+        leaks = [*report.leaks, *ancestor_leaks(setup.repo), *fixed_leaks(setup)]
+        return CellLayers(cdir / "config", cdir / "repo", fingerprints, notes, leaks, seen)
+
+    # -- EnvBackend ----------------------------------------------------------------------------------------
+
+    def build(self, cell: ResolvedCell, slot: int) -> NamespaceCellEnv:
+        if not 0 <= slot <= 99:
+            raise UsageError(f"slot {slot}: must be between 0 and 99")
+        layers = self.cell_layers(cell)
+        root = self.work_root / f"s{slot:02d}"
+        if os.path.lexists(root):
+            shadowfs.remove_path(root)
+        root.mkdir(parents=True)
+        atomic_write_json(root / MARKER, {"created": time.time(), "backend": "namespace"})
+        env = process_env(
+            self.base_env, home=self.setup.home, config_dir=self.setup.config_dir, extra_env=self.extra_env
+        )
+        cenv = NamespaceCellEnv(
+            cell=cell,
+            root=root,
+            slot=slot,
+            home=self.setup.home,
+            repo=self.setup.repo,
+            real_config=self.setup.config_dir,
+            env=env,
+            spec=root / "view.json",
+            layers=layers,
+            memory_slug=self.setup.memory_slug,
+        )
+        self._write_view(cenv)
+        fresh_uppers(root)
+        return cenv
+
+    def _write_view(self, env: NamespaceCellEnv) -> None:
+        lower = self.lower()
+        up, wk = env.root / "up", env.root / "wk"
+        mounts = [
+            Mount("/tmp", ("/tmp",), str(up / "tmp"), str(wk / "tmp")),
+            Mount(str(env.home), (str(env.home),), str(up / "home"), str(wk / "home")),
+            Mount(str(env.repo), (str(env.layers.repo), str(lower.path)), str(up / "repo"), str(wk / "repo")),
+            Mount(
+                str(env.repo / ".git" / "objects"),
+                (str(lower.objects),),
+                str(up / "objects"),
+                str(wk / "objects"),
+            ),
+            Mount(str(env.real_config), (str(env.layers.config),), str(up / "config"), str(wk / "config")),
+        ]
+        write_spec(env.spec, mounts, env.repo)
+
+    def reset(self, env: Any) -> None:
+        assert isinstance(env, NamespaceCellEnv)
+        fresh_uppers(env.root)
+
+    def retarget(self, env: Any, cell: ResolvedCell) -> None:
+        assert isinstance(env, NamespaceCellEnv)
+        env.layers = self.cell_layers(cell)
+        env.cell = cell
+        self._write_view(env)
+        fresh_uppers(env.root)
+
+    def teardown(self, env: Any) -> None:
+        assert isinstance(env, NamespaceCellEnv)
+        if os.path.lexists(env.root):
+            shadowfs.remove_path(env.root)
+
+    def command(self, env: Any, argv: list[str]) -> list[str]:
+        assert isinstance(env, NamespaceCellEnv)
+        return env.wrap(argv)
+
+    def after_session(self, env: Any) -> dict[str, Any]:
+        """What the session wrote outside its cell (read from its upper folders, discarded at the next
+        reset), after copying a changed credentials file back (the one deliberate write-through)."""
+        from ablate.isolate.writes import session_writes
+
+        assert isinstance(env, NamespaceCellEnv)
+        copy_back_credentials(env)
+        return session_writes(env).to_json()
+
+    def describe(self, env: Any) -> dict[str, Any]:
+        assert isinstance(env, NamespaceCellEnv)
+        from dataclasses import asdict
+
+        lower = self.lower()
+        return {
+            "isolation": "namespace",
+            "fingerprints": dict(env.fingerprints),
+            "leaks": [asdict(leak) for leak in env.leaks],
+            "notes": list(env.notes),
+            "env": dict(redacted_env(env.env)),
+            "branch": lower.branch,
+            "hidden_from_git_status": list(lower.hidden),
+        }
+
+    def clean(self) -> None:
+        for path in (self.shared, *sorted(self.work_root.glob("s[0-9][0-9]"))):
+            if (path / MARKER).is_file():
+                shadowfs.remove_path(path)
+
+    def close(self) -> None:
+        """Remove the run's lower layers (after the last teardown)."""
+        if os.path.lexists(self.shared):
+            shadowfs.remove_path(self.shared)
+
+
+def build_repo_layers(items: list[dict[str, Any]], spec_path: Path) -> None:
+    """Run :mod:`ablate.isolate.cowlayer` on ``items`` (one subprocess, one private mount namespace)."""
+    for item in items:
+        for key in ("upper", "work", "mnt"):
+            Path(item[key]).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(spec_path, {"layers": items})
+    proc = subprocess.run(
+        [sys.executable, "-m", "ablate.isolate.cowlayer", str(spec_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise AblateError(
+            f"building a cell's repo layer failed: {(proc.stderr or proc.stdout).strip()[-500:]}"
+        )
+    for item in items:
+        for key in ("work", "mnt"):
+            shadowfs.remove_path(Path(item[key]))
+
+
+def copy_back_credentials(env: NamespaceCellEnv) -> bool:
+    """Copy ``.credentials.json`` back to the real file when the session changed it; True when it did."""
+    changed = env.upper("config") / CREDENTIALS
+    lower = env.layers.config / CREDENTIALS
+    real = env.real_config / CREDENTIALS
+    if not changed.is_file() or changed.is_symlink() or not lower.is_file():
+        return False
+    if sha256_file(changed) == sha256_file(lower):
+        return False
+    data = changed.read_bytes()
+    atomic_write_bytes(real, data, mode=0o600)
+    # every cell's copy too, so later sessions start from the refreshed token (a rename: open files keep theirs)
+    for copy in env.layers.config.parent.parent.glob(f"*/config/{CREDENTIALS}"):
+        atomic_write_bytes(copy, data, mode=0o600)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The probe's untouched session
+
+
+@dataclass
+class UntouchedView:
+    """The user's own setup at the real paths, copy-on-write: what C0 must equal (DESIGN §6)."""
+
+    root: Path
+    spec: Path
+    config_copy: Path
+    """The lower of the config dir: a plain copy of the user's (the probe neutralises its endpoint keys)."""
+    home: Path
+    repo: Path
+    real_config: Path
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "up" / "config"
+
+    @property
+    def cwd(self) -> Path:
+        return self.repo
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return wrap(self.spec, argv)
+
+    def upper(self, area: str) -> Path:
+        return self.root / "up" / area
+
+    def shown_as(self) -> dict[str, Path]:
+        return {
+            "tmp": Path("/tmp"),
+            "home": self.home,
+            "repo": self.repo,
+            "objects": self.repo / ".git" / "objects",
+            "config": self.real_config,
+        }
+
+
+#: Config-dir entries left out of the untouched copy: CLI-written history, and the credentials (the probe
+#: uses an API key against its capture endpoint).
+UNTOUCHED_SKIPPED = (CREDENTIALS, "telemetry", "debug", "file-history", "todos", "history.jsonl")
+
+
+def untouched_view(setup: Setup, root: Path) -> UntouchedView:
+    """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
+    their real paths with per-view upper folders: the session writes nothing anywhere."""
+    config_copy = root / "config"
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        rel = Path(folder).relative_to(setup.config_dir).parts
+        if len(rel) == 2 and rel[0] == "projects":
+            return [n for n in names if n != "memory"]
+        if not rel:
+            return [n for n in names if n in UNTOUCHED_SKIPPED]
+        return []
+
+    shutil.copytree(setup.config_dir, config_copy, symlinks=True, ignore=ignore)
+    account = setup.account_state
+    if account is not None and not (config_copy / ".claude.json").exists():
+        shutil.copy2(account, config_copy / ".claude.json")
+    view = UntouchedView(root, root / "view.json", config_copy, setup.home, setup.repo, setup.config_dir)
+    up, wk = root / "up", root / "wk"
+    areas = ("tmp", "home", "repo", "config")
+    mounts = [
+        Mount("/tmp", ("/tmp",), str(up / "tmp"), str(wk / "tmp")),
+        Mount(str(setup.home), (str(setup.home),), str(up / "home"), str(wk / "home")),
+        Mount(str(setup.repo), (str(setup.repo),), str(up / "repo"), str(wk / "repo")),
+        Mount(str(setup.config_dir), (str(config_copy),), str(up / "config"), str(wk / "config")),
+    ]
+    fresh_uppers(root, areas)
+    (up / "objects").mkdir()
+    write_spec(view.spec, mounts, setup.repo)
+    return view

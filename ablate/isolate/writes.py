@@ -1,0 +1,145 @@
+"""What a session wrote outside its cell, read from its upper folders (``namespace``) before they are discarded.
+
+Every area of a session's view (:data:`ablate.isolate.namespace.AREAS`) has an upper folder holding exactly
+what the session created, changed (copied up) or deleted (overlay whiteouts: character devices 0/0). The
+repository's upper is the task's own work and the config dir's CLI-written folders are the CLI's; everything
+else (the home, the user-authored part of the config dir, ``/tmp`` outside the CLI's own folder) is what a
+session, a hook or a shell rc file wrote outside its cell. All of it is discarded at the next reset: the
+report says what would have reached the user's machine without isolation.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ablate.isolate.shadow_home import ACCOUNT, WRITTEN_DIRS
+
+#: Config-dir entries the CLI itself writes in every session (not reported as writes outside the cell).
+CLI_CONFIG = (*WRITTEN_DIRS, ACCOUNT, "plugins/store", "telemetry")
+
+
+class _Uppers(Protocol):
+    def upper(self, area: str) -> Path: ...
+    def shown_as(self) -> dict[str, Path]: ...
+
+
+@dataclass
+class AreaWrites:
+    """Writes under one real path."""
+
+    path: str
+    files: int = 0
+    bytes: int = 0
+    deleted: int = 0
+    by_folder: dict[str, int] = field(default_factory=dict)
+    """Top folder (``~/.pyenv``) → files written or deleted under it."""
+
+    @property
+    def touched(self) -> int:
+        return self.files + self.deleted
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "files": self.files,
+            "bytes": self.bytes,
+            "deleted": self.deleted,
+            "by_folder": dict(sorted(self.by_folder.items())),
+        }
+
+
+@dataclass
+class SessionWrites:
+    """Per area of the view; ``outside`` holds the areas that are outside the cell."""
+
+    areas: dict[str, AreaWrites]
+    outside: dict[str, AreaWrites]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "discarded": True,
+            "areas": {k: v.to_json() for k, v in self.areas.items()},
+            "outside_cell": {k: v.to_json() for k, v in self.outside.items() if v.touched},
+        }
+
+
+def _is_whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def scan_upper(
+    upper: Path, shown_as: Path, *, label: str, depth: int = 1, skip: tuple[str, ...] = ()
+) -> AreaWrites:
+    """Count the files (and whiteouts) in ``upper``, grouped by their first ``depth`` path components."""
+    out = AreaWrites(str(shown_as))
+    if not upper.is_dir():
+        return out
+    skipped = {s.strip("/") for s in skip}
+    for dirpath, dirnames, filenames in os.walk(upper, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, upper)
+        rel_dir = "" if rel_dir == "." else rel_dir
+        keep = []
+        for d in dirnames:
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            if rel in skipped:
+                continue
+            keep.append(d)
+        dirnames[:] = keep
+        for f in filenames:
+            rel = f"{rel_dir}/{f}" if rel_dir else f
+            if rel in skipped:
+                continue
+            st = os.lstat(os.path.join(dirpath, f))
+            if _is_whiteout(st):
+                out.deleted += 1
+            else:
+                out.files += 1
+                out.bytes += st.st_size if stat.S_ISREG(st.st_mode) else 0
+            parts = rel.split("/")
+            top = "/".join(parts[:depth]) if len(parts) > depth else rel
+            key = f"{label}/{top}"
+            out.by_folder[key] = out.by_folder.get(key, 0) + 1
+    return out
+
+
+def session_writes(env: _Uppers) -> SessionWrites:
+    """Scan every upper folder of a session's view."""
+    shown = env.shown_as()
+    home = shown["home"]
+    areas: dict[str, AreaWrites] = {}
+    outside: dict[str, AreaWrites] = {}
+    for area, real in shown.items():
+        upper = env.upper(area)
+        areas[area] = scan_upper(upper, real, label=_label(real, home))
+    outside["home"] = areas["home"]
+    outside["config"] = scan_upper(
+        env.upper("config"), shown["config"], label=_label(shown["config"], home), depth=2, skip=CLI_CONFIG
+    )
+    uid = os.getuid()
+    outside["tmp"] = scan_upper(
+        env.upper("tmp"), shown["tmp"], label="/tmp", skip=(f"claude-{uid}", "cc-socks")
+    )
+    return SessionWrites(areas, outside)
+
+
+def _label(path: Path, home: Path) -> str:
+    if path == home:
+        return "~"
+    if str(path).startswith(str(home) + os.sep):
+        return "~/" + str(path.relative_to(home))
+    return str(path)
+
+
+def summary_lines(who: str, writes: dict[str, Any]) -> list[str]:
+    """One line per top folder written outside the cell: "C4 r01 wrote 136 files under ~/.pyenv — discarded"."""
+    lines = []
+    for area in (writes.get("outside_cell") or {}).values():
+        for folder, n in sorted(area.get("by_folder", {}).items(), key=lambda kv: (-kv[1], kv[0])):
+            noun = "file" if n == 1 else "files"
+            lines.append(f"{who} wrote {n} {noun} under {folder} — discarded")
+    return lines
