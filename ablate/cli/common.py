@@ -47,6 +47,14 @@ Repo = Annotated[
         help="The git repository the tasks run in (read only; each cell works in a private detached checkout of HEAD).",
     ),
 ]
+IsolationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--isolation",
+        help="namespace (every session in its own copy-on-write view at your real paths; default where it "
+        "works: Linux as root) or links (shadow home and config dir; macOS and other systems).",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
 ClaudeBin = Annotated[
     Path | None,

@@ -14,6 +14,7 @@ from ablate.cli.common import (
     AblateToml,
     ClaudeBin,
     ConfigDir,
+    IsolationOpt,
     Json,
     Repo,
     cell_set_names,
@@ -84,6 +85,8 @@ def render(result: ProbeResult) -> str:
         lines.append("leaks ablate cannot remove (every cell alike):")
         lines.extend(f"  - [{lk.kind}] {lk.path}: {lk.detail}" for lk in result.leaks)
     lines.extend(f"note: {n}" for n in result.notes)
+    if result.isolation:
+        lines.append(f"isolation: {result.isolation['backend']} ({result.isolation['reason']})")
     if not result.real_setup_unchanged:
         lines.append("ERROR: the real config dir or repository changed during the probe")
     per_cell = result.duration_s / max(1, len(result.cells))
@@ -119,6 +122,7 @@ def probe_cmd(
     ] = None,
     json_out: Json = False,
     ablate_toml: AblateToml = None,
+    isolation: IsolationOpt = None,
 ) -> None:
     """Prove which layers reach the model in every cell, for free.
 
@@ -126,8 +130,10 @@ def probe_cmd(
     no cost) and prints a matrix cells x layers: expected (from the cell) against observed (from the captured
     requests and the transcript's instructions, skill_listing and hook_success records; repo docs, which are
     never auto-loaded, from each cell's checkout). Fingerprints come from your real layer content; a layer
-    too generic to fingerprint is said to be so. It also checks shadow fidelity (C0's request equals the one
-    your untouched setup produces, apart from paths, the billing header and the git branch line).
+    too generic to fingerprint is said to be so. It also checks shadow fidelity: C0's request equals the one
+    your untouched setup produces (with --isolation namespace, in its own copy-on-write view at the real
+    paths: byte for byte apart from the session id, the billing header and git status lines of repo-layer
+    files; with links, apart from paths, the billing header and the git branch line).
 
     Exit codes: 0 every cell faithful (or no-op), 1 a cell leaked, missed a layer or failed, or the fidelity
     check failed, 2 bad input (setup, cell set, claude binary).
@@ -155,6 +161,7 @@ def probe_cmd(
         cell_ids=only,
         with_mcp=with_mcp,
         jobs=jobs,
+        isolation=isolation,
         on_cell=None if json_out else lambda cid, what: typer.echo(f"  {cid}: {what}", err=True),
     )
     if json_out:

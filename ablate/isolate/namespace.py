@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -641,3 +641,72 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
     (up / "objects").mkdir()
     write_spec(view.spec, mounts, setup.repo)
     return view
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checks the probe runs on a namespace cell
+
+_STATUS = "\nStatus:\n"
+
+
+def hide_status_lines(text: str, hidden: Sequence[str]) -> str:
+    """``text`` with the lines of the CLI's git status block that name a ``hidden`` path (or a folder of one)
+    removed, "(clean)" when none is left: how the user's status reads once repo-layer files are hidden."""
+    at = text.find(_STATUS)
+    if at < 0 or not hidden:
+        return text
+    body_start = at + len(_STATUS)
+    end = text.find("\n\n", body_start)
+    end = len(text) if end < 0 else end
+    roots = [h.strip("/") for h in hidden]
+
+    def named(line: str) -> bool:
+        path = line[3:].strip().strip('"')
+        path = path.split(" -> ")[-1].rstrip("/")
+        return any(path == r or path.startswith(r + "/") or r.startswith(path + "/") for r in roots)
+
+    lines = text[body_start:end].split("\n")
+    kept = [ln for ln in lines if not named(ln)]
+    if kept == lines:
+        return text
+    return text[:body_start] + ("\n".join(kept) if kept else "(clean)") + text[end:]
+
+
+def namespace_problems(env: NamespaceCellEnv) -> list[str]:
+    """Static checks of a namespace cell: the CLI's environment points at the real paths, the cell's config
+    dir holds no symlink at all (a link to the real path would be the cell itself), no stray variables."""
+    problems = []
+    if env.env.get("HOME") != str(env.home):
+        problems.append(f"HOME is not the real home {env.home}")
+    if env.env.get("CLAUDE_CONFIG_DIR") != str(env.real_config):
+        problems.append(f"CLAUDE_CONFIG_DIR is not the real config dir {env.real_config}")
+    for dirpath, dirnames, filenames in os.walk(env.layers.config):
+        for name in (*dirnames, *filenames):
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                problems.append(f"{p.relative_to(env.layers.config)} is a symlink in the cell's config dir")
+    for k in env.env:
+        if k.startswith(("CLAUDE_", "ANTHROPIC_")) and k not in _ALLOWED_ENV:
+            problems.append(f"stray variable {k} in the session environment changes the cell")
+    return problems
+
+
+_ALLOWED_ENV = frozenset(
+    {
+        "CLAUDE_CONFIG_DIR",
+        "CLAUDE_CODE_MAX_RETRIES",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
+        "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_CUSTOM_HEADERS",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "ANTHROPIC_BEDROCK_BASE_URL",
+        "ANTHROPIC_VERTEX_BASE_URL",
+    }
+)

@@ -38,7 +38,16 @@ from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
 from ablate.core.fsutil import tree_hash
 from ablate.core.proc import run_process
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
+from ablate.isolate.namespace import (
+    NamespaceCellEnv,
+    NamespaceEnvironments,
+    choose_isolation,
+    hide_status_lines,
+    namespace_problems,
+    untouched_view,
+)
 from ablate.isolate.shadow_home import WRITTEN_DIRS
+from ablate.isolate.writes import session_writes, summary_lines
 from ablate.probe.fingerprints import LayerPrint, drop_generic, layer_prints, needle_in
 from ablate.setup.cells import CellSet, ResolvedCell, cell_effect
 from ablate.setup.examples import git
@@ -105,6 +114,8 @@ class CellProbe:
     exit_code: int
     duration_s: float
     problems: list[str] = field(default_factory=list)
+    writes: dict[str, Any] = field(default_factory=dict)
+    """namespace: what the session wrote outside its cell (discarded), :mod:`ablate.isolate.writes`."""
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -121,6 +132,7 @@ class ProbeResult:
     notes: list[str]
     real_setup_unchanged: bool
     duration_s: float
+    isolation: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -140,6 +152,7 @@ class ProbeResult:
             "claude": self.claude,
             "notes": self.notes,
             "real_setup_unchanged": self.real_setup_unchanged,
+            "isolation": self.isolation,
             "duration_s": round(self.duration_s, 2),
         }
 
@@ -165,10 +178,19 @@ def _session_env(config_dir: Path, home: Path, base_url: str) -> dict[str, str]:
 
 
 def _run(
-    claude: ClaudeBinary, *, cwd: Path, env: dict[str, str], config_dir: Path, log: Path, out_dir: Path
+    claude: ClaudeBinary,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    config_dir: Path,
+    log: Path,
+    out_dir: Path,
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> Observation:
     sid = str(uuid.uuid4())
     argv = claude_argv(claude.path, prompt=PROBE_PROMPT, model=PROBE_MODEL, session_id=sid, max_turns=1)
+    if wrap is not None:
+        argv = wrap(argv)  # the namespace backend: the session runs in its own copy-on-write view
     res = run_process(argv, cwd=cwd, env=env, timeout=120, stdout_path=out_dir / f"{sid}.stdout.json")
     transcript = find_transcript(config_dir, sid)
     obs = Observation(sid, res.returncode, res.duration_s, transcript)
@@ -270,8 +292,8 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
         if isinstance(data, dict) and data.pop("mcpServers", None) is not None:
             account.write_text(json.dumps(data, indent=2), encoding="utf-8")
     creds = config_dir / ".credentials.json"
-    if creds.is_symlink():
-        creds.unlink()
+    if creds.is_symlink() or creds.is_file():
+        creds.unlink()  # the cell's own link or copy (namespace): the probe uses an API key
     return notes
 
 
@@ -365,9 +387,19 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
     return problems
 
 
+def _checkout_layer(cenv: Any, layer: Any, setup: Setup) -> tuple[bool, str, list[str]]:
+    """A repo layer as the cell's session sees it: the namespace backend resolved it in the cell's merged
+    view when it built the cell; a links cell's checkout is a plain folder."""
+    if isinstance(cenv, NamespaceCellEnv):
+        seen = cenv.layers.repo_layers.get(layer.id, {})
+        return bool(seen.get("present")), str(seen.get("fingerprint", "")), list(seen.get("entries", []))
+    lf = resolve_layer(layer, cenv.cwd, memory_slug=setup.memory_slug)
+    return lf.present, lf.fingerprint, list(lf.entries)
+
+
 def judge_cell(
     cell: ResolvedCell,
-    cenv: CellEnvironment,
+    cenv: Any,
     obs: Observation,
     prints: dict[str, LayerPrint],
     live: dict[str, LayerFiles],
@@ -386,16 +418,14 @@ def judge_cell(
             checks[layer.id] = LayerCheck("absent", "absent", "not-in-setup")
             continue
         if p.kind == "files":
-            in_cell = resolve_layer(layer, cenv.cwd, memory_slug=setup.memory_slug)
-            same = in_cell.present and in_cell.fingerprint == live[layer.id].fingerprint
-            observed: Literal["present", "absent", "unknown", "unprobed"] = (
-                "present" if in_cell.present else "absent"
-            )
+            present, fingerprint, entries = _checkout_layer(cenv, layer, setup)
+            same = present and fingerprint == live[layer.id].fingerprint
+            observed: Literal["present", "absent", "unknown", "unprobed"] = "present" if present else "absent"
             if expected == "present" and not same:
                 status: Any = "missing"
-                ev = "absent from the checkout" if not in_cell.present else "differs from the live tree"
-            elif expected == "absent" and in_cell.present:
-                status, ev = "leak", f"still in the checkout: {', '.join(in_cell.entries)}"
+                ev = "absent from the checkout" if not present else "differs from the live tree"
+            elif expected == "absent" and present:
+                status, ev = "leak", f"still in the checkout: {', '.join(entries)}"
             else:
                 status, ev = (
                     "ok",
@@ -421,10 +451,15 @@ def judge_cell(
             status = "ok"
             ev = f"{len(hits)}/{len(p.needles)} fingerprints seen" if hits else "no fingerprint seen"
         checks[layer.id] = LayerCheck(expected, observed, status, ev)
-    foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
-    problems.extend(shadow_problems(cenv, setup))
-    for lk in ancestor_leaks(cenv.cwd):
-        problems.append(f"ancestor file above the checkout: {lk.path}")
+    if isinstance(cenv, NamespaceCellEnv):
+        # at the real paths: the config dir and repository the user's own session would load from
+        foreign = _foreign_files(obs, [cenv.real_config, cenv.cwd])
+        problems.extend(namespace_problems(cenv))
+    else:
+        foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
+        problems.extend(shadow_problems(cenv, setup))
+        for lk in ancestor_leaks(cenv.cwd):
+            problems.append(f"ancestor file above the checkout: {lk.path}")
     if obs.models and obs.models != {PROBE_MODEL}:
         problems.append(f"requests used model(s) {sorted(obs.models)}, not {PROBE_MODEL}")
     if obs.error:
@@ -458,15 +493,34 @@ _BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
 _BRANCH = re.compile(r"(Current branch: )[^\n]*")
 
 
-def normalise_request(body: dict[str, Any], replacements: dict[str, str]) -> str:
-    """The request as text with paths, the billing header and the git branch line made comparable."""
-    text = json.dumps(
-        {k: body.get(k) for k in ("system", "messages", "tools", "model", "max_tokens")}, sort_keys=True
-    )
+def normalise_request(
+    body: dict[str, Any],
+    replacements: dict[str, str],
+    *,
+    keep_branch: bool = False,
+    status_hidden: Sequence[str] = (),
+) -> str:
+    """The request as text with paths, the billing header and the git branch line made comparable
+    (``keep_branch``: the branch line is compared too); git status lines naming ``status_hidden`` paths are
+    dropped."""
+    picked = {k: body.get(k) for k in ("system", "messages", "tools", "model", "max_tokens")}
+    if status_hidden:
+        picked = _map_strings(picked, lambda t: hide_status_lines(t, status_hidden))
+    text = json.dumps(picked, sort_keys=True)
     for src in sorted(replacements, key=len, reverse=True):
         text = text.replace(src, replacements[src])
     text = _BILLING.sub("x-anthropic-billing-header: <billing>", text)
-    return _BRANCH.sub(r"\1<branch>", text)
+    return text if keep_branch else _BRANCH.sub(r"\1<branch>", text)
+
+
+def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    return value
 
 
 def _diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
@@ -499,45 +553,71 @@ def probe(
     jobs: int = 2,
     builder: Builder = build_environment,
     on_cell: Callable[[str, str], None] | None = None,
+    isolation: str | None = None,
 ) -> ProbeResult:
     """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
 
-    ``builder`` is the environment builder (the probe exists to check it; tests hand it broken ones).
+    ``isolation``: ``namespace`` (default where it works: every session, the untouched one included, in its
+    own copy-on-write view at the real paths) or ``links``. ``builder`` is the ``links`` environment builder
+    (the probe exists to check it; tests hand it broken ones, which forces ``links``).
     """
     start = time.monotonic()
+    chosen = choose_isolation("links" if builder is not build_environment else isolation)
+    namespace = chosen.backend == "namespace"
     inv = inventory(setup, catalog)
     prints = layer_prints(catalog, inv.layers, with_mcp=with_mcp)
-    before = (tree_hash(setup.config_dir), tree_hash(setup.repo, exclude=(".git",)))
+    before = (tree_hash(setup.config_dir), tree_hash(setup.repo))
     owned = work is None
     root = Path(tempfile.mkdtemp(prefix="ablate-probe-")) if work is None else work
     root.mkdir(parents=True, exist_ok=True)
-    notes: list[str] = []
+    notes: list[str] = [f"isolation: {chosen.backend} ({chosen.reason})"]
     if not claude.is_pinned:
         notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
     if not with_mcp and prints["mcp"].kind != "absent":
         notes.append("MCP was not probed: servers are real processes (use --with-mcp)")
     selected = cells.select(cell_ids)
-    envs: dict[str, CellEnvironment] = {}
+    envs: dict[str, Any] = {}
+    ns_backend: NamespaceEnvironments | None = None
+    writes: dict[str, dict[str, Any]] = {}
     try:
         with SimServer(log_path=root / "requests.jsonl") as sim:
             log = root / "requests.jsonl"
 
-            def build(cell: ResolvedCell) -> CellEnvironment:
-                cenv = builder(
-                    setup, catalog, cell, root / "cells", extra_env={"ANTHROPIC_BASE_URL": sim.base_url}
-                )
-                notes.extend(neutralise(cenv.config_dir, with_mcp=with_mcp))
+            def probe_env(cenv: Any) -> None:
                 cenv.env["ANTHROPIC_BASE_URL"] = sim.base_url
                 cenv.env.setdefault("ANTHROPIC_API_KEY", "sk-ablate-probe")
                 cenv.env["CLAUDE_CODE_MAX_RETRIES"] = "0"
-                return cenv
 
-            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                for cell, cenv in zip(selected, pool.map(build, selected), strict=True):
-                    envs[cell.id] = cenv
+            if namespace:
+                ns_backend = NamespaceEnvironments(
+                    setup, catalog, root / "ns", extra_env={"ANTHROPIC_BASE_URL": sim.base_url}
+                )
+                for slot, cell in enumerate(selected):
+                    nenv = ns_backend.build(cell, slot)
+                    notes.extend(neutralise(nenv.layers.config, with_mcp=with_mcp))
+                    probe_env(nenv)
+                    envs[cell.id] = nenv
+            else:
+
+                def build(cell: ResolvedCell) -> CellEnvironment:
+                    cenv = builder(
+                        setup, catalog, cell, root / "cells", extra_env={"ANTHROPIC_BASE_URL": sim.base_url}
+                    )
+                    notes.extend(neutralise(cenv.config_dir, with_mcp=with_mcp))
+                    probe_env(cenv)
+                    return cenv
+
+                with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                    for cell, cenv in zip(selected, pool.map(build, selected), strict=True):
+                        envs[cell.id] = cenv
 
             baseline_obs = _baseline(claude, root, sim.base_url, log)
-            untouched_obs, untouched_paths = _untouched(setup, claude, root, sim.base_url, log)
+            if namespace:
+                any_env = next(iter(envs.values()), None)
+                untouched_obs = _untouched_namespace(setup, claude, root, sim.base_url, log, any_env)
+                untouched_paths: dict[str, str] = {}
+            else:
+                untouched_obs, untouched_paths = _untouched(setup, claude, root, sim.base_url, log)
 
             def run_cell(cell: ResolvedCell) -> Observation:
                 cenv = envs[cell.id]
@@ -548,7 +628,10 @@ def probe(
                     config_dir=cenv.config_dir,
                     log=log,
                     out_dir=root / "stdout",
+                    wrap=cenv.wrap if isinstance(cenv, NamespaceCellEnv) else None,
                 )
+                if isinstance(cenv, NamespaceCellEnv):
+                    writes[cell.id] = session_writes(cenv).to_json()
                 if on_cell is not None:
                     on_cell(cell.id, obs.error or "ran")
                 return obs
@@ -561,13 +644,25 @@ def probe(
             judge_cell(c, envs[c.id], observations[c.id], prints, inv.layers, inv.imports, catalog, setup)
             for c in selected
         ]
-        fidelity = _fidelity(cells, envs, observations, untouched_obs, untouched_paths, setup)
+        for r in results:
+            r.writes = writes.get(r.id, {})
+            notes.extend(summary_lines(r.id, r.writes))
+        hidden = ns_backend.lower().hidden if ns_backend is not None else []
+        fidelity = _fidelity(
+            cells, envs, observations, untouched_obs, untouched_paths, setup, exact=namespace, hidden=hidden
+        )
     finally:
         for cenv in envs.values():
-            teardown_environment(cenv)
+            if isinstance(cenv, NamespaceCellEnv):
+                assert ns_backend is not None
+                ns_backend.teardown(cenv)
+            else:
+                teardown_environment(cenv)
+        if ns_backend is not None:
+            ns_backend.close()
         if owned:
             shutil.rmtree(root, ignore_errors=True)
-    after = (tree_hash(setup.config_dir), tree_hash(setup.repo, exclude=(".git",)))
+    after = (tree_hash(setup.config_dir), tree_hash(setup.repo))
     leaks = list(inv.leaks)
     for cenv in envs.values():
         for lk in cenv.leaks:
@@ -589,6 +684,7 @@ def probe(
         notes=sorted(set(notes)),
         real_setup_unchanged=before == after,
         duration_s=time.monotonic() - start,
+        isolation=chosen.to_json(),
     )
 
 
@@ -620,6 +716,25 @@ def _untouched(
     }
 
 
+def _untouched_namespace(
+    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, like: Any
+) -> Observation:
+    """The untouched setup at the real paths in its own copy-on-write view (the live home and repository,
+    a plain copy of the config dir, endpoint keys neutralised), with the very environment of the cells."""
+    view = untouched_view(setup, root / "untouched")
+    neutralise(view.config_copy, with_mcp=False)
+    env = dict(like.env) if like is not None else _session_env(setup.config_dir, setup.home, base_url)
+    return _run(
+        claude,
+        cwd=view.cwd,
+        env=env,
+        config_dir=view.config_dir,
+        log=log,
+        out_dir=root / "stdout",
+        wrap=view.wrap,
+    )
+
+
 def _fidelity(
     cells: CellSet,
     envs: dict[str, CellEnvironment],
@@ -627,6 +742,9 @@ def _fidelity(
     untouched: Observation,
     untouched_paths: dict[str, str],
     setup: Setup,
+    *,
+    exact: bool = False,
+    hidden: Sequence[str] = (),
 ) -> dict[str, Any]:
     control = cells.control
     if control not in envs or not cells.get(control).is_control:
@@ -638,6 +756,20 @@ def _fidelity(
     obs = observations[control]
     if obs.first_request is None or untouched.first_request is None:
         return {"checked": True, "equal": False, "reason": "a session sent no request", "differences": []}
+    if exact:
+        # namespace: the same paths, slugs and branch; only the session id (not in the compared fields) and
+        # the billing header may differ, and the git status lines naming repo-layer files, which every cell
+        # hides so that a stripped layer leaves no trace
+        a = normalise_request(obs.first_request, {}, keep_branch=True, status_hidden=hidden)
+        b = normalise_request(untouched.first_request, {}, keep_branch=True, status_hidden=hidden)
+        return {
+            "checked": True,
+            "equal": a == b,
+            "exact": True,
+            "compared": f"{control} against the untouched setup (its own copy-on-write view at the real paths)",
+            "ignored": ["session id", "billing header", "git status lines of repo-layer files"],
+            "differences": [] if a == b else _diff_summary(a, b),
+        }
     cenv = envs[control]
     a = normalise_request(
         obs.first_request,
