@@ -145,6 +145,15 @@ class FakeBackend:
     def clean(self) -> None:
         self.cleans += 1
 
+    def command(self, env: Any, argv: list[str]) -> list[str]:
+        return list(argv)
+
+    def after_session(self, env: Any) -> dict[str, Any] | None:
+        return None
+
+    def stripped_paths(self, env: Any) -> list[str]:
+        return []
+
 
 def base_env(tmp: Path, **extra: str) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FAKE_STATE": str(tmp / "calls")}

@@ -16,6 +16,7 @@ from ablate.cli.common import (
     AblateToml,
     ClaudeBin,
     ConfigDir,
+    IsolationOpt,
     Json,
     Repo,
     cli_errors,
@@ -207,12 +208,15 @@ def _run(
     backoff: float,
     dirty: bool,
     isolate_state: bool,
+    isolation: str | None,
     ablate_toml: AblateToml,
     json: bool,
     model_given: bool,
 ) -> None:
     from ablate.core.claude import find_claude
-    from ablate.isolate.backend import ShadowEnvironments
+    from ablate.isolate.backend import EnvBackend, ShadowEnvironments
+    from ablate.isolate.namespace import NamespaceEnvironments, choose_isolation
+    from ablate.run.folder import write_manifest
     from ablate.run.prepare import RunRequest, prepare_run
     from ablate.run.scheduler import Runner, RunOptions
 
@@ -254,15 +258,31 @@ def _run(
     _err(f"run folder: {folder.root}")
 
     work_root = (work_dir or Path(tempfile.gettempdir()) / "ablate-envs") / folder.root.name
-    backend = ShadowEnvironments(
-        setup,
-        catalog,
-        work_root,
-        isolate_state=isolate_state,
-        dirty=dirty,
-        base_env=dict(os.environ),
-        extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
-    )
+    chosen = choose_isolation(isolation)
+    _err(f"isolation: {chosen.backend} ({chosen.reason})")
+    manifest = manifest.model_copy(update={"isolation": chosen.to_json()})
+    write_manifest(folder, manifest)
+    backend: EnvBackend
+    if chosen.backend == "namespace":
+        backend = NamespaceEnvironments(
+            setup,
+            catalog,
+            work_root,
+            isolate_state=isolate_state,
+            dirty=dirty,
+            base_env=dict(os.environ),
+            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
+        )
+    else:
+        backend = ShadowEnvironments(
+            setup,
+            catalog,
+            work_root,
+            isolate_state=isolate_state,
+            dirty=dirty,
+            base_env=dict(os.environ),
+            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
+        )
     options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
     display = _Display(enabled=not json)
     runner = Runner(
@@ -399,6 +419,7 @@ def run_cmd(
     backoff: Backoff = 30.0,
     dirty: Dirty = False,
     isolate_state: IsolateState = False,
+    isolation: IsolationOpt = None,
     ablate_toml: AblateToml = None,
     json: Json = False,
 ) -> None:

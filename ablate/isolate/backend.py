@@ -46,6 +46,18 @@ class EnvBackend(Protocol):
         """Remove what a crashed run left in the work root."""
         ...
 
+    def command(self, env: CellEnv, argv: list[str]) -> list[str]:
+        """The command line that runs ``argv`` in ``env`` (``namespace``: inside the session's view)."""
+        ...
+
+    def after_session(self, env: CellEnv) -> dict[str, Any] | None:
+        """Called once a session ended, before the next reset: what it wrote outside its cell (discarded)."""
+        ...
+
+    def stripped_paths(self, env: CellEnv) -> list[str]:
+        """Repo paths the cell strips (what :func:`ablate.isolate.gitreads.git_history_reads` looks for)."""
+        ...
+
 
 class ShadowEnvironments:
     """The real backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private checkout)."""
@@ -122,6 +134,31 @@ class ShadowEnvironments:
 
         if self.work_root.exists():
             clean(self.work_root)
+
+    def command(self, env: CellEnv, argv: list[str]) -> list[str]:
+        return list(argv)
+
+    def after_session(self, env: CellEnv) -> dict[str, Any] | None:
+        return None  # links: what a session writes outside its shadow is not observable per session
+
+    def stripped_paths(self, env: CellEnv) -> list[str]:
+        return stripped_repo_paths(self.setup, self.catalog, getattr(env, "cell", None))
+
+
+def stripped_repo_paths(setup: Any, catalog: Any, cell: ResolvedCell | None) -> list[str]:
+    """The repo entries (live tree and HEAD) of every repo layer ``cell`` strips or replaces."""
+    from ablate.setup.layers import resolve_layer
+
+    if cell is None:
+        return []
+    gone = set(cell.stripped) | set(cell.replace)
+    out: set[str] = set()
+    for layer in catalog:
+        if layer.side != "repo" or layer.id not in gone:
+            continue
+        out.update(resolve_layer(layer, setup.repo, memory_slug=setup.memory_slug).entries)
+        out.update(layer.patterns(setup.memory_slug))
+    return sorted(p.rstrip("/") for p in out if "*" not in p)
 
 
 def _jsonable(value: Any) -> Any:

@@ -493,6 +493,12 @@ class NamespaceEnvironments:
         assert isinstance(env, NamespaceCellEnv)
         return env.wrap(argv)
 
+    def stripped_paths(self, env: Any) -> list[str]:
+        from ablate.isolate.backend import stripped_repo_paths
+
+        assert isinstance(env, NamespaceCellEnv)
+        return stripped_repo_paths(self.setup, self.catalog, env.cell)
+
     def after_session(self, env: Any) -> dict[str, Any]:
         """What the session wrote outside its cell (read from its upper folders, discarded at the next
         reset), after copying a changed credentials file back (the one deliberate write-through)."""

@@ -504,6 +504,7 @@ def normalise_request(
     (``keep_branch``: the branch line is compared too); git status lines naming ``status_hidden`` paths are
     dropped."""
     picked = {k: body.get(k) for k in ("system", "messages", "tools", "model", "max_tokens")}
+    picked["messages"] = _hook_order_free(picked.get("messages"))
     if status_hidden:
         picked = _map_strings(picked, lambda t: hide_status_lines(t, status_hidden))
     text = json.dumps(picked, sort_keys=True)
@@ -511,6 +512,36 @@ def normalise_request(
         text = text.replace(src, replacements[src])
     text = _BILLING.sub("x-anthropic-billing-header: <billing>", text)
     return text if keep_branch else _BRANCH.sub(r"\1<branch>", text)
+
+
+_HOOK_BLOCK = re.compile(r"^<system-reminder>\n\w+(:\w+)? hook (success|error|blocking)")
+
+
+def _hook_order_free(messages: Any) -> Any:
+    """Messages with each run of consecutive hook-output blocks sorted: the CLI runs a event's hooks
+    concurrently and adds their outputs in the order they finish (measured: two SessionStart hooks swap
+    places between two sessions of the very same setup)."""
+    if not isinstance(messages, list):
+        return messages
+    out = []
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            out.append(msg)
+            continue
+        blocks: list[Any] = []
+        run: list[Any] = []
+        for block in [*content, None]:
+            text = block.get("text") if isinstance(block, dict) else None
+            if isinstance(text, str) and _HOOK_BLOCK.match(text):
+                run.append(block)
+                continue
+            blocks.extend(sorted(run, key=lambda b: json.dumps(b, sort_keys=True)))
+            run = []
+            if block is not None:
+                blocks.append(block)
+        out.append({**msg, "content": blocks})
+    return out
 
 
 def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
@@ -767,7 +798,12 @@ def _fidelity(
             "equal": a == b,
             "exact": True,
             "compared": f"{control} against the untouched setup (its own copy-on-write view at the real paths)",
-            "ignored": ["session id", "billing header", "git status lines of repo-layer files"],
+            "ignored": [
+                "session id",
+                "billing header",
+                "git status lines of repo-layer files",
+                "order of concurrent hook outputs",
+            ],
             "differences": [] if a == b else _diff_summary(a, b),
         }
     cenv = envs[control]

@@ -288,6 +288,8 @@ class RunManifest(Spec):
     """The setup ablated: config dir, repo, HEAD, dirty files."""
     host: str = ""
     """Host that made the plan."""
+    isolation: dict[str, str] = Field(default_factory=dict)
+    """The isolation backend of the last invocation (``backend``: namespace or links) and why it was chosen."""
     sessions: list[ManifestSession] = Field(default_factory=list)
     """Every `ablate run` invocation on this folder, oldest first."""
 

@@ -40,6 +40,7 @@ from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError
 from ablate.core.proc import ExecResult, kill_tree, run_process
 from ablate.isolate.backend import CellEnv, EnvBackend
+from ablate.isolate.gitreads import git_history_reads
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
 from ablate.run.folder import (
@@ -184,6 +185,8 @@ class _Outcome:
     status: str
     transcript: Path | None
     error: str | None = None
+    flags: list[str] = field(default_factory=list)
+    writes: dict[str, Any] | None = None
 
 
 class Runner:
@@ -531,8 +534,9 @@ class Runner:
         stdout = folder.stdout_path(it.item, a.n)
         env = dict(job.env.env)
         env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
+        argv = self.backend.command(job.env, job.argv)
         try:
-            ex = run_process(job.argv, cwd=job.env.cwd, env=env, timeout=job.timeout_s, stdout_path=stdout)
+            ex = run_process(argv, cwd=job.env.cwd, env=env, timeout=job.timeout_s, stdout_path=stdout)
         except OSError as exc:
             return _Outcome(job, None, None, "launch_error", None, error=str(exc))
         if ex.stderr_tail.strip():
@@ -542,9 +546,14 @@ class Runner:
         transcript = copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n))
         target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
         try:
+            writes = self.backend.after_session(job.env)
+            flags = git_history_reads(transcript, self.backend.stripped_paths(job.env))
+        except Exception as exc:  # the report must not lose the session
+            writes, flags = {"error": f"could not inspect the session's writes: {exc}"}, []
+        try:
             mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
         except OSError as exc:
-            return _Outcome(job, ex, None, "no_transcript", transcript, error=str(exc))
+            return _Outcome(job, ex, None, "no_transcript", transcript, error=str(exc), writes=writes)
         if ex.timed_out:
             status = "timeout"
         elif a.session_id in self._killed_sessions:
@@ -553,7 +562,7 @@ class Runner:
             status = "rate_limited"
         else:
             status = mined.status
-        return _Outcome(job, ex, mined, status, transcript)
+        return _Outcome(job, ex, mined, status, transcript, flags=flags, writes=writes)
 
     def _kill_running(self) -> None:
         """Kill the process tree of every running session (found by its unique --session-id)."""
@@ -612,7 +621,16 @@ class Runner:
             return
         self._not_before.pop(it.item, None)
         result = build_result(
-            self.folder, it, a, res.session, res.exec, res.status, res.transcript, res.error
+            self.folder,
+            it,
+            a,
+            res.session,
+            res.exec,
+            res.status,
+            res.transcript,
+            res.error,
+            flags=res.flags,
+            writes=res.writes,
         )
         write_result(self.folder, result)
         if res.status in COMPLETE_STATUSES:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -80,6 +81,9 @@ def build_result(
     status: str,
     transcript: Path | None,
     error: str | None = None,
+    *,
+    flags: Sequence[str] = (),
+    writes: Mapping[str, Any] | None = None,
 ) -> ItemResult:
     """The item's :class:`ItemResult` for one finished attempt (paths relative to the run folder)."""
     rel = folder.root
@@ -114,6 +118,8 @@ def build_result(
             "transcript": str(transcript.relative_to(rel)) if transcript else None,
             "error": _first_line(error) if error else None,
             "session": doc,
+            "flags": list(flags),
+            "writes": dict(writes) if writes is not None else None,
         }
     )
 

@@ -1,0 +1,248 @@
+"""End to end: sessions that try to break out of their cell (DESIGN §3, invariant 8).
+
+The real pinned CLI against the scripted sim. One adversarial Bash call appends to skill, agent, hook and
+command files, runs ``git config --global``, writes ``~/.config/x``, commits, sets ``git config`` and a
+``pre-commit`` hook in the checkout, writes into the object store (through ``objects/info/alternates`` when
+the checkout has one, else the real path of the user's store), reads a stripped runbook back through git and
+writes to ``/tmp``; the home's ``.bashrc`` rewrites ``~/.toolchain/shim`` in every shell; a Python hook
+imports a sibling module (``__pycache__``) and prints the git branch. Afterwards the home, the config dir and
+the repository (``.git`` included) are byte-identical, and the next item, in another cell, sees none of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ablate.core.claude import claude_argv, find_claude
+from ablate.core.fsutil import tree_hash, tree_listing
+from ablate.core.proc import run_process
+from ablate.isolate.gitreads import STRIPPED_FLAG, git_history_reads
+from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments, namespace_support
+from ablate.isolate.writes import summary_lines
+from ablate.probe.probe import probe
+from ablate.setup.cells import load_cell_set
+from ablate.setup.examples import ExampleSetup, materialise_example
+from ablate.setup.layers import load_catalog
+from ablate.setup.load import load_setup
+from ablate.sim import SimServer, iter_requests, script_from_data
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "claude-sonnet-4-6"
+ATTACK = r"""
+set +e
+echo ATTACK >> "$HOME/.claude/skills/release-notes/SKILL.md"
+echo ATTACK >> "$HOME/.claude/agents/doc-summarizer.md"
+echo ATTACK >> "$HOME/.claude/hooks/post_tool.py"
+echo ATTACK >> "$HOME/.claude/commands/standup.md"
+git config --global user.name attacker
+mkdir -p "$HOME/.config" && echo ATTACK > "$HOME/.config/x"
+echo ATTACK >> README.md
+git add -A && git -c user.name=a -c user.email=a@b.invalid commit -qm attack
+git config core.attack yes
+printf '#!/bin/sh\nexit 0\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+alt=$(cat .git/objects/info/alternates 2>/dev/null)
+[ -n "$alt" ] && echo ATTACK > "$alt/attack-through-alternates"
+echo ATTACK > "$(git rev-parse --path-format=absolute --git-path objects)/attack-direct"
+echo ATTACK > /tmp/ablate-iso-attack
+git show HEAD:docs/runbooks/deploy.md | head -1
+echo ATTACK-DONE
+"""
+CHECK = (
+    'echo "cfg=[$(git config core.attack)] hook=[$(test -e .git/hooks/pre-commit && echo yes)] '
+    "x=[$(cat ~/.config/x 2>/dev/null)] gl=[$(git config --global user.name)] "
+    "skill=[$(grep -c ATTACK ~/.claude/skills/release-notes/SKILL.md)] "
+    "head=[$(git log -1 --format=%s)] tmp=[$(cat /tmp/ablate-iso-attack 2>/dev/null)] "
+    "branch=[$(git branch --show-current)] status=[$(git status --porcelain)] "
+    'runbooks=[$(ls docs/runbooks 2>/dev/null | tr "\\n" " ")]"'
+)
+BRANCH_HOOK = """#!/usr/bin/env python3
+import subprocess
+
+import hookutil  # a sibling module: importing it writes __pycache__ next to it
+
+branch = subprocess.run(["git", "branch", "--show-current"], capture_output=True, text=True).stdout.strip()
+print(f"hook-branch=[{branch}] {hookutil.TAG}")
+"""
+
+
+def _script() -> Any:
+    def rules(marker: str, command: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": f"{marker}-bash",
+                "where": "prompt",
+                "contains": [marker],
+                "turn": 0,
+                "tool_use": [{"name": "Bash", "input": {"command": command, "description": marker}}],
+            },
+            {
+                "name": f"{marker}-done",
+                "where": "prompt",
+                "contains": [marker],
+                "turn": {"min": 1},
+                "text": "done",
+            },
+        ]
+
+    return script_from_data(
+        {
+            "default": {"text": "OK."},
+            "rules": [*rules("ISO-ATTACK", ATTACK), *rules("ISO-CHECK", CHECK)],
+        }
+    )
+
+
+def _adversarial_example(dest: Path, *, sandbox: bool = False) -> ExampleSetup:
+    ex = materialise_example(dest)
+    (ex.home / ".toolchain").mkdir()
+    (ex.home / ".toolchain" / "shim").write_text('#!/bin/sh\nexec /usr/bin/python3 "$@"\n')
+    (ex.home / ".bashrc").write_text('echo "rewritten by $$ for $HOME" > "$HOME/.toolchain/shim"\n')
+    hooks = ex.config_dir / "hooks"
+    (hooks / "hookutil.py").write_text('TAG = "(branch hook)"\n')
+    (hooks / "branch_hook.py").write_text(BRANCH_HOOK)
+    (hooks / "branch_hook.py").chmod(0o755)
+    settings = json.loads((ex.config_dir / "settings.json").read_text())
+    settings["hooks"]["SessionStart"].append(
+        {
+            "hooks": [
+                {"type": "command", "command": f'cd "$CLAUDE_PROJECT_DIR" && python3 {hooks}/branch_hook.py'}
+            ]
+        }
+    )
+    if sandbox:
+        settings["sandbox"] = {"enabled": True}
+    (ex.config_dir / "settings.json").write_text(json.dumps(settings, indent=2))
+    return ex
+
+
+def _hashes(ex: ExampleSetup) -> tuple[str, str]:
+    return tree_hash(ex.home), tree_hash(ex.repo)
+
+
+def _tool_output(transcript: Path) -> str:
+    out = []
+    for line in transcript.read_bytes().splitlines():
+        rec = orjson.loads(line)
+        content = (rec.get("message") or {}).get("content") if rec.get("type") == "user" else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                c = block.get("content")
+                out.append(c if isinstance(c, str) else json.dumps(c))
+    return "\n".join(out)
+
+
+@pytest.fixture
+def namespace_ok() -> None:
+    ok, why = namespace_support()
+    if not ok:
+        pytest.skip(f"namespace backend unavailable: {why}")
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer(_script()) as server:
+        yield server
+
+
+def _session(backend: NamespaceEnvironments, env: NamespaceCellEnv, claude: Path, prompt: str) -> Path:
+    sid = str(uuid.uuid4())
+    argv = claude_argv(claude, prompt=prompt, model=MODEL, session_id=sid, max_turns=3)
+    res = run_process(backend.command(env, argv), cwd=env.cwd, env=env.env, timeout=120)
+    assert res.returncode == 0, res.stderr_tail
+    found = sorted(env.config_dir.glob(f"projects/*/{sid}.jsonl"))
+    assert found, f"no transcript for {prompt}"
+    return found[0]
+
+
+def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind(
+    namespace_ok: None, claude: Path, sim: SimServer, tmp_path: Path
+) -> None:
+    ex = _adversarial_example(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("layered", catalog)
+    before = _hashes(ex)
+    listing = tree_listing(ex.home), tree_listing(ex.repo)
+    base_env = {
+        "PATH": os.environ["PATH"],
+        "SHELL": "/bin/bash",
+        "ANTHROPIC_BASE_URL": sim.base_url,
+        "ANTHROPIC_API_KEY": "sk-test",
+    }
+    backend = NamespaceEnvironments(setup, catalog, tmp_path / "work", base_env=base_env)
+    env = backend.build(cells.get("C7"), 0)  # strips docs/runbooks
+    try:
+        attack = _session(backend, env, claude, "ISO-ATTACK")
+        said = _tool_output(attack)
+        assert "ATTACK-DONE" in said and "# Deploy runbook" in said, said
+        assert git_history_reads(attack, backend.stripped_paths(env)) == [STRIPPED_FLAG]
+        writes = backend.after_session(env)
+        outside = writes["outside_cell"]
+        assert {"~/.toolchain", "~/.gitconfig", "~/.config"} <= {k for k in outside["home"]["by_folder"]}, (
+            outside
+        )
+        assert {
+            "~/.claude/skills/release-notes",
+            "~/.claude/agents/doc-summarizer.md",
+            "~/.claude/hooks/__pycache__",
+        } <= set(outside["config"]["by_folder"]), outside["config"]
+        assert outside["tmp"]["by_folder"] == {"/tmp/ablate-iso-attack": 1}
+        assert (
+            writes["areas"]["objects"]["files"] >= 2
+        )  # the commit and the planted file, never the user's store
+        lines = summary_lines("C7 r01", writes)
+        assert "C7 r01 wrote 1 file under ~/.toolchain — discarded" in lines, lines
+        assert (tree_listing(ex.home), tree_listing(ex.repo)) == listing
+        assert _hashes(ex) == before
+
+        # the next item, in another cell on the same slot, sees none of it; the branch is the user's
+        backend.retarget(env, cells.get("C0"))
+        check = _tool_output(_session(backend, env, claude, "ISO-CHECK"))
+        assert "cfg=[] hook=[] x=[] gl=[] skill=[0] head=[Add project knowledge] tmp=[]" in check, check
+        assert "branch=[main] status=[]" in check, check
+        assert "runbooks=[deploy.md rollback.md ]" in check, check
+        # and a stripped layer leaves no trace in git status: C7's reads exactly like C0's
+        backend.retarget(env, cells.get("C7"))
+        check7 = _tool_output(_session(backend, env, claude, "ISO-CHECK"))
+        assert "branch=[main] status=[] runbooks=[]" in check7, check7
+    finally:
+        backend.teardown(env)
+        backend.close()
+    assert _hashes(ex) == before
+    assert not (tmp_path / "work" / "s00").exists() and not (tmp_path / "work" / "ns-shared").exists()
+
+
+def test_namespace_probe_is_exact_with_sandbox_and_a_branch_hook(
+    namespace_ok: None, claude: Path, tmp_path: Path
+) -> None:
+    ex = _adversarial_example(tmp_path / "ex", sandbox=True)
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    before = _hashes(ex)
+    work = tmp_path / "probe"
+    result = probe(
+        setup,
+        catalog,
+        load_cell_set("layered", catalog),
+        find_claude(claude),
+        work=work,
+        cell_ids=["C0", "C7"],
+        isolation="namespace",
+    )
+    assert result.isolation["backend"] == "namespace"
+    assert result.fidelity["exact"] and result.fidelity["equal"], result.fidelity["differences"]
+    assert result.real_setup_unchanged
+    assert {c.id: c.verdict for c in result.cells} == {"C0": "faithful", "C7": "faithful"}
+    texts = [json.dumps(r.body) for r in iter_requests(work / "requests.jsonl") if r.is_messages]
+    assert any("hook-branch=[main] (branch hook)" in t for t in texts)
+    assert not any("hook-branch=[]" in t for t in texts)
+    assert _hashes(ex) == before
