@@ -158,7 +158,9 @@ def test_drop_key_hooks_and_mcp(example: ExampleSetup, catalog: Catalog, tmp_pat
     assert "mcpServers" in json.loads((c0.config_dir / ".claude.json").read_text())
     hs = json.loads((hooks.config_dir / "settings.json").read_text())
     assert "hooks" not in hs and "permissions" in hs and "env" in hs
-    assert (hooks.config_dir / "hooks" / "session_start.py").is_symlink()  # scripts stay, never called
+    # scripts stay (copied: a small read-only tree), never called
+    assert (hooks.config_dir / "hooks" / "session_start.py").is_file()
+    assert not (hooks.config_dir / "hooks" / "session_start.py").is_symlink()
     ms = json.loads((mcp.config_dir / "settings.json").read_text())
     assert "mcpServers" not in ms and "hooks" in ms
     acc = json.loads((mcp.config_dir / ".claude.json").read_text())
@@ -178,7 +180,7 @@ def test_leave_one_in_keeps_only_that_layer(example: ExampleSetup, catalog: Cata
     assert canary("user-claude-md") in (k1.config_dir / "CLAUDE.md").read_text()
     assert not (k1.config_dir / "axioms.md").exists() and not (k1.config_dir / "skills").exists()
     k4 = build(example, catalog, loi.get("K4"), out)
-    assert (k4.config_dir / "skills" / "release-notes").is_symlink()
+    assert (k4.config_dir / "skills" / "release-notes" / "SKILL.md").is_file()
     assert (k4.config_dir / "plugins" / "known_marketplaces.json").is_file()
     assert not (k4.config_dir / "CLAUDE.md").exists() and not (k4.config_dir / "commands").exists()
     k5 = build(example, catalog, loi.get("K5"), out)
@@ -258,7 +260,8 @@ def test_copy_link_policy(example: ExampleSetup, catalog: Catalog, layered: Cell
         assert (cfg / name).is_file() and not (cfg / name).is_symlink(), name
     assert (cfg / "skills").is_dir() and not (cfg / "skills").is_symlink()
     assert sorted(p.name for p in (cfg / "skills").iterdir()) == ["bug-triage", "release-notes"]
-    assert all(p.is_symlink() for p in (cfg / "skills").iterdir())
+    # small read-only trees are copies: a session's append to a SKILL.md never reaches the real one
+    assert not any(p.is_symlink() for p in (cfg / "skills").rglob("*"))
     assert os.readlink(cfg / ".credentials.json") == str(example.config_dir / ".credentials.json")
     assert stat.S_IMODE((cfg / ".claude.json").stat().st_mode) == 0o600
     assert stat.S_IMODE((env.home / ".claude.json").stat().st_mode) == 0o600
@@ -374,9 +377,20 @@ def test_ignored_and_untracked_layer_files_are_overlaid(
         example.repo / "docs/runbooks/rollback.md"
     ).read_text()
     assert git(env.cwd, "rev-parse", "HEAD").strip() == git(example.repo, "rev-parse", "HEAD").strip()
-    detached = subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=env.cwd, capture_output=True)
-    assert detached.returncode != 0  # detached HEAD: no branch
+    # on a branch named like the user's (hooks print it), and git status names no layer file
+    assert git(env.cwd, "symbolic-ref", "--short", "HEAD").strip() == "main"
+    assert git(env.cwd, "status", "--porcelain").strip() == ""
+    c7 = build(example, catalog, layered.get("C7"), tmp_path / "out")
+    assert not (c7.cwd / "docs/runbooks").exists()
+    assert git(c7.cwd, "status", "--porcelain").strip() == ""  # the stripped runbooks leave no trace
+    (c7.cwd / "scratch.txt").write_text("x\n")
+    c7_reset = git(c7.cwd, "status", "--porcelain").strip()
+    assert c7_reset == "?? scratch.txt"
+    reset_environment(c7)
+    assert git(c7.cwd, "status", "--porcelain").strip() == ""
+    assert git(c7.cwd, "symbolic-ref", "--short", "HEAD").strip() == "main"
     teardown_environment(env)
+    teardown_environment(c7)
 
 
 def test_dirty_repo_refused_unless_dirty(

@@ -24,6 +24,8 @@ import pytest
 from ablate.core.claude import claude_argv, find_claude
 from ablate.core.fsutil import tree_hash, tree_listing
 from ablate.core.proc import run_process
+from ablate.isolate import guard
+from ablate.isolate.backend import ShadowEnvironments
 from ablate.isolate.gitreads import STRIPPED_FLAG, git_history_reads
 from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments, namespace_support
 from ablate.isolate.writes import summary_lines
@@ -158,7 +160,7 @@ def _session(backend: NamespaceEnvironments, env: NamespaceCellEnv, claude: Path
     argv = claude_argv(claude, prompt=prompt, model=MODEL, session_id=sid, max_turns=3)
     res = run_process(backend.command(env, argv), cwd=env.cwd, env=env.env, timeout=120)
     assert res.returncode == 0, res.stderr_tail
-    found = sorted(env.config_dir.glob(f"projects/*/{sid}.jsonl"))
+    found: list[Path] = sorted(env.config_dir.glob(f"projects/*/{sid}.jsonl"))
     assert found, f"no transcript for {prompt}"
     return found[0]
 
@@ -166,6 +168,7 @@ def _session(backend: NamespaceEnvironments, env: NamespaceCellEnv, claude: Path
 def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind(
     namespace_ok: None, claude: Path, sim: SimServer, tmp_path: Path
 ) -> None:
+    Path("/tmp/ablate-iso-attack").unlink(missing_ok=True)  # the links test's, should it have been killed
     ex = _adversarial_example(tmp_path / "ex")
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
@@ -246,3 +249,52 @@ def test_namespace_probe_is_exact_with_sandbox_and_a_branch_hook(
     assert any("hook-branch=[main] (branch hook)" in t for t in texts)
     assert not any("hook-branch=[]" in t for t in texts)
     assert _hashes(ex) == before
+
+
+def test_links_protects_what_it_can_and_reports_what_it_cannot(
+    claude: Path, sim: SimServer, tmp_path: Path
+) -> None:
+    """links: small read-only trees are copies, the checkout's git config and hooks are restored, bytecode is
+    not written; the home's linked ``.toolchain`` (rewritten by ``.bashrc``) and the user's object store
+    (written through the clone's alternates path) cannot be protected, and the run's guard names them."""
+    ex = _adversarial_example(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("layered", catalog)
+    base_env = {
+        "PATH": os.environ["PATH"],
+        "SHELL": "/bin/bash",
+        "ANTHROPIC_BASE_URL": sim.base_url,
+        "ANTHROPIC_API_KEY": "sk-test",
+    }
+    before = guard.take(ex.config_dir, ex.repo, ex.home, skip=(tmp_path / "work",))
+    backend = ShadowEnvironments(setup, catalog, tmp_path / "work", base_env=base_env)
+    env = backend.build(cells.get("C7"), 0)
+    try:
+        attack = _links_session(env, claude, "ISO-ATTACK")
+        assert "ATTACK-DONE" in _tool_output(attack)
+        assert git_history_reads(attack, backend.stripped_paths(env)) == [STRIPPED_FLAG]
+        changed = guard.changes(before)
+        shim = f"{ex.home}/.toolchain/shim (changed)"
+        objects = f"{ex.repo}/.git/objects/attack-through-alternates (added)"
+        assert shim in changed and objects in changed, changed
+        # everything else stayed out of the real files
+        assert not [c for c in changed if c not in (shim, objects)], changed
+        backend.reset(env)
+        check = _tool_output(_links_session(env, claude, "ISO-CHECK"))
+        assert "cfg=[] hook=[] x=[] gl=[] skill=[0] head=[Add project knowledge]" in check, check
+        assert "tmp=[ATTACK]" in check  # links cannot make /tmp private (only TMPDIR): the README says so
+        assert "branch=[main] status=[] runbooks=[]" in check, check
+    finally:
+        backend.teardown(env)
+        Path("/tmp/ablate-iso-attack").unlink(missing_ok=True)
+
+
+def _links_session(env: Any, claude: Path, prompt: str) -> Path:
+    sid = str(uuid.uuid4())
+    argv = claude_argv(claude, prompt=prompt, model=MODEL, session_id=sid, max_turns=3)
+    res = run_process(argv, cwd=env.cwd, env=env.env, timeout=120)
+    assert res.returncode == 0, res.stderr_tail
+    found: list[Path] = sorted(env.config_dir.glob(f"projects/*/{sid}.jsonl"))
+    assert found, f"no transcript for {prompt}"
+    return found[0]

@@ -23,7 +23,7 @@ from ablate.cli.common import (
     default_config_dir,
     print_json,
 )
-from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 
 app = typer.Typer()
 
@@ -215,7 +215,10 @@ def _run(
 ) -> None:
     from ablate.core.claude import find_claude
     from ablate.isolate.backend import EnvBackend, ShadowEnvironments
+    from ablate.isolate.guard import changes as real_changes
+    from ablate.isolate.guard import take as take_snapshot
     from ablate.isolate.namespace import NamespaceEnvironments, choose_isolation
+    from ablate.run.create import open_run
     from ablate.run.folder import write_manifest
     from ablate.run.prepare import RunRequest, prepare_run
     from ablate.run.scheduler import Runner, RunOptions
@@ -311,12 +314,25 @@ def _run(
         else:
             display.note("killing running sessions")
 
+    guard = (
+        take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(folder.root, work_root))
+        if chosen.backend == "links"
+        else None
+    )
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         summary = runner.run()
     finally:
         signal.signal(signal.SIGINT, previous)
         display.close()
+    changed = real_changes(guard) if guard is not None else []
+    if guard is not None:
+        _, manifest = open_run(folder.root)
+        isolation_info = {**manifest.isolation, "real_files_changed": changed}
+        write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
+    for path in changed:
+        _err(f"ERROR: links isolation: your real file changed during the run: {path}")
+    _print_writes(folder.root)
     if json:
         print_json(summary.to_json())
     else:
@@ -328,8 +344,28 @@ def _run(
         if summary.pending and summary.outcome != "finished":
             typer.echo(f"resume with: ablate run --resume {folder.root}")
     code = {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(summary.outcome, EXIT_PARTIAL)
+    if changed and code == EXIT_OK:
+        code = EXIT_FAILURE
     if code != EXIT_OK:
         raise typer.Exit(code)
+
+
+def _print_writes(run_dir: Path) -> None:
+    """One line per folder a session wrote outside its cell (namespace: read from its discarded upper dirs)."""
+    import orjson
+
+    from ablate.isolate.writes import summary_lines
+
+    for path in sorted((run_dir / "results").glob("*.json")):
+        try:
+            data = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        writes = data.get("writes")
+        if isinstance(writes, dict):
+            who = f"{data.get('cell')} r{int(data.get('repeat', 0)):02d} {data.get('task')}"
+            for line in summary_lines(who, writes):
+                _err(line)
 
 
 class _Display:

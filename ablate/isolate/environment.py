@@ -254,6 +254,10 @@ def build_environment(
     env = process_env(
         os.environ if base_env is None else base_env, home=home, config_dir=config, extra_env=extra_env
     )
+    # links cannot make /tmp private: a private TMPDIR per cell instead, and no bytecode written beside the
+    # (linked) hook scripts of big trees or anywhere else a Python hook imports from
+    env["TMPDIR"] = str(root / "tmp")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
 
     # -- checks (nothing written yet) --
     setup_layers = resolve_layers(setup, catalog)  # raises on a symlink loop in a layer
@@ -291,8 +295,11 @@ def build_environment(
         result.repo_plan = plan
         result.setup_layers = setup_layers
         result.pristine.mkdir()
+        fresh_tmp(root)
         refs = worktree.make_checkout(setup, wt)
         atomic_write_json(result.pristine / "refs.json", refs)
+        atomic_write_json(result.pristine / "hidden.json", worktree.hide_layer_paths(wt, setup, plan))
+        worktree.save_git_state(wt, result.pristine)
         _populate(setup, catalog, cell, result, setup_layers)
         return result
     except BaseException:
@@ -351,6 +358,7 @@ def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, c
     refs_file = pristine / "refs.json"
     refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
     worktree.reset_worktree(env.cwd, env.head, pristine, [], refs)
+    fresh_tmp(env.root)
     if os.path.lexists(env.home):
         shadowfs.remove_path(env.home)
     env.cell = cell
@@ -531,6 +539,15 @@ def reset_environment(env: CellEnvironment) -> None:
     refs_file = pristine / "refs.json"
     refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
     worktree.reset_worktree(env.cwd, env.head, pristine, ops, refs)
+    fresh_tmp(env.root)
+
+
+def fresh_tmp(root: Path) -> None:
+    """The cell's private ``TMPDIR`` (``<root>/tmp``), emptied."""
+    tmp = root / "tmp"
+    if os.path.lexists(tmp):
+        shadowfs.remove_path(tmp)
+    tmp.mkdir(mode=0o700)
 
 
 def teardown_environment(env: CellEnvironment) -> None:

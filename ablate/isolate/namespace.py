@@ -179,13 +179,6 @@ def objects_dir(repo: Path) -> Path:
     return Path(out)
 
 
-def current_branch(repo: Path) -> str | None:
-    """The user's current branch, or None on a detached HEAD."""
-    out = run_git(repo, "symbolic-ref", "--short", "-q", "HEAD", check=False)
-    name = out.stdout.strip()
-    return name if out.returncode == 0 and name else None
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The run's pristine checkout
 
@@ -213,32 +206,12 @@ def build_repo_lower(setup: Setup, catalog: Catalog, dest: Path, *, dirty: bool)
     pristine.mkdir(parents=True)
     run_git(dest, "clone", "--shared", "--no-checkout", "--quiet", str(setup.repo), str(checkout))
     run_git(checkout, "remote", "remove", "origin")
-    branch = current_branch(setup.repo)
+    branch = worktree.current_branch(setup.repo)
     if branch:
         run_git(checkout, "checkout", "--quiet", "-B", branch, setup.head)
     else:
         run_git(checkout, "checkout", "--quiet", "--detach", setup.head)
-    entries: set[str] = set(plan.key_files)
-    for layer in plan.repo_layers:
-        entries.update(resolve_layer(layer, checkout, memory_slug=setup.memory_slug).entries)
-        entries.update(plan.live_entries[layer.id])
-    hidden = sorted(entries)
-    if hidden:
-        tracked = run_git(checkout, "ls-files", "-z", "--", *hidden).stdout
-        if tracked:
-            proc = subprocess.run(
-                ["git", "update-index", "--skip-worktree", "-z", "--stdin"],
-                cwd=checkout,
-                input=tracked,
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                raise AblateError(f"git update-index --skip-worktree failed: {proc.stderr.strip()}")
-        exclude = checkout / ".git" / "info" / "exclude"
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        with exclude.open("a", encoding="utf-8") as fh:
-            fh.write("".join(f"/{e}\n" for e in hidden))
+    hidden = worktree.hide_layer_paths(checkout, setup, plan)
     # objects come from an overlay of the user's store at <repo>/.git/objects: no alternates path to write to
     (checkout / ".git" / "objects" / "info" / "alternates").unlink(missing_ok=True)
     return RepoLower(checkout, pristine, objects_dir(setup.repo), branch, plan, hidden)

@@ -72,6 +72,9 @@ ACCOUNT = ".claude.json"
 SKIPPED_FILES = ("history.jsonl",)
 #: Unknown top-level entries up to this size are copied, larger ones linked as shared state.
 STATE_COPY_LIMIT = 10 * 1024 * 1024
+#: Read-only trees (skills, agents, ...) up to this size are copied into a ``links`` cell; larger ones are
+#: linked per entry and reported as write-through (a model's append to a linked SKILL.md reaches the real one).
+TREE_COPY_LIMIT = 10 * 1024 * 1024
 #: Largest hook script scanned for a hard-coded config path.
 HOOK_SCAN_LIMIT = 1024 * 1024
 
@@ -178,11 +181,16 @@ def populate_config(
             walk_files(setup.config_dir, name)  # raises on a symlink loop
             shadowfs.copy_entry(entry, dst)
         elif name in LINKED_TREES and entry.is_dir():
-            if link_trees:
-                shadowfs.link_per_entry(entry, dst)
-            else:
-                walk_files(setup.config_dir, name)  # raises on a symlink loop
+            walk_files(setup.config_dir, name)  # raises on a symlink loop
+            if not link_trees or shadowfs.tree_size(entry, TREE_COPY_LIMIT) <= TREE_COPY_LIMIT:
                 shadowfs.copy_entry(entry, dst)
+            else:
+                shadowfs.link_per_entry(entry, dst)
+                report.shared.append(name)
+                report.notes.append(
+                    f"{name}/: larger than {TREE_COPY_LIMIT // (1024 * 1024)} MB, linked per entry: "
+                    "write-through (a session that edits these files changes your real ones)"
+                )
         elif name == "plugins" and entry.is_dir():
             _populate_plugins(entry, dst, pairs, report, link_trees=link_trees)
         elif entry.is_file() and name.endswith(".md"):

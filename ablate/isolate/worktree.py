@@ -15,6 +15,7 @@ tree as the first build, even when the user's live files change in the meantime.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,8 +88,17 @@ def plan_repo(setup: Setup, catalog: Catalog, *, dirty: bool) -> RepoPlan:
     return plan
 
 
+def current_branch(repo: Path) -> str | None:
+    """The repository's current branch, or None on a detached HEAD."""
+    out = git(repo, "symbolic-ref", "--short", "-q", "HEAD", check=False)
+    name = out.stdout.strip()
+    return name if out.returncode == 0 and name else None
+
+
 def make_checkout(setup: Setup, wt: Path) -> dict[str, str]:
-    """A private clone of the repository (objects shared read-only), detached at the setup's HEAD.
+    """A private clone of the repository (objects shared read-only) at the setup's HEAD, on a branch named
+    like the user's current one (hooks print it; a detached HEAD changes what the model sees), detached only
+    when the user's is.
 
     The ``origin`` remote is removed so nothing the model runs can push into the user's repository. Returns
     the clone's refs, which a reset restores.
@@ -96,8 +106,15 @@ def make_checkout(setup: Setup, wt: Path) -> dict[str, str]:
     wt.parent.mkdir(parents=True, exist_ok=True)
     git(wt.parent, "clone", "--shared", "--no-checkout", "--quiet", str(setup.repo), str(wt))
     git(wt, "remote", "remove", "origin")
-    git(wt, "checkout", "--quiet", "--detach", setup.head)
+    _checkout_head(wt, setup.head, current_branch(setup.repo))
     return refs_of(wt)
+
+
+def _checkout_head(wt: Path, head: str, branch: str | None) -> None:
+    if branch:
+        git(wt, "checkout", "--force", "--quiet", "-B", branch, head)
+    else:
+        git(wt, "checkout", "--force", "--quiet", "--detach", head)
 
 
 def refs_of(wt: Path) -> dict[str, str]:
@@ -191,14 +208,88 @@ def apply_ops(wt: Path, pristine: Path, ops: list[dict[str, Any]]) -> None:
             raise AblateError(f"unknown worktree operation {kind!r}")
 
 
+def hide_layer_paths(wt: Path, setup: Setup, plan: RepoPlan) -> list[str]:
+    """Hide every repo-layer path from ``git status`` in the checkout ``wt``: tracked ones are marked
+    skip-worktree, the others go to ``.git/info/exclude``. Claude Code puts ``git status`` into the system
+    prompt, so a stripped tracked file would otherwise show up as ``D docs/runbooks/...``, naming what was
+    removed, and an untracked layer file as ``??`` in the cells that keep it: every cell, the control
+    included, reads alike. Returns the hidden entries."""
+    entries: set[str] = set(plan.key_files)
+    for layer in plan.repo_layers:
+        entries.update(resolve_layer(layer, wt, memory_slug=setup.memory_slug).entries)
+        entries.update(plan.live_entries[layer.id])
+    hidden = sorted(entries)
+    if hidden:
+        mark_skip_worktree(wt, hidden)
+        exclude = wt / ".git" / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a", encoding="utf-8") as fh:
+            fh.write("".join(f"/{e}\n" for e in hidden))
+    return hidden
+
+
+def mark_skip_worktree(wt: Path, entries: list[str]) -> None:
+    """Set the skip-worktree bit on every tracked file under ``entries``."""
+    import subprocess
+
+    if not entries:
+        return
+    tracked = git(wt, "ls-files", "-z", "--", *entries).stdout
+    if not tracked:
+        return
+    proc = subprocess.run(
+        ["git", "update-index", "--skip-worktree", "-z", "--stdin"],
+        cwd=wt,
+        input=tracked,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise AblateError(f"git update-index --skip-worktree failed in {wt}: {proc.stderr.strip()}")
+
+
+#: What a session may change in its clone's ``.git`` that a checkout and ``git clean`` do not restore.
+GIT_STATE = ("config", "hooks", "info")
+
+
+def save_git_state(wt: Path, pristine: Path) -> None:
+    """Keep the fresh clone's branch, ``.git/config``, ``hooks/`` and ``info/`` for a reset."""
+    (pristine / "branch.txt").write_text((current_branch(wt) or "") + "\n", encoding="utf-8")
+    for name in GIT_STATE:
+        src = wt / ".git" / name
+        if os.path.lexists(src):
+            shadowfs.put(pristine, f"git/{name}", src)
+
+
+def restore_git_state(wt: Path, pristine: Path) -> None:
+    """Put back ``.git/config``, ``hooks/`` and ``info/`` as built (a session's ``git config`` and
+    ``.git/hooks/pre-commit`` must not reach the next item)."""
+    saved = pristine / "git"
+    if not saved.is_dir():
+        return
+    for name in GIT_STATE:
+        if os.path.lexists(saved / name):
+            shadowfs.put(wt / ".git", name, saved / name)
+        else:
+            shadowfs.remove(wt / ".git", name)
+
+
 def reset_worktree(
     wt: Path, head: str, pristine: Path, ops: list[dict[str, Any]], refs: dict[str, str] | None = None
 ) -> None:
     """Back to the freshly built state: detached checkout of ``head``, hard reset, clean, refs restored,
     replay. (Commits a session made stay in the clone's own object store, unreachable; nothing names them.)"""
-    # a forced detached checkout of HEAD also resets the index and the tracked files (no `reset --hard`
-    # needed: each pass stats every file, which on a 20,000-file checkout is most of a reset)
-    git(wt, "checkout", "--force", "--detach", "--quiet", head)
+    # the session's git config and hooks go first: git must not run a planted hook or honour its config
+    restore_git_state(wt, pristine)
+    # a forced checkout of HEAD also resets the index and the tracked files (no `reset --hard` needed: each
+    # pass stats every file, which on a 20,000-file checkout is most of a reset); the branch is the one the
+    # clone was built on (its ref is reset to HEAD with -B)
+    saved = pristine / "branch.txt"
+    branch = saved.read_text(encoding="utf-8").strip() if saved.is_file() else None
+    _checkout_head(wt, head, branch or None)
+    hidden = pristine / "hidden.json"
+    if hidden.is_file():
+        mark_skip_worktree(wt, json.loads(hidden.read_text(encoding="utf-8")))
     git(wt, "clean", "-ffdxq")
     if refs is not None:
         restore_refs(wt, refs)

@@ -37,6 +37,7 @@ import orjson
 from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
 from ablate.core.fsutil import tree_hash
 from ablate.core.proc import run_process
+from ablate.core.slug import slug
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
 from ablate.isolate.namespace import (
     NamespaceCellEnv,
@@ -734,16 +735,23 @@ def _baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Obs
 def _untouched(
     setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path
 ) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup: a plain copy of the config dir, used from the real repo path."""
+    """The untouched setup (``links``): a plain copy of the config dir, used from a plain copy of the
+    repository (``.git`` included): ablate never runs the CLI with write access to the real repo."""
     config = _plain_copy(setup, root / "untouched")
     neutralise(config, with_mcp=False)
+    repo = root / "untouched" / "repo" / setup.repo.name
+    shutil.copytree(setup.repo, repo, symlinks=True)
+    copy_slug = slug(str(repo))
+    memory = config / "projects" / setup.memory_slug / "memory"
+    if memory.is_dir():
+        shutil.copytree(memory, config / "projects" / copy_slug / "memory", symlinks=True)
     env = _session_env(config, config.parent, base_url)
-    obs = _run(claude, cwd=setup.repo, env=env, config_dir=config, log=log, out_dir=root / "stdout")
+    obs = _run(claude, cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout")
     return obs, {
         str(config): "<CONFIG>",
         str(config.parent): "<HOME>",
-        str(setup.repo): "<CWD>",
-        setup.memory_slug: "<SLUG>",
+        str(repo): "<CWD>",
+        copy_slug: "<SLUG>",
     }
 
 

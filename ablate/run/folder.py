@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import Field
@@ -288,8 +289,9 @@ class RunManifest(Spec):
     """The setup ablated: config dir, repo, HEAD, dirty files."""
     host: str = ""
     """Host that made the plan."""
-    isolation: dict[str, str] = Field(default_factory=dict)
-    """The isolation backend of the last invocation (``backend``: namespace or links) and why it was chosen."""
+    isolation: dict[str, Any] = Field(default_factory=dict)
+    """The isolation backend of the last invocation (``backend``: namespace or links), ``reason``: why it was
+    chosen; with links, ``real_files_changed``: real config-dir and repo paths that changed during it."""
     sessions: list[ManifestSession] = Field(default_factory=list)
     """Every `ablate run` invocation on this folder, oldest first."""
 

@@ -1,0 +1,174 @@
+"""Unit tests of the isolation helpers that need no CLI: git-history detection, write reports, git status
+hiding, mount order, backend choice, hook-order-free request comparison."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ablate.core.errors import UsageError
+from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
+from ablate.isolate.namespace import Mount, choose_isolation, hide_status_lines, order_mounts
+from ablate.isolate.writes import scan_upper, session_writes, summary_lines
+from ablate.probe.probe import normalise_request
+
+STRIPPED = ["docs/runbooks", "MEMORY.md"]
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [
+        ("git show HEAD:docs/runbooks/deploy.md", {STRIPPED_FLAG}),
+        ("cd /repo && git log -p -- docs/runbooks/", {STRIPPED_FLAG}),
+        ("git checkout HEAD -- docs/runbooks", {STRIPPED_FLAG}),
+        ("git -C /repo restore --source=HEAD~1 docs", {STRIPPED_FLAG}),  # a folder holding a stripped path
+        ("git cat-file -p HEAD:MEMORY.md | head", {STRIPPED_FLAG}),
+        ("git log -p", {HISTORY_FLAG}),
+        ("git show", {HISTORY_FLAG}),
+        ("git show --stat HEAD", set()),
+        ("git log --oneline -5", set()),
+        ("git show HEAD:app.py", set()),
+        ("git status && git diff", set()),
+        ("cat docs/runbooks/deploy.md", set()),  # not git: the working tree has no such file in the cell
+        ("git clone /repo /tmp/x", {HISTORY_FLAG}),
+        ("FOO=1 git --no-pager log --patch -1", {HISTORY_FLAG}),
+        ("echo $(git show HEAD:docs/runbooks/deploy.md)", {STRIPPED_FLAG}),
+    ],
+)
+def test_classify_git_reads(command: str, flags: set[str]) -> None:
+    assert flags == classify(command, STRIPPED)
+
+
+def test_nothing_is_flagged_when_the_cell_strips_nothing() -> None:
+    assert set() == classify("git show HEAD:docs/runbooks/deploy.md", [])
+
+
+def _bash(command: str) -> bytes:
+    rec = {
+        "type": "assistant",
+        "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": command}}]},
+    }
+    return orjson.dumps(rec) + b"\n"
+
+
+def test_git_history_reads_scans_the_session_and_its_subagents(tmp_path: Path) -> None:
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_bytes(_bash("git log --oneline") + b"not json\n")
+    assert git_history_reads(transcript, STRIPPED) == []
+    sub = tmp_path / "s" / "subagents"
+    sub.mkdir(parents=True)
+    (sub / "agent-1.jsonl").write_bytes(_bash("git show HEAD:docs/runbooks/a.md"))
+    assert git_history_reads(transcript, STRIPPED) == [STRIPPED_FLAG]
+    assert git_history_reads(None, STRIPPED) == []
+
+
+STATUS = (
+    "Current branch: main\n\nStatus:\n?? docs/runbooks/rollback.md\n M app.py\n\nRecent commits:\nabc first"
+)
+
+
+def test_hide_status_lines_drops_only_layer_paths() -> None:
+    assert hide_status_lines(STATUS, ["docs/runbooks"]) == STATUS.replace(
+        "?? docs/runbooks/rollback.md\n", ""
+    )
+    only = STATUS.replace(" M app.py\n", "")
+    assert "Status:\n(clean)\n\nRecent" in hide_status_lines(only, ["docs/runbooks/"])
+    assert "Status:\n(clean)" in hide_status_lines(only.replace("rollback.md", ""), ["docs/runbooks/x.md"])
+    assert hide_status_lines(STATUS, ["docs/decisions"]) == STATUS
+    assert hide_status_lines("no status here", ["docs"]) == "no status here"
+
+
+def test_mounts_are_ordered_tmp_first_then_shallow_before_deep() -> None:
+    def m(target: str) -> Mount:
+        return Mount(target, ("/l",), "/u", "/w")
+
+    targets = ["/home/me/src/repo/.git/objects", "/home/me/.claude", "/home/me/src/repo", "/home/me", "/tmp"]
+    ordered = [x.target for x in order_mounts([m(t) for t in targets])]
+    assert ordered == [
+        "/tmp",
+        "/home/me",
+        "/home/me/.claude",
+        "/home/me/src/repo",
+        "/home/me/src/repo/.git/objects",
+    ]
+
+
+def test_choose_isolation() -> None:
+    assert choose_isolation("links").backend == "links"
+    with pytest.raises(UsageError):
+        choose_isolation("chroot")
+    assert choose_isolation(None).backend in ("namespace", "links")
+
+
+class _Env:
+    def __init__(self, root: Path, home: Path) -> None:
+        self.root, self.home = root, home
+
+    def upper(self, area: str) -> Path:
+        return self.root / area
+
+    def shown_as(self) -> dict[str, Path]:
+        return {
+            "tmp": Path("/tmp"),
+            "home": self.home,
+            "repo": self.home / "repo",
+            "objects": self.home / "repo/.git/objects",
+            "config": self.home / ".claude",
+        }
+
+
+def _write(path: Path, data: bytes = b"x") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_session_writes_groups_by_folder_and_skips_cli_writes(tmp_path: Path) -> None:
+    up = tmp_path / "up"
+    for n in range(3):
+        _write(up / "home" / ".pyenv" / "shims" / f"s{n}", b"abcd")
+    _write(up / "home" / ".gitconfig")
+    _write(up / "config" / "skills" / "x" / "SKILL.md")
+    _write(up / "config" / "projects" / "-r" / "sid.jsonl")  # the CLI's own transcript
+    _write(up / "config" / ".claude.json")
+    _write(up / "tmp" / f"claude-{os.getuid()}" / "x" / "started")
+    _write(up / "tmp" / "stray")
+    (up / "repo").mkdir()
+    (up / "objects").mkdir()
+    w = session_writes(_Env(up, Path("/home/me"))).to_json()
+    out = w["outside_cell"]
+    assert out["home"]["by_folder"] == {"~/.pyenv": 3, "~/.gitconfig": 1}
+    assert out["home"]["files"] == 4 and out["home"]["bytes"] == 13
+    assert out["config"]["by_folder"] == {"~/.claude/skills/x": 1}
+    assert out["tmp"]["by_folder"] == {"/tmp/stray": 1}
+    assert w["areas"]["config"]["files"] == 3
+    assert "repo" not in out
+    lines = summary_lines("C4 r01", w)
+    assert lines[0] == "C4 r01 wrote 3 files under ~/.pyenv — discarded"
+    assert "C4 r01 wrote 1 file under ~/.claude/skills/x — discarded" in lines
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a whiteout is a 0/0 character device: mknod needs root")
+def test_whiteouts_count_as_deletions(tmp_path: Path) -> None:
+    import stat
+
+    (tmp_path / "u").mkdir()
+    os.mknod(tmp_path / "u" / "gone", stat.S_IFCHR | 0o600, os.makedev(0, 0))
+    area = scan_upper(tmp_path / "u", Path("/home/me"), label="~")
+    assert (area.files, area.deleted) == (0, 1)
+
+
+def test_normalise_request_ignores_the_order_of_concurrent_hook_outputs() -> None:
+    def body(order: list[str]) -> dict[str, Any]:
+        hooks = [
+            {"type": "text", "text": f"<system-reminder>\nSessionStart:startup hook success: {h}"}
+            for h in order
+        ]
+        return {"messages": [{"role": "user", "content": [*hooks, {"type": "text", "text": "prompt"}]}]}
+
+    a = normalise_request(body(["one", "two"]), {}, keep_branch=True)
+    assert a == normalise_request(body(["two", "one"]), {}, keep_branch=True)
+    assert a != normalise_request(body(["one", "three"]), {}, keep_branch=True)
