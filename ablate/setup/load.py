@@ -10,8 +10,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import git
-
 from ablate.core.errors import NotARepo, NotFound, UsageError
 from ablate.core.gitutil import live_changes, run_git
 from ablate.core.slug import slug
@@ -78,24 +76,24 @@ def load_setup(config_dir: Path, repo: Path, *, home: Path | None = None) -> Set
         raise NotFound(f"{repo}: repository does not exist", hint="pass --repo with a git work tree")
     if not repo.is_dir():
         raise NotARepo(f"{repo}: not a folder", hint="pass --repo with a git work tree")
-    try:
-        r = git.Repo(repo, search_parent_directories=True)
-    except git.InvalidGitRepositoryError:
+    # ablate's own git runner, never GitPython: it scrubs GIT_DIR & co. (which would point at another
+    # repository) and never refreshes the user's index
+    bare = run_git(repo, "rev-parse", "--is-bare-repository", check=False)
+    if bare.returncode != 0:
         raise NotARepo(
             f"{repo}: not a git repository",
             hint="ablate runs tasks in private checkouts of HEAD; pass the repository's root, or `git init` it",
-        ) from None
-    except git.NoSuchPathError:
-        raise NotFound(f"{repo}: repository does not exist") from None
-    if r.bare:
+        )
+    toplevel = run_git(repo, "rev-parse", "--show-toplevel", check=False)
+    if bare.stdout.strip() == "true" or toplevel.returncode != 0 or not toplevel.stdout.strip():
         raise NotARepo(f"{repo}: a bare repository has no working tree", hint="pass a clone with a work tree")
-    try:
-        head = r.head.commit.hexsha
-    except ValueError:
+    head_proc = run_git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+    if head_proc.returncode != 0:
         raise NotARepo(
             f"{repo}: the repository has no commits", hint="commit something first: ablate checks out HEAD"
-        ) from None
-    top = Path(r.working_tree_dir or repo).resolve()
+        )
+    head = head_proc.stdout.strip()
+    top = Path(toplevel.stdout.strip()).resolve()
     if top != repo.resolve():
         raise NotARepo(f"{repo}: not the top of the work tree (that is {top})", hint=f"pass --repo {top}")
     common = Path(run_git(top, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip())
