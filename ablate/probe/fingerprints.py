@@ -22,8 +22,8 @@ Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "a
 
 MIN_LINE = 16
 MAX_NEEDLES = 6
-#: Hook events whose commands run (and are recorded) in a one-prompt session that calls no tool.
-OBSERVABLE_HOOK_EVENTS = ("SessionStart", "UserPromptSubmit")
+#: Hook events whose commands run (and can leave a record) in a one-prompt session that calls no tool.
+OBSERVABLE_HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
 
 _FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
 
@@ -37,6 +37,12 @@ class LayerPrint:
     needles: list[str] = field(default_factory=list)
     reason: str = ""
     """Why the layer is unobservable, unprobed or too generic, or what the needles are."""
+    expect: list[str] | None = None
+    """The needles a kept layer must show (None: any needle). Hooks: only the commands that can leave a
+    record in a one-prompt session; every configured command still counts as a leak where stripped."""
+
+    def expected(self) -> list[str]:
+        return list(self.needles) if self.expect is None else [n for n in self.expect if n in self.needles]
 
     @property
     def usable(self) -> bool:
@@ -95,10 +101,28 @@ def _names(lf: LayerFiles) -> list[str]:
     return names
 
 
-def _hook_commands(lf: LayerFiles) -> tuple[list[str], list[str]]:
-    """(observable commands, other events) of the hooks found in the layer's JSON keys."""
-    observable: list[str] = []
-    others: list[str] = []
+@dataclass(frozen=True)
+class HookSpec:
+    """One configured hook command."""
+
+    event: str
+    command: str
+    is_async: bool = False
+
+    @property
+    def shows(self) -> bool:
+        """Whether it leaves a record in a one-prompt, no-tool session when it prints or fails.
+
+        SessionStart and UserPromptSubmit hooks leave ``hook_success`` (output) or ``hook_non_blocking_error``
+        (failure) records; Stop hooks are always named in ``stop_hook_summary``. An async hook, a tool hook
+        (no tool runs), SessionEnd (after the transcript's last record) and the others never show.
+        """
+        return self.event in OBSERVABLE_HOOK_EVENTS and not self.is_async
+
+
+def hook_specs(lf: LayerFiles) -> list[HookSpec]:
+    """Every hook command found in the layer's JSON keys, in order."""
+    out: list[HookSpec] = []
     for kp in lf.keys:
         try:
             data = json.loads(kp.path.read_text(encoding="utf-8"))
@@ -111,14 +135,34 @@ def _hook_commands(lf: LayerFiles) -> tuple[list[str], list[str]]:
             for group in groups if isinstance(groups, list) else []:
                 for h in (group.get("hooks") or []) if isinstance(group, dict) else []:
                     cmd = h.get("command") if isinstance(h, dict) else None
-                    if not isinstance(cmd, str):
-                        continue
-                    if event in OBSERVABLE_HOOK_EVENTS:
-                        if cmd not in observable:
-                            observable.append(cmd)
-                    elif event not in others:
-                        others.append(event)
-    return observable, others
+                    if isinstance(cmd, str) and cmd.strip():
+                        spec = HookSpec(str(event), cmd, bool(h.get("async")))
+                        if spec not in out:
+                            out.append(spec)
+    return out
+
+
+def _hook_print(layer_id: str, lf: LayerFiles) -> LayerPrint:
+    specs = hook_specs(lf)
+    commands: list[str] = []
+    for sp in specs:
+        if sp.command not in commands:
+            commands.append(sp.command)
+    expect = [c for c in commands if any(sp.command == c and sp.shows for sp in specs)]
+    hidden = sorted(
+        {f"{sp.event}{' (async)' if sp.is_async else ''}" for sp in specs if sp.command not in expect}
+    )
+    if not commands:
+        return LayerPrint(layer_id, "unobservable", reason="no hook commands found")
+    reason = f"{len(commands)} hook command(s)"
+    if hidden:
+        reason += (
+            f"; {', '.join(hidden)} hooks cannot show in a one-prompt probe session "
+            "(async, tool and end-of-session hooks leave no record)"
+        )
+    if not expect:
+        return LayerPrint(layer_id, "hooks", commands, reason, expect=[])
+    return LayerPrint(layer_id, "hooks", commands, reason, expect=expect)
 
 
 def layer_prints(
@@ -146,15 +190,7 @@ def layer_prints(
                 )
             )
         elif layer.shows == "hook":
-            cmds, others = _hook_commands(lf)
-            if cmds:
-                prints[layer.id] = LayerPrint(layer.id, "hooks", cmds, "session-start hook commands")
-            else:
-                prints[layer.id] = LayerPrint(
-                    layer.id,
-                    "unobservable",
-                    reason=f"only {', '.join(others) or 'other'} hooks: they do not fire in a probe session",
-                )
+            prints[layer.id] = _hook_print(layer.id, lf)
         elif layer.shows in ("skill_listing", "agent_listing"):
             names = _names(lf)
             prints[layer.id] = (
@@ -219,7 +255,9 @@ def drop_generic(prints: dict[str, LayerPrint], baseline_text: str) -> None:
         if p.kind not in ("text", "names", "hooks"):
             continue
         had = len(p.needles)
-        p.needles = [n for n in p.needles if not needle_in(p.kind, n, baseline_text)][:MAX_NEEDLES]
+        p.needles = [n for n in p.needles if not needle_in(p.kind, n, baseline_text)]
+        if p.kind != "hooks":  # every hook command is kept: each one is a possible leak
+            p.needles = p.needles[:MAX_NEEDLES]
         if not p.needles:
             p.reason = (
                 "too generic to fingerprint: every candidate also appears without any setup"
