@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ablate.setup.layers import Catalog, LayerFiles
+from ablate.setup.load import skill_loaded, style_name
 
 Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
 
@@ -90,6 +91,8 @@ def _names(lf: LayerFiles) -> list[str]:
         except OSError:
             continue
         meta = frontmatter(text)
+        if skill_loaded(rel) is False:
+            continue  # on disk, never listed (skills/_internal/<n>/SKILL.md, flat .claude/skills/*.md)
         if p.name == "SKILL.md" and len(parts) >= 2:
             name = meta.get("name") or parts[-2]
         elif "commands" in parts or "agents" in parts:
@@ -166,9 +169,17 @@ def _hook_print(layer_id: str, lf: LayerFiles) -> LayerPrint:
 
 
 def layer_prints(
-    catalog: Catalog, layers: dict[str, LayerFiles], *, with_mcp: bool = False
+    catalog: Catalog,
+    layers: dict[str, LayerFiles],
+    *,
+    with_mcp: bool = False,
+    style: tuple[str | None, str] = (None, ""),
 ) -> dict[str, LayerPrint]:
-    """Fingerprints for every layer of a setup, before generic needles are dropped."""
+    """Fingerprints for every layer of a setup, before generic needles are dropped.
+
+    ``style`` is the selected ``outputStyle`` and the settings file that selects it
+    (:func:`ablate.setup.load.selected_output_style`).
+    """
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
         lf = layers[layer.id]
@@ -199,9 +210,7 @@ def layer_prints(
                 else LayerPrint(layer.id, "unobservable", reason="no named skills, commands or agents found")
             )
         elif layer.shows == "output_style":
-            prints[layer.id] = LayerPrint(
-                layer.id, "unobservable", reason="output styles reach the model only when selected"
-            )
+            prints[layer.id] = _style_print(layer.id, lf, style)
         else:  # instructions, memory
             needles: list[str] = []
             for rel in lf.files:
@@ -214,6 +223,35 @@ def layer_prints(
             prints[layer.id] = LayerPrint(layer.id, "text", needles, "distinctive lines")
     _drop_shared(prints)
     return prints
+
+
+def _style_print(layer_id: str, lf: LayerFiles, style: tuple[str | None, str]) -> LayerPrint:
+    """An output style reaches the model only when selected: the CLI matches ``outputStyle`` against each
+    style's front-matter ``name`` (else its file stem) and puts ``# Output Style: <name>`` plus the body in
+    the first user message (a system-reminder; transcript ``attachment:output_style_instructions``)."""
+    selected, where = style
+    styles = {style_name(lf.base / rel): rel for rel in lf.files if rel.endswith(".md")}
+    if selected is None:
+        return LayerPrint(
+            layer_id,
+            "unobservable",
+            reason="no outputStyle is selected in any settings file: the CLI applies none of these styles",
+        )
+    rel = styles.get(selected)
+    if rel is None:
+        return LayerPrint(
+            layer_id,
+            "unobservable",
+            reason=(
+                f"outputStyle {selected!r} ({where}) matches no style here (the CLI selects by front-matter "
+                f"name: {', '.join(sorted(styles)) or 'none'}): none of these styles reaches the model"
+            ),
+        )
+    try:
+        needles = distinctive_lines((lf.base / rel).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        needles = []
+    return LayerPrint(layer_id, "text", needles, f"lines of the selected style {selected!r}")
 
 
 def _mcp_servers(lf: LayerFiles) -> list[str]:

@@ -301,7 +301,7 @@ def style_name(path: Path) -> str:
     return path.stem
 
 
-def _skill_loaded(rel: str) -> bool | None:
+def skill_loaded(rel: str) -> bool | None:
     """Whether a skill-listing file is listed by the CLI (None: not decided here, e.g. plugins)."""
     parts = rel.split("/")
     if parts[0] == ".claude":
@@ -344,7 +344,7 @@ def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[
         elif shows == "instructions":
             out[lid] = [r for r in lf.files if os.path.realpath(lf.base / r) in reachable]
         elif shows in ("skill_listing", "agent_listing"):
-            decided = [_skill_loaded(r) for r in lf.files]
+            decided = [skill_loaded(r) for r in lf.files]
             if any(d is None for d in decided):
                 out[lid] = None
             else:
