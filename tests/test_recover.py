@@ -8,9 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ablate.core.errors import NotFound, RunFolderError
+from ablate.core.errors import NotFound, RunFolderError, SpecError
 from ablate.mine.recover import recover_run
 from ablate.run.folder import Attempt, PlanItem, RunFolder
+from ablate.run.lock import RunLock
+from ablate.run.result import read_result
 from tests.mining_support import FIXTURES, stdout_of
 
 
@@ -70,7 +72,7 @@ def build_run_dir(tmp_path: Path) -> Path:
 def test_recover_each_kind_of_stdout(run_dir: Path) -> None:
     got = {r.item: r for r in recover_run(run_dir)}
     assert {k: (v.stdout_kind, v.action) for k, v in got.items()} == {
-        "valid": ("valid", "ok"),
+        "valid": ("valid", "recovered"),  # a valid stdout without a result: the result is built from both
         "killed": ("empty", "recovered"),
         "missing": ("missing", "recovered"),
         "corrupt": ("corrupt", "recovered"),
@@ -84,7 +86,17 @@ def test_recover_each_kind_of_stdout(run_dir: Path) -> None:
     assert "status" in killed["recovery"]["recovered_fields"]
     assert killed["recovery"]["estimated_fields"] == ["turns"]
     missing = orjson.loads(rf.result_path("missing").read_bytes())
-    assert (missing["status"], missing["turns"], missing["main"]["input_tokens"]) == ("completed", 6, 7200)
+    assert (missing["status"], missing["turns"], missing["session"]["main"]["input_tokens"]) == (
+        "completed",
+        6,
+        7200,
+    )
+    # every result is the runner's ItemResult: identity, completeness and relative evidence paths
+    assert (missing["task"], missing["cell"], missing["repeat"], missing["complete"]) == ("t", "C0", 2, True)
+    assert missing["transcript"] == f"transcripts/missing.a1/{_session_id('multi_tool')}.jsonl"
+    assert missing["stdout"] == "stdout/missing.a1.json"
+    valid = orjson.loads(rf.result_path("valid").read_bytes())
+    assert valid["recovery"]["recovered_fields"] == [] and valid["complete"] is True
     # The corrupt file still holds this session's complete document: reconciled with it.
     corrupt = orjson.loads(rf.result_path("corrupt").read_bytes())
     assert corrupt["recovery"]["reconciliation"]["cost_usd"]["difference"] == 0.0
@@ -95,25 +107,61 @@ def test_recover_each_kind_of_stdout(run_dir: Path) -> None:
         "note": "calibrated rule over the last prompt vs the CLI's num_turns",
     }
     assert got["stub"].reason.startswith("rate limited; resets ")
-    for item in ("valid", "stub", "gone", "later"):
+    for item in ("stub", "gone", "later"):
         assert not rf.result_path(item).exists()
+    # a second pass finds every result in place
+    again = {r.item: r.action for r in recover_run(run_dir)}
+    assert again["valid"] == "ok"
 
 
 def test_recover_never_replaces_a_better_result(run_dir: Path) -> None:
     rf = RunFolder(run_dir)
-    better = {"status": "completed", "cost_usd": 1.0}
-    rf.result_path("killed").parent.mkdir(parents=True, exist_ok=True)
-    rf.result_path("killed").write_bytes(orjson.dumps(better))
+    recover_run(run_dir)
+    recovered = read_result(rf, "killed")
+    assert recovered is not None and recovered.status == "killed"
+    # the runner later observed the same item complete: recovery must keep that result
+    better = recovered.model_copy(
+        update={"status": "completed", "complete": True, "cost_usd": 1.0, "recovery": None}
+    )
+    rf.result_path("killed").write_bytes(orjson.dumps(better.model_dump(mode="json")))
     got = {r.item: r for r in recover_run(run_dir)}
     assert got["killed"].action == "kept"
-    assert orjson.loads(rf.result_path("killed").read_bytes()) == better
-    # A previously recovered result is refreshed.
-    assert list(recover_run(run_dir))  # second pass
-    assert orjson.loads(rf.result_path("missing").read_bytes())["recovery"] is not None
+    assert read_result(rf, "killed") == better
+
+
+def test_recover_refuses_a_result_of_another_schema(run_dir: Path) -> None:
+    rf = RunFolder(run_dir)
+    rf.result_path("killed").parent.mkdir(parents=True, exist_ok=True)
+    rf.result_path("killed").write_bytes(orjson.dumps({"schema_version": 1, "status": "completed"}))
+    with pytest.raises(SpecError) as err:
+        recover_run(run_dir)
+    assert "killed.json: schema_version: is 1" in str(err.value)
+
+
+def test_recover_waits_for_no_one_while_a_runner_holds_the_folder(run_dir: Path) -> None:
+    with RunLock(RunFolder(run_dir)), pytest.raises(RunFolderError, match="another"):
+        recover_run(run_dir)
+    assert not (run_dir / "results").exists()
+
+
+def _storm(tmp_path: Path) -> Path:
+    """A folder of a 429 storm: every attempt ended on a rate limit, with the CLI's valid error document."""
+    rf = RunFolder(tmp_path / "storm")
+    items: list[PlanItem] = []
+    for n in range(2):
+        _add(rf, items, f"rl{n}", "rate_limited", stdout_of("rate_limited").read_bytes())
+    rf.write_plan(items)
+    return rf.root
+
+
+def test_a_429_storm_needs_a_rerun(tmp_path: Path) -> None:
+    got = recover_run(_storm(tmp_path))
+    assert [(r.action, r.reason.split(";")[0]) for r in got] == [("needs_rerun", "rate limited")] * 2
+    assert not (tmp_path / "storm" / "results").exists()
 
 
 def test_dry_run_writes_nothing(run_dir: Path) -> None:
-    assert [r.action for r in recover_run(run_dir, write=False)].count("recovered") == 3
+    assert [r.action for r in recover_run(run_dir, write=False)].count("recovered") == 4
     assert not (run_dir / "results").exists()
 
 

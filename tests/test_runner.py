@@ -13,19 +13,10 @@ import pytest
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError
 from ablate.core.fsutil import sha256_file
+from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run
 from ablate.run.folder import RunFolder, read_manifest
-from ablate.run.runner import (
-    Progress,
-    Runner,
-    RunOptions,
-    RunSummary,
-    compatibility_problems,
-    create_run,
-    load_run_tasks,
-    open_run,
-    read_result,
-    should_replace,
-)
+from ablate.run.result import COMPLETE_STATUSES, ItemResult, iter_results, read_result, should_replace
+from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog
 from ablate.setup.tasks import Task, load_task
@@ -90,7 +81,7 @@ class Rig:
     def result(self, item: str) -> dict[str, Any]:
         res = read_result(self.folder, item)
         assert res is not None, item
-        return res
+        return res.model_dump(mode="json")
 
     def results(self) -> dict[str, dict[str, Any]]:
         out = {}
@@ -100,6 +91,23 @@ class Rig:
 
 
 # -- the result-replacement rule ------------------------------------------------------------------------
+
+
+def _result(status: str, *, recovered: bool = False) -> ItemResult:
+    return ItemResult.model_validate(
+        {
+            "item": "t__C0__r00",
+            "task": "t",
+            "cell": "C0",
+            "repeat": 0,
+            "order": 0,
+            "attempt": 1,
+            "session_id": "s",
+            "status": status,
+            "complete": status in COMPLETE_STATUSES,
+            "recovery": {} if recovered else None,
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -119,7 +127,13 @@ class Rig:
     ],
 )
 def test_result_replacement_rule(old: str | None, new: str, replace: bool) -> None:
-    assert replace == should_replace(None if old is None else {"status": old}, {"status": new})
+    assert replace == should_replace(None if old is None else _result(old), _result(new))
+
+
+def test_a_recovered_failure_never_replaces_a_failure_the_runner_observed() -> None:
+    assert not should_replace(_result("api_error"), _result("killed", recovered=True))
+    assert should_replace(_result("no_transcript"), _result("killed", recovered=True))
+    assert should_replace(_result("api_error", recovered=True), _result("killed"))
 
 
 # -- runs ---------------------------------------------------------------------------------------------
@@ -319,3 +333,45 @@ def test_environments_are_capped_at_jobs_and_retargeted(tmp_path: Path) -> None:
     assert len(rig.backend.retargets) >= 9
     assert all(old != new for old, new in rig.backend.retargets)
     assert rig.backend.teardowns == 3
+
+
+def test_run_then_lost_outputs_recover_merge_and_summarise_as_one_contract(tmp_path: Path) -> None:
+    """run → delete stdout and result → recover → merge → demo summary: every stage reads the same ItemResult."""
+    from ablate.mine.recover import recover_run
+    from ablate.run.demo import summarise_results
+    from ablate.run.merge import merge_runs
+
+    rig = Rig(tmp_path, {"alpha": "say done", "beta": "say hi"}, repeats=1)
+    summary = rig.run()
+    assert (summary.done, summary.total) == (4, 4)
+    before = rig.results()
+    lost = sorted(before)[:2]
+    for item in lost:
+        rig.folder.result_path(item).unlink()
+        attempt = before[item]["attempt"]
+        rig.folder.stdout_path(item, attempt).unlink()
+
+    actions = {r.item: r.action for r in recover_run(rig.folder.root)}
+    assert {i: actions[i] for i in lost} == dict.fromkeys(lost, "recovered")
+    assert sorted(a for i, a in actions.items() if i not in lost) == ["ok", "ok"]
+    after = rig.results()
+    for item in lost:
+        rebuilt = after[item]
+        for key in ("task", "cell", "repeat", "order", "attempt", "session_id", "status", "complete"):
+            assert rebuilt[key] == before[item][key], (item, key)
+        assert rebuilt["transcript"] == before[item]["transcript"]  # relative, same as the runner's
+        assert rebuilt["stdout"] == before[item]["stdout"]
+        assert rebuilt["recovery"]["recovered_fields"]
+
+    merged = merge_runs([rig.folder.root], tmp_path / "merged")
+    assert (merged["complete"], merged["items"]) == (4, 4)
+    merged_results = {r.item: r for r in iter_results(RunFolder(tmp_path / "merged"))}
+    assert {i: r.stdout for i, r in merged_results.items()} == {i: r["stdout"] for i, r in after.items()}
+
+    cells = {s.cell: (s.items, s.complete, s.pitfall_hits) for s in summarise_results(tmp_path / "merged")}
+    hits = {
+        c: sum(r["pitfall_hits"].get("said-done", 0) for r in before.values() if r["cell"] == c)
+        for c in cells
+    }
+    assert min(hits.values()) > 0  # the "say done" task hits its pitfall; recovery must not lose that
+    assert cells == {c: (2, 2, {"said-done": hits[c]}) for c in ("C0", "C11")}

@@ -7,7 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ablate.mine.transcript import PitfallPattern, SessionResult, iter_sessions, mine_session
+from ablate.mine.derive import mine_session
+from ablate.mine.discover import iter_sessions
+from ablate.mine.model import PitfallPattern, SessionResult
 from tests.mining_support import EXPECTED, NAMES, OLD_SESSION, lay_out, relative, stdout_of
 
 

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ablate.mine.cli_output import is_rate_limit_message, parse_cli_output, parse_reset_time
+from ablate.mine.derive import mine_session
+from ablate.mine.model import PitfallPattern
 from ablate.mine.pricing import estimate_cost, normalize_model, price_for
-from ablate.mine.transcript import PitfallPattern, mine_session
 from tests.mining_support import FIXTURES, lay_out, stdout_of
 
 _json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
@@ -98,7 +99,7 @@ def test_unreadable_subagent_folder_and_empty_file(tmp_path: Path) -> None:
 
 
 def test_huge_line_across_read_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ablate.mine.transcript as t
+    import ablate.mine.parse as t
 
     monkeypatch.setattr(t, "_CHUNK", 1000)  # every fixture line now spans several blocks
     src = lay_out(tmp_path / "p", "agent")

@@ -13,12 +13,8 @@ import typer
 
 from ablate.cli.common import Json, cli_errors
 from ablate.core.errors import EXIT_PARTIAL, NotFound, UsageError
-from ablate.mine.transcript import (
-    PitfallPattern,
-    SessionResult,
-    iter_sessions,
-    mine_each,
-)
+from ablate.mine.discover import iter_sessions, mine_each
+from ablate.mine.model import PitfallPattern, SessionResult
 
 app = typer.Typer()
 

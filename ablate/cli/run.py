@@ -1,7 +1,8 @@
-"""``ablate run``, ``ablate ab``, ``ablate plan``, ``ablate merge``: thin shells over ablate.run.runner/plan/merge."""
+"""``ablate run``, ``ablate ab``, ``ablate plan``, ``ablate merge``: thin shells over ablate.run."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import tempfile
@@ -104,26 +105,6 @@ IsolateState = Annotated[
 ]
 
 
-def _cells(cells: str, ablate_toml: Path | None) -> tuple[Any, Any]:
-    from ablate.setup.cells import load_cell_set
-    from ablate.setup.layers import load_catalog
-
-    catalog = load_catalog(ablate_toml)
-    return catalog, load_cell_set(cells, catalog)
-
-
-def _setup_info(setup: Any, cells_source: Path, ablate_toml: Path | None) -> dict[str, object]:
-    return {
-        "config_dir": str(setup.config_dir),
-        "repo": str(setup.repo),
-        "head": setup.head,
-        "dirty": setup.dirty,
-        "dirty_files": list(setup.dirty_files)[:200],
-        "cell_set_source": str(cells_source),
-        "ablate_toml": str(ablate_toml) if ablate_toml else None,
-    }
-
-
 def _err(text: str) -> None:
     typer.echo(text, err=True)
 
@@ -161,14 +142,15 @@ def plan_cmd(
     Exit codes: 0 ok, 2 bad input (tasks, cells, setup, options).
     """
     from ablate.core.claude import find_claude
+    from ablate.run.create import create_run
     from ablate.run.plan import blocks, estimate, new_seed
-    from ablate.run.runner import create_run
+    from ablate.run.prepare import load_cells, setup_info
     from ablate.setup.load import load_setup
     from ablate.setup.tasks import load_tasks
 
     if not tasks:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
-    catalog, cell_set = _cells(cells, ablate_toml)
+    catalog, cell_set = load_cells(cells, ablate_toml)
     loaded = load_tasks(tasks, catalog)
     setup = load_setup(config_dir or default_config_dir(), repo)
     claude = find_claude(claude_bin)
@@ -183,7 +165,7 @@ def plan_cmd(
         max_turns=max_turns,
         claude=claude,
         timeout_s=timeout,
-        setup=_setup_info(setup, cell_set.source, ablate_toml),
+        setup=setup_info(setup, cell_set.source, ablate_toml),
     )
     n_blocks = len(blocks(folder.read_plan()))
     if json:
@@ -231,83 +213,43 @@ def _run(
 ) -> None:
     from ablate.core.claude import find_claude
     from ablate.isolate.backend import ShadowEnvironments
-    from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
-    from ablate.run.runner import (
-        Runner,
-        RunOptions,
-        compatibility_problems,
-        create_run,
-        load_run_tasks,
-        open_run,
-        read_result,
-        shard_folder,
-    )
-    from ablate.setup.load import load_setup
-    from ablate.setup.tasks import load_tasks
+    from ablate.run.prepare import RunRequest, prepare_run
+    from ablate.run.scheduler import Runner, RunOptions
 
     claude = find_claude(claude_bin)
-    shard_spec: Shard | None = parse_shard(shard) if shard else None
-    if resume is not None and plan is not None:
-        raise UsageError("pass either --resume or --plan, not both")
-    if resume is not None or plan is not None:
-        if tasks:
-            raise UsageError(
-                "--tasks cannot change a planned run", hint="drop --tasks (the run folder has its own)"
-            )
-        if plan is not None and shard_spec is not None:
-            folder, manifest = shard_folder(plan, shard_spec, out if out != Path("runs") else None)
-        else:
-            if shard_spec is not None:
-                raise UsageError("--shard goes with --plan DIR (or a fresh run), not with --resume")
-            folder, manifest = open_run(resume or plan)  # type: ignore[arg-type]
-        problems = compatibility_problems(manifest, claude, model if model_given else None)
-        if problems and not force:
-            raise UsageError(
-                f"{folder.root}: " + "; ".join(problems),
-                hint="a run folder never mixes CLI versions or models; use a new run, or --force to record it",
-            )
-        setup_info = manifest.setup
-        catalog, cell_set = _cells(
-            str(setup_info.get("cell_set_source") or manifest.cell_set),
-            Path(str(setup_info["ablate_toml"])) if setup_info.get("ablate_toml") else ablate_toml,
-        )
-        setup = load_setup(
-            config_dir or Path(str(setup_info.get("config_dir") or default_config_dir())),
-            repo if repo != Path(".") else Path(str(setup_info.get("repo") or ".")),
-        )
-        if setup.head != setup_info.get("head") and not force:
-            raise UsageError(
-                f"{setup.repo}: HEAD is {setup.head[:12]}, the run was planned at {str(setup_info.get('head'))[:12]}",
-                hint="check out the planned commit, or pass --force",
-            )
-        run_tasks = load_run_tasks(folder, manifest)
-    else:
-        if not tasks:
-            raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
-        catalog, cell_set = _cells(cells, ablate_toml)
-        run_tasks = load_tasks(tasks, catalog)
-        setup = load_setup(config_dir or default_config_dir(), repo)
-        if shard_spec is not None and seed is None:
-            raise UsageError(
-                "--shard needs --seed", hint="every shard must draw the same plan; pass the same --seed"
-            )
-        folder, manifest = create_run(
-            out,
-            tasks=run_tasks,
-            cell_set=cell_set.name,
-            cells=list(cell_set.cells),
+    prep = prepare_run(
+        RunRequest(
+            tasks=list(tasks or []),
+            cells=cells,
             repeats=repeats,
-            seed=seed if seed is not None else new_seed(),
             model=model,
             max_turns=max_turns,
-            claude=claude,
             timeout_s=timeout,
-            setup=_setup_info(setup, cell_set.source, ablate_toml),
-            shard=shard_spec,
-        )
-    share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
-    todo = [p for p in share if (read_result(folder, p.item) or {}).get("complete") is not True]
-    observed = [a.cost_usd for p in share for a in p.attempts if a.cost_usd]
+            out=out,
+            config_dir=config_dir or default_config_dir(),
+            repo=repo,
+            seed=seed,
+            resume=resume,
+            plan=plan,
+            shard=shard,
+            force=force,
+            ablate_toml=ablate_toml,
+            model_given=model_given,
+            config_dir_given=config_dir is not None,
+            repo_given=repo != Path("."),
+        ),
+        claude,
+    )
+    folder, manifest, setup, catalog, cell_set = (
+        prep.folder,
+        prep.manifest,
+        prep.setup,
+        prep.catalog,
+        prep.cell_set,
+    )
+    run_tasks = prep.tasks
+    todo = prep.todo()
+    observed = [a.cost_usd for p in prep.share for a in p.attempts if a.cost_usd]
     _print_estimate(len(todo), manifest.model, manifest.max_turns, observed)
     _err(f"run folder: {folder.root}")
 
@@ -471,39 +413,20 @@ def run_cmd(
     _run(**_params(locals()), model_given=_given(ctx, "model"))
 
 
-@app.command("ab")
-@cli_errors
-def ab_cmd(
-    ctx: typer.Context,
-    tasks: Tasks = None,
-    repeats: Repeats = 1,
-    model: Model = "claude-sonnet-4-6",
-    max_turns: MaxTurns = 30,
-    jobs: Jobs = 2,
-    budget_usd: Budget = None,
-    timeout: Timeout = 1800,
-    out: Out = Path("runs"),
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
-    claude_bin: ClaudeBin = None,
-    seed: Seed = None,
-    resume: Resume = None,
-    plan: PlanDir = None,
-    shard: ShardOpt = None,
-    force: Force = False,
-    work_dir: WorkDir = None,
-    grace: Grace = 30.0,
-    backoff: Backoff = 30.0,
-    dirty: Dirty = False,
-    isolate_state: IsolateState = False,
-    ablate_toml: AblateToml = None,
-    json: Json = False,
-) -> None:
+def ab_cmd(ctx: typer.Context, **options: Any) -> None:
     """`ablate run` with the `binary` cell set: the whole setup (C0) against none of it (C11).
 
     Exit codes: as `ablate run`.
     """
-    _run(**_params(locals()), cells="binary", model_given=_given(ctx, "model"))
+    _run(**options, cells="binary", model_given=_given(ctx, "model"))
+
+
+# `ab` takes exactly `run`'s options but --cells: one set of definitions, two commands.
+ab_cmd.__signature__ = inspect.signature(run_cmd).replace(  # type: ignore[attr-defined]
+    parameters=[p for p in inspect.signature(run_cmd).parameters.values() if p.name != "cells"]
+)
+ab_cmd.__annotations__ = {k: v for k, v in run_cmd.__annotations__.items() if k != "cells"}
+app.command("ab")(cli_errors(ab_cmd))
 
 
 def _params(values: dict[str, Any]) -> dict[str, Any]:

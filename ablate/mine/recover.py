@@ -10,18 +10,28 @@ never replaced by a worse result; a rate-limited session never becomes a result 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
-from ablate.core.errors import NotFound
-from ablate.core.fsutil import atomic_write_json
+from ablate.core.errors import AblateError, NotFound
 from ablate.mine.cli_output import parse_cli_output
-from ablate.mine.transcript import SessionResult, mine_session
-from ablate.run.folder import PlanItem, RunFolder
+from ablate.mine.derive import mine_session
+from ablate.mine.model import SessionResult
+from ablate.run.folder import TASKS_DIR, Attempt, PlanItem, RunFolder
+from ablate.run.lock import RunLock
+from ablate.run.result import (
+    COMPLETE_STATUSES,
+    STATUSES,
+    ExitInfo,
+    ItemResult,
+    Recovery,
+    read_result,
+    should_replace,
+    write_result,
+)
+from ablate.run.session import PAUSE_API_STATUSES
+from ablate.setup.tasks import Task, load_task
 
 RecoverAction = Literal["ok", "recovered", "kept", "needs_rerun", "not_run"]
 
@@ -70,73 +80,115 @@ class RecoveredItem:
         }
 
 
-def result_document(
-    result: SessionResult, *, item: str, recovered_fields: list[str], attempt: int
-) -> dict[str, Any]:
-    """The ``results/<item>.json`` body of a recovered item: the mined session plus a ``recovery`` block."""
-    doc = result.to_json()
-    doc["item"] = item
-    doc["attempt"] = attempt
-    doc["recovery"] = {
-        "recovered_fields": recovered_fields,
-        "estimated_fields": result.estimated_fields,
-        "stdout": result.stdout_kind,
-        "reconciliation": {k: dict(v) for k, v in result.reconciliation.items()},
-    }
-    return doc
+def recovered_result(
+    rf: RunFolder, item: PlanItem, attempt: Attempt, session: SessionResult, recovered_fields: list[str]
+) -> ItemResult:
+    """The ``results/<item>.json`` of a recovered item: the same :class:`ItemResult` the runner writes, built
+    from the plan record and the mined transcript, with a ``recovery`` block saying what came from where."""
+    transcript = rf.transcript_path(item.item, attempt.n, attempt.session_id)
+    status = session.status if session.status in STATUSES else "error"
+    doc = session.to_json()
+    doc["transcript"] = str(transcript.relative_to(rf.root))
+    return ItemResult(
+        item=item.item,
+        task=item.task,
+        cell=item.cell,
+        repeat=item.repeat,
+        order=item.order,
+        attempt=attempt.n,
+        session_id=attempt.session_id,
+        status=status,
+        complete=status in COMPLETE_STATUSES,
+        started_at=attempt.started_at,
+        finished_at=attempt.finished_at,
+        env=attempt.slot,
+        cost_usd=session.cost_usd,
+        turns=session.turns,
+        pitfall_hits=dict(session.pitfall_hits),
+        exit=ExitInfo(returncode=attempt.returncode),
+        stdout=str(rf.stdout_path(item.item, attempt.n).relative_to(rf.root)),
+        transcript=doc["transcript"],
+        session=doc,
+        recovery=Recovery(
+            recovered_fields=recovered_fields,
+            estimated_fields=session.estimated_fields,
+            stdout_kind=session.stdout_kind,
+            reconciliation={k: dict(v) for k, v in session.reconciliation.items()},
+        ),
+    )
 
 
-def _existing_is_better(path: Path) -> bool:
-    """True when ``path`` already holds a result that a recovered one must not replace."""
-    try:
-        old = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return False
-    if not isinstance(old, dict):
-        return False
-    # A result built from a valid stdout (no recovery block) is never replaced by a recovered one.
-    return old.get("recovery") is None and old.get("status") not in (None, "no_transcript")
-
-
-def _recover_item(rf: RunFolder, item: PlanItem, *, write: bool) -> RecoveredItem:
+def _recover_item(rf: RunFolder, item: PlanItem, tasks: dict[str, Task], *, write: bool) -> RecoveredItem:
     if not item.attempts:
         return RecoveredItem(item.item, None, None, "not_run", "no attempt yet")
     attempt = item.attempts[-1]
     stdout = rf.stdout_path(item.item, attempt.n)
     cli = parse_cli_output(stdout)
-    if cli.kind == "valid":
-        return RecoveredItem(item.item, attempt.n, cli.kind, "ok", "stdout is a valid result")
+    old = read_result(rf, item.item)
+    if cli.kind == "valid" and old is not None:
+        return RecoveredItem(item.item, attempt.n, cli.kind, "ok", "stdout is valid and the result exists")
     transcript = rf.transcript_path(item.item, attempt.n, attempt.session_id)
-    result = mine_session(transcript, stdout=stdout)
-    if result.status == "no_transcript":
-        return RecoveredItem(item.item, attempt.n, cli.kind, "needs_rerun", "no transcript to recover from")
-    if result.status == "rate_limited":
+    task = tasks.get(item.task)
+    pitfalls = task.pitfall_patterns() if task is not None else ()
+    result = mine_session(transcript, stdout=stdout, pitfalls=pitfalls)
+    rate_limited = (
+        result.status == "rate_limited"
+        or cli.kind == "rate_limit_stub"
+        or (result.status == "api_error" and result.api_error_status in PAUSE_API_STATUSES)
+    )
+    if rate_limited:
         reset = f"; resets {result.rate_limit_reset.isoformat()}" if result.rate_limit_reset else ""
         return RecoveredItem(
             item.item, attempt.n, cli.kind, "needs_rerun", f"rate limited{reset}", result=result
         )
-    recovered = list(RECOVERED_FIELDS)
+    if result.status == "no_transcript":
+        return RecoveredItem(item.item, attempt.n, cli.kind, "needs_rerun", "no transcript to recover from")
+    recovered = [] if cli.kind == "valid" else list(RECOVERED_FIELDS)
     out = RecoveredItem(
-        item.item, attempt.n, cli.kind, "recovered", f"stdout {cli.kind}", result, recovered_fields=recovered
+        item.item,
+        attempt.n,
+        cli.kind,
+        "recovered",
+        f"stdout {cli.kind}; result rebuilt",
+        result,
+        recovered_fields=recovered,
     )
-    path = rf.result_path(item.item)
-    if _existing_is_better(path):
-        out.action, out.reason = "kept", f"stdout {cli.kind}; results/{path.name} is already a better result"
+    new = recovered_result(rf, item, attempt, result, recovered)
+    if not should_replace(old, new):
+        out.action, out.reason = (
+            "kept",
+            f"stdout {cli.kind}; results/{item.item}.json is already a better result",
+        )
         return out
     if write:
-        atomic_write_json(
-            path, result_document(result, item=item.item, recovered_fields=recovered, attempt=attempt.n)
-        )
+        write_result(rf, new)
     return out
 
 
-def recover_run(run_dir: Path, *, write: bool = True) -> Iterator[RecoveredItem]:
+def recover_run(run_dir: Path, *, write: bool = True) -> list[RecoveredItem]:
     """Recover every item of the run folder ``run_dir`` whose stdout is not a valid result (see module doc).
 
-    Raises :class:`NotFound` for a missing folder and ``RunFolderError`` for a folder without a plan.
+    Holds the run folder's lock (a live runner and ``recover`` never write one folder at once). Raises
+    :class:`NotFound` for a missing folder and ``RunFolderError`` for a folder without a plan or locked.
     """
     if not run_dir.is_dir():
         raise NotFound(f"{run_dir}: no such run folder")
     rf = RunFolder(run_dir)
-    for item in rf.read_plan():
-        yield _recover_item(rf, item, write=write)
+    plan = rf.read_plan()
+    tasks = _run_tasks(rf)
+    with RunLock(rf):
+        return [_recover_item(rf, item, tasks, write=write) for item in plan]
+
+
+def _run_tasks(rf: RunFolder) -> dict[str, Task]:
+    """The run's own task copies (for pitfall patterns); a folder without them recovers without pitfalls."""
+    out: dict[str, Task] = {}
+    tdir = rf.root / TASKS_DIR
+    if tdir.is_dir():
+        for path in sorted(tdir.glob("*.toml")):
+            try:
+                task = load_task(path)
+            except AblateError:
+                continue
+            out[task.id] = task
+    return out

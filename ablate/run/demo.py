@@ -5,12 +5,10 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from ablate.core.errors import UsageError
-from ablate.run.folder import RESULTS
+from ablate.run.folder import RunFolder
+from ablate.run.result import ItemResult, iter_results
 
 MARKER = ".ablate-demo"
 
@@ -43,26 +41,25 @@ class CellSummary:
 
 def summarise_results(run_dir: Path) -> list[CellSummary]:
     """Descriptive per-cell totals over a run folder's results (no statistics: that is ``ablate report``)."""
-    by_cell: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted((run_dir / RESULTS).glob("*.json")):
-        doc = orjson.loads(path.read_bytes())
-        by_cell.setdefault(str(doc["cell"]), []).append(doc)
+    by_cell: dict[str, list[ItemResult]] = {}
+    for res in iter_results(RunFolder(run_dir)):
+        by_cell.setdefault(res.cell, []).append(res)
     out = []
     for cell, docs in by_cell.items():
         hits: dict[str, int] = {}
         for d in docs:
-            for pid, n in (d.get("pitfall_hits") or {}).items():
+            for pid, n in d.pitfall_hits.items():
                 if n:
                     hits[pid] = hits.get(pid, 0) + int(n)
-        turns = [d["turns"] for d in docs if isinstance(d.get("turns"), int)]
+        turns = [d.turns for d in docs if d.turns is not None]
         out.append(
             CellSummary(
                 cell=cell,
                 items=len(docs),
-                complete=sum(1 for d in docs if d.get("complete")),
+                complete=sum(1 for d in docs if d.complete),
                 pitfall_hits=hits,
                 mean_turns=sum(turns) / len(turns) if turns else None,
-                cost_usd=sum(float(d.get("cost_usd") or 0.0) for d in docs),
+                cost_usd=sum(d.cost_usd or 0.0 for d in docs),
             )
         )
     return sorted(out, key=lambda s: (len(s.cell), s.cell))

@@ -19,6 +19,7 @@ merges. Attempts are numbered from 1.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -37,6 +38,13 @@ STDOUT = "stdout"
 STDERR = "stderr"
 TRANSCRIPTS = "transcripts"
 LOCK = ".lock"
+#: Folder inside a run folder holding a copy of every task file, so a resume needs nothing else.
+TASKS_DIR = "tasks"
+
+
+def utcnow() -> str:
+    """The current time as ISO-8601 UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def item_id(task: str, cell: str, repeat: int) -> str:

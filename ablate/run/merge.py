@@ -3,20 +3,29 @@
 The folders must have identical manifest identities (same CLI build, model, flags, cells, tasks, seed and
 plan; see :meth:`RunManifest.identity`). Every attempt's evidence is copied (renumbered per item when two
 folders ran the same item); per item the best result wins under the replacement rule of
-:func:`ablate.runner.should_replace`, so a complete result is never displaced by an error.
+:func:`ablate.run.result.should_replace`, so a complete result is never displaced by an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.core.errors import OutputExists, RunFolderError
-from ablate.core.fsutil import atomic_write_json
-from ablate.run.folder import Attempt, PlanItem, RunFolder, read_manifest, write_manifest
-from ablate.run.runner import TASKS_DIR, read_result, should_replace
+from ablate.core.errors import NotFound, OutputExists, RunFolderError
+from ablate.run.folder import (
+    TASKS_DIR,
+    Attempt,
+    PlanItem,
+    RunFolder,
+    RunManifest,
+    read_manifest,
+    write_manifest,
+)
+from ablate.run.lock import RunLock
+from ablate.run.result import ItemResult, read_result, should_replace, write_result
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -27,6 +36,9 @@ def merge_runs(runs: Sequence[Path], out: Path, *, force: bool = False) -> dict[
     """Merge ``runs`` into a new folder ``out``; return a summary (items, results, complete)."""
     if not runs:
         raise RunFolderError("nothing to merge", hint="pass two or more run folders")
+    for r in runs:
+        if not r.is_dir():
+            raise NotFound(f"{r}: no such run folder")
     if out.exists() and any(out.iterdir()):
         raise OutputExists(f"{out}: already exists", hint="pick a new --out folder")
     folders = [RunFolder(r) for r in runs]
@@ -41,10 +53,21 @@ def merge_runs(runs: Sequence[Path], out: Path, *, force: bool = False) -> dict[
             )
     dest = RunFolder(out)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(folders[0].root / TASKS_DIR, out / TASKS_DIR, dirs_exist_ok=True)
 
+    with contextlib.ExitStack() as stack:
+        for f in folders:  # no live runner may add results while they are read
+            stack.enter_context(RunLock(f))
+        stack.enter_context(RunLock(dest))
+        return _merge_locked(folders, manifests, dest, force=force)
+
+
+def _merge_locked(
+    folders: Sequence[RunFolder], manifests: Sequence[RunManifest], dest: RunFolder, *, force: bool
+) -> dict[str, Any]:
+    out = dest.root
+    shutil.copytree(folders[0].root / TASKS_DIR, out / TASKS_DIR, dirs_exist_ok=True)
     merged: dict[str, PlanItem] = {}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, ItemResult] = {}
     for folder in folders:
         for it in folder.read_plan():
             target = merged.setdefault(it.item, it.model_copy(update={"attempts": []}))
@@ -57,12 +80,12 @@ def merge_runs(runs: Sequence[Path], out: Path, *, force: bool = False) -> dict[
             res = read_result(folder, it.item)
             if res is None:
                 continue
-            res = _renumbered(res, dest, renumber.get(int(res.get("attempt", 0)), int(res.get("attempt", 0))))
+            res = _renumbered(res, dest, renumber.get(res.attempt, res.attempt))
             if should_replace(results.get(it.item), res):
                 results[it.item] = res
     dest.write_plan(sorted(merged.values(), key=lambda p: p.order))
     for res in results.values():
-        atomic_write_json(dest.result_path(str(res["item"])), res)
+        write_result(dest, res)
 
     first = manifests[0]
     cells = list(first.cells)
@@ -75,7 +98,7 @@ def merge_runs(runs: Sequence[Path], out: Path, *, force: bool = False) -> dict[
             update={"setup": {**manifest.setup, "merged_with_force": [str(f.root) for f in folders]}}
         )
     write_manifest(dest, manifest)
-    complete = sum(1 for r in results.values() if r.get("complete"))
+    complete = sum(1 for r in results.values() if r.complete)
     return {"folder": str(out), "items": len(merged), "results": len(results), "complete": complete}
 
 
@@ -93,14 +116,15 @@ def _copy_attempt(src: RunFolder, dest: RunFolder, item: str, old: int, new: int
         shutil.copytree(tdir, dest.transcript_dir(item, new), symlinks=True, dirs_exist_ok=True)
 
 
-def _renumbered(res: dict[str, Any], dest: RunFolder, n: int) -> dict[str, Any]:
-    item, sid = str(res["item"]), str(res.get("session_id"))
-    out = dict(res)
-    out["attempt"] = n
-    out["stdout"] = str(dest.stdout_path(item, n).relative_to(dest.root))
-    if res.get("transcript"):
-        path = dest.transcript_path(item, n, sid)
-        out["transcript"] = str(path.relative_to(dest.root))
-        if isinstance(out.get("session"), dict):
-            out["session"] = {**out["session"], "transcript": str(path.resolve())}
-    return out
+def _renumbered(res: ItemResult, dest: RunFolder, n: int) -> ItemResult:
+    """The result with its attempt number and evidence paths as they are in the merged folder (all relative)."""
+    update: dict[str, Any] = {
+        "attempt": n,
+        "stdout": str(dest.stdout_path(res.item, n).relative_to(dest.root)),
+    }
+    if res.transcript:
+        rel = str(dest.transcript_path(res.item, n, res.session_id).relative_to(dest.root))
+        update["transcript"] = rel
+        if res.session is not None:
+            update["session"] = {**res.session, "transcript": rel}
+    return res.model_copy(update=update)

@@ -30,7 +30,7 @@ from pydantic import Field, field_validator
 from ablate.core.errors import NotFound, Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import Spec, read_spec_data, validate
-from ablate.mine.transcript import PitfallPattern
+from ablate.mine.model import PitfallPattern
 from ablate.setup.layers import Catalog
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"

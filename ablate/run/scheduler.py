@@ -1,4 +1,4 @@
-"""Running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments.
+"""The scheduler — running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments.
 
 One :class:`Runner` works on one run folder (DESIGN §4) at a time, holding its lock. Its main thread
 dispatches items in plan order; session, environment-build and reset work happens in thread pools:
@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import fcntl
 import itertools
 import os
-import shutil
 import socket
 import threading
 import time
@@ -36,159 +34,36 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
 import psutil
 
-from ablate import __version__
-from ablate.core.claude import ClaudeBinary, claude_argv
-from ablate.core.errors import OutputExists, RunFolderError, UsageError
-from ablate.core.fsutil import atomic_write_json
+from ablate.core.claude import ClaudeBinary
+from ablate.core.errors import RunFolderError
 from ablate.core.proc import ExecResult, kill_tree, run_process
 from ablate.isolate.backend import CellEnv, EnvBackend
-from ablate.mine.transcript import SessionResult, mine_session
+from ablate.mine.derive import mine_session
+from ablate.mine.model import SessionResult
 from ablate.run.folder import (
-    LOCK,
-    SCHEMA_VERSION,
     Attempt,
-    ClaudeInfo,
-    ManifestCell,
     ManifestSession,
-    ManifestTask,
     PlanItem,
     RunFolder,
     RunManifest,
-    read_manifest,
+    utcnow,
     write_manifest,
 )
-from ablate.run.plan import Shard, make_plan, plan_sha256, shard_items
+from ablate.run.lock import RunLock
+from ablate.run.plan import Shard, shard_items
+from ablate.run.result import COMPLETE_STATUSES, is_complete, read_result, write_result
+from ablate.run.session import (
+    PAUSE_API_STATUSES,
+    PERMANENT_API_STATUSES,
+    build_result,
+    copy_transcript,
+    kill_strays,
+    render_argv,
+)
 from ablate.setup.cells import ResolvedCell
-from ablate.setup.tasks import Task, load_task
-
-RESULT_SCHEMA_VERSION = 1
-#: Folder inside a run folder holding a copy of every task file, so a resume needs nothing else.
-TASKS_DIR = "tasks"
-
-#: Outcomes that answer the item: a resume skips them. A timeout is an outcome of the task, not a glitch.
-COMPLETE_STATUSES = frozenset({"completed", "max_turns", "prompt_too_long", "timeout"})
-#: HTTP statuses that are the request's own fault: retrying cannot help.
-PERMANENT_API_STATUSES = frozenset({400, 401, 403, 404, 413})
-#: HTTP statuses that mean "slow down": they pause the pool like a 429.
-PAUSE_API_STATUSES = frozenset({429, 529})
-
-DEFAULT_MAX_RETRIES = 2
-
-
-def utcnow() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The result-replacement rule
-
-
-def result_rank(result: Mapping[str, Any] | None) -> int:
-    """0: no result; 1: a failed attempt (api_error, no transcript, killed); 2: a complete outcome."""
-    if result is None:
-        return 0
-    return 2 if result.get("status") in COMPLETE_STATUSES else 1
-
-
-def should_replace(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    """True when ``new`` may overwrite ``old``: never with a worse result; a complete result is kept
-    (the first complete outcome stands); a failure may replace an older failure (newer evidence).
-    Rate-limited attempts never become results at all."""
-    if new.get("status") == "rate_limited":
-        return False
-    old_rank, new_rank = result_rank(old), result_rank(new)
-    if new_rank != old_rank:
-        return new_rank > old_rank
-    return new_rank < 2
-
-
-def read_result(folder: RunFolder, item: str) -> dict[str, Any] | None:
-    """The item's result, or None when there is none (or it is unreadable: a torn file cannot exist, since
-    results are written atomically, but a hand-edited one might)."""
-    path = folder.result_path(item)
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def write_result(folder: RunFolder, result: Mapping[str, Any]) -> bool:
-    """Write ``result`` atomically unless the rule forbids it; return whether it was written."""
-    item = str(result["item"])
-    if not should_replace(read_result(folder, item), result):
-        return False
-    atomic_write_json(folder.result_path(item), dict(result))
-    return True
-
-
-def is_complete(folder: RunFolder, item: str) -> bool:
-    return result_rank(read_result(folder, item)) == 2
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The lock
-
-
-class RunLock:
-    """An exclusive ``flock`` on ``<run>/.lock``: released by the kernel when the holder dies (even kill -9)."""
-
-    def __init__(self, folder: RunFolder) -> None:
-        self.path = folder.root / LOCK
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = ""
-            with contextlib.suppress(OSError):
-                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
-            os.close(fd)
-            raise RunFolderError(
-                f"{self.path.parent}: another `ablate run` is working on this run folder"
-                + (f" ({holder})" if holder else ""),
-                hint="wait for it to finish or stop it (Ctrl-C); two runners on one folder would corrupt it",
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {utcnow()}\n".encode(), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, 0)
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
-
-    def __enter__(self) -> RunLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def kill_strays(root: Path) -> int:
-    """Kill every process (tree) whose cwd is inside ``root``: sessions orphaned by a crashed runner."""
-    root_s = str(root.resolve())
-    killed = 0
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid", "cwd"]):
-        cwd = proc.info.get("cwd")
-        if proc.pid == me or not cwd or not (cwd == root_s or cwd.startswith(root_s + os.sep)):
-            continue
-        kill_tree(proc.pid, grace_s=2.0)
-        killed += 1
-    return killed
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Options, progress, summary
+from ablate.setup.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -275,161 +150,6 @@ class RunSummary:
             "elapsed_s": round(self.elapsed_s, 3),
             "envs_built": self.envs_built,
         }
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Creating and opening run folders
-
-
-def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> list[str]:
-    """The pinned command line (DESIGN §4) with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` slots."""
-    return claude_argv(
-        claude,
-        prompt="{prompt}",
-        model=model,
-        session_id="{session_id}",
-        max_turns="{max_turns}",
-        extra=extra_args,
-    )
-
-
-def render_argv(template: Sequence[str], *, max_turns: int, session_id: str, prompt: str) -> list[str]:
-    values = {"{max_turns}": str(max_turns), "{session_id}": session_id, "{prompt}": prompt}
-    return [values.get(a, a) for a in template]
-
-
-def create_run(
-    out_root: Path,
-    *,
-    tasks: Sequence[Task],
-    cell_set: str,
-    cells: Sequence[ResolvedCell],
-    repeats: int,
-    seed: int,
-    model: str,
-    max_turns: int,
-    claude: ClaudeBinary,
-    timeout_s: float | None = None,
-    extra_args: Sequence[str] = (),
-    max_retries: int = DEFAULT_MAX_RETRIES,
-    setup: Mapping[str, Any] | None = None,
-    shard: Shard | None = None,
-    run_id: str | None = None,
-) -> tuple[RunFolder, RunManifest]:
-    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
-    items = make_plan([t.id for t in tasks], [c.id for c in cells], repeats=repeats, seed=seed)
-    if shard is not None:
-        shard_items(items, shard)  # validates K/N against the plan
-    sha = plan_sha256(items)
-    run_id = run_id or f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{sha[:8]}"
-    folder = RunFolder(out_root / (run_id + (shard.suffix if shard else "")))
-    if folder.root.exists() and any(folder.root.iterdir()):
-        raise OutputExists(
-            f"{folder.root}: run folder already exists", hint="resume it with --resume, or pick another --out"
-        )
-    manifest = RunManifest(
-        schema_version=SCHEMA_VERSION,
-        run_id=run_id,
-        created_at=utcnow(),
-        ablate_version=__version__,
-        claude=ClaudeInfo(
-            path=str(claude.path), version=claude.version, sha256=claude.sha256, pinned=claude.is_pinned
-        ),
-        model=model,
-        max_turns=max_turns,
-        timeout_s=timeout_s,
-        argv=pinned_argv(claude.path, model, extra_args),
-        max_retries=max_retries,
-        cell_set=cell_set,
-        cells=[
-            ManifestCell(
-                id=c.id,
-                dirname=c.dirname,
-                label=c.label,
-                stripped=list(c.stripped),
-                empty_config=c.empty_config,
-            )
-            for c in cells
-        ],
-        tasks=[ManifestTask.model_validate(t.manifest_entry()) for t in tasks],
-        repeats=repeats,
-        seed=seed,
-        plan_sha256=sha,
-        items=len(items),
-        shard=str(shard) if shard else None,
-        setup=dict(setup or {}),
-        host=socket.gethostname(),
-    )
-    folder.root.mkdir(parents=True, exist_ok=True)
-    tasks_dir = folder.root / TASKS_DIR
-    tasks_dir.mkdir(exist_ok=True)
-    for t in tasks:
-        shutil.copyfile(t.source, tasks_dir / f"{t.id}.toml")
-    folder.write_plan(items)
-    write_manifest(folder, manifest)
-    return folder, manifest
-
-
-def shard_folder(plan_dir: Path, shard: Shard, out_root: Path | None = None) -> tuple[RunFolder, RunManifest]:
-    """Create (or reopen) the run folder of one shard of a planned run: same manifest identity, same plan
-    and tasks, ``shard`` recorded. Each shard gets its own folder, so shards never share a lock or a file."""
-    src = RunFolder(plan_dir)
-    manifest = read_manifest(src)
-    if manifest.shard is not None:
-        raise UsageError(
-            f"{plan_dir} is itself shard {manifest.shard}", hint="shard the original plan folder"
-        )
-    items = src.read_plan()
-    shard_items(items, shard)
-    dest = RunFolder((out_root or plan_dir.parent) / (manifest.run_id + shard.suffix))
-    if dest.manifest_path.exists():
-        return dest, read_manifest(dest)
-    dest.root.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(src.root / TASKS_DIR, dest.root / TASKS_DIR, dirs_exist_ok=True)
-    dest.write_plan([PlanItem(**{**i.model_dump(), "attempts": []}) for i in items])
-    manifest = manifest.model_copy(update={"shard": str(shard), "sessions": []})
-    write_manifest(dest, manifest)
-    return dest, manifest
-
-
-def open_run(run_dir: Path) -> tuple[RunFolder, RunManifest]:
-    """Open an existing run folder (for --resume)."""
-    if not run_dir.is_dir():
-        raise RunFolderError(f"{run_dir}: no such run folder")
-    folder = RunFolder(run_dir)
-    return folder, read_manifest(folder)
-
-
-def load_run_tasks(folder: RunFolder, manifest: RunManifest) -> list[Task]:
-    """The run's own copies of its task files, checked against the manifest's hashes."""
-    tasks = []
-    for mt in manifest.tasks:
-        path = folder.root / TASKS_DIR / f"{mt.id}.toml"
-        if not path.exists():
-            raise RunFolderError(f"{path}: task file missing from the run folder")
-        task = load_task(path)
-        if task.sha256 != mt.sha256:
-            raise RunFolderError(f"{path}: task file changed since the run was planned (hash differs)")
-        tasks.append(task)
-    return tasks
-
-
-def compatibility_problems(manifest: RunManifest, claude: ClaudeBinary, model: str | None) -> list[str]:
-    """Why this CLI/model may not add results to the folder (empty when it may)."""
-    out = []
-    if claude.version != manifest.claude.version:
-        out.append(f"claude version {claude.version} differs from the run's {manifest.claude.version}")
-    elif claude.sha256 != manifest.claude.sha256:
-        out.append(
-            f"claude binary {claude.path} differs from the run's (sha256 {manifest.claude.sha256[:12]}…)"
-        )
-    if model is not None and model != manifest.model:
-        out.append(f"model {model} differs from the run's {manifest.model}")
-    return out
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The runner
 
 
 @dataclass
@@ -992,62 +712,3 @@ def _parse_manifest_shard(text: str | None) -> Shard | None:
     from ablate.run.plan import parse_shard
 
     return parse_shard(text)
-
-
-def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | None:
-    """Copy ``projects/*/<session_id>.jsonl`` and its ``<session_id>/`` folder (sub-agents) to ``dest``.
-
-    The transcript is found by session id, never by computing the project slug (DESIGN §3.3).
-    """
-    found = sorted(config_dir.glob(f"projects/*/{session_id}.jsonl"))
-    if not found:
-        return None
-    src = found[0]
-    dest.mkdir(parents=True, exist_ok=True)
-    out = dest / src.name
-    shutil.copyfile(src, out)
-    side = src.with_suffix("")
-    if side.is_dir():
-        shutil.copytree(side, dest / side.name, symlinks=True, dirs_exist_ok=True)
-    return out
-
-
-def build_result(
-    folder: RunFolder,
-    it: PlanItem,
-    attempt: Attempt,
-    session: SessionResult | None,
-    ex: ExecResult | None,
-    status: str,
-    transcript: Path | None,
-    error: str | None = None,
-) -> dict[str, Any]:
-    """The results/<item>.json document."""
-    rel = folder.root
-    return {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "item": it.item,
-        "task": it.task,
-        "cell": it.cell,
-        "repeat": it.repeat,
-        "order": it.order,
-        "attempt": attempt.n,
-        "session_id": attempt.session_id,
-        "status": status,
-        "complete": status in COMPLETE_STATUSES,
-        "started_at": attempt.started_at,
-        "finished_at": attempt.finished_at,
-        "env": attempt.slot,
-        "cost_usd": session.cost_usd if session is not None else None,
-        "turns": session.turns if session is not None else None,
-        "pitfall_hits": dict(session.pitfall_hits) if session is not None else {},
-        "exit": {
-            "returncode": ex.returncode if ex else None,
-            "duration_s": round(ex.duration_s, 3) if ex else None,
-            "timed_out": ex.timed_out if ex else False,
-        },
-        "stdout": str(folder.stdout_path(it.item, attempt.n).relative_to(rel)),
-        "transcript": str(transcript.relative_to(rel)) if transcript else None,
-        "error": error,
-        "session": session.to_json() if session is not None else None,
-    }

@@ -1,0 +1,91 @@
+"""Finding sessions under files, ``projects/`` trees and run folders, and mining many in parallel."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from ablate.mine.derive import mine_session
+from ablate.mine.model import PitfallPattern, SessionResult
+
+_UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _is_session_file(path: Path) -> bool:
+    if path.suffix != ".jsonl" or path.name.startswith("agent-") or "subagents" in path.parts:
+        return False
+    if path.name == "plan.jsonl":
+        return False
+    if _UUID_NAME.fullmatch(path.stem):
+        return True  # Claude Code names every session file by its session id
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(1 << 12)
+    except OSError:
+        return False
+    return not head.strip() or b'"sessionId"' in head
+
+
+def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
+    """Session transcripts in ``paths``: files as given, folders (a ``projects/`` tree, a run folder)
+    searched recursively in sorted order. Sub-agent files and non-transcript JSONL are skipped.
+    A path that does not exist is skipped; the caller checks existence first if it matters."""
+    for path in paths:
+        if path.is_file():
+            if path.suffix == ".jsonl" and not path.name.startswith("agent-"):
+                yield path
+            continue
+        if not path.is_dir():
+            continue
+        root = path / "transcripts" if (path / "plan.jsonl").is_file() else path
+        for candidate in sorted(root.rglob("*.jsonl")):
+            if _is_session_file(candidate):
+                yield candidate
+
+
+def stdout_for_transcript(transcript: Path) -> Path | None:
+    """For a transcript inside a run folder (``transcripts/<item>.a<N>/<sid>.jsonl``), its stdout file."""
+    attempt_dir = transcript.parent
+    if attempt_dir.parent.name != "transcripts":
+        return None
+    root = attempt_dir.parent.parent
+    if not (root / "plan.jsonl").is_file():
+        return None
+    return root / "stdout" / f"{attempt_dir.name}.json"
+
+
+def mine_paths(paths: Iterable[Path], *, pitfalls: Sequence[PitfallPattern] = ()) -> Iterator[SessionResult]:
+    """Mine every session under ``paths`` (see :func:`iter_sessions`), pairing run-folder transcripts
+    with their stdout file."""
+    for transcript in iter_sessions(paths):
+        yield mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls)
+
+
+def _mine_one(job: tuple[Path, tuple[PitfallPattern, ...]]) -> SessionResult | OSError:
+    transcript, pitfalls = job
+    try:
+        return mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls)
+    except OSError as exc:
+        return exc
+
+
+def mine_each(
+    transcripts: Iterable[Path], *, pitfalls: Sequence[PitfallPattern] = (), jobs: int = 1
+) -> Iterator[tuple[Path, SessionResult | OSError]]:
+    """Mine each transcript, in order, with ``jobs`` worker processes; an unreadable file yields its error.
+
+    Each worker streams its own file, so memory stays bounded whatever the corpus size.
+    """
+    pits = tuple(pitfalls)
+    items = ((t, pits) for t in transcripts)
+    if jobs <= 1:
+        for job in items:
+            yield job[0], _mine_one(job)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        pending = list(items)
+        for job, result in zip(pending, pool.map(_mine_one, pending, chunksize=16), strict=True):
+            yield job[0], result

@@ -1,0 +1,272 @@
+"""The mined session: :class:`SessionResult` and its parts (the ``ablate mine --json`` contract)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+Status = Literal[
+    "completed", "api_error", "max_turns", "prompt_too_long", "killed", "rate_limited", "no_transcript"
+]
+SkillOutcome = Literal["ok", "unknown", "denied", "error", "no_result"]
+
+#: Record types Claude Code writes (2.1.x and older); anything else is counted as unknown.
+KNOWN_RECORD_TYPES = frozenset(
+    {
+        "user",
+        "assistant",
+        "attachment",
+        "system",
+        "queue-operation",
+        "atis-latch",
+        "last-prompt",
+        "api-request-shape",
+        "api-request-blob",
+        "api-request",
+        "tools-used",
+        "cost-state",
+        "summary",
+        "file-history-snapshot",
+        "progress",
+        "custom-title",
+    }
+)
+
+
+@dataclass(frozen=True)
+class PitfallPattern:
+    """A task's pitfall: a case-insensitive regex matched against the model's own words."""
+
+    id: str
+    pattern: str
+    scope: Literal["text", "text+tools"] = "text"
+
+
+@dataclass(frozen=True)
+class SkillCall:
+    """One ``Skill`` tool call and what came of it."""
+
+    skill: str
+    outcome: SkillOutcome
+
+    def to_json(self) -> dict[str, str]:
+        return {"skill": self.skill, "outcome": self.outcome}
+
+
+@dataclass
+class Usage:
+    """Token counts of one or more API calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_creation_tokens += other.cache_creation_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_1h_tokens += other.cache_write_1h_tokens
+
+    def merge_max(self, other: Usage) -> None:
+        """Keep the larger value per field (a message's records repeat, or grow, the same usage)."""
+        self.input_tokens = max(self.input_tokens, other.input_tokens)
+        self.output_tokens = max(self.output_tokens, other.output_tokens)
+        self.cache_creation_tokens = max(self.cache_creation_tokens, other.cache_creation_tokens)
+        self.cache_read_tokens = max(self.cache_read_tokens, other.cache_read_tokens)
+        self.cache_write_1h_tokens = max(self.cache_write_1h_tokens, other.cache_write_1h_tokens)
+
+
+@dataclass
+class ThreadMetrics:
+    """Metrics of one thread group: the main thread, the sub-agents, or both (``total``)."""
+
+    api_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+    tool_calls: int = 0
+    tool_histogram: dict[str, int] = field(default_factory=dict)
+    #: Files read with the Read tool -> number of reads, first read first; relative to the cwd when inside it.
+    file_reads: dict[str, int] = field(default_factory=dict)
+    skills_invoked: list[SkillCall] = field(default_factory=list)
+    tool_results: int = 0
+    tool_errors: int = 0
+    #: Calls that finally failed (synthetic ``isApiErrorMessage`` records).
+    failed_calls: int = 0
+    #: ``system/api_error`` records: one per retried HTTP attempt, recovered or not.
+    retry_records: int = 0
+    retry_statuses: dict[str, int] = field(default_factory=dict)
+    #: ``api-request`` records: one per HTTP attempt, retries included (absent in older transcripts).
+    http_attempts: int = 0
+    pitfall_hits: dict[str, int] = field(default_factory=dict)
+    #: Per-model usage, for cost estimates.
+    model_usage: dict[str, Usage] = field(default_factory=dict)
+    duration_s: float | None = None
+    records: int = 0
+
+    @property
+    def files_read(self) -> list[str]:
+        return list(self.file_reads)
+
+    def merged(self, other: ThreadMetrics) -> ThreadMetrics:
+        out = ThreadMetrics()
+        for part in (self, other):
+            out.api_calls += part.api_calls
+            out.input_tokens += part.input_tokens
+            out.output_tokens += part.output_tokens
+            out.cache_creation_tokens += part.cache_creation_tokens
+            out.cache_read_tokens += part.cache_read_tokens
+            out.tool_calls += part.tool_calls
+            _add_counts(out.tool_histogram, part.tool_histogram)
+            _add_counts(out.file_reads, part.file_reads)
+            out.skills_invoked.extend(part.skills_invoked)
+            out.tool_results += part.tool_results
+            out.tool_errors += part.tool_errors
+            out.failed_calls += part.failed_calls
+            out.retry_records += part.retry_records
+            _add_counts(out.retry_statuses, part.retry_statuses)
+            out.http_attempts += part.http_attempts
+            _add_counts(out.pitfall_hits, part.pitfall_hits)
+            for model, usage in part.model_usage.items():
+                out.model_usage.setdefault(model, Usage()).add(usage)
+            out.records += part.records
+        durations = [d for d in (self.duration_s, other.duration_s) if d is not None]
+        out.duration_s = max(durations) if durations else None
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "api_calls": self.api_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "tool_calls": self.tool_calls,
+            "tool_histogram": dict(self.tool_histogram),
+            "files_read": self.files_read,
+            "file_reads": dict(self.file_reads),
+            "skills_invoked": [s.to_json() for s in self.skills_invoked],
+            "tool_results": self.tool_results,
+            "tool_errors": self.tool_errors,
+            "failed_calls": self.failed_calls,
+            "retry_records": self.retry_records,
+            "retry_statuses": dict(self.retry_statuses),
+            "http_attempts": self.http_attempts,
+            "pitfall_hits": dict(self.pitfall_hits),
+            "models": sorted(self.model_usage),
+            "duration_s": self.duration_s,
+            "records": self.records,
+        }
+
+
+def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
+    for k, v in other.items():
+        into[k] = into.get(k, 0) + v
+
+
+@dataclass
+class SessionResult:
+    """Everything mined from one session (its main thread, its sub-agents, and the CLI's stdout if given)."""
+
+    transcript: Path
+    session_id: str | None
+    status: Status
+    main: ThreadMetrics
+    subagents: ThreadMetrics
+    total: ThreadMetrics
+    #: HTTP status of the final API error (api_error, rate_limited, prompt_too_long), when known.
+    api_error_status: int | None = None
+    rate_limit_reset: datetime | None = None
+    rate_limit_message: str | None = None
+    #: Turns: the CLI's ``num_turns`` when it covers the whole session, else the calibrated rule summed
+    #: over every prompt (FACTS §7).
+    turns: int | None = None
+    turns_source: Literal["cli", "rule"] | None = None
+    #: The calibrated rule for the last prompt only: what the CLI's ``num_turns`` reports.
+    turns_last_prompt: int | None = None
+    num_turns_cli: int | None = None
+    prompts: int = 0
+    cost_usd: float | None = None
+    cost_source: Literal["cost-state", "cli", "estimated"] | None = None
+    unknown_models: list[str] = field(default_factory=list)
+    duration_s: float | None = None
+    duration_source: Literal["cli", "cost-state", "timestamps"] | None = None
+    cwd: str | None = None
+    claude_version: str | None = None
+    models: list[str] = field(default_factory=list)
+    instruction_files: list[dict[str, str]] = field(default_factory=list)
+    skills_listed: list[str] = field(default_factory=list)
+    hooks_fired: dict[str, int] = field(default_factory=dict)
+    agents: list[dict[str, Any]] = field(default_factory=list)
+    stdout_kind: str | None = None
+    #: Differences between the transcript's figures and the CLI's, wherever both exist.
+    reconciliation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    malformed_lines: int = 0
+    truncated_lines: int = 0
+    unknown_record_types: dict[str, int] = field(default_factory=dict)
+    pitfall_hits: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cost_estimated(self) -> bool:
+        return self.cost_source != "cost-state" and self.cost_source != "cli"
+
+    @property
+    def estimated_fields(self) -> list[str]:
+        """Fields computed by a rule or a price table rather than read from a record or the CLI."""
+        out = []
+        if self.cost_estimated:
+            out.append("cost_usd")
+        if self.turns_source == "rule":
+            out.append("turns")
+        if self.duration_source == "timestamps":
+            out.append("duration_s")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``ablate mine --json`` contract (one object per session; see README "Mining transcripts")."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "session_id": self.session_id,
+            "transcript": str(self.transcript),
+            "status": self.status,
+            "api_error_status": self.api_error_status,
+            "rate_limit_reset": self.rate_limit_reset.isoformat() if self.rate_limit_reset else None,
+            "rate_limit_message": self.rate_limit_message,
+            "turns": self.turns,
+            "turns_source": self.turns_source,
+            "turns_last_prompt": self.turns_last_prompt,
+            "num_turns_cli": self.num_turns_cli,
+            "prompts": self.prompts,
+            "cost_usd": self.cost_usd,
+            "cost_estimated": self.cost_estimated,
+            "cost_source": self.cost_source,
+            "unknown_models": list(self.unknown_models),
+            "duration_s": self.duration_s,
+            "duration_source": self.duration_source,
+            "estimated_fields": self.estimated_fields,
+            "cwd": self.cwd,
+            "claude_version": self.claude_version,
+            "models": list(self.models),
+            "instruction_files": [dict(f) for f in self.instruction_files],
+            "skills_listed": list(self.skills_listed),
+            "hooks_fired": dict(self.hooks_fired),
+            "agents": [dict(a) for a in self.agents],
+            "pitfall_hits": dict(self.pitfall_hits),
+            "stdout": self.stdout_kind,
+            "reconciliation": {k: dict(v) for k, v in self.reconciliation.items()},
+            "retries": self.total.retry_records,
+            "malformed_lines": self.malformed_lines,
+            "truncated_lines": self.truncated_lines,
+            "unknown_record_types": dict(self.unknown_record_types),
+            "main": self.main.to_json(),
+            "subagents": self.subagents.to_json(),
+            "total": self.total.to_json(),
+        }

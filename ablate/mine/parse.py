@@ -1,0 +1,492 @@
+"""Streaming a transcript (DESIGN §5): records into per-thread counters, snapshot lines never parsed.
+
+Speed: most bytes of a modern transcript are request snapshots (``api-request-shape``, ``api-request-blob``,
+``attachment:prompt_snapshot``) that carry nothing we count. Those lines are recognised from their first
+bytes and never parsed; a line is skipped only when its prefix proves its type (the ``type`` key is the
+first key, or the top-level ``attachment`` object, reached through scalar keys only, is a prompt snapshot).
+Any other line, whatever its key order, is parsed with orjson.
+
+Robustness: malformed lines, a torn last line (a file being appended while read), non-object records and
+unknown record types are counted in the result, never fatal. Older transcripts (no attachments, no
+``cost-state``, sub-agent records inline with ``isSidechain: true``) still mine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ablate.mine.model import (
+    KNOWN_RECORD_TYPES,
+    PitfallPattern,
+    SkillCall,
+    SkillOutcome,
+    ThreadMetrics,
+    Usage,
+)
+
+# Lines whose type is proven by their first bytes and that carry nothing we mine.
+_SKIP_PREFIXES: tuple[bytes, ...] = (
+    b'{"type":"api-request-blob",',
+    b'{"type":"api-request-shape",',
+    b'{"type":"atis-latch",',
+    b'{"type":"last-prompt",',
+    b'{"type":"queue-operation",',
+    b'{"type":"tools-used",',
+)
+_API_REQUEST_PREFIX = b'{"type":"api-request",'
+# Attachment types that carry nothing we mine (prompt snapshots are the bulk of a transcript's bytes).
+_IGNORED_ATTACHMENTS = (
+    b"prompt_snapshot",
+    b"environment",
+    b"model",
+    b"deferred_tools_delta",
+    b"agent_listing_delta",
+    b"total_tokens_reminder",
+    b"session_context",
+    b"date",
+    b"remote_session_change",
+    b"command_permissions",
+)
+# The top-level ``attachment`` object, reached through scalar-valued keys only, has one of those types.
+# A quote inside a JSON string is escaped, so this byte pattern can only be structure, at depth 1.
+_IGNORED_ATTACHMENT_RE = re.compile(
+    rb'\{(?:"[A-Za-z_]+":(?:null|true|false|-?\d+|"[^"\\]*"),)*"attachment":\{"type":"(?:'
+    + b"|".join(_IGNORED_ATTACHMENTS)
+    + rb')"'
+)
+_SNAPSHOT_HEAD = 512
+
+
+def _int(value: Any) -> int:
+    """A token count from a record: ints only (bools and garbage count as 0)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(value, 0)
+    if isinstance(value, float) and value == value and 0 <= value < 1e18:
+        return int(value)
+    return 0
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    creation = _int(raw.get("cache_creation_input_tokens"))
+    split = raw.get("cache_creation")
+    one_hour = _int(split.get("ephemeral_1h_input_tokens")) if isinstance(split, dict) else 0
+    return Usage(
+        input_tokens=_int(raw.get("input_tokens")),
+        output_tokens=_int(raw.get("output_tokens")),
+        cache_creation_tokens=creation,
+        cache_read_tokens=_int(raw.get("cache_read_input_tokens")),
+        cache_write_1h_tokens=min(one_hour, creation),
+    )
+
+
+def _text_of(content: Any) -> str:
+    """The text of a tool_result / message content (a string or a list of text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+def _strings_in(value: Any, out: list[str], depth: int = 0) -> None:
+    if depth > 50:
+        return
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings_in(v, out, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _strings_in(v, out, depth + 1)
+
+
+class _Thread:
+    """Accumulates one group of records (main or sub-agents) while streaming."""
+
+    def __init__(self, pitfalls: Sequence[tuple[PitfallPattern, re.Pattern[str]]], cwd: str | None) -> None:
+        self.m = ThreadMetrics()
+        self.pitfalls = pitfalls
+        self.cwd = cwd
+        self.usage_by_message: dict[str, tuple[str, Usage]] = {}
+        self.seen_tool_uses: set[str] = set()
+        self.tool_names: dict[str, str] = {}
+        self.skill_calls: dict[str, int] = {}  # tool_use id -> index in m.skills_invoked
+        self.first_ts: str | None = None
+        self.last_ts: str | None = None
+
+    # -- per record kinds
+
+    def assistant(self, rec: dict[str, Any], msg: dict[str, Any]) -> None:
+        mid = msg.get("id")
+        model = msg.get("model")
+        model = model if isinstance(model, str) else "unknown"
+        usage = _usage(msg.get("usage"))
+        key = mid if isinstance(mid, str) else f"uuid:{rec.get('uuid')}"
+        prev = self.usage_by_message.get(key)
+        if prev is None:
+            self.usage_by_message[key] = (model, usage)
+        else:
+            prev[1].merge_max(usage)
+        content = msg.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                text = block.get("text")
+                if isinstance(text, str):
+                    self._scan(text, tools=False)
+            elif btype == "tool_use":
+                self._tool_use(block)
+
+    def _tool_use(self, block: dict[str, Any]) -> None:
+        tid = block.get("id")
+        if isinstance(tid, str):
+            if tid in self.seen_tool_uses:
+                return
+            self.seen_tool_uses.add(tid)
+        name = block.get("name")
+        name = name if isinstance(name, str) else "?"
+        m = self.m
+        m.tool_calls += 1
+        m.tool_histogram[name] = m.tool_histogram.get(name, 0) + 1
+        if isinstance(tid, str):
+            self.tool_names[tid] = name
+        inp = block.get("input")
+        if not isinstance(inp, dict):
+            inp = {}
+        if name == "Read":
+            path = inp.get("file_path")
+            if isinstance(path, str):
+                rel = _relative(path, self.cwd)
+                m.file_reads[rel] = m.file_reads.get(rel, 0) + 1
+        elif name == "Skill":
+            skill = inp.get("skill") or inp.get("command")
+            if isinstance(skill, str):
+                if isinstance(tid, str):
+                    self.skill_calls[tid] = len(m.skills_invoked)
+                m.skills_invoked.append(SkillCall(skill.lstrip("/"), "no_result"))
+        if any(p.scope == "text+tools" for p, _ in self.pitfalls):
+            strings: list[str] = []
+            _strings_in(inp, strings)
+            self._scan("\n".join(strings), tools=True)
+
+    def _scan(self, text: str, *, tools: bool) -> None:
+        for p, rx in self.pitfalls:
+            if tools and p.scope != "text+tools":
+                continue
+            n = len(rx.findall(text))
+            if n:
+                self.m.pitfall_hits[p.id] = self.m.pitfall_hits.get(p.id, 0) + n
+
+    def tool_result(self, rec: dict[str, Any], block: dict[str, Any]) -> None:
+        m = self.m
+        m.tool_results += 1
+        is_error = block.get("is_error") is True
+        if is_error:
+            m.tool_errors += 1
+        tid = block.get("tool_use_id")
+        if not isinstance(tid, str) or tid not in self.skill_calls:
+            return
+        idx = self.skill_calls[tid]
+        text = _text_of(block.get("content"))
+        decision = rec.get("permissionDecision")
+        denied = isinstance(decision, dict) and decision.get("decision") in ("deny", "reject", "denied")
+        outcome: SkillOutcome
+        if denied or (is_error and re.search(r"permission|denied|not allowed", text, re.IGNORECASE)):
+            outcome = "denied"
+        elif is_error and "unknown skill" in text.lower():
+            outcome = "unknown"
+        elif is_error:
+            outcome = "error"
+        else:
+            outcome = "ok"
+        m.skills_invoked[idx] = SkillCall(m.skills_invoked[idx].skill, outcome)
+
+    def finish(self) -> ThreadMetrics:
+        m = self.m
+        for model, usage in self.usage_by_message.values():
+            m.api_calls += 1
+            m.input_tokens += usage.input_tokens
+            m.output_tokens += usage.output_tokens
+            m.cache_creation_tokens += usage.cache_creation_tokens
+            m.cache_read_tokens += usage.cache_read_tokens
+            m.model_usage.setdefault(model, Usage()).add(usage)
+        m.duration_s = _span(self.first_ts, self.last_ts)
+        return m
+
+
+def _span(first: str | None, last: str | None) -> float | None:
+    if not first or not last:
+        return None
+    try:
+        a = datetime.fromisoformat(first.replace("Z", "+00:00"))
+        b = datetime.fromisoformat(last.replace("Z", "+00:00"))
+        return max((b - a).total_seconds(), 0.0)
+    except (ValueError, TypeError):
+        return None
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    if cwd:
+        base = cwd.rstrip("/") + "/"
+        if path.startswith(base):
+            return path[len(base) :]
+    return path
+
+
+@dataclass
+class _Session:
+    """Session-level state gathered from every record of the main file and the sub-agent files."""
+
+    session_id: str | None = None
+    cwd: str | None = None
+    version: str | None = None
+    cost_state: dict[str, Any] | None = None
+    instruction_files: dict[str, str] = field(default_factory=dict)
+    skills_listed: dict[str, None] = field(default_factory=dict)
+    hooks_fired: dict[str, int] = field(default_factory=dict)
+    malformed: int = 0
+    truncated: int = 0
+    unknown_types: Counter[str] = field(default_factory=Counter)
+    # main-thread prompt/turn bookkeeping (FACTS §7)
+    prompts: int = 0
+    turns_by_prompt: list[int] = field(default_factory=list)
+    # what the main thread ended on: final, tool_use, tool_result, retry, error, max_turns
+    last_event: str | None = None
+    last_error: dict[str, Any] | None = None
+
+
+_HOOK_ATTACHMENTS = ("hook_",)
+
+
+_CHUNK = 8 << 20
+_CLOSE_BRACE = ord("}")
+_CR = ord("\r")
+
+
+def _stream(
+    path: Path,
+    main: _Thread,
+    side: _Thread,
+    sess: _Session,
+    *,
+    is_main_file: bool,
+) -> None:
+    """Stream one JSONL file into the accumulators, in blocks of ``_CHUNK`` bytes (memory stays bounded by
+    the block size and the longest line). I/O errors propagate; content never raises."""
+    pending: list[bytes] = []  # a line longer than one block, in pieces
+    with path.open("rb") as fh:
+        while block := fh.read(_CHUNK):
+            last_nl = block.rfind(b"\n")
+            if last_nl < 0:
+                pending.append(block)
+                continue
+            if pending:
+                pending.append(block)
+                block = b"".join(pending)
+                pending.clear()
+                last_nl = block.rfind(b"\n")
+            _lines(block, last_nl + 1, main, side, sess, is_main_file)
+            if last_nl + 1 < len(block):
+                pending.append(block[last_nl + 1 :])
+    if pending:
+        # The last line of a file still being written (or cut by a kill): a torn record is counted as
+        # truncated; a complete record merely missing its newline is mined.
+        tail = b"".join(pending)
+        if tail.strip():
+            try:
+                orjson.loads(tail)
+            except orjson.JSONDecodeError:
+                sess.truncated += 1
+                return
+            _lines(tail + b"\n", len(tail) + 1, main, side, sess, is_main_file)
+
+
+def _lines(buf: bytes, end: int, main: _Thread, side: _Thread, sess: _Session, is_main_file: bool) -> None:
+    """Process the complete lines of ``buf[:end]`` (``end`` is just past a newline)."""
+    view = memoryview(buf)
+    find, startswith, match = buf.find, buf.startswith, _IGNORED_ATTACHMENT_RE.match
+    own = main if is_main_file else side
+    pos = 0
+    while pos < end:
+        nl = find(b"\n", pos, end)
+        if startswith(b'{"type":"', pos):
+            is_request = startswith(_API_REQUEST_PREFIX, pos)
+            if is_request or startswith(_SKIP_PREFIXES, pos):
+                _skipped(buf, nl, own, sess, request=is_request)
+                pos = nl + 1
+                continue
+        elif match(buf, pos, min(nl, pos + _SNAPSHOT_HEAD)):
+            _skipped(buf, nl, own, sess, request=False)
+            pos = nl + 1
+            continue
+        line = view[pos:nl]
+        pos = nl + 1
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if bytes(line).strip():
+                sess.malformed += 1
+            continue
+        if not isinstance(rec, dict):
+            sess.malformed += 1
+            continue
+        try:
+            _record(rec, main, side, sess, is_main_file)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError):
+            # A record with an unexpected shape (a field of the wrong type deep inside): count, go on.
+            sess.malformed += 1
+
+
+def _skipped(buf: bytes, nl: int, thread: _Thread, sess: _Session, *, request: bool) -> None:
+    """Account for a line recognised by its prefix without parsing it; a torn one is malformed."""
+    last = buf[nl - 1] if nl > 0 else 0
+    if last == _CR and nl > 1:
+        last = buf[nl - 2]
+    if last != _CLOSE_BRACE:
+        sess.malformed += 1
+        return
+    thread.m.records += 1
+    if request:
+        thread.m.http_attempts += 1
+
+
+def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, is_main_file: bool) -> None:
+    rtype = rec.get("type")
+    if not isinstance(rtype, str):
+        sess.malformed += 1
+        return
+    sidechain = rec.get("isSidechain") is True or not is_main_file
+    thread = side if sidechain else main
+    thread.m.records += 1
+    ts = rec.get("timestamp")
+    # Thread duration spans the conversation records (never the skipped bookkeeping ones, so the figure
+    # does not depend on which lines the fast path skipped).
+    if isinstance(ts, str) and rtype in ("user", "assistant", "system"):
+        if thread.first_ts is None or ts < thread.first_ts:
+            thread.first_ts = ts
+        if thread.last_ts is None or ts > thread.last_ts:
+            thread.last_ts = ts
+    if sess.session_id is None and isinstance(rec.get("sessionId"), str):
+        sess.session_id = rec["sessionId"]
+    if sess.cwd is None and isinstance(rec.get("cwd"), str):
+        sess.cwd = rec["cwd"]
+        main.cwd = main.cwd or sess.cwd
+        side.cwd = side.cwd or sess.cwd
+    if sess.version is None and isinstance(rec.get("version"), str):
+        sess.version = rec["version"]
+
+    if rtype == "assistant":
+        msg = rec.get("message")
+        if not isinstance(msg, dict):
+            sess.malformed += 1
+            return
+        if rec.get("isApiErrorMessage") is True or msg.get("model") == "<synthetic>":
+            thread.m.failed_calls += 1
+            if not sidechain:
+                sess.last_event = "error"
+                sess.last_error = {
+                    "error": rec.get("error"),
+                    "status": rec.get("apiErrorStatus"),
+                    "text": _text_of(msg.get("content")),
+                    "timestamp": ts if isinstance(ts, str) else None,
+                }
+            return
+        thread.assistant(rec, msg)
+        if not sidechain:
+            content = msg.get("content")
+            has_tool = isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_use" for b in content
+            )
+            final = not has_tool and msg.get("stop_reason") != "tool_use"
+            sess.last_event = "final" if final else "tool_use"
+    elif rtype == "user":
+        msg = rec.get("message")
+        if not isinstance(msg, dict):
+            return
+        content = msg.get("content")
+        results = (
+            [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if isinstance(content, list)
+            else []
+        )
+        for block in results:
+            thread.tool_result(rec, block)
+        if sidechain:
+            return
+        if results:
+            sess.last_event = "tool_result"
+            if sess.turns_by_prompt:
+                sess.turns_by_prompt[-1] += len(results)
+        elif rec.get("isMeta") is True:
+            src = rec.get("sourceToolUseID")
+            if isinstance(src, str) and main.tool_names.get(src) == "Skill" and sess.turns_by_prompt:
+                sess.turns_by_prompt[-1] += 1
+        else:
+            sess.prompts += 1
+            sess.turns_by_prompt.append(1)
+    elif rtype == "system":
+        if rec.get("subtype") == "api_error":
+            err = rec.get("error")
+            status = err.get("status") if isinstance(err, dict) else None
+            thread.m.retry_records += 1
+            key = str(status) if isinstance(status, int) and not isinstance(status, bool) else "unknown"
+            thread.m.retry_statuses[key] = thread.m.retry_statuses.get(key, 0) + 1
+            if not sidechain:
+                sess.last_event = "retry"
+    elif rtype == "attachment":
+        _attachment(rec.get("attachment"), sess, sidechain)
+    elif rtype == "cost-state":
+        if is_main_file:
+            sess.cost_state = rec
+    elif rtype == "api-request":
+        thread.m.http_attempts += 1
+    elif rtype not in KNOWN_RECORD_TYPES:
+        sess.unknown_types[rtype] += 1
+
+
+def _attachment(att: Any, sess: _Session, sidechain: bool) -> None:
+    if not isinstance(att, dict):
+        return
+    atype = att.get("type")
+    if not isinstance(atype, str):
+        return
+    if atype == "instructions":
+        files = att.get("files")
+        if isinstance(files, list):
+            for f in files:
+                if isinstance(f, dict) and isinstance(f.get("path"), str):
+                    ftype = f.get("type")
+                    sess.instruction_files.setdefault(f["path"], ftype if isinstance(ftype, str) else "?")
+    elif atype == "nested_memory":
+        path = att.get("path") or att.get("filePath")
+        if isinstance(path, str):
+            sess.instruction_files.setdefault(path, "Nested")
+    elif atype == "skill_listing":
+        names = att.get("names")
+        if isinstance(names, list):
+            for n in names:
+                if isinstance(n, str):
+                    sess.skills_listed[n] = None
+    elif atype.startswith(_HOOK_ATTACHMENTS):
+        name = att.get("hookName") or att.get("hookEvent") or "?"
+        key = str(name) if atype == "hook_success" else f"{name} ({atype.removeprefix('hook_')})"
+        sess.hooks_fired[key] = sess.hooks_fired.get(key, 0) + 1
+    elif atype == "max_turns_reached" and not sidechain:
+        sess.last_event = "max_turns"

@@ -1,0 +1,163 @@
+"""Creating and opening run folders: the plan, the manifest and the run's own copies of its tasks."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ablate import __version__
+from ablate.core.claude import ClaudeBinary
+from ablate.core.errors import OutputExists, RunFolderError, UsageError
+from ablate.run.folder import (
+    SCHEMA_VERSION,
+    TASKS_DIR,
+    ClaudeInfo,
+    ManifestCell,
+    ManifestTask,
+    PlanItem,
+    RunFolder,
+    RunManifest,
+    read_manifest,
+    utcnow,
+    write_manifest,
+)
+from ablate.run.plan import Shard, make_plan, plan_sha256, shard_items
+from ablate.run.session import pinned_argv
+from ablate.setup.cells import ResolvedCell
+from ablate.setup.tasks import Task, load_task
+
+DEFAULT_MAX_RETRIES = 2
+
+
+def create_run(
+    out_root: Path,
+    *,
+    tasks: Sequence[Task],
+    cell_set: str,
+    cells: Sequence[ResolvedCell],
+    repeats: int,
+    seed: int,
+    model: str,
+    max_turns: int,
+    claude: ClaudeBinary,
+    timeout_s: float | None = None,
+    extra_args: Sequence[str] = (),
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    setup: Mapping[str, Any] | None = None,
+    shard: Shard | None = None,
+    run_id: str | None = None,
+) -> tuple[RunFolder, RunManifest]:
+    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
+    items = make_plan([t.id for t in tasks], [c.id for c in cells], repeats=repeats, seed=seed)
+    if shard is not None:
+        shard_items(items, shard)  # validates K/N against the plan
+    sha = plan_sha256(items)
+    run_id = run_id or f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{sha[:8]}"
+    folder = RunFolder(out_root / (run_id + (shard.suffix if shard else "")))
+    if folder.root.exists() and any(folder.root.iterdir()):
+        raise OutputExists(
+            f"{folder.root}: run folder already exists", hint="resume it with --resume, or pick another --out"
+        )
+    manifest = RunManifest(
+        schema_version=SCHEMA_VERSION,
+        run_id=run_id,
+        created_at=utcnow(),
+        ablate_version=__version__,
+        claude=ClaudeInfo(
+            path=str(claude.path), version=claude.version, sha256=claude.sha256, pinned=claude.is_pinned
+        ),
+        model=model,
+        max_turns=max_turns,
+        timeout_s=timeout_s,
+        argv=pinned_argv(claude.path, model, extra_args),
+        max_retries=max_retries,
+        cell_set=cell_set,
+        cells=[
+            ManifestCell(
+                id=c.id,
+                dirname=c.dirname,
+                label=c.label,
+                stripped=list(c.stripped),
+                empty_config=c.empty_config,
+            )
+            for c in cells
+        ],
+        tasks=[ManifestTask.model_validate(t.manifest_entry()) for t in tasks],
+        repeats=repeats,
+        seed=seed,
+        plan_sha256=sha,
+        items=len(items),
+        shard=str(shard) if shard else None,
+        setup=dict(setup or {}),
+        host=socket.gethostname(),
+    )
+    folder.root.mkdir(parents=True, exist_ok=True)
+    tasks_dir = folder.root / TASKS_DIR
+    tasks_dir.mkdir(exist_ok=True)
+    for t in tasks:
+        shutil.copyfile(t.source, tasks_dir / f"{t.id}.toml")
+    folder.write_plan(items)
+    write_manifest(folder, manifest)
+    return folder, manifest
+
+
+def shard_folder(plan_dir: Path, shard: Shard, out_root: Path | None = None) -> tuple[RunFolder, RunManifest]:
+    """Create (or reopen) the run folder of one shard of a planned run: same manifest identity, same plan
+    and tasks, ``shard`` recorded. Each shard gets its own folder, so shards never share a lock or a file."""
+    src = RunFolder(plan_dir)
+    manifest = read_manifest(src)
+    if manifest.shard is not None:
+        raise UsageError(
+            f"{plan_dir} is itself shard {manifest.shard}", hint="shard the original plan folder"
+        )
+    items = src.read_plan()
+    shard_items(items, shard)
+    dest = RunFolder((out_root or plan_dir.parent) / (manifest.run_id + shard.suffix))
+    if dest.manifest_path.exists():
+        return dest, read_manifest(dest)
+    dest.root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src.root / TASKS_DIR, dest.root / TASKS_DIR, dirs_exist_ok=True)
+    dest.write_plan([PlanItem(**{**i.model_dump(), "attempts": []}) for i in items])
+    manifest = manifest.model_copy(update={"shard": str(shard), "sessions": []})
+    write_manifest(dest, manifest)
+    return dest, manifest
+
+
+def open_run(run_dir: Path) -> tuple[RunFolder, RunManifest]:
+    """Open an existing run folder (for --resume)."""
+    if not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir}: no such run folder")
+    folder = RunFolder(run_dir)
+    return folder, read_manifest(folder)
+
+
+def load_run_tasks(folder: RunFolder, manifest: RunManifest) -> list[Task]:
+    """The run's own copies of its task files, checked against the manifest's hashes."""
+    tasks = []
+    for mt in manifest.tasks:
+        path = folder.root / TASKS_DIR / f"{mt.id}.toml"
+        if not path.exists():
+            raise RunFolderError(f"{path}: task file missing from the run folder")
+        task = load_task(path)
+        if task.sha256 != mt.sha256:
+            raise RunFolderError(f"{path}: task file changed since the run was planned (hash differs)")
+        tasks.append(task)
+    return tasks
+
+
+def compatibility_problems(manifest: RunManifest, claude: ClaudeBinary, model: str | None) -> list[str]:
+    """Why this CLI/model may not add results to the folder (empty when it may)."""
+    out = []
+    if claude.version != manifest.claude.version:
+        out.append(f"claude version {claude.version} differs from the run's {manifest.claude.version}")
+    elif claude.sha256 != manifest.claude.sha256:
+        out.append(
+            f"claude binary {claude.path} differs from the run's (sha256 {manifest.claude.sha256[:12]}…)"
+        )
+    if model is not None and model != manifest.model:
+        out.append(f"model {model} differs from the run's {manifest.model}")
+    return out

@@ -1,0 +1,233 @@
+"""``results/<item>.json``: one :class:`ItemResult` per item, whoever writes it (runner, ``recover``, ``merge``).
+
+This is the contract between ``run`` and everything downstream (``recover``, ``merge``, ``grade``, ``report``):
+
+* one pydantic model with ``schema_version``; :func:`read_result` loads any result of this schema and refuses
+  others with a located error (file, field, what was wrong);
+* one writer, :func:`write_result`, atomic, under one replacement rule (:func:`should_replace`): a result is
+  never replaced by a worse one; a rate-limited attempt never becomes a result;
+* every path inside is relative to the run folder, so a folder can be moved, copied or merged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import orjson
+from pydantic import Field, ValidationError
+
+from ablate.core.errors import Problem, SpecError
+from ablate.core.fsutil import atomic_write_bytes
+from ablate.core.specs import Spec, problems_from_validation
+from ablate.run.folder import RunFolder
+
+#: Version of the ``results/<item>.json`` format. 2: the first typed contract (wave 2); 1 was untyped.
+RESULT_SCHEMA_VERSION: Literal[2] = 2
+
+#: Outcomes that answer the item: a resume skips them. A timeout is an outcome of the task, not a glitch.
+COMPLETE_STATUSES = frozenset({"completed", "max_turns", "prompt_too_long", "timeout"})
+
+Status = Literal[
+    "completed",
+    "max_turns",
+    "prompt_too_long",
+    "timeout",
+    "api_error",
+    "killed",
+    "no_transcript",
+    "rate_limited",
+    "error",
+]
+#: Every value of :data:`Status`.
+STATUSES: frozenset[str] = frozenset(Status.__args__)  # type: ignore[attr-defined]
+
+
+class ExitInfo(Spec):
+    """How the CLI process ended (all None for a recovered result whose process was never observed)."""
+
+    returncode: int | None = None
+    """The CLI's exit status (negative: killed by a signal)."""
+    duration_s: float | None = None
+    """Wall-clock seconds from launch to exit."""
+    timed_out: bool = False
+    """True when ablate killed the session at ``--timeout``."""
+
+
+class Recovery(Spec):
+    """Present when the result was rebuilt from the transcript by ``ablate recover``."""
+
+    recovered_fields: list[str] = Field(default_factory=list)
+    """Fields taken from the transcript instead of the CLI's stdout."""
+    estimated_fields: list[str] = Field(default_factory=list)
+    """Fields computed by a rule or the price table rather than read from a record."""
+    stdout_kind: str | None = None
+    """What the stdout file was: missing, empty, corrupt, rate_limit_stub."""
+    reconciliation: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Differences between the transcript's figures and a salvaged CLI document."""
+
+
+class ItemResult(Spec):
+    """The outcome of one item's best attempt (DESIGN §4)."""
+
+    schema_version: Literal[2] = RESULT_SCHEMA_VERSION
+    """Format version of this file."""
+    item: str
+    """``<task>__<cell>__r<repeat>``."""
+    task: str
+    """Task id."""
+    cell: str
+    """Cell id."""
+    repeat: int = Field(ge=0)
+    """Repeat index, from 0."""
+    order: int = Field(ge=0)
+    """Global execution order of the item in the plan."""
+    attempt: int = Field(ge=1)
+    """The attempt (``stdout/<item>.a<N>.json``) this result describes."""
+    session_id: str
+    """The session id of that attempt (names the transcript)."""
+    status: Status
+    """completed, max_turns, prompt_too_long, timeout (complete outcomes); api_error, killed, no_transcript,
+    error (failed attempts: a resume re-runs them). ``rate_limited`` is never written."""
+    complete: bool
+    """True when ``status`` answers the item (see ``COMPLETE_STATUSES``)."""
+    started_at: str | None = None
+    """ISO-8601 UTC launch time (None when unknown, e.g. recovered from a folder without a plan time)."""
+    finished_at: str | None = None
+    """ISO-8601 UTC end time."""
+    env: str | None = None
+    """The environment (slot) the attempt ran in."""
+    cost_usd: float | None = None
+    """Spend of the session (the transcript's last cost record, else the CLI's, else an estimate)."""
+    turns: int | None = None
+    """Turns (the CLI's ``num_turns`` when it covers the session, else the calibrated rule)."""
+    pitfall_hits: dict[str, int] = Field(default_factory=dict)
+    """Hits per pitfall id of the task."""
+    exit: ExitInfo = Field(default_factory=ExitInfo)
+    """How the process ended."""
+    stdout: str | None = None
+    """Path of the attempt's stdout file, relative to the run folder."""
+    transcript: str | None = None
+    """Path of the copied session JSONL, relative to the run folder (None: no transcript)."""
+    error: str | None = None
+    """The first line of the error, for failed attempts."""
+    session: dict[str, Any] | None = None
+    """Everything mined from the transcript: the ``ablate mine --json`` object (its own ``schema_version``),
+    with ``transcript`` relative to the run folder."""
+    recovery: Recovery | None = None
+    """Set when ``ablate recover`` rebuilt this result from the transcript."""
+    flags: list[str] = Field(default_factory=list)
+    """Provenance flags that exclude the item from comparisons (e.g. ``read-stripped-via-git``)."""
+    writes: dict[str, Any] | None = None
+    """What the session wrote outside its cell (isolation backend's report; discarded writes)."""
+
+    @property
+    def rank(self) -> int:
+        """1: a failed attempt; 2: a complete outcome (0 is reserved for "no result")."""
+        return 2 if self.complete else 1
+
+
+def result_rank(result: ItemResult | None) -> int:
+    """0: no result; 1: a failed attempt (api_error, no transcript, killed); 2: a complete outcome."""
+    return 0 if result is None else result.rank
+
+
+def should_replace(old: ItemResult | None, new: ItemResult) -> bool:
+    """True when ``new`` may overwrite ``old`` — the one replacement rule of the run folder.
+
+    Never with a worse result; a complete result is kept (the first complete outcome stands, so a resume or a
+    merge never swaps one valid answer for another); a failure may replace an older failure (newer evidence);
+    a recovered result never replaces one built from a valid stdout of the same rank. Rate-limited attempts
+    never become results at all.
+    """
+    if new.status == "rate_limited":
+        return False
+    old_rank, new_rank = result_rank(old), result_rank(new)
+    if new_rank != old_rank:
+        return new_rank > old_rank
+    if new_rank == 2:
+        return False
+    assert old is not None
+    return not (new.recovery is not None and old.recovery is None and old.status != "no_transcript")
+
+
+def parse_result(data: Any, source: str) -> ItemResult:
+    """Validate a result document; a document of another schema or shape is a located :class:`SpecError`."""
+    if not isinstance(data, dict):
+        raise SpecError.single(source, "", "expected a JSON object")
+    version = data.get("schema_version")
+    if version != RESULT_SCHEMA_VERSION:
+        raise SpecError.single(
+            source,
+            "schema_version",
+            f"is {version!r}; this ablate reads result schema {RESULT_SCHEMA_VERSION}",
+            hint="results of wave-1 ablate (schema 1) are rebuilt from their transcripts by `ablate recover`",
+        )
+    try:
+        return ItemResult.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(problems_from_validation(source, exc)) from exc
+
+
+def read_result(folder: RunFolder, item: str) -> ItemResult | None:
+    """The item's result, or None when there is none. An unreadable or foreign file is a located error."""
+    path = folder.result_path(item)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SpecError([Problem(str(path), "", f"invalid JSON: {exc}")]) from exc
+    return parse_result(data, str(path))
+
+
+def iter_results(folder: RunFolder) -> list[ItemResult]:
+    """Every result of the folder, in plan order (items without a result are skipped)."""
+    out = []
+    for it in folder.read_plan():
+        res = read_result(folder, it.item)
+        if res is not None:
+            out.append(res)
+    return out
+
+
+def write_result(folder: RunFolder, result: ItemResult) -> bool:
+    """Write ``result`` atomically unless the replacement rule forbids it; return whether it was written.
+
+    Write errors propagate: a result that cannot be written must never be mistaken for one that was.
+    """
+    if not should_replace(read_result(folder, result.item), result):
+        return False
+    path = folder.result_path(result.item)
+    data = orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+    atomic_write_bytes(path, data + b"\n")
+    return True
+
+
+def is_complete(folder: RunFolder, item: str) -> bool:
+    return result_rank(read_result(folder, item)) == 2
+
+
+def result_from_mapping(doc: Mapping[str, Any], source: str = "<result>") -> ItemResult:
+    """Build an :class:`ItemResult` from a plain mapping (fills ``schema_version``), with located errors."""
+    data = {"schema_version": RESULT_SCHEMA_VERSION, **doc}
+    return parse_result(data, source)
+
+
+__all__ = [
+    "COMPLETE_STATUSES",
+    "RESULT_SCHEMA_VERSION",
+    "ExitInfo",
+    "ItemResult",
+    "Recovery",
+    "is_complete",
+    "iter_results",
+    "parse_result",
+    "read_result",
+    "result_from_mapping",
+    "result_rank",
+    "should_replace",
+    "write_result",
+]

@@ -1,0 +1,122 @@
+"""One `claude -p` session of an item: the pinned command line, the transcript copied out of the cell, the
+result built from the mined session, and the statuses that pause or retry."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+from ablate.core.claude import claude_argv
+from ablate.core.proc import ExecResult, kill_tree
+from ablate.mine.model import SessionResult
+from ablate.run.folder import Attempt, PlanItem, RunFolder
+from ablate.run.result import COMPLETE_STATUSES, STATUSES, ExitInfo, ItemResult
+
+#: HTTP statuses that are the request's own fault: retrying cannot help.
+PERMANENT_API_STATUSES = frozenset({400, 401, 403, 404, 413})
+#: HTTP statuses that mean "slow down": they pause the pool like a 429.
+PAUSE_API_STATUSES = frozenset({429, 529})
+
+
+def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> list[str]:
+    """The pinned command line (DESIGN §4) with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` slots."""
+    return claude_argv(
+        claude,
+        prompt="{prompt}",
+        model=model,
+        session_id="{session_id}",
+        max_turns="{max_turns}",
+        extra=extra_args,
+    )
+
+
+def render_argv(template: Sequence[str], *, max_turns: int, session_id: str, prompt: str) -> list[str]:
+    values = {"{max_turns}": str(max_turns), "{session_id}": session_id, "{prompt}": prompt}
+    return [values.get(a, a) for a in template]
+
+
+def kill_strays(root: Path) -> int:
+    """Kill every process (tree) whose cwd is inside ``root``: sessions orphaned by a crashed runner."""
+    root_s = str(root.resolve())
+    killed = 0
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cwd"]):
+        cwd = proc.info.get("cwd")
+        if proc.pid == me or not cwd or not (cwd == root_s or cwd.startswith(root_s + os.sep)):
+            continue
+        kill_tree(proc.pid, grace_s=2.0)
+        killed += 1
+    return killed
+
+
+def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | None:
+    """Copy ``projects/*/<session_id>.jsonl`` and its ``<session_id>/`` folder (sub-agents) to ``dest``.
+
+    The transcript is found by session id, never by computing the project slug (DESIGN §3.3).
+    """
+    found = sorted(config_dir.glob(f"projects/*/{session_id}.jsonl"))
+    if not found:
+        return None
+    src = found[0]
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / src.name
+    shutil.copyfile(src, out)
+    side = src.with_suffix("")
+    if side.is_dir():
+        shutil.copytree(side, dest / side.name, symlinks=True, dirs_exist_ok=True)
+    return out
+
+
+def build_result(
+    folder: RunFolder,
+    it: PlanItem,
+    attempt: Attempt,
+    session: SessionResult | None,
+    ex: ExecResult | None,
+    status: str,
+    transcript: Path | None,
+    error: str | None = None,
+) -> ItemResult:
+    """The item's :class:`ItemResult` for one finished attempt (paths relative to the run folder)."""
+    rel = folder.root
+    doc = None
+    if session is not None:
+        doc = session.to_json()
+        if transcript is not None:
+            doc["transcript"] = str(transcript.relative_to(rel))
+    return ItemResult.model_validate(
+        {
+            "item": it.item,
+            "task": it.task,
+            "cell": it.cell,
+            "repeat": it.repeat,
+            "order": it.order,
+            "attempt": attempt.n,
+            "session_id": attempt.session_id,
+            "status": status if status in STATUSES else "error",
+            "complete": status in COMPLETE_STATUSES,
+            "started_at": attempt.started_at,
+            "finished_at": attempt.finished_at,
+            "env": attempt.slot,
+            "cost_usd": session.cost_usd if session is not None else None,
+            "turns": session.turns if session is not None else None,
+            "pitfall_hits": dict(session.pitfall_hits) if session is not None else {},
+            "exit": ExitInfo(
+                returncode=ex.returncode if ex else None,
+                duration_s=round(ex.duration_s, 3) if ex else None,
+                timed_out=ex.timed_out if ex else False,
+            ),
+            "stdout": str(folder.stdout_path(it.item, attempt.n).relative_to(rel)),
+            "transcript": str(transcript.relative_to(rel)) if transcript else None,
+            "error": _first_line(error) if error else None,
+            "session": doc,
+        }
+    )
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
