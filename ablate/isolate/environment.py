@@ -34,7 +34,7 @@ from ablate.isolate import shadow_home, shadowfs, worktree
 from ablate.isolate.procenv import ENV_OWNED as ENV_OWNED
 from ablate.isolate.procenv import ENV_PINNED as ENV_PINNED
 from ablate.isolate.procenv import is_secret as is_secret
-from ablate.isolate.procenv import process_env
+from ablate.isolate.procenv import process_env as process_env
 from ablate.isolate.procenv import redacted_env as redacted_env
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
