@@ -50,6 +50,7 @@ from ablate.setup.load import (
     Setup,
     ancestor_leaks,
     inventory,
+    linked_state,
     selected_output_style,
     skill_loaded,
 )
@@ -348,17 +349,27 @@ def _plain_copy(setup: Setup, dest: Path) -> Path:
     home = dest / "home"
     config = home / ".claude"
 
+    linked = linked_state(setup.config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
+    hidden = {str(t) for t in linked.values()}
+
     def ignore(folder: str, names: list[str]) -> list[str]:
         rel = Path(folder).relative_to(setup.config_dir).parts
+        out = [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden]
         if len(rel) == 2 and rel[0] == "projects":
-            return [n for n in names if n != "memory"]
+            out += [n for n in names if n != "memory"]
         if not rel:
-            return [
-                n for n in names if n in (".credentials.json", "telemetry", "debug", "file-history", "todos")
+            out += [
+                n
+                for n in names
+                if n in (".credentials.json", "telemetry", "debug", "file-history", "todos") or n in linked
             ]
-        return []
+        return out
 
     shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
+    if "projects" in linked:  # history behind a link stays out; the memory is copied where the CLI reads it
+        memory = setup.config_dir / "projects" / setup.memory_slug / "memory"
+        if memory.is_dir():
+            shutil.copytree(memory, config / "projects" / setup.memory_slug / "memory")
     settings = config / "settings.json"
     if settings.is_file() and not settings.is_symlink():
         # hooks that name the real config dir would otherwise run against (and write into) it

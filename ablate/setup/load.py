@@ -360,6 +360,21 @@ def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[
     return out
 
 
+def linked_state(config_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
+    """CLI-written folders of the config dir (``projects``…) that are links, name → the real folder behind.
+
+    Hook-state setups keep ``projects/`` as a link into their own folder (``data/projects``): whatever copies
+    that folder must leave the target out, or it carries every transcript and a second copy of the
+    auto-memory into each cell (DESIGN §3.2).
+    """
+    out: dict[str, Path] = {}
+    for name in names:
+        entry = config_dir / name
+        if entry.is_symlink() and entry.exists():
+            out[name] = Path(os.path.realpath(entry))
+    return out
+
+
 @dataclass(frozen=True)
 class Leak:
     """Something outside ablate's control that reaches the model in every cell alike."""
