@@ -218,9 +218,9 @@ def _run(
     from ablate.run.prepare import RunRequest, prepare_run
     from ablate.run.scheduler import Runner, RunOptions
 
-    claude = find_claude(claude_bin)
-    # one endpoint for all cells (DESIGN §3.5): refused here, before any folder is written
+    # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
     endpoint = one_endpoint((config_dir or default_config_dir()).expanduser(), repo.expanduser(), os.environ)
+    claude = find_claude(claude_bin)
     prep = prepare_run(
         RunRequest(
             tasks=list(tasks or []),
