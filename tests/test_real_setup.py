@@ -27,7 +27,7 @@ from ablate.isolate.procenv import (
     process_env,
     redacted_env,
 )
-from ablate.probe.probe import hook_commands_in
+from ablate.probe.probe import hook_commands_in, normalise_request
 from ablate.setup.examples import git
 from ablate.setup.load import follow_imports, load_setup
 from tests.real_setup import RealSetup, build_real_setup
@@ -308,3 +308,21 @@ def test_probe_passes_on_a_realistic_setup(
     messages = [r for r in reqs if r["path"] == "/v1/messages"]
     assert len({r["session_id"] for r in messages}) == 14
     assert {r["auth"] for r in messages} == {"x-api-key"}
+
+
+def test_fidelity_ignores_the_completion_order_of_parallel_hooks() -> None:
+    def body(order: list[int]) -> dict[str, Any]:
+        hooks = [
+            {
+                "type": "text",
+                "text": f"<system-reminder>\nSessionStart:startup hook success: hook {i} ok\n</system-reminder>",
+            }
+            for i in order
+        ]
+        other = {"type": "text", "text": "<system-reminder>\nskills\n</system-reminder>"}
+        return {
+            "messages": [{"role": "user", "content": [*hooks, other, {"type": "text", "text": "prompt"}]}]
+        }
+
+    assert normalise_request(body([4, 0, 8]), {}) == normalise_request(body([0, 8, 4]), {})
+    assert normalise_request(body([4, 0]), {}) != normalise_request(body([0, 8]), {})
