@@ -20,6 +20,7 @@ from ablate.cli.main import app
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.core.gitutil import git_env
+from ablate.isolate.environment import build_environment
 from ablate.isolate.procenv import (
     PROBE_KEY,
     force_capture,
@@ -28,7 +29,9 @@ from ablate.isolate.procenv import (
     redacted_env,
 )
 from ablate.probe.probe import hook_commands_in, normalise_request
+from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import git
+from ablate.setup.layers import load_catalog
 from ablate.setup.load import follow_imports, load_setup
 from tests.real_setup import RealSetup, build_real_setup
 
@@ -326,3 +329,19 @@ def test_fidelity_ignores_the_completion_order_of_parallel_hooks() -> None:
 
     assert normalise_request(body([4, 0, 8]), {}) == normalise_request(body([0, 8, 4]), {})
     assert normalise_request(body([4, 0]), {}) != normalise_request(body([0, 8]), {})
+
+
+def test_c5_strips_every_copy_of_memory_behind_a_projects_link(real: RealSetup, tmp_path: Path) -> None:
+    setup = load_setup(real.config_dir, real.repo, home=real.home)
+    cat = load_catalog()
+    cells = load_cell_set("layered", cat)
+    c0 = build_environment(setup, cat, cells.get("C0"), tmp_path / "cells")
+    c5 = build_environment(setup, cat, cells.get("C5"), tmp_path / "cells")
+    # the hook state is copied, but never the history hiding behind the link (nor a second memory copy)
+    assert (c0.config_dir / "data").is_dir() and not (c0.config_dir / "data" / "projects").exists()
+    assert not list((tmp_path / "cells").rglob("0000-old-session.jsonl"))
+    assert [p.relative_to(c0.config_dir) for p in c0.config_dir.rglob("MEMORY.md")] == [
+        Path("projects") / c0.memory_slug / "memory" / "MEMORY.md"
+    ]
+    assert not list(c5.config_dir.rglob("MEMORY.md"))
+    assert any("left out" in n and "data/projects" in n for n in c0.notes)

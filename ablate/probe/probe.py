@@ -218,8 +218,8 @@ def _run(
 #: ====================================  ==================================================================
 #: attachment ``hook_success``           a hook exited 0 and printed something (``command``, ``hookEvent``,
 #:                                       ``stdout``; ``content`` is what reached the model)
-#: attachment ``hook_non_blocking_error``  a hook exited non-zero but not 2 (exit 1, or 127 for a command
-#:                                       not found) (``command``, ``exitCode``, ``stderr``)
+#: attachment ``hook_non_blocking_error``  a hook exited non-zero (1; 127 for a command not found; 2 where
+#:                                       the event cannot block, e.g. SessionStart) (``command``, ``exitCode``)
 #: attachment ``hook_additional_context``  a hook printed JSON ``additionalContext`` (no ``command``; the
 #:                                       hook's own ``hook_success`` precedes it)
 #: system ``stop_hook_summary``          after every Stop: ``hookInfos[].command`` names every Stop hook
