@@ -39,7 +39,13 @@ def layers_cmd(
     json_out: Json = False,
     ablate_toml: AblateToml = None,
 ) -> None:
-    """List every layer of the setup: side, paths found, present or absent, size, fingerprint, and leaks.
+    """List every layer of the setup: side, paths, on disk vs loaded by the CLI, size, fingerprint, and leaks.
+
+    On disk is what the layer's files hold; loaded is what the CLI puts in front of the model by itself
+    (skills/_internal/*/SKILL.md and flat .claude/skills/*.md are never listed; axioms.md and lessons.md load
+    only when @imported; an output style only when selected). @imports are followed recursively from every
+    instruction file (missing targets and cycles reported). Markdown under docs/, notes/ and .claude/ that no
+    layer claims is listed as unclassified, with the ablate.toml table that maps it.
 
     Reads the config dir and the repository's live working tree; writes nothing. Leaks are things outside
     ablate's control that reach the model in every cell alike (ancestor CLAUDE.md/AGENTS.md, managed
