@@ -169,12 +169,10 @@ def test_probe_example_all_twelve_faithful(example: ExampleSetup, claude: Path) 
     assert verdicts == {f"C{i}": "faithful" for i in range(12)}
     cells = {c["id"]: c for c in data["cells"]}
     # the matrix says what was expected and what was seen, layer by layer
-    assert cells["C0"]["layers"]["axioms"] == {
-        "expected": "present",
-        "observed": "present",
-        "status": "ok",
-        "evidence": cells["C0"]["layers"]["axioms"]["evidence"],
-    }
+    axioms = cells["C0"]["layers"]["axioms"]
+    assert (axioms["expected"], axioms["observed"], axioms["status"]) == ("present", "present", "ok")
+    # the evidence names where the layer's own content was seen, not a canary
+    assert isinstance(axioms["evidence"], str) and axioms["evidence"].strip(), axioms
     assert cells["C1"]["layers"]["axioms"]["expected"] == "absent"  # imported by the stubbed CLAUDE.md
     assert cells["C1"]["layers"]["axioms"]["observed"] == "absent"
     assert cells["C4"]["layers"]["skills"]["observed"] == "absent"
