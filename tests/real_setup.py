@@ -52,7 +52,8 @@ def build_real_setup(dest: Path) -> RealSetup:
                 cmd(f"{hooks}/session_async.py", **{"async": True}),
                 cmd(f"{hooks}/session_silent.py"),
             ],
-            "UserPromptSubmit": [cmd(f"{hooks}/prompt_context.py")],
+            # an absolute path into the config dir: cells rewrite it, the probe compares it canonicalised
+            "UserPromptSubmit": [cmd(f"python3 {cfg}/hooks/prompt_context.py")],
             "Stop": [cmd(f"{home}/tools/not-on-this-machine/stop_hook.py")],  # exit 127
             "PostToolUse": [{"matcher": "Bash", **cmd(f"python3 {cfg}/hooks/post_tool.py")}],
         },

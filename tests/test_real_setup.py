@@ -288,7 +288,9 @@ def test_probe_passes_on_a_realistic_setup(
     }
     cells = {c["id"]: c for c in data["cells"]}
     c0 = cells["C0"]["layers"]
-    assert c0["hooks"]["status"] == "ok"  # the failing Stop hook and the prompt hook count as kept
+    # the failing Stop hook and the prompt hook (absolute config path, rewritten in the cell) count as kept;
+    # the async, silent and PostToolUse hooks cannot show
+    assert c0["hooks"]["status"] == "ok" and c0["hooks"]["evidence"] == "2/5 fingerprints seen"
     assert cells["C11"]["layers"]["hooks"]["observed"] == "absent"
     assert c0["output-styles"]["status"] == "ok" and c0["output-styles"]["observed"] == "present"
     assert c0["lessons"]["status"] == "unobservable"
