@@ -17,10 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
+from ablate.core.claude import find_claude
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.core.gitutil import git_env
-from ablate.isolate.environment import build_environment
+from ablate.isolate.environment import CellEnvironment, build_environment
 from ablate.isolate.procenv import (
     PROBE_KEY,
     force_capture,
@@ -28,7 +29,7 @@ from ablate.isolate.procenv import (
     process_env,
     redacted_env,
 )
-from ablate.probe.probe import hook_commands_in, normalise_request
+from ablate.probe.probe import hook_commands_in, normalise_request, probe
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import git
 from ablate.setup.layers import load_catalog
@@ -347,3 +348,24 @@ def test_c5_strips_every_copy_of_memory_behind_a_projects_link(real: RealSetup, 
     ]
     assert not list(c5.config_dir.rglob("MEMORY.md"))
     assert any("left out" in n and "data/projects" in n for n in c0.notes)
+
+
+@pytest.mark.e2e
+def test_a_hook_left_in_a_stripped_cell_is_a_leak(real: RealSetup, claude: Path) -> None:
+    def keep_hooks(cenv: CellEnvironment, setup: Any) -> None:
+        data = json.loads((setup.config_dir / "settings.json").read_text())
+        (cenv.config_dir / "settings.json").write_text(json.dumps({"hooks": data["hooks"]}))
+
+    def builder(*args: Any, **kwargs: Any) -> CellEnvironment:
+        cenv = build_environment(*args, **kwargs)
+        keep_hooks(cenv, args[0])
+        return cenv
+
+    setup = load_setup(real.config_dir, real.repo, home=real.home)
+    cat = load_catalog()
+    result = probe(
+        setup, cat, load_cell_set("layered", cat), find_claude(claude), cell_ids=["C11"], builder=builder
+    )
+    (c11,) = result.cells
+    assert c11.verdict == "leak"
+    assert c11.layers["hooks"].status == "leak" and c11.layers["hooks"].expected == "absent"
