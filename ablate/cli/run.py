@@ -224,10 +224,14 @@ def _run(
 ) -> None:
     from ablate.core.claude import find_claude
     from ablate.isolate.backend import ShadowEnvironments
+    from ablate.isolate.procenv import one_endpoint
+    from ablate.run.folder import write_manifest
     from ablate.run.prepare import RunRequest, prepare_run, work_area
     from ablate.run.result import read_result
     from ablate.run.scheduler import Runner, RunOptions
 
+    # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
+    endpoint = one_endpoint((config_dir or default_config_dir()).expanduser(), repo.expanduser(), os.environ)
     claude = find_claude(claude_bin)
     prep = prepare_run(
         RunRequest(
@@ -262,6 +266,9 @@ def _run(
         prep.catalog,
         prep.cell_set,
     )
+    if manifest.setup.get("endpoint") != endpoint.to_json():
+        manifest.setup = {**manifest.setup, "endpoint": endpoint.to_json()}
+        write_manifest(folder, manifest)
     run_tasks = prep.tasks
     todo = prep.todo()
     observed = [a.cost_usd for p in prep.share for a in p.attempts if a.cost_usd]
