@@ -29,7 +29,8 @@ from ablate.isolate.procenv import (
     process_env,
     redacted_env,
 )
-from ablate.probe.probe import hook_commands_in, normalise_request, probe
+from ablate.mine.attachments import hook_commands_in
+from ablate.probe.probe import normalise_request, probe
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import git
 from ablate.setup.layers import load_catalog

@@ -231,3 +231,26 @@ def test_fixture_copy_is_complete() -> None:
     for f in shared.iterdir():
         if f.is_file():
             assert (FIXTURES / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def test_hooks_reported_in_system_records_count_as_fired(tmp_path: Path) -> None:
+    """A silent Stop hook has no attachment; the CLI's stop_hook_summary still names it (probe and miner
+    read these records through one module, ablate.mine.attachments)."""
+    base = {"sessionId": "s", "timestamp": "2026-11-30T10:00:00Z", "cwd": "/w"}
+    recs = [
+        {**base, "type": "user", "message": {"role": "user", "content": "hi"}},
+        {
+            **base,
+            "type": "attachment",
+            "attachment": {"type": "hook_success", "hookName": "SessionStart", "command": "a.py"},
+        },
+        {
+            **base,
+            "type": "system",
+            "subtype": "stop_hook_summary",
+            "hookInfos": [{"command": "stop1.py"}, {"command": "stop2.py"}],
+        },
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    assert mine_session(path).hooks_fired == {"SessionStart": 1, "Stop": 2}

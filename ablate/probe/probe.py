@@ -32,14 +32,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
 from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
 from ablate.core.fsutil import tree_hash
 from ablate.core.proc import run_process
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
 from ablate.isolate.procenv import PROBE_KEY, force_capture, is_endpoint_or_auth, process_env, stray
 from ablate.isolate.shadow_home import WRITTEN_DIRS
+from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, drop_generic, layer_prints, needle_in
 from ablate.setup.cells import CellSet, ResolvedCell, cell_effect
 from ablate.setup.examples import git
@@ -208,95 +207,11 @@ def _run(
     return obs
 
 
-#: Hook-related records the pinned CLI (2.1.332) writes, collected from real sessions against ablate.sim
-#: (SessionStart sync/async/silent/JSON/failing, UserPromptSubmit ok/exit 1/exit 2, Pre/PostToolUse around
-#: a Bash call, Stop ok/silent/failing, SessionEnd failing; tests/test_probe.py reproduces the ones the
-#: probe relies on):
-#:
-#: ====================================  ==================================================================
-#: record                                when
-#: ====================================  ==================================================================
-#: attachment ``hook_success``           a hook exited 0 and printed something (``command``, ``hookEvent``,
-#:                                       ``stdout``; ``content`` is what reached the model)
-#: attachment ``hook_non_blocking_error``  a hook exited non-zero (1; 127 for a command not found; 2 where
-#:                                       the event cannot block, e.g. SessionStart) (``command``, ``exitCode``)
-#: attachment ``hook_additional_context``  a hook printed JSON ``additionalContext`` (no ``command``; the
-#:                                       hook's own ``hook_success`` precedes it)
-#: system ``stop_hook_summary``          after every Stop: ``hookInfos[].command`` names every Stop hook
-#:                                       that ran, silent ones included; ``hookErrors`` their failures
-#: system ``informational``              "<Event> operation blocked by hook:\n[<command>]: ..." (exit 2)
-#: (nothing)                             a hook that exits 0 and prints nothing; an ``async`` hook; Pre/
-#:                                       PostToolUse when no tool runs; SessionEnd (stderr only, after the
-#:                                       transcript's last record); Notification, SubagentStop, PreCompact
-#: ====================================  ==================================================================
-#:
-#: So a hook counts as *kept* when any of these records names its command (an attempt that failed is still
-#: an attempt), and where none can appear the probe says ``~`` instead of ``MISSING``.
-HOOK_ATTACHMENT_PREFIX = "hook_"
-_BLOCKED_BY_HOOK = re.compile(r"operation blocked by hook:\n\[(.+?)\]: ", re.S)
-
-
-def hook_commands_in(rec: dict[str, Any]) -> list[str]:
-    """The hook commands one transcript record shows as run (see the table above)."""
-    att = rec.get("attachment")
-    if isinstance(att, dict):
-        kind = str(att.get("type", ""))
-        cmd = att.get("command")
-        if kind.startswith(HOOK_ATTACHMENT_PREFIX) and isinstance(cmd, str):
-            return [cmd]
-        return []
-    if rec.get("type") == "system":
-        if rec.get("subtype") == "stop_hook_summary":
-            infos = rec.get("hookInfos")
-            return (
-                [
-                    str(i["command"])
-                    for i in infos
-                    if isinstance(i, dict) and isinstance(i.get("command"), str)
-                ]
-                if isinstance(infos, list)
-                else []
-            )
-        content = rec.get("content")
-        if isinstance(content, str):
-            return _BLOCKED_BY_HOOK.findall(content)
-    return []
-
-
 def _read_transcript(path: Path, obs: Observation) -> None:
-    with path.open("rb") as fh:
-        for line in fh:
-            if b'"attachment"' not in line and b'"system"' not in line:
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(rec, dict):
-                continue
-            obs.hooks_fired.extend(hook_commands_in(rec))
-            att = rec.get("attachment")
-            if not isinstance(att, dict):
-                continue
-            kind = att.get("type")
-            if kind == "instructions":
-                for f in att.get("files") or []:
-                    if isinstance(f, dict):
-                        obs.instruction_files.append(
-                            {
-                                "path": str(f.get("path", "")),
-                                "type": str(f.get("type", "")),
-                                "content": str(f.get("content", "")),
-                            }
-                        )
-            elif kind == "skill_listing":
-                obs.listed.update(str(n) for n in att.get("names") or [])
-                for ln in str(att.get("content", "")).splitlines():
-                    m = re.match(r"- ([^:]+):", ln)
-                    if m:
-                        obs.listed.add(m.group(1))
-            elif kind == "agent_listing_delta":
-                obs.listed.update(str(n) for n in att.get("addedTypes") or [])
+    evidence = read_load_evidence(path)
+    obs.hooks_fired.extend(evidence.hook_commands)
+    obs.instruction_files.extend(evidence.instruction_files)
+    obs.listed.update(evidence.listed)
 
 
 # ---------------------------------------------------------------------------------------------------------
