@@ -44,7 +44,8 @@ from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_file
 from ablate.core.gitutil import run_git
 from ablate.isolate import nsexec, shadowfs, worktree
-from ablate.isolate.environment import build_config_dir, process_env, redacted_env
+from ablate.isolate.environment import build_config_dir
+from ablate.isolate.procenv import process_env, redacted_env, stray
 from ablate.isolate.shadow_home import CREDENTIALS
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
@@ -665,27 +666,6 @@ def namespace_problems(env: NamespaceCellEnv) -> list[str]:
             if p.is_symlink():
                 problems.append(f"{p.relative_to(env.layers.config)} is a symlink in the cell's config dir")
     for k in env.env:
-        if k.startswith(("CLAUDE_", "ANTHROPIC_")) and k not in _ALLOWED_ENV:
+        if stray(k):
             problems.append(f"stray variable {k} in the session environment changes the cell")
     return problems
-
-
-_ALLOWED_ENV = frozenset(
-    {
-        "CLAUDE_CONFIG_DIR",
-        "CLAUDE_CODE_MAX_RETRIES",
-        "CLAUDE_CODE_OAUTH_TOKEN",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-        "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
-        "CLAUDE_CODE_SKIP_VERTEX_AUTH",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_CUSTOM_HEADERS",
-        "ANTHROPIC_VERTEX_PROJECT_ID",
-        "ANTHROPIC_BEDROCK_BASE_URL",
-        "ANTHROPIC_VERTEX_BASE_URL",
-    }
-)
