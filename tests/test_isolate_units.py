@@ -172,3 +172,35 @@ def test_normalise_request_ignores_the_order_of_concurrent_hook_outputs() -> Non
     a = normalise_request(body(["one", "two"]), {}, keep_branch=True)
     assert a == normalise_request(body(["two", "one"]), {}, keep_branch=True)
     assert a != normalise_request(body(["one", "three"]), {}, keep_branch=True)
+
+
+def test_a_refreshed_credentials_file_is_copied_back_to_the_real_one(tmp_path: Path) -> None:
+    from ablate.isolate.namespace import CellLayers, NamespaceCellEnv, copy_back_credentials
+    from ablate.setup.cells import ResolvedCell
+
+    real = tmp_path / "home" / ".claude"
+    cells = tmp_path / "shared" / "cells"
+    for d in (real, cells / "c00" / "config", cells / "c04" / "config", tmp_path / "s00" / "up" / "config"):
+        d.mkdir(parents=True)
+    for f in (real, cells / "c00" / "config", cells / "c04" / "config"):
+        (f / ".credentials.json").write_text('{"token": "old"}')
+    layers = CellLayers(cells / "c00" / "config", cells / "c00" / "repo", {}, [], [], {})
+    env = NamespaceCellEnv(
+        cell=ResolvedCell("C0", 0, "control", (), False),
+        root=tmp_path / "s00",
+        slot=0,
+        home=tmp_path / "home",
+        repo=tmp_path / "repo",
+        real_config=real,
+        env={},
+        spec=tmp_path / "s00" / "view.json",
+        layers=layers,
+    )
+    assert not copy_back_credentials(env)  # the session did not touch it
+    (env.upper("config") / ".credentials.json").write_text('{"token": "old"}')
+    assert not copy_back_credentials(env)  # copied up, unchanged
+    (env.upper("config") / ".credentials.json").write_text('{"token": "new"}')
+    assert copy_back_credentials(env)
+    assert (real / ".credentials.json").read_text() == '{"token": "new"}'
+    assert (real / ".credentials.json").stat().st_mode & 0o777 == 0o600
+    assert (cells / "c04" / "config" / ".credentials.json").read_text() == '{"token": "new"}'
