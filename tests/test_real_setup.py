@@ -305,11 +305,16 @@ def test_probe_passes_on_a_realistic_setup(
     assert any("not in the CLI's skill listing" in n for n in data["notes"])
     # --work keeps cells and transcripts; no cell holds the history hiding behind the projects link, and C5
     # holds no copy of the memory at all
-    assert sorted(p.name for p in (work / "cells").iterdir()) == [f"c{i:02d}" for i in range(12)]
-    assert len(list(work.glob("cells/*/home/.claude/projects/*/*.jsonl"))) == 12
-    assert not list(work.glob("cells/**/0000-old-session.jsonl"))
-    assert not list(work.glob("untouched/**/0000-old-session.jsonl"))
-    assert not [p for p in (work / "cells" / "c05").rglob("MEMORY.md")]
+    if data["isolation"]["backend"] == "namespace":
+        # cells are config copies and repo layers; sessions wrote into their views' upper folders
+        cells_dir, transcripts = work / "ns" / "ns-shared" / "cells", "ns/s*/up/config/projects/*/*.jsonl"
+        assert data["fidelity"]["exact"]
+    else:
+        cells_dir, transcripts = work / "cells", "cells/*/home/.claude/projects/*/*.jsonl"
+    assert sorted(p.name for p in cells_dir.iterdir()) == [f"c{i:02d}" for i in range(12)]
+    assert len(list(work.glob(transcripts))) == 12
+    assert not list(work.glob("**/0000-old-session.jsonl"))
+    assert not [p for p in (cells_dir / "c05").rglob("MEMORY.md")]
     # every session (12 cells, baseline, untouched) talked to the capture endpoint, with an API key only
     reqs = [orjson.loads(line) for line in (work / "requests.jsonl").read_bytes().splitlines()]
     messages = [r for r in reqs if r["path"] == "/v1/messages"]

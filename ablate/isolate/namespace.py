@@ -46,10 +46,10 @@ from ablate.core.gitutil import run_git
 from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.environment import build_config_dir
 from ablate.isolate.procenv import process_env, redacted_env, stray
-from ablate.isolate.shadow_home import CREDENTIALS
+from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
-from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
+from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, linked_state, resolve_layers
 
 NSEXEC = Path(nsexec.__file__).resolve()
 MARKER = ".ablate-env"
@@ -595,16 +595,26 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
     """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
     their real paths with per-view upper folders: the session writes nothing anywhere."""
     config_copy = root / "config"
+    # hook-state setups keep projects/ behind a link into their own folder: its target (the history) stays out
+    linked = linked_state(setup.config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
+    hidden = {str(t) for t in linked.values()}
 
     def ignore(folder: str, names: list[str]) -> list[str]:
         rel = Path(folder).relative_to(setup.config_dir).parts
+        out = [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden]
         if len(rel) == 2 and rel[0] == "projects":
-            return [n for n in names if n != "memory"]
+            out += [n for n in names if n != "memory"]
         if not rel:
-            return [n for n in names if n in UNTOUCHED_SKIPPED]
-        return []
+            out += [n for n in names if n in UNTOUCHED_SKIPPED or n in linked]
+        return out
 
     shutil.copytree(setup.config_dir, config_copy, symlinks=True, ignore=ignore)
+    # a CLI-written folder left out because it was a link: a real, empty folder (the session's transcript
+    # must land in the view's config dir), the auto-memory copied where the CLI reads it
+    for rel in linked:
+        (config_copy / rel).mkdir(exist_ok=True)
+    if "projects" in linked:
+        copy_memory(setup, config_copy, setup.memory_slug)
     account = setup.account_state
     if account is not None and not (config_copy / ".claude.json").exists():
         shutil.copy2(account, config_copy / ".claude.json")

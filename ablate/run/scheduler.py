@@ -434,6 +434,10 @@ class Runner:
             for env in all_envs:
                 teardown_pool.submit(self.backend.teardown, env)
             teardown_pool.shutdown(wait=True)
+            close = getattr(self.backend, "close", None)  # run-wide lower layers (namespace backend)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
             watchdog.close()
             if fatal is None and write_errors:
                 raise RunFolderError(
