@@ -39,6 +39,8 @@ import psutil
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError
 from ablate.core.proc import ExecResult, kill_tree, run_process
+from ablate.grade.checks import UnsafePath, apply_seed_files
+from ablate.grade.record import grade_attempt
 from ablate.isolate.backend import CellEnv, EnvBackend
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
@@ -528,13 +530,21 @@ class Runner:
                 self.backend.retarget(job.env, self.cells[it.cell])
         except Exception as exc:
             return _Outcome(job, None, None, "env_error", None, error=f"environment not prepared: {exc}")
+        try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
+            baseline = apply_seed_files(job.task, job.env.cwd)
+        except UnsafePath as exc:
+            return _Outcome(job, None, None, "error", None, error=f"seed files not written: {exc}")
         stdout = folder.stdout_path(it.item, a.n)
         env = dict(job.env.env)
         env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
         try:
             ex = run_process(job.argv, cwd=job.env.cwd, env=env, timeout=job.timeout_s, stdout_path=stdout)
         except OSError as exc:
+            baseline.discard()
             return _Outcome(job, None, None, "launch_error", None, error=str(exc))
+        grade_attempt(
+            folder, it.item, a.n, job.task, job.env.cwd, baseline
+        )  # before any reset of the checkout
         if ex.stderr_tail.strip():
             err = folder.stderr_path(it.item, a.n)
             err.parent.mkdir(parents=True, exist_ok=True)
