@@ -234,7 +234,7 @@ def judge_once(
         tries += 1
         try:
             msg = client.messages.create(
-                model=model, max_tokens=max_tokens, temperature=0, system=SYSTEM, messages=messages
+                model=model, max_tokens=max_tokens, system=SYSTEM, messages=messages
             )
         except anthropic.RateLimitError as exc:
             raise RateLimited(f"429: {exc.message}", _retry_after(exc)) from exc
