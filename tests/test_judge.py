@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ SCRIPT: dict[str, Any] = {
 
 
 @pytest.fixture
-def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimServer:
+def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimServer]:
     server = SimServer(script_from_data(SCRIPT), log_path=tmp_path / "judge-requests.jsonl").start()
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-key")
