@@ -233,9 +233,7 @@ def judge_once(
     for _ in range(2):
         tries += 1
         try:
-            msg = client.messages.create(
-                model=model, max_tokens=max_tokens, system=SYSTEM, messages=messages
-            )
+            msg = client.messages.create(model=model, max_tokens=max_tokens, system=SYSTEM, messages=messages)
         except anthropic.RateLimitError as exc:
             raise RateLimited(f"429: {exc.message}", _retry_after(exc)) from exc
         except anthropic.APIStatusError as exc:
