@@ -228,3 +228,28 @@ def test_scrub_replaces_the_longest_path_first() -> None:
     assert scrub(text, ["/w/ablate-envs/r/s00/wt/repo", "/w/ablate-envs/r/s00", "/u/repo"]) == (
         "<checkout>/a.py and <path>/home/x and <path>"
     )
+
+
+def test_ablate_judge_cli_prints_agreement_and_maps_errors_to_exit_codes(
+    tmp_path: Path, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+
+    kinds = ["AA"] * 4 + ["AB"] * 1 + ["BA"] * 2 + ["FF"] * 3
+    folder = make_run(
+        tmp_path / "run-cli", [Item("t1", f"C{i}", 0, f"ANSWER-{k} #{i}") for i, k in enumerate(kinds)]
+    )
+    runner = CliRunner()
+    res = runner.invoke(app, ["judge", str(folder.root), "--judge-models", f"{JUDGE_A},{JUDGE_B}", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert (doc["judged"], doc["agreement"][0]["percent"]) == (20, 70.0)
+    assert doc["agreement"][0]["kappa"] == pytest.approx(0.4)
+    same = runner.invoke(app, ["judge", str(folder.root), "--judge-model", "claude-sonnet-4-6"])
+    assert same.exit_code == 2 and "model under test" in same.stderr
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    (folder.root / "grades").rename(tmp_path / "old-grades")
+    nokey = runner.invoke(app, ["judge", str(folder.root), "--judge-model", JUDGE_A])
+    assert nokey.exit_code == 2 and "ANTHROPIC_API_KEY" in nokey.stderr

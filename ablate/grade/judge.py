@@ -15,19 +15,21 @@ judge. The SDK's own retries are off: ablate owns the backoff, as the runner doe
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import orjson
 
-from ablate.core.errors import UsageError
+from ablate.core.errors import RunFolderError, UsageError
 from ablate.grade.record import JudgeVerdict, read_grade, record_verdict
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.pricing import estimate_cost, normalize_model
@@ -403,6 +405,38 @@ def judge_folder(
     folder = RunFolder(run_dir)
     manifest = read_manifest(folder)
     check_judges(manifest.model, options.judge_models, allow_same=options.allow_same_judge)
+    with _judge_lock(folder):
+        return _judge_locked(folder, manifest, options, client, stop or threading.Event(), on_progress, sleep)
+
+
+@contextmanager
+def _judge_lock(folder: RunFolder) -> Iterator[None]:
+    """One judge at a time per run folder (two would pay for the same verdicts)."""
+    path = folder.root / "grades" / ".judge.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunFolderError(
+                f"{folder.root}: another `ablate judge` is grading this run folder",
+                hint="wait for it to finish; a second judge would pay for the same verdicts",
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _judge_locked(
+    folder: RunFolder,
+    manifest: RunManifest,
+    options: JudgeOptions,
+    client: MessagesClient | None,
+    stop: threading.Event,
+    on_progress: Callable[[str], None] | None,
+    sleep: Callable[[float], None],
+) -> JudgeSummary:
     tasks = load_run_tasks(folder, manifest)
     summary = JudgeSummary(folder=folder.root)
     units: list[_Unit] = []
@@ -424,7 +458,6 @@ def judge_folder(
                 units.append(_Unit(res, j, inp))
     summary.spend_usd = _recorded_spend(folder, results)
     the_client = client if client is not None else (make_client() if units else None)
-    stop = stop or threading.Event()
     pending = list(units)
     running: dict[Future[JudgeVerdict | RateLimited], _Unit] = {}
     paused_until = 0.0

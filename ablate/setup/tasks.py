@@ -334,3 +334,17 @@ def load_tasks(paths: Sequence[Path], catalog: Catalog | None = None) -> list[Ta
     if problems:
         raise SpecError(problems)
     return tasks
+
+
+def select_split(paths: Sequence[Path], split: str) -> list[Path]:
+    """The task files under ``paths`` whose ``split`` is ``split`` (``both``: every file, unchanged)."""
+    if split == "both":
+        return list(paths)
+    files = task_files(paths)
+    chosen = [f for f in files if load_task(f).spec.split == split]
+    if not chosen:
+        raise NotFound(
+            f"no {split} tasks among {len(files)} task files",
+            hint="check the tasks' `split`, or pass --split both",
+        )
+    return chosen
