@@ -253,3 +253,29 @@ def test_ablate_judge_cli_prints_agreement_and_maps_errors_to_exit_codes(
     (folder.root / "grades").rename(tmp_path / "old-grades")
     nokey = runner.invoke(app, ["judge", str(folder.root), "--judge-model", JUDGE_A])
     assert nokey.exit_code == 2 and "ANTHROPIC_API_KEY" in nokey.stderr
+
+
+def test_recheck_rebuilds_the_checks_from_the_saved_diff(tmp_path: Path) -> None:
+    from ablate.grade.judge import recheck_folder
+
+    task = (
+        'id = "t1"\nprompt = "p"\n[files]\n"VERSION" = "1.4.0\\n"\n'
+        '[[checks]]\nkind = "file_unchanged"\nfile = "VERSION"\n'
+        '[[checks]]\nkind = "file_contains"\nfile = "NOTES.md"\ntext = "greet"\n'
+    )
+    folder = make_run(
+        tmp_path / "run", [Item("t1", "C0", 0, "a"), Item("t1", "C1", 0, "b")], task_text={"t1": task}
+    )
+    diffs = folder.root / "diffs"
+    diffs.mkdir()
+    (diffs / "t1__C0__r00.a1.patch").write_text(
+        "diff --git a/NOTES.md b/NOTES.md\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.md\n"
+        "@@ -0,0 +1 @@\n+- greet() greets.\n"
+    )
+    summary = recheck_folder(folder.root)
+    assert (summary.rechecked, summary.changed, summary.no_diff) == (1, 0, 1)
+    grade = read_grade(folder, "t1__C0__r00")
+    assert grade is not None
+    checks = grade.checks_for(1)
+    assert checks is not None and checks.source == "diff"
+    assert [r.passed for r in checks.results] == [True, True]

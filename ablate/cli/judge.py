@@ -74,6 +74,13 @@ def judge_cmd(
         ),
     ] = None,
     split: Split = "both",
+    recheck: Annotated[
+        bool,
+        typer.Option(
+            "--recheck",
+            help="Re-run the tasks' checks from the saved diffs (diffs/) first, e.g. after editing the checks.",
+        ),
+    ] = False,
     backoff: Annotated[
         float,
         typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit without retry-after."),
@@ -91,9 +98,16 @@ def judge_cmd(
     (no judge, judge = model under test, no API key), 3 some items were left (budget, rate limit) or got a
     judge error, 130 interrupted.
     """
-    from ablate.grade.judge import JudgeOptions, agreement, judge_folder
+    from ablate.grade.judge import JudgeOptions, agreement, judge_folder, recheck_folder
 
     judges = judge_list(judge_model, judge_models)
+    rechecked = recheck_folder(run_dir, split=split_choice(split)) if recheck else None
+    if rechecked is not None and not json:
+        typer.echo(
+            f"rechecked {rechecked.rechecked} items from their saved diffs ({rechecked.changed} changed verdict, "
+            f"{rechecked.no_diff} without a diff)",
+            err=True,
+        )
     options = JudgeOptions(
         judge_models=judges,
         allow_same_judge=allow_same_judge,
@@ -118,7 +132,14 @@ def judge_cmd(
         signal.signal(signal.SIGINT, previous)
     agree = agreement(run_dir, list(judges)) if len(judges) > 1 else []
     if json:
-        print_json({**summary.to_json(), "agreement": [a.to_json() for a in agree]})
+        doc = {**summary.to_json(), "agreement": [a.to_json() for a in agree]}
+        if rechecked is not None:
+            doc["recheck"] = {
+                "rechecked": rechecked.rechecked,
+                "changed": rechecked.changed,
+                "no_diff": rechecked.no_diff,
+            }
+        print_json(doc)
     else:
         typer.echo(
             f"{summary.outcome}: {summary.judged} verdicts now ({summary.errors} judge errors), "

@@ -539,6 +539,50 @@ def verdict_counts(
     return out
 
 
+@dataclass
+class RecheckSummary:
+    """What :func:`recheck_folder` did."""
+
+    rechecked: int = 0
+    """Items whose checks were re-run from their saved diff."""
+    changed: int = 0
+    """Of those, items whose overall verdict (passed) differs from the one recorded before."""
+    no_diff: int = 0
+    """Complete items of tasks with checks but no saved diff (left as they were)."""
+
+
+def recheck_folder(run_dir: Path, *, split: Literal["dev", "holdout", "both"] = "both") -> RecheckSummary:
+    """Re-run every complete item's checks from its saved diff (``diffs/<item>.a<N>.patch``) against the
+    task copies in the run folder, replacing the recorded checks of that attempt (``source = "diff"``)."""
+    from ablate.grade.checks import grade_from_diff
+    from ablate.grade.record import diff_rel, record_checks
+
+    folder = RunFolder(run_dir)
+    manifest = read_manifest(folder)
+    tasks = load_run_tasks(folder, manifest)
+    out = RecheckSummary()
+    for res in iter_results(folder):
+        task = tasks.get(res.task)
+        if not res.complete or task is None or not task.spec.checks:
+            continue
+        if split != "both" and task.spec.split != split:
+            continue
+        rel = diff_rel(res.item, res.attempt)
+        if not (folder.root / rel).is_file():
+            out.no_diff += 1
+            continue
+        old = read_grade(folder, res.item)
+        before = old.checks_for(res.attempt) if old else None
+        grade = grade_from_diff(
+            task, (folder.root / rel).read_text(encoding="utf-8"), attempt=res.attempt, patch_rel=rel
+        )
+        assert grade is not None
+        record_checks(folder, res.item, grade)
+        out.rechecked += 1
+        out.changed += int(before is not None and before.passed != grade.passed)
+    return out
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Agreement between judges
 
@@ -613,6 +657,7 @@ __all__ = [
     "judge_once",
     "make_client",
     "parse_verdict",
+    "recheck_folder",
     "render_request",
     "scrub",
 ]
