@@ -222,6 +222,10 @@ def _run(
     from ablate.run.scheduler import Runner, RunOptions
 
     claude = find_claude(claude_bin)
+    if judge_model is not None and resume is None and plan is None:
+        from ablate.grade.judge import check_judges
+
+        check_judges(model, [judge_model], allow_same=allow_same_judge)  # before a run folder is made
     if split_choice(split) != "both":
         if resume is not None or plan is not None:
             raise UsageError("--split picks the tasks of a new run; a resumed or planned run keeps its own")
