@@ -91,8 +91,11 @@ def test_seed_files_replace_repo_files_and_an_untouched_session_fails_only_the_e
     tmp_path: Path, checkout: Path
 ) -> None:
     t = task(tmp_path)
+    (checkout / "src/billing.py").chmod(0o640)
     base = apply_seed_files(t, checkout)
     assert (checkout / "src/billing.py").read_text().startswith("def total")
+    assert (checkout / "src/billing.py").stat().st_mode & 0o777 == 0o640  # a replaced file keeps its mode
+    assert (checkout / "src/greet/hello.py").stat().st_mode & 0o777 == 0o644
     assert (checkout / "src/greet/hello.py").is_file()
     git_dir_before = sorted(p.name for p in (checkout / ".git").iterdir())
     grade = grade_checkout(t, checkout, base, attempt=2, patch_path=tmp_path / "d.patch", patch_rel="d.patch")

@@ -201,6 +201,12 @@ def test_the_budget_stops_launching_and_leaves_the_rest_pending(tmp_path: Path, 
     assert (rest.outcome, rest.skipped, rest.judged) == ("finished", 1, 3)
 
 
+def test_a_budget_needs_a_priced_judge(tmp_path: Path) -> None:
+    folder = make_run(tmp_path / "run-unpriced", [Item("t1", "C0", 0, "ANSWER-AA")])
+    with pytest.raises(UsageError, match="cannot be enforced"):
+        judge_folder(folder.root, opts("judge-without-a-price", budget_usd=1.0))
+
+
 def test_split_selects_the_tasks_judged(tmp_path: Path, sim: SimServer) -> None:
     items = [Item("dev-task", "C0", 0, "ANSWER-AA"), Item("held-task", "C0", 0, "ANSWER-AA")]
     folder = make_run(tmp_path / "run-split", items, splits={"held-task": "holdout"})

@@ -299,7 +299,8 @@ def apply_seed_files(task: Task, checkout: Path) -> Baseline:
     targets = [(rel, seed_target(checkout, rel)) for rel in task.spec.files]
     for rel, target in targets:
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(target, task.spec.files[rel].encode("utf-8"))
+        mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else 0o644  # keep a repo file's mode
+        atomic_write_bytes(target, task.spec.files[rel].encode("utf-8"), mode=mode)
     baseline = Baseline(checkout=checkout, seeded=[rel for rel, _ in targets], hashes={})
     if not task.spec.checks:
         return baseline

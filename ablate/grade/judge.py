@@ -32,7 +32,7 @@ import orjson
 from ablate.core.errors import RunFolderError, UsageError
 from ablate.grade.record import JudgeVerdict, read_grade, record_verdict
 from ablate.mine.cli_output import parse_cli_output
-from ablate.mine.pricing import estimate_cost, normalize_model
+from ablate.mine.pricing import estimate_cost, normalize_model, price_for
 from ablate.run.folder import TASKS_DIR, RunFolder, RunManifest, read_manifest
 from ablate.run.result import ItemResult, iter_results
 from ablate.setup.tasks import Rubric, Task, load_task
@@ -405,6 +405,13 @@ def judge_folder(
     folder = RunFolder(run_dir)
     manifest = read_manifest(folder)
     check_judges(manifest.model, options.judge_models, allow_same=options.allow_same_judge)
+    if options.budget_usd is not None:
+        unpriced = [j for j in options.judge_models if price_for(j) is None]
+        if unpriced:
+            raise UsageError(
+                f"no list price for judge model {', '.join(unpriced)}: --budget-usd cannot be enforced",
+                hint="use a judge model in ablate's price table, or drop --budget-usd",
+            )
     with _judge_lock(folder):
         return _judge_locked(folder, manifest, options, client, stop or threading.Event(), on_progress, sleep)
 
