@@ -75,8 +75,21 @@ def test_layout_decomposition_recovers_planted_position_and_repetition(
     md, tasks = setup
     out = tmp_path / "runs"
     code, stdout, stderr = compare(
-        [str(md), "--block", "Tools", "--tasks", str(tasks), "--executor", "sim"]
-        + ["--tier", "rigorous", "--seed", "3", "--out", str(out)]
+        [
+            str(md),
+            "--block",
+            "Tools",
+            "--tasks",
+            str(tasks),
+            "--executor",
+            "sim",
+            "--tier",
+            "rigorous",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+        ]
     )
     assert code == 0, stderr
     doc = only_report(out)
@@ -109,8 +122,20 @@ def test_null_variant_is_a_draw_and_not_better(setup: tuple[Path, Path], tmp_pat
     reworded.write_text(CLAUDE_MD.replace("Be brief.", "Be brief and clear."))
     out = tmp_path / "runs"
     code, stdout, stderr = compare(
-        [f"old={md}", f"new={reworded}", "--tasks", str(tasks), "--executor", "sim"]
-        + ["--tier", "rigorous", "--seed", "5", "--out", str(out)]
+        [
+            f"old={md}",
+            f"new={reworded}",
+            "--tasks",
+            str(tasks),
+            "--executor",
+            "sim",
+            "--tier",
+            "rigorous",
+            "--seed",
+            "5",
+            "--out",
+            str(out),
+        ]
     )
     assert code == 0, stderr
     doc = only_report(out)
@@ -165,8 +190,22 @@ def test_api_requests_differ_across_arms_only_in_the_system_prompt(
     out = tmp_path / "runs"
     with SimServer(LAYOUT_SCRIPT, seed=0) as sim:
         code, _stdout, stderr = compare(
-            [str(md), "--block", "Tools", "--tasks", str(tasks), "--executor", "api", "--yes"]
-            + ["--base-url", sim.base_url, "--seed", "9", "--out", str(out)],
+            [
+                str(md),
+                "--block",
+                "Tools",
+                "--tasks",
+                str(tasks),
+                "--executor",
+                "api",
+                "--yes",
+                "--base-url",
+                sim.base_url,
+                "--seed",
+                "9",
+                "--out",
+                str(out),
+            ],
             env={"ANTHROPIC_API_KEY": "sk-test"},
         )
         captured = sim.messages_requests()
@@ -197,7 +236,17 @@ def test_api_executor_refuses_to_spend_without_yes_and_no_terminal(
 ) -> None:
     md, tasks = setup
     code, _out, err = compare(
-        [str(md), "--block", "Tools", "--tasks", str(tasks), "--executor", "api", "--out", str(tmp_path / "r")],
+        [
+            str(md),
+            "--block",
+            "Tools",
+            "--tasks",
+            str(tasks),
+            "--executor",
+            "api",
+            "--out",
+            str(tmp_path / "r"),
+        ],
         env={"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"},
     )
     assert code == 2
@@ -209,8 +258,21 @@ def test_api_executor_refuses_to_spend_without_yes_and_no_terminal(
 def test_tier_floor_refuses_three_repeats_for_rigorous(setup: tuple[Path, Path], tmp_path: Path) -> None:
     md, tasks = setup
     code, _out, err = compare(
-        [str(md), "--block", "Tools", "--tasks", str(tasks), "--executor", "sim"]
-        + ["--tier", "rigorous", "--repeats", "3", "--out", str(tmp_path / "r")]
+        [
+            str(md),
+            "--block",
+            "Tools",
+            "--tasks",
+            str(tasks),
+            "--executor",
+            "sim",
+            "--tier",
+            "rigorous",
+            "--repeats",
+            "3",
+            "--out",
+            str(tmp_path / "r"),
+        ]
     )
     assert code == 2
     assert "--repeats 3: the rigorous tier needs at least 30 repeats" in err
@@ -222,8 +284,18 @@ def test_repeats_may_go_above_the_floor(setup: tuple[Path, Path], tmp_path: Path
     md, tasks = setup
     out = tmp_path / "r"
     code, _o, err = compare(
-        [str(md), f"{md}@dup:Tools", "--tasks", str(tasks), "--executor", "sim", "--repeats", "6"]
-        + ["--out", str(out)]
+        [
+            str(md),
+            f"{md}@dup:Tools",
+            "--tasks",
+            str(tasks),
+            "--executor",
+            "sim",
+            "--repeats",
+            "6",
+            "--out",
+            str(out),
+        ]
     )
     assert code == 0, err
     doc = only_report(out)
