@@ -2,19 +2,20 @@
 
 Outcomes come as :class:`Observation` rows (one per item that answered). Every contrast is **paired** on
 (task, repeat) blocks: a block counts only when both arms have an outcome in it. Binary outcomes (pitfall-free)
-get the exact paired test over discordant blocks (improved vs regressed, two-sided binomial); turns get a
-paired sign-flip permutation test; every delta gets a seeded, task-stratified bootstrap interval; Holm runs
-across all contrasts of the report. A contrast is ``real`` only after correction.
+get the exact paired test over discordant blocks (improved vs regressed, two-sided binomial) with Newcombe's
+paired interval; turns get a paired sign-flip permutation test with a seeded, task-stratified bootstrap
+interval; Holm runs across all contrasts of the report. A contrast is ``real`` only after correction. All of
+it comes from :mod:`ablate.stats`; a figure the data cannot give is None with the reason in ``notes``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from ablate.compare import _stats as st
+from ablate import stats as st
 
 Metric = Literal["pitfall_free", "turns"]
 METRICS: tuple[Metric, ...] = ("pitfall_free", "turns")
@@ -54,6 +55,10 @@ class Contrast:
     real: bool = False
     scope: str = "all"
     """``all`` tasks, or ``holdout`` (pooled over holdout tasks only; not part of Holm)."""
+    method: str = ""
+    """The test and interval (``exact-binomial-discordant`` + ``newcombe-paired``, ``sign-flip-permutation``)."""
+    notes: list[str] = field(default_factory=list)
+    """Why ``p`` or the interval is missing (no discordant block, n < 2)."""
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -85,7 +90,8 @@ def arm_rates(obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[s
         for arm in arms:
             rows = [o for o in obs if o.arm == arm and (task is None or o.task == task)]
             k = sum(o.pitfall_free for o in rows)
-            lo, hi = st.wilson(k, len(rows))
+            ci = st.wilson(k, len(rows))
+            lo, hi = (ci.low, ci.high) if isinstance(ci, st.Interval) else (None, None)
             turns = [o.turns for o in rows if o.turns is not None]
             out.append(
                 ArmRate(
@@ -115,32 +121,55 @@ def contrast(
 ) -> Contrast:
     """``b`` − ``a`` on ``metric`` over the blocks of ``tasks`` (all when None) that both arms answered."""
     keep = set(tasks) if tasks is not None else None
-    pairs: list[tuple[str, float]] = []
+    strata: list[str] = []
+    xa: list[float] = []
+    xb: list[float] = []
     for (t, _r), by_arm in sorted(_blocks(obs).items()):
         if keep is not None and t not in keep:
             continue
         if a not in by_arm or b not in by_arm:
             continue
         if metric == "pitfall_free":
-            d = float(by_arm[b].pitfall_free) - float(by_arm[a].pitfall_free)
+            va, vb = float(by_arm[a].pitfall_free), float(by_arm[b].pitfall_free)
         else:
             ta, tb = by_arm[a].turns, by_arm[b].turns
             if ta is None or tb is None:
                 continue
-            d = float(tb - ta)
-        pairs.append((t, d))
-    diffs = [d for _, d in pairs]
+            va, vb = float(ta), float(tb)
+        strata.append(t)
+        xa.append(va)
+        xb.append(vb)
     if metric == "pitfall_free":
-        improved = sum(1 for d in diffs if d > 0)
-        regressed = sum(1 for d in diffs if d < 0)
-        p = st.paired_exact_p(improved, regressed) if diffs else None
+        res = st.paired_binary([v > 0 for v in xb], [v > 0 for v in xa])
+        improved, regressed = res.gained or 0, res.lost or 0
+        method = f"{res.method}; " + (
+            res.interval.method if isinstance(res.interval, st.Interval) else "no interval"
+        )
     else:
-        improved = sum(1 for d in diffs if d < 0)
-        regressed = sum(1 for d in diffs if d > 0)
-        p = st.sign_flip_p(diffs, seed=seed) if diffs else None
-    delta = sum(diffs) / len(diffs) if diffs else None
-    lo, hi = st.stratified_bootstrap_ci(pairs, seed=seed) if diffs else (None, None)
-    return Contrast(a, b, metric, task, len(diffs), delta, lo, hi, p, improved, regressed, scope=scope)
+        res = st.paired_mean(xb, xa, strata, seed=seed)
+        improved = sum(1 for x, y in zip(xa, xb, strict=True) if y < x)
+        regressed = sum(1 for x, y in zip(xa, xb, strict=True) if y > x)
+        method = f"{res.method}; " + (
+            res.interval.method if isinstance(res.interval, st.Interval) else "no interval"
+        )
+    notes = [v.reason for v in (res.p, res.interval) if isinstance(v, st.NotComputable)]
+    lo, hi = (res.interval.low, res.interval.high) if isinstance(res.interval, st.Interval) else (None, None)
+    return Contrast(
+        a,
+        b,
+        metric,
+        task,
+        res.n_pairs,
+        res.delta,
+        lo,
+        hi,
+        res.p_value,
+        improved,
+        regressed,
+        scope=scope,
+        method=method,
+        notes=sorted(set(notes)),
+    )
 
 
 def all_contrasts(

@@ -172,6 +172,10 @@ def _effect(e: an.Effect) -> dict[str, Any]:
     }
 
 
+def _baseline_rate(rates: Sequence[an.ArmRate], baseline: str) -> float | None:
+    return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
+
+
 def analyse(
     prep: PreparedCompare, outcomes: Sequence[ItemOutcome]
 ) -> tuple[dict[str, Any], list[an.Observation]]:
@@ -211,7 +215,7 @@ def analyse(
             "decomposition": decomposition,
             "regressions": regressions,
             "verdicts": verdicts,
-            "claims": claims(prep.tier, blocks, len(contrasts)),
+            "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),
             "excluded": {
                 "count": len(excluded),
                 "by_status": {

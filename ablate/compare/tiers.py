@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -12,9 +11,6 @@ TierName = Literal["smoke", "rigorous"]
 
 #: Repeats per (task, arm): the tier's floor and default.
 TIER_REPEATS: dict[TierName, int] = {"smoke": 5, "rigorous": 30}
-
-#: z for a two-sided 5% test plus z for 80% power.
-_Z_SUM = 1.959964 + 0.841621
 
 
 @dataclass(frozen=True)
@@ -45,22 +41,26 @@ def resolve_tier(name: str, repeats: int | None) -> Tier:
     return Tier(tier, repeats)
 
 
-def detectable_effect(blocks: int) -> float | None:
-    """The smallest difference in pass rate (0..1) a paired comparison over ``blocks`` (task, repeat) blocks
-    detects with 80% power at a two-sided 5% level, in the worst case (rates near 50%, arms independent):
-    ``(z_0.975 + z_0.8) * sqrt(2 * 0.25 / n)``. Correlated arms (the usual case) detect smaller effects."""
-    if blocks < 2:
-        return None
-    return min(1.0, _Z_SUM * math.sqrt(0.5 / blocks))
+def detectable_effect(blocks: int, p_control: float, comparisons: int) -> float | None:
+    """The smallest pass-rate change (0..1) the exact paired test detects with 80% power over ``blocks``
+    paired blocks from a baseline rate ``p_control``, at α = 0.05 / ``comparisons`` (Holm's first step, so
+    the figure holds for every contrast). Arms are assumed independent within a block: the cautious figure."""
+    from ablate.stats import NotComputable, detectable_binary
+
+    d = detectable_binary(blocks, min(1.0, max(0.0, p_control)), alpha=0.05 / max(1, comparisons))
+    return None if isinstance(d, NotComputable) else d
 
 
-def claims(tier: Tier, blocks: int, contrasts: int) -> dict[str, list[str]]:
-    """What this run can and cannot claim, with the computed figures."""
-    mde = detectable_effect(blocks)
-    mde_text = f"{100 * mde:.0f} points" if mde is not None else "nothing (fewer than 2 blocks)"
+def claims(tier: Tier, blocks: int, contrasts: int, p_control: float | None) -> dict[str, list[str]]:
+    """What this run can and cannot claim, with the computed figures (``p_control``: the baseline's pooled
+    pitfall-free rate; 0.5, the worst case, when unknown)."""
+    base = 0.5 if p_control is None else p_control
+    mde = detectable_effect(blocks, base, contrasts)
+    mde_text = f"{100 * mde:.0f} points" if mde is not None else "no change at all"
     can = [
-        f"detect a pass-rate difference of about {mde_text} or more at 80% power "
-        f"({blocks} paired (task, repeat) blocks per contrast; worst-case variance)",
+        f"detect a pooled pass-rate change of about {mde_text} or more from the baseline's {100 * base:.0f}% "
+        f"with 80% power ({blocks} paired (task, repeat) blocks; exact test at 0.05/{contrasts}, arms "
+        "assumed independent: the cautious figure); per-task contrasts need larger effects",
         f"mark a difference real only after Holm correction across all {contrasts} contrasts",
     ]
     cannot = [
