@@ -311,3 +311,25 @@ def test_bad_block_is_a_located_error(setup: tuple[Path, Path], tmp_path: Path) 
     )
     assert code == 2
     assert f"{md}: block Nope: no heading 'Nope'" in err
+
+
+def test_claude_code_executor_refuses_a_folder_layer_before_anything_runs(
+    setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    md, tasks = setup
+    code, _o, err = compare(
+        [
+            str(md),
+            f"{md}@dup:Tools",
+            "--tasks",
+            str(tasks),
+            "--layer",
+            "skills",
+            "--yes",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
+    assert code == 2
+    assert "--layer 'skills' is not a file layer" in err
+    assert not (tmp_path / "r").exists()

@@ -147,7 +147,14 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     plan = make_plan([t.id for t in tasks], [a.name for a in arms], repeats=tier.repeats, seed=req.seed)
     by_task = {t.id: t for t in tasks}
     by_arm = {a.name: a for a in arms}
-    items = [WorkItem(p.item, by_task[p.task], by_arm[p.cell], p.repeat, p.order) for p in plan]
+    arm_pos = {a.name: i for i, a in enumerate(arms)}
+    task_pos = {t.id: i for i, t in enumerate(tasks)}
+    items = [
+        WorkItem(
+            p.item, by_task[p.task], by_arm[p.cell], p.repeat, p.order, arm_pos[p.cell], task_pos[p.task]
+        )
+        for p in plan
+    ]
     est = estimate_compare(arms, tasks, len(items), executor, req.model, req.max_turns)
     digest = hashlib.sha256(
         "\n".join([a.fingerprint for a in arms] + [t.sha256 for t in tasks] + [str(req.seed)]).encode()

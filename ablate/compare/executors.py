@@ -45,6 +45,10 @@ class WorkItem:
     arm: Arm
     repeat: int
     order: int
+    arm_index: int = 0
+    """Position of the arm in the comparison (the first is the baseline)."""
+    task_index: int = 0
+    """Position of the task in the task list."""
 
 
 @dataclass
@@ -329,6 +333,24 @@ def cell_set_toml(arms: Sequence[Arm], layer: str) -> str:
     return "\n".join(lines)
 
 
+def check_layer(layer: str, ablate_toml: Path | None) -> None:
+    """``layer`` must be a file layer of the catalog: the arms replace its first path (as cell files'
+    ``replace`` does)."""
+    from ablate.setup.layers import load_catalog
+
+    catalog = load_catalog(ablate_toml)
+    if layer not in catalog:
+        raise UsageError(f"--layer {layer!r}: no such layer", hint=f"known layers: {', '.join(catalog.ids)}")
+    spec = catalog.get(layer)
+    first = spec.paths[0] if spec.paths else ""
+    if not first or first.endswith("/") or any(c in first for c in "*?[") or spec.strip == "drop-key":
+        raise UsageError(
+            f"--layer {layer!r} is not a file layer ({', '.join(spec.paths) or 'JSON keys only'}); "
+            "arms replace one file",
+            hint="pick a file layer such as user-claude-md, axioms, lessons or repo-memory",
+        )
+
+
 class ClaudeCodeExecutor:
     """The real pinned CLI in isolated cells, via the runner of ``ablate run`` (one sweep, all arms)."""
 
@@ -336,6 +358,7 @@ class ClaudeCodeExecutor:
     spends = True
 
     def __init__(self, options: ClaudeCodeOptions) -> None:
+        check_layer(options.layer, options.ablate_toml)
         self.options = options
         self.runner: Any = None
 
@@ -358,8 +381,13 @@ class ClaudeCodeExecutor:
         from ablate.run.scheduler import Runner, RunOptions
 
         o = self.options
-        arms = list({it.arm.name: it.arm for it in items}.values())
-        tasks = list({it.task.id: it.task for it in items}.values())
+        # declared order (the first arm is the control), so the runner draws the very same plan
+        arms = [
+            it.arm for it in sorted({it.arm_index: it for it in items}.values(), key=lambda i: i.arm_index)
+        ]
+        tasks = [
+            it.task for it in sorted({it.task_index: it for it in items}.values(), key=lambda i: i.task_index)
+        ]
         repeats = max(it.repeat for it in items) + 1
         cells = folder / "cells.toml"
         cells.write_text(cell_set_toml(arms, o.layer))
@@ -380,8 +408,12 @@ class ClaudeCodeExecutor:
             ),
             claude,
         )
-        if o.layer not in prep.catalog:
-            raise UsageError(f"--layer {o.layer!r}: no such layer (known: {', '.join(prep.catalog.ids)})")
+        planned = [(p.item, p.order) for p in sorted(prep.folder.read_plan(), key=lambda p: p.order)]
+        if planned != [(it.item, it.order) for it in sorted(items, key=lambda i: i.order)]:
+            raise AblateError(
+                f"{prep.folder.root}: the runner's plan differs from the comparison's; refusing to run it",
+                hint="this is a bug in ablate: please report it with both plan.jsonl files",
+            )
         work_root = (o.work_dir or Path(tempfile.gettempdir()) / "ablate-envs") / prep.folder.root.name
         backend = ShadowEnvironments(
             prep.setup,
