@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -19,7 +21,7 @@ from ablate.cli.common import (
     default_config_dir,
     print_json,
 )
-from ablate.core.errors import EXIT_PARTIAL, EXIT_USAGE, UsageError
+from ablate.core.errors import EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 
 app = typer.Typer()
 
@@ -241,12 +243,31 @@ def compare_cmd(
         if not typer.confirm("start?", default=False, err=True):
             _err("not started")
             raise typer.Exit(EXIT_USAGE)
-    folder, report = run_compare(prep, ex)
+    presses = 0
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        nonlocal presses
+        presses += 1
+        if not hasattr(ex, "request_stop"):
+            raise KeyboardInterrupt
+        ex.request_stop(kill=presses > 1)
+        _err(
+            "stopping: no new sessions (Ctrl-C again to kill the running ones)" if presses == 1 else "killing"
+        )
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        folder, report = run_compare(prep, ex)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     if json:
         print_json(report)
     else:
         for line in summary_lines(report):
             typer.echo(line)
         typer.echo(f"report: {folder / 'compare.md'}")
+    if report["execution"].get("run_outcome") == "interrupted":
+        _err(f"interrupted: the report covers the items that finished ({folder})")
+        raise typer.Exit(EXIT_INTERRUPTED)
     if report["excluded"]["count"]:
         raise typer.Exit(EXIT_PARTIAL)

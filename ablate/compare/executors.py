@@ -367,9 +367,10 @@ class ClaudeCodeExecutor:
 
         return min(max_turns, ASSUMED_CALLS_PER_SESSION)
 
-    def request_stop(self) -> None:
+    def request_stop(self, *, kill: bool = False) -> None:
+        """Stop launching sessions (Ctrl-C); with ``kill``, kill the running ones too."""
         if self.runner is not None:
-            self.runner.request_stop()
+            self.runner.request_stop(kill=kill)
 
     def run(
         self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
