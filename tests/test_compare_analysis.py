@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
+
 from ablate.compare import analysis as an
 from ablate.compare.core import CompareRequest, prepare_compare, run_compare
 from ablate.compare.executors import Execution, ItemOutcome, WorkItem
+from ablate.compare.tiers import claims, resolve_tier
+from ablate.core.errors import UsageError
 
 
 def observations(rates: dict[tuple[str, str], int], repeats: int = 30) -> list[an.Observation]:
@@ -116,3 +120,19 @@ def test_a_file_edited_during_the_run_is_reported_and_every_session_got_the_firs
     assert change["arm"] == "b" and change["when"].startswith("during this run")
     assert (folder / "arms" / "b.md").read_bytes() == b"version b\n"
     assert "WARNING: b" in (folder / "compare.md").read_text()
+
+
+def test_tier_floor_and_what_each_tier_claims() -> None:
+    assert resolve_tier("rigorous", None).repeats == 30
+    assert resolve_tier("rigorous", 40).repeats == 40
+    with pytest.raises(UsageError, match="--repeats 29: the rigorous tier needs at least 30"):
+        resolve_tier("rigorous", 29)
+    with pytest.raises(UsageError, match="--repeats 4: the smoke tier needs at least 5"):
+        resolve_tier("smoke", 4)
+    small = claims(resolve_tier("smoke", None), blocks=15, contrasts=4, p_control=0.6)
+    assert any("too few for the exact test at 0.05/4" in c for c in small["cannot"])
+    assert any("not evidence of no effect" in c for c in small["cannot"])
+    big = claims(resolve_tier("rigorous", None), blocks=120, contrasts=12, p_control=0.3)
+    (detect,) = [c for c in big["can"] if c.startswith("detect")]
+    assert "from the baseline's 30%" in detect and "120 paired" in detect
+    assert any(c.startswith("rule out effects smaller than about") for c in big["cannot"])

@@ -56,14 +56,22 @@ def claims(tier: Tier, blocks: int, contrasts: int, p_control: float | None) -> 
     pitfall-free rate; 0.5, the worst case, when unknown)."""
     base = 0.5 if p_control is None else p_control
     mde = detectable_effect(blocks, base, contrasts)
-    mde_text = f"{100 * mde:.0f} points" if mde is not None else "no change at all"
-    can = [
-        f"detect a pooled pass-rate change of about {mde_text} or more from the baseline's {100 * base:.0f}% "
-        f"with 80% power ({blocks} paired (task, repeat) blocks; exact test at 0.05/{contrasts}, arms "
-        "assumed independent: the cautious figure); per-task contrasts need larger effects",
-        f"mark a difference real only after Holm correction across all {contrasts} contrasts",
-    ]
-    cannot = [
+    can: list[str] = []
+    cannot: list[str] = []
+    if mde is not None:
+        mde_text = f"{100 * mde:.0f} points"
+        can.append(
+            f"detect a pooled pass-rate change of about {mde_text} or more from the baseline's {100 * base:.0f}% "
+            f"with 80% power ({blocks} paired (task, repeat) blocks; exact test at 0.05/{contrasts}, arms "
+            "assumed independent: the cautious figure); per-task contrasts need larger effects"
+        )
+    else:
+        cannot.append(
+            f"detect any pass-rate change from the baseline's {100 * base:.0f}% with 80% power: {blocks} paired "
+            f"blocks are too few for the exact test at 0.05/{contrasts} (add repeats or tasks)"
+        )
+    can.append(f"mark a difference real only after Holm correction across all {contrasts} contrasts")
+    cannot += [
         "speak for tasks beyond these (the task set was chosen, not sampled)",
         "speak for another model or Claude Code version than the pinned one",
     ]
@@ -72,5 +80,6 @@ def claims(tier: Tier, blocks: int, contrasts: int, p_control: float | None) -> 
         cannot.insert(0, "support a published claim: a draw at this size is not evidence of no effect")
     else:
         can.insert(0, "support a claim about these tasks, with the intervals shown")
-        cannot.insert(0, f"rule out effects smaller than about {mde_text}: a draw means 'not detected'")
+        if mde is not None:
+            cannot.insert(0, f"rule out effects smaller than about {mde_text}: a draw means 'not detected'")
     return {"can": can, "cannot": cannot}
