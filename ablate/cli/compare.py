@@ -72,7 +72,7 @@ def compare_cmd(
     arms: Annotated[
         list[str],
         typer.Argument(
-            help="Two or more arms: [NAME=]PATH[@move:BLOCK|@duplicate:BLOCK]; BLOCK is a heading or marker:NAME.",
+            help="Two or more arms, each PATH or NAME=PATH, optionally with @move:BLOCK or @duplicate:BLOCK (BLOCK: a heading, or marker:NAME). The first arm is the baseline.",
             show_default=False,
         ),
     ],
