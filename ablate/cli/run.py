@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import os
 import signal
-import tempfile
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
@@ -59,7 +58,13 @@ Timeout = Annotated[
 ]
 Out = Annotated[Path, typer.Option("--out", "-o", help="Folder that holds run folders.")]
 Seed = Annotated[
-    int | None, typer.Option("--seed", help="Order seed (default: a fresh one, recorded in the manifest).")
+    int | None,
+    typer.Option(
+        "--seed",
+        min=0,
+        max=2**64 - 1,
+        help="Order seed, 0 to 2^64-1 (default: a fresh one, recorded in the manifest).",
+    ),
 ]
 Resume = Annotated[
     Path | None,
@@ -144,7 +149,7 @@ def plan_cmd(
     from ablate.core.claude import find_claude
     from ablate.run.create import create_run
     from ablate.run.plan import blocks, estimate, new_seed
-    from ablate.run.prepare import load_cells, setup_info
+    from ablate.run.prepare import check_locations, load_cells, setup_info
     from ablate.setup.load import load_setup
     from ablate.setup.tasks import load_tasks
 
@@ -153,6 +158,10 @@ def plan_cmd(
     catalog, cell_set = load_cells(cells, ablate_toml)
     loaded = load_tasks(tasks, catalog)
     setup = load_setup(config_dir or default_config_dir(), repo)
+    if not model.strip():
+        raise UsageError("--model is empty", hint="pass the model every session is pinned to")
+    for warning in check_locations(setup, out=out, work_dir=None):
+        _err(f"warning: {warning}")
     claude = find_claude(claude_bin)
     folder, manifest = create_run(
         out,
@@ -210,12 +219,19 @@ def _run(
     ablate_toml: AblateToml,
     json: bool,
     model_given: bool,
+    cells_given: bool = False,
+    repeats_given: bool = False,
 ) -> None:
     from ablate.core.claude import find_claude
     from ablate.isolate.backend import ShadowEnvironments
-    from ablate.run.prepare import RunRequest, prepare_run
+    from ablate.isolate.procenv import one_endpoint
+    from ablate.run.folder import write_manifest
+    from ablate.run.prepare import RunRequest, prepare_run, work_area
+    from ablate.run.result import read_result
     from ablate.run.scheduler import Runner, RunOptions
 
+    # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
+    endpoint = one_endpoint((config_dir or default_config_dir()).expanduser(), repo.expanduser(), os.environ)
     claude = find_claude(claude_bin)
     prep = prepare_run(
         RunRequest(
@@ -237,6 +253,9 @@ def _run(
             model_given=model_given,
             config_dir_given=config_dir is not None,
             repo_given=repo != Path("."),
+            work_dir=work_dir,
+            cells_given=cells_given,
+            repeats_given=repeats_given,
         ),
         claude,
     )
@@ -247,56 +266,61 @@ def _run(
         prep.catalog,
         prep.cell_set,
     )
+    if manifest.setup.get("endpoint") != endpoint.to_json():
+        manifest.setup = {**manifest.setup, "endpoint": endpoint.to_json()}
+        write_manifest(folder, manifest)
     run_tasks = prep.tasks
     todo = prep.todo()
     observed = [a.cost_usd for p in prep.share for a in p.attempts if a.cost_usd]
+    for warning in prep.warnings:
+        _err(f"warning: {warning}")
     _print_estimate(len(todo), manifest.model, manifest.max_turns, observed)
     _err(f"run folder: {folder.root}")
 
-    work_root = (work_dir or Path(tempfile.gettempdir()) / "ablate-envs") / folder.root.name
-    backend = ShadowEnvironments(
-        setup,
-        catalog,
-        work_root,
-        isolate_state=isolate_state,
-        dirty=dirty,
-        base_env=dict(os.environ),
-        extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
-    )
-    options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
-    display = _Display(enabled=not json)
-    runner = Runner(
-        folder,
-        manifest,
-        tasks=run_tasks,
-        cells=list(cell_set.cells),
-        backend=backend,
-        options=options,
-        claude=claude,
-        forced=force,
-        work_root=work_root,
-        on_progress=display.update,
-    )
+    with work_area(work_dir, folder.root.name) as work_root:
+        backend = ShadowEnvironments(
+            setup,
+            catalog,
+            work_root,
+            isolate_state=isolate_state,
+            dirty=dirty,
+            base_env=dict(os.environ),
+            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
+        )
+        options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
+        display = _Display(enabled=not json)
+        runner = Runner(
+            folder,
+            manifest,
+            tasks=run_tasks,
+            cells=list(cell_set.cells),
+            backend=backend,
+            options=options,
+            claude=claude,
+            forced=force,
+            work_root=work_root,
+            on_progress=display.update,
+        )
 
-    presses = 0
+        presses = 0
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        nonlocal presses
-        presses += 1
-        runner.request_stop(kill=presses > 1)
-        if presses == 1:
-            display.note(
-                f"stopping: no new sessions; running ones get {grace:.0f} s (Ctrl-C again to kill them)"
-            )
-        else:
-            display.note("killing running sessions")
+        def on_sigint(signum: int, frame: FrameType | None) -> None:
+            nonlocal presses
+            presses += 1
+            runner.request_stop(kill=presses > 1)
+            if presses == 1:
+                display.note(
+                    f"stopping: no new sessions; running ones get {grace:.0f} s (Ctrl-C again to kill them)"
+                )
+            else:
+                display.note("killing running sessions")
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        summary = runner.run()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        display.close()
+        previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            summary = runner.run()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            display.close()
     if json:
         print_json(summary.to_json())
     else:
@@ -305,6 +329,10 @@ def _run(
             f"{len(summary.pending)} not run, {summary.rate_limited} rate-limited attempts, "
             f"${summary.spend_usd:.4f} spent, {summary.elapsed_s:.1f} s ({folder.root})"
         )
+        for item in summary.failed:
+            res = read_result(folder, item)
+            why = (res.error or res.status) if res is not None else "no result"
+            typer.echo(f"  failed {item}: {why}")
         if summary.pending and summary.outcome != "finished":
             typer.echo(f"resume with: ablate run --resume {folder.root}")
     code = {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(summary.outcome, EXIT_PARTIAL)
@@ -410,7 +438,12 @@ def run_cmd(
     Exit codes: 0 every item complete, 1 the run could not proceed (locked folder, incompatible CLI or
     model), 2 bad input, 3 some items failed or were not run (budget, rate limit), 130 interrupted.
     """
-    _run(**_params(locals()), model_given=_given(ctx, "model"))
+    _run(
+        **_params(locals()),
+        model_given=_given(ctx, "model"),
+        cells_given=_given(ctx, "cells"),
+        repeats_given=_given(ctx, "repeats"),
+    )
 
 
 def ab_cmd(ctx: typer.Context, **options: Any) -> None:
@@ -418,14 +451,14 @@ def ab_cmd(ctx: typer.Context, **options: Any) -> None:
 
     Exit codes: as `ablate run`.
     """
-    _run(**options, cells="binary", model_given=_given(ctx, "model"))
+    _run(**options, cells="binary", model_given=_given(ctx, "model"), repeats_given=_given(ctx, "repeats"))
 
 
 # `ab` takes exactly `run`'s options but --cells: one set of definitions, two commands.
-ab_cmd.__signature__ = inspect.signature(run_cmd).replace(  # type: ignore[attr-defined]
-    parameters=[p for p in inspect.signature(run_cmd).parameters.values() if p.name != "cells"]
+_RUN_SIGNATURE = inspect.signature(run_cmd, eval_str=True)  # evaluated: typer reads the Annotated options
+ab_cmd.__signature__ = _RUN_SIGNATURE.replace(  # type: ignore[attr-defined]
+    parameters=[p for p in _RUN_SIGNATURE.parameters.values() if p.name != "cells"]
 )
-ab_cmd.__annotations__ = {k: v for k, v in run_cmd.__annotations__.items() if k != "cells"}
 app.command("ab")(cli_errors(ab_cmd))
 
 

@@ -67,6 +67,17 @@ class TaskSpec(Spec):
     """Unique task id (lower case, digits, ``-`` and ``_``); it names result files."""
     prompt: str = Field(min_length=1)
     """The prompt given to ``claude -p``, verbatim."""
+
+    @field_validator("prompt")
+    @classmethod
+    def _passable(cls, v: str) -> str:
+        # a command-line argument cannot hold a NUL byte: refuse it here, not half way through a run
+        if "\0" in v:
+            raise ValueError("contains a NUL byte (\\0), which no command line can carry; remove it")
+        if not v.strip():
+            raise ValueError("is blank")
+        return v
+
     split: Literal["dev", "holdout"] = "dev"
     """``dev`` tasks may be tuned against; ``holdout`` tasks are kept for the final measurement."""
     description: str = ""
