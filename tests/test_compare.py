@@ -333,3 +333,25 @@ def test_claude_code_executor_refuses_a_folder_layer_before_anything_runs(
     assert code == 2
     assert "--layer 'skills' is not a file layer" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_api_executor_without_a_key_is_refused_before_anything_is_written(
+    setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    md, tasks = setup
+    code, _o, err = compare(
+        [
+            str(md),
+            f"{md}@dup:Tools",
+            "--tasks",
+            str(tasks),
+            "--executor",
+            "api",
+            "--yes",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
+    assert code == 2
+    assert "--executor api needs an API key" in err and "ANTHROPIC_API_KEY" in err
+    assert not (tmp_path / "r").exists()

@@ -80,6 +80,7 @@ class EditingExecutor:
 
     name = "fake"
     spends = False
+    spend_basis = "nothing: a test double"
 
     def __init__(self, victim: Path) -> None:
         self.victim = victim

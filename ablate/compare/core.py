@@ -307,6 +307,7 @@ def run_compare(
             "basis": prep.estimate.basis,
         },
         "spent_usd": spent,
+        "spent_basis": getattr(executor, "spend_basis", ""),
         **stats,
         "looks": looks.to_json(),
         "fingerprint_changes": changes,

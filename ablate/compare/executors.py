@@ -91,6 +91,8 @@ class Executor(Protocol):
     name: str
     spends: bool
     """False when nothing is billed (the sim)."""
+    spend_basis: str
+    """Where ``spent_usd`` comes from."""
 
     def calls_per_session(self, max_turns: int) -> int: ...
 
@@ -114,6 +116,7 @@ class ApiExecutor:
 
     name = "api"
     spends = True
+    spend_basis = "list price × the usage each response reported (an estimate)"
 
     def __init__(
         self, *, model: str, base_url: str | None, api_key: str | None, max_tokens: int = 1024, seed: int = 0
@@ -124,6 +127,11 @@ class ApiExecutor:
         self.max_tokens = max_tokens
         self.seed = seed
         self.priced = True
+        if not api_key:
+            raise UsageError(
+                "--executor api needs an API key",
+                hint="set ANTHROPIC_API_KEY (or use --executor sim for a free dry run)",
+            )
 
     def calls_per_session(self, max_turns: int) -> int:
         return 1
@@ -133,11 +141,6 @@ class ApiExecutor:
     ) -> Execution:
         import anthropic
 
-        if not self.api_key:
-            raise UsageError(
-                "--executor api needs an API key",
-                hint="set ANTHROPIC_API_KEY (or use --executor sim for a free dry run)",
-            )
         client = anthropic.Anthropic(base_url=self.base_url, api_key=self.api_key, max_retries=2)
         outcomes: list[ItemOutcome] = []
         records: list[dict[str, Any]] = []
@@ -205,6 +208,7 @@ class SimExecutor:
 
     name = "sim"
     spends = False
+    spend_basis = "the simulated endpoint: nothing is billed"
 
     def __init__(self, *, script: Path, model: str, seed: int = 0, max_tokens: int = 1024) -> None:
         self.script = script
@@ -356,6 +360,7 @@ class ClaudeCodeExecutor:
 
     name = "claude-code"
     spends = True
+    spend_basis = "the sessions' own cost records (ItemResult.cost_usd)"
 
     def __init__(self, options: ClaudeCodeOptions) -> None:
         check_layer(options.layer, options.ablate_toml)

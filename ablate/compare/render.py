@@ -58,7 +58,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"Arms {arms} (baseline `{doc['baseline']}`) on {len(doc['tasks'])} task(s) × {doc['repeats']} repeats, "
         f"executor `{doc['executor']}`, model `{doc['model']}`, tier **{doc['tier']}**, seed {doc['seed']}. "
         f"Estimated {doc['estimate']['sessions']} sessions, ~{doc['estimate']['calls']} calls; "
-        f"spent ${doc['spent_usd']:.4f}.",
+        f"spent ${doc['spent_usd']:.4f} ({doc.get('spent_basis') or 'basis not recorded'}).",
         "",
     ]
     warn = [s for s in summary_lines(doc) if s.startswith("WARNING")]
