@@ -9,9 +9,10 @@ import pytest
 
 from ablate.compare import analysis as an
 from ablate.compare.core import CompareRequest, prepare_compare, run_compare
-from ablate.compare.executors import Execution, ItemOutcome, WorkItem
+from ablate.compare.executors import Execution, ItemOutcome, WorkItem, layer_fingerprint
 from ablate.compare.tiers import claims, resolve_tier
 from ablate.core.errors import UsageError
+from ablate.setup.layers import default_catalog_path, load_catalog, resolve_layer
 
 
 def observations(rates: dict[tuple[str, str], int], repeats: int = 30) -> list[an.Observation]:
@@ -137,3 +138,12 @@ def test_tier_floor_and_what_each_tier_claims() -> None:
     (detect,) = [c for c in big["can"] if c.startswith("detect")]
     assert "from the baseline's 30%" in detect and "120 paired" in detect
     assert any(c.startswith("rule out effects smaller than about") for c in big["cannot"])
+
+
+def test_arm_fingerprint_in_layer_form_matches_the_catalogs_fingerprint_of_a_cell(tmp_path: Path) -> None:
+    data = b"# Rules\n\nRULE-UV once.\n"
+    (tmp_path / "CLAUDE.md").write_bytes(data)
+    catalog = load_catalog(None, base=default_catalog_path())
+    lf = resolve_layer(catalog.get("user-claude-md"), tmp_path, memory_slug="-x")
+    assert lf.fingerprint == layer_fingerprint("CLAUDE.md", data)
+    assert layer_fingerprint("CLAUDE.md", data + b"x") != lf.fingerprint

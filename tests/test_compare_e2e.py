@@ -107,6 +107,11 @@ def test_claude_code_executor_runs_arms_as_variant_cells(claude: Path, tmp_path:
     for r in results:
         loaded = {Path(f["path"]).name + ":" + f["type"] for f in r["session"]["instruction_files"]}
         assert "CLAUDE.md:User" in loaded, r["item"]
+    check = doc["execution"]["cell_check"]
+    assert check["verified"], check
+    assert {n: r["built"] for n, r in check["arms"].items()} == {
+        n: r["expected"] for n, r in check["arms"].items()
+    }
     manifest = orjson.loads((run / "manifest.json").read_bytes())
     assert sorted(c["id"] for c in manifest["cells"]) == ["one", "two"]
     # one sweep in the compare plan's order: the runner's plan is the very same (item, order) list

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -337,6 +338,27 @@ def cell_set_toml(arms: Sequence[Arm], layer: str) -> str:
     return "\n".join(lines)
 
 
+def layer_fingerprint(rel_path: str, data: bytes) -> str:
+    """The catalog's fingerprint of a one-file layer holding ``data`` (``ablate.setup.layers``: sha256 over
+    the relative path, a NUL and the file's sha256)."""
+    return hashlib.sha256(rel_path.encode() + b"\0" + hashlib.sha256(data).digest()).hexdigest()
+
+
+def check_cells(arms: Sequence[Arm], rel_path: str, built: dict[str, object]) -> dict[str, Any]:
+    """Compare each arm's bytes with the layer fingerprint its built cell recorded in the run manifest."""
+    rows = {}
+    for a in arms:
+        want = layer_fingerprint(rel_path, a.rendered.data)
+        got = built.get(a.name)
+        rows[a.name] = {"expected": want, "built": got, "ok": got == want}
+    return {
+        "verified": all(r["ok"] for r in rows.values()),
+        "method": "the run manifest's per-layer fingerprint of each cell (taken when its environment was "
+        "built or retargeted) against the arm's bytes",
+        "arms": rows,
+    }
+
+
 def check_layer(layer: str, ablate_toml: Path | None) -> None:
     """``layer`` must be a file layer of the catalog: the arms replace its first path (as cell files'
     ``replace`` does)."""
@@ -468,11 +490,16 @@ class ClaudeCodeExecutor:
         for it in items:
             if it.item not in done:
                 outcomes.append(ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run"))
+        from ablate.run.folder import read_manifest
+
+        layer_path = prep.catalog.get(o.layer).paths[0]
+        built = {c.id: c.fingerprints.get(o.layer) for c in read_manifest(prep.folder).cells}
         return Execution(
             outcomes,
             {
                 "run_folder": str(prep.folder.root.relative_to(folder)),
                 "run_outcome": summary.outcome,
                 "claude_version": claude.version,
+                "cell_check": check_cells(arms, layer_path, built),
             },
         )

@@ -37,6 +37,10 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     check = (doc.get("execution") or {}).get("request_check")
     if check is not None and not check.get("verified"):
         out.append("WARNING: requests differ across arms beyond the system prompt (see request_check)")
+    cells = (doc.get("execution") or {}).get("cell_check")
+    if cells is not None and not cells.get("verified"):
+        bad = ", ".join(n for n, r in cells["arms"].items() if not r["ok"])
+        out.append(f"WARNING: the built cells of {bad} did not hold the arm's bytes (see cell_check)")
     for v in doc.get("verdicts") or []:
         out.append(v["line"])
     dec = doc.get("decomposition")
