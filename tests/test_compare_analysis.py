@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ablate.compare.executors import Execution, ItemOutcome, WorkItem, layer_fin
 from ablate.compare.tiers import claims, resolve_tier
 from ablate.core.errors import UsageError
 from ablate.setup.layers import default_catalog_path, load_catalog, resolve_layer
+from ablate.stats import power_binary
 
 
 def observations(rates: dict[tuple[str, str], int], repeats: int = 30) -> list[an.Observation]:
@@ -147,3 +149,30 @@ def test_arm_fingerprint_in_layer_form_matches_the_catalogs_fingerprint_of_a_cel
     lf = resolve_layer(catalog.get("user-claude-md"), tmp_path, memory_slug="-x")
     assert lf.fingerprint == layer_fingerprint("CLAUDE.md", data)
     assert layer_fingerprint("CLAUDE.md", data + b"x") != lf.fingerprint
+
+
+def _simulated(seed: int, p_a: float, p_b: float) -> list[an.Observation]:
+    rng = random.Random(seed)
+    return [
+        an.Observation(t, arm, r, rng.random() < p, None)
+        for t in TASKS
+        for r in range(30)
+        for arm, p in (("a", p_a), ("b", p_b))
+    ]
+
+
+def test_by_simulation_null_marks_stay_under_five_percent_and_a_planted_effect_is_found() -> None:
+    seeds = range(150)
+    false_marks = sum(
+        any(c.real for c in an.all_contrasts(_simulated(s, 0.3, 0.3), ["a", "b"], TASKS, seed=s))
+        for s in seeds
+    )
+    assert false_marks / len(seeds) <= 0.05
+    found = 0
+    for s in seeds:
+        cs = an.all_contrasts(_simulated(s, 0.3, 0.5), ["a", "b"], TASKS, seed=s)
+        pooled = an.find(cs, "a", "b", "pitfall_free", None)
+        found += pooled is not None and pooled.real and (pooled.delta or 0) > 0
+    # Holm tests the smallest of the 5 pitfall-free p-values at alpha/5: the exact power predicts the rate
+    predicted = power_binary(len(TASKS) * 30, 0.3, 0.5, 0.05 / 5)
+    assert abs(found / len(seeds) - predicted) <= 0.1, (found / len(seeds), predicted)
