@@ -1,4 +1,5 @@
-"""`ablate demo` end to end: the real CLI, the probe, a 36-session run, and the ground truth recovered."""
+"""`ablate demo` end to end: the real CLI, the probe, a 72-session run judged as it goes, and the ground truth
+recovered."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ablate.core.errors import UsageError
+from ablate.grade.summary import grade_summary
 from ablate.run.demo import MARKER, prepare_demo_folder, summarise_results
 
 
@@ -42,16 +44,33 @@ def test_demo_recovers_the_simulated_ground_truth(claude: Path, tmp_path: Path) 
     assert "OK: 12 cells" in proc.stdout  # the probe proved every cell faithful
     (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
     cells = {s.cell: s for s in summarise_results(run_dir)}
-    assert all(s.complete == s.items == 3 for s in cells.values())
+    assert all(s.complete == s.items == 6 for s in cells.values())
     hits = {cid: s.pitfall_hits for cid, s in cells.items()}
     # shadow/sim/demo.toml's ground truth, recovered from the transcripts
     assert hits["C0"] == {}
     assert hits["C1"] == {"drops-hello": 1, "untested-claim": 1}
+    assert hits["C4"] == {"bumps-version": 3}
+    assert hits["C5"] == {"plugin-instead-of-seed": 2}
     assert hits["C6"] == {"drops-hello": 1}
     assert hits["C8"] == {"adds-dependency": 1}
-    assert hits["C11"] == {"adds-dependency": 1, "drops-hello": 1, "untested-claim": 1, "wrong-region": 1}
-    for cid in ("C2", "C3", "C4", "C5", "C7", "C9", "C10"):
+    assert hits["C11"] == {
+        "adds-dependency": 1,
+        "bumps-version": 3,
+        "drops-hello": 1,
+        "plugin-instead-of-seed": 2,
+        "untested-claim": 1,
+        "untyped-def": 1,
+        "wrong-region": 1,
+    }
+    for cid in ("C2", "C3", "C7", "C9", "C10"):
         assert hits[cid] == {}, cid
+    # checks on the checkouts the sessions left, and the sim playing the blind judge as the run went
+    graded = {g.cell: g for g in grade_summary(run_dir)}
+    passed = {cid: (g.checks_passed, g.checked, g.judge_pass, g.judged) for cid, g in graded.items()}
+    assert passed["C0"] == (3, 3, 6, 6)
+    assert passed["C1"] == passed["C4"] == passed["C6"] == (2, 3, 5, 6)
+    assert passed["C5"] == passed["C8"] == (3, 3, 5, 6)
+    assert passed["C11"] == (0, 3, 0, 6)
     assert cells["C3"].mean_turns is not None and cells["C0"].mean_turns is not None
     assert cells["C3"].mean_turns > cells["C0"].mean_turns  # no lessons: deploy needs the runbook
     # the example setup the demo read is untouched by the run (its hook log only has the seed line)

@@ -40,9 +40,9 @@ def demo_cmd(
     It lays out a realistic example setup (a config dir with CLAUDE.md, imported axioms and lessons, skills,
     hooks, auto-memory; a repository with MEMORY.md, runbooks, decisions, findings, handoffs), then shows
     `ablate layers`, `ablate cells`, `ablate probe` (the real claude CLI against the capture endpoint), an
-    `ablate run` of the twelve layered cells on the three example tasks against a simulated, setup-sensitive
-    model (shadow/sim/demo.toml, whose answers depend on which layers reached it: a known ground truth), and
-    a per-cell summary of the results. Everything stays under --out; your own ~/.claude is never read.
+    `ablate run` of the twelve layered cells on the six example tasks against a simulated, setup-sensitive
+    model (shadow/sim/demo.toml, whose answers depend on which layers reached it: a known ground truth; it
+    also plays the blind judge), and a per-cell summary of the results, checks and verdicts. Everything stays under --out; your own ~/.claude is never read.
 
     Exit codes: 0 ok, 1 a step failed, 2 bad input (no claude binary, --out not a demo folder).
     """
@@ -73,7 +73,7 @@ def demo_cmd(
     with SimServer(data_dir("shadow") / "sim" / "demo.toml", log_path=root / "sim-requests.jsonl") as sim:
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-ablate-demo"}
         _step(
-            "Run the ablation: 12 cells x 3 tasks against a simulated, setup-sensitive model",
+            "Run the ablation: 12 cells x 6 tasks against a simulated, setup-sensitive model (it also plays the judge)",
             [
                 "run",
                 "--tasks",
@@ -94,27 +94,46 @@ def demo_cmd(
                 str(runs),
                 "--work-dir",
                 str(root / "envs"),
+                "--judge-model",
+                "claude-haiku-4-5",
                 *where,
             ],
             run_env,
         )
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     typer.secho("\n== Per-cell outcomes (descriptive only: one repeat, no statistics)", bold=True)
+    from ablate.grade.summary import grade_summary
+
+    graded = {g.cell: g for g in grade_summary(run_dir)}
     rows = [
         [
             s.cell,
             f"{s.complete}/{s.items}",
             ", ".join(f"{k} x{v}" for k, v in sorted(s.pitfall_hits.items())) or "-",
+            f"{graded[s.cell].checks_passed}/{graded[s.cell].checked}" if s.cell in graded else "-",
+            f"{graded[s.cell].judge_pass}/{graded[s.cell].judged}" if s.cell in graded else "-",
             f"{s.mean_turns:.1f}" if s.mean_turns is not None else "-",
             f"{s.cost_usd:.4f}",
         ]
         for s in summarise_results(run_dir)
     ]
     typer.echo(
-        tabulate(rows, headers=["cell", "complete", "pitfall hits", "mean turns", "cost USD (simulated)"])
+        tabulate(
+            rows,
+            headers=[
+                "cell",
+                "complete",
+                "pitfall hits",
+                "checks passed",
+                "judge pass",
+                "mean turns",
+                "cost USD (simulated)",
+            ],
+        )
     )
     typer.echo(
         "\nThe simulated model's ground truth (shadow/sim/demo.toml): C1, C6 and C11 hurt greet-exclaim, C8 and "
-        "C11 hurt no-framework, C11 hurts deploy-command; C1 and C3 cost deploy-command an extra call."
+        "C11 hurt no-framework, C11 hurts deploy-command and typed-farewell, C4 and C11 hurt release-notes, C5 "
+        "and C11 hurt deterministic-tests; C1 and C3 cost deploy-command an extra call."
     )
     typer.echo(f"\nrun folder: {run_dir}\ndemo finished in {time.monotonic() - started:.0f} s")

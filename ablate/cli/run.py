@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import signal
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
@@ -22,6 +23,7 @@ from ablate.cli.common import (
     default_config_dir,
     print_json,
 )
+from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 
 app = typer.Typer()
@@ -223,6 +225,9 @@ def _run(
     model_given: bool,
     cells_given: bool = False,
     repeats_given: bool = False,
+    judge_model: str | None = None,
+    allow_same_judge: bool = False,
+    split: str = "both",
 ) -> None:
     from ablate.core.claude import find_claude
     from ablate.isolate.backend import EnvBackend, ShadowEnvironments
@@ -239,6 +244,16 @@ def _run(
     # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
     endpoint = one_endpoint((config_dir or default_config_dir()).expanduser(), repo.expanduser(), os.environ)
     claude = find_claude(claude_bin)
+    if judge_model is not None and resume is None and plan is None:
+        from ablate.grade.judge import check_judges
+
+        check_judges(model, [judge_model], allow_same=allow_same_judge)  # before a run folder is made
+    if split_choice(split) != "both":
+        if resume is not None or plan is not None:
+            raise UsageError("--split picks the tasks of a new run; a resumed or planned run keeps its own")
+        from ablate.setup.tasks import select_split
+
+        tasks = select_split(tasks or [], split)
     prep = prepare_run(
         RunRequest(
             tasks=list(tasks or []),
@@ -324,6 +339,8 @@ def _run(
             on_progress=display.update,
         )
 
+        grader = _JudgeAsYouGo(folder.root, manifest.model, judge_model, allow_same_judge, display.note)
+
         presses = 0
 
         def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -344,8 +361,10 @@ def _run(
         )
         previous = signal.signal(signal.SIGINT, on_sigint)
         try:
+            grader.start()
             summary = runner.run()
         finally:
+            grader.finish(interrupted=presses > 0)
             signal.signal(signal.SIGINT, previous)
             display.close()
         changed = real_changes(guard) if guard is not None else []
@@ -393,6 +412,66 @@ def _print_writes(run_dir: Path) -> None:
             who = f"{data.get('cell')} r{int(data.get('repeat', 0)):02d} {data.get('task')}"
             for line in summary_lines(who, writes):
                 _err(line)
+
+
+class _JudgeAsYouGo:
+    """``ablate run --judge-model M``: judge complete items in a background thread while the run goes on."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        model: str,
+        judge_model: str | None,
+        allow_same: bool,
+        note: Any,
+    ) -> None:
+        self.run_dir = run_dir
+        self.judge_model = judge_model
+        self.note = note
+        self._done = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        if judge_model is not None:
+            from ablate.grade.judge import check_judges, make_client
+
+            check_judges(model, [judge_model], allow_same=allow_same)
+            self._client = make_client()  # fail before the run when there is no key
+
+    def start(self) -> None:
+        if self.judge_model is not None:
+            self._thread = threading.Thread(target=self._loop, name="ablate-judge-as-you-go", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        from ablate.grade.judge import JudgeOptions, judge_folder
+
+        assert self.judge_model is not None
+        options = JudgeOptions(judge_models=(self.judge_model,), allow_same_judge=True, jobs=2)
+        try:
+            while True:
+                last = self._done.is_set()
+                summary = judge_folder(self.run_dir, options, client=self._client, stop=self._stop)
+                if last:
+                    self.note(
+                        f"judge {self.judge_model}: {summary.by_judge.get(self.judge_model)} "
+                        f"({summary.pending} left; `ablate judge {self.run_dir} --judge-model "
+                        f"{self.judge_model}` resumes)"
+                    )
+                    return
+                self._done.wait(2.0)
+        except BaseException as exc:  # reported after the run; the run itself is not affected
+            self.error = exc
+
+    def finish(self, *, interrupted: bool) -> None:
+        if self._thread is None:
+            return
+        if interrupted:
+            self._stop.set()
+        self._done.set()
+        self._thread.join()
+        if self.error is not None:
+            self.note(f"judge failed: {self.error}")
 
 
 class _Display:
@@ -484,12 +563,16 @@ def run_cmd(
     isolate_state: IsolateState = False,
     isolation: IsolationOpt = None,
     ablate_toml: AblateToml = None,
+    judge_model: JudgeModel = None,
+    allow_same_judge: AllowSameJudge = False,
+    split: Split = "both",
     json: Json = False,
 ) -> None:
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.
 
-    Writes a run folder (manifest.json, plan.jsonl, stdout/, transcripts/, results/). Ctrl-C stops launching
-    and leaves a folder `--resume` continues.
+    Writes a run folder (manifest.json, plan.jsonl, stdout/, transcripts/, results/, grades/ and diffs/ for
+    tasks with checks). Ctrl-C stops launching and leaves a folder `--resume` continues. With --judge-model,
+    a blind judge grades complete items as the run goes (see `ablate judge`).
 
     Exit codes: 0 every item complete, 1 the run could not proceed (locked folder, incompatible CLI or
     model), 2 bad input, 3 some items failed or were not run (budget, rate limit), 130 interrupted.

@@ -40,6 +40,8 @@ from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError
 from ablate.core.proc import ExecResult, kill_tagged, kill_tree, run_process
 from ablate.core.watchdog import Watchdog
+from ablate.grade.checks import UnsafePath, apply_seed_files
+from ablate.grade.record import grade_attempt
 from ablate.isolate.backend import CellEnv, EnvBackend
 from ablate.isolate.gitreads import git_history_reads
 from ablate.mine.derive import mine_session
@@ -557,6 +559,10 @@ class Runner:
                 self.backend.retarget(job.env, self.cells[it.cell])
         except Exception as exc:
             return _Outcome(job, None, None, "env_error", None, error=f"environment not prepared: {exc}")
+        try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
+            baseline = apply_seed_files(job.task, job.env.cwd)
+        except UnsafePath as exc:
+            return _Outcome(job, None, None, "error", None, error=f"seed files not written: {exc}")
         stdout = folder.stdout_path(it.item, a.n)
         env = dict(job.env.env)
         env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
@@ -571,7 +577,10 @@ class Runner:
                 tag=self._tag + a.session_id,
             )
         except OSError as exc:
+            baseline.discard()
             return _Outcome(job, None, None, "launch_error", None, error=str(exc))
+        # checks read the checkout the session left, before any reset of it (ablate.grade)
+        grade_attempt(folder, it.item, a.n, job.task, job.env.cwd, baseline)
         if ex.stderr_tail.strip():
             err = folder.stderr_path(it.item, a.n)
             err.parent.mkdir(parents=True, exist_ok=True)

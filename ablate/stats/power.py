@@ -1,0 +1,150 @@
+"""Power: how many paired blocks a run needs to detect an effect, and the smallest effect a run can detect.
+
+* Binary metrics: the exact power of the two-sided exact test on discordant blocks (see
+  :mod:`ablate.stats.proportions`), computed from scipy's binomial distribution, assuming the cell's and the
+  control's outcomes in a block are independent given their rates (positive within-block correlation only
+  adds power, so this is the cautious figure). Per block: gained = p_cell (1 − p_control), lost =
+  p_control (1 − p_cell); the number of discordant blocks K is Binomial(n, gained + lost) and, given K = k,
+  the gained count is Binomial(k, gained / (gained + lost)).
+* Counts and costs: the power of the paired t-test (non-central t, ``scipy.stats.nct``), the large-sample
+  equivalent of the sign-flip permutation test, for a mean difference ``effect`` and a per-block
+  difference standard deviation ``sd_diff``.
+
+Pass ``alpha`` already divided by the number of comparisons when a report corrects for multiplicity
+(Holm's first step is α/m, so α/m gives a figure that holds for every comparison).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from scipy import stats as sps
+
+from ablate.stats.types import NotComputable
+
+#: The power every "runs needed" figure is computed for.
+DEFAULT_POWER = 0.8
+#: Largest number of paired blocks :func:`runs_needed_binary` and :func:`runs_needed_mean` search.
+MAX_BLOCKS = 5000
+
+
+def _check_rate(name: str, p: float) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name}={p!r} outside [0, 1]")
+
+
+def _first_n(enough: Callable[[int], bool], max_blocks: int) -> int | NotComputable:
+    """The smallest n >= 2 with ``enough(n)``: strides through large n, then steps back one block at a time."""
+    prev, n = 1, 2
+    while n <= max_blocks:
+        if enough(n):
+            while n - 1 > prev and enough(n - 1):
+                n -= 1
+            return n
+        prev, n = n, n + max(1, n // 50)
+    return NotComputable(f"more than {max_blocks} paired blocks")
+
+
+def power_binary(n: int, p_control: float, p_cell: float, alpha: float = 0.05) -> float:
+    """Exact power of the two-sided exact discordant-block test with ``n`` blocks."""
+    _check_rate("p_control", p_control)
+    _check_rate("p_cell", p_cell)
+    if n < 1:
+        return 0.0
+    gained = p_cell * (1 - p_control)
+    lost = p_control * (1 - p_cell)
+    psi = gained + lost
+    if psi == 0:
+        return 0.0
+    q = gained / psi
+    k = np.arange(n + 1)
+    # c_k: the largest c with 2 * P(Bin(k, 1/2) <= c) <= alpha (-1: no rejection possible with k blocks).
+    c = sps.binom.ppf(alpha / 2, k, 0.5)
+    c = np.where(2 * sps.binom.cdf(c, k, 0.5) <= alpha, c, c - 1)
+    reject = np.where(c >= 0, sps.binom.cdf(c, k, q) + sps.binom.sf(k - c - 1, k, q), 0.0)
+    return float(np.sum(sps.binom.pmf(k, n, psi) * reject))
+
+
+def runs_needed_binary(
+    p_control: float,
+    p_cell: float,
+    alpha: float = 0.05,
+    power: float = DEFAULT_POWER,
+    max_blocks: int = MAX_BLOCKS,
+) -> int | NotComputable:
+    """The smallest number of paired blocks whose exact power reaches ``power``."""
+    if p_control == p_cell:
+        return NotComputable("no effect to detect (equal rates)")
+    return _first_n(lambda n: power_binary(n, p_control, p_cell, alpha) >= power, max_blocks)
+
+
+def detectable_binary(
+    n: int, p_control: float, alpha: float = 0.05, power: float = DEFAULT_POWER, steps: int = 200
+) -> float | NotComputable:
+    """The smallest |Δ rate| (either direction) the exact test detects with ``power`` in ``n`` blocks."""
+    _check_rate("p_control", p_control)
+    if n < 2:
+        return NotComputable("fewer than 2 paired blocks (n < 2)")
+    best: float | None = None
+    for target in (1.0, 0.0):
+        for i in range(1, steps + 1):
+            p_cell = p_control + (target - p_control) * i / steps
+            if power_binary(n, p_control, p_cell, alpha) >= power:
+                d = abs(p_cell - p_control)
+                best = d if best is None else min(best, d)
+                break
+    if best is None:
+        return NotComputable(f"no change of the rate is detectable with {power:.0%} power in {n} blocks")
+    return best
+
+
+def power_mean(n: int, effect: float, sd_diff: float, alpha: float = 0.05) -> float:
+    """Power of the two-sided paired t-test with ``n`` blocks for a mean difference ``effect``."""
+    if n < 2:
+        return 0.0
+    if sd_diff <= 0:
+        raise ValueError("sd_diff must be > 0")
+    df = n - 1
+    nc = effect * math.sqrt(n) / sd_diff
+    t = sps.t.ppf(1 - alpha / 2, df)
+    return float(sps.nct.sf(t, df, nc) + sps.nct.cdf(-t, df, nc))
+
+
+def runs_needed_mean(
+    effect: float,
+    sd_diff: float,
+    alpha: float = 0.05,
+    power: float = DEFAULT_POWER,
+    max_blocks: int = MAX_BLOCKS,
+) -> int | NotComputable:
+    """The smallest number of paired blocks for which the paired test reaches ``power``."""
+    if effect == 0:
+        return NotComputable("no effect to detect (effect = 0)")
+    if sd_diff <= 0:
+        return NotComputable("no spread of the per-block differences observed (sd = 0)")
+    return _first_n(lambda n: power_mean(n, effect, sd_diff, alpha) >= power, max_blocks)
+
+
+def detectable_mean(
+    n: int, sd_diff: float, alpha: float = 0.05, power: float = DEFAULT_POWER
+) -> float | NotComputable:
+    """The smallest |mean difference| the paired test detects with ``power`` in ``n`` blocks."""
+    if n < 2:
+        return NotComputable("fewer than 2 paired blocks (n < 2)")
+    if sd_diff <= 0:
+        return NotComputable("no spread of the per-block differences observed (sd = 0)")
+    from scipy.optimize import brentq
+
+    hi = sd_diff
+    while power_mean(n, hi, sd_diff, alpha) < power:
+        hi *= 2
+    return float(brentq(lambda e: power_mean(n, e, sd_diff, alpha) - power, 0.0, hi, xtol=1e-9 * hi))
+
+
+def spread(per_repeat_means: list[float]) -> float | NotComputable:
+    """Run-to-run spread: the sample sd (ddof=1) of a cell's per-repeat means."""
+    if len(per_repeat_means) < 2:
+        return NotComputable("one repeat: run-to-run spread needs at least 2")
+    return float(np.std(np.asarray(per_repeat_means, dtype=np.float64), ddof=1))
