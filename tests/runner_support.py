@@ -160,6 +160,11 @@ class FakeBackend:
     def stripped_paths(self, env: Any) -> list[str]:
         return []
 
+    def checkout(self, env: Any) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext(env.cwd)
+
 
 def base_env(tmp: Path, **extra: str) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FAKE_STATE": str(tmp / "calls")}

@@ -298,3 +298,86 @@ def _links_session(env: Any, claude: Path, prompt: str) -> Path:
     found: list[Path] = sorted(env.config_dir.glob(f"projects/*/{sid}.jsonl"))
     assert found, f"no transcript for {prompt}"
     return found[0]
+
+
+def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
+    namespace_ok: None, claude: Path, tmp_path: Path
+) -> None:
+    """`ablate run` with a task that has seed files and checks: in `namespace` the seeds reach the session
+    (which reads VERSION back) and the checks grade its view, while the real repository stays byte-identical
+    (ablate writes seeds into the session's view, never at the real repo path)."""
+    import subprocess
+    import sys
+
+    ex = materialise_example(tmp_path / "ex")
+    before = _hashes(ex)
+    task = Path(__file__).resolve().parent.parent / "tasks" / "release-notes.toml"
+    read_version = {
+        "default": {"text": "OK."},
+        "rules": [
+            {
+                "name": "read",
+                "where": "prompt",
+                "contains": ["release notes"],
+                "turn": 0,
+                "tool_use": [
+                    {"name": "Bash", "input": {"command": "cat VERSION; echo notes > RELEASE_NOTES.md"}}
+                ],
+            },
+            {
+                "name": "done",
+                "where": "prompt",
+                "contains": ["release notes"],
+                "turn": {"min": 1},
+                "text": "done",
+            },
+        ],
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update(HOME=str(ex.home), ABLATE_CLAUDE_BIN=str(claude), ANTHROPIC_API_KEY="sk-test")
+    with SimServer(script_from_data(read_version)) as sim:
+        proc = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "ablate"),
+                "run",
+                "--tasks",
+                str(task),
+                "--cells",
+                "binary",
+                "--max-turns",
+                "3",
+                "--out",
+                str(tmp_path / "runs"),
+                "--work-dir",
+                str(tmp_path / "envs"),
+                "--config-dir",
+                str(ex.config_dir),
+                "--repo",
+                str(ex.repo),
+                "--isolation",
+                "namespace",
+                "--json",
+            ],
+            env={**env, "ANTHROPIC_BASE_URL": sim.base_url},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = list((tmp_path / "runs").iterdir())
+    manifest = orjson.loads((folder / "manifest.json").read_bytes())
+    assert manifest["isolation"]["backend"] == "namespace"
+    results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").glob("*.json"))]
+    assert len(results) == 2
+    for r in results:
+        transcript = folder / r["transcript"]
+        assert "1.4.0" in _tool_output(transcript), r["item"]  # the seed reached the session's view
+        assert r["flags"] == [] and r["writes"]["discarded"] is True
+    grades = [orjson.loads(p.read_bytes()) for p in sorted((folder / "grades").glob("*.json"))]
+    assert len(grades) == 2, grades
+    for g in grades:  # the checks graded the session's view: its own write, the seeds as seeded
+        checks = g["checks"]["1"]
+        assert checks["changed"] == ["RELEASE_NOTES.md"], checks
+        assert [c["passed"] for c in checks["results"][:3]] == [True, True, True], checks
+    assert _hashes(ex) == before
+    assert not (ex.repo / "VERSION").exists() and not (ex.repo / "RELEASE_NOTES.md").exists()

@@ -7,6 +7,7 @@ about isolation: it runs ``env.env`` in ``env.cwd`` and copies the transcript fr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -56,6 +57,12 @@ class EnvBackend(Protocol):
 
     def stripped_paths(self, env: CellEnv) -> list[str]:
         """Repo paths the cell strips (what :func:`ablate.isolate.gitreads.git_history_reads` looks for)."""
+        ...
+
+    def checkout(self, env: CellEnv) -> AbstractContextManager[Path]:
+        """The session's working tree as ablate may read and write it from outside the session (seed files,
+        grading): ``env.cwd`` for ``links``; a mount of the session's view for ``namespace`` (its ``cwd`` is
+        the user's real repository path, which ablate never writes)."""
         ...
 
 
@@ -143,6 +150,9 @@ class ShadowEnvironments:
 
     def stripped_paths(self, env: CellEnv) -> list[str]:
         return stripped_repo_paths(self.setup, self.catalog, getattr(env, "cell", None))
+
+    def checkout(self, env: CellEnv) -> AbstractContextManager[Path]:
+        return nullcontext(env.cwd)
 
 
 def stripped_repo_paths(setup: Any, catalog: Any, cell: ResolvedCell | None) -> list[str]:

@@ -35,7 +35,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -466,6 +467,31 @@ class NamespaceEnvironments:
     def command(self, env: Any, argv: list[str]) -> list[str]:
         assert isinstance(env, NamespaceCellEnv)
         return env.wrap(argv)
+
+    @contextmanager
+    def checkout(self, env: Any) -> Iterator[Path]:
+        """The session's working tree as ablate reads and writes it from outside the session (the task's
+        seed files before it, the grading after it): the same overlay (the slot's upper folders over the
+        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path."""
+        assert isinstance(env, NamespaceCellEnv)
+        lower = self.lower()
+        up, wk = env.root / "up", env.root / "wk"
+        merged = env.root / "merged"
+        merged.mkdir(exist_ok=True)
+        nsexec.mount_overlay(
+            str(merged), [str(env.layers.repo), str(lower.path)], str(up / "repo"), str(wk / "repo")
+        )
+        objects = merged / ".git" / "objects"
+        try:
+            nsexec.mount_overlay(str(objects), [str(lower.objects)], str(up / "objects"), str(wk / "objects"))
+        except OSError:
+            nsexec.unmount(str(merged))
+            raise
+        try:
+            yield merged
+        finally:
+            nsexec.unmount(str(objects))
+            nsexec.unmount(str(merged))
 
     def stripped_paths(self, env: Any) -> list[str]:
         from ablate.isolate.backend import stripped_repo_paths

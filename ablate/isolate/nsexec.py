@@ -70,6 +70,24 @@ def enter(mounts: list[dict[str, object]]) -> None:
         os.close(n)
 
 
+MNT_DETACH = 2
+
+
+def mount_overlay(target: str, lower: list[str], upper: str, work: str) -> None:
+    """Mount an overlay at ``target`` in *this* process's mount namespace (used in the host namespace for a
+    session view's working tree between sessions: seeding and grading; see
+    :meth:`ablate.isolate.namespace.NamespaceEnvironments.checkout`)."""
+    opts = f"lowerdir={':'.join(lower)},upperdir={upper},workdir={work}"
+    _check(_libc().mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()), f"overlay on {target}")
+
+
+def unmount(target: str) -> None:
+    """Unmount ``target`` (lazily when it is still busy)."""
+    libc = _libc()
+    if libc.umount2(target.encode(), 0) != 0:
+        _check(libc.umount2(target.encode(), MNT_DETACH), f"unmount {target}")
+
+
 def main(args: list[str]) -> int:
     if len(args) < 3 or args[1] != "--":
         sys.stderr.write("usage: nsexec.py SPEC.json -- ARGV...\n")

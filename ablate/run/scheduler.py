@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import itertools
 import os
 import socket
@@ -559,10 +560,16 @@ class Runner:
                 self.backend.retarget(job.env, self.cells[it.cell])
         except Exception as exc:
             return _Outcome(job, None, None, "env_error", None, error=f"environment not prepared: {exc}")
+        # ablate touches the session's tree only through the backend: in `namespace`, env.cwd is the user's
+        # real repository path (the session sees its own view there), never a place to write seed files
+        tree = getattr(self.backend, "checkout", None) or (lambda e: contextlib.nullcontext(e.cwd))
         try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
-            baseline = apply_seed_files(job.task, job.env.cwd)
+            with tree(job.env) as checkout:
+                baseline = apply_seed_files(job.task, checkout)
         except UnsafePath as exc:
             return _Outcome(job, None, None, "error", None, error=f"seed files not written: {exc}")
+        except OSError as exc:
+            return _Outcome(job, None, None, "env_error", None, error=f"checkout not reachable: {exc}")
         stdout = folder.stdout_path(it.item, a.n)
         env = dict(job.env.env)
         env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
@@ -580,7 +587,14 @@ class Runner:
             baseline.discard()
             return _Outcome(job, None, None, "launch_error", None, error=str(exc))
         # checks read the checkout the session left, before any reset of it (ablate.grade)
-        grade_attempt(folder, it.item, a.n, job.task, job.env.cwd, baseline)
+        try:
+            with tree(job.env) as checkout:
+                grade_attempt(folder, it.item, a.n, job.task, checkout, baseline)
+        except OSError as exc:  # the session stands; only its grade is missing (said in its stderr file)
+            baseline.discard()
+            ex = dataclasses.replace(
+                ex, stderr_tail=ex.stderr_tail + f"\nablate: checkout not reachable for grading: {exc}\n"
+            )
         if ex.stderr_tail.strip():
             err = folder.stderr_path(it.item, a.n)
             err.parent.mkdir(parents=True, exist_ok=True)
