@@ -284,7 +284,7 @@ def build_report(
     say(f"{len(comparisons)} comparisons, {len(computable)} testable; Holm over {len(computable)}")
 
     pooled = {(x.cell, x.metric): x for x in comparisons if x.task is None}
-    ranking = _rank(tested, pooled, control_cell)
+    ranking = _rank(tested, pooled, comparisons, control_cell)
 
     # ---- per-cell summaries and per-task table
     cell_summaries: list[CellSummary] = []
@@ -321,7 +321,9 @@ def build_report(
             CellSummary(
                 cell=c.id,
                 label=c.label,
-                layers=_present_layers(c, control_cell) if c.id != control_id else [],
+                layers=[]
+                if c.id == control_id
+                else (list(c.stripped) if c.id in no_op_ids else _present_layers(c, control_cell)),
                 no_op=c.id in no_op_ids,
                 items=sum(1 for p in plan if p.cell == c.id),
                 scored=len(mine),
@@ -476,18 +478,24 @@ def _probe(run_dir: Path) -> dict[str, object] | None:
 
 
 def _rank(
-    tested: list[ManifestCell], pooled: dict[tuple[str, str], Comparison], control: ManifestCell
+    tested: list[ManifestCell],
+    pooled: dict[tuple[str, str], Comparison],
+    comparisons: list[Comparison],
+    control: ManifestCell,
 ) -> list[RankEntry]:
-    """Real effects ordered by the ranking key; every cell without one in a single 'draw' group."""
+    """Real effects ordered by the ranking key; every cell without one in a single 'draw' group.
+
+    A metric counts as real for a cell when its pooled comparison or any per-task one is real (a layer that
+    matters for one task of several is diluted in the pooled figure); the order uses the pooled Δ.
+    """
     entries: list[tuple[tuple[float, float, float], RankEntry]] = []
     for c in tested:
         deltas = {m: pooled[(c.id, m)].delta if (c.id, m) in pooled else None for m in RANK_METRICS}
-        real = [m for m in RANK_METRICS if (c.id, m) in pooled and pooled[(c.id, m)].real]
-        real += [
-            m
-            for (cid, m), x in pooled.items()
-            if cid == c.id and x.real and m not in RANK_METRICS and m not in real
-        ]
+        real_on: dict[str, list[Comparison]] = {}
+        for x in comparisons:
+            if x.cell == c.id and x.real:
+                real_on.setdefault(x.metric, []).append(x)
+        real = [m for m in RANK_METRICS if m in real_on] + [m for m in real_on if m not in RANK_METRICS]
 
         # "worth" of the layer = what stripping it costs, real differences only
         key = (
@@ -497,7 +505,8 @@ def _rank(
         )
         signs = []
         for m in real:
-            d = pooled[(c.id, m)].delta or 0.0
+            pooled_delta = pooled[(c.id, m)].delta if (c.id, m) in pooled else None
+            d = pooled_delta if pooled_delta else (real_on[m][0].delta or 0.0)
             helps = (d < 0) if m in HIGHER_IS_BETTER else (d > 0)
             signs.append(helps)
         # the verdict follows the first real metric in ranking order; disagreeing others make it "mixed"
@@ -516,6 +525,7 @@ def _rank(
                     delta_turns=deltas["turns"],
                     delta_cost_usd=deltas["cost_usd"],
                     real_metrics=real,
+                    real_on=[f"{m}: " + ", ".join(x.task or "pooled" for x in real_on[m]) for m in real],
                     verdict=verdict,
                 ),
             )

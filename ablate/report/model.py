@@ -121,7 +121,9 @@ class RankEntry(Doc):
     delta_turns: float | None = None
     delta_cost_usd: float | None = None
     real_metrics: list[str] = Field(default_factory=list)
-    """Pooled metrics whose difference is real."""
+    """Metrics with a real difference (pooled or on some task), in ranking-key order."""
+    real_on: list[str] = Field(default_factory=list)
+    """Where each of them is real: ``pitfall_free: pooled, greet-exclaim``."""
     verdict: str = ""
     """``helps``, ``hurts``, ``mixed`` or ``draw``."""
 
