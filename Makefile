@@ -7,7 +7,7 @@ CLAUDE_PREFIX := .cache/claude
 CLAUDE_BIN := $(CLAUDE_PREFIX)/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 export ABLATE_CLAUDE_BIN := $(abspath $(CLAUDE_BIN))
 
-.PHONY: all venv claude lint typecheck unit e2e test demo bench clean
+.PHONY: all venv claude chromium lint typecheck unit e2e test demo examples bench clean
 
 all: test
 
@@ -26,6 +26,11 @@ $(CLAUDE_BIN):
 
 claude: $(CLAUDE_BIN)
 
+# Debian's chromium opens report.html in the browser test (tests/test_report_browser.py); CI fails without it.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -39,7 +44,7 @@ unit: venv
 e2e: venv claude
 	$(BIN)/pytest -q -m e2e
 
-test: venv claude lint typecheck
+test: venv claude chromium lint typecheck
 	$(BIN)/pytest -q
 
 demo: venv claude

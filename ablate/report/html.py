@@ -28,10 +28,14 @@ def _inline(text: str) -> str:
     return _BOLD.sub(r"<strong>\1</strong>", html.escape(text))
 
 
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
+
+
 def _svg_text(path: Path) -> str:
+    """The SVG element of a file, without its XML prolog and RDF metadata (inline, nothing to fetch)."""
     text = path.read_text()
     start = text.find("<svg")
-    return text[start:] if start >= 0 else ""
+    return _METADATA.sub("", text[start:]) if start >= 0 else ""
 
 
 def render_html(doc: Document, base: Path) -> str:
