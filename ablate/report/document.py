@@ -166,7 +166,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
         )
     )
     if report.no_op_cells:
-        b.append(Bullets([f"{c.cell} — not tested: {c.reason}" for c in report.no_op_cells]))
+        b.append(Bullets([f"not tested (no-op): {c.reason}" for c in report.no_op_cells]))
     if plot_svg:
         b.append(
             Figure(
@@ -187,7 +187,8 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
         Para(
             "Paired on (task, repeat) blocks. Rates: Newcombe interval and exact test on discordant blocks; counts "
             "and cost: task-stratified bootstrap interval and sign-flip permutation test. Holm over all "
-            f"{sum(1 for c in report.comparisons if c.p is not None)} testable comparisons of this report."
+            f"{sum(1 for c in report.comparisons if c.p is not None)} testable comparisons of this report; "
+            "intervals are per comparison (not adjusted), so 'real?' comes from the Holm-adjusted p alone."
         )
     )
     for metric in dict.fromkeys(c.metric for c in report.comparisons):
