@@ -22,7 +22,8 @@ def compute_caveats(report: Report, manifest: RunManifest, m_family: int) -> lis
     tested = [c for c in report.cells if c.cell != control and not c.no_op]
     blocks = n.tasks * n.repeats
     det = "; ".join(
-        f"{METRIC_LABELS.get(p.metric, p.metric)} ±{_pct(p.detectable) if p.metric in BINARY_METRICS else _num(p.detectable)}"
+        f"{METRIC_LABELS.get(p.metric, p.metric)} ±"
+        + (f"{100 * p.detectable:.0f} pts" if p.metric in BINARY_METRICS else _num(p.detectable))
         if p.detectable is not None
         else f"{METRIC_LABELS.get(p.metric, p.metric)}: {p.detectable_note}"
         for p in report.power
