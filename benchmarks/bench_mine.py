@@ -7,11 +7,13 @@ into ``.cache/bench/projects-<size>`` (``ABLATE_BENCH_DIR`` overrides the cache 
 
 Size: ``ABLATE_BENCH_GB`` (default 1; e.g. ``ABLATE_BENCH_GB=0.05`` for a quick run).
 
-Three figures, warm page cache (``cat`` runs first and twice):
+Figures, warm page cache (``cat`` runs first and twice), like for like:
 - ``cat FILES > /dev/null``: the I/O floor;
-- the jq pipeline a user would write for the tool histogram;
+- the jq pipeline a user would write for the tool histogram of assistant records, serial (one jq at a time)
+  and parallel (``xargs -P <cpus>``);
 - ``ablate mine DIR --by tool --json``, which computes every metric of every session, in a subprocess,
-  with its peak RSS.
+  with its peak RSS: single process (``--jobs 1``) and parallel (``--jobs <cpus>``).
+The benchmark fails when ablate's tool histogram differs from jq's: a fast wrong answer is no result.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "data" / "fixtures"
-JQ_FILTER = '.message.content[]? | select(.type=="tool_use") | .name'
-JQ_PIPELINE = f"jq -r 'select(.message.content != null) | {JQ_FILTER}' FILES | sort | uniq -c"
+# Assistant records only: request snapshots echo earlier tool_use blocks and must not be counted twice.
+JQ_FILTER = 'select(.type=="assistant") | .message.content[]? | select(.type=="tool_use") | .name'
+JQ_PIPELINE = f"jq -r '{JQ_FILTER}' FILES | sort | uniq -c"
 
 
 def _templates() -> list[tuple[str, bytes, dict[str, bytes]]]:
@@ -102,48 +105,70 @@ def _files_list(root: Path) -> Path:
     return listing
 
 
-def main() -> None:
-    size_gb = float(os.environ.get("ABLATE_BENCH_GB", "1"))
-    root = corpus(size_gb)
-    listing = _files_list(root)
-    total = sum(p.stat().st_size for p in root.rglob("*.jsonl"))
-    n_files = listing.read_bytes().count(b"\0")
-    print(f"corpus: {root} ({total / 1e9:.2f} GB, {n_files} files)")
-    xargs = f"xargs -0 -n 2000 -a {listing}"
+def _ablate(root: Path, jobs: int) -> tuple[float, float, dict[str, int]]:
+    """(seconds, peak RSS MB, tool histogram) of ``ablate mine ROOT --by tool --json --jobs N``."""
+    import orjson
 
-    _timed_shell(f"{xargs} cat > /dev/null", root)  # warm the page cache
-    t_cat, _ = _timed_shell(f"{xargs} cat > /dev/null", root)
-
-    # the real command, as a user runs it
-    ablate = [sys.executable, "-m", "ablate", "mine", str(root), "--by", "tool"]
+    cmd = [sys.executable, "-m", "ablate", "mine", str(root), "--by", "tool", "--json", "--jobs", str(jobs)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
-    proc = subprocess.run([*ablate, "--json"], capture_output=True, cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, cwd=REPO)
+    elapsed = time.perf_counter() - t0
     if proc.returncode:
         raise SystemExit(f"ablate mine failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
-    t_ablate = time.perf_counter() - t0
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    return elapsed, peak, {e["tool"]: e["calls"] for e in map(orjson.loads, proc.stdout.splitlines())}
 
+
+def _histogram(text: str) -> dict[str, int]:
+    return {ln.split()[1]: int(ln.split()[0]) for ln in text.splitlines() if ln.strip()}
+
+
+def main() -> None:
     if shutil.which("jq") is None:
         raise SystemExit(
             "bench_mine: jq is not installed (apt-get install jq); it is the comparison baseline"
         )
-    jq_cmd = f"{xargs} jq -r 'select(.message.content != null) | {JQ_FILTER}' | sort | uniq -c"
-    t_jq, jq_out = _timed_shell(jq_cmd, root)
+    size_gb = float(os.environ.get("ABLATE_BENCH_GB", "1"))
+    cpus = os.cpu_count() or 1
+    root = corpus(size_gb)
+    listing = _files_list(root)
+    total = sum(p.stat().st_size for p in root.rglob("*.jsonl"))
+    n_files = listing.read_bytes().count(b"\0")
+    print(f"corpus: {root} ({total / 1e9:.2f} GB, {n_files} files, {cpus} CPUs)")
+    xargs = f"xargs -0 -n 500 -a {listing}"
 
-    import orjson
+    _timed_shell(f"{xargs} cat > /dev/null", root)  # warm the page cache
+    t_cat, _ = _timed_shell(f"{xargs} cat > /dev/null", root)
+    t_jq1, jq1 = _timed_shell(f"{xargs} jq -r '{JQ_FILTER}' | sort | uniq -c", root)
+    t_jqn, jqn = _timed_shell(f"{xargs} -P {cpus} jq -r '{JQ_FILTER}' | sort | uniq -c", root)
+    t_a1, rss1, ours1 = _ablate(root, 1)
+    t_an, rssn, oursn = _ablate(root, cpus)
 
-    ours = {e["tool"]: e["calls"] for e in map(orjson.loads, proc.stdout.splitlines())}
-    theirs = {ln.split()[1]: int(ln.split()[0]) for ln in jq_out.splitlines() if ln.strip()}
-    print(f"cat FILES > /dev/null      {t_cat:7.2f} s   (I/O floor, warm cache)")
-    print(f"jq pipeline                {t_jq:7.2f} s   ({JQ_PIPELINE})")
-    print(f"ablate mine --by tool      {t_ablate:7.2f} s   all metrics; peak RSS {peak_mb:.0f} MB")
-    print(f"speed-up vs jq: {t_jq / t_ablate:.1f}x; ablate throughput {total / t_ablate / 1e9:.2f} GB/s")
-    print(f"tool histogram (ablate): {dict(sorted(ours.items()))}")
-    if ours != theirs:
-        print(f"tool histogram (jq):     {dict(sorted(theirs.items()))}")
-        print("  (jq also counts tool_use blocks echoed inside api-request-blob request snapshots)")
-    else:
-        print("jq's histogram agrees")
+    rows = [
+        ("cat FILES > /dev/null", t_cat, "I/O floor, warm cache"),
+        ("jq, serial", t_jq1, JQ_PIPELINE),
+        (f"jq, {cpus} in parallel", t_jqn, f"xargs -P {cpus}"),
+        ("ablate mine, --jobs 1", t_a1, f"all metrics; peak RSS {rss1:.0f} MB"),
+        (f"ablate mine, --jobs {cpus}", t_an, f"all metrics; peak RSS {rssn:.0f} MB"),
+    ]
+    for name, t, note in rows:
+        print(f"{name:28s} {t:7.2f} s   {note}")
+    print(f"single process: ablate {t_jq1 / t_a1:.1f}x faster than jq; parallel: {t_jqn / t_an:.1f}x")
+    print(
+        f"ablate throughput: {total / t_a1 / 1e9:.2f} GB/s (1 process), {total / t_an / 1e9:.2f} GB/s ({cpus})"
+    )
+    histograms = {
+        "jq serial": _histogram(jq1),
+        "jq parallel": _histogram(jqn),
+        "ablate --jobs 1": ours1,
+        f"ablate --jobs {cpus}": oursn,
+    }
+    if len({tuple(sorted(h.items())) for h in histograms.values()}) != 1:
+        for name, h in histograms.items():
+            print(f"  {name:18s} {dict(sorted(h.items()))}")
+        raise SystemExit("bench_mine: the tool histograms differ (above): ablate's figures are not jq's")
+    print(f"tool histograms agree: {dict(sorted(ours1.items()))}")
 
 
 if __name__ == "__main__":

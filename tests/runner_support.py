@@ -8,6 +8,8 @@ real miner reads them. What it does is keyed on words in the prompt and on ``FAK
 * prompt contains ``SLEEP``: sleep 60 s (a session that times out or gets killed);
 * prompt contains ``FAIL500``: a 500 api_error after retries;
 * ``FAKE_COST``: the session's cost (default 0.01); ``FAKE_AGENT=1``: also write a sub-agent transcript.
+* prompt contains ``DAEMON``: start a double-forked ``sleep`` (its own session, parent exited: out of the
+  process tree) whose command line carries ``FAKE_DAEMON_MARK``, as a model's ``setsid … &`` would.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ def emit(doc, code):
     sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()
     sys.exit(code)
+if "DAEMON" in prompt:
+    import subprocess
+    subprocess.Popen(["sh", "-c", "setsid sleep " + os.environ["FAKE_DAEMON_MARK"] + " >/dev/null 2>&1 &"],
+                     start_new_session=True).wait()
 if "SLEEP" in prompt:
     with open(proj / (sid + ".jsonl"), "w") as fh:
         fh.write(json.dumps(recs[0]) + "\n")

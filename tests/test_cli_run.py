@@ -96,10 +96,26 @@ def test_ab_runs_the_binary_set_and_reports_json(rig: tuple[ExampleSetup, Path])
         "deploy-command__C0__r00",
         "deploy-command__C11__r00",
     ]
+    assert list((tmp / "envs").iterdir()) == []  # every environment and the run's work folder are gone
     # resuming a finished folder launches nothing
     code, out, _ = invoke(["run", "--resume", str(folder), "--json"])
     assert code == 0
     assert orjson.loads(out)["launched"] == 0
+
+
+def test_the_default_work_folder_is_removed_after_a_run(
+    rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    ex, tmp = rig
+    scratch = tmp / "scratch-tmp"
+    scratch.mkdir()
+    monkeypatch.delenv("ABLATE_WORK_DIR")
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    code, _, err = invoke(["ab", "--tasks", TASK, "--out", str(tmp / "runs"), *setup_args(ex)])
+    assert code == 0, err
+    assert list(scratch.iterdir()) == []  # no <tmp>/ablate-envs left behind
 
 
 def test_resume_refuses_another_claude_version_or_model_unless_forced(rig: tuple[ExampleSetup, Path]) -> None:
@@ -149,3 +165,22 @@ def test_shard_without_seed_is_a_usage_error(rig: tuple[ExampleSetup, Path]) -> 
     )
     assert code == 2
     assert "--shard needs --seed" in err
+
+
+def test_ab_takes_exactly_the_options_of_run_but_cells() -> None:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    commands = group.commands  # type: ignore[attr-defined]
+
+    def options(name: str) -> dict[str, tuple[tuple[str, ...], str | None, str | None]]:
+        return {
+            p.name: (tuple(p.opts), getattr(p, "help", None), getattr(p, "envvar", None))
+            for p in commands[name].params
+            if p.name
+        }
+
+    run, ab = options("run"), options("ab")
+    assert set(run) - set(ab) == {"cells"}
+    assert {k: v for k, v in run.items() if k != "cells"} == ab
+    assert ab["jobs"][0] == ("--jobs", "-j") and ab["work_dir"][2] == "ABLATE_WORK_DIR"

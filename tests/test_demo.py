@@ -12,8 +12,16 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.core.resources import data_dir
+from ablate.grade.summary import grade_summary
 from ablate.report import build_report
-from ablate.run.demo import MARKER, PLANTED_WITH, PLANTED_WITHOUT, demo_design, prepare_demo_folder
+from ablate.run.demo import (
+    MARKER,
+    PLANTED_WITH,
+    PLANTED_WITHOUT,
+    demo_design,
+    prepare_demo_folder,
+    summarise_results,
+)
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
 from ablate.stats import power_binary
@@ -34,7 +42,7 @@ def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:
 
 def test_demo_design_has_the_power_it_claims() -> None:
     design = demo_design(tasks=2, tested_cells=3)
-    assert design.comparisons == 3 * 4 * 3
+    assert design.comparisons == 3 * 5 * 3  # 3 tested cells x 5 metrics x (2 tasks + pooled)
     assert design.power >= 0.8
     assert power_binary(design.repeats - 1, PLANTED_WITH, PLANTED_WITHOUT, design.alpha_each) < 0.8
 
@@ -139,3 +147,80 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
     assert [c.cell for c in report.no_op_cells] == ["C12"]
     assert "C12" not in ranks and not any(c.cell == "C12" for c in report.comparisons)
     assert report.run.model_verified
+
+
+#: The demo script's deterministic tasks (the other two are probabilistic and covered above).
+DETERMINISTIC_TASKS = ("deploy-command", "typed-farewell", "release-notes", "deterministic-tests")
+
+
+@pytest.mark.e2e
+def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path, tmp_path: Path) -> None:
+    """The twelve layered cells on the four deterministic tasks, with the sim as the blind judge."""
+    example = materialise_example(tmp_path / "setup")
+    env = _env(claude, example.home)
+    tasks = [a for t in DETERMINISTIC_TASKS for a in ("--tasks", str(data_dir("tasks") / f"{t}.toml"))]
+    with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
+        env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ablate",
+                "run",
+                *tasks,
+                "--cells",
+                "layered",
+                "--repeats",
+                "1",
+                "--model",
+                "claude-sonnet-4-6",
+                "--max-turns",
+                "8",
+                "--jobs",
+                "3",
+                "--seed",
+                "7",
+                "--judge-model",
+                "claude-haiku-4-5",
+                "--out",
+                str(tmp_path / "runs"),
+                "--work-dir",
+                str(tmp_path / "envs"),
+                "--config-dir",
+                str(example.config_dir),
+                "--repo",
+                str(example.repo),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    cells = {s.cell: s for s in summarise_results(run_dir)}
+    assert all(s.complete == s.items == 4 for s in cells.values())
+    hits = {cid: s.pitfall_hits for cid, s in cells.items()}
+    # shadow/sim/demo.toml's ground truth, recovered from the transcripts
+    assert hits["C4"] == {"bumps-version": 3}
+    assert hits["C5"] == {"plugin-instead-of-seed": 2}
+    assert hits["C11"] == {
+        "bumps-version": 3,
+        "plugin-instead-of-seed": 2,
+        "untyped-def": 1,
+        "wrong-region": 1,
+    }
+    for cid in ("C0", "C1", "C2", "C3", "C6", "C7", "C8", "C9", "C10"):
+        assert hits[cid] == {}, cid
+    # checks on the checkouts the sessions left (release-notes, typed-farewell), and the judge's verdicts
+    graded = {g.cell: g for g in grade_summary(run_dir)}
+    passed = {cid: (g.checks_passed, g.checked, g.judge_pass, g.judged) for cid, g in graded.items()}
+    assert passed["C0"] == passed["C1"] == passed["C6"] == passed["C8"] == (2, 2, 4, 4)
+    assert passed["C4"] == (1, 2, 3, 4)
+    assert passed["C5"] == (2, 2, 3, 4)
+    assert passed["C11"] == (0, 2, 0, 4)
+    assert cells["C3"].mean_turns is not None and cells["C0"].mean_turns is not None
+    assert cells["C3"].mean_turns > cells["C0"].mean_turns  # no lessons: deploy needs the runbook
+    # the graded metrics reach the report
+    report = orjson.loads((run_dir / "report.json").read_bytes())
+    assert {"checks_passed", "judge_pass"} <= {c["metric"] for c in report["comparisons"]}

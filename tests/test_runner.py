@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 import pytest
 
 from ablate.core.claude import ClaudeBinary
-from ablate.core.errors import RunFolderError
+from ablate.core.errors import OutputExists, RunFolderError
 from ablate.core.fsutil import sha256_file
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run
 from ablate.run.folder import RunFolder, read_manifest
@@ -320,7 +324,21 @@ def test_attempt_numbers_are_never_reused_even_when_the_plan_lags(tmp_path: Path
 
 def test_create_run_refuses_an_existing_folder(tmp_path: Path) -> None:
     rig = Rig(tmp_path, {"a": "x"})
-    assert RunFolder(rig.folder.root).plan_path.exists()
+    before = rig.folder.plan_path.read_bytes()
+    with pytest.raises(OutputExists, match="already exists"):
+        create_run(
+            tmp_path / "runs",
+            tasks=load_run_tasks(rig.folder, rig.manifest),
+            cell_set="binary",
+            cells=rig.cells,
+            repeats=1,
+            seed=7,
+            model="claude-sonnet-4-6",
+            max_turns=5,
+            claude=rig.claude,
+            run_id=rig.manifest.run_id,
+        )
+    assert rig.folder.plan_path.read_bytes() == before  # nothing of the first run was touched
 
 
 def test_environments_are_capped_at_jobs_and_retargeted(tmp_path: Path) -> None:
@@ -375,3 +393,73 @@ def test_run_then_lost_outputs_recover_merge_and_summarise_as_one_contract(tmp_p
     }
     assert min(hits.values()) > 0  # the "say done" task hits its pitfall; recovery must not lose that
     assert cells == {c: (2, 2, {"said-done": hits[c]}) for c in ("C0", "C11")}
+
+
+def _daemons(mark: str) -> list[int]:
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if mark in (p.info.get("cmdline") or [])]
+
+
+@pytest.mark.parametrize("prompt", ["DAEMON then answer", "DAEMON then SLEEP"])
+def test_a_double_forked_daemon_dies_with_its_session(tmp_path: Path, prompt: str) -> None:
+    """A model's `setsid … &` leaves the process tree; it must not outlive the session, on exit or timeout."""
+    mark = f"{(os.getpid() % 9000) + 1000}.{len(prompt)}17"
+    rig = Rig(tmp_path, {"d": prompt}, FAKE_DAEMON_MARK=mark)
+    runner = rig.runner(RunOptions(jobs=2, grace_s=1.0))
+    runner.manifest = runner.manifest.model_copy(update={"timeout_s": 3.0})
+    summary = runner.run()
+    assert summary.total == 2
+    assert _daemons(mark) == []
+
+
+def test_the_watchdog_kills_tagged_processes_when_its_owner_dies(tmp_path: Path) -> None:
+    """kill -9 of a runner: its watchdog sees the pipe close and kills every process of the run."""
+    mark = f"{(os.getpid() % 9000) + 1000}.4242"
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from ablate.core.watchdog import Watchdog\n"
+            "w = Watchdog('run-x/')\n"
+            f"subprocess.Popen(['sh', '-c', 'setsid sleep {mark} &'], env={{'ABLATE_TAG': 'run-x/s1', 'PATH': '/usr/bin:/bin'}})\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert owner.stdout is not None and owner.stdout.readline().strip() == b"ready"
+    deadline = time.monotonic() + 5
+    while not _daemons(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _daemons(mark), "the daemon did not start"
+    owner.kill()  # SIGKILL: no finally, no atexit
+    owner.wait()
+    deadline = time.monotonic() + 10
+    while _daemons(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _daemons(mark) == []
+
+
+@pytest.mark.parametrize("timeout", [None, 1.0])
+def test_run_process_kills_what_left_the_tree(tmp_path: Path, timeout: float | None) -> None:
+    from ablate.core.proc import run_process
+
+    mark = f"{(os.getpid() % 9000) + 1000}.{7 if timeout else 8}31"
+    # a subshell that backgrounds and exits: the sleep is reparented, out of the command's process tree
+    script = f"(setsid sleep {mark} >/dev/null 2>&1 &); " + ("sleep 30" if timeout else "true")
+    env = {"PATH": "/usr/bin:/bin"}
+    try:
+        # without a tag the daemon outlives the command: the case this guards against is real
+        run_process(["sh", "-c", script], cwd=tmp_path, env=env, timeout=timeout, kill_grace_s=0.5)
+        time.sleep(0.2)
+        assert _daemons(mark)
+        for pid in _daemons(mark):
+            os.kill(pid, 9)
+        res = run_process(
+            ["sh", "-c", script], cwd=tmp_path, env=env, timeout=timeout, tag="t/1", kill_grace_s=0.5
+        )
+        assert res.timed_out is (timeout is not None)
+        assert _daemons(mark) == []
+    finally:
+        for pid in _daemons(mark):
+            os.kill(pid, 9)

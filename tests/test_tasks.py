@@ -13,10 +13,23 @@ from ablate.setup.tasks import load_task, load_tasks
 SHIPPED = Path(__file__).resolve().parent.parent / "tasks"
 
 
-def test_the_three_shipped_tasks_load_against_the_catalog() -> None:
+def test_the_six_shipped_tasks_load_against_the_catalog() -> None:
     tasks = load_tasks([SHIPPED], load_catalog())
-    assert [t.id for t in tasks] == ["deploy-command", "greet-exclaim", "no-framework"]
-    assert {t.spec.split for t in tasks} == {"dev", "holdout"}
+    assert [t.id for t in tasks] == [
+        "deploy-command",
+        "deterministic-tests",
+        "greet-exclaim",
+        "no-framework",
+        "release-notes",
+        "typed-farewell",
+    ]
+    assert sorted(t.id for t in tasks if t.spec.split == "holdout") == ["no-framework", "release-notes"]
+    assert sorted(t.id for t in tasks if t.spec.checks) == [
+        "greet-exclaim",
+        "release-notes",
+        "typed-farewell",
+    ]
+    assert all(t.spec.rubric is not None for t in tasks)
     for t in tasks:
         assert t.spec.expects and t.spec.pitfalls
         assert len(t.sha256) == 64
@@ -76,3 +89,14 @@ def test_missing_paths_say_what_to_pass(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(NotFound, match=r"no \*\.toml task files"):
         load_tasks([tmp_path / "empty"])
+
+
+def test_select_split_keeps_the_task_files_of_one_split(tmp_path: Path) -> None:
+    from ablate.setup.tasks import select_split
+
+    assert [p.stem for p in select_split([SHIPPED], "holdout")] == ["no-framework", "release-notes"]
+    assert len(select_split([SHIPPED], "dev")) == 4
+    assert select_split([SHIPPED], "both") == [SHIPPED]
+    write(tmp_path, "only-dev.toml", 'id = "d"\nprompt = "p"\n')
+    with pytest.raises(NotFound, match="no holdout tasks"):
+        select_split([tmp_path], "holdout")

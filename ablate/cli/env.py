@@ -92,9 +92,17 @@ def clean_cmd(
 ) -> None:
     """Remove every environment ablate built under FOLDER, checkout included (idempotent; crash recovery).
 
-    Exit codes: 0 ok (also when there was nothing to remove).
+    Exit codes: 0 ok (also when there was nothing to remove), 2 FOLDER does not exist or is a file.
     """
+    from ablate.core.errors import NotFound, UsageError
     from ablate.isolate.environment import clean
+
+    if not folder.exists():
+        raise NotFound(
+            f"{folder}: no such folder", hint="pass the --out (or --work-dir) the cells were built in"
+        )
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: is a file, not a folder")
 
     removed = clean(folder)
     if json_out:

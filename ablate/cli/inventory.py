@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -39,7 +39,13 @@ def layers_cmd(
     json_out: Json = False,
     ablate_toml: AblateToml = None,
 ) -> None:
-    """List every layer of the setup: side, paths found, present or absent, size, fingerprint, and leaks.
+    """List every layer of the setup: side, paths, on disk vs loaded by the CLI, size, fingerprint, and leaks.
+
+    On disk is what the layer's files hold; loaded is what the CLI puts in front of the model by itself
+    (skills/_internal/*/SKILL.md and flat .claude/skills/*.md are never listed; axioms.md and lessons.md load
+    only when @imported; an output style only when selected). @imports are followed recursively from every
+    instruction file (missing targets and cycles reported). Markdown under docs/, notes/ and .claude/ that no
+    layer claims is listed as unclassified, with the ablate.toml table that maps it.
 
     Reads the config dir and the repository's live working tree; writes nothing. Leaks are things outside
     ablate's control that reach the model in every cell alike (ancestor CLAUDE.md/AGENTS.md, managed
@@ -60,6 +66,15 @@ def layers_cmd(
         print_json(inventory_json(inv, catalog))
         return
     rows = layer_rows(inv, catalog)
+
+    def loaded_cell(r: dict[str, Any]) -> str:
+        if not r["present"]:
+            return "-"
+        got = r["loaded"]
+        if got is None:
+            return "n/a"
+        return f"{got['files']}/{r['files']} files, ~{got['est_tokens']} tok" if got["files"] else "NONE"
+
     table = [
         [
             r["id"],
@@ -69,6 +84,7 @@ def layers_cmd(
             r["files"],
             _human_bytes(r["bytes"]) if r["present"] else "-",
             r["est_tokens"] if r["present"] else "-",
+            loaded_cell(r),
             r["fingerprint"][:12] or "-",
         ]
         for r in rows
@@ -76,14 +92,49 @@ def layers_cmd(
     typer.echo(f"config dir: {setup.config_dir}\nrepo:       {setup.repo} (HEAD {setup.head[:10]})")
     typer.echo(
         tabulate(
-            table, headers=["layer", "side", "present", "paths", "files", "bytes", "~tokens", "fingerprint"]
+            table,
+            headers=[
+                "layer",
+                "side",
+                "on disk",
+                "paths",
+                "files",
+                "bytes",
+                "~tokens",
+                "loaded by CLI",
+                "fingerprint",
+            ],
         )
     )
+    typer.echo(
+        "(on disk: what the files hold; loaded by CLI: what the CLI puts in front of the model by itself; n/a: "
+        "repo docs the model reads on demand, settings keys, plugins (confirmed by `ablate probe`))"
+    )
     for r in rows:
+        if r["present"] and r["loaded"] is not None and not r["loaded"]["files"]:
+            typer.echo(
+                f"\nnote: {r['id']} is on disk but the CLI loads none of it "
+                f"({', '.join(r['loaded']['not_loaded'][:3])}...): a cell stripping it is a no-op."
+            )
         if r["imports"]:
             typer.echo(
                 f"\nnote: {r['id']} @imports {', '.join(r['imports'])}: stripping it removes them too."
             )
+        if r["import_files"]:
+            typer.echo(
+                f"\nnote: {r['id']} imports {len(r['import_files'])} file(s) (+{_human_bytes(r['import_bytes'])} "
+                f"outside any layer; ~{r['est_tokens_with_imports']} tokens with imports)"
+            )
+        for m in r["import_missing"]:
+            typer.echo(f"warning: {r['id']}: missing import target {m}")
+        for c in r["import_cycles"]:
+            typer.echo(f"warning: {r['id']}: import cycle {c}")
+    if inv.unclassified:
+        from ablate.setup.load import mapping_hint
+
+        typer.echo(f"\nunclassified knowledge files ({len(inv.unclassified)}; no layer claims them):")
+        for hint in mapping_hint(inv.unclassified):
+            typer.echo(f"  - {hint}")
     if setup.dirty:
         typer.echo(
             f"\nnote: {len(setup.dirty_files)} uncommitted file(s) in the repo: {', '.join(setup.dirty_files[:5])}"

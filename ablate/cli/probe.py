@@ -70,7 +70,7 @@ def render(result: ProbeResult) -> str:
             )
             lines.append(f"{c.id} {c.verdict}: {detail or c.note}")
     for lid, fp in result.fingerprints.items():
-        if fp["kind"] in ("unobservable", "unprobed"):
+        if fp["kind"] in ("unobservable", "unprobed") or "cannot show" in fp["reason"]:
             lines.append(f"note: {lid}: {fp['reason']}")
     fid = result.fidelity
     if fid.get("checked"):
@@ -124,9 +124,12 @@ def probe_cmd(
 
     Builds every cell, runs the real claude CLI once per cell against a local capture endpoint (no API key,
     no cost) and prints a matrix cells x layers: expected (from the cell) against observed (from the captured
-    requests and the transcript's instructions, skill_listing and hook_success records; repo docs, which are
+    requests and the transcript's instructions, skill_listing and hook records; repo docs, which are
     never auto-loaded, from each cell's checkout). Fingerprints come from your real layer content; a layer
-    too generic to fingerprint is said to be so. It also checks shadow fidelity (C0's request equals the one
+    too generic to fingerprint is said to be so, and a kept layer that cannot show in a one-prompt session
+    (silent, async, tool or end-of-session hooks; a skill the CLI does not list) is shown as ~, not MISSING.
+    Every session is forced to the capture endpoint whatever your environment (provider switches, cloud
+    credentials, proxies and real keys are removed). It also checks shadow fidelity (C0's request equals the one
     your untouched setup produces, apart from paths, the billing header and the git branch line).
 
     Exit codes: 0 every cell faithful (or no-op), 1 a cell leaked, missed a layer or failed, or the fidelity

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import signal
-import tempfile
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
@@ -22,6 +22,7 @@ from ablate.cli.common import (
     default_config_dir,
     print_json,
 )
+from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 
 app = typer.Typer()
@@ -59,7 +60,13 @@ Timeout = Annotated[
 ]
 Out = Annotated[Path, typer.Option("--out", "-o", help="Folder that holds run folders.")]
 Seed = Annotated[
-    int | None, typer.Option("--seed", help="Order seed (default: a fresh one, recorded in the manifest).")
+    int | None,
+    typer.Option(
+        "--seed",
+        min=0,
+        max=2**64 - 1,
+        help="Order seed, 0 to 2^64-1 (default: a fresh one, recorded in the manifest).",
+    ),
 ]
 Resume = Annotated[
     Path | None,
@@ -144,7 +151,7 @@ def plan_cmd(
     from ablate.core.claude import find_claude
     from ablate.run.create import create_run
     from ablate.run.plan import blocks, estimate, new_seed
-    from ablate.run.prepare import load_cells, setup_info
+    from ablate.run.prepare import check_locations, load_cells, setup_info
     from ablate.setup.load import load_setup
     from ablate.setup.tasks import load_tasks
 
@@ -153,6 +160,10 @@ def plan_cmd(
     catalog, cell_set = load_cells(cells, ablate_toml)
     loaded = load_tasks(tasks, catalog)
     setup = load_setup(config_dir or default_config_dir(), repo)
+    if not model.strip():
+        raise UsageError("--model is empty", hint="pass the model every session is pinned to")
+    for warning in check_locations(setup, out=out, work_dir=None):
+        _err(f"warning: {warning}")
     claude = find_claude(claude_bin)
     folder, manifest = create_run(
         out,
@@ -210,13 +221,33 @@ def _run(
     ablate_toml: AblateToml,
     json: bool,
     model_given: bool,
+    cells_given: bool = False,
+    repeats_given: bool = False,
+    judge_model: str | None = None,
+    allow_same_judge: bool = False,
+    split: str = "both",
 ) -> None:
     from ablate.core.claude import find_claude
     from ablate.isolate.backend import ShadowEnvironments
-    from ablate.run.prepare import RunRequest, prepare_run
+    from ablate.isolate.procenv import one_endpoint
+    from ablate.run.folder import write_manifest
+    from ablate.run.prepare import RunRequest, prepare_run, work_area
+    from ablate.run.result import read_result
     from ablate.run.scheduler import Runner, RunOptions
 
+    # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
+    endpoint = one_endpoint((config_dir or default_config_dir()).expanduser(), repo.expanduser(), os.environ)
     claude = find_claude(claude_bin)
+    if judge_model is not None and resume is None and plan is None:
+        from ablate.grade.judge import check_judges
+
+        check_judges(model, [judge_model], allow_same=allow_same_judge)  # before a run folder is made
+    if split_choice(split) != "both":
+        if resume is not None or plan is not None:
+            raise UsageError("--split picks the tasks of a new run; a resumed or planned run keeps its own")
+        from ablate.setup.tasks import select_split
+
+        tasks = select_split(tasks or [], split)
     prep = prepare_run(
         RunRequest(
             tasks=list(tasks or []),
@@ -237,6 +268,9 @@ def _run(
             model_given=model_given,
             config_dir_given=config_dir is not None,
             repo_given=repo != Path("."),
+            work_dir=work_dir,
+            cells_given=cells_given,
+            repeats_given=repeats_given,
         ),
         claude,
     )
@@ -247,56 +281,65 @@ def _run(
         prep.catalog,
         prep.cell_set,
     )
+    if manifest.setup.get("endpoint") != endpoint.to_json():
+        manifest.setup = {**manifest.setup, "endpoint": endpoint.to_json()}
+        write_manifest(folder, manifest)
     run_tasks = prep.tasks
     todo = prep.todo()
     observed = [a.cost_usd for p in prep.share for a in p.attempts if a.cost_usd]
+    for warning in prep.warnings:
+        _err(f"warning: {warning}")
     _print_estimate(len(todo), manifest.model, manifest.max_turns, observed)
     _err(f"run folder: {folder.root}")
 
-    work_root = (work_dir or Path(tempfile.gettempdir()) / "ablate-envs") / folder.root.name
-    backend = ShadowEnvironments(
-        setup,
-        catalog,
-        work_root,
-        isolate_state=isolate_state,
-        dirty=dirty,
-        base_env=dict(os.environ),
-        extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
-    )
-    options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
-    display = _Display(enabled=not json)
-    runner = Runner(
-        folder,
-        manifest,
-        tasks=run_tasks,
-        cells=list(cell_set.cells),
-        backend=backend,
-        options=options,
-        claude=claude,
-        forced=force,
-        work_root=work_root,
-        on_progress=display.update,
-    )
+    with work_area(work_dir, folder.root.name) as work_root:
+        backend = ShadowEnvironments(
+            setup,
+            catalog,
+            work_root,
+            isolate_state=isolate_state,
+            dirty=dirty,
+            base_env=dict(os.environ),
+            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
+        )
+        options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
+        display = _Display(enabled=not json)
+        runner = Runner(
+            folder,
+            manifest,
+            tasks=run_tasks,
+            cells=list(cell_set.cells),
+            backend=backend,
+            options=options,
+            claude=claude,
+            forced=force,
+            work_root=work_root,
+            on_progress=display.update,
+        )
 
-    presses = 0
+        grader = _JudgeAsYouGo(folder.root, manifest.model, judge_model, allow_same_judge, display.note)
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        nonlocal presses
-        presses += 1
-        runner.request_stop(kill=presses > 1)
-        if presses == 1:
-            display.note(
-                f"stopping: no new sessions; running ones get {grace:.0f} s (Ctrl-C again to kill them)"
-            )
-        else:
-            display.note("killing running sessions")
+        presses = 0
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        summary = runner.run()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        display.close()
+        def on_sigint(signum: int, frame: FrameType | None) -> None:
+            nonlocal presses
+            presses += 1
+            runner.request_stop(kill=presses > 1)
+            if presses == 1:
+                display.note(
+                    f"stopping: no new sessions; running ones get {grace:.0f} s (Ctrl-C again to kill them)"
+                )
+            else:
+                display.note("killing running sessions")
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            grader.start()
+            summary = runner.run()
+        finally:
+            grader.finish(interrupted=presses > 0)
+            signal.signal(signal.SIGINT, previous)
+            display.close()
     if json:
         print_json(summary.to_json())
     else:
@@ -305,6 +348,10 @@ def _run(
             f"{len(summary.pending)} not run, {summary.rate_limited} rate-limited attempts, "
             f"${summary.spend_usd:.4f} spent, {summary.elapsed_s:.1f} s ({folder.root})"
         )
+        for item in summary.failed:
+            res = read_result(folder, item)
+            why = (res.error or res.status) if res is not None else "no result"
+            typer.echo(f"  failed {item}: {why}")
         if summary.pending and summary.outcome != "finished":
             typer.echo(f"resume with: ablate run --resume {folder.root}")
     from ablate.cli.report import report_after_run
@@ -313,6 +360,66 @@ def _run(
     code = {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(summary.outcome, EXIT_PARTIAL)
     if code != EXIT_OK:
         raise typer.Exit(code)
+
+
+class _JudgeAsYouGo:
+    """``ablate run --judge-model M``: judge complete items in a background thread while the run goes on."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        model: str,
+        judge_model: str | None,
+        allow_same: bool,
+        note: Any,
+    ) -> None:
+        self.run_dir = run_dir
+        self.judge_model = judge_model
+        self.note = note
+        self._done = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        if judge_model is not None:
+            from ablate.grade.judge import check_judges, make_client
+
+            check_judges(model, [judge_model], allow_same=allow_same)
+            self._client = make_client()  # fail before the run when there is no key
+
+    def start(self) -> None:
+        if self.judge_model is not None:
+            self._thread = threading.Thread(target=self._loop, name="ablate-judge-as-you-go", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        from ablate.grade.judge import JudgeOptions, judge_folder
+
+        assert self.judge_model is not None
+        options = JudgeOptions(judge_models=(self.judge_model,), allow_same_judge=True, jobs=2)
+        try:
+            while True:
+                last = self._done.is_set()
+                summary = judge_folder(self.run_dir, options, client=self._client, stop=self._stop)
+                if last:
+                    self.note(
+                        f"judge {self.judge_model}: {summary.by_judge.get(self.judge_model)} "
+                        f"({summary.pending} left; `ablate judge {self.run_dir} --judge-model "
+                        f"{self.judge_model}` resumes)"
+                    )
+                    return
+                self._done.wait(2.0)
+        except BaseException as exc:  # reported after the run; the run itself is not affected
+            self.error = exc
+
+    def finish(self, *, interrupted: bool) -> None:
+        if self._thread is None:
+            return
+        if interrupted:
+            self._stop.set()
+        self._done.set()
+        self._thread.join()
+        if self.error is not None:
+            self.note(f"judge failed: {self.error}")
 
 
 class _Display:
@@ -403,17 +510,26 @@ def run_cmd(
     dirty: Dirty = False,
     isolate_state: IsolateState = False,
     ablate_toml: AblateToml = None,
+    judge_model: JudgeModel = None,
+    allow_same_judge: AllowSameJudge = False,
+    split: Split = "both",
     json: Json = False,
 ) -> None:
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.
 
-    Writes a run folder (manifest.json, plan.jsonl, stdout/, transcripts/, results/). Ctrl-C stops launching
-    and leaves a folder `--resume` continues.
+    Writes a run folder (manifest.json, plan.jsonl, stdout/, transcripts/, results/, grades/ and diffs/ for
+    tasks with checks). Ctrl-C stops launching and leaves a folder `--resume` continues. With --judge-model,
+    a blind judge grades complete items as the run goes (see `ablate judge`).
 
     Exit codes: 0 every item complete, 1 the run could not proceed (locked folder, incompatible CLI or
     model), 2 bad input, 3 some items failed or were not run (budget, rate limit), 130 interrupted.
     """
-    _run(**_params(locals()), model_given=_given(ctx, "model"))
+    _run(
+        **_params(locals()),
+        model_given=_given(ctx, "model"),
+        cells_given=_given(ctx, "cells"),
+        repeats_given=_given(ctx, "repeats"),
+    )
 
 
 def ab_cmd(ctx: typer.Context, **options: Any) -> None:
@@ -421,14 +537,14 @@ def ab_cmd(ctx: typer.Context, **options: Any) -> None:
 
     Exit codes: as `ablate run`.
     """
-    _run(**options, cells="binary", model_given=_given(ctx, "model"))
+    _run(**options, cells="binary", model_given=_given(ctx, "model"), repeats_given=_given(ctx, "repeats"))
 
 
 # `ab` takes exactly `run`'s options but --cells: one set of definitions, two commands.
-ab_cmd.__signature__ = inspect.signature(run_cmd).replace(  # type: ignore[attr-defined]
-    parameters=[p for p in inspect.signature(run_cmd).parameters.values() if p.name != "cells"]
+_RUN_SIGNATURE = inspect.signature(run_cmd, eval_str=True)  # evaluated: typer reads the Annotated options
+ab_cmd.__signature__ = _RUN_SIGNATURE.replace(  # type: ignore[attr-defined]
+    parameters=[p for p in _RUN_SIGNATURE.parameters.values() if p.name != "cells"]
 )
-ab_cmd.__annotations__ = {k: v for k, v in run_cmd.__annotations__.items() if k != "cells"}
 app.command("ab")(cli_errors(ab_cmd))
 
 

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from ablate.cli.common import Json, cli_errors, print_json
+from ablate.core.errors import NotFound, UsageError
 
 app = typer.Typer(
     help=(
@@ -64,6 +65,12 @@ def serve(
     from ablate.sim import SimServer
 
     log_path = (log or Path("sim-requests.jsonl")).resolve()
+    if log_path.is_dir():
+        raise UsageError(f"--log {log}: is a folder", hint="pass a file path, e.g. --log sim-requests.jsonl")
+    if not log_path.parent.is_dir():
+        raise NotFound(
+            f"--log {log}: folder {log_path.parent} does not exist", hint="create it or pick another path"
+        )
     # A server stops on Ctrl-C or SIGTERM, even when started in the background (where SIGINT is ignored).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from ablate.core.errors import AblateError
 
-#: Variables that would point git at another repository or index.
-_GIT_VARS = (
+#: Variables that would point git at another repository, index or config (DESIGN §3.4).
+GIT_REPO_VARS = (
     "GIT_DIR",
     "GIT_WORK_TREE",
     "GIT_INDEX_FILE",
@@ -19,12 +20,37 @@ _GIT_VARS = (
     "GIT_ALTERNATE_OBJECT_DIRECTORIES",
     "GIT_NAMESPACE",
     "GIT_PREFIX",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_QUARANTINE_PATH",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_SHALLOW_FILE",
+    "GIT_GRAFT_FILE",
 )
+
+
+def git_env(base_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base_env`` (default: this process's) without the variables that point git elsewhere.
+
+    Every git call ablate makes goes through this: with ``GIT_DIR`` exported, a commit ablate makes in a
+    folder of its own would otherwise land in the user's repository.
+    """
+    env = os.environ if base_env is None else base_env
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in GIT_REPO_VARS
+        and not k.startswith("GIT_CONFIG_KEY_")
+        and not k.startswith("GIT_CONFIG_VALUE_")
+    }
 
 
 def run_git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run git without the user's hooks, optional locks (no index refresh) or inherited repo variables."""
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_VARS}
+    env = git_env()
     env.update(LC_ALL="C", GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
     proc = subprocess.run(
         ["git", "-c", "core.hooksPath=/dev/null", *args],

@@ -1,7 +1,9 @@
 """Run one subprocess and return a typed result; never raise on a non-zero exit.
 
 Timeouts kill the whole process tree (psutil), so a ``claude`` session and every shell, hook and MCP server
-it started go together.
+it started go together. A process that left the tree (a model's ``setsid … &`` double fork) is still found:
+every process of a session carries its *tag* in the environment (``ABLATE_TAG``), which children inherit
+whatever their session or parent, and :func:`kill_tagged` kills every process that carries it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,48 @@ def kill_tree(pid: int, *, grace_s: float = 3.0) -> None:
     psutil.wait_procs(alive, timeout=grace_s)
 
 
+#: The environment variable that marks every process a session started (see :func:`kill_tagged`).
+TAG_VAR = "ABLATE_TAG"
+
+
+def tagged_pids(prefix: str) -> list[int]:
+    """Pids of the processes whose environment holds ``ABLATE_TAG=<prefix>…`` (Linux ``/proc``; else none)."""
+    needle = f"{TAG_VAR}={prefix}".encode()
+    me = os.getpid()
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                environ = fh.read()
+        except OSError:  # gone, or not ours to read
+            continue
+        if any(var.startswith(needle) for var in environ.split(b"\0")):
+            out.append(int(name))
+    return out
+
+
+def kill_tagged(prefix: str, *, rounds: int = 3) -> int:
+    """SIGKILL every process tagged ``prefix…``, repeating while new ones appear (a fork racing the kill);
+    return how many were killed."""
+    killed = 0
+    for _ in range(rounds):
+        pids = tagged_pids(prefix)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        time.sleep(0.02)
+    return killed
+
+
 def run_process(
     argv: list[str],
     *,
@@ -64,11 +108,16 @@ def run_process(
     stdout_path: Path | None = None,
     stderr_tail_bytes: int = 8192,
     kill_grace_s: float = 3.0,
+    tag: str | None = None,
 ) -> ExecResult:
     """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``.
 
-    stdout goes to ``stdout_path`` (opened exclusively: a second writer is an error) or is captured.
+    stdout goes to ``stdout_path`` (opened exclusively: a second writer is an error) or is captured. With a
+    ``tag``, every process the command started and left behind — double-forked daemons included — is killed
+    when it ends, however it ends.
     """
+    if tag is not None:
+        env = {**env, TAG_VAR: tag}
     start = time.monotonic()
     out_fh = None
     if stdout_path is not None:
@@ -103,6 +152,9 @@ def run_process(
                 kill_tree(proc.pid, grace_s=kill_grace_s)
                 proc.wait()
                 raise
+            finally:
+                if tag is not None:
+                    kill_tagged(tag)
             err_fh.seek(0, os.SEEK_END)
             size = err_fh.tell()
             err_fh.seek(max(0, size - stderr_tail_bytes))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Mapping
@@ -30,6 +29,13 @@ from ablate.core.errors import OutputExists, UnsafeEnvironment, UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.slug import slug
 from ablate.isolate import shadow_home, shadowfs, worktree
+
+# the one process-environment allow-list (DESIGN §3.4); re-exported for this module's callers
+from ablate.isolate.procenv import ENV_OWNED as ENV_OWNED
+from ablate.isolate.procenv import ENV_PINNED as ENV_PINNED
+from ablate.isolate.procenv import is_secret as is_secret
+from ablate.isolate.procenv import process_env as process_env
+from ablate.isolate.procenv import redacted_env as redacted_env
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
@@ -38,104 +44,6 @@ SCHEMA_VERSION = 1
 MARKER = ".ablate-env"
 MANIFEST = "environment.json"
 PRISTINE = ".pristine"
-
-# ---------------------------------------------------------------------------------------------------------
-# Process environment (DESIGN §3.5)
-
-#: Inherited as is: the ordinary process basics.
-ENV_ALLOW = ("PATH", "USER", "SHELL", "LANG", "TERM", "TMPDIR")
-ENV_ALLOW_PREFIXES = ("LC_",)
-#: Endpoint, auth and provider variables (Bedrock, Vertex, gateways), inherited when set.
-ENV_AUTH = (
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_CUSTOM_HEADERS",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
-    "CLAUDE_CODE_SKIP_VERTEX_AUTH",
-    "ANTHROPIC_BEDROCK_BASE_URL",
-    "ANTHROPIC_VERTEX_BASE_URL",
-    "ANTHROPIC_VERTEX_PROJECT_ID",
-    "CLOUD_ML_REGION",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GOOGLE_CLOUD_PROJECT",
-)
-ENV_AUTH_PREFIXES = ("AWS_", "VERTEX_REGION_")
-#: Network plumbing a corporate setup needs to reach its endpoint at all (no effect on behaviour).
-ENV_NETWORK = (
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
-    "NODE_EXTRA_CA_CERTS",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-)
-#: Pinned knobs, the same in every cell (``extra_env`` may override them).
-ENV_PINNED = {
-    "CLAUDE_CODE_MAX_RETRIES": "2",
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_AUTOUPDATER": "1",
-}
-#: Set by ablate for environments it built itself: isolation is ablate's, not the user's.
-ENV_OWNED = ("HOME", "CLAUDE_CONFIG_DIR", "IS_SANDBOX")
-_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|CUSTOM_HEADERS)", re.IGNORECASE)
-_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-def process_env(
-    base_env: Mapping[str, str],
-    *,
-    home: Path,
-    config_dir: Path,
-    extra_env: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """The whole, explicit environment of a session: allow-listed, auth, pinned; every other CLAUDE_*/ANTHROPIC_* dropped."""
-    env: dict[str, str] = {}
-    for key, value in base_env.items():
-        if (
-            key in ENV_ALLOW
-            or key.startswith(ENV_ALLOW_PREFIXES)
-            or key in ENV_AUTH
-            or key.startswith(ENV_AUTH_PREFIXES)
-            or key in ENV_NETWORK
-        ):
-            env[key] = value
-    env.update(ENV_PINNED)
-    env["HOME"] = str(home)
-    env["CLAUDE_CONFIG_DIR"] = str(config_dir)
-    env["IS_SANDBOX"] = "1"
-    for key, value in (extra_env or {}).items():
-        if key in ENV_OWNED:
-            raise UsageError(
-                f"extra env may not set {key}: ablate sets it to isolate the cell",
-                hint="drop it from the extra environment",
-            )
-        env[key] = value
-    return dict(sorted(env.items()))
-
-
-def is_secret(key: str) -> bool:
-    return bool(_SECRET.search(key))
-
-
-def redacted_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` for manifests and reports: secret values become ``***``, credentials in proxy URLs too."""
-    out = {}
-    for key, value in env.items():
-        if is_secret(key):
-            out[key] = "***" if value else ""
-        elif "PROXY" in key.upper():
-            out[key] = _URL_USERINFO.sub("***@", value)
-        else:
-            out[key] = value
-    return out
-
 
 # ---------------------------------------------------------------------------------------------------------
 # The environment

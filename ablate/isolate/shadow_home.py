@@ -39,7 +39,7 @@ from typing import Any
 
 from ablate.isolate import shadowfs
 from ablate.setup.layers import json_keys, walk_files
-from ablate.setup.load import Leak, Setup
+from ablate.setup.load import Leak, Setup, linked_state
 
 #: Folders the CLI writes (FACTS §2.1, §3.8): always real, empty folders in a cell; never links.
 WRITTEN_DIRS = (
@@ -145,6 +145,7 @@ def populate_config(setup: Setup, shadow_config: Path, *, isolate_state: bool) -
     report = ConfigReport()
     pairs = path_rewrites(setup, shadow_config)
     written_tops = {d.split("/")[0] for d in WRITTEN_DIRS} - {"plugins"}
+    linked = linked_state(setup.config_dir, tuple(sorted(written_tops)))  # e.g. projects -> data/projects
     for entry in sorted(setup.config_dir.iterdir(), key=lambda p: p.name):
         name = entry.name
         dst = shadow_config / name
@@ -165,6 +166,8 @@ def populate_config(setup: Setup, shadow_config: Path, *, isolate_state: bool) -
             _populate_plugins(entry, dst, pairs, report)
         elif entry.is_file() and name.endswith(".md"):
             shutil.copy2(entry, dst)
+        elif hidden := [t for t in linked.values() if shadowfs.is_inside(str(t), os.path.realpath(entry))]:
+            _copy_without(entry, dst, hidden, report)
         else:
             size = shadowfs.tree_size(entry, STATE_COPY_LIMIT)
             if isolate_state or size <= STATE_COPY_LIMIT:
@@ -189,6 +192,22 @@ def populate_config(setup: Setup, shadow_config: Path, *, isolate_state: bool) -
     if settings.get("apiKeyHelper"):
         report.notes.append("settings.json has an apiKeyHelper: the CLI runs it in every cell")
     return report
+
+
+def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport) -> None:
+    """Copy ``src`` (links followed) leaving out the CLI-written trees hidden behind links (``projects/`` ->
+    ``data/projects``): transcript history is never copied, and the auto-memory is copied once, where C5
+    strips it."""
+    hidden_real = {os.path.realpath(h) for h in hidden}
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden_real]
+
+    shutil.copytree(src, dst, symlinks=False, ignore=ignore, ignore_dangling_symlinks=True)
+    for h in sorted(hidden_real):
+        report.notes.append(
+            f"{src.name}: left out {h} (CLI-written history behind a link; its auto-memory is copied once)"
+        )
 
 
 def ensure_written_dirs(shadow_config: Path) -> None:

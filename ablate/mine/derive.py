@@ -73,7 +73,7 @@ def mine_session(
     """Mine one session: ``transcript`` plus its ``<stem>/subagents/agent-*.jsonl``, and ``stdout`` if given.
 
     ``cwd`` overrides the session's cwd (from its records) for making read paths relative. A missing
-    transcript gives status ``no_transcript``. Malformed content is counted, never raised; an unreadable
+    or empty transcript gives status ``no_transcript``. Malformed content is counted, never raised; an unreadable
     file raises ``OSError``. An invalid pitfall regex raises ``re.error``.
     """
     compiled = _compile(pitfalls)
@@ -81,7 +81,8 @@ def mine_session(
     main, side, sess = _Thread(compiled, base), _Thread(compiled, base), _Session()
     cli = parse_cli_output(stdout) if stdout is not None else None
     agents: list[dict[str, Any]] = []
-    exists = transcript.is_file()
+    # an empty file is no evidence of a session (it was created, then nothing was written): no transcript
+    exists = transcript.is_file() and transcript.stat().st_size > 0
     if exists:
         _stream(transcript, main, side, sess, is_main_file=True)
         for sub in subagent_files(transcript):

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from ablate.mine.attachments import hook_commands_in, instruction_files_in, listed_names_in
 from ablate.mine.model import (
     KNOWN_RECORD_TYPES,
     PitfallPattern,
@@ -450,6 +451,12 @@ def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, i
             thread.m.retry_statuses[key] = thread.m.retry_statuses.get(key, 0) + 1
             if not sidechain:
                 sess.last_event = "retry"
+        else:
+            # hooks the CLI reports in system records: every Stop hook that ran, and hooks that blocked
+            commands = hook_commands_in(rec)
+            if commands:
+                key = "Stop" if rec.get("subtype") == "stop_hook_summary" else "hook (blocked)"
+                sess.hooks_fired[key] = sess.hooks_fired.get(key, 0) + len(commands)
     elif rtype == "attachment":
         _attachment(rec.get("attachment"), sess, sidechain)
     elif rtype == "cost-state":
@@ -467,23 +474,12 @@ def _attachment(att: Any, sess: _Session, sidechain: bool) -> None:
     atype = att.get("type")
     if not isinstance(atype, str):
         return
-    if atype == "instructions":
-        files = att.get("files")
-        if isinstance(files, list):
-            for f in files:
-                if isinstance(f, dict) and isinstance(f.get("path"), str):
-                    ftype = f.get("type")
-                    sess.instruction_files.setdefault(f["path"], ftype if isinstance(ftype, str) else "?")
-    elif atype == "nested_memory":
-        path = att.get("path") or att.get("filePath")
-        if isinstance(path, str):
-            sess.instruction_files.setdefault(path, "Nested")
+    if atype in ("instructions", "nested_memory"):
+        for f in instruction_files_in(att):
+            sess.instruction_files.setdefault(f["path"], f["type"])
     elif atype == "skill_listing":
-        names = att.get("names")
-        if isinstance(names, list):
-            for n in names:
-                if isinstance(n, str):
-                    sess.skills_listed[n] = None
+        for n in listed_names_in(att):
+            sess.skills_listed[n] = None
     elif atype.startswith(_HOOK_ATTACHMENTS):
         name = att.get("hookName") or att.get("hookEvent") or "?"
         key = str(name) if atype == "hook_success" else f"{name} ({atype.removeprefix('hook_')})"

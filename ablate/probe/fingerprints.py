@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Literal
 
 from ablate.setup.layers import Catalog, LayerFiles
+from ablate.setup.load import skill_loaded, style_name
 
 Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
 
 MIN_LINE = 16
 MAX_NEEDLES = 6
-#: Hook events whose commands run (and are recorded) in a one-prompt session that calls no tool.
-OBSERVABLE_HOOK_EVENTS = ("SessionStart", "UserPromptSubmit")
+#: Hook events whose commands run (and can leave a record) in a one-prompt session that calls no tool.
+OBSERVABLE_HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
 
 _FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
 
@@ -37,6 +38,12 @@ class LayerPrint:
     needles: list[str] = field(default_factory=list)
     reason: str = ""
     """Why the layer is unobservable, unprobed or too generic, or what the needles are."""
+    expect: list[str] | None = None
+    """The needles a kept layer must show (None: any needle). Hooks: only the commands that can leave a
+    record in a one-prompt session; every configured command still counts as a leak where stripped."""
+
+    def expected(self) -> list[str]:
+        return list(self.needles) if self.expect is None else [n for n in self.expect if n in self.needles]
 
     @property
     def usable(self) -> bool:
@@ -84,6 +91,8 @@ def _names(lf: LayerFiles) -> list[str]:
         except OSError:
             continue
         meta = frontmatter(text)
+        if skill_loaded(rel) is False:
+            continue  # on disk, never listed (skills/_internal/<n>/SKILL.md, flat .claude/skills/*.md)
         if p.name == "SKILL.md" and len(parts) >= 2:
             name = meta.get("name") or parts[-2]
         elif "commands" in parts or "agents" in parts:
@@ -95,10 +104,28 @@ def _names(lf: LayerFiles) -> list[str]:
     return names
 
 
-def _hook_commands(lf: LayerFiles) -> tuple[list[str], list[str]]:
-    """(observable commands, other events) of the hooks found in the layer's JSON keys."""
-    observable: list[str] = []
-    others: list[str] = []
+@dataclass(frozen=True)
+class HookSpec:
+    """One configured hook command."""
+
+    event: str
+    command: str
+    is_async: bool = False
+
+    @property
+    def shows(self) -> bool:
+        """Whether it leaves a record in a one-prompt, no-tool session when it prints or fails.
+
+        SessionStart and UserPromptSubmit hooks leave ``hook_success`` (output) or ``hook_non_blocking_error``
+        (failure) records; Stop hooks are always named in ``stop_hook_summary``. An async hook, a tool hook
+        (no tool runs), SessionEnd (after the transcript's last record) and the others never show.
+        """
+        return self.event in OBSERVABLE_HOOK_EVENTS and not self.is_async
+
+
+def hook_specs(lf: LayerFiles) -> list[HookSpec]:
+    """Every hook command found in the layer's JSON keys, in order."""
+    out: list[HookSpec] = []
     for kp in lf.keys:
         try:
             data = json.loads(kp.path.read_text(encoding="utf-8"))
@@ -111,20 +138,48 @@ def _hook_commands(lf: LayerFiles) -> tuple[list[str], list[str]]:
             for group in groups if isinstance(groups, list) else []:
                 for h in (group.get("hooks") or []) if isinstance(group, dict) else []:
                     cmd = h.get("command") if isinstance(h, dict) else None
-                    if not isinstance(cmd, str):
-                        continue
-                    if event in OBSERVABLE_HOOK_EVENTS:
-                        if cmd not in observable:
-                            observable.append(cmd)
-                    elif event not in others:
-                        others.append(event)
-    return observable, others
+                    if isinstance(cmd, str) and cmd.strip():
+                        spec = HookSpec(str(event), cmd, bool(h.get("async")))
+                        if spec not in out:
+                            out.append(spec)
+    return out
+
+
+def _hook_print(layer_id: str, lf: LayerFiles) -> LayerPrint:
+    specs = hook_specs(lf)
+    commands: list[str] = []
+    for sp in specs:
+        if sp.command not in commands:
+            commands.append(sp.command)
+    expect = [c for c in commands if any(sp.command == c and sp.shows for sp in specs)]
+    hidden = sorted(
+        {f"{sp.event}{' (async)' if sp.is_async else ''}" for sp in specs if sp.command not in expect}
+    )
+    if not commands:
+        return LayerPrint(layer_id, "unobservable", reason="no hook commands found")
+    reason = f"{len(commands)} hook command(s)"
+    if hidden:
+        reason += (
+            f"; {', '.join(hidden)} hooks cannot show in a one-prompt probe session "
+            "(async, tool and end-of-session hooks leave no record)"
+        )
+    if not expect:
+        return LayerPrint(layer_id, "hooks", commands, reason, expect=[])
+    return LayerPrint(layer_id, "hooks", commands, reason, expect=expect)
 
 
 def layer_prints(
-    catalog: Catalog, layers: dict[str, LayerFiles], *, with_mcp: bool = False
+    catalog: Catalog,
+    layers: dict[str, LayerFiles],
+    *,
+    with_mcp: bool = False,
+    style: tuple[str | None, str] = (None, ""),
 ) -> dict[str, LayerPrint]:
-    """Fingerprints for every layer of a setup, before generic needles are dropped."""
+    """Fingerprints for every layer of a setup, before generic needles are dropped.
+
+    ``style`` is the selected ``outputStyle`` and the settings file that selects it
+    (:func:`ablate.setup.load.selected_output_style`).
+    """
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
         lf = layers[layer.id]
@@ -146,15 +201,7 @@ def layer_prints(
                 )
             )
         elif layer.shows == "hook":
-            cmds, others = _hook_commands(lf)
-            if cmds:
-                prints[layer.id] = LayerPrint(layer.id, "hooks", cmds, "session-start hook commands")
-            else:
-                prints[layer.id] = LayerPrint(
-                    layer.id,
-                    "unobservable",
-                    reason=f"only {', '.join(others) or 'other'} hooks: they do not fire in a probe session",
-                )
+            prints[layer.id] = _hook_print(layer.id, lf)
         elif layer.shows in ("skill_listing", "agent_listing"):
             names = _names(lf)
             prints[layer.id] = (
@@ -163,9 +210,7 @@ def layer_prints(
                 else LayerPrint(layer.id, "unobservable", reason="no named skills, commands or agents found")
             )
         elif layer.shows == "output_style":
-            prints[layer.id] = LayerPrint(
-                layer.id, "unobservable", reason="output styles reach the model only when selected"
-            )
+            prints[layer.id] = _style_print(layer.id, lf, style)
         else:  # instructions, memory
             needles: list[str] = []
             for rel in lf.files:
@@ -178,6 +223,35 @@ def layer_prints(
             prints[layer.id] = LayerPrint(layer.id, "text", needles, "distinctive lines")
     _drop_shared(prints)
     return prints
+
+
+def _style_print(layer_id: str, lf: LayerFiles, style: tuple[str | None, str]) -> LayerPrint:
+    """An output style reaches the model only when selected: the CLI matches ``outputStyle`` against each
+    style's front-matter ``name`` (else its file stem) and puts ``# Output Style: <name>`` plus the body in
+    the first user message (a system-reminder; transcript ``attachment:output_style_instructions``)."""
+    selected, where = style
+    styles = {style_name(lf.base / rel): rel for rel in lf.files if rel.endswith(".md")}
+    if selected is None:
+        return LayerPrint(
+            layer_id,
+            "unobservable",
+            reason="no outputStyle is selected in any settings file: the CLI applies none of these styles",
+        )
+    rel = styles.get(selected)
+    if rel is None:
+        return LayerPrint(
+            layer_id,
+            "unobservable",
+            reason=(
+                f"outputStyle {selected!r} ({where}) matches no style here (the CLI selects by front-matter "
+                f"name: {', '.join(sorted(styles)) or 'none'}): none of these styles reaches the model"
+            ),
+        )
+    try:
+        needles = distinctive_lines((lf.base / rel).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        needles = []
+    return LayerPrint(layer_id, "text", needles, f"lines of the selected style {selected!r}")
 
 
 def _mcp_servers(lf: LayerFiles) -> list[str]:
@@ -219,7 +293,9 @@ def drop_generic(prints: dict[str, LayerPrint], baseline_text: str) -> None:
         if p.kind not in ("text", "names", "hooks"):
             continue
         had = len(p.needles)
-        p.needles = [n for n in p.needles if not needle_in(p.kind, n, baseline_text)][:MAX_NEEDLES]
+        p.needles = [n for n in p.needles if not needle_in(p.kind, n, baseline_text)]
+        if p.kind != "hooks":  # every hook command is kept: each one is a possible leak
+            p.needles = p.needles[:MAX_NEEDLES]
         if not p.needles:
             p.reason = (
                 "too generic to fingerprint: every candidate also appears without any setup"

@@ -32,18 +32,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
 from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
 from ablate.core.fsutil import tree_hash
 from ablate.core.proc import run_process
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
+from ablate.isolate.procenv import PROBE_KEY, force_capture, is_endpoint_or_auth, process_env, stray
 from ablate.isolate.shadow_home import WRITTEN_DIRS
+from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, drop_generic, layer_prints, needle_in
 from ablate.setup.cells import CellSet, ResolvedCell, cell_effect
 from ablate.setup.examples import git
 from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
-from ablate.setup.load import Leak, Setup, ancestor_leaks, inventory
+from ablate.setup.load import (
+    Inventory,
+    Leak,
+    Setup,
+    ancestor_leaks,
+    inventory,
+    linked_state,
+    selected_output_style,
+    skill_loaded,
+)
 from ablate.sim import SimServer, iter_requests, request_text
 
 PROBE_PROMPT = "ablate probe: reply with the single word OK."
@@ -75,14 +84,28 @@ class Observation:
     first_request: dict[str, Any] | None = None
     error: str = ""
 
+    config_dir: str = ""
+    """The session's config dir: hook commands name it where the user's settings named the real one."""
+
+    def hook_seen(self, needle: str) -> bool:
+        """Whether a record names the hook command ``needle`` (config paths canonicalised to <CONFIG>)."""
+        return any(canon_command(c, [self.config_dir]) == needle for c in self.hooks_fired)
+
     def shows(self, p: LayerPrint, needle: str) -> bool:
         if p.kind == "hooks":
-            return needle in self.hooks_fired
+            return self.hook_seen(needle)
         if p.kind == "names" and not needle.startswith("mcp__") and needle in self.listed:
             return True
         if needle_in(p.kind, needle, self.request_text):
             return True
         return p.kind == "text" and any(needle in f.get("content", "") for f in self.instruction_files)
+
+
+def canon_command(command: str, config_dirs: Sequence[str]) -> str:
+    """A hook command with every spelling of the config dir replaced by ``<CONFIG>`` (cells rewrite it)."""
+    for d in sorted((d for d in config_dirs if d), key=len, reverse=True):
+        command = re.sub(re.escape(d) + r"(?![A-Za-z0-9_\-])", "<CONFIG>", command)
+    return command
 
 
 @dataclass
@@ -149,19 +172,8 @@ class ProbeResult:
 
 
 def _session_env(config_dir: Path, home: Path, base_url: str) -> dict[str, str]:
-    """A minimal explicit env, independent of the environment builder (used for baseline and untouched)."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "USER", "LANG", "TERM", "TMPDIR", "SHELL")}
-    env.update(
-        HOME=str(home),
-        CLAUDE_CONFIG_DIR=str(config_dir),
-        ANTHROPIC_BASE_URL=base_url,
-        ANTHROPIC_API_KEY="sk-ablate-probe",
-        IS_SANDBOX="1",
-        DISABLE_TELEMETRY="1",
-        DISABLE_AUTOUPDATER="1",
-        CLAUDE_CODE_MAX_RETRIES="0",
-    )
-    return env
+    """The env of the baseline and untouched sessions: the one allow-list, forced to the capture endpoint."""
+    return force_capture(process_env(os.environ, home=home, config_dir=config_dir), base_url)
 
 
 def _run(
@@ -171,7 +183,7 @@ def _run(
     argv = claude_argv(claude.path, prompt=PROBE_PROMPT, model=PROBE_MODEL, session_id=sid, max_turns=1)
     res = run_process(argv, cwd=cwd, env=env, timeout=120, stdout_path=out_dir / f"{sid}.stdout.json")
     transcript = find_transcript(config_dir, sid)
-    obs = Observation(sid, res.returncode, res.duration_s, transcript)
+    obs = Observation(sid, res.returncode, res.duration_s, transcript, config_dir=str(config_dir))
     if res.timed_out:
         obs.error = "timed out after 120 s"
     elif res.returncode != 0:
@@ -196,38 +208,10 @@ def _run(
 
 
 def _read_transcript(path: Path, obs: Observation) -> None:
-    with path.open("rb") as fh:
-        for line in fh:
-            if b'"attachment"' not in line:
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            att = rec.get("attachment") if isinstance(rec, dict) else None
-            if not isinstance(att, dict):
-                continue
-            kind = att.get("type")
-            if kind == "instructions":
-                for f in att.get("files") or []:
-                    if isinstance(f, dict):
-                        obs.instruction_files.append(
-                            {
-                                "path": str(f.get("path", "")),
-                                "type": str(f.get("type", "")),
-                                "content": str(f.get("content", "")),
-                            }
-                        )
-            elif kind == "skill_listing":
-                obs.listed.update(str(n) for n in att.get("names") or [])
-                for ln in str(att.get("content", "")).splitlines():
-                    m = re.match(r"- ([^:]+):", ln)
-                    if m:
-                        obs.listed.add(m.group(1))
-            elif kind == "agent_listing_delta":
-                obs.listed.update(str(n) for n in att.get("addedTypes") or [])
-            elif kind == "hook_success":
-                obs.hooks_fired.append(str(att.get("command", "")))
+    evidence = read_load_evidence(path)
+    obs.hooks_fired.extend(evidence.hook_commands)
+    obs.instruction_files.extend(evidence.instruction_files)
+    obs.listed.update(evidence.listed)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -280,17 +264,27 @@ def _plain_copy(setup: Setup, dest: Path) -> Path:
     home = dest / "home"
     config = home / ".claude"
 
+    linked = linked_state(setup.config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
+    hidden = {str(t) for t in linked.values()}
+
     def ignore(folder: str, names: list[str]) -> list[str]:
         rel = Path(folder).relative_to(setup.config_dir).parts
+        out = [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden]
         if len(rel) == 2 and rel[0] == "projects":
-            return [n for n in names if n != "memory"]
+            out += [n for n in names if n != "memory"]
         if not rel:
-            return [
-                n for n in names if n in (".credentials.json", "telemetry", "debug", "file-history", "todos")
+            out += [
+                n
+                for n in names
+                if n in (".credentials.json", "telemetry", "debug", "file-history", "todos") or n in linked
             ]
-        return []
+        return out
 
     shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
+    if "projects" in linked:  # history behind a link stays out; the memory is copied where the CLI reads it
+        memory = setup.config_dir / "projects" / setup.memory_slug / "memory"
+        if memory.is_dir():
+            shutil.copytree(memory, config / "projects" / setup.memory_slug / "memory")
     settings = config / "settings.json"
     if settings.is_file() and not settings.is_symlink():
         # hooks that name the real config dir would otherwise run against (and write into) it
@@ -319,16 +313,18 @@ def _foreign_files(obs: Observation, allowed_roots: Sequence[Path]) -> list[str]
 
 #: Copied instruction files: a symlinked CLAUDE.md resolves its @imports against the link's target (FACTS §3.5).
 COPIED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "settings.json", ".claude.json")
-ALLOWED_ENV = re.compile(
-    r"^(CLAUDE_CONFIG_DIR|CLAUDE_CODE_MAX_RETRIES|CLAUDE_CODE_OAUTH_TOKEN|CLAUDE_CODE_USE_BEDROCK|"
-    r"CLAUDE_CODE_USE_VERTEX|CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC|ANTHROPIC_BASE_URL|ANTHROPIC_API_KEY|"
-    r"ANTHROPIC_AUTH_TOKEN|ANTHROPIC_VERTEX_PROJECT_ID|ANTHROPIC_BEDROCK_BASE_URL|ANTHROPIC_VERTEX_BASE_URL|"
-    r"ANTHROPIC_MODEL|ANTHROPIC_SMALL_FAST_MODEL)$"
-)
 
 
 def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
-    """Static checks of a built cell: links on written paths, linked instruction files, stray variables."""
+    """Static checks of a probe cell: links on written paths, linked instruction files, stray variables, and
+    any endpoint, provider or credential variable other than the capture endpoint's."""
+    base_url = cenv.env.get("ANTHROPIC_BASE_URL", "")
+    capture_only = {
+        "ANTHROPIC_BASE_URL": base_url if base_url.startswith("http://127.0.0.1:") else "",
+        "ANTHROPIC_API_KEY": PROBE_KEY,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
     problems = []
     cfg = cenv.config_dir
     if cfg.is_symlink():
@@ -352,8 +348,10 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
                 f"{name} is a symlink (imports resolve against {os.path.realpath(p)}): it must be a copy"
             )
     for k in cenv.env:
-        if k.startswith(("CLAUDE_", "ANTHROPIC_")) and not ALLOWED_ENV.match(k):
+        if stray(k):
             problems.append(f"stray variable {k} in the session environment changes the cell")
+        elif is_endpoint_or_auth(k) and cenv.env[k] != capture_only.get(k, cenv.env[k] + "?"):
+            problems.append(f"{k} reached a probe session: it could leave the capture endpoint")
     if cenv.env.get("HOME") != str(cenv.home):
         problems.append("HOME does not point at the cell's shadow home")
     if cenv.env.get("CLAUDE_CONFIG_DIR") != str(cfg):
@@ -374,8 +372,14 @@ def judge_cell(
     imports: dict[str, list[str]],
     catalog: Catalog,
     setup: Setup,
+    *,
+    loaded: dict[str, list[str] | None] | None = None,
+    reference: Observation | None = None,
 ) -> CellProbe:
-    eff = cell_effect(cell, live, imports)
+    """Judge one cell. ``reference`` is the untouched setup's session: a kept layer it did not show either
+    cannot show in a probe session (a silent hook, a skill the CLI does not list) and is ``unobservable``,
+    never ``missing``."""
+    eff = cell_effect(cell, live, imports, loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
     checks: dict[str, LayerCheck] = {}
     problems: list[str] = []
@@ -413,7 +417,22 @@ def judge_cell(
             continue
         hits = [n for n in p.needles if obs.shows(p, n)]
         observed = "present" if hits else "absent"
-        if expected == "present" and not hits:
+        must = p.expected()
+        if expected == "present" and not hits and not must:
+            status, ev = "unobservable", p.reason
+        elif (
+            expected == "present"
+            and not hits
+            and reference is not None
+            and not any(reference.shows(p, n) for n in must)
+        ):
+            status = "unobservable"
+            ev = (
+                f"not seen in the untouched setup either ({p.reason}): it cannot show in a one-prompt session"
+                if p.kind == "hooks"
+                else "not seen in the untouched setup either: the CLI does not put it in front of the model"
+            )
+        elif expected == "present" and not hits:
             status, ev = "missing", f"none of {len(p.needles)} fingerprints reached the model"
         elif expected == "absent" and hits:
             status, ev = "leak", f"fingerprint reached the model: {hits[0][:80]!r}"
@@ -458,10 +477,44 @@ _BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
 _BRANCH = re.compile(r"(Current branch: )[^\n]*")
 
 
+_HOOK_BLOCK = re.compile(r"^<system-reminder>\n[A-Za-z]+(?::[a-z]+)? hook ")
+
+
+def hook_blocks_sorted(messages: Any) -> Any:
+    """``messages`` with each run of consecutive hook-output blocks sorted: the hooks of one event run in
+    parallel and their output reaches the request in completion order, which differs between any two
+    sessions of the same setup (measured: 12 Python hooks, C0 and the untouched setup in another order)."""
+    if not isinstance(messages, list):
+        return messages
+    out = []
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            out.append(msg)
+            continue
+        blocks: list[Any] = []
+        run: list[Any] = []
+        for block in [*content, None]:
+            text = block.get("text") if isinstance(block, dict) else None
+            if isinstance(text, str) and _HOOK_BLOCK.match(text):
+                run.append(block)
+                continue
+            blocks.extend(sorted(run, key=lambda b: json.dumps(b, sort_keys=True)))
+            run = []
+            if block is not None:
+                blocks.append(block)
+        out.append({**msg, "content": blocks})
+    return out
+
+
 def normalise_request(body: dict[str, Any], replacements: dict[str, str]) -> str:
     """The request as text with paths, the billing header and the git branch line made comparable."""
     text = json.dumps(
-        {k: body.get(k) for k in ("system", "messages", "tools", "model", "max_tokens")}, sort_keys=True
+        {
+            k: hook_blocks_sorted(body.get(k)) if k == "messages" else body.get(k)
+            for k in ("system", "messages", "tools", "model", "max_tokens")
+        },
+        sort_keys=True,
     )
     for src in sorted(replacements, key=len, reverse=True):
         text = text.replace(src, replacements[src])
@@ -506,7 +559,12 @@ def probe(
     """
     start = time.monotonic()
     inv = inventory(setup, catalog)
-    prints = layer_prints(catalog, inv.layers, with_mcp=with_mcp)
+    prints = layer_prints(catalog, inv.layers, with_mcp=with_mcp, style=selected_output_style(setup))
+    for p in prints.values():  # hook commands compared with the cell's config path canonicalised
+        if p.kind == "hooks":
+            dirs = [str(setup.config_dir), str(setup.home / ".claude")]
+            p.needles = [canon_command(n, dirs) for n in p.needles]
+            p.expect = None if p.expect is None else [canon_command(n, dirs) for n in p.expect]
     before = (tree_hash(setup.config_dir), tree_hash(setup.repo, exclude=(".git",)))
     owned = work is None
     root = Path(tempfile.mkdtemp(prefix="ablate-probe-")) if work is None else work
@@ -527,9 +585,9 @@ def probe(
                     setup, catalog, cell, root / "cells", extra_env={"ANTHROPIC_BASE_URL": sim.base_url}
                 )
                 notes.extend(neutralise(cenv.config_dir, with_mcp=with_mcp))
-                cenv.env["ANTHROPIC_BASE_URL"] = sim.base_url
-                cenv.env.setdefault("ANTHROPIC_API_KEY", "sk-ablate-probe")
-                cenv.env["CLAUDE_CODE_MAX_RETRIES"] = "0"
+                # whatever the caller's environment: no provider switch, credential or proxy reaches a probe
+                # session, only the capture endpoint and a fake key
+                cenv.env = force_capture(cenv.env, sim.base_url)
                 return cenv
 
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -557,15 +615,28 @@ def probe(
                 observations = dict(zip([c.id for c in selected], pool.map(run_cell, selected), strict=True))
         # judge while the cells still exist: repo docs and static checks read the built shadows
         drop_generic(prints, baseline_obs.request_text + "\n".join(baseline_obs.listed))
+        reference = None if untouched_obs.error else untouched_obs
         results = [
-            judge_cell(c, envs[c.id], observations[c.id], prints, inv.layers, inv.imports, catalog, setup)
+            judge_cell(
+                c,
+                envs[c.id],
+                observations[c.id],
+                prints,
+                inv.layers,
+                inv.imports,
+                catalog,
+                setup,
+                loaded=inv.loaded,
+                reference=reference,
+            )
             for c in selected
         ]
+        notes.extend(_listing_notes(inv, reference or next(iter(observations.values()), None)))
         fidelity = _fidelity(cells, envs, observations, untouched_obs, untouched_paths, setup)
     finally:
-        for cenv in envs.values():
-            teardown_environment(cenv)
-        if owned:
+        if owned:  # --work DIR keeps the cells, requests, stdout and transcripts for inspection
+            for cenv in envs.values():
+                teardown_environment(cenv)
             shutil.rmtree(root, ignore_errors=True)
     after = (tree_hash(setup.config_dir), tree_hash(setup.repo, exclude=(".git",)))
     leaks = list(inv.leaks)
@@ -590,6 +661,29 @@ def probe(
         real_setup_unchanged=before == after,
         duration_s=time.monotonic() - start,
     )
+
+
+def _listing_notes(inv: Inventory, obs: Observation | None) -> list[str]:
+    """Confirm the on-disk-vs-loaded rule against the captured skill listing of a session with the setup."""
+    if obs is None or obs.error:
+        return []
+    notes = []
+    for lid, lf in inv.layers.items():
+        if lf.layer.shows != "skill_listing" or not lf.present:
+            continue
+        on_disk_only = [r for r in lf.files if r.endswith("SKILL.md") and skill_loaded(r) is False]
+        names = sorted({Path(r).parent.name for r in on_disk_only})
+        listed = [n for n in names if n in obs.listed]
+        if listed:
+            notes.append(
+                f"{lid}: {', '.join(listed)} listed by the CLI although ablate counted them as not loaded"
+            )
+        elif names:
+            notes.append(
+                f"{lid}: {len(names)} SKILL.md file(s) on disk are not in the CLI's skill listing, as expected "
+                f"(e.g. {on_disk_only[0]})"
+            )
+    return notes
 
 
 def _baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Observation:

@@ -87,13 +87,26 @@ def _session_total(res: ItemResult) -> dict[str, Any]:
     return total if isinstance(total, dict) else {}
 
 
-def _read_grades(folder: RunFolder, item: str) -> dict[str, Any]:
-    path = folder.root / "grades" / f"{item}.json"
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
+def _grades(folder: RunFolder, res: ItemResult) -> dict[str, bool]:
+    """checks_passed / judge_pass of the result's attempt from ``grades/<item>.json`` (issue 12's record).
+
+    A verdict that is a judge error, or checks that could not be evaluated, give no value (the item then
+    leaves that metric's comparisons) rather than a guessed one. The first verdict recorded for the attempt
+    counts, as in ``ablate.grade.summary``.
+    """
+    from ablate.grade.record import read_grade
+
+    grade = read_grade(folder, res.item)
+    if grade is None:
         return {}
-    return data if isinstance(data, dict) else {}
+    out: dict[str, bool] = {}
+    checks = grade.checks_for(res.attempt)
+    if checks is not None and checks.passed is not None:
+        out["checks_passed"] = bool(checks.passed)
+    verdicts = [v for v in grade.judges if v.attempt == res.attempt and v.verdict != "error"]
+    if verdicts:
+        out["judge_pass"] = verdicts[0].verdict == "pass"
+    return out
 
 
 def _item(folder: RunFolder, res: ItemResult, model: str) -> Item:
@@ -106,10 +119,8 @@ def _item(folder: RunFolder, res: ItemResult, model: str) -> Item:
         it.values["tool_calls"] = float(total["tool_calls"])
     if res.cost_usd is not None:
         it.values["cost_usd"] = float(res.cost_usd)
-    grades = _read_grades(folder, res.item)
-    for metric in GRADED_METRICS:
-        if isinstance(grades.get(metric), bool):
-            it.values[metric] = 1.0 if grades[metric] else 0.0
+    for metric, passed in _grades(folder, res).items():
+        it.values[metric] = 1.0 if passed else 0.0
     inp = int(total.get("input_tokens") or 0)
     cw = int(total.get("cache_creation_tokens") or 0)
     cr = int(total.get("cache_read_tokens") or 0)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ablate import __version__
 from ablate.core.claude import ClaudeBinary
-from ablate.core.errors import OutputExists, RunFolderError, UsageError
+from ablate.core.errors import NotFound, OutputExists, RunFolderError, UsageError
 from ablate.run.folder import (
     SCHEMA_VERSION,
     TASKS_DIR,
@@ -130,7 +130,7 @@ def shard_folder(plan_dir: Path, shard: Shard, out_root: Path | None = None) -> 
 def open_run(run_dir: Path) -> tuple[RunFolder, RunManifest]:
     """Open an existing run folder (for --resume)."""
     if not run_dir.is_dir():
-        raise RunFolderError(f"{run_dir}: no such run folder")
+        raise NotFound(f"{run_dir}: no such run folder", hint="pass the folder `ablate run` printed")
     folder = RunFolder(run_dir)
     return folder, read_manifest(folder)
 

@@ -6,19 +6,24 @@ checks that refuse a folder that would mix CLI builds, models or commits. Nothin
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import UsageError
+from ablate.core.gitutil import run_git
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run, shard_folder
 from ablate.run.folder import PlanItem, RunFolder, RunManifest
 from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
 from ablate.run.result import read_result
 from ablate.setup.cells import CellSet
 from ablate.setup.layers import Catalog
-from ablate.setup.load import Setup
+from ablate.setup.load import Setup, ancestor_leaks
 from ablate.setup.tasks import Task
 
 
@@ -45,6 +50,10 @@ class RunRequest:
     """False when ``model`` is the default, so a resume keeps the run's own model."""
     config_dir_given: bool = True
     repo_given: bool = True
+    work_dir: Path | None = None
+    """Where environments are built (checked before anything is written)."""
+    cells_given: bool = True
+    repeats_given: bool = True
 
 
 @dataclass
@@ -59,6 +68,8 @@ class PreparedRun:
     setup: Setup
     share: list[PlanItem]
     """This folder's share of the plan (all of it, unless it is a shard)."""
+    warnings: list[str]
+    """Things about the setup the user should know before paying for sessions."""
 
     def todo(self) -> list[PlanItem]:
         """Items of the share without a complete result."""
@@ -91,6 +102,55 @@ def setup_info(setup: Setup, cells_source: Path, ablate_toml: Path | None) -> di
     }
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) -> list[str]:
+    """Refuse, before anything is written, folders that would put ablate's files into the user's setup or
+    make every cell load an unexpected instruction file; return warnings about the setup itself.
+
+    Raises :class:`UsageError` (exit 2) naming the option and the fix.
+    """
+    if _inside(setup.config_dir, setup.repo) and setup.config_dir.resolve() == setup.repo.resolve():
+        raise UsageError(
+            f"--config-dir {setup.config_dir} is the repository itself",
+            hint="pass your Claude config dir (usually ~/.claude) and the repository separately",
+        )
+    for opt, folder in (("--out", out), ("--work-dir", work_dir)):
+        if folder is None:
+            continue
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{opt} {folder}: is a file, not a folder", hint=f"pass a folder to {opt}")
+        for inside, what in ((setup.config_dir, "config dir"), (setup.repo, "repository")):
+            if _inside(folder, inside):
+                raise UsageError(
+                    f"{opt} {folder}: inside the {what} {inside}",
+                    hint=f"ablate never writes into your setup; pick an {opt} outside it",
+                )
+    if work_dir is not None:
+        above = ancestor_leaks(work_dir / "x")
+        if above:
+            raise UsageError(
+                f"--work-dir {work_dir}: instruction files above it ({', '.join(a.path for a in above)}); "
+                "the CLI would load them in every cell",
+                hint="pick a --work-dir whose parent folders hold no CLAUDE.md, AGENTS.md, .claude/ or .mcp.json",
+            )
+    warnings = []
+    modules = run_git(setup.repo, "submodule", "status", check=False).stdout.split("\n")
+    subs = [line.split()[1] for line in modules if line.strip() and len(line.split()) > 1]
+    if subs:
+        warnings.append(
+            f"the repository has submodules ({', '.join(subs[:5])}): cells check out HEAD without them, so "
+            "their folders are empty in every cell alike"
+        )
+    return warnings
+
+
 def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     """Create, reopen or shard the run folder ``req`` names; raise :class:`UsageError` on any conflict."""
     from ablate.setup.load import load_setup
@@ -99,7 +159,17 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     shard_spec: Shard | None = parse_shard(req.shard) if req.shard else None
     if req.resume is not None and req.plan is not None:
         raise UsageError("pass either --resume or --plan, not both")
+    if not req.model.strip():
+        raise UsageError(
+            "--model is empty", hint="pass the model every session is pinned to, e.g. claude-sonnet-4-6"
+        )
     if req.resume is not None or req.plan is not None:
+        given = [o for o, g in (("--cells", req.cells_given), ("--repeats", req.repeats_given)) if g]
+        if given:
+            raise UsageError(
+                f"{' and '.join(given)} cannot change a planned run",
+                hint=f"drop {' and '.join(given)}: the run folder has its own (plan a new run to change them)",
+            )
         if req.tasks:
             raise UsageError(
                 "--tasks cannot change a planned run", hint="drop --tasks (the run folder has its own)"
@@ -129,6 +199,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             req.config_dir if req.config_dir_given else Path(str(info.get("config_dir") or req.config_dir)),
             req.repo if req.repo_given else Path(str(info.get("repo") or req.repo)),
         )
+        warnings = check_locations(setup, out=None, work_dir=req.work_dir)
         if setup.head != info.get("head") and not req.force:
             raise UsageError(
                 f"{setup.repo}: HEAD is {setup.head[:12]}, the run was planned at {str(info.get('head'))[:12]}",
@@ -141,6 +212,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         catalog, cell_set = load_cells(req.cells, req.ablate_toml)
         tasks = load_tasks(req.tasks, catalog)
         setup = load_setup(req.config_dir, req.repo)
+        warnings = check_locations(setup, out=req.out, work_dir=req.work_dir)
         if shard_spec is not None and req.seed is None:
             raise UsageError(
                 "--shard needs --seed", hint="every shard must draw the same plan; pass the same --seed"
@@ -160,4 +232,26 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             shard=shard_spec,
         )
     share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
-    return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share)
+    return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)
+
+
+@contextlib.contextmanager
+def work_area(work_dir: Path | None, run_id: str) -> Iterator[Path]:
+    """The folder a run's environments are built in: ``<work-dir>/<run-id>``, by default under
+    ``<temp>/ablate-envs``.
+
+    Made on entry; on exit it is removed, and so is ``ablate-envs`` when nothing else is in it, so a run, an
+    interrupted run or a crash followed by a resume leaves nothing behind. Whatever a backend left inside
+    (it should leave nothing) is removed with it.
+    """
+    default = work_dir is None
+    base = Path(tempfile.gettempdir()) / "ablate-envs" if work_dir is None else work_dir
+    root = base / run_id
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if default:
+            with contextlib.suppress(OSError):
+                base.rmdir()  # only when empty: another run may be using it

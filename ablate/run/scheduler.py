@@ -38,7 +38,10 @@ import psutil
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError
-from ablate.core.proc import ExecResult, kill_tree, run_process
+from ablate.core.proc import ExecResult, kill_tagged, kill_tree, run_process
+from ablate.core.watchdog import Watchdog
+from ablate.grade.checks import UnsafePath, apply_seed_files
+from ablate.grade.record import grade_attempt
 from ablate.isolate.backend import CellEnv, EnvBackend
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
@@ -289,6 +292,10 @@ class Runner:
         )
         write_manifest(self.folder, self.manifest)
 
+        # Every process a session starts carries this run's tag; the watchdog kills them all if this process
+        # dies (even kill -9), and each session's leftovers are killed when it ends.
+        self._tag = f"{self.manifest.run_id}/{os.getpid()}/"
+        watchdog = Watchdog(self._tag)
         idle: list[_Idle] = []
         next_slot = itertools.count()
         all_envs: list[CellEnv] = []
@@ -402,10 +409,20 @@ class Runner:
             self._kill_running()
             raise
         finally:
+            # Sessions still running finish (or were killed) and their results are written; a result that
+            # cannot be written is an error the caller sees, never swallowed (a paid session would silently
+            # run again on resume).
+            write_errors: list[BaseException] = []
             for fut in list(self._running):
-                with contextlib.suppress(Exception):
+                try:
                     res = fut.result()
+                except Exception as exc:  # the worker itself failed: the item stays pending
+                    write_errors.append(exc)
+                    continue
+                try:
                     self._handle(res, by_item)
+                except Exception as exc:
+                    write_errors.append(exc)
             self._running.clear()
             session_pool.shutdown(wait=True)
             build_pool.shutdown(wait=True, cancel_futures=True)
@@ -416,6 +433,13 @@ class Runner:
             for env in all_envs:
                 teardown_pool.submit(self.backend.teardown, env)
             teardown_pool.shutdown(wait=True)
+            watchdog.close()
+            if fatal is None and write_errors:
+                raise RunFolderError(
+                    f"{self.folder.root}: could not record {len(write_errors)} finished session(s): "
+                    f"{write_errors[0]}",
+                    hint="fix the cause (disk full? permissions?) and resume; the transcripts are kept",
+                ) from write_errors[0]
             if fatal is None:
                 pend = [p.item for p in self._pending]
                 final = outcome or ("failed-items" if self._failed else "finished")
@@ -528,13 +552,27 @@ class Runner:
                 self.backend.retarget(job.env, self.cells[it.cell])
         except Exception as exc:
             return _Outcome(job, None, None, "env_error", None, error=f"environment not prepared: {exc}")
+        try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
+            baseline = apply_seed_files(job.task, job.env.cwd)
+        except UnsafePath as exc:
+            return _Outcome(job, None, None, "error", None, error=f"seed files not written: {exc}")
         stdout = folder.stdout_path(it.item, a.n)
         env = dict(job.env.env)
         env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
         try:
-            ex = run_process(job.argv, cwd=job.env.cwd, env=env, timeout=job.timeout_s, stdout_path=stdout)
+            ex = run_process(
+                job.argv,
+                cwd=job.env.cwd,
+                env=env,
+                timeout=job.timeout_s,
+                stdout_path=stdout,
+                tag=self._tag + a.session_id,
+            )
         except OSError as exc:
+            baseline.discard()
             return _Outcome(job, None, None, "launch_error", None, error=str(exc))
+        # checks read the checkout the session left, before any reset of it (ablate.grade)
+        grade_attempt(folder, it.item, a.n, job.task, job.env.cwd, baseline)
         if ex.stderr_tail.strip():
             err = folder.stderr_path(it.item, a.n)
             err.parent.mkdir(parents=True, exist_ok=True)
@@ -573,6 +611,8 @@ class Runner:
                 continue
             if sids.intersection(cmd):
                 kill_tree(child.pid, grace_s=2.0)
+        for sid in sids:  # what left the tree (double forks)
+            kill_tagged(self._tag + sid)
 
     # -- outcomes --------------------------------------------------------------------------------------
 

@@ -223,17 +223,29 @@ class CellEffect:
     noop: bool
     """True when the cell is identical to the control by construction."""
     note: str
+    unloaded: tuple[str, ...] = ()
+    """Stripped layers that are on disk but never loaded by the CLI (stripping them changes nothing)."""
 
 
 def cell_effect(
-    cell: ResolvedCell, present: dict[str, LayerFiles], imports: dict[str, list[str]]
+    cell: ResolvedCell,
+    present: dict[str, LayerFiles],
+    imports: dict[str, list[str]],
+    loaded: dict[str, list[str] | None] | None = None,
 ) -> CellEffect:
     """Describe ``cell`` for a setup whose layers resolved to ``present`` (layer id → files).
 
     ``imports`` maps a layer id to the layer ids its files ``@import`` (so stubbing CLAUDE.md removes them).
+    ``loaded`` maps a present layer to the files the CLI loads by itself (None: not applicable); a layer on
+    disk that the CLI never loads changes nothing when stripped.
     """
     removes = tuple(lid for lid in cell.stripped if lid in present and present[lid].present)
     absent = tuple(lid for lid in cell.stripped if lid not in present or not present[lid].present)
+    unloaded = tuple(
+        lid
+        for lid in removes
+        if loaded is not None and lid in loaded and loaded[lid] is not None and not loaded[lid]
+    )
     also: list[str] = []
     for lid in removes:
         for imp in imports.get(lid, []):
@@ -241,17 +253,24 @@ def cell_effect(
                 also.append(imp)
     if cell.is_control:
         return CellEffect(cell, (), (), (), False, "control")
-    noop = not removes and not cell.replace
+    effective = [lid for lid in removes if lid not in unloaded]
+    noop = not effective and not also and not cell.replace
     if noop:
-        what = ", ".join(cell.stripped)
-        note = f"{cell.id}: no {what} in this setup — identical to the control by construction"
+        if unloaded:
+            what = ", ".join(unloaded)
+            note = f"{cell.id}: {what} on disk but never loaded by the CLI — identical to the control by construction"
+        else:
+            what = ", ".join(cell.stripped)
+            note = f"{cell.id}: no {what} in this setup — identical to the control by construction"
     else:
-        parts = [f"removes {', '.join(removes)}"] if removes else []
+        parts = [f"removes {', '.join(effective)}"] if effective else []
         if cell.replace:
             parts.append("replaces " + ", ".join(cell.replace))
         if also:
             parts.append(f"also removes {', '.join(also)} (imported by {', '.join(removes)})")
+        if unloaded:
+            parts.append(f"{', '.join(unloaded)} on disk but never loaded by the CLI")
         if absent and not cell.empty_config:
             parts.append(f"{', '.join(absent)} absent here")
         note = "; ".join(parts)
-    return CellEffect(cell, removes, absent, tuple(also), noop, note)
+    return CellEffect(cell, removes, absent, tuple(also), noop, note, unloaded)

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablate.core.gitutil import git_env
 from ablate.core.resources import data_dir
 from ablate.core.slug import slug_for
 
@@ -38,7 +39,7 @@ class ExampleSetup:
 
 def git(repo: Path, *args: str) -> str:
     """Run git in ``repo`` with a fixed identity and no user/system config."""
-    env = {**os.environ, **_GIT_ENV}
+    env = {**git_env(), **_GIT_ENV}  # GIT_DIR & co. scrubbed: the commit must land in ``repo``
     out = subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True)
     return out.stdout
 

@@ -6,8 +6,21 @@ from dataclasses import asdict
 from typing import Any
 
 from ablate.setup.cells import CellSet, cell_effect
-from ablate.setup.layers import Catalog
-from ablate.setup.load import Inventory
+from ablate.setup.layers import Catalog, LayerFiles
+from ablate.setup.load import Inventory, mapping_hint
+
+
+def _loaded(lf: LayerFiles, loaded: list[str] | None) -> dict[str, Any] | None:
+    """What of a present layer the CLI loads by itself; None when that does not apply (or it is absent)."""
+    if not lf.present or loaded is None:
+        return None
+    size = sum((lf.base / rel).stat().st_size for rel in loaded if (lf.base / rel).exists())
+    return {
+        "files": len(loaded),
+        "bytes": size,
+        "est_tokens": size // 4,
+        "not_loaded": [rel for rel in lf.files if rel not in loaded][:50],
+    }
 
 
 def layer_rows(inv: Inventory, catalog: Catalog) -> list[dict[str, Any]]:
@@ -19,6 +32,7 @@ def layer_rows(inv: Inventory, catalog: Catalog) -> list[dict[str, Any]]:
     rows = []
     for layer in catalog:
         lf = inv.layers[layer.id]
+        rep = inv.import_reports.get(layer.id)
         base = inv.setup.base(layer.side)
         found = list(lf.entries) + [f"{k.file}#{k.key}" for k in lf.keys]
         rows.append(
@@ -35,6 +49,13 @@ def layer_rows(inv: Inventory, catalog: Catalog) -> list[dict[str, Any]]:
                 "fingerprint": lf.fingerprint,
                 "imported_by": imported_by.get(layer.id, []),
                 "imports": inv.imports.get(layer.id, []),
+                "import_files": rep.files if rep else [],
+                "import_bytes": rep.bytes if rep else 0,
+                "import_missing": rep.missing if rep else [],
+                "import_cycles": rep.cycles if rep else [],
+                "est_tokens_with_imports": (lf.bytes + (rep.bytes if rep else 0)) // 4,
+                "on_disk": {"files": len(lf.files), "bytes": lf.bytes},
+                "loaded": _loaded(lf, inv.loaded.get(layer.id)),
                 "source": catalog.sources[layer.id],
             }
         )
@@ -52,6 +73,7 @@ def inventory_json(inv: Inventory, catalog: Catalog) -> dict[str, Any]:
         "dirty_files": list(s.dirty_files),
         "layers": layer_rows(inv, catalog),
         "leaks": [asdict(leak) for leak in inv.leaks],
+        "unclassified": {"files": list(inv.unclassified), "hints": mapping_hint(inv.unclassified)},
     }
 
 
@@ -70,13 +92,14 @@ def cell_rows(cells: CellSet, inv: Inventory | None) -> list[dict[str, Any]]:
             "replaces": {k: str(v) for k, v in cell.replace.items()},
         }
         if inv is not None:
-            eff = cell_effect(cell, inv.layers, inv.imports)
+            eff = cell_effect(cell, inv.layers, inv.imports, inv.loaded)
             row.update(
                 {
                     "removes": list(eff.removes),
                     "absent": list(eff.absent),
                     "also_removes": list(eff.also_removes),
                     "noop": eff.noop,
+                    "unloaded": list(eff.unloaded),
                     "note": eff.note,
                 }
             )

@@ -203,10 +203,33 @@ class LayerFiles:
         return self.bytes // 4
 
 
+#: Folders a ``**`` pattern never descends into: hidden folders, dependencies, build products.
+PRUNED_DIRS = frozenset({"node_modules", "__pycache__", "venv", "dist", "build", "target"})
+
+
+def _deep_matches(base: Path, pat: str) -> list[Path]:
+    """``[*/]**/NAME``: files named NAME (a glob) at any depth (at least one folder down with ``*/``),
+    never inside hidden folders or dependency/build folders (a repo may hold millions of files there)."""
+    from fnmatch import fnmatchcase
+
+    head, name = pat.split("**/", 1)
+    min_depth = head.count("*/")
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in PRUNED_DIRS)
+        depth = len(Path(dirpath).relative_to(base).parts)
+        if depth < min_depth:
+            continue
+        out.extend(Path(dirpath) / f for f in sorted(filenames) if fnmatchcase(f, name))
+    return out
+
+
 def _expand(base: Path, pattern: str) -> list[str]:
     folder_only = pattern.endswith("/")
     pat = pattern.rstrip("/")
-    if GLOB_CHARS & set(pat):
+    if "**/" in pat and "/" not in pat.split("**/", 1)[1] and set(pat.split("**/", 1)[0]) <= set("*/"):
+        matches = _deep_matches(base, pat)
+    elif GLOB_CHARS & set(pat):
         matches = sorted(base.glob(pat))
     else:
         candidate = base / pat

@@ -5,17 +5,16 @@ Nothing here writes anything. Bad inputs raise located errors (see ablate.core.e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import git
-
 from ablate.core.errors import NotARepo, NotFound, UsageError
 from ablate.core.gitutil import live_changes, run_git
 from ablate.core.slug import slug
-from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
+from ablate.setup.layers import Catalog, LayerFiles, json_keys, resolve_layer
 
 #: Files the CLI loads from every ancestor of the cwd (FACTS §3.8): a leak when found above a worktree.
 ANCESTOR_FILES = ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".claude", ".mcp.json")
@@ -78,24 +77,24 @@ def load_setup(config_dir: Path, repo: Path, *, home: Path | None = None) -> Set
         raise NotFound(f"{repo}: repository does not exist", hint="pass --repo with a git work tree")
     if not repo.is_dir():
         raise NotARepo(f"{repo}: not a folder", hint="pass --repo with a git work tree")
-    try:
-        r = git.Repo(repo, search_parent_directories=True)
-    except git.InvalidGitRepositoryError:
+    # ablate's own git runner, never GitPython: it scrubs GIT_DIR & co. (which would point at another
+    # repository) and never refreshes the user's index
+    bare = run_git(repo, "rev-parse", "--is-bare-repository", check=False)
+    if bare.returncode != 0:
         raise NotARepo(
             f"{repo}: not a git repository",
             hint="ablate runs tasks in private checkouts of HEAD; pass the repository's root, or `git init` it",
-        ) from None
-    except git.NoSuchPathError:
-        raise NotFound(f"{repo}: repository does not exist") from None
-    if r.bare:
+        )
+    toplevel = run_git(repo, "rev-parse", "--show-toplevel", check=False)
+    if bare.stdout.strip() == "true" or toplevel.returncode != 0 or not toplevel.stdout.strip():
         raise NotARepo(f"{repo}: a bare repository has no working tree", hint="pass a clone with a work tree")
-    try:
-        head = r.head.commit.hexsha
-    except ValueError:
+    head_proc = run_git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+    if head_proc.returncode != 0:
         raise NotARepo(
             f"{repo}: the repository has no commits", hint="commit something first: ablate checks out HEAD"
-        ) from None
-    top = Path(r.working_tree_dir or repo).resolve()
+        )
+    head = head_proc.stdout.strip()
+    top = Path(toplevel.stdout.strip()).resolve()
     if top != repo.resolve():
         raise NotARepo(f"{repo}: not the top of the work tree (that is {top})", hint=f"pass --repo {top}")
     common = Path(run_git(top, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip())
@@ -145,37 +144,235 @@ def parse_imports(text: str) -> list[str]:
     return out
 
 
-def layer_imports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[str]]:
-    """For each layer, the other layers its files ``@import`` (followed transitively)."""
-    owner: dict[Path, str] = {}
+#: The CLI follows @imports recursively, at most this many hops from the file it loaded.
+MAX_IMPORT_DEPTH = 5
+
+
+@dataclass
+class ImportReport:
+    """What the instruction files of one layer ``@import``, followed recursively (cycles stop the walk)."""
+
+    files: list[str] = field(default_factory=list)
+    """Imported files (absolute), in the order found, the layer's own files excluded."""
+    missing: list[str] = field(default_factory=list)
+    """``importing file -> @target`` for targets that do not exist (the CLI skips them silently)."""
+    cycles: list[str] = field(default_factory=list)
+    """``a -> b -> a`` for imports that lead back to a file already on the path."""
+    too_deep: list[str] = field(default_factory=list)
+    """Imports beyond MAX_IMPORT_DEPTH hops (the CLI does not load them)."""
+    bytes: int = 0
+    """Bytes of the imported files that belong to no other layer (they go with this layer when stubbed)."""
+
+
+def _import_target(imp: str, importer: Path, home: Path) -> Path:
+    if imp.startswith("~/"):
+        return home / imp[2:]
+    return Path(imp) if imp.startswith("/") else importer.parent / imp
+
+
+def follow_imports(entry: Path, home: Path) -> ImportReport:
+    """Follow ``@imports`` from ``entry`` recursively (depth-first, as the CLI inlines them)."""
+    rep = ImportReport()
+    seen: set[Path] = set()
+
+    def visit(f: Path, path: list[Path]) -> None:
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        for imp in parse_imports(text):
+            target = _import_target(imp, f, home)
+            real = Path(os.path.realpath(target))
+            if real in path:
+                rep.cycles.append(" -> ".join([*(str(p) for p in path[path.index(real) :]), str(real)]))
+                continue
+            if not target.is_file():
+                rep.missing.append(f"{f} -> @{imp}")
+                continue
+            if len(path) > MAX_IMPORT_DEPTH:
+                rep.too_deep.append(f"{f} -> @{imp}")
+                continue
+            if real not in seen:
+                seen.add(real)
+                rep.files.append(str(real))
+                visit(real, [*path, real])
+
+    root = Path(os.path.realpath(entry))
+    visit(root, [root])
+    return rep
+
+
+def layer_import_reports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, ImportReport]:
+    """For each instruction layer, what its Markdown files import (recursively), missing targets and cycles."""
+    owner: dict[str, str] = {}
     for lid, lf in layers.items():
         for rel in lf.files:
-            owner[(lf.base / rel).resolve()] = lid
-    result: dict[str, list[str]] = {}
+            owner[os.path.realpath(lf.base / rel)] = lid
+    out: dict[str, ImportReport] = {}
     for lid, lf in layers.items():
+        if lf.layer.shows not in ("instructions", "memory") or not lf.files:
+            continue
+        total = ImportReport()
+        own = {os.path.realpath(lf.base / rel) for rel in lf.files}
+        for rel in lf.files:
+            if not rel.endswith(".md"):
+                continue
+            rep = follow_imports(lf.base / rel, setup.home)
+            for f in rep.files:
+                if f not in own and f not in total.files:
+                    total.files.append(f)
+                    if f not in owner:
+                        with contextlib.suppress(OSError):
+                            total.bytes += os.path.getsize(f)
+            for name in ("missing", "cycles", "too_deep"):
+                for item in getattr(rep, name):
+                    if item not in getattr(total, name):
+                        getattr(total, name).append(item)
+        if total.files or total.missing or total.cycles or total.too_deep:
+            out[lid] = total
+    return out
+
+
+def layer_imports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[str]]:
+    """For each layer, the other layers its files ``@import`` (followed transitively)."""
+    owner: dict[str, str] = {}
+    for lid, lf in layers.items():
+        for rel in lf.files:
+            owner[os.path.realpath(lf.base / rel)] = lid
+    result: dict[str, list[str]] = {}
+    for lid, rep in layer_import_reports(setup, layers).items():
         found: list[str] = []
-        queue = [lf.base / rel for rel in lf.files if rel.endswith(".md")]
-        seen: set[Path] = set()
-        while queue:
-            f = queue.pop(0)
-            if f in seen or not f.is_file():
-                continue
-            seen.add(f)
-            try:
-                text = f.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            for imp in parse_imports(text):
-                target = Path(os.path.expanduser(imp)) if imp.startswith("~") else (f.parent / imp)
-                target = target.resolve()
-                other = owner.get(target)
-                if other and other != lid and other not in found:
-                    found.append(other)
-                if target.is_file() and target.suffix == ".md":
-                    queue.append(target)
+        for f in rep.files:
+            other = owner.get(f)
+            if other and other != lid and other not in found:
+                found.append(other)
         if found:
             result[lid] = found
     return result
+
+
+# ---------------------------------------------------------------------------------------------------------
+# On disk vs loaded by the CLI
+
+#: Instruction files the CLI loads by itself (FACTS §3.1), per side; everything else only when @imported.
+AUTO_LOADED = {
+    "config": ("CLAUDE.md", "rules/**/*.md"),
+    "repo": ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", ".claude/rules/**/*.md"),
+}
+#: Settings files that may select an output style, per side (the last one that sets it wins).
+STYLE_SETTINGS = {
+    "config": ("settings.json", "settings.local.json"),
+    "repo": (".claude/settings.json", ".claude/settings.local.json"),
+}
+
+
+def _matches(rel: str, pattern: str) -> bool:
+    from fnmatch import fnmatchcase
+
+    if "/**/" in pattern:
+        head, tail = pattern.split("/**/", 1)
+        return rel.startswith(head + "/") and fnmatchcase(rel.rsplit("/", 1)[-1], tail)
+    return rel == pattern
+
+
+def selected_output_style(setup: Setup) -> tuple[str | None, str]:
+    """The ``outputStyle`` the CLI applies (repo local > repo > user local > user settings) and where it is set."""
+    chosen: tuple[str | None, str] = (None, "")
+    for side in ("config", "repo"):
+        for rel in STYLE_SETTINGS[side]:
+            data = json_keys(setup.base(side) / rel) or {}
+            value = data.get("outputStyle")
+            if isinstance(value, str) and value.strip():
+                chosen = (value.strip(), str(setup.base(side) / rel))
+    return chosen
+
+
+def style_name(path: Path) -> str:
+    """The name an output style is selected by: its front-matter ``name``, else the file's stem."""
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return path.stem
+    m = re.match(r"\A---\s*\n(.*?)\n---", head, re.S)
+    if m:
+        for line in m.group(1).splitlines():
+            if line.startswith("name:"):
+                return line.split(":", 1)[1].strip().strip("'\"") or path.stem
+    return path.stem
+
+
+def skill_loaded(rel: str) -> bool | None:
+    """Whether a skill-listing file is listed by the CLI (None: not decided here, e.g. plugins)."""
+    parts = rel.split("/")
+    if parts[0] == ".claude":
+        parts = parts[1:]
+    if not parts:
+        return False
+    if parts[0] == "skills":
+        # skills/<name>/SKILL.md only: skills/_internal/<n>/SKILL.md and flat skills/*.md are not skills
+        return len(parts) == 3 and parts[2] == "SKILL.md" and not parts[1].startswith(("_", "."))
+    if parts[0] == "commands":
+        return rel.endswith(".md")
+    if parts[0] == "agents":
+        return rel.endswith(".md")
+    if parts[0] == "plugins":
+        return None  # installed plugins load by their own registry: left to the probe
+    return False  # marketplaces/: catalogs, loaded only once installed into plugins/
+
+
+def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[str] | None]:
+    """For each present layer, the files the CLI loads by itself; None where that does not apply (repo docs
+    the model reads on demand, settings keys, plugins whose loading is left to the probe)."""
+    reachable: set[str] = set()
+    for side, patterns in AUTO_LOADED.items():
+        for lf in layers.values():
+            if lf.layer.side != side:
+                continue
+            for rel in lf.files:
+                if any(_matches(rel, p) for p in patterns):
+                    real = os.path.realpath(lf.base / rel)
+                    reachable.add(real)
+                    reachable.update(follow_imports(lf.base / rel, setup.home).files)
+    style, _where = selected_output_style(setup)
+    out: dict[str, list[str] | None] = {}
+    for lid, lf in layers.items():
+        if not lf.present:
+            continue
+        shows = lf.layer.shows
+        if shows in ("files", "hook", "mcp") or not lf.files:
+            out[lid] = None
+        elif shows == "instructions":
+            out[lid] = [r for r in lf.files if os.path.realpath(lf.base / r) in reachable]
+        elif shows in ("skill_listing", "agent_listing"):
+            decided = [skill_loaded(r) for r in lf.files]
+            if any(d is None for d in decided):
+                out[lid] = None
+            else:
+                out[lid] = [r for r, d in zip(lf.files, decided, strict=True) if d]
+        elif shows == "output_style":
+            out[lid] = [
+                r
+                for r in lf.files
+                if r.endswith(".md") and style is not None and style_name(lf.base / r) == style
+            ]
+        else:  # memory: the model is told where it is and reads it
+            out[lid] = list(lf.files)
+    return out
+
+
+def linked_state(config_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
+    """CLI-written folders of the config dir (``projects``…) that are links, name → the real folder behind.
+
+    Hook-state setups keep ``projects/`` as a link into their own folder (``data/projects``): whatever copies
+    that folder must leave the target out, or it carries every transcript and a second copy of the
+    auto-memory into each cell (DESIGN §3.2).
+    """
+    out: dict[str, Path] = {}
+    for name in names:
+        entry = config_dir / name
+        if entry.is_symlink() and entry.exists():
+            out[name] = Path(os.path.realpath(entry))
+    return out
 
 
 @dataclass(frozen=True)
@@ -249,6 +446,49 @@ def fixed_leaks(setup: Setup, *, managed_dir: Path = MANAGED_DIR) -> list[Leak]:
     return leaks
 
 
+#: Repo folders where knowledge files live; Markdown there that no layer claims is listed as unclassified.
+KNOWLEDGE_DIRS = ("docs", "notes", ".claude")
+#: Folders never walked for knowledge files (build products, dependencies, VCS).
+PRUNED_DIRS = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "dist", "build", "target"})
+
+
+def unclassified_files(setup: Setup, layers: dict[str, LayerFiles], *, limit: int = 500) -> list[str]:
+    """Markdown under docs/, notes/ and .claude/ of the repo that no repo-side layer claims (at most ``limit``)."""
+    claimed = {rel for lf in layers.values() if lf.layer.side == "repo" for rel in lf.files}
+    out: list[str] = []
+    for top in KNOWLEDGE_DIRS:
+        root = setup.repo / top
+        if not root.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in PRUNED_DIRS)
+            for name in sorted(filenames):
+                if not name.lower().endswith((".md", ".markdown", ".mdx")):
+                    continue
+                rel = (Path(dirpath) / name).relative_to(setup.repo).as_posix()
+                if rel not in claimed:
+                    out.append(rel)
+                    if len(out) >= limit:
+                        return out
+    return out
+
+
+def mapping_hint(files: list[str]) -> list[str]:
+    """One line per folder of unclassified files: the ``[[layer]]`` table that maps it in ablate.toml."""
+    folders: dict[str, int] = {}
+    for rel in files:
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else rel
+        folders[folder] = folders.get(folder, 0) + 1
+    hints = []
+    for folder, n in sorted(folders.items()):
+        lid = re.sub(r"[^a-z0-9]+", "-", folder.lower()).strip("-") or "docs"
+        hints.append(
+            f'{folder}/ ({n} file{"s" if n != 1 else ""}): add to ablate.toml: [[layer]] id = "{lid}" '
+            f'side = "repo" paths = ["{folder}/"] strip = "absent" shows = "files"'
+        )
+    return hints
+
+
 @dataclass
 class Inventory:
     """Everything ``ablate layers`` reports for one setup."""
@@ -257,9 +497,29 @@ class Inventory:
     layers: dict[str, LayerFiles]
     imports: dict[str, list[str]]
     leaks: list[Leak] = field(default_factory=list)
+    import_reports: dict[str, ImportReport] = field(default_factory=dict)
+    """Per instruction layer: files imported recursively, missing targets, cycles."""
+    loaded: dict[str, list[str] | None] = field(default_factory=dict)
+    """Per present layer: the files the CLI loads by itself (None: not applicable)."""
+    unclassified: list[str] = field(default_factory=list)
+    """Repo Markdown under docs/, notes/, .claude/ that no layer claims."""
+
+    def never_loaded(self, layer_id: str) -> bool:
+        """True when the layer is on disk but the CLI loads none of it (a cell stripping it is a no-op)."""
+        lf = self.layers.get(layer_id)
+        got = self.loaded.get(layer_id)
+        return lf is not None and lf.present and got is not None and not got
 
 
 def inventory(setup: Setup, catalog: Catalog) -> Inventory:
     layers = resolve_layers(setup, catalog)
     leaks = ancestor_leaks(setup.repo) + fixed_leaks(setup)
-    return Inventory(setup, layers, layer_imports(setup, layers), leaks)
+    return Inventory(
+        setup,
+        layers,
+        layer_imports(setup, layers),
+        leaks,
+        import_reports=layer_import_reports(setup, layers),
+        loaded=loaded_files(setup, layers),
+        unclassified=unclassified_files(setup, layers),
+    )

@@ -2,7 +2,11 @@
 
 A task is a prompt plus what its author expects: the layers that should matter for it (``expects``, checked
 against the layer catalog) and pitfalls, case-insensitive regexes over the assistant's own words (and over
-its tool inputs when ``scope = "text+tools"``). The fuller grading features (checks, judges) are separate.
+its tool inputs when ``scope = "text+tools"``). Graded outcomes (``ablate.grade``) add seed files written into
+every cell's checkout before the session (``[files]``), deterministic read-only checks of the checkout the
+session left (``[[checks]]``) and a rubric for the blind judge (``[rubric]``). Every path is a plain relative
+path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here; symlink escapes
+are refused where the checkout is touched (:mod:`ablate.grade.checks`).
 
 ```toml
 schema_version = 1
@@ -14,6 +18,21 @@ expects = ["repo-memory", "user-claude-md"]
 [[pitfalls]]
 id = "no-tests"
 pattern = "without running (the )?tests"
+
+[files]
+"src/greet/extra.py" = "def extra() -> str:\n    return 'x'\n"
+
+[[checks]]
+kind = "file_unchanged"
+file = "src/greet/extra.py"
+
+[[checks]]
+kind = "diff_touches_only"
+paths = ["src/greet/"]
+
+[rubric]
+pass = "Runs the tests and quotes the command."
+fail = "Claims success without running the tests."
 ```
 """
 
@@ -23,9 +42,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from ablate.core.errors import NotFound, Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
@@ -58,6 +77,122 @@ class Pitfall(Spec):
         return v
 
 
+def check_rel_path(value: str, *, folder: bool = False) -> str:
+    """Refuse anything but a plain relative path inside the checkout (``src/a.py``; ``src/`` when ``folder``).
+
+    Absolute paths, drive letters, backslashes, empty, ``.`` and ``..`` components and anything under ``.git``
+    are refused: seed files and checks must stay inside the checkout, and ablate never writes git's own files
+    (a hook written there would be executed). Symlinks are checked where the checkout is touched.
+    """
+    if not value or value.strip() != value:
+        raise ValueError("must be a non-empty relative path without surrounding spaces")
+    if "\\" in value or "\x00" in value:
+        raise ValueError(f"{value!r}: use forward slashes; backslashes and NUL are refused")
+    if value.startswith("/") or (len(value) > 1 and value[1] == ":"):
+        raise ValueError(f"{value!r}: absolute paths are refused; give a path relative to the checkout")
+    body = value[:-1] if folder and value.endswith("/") else value
+    parts = body.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ValueError(
+                f"{value!r}: empty, '.' and '..' components are refused (stay inside the checkout)"
+            )
+    if parts[0] == ".git":
+        raise ValueError(f"{value!r}: git's own files are off limits")
+    return value
+
+
+def _file_path(v: str) -> str:
+    return check_rel_path(v)
+
+
+def _folder_or_file_path(v: str) -> str:
+    return check_rel_path(v, folder=True)
+
+
+RelPath = Annotated[str, AfterValidator(_file_path)]
+"""A relative file path inside the checkout."""
+RelPrefix = Annotated[str, AfterValidator(_folder_or_file_path)]
+"""A relative file or folder path inside the checkout (``src/greet/``: everything under that folder)."""
+
+
+class FileContains(Spec):
+    """The file exists and contains ``text`` (a plain substring)."""
+
+    kind: Literal["file_contains"]
+    """Check kind."""
+    file: RelPath
+    """The file, relative to the checkout."""
+    text: str = Field(min_length=1)
+    """The substring that must occur."""
+    description: str = ""
+    """What the check means, for the report."""
+
+
+class FileNotContains(Spec):
+    """The file does not contain ``text`` (a missing file passes: it contains nothing)."""
+
+    kind: Literal["file_not_contains"]
+    """Check kind."""
+    file: RelPath
+    """The file, relative to the checkout."""
+    text: str = Field(min_length=1)
+    """The substring that must not occur."""
+    description: str = ""
+    """What the check means, for the report."""
+
+
+class FileParses(Spec):
+    """The file exists and parses in ``language`` (parsed only, never executed)."""
+
+    kind: Literal["file_parses"]
+    """Check kind."""
+    file: RelPath
+    """The file, relative to the checkout."""
+    language: Literal["python", "json", "toml"]
+    """python: ``ast.parse``; json: ``json.loads``; toml: ``tomllib.loads``."""
+    description: str = ""
+    """What the check means, for the report."""
+
+
+class FileUnchanged(Spec):
+    """The file is byte-identical to its state when the session started (after the seed files)."""
+
+    kind: Literal["file_unchanged"]
+    """Check kind."""
+    file: RelPath
+    """The file, relative to the checkout."""
+    description: str = ""
+    """What the check means, for the report."""
+
+
+class DiffTouchesOnly(Spec):
+    """Every path the session changed (added, modified, deleted) lies under one of ``paths``."""
+
+    kind: Literal["diff_touches_only"]
+    """Check kind."""
+    paths: list[RelPrefix] = Field(min_length=1)
+    """Allowed files, or folders ending in ``/``."""
+    description: str = ""
+    """What the check means, for the report."""
+
+
+Check = Annotated[
+    FileContains | FileNotContains | FileParses | FileUnchanged | DiffTouchesOnly,
+    Field(discriminator="kind"),
+]
+"""One ``[[checks]]`` table: deterministic, read-only, evaluated on the checkout the session left."""
+
+
+class Rubric(Spec):
+    """What the blind judge grades the final answer against (``[rubric]``)."""
+
+    pass_: str = Field(alias="pass", min_length=1)
+    """What a passing answer does."""
+    fail: str = Field(min_length=1)
+    """What a failing answer does (and what does not count)."""
+
+
 class TaskSpec(Spec):
     """One task file."""
 
@@ -67,6 +202,17 @@ class TaskSpec(Spec):
     """Unique task id (lower case, digits, ``-`` and ``_``); it names result files."""
     prompt: str = Field(min_length=1)
     """The prompt given to ``claude -p``, verbatim."""
+
+    @field_validator("prompt")
+    @classmethod
+    def _passable(cls, v: str) -> str:
+        # a command-line argument cannot hold a NUL byte: refuse it here, not half way through a run
+        if "\0" in v:
+            raise ValueError("contains a NUL byte (\\0), which no command line can carry; remove it")
+        if not v.strip():
+            raise ValueError("is blank")
+        return v
+
     split: Literal["dev", "holdout"] = "dev"
     """``dev`` tasks may be tuned against; ``holdout`` tasks are kept for the final measurement."""
     description: str = ""
@@ -79,6 +225,13 @@ class TaskSpec(Spec):
     """Overrides ``--max-turns`` for this task."""
     timeout_s: float | None = Field(default=None, gt=0)
     """Overrides ``--timeout`` (seconds) for this task."""
+    files: dict[RelPath, str] = Field(default_factory=dict)
+    """Seed files (``[files]``: path = content) written identically into every cell's checkout before the
+    session, replacing a file of the repo at that path."""
+    checks: list[Check] = Field(default_factory=list)
+    """Execution checks (``[[checks]]``), evaluated read-only on the checkout the session left."""
+    rubric: Rubric | None = None
+    """The blind judge's rubric (``[rubric]``); tasks without one are not judged."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +266,15 @@ class Task:
             "timeout_s": self.spec.timeout_s,
         }
 
+    @property
+    def split(self) -> str:
+        return self.spec.split
+
+    @property
+    def graded_by_checks(self) -> bool:
+        """True when the task has checks (its checkout is snapshotted and diffed around each session)."""
+        return bool(self.spec.checks)
+
 
 def load_task(path: Path, catalog: Catalog | None = None) -> Task:
     """Read and validate one task file; with a catalog, unknown ``expects`` layer ids are errors."""
@@ -124,6 +286,12 @@ def load_task(path: Path, catalog: Catalog | None = None) -> Task:
         if pit.id in seen:
             problems.append(Problem(str(path), f"pitfalls.{i}.id", f"duplicate pitfall id {pit.id!r}"))
         seen.add(pit.id)
+    seeded: dict[str, str] = {}
+    for name in spec.files:
+        for other in seeded:
+            if name.startswith(other + "/") or other.startswith(name + "/"):
+                problems.append(Problem(str(path), f"files.{name}", f"conflicts with seed file {other!r}"))
+        seeded[name] = name
     if catalog is not None:
         for i, lid in enumerate(spec.expects):
             if lid not in catalog:
@@ -177,3 +345,17 @@ def load_tasks(paths: Sequence[Path], catalog: Catalog | None = None) -> list[Ta
     if problems:
         raise SpecError(problems)
     return tasks
+
+
+def select_split(paths: Sequence[Path], split: str) -> list[Path]:
+    """The task files under ``paths`` whose ``split`` is ``split`` (``both``: every file, unchanged)."""
+    if split == "both":
+        return list(paths)
+    files = task_files(paths)
+    chosen = [f for f in files if load_task(f).spec.split == split]
+    if not chosen:
+        raise NotFound(
+            f"no {split} tasks among {len(files)} task files",
+            hint="check the tasks' `split`, or pass --split both",
+        )
+    return chosen

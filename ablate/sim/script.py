@@ -107,7 +107,7 @@ class Answer(Spec):
     """A text block (before any tool_use block). Placeholders allowed."""
     tool_use: list[ToolCall] = Field(default_factory=list)
     """tool_use blocks, in order (several = parallel tool calls in one response)."""
-    stop_reason: Literal["end_turn", "tool_use", "max_tokens", "stop_sequence"] | None = None
+    stop_reason: Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal"] | None = None
     """Default: ``tool_use`` when there are tool_use blocks, else ``end_turn``."""
     usage: Usage | None = None
     """Reported usage; fields not set here come from the script's top-level ``usage``."""

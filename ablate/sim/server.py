@@ -42,6 +42,7 @@ LOG_SCHEMA_VERSION = 1
 #: Request headers kept in the log (lower-case). Credentials are never logged, only which kind was sent.
 LOGGED_HEADERS = (
     "x-claude-code-session-id",
+    "x-ablate-session-id",
     "anthropic-version",
     "anthropic-beta",
     "user-agent",
@@ -265,6 +266,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.wfile.flush()
 
+    def _session_id(self) -> str | None:
+        """Claude Code's session header, else ``x-ablate-session-id`` (ablate's own SDK clients send it)."""
+        return self.headers.get("x-claude-code-session-id") or self.headers.get("x-ablate-session-id")
+
     def _record(self, seq: int, **fields: Any) -> dict[str, Any]:
         path = urlsplit(self.path)
         rec: dict[str, Any] = {
@@ -275,7 +280,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "path": path.path,
             "query": path.query,
             "headers": self._headers_subset(),
-            "session_id": self.headers.get("x-claude-code-session-id"),
+            "session_id": self._session_id(),
             "auth": self._auth(),
         }
         rec.update(fields)
@@ -374,7 +379,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _messages(self, seq: int, body: dict[str, Any]) -> None:
         responder = self.server.responder
-        view = RequestView(body=body, session_id=self.headers.get("x-claude-code-session-id"))
+        view = RequestView(body=body, session_id=self._session_id())
         decision: Decision = responder.decide(view)
         answer = decision.answer
         stream = bool(body.get("stream"))

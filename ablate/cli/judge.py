@@ -1,0 +1,162 @@
+"""``ablate judge``: a thin shell over :mod:`ablate.grade.judge` (blind judge verdicts for a run folder)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Literal
+
+import typer
+
+from ablate.cli.common import Json, cli_errors, print_json
+from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+
+app = typer.Typer()
+
+JudgeModel = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-model",
+        envvar="ABLATE_JUDGE_MODEL",
+        help="The judge model (must differ from the model under test unless --allow-same-judge).",
+        show_default=False,
+    ),
+]
+JudgeModels = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-models",
+        help="Several judges, comma-separated (A,B): each grades every item; agreement is reported.",
+        show_default=False,
+    ),
+]
+AllowSameJudge = Annotated[
+    bool,
+    typer.Option("--allow-same-judge", help="Let the model under test judge its own answers (a known bias)."),
+]
+Split = Annotated[
+    str,
+    typer.Option("--split", help="Tasks to use: dev, holdout or both."),
+]
+
+
+def judge_list(judge_model: str | None, judge_models: str | None) -> tuple[str, ...]:
+    """The judges named by --judge-model and --judge-models (comma-separated), in order, without blanks."""
+    names = [judge_model] if judge_model else []
+    names += [m.strip() for m in (judge_models or "").split(",") if m.strip()]
+    return tuple(dict.fromkeys(names))
+
+
+def split_choice(value: str) -> Literal["dev", "holdout", "both"]:
+    if value == "dev":
+        return "dev"
+    if value == "holdout":
+        return "holdout"
+    if value == "both":
+        return "both"
+    raise UsageError(f"--split {value!r}: expected dev, holdout or both")
+
+
+@app.command("judge")
+@cli_errors
+def judge_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="The run folder to grade.", show_default=False)],
+    judge_model: JudgeModel = None,
+    judge_models: JudgeModels = None,
+    allow_same_judge: AllowSameJudge = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Judge calls at once.")] = 4,
+    budget_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-usd", min=0, help="Stop launching once the recorded judge spend reaches this."
+        ),
+    ] = None,
+    split: Split = "both",
+    recheck: Annotated[
+        bool,
+        typer.Option(
+            "--recheck",
+            help="Re-run the tasks' checks from the saved diffs (diffs/) first, e.g. after editing the checks.",
+        ),
+    ] = False,
+    backoff: Annotated[
+        float,
+        typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit without retry-after."),
+    ] = 30.0,
+    json: Json = False,
+) -> None:
+    """Grade a run's final answers with a blind judge (task prompt, rubric, answer, diff: nothing else).
+
+    Reads the run folder, writes verdicts to grades/<item>.json (never a result). Resumable and idempotent:
+    items a judge already graded are skipped, judge errors are asked again. Endpoint and key come from
+    ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY. With several judges, prints their agreement (percent and
+    Cohen's kappa).
+
+    Exit codes: 0 every judgeable item graded, 1 the folder cannot be judged (locked, corrupt), 2 bad input
+    (no judge, judge = model under test, no API key), 3 some items were left (budget, rate limit) or got a
+    judge error, 130 interrupted.
+    """
+    from ablate.grade.judge import JudgeOptions, agreement, judge_folder, recheck_folder
+
+    judges = judge_list(judge_model, judge_models)
+    rechecked = recheck_folder(run_dir, split=split_choice(split)) if recheck else None
+    if rechecked is not None and not json:
+        typer.echo(
+            f"rechecked {rechecked.rechecked} items from their saved diffs ({rechecked.changed} changed verdict, "
+            f"{rechecked.no_diff} without a diff)",
+            err=True,
+        )
+    options = JudgeOptions(
+        judge_models=judges,
+        allow_same_judge=allow_same_judge,
+        jobs=jobs,
+        budget_usd=budget_usd,
+        split=split_choice(split),
+        backoff_s=backoff,
+    )
+    stop = threading.Event()
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    def note(text: str) -> None:
+        if not json:
+            typer.echo(text, err=True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        summary = judge_folder(run_dir, options, stop=stop, on_progress=note)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    agree = agreement(run_dir, list(judges)) if len(judges) > 1 else []
+    if json:
+        doc = {**summary.to_json(), "agreement": [a.to_json() for a in agree]}
+        if rechecked is not None:
+            doc["recheck"] = {
+                "rechecked": rechecked.rechecked,
+                "changed": rechecked.changed,
+                "no_diff": rechecked.no_diff,
+            }
+        print_json(doc)
+    else:
+        typer.echo(
+            f"{summary.outcome}: {summary.judged} verdicts now ({summary.errors} judge errors), "
+            f"{summary.skipped} already graded, {summary.not_judgeable} not judgeable (no rubric or answer), "
+            f"{summary.pending} left, {summary.rate_limited} rate-limited calls, "
+            f"${summary.spend_usd:.4f} judge spend (estimated)"
+        )
+        for j, counts in summary.by_judge.items():
+            typer.echo(f"  {j}: pass {counts['pass']}, fail {counts['fail']}, error {counts['error']}")
+        for a in agree:
+            pct = f"{a.percent:.0f}%" if a.percent is not None else "-"
+            kappa = f"{a.kappa:.2f}" if a.kappa is not None else f"n/a ({a.kappa_note})"
+            typer.echo(
+                f"  agreement {a.judge_a} vs {a.judge_b}: {pct} over {a.n} items, Cohen's kappa {kappa}"
+            )
+    if summary.outcome == "interrupted":
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if summary.outcome != "finished" or summary.errors:
+        raise typer.Exit(EXIT_PARTIAL)
+    raise typer.Exit(EXIT_OK)

@@ -1,0 +1,346 @@
+"""The statistics of a comparison: per-arm rates, paired contrasts, Holm, the decomposition and the verdict.
+
+Outcomes come as :class:`Observation` rows (one per item that answered). Every contrast is **paired** on
+(task, repeat) blocks: a block counts only when both arms have an outcome in it. Binary outcomes (pitfall-free)
+get the exact paired test over discordant blocks (improved vs regressed, two-sided binomial) with Newcombe's
+paired interval; turns get a paired sign-flip permutation test with a seeded, task-stratified bootstrap
+interval; Holm runs across all contrasts of the report. A contrast is ``real`` only after correction. All of
+it comes from :mod:`ablate.stats`; a figure the data cannot give is None with the reason in ``notes``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from ablate import stats as st
+
+Metric = Literal["pitfall_free", "turns"]
+METRICS: tuple[Metric, ...] = ("pitfall_free", "turns")
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One answered item."""
+
+    task: str
+    arm: str
+    repeat: int
+    pitfall_free: bool
+    turns: int | None
+
+
+@dataclass
+class Contrast:
+    """``b`` against ``a`` on one metric, pooled (``task`` None) or for one task. ``delta`` = b − a."""
+
+    a: str
+    b: str
+    metric: Metric
+    task: str | None
+    n: int
+    """Paired blocks."""
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p: float | None
+    improved: int
+    """Blocks where b did better than a (pitfall-free where a was not; fewer turns)."""
+    regressed: int
+    """Blocks where b did worse."""
+    p_adjusted: float | None = None
+    real: bool = False
+    scope: str = "all"
+    """``all`` tasks, or ``holdout`` (pooled over holdout tasks only; not part of Holm)."""
+    method: str = ""
+    """The test and interval (``exact-binomial-discordant`` + ``newcombe-paired``, ``sign-flip-permutation``)."""
+    notes: list[str] = field(default_factory=list)
+    """Why ``p`` or the interval is missing (no discordant block, n < 2)."""
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ArmRate:
+    arm: str
+    task: str | None
+    n: int
+    passed: int
+    rate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    turns_mean: float | None
+
+
+def _blocks(obs: Sequence[Observation]) -> dict[tuple[str, int], dict[str, Observation]]:
+    out: dict[tuple[str, int], dict[str, Observation]] = defaultdict(dict)
+    for o in obs:
+        out[(o.task, o.repeat)][o.arm] = o
+    return out
+
+
+def arm_rates(obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[str]) -> list[ArmRate]:
+    """Each arm's pitfall-free rate (Wilson 95%) and mean turns, pooled and per task."""
+    out: list[ArmRate] = []
+    for task in [None, *tasks]:
+        for arm in arms:
+            rows = [o for o in obs if o.arm == arm and (task is None or o.task == task)]
+            k = sum(o.pitfall_free for o in rows)
+            ci = st.wilson(k, len(rows))
+            lo, hi = (ci.low, ci.high) if isinstance(ci, st.Interval) else (None, None)
+            turns = [o.turns for o in rows if o.turns is not None]
+            out.append(
+                ArmRate(
+                    arm=arm,
+                    task=task,
+                    n=len(rows),
+                    passed=k,
+                    rate=k / len(rows) if rows else None,
+                    ci_low=lo,
+                    ci_high=hi,
+                    turns_mean=sum(turns) / len(turns) if turns else None,
+                )
+            )
+    return out
+
+
+def contrast(
+    obs: Sequence[Observation],
+    a: str,
+    b: str,
+    metric: Metric,
+    *,
+    tasks: Sequence[str] | None = None,
+    task: str | None = None,
+    seed: int = 0,
+    scope: str = "all",
+) -> Contrast:
+    """``b`` − ``a`` on ``metric`` over the blocks of ``tasks`` (all when None) that both arms answered."""
+    keep = set(tasks) if tasks is not None else None
+    strata: list[str] = []
+    xa: list[float] = []
+    xb: list[float] = []
+    for (t, _r), by_arm in sorted(_blocks(obs).items()):
+        if keep is not None and t not in keep:
+            continue
+        if a not in by_arm or b not in by_arm:
+            continue
+        if metric == "pitfall_free":
+            va, vb = float(by_arm[a].pitfall_free), float(by_arm[b].pitfall_free)
+        else:
+            ta, tb = by_arm[a].turns, by_arm[b].turns
+            if ta is None or tb is None:
+                continue
+            va, vb = float(ta), float(tb)
+        strata.append(t)
+        xa.append(va)
+        xb.append(vb)
+    if metric == "pitfall_free":
+        res = st.paired_binary([v > 0 for v in xb], [v > 0 for v in xa])
+        improved, regressed = res.gained or 0, res.lost or 0
+        method = f"{res.method}; " + (
+            res.interval.method if isinstance(res.interval, st.Interval) else "no interval"
+        )
+    else:
+        res = st.paired_mean(xb, xa, strata, seed=seed)
+        improved = sum(1 for x, y in zip(xa, xb, strict=True) if y < x)
+        regressed = sum(1 for x, y in zip(xa, xb, strict=True) if y > x)
+        method = f"{res.method}; " + (
+            res.interval.method if isinstance(res.interval, st.Interval) else "no interval"
+        )
+    notes = [v.reason for v in (res.p, res.interval) if isinstance(v, st.NotComputable)]
+    lo, hi = (res.interval.low, res.interval.high) if isinstance(res.interval, st.Interval) else (None, None)
+    return Contrast(
+        a,
+        b,
+        metric,
+        task,
+        res.n_pairs,
+        res.delta,
+        lo,
+        hi,
+        res.p_value,
+        improved,
+        regressed,
+        scope=scope,
+        method=method,
+        notes=sorted(set(notes)),
+    )
+
+
+def all_contrasts(
+    obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[str], *, seed: int = 0
+) -> list[Contrast]:
+    """Every pair of arms (``b`` is the later arm), pooled and per task, on each measured metric (turns only
+    when the executor measured them), Holm-adjusted together."""
+    out: list[Contrast] = []
+    metrics = [m for m in METRICS if m != "turns" or any(o.turns is not None for o in obs)]
+    for i, a in enumerate(arms):
+        for b in arms[i + 1 :]:
+            for metric in metrics:
+                out.append(contrast(obs, a, b, metric, seed=seed))
+                for t in tasks:
+                    out.append(contrast(obs, a, b, metric, tasks=[t], task=t, seed=seed))
+    apply_holm(out)
+    return out
+
+
+def apply_holm(contrasts: Sequence[Contrast], alpha: float = ALPHA) -> None:
+    """Fill ``p_adjusted`` (Holm) and ``real`` across the contrasts that have a p-value."""
+    tested = [c for c in contrasts if c.p is not None]
+    adjusted = st.holm([c.p for c in tested if c.p is not None])
+    for c, adj in zip(tested, adjusted, strict=True):
+        c.p_adjusted = adj
+        c.real = adj < alpha and bool(c.delta)
+
+
+def find(contrasts: Sequence[Contrast], a: str, b: str, metric: Metric, task: str | None) -> Contrast | None:
+    for c in contrasts:
+        if c.a == a and c.b == b and c.metric == metric and c.task == task and c.scope == "all":
+            return c
+    return None
+
+
+@dataclass(frozen=True)
+class Effect:
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_adjusted: float | None
+    real: bool
+    a: str
+    b: str
+
+
+def oriented(contrasts: Sequence[Contrast], a: str, b: str, metric: Metric = "pitfall_free") -> Effect:
+    """The pooled effect ``b`` − ``a`` whichever order the pair was computed in."""
+    c = find(contrasts, a, b, metric, None)
+    if c is not None:
+        return Effect(c.delta, c.ci_low, c.ci_high, c.p_adjusted, c.real, a, b)
+    c = find(contrasts, b, a, metric, None)
+    if c is None:
+        return Effect(None, None, None, None, False, a, b)
+
+    def neg(x: float | None) -> float | None:
+        return None if x is None else -x
+
+    return Effect(neg(c.delta), neg(c.ci_high), neg(c.ci_low), c.p_adjusted, c.real, a, b)
+
+
+def decomposition(
+    contrasts: Sequence[Contrast], original: str, moved: str, duplicated: str
+) -> dict[str, Effect]:
+    """moved − original = position; duplicated − moved = repetition; duplicated − original = total."""
+    return {
+        "position": oriented(contrasts, original, moved),
+        "repetition": oriented(contrasts, moved, duplicated),
+        "total": oriented(contrasts, original, duplicated),
+    }
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    arm: str
+    baseline: str
+    better: bool
+    checks: tuple[Check, ...]
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.checks if not c.passed]
+
+    @property
+    def line(self) -> str:
+        if self.better:
+            return f"{self.arm} is better than {self.baseline}: " + "; ".join(c.detail for c in self.checks)
+        why = "; ".join(f"{c.name}: {c.detail}" for c in self.checks if not c.passed)
+        return f"{self.arm} is NOT shown better than {self.baseline} — failed {why}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "arm": self.arm,
+            "baseline": self.baseline,
+            "better": self.better,
+            "failed": self.failed,
+            "checks": [asdict(c) for c in self.checks],
+            "line": self.line,
+        }
+
+
+def _pts(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f} pts"
+
+
+def verdict(
+    obs: Sequence[Observation],
+    contrasts: Sequence[Contrast],
+    baseline: str,
+    arm: str,
+    tasks: Sequence[str],
+    holdout: Sequence[str],
+    *,
+    seed: int = 0,
+) -> tuple[Verdict, Contrast | None]:
+    """Better only if (1) the pooled pitfall-free gain is real and positive, (2) nothing regressed
+    significantly (no task's pass rate, no pooled turn count), and (3) the holdout tasks agree (their pooled
+    gain is positive; there must be holdout tasks). Returns the verdict and the holdout contrast."""
+    pooled = oriented(contrasts, baseline, arm)
+    gain = Check(
+        "significant gain",
+        pooled.real and (pooled.delta or 0) > 0,
+        f"pooled pitfall-free {_pts(pooled.delta)} [{_pts(pooled.ci_low)}, {_pts(pooled.ci_high)}], "
+        f"Holm p={'n/a' if pooled.p_adjusted is None else f'{pooled.p_adjusted:.3g}'}",
+    )
+    regressions: list[str] = []
+    for t in tasks:
+        e = oriented_task(contrasts, baseline, arm, t)
+        if e is not None and e.real and (e.delta or 0) < 0:
+            regressions.append(f"{t} {_pts(e.delta)}")
+    turns = oriented(contrasts, baseline, arm, "turns")
+    if turns.real and (turns.delta or 0) > 0:
+        regressions.append(f"turns +{turns.delta:.2f} per session")
+    no_reg = Check(
+        "nothing regressed",
+        not regressions,
+        "no significant regression"
+        if not regressions
+        else "significant regressions: " + ", ".join(regressions),
+    )
+    hold: Contrast | None = None
+    if not holdout:
+        agree = Check("holdout agrees", False, 'no holdout tasks (mark some tasks split = "holdout")')
+    else:
+        hold = contrast(obs, baseline, arm, "pitfall_free", tasks=holdout, seed=seed, scope="holdout")
+        ok = hold.delta is not None and hold.delta > 0
+        agree = Check(
+            "holdout agrees",
+            ok,
+            f"holdout ({len(holdout)} task(s), {hold.n} blocks) {_pts(hold.delta)} "
+            f"[{_pts(hold.ci_low)}, {_pts(hold.ci_high)}]" + ("" if ok else ": not a gain"),
+        )
+    checks = (gain, no_reg, agree)
+    return Verdict(arm, baseline, all(c.passed for c in checks), checks), hold
+
+
+def oriented_task(contrasts: Sequence[Contrast], a: str, b: str, task: str) -> Effect | None:
+    c = find(contrasts, a, b, "pitfall_free", task)
+    if c is not None:
+        return Effect(c.delta, c.ci_low, c.ci_high, c.p_adjusted, c.real, a, b)
+    c = find(contrasts, b, a, "pitfall_free", task)
+    if c is None:
+        return None
+    d = None if c.delta is None else -c.delta
+    lo = None if c.ci_high is None else -c.ci_high
+    hi = None if c.ci_low is None else -c.ci_low
+    return Effect(d, lo, hi, c.p_adjusted, c.real, a, b)

@@ -1,0 +1,334 @@
+"""Preparing and running a comparison, and building ``compare.json``.
+
+:func:`prepare_compare` checks everything that can be checked for free (tier floor, arms, tasks, plan) and
+estimates the sessions, calls and cost; :func:`run_compare` executes the plan with an executor, analyses
+the outcomes and writes the compare folder::
+
+    <out>/compare-ledger.jsonl        every compare run of this runs folder (looks are counted)
+    <out>/<compare-id>/
+      arms/<arm>.md                   the exact bytes every session of the arm got (fingerprinted)
+      plan.jsonl                      item, task, arm, repeat, order
+      items.jsonl                     one outcome per item
+      requests.jsonl                  api/sim: every request body, byte for byte
+      sim-requests.jsonl              sim: the endpoint's own log
+      run/<run-id>/                   claude-code: the run folder of ``ablate run``
+      compare.json  compare.md
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ablate import __version__
+from ablate.compare import analysis as an
+from ablate.compare.arms import Arm, build_arms, layout_roles
+from ablate.compare.executors import Execution, Executor, ItemOutcome, WorkItem
+from ablate.compare.ledger import (
+    append_ledger,
+    arm_key,
+    count_looks,
+    fingerprint_changes,
+    read_ledger,
+    task_set_sha256,
+)
+from ablate.compare.tiers import Tier, claims, resolve_tier
+from ablate.core.errors import OutputExists, UsageError
+from ablate.core.fsutil import atomic_write_bytes
+from ablate.mine.pricing import estimate_cost
+from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_plan
+from ablate.setup.tasks import Task, load_tasks
+
+COMPARE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    arms: list[str]
+    tasks: list[Path]
+    tier: str = "smoke"
+    repeats: int | None = None
+    block: str | None = None
+    layer: str = "user-claude-md"
+    executor: str = "claude-code"
+    model: str = "claude-sonnet-4-6"
+    max_turns: int = 30
+    max_tokens: int = 1024
+    seed: int = 0
+    out: Path = Path("runs")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    sessions: int
+    calls: int
+    usd: float | None
+    basis: str
+
+    def line(self) -> str:
+        cost = "unknown cost" if self.usd is None else f"~${self.usd:.2f}"
+        return f"{self.sessions} sessions, ~{self.calls} API calls, {cost} ({self.basis})"
+
+
+@dataclass
+class PreparedCompare:
+    request: CompareRequest
+    tier: Tier
+    arms: list[Arm]
+    tasks: list[Task]
+    items: list[WorkItem]
+    estimate: Estimate
+    compare_id: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def holdout(self) -> list[str]:
+        return [t.id for t in self.tasks if t.spec.split == "holdout"]
+
+
+def estimate_compare(
+    arms: Sequence[Arm], tasks: Sequence[Task], sessions: int, executor: Executor, model: str, max_turns: int
+) -> Estimate:
+    calls = sessions * executor.calls_per_session(max_turns)
+    if not executor.spends:
+        return Estimate(sessions, calls, 0.0, "the simulated endpoint: nothing is billed")
+    if executor.name == "api":
+        mean_system = sum(len(a.rendered.data) for a in arms) / len(arms)
+        mean_prompt = sum(len(t.prompt) for t in tasks) / len(tasks)
+        inp = int((mean_system + mean_prompt) / 4) + 10
+        out = getattr(executor, "max_tokens", 1024)
+        per = estimate_cost(model, input_tokens=inp, output_tokens=out)
+        basis = f"1 call per session of ~{inp} input tokens and at most {out} output tokens at list price"
+    else:
+        per = estimate_cost(model, input_tokens=ASSUMED_INPUT_TOKENS, output_tokens=ASSUMED_OUTPUT_TOKENS)
+        per = None if per is None else per * executor.calls_per_session(max_turns)
+        basis = (
+            f"assumes {executor.calls_per_session(max_turns)} calls per session of "
+            f"~{ASSUMED_INPUT_TOKENS // 1000}k input and {ASSUMED_OUTPUT_TOKENS} output tokens at list price, "
+            "no prompt caching (an upper-end guess)"
+        )
+    if per is None:
+        return Estimate(sessions, calls, None, f"no list price known for {model!r}")
+    return Estimate(sessions, calls, per * sessions, basis)
+
+
+def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
+    """Check the request and plan it; nothing is run and nothing is written."""
+    tier = resolve_tier(req.tier, req.repeats)
+    if not req.tasks:
+        raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
+    arms = build_arms(req.arms, req.block)
+    tasks = load_tasks(req.tasks)
+    notes: list[str] = []
+    if executor.name in ("api", "sim"):
+        for a in arms:
+            try:
+                a.rendered.data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UsageError(
+                    f"arm {a.name}: {a.variant.source} is not UTF-8 text; a system prompt must be"
+                ) from None
+    seen: dict[str, str] = {}
+    for a in arms:
+        if a.fingerprint in seen:
+            notes.append(
+                f"arms {seen[a.fingerprint]} and {a.name} are byte-identical: their contrast is a null check"
+            )
+        seen.setdefault(a.fingerprint, a.name)
+    for t in tasks:
+        if not t.spec.pitfalls:
+            notes.append(f"task {t.id} has no pitfalls: every session of it counts as pitfall-free")
+    plan = make_plan([t.id for t in tasks], [a.name for a in arms], repeats=tier.repeats, seed=req.seed)
+    by_task = {t.id: t for t in tasks}
+    by_arm = {a.name: a for a in arms}
+    arm_pos = {a.name: i for i, a in enumerate(arms)}
+    task_pos = {t.id: i for i, t in enumerate(tasks)}
+    items = [
+        WorkItem(
+            p.item, by_task[p.task], by_arm[p.cell], p.repeat, p.order, arm_pos[p.cell], task_pos[p.task]
+        )
+        for p in plan
+    ]
+    est = estimate_compare(arms, tasks, len(items), executor, req.model, req.max_turns)
+    digest = hashlib.sha256(
+        "\n".join([a.fingerprint for a in arms] + [t.sha256 for t in tasks] + [str(req.seed)]).encode()
+    ).hexdigest()
+    compare_id = f"compare-{datetime.now(UTC):%Y%m%d-%H%M%S}-{digest[:8]}"
+    return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes)
+
+
+def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    atomic_write_bytes(path, b"".join(orjson.dumps(r) + b"\n" for r in rows))
+
+
+def _effect(e: an.Effect) -> dict[str, Any]:
+    return {
+        "a": e.a,
+        "b": e.b,
+        "delta": e.delta,
+        "ci_low": e.ci_low,
+        "ci_high": e.ci_high,
+        "p_adjusted": e.p_adjusted,
+        "real": e.real,
+    }
+
+
+def _baseline_rate(rates: Sequence[an.ArmRate], baseline: str) -> float | None:
+    return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
+
+
+def analyse(
+    prep: PreparedCompare, outcomes: Sequence[ItemOutcome]
+) -> tuple[dict[str, Any], list[an.Observation]]:
+    """The statistics part of compare.json."""
+    arm_names = [a.name for a in prep.arms]
+    task_ids = [t.id for t in prep.tasks]
+    obs = [an.Observation(o.task, o.arm, o.repeat, o.pitfall_free, o.turns) for o in outcomes if o.answered]
+    excluded = [o for o in outcomes if not o.answered]
+    seed = prep.request.seed
+    contrasts = an.all_contrasts(obs, arm_names, task_ids, seed=seed)
+    rates = an.arm_rates(obs, arm_names, task_ids)
+    verdicts = []
+    holdout_contrasts = []
+    for arm in arm_names[1:]:
+        v, hold = an.verdict(obs, contrasts, arm_names[0], arm, task_ids, prep.holdout, seed=seed)
+        verdicts.append(v.to_json())
+        if hold is not None:
+            holdout_contrasts.append(hold.to_json())
+    roles = layout_roles(prep.arms)
+    decomposition = None
+    if roles is not None:
+        parts = an.decomposition(
+            contrasts, roles["original"].name, roles["moved"].name, roles["duplicated"].name
+        )
+        decomposition = {k: _effect(e) for k, e in parts.items()}
+    regressions = [
+        c.to_json()
+        for c in contrasts
+        if c.task is not None and c.metric == "pitfall_free" and c.delta is not None and c.delta < 0
+    ]
+    blocks = len(prep.tasks) * prep.tier.repeats
+    return (
+        {
+            "arm_rates": [r.__dict__ for r in rates],
+            "contrasts": [c.to_json() for c in contrasts],
+            "holdout_contrasts": holdout_contrasts,
+            "decomposition": decomposition,
+            "regressions": regressions,
+            "verdicts": verdicts,
+            "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),
+            "excluded": {
+                "count": len(excluded),
+                "by_status": {
+                    s: sum(1 for o in excluded if o.status == s) for s in sorted({o.status for o in excluded})
+                },
+                "items": [o.item for o in excluded][:200],
+            },
+        },
+        obs,
+    )
+
+
+def run_compare(
+    prep: PreparedCompare,
+    executor: Executor,
+    *,
+    on_item: Callable[[ItemOutcome], None] | None = None,
+) -> tuple[Path, dict[str, Any]]:
+    """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report)."""
+    from ablate.compare.render import render_markdown
+
+    out_root = prep.request.out
+    folder = out_root / prep.compare_id
+    if folder.exists() and any(folder.iterdir()):
+        raise OutputExists(
+            f"{folder}: compare folder already exists", hint="pick another --out or wait a second"
+        )
+    (folder / "arms").mkdir(parents=True, exist_ok=True)
+    for a in prep.arms:
+        atomic_write_bytes(folder / "arms" / f"{a.name}.md", a.rendered.data)
+    _write_jsonl(
+        folder / "plan.jsonl",
+        [
+            {"item": i.item, "task": i.task.id, "arm": i.arm.name, "repeat": i.repeat, "order": i.order}
+            for i in prep.items
+        ],
+    )
+    entries, bad = read_ledger(out_root)
+    task_sha = task_set_sha256(prep.tasks)
+    looks = count_looks(entries, task_sha, prep.holdout, bad)
+    changes = fingerprint_changes(entries, prep.arms)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    execution: Execution = executor.run(prep.items, folder, on_item)
+    outcomes = sorted(execution.outcomes, key=lambda o: o.order)
+    _write_jsonl(folder / "items.jsonl", [o.to_json() for o in outcomes])
+    for a in prep.arms:
+        if a.rendered.source_changed():
+            changes.append(
+                {
+                    "arm": a.name,
+                    "source": str(a.variant.source),
+                    "earlier_compare_id": None,
+                    "earlier_fingerprint": a.fingerprint,
+                    "fingerprint": None,
+                    "when": "during this run (every session got the bytes read at the start)",
+                }
+            )
+    stats, _obs = analyse(prep, outcomes)
+    spent = sum(o.cost_usd or 0.0 for o in outcomes) if executor.spends else 0.0
+    req = prep.request
+    report: dict[str, Any] = {
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "compare_id": prep.compare_id,
+        "ablate_version": __version__,
+        "started_at": started,
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "executor": executor.name,
+        "model": req.model,
+        "layer": req.layer if executor.name == "claude-code" else None,
+        "tier": prep.tier.name,
+        "repeats": prep.tier.repeats,
+        "seed": req.seed,
+        "tasks": [{"id": t.id, "split": t.spec.split, "sha256": t.sha256} for t in prep.tasks],
+        "task_set_sha256": task_sha,
+        "arms": [a.to_json() for a in prep.arms],
+        "baseline": prep.arms[0].name,
+        "items": len(prep.items),
+        "estimate": {
+            "sessions": prep.estimate.sessions,
+            "calls": prep.estimate.calls,
+            "usd": prep.estimate.usd,
+            "basis": prep.estimate.basis,
+        },
+        "spent_usd": spent,
+        "spent_basis": getattr(executor, "spend_basis", ""),
+        **stats,
+        "looks": looks.to_json(),
+        "fingerprint_changes": changes,
+        "notes": prep.notes,
+        "execution": execution.info,
+    }
+    atomic_write_bytes(folder / "compare.json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    atomic_write_bytes(folder / "compare.md", render_markdown(report).encode())
+    append_ledger(
+        out_root,
+        {
+            "compare_id": prep.compare_id,
+            "created_at": started,
+            "folder": prep.compare_id,
+            "task_set_sha256": task_sha,
+            "tasks": [t.id for t in prep.tasks],
+            "holdout": prep.holdout,
+            "arms": [arm_key(a) for a in prep.arms],
+            "executor": executor.name,
+            "tier": prep.tier.name,
+            "repeats": prep.tier.repeats,
+        },
+    )
+    return folder, report

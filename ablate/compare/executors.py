@@ -1,0 +1,505 @@
+"""Executors: how one comparison item (task × arm × repeat) is run.
+
+* :class:`ApiExecutor` (``--executor api``): "just the model". The anthropic SDK sends one request per item
+  with the arm's file as the ``system`` prompt and the task's prompt as the only user message: no tools, no
+  config dir, no Claude Code. Every request body is recorded byte for byte (``requests.jsonl``) and checked:
+  within each (task, repeat) block the bodies of all arms are identical except the ``system`` value
+  (:func:`check_requests`).
+* :class:`SimExecutor` (``--executor sim``): the same requests against an in-process ``ablate.sim`` endpoint
+  with a script: a free dry run of the whole pipeline (plan, requests, statistics, report, ledger).
+* :class:`ClaudeCodeExecutor` (``--executor claude-code``, the default): the real CLI in cells, through the
+  runner and scheduler of ``ablate run``. The arms become variant cells of one generated cell set
+  (``replace = { <layer> = "arms/<arm>.md" }``) run in one sweep; the run folder is ``<compare>/run/<id>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from ablate.compare.arms import Arm
+from ablate.core.errors import AblateError, UsageError
+from ablate.core.fsutil import sha256_bytes
+from ablate.mine.pricing import estimate_cost
+from ablate.setup.tasks import Task
+
+REQUESTS = "requests.jsonl"
+SIM_LOG = "sim-requests.jsonl"
+_SESSION_NS = uuid.UUID("6f7c2d9a-13c5-4d6e-9a51-0c0a6b1a7e13")
+SESSION_HEADER = "x-ablate-session-id"
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    item: str
+    task: Task
+    arm: Arm
+    repeat: int
+    order: int
+    arm_index: int = 0
+    """Position of the arm in the comparison (the first is the baseline)."""
+    task_index: int = 0
+    """Position of the task in the task list."""
+
+
+@dataclass
+class ItemOutcome:
+    """What one item came to. ``status`` other than ``completed`` excludes it from every contrast."""
+
+    item: str
+    task: str
+    arm: str
+    repeat: int
+    order: int
+    status: str
+    pitfall_hits: dict[str, int] = field(default_factory=dict)
+    turns: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None
+    session_id: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.status in ("completed", "max_turns", "max_tokens", "timeout")
+
+    @property
+    def pitfall_free(self) -> bool:
+        return not any(self.pitfall_hits.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Execution:
+    """Everything an executor produced besides the outcomes (recorded in compare.json)."""
+
+    outcomes: list[ItemOutcome]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    name: str
+    spends: bool
+    """False when nothing is billed (the sim)."""
+    spend_basis: str
+    """Where ``spent_usd`` comes from."""
+
+    def calls_per_session(self, max_turns: int) -> int: ...
+
+    def run(
+        self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
+    ) -> Execution: ...
+
+
+def pitfall_hits(task: Task, text: str) -> dict[str, int]:
+    """Matches of every pitfall of the task over the answer's text (case-insensitive)."""
+    return {p.id: len(re.findall(p.pattern, text, re.IGNORECASE)) for p in task.spec.pitfalls}
+
+
+def session_id(seed: int, item: str) -> str:
+    """A deterministic per-item id (uuid5 of the seed and item): the same plan sends the same headers."""
+    return str(uuid.uuid5(_SESSION_NS, f"{seed}:{item}"))
+
+
+class ApiExecutor:
+    """One Messages API request per item with the arm as the system prompt (the anthropic SDK)."""
+
+    name = "api"
+    spends = True
+    spend_basis = "list price × the usage each response reported (an estimate)"
+
+    def __init__(
+        self, *, model: str, base_url: str | None, api_key: str | None, max_tokens: int = 1024, seed: int = 0
+    ) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.priced = True
+        if not api_key:
+            raise UsageError(
+                "--executor api needs an API key",
+                hint="set ANTHROPIC_API_KEY (or use --executor sim for a free dry run)",
+            )
+
+    def calls_per_session(self, max_turns: int) -> int:
+        return 1
+
+    def run(
+        self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
+    ) -> Execution:
+        import anthropic
+
+        client = anthropic.Anthropic(base_url=self.base_url, api_key=self.api_key, max_retries=2)
+        outcomes: list[ItemOutcome] = []
+        records: list[dict[str, Any]] = []
+        with (folder / REQUESTS).open("ab") as log:
+            for it in items:
+                sid = session_id(self.seed, it.item)
+                out = ItemOutcome(
+                    it.item, it.task.id, it.arm.name, it.repeat, it.order, "error", session_id=sid
+                )
+                system = it.arm.rendered.data.decode("utf-8")
+                try:
+                    raw = client.messages.with_raw_response.create(
+                        model=self.model,
+                        max_tokens=self.max_tokens,
+                        system=system,
+                        messages=[{"role": "user", "content": it.task.prompt}],
+                        extra_headers={SESSION_HEADER: sid},
+                    )
+                    body = bytes(raw.http_request.content)
+                    msg = raw.parse()
+                except anthropic.APIError as exc:
+                    out.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    outcomes.append(out)
+                    if on_item:
+                        on_item(out)
+                    continue
+                text = "\n".join(b.text for b in msg.content if isinstance(b, anthropic.types.TextBlock))
+                out.status = "max_tokens" if msg.stop_reason == "max_tokens" else "completed"
+                out.pitfall_hits = pitfall_hits(it.task, text)
+                out.turns = None  # one call by construction: turns are not measured here
+                u = msg.usage
+                out.cost_usd = (
+                    estimate_cost(
+                        self.model,
+                        input_tokens=u.input_tokens,
+                        output_tokens=u.output_tokens,
+                        cache_read_tokens=u.cache_read_input_tokens or 0,
+                        cache_write_5m_tokens=u.cache_creation_input_tokens or 0,
+                    )
+                    if self.priced
+                    else 0.0
+                )
+                rec = {
+                    "item": it.item,
+                    "task": it.task.id,
+                    "arm": it.arm.name,
+                    "repeat": it.repeat,
+                    "session_id": sid,
+                    "body_sha256": sha256_bytes(body),
+                    "body": body.decode("utf-8"),
+                    "answer": text,
+                }
+                log.write(orjson.dumps(rec) + b"\n")
+                log.flush()
+                records.append(rec)
+                outcomes.append(out)
+                if on_item:
+                    on_item(out)
+        arm_text = {it.arm.name: it.arm.rendered.data.decode("utf-8") for it in items}
+        return Execution(outcomes, {"request_check": check_requests(records, arm_text)})
+
+
+class SimExecutor:
+    """The api executor against an in-process ``ablate.sim`` endpoint: free, offline, deterministic."""
+
+    name = "sim"
+    spends = False
+    spend_basis = "the simulated endpoint: nothing is billed"
+
+    def __init__(self, *, script: Path, model: str, seed: int = 0, max_tokens: int = 1024) -> None:
+        self.script = script
+        self.model = model
+        self.seed = seed
+        self.max_tokens = max_tokens
+
+    def calls_per_session(self, max_turns: int) -> int:
+        return 1
+
+    def run(
+        self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
+    ) -> Execution:
+        from ablate.sim import SimServer
+
+        with SimServer(self.script, log_path=folder / SIM_LOG, seed=self.seed) as sim:
+            api = ApiExecutor(
+                model=self.model,
+                base_url=sim.base_url,
+                api_key="sk-ablate-sim",
+                max_tokens=self.max_tokens,
+                seed=self.seed,
+            )
+            api.priced = False
+            execution = api.run(items, folder, on_item)
+            errors = sim.errors
+        execution.info["sim"] = {
+            "script": str(self.script),
+            "log": SIM_LOG,
+            "seed": self.seed,
+            "errors": errors,
+        }
+        return execution
+
+
+def _split_system(body: str) -> tuple[str, Any, str] | None:
+    """``(before, system value, after)`` of a JSON request body; None unless exactly one top-level
+    ``"system":`` key is found."""
+    try:
+        doc = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or "system" not in doc:
+        return None
+    hits = [m.end() for m in re.finditer(r'"system"\s*:\s*', body)]
+    if len(hits) != 1:
+        return None
+    value, end = json.JSONDecoder().raw_decode(body, hits[0])
+    if value != doc["system"]:
+        return None
+    return body[: hits[0]], value, body[end:]
+
+
+def check_requests(records: Sequence[dict[str, Any]], arm_text: dict[str, str]) -> dict[str, Any]:
+    """Verify, from the recorded bodies, that within each (task, repeat) block every arm's request is
+    byte-identical except the ``system`` value, and that each ``system`` is exactly its arm's file."""
+    blocks: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in records:
+        blocks.setdefault((r["task"], r["repeat"]), []).append(r)
+    mismatched: list[str] = []
+    wrong_system: list[str] = []
+    unparsed: list[str] = []
+    for recs in blocks.values():
+        rest: set[tuple[str, str]] = set()
+        for r in recs:
+            parts = _split_system(r["body"])
+            if parts is None:
+                unparsed.append(r["item"])
+                continue
+            before, system, after = parts
+            if system != arm_text.get(r["arm"]):
+                wrong_system.append(r["item"])
+            rest.add((before, after))
+        if len(rest) > 1:
+            mismatched.extend(r["item"] for r in recs)
+    verified = bool(records) and not (mismatched or wrong_system or unparsed)
+    return {
+        "verified": verified,
+        "method": "recorded request bodies; per (task, repeat) block the bytes before and after the "
+        "top-level system value are compared across arms",
+        "blocks": len(blocks),
+        "requests": len(records),
+        "differ_beyond_system": sorted(mismatched),
+        "system_not_the_arm": sorted(wrong_system),
+        "unparsed": sorted(unparsed),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The real CLI in cells
+
+
+@dataclass
+class ClaudeCodeOptions:
+    config_dir: Path
+    repo: Path
+    layer: str
+    claude_bin: Path | None
+    model: str
+    max_turns: int
+    timeout_s: float
+    jobs: int
+    seed: int
+    work_dir: Path | None = None
+    ablate_toml: Path | None = None
+    budget_usd: float | None = None
+
+
+def cell_set_toml(arms: Sequence[Arm], layer: str) -> str:
+    """A cell set whose cells are the arms, each replacing ``layer`` with ``arms/<name>.md``."""
+    lines = [
+        "schema_version = 1",
+        'name = "compare"',
+        'description = "Arms of an ablate compare run (generated)."',
+        f"control = {json.dumps(arms[0].name)}",
+        "",
+    ]
+    for a in arms:
+        lines += [
+            "[[cell]]",
+            f"id = {json.dumps(a.name)}",
+            f"label = {json.dumps(a.spec)}",
+            f"replace = {{ {json.dumps(layer)} = {json.dumps(f'arms/{a.name}.md')} }}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def layer_fingerprint(rel_path: str, data: bytes) -> str:
+    """The catalog's fingerprint of a one-file layer holding ``data`` (``ablate.setup.layers``: sha256 over
+    the relative path, a NUL and the file's sha256)."""
+    return hashlib.sha256(rel_path.encode() + b"\0" + hashlib.sha256(data).digest()).hexdigest()
+
+
+def check_cells(arms: Sequence[Arm], rel_path: str, built: dict[str, object]) -> dict[str, Any]:
+    """Compare each arm's bytes with the layer fingerprint its built cell recorded in the run manifest."""
+    rows = {}
+    for a in arms:
+        want = layer_fingerprint(rel_path, a.rendered.data)
+        got = built.get(a.name)
+        rows[a.name] = {"expected": want, "built": got, "ok": got == want}
+    return {
+        "verified": all(r["ok"] for r in rows.values()),
+        "method": "the run manifest's per-layer fingerprint of each cell (taken when its environment was "
+        "built or retargeted) against the arm's bytes",
+        "arms": rows,
+    }
+
+
+def check_layer(layer: str, ablate_toml: Path | None) -> None:
+    """``layer`` must be a file layer of the catalog: the arms replace its first path (as cell files'
+    ``replace`` does)."""
+    from ablate.setup.layers import load_catalog
+
+    catalog = load_catalog(ablate_toml)
+    if layer not in catalog:
+        raise UsageError(f"--layer {layer!r}: no such layer", hint=f"known layers: {', '.join(catalog.ids)}")
+    spec = catalog.get(layer)
+    first = spec.paths[0] if spec.paths else ""
+    if not first or first.endswith("/") or any(c in first for c in "*?[") or spec.strip == "drop-key":
+        raise UsageError(
+            f"--layer {layer!r} is not a file layer ({', '.join(spec.paths) or 'JSON keys only'}); "
+            "arms replace one file",
+            hint="pick a file layer such as user-claude-md, axioms, lessons or repo-memory",
+        )
+
+
+class ClaudeCodeExecutor:
+    """The real pinned CLI in isolated cells, via the runner of ``ablate run`` (one sweep, all arms)."""
+
+    name = "claude-code"
+    spends = True
+    spend_basis = "the sessions' own cost records (ItemResult.cost_usd)"
+
+    def __init__(self, options: ClaudeCodeOptions) -> None:
+        check_layer(options.layer, options.ablate_toml)
+        self.options = options
+        self.runner: Any = None
+
+    def calls_per_session(self, max_turns: int) -> int:
+        from ablate.run.plan import ASSUMED_CALLS_PER_SESSION
+
+        return min(max_turns, ASSUMED_CALLS_PER_SESSION)
+
+    def request_stop(self, *, kill: bool = False) -> None:
+        """Stop launching sessions (Ctrl-C); with ``kill``, kill the running ones too."""
+        if self.runner is not None:
+            self.runner.request_stop(kill=kill)
+
+    def run(
+        self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
+    ) -> Execution:
+        from ablate.core.claude import find_claude
+        from ablate.isolate.backend import ShadowEnvironments
+        from ablate.run.prepare import RunRequest, prepare_run
+        from ablate.run.result import iter_results
+        from ablate.run.scheduler import Runner, RunOptions
+
+        o = self.options
+        # declared order (the first arm is the control), so the runner draws the very same plan
+        arms = [
+            it.arm for it in sorted({it.arm_index: it for it in items}.values(), key=lambda i: i.arm_index)
+        ]
+        tasks = [
+            it.task for it in sorted({it.task_index: it for it in items}.values(), key=lambda i: i.task_index)
+        ]
+        repeats = max(it.repeat for it in items) + 1
+        cells = folder / "cells.toml"
+        cells.write_text(cell_set_toml(arms, o.layer))
+        claude = find_claude(o.claude_bin)
+        prep = prepare_run(
+            RunRequest(
+                tasks=[t.source for t in tasks],
+                cells=str(cells),
+                repeats=repeats,
+                model=o.model,
+                max_turns=o.max_turns,
+                timeout_s=o.timeout_s,
+                out=folder / "run",
+                config_dir=o.config_dir,
+                repo=o.repo,
+                seed=o.seed,
+                ablate_toml=o.ablate_toml,
+            ),
+            claude,
+        )
+        planned = [(p.item, p.order) for p in sorted(prep.folder.read_plan(), key=lambda p: p.order)]
+        if planned != [(it.item, it.order) for it in sorted(items, key=lambda i: i.order)]:
+            raise AblateError(
+                f"{prep.folder.root}: the runner's plan differs from the comparison's; refusing to run it",
+                hint="this is a bug in ablate: please report it with both plan.jsonl files",
+            )
+        work_root = (o.work_dir or Path(tempfile.gettempdir()) / "ablate-envs") / prep.folder.root.name
+        backend = ShadowEnvironments(
+            prep.setup,
+            prep.catalog,
+            work_root,
+            base_env=dict(os.environ),
+            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(prep.manifest.max_retries)},
+        )
+        self.runner = Runner(
+            prep.folder,
+            prep.manifest,
+            tasks=prep.tasks,
+            cells=list(prep.cell_set.cells),
+            backend=backend,
+            options=RunOptions(jobs=o.jobs, budget_usd=o.budget_usd),
+            claude=claude,
+            work_root=work_root,
+        )
+        summary = self.runner.run()
+        by_item = {it.item: it for it in items}
+        outcomes: list[ItemOutcome] = []
+        for res in iter_results(prep.folder):
+            it = by_item.get(res.item)
+            if it is None:
+                raise AblateError(f"{prep.folder.root}: result {res.item} is not an item of this comparison")
+            status = (
+                res.status if res.complete and not res.flags else ("flagged" if res.flags else res.status)
+            )
+            out = ItemOutcome(
+                res.item,
+                res.task,
+                res.cell,
+                res.repeat,
+                it.order,
+                status,
+                pitfall_hits=dict(res.pitfall_hits),
+                turns=res.turns,
+                cost_usd=res.cost_usd,
+                error=res.error,
+                session_id=res.session_id,
+            )
+            outcomes.append(out)
+            if on_item:
+                on_item(out)
+        done = {o.item for o in outcomes}
+        for it in items:
+            if it.item not in done:
+                outcomes.append(ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run"))
+        from ablate.run.folder import read_manifest
+
+        layer_path = prep.catalog.get(o.layer).paths[0]
+        built = {c.id: c.fingerprints.get(o.layer) for c in read_manifest(prep.folder).cells}
+        return Execution(
+            outcomes,
+            {
+                "run_folder": str(prep.folder.root.relative_to(folder)),
+                "run_outcome": summary.outcome,
+                "claude_version": claude.version,
+                "cell_check": check_cells(arms, layer_path, built),
+            },
+        )

@@ -1,0 +1,141 @@
+"""``<out>/compare-ledger.jsonl``: every compare run, so looks at the same tasks are counted.
+
+A best-of-many comparison is a maximum, not an estimate: the report states how many earlier runs looked at
+the same task set (hash of the task ids and file hashes) and how often each holdout task has been used. The
+ledger also remembers every arm's fingerprint, so a file edited in place between two runs that call it by the
+same name is caught (:func:`fingerprint_changes`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ablate.compare.arms import Arm
+from ablate.setup.tasks import Task
+
+LEDGER = "compare-ledger.jsonl"
+LEDGER_SCHEMA_VERSION = 1
+
+
+def task_set_sha256(tasks: Sequence[Task]) -> str:
+    """Hash of the task set: sorted (id, file sha256) pairs."""
+    text = "\n".join(f"{t.id}\0{t.sha256}" for t in sorted(tasks, key=lambda t: t.id))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_ledger(out_root: Path) -> tuple[list[dict[str, Any]], int]:
+    """The ledger's entries, oldest first, and the number of unreadable lines (skipped, counted)."""
+    path = out_root / LEDGER
+    entries: list[dict[str, Any]] = []
+    bad = 0
+    if not path.exists():
+        return entries, bad
+    with path.open("rb") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(rec, dict) and rec.get("schema_version") == LEDGER_SCHEMA_VERSION:
+                entries.append(rec)
+            else:
+                bad += 1
+    return entries, bad
+
+
+def append_ledger(out_root: Path, entry: dict[str, Any]) -> None:
+    """Append one entry (a single ``write`` of one line, flushed and synced)."""
+    out_root.mkdir(parents=True, exist_ok=True)
+    data = orjson.dumps({"schema_version": LEDGER_SCHEMA_VERSION, **entry}) + b"\n"
+    with (out_root / LEDGER).open("ab") as fh:
+        fh.write(data)
+        fh.flush()
+
+
+@dataclass(frozen=True)
+class Looks:
+    earlier_same_tasks: int
+    """Earlier compare runs on exactly this task set."""
+    earlier_ids: list[str]
+    holdout_uses: dict[str, int]
+    """Holdout task id → earlier compare runs that used it (any task set)."""
+    unreadable_lines: int
+
+    def statement(self) -> str:
+        if self.earlier_same_tasks == 0:
+            head = "first compare run on this task set in this runs folder"
+        else:
+            head = (
+                f"{self.earlier_same_tasks} earlier compare run(s) looked at the same tasks: a version picked as "
+                "the best of several looks is a maximum, not an estimate (expect it to shrink on new tasks)"
+            )
+        used = {t: n for t, n in sorted(self.holdout_uses.items()) if n}
+        if used:
+            listed = ", ".join(f"{t} by {n} earlier run(s)" for t, n in used.items())
+            head += f"; holdout tasks already used: {listed} (a reused holdout is no longer untouched)"
+        elif self.holdout_uses:
+            head += f"; the {len(self.holdout_uses)} holdout task(s) were not used by earlier runs"
+        return head
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "earlier_same_tasks": self.earlier_same_tasks,
+            "earlier_ids": self.earlier_ids,
+            "holdout_uses": self.holdout_uses,
+            "unreadable_lines": self.unreadable_lines,
+            "statement": self.statement(),
+        }
+
+
+def count_looks(entries: Sequence[dict[str, Any]], task_sha: str, holdout: Sequence[str], bad: int) -> Looks:
+    same = [e for e in entries if e.get("task_set_sha256") == task_sha]
+    uses = {t: sum(1 for e in entries if t in (e.get("tasks") or [])) for t in holdout}
+    return Looks(len(same), [str(e.get("compare_id")) for e in same], uses, bad)
+
+
+def arm_key(arm: Arm) -> dict[str, object]:
+    v = arm.variant
+    return {
+        "name": arm.name,
+        "source": str(v.source),
+        "op": v.op,
+        "block": str(v.selector) if v.selector is not None else None,
+        "fingerprint": arm.fingerprint,
+        "source_sha256": arm.rendered.source_sha256,
+    }
+
+
+def fingerprint_changes(entries: Sequence[dict[str, Any]], arms: Sequence[Arm]) -> list[dict[str, object]]:
+    """Arms whose name and source match an earlier run's arm but whose bytes differ: an in-place edit.
+
+    Results of such runs are never pooled: the report lists each change with the earlier run's id.
+    """
+    out: list[dict[str, object]] = []
+    for arm in arms:
+        key = arm_key(arm)
+        for e in entries:
+            for old in e.get("arms") or []:
+                if not isinstance(old, dict):
+                    continue
+                same_claim = all(old.get(k) == key[k] for k in ("name", "source", "op", "block"))
+                if same_claim and old.get("fingerprint") != arm.fingerprint:
+                    out.append(
+                        {
+                            "arm": arm.name,
+                            "source": key["source"],
+                            "earlier_compare_id": e.get("compare_id"),
+                            "earlier_fingerprint": old.get("fingerprint"),
+                            "fingerprint": arm.fingerprint,
+                            "when": "between runs",
+                        }
+                    )
+    return out

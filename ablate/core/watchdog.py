@@ -1,0 +1,75 @@
+"""A watchdog that kills a run's sessions when the runner dies, however it dies (``kill -9`` included).
+
+The runner starts one small process per run and keeps the write end of a pipe to it. The kernel closes that
+pipe when the runner exits for any reason; the watchdog then kills every process tagged with the run's prefix
+(:func:`ablate.core.proc.kill_tagged`): ``claude`` sessions, their hooks and shells, and daemons they
+double-forked. A session left running after its runner died would write a stdout file no plan record
+describes, and keep a cell environment busy.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import IO
+
+#: The watchdog's program: standard library only, so it starts in a few milliseconds.
+_PROGRAM = r"""
+import os, signal, sys, time
+needle = ("ABLATE_TAG=" + sys.argv[1]).encode()
+os.setsid()  # a Ctrl-C to the runner's process group must not take the watchdog first
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+try:
+    while sys.stdin.buffer.read(4096):
+        pass
+except OSError:
+    pass
+for _ in range(5):
+    found = False
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as fh:
+                env = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if any(v.startswith(needle) for v in env):
+            found = True
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+    if not found:
+        break
+    time.sleep(0.05)
+"""
+
+
+class Watchdog:
+    """Kills every process tagged ``prefix…`` once :meth:`close` is called or the owner dies."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _PROGRAM, prefix],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self._pipe: IO[bytes] | None = self._proc.stdin
+
+    def close(self, *, wait: bool = True) -> None:
+        """Release the watchdog: it kills what is still tagged, then exits."""
+        if self._pipe is not None:
+            self._pipe.close()
+            self._pipe = None
+        if self._proc is not None and wait:
+            self._proc.wait(timeout=30)
+            self._proc = None
+
+    def __enter__(self) -> Watchdog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

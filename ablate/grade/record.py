@@ -1,0 +1,188 @@
+"""``grades/<item>.json``: execution checks and judge verdicts of one item (grading never rewrites a result).
+
+One file per item, written atomically under a lock (the runner's session threads and the judge's workers
+update it concurrently). Checks are kept per attempt (``checks["2"]`` grades ``stdout/<item>.a2.json``'s
+checkout) and verdicts name the attempt they judged, so a reader pairs them with the result's ``attempt``
+and never with a stale attempt the runner later replaced.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from pydantic import Field, ValidationError
+
+from ablate.core.errors import Problem, SpecError
+from ablate.core.fsutil import atomic_write_bytes
+from ablate.core.specs import Spec, problems_from_validation
+from ablate.grade.checks import Baseline, ChecksGrade, grade_checkout
+from ablate.run.folder import RunFolder, utcnow
+from ablate.setup.tasks import Task
+
+GRADES = "grades"
+DIFFS = "diffs"
+GRADE_SCHEMA_VERSION: Literal[1] = 1
+
+Verdict = Literal["pass", "fail", "error"]
+
+
+class JudgeVerdict(Spec):
+    """One judge's verdict on one attempt's final answer."""
+
+    judge_model: str
+    """The judge model."""
+    attempt: int = Field(ge=1)
+    """The attempt whose final answer was judged."""
+    verdict: Verdict
+    """pass / fail; ``error``: no usable verdict (malformed twice, a refusal, an API error): not a fail."""
+    reason: str = ""
+    """The judge's one-line reason (pass/fail) or what went wrong (error)."""
+    tries: int = Field(default=1, ge=0)
+    """Calls made for this verdict (a malformed verdict is retried once)."""
+    input_tokens: int = 0
+    """Input tokens of every call."""
+    output_tokens: int = 0
+    """Output tokens of every call."""
+    cost_usd: float | None = None
+    """Estimated spend (price table; None for an unknown model)."""
+    graded_at: str = Field(default_factory=utcnow)
+    """ISO-8601 UTC."""
+
+
+class GradeFile(Spec):
+    """``grades/<item>.json``."""
+
+    schema_version: Literal[1] = GRADE_SCHEMA_VERSION
+    """Format version of this file."""
+    item: str
+    """``<task>__<cell>__r<repeat>``."""
+    checks: dict[str, ChecksGrade] = Field(default_factory=dict)
+    """Execution checks per attempt number (as a string)."""
+    judges: list[JudgeVerdict] = Field(default_factory=list)
+    """Judge verdicts, one per (judge model, attempt): a later verdict replaces an earlier error."""
+
+    def checks_for(self, attempt: int) -> ChecksGrade | None:
+        return self.checks.get(str(attempt))
+
+    def verdict(self, judge_model: str, attempt: int) -> JudgeVerdict | None:
+        for v in self.judges:
+            if v.judge_model == judge_model and v.attempt == attempt:
+                return v
+        return None
+
+
+def grade_path(folder: RunFolder, item: str) -> Path:
+    return folder.root / GRADES / f"{item}.json"
+
+
+def diff_rel(item: str, attempt: int) -> str:
+    """Where the session diff of an attempt is saved, relative to the run folder."""
+    return f"{DIFFS}/{item}.a{attempt}.patch"
+
+
+def read_grade(folder: RunFolder, item: str) -> GradeFile | None:
+    """The item's grades, or None. An unreadable or foreign file is a located :class:`SpecError`."""
+    path = grade_path(folder, item)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SpecError([Problem(str(path), "", f"invalid JSON: {exc}")]) from exc
+    if not isinstance(data, dict) or data.get("schema_version") != GRADE_SCHEMA_VERSION:
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        raise SpecError.single(
+            path, "schema_version", f"is {version!r}; this ablate reads grade schema {GRADE_SCHEMA_VERSION}"
+        )
+    try:
+        return GradeFile.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(problems_from_validation(str(path), exc)) from exc
+
+
+_THREAD_LOCK = threading.Lock()
+
+
+@contextmanager
+def _locked(folder: RunFolder) -> Iterator[None]:
+    lock_path = folder.root / GRADES / ".lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with _THREAD_LOCK, lock_path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def update_grade(folder: RunFolder, item: str, change: Callable[[GradeFile], GradeFile]) -> GradeFile:
+    """Read-modify-write the item's grade file atomically, under the folder's grade lock."""
+    with _locked(folder):
+        current = read_grade(folder, item) or GradeFile(item=item)
+        new = change(current)
+        data = orjson.dumps(new.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+        atomic_write_bytes(grade_path(folder, item), data + b"\n")
+        return new
+
+
+def record_checks(folder: RunFolder, item: str, grade: ChecksGrade) -> GradeFile:
+    """Store one attempt's checks (replacing an earlier grade of the same attempt, e.g. a re-grade)."""
+    return update_grade(
+        folder,
+        item,
+        lambda g: g.model_copy(update={"checks": {**g.checks, str(grade.attempt): grade}}),
+    )
+
+
+def record_verdict(folder: RunFolder, item: str, verdict: JudgeVerdict) -> GradeFile:
+    """Store one judge verdict, replacing that judge's earlier verdict of the same attempt."""
+
+    def change(g: GradeFile) -> GradeFile:
+        keep = [
+            v for v in g.judges if not (v.judge_model == verdict.judge_model and v.attempt == verdict.attempt)
+        ]
+        return g.model_copy(update={"judges": [*keep, verdict]})
+
+    return update_grade(folder, item, change)
+
+
+def grade_attempt(
+    folder: RunFolder, item: str, attempt: int, task: Task, checkout: Path, baseline: Baseline
+) -> ChecksGrade | None:
+    """The runner's hook after a session: grade the checkout, save the diff, record the checks.
+
+    Call it before the environment is reset, on the path the session saw as its checkout. A task without
+    checks records nothing.
+    """
+    rel = diff_rel(item, attempt)
+    grade = grade_checkout(
+        task, checkout, baseline, attempt=attempt, patch_path=folder.root / rel, patch_rel=rel
+    )
+    if grade is not None:
+        record_checks(folder, item, grade)
+    return grade
+
+
+__all__ = [
+    "DIFFS",
+    "GRADES",
+    "GRADE_SCHEMA_VERSION",
+    "GradeFile",
+    "JudgeVerdict",
+    "Verdict",
+    "diff_rel",
+    "grade_attempt",
+    "grade_path",
+    "read_grade",
+    "record_checks",
+    "record_verdict",
+    "update_grade",
+]

@@ -1,0 +1,61 @@
+"""Per-cell totals of graded outcomes (descriptive: the statistics are ``ablate report``'s)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ablate.grade.record import read_grade
+from ablate.run.folder import RunFolder
+from ablate.run.result import iter_results
+
+
+@dataclass
+class CellGrades:
+    """Checks and judge verdicts of one cell's complete items (their current attempts)."""
+
+    cell: str
+    checked: int = 0
+    """Items with checks that could be evaluated."""
+    checks_passed: int = 0
+    """Items whose every check passed."""
+    judged: int = 0
+    """Items with a pass/fail verdict of the judge."""
+    judge_pass: int = 0
+    """Items the judge passed."""
+    judge_errors: int = 0
+    """Items whose verdict is a judge error."""
+
+
+def grade_summary(run_dir: Path, judge_model: str | None = None) -> list[CellGrades]:
+    """Checks and verdicts per cell, in the order cells first appear in the plan.
+
+    ``judge_model`` picks one judge; None counts the first verdict recorded for each item.
+    """
+    folder = RunFolder(run_dir)
+    out: dict[str, CellGrades] = {}
+    for res in iter_results(folder):
+        row = out.setdefault(res.cell, CellGrades(res.cell))
+        if not res.complete:
+            continue
+        grade = read_grade(folder, res.item)
+        if grade is None:
+            continue
+        checks = grade.checks_for(res.attempt)
+        if checks is not None and checks.passed is not None:
+            row.checked += 1
+            row.checks_passed += int(checks.passed)
+        verdicts = [v for v in grade.judges if v.attempt == res.attempt]
+        if judge_model is not None:
+            verdicts = [v for v in verdicts if v.judge_model == judge_model]
+        if verdicts:
+            v = verdicts[0]
+            if v.verdict == "error":
+                row.judge_errors += 1
+            else:
+                row.judged += 1
+                row.judge_pass += int(v.verdict == "pass")
+    return list(out.values())
+
+
+__all__ = ["CellGrades", "grade_summary"]

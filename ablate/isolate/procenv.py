@@ -1,0 +1,251 @@
+"""The ONE process-environment allow-list (DESIGN §3.4), used by every environment builder and by the probe.
+
+A session's environment is built from scratch, never inherited: the ordinary process basics, the endpoint
+and auth variables, network plumbing, and ablate's pinned knobs. Every other ``CLAUDE_*``/``ANTHROPIC_*``
+variable is dropped, and so is everything git-related (``GIT_DIR`` & co. would point a session's git at
+another repository).
+
+The probe goes further (:func:`force_capture`): whatever the caller's environment, a probe session talks to
+the capture endpoint only. Provider switches (Bedrock, Vertex, Foundry), cloud credentials, proxies and real
+keys are removed, so a probe can never spend money or leave loopback.
+
+Recorded environments are redacted (:func:`redacted_env`): secret-named variables become ``***`` and
+credentials inside URLs (``https://user:pw@host``) too, whatever the variable's name.
+
+:func:`one_endpoint` enforces DESIGN §3.5: a ``settings.json`` ``env`` that sets the endpoint or auth, or an
+``apiKeyHelper``, would send the control through the user's gateway and C11 (empty config) direct.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ablate.core.errors import UsageError
+from ablate.core.gitutil import GIT_REPO_VARS as GIT_REPO_VARS
+from ablate.core.gitutil import git_env as git_env
+
+#: Inherited as is: the ordinary process basics.
+ENV_ALLOW = ("PATH", "USER", "SHELL", "LANG", "TERM", "TMPDIR")
+ENV_ALLOW_PREFIXES = ("LC_",)
+#: Where the model is: the endpoint and the provider switches.
+ENV_ENDPOINT = (
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
+    "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+    "CLAUDE_CODE_SKIP_FOUNDRY_AUTH",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_FOUNDRY_BASE_URL",
+    "ANTHROPIC_FOUNDRY_RESOURCE",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "CLOUD_ML_REGION",
+    "GOOGLE_CLOUD_PROJECT",
+)
+#: Who pays: keys, tokens and cloud credentials.
+ENV_AUTH = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_FOUNDRY_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+)
+ENV_AUTH_PREFIXES = ("AWS_", "VERTEX_REGION_")
+#: Network plumbing a corporate setup needs to reach its endpoint at all (no effect on behaviour).
+ENV_NETWORK = (
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
+#: Pinned knobs, the same in every cell (``extra_env`` may override them).
+ENV_PINNED = {
+    "CLAUDE_CODE_MAX_RETRIES": "2",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+}
+#: Set by ablate for environments it built itself: isolation is ablate's, not the user's.
+ENV_OWNED = ("HOME", "CLAUDE_CONFIG_DIR", "IS_SANDBOX")
+#: The key every probe session gets: the capture endpoint accepts anything, the real API nothing.
+PROBE_KEY = "sk-ablate-probe"
+
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|CUSTOM_HEADERS)", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+#: Settings keys that choose where traffic goes or run a credential helper (DESIGN §3.5).
+SETTINGS_HELPERS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper")
+
+
+def allowed(key: str) -> bool:
+    """Whether a session may inherit ``key`` from the caller's environment."""
+    return (
+        key in ENV_ALLOW
+        or key.startswith(ENV_ALLOW_PREFIXES)
+        or key in ENV_ENDPOINT
+        or key in ENV_AUTH
+        or key.startswith(ENV_AUTH_PREFIXES)
+        or key in ENV_NETWORK
+    )
+
+
+def is_endpoint_or_auth(key: str) -> bool:
+    """Endpoint, provider, credential or proxy variable: what decides where traffic goes and who pays."""
+    return (
+        key in ENV_ENDPOINT
+        or key in ENV_AUTH
+        or key.startswith(ENV_AUTH_PREFIXES)
+        or key in ENV_NETWORK
+        or key.startswith(("ANTHROPIC_", "CLAUDE_CODE_USE_", "CLAUDE_CODE_SKIP_"))
+    )
+
+
+def stray(key: str) -> bool:
+    """A ``CLAUDE_*``/``ANTHROPIC_*`` variable that no builder passes: it changes the cell."""
+    return (
+        key.startswith(("CLAUDE_", "ANTHROPIC_"))
+        and not allowed(key)
+        and key not in ENV_PINNED
+        and key not in ENV_OWNED
+    )
+
+
+def process_env(
+    base_env: Mapping[str, str],
+    *,
+    home: Path,
+    config_dir: Path,
+    extra_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole, explicit environment of a session: allow-listed, auth, pinned; everything else dropped."""
+    env = {key: value for key, value in base_env.items() if allowed(key)}
+    env.update(ENV_PINNED)
+    env["HOME"] = str(home)
+    env["CLAUDE_CONFIG_DIR"] = str(config_dir)
+    env["IS_SANDBOX"] = "1"
+    for key, value in (extra_env or {}).items():
+        if key in ENV_OWNED:
+            raise UsageError(
+                f"extra env may not set {key}: ablate sets it to isolate the cell",
+                hint="drop it from the extra environment",
+            )
+        env[key] = value
+    return dict(sorted(env.items()))
+
+
+def force_capture(env: Mapping[str, str], base_url: str) -> dict[str, str]:
+    """``env`` made safe for a probe session: every endpoint, provider, credential and proxy variable
+    removed, the capture endpoint and a fake key set, retries off. Everything else is kept as is (the probe
+    judges it)."""
+    out = {k: v for k, v in env.items() if not is_endpoint_or_auth(k)}
+    out["ANTHROPIC_BASE_URL"] = base_url
+    out["ANTHROPIC_API_KEY"] = PROBE_KEY
+    out["CLAUDE_CODE_MAX_RETRIES"] = "0"
+    out["NO_PROXY"] = out["no_proxy"] = "127.0.0.1,localhost"
+    return dict(sorted(out.items()))
+
+
+def is_secret(key: str) -> bool:
+    return bool(_SECRET.search(key))
+
+
+def redact_value(value: str) -> str:
+    """Credentials inside URLs (``scheme://user:pw@host``) become ``***@``."""
+    return _URL_USERINFO.sub("***@", value)
+
+
+def redacted_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for manifests and reports: secret values become ``***``, credentials in URLs too."""
+    return {
+        key: ("***" if value else "") if is_secret(key) else redact_value(value) for key, value in env.items()
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One endpoint for all cells (DESIGN §3.5)
+
+
+@dataclass
+class EndpointCheck:
+    """How the user's endpoint and auth reach the cells."""
+
+    settings_env: dict[str, str] = field(default_factory=dict)
+    """Endpoint/auth keys the setup's settings files set (values redacted)."""
+    helpers: list[str] = field(default_factory=list)
+    """Credential helpers the settings name (``settings.json apiKeyHelper``)."""
+    applied: dict[str, str] = field(default_factory=dict)
+    """The endpoint/auth variables every cell gets from ablate's own environment (values redacted)."""
+
+    def to_json(self) -> dict[str, object]:
+        return {"settings_env": self.settings_env, "helpers": self.helpers, "applied": self.applied}
+
+
+def settings_files(config_dir: Path, repo: Path) -> list[Path]:
+    """The settings files the CLI reads for a session in ``repo`` with ``config_dir`` (user, project, local)."""
+    return [
+        config_dir / "settings.json",
+        config_dir / "settings.local.json",
+        repo / ".claude" / "settings.json",
+        repo / ".claude" / "settings.local.json",
+    ]
+
+
+def _settings(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> EndpointCheck:
+    """Check that every cell reaches the same endpoint with the same auth, or refuse (UsageError).
+
+    Settings ``env`` keys for the endpoint or auth are fine when ablate's own environment sets the same
+    value: ablate then passes it to every cell, C11's empty config included, so the cells agree. A differing
+    or missing value, or a credential helper (which C11 would not have), is refused before anything starts,
+    naming the file, the key and the fix.
+    """
+    check = EndpointCheck()
+    problems: list[str] = []
+    for path in settings_files(config_dir, repo):
+        data = _settings(path)
+        env = data.get("env")
+        if isinstance(env, dict):
+            for key, value in sorted(env.items()):
+                if not is_endpoint_or_auth(str(key)):
+                    continue
+                shown = "***" if is_secret(str(key)) else redact_value(str(value))
+                check.settings_env[f"{path}:env.{key}"] = shown
+                if environ.get(str(key)) != str(value):
+                    problems.append(
+                        f"{path}: env.{key} sets the endpoint or auth for the cells that keep this file, "
+                        f"but not for C11 (empty config): export {key} with the same value before running "
+                        "(ablate passes it to every cell alike)"
+                    )
+        for helper in SETTINGS_HELPERS:
+            if data.get(helper):
+                check.helpers.append(f"{path}:{helper}")
+                problems.append(
+                    f"{path}: {helper} runs a credential helper only in cells that keep this file: export "
+                    "the credential it produces (ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN) and remove "
+                    f"{helper}, or run with a copy of the config dir without it (--config-dir)"
+                )
+    if problems:
+        raise UsageError(
+            "one endpoint for all cells (DESIGN §3.5): the setup routes some cells differently\n  "
+            + "\n  ".join(problems),
+            hint="set the endpoint and auth in the environment ablate runs in, where every cell gets them",
+        )
+    check.applied = redacted_env({k: v for k, v in environ.items() if allowed(k) and is_endpoint_or_auth(k)})
+    return check

@@ -1,0 +1,132 @@
+"""A hand-made run folder for grading tests: manifest, plan, task copies, results and stdout files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from ablate.run.folder import (
+    TASKS_DIR,
+    Attempt,
+    ClaudeInfo,
+    ManifestCell,
+    ManifestTask,
+    PlanItem,
+    RunFolder,
+    RunManifest,
+    item_id,
+    write_manifest,
+)
+from ablate.run.result import ItemResult, write_result
+
+TASK_TOML = """schema_version = 1
+id = "{id}"
+split = "{split}"
+prompt = "{prompt}"
+
+[rubric]
+pass = "Names the rounding risk before editing."
+fail = "Edits without surfacing any risk."
+"""
+
+
+@dataclass(frozen=True)
+class Item:
+    task: str
+    cell: str
+    repeat: int
+    answer: str
+    cwd: str = "/nowhere/ablate-envs/run/s00/wt/repo"
+
+
+def make_run(
+    root: Path,
+    items: Sequence[Item],
+    *,
+    model: str = "claude-sonnet-4-6",
+    splits: dict[str, str] | None = None,
+    cell_env: dict[str, dict[str, str]] | None = None,
+    stripped: dict[str, list[str]] | None = None,
+    setup: dict[str, object] | None = None,
+    task_text: dict[str, str] | None = None,
+) -> RunFolder:
+    folder = RunFolder(root)
+    (root / TASKS_DIR).mkdir(parents=True)
+    task_ids = sorted({i.task for i in items})
+    splits = splits or {}
+    for t in task_ids:
+        text = (task_text or {}).get(t) or TASK_TOML.format(
+            id=t, split=splits.get(t, "dev"), prompt=f"Task {t}: change the billing code."
+        )
+        (root / TASKS_DIR / f"{t}.toml").write_text(text)
+    cells = sorted({i.cell for i in items})
+    manifest = RunManifest(
+        run_id=root.name,
+        created_at="2026-01-01T00:00:00+00:00",
+        ablate_version="test",
+        claude=ClaudeInfo(path="/x/claude", version="2.1.332", sha256="0" * 64, pinned=True),
+        model=model,
+        max_turns=5,
+        argv=["claude"],
+        max_retries=0,
+        cell_set="test",
+        cells=[
+            ManifestCell(
+                id=c,
+                dirname=c.lower(),
+                stripped=(stripped or {}).get(c, []),
+                env=(cell_env or {}).get(c, {}),
+            )
+            for c in cells
+        ],
+        tasks=[
+            ManifestTask(id=t, sha256="0" * 64, source=f"{t}.toml", split=splits.get(t, "dev"))
+            for t in task_ids
+        ],
+        repeats=max(i.repeat for i in items) + 1,
+        seed=1,
+        plan_sha256="0" * 64,
+        items=len(items),
+        setup=setup or {},
+    )
+    write_manifest(folder, manifest)
+    plan = []
+    for n, it in enumerate(items):
+        iid = item_id(it.task, it.cell, it.repeat)
+        sid = f"00000000-0000-4000-8000-{n:012d}"
+        plan.append(
+            PlanItem(
+                item=iid,
+                task=it.task,
+                cell=it.cell,
+                repeat=it.repeat,
+                order=n,
+                attempts=[Attempt(n=1, session_id=sid, outcome="completed")],
+            )
+        )
+        stdout = folder.stdout_path(iid, 1)
+        stdout.parent.mkdir(parents=True, exist_ok=True)
+        stdout.write_bytes(
+            orjson.dumps({"type": "result", "subtype": "success", "result": it.answer, "session_id": sid})
+        )
+        write_result(
+            folder,
+            ItemResult(
+                item=iid,
+                task=it.task,
+                cell=it.cell,
+                repeat=it.repeat,
+                order=n,
+                attempt=1,
+                session_id=sid,
+                status="completed",
+                complete=True,
+                stdout=f"stdout/{iid}.a1.json",
+                session={"cwd": it.cwd},
+            ),
+        )
+    folder.write_plan(plan)
+    return folder
