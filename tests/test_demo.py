@@ -86,7 +86,7 @@ TRUTH_REPEATS = 20
 
 @pytest.mark.e2e
 def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: Path) -> None:
-    """One task (greet-exclaim) and the cells it needs: planted C1 real and harmful, null C2 a draw, C12 no-op."""
+    """One task (greet-exclaim) and the cells it needs: planted C1 real and harmful, null C2 a draw."""
     design = demo_design(tasks=1, tested_cells=2)
     assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, design.alpha_each) >= 0.99
     example = materialise_example(tmp_path / "setup")
@@ -96,7 +96,6 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
         '[[cell]]\nid = "C0"\nstrip = []\n'
         '[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
         '[[cell]]\nid = "C2"\nstrip = ["axioms"]\n'
-        '[[cell]]\nid = "C12"\nstrip = ["output-styles"]\n'
     )
     env = _env(claude, example.home)
     with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
@@ -144,9 +143,7 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
     pf = next(c for c in report.comparisons if c.cell == "C1" and c.metric == "pitfall_free")
     assert pf.real and pf.delta is not None and pf.delta < 0
     assert ranks["C2"].tie_group == "draw", ranks["C2"]
-    assert [c.cell for c in report.no_op_cells] == ["C12"]
-    assert "C12" not in ranks and not any(c.cell == "C12" for c in report.comparisons)
-    assert report.run.model_verified
+    assert report.run.model_verified  # (no-op labelling with the real CLI: the one-repeat demo test above)
 
 
 #: The demo script's deterministic tasks (the other two are probabilistic and covered above).
