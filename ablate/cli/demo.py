@@ -130,15 +130,16 @@ def demo_cmd(
             run_env,
         )
         if with_ab:
-            ab = demo_design(tasks=3, tested_cells=1)
+            ab_tasks = ("deploy-command", *DEMO_TASKS)
+            ab = demo_design(tasks=len(ab_tasks), tested_cells=1)
+            ab_repeats = repeats or ab.repeats
             _step(
-                f"The plain A/B: setup on (C0) against off (C11), 3 tasks x {repeats or ab.repeats} repeats",
+                f"The plain A/B: setup on (C0) against off (C11), {len(ab_tasks)} tasks x {ab_repeats} repeats",
                 [
                     "ab",
-                    "--tasks",
-                    str(tasks_dir),
+                    *[a for t in ab_tasks for a in ("--tasks", str(tasks_dir / f"{t}.toml"))],
                     "--repeats",
-                    str(repeats or ab.repeats),
+                    str(ab_repeats),
                     *common,
                     "--out",
                     str(ab_runs),

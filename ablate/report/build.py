@@ -158,10 +158,6 @@ def _seed(base: int, *parts: object) -> int:
     return (base + zlib.crc32("/".join(map(str, parts)).encode())) % (2**32)
 
 
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "n/a" if x is None else f"{x:.{digits}g}"
-
-
 def _mean(xs: Iterable[float]) -> float | None:
     v = list(xs)
     return sum(v) / len(v) if v else None
@@ -183,9 +179,10 @@ def build_report(
     plan = folder.read_plan()
     results = iter_results(folder)
     cells = {c.id: c for c in manifest.cells}
-    control_id = control or manifest.cells[0].id if manifest.cells else "C0"
-    if control is None:
-        control_id = next((c.id for c in manifest.cells if not c.stripped), manifest.cells[0].id)
+    if not manifest.cells:
+        raise RunFolderError(f"{run_dir}: the manifest lists no cells")
+    # the set's control is the cell that strips nothing (the manifest does not record the set's `control`)
+    control_id = control or next((c.id for c in manifest.cells if not c.stripped), manifest.cells[0].id)
     if control_id not in cells:
         raise UsageError(
             f"--control {control_id}: not a cell of this run",
