@@ -354,6 +354,9 @@ def _run(
             typer.echo(f"  failed {item}: {why}")
         if summary.pending and summary.outcome != "finished":
             typer.echo(f"resume with: ablate run --resume {folder.root}")
+    from ablate.cli.report import report_after_run
+
+    report_after_run(folder.root, quiet=json)
     code = {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(summary.outcome, EXIT_PARTIAL)
     if code != EXIT_OK:
         raise typer.Exit(code)
