@@ -450,7 +450,9 @@ class _Display:
         self._task = self._progress.add_task("run", total=total, failed=0, rl=0, running=0, spend=0.0)
 
     def update(self, p: Any) -> None:
-        if not self.enabled:
+        if not self.enabled:  # --json: no bar, but what the runner says (pauses, stops) still reaches stderr
+            if p.message:
+                _err(p.message)
             return
         if self._progress is None:
             self._start(p.total)
@@ -471,8 +473,6 @@ class _Display:
             self.note(p.message)
 
     def note(self, text: str) -> None:
-        if not self.enabled:
-            return
         if self._progress is not None:
             self._progress.console.print(text)
         else:
