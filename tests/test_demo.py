@@ -1,5 +1,4 @@
-"""`ablate demo` end to end: the real CLI, the probe, a 72-session run judged as it goes, and the ground truth
-recovered."""
+"""`ablate demo` and its planted truth: the real CLI against the probabilistic simulated model."""
 
 from __future__ import annotations
 
@@ -8,11 +7,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from ablate.core.errors import UsageError
+from ablate.core.resources import data_dir
 from ablate.grade.summary import grade_summary
-from ablate.run.demo import MARKER, prepare_demo_folder, summarise_results
+from ablate.report import build_report
+from ablate.run.demo import (
+    MARKER,
+    PLANTED_WITH,
+    PLANTED_WITHOUT,
+    demo_design,
+    prepare_demo_folder,
+    summarise_results,
+)
+from ablate.setup.examples import materialise_example
+from ablate.sim import SimServer
+from ablate.stats import power_binary
 
 
 def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:
@@ -28,51 +40,184 @@ def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:
     assert (again / MARKER).exists() and not (again / "old-run").exists()
 
 
+def test_demo_design_has_the_power_it_claims() -> None:
+    design = demo_design(tasks=2, tested_cells=3)
+    assert design.comparisons == 3 * 5 * 3  # 3 tested cells x 5 metrics x (2 tasks + pooled)
+    assert design.power >= 0.8
+    assert power_binary(design.repeats - 1, PLANTED_WITH, PLANTED_WITHOUT, design.alpha_each) < 0.8
+
+
+def _env(claude: Path, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update(ABLATE_CLAUDE_BIN=str(claude), HOME=str(home))
+    return env
+
+
 @pytest.mark.e2e
-def test_demo_recovers_the_simulated_ground_truth(claude: Path, tmp_path: Path) -> None:
+def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
+    claude: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "demo"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_"))}
-    env["ABLATE_CLAUDE_BIN"] = str(claude)
     proc = subprocess.run(
-        [sys.executable, "-m", "ablate", "demo", "--out", str(out), "--jobs", "3"],
-        env=env,
+        [sys.executable, "-m", "ablate", "demo", "--out", str(out), "--jobs", "3", "--repeats", "1"],
+        env=_env(claude, tmp_path),
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "OK: 12 cells" in proc.stdout  # the probe proved every cell faithful
+    assert "OK: 5 cells" in proc.stdout  # the probe proved every cell of the demo set faithful
     (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
-    cells = {s.cell: s for s in summarise_results(run_dir)}
-    assert all(s.complete == s.items == 6 for s in cells.values())
-    hits = {cid: s.pitfall_hits for cid, s in cells.items()}
-    # shadow/sim/demo.toml's ground truth, recovered from the transcripts
-    assert hits["C0"] == {}
-    assert hits["C1"] == {"drops-hello": 1, "untested-claim": 1}
-    assert hits["C4"] == {"bumps-version": 3}
-    assert hits["C5"] == {"plugin-instead-of-seed": 2}
-    assert hits["C6"] == {"drops-hello": 1}
-    assert hits["C8"] == {"adds-dependency": 1}
-    assert hits["C11"] == {
-        "adds-dependency": 1,
-        "bumps-version": 3,
-        "drops-hello": 1,
-        "plugin-instead-of-seed": 2,
-        "untested-claim": 1,
-        "untyped-def": 1,
-        "wrong-region": 1,
-    }
-    for cid in ("C2", "C3", "C7", "C9", "C10"):
-        assert hits[cid] == {}, cid
-    # checks on the checkouts the sessions left, and the sim playing the blind judge as the run went
-    graded = {g.cell: g for g in grade_summary(run_dir)}
-    passed = {cid: (g.checks_passed, g.checked, g.judge_pass, g.judged) for cid, g in graded.items()}
-    assert passed["C0"] == (3, 3, 6, 6)
-    assert passed["C1"] == passed["C4"] == passed["C6"] == (2, 3, 5, 6)
-    assert passed["C5"] == passed["C8"] == (3, 3, 5, 6)
-    assert passed["C11"] == (0, 3, 0, 6)
-    assert cells["C3"].mean_turns is not None and cells["C0"].mean_turns is not None
-    assert cells["C3"].mean_turns > cells["C0"].mean_turns  # no lessons: deploy needs the runbook
+    assert proc.stdout.rstrip().endswith(f"report: {run_dir / 'report.html'}")
+    assert "one repeat: nothing is significant" in proc.stdout
+    report = orjson.loads((run_dir / "report.json").read_bytes())
+    assert not any(c["real"] for c in report["comparisons"])
+    assert "one-repeat" in {c["id"] for c in report["caveats"]}
+    assert [c["cell"] for c in report["no_op_cells"]] == ["C12"]
+    assert (run_dir / "report.md").exists() and (run_dir / "plots" / "forest.svg").exists()
     # the example setup the demo read is untouched by the run (its hook log only has the seed line)
     log = out / "setup" / "home" / ".claude" / "data" / "sessions.log"
     assert log.read_text().count("session start") == 1
+
+
+#: Repeats for the planted-truth test: the planted effect is found with >= 99% power after Holm.
+TRUTH_REPEATS = 20
+
+
+@pytest.mark.e2e
+def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: Path) -> None:
+    """One task (greet-exclaim) and the cells it needs: planted C1 real and harmful, null C2 a draw."""
+    design = demo_design(tasks=1, tested_cells=2)
+    assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, design.alpha_each) >= 0.99
+    example = materialise_example(tmp_path / "setup")
+    cells = tmp_path / "cells.toml"
+    cells.write_text(
+        'schema_version = 1\nname = "truth"\ncontrol = "C0"\n'
+        '[[cell]]\nid = "C0"\nstrip = []\n'
+        '[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
+        '[[cell]]\nid = "C2"\nstrip = ["axioms"]\n'
+    )
+    env = _env(claude, example.home)
+    with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
+        env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ablate",
+                "run",
+                "--tasks",
+                str(data_dir("tasks") / "greet-exclaim.toml"),
+                "--cells",
+                str(cells),
+                "--repeats",
+                str(TRUTH_REPEATS),
+                "--model",
+                "claude-sonnet-4-6",
+                "--max-turns",
+                "8",
+                "--jobs",
+                "3",
+                "--seed",
+                "11",
+                "--out",
+                str(tmp_path / "runs"),
+                "--work-dir",
+                str(tmp_path / "envs"),
+                "--config-dir",
+                str(example.config_dir),
+                "--repo",
+                str(example.repo),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert (run_dir / "report.html").exists()  # `ablate run` wrote the report at the end
+    report = build_report(run_dir)
+    ranks = {e.cell: e for e in report.ranking}
+    assert ranks["C1"].tie_group != "draw" and ranks["C1"].verdict.startswith("helps"), ranks["C1"]
+    pf = next(c for c in report.comparisons if c.cell == "C1" and c.metric == "pitfall_free")
+    assert pf.real and pf.delta is not None and pf.delta < 0
+    assert ranks["C2"].tie_group == "draw", ranks["C2"]
+    assert report.run.model_verified  # (no-op labelling with the real CLI: the one-repeat demo test above)
+
+
+#: The demo script's deterministic tasks (the other two are probabilistic and covered above).
+DETERMINISTIC_TASKS = ("deploy-command", "typed-farewell", "release-notes", "deterministic-tests")
+
+
+@pytest.mark.e2e
+def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path, tmp_path: Path) -> None:
+    """The twelve layered cells on the four deterministic tasks, with the sim as the blind judge."""
+    example = materialise_example(tmp_path / "setup")
+    env = _env(claude, example.home)
+    tasks = [a for t in DETERMINISTIC_TASKS for a in ("--tasks", str(data_dir("tasks") / f"{t}.toml"))]
+    with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
+        env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ablate",
+                "run",
+                *tasks,
+                "--cells",
+                "layered",
+                "--repeats",
+                "1",
+                "--model",
+                "claude-sonnet-4-6",
+                "--max-turns",
+                "8",
+                "--jobs",
+                "3",
+                "--seed",
+                "7",
+                "--judge-model",
+                "claude-haiku-4-5",
+                "--out",
+                str(tmp_path / "runs"),
+                "--work-dir",
+                str(tmp_path / "envs"),
+                "--config-dir",
+                str(example.config_dir),
+                "--repo",
+                str(example.repo),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    cells = {s.cell: s for s in summarise_results(run_dir)}
+    assert all(s.complete == s.items == 4 for s in cells.values())
+    hits = {cid: s.pitfall_hits for cid, s in cells.items()}
+    # shadow/sim/demo.toml's ground truth, recovered from the transcripts
+    assert hits["C4"] == {"bumps-version": 3}
+    assert hits["C5"] == {"plugin-instead-of-seed": 2}
+    assert hits["C11"] == {
+        "bumps-version": 3,
+        "plugin-instead-of-seed": 2,
+        "untyped-def": 1,
+        "wrong-region": 1,
+    }
+    for cid in ("C0", "C1", "C2", "C3", "C6", "C7", "C8", "C9", "C10"):
+        assert hits[cid] == {}, cid
+    # checks on the checkouts the sessions left (release-notes, typed-farewell), and the judge's verdicts
+    graded = {g.cell: g for g in grade_summary(run_dir)}
+    passed = {cid: (g.checks_passed, g.checked, g.judge_pass, g.judged) for cid, g in graded.items()}
+    assert passed["C0"] == passed["C1"] == passed["C6"] == passed["C8"] == (2, 2, 4, 4)
+    assert passed["C4"] == (1, 2, 3, 4)
+    assert passed["C5"] == (2, 2, 3, 4)
+    assert passed["C11"] == (0, 2, 0, 4)
+    assert cells["C3"].mean_turns is not None and cells["C0"].mean_turns is not None
+    assert cells["C3"].mean_turns > cells["C0"].mean_turns  # no lessons: deploy needs the runbook
+    # the graded metrics reach the report
+    report = orjson.loads((run_dir / "report.json").read_bytes())
+    assert {"checks_passed", "judge_pass"} <= {c["metric"] for c in report["comparisons"]}

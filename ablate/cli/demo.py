@@ -34,106 +34,147 @@ def demo_cmd(
     ] = Path(".cache/demo"),
     claude_bin: ClaudeBin = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions run at once.")] = 3,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            "--repeats",
+            "-n",
+            min=1,
+            help="Repeats per (task, cell). Default: what finds the planted effects with 80% power after Holm.",
+        ),
+    ] = None,
+    with_ab: Annotated[
+        bool,
+        typer.Option("--with-ab", help="Also run `ablate ab` (setup on against off) on all three tasks."),
+    ] = False,
+    examples: Annotated[
+        Path | None,
+        typer.Option(
+            "--examples", help="Copy the reports into this folder as the *_example.md files (make examples)."
+        ),
+    ] = None,
 ) -> None:
     """Run ablate end to end on the bundled example setup, with no API key and no cost.
 
     It lays out a realistic example setup (a config dir with CLAUDE.md, imported axioms and lessons, skills,
     hooks, auto-memory; a repository with MEMORY.md, runbooks, decisions, findings, handoffs), then shows
-    `ablate layers`, `ablate cells`, `ablate probe` (the real claude CLI against the capture endpoint), an
-    `ablate run` of the twelve layered cells on the six example tasks against a simulated, setup-sensitive
-    model (shadow/sim/demo.toml, whose answers depend on which layers reached it: a known ground truth; it
-    also plays the blind judge), and a per-cell summary of the results, checks and verdicts. Everything stays under --out; your own ~/.claude is never read.
+    `ablate layers`, `ablate cells`, `ablate probe` (the real claude CLI against the capture endpoint) and an
+    `ablate run` of the demo cell set (two planted layers, one null layer, one no-op cell) on two tasks
+    against a simulated model whose outcome rates depend on which layers reached it (shadow/sim/demo.toml: a
+    known, probabilistic ground truth), with enough repeats to find the planted effects at 80% power. The run
+    ends with `ablate report`; the demo prints where report.html is. Everything stays under --out; your own
+    ~/.claude is never read.
 
     Exit codes: 0 ok, 1 a step failed, 2 bad input (no claude binary, --out not a demo folder).
     """
-    from tabulate import tabulate
-
     from ablate.core.claude import find_claude
     from ablate.core.resources import data_dir
-    from ablate.run.demo import prepare_demo_folder, summarise_results
+    from ablate.run.demo import (
+        DEMO_TASKS,
+        PLANTED_WITH,
+        PLANTED_WITHOUT,
+        demo_design,
+        prepare_demo_folder,
+        write_demo_cells,
+    )
     from ablate.setup.examples import materialise_example
     from ablate.sim import SimServer
 
     claude = find_claude(claude_bin)
     root = prepare_demo_folder(out)
     example = materialise_example(root / "setup")
+    cells = write_demo_cells(root)
+    design = demo_design(tasks=len(DEMO_TASKS), tested_cells=3)
+    n = repeats or design.repeats
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     env.update(HOME=str(example.home), ABLATE_CLAUDE_BIN=str(claude.path), PYTHONUNBUFFERED="1")
     typer.echo(f"example setup: config dir {example.config_dir}\n               repo       {example.repo}")
     where = ["--config-dir", str(example.config_dir), "--repo", str(example.repo)]
     started = time.monotonic()
     _step("What is in this setup?", ["layers", *where], env)
-    _step("What would each cell strip?", ["cells", "layered", *where], env)
+    _step("What would each cell strip?", ["cells", str(cells), *where], env)
     _step(
         "Prove what reaches the model in every cell (real claude CLI, capture endpoint, no cost)",
-        ["probe", *where, "--jobs", str(jobs)],
+        ["probe", *where, "--cells", str(cells), "--jobs", str(jobs)],
         env,
     )
+    typer.echo(
+        f"\nPlanted truth: a task's pitfall-free rate is {PLANTED_WITH:.0%} with the layer it needs and "
+        f"{PLANTED_WITHOUT:.0%} without. The report makes {design.comparisons} comparisons; at Holm's strictest "
+        f"step (alpha {design.alpha_each:.4f}) {design.repeats} repeats find each planted effect with "
+        f"{design.power:.0%} power (exact binomial power). Running {n} repeats."
+    )
+    tasks_dir = data_dir("tasks")
+    common = ["--model", "claude-sonnet-4-6", "--max-turns", "8", "--jobs", str(jobs), "--seed", "7"]
     runs = root / "runs"
+    ab_runs = root / "runs-ab"
     with SimServer(data_dir("shadow") / "sim" / "demo.toml", log_path=root / "sim-requests.jsonl") as sim:
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-ablate-demo"}
+        task_args = [a for t in DEMO_TASKS for a in ("--tasks", str(tasks_dir / f"{t}.toml"))]
         _step(
-            "Run the ablation: 12 cells x 6 tasks against a simulated, setup-sensitive model (it also plays the judge)",
+            f"Run the ablation: 5 cells x {len(DEMO_TASKS)} tasks x {n} repeats against the simulated model",
             [
                 "run",
-                "--tasks",
-                str(data_dir("tasks")),
+                *task_args,
                 "--cells",
-                "layered",
+                str(cells),
                 "--repeats",
-                "1",
-                "--model",
-                "claude-sonnet-4-6",
-                "--max-turns",
-                "8",
-                "--jobs",
-                str(jobs),
-                "--seed",
-                "7",
+                str(n),
+                *common,
                 "--out",
                 str(runs),
                 "--work-dir",
                 str(root / "envs"),
-                "--judge-model",
-                "claude-haiku-4-5",
                 *where,
             ],
             run_env,
         )
+        if with_ab:
+            ab_tasks = ("deploy-command", *DEMO_TASKS)
+            ab = demo_design(tasks=len(ab_tasks), tested_cells=1)
+            ab_repeats = repeats or ab.repeats
+            _step(
+                f"The plain A/B: setup on (C0) against off (C11), {len(ab_tasks)} tasks x {ab_repeats} repeats",
+                [
+                    "ab",
+                    *[a for t in ab_tasks for a in ("--tasks", str(tasks_dir / f"{t}.toml"))],
+                    "--repeats",
+                    str(ab_repeats),
+                    *common,
+                    "--out",
+                    str(ab_runs),
+                    "--work-dir",
+                    str(root / "envs-ab"),
+                    *where,
+                ],
+                run_env,
+            )
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
-    typer.secho("\n== Per-cell outcomes (descriptive only: one repeat, no statistics)", bold=True)
-    from ablate.grade.summary import grade_summary
+    typer.echo(
+        "\nThe simulated model's ground truth (shadow/sim/demo.toml): C1 (no user CLAUDE.md) and C8 (no "
+        "decisions) should be real and hurt; C2 (no axioms) a draw; C12 a no-op, labelled and not tested."
+    )
+    if examples is not None:
+        _copy_example(run_dir, examples, "layered_ablation_example")
+        if with_ab:
+            (ab_dir,) = [p for p in ab_runs.iterdir() if p.is_dir()]
+            _copy_example(ab_dir, examples, "binary_ab_example")
+    typer.echo(f"\ndemo finished in {time.monotonic() - started:.0f} s")
+    typer.secho(f"report: {run_dir / 'report.html'}", bold=True)
 
-    graded = {g.cell: g for g in grade_summary(run_dir)}
-    rows = [
-        [
-            s.cell,
-            f"{s.complete}/{s.items}",
-            ", ".join(f"{k} x{v}" for k, v in sorted(s.pitfall_hits.items())) or "-",
-            f"{graded[s.cell].checks_passed}/{graded[s.cell].checked}" if s.cell in graded else "-",
-            f"{graded[s.cell].judge_pass}/{graded[s.cell].judged}" if s.cell in graded else "-",
-            f"{s.mean_turns:.1f}" if s.mean_turns is not None else "-",
-            f"{s.cost_usd:.4f}",
-        ]
-        for s in summarise_results(run_dir)
-    ]
-    typer.echo(
-        tabulate(
-            rows,
-            headers=[
-                "cell",
-                "complete",
-                "pitfall hits",
-                "checks passed",
-                "judge pass",
-                "mean turns",
-                "cost USD (simulated)",
-            ],
-        )
+
+def _copy_example(run_dir: Path, dest: Path, name: str) -> None:
+    """Copy a run's report.md (and its plot) into ``dest`` as ``<name>.md`` / ``<name>.png``."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    md = (run_dir / "report.md").read_text()
+    png = run_dir / "plots" / "forest.png"
+    if png.exists():
+        shutil.copyfile(png, dest / f"{name}.png")
+        md = md.replace("(plots/forest.png)", f"({name}.png)")
+    header = (
+        f"<!-- Generated by `make examples` (ablate demo) from {run_dir.name}; do not edit by hand. -->\n"
     )
-    typer.echo(
-        "\nThe simulated model's ground truth (shadow/sim/demo.toml): C1, C6 and C11 hurt greet-exclaim, C8 and "
-        "C11 hurt no-framework, C11 hurts deploy-command and typed-farewell, C4 and C11 hurt release-notes, C5 "
-        "and C11 hurt deterministic-tests; C1 and C3 cost deploy-command an extra call."
-    )
-    typer.echo(f"\nrun folder: {run_dir}\ndemo finished in {time.monotonic() - started:.0f} s")
+    (dest / f"{name}.md").write_text(header + md)
+    typer.echo(f"example: {dest / f'{name}.md'}")

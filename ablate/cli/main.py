@@ -37,7 +37,18 @@ def _root(
     """Measure whether a Claude Code setup helps, and which layer of it earns its keep."""
 
 
-from ablate.cli import compare, demo, env, inventory, judge, mine, probe, run, sim  # noqa: E402  (after app, by design)
+from ablate.cli import (  # noqa: E402  (after app, by design)
+    compare,
+    demo,
+    env,
+    inventory,
+    judge,
+    mine,
+    probe,
+    report,
+    run,
+    sim,
+)
 
 # Each command group lives in its own module and exposes ``app``. Added without a name, its commands sit at
 # the top level (``ablate layers``); with a name, it is a sub-group (``ablate env build``).
@@ -47,6 +58,7 @@ app.add_typer(sim.app, name="sim")  # ablate sim serve | check
 app.add_typer(probe.app)  # ablate probe
 app.add_typer(mine.app)  # ablate mine, ablate recover
 app.add_typer(run.app)  # ablate run, ab, plan, merge
+app.add_typer(report.app)  # ablate report
 app.add_typer(demo.app)  # ablate demo
 app.add_typer(judge.app)  # ablate judge
 app.add_typer(compare.app)  # ablate compare

@@ -389,6 +389,9 @@ def _run(
             typer.echo(f"  failed {item}: {why}")
         if summary.pending and summary.outcome != "finished":
             typer.echo(f"resume with: ablate run --resume {folder.root}")
+    from ablate.cli.report import report_after_run
+
+    report_after_run(folder.root, quiet=json)
     code = {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(summary.outcome, EXIT_PARTIAL)
     if changed and code == EXIT_OK:
         code = EXIT_FAILURE
@@ -502,7 +505,9 @@ class _Display:
         self._task = self._progress.add_task("run", total=total, failed=0, rl=0, running=0, spend=0.0)
 
     def update(self, p: Any) -> None:
-        if not self.enabled:
+        if not self.enabled:  # --json: no bar, but what the runner says (pauses, stops) still reaches stderr
+            if p.message:
+                _err(p.message)
             return
         if self._progress is None:
             self._start(p.total)
@@ -523,8 +528,6 @@ class _Display:
             self.note(p.message)
 
     def note(self, text: str) -> None:
-        if not self.enabled:
-            return
         if self._progress is not None:
             self._progress.console.print(text)
         else:

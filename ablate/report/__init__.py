@@ -1,1 +1,92 @@
-"""ablate.report: see DESIGN §1."""
+"""The report (DESIGN §7–8): ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder.
+
+Public surface, reused by ``ablate compare``:
+
+* :func:`build_report` — the :class:`~ablate.report.model.Report` of a run folder (no model calls);
+* :func:`write_report` — build it and write the requested formats into the run folder;
+* :func:`~ablate.report.document.build_document`, :func:`~ablate.report.markdown.render_markdown`,
+  :func:`~ablate.report.html.render_html`, :func:`~ablate.report.plots.forest_plot` — the renderers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from ablate.core.errors import UsageError
+from ablate.core.fsutil import atomic_write_bytes
+from ablate.report.build import build_report
+from ablate.report.model import Report
+
+FORMATS = ("md", "json", "html")
+
+
+@dataclass
+class WrittenReport:
+    report: Report
+    paths: dict[str, Path] = field(default_factory=dict)
+    """Format (md, json, html, svg, png) → file written."""
+
+
+def parse_formats(value: str | Iterable[str]) -> list[str]:
+    """``md,json,html`` → a checked list; an unknown format is a :class:`UsageError`."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out = [f.strip().lower() for f in items if f.strip()]
+    bad = [f for f in out if f not in FORMATS]
+    if bad or not out:
+        raise UsageError(
+            f"--format {','.join(items) if not isinstance(value, str) else value}: unknown format "
+            f"{', '.join(bad) or '(none)'}",
+            hint="use any of md, json, html, comma-separated",
+        )
+    return list(dict.fromkeys(out))
+
+
+def write_report(
+    run_dir: Path,
+    *,
+    formats: Iterable[str] = FORMATS,
+    alpha: float = 0.05,
+    control: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> WrittenReport:
+    """Build the report of ``run_dir`` and write it there (atomically, file by file)."""
+    from ablate.report.document import build_document
+    from ablate.report.html import render_html
+    from ablate.report.markdown import render_markdown
+    from ablate.report.plots import forest_plot
+
+    say = progress or (lambda _m: None)
+    fmts = parse_formats(list(formats))
+    report = build_report(run_dir, alpha=alpha, control=control, progress=say)
+    written = WrittenReport(report)
+    if "json" in fmts:
+        path = run_dir / "report.json"
+        atomic_write_bytes(
+            path, orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
+        )
+        written.paths["json"] = path
+    plot = None
+    if "md" in fmts or "html" in fmts:
+        say("drawing the forest plot")
+        plot = forest_plot(report, run_dir / "plots")
+        if plot:
+            written.paths["svg"], written.paths["png"] = plot
+        rel_svg = "plots/forest.svg" if plot else None
+        rel_png = "plots/forest.png" if plot else None
+        doc = build_document(report, plot_svg=rel_svg, plot_png=rel_png)
+        if "md" in fmts:
+            path = run_dir / "report.md"
+            atomic_write_bytes(path, render_markdown(doc).encode())
+            written.paths["md"] = path
+        if "html" in fmts:
+            path = run_dir / "report.html"
+            atomic_write_bytes(path, render_html(doc, run_dir).encode())
+            written.paths["html"] = path
+    return written
+
+
+__all__ = ["FORMATS", "Report", "WrittenReport", "build_report", "parse_formats", "write_report"]

@@ -1,0 +1,114 @@
+"""``ablate report``: a thin shell over :func:`ablate.report.write_report`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ablate.cli.common import Json, cli_errors, print_json
+
+if TYPE_CHECKING:
+    from ablate.report import WrittenReport
+
+app = typer.Typer()
+
+Formats = Annotated[
+    str, typer.Option("--format", "-f", help="Comma-separated formats to write: md, json, html.")
+]
+Alpha = Annotated[
+    float,
+    typer.Option(
+        "--alpha", help="Family-wise error rate: Holm-adjusted p at or below it marks a difference real."
+    ),
+]
+Control = Annotated[
+    str | None,
+    typer.Option(
+        "--control", help="The cell every other cell is compared with (default: the set's control)."
+    ),
+]
+
+
+def summary_lines(written: WrittenReport) -> list[str]:
+    """The one-screen summary printed after a report is written."""
+    r = written.report
+    lines = [
+        f"{r.run.id}: {r.n.tasks} tasks × {r.n.repeats} repeats, {r.n.complete}/{r.n.items} complete, "
+        f"{r.n.excluded} excluded; model {r.run.model} "
+        + ("(verified)" if r.run.model_verified else "(NOT verified)")
+    ]
+    if r.n.repeats < 2:
+        lines.append("one repeat: nothing is significant (see the one-repeat caveat for the repeats needed)")
+    for e in r.ranking:
+        real = ", ".join(e.real_metrics) or "-"
+        pf = "–" if e.delta_pitfall_free is None else f"{100 * e.delta_pitfall_free:+.0f} pts"
+        lines.append(
+            f"  {e.rank:>2}. {e.cell:<5} {', '.join(e.layers)[:40]:<40} {e.verdict:<14} Δ pitfall-free {pf:>8}  real on: {real}"
+        )
+    for c in r.no_op_cells:
+        lines.append(f"  no-op {c.cell}: {c.reason}")
+    lines.append(f"{len(r.caveats)} caveats: " + ", ".join(c.id for c in r.caveats))
+    for fmt in ("md", "json", "html"):
+        if fmt in written.paths:
+            lines.append(f"{fmt:>5}: {written.paths[fmt]}")
+    return lines
+
+
+@app.command("report")
+@cli_errors
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="The run folder (runs/<run-id>).")],
+    formats: Formats = "md,json,html",
+    alpha: Alpha = 0.05,
+    control: Control = None,
+    json: Json = False,
+) -> None:
+    """Write the report of a run folder: report.md, report.json, report.html and plots/ (no model calls).
+
+    Every layer's marginal contribution per metric, pooled and per task (Δ, interval, p, Holm-adjusted p,
+    real?), the ranking with its draw group, run-to-run spread and power, regressions, dead layers, and the
+    mandatory caveats computed from the run. It can be rebuilt at any time from the folder alone.
+
+    Exit codes: 0 ok, 1 the folder cannot be reported on, 2 bad input (no such folder, bad --format/--alpha/--control).
+    """
+    from ablate.core.errors import NotFound
+    from ablate.report import parse_formats, write_report
+
+    if not run_dir.is_dir():
+        raise NotFound(f"{run_dir}: no such run folder", hint="pass runs/<run-id> as written by `ablate run`")
+    fmts = parse_formats(formats)
+    written = write_report(
+        run_dir,
+        formats=fmts,
+        alpha=alpha,
+        control=control,
+        progress=None if json else (lambda m: typer.echo(m, err=True)),
+    )
+    if json:
+        print_json(
+            {k: str(v) for k, v in written.paths.items()} | {"report": written.report.model_dump(mode="json")}
+        )
+        return
+    for line in summary_lines(written):
+        typer.echo(line)
+
+
+def report_after_run(run_dir: Path, *, quiet: bool = False) -> None:
+    """Write the report at the end of `ablate run` / `ablate ab`; a folder with no scored item gets none.
+
+    A report problem never changes the run's exit status: the run's results are already safe on disk and
+    `ablate report RUN_DIR` rebuilds the report at any time.
+    """
+    from ablate.core.errors import AblateError
+    from ablate.report import write_report
+
+    try:
+        written = write_report(run_dir)
+    except (AblateError, ValueError, OSError) as exc:
+        typer.echo(f"warning: no report written: {exc}\n  rebuild it with: ablate report {run_dir}", err=True)
+        return
+    if not quiet:
+        for line in summary_lines(written):
+            typer.echo(line)

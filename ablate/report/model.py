@@ -1,0 +1,228 @@
+"""``report.json`` (schema_version 1): the report as data. Scripts, ``ablate compare`` and the renderers read it.
+
+Field names are a contract (issue 11): ``run``, ``n``, ``comparisons``, ``ranking``, ``caveats``,
+``no_op_cells``, ``excluded_items``; everything else is welcome extra detail.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPORT_SCHEMA_VERSION: Literal[1] = 1
+
+#: Metrics compared between each cell and the control, in report order.
+Metric = Literal["pitfall_free", "turns", "tool_calls", "cost_usd", "checks_passed", "judge_pass"]
+#: Binary metrics (rates; exact discordant-block test); the others are counts or costs (sign-flip test).
+BINARY_METRICS: frozenset[str] = frozenset({"pitfall_free", "checks_passed", "judge_pass"})
+#: Metrics where a larger value is better (for a layer, "helps" = stripping it lowers them).
+HIGHER_IS_BETTER: frozenset[str] = frozenset({"pitfall_free", "checks_passed", "judge_pass"})
+METRIC_LABELS: dict[str, str] = {
+    "pitfall_free": "pitfall-free rate",
+    "turns": "turns",
+    "tool_calls": "tool calls",
+    "cost_usd": "cost USD",
+    "checks_passed": "checks-passed rate",
+    "judge_pass": "judge-pass rate",
+}
+
+
+class Doc(BaseModel):
+    """Base of the report's models: reading tolerates fields a newer ablate added."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class RunInfo(Doc):
+    id: str
+    """The run id."""
+    claude_version: str
+    """``claude --version`` of the run."""
+    claude_sha256: str
+    """Hash of the CLI binary."""
+    claude_pinned: bool
+    """True when the CLI is the version ablate is pinned to."""
+    model: str
+    """The model every session was pinned to."""
+    model_verified: bool
+    """True when every scored transcript names that model and no other."""
+    models_seen: dict[str, int] = Field(default_factory=dict)
+    """Model id → sessions whose transcript names it."""
+    sessions_without_model: int = 0
+    """Scored sessions whose transcript names no model (they make ``model_verified`` false)."""
+    cell_set: str
+    """The cell set's name."""
+    binary: bool
+    """True for an ``ablate ab`` run (setup on C0 against setup off C11)."""
+    control: str
+    """The control cell."""
+    isolation: str
+    """The isolation backend, as recorded (or what this ablate's runner uses when the manifest predates it)."""
+    repeats: int
+    seed: int
+    created_at: str
+    ablate_version: str
+    tasks: list[dict[str, object]] = Field(default_factory=list)
+    """id, split, expects, sha256 of every task."""
+    spend_usd: float
+    """Sum of every scored and excluded session's recorded spend."""
+    spend_list_usd: float | None = None
+    """The same sessions at list price with cache reads priced as fresh input (None: a model without price)."""
+
+
+class Counts(Doc):
+    tasks: int
+    repeats: int
+    items: int
+    """Items in the plan."""
+    complete: int
+    """Items with a complete result."""
+    excluded: int
+    """Items left out of every comparison (failed, not run, flagged by provenance)."""
+
+
+class Comparison(Doc):
+    cell: str
+    control: str
+    layers: list[str]
+    """Layer ids the cell strips (that this setup has)."""
+    task: str | None
+    """None: pooled over every task."""
+    metric: str
+    cell_value: float | None
+    control_value: float | None
+    delta: float | None
+    """cell − control."""
+    ci_low: float | None
+    ci_high: float | None
+    ci_method: str | None = None
+    p: float | None
+    p_adjusted: float | None
+    """Holm-adjusted over every comparison of the report with a computable p."""
+    real: bool
+    """p_adjusted <= alpha (and more than one repeat)."""
+    n_pairs: int
+    method: str
+    not_computable: str | None = None
+    """Why p (or the interval) could not be computed."""
+    gained: int | None = None
+    lost: int | None = None
+
+
+class RankEntry(Doc):
+    rank: int
+    """Position; every member of one tie group shares it."""
+    cell: str
+    layers: list[str]
+    tie_group: str
+    """``draw`` for layers with no real effect, else the cell id (or a shared id for identical effects)."""
+    delta_pitfall_free: float | None = None
+    delta_turns: float | None = None
+    delta_cost_usd: float | None = None
+    real_metrics: list[str] = Field(default_factory=list)
+    """Metrics with a real difference (pooled or on some task), in ranking-key order."""
+    real_on: list[str] = Field(default_factory=list)
+    """Where each of them is real: ``pitfall_free: pooled, greet-exclaim``."""
+    verdict: str = ""
+    """``helps``, ``hurts``, ``mixed`` or ``draw``."""
+
+
+class Caveat(Doc):
+    id: str
+    text: str
+
+
+class NoOpCell(Doc):
+    cell: str
+    layers: list[str]
+    reason: str
+
+
+class ExcludedItem(Doc):
+    item: str
+    task: str
+    cell: str
+    repeat: int
+    reason: str
+
+
+class MetricSummary(Doc):
+    value: float | None
+    """Rate (binary metrics) or mean."""
+    n: int
+    ci_low: float | None = None
+    ci_high: float | None = None
+    spread: float | None = None
+    """Run-to-run spread: sd of the per-repeat means (None with one repeat)."""
+
+
+class CellSummary(Doc):
+    cell: str
+    label: str
+    layers: list[str]
+    no_op: bool
+    items: int
+    scored: int
+    excluded: int
+    metrics: dict[str, MetricSummary]
+    spend_usd: float
+    spend_list_usd: float | None
+    cache_read_share: float | None
+    """Cache-read tokens / all input tokens of the cell's scored sessions."""
+    skills_invoked: int
+    notes: list[str] = Field(default_factory=list)
+
+
+class TaskCellCell(Doc):
+    """One (task, cell) entry of the per-task tables."""
+
+    task: str
+    cell: str
+    n: int
+    pitfall_free: float | None
+    turns: float | None
+    tool_calls: float | None
+    cost_usd: float | None
+    skills_invoked: float | None
+
+
+class PowerRow(Doc):
+    metric: str
+    blocks_per_cell: int
+    detectable: float | None
+    """Smallest |Δ| this run detects with 80% power at the corrected alpha (pooled)."""
+    detectable_note: str | None = None
+    effect: float | None
+    """The effect the repeats-needed figure is for."""
+    repeats_needed: int | None
+    repeats_note: str | None = None
+    cost_usd: float | None
+    """What a run with that many repeats would cost at this run's mean spend per session."""
+
+
+class LayerUse(Doc):
+    layer: str
+    status: Literal["never loaded", "loaded, never used", "used", "not assessed"]
+    evidence: str
+
+
+class Report(Doc):
+    schema_version: Literal[1] = REPORT_SCHEMA_VERSION
+    generated_by: str
+    alpha: float
+    run: RunInfo
+    n: Counts
+    comparisons: list[Comparison]
+    ranking: list[RankEntry]
+    ranking_key: str
+    caveats: list[Caveat]
+    no_op_cells: list[NoOpCell]
+    excluded_items: list[ExcludedItem]
+    cells: list[CellSummary]
+    task_table: list[TaskCellCell]
+    power: list[PowerRow]
+    regressions: list[Comparison]
+    layer_use: list[LayerUse]
+    fingerprints: dict[str, object]
+    probe: dict[str, object] | None = None

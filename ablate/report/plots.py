@@ -1,0 +1,82 @@
+"""The forest plot: Δ per layer (cell − control) with its interval, one panel per metric (matplotlib, Agg).
+
+Real effects are drawn as filled dark markers on thick lines; draws as hollow grey markers on thin dashed
+lines, so a reader never mistakes a draw for a finding.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Report
+
+REAL_COLOR = "#1f4e79"
+DRAW_COLOR = "#9a9a9a"
+
+
+def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
+    """Write ``forest.svg`` and ``forest.png`` into ``out_dir``; None when there is nothing to plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pooled = [c for c in report.comparisons if c.task is None and c.delta is not None]
+    if not pooled:
+        return None
+    metrics = list(dict.fromkeys(c.metric for c in pooled))
+    cells = list(dict.fromkeys(c.cell for c in pooled))
+    labels = {
+        c.cell: f"{c.cell} −{c.layers[0]}" if len(c.layers) == 1 else f"{c.cell} ({len(c.layers)} layers)"
+        for c in pooled
+    }
+    plt.rcParams.update({"svg.hashsalt": "ablate", "font.size": 9})
+    fig, axes = plt.subplots(
+        1, len(metrics), figsize=(3.2 * len(metrics), 0.5 * len(cells) + 1.4), sharey=True, squeeze=False
+    )
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        scale = 100.0 if metric in BINARY_METRICS else 1.0
+        for y, cell in enumerate(cells):
+            c = next((x for x in pooled if x.cell == cell and x.metric == metric), None)
+            if c is None or c.delta is None:
+                continue
+            lo = c.ci_low if c.ci_low is not None else c.delta
+            hi = c.ci_high if c.ci_high is not None else c.delta
+            if c.real:
+                ax.plot(
+                    [lo * scale, hi * scale], [y, y], color=REAL_COLOR, linewidth=2.5, solid_capstyle="butt"
+                )
+                ax.plot(c.delta * scale, y, "o", color=REAL_COLOR, markersize=7)
+            else:
+                ax.plot([lo * scale, hi * scale], [y, y], color=DRAW_COLOR, linewidth=1.2, linestyle="--")
+                ax.plot(
+                    c.delta * scale, y, "o", markerfacecolor="white", markeredgecolor=DRAW_COLOR, markersize=6
+                )
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        unit = " (pts)" if metric in BINARY_METRICS else (" (USD)" if metric == "cost_usd" else "")
+        ax.set_title(f"Δ {METRIC_LABELS.get(metric, metric)}{unit}")
+        ax.grid(axis="x", color="#e5e5e5")
+        ax.set_yticks(range(len(cells)))
+        ax.set_yticklabels([labels[c] for c in cells])
+        ax.invert_yaxis()
+    from matplotlib.lines import Line2D
+
+    fig.legend(
+        handles=[
+            Line2D([0], [0], color=REAL_COLOR, linewidth=2.5, marker="o", label="real (Holm-adjusted)"),
+            Line2D(
+                [0], [0], color=DRAW_COLOR, linestyle="--", marker="o", markerfacecolor="white", label="draw"
+            ),
+        ],
+        loc="lower center",
+        ncol=2,
+        frameon=False,
+    )
+    fig.suptitle(f"Δ = cell − control ({report.run.control}), {int(100 * (1 - report.alpha))}% intervals")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    svg, png = out_dir / "forest.svg", out_dir / "forest.png"
+    fig.savefig(svg, format="svg", metadata={"Date": None})
+    fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return svg, png

@@ -1,0 +1,139 @@
+"""Synthetic run folders for report tests: a manifest, a plan and one ItemResult per item, no CLI needed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ablate.run.folder import (
+    ClaudeInfo,
+    ManifestCell,
+    ManifestTask,
+    PlanItem,
+    RunFolder,
+    RunManifest,
+    item_id,
+    write_manifest,
+)
+from ablate.run.result import ItemResult, write_result
+
+MODEL = "claude-sonnet-4-6"
+LAYERS = ["user-claude-md", "axioms", "decisions", "output-styles"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    pitfall: bool = False
+    turns: int = 3
+    tool_calls: int = 2
+    cost: float = 0.01
+    status: str = "completed"
+    flags: tuple[str, ...] = ()
+    model: str = MODEL
+
+
+def _fingerprints(stripped: list[str]) -> dict[str, object]:
+    """Layer fingerprints as the builder records them: "" for a layer the cell lacks (output-styles: none)."""
+    return {
+        lid: "" if lid in stripped or lid == "output-styles" else f"{lid[:4]}{'0' * 60}" for lid in LAYERS
+    }
+
+
+def make_run(
+    root: Path,
+    *,
+    cells: dict[str, list[str]],
+    tasks: list[str],
+    repeats: int,
+    outcome: Callable[[str, str, int], Outcome],
+    cell_set: str = "layered",
+) -> Path:
+    """Write a complete run folder under ``root`` and return it."""
+    folder = RunFolder(root)
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = RunManifest(
+        run_id="20260101-000000-test",
+        created_at="2026-01-01T00:00:00+00:00",
+        ablate_version="0.1.0",
+        claude=ClaudeInfo(path="/opt/claude", version="2.1.332", sha256="ab" * 32, pinned=True),
+        model=MODEL,
+        max_turns=8,
+        argv=["claude", "-p"],
+        max_retries=2,
+        cell_set=cell_set,
+        cells=[
+            ManifestCell(
+                id=cid,
+                dirname=cid.lower(),
+                label=f"no {', '.join(stripped)}" if stripped else "everything (control)",
+                stripped=stripped,
+                fingerprints=_fingerprints(stripped),
+            )
+            for cid, stripped in cells.items()
+        ],
+        tasks=[
+            ManifestTask(
+                id=t,
+                sha256=f"{i:02d}" * 32,
+                source=f"/tasks/{t}.toml",
+                split="dev" if i % 2 == 0 else "holdout",
+                expects=["user-claude-md"] if i == 0 else ([] if i > 1 else ["decisions"]),
+            )
+            for i, t in enumerate(tasks)
+        ],
+        repeats=repeats,
+        seed=7,
+        plan_sha256="cd" * 32,
+        items=len(cells) * len(tasks) * repeats,
+    )
+    write_manifest(folder, manifest)
+    plan: list[PlanItem] = []
+    order = 0
+    for r in range(repeats):
+        for t in tasks:
+            for cid in cells:
+                plan.append(PlanItem(item=item_id(t, cid, r), task=t, cell=cid, repeat=r, order=order))
+                order += 1
+    folder.write_plan(plan)
+    (root / "results").mkdir(exist_ok=True)
+    for p in plan:
+        o = outcome(p.task, p.cell, p.repeat)
+        complete = o.status == "completed"
+        session = {
+            "schema_version": 1,
+            "models": [o.model] if o.model else [],
+            "instruction_files": [{"path": "/home/u/.claude/CLAUDE.md", "type": "User"}],
+            "skills_listed": [],
+            "hooks_fired": {},
+            "total": {
+                "tool_calls": o.tool_calls,
+                "input_tokens": 1000,
+                "output_tokens": 100,
+                "cache_creation_tokens": 0,
+                "cache_read_tokens": 3000,
+                "skills_invoked": [],
+                "files_read": ["docs/decisions/0001.md"] if p.task == tasks[-1] else [],
+            },
+        }
+        write_result(
+            folder,
+            ItemResult(
+                item=p.item,
+                task=p.task,
+                cell=p.cell,
+                repeat=p.repeat,
+                order=p.order,
+                attempt=1,
+                session_id=f"s-{p.order}",
+                status=o.status,
+                complete=complete,
+                cost_usd=o.cost if complete else None,
+                turns=o.turns if complete else None,
+                pitfall_hits={"p": 1 if o.pitfall else 0},
+                session=session if complete else None,
+                flags=list(o.flags),
+                error=None if complete else "API error 500",
+            ),
+        )
+    return root
