@@ -223,3 +223,26 @@ def test_cli_report_writes_every_format_and_maps_bad_input_to_exit_2(
         assert "Traceback" not in res.output
     res = runner.invoke(app, ["report", str(tmp_path)])
     assert res.exit_code == 1 and "no manifest.json" in res.output
+
+
+def test_report_leaves_the_users_home_untouched(planted_run: Path, tmp_path: Path) -> None:
+    """matplotlib writes a font cache and config under the home on first import: never into the user's."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
+    }
+    env["HOME"] = str(home)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ablate", "report", str(planted_run), "--format", "html"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (planted_run / "plots" / "forest.png").exists()
+    assert list(home.rglob("*")) == []

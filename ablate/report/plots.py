@@ -6,6 +6,11 @@ lines, so a reader never mistakes a draw for a finding.
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Report
@@ -14,8 +19,20 @@ REAL_COLOR = "#1f4e79"
 DRAW_COLOR = "#9a9a9a"
 
 
+def _private_matplotlib_dirs() -> None:
+    """matplotlib writes a font cache and config under ``~/.cache`` and ``~/.config`` on first import; ablate
+    promises to leave the user's home byte-identical, so it gets a private folder, removed at exit, unless
+    the user chose one (``MPLCONFIGDIR``)."""
+    if "MPLCONFIGDIR" in os.environ or "matplotlib" in sys.modules:
+        return
+    folder = tempfile.mkdtemp(prefix="ablate-mpl-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["MPLCONFIGDIR"] = folder
+
+
 def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     """Write ``forest.svg`` and ``forest.png`` into ``out_dir``; None when there is nothing to plot."""
+    _private_matplotlib_dirs()
     import matplotlib
 
     matplotlib.use("Agg")
