@@ -11,7 +11,7 @@ and resets are included at realistic cost. The sim answers every call after ``AB
 (default 2.0: a fast real API call), so sessions wait on the "network" as real ones do.
 
 Environment: ABLATE_BENCH_FILES (20000), ABLATE_BENCH_REPEATS (2), ABLATE_BENCH_JOBS (4),
-ABLATE_BENCH_CELLS (layered), ABLATE_BENCH_DELAY (2.0).
+ABLATE_BENCH_CELLS (layered), ABLATE_BENCH_DELAY (2.0), ABLATE_BENCH_ISOLATION (namespace; or links).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def main() -> None:
     if not claude:
         sys.exit("bench_runner: no claude binary (run `make claude` or set ABLATE_CLAUDE_BIN)")
     ablate = str(Path(sys.executable).parent / "ablate")
+    isolation = os.environ.get("ABLATE_BENCH_ISOLATION", "namespace")
     usage = {"input_tokens": 1000, "output_tokens": 10}
     script = script_from_data({"default": {"text": "OK.", "usage": usage, "delay_s": delay}, "usage": usage})
 
@@ -104,6 +105,8 @@ def main() -> None:
                 str(ex.config_dir),
                 "--repo",
                 str(ex.repo),
+                "--isolation",
+                isolation,
                 "--json",
             ]
             for t in TASKS:
@@ -158,6 +161,7 @@ def main() -> None:
     summary = orjson.loads(proc.stdout)
     print(
         f"bench_runner: {len(items)} sessions ({cells}, {repeats} repeats, jobs {jobs}, sim delay {delay}s, "
+        f"isolation {isolation}, "
         f"{summary['envs_built']} environments over {n_files} files)\n"
         f"  ablate run  {t_ablate:7.1f} s\n  shell loop  {t_plain:7.1f} s\n  ratio       {t_ablate / t_plain:7.3f}"
     )

@@ -204,3 +204,28 @@ def test_a_refreshed_credentials_file_is_copied_back_to_the_real_one(tmp_path: P
     assert (real / ".credentials.json").read_text() == '{"token": "new"}'
     assert (real / ".credentials.json").stat().st_mode & 0o777 == 0o600
     assert (cells / "c04" / "config" / ".credentials.json").read_text() == '{"token": "new"}'
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI and this machine run as root)")
+def test_clean_unmounts_what_a_killed_runner_left_mounted(tmp_path: Path) -> None:
+    """A runner killed while it graded a session's view leaves `<slot>/merged` mounted; the resume's clean
+    must unmount it (deepest first) before removing the folder, not fail with EBUSY."""
+    import shutil
+    import subprocess
+
+    from ablate.isolate import nsexec
+
+    merged = tmp_path / "s00" / "merged"
+    inner = merged / ".git" / "objects"
+    merged.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(merged)], check=True)
+    inner.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(inner)], check=True)
+    try:
+        assert nsexec.mounts_under(str(tmp_path)) == [str(inner), str(merged)]
+        assert nsexec.unmount_all_under(str(tmp_path / "s00")) == [str(inner), str(merged)]
+        assert nsexec.mounts_under(str(tmp_path)) == []
+        shutil.rmtree(tmp_path / "s00")
+    finally:
+        for point in nsexec.mounts_under(str(tmp_path)):
+            subprocess.run(["umount", "-l", point], check=False)

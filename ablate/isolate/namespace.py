@@ -526,6 +526,8 @@ class NamespaceEnvironments:
     def clean(self) -> None:
         for path in (self.shared, *sorted(self.work_root.glob("s[0-9][0-9]"))):
             if (path / MARKER).is_file():
+                # a runner killed while it graded a session's view left that view mounted here
+                nsexec.unmount_all_under(str(path))
                 shadowfs.remove_path(path)
 
     def close(self) -> None:

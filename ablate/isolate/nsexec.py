@@ -88,6 +88,31 @@ def unmount(target: str) -> None:
         _check(libc.umount2(target.encode(), MNT_DETACH), f"unmount {target}")
 
 
+def mounts_under(root: str) -> list[str]:
+    """Mount points at or below ``root`` in this process's mount namespace, deepest first."""
+    prefix = os.path.realpath(root).rstrip("/") + "/"
+    found = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            for line in fh:
+                # field 5 is the mount point, with spaces and the like octal-escaped
+                point = line.split(" ")[4].encode().decode("unicode_escape")
+                if (point + "/").startswith(prefix):
+                    found.append(point)
+    except OSError:
+        return []
+    return sorted(set(found), key=lambda p: p.count("/"), reverse=True)
+
+
+def unmount_all_under(root: str) -> list[str]:
+    """Unmount everything mounted at or below ``root`` (what a runner that died mid-grading left mounted);
+    return the mount points."""
+    points = mounts_under(root)
+    for point in points:
+        unmount(point)
+    return points
+
+
 def main(args: list[str]) -> int:
     if len(args) < 3 or args[1] != "--":
         sys.stderr.write("usage: nsexec.py SPEC.json -- ARGV...\n")
