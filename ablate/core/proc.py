@@ -83,19 +83,27 @@ def tagged_pids(prefix: str) -> list[int]:
     return out
 
 
-def kill_tagged(prefix: str, *, rounds: int = 3) -> int:
-    """SIGKILL every process tagged ``prefix…``, repeating while new ones appear (a fork racing the kill);
-    return how many were killed."""
-    killed = 0
-    for _ in range(rounds):
+def kill_tagged(prefix: str, *, quiet_scans: int = 3, max_rounds: int = 50) -> int:
+    """SIGKILL every process tagged ``prefix…``; return how many were killed.
+
+    One empty scan proves nothing: a process caught between fork and exec, or inside execve, may show no
+    readable environment for an instant, and a fork may race the kill. So scans repeat, 10 ms apart, until
+    ``quiet_scans`` in a row find nothing (at most ``max_rounds``).
+    """
+    killed = quiet = 0
+    for _ in range(max_rounds):
         pids = tagged_pids(prefix)
         if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-        time.sleep(0.02)
+            quiet += 1
+            if quiet >= quiet_scans:
+                break
+        else:
+            quiet = 0
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+        time.sleep(0.01)
     return killed
 
 
