@@ -65,3 +65,19 @@ def validate(model: type[M], data: Any, file: Path | str, prefix: str = "") -> M
 def load_spec(model: type[M], path: Path) -> M:
     """Read and validate a spec file in one step."""
     return validate(model, read_spec_data(path), path)
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object at ``path``, or None when there is no file; invalid JSON or another JSON value is a
+    located :class:`SpecError` (run-folder files are written atomically, so a torn one was edited by hand)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise SpecError.single(path, "", f"invalid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecError.single(path, "", f"expected a JSON object, found {type(data).__name__}")
+    return data

@@ -18,9 +18,9 @@ from typing import Literal
 import orjson
 from pydantic import Field, ValidationError
 
-from ablate.core.errors import Problem, SpecError
+from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec, problems_from_validation
+from ablate.core.specs import Spec, problems_from_validation, read_json_object
 from ablate.grade.checks import Baseline, ChecksGrade, grade_checkout
 from ablate.run.folder import RunFolder, utcnow
 from ablate.setup.tasks import Task
@@ -89,14 +89,9 @@ def diff_rel(item: str, attempt: int) -> str:
 def read_grade(folder: RunFolder, item: str) -> GradeFile | None:
     """The item's grades, or None. An unreadable or foreign file is a located :class:`SpecError`."""
     path = grade_path(folder, item)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    data = read_json_object(path)
+    if data is None:
         return None
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SpecError([Problem(str(path), "", f"invalid JSON: {exc}")]) from exc
     if not isinstance(data, dict) or data.get("schema_version") != GRADE_SCHEMA_VERSION:
         version = data.get("schema_version") if isinstance(data, dict) else None
         raise SpecError.single(

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,42 +236,24 @@ class CellLayers:
     """Repo layer id → {present, entries, fingerprint} in the cell's merged view."""
 
 
-@dataclass
-class NamespaceCellEnv:
-    """One session slot: a cell's view at the real paths (what the runner and the probe drive)."""
+class _ViewAtRealPaths:
+    """What every view at the real paths shares: its namespace spec, its upper folders, and the real path
+    each upper folder stands for (the write report reads them)."""
 
-    cell: ResolvedCell
     root: Path
-    slot: int
+    spec: Path
     home: Path
     repo: Path
     real_config: Path
-    env: dict[str, str]
-    spec: Path
-    layers: CellLayers
-    isolation: str = "namespace"
-    memory_slug: str = ""
-
-    @property
-    def config_dir(self) -> Path:
-        """Where the session's config-dir writes land, seen from outside (transcripts are found here)."""
-        return self.root / "up" / "config"
 
     @property
     def cwd(self) -> Path:
         return self.repo
 
     @property
-    def fingerprints(self) -> dict[str, str]:
-        return self.layers.fingerprints
-
-    @property
-    def notes(self) -> list[str]:
-        return self.layers.notes
-
-    @property
-    def leaks(self) -> list[Leak]:
-        return self.layers.leaks
+    def config_dir(self) -> Path:
+        """Where the session's config-dir writes land, seen from outside (transcripts are found here)."""
+        return self.root / "up" / "config"
 
     def wrap(self, argv: list[str]) -> list[str]:
         return wrap(self.spec, argv)
@@ -288,6 +270,35 @@ class NamespaceCellEnv:
             "objects": self.repo / ".git" / "objects",
             "config": self.real_config,
         }
+
+
+@dataclass
+class NamespaceCellEnv(_ViewAtRealPaths):
+    """One session slot: a cell's view at the real paths (what the runner and the probe drive)."""
+
+    cell: ResolvedCell
+    root: Path
+    slot: int
+    home: Path
+    repo: Path
+    real_config: Path
+    env: dict[str, str]
+    spec: Path
+    layers: CellLayers
+    isolation: str = "namespace"
+    memory_slug: str = ""
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        return self.layers.fingerprints
+
+    @property
+    def notes(self) -> list[str]:
+        return self.layers.notes
+
+    @property
+    def leaks(self) -> list[Leak]:
+        return self.layers.leaks
 
 
 class NamespaceEnvironments:
@@ -579,7 +590,7 @@ def copy_back_credentials(env: NamespaceCellEnv) -> bool:
 
 
 @dataclass
-class UntouchedView:
+class UntouchedView(_ViewAtRealPaths):
     """The user's own setup at the real paths, copy-on-write: what C0 must equal (DESIGN §6)."""
 
     root: Path
@@ -590,45 +601,24 @@ class UntouchedView:
     repo: Path
     real_config: Path
 
-    @property
-    def config_dir(self) -> Path:
-        return self.root / "up" / "config"
-
-    @property
-    def cwd(self) -> Path:
-        return self.repo
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        return wrap(self.spec, argv)
-
-    def upper(self, area: str) -> Path:
-        return self.root / "up" / area
-
-    def shown_as(self) -> dict[str, Path]:
-        return {
-            "tmp": Path("/tmp"),
-            "home": self.home,
-            "repo": self.repo,
-            "objects": self.repo / ".git" / "objects",
-            "config": self.real_config,
-        }
-
 
 #: Config-dir entries left out of the untouched copy: CLI-written history, and the credentials (the probe
 #: uses an API key against its capture endpoint).
 UNTOUCHED_SKIPPED = (CREDENTIALS, "telemetry", "debug", "file-history", "todos", "history.jsonl")
 
 
-def untouched_view(setup: Setup, root: Path) -> UntouchedView:
-    """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
-    their real paths with per-view upper folders: the session writes nothing anywhere."""
-    config_copy = root / "config"
-    # hook-state setups keep projects/ behind a link into their own folder: its target (the history) stays out
-    linked = linked_state(setup.config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
+def untouched_copy_filter(
+    config_dir: Path,
+) -> tuple[Callable[[str, list[str]], list[str]], dict[str, Path]]:
+    """The ``copytree`` ignore function of an untouched-setup copy of ``config_dir`` (both backends' probes),
+    and the CLI-written folders kept behind links: CLI-written history and the credentials stay out, and so
+    does whatever a link hides (hook-state setups keep ``projects/`` behind a link into their own folder);
+    of ``projects/<slug>/`` only the auto-memory is kept."""
+    linked = linked_state(config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
     hidden = {str(t) for t in linked.values()}
 
     def ignore(folder: str, names: list[str]) -> list[str]:
-        rel = Path(folder).relative_to(setup.config_dir).parts
+        rel = Path(folder).relative_to(config_dir).parts
         out = [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden]
         if len(rel) == 2 and rel[0] == "projects":
             out += [n for n in names if n != "memory"]
@@ -636,6 +626,14 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
             out += [n for n in names if n in UNTOUCHED_SKIPPED or n in linked]
         return out
 
+    return ignore, linked
+
+
+def untouched_view(setup: Setup, root: Path) -> UntouchedView:
+    """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
+    their real paths with per-view upper folders: the session writes nothing anywhere."""
+    config_copy = root / "config"
+    ignore, linked = untouched_copy_filter(setup.config_dir)
     shutil.copytree(setup.config_dir, config_copy, symlinks=True, ignore=ignore)
     # a CLI-written folder left out because it was a link: a real, empty folder (the session's transcript
     # must land in the view's config dir), the auto-memory copied where the CLI reads it

@@ -43,6 +43,7 @@ from ablate.isolate.namespace import (
     choose_isolation,
     hide_status_lines,
     namespace_problems,
+    untouched_copy_filter,
     untouched_view,
 )
 from ablate.isolate.procenv import PROBE_KEY, force_capture, is_endpoint_or_auth, process_env, stray
@@ -59,7 +60,6 @@ from ablate.setup.load import (
     Setup,
     ancestor_leaks,
     inventory,
-    linked_state,
     selected_output_style,
     skill_loaded,
 )
@@ -290,22 +290,7 @@ def _plain_copy(setup: Setup, dest: Path) -> Path:
     home = dest / "home"
     config = home / ".claude"
 
-    linked = linked_state(setup.config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
-    hidden = {str(t) for t in linked.values()}
-
-    def ignore(folder: str, names: list[str]) -> list[str]:
-        rel = Path(folder).relative_to(setup.config_dir).parts
-        out = [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden]
-        if len(rel) == 2 and rel[0] == "projects":
-            out += [n for n in names if n != "memory"]
-        if not rel:
-            out += [
-                n
-                for n in names
-                if n in (".credentials.json", "telemetry", "debug", "file-history", "todos") or n in linked
-            ]
-        return out
-
+    ignore, linked = untouched_copy_filter(setup.config_dir)
     shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
     if "projects" in linked:  # history behind a link stays out; the memory is copied where the CLI reads it
         memory = setup.config_dir / "projects" / setup.memory_slug / "memory"

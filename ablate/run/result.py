@@ -17,9 +17,9 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field, ValidationError
 
-from ablate.core.errors import Problem, SpecError
+from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec, problems_from_validation
+from ablate.core.specs import Spec, problems_from_validation, read_json_object
 from ablate.run.folder import RunFolder
 
 #: Version of the ``results/<item>.json`` format. 2: the first typed contract (wave 2); 1 was untyped.
@@ -172,14 +172,9 @@ def parse_result(data: Any, source: str) -> ItemResult:
 def read_result(folder: RunFolder, item: str) -> ItemResult | None:
     """The item's result, or None when there is none. An unreadable or foreign file is a located error."""
     path = folder.result_path(item)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    data = read_json_object(path)
+    if data is None:
         return None
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise SpecError([Problem(str(path), "", f"invalid JSON: {exc}")]) from exc
     return parse_result(data, str(path))
 
 
