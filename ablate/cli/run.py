@@ -400,21 +400,14 @@ def _run(
 
 
 def _print_writes(run_dir: Path) -> None:
-    """One line per folder a session wrote outside its cell (namespace: read from its discarded upper dirs)."""
-    import orjson
+    """What the run's sessions wrote outside their cells, per cell and folder (all of it discarded)."""
+    from ablate.isolate.writes import run_summary_lines
+    from ablate.run.folder import RunFolder
+    from ablate.run.result import iter_results
 
-    from ablate.isolate.writes import summary_lines
-
-    for path in sorted((run_dir / "results").glob("*.json")):
-        try:
-            data = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            continue
-        writes = data.get("writes")
-        if isinstance(writes, dict):
-            who = f"{data.get('cell')} r{int(data.get('repeat', 0)):02d} {data.get('task')}"
-            for line in summary_lines(who, writes):
-                _err(line)
+    sessions = [(r.cell, r.writes) for r in iter_results(RunFolder(run_dir)) if r.writes]
+    for line in run_summary_lines(sessions):
+        _err(line)
 
 
 class _JudgeAsYouGo:
