@@ -235,3 +235,23 @@ def test_clean_unmounts_what_a_killed_runner_left_mounted(tmp_path: Path) -> Non
     finally:
         for point in nsexec.mounts_under(str(tmp_path)):
             subprocess.run(["umount", "-l", point], check=False)
+
+
+def test_tree_listing_survives_files_removed_while_it_walks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The links guard walks the user's live repo (.git included): git gc may delete loose objects mid-walk."""
+    from ablate.core import fsutil
+
+    (tmp_path / "keep").write_text("k")
+    (tmp_path / "gone").write_text("g")
+    (tmp_path / "sub").mkdir()
+    real_lstat = os.lstat
+
+    def vanishing(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).endswith(("gone", "sub")):
+            raise FileNotFoundError(path)
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", vanishing)
+    assert sorted(fsutil.tree_listing(tmp_path)) == ["keep"]

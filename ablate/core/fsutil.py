@@ -84,26 +84,32 @@ def _walk_entries(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, str, 
             if rel in excluded:
                 continue
             full = os.path.join(dirpath, d)
-            st = os.lstat(full)
-            if stat.S_ISLNK(st.st_mode):
-                entries.append((rel, "link", os.readlink(full).encode()))
-            else:
-                entries.append((rel, f"dir{stat.S_IMODE(st.st_mode):o}", b""))
-                keep_dirs.append(d)
+            try:
+                st = os.lstat(full)
+                if stat.S_ISLNK(st.st_mode):
+                    entries.append((rel, "link", os.readlink(full).encode()))
+                    continue
+            except FileNotFoundError:  # removed while walked (git gc, the user at work): not there
+                continue
+            entries.append((rel, f"dir{stat.S_IMODE(st.st_mode):o}", b""))
+            keep_dirs.append(d)
         dirnames[:] = keep_dirs
         for f in sorted(filenames):
             rel = os.path.join(rel_dir, f) if rel_dir else f
             if rel in excluded:
                 continue
             full = os.path.join(dirpath, f)
-            st = os.lstat(full)
-            if stat.S_ISLNK(st.st_mode):
-                entries.append((rel, "link", os.readlink(full).encode()))
-            elif stat.S_ISREG(st.st_mode):
-                with open(full, "rb") as fh:
-                    digest = hashlib.sha256(fh.read()).digest()
-                entries.append((rel, f"file{stat.S_IMODE(st.st_mode):o}", digest))
-            else:
-                entries.append((rel, "other", b""))
+            try:
+                st = os.lstat(full)
+                if stat.S_ISLNK(st.st_mode):
+                    entries.append((rel, "link", os.readlink(full).encode()))
+                elif stat.S_ISREG(st.st_mode):
+                    with open(full, "rb") as fh:
+                        digest = hashlib.sha256(fh.read()).digest()
+                    entries.append((rel, f"file{stat.S_IMODE(st.st_mode):o}", digest))
+                else:
+                    entries.append((rel, "other", b""))
+            except FileNotFoundError:  # removed while walked: not there
+                continue
     entries.sort(key=lambda e: e[0])
     return entries
