@@ -255,3 +255,71 @@ def test_tree_listing_survives_files_removed_while_it_walks(
 
     monkeypatch.setattr(os, "lstat", vanishing)
     assert sorted(fsutil.tree_listing(tmp_path)) == ["keep"]
+
+
+def test_links_guard_tells_git_gc_from_a_real_change(tmp_path: Path) -> None:
+    """git packs loose objects in the background (gc --auto): the objects are all still there, so that is no
+    change of the user's files; a new loose object (a model writing through the alternates path) is one."""
+    import subprocess
+
+    from ablate.isolate.guard import changes_and_notes, take
+
+    cfg, repo = tmp_path / "cfg", tmp_path / "repo"
+    cfg.mkdir()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    for i in range(5):
+        (repo / f"f{i}").write_text(str(i))
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "c"], check=True, env=env)
+    before = take(cfg, repo)
+    subprocess.run(["git", "-C", str(repo), "gc", "-q"], check=True, env=env)
+    changed, notes = changes_and_notes(before)
+    assert changed == []
+    assert len(notes) == 1 and "7 loose objects and 1 refs packed by git's own maintenance" in notes[0]
+
+    before = take(cfg, repo)
+    blob = subprocess.run(
+        ["git", "-C", str(repo), "hash-object", "-w", "--stdin"],
+        input="new\n",
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout.strip()
+    changed, notes = changes_and_notes(before)
+    assert f"{repo}/.git/objects/{blob[:2]}/{blob[2:]} (added)" in changed and notes == []
+
+
+def test_links_guard_still_reports_a_moved_branch_after_gc(tmp_path: Path) -> None:
+    """A ref gc packed is maintenance only when it still holds its value: a branch moved by the session is a
+    change even when gc ran too."""
+    import subprocess
+
+    from ablate.isolate.guard import changes_and_notes, take
+
+    cfg, repo = tmp_path / "cfg", tmp_path / "repo"
+    cfg.mkdir()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    git = ["git", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
+    (repo / "f").write_text("1")
+    subprocess.run([*git, "add", "."], check=True, env=env)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True, env=env)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "two"], check=True, env=env)
+    before = take(cfg, repo)
+    subprocess.run([*git, "update-ref", "refs/heads/main", "HEAD~1"], check=True, env=env)
+    subprocess.run([*git, "gc", "-q"], check=True, env=env)
+    changed, _ = changes_and_notes(before)
+    assert f"{repo}/.git/refs/heads/main (removed)" in changed

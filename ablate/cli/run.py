@@ -231,7 +231,7 @@ def _run(
 ) -> None:
     from ablate.core.claude import find_claude
     from ablate.isolate.backend import EnvBackend, ShadowEnvironments
-    from ablate.isolate.guard import changes as real_changes
+    from ablate.isolate.guard import changes_and_notes
     from ablate.isolate.guard import take as take_snapshot
     from ablate.isolate.namespace import NamespaceEnvironments, choose_isolation
     from ablate.isolate.procenv import one_endpoint
@@ -367,13 +367,19 @@ def _run(
             grader.finish(interrupted=presses > 0)
             signal.signal(signal.SIGINT, previous)
             display.close()
-        changed = real_changes(guard) if guard is not None else []
+        changed, guard_notes = changes_and_notes(guard) if guard is not None else ([], [])
     if guard is not None:
         _, manifest = open_run(folder.root)
         isolation_info = {**manifest.isolation, "real_files_changed": changed}
         write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
-    for path in changed:
+    for note in guard_notes:
+        _err(f"note: {note}")
+    for path in changed[:20]:
         _err(f"ERROR: links isolation: your real file changed during the run: {path}")
+    if len(changed) > 20:
+        _err(
+            f"ERROR: … and {len(changed) - 20} more (all listed in manifest.json, isolation.real_files_changed)"
+        )
     _print_writes(folder.root)
     if json:
         print_json(summary.to_json())

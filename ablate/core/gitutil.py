@@ -48,8 +48,11 @@ def git_env(base_env: Mapping[str, str] | None = None) -> dict[str, str]:
     }
 
 
-def run_git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run git without the user's hooks, optional locks (no index refresh) or inherited repo variables."""
+def run_git(
+    cwd: Path, *args: str, check: bool = True, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run git without the user's hooks, optional locks (no index refresh) or inherited repo variables;
+    ``input`` is fed to its standard input (else it reads nothing)."""
     env = git_env()
     env.update(LC_ALL="C", GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
     proc = subprocess.run(
@@ -58,7 +61,8 @@ def run_git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
         env=env,
         capture_output=True,
         text=True,
-        stdin=subprocess.DEVNULL,
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
     )
     if check and proc.returncode != 0:
         raise AblateError(

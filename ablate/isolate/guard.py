@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import tree_listing
+from ablate.core.gitutil import run_git
 from ablate.isolate import shadowfs
 from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS, WRITTEN_DIRS
 
@@ -104,6 +106,11 @@ def take(
 
 def changes(before: Snapshot) -> list[str]:
     """The real paths added, removed or changed since ``before``: "<path> (added|removed|changed)"."""
+    return changes_and_notes(before)[0]
+
+
+def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
+    """:func:`changes`, and notes on what changed without changing the user's files (git's maintenance)."""
     home_key = str(before.home) if before.home is not None else ""
     watched = tuple({k.split("/")[0] for k in before.listings.get(home_key, {})}) if home_key else None
     # a home entry the run created is a change too: list the home's current names, not only the watched ones
@@ -112,10 +119,80 @@ def changes(before: Snapshot) -> list[str]:
         watched = tuple(set(watched or ()) | current)
     after = take(before.config_dir, before.repo, before.home, skip=before.skip, watched=watched)
     out: list[str] = []
+    notes: list[str] = []
     for root, old in before.listings.items():
         new = after.listings.get(root, {})
-        for rel in sorted(set(old) | set(new)):
-            if old.get(rel) != new.get(rel):
-                what = "added" if rel not in old else "removed" if rel not in new else "changed"
-                out.append(f"{Path(root) / rel} ({what})")
-    return out
+        diff = {
+            rel: "added" if rel not in old else "removed" if rel not in new else "changed"
+            for rel in sorted(set(old) | set(new))
+            if old.get(rel) != new.get(rel)
+        }
+        if root == str(before.repo):
+            diff, note = _git_maintenance(before.repo, diff, old)
+            notes.extend(note)
+        out.extend(f"{Path(root) / rel} ({what})" for rel, what in diff.items())
+    return out, notes
+
+
+_LOOSE = re.compile(r"^\.git/objects/([0-9a-f]{2})/([0-9a-f]{38,62})$")
+_FANOUT = re.compile(r"^\.git/objects/[0-9a-f]{2}$")
+_LOOSE_REF = re.compile(r"^\.git/(refs/.+)$")
+#: What gc writes besides packs: pack indexes, the commit graph, packed refs and the dumb-transport info.
+_GC_OUTPUTS = re.compile(
+    r"^\.git/(objects/(pack/[^/]+|info/(packs|commit-graph|commit-graphs/.*))|packed-refs|info/refs)$"
+)
+
+
+def _content_tag(text: str) -> str:
+    """The hash part of a file's :func:`tree_listing` entry with this content."""
+    return hashlib.sha256(hashlib.sha256(text.encode()).digest()).hexdigest()[:16]
+
+
+def _git_maintenance(
+    repo: Path, diff: dict[str, str], old: dict[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """Separate git's own maintenance (``git gc`` packing loose objects and refs, run by git in the
+    background or by the user) from real changes. A removed loose object the repository still holds, a
+    removed loose ref that still resolves to the value it held, and the files gc writes are not a change of
+    the user's files; anything else stays a change."""
+    removed = {
+        rel: m.group(1) + m.group(2)
+        for rel, what in diff.items()
+        if what == "removed"
+        if (m := _LOOSE.match(rel))
+    }
+    packed: set[str] = set()
+    if removed:
+        proc = run_git(
+            repo,
+            "cat-file",
+            "--batch-check=%(objectname)",
+            check=False,
+            input="\n".join(removed.values()) + "\n",
+        )
+        still = {line.strip() for line in proc.stdout.splitlines() if not line.endswith("missing")}
+        packed = {rel for rel, oid in removed.items() if oid in still}
+    moved_refs: set[str] = set()
+    for rel, what in diff.items():
+        m = _LOOSE_REF.match(rel)
+        if what != "removed" or m is None or not old.get(rel, "").startswith("file"):
+            continue
+        value = run_git(repo, "rev-parse", "--verify", "-q", m.group(1), check=False).stdout.strip()
+        if value and old[rel].split(":", 1)[1] == _content_tag(value + "\n"):
+            moved_refs.add(rel)
+    if not packed and not moved_refs:
+        return diff, []
+    rest = {
+        rel: what
+        for rel, what in diff.items()
+        if rel not in packed
+        and rel not in moved_refs
+        and not _GC_OUTPUTS.match(rel)
+        and not (what == "removed" and _FANOUT.match(rel))
+    }
+    note = (
+        f"{repo}/.git: {len(packed)} loose objects and {len(moved_refs)} refs packed by git's own maintenance "
+        f"(each still in the repository, with the same value; {len(diff) - len(rest) - len(packed) - len(moved_refs)} "
+        "files gc writes) — not counted as a change"
+    )
+    return rest, [note]
