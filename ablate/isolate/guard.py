@@ -137,9 +137,11 @@ def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
 _LOOSE = re.compile(r"^\.git/objects/([0-9a-f]{2})/([0-9a-f]{38,62})$")
 _FANOUT = re.compile(r"^\.git/objects/[0-9a-f]{2}$")
 _LOOSE_REF = re.compile(r"^\.git/(refs/.+)$")
-#: What gc writes besides packs: pack indexes, the commit graph, packed refs and the dumb-transport info.
+#: What gc writes besides packs: pack indexes, the commit graph, packed refs, the dumb-transport info, and its
+#: own lock and log files.
 _GC_OUTPUTS = re.compile(
-    r"^\.git/(objects/(pack/[^/]+|info/(packs|commit-graph|commit-graphs/.*))|packed-refs|info/refs)$"
+    r"^\.git/(objects/(pack/[^/]+|info/(packs|commit-graph|commit-graphs/.*))|packed-refs|info/refs"
+    r"|gc\.pid|gc\.log|gc\.log\.lock)$"
 )
 
 
