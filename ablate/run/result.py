@@ -11,7 +11,6 @@ This is the contract between ``run`` and everything downstream (``recover``, ``m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import orjson
@@ -121,15 +120,12 @@ class ItemResult(Spec):
     writes: dict[str, Any] | None = None
     """What the session wrote outside its cell (isolation backend's report; discarded writes)."""
 
-    @property
-    def rank(self) -> int:
-        """1: a failed attempt; 2: a complete outcome (0 is reserved for "no result")."""
-        return 2 if self.complete else 1
-
 
 def result_rank(result: ItemResult | None) -> int:
     """0: no result; 1: a failed attempt (api_error, no transcript, killed); 2: a complete outcome."""
-    return 0 if result is None else result.rank
+    if result is None:
+        return 0
+    return 2 if result.complete else 1
 
 
 def should_replace(old: ItemResult | None, new: ItemResult) -> bool:
@@ -201,27 +197,15 @@ def write_result(folder: RunFolder, result: ItemResult) -> bool:
     return True
 
 
-def is_complete(folder: RunFolder, item: str) -> bool:
-    return result_rank(read_result(folder, item)) == 2
-
-
-def result_from_mapping(doc: Mapping[str, Any], source: str = "<result>") -> ItemResult:
-    """Build an :class:`ItemResult` from a plain mapping (fills ``schema_version``), with located errors."""
-    data = {"schema_version": RESULT_SCHEMA_VERSION, **doc}
-    return parse_result(data, source)
-
-
 __all__ = [
     "COMPLETE_STATUSES",
     "RESULT_SCHEMA_VERSION",
     "ExitInfo",
     "ItemResult",
     "Recovery",
-    "is_complete",
     "iter_results",
     "parse_result",
     "read_result",
-    "result_from_mapping",
     "result_rank",
     "should_replace",
     "write_result",

@@ -58,7 +58,7 @@ from ablate.run.folder import (
 )
 from ablate.run.lock import RunLock
 from ablate.run.plan import Shard, shard_items
-from ablate.run.result import COMPLETE_STATUSES, is_complete, read_result, write_result
+from ablate.run.result import COMPLETE_STATUSES, read_result, write_result
 from ablate.run.session import (
     PAUSE_API_STATUSES,
     PERMANENT_API_STATUSES,
@@ -256,10 +256,9 @@ class Runner:
                 raise RunFolderError(f"plan item {it.item}: unknown task {it.task!r}")
             if it.cell not in self.cells:
                 raise RunFolderError(f"plan item {it.item}: unknown cell {it.cell!r}")
-        complete = {it.item for it in share if is_complete(self.folder, it.item)}
-        failed: set[str] = {
-            it.item for it in share if it.item not in complete and read_result(self.folder, it.item)
-        }
+        existing = {it.item: read_result(self.folder, it.item) for it in share}  # each result read once
+        complete = {item for item, res in existing.items() if res is not None and res.complete}
+        failed: set[str] = {item for item, res in existing.items() if res is not None and not res.complete}
         pending = [it for it in share if it.item not in complete]
         self._total = len(share)
         self._done = len(complete)
