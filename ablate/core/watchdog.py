@@ -9,41 +9,25 @@ describes, and keep a cell environment busy.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from typing import IO
 
-#: The watchdog's program: standard library only, so it starts in a few milliseconds.
-_PROGRAM = r"""
-import os, signal, sys, time
-needle = ("ABLATE_TAG=" + sys.argv[1]).encode()
-os.setsid()  # a Ctrl-C to the runner's process group must not take the watchdog first
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-try:
-    while sys.stdin.buffer.read(4096):
-        pass
-except OSError:
-    pass
-for _ in range(5):
-    found = False
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/environ" % name, "rb") as fh:
-                env = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if any(v.startswith(needle) for v in env):
-            found = True
-            try:
-                os.kill(int(name), signal.SIGKILL)
-            except OSError:
-                pass
-    if not found:
-        break
-    time.sleep(0.05)
-"""
+from ablate.core.proc import kill_tagged
+
+
+def main(argv: list[str]) -> int:
+    """The watchdog process: wait for the pipe from the runner to close, then kill the tagged processes."""
+    os.setsid()  # a Ctrl-C to the runner's process group must not take the watchdog first
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        while sys.stdin.buffer.read(4096):
+            pass
+    kill_tagged(argv[0])
+    return 0
 
 
 class Watchdog:
@@ -52,7 +36,7 @@ class Watchdog:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _PROGRAM, prefix],
+            [sys.executable, "-m", "ablate.core.watchdog", prefix],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -73,3 +57,7 @@ class Watchdog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
