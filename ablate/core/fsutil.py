@@ -72,6 +72,24 @@ def tree_listing(root: Path, *, exclude: tuple[str, ...] = ()) -> dict[str, str]
     return out
 
 
+def _entry(full: str) -> tuple[str, bytes] | None:
+    """(kind, payload) of one path, not following links; None when it was removed while the tree was walked
+    (git gc or the user at work in a live tree): it is not there."""
+    try:
+        st = os.lstat(full)
+        if stat.S_ISLNK(st.st_mode):
+            return "link", os.readlink(full).encode()
+        mode = f"{stat.S_IMODE(st.st_mode):o}"
+        if stat.S_ISDIR(st.st_mode):
+            return f"dir{mode}", b""
+        if stat.S_ISREG(st.st_mode):
+            with open(full, "rb") as fh:
+                return f"file{mode}", hashlib.sha256(fh.read()).digest()
+        return "other", b""
+    except FileNotFoundError:
+        return None
+
+
 def _walk_entries(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, str, bytes]]:
     entries: list[tuple[str, str, bytes]] = []
     excluded = {e.strip("/") for e in exclude}
@@ -79,37 +97,16 @@ def _walk_entries(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, str, 
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir
         keep_dirs = []
-        for d in sorted(dirnames):
-            rel = os.path.join(rel_dir, d) if rel_dir else d
+        for name in sorted(dirnames) + sorted(filenames):
+            rel = os.path.join(rel_dir, name) if rel_dir else name
             if rel in excluded:
                 continue
-            full = os.path.join(dirpath, d)
-            try:
-                st = os.lstat(full)
-                if stat.S_ISLNK(st.st_mode):
-                    entries.append((rel, "link", os.readlink(full).encode()))
-                    continue
-            except FileNotFoundError:  # removed while walked (git gc, the user at work): not there
+            entry = _entry(os.path.join(dirpath, name))
+            if entry is None:
                 continue
-            entries.append((rel, f"dir{stat.S_IMODE(st.st_mode):o}", b""))
-            keep_dirs.append(d)
+            entries.append((rel, *entry))
+            if entry[0].startswith("dir"):
+                keep_dirs.append(name)  # descend into folders only, never through a link
         dirnames[:] = keep_dirs
-        for f in sorted(filenames):
-            rel = os.path.join(rel_dir, f) if rel_dir else f
-            if rel in excluded:
-                continue
-            full = os.path.join(dirpath, f)
-            try:
-                st = os.lstat(full)
-                if stat.S_ISLNK(st.st_mode):
-                    entries.append((rel, "link", os.readlink(full).encode()))
-                elif stat.S_ISREG(st.st_mode):
-                    with open(full, "rb") as fh:
-                        digest = hashlib.sha256(fh.read()).digest()
-                    entries.append((rel, f"file{stat.S_IMODE(st.st_mode):o}", digest))
-                else:
-                    entries.append((rel, "other", b""))
-            except FileNotFoundError:  # removed while walked: not there
-                continue
     entries.sort(key=lambda e: e[0])
     return entries

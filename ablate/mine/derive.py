@@ -4,15 +4,8 @@ One session = the main-thread file ``<session_id>.jsonl`` plus its sub-agents'
 ``<session_id>/subagents/agent-*.jsonl``. :func:`mine_session` streams them line by line and returns a
 :class:`SessionResult` with metrics for the main thread, the sub-agents and both together.
 
-Speed: most bytes of a modern transcript are request snapshots (``api-request-shape``, ``api-request-blob``,
-``attachment:prompt_snapshot``) that carry nothing we count. Those lines are recognised from their first
-bytes and never parsed; a line is skipped only when its prefix proves its type (the ``type`` key is the
-first key, or the top-level ``attachment`` object, reached through scalar keys only, is a prompt snapshot).
-Any other line, whatever its key order, is parsed with orjson.
-
-Robustness: malformed lines, a torn last line (a file being appended while read), non-object records and
-unknown record types are counted in the result, never fatal. Older transcripts (no attachments, no
-``cost-state``, sub-agent records inline with ``isSidechain: true``) still mine.
+How a transcript is read (fast path, robustness) is :mod:`ablate.mine.parse`'s job; this module derives
+the session's status, turns, cost and duration from what was read, and reconciles them with the CLI's stdout.
 """
 
 from __future__ import annotations

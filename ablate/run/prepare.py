@@ -116,7 +116,7 @@ def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) ->
 
     Raises :class:`UsageError` (exit 2) naming the option and the fix.
     """
-    if _inside(setup.config_dir, setup.repo) and setup.config_dir.resolve() == setup.repo.resolve():
+    if setup.config_dir.resolve() == setup.repo.resolve():
         raise UsageError(
             f"--config-dir {setup.config_dir} is the repository itself",
             hint="pass your Claude config dir (usually ~/.claude) and the repository separately",
