@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from ablate.run.folder import (
+from ablate.folder.layout import (
     TASKS_DIR,
     Attempt,
     ClaudeInfo,
@@ -20,7 +20,7 @@ from ablate.run.folder import (
     item_id,
     write_manifest,
 )
-from ablate.run.result import ItemResult, write_result
+from ablate.folder.result import ItemResult, write_result
 
 TASK_TOML = """schema_version = 1
 id = "{id}"

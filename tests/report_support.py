@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.run.folder import (
+from ablate.folder.layout import (
     ClaudeInfo,
     ManifestCell,
     ManifestTask,
@@ -16,7 +16,7 @@ from ablate.run.folder import (
     item_id,
     write_manifest,
 )
-from ablate.run.result import ItemResult, write_result
+from ablate.folder.result import ItemResult, write_result
 
 MODEL = "claude-sonnet-4-6"
 LAYERS = ["user-claude-md", "axioms", "decisions", "output-styles"]

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
-from ablate.run.folder import RunFolder, read_manifest, write_manifest
+from ablate.folder.layout import RunFolder, read_manifest, write_manifest
 from ablate.setup.examples import ExampleSetup, materialise_example
 from tests.runner_support import write_fake_claude
 

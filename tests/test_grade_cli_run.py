@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
+from ablate.folder.layout import RunFolder, read_manifest
+from ablate.folder.result import iter_results
 from ablate.grade.record import read_grade
-from ablate.run.folder import RunFolder, read_manifest
-from ablate.run.result import iter_results
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.runner_support import write_fake_claude

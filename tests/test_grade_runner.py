@@ -8,9 +8,10 @@ import orjson
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.fsutil import sha256_file
+from ablate.folder.result import read_result
+from ablate.grade.hook import GradingHook
 from ablate.grade.record import read_grade
 from ablate.run.create import create_run, load_run_tasks, open_run
-from ablate.run.result import read_result
 from ablate.run.scheduler import Runner, RunOptions
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog
@@ -66,6 +67,7 @@ def test_the_runner_seeds_each_checkout_and_records_checks_per_attempt(tmp_path:
         cells=list(cs.cells),
         backend=backend,
         options=RunOptions(jobs=2, retry_delay_s=0.05),
+        tree_hook=GradingHook(),
         claude=claude,
     ).run()
     assert summary.outcome == "finished" and summary.done == 4

@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 from ablate.core.errors import NotFound, RunFolderError, SpecError
-from ablate.mine.recover import recover_run
-from ablate.run.folder import Attempt, PlanItem, RunFolder
-from ablate.run.lock import RunLock
-from ablate.run.result import read_result
+from ablate.folder.layout import Attempt, PlanItem, RunFolder
+from ablate.folder.lock import RunLock
+from ablate.folder.result import read_result
+from ablate.run.recover import recover_run
 from tests.mining_support import FIXTURES, stdout_of
 
 

@@ -17,9 +17,10 @@ import pytest
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import OutputExists, RunFolderError
 from ablate.core.fsutil import sha256_file
+from ablate.folder.layout import RunFolder, read_manifest
+from ablate.folder.result import COMPLETE_STATUSES, ItemResult, iter_results, read_result, should_replace
+from ablate.grade.hook import GradingHook
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run
-from ablate.run.folder import RunFolder, read_manifest
-from ablate.run.result import COMPLETE_STATUSES, ItemResult, iter_results, read_result, should_replace
 from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog
@@ -75,6 +76,7 @@ class Rig:
             cells=self.cells,
             backend=self.backend,
             options=options,
+            tree_hook=GradingHook(),
             claude=self.claude,
             on_progress=self.events.append,
         )
@@ -241,7 +243,7 @@ def test_stop_kills_after_the_grace_period_and_leaves_a_resumable_folder(tmp_pat
 def test_timeout_kills_the_session_and_is_recorded_as_such(tmp_path: Path) -> None:
     rig = Rig(tmp_path, {"slow": "SLEEP forever"})
     folder, manifest = open_run(rig.folder.root)
-    from ablate.run.folder import write_manifest
+    from ablate.folder.layout import write_manifest
 
     write_manifest(folder, manifest.model_copy(update={"timeout_s": 1.0}))
     summary = rig.run()
@@ -355,9 +357,9 @@ def test_environments_are_capped_at_jobs_and_retargeted(tmp_path: Path) -> None:
 
 def test_run_then_lost_outputs_recover_merge_and_summarise_as_one_contract(tmp_path: Path) -> None:
     """run → delete stdout and result → recover → merge → demo summary: every stage reads the same ItemResult."""
-    from ablate.mine.recover import recover_run
     from ablate.run.demo import summarise_results
     from ablate.run.merge import merge_runs
+    from ablate.run.recover import recover_run
 
     rig = Rig(tmp_path, {"alpha": "say done", "beta": "say hi"}, repeats=1)
     summary = rig.run()

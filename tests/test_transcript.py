@@ -9,7 +9,8 @@ import pytest
 
 from ablate.mine.derive import mine_session
 from ablate.mine.discover import iter_sessions
-from ablate.mine.model import PitfallPattern, SessionResult
+from ablate.mine.model import SessionResult
+from ablate.setup.tasks import PitfallPattern
 from tests.mining_support import EXPECTED, NAMES, OLD_SESSION, lay_out, relative, stdout_of
 
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ablate.core.pricing import estimate_cost, normalize_model, price_for
 from ablate.mine.cli_output import is_rate_limit_message, parse_cli_output, parse_reset_time
 from ablate.mine.derive import mine_session
-from ablate.mine.model import PitfallPattern
-from ablate.mine.pricing import estimate_cost, normalize_model, price_for
+from ablate.setup.tasks import PitfallPattern
 from tests.mining_support import FIXTURES, lay_out, stdout_of
 
 _json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)

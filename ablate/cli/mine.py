@@ -14,7 +14,8 @@ import typer
 from ablate.cli.common import Json, cli_errors
 from ablate.core.errors import EXIT_PARTIAL, NotFound, UsageError
 from ablate.mine.discover import iter_sessions, mine_each
-from ablate.mine.model import PitfallPattern, SessionResult
+from ablate.mine.model import SessionResult
+from ablate.setup.tasks import PitfallPattern
 
 app = typer.Typer()
 
@@ -190,7 +191,7 @@ def recover(
     2 the folder does not exist; 3 some items could not be recovered (no transcript, rate limited);
     130 interrupted.
     """
-    from ablate.mine.recover import recover_run  # pydantic-backed run-folder models: loaded only when needed
+    from ablate.run.recover import recover_run  # pydantic-backed run-folder models: loaded only when needed
 
     rows: list[list[Any]] = []
     unrecovered = 0

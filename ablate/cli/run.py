@@ -25,6 +25,7 @@ from ablate.cli.common import (
 )
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.grade.hook import GradingHook
 
 app = typer.Typer()
 
@@ -230,15 +231,15 @@ def _run(
     split: str = "both",
 ) -> None:
     from ablate.core.claude import find_claude
+    from ablate.folder.layout import write_manifest
+    from ablate.folder.result import read_result
     from ablate.isolate.backend import EnvBackend, ShadowEnvironments
     from ablate.isolate.guard import changes_and_notes
     from ablate.isolate.guard import take as take_snapshot
     from ablate.isolate.namespace import NamespaceEnvironments, choose_isolation
     from ablate.isolate.procenv import one_endpoint
     from ablate.run.create import open_run
-    from ablate.run.folder import write_manifest
     from ablate.run.prepare import RunRequest, prepare_run, work_area
-    from ablate.run.result import read_result
     from ablate.run.scheduler import Runner, RunOptions
 
     # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
@@ -333,6 +334,7 @@ def _run(
             cells=list(cell_set.cells),
             backend=backend,
             options=options,
+            tree_hook=GradingHook(),
             claude=claude,
             forced=force,
             work_root=work_root,
@@ -407,9 +409,9 @@ def _run(
 
 def _print_writes(run_dir: Path) -> None:
     """What the run's sessions wrote outside their cells, per cell and folder (all of it discarded)."""
+    from ablate.folder.layout import RunFolder
+    from ablate.folder.result import iter_results
     from ablate.isolate.writes import run_summary_lines
-    from ablate.run.folder import RunFolder
-    from ablate.run.result import iter_results
 
     sessions = [(r.cell, r.writes) for r in iter_results(RunFolder(run_dir)) if r.writes]
     for line in run_summary_lines(sessions):

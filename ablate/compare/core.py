@@ -41,7 +41,7 @@ from ablate.compare.ledger import (
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.errors import OutputExists, UsageError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.mine.pricing import estimate_cost
+from ablate.core.pricing import estimate_cost
 from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_plan
 from ablate.setup.tasks import Task, load_tasks
 

@@ -30,7 +30,8 @@ import orjson
 from ablate.compare.arms import Arm
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import sha256_bytes
-from ablate.mine.pricing import estimate_cost
+from ablate.core.pricing import estimate_cost
+from ablate.grade.hook import GradingHook
 from ablate.setup.tasks import Task
 
 REQUESTS = "requests.jsonl"
@@ -403,9 +404,9 @@ class ClaudeCodeExecutor:
         self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
     ) -> Execution:
         from ablate.core.claude import find_claude
+        from ablate.folder.result import iter_results
         from ablate.isolate.backend import ShadowEnvironments
         from ablate.run.prepare import RunRequest, prepare_run
-        from ablate.run.result import iter_results
         from ablate.run.scheduler import Runner, RunOptions
 
         o = self.options
@@ -457,6 +458,7 @@ class ClaudeCodeExecutor:
             cells=list(prep.cell_set.cells),
             backend=backend,
             options=RunOptions(jobs=o.jobs, budget_usd=o.budget_usd),
+            tree_hook=GradingHook(),
             claude=claude,
             work_root=work_root,
         )
@@ -490,7 +492,7 @@ class ClaudeCodeExecutor:
         for it in items:
             if it.item not in done:
                 outcomes.append(ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run"))
-        from ablate.run.folder import read_manifest
+        from ablate.folder.layout import read_manifest
 
         layer_path = prep.catalog.get(o.layer).paths[0]
         built = {c.id: c.fingerprints.get(o.layer) for c in read_manifest(prep.folder).cells}

@@ -30,11 +30,11 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from ablate.core.errors import RunFolderError, UsageError
+from ablate.core.pricing import estimate_cost, normalize_model, price_for
+from ablate.folder.layout import TASKS_DIR, RunFolder, RunManifest, read_manifest
+from ablate.folder.result import ItemResult, iter_results
 from ablate.grade.record import JudgeVerdict, read_grade, record_verdict
 from ablate.mine.cli_output import parse_cli_output
-from ablate.mine.pricing import estimate_cost, normalize_model, price_for
-from ablate.run.folder import TASKS_DIR, RunFolder, RunManifest, read_manifest
-from ablate.run.result import ItemResult, iter_results
 from ablate.setup.tasks import Rubric, Task, load_task
 
 #: Longest answer / diff sent to the judge (characters); longer ones are cut in the middle, and say so.

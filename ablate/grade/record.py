@@ -21,8 +21,8 @@ from pydantic import Field, ValidationError
 from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object
+from ablate.folder.layout import RunFolder, utcnow
 from ablate.grade.checks import Baseline, ChecksGrade, grade_checkout
-from ablate.run.folder import RunFolder, utcnow
 from ablate.setup.tasks import Task
 
 GRADES = "grades"

@@ -22,9 +22,9 @@ from typing import Literal
 
 from scipy import stats
 
+from ablate.folder.layout import RunFolder, read_manifest
+from ablate.folder.result import ItemResult, iter_results
 from ablate.grade.record import read_grade
-from ablate.run.folder import RunFolder, read_manifest
-from ablate.run.result import ItemResult, iter_results
 
 Metric = Literal["pitfall_free", "checks_passed", "judge_pass"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablate.folder.layout import RunFolder
+from ablate.folder.result import iter_results
 from ablate.grade.record import read_grade
-from ablate.run.folder import RunFolder
-from ablate.run.result import iter_results
 
 
 @dataclass

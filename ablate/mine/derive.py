@@ -19,10 +19,11 @@ from typing import Any
 
 import orjson
 
+from ablate.core.pricing import estimate_cost
 from ablate.mine.cli_output import CliOutput, is_rate_limit_message, parse_cli_output, parse_reset_time
-from ablate.mine.model import PitfallPattern, SessionResult, ThreadMetrics
+from ablate.mine.model import SessionResult, ThreadMetrics
 from ablate.mine.parse import _Session, _stream, _Thread
-from ablate.mine.pricing import estimate_cost
+from ablate.setup.tasks import PitfallPattern
 
 
 def subagent_files(transcript: Path) -> list[Path]:

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ablate.mine.derive import mine_session
-from ablate.mine.model import PitfallPattern, SessionResult
+from ablate.mine.model import SessionResult
+from ablate.setup.tasks import PitfallPattern
 
 _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

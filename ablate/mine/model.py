@@ -38,15 +38,6 @@ KNOWN_RECORD_TYPES = frozenset(
 
 
 @dataclass(frozen=True)
-class PitfallPattern:
-    """A task's pitfall: a case-insensitive regex matched against the model's own words."""
-
-    id: str
-    pattern: str
-    scope: Literal["text", "text+tools"] = "text"
-
-
-@dataclass(frozen=True)
 class SkillCall:
     """One ``Skill`` tool call and what came of it."""
 

@@ -26,12 +26,12 @@ import orjson
 from ablate.mine.attachments import hook_commands_in, instruction_files_in, listed_names_in
 from ablate.mine.model import (
     KNOWN_RECORD_TYPES,
-    PitfallPattern,
     SkillCall,
     SkillOutcome,
     ThreadMetrics,
     Usage,
 )
+from ablate.setup.tasks import PitfallPattern
 
 # Lines whose type is proven by their first bytes and that carry nothing we mine.
 _SKIP_PREFIXES: tuple[bytes, ...] = (

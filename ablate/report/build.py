@@ -18,7 +18,9 @@ import orjson
 
 from ablate import __version__
 from ablate.core.errors import RunFolderError, UsageError
-from ablate.mine.pricing import estimate_cost
+from ablate.core.pricing import estimate_cost
+from ablate.folder.layout import ManifestCell, RunFolder, RunManifest, read_manifest
+from ablate.folder.result import ItemResult, iter_results
 from ablate.report.model import (
     BINARY_METRICS,
     HIGHER_IS_BETTER,
@@ -36,8 +38,6 @@ from ablate.report.model import (
     RunInfo,
     TaskCellCell,
 )
-from ablate.run.folder import ManifestCell, RunFolder, RunManifest, read_manifest
-from ablate.run.result import ItemResult, iter_results
 from ablate.stats import (
     Interval,
     NotComputable,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ablate.folder.layout import RunManifest
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, Report
-from ablate.run.folder import RunManifest
 
 
 def _pct(x: float | None) -> str:

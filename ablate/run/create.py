@@ -12,7 +12,7 @@ from typing import Any
 from ablate import __version__
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import NotFound, OutputExists, RunFolderError, UsageError
-from ablate.run.folder import (
+from ablate.folder.layout import (
     SCHEMA_VERSION,
     TASKS_DIR,
     ClaudeInfo,

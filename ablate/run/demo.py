@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.core.errors import UsageError
-from ablate.run.folder import RunFolder
-from ablate.run.result import ItemResult, iter_results
+from ablate.folder.layout import RunFolder
+from ablate.folder.result import ItemResult, iter_results
 
 MARKER = ".ablate-demo"
 

@@ -3,7 +3,7 @@
 The folders must have identical manifest identities (same CLI build, model, flags, cells, tasks, seed and
 plan; see :meth:`RunManifest.identity`). Every attempt's evidence is copied (renumbered per item when two
 folders ran the same item); per item the best result wins under the replacement rule of
-:func:`ablate.run.result.should_replace`, so a complete result is never displaced by an error.
+:func:`ablate.folder.result.should_replace`, so a complete result is never displaced by an error.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import NotFound, OutputExists, RunFolderError
-from ablate.run.folder import (
+from ablate.folder.layout import (
     TASKS_DIR,
     Attempt,
     PlanItem,
@@ -24,8 +24,8 @@ from ablate.run.folder import (
     read_manifest,
     write_manifest,
 )
-from ablate.run.lock import RunLock
-from ablate.run.result import ItemResult, read_result, should_replace, write_result
+from ablate.folder.lock import RunLock
+from ablate.folder.result import ItemResult, read_result, should_replace, write_result
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

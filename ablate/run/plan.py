@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ablate.core.errors import UsageError
-from ablate.mine.pricing import estimate_cost
-from ablate.run.folder import PlanItem, item_id
+from ablate.core.pricing import estimate_cost
+from ablate.folder.layout import PlanItem, item_id
 
 #: Assumed size of one API call when nothing has been observed yet: Claude Code's system prompt, tool
 #: definitions and a short conversation come to ~21k input tokens (measured: a one-word answer reports

@@ -17,10 +17,10 @@ from typing import Any
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import run_git
+from ablate.folder.layout import PlanItem, RunFolder, RunManifest
+from ablate.folder.result import read_result
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run, shard_folder
-from ablate.run.folder import PlanItem, RunFolder, RunManifest
 from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
-from ablate.run.result import read_result
 from ablate.setup.cells import CellSet
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup, ancestor_leaks

@@ -41,13 +41,7 @@ from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError
 from ablate.core.proc import ExecResult, kill_tagged, kill_tree, run_process
 from ablate.core.watchdog import Watchdog
-from ablate.grade.checks import UnsafePath, apply_seed_files
-from ablate.grade.record import grade_attempt
-from ablate.isolate.backend import CellEnv, EnvBackend
-from ablate.isolate.gitreads import git_history_reads
-from ablate.mine.derive import mine_session
-from ablate.mine.model import SessionResult
-from ablate.run.folder import (
+from ablate.folder.layout import (
     Attempt,
     ManifestSession,
     PlanItem,
@@ -56,9 +50,14 @@ from ablate.run.folder import (
     utcnow,
     write_manifest,
 )
-from ablate.run.lock import RunLock
+from ablate.folder.lock import RunLock
+from ablate.folder.result import COMPLETE_STATUSES, read_result, write_result
+from ablate.isolate.backend import CellEnv, EnvBackend
+from ablate.isolate.gitreads import git_history_reads
+from ablate.mine.derive import mine_session
+from ablate.mine.model import SessionResult
+from ablate.run.hooks import HookRefused, TreeHook
 from ablate.run.plan import Shard, shard_items
-from ablate.run.result import COMPLETE_STATUSES, read_result, write_result
 from ablate.run.session import (
     PAUSE_API_STATUSES,
     PERMANENT_API_STATUSES,
@@ -205,6 +204,7 @@ class Runner:
         cells: Sequence[ResolvedCell],
         backend: EnvBackend,
         options: RunOptions,
+        tree_hook: TreeHook,
         claude: ClaudeBinary | None = None,
         forced: bool = False,
         work_root: Path | None = None,
@@ -217,6 +217,7 @@ class Runner:
         self.cells = {c.id: c for c in cells}
         self.backend = backend
         self.options = options
+        self.tree_hook = tree_hook
         self.claude = claude
         self.forced = forced
         self.work_root = work_root
@@ -564,9 +565,9 @@ class Runner:
         tree = getattr(self.backend, "checkout", None) or (lambda e: contextlib.nullcontext(e.cwd))
         try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
             with tree(job.env) as checkout:
-                baseline = apply_seed_files(job.task, checkout)
-        except UnsafePath as exc:
-            return _Outcome(job, None, None, "error", None, error=f"seed files not written: {exc}")
+                baseline = self.tree_hook.before(job.task, checkout)
+        except HookRefused as exc:
+            return _Outcome(job, None, None, "error", None, error=str(exc))
         except OSError as exc:
             return _Outcome(job, None, None, "env_error", None, error=f"checkout not reachable: {exc}")
         stdout = folder.stdout_path(it.item, a.n)
@@ -588,7 +589,7 @@ class Runner:
         # checks read the checkout the session left, before any reset of it (ablate.grade)
         try:
             with tree(job.env) as checkout:
-                grade_attempt(folder, it.item, a.n, job.task, checkout, baseline)
+                self.tree_hook.after(folder, it.item, a.n, job.task, checkout, baseline)
         except OSError as exc:  # the session stands; only its grade is missing (said in its stderr file)
             baseline.discard()
             ex = dataclasses.replace(

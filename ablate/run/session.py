@@ -13,9 +13,9 @@ import psutil
 
 from ablate.core.claude import claude_argv
 from ablate.core.proc import ExecResult, kill_tree
+from ablate.folder.layout import Attempt, PlanItem, RunFolder
+from ablate.folder.result import COMPLETE_STATUSES, STATUSES, ExitInfo, ItemResult
 from ablate.mine.model import SessionResult
-from ablate.run.folder import Attempt, PlanItem, RunFolder
-from ablate.run.result import COMPLETE_STATUSES, STATUSES, ExitInfo, ItemResult
 
 #: HTTP statuses that are the request's own fault: retrying cannot help.
 PERMANENT_API_STATUSES = frozenset({400, 401, 403, 404, 413})

@@ -49,8 +49,17 @@ from pydantic import AfterValidator, Field, field_validator
 from ablate.core.errors import NotFound, Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import Spec, read_spec_data, validate
-from ablate.mine.model import PitfallPattern
 from ablate.setup.layers import Catalog
+
+
+@dataclass(frozen=True)
+class PitfallPattern:
+    """A task's pitfall: a case-insensitive regex matched against the model's own words."""
+
+    id: str
+    pattern: str
+    scope: Literal["text", "text+tools"] = "text"
+
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object
-from ablate.run.folder import RunFolder
+from ablate.folder.layout import RunFolder
 
 #: Version of the ``results/<item>.json`` format. 2: the first typed contract (wave 2); 1 was untyped.
 RESULT_SCHEMA_VERSION: Literal[2] = 2

@@ -15,12 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.core.errors import AblateError, NotFound
-from ablate.mine.cli_output import parse_cli_output
-from ablate.mine.derive import mine_session
-from ablate.mine.model import SessionResult
-from ablate.run.folder import TASKS_DIR, Attempt, PlanItem, RunFolder
-from ablate.run.lock import RunLock
-from ablate.run.result import (
+from ablate.folder.layout import TASKS_DIR, Attempt, PlanItem, RunFolder
+from ablate.folder.lock import RunLock
+from ablate.folder.result import (
     COMPLETE_STATUSES,
     STATUSES,
     ExitInfo,
@@ -30,6 +27,9 @@ from ablate.run.result import (
     should_replace,
     write_result,
 )
+from ablate.mine.cli_output import parse_cli_output
+from ablate.mine.derive import mine_session
+from ablate.mine.model import SessionResult
 from ablate.run.session import PAUSE_API_STATUSES
 from ablate.setup.tasks import Task, load_task
 

@@ -8,7 +8,7 @@ import os
 import socket
 
 from ablate.core.errors import RunFolderError
-from ablate.run.folder import LOCK, RunFolder, utcnow
+from ablate.folder.layout import LOCK, RunFolder, utcnow
 
 
 class RunLock:

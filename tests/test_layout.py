@@ -1,0 +1,74 @@
+"""The package layout: stage subpackages import each other without cycles (function-level imports count)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "ablate"
+
+
+def stage_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Stage subpackage → the other stage subpackages its modules import, anywhere in the module."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).parts
+        if len(rel) < 2:
+            continue
+        src = rel[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "ablate" and len(parts) > 1 and parts[1] != src:
+                    edges[src].add(parts[1])
+    return edges
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as a path ``[a, b, …, a]``, or ``None``."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if state.get(m) == 1:
+                return [*stack[stack.index(m) :], m]
+            if m not in state and (found := visit(m)):
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(edges):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def test_no_import_cycle_between_stage_subpackages() -> None:
+    cycle = find_cycle(stage_imports())
+    assert cycle is None, "import cycle between stage subpackages: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_a_planted_cycle(tmp_path: Path) -> None:
+    for pkg, target in (("alpha", "beta"), ("beta", "gamma"), ("gamma", "alpha")):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "m.py").write_text(f"def f():\n    from ablate.{target}.x import y\n")
+    cycle = find_cycle(stage_imports(tmp_path))
+    assert cycle is not None and cycle[0] == cycle[-1] and len(cycle) == 4
+
+
+@pytest.mark.parametrize("pkg", ["core", "folder"])
+def test_neutral_subpackages_import_no_stage(pkg: str) -> None:
+    allowed = {"core"} if pkg == "folder" else set()
+    assert stage_imports().get(pkg, set()) <= allowed
