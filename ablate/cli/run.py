@@ -233,10 +233,10 @@ def _run(
     from ablate.core.claude import find_claude
     from ablate.folder.layout import write_manifest
     from ablate.folder.result import read_result
-    from ablate.isolate.backend import EnvBackend, ShadowEnvironments
+    from ablate.isolate.backend import open_backend
     from ablate.isolate.guard import changes_and_notes
     from ablate.isolate.guard import take as take_snapshot
-    from ablate.isolate.namespace import NamespaceEnvironments, choose_isolation
+    from ablate.isolate.namespace import choose_isolation
     from ablate.isolate.procenv import one_endpoint
     from ablate.run.create import open_run
     from ablate.run.prepare import RunRequest, prepare_run, work_area
@@ -304,27 +304,16 @@ def _run(
     manifest = manifest.model_copy(update={"isolation": chosen.to_json()})
     write_manifest(folder, manifest)
     with work_area(work_dir, folder.root.name) as work_root:
-        backend: EnvBackend
-        if chosen.backend == "namespace":
-            backend = NamespaceEnvironments(
-                setup,
-                catalog,
-                work_root,
-                isolate_state=isolate_state,
-                dirty=dirty,
-                base_env=dict(os.environ),
-                extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
-            )
-        else:
-            backend = ShadowEnvironments(
-                setup,
-                catalog,
-                work_root,
-                isolate_state=isolate_state,
-                dirty=dirty,
-                base_env=dict(os.environ),
-                extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
-            )
+        backend = open_backend(
+            chosen.backend,
+            setup,
+            catalog,
+            work_root,
+            isolate_state=isolate_state,
+            dirty=dirty,
+            base_env=dict(os.environ),
+            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
+        )
         options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
         display = _Display(enabled=not json)
         runner = Runner(

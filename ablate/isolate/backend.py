@@ -186,3 +186,36 @@ def _default(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__"):
         return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
     return str(obj)
+
+
+def open_backend(
+    backend: str,
+    setup: Any,
+    catalog: Any,
+    work_root: Path,
+    *,
+    isolate_state: bool = False,
+    dirty: bool = False,
+    base_env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> EnvBackend:
+    """The one place a backend object is made, by the name :func:`~ablate.isolate.namespace.choose_isolation`
+    chose (``namespace`` or ``links``). Callers never construct a backend class themselves."""
+    from ablate.isolate.namespace import NamespaceEnvironments
+
+    kinds: dict[str, type[ShadowEnvironments] | type[NamespaceEnvironments]] = {
+        "namespace": NamespaceEnvironments,
+        "links": ShadowEnvironments,
+    }
+    if backend not in kinds:
+        raise ValueError(f"unknown isolation backend {backend!r}")
+    made: EnvBackend = kinds[backend](
+        setup,
+        catalog,
+        work_root,
+        isolate_state=isolate_state,
+        dirty=dirty,
+        base_env=base_env,
+        extra_env=extra_env,
+    )
+    return made
