@@ -14,8 +14,8 @@ from ablate.grade.checks import (
     apply_seed_files,
     grade_checkout,
     grade_from_diff,
-    parse_patch,
 )
+from ablate.grade.patch import parse_patch
 from ablate.setup.tasks import Task, load_task
 
 TASK = """

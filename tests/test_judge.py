@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from ablate.core.errors import UsageError
-from ablate.grade.judge import JudgeOptions, agreement, check_judges, judge_folder, parse_verdict, scrub
+from ablate.grade.judge import JudgeOptions, check_judges, judge_folder, parse_verdict, scrub
+from ablate.grade.recheck import agreement
 from ablate.grade.record import read_grade
 from ablate.sim import SimServer, script_from_data
 from tests.grade_support import Item, make_run
@@ -262,7 +263,7 @@ def test_ablate_judge_cli_prints_agreement_and_maps_errors_to_exit_codes(
 
 
 def test_recheck_rebuilds_the_checks_from_the_saved_diff(tmp_path: Path) -> None:
-    from ablate.grade.judge import recheck_folder
+    from ablate.grade.recheck import recheck_folder
 
     task = (
         'id = "t1"\nprompt = "p"\n[files]\n"VERSION" = "1.4.0\\n"\n'

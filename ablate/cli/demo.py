@@ -68,7 +68,6 @@ def demo_cmd(
     Exit codes: 0 ok, 1 a step failed, 2 bad input (no claude binary, --out not a demo folder).
     """
     from ablate.core.claude import find_claude
-    from ablate.core.resources import data_dir
     from ablate.run.demo import (
         DEMO_TASKS,
         PLANTED_WITH,
@@ -78,7 +77,6 @@ def demo_cmd(
         write_demo_cells,
     )
     from ablate.setup.examples import materialise_example
-    from ablate.sim import SimServer
 
     claude = find_claude(claude_bin)
     root = prepare_demo_folder(out)
@@ -104,10 +102,41 @@ def demo_cmd(
         f"step (alpha {design.alpha_each:.4f}) {design.repeats} repeats find each planted effect with "
         f"{design.power:.0%} power (exact binomial power). Running {n} repeats."
     )
+    runs, ab_runs = root / "runs", root / "runs-ab"
+    _run_sessions(root, env, where, cells, n, jobs=jobs, repeats=repeats, with_ab=with_ab)
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    typer.echo(
+        "\nThe simulated model's ground truth (shadow/sim/demo.toml): C1 (no user CLAUDE.md) and C8 (no "
+        "decisions) should be real and hurt; C2 (no axioms) a draw; C12 a no-op, labelled and not tested."
+    )
+    if examples is not None:
+        _copy_example(run_dir, examples, "layered_ablation_example")
+        if with_ab:
+            (ab_dir,) = [p for p in ab_runs.iterdir() if p.is_dir()]
+            _copy_example(ab_dir, examples, "binary_ab_example")
+    typer.echo(f"\ndemo finished in {time.monotonic() - started:.0f} s")
+    typer.secho(f"report: {run_dir / 'report.html'}", bold=True)
+
+
+def _run_sessions(
+    root: Path,
+    env: dict[str, str],
+    where: list[str],
+    cells: Path,
+    n: int,
+    *,
+    jobs: int,
+    repeats: int | None,
+    with_ab: bool,
+) -> None:
+    """The paid part, at no cost: the layered run (and the plain A/B) against the simulated model."""
+    from ablate.core.resources import data_dir
+    from ablate.run.demo import DEMO_TASKS, demo_design
+    from ablate.sim import SimServer
+
     tasks_dir = data_dir("tasks")
     common = ["--model", "claude-sonnet-4-6", "--max-turns", "8", "--jobs", str(jobs), "--seed", "7"]
-    runs = root / "runs"
-    ab_runs = root / "runs-ab"
+    runs, ab_runs = root / "runs", root / "runs-ab"
     with SimServer(data_dir("shadow") / "sim" / "demo.toml", log_path=root / "sim-requests.jsonl") as sim:
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-ablate-demo"}
         task_args = [a for t in DEMO_TASKS for a in ("--tasks", str(tasks_dir / f"{t}.toml"))]
@@ -149,18 +178,6 @@ def demo_cmd(
                 ],
                 run_env,
             )
-    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
-    typer.echo(
-        "\nThe simulated model's ground truth (shadow/sim/demo.toml): C1 (no user CLAUDE.md) and C8 (no "
-        "decisions) should be real and hurt; C2 (no axioms) a draw; C12 a no-op, labelled and not tested."
-    )
-    if examples is not None:
-        _copy_example(run_dir, examples, "layered_ablation_example")
-        if with_ab:
-            (ab_dir,) = [p for p in ab_runs.iterdir() if p.is_dir()]
-            _copy_example(ab_dir, examples, "binary_ab_example")
-    typer.echo(f"\ndemo finished in {time.monotonic() - started:.0f} s")
-    typer.secho(f"report: {run_dir / 'report.html'}", bold=True)
 
 
 def _copy_example(run_dir: Path, dest: Path, name: str) -> None:

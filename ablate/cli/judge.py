@@ -98,7 +98,8 @@ def judge_cmd(
     (no judge, judge = model under test, no API key), 3 some items were left (budget, rate limit) or got a
     judge error, 130 interrupted.
     """
-    from ablate.grade.judge import JudgeOptions, agreement, judge_folder, recheck_folder
+    from ablate.grade.judge import JudgeOptions, judge_folder
+    from ablate.grade.recheck import agreement, recheck_folder
 
     judges = judge_list(judge_model, judge_models)
     rechecked = recheck_folder(run_dir, split=split_choice(split)) if recheck else None

@@ -546,116 +546,11 @@ def verdict_counts(
     return out
 
 
-@dataclass
-class RecheckSummary:
-    """What :func:`recheck_folder` did."""
-
-    rechecked: int = 0
-    """Items whose checks were re-run from their saved diff."""
-    changed: int = 0
-    """Of those, items whose overall verdict (passed) differs from the one recorded before."""
-    no_diff: int = 0
-    """Complete items of tasks with checks but no saved diff (left as they were)."""
-
-
-def recheck_folder(run_dir: Path, *, split: Literal["dev", "holdout", "both"] = "both") -> RecheckSummary:
-    """Re-run every complete item's checks from its saved diff (``diffs/<item>.a<N>.patch``) against the
-    task copies in the run folder, replacing the recorded checks of that attempt (``source = "diff"``)."""
-    from ablate.grade.checks import grade_from_diff
-    from ablate.grade.record import diff_rel, record_checks
-
-    folder = RunFolder(run_dir)
-    manifest = read_manifest(folder)
-    tasks = load_run_tasks(folder, manifest)
-    out = RecheckSummary()
-    for res in iter_results(folder):
-        task = tasks.get(res.task)
-        if not res.complete or task is None or not task.spec.checks:
-            continue
-        if split != "both" and task.spec.split != split:
-            continue
-        rel = diff_rel(res.item, res.attempt)
-        if not (folder.root / rel).is_file():
-            out.no_diff += 1
-            continue
-        old = read_grade(folder, res.item)
-        before = old.checks_for(res.attempt) if old else None
-        grade = grade_from_diff(
-            task, (folder.root / rel).read_text(encoding="utf-8"), attempt=res.attempt, patch_rel=rel
-        )
-        assert grade is not None
-        record_checks(folder, res.item, grade)
-        out.rechecked += 1
-        out.changed += int(before is not None and before.passed != grade.passed)
-    return out
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Agreement between judges
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """Agreement of two judges over the items both gave a pass/fail verdict."""
-
-    judge_a: str
-    judge_b: str
-    n: int
-    """Items both judged (errors excluded)."""
-    percent: float | None
-    """Share of those with the same verdict, in percent (None: no items)."""
-    kappa: float | None
-    """Cohen's kappa (None: not computable)."""
-    kappa_note: str = ""
-    """Why kappa is not computable."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "judge_a": self.judge_a,
-            "judge_b": self.judge_b,
-            "n": self.n,
-            "percent": self.percent,
-            "kappa": self.kappa,
-            "kappa_note": self.kappa_note,
-        }
-
-
-def agreement(run_dir: Path, judges: Sequence[str]) -> list[Agreement]:
-    """Percent agreement and Cohen's kappa, side by side, for every pair of judges."""
-    from ablate.stats.agreement import cohen_kappa
-
-    folder = RunFolder(run_dir)
-    results = [r for r in iter_results(folder) if r.complete]
-    verdicts: dict[str, dict[str, str]] = {j: {} for j in judges}
-    for res in results:
-        grade = read_grade(folder, res.item)
-        if grade is None:
-            continue
-        for j in judges:
-            v = grade.verdict(j, res.attempt)
-            if v is not None and v.verdict != "error":
-                verdicts[j][res.item] = v.verdict
-    out = []
-    for i, a in enumerate(judges):
-        for b in judges[i + 1 :]:
-            items = sorted(set(verdicts[a]) & set(verdicts[b]))
-            la, lb = [verdicts[a][k] for k in items], [verdicts[b][k] for k in items]
-            percent = 100.0 * sum(x == y for x, y in zip(la, lb, strict=True)) / len(items) if items else None
-            k = cohen_kappa(la, lb)
-            if isinstance(k, float):
-                out.append(Agreement(a, b, len(items), percent, k))
-            else:
-                out.append(Agreement(a, b, len(items), percent, None, k.reason))
-    return out
-
-
 __all__ = [
-    "Agreement",
     "JudgeInput",
     "JudgeOptions",
     "JudgeSummary",
     "RateLimited",
-    "agreement",
     "cell_paths",
     "check_judges",
     "final_answer",
@@ -664,7 +559,6 @@ __all__ = [
     "judge_once",
     "make_client",
     "parse_verdict",
-    "recheck_folder",
     "render_request",
     "scrub",
 ]
