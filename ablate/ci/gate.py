@@ -176,7 +176,7 @@ def decide(ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXC
     elif outcome == "no real difference":
         headline = f"PASS — no real difference on {ev.primary}; {mde}"
     else:
-        headline = f"FAIL — {outcome}: {reasons[0]}"
+        headline = f"FAIL — {reasons[0]}"
     if outcome in ("better", "no real difference"):
         notes.insert(0, mde)
     return GateResult(not reasons, outcome, headline, ev, reasons, checks, notes)
