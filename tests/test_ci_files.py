@@ -100,7 +100,9 @@ def test_bad_github_options_exit_2(tmp_path: Path) -> None:
     out = tmp_path / "wf.yml"
     assert invoke(["ci", "init", "github", "--tasks", "/abs", "--out", str(out)])[0] == 2
     assert invoke(["ci", "init", "github", "--shards", "300", "--out", str(out)])[0] == 2
-    assert invoke(["ci", "init", "github", "--compare", "CLAUDE.md", "--shards", "3", "--out", str(out)])[0] == 2
+    assert (
+        invoke(["ci", "init", "github", "--compare", "CLAUDE.md", "--shards", "3", "--out", str(out)])[0] == 2
+    )
     assert invoke(["ci", "init", "github", "--install", "ablate", "--out", str(out)])[0] == 2
     assert invoke(["ci", "init", "github", "--require", "C1 hepls", "--out", str(out)])[0] == 2
     assert not out.exists()  # nothing written on bad input
@@ -124,7 +126,10 @@ def test_the_k8s_manifests_validate_against_the_kubernetes_schemas(tmp_path: Pat
     container = spec["template"]["spec"]["containers"][0]
     assert "JOB_COMPLETION_INDEX" in container["command"][-1]
     key = next(e for e in container["env"] if e["name"] == "ANTHROPIC_API_KEY")
-    assert key == {"name": "ANTHROPIC_API_KEY", "valueFrom": {"secretKeyRef": {"name": "ablate-anthropic", "key": "api-key"}}}
+    assert key == {
+        "name": "ANTHROPIC_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "ablate-anthropic", "key": "api-key"}},
+    }
     claim = spec["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
     assert claim == "ablate-runs"
 
@@ -138,8 +143,17 @@ def test_bad_k8s_options_exit_2(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "data",
     [
-        {"a": "on", "b": ["yes", "No", "~", "null", "1.5", "-x", "#c", "a: b", "${{ x }}"], "c": {"on": True}},
-        {"s": "line one\n  indented\nlast\n", "t": "no newline\nat end", "u": " leading\nspace", "v": "tab\tx\ny"},
+        {
+            "a": "on",
+            "b": ["yes", "No", "~", "null", "1.5", "-x", "#c", "a: b", "${{ x }}"],
+            "c": {"on": True},
+        },
+        {
+            "s": "line one\n  indented\nlast\n",
+            "t": "no newline\nat end",
+            "u": " leading\nspace",
+            "v": "tab\tx\ny",
+        },
         {"empty": {}, "none": [], "nested": [[1, [2]], {"k": [{"x": None}]}], "n": -3, "f": 0.25},
         {"trailing": "a  \nb\n", "blank": "a\n\nb\n", "double": "a\n\n", "unicode": "→ ✓ é"},
     ],
