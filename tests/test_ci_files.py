@@ -58,7 +58,7 @@ def test_the_workflow_validates_and_reads_back(tmp_path: Path, args: list[str]) 
     assert data["env"]["CLAUDE_CODE_VERSION"] == PINNED_CLAUDE_VERSION
     assert data["on"]["pull_request"]["paths"]  # PyYAML (YAML 1.1) reads the quoted "on" as a string
     jobs = data["jobs"]
-    assert list(jobs)[0] == "probe" and "needs" not in jobs["probe"]
+    assert next(iter(jobs)) == "probe" and "needs" not in jobs["probe"]
     assert all(j.get("needs") for name, j in jobs.items() if name != "probe")
     _no_secret_outside_session_steps(jobs)
 
