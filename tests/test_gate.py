@@ -60,6 +60,9 @@ def test_a_planted_regression_fails_and_the_summary_says_so(runs: dict[str, Path
     md = summary.read_text()
     assert "ablate gate: FAIL — regressed" in md
     assert "| C1 |" in md and "hurts" in md
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert len({line.count(" | ") for line in table if "---" not in line}) == 1  # one column count
+    assert table[1].count("---") == table[0].count(" | ") + 1
     assert "```text" in md and "●" in md  # the text forest plot
     assert "data:" not in md and "<svg" not in md and "http" not in md
 
@@ -220,3 +223,26 @@ def test_the_text_forest_plot_never_draws_a_missing_interval_as_a_point(runs: di
     assert all("●" not in r for r in forest_text(ev1) if "not computable" in r)
     result = decide(ev1, [])
     assert result.passed and result.outcome == "no real difference"
+
+
+def test_real_compare_json_from_the_sim_executor(tmp_path: Path) -> None:
+    """compare.json as `ablate compare` writes it: the planted layout effect (repetition helps) passes as
+    better; the same pair the other way round (the better file as baseline) fails as a regression."""
+    from tests.test_compare import CLAUDE_MD, write_tasks
+
+    md = tmp_path / "CLAUDE.md"
+    md.write_text(CLAUDE_MD)
+    tasks = write_tasks(tmp_path)
+    verdicts = {}
+    for name, arms in (("up", [f"plain={md}", f"twice={md}@duplicate:Tools"]),
+                       ("down", [f"twice={md}@duplicate:Tools", f"plain={md}"])):  # fmt: skip
+        out = tmp_path / name
+        args = ["compare", *arms, "--tasks", str(tasks), "--executor", "sim", "--tier", "rigorous"]
+        res = CliRunner().invoke(app, [*args, "--seed", "3", "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        (folder,) = [p for p in out.iterdir() if p.is_dir()]
+        verdicts[name] = gate([str(folder), "--json"])
+    code, out = verdicts["up"]
+    assert code == 0 and orjson.loads(out)["outcome"] == "better", out
+    code, out = verdicts["down"]
+    assert code == 1 and orjson.loads(out)["outcome"] == "regressed", out

@@ -56,7 +56,7 @@ def _table(ev: Evidence) -> list[str]:
     head = "cell | stripped" if ev.kind == "run" else "arm | source"
     out = [
         f"| {head} | effect | 95% interval | adjusted p | real | verdict |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     for f in ev.findings:
         p = "—" if f.p_adjusted is None else f"{f.p_adjusted:.3g}"
