@@ -242,7 +242,14 @@ def test_real_compare_json_from_the_sim_executor(tmp_path: Path) -> None:
         assert res.exit_code == 0, res.output
         (folder,) = [p for p in out.iterdir() if p.is_dir()]
         verdicts[name] = gate([str(folder), "--json"])
-    code, out = verdicts["up"]
-    assert code == 0 and orjson.loads(out)["outcome"] == "better", out
-    code, out = verdicts["down"]
-    assert code == 1 and orjson.loads(out)["outcome"] == "regressed", out
+    code, text = verdicts["up"]
+    assert code == 0 and orjson.loads(text)["outcome"] == "better", text
+    code, text = verdicts["down"]
+    assert code == 1 and orjson.loads(text)["outcome"] == "regressed", text
+
+
+def test_a_real_gain_compare_does_not_confirm_passes_but_says_so(tmp_path: Path) -> None:
+    path = _compare_json(tmp_path / "c.json", 0.4, True, False)
+    code, out = gate([str(path)])
+    assert code == 0 and "not confirmed by compare's verdict (new: failed significant gain)" in out
+    assert gate([str(path), "--require", "new better"])[0] == 1

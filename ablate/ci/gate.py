@@ -22,7 +22,9 @@ from typing import Any, Literal
 from ablate.ci.rules import Rule
 from ablate.ci.verdicts import Evidence, Finding, check_subject
 
-Outcome = Literal["better", "no real difference", "regressed", "untrustworthy", "rule failed"]
+Outcome = Literal[
+    "better", "unconfirmed gain", "no real difference", "regressed", "untrustworthy", "rule failed"
+]
 
 #: Default bound on the share of plan items left out of the comparisons (failed, not run, flagged).
 MAX_EXCLUDED = 0.10
@@ -157,7 +159,8 @@ def decide(ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXC
     reasons += [f"rule '{c.rule}' failed: {c.detail}" for c in checks if not c.passed]
     notes = [f"secondary (not gated): {s}" for s in ev.secondary]
     mde = _detectable_text(ev)
-    better = [f for f in ev.findings if f.good]
+    better = [f for f in ev.findings if f.good and f.claimed_better is not False]
+    unconfirmed = [f for f in ev.findings if f.good and f.claimed_better is False]
     if untrusted:
         outcome: Outcome = "untrustworthy"
     elif regressed:
@@ -166,6 +169,8 @@ def decide(ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXC
         outcome = "rule failed"
     elif better:
         outcome = "better"
+    elif unconfirmed:
+        outcome = "unconfirmed gain"
     else:
         outcome = "no real difference"
     if outcome == "better":
@@ -173,11 +178,14 @@ def decide(ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXC
         headline = (
             f"PASS — better: {names} ({'helps' if ev.kind == 'run' else 'beats the baseline'} for real)"
         )
+    elif outcome == "unconfirmed gain":
+        why = "; ".join(f"{f.subject}: failed {', '.join(f.why_not)}" for f in unconfirmed)
+        headline = f"PASS — a real pooled gain, not confirmed by compare's verdict ({why})"
     elif outcome == "no real difference":
         headline = f"PASS — no real difference on {ev.primary}; {mde}"
     else:
         headline = f"FAIL — {reasons[0]}"
-    if outcome in ("better", "no real difference"):
+    if outcome in ("better", "unconfirmed gain", "no real difference"):
         notes.insert(0, mde)
     return GateResult(not reasons, outcome, headline, ev, reasons, checks, notes)
 

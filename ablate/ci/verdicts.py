@@ -292,7 +292,9 @@ def _arm_finding(
     c = _contrast(contrasts, baseline, arm)
     if c is None:
         c, sign = _contrast(contrasts, arm, baseline), -1.0
-    label = str(spec.get("source") or spec.get("path") or arm)
+    label = str(spec.get("source") or arm)
+    if spec.get("op") in ("move", "duplicate"):
+        label += f" with block {spec.get('block')!r} {'moved' if spec['op'] == 'move' else 'duplicated'}"
     claimed = verdict.get("better") if isinstance(verdict, dict) else None
     why = list(verdict.get("failed", [])) if isinstance(verdict, dict) else []
     if c is None:
