@@ -74,6 +74,10 @@ def test_a_planted_improvement_passes_as_better(runs: dict[str, Path], tmp_path:
     assert out.startswith("PASS — better: C1")
     md = summary.read_text()
     assert "ablate gate: PASS — better" in md and "`C1 helps`" in md
+    gate([str(runs["improvement"]), "--summary", str(summary)])  # a step summary collects every step
+    assert summary.read_text().count("## ✅ ablate gate") == 2
+    code, out = gate([str(runs["improvement"]), "--summary", str(tmp_path / "no" / "such" / "gate.md")])
+    assert code == 2 and "cannot write" in out
 
 
 def test_a_null_passes_as_no_real_difference_with_the_detectable_effect(runs: dict[str, Path]) -> None:

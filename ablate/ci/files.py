@@ -13,6 +13,16 @@ from ablate.core.errors import OutputExists, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 
 
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, text.encode())
+    except OSError as exc:
+        raise UsageError(
+            f"--out {path}: cannot write ({exc.strerror})", hint="pick a writable --out"
+        ) from None
+
+
 def _check_target(path: Path, force: bool) -> None:
     if path.is_dir():
         raise UsageError(f"{path}: is a folder", hint="pass a file path to --out")
@@ -33,8 +43,7 @@ def write_github(
         f"Needs the repository secret {opts.secret} (Settings → Secrets and variables → Actions).\n"
         "On pull requests from forks GitHub passes no secrets: the sessions there cannot run."
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out, dump(data, header=header).encode())
+    _write(out, dump(data, header=header))
     return {"path": str(out), "paths": list(opts.paths), "jobs": list(data["jobs"])}
 
 
@@ -45,7 +54,6 @@ def write_k8s(opts: k8s.K8sOptions, out: Path, *, force: bool) -> dict[str, Any]
         raise UsageError(f"--out {out}: is a file", hint="pass a folder for the manifests")
     for name in docs:
         _check_target(out / name, force)
-    out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, doc in docs.items():
         header = (
@@ -53,6 +61,6 @@ def write_k8s(opts: k8s.K8sOptions, out: Path, *, force: bool) -> dict[str, Any]
             "shards.yaml once ablate-plan completed, then merge.yaml once ablate-shards completed.\n"
             f"Needs: PersistentVolumeClaim {opts.volume}, Secret {opts.secret} (key {opts.secret_key})."
         )
-        atomic_write_bytes(out / name, dump(doc, header=header).encode())
+        _write(out / name, dump(doc, header=header))
         written.append(str(out / name))
     return {"folder": str(out), "files": written, "shards": opts.shards}

@@ -88,8 +88,11 @@ def gate_cmd(
         if summary.is_dir():
             raise UsageError(f"--summary {summary}: is a folder", hint="pass a file path")
         # appended: $GITHUB_STEP_SUMMARY collects the output of every step
-        with summary.open("a", encoding="utf-8") as fh:
-            fh.write(render_summary(result))
+        try:
+            with summary.open("a", encoding="utf-8") as fh:
+                fh.write(render_summary(result))
+        except OSError as exc:
+            raise UsageError(f"--summary {summary}: cannot write ({exc.strerror})") from None
     if json:
         print_json(result.to_json())
     else:
