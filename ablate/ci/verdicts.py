@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from pydantic import ValidationError
 
 from ablate.core.errors import NotFound, Problem, SpecError, UsageError
+
+if TYPE_CHECKING:
+    from ablate.report.model import Report
 
 DEFAULT_PRIMARY = "pitfall_free"
 #: Metrics where a larger value is better; for the others (turns, tool calls, cost) smaller is better.
@@ -163,7 +166,9 @@ def _orient(metric: str, delta: float | None, lo: float | None, hi: float | None
     )
 
 
-def from_report(report: Any, source: Path, *, run_dir: Path | None, primary: str | None = None) -> Evidence:
+def from_report(
+    report: Report, source: Path, *, run_dir: Path | None, primary: str | None = None
+) -> Evidence:
     """Evidence of a :class:`ablate.report.model.Report`."""
     metric = primary or DEFAULT_PRIMARY
     no_ops = {c.cell: c for c in report.no_op_cells}
@@ -193,7 +198,17 @@ def from_report(report: Any, source: Path, *, run_dir: Path | None, primary: str
     for cell, nop in no_ops.items():
         if not any(f.subject == cell for f in findings):
             findings.append(
-                Finding(cell, report.run.control, nop.reason, None, None, None, None, False, True)
+                Finding(
+                    subject=cell,
+                    against=report.run.control,
+                    label=nop.reason,
+                    effect=None,
+                    ci_low=None,
+                    ci_high=None,
+                    p_adjusted=None,
+                    real=False,
+                    no_op=True,
+                )
             )
     power = next((p for p in report.power if p.metric == metric), None)
     return Evidence(
@@ -211,13 +226,14 @@ def from_report(report: Any, source: Path, *, run_dir: Path | None, primary: str
     )
 
 
-def _run_trust(report: Any, run_dir: Path | None) -> list[str]:
+def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
     out: list[str] = []
     probe = report.probe
     if isinstance(probe, dict):
+        cells = probe.get("cells")
         bad = [
             f"{c.get('id')}: {c.get('verdict')}"
-            for c in probe.get("cells", [])
+            for c in (cells if isinstance(cells, list) else [])
             if isinstance(c, dict) and c.get("verdict") not in ("faithful", "no-op")
         ]
         if bad or probe.get("ok") is False or "error" in probe:
@@ -298,7 +314,18 @@ def _arm_finding(
     claimed = verdict.get("better") if isinstance(verdict, dict) else None
     why = list(verdict.get("failed", [])) if isinstance(verdict, dict) else []
     if c is None:
-        return Finding(arm, baseline, label, None, None, None, None, False, False, claimed, "", why)
+        return Finding(
+            subject=arm,
+            against=baseline,
+            label=label,
+            effect=None,
+            ci_low=None,
+            ci_high=None,
+            p_adjusted=None,
+            real=False,
+            claimed_better=claimed,
+            why_not=why,
+        )
 
     def num(key: str) -> float | None:
         v = c.get(key)
