@@ -257,3 +257,24 @@ def test_a_real_gain_compare_does_not_confirm_passes_but_says_so(tmp_path: Path)
     code, out = gate([str(path)])
     assert code == 0 and "not confirmed by compare's verdict (new: failed significant gain)" in out
     assert gate([str(path), "--require", "new better"])[0] == 1
+
+
+def test_leaks_and_an_unverified_model_make_the_run_untrustworthy(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    run = tmp_path / "leaky"
+    shutil.copytree(runs["null"], run)
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    manifest["cells"][1]["leaks"] = ["managed settings: /etc/claude-code/managed-settings.json"]
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    code, out = gate([str(run)])
+    assert code == 1 and "1 leak(s) the builder could not remove (C1: managed settings" in out
+
+    def outcome(task: str, cell: str, repeat: int) -> Outcome:
+        return Outcome(model="claude-haiku-4-5" if repeat == 0 else "claude-sonnet-4-6")
+
+    other = make_run(tmp_path / "model", cells=CELLS, tasks=TASKS, repeats=8, outcome=outcome)
+    code, out = gate([str(other)])
+    assert code == 1 and "the model is not verified" in out and "claude-haiku-4-5" in out

@@ -83,7 +83,8 @@ def example(tmp_path: Path) -> ExampleSetup:
     return materialise_example(tmp_path / "example")
 
 
-@pytest.mark.timeout(900)  # 11 sessions (probe, 2 shards, one machine): ~45 s of CPU, more wall on a busy host
+# 11 sessions (probe, 2 shards, one machine): ~45 s of CPU, much more wall time on a busy host
+@pytest.mark.timeout(900)
 def test_the_indexed_job_commands_reproduce_a_one_machine_run(
     claude: Path, example: ExampleSetup, tmp_path: Path
 ) -> None:
