@@ -161,3 +161,15 @@ def test_bad_k8s_options_exit_2(tmp_path: Path) -> None:
 def test_the_yaml_writer_round_trips(data: dict[str, Any]) -> None:
     assert yaml.safe_load(dump(data)) == data
     manifests(K8sOptions(image="x:1"))  # builds without error
+
+
+@pytest.mark.parametrize("compare", [None, "CLAUDE.md"])
+def test_every_generated_shell_script_parses(compare: str | None) -> None:
+    jobs = workflow(GithubOptions(shards=1, compare=compare, require=("new better",)))["jobs"]
+    scripts = [("bash", s["run"]) for j in jobs.values() for s in j["steps"] if "run" in s]
+    for m in manifests(K8sOptions()).values():
+        command = m["spec"]["template"]["spec"]["containers"][0]["command"]
+        scripts.append(("sh", command[-1]))  # the pods run /bin/sh -c
+    for shell, script in scripts:
+        proc = subprocess.run([shell, "-n"], input=script, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{script}\n{proc.stderr}"
