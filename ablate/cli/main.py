@@ -38,9 +38,11 @@ def _root(
 
 
 from ablate.cli import (  # noqa: E402  (after app, by design)
+    ci,
     compare,
     demo,
     env,
+    gate,
     inventory,
     judge,
     mine,
@@ -62,6 +64,8 @@ app.add_typer(report.app)  # ablate report
 app.add_typer(demo.app)  # ablate demo
 app.add_typer(judge.app)  # ablate judge
 app.add_typer(compare.app)  # ablate compare
+app.add_typer(gate.app)  # ablate gate
+app.add_typer(ci.app, name="ci")  # ablate ci init github | k8s
 
 
 def main() -> None:

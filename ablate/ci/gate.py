@@ -1,0 +1,200 @@
+"""``ablate gate``: one CI decision from a report — pass, or fail with the reasons.
+
+Default rule (always applied):
+
+* **fail** when the run is not trustworthy: the recorded probe was not faithful, the builder left leaks,
+  the model was not verified, or more than ``max_excluded`` of the items were left out of the comparisons;
+* **fail** when a subject's primary outcome changed for the worse *for real* (after the report's
+  correction): for a run, a layer whose removal made the primary outcome better (the layer hurts); for a
+  comparison, an arm worse than the baseline;
+* otherwise **pass**: "better" when some subject is really better, else "no real difference", with the
+  smallest effect the run could have detected.
+
+``--require`` rules (:mod:`ablate.ci.rules`) add the team's own conditions; each must hold as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ablate.ci.rules import Rule
+from ablate.ci.verdicts import Evidence, Finding, check_subject
+
+Outcome = Literal[
+    "better", "unconfirmed gain", "no real difference", "regressed", "untrustworthy", "rule failed"
+]
+
+#: Default bound on the share of plan items left out of the comparisons (failed, not run, flagged).
+MAX_EXCLUDED = 0.10
+
+
+@dataclass(frozen=True)
+class RuleCheck:
+    rule: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class GateResult:
+    passed: bool
+    outcome: Outcome
+    headline: str
+    evidence: Evidence
+    reasons: list[str] = field(default_factory=list)
+    """Why it failed (empty on a pass)."""
+    checks: list[RuleCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        ev = self.evidence
+        return {
+            "schema_version": 1,
+            "passed": self.passed,
+            "outcome": self.outcome,
+            "headline": self.headline,
+            "reasons": self.reasons,
+            "checks": [c.__dict__ for c in self.checks],
+            "notes": self.notes,
+            "source": str(ev.source),
+            "kind": ev.kind,
+            "primary": ev.primary,
+            "detectable": ev.detectable,
+            "items": ev.items,
+            "excluded": ev.excluded,
+            "untrustworthy": ev.untrustworthy,
+            "findings": [
+                {
+                    "subject": f.subject,
+                    "against": f.against,
+                    "label": f.label,
+                    "effect": f.effect,
+                    "ci_low": f.ci_low,
+                    "ci_high": f.ci_high,
+                    "p_adjusted": f.p_adjusted,
+                    "real": f.real,
+                    "no_op": f.no_op,
+                    "verdict": verdict_word(ev, f),
+                }
+                for f in ev.findings
+            ],
+        }
+
+
+def verdict_word(ev: Evidence, f: Finding) -> str:
+    """helps / hurts / draw for a layer; better / worse / draw for an arm; no-op; not computable."""
+    if f.no_op:
+        return "no-op"
+    if f.effect is None:
+        return "not computable"
+    if f.good:
+        return "helps" if ev.kind == "run" else "better"
+    if f.bad:
+        return "hurts" if ev.kind == "run" else "worse"
+    return "draw"
+
+
+def fmt_effect(ev: Evidence, x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{100 * x:+.1f} pts" if ev.is_rate else f"{x:+.3g}"
+
+
+def _subject_text(ev: Evidence, f: Finding) -> str:
+    if ev.kind == "run":
+        return f"{f.subject} ({f.label}): the layer it strips"
+    return f"{f.subject} against {f.against}"
+
+
+def _check(ev: Evidence, rule: Rule) -> RuleCheck:
+    if rule.subject.lower() in ("any", "all"):
+        tested = [f for f in ev.findings if not f.no_op]
+        results = [_holds(ev, rule, f) for f in tested]
+        combine = any if rule.subject.lower() == "any" else all
+        ok = bool(results) and combine(r[0] for r in results)
+        detail = "; ".join(r[1] for r in results) or "no tested subject"
+        return RuleCheck(rule.text, ok, detail)
+    f = check_subject(ev, rule.subject, f"--require '{rule.text}'")
+    ok, detail = _holds(ev, rule, f)
+    return RuleCheck(rule.text, ok, detail)
+
+
+def _holds(ev: Evidence, rule: Rule, f: Finding) -> tuple[bool, str]:
+    est = f"{f.subject}: {fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]"
+    if f.no_op:
+        return False, f"{f.subject} is a no-op cell (not tested)"
+    if rule.claim == "not-worse":
+        return (not f.bad), est + (", a real loss" if f.bad else ", no real loss")
+    if not f.good:
+        return False, est + ", not a real gain"
+    if ev.kind == "compare" and f.claimed_better is False:
+        return False, est + f", but compare's verdict failed {', '.join(f.why_not)}"
+    if rule.min_effect is not None and (f.effect or 0.0) < rule.min_effect:
+        return False, est + f", a real gain below the required {fmt_effect(ev, rule.min_effect)}"
+    return True, est + ", a real gain"
+
+
+def decide(ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXCLUDED) -> GateResult:
+    """The gate's decision on ``ev`` under the default rule and ``rules``."""
+    reasons = [f"not trustworthy: {u}" for u in ev.untrustworthy]
+    share = ev.excluded / ev.items if ev.items else 0.0
+    if ev.items and share > max_excluded:
+        reasons.append(
+            f"not trustworthy: {ev.excluded} of {ev.items} items ({100 * share:.0f}%) were excluded from the "
+            f"comparisons, above the bound of {100 * max_excluded:.0f}% (--max-excluded)"
+        )
+    untrusted = bool(reasons)
+    regressed = [f for f in ev.findings if f.bad]
+    for f in regressed:
+        reasons.append(
+            f"regressed: {_subject_text(ev, f)} {'hurts' if ev.kind == 'run' else 'is worse'} — primary "
+            f"{ev.primary} {fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}], "
+            f"adjusted p {f.p_adjusted:.3g}"
+            if f.p_adjusted is not None
+            else f"regressed: {_subject_text(ev, f)}"
+        )
+    checks = [_check(ev, r) for r in rules]
+    reasons += [f"rule '{c.rule}' failed: {c.detail}" for c in checks if not c.passed]
+    notes = [f"secondary (not gated): {s}" for s in ev.secondary]
+    mde = _detectable_text(ev)
+    better = [f for f in ev.findings if f.good and f.claimed_better is not False]
+    unconfirmed = [f for f in ev.findings if f.good and f.claimed_better is False]
+    if untrusted:
+        outcome: Outcome = "untrustworthy"
+    elif regressed:
+        outcome = "regressed"
+    elif reasons:
+        outcome = "rule failed"
+    elif better:
+        outcome = "better"
+    elif unconfirmed:
+        outcome = "unconfirmed gain"
+    else:
+        outcome = "no real difference"
+    if outcome == "better":
+        names = ", ".join(f.subject for f in better)
+        headline = (
+            f"PASS — better: {names} ({'helps' if ev.kind == 'run' else 'beats the baseline'} for real)"
+        )
+    elif outcome == "unconfirmed gain":
+        why = "; ".join(f"{f.subject}: failed {', '.join(f.why_not)}" for f in unconfirmed)
+        headline = f"PASS — a real pooled gain, not confirmed by compare's verdict ({why})"
+    elif outcome == "no real difference":
+        headline = f"PASS — no real difference on {ev.primary}; {mde}"
+    else:
+        headline = f"FAIL — {reasons[0]}"
+    if outcome in ("better", "unconfirmed gain", "no real difference"):
+        notes.insert(0, mde)
+    return GateResult(not reasons, outcome, headline, ev, reasons, checks, notes)
+
+
+def _detectable_text(ev: Evidence) -> str:
+    if ev.detectable is None:
+        why = f" ({ev.detectable_note})" if ev.detectable_note else ""
+        return f"this run is too small to state the smallest effect it detects{why}"
+    return (
+        f"this run detects a pooled change of about {fmt_effect(ev, ev.detectable).lstrip('+')} or more "
+        "with 80% power; smaller effects may be there undetected"
+    )

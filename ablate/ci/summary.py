@@ -1,0 +1,120 @@
+"""The gate's Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, table, caveats, forest plot.
+
+GitHub's Markdown sanitiser drops inline ``<svg>`` and strips ``data:`` URIs from ``<img>`` (the image
+shows as broken), and a link to an artifact needs a login. So the forest plot is drawn in text, in a fenced
+block: it renders the same in a PR comment, a step summary and a terminal, and links to nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ablate.ci.gate import GateResult, fmt_effect, verdict_word
+from ablate.ci.verdicts import Evidence, Finding
+
+PLOT_WIDTH = 41
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_summary(result: GateResult) -> str:
+    """The whole summary, ending with a newline."""
+    ev = result.evidence
+    icon = "✅" if result.passed else "❌"
+    lines = [f"## {icon} ablate gate: {result.headline}", ""]
+    what = (
+        "cell − control, oriented so + means the stripped layer helps"
+        if ev.kind == "run"
+        else ("arm − baseline, + means better")
+    )
+    lines.append(
+        f"Source: `{ev.source}` ({'run report' if ev.kind == 'run' else 'compare'}); primary outcome "
+        f"**{ev.primary}**; effect = {what}. {ev.items} items, {ev.excluded} excluded."
+    )
+    lines.append("")
+    if result.reasons:
+        lines += ["**Why it failed**", ""] + [f"- {_cell(r)}" for r in result.reasons] + [""]
+    lines += _table(ev)
+    if result.checks:
+        lines += ["", "**Rules**", ""]
+        lines += [f"- {'✅' if c.passed else '❌'} `{c.rule}` — {_cell(c.detail)}" for c in result.checks]
+    if result.notes:
+        lines += ["", "**Notes**", ""] + [f"- {_cell(n)}" for n in result.notes]
+    plot = forest_text(ev)
+    if plot:
+        lines += ["", f"**Forest plot** ({ev.primary}, 95% intervals; `|` is no effect)", "", "```text"]
+        lines += [*plot, "```"]
+    if ev.caveats:
+        lines += ["", "<details><summary>Caveats</summary>", ""]
+        lines += [f"- **{cid}**: {_cell(text)}" for cid, text in ev.caveats] + ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def _table(ev: Evidence) -> list[str]:
+    head = "cell | stripped" if ev.kind == "run" else "arm | source"
+    out = [
+        f"| {head} | effect | 95% interval | adjusted p | real | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in ev.findings:
+        p = "—" if f.p_adjusted is None else f"{f.p_adjusted:.3g}"
+        interval = (
+            f"[{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]" if f.ci_low is not None else "—"
+        )
+        word = verdict_word(ev, f)
+        if f.report_verdict and f.report_verdict != word:
+            word += f" (report, all metrics: {f.report_verdict})"
+        out.append(
+            f"| {f.subject} | {_cell(f.label)} | {fmt_effect(ev, f.effect)} | {interval} | {p} | "
+            f"{'**yes**' if f.real else 'no'} | {word} |"
+        )
+    return out
+
+
+def forest_text(ev: Evidence, width: int = PLOT_WIDTH) -> list[str]:
+    """One row per tested subject: its interval (``├──┤``), its estimate (``●``) and the zero line (``|``).
+    A subject without an interval says so; it is never drawn as a point."""
+    rows = [f for f in ev.findings if not f.no_op]
+    if not rows:
+        return []
+    xs = [0.0] + [x for f in rows for x in (f.ci_low, f.ci_high, f.effect) if x is not None]
+    lo, hi = min(xs), max(xs)
+    span = (hi - lo) or 1.0
+    lo, hi = lo - 0.05 * span, hi + 0.05 * span
+
+    def col(x: float) -> int:
+        return round((x - lo) / (hi - lo) * (width - 1))
+
+    name_w = max(len(f.subject) for f in rows)
+    out = []
+    for f in rows:
+        out.append(f"{f.subject:<{name_w}}  {_row(f, col, width)}  {_numbers(ev, f)}")
+    axis = [" "] * width
+    axis[col(0.0)] = "0"
+    left, right = fmt_effect(ev, lo), fmt_effect(ev, hi)
+    out.append(f"{'':<{name_w}}  {''.join(axis)}")
+    out.append(f"{'':<{name_w}}  {left}{' ' * max(1, width - len(left) - len(right))}{right}")
+    return out
+
+
+def _row(f: Finding, col: Callable[[float], int], width: int) -> str:
+    line = [" "] * width
+    line[col(0.0)] = "|"
+    if f.ci_low is None or f.ci_high is None or f.effect is None:
+        text = "(interval not computable)"
+        return text + " " * max(0, width - len(text))
+    a, b = col(f.ci_low), col(f.ci_high)
+    for i in range(a, b + 1):
+        line[i] = "─"
+    line[a], line[b] = "├", "┤"
+    line[col(f.effect)] = "●"
+    return "".join(line)
+
+
+def _numbers(ev: Evidence, f: Finding) -> str:
+    if f.effect is None:
+        return "n/a"
+    real = " real" if f.real else ""
+    return f"{fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]{real}"

@@ -1,0 +1,396 @@
+"""What the gate reads from a report: the ONE module that knows the verdict fields of ``report.json`` and
+``compare.json``.
+
+Everything else in :mod:`ablate.ci` works on :class:`Evidence`: per subject (a cell of a run, an arm of a
+comparison) its effect on the primary outcome, oriented so that a positive value is good (the layer the cell
+strips *helps*, the arm is *better* than the baseline), whether it is real after the report's correction, and
+what makes the run untrustworthy. When the report's fields change, this module is the one to adapt.
+
+Fields read from ``report.json`` (:class:`ablate.report.model.Report`): ``comparisons`` (``cell``,
+``metric``, ``task``, ``delta``, ``ci_low``, ``ci_high``, ``p_adjusted``, ``real``), ``ranking[].verdict``
+(shown, not decided on), ``power[].detectable``, ``no_op_cells``, ``n``, ``run.model_verified``,
+``caveats`` and ``probe.ok`` / ``probe.cells[].verdict``; a top-level ``primary`` metric when the report
+declares one (else the pitfall-free rate). From ``compare.json``: ``baseline``, ``arms``, ``contrasts``,
+``verdicts``, ``claims``, ``excluded`` and ``items``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+from pydantic import ValidationError
+
+from ablate.core.errors import NotFound, Problem, SpecError, UsageError
+
+if TYPE_CHECKING:
+    from ablate.report.model import Report
+
+DEFAULT_PRIMARY = "pitfall_free"
+#: Metrics where a larger value is better; for the others (turns, tool calls, cost) smaller is better.
+HIGHER_IS_BETTER = frozenset({"pitfall_free", "checks_passed", "judge_pass"})
+RATE_METRICS = HIGHER_IS_BETTER
+
+Kind = Literal["run", "compare"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One subject's pooled effect on the primary outcome."""
+
+    subject: str
+    """A cell id (``C1``) or an arm name (``new``)."""
+    against: str
+    """The control cell or the baseline arm."""
+    label: str
+    """What the subject is, in words (``no user-claude-md``, ``CLAUDE.v2.md``)."""
+    effect: float | None
+    """Oriented effect: + = good (the stripped layer helps; the arm beats the baseline)."""
+    ci_low: float | None
+    ci_high: float | None
+    p_adjusted: float | None
+    real: bool
+    no_op: bool = False
+    claimed_better: bool | None = None
+    """compare.json's own verdict (gain real, nothing regressed, holdout agrees); None for a run."""
+    report_verdict: str = ""
+    """The report's label for the subject over all its metrics (helps, hurts, mixed, draw), shown as is."""
+    why_not: list[str] = field(default_factory=list)
+    """compare.json: the checks its verdict failed."""
+
+    @property
+    def good(self) -> bool:
+        return self.real and self.effect is not None and self.effect > 0
+
+    @property
+    def bad(self) -> bool:
+        return self.real and self.effect is not None and self.effect < 0
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a report says, as the gate needs it."""
+
+    source: Path
+    kind: Kind
+    primary: str
+    """The primary metric (``pitfall_free`` unless the report names another)."""
+    findings: list[Finding]
+    detectable: float | None
+    """Smallest |effect| on the primary metric the run detects with 80% power (None: not computable)."""
+    detectable_note: str
+    items: int
+    excluded: int
+    untrustworthy: list[str]
+    """Why the run cannot be trusted (probe not faithful, leaks, model not verified); empty when fine."""
+    caveats: list[tuple[str, str]]
+    secondary: list[str]
+    """Real harmful effects outside the primary family (other metrics, single tasks): reported, not gated."""
+
+    @property
+    def is_rate(self) -> bool:
+        return self.primary in RATE_METRICS
+
+    def subject(self, name: str) -> Finding | None:
+        return next((f for f in self.findings if f.subject.lower() == name.lower()), None)
+
+
+def load_evidence(path: Path) -> Evidence:
+    """The evidence of a run folder (its ``report.json``, built when missing), a ``report.json`` or a
+    ``compare.json`` (or a compare folder holding one)."""
+    if not path.exists():
+        raise NotFound(f"{path}: no such run folder or report", hint="pass a run folder or a compare.json")
+    if path.is_dir():
+        if (path / "compare.json").is_file():
+            return _from_compare(path / "compare.json", _read_json(path / "compare.json"))
+        if (path / "report.json").is_file():
+            return _from_report_file(path / "report.json", path)
+        if (path / "manifest.json").is_file():
+            from ablate.report import build_report
+
+            return from_report(build_report(path), path, run_dir=path)
+        raise NotFound(
+            f"{path}: neither a run folder (manifest.json) nor a compare folder (compare.json)",
+            hint="pass the folder `ablate run` or `ablate merge` wrote, or a compare.json",
+        )
+    data = _read_json(path)
+    if "contrasts" in data and "arms" in data:
+        return _from_compare(path, data)
+    if "comparisons" in data:
+        return _from_report_file(path, path.parent)
+    raise SpecError.single(
+        path, "", "neither a report.json (no `comparisons`) nor a compare.json (no `contrasts`, `arms`)"
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise SpecError.single(path, "", f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SpecError.single(path, "", "expected a JSON object")
+    return data
+
+
+def _from_report_file(path: Path, run_dir: Path) -> Evidence:
+    from ablate.report.model import Report
+
+    data = _read_json(path)
+    try:
+        report = Report.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(
+            [Problem(str(path), ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()],
+            hint="rebuild it with `ablate report RUN_DIR`",
+        ) from None
+    primary = data.get("primary")
+    return from_report(
+        report,
+        path,
+        run_dir=run_dir if (run_dir / "manifest.json").is_file() else None,
+        primary=primary if isinstance(primary, str) else None,
+    )
+
+
+def _orient(metric: str, delta: float | None, lo: float | None, hi: float | None) -> tuple[float | None, ...]:
+    """A run's Δ = cell − control, turned into the stripped layer's benefit (+ = the layer helps)."""
+    if metric not in HIGHER_IS_BETTER:
+        return delta, lo, hi
+    return (
+        None if delta is None else -delta,
+        None if hi is None else -hi,
+        None if lo is None else -lo,
+    )
+
+
+def from_report(
+    report: Report, source: Path, *, run_dir: Path | None, primary: str | None = None
+) -> Evidence:
+    """Evidence of a :class:`ablate.report.model.Report`."""
+    metric = primary or DEFAULT_PRIMARY
+    no_ops = {c.cell: c for c in report.no_op_cells}
+    verdicts = {r.cell: r.verdict for r in report.ranking}
+    labels = {c.cell: c.label for c in report.cells}
+    findings: list[Finding] = []
+    secondary: list[str] = []
+    for c in report.comparisons:
+        effect, lo, hi = _orient(c.metric, c.delta, c.ci_low, c.ci_high)
+        if c.metric == metric and c.task is None:
+            findings.append(
+                Finding(
+                    subject=c.cell,
+                    against=c.control,
+                    label=labels.get(c.cell) or ", ".join(c.layers),
+                    effect=effect,
+                    ci_low=lo,
+                    ci_high=hi,
+                    p_adjusted=c.p_adjusted,
+                    real=c.real,
+                    report_verdict=verdicts.get(c.cell, ""),
+                )
+            )
+        elif c.real and effect is not None and effect < 0:
+            where = "pooled" if c.task is None else f"task {c.task}"
+            secondary.append(f"{c.cell}: {c.metric} ({where}) Δ {c.delta:+.3g} — stripping it was better")
+    for cell, nop in no_ops.items():
+        if not any(f.subject == cell for f in findings):
+            findings.append(
+                Finding(
+                    subject=cell,
+                    against=report.run.control,
+                    label=nop.reason,
+                    effect=None,
+                    ci_low=None,
+                    ci_high=None,
+                    p_adjusted=None,
+                    real=False,
+                    no_op=True,
+                )
+            )
+    power = next((p for p in report.power if p.metric == metric), None)
+    return Evidence(
+        source=source,
+        kind="run",
+        primary=metric,
+        findings=findings,
+        detectable=None if power is None else power.detectable,
+        detectable_note="" if power is None else (power.detectable_note or ""),
+        items=report.n.items,
+        excluded=report.n.excluded,
+        untrustworthy=_run_trust(report, run_dir),
+        caveats=[(c.id, c.text) for c in report.caveats],
+        secondary=secondary,
+    )
+
+
+def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
+    out: list[str] = []
+    probe = report.probe
+    if isinstance(probe, dict):
+        cells = probe.get("cells")
+        bad = [
+            f"{c.get('id')}: {c.get('verdict')}"
+            for c in (cells if isinstance(cells, list) else [])
+            if isinstance(c, dict) and c.get("verdict") not in ("faithful", "no-op")
+        ]
+        if bad or probe.get("ok") is False or "error" in probe:
+            out.append(
+                "the recorded probe is not faithful"
+                + (f" ({'; '.join(map(str, bad[:6]))})" if bad else f" ({probe.get('error', 'ok = false')})")
+            )
+    if not report.run.model_verified:
+        seen = ", ".join(f"{m} ×{n}" for m, n in report.run.models_seen.items()) or "none"
+        out.append(
+            f"the model is not verified from every transcript (pinned {report.run.model}; seen {seen})"
+        )
+    if run_dir is not None:
+        from ablate.folder.layout import RunFolder, read_manifest
+
+        manifest = read_manifest(RunFolder(run_dir))
+        leaks = [f"{c.id}: {leak}" for c in manifest.cells for leak in c.leaks]
+        if leaks:
+            out.append(f"{len(leaks)} leak(s) the builder could not remove ({'; '.join(leaks[:4])})")
+    return out
+
+
+def _field(path: Path, data: dict[str, Any], key: str, kind: type) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind):
+        raise SpecError.single(path, key, f"missing or not a {kind.__name__}", hint="is it a compare.json?")
+    return value
+
+
+def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
+    baseline = _field(path, data, "baseline", str)
+    arms = _field(path, data, "arms", list)
+    contrasts = _field(path, data, "contrasts", list)
+    verdicts = {v.get("arm"): v for v in data.get("verdicts", []) if isinstance(v, dict)}
+    findings = []
+    for i, arm in enumerate(arms):
+        name = arm.get("name") if isinstance(arm, dict) else None
+        if not isinstance(name, str):
+            raise SpecError.single(path, f"arms.{i}.name", "missing or not a string")
+        if name == baseline:
+            continue
+        findings.append(_arm_finding(path, contrasts, baseline, name, arm, verdicts.get(name)))
+    excluded = data.get("excluded") or {}
+    return Evidence(
+        source=path,
+        kind="compare",
+        primary=DEFAULT_PRIMARY,
+        findings=findings,
+        detectable=_compare_detectable(data),
+        detectable_note="exact paired test at Holm's first step, arms assumed independent (cautious)",
+        items=int(data.get("items") or 0),
+        excluded=int(excluded.get("count") or 0) if isinstance(excluded, dict) else 0,
+        untrustworthy=[
+            f"arm {c.get('arm')}: its file changed ({c.get('when', 'between runs')})"
+            for c in data.get("fingerprint_changes", [])
+            if isinstance(c, dict) and str(c.get("when", "")).startswith("during")
+        ],
+        caveats=[("cannot-claim", t) for t in (data.get("claims") or {}).get("cannot", [])],
+        secondary=[
+            f"{verdicts[a].get('arm')}: {c.get('detail')}"
+            for a in verdicts
+            for c in verdicts[a].get("checks", [])
+            if isinstance(c, dict) and c.get("name") == "nothing regressed" and not c.get("passed")
+        ],
+    )
+
+
+def _arm_finding(
+    path: Path, contrasts: list[Any], baseline: str, arm: str, spec: dict[str, Any], verdict: Any
+) -> Finding:
+    sign = 1.0
+    c = _contrast(contrasts, baseline, arm)
+    if c is None:
+        c, sign = _contrast(contrasts, arm, baseline), -1.0
+    label = str(spec.get("source") or arm)
+    if spec.get("op") in ("move", "duplicate"):
+        label += f" with block {spec.get('block')!r} {'moved' if spec['op'] == 'move' else 'duplicated'}"
+    claimed = verdict.get("better") if isinstance(verdict, dict) else None
+    why = list(verdict.get("failed", [])) if isinstance(verdict, dict) else []
+    if c is None:
+        return Finding(
+            subject=arm,
+            against=baseline,
+            label=label,
+            effect=None,
+            ci_low=None,
+            ci_high=None,
+            p_adjusted=None,
+            real=False,
+            claimed_better=claimed,
+            why_not=why,
+        )
+
+    def num(key: str) -> float | None:
+        v = c.get(key)
+        if v is not None and not isinstance(v, int | float):
+            raise SpecError.single(path, f"contrasts[{arm}].{key}", f"not a number: {v!r}")
+        return None if v is None else sign * float(v)
+
+    lo, hi = (num("ci_low"), num("ci_high")) if sign > 0 else (num("ci_high"), num("ci_low"))
+    p = c.get("p_adjusted")
+    return Finding(
+        subject=arm,
+        against=baseline,
+        label=label,
+        effect=num("delta"),
+        ci_low=lo,
+        ci_high=hi,
+        p_adjusted=float(p) if isinstance(p, int | float) else None,
+        real=bool(c.get("real")),
+        claimed_better=bool(claimed) if claimed is not None else None,
+        why_not=why,
+    )
+
+
+def _contrast(contrasts: list[Any], a: str, b: str) -> dict[str, Any] | None:
+    for c in contrasts:
+        if (
+            isinstance(c, dict)
+            and c.get("a") == a
+            and c.get("b") == b
+            and c.get("metric") == DEFAULT_PRIMARY
+            and c.get("task") is None
+            and c.get("scope", "all") == "all"
+        ):
+            return c
+    return None
+
+
+def _compare_detectable(data: dict[str, Any]) -> float | None:
+    """The pooled pass-rate change compare's exact paired test detects with 80% power, from its own inputs
+    (blocks, contrasts, the baseline's rate), as its claims state it."""
+    from ablate.compare.tiers import detectable_effect
+
+    tasks = data.get("tasks") or []
+    repeats = data.get("repeats")
+    if not isinstance(repeats, int) or not isinstance(tasks, list):
+        return None
+    base = next(
+        (
+            r.get("rate")
+            for r in data.get("arm_rates") or []
+            if isinstance(r, dict) and r.get("arm") == data.get("baseline") and r.get("task") is None
+        ),
+        None,
+    )
+    p = float(base) if isinstance(base, int | float) else 0.5
+    return detectable_effect(len(tasks) * repeats, p, max(1, len(data.get("contrasts") or [])))
+
+
+def check_subject(ev: Evidence, name: str, where: str) -> Finding:
+    """The finding of ``name`` or a located :class:`UsageError` listing the subjects there are."""
+    f = ev.subject(name)
+    if f is None:
+        what = "cell" if ev.kind == "run" else "arm"
+        known = ", ".join(x.subject for x in ev.findings) or "none"
+        raise UsageError(
+            f"{where}: no {what} {name!r} in {ev.source}", hint=f"the {what}s with a verdict are: {known}"
+        )
+    return f

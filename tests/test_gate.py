@@ -1,0 +1,280 @@
+"""`ablate gate`: planted regressions fail, planted improvements and nulls pass, rules and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from ablate.ci.gate import decide
+from ablate.ci.rules import parse_effect, parse_rule
+from ablate.ci.summary import forest_text
+from ablate.ci.verdicts import load_evidence
+from ablate.cli.main import app
+from ablate.core.errors import UsageError
+from ablate.report import write_report
+from tests.report_support import Outcome, make_run
+
+CELLS = {"C0": [], "C1": ["user-claude-md"], "C2": ["axioms"]}
+TASKS = ["greet", "deploy"]
+
+
+def _run(root: Path, c1_pitfall: bool | None, *, repeats: int = 8, **kw: object) -> Path:
+    """C1 strips CLAUDE.md: ``c1_pitfall`` True plants "the layer helps" (stripping it causes the pitfall
+    every time), False plants "the layer hurts" (the control hits it, C1 never), None a null."""
+
+    def outcome(task: str, cell: str, repeat: int) -> Outcome:
+        if c1_pitfall is None:
+            return Outcome(pitfall=repeat % 2 == 0)  # the same in every cell: no effect
+        if c1_pitfall:
+            return Outcome(pitfall=cell == "C1")
+        return Outcome(pitfall=cell != "C1")
+
+    run = make_run(root, cells=CELLS, tasks=TASKS, repeats=repeats, outcome=outcome, **kw)  # type: ignore[arg-type]
+    write_report(run, formats=["json"])
+    return run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("gate")
+    return {
+        "regression": _run(base / "regression", False),
+        "improvement": _run(base / "improvement", True),
+        "null": _run(base / "null", None, repeats=30),
+    }
+
+
+def gate(args: list[str]) -> tuple[int, str]:
+    res = CliRunner().invoke(app, ["gate", *args])
+    return res.exit_code, res.output
+
+
+def test_a_planted_regression_fails_and_the_summary_says_so(runs: dict[str, Path], tmp_path: Path) -> None:
+    summary = tmp_path / "gate.md"
+    code, out = gate([str(runs["regression"]), "--summary", str(summary)])
+    assert code == 1, out
+    assert out.startswith("FAIL — regressed: C1")
+    md = summary.read_text()
+    assert "ablate gate: FAIL — regressed" in md
+    assert "| C1 |" in md and "hurts" in md
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert len({line.count(" | ") for line in table if "---" not in line}) == 1  # one column count
+    assert table[1].count("---") == table[0].count(" | ") + 1
+    assert "```text" in md and "●" in md  # the text forest plot
+    assert "data:" not in md and "<svg" not in md and "http" not in md
+
+
+def test_a_planted_improvement_passes_as_better(runs: dict[str, Path], tmp_path: Path) -> None:
+    summary = tmp_path / "gate.md"
+    code, out = gate([str(runs["improvement"]), "--summary", str(summary), "--require", "C1 helps"])
+    assert code == 0, out
+    assert out.startswith("PASS — better: C1")
+    md = summary.read_text()
+    assert "ablate gate: PASS — better" in md and "`C1 helps`" in md
+    gate([str(runs["improvement"]), "--summary", str(summary)])  # a step summary collects every step
+    assert summary.read_text().count("## ✅ ablate gate") == 2
+    code, out = gate([str(runs["improvement"]), "--summary", str(tmp_path / "no" / "such" / "gate.md")])
+    assert code == 2 and "cannot write" in out
+
+
+def test_a_null_passes_as_no_real_difference_with_the_detectable_effect(runs: dict[str, Path]) -> None:
+    code, out = gate([str(runs["null"]), "--json"])
+    assert code == 0, out
+    data = orjson.loads(out)
+    assert data["outcome"] == "no real difference" and data["passed"]
+    assert data["detectable"] is not None and 0 < data["detectable"] <= 1
+    assert "detects a pooled change of about" in data["headline"]
+    assert {f["verdict"] for f in data["findings"]} == {"draw"}
+
+
+def test_a_required_gain_that_is_not_there_fails(runs: dict[str, Path]) -> None:
+    code, out = gate([str(runs["null"]), "--require", "C1 helps"])
+    assert code == 1 and "rule 'C1 helps' failed" in out
+    code, out = gate([str(runs["improvement"]), "--require", "C1 helps by 150pts"])
+    assert code == 1 and "below the required" in out
+    code, out = gate([str(runs["improvement"]), "--require", "any helps", "--min-effect", "50%"])
+    assert code == 0, out
+    code, out = gate([str(runs["improvement"]), "--require", "all helps"])
+    assert code == 1  # C2 is a draw
+
+
+def test_too_many_excluded_items_make_the_run_untrustworthy(tmp_path: Path) -> None:
+    def outcome(task: str, cell: str, repeat: int) -> Outcome:
+        return Outcome(status="api_error" if repeat < 4 else "completed")
+
+    run = make_run(tmp_path / "run", cells=CELLS, tasks=TASKS, repeats=12, outcome=outcome)
+    write_report(run, formats=["json"])
+    code, out = gate([str(run)])
+    assert code == 1 and "not trustworthy" in out and "excluded" in out
+    code, out = gate([str(run), "--max-excluded", "0.5"])
+    assert code == 0, out
+
+
+def test_an_unfaithful_recorded_probe_fails(runs: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["null"], run)
+    probe = {"ok": False, "cells": [{"id": "C1", "verdict": "leak"}, {"id": "C0", "verdict": "faithful"}]}
+    (run / "probe.json").write_bytes(orjson.dumps(probe))
+    write_report(run, formats=["json"])
+    code, out = gate([str(run)])
+    assert code == 1 and "probe is not faithful (C1: leak)" in out
+
+
+def _compare_json(path: Path, delta: float, real: bool, better: bool) -> Path:
+    data = {
+        "schema_version": 1,
+        "baseline": "old",
+        "arms": [{"name": "old", "fingerprint": "a"}, {"name": "new", "fingerprint": "b"}],
+        "items": 40,
+        "tasks": [{"id": "t1"}, {"id": "t2"}],
+        "repeats": 10,
+        "arm_rates": [{"arm": "old", "task": None, "rate": 0.5}],
+        "contrasts": [
+            {
+                "a": "old",
+                "b": "new",
+                "metric": "pitfall_free",
+                "task": None,
+                "delta": delta,
+                "ci_low": delta - 0.1,
+                "ci_high": delta + 0.1,
+                "p": 0.001,
+                "p_adjusted": 0.002 if real else 0.6,
+                "real": real,
+                "scope": "all",
+            }
+        ],
+        "verdicts": [{"arm": "new", "better": better, "failed": [] if better else ["significant gain"]}],
+        "claims": {"can": [], "cannot": ["speak for tasks beyond these"]},
+        "excluded": {"count": 0},
+    }
+    path.write_bytes(orjson.dumps(data))
+    return path
+
+
+def test_compare_json_gates_on_the_new_arm(tmp_path: Path) -> None:
+    worse = _compare_json(tmp_path / "worse.json", -0.4, True, False)
+    better = _compare_json(tmp_path / "better.json", 0.4, True, True)
+    null = _compare_json(tmp_path / "null.json", 0.05, False, False)
+    assert gate([str(worse)])[0] == 1
+    assert gate([str(better), "--require", "new better"])[0] == 0
+    assert gate([str(better), "--min-effect", "0.5"])[0] == 1  # 40 points < 50
+    code, out = gate([str(null)])
+    assert code == 0 and "no real difference" in out
+    assert gate([str(null), "--require", "new better"])[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ("C1", "expected a subject and a claim"),
+        ("C1 hepls", "unknown claim 'hepls'"),
+        ("C1 not good", "expected 'worse' or 'hurts' after 'not'"),
+        ("C1 helps by lots", "'lots' is not an effect"),
+        ("C1 helps at 5", "unexpected 'at'"),
+        ("C1 not worse by 5", "'by' goes with helps/better"),
+    ],
+)
+def test_bad_rules_are_located_usage_errors(runs: dict[str, Path], rule: str, message: str) -> None:
+    code, out = gate([str(runs["null"]), "--require", rule])
+    assert code == 2 and message in out and "^" in out
+
+
+def test_bad_input_exits_2(runs: dict[str, Path], tmp_path: Path) -> None:
+    code, out = gate([str(runs["null"]), "--require", "C9 helps"])
+    assert code == 2 and "no cell 'C9'" in out and "C1, C2" in out
+    assert gate([str(tmp_path / "missing")])[0] == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    code, out = gate([str(bad)])
+    assert code == 2 and "not valid JSON" in out
+    (tmp_path / "other.json").write_text('{"x": 1}')
+    assert gate([str(tmp_path / "other.json")])[0] == 2
+    broken = tmp_path / "report.json"
+    broken.write_text('{"comparisons": [], "alpha": "x"}')
+    code, out = gate([str(broken)])
+    assert code == 2 and "report.json: alpha" in out
+    assert gate([str(runs["null"]), "--min-effect", "ten"])[0] == 2
+    assert gate([str(runs["null"]), "--min-effect", "0.1"])[0] == 2  # names no subject for a run
+
+
+def test_rule_grammar_and_effects() -> None:
+    assert parse_effect("10pts", "x") == pytest.approx(0.1)
+    assert parse_effect("10%", "x") == pytest.approx(0.1)
+    assert parse_effect("0.25", "x") == 0.25
+    r = parse_rule("New Better by 5pts")
+    assert (r.subject, r.claim) == ("New", "better") and r.min_effect == pytest.approx(0.05)
+    assert parse_rule("all not hurts").claim == "not-worse"
+    assert parse_rule("C1 helps", 0.2).min_effect == 0.2
+    with pytest.raises(UsageError):
+        parse_effect("-1", "x")
+
+
+def test_the_text_forest_plot_never_draws_a_missing_interval_as_a_point(runs: dict[str, Path]) -> None:
+    ev = load_evidence(runs["improvement"])
+    rows = forest_text(ev)
+    c1 = next(r for r in rows if r.startswith("C1"))
+    assert "├" in c1 and "●" in c1 and "─" in c1
+    one = make_run(
+        runs["null"].parent / "one", cells=CELLS, tasks=["greet"], repeats=1, outcome=lambda *_: Outcome()
+    )
+    ev1 = load_evidence(one)  # no report.json: built in memory
+    assert all("●" not in r for r in forest_text(ev1) if "not computable" in r)
+    result = decide(ev1, [])
+    assert result.passed and result.outcome == "no real difference"
+
+
+def test_real_compare_json_from_the_sim_executor(tmp_path: Path) -> None:
+    """compare.json as `ablate compare` writes it: the planted layout effect (repetition helps) passes as
+    better; the same pair the other way round (the better file as baseline) fails as a regression."""
+    from tests.test_compare import CLAUDE_MD, write_tasks
+
+    md = tmp_path / "CLAUDE.md"
+    md.write_text(CLAUDE_MD)
+    tasks = write_tasks(tmp_path)
+    verdicts = {}
+    for name, arms in (("up", [f"plain={md}", f"twice={md}@duplicate:Tools"]),
+                       ("down", [f"twice={md}@duplicate:Tools", f"plain={md}"])):  # fmt: skip
+        out = tmp_path / name
+        args = ["compare", *arms, "--tasks", str(tasks), "--executor", "sim", "--tier", "rigorous"]
+        res = CliRunner().invoke(app, [*args, "--seed", "3", "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        (folder,) = [p for p in out.iterdir() if p.is_dir()]
+        verdicts[name] = gate([str(folder), "--json"])
+    code, text = verdicts["up"]
+    assert code == 0 and orjson.loads(text)["outcome"] == "better", text
+    code, text = verdicts["down"]
+    assert code == 1 and orjson.loads(text)["outcome"] == "regressed", text
+
+
+def test_a_real_gain_compare_does_not_confirm_passes_but_says_so(tmp_path: Path) -> None:
+    path = _compare_json(tmp_path / "c.json", 0.4, True, False)
+    code, out = gate([str(path)])
+    assert code == 0 and "not confirmed by compare's verdict (new: failed significant gain)" in out
+    assert gate([str(path), "--require", "new better"])[0] == 1
+
+
+def test_leaks_and_an_unverified_model_make_the_run_untrustworthy(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    run = tmp_path / "leaky"
+    shutil.copytree(runs["null"], run)
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    manifest["cells"][1]["leaks"] = ["managed settings: /etc/claude-code/managed-settings.json"]
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    code, out = gate([str(run)])
+    assert code == 1 and "1 leak(s) the builder could not remove (C1: managed settings" in out
+
+    def outcome(task: str, cell: str, repeat: int) -> Outcome:
+        return Outcome(model="claude-haiku-4-5" if repeat == 0 else "claude-sonnet-4-6")
+
+    other = make_run(tmp_path / "model", cells=CELLS, tasks=TASKS, repeats=8, outcome=outcome)
+    code, out = gate([str(other)])
+    assert code == 1 and "the model is not verified" in out and "claude-haiku-4-5" in out

@@ -1,0 +1,152 @@
+"""End to end: the generated Kubernetes Jobs' container commands, run exactly as written in the manifests
+(one process per index, JOB_COMPLETION_INDEX set), against ablate.sim with the real pinned CLI; the merged
+report equals a one-machine run of the same plan, item for item.
+
+The only liberty taken is the one a volume mount takes: ``$ABLATE_RUNS`` (``/runs`` in the pod) points at a
+temporary folder, and the Secret's value is the test's fake key.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from ablate.setup.examples import ExampleSetup, materialise_example
+from ablate.sim import SimServer, script_from_data
+
+pytestmark = pytest.mark.e2e
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+USAGE = {"input_tokens": 1000, "output_tokens": 10}
+
+
+def _container(path: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(path.read_text())
+    container: dict[str, Any] = doc["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def _env(container: dict[str, Any], base: dict[str, str], runs: Path, **extra: str) -> dict[str, str]:
+    env = dict(base)
+    for e in container["env"]:
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            assert e["valueFrom"]["secretKeyRef"]["name"] == "ablate-anthropic"
+            env[e["name"]] = "sk-test"  # what the Secret would hold
+    env["ABLATE_RUNS"] = str(runs)  # the volume's mount
+    env.update(extra)
+    return env
+
+
+def _sh(container: dict[str, Any], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    command = container["command"]
+    assert command[:2] == ["/bin/sh", "-c"]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _items(folder: Path) -> dict[str, tuple[Any, ...]]:
+    out = {}
+    for p in sorted((folder / "results").glob("*.json")):
+        r = orjson.loads(p.read_bytes())
+        out[p.stem] = (
+            r["task"],
+            r["cell"],
+            r["repeat"],
+            r["status"],
+            r["turns"],
+            r["pitfall_hits"],
+            r["cost_usd"],
+        )
+    return out
+
+
+def _comparisons(folder: Path) -> list[tuple[Any, ...]]:
+    data = orjson.loads((folder / "report.json").read_bytes())
+    return [
+        (c["cell"], c["metric"], c["task"], c["delta"], c["p"], c["real"], c["n_pairs"])
+        for c in data["comparisons"]
+    ]
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> ExampleSetup:
+    return materialise_example(tmp_path / "example")
+
+
+# 11 sessions (probe, 2 shards, one machine): ~45 s of CPU, much more wall time on a busy host
+@pytest.mark.timeout(900)
+def test_the_indexed_job_commands_reproduce_a_one_machine_run(
+    claude: Path, example: ExampleSetup, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    # a task without [[checks]]: `ablate merge` does not carry grades/ over yet, so a graded task's merged
+    # report would lack the checks_passed rows a one-machine run has
+    shutil.copy(REPO_ROOT / "tasks" / "deploy-command.toml", tasks)
+    out = tmp_path / "k8s"
+    gen = subprocess.run(
+        [str(BIN / "ablate"), "ci", "init", "k8s", "--shards", "2", "--image", "ablate:test", "--cells", "binary",
+         "--repeats", "2", "--repo", str(example.repo), "--config-dir", str(example.config_dir),
+         "--tasks", str(tasks), "--out", str(out)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert gen.returncode == 0, gen.stderr
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    script = script_from_data({"default": {"text": "Done.", "usage": USAGE}, "usage": USAGE, "rules": []})
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    base.update(
+        HOME=str(example.home),
+        PATH=f"{BIN}:{os.environ['PATH']}",
+        ABLATE_CLAUDE_BIN=str(claude),
+        ABLATE_WORK_DIR=str(tmp_path / "envs"),
+    )
+    with SimServer(script, seed=0) as sim:
+        base["ANTHROPIC_BASE_URL"] = sim.base_url
+        plan = _container(out / "plan.yaml")
+        done = _sh(plan, _env(plan, base, runs))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert orjson.loads((runs / "probe.json").read_bytes())["ok"] is True
+        (planned,) = (runs / "plan").iterdir()
+        one = tmp_path / "one" / planned.name
+        shutil.copytree(planned, one)  # the same plan, for one machine
+
+        shard = _container(out / "shards.yaml")
+        for index in range(2):
+            done = _sh(shard, _env(shard, base, runs, JOB_COMPLETION_INDEX=str(index)))
+            assert done.returncode == 0, f"index {index}: {done.stdout}{done.stderr}"
+        shards = sorted(p.name for p in (runs / "shards").iterdir())
+        assert shards == [f"{planned.name}-shard-1-of-2", f"{planned.name}-shard-2-of-2"]
+
+        merge = _container(out / "merge.yaml")
+        done = _sh(merge, _env(merge, base, runs))
+        assert done.returncode == 0, done.stdout + done.stderr  # the gate passes: no real difference
+        assert "PASS — no real difference" in done.stdout
+        assert "ablate gate: PASS" in (runs / "merged" / "gate.md").read_text()
+
+        whole = subprocess.run(
+            [str(BIN / "ablate"), "run", "--plan", str(one), "--config-dir", str(example.config_dir),
+             "--repo", str(example.repo)],
+            env={**base, "ANTHROPIC_API_KEY": "sk-test"}, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert whole.returncode == 0, whole.stderr
+        subprocess.run([str(BIN / "ablate"), "report", str(one)], env=base, check=True, capture_output=True)
+
+    merged = runs / "merged"
+    assert len(_items(merged)) == 4
+    assert _items(merged) == _items(one)
+    assert _comparisons(merged) == _comparisons(one)
+    for folder in (runs / "shards", merged):  # the Secret's value reaches no run folder
+        assert "sk-test" not in "".join(
+            p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()
+        )
