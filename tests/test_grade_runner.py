@@ -88,3 +88,29 @@ def test_the_runner_seeds_each_checkout_and_records_checks_per_attempt(tmp_path:
         assert (
             env_root / "work" / "src" / "billing.py"
         ).read_text() == "def total(a, b):\n    return a + b\n"
+
+
+def test_merge_carries_checks_diffs_and_verdicts_under_the_merged_attempt_numbers(tmp_path: Path) -> None:
+    from ablate.folder.layout import RunFolder
+    from ablate.grade.checks import ChecksGrade
+    from ablate.grade.record import JudgeVerdict, carry_grades, diff_rel, record_checks, record_verdict
+
+    src, dest = RunFolder(tmp_path / "a"), RunFolder(tmp_path / "b")
+    item = "t__C0__r00"
+    (src.root / diff_rel(item, 1)).parent.mkdir(parents=True)
+    (src.root / diff_rel(item, 1)).write_text("diff of attempt 1\n")
+    grade = ChecksGrade(
+        attempt=1, source="checkout", passed=True, n_passed=1, n_checks=1, diff=diff_rel(item, 1)
+    )
+    record_checks(src, item, grade)
+    record_verdict(src, item, JudgeVerdict(judge_model="claude-haiku-4-5", attempt=1, verdict="pass"))
+    record_verdict(src, item, JudgeVerdict(judge_model="claude-haiku-4-5", attempt=3, verdict="fail"))
+    carry_grades(src, dest, item, {1: 2})
+    merged = read_grade(dest, item)
+    assert merged is not None
+    checks = merged.checks_for(2)
+    assert checks is not None and checks.attempt == 2 and checks.diff == diff_rel(item, 2)
+    assert (dest.root / diff_rel(item, 2)).read_text() == "diff of attempt 1\n"
+    assert merged.checks_for(1) is None
+    # a verdict on an attempt the merge did not carry is not carried either
+    assert [(v.attempt, v.verdict) for v in merged.judges] == [(2, "pass")]

@@ -617,9 +617,10 @@ def merge_cmd(
 
     Exit codes: 0 ok, 1 the folders do not belong together (different manifests), 2 bad input.
     """
+    from ablate.grade.record import carry_grades
     from ablate.run.merge import merge_runs
 
-    summary = merge_runs(runs, out, force=force)
+    summary = merge_runs(runs, out, force=force, carry=[carry_grades])
     if json:
         print_json(summary)
     else:

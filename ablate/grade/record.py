@@ -9,8 +9,9 @@ and never with a stale attempt the runner later replaced.
 from __future__ import annotations
 
 import fcntl
+import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -166,6 +167,34 @@ def grade_attempt(
     return grade
 
 
+def carry_grades(src: RunFolder, dest: RunFolder, item: str, renumber: Mapping[int, int]) -> None:
+    """``ablate merge``'s carrier: the item's checks, saved diffs and judge verdicts from ``src`` into
+    ``dest``, each attempt under its number in the merged folder (``renumber``: old → new)."""
+    grade = read_grade(src, item)
+    if grade is None:
+        return
+    checks: dict[str, ChecksGrade] = {}
+    for key, c in grade.checks.items():
+        new = renumber.get(int(key))
+        if new is None:
+            continue
+        diff = c.diff
+        if c.diff is not None and (src.root / c.diff).is_file():
+            diff = diff_rel(item, new)
+            (dest.root / diff).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src.root / c.diff, dest.root / diff)
+        checks[str(new)] = c.model_copy(update={"attempt": new, "diff": diff})
+    judges = [
+        v.model_copy(update={"attempt": renumber[v.attempt]}) for v in grade.judges if v.attempt in renumber
+    ]
+    if checks or judges:
+        update_grade(
+            dest,
+            item,
+            lambda g: g.model_copy(update={"checks": {**g.checks, **checks}, "judges": [*g.judges, *judges]}),
+        )
+
+
 __all__ = [
     "DIFFS",
     "GRADES",
@@ -173,6 +202,7 @@ __all__ = [
     "GradeFile",
     "JudgeVerdict",
     "Verdict",
+    "carry_grades",
     "diff_rel",
     "grade_attempt",
     "grade_path",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,14 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
-def merge_runs(runs: Sequence[Path], out: Path, *, force: bool = False) -> dict[str, Any]:
+AttemptCarrier = Callable[[RunFolder, RunFolder, str, Mapping[int, int]], None]
+"""Copies what a later stage keeps per attempt (grades, diffs) from a source folder into the merged one:
+``(source, dest, item, {old attempt: new attempt})``. ``ablate.grade.record.carry_grades`` is the one ablate has."""
+
+
+def merge_runs(
+    runs: Sequence[Path], out: Path, *, force: bool = False, carry: Sequence[AttemptCarrier] = ()
+) -> dict[str, Any]:
     """Merge ``runs`` into a new folder ``out``; return a summary (items, results, complete)."""
     if not runs:
         raise RunFolderError("nothing to merge", hint="pass two or more run folders")
@@ -58,11 +65,16 @@ def merge_runs(runs: Sequence[Path], out: Path, *, force: bool = False) -> dict[
         for f in folders:  # no live runner may add results while they are read
             stack.enter_context(RunLock(f))
         stack.enter_context(RunLock(dest))
-        return _merge_locked(folders, manifests, dest, force=force)
+        return _merge_locked(folders, manifests, dest, force=force, carry=carry)
 
 
 def _merge_locked(
-    folders: Sequence[RunFolder], manifests: Sequence[RunManifest], dest: RunFolder, *, force: bool
+    folders: Sequence[RunFolder],
+    manifests: Sequence[RunManifest],
+    dest: RunFolder,
+    *,
+    force: bool,
+    carry: Sequence[AttemptCarrier],
 ) -> dict[str, Any]:
     out = dest.root
     shutil.copytree(folders[0].root / TASKS_DIR, out / TASKS_DIR, dirs_exist_ok=True)
@@ -77,6 +89,8 @@ def _merge_locked(
                 renumber[a.n] = n
                 target.attempts.append(Attempt(**{**a.model_dump(), "n": n}))
                 _copy_attempt(folder, dest, it.item, a.n, n)
+            for carrier in carry:
+                carrier(folder, dest, it.item, renumber)
             res = read_result(folder, it.item)
             if res is None:
                 continue
