@@ -206,16 +206,10 @@ def build_repo_lower(setup: Setup, catalog: Catalog, dest: Path, *, dirty: bool)
     checkout = dest / "repo"
     pristine = dest / "pristine"
     pristine.mkdir(parents=True)
-    run_git(dest, "clone", "--shared", "--no-checkout", "--quiet", str(setup.repo), str(checkout))
-    run_git(checkout, "remote", "remove", "origin")
-    branch = worktree.current_branch(setup.repo)
-    if branch:
-        run_git(checkout, "checkout", "--quiet", "-B", branch, setup.head)
-    else:
-        run_git(checkout, "checkout", "--quiet", "--detach", setup.head)
-    hidden = worktree.hide_layer_paths(checkout, setup, plan)
     # objects come from an overlay of the user's store at <repo>/.git/objects: no alternates path to write to
-    (checkout / ".git" / "objects" / "info" / "alternates").unlink(missing_ok=True)
+    worktree.make_checkout(setup, checkout, alternates=False)
+    branch = worktree.current_branch(setup.repo)
+    hidden: list[str] = []  # repo-layer files are hidden per cell, by the cells that strip them
     return RepoLower(checkout, pristine, objects_dir(setup.repo), branch, plan, hidden)
 
 
