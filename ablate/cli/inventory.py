@@ -123,7 +123,19 @@ def layers_cmd(
         if r["import_files"]:
             typer.echo(
                 f"\nnote: {r['id']} imports {len(r['import_files'])} file(s) (+{_human_bytes(r['import_bytes'])} "
-                f"outside any layer; ~{r['est_tokens_with_imports']} tokens with imports)"
+                f"outside any layer; ~{r['est_tokens_with_imports']} tokens with imports): "
+                + "; ".join(r["import_edges"])
+            )
+        plugins = r["plugins"]
+        if r["present"] and plugins is not None and not plugins["loaded_files"]:
+            why = (
+                f"installed but not enabled: {', '.join(plugins['installed'])}"
+                if plugins["installed"]
+                else "no plugin installed (plugins/installed_plugins.json)"
+            )
+            typer.echo(
+                f"\nnote: {r['id']}: plugins/ holds {plugins['files']} file(s) and loads none of them ({why}); "
+                "it counts for nothing here"
             )
         for m in r["import_missing"]:
             typer.echo(f"warning: {r['id']}: missing import target {m}")

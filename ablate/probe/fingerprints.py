@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.setup.layers import Catalog, LayerFiles
-from ablate.setup.load import skill_loaded, style_name
+from ablate.setup.load import listed, style_name
 
 Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
 
@@ -95,8 +95,8 @@ def _names(lf: LayerFiles) -> list[str]:
         except OSError:
             continue
         meta = frontmatter(text)
-        if skill_loaded(rel) is False:
-            continue  # on disk, never listed (skills/_internal/<n>/SKILL.md, flat .claude/skills/*.md)
+        if not listed(lf, rel):
+            continue  # on disk, never listed (skills/_internal/<n>/SKILL.md, a plugin not installed and enabled)
         if p.name == "SKILL.md" and len(parts) >= 2:
             name = meta.get("name") or parts[-2]
         elif "commands" in parts or "agents" in parts:
