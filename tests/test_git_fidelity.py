@@ -21,6 +21,7 @@ from ablate.isolate.backend import open_backend
 from ablate.isolate.environment import build_environment, reset_environment, retarget_environment
 from ablate.isolate.namespace import namespace_support
 from ablate.probe.probe import probe
+from ablate.run.estimate import estimate_run, probe_capture
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import ExampleSetup
 from ablate.setup.layers import load_catalog
@@ -204,3 +205,7 @@ def test_probe_is_faithful_with_nothing_about_git_ignored(
     # the untouched session and C0 show the runbook; C11 (strips it) shows a clean tree
     assert statuses.count("?? docs/runbooks/rollback.md") >= 2, statuses
     assert "(clean)" in statuses, statuses
+    # the probe's capture measures what this setup sends: the cost estimate rests on it
+    seen = probe_capture([work], setup.head)
+    assert seen is not None and min(seen[1]) > 20_000  # characters of a real Claude Code request
+    assert estimate_run(12, model="claude-sonnet-4-6", max_turns=30, probe=seen).basis == "probe"
