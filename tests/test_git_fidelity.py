@@ -175,14 +175,17 @@ def test_sessions_see_the_users_git_state_in_c0_and_c11(
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("isolation", ["namespace", "links"])
 def test_probe_is_faithful_with_nothing_about_git_ignored(
-    repo: ExampleSetup, claude: Path, tmp_path: Path
+    repo: ExampleSetup, claude: Path, tmp_path: Path, isolation: str
 ) -> None:
     """The untracked runbook is the only uncommitted file (the shape of a real published setup whose C0
     lacked it): the untouched session and C0 both show it, exactly as ``git status`` in the real repo."""
     setup = load_setup(repo.config_dir, repo.repo, home=repo.home)
     catalog = load_catalog()
     work = tmp_path / "probe"
+    if isolation == "namespace" and not namespace_support()[0]:
+        pytest.skip(f"namespace backend unavailable: {namespace_support()[1]}")
     result = probe(
         setup,
         catalog,
@@ -190,9 +193,12 @@ def test_probe_is_faithful_with_nothing_about_git_ignored(
         find_claude(claude),
         work=work,
         cell_ids=["C0", "C11"],
+        isolation=isolation,
     )
     fidelity = result.fidelity
     assert fidelity["checked"] and fidelity["equal"], fidelity
+    assert result.isolation["backend"] == isolation
+    # links compares at other paths (normalised); neither backend ignores anything about git
     assert not any("git" in what for what in fidelity["ignored"]), fidelity["ignored"]
     assert {c.id: c.verdict for c in result.cells} == {"C0": "faithful", "C11": "faithful"}
     assert result.real_setup_unchanged

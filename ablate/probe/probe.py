@@ -783,13 +783,14 @@ def _fidelity(
             str(cenv.cwd): "<CWD>",
             cenv.memory_slug: "<SLUG>",
         },
+        keep_branch=True,
     )
-    b = normalise_request(untouched.first_request, untouched_paths)
+    b = normalise_request(untouched.first_request, untouched_paths, keep_branch=True)
     diffs = [] if a == b else diff_summary(a, b)
     return {
         "checked": True,
         "equal": a == b,
         "compared": f"{control} against the untouched setup (plain copy of the config dir, real repo path)",
-        "ignored": ["paths and project slugs", "billing header", "git branch line"],
+        "ignored": ["paths and project slugs", "billing header", "order of concurrent hook outputs"],
         "differences": diffs,
     }
