@@ -88,6 +88,22 @@ def test_a_stripped_cell_hides_only_its_own_layers(repo: ExampleSetup, tmp_path:
     assert "docs/runbooks/deploy.md" in hidden and "app.py" not in hidden
 
 
+def test_a_modified_tracked_layer_file_reads_as_in_the_users_repo(repo: ExampleSetup, tmp_path: Path) -> None:
+    setup_file = repo.repo / "docs" / "runbooks" / "deploy.md"
+    setup_file.write_text(setup_file.read_text() + "A live edit the user has not committed.\n")
+    setup = load_setup(repo.config_dir, repo.repo, home=repo.home)
+    catalog = load_catalog()
+    cells = load_cell_set("layered", catalog)
+    real = real_status(repo.repo)
+    assert real == " M docs/runbooks/deploy.md\n?? docs/runbooks/rollback.md\n"
+    env = build_environment(setup, catalog, cells.get("C0"), tmp_path / "out")
+    assert real_status(env.cwd) == real
+    retarget_environment(env, setup, catalog, cells.get("C7"))
+    assert real_status(env.cwd) == ""  # stripped: no " D", no " M", no "??"
+    retarget_environment(env, setup, catalog, cells.get("C0"))
+    assert real_status(env.cwd) == real
+
+
 # ---------------------------------------------------------------------------------------------------------
 # end to end, with the real CLI against ablate.sim
 
