@@ -14,7 +14,7 @@ layer content; repo docs, never auto-loaded, are checked in each cell's worktree
 Two extra sessions anchor the comparison: a *baseline* with no setup at all (an empty config dir and an
 empty repository: needles seen there are generic), and the *untouched* setup (a plain copy of the config dir
 used from the real repo path) whose request C0's must equal, apart from paths, the billing header and the
-git branch line (shadow fidelity).
+order of concurrent hook outputs: nothing about git (shadow fidelity).
 """
 
 from __future__ import annotations
