@@ -99,10 +99,11 @@ def current_branch(repo: Path) -> str | None:
 
 #: What the pristine checkout's ``.git`` copies from the user's common git dir: the config (identity,
 #: remotes, branch tracking, every other setting), every ref (loose and packed: branches, tags,
-#: remote-tracking refs, the stash), ``info/`` (exclude, sparse-checkout, attributes) and the hooks.
+#: remote-tracking refs, the stash; ``reftable/`` where the repo uses it), ``info/`` (exclude, sparse-checkout,
+#: attributes) and the hooks.
 #: ``shallow`` keeps a shallow clone's history readable. Objects are never copied: they are read from the
 #: user's store (through alternates, or an overlay mounted at ``.git/objects``), which git never writes to.
-USER_GIT_ENTRIES = ("config", "packed-refs", "refs", "info", "hooks", "shallow", "description")
+USER_GIT_ENTRIES = ("config", "packed-refs", "refs", "reftable", "info", "hooks", "shallow", "description")
 #: The stash is a ref plus its reflog: ``git stash list`` prints the reflog.
 STASH_LOG = "logs/refs/stash"
 #: ``git -c`` overrides for ablate's own git calls in a checkout carrying the user's config: no fsmonitor
