@@ -22,7 +22,7 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
             var.startswith("ABLATE_") and var != "ABLATE_CLAUDE_BIN"
         ):
             monkeypatch.delenv(var, raising=False)
-    # ablate's own cache (the pristine checkouts reused across runs) outside the homes tests compare
+    # ablate's own cache (pristine checkouts reused across runs), fresh for each test
     monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path_factory.mktemp("ablate-cache")))
     return home
 

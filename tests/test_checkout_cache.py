@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ablate.core.errors import UnsafeEnvironment
 from ablate.isolate.checkout_cache import cache_dir, cached_checkout
 from ablate.setup.examples import ExampleSetup, git
 from ablate.setup.load import load_setup
@@ -82,12 +83,18 @@ def test_a_changed_repo_is_never_served_stale(repo: ExampleSetup, tmp_path: Path
         ).read_bytes()
 
 
-def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_cache_dir_is_private_and_outside_the_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: ExampleSetup
+) -> None:
     monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path / "c"))
     assert cache_dir() == tmp_path / "c"
     monkeypatch.delenv("ABLATE_CACHE_DIR")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-    assert cache_dir() == tmp_path / "x" / "ablate"
+    assert not cache_dir().is_relative_to(Path.home())
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(UnsafeEnvironment, match="not private"):
+        _served(repo, shared)
 
 
 def test_the_served_checkout_prints_the_users_git_state_through_its_objects(

@@ -3,8 +3,8 @@
 Checking out HEAD is most of a run's start on a large repository, and two runs on the same commit build the
 very same checkout. So the ``namespace`` backend's read-only lower checkout (:func:`worktree.make_checkout`
 without alternates: the objects come from an overlay of the user's store) is kept under
-``$ABLATE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/ablate``, else ``~/.cache/ablate``) in
-``pristine/<key>/repo``, and served again while its key is unchanged.
+``$ABLATE_CACHE_DIR`` (default: ``ablate-cache-<uid>`` in the temporary directory, private to the user; the
+home is left as ablate found it) in ``pristine/<key>/repo``, and served again while its key is unchanged.
 
 The key is a hash of every input of the checkout, so any change builds a new one (never a stale one):
 
@@ -28,10 +28,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
+from ablate.core.errors import UnsafeEnvironment
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.gitutil import run_git
 from ablate.isolate import shadowfs, worktree
@@ -44,12 +47,25 @@ _COMPLETE = "complete.json"
 
 
 def cache_dir() -> Path:
-    """Where ablate keeps what it may reuse across runs."""
+    """Where ablate keeps what it may reuse across runs: ``$ABLATE_CACHE_DIR``, else a folder of this user's
+    in the temporary directory (never the home, which ablate leaves as it found it)."""
     explicit = os.environ.get("ABLATE_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "ablate"
+    return Path(tempfile.gettempdir()) / f"ablate-cache-{os.getuid()}"
+
+
+def _private(folder: Path) -> None:
+    """Make ``folder`` (mode 0700) or check that it is this user's alone: a cached checkout is what every
+    session of a run sees as the repository, so nobody else may be able to plant one."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = folder.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise UnsafeEnvironment(
+            f"{folder}: the checkout cache is not private to this user (owner uid {st.st_uid}, "
+            f"mode {stat.filemode(st.st_mode)})",
+            hint="remove it, or set ABLATE_CACHE_DIR to a folder of your own",
+        )
 
 
 def _hash_entry(h: hashlib._Hash, name: str, path: Path) -> None:
@@ -91,7 +107,9 @@ def checkout_key(setup: Setup) -> str:
 def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]:
     """The pristine checkout of ``setup`` without alternates, from the cache or built into it; returns its
     path and whether it was reused."""
-    base = (root or cache_dir()) / "pristine"
+    top = root or cache_dir()
+    _private(top)
+    base = top / "pristine"
     key = checkout_key(setup)
     entry = base / key
     if _complete(entry, key):
