@@ -22,6 +22,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
             var.startswith("ABLATE_") and var != "ABLATE_CLAUDE_BIN"
         ):
             monkeypatch.delenv(var, raising=False)
+    # ablate's own cache (pristine checkouts reused across runs), fresh for each test
+    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path_factory.mktemp("ablate-cache")))
     return home
 
 

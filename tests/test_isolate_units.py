@@ -14,7 +14,7 @@ from ablate.core.errors import UsageError
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
 from ablate.isolate.namespace import Mount, choose_isolation, hide_status_lines, order_mounts
 from ablate.isolate.writes import run_summary_lines, scan_upper, session_writes, summary_lines
-from ablate.probe.probe import normalise_request
+from ablate.probe.fingerprints import normalise_request
 
 STRIPPED = ["docs/runbooks", "MEMORY.md"]
 

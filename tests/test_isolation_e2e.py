@@ -211,7 +211,7 @@ def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind
         backend.retarget(env, cells.get("C0"))
         check = _tool_output(_session(backend, env, claude, "ISO-CHECK"))
         assert "cfg=[] hook=[] x=[] gl=[] skill=[0] head=[Add project knowledge] tmp=[]" in check, check
-        assert "branch=[main] status=[]" in check, check
+        assert "branch=[main] status=[?? docs/runbooks/rollback.md]" in check, check  # as in the user's repo
         assert "runbooks=[deploy.md rollback.md ]" in check, check
         # and a stripped layer leaves no trace in git status: C7's reads exactly like C0's
         backend.retarget(env, cells.get("C7"))

@@ -20,8 +20,14 @@ from ablate.cli.main import app
 from ablate.core.claude import find_claude
 from ablate.core.fsutil import tree_hash
 from ablate.isolate.environment import CellEnvironment, build_environment
-from ablate.probe.fingerprints import distinctive_lines, drop_generic, frontmatter, layer_prints
-from ablate.probe.probe import ProbeResult, neutralise, normalise_request, probe
+from ablate.probe.fingerprints import (
+    distinctive_lines,
+    drop_generic,
+    frontmatter,
+    layer_prints,
+    normalise_request,
+)
+from ablate.probe.probe import ProbeResult, neutralise, probe
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.setup.layers import load_catalog

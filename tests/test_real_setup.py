@@ -30,7 +30,8 @@ from ablate.isolate.procenv import (
     redacted_env,
 )
 from ablate.mine.attachments import hook_commands_in
-from ablate.probe.probe import normalise_request, probe
+from ablate.probe.fingerprints import normalise_request
+from ablate.probe.probe import probe
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import git
 from ablate.setup.layers import load_catalog

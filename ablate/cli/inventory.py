@@ -31,6 +31,41 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _layer_notes(rows: list[dict[str, Any]]) -> None:
+    """The notes under the layers table: never-loaded layers, imports by name, plugins, missing imports."""
+    for r in rows:
+        if r["present"] and r["loaded"] is not None and not r["loaded"]["files"]:
+            typer.echo(
+                f"\nnote: {r['id']} is on disk but the CLI loads none of it "
+                f"({', '.join(r['loaded']['not_loaded'][:3])}...): a cell stripping it is a no-op."
+            )
+        if r["imports"]:
+            typer.echo(
+                f"\nnote: {r['id']} @imports {', '.join(r['imports'])}: stripping it removes them too."
+            )
+        if r["import_files"]:
+            typer.echo(
+                f"\nnote: {r['id']} imports {len(r['import_files'])} file(s) (+{_human_bytes(r['import_bytes'])} "
+                f"outside any layer; ~{r['est_tokens_with_imports']} tokens with imports): "
+                + "; ".join(r["import_edges"])
+            )
+        plugins = r["plugins"]
+        if r["present"] and plugins is not None and not plugins["loaded_files"]:
+            why = (
+                f"installed but not enabled: {', '.join(plugins['installed'])}"
+                if plugins["installed"]
+                else "no plugin installed (plugins/installed_plugins.json)"
+            )
+            typer.echo(
+                f"\nnote: {r['id']}: plugins/ holds {plugins['files']} file(s) and loads none of them ({why}); "
+                "it counts for nothing here"
+            )
+        for m in r["import_missing"]:
+            typer.echo(f"warning: {r['id']}: missing import target {m}")
+        for c in r["import_cycles"]:
+            typer.echo(f"warning: {r['id']}: import cycle {c}")
+
+
 @app.command("layers")
 @cli_errors
 def layers_cmd(
@@ -43,9 +78,10 @@ def layers_cmd(
 
     On disk is what the layer's files hold; loaded is what the CLI puts in front of the model by itself
     (skills/_internal/*/SKILL.md and flat .claude/skills/*.md are never listed; axioms.md and lessons.md load
-    only when @imported; an output style only when selected). @imports are followed recursively from every
-    instruction file (missing targets and cycles reported). Markdown under docs/, notes/ and .claude/ that no
-    layer claims is listed as unclassified, with the ablate.toml table that maps it.
+    only when @imported; an output style only when selected; plugins/ only inside a plugin that is installed
+    and enabled). @imports are followed recursively from every instruction file and each one is named
+    (missing targets and cycles reported). Markdown under docs/, notes/ and .claude/ that no layer claims is
+    listed as unclassified, with the ablate.toml table that maps it.
 
     Reads the config dir and the repository's live working tree; writes nothing. Leaks are things outside
     ablate's control that reach the model in every cell alike (ancestor CLAUDE.md/AGENTS.md, managed
@@ -108,27 +144,9 @@ def layers_cmd(
     )
     typer.echo(
         "(on disk: what the files hold; loaded by CLI: what the CLI puts in front of the model by itself; n/a: "
-        "repo docs the model reads on demand, settings keys, plugins (confirmed by `ablate probe`))"
+        "repo docs the model reads on demand, settings keys (confirmed by `ablate probe`))"
     )
-    for r in rows:
-        if r["present"] and r["loaded"] is not None and not r["loaded"]["files"]:
-            typer.echo(
-                f"\nnote: {r['id']} is on disk but the CLI loads none of it "
-                f"({', '.join(r['loaded']['not_loaded'][:3])}...): a cell stripping it is a no-op."
-            )
-        if r["imports"]:
-            typer.echo(
-                f"\nnote: {r['id']} @imports {', '.join(r['imports'])}: stripping it removes them too."
-            )
-        if r["import_files"]:
-            typer.echo(
-                f"\nnote: {r['id']} imports {len(r['import_files'])} file(s) (+{_human_bytes(r['import_bytes'])} "
-                f"outside any layer; ~{r['est_tokens_with_imports']} tokens with imports)"
-            )
-        for m in r["import_missing"]:
-            typer.echo(f"warning: {r['id']}: missing import target {m}")
-        for c in r["import_cycles"]:
-            typer.echo(f"warning: {r['id']}: import cycle {c}")
+    _layer_notes(rows)
     if inv.unclassified:
         from ablate.setup.load import mapping_hint
 

@@ -8,7 +8,7 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,9 @@ from ablate.cli.common import (
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 from ablate.grade.hook import GradingHook
+
+if TYPE_CHECKING:
+    from ablate.run.estimate import CostEstimate
 
 app = typer.Typer()
 
@@ -118,12 +121,9 @@ def _err(text: str) -> None:
     typer.echo(text, err=True)
 
 
-def _print_estimate(items: int, model: str, max_turns: int, observed: list[float] | None = None) -> None:
-    from ablate.run.plan import estimate
-
-    est = estimate(items, model=model, max_turns=max_turns, observed_usd=observed or [])
+def _print_estimate(est: CostEstimate) -> None:
     cost = f"~${est.usd:.2f}" if est.usd is not None else "unknown cost"
-    _err(f"plan: {est.sessions} sessions, ~{est.calls} API calls, {cost} ({est.basis})")
+    _err(f"plan: {est.sessions} sessions, ~{est.calls} API calls, {cost} ({est.detail})")
 
 
 @app.command("plan")
@@ -152,7 +152,8 @@ def plan_cmd(
     """
     from ablate.core.claude import find_claude
     from ablate.run.create import create_run
-    from ablate.run.plan import blocks, estimate, new_seed
+    from ablate.run.estimate import estimate_run
+    from ablate.run.plan import blocks, new_seed
     from ablate.run.prepare import check_locations, load_cells, setup_info
     from ablate.setup.load import load_setup
     from ablate.setup.tasks import load_tasks
@@ -188,11 +189,11 @@ def plan_cmd(
                 "items": manifest.items,
                 "blocks": n_blocks,
                 "seed": manifest.seed,
-                "estimate": estimate(manifest.items, model=model, max_turns=max_turns).to_json(),
+                "estimate": estimate_run(manifest.items, model=model, max_turns=max_turns).to_json(),
             }
         )
         return
-    _print_estimate(manifest.items, model, max_turns)
+    _print_estimate(estimate_run(manifest.items, model=model, max_turns=max_turns))
     typer.echo(f"{folder.root}: {manifest.items} items in {n_blocks} blocks (at most {n_blocks} shards)")
 
 
@@ -293,10 +294,17 @@ def _run(
         write_manifest(folder, manifest)
     run_tasks = prep.tasks
     todo = prep.todo()
-    observed = [a.cost_usd for p in prep.share for a in p.attempts if a.cost_usd]
+    from ablate.run.estimate import estimate_run, probe_capture
+
+    done = [r for p in prep.share if (r := read_result(folder, p.item)) is not None and r.complete]
     for warning in prep.warnings:
         _err(f"warning: {warning}")
-    _print_estimate(len(todo), manifest.model, manifest.max_turns, observed)
+    probe_seen = probe_capture([folder.root, work_dir], setup.head)
+    _print_estimate(
+        estimate_run(
+            len(todo), model=manifest.model, max_turns=manifest.max_turns, done=done, probe=probe_seen
+        )
+    )
     _err(f"run folder: {folder.root}")
 
     chosen = choose_isolation(isolation)

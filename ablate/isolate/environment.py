@@ -206,7 +206,6 @@ def build_environment(
         fresh_tmp(root)
         refs = worktree.make_checkout(setup, wt)
         atomic_write_json(result.pristine / "refs.json", refs)
-        atomic_write_json(result.pristine / "hidden.json", worktree.hide_layer_paths(wt, setup, plan))
         worktree.save_git_state(wt, result.pristine)
         _populate(setup, catalog, cell, result, setup_layers)
         return result

@@ -44,7 +44,7 @@ from typing import Any
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_file
 from ablate.core.gitutil import run_git
-from ablate.isolate import nsexec, shadowfs, worktree
+from ablate.isolate import checkout_cache, nsexec, shadowfs, worktree
 from ablate.isolate.environment import build_config_dir
 from ablate.isolate.procenv import process_env, redacted_env, stray
 from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
@@ -200,22 +200,16 @@ class RepoLower:
 
 
 def build_repo_lower(setup: Setup, catalog: Catalog, dest: Path, *, dirty: bool) -> RepoLower:
-    """A private clone of HEAD on a branch named like the user's, with every repo-layer path hidden from
-    ``git status`` (tracked ones skip-worktree, untracked ones in ``.git/info/exclude``)."""
+    """The checkout of HEAD whose ``.git`` is the user's, objects excepted (cached across runs), and the
+    folder of the snapshots the cells' worktree operations read."""
     plan = worktree.plan_repo(setup, catalog, dirty=dirty)
-    checkout = dest / "repo"
     pristine = dest / "pristine"
     pristine.mkdir(parents=True)
-    run_git(dest, "clone", "--shared", "--no-checkout", "--quiet", str(setup.repo), str(checkout))
-    run_git(checkout, "remote", "remove", "origin")
+    # objects come from an overlay of the user's store at <repo>/.git/objects: no alternates path to write to;
+    # the checkout itself is reused across runs while nothing it is made of changed
+    checkout, _ = checkout_cache.cached_checkout(setup)
     branch = worktree.current_branch(setup.repo)
-    if branch:
-        run_git(checkout, "checkout", "--quiet", "-B", branch, setup.head)
-    else:
-        run_git(checkout, "checkout", "--quiet", "--detach", setup.head)
-    hidden = worktree.hide_layer_paths(checkout, setup, plan)
-    # objects come from an overlay of the user's store at <repo>/.git/objects: no alternates path to write to
-    (checkout / ".git" / "objects" / "info" / "alternates").unlink(missing_ok=True)
+    hidden: list[str] = []  # repo-layer files are hidden per cell, by the cells that strip them
     return RepoLower(checkout, pristine, objects_dir(setup.repo), branch, plan, hidden)
 
 

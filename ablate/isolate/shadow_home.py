@@ -348,8 +348,8 @@ def scan_hooks(setup: Setup) -> list[Leak]:
     seen: set[str] = set()
     for path in candidates:
         real = os.path.realpath(path)
-        if real in seen:
-            continue
+        if real in seen or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
+            continue  # compiled caches record their source's path; they are not what a hook runs
         seen.add(real)
         try:
             if os.path.getsize(real) > HOOK_SCAN_LIMIT:

@@ -1,10 +1,13 @@
-"""The repo side of a cell (DESIGN §3.4): a private detached checkout of HEAD with the live layer files overlaid.
+"""The repo side of a cell: a private checkout of HEAD with the live layer files overlaid.
 
-The checkout is a ``git clone --shared`` (objects read through git's alternates, never written), not a linked
-``git worktree``: in a linked worktree Claude Code 2.1.332 adds a "This is a git worktree" notice to every
-prompt that the user's own sessions never see (the probe's fidelity check found it), and a model's commits,
-branches and stashes would land in the user's repository. A clone registers nothing in the user's repo and
-keeps whatever the model does to git inside the cell.
+The checkout's ``.git`` is the user's own, objects excepted: the user's config (identity, remotes, branch
+tracking), every ref (branches, tags, remote-tracking refs, the stash and its reflog), ``info/`` and hooks
+are copied, and the objects are read from the user's store (git's alternates, or an overlay of the store),
+which git never writes to. So ``git config user.name``, ``git remote -v``, ``git branch``, ``git tag`` and
+``git stash list`` print in a cell what they print in the user's repository, and whatever a session does
+to git (commits, branches, stashes, config) stays in the cell. It is not a linked ``git worktree``: there
+Claude Code 2.1.332 adds a "This is a git worktree" notice to every prompt that the user's own sessions
+never see, and a model's commits would land in the user's repository.
 
 The worktree is built as *checkout + a replayable list of operations*. Every source an operation needs (layer
 files from the live working tree, ``--dirty`` changes, replacement variants) is snapshotted once into the
@@ -15,7 +18,6 @@ tree as the first build, even when the user's live files change in the meantime.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,36 +97,95 @@ def current_branch(repo: Path) -> str | None:
     return name if out.returncode == 0 and name else None
 
 
-def make_checkout(setup: Setup, wt: Path) -> dict[str, str]:
-    """A private clone of the repository (objects shared read-only) at the setup's HEAD, on a branch named
-    like the user's current one (hooks print it; a detached HEAD changes what the model sees), detached only
-    when the user's is.
+#: What the pristine checkout's ``.git`` copies from the user's common git dir: the config (identity,
+#: remotes, branch tracking, every other setting), every ref (loose and packed: branches, tags,
+#: remote-tracking refs, the stash; ``reftable/`` where the repo uses it), ``info/`` (exclude, sparse-checkout,
+#: attributes) and the hooks.
+#: ``shallow`` keeps a shallow clone's history readable. Objects are never copied: they are read from the
+#: user's store (through alternates, or an overlay mounted at ``.git/objects``), which git never writes to.
+USER_GIT_ENTRIES = ("config", "packed-refs", "refs", "reftable", "info", "hooks", "shallow", "description")
+#: The stash is a ref plus its reflog: ``git stash list`` prints the reflog.
+STASH_LOG = "logs/refs/stash"
+#: ``git -c`` overrides for ablate's own git calls in a checkout carrying the user's config: no fsmonitor
+#: daemon or hook started on the user's behalf.
+_SAFE = ("-c", "core.fsmonitor=false")
 
-    The ``origin`` remote is removed so nothing the model runs can push into the user's repository. Returns
-    the clone's refs, which a reset restores.
+
+def git_dirs(repo: Path) -> tuple[Path, Path]:
+    """The repository's git dir (``HEAD``, the index) and its common dir (config, refs, objects)."""
+    out = git(
+        repo, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"
+    ).stdout.splitlines()
+    return Path(out[0]), Path(out[1])
+
+
+def user_git_state(repo: Path) -> list[tuple[str, Path]]:
+    """``(name, path)`` of every entry of the user's ``.git`` the pristine checkout copies."""
+    _, common = git_dirs(repo)
+    entries = [(name, common / name) for name in USER_GIT_ENTRIES if os.path.lexists(common / name)]
+    if (common / STASH_LOG).is_file():
+        entries.append((STASH_LOG, common / STASH_LOG))
+    return entries
+
+
+def make_git_dir(setup: Setup, wt: Path, *, alternates: Path | None) -> None:
+    """``wt/.git``: the user's config, refs, ``info/``, hooks and stash, ``HEAD`` on the user's branch (or
+    detached at the setup's HEAD), objects read from ``alternates`` (None: an overlay supplies them)."""
+    gd = wt / ".git"
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (gd / sub).mkdir(parents=True, exist_ok=True)
+    for name, src in user_git_state(setup.repo):
+        shadowfs.put(gd, name, src)
+    branch = current_branch(setup.repo)
+    head = f"ref: refs/heads/{branch}\n" if branch else f"{setup.head}\n"
+    (gd / "HEAD").write_text(head, encoding="utf-8")
+    if alternates is not None:
+        (gd / "objects" / "info" / "alternates").write_text(f"{alternates}\n", encoding="utf-8")
+
+
+def objects_dir(repo: Path) -> Path:
+    """The user's object store (the common dir's, for a linked worktree)."""
+    return git_dirs(repo)[1] / "objects"
+
+
+def make_checkout(setup: Setup, wt: Path, *, alternates: bool = True) -> dict[str, str]:
+    """A private checkout of the setup's HEAD whose ``.git`` is the user's own, objects excepted
+    (:func:`make_git_dir`): ``git config``, ``git remote -v``, ``git branch``, ``git tag`` and ``git stash
+    list`` print what they print in the user's repository, while nothing a session does (a commit, a
+    branch, a config change) reaches it. Returns the checkout's refs, which a reset restores.
+
+    ``alternates=False`` leaves the object store empty, for a view that mounts the user's store at
+    ``.git/objects``.
     """
-    wt.parent.mkdir(parents=True, exist_ok=True)
-    git(wt.parent, "clone", "--shared", "--no-checkout", "--quiet", str(setup.repo), str(wt))
-    git(wt, "remote", "remove", "origin")
-    _checkout_head(wt, setup.head, current_branch(setup.repo))
+    wt.mkdir(parents=True, exist_ok=True)
+    make_git_dir(setup, wt, alternates=objects_dir(setup.repo) if alternates else None)
+    if not alternates:  # checking out needs the objects: read them through a temporary alternates file
+        tmp = wt / ".git" / "objects" / "info" / "alternates"
+        tmp.write_text(f"{objects_dir(setup.repo)}\n", encoding="utf-8")
+    try:
+        _checkout_head(wt, setup.head, current_branch(setup.repo))
+    finally:
+        if not alternates:
+            (wt / ".git" / "objects" / "info" / "alternates").unlink(missing_ok=True)
     return refs_of(wt)
 
 
 def _checkout_head(wt: Path, head: str, branch: str | None) -> None:
     if branch:
-        git(wt, "checkout", "--force", "--quiet", "-B", branch, head)
+        git(wt, *_SAFE, "checkout", "--force", "--quiet", "-B", branch, head)
     else:
-        git(wt, "checkout", "--force", "--quiet", "--detach", head)
+        git(wt, *_SAFE, "checkout", "--force", "--quiet", "--detach", head)
 
 
 def refs_of(wt: Path) -> dict[str, str]:
-    """Every ref of the checkout (branches, tags, stash) and the commit it names."""
+    """Every ref of the checkout (branches, tags, remote-tracking refs, the stash) and what it names."""
     out = git(wt, "for-each-ref", "--format=%(refname) %(objectname)").stdout
     return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
 
 
 def restore_refs(wt: Path, refs: dict[str, str]) -> None:
-    """Delete refs the session created (branches, tags, the stash), reset the others, forget reflogs."""
+    """Delete refs the session created (branches, tags), reset the others, forget the reflogs a session
+    wrote (the stash's own reflog is put back afterwards by :func:`restore_stash_log`)."""
     current = refs_of(wt)
     for name in current:
         if name not in refs:
@@ -173,6 +234,13 @@ def worktree_ops(
         else:
             ops.append({"op": "remove", "rel": rel})
     by_id = {layer.id: layer for layer in plan.repo_layers}
+    hidden: set[str] = set()
+    for lid in [*cell.stripped, *cell.replace]:
+        if lid in by_id:
+            layer = by_id[lid]
+            hidden.update(resolve_layer(layer, wt, memory_slug=setup.memory_slug).entries)
+            hidden.update(plan.live_entries[lid])
+            hidden.update(ref.file for ref in layer.keys)
     for lid in cell.stripped:
         if lid not in by_id:
             continue
@@ -189,6 +257,9 @@ def worktree_ops(
             shadowfs.put(pristine, key, variant)
             rel = by_id[lid].patterns(setup.memory_slug)[0]
             ops.append({"op": "put", "rel": rel, "src": key})
+            hidden.add(rel)
+    if hidden:
+        ops.append({"op": "hide", "rel": ".", "paths": sorted(hidden)})
     return ops
 
 
@@ -204,45 +275,45 @@ def apply_ops(wt: Path, pristine: Path, ops: list[dict[str, Any]]) -> None:
             shadowfs.stub(wt, rel)
         elif kind == "dropkey":
             shadowfs.drop_keys(wt, rel, op["keys"])
+        elif kind == "hide":
+            mark_skip_worktree(wt, op["paths"])
         else:
             raise AblateError(f"unknown worktree operation {kind!r}")
 
 
-def hide_layer_paths(wt: Path, setup: Setup, plan: RepoPlan) -> list[str]:
-    """Hide every repo-layer path from ``git status`` in the checkout ``wt``: tracked ones are marked
-    skip-worktree, the others go to ``.git/info/exclude``. Claude Code puts ``git status`` into the system
-    prompt, so a stripped tracked file would otherwise show up as ``D docs/runbooks/...``, naming what was
-    removed, and an untracked layer file as ``??`` in the cells that keep it: every cell, the control
-    included, reads alike. Returns the hidden entries."""
-    entries: set[str] = set(plan.key_files)
-    for layer in plan.repo_layers:
-        entries.update(resolve_layer(layer, wt, memory_slug=setup.memory_slug).entries)
-        entries.update(plan.live_entries[layer.id])
-    hidden = sorted(entries)
-    if hidden:
-        mark_skip_worktree(wt, hidden)
-        exclude = wt / ".git" / "info" / "exclude"
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        with exclude.open("a", encoding="utf-8") as fh:
-            fh.write("".join(f"/{e}\n" for e in hidden))
-    return hidden
-
-
 def mark_skip_worktree(wt: Path, entries: list[str]) -> None:
-    """Set the skip-worktree bit on every tracked file under ``entries``."""
+    """Hide the cell's changes to layer files from ``git status``: the skip-worktree bit on every tracked
+    file under ``entries``.
+
+    Only the cells that strip or replace a layer do this, for that layer's files: Claude Code puts ``git
+    status`` into the prompt, and a stripped tracked file would show as `` D docs/runbooks/...``, naming
+    what was removed. A stripped untracked file simply is not there; a kept one shows as it does in the
+    user's repository (``??``, `` M``), the control included.
+    """
     if not entries:
         return
-    tracked = [p for p in git(wt, "ls-files", "-z", "--", *entries).stdout.split("\0") if p]
+    listed = git(wt, "--literal-pathspecs", "ls-files", "-z", "--", *entries).stdout
+    tracked = [p for p in listed.split("\0") if p]
     for i in range(0, len(tracked), 1000):  # through ablate's git runner: no inherited GIT_DIR, no hooks
-        git(wt, "update-index", "--skip-worktree", "--", *tracked[i : i + 1000])
+        git(wt, *_SAFE, "update-index", "--skip-worktree", "--", *tracked[i : i + 1000])
 
 
-#: What a session may change in its clone's ``.git`` that a checkout and ``git clean`` do not restore.
-GIT_STATE = ("config", "hooks", "info")
+def clear_skip_worktree(wt: Path) -> None:
+    """Clear every skip-worktree bit the last cell set (a checkout leaves a skipped file alone). A user's
+    sparse checkout sets them again at the next checkout, from ``info/sparse-checkout``."""
+    listed = git(wt, "ls-files", "-v", "-z").stdout
+    skipped = [e[2:] for e in listed.split("\0") if e[:2] == "S "]
+    for i in range(0, len(skipped), 1000):
+        git(wt, *_SAFE, "update-index", "--no-skip-worktree", "--", *skipped[i : i + 1000])
+
+
+#: What a session may change in its checkout's ``.git`` that a checkout and ``git clean`` do not restore.
+GIT_STATE = ("config", "hooks", "info", STASH_LOG)
 
 
 def save_git_state(wt: Path, pristine: Path) -> None:
-    """Keep the fresh clone's branch, ``.git/config``, ``hooks/`` and ``info/`` for a reset."""
+    """Keep the fresh checkout's branch, ``.git/config``, ``hooks/``, ``info/`` and stash reflog for a
+    reset."""
     (pristine / "branch.txt").write_text((current_branch(wt) or "") + "\n", encoding="utf-8")
     for name in GIT_STATE:
         src = wt / ".git" / name
@@ -251,8 +322,8 @@ def save_git_state(wt: Path, pristine: Path) -> None:
 
 
 def restore_git_state(wt: Path, pristine: Path) -> None:
-    """Put back ``.git/config``, ``hooks/`` and ``info/`` as built (a session's ``git config`` and
-    ``.git/hooks/pre-commit`` must not reach the next item)."""
+    """Put back ``.git/config``, ``hooks/``, ``info/`` and the stash reflog as built (a session's ``git
+    config`` and ``.git/hooks/pre-commit`` must not reach the next item)."""
     saved = pristine / "git"
     if not saved.is_dir():
         return
@@ -266,20 +337,19 @@ def restore_git_state(wt: Path, pristine: Path) -> None:
 def reset_worktree(
     wt: Path, head: str, pristine: Path, ops: list[dict[str, Any]], refs: dict[str, str] | None = None
 ) -> None:
-    """Back to the freshly built state: detached checkout of ``head``, hard reset, clean, refs restored,
-    replay. (Commits a session made stay in the clone's own object store, unreachable; nothing names them.)"""
+    """Back to the freshly built state: checkout of ``head``, clean, refs restored, replay. (Commits a
+    session made stay in the checkout's own object store, unreachable; nothing names them.)"""
     # the session's git config and hooks go first: git must not run a planted hook or honour its config
     restore_git_state(wt, pristine)
+    clear_skip_worktree(wt)
     # a forced checkout of HEAD also resets the index and the tracked files (no `reset --hard` needed: each
     # pass stats every file, which on a 20,000-file checkout is most of a reset); the branch is the one the
-    # clone was built on (its ref is reset to HEAD with -B)
+    # checkout was built on (its ref is reset to HEAD with -B)
     saved = pristine / "branch.txt"
     branch = saved.read_text(encoding="utf-8").strip() if saved.is_file() else None
     _checkout_head(wt, head, branch or None)
-    hidden = pristine / "hidden.json"
-    if hidden.is_file():
-        mark_skip_worktree(wt, json.loads(hidden.read_text(encoding="utf-8")))
-    git(wt, "clean", "-ffdxq")
+    git(wt, *_SAFE, "clean", "-ffdxq")
     if refs is not None:
         restore_refs(wt, refs)
+        restore_git_state(wt, pristine)  # the stash reflog, expired with the session's reflogs
     apply_ops(wt, pristine, ops)

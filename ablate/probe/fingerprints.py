@@ -6,18 +6,22 @@ and agent listings for skills, commands and agents; the commands of session-star
 cell checkout's files for repo docs (never auto-loaded). A needle that also appears in a baseline request made
 with no setup at all, or in another layer, is generic and dropped; a layer left without needles is reported
 as too generic to fingerprint, never guessed.
+
+It also holds the shadow-fidelity comparison: the control cell's first request against the untouched
+setup's, normalised only for what legitimately differs between two sessions.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ablate.setup.layers import Catalog, LayerFiles
-from ablate.setup.load import skill_loaded, style_name
+from ablate.setup.load import listed, style_name
 
 Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
 
@@ -91,8 +95,8 @@ def _names(lf: LayerFiles) -> list[str]:
         except OSError:
             continue
         meta = frontmatter(text)
-        if skill_loaded(rel) is False:
-            continue  # on disk, never listed (skills/_internal/<n>/SKILL.md, flat .claude/skills/*.md)
+        if not listed(lf, rel):
+            continue  # on disk, never listed (skills/_internal/<n>/SKILL.md, a plugin not installed and enabled)
         if p.name == "SKILL.md" and len(parts) >= 2:
             name = meta.get("name") or parts[-2]
         elif "commands" in parts or "agents" in parts:
@@ -303,3 +307,88 @@ def drop_generic(prints: dict[str, LayerPrint], baseline_text: str) -> None:
                 else "too generic to fingerprint: no distinctive content"
             )
             p.kind = "unobservable"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shadow fidelity: the control's request against the untouched setup's
+
+_BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
+_BRANCH = re.compile(r"(Current branch: )[^\n]*")
+_HOOK_BLOCK = re.compile(r"^<system-reminder>\n[A-Za-z]+(?::[a-z]+)? hook ")
+#: What an exact comparison ignores: nothing about git, the layers or the paths.
+EXACT_IGNORED = ("session id", "billing header", "order of concurrent hook outputs")
+
+
+def hook_blocks_sorted(messages: Any) -> Any:
+    """``messages`` with each run of consecutive hook-output blocks sorted: the hooks of one event run in
+    parallel and their output reaches the request in completion order, which differs between any two
+    sessions of the same setup (measured: 12 Python hooks, C0 and the untouched setup in another order)."""
+    if not isinstance(messages, list):
+        return messages
+    out = []
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            out.append(msg)
+            continue
+        blocks: list[Any] = []
+        run: list[Any] = []
+        for block in [*content, None]:
+            text = block.get("text") if isinstance(block, dict) else None
+            if isinstance(text, str) and _HOOK_BLOCK.match(text):
+                run.append(block)
+                continue
+            blocks.extend(sorted(run, key=lambda b: json.dumps(b, sort_keys=True)))
+            run = []
+            if block is not None:
+                blocks.append(block)
+        out.append({**msg, "content": blocks})
+    return out
+
+
+def normalise_request(
+    body: dict[str, Any], replacements: dict[str, str], *, keep_branch: bool = False
+) -> str:
+    """The request as text with ``replacements`` (paths) applied, the billing header and the order of
+    concurrent hook outputs made comparable, and (unless ``keep_branch``) the git branch line."""
+    picked: Any = {
+        k: hook_blocks_sorted(body.get(k)) if k == "messages" else body.get(k)
+        for k in ("system", "messages", "tools", "model", "max_tokens")
+    }
+    text = json.dumps(picked, sort_keys=True)
+    for src in sorted(replacements, key=len, reverse=True):
+        text = text.replace(src, replacements[src])
+    text = _BILLING.sub("x-anthropic-billing-header: <billing>", text)
+    return text if keep_branch else _BRANCH.sub(r"\1<branch>", text)
+
+
+def diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
+    """The first ``limit`` differences between two normalised requests, with some context."""
+    out = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out.append(
+                f"{tag}: C0 {a[max(0, i1 - 40) : i2 + 40]!r} vs untouched {b[max(0, j1 - 40) : j2 + 40]!r}"
+            )
+            if len(out) >= limit:
+                break
+    return out
+
+
+def exact_fidelity(
+    control: str, control_request: dict[str, Any], untouched_request: dict[str, Any]
+) -> dict[str, Any]:
+    """The ``namespace`` backend's check: the control cell and the untouched setup run at the same paths, so
+    their first requests must be equal but for the session id (not in the compared fields), the billing
+    header and the order of concurrent hook outputs. Nothing about git is ignored: the control's checkout
+    carries the user's ``.git`` state and hides no file from ``git status``."""
+    a = normalise_request(control_request, {}, keep_branch=True)
+    b = normalise_request(untouched_request, {}, keep_branch=True)
+    return {
+        "checked": True,
+        "equal": a == b,
+        "exact": True,
+        "compared": f"{control} against the untouched setup (its own copy-on-write view at the real paths)",
+        "ignored": list(EXACT_IGNORED),
+        "differences": [] if a == b else diff_summary(a, b),
+    }

@@ -14,7 +14,7 @@ layer content; repo docs, never auto-loaded, are checked in each cell's worktree
 Two extra sessions anchor the comparison: a *baseline* with no setup at all (an empty config dir and an
 empty repository: needles seen there are generic), and the *untouched* setup (a plain copy of the config dir
 used from the real repo path) whose request C0's must equal, apart from paths, the billing header and the
-git branch line (shadow fidelity).
+order of concurrent hook outputs: nothing about git (shadow fidelity).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from ablate.isolate.namespace import (
     NamespaceCellEnv,
     NamespaceEnvironments,
     choose_isolation,
-    hide_status_lines,
     namespace_problems,
     untouched_copy_filter,
     untouched_view,
@@ -50,7 +49,15 @@ from ablate.isolate.procenv import PROBE_KEY, force_capture, is_endpoint_or_auth
 from ablate.isolate.shadow_home import WRITTEN_DIRS
 from ablate.isolate.writes import session_writes, summary_lines
 from ablate.mine.attachments import read_load_evidence
-from ablate.probe.fingerprints import LayerPrint, drop_generic, layer_prints, needle_in
+from ablate.probe.fingerprints import (
+    LayerPrint,
+    diff_summary,
+    drop_generic,
+    exact_fidelity,
+    layer_prints,
+    needle_in,
+    normalise_request,
+)
 from ablate.setup.cells import CellSet, ResolvedCell, cell_effect
 from ablate.setup.examples import git
 from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
@@ -502,87 +509,6 @@ def judge_cell(
     )
 
 
-_BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
-_BRANCH = re.compile(r"(Current branch: )[^\n]*")
-
-
-_HOOK_BLOCK = re.compile(r"^<system-reminder>\n[A-Za-z]+(?::[a-z]+)? hook ")
-
-
-def hook_blocks_sorted(messages: Any) -> Any:
-    """``messages`` with each run of consecutive hook-output blocks sorted: the hooks of one event run in
-    parallel and their output reaches the request in completion order, which differs between any two
-    sessions of the same setup (measured: 12 Python hooks, C0 and the untouched setup in another order)."""
-    if not isinstance(messages, list):
-        return messages
-    out = []
-    for msg in messages:
-        content = msg.get("content") if isinstance(msg, dict) else None
-        if not isinstance(content, list):
-            out.append(msg)
-            continue
-        blocks: list[Any] = []
-        run: list[Any] = []
-        for block in [*content, None]:
-            text = block.get("text") if isinstance(block, dict) else None
-            if isinstance(text, str) and _HOOK_BLOCK.match(text):
-                run.append(block)
-                continue
-            blocks.extend(sorted(run, key=lambda b: json.dumps(b, sort_keys=True)))
-            run = []
-            if block is not None:
-                blocks.append(block)
-        out.append({**msg, "content": blocks})
-    return out
-
-
-def normalise_request(
-    body: dict[str, Any],
-    replacements: dict[str, str],
-    *,
-    keep_branch: bool = False,
-    status_hidden: Sequence[str] = (),
-) -> str:
-    """The request as text with paths, the billing header and the git branch line made comparable
-    (``keep_branch``: the branch line is compared too); git status lines naming ``status_hidden`` paths are
-    dropped."""
-    picked: Any = {
-        k: hook_blocks_sorted(body.get(k)) if k == "messages" else body.get(k)
-        for k in ("system", "messages", "tools", "model", "max_tokens")
-    }
-    if status_hidden:
-        picked = _map_strings(picked, lambda t: hide_status_lines(t, status_hidden))
-    text = json.dumps(picked, sort_keys=True)
-    for src in sorted(replacements, key=len, reverse=True):
-        text = text.replace(src, replacements[src])
-    text = _BILLING.sub("x-anthropic-billing-header: <billing>", text)
-    return text if keep_branch else _BRANCH.sub(r"\1<branch>", text)
-
-
-def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
-    if isinstance(value, str):
-        return fn(value)
-    if isinstance(value, list):
-        return [_map_strings(v, fn) for v in value]
-    if isinstance(value, dict):
-        return {k: _map_strings(v, fn) for k, v in value.items()}
-    return value
-
-
-def _diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
-    import difflib
-
-    out = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            out.append(
-                f"{tag}: C0 {a[max(0, i1 - 40) : i2 + 40]!r} vs untouched {b[max(0, j1 - 40) : j2 + 40]!r}"
-            )
-            if len(out) >= limit:
-                break
-    return out
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The probe
 
@@ -708,9 +634,8 @@ def probe(
         for r in results:
             r.writes = writes.get(r.id, {})
             notes.extend(summary_lines(r.id, r.writes))
-        hidden = ns_backend.lower().hidden if ns_backend is not None else []
         fidelity = _fidelity(
-            cells, envs, observations, untouched_obs, untouched_paths, setup, exact=namespace, hidden=hidden
+            cells, envs, observations, untouched_obs, untouched_paths, setup, exact=namespace
         )
     finally:
         if owned:  # --work DIR keeps the cells, requests, stdout and transcripts for inspection
@@ -836,7 +761,6 @@ def _fidelity(
     setup: Setup,
     *,
     exact: bool = False,
-    hidden: Sequence[str] = (),
 ) -> dict[str, Any]:
     control = cells.control
     if control not in envs or not cells.get(control).is_control:
@@ -849,24 +773,7 @@ def _fidelity(
     if obs.first_request is None or untouched.first_request is None:
         return {"checked": True, "equal": False, "reason": "a session sent no request", "differences": []}
     if exact:
-        # namespace: the same paths, slugs and branch; only the session id (not in the compared fields) and
-        # the billing header may differ, the git status lines naming repo-layer files (every cell hides them
-        # so that a stripped layer leaves no trace) and the order of concurrent hook outputs
-        a = normalise_request(obs.first_request, {}, keep_branch=True, status_hidden=hidden)
-        b = normalise_request(untouched.first_request, {}, keep_branch=True, status_hidden=hidden)
-        return {
-            "checked": True,
-            "equal": a == b,
-            "exact": True,
-            "compared": f"{control} against the untouched setup (its own copy-on-write view at the real paths)",
-            "ignored": [
-                "session id",
-                "billing header",
-                "git status lines of repo-layer files",
-                "order of concurrent hook outputs",
-            ],
-            "differences": [] if a == b else _diff_summary(a, b),
-        }
+        return exact_fidelity(control, obs.first_request, untouched.first_request)
     cenv = envs[control]
     a = normalise_request(
         obs.first_request,
@@ -876,13 +783,14 @@ def _fidelity(
             str(cenv.cwd): "<CWD>",
             cenv.memory_slug: "<SLUG>",
         },
+        keep_branch=True,
     )
-    b = normalise_request(untouched.first_request, untouched_paths)
-    diffs = [] if a == b else _diff_summary(a, b)
+    b = normalise_request(untouched.first_request, untouched_paths, keep_branch=True)
+    diffs = [] if a == b else diff_summary(a, b)
     return {
         "checked": True,
         "equal": a == b,
         "compared": f"{control} against the untouched setup (plain copy of the config dir, real repo path)",
-        "ignored": ["paths and project slugs", "billing header", "git branch line"],
+        "ignored": ["paths and project slugs", "billing header", "order of concurrent hook outputs"],
         "differences": diffs,
     }

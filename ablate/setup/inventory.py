@@ -7,7 +7,8 @@ from typing import Any
 
 from ablate.setup.cells import CellSet, cell_effect
 from ablate.setup.layers import Catalog, LayerFiles
-from ablate.setup.load import Inventory, mapping_hint
+from ablate.setup.load import Inventory, import_lines, mapping_hint
+from ablate.setup.plugins import plugins_of
 
 
 def _loaded(lf: LayerFiles, loaded: list[str] | None) -> dict[str, Any] | None:
@@ -20,6 +21,21 @@ def _loaded(lf: LayerFiles, loaded: list[str] | None) -> dict[str, Any] | None:
         "bytes": size,
         "est_tokens": size // 4,
         "not_loaded": [rel for rel in lf.files if rel not in loaded][:50],
+    }
+
+
+def _plugins(inv: Inventory, lf: LayerFiles) -> dict[str, Any] | None:
+    """What a layer's ``plugins/`` holds and loads: None when it has no file there."""
+    on_disk = [rel for rel in lf.files if rel.split("/", 1)[0] == "plugins"]
+    if not on_disk or lf.layer.side != "config":
+        return None
+    plugins = plugins_of(lf.base, inv.setup.repo)
+    loaded = inv.loaded.get(lf.layer.id) or []
+    return {
+        "installed": plugins.installed,
+        "enabled": plugins.enabled,
+        "files": len(on_disk),
+        "loaded_files": len([rel for rel in on_disk if rel in loaded]),
     }
 
 
@@ -50,12 +66,14 @@ def layer_rows(inv: Inventory, catalog: Catalog) -> list[dict[str, Any]]:
                 "imported_by": imported_by.get(layer.id, []),
                 "imports": inv.imports.get(layer.id, []),
                 "import_files": rep.files if rep else [],
+                "import_edges": import_lines(inv.setup, lf, rep) if rep else [],
                 "import_bytes": rep.bytes if rep else 0,
                 "import_missing": rep.missing if rep else [],
                 "import_cycles": rep.cycles if rep else [],
                 "est_tokens_with_imports": (lf.bytes + (rep.bytes if rep else 0)) // 4,
                 "on_disk": {"files": len(lf.files), "bytes": lf.bytes},
                 "loaded": _loaded(lf, inv.loaded.get(layer.id)),
+                "plugins": _plugins(inv, lf),
                 "source": catalog.sources[layer.id],
             }
         )

@@ -15,6 +15,7 @@ from ablate.core.errors import NotARepo, NotFound, UsageError
 from ablate.core.gitutil import live_changes, run_git
 from ablate.core.slug import slug
 from ablate.setup.layers import Catalog, LayerFiles, json_keys, resolve_layer
+from ablate.setup.plugins import plugins_of
 
 #: Files the CLI loads from every ancestor of the cwd (FACTS §3.8): a leak when found above a worktree.
 ANCESTOR_FILES = ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".claude", ".mcp.json")
@@ -162,6 +163,8 @@ class ImportReport:
     """Imports beyond MAX_IMPORT_DEPTH hops (the CLI does not load them)."""
     bytes: int = 0
     """Bytes of the imported files that belong to no other layer (they go with this layer when stubbed)."""
+    edges: list[tuple[str, str]] = field(default_factory=list)
+    """``(importing file, imported file)``, real paths, in the order found."""
 
 
 def _import_target(imp: str, importer: Path, home: Path) -> Path:
@@ -192,6 +195,7 @@ def follow_imports(entry: Path, home: Path) -> ImportReport:
             if len(path) > MAX_IMPORT_DEPTH:
                 rep.too_deep.append(f"{f} -> @{imp}")
                 continue
+            rep.edges.append((str(f), str(real)))
             if real not in seen:
                 seen.add(real)
                 rep.files.append(str(real))
@@ -224,6 +228,9 @@ def layer_import_reports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[st
                     if f not in owner:
                         with contextlib.suppress(OSError):
                             total.bytes += os.path.getsize(f)
+            for edge in rep.edges:
+                if edge not in total.edges:
+                    total.edges.append(edge)
             for name in ("missing", "cycles", "too_deep"):
                 for item in getattr(rep, name):
                     if item not in getattr(total, name):
@@ -231,6 +238,23 @@ def layer_import_reports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[st
         if total.files or total.missing or total.cycles or total.too_deep:
             out[lid] = total
     return out
+
+
+def shown_path(path: str, base: Path, home: Path) -> str:
+    """``path`` as a user reads it: relative to ``base`` when inside it, ``~/...`` under the home, else
+    absolute."""
+    for root, prefix in ((os.path.realpath(base), ""), (os.path.realpath(home), "~/")):
+        if path.startswith(root + os.sep):
+            return prefix + os.path.relpath(path, root)
+    return path
+
+
+def import_lines(setup: Setup, lf: LayerFiles, rep: ImportReport) -> list[str]:
+    """``axioms.md imports deep/more.md``: every import edge of a layer, by name."""
+    return [
+        f"{shown_path(a, lf.base, setup.home)} imports {shown_path(b, lf.base, setup.home)}"
+        for a, b in rep.edges
+    ]
 
 
 def layer_imports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[str]]:
@@ -320,9 +344,18 @@ def skill_loaded(rel: str) -> bool | None:
     return False  # marketplaces/: catalogs, loaded only once installed into plugins/
 
 
+def listed(lf: LayerFiles, rel: str, setup: Setup | None = None) -> bool:
+    """Whether a file of a skill/command/agent layer is in the CLI's listings: by its place
+    (:func:`skill_loaded`), and under ``plugins/`` only inside an installed and enabled plugin."""
+    if rel.split("/", 1)[0] == "plugins" and lf.layer.side == "config":
+        inside = plugins_of(lf.base, setup.repo if setup else None).loads(lf.base / rel)
+        return inside is not None and skill_loaded(inside) is True
+    return skill_loaded(rel) is True
+
+
 def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[str] | None]:
     """For each present layer, the files the CLI loads by itself; None where that does not apply (repo docs
-    the model reads on demand, settings keys, plugins whose loading is left to the probe)."""
+    the model reads on demand, settings keys)."""
     reachable: set[str] = set()
     for side, patterns in AUTO_LOADED.items():
         for lf in layers.values():
@@ -344,11 +377,7 @@ def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[
         elif shows == "instructions":
             out[lid] = [r for r in lf.files if os.path.realpath(lf.base / r) in reachable]
         elif shows in ("skill_listing", "agent_listing"):
-            decided = [skill_loaded(r) for r in lf.files]
-            if any(d is None for d in decided):
-                out[lid] = None
-            else:
-                out[lid] = [r for r, d in zip(lf.files, decided, strict=True) if d]
+            out[lid] = [r for r in lf.files if listed(lf, r, setup)]
         elif shows == "output_style":
             out[lid] = [
                 r

@@ -1,0 +1,161 @@
+"""The run's pristine checkout, cached across runs by everything it is made of.
+
+Checking out HEAD is most of a run's start on a large repository, and two runs on the same commit build the
+very same checkout. So the ``namespace`` backend's read-only lower checkout (:func:`worktree.make_checkout`
+without alternates: the objects come from an overlay of the user's store) is kept under
+``$ABLATE_CACHE_DIR`` (default: ``ablate-cache-<uid>`` in the temporary directory, private to the user; the
+home is left as ablate found it) in ``pristine/<key>/repo``, and served again while its key is unchanged.
+
+The key is a hash of every input of the checkout, so any change builds a new one (never a stale one):
+
+- the repository's real path and its object store's, and the git version;
+- the setup's HEAD commit and the current branch (or a detached HEAD);
+- every ref with what it names, symbolic refs included (branches, tags, remote-tracking refs, the stash);
+- the bytes of every ``.git`` entry the checkout copies (config, packed-refs, ``info/``, hooks, shallow,
+  description, the stash reflog);
+- ``git config --list`` in the repository (every scope: a global ``core.autocrlf`` or smudge filter
+  changes the files a checkout writes).
+
+The working tree's own uncommitted state is not in the checkout (live layer files and ``--dirty`` changes
+are overlaid per cell, from snapshots taken at each run), so it is not in the key. An entry is built in a
+temporary folder and renamed into place (two runs racing both end with one complete entry) and is never
+written afterwards: sessions see it only as the lower layer of their overlays. Entries unused for
+:data:`MAX_IDLE_DAYS` are removed when another is added.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from ablate.core.errors import UnsafeEnvironment
+from ablate.core.fsutil import atomic_write_json
+from ablate.core.gitutil import run_git
+from ablate.isolate import shadowfs, worktree
+from ablate.setup.load import Setup
+
+#: Bumped whenever what a cached checkout holds changes.
+FORMAT = 1
+MAX_IDLE_DAYS = 7
+_COMPLETE = "complete.json"
+
+
+def cache_dir() -> Path:
+    """Where ablate keeps what it may reuse across runs: ``$ABLATE_CACHE_DIR``, else a folder of this user's
+    in the temporary directory (never the home, which ablate leaves as it found it)."""
+    explicit = os.environ.get("ABLATE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(tempfile.gettempdir()) / f"ablate-cache-{os.getuid()}"
+
+
+def _private(folder: Path) -> None:
+    """Make ``folder`` (mode 0700) or check that it is this user's alone: a cached checkout is what every
+    session of a run sees as the repository, so nobody else may be able to plant one."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = folder.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise UnsafeEnvironment(
+            f"{folder}: the checkout cache is not private to this user (owner uid {st.st_uid}, "
+            f"mode {stat.filemode(st.st_mode)})",
+            hint="remove it, or set ABLATE_CACHE_DIR to a folder of your own",
+        )
+
+
+def _hash_entry(h: hashlib._Hash, name: str, path: Path) -> None:
+    """Names, link targets and bytes under ``path`` (links never followed)."""
+    if path.is_symlink():
+        h.update(f"L {name} {os.readlink(path)}\0".encode())
+    elif path.is_dir():
+        h.update(f"D {name}\0".encode())
+        for child in sorted(path.iterdir(), key=lambda p: p.name):
+            _hash_entry(h, f"{name}/{child.name}", child)
+    elif path.is_file():
+        h.update(f"F {name} {os.stat(path).st_mode & 0o111}\0".encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+
+
+def checkout_key(setup: Setup) -> str:
+    """The hash of every input of the pristine checkout (see the module docstring)."""
+    repo = setup.repo
+    h = hashlib.sha256()
+    refs = run_git(repo, "for-each-ref", "--format=%(refname) %(objectname) %(symref)").stdout
+    config = run_git(repo, "config", "--list", "--show-origin", check=False).stdout
+    parts = [
+        f"format {FORMAT}",
+        run_git(repo, "--version").stdout.strip(),
+        str(repo.resolve()),
+        str(worktree.objects_dir(repo)),
+        setup.head,
+        worktree.current_branch(repo) or "(detached)",
+        refs,
+        config,
+    ]
+    for part in parts:
+        h.update(part.encode() + b"\0")
+    for name, path in worktree.user_git_state(repo):
+        _hash_entry(h, name, path)
+    return h.hexdigest()[:32]
+
+
+def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]:
+    """The pristine checkout of ``setup`` without alternates, from the cache or built into it; returns its
+    path and whether it was reused."""
+    top = root or cache_dir()
+    _private(top)
+    base = top / "pristine"
+    key = checkout_key(setup)
+    entry = base / key
+    if _complete(entry, key):
+        os.utime(entry / _COMPLETE)  # last use, for pruning
+        return entry / "repo", True
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = base / f".tmp-{uuid.uuid4().hex}"
+    try:
+        worktree.make_checkout(setup, tmp / "repo", alternates=False)
+        atomic_write_json(
+            tmp / _COMPLETE,
+            {"key": key, "repo": str(setup.repo), "head": setup.head, "created": time.time()},
+        )
+        try:
+            os.rename(tmp, entry)
+        except OSError:  # another run put the same entry in place first
+            if not _complete(entry, key):
+                raise
+    finally:
+        if os.path.lexists(tmp):
+            shadowfs.remove_path(tmp)
+    _prune(base, keep=entry)
+    return entry / "repo", False
+
+
+def _complete(entry: Path, key: str) -> bool:
+    import json
+
+    try:
+        data = json.loads((entry / _COMPLETE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("key") == key and (entry / "repo" / ".git").is_dir()
+
+
+def _prune(base: Path, *, keep: Path) -> None:
+    """Remove entries unused for :data:`MAX_IDLE_DAYS` and leftovers of interrupted builds a day old."""
+    now = time.time()
+    for entry in base.iterdir():
+        if entry == keep:
+            continue
+        stamp = entry / _COMPLETE
+        try:
+            used = stamp.stat().st_mtime if stamp.is_file() else entry.stat().st_mtime
+        except OSError:
+            continue
+        limit = 86400 if entry.name.startswith(".tmp-") else MAX_IDLE_DAYS * 86400
+        if now - used > limit:
+            shutil.rmtree(entry, ignore_errors=True)
