@@ -183,7 +183,7 @@ def all_contrasts(
         for b in arms[i + 1 :]:
             for metric in metrics:
                 out.append(contrast(obs, a, b, metric, seed=seed))
-                for t in tasks:
+                for t in tasks if len(tasks) > 1 else []:  # one task: the per-task contrast is the pooled one
                     out.append(contrast(obs, a, b, metric, tasks=[t], task=t, seed=seed))
     apply_holm(out)
     return out
@@ -195,7 +195,7 @@ def apply_holm(contrasts: Sequence[Contrast], alpha: float = ALPHA) -> None:
     adjusted = st.holm([c.p for c in tested if c.p is not None])
     for c, adj in zip(tested, adjusted, strict=True):
         c.p_adjusted = adj
-        c.real = adj < alpha and bool(c.delta)
+        c.real = adj <= alpha and bool(c.delta)
 
 
 def find(contrasts: Sequence[Contrast], a: str, b: str, metric: Metric, task: str | None) -> Contrast | None:

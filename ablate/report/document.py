@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Comparison, Report
+from ablate.stats import min_interval_blocks
 
 
 @dataclass
@@ -94,8 +95,90 @@ def _layers(layers: list[str]) -> str:
     return ", ".join(layers) or "–"
 
 
+def families_text(report: Report) -> str:
+    """The two Holm families and the rule, in one paragraph."""
+    parts = [
+        f"{f.name} family: {f.scope} ({', '.join(METRIC_LABELS.get(m, m) for m in f.metrics) or 'none'}; "
+        f"{f.testable} of {f.m} testable)"
+        for f in report.families
+    ]
+    rule = report.families[0].rule if report.families else ""
+    return (
+        f"Primary metric: {METRIC_LABELS.get(report.primary_metric, report.primary_metric)}. "
+        + "; ".join(parts)
+        + (f". Rule: {rule}." if rule else ".")
+    )
+
+
+def regressions_blocks(report: Report) -> list[Block]:
+    """Real comparisons where stripping a layer made the result better (the others only counted)."""
+    out: list[Block] = [
+        Heading("Regressions: stripping a layer made a result better (real differences only)")
+    ]
+    if report.regressions:
+        out.append(
+            Table(
+                ["task", "cell", "strips", "metric", "Δ", "interval", "Holm p", "family"],
+                [
+                    [
+                        c.task or "pooled",
+                        c.cell,
+                        _layers(c.layers),
+                        METRIC_LABELS.get(c.metric, c.metric),
+                        fmt_delta(c.metric, c.delta),
+                        fmt_ci(c),
+                        fmt_p(c.p_adjusted),
+                        c.family,
+                    ]
+                    for c in report.regressions
+                ],
+                id="regressions",
+            )
+        )
+    else:
+        out.append(Para("None real: no stripped layer made a result really better."))
+    if report.regressions_not_real:
+        out.append(
+            Para(
+                f"{report.regressions_not_real} per-task change(s) in that direction are not real (Holm-adjusted "
+                f"p > {report.alpha}) and are not listed: at this many comparisons such changes appear by chance."
+            )
+        )
+    return out
+
+
+def holdout_blocks(report: Report) -> list[Block]:
+    """The dev/holdout check of the primary metric."""
+    out: list[Block] = [Heading("Dev and holdout tasks")]
+    out.append(Para(report.holdout_note or "not checked"))
+    if report.holdout:
+        out.append(Bullets([f.message for f in report.holdout]))
+    return out
+
+
+def probe_words(probe: dict[str, object]) -> str:
+    """The stored probe result in words: overall verdict, fidelity, each cell's verdict."""
+    if "error" in probe:
+        return f"Probe: {probe['error']}"
+    cells = probe.get("cells")
+    verdicts = (
+        [f"{c.get('id', '?')} {c.get('verdict', '?')}" for c in cells if isinstance(c, dict)]
+        if isinstance(cells, list)
+        else []
+    )
+    fidelity = probe.get("fidelity")
+    equal = fidelity.get("equal") if isinstance(fidelity, dict) else None
+    return (
+        "Probe: "
+        + ("every cell as expected" if probe.get("ok") else "NOT every cell as expected")
+        + ("; shadow fidelity equal" if equal else "; shadow fidelity DIFFERENT" if equal is not None else "")
+        + (f"; cells: {', '.join(verdicts)}" if verdicts else "")
+        + "."
+    )
+
+
 def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None) -> Document:
-    """The report's sections (issue 11), in reading order."""
+    """The report's sections, in reading order."""
     run, n = report.run, report.n
     doc = Document(f"ablate report — {run.id}")
     b = doc.blocks
@@ -134,25 +217,28 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     if run.repeats < 2:
         b.append(
             Para(
-                "This run has one repeat per (task, cell): nothing in it is significant, and the ranking below is "
-                "one draw. See 'Power' for the repeats a conclusive run needs.",
+                "This run has one repeat per (task, cell): per-task comparisons show nothing and only the pooled "
+                "comparisons (the tasks as blocks) can be real. See 'Power' for the repeats a conclusive run needs.",
                 strong=True,
             )
         )
+    b.append(Para(families_text(report)))
     b.append(
         Para(f"Order: {report.ranking_key}. Δ = cell − control; real = Holm-adjusted p ≤ {report.alpha}.")
     )
     pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
+    prim = report.primary_metric
     rows = []
     for e in report.ranking:
-        pf = pooled.get((e.cell, "pitfall_free"))
+        pc = pooled.get((e.cell, prim))
         rows.append(
             [
                 str(e.rank),
                 e.cell,
                 _layers(e.layers),
-                e.verdict if e.tie_group != "draw" else "draw",
-                fmt_delta("pitfall_free", e.delta_pitfall_free) + (f" {fmt_ci(pf)}" if pf else ""),
+                e.verdict,
+                e.evidence,
+                fmt_delta(prim, e.primary_delta) + (f" {fmt_ci(pc)}" if pc else ""),
                 fmt_delta("turns", e.delta_turns),
                 fmt_delta("cost_usd", e.delta_cost_usd),
                 "; ".join(e.real_on) or "none",
@@ -160,7 +246,17 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
         )
     b.append(
         Table(
-            ["rank", "cell", "strips", "verdict", "Δ pitfall-free [CI]", "Δ turns", "Δ cost", "real on"],
+            [
+                "rank",
+                "cell",
+                "strips",
+                "verdict",
+                "evidence",
+                f"Δ {METRIC_LABELS.get(prim, prim)} [CI]",
+                "Δ turns",
+                "Δ cost",
+                "real on",
+            ],
             rows,
             id="ranking",
         )
@@ -186,9 +282,11 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     b.append(
         Para(
             "Paired on (task, repeat) blocks. Rates: Newcombe interval and exact test on discordant blocks; counts "
-            "and cost: task-stratified bootstrap interval and sign-flip permutation test. Holm over all "
-            f"{sum(1 for c in report.comparisons if c.p is not None)} testable comparisons of this report; "
-            "intervals are per comparison (not adjusted), so 'real?' comes from the Holm-adjusted p alone."
+            "and cost: t interval on the per-block differences (not computable below "
+            f"{min_interval_blocks(1 - report.alpha)} blocks) and the sign-flip test (exact up to 16 blocks, "
+            "Monte Carlo with resamples scaled to the family's α/m above). Holm within each family (primary, "
+            "secondary); intervals are per comparison (not adjusted), so 'real?' comes from the Holm-adjusted p "
+            "alone."
         )
     )
     for metric in dict.fromkeys(c.metric for c in report.comparisons):
@@ -197,6 +295,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                 c.cell,
                 _layers(c.layers),
                 c.task or "pooled",
+                c.family,
                 fmt_value(metric, c.cell_value),
                 fmt_value(metric, c.control_value),
                 fmt_delta(metric, c.delta),
@@ -216,6 +315,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                     "cell",
                     "strips",
                     "task",
+                    "family",
                     "cell",
                     "control",
                     "Δ",
@@ -229,7 +329,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                 id=f"contrib-{metric}",
             )
         )
-    notes = sorted({c.not_computable for c in report.comparisons if c.not_computable})
+    notes = sorted({n for c in report.comparisons if c.not_computable for n in c.not_computable.split("; ")})
     if notes:
         b.append(Para("Not computable: " + "; ".join(notes) + "."))
     # ---- spread and power
@@ -260,7 +360,9 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
         Table(
             [
                 "metric",
-                "blocks per cell",
+                "cell",
+                "paired blocks",
+                "α/m",
                 "smallest detectable Δ (80% power)",
                 "target Δ",
                 "repeats needed",
@@ -269,7 +371,9 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             [
                 [
                     METRIC_LABELS.get(p.metric, p.metric),
+                    p.cell or "–",
                     str(p.blocks_per_cell),
+                    f"{p.alpha_each:.2g}" if p.alpha_each is not None else "–",
                     fmt_delta(p.metric, p.detectable).lstrip("+")
                     if p.detectable is not None
                     else (p.detectable_note or "–"),
@@ -283,29 +387,8 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
         )
     )
     # ---- regressions and dead layers
-    b.append(Heading("Regressions: stripping a layer made a task better"))
-    if report.regressions:
-        b.append(
-            Table(
-                ["task", "cell", "strips", "metric", "Δ", "interval", "Holm p", "real?"],
-                [
-                    [
-                        c.task or "",
-                        c.cell,
-                        _layers(c.layers),
-                        METRIC_LABELS.get(c.metric, c.metric),
-                        fmt_delta(c.metric, c.delta),
-                        fmt_ci(c),
-                        fmt_p(c.p_adjusted),
-                        _real(c),
-                    ]
-                    for c in report.regressions
-                ],
-                id="regressions",
-            )
-        )
-    else:
-        b.append(Para("None: no cell did better than the control on any task."))
+    b.extend(regressions_blocks(report))
+    b.extend(holdout_blocks(report))
     b.append(Heading("Dead layers"))
     dead = [u for u in report.layer_use if u.status in ("never loaded", "loaded, never used")]
     b.append(
@@ -322,8 +405,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     # ---- isolation and exclusions
     b.append(Heading("Isolation and provenance"))
     if report.probe:
-        verdicts = report.probe.get("cells") if isinstance(report.probe, dict) else None
-        b.append(Para(f"Probe: {verdicts if verdicts else report.probe}"))
+        b.append(Para(probe_words(report.probe)))
     else:
         b.append(
             Para(
