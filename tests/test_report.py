@@ -220,6 +220,8 @@ def test_cli_report_writes_every_format_and_maps_bad_input_to_exit_2(
         [str(planted_run), "--format", "pdf"],
         [str(planted_run), "--alpha", "1.5"],
         [str(planted_run), "--control", "C99"],
+        [str(planted_run), "--primary", "vibes"],
+        [str(planted_run), "--primary", "judge"],  # no judge verdicts in this run
     ):
         res = runner.invoke(app, ["report", *args])
         assert res.exit_code == 2, (args, res.output)

@@ -43,7 +43,9 @@ def _exact_floor_blocks(alpha_each: float) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _binary_cached(n: int, base: float, alpha_each: float) -> tuple[float | NotComputable, int | NotComputable]:
+def _binary_cached(
+    n: int, base: float, alpha_each: float
+) -> tuple[float | NotComputable, int | NotComputable]:
     target = base - TARGET_RATE_CHANGE if base - TARGET_RATE_CHANGE >= 0 else base + TARGET_RATE_CHANGE
     return detectable_binary(n, base, alpha_each), runs_needed_binary(base, target, alpha_each)
 

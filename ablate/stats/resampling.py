@@ -34,6 +34,8 @@ EXACT_MAX_BLOCKS = 16
 RESOLUTION = 20
 #: Sign patterns evaluated at once (bounds memory to a few MB).
 _BATCH = 8192
+#: Datasets × sign patterns evaluated at once by :func:`sign_flip_p_batch` (about 8 MB of float64).
+_CELLS = 1 << 20
 
 
 def resamples_for(p_floor: float | None) -> int:
@@ -70,9 +72,12 @@ def sign_flip_p_batch(diffs: npt.ArrayLike) -> npt.NDArray[np.float64]:
     observed = np.abs(d.sum(axis=1))
     tol = 1e-9 * np.maximum(1.0, np.abs(d).sum(axis=1))
     hits = np.zeros(d.shape[0])
-    for start in range(0, signs.shape[0], _BATCH):
-        stats_ = np.abs(d @ signs[start : start + _BATCH].T)
-        hits += np.sum(stats_ >= (observed - tol)[:, None], axis=1)
+    rows = max(1, _CELLS // min(_BATCH, signs.shape[0]))
+    for r0 in range(0, d.shape[0], rows):
+        block, limit = d[r0 : r0 + rows], (observed - tol)[r0 : r0 + rows, None]
+        for start in range(0, signs.shape[0], _BATCH):
+            stats_ = np.abs(block @ signs[start : start + _BATCH].T)
+            hits[r0 : r0 + rows] += np.sum(stats_ >= limit, axis=1)
     return np.asarray(hits / signs.shape[0], dtype=np.float64)
 
 
