@@ -6,12 +6,15 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from ablate.cli.common import Json, cli_errors, print_json
 from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+
+if TYPE_CHECKING:
+    from ablate.grade.judge import Agreement, JudgeSummary
 
 app = typer.Typer()
 
@@ -90,6 +93,23 @@ def holdout_lines(run_dir: Path, judges: tuple[str, ...]) -> tuple[list[dict[str
     return found, lines or [
         f"dev/holdout: no dev gain of the judge-pass rate reverses on holdout (control {control})"
     ]
+
+
+def summary_lines(summary: JudgeSummary, agree: list[Agreement], holdout_text: list[str]) -> list[str]:
+    """What `ablate judge` prints: the outcome, each judge's counts, agreement, the dev/holdout check."""
+    lines = [
+        f"{summary.outcome}: {summary.judged} verdicts now ({summary.errors} judge errors), "
+        f"{summary.skipped} already graded, {summary.not_judgeable} not judgeable (no rubric or answer), "
+        f"{summary.pending} left, {summary.rate_limited} rate-limited calls, "
+        f"${summary.spend_usd:.4f} judge spend (estimated)"
+    ]
+    for j, counts in summary.by_judge.items():
+        lines.append(f"  {j}: pass {counts['pass']}, fail {counts['fail']}, error {counts['error']}")
+    for a in agree:
+        pct = f"{a.percent:.0f}%" if a.percent is not None else "-"
+        kappa = f"{a.kappa:.2f}" if a.kappa is not None else f"n/a ({a.kappa_note})"
+        lines.append(f"  agreement {a.judge_a} vs {a.judge_b}: {pct} over {a.n} items, Cohen's kappa {kappa}")
+    return lines + holdout_text
 
 
 @app.command("judge")
@@ -176,21 +196,7 @@ def judge_cmd(
             }
         print_json(doc)
     else:
-        typer.echo(
-            f"{summary.outcome}: {summary.judged} verdicts now ({summary.errors} judge errors), "
-            f"{summary.skipped} already graded, {summary.not_judgeable} not judgeable (no rubric or answer), "
-            f"{summary.pending} left, {summary.rate_limited} rate-limited calls, "
-            f"${summary.spend_usd:.4f} judge spend (estimated)"
-        )
-        for j, counts in summary.by_judge.items():
-            typer.echo(f"  {j}: pass {counts['pass']}, fail {counts['fail']}, error {counts['error']}")
-        for a in agree:
-            pct = f"{a.percent:.0f}%" if a.percent is not None else "-"
-            kappa = f"{a.kappa:.2f}" if a.kappa is not None else f"n/a ({a.kappa_note})"
-            typer.echo(
-                f"  agreement {a.judge_a} vs {a.judge_b}: {pct} over {a.n} items, Cohen's kappa {kappa}"
-            )
-        for line in holdout_text:
+        for line in summary_lines(summary, agree, holdout_text):
             typer.echo(line)
     if summary.outcome == "interrupted":
         raise typer.Exit(EXIT_INTERRUPTED)

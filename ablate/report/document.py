@@ -1,98 +1,30 @@
-"""The report as a sequence of blocks (headings, paragraphs, tables), rendered to Markdown and HTML alike."""
+"""The report as a document: one builder per section (:data:`DOC_SECTIONS`), in reading order."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Comparison, Report
+from ablate.report.blocks import (
+    Block,
+    Bullets,
+    Document,
+    Figure,
+    Heading,
+    Para,
+    Table,
+    fmt_ci,
+    fmt_delta,
+    fmt_p,
+    fmt_value,
+    layers_text,
+    real_mark,
+)
+from ablate.report.model import METRIC_LABELS, Report
+from ablate.report.tables import binary_tables, layered_tables
 from ablate.stats import min_interval_blocks
 
-
-@dataclass
-class Heading:
-    text: str
-    level: int = 2
-
-
-@dataclass
-class Para:
-    text: str
-    strong: bool = False
-
-
-@dataclass
-class Bullets:
-    items: list[str]
-
-
-@dataclass
-class Table:
-    headers: list[str]
-    rows: list[list[str]]
-    id: str = ""
-    caption: str = ""
-
-
-@dataclass
-class Figure:
-    """The forest plot (the renderer embeds it; Markdown links it)."""
-
-    svg: str
-    png: str
-    alt: str
-
-
-Block = Heading | Para | Bullets | Table | Figure
-
-
-@dataclass
-class Document:
-    title: str
-    blocks: list[Block] = field(default_factory=list)
-
-
-def fmt_value(metric: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if metric in BINARY_METRICS:
-        return f"{100 * v:.0f}%"
-    if metric == "cost_usd":
-        return f"${v:.4f}"
-    return f"{v:.2f}"
-
-
-def fmt_delta(metric: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if metric in BINARY_METRICS:
-        return f"{100 * v:+.0f} pts"
-    if metric == "cost_usd":
-        return f"{'+' if v >= 0 else '−'}${abs(v):.4f}"
-    return f"{v:+.2f}"
-
-
-def fmt_ci(c: Comparison) -> str:
-    if c.ci_low is None or c.ci_high is None:
-        return "not computable"
-    return f"[{fmt_delta(c.metric, c.ci_low)}, {fmt_delta(c.metric, c.ci_high)}]"
-
-
-def fmt_p(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _real(c: Comparison) -> str:
-    if c.p is None:
-        return "n/a"
-    return "**real**" if c.real else "draw"
-
-
-def _layers(layers: list[str]) -> str:
-    if len(layers) > 3:
-        return f"{len(layers)} layers (everything)"
-    return ", ".join(layers) or "–"
+__all__ = ["DOC_SECTIONS", "Block", "Document", "build_document"]
 
 
 def families_text(report: Report) -> str:
@@ -123,7 +55,7 @@ def regressions_blocks(report: Report) -> list[Block]:
                     [
                         c.task or "pooled",
                         c.cell,
-                        _layers(c.layers),
+                        layers_text(c.layers),
                         METRIC_LABELS.get(c.metric, c.metric),
                         fmt_delta(c.metric, c.delta),
                         fmt_ci(c),
@@ -177,11 +109,22 @@ def probe_words(probe: dict[str, object]) -> str:
     )
 
 
-def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None) -> Document:
-    """The report's sections, in reading order."""
+@dataclass(frozen=True)
+class Plot:
+    """The forest plot's files, relative to the report (None: no plot)."""
+
+    svg: str | None
+    png: str | None
+
+
+#: A document section: the blocks of one part of the report.
+DocSection = Callable[[Report, Plot], list[Block]]
+
+
+def header_section(report: Report, plot: Plot) -> list[Block]:
+    """Header."""
     run, n = report.run, report.n
-    doc = Document(f"ablate report — {run.id}")
-    b = doc.blocks
+    b: list[Block] = []
     spend = f"${run.spend_usd:.4f} spent" + (
         f", ${run.spend_list_usd:.4f} at list price with cache reads priced as fresh input"
         if run.spend_list_usd is not None
@@ -212,7 +155,13 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             id="header",
         )
     )
-    # ---- the answer first
+    return b
+
+
+def ranking_section(report: Report, plot: Plot) -> list[Block]:
+    """The answer first."""
+    run = report.run
+    b: list[Block] = []
     b.append(Heading("Ranking: which layer earns its keep"))
     if run.repeats < 2:
         b.append(
@@ -235,7 +184,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             [
                 str(e.rank),
                 e.cell,
-                _layers(e.layers),
+                layers_text(e.layers),
                 e.verdict,
                 e.evidence,
                 fmt_delta(prim, e.primary_delta) + (f" {fmt_ci(pc)}" if pc else ""),
@@ -263,21 +212,32 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     )
     if report.no_op_cells:
         b.append(Bullets([f"not tested (no-op): {c.reason}" for c in report.no_op_cells]))
-    if plot_svg:
+    if plot.svg:
         b.append(
             Figure(
-                plot_svg,
-                plot_png or "",
+                plot.svg,
+                plot.png or "",
                 "Forest plot: Δ per layer (cell − control) with intervals, one panel per metric; filled = real, "
                 "hollow grey = draw",
             )
         )
-    # ---- tables
+    return b
+
+
+def per_task_section(report: Report, plot: Plot) -> list[Block]:
+    """Tables."""
+    run = report.run
+    b: list[Block] = []
     if run.binary:
-        b.extend(_binary_tables(report))
+        b.extend(binary_tables(report))
     else:
-        b.extend(_layered_tables(report))
-    # ---- marginal contributions
+        b.extend(layered_tables(report))
+    return b
+
+
+def contributions_section(report: Report, plot: Plot) -> list[Block]:
+    """Marginal contributions."""
+    b: list[Block] = []
     b.append(Heading("Marginal contribution of each layer"))
     b.append(
         Para(
@@ -293,7 +253,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
         rows = [
             [
                 c.cell,
-                _layers(c.layers),
+                layers_text(c.layers),
                 c.task or "pooled",
                 c.family,
                 fmt_value(metric, c.cell_value),
@@ -302,7 +262,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                 fmt_ci(c),
                 fmt_p(c.p),
                 fmt_p(c.p_adjusted),
-                _real(c),
+                real_mark(c),
                 str(c.n_pairs),
             ]
             for c in report.comparisons
@@ -332,7 +292,12 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     notes = sorted({n for c in report.comparisons if c.not_computable for n in c.not_computable.split("; ")})
     if notes:
         b.append(Para("Not computable: " + "; ".join(notes) + "."))
-    # ---- spread and power
+    return b
+
+
+def spread_power_section(report: Report, plot: Plot) -> list[Block]:
+    """Spread and power."""
+    b: list[Block] = []
     b.append(Heading("Run-to-run spread and power"))
     metrics = list(dict.fromkeys(c.metric for c in report.comparisons)) or ["pitfall_free"]
     b.append(
@@ -386,7 +351,12 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             id="power",
         )
     )
-    # ---- regressions and dead layers
+    return b
+
+
+def regressions_dead_section(report: Report, plot: Plot) -> list[Block]:
+    """Regressions and dead layers."""
+    b: list[Block] = []
     b.extend(regressions_blocks(report))
     b.extend(holdout_blocks(report))
     b.append(Heading("Dead layers"))
@@ -402,7 +372,12 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     )
     if dead:
         b.append(Para("Dead here: " + ", ".join(f"{u.layer} ({u.status})" for u in dead) + "."))
-    # ---- isolation and exclusions
+    return b
+
+
+def isolation_section(report: Report, plot: Plot) -> list[Block]:
+    """Isolation and exclusions."""
+    b: list[Block] = []
     b.append(Heading("Isolation and provenance"))
     if report.probe:
         b.append(Para(probe_words(report.probe)))
@@ -426,10 +401,21 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                 "No item was excluded: every planned item completed and no session was flagged by provenance."
             )
         )
-    # ---- caveats
+    return b
+
+
+def caveats_section(report: Report, plot: Plot) -> list[Block]:
+    """Caveats."""
+    b: list[Block] = []
     b.append(Heading("Caveats"))
     b.append(Bullets([f"**{c.id}**: {c.text}" for c in report.caveats]))
-    # ---- what was run
+    return b
+
+
+def what_was_run_section(report: Report, plot: Plot) -> list[Block]:
+    """What was run."""
+    run = report.run
+    b: list[Block] = []
     b.append(Heading("What was run"))
     fp = report.fingerprints
     cells_fp = fp.get("cells", {})
@@ -453,107 +439,27 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     if rows:
         b.append(Table(["cell", "layer fingerprints (sha256 prefix)"], rows, id="fingerprints"))
     b.append(Para(f"Generated by {report.generated_by} from the run folder alone (no model calls)."))
+    return b
+
+
+#: The document's sections, in reading order.
+DOC_SECTIONS: list[DocSection] = [
+    header_section,
+    ranking_section,
+    per_task_section,
+    contributions_section,
+    spread_power_section,
+    regressions_dead_section,
+    isolation_section,
+    caveats_section,
+    what_was_run_section,
+]
+
+
+def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None) -> Document:
+    """The report's sections (:data:`DOC_SECTIONS`), in reading order."""
+    doc = Document(f"ablate report — {report.run.id}")
+    plot = Plot(plot_svg, plot_png)
+    for section in DOC_SECTIONS:
+        doc.blocks.extend(section(report, plot))
     return doc
-
-
-def _binary_tables(report: Report) -> list[Block]:
-    control = report.run.control
-    other = next((c.cell for c in report.cells if c.cell != control), None)
-    out: list[Block] = [Heading("Setup off (Clean) against setup on (Normal)")]
-    if other is None:
-        return out
-    rows = []
-    by = {(t.task, t.cell): t for t in report.task_table}
-    for t in report.run.tasks:
-        tid = str(t["id"])
-        clean, normal = by.get((tid, other)), by.get((tid, control))
-        if clean is None or normal is None:
-            continue
-        rows.append(
-            [
-                tid,
-                f"{fmt_value('turns', clean.turns)} / {fmt_value('turns', normal.turns)}",
-                f"{fmt_value('tool_calls', clean.tool_calls)} / {fmt_value('tool_calls', normal.tool_calls)}",
-                f"{fmt_value('cost_usd', clean.cost_usd)} / {fmt_value('cost_usd', normal.cost_usd)}",
-                f"{fmt_value('pitfall_free', clean.pitfall_free)} / {fmt_value('pitfall_free', normal.pitfall_free)}",
-                f"{_num(clean.skills_invoked)} / {_num(normal.skills_invoked)}",
-            ]
-        )
-    out.append(
-        Table(
-            ["task", "turns (Clean / Normal)", "tool calls", "cost", "pitfall avoided", "skills invoked"],
-            rows,
-            id="binary-tasks",
-            caption=f"Clean = {other}, Normal = {control}; means per session",
-        )
-    )
-    agg = []
-    for c in report.comparisons:
-        if c.task is None and c.cell == other:
-            agg.append(
-                [
-                    METRIC_LABELS.get(c.metric, c.metric),
-                    fmt_value(c.metric, c.cell_value),
-                    fmt_value(c.metric, c.control_value),
-                    fmt_delta(c.metric, c.delta),
-                    fmt_ci(c),
-                    fmt_p(c.p_adjusted),
-                    _real(c),
-                ]
-            )
-    out.append(
-        Table(
-            ["metric (per session)", "Clean", "Normal", "Δ (Clean − Normal)", "interval", "Holm p", "real?"],
-            agg,
-            id="binary-aggregate",
-        )
-    )
-    return out
-
-
-def _num(v: float | None) -> str:
-    return "–" if v is None else f"{v:.2f}"
-
-
-def _layered_tables(report: Report) -> list[Block]:
-    out: list[Block] = [Heading("Per-task results (cells as columns)")]
-    cells = [c.cell for c in report.cells]
-    by = {(t.task, t.cell): t for t in report.task_table}
-    for t in report.run.tasks:
-        tid = str(t["id"])
-        rows = []
-        for label, attr, metric in (
-            ("pitfall-free", "pitfall_free", "pitfall_free"),
-            ("turns", "turns", "turns"),
-            ("tool calls", "tool_calls", "tool_calls"),
-            ("cost", "cost_usd", "cost_usd"),
-            ("skills invoked", "skills_invoked", "turns"),
-        ):
-            rows.append(
-                [label]
-                + [fmt_value(metric, getattr(by[(tid, c)], attr)) if (tid, c) in by else "–" for c in cells]
-            )
-        rows.append(["sessions"] + [str(by[(tid, c)].n) if (tid, c) in by else "0" for c in cells])
-        out.append(Heading(f"{tid} ({t['split']})", 3))
-        out.append(Table(["", *cells], rows, id=f"task-{tid}"))
-    out.append(Heading("Aggregate per cell", 3))
-    pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
-    rows = []
-    for c in report.cells:
-        row = [c.cell + (" (no-op)" if c.no_op else ""), _layers(c.layers)]
-        for m in ("pitfall_free", "turns", "cost_usd"):
-            ms = c.metrics.get(m)
-            val = fmt_value(m, ms.value if ms else None)
-            cmp_ = pooled.get((c.cell, m))
-            row.append(val + (f" ({fmt_delta(m, cmp_.delta)})" if cmp_ else ""))
-        row.append(f"{100 * c.cache_read_share:.0f}%" if c.cache_read_share is not None else "–")
-        row.append(f"{c.scored}/{c.items}")
-        rows.append(row)
-    out.append(
-        Table(
-            ["cell", "strips", "pitfall-free (Δ)", "turns (Δ)", "cost (Δ)", "cache-read share", "scored"],
-            rows,
-            id="aggregate",
-        )
-    )
-    return out
