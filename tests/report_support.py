@@ -33,10 +33,10 @@ class Outcome:
     model: str = MODEL
 
 
-def _fingerprints(stripped: list[str]) -> dict[str, object]:
+def _fingerprints(stripped: list[str], layers: list[str]) -> dict[str, object]:
     """Layer fingerprints as the builder records them: "" for a layer the cell lacks (output-styles: none)."""
     return {
-        lid: "" if lid in stripped or lid == "output-styles" else f"{lid[:4]}{'0' * 60}" for lid in LAYERS
+        lid: "" if lid in stripped or lid == "output-styles" else f"{lid[:4]}{'0' * 60}" for lid in layers
     }
 
 
@@ -48,6 +48,8 @@ def make_run(
     repeats: int,
     outcome: Callable[[str, str, int], Outcome],
     cell_set: str = "layered",
+    layers: list[str] | None = None,
+    splits: dict[str, str] | None = None,
 ) -> Path:
     """Write a complete run folder under ``root`` and return it."""
     folder = RunFolder(root)
@@ -68,7 +70,7 @@ def make_run(
                 dirname=cid.lower(),
                 label=f"no {', '.join(stripped)}" if stripped else "everything (control)",
                 stripped=stripped,
-                fingerprints=_fingerprints(stripped),
+                fingerprints=_fingerprints(stripped, layers or LAYERS),
             )
             for cid, stripped in cells.items()
         ],
@@ -77,7 +79,7 @@ def make_run(
                 id=t,
                 sha256=f"{i:02d}" * 32,
                 source=f"/tasks/{t}.toml",
-                split="dev" if i % 2 == 0 else "holdout",
+                split=(splits or {}).get(t, "dev" if i % 2 == 0 else "holdout"),
                 expects=["user-claude-md"] if i == 0 else ([] if i > 1 else ["decisions"]),
             )
             for i, t in enumerate(tasks)

@@ -61,10 +61,19 @@ def test_holdout_that_does_not_agree_or_is_missing_blocks_better() -> None:
 
 def test_no_discordant_blocks_is_a_draw_with_the_reason() -> None:
     obs = observations({("t1", "a"): 12, ("t1", "b"): 12})
-    (c, per_task) = an.all_contrasts(obs, ["a", "b"], ["t1"])
+    (c,) = an.all_contrasts(obs, ["a", "b"], ["t1"])
     assert (c.delta, c.p, c.real) == (0.0, None, False)
     assert any("no discordant blocks" in n for n in c.notes)
-    assert per_task.task == "t1"
+
+
+def test_one_task_has_no_duplicate_contrasts_and_real_is_at_most_alpha() -> None:
+    # one task: the per-task contrast would be a copy of the pooled one, counted twice by Holm
+    obs = observations({("t1", "a"): 0, ("t1", "b"): 6}, repeats=6)
+    contrasts = an.all_contrasts(obs, ["a", "b"], ["t1"])
+    assert [(c.metric, c.task) for c in contrasts] == [("pitfall_free", None)]
+    # 6 of 6 blocks discordant one way: exact p = 2 / 64 = 0.03125; Holm over one contrast; real at alpha
+    an.apply_holm(contrasts, alpha=0.03125)
+    assert contrasts[0].p_adjusted == pytest.approx(0.03125) and contrasts[0].real
 
 
 def test_decomposition_orients_every_effect_whatever_the_arm_order() -> None:

@@ -69,7 +69,7 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     assert "OK: 5 cells" in proc.stdout  # the probe proved every cell of the demo set faithful
     (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
     assert proc.stdout.rstrip().endswith(f"report: {run_dir / 'report.html'}")
-    assert "one repeat: nothing is significant" in proc.stdout
+    assert "one repeat: only the pooled comparisons can be real" in proc.stdout
     report = orjson.loads((run_dir / "report.json").read_bytes())
     assert not any(c["real"] for c in report["comparisons"])
     assert "one-repeat" in {c["id"] for c in report["caveats"]}
@@ -139,7 +139,10 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
     assert (run_dir / "report.html").exists()  # `ablate run` wrote the report at the end
     report = build_report(run_dir)
     ranks = {e.cell: e for e in report.ranking}
-    assert ranks["C1"].tie_group != "draw" and ranks["C1"].verdict.startswith("helps"), ranks["C1"]
+    # a real pooled pitfall-free loss when stripped: primary evidence that the layer helps (mixed when a
+    # secondary metric is real the other way, e.g. fewer turns once the pitfall ends the session early)
+    assert ranks["C1"].tie_group != "draw" and ranks["C1"].verdict in ("helps", "mixed"), ranks["C1"]
+    assert ranks["C1"].evidence == "primary"
     pf = next(c for c in report.comparisons if c.cell == "C1" and c.metric == "pitfall_free")
     assert pf.real and pf.delta is not None and pf.delta < 0
     assert ranks["C2"].tie_group == "draw", ranks["C2"]

@@ -286,3 +286,30 @@ def test_recheck_rebuilds_the_checks_from_the_saved_diff(tmp_path: Path) -> None
     checks = grade.checks_for(1)
     assert checks is not None and checks.source == "diff"
     assert [r.passed for r in checks.results] == [True, True]
+
+
+def test_ablate_judge_checks_dev_against_holdout_task_by_task(tmp_path: Path, sim: SimServer) -> None:
+    """C2's judge-pass rate gains on every dev task and loses on every holdout task: judge warns."""
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+
+    tasks = ["d1", "d2", "d3", "h1", "h2", "h3"]
+    items = [
+        Item(t, c, 0, f"ANSWER-{'AA' if (c == 'C2') == t.startswith('d') else 'FF'} {t} {c}")
+        for t in tasks
+        for c in ("C0", "C2")
+    ]
+    folder = make_run(
+        tmp_path / "run-split",
+        items,
+        splits={t: "holdout" for t in tasks if t.startswith("h")},
+        stripped={"C2": ["axioms"]},
+    )
+    res = CliRunner().invoke(app, ["judge", str(folder.root), "--judge-model", JUDGE_A, "--json"])
+    assert res.exit_code == 0, res.output
+    [finding] = json.loads(res.stdout)["holdout"]
+    assert (finding["judge"], finding["cell"], finding["kind"]) == (JUDGE_A, "C2", "overfitting")
+    assert finding["p"] == pytest.approx(1 / 20)  # 3 + 3 task means: the most extreme of 20 splits
+    text = CliRunner().invoke(app, ["judge", str(folder.root), "--judge-model", JUDGE_A])
+    assert "WARNING overfitting? C2 judge_pass: +1.00 on dev, -1.00 on holdout" in text.stdout

@@ -20,16 +20,19 @@ from ablate.stats import (
     detectable_mean,
     exact_paired_p,
     holm,
+    min_interval_blocks,
     newcombe_paired,
     paired_binary,
     paired_mean,
     power_binary,
     power_mean,
+    resamples_for,
     runs_needed_binary,
     runs_needed_mean,
     sign_flip_p,
+    sign_flip_p_batch,
     spread,
-    stratified_bootstrap,
+    t_interval,
     wilson,
 )
 
@@ -149,7 +152,8 @@ def test_paired_mean_guards() -> None:
     assert one.delta == 2.0 and isinstance(one.p, NotComputable) and isinstance(one.interval, NotComputable)
     same = paired_mean([2.0, 3.0, 4.0], [2.0, 3.0, 4.0], ["t", "t", "t"])
     assert isinstance(same.p, NotComputable) and "no block differs" in same.p.reason
-    assert isinstance(same.interval, Interval) and (same.interval.low, same.interval.high) == (0.0, 0.0)
+    # three blocks: below the interval's minimum (the exact test cannot reach p <= 0.05 with fewer than 6)
+    assert isinstance(same.interval, NotComputable) and "at least 6" in same.interval.reason
 
 
 def test_sign_flip_is_exact_for_small_samples() -> None:
@@ -158,16 +162,33 @@ def test_sign_flip_is_exact_for_small_samples() -> None:
     assert sign_flip_p([2, 3, 4, 5, 6], [1, 1, 1, 1, 1]) == pytest.approx(2 / 32)
 
 
-def test_stratified_bootstrap_is_seeded_and_falls_back_for_single_block_tasks() -> None:
-    d = [1.0, 2.0, 0.0, 3.0, 5.0, 4.0]
-    s = ["a", "a", "a", "b", "b", "b"]
-    a = stratified_bootstrap(d, s, seed=3)
-    b = stratified_bootstrap(d, s, seed=3)
-    assert a == b and isinstance(a, Interval) and a.method == "bootstrap-stratified-percentile"
-    assert a.contains(float(np.mean(d)))
-    single = stratified_bootstrap([1.0, 2.0, 3.0], ["a", "b", "c"])
-    assert isinstance(single, Interval) and "unstratified" in single.method
-    assert isinstance(stratified_bootstrap([1.0], ["a"]), NotComputable)
+def test_t_interval_has_a_minimum_of_blocks_and_no_zero_width() -> None:
+    assert min_interval_blocks(0.95) == 6 and min_interval_blocks(0.99) == 8
+    assert isinstance(t_interval([1.0] * 5 + [2.0]), Interval)
+    assert isinstance(t_interval([1.0, 2.0, 3.0, 4.0, 5.0]), NotComputable)
+    flat = t_interval([1.0] * 8)
+    assert isinstance(flat, NotComputable) and "same difference" in flat.reason
+    d = [0.5, 1.5, 2.0, -1.0, 3.0, 0.0, 1.0]
+    ci = t_interval(d)
+    assert isinstance(ci, Interval)
+    ref = sps.ttest_1samp(d, 0.0).confidence_interval(0.95)
+    assert (ci.low, ci.high) == pytest.approx((ref.low, ref.high))
+
+
+def test_sign_flip_is_exact_up_to_16_blocks_and_scales_its_resamples_above() -> None:
+    rng = np.random.default_rng(5)
+    for n in (3, 8, 12):
+        d = rng.normal(0.3, 1.0, n)
+        ref = sps.permutation_test(
+            (d,), np.mean, permutation_type="samples", n_resamples=2**n, alternative="two-sided"
+        ).pvalue
+        assert sign_flip_p(list(d), [0.0] * n) == pytest.approx(ref, rel=1e-9)
+    # 15 blocks all one way: 2 / 2**15, far below the 1e-4 floor 9,999 resamples would impose
+    assert sign_flip_p([11.0 + 0.1 * i for i in range(15)], [0.0] * 15) == pytest.approx(2 / 2**15)
+    # above 16 blocks, Monte Carlo: the smallest reachable p is below p_floor / 20
+    assert resamples_for(1e-4) == 200_000 and resamples_for(None) == 9999
+    p = sign_flip_p([5.0 + i for i in range(20)], [0.0] * 20, p_floor=1e-4)
+    assert isinstance(p, float) and p < 1e-4 / 5
 
 
 def test_spread_and_power_guards() -> None:
@@ -228,11 +249,8 @@ def test_null_counts_real_mark_fires_at_most_at_the_nominal_rate() -> None:
     base = rng.poisson(6.0, size=(SIMS, blocks)).astype(float)
     cell = base + rng.poisson(2.0, size=(SIMS, blocks))
     control = base + rng.poisson(2.0, size=(SIMS, blocks))
-    rejected = 0
-    for c, k in zip(cell, control, strict=True):
-        p = sign_flip_p(c, k, seed=0, n_resamples=1023)
-        rejected += isinstance(p, float) and p <= alpha
-    assert rejected / SIMS <= _max_rate(alpha, SIMS)
+    p = sign_flip_p_batch(cell - control)
+    assert float(np.mean(p <= alpha)) <= _max_rate(alpha, SIMS)
 
 
 def test_planted_binary_effect_is_found_at_the_predicted_power() -> None:
@@ -261,7 +279,7 @@ def test_planted_mean_effect_is_found_at_the_predicted_power() -> None:
     diffs = rng.normal(effect, sd, size=(sims, n))
     found = 0
     for d in diffs:
-        p = sign_flip_p(list(d), [0.0] * n, seed=1, n_resamples=999)
+        p = sign_flip_p(list(d), [0.0] * n, seed=1)
         found += isinstance(p, float) and p <= alpha
     se = math.sqrt(predicted * (1 - predicted) / sims)
     assert abs(found / sims - predicted) <= 3 * se

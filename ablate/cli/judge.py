@@ -6,12 +6,15 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from ablate.cli.common import Json, cli_errors, print_json
 from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+
+if TYPE_CHECKING:
+    from ablate.grade.judge import Agreement, JudgeSummary
 
 app = typer.Typer()
 
@@ -59,6 +62,56 @@ def split_choice(value: str) -> Literal["dev", "holdout", "both"]:
     raise UsageError(f"--split {value!r}: expected dev, holdout or both")
 
 
+def holdout_lines(run_dir: Path, judges: tuple[str, ...]) -> tuple[list[dict[str, object]], list[str]]:
+    """The dev/holdout check of the judge-pass rate (each judge), against the set's control, task by task.
+
+    Returns the findings as JSON and as printable lines; a run without both splits says so in one line.
+    """
+    from ablate.folder.layout import RunFolder, read_manifest
+    from ablate.grade.splits import holdout_findings, split_of_tasks
+
+    folder = RunFolder(run_dir)
+    manifest = read_manifest(folder)
+    if set(split_of_tasks(folder).values()) != {"dev", "holdout"}:
+        return [], ["dev/holdout: not checked (the check needs tasks in both splits)"]
+    control = next((c.id for c in manifest.cells if not c.stripped), None)
+    if control is None:
+        return [], ["dev/holdout: not checked (no cell strips nothing: no control)"]
+    found: list[dict[str, object]] = []
+    lines: list[str] = []
+    for judge in judges or (None,):
+        for f in holdout_findings(
+            run_dir,
+            [c.id for c in manifest.cells],
+            control=control,
+            metric="judge_pass",
+            alpha=0.05,
+            judge_model=judge,
+        ):
+            found.append({"judge": judge, "cell": f.cell, "kind": f.kind, "p": f.p, "message": f.message})
+            lines.append(f"  dev/holdout ({judge}): {f.message}")
+    return found, lines or [
+        f"dev/holdout: no dev gain of the judge-pass rate reverses on holdout (control {control})"
+    ]
+
+
+def summary_lines(summary: JudgeSummary, agree: list[Agreement], holdout_text: list[str]) -> list[str]:
+    """What `ablate judge` prints: the outcome, each judge's counts, agreement, the dev/holdout check."""
+    lines = [
+        f"{summary.outcome}: {summary.judged} verdicts now ({summary.errors} judge errors), "
+        f"{summary.skipped} already graded, {summary.not_judgeable} not judgeable (no rubric or answer), "
+        f"{summary.pending} left, {summary.rate_limited} rate-limited calls, "
+        f"${summary.spend_usd:.4f} judge spend (estimated)"
+    ]
+    for j, counts in summary.by_judge.items():
+        lines.append(f"  {j}: pass {counts['pass']}, fail {counts['fail']}, error {counts['error']}")
+    for a in agree:
+        pct = f"{a.percent:.0f}%" if a.percent is not None else "-"
+        kappa = f"{a.kappa:.2f}" if a.kappa is not None else f"n/a ({a.kappa_note})"
+        lines.append(f"  agreement {a.judge_a} vs {a.judge_b}: {pct} over {a.n} items, Cohen's kappa {kappa}")
+    return lines + holdout_text
+
+
 @app.command("judge")
 @cli_errors
 def judge_cmd(
@@ -92,7 +145,8 @@ def judge_cmd(
     Reads the run folder, writes verdicts to grades/<item>.json (never a result). Resumable and idempotent:
     items a judge already graded are skipped, judge errors are asked again. Endpoint and key come from
     ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY. With several judges, prints their agreement (percent and
-    Cohen's kappa).
+    Cohen's kappa). Then checks, per judge, whether a cell's judge-pass gain on the dev tasks reverses on the
+    holdout tasks (task by task, one-sided exact permutation test at 0.05).
 
     Exit codes: 0 every judgeable item graded, 1 the folder cannot be judged (locked, corrupt), 2 bad input
     (no judge, judge = model under test, no API key), 3 some items were left (budget, rate limit) or got a
@@ -132,8 +186,9 @@ def judge_cmd(
     finally:
         signal.signal(signal.SIGINT, previous)
     agree = agreement(run_dir, list(judges)) if len(judges) > 1 else []
+    holdout, holdout_text = holdout_lines(run_dir, judges)
     if json:
-        doc = {**summary.to_json(), "agreement": [a.to_json() for a in agree]}
+        doc = {**summary.to_json(), "agreement": [a.to_json() for a in agree], "holdout": holdout}
         if rechecked is not None:
             doc["recheck"] = {
                 "rechecked": rechecked.rechecked,
@@ -142,20 +197,8 @@ def judge_cmd(
             }
         print_json(doc)
     else:
-        typer.echo(
-            f"{summary.outcome}: {summary.judged} verdicts now ({summary.errors} judge errors), "
-            f"{summary.skipped} already graded, {summary.not_judgeable} not judgeable (no rubric or answer), "
-            f"{summary.pending} left, {summary.rate_limited} rate-limited calls, "
-            f"${summary.spend_usd:.4f} judge spend (estimated)"
-        )
-        for j, counts in summary.by_judge.items():
-            typer.echo(f"  {j}: pass {counts['pass']}, fail {counts['fail']}, error {counts['error']}")
-        for a in agree:
-            pct = f"{a.percent:.0f}%" if a.percent is not None else "-"
-            kappa = f"{a.kappa:.2f}" if a.kappa is not None else f"n/a ({a.kappa_note})"
-            typer.echo(
-                f"  agreement {a.judge_a} vs {a.judge_b}: {pct} over {a.n} items, Cohen's kappa {kappa}"
-            )
+        for line in summary_lines(summary, agree, holdout_text):
+            typer.echo(line)
     if summary.outcome == "interrupted":
         raise typer.Exit(EXIT_INTERRUPTED)
     if summary.outcome != "finished" or summary.errors:

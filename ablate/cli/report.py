@@ -30,6 +30,16 @@ Control = Annotated[
     ),
 ]
 
+Primary = Annotated[
+    str | None,
+    typer.Option(
+        "--primary",
+        help="The primary metric (its own Holm family, pooled, one comparison per cell): pitfall-free (default), "
+        "checks, judge, turns, tool-calls or cost.",
+        show_default=False,
+    ),
+]
+
 
 def summary_lines(written: WrittenReport) -> list[str]:
     """The one-screen summary printed after a report is written."""
@@ -40,13 +50,15 @@ def summary_lines(written: WrittenReport) -> list[str]:
         + ("(verified)" if r.run.model_verified else "(NOT verified)")
     ]
     if r.n.repeats < 2:
-        lines.append("one repeat: nothing is significant (see the one-repeat caveat for the repeats needed)")
+        lines.append("one repeat: only the pooled comparisons can be real (see the one-repeat caveat)")
+    lines.append(f"primary metric: {r.primary_metric}")
     for e in r.ranking:
-        real = ", ".join(e.real_metrics) or "-"
-        pf = "–" if e.delta_pitfall_free is None else f"{100 * e.delta_pitfall_free:+.0f} pts"
+        real = "; ".join(e.real_on) or "-"
         lines.append(
-            f"  {e.rank:>2}. {e.cell:<5} {', '.join(e.layers)[:40]:<40} {e.verdict:<14} Δ pitfall-free {pf:>8}  real on: {real}"
+            f"  {e.rank:>2}. {e.cell:<5} {', '.join(e.layers)[:40]:<40} {e.verdict:<6} ({e.evidence})  real on: {real}"
         )
+    for f in r.holdout:
+        lines.append(f"  {f.message}")
     for c in r.no_op_cells:
         lines.append(f"  no-op {c.cell}: {c.reason}")
     lines.append(f"{len(r.caveats)} caveats: " + ", ".join(c.id for c in r.caveats))
@@ -63,15 +75,18 @@ def report_cmd(
     formats: Formats = "md,json,html",
     alpha: Alpha = 0.05,
     control: Control = None,
+    primary: Primary = None,
     json: Json = False,
 ) -> None:
     """Write the report of a run folder: report.md, report.json, report.html and plots/ (no model calls).
 
     Every layer's marginal contribution per metric, pooled and per task (Δ, interval, p, Holm-adjusted p,
-    real?), the ranking with its draw group, run-to-run spread and power, regressions, dead layers, and the
+    real?) in two Holm families (the pooled primary metric; everything else), the ranking with its draw
+    group, run-to-run spread and power, real regressions, the dev/holdout check, dead layers, and the
     mandatory caveats computed from the run. It can be rebuilt at any time from the folder alone.
 
-    Exit codes: 0 ok, 1 the folder cannot be reported on, 2 bad input (no such folder, bad --format/--alpha/--control).
+    Exit codes: 0 ok, 1 the folder cannot be reported on, 2 bad input (no such folder, bad
+    --format/--alpha/--control/--primary).
     """
     from ablate.core.errors import NotFound
     from ablate.report import parse_formats, write_report
@@ -84,6 +99,7 @@ def report_cmd(
         formats=fmts,
         alpha=alpha,
         control=control,
+        primary=primary,
         progress=None if json else (lambda m: typer.echo(m, err=True)),
     )
     if json:

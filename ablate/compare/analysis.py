@@ -3,8 +3,8 @@
 Outcomes come as :class:`Observation` rows (one per item that answered). Every contrast is **paired** on
 (task, repeat) blocks: a block counts only when both arms have an outcome in it. Binary outcomes (pitfall-free)
 get the exact paired test over discordant blocks (improved vs regressed, two-sided binomial) with Newcombe's
-paired interval; turns get a paired sign-flip permutation test with a seeded, task-stratified bootstrap
-interval; Holm runs across all contrasts of the report. A contrast is ``real`` only after correction. All of
+paired interval; turns get a paired sign-flip permutation test with a t interval on the per-block
+differences; Holm runs across all contrasts of the report. A contrast is ``real`` only after correction. All of
 it comes from :mod:`ablate.stats`; a figure the data cannot give is None with the reason in ``notes``.
 """
 
@@ -183,7 +183,7 @@ def all_contrasts(
         for b in arms[i + 1 :]:
             for metric in metrics:
                 out.append(contrast(obs, a, b, metric, seed=seed))
-                for t in tasks:
+                for t in tasks if len(tasks) > 1 else []:  # one task: the per-task contrast is the pooled one
                     out.append(contrast(obs, a, b, metric, tasks=[t], task=t, seed=seed))
     apply_holm(out)
     return out
@@ -195,7 +195,7 @@ def apply_holm(contrasts: Sequence[Contrast], alpha: float = ALPHA) -> None:
     adjusted = st.holm([c.p for c in tested if c.p is not None])
     for c, adj in zip(tested, adjusted, strict=True):
         c.p_adjusted = adj
-        c.real = adj < alpha and bool(c.delta)
+        c.real = adj <= alpha and bool(c.delta)
 
 
 def find(contrasts: Sequence[Contrast], a: str, b: str, metric: Metric, task: str | None) -> Contrast | None:

@@ -135,7 +135,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "## Contrasts (paired on (task, repeat) blocks; Holm across all)",
         "",
         "Δ is the later arm minus the earlier one. Intervals are unadjusted 95% (Newcombe's paired interval "
-        "for rates, a task-stratified bootstrap for turns); `real` uses the Holm-adjusted p, so an interval "
+        "for rates, a t interval on the per-block differences for turns); `real` uses the Holm-adjusted p, so an interval "
         "that excludes 0 can still be a draw. improved/regressed count the discordant blocks.",
         "",
     ]

@@ -1,4 +1,4 @@
-"""The report (DESIGN §7–8): ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder.
+"""The report: ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder.
 
 Public surface, reused by ``ablate compare``:
 
@@ -51,6 +51,7 @@ def write_report(
     formats: Iterable[str] = FORMATS,
     alpha: float = 0.05,
     control: str | None = None,
+    primary: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> WrittenReport:
     """Build the report of ``run_dir`` and write it there (atomically, file by file)."""
@@ -61,7 +62,7 @@ def write_report(
 
     say = progress or (lambda _m: None)
     fmts = parse_formats(list(formats))
-    report = build_report(run_dir, alpha=alpha, control=control, progress=say)
+    report = build_report(run_dir, alpha=alpha, control=control, primary=primary, progress=say)
     written = WrittenReport(report)
     if "json" in fmts:
         path = run_dir / "report.json"

@@ -1,16 +1,15 @@
 """Build the report (:class:`~ablate.report.model.Report`) from a run folder, and nothing else.
 
-Paired design (DESIGN §7): a block is one (task, repeat); every cell of a block ran in one sweep. A comparison
-pairs the cell's and the control's items of the blocks where both are scored (complete, not flagged, metric
-known). Holm runs over every comparison of the report whose p is computable.
+Paired design: a block is one (task, repeat); every cell of a block ran in one sweep. A comparison pairs the
+cell's and the control's items of the blocks where both are scored (complete, not flagged, metric known).
+The report is assembled by :data:`SECTIONS`, a list of builders run in order: each reads the shared
+:class:`Context` and the fields earlier builders filled, and fills its own fields of the report.
 """
 
 from __future__ import annotations
 
-import math
-import zlib
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,129 +17,89 @@ import orjson
 
 from ablate import __version__
 from ablate.core.errors import RunFolderError, UsageError
-from ablate.core.pricing import estimate_cost
-from ablate.folder.layout import ManifestCell, RunFolder, RunManifest, read_manifest
+from ablate.folder.layout import ManifestCell, PlanItem, RunFolder, RunManifest, read_manifest
 from ablate.folder.result import ItemResult, iter_results
+from ablate.report.families import plan_comparisons, run_comparisons
+from ablate.report.items import Items, collect_items
 from ablate.report.model import (
-    BINARY_METRICS,
     HIGHER_IS_BETTER,
     METRIC_LABELS,
-    CellSummary,
-    Comparison,
     Counts,
-    ExcludedItem,
-    LayerUse,
-    MetricSummary,
+    HoldoutFinding,
     NoOpCell,
-    PowerRow,
-    RankEntry,
     Report,
     RunInfo,
-    TaskCellCell,
 )
-from ablate.stats import (
-    Interval,
-    NotComputable,
-    PairedResult,
-    detectable_binary,
-    detectable_mean,
-    holm,
-    paired_binary,
-    paired_mean,
-    runs_needed_binary,
-    runs_needed_mean,
-    spread,
-    wilson,
-)
+from ablate.report.power_table import power_rows
+from ablate.report.ranking import RANKING_KEY, rank
+from ablate.report.summaries import cell_summaries, layer_use, task_table
 
 #: Metrics every report compares (graded metrics join when ``grades/`` has them).
 BASE_METRICS = ("pitfall_free", "turns", "tool_calls", "cost_usd")
 GRADED_METRICS = ("checks_passed", "judge_pass")
-#: Pooled metrics the ranking orders by, with the sign that makes "the layer is worth more" positive.
-RANK_METRICS = ("pitfall_free", "turns", "cost_usd")
-RANKING_KEY = (
-    "layers with a real effect first, ordered by what stripping them costs: first the pitfall-free rate "
-    "lost (−Δ pitfall-free), then turns added (Δ turns), then cost added (Δ cost); only real differences "
-    "count; layers with no real effect form one tie group, 'draw'; layers whose removal helps rank last"
-)
-#: Effects the "repeats needed" figures are computed for.
-TARGET_RATE_CHANGE = 0.2
-TARGET_TURNS = 1.0
-TARGET_COST_FRACTION = 0.1
+#: ``--primary`` names → metric ids.
+PRIMARY_NAMES = {
+    "pitfall-free": "pitfall_free",
+    "pitfall_free": "pitfall_free",
+    "checks": "checks_passed",
+    "checks_passed": "checks_passed",
+    "judge": "judge_pass",
+    "judge_pass": "judge_pass",
+    "turns": "turns",
+    "tool-calls": "tool_calls",
+    "tool_calls": "tool_calls",
+    "cost": "cost_usd",
+    "cost_usd": "cost_usd",
+}
+DEFAULT_PRIMARY = "pitfall_free"
 NOOP_MARK = "identical to the control by construction"
 
 
 @dataclass
-class Item:
-    """One scored or excluded item with its metric values."""
+class Context:
+    """What every section builder reads: the run folder, its manifest and plan, the scored items."""
 
-    result: ItemResult
-    values: dict[str, float] = field(default_factory=dict)
-    list_cost: float | None = None
-    input_tokens: int = 0
-    cache_read: int = 0
-    skills_invoked: int = 0
-
-
-def _session_total(res: ItemResult) -> dict[str, Any]:
-    total = (res.session or {}).get("total")
-    return total if isinstance(total, dict) else {}
-
-
-def _grades(folder: RunFolder, res: ItemResult) -> dict[str, bool]:
-    """checks_passed / judge_pass of the result's attempt from ``grades/<item>.json`` (issue 12's record).
-
-    A verdict that is a judge error, or checks that could not be evaluated, give no value (the item then
-    leaves that metric's comparisons) rather than a guessed one. The first verdict recorded for the attempt
-    counts, as in ``ablate.grade.summary``.
-    """
-    from ablate.grade.record import read_grade
-
-    grade = read_grade(folder, res.item)
-    if grade is None:
-        return {}
-    out: dict[str, bool] = {}
-    checks = grade.checks_for(res.attempt)
-    if checks is not None and checks.passed is not None:
-        out["checks_passed"] = bool(checks.passed)
-    verdicts = [v for v in grade.judges if v.attempt == res.attempt and v.verdict != "error"]
-    if verdicts:
-        out["judge_pass"] = verdicts[0].verdict == "pass"
-    return out
+    run_dir: Path
+    folder: RunFolder
+    manifest: RunManifest
+    plan: list[PlanItem]
+    results: list[ItemResult]
+    items: Items
+    alpha: float
+    control: ManifestCell
+    primary: str
+    metrics: list[str]
+    task_ids: list[str]
+    repeats: list[int]
+    no_ops: list[NoOpCell]
+    tested: list[ManifestCell]
+    layers: dict[str, list[str]]
+    """Cell id → the layers it strips that this setup has."""
+    say: Callable[[str], None]
 
 
-def _item(folder: RunFolder, res: ItemResult, model: str) -> Item:
-    it = Item(res)
-    total = _session_total(res)
-    it.values["pitfall_free"] = 1.0 if not any(v for v in res.pitfall_hits.values()) else 0.0
-    if res.turns is not None:
-        it.values["turns"] = float(res.turns)
-    if isinstance(total.get("tool_calls"), int):
-        it.values["tool_calls"] = float(total["tool_calls"])
-    if res.cost_usd is not None:
-        it.values["cost_usd"] = float(res.cost_usd)
-    for metric, passed in _grades(folder, res).items():
-        it.values[metric] = 1.0 if passed else 0.0
-    inp = int(total.get("input_tokens") or 0)
-    cw = int(total.get("cache_creation_tokens") or 0)
-    cr = int(total.get("cache_read_tokens") or 0)
-    it.input_tokens, it.cache_read = inp + cw + cr, cr
-    models = (res.session or {}).get("models") or [model]
-    it.list_cost = estimate_cost(
-        str(models[0]),
-        input_tokens=inp + cr,
-        output_tokens=int(total.get("output_tokens") or 0),
-        cache_write_5m_tokens=cw,
-    )
-    it.skills_invoked = len(total.get("skills_invoked") or [])
-    return it
+#: A section builder fills some fields of the report (a dict of Report fields) from the context.
+Section = Callable[[Context, dict[str, Any]], None]
 
 
-def _noop_reason(cell: ManifestCell, control: ManifestCell | None) -> str | None:
+def primary_metric(name: str | None) -> str:
+    """``--primary`` → metric id; an unknown name is a :class:`UsageError`."""
+    if name is None:
+        return DEFAULT_PRIMARY
+    key = name.strip().lower()
+    if key not in PRIMARY_NAMES:
+        raise UsageError(
+            f"--primary {name}: not a metric",
+            hint="use pitfall-free, checks, judge, turns, tool-calls or cost",
+        )
+    return PRIMARY_NAMES[key]
+
+
+def _noop_reason(cell: ManifestCell, control: ManifestCell) -> str | None:
     for note in cell.notes:
         if NOOP_MARK in note:
             return note
-    if control is None or not cell.stripped or cell.empty_config:
+    if not cell.stripped or cell.empty_config:
         return None
     fp = control.fingerprints
     if fp and all(fp.get(lid, "") == "" for lid in cell.stripped):
@@ -148,32 +107,18 @@ def _noop_reason(cell: ManifestCell, control: ManifestCell | None) -> str | None
     return None
 
 
-def _present_layers(cell: ManifestCell, control: ManifestCell | None) -> list[str]:
-    if control is None or not control.fingerprints:
+def _present_layers(cell: ManifestCell, control: ManifestCell) -> list[str]:
+    if not control.fingerprints:
         return list(cell.stripped)
     return [lid for lid in cell.stripped if control.fingerprints.get(lid, "") != ""]
 
 
-def _seed(base: int, *parts: object) -> int:
-    return (base + zlib.crc32("/".join(map(str, parts)).encode())) % (2**32)
-
-
-def _mean(xs: Iterable[float]) -> float | None:
-    v = list(xs)
-    return sum(v) / len(v) if v else None
-
-
-def build_report(
-    run_dir: Path,
-    *,
-    alpha: float = 0.05,
-    control: str | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> Report:
-    """Read ``run_dir`` and compute the report. No model calls; the same folder gives the same report."""
+def make_context(
+    run_dir: Path, *, alpha: float, control: str | None, primary: str | None, say: Callable[[str], None]
+) -> Context:
+    """Read the run folder and decide the control, the primary metric, the metrics and the tested cells."""
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha}: must be between 0 and 1", hint="the usual value is 0.05")
-    say = progress or (lambda _m: None)
     folder = RunFolder(run_dir)
     manifest = read_manifest(folder)
     plan = folder.read_plan()
@@ -184,281 +129,238 @@ def build_report(
     # the set's control is the cell that strips nothing (the manifest does not record the set's `control`)
     control_id = control or next((c.id for c in manifest.cells if not c.stripped), manifest.cells[0].id)
     if control_id not in cells:
-        raise UsageError(
-            f"--control {control_id}: not a cell of this run",
-            hint="cells: " + ", ".join(cells),
-        )
-    control_cell = cells[control_id]
+        raise UsageError(f"--control {control_id}: not a cell of this run", hint="cells: " + ", ".join(cells))
     say(f"read {len(results)} results of {len(plan)} planned items")
-
-    # ---- items: scored or excluded (with the reason)
-    by_item = {r.item: r for r in results}
-    excluded: list[ExcludedItem] = []
-    scored: dict[tuple[str, str, int], Item] = {}
-    all_items: list[Item] = []
-    for p in plan:
-        res = by_item.get(p.item)
-        if res is None:
-            excluded.append(
-                ExcludedItem(item=p.item, task=p.task, cell=p.cell, repeat=p.repeat, reason="not run")
-            )
-            continue
-        it = _item(folder, res, manifest.model)
-        all_items.append(it)
-        if not res.complete:
-            reason = f"failed: {res.status}" + (f" ({res.error})" if res.error else "")
-        elif res.flags:
-            reason = "provenance: " + ", ".join(res.flags)
-        else:
-            scored[(p.task, p.cell, p.repeat)] = it
-            continue
-        excluded.append(ExcludedItem(item=p.item, task=p.task, cell=p.cell, repeat=p.repeat, reason=reason))
-
-    task_ids = [t.id for t in manifest.tasks]
-    repeats = sorted({p.repeat for p in plan})
+    items = collect_items(folder, plan, results, manifest.model)
     metrics = list(BASE_METRICS) + [
-        m for m in GRADED_METRICS if any(m in it.values for it in scored.values())
+        m for m in GRADED_METRICS if any(m in it.values for it in items.scored.values())
     ]
-
-    # ---- no-op cells
-    no_ops: list[NoOpCell] = []
-    for c in manifest.cells:
-        if c.id == control_id:
-            continue
-        why = _noop_reason(c, control_cell)
-        if why:
-            no_ops.append(NoOpCell(cell=c.id, layers=list(c.stripped), reason=why))
+    prim = primary_metric(primary)
+    if prim not in metrics:
+        raise UsageError(
+            f"--primary {primary}: this run has no {METRIC_LABELS[prim]} (no grades/ verdicts for it)",
+            hint="run `ablate judge` (judge) or the tasks' checks first, or choose another --primary",
+        )
+    ctrl = cells[control_id]
+    no_ops = [
+        NoOpCell(cell=c.id, layers=list(c.stripped), reason=why)
+        for c in manifest.cells
+        if c.id != control_id and (why := _noop_reason(c, ctrl))
+    ]
     no_op_ids = {n.cell for n in no_ops}
-    tested = [c for c in manifest.cells if c.id != control_id and c.id not in no_op_ids]
-
-    # ---- comparisons
-    say(f"comparing {len(tested)} cells with {control_id} on {len(metrics)} metrics")
-    raw: list[tuple[ManifestCell, str | None, str, PairedResult]] = []
-    for c in tested:
-        for metric in metrics:
-            # with a single task the per-task comparison would repeat the pooled one: only the pooled is made
-            for task in [None, *task_ids] if len(task_ids) > 1 else [None]:
-                xs: list[float] = []
-                ys: list[float] = []
-                strata: list[str] = []
-                for t in task_ids if task is None else [task]:
-                    for r in repeats:
-                        a, b = scored.get((t, c.id, r)), scored.get((t, control_id, r))
-                        if a and b and metric in a.values and metric in b.values:
-                            xs.append(a.values[metric])
-                            ys.append(b.values[metric])
-                            strata.append(t)
-                pr: PairedResult
-                if metric in BINARY_METRICS:
-                    pr = paired_binary([x > 0.5 for x in xs], [y > 0.5 for y in ys], level=1 - alpha)
-                else:
-                    pr = paired_mean(
-                        xs, ys, strata, level=1 - alpha, seed=_seed(manifest.seed, c.id, metric, task)
-                    )
-                raw.append((c, task, metric, pr))
-    computable = [i for i, entry in enumerate(raw) if entry[3].p_value is not None]
-    adjusted = holm([raw[i][3].p_value or 0.0 for i in computable])
-    adj_by_index = dict(zip(computable, adjusted, strict=True))
-    one_repeat = len(repeats) < 2
-    comparisons: list[Comparison] = []
-    for i, (c, task, metric, pres) in enumerate(raw):
-        iv = pres.interval
-        reasons = [x.reason for x in (pres.p, iv) if isinstance(x, NotComputable)]
-        padj = adj_by_index.get(i)
-        comparisons.append(
-            Comparison(
-                cell=c.id,
-                control=control_id,
-                layers=_present_layers(c, control_cell),
-                task=task,
-                metric=metric,
-                cell_value=pres.cell_value,
-                control_value=pres.control_value,
-                delta=pres.delta,
-                ci_low=iv.low if isinstance(iv, Interval) else None,
-                ci_high=iv.high if isinstance(iv, Interval) else None,
-                ci_method=iv.method if isinstance(iv, Interval) else None,
-                p=pres.p_value,
-                p_adjusted=padj,
-                real=bool(padj is not None and padj <= alpha and not one_repeat),
-                n_pairs=pres.n_pairs,
-                method=pres.method,
-                not_computable="; ".join(dict.fromkeys(reasons)) or None,
-                gained=pres.gained,
-                lost=pres.lost,
-            )
-        )
-    m_family = max(1, len(computable)) if computable else max(1, len(raw))
-    say(f"{len(comparisons)} comparisons, {len(computable)} testable; Holm over {len(computable)}")
-
-    pooled = {(x.cell, x.metric): x for x in comparisons if x.task is None}
-    ranking = _rank(tested, pooled, comparisons, control_cell)
-
-    # ---- per-cell summaries and per-task table
-    cell_summaries: list[CellSummary] = []
-    for c in manifest.cells:
-        mine = [it for (t, cid, r), it in scored.items() if cid == c.id]
-        ms: dict[str, MetricSummary] = {}
-        for metric in metrics:
-            vals = [it.values[metric] for it in mine if metric in it.values]
-            per_rep = [
-                v
-                for r in repeats
-                if (
-                    v := _mean(
-                        it.values[metric]
-                        for (t, cid, rr), it in scored.items()
-                        if cid == c.id and rr == r and metric in it.values
-                    )
-                )
-                is not None
-            ]
-            sp = spread(per_rep)
-            summary = MetricSummary(
-                value=_mean(vals), n=len(vals), spread=sp if isinstance(sp, float) else None
-            )
-            if metric in BINARY_METRICS and vals:
-                w = wilson(int(sum(vals)), len(vals), 1 - alpha)
-                if isinstance(w, Interval):
-                    summary.ci_low, summary.ci_high = w.low, w.high
-            ms[metric] = summary
-        cell_all = [it for it in all_items if it.result.cell == c.id]
-        inp = sum(it.input_tokens for it in mine)
-        lists = [it.list_cost for it in cell_all]
-        cell_summaries.append(
-            CellSummary(
-                cell=c.id,
-                label=c.label,
-                layers=[]
-                if c.id == control_id
-                else (list(c.stripped) if c.id in no_op_ids else _present_layers(c, control_cell)),
-                no_op=c.id in no_op_ids,
-                items=sum(1 for p in plan if p.cell == c.id),
-                scored=len(mine),
-                excluded=sum(1 for e in excluded if e.cell == c.id),
-                metrics=ms,
-                spend_usd=sum(it.result.cost_usd or 0.0 for it in cell_all),
-                spend_list_usd=None if any(v is None for v in lists) else sum(v or 0.0 for v in lists),
-                cache_read_share=(sum(it.cache_read for it in mine) / inp) if inp else None,
-                skills_invoked=sum(it.skills_invoked for it in mine),
-                notes=list(c.notes),
-            )
-        )
-    table: list[TaskCellCell] = []
-    for t in task_ids:
-        for c in manifest.cells:
-            its = [it for (tt, cid, r), it in scored.items() if tt == t and cid == c.id]
-            table.append(
-                TaskCellCell(
-                    task=t,
-                    cell=c.id,
-                    n=len(its),
-                    pitfall_free=_mean(it.values["pitfall_free"] for it in its),
-                    turns=_mean(it.values["turns"] for it in its if "turns" in it.values),
-                    tool_calls=_mean(it.values["tool_calls"] for it in its if "tool_calls" in it.values),
-                    cost_usd=_mean(it.values["cost_usd"] for it in its if "cost_usd" in it.values),
-                    skills_invoked=_mean(float(it.skills_invoked) for it in its) if its else None,
-                )
-            )
-
-    # ---- power
-    spend = sum(it.result.cost_usd or 0.0 for it in all_items)
-    mean_cost = spend / len(all_items) if all_items else None
-    power = _power(
-        metrics,
-        tested,
-        control_id,
-        task_ids,
-        repeats,
-        scored,
-        alpha / m_family,
-        mean_cost,
-        len(manifest.cells),
+    return Context(
+        run_dir=run_dir,
+        folder=folder,
+        manifest=manifest,
+        plan=plan,
+        results=results,
+        items=items,
+        alpha=alpha,
+        control=ctrl,
+        primary=prim,
+        metrics=[prim] + [m for m in metrics if m != prim],
+        task_ids=[t.id for t in manifest.tasks],
+        repeats=sorted({p.repeat for p in plan}),
+        no_ops=no_ops,
+        tested=[c for c in manifest.cells if c.id != control_id and c.id not in no_op_ids],
+        layers={c.id: [] if c.id == control_id else _present_layers(c, ctrl) for c in manifest.cells},
+        say=say,
     )
 
-    # ---- regressions: stripping made a task better
-    regressions = [
-        x
-        for x in comparisons
-        if x.task is not None
-        and x.delta is not None
-        and x.delta != 0
-        and x.metric in ("pitfall_free", "turns", "cost_usd", "checks_passed", "judge_pass")
-        and ((x.delta > 0) == (x.metric in HIGHER_IS_BETTER))
-        and (x.real or x.metric in BINARY_METRICS)
-    ]
 
-    # ---- model verification
+def comparisons_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """Every comparison in its Holm family, and the ranking read from the real ones."""
+    ctx.say(f"comparing {len(ctx.tested)} cells with {ctx.control.id} on {len(ctx.metrics)} metrics")
+    planned = plan_comparisons(ctx.tested, ctx.metrics, ctx.task_ids, ctx.primary)
+    comparisons, families = run_comparisons(
+        planned,
+        ctx.items.scored,
+        control=ctx.control.id,
+        layers=ctx.layers,
+        task_ids=ctx.task_ids,
+        repeats=ctx.repeats,
+        alpha=ctx.alpha,
+        seed=ctx.manifest.seed,
+    )
+    fields.update(
+        comparisons=comparisons,
+        families=families,
+        primary_metric=ctx.primary,
+        ranking=rank(ctx.tested, ctx.layers, comparisons, ctx.primary),
+        ranking_key=RANKING_KEY,
+        no_op_cells=ctx.no_ops,
+    )
+
+
+def cells_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """Per-cell summaries and the per-task table."""
+    fields["cells"] = cell_summaries(
+        ctx.manifest,
+        ctx.plan,
+        ctx.items,
+        ctx.metrics,
+        ctx.repeats,
+        ctx.layers,
+        {n.cell for n in ctx.no_ops},
+        ctx.alpha,
+    )
+    fields["task_table"] = task_table(ctx.manifest, ctx.items.scored)
+
+
+def power_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """Power per cell and metric from the blocks actually paired (see :mod:`ablate.report.power_table`)."""
+    spend = sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items)
+    n = len(ctx.items.all_items)
+    fields["power"] = power_rows(
+        fields["comparisons"],
+        fields["families"],
+        ctx.items.scored,
+        control=ctx.control.id,
+        task_ids=ctx.task_ids,
+        repeats=ctx.repeats,
+        alpha=ctx.alpha,
+        mean_cost=spend / n if n else None,
+        n_cells=len(ctx.manifest.cells),
+    )
+
+
+def regressions_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """Real comparisons where stripping a layer made the result better; the rest in that direction counted."""
+    comparisons = fields["comparisons"]
+    fields["regressions"] = [x for x in comparisons if x.verdict == "hurts"]
+    fields["regressions_not_real"] = sum(
+        1
+        for x in comparisons
+        if x.task is not None and not x.real and x.delta and ((x.delta > 0) == (x.metric in HIGHER_IS_BETTER))
+    )
+
+
+def holdout_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """The dev/holdout check on the primary metric, task by task (:mod:`ablate.grade.splits`)."""
+    from ablate.grade.splits import holdout_finding, split_of_tasks
+
+    split_of = split_of_tasks(ctx.folder)
+    if set(split_of.values()) != {"dev", "holdout"}:
+        fields["holdout_note"] = "not checked: the dev/holdout check needs tasks in both splits"
+        return
+    found: list[HoldoutFinding] = []
+    for c in ctx.tested:
+        by: dict[str, dict[str, list[float]]] = {"dev": {}, "holdout": {}}
+        for (t, cid, r), it in ctx.items.scored.items():
+            other = ctx.items.scored.get((t, ctx.control.id, r))
+            if cid == c.id and other and ctx.primary in it.values and ctx.primary in other.values:
+                by[split_of[t]].setdefault(t, []).append(it.values[ctx.primary] - other.values[ctx.primary])
+        f = holdout_finding(
+            c.id,
+            ctx.primary,
+            by["dev"],
+            by["holdout"],
+            higher_is_better=ctx.primary in HIGHER_IS_BETTER,
+            alpha=ctx.alpha,
+        )
+        if f is not None:
+            found.append(
+                HoldoutFinding(
+                    cell=f.cell,
+                    metric=f.metric,
+                    kind=f.kind,
+                    dev_delta=f.dev_delta,
+                    holdout_delta=f.holdout_delta,
+                    n_dev_tasks=f.n_dev,
+                    n_holdout_tasks=f.n_holdout,
+                    p=f.p,
+                    message=f.message,
+                )
+            )
+    fields["holdout"] = found
+    fields["holdout_note"] = (
+        f"checked {len(ctx.tested)} cells on {METRIC_LABELS[ctx.primary]}, task by task: "
+        + (f"{len(found)} dev gain(s) reverse on holdout" if found else "no dev gain reverses on holdout")
+    )
+
+
+def run_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """The run's identity, counts, model verification, spend and fingerprints."""
+    m = ctx.manifest
     models_seen: dict[str, int] = {}
     without = 0
-    for it in scored.values():
-        ms_ = (it.result.session or {}).get("models") or []
-        if not ms_:
-            without += 1
-        for m in ms_:
-            models_seen[m] = models_seen.get(m, 0) + 1
-    verified = bool(scored) and without == 0 and set(models_seen) == {manifest.model}
-
-    lists_all = [it.list_cost for it in all_items]
-    run = RunInfo(
-        id=manifest.run_id,
-        claude_version=manifest.claude.version,
-        claude_sha256=manifest.claude.sha256,
-        claude_pinned=manifest.claude.pinned,
-        model=manifest.model,
-        model_verified=verified,
+    for it in ctx.items.scored.values():
+        seen = (it.result.session or {}).get("models") or []
+        without += not seen
+        for name in seen:
+            models_seen[name] = models_seen.get(name, 0) + 1
+    lists = [it.list_cost for it in ctx.items.all_items]
+    fields["run"] = RunInfo(
+        id=m.run_id,
+        claude_version=m.claude.version,
+        claude_sha256=m.claude.sha256,
+        claude_pinned=m.claude.pinned,
+        model=m.model,
+        model_verified=bool(ctx.items.scored) and without == 0 and set(models_seen) == {m.model},
         models_seen=models_seen,
         sessions_without_model=without,
-        cell_set=manifest.cell_set,
-        binary=manifest.cell_set == "binary",
-        control=control_id,
-        isolation=_isolation(manifest),
-        repeats=manifest.repeats,
-        seed=manifest.seed,
-        created_at=manifest.created_at,
-        ablate_version=manifest.ablate_version,
+        cell_set=m.cell_set,
+        binary=m.cell_set == "binary",
+        control=ctx.control.id,
+        isolation=isolation_words(m),
+        repeats=m.repeats,
+        seed=m.seed,
+        created_at=m.created_at,
+        ablate_version=m.ablate_version,
         tasks=[
-            {"id": t.id, "split": t.split, "expects": list(t.expects), "sha256": t.sha256}
-            for t in manifest.tasks
+            {"id": t.id, "split": t.split, "expects": list(t.expects), "sha256": t.sha256} for t in m.tasks
         ],
-        spend_usd=spend,
-        spend_list_usd=None if any(v is None for v in lists_all) else sum(v or 0.0 for v in lists_all),
+        spend_usd=sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items),
+        spend_list_usd=None if any(v is None for v in lists) else sum(v or 0.0 for v in lists),
     )
-    counts = Counts(
-        tasks=len(task_ids),
-        repeats=manifest.repeats,
-        items=len(plan),
-        complete=sum(1 for r in results if r.complete),
-        excluded=len(excluded),
+    fields["n"] = Counts(
+        tasks=len(ctx.task_ids),
+        repeats=m.repeats,
+        items=len(ctx.plan),
+        complete=sum(1 for r in ctx.results if r.complete),
+        excluded=len(ctx.items.excluded),
     )
-    layer_use = _layer_use(manifest, control_cell, scored)
-    report = Report(
-        generated_by=f"ablate {__version__}",
-        alpha=alpha,
-        run=run,
-        n=counts,
-        comparisons=comparisons,
-        ranking=ranking,
-        ranking_key=RANKING_KEY,
-        caveats=[],
-        no_op_cells=no_ops,
-        excluded_items=excluded,
-        cells=cell_summaries,
-        task_table=table,
-        power=power,
-        regressions=regressions,
-        layer_use=layer_use,
-        fingerprints={
-            "claude": {"version": manifest.claude.version, "sha256": manifest.claude.sha256},
-            "tasks": {t.id: t.sha256 for t in manifest.tasks},
-            "cells": {c.id: c.fingerprints for c in manifest.cells},
-            "plan_sha256": manifest.plan_sha256,
-        },
-        probe=_probe(run_dir),
-    )
+    fields["excluded_items"] = ctx.items.excluded
+    fields["layer_use"] = layer_use(m, ctx.control, ctx.items.scored)
+    fields["fingerprints"] = {
+        "claude": {"version": m.claude.version, "sha256": m.claude.sha256},
+        "tasks": {t.id: t.sha256 for t in m.tasks},
+        "cells": {c.id: c.fingerprints for c in m.cells},
+        "plan_sha256": m.plan_sha256,
+    }
+    fields["probe"] = _probe(ctx.run_dir)
+
+
+#: The report's section builders, in order (a builder may read the fields an earlier one filled).
+SECTIONS: list[Section] = [
+    run_section,
+    comparisons_section,
+    cells_section,
+    power_section,
+    regressions_section,
+    holdout_section,
+]
+
+
+def build_report(
+    run_dir: Path,
+    *,
+    alpha: float = 0.05,
+    control: str | None = None,
+    primary: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
+    """Read ``run_dir`` and compute the report. No model calls; the same folder gives the same report."""
     from ablate.report.caveats import compute_caveats
 
-    report.caveats = compute_caveats(report, manifest, m_family)
+    ctx = make_context(
+        run_dir, alpha=alpha, control=control, primary=primary, say=progress or (lambda _m: None)
+    )
+    fields: dict[str, Any] = {"generated_by": f"ablate {__version__}", "alpha": alpha, "caveats": []}
+    for section in SECTIONS:
+        section(ctx, fields)
+    report = Report(**fields)
+    report.caveats = compute_caveats(report, ctx.manifest)
     if not report.caveats:
         raise RunFolderError(
             f"{run_dir}: no caveats could be computed; a report without caveats is not produced"
@@ -466,11 +368,20 @@ def build_report(
     return report
 
 
-def _isolation(manifest: RunManifest) -> str:
-    recorded = getattr(manifest, "isolation", None) or manifest.setup.get("isolation")
-    if recorded:
-        return str(recorded)
-    return "links (shadow home and config dir; not recorded in this run's manifest)"
+def isolation_words(manifest: RunManifest) -> str:
+    """The isolation backend in words: ``namespace — <reason>`` (never a printed dict)."""
+    rec: Any = manifest.isolation or manifest.setup.get("isolation")
+    if not rec:
+        return "links (shadow home and config dir; not recorded in this run's manifest)"
+    if not isinstance(rec, dict):
+        return str(rec)
+    words = str(rec.get("backend") or "unknown backend")
+    if rec.get("reason"):
+        words += f" — {rec['reason']}"
+    changed = rec.get("real_files_changed")
+    if isinstance(changed, list) and changed:
+        words += f"; {len(changed)} real file(s) changed during the run: " + ", ".join(map(str, changed[:5]))
+    return words
 
 
 def _probe(run_dir: Path) -> dict[str, object] | None:
@@ -485,277 +396,4 @@ def _probe(run_dir: Path) -> dict[str, object] | None:
     return None
 
 
-def _rank(
-    tested: list[ManifestCell],
-    pooled: dict[tuple[str, str], Comparison],
-    comparisons: list[Comparison],
-    control: ManifestCell,
-) -> list[RankEntry]:
-    """Real effects ordered by the ranking key; every cell without one in a single 'draw' group.
-
-    A metric counts as real for a cell when its pooled comparison or any per-task one is real (a layer that
-    matters for one task of several is diluted in the pooled figure); the order uses the pooled Δ.
-    """
-    entries: list[tuple[tuple[float, float, float], RankEntry]] = []
-    for c in tested:
-        deltas = {m: pooled[(c.id, m)].delta if (c.id, m) in pooled else None for m in RANK_METRICS}
-        real_on: dict[str, list[Comparison]] = {}
-        for x in comparisons:
-            if x.cell == c.id and x.real:
-                real_on.setdefault(x.metric, []).append(x)
-        real = [m for m in RANK_METRICS if m in real_on] + [m for m in real_on if m not in RANK_METRICS]
-
-        # "worth" of the layer = what stripping it costs, real differences only
-        key = (
-            _worth(deltas, real, "pitfall_free", -1.0),
-            _worth(deltas, real, "turns", 1.0),
-            _worth(deltas, real, "cost_usd", 1.0),
-        )
-        signs = []
-        for m in real:
-            pooled_delta = pooled[(c.id, m)].delta if (c.id, m) in pooled else None
-            d = pooled_delta if pooled_delta else (real_on[m][0].delta or 0.0)
-            helps = (d < 0) if m in HIGHER_IS_BETTER else (d > 0)
-            signs.append(helps)
-        # the verdict follows the first real metric in ranking order; disagreeing others make it "mixed"
-        verdict = "draw" if not real else ("helps" if signs[0] else "hurts")
-        if real and len(set(signs)) > 1:
-            verdict += " (mixed)"
-        entries.append(
-            (
-                key,
-                RankEntry(
-                    rank=0,
-                    cell=c.id,
-                    layers=_present_layers(c, control),
-                    tie_group="draw" if not real else c.id,
-                    delta_pitfall_free=deltas["pitfall_free"],
-                    delta_turns=deltas["turns"],
-                    delta_cost_usd=deltas["cost_usd"],
-                    real_metrics=real,
-                    real_on=[f"{m}: " + ", ".join(x.task or "pooled" for x in real_on[m]) for m in real],
-                    verdict=verdict,
-                ),
-            )
-        )
-    positive = sorted(
-        [e for e in entries if e[1].tie_group != "draw" and e[0] >= (0.0, 0.0, 0.0)],
-        key=lambda e: e[0],
-        reverse=True,
-    )
-    negative = sorted(
-        [e for e in entries if e[1].tie_group != "draw" and e[0] < (0.0, 0.0, 0.0)],
-        key=lambda e: e[0],
-        reverse=True,
-    )
-    draws = [e for e in entries if e[1].tie_group == "draw"]
-    out: list[RankEntry] = []
-    rank = 0
-    prev_key: tuple[float, float, float] | None = None
-    for key, entry in positive:
-        if key != prev_key:
-            rank = len(out) + 1
-        entry.rank = rank
-        prev_key = key
-        out.append(entry)
-    draw_rank = len(out) + 1
-    for _, entry in draws:
-        entry.rank = draw_rank
-        out.append(entry)
-    prev_key = None
-    for key, entry in negative:
-        if key != prev_key:
-            rank = len(out) + 1
-        entry.rank = rank
-        prev_key = key
-        out.append(entry)
-    # identical real effects share a tie group
-    groups: dict[tuple[int, str], list[RankEntry]] = {}
-    for e in out:
-        if e.tie_group != "draw":
-            groups.setdefault((e.rank, "real"), []).append(e)
-    for members in groups.values():
-        if len(members) > 1:
-            gid = "+".join(e.cell for e in members)
-            for e in members:
-                e.tie_group = gid
-    return out
-
-
-def _worth(deltas: dict[str, float | None], real: list[str], metric: str, sign: float) -> float:
-    d = deltas.get(metric)
-    return sign * d if (metric in real and d is not None) else 0.0
-
-
-def _power(
-    metrics: list[str],
-    tested: list[ManifestCell],
-    control_id: str,
-    task_ids: list[str],
-    repeats: list[int],
-    scored: dict[tuple[str, str, int], Item],
-    alpha_each: float,
-    mean_cost: float | None,
-    n_cells: int,
-) -> list[PowerRow]:
-    """Per metric: the smallest pooled effect this run detects, and the repeats a target effect needs."""
-    rows: list[PowerRow] = []
-    blocks = len(task_ids) * len(repeats)
-    for metric in metrics:
-        ctrl = [
-            it.values[metric] for (t, c, r), it in scored.items() if c == control_id and metric in it.values
-        ]
-        diffs: list[float] = []
-        for c in tested:
-            for t in task_ids:
-                for r in repeats:
-                    a, b = scored.get((t, c.id, r)), scored.get((t, control_id, r))
-                    if a and b and metric in a.values and metric in b.values:
-                        diffs.append(a.values[metric] - b.values[metric])
-        det: float | NotComputable
-        need: int | NotComputable
-        effect: float | None
-        if metric in BINARY_METRICS:
-            base = _mean(ctrl)
-            if base is None:
-                det, need, effect = NotComputable("no control items"), NotComputable("no control items"), None
-            else:
-                det = detectable_binary(blocks, base, alpha_each)
-                target = (
-                    base - TARGET_RATE_CHANGE if base - TARGET_RATE_CHANGE >= 0 else base + TARGET_RATE_CHANGE
-                )
-                effect = target - base
-                need = runs_needed_binary(base, target, alpha_each)
-        else:
-            sd = _sd(diffs)
-            if metric == "cost_usd":
-                base = _mean(ctrl)
-                effect = TARGET_COST_FRACTION * base if base else None
-            else:
-                effect = TARGET_TURNS
-            if sd is None:
-                det = NotComputable("fewer than 2 paired differences")
-                need = NotComputable("fewer than 2 paired differences")
-            else:
-                det = detectable_mean(blocks, sd, alpha_each)
-                need = runs_needed_mean(effect, sd, alpha_each) if effect else NotComputable("no effect size")
-        reps = math.ceil(need / len(task_ids)) if isinstance(need, int) and task_ids else None
-        rows.append(
-            PowerRow(
-                metric=metric,
-                blocks_per_cell=blocks,
-                detectable=det if isinstance(det, float) else None,
-                detectable_note=det.reason if isinstance(det, NotComputable) else None,
-                effect=effect,
-                repeats_needed=reps,
-                repeats_note=need.reason if isinstance(need, NotComputable) else None,
-                cost_usd=(reps * len(task_ids) * n_cells * mean_cost)
-                if reps and mean_cost is not None
-                else None,
-            )
-        )
-    return rows
-
-
-def _sd(xs: list[float]) -> float | None:
-    if len(xs) < 2:
-        return None
-    m = sum(xs) / len(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
-
-
-def _layer_use(
-    manifest: RunManifest, control: ManifestCell, scored: dict[tuple[str, str, int], Item]
-) -> list[LayerUse]:
-    """Dead layers: never loaded in any control session, or loaded and never used."""
-    from ablate.setup.layers import load_catalog
-
-    try:
-        catalog = load_catalog()
-    except Exception:
-        return []
-    stripped = sorted(
-        {lid for c in manifest.cells for lid in c.stripped if control.fingerprints.get(lid, "") != ""}
-    )
-    sessions = [it.result.session or {} for (t, c, r), it in scored.items() if c == control.id]
-    loaded_paths = [str(f.get("path", "")) for s in sessions for f in s.get("instruction_files", [])]
-    read_paths = [str(p) for s in sessions for p in (s.get("total") or {}).get("files_read", [])]
-    skills_used = sum(len((s.get("total") or {}).get("skills_invoked", [])) for s in sessions)
-    skills_listed = any(s.get("skills_listed") for s in sessions)
-    hooks_fired = sum(sum(s.get("hooks_fired", {}).values()) for s in sessions)
-    out: list[LayerUse] = []
-    for lid in stripped:
-        if lid not in catalog:
-            out.append(
-                LayerUse(layer=lid, status="not assessed", evidence="layer not in the shipped catalog")
-            )
-            continue
-        layer = catalog.get(lid)
-        pats = [p.rstrip("/") for p in layer.paths if "<" not in p]
-
-        def hit(paths: list[str], pats: list[str] = pats, side: str = layer.side) -> int:
-            n = 0
-            for raw_path in paths:
-                path = raw_path if raw_path.startswith("/") else "/" + raw_path
-                for p in pats:
-                    tail = "/" + p
-                    if (side == "config" and "/.claude" + tail in path) or (
-                        side == "repo" and (path.endswith(tail) or tail + "/" in path)
-                    ):
-                        n += 1
-                        break
-            return n
-
-        if lid == "skills":
-            if not skills_listed:
-                out.append(
-                    LayerUse(
-                        layer=lid, status="never loaded", evidence="no skill listed in any control session"
-                    )
-                )
-            elif not skills_used:
-                out.append(
-                    LayerUse(
-                        layer=lid,
-                        status="loaded, never used",
-                        evidence=f"listed in {len(sessions)} control sessions, never invoked",
-                    )
-                )
-            else:
-                out.append(LayerUse(layer=lid, status="used", evidence=f"{skills_used} skill invocations"))
-        elif lid == "hooks":
-            status = "used" if hooks_fired else "never loaded"
-            out.append(
-                LayerUse(layer=lid, status=status, evidence=f"{hooks_fired} hook firings in control sessions")
-            )
-        elif layer.shows in ("instructions", "memory"):
-            n = (
-                hit(loaded_paths)
-                if layer.shows == "instructions"
-                else sum("/memory/" in p for p in loaded_paths)
-            )
-            out.append(
-                LayerUse(
-                    layer=lid,
-                    status="used" if n else "never loaded",
-                    evidence=f"loaded as instructions {n} times in {len(sessions)} control sessions",
-                )
-            )
-        elif layer.shows != "files":
-            out.append(
-                LayerUse(layer=lid, status="not assessed", evidence=f"shows as {layer.shows}: not mined yet")
-            )
-        else:
-            n = hit(read_paths)
-            out.append(
-                LayerUse(
-                    layer=lid,
-                    status="used" if n else "loaded, never used",
-                    evidence=f"files read {n} times in {len(sessions)} control sessions"
-                    + ("" if n else " (present in every cell's checkout, never opened)"),
-                )
-            )
-    return out
-
-
-__all__ = ["BASE_METRICS", "METRIC_LABELS", "RANKING_KEY", "build_report"]
+__all__ = ["BASE_METRICS", "METRIC_LABELS", "RANKING_KEY", "SECTIONS", "Context", "build_report"]

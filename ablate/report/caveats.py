@@ -1,9 +1,17 @@
-"""The report's mandatory caveats (DESIGN §8), each filled with this run's facts, never boilerplate."""
+"""The report's mandatory caveats, each filled with this run's facts, never boilerplate.
+
+One builder per caveat (:data:`CAVEATS`); a builder returns None when its caveat does not apply to the run.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ablate.folder.layout import RunManifest
-from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, Report
+from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report
+
+#: A caveat builder: the caveat for this run, or None when it does not apply.
+CaveatBuilder = Callable[[Report, RunManifest], Caveat | None]
 
 
 def _pct(x: float | None) -> str:
@@ -14,86 +22,104 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
-def compute_caveats(report: Report, manifest: RunManifest, m_family: int) -> list[Caveat]:
-    """Every caveat of DESIGN §8 for this run (the list is never empty)."""
-    out: list[Caveat] = []
-    run, n = report.run, report.n
-    control = run.control
-    tested = [c for c in report.cells if c.cell != control and not c.no_op]
-    blocks = n.tasks * n.repeats
-    det = "; ".join(
-        f"{METRIC_LABELS.get(p.metric, p.metric)} ±"
-        + (f"{100 * p.detectable:.0f} pts" if p.metric in BINARY_METRICS else _num(p.detectable))
-        if p.detectable is not None
-        else f"{METRIC_LABELS.get(p.metric, p.metric)}: {p.detectable_note}"
-        for p in report.power
+def _label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric)
+
+
+def _worst(rows: list[PowerRow], metric: str) -> str:
+    """The largest detectable Δ over the cells of one metric (or why none is detectable)."""
+    mine = [p for p in rows if p.metric == metric]
+    known = [p for p in mine if p.detectable is not None]
+    if not known:
+        note = next((p.detectable_note for p in mine if p.detectable_note), "not computable")
+        return f"{_label(metric)}: {note}"
+    w = max(known, key=lambda p: p.detectable or 0.0)
+    d = w.detectable or 0.0
+    size = f"{100 * d:.0f} pts" if metric in BINARY_METRICS else _num(d)
+    return f"{_label(metric)} ±{size}"
+
+
+def sample_size(report: Report, manifest: RunManifest) -> Caveat:
+    n = report.n
+    fams = {f.name: f for f in report.families}
+    prim, sec = fams.get("primary"), fams.get("secondary")
+    metrics = list(dict.fromkeys(p.metric for p in report.power))
+    det = "; ".join(_worst(report.power, m) for m in metrics)
+    return Caveat(
+        id="sample-size",
+        text=(
+            f"n per cell: {n.tasks} tasks × {n.repeats} repeats = {n.tasks * n.repeats} planned paired blocks "
+            f"({n.excluded} of {n.items} items excluded). Primary family: {_label(report.primary_metric)} pooled, "
+            f"Holm over {prim.m if prim else 0} comparisons at α = {report.alpha}; secondary family: Holm over "
+            f"{sec.m if sec else 0} comparisons on its own. The smallest pooled differences every cell detects "
+            f"with 80% power at its family's α/m (the largest over cells, from each cell's own paired blocks): {det}."
+        ),
     )
-    out.append(
-        Caveat(
-            id="sample-size",
-            text=(
-                f"n per cell: {n.tasks} tasks × {n.repeats} repeats = {blocks} paired blocks "
-                f"({n.excluded} of {n.items} items excluded). With Holm over {m_family} comparisons at "
-                f"α = {report.alpha}, the smallest pooled differences this run detects with 80% power are: {det}."
-            ),
-        )
-    )
-    if n.repeats < 2:
-        need = "; ".join(
-            f"{METRIC_LABELS.get(p.metric, p.metric)}: {p.repeats_needed} repeats"
+
+
+def one_repeat(report: Report, manifest: RunManifest) -> Caveat | None:
+    if report.n.repeats >= 2:
+        return None
+    need = "; ".join(
+        dict.fromkeys(
+            f"{_label(p.metric)}: {p.repeats_needed} repeats"
             + (f" (≈ ${p.cost_usd:.2f} at this run's spend per session)" if p.cost_usd is not None else "")
             for p in report.power
-            if p.repeats_needed is not None
+            if p.repeats_needed is not None and p.family == "primary"
         )
-        out.append(
-            Caveat(
-                id="one-repeat",
-                text=(
-                    "One repeat per (task, cell): run-to-run variance cannot be told apart from a layer's effect, "
-                    "so nothing in this report is significant and no layer is ranked above another. "
-                    f"Repeats needed at 80% power: {need or 'not computable from this run'}."
-                ),
-            )
-        )
-    expects = {str(t["id"]): list(t.get("expects", [])) for t in run.tasks}  # type: ignore[call-overload]
+    )
+    return Caveat(
+        id="one-repeat",
+        text=(
+            f"One repeat per (task, cell): a per-task comparison has one block and can show nothing, and run-to-run "
+            f"spread cannot be measured. The pooled comparisons pair the {report.n.tasks} tasks as blocks and are "
+            "valid tests, with that little power. Repeats needed at 80% power for the primary metric: "
+            f"{need or 'not computable from this run'}."
+        ),
+    )
+
+
+def task_selection(report: Report, manifest: RunManifest) -> Caveat:
+    tested = [c for c in report.cells if c.cell != report.run.control and not c.no_op]
+    expects = {str(t["id"]): list(t.get("expects", [])) for t in report.run.tasks}  # type: ignore[call-overload]
     targeted = sorted({lid for v in expects.values() for lid in v})
-    untargeted_layers = sorted({lid for c in tested for lid in c.layers} - set(targeted))
+    untargeted = sorted({lid for c in tested for lid in c.layers} - set(targeted))
     none = [t for t, v in expects.items() if not v]
-    out.append(
-        Caveat(
-            id="task-selection",
-            text=(
-                f"Tasks were chosen, not randomly sampled: {len(expects)} tasks "
-                f"({'; '.join(t + ' targets ' + (', '.join(v) or 'nothing') for t, v in expects.items())}). "
-                + (
-                    f"No task targets {', '.join(untargeted_layers)}: a draw there says little. "
-                    if untargeted_layers
-                    else ""
-                )
-                + (
-                    f"Tasks that target no layer: {', '.join(none)}."
-                    if none
-                    else "Every task targets at least one layer."
-                )
-            ),
-        )
+    return Caveat(
+        id="task-selection",
+        text=(
+            f"Tasks were chosen, not randomly sampled: {len(expects)} tasks "
+            f"({'; '.join(t + ' targets ' + (', '.join(v) or 'nothing') for t, v in expects.items())}). "
+            + (f"No task targets {', '.join(untargeted)}: a draw there says little. " if untargeted else "")
+            + (
+                f"Tasks that target no layer: {', '.join(none)}."
+                if none
+                else "Every task targets at least one layer."
+            )
+        ),
     )
-    out.append(
-        Caveat(
-            id="known-answer-bias",
-            text=(
-                f"The tasks' pitfalls were written by someone who knows the setup ({sum(1 for v in expects.values() if v)} "
-                f"of {len(expects)} tasks name the layers they expect to matter): they test what the author "
-                "already believes the setup does, and may miss what it does elsewhere."
-            ),
-        )
+
+
+def known_answer_bias(report: Report, manifest: RunManifest) -> Caveat:
+    tasks = report.run.tasks
+    named = sum(1 for t in tasks if t.get("expects"))
+    return Caveat(
+        id="known-answer-bias",
+        text=(
+            f"The tasks' pitfalls were written by someone who knows the setup ({named} of {len(tasks)} tasks name "
+            "the layers they expect to matter): they test what the author already believes the setup does, and "
+            "may miss what it does elsewhere."
+        ),
     )
+
+
+def isolation(report: Report, manifest: RunManifest) -> Caveat:
+    run = report.run
     leaks = [f"{c.id}: {leak}" for c in manifest.cells for leak in c.leaks]
     flagged = [e for e in report.excluded_items if e.reason.startswith("provenance")]
     parts = [f"isolation backend: {run.isolation}"]
     parts.append(
-        f"{len(leaks)} leak(s) the builder could not remove"
-        + (f" ({'; '.join(map(str, leaks[:5]))})" if leaks else "")
+        f"{len(leaks)} leak(s) the builder could not remove" + (f" ({'; '.join(leaks[:5])})" if leaks else "")
     )
     parts.append(f"{len(flagged)} session(s) flagged by provenance and excluded")
     if report.no_op_cells:
@@ -106,60 +132,72 @@ def compute_caveats(report: Report, manifest: RunManifest, m_family: int) -> lis
             "binary run: the setup-off cell keeps the repository's ordinary files (README, code, repo CLAUDE.md "
             "unless stripped), so 'setup off' is not 'no context'"
         )
-    if "links" in run.isolation:
+    if run.isolation.startswith("links"):
         parts.append(
             "in links mode big trees are linked, not copied: writes through them reach the real files "
             "(every manifest cell lists them), and leaks such as managed settings, ancestor CLAUDE.md and the "
             "network are not removed"
         )
-    out.append(Caveat(id="isolation", text="; ".join(parts) + "."))
-    has_grades = any(m in ("checks_passed", "judge_pass") for m in {c.metric for c in report.comparisons})
-    out.append(
-        Caveat(
-            id="turns-proxy",
-            text=(
-                "Turn and tool-call counts are weak proxies for quality (a layer can add turns by making the model "
-                "check its work); read them with the pitfall-free rate"
-                + (
-                    " and the graded outcomes."
-                    if has_grades
-                    else "; this run has no execution checks or judge verdicts (`grades/`)."
-                )
-            ),
-        )
+    return Caveat(id="isolation", text="; ".join(parts) + ".")
+
+
+def turns_proxy(report: Report, manifest: RunManifest) -> Caveat:
+    graded = any(c.metric in ("checks_passed", "judge_pass") for c in report.comparisons)
+    return Caveat(
+        id="turns-proxy",
+        text=(
+            "Turn and tool-call counts are weak proxies for quality (a layer can add turns by making the model "
+            "check its work); read them with the pitfall-free rate"
+            + (
+                " and the graded outcomes."
+                if graded
+                else "; this run has no execution checks or judge verdicts (`grades/`)."
+            )
+        ),
     )
+
+
+def model(report: Report, manifest: RunManifest) -> Caveat:
+    run = report.run
     seen = ", ".join(f"{m} ×{k}" for m, k in sorted(run.models_seen.items())) or "none"
-    out.append(
-        Caveat(
-            id="model",
-            text=(
-                f"Model pinned to {run.model}; "
-                + (
-                    "verified: every scored transcript names it and no other"
-                    if run.model_verified
-                    else f"NOT verified: transcripts name {seen}; {run.sessions_without_model} name no model"
-                )
-                + "."
-            ),
-        )
+    return Caveat(
+        id="model",
+        text=(
+            f"Model pinned to {run.model}; "
+            + (
+                "verified: every scored transcript names it and no other"
+                if run.model_verified
+                else f"NOT verified: transcripts name {seen}; {run.sessions_without_model} name no model"
+            )
+            + "."
+        ),
     )
+
+
+def variance(report: Report, manifest: RunManifest) -> Caveat:
     spreads = [
-        (c.cell, c.metrics["pitfall_free"].spread)
+        (c.cell, s)
         for c in report.cells
-        if "pitfall_free" in c.metrics and c.metrics["pitfall_free"].spread is not None
+        if "pitfall_free" in c.metrics and (s := c.metrics["pitfall_free"].spread) is not None
     ]
-    if spreads:
-        worst = max(spreads, key=lambda x: x[1] or 0.0)
-        variance = (
-            f"Run-to-run spread (sd of per-repeat pitfall-free rates) ranges {_pct(min(s for _, s in spreads if s is not None))}"
-            f"–{_pct(worst[1])} (largest in {worst[0]}): a single run of one cell can differ from another run of the same "
-            "cell by that much."
+    if not spreads:
+        return Caveat(
+            id="variance",
+            text="Run-to-run variance is unknown: one repeat gives no spread; any single difference may be noise.",
         )
-    else:
-        variance = (
-            "Run-to-run variance is unknown: one repeat gives no spread; any single difference may be noise."
-        )
-    out.append(Caveat(id="variance", text=variance))
+    worst = max(spreads, key=lambda x: x[1])
+    return Caveat(
+        id="variance",
+        text=(
+            f"Run-to-run spread (sd of per-repeat pitfall-free rates) ranges {_pct(min(s for _, s in spreads))}"
+            f"–{_pct(worst[1])} (largest in {worst[0]}): a single run of one cell can differ from another run of "
+            "the same cell by that much."
+        ),
+    )
+
+
+def prompt_cache(report: Report, manifest: RunManifest) -> Caveat:
+    run = report.run
     shares = [(c.cell, c.cache_read_share) for c in report.cells if c.cache_read_share is not None]
     cache = (
         "Prompt cache: cache-read share of input tokens per cell "
@@ -167,46 +205,74 @@ def compute_caveats(report: Report, manifest: RunManifest, m_family: int) -> lis
         if shares
         else "Prompt cache: no token counts recorded"
     )
-    out.append(
-        Caveat(
-            id="prompt-cache",
-            text=(
-                cache
-                + f". Order was randomised within each (task, repeat) block (seed {run.seed}), so cache warmth does not "
-                "line up with a cell. Cost is shown as spent"
-                + (
-                    f" (${run.spend_usd:.4f}) and at list price with cache reads priced as fresh input "
-                    f"(${run.spend_list_usd:.4f})"
-                    if run.spend_list_usd is not None
-                    else f" (${run.spend_usd:.4f}); the list price is unknown for this model"
-                )
-                + "."
-            ),
-        )
+    spent = (
+        f" (${run.spend_usd:.4f}) and at list price with cache reads priced as fresh input (${run.spend_list_usd:.4f})"
+        if run.spend_list_usd is not None
+        else f" (${run.spend_usd:.4f}); the list price is unknown for this model"
     )
+    return Caveat(
+        id="prompt-cache",
+        text=(
+            cache
+            + f". Order was randomised within each (task, repeat) block (seed {run.seed}), so cache warmth does not "
+            "line up with a cell. Cost is shown as spent" + spent + "."
+        ),
+    )
+
+
+def version(report: Report, manifest: RunManifest) -> Caveat:
+    run = report.run
     imports = [n for c in report.cells for n in c.notes if "imported by" in n]
-    out.append(
-        Caveat(
-            id="version",
-            text=(
-                f"claude {run.claude_version} (sha256 {run.claude_sha256[:12]}…, "
-                + ("the pinned version" if run.claude_pinned else "NOT the pinned version")
-                + f"), isolation {run.isolation}. Results hold for this CLI version and model only."
-                + (f" Nested layers: {'; '.join(imports)}." if imports else "")
-            ),
-        )
+    return Caveat(
+        id="version",
+        text=(
+            f"claude {run.claude_version} (sha256 {run.claude_sha256[:12]}…, "
+            + ("the pinned version" if run.claude_pinned else "NOT the pinned version")
+            + f"), isolation {run.isolation}. Results hold for this CLI version and model only."
+            + (f" Nested layers: {'; '.join(imports)}." if imports else "")
+        ),
     )
+
+
+def failed_items(report: Report, manifest: RunManifest) -> Caveat | None:
     failed: dict[str, int] = {}
     for e in report.excluded_items:
         if e.reason.startswith(("failed", "not run")):
             failed[e.cell] = failed.get(e.cell, 0) + 1
-    if failed:
-        out.append(
-            Caveat(
-                id="failed-items",
-                text="Items that failed or never ran are excluded from every comparison: "
-                + ", ".join(f"{c} {k}" for c, k in sorted(failed.items()))
-                + ". A cell that fails more often may look better on the sessions that survived.",
-            )
-        )
-    return out
+    if not failed:
+        return None
+    return Caveat(
+        id="failed-items",
+        text="Items that failed or never ran are excluded from every comparison: "
+        + ", ".join(f"{c} {k}" for c, k in sorted(failed.items()))
+        + ". A cell that fails more often may look better on the sessions that survived.",
+    )
+
+
+def overfitting(report: Report, manifest: RunManifest) -> Caveat | None:
+    warned = [f for f in report.holdout if f.kind == "overfitting"]
+    if not warned:
+        return None
+    return Caveat(id="overfitting", text="; ".join(f.message for f in warned) + ".")
+
+
+#: Every caveat builder, in report order.
+CAVEATS: list[CaveatBuilder] = [
+    sample_size,
+    one_repeat,
+    task_selection,
+    known_answer_bias,
+    isolation,
+    turns_proxy,
+    model,
+    variance,
+    prompt_cache,
+    version,
+    failed_items,
+    overfitting,
+]
+
+
+def compute_caveats(report: Report, manifest: RunManifest) -> list[Caveat]:
+    """Every caveat that applies to this run (the list is never empty)."""
+    return [c for build in CAVEATS if (c := build(report, manifest)) is not None]

@@ -1,104 +1,130 @@
-"""The report as a sequence of blocks (headings, paragraphs, tables), rendered to Markdown and HTML alike."""
+"""The report as a document: one builder per section (:data:`DOC_SECTIONS`), in reading order."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Comparison, Report
+from ablate.report.blocks import (
+    Block,
+    Bullets,
+    Document,
+    Figure,
+    Heading,
+    Para,
+    Table,
+    fmt_ci,
+    fmt_delta,
+    fmt_p,
+    fmt_value,
+    layers_text,
+    real_mark,
+)
+from ablate.report.model import METRIC_LABELS, Report
+from ablate.report.tables import binary_tables, layered_tables
+from ablate.stats import min_interval_blocks
 
-
-@dataclass
-class Heading:
-    text: str
-    level: int = 2
-
-
-@dataclass
-class Para:
-    text: str
-    strong: bool = False
-
-
-@dataclass
-class Bullets:
-    items: list[str]
-
-
-@dataclass
-class Table:
-    headers: list[str]
-    rows: list[list[str]]
-    id: str = ""
-    caption: str = ""
+__all__ = ["DOC_SECTIONS", "Block", "Document", "build_document"]
 
 
-@dataclass
-class Figure:
-    """The forest plot (the renderer embeds it; Markdown links it)."""
-
-    svg: str
-    png: str
-    alt: str
-
-
-Block = Heading | Para | Bullets | Table | Figure
-
-
-@dataclass
-class Document:
-    title: str
-    blocks: list[Block] = field(default_factory=list)
+def families_text(report: Report) -> str:
+    """The two Holm families and the rule, in one paragraph."""
+    parts = [
+        f"{f.name} family: {f.scope} ({', '.join(METRIC_LABELS.get(m, m) for m in f.metrics) or 'none'}; "
+        f"{f.testable} of {f.m} testable)"
+        for f in report.families
+    ]
+    rule = report.families[0].rule if report.families else ""
+    return (
+        f"Primary metric: {METRIC_LABELS.get(report.primary_metric, report.primary_metric)}. "
+        + "; ".join(parts)
+        + (f". Rule: {rule}." if rule else ".")
+    )
 
 
-def fmt_value(metric: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if metric in BINARY_METRICS:
-        return f"{100 * v:.0f}%"
-    if metric == "cost_usd":
-        return f"${v:.4f}"
-    return f"{v:.2f}"
+def regressions_blocks(report: Report) -> list[Block]:
+    """Real comparisons where stripping a layer made the result better (the others only counted)."""
+    out: list[Block] = [
+        Heading("Regressions: stripping a layer made a result better (real differences only)")
+    ]
+    if report.regressions:
+        out.append(
+            Table(
+                ["task", "cell", "strips", "metric", "Δ", "interval", "Holm p", "family"],
+                [
+                    [
+                        c.task or "pooled",
+                        c.cell,
+                        layers_text(c.layers),
+                        METRIC_LABELS.get(c.metric, c.metric),
+                        fmt_delta(c.metric, c.delta),
+                        fmt_ci(c),
+                        fmt_p(c.p_adjusted),
+                        c.family,
+                    ]
+                    for c in report.regressions
+                ],
+                id="regressions",
+            )
+        )
+    else:
+        out.append(Para("None real: no stripped layer made a result really better."))
+    if report.regressions_not_real:
+        out.append(
+            Para(
+                f"{report.regressions_not_real} per-task change(s) in that direction are not real (Holm-adjusted "
+                f"p > {report.alpha}) and are not listed: at this many comparisons such changes appear by chance."
+            )
+        )
+    return out
 
 
-def fmt_delta(metric: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if metric in BINARY_METRICS:
-        return f"{100 * v:+.0f} pts"
-    if metric == "cost_usd":
-        return f"{'+' if v >= 0 else '−'}${abs(v):.4f}"
-    return f"{v:+.2f}"
+def holdout_blocks(report: Report) -> list[Block]:
+    """The dev/holdout check of the primary metric."""
+    out: list[Block] = [Heading("Dev and holdout tasks")]
+    out.append(Para(report.holdout_note or "not checked"))
+    if report.holdout:
+        out.append(Bullets([f.message for f in report.holdout]))
+    return out
 
 
-def fmt_ci(c: Comparison) -> str:
-    if c.ci_low is None or c.ci_high is None:
-        return "not computable"
-    return f"[{fmt_delta(c.metric, c.ci_low)}, {fmt_delta(c.metric, c.ci_high)}]"
+def probe_words(probe: dict[str, object]) -> str:
+    """The stored probe result in words: overall verdict, fidelity, each cell's verdict."""
+    if "error" in probe:
+        return f"Probe: {probe['error']}"
+    cells = probe.get("cells")
+    verdicts = (
+        [f"{c.get('id', '?')} {c.get('verdict', '?')}" for c in cells if isinstance(c, dict)]
+        if isinstance(cells, list)
+        else []
+    )
+    fidelity = probe.get("fidelity")
+    equal = fidelity.get("equal") if isinstance(fidelity, dict) else None
+    return (
+        "Probe: "
+        + ("every cell as expected" if probe.get("ok") else "NOT every cell as expected")
+        + ("; shadow fidelity equal" if equal else "; shadow fidelity DIFFERENT" if equal is not None else "")
+        + (f"; cells: {', '.join(verdicts)}" if verdicts else "")
+        + "."
+    )
 
 
-def fmt_p(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+@dataclass(frozen=True)
+class Plot:
+    """The forest plot's files, relative to the report (None: no plot)."""
+
+    svg: str | None
+    png: str | None
 
 
-def _real(c: Comparison) -> str:
-    if c.p is None:
-        return "n/a"
-    return "**real**" if c.real else "draw"
+#: A document section: the blocks of one part of the report.
+DocSection = Callable[[Report, Plot], list[Block]]
 
 
-def _layers(layers: list[str]) -> str:
-    if len(layers) > 3:
-        return f"{len(layers)} layers (everything)"
-    return ", ".join(layers) or "–"
-
-
-def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None) -> Document:
-    """The report's sections (issue 11), in reading order."""
+def header_section(report: Report, plot: Plot) -> list[Block]:
+    """Header."""
     run, n = report.run, report.n
-    doc = Document(f"ablate report — {run.id}")
-    b = doc.blocks
+    b: list[Block] = []
     spend = f"${run.spend_usd:.4f} spent" + (
         f", ${run.spend_list_usd:.4f} at list price with cache reads priced as fresh input"
         if run.spend_list_usd is not None
@@ -129,30 +155,39 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             id="header",
         )
     )
-    # ---- the answer first
+    return b
+
+
+def ranking_section(report: Report, plot: Plot) -> list[Block]:
+    """The answer first."""
+    run = report.run
+    b: list[Block] = []
     b.append(Heading("Ranking: which layer earns its keep"))
     if run.repeats < 2:
         b.append(
             Para(
-                "This run has one repeat per (task, cell): nothing in it is significant, and the ranking below is "
-                "one draw. See 'Power' for the repeats a conclusive run needs.",
+                "This run has one repeat per (task, cell): per-task comparisons show nothing and only the pooled "
+                "comparisons (the tasks as blocks) can be real. See 'Power' for the repeats a conclusive run needs.",
                 strong=True,
             )
         )
+    b.append(Para(families_text(report)))
     b.append(
         Para(f"Order: {report.ranking_key}. Δ = cell − control; real = Holm-adjusted p ≤ {report.alpha}.")
     )
     pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
+    prim = report.primary_metric
     rows = []
     for e in report.ranking:
-        pf = pooled.get((e.cell, "pitfall_free"))
+        pc = pooled.get((e.cell, prim))
         rows.append(
             [
                 str(e.rank),
                 e.cell,
-                _layers(e.layers),
-                e.verdict if e.tie_group != "draw" else "draw",
-                fmt_delta("pitfall_free", e.delta_pitfall_free) + (f" {fmt_ci(pf)}" if pf else ""),
+                layers_text(e.layers),
+                e.verdict,
+                e.evidence,
+                fmt_delta(prim, e.primary_delta) + (f" {fmt_ci(pc)}" if pc else ""),
                 fmt_delta("turns", e.delta_turns),
                 fmt_delta("cost_usd", e.delta_cost_usd),
                 "; ".join(e.real_on) or "none",
@@ -160,50 +195,74 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
         )
     b.append(
         Table(
-            ["rank", "cell", "strips", "verdict", "Δ pitfall-free [CI]", "Δ turns", "Δ cost", "real on"],
+            [
+                "rank",
+                "cell",
+                "strips",
+                "verdict",
+                "evidence",
+                f"Δ {METRIC_LABELS.get(prim, prim)} [CI]",
+                "Δ turns",
+                "Δ cost",
+                "real on",
+            ],
             rows,
             id="ranking",
         )
     )
     if report.no_op_cells:
         b.append(Bullets([f"not tested (no-op): {c.reason}" for c in report.no_op_cells]))
-    if plot_svg:
+    if plot.svg:
         b.append(
             Figure(
-                plot_svg,
-                plot_png or "",
+                plot.svg,
+                plot.png or "",
                 "Forest plot: Δ per layer (cell − control) with intervals, one panel per metric; filled = real, "
                 "hollow grey = draw",
             )
         )
-    # ---- tables
+    return b
+
+
+def per_task_section(report: Report, plot: Plot) -> list[Block]:
+    """Tables."""
+    run = report.run
+    b: list[Block] = []
     if run.binary:
-        b.extend(_binary_tables(report))
+        b.extend(binary_tables(report))
     else:
-        b.extend(_layered_tables(report))
-    # ---- marginal contributions
+        b.extend(layered_tables(report))
+    return b
+
+
+def contributions_section(report: Report, plot: Plot) -> list[Block]:
+    """Marginal contributions."""
+    b: list[Block] = []
     b.append(Heading("Marginal contribution of each layer"))
     b.append(
         Para(
             "Paired on (task, repeat) blocks. Rates: Newcombe interval and exact test on discordant blocks; counts "
-            "and cost: task-stratified bootstrap interval and sign-flip permutation test. Holm over all "
-            f"{sum(1 for c in report.comparisons if c.p is not None)} testable comparisons of this report; "
-            "intervals are per comparison (not adjusted), so 'real?' comes from the Holm-adjusted p alone."
+            "and cost: t interval on the per-block differences (not computable below "
+            f"{min_interval_blocks(1 - report.alpha)} blocks) and the sign-flip test (exact up to 16 blocks, "
+            "Monte Carlo with resamples scaled to the family's α/m above). Holm within each family (primary, "
+            "secondary); intervals are per comparison (not adjusted), so 'real?' comes from the Holm-adjusted p "
+            "alone."
         )
     )
     for metric in dict.fromkeys(c.metric for c in report.comparisons):
         rows = [
             [
                 c.cell,
-                _layers(c.layers),
+                layers_text(c.layers),
                 c.task or "pooled",
+                c.family,
                 fmt_value(metric, c.cell_value),
                 fmt_value(metric, c.control_value),
                 fmt_delta(metric, c.delta),
                 fmt_ci(c),
                 fmt_p(c.p),
                 fmt_p(c.p_adjusted),
-                _real(c),
+                real_mark(c),
                 str(c.n_pairs),
             ]
             for c in report.comparisons
@@ -216,6 +275,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                     "cell",
                     "strips",
                     "task",
+                    "family",
                     "cell",
                     "control",
                     "Δ",
@@ -229,10 +289,15 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                 id=f"contrib-{metric}",
             )
         )
-    notes = sorted({c.not_computable for c in report.comparisons if c.not_computable})
+    notes = sorted({n for c in report.comparisons if c.not_computable for n in c.not_computable.split("; ")})
     if notes:
         b.append(Para("Not computable: " + "; ".join(notes) + "."))
-    # ---- spread and power
+    return b
+
+
+def spread_power_section(report: Report, plot: Plot) -> list[Block]:
+    """Spread and power."""
+    b: list[Block] = []
     b.append(Heading("Run-to-run spread and power"))
     metrics = list(dict.fromkeys(c.metric for c in report.comparisons)) or ["pitfall_free"]
     b.append(
@@ -260,7 +325,9 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
         Table(
             [
                 "metric",
-                "blocks per cell",
+                "cell",
+                "paired blocks",
+                "α/m",
                 "smallest detectable Δ (80% power)",
                 "target Δ",
                 "repeats needed",
@@ -269,7 +336,9 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             [
                 [
                     METRIC_LABELS.get(p.metric, p.metric),
+                    p.cell or "–",
                     str(p.blocks_per_cell),
+                    f"{p.alpha_each:.2g}" if p.alpha_each is not None else "–",
                     fmt_delta(p.metric, p.detectable).lstrip("+")
                     if p.detectable is not None
                     else (p.detectable_note or "–"),
@@ -282,30 +351,14 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             id="power",
         )
     )
-    # ---- regressions and dead layers
-    b.append(Heading("Regressions: stripping a layer made a task better"))
-    if report.regressions:
-        b.append(
-            Table(
-                ["task", "cell", "strips", "metric", "Δ", "interval", "Holm p", "real?"],
-                [
-                    [
-                        c.task or "",
-                        c.cell,
-                        _layers(c.layers),
-                        METRIC_LABELS.get(c.metric, c.metric),
-                        fmt_delta(c.metric, c.delta),
-                        fmt_ci(c),
-                        fmt_p(c.p_adjusted),
-                        _real(c),
-                    ]
-                    for c in report.regressions
-                ],
-                id="regressions",
-            )
-        )
-    else:
-        b.append(Para("None: no cell did better than the control on any task."))
+    return b
+
+
+def regressions_dead_section(report: Report, plot: Plot) -> list[Block]:
+    """Regressions and dead layers."""
+    b: list[Block] = []
+    b.extend(regressions_blocks(report))
+    b.extend(holdout_blocks(report))
     b.append(Heading("Dead layers"))
     dead = [u for u in report.layer_use if u.status in ("never loaded", "loaded, never used")]
     b.append(
@@ -319,11 +372,15 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     )
     if dead:
         b.append(Para("Dead here: " + ", ".join(f"{u.layer} ({u.status})" for u in dead) + "."))
-    # ---- isolation and exclusions
+    return b
+
+
+def isolation_section(report: Report, plot: Plot) -> list[Block]:
+    """Isolation and exclusions."""
+    b: list[Block] = []
     b.append(Heading("Isolation and provenance"))
     if report.probe:
-        verdicts = report.probe.get("cells") if isinstance(report.probe, dict) else None
-        b.append(Para(f"Probe: {verdicts if verdicts else report.probe}"))
+        b.append(Para(probe_words(report.probe)))
     else:
         b.append(
             Para(
@@ -344,10 +401,21 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                 "No item was excluded: every planned item completed and no session was flagged by provenance."
             )
         )
-    # ---- caveats
+    return b
+
+
+def caveats_section(report: Report, plot: Plot) -> list[Block]:
+    """Caveats."""
+    b: list[Block] = []
     b.append(Heading("Caveats"))
     b.append(Bullets([f"**{c.id}**: {c.text}" for c in report.caveats]))
-    # ---- what was run
+    return b
+
+
+def what_was_run_section(report: Report, plot: Plot) -> list[Block]:
+    """What was run."""
+    run = report.run
+    b: list[Block] = []
     b.append(Heading("What was run"))
     fp = report.fingerprints
     cells_fp = fp.get("cells", {})
@@ -371,107 +439,27 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     if rows:
         b.append(Table(["cell", "layer fingerprints (sha256 prefix)"], rows, id="fingerprints"))
     b.append(Para(f"Generated by {report.generated_by} from the run folder alone (no model calls)."))
+    return b
+
+
+#: The document's sections, in reading order.
+DOC_SECTIONS: list[DocSection] = [
+    header_section,
+    ranking_section,
+    per_task_section,
+    contributions_section,
+    spread_power_section,
+    regressions_dead_section,
+    isolation_section,
+    caveats_section,
+    what_was_run_section,
+]
+
+
+def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None) -> Document:
+    """The report's sections (:data:`DOC_SECTIONS`), in reading order."""
+    doc = Document(f"ablate report — {report.run.id}")
+    plot = Plot(plot_svg, plot_png)
+    for section in DOC_SECTIONS:
+        doc.blocks.extend(section(report, plot))
     return doc
-
-
-def _binary_tables(report: Report) -> list[Block]:
-    control = report.run.control
-    other = next((c.cell for c in report.cells if c.cell != control), None)
-    out: list[Block] = [Heading("Setup off (Clean) against setup on (Normal)")]
-    if other is None:
-        return out
-    rows = []
-    by = {(t.task, t.cell): t for t in report.task_table}
-    for t in report.run.tasks:
-        tid = str(t["id"])
-        clean, normal = by.get((tid, other)), by.get((tid, control))
-        if clean is None or normal is None:
-            continue
-        rows.append(
-            [
-                tid,
-                f"{fmt_value('turns', clean.turns)} / {fmt_value('turns', normal.turns)}",
-                f"{fmt_value('tool_calls', clean.tool_calls)} / {fmt_value('tool_calls', normal.tool_calls)}",
-                f"{fmt_value('cost_usd', clean.cost_usd)} / {fmt_value('cost_usd', normal.cost_usd)}",
-                f"{fmt_value('pitfall_free', clean.pitfall_free)} / {fmt_value('pitfall_free', normal.pitfall_free)}",
-                f"{_num(clean.skills_invoked)} / {_num(normal.skills_invoked)}",
-            ]
-        )
-    out.append(
-        Table(
-            ["task", "turns (Clean / Normal)", "tool calls", "cost", "pitfall avoided", "skills invoked"],
-            rows,
-            id="binary-tasks",
-            caption=f"Clean = {other}, Normal = {control}; means per session",
-        )
-    )
-    agg = []
-    for c in report.comparisons:
-        if c.task is None and c.cell == other:
-            agg.append(
-                [
-                    METRIC_LABELS.get(c.metric, c.metric),
-                    fmt_value(c.metric, c.cell_value),
-                    fmt_value(c.metric, c.control_value),
-                    fmt_delta(c.metric, c.delta),
-                    fmt_ci(c),
-                    fmt_p(c.p_adjusted),
-                    _real(c),
-                ]
-            )
-    out.append(
-        Table(
-            ["metric (per session)", "Clean", "Normal", "Δ (Clean − Normal)", "interval", "Holm p", "real?"],
-            agg,
-            id="binary-aggregate",
-        )
-    )
-    return out
-
-
-def _num(v: float | None) -> str:
-    return "–" if v is None else f"{v:.2f}"
-
-
-def _layered_tables(report: Report) -> list[Block]:
-    out: list[Block] = [Heading("Per-task results (cells as columns)")]
-    cells = [c.cell for c in report.cells]
-    by = {(t.task, t.cell): t for t in report.task_table}
-    for t in report.run.tasks:
-        tid = str(t["id"])
-        rows = []
-        for label, attr, metric in (
-            ("pitfall-free", "pitfall_free", "pitfall_free"),
-            ("turns", "turns", "turns"),
-            ("tool calls", "tool_calls", "tool_calls"),
-            ("cost", "cost_usd", "cost_usd"),
-            ("skills invoked", "skills_invoked", "turns"),
-        ):
-            rows.append(
-                [label]
-                + [fmt_value(metric, getattr(by[(tid, c)], attr)) if (tid, c) in by else "–" for c in cells]
-            )
-        rows.append(["sessions"] + [str(by[(tid, c)].n) if (tid, c) in by else "0" for c in cells])
-        out.append(Heading(f"{tid} ({t['split']})", 3))
-        out.append(Table(["", *cells], rows, id=f"task-{tid}"))
-    out.append(Heading("Aggregate per cell", 3))
-    pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
-    rows = []
-    for c in report.cells:
-        row = [c.cell + (" (no-op)" if c.no_op else ""), _layers(c.layers)]
-        for m in ("pitfall_free", "turns", "cost_usd"):
-            ms = c.metrics.get(m)
-            val = fmt_value(m, ms.value if ms else None)
-            cmp_ = pooled.get((c.cell, m))
-            row.append(val + (f" ({fmt_delta(m, cmp_.delta)})" if cmp_ else ""))
-        row.append(f"{100 * c.cache_read_share:.0f}%" if c.cache_read_share is not None else "–")
-        row.append(f"{c.scored}/{c.items}")
-        rows.append(row)
-    out.append(
-        Table(
-            ["cell", "strips", "pitfall-free (Δ)", "turns (Δ)", "cost (Δ)", "cache-read share", "scored"],
-            rows,
-            id="aggregate",
-        )
-    )
-    return out

@@ -6,7 +6,7 @@ import html
 import re
 from pathlib import Path
 
-from ablate.report.document import Bullets, Document, Figure, Heading, Para, Table
+from ablate.report.blocks import Bullets, Document, Figure, Heading, Para, Table
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1180px;margin:1.5rem auto;padding:0 1rem;

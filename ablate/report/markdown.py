@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ablate.report.document import Bullets, Document, Figure, Heading, Para, Table
+from ablate.report.blocks import Bullets, Document, Figure, Heading, Para, Table
 
 
 def _cell(s: str) -> str:

@@ -1,7 +1,7 @@
 """``report.json`` (schema_version 1): the report as data. Scripts, ``ablate compare`` and the renderers read it.
 
-Field names are a contract (issue 11): ``run``, ``n``, ``comparisons``, ``ranking``, ``caveats``,
-``no_op_cells``, ``excluded_items``; everything else is welcome extra detail.
+Field names are a contract: ``run``, ``n``, ``comparisons``, ``ranking``, ``caveats``, ``no_op_cells``,
+``excluded_items``, ``families``, ``primary_metric``; everything else is welcome extra detail.
 """
 
 from __future__ import annotations
@@ -26,6 +26,15 @@ METRIC_LABELS: dict[str, str] = {
     "checks_passed": "checks-passed rate",
     "judge_pass": "judge-pass rate",
 }
+
+
+#: One comparison's verdict about the layer the cell strips: ``helps`` (stripping it made the metric worse,
+#: real), ``hurts`` (stripping it made the metric better, real), ``draw`` (not real), ``not computable``.
+ComparisonVerdict = Literal["helps", "hurts", "draw", "not computable"]
+#: A layer's verdict from every real comparison of its cell: all ``helps``, all ``hurts``, both (``mixed``),
+#: or none real (``draw``).
+LayerVerdict = Literal["helps", "hurts", "mixed", "draw"]
+FamilyName = Literal["primary", "secondary"]
 
 
 class Doc(BaseModel):
@@ -99,9 +108,13 @@ class Comparison(Doc):
     ci_method: str | None = None
     p: float | None
     p_adjusted: float | None
-    """Holm-adjusted over every comparison of the report with a computable p."""
+    """Holm-adjusted within the comparison's family (see :attr:`Report.families`)."""
     real: bool
-    """p_adjusted <= alpha (and more than one repeat)."""
+    """p_adjusted <= alpha and delta != 0."""
+    family: FamilyName = "secondary"
+    """``primary``: the pooled primary metric of a cell; ``secondary``: everything else."""
+    verdict: ComparisonVerdict = "not computable"
+    """What this comparison says about the layer (``helps``/``hurts`` only when real)."""
     n_pairs: int
     method: str
     not_computable: str | None = None
@@ -121,11 +134,15 @@ class RankEntry(Doc):
     delta_turns: float | None = None
     delta_cost_usd: float | None = None
     real_metrics: list[str] = Field(default_factory=list)
-    """Metrics with a real difference (pooled or on some task), in ranking-key order."""
+    """Metrics with a real difference (pooled or on some task), primary first."""
     real_on: list[str] = Field(default_factory=list)
-    """Where each of them is real: ``pitfall_free: pooled, greet-exclaim``."""
-    verdict: str = ""
-    """``helps``, ``hurts``, ``mixed`` or ``draw``."""
+    """Where each of them is real and which way: ``pitfall_free: pooled helps, greet-exclaim helps``."""
+    verdict: LayerVerdict = "draw"
+    """From the real comparisons only: ``helps``, ``hurts``, ``mixed`` (real in opposite directions), ``draw``."""
+    evidence: Literal["primary", "secondary", "none"] = "none"
+    """``primary``: the pooled primary comparison is real; ``secondary``: only secondary ones are."""
+    primary_delta: float | None = None
+    """Pooled Δ of the primary metric (cell − control)."""
 
 
 class Caveat(Doc):
@@ -187,11 +204,50 @@ class TaskCellCell(Doc):
     skills_invoked: float | None
 
 
+class Family(Doc):
+    """A family of comparisons Holm-adjusted together."""
+
+    name: FamilyName
+    metrics: list[str]
+    scope: str
+    """What it holds, in words."""
+    m: int
+    """Comparisons in the family (Holm's first step tests at alpha / m)."""
+    testable: int
+    """Of them, those with a computable p."""
+    rule: str
+    """How the family's error rate is controlled, in words."""
+
+
+class HoldoutFinding(Doc):
+    """A cell whose dev gain reverses on the holdout tasks (task-level test, ``ablate.grade.splits``)."""
+
+    cell: str
+    metric: str
+    kind: Literal["overfitting", "within-noise", "untested"]
+    dev_delta: float
+    holdout_delta: float
+    n_dev_tasks: int
+    n_holdout_tasks: int
+    p: float | None
+    message: str
+
+
 class PowerRow(Doc):
     metric: str
+    cell: str | None = None
+    """The cell the row is for (its own paired blocks and per-block sd)."""
+    family: FamilyName = "secondary"
     blocks_per_cell: int
+    """Paired blocks the cell's pooled comparison actually used."""
+    alpha_each: float | None = None
+    """The level the row is computed at: alpha / m of the metric's family (Holm's first step)."""
+    sd_diff: float | None = None
+    """Sd of this cell's per-block differences (counts and costs)."""
+    test: str = ""
+    """The test the row describes."""
     detectable: float | None
-    """Smallest |Δ| this run detects with 80% power at the corrected alpha (pooled)."""
+    """Smallest |Δ| this cell's comparison detects with 80% power at alpha_each."""
     detectable_note: str | None = None
     effect: float | None
     """The effect the repeats-needed figure is for."""
@@ -223,6 +279,14 @@ class Report(Doc):
     task_table: list[TaskCellCell]
     power: list[PowerRow]
     regressions: list[Comparison]
+    """Real comparisons where stripping a layer made the result better."""
+    regressions_not_real: int = 0
+    """Per-task changes in that direction that are not real (counted, not listed)."""
     layer_use: list[LayerUse]
+    primary_metric: str = "pitfall_free"
+    families: list[Family] = Field(default_factory=list)
+    holdout: list[HoldoutFinding] = Field(default_factory=list)
+    holdout_note: str = ""
+    """Why the dev/holdout check found nothing to report, or what it checked."""
     fingerprints: dict[str, object]
     probe: dict[str, object] | None = None

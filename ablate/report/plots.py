@@ -1,7 +1,8 @@
 """The forest plot: Δ per layer (cell − control) with its interval, one panel per metric (matplotlib, Agg).
 
 Real effects are drawn as filled dark markers on thick lines; draws as hollow grey markers on thin dashed
-lines, so a reader never mistakes a draw for a finding.
+lines, so a reader never mistakes a draw for a finding. A comparison without an interval is a grey cross
+marked "no interval", never a zero-width interval.
 """
 
 from __future__ import annotations
@@ -57,8 +58,18 @@ def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
             c = next((x for x in pooled if x.cell == cell and x.metric == metric), None)
             if c is None or c.delta is None:
                 continue
-            lo = c.ci_low if c.ci_low is not None else c.delta
-            hi = c.ci_high if c.ci_high is not None else c.delta
+            if c.ci_low is None or c.ci_high is None:
+                # no interval: the Δ alone, as a cross with a note, never as a zero-width interval
+                ax.plot(c.delta * scale, y, "x", color=DRAW_COLOR, markersize=6)
+                ax.annotate(
+                    "no interval",
+                    (c.delta * scale, y),
+                    xytext=(6, -3),
+                    textcoords="offset points",
+                    fontsize=7,
+                )
+                continue
+            lo, hi = c.ci_low, c.ci_high
             if c.real:
                 ax.plot(
                     [lo * scale, hi * scale], [y, y], color=REAL_COLOR, linewidth=2.5, solid_capstyle="butt"
@@ -84,9 +95,10 @@ def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
             Line2D(
                 [0], [0], color=DRAW_COLOR, linestyle="--", marker="o", markerfacecolor="white", label="draw"
             ),
+            Line2D([0], [0], color=DRAW_COLOR, linestyle="", marker="x", label="Δ, interval not computable"),
         ],
         loc="lower center",
-        ncol=2,
+        ncol=3,
         frameon=False,
     )
     fig.suptitle(f"Δ = cell − control ({report.run.control}), {int(100 * (1 - report.alpha))}% intervals")

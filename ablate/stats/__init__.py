@@ -1,10 +1,11 @@
-"""Statistics of a report (DESIGN §7): small, typed, pure functions on scipy.
+"""Statistics of a report: small, typed, pure functions on scipy.
 
 Every function returns a value or a :class:`NotComputable` with the reason; none returns a magic number.
 
 * :func:`wilson` — interval for one rate;
 * :func:`paired_binary` — a binary metric on paired blocks (Newcombe interval, exact discordant-block test);
-* :func:`paired_mean` — a count or cost on paired blocks (stratified bootstrap, sign-flip permutation);
+* :func:`paired_mean` — a count or cost on paired blocks (t interval from a minimum of blocks, sign-flip test:
+  exact up to 16 blocks, Monte Carlo with resamples scaled to the level tested at above);
 * :func:`holm` — Holm adjustment across the comparisons of a report;
 * :func:`runs_needed_binary`, :func:`runs_needed_mean`, :func:`detectable_binary`, :func:`detectable_mean`,
   :func:`power_binary`, :func:`power_mean` — power and sample size; :func:`spread` — run-to-run sd;
@@ -23,12 +24,28 @@ from ablate.stats.power import (
     runs_needed_mean,
     spread,
 )
-from ablate.stats.proportions import exact_paired_p, newcombe_paired, paired_binary, wilson
-from ablate.stats.resampling import paired_mean, sign_flip_p, stratified_bootstrap
+from ablate.stats.proportions import (
+    exact_paired_p,
+    newcombe_paired,
+    paired_binary,
+    stratified_exact_p,
+    wilson,
+)
+from ablate.stats.resampling import (
+    EXACT_MAX_BLOCKS,
+    min_interval_blocks,
+    paired_mean,
+    resamples_for,
+    sign_flip_p,
+    sign_flip_p_batch,
+    stratified_permutation_p,
+    t_interval,
+)
 from ablate.stats.types import Interval, NotComputable, PairedResult
 
 __all__ = [
     "DEFAULT_POWER",
+    "EXACT_MAX_BLOCKS",
     "Interval",
     "NotComputable",
     "PairedResult",
@@ -37,15 +54,20 @@ __all__ = [
     "detectable_mean",
     "exact_paired_p",
     "holm",
+    "min_interval_blocks",
     "newcombe_paired",
     "paired_binary",
     "paired_mean",
     "power_binary",
     "power_mean",
+    "resamples_for",
     "runs_needed_binary",
     "runs_needed_mean",
     "sign_flip_p",
+    "sign_flip_p_batch",
     "spread",
-    "stratified_bootstrap",
+    "stratified_exact_p",
+    "stratified_permutation_p",
+    "t_interval",
     "wilson",
 ]

@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats as sps
 
 from ablate.stats.types import NotComputable
@@ -47,24 +48,30 @@ def _first_n(enough: Callable[[int], bool], max_blocks: int) -> int | NotComputa
     return NotComputable(f"more than {max_blocks} paired blocks")
 
 
+def _power_binary_many(
+    n: int, p_control: float, p_cells: npt.NDArray[np.float64], alpha: float
+) -> npt.NDArray[np.float64]:
+    """:func:`power_binary` for many cell rates at once (one row of the exact computation per rate)."""
+    gained = p_cells * (1 - p_control)
+    lost = p_control * (1 - p_cells)
+    psi = gained + lost
+    q = np.divide(gained, psi, out=np.zeros_like(psi), where=psi > 0)[:, None]
+    k = np.arange(n + 1)
+    # c_k: the largest c with 2 * P(Bin(k, 1/2) <= c) <= alpha (-1: no rejection possible with k blocks).
+    c = sps.binom.ppf(alpha / 2, k, 0.5)
+    c = np.where(2 * sps.binom.cdf(c, k, 0.5) <= alpha, c, c - 1)
+    reject = np.where(c >= 0, sps.binom.cdf(c, k, q) + sps.binom.sf(k - c - 1, k, q), 0.0)
+    power = np.sum(sps.binom.pmf(k, n, psi[:, None]) * reject, axis=1)
+    return np.where(psi > 0, power, 0.0).astype(np.float64)
+
+
 def power_binary(n: int, p_control: float, p_cell: float, alpha: float = 0.05) -> float:
     """Exact power of the two-sided exact discordant-block test with ``n`` blocks."""
     _check_rate("p_control", p_control)
     _check_rate("p_cell", p_cell)
     if n < 1:
         return 0.0
-    gained = p_cell * (1 - p_control)
-    lost = p_control * (1 - p_cell)
-    psi = gained + lost
-    if psi == 0:
-        return 0.0
-    q = gained / psi
-    k = np.arange(n + 1)
-    # c_k: the largest c with 2 * P(Bin(k, 1/2) <= c) <= alpha (-1: no rejection possible with k blocks).
-    c = sps.binom.ppf(alpha / 2, k, 0.5)
-    c = np.where(2 * sps.binom.cdf(c, k, 0.5) <= alpha, c, c - 1)
-    reject = np.where(c >= 0, sps.binom.cdf(c, k, q) + sps.binom.sf(k - c - 1, k, q), 0.0)
-    return float(np.sum(sps.binom.pmf(k, n, psi) * reject))
+    return float(_power_binary_many(n, p_control, np.array([p_cell], dtype=np.float64), alpha)[0])
 
 
 def runs_needed_binary(
@@ -89,12 +96,12 @@ def detectable_binary(
         return NotComputable("fewer than 2 paired blocks (n < 2)")
     best: float | None = None
     for target in (1.0, 0.0):
-        for i in range(1, steps + 1):
-            p_cell = min(1.0, max(0.0, p_control + (target - p_control) * i / steps))
-            if power_binary(n, p_control, p_cell, alpha) >= power:
-                d = abs(p_cell - p_control)
-                best = d if best is None else min(best, d)
-                break
+        steps_ = np.arange(1, steps + 1)
+        p_cells = np.clip(p_control + (target - p_control) * steps_ / steps, 0.0, 1.0)
+        reached = np.nonzero(_power_binary_many(n, p_control, p_cells, alpha) >= power)[0]
+        if reached.size:
+            d = abs(float(p_cells[reached[0]]) - p_control)
+            best = d if best is None else min(best, d)
     if best is None:
         return NotComputable(f"no change of the rate is detectable with {power:.0%} power in {n} blocks")
     return best

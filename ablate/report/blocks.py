@@ -1,0 +1,95 @@
+"""The blocks a report document is made of (headings, paragraphs, tables, the figure) and the formatters
+every section uses; rendered to Markdown and HTML alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ablate.report.model import BINARY_METRICS, Comparison
+
+
+@dataclass
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass
+class Para:
+    text: str
+    strong: bool = False
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    id: str = ""
+    caption: str = ""
+
+
+@dataclass
+class Figure:
+    """The forest plot (the renderer embeds it; Markdown links it)."""
+
+    svg: str
+    png: str
+    alt: str
+
+
+Block = Heading | Para | Bullets | Table | Figure
+
+
+@dataclass
+class Document:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+def fmt_value(metric: str, v: float | None) -> str:
+    if v is None:
+        return "–"
+    if metric in BINARY_METRICS:
+        return f"{100 * v:.0f}%"
+    if metric == "cost_usd":
+        return f"${v:.4f}"
+    return f"{v:.2f}"
+
+
+def fmt_delta(metric: str, v: float | None) -> str:
+    if v is None:
+        return "–"
+    if metric in BINARY_METRICS:
+        return f"{100 * v:+.0f} pts"
+    if metric == "cost_usd":
+        return f"{'+' if v >= 0 else '−'}${abs(v):.4f}"
+    return f"{v:+.2f}"
+
+
+def fmt_ci(c: Comparison) -> str:
+    if c.ci_low is None or c.ci_high is None:
+        return "not computable"
+    return f"[{fmt_delta(c.metric, c.ci_low)}, {fmt_delta(c.metric, c.ci_high)}]"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def real_mark(c: Comparison) -> str:
+    if c.p is None:
+        return "n/a"
+    return "**real**" if c.real else "draw"
+
+
+def layers_text(layers: list[str]) -> str:
+    if len(layers) > 3:
+        return f"{len(layers)} layers (everything)"
+    return ", ".join(layers) or "–"

@@ -1,0 +1,173 @@
+"""The comparisons of a report, in two Holm families.
+
+* **primary**: the pooled primary metric (pitfall-free rate unless ``--primary`` says otherwise), one
+  comparison per tested cell — the question the report answers;
+* **secondary**: every other metric pooled, and every metric per task (when the run has more than one task).
+
+Separate families: Holm runs within each at ``alpha``, so the primary family's family-wise error rate is
+``alpha`` whatever the number of secondary metrics and tasks (the secondary family's is ``alpha`` on its own).
+Each test is run with resamples scaled to its family's Holm threshold ``alpha / m``, so no p-value floor
+stands between a consistent effect and "real".
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ablate.folder.layout import ManifestCell
+from ablate.report.items import Item, Key
+from ablate.report.model import (
+    BINARY_METRICS,
+    HIGHER_IS_BETTER,
+    Comparison,
+    ComparisonVerdict,
+    Family,
+    FamilyName,
+)
+from ablate.stats import Interval, NotComputable, PairedResult, holm, paired_binary, paired_mean
+
+FAMILY_RULE = (
+    "separate families: Holm at α within the primary family (the pooled primary metric, one comparison per "
+    "cell) and, on its own, within the secondary family (other metrics pooled, every metric per task)"
+)
+
+
+@dataclass(frozen=True)
+class Planned:
+    cell: ManifestCell
+    task: str | None
+    metric: str
+    family: FamilyName
+
+
+def _seed(base: int, *parts: object) -> int:
+    return (base + zlib.crc32("/".join(map(str, parts)).encode())) % (2**32)
+
+
+def plan_comparisons(
+    tested: Sequence[ManifestCell], metrics: Sequence[str], task_ids: Sequence[str], primary: str
+) -> list[Planned]:
+    """Every comparison of the report; with one task the per-task comparison would repeat the pooled one."""
+    out: list[Planned] = []
+    for c in tested:
+        for metric in metrics:
+            out.append(Planned(c, None, metric, "primary" if metric == primary else "secondary"))
+            if len(task_ids) > 1:
+                out.extend(Planned(c, t, metric, "secondary") for t in task_ids)
+    return out
+
+
+def paired_values(
+    scored: dict[Key, Item],
+    cell: str,
+    control: str,
+    metric: str,
+    tasks: Sequence[str],
+    repeats: Sequence[int],
+) -> tuple[list[float], list[float], list[str]]:
+    """The cell's and the control's values on the blocks where both are scored, and each block's task."""
+    xs: list[float] = []
+    ys: list[float] = []
+    strata: list[str] = []
+    for t in tasks:
+        for r in repeats:
+            a, b = scored.get((t, cell, r)), scored.get((t, control, r))
+            if a and b and metric in a.values and metric in b.values:
+                xs.append(a.values[metric])
+                ys.append(b.values[metric])
+                strata.append(t)
+    return xs, ys, strata
+
+
+def layer_verdict(metric: str, delta: float | None, real: bool, p: float | None) -> ComparisonVerdict:
+    """helps / hurts (real only) from the sign of this comparison's own Δ; draw; not computable."""
+    if p is None:
+        return "not computable"
+    if not real or not delta:
+        return "draw"
+    stripping_lowered = delta < 0
+    return "helps" if stripping_lowered == (metric in HIGHER_IS_BETTER) else "hurts"
+
+
+def run_comparisons(
+    planned: Sequence[Planned],
+    scored: dict[Key, Item],
+    *,
+    control: str,
+    layers: dict[str, list[str]],
+    task_ids: Sequence[str],
+    repeats: Sequence[int],
+    alpha: float,
+    seed: int,
+) -> tuple[list[Comparison], list[Family]]:
+    """Test every planned comparison, Holm within each family, and mark what is real."""
+    m = {f: sum(1 for p in planned if p.family == f) for f in ("primary", "secondary")}
+    results: list[PairedResult] = []
+    for p in planned:
+        xs, ys, strata = paired_values(
+            scored, p.cell.id, control, p.metric, task_ids if p.task is None else [p.task], repeats
+        )
+        if p.metric in BINARY_METRICS:
+            results.append(paired_binary([x > 0.5 for x in xs], [y > 0.5 for y in ys], level=1 - alpha))
+        else:
+            floor = alpha / max(1, m[p.family])
+            s = _seed(seed, p.cell.id, p.metric, p.task)
+            results.append(paired_mean(xs, ys, strata, level=1 - alpha, seed=s, p_floor=floor))
+    adjusted: dict[int, float] = {}
+    for fam in ("primary", "secondary"):
+        idx = [i for i, p in enumerate(planned) if p.family == fam and results[i].p_value is not None]
+        adjusted.update(zip(idx, holm([results[i].p_value or 0.0 for i in idx]), strict=True))
+    out = [
+        _comparison(p, r, adjusted.get(i), control, layers[p.cell.id], alpha)
+        for i, (p, r) in enumerate(zip(planned, results, strict=True))
+    ]
+    families = [
+        _family("primary", planned, out, "the pooled primary metric, one comparison per tested cell"),
+        _family("secondary", planned, out, "every other metric pooled, and every metric per task"),
+    ]
+    return out, families
+
+
+def _comparison(
+    p: Planned, r: PairedResult, padj: float | None, control: str, layers: list[str], alpha: float
+) -> Comparison:
+    iv = r.interval
+    reasons = [x.reason for x in (r.p, iv) if isinstance(x, NotComputable)]
+    real = bool(padj is not None and padj <= alpha and r.delta)
+    return Comparison(
+        cell=p.cell.id,
+        control=control,
+        layers=layers,
+        task=p.task,
+        metric=p.metric,
+        cell_value=r.cell_value,
+        control_value=r.control_value,
+        delta=r.delta,
+        ci_low=iv.low if isinstance(iv, Interval) else None,
+        ci_high=iv.high if isinstance(iv, Interval) else None,
+        ci_method=iv.method if isinstance(iv, Interval) else None,
+        p=r.p_value,
+        p_adjusted=padj,
+        real=real,
+        family=p.family,
+        verdict=layer_verdict(p.metric, r.delta, real, r.p_value),
+        n_pairs=r.n_pairs,
+        method=r.method,
+        not_computable="; ".join(dict.fromkeys(reasons)) or None,
+        gained=r.gained,
+        lost=r.lost,
+    )
+
+
+def _family(name: FamilyName, planned: Sequence[Planned], out: Sequence[Comparison], scope: str) -> Family:
+    members = [c for p, c in zip(planned, out, strict=True) if p.family == name]
+    return Family(
+        name=name,
+        metrics=list(dict.fromkeys(c.metric for c in members)),
+        scope=scope,
+        m=len(members),
+        testable=sum(1 for c in members if c.p is not None),
+        rule=FAMILY_RULE,
+    )

@@ -1,0 +1,116 @@
+"""The items of a run folder as the report sees them: each scored (with its metric values) or excluded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ablate.core.pricing import estimate_cost
+from ablate.folder.layout import PlanItem, RunFolder
+from ablate.folder.result import ItemResult
+from ablate.report.model import ExcludedItem
+
+#: A scored item's key: (task, cell, repeat).
+Key = tuple[str, str, int]
+
+
+@dataclass
+class Item:
+    """One scored or excluded item with its metric values."""
+
+    result: ItemResult
+    values: dict[str, float] = field(default_factory=dict)
+    list_cost: float | None = None
+    input_tokens: int = 0
+    cache_read: int = 0
+    skills_invoked: int = 0
+
+
+@dataclass
+class Items:
+    """Every item of the plan: the scored ones by key, the excluded ones with the reason, and all results."""
+
+    scored: dict[Key, Item]
+    excluded: list[ExcludedItem]
+    all_items: list[Item]
+
+
+def _session_total(res: ItemResult) -> dict[str, Any]:
+    total = (res.session or {}).get("total")
+    return total if isinstance(total, dict) else {}
+
+
+def _grades(folder: RunFolder, res: ItemResult) -> dict[str, bool]:
+    """checks_passed / judge_pass of the result's attempt from ``grades/<item>.json``.
+
+    A verdict that is a judge error, or checks that could not be evaluated, give no value (the item then
+    leaves that metric's comparisons) rather than a guessed one. The first verdict recorded for the attempt
+    counts.
+    """
+    from ablate.grade.record import read_grade
+
+    grade = read_grade(folder, res.item)
+    if grade is None:
+        return {}
+    out: dict[str, bool] = {}
+    checks = grade.checks_for(res.attempt)
+    if checks is not None and checks.passed is not None:
+        out["checks_passed"] = bool(checks.passed)
+    verdicts = [v for v in grade.judges if v.attempt == res.attempt and v.verdict != "error"]
+    if verdicts:
+        out["judge_pass"] = verdicts[0].verdict == "pass"
+    return out
+
+
+def read_item(folder: RunFolder, res: ItemResult, model: str) -> Item:
+    """The metric values, token counts and list-price cost of one result."""
+    it = Item(res)
+    total = _session_total(res)
+    it.values["pitfall_free"] = 1.0 if not any(v for v in res.pitfall_hits.values()) else 0.0
+    if res.turns is not None:
+        it.values["turns"] = float(res.turns)
+    if isinstance(total.get("tool_calls"), int):
+        it.values["tool_calls"] = float(total["tool_calls"])
+    if res.cost_usd is not None:
+        it.values["cost_usd"] = float(res.cost_usd)
+    for metric, passed in _grades(folder, res).items():
+        it.values[metric] = 1.0 if passed else 0.0
+    inp = int(total.get("input_tokens") or 0)
+    cw = int(total.get("cache_creation_tokens") or 0)
+    cr = int(total.get("cache_read_tokens") or 0)
+    it.input_tokens, it.cache_read = inp + cw + cr, cr
+    models = (res.session or {}).get("models") or [model]
+    it.list_cost = estimate_cost(
+        str(models[0]),
+        input_tokens=inp + cr,
+        output_tokens=int(total.get("output_tokens") or 0),
+        cache_write_5m_tokens=cw,
+    )
+    it.skills_invoked = len(total.get("skills_invoked") or [])
+    return it
+
+
+def collect_items(folder: RunFolder, plan: list[PlanItem], results: list[ItemResult], model: str) -> Items:
+    """Score every planned item, or exclude it with the reason (not run, failed, flagged by provenance)."""
+    by_item = {r.item: r for r in results}
+    out = Items({}, [], [])
+    for p in plan:
+        res = by_item.get(p.item)
+        if res is None:
+            out.excluded.append(
+                ExcludedItem(item=p.item, task=p.task, cell=p.cell, repeat=p.repeat, reason="not run")
+            )
+            continue
+        it = read_item(folder, res, model)
+        out.all_items.append(it)
+        if not res.complete:
+            reason = f"failed: {res.status}" + (f" ({res.error})" if res.error else "")
+        elif res.flags:
+            reason = "provenance: " + ", ".join(res.flags)
+        else:
+            out.scored[(p.task, p.cell, p.repeat)] = it
+            continue
+        out.excluded.append(
+            ExcludedItem(item=p.item, task=p.task, cell=p.cell, repeat=p.repeat, reason=reason)
+        )
+    return out

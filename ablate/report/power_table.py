@@ -1,0 +1,147 @@
+"""Power rows: per cell and metric, from the blocks the cell's pooled comparison actually paired.
+
+Each row describes the test the report runs, at the level it runs it: Holm's first step, alpha / m of the
+metric's family. Binary metrics: the exact power of the exact discordant-block test. Counts and costs: the
+paired t power (the large-sample equivalent of the sign-flip test) for the cell's own per-block sd, and never
+below what the exact sign-flip test can reach (its smallest p with n blocks is 2 / 2^n).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+from ablate.report.families import paired_values
+from ablate.report.items import Item, Key
+from ablate.report.model import BINARY_METRICS, Comparison, Family, PowerRow
+from ablate.stats import (
+    EXACT_MAX_BLOCKS,
+    NotComputable,
+    detectable_binary,
+    detectable_mean,
+    runs_needed_binary,
+    runs_needed_mean,
+)
+
+#: Effects the "repeats needed" figures are computed for.
+TARGET_RATE_CHANGE = 0.2
+TARGET_TURNS = 1.0
+TARGET_COST_FRACTION = 0.1
+
+
+def _sd(xs: Sequence[float]) -> float | None:
+    if len(xs) < 2:
+        return None
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _exact_floor_blocks(alpha_each: float) -> int:
+    """The fewest blocks whose exact sign-flip test can reach p ≤ alpha_each (2 / 2^n ≤ alpha_each)."""
+    return max(2, math.ceil(1 - math.log2(alpha_each)))
+
+
+@functools.lru_cache(maxsize=256)
+def _binary_cached(
+    n: int, base: float, alpha_each: float
+) -> tuple[float | NotComputable, int | NotComputable]:
+    target = base - TARGET_RATE_CHANGE if base - TARGET_RATE_CHANGE >= 0 else base + TARGET_RATE_CHANGE
+    return detectable_binary(n, base, alpha_each), runs_needed_binary(base, target, alpha_each)
+
+
+@functools.lru_cache(maxsize=256)
+def _unit_detectable(n: int, alpha_each: float) -> float | NotComputable:
+    """detectable_mean for sd 1: the detectable effect scales with the sd."""
+    return detectable_mean(n, 1.0, alpha_each)
+
+
+def _binary(
+    n: int, ctrl: list[float], alpha_each: float
+) -> tuple[float | NotComputable, int | NotComputable, float | None]:
+    if not ctrl:
+        none = NotComputable("no control items")
+        return none, none, None
+    base = sum(ctrl) / len(ctrl)
+    target = base - TARGET_RATE_CHANGE if base - TARGET_RATE_CHANGE >= 0 else base + TARGET_RATE_CHANGE
+    det, need = _binary_cached(n, base, alpha_each)
+    return det, need, target - base
+
+
+def _mean(
+    n: int, diffs: list[float], ctrl: list[float], metric: str, alpha_each: float
+) -> tuple[float | NotComputable, int | NotComputable, float | None, float | None]:
+    sd = _sd(diffs)
+    base = sum(ctrl) / len(ctrl) if ctrl else None
+    effect = (TARGET_COST_FRACTION * base if base else None) if metric == "cost_usd" else TARGET_TURNS
+    if sd is None or sd == 0:
+        why = NotComputable(
+            "fewer than 2 paired blocks" if sd is None else "no spread of the per-block differences"
+        )
+        return why, why, effect, sd
+    floor = _exact_floor_blocks(alpha_each)
+    det: float | NotComputable
+    if n < floor and n <= EXACT_MAX_BLOCKS:
+        det = NotComputable(
+            f"the exact sign-flip test's smallest p with {n} blocks is {2 / 2**n:.2g}, above α/m = {alpha_each:.2g}"
+        )
+    else:
+        unit = _unit_detectable(n, alpha_each)
+        det = unit * sd if isinstance(unit, float) else unit
+    need = runs_needed_mean(effect, sd, alpha_each) if effect else NotComputable("no effect size")
+    if isinstance(need, int):
+        need = max(need, floor)
+    return det, need, effect, sd
+
+
+def power_rows(
+    comparisons: Sequence[Comparison],
+    families: Sequence[Family],
+    scored: dict[Key, Item],
+    *,
+    control: str,
+    task_ids: Sequence[str],
+    repeats: Sequence[int],
+    alpha: float,
+    mean_cost: float | None,
+    n_cells: int,
+) -> list[PowerRow]:
+    """One row per (metric, tested cell); see the module docstring."""
+    m = {f.name: max(1, f.m) for f in families}
+    rows: list[PowerRow] = []
+    for x in comparisons:
+        if x.task is not None:
+            continue
+        alpha_each = alpha / m[x.family]
+        xs, ys, _ = paired_values(scored, x.cell, control, x.metric, task_ids, repeats)
+        n = len(xs)
+        sd: float | None = None
+        if x.metric in BINARY_METRICS:
+            det, need, effect = _binary(n, ys, alpha_each)
+            test = "exact discordant-block test"
+        else:
+            det, need, effect, sd = _mean(
+                n, [a - b for a, b in zip(xs, ys, strict=True)], ys, x.metric, alpha_each
+            )
+            test = "sign-flip test (power from the paired t)"
+        reps = math.ceil(need / len(task_ids)) if isinstance(need, int) and task_ids else None
+        rows.append(
+            PowerRow(
+                metric=x.metric,
+                cell=x.cell,
+                family=x.family,
+                blocks_per_cell=n,
+                alpha_each=alpha_each,
+                sd_diff=sd,
+                test=test,
+                detectable=det if isinstance(det, float) else None,
+                detectable_note=det.reason if isinstance(det, NotComputable) else None,
+                effect=effect,
+                repeats_needed=reps,
+                repeats_note=need.reason if isinstance(need, NotComputable) else None,
+                cost_usd=(reps * len(task_ids) * n_cells * mean_cost)
+                if reps and mean_cost is not None
+                else None,
+            )
+        )
+    return rows

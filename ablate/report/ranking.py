@@ -1,0 +1,123 @@
+"""The ranking: each layer's verdict from its real comparisons, and its place by a documented rule."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ablate.folder.layout import ManifestCell
+from ablate.report.model import HIGHER_IS_BETTER, Comparison, LayerVerdict, RankEntry
+
+RANKING_KEY = (
+    "a layer's verdict comes from its real comparisons only (Holm within their family), each read in its own "
+    "direction: 'helps' when every real one says stripping the layer made things worse, 'hurts' when every "
+    "real one says it made them better, 'mixed' when real ones disagree, 'draw' when none is real. Order: "
+    "helps with a real primary effect (largest primary loss when stripped first); helps on secondary evidence "
+    "only (most real comparisons first); mixed; the draw group (one tie); hurts on secondary evidence only "
+    "(fewest real comparisons first); hurts with a real primary effect (smallest primary gain when stripped "
+    "first). Equal keys share a rank"
+)
+#: Group order of the ranking (see :data:`RANKING_KEY`).
+_GROUPS: list[tuple[LayerVerdict, str]] = [
+    ("helps", "primary"),
+    ("helps", "secondary"),
+    ("mixed", "primary"),
+    ("mixed", "secondary"),
+    ("draw", "none"),
+    ("hurts", "secondary"),
+    ("hurts", "primary"),
+]
+
+
+def _worth(metric: str, delta: float | None) -> float:
+    """What stripping the layer cost on the primary metric (positive: the layer is worth that much)."""
+    if delta is None:
+        return 0.0
+    return -delta if metric in HIGHER_IS_BETTER else delta
+
+
+def rank_entry(
+    cell: ManifestCell, layers: list[str], comparisons: Sequence[Comparison], primary: str
+) -> RankEntry:
+    """One cell's verdict and evidence from its comparisons."""
+    mine = [x for x in comparisons if x.cell == cell.id]
+    real = [x for x in mine if x.real]
+    pooled = {x.metric: x for x in mine if x.task is None}
+    directions = {x.verdict for x in real}
+    verdict: LayerVerdict = (
+        "draw"
+        if not real
+        else ("mixed" if len(directions) > 1 else ("helps" if "helps" in directions else "hurts"))
+    )
+    prim = pooled.get(primary)
+    evidence = "primary" if prim is not None and prim.real else ("secondary" if real else "none")
+    real_metrics = list(
+        dict.fromkeys([x.metric for x in real if x.metric == primary] + [x.metric for x in real])
+    )
+    real_on = [
+        f"{m}: " + ", ".join(f"{x.task or 'pooled'} {x.verdict}" for x in real if x.metric == m)
+        for m in real_metrics
+    ]
+
+    def delta(metric: str) -> float | None:
+        x = pooled.get(metric)
+        return x.delta if x is not None else None
+
+    return RankEntry(
+        rank=0,
+        cell=cell.id,
+        layers=layers,
+        tie_group="draw" if verdict == "draw" else cell.id,
+        delta_pitfall_free=delta("pitfall_free"),
+        delta_turns=delta("turns"),
+        delta_cost_usd=delta("cost_usd"),
+        real_metrics=real_metrics,
+        real_on=real_on,
+        verdict=verdict,
+        evidence=evidence,
+        primary_delta=delta(primary),
+    )
+
+
+def _sort_key(e: RankEntry, primary: str, n_real: int) -> tuple[float, ...]:
+    worth = _worth(primary, e.primary_delta)
+    if e.verdict == "draw":
+        return (0.0,)
+    if e.evidence == "primary":
+        return (-worth,)
+    return (-float(n_real),) if e.verdict != "hurts" else (float(n_real),)
+
+
+def rank(
+    tested: Sequence[ManifestCell],
+    layers: dict[str, list[str]],
+    comparisons: Sequence[Comparison],
+    primary: str,
+) -> list[RankEntry]:
+    """Every tested cell, ranked by :data:`RANKING_KEY`; equal keys in one group share a rank and tie group."""
+    entries = [rank_entry(c, layers[c.id], comparisons, primary) for c in tested]
+    n_real = {c.id: sum(1 for x in comparisons if x.cell == c.id and x.real) for c in tested}
+    out: list[RankEntry] = []
+    for verdict, evidence in _GROUPS:
+        group = [e for e in entries if e.verdict == verdict and e.evidence == evidence]
+        group.sort(key=lambda e: _sort_key(e, primary, n_real[e.cell]))
+        prev: tuple[float, ...] | None = None
+        members: list[RankEntry] = []
+        for e in group:
+            key = _sort_key(e, primary, n_real[e.cell])
+            if key != prev:
+                _share_tie(members)
+                members = []
+                rank_ = len(out) + 1
+            e.rank = rank_
+            members.append(e)
+            out.append(e)
+            prev = key
+        _share_tie(members)
+    return out
+
+
+def _share_tie(members: list[RankEntry]) -> None:
+    if len(members) > 1 and members[0].verdict != "draw":
+        gid = "+".join(e.cell for e in members)
+        for e in members:
+            e.tie_group = gid

@@ -1,0 +1,196 @@
+"""Descriptive sections of the report: per-cell summaries, the per-task table, and dead layers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ablate.folder.layout import ManifestCell, PlanItem, RunManifest
+from ablate.report.items import Item, Items, Key
+from ablate.report.model import (
+    BINARY_METRICS,
+    CellSummary,
+    LayerUse,
+    MetricSummary,
+    TaskCellCell,
+)
+from ablate.stats import Interval, spread, wilson
+
+
+def mean(xs: Iterable[float]) -> float | None:
+    v = list(xs)
+    return sum(v) / len(v) if v else None
+
+
+def _metric_summary(
+    scored: dict[Key, Item], cell: str, metric: str, repeats: Sequence[int], alpha: float
+) -> MetricSummary:
+    vals = [it.values[metric] for (_t, cid, _r), it in scored.items() if cid == cell and metric in it.values]
+    per_rep = [
+        v
+        for r in repeats
+        if (
+            v := mean(
+                it.values[metric]
+                for (_t, cid, rr), it in scored.items()
+                if cid == cell and rr == r and metric in it.values
+            )
+        )
+        is not None
+    ]
+    sp = spread(per_rep)
+    summary = MetricSummary(value=mean(vals), n=len(vals), spread=sp if isinstance(sp, float) else None)
+    if metric in BINARY_METRICS and vals:
+        w = wilson(int(sum(vals)), len(vals), 1 - alpha)
+        if isinstance(w, Interval):
+            summary.ci_low, summary.ci_high = w.low, w.high
+    return summary
+
+
+def cell_summaries(
+    manifest: RunManifest,
+    plan: Sequence[PlanItem],
+    items: Items,
+    metrics: Sequence[str],
+    repeats: Sequence[int],
+    layers: dict[str, list[str]],
+    no_op_ids: set[str],
+    alpha: float,
+) -> list[CellSummary]:
+    """One summary per cell: each metric's value, spread and (rates) Wilson interval; spend; cache share."""
+    out: list[CellSummary] = []
+    for c in manifest.cells:
+        mine = [it for (_t, cid, _r), it in items.scored.items() if cid == c.id]
+        cell_all = [it for it in items.all_items if it.result.cell == c.id]
+        inp = sum(it.input_tokens for it in mine)
+        lists = [it.list_cost for it in cell_all]
+        out.append(
+            CellSummary(
+                cell=c.id,
+                label=c.label,
+                layers=layers.get(c.id, list(c.stripped) if c.id in no_op_ids else []),
+                no_op=c.id in no_op_ids,
+                items=sum(1 for p in plan if p.cell == c.id),
+                scored=len(mine),
+                excluded=sum(1 for e in items.excluded if e.cell == c.id),
+                metrics={m: _metric_summary(items.scored, c.id, m, repeats, alpha) for m in metrics},
+                spend_usd=sum(it.result.cost_usd or 0.0 for it in cell_all),
+                spend_list_usd=None if any(v is None for v in lists) else sum(v or 0.0 for v in lists),
+                cache_read_share=(sum(it.cache_read for it in mine) / inp) if inp else None,
+                skills_invoked=sum(it.skills_invoked for it in mine),
+                notes=list(c.notes),
+            )
+        )
+    return out
+
+
+def task_table(manifest: RunManifest, scored: dict[Key, Item]) -> list[TaskCellCell]:
+    """Per (task, cell): the means of every metric."""
+    table: list[TaskCellCell] = []
+    for t in manifest.tasks:
+        for c in manifest.cells:
+            its = [it for (tt, cid, _r), it in scored.items() if tt == t.id and cid == c.id]
+            table.append(
+                TaskCellCell(
+                    task=t.id,
+                    cell=c.id,
+                    n=len(its),
+                    pitfall_free=mean(it.values["pitfall_free"] for it in its),
+                    turns=mean(it.values["turns"] for it in its if "turns" in it.values),
+                    tool_calls=mean(it.values["tool_calls"] for it in its if "tool_calls" in it.values),
+                    cost_usd=mean(it.values["cost_usd"] for it in its if "cost_usd" in it.values),
+                    skills_invoked=mean(float(it.skills_invoked) for it in its) if its else None,
+                )
+            )
+    return table
+
+
+def layer_use(manifest: RunManifest, control: ManifestCell, scored: dict[Key, Item]) -> list[LayerUse]:
+    """Dead layers: never loaded in any control session, or loaded and never used."""
+    from ablate.setup.layers import load_catalog
+
+    try:
+        catalog = load_catalog()
+    except Exception:
+        return []
+    stripped = sorted(
+        {lid for c in manifest.cells for lid in c.stripped if control.fingerprints.get(lid, "") != ""}
+    )
+    sessions = [it.result.session or {} for (t, c, r), it in scored.items() if c == control.id]
+    loaded_paths = [str(f.get("path", "")) for s in sessions for f in s.get("instruction_files", [])]
+    read_paths = [str(p) for s in sessions for p in (s.get("total") or {}).get("files_read", [])]
+    skills_used = sum(len((s.get("total") or {}).get("skills_invoked", [])) for s in sessions)
+    skills_listed = any(s.get("skills_listed") for s in sessions)
+    hooks_fired = sum(sum(s.get("hooks_fired", {}).values()) for s in sessions)
+    out: list[LayerUse] = []
+    for lid in stripped:
+        if lid not in catalog:
+            out.append(
+                LayerUse(layer=lid, status="not assessed", evidence="layer not in the shipped catalog")
+            )
+            continue
+        layer = catalog.get(lid)
+        pats = [p.rstrip("/") for p in layer.paths if "<" not in p]
+
+        def hit(paths: list[str], pats: list[str] = pats, side: str = layer.side) -> int:
+            n = 0
+            for raw_path in paths:
+                path = raw_path if raw_path.startswith("/") else "/" + raw_path
+                for p in pats:
+                    tail = "/" + p
+                    if (side == "config" and "/.claude" + tail in path) or (
+                        side == "repo" and (path.endswith(tail) or tail + "/" in path)
+                    ):
+                        n += 1
+                        break
+            return n
+
+        if lid == "skills":
+            if not skills_listed:
+                out.append(
+                    LayerUse(
+                        layer=lid, status="never loaded", evidence="no skill listed in any control session"
+                    )
+                )
+            elif not skills_used:
+                out.append(
+                    LayerUse(
+                        layer=lid,
+                        status="loaded, never used",
+                        evidence=f"listed in {len(sessions)} control sessions, never invoked",
+                    )
+                )
+            else:
+                out.append(LayerUse(layer=lid, status="used", evidence=f"{skills_used} skill invocations"))
+        elif lid == "hooks":
+            status = "used" if hooks_fired else "never loaded"
+            out.append(
+                LayerUse(layer=lid, status=status, evidence=f"{hooks_fired} hook firings in control sessions")
+            )
+        elif layer.shows in ("instructions", "memory"):
+            n = (
+                hit(loaded_paths)
+                if layer.shows == "instructions"
+                else sum("/memory/" in p for p in loaded_paths)
+            )
+            out.append(
+                LayerUse(
+                    layer=lid,
+                    status="used" if n else "never loaded",
+                    evidence=f"loaded as instructions {n} times in {len(sessions)} control sessions",
+                )
+            )
+        elif layer.shows != "files":
+            out.append(
+                LayerUse(layer=lid, status="not assessed", evidence=f"shows as {layer.shows}: not mined yet")
+            )
+        else:
+            n = hit(read_paths)
+            out.append(
+                LayerUse(
+                    layer=lid,
+                    status="used" if n else "loaded, never used",
+                    evidence=f"files read {n} times in {len(sessions)} control sessions"
+                    + ("" if n else " (present in every cell's checkout, never opened)"),
+                )
+            )
+    return out

@@ -1,0 +1,119 @@
+"""The per-task tables: Clean against Normal for a binary run, cells as columns for a layered one."""
+
+from __future__ import annotations
+
+from ablate.report.blocks import (
+    Block,
+    Heading,
+    Table,
+    fmt_ci,
+    fmt_delta,
+    fmt_p,
+    fmt_value,
+    layers_text,
+    real_mark,
+)
+from ablate.report.model import METRIC_LABELS, Report
+
+
+def binary_tables(report: Report) -> list[Block]:
+    control = report.run.control
+    other = next((c.cell for c in report.cells if c.cell != control), None)
+    out: list[Block] = [Heading("Setup off (Clean) against setup on (Normal)")]
+    if other is None:
+        return out
+    rows = []
+    by = {(t.task, t.cell): t for t in report.task_table}
+    for t in report.run.tasks:
+        tid = str(t["id"])
+        clean, normal = by.get((tid, other)), by.get((tid, control))
+        if clean is None or normal is None:
+            continue
+        rows.append(
+            [
+                tid,
+                f"{fmt_value('turns', clean.turns)} / {fmt_value('turns', normal.turns)}",
+                f"{fmt_value('tool_calls', clean.tool_calls)} / {fmt_value('tool_calls', normal.tool_calls)}",
+                f"{fmt_value('cost_usd', clean.cost_usd)} / {fmt_value('cost_usd', normal.cost_usd)}",
+                f"{fmt_value('pitfall_free', clean.pitfall_free)} / {fmt_value('pitfall_free', normal.pitfall_free)}",
+                f"{_num(clean.skills_invoked)} / {_num(normal.skills_invoked)}",
+            ]
+        )
+    out.append(
+        Table(
+            ["task", "turns (Clean / Normal)", "tool calls", "cost", "pitfall avoided", "skills invoked"],
+            rows,
+            id="binary-tasks",
+            caption=f"Clean = {other}, Normal = {control}; means per session",
+        )
+    )
+    agg = []
+    for c in report.comparisons:
+        if c.task is None and c.cell == other:
+            agg.append(
+                [
+                    METRIC_LABELS.get(c.metric, c.metric),
+                    fmt_value(c.metric, c.cell_value),
+                    fmt_value(c.metric, c.control_value),
+                    fmt_delta(c.metric, c.delta),
+                    fmt_ci(c),
+                    fmt_p(c.p_adjusted),
+                    real_mark(c),
+                ]
+            )
+    out.append(
+        Table(
+            ["metric (per session)", "Clean", "Normal", "Δ (Clean − Normal)", "interval", "Holm p", "real?"],
+            agg,
+            id="binary-aggregate",
+        )
+    )
+    return out
+
+
+def _num(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def layered_tables(report: Report) -> list[Block]:
+    out: list[Block] = [Heading("Per-task results (cells as columns)")]
+    cells = [c.cell for c in report.cells]
+    by = {(t.task, t.cell): t for t in report.task_table}
+    for t in report.run.tasks:
+        tid = str(t["id"])
+        rows = []
+        for label, attr, metric in (
+            ("pitfall-free", "pitfall_free", "pitfall_free"),
+            ("turns", "turns", "turns"),
+            ("tool calls", "tool_calls", "tool_calls"),
+            ("cost", "cost_usd", "cost_usd"),
+            ("skills invoked", "skills_invoked", "turns"),
+        ):
+            rows.append(
+                [label]
+                + [fmt_value(metric, getattr(by[(tid, c)], attr)) if (tid, c) in by else "–" for c in cells]
+            )
+        rows.append(["sessions"] + [str(by[(tid, c)].n) if (tid, c) in by else "0" for c in cells])
+        out.append(Heading(f"{tid} ({t['split']})", 3))
+        out.append(Table(["", *cells], rows, id=f"task-{tid}"))
+    out.append(Heading("Aggregate per cell", 3))
+    pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
+    rows = []
+    for c in report.cells:
+        row = [c.cell + (" (no-op)" if c.no_op else ""), layers_text(c.layers)]
+        for m in ("pitfall_free", "turns", "cost_usd"):
+            ms = c.metrics.get(m)
+            val = fmt_value(m, ms.value if ms else None)
+            cmp_ = pooled.get((c.cell, m))
+            row.append(val + (f" ({fmt_delta(m, cmp_.delta)})" if cmp_ else ""))
+        row.append(f"{100 * c.cache_read_share:.0f}%" if c.cache_read_share is not None else "–")
+        row.append(f"{c.scored}/{c.items}")
+        rows.append(row)
+    out.append(
+        Table(
+            ["cell", "strips", "pitfall-free (Δ)", "turns (Δ)", "cost (Δ)", "cache-read share", "scored"],
+            rows,
+            id="aggregate",
+        )
+    )
+    return out
