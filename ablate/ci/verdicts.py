@@ -7,10 +7,10 @@ strips *helps*, the arm is *better* than the baseline), whether it is real after
 what makes the run untrustworthy. When the report's fields change, this module is the one to adapt.
 
 Fields read from ``report.json`` (:class:`ablate.report.model.Report`): ``comparisons`` (``cell``,
-``metric``, ``task``, ``delta``, ``ci_low``, ``ci_high``, ``p_adjusted``, ``real``), ``ranking[].verdict``
+``metric``, ``task``, ``family``, ``delta``, ``ci_low``, ``ci_high``, ``p_adjusted``, ``real``), ``ranking[].verdict``
 (shown, not decided on), ``power[].detectable``, ``no_op_cells``, ``n``, ``run.model_verified``,
-``caveats`` and ``probe.ok`` / ``probe.cells[].verdict``; a top-level ``primary`` metric when the report
-declares one (else the pitfall-free rate). From ``compare.json``: ``baseline``, ``arms``, ``contrasts``,
+``caveats``, ``probe.ok`` / ``probe.cells[].verdict`` and ``primary_metric`` (the family the gate decides
+on: ``comparisons[family == "primary"]``). From ``compare.json``: ``baseline``, ``arms``, ``contrasts``,
 ``verdicts``, ``claims``, ``excluded`` and ``items``.
 """
 
@@ -146,13 +146,7 @@ def _from_report_file(path: Path, run_dir: Path) -> Evidence:
             [Problem(str(path), ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()],
             hint="rebuild it with `ablate report RUN_DIR`",
         ) from None
-    primary = data.get("primary")
-    return from_report(
-        report,
-        path,
-        run_dir=run_dir if (run_dir / "manifest.json").is_file() else None,
-        primary=primary if isinstance(primary, str) else None,
-    )
+    return from_report(report, path, run_dir=run_dir if (run_dir / "manifest.json").is_file() else None)
 
 
 def _orient(metric: str, delta: float | None, lo: float | None, hi: float | None) -> tuple[float | None, ...]:
@@ -170,7 +164,7 @@ def from_report(
     report: Report, source: Path, *, run_dir: Path | None, primary: str | None = None
 ) -> Evidence:
     """Evidence of a :class:`ablate.report.model.Report`."""
-    metric = primary or DEFAULT_PRIMARY
+    metric = primary or report.primary_metric or DEFAULT_PRIMARY
     no_ops = {c.cell: c for c in report.no_op_cells}
     verdicts = {r.cell: r.verdict for r in report.ranking}
     labels = {c.cell: c.label for c in report.cells}
@@ -178,7 +172,7 @@ def from_report(
     secondary: list[str] = []
     for c in report.comparisons:
         effect, lo, hi = _orient(c.metric, c.delta, c.ci_low, c.ci_high)
-        if c.metric == metric and c.task is None:
+        if c.metric == metric and c.task is None and c.family == "primary":
             findings.append(
                 Finding(
                     subject=c.cell,
@@ -210,7 +204,7 @@ def from_report(
                     no_op=True,
                 )
             )
-    power = next((p for p in report.power if p.metric == metric), None)
+    power = next((p for p in report.power if p.metric == metric and p.family == "primary"), None)
     return Evidence(
         source=source,
         kind="run",

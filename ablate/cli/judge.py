@@ -14,7 +14,8 @@ from ablate.cli.common import Json, cli_errors, print_json
 from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
-    from ablate.grade.judge import Agreement, JudgeSummary
+    from ablate.grade.judge import JudgeSummary
+    from ablate.grade.recheck import Agreement
 
 app = typer.Typer()
 
