@@ -115,6 +115,7 @@ def user_venv(dest: Path) -> Path:
         capture_output=True,
         text=True,
         check=True,
+        cwd="/",
     ).stdout.strip()
     assert installed.startswith(str(dest)), f"ablate imported from {installed}, not the venv"
     return dest / "bin"

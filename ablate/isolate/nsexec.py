@@ -84,6 +84,8 @@ def enter(mounts: list[dict[str, object]]) -> None:
         opts = "lowerdir=" + ":".join(fd(p) for p in lower)
         if m.get("upper"):
             opts += f",upperdir={fd(str(m['upper']))},workdir={fd(str(m['work']))}"
+        if os.geteuid() != 0:
+            opts += ",userxattr"  # opaque folders as user.overlay.* xattrs: trusted.* needs root
         prepared.append((str(m["target"]), opts))
     for target, opts in prepared:
         _check(
