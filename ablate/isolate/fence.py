@@ -18,6 +18,7 @@ session. Debian and Ubuntu ship it as ``bubblewrap`` (unprivileged: it needs use
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -43,9 +44,11 @@ def fence_argv(
     *,
     writable: Sequence[str | Path],
     cwd: str | Path,
+    tmp: str | Path | None = None,
 ) -> list[str]:
     """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in the order given, so a
-    deeper path after the one above it), own user and PID namespaces, own ``/proc``, a real ``/dev``."""
+    deeper path after the one above it), own user and PID namespaces, own ``/proc``, a real ``/dev``;
+    ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``)."""
     out = [
         bwrap,
         "--unshare-user",
@@ -69,6 +72,8 @@ def fence_argv(
             continue
         seen.add(p)
         out += ["--bind", p, p]
+    if tmp is not None:
+        out += ["--bind", str(tmp), "/tmp"]
     out += ["--chdir", str(cwd), "--", *argv]
     return out
 
@@ -118,3 +123,30 @@ def _try_fence() -> FenceSupport:
     return FenceSupport(
         True, "bubblewrap: locked mounts, own PID namespace and /proc, no capabilities", bwrap
     )
+
+
+def fenced(argv: Sequence[str], *, root: Path, cwd: Path) -> list[str]:
+    """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
+    dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is."""
+    support = fence_support()
+    if not support.ok or support.bwrap is None:
+        return list(argv)
+    (root / "tmp").mkdir(exist_ok=True)
+    return fence_argv(support.bwrap, argv, writable=[root], cwd=cwd, tmp=root / "tmp")
+
+
+_EROFS = re.compile(r"(/[^\s'\"`:]+)['\"`]?: (?:Read-only file system|EROFS)")
+
+
+def denied_writes(config_dir: Path) -> list[dict[str, object]]:
+    """The writes the fence refused in a session, as its tools reported them (``<path>: Read-only file
+    system`` in the transcripts under ``config_dir/projects``): path and how often, most frequent first."""
+    counts: dict[str, int] = {}
+    for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):
+        try:
+            text = transcript.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for match in _EROFS.finditer(text.replace("\\n", "\n")):
+            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+    return [{"path": p, "count": n} for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
