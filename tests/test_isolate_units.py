@@ -3,6 +3,7 @@ hiding, mount order, backend choice, hook-order-free request comparison."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -323,3 +324,42 @@ def test_links_guard_still_reports_a_moved_branch_after_gc(tmp_path: Path) -> No
     subprocess.run([*git, "gc", "-q"], check=True, env=env)
     changed, _ = changes_and_notes(before)
     assert f"{repo}/.git/refs/heads/main (removed)" in changed
+
+
+def test_userns_refusal_names_the_cause_and_the_fix(tmp_path: Path) -> None:
+    from ablate.isolate.detect import userns_refusal
+
+    (tmp_path / "kernel").mkdir()
+    (tmp_path / "user").mkdir()
+    (tmp_path / "kernel" / "apparmor_restrict_unprivileged_userns").write_text("1\n")
+    said = userns_refusal("EPERM", tmp_path)
+    assert "apparmor_restrict_unprivileged_userns=1" in said and "sudo sysctl" in said and "userns," in said
+    (tmp_path / "kernel" / "apparmor_restrict_unprivileged_userns").write_text("0\n")
+    (tmp_path / "user" / "max_user_namespaces").write_text("0\n")
+    assert "sudo sysctl user.max_user_namespaces=" in userns_refusal("EPERM", tmp_path)
+
+
+def test_fence_argv_binds_only_what_is_writable(tmp_path: Path) -> None:
+    from ablate.isolate.fence import fence_argv
+
+    (tmp_path / "a").mkdir()
+    argv = fence_argv(
+        "bwrap", ["true"], writable=[tmp_path / "a", tmp_path / "gone"], cwd=tmp_path, tmp=tmp_path
+    )
+    assert argv[argv.index("--ro-bind") + 1 : argv.index("--ro-bind") + 3] == ["/", "/"]
+    assert "--cap-drop" in argv and "--unshare-user" in argv and "--unshare-pid" in argv
+    binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--bind"]
+    assert binds == [[str(tmp_path / "a"), str(tmp_path / "a")], [str(tmp_path), "/tmp"]]
+    assert argv[-2:] == ["--", "true"]
+
+
+def test_denied_writes_are_read_from_the_tools_errors(tmp_path: Path) -> None:
+    from ablate.isolate.fence import denied_writes
+
+    project = tmp_path / "projects" / "-repo"
+    project.mkdir(parents=True)
+    line = {
+        "content": "sh: 1: cannot create /h/.bashrc: Read-only file system\ntouch: cannot touch '/h/x': Read-only file system"
+    }
+    (project / "s.jsonl").write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n")
+    assert denied_writes(tmp_path) == [{"path": "/h/.bashrc", "count": 2}, {"path": "/h/x", "count": 2}]

@@ -60,6 +60,8 @@ echo ESCAPE >> README.md
 printf '#!/bin/sh\nexit 0\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
 git add -A && git -c user.name=e -c user.email=e@x.invalid commit -qm escape
 echo ESCAPE > "$(git rev-parse --path-format=absolute --git-path objects)/planted"
+exec 2>&1  # the last write says how it failed, where it fails (the links fence reports it)
+echo ESCAPE >> "$HOME/.bashrc"
 echo ESCAPE-DONE
 """
 TASK_PROMPT = "ESCAPE-TASK: tidy the repository."
@@ -298,3 +300,47 @@ def test_compare_as_an_ordinary_user_changes_nothing(
     if "backend" not in isolation:
         pytest.xfail("compare's claude-code executor does not go through the one execution path yet")
     assert (isolation["backend"], isolation["mode"]) == ("namespace", "user-namespace")
+
+
+def test_links_fence_as_an_ordinary_user_refuses_and_reports(
+    ordinary_user: User, installed: Path, claude: Path, box: Box
+) -> None:
+    """``--isolation links`` (the fallback, asked for): the hostile session's writes through the shadow
+    home's links fail with EROFS instead of landing, and each session's refused writes are in its result."""
+    ordinary_user.own(box.base)
+    with SimServer(box.script()) as sim:
+        proc = _ablate(
+            installed,
+            ordinary_user,
+            box,
+            box.env(claude, sim.base_url),
+            "run",
+            "--tasks",
+            str(box.task),
+            "--cells",
+            "binary",
+            "--max-turns",
+            "3",
+            "--jobs",
+            "1",
+            "--out",
+            str(box.base / "runs"),
+            "--work-dir",
+            str(box.base / "envs"),
+            *_common(box),
+            "--isolation",
+            "links",
+            "--json",
+        )
+    assert box.changed() == []
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (folder,) = list((box.base / "runs").iterdir())
+    isolation = orjson.loads((folder / "manifest.json").read_bytes())["isolation"]
+    assert (isolation["backend"], isolation["mode"], isolation["locked"]) == ("links", "fenced", True)
+    assert _attacked(folder) == 2
+    results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").glob("*.json"))]
+    for r in results:
+        denied = {d["path"] for d in r["writes"]["denied"]}
+        assert str(box.ex.home / ".bashrc") in denied or any(p.endswith("/.bashrc") for p in denied), r[
+            "writes"
+        ]
