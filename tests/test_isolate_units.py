@@ -363,3 +363,35 @@ def test_denied_writes_are_read_from_the_tools_errors(tmp_path: Path) -> None:
     }
     (project / "s.jsonl").write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n")
     assert denied_writes(tmp_path) == [{"path": "/h/.bashrc", "count": 2}, {"path": "/h/x", "count": 2}]
+
+
+def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path) -> None:
+    """Built links cells of the example: C0 and C11 both hold the user's credentials file, so they pass with
+    its method; a C11 whose copy is gone would start logged out, and the check refuses the run, located."""
+    from ablate.isolate.auth import cell_config_dir, check_cells_auth
+    from ablate.isolate.backend import open_backend
+    from ablate.setup.cells import load_cell_set
+    from ablate.setup.examples import materialise_example
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import load_setup
+
+    ex = materialise_example(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("binary", catalog)
+    backend = open_backend("links", setup, catalog, tmp_path / "work", base_env={"PATH": "/usr/bin"})
+    built = [(cid, backend.build(cells.get(cid), slot)) for slot, cid in enumerate(("C0", "C11"))]
+    rows = [(cid, env.env, cell_config_dir(env)) for cid, env in built]
+    mine = check_cells_auth({"PATH": "/usr/bin"}, ex.config_dir, rows)
+    assert mine.to_json() == {
+        "method": "credentials-file",
+        "source": str(ex.config_dir / ".credentials.json"),
+    }
+    (cell_config_dir(built[1][1]) / ".credentials.json").unlink()
+    with pytest.raises(UsageError) as err:
+        check_cells_auth({"PATH": "/usr/bin"}, ex.config_dir, rows)
+    assert "cell C11: would authenticate with nothing (logged out)" in str(err.value)
+    assert "CLAUDE_CODE_OAUTH_TOKEN" in (err.value.hint or "")
+    # an API key for all cells is one method everywhere
+    keyed = [(cid, {**env, "ANTHROPIC_API_KEY": "sk-x"}, cfg) for cid, env, cfg in rows]
+    assert check_cells_auth({"ANTHROPIC_API_KEY": "sk-y"}, ex.config_dir, keyed).method == "api-key"

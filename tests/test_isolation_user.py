@@ -344,3 +344,30 @@ def test_links_fence_as_an_ordinary_user_refuses_and_reports(
         assert str(box.ex.home / ".bashrc") in denied or any(p.endswith("/.bashrc") for p in denied), r[
             "writes"
         ]
+
+
+def test_doctor_as_an_ordinary_user_names_the_backend_and_why(
+    ordinary_user: User, installed: Path, claude: Path, box: Box
+) -> None:
+    ordinary_user.own(box.base)
+    env = box.env(claude, "http://127.0.0.1:9")
+    proc = _ablate(
+        installed, ordinary_user, box, env, "doctor", "--config-dir", str(box.ex.config_dir), "--json"
+    )
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 0, (proc.stderr, doc["problems"])
+    assert doc["ok"] and doc["problems"] == []
+    iso = doc["isolation"]
+    assert (iso["backend"], iso["mode"], iso["locked"]) == ("namespace", "user-namespace", True)
+    assert "ordinary user" in iso["reason"] and "bubblewrap" in iso["reason"]
+    assert doc["auth"] == {"method": "api-key", "source": "ANTHROPIC_API_KEY"}
+    assert doc["claude"]["version"] == doc["claude"]["pinned"]
+    # without a login anywhere, the doctor says so and fails
+    env.pop("ANTHROPIC_API_KEY")
+    (box.ex.config_dir / ".credentials.json").unlink()
+    proc = _ablate(
+        installed, ordinary_user, box, env, "doctor", "--config-dir", str(box.ex.config_dir), "--json"
+    )
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["auth"]["method"] == "none"
+    assert any("claude setup-token" in p["fix"] for p in doc["problems"])

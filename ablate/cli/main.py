@@ -40,6 +40,7 @@ def _root(
 from ablate.cli import (  # noqa: E402  (after app, by design)
     compare,
     demo,
+    doctor,
     env,
     inventory,
     judge,
@@ -53,6 +54,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
 # Each command group lives in its own module and exposes ``app``. Added without a name, its commands sit at
 # the top level (``ablate layers``); with a name, it is a sub-group (``ablate env build``).
 app.add_typer(inventory.app)  # ablate layers, ablate cells
+app.add_typer(doctor.app)  # ablate doctor
 app.add_typer(env.app, name="env")  # ablate env build | clean
 app.add_typer(sim.app, name="sim")  # ablate sim serve | check
 app.add_typer(probe.app)  # ablate probe
