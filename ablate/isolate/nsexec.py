@@ -87,16 +87,32 @@ def enter(mounts: list[dict[str, object]]) -> None:
         if os.geteuid() != 0:
             opts += ",userxattr"  # opaque folders as user.overlay.* xattrs: trusted.* needs root
         prepared.append((str(m["target"]), opts))
-    for target, opts in prepared:
-        _check(
-            libc.mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()),
-            f"overlay on {target}",
-        )
+    for (target, opts), m in zip(prepared, mounts, strict=True):
+        _mount_overlay(libc, target, opts, [str(p) for p in m["lower"]])  # type: ignore[attr-defined]
     for n in fds.values():
         os.close(n)
 
 
 MNT_DETACH = 2
+#: In a user namespace the kernel refuses a lower folder with a mount below it (locked there, it cannot be
+#: cloned: EINVAL), as while another process has something mounted under ``/tmp`` for a moment; retried.
+LOCKED_RETRIES = 40
+
+
+def _mount_overlay(libc: ctypes.CDLL, target: str, opts: str, lower: list[str]) -> None:
+    import errno
+    import time
+
+    for attempt in range(LOCKED_RETRIES + 1):
+        if libc.mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()) == 0:
+            return
+        err = ctypes.get_errno()
+        if err != errno.EINVAL or os.geteuid() == 0 or attempt == LOCKED_RETRIES:
+            break
+        time.sleep(0.1)
+    below = [p for low in lower for p in mounts_under(low) if p.rstrip("/") != low.rstrip("/")]
+    why = f" (mounted below a lower folder: {', '.join(below[:5])})" if below and err == errno.EINVAL else ""
+    raise OSError(err, f"overlay on {target}: {os.strerror(err)}{why}")
 
 
 def mount_overlay(target: str, lower: list[str], upper: str, work: str) -> None:
