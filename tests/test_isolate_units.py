@@ -395,3 +395,12 @@ def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path)
     # an API key for all cells is one method everywhere
     keyed = [(cid, {**env, "ANTHROPIC_API_KEY": "sk-x"}, cfg) for cid, env, cfg in rows]
     assert check_cells_auth({"ANTHROPIC_API_KEY": "sk-y"}, ex.config_dir, keyed).method == "api-key"
+
+
+def test_sandbox_profile_allows_writes_only_in_the_cell(tmp_path: Path) -> None:
+    """The macOS fence's profile text (sandbox-exec itself exists only on macOS: not run here)."""
+    from ablate.isolate.fence import sandbox_profile
+
+    profile = sandbox_profile([tmp_path / 'a "b"'])
+    assert profile.startswith("(version 1)\n(allow default)\n(deny file-write*)\n")
+    assert f'(subpath "{tmp_path}/a \\"b\\"")' in profile

@@ -191,7 +191,7 @@ def links_isolation(why: str) -> Isolation:
     fence = fence_support()
     if fence.ok:
         return Isolation(
-            "links", f"{why}; sessions fenced by bubblewrap (read-only outside their cell)", "fenced", True
+            "links", f"{why}; sessions fenced ({fence.reason}; read-only outside their cell)", "fenced", True
         )
     return Isolation("links", f"{why}; NOT fenced: {fence.reason}", "unfenced", False)
 

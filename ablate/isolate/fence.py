@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -83,6 +84,8 @@ class FenceSupport:
     ok: bool
     reason: str
     bwrap: str | None
+    sandbox_exec: str | None = None
+    """macOS: the ``sandbox-exec`` that fences ``links`` sessions there instead of bubblewrap."""
 
 
 _support: FenceSupport | None = None
@@ -100,6 +103,8 @@ def fence_support() -> FenceSupport:
 
 
 def _try_fence() -> FenceSupport:
+    if sys.platform == "darwin":
+        return _try_sandbox_exec()
     bwrap = bwrap_path()
     if bwrap is None:
         return FenceSupport(False, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}", None)
@@ -129,6 +134,8 @@ def fenced(argv: Sequence[str], *, root: Path, cwd: Path) -> list[str]:
     """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
     dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is."""
     support = fence_support()
+    if support.ok and support.sandbox_exec is not None:
+        return [support.sandbox_exec, "-p", sandbox_profile([root]), *argv]
     if not support.ok or support.bwrap is None:
         return list(argv)
     (root / "tmp").mkdir(exist_ok=True)
@@ -150,3 +157,43 @@ def denied_writes(config_dir: Path) -> list[dict[str, object]]:
         for match in _EROFS.finditer(text.replace("\\n", "\n")):
             counts[match.group(1)] = counts.get(match.group(1), 0) + 1
     return [{"path": p, "count": n} for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# macOS: the same fence through sandbox-exec (written to the shape of the profiles Anthropic's sandbox
+# runtime generates; not exercised by the test suite, which runs on Linux)
+
+SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+
+
+def sandbox_profile(writable: Sequence[Path]) -> str:
+    """A Seatbelt profile: everything allowed but file writes, which only ``writable`` (and the devices a
+    shell writes to) may take."""
+    paths = "\n".join(f"  (subpath {_sb_string(os.path.realpath(p))})" for p in writable)
+    return (
+        "(version 1)\n(allow default)\n(deny file-write*)\n"
+        f"(allow file-write*\n{paths}\n"
+        '  (literal "/dev/null") (literal "/dev/zero") (literal "/dev/dtracehelper")\n'
+        '  (regex #"^/dev/tty") (regex #"^/dev/fd/"))\n'
+    )
+
+
+def _sb_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _try_sandbox_exec() -> FenceSupport:
+    if not os.access(SANDBOX_EXEC, os.X_OK):
+        return FenceSupport(False, f"{SANDBOX_EXEC} is missing", None)
+    with tempfile.TemporaryDirectory(prefix="ablate-fence-") as tmp:
+        base = Path(tmp)
+        (base / "rw").mkdir()
+        script = f"echo x > {base}/rw/f && ! (echo x > {base}/f) 2>/dev/null"
+        argv = [SANDBOX_EXEC, "-p", sandbox_profile([base / "rw"]), "sh", "-c", script]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return FenceSupport(False, f"sandbox-exec failed to start: {exc}", None)
+        if proc.returncode != 0 or (base / "f").exists():
+            return FenceSupport(False, f"sandbox-exec did not fence: {proc.stderr.strip()[:200]}", None)
+    return FenceSupport(True, "sandbox-exec: writes only inside the cell", None, SANDBOX_EXEC)
