@@ -7,7 +7,7 @@ CLAUDE_PREFIX := .cache/claude
 CLAUDE_BIN := $(CLAUDE_PREFIX)/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 export ABLATE_CLAUDE_BIN := $(abspath $(CLAUDE_BIN))
 
-.PHONY: all venv claude chromium lint typecheck unit e2e test demo examples bench clean
+.PHONY: all venv claude chromium bubblewrap lint typecheck unit e2e test demo examples bench clean
 
 all: test
 
@@ -31,6 +31,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
 
+# bubblewrap locks each session in its view (and fences `links` sessions); the isolation tests need it.
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q bubblewrap; }
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -41,10 +45,10 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q -m "not e2e"
 
-e2e: venv claude
+e2e: venv claude bubblewrap
 	$(BIN)/pytest -q -m e2e
 
-test: venv claude chromium lint typecheck
+test: venv claude chromium bubblewrap lint typecheck
 	$(BIN)/pytest -q
 
 demo: venv claude

@@ -3,6 +3,7 @@ hiding, mount order, backend choice, hook-order-free request comparison."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
-from ablate.isolate.namespace import Mount, choose_isolation, hide_status_lines, order_mounts
+from ablate.isolate.namespace import Mount, choose_isolation, order_mounts
 from ablate.isolate.writes import run_summary_lines, scan_upper, session_writes, summary_lines
 from ablate.probe.fingerprints import normalise_request
 
@@ -64,22 +65,6 @@ def test_git_history_reads_scans_the_session_and_its_subagents(tmp_path: Path) -
     (sub / "agent-1.jsonl").write_bytes(_bash("git show HEAD:docs/runbooks/a.md"))
     assert git_history_reads(transcript, STRIPPED) == [STRIPPED_FLAG]
     assert git_history_reads(None, STRIPPED) == []
-
-
-STATUS = (
-    "Current branch: main\n\nStatus:\n?? docs/runbooks/rollback.md\n M app.py\n\nRecent commits:\nabc first"
-)
-
-
-def test_hide_status_lines_drops_only_layer_paths() -> None:
-    assert hide_status_lines(STATUS, ["docs/runbooks"]) == STATUS.replace(
-        "?? docs/runbooks/rollback.md\n", ""
-    )
-    only = STATUS.replace(" M app.py\n", "")
-    assert "Status:\n(clean)\n\nRecent" in hide_status_lines(only, ["docs/runbooks/"])
-    assert "Status:\n(clean)" in hide_status_lines(only.replace("rollback.md", ""), ["docs/runbooks/x.md"])
-    assert hide_status_lines(STATUS, ["docs/decisions"]) == STATUS
-    assert hide_status_lines("no status here", ["docs"]) == "no status here"
 
 
 def test_mounts_are_ordered_tmp_first_then_shallow_before_deep() -> None:
@@ -323,3 +308,83 @@ def test_links_guard_still_reports_a_moved_branch_after_gc(tmp_path: Path) -> No
     subprocess.run([*git, "gc", "-q"], check=True, env=env)
     changed, _ = changes_and_notes(before)
     assert f"{repo}/.git/refs/heads/main (removed)" in changed
+
+
+def test_userns_refusal_names_the_cause_and_the_fix(tmp_path: Path) -> None:
+    from ablate.isolate.detect import userns_refusal
+
+    (tmp_path / "kernel").mkdir()
+    (tmp_path / "user").mkdir()
+    (tmp_path / "kernel" / "apparmor_restrict_unprivileged_userns").write_text("1\n")
+    said = userns_refusal("EPERM", tmp_path)
+    assert "apparmor_restrict_unprivileged_userns=1" in said and "sudo sysctl" in said and "userns," in said
+    (tmp_path / "kernel" / "apparmor_restrict_unprivileged_userns").write_text("0\n")
+    (tmp_path / "user" / "max_user_namespaces").write_text("0\n")
+    assert "sudo sysctl user.max_user_namespaces=" in userns_refusal("EPERM", tmp_path)
+
+
+def test_fence_argv_binds_only_what_is_writable(tmp_path: Path) -> None:
+    from ablate.isolate.fence import fence_argv
+
+    (tmp_path / "a").mkdir()
+    argv = fence_argv(
+        "bwrap", ["true"], writable=[tmp_path / "a", tmp_path / "gone"], cwd=tmp_path, tmp=tmp_path
+    )
+    assert argv[argv.index("--ro-bind") + 1 : argv.index("--ro-bind") + 3] == ["/", "/"]
+    assert "--cap-drop" in argv and "--unshare-user" in argv and "--unshare-pid" in argv
+    binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--bind"]
+    assert binds == [[str(tmp_path / "a"), str(tmp_path / "a")], [str(tmp_path), "/tmp"]]
+    assert argv[-2:] == ["--", "true"]
+
+
+def test_denied_writes_are_read_from_the_tools_errors(tmp_path: Path) -> None:
+    from ablate.isolate.fence import denied_writes
+
+    project = tmp_path / "projects" / "-repo"
+    project.mkdir(parents=True)
+    line = {
+        "content": "sh: 1: cannot create /h/.bashrc: Read-only file system\ntouch: cannot touch '/h/x': Read-only file system"
+    }
+    (project / "s.jsonl").write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n")
+    assert denied_writes(tmp_path) == [{"path": "/h/.bashrc", "count": 2}, {"path": "/h/x", "count": 2}]
+
+
+def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path) -> None:
+    """Built links cells of the example: C0 and C11 both hold the user's credentials file, so they pass with
+    its method; a C11 whose copy is gone would start logged out, and the check refuses the run, located."""
+    from ablate.isolate.auth import cell_config_dir, check_cells_auth
+    from ablate.isolate.backend import open_backend
+    from ablate.setup.cells import load_cell_set
+    from ablate.setup.examples import materialise_example
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import load_setup
+
+    ex = materialise_example(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("binary", catalog)
+    backend = open_backend("links", setup, catalog, tmp_path / "work", base_env={"PATH": "/usr/bin"})
+    built = [(cid, backend.build(cells.get(cid), slot)) for slot, cid in enumerate(("C0", "C11"))]
+    rows = [(cid, env.env, cell_config_dir(env)) for cid, env in built]
+    mine = check_cells_auth({"PATH": "/usr/bin"}, ex.config_dir, rows)
+    assert mine.to_json() == {
+        "method": "credentials-file",
+        "source": str(ex.config_dir / ".credentials.json"),
+    }
+    (cell_config_dir(built[1][1]) / ".credentials.json").unlink()
+    with pytest.raises(UsageError) as err:
+        check_cells_auth({"PATH": "/usr/bin"}, ex.config_dir, rows)
+    assert "cell C11: would authenticate with nothing (logged out)" in str(err.value)
+    assert "CLAUDE_CODE_OAUTH_TOKEN" in (err.value.hint or "")
+    # an API key for all cells is one method everywhere
+    keyed = [(cid, {**env, "ANTHROPIC_API_KEY": "sk-x"}, cfg) for cid, env, cfg in rows]
+    assert check_cells_auth({"ANTHROPIC_API_KEY": "sk-y"}, ex.config_dir, keyed).method == "api-key"
+
+
+def test_sandbox_profile_allows_writes_only_in_the_cell(tmp_path: Path) -> None:
+    """The macOS fence's profile text (sandbox-exec itself exists only on macOS: not run here)."""
+    from ablate.isolate.fence import sandbox_profile
+
+    profile = sandbox_profile([tmp_path / 'a "b"'])
+    assert profile.startswith("(version 1)\n(allow default)\n(deny file-write*)\n")
+    assert f'(subpath "{tmp_path}/a \\"b\\"")' in profile

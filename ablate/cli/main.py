@@ -41,6 +41,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
     ci,
     compare,
     demo,
+    doctor,
     env,
     gate,
     inventory,
@@ -55,6 +56,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
 # Each command group lives in its own module and exposes ``app``. Added without a name, its commands sit at
 # the top level (``ablate layers``); with a name, it is a sub-group (``ablate env build``).
 app.add_typer(inventory.app)  # ablate layers, ablate cells
+app.add_typer(doctor.app)  # ablate doctor
 app.add_typer(env.app, name="env")  # ablate env build | clean
 app.add_typer(sim.app, name="sim")  # ablate sim serve | check
 app.add_typer(probe.app)  # ablate probe

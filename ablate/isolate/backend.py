@@ -143,10 +143,21 @@ class ShadowEnvironments:
             clean(self.work_root)
 
     def command(self, env: CellEnv, argv: list[str]) -> list[str]:
-        return list(argv)
+        """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.fence.fenced`): the
+        session can write its own cell folder and nothing else; a write through a link into the home fails."""
+        from ablate.isolate.fence import fenced
+
+        return fenced(argv, root=env.root, cwd=env.cwd)
 
     def after_session(self, env: CellEnv) -> dict[str, Any] | None:
-        return None  # links: what a session writes outside its shadow is not observable per session
+        """The writes the fence refused (which paths, how often), or None without a fence: what an unfenced
+        session writes through a link is seen only by the run's before/after listing."""
+        from ablate.isolate.fence import denied_writes, fence_support
+
+        if not fence_support().ok:
+            return None
+        denied = denied_writes(env.config_dir)
+        return {"fence": "bubblewrap", "denied": denied, "discarded": False}
 
     def stripped_paths(self, env: CellEnv) -> list[str]:
         return stripped_repo_paths(self.setup, self.catalog, getattr(env, "cell", None))

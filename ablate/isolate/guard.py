@@ -17,10 +17,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.core.errors import UsageError
 from ablate.core.fsutil import tree_listing
 from ablate.core.gitutil import run_git
-from ablate.isolate import shadowfs
 from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS, WRITTEN_DIRS
 
 #: Config-dir entries the user's own concurrent sessions write (never blamed on the run).
@@ -41,16 +39,54 @@ class Snapshot:
     """Home entries too large to list: their changes go unreported."""
 
 
-def _entry(path: Path) -> dict[str, str]:
-    """Listing of one home entry (a folder's files, or the entry itself), keyed relative to the home."""
+def _entry(path: Path, limit: int | None = None) -> dict[str, str] | None:
+    """Listing of one home entry (a folder's files, or the entry itself), keyed relative to the home, in one
+    walk of it; None when its files add up to more than ``limit`` bytes (then nothing is read)."""
     name = path.name
     st = os.lstat(path)
-    if stat.S_ISDIR(st.st_mode):
-        return {f"{name}/{k}": v for k, v in tree_listing(path).items()} | {name: "dir"}
     if stat.S_ISLNK(st.st_mode):
         return {name: "link:" + os.readlink(path)}
-    with open(path, "rb") as fh:
-        return {name: "file:" + hashlib.sha256(fh.read()).hexdigest()[:16]}
+    if not stat.S_ISDIR(st.st_mode):
+        if limit is not None and st.st_size > limit:
+            return None
+        return {name: _describe(str(path), st)}
+    found: list[tuple[str, str, os.stat_result]] = []
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+        for child in (*dirnames, *filenames):
+            full = os.path.join(dirpath, child)
+            try:
+                cst = os.lstat(full)
+            except FileNotFoundError:
+                continue  # removed while the tree was walked: it is not there
+            found.append((os.path.relpath(full, path.parent), full, cst))
+            if stat.S_ISREG(cst.st_mode):
+                total += cst.st_size
+                if limit is not None and total > limit:
+                    return None
+    out = {name: "dir"}
+    for rel, full, cst in found:
+        try:
+            out[rel] = _describe(full, cst)
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def _describe(full: str, st: os.stat_result) -> str:
+    """Kind, mode and content hash (or link target) of one path."""
+    mode = f"{stat.S_IMODE(st.st_mode):o}"
+    if stat.S_ISLNK(st.st_mode):
+        return "link:" + os.readlink(full)
+    if stat.S_ISDIR(st.st_mode):
+        return f"dir{mode}"
+    if stat.S_ISREG(st.st_mode):
+        h = hashlib.sha256()
+        with open(full, "rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+        return f"file{mode}:{h.hexdigest()[:16]}"
+    return "other"
 
 
 def _inside(path: Path, root: Path) -> str | None:
@@ -90,16 +126,16 @@ def take(
                 continue
             if watched is not None:
                 if entry.name in watched:
-                    home_files.update(_entry(entry))
+                    home_files.update(_entry(entry) or {})
                 continue
             try:
-                small = entry.is_symlink() or shadowfs.tree_size(entry, HOME_ENTRY_LIMIT) <= HOME_ENTRY_LIMIT
-            except (OSError, UsageError):
-                small = False
-            if small:
-                home_files.update(_entry(entry))
-            else:
+                listed = _entry(entry, HOME_ENTRY_LIMIT)
+            except OSError:
+                listed = None
+            if listed is None:
                 unwatched.append(entry.name)
+            else:
+                home_files.update(listed)
         listings[str(home)] = home_files
     return Snapshot(config_dir, repo, home, skip, listings, tuple(unwatched))
 

@@ -22,8 +22,10 @@ between that checkout and the cell's working tree (:mod:`ablate.isolate.cowlayer
 and opaque folders). ``.credentials.json`` is the one deliberate write-through: the cell holds a copy, and a
 session that changed it (a refreshed OAuth token) has it copied back to the real file afterwards.
 
-Works on Linux as root (``mount -t overlay`` in a private mount namespace). Unprivileged user namespaces
-(kernel >= 5.11) are not used yet: as another user ablate falls back to the ``links`` backend and says why.
+Works on Linux as root (``mount -t overlay`` in a private mount namespace) and as an ordinary user (the
+same in a user namespace of the user's own, Linux >= 5.11). Each session runs under bubblewrap inside its
+view (:mod:`ablate.isolate.fence`), where the view's mounts are locked: the session cannot unmount them,
+reach a process outside through ``/proc``, or regain a capability. :mod:`ablate.isolate.detect` decides.
 """
 
 from __future__ import annotations
@@ -32,20 +34,24 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_file
-from ablate.core.gitutil import run_git
-from ablate.isolate import checkout_cache, nsexec, shadowfs, worktree
+from ablate.isolate import nsexec, shadowfs, worktree
+from ablate.isolate.detect import Isolation as Isolation
+from ablate.isolate.detect import choose_isolation as choose_isolation
+from ablate.isolate.detect import namespace_check
+from ablate.isolate.detect import namespace_support as namespace_support
 from ablate.isolate.environment import build_config_dir
+from ablate.isolate.fence import bwrap_path, fence_argv
+from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env, stray
 from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
 from ablate.setup.cells import ResolvedCell
@@ -56,85 +62,6 @@ NSEXEC = Path(nsexec.__file__).resolve()
 MARKER = ".ablate-env"
 #: The areas of a session's view, in mount order after ``/tmp``; their upper folders are ``up/<area>``.
 AREAS = ("tmp", "home", "repo", "objects", "config")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Detection
-
-
-@dataclass(frozen=True)
-class Isolation:
-    """Which backend runs, and why (recorded in the manifest and said at start)."""
-
-    backend: str
-    reason: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"backend": self.backend, "reason": self.reason}
-
-
-_support: tuple[bool, str] | None = None
-_support_lock = threading.Lock()
-
-
-def namespace_support() -> tuple[bool, str]:
-    """Whether the ``namespace`` backend works here, tried for real once per process: an overlay mounted in a
-    private mount namespace, a write through it, the lower folder unchanged."""
-    global _support
-    with _support_lock:
-        if _support is None:
-            _support = _try_namespace()
-        return _support
-
-
-def _try_namespace() -> tuple[bool, str]:
-    if not sys.platform.startswith("linux"):
-        return False, f"mount namespaces are Linux-only (this is {sys.platform})"
-    if os.geteuid() != 0:
-        return False, "needs root for mount namespaces and overlayfs (unprivileged user namespaces: not yet)"
-    try:
-        filesystems = Path("/proc/filesystems").read_text(encoding="utf-8")
-    except OSError:
-        filesystems = ""
-    if "overlay" not in filesystems:
-        return False, "the kernel has no overlayfs (/proc/filesystems)"
-    with tempfile.TemporaryDirectory(prefix="ablate-nscheck-") as tmp:
-        base = Path(tmp)
-        for name in ("lower", "upper", "work", "mnt"):
-            (base / name).mkdir()
-        (base / "lower" / "f").write_text("lower\n")
-        spec = base / "spec.json"
-        mount = {"target": str(base / "mnt"), "lower": [str(base / "lower")], "upper": str(base / "upper")}
-        mount["work"] = str(base / "work")
-        atomic_write_json(spec, {"mounts": [mount], "cwd": str(base / "mnt")})
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-I", str(NSEXEC), str(spec), "--", "sh", "-c", "echo x > f"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return False, f"the namespace check failed: {exc}"
-        if proc.returncode != 0:
-            return False, f"mount namespace + overlayfs refused here: {proc.stderr.strip()[:200]}"
-        if (base / "lower" / "f").read_text() != "lower\n" or not (base / "upper" / "f").is_file():
-            return False, "the overlay check wrote through to its lower folder"
-    return True, "Linux, root, overlayfs: every session in its own copy-on-write view at the real paths"
-
-
-def choose_isolation(requested: str | None) -> Isolation:
-    """``namespace`` where it works (or when asked: an error if it does not), else ``links``."""
-    if requested not in (None, "namespace", "links"):
-        raise UsageError(f"--isolation {requested}: unknown backend", hint="use namespace or links")
-    if requested == "links":
-        return Isolation("links", "asked for with --isolation links")
-    ok, why = namespace_support()
-    if ok:
-        return Isolation("namespace", why if requested is None else "asked for with --isolation namespace")
-    if requested == "namespace":
-        raise UsageError(f"--isolation namespace does not work here: {why}", hint="use --isolation links")
-    return Isolation("links", f"namespace unavailable: {why}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -161,9 +88,42 @@ def write_spec(path: Path, mounts: list[Mount], cwd: Path) -> None:
     atomic_write_json(path, {"mounts": [m.to_json() for m in order_mounts(mounts)], "cwd": str(cwd)})
 
 
-def wrap(spec: Path, argv: list[str]) -> list[str]:
-    """``argv`` run inside the view described by ``spec``."""
+def wrap(spec: Path, argv: list[str], *, writable: Sequence[Path] = (), cwd: Path | None = None) -> list[str]:
+    """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
+    view locked) wherever :func:`~ablate.isolate.detect.namespace_check` found that it works."""
+    bwrap = bwrap_path()
+    if bwrap and cwd is not None and namespace_check().locked:
+        argv = fence_argv(bwrap, argv, writable=sorted(writable, key=lambda p: str(p).count("/")), cwd=cwd)
     return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
+
+
+@contextmanager
+def held_view(spec: Path, mounts: list[Mount]) -> Iterator[int]:
+    """``mounts`` held by a helper process in a namespace of its own (an ordinary user cannot mount in
+    ablate's): the helper's pid, whose ``/proc/<pid>/root`` shows them, until the block ends."""
+    write_spec(spec, mounts, Path(mounts[0].target))
+    proc = subprocess.Popen(
+        [sys.executable, "-I", str(NSEXEC), "--hold", str(spec)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        if proc.stdout.readline().strip() != "ready":
+            proc.wait(timeout=30)
+            raise AblateError(f"mounting {mounts[0].target} failed: {proc.stderr.read().strip()[-300:]}")
+        yield proc.pid
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
 
 
 def fresh_uppers(root: Path, areas: tuple[str, ...] = AREAS) -> None:
@@ -173,44 +133,6 @@ def fresh_uppers(root: Path, areas: tuple[str, ...] = AREAS) -> None:
             shadowfs.remove_path(root / part)
         for area in areas:
             (root / part / area).mkdir(parents=True, mode=0o700)
-
-
-def objects_dir(repo: Path) -> Path:
-    """The user's object store (the common dir's, for a linked worktree)."""
-    out = run_git(repo, "rev-parse", "--path-format=absolute", "--git-path", "objects").stdout.strip()
-    return Path(out)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The run's pristine checkout
-
-
-@dataclass
-class RepoLower:
-    """The run's pristine checkout: the lower layer of every cell's repository view."""
-
-    path: Path
-    pristine: Path
-    """Snapshots of live layer files and variants (the sources of the cells' worktree operations)."""
-    objects: Path
-    branch: str | None
-    plan: worktree.RepoPlan
-    hidden: list[str] = field(default_factory=list)
-    """Repo-layer paths marked skip-worktree or excluded, so `git status` looks alike in every cell."""
-
-
-def build_repo_lower(setup: Setup, catalog: Catalog, dest: Path, *, dirty: bool) -> RepoLower:
-    """The checkout of HEAD whose ``.git`` is the user's, objects excepted (cached across runs), and the
-    folder of the snapshots the cells' worktree operations read."""
-    plan = worktree.plan_repo(setup, catalog, dirty=dirty)
-    pristine = dest / "pristine"
-    pristine.mkdir(parents=True)
-    # objects come from an overlay of the user's store at <repo>/.git/objects: no alternates path to write to;
-    # the checkout itself is reused across runs while nothing it is made of changed
-    checkout, _ = checkout_cache.cached_checkout(setup)
-    branch = worktree.current_branch(setup.repo)
-    hidden: list[str] = []  # repo-layer files are hidden per cell, by the cells that strip them
-    return RepoLower(checkout, pristine, objects_dir(setup.repo), branch, plan, hidden)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -250,7 +172,7 @@ class _ViewAtRealPaths:
         return self.root / "up" / "config"
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return wrap(self.spec, argv)
+        return wrap(self.spec, argv, writable=list(self.shown_as().values()), cwd=self.cwd)
 
     def upper(self, area: str) -> Path:
         return self.root / "up" / area
@@ -477,25 +399,38 @@ class NamespaceEnvironments:
     def checkout(self, env: Any) -> Iterator[Path]:
         """The session's working tree as ablate reads and writes it from outside the session (the task's
         seed files before it, the grading after it): the same overlay (the slot's upper folders over the
-        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path."""
+        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. As
+        an ordinary user the mount lives in a holding process's namespace, reached through its
+        ``/proc/<pid>/root``."""
         assert isinstance(env, NamespaceCellEnv)
         lower = self.lower()
         up, wk = env.root / "up", env.root / "wk"
         merged = env.root / "merged"
         merged.mkdir(exist_ok=True)
-        nsexec.mount_overlay(
-            str(merged), [str(env.layers.repo), str(lower.path)], str(up / "repo"), str(wk / "repo")
-        )
-        objects = merged / ".git" / "objects"
+        mounts = [
+            Mount(str(merged), (str(env.layers.repo), str(lower.path)), str(up / "repo"), str(wk / "repo")),
+            Mount(
+                str(merged / ".git" / "objects"),
+                (str(lower.objects),),
+                str(up / "objects"),
+                str(wk / "objects"),
+            ),
+        ]
+        if os.geteuid() != 0:
+            with held_view(env.root / "merged.json", mounts) as pid:
+                yield Path(f"/proc/{pid}/root{merged}")
+            return
+        nsexec.mount_overlay(merged.as_posix(), list(mounts[0].lower), mounts[0].upper, mounts[0].work)
+        objects = mounts[1].target
         try:
-            nsexec.mount_overlay(str(objects), [str(lower.objects)], str(up / "objects"), str(wk / "objects"))
+            nsexec.mount_overlay(objects, list(mounts[1].lower), mounts[1].upper, mounts[1].work)
         except OSError:
             nsexec.unmount(str(merged))
             raise
         try:
             yield merged
         finally:
-            nsexec.unmount(str(objects))
+            nsexec.unmount(objects)
             nsexec.unmount(str(merged))
 
     def stripped_paths(self, env: Any) -> list[str]:
@@ -525,7 +460,6 @@ class NamespaceEnvironments:
             "notes": list(env.notes),
             "env": dict(redacted_env(env.env)),
             "branch": lower.branch,
-            "hidden_from_git_status": list(lower.hidden),
         }
 
     def clean(self) -> None:
@@ -539,27 +473,6 @@ class NamespaceEnvironments:
         """Remove the run's lower layers (after the last teardown)."""
         if os.path.lexists(self.shared):
             shadowfs.remove_path(self.shared)
-
-
-def build_repo_layers(items: list[dict[str, Any]], spec_path: Path) -> None:
-    """Run :mod:`ablate.isolate.cowlayer` on ``items`` (one subprocess, one private mount namespace)."""
-    for item in items:
-        for key in ("upper", "work", "mnt"):
-            Path(item[key]).mkdir(parents=True, exist_ok=True)
-    atomic_write_json(spec_path, {"layers": items})
-    proc = subprocess.run(
-        [sys.executable, "-m", "ablate.isolate.cowlayer", str(spec_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if proc.returncode != 0:
-        raise AblateError(
-            f"building a cell's repo layer failed: {(proc.stderr or proc.stdout).strip()[-500:]}"
-        )
-    for item in items:
-        for key in ("work", "mnt"):
-            shadowfs.remove_path(Path(item[key]))
 
 
 def copy_back_credentials(env: NamespaceCellEnv) -> bool:
@@ -655,31 +568,6 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
 
 # ---------------------------------------------------------------------------------------------------------
 # Checks the probe runs on a namespace cell
-
-_STATUS = "\nStatus:\n"
-
-
-def hide_status_lines(text: str, hidden: Sequence[str]) -> str:
-    """``text`` with the lines of the CLI's git status block that name a ``hidden`` path (or a folder of one)
-    removed, "(clean)" when none is left: how the user's status reads once repo-layer files are hidden."""
-    at = text.find(_STATUS)
-    if at < 0 or not hidden:
-        return text
-    body_start = at + len(_STATUS)
-    end = text.find("\n\n", body_start)
-    end = len(text) if end < 0 else end
-    roots = [h.strip("/") for h in hidden]
-
-    def named(line: str) -> bool:
-        path = line[3:].strip().strip('"')
-        path = path.split(" -> ")[-1].rstrip("/")
-        return any(path == r or path.startswith(r + "/") or r.startswith(path + "/") for r in roots)
-
-    lines = text[body_start:end].split("\n")
-    kept = [ln for ln in lines if not named(ln)]
-    if kept == lines:
-        return text
-    return text[:body_start] + ("\n".join(kept) if kept else "(clean)") + text[end:]
 
 
 def namespace_problems(env: NamespaceCellEnv) -> list[str]:

@@ -1,5 +1,10 @@
 """Enter a private mount namespace, mount a session's copy-on-write view, then exec the session's command.
 
+As root the namespace is a mount namespace only; as an ordinary user it is a user namespace of the
+caller's own (uid and gid mapped to themselves) with a mount namespace in it, where overlayfs may be mounted
+(Linux >= 5.11). Either way ARGV is normally ``bwrap …`` (:mod:`ablate.isolate.fence`): the session then runs
+one user namespace further in, where these mounts are locked.
+
 Run as a file, not as a module (``python -I .../nsexec.py SPEC -- ARGV...``): it imports only the standard
 library, so the wrapper costs one interpreter start (~20 ms) on top of the session.
 
@@ -27,6 +32,7 @@ import os
 import sys
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 SETUP_FAILED = 125
@@ -42,10 +48,28 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def own_user_namespace(libc: ctypes.CDLL) -> None:
+    """As an ordinary user: a new user namespace with the caller's uid and gid mapped to themselves (the
+    process keeps its identity and gains, inside, the right to mount), and a mount namespace it owns."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(CLONE_NEWUSER | CLONE_NEWNS)")
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{uid} {uid} 1\n"),
+        ("gid_map", f"{gid} {gid} 1\n"),
+    ):
+        with open(f"/proc/self/{name}", "w", encoding="ascii") as fh:
+            fh.write(text)
+
+
 def enter(mounts: list[dict[str, object]]) -> None:
-    """Unshare the mount namespace and mount ``mounts`` (overlays) in order."""
+    """Unshare the mount namespace (as an ordinary user: in a user namespace of its own) and mount
+    ``mounts`` (overlays) in order."""
     libc = _libc()
-    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    if os.geteuid() == 0:
+        _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    else:
+        own_user_namespace(libc)
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     fds: dict[str, int] = {}
 
@@ -60,17 +84,35 @@ def enter(mounts: list[dict[str, object]]) -> None:
         opts = "lowerdir=" + ":".join(fd(p) for p in lower)
         if m.get("upper"):
             opts += f",upperdir={fd(str(m['upper']))},workdir={fd(str(m['work']))}"
+        if os.geteuid() != 0:
+            opts += ",userxattr"  # opaque folders as user.overlay.* xattrs: trusted.* needs root
         prepared.append((str(m["target"]), opts))
-    for target, opts in prepared:
-        _check(
-            libc.mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()),
-            f"overlay on {target}",
-        )
+    for (target, opts), m in zip(prepared, mounts, strict=True):
+        _mount_overlay(libc, target, opts, [str(p) for p in m["lower"]])  # type: ignore[attr-defined]
     for n in fds.values():
         os.close(n)
 
 
 MNT_DETACH = 2
+#: In a user namespace the kernel refuses a lower folder with a mount below it (locked there, it cannot be
+#: cloned: EINVAL), as while another process has something mounted under ``/tmp`` for a moment; retried.
+LOCKED_RETRIES = 40
+
+
+def _mount_overlay(libc: ctypes.CDLL, target: str, opts: str, lower: list[str]) -> None:
+    import errno
+    import time
+
+    for attempt in range(LOCKED_RETRIES + 1):
+        if libc.mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()) == 0:
+            return
+        err = ctypes.get_errno()
+        if err != errno.EINVAL or os.geteuid() == 0 or attempt == LOCKED_RETRIES:
+            break
+        time.sleep(0.1)
+    below = [p for low in lower for p in mounts_under(low) if p.rstrip("/") != low.rstrip("/")]
+    why = f" (mounted below a lower folder: {', '.join(below[:5])})" if below and err == errno.EINVAL else ""
+    raise OSError(err, f"overlay on {target}: {os.strerror(err)}{why}")
 
 
 def mount_overlay(target: str, lower: list[str], upper: str, work: str) -> None:
@@ -113,9 +155,28 @@ def unmount_all_under(root: str) -> list[str]:
     return points
 
 
+def hold(spec_path: str) -> int:
+    """``--hold SPEC``: mount the view, say ``ready`` on stdout, keep it until stdin closes. An ordinary
+    user's view lives only in this process's namespace: ablate reads and writes it through
+    ``/proc/<pid>/root`` meanwhile (seeding a task's files, grading)."""
+    with open(spec_path, encoding="utf-8") as fh:
+        spec = json.load(fh)
+    try:
+        enter(spec["mounts"])
+    except OSError as exc:
+        sys.stderr.write(f"ablate nsexec: {exc}\n")
+        return SETUP_FAILED
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    sys.stdin.read()
+    return 0
+
+
 def main(args: list[str]) -> int:
+    if len(args) == 2 and args[0] == "--hold":
+        return hold(args[1])
     if len(args) < 3 or args[1] != "--":
-        sys.stderr.write("usage: nsexec.py SPEC.json -- ARGV...\n")
+        sys.stderr.write("usage: nsexec.py SPEC.json -- ARGV... | nsexec.py --hold SPEC.json\n")
         return SETUP_FAILED
     with open(args[0], encoding="utf-8") as fh:
         spec = json.load(fh)

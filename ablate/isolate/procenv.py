@@ -19,6 +19,7 @@ credentials inside URLs (``https://user:pw@host``) too, whatever the variable's 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -132,7 +133,10 @@ def process_env(
     env.update(ENV_PINNED)
     env["HOME"] = str(home)
     env["CLAUDE_CONFIG_DIR"] = str(config_dir)
-    env["IS_SANDBOX"] = "1"
+    if os.geteuid() == 0:
+        env["IS_SANDBOX"] = (
+            "1"  # bypassPermissions as root needs it; an ordinary user's session never gets it
+        )
     for key, value in (extra_env or {}).items():
         if key in ENV_OWNED:
             raise UsageError(

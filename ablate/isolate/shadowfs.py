@@ -67,6 +67,10 @@ def rmtree(path: Path) -> None:
         os.chmod(parent, stat.S_IMODE(os.lstat(parent).st_mode) | stat.S_IRWXU)
         if not os.path.islink(p) and os.path.isdir(p):
             os.chmod(p, stat.S_IMODE(os.lstat(p).st_mode) | stat.S_IRWXU)
+            if func in (os.open, os.scandir, os.listdir):
+                # a folder rmtree could not enter (overlayfs leaves its work/work at mode 000): now it can
+                rmtree(Path(p))
+                return
         func(p)
 
     shutil.rmtree(path, onerror=retry)

@@ -1,0 +1,40 @@
+"""``ablate doctor``: would a run here be isolated and authenticated, and what to do if not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ablate.cli.common import ClaudeBin, ConfigDir, Json, cli_errors, default_config_dir, print_json
+from ablate.core.errors import EXIT_FAILURE
+
+app = typer.Typer()
+
+
+@app.command("doctor")
+@cli_errors
+def doctor_cmd(
+    config_dir: ConfigDir = None,
+    claude_bin: ClaudeBin = None,
+    work_dir: Annotated[
+        Path, typer.Option("--work-dir", help="Where cell environments would be built (its free space).")
+    ] = Path("."),
+    json_out: Json = False,
+) -> None:
+    """Check this machine before a first run: platform, the isolation backend that will run and why,
+    user-namespace and overlay support, bubblewrap, the pinned claude CLI and its version, the auth method,
+    the endpoint and the work folder's free space, with the fix for each problem.
+
+    Exit codes: 0 a run here would be isolated and authenticated, 1 otherwise.
+    """
+    from ablate.isolate.doctor import diagnose, render
+
+    doc = diagnose(config_dir or default_config_dir(), work_dir.resolve(), claude_bin=claude_bin)
+    if json_out:
+        print_json(doc)
+    else:
+        typer.echo(render(doc))
+    if not doc["ok"]:
+        raise typer.Exit(EXIT_FAILURE)

@@ -1,0 +1,110 @@
+"""How a session authenticates, and the check that every built cell does so the way the user's own setup does.
+
+Claude Code takes the first of: ``ANTHROPIC_AUTH_TOKEN`` or ``ANTHROPIC_API_KEY`` in the environment, an
+``apiKeyHelper`` in the config dir's ``settings.json``, ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment, the
+login in ``<config dir>/.credentials.json`` (on macOS: the Keychain, keyed by a hash of the config dir, so a
+cell's own config dir starts logged out). A cell that falls back to another method is billed and
+rate-limited differently from C0: the check refuses it, with the fix. Only the method is ever recorded,
+never the secret.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ablate.core.errors import UsageError
+
+CREDENTIALS = ".credentials.json"
+FIX = (
+    "give every cell the same login: `claude setup-token`, then export CLAUDE_CODE_OAUTH_TOKEN=<token> "
+    "(a subscription), or export ANTHROPIC_API_KEY for all cells"
+)
+
+
+@dataclass(frozen=True)
+class AuthMethod:
+    """``method``: ``api-key``, ``auth-token``, ``api-key-helper``, ``oauth-token``, ``credentials-file``,
+    ``keychain`` or ``none``; ``source``: where it comes from (a variable name or a file), never its value."""
+
+    method: str
+    source: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"method": self.method, "source": self.source}
+
+
+def auth_method(env: Mapping[str, str], config_dir: Path) -> AuthMethod:
+    """The method a session with environment ``env`` and config dir ``config_dir`` authenticates with."""
+    for key, method in (("ANTHROPIC_AUTH_TOKEN", "auth-token"), ("ANTHROPIC_API_KEY", "api-key")):
+        if env.get(key):
+            return AuthMethod(method, key)
+    if _settings(config_dir).get("apiKeyHelper"):
+        return AuthMethod("api-key-helper", str(config_dir / "settings.json"))
+    if env.get("CLAUDE_CODE_OAUTH_TOKEN"):
+        return AuthMethod("oauth-token", "CLAUDE_CODE_OAUTH_TOKEN")
+    creds = config_dir / CREDENTIALS
+    if _has_login(creds):
+        return AuthMethod("credentials-file", str(creds))
+    if sys.platform == "darwin":
+        return AuthMethod("keychain", f"macOS Keychain entry of {config_dir}")
+    return AuthMethod("none", "")
+
+
+def _settings(config_dir: Path) -> dict[str, object]:
+    try:
+        data = json.loads((config_dir / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _has_login(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and bool(data)
+
+
+def check_cells_auth(
+    user_env: Mapping[str, str],
+    user_config_dir: Path,
+    cells: Iterable[tuple[str, Mapping[str, str], Path]],
+) -> AuthMethod:
+    """Refuse (``UsageError``, located at the cell, with the fix) when a cell — ``(cell id, its session
+    environment, the config dir it holds)`` — would authenticate differently from the user's own setup;
+    return the user's method for the manifest. On macOS a Keychain login cannot reach a cell at all."""
+    mine = auth_method(user_env, user_config_dir)
+    for cell_id, env, config_dir in cells:
+        theirs = auth_method(env, config_dir)
+        if mine.method == "keychain":
+            raise UsageError(
+                f"cell {cell_id}: your login is in the macOS Keychain, keyed by your config dir "
+                f"{user_config_dir}; cell {cell_id}'s config dir {config_dir} would start logged out",
+                hint=FIX,
+            )
+        if theirs.method != mine.method:
+            what = theirs.method if theirs.method != "none" else "nothing (logged out)"
+            raise UsageError(
+                f"cell {cell_id}: would authenticate with {what} ({theirs.source or 'no login found'}), "
+                f"your setup with {mine.method} ({mine.source or 'no login found'})",
+                hint=FIX,
+            )
+    return mine
+
+
+def cell_config_dir(env: object) -> Path:
+    """The config dir a built cell holds as its sessions start (the ``namespace`` backend's lower copy; the
+    ``links`` backend's shadow config dir)."""
+    layers = getattr(env, "layers", None)
+    config = getattr(layers, "config", None)
+    if isinstance(config, Path):
+        return config
+    found = getattr(env, "config_dir", None)
+    if not isinstance(found, Path):
+        raise TypeError(f"{env!r}: not a built cell environment")
+    return found

@@ -1,0 +1,206 @@
+"""Which isolation backend runs here, and why: tried for real once per process (docs/ARCHITECTURE.md).
+
+``namespace`` needs a private mount namespace with overlayfs in it: as root directly, as an ordinary user in
+a user namespace of the user's own (Linux >= 5.11). Each session then runs under bubblewrap
+(:mod:`ablate.isolate.fence`), one user namespace further in, where the view is locked. Where user namespaces
+are refused the reason names the cause and the fix, and ablate falls back to ``links``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ablate.core.errors import UsageError
+from ablate.core.fsutil import atomic_write_json
+from ablate.isolate import nsexec
+from ablate.isolate.fence import INSTALL_HINT, bwrap_path, fence_argv, fence_support
+
+NSEXEC = Path(nsexec.__file__).resolve()
+ROOT, USERNS = "root", "user-namespace"
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Which backend runs, in which mode, and why (recorded in the manifest and said at start).
+
+    ``mode``: ``root`` or ``user-namespace`` for ``namespace``; ``fenced`` or ``unfenced`` for ``links``
+    (whether bubblewrap keeps its sessions from writing outside their cell). ``locked``: sessions run under
+    bubblewrap (they cannot undo their view, and write nothing outside the writable paths)."""
+
+    backend: str
+    reason: str
+    mode: str = ""
+    locked: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "mode": self.mode, "reason": self.reason, "locked": self.locked}
+
+
+@dataclass(frozen=True)
+class NamespaceSupport:
+    ok: bool
+    reason: str
+    mode: str = ""
+    locked: bool = False
+
+
+_support: NamespaceSupport | None = None
+_support_lock = threading.Lock()
+
+
+def namespace_support() -> tuple[bool, str]:
+    """Whether the ``namespace`` backend works here, and why (see :func:`namespace_check`)."""
+    ns = namespace_check()
+    return ns.ok, ns.reason
+
+
+def namespace_check() -> NamespaceSupport:
+    """Whether the ``namespace`` backend works here (and whether its sessions can be locked in), tried for
+    real once per process: an overlay mounted in a private namespace, a write through it under bubblewrap,
+    the lower folder unchanged."""
+    global _support
+    with _support_lock:
+        if _support is None:
+            _support = _try_namespace()
+        return _support
+
+
+def _try_namespace() -> NamespaceSupport:
+    if not sys.platform.startswith("linux"):
+        return NamespaceSupport(False, f"mount namespaces are Linux-only (this is {sys.platform})")
+    try:
+        filesystems = Path("/proc/filesystems").read_text(encoding="utf-8")
+    except OSError:
+        filesystems = ""
+    if "overlay" not in filesystems:
+        return NamespaceSupport(False, "the kernel has no overlayfs (/proc/filesystems)")
+    mode = ROOT if os.geteuid() == 0 else USERNS
+    bare = _try_view(locked=False)
+    if bare:
+        why = "mount namespace + overlayfs refused here" if mode == ROOT else userns_refusal(bare)
+        return NamespaceSupport(False, f"{why} ({bare[:160]})" if mode == ROOT else why)
+    who = "as root" if mode == ROOT else "as an ordinary user, in a user namespace of the user's own"
+    view = f"every session in its own copy-on-write view at the real paths, {who}"
+    fence = fence_support()
+    if not fence.ok:
+        return NamespaceSupport(True, f"{view}; NOT locked: {fence.reason}", mode, False)
+    locked = _try_view(locked=True)
+    if locked:
+        return NamespaceSupport(True, f"{view}; NOT locked: bubblewrap refused in the view: {locked}", mode)
+    return NamespaceSupport(True, f"{view}, locked by bubblewrap", mode, True)
+
+
+def _try_view(*, locked: bool) -> str:
+    """Mount an overlay the way a session's view is mounted and write through it: "" when that worked,
+    else what went wrong."""
+    with tempfile.TemporaryDirectory(prefix="ablate-nscheck-") as tmp:
+        base = Path(tmp)
+        for name in ("lower", "upper", "work", "mnt"):
+            (base / name).mkdir()
+        (base / "lower" / "f").write_text("lower\n")
+        spec = base / "spec.json"
+        mount = {"target": str(base / "mnt"), "lower": [str(base / "lower")], "upper": str(base / "upper")}
+        mount["work"] = str(base / "work")
+        atomic_write_json(spec, {"mounts": [mount], "cwd": str(base / "mnt")})
+        argv = ["sh", "-c", "echo x > f"]
+        bwrap = bwrap_path()
+        if locked and bwrap:
+            argv = fence_argv(bwrap, argv, writable=[base / "mnt"], cwd=base / "mnt")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the check failed to run: {exc}"
+        if proc.returncode != 0:
+            return proc.stderr.strip()[:200] or f"exit {proc.returncode}"
+        if (base / "lower" / "f").read_text() != "lower\n" or not (base / "upper" / "f").is_file():
+            return "the overlay check wrote through to its lower folder"
+    return ""
+
+
+def userns_refusal(detail: str, proc_sys: Path = Path("/proc/sys")) -> str:
+    """Why an ordinary user's user namespace (or overlayfs in it) was refused, and the fix."""
+
+    def sysctl(name: str) -> str | None:
+        try:
+            return (proc_sys / name).read_text(encoding="ascii").strip()
+        except OSError:
+            return None
+
+    if sysctl("kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return (
+            "AppArmor refuses user namespaces to ordinary programs (kernel.apparmor_restrict_unprivileged_userns=1, "
+            "Ubuntu >= 23.10); fix: `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor "
+            "profile for the Python that runs ablate with the line `userns,`"
+        )
+    if sysctl("user/max_user_namespaces") == "0":
+        return "user namespaces are off (user.max_user_namespaces=0); fix: `sudo sysctl user.max_user_namespaces=15000`"
+    if sysctl("kernel/unprivileged_userns_clone") == "0":
+        return (
+            "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0); "
+            "fix: `sudo sysctl kernel.unprivileged_userns_clone=1`"
+        )
+    if any(os.path.exists(p) for p in ("/.dockerenv", "/run/.containerenv")):
+        return (
+            "this container refuses user namespaces or mounts in them; fix: run it with "
+            "`--security-opt seccomp=unconfined --security-opt apparmor=unconfined`, or run ablate as root in it"
+        )
+    release = os.uname().release
+    if _kernel_below(release, (5, 11)):
+        return f"overlayfs in a user namespace needs Linux >= 5.11 (this is {release}); fix: run as root"
+    return f"user namespace + overlayfs refused here: {detail}"
+
+
+def _kernel_below(release: str, want: tuple[int, int]) -> bool:
+    try:
+        major, minor = (int(x) for x in release.split("-")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) < want
+
+
+def choose_isolation(requested: str | None) -> Isolation:
+    """``namespace`` where it works (or when asked: an error if it does not), else ``links``."""
+    if requested not in (None, "namespace", "links"):
+        raise UsageError(f"--isolation {requested}: unknown backend", hint="use namespace or links")
+    if requested == "links":
+        return links_isolation("asked for with --isolation links")
+    ns = namespace_check()
+    if ns.ok:
+        why = ns.reason if requested is None else f"asked for with --isolation namespace: {ns.reason}"
+        return Isolation("namespace", why, ns.mode, ns.locked)
+    if requested == "namespace":
+        raise UsageError(
+            f"--isolation namespace does not work here: {ns.reason}", hint="use --isolation links"
+        )
+    return links_isolation(f"namespace unavailable: {ns.reason}")
+
+
+def links_isolation(why: str) -> Isolation:
+    fence = fence_support()
+    if fence.ok:
+        return Isolation(
+            "links", f"{why}; sessions fenced ({fence.reason}; read-only outside their cell)", "fenced", True
+        )
+    return Isolation("links", f"{why}; NOT fenced: {fence.reason}", "unfenced", False)
+
+
+__all__ = [
+    "INSTALL_HINT",
+    "Isolation",
+    "NamespaceSupport",
+    "choose_isolation",
+    "namespace_check",
+    "namespace_support",
+]

@@ -1,0 +1,147 @@
+"""What a newcomer checks first: would a run here be isolated and authenticated, and if not, what to do.
+
+:func:`diagnose` returns data (``ablate doctor`` prints it): the platform, the backend that will run and
+why, user-namespace and overlay support, bubblewrap, the pinned CLI and its version, the auth method, the
+endpoint and the work folder's free space, each problem with its fix.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ablate import PINNED_CLAUDE_VERSION
+from ablate.core.claude import find_claude
+from ablate.core.errors import AblateError
+from ablate.isolate.auth import FIX as AUTH_FIX
+from ablate.isolate.auth import auth_method
+from ablate.isolate.detect import choose_isolation, namespace_check
+from ablate.isolate.fence import INSTALL_HINT, fence_support
+
+#: Below this much free space in the work folder a run of a big repository may not fit.
+LOW_SPACE = 2 * 1024**3
+DEFAULT_ENDPOINT = "https://api.anthropic.com"
+
+
+def diagnose(
+    config_dir: Path,
+    work_dir: Path,
+    *,
+    claude_bin: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Every check, and ``ok``: a run here would be isolated (a locked namespace view, or the ``links``
+    fence) and authenticated."""
+    env = dict(os.environ if env is None else env)
+    problems: list[dict[str, str]] = []
+    isolation = choose_isolation(None)
+    ns = namespace_check()
+    fence = fence_support()
+    if not isolation.locked:
+        fix = INSTALL_HINT if fence.bwrap is None else "see the reason; `--isolation links` runs unfenced"
+        problems.append({"what": f"sessions would not be isolated: {isolation.reason}", "fix": fix})
+    elif isolation.backend == "links":
+        problems.append({"what": f"namespace unavailable: {ns.reason}", "fix": "see the reason"})
+    claude = _claude(claude_bin, problems)
+    auth = auth_method(env, config_dir)
+    if auth.method in ("none", "keychain"):
+        why = "no login found" if auth.method == "none" else "a Keychain login cannot reach the cells"
+        problems.append({"what": f"authentication: {why}", "fix": AUTH_FIX})
+    free = _free(work_dir)
+    if free is not None and free < LOW_SPACE:
+        problems.append(
+            {"what": f"{work_dir}: only {free // 1024**2} MiB free", "fix": "pick another --work-dir"}
+        )
+    ok = isolation.locked and auth.method not in ("none", "keychain")
+    return {
+        "ok": ok,
+        "platform": {"system": sys.platform, "release": platform.release(), "machine": platform.machine()},
+        "isolation": isolation.to_json(),
+        "user_namespace": {"ok": ns.ok, "mode": ns.mode, "reason": ns.reason},
+        "overlayfs": _overlay(),
+        "bubblewrap": {
+            "path": fence.bwrap,
+            "ok": fence.ok,
+            "reason": fence.reason,
+            "version": _bwrap_version(fence.bwrap),
+        },
+        "claude": claude,
+        "auth": auth.to_json(),
+        "endpoint": env.get("ANTHROPIC_BASE_URL") or DEFAULT_ENDPOINT,
+        "work_dir": {"path": str(work_dir), "free_bytes": free},
+        "problems": problems,
+    }
+
+
+def _claude(claude_bin: str | Path | None, problems: list[dict[str, str]]) -> dict[str, Any]:
+    try:
+        found = find_claude(claude_bin)
+    except AblateError as exc:
+        problems.append({"what": f"claude CLI: {exc}", "fix": exc.hint or "install it (`make claude`)"})
+        return {"path": None, "version": None, "pinned": PINNED_CLAUDE_VERSION}
+    if not found.is_pinned:
+        problems.append(
+            {
+                "what": f"claude {found.version} is not the pinned {PINNED_CLAUDE_VERSION}",
+                "fix": f"npm install @anthropic-ai/claude-code@{PINNED_CLAUDE_VERSION}, or --claude-bin",
+            }
+        )
+    return {"path": str(found.path), "version": found.version, "pinned": PINNED_CLAUDE_VERSION}
+
+
+def _overlay() -> bool:
+    try:
+        return "overlay" in Path("/proc/filesystems").read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def _bwrap_version(bwrap: str | None) -> str | None:
+    if bwrap is None:
+        return None
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.strip().removeprefix("bubblewrap ").strip() or None
+
+
+def _free(path: Path) -> int | None:
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The report as lines a person reads."""
+    iso, cl, bw = doc["isolation"], doc["claude"], doc["bubblewrap"]
+    lines = [
+        f"platform:     {doc['platform']['system']} {doc['platform']['release']}",
+        f"isolation:    {iso['backend']} ({iso['mode']}): {iso['reason']}",
+        f"userns:       {'yes' if doc['user_namespace']['ok'] else 'no'}; overlayfs: {'yes' if doc['overlayfs'] else 'no'}",
+        f"bubblewrap:   {bw['path'] or 'missing'} {bw['version'] or ''}".rstrip(),
+        f"claude:       {cl['path'] or 'not found'} {cl['version'] or ''} (pinned {cl['pinned']})",
+        f"auth:         {doc['auth']['method']} {doc['auth']['source']}".rstrip(),
+        f"endpoint:     {doc['endpoint']}",
+        f"work folder:  {doc['work_dir']['path']} ({_size(doc['work_dir']['free_bytes'])} free)",
+    ]
+    for p in doc["problems"]:
+        lines.append(f"PROBLEM: {p['what']}\n  fix: {p['fix']}")
+    lines.append(
+        "ok: a run here would be isolated and authenticated" if doc["ok"] else "NOT ready (see above)"
+    )
+    return "\n".join(lines)
+
+
+def _size(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1024**3:.1f} GiB"

@@ -1,0 +1,199 @@
+"""The lock around a session: bubblewrap, so the session cannot undo the view ablate built for it.
+
+A session runs under ``bwrap`` with its own user namespace (uid and gid mapped to the caller's own, no
+capabilities, ``no_new_privs``), its own PID namespace with its own ``/proc`` (no ``/proc/<pid>/root`` of a
+process outside, no ``nsenter`` target) and a new mount namespace made from the caller's: every mount it
+inherits is *locked* there (the kernel refuses to unmount or move one of them on its own), so an overlay at
+the home cannot be taken off to reach the real files beneath. The root is read-only (``--ro-bind / /``); only
+the paths given as writable are bound read-write, as they are in the caller's view (the ``namespace``
+backend's overlays, or a ``links`` cell's own folders). A write anywhere else fails with ``EROFS`` inside the
+session.
+
+Measured against doing the same with ``unshare``/``mount``/``prctl`` through ctypes in
+:mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID namespace's orphans as its PID 1, dies with its
+parent, and handles the corner cases of remounting every submount read-only; it costs a few milliseconds per
+session. Debian and Ubuntu ship it as ``bubblewrap`` (unprivileged: it needs user namespaces, not setuid).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: How to get bubblewrap where it is missing.
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+)
+
+
+def bwrap_path() -> str | None:
+    """The ``bwrap`` found on ``PATH`` (or in ``/usr/bin``), None when there is none."""
+    return shutil.which("bwrap") or ("/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None)
+
+
+def fence_argv(
+    bwrap: str,
+    argv: Sequence[str],
+    *,
+    writable: Sequence[str | Path],
+    cwd: str | Path,
+    tmp: str | Path | None = None,
+) -> list[str]:
+    """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in the order given, so a
+    deeper path after the one above it), own user and PID namespaces, own ``/proc``, a real ``/dev``;
+    ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``)."""
+    out = [
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",  # bubblewrap run by root keeps every capability unless told
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev-bind",
+        "/dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
+    seen: set[str] = set()
+    for path in writable:
+        p = str(path)
+        if p in seen or not os.path.isdir(p):
+            continue
+        seen.add(p)
+        out += ["--bind", p, p]
+    if tmp is not None:
+        out += ["--bind", str(tmp), "/tmp"]
+    out += ["--chdir", str(cwd), "--", *argv]
+    return out
+
+
+@dataclass(frozen=True)
+class FenceSupport:
+    ok: bool
+    reason: str
+    bwrap: str | None
+    sandbox_exec: str | None = None
+    """macOS: the ``sandbox-exec`` that fences ``links`` sessions there instead of bubblewrap."""
+
+
+_support: FenceSupport | None = None
+_support_lock = threading.Lock()
+
+
+def fence_support() -> FenceSupport:
+    """Whether a bubblewrap fence works here, tried for real once per process: a write to the writable
+    folder lands, a write to the read-only root fails."""
+    global _support
+    with _support_lock:
+        if _support is None:
+            _support = _try_fence()
+        return _support
+
+
+def _try_fence() -> FenceSupport:
+    if sys.platform == "darwin":
+        return _try_sandbox_exec()
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return FenceSupport(False, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}", None)
+    with tempfile.TemporaryDirectory(prefix="ablate-fence-") as tmp:
+        base = Path(tmp)
+        (base / "rw").mkdir()
+        (base / "ro").mkdir()
+        script = (
+            "echo x > rw/f && ! (echo x > ro/f) 2>/dev/null && grep -Eq '^CapEff:\\s+0+$' /proc/self/status"
+        )
+        argv = fence_argv(bwrap, ["sh", "-c", script], writable=[base / "rw"], cwd=base)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return FenceSupport(False, f"bubblewrap failed to start: {exc}", bwrap)
+        if proc.returncode != 0:
+            why = (proc.stderr.strip() or f"exit {proc.returncode}")[:200]
+            return FenceSupport(False, f"bubblewrap refused here: {why}", bwrap)
+        if not (base / "rw" / "f").is_file() or (base / "ro" / "f").exists():
+            return FenceSupport(False, "bubblewrap ran but did not fence the root read-only", bwrap)
+    return FenceSupport(
+        True, "bubblewrap: locked mounts, own PID namespace and /proc, no capabilities", bwrap
+    )
+
+
+def fenced(argv: Sequence[str], *, root: Path, cwd: Path) -> list[str]:
+    """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
+    dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is."""
+    support = fence_support()
+    if support.ok and support.sandbox_exec is not None:
+        return [support.sandbox_exec, "-p", sandbox_profile([root]), *argv]
+    if not support.ok or support.bwrap is None:
+        return list(argv)
+    (root / "tmp").mkdir(exist_ok=True)
+    return fence_argv(support.bwrap, argv, writable=[root], cwd=cwd, tmp=root / "tmp")
+
+
+_EROFS = re.compile(r"(/[^\s'\"`:]+)['\"`]?: (?:Read-only file system|EROFS)")
+
+
+def denied_writes(config_dir: Path) -> list[dict[str, object]]:
+    """The writes the fence refused in a session, as its tools reported them (``<path>: Read-only file
+    system`` in the transcripts under ``config_dir/projects``): path and how often, most frequent first."""
+    counts: dict[str, int] = {}
+    for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):
+        try:
+            text = transcript.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for match in _EROFS.finditer(text.replace("\\n", "\n")):
+            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+    return [{"path": p, "count": n} for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# macOS: the same fence through sandbox-exec (written to the shape of the profiles Anthropic's sandbox
+# runtime generates; not exercised by the test suite, which runs on Linux)
+
+SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+
+
+def sandbox_profile(writable: Sequence[Path]) -> str:
+    """A Seatbelt profile: everything allowed but file writes, which only ``writable`` (and the devices a
+    shell writes to) may take."""
+    paths = "\n".join(f"  (subpath {_sb_string(os.path.realpath(p))})" for p in writable)
+    return (
+        "(version 1)\n(allow default)\n(deny file-write*)\n"
+        f"(allow file-write*\n{paths}\n"
+        '  (literal "/dev/null") (literal "/dev/zero") (literal "/dev/dtracehelper")\n'
+        '  (regex #"^/dev/tty") (regex #"^/dev/fd/"))\n'
+    )
+
+
+def _sb_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _try_sandbox_exec() -> FenceSupport:
+    if not os.access(SANDBOX_EXEC, os.X_OK):
+        return FenceSupport(False, f"{SANDBOX_EXEC} is missing", None)
+    with tempfile.TemporaryDirectory(prefix="ablate-fence-") as tmp:
+        base = Path(tmp)
+        (base / "rw").mkdir()
+        script = f"echo x > {base}/rw/f && ! (echo x > {base}/f) 2>/dev/null"
+        argv = [SANDBOX_EXEC, "-p", sandbox_profile([base / "rw"]), "sh", "-c", script]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return FenceSupport(False, f"sandbox-exec failed to start: {exc}", None)
+        if proc.returncode != 0 or (base / "f").exists():
+            return FenceSupport(False, f"sandbox-exec did not fence: {proc.stderr.strip()[:200]}", None)
+    return FenceSupport(True, "sandbox-exec: writes only inside the cell", None, SANDBOX_EXEC)
