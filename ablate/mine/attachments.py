@@ -88,7 +88,7 @@ def instruction_files_in(att: dict[str, Any]) -> list[dict[str, str]]:
     return []
 
 
-_LISTING_LINE = re.compile(r"- ([^:]+):")
+_LISTING_LINE = re.compile(r"^- ([^:\n\r]+):", re.M)
 
 
 def listed_names_in(att: dict[str, Any]) -> list[str]:
@@ -97,10 +97,7 @@ def listed_names_in(att: dict[str, Any]) -> list[str]:
     kind = att.get("type")
     if kind == "skill_listing":
         names = [str(n) for n in att.get("names") or [] if isinstance(n, str)]
-        for ln in str(att.get("content", "")).splitlines():
-            m = _LISTING_LINE.match(ln)
-            if m:
-                names.append(m.group(1))
+        names.extend(_LISTING_LINE.findall(str(att.get("content", ""))))
         return names
     if kind == "agent_listing_delta":
         return [str(n) for n in att.get("addedTypes") or [] if isinstance(n, str)]

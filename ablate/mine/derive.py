@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,7 +23,9 @@ from ablate.core.pricing import estimate_cost
 from ablate.mine.cli_output import CliOutput, is_rate_limit_message, parse_cli_output, parse_reset_time
 from ablate.mine.model import SessionResult, ThreadMetrics
 from ablate.mine.parse import _Session, _stream, _Thread
-from ablate.setup.tasks import PitfallPattern
+
+if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
+    from ablate.setup.tasks import PitfallPattern
 
 
 def subagent_files(transcript: Path) -> list[Path]:

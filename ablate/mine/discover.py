@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
-from ablate.setup.tasks import PitfallPattern
+
+if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
+    from ablate.setup.tasks import PitfallPattern
 
 _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

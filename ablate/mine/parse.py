@@ -14,12 +14,11 @@ unknown record types are counted in the result, never fatal. Older transcripts (
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -31,10 +30,13 @@ from ablate.mine.model import (
     ThreadMetrics,
     Usage,
 )
-from ablate.setup.tasks import PitfallPattern
+
+if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
+    from ablate.setup.tasks import PitfallPattern
 
 # Lines whose type is proven by their first bytes and that carry nothing we mine.
 _SKIP_PREFIXES: tuple[bytes, ...] = (
+    b'{"type":"api-request",',
     b'{"type":"api-request-blob",',
     b'{"type":"api-request-shape",',
     b'{"type":"atis-latch",',
@@ -42,7 +44,10 @@ _SKIP_PREFIXES: tuple[bytes, ...] = (
     b'{"type":"queue-operation",',
     b'{"type":"tools-used",',
 )
-_API_REQUEST_PREFIX = b'{"type":"api-request",'
+# Among those, ``{"type":"api-request",`` (one per HTTP attempt) is the one starting with "a" whose type
+# ends where the others go on ("-blob", "-shape"; "last-prompt" has the same length but starts with "l").
+_REQUEST_QUOTE = len(b'{"type":"api-request')
+_QUOTE, _A = ord('"'), ord("a")
 # Attachment types that carry nothing we mine (prompt snapshots are the bulk of a transcript's bytes).
 _IGNORED_ATTACHMENTS = (
     b"prompt_snapshot",
@@ -120,6 +125,7 @@ class _Thread:
         self.pitfalls = pitfalls
         self.cwd = cwd
         self.usage_by_message: dict[str, tuple[str, Usage]] = {}
+        self.raw_usage: dict[str, Any] = {}  # message id -> the last raw usage seen (records repeat it)
         self.seen_tool_uses: set[str] = set()
         self.tool_names: dict[str, str] = {}
         self.skill_calls: dict[str, int] = {}  # tool_use id -> index in m.skills_invoked
@@ -132,13 +138,15 @@ class _Thread:
         mid = msg.get("id")
         model = msg.get("model")
         model = model if isinstance(model, str) else "unknown"
-        usage = _usage(msg.get("usage"))
+        raw = msg.get("usage")
         key = mid if isinstance(mid, str) else f"uuid:{rec.get('uuid')}"
         prev = self.usage_by_message.get(key)
         if prev is None:
-            self.usage_by_message[key] = (model, usage)
-        else:
-            prev[1].merge_max(usage)
+            self.usage_by_message[key] = (model, _usage(raw))
+            self.raw_usage[key] = raw
+        elif raw != self.raw_usage[key]:  # the same message's next block usually repeats the same usage
+            prev[1].merge_max(_usage(raw))
+            self.raw_usage[key] = raw
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -264,7 +272,7 @@ class _Session:
     hooks_fired: dict[str, int] = field(default_factory=dict)
     malformed: int = 0
     truncated: int = 0
-    unknown_types: Counter[str] = field(default_factory=Counter)
+    unknown_types: dict[str, int] = field(default_factory=dict)
     # main-thread prompt/turn bookkeeping (FACTS §7)
     prompts: int = 0
     turns_by_prompt: list[int] = field(default_factory=list)
@@ -320,21 +328,31 @@ def _stream(
 
 
 def _lines(buf: bytes, end: int, main: _Thread, side: _Thread, sess: _Session, is_main_file: bool) -> None:
-    """Process the complete lines of ``buf[:end]`` (``end`` is just past a newline)."""
+    """Process the complete lines of ``buf[:end]`` (``end`` is just past a newline).
+
+    The loop is the miner's hot path (most lines are skipped by their prefix): a skipped line costs one
+    ``find``, one ``startswith`` and two byte reads, with no call. A line starting ``{"type":"`` that is
+    not skipped is parsed without trying the attachment pattern (it is only a shortcut: parsing is
+    always correct)."""
     view = memoryview(buf)
     find, startswith, match = buf.find, buf.startswith, _IGNORED_ATTACHMENT_RE.match
-    own = main if is_main_file else side
+    own = (main if is_main_file else side).m
     pos = 0
     while pos < end:
         nl = find(b"\n", pos, end)
-        if startswith(b'{"type":"', pos):
-            is_request = startswith(_API_REQUEST_PREFIX, pos)
-            if is_request or startswith(_SKIP_PREFIXES, pos):
-                _skipped(buf, nl, own, sess, request=is_request)
-                pos = nl + 1
-                continue
-        elif match(buf, pos, min(nl, pos + _SNAPSHOT_HEAD)):
-            _skipped(buf, nl, own, sess, request=False)
+        if startswith(_SKIP_PREFIXES, pos) or (
+            not startswith(b'{"t', pos) and match(buf, pos, min(nl, pos + _SNAPSHOT_HEAD))
+        ):
+            # recognised by its prefix, never parsed: a torn one (no closing brace) is malformed
+            last = buf[nl - 1] if nl > 0 else 0
+            if last == _CR and nl > 1:
+                last = buf[nl - 2]
+            if last != _CLOSE_BRACE:
+                sess.malformed += 1
+            else:
+                own.records += 1
+                if buf[pos + _REQUEST_QUOTE] == _QUOTE and buf[pos + 9] == _A:  # ``{"type":"api-request",``
+                    own.http_attempts += 1
             pos = nl + 1
             continue
         line = view[pos:nl]
@@ -353,19 +371,6 @@ def _lines(buf: bytes, end: int, main: _Thread, side: _Thread, sess: _Session, i
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError):
             # A record with an unexpected shape (a field of the wrong type deep inside): count, go on.
             sess.malformed += 1
-
-
-def _skipped(buf: bytes, nl: int, thread: _Thread, sess: _Session, *, request: bool) -> None:
-    """Account for a line recognised by its prefix without parsing it; a torn one is malformed."""
-    last = buf[nl - 1] if nl > 0 else 0
-    if last == _CR and nl > 1:
-        last = buf[nl - 2]
-    if last != _CLOSE_BRACE:
-        sess.malformed += 1
-        return
-    thread.m.records += 1
-    if request:
-        thread.m.http_attempts += 1
 
 
 def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, is_main_file: bool) -> None:
@@ -465,7 +470,7 @@ def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, i
     elif rtype == "api-request":
         thread.m.http_attempts += 1
     elif rtype not in KNOWN_RECORD_TYPES:
-        sess.unknown_types[rtype] += 1
+        sess.unknown_types[rtype] = sess.unknown_types.get(rtype, 0) + 1
 
 
 def _attachment(att: Any, sess: _Session, sidechain: bool) -> None:
