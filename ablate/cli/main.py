@@ -48,6 +48,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
     report,
     run,
     sim,
+    usage,
 )
 
 # Each command group lives in its own module and exposes ``app``. Added without a name, its commands sit at
@@ -62,6 +63,7 @@ app.add_typer(report.app)  # ablate report
 app.add_typer(demo.app)  # ablate demo
 app.add_typer(judge.app)  # ablate judge
 app.add_typer(compare.app)  # ablate compare
+app.add_typer(usage.app)  # ablate usage
 
 
 def main() -> None:

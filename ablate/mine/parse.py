@@ -61,13 +61,22 @@ _IGNORED_ATTACHMENTS = (
     b"remote_session_change",
     b"command_permissions",
 )
-# The top-level ``attachment`` object, reached through scalar-valued keys only, has one of those types.
-# A quote inside a JSON string is escaped, so this byte pattern can only be structure, at depth 1.
-_IGNORED_ATTACHMENT_RE = re.compile(
-    rb'\{(?:"[A-Za-z_]+":(?:null|true|false|-?\d+|"[^"\\]*"),)*"attachment":\{"type":"(?:'
-    + b"|".join(_IGNORED_ATTACHMENTS)
-    + rb')"'
-)
+
+
+def attachment_skip_re(ignored: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    """The prefix pattern of a line whose top-level ``attachment`` object, reached through scalar-valued
+    keys only, has one of the ``ignored`` types. A quote inside a JSON string is escaped, so this byte
+    pattern can only be structure, at depth 1."""
+    return re.compile(
+        rb'\{(?:"[A-Za-z_]+":(?:null|true|false|-?\d+|"[^"\\]*"),)*"attachment":\{"type":"(?:'
+        + b"|".join(ignored)
+        + rb')"'
+    )
+
+
+_IGNORED_ATTACHMENT_RE = attachment_skip_re(_IGNORED_ATTACHMENTS)
+#: ``ablate usage`` also reads the agent listing (which agents a session offered the model).
+USAGE_SKIP_RE = attachment_skip_re(tuple(a for a in _IGNORED_ATTACHMENTS if a != b"agent_listing_delta"))
 _SNAPSHOT_HEAD = 512
 
 
@@ -131,6 +140,8 @@ class _Thread:
         self.skill_calls: dict[str, int] = {}  # tool_use id -> index in m.skills_invoked
         self.first_ts: str | None = None
         self.last_ts: str | None = None
+        #: (tool name, input) of the tools whose inputs name files, agents or skills (for ``ablate usage``)
+        self.tool_inputs: list[tuple[str, dict[str, Any]]] = []
 
     # -- per record kinds
 
@@ -179,6 +190,8 @@ class _Thread:
         inp = block.get("input")
         if not isinstance(inp, dict):
             inp = {}
+        if name in PATH_TOOLS:
+            self.tool_inputs.append((name, inp))
         if name == "Read":
             path = inp.get("file_path")
             if isinstance(path, str):
@@ -279,9 +292,17 @@ class _Session:
     # what the main thread ended on: final, tool_use, tool_result, retry, error, max_turns
     last_event: str | None = None
     last_error: dict[str, Any] | None = None
+    # for ``ablate usage``: the first prompt (text, timestamp), slash commands typed, agent types offered
+    first_prompt: str | None = None
+    first_prompt_ts: str | None = None
+    commands: list[str] = field(default_factory=list)
+    agents_listed: dict[str, None] = field(default_factory=dict)
 
 
 _HOOK_ATTACHMENTS = ("hook_",)
+#: Tools whose inputs can name a layer's file, agent or skill (kept per thread for ``ablate usage``).
+PATH_TOOLS = frozenset({"Read", "Grep", "Glob", "Bash", "Agent", "Task", "Skill", "NotebookRead"})
+_COMMAND_NAME = re.compile(r"<command-name>/?([^<\s]+)</command-name>")
 
 
 _CHUNK = 8 << 20
@@ -296,6 +317,7 @@ def _stream(
     sess: _Session,
     *,
     is_main_file: bool,
+    skip: re.Pattern[bytes] = _IGNORED_ATTACHMENT_RE,
 ) -> None:
     """Stream one JSONL file into the accumulators, in blocks of ``_CHUNK`` bytes (memory stays bounded by
     the block size and the longest line). I/O errors propagate; content never raises."""
@@ -311,7 +333,7 @@ def _stream(
                 block = b"".join(pending)
                 pending.clear()
                 last_nl = block.rfind(b"\n")
-            _lines(block, last_nl + 1, main, side, sess, is_main_file)
+            _lines(block, last_nl + 1, main, side, sess, is_main_file, skip)
             if last_nl + 1 < len(block):
                 pending.append(block[last_nl + 1 :])
     if pending:
@@ -324,10 +346,18 @@ def _stream(
             except orjson.JSONDecodeError:
                 sess.truncated += 1
                 return
-            _lines(tail + b"\n", len(tail) + 1, main, side, sess, is_main_file)
+            _lines(tail + b"\n", len(tail) + 1, main, side, sess, is_main_file, skip)
 
 
-def _lines(buf: bytes, end: int, main: _Thread, side: _Thread, sess: _Session, is_main_file: bool) -> None:
+def _lines(
+    buf: bytes,
+    end: int,
+    main: _Thread,
+    side: _Thread,
+    sess: _Session,
+    is_main_file: bool,
+    skip: re.Pattern[bytes] = _IGNORED_ATTACHMENT_RE,
+) -> None:
     """Process the complete lines of ``buf[:end]`` (``end`` is just past a newline).
 
     The loop is the miner's hot path (most lines are skipped by their prefix): a skipped line costs one
@@ -335,7 +365,7 @@ def _lines(buf: bytes, end: int, main: _Thread, side: _Thread, sess: _Session, i
     not skipped is parsed without trying the attachment pattern (it is only a shortcut: parsing is
     always correct)."""
     view = memoryview(buf)
-    find, startswith, match = buf.find, buf.startswith, _IGNORED_ATTACHMENT_RE.match
+    find, startswith, match = buf.find, buf.startswith, skip.match
     own = (main if is_main_file else side).m
     pos = 0
     while pos < end:
@@ -447,6 +477,7 @@ def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, i
         else:
             sess.prompts += 1
             sess.turns_by_prompt.append(1)
+            _prompt(rec, msg, sess)
     elif rtype == "system":
         if rec.get("subtype") == "api_error":
             err = rec.get("error")
@@ -473,6 +504,17 @@ def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, i
         sess.unknown_types[rtype] = sess.unknown_types.get(rtype, 0) + 1
 
 
+def _prompt(rec: dict[str, Any], msg: dict[str, Any], sess: _Session) -> None:
+    """A main-thread prompt: the first one's text and time, and any ``/command`` it expanded from."""
+    text = _text_of(msg.get("content"))
+    if "<command-name>" in text:
+        sess.commands.extend(_COMMAND_NAME.findall(text))
+    if sess.first_prompt is None:
+        sess.first_prompt = text
+        ts = rec.get("timestamp")
+        sess.first_prompt_ts = ts if isinstance(ts, str) else None
+
+
 def _attachment(att: Any, sess: _Session, sidechain: bool) -> None:
     if not isinstance(att, dict):
         return
@@ -485,6 +527,9 @@ def _attachment(att: Any, sess: _Session, sidechain: bool) -> None:
     elif atype == "skill_listing":
         for n in listed_names_in(att):
             sess.skills_listed[n] = None
+    elif atype == "agent_listing_delta":  # skipped by the miner's prefix filter; parsed for ``ablate usage``
+        for n in listed_names_in(att):
+            sess.agents_listed[n] = None
     elif atype.startswith(_HOOK_ATTACHMENTS):
         name = att.get("hookName") or att.get("hookEvent") or "?"
         key = str(name) if atype == "hook_success" else f"{name} ({atype.removeprefix('hook_')})"
