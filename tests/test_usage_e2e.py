@@ -255,3 +255,23 @@ def test_usage_all_projects_and_bad_inputs(history: History, tmp_path: Path) -> 
     assert missing.exit_code == 2 and "config dir does not exist" in missing.output
     bad = runner.invoke(app, ["--config-dir", str(history.config_dir), "--all-projects", "--since", "soon"])
     assert bad.exit_code == 2 and "--since 'soon'" in bad.output
+
+
+def test_report_provenance_section_from_a_run_folder(history: History, tmp_path: Path) -> None:
+    from ablate.report.provenance import HEADING, provenance_block, provenance_markdown
+
+    run = tmp_path / "run"
+    run.mkdir()
+    manifest = {
+        "cells": [{"id": "C0", "stripped": []}, {"id": "C7", "stripped": ["runbooks"]},
+                  {"id": "C8", "stripped": ["decisions"]}],
+        "setup": {"repo": str(history.repo)},
+    }  # fmt: skip
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    block = provenance_block(run, history.config_dir)
+    assert block is not None and block["heading"] == HEADING and block["sessions"] == 5
+    md = provenance_markdown(block)
+    assert md.startswith(f"## {HEADING}\n")
+    assert "- runbooks: used in 40% of your last 5 sessions (2 of 5)." in md
+    assert "- decisions: used in 20% of your last 5 sessions (1 of 5)." in md
+    assert provenance_block(run, tmp_path / "no-config") is None and provenance_markdown(None) == ""
