@@ -205,9 +205,14 @@ def test_usage_counts_every_field_exactly_and_writes_nothing(history: History) -
         ("lessons", 4, False),
         ("repo-claude-md", 4, False),
     ]
-    facts = key_facts(doc)
-    assert len(facts) == 3
-    assert "lessons: loaded in 4 of 5 sessions, never the subject of a read or a reference" in facts
+    assert key_facts(doc) == [
+        "user-claude-md: loaded in 4 of 5 sessions, never the subject of a read or a reference",
+        "skill sim-notes: invoked in 1 of the 4 sessions it was listed in",
+        "runbooks: used in 2 of 5 sessions, most often docs/runbooks/deploy.md (read x2)",
+    ]
+    assert "lessons: loaded in 4 of 5 sessions, never the subject of a read or a reference" in key_facts(
+        doc, 4
+    )
 
 
 def test_usage_suggest_table_since_and_provenance(history: History) -> None:

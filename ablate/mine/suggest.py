@@ -15,38 +15,39 @@ def _top_use(row: dict[str, Any]) -> str:
 
 
 def key_facts(doc: dict[str, Any], limit: int = 3) -> list[str]:
-    """The most useful things the history says, most useful first (at most ``limit``)."""
+    """The most useful things the history says, at most ``limit``: the best of each kind first (a loaded
+    layer nothing uses, a skill rarely invoked where it was offered, the most used layer, a no-op layer),
+    then the next best of any kind."""
     n = doc["sessions"]["count"]
     if not n:
         return []
-    out: list[tuple[float, str]] = []
+    kinds: dict[str, list[tuple[float, str]]] = {"unused": [], "skill": [], "used": [], "no_op": []}
     for nu in doc["never_used"]:
         loaded = nu["loaded_sessions"]
         if nu["no_op"]:
-            out.append(
-                (0.5, f"{nu['id']}: on disk, never loaded in {n} sessions — its cell would be a no-op")
+            kinds["no_op"].append(
+                (0.0, f"{nu['id']}: on disk, never loaded in {n} sessions — its cell would be a no-op")
             )
         elif loaded:
             msg = (
                 f"{nu['id']}: loaded in {loaded} of {n} sessions, never the subject of a read or a reference"
             )
-            out.append((2.0 + loaded / n, msg))
+            kinds["unused"].append((loaded / n, msg))
         else:
-            out.append((1.0, f"{nu['id']}: on disk, never read in {n} sessions"))
+            kinds["unused"].append((0.0, f"{nu['id']}: on disk, never read in {n} sessions"))
     for s in doc["skills"]:
         listed = s["listed_sessions"]
         if listed and s["invoked_sessions"] < listed:
-            share = 1 - s["invoked_sessions"] / listed
             msg = f"skill {s['name']}: invoked in {s['invoked_sessions']} of the {listed} sessions it was listed in"
-            out.append((1.5 + share, msg))
-    used = sorted((r for r in doc["layers"] if r["used_sessions"]), key=lambda r: -r["used_sessions"])
-    if used:
-        r = used[0]
-        out.append(
-            (1.8, f"{r['id']}: used in {r['used_sessions']} of {n} sessions, most often {_top_use(r)}")
-        )
-    out.sort(key=lambda x: -x[0])
-    return [msg for _score, msg in out[:limit]]
+            kinds["skill"].append((1 - s["invoked_sessions"] / listed, msg))
+    for r in doc["layers"]:
+        if r["used_sessions"]:
+            msg = f"{r['id']}: used in {r['used_sessions']} of {n} sessions, most often {_top_use(r)}"
+            kinds["used"].append((r["used_sessions"] / n, msg))
+    ranked = {k: [m for _s, m in sorted(v, key=lambda x: -x[0])] for k, v in kinds.items()}
+    out = [v[0] for v in ranked.values() if v][:limit]
+    rest = [m for v in ranked.values() for m in v[1:]]
+    return out + rest[: limit - len(out)]
 
 
 def suggest(result: UsageResult, *, per_layer: int = 5, top_layers: int = 3) -> dict[str, Any]:
@@ -64,6 +65,7 @@ def suggest(result: UsageResult, *, per_layer: int = 5, top_layers: int = 3) -> 
             "used_sessions": r["used_sessions"],
             "loaded_sessions": r["loaded_sessions"],
             "why": "used" if r["used_sessions"] else "loaded, never used: does it earn its tokens?",
+            "loads": r["loads"],
         }
         for r in worth
     ]
