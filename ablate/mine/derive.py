@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it 
 
 def subagent_files(transcript: Path) -> list[Path]:
     """The sub-agent transcripts of a session: ``<stem>/subagents/agent-*.jsonl`` next to it, sorted."""
-    folder = transcript.with_suffix("") / "subagents"
+    folder = os.path.splitext(transcript)[0] + "/subagents"  # not Path.with_suffix: this runs per session
     try:
         with os.scandir(folder) as entries:
             return sorted(
@@ -78,7 +79,11 @@ def mine_session(
     cli = parse_cli_output(stdout) if stdout is not None else None
     agents: list[dict[str, Any]] = []
     # an empty file is no evidence of a session (it was created, then nothing was written): no transcript
-    exists = transcript.is_file() and transcript.stat().st_size > 0
+    try:
+        st = os.stat(transcript)
+        exists = stat.S_ISREG(st.st_mode) and st.st_size > 0
+    except OSError:
+        exists = False
     if exists:
         _stream(transcript, main, side, sess, is_main_file=True)
         for sub in subagent_files(transcript):

@@ -322,7 +322,7 @@ def _stream(
     """Stream one JSONL file into the accumulators, in blocks of ``_CHUNK`` bytes (memory stays bounded by
     the block size and the longest line). I/O errors propagate; content never raises."""
     pending: list[bytes] = []  # a line longer than one block, in pieces
-    with path.open("rb") as fh:
+    with open(path, "rb", buffering=0) as fh:  # unbuffered: each read is one read(2) into the block
         while block := fh.read(_CHUNK):
             last_nl = block.rfind(b"\n")
             if last_nl < 0:
