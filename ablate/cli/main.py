@@ -51,6 +51,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
     report,
     run,
     sim,
+    usage,
 )
 
 # Each command group lives in its own module and exposes ``app``. Added without a name, its commands sit at
@@ -68,6 +69,7 @@ app.add_typer(judge.app)  # ablate judge
 app.add_typer(compare.app)  # ablate compare
 app.add_typer(gate.app)  # ablate gate
 app.add_typer(ci.app, name="ci")  # ablate ci init github | k8s
+app.add_typer(usage.app)  # ablate usage
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ import os
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -15,7 +15,9 @@ from ablate.cli.common import Json, cli_errors
 from ablate.core.errors import EXIT_PARTIAL, NotFound, UsageError
 from ablate.mine.discover import iter_sessions, mine_each
 from ablate.mine.model import SessionResult
-from ablate.setup.tasks import PitfallPattern
+
+if TYPE_CHECKING:
+    from ablate.setup.tasks import PitfallPattern
 
 app = typer.Typer()
 
@@ -27,6 +29,10 @@ class By(StrEnum):
 
 
 def _pitfalls(specs: list[str]) -> list[PitfallPattern]:
+    if not specs:
+        return []
+    from ablate.setup.tasks import PitfallPattern  # pydantic-backed: loaded only when --pitfall is given
+
     out = []
     for spec in specs:
         pid, sep, pattern = spec.partition("=")

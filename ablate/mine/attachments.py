@@ -88,7 +88,9 @@ def instruction_files_in(att: dict[str, Any]) -> list[dict[str, str]]:
     return []
 
 
-_LISTING_LINE = re.compile(r"- ([^:]+):")
+# A literal first character lets the regex engine jump between candidate lines (``^`` with re.M tries
+# every position): the content is searched with a newline put in front.
+_LISTING_LINE = re.compile(r"\n- ([^:\n\r]+):")
 
 
 def listed_names_in(att: dict[str, Any]) -> list[str]:
@@ -97,10 +99,7 @@ def listed_names_in(att: dict[str, Any]) -> list[str]:
     kind = att.get("type")
     if kind == "skill_listing":
         names = [str(n) for n in att.get("names") or [] if isinstance(n, str)]
-        for ln in str(att.get("content", "")).splitlines():
-            m = _LISTING_LINE.match(ln)
-            if m:
-                names.append(m.group(1))
+        names.extend(_LISTING_LINE.findall("\n" + str(att.get("content", ""))))
         return names
     if kind == "agent_listing_delta":
         return [str(n) for n in att.get("addedTypes") or [] if isinstance(n, str)]

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,12 +24,14 @@ from ablate.core.pricing import estimate_cost
 from ablate.mine.cli_output import CliOutput, is_rate_limit_message, parse_cli_output, parse_reset_time
 from ablate.mine.model import SessionResult, ThreadMetrics
 from ablate.mine.parse import _Session, _stream, _Thread
-from ablate.setup.tasks import PitfallPattern
+
+if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
+    from ablate.setup.tasks import PitfallPattern
 
 
 def subagent_files(transcript: Path) -> list[Path]:
     """The sub-agent transcripts of a session: ``<stem>/subagents/agent-*.jsonl`` next to it, sorted."""
-    folder = transcript.with_suffix("") / "subagents"
+    folder = os.path.splitext(transcript)[0] + "/subagents"  # not Path.with_suffix: this runs per session
     try:
         with os.scandir(folder) as entries:
             return sorted(
@@ -76,7 +79,11 @@ def mine_session(
     cli = parse_cli_output(stdout) if stdout is not None else None
     agents: list[dict[str, Any]] = []
     # an empty file is no evidence of a session (it was created, then nothing was written): no transcript
-    exists = transcript.is_file() and transcript.stat().st_size > 0
+    try:
+        st = os.stat(transcript)
+        exists = stat.S_ISREG(st.st_mode) and st.st_size > 0
+    except OSError:
+        exists = False
     if exists:
         _stream(transcript, main, side, sess, is_main_file=True)
         for sub in subagent_files(transcript):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
-from ablate.setup.tasks import PitfallPattern
+
+if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
+    from ablate.setup.tasks import PitfallPattern
 
 _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -28,6 +32,17 @@ def _is_session_file(path: Path) -> bool:
     return not head.strip() or b'"sessionId"' in head
 
 
+def _jsonl_under(root: Path) -> list[Path]:
+    """Every ``*.jsonl`` under ``root`` outside ``subagents/`` folders, in ``sorted(Path)`` order (one
+    ``os.walk``; pathlib's rglob and Path comparisons cost more than the mining of small sessions)."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "subagents"]
+        found.extend(f"{dirpath}/{f}" for f in filenames if f.endswith(".jsonl"))
+    found.sort(key=lambda s: s.split("/"))  # the order of sorted(Path) on POSIX: part by part
+    return [Path(f) for f in found]
+
+
 def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
     """Session transcripts in ``paths``: files as given, folders (a ``projects/`` tree, a run folder)
     searched recursively in sorted order. Sub-agent files and non-transcript JSONL are skipped.
@@ -40,7 +55,7 @@ def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
         if not path.is_dir():
             continue
         root = path / "transcripts" if (path / "plan.jsonl").is_file() else path
-        for candidate in sorted(root.rglob("*.jsonl")):
+        for candidate in _jsonl_under(root):
             if _is_session_file(candidate):
                 yield candidate
 

@@ -14,12 +14,11 @@ unknown record types are counted in the result, never fatal. Older transcripts (
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -31,10 +30,13 @@ from ablate.mine.model import (
     ThreadMetrics,
     Usage,
 )
-from ablate.setup.tasks import PitfallPattern
+
+if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
+    from ablate.setup.tasks import PitfallPattern
 
 # Lines whose type is proven by their first bytes and that carry nothing we mine.
 _SKIP_PREFIXES: tuple[bytes, ...] = (
+    b'{"type":"api-request",',
     b'{"type":"api-request-blob",',
     b'{"type":"api-request-shape",',
     b'{"type":"atis-latch",',
@@ -42,7 +44,10 @@ _SKIP_PREFIXES: tuple[bytes, ...] = (
     b'{"type":"queue-operation",',
     b'{"type":"tools-used",',
 )
-_API_REQUEST_PREFIX = b'{"type":"api-request",'
+# Among those, ``{"type":"api-request",`` (one per HTTP attempt) is the one starting with "a" whose type
+# ends where the others go on ("-blob", "-shape"; "last-prompt" has the same length but starts with "l").
+_REQUEST_QUOTE = len(b'{"type":"api-request')
+_QUOTE, _A = ord('"'), ord("a")
 # Attachment types that carry nothing we mine (prompt snapshots are the bulk of a transcript's bytes).
 _IGNORED_ATTACHMENTS = (
     b"prompt_snapshot",
@@ -56,13 +61,22 @@ _IGNORED_ATTACHMENTS = (
     b"remote_session_change",
     b"command_permissions",
 )
-# The top-level ``attachment`` object, reached through scalar-valued keys only, has one of those types.
-# A quote inside a JSON string is escaped, so this byte pattern can only be structure, at depth 1.
-_IGNORED_ATTACHMENT_RE = re.compile(
-    rb'\{(?:"[A-Za-z_]+":(?:null|true|false|-?\d+|"[^"\\]*"),)*"attachment":\{"type":"(?:'
-    + b"|".join(_IGNORED_ATTACHMENTS)
-    + rb')"'
-)
+
+
+def attachment_skip_re(ignored: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    """The prefix pattern of a line whose top-level ``attachment`` object, reached through scalar-valued
+    keys only, has one of the ``ignored`` types. A quote inside a JSON string is escaped, so this byte
+    pattern can only be structure, at depth 1."""
+    return re.compile(
+        rb'\{(?:"[A-Za-z_]+":(?:null|true|false|-?\d+|"[^"\\]*"),)*"attachment":\{"type":"(?:'
+        + b"|".join(ignored)
+        + rb')"'
+    )
+
+
+_IGNORED_ATTACHMENT_RE = attachment_skip_re(_IGNORED_ATTACHMENTS)
+#: ``ablate usage`` also reads the agent listing (which agents a session offered the model).
+USAGE_SKIP_RE = attachment_skip_re(tuple(a for a in _IGNORED_ATTACHMENTS if a != b"agent_listing_delta"))
 _SNAPSHOT_HEAD = 512
 
 
@@ -120,11 +134,14 @@ class _Thread:
         self.pitfalls = pitfalls
         self.cwd = cwd
         self.usage_by_message: dict[str, tuple[str, Usage]] = {}
+        self.raw_usage: dict[str, Any] = {}  # message id -> the last raw usage seen (records repeat it)
         self.seen_tool_uses: set[str] = set()
         self.tool_names: dict[str, str] = {}
         self.skill_calls: dict[str, int] = {}  # tool_use id -> index in m.skills_invoked
         self.first_ts: str | None = None
         self.last_ts: str | None = None
+        #: (tool name, input) of the tools whose inputs name files, agents or skills (for ``ablate usage``)
+        self.tool_inputs: list[tuple[str, dict[str, Any]]] = []
 
     # -- per record kinds
 
@@ -132,13 +149,15 @@ class _Thread:
         mid = msg.get("id")
         model = msg.get("model")
         model = model if isinstance(model, str) else "unknown"
-        usage = _usage(msg.get("usage"))
+        raw = msg.get("usage")
         key = mid if isinstance(mid, str) else f"uuid:{rec.get('uuid')}"
         prev = self.usage_by_message.get(key)
         if prev is None:
-            self.usage_by_message[key] = (model, usage)
-        else:
-            prev[1].merge_max(usage)
+            self.usage_by_message[key] = (model, _usage(raw))
+            self.raw_usage[key] = raw
+        elif raw != self.raw_usage[key]:  # the same message's next block usually repeats the same usage
+            prev[1].merge_max(_usage(raw))
+            self.raw_usage[key] = raw
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -171,6 +190,8 @@ class _Thread:
         inp = block.get("input")
         if not isinstance(inp, dict):
             inp = {}
+        if name in PATH_TOOLS:
+            self.tool_inputs.append((name, inp))
         if name == "Read":
             path = inp.get("file_path")
             if isinstance(path, str):
@@ -264,16 +285,24 @@ class _Session:
     hooks_fired: dict[str, int] = field(default_factory=dict)
     malformed: int = 0
     truncated: int = 0
-    unknown_types: Counter[str] = field(default_factory=Counter)
+    unknown_types: dict[str, int] = field(default_factory=dict)
     # main-thread prompt/turn bookkeeping (FACTS §7)
     prompts: int = 0
     turns_by_prompt: list[int] = field(default_factory=list)
     # what the main thread ended on: final, tool_use, tool_result, retry, error, max_turns
     last_event: str | None = None
     last_error: dict[str, Any] | None = None
+    # for ``ablate usage``: the first prompt (text, timestamp), slash commands typed, agent types offered
+    first_prompt: str | None = None
+    first_prompt_ts: str | None = None
+    commands: list[str] = field(default_factory=list)
+    agents_listed: dict[str, None] = field(default_factory=dict)
 
 
 _HOOK_ATTACHMENTS = ("hook_",)
+#: Tools whose inputs can name a layer's file, agent or skill (kept per thread for ``ablate usage``).
+PATH_TOOLS = frozenset({"Read", "Grep", "Glob", "Bash", "Agent", "Task", "Skill", "NotebookRead"})
+_COMMAND_NAME = re.compile(r"<command-name>/?([^<\s]+)</command-name>")
 
 
 _CHUNK = 8 << 20
@@ -288,11 +317,12 @@ def _stream(
     sess: _Session,
     *,
     is_main_file: bool,
+    skip: re.Pattern[bytes] = _IGNORED_ATTACHMENT_RE,
 ) -> None:
     """Stream one JSONL file into the accumulators, in blocks of ``_CHUNK`` bytes (memory stays bounded by
     the block size and the longest line). I/O errors propagate; content never raises."""
     pending: list[bytes] = []  # a line longer than one block, in pieces
-    with path.open("rb") as fh:
+    with open(path, "rb", buffering=0) as fh:  # unbuffered: each read is one read(2) into the block
         while block := fh.read(_CHUNK):
             last_nl = block.rfind(b"\n")
             if last_nl < 0:
@@ -303,7 +333,7 @@ def _stream(
                 block = b"".join(pending)
                 pending.clear()
                 last_nl = block.rfind(b"\n")
-            _lines(block, last_nl + 1, main, side, sess, is_main_file)
+            _lines(block, last_nl + 1, main, side, sess, is_main_file, skip)
             if last_nl + 1 < len(block):
                 pending.append(block[last_nl + 1 :])
     if pending:
@@ -316,25 +346,43 @@ def _stream(
             except orjson.JSONDecodeError:
                 sess.truncated += 1
                 return
-            _lines(tail + b"\n", len(tail) + 1, main, side, sess, is_main_file)
+            _lines(tail + b"\n", len(tail) + 1, main, side, sess, is_main_file, skip)
 
 
-def _lines(buf: bytes, end: int, main: _Thread, side: _Thread, sess: _Session, is_main_file: bool) -> None:
-    """Process the complete lines of ``buf[:end]`` (``end`` is just past a newline)."""
+def _lines(
+    buf: bytes,
+    end: int,
+    main: _Thread,
+    side: _Thread,
+    sess: _Session,
+    is_main_file: bool,
+    skip: re.Pattern[bytes] = _IGNORED_ATTACHMENT_RE,
+) -> None:
+    """Process the complete lines of ``buf[:end]`` (``end`` is just past a newline).
+
+    The loop is the miner's hot path (most lines are skipped by their prefix): a skipped line costs one
+    ``find``, one ``startswith`` and two byte reads, with no call. A line starting ``{"type":"`` that is
+    not skipped is parsed without trying the attachment pattern (it is only a shortcut: parsing is
+    always correct)."""
     view = memoryview(buf)
-    find, startswith, match = buf.find, buf.startswith, _IGNORED_ATTACHMENT_RE.match
-    own = main if is_main_file else side
+    find, startswith, match = buf.find, buf.startswith, skip.match
+    own = (main if is_main_file else side).m
     pos = 0
     while pos < end:
         nl = find(b"\n", pos, end)
-        if startswith(b'{"type":"', pos):
-            is_request = startswith(_API_REQUEST_PREFIX, pos)
-            if is_request or startswith(_SKIP_PREFIXES, pos):
-                _skipped(buf, nl, own, sess, request=is_request)
-                pos = nl + 1
-                continue
-        elif match(buf, pos, min(nl, pos + _SNAPSHOT_HEAD)):
-            _skipped(buf, nl, own, sess, request=False)
+        if startswith(_SKIP_PREFIXES, pos) or (
+            not startswith(b'{"t', pos) and match(buf, pos, min(nl, pos + _SNAPSHOT_HEAD))
+        ):
+            # recognised by its prefix, never parsed: a torn one (no closing brace) is malformed
+            last = buf[nl - 1] if nl > 0 else 0
+            if last == _CR and nl > 1:
+                last = buf[nl - 2]
+            if last != _CLOSE_BRACE:
+                sess.malformed += 1
+            else:
+                own.records += 1
+                if buf[pos + _REQUEST_QUOTE] == _QUOTE and buf[pos + 9] == _A:  # ``{"type":"api-request",``
+                    own.http_attempts += 1
             pos = nl + 1
             continue
         line = view[pos:nl]
@@ -353,19 +401,6 @@ def _lines(buf: bytes, end: int, main: _Thread, side: _Thread, sess: _Session, i
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError):
             # A record with an unexpected shape (a field of the wrong type deep inside): count, go on.
             sess.malformed += 1
-
-
-def _skipped(buf: bytes, nl: int, thread: _Thread, sess: _Session, *, request: bool) -> None:
-    """Account for a line recognised by its prefix without parsing it; a torn one is malformed."""
-    last = buf[nl - 1] if nl > 0 else 0
-    if last == _CR and nl > 1:
-        last = buf[nl - 2]
-    if last != _CLOSE_BRACE:
-        sess.malformed += 1
-        return
-    thread.m.records += 1
-    if request:
-        thread.m.http_attempts += 1
 
 
 def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, is_main_file: bool) -> None:
@@ -442,6 +477,7 @@ def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, i
         else:
             sess.prompts += 1
             sess.turns_by_prompt.append(1)
+            _prompt(rec, msg, sess)
     elif rtype == "system":
         if rec.get("subtype") == "api_error":
             err = rec.get("error")
@@ -465,7 +501,18 @@ def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, i
     elif rtype == "api-request":
         thread.m.http_attempts += 1
     elif rtype not in KNOWN_RECORD_TYPES:
-        sess.unknown_types[rtype] += 1
+        sess.unknown_types[rtype] = sess.unknown_types.get(rtype, 0) + 1
+
+
+def _prompt(rec: dict[str, Any], msg: dict[str, Any], sess: _Session) -> None:
+    """A main-thread prompt: the first one's text and time, and any ``/command`` it expanded from."""
+    text = _text_of(msg.get("content"))
+    if "<command-name>" in text:
+        sess.commands.extend(_COMMAND_NAME.findall(text))
+    if sess.first_prompt is None:
+        sess.first_prompt = text
+        ts = rec.get("timestamp")
+        sess.first_prompt_ts = ts if isinstance(ts, str) else None
 
 
 def _attachment(att: Any, sess: _Session, sidechain: bool) -> None:
@@ -480,6 +527,9 @@ def _attachment(att: Any, sess: _Session, sidechain: bool) -> None:
     elif atype == "skill_listing":
         for n in listed_names_in(att):
             sess.skills_listed[n] = None
+    elif atype == "agent_listing_delta":  # skipped by the miner's prefix filter; parsed for ``ablate usage``
+        for n in listed_names_in(att):
+            sess.agents_listed[n] = None
     elif atype.startswith(_HOOK_ATTACHMENTS):
         name = att.get("hookName") or att.get("hookEvent") or "?"
         key = str(name) if atype == "hook_success" else f"{name} ({atype.removeprefix('hook_')})"
