@@ -103,6 +103,14 @@ def compare_cmd(
             show_default=False,
         ),
     ] = None,
+    roles: Annotated[
+        str | None,
+        typer.Option(
+            "--roles",
+            help="With three files of a layout experiment: the role of each, in order (e.g. original,moved,duplicated). Without it the roles are recognised from the content.",
+            show_default=False,
+        ),
+    ] = None,
     executor: Annotated[
         str,
         typer.Option(
@@ -216,6 +224,7 @@ def compare_cmd(
         tier=tier,
         repeats=repeats,
         block=block,
+        roles=roles,
         layer=layer,
         executor=executor,
         model=model,

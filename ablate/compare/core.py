@@ -28,7 +28,7 @@ import orjson
 
 from ablate import __version__
 from ablate.compare import analysis as an
-from ablate.compare.arms import Arm, build_arms, layout_roles
+from ablate.compare.arms import Arm, LayoutRoles, build_arms, layout_roles, parse_roles
 from ablate.compare.executors import Execution, Executor, ItemOutcome, WorkItem
 from ablate.compare.ledger import (
     append_ledger,
@@ -55,6 +55,8 @@ class CompareRequest:
     tier: str = "smoke"
     repeats: int | None = None
     block: str | None = None
+    roles: str | None = None
+    """``--roles``: the layout role of each arm, in order (``original,moved,duplicated``)."""
     layer: str = "user-claude-md"
     executor: str = "claude-code"
     model: str = "claude-sonnet-4-6"
@@ -86,6 +88,8 @@ class PreparedCompare:
     estimate: Estimate
     compare_id: str
     notes: list[str] = field(default_factory=list)
+    roles: LayoutRoles | None = None
+    """The layout experiment's roles, when the arms are one (their decomposition is then computed)."""
 
     @property
     def holdout(self) -> list[str]:
@@ -123,9 +127,18 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     tier = resolve_tier(req.tier, req.repeats)
     if not req.tasks:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
+    given_roles = parse_roles(req.roles) if req.roles is not None else None
     arms = build_arms(req.arms, req.block)
+    roles = layout_roles(arms, given_roles)
     tasks = load_tasks(req.tasks)
     notes: list[str] = []
+    if roles is not None:
+        notes.append(roles.line())
+    elif len(arms) == 3:
+        notes.append(
+            "three arms, but not the layout experiment's (moved: the same lines in another order; duplicated: "
+            "the original's lines plus repeated ones): no decomposition; pass --roles to say which is which"
+        )
     if executor.name in ("api", "sim"):
         for a in arms:
             try:
@@ -160,7 +173,7 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
         "\n".join([a.fingerprint for a in arms] + [t.sha256 for t in tasks] + [str(req.seed)]).encode()
     ).hexdigest()
     compare_id = f"compare-{datetime.now(UTC):%Y%m%d-%H%M%S}-{digest[:8]}"
-    return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes)
+    return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes, roles)
 
 
 def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
@@ -201,12 +214,10 @@ def analyse(
         verdicts.append(v.to_json())
         if hold is not None:
             holdout_contrasts.append(hold.to_json())
-    roles = layout_roles(prep.arms)
+    roles = prep.roles
     decomposition = None
     if roles is not None:
-        parts = an.decomposition(
-            contrasts, roles["original"].name, roles["moved"].name, roles["duplicated"].name
-        )
+        parts = an.decomposition(contrasts, roles.original.name, roles.moved.name, roles.duplicated.name)
         decomposition = {k: _effect(e) for k, e in parts.items()}
     regressions = [
         c.to_json()
@@ -220,6 +231,7 @@ def analyse(
             "contrasts": [c.to_json() for c in contrasts],
             "holdout_contrasts": holdout_contrasts,
             "decomposition": decomposition,
+            "roles": roles.to_json() if roles is not None else None,
             "regressions": regressions,
             "verdicts": verdicts,
             "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),

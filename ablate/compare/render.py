@@ -6,6 +6,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ablate.compare.arms import roles_line
+
 
 def _pct(x: Any) -> str:
     return "–" if x is None else f"{100 * float(x):.0f}%"
@@ -45,6 +47,8 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         out.append(v["line"])
     dec = doc.get("decomposition")
     if dec:
+        if doc.get("roles"):
+            out.append(roles_line(doc["roles"]))
         for part in ("position", "repetition", "total"):
             e = dec[part]
             real = "real" if e["real"] else "draw"
@@ -109,6 +113,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     dec = doc.get("decomposition")
     if dec:
         lines += ["", "## Decomposition (pitfall-free rate)", ""]
+        if doc.get("roles"):
+            lines += [roles_line(doc["roles"]), ""]
         names = {
             "position": "position (moved − original)",
             "repetition": "repetition (duplicated − moved)",

@@ -7,12 +7,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-SCHEMA_VERSION = 1
+from ablate.folder.session import (
+    SESSION_SCHEMA_VERSION,
+    InstructionFile,
+    SessionMetrics,
+    SkillInvocation,
+    ThreadSummary,
+)
+from ablate.folder.session import MinedStatus as Status
+from ablate.folder.session import (
+    SkillOutcome as SkillOutcome,
+)
 
-Status = Literal[
-    "completed", "api_error", "max_turns", "prompt_too_long", "killed", "rate_limited", "no_transcript"
-]
-SkillOutcome = Literal["ok", "unknown", "denied", "error", "no_result"]
+SCHEMA_VERSION = SESSION_SCHEMA_VERSION
 
 #: Record types Claude Code writes (2.1.x and older); anything else is counted as unknown.
 KNOWN_RECORD_TYPES = frozenset(
@@ -133,29 +140,33 @@ class ThreadMetrics:
         out.duration_s = max(durations) if durations else None
         return out
 
+    def summary(self) -> ThreadSummary:
+        """The typed form written into results and ``ablate mine --json``."""
+        return ThreadSummary(
+            api_calls=self.api_calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_creation_tokens=self.cache_creation_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            tool_calls=self.tool_calls,
+            tool_histogram=dict(self.tool_histogram),
+            files_read=self.files_read,
+            file_reads=dict(self.file_reads),
+            skills_invoked=[SkillInvocation(skill=s.skill, outcome=s.outcome) for s in self.skills_invoked],
+            tool_results=self.tool_results,
+            tool_errors=self.tool_errors,
+            failed_calls=self.failed_calls,
+            retry_records=self.retry_records,
+            retry_statuses=dict(self.retry_statuses),
+            http_attempts=self.http_attempts,
+            pitfall_hits=dict(self.pitfall_hits),
+            models=sorted(self.model_usage),
+            duration_s=self.duration_s,
+            records=self.records,
+        )
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "api_calls": self.api_calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_tokens": self.cache_creation_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "tool_calls": self.tool_calls,
-            "tool_histogram": dict(self.tool_histogram),
-            "files_read": self.files_read,
-            "file_reads": dict(self.file_reads),
-            "skills_invoked": [s.to_json() for s in self.skills_invoked],
-            "tool_results": self.tool_results,
-            "tool_errors": self.tool_errors,
-            "failed_calls": self.failed_calls,
-            "retry_records": self.retry_records,
-            "retry_statuses": dict(self.retry_statuses),
-            "http_attempts": self.http_attempts,
-            "pitfall_hits": dict(self.pitfall_hits),
-            "models": sorted(self.model_usage),
-            "duration_s": self.duration_s,
-            "records": self.records,
-        }
+        return self.summary().model_dump(mode="json")
 
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
@@ -221,43 +232,48 @@ class SessionResult:
             out.append("duration_s")
         return out
 
+    def to_metrics(self) -> SessionMetrics:
+        """The typed ``ablate mine --json`` object, also the ``session`` field of every run-folder result."""
+        return SessionMetrics(
+            session_id=self.session_id,
+            transcript=str(self.transcript),
+            status=self.status,
+            api_error_status=self.api_error_status,
+            rate_limit_reset=self.rate_limit_reset.isoformat() if self.rate_limit_reset else None,
+            rate_limit_message=self.rate_limit_message,
+            turns=self.turns,
+            turns_source=self.turns_source,
+            turns_last_prompt=self.turns_last_prompt,
+            num_turns_cli=self.num_turns_cli,
+            prompts=self.prompts,
+            cost_usd=self.cost_usd,
+            cost_estimated=self.cost_estimated,
+            cost_source=self.cost_source,
+            unknown_models=list(self.unknown_models),
+            duration_s=self.duration_s,
+            duration_source=self.duration_source,
+            estimated_fields=self.estimated_fields,
+            cwd=self.cwd,
+            claude_version=self.claude_version,
+            models=list(self.models),
+            instruction_files=[
+                InstructionFile(path=f["path"], type=f["type"]) for f in self.instruction_files
+            ],
+            skills_listed=list(self.skills_listed),
+            hooks_fired=dict(self.hooks_fired),
+            agents=[dict(a) for a in self.agents],
+            pitfall_hits=dict(self.pitfall_hits),
+            stdout=self.stdout_kind,
+            reconciliation={k: dict(v) for k, v in self.reconciliation.items()},
+            retries=self.total.retry_records,
+            malformed_lines=self.malformed_lines,
+            truncated_lines=self.truncated_lines,
+            unknown_record_types=dict(self.unknown_record_types),
+            main=self.main.summary(),
+            subagents=self.subagents.summary(),
+            total=self.total.summary(),
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The ``ablate mine --json`` contract (one object per session; see README "Mining transcripts")."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "session_id": self.session_id,
-            "transcript": str(self.transcript),
-            "status": self.status,
-            "api_error_status": self.api_error_status,
-            "rate_limit_reset": self.rate_limit_reset.isoformat() if self.rate_limit_reset else None,
-            "rate_limit_message": self.rate_limit_message,
-            "turns": self.turns,
-            "turns_source": self.turns_source,
-            "turns_last_prompt": self.turns_last_prompt,
-            "num_turns_cli": self.num_turns_cli,
-            "prompts": self.prompts,
-            "cost_usd": self.cost_usd,
-            "cost_estimated": self.cost_estimated,
-            "cost_source": self.cost_source,
-            "unknown_models": list(self.unknown_models),
-            "duration_s": self.duration_s,
-            "duration_source": self.duration_source,
-            "estimated_fields": self.estimated_fields,
-            "cwd": self.cwd,
-            "claude_version": self.claude_version,
-            "models": list(self.models),
-            "instruction_files": [dict(f) for f in self.instruction_files],
-            "skills_listed": list(self.skills_listed),
-            "hooks_fired": dict(self.hooks_fired),
-            "agents": [dict(a) for a in self.agents],
-            "pitfall_hits": dict(self.pitfall_hits),
-            "stdout": self.stdout_kind,
-            "reconciliation": {k: dict(v) for k, v in self.reconciliation.items()},
-            "retries": self.total.retry_records,
-            "malformed_lines": self.malformed_lines,
-            "truncated_lines": self.truncated_lines,
-            "unknown_record_types": dict(self.unknown_record_types),
-            "main": self.main.to_json(),
-            "subagents": self.subagents.to_json(),
-            "total": self.total.to_json(),
-        }
+        return self.to_metrics().model_dump(mode="json")

@@ -12,7 +12,6 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -21,6 +20,7 @@ from ablate.core.errors import RunFolderError, UsageError
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import ManifestCell, RunFolder, RunManifest, read_manifest
 from ablate.folder.result import ItemResult, iter_results
+from ablate.folder.session import ThreadSummary
 from ablate.report.model import (
     BINARY_METRICS,
     HIGHER_IS_BETTER,
@@ -82,9 +82,8 @@ class Item:
     skills_invoked: int = 0
 
 
-def _session_total(res: ItemResult) -> dict[str, Any]:
-    total = (res.session or {}).get("total")
-    return total if isinstance(total, dict) else {}
+def _session_total(res: ItemResult) -> ThreadSummary:
+    return res.session.total if res.session is not None else ThreadSummary()
 
 
 def _grades(folder: RunFolder, res: ItemResult) -> dict[str, bool]:
@@ -115,24 +114,19 @@ def _item(folder: RunFolder, res: ItemResult, model: str) -> Item:
     it.values["pitfall_free"] = 1.0 if not any(v for v in res.pitfall_hits.values()) else 0.0
     if res.turns is not None:
         it.values["turns"] = float(res.turns)
-    if isinstance(total.get("tool_calls"), int):
-        it.values["tool_calls"] = float(total["tool_calls"])
+    if res.session is not None:
+        it.values["tool_calls"] = float(total.tool_calls)
     if res.cost_usd is not None:
         it.values["cost_usd"] = float(res.cost_usd)
     for metric, passed in _grades(folder, res).items():
         it.values[metric] = 1.0 if passed else 0.0
-    inp = int(total.get("input_tokens") or 0)
-    cw = int(total.get("cache_creation_tokens") or 0)
-    cr = int(total.get("cache_read_tokens") or 0)
+    inp, cw, cr = total.input_tokens, total.cache_creation_tokens, total.cache_read_tokens
     it.input_tokens, it.cache_read = inp + cw + cr, cr
-    models = (res.session or {}).get("models") or [model]
+    models = (res.session.models if res.session is not None else []) or [model]
     it.list_cost = estimate_cost(
-        str(models[0]),
-        input_tokens=inp + cr,
-        output_tokens=int(total.get("output_tokens") or 0),
-        cache_write_5m_tokens=cw,
+        models[0], input_tokens=inp + cr, output_tokens=total.output_tokens, cache_write_5m_tokens=cw
     )
-    it.skills_invoked = len(total.get("skills_invoked") or [])
+    it.skills_invoked = len(total.skills_invoked)
     return it
 
 
@@ -392,7 +386,7 @@ def build_report(
     models_seen: dict[str, int] = {}
     without = 0
     for it in scored.values():
-        ms_ = (it.result.session or {}).get("models") or []
+        ms_ = it.result.session.models if it.result.session is not None else []
         if not ms_:
             without += 1
         for m in ms_:
@@ -467,9 +461,8 @@ def build_report(
 
 
 def _isolation(manifest: RunManifest) -> str:
-    recorded = getattr(manifest, "isolation", None) or manifest.setup.get("isolation")
-    if recorded:
-        return str(recorded)
+    if manifest.isolation is not None:
+        return manifest.isolation.describe()
     return "links (shadow home and config dir; not recorded in this run's manifest)"
 
 
@@ -677,12 +670,16 @@ def _layer_use(
     stripped = sorted(
         {lid for c in manifest.cells for lid in c.stripped if control.fingerprints.get(lid, "") != ""}
     )
-    sessions = [it.result.session or {} for (t, c, r), it in scored.items() if c == control.id]
-    loaded_paths = [str(f.get("path", "")) for s in sessions for f in s.get("instruction_files", [])]
-    read_paths = [str(p) for s in sessions for p in (s.get("total") or {}).get("files_read", [])]
-    skills_used = sum(len((s.get("total") or {}).get("skills_invoked", [])) for s in sessions)
-    skills_listed = any(s.get("skills_listed") for s in sessions)
-    hooks_fired = sum(sum(s.get("hooks_fired", {}).values()) for s in sessions)
+    sessions = [
+        it.result.session
+        for (t, c, r), it in scored.items()
+        if c == control.id and it.result.session is not None
+    ]
+    loaded_paths = [f.path for s in sessions for f in s.instruction_files]
+    read_paths = [p for s in sessions for p in s.total.files_read]
+    skills_used = sum(len(s.total.skills_invoked) for s in sessions)
+    skills_listed = any(s.skills_listed for s in sessions)
+    hooks_fired = sum(sum(s.hooks_fired.values()) for s in sessions)
     out: list[LayerUse] = []
     for lid in stripped:
         if lid not in catalog:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import shutil
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from ablate import __version__
 from ablate.core.claude import ClaudeBinary
@@ -21,6 +20,7 @@ from ablate.folder.layout import (
     PlanItem,
     RunFolder,
     RunManifest,
+    SetupInfo,
     read_manifest,
     utcnow,
     write_manifest,
@@ -47,7 +47,7 @@ def create_run(
     timeout_s: float | None = None,
     extra_args: Sequence[str] = (),
     max_retries: int = DEFAULT_MAX_RETRIES,
-    setup: Mapping[str, Any] | None = None,
+    setup: SetupInfo | None = None,
     shard: Shard | None = None,
     run_id: str | None = None,
 ) -> tuple[RunFolder, RunManifest]:
@@ -92,7 +92,7 @@ def create_run(
         plan_sha256=sha,
         items=len(items),
         shard=str(shard) if shard else None,
-        setup=dict(setup or {}),
+        setup=setup or SetupInfo(),
         host=socket.gethostname(),
     )
     folder.root.mkdir(parents=True, exist_ok=True)
