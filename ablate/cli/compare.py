@@ -270,13 +270,13 @@ def compare_cmd(
     finally:
         signal.signal(signal.SIGINT, previous)
     if json:
-        print_json(report)
+        print_json(report.to_json())
     else:
         for line in summary_lines(report):
             typer.echo(line)
         typer.echo(f"report: {folder / 'compare.md'}")
-    if report["execution"].get("run_outcome") == "interrupted":
+    if report.execution.get("run_outcome") == "interrupted":
         _err(f"interrupted: the report covers the items that finished ({folder})")
         raise typer.Exit(EXIT_INTERRUPTED)
-    if report["excluded"]["count"]:
+    if report.excluded.count:
         raise typer.Exit(EXIT_PARTIAL)

@@ -154,6 +154,7 @@ def plan_cmd(
     from ablate.run.create import create_run
     from ablate.run.plan import blocks, estimate, new_seed
     from ablate.run.prepare import check_locations, load_cells, setup_info
+    from ablate.setup.cells import noop_reasons
     from ablate.setup.load import load_setup
     from ablate.setup.tasks import load_tasks
 
@@ -179,6 +180,7 @@ def plan_cmd(
         claude=claude,
         timeout_s=timeout,
         setup=setup_info(setup, cell_set.source, ablate_toml),
+        noops=noop_reasons(cell_set.cells, setup, catalog),
     )
     n_blocks = len(blocks(folder.read_plan()))
     if json:

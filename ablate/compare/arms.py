@@ -212,8 +212,8 @@ def parse_roles(text: str) -> tuple[Role, Role, Role]:
             f"--roles {text!r}: expected the three words original, moved, duplicated, each once",
             hint="name the role of each arm in the order the arms are given, e.g. --roles original,moved,duplicated",
         )
-    by_word = {r: r for r in ROLES}
-    return by_word[words[0]], by_word[words[1]], by_word[words[2]]
+    first, second, third = (next(r for r in ROLES if r == w) for w in words)
+    return first, second, third
 
 
 def _lines(data: bytes) -> list[str]:

@@ -7,12 +7,12 @@ the outcomes and writes the compare folder::
     <out>/compare-ledger.jsonl        every compare run of this runs folder (looks are counted)
     <out>/<compare-id>/
       arms/<arm>.md                   the exact bytes every session of the arm got (fingerprinted)
-      plan.jsonl                      item, task, arm, repeat, order
+      plan.jsonl                      the run folder's plan lines (PlanItem; ``cell`` is the arm)
       items.jsonl                     one outcome per item
       requests.jsonl                  api/sim: every request body, byte for byte
       sim-requests.jsonl              sim: the endpoint's own log
       run/<run-id>/                   claude-code: the run folder of ``ablate run``
-      compare.json  compare.md
+      compare.json  compare.md  compare.html
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ from ablate.compare.ledger import (
     read_ledger,
     task_set_sha256,
 )
+from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.errors import OutputExists, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
+from ablate.folder.layout import PlanItem, RunFolder
 from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_plan
 from ablate.setup.tasks import Task, load_tasks
-
-COMPARE_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -252,9 +252,8 @@ def run_compare(
     executor: Executor,
     *,
     on_item: Callable[[ItemOutcome], None] | None = None,
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, CompareReport]:
     """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report)."""
-    from ablate.compare.render import render_markdown
 
     out_root = prep.request.out
     folder = out_root / prep.compare_id
@@ -265,12 +264,11 @@ def run_compare(
     (folder / "arms").mkdir(parents=True, exist_ok=True)
     for a in prep.arms:
         atomic_write_bytes(folder / "arms" / f"{a.name}.md", a.rendered.data)
-    _write_jsonl(
-        folder / "plan.jsonl",
+    RunFolder(folder).write_plan(
         [
-            {"item": i.item, "task": i.task.id, "arm": i.arm.name, "repeat": i.repeat, "order": i.order}
+            PlanItem(item=i.item, task=i.task.id, cell=i.arm.name, repeat=i.repeat, order=i.order)
             for i in prep.items
-        ],
+        ]
     )
     entries, bad = read_ledger(out_root)
     task_sha = task_set_sha256(prep.tasks)
@@ -295,41 +293,61 @@ def run_compare(
     stats, _obs = analyse(prep, outcomes)
     spent = sum(o.cost_usd or 0.0 for o in outcomes) if executor.spends else 0.0
     req = prep.request
-    report: dict[str, Any] = {
-        "schema_version": COMPARE_SCHEMA_VERSION,
-        "compare_id": prep.compare_id,
-        "ablate_version": __version__,
-        "started_at": started,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "executor": executor.name,
-        "model": req.model,
-        "layer": req.layer if executor.name == "claude-code" else None,
-        "tier": prep.tier.name,
-        "repeats": prep.tier.repeats,
-        "seed": req.seed,
-        "tasks": [{"id": t.id, "split": t.spec.split, "sha256": t.sha256} for t in prep.tasks],
-        "task_set_sha256": task_sha,
-        "arms": [a.to_json() for a in prep.arms],
-        "baseline": prep.arms[0].name,
-        "items": len(prep.items),
-        "estimate": {
-            "sessions": prep.estimate.sessions,
-            "calls": prep.estimate.calls,
-            "usd": prep.estimate.usd,
-            "basis": prep.estimate.basis,
-        },
-        "spent_usd": spent,
-        "spent_basis": getattr(executor, "spend_basis", ""),
-        **stats,
-        "looks": looks.to_json(),
-        "fingerprint_changes": changes,
-        "notes": prep.notes,
-        "execution": execution.info,
-    }
-    atomic_write_bytes(folder / "compare.json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
-    atomic_write_bytes(folder / "compare.md", render_markdown(report).encode())
+    report = CompareReport.model_validate(
+        {
+            "schema_version": COMPARE_SCHEMA_VERSION,
+            "compare_id": prep.compare_id,
+            "ablate_version": __version__,
+            "started_at": started,
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "executor": executor.name,
+            "model": req.model,
+            "layer": req.layer if executor.name == "claude-code" else None,
+            "tier": prep.tier.name,
+            "repeats": prep.tier.repeats,
+            "seed": req.seed,
+            "tasks": [{"id": t.id, "split": t.spec.split, "sha256": t.sha256} for t in prep.tasks],
+            "task_set_sha256": task_sha,
+            "arms": [a.to_json() for a in prep.arms],
+            "baseline": prep.arms[0].name,
+            "items": len(prep.items),
+            "estimate": {
+                "sessions": prep.estimate.sessions,
+                "calls": prep.estimate.calls,
+                "usd": prep.estimate.usd,
+                "basis": prep.estimate.basis,
+            },
+            "spent_usd": spent,
+            "spent_basis": getattr(executor, "spend_basis", ""),
+            **stats,
+            "looks": looks.to_json(),
+            "fingerprint_changes": changes,
+            "notes": prep.notes,
+            "execution": execution.info,
+        }
+    )
+    _write_outputs(folder, report)
+    _append_ledger_line(prep, executor.name, started, task_sha)
+    return folder, report
+
+
+def _write_outputs(folder: Path, report: CompareReport) -> None:
+    """compare.json, and compare.md / compare.html rendered from the report's blocks."""
+    from ablate.compare.render import compare_document
+    from ablate.report.html import render_html
+    from ablate.report.markdown import render_markdown
+
+    atomic_write_bytes(
+        folder / "compare.json", orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+    )
+    document = compare_document(report)
+    atomic_write_bytes(folder / "compare.md", render_markdown(document).encode())
+    atomic_write_bytes(folder / "compare.html", render_html(document, folder).encode())
+
+
+def _append_ledger_line(prep: PreparedCompare, executor: str, started: str, task_sha: str) -> None:
     append_ledger(
-        out_root,
+        prep.request.out,
         {
             "compare_id": prep.compare_id,
             "created_at": started,
@@ -338,9 +356,8 @@ def run_compare(
             "tasks": [t.id for t in prep.tasks],
             "holdout": prep.holdout,
             "arms": [arm_key(a) for a in prep.arms],
-            "executor": executor.name,
+            "executor": executor,
             "tier": prep.tier.name,
             "repeats": prep.tier.repeats,
         },
     )
-    return folder, report

@@ -180,7 +180,10 @@ class ManifestCell(Spec):
     leaks: list[object] = Field(default_factory=list)
     """Leaks the environment builder detected and could not remove (docs/ARCHITECTURE.md, "Leaks")."""
     notes: list[str] = Field(default_factory=list)
-    """Builder notes (no-op cells, shared state)."""
+    """Builder notes (shared state, fingerprint mismatches)."""
+    noop: str | None = None
+    """Set when the cell is identical to the control by construction in this setup: why (then it is not
+    tested)."""
     env: dict[str, str] = Field(default_factory=dict)
     """The effective process environment of the cell, secrets redacted."""
 

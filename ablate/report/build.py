@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 import orjson
 
@@ -38,6 +39,8 @@ from ablate.report.model import (
     RunInfo,
     TaskCellCell,
 )
+from ablate.setup.kinds import layer_kind
+from ablate.setup.layers import Shows
 from ablate.stats import (
     Interval,
     NotComputable,
@@ -67,7 +70,6 @@ RANKING_KEY = (
 TARGET_RATE_CHANGE = 0.2
 TARGET_TURNS = 1.0
 TARGET_COST_FRACTION = 0.1
-NOOP_MARK = "identical to the control by construction"
 
 
 @dataclass
@@ -131,14 +133,13 @@ def _item(folder: RunFolder, res: ItemResult, model: str) -> Item:
 
 
 def _noop_reason(cell: ManifestCell, control: ManifestCell | None) -> str | None:
-    for note in cell.notes:
-        if NOOP_MARK in note:
-            return note
+    if cell.noop is not None:
+        return cell.noop
     if control is None or not cell.stripped or cell.empty_config:
         return None
     fp = control.fingerprints
     if fp and all(fp.get(lid, "") == "" for lid in cell.stripped):
-        return f"{cell.id}: no {', '.join(cell.stripped)} in this setup — {NOOP_MARK}"
+        return f"{cell.id}: no {', '.join(cell.stripped)} in this setup — identical to the control by construction"
     return None
 
 
@@ -725,34 +726,36 @@ def _layer_use(
             out.append(
                 LayerUse(layer=lid, status=status, evidence=f"{hooks_fired} hook firings in control sessions")
             )
-        elif layer.shows in ("instructions", "memory"):
-            n = (
-                hit(loaded_paths)
-                if layer.shows == "instructions"
-                else sum("/memory/" in p for p in loaded_paths)
-            )
-            out.append(
-                LayerUse(
-                    layer=lid,
-                    status="used" if n else "never loaded",
-                    evidence=f"loaded as instructions {n} times in {len(sessions)} control sessions",
-                )
-            )
-        elif layer.shows != "files":
-            out.append(
-                LayerUse(layer=lid, status="not assessed", evidence=f"shows as {layer.shows}: not mined yet")
-            )
         else:
-            n = hit(read_paths)
-            out.append(
-                LayerUse(
-                    layer=lid,
-                    status="used" if n else "loaded, never used",
-                    evidence=f"files read {n} times in {len(sessions)} control sessions"
-                    + ("" if n else " (present in every cell's checkout, never opened)"),
-                )
-            )
+            out.append(_kind_use(lid, layer.shows, hit, loaded_paths, read_paths, len(sessions)))
     return out
+
+
+def _kind_use(
+    lid: str, shows: Shows, hit: Callable[[list[str]], int], loaded: list[str], read: list[str], sessions: int
+) -> LayerUse:
+    """How a layer (other than skills and hooks) was used in the control sessions, by its kind's row."""
+    used_by = layer_kind(shows).used
+    match used_by:
+        case "instructions" | "memory":
+            n = hit(loaded) if used_by == "instructions" else sum("/memory/" in p for p in loaded)
+            return LayerUse(
+                layer=lid,
+                status="used" if n else "never loaded",
+                evidence=f"loaded as instructions {n} times in {sessions} control sessions",
+            )
+        case "reads":
+            n = hit(read)
+            return LayerUse(
+                layer=lid,
+                status="used" if n else "loaded, never used",
+                evidence=f"files read {n} times in {sessions} control sessions"
+                + ("" if n else " (present in every cell's checkout, never opened)"),
+            )
+        case "not_mined":
+            return LayerUse(layer=lid, status="not assessed", evidence=f"shows as {shows}: not mined yet")
+        case _:
+            assert_never(used_by)
 
 
 __all__ = ["BASE_METRICS", "METRIC_LABELS", "RANKING_KEY", "build_report"]

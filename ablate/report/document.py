@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Comparison, Report
+
+RowStyle = Literal["real", "draw", ""]
 
 
 @dataclass
@@ -30,6 +33,8 @@ class Table:
     rows: list[list[str]]
     id: str = ""
     caption: str = ""
+    row_styles: list[RowStyle] = field(default_factory=list)
+    """One per row when set: ``real`` (a real effect), ``draw`` (no real effect) or ``""`` (the HTML row class)."""
 
 
 @dataclass
@@ -86,6 +91,12 @@ def _real(c: Comparison) -> str:
     if c.p is None:
         return "n/a"
     return "**real**" if c.real else "draw"
+
+
+def _style(c: Comparison) -> RowStyle:
+    if c.p is None:
+        return ""
+    return "real" if c.real else "draw"
 
 
 def _layers(layers: list[str]) -> str:
@@ -163,6 +174,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             ["rank", "cell", "strips", "verdict", "Δ pitfall-free [CI]", "Δ turns", "Δ cost", "real on"],
             rows,
             id="ranking",
+            row_styles=["draw" if e.tie_group == "draw" else "" for e in report.ranking],
         )
     )
     if report.no_op_cells:
@@ -209,6 +221,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
             for c in report.comparisons
             if c.metric == metric
         ]
+        styles = [_style(c) for c in report.comparisons if c.metric == metric]
         b.append(Heading(METRIC_LABELS.get(metric, metric), 3))
         b.append(
             Table(
@@ -227,6 +240,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                 ],
                 rows,
                 id=f"contrib-{metric}",
+                row_styles=styles,
             )
         )
     notes = sorted({c.not_computable for c in report.comparisons if c.not_computable})
@@ -302,6 +316,7 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
                     for c in report.regressions
                 ],
                 id="regressions",
+                row_styles=[_style(c) for c in report.regressions],
             )
         )
     else:
@@ -405,9 +420,10 @@ def _binary_tables(report: Report) -> list[Block]:
             caption=f"Clean = {other}, Normal = {control}; means per session",
         )
     )
-    agg = []
+    agg, styles = [], []
     for c in report.comparisons:
         if c.task is None and c.cell == other:
+            styles.append(_style(c))
             agg.append(
                 [
                     METRIC_LABELS.get(c.metric, c.metric),
@@ -424,6 +440,7 @@ def _binary_tables(report: Report) -> list[Block]:
             ["metric (per session)", "Clean", "Normal", "Δ (Clean − Normal)", "interval", "Holm p", "real?"],
             agg,
             id="binary-aggregate",
+            row_styles=styles,
         )
     )
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,6 +50,7 @@ def create_run(
     setup: SetupInfo | None = None,
     shard: Shard | None = None,
     run_id: str | None = None,
+    noops: Mapping[str, str] | None = None,
 ) -> tuple[RunFolder, RunManifest]:
     """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
     items = make_plan([t.id for t in tasks], [c.id for c in cells], repeats=repeats, seed=seed)
@@ -83,6 +84,7 @@ def create_run(
                 label=c.label,
                 stripped=list(c.stripped),
                 empty_config=c.empty_config,
+                noop=(noops or {}).get(c.id),
             )
             for c in cells
         ],

@@ -20,7 +20,7 @@ from ablate.folder.layout import PlanItem, RunFolder, RunManifest, SetupInfo
 from ablate.folder.result import read_result
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run, shard_folder
 from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
-from ablate.setup.cells import CellSet
+from ablate.setup.cells import CellSet, noop_reasons
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup, ancestor_leaks
 from ablate.setup.tasks import Task
@@ -229,6 +229,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             timeout_s=req.timeout_s,
             setup=setup_info(setup, cell_set.source, req.ablate_toml),
             shard=shard_spec,
+            noops=noop_reasons(cell_set.cells, setup, catalog),
         )
     share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
     return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)

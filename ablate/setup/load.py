@@ -10,10 +10,12 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 from ablate.core.errors import NotARepo, NotFound, UsageError
 from ablate.core.gitutil import live_changes, run_git
 from ablate.core.slug import slug
+from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Catalog, LayerFiles, json_keys, resolve_layer
 
 #: Files the CLI loads from every ancestor of the cwd (FACTS §3.8): a leak when found above a worktree.
@@ -338,25 +340,31 @@ def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[
     for lid, lf in layers.items():
         if not lf.present:
             continue
-        shows = lf.layer.shows
-        if shows in ("files", "hook", "mcp") or not lf.files:
+        loaded_by = layer_kind(lf.layer.shows).loaded
+        if not lf.files:
             out[lid] = None
-        elif shows == "instructions":
-            out[lid] = [r for r in lf.files if os.path.realpath(lf.base / r) in reachable]
-        elif shows in ("skill_listing", "agent_listing"):
-            decided = [skill_loaded(r) for r in lf.files]
-            if any(d is None for d in decided):
+            continue
+        match loaded_by:
+            case "not_applicable":
                 out[lid] = None
-            else:
-                out[lid] = [r for r, d in zip(lf.files, decided, strict=True) if d]
-        elif shows == "output_style":
-            out[lid] = [
-                r
-                for r in lf.files
-                if r.endswith(".md") and style is not None and style_name(lf.base / r) == style
-            ]
-        else:  # memory: the model is told where it is and reads it
-            out[lid] = list(lf.files)
+            case "imports":
+                out[lid] = [r for r in lf.files if os.path.realpath(lf.base / r) in reachable]
+            case "listing":
+                decided = [skill_loaded(r) for r in lf.files]
+                if any(d is None for d in decided):
+                    out[lid] = None
+                else:
+                    out[lid] = [r for r, d in zip(lf.files, decided, strict=True) if d]
+            case "style":
+                out[lid] = [
+                    r
+                    for r in lf.files
+                    if r.endswith(".md") and style is not None and style_name(lf.base / r) == style
+                ]
+            case "memory":  # the model is told where it is and reads it
+                out[lid] = list(lf.files)
+            case _:
+                assert_never(loaded_by)
     return out
 
 
