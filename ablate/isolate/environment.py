@@ -489,12 +489,3 @@ def clean(out: Path) -> list[str]:
         _remove_root(root)
         removed.append(str(root))
     return removed
-
-
-def load_environment_json(root: Path) -> dict[str, Any]:
-    """The ``environment.json`` of a built cell."""
-    path = root / MANIFEST
-    if not path.is_file():
-        raise UsageError(f"{root}: no {MANIFEST}; not a complete ablate environment")
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data

@@ -190,11 +190,3 @@ def git_history_reads(session_json: Path | None, stripped_paths: Iterable[str]) 
     for cmd in bash_commands(session_json):
         flags |= classify(cmd, roots)
     return sorted(flags)
-
-
-def git_history_evidence(session_json: Path | None, stripped_paths: Iterable[str]) -> list[str]:
-    """The Bash commands that earned a flag (for reports)."""
-    roots = sorted({p for p in stripped_paths if p})
-    if session_json is None or not roots:
-        return []
-    return [cmd for cmd in bash_commands(session_json) if classify(cmd, roots)]

@@ -189,7 +189,7 @@ class SessionResult:
     rate_limit_reset: datetime | None = None
     rate_limit_message: str | None = None
     #: Turns: the CLI's ``num_turns`` when it covers the whole session, else the calibrated rule summed
-    #: over every prompt (FACTS §7).
+    #: over every prompt (docs/CLAUDE-CODE.md#turns).
     turns: int | None = None
     turns_source: Literal["cli", "rule"] | None = None
     #: The calibrated rule for the last prompt only: what the CLI's ``num_turns`` reports.

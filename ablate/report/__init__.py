@@ -1,4 +1,4 @@
-"""The report (DESIGN §7–8): ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder.
+"""The report: ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder.
 
 Public surface, reused by ``ablate compare``:
 

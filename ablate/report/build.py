@@ -89,11 +89,11 @@ def _session_total(res: ItemResult) -> ThreadSummary:
 
 
 def _grades(folder: RunFolder, res: ItemResult) -> dict[str, bool]:
-    """checks_passed / judge_pass of the result's attempt from ``grades/<item>.json`` (issue 12's record).
+    """checks_passed / judge_pass of the result's attempt from ``grades/<item>.json``.
 
     A verdict that is a judge error, or checks that could not be evaluated, give no value (the item then
     leaves that metric's comparisons) rather than a guessed one. The first verdict recorded for the attempt
-    counts, as in ``ablate.grade.summary``.
+    counts.
     """
     from ablate.grade.record import read_grade
 

@@ -1,7 +1,7 @@
 """Recovering results from transcripts when the CLI's stdout is missing, empty, corrupt or a rate-limit stub.
 
 For each item of a run folder's plan, the latest attempt's stdout file is classified
-(:func:`ablate.cli_output.parse_cli_output`). When it is not a valid result, the result is rebuilt from that
+(:func:`ablate.mine.cli_output.parse_cli_output`). When it is not a valid result, the result is rebuilt from that
 attempt's transcript, the fields that came from the transcript (``recovered_fields``) or from a rule or the
 price table (``estimated_fields``) are marked, and the transcript's cost and turns are reconciled with the
 CLI's figures wherever a salvaged CLI document exists. ``results/<item>.json`` is written atomically and

@@ -1,4 +1,4 @@
-"""Cell sets (DESIGN §2): which layers each ablation cell strips, and how that plays out for one setup."""
+"""Cell sets (docs/ARCHITECTURE.md#cells): which layers each cell strips, and how that plays out for one setup."""
 
 from __future__ import annotations
 

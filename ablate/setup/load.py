@@ -512,12 +512,6 @@ class Inventory:
     unclassified: list[str] = field(default_factory=list)
     """Repo Markdown under docs/, notes/, .claude/ that no layer claims."""
 
-    def never_loaded(self, layer_id: str) -> bool:
-        """True when the layer is on disk but the CLI loads none of it (a cell stripping it is a no-op)."""
-        lf = self.layers.get(layer_id)
-        got = self.loaded.get(layer_id)
-        return lf is not None and lf.present and got is not None and not got
-
 
 def inventory(setup: Setup, catalog: Catalog) -> Inventory:
     layers = resolve_layers(setup, catalog)

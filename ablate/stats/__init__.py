@@ -1,4 +1,4 @@
-"""Statistics of a report (DESIGN §7): small, typed, pure functions on scipy.
+"""Statistics of a report: small, typed, pure functions on scipy.
 
 Every function returns a value or a :class:`NotComputable` with the reason; none returns a magic number.
 
