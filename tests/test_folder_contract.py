@@ -194,6 +194,14 @@ def test_the_mined_session_keeps_its_keys_and_reads_back_typed(tmp_path: Path) -
         SessionMetrics.model_validate(doc | {"total": {"tool_cals": 3}})
 
 
+@pytest.mark.parametrize("fixture", ["multi_tool", "agent", "skill"])
+def test_the_printed_session_object_is_exactly_the_typed_one(fixture: str) -> None:
+    mined = mine_session(Path(__file__).parent / "data" / "fixtures" / f"{fixture}.jsonl")
+    doc = mined.to_json()
+    assert mined.to_metrics().model_dump(mode="json") == doc
+    assert doc["total"]["api_calls"] > 0
+
+
 def test_writes_are_typed_and_an_inspection_error_is_one_of_them() -> None:
     w = SessionWrites.model_validate(
         {

@@ -9,9 +9,7 @@ from typing import Any, Literal
 
 from ablate.folder.session import (
     SESSION_SCHEMA_VERSION,
-    InstructionFile,
     SessionMetrics,
-    SkillInvocation,
     ThreadSummary,
 )
 from ablate.folder.session import MinedStatus as Status
@@ -142,31 +140,34 @@ class ThreadMetrics:
 
     def summary(self) -> ThreadSummary:
         """The typed form written into results and ``ablate mine --json``."""
-        return ThreadSummary(
-            api_calls=self.api_calls,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cache_creation_tokens=self.cache_creation_tokens,
-            cache_read_tokens=self.cache_read_tokens,
-            tool_calls=self.tool_calls,
-            tool_histogram=dict(self.tool_histogram),
-            files_read=self.files_read,
-            file_reads=dict(self.file_reads),
-            skills_invoked=[SkillInvocation(skill=s.skill, outcome=s.outcome) for s in self.skills_invoked],
-            tool_results=self.tool_results,
-            tool_errors=self.tool_errors,
-            failed_calls=self.failed_calls,
-            retry_records=self.retry_records,
-            retry_statuses=dict(self.retry_statuses),
-            http_attempts=self.http_attempts,
-            pitfall_hits=dict(self.pitfall_hits),
-            models=sorted(self.model_usage),
-            duration_s=self.duration_s,
-            records=self.records,
-        )
+        return ThreadSummary.model_validate(self._fields())
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "api_calls": self.api_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "tool_calls": self.tool_calls,
+            "tool_histogram": dict(self.tool_histogram),
+            "files_read": self.files_read,
+            "file_reads": dict(self.file_reads),
+            "skills_invoked": [{"skill": s.skill, "outcome": s.outcome} for s in self.skills_invoked],
+            "tool_results": self.tool_results,
+            "tool_errors": self.tool_errors,
+            "failed_calls": self.failed_calls,
+            "retry_records": self.retry_records,
+            "retry_statuses": dict(self.retry_statuses),
+            "http_attempts": self.http_attempts,
+            "pitfall_hits": dict(self.pitfall_hits),
+            "models": sorted(self.model_usage),
+            "duration_s": self.duration_s,
+            "records": self.records,
+        }
 
     def to_json(self) -> dict[str, Any]:
-        return self.summary().model_dump(mode="json")
+        return self._fields()
 
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
@@ -234,46 +235,47 @@ class SessionResult:
 
     def to_metrics(self) -> SessionMetrics:
         """The typed ``ablate mine --json`` object, also the ``session`` field of every run-folder result."""
-        return SessionMetrics(
-            session_id=self.session_id,
-            transcript=str(self.transcript),
-            status=self.status,
-            api_error_status=self.api_error_status,
-            rate_limit_reset=self.rate_limit_reset.isoformat() if self.rate_limit_reset else None,
-            rate_limit_message=self.rate_limit_message,
-            turns=self.turns,
-            turns_source=self.turns_source,
-            turns_last_prompt=self.turns_last_prompt,
-            num_turns_cli=self.num_turns_cli,
-            prompts=self.prompts,
-            cost_usd=self.cost_usd,
-            cost_estimated=self.cost_estimated,
-            cost_source=self.cost_source,
-            unknown_models=list(self.unknown_models),
-            duration_s=self.duration_s,
-            duration_source=self.duration_source,
-            estimated_fields=self.estimated_fields,
-            cwd=self.cwd,
-            claude_version=self.claude_version,
-            models=list(self.models),
-            instruction_files=[
-                InstructionFile(path=f["path"], type=f["type"]) for f in self.instruction_files
-            ],
-            skills_listed=list(self.skills_listed),
-            hooks_fired=dict(self.hooks_fired),
-            agents=[dict(a) for a in self.agents],
-            pitfall_hits=dict(self.pitfall_hits),
-            stdout=self.stdout_kind,
-            reconciliation={k: dict(v) for k, v in self.reconciliation.items()},
-            retries=self.total.retry_records,
-            malformed_lines=self.malformed_lines,
-            truncated_lines=self.truncated_lines,
-            unknown_record_types=dict(self.unknown_record_types),
-            main=self.main.summary(),
-            subagents=self.subagents.summary(),
-            total=self.total.summary(),
-        )
+        return SessionMetrics.model_validate(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
-        """The ``ablate mine --json`` contract (one object per session; see README "Mining transcripts")."""
-        return self.to_metrics().model_dump(mode="json")
+        """The fields of :class:`SessionMetrics`, JSON-ready: what ``ablate mine --json`` prints (see README
+        "Mining transcripts"). Every result validates it through :meth:`to_metrics`; printing it directly
+        keeps mining as fast as it was."""
+        return {
+            "schema_version": SESSION_SCHEMA_VERSION,
+            "session_id": self.session_id,
+            "transcript": str(self.transcript),
+            "status": self.status,
+            "api_error_status": self.api_error_status,
+            "rate_limit_reset": self.rate_limit_reset.isoformat() if self.rate_limit_reset else None,
+            "rate_limit_message": self.rate_limit_message,
+            "turns": self.turns,
+            "turns_source": self.turns_source,
+            "turns_last_prompt": self.turns_last_prompt,
+            "num_turns_cli": self.num_turns_cli,
+            "prompts": self.prompts,
+            "cost_usd": self.cost_usd,
+            "cost_estimated": self.cost_estimated,
+            "cost_source": self.cost_source,
+            "unknown_models": list(self.unknown_models),
+            "duration_s": self.duration_s,
+            "duration_source": self.duration_source,
+            "estimated_fields": self.estimated_fields,
+            "cwd": self.cwd,
+            "claude_version": self.claude_version,
+            "models": list(self.models),
+            "instruction_files": [dict(f) for f in self.instruction_files],
+            "skills_listed": list(self.skills_listed),
+            "hooks_fired": dict(self.hooks_fired),
+            "agents": [dict(a) for a in self.agents],
+            "pitfall_hits": dict(self.pitfall_hits),
+            "stdout": self.stdout_kind,
+            "reconciliation": {k: dict(v) for k, v in self.reconciliation.items()},
+            "retries": self.total.retry_records,
+            "malformed_lines": self.malformed_lines,
+            "truncated_lines": self.truncated_lines,
+            "unknown_record_types": dict(self.unknown_record_types),
+            "main": self.main._fields(),
+            "subagents": self.subagents._fields(),
+            "total": self.total._fields(),
+        }
