@@ -68,13 +68,19 @@ def summary_lines(report: CompareReport) -> list[str]:
 
 
 def _verdict_blocks(report: CompareReport) -> list[Block]:
-    items = []
-    for v in report.verdicts:
-        items.append(f"**{v.line}**")
-        items += [f"{'pass' if c.passed else 'FAIL'} — {c.name}: {c.detail}" for c in v.checks]
+    checks = Table(
+        ["arm", "check", "", "detail"],
+        [
+            [v.arm, c.name, "pass" if c.passed else "FAIL", c.detail]
+            for v in report.verdicts
+            for c in v.checks
+        ],
+        id="verdict-checks",
+    )
     return [
         Heading("Verdict"),
-        Bullets(items),
+        Bullets([f"**{v.line}**" for v in report.verdicts]),
+        checks,
         Para(
             "A version counts as better only if its pooled pitfall-free gain over the baseline is real after Holm "
             "correction, no task's pass rate and no pooled turn count regressed significantly, and the holdout "
