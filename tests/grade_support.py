@@ -17,10 +17,12 @@ from ablate.folder.layout import (
     PlanItem,
     RunFolder,
     RunManifest,
+    SetupInfo,
     item_id,
     write_manifest,
 )
 from ablate.folder.result import ItemResult, write_result
+from ablate.folder.session import SessionMetrics
 
 TASK_TOML = """schema_version = 1
 id = "{id}"
@@ -90,7 +92,7 @@ def make_run(
         seed=1,
         plan_sha256="0" * 64,
         items=len(items),
-        setup=setup or {},
+        setup=SetupInfo.model_validate({k: str(v) for k, v in (setup or {}).items()}),
     )
     write_manifest(folder, manifest)
     plan = []
@@ -123,9 +125,10 @@ def make_run(
                 attempt=1,
                 session_id=sid,
                 status="completed",
-                complete=True,
                 stdout=f"stdout/{iid}.a1.json",
-                session={"cwd": it.cwd},
+                session=SessionMetrics(
+                    transcript=f"transcripts/{iid}.a1/{sid}.jsonl", status="completed", cwd=it.cwd
+                ),
             ),
         )
     folder.write_plan(plan)

@@ -104,6 +104,8 @@ def make_run(
         complete = o.status == "completed"
         session = {
             "schema_version": 1,
+            "transcript": f"transcripts/{p.item}.a1/s-{p.order}.jsonl",
+            "status": "completed",
             "models": [o.model] if o.model else [],
             "instruction_files": [{"path": "/home/u/.claude/CLAUDE.md", "type": "User"}],
             "skills_listed": [],
@@ -129,7 +131,6 @@ def make_run(
                 attempt=1,
                 session_id=f"s-{p.order}",
                 status=o.status,
-                complete=complete,
                 cost_usd=o.cost if complete else None,
                 turns=o.turns if complete else None,
                 pitfall_hits={"p": 1 if o.pitfall else 0},

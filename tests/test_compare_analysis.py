@@ -129,8 +129,8 @@ def test_a_file_edited_during_the_run_is_reported_and_every_session_got_the_firs
     prep = prepare_compare(req, ex)
     folder, doc = run_compare(prep, ex)
     assert set(ex.seen) == {b"version a\n", b"version b\n"}
-    (change,) = doc["fingerprint_changes"]
-    assert change["arm"] == "b" and change["when"].startswith("during this run")
+    (change,) = doc.fingerprint_changes
+    assert change.arm == "b" and change.when.startswith("during this run")
     assert (folder / "arms" / "b.md").read_bytes() == b"version b\n"
     assert "WARNING: b" in (folder / "compare.md").read_text()
 

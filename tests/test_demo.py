@@ -12,7 +12,6 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.core.resources import data_dir
-from ablate.grade.summary import grade_summary
 from ablate.report import build_report
 from ablate.run.demo import (
     MARKER,
@@ -20,11 +19,11 @@ from ablate.run.demo import (
     PLANTED_WITHOUT,
     demo_design,
     prepare_demo_folder,
-    summarise_results,
 )
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
 from ablate.stats import power_binary
+from tests.folder_totals import cell_totals, grade_totals
 
 
 def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:
@@ -198,7 +197,7 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
         )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
-    cells = {s.cell: s for s in summarise_results(run_dir)}
+    cells = {s.cell: s for s in cell_totals(run_dir)}
     assert all(s.complete == s.items == 4 for s in cells.values())
     hits = {cid: s.pitfall_hits for cid, s in cells.items()}
     # shadow/sim/demo.toml's ground truth, recovered from the transcripts
@@ -213,7 +212,7 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
     for cid in ("C0", "C1", "C2", "C3", "C6", "C7", "C8", "C9", "C10"):
         assert hits[cid] == {}, cid
     # checks on the checkouts the sessions left (release-notes, typed-farewell), and the judge's verdicts
-    graded = {g.cell: g for g in grade_summary(run_dir)}
+    graded = {g.cell: g for g in grade_totals(run_dir)}
     passed = {cid: (g.checks_passed, g.checked, g.judge_pass, g.judged) for cid, g in graded.items()}
     assert passed["C0"] == passed["C1"] == passed["C6"] == passed["C8"] == (2, 2, 4, 4)
     assert passed["C4"] == (1, 2, 3, 4)

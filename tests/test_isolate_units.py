@@ -333,7 +333,8 @@ def test_fence_argv_binds_only_what_is_writable(tmp_path: Path) -> None:
     assert argv[argv.index("--ro-bind") + 1 : argv.index("--ro-bind") + 3] == ["/", "/"]
     assert "--cap-drop" in argv and "--unshare-user" in argv and "--unshare-pid" in argv
     binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--bind"]
-    assert binds == [[str(tmp_path / "a"), str(tmp_path / "a")], [str(tmp_path), "/tmp"]]
+    # the private /tmp before the writable folders, so a cell folder under the real /tmp stays reachable
+    assert binds == [[str(tmp_path), "/tmp"], [str(tmp_path / "a"), str(tmp_path / "a")]]
     assert argv[-2:] == ["--", "true"]
 
 

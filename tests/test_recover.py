@@ -120,9 +120,7 @@ def test_recover_never_replaces_a_better_result(run_dir: Path) -> None:
     recovered = read_result(rf, "killed")
     assert recovered is not None and recovered.status == "killed"
     # the runner later observed the same item complete: recovery must keep that result
-    better = recovered.model_copy(
-        update={"status": "completed", "complete": True, "cost_usd": 1.0, "recovery": None}
-    )
+    better = recovered.model_copy(update={"status": "completed", "cost_usd": 1.0, "recovery": None})
     rf.result_path("killed").write_bytes(orjson.dumps(better.model_dump(mode="json")))
     got = {r.item: r for r in recover_run(run_dir)}
     assert got["killed"].action == "kept"

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
-from ablate.folder.layout import RunFolder, read_manifest, write_manifest
+from ablate.folder.layout import IsolationInfo, RunFolder, read_manifest, write_manifest
 from ablate.report import build_report, write_report
 from ablate.report.model import Report
 from tests.report_support import Outcome, make_run
@@ -183,7 +183,7 @@ def test_the_backend_is_named_in_words_in_every_format(tmp_path: Path) -> None:
     )
     folder = RunFolder(run)
     manifest = read_manifest(folder)
-    manifest.isolation = {"backend": "namespace", "reason": "unprivileged user namespaces work here"}
+    manifest.isolation = IsolationInfo(backend="namespace", reason="unprivileged user namespaces work here")
     write_manifest(folder, manifest)
     written = write_report(run)
     for fmt in ("md", "html"):

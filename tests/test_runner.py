@@ -357,9 +357,9 @@ def test_environments_are_capped_at_jobs_and_retargeted(tmp_path: Path) -> None:
 
 def test_run_then_lost_outputs_recover_merge_and_summarise_as_one_contract(tmp_path: Path) -> None:
     """run → delete stdout and result → recover → merge → demo summary: every stage reads the same ItemResult."""
-    from ablate.run.demo import summarise_results
     from ablate.run.merge import merge_runs
     from ablate.run.recover import recover_run
+    from tests.folder_totals import cell_totals
 
     rig = Rig(tmp_path, {"alpha": "say done", "beta": "say hi"}, repeats=1)
     summary = rig.run()
@@ -388,7 +388,7 @@ def test_run_then_lost_outputs_recover_merge_and_summarise_as_one_contract(tmp_p
     merged_results = {r.item: r for r in iter_results(RunFolder(tmp_path / "merged"))}
     assert {i: r.stdout for i, r in merged_results.items()} == {i: r["stdout"] for i, r in after.items()}
 
-    cells = {s.cell: (s.items, s.complete, s.pitfall_hits) for s in summarise_results(tmp_path / "merged")}
+    cells = {s.cell: (s.items, s.complete, s.pitfall_hits) for s in cell_totals(tmp_path / "merged")}
     hits = {
         c: sum(r["pitfall_hits"].get("said-done", 0) for r in before.values() if r["cell"] == c)
         for c in cells

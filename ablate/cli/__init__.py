@@ -1,1 +1,1 @@
-"""The command-line shell over ablate's library. One module per command group; ``main`` composes them."""
+"""The command line: a thin shell over the library, one module per command group; ``main`` composes them."""

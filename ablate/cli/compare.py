@@ -103,6 +103,14 @@ def compare_cmd(
             show_default=False,
         ),
     ] = None,
+    roles: Annotated[
+        str | None,
+        typer.Option(
+            "--roles",
+            help="With three files of a layout experiment: the role of each, in order (e.g. original,moved,duplicated). Without it the roles are recognised from the content.",
+            show_default=False,
+        ),
+    ] = None,
     executor: Annotated[
         str,
         typer.Option(
@@ -216,6 +224,7 @@ def compare_cmd(
         tier=tier,
         repeats=repeats,
         block=block,
+        roles=roles,
         layer=layer,
         executor=executor,
         model=model,
@@ -261,13 +270,13 @@ def compare_cmd(
     finally:
         signal.signal(signal.SIGINT, previous)
     if json:
-        print_json(report)
+        print_json(report.to_json())
     else:
         for line in summary_lines(report):
             typer.echo(line)
         typer.echo(f"report: {folder / 'compare.md'}")
-    if report["execution"].get("run_outcome") == "interrupted":
+    if report.execution.get("run_outcome") == "interrupted":
         _err(f"interrupted: the report covers the items that finished ({folder})")
         raise typer.Exit(EXIT_INTERRUPTED)
-    if report["excluded"]["count"]:
+    if report.excluded.count:
         raise typer.Exit(EXIT_PARTIAL)

@@ -155,6 +155,7 @@ def plan_cmd(
     from ablate.run.estimate import estimate_run
     from ablate.run.plan import blocks, new_seed
     from ablate.run.prepare import check_locations, load_cells, setup_info
+    from ablate.setup.cells import noop_reasons
     from ablate.setup.load import load_setup
     from ablate.setup.tasks import load_tasks
 
@@ -180,6 +181,7 @@ def plan_cmd(
         claude=claude,
         timeout_s=timeout,
         setup=setup_info(setup, cell_set.source, ablate_toml),
+        noops=noop_reasons(cell_set.cells, setup, catalog),
     )
     n_blocks = len(blocks(folder.read_plan()))
     if json:
@@ -232,7 +234,7 @@ def _run(
     split: str = "both",
 ) -> None:
     from ablate.core.claude import find_claude
-    from ablate.folder.layout import write_manifest
+    from ablate.folder.layout import EndpointInfo, IsolationInfo, write_manifest
     from ablate.folder.result import read_result
     from ablate.isolate.backend import open_backend
     from ablate.isolate.guard import changes_and_notes
@@ -289,8 +291,9 @@ def _run(
         prep.catalog,
         prep.cell_set,
     )
-    if manifest.setup.get("endpoint") != endpoint.to_json():
-        manifest.setup = {**manifest.setup, "endpoint": endpoint.to_json()}
+    recorded = EndpointInfo.model_validate(endpoint.to_json())
+    if manifest.setup.endpoint != recorded:
+        manifest.setup = manifest.setup.model_copy(update={"endpoint": recorded})
         write_manifest(folder, manifest)
     run_tasks = prep.tasks
     todo = prep.todo()
@@ -309,7 +312,7 @@ def _run(
 
     chosen = choose_isolation(isolation)
     _err(f"isolation: {chosen.backend} ({chosen.reason})")
-    manifest = manifest.model_copy(update={"isolation": chosen.to_json()})
+    manifest = manifest.model_copy(update={"isolation": IsolationInfo.model_validate(chosen.to_json())})
     write_manifest(folder, manifest)
     with work_area(work_dir, folder.root.name) as work_root:
         backend = open_backend(
@@ -369,7 +372,8 @@ def _run(
         changed, guard_notes = changes_and_notes(guard) if guard is not None else ([], [])
     if guard is not None:
         _, manifest = open_run(folder.root)
-        isolation_info = {**manifest.isolation, "real_files_changed": changed}
+        assert manifest.isolation is not None
+        isolation_info = manifest.isolation.model_copy(update={"real_files_changed": changed})
         write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
     for note in guard_notes:
         _err(f"note: {note}")
@@ -410,7 +414,7 @@ def _print_writes(run_dir: Path) -> None:
     from ablate.folder.result import iter_results
     from ablate.isolate.writes import run_summary_lines
 
-    sessions = [(r.cell, r.writes) for r in iter_results(RunFolder(run_dir)) if r.writes]
+    sessions = [(r.cell, r.writes.model_dump()) for r in iter_results(RunFolder(run_dir)) if r.writes]
     for line in run_summary_lines(sessions):
         _err(line)
 

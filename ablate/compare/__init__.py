@@ -1,1 +1,1 @@
-"""``ablate compare``: head-to-head versions of a file layer and multi-arm layout experiments (issue 13)."""
+"""Head-to-head versions of a file layer and the three-arm layout experiment, on the run folder's types."""

@@ -8,16 +8,20 @@ An arm is given on the command line as ``[NAME=]PATH[@move:BLOCK|@duplicate:BLOC
   ``<!-- /uv-rule -->`` duplicated at the end.
 
 With ``--block BLOCK`` and a single file, the three arms of a layout experiment are made for you:
-``original``, ``moved`` and ``duplicated``. Each arm's bytes are read once, when the comparison is prepared,
+``original``, ``moved`` and ``duplicated``. Three files the user laid out themselves get the same roles, from
+``--roles`` or recognised from their content (:func:`layout_roles`). Each arm's bytes are read once, when the comparison is prepared,
 and fingerprinted (sha256); every session of the run gets exactly those bytes.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import permutations
 from pathlib import Path
+from typing import Literal
 
 from ablate.core.errors import UsageError
 from ablate.setup.variants import Op, Rendered, Selector, Variant
@@ -160,16 +164,105 @@ def build_arms(texts: Sequence[str], block: str | None = None) -> list[Arm]:
     return [Arm(name, s.variant.render(), s.spec) for name, s in zip(names, specs, strict=True)]
 
 
-def layout_roles(arms: Sequence[Arm]) -> dict[str, Arm] | None:
-    """``{"original", "moved", "duplicated"}`` when the arms are exactly the layout experiment's three arms
-    (one source file, one block), else None."""
+Role = Literal["original", "moved", "duplicated"]
+ROLES: tuple[Role, Role, Role] = ("original", "moved", "duplicated")
+#: How the roles were found: made by ``--block``, given by ``--roles``, or recognised from the content.
+RolesFrom = Literal["block", "roles option", "content"]
+
+
+@dataclass(frozen=True)
+class LayoutRoles:
+    """The three arms of a layout experiment, by role, and how the roles were found."""
+
+    original: Arm
+    moved: Arm
+    duplicated: Arm
+    found_by: RolesFrom
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "original": self.original.name,
+            "moved": self.moved.name,
+            "duplicated": self.duplicated.name,
+            "from": self.found_by,
+        }
+
+    def line(self) -> str:
+        return roles_line(self.to_json())
+
+
+def roles_line(roles: Mapping[str, str]) -> str:
+    """``roles: original = a, moved = b, duplicated = c (recognised from the content)``, from ``to_json``."""
+    how = {
+        "block": "made by --block",
+        "roles option": "given by --roles",
+        "content": "recognised from the content",
+    }
+    return (
+        f"roles: original = {roles['original']}, moved = {roles['moved']}, duplicated = {roles['duplicated']} "
+        f"({how.get(roles['from'], roles['from'])})"
+    )
+
+
+def parse_roles(text: str) -> tuple[Role, Role, Role]:
+    """``--roles moved,original,duplicated``: the role of each arm, in the order the arms were given."""
+    words = [w.strip() for w in text.split(",")]
+    if sorted(words) != sorted(ROLES):
+        raise UsageError(
+            f"--roles {text!r}: expected the three words original, moved, duplicated, each once",
+            hint="name the role of each arm in the order the arms are given, e.g. --roles original,moved,duplicated",
+        )
+    first, second, third = (next(r for r in ROLES if r == w) for w in words)
+    return first, second, third
+
+
+def _lines(data: bytes) -> list[str]:
+    """The non-blank lines, trailing white space dropped (moving a block changes the blank lines around it)."""
+    return [line.rstrip() for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+
+
+def _subsequence(short: list[str], long: list[str]) -> bool:
+    it = iter(long)
+    return all(any(x == y for y in it) for x in short)
+
+
+def _repeats(original: list[str], duplicated: list[str]) -> bool:
+    """``duplicated`` holds every line of ``original`` plus at least one more copy of some of them, nothing new."""
+    have, extra = Counter(original), Counter(duplicated) - Counter(original)
+    return bool(extra) and not Counter(original) - Counter(duplicated) and all(line in have for line in extra)
+
+
+def _by_content(arms: Sequence[Arm]) -> LayoutRoles | None:
+    """moved: the original's lines in another order; duplicated: the original's lines plus repeated ones, in the
+    original's order (a tie between two candidate originals goes to the one the duplicated file starts with)."""
+    lines = {a.name: _lines(a.rendered.data) for a in arms}
+    found: list[tuple[Arm, Arm, Arm]] = []
+    for o, m, d in permutations(arms):
+        lo, lm, ld = lines[o.name], lines[m.name], lines[d.name]
+        if lo != lm and Counter(lo) == Counter(lm) and _repeats(lo, ld) and _subsequence(lo, ld):
+            found.append((o, m, d))
+    if len(found) > 1:
+        found = [f for f in found if lines[f[2].name][: len(lines[f[0].name])] == lines[f[0].name]]
+    if len(found) != 1:
+        return None
+    o, m, d = found[0]
+    return LayoutRoles(o, m, d, "content")
+
+
+def layout_roles(arms: Sequence[Arm], roles: Sequence[Role] | None = None) -> LayoutRoles | None:
+    """The layout experiment's three arms by role: given by ``roles`` (one per arm, in order), made by
+    ``--block`` (one source file, one block), or recognised from three files' content; else None."""
+    if roles is not None:
+        if len(arms) != 3:
+            raise UsageError(f"--roles names three arms; this comparison has {len(arms)}")
+        by_role = dict(zip(roles, arms, strict=True))
+        return LayoutRoles(by_role["original"], by_role["moved"], by_role["duplicated"], "roles option")
     if len(arms) != 3:
         return None
     by_op = {a.variant.op: a for a in arms}
-    if set(by_op) != {"original", "move", "duplicate"}:
-        return None
-    sources = {a.variant.source for a in arms}
-    selectors = {str(a.variant.selector) for a in arms if a.variant.selector is not None}
-    if len(sources) != 1 or len(selectors) != 1:
-        return None
-    return {"original": by_op["original"], "moved": by_op["move"], "duplicated": by_op["duplicate"]}
+    if set(by_op) == {"original", "move", "duplicate"}:
+        sources = {a.variant.source for a in arms}
+        selectors = {str(a.variant.selector) for a in arms if a.variant.selector is not None}
+        if len(sources) == 1 and len(selectors) == 1:
+            return LayoutRoles(by_op["original"], by_op["move"], by_op["duplicate"], "block")
+    return _by_content(arms)

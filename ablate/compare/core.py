@@ -7,12 +7,12 @@ the outcomes and writes the compare folder::
     <out>/compare-ledger.jsonl        every compare run of this runs folder (looks are counted)
     <out>/<compare-id>/
       arms/<arm>.md                   the exact bytes every session of the arm got (fingerprinted)
-      plan.jsonl                      item, task, arm, repeat, order
+      plan.jsonl                      the run folder's plan lines (PlanItem; ``cell`` is the arm)
       items.jsonl                     one outcome per item
       requests.jsonl                  api/sim: every request body, byte for byte
       sim-requests.jsonl              sim: the endpoint's own log
       run/<run-id>/                   claude-code: the run folder of ``ablate run``
-      compare.json  compare.md
+      compare.json  compare.md  compare.html
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import orjson
 
 from ablate import __version__
 from ablate.compare import analysis as an
-from ablate.compare.arms import Arm, build_arms, layout_roles
+from ablate.compare.arms import Arm, LayoutRoles, build_arms, layout_roles, parse_roles
 from ablate.compare.executors import Execution, Executor, ItemOutcome, WorkItem
 from ablate.compare.ledger import (
     append_ledger,
@@ -38,14 +38,14 @@ from ablate.compare.ledger import (
     read_ledger,
     task_set_sha256,
 )
+from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.errors import OutputExists, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
+from ablate.folder.layout import PlanItem, RunFolder
 from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_plan
 from ablate.setup.tasks import Task, load_tasks
-
-COMPARE_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,8 @@ class CompareRequest:
     tier: str = "smoke"
     repeats: int | None = None
     block: str | None = None
+    roles: str | None = None
+    """``--roles``: the layout role of each arm, in order (``original,moved,duplicated``)."""
     layer: str = "user-claude-md"
     executor: str = "claude-code"
     model: str = "claude-sonnet-4-6"
@@ -86,6 +88,8 @@ class PreparedCompare:
     estimate: Estimate
     compare_id: str
     notes: list[str] = field(default_factory=list)
+    roles: LayoutRoles | None = None
+    """The layout experiment's roles, when the arms are one (their decomposition is then computed)."""
 
     @property
     def holdout(self) -> list[str]:
@@ -123,9 +127,18 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     tier = resolve_tier(req.tier, req.repeats)
     if not req.tasks:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
+    given_roles = parse_roles(req.roles) if req.roles is not None else None
     arms = build_arms(req.arms, req.block)
+    roles = layout_roles(arms, given_roles)
     tasks = load_tasks(req.tasks)
     notes: list[str] = []
+    if roles is not None:
+        notes.append(roles.line())
+    elif len(arms) == 3:
+        notes.append(
+            "three arms, but not the layout experiment's (moved: the same lines in another order; duplicated: "
+            "the original's lines plus repeated ones): no decomposition; pass --roles to say which is which"
+        )
     if executor.name in ("api", "sim"):
         for a in arms:
             try:
@@ -160,7 +173,7 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
         "\n".join([a.fingerprint for a in arms] + [t.sha256 for t in tasks] + [str(req.seed)]).encode()
     ).hexdigest()
     compare_id = f"compare-{datetime.now(UTC):%Y%m%d-%H%M%S}-{digest[:8]}"
-    return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes)
+    return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes, roles)
 
 
 def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
@@ -201,12 +214,10 @@ def analyse(
         verdicts.append(v.to_json())
         if hold is not None:
             holdout_contrasts.append(hold.to_json())
-    roles = layout_roles(prep.arms)
+    roles = prep.roles
     decomposition = None
     if roles is not None:
-        parts = an.decomposition(
-            contrasts, roles["original"].name, roles["moved"].name, roles["duplicated"].name
-        )
+        parts = an.decomposition(contrasts, roles.original.name, roles.moved.name, roles.duplicated.name)
         decomposition = {k: _effect(e) for k, e in parts.items()}
     regressions = [
         c.to_json()
@@ -220,6 +231,7 @@ def analyse(
             "contrasts": [c.to_json() for c in contrasts],
             "holdout_contrasts": holdout_contrasts,
             "decomposition": decomposition,
+            "roles": roles.to_json() if roles is not None else None,
             "regressions": regressions,
             "verdicts": verdicts,
             "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),
@@ -240,9 +252,8 @@ def run_compare(
     executor: Executor,
     *,
     on_item: Callable[[ItemOutcome], None] | None = None,
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, CompareReport]:
     """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report)."""
-    from ablate.compare.render import render_markdown
 
     out_root = prep.request.out
     folder = out_root / prep.compare_id
@@ -253,12 +264,11 @@ def run_compare(
     (folder / "arms").mkdir(parents=True, exist_ok=True)
     for a in prep.arms:
         atomic_write_bytes(folder / "arms" / f"{a.name}.md", a.rendered.data)
-    _write_jsonl(
-        folder / "plan.jsonl",
+    RunFolder(folder).write_plan(
         [
-            {"item": i.item, "task": i.task.id, "arm": i.arm.name, "repeat": i.repeat, "order": i.order}
+            PlanItem(item=i.item, task=i.task.id, cell=i.arm.name, repeat=i.repeat, order=i.order)
             for i in prep.items
-        ],
+        ]
     )
     entries, bad = read_ledger(out_root)
     task_sha = task_set_sha256(prep.tasks)
@@ -283,41 +293,61 @@ def run_compare(
     stats, _obs = analyse(prep, outcomes)
     spent = sum(o.cost_usd or 0.0 for o in outcomes) if executor.spends else 0.0
     req = prep.request
-    report: dict[str, Any] = {
-        "schema_version": COMPARE_SCHEMA_VERSION,
-        "compare_id": prep.compare_id,
-        "ablate_version": __version__,
-        "started_at": started,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "executor": executor.name,
-        "model": req.model,
-        "layer": req.layer if executor.name == "claude-code" else None,
-        "tier": prep.tier.name,
-        "repeats": prep.tier.repeats,
-        "seed": req.seed,
-        "tasks": [{"id": t.id, "split": t.spec.split, "sha256": t.sha256} for t in prep.tasks],
-        "task_set_sha256": task_sha,
-        "arms": [a.to_json() for a in prep.arms],
-        "baseline": prep.arms[0].name,
-        "items": len(prep.items),
-        "estimate": {
-            "sessions": prep.estimate.sessions,
-            "calls": prep.estimate.calls,
-            "usd": prep.estimate.usd,
-            "basis": prep.estimate.basis,
-        },
-        "spent_usd": spent,
-        "spent_basis": getattr(executor, "spend_basis", ""),
-        **stats,
-        "looks": looks.to_json(),
-        "fingerprint_changes": changes,
-        "notes": prep.notes,
-        "execution": execution.info,
-    }
-    atomic_write_bytes(folder / "compare.json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
-    atomic_write_bytes(folder / "compare.md", render_markdown(report).encode())
+    report = CompareReport.model_validate(
+        {
+            "schema_version": COMPARE_SCHEMA_VERSION,
+            "compare_id": prep.compare_id,
+            "ablate_version": __version__,
+            "started_at": started,
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "executor": executor.name,
+            "model": req.model,
+            "layer": req.layer if executor.name == "claude-code" else None,
+            "tier": prep.tier.name,
+            "repeats": prep.tier.repeats,
+            "seed": req.seed,
+            "tasks": [{"id": t.id, "split": t.spec.split, "sha256": t.sha256} for t in prep.tasks],
+            "task_set_sha256": task_sha,
+            "arms": [a.to_json() for a in prep.arms],
+            "baseline": prep.arms[0].name,
+            "items": len(prep.items),
+            "estimate": {
+                "sessions": prep.estimate.sessions,
+                "calls": prep.estimate.calls,
+                "usd": prep.estimate.usd,
+                "basis": prep.estimate.basis,
+            },
+            "spent_usd": spent,
+            "spent_basis": getattr(executor, "spend_basis", ""),
+            **stats,
+            "looks": looks.to_json(),
+            "fingerprint_changes": changes,
+            "notes": prep.notes,
+            "execution": execution.info,
+        }
+    )
+    _write_outputs(folder, report)
+    _append_ledger_line(prep, executor.name, started, task_sha)
+    return folder, report
+
+
+def _write_outputs(folder: Path, report: CompareReport) -> None:
+    """compare.json, and compare.md / compare.html rendered from the report's blocks."""
+    from ablate.compare.render import compare_document
+    from ablate.report.html import render_html
+    from ablate.report.markdown import render_markdown
+
+    atomic_write_bytes(
+        folder / "compare.json", orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+    )
+    document = compare_document(report)
+    atomic_write_bytes(folder / "compare.md", render_markdown(document).encode())
+    atomic_write_bytes(folder / "compare.html", render_html(document, folder).encode())
+
+
+def _append_ledger_line(prep: PreparedCompare, executor: str, started: str, task_sha: str) -> None:
     append_ledger(
-        out_root,
+        prep.request.out,
         {
             "compare_id": prep.compare_id,
             "created_at": started,
@@ -326,9 +356,8 @@ def run_compare(
             "tasks": [t.id for t in prep.tasks],
             "holdout": prep.holdout,
             "arms": [arm_key(a) for a in prep.arms],
-            "executor": executor.name,
+            "executor": executor,
             "tier": prep.tier.name,
             "repeats": prep.tier.repeats,
         },
     )
-    return folder, report

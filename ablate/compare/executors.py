@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -340,9 +339,10 @@ def cell_set_toml(arms: Sequence[Arm], layer: str) -> str:
 
 
 def layer_fingerprint(rel_path: str, data: bytes) -> str:
-    """The catalog's fingerprint of a one-file layer holding ``data`` (``ablate.setup.layers``: sha256 over
-    the relative path, a NUL and the file's sha256)."""
-    return hashlib.sha256(rel_path.encode() + b"\0" + hashlib.sha256(data).digest()).hexdigest()
+    """The catalog's fingerprint of a one-file layer holding ``data``."""
+    from ablate.setup.layers import layer_hash
+
+    return layer_hash([(rel_path, data)])
 
 
 def check_cells(arms: Sequence[Arm], rel_path: str, built: dict[str, object]) -> dict[str, Any]:

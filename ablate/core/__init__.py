@@ -1,1 +1,1 @@
-"""ablate.core: see DESIGN §1."""
+"""Neutral helpers every stage uses: errors and exit codes, specs, files, processes, git, slugs, pricing."""

@@ -94,9 +94,3 @@ class ClaudeNotFound(UsageError):
 
 class RunFolderError(AblateError):
     """A run folder is missing, locked, corrupt or incompatible with the requested run."""
-
-
-class Interrupted(AblateError):
-    """The work was interrupted; what was written so far is consistent and can be resumed."""
-
-    exit_code = EXIT_INTERRUPTED

@@ -28,10 +28,6 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> N
         raise
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
-
-
 def atomic_write_json(path: Path, obj: object, *, mode: int | None = None) -> None:
     """Write ``obj`` as indented JSON (orjson, sorted keys) atomically."""
     data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)

@@ -1,4 +1,5 @@
-"""The run folder layout (DESIGN §4): the contract between `run`, `mine`, `recover` and `report`.
+"""The run folder layout: the contract between `run`, `mine`, `recover` and `report` (docs/ARCHITECTURE.md,
+"The run folder").
 
 ```
 runs/<run-id>/
@@ -21,16 +22,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from ablate.core.errors import RunFolderError
+from ablate.core.errors import RunFolderError, SpecError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec
+from ablate.core.specs import Spec, problems_from_validation, read_json_object
 
-SCHEMA_VERSION = 1
+#: Version of manifest.json and of each plan.jsonl line; another version is a located error on read.
+SCHEMA_VERSION: Literal[1] = 1
 
 MANIFEST = "manifest.json"
 PLAN = "plan.jsonl"
@@ -77,7 +79,7 @@ class Attempt(Spec):
 class PlanItem(Spec):
     """One line of plan.jsonl: what to run, in which order, and every attempt made so far."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[1] = SCHEMA_VERSION
     """Format version of this line."""
     item: str
     """The item id (`<task>__<cell>__r<repeat>`)."""
@@ -176,9 +178,12 @@ class ManifestCell(Spec):
     fingerprints: dict[str, object] = Field(default_factory=dict)
     """Per-layer fingerprints of the built environment (filled in when the cell is first built)."""
     leaks: list[object] = Field(default_factory=list)
-    """Leaks the environment builder detected and could not remove (DESIGN §3.8)."""
+    """Leaks the environment builder detected and could not remove (docs/ARCHITECTURE.md, "Leaks")."""
     notes: list[str] = Field(default_factory=list)
-    """Builder notes (no-op cells, shared state)."""
+    """Builder notes (shared state, fingerprint mismatches)."""
+    noop: str | None = None
+    """Set when the cell is identical to the control by construction in this setup: why (then it is not
+    tested)."""
     env: dict[str, str] = Field(default_factory=dict)
     """The effective process environment of the cell, secrets redacted."""
 
@@ -225,6 +230,67 @@ class ManifestSession(Spec):
     """finished, failed-items, budget, rate-limited, interrupted."""
 
 
+class EndpointInfo(Spec):
+    """How the user's endpoint and auth reach the cells (values redacted)."""
+
+    settings_env: dict[str, str] = Field(default_factory=dict)
+    """Endpoint/auth keys the setup's settings files set."""
+    helpers: list[str] = Field(default_factory=list)
+    """Credential helpers the settings name (``apiKeyHelper``)."""
+    applied: dict[str, str] = Field(default_factory=dict)
+    """The endpoint/auth variables every cell gets from ablate's own environment."""
+
+
+class SetupInfo(Spec):
+    """The manifest's ``setup``: the setup ablated, at which commit, and how its endpoint reaches the cells."""
+
+    config_dir: str | None = None
+    """The real config dir (``~/.claude``)."""
+    repo: str | None = None
+    """The real repository."""
+    head: str | None = None
+    """Its HEAD when the run was planned; a resume at another HEAD needs ``--force``."""
+    dirty: bool = False
+    """True when the repository had uncommitted changes."""
+    dirty_files: list[str] = Field(default_factory=list)
+    """The first 200 of them."""
+    cell_set_source: str | None = None
+    """The cell-set file (or built-in name) the cells came from."""
+    ablate_toml: str | None = None
+    """The setup's ``ablate.toml``, when one was used."""
+    endpoint: EndpointInfo | None = None
+    """Set by the run's one-endpoint check."""
+    merged_with_force: list[str] = Field(default_factory=list)
+    """Folders ``ablate merge --force`` combined despite differing identities."""
+
+
+class IsolationInfo(Spec):
+    """The manifest's ``isolation``: the backend of the last invocation and why it was chosen."""
+
+    backend: str
+    """``namespace`` or ``links`` (see docs/ARCHITECTURE.md, "Isolation backends")."""
+    mode: str = ""
+    """``namespace``: ``root`` or ``user-namespace``; ``links``: ``fenced`` where a write fence ran, else empty."""
+    reason: str = ""
+    """Why it was chosen, in words."""
+    locked: bool = False
+    """The session ran in a further user and PID namespace with no capabilities: its view cannot be undone."""
+    auth: dict[str, str] | None = None
+    """How every cell authenticates (method and source, never the secret)."""
+    real_files_changed: list[str] | None = None
+    """Real home, config-dir and repo paths that changed during the invocation (the before/after listing)."""
+
+    def describe(self) -> str:
+        """One line for people: ``namespace (user-namespace) — user namespaces work here``."""
+        words = self.backend + (f" ({self.mode})" if self.mode else "")
+        if self.reason:
+            words += f" — {self.reason}"
+        if self.real_files_changed:
+            shown = ", ".join(self.real_files_changed[:5])
+            words += f"; {len(self.real_files_changed)} real file(s) changed during the run: {shown}"
+        return words
+
+
 #: Fields that define the experiment; folders whose identities differ cannot be merged or resumed.
 IDENTITY_FIELDS: tuple[str, ...] = (
     "claude",
@@ -245,7 +311,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
 class RunManifest(Spec):
     """manifest.json: everything that defines a run, written at plan time and updated by each invocation."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[1] = SCHEMA_VERSION
     """Format version of this file."""
     run_id: str
     """The run's id (also the folder name, with a ``-shard-K-of-N`` suffix for a shard)."""
@@ -285,13 +351,12 @@ class RunManifest(Spec):
     """Parallel sessions of the last invocation."""
     budget_usd: float | None = None
     """Spend limit of the last invocation."""
-    setup: dict[str, object] = Field(default_factory=dict)
-    """The setup ablated: config dir, repo, HEAD, dirty files."""
+    setup: SetupInfo = Field(default_factory=SetupInfo)
+    """The setup ablated: config dir, repo, HEAD, dirty files, endpoint."""
     host: str = ""
     """Host that made the plan."""
-    isolation: dict[str, Any] = Field(default_factory=dict)
-    """The isolation backend of the last invocation (``backend``: namespace or links), ``reason``: why it was
-    chosen; with links, ``real_files_changed``: real config-dir and repo paths that changed during it."""
+    isolation: IsolationInfo | None = None
+    """The isolation backend of the last invocation (None until a session ran)."""
     sessions: list[ManifestSession] = Field(default_factory=list)
     """Every `ablate run` invocation on this folder, oldest first."""
 
@@ -304,19 +369,38 @@ class RunManifest(Spec):
         data["cells"] = [
             {"id": c.id, "stripped": c.stripped, "empty_config": c.empty_config} for c in self.cells
         ]
-        data["setup_head"] = self.setup.get("head")
+        data["setup_head"] = self.setup.head
         return data
 
 
-def read_manifest(folder: RunFolder) -> RunManifest:
-    """Read and validate manifest.json; a missing or invalid one is a :class:`RunFolderError`."""
-    path = folder.manifest_path
-    if not path.exists():
-        raise RunFolderError(f"{folder.root}: no manifest.json; is this a run folder?")
+def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
+    """Validate a manifest document: another ``schema_version`` or an invalid field is a located
+    :class:`SpecError` (file, field, found vs expected, what to do)."""
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SpecError.single(
+            source,
+            "schema_version",
+            f"is {version!r}; this ablate reads manifest schema {SCHEMA_VERSION}",
+            hint="a run folder is read by the ablate version that wrote it; plan a new run with this one",
+        )
+    # an empty ``isolation`` object was written before any session had run
+    if data.get("isolation") == {}:
+        data = {**data, "isolation": None}
     try:
-        return RunManifest.model_validate(orjson.loads(path.read_bytes()))
-    except (orjson.JSONDecodeError, ValueError) as exc:
-        raise RunFolderError(f"{path}: invalid manifest: {exc}") from exc
+        return RunManifest.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(problems_from_validation(source, exc)) from exc
+
+
+def read_manifest(folder: RunFolder) -> RunManifest:
+    """Read and validate manifest.json; a missing one is a :class:`RunFolderError`, an invalid or foreign one
+    a located :class:`SpecError`."""
+    path = folder.manifest_path
+    data = read_json_object(path)
+    if data is None:
+        raise RunFolderError(f"{folder.root}: no manifest.json; is this a run folder?")
+    return parse_manifest(data, str(path))
 
 
 def write_manifest(folder: RunFolder, manifest: RunManifest) -> None:

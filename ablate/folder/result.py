@@ -14,14 +14,15 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import orjson
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, computed_field, model_validator
 
 from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object
 from ablate.folder.layout import RunFolder
+from ablate.folder.session import SessionMetrics, SessionWrites
 
-#: Version of the ``results/<item>.json`` format. 2: the first typed contract (wave 2); 1 was untyped.
+#: Version of the ``results/<item>.json`` format (1 was untyped; its results are rebuilt by ``ablate recover``).
 RESULT_SCHEMA_VERSION: Literal[2] = 2
 
 #: Outcomes that answer the item: a resume skips them. A timeout is an outcome of the task, not a glitch.
@@ -67,7 +68,7 @@ class Recovery(Spec):
 
 
 class ItemResult(Spec):
-    """The outcome of one item's best attempt (DESIGN §4)."""
+    """The outcome of one item's best attempt (docs/ARCHITECTURE.md, "The run folder")."""
 
     schema_version: Literal[2] = RESULT_SCHEMA_VERSION
     """Format version of this file."""
@@ -87,9 +88,8 @@ class ItemResult(Spec):
     """The session id of that attempt (names the transcript)."""
     status: Status
     """completed, max_turns, prompt_too_long, timeout (complete outcomes); api_error, killed, no_transcript,
-    error (failed attempts: a resume re-runs them). ``rate_limited`` is never written."""
-    complete: bool
-    """True when ``status`` answers the item (see ``COMPLETE_STATUSES``)."""
+    error (failed attempts: a resume re-runs them). ``rate_limited`` is never written. Any other value is a
+    validation error."""
     started_at: str | None = None
     """ISO-8601 UTC launch time (None when unknown, e.g. recovered from a folder without a plan time)."""
     finished_at: str | None = None
@@ -110,15 +110,46 @@ class ItemResult(Spec):
     """Path of the copied session JSONL, relative to the run folder (None: no transcript)."""
     error: str | None = None
     """The first line of the error, for failed attempts."""
-    session: dict[str, Any] | None = None
+    session: SessionMetrics | None = None
     """Everything mined from the transcript: the ``ablate mine --json`` object (its own ``schema_version``),
     with ``transcript`` relative to the run folder."""
     recovery: Recovery | None = None
     """Set when ``ablate recover`` rebuilt this result from the transcript."""
     flags: list[str] = Field(default_factory=list)
     """Provenance flags that exclude the item from comparisons (e.g. ``read-stripped-via-git``)."""
-    writes: dict[str, Any] | None = None
+    writes: SessionWrites | None = None
     """What the session wrote outside its cell (isolation backend's report; discarded writes)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_stored_complete(cls, data: Any) -> Any:
+        """Files carry ``complete`` (it is written for readers of the JSON); it is derived, never read back,
+        and a stored value that contradicts ``status`` is an error."""
+        if isinstance(data, dict) and "complete" in data:
+            data = dict(data)
+            problem = complete_mismatch(data.pop("complete"), data.get("status"))
+            if problem:
+                raise ValueError(problem)
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def complete(self) -> bool:
+        """True when ``status`` answers the item (see ``COMPLETE_STATUSES``); derived, written for readers."""
+        return self.status in COMPLETE_STATUSES
+
+
+def complete_mismatch(stored: Any, status: Any) -> str | None:
+    """Why a stored ``complete`` contradicts ``status`` (None when it agrees or the status is invalid anyway)."""
+    if not isinstance(status, str) or status not in STATUSES:
+        return None
+    derived = status in COMPLETE_STATUSES
+    if stored is derived:
+        return None
+    return (
+        f"is {stored!r}, but status {status!r} makes it {derived!r} (complete is derived from status; "
+        "remove the field or fix the status)"
+    )
 
 
 def result_rank(result: ItemResult | None) -> int:
@@ -157,8 +188,13 @@ def parse_result(data: Any, source: str) -> ItemResult:
             source,
             "schema_version",
             f"is {version!r}; this ablate reads result schema {RESULT_SCHEMA_VERSION}",
-            hint="results of wave-1 ablate (schema 1) are rebuilt from their transcripts by `ablate recover`",
+            hint="results of schema 1 are rebuilt from their transcripts by `ablate recover`; a newer schema "
+            "needs a newer ablate",
         )
+    if "complete" in data:
+        problem = complete_mismatch(data["complete"], data.get("status"))
+        if problem:
+            raise SpecError.single(source, "complete", problem)
     try:
         return ItemResult.model_validate(data)
     except ValidationError as exc:
@@ -203,6 +239,8 @@ __all__ = [
     "ExitInfo",
     "ItemResult",
     "Recovery",
+    "SessionMetrics",
+    "SessionWrites",
     "iter_results",
     "parse_result",
     "read_result",

@@ -1,1 +1,1 @@
-"""ablate.grade: see DESIGN §1."""
+"""Grading a run's outcomes: execution checks, the judge, dev/holdout splits, the runner's grading hook."""

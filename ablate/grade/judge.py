@@ -112,21 +112,17 @@ def scrub(text: str, paths: Iterable[str]) -> str:
 def cell_paths(folder: RunFolder, manifest: RunManifest, result: ItemResult) -> list[str]:
     """Absolute paths that would identify the cell or the setup: the session's cwd first."""
     paths: list[str] = []
-    session = result.session or {}
-    cwd = session.get("cwd")
-    paths.append(str(cwd) if isinstance(cwd, str) else "")
+    cwd = result.session.cwd if result.session is not None else None
+    paths.append(cwd or "")
     for c in manifest.cells:
         if c.id == result.cell:
             for key in ("HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "PWD"):
                 value = c.env.get(key)
                 if value:
                     paths.append(value)
-    if isinstance(cwd, str) and Path(cwd).parent.name == "wt":
+    if cwd and Path(cwd).parent.name == "wt":
         paths.append(str(Path(cwd).parent.parent))  # the environment's root (home, config dir, checkout)
-    for key in ("config_dir", "repo"):
-        setup_path = manifest.setup.get(key)
-        if isinstance(setup_path, str):
-            paths.append(setup_path)
+    paths.extend(p for p in (manifest.setup.config_dir, manifest.setup.repo) if p)
     paths.append(str(folder.root.resolve()))
     return paths
 

@@ -1,1 +1,1 @@
-"""ablate.isolate: see DESIGN §1."""
+"""Building cell environments and running sessions in them without reaching the user's files."""

@@ -14,7 +14,6 @@ Config side: :mod:`ablate.isolate.shadow_home`; repo side: :mod:`ablate.isolate.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -37,7 +36,7 @@ from ablate.isolate.procenv import is_secret as is_secret
 from ablate.isolate.procenv import process_env as process_env
 from ablate.isolate.procenv import redacted_env as redacted_env
 from ablate.setup.cells import ResolvedCell
-from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
+from ablate.setup.layers import Catalog, Layer, LayerFiles, layer_hash, resolve_layer
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
 
 SCHEMA_VERSION = 1
@@ -409,22 +408,23 @@ def _fingerprint(
     undo: list[tuple[str, str]],
     rel_undo: tuple[str, str] | None = None,
 ) -> str:
-    """The hash of :func:`ablate.layers.resolve_layer`, over contents with the cell paths undone."""
+    """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone."""
     lf = resolve_layer(layer, base, memory_slug=memory_slug)
     if not lf.present:
         return ""
-    h = hashlib.sha256()
+    files: list[tuple[str, bytes]] = []
     for rel in lf.files:
         data = (base / rel).read_bytes()
         for cell_path, real in undo:
             data = data.replace(cell_path.encode(), real.encode())
         key = rel.replace(rel_undo[0], rel_undo[1], 1) if rel_undo and rel.startswith(rel_undo[0]) else rel
-        h.update(key.encode() + b"\0" + hashlib.sha256(data).digest())
+        files.append((key, data))
+    keys: list[tuple[str, bytes]] = []
     for kp in lf.keys:
         obj = json.loads((base / kp.file).read_text(encoding="utf-8"))
         value = json.dumps(_unrewrite(obj[kp.key], undo), sort_keys=True, separators=(",", ":")).encode()
-        h.update(f"{kp.file}#{kp.key}".encode() + b"\0" + hashlib.sha256(value).digest())
-    return h.hexdigest()
+        keys.append((f"{kp.file}#{kp.key}", value))
+    return layer_hash(files, keys)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -488,12 +488,3 @@ def clean(out: Path) -> list[str]:
         _remove_root(root)
         removed.append(str(root))
     return removed
-
-
-def load_environment_json(root: Path) -> dict[str, Any]:
-    """The ``environment.json`` of a built cell."""
-    path = root / MANIFEST
-    if not path.is_file():
-        raise UsageError(f"{root}: no {MANIFEST}; not a complete ablate environment")
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data

@@ -66,6 +66,10 @@ def fence_argv(
         "--proc",
         "/proc",
     ]
+    # the private /tmp first: a cell folder that lives under the real /tmp is bound back over it afterwards
+    # (bubblewrap resolves sources outside the sandbox and makes the mount point inside the private /tmp)
+    if tmp is not None:
+        out += ["--bind", str(tmp), "/tmp"]
     seen: set[str] = set()
     for path in writable:
         p = str(path)
@@ -73,8 +77,6 @@ def fence_argv(
             continue
         seen.add(p)
         out += ["--bind", p, p]
-    if tmp is not None:
-        out += ["--bind", str(tmp), "/tmp"]
     out += ["--chdir", str(cwd), "--", *argv]
     return out
 

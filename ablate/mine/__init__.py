@@ -1,1 +1,1 @@
-"""ablate.mine: see DESIGN §1."""
+"""Turning session transcripts and the CLI's stdout into metrics, and reading the user's own history."""

@@ -71,13 +71,6 @@ def stdout_for_transcript(transcript: Path) -> Path | None:
     return root / "stdout" / f"{attempt_dir.name}.json"
 
 
-def mine_paths(paths: Iterable[Path], *, pitfalls: Sequence[PitfallPattern] = ()) -> Iterator[SessionResult]:
-    """Mine every session under ``paths`` (see :func:`iter_sessions`), pairing run-folder transcripts
-    with their stdout file."""
-    for transcript in iter_sessions(paths):
-        yield mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls)
-
-
 def _mine_one(job: tuple[Path, tuple[PitfallPattern, ...]]) -> SessionResult | OSError:
     transcript, pitfalls = job
     try:

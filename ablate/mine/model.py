@@ -7,12 +7,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-SCHEMA_VERSION = 1
+from ablate.folder.session import (
+    SESSION_SCHEMA_VERSION,
+    SessionMetrics,
+    ThreadSummary,
+)
+from ablate.folder.session import MinedStatus as Status
+from ablate.folder.session import (
+    SkillOutcome as SkillOutcome,
+)
 
-Status = Literal[
-    "completed", "api_error", "max_turns", "prompt_too_long", "killed", "rate_limited", "no_transcript"
-]
-SkillOutcome = Literal["ok", "unknown", "denied", "error", "no_result"]
+SCHEMA_VERSION = SESSION_SCHEMA_VERSION
 
 #: Record types Claude Code writes (2.1.x and older); anything else is counted as unknown.
 KNOWN_RECORD_TYPES = frozenset(
@@ -133,7 +138,11 @@ class ThreadMetrics:
         out.duration_s = max(durations) if durations else None
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def summary(self) -> ThreadSummary:
+        """The typed form written into results and ``ablate mine --json``."""
+        return ThreadSummary.model_validate(self._fields())
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "api_calls": self.api_calls,
             "input_tokens": self.input_tokens,
@@ -144,7 +153,7 @@ class ThreadMetrics:
             "tool_histogram": dict(self.tool_histogram),
             "files_read": self.files_read,
             "file_reads": dict(self.file_reads),
-            "skills_invoked": [s.to_json() for s in self.skills_invoked],
+            "skills_invoked": [{"skill": s.skill, "outcome": s.outcome} for s in self.skills_invoked],
             "tool_results": self.tool_results,
             "tool_errors": self.tool_errors,
             "failed_calls": self.failed_calls,
@@ -156,6 +165,9 @@ class ThreadMetrics:
             "duration_s": self.duration_s,
             "records": self.records,
         }
+
+    def to_json(self) -> dict[str, Any]:
+        return self._fields()
 
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
@@ -178,7 +190,7 @@ class SessionResult:
     rate_limit_reset: datetime | None = None
     rate_limit_message: str | None = None
     #: Turns: the CLI's ``num_turns`` when it covers the whole session, else the calibrated rule summed
-    #: over every prompt (FACTS §7).
+    #: over every prompt (docs/CLAUDE-CODE.md#turns).
     turns: int | None = None
     turns_source: Literal["cli", "rule"] | None = None
     #: The calibrated rule for the last prompt only: what the CLI's ``num_turns`` reports.
@@ -221,10 +233,16 @@ class SessionResult:
             out.append("duration_s")
         return out
 
+    def to_metrics(self) -> SessionMetrics:
+        """The typed ``ablate mine --json`` object, also the ``session`` field of every run-folder result."""
+        return SessionMetrics.model_validate(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
-        """The ``ablate mine --json`` contract (one object per session; see README "Mining transcripts")."""
+        """The fields of :class:`SessionMetrics`, JSON-ready: what ``ablate mine --json`` prints (see README
+        "Mining transcripts"). Every result validates it through :meth:`to_metrics`; printing it directly
+        keeps mining as fast as it was."""
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": SESSION_SCHEMA_VERSION,
             "session_id": self.session_id,
             "transcript": str(self.transcript),
             "status": self.status,
@@ -257,7 +275,7 @@ class SessionResult:
             "malformed_lines": self.malformed_lines,
             "truncated_lines": self.truncated_lines,
             "unknown_record_types": dict(self.unknown_record_types),
-            "main": self.main.to_json(),
-            "subagents": self.subagents.to_json(),
-            "total": self.total.to_json(),
+            "main": self.main._fields(),
+            "subagents": self.subagents._fields(),
+            "total": self.total._fields(),
         }

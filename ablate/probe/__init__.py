@@ -1,1 +1,1 @@
-"""ablate.probe: see DESIGN §1."""
+"""Observing what reaches the model in each cell: fingerprints, fidelity against the untouched setup."""

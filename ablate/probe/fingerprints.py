@@ -18,8 +18,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
+from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Catalog, LayerFiles
 from ablate.setup.load import listed, style_name
 
@@ -190,41 +191,41 @@ def layer_prints(
         if not lf.present:
             prints[layer.id] = LayerPrint(layer.id, "absent", reason="not in this setup")
             continue
-        if layer.shows == "files":
-            prints[layer.id] = LayerPrint(
-                layer.id, "files", reason="repo docs are never auto-loaded: checked in each cell's checkout"
-            )
-        elif layer.shows == "mcp":
-            prints[layer.id] = (
-                LayerPrint(layer.id, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names")
-                if with_mcp
-                else LayerPrint(
+        probe_by = layer_kind(layer.shows).probe
+        match probe_by:
+            case "files":
+                prints[layer.id] = LayerPrint(
                     layer.id,
-                    "unprobed",
-                    reason="MCP servers are real processes; not started (use --with-mcp)",
+                    "files",
+                    reason="repo docs are never auto-loaded: checked in each cell's checkout",
                 )
-            )
-        elif layer.shows == "hook":
-            prints[layer.id] = _hook_print(layer.id, lf)
-        elif layer.shows in ("skill_listing", "agent_listing"):
-            names = _names(lf)
-            prints[layer.id] = (
-                LayerPrint(layer.id, "names", names, "listed names")
-                if names
-                else LayerPrint(layer.id, "unobservable", reason="no named skills, commands or agents found")
-            )
-        elif layer.shows == "output_style":
-            prints[layer.id] = _style_print(layer.id, lf, style)
-        else:  # instructions, memory
-            needles: list[str] = []
-            for rel in lf.files:
-                try:
-                    needles.extend(
-                        distinctive_lines((lf.base / rel).read_text(encoding="utf-8", errors="replace"))
+            case "mcp":
+                prints[layer.id] = (
+                    LayerPrint(layer.id, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names")
+                    if with_mcp
+                    else LayerPrint(
+                        layer.id,
+                        "unprobed",
+                        reason="MCP servers are real processes; not started (use --with-mcp)",
                     )
-                except OSError:
-                    continue
-            prints[layer.id] = LayerPrint(layer.id, "text", needles, "distinctive lines")
+                )
+            case "hook":
+                prints[layer.id] = _hook_print(layer.id, lf)
+            case "names":
+                names = _names(lf)
+                prints[layer.id] = (
+                    LayerPrint(layer.id, "names", names, "listed names")
+                    if names
+                    else LayerPrint(
+                        layer.id, "unobservable", reason="no named skills, commands or agents found"
+                    )
+                )
+            case "style":
+                prints[layer.id] = _style_print(layer.id, lf, style)
+            case "text":
+                prints[layer.id] = LayerPrint(layer.id, "text", _text_needles(lf), "distinctive lines")
+            case _:
+                assert_never(probe_by)
     _drop_shared(prints)
     return prints
 
@@ -307,6 +308,17 @@ def drop_generic(prints: dict[str, LayerPrint], baseline_text: str) -> None:
                 else "too generic to fingerprint: no distinctive content"
             )
             p.kind = "unobservable"
+
+
+def _text_needles(lf: LayerFiles) -> list[str]:
+    """Distinctive lines of an instruction or memory layer's files (an unreadable file gives none)."""
+    needles: list[str] = []
+    for rel in lf.files:
+        try:
+            needles.extend(distinctive_lines((lf.base / rel).read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    return needles
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -4,8 +4,11 @@ every section uses; rendered to Markdown and HTML alike."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ablate.report.model import BINARY_METRICS, Comparison
+
+RowStyle = Literal["real", "draw", ""]
 
 
 @dataclass
@@ -31,6 +34,8 @@ class Table:
     rows: list[list[str]]
     id: str = ""
     caption: str = ""
+    row_styles: list[RowStyle] = field(default_factory=list)
+    """One per row when set: ``real`` (a real effect), ``draw`` (no real effect) or ``""`` (the HTML row class)."""
 
 
 @dataclass
@@ -81,6 +86,13 @@ def fmt_p(p: float | None) -> str:
     if p is None:
         return "–"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def row_style(c: Comparison) -> RowStyle:
+    """How a comparison's row is styled: by its evidence, never by its text."""
+    if c.p is None:
+        return ""
+    return "real" if c.real else "draw"
 
 
 def real_mark(c: Comparison) -> str:

@@ -52,7 +52,6 @@ PRIMARY_NAMES = {
     "cost_usd": "cost_usd",
 }
 DEFAULT_PRIMARY = "pitfall_free"
-NOOP_MARK = "identical to the control by construction"
 
 
 @dataclass
@@ -96,14 +95,13 @@ def primary_metric(name: str | None) -> str:
 
 
 def _noop_reason(cell: ManifestCell, control: ManifestCell) -> str | None:
-    for note in cell.notes:
-        if NOOP_MARK in note:
-            return note
+    if cell.noop is not None:
+        return cell.noop
     if not cell.stripped or cell.empty_config:
         return None
     fp = control.fingerprints
     if fp and all(fp.get(lid, "") == "" for lid in cell.stripped):
-        return f"{cell.id}: no {', '.join(cell.stripped)} in this setup — {NOOP_MARK}"
+        return f"{cell.id}: no {', '.join(cell.stripped)} in this setup — identical to the control by construction"
     return None
 
 
@@ -285,7 +283,7 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
     models_seen: dict[str, int] = {}
     without = 0
     for it in ctx.items.scored.values():
-        seen = (it.result.session or {}).get("models") or []
+        seen = it.result.session.models if it.result.session is not None else []
         without += not seen
         for name in seen:
             models_seen[name] = models_seen.get(name, 0) + 1
@@ -370,18 +368,9 @@ def build_report(
 
 def isolation_words(manifest: RunManifest) -> str:
     """The isolation backend in words: ``namespace — <reason>`` (never a printed dict)."""
-    rec: Any = manifest.isolation or manifest.setup.get("isolation")
-    if not rec:
+    if manifest.isolation is None:
         return "links (shadow home and config dir; not recorded in this run's manifest)"
-    if not isinstance(rec, dict):
-        return str(rec)
-    words = str(rec.get("backend") or "unknown backend")
-    if rec.get("reason"):
-        words += f" — {rec['reason']}"
-    changed = rec.get("real_files_changed")
-    if isinstance(changed, list) and changed:
-        words += f"; {len(changed)} real file(s) changed during the run: " + ", ".join(map(str, changed[:5]))
-    return words
+    return manifest.isolation.describe()
 
 
 def _probe(run_dir: Path) -> dict[str, object] | None:

@@ -19,6 +19,7 @@ from ablate.report.blocks import (
     fmt_value,
     layers_text,
     real_mark,
+    row_style,
 )
 from ablate.report.model import METRIC_LABELS, Report
 from ablate.report.tables import binary_tables, layered_tables
@@ -65,6 +66,7 @@ def regressions_blocks(report: Report) -> list[Block]:
                     for c in report.regressions
                 ],
                 id="regressions",
+                row_styles=[row_style(c) for c in report.regressions],
             )
         )
     else:
@@ -208,6 +210,7 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
             ],
             rows,
             id="ranking",
+            row_styles=["draw" if e.tie_group == "draw" else "" for e in report.ranking],
         )
     )
     if report.no_op_cells:
@@ -287,6 +290,7 @@ def contributions_section(report: Report, plot: Plot) -> list[Block]:
                 ],
                 rows,
                 id=f"contrib-{metric}",
+                row_styles=[row_style(c) for c in report.comparisons if c.metric == metric],
             )
         )
     notes = sorted({n for c in report.comparisons if c.not_computable for n in c.not_computable.split("; ")})

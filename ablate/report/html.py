@@ -65,13 +65,9 @@ def render_html(doc: Document, base: Path) -> str:
                     "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in b.headers) + "</tr></thead>"
                 )
             out.append("<tbody>")
-            for row in b.rows:
-                joined = " ".join(row)
-                cls = (
-                    ' class="real"'
-                    if "**real**" in joined
-                    else (' class="draw"' if " draw" in f" {joined}" else "")
-                )
+            for i, row in enumerate(b.rows):
+                style = b.row_styles[i] if i < len(b.row_styles) else ""
+                cls = f' class="{style}"' if style else ""
                 out.append(f"<tr{cls}>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>")
             out.append("</tbody></table>")
         elif isinstance(b, Figure):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import PlanItem, RunFolder
 from ablate.folder.result import ItemResult
+from ablate.folder.session import ThreadSummary
 from ablate.report.model import ExcludedItem
 
 #: A scored item's key: (task, cell, repeat).
@@ -35,9 +35,8 @@ class Items:
     all_items: list[Item]
 
 
-def _session_total(res: ItemResult) -> dict[str, Any]:
-    total = (res.session or {}).get("total")
-    return total if isinstance(total, dict) else {}
+def _session_total(res: ItemResult) -> ThreadSummary:
+    return res.session.total if res.session is not None else ThreadSummary()
 
 
 def _grades(folder: RunFolder, res: ItemResult) -> dict[str, bool]:
@@ -69,24 +68,19 @@ def read_item(folder: RunFolder, res: ItemResult, model: str) -> Item:
     it.values["pitfall_free"] = 1.0 if not any(v for v in res.pitfall_hits.values()) else 0.0
     if res.turns is not None:
         it.values["turns"] = float(res.turns)
-    if isinstance(total.get("tool_calls"), int):
-        it.values["tool_calls"] = float(total["tool_calls"])
+    if res.session is not None:
+        it.values["tool_calls"] = float(total.tool_calls)
     if res.cost_usd is not None:
         it.values["cost_usd"] = float(res.cost_usd)
     for metric, passed in _grades(folder, res).items():
         it.values[metric] = 1.0 if passed else 0.0
-    inp = int(total.get("input_tokens") or 0)
-    cw = int(total.get("cache_creation_tokens") or 0)
-    cr = int(total.get("cache_read_tokens") or 0)
+    inp, cw, cr = total.input_tokens, total.cache_creation_tokens, total.cache_read_tokens
     it.input_tokens, it.cache_read = inp + cw + cr, cr
-    models = (res.session or {}).get("models") or [model]
+    models = (res.session.models if res.session is not None else []) or [model]
     it.list_cost = estimate_cost(
-        str(models[0]),
-        input_tokens=inp + cr,
-        output_tokens=int(total.get("output_tokens") or 0),
-        cache_write_5m_tokens=cw,
+        models[0], input_tokens=inp + cr, output_tokens=total.output_tokens, cache_write_5m_tokens=cw
     )
-    it.skills_invoked = len(total.get("skills_invoked") or [])
+    it.skills_invoked = len(total.skills_invoked)
     return it
 
 

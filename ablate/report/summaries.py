@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import assert_never
 
 from ablate.folder.layout import ManifestCell, PlanItem, RunManifest
 from ablate.report.items import Item, Items, Key
@@ -13,6 +14,8 @@ from ablate.report.model import (
     MetricSummary,
     TaskCellCell,
 )
+from ablate.setup.kinds import layer_kind
+from ablate.setup.layers import Shows
 from ablate.stats import Interval, spread, wilson
 
 
@@ -115,12 +118,16 @@ def layer_use(manifest: RunManifest, control: ManifestCell, scored: dict[Key, It
     stripped = sorted(
         {lid for c in manifest.cells for lid in c.stripped if control.fingerprints.get(lid, "") != ""}
     )
-    sessions = [it.result.session or {} for (t, c, r), it in scored.items() if c == control.id]
-    loaded_paths = [str(f.get("path", "")) for s in sessions for f in s.get("instruction_files", [])]
-    read_paths = [str(p) for s in sessions for p in (s.get("total") or {}).get("files_read", [])]
-    skills_used = sum(len((s.get("total") or {}).get("skills_invoked", [])) for s in sessions)
-    skills_listed = any(s.get("skills_listed") for s in sessions)
-    hooks_fired = sum(sum(s.get("hooks_fired", {}).values()) for s in sessions)
+    sessions = [
+        it.result.session
+        for (t, c, r), it in scored.items()
+        if c == control.id and it.result.session is not None
+    ]
+    loaded_paths = [f.path for s in sessions for f in s.instruction_files]
+    read_paths = [p for s in sessions for p in s.total.files_read]
+    skills_used = sum(len(s.total.skills_invoked) for s in sessions)
+    skills_listed = any(s.skills_listed for s in sessions)
+    hooks_fired = sum(sum(s.hooks_fired.values()) for s in sessions)
     out: list[LayerUse] = []
     for lid in stripped:
         if lid not in catalog:
@@ -166,31 +173,33 @@ def layer_use(manifest: RunManifest, control: ManifestCell, scored: dict[Key, It
             out.append(
                 LayerUse(layer=lid, status=status, evidence=f"{hooks_fired} hook firings in control sessions")
             )
-        elif layer.shows in ("instructions", "memory"):
-            n = (
-                hit(loaded_paths)
-                if layer.shows == "instructions"
-                else sum("/memory/" in p for p in loaded_paths)
-            )
-            out.append(
-                LayerUse(
-                    layer=lid,
-                    status="used" if n else "never loaded",
-                    evidence=f"loaded as instructions {n} times in {len(sessions)} control sessions",
-                )
-            )
-        elif layer.shows != "files":
-            out.append(
-                LayerUse(layer=lid, status="not assessed", evidence=f"shows as {layer.shows}: not mined yet")
-            )
         else:
-            n = hit(read_paths)
-            out.append(
-                LayerUse(
-                    layer=lid,
-                    status="used" if n else "loaded, never used",
-                    evidence=f"files read {n} times in {len(sessions)} control sessions"
-                    + ("" if n else " (present in every cell's checkout, never opened)"),
-                )
-            )
+            out.append(_kind_use(lid, layer.shows, hit, loaded_paths, read_paths, len(sessions)))
     return out
+
+
+def _kind_use(
+    lid: str, shows: Shows, hit: Callable[[list[str]], int], loaded: list[str], read: list[str], sessions: int
+) -> LayerUse:
+    """How a layer (other than skills and hooks) was used in the control sessions, by its kind's row."""
+    used_by = layer_kind(shows).used
+    match used_by:
+        case "instructions" | "memory":
+            n = hit(loaded) if used_by == "instructions" else sum("/memory/" in p for p in loaded)
+            return LayerUse(
+                layer=lid,
+                status="used" if n else "never loaded",
+                evidence=f"loaded as instructions {n} times in {sessions} control sessions",
+            )
+        case "reads":
+            n = hit(read)
+            return LayerUse(
+                layer=lid,
+                status="used" if n else "loaded, never used",
+                evidence=f"files read {n} times in {sessions} control sessions"
+                + ("" if n else " (present in every cell's checkout, never opened)"),
+            )
+        case "not_mined":
+            return LayerUse(layer=lid, status="not assessed", evidence=f"shows as {shows}: not mined yet")
+        case _:
+            assert_never(used_by)

@@ -12,6 +12,7 @@ from ablate.report.blocks import (
     fmt_value,
     layers_text,
     real_mark,
+    row_style,
 )
 from ablate.report.model import METRIC_LABELS, Report
 
@@ -47,9 +48,10 @@ def binary_tables(report: Report) -> list[Block]:
             caption=f"Clean = {other}, Normal = {control}; means per session",
         )
     )
-    agg = []
+    agg, styles = [], []
     for c in report.comparisons:
         if c.task is None and c.cell == other:
+            styles.append(row_style(c))
             agg.append(
                 [
                     METRIC_LABELS.get(c.metric, c.metric),
@@ -66,6 +68,7 @@ def binary_tables(report: Report) -> list[Block]:
             ["metric (per session)", "Clean", "Normal", "Δ (Clean − Normal)", "interval", "Holm p", "real?"],
             agg,
             id="binary-aggregate",
+            row_styles=styles,
         )
     )
     return out

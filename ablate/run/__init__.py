@@ -1,1 +1,1 @@
-"""ablate.run: see DESIGN §1."""
+"""Planning and executing a run: the one execution path, the scheduler, merge and recover."""

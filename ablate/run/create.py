@@ -7,7 +7,6 @@ import socket
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from ablate import __version__
 from ablate.core.claude import ClaudeBinary
@@ -21,6 +20,7 @@ from ablate.folder.layout import (
     PlanItem,
     RunFolder,
     RunManifest,
+    SetupInfo,
     read_manifest,
     utcnow,
     write_manifest,
@@ -47,9 +47,10 @@ def create_run(
     timeout_s: float | None = None,
     extra_args: Sequence[str] = (),
     max_retries: int = DEFAULT_MAX_RETRIES,
-    setup: Mapping[str, Any] | None = None,
+    setup: SetupInfo | None = None,
     shard: Shard | None = None,
     run_id: str | None = None,
+    noops: Mapping[str, str] | None = None,
 ) -> tuple[RunFolder, RunManifest]:
     """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
     items = make_plan([t.id for t in tasks], [c.id for c in cells], repeats=repeats, seed=seed)
@@ -83,6 +84,7 @@ def create_run(
                 label=c.label,
                 stripped=list(c.stripped),
                 empty_config=c.empty_config,
+                noop=(noops or {}).get(c.id),
             )
             for c in cells
         ],
@@ -92,7 +94,7 @@ def create_run(
         plan_sha256=sha,
         items=len(items),
         shard=str(shard) if shard else None,
-        setup=dict(setup or {}),
+        setup=setup or SetupInfo(),
         host=socket.gethostname(),
     )
     folder.root.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ablate.core.pricing import estimate_cost
 from ablate.folder.result import ItemResult
@@ -74,9 +74,8 @@ def probe_capture(folders: Iterable[Path | None], head: str) -> tuple[Path, list
 
 
 def _session_calls(result: ItemResult) -> int | None:
-    total: Any = (result.session or {}).get("total")
-    calls = total.get("api_calls") if isinstance(total, dict) else None
-    return calls if isinstance(calls, int) and calls > 0 else None
+    calls = result.session.total.api_calls if result.session is not None else 0
+    return calls if calls > 0 else None
 
 
 def _from_sessions(sessions: int, done: Sequence[ItemResult]) -> CostEstimate | None:

@@ -109,7 +109,11 @@ def _merge_locked(
     manifest = first.model_copy(update={"shard": None, "cells": cells, "sessions": sessions})
     if force:
         manifest = manifest.model_copy(
-            update={"setup": {**manifest.setup, "merged_with_force": [str(f.root) for f in folders]}}
+            update={
+                "setup": manifest.setup.model_copy(
+                    update={"merged_with_force": [str(f.root) for f in folders]}
+                )
+            }
         )
     write_manifest(dest, manifest)
     complete = sum(1 for r in results.values() if r.complete)
@@ -140,5 +144,5 @@ def _renumbered(res: ItemResult, dest: RunFolder, n: int) -> ItemResult:
         rel = str(dest.transcript_path(res.item, n, res.session_id).relative_to(dest.root))
         update["transcript"] = rel
         if res.session is not None:
-            update["session"] = {**res.session, "transcript": rel}
+            update["session"] = res.session.model_copy(update={"transcript": rel})
     return res.model_copy(update=update)

@@ -12,16 +12,15 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import run_git
-from ablate.folder.layout import PlanItem, RunFolder, RunManifest
+from ablate.folder.layout import PlanItem, RunFolder, RunManifest, SetupInfo
 from ablate.folder.result import read_result
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run, shard_folder
 from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
-from ablate.setup.cells import CellSet
+from ablate.setup.cells import CellSet, noop_reasons
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup, ancestor_leaks
 from ablate.setup.tasks import Task
@@ -89,17 +88,17 @@ def load_cells(cells: str, ablate_toml: Path | None) -> tuple[Catalog, CellSet]:
     return catalog, load_cell_set(cells, catalog)
 
 
-def setup_info(setup: Setup, cells_source: Path, ablate_toml: Path | None) -> dict[str, object]:
+def setup_info(setup: Setup, cells_source: Path, ablate_toml: Path | None) -> SetupInfo:
     """The ``setup`` block of the manifest: what was ablated, at which commit."""
-    return {
-        "config_dir": str(setup.config_dir),
-        "repo": str(setup.repo),
-        "head": setup.head,
-        "dirty": setup.dirty,
-        "dirty_files": list(setup.dirty_files)[:200],
-        "cell_set_source": str(cells_source),
-        "ablate_toml": str(ablate_toml) if ablate_toml else None,
-    }
+    return SetupInfo(
+        config_dir=str(setup.config_dir),
+        repo=str(setup.repo),
+        head=setup.head,
+        dirty=setup.dirty,
+        dirty_files=list(setup.dirty_files)[:200],
+        cell_set_source=str(cells_source),
+        ablate_toml=str(ablate_toml) if ablate_toml else None,
+    )
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -190,19 +189,19 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
                 f"{folder.root}: " + "; ".join(problems),
                 hint="a run folder never mixes CLI versions or models; use a new run, or --force to record it",
             )
-        info: dict[str, Any] = dict(manifest.setup)
+        info = manifest.setup
         catalog, cell_set = load_cells(
-            str(info.get("cell_set_source") or manifest.cell_set),
-            Path(str(info["ablate_toml"])) if info.get("ablate_toml") else req.ablate_toml,
+            info.cell_set_source or manifest.cell_set,
+            Path(info.ablate_toml) if info.ablate_toml else req.ablate_toml,
         )
         setup = load_setup(
-            req.config_dir if req.config_dir_given else Path(str(info.get("config_dir") or req.config_dir)),
-            req.repo if req.repo_given else Path(str(info.get("repo") or req.repo)),
+            req.config_dir if req.config_dir_given else Path(info.config_dir or req.config_dir),
+            req.repo if req.repo_given else Path(info.repo or req.repo),
         )
         warnings = check_locations(setup, out=None, work_dir=req.work_dir)
-        if setup.head != info.get("head") and not req.force:
+        if setup.head != info.head and not req.force:
             raise UsageError(
-                f"{setup.repo}: HEAD is {setup.head[:12]}, the run was planned at {str(info.get('head'))[:12]}",
+                f"{setup.repo}: HEAD is {setup.head[:12]}, the run was planned at {str(info.head)[:12]}",
                 hint="check out the planned commit, or pass --force",
             )
         tasks = load_run_tasks(folder, manifest)
@@ -230,6 +229,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             timeout_s=req.timeout_s,
             setup=setup_info(setup, cell_set.source, req.ablate_toml),
             shard=shard_spec,
+            noops=noop_reasons(cell_set.cells, setup, catalog),
         )
     share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
     return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)

@@ -1,7 +1,7 @@
 """Recovering results from transcripts when the CLI's stdout is missing, empty, corrupt or a rate-limit stub.
 
 For each item of a run folder's plan, the latest attempt's stdout file is classified
-(:func:`ablate.cli_output.parse_cli_output`). When it is not a valid result, the result is rebuilt from that
+(:func:`ablate.mine.cli_output.parse_cli_output`). When it is not a valid result, the result is rebuilt from that
 attempt's transcript, the fields that came from the transcript (``recovered_fields``) or from a rule or the
 price table (``estimated_fields``) are marked, and the transcript's cost and turns are reconciled with the
 CLI's figures wherever a salvaged CLI document exists. ``results/<item>.json`` is written atomically and
@@ -18,8 +18,6 @@ from ablate.core.errors import AblateError, NotFound
 from ablate.folder.layout import TASKS_DIR, Attempt, PlanItem, RunFolder
 from ablate.folder.lock import RunLock
 from ablate.folder.result import (
-    COMPLETE_STATUSES,
-    STATUSES,
     ExitInfo,
     ItemResult,
     Recovery,
@@ -86,9 +84,8 @@ def recovered_result(
     """The ``results/<item>.json`` of a recovered item: the same :class:`ItemResult` the runner writes, built
     from the plan record and the mined transcript, with a ``recovery`` block saying what came from where."""
     transcript = rf.transcript_path(item.item, attempt.n, attempt.session_id)
-    status = session.status if session.status in STATUSES else "error"
-    doc = session.to_json()
-    doc["transcript"] = str(transcript.relative_to(rf.root))
+    rel = str(transcript.relative_to(rf.root))
+    metrics = session.to_metrics().model_copy(update={"transcript": rel})
     return ItemResult(
         item=item.item,
         task=item.task,
@@ -97,8 +94,7 @@ def recovered_result(
         order=item.order,
         attempt=attempt.n,
         session_id=attempt.session_id,
-        status=status,
-        complete=status in COMPLETE_STATUSES,
+        status=session.status,
         started_at=attempt.started_at,
         finished_at=attempt.finished_at,
         env=attempt.slot,
@@ -107,8 +103,8 @@ def recovered_result(
         pitfall_hits=dict(session.pitfall_hits),
         exit=ExitInfo(returncode=attempt.returncode),
         stdout=str(rf.stdout_path(item.item, attempt.n).relative_to(rf.root)),
-        transcript=doc["transcript"],
-        session=doc,
+        transcript=rel,
+        session=metrics,
         recovery=Recovery(
             recovered_fields=recovered_fields,
             estimated_fields=session.estimated_fields,

@@ -14,13 +14,16 @@ import psutil
 from ablate.core.claude import claude_argv
 from ablate.core.proc import ExecResult, kill_tree
 from ablate.folder.layout import Attempt, PlanItem, RunFolder
-from ablate.folder.result import COMPLETE_STATUSES, STATUSES, ExitInfo, ItemResult
+from ablate.folder.result import ExitInfo, ItemResult
+from ablate.folder.session import SessionWrites
 from ablate.mine.model import SessionResult
 
 #: HTTP statuses that are the request's own fault: retrying cannot help.
 PERMANENT_API_STATUSES = frozenset({400, 401, 403, 404, 413})
 #: HTTP statuses that mean "slow down": they pause the pool like a 429.
 PAUSE_API_STATUSES = frozenset({429, 529})
+#: Runner outcomes of an attempt that never reached the CLI; their result's status is ``error``.
+ERROR_OUTCOMES = frozenset({"env_error", "launch_error"})
 
 
 def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> list[str]:
@@ -85,13 +88,17 @@ def build_result(
     flags: Sequence[str] = (),
     writes: Mapping[str, Any] | None = None,
 ) -> ItemResult:
-    """The item's :class:`ItemResult` for one finished attempt (paths relative to the run folder)."""
+    """The item's :class:`ItemResult` for one finished attempt (paths relative to the run folder).
+
+    ``env_error`` and ``launch_error`` are recorded as ``error``; any other ``status`` outside
+    :data:`ablate.folder.result.Status` is a validation error, never mapped to another.
+    """
     rel = folder.root
-    doc = None
+    metrics = None
     if session is not None:
-        doc = session.to_json()
+        metrics = session.to_metrics()
         if transcript is not None:
-            doc["transcript"] = str(transcript.relative_to(rel))
+            metrics = metrics.model_copy(update={"transcript": str(transcript.relative_to(rel))})
     return ItemResult.model_validate(
         {
             "item": it.item,
@@ -101,8 +108,7 @@ def build_result(
             "order": it.order,
             "attempt": attempt.n,
             "session_id": attempt.session_id,
-            "status": status if status in STATUSES else "error",
-            "complete": status in COMPLETE_STATUSES,
+            "status": "error" if status in ERROR_OUTCOMES else status,
             "started_at": attempt.started_at,
             "finished_at": attempt.finished_at,
             "env": attempt.slot,
@@ -117,9 +123,9 @@ def build_result(
             "stdout": str(folder.stdout_path(it.item, attempt.n).relative_to(rel)),
             "transcript": str(transcript.relative_to(rel)) if transcript else None,
             "error": _first_line(error) if error else None,
-            "session": doc,
+            "session": metrics,
             "flags": list(flags),
-            "writes": dict(writes) if writes is not None else None,
+            "writes": SessionWrites.model_validate(dict(writes)) if writes is not None else None,
         }
     )
 

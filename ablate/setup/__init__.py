@@ -1,1 +1,1 @@
-"""ablate.setup: see DESIGN §1."""
+"""Reading the user's setup: the layer catalog and kinds, cells, tasks and the inventory."""

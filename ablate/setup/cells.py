@@ -1,11 +1,12 @@
-"""Cell sets (DESIGN §2): which layers each ablation cell strips, and how that plays out for one setup."""
+"""Cell sets (docs/ARCHITECTURE.md#cells): which layers each cell strips, and how that plays out for one setup."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
@@ -13,6 +14,9 @@ from ablate.core.errors import NotFound, Problem, SpecError, UsageError
 from ablate.core.resources import data_dir
 from ablate.core.specs import Spec, read_spec_data, validate
 from ablate.setup.layers import Catalog, LayerFiles
+
+if TYPE_CHECKING:
+    from ablate.setup.load import Setup
 
 
 class Cell(Spec):
@@ -223,8 +227,14 @@ class CellEffect:
     noop: bool
     """True when the cell is identical to the control by construction."""
     note: str
+    """What the cell does here, in words (for a no-op cell: why it changes nothing)."""
     unloaded: tuple[str, ...] = ()
     """Stripped layers that are on disk but never loaded by the CLI (stripping them changes nothing)."""
+
+    @property
+    def noop_reason(self) -> str | None:
+        """Why the cell is identical to the control (None when it is not): the manifest cell's ``noop``."""
+        return self.note if self.noop else None
 
 
 def cell_effect(
@@ -274,3 +284,16 @@ def cell_effect(
             parts.append(f"{', '.join(absent)} absent here")
         note = "; ".join(parts)
     return CellEffect(cell, removes, absent, tuple(also), noop, note, unloaded)
+
+
+def noop_reasons(cells: Sequence[ResolvedCell], setup: Setup, catalog: Catalog) -> dict[str, str]:
+    """Cell id -> why the cell is identical to the control in this setup, for the cells that are."""
+    from ablate.setup.load import inventory
+
+    inv = inventory(setup, catalog)
+    out: dict[str, str] = {}
+    for cell in cells:
+        reason = cell_effect(cell, inv.layers, inv.imports, inv.loaded).noop_reason
+        if reason is not None:
+            out[cell.id] = reason
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -277,6 +277,17 @@ def json_keys(path: Path) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def layer_hash(files: Iterable[tuple[str, bytes]], keys: Iterable[tuple[str, bytes]] = ()) -> str:
+    """The fingerprint of a layer: sha256 over each file's relative path, a NUL and the file's sha256, then
+    each JSON key's ``file#key``, a NUL and the sha256 of its canonical value. Equal hashes, equal layer."""
+    h = hashlib.sha256()
+    for rel, data in files:
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    for ref, value in keys:
+        h.update(ref.encode() + b"\0" + hashlib.sha256(value).digest())
+    return h.hexdigest()
+
+
 def resolve_layer(
     layer: Layer, base: Path, *, memory_slug: str, aliases: dict[str, Path] | None = None
 ) -> LayerFiles:
@@ -285,7 +296,8 @@ def resolve_layer(
     ``aliases`` maps a key file name to where it really lives (``.claude.json`` may sit in HOME).
     """
     lf = LayerFiles(layer=layer, base=base)
-    h = hashlib.sha256()
+    hashed_files: list[tuple[str, bytes]] = []
+    hashed_keys: list[tuple[str, bytes]] = []
     for pattern in layer.patterns(memory_slug):
         for entry in _expand(base, pattern):
             if entry in lf.entries:
@@ -296,7 +308,7 @@ def resolve_layer(
                 data = full.read_bytes()
                 lf.files.append(rel)
                 lf.bytes += len(data)
-                h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+                hashed_files.append((rel, data))
     for ref in layer.keys:
         where = (aliases or {}).get(ref.file) or base / ref.file
         obj = json_keys(where)
@@ -305,6 +317,6 @@ def resolve_layer(
         value = json.dumps(obj[ref.key], sort_keys=True, separators=(",", ":")).encode()
         lf.keys.append(KeyPresence(ref.file, ref.key, len(value), where))
         lf.bytes += len(value)
-        h.update(f"{ref.file}#{ref.key}".encode() + b"\0" + hashlib.sha256(value).digest())
-    lf.fingerprint = h.hexdigest() if lf.present else ""
+        hashed_keys.append((f"{ref.file}#{ref.key}", value))
+    lf.fingerprint = layer_hash(hashed_files, hashed_keys) if lf.present else ""
     return lf

@@ -10,10 +10,12 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 from ablate.core.errors import NotARepo, NotFound, UsageError
 from ablate.core.gitutil import live_changes, run_git
 from ablate.core.slug import slug
+from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Catalog, LayerFiles, json_keys, resolve_layer
 from ablate.setup.plugins import plugins_of
 
@@ -371,21 +373,27 @@ def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[
     for lid, lf in layers.items():
         if not lf.present:
             continue
-        shows = lf.layer.shows
-        if shows in ("files", "hook", "mcp") or not lf.files:
+        loaded_by = layer_kind(lf.layer.shows).loaded
+        if not lf.files:
             out[lid] = None
-        elif shows == "instructions":
-            out[lid] = [r for r in lf.files if os.path.realpath(lf.base / r) in reachable]
-        elif shows in ("skill_listing", "agent_listing"):
-            out[lid] = [r for r in lf.files if listed(lf, r, setup)]
-        elif shows == "output_style":
-            out[lid] = [
-                r
-                for r in lf.files
-                if r.endswith(".md") and style is not None and style_name(lf.base / r) == style
-            ]
-        else:  # memory: the model is told where it is and reads it
-            out[lid] = list(lf.files)
+            continue
+        match loaded_by:
+            case "not_applicable":
+                out[lid] = None
+            case "imports":
+                out[lid] = [r for r in lf.files if os.path.realpath(lf.base / r) in reachable]
+            case "listing":
+                out[lid] = [r for r in lf.files if listed(lf, r, setup)]
+            case "style":
+                out[lid] = [
+                    r
+                    for r in lf.files
+                    if r.endswith(".md") and style is not None and style_name(lf.base / r) == style
+                ]
+            case "memory":  # the model is told where it is and reads it
+                out[lid] = list(lf.files)
+            case _:
+                assert_never(loaded_by)
     return out
 
 
@@ -532,12 +540,6 @@ class Inventory:
     """Per present layer: the files the CLI loads by itself (None: not applicable)."""
     unclassified: list[str] = field(default_factory=list)
     """Repo Markdown under docs/, notes/, .claude/ that no layer claims."""
-
-    def never_loaded(self, layer_id: str) -> bool:
-        """True when the layer is on disk but the CLI loads none of it (a cell stripping it is a no-op)."""
-        lf = self.layers.get(layer_id)
-        got = self.loaded.get(layer_id)
-        return lf is not None and lf.present and got is not None and not got
 
 
 def inventory(setup: Setup, catalog: Catalog) -> Inventory:

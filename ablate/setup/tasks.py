@@ -279,11 +279,6 @@ class Task:
     def split(self) -> str:
         return self.spec.split
 
-    @property
-    def graded_by_checks(self) -> bool:
-        """True when the task has checks (its checkout is snapshotted and diffed around each session)."""
-        return bool(self.spec.checks)
-
 
 def load_task(path: Path, catalog: Catalog | None = None) -> Task:
     """Read and validate one task file; with a catalog, unknown ``expects`` layer ids are errors."""

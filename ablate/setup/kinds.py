@@ -1,0 +1,57 @@
+"""How each kind of layer (the catalog's ``shows``) reaches the model: the one table the probe, the loaded-file
+analysis and the report dispatch on.
+
+A new kind in :data:`ablate.setup.layers.Shows` fails type checking here (``assert_never``) until it has a row,
+and every consumer matches on the row's fields, so none of them can fall through to a silent default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, assert_never, get_args
+
+from ablate.setup.layers import Shows
+
+#: How the probe fingerprints a layer of the kind in what reached the model.
+ProbeBy = Literal["text", "names", "files", "hook", "mcp", "style"]
+#: How to tell which of the layer's files the CLI loads by itself.
+LoadedBy = Literal["imports", "listing", "style", "memory", "not_applicable"]
+#: What in a mined session shows the layer was used.
+UsedBy = Literal["instructions", "memory", "reads", "not_mined"]
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """One row of the table."""
+
+    shows: Shows
+    probe: ProbeBy
+    loaded: LoadedBy
+    used: UsedBy
+
+
+def layer_kind(shows: Shows) -> LayerKind:
+    """The row of ``shows``."""
+    match shows:
+        case "instructions":
+            return LayerKind(shows, probe="text", loaded="imports", used="instructions")
+        case "memory":
+            return LayerKind(shows, probe="text", loaded="memory", used="memory")
+        case "skill_listing" | "agent_listing":
+            return LayerKind(shows, probe="names", loaded="listing", used="not_mined")
+        case "hook":
+            return LayerKind(shows, probe="hook", loaded="not_applicable", used="not_mined")
+        case "mcp":
+            return LayerKind(shows, probe="mcp", loaded="not_applicable", used="not_mined")
+        case "files":
+            return LayerKind(shows, probe="files", loaded="not_applicable", used="reads")
+        case "output_style":
+            return LayerKind(shows, probe="style", loaded="style", used="not_mined")
+        case _:
+            assert_never(shows)
+
+
+#: Every kind's row.
+LAYER_KINDS: dict[str, LayerKind] = {s: layer_kind(s) for s in get_args(Shows)}
+
+__all__ = ["LAYER_KINDS", "LayerKind", "LoadedBy", "ProbeBy", "UsedBy", "layer_kind"]
