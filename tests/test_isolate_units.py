@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -389,3 +390,20 @@ def test_sandbox_profile_allows_writes_only_in_the_cell(tmp_path: Path) -> None:
     profile = sandbox_profile([tmp_path / 'a "b"'])
     assert profile.startswith("(version 1)\n(allow default)\n(deny file-write*)\n")
     assert f'(subpath "{tmp_path}/a \\"b\\"")' in profile
+
+
+def test_fence_keeps_what_the_session_reads_under_the_real_tmp_readable(tmp_path: Path) -> None:
+    """A repository or home under /tmp (a test's, or a user's scratch clone) is hidden by the private /tmp
+    unless bound back: its object store is what the checkout's alternates read."""
+    from ablate.isolate.fence import fence_argv
+
+    home = Path(tempfile.mkdtemp(prefix="ablate-fence-", dir="/tmp"))
+    try:
+        argv = fence_argv(
+            "bwrap", ["true"], writable=[], cwd=home, tmp=tmp_path, visible=[home, Path("/usr")]
+        )
+        ro = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
+        assert ro == [["/", "/"], [str(home), str(home)]]  # /usr is outside /tmp: already readable
+        assert argv.index("/tmp") < argv.index(str(home))  # bound back after the private /tmp
+    finally:
+        home.rmdir()

@@ -146,8 +146,11 @@ class ShadowEnvironments:
         """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.fence.fenced`): the
         session can write its own cell folder and nothing else; a write through a link into the home fails."""
         from ablate.isolate.fence import fenced
+        from ablate.isolate.worktree import objects_dir
 
-        return fenced(argv, root=env.root, cwd=env.cwd)
+        setup = self.setup
+        visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
+        return fenced(argv, root=env.root, cwd=env.cwd, visible=visible)
 
     def after_session(self, env: CellEnv) -> dict[str, Any] | None:
         """The writes the fence refused (which paths, how often), or None without a fence: what an unfenced

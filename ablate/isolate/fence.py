@@ -46,10 +46,12 @@ def fence_argv(
     writable: Sequence[str | Path],
     cwd: str | Path,
     tmp: str | Path | None = None,
+    visible: Sequence[str | Path] = (),
 ) -> list[str]:
     """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in the order given, so a
     deeper path after the one above it), own user and PID namespaces, own ``/proc``, a real ``/dev``;
-    ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``)."""
+    ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``); ``visible``: folders the session must still
+    read that live under the real ``/tmp`` (the user's home, config dir or repository), bound back read-only."""
     out = [
         bwrap,
         "--unshare-user",
@@ -70,6 +72,9 @@ def fence_argv(
     # (bubblewrap resolves sources outside the sandbox and makes the mount point inside the private /tmp)
     if tmp is not None:
         out += ["--bind", str(tmp), "/tmp"]
+        for seen_path in dict.fromkeys(str(v) for v in visible):
+            if seen_path.startswith("/tmp/") and os.path.isdir(seen_path):
+                out += ["--ro-bind", seen_path, seen_path]
     seen: set[str] = set()
     for path in writable:
         p = str(path)
@@ -132,16 +137,18 @@ def _try_fence() -> FenceSupport:
     )
 
 
-def fenced(argv: Sequence[str], *, root: Path, cwd: Path) -> list[str]:
+def fenced(argv: Sequence[str], *, root: Path, cwd: Path, visible: Sequence[Path] = ()) -> list[str]:
     """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
-    dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is."""
+    dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
+    ``visible``: what the session reads through its links and alternates (the user's home, config dir,
+    repository and object store), kept readable when it lives under the real ``/tmp``."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
         return [support.sandbox_exec, "-p", sandbox_profile([root]), *argv]
     if not support.ok or support.bwrap is None:
         return list(argv)
     (root / "tmp").mkdir(exist_ok=True)
-    return fence_argv(support.bwrap, argv, writable=[root], cwd=cwd, tmp=root / "tmp")
+    return fence_argv(support.bwrap, argv, writable=[root], cwd=cwd, tmp=root / "tmp", visible=visible)
 
 
 _EROFS = re.compile(r"(/[^\s'\"`:]+)['\"`]?: (?:Read-only file system|EROFS)")
