@@ -240,13 +240,16 @@ def run_compare(
     executor: Executor,
     *,
     on_item: Callable[[ItemOutcome], None] | None = None,
+    resume: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
-    """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report)."""
+    """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report).
+
+    ``resume``: the compare folder exists (an interrupted run of this very plan); the executor continues it."""
     from ablate.compare.render import render_markdown
 
     out_root = prep.request.out
     folder = out_root / prep.compare_id
-    if folder.exists() and any(folder.iterdir()):
+    if folder.exists() and any(folder.iterdir()) and not resume:
         raise OutputExists(
             f"{folder}: compare folder already exists", hint="pick another --out or wait a second"
         )
