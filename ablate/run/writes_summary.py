@@ -8,7 +8,7 @@ from typing import Any
 
 def writes_lines(writes: Iterable[Mapping[str, Any]], total: int, *, noun: str = "sessions") -> list[str]:
     """From each session's ``writes`` record (:mod:`ablate.isolate.writes`), one line per path written
-    outside the cells: "12 of 12 sessions wrote ~/.claude/data — discarded" (the most-written first)."""
+    outside the cells: "12 of 12 sessions wrote ~/.claude/data (14 files in all) — discarded" (the most-written first)."""
     by_path: dict[str, list[int]] = {}
     for record in writes:
         for area in (record.get("outside_cell") or {}).values():
@@ -18,6 +18,6 @@ def writes_lines(writes: Iterable[Mapping[str, Any]], total: int, *, noun: str =
                 entry[1] += int(n)
     lines = []
     for path, (sessions, files) in sorted(by_path.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0])):
-        what = f"{files} file{'' if files == 1 else 's'} under {path}"
-        lines.append(f"{sessions} of {max(total, sessions)} {noun} wrote {what} — discarded")
+        count = f"{files} file{'' if files == 1 else 's'} in all"
+        lines.append(f"{sessions} of {max(total, sessions)} {noun} wrote {path} ({count}) — discarded")
     return lines
