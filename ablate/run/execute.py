@@ -27,7 +27,6 @@ from types import FrameType
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
-from ablate.core.constants import MAX_RETRIES_ENV
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 from ablate.folder.layout import write_manifest
 from ablate.folder.result import iter_results
@@ -144,7 +143,7 @@ def execute(
             isolate_state=request.isolate_state,
             dirty=request.dirty,
             base_env=dict(os.environ),
-            extra_env={MAX_RETRIES_ENV: str(manifest.max_retries), **request.extra_env},
+            extra_env=dict(request.extra_env),
         )
         runner = Runner(
             folder,

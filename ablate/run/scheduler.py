@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import dataclasses
 import itertools
 import os
 import socket
@@ -30,16 +29,15 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import psutil
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError
-from ablate.core.proc import ExecResult, kill_tagged, kill_tree, run_process
+from ablate.core.proc import kill_tagged, kill_tree
 from ablate.core.watchdog import Watchdog
 from ablate.folder.layout import (
     Attempt,
@@ -53,143 +51,31 @@ from ablate.folder.layout import (
 from ablate.folder.lock import RunLock
 from ablate.folder.result import COMPLETE_STATUSES, read_result, write_result
 from ablate.isolate.backend import CellEnv, EnvBackend
-from ablate.isolate.gitreads import git_history_reads
-from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
-from ablate.run.hooks import HookRefused, TreeHook
+from ablate.run.hooks import TreeHook
 from ablate.run.plan import Shard, shard_items
+from ablate.run.schedule_types import (
+    Idle,
+    Job,
+    Outcome,
+    Phase,
+    Prepare,
+    Progress,
+    RunOptions,
+    RunSummary,
+    SessionOutcome,
+)
 from ablate.run.session import (
-    PAUSE_API_STATUSES,
     PERMANENT_API_STATUSES,
     build_result,
-    copy_transcript,
     kill_strays,
     render_argv,
 )
+from ablate.run.worker import Worker
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.tasks import Task
 
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a plan is executed (what may differ between invocations on one folder)."""
-
-    jobs: int = 1
-    """Parallel sessions."""
-    budget_usd: float | None = None
-    """Stop launching once the recorded spend reaches this."""
-    max_attempts: int = 3
-    """Attempts per item in one invocation for transient failures (5xx, no transcript, crashed CLI)."""
-    backoff_s: float = 30.0
-    """First pool pause after a rate limit whose message names no reset time; doubles each time."""
-    max_backoff_s: float = 900.0
-    """Longest pause without a named reset time."""
-    max_reset_wait_s: float = 6 * 3600.0
-    """Longest pause honoured for a named reset time."""
-    max_pauses: int = 12
-    """Consecutive rate-limit pauses before the runner gives up (the folder stays resumable)."""
-    grace_s: float = 30.0
-    """After a stop request, how long running sessions may finish before they are killed."""
-    retry_delay_s: float = 5.0
-    """Delay before re-running an item after a transient failure (times the attempt number)."""
-
-
-Outcome = Literal["finished", "failed-items", "budget", "rate-limited", "interrupted"]
-Phase = Literal["building", "running", "paused", "stopping", "finished"]
-Prepare = Literal["none", "reset", "retarget"]
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A snapshot for progress displays."""
-
-    phase: Phase
-    total: int
-    """Items in this folder's share of the plan."""
-    done: int
-    """Items with a complete result (including those complete before this invocation)."""
-    failed: int
-    """Items whose last attempt failed (and will not be retried in this invocation)."""
-    rate_limited: int
-    """Rate-limited attempts in this invocation (requeued, never results)."""
-    running: int
-    pending: int
-    spend_usd: float
-    """Recorded spend of the whole folder, every invocation."""
-    elapsed_s: float
-    paused_until: datetime | None = None
-    message: str | None = None
-
-
-@dataclass
-class RunSummary:
-    """What an invocation did."""
-
-    folder: Path
-    total: int
-    done: int
-    failed: list[str]
-    pending: list[str]
-    skipped: int
-    """Items already complete when this invocation started."""
-    launched: int
-    rate_limited: int
-    spend_usd: float
-    elapsed_s: float
-    outcome: Outcome
-    envs_built: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "folder": str(self.folder),
-            "outcome": self.outcome,
-            "total": self.total,
-            "done": self.done,
-            "failed": list(self.failed),
-            "pending": list(self.pending),
-            "skipped": self.skipped,
-            "launched": self.launched,
-            "rate_limited": self.rate_limited,
-            "spend_usd": round(self.spend_usd, 6),
-            "elapsed_s": round(self.elapsed_s, 3),
-            "envs_built": self.envs_built,
-        }
-
-
-@dataclass
-class _Job:
-    item: PlanItem
-    attempt: Attempt
-    env: CellEnv
-    env_label: str
-    task: Task
-    argv: list[str]
-    timeout_s: float | None
-    pause_epoch: int
-    prepare: Prepare = "none"
-    launched: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class _Idle:
-    """An environment no session is using: at ``cell``; ``dirty`` once a session has run in it."""
-
-    env: CellEnv
-    label: str
-    cell: str
-    dirty: bool
-
-
-@dataclass
-class _Outcome:
-    job: _Job
-    exec: ExecResult | None
-    session: SessionResult | None
-    status: str
-    transcript: Path | None
-    error: str | None = None
-    flags: list[str] = field(default_factory=list)
-    writes: dict[str, Any] | None = None
+__all__ = ["Progress", "RunOptions", "RunSummary", "Runner"]
 
 
 class Runner:
@@ -228,7 +114,7 @@ class Runner:
         self._stop_at: float | None = None
         self._lock = threading.Lock()
         self._killed_sessions: set[str] = set()
-        self._running: dict[Future[_Outcome], _Job] = {}
+        self._running: dict[Future[SessionOutcome], Job] = {}
 
     # -- control (safe from a signal handler or another thread) ----------------------------------------
 
@@ -300,7 +186,7 @@ class Runner:
         # dies (even kill -9), and each session's leftovers are killed when it ends.
         self._tag = f"{self.manifest.run_id}/{os.getpid()}/"
         watchdog = Watchdog(self._tag)
-        idle: list[_Idle] = []
+        idle: list[Idle] = []
         next_slot = itertools.count()
         all_envs: list[CellEnv] = []
         builds: dict[Future[CellEnv], tuple[str, int]] = {}
@@ -386,13 +272,13 @@ class Runner:
                         env = fut.result()  # a build failure is fatal: the cell cannot be measured
                         all_envs.append(env)
                         self._envs_built += 1
-                        idle.append(_Idle(env, Path(env.root).name, cell_id, dirty=False))
+                        idle.append(Idle(env, Path(env.root).name, cell_id, dirty=False))
                         if cell_id not in described:
                             described.add(cell_id)
                             self._describe_cell(cell_id, env)
                     else:
                         job = self._running.pop(fut)
-                        res: _Outcome = fut.result()
+                        res: SessionOutcome = fut.result()
                         self._handle(res, by_item)  # may requeue the item (rate limit, transient failure)
                         if res.status == "env_error" or not self._pending:
                             # An environment that could not be prepared is not trusted again; and once
@@ -401,7 +287,7 @@ class Runner:
                             all_envs.remove(job.env)
                             retiring.append(teardown_pool.submit(self.backend.teardown, job.env))
                         else:
-                            idle.append(_Idle(job.env, job.env_label, job.item.cell, dirty=True))
+                            idle.append(Idle(job.env, job.env_label, job.item.cell, dirty=True))
                             if job.item.cell not in described:
                                 described.add(job.item.cell)
                                 self._describe_cell(job.item.cell, job.env)
@@ -478,7 +364,7 @@ class Runner:
 
     # -- dispatch --------------------------------------------------------------------------------------
 
-    def _pick(self, idle: list[_Idle], now: float) -> tuple[PlanItem, _Idle, Prepare] | None:
+    def _pick(self, idle: list[Idle], now: float) -> tuple[PlanItem, Idle, Prepare] | None:
         """The first runnable pending item, in plan order, and the idle environment to serve it: one already
         at its cell (reset if used), else the one whose cell the upcoming items need least (retargeted)."""
         if not idle:
@@ -504,7 +390,7 @@ class Runner:
 
     def _maybe_grow(
         self,
-        idle: list[_Idle],
+        idle: list[Idle],
         builds: Mapping[Future[CellEnv], tuple[str, int]],
         n_envs: int,
         submit_build: Callable[[str], None],
@@ -545,80 +431,22 @@ class Runner:
         argv = render_argv(
             self.manifest.argv, max_turns=max_turns, session_id=attempt.session_id, prompt=task.prompt
         )
-        job = _Job(it, attempt, env, label, task, argv, timeout, self._pause_epoch, prepare)
+        job = Job(it, attempt, env, label, task, argv, timeout, self._pause_epoch, prepare)
         self._tries[it.item] = self._tries.get(it.item, 0) + 1
         fut = pool.submit(self._attempt, job)
         self._running[fut] = job
 
-    def _attempt(self, job: _Job) -> _Outcome:
-        """Worker: prepare the environment, run one session, copy its transcript out of the shadow, mine it."""
-        folder, it, a = self.folder, job.item, job.attempt
-        try:
-            if job.prepare == "reset":
-                self.backend.reset(job.env)
-            elif job.prepare == "retarget":
-                self.backend.retarget(job.env, self.cells[it.cell])
-        except Exception as exc:
-            return _Outcome(job, None, None, "env_error", None, error=f"environment not prepared: {exc}")
-        # ablate touches the session's tree only through the backend: in `namespace`, env.cwd is the user's
-        # real repository path (the session sees its own view there), never a place to write seed files
-        tree = getattr(self.backend, "checkout", None) or (lambda e: contextlib.nullcontext(e.cwd))
-        try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
-            with tree(job.env) as checkout:
-                baseline = self.tree_hook.before(job.task, checkout)
-        except HookRefused as exc:
-            return _Outcome(job, None, None, "error", None, error=str(exc))
-        except OSError as exc:
-            return _Outcome(job, None, None, "env_error", None, error=f"checkout not reachable: {exc}")
-        stdout = folder.stdout_path(it.item, a.n)
-        env = dict(job.env.env)
-        env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
-        argv = self.backend.command(job.env, job.argv)
-        try:
-            ex = run_process(
-                argv,
-                cwd=job.env.cwd,
-                env=env,
-                timeout=job.timeout_s,
-                stdout_path=stdout,
-                tag=self._tag + a.session_id,
-            )
-        except OSError as exc:
-            baseline.discard()
-            return _Outcome(job, None, None, "launch_error", None, error=str(exc))
-        # checks read the checkout the session left, before any reset of it (ablate.grade)
-        try:
-            with tree(job.env) as checkout:
-                self.tree_hook.after(folder, it.item, a.n, job.task, checkout, baseline)
-        except OSError as exc:  # the session stands; only its grade is missing (said in its stderr file)
-            baseline.discard()
-            ex = dataclasses.replace(
-                ex, stderr_tail=ex.stderr_tail + f"\nablate: checkout not reachable for grading: {exc}\n"
-            )
-        if ex.stderr_tail.strip():
-            err = folder.stderr_path(it.item, a.n)
-            err.parent.mkdir(parents=True, exist_ok=True)
-            err.write_text(ex.stderr_tail, encoding="utf-8")
-        transcript = copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n))
-        target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
-        try:
-            writes = self.backend.after_session(job.env)
-            flags = git_history_reads(transcript, self.backend.stripped_paths(job.env))
-        except Exception as exc:  # the report must not lose the session
-            writes, flags = {"error": f"could not inspect the session's writes: {exc}"}, []
-        try:
-            mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
-        except OSError as exc:
-            return _Outcome(job, ex, None, "no_transcript", transcript, error=str(exc), writes=writes)
-        if ex.timed_out:
-            status = "timeout"
-        elif a.session_id in self._killed_sessions:
-            status = "interrupted"
-        elif mined.status == "api_error" and mined.api_error_status in PAUSE_API_STATUSES:
-            status = "rate_limited"
-        else:
-            status = mined.status
-        return _Outcome(job, ex, mined, status, transcript, flags=flags, writes=writes)
+    def _attempt(self, job: Job) -> SessionOutcome:
+        worker = Worker(
+            self.folder,
+            self.backend,
+            self.cells,
+            self.tree_hook,
+            self._tag,
+            self._killed_sessions,
+            self.manifest.max_retries,
+        )
+        return worker.attempt(job)
 
     def _kill_running(self) -> None:
         """Kill the process tree of every running session (found by its unique --session-id)."""
@@ -643,7 +471,7 @@ class Runner:
 
     # -- outcomes --------------------------------------------------------------------------------------
 
-    def _handle(self, res: _Outcome, by_item: dict[str, PlanItem]) -> None:
+    def _handle(self, res: SessionOutcome, by_item: dict[str, PlanItem]) -> None:
         job, opts, now = res.job, self.options, self._clock()
         it = job.item
         cost = res.session.cost_usd if res.session is not None else None
@@ -698,13 +526,13 @@ class Runner:
             self._failed.add(it.item)
 
     @staticmethod
-    def _transient(res: _Outcome) -> bool:
+    def _transient(res: SessionOutcome) -> bool:
         if res.status == "api_error":
             s = res.session.api_error_status if res.session is not None else None
             return s not in PERMANENT_API_STATUSES
         return res.status in ("no_transcript", "killed", "launch_error", "env_error")
 
-    def _pause(self, session: SessionResult | None, job: _Job) -> None:
+    def _pause(self, session: SessionResult | None, job: Job) -> None:
         opts, now = self.options, self._clock()
         if job.pause_epoch != self._pause_epoch and now < self._paused_until:
             return  # launched before the current pause: already accounted for
