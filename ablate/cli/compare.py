@@ -151,6 +151,77 @@ def _finish(folder: Path, report: dict[str, Any], *, json: bool) -> None:
         raise typer.Exit(EXIT_PARTIAL)
 
 
+TasksOpt = Annotated[
+    list[Path] | None, typer.Option("--tasks", "-t", help="Task files or folders (repeatable).")
+]
+LayerOpt = Annotated[
+    str, typer.Option("--layer", help="The file layer the arms replace (claude-code executor).")
+]
+TierOpt = Annotated[
+    str, typer.Option("--tier", help="smoke (5 repeats) or rigorous (30); sets the repeats floor.")
+]
+RepeatsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--repeats",
+        "-n",
+        min=1,
+        help="Repeats per (task, arm); at least the tier's floor.",
+        show_default=False,
+    ),
+]
+BlockOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--block",
+        help="With ONE file: run the layout experiment (original, block moved to the end, block duplicated).",
+        show_default=False,
+    ),
+]
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="claude-code (the real CLI in cells), api (just the model), sim (free dry run).",
+    ),
+]
+MaxTokens = Annotated[int, typer.Option("--max-tokens", min=1, help="max_tokens of each api/sim request.")]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed", help="Order and session-id seed (default: a fresh one, recorded).", show_default=False
+    ),
+]
+OutOpt = Annotated[
+    Path, typer.Option("--out", "-o", help="Runs folder: holds compare folders and the ledger.")
+]
+ResumeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--resume",
+        help="Continue this interrupted compare folder (claude-code; pass the same arms and tasks).",
+        show_default=False,
+    ),
+]
+SimScript = Annotated[
+    Path | None,
+    typer.Option(
+        "--sim-script",
+        help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml).",
+        show_default=False,
+    ),
+]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL).",
+        show_default=False,
+    ),
+]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Start without asking (required without a terminal).")]
+
+
 @app.command("compare")
 @cli_errors
 def compare_cmd(
@@ -162,78 +233,20 @@ def compare_cmd(
             show_default=False,
         ),
     ],
-    tasks: Annotated[
-        list[Path] | None, typer.Option("--tasks", "-t", help="Task files or folders (repeatable).")
-    ] = None,
-    layer: Annotated[
-        str, typer.Option("--layer", help="The file layer the arms replace (claude-code executor).")
-    ] = "user-claude-md",
-    tier: Annotated[
-        str, typer.Option("--tier", help="smoke (5 repeats) or rigorous (30); sets the repeats floor.")
-    ] = "smoke",
-    repeats: Annotated[
-        int | None,
-        typer.Option(
-            "--repeats",
-            "-n",
-            min=1,
-            help="Repeats per (task, arm); at least the tier's floor.",
-            show_default=False,
-        ),
-    ] = None,
-    block: Annotated[
-        str | None,
-        typer.Option(
-            "--block",
-            help="With ONE file: run the layout experiment (original, block moved to the end, block duplicated).",
-            show_default=False,
-        ),
-    ] = None,
-    executor: Annotated[
-        str,
-        typer.Option(
-            "--executor",
-            help="claude-code (the real CLI in cells), api (just the model), sim (free dry run).",
-        ),
-    ] = "claude-code",
+    tasks: TasksOpt = None,
+    layer: LayerOpt = "user-claude-md",
+    tier: TierOpt = "smoke",
+    repeats: RepeatsOpt = None,
+    block: BlockOpt = None,
+    executor: ExecutorOpt = "claude-code",
     model: Model = MODEL,
     max_turns: MaxTurns = 30,
-    max_tokens: Annotated[
-        int, typer.Option("--max-tokens", min=1, help="max_tokens of each api/sim request.")
-    ] = 1024,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            "--seed", help="Order and session-id seed (default: a fresh one, recorded).", show_default=False
-        ),
-    ] = None,
-    out: Annotated[
-        Path, typer.Option("--out", "-o", help="Runs folder: holds compare folders and the ledger.")
-    ] = Path("runs"),
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            "--resume",
-            help="Continue this interrupted compare folder (claude-code; pass the same arms and tasks).",
-            show_default=False,
-        ),
-    ] = None,
-    sim_script: Annotated[
-        Path | None,
-        typer.Option(
-            "--sim-script",
-            help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml).",
-            show_default=False,
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url",
-            help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL).",
-            show_default=False,
-        ),
-    ] = None,
+    max_tokens: MaxTokens = 1024,
+    seed: SeedOpt = None,
+    out: OutOpt = Path("runs"),
+    resume: ResumeOpt = None,
+    sim_script: SimScript = None,
+    base_url: BaseUrl = None,
     jobs: Jobs = 1,
     timeout: Timeout = 1800,
     budget_usd: Budget = None,
@@ -243,9 +256,7 @@ def compare_cmd(
     repo: Repo = Path("."),
     claude_bin: ClaudeBin = None,
     ablate_toml: AblateToml = None,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Start without asking (required without a terminal).")
-    ] = False,
+    yes: Yes = False,
     json: Json = False,
 ) -> None:
     """Head-to-head versions of a file (is my new CLAUDE.md better?) and layout experiments (did moving a

@@ -139,6 +139,93 @@ def _checkout_layer(cenv: Any, layer: Any, setup: Setup) -> LayerFiles:
     return resolve_layer(layer, cenv.cwd, memory_slug=setup.memory_slug)
 
 
+def _files_check(
+    cenv: Any, layer: Any, setup: Setup, live: LayerFiles, expected: Literal["present", "absent"]
+) -> LayerCheck:
+    """A layer of files (repo docs, never auto-loaded): judged by what the cell's checkout holds."""
+    in_cell = _checkout_layer(cenv, layer, setup)
+    same = in_cell.present and in_cell.fingerprint == live.fingerprint
+    observed: Literal["present", "absent"] = "present" if in_cell.present else "absent"
+    if expected == "present" and not same:
+        ev = "absent from the checkout" if not in_cell.present else "differs from the live tree"
+        return LayerCheck(expected, observed, "missing", ev)
+    if expected == "absent" and in_cell.present:
+        return LayerCheck(expected, observed, "leak", f"still in the checkout: {', '.join(in_cell.entries)}")
+    ev = "checkout files match" if expected == "present" else "absent from the checkout"
+    return LayerCheck(expected, observed, "ok", ev)
+
+
+def _needle_check(
+    p: LayerPrint, obs: Observation, expected: Literal["present", "absent"], reference: Observation | None
+) -> LayerCheck:
+    """A layer judged by its fingerprints in what the session sent and recorded."""
+    hits = [n for n in p.needles if obs.shows(p, n)]
+    observed: Literal["present", "absent"] = "present" if hits else "absent"
+    must = p.expected()
+    status: Any
+    if expected == "present" and not hits and not must:
+        status, ev = "unobservable", p.reason
+    elif (
+        expected == "present"
+        and not hits
+        and reference is not None
+        and not any(reference.shows(p, n) for n in must)
+    ):
+        status = "unobservable"
+        ev = (
+            f"not seen in the untouched setup either ({p.reason}): it cannot show in a one-prompt session"
+            if p.kind == "hooks"
+            else "not seen in the untouched setup either: the CLI does not put it in front of the model"
+        )
+    elif expected == "present" and not hits:
+        status, ev = "missing", f"none of {len(p.needles)} fingerprints reached the model"
+    elif expected == "absent" and hits:
+        status, ev = "leak", f"fingerprint reached the model: {hits[0][:80]!r}"
+    else:
+        status = "ok"
+        ev = f"{len(hits)}/{len(p.needles)} fingerprints seen" if hits else "no fingerprint seen"
+    return LayerCheck(expected, observed, status, ev)
+
+
+def _layer_check(
+    layer: Any,
+    p: LayerPrint,
+    expected: Literal["present", "absent"],
+    cenv: Any,
+    obs: Observation,
+    live: dict[str, LayerFiles],
+    setup: Setup,
+    reference: Observation | None,
+) -> LayerCheck:
+    if p.kind == "absent":
+        return LayerCheck("absent", "absent", "not-in-setup")
+    if p.kind == "files":
+        return _files_check(cenv, layer, setup, live[layer.id], expected)
+    if p.kind == "unprobed":
+        return LayerCheck(expected, "unprobed", "unprobed", p.reason)
+    if p.kind == "unobservable" or not p.needles:
+        return LayerCheck(
+            expected, "unknown", "generic" if "generic" in p.reason else "unobservable", p.reason
+        )
+    return _needle_check(p, obs, expected, reference)
+
+
+def _cell_problems(cenv: Any, obs: Observation, setup: Setup) -> tuple[list[str], list[str]]:
+    """Instruction files from outside the cell, and the static problems of its shadow or view."""
+    problems: list[str] = []
+    if isinstance(cenv, NamespaceCellEnv):
+        # at the real paths: the config dir and repository the user's own session would load from
+        foreign = _foreign_files(obs, [cenv.real_config, cenv.cwd])
+        problems.extend(namespace_problems(cenv))
+    else:
+        foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
+        problems.extend(shadow_problems(cenv, setup))
+        problems.extend(f"ancestor file above the checkout: {lk.path}" for lk in ancestor_leaks(cenv.cwd))
+    if obs.models and obs.models != {PROBE_MODEL}:
+        problems.append(f"requests used model(s) {sorted(obs.models)}, not {PROBE_MODEL}")
+    return foreign, problems
+
+
 def judge_cell(
     cell: ResolvedCell,
     cenv: Any,
@@ -158,75 +245,10 @@ def judge_cell(
     eff = cell_effect(cell, live, imports, loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
     checks: dict[str, LayerCheck] = {}
-    problems: list[str] = []
     for layer in catalog:
-        p = prints[layer.id]
         expected: Literal["present", "absent"] = "absent" if layer.id in gone else "present"
-        if p.kind == "absent":
-            checks[layer.id] = LayerCheck("absent", "absent", "not-in-setup")
-            continue
-        if p.kind == "files":
-            in_cell = _checkout_layer(cenv, layer, setup)
-            same = in_cell.present and in_cell.fingerprint == live[layer.id].fingerprint
-            observed: Literal["present", "absent", "unknown", "unprobed"] = (
-                "present" if in_cell.present else "absent"
-            )
-            if expected == "present" and not same:
-                status: Any = "missing"
-                ev = "absent from the checkout" if not in_cell.present else "differs from the live tree"
-            elif expected == "absent" and in_cell.present:
-                status, ev = "leak", f"still in the checkout: {', '.join(in_cell.entries)}"
-            else:
-                status, ev = (
-                    "ok",
-                    "checkout files match" if expected == "present" else "absent from the checkout",
-                )
-            checks[layer.id] = LayerCheck(expected, observed, status, ev)
-            continue
-        if p.kind == "unprobed":
-            checks[layer.id] = LayerCheck(expected, "unprobed", "unprobed", p.reason)
-            continue
-        if p.kind == "unobservable" or not p.needles:
-            checks[layer.id] = LayerCheck(
-                expected, "unknown", "generic" if "generic" in p.reason else "unobservable", p.reason
-            )
-            continue
-        hits = [n for n in p.needles if obs.shows(p, n)]
-        observed = "present" if hits else "absent"
-        must = p.expected()
-        if expected == "present" and not hits and not must:
-            status, ev = "unobservable", p.reason
-        elif (
-            expected == "present"
-            and not hits
-            and reference is not None
-            and not any(reference.shows(p, n) for n in must)
-        ):
-            status = "unobservable"
-            ev = (
-                f"not seen in the untouched setup either ({p.reason}): it cannot show in a one-prompt session"
-                if p.kind == "hooks"
-                else "not seen in the untouched setup either: the CLI does not put it in front of the model"
-            )
-        elif expected == "present" and not hits:
-            status, ev = "missing", f"none of {len(p.needles)} fingerprints reached the model"
-        elif expected == "absent" and hits:
-            status, ev = "leak", f"fingerprint reached the model: {hits[0][:80]!r}"
-        else:
-            status = "ok"
-            ev = f"{len(hits)}/{len(p.needles)} fingerprints seen" if hits else "no fingerprint seen"
-        checks[layer.id] = LayerCheck(expected, observed, status, ev)
-    if isinstance(cenv, NamespaceCellEnv):
-        # at the real paths: the config dir and repository the user's own session would load from
-        foreign = _foreign_files(obs, [cenv.real_config, cenv.cwd])
-        problems.extend(namespace_problems(cenv))
-    else:
-        foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
-        problems.extend(shadow_problems(cenv, setup))
-        for lk in ancestor_leaks(cenv.cwd):
-            problems.append(f"ancestor file above the checkout: {lk.path}")
-    if obs.models and obs.models != {PROBE_MODEL}:
-        problems.append(f"requests used model(s) {sorted(obs.models)}, not {PROBE_MODEL}")
+        checks[layer.id] = _layer_check(layer, prints[layer.id], expected, cenv, obs, live, setup, reference)
+    foreign, problems = _cell_problems(cenv, obs, setup)
     if obs.error:
         verdict: Verdict = "error"
         problems.insert(0, obs.error)

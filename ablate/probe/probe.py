@@ -256,11 +256,7 @@ def probe(
     root = Path(tempfile.mkdtemp(prefix="ablate-probe-")) if work is None else work
     root.mkdir(parents=True, exist_ok=True)
     before = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(root,))
-    notes: list[str] = []
-    if not claude.is_pinned:
-        notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
-    if not with_mcp and prints["mcp"].kind != "absent":
-        notes.append("MCP was not probed: servers are real processes (use --with-mcp)")
+    notes = _first_notes(claude, prints, with_mcp=with_mcp)
     selected = cells.select(cell_ids)
     built = _Cells()
     try:
@@ -271,36 +267,19 @@ def probe(
                 with_mcp=with_mcp, jobs=jobs, into=built,
             )  # fmt: skip
             baseline_obs = _baseline(claude, root, sim.base_url, log)
-            untouched_paths: dict[str, str] = {}
-            if namespace:
-                any_env = next(iter(built.envs.values()), None)
-                untouched_obs = _untouched_namespace(setup, claude, root, sim.base_url, log, any_env)
-            else:
-                untouched_obs, untouched_paths = _untouched(setup, claude, root, sim.base_url, log)
+            untouched_obs, untouched_paths = _untouched_setup(
+                setup, claude, root, sim.base_url, log, built if namespace else None
+            )
             observations, writes = _observe_cells(
                 claude, selected, built, root, log, jobs=jobs, on_cell=on_cell
             )
         # judge while the cells still exist: repo docs and static checks read the built shadows
         drop_generic(prints, baseline_obs.request_text + "\n".join(baseline_obs.listed))
         reference = None if untouched_obs.error else untouched_obs
-        results = [
-            judge_cell(
-                c,
-                built.envs[c.id],
-                observations[c.id],
-                prints,
-                inv.layers,
-                inv.imports,
-                catalog,
-                setup,
-                loaded=inv.loaded,
-                reference=reference,
-            )
-            for c in selected
-        ]
+        results = _judge_all(selected, built, observations, prints, inv, catalog, setup, reference)
         notes.extend(built.notes)
         notes.extend(_listing_notes(inv, reference or next(iter(observations.values()), None)))
-        for r in results:
+        for r in results:  # what each session wrote outside its cell, kept per cell; said once per path
             r.writes = writes.get(r.id, {})
         notes.extend(writes_lines(list(writes.values()), len(selected), noun="cells"))
         hidden = built.namespace.lower().hidden if built.namespace is not None else []
@@ -320,12 +299,9 @@ def probe(
             shutil.rmtree(root, ignore_errors=True)
     changed, _git_notes = changes_and_notes(before)
     notes.extend(f"ERROR: your real file changed during the probe: {c}" for c in changed[:20])
-    leaks = list(inv.leaks)
-    for cenv in built.envs.values():
-        leaks.extend(lk for lk in cenv.leaks if lk not in leaks)
     return ProbeResult(
         cells=results,
-        leaks=leaks,
+        leaks=_all_leaks(inv.leaks, built.envs.values()),
         fidelity=fidelity,
         fingerprints={
             k: {"kind": p.kind, "needles": len(p.needles), "reason": p.reason} for k, p in prints.items()
@@ -341,6 +317,61 @@ def probe(
         duration_s=time.monotonic() - start,
         isolation=chosen.to_json(),
     )
+
+
+def _judge_all(
+    selected: Sequence[ResolvedCell],
+    built: _Cells,
+    observations: dict[str, Observation],
+    prints: dict[str, LayerPrint],
+    inv: Inventory,
+    catalog: Catalog,
+    setup: Setup,
+    reference: Observation | None,
+) -> list[CellProbe]:
+    return [
+        judge_cell(
+            c,
+            built.envs[c.id],
+            observations[c.id],
+            prints,
+            inv.layers,
+            inv.imports,
+            catalog,
+            setup,
+            loaded=inv.loaded,
+            reference=reference,
+        )
+        for c in selected
+    ]
+
+
+def _untouched_setup(
+    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, namespace: _Cells | None
+) -> tuple[Observation, dict[str, str]]:
+    """The untouched setup's session: in its own view at the real paths (``namespace``: with the cells'
+    very environment), else a plain copy; and the path replacements that make its request comparable."""
+    if namespace is None:
+        return _untouched(setup, claude, root, base_url, log)
+    any_env = next(iter(namespace.envs.values()), None)
+    return _untouched_namespace(setup, claude, root, base_url, log, any_env), {}
+
+
+def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:
+    """The setup's leaks and every cell's, each once."""
+    leaks = list(setup_leaks)
+    for cenv in envs:
+        leaks.extend(lk for lk in cenv.leaks if lk not in leaks)
+    return leaks
+
+
+def _first_notes(claude: ClaudeBinary, prints: dict[str, LayerPrint], *, with_mcp: bool) -> list[str]:
+    notes: list[str] = []
+    if not claude.is_pinned:
+        notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
+    if not with_mcp and prints["mcp"].kind != "absent":
+        notes.append("MCP was not probed: servers are real processes (use --with-mcp)")
+    return notes
 
 
 def _prints(setup: Setup, catalog: Catalog, inv: Inventory, *, with_mcp: bool) -> dict[str, LayerPrint]:
