@@ -39,6 +39,7 @@ from ablate.compare.ledger import (
     task_set_sha256,
 )
 from ablate.compare.tiers import Tier, claims, resolve_tier
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import OutputExists, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
@@ -57,7 +58,7 @@ class CompareRequest:
     block: str | None = None
     layer: str = "user-claude-md"
     executor: str = "claude-code"
-    model: str = "claude-sonnet-4-6"
+    model: str = DEFAULT_MODEL
     max_turns: int = 30
     max_tokens: int = 1024
     seed: int = 0

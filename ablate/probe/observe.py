@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.proc import run_process
 from ablate.core.slug import slug
 from ablate.isolate.environment import CellEnvironment
@@ -31,7 +32,7 @@ from ablate.setup.load import (
 from ablate.sim import iter_requests, request_text
 
 PROBE_PROMPT = "ablate probe: reply with the single word OK."
-PROBE_MODEL = "claude-sonnet-4-6"
+PROBE_MODEL = DEFAULT_MODEL
 #: settings.json keys that could send the probe's traffic off loopback or run a credential helper.
 NEUTRALISED_SETTINGS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper")
 _ENDPOINT_ENV = re.compile(

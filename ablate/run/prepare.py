@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import run_git
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest
@@ -165,7 +166,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         raise UsageError("pass either --resume or --plan, not both")
     if not req.model.strip():
         raise UsageError(
-            "--model is empty", hint="pass the model every session is pinned to, e.g. claude-sonnet-4-6"
+            "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
         )
     if req.resume is not None or req.plan is not None:
         given = [o for o, g in (("--cells", req.cells_given), ("--repeats", req.repeats_given)) if g]
