@@ -22,6 +22,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
             var.startswith("ABLATE_") and var != "ABLATE_CLAUDE_BIN"
         ):
             monkeypatch.delenv(var, raising=False)
+    # a run's report is written before the command returns: no detached process outlives its test's folder
+    monkeypatch.setenv("ABLATE_REPORT", "now")
     return home
 
 

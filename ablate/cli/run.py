@@ -99,6 +99,7 @@ ReportOpt = Annotated[
     str,
     typer.Option(
         "--report",
+        envvar="ABLATE_REPORT",
         help="When the report is written: background (a detached process, off the run's critical path; its "
         "log is report.log), now (before the command returns) or none (`ablate report DIR` later).",
     ),
