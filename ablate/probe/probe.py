@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
-from ablate.isolate.backend import open_backend
+from ablate.isolate.backend import EnvBackend, open_backend
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
 from ablate.isolate.guard import changes_and_notes
 from ablate.isolate.guard import take as take_snapshot
@@ -134,21 +134,23 @@ class ProbeResult:
 
 @dataclass
 class _Cells:
-    """The probe's built cells, its backend when ``namespace``, and what was said while building them."""
+    """The probe's built cells, the backend that built them (``namespace``, or ``links`` unless a test hands
+    the probe its own builder), and what was said while building them."""
 
     envs: dict[str, Any] = field(default_factory=dict)
+    backend: EnvBackend | None = None
     namespace: NamespaceEnvironments | None = None
     notes: list[str] = field(default_factory=list)
 
     def teardown(self) -> None:
         for cenv in self.envs.values():
-            if isinstance(cenv, NamespaceCellEnv):
-                assert self.namespace is not None
-                self.namespace.teardown(cenv)
+            if self.backend is not None:
+                self.backend.teardown(cenv)
             else:
                 teardown_environment(cenv)
-        if self.namespace is not None:
-            self.namespace.close()
+        close = getattr(self.backend, "close", None)
+        if callable(close):
+            close()
 
 
 def _build_cells(
@@ -170,7 +172,7 @@ def _build_cells(
     if backend == "namespace":
         made = open_backend("namespace", setup, catalog, root / "ns", extra_env=extra)
         assert isinstance(made, NamespaceEnvironments)
-        into.namespace = made
+        into.namespace = into.backend = made
         for slot, cell in enumerate(selected):
             nenv = made.build(cell, slot)
             into.notes.extend(neutralise(nenv.layers.config, with_mcp=with_mcp))
@@ -178,8 +180,18 @@ def _build_cells(
             into.envs[cell.id] = nenv
         return
 
+    links = open_backend("links", setup, catalog, root / "cells", extra_env=extra)
+    if builder is build_environment:
+        into.backend = links
+    slots = {c.id: slot for slot, c in enumerate(selected)}
+
     def build(cell: ResolvedCell) -> CellEnvironment:
-        cenv = builder(setup, catalog, cell, root / "cells", extra_env=extra)
+        if into.backend is not None:
+            made = into.backend.build(cell, slots[cell.id])
+            assert isinstance(made, CellEnvironment)
+            cenv = made
+        else:  # a test's deliberately broken builder
+            cenv = builder(setup, catalog, cell, root / "cells", extra_env=extra)
         into.notes.extend(neutralise(cenv.config_dir, with_mcp=with_mcp))
         cenv.env = force_capture(cenv.env, base_url)
         return cenv
