@@ -1,7 +1,8 @@
 """The one execution path: every command that runs `claude -p` sessions in cells goes through :func:`execute`.
 
-``ablate run``, ``ablate ab``, ``ablate compare --executor claude-code`` and ``ablate env build`` differ in
-what they plan, never in how a plan is executed. Here, once:
+``ablate run``, ``ablate ab`` and ``ablate compare --executor claude-code`` differ in what they plan, never in
+how a plan is executed (``ablate env build`` builds one cell, and uses :func:`preflight` and the same
+backends; ``ablate probe`` runs its own capture sessions in cells built by the same backends). Here, once:
 
 * :func:`preflight`, before anything is written: the isolation backend (``namespace`` where it works, else
   ``links``) and the one-endpoint check (every cell reaches the same endpoint with the same auth).
@@ -50,7 +51,11 @@ def preflight(
     config_dir: Path, repo: Path, *, isolation: str | None, environ: Mapping[str, str] | None = None
 ) -> Preflight:
     """Choose the backend and check the one endpoint; raise :class:`~ablate.core.errors.UsageError` (exit 2)
-    on an unknown or unavailable backend or on cells that would reach different endpoints. Writes nothing."""
+    on an unknown or unavailable backend or on cells that would reach different endpoints. Writes nothing.
+
+    Every command that starts billed sessions calls this before it writes anything (``run``/``ab``, the
+    claude-code compare executor, ``env build``): checks that must refuse a run before its folder exists
+    belong here."""
     from ablate.isolate.namespace import choose_isolation
     from ablate.isolate.procenv import one_endpoint
 
@@ -124,12 +129,15 @@ def execute(
     from ablate.isolate.backend import open_backend
     from ablate.isolate.guard import changes_and_notes
     from ablate.isolate.guard import take as take_snapshot
+    from ablate.isolate.procenv import one_endpoint
 
     note = on_note or (lambda _text: None)
     folder, setup = prepared.folder, prepared.setup
+    # checked again on the setup actually used: a resumed run takes its config dir and repo from its manifest
+    endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
     manifest = prepared.manifest.model_copy(
         update={
-            "setup": {**prepared.manifest.setup, "endpoint": request.preflight.endpoint.to_json()},
+            "setup": {**prepared.manifest.setup, "endpoint": endpoint.to_json()},
             "isolation": request.preflight.isolation.to_json(),
         }
     )
