@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -36,6 +36,9 @@ from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
 from ablate.cli.run_display import write_report as report_after
 from ablate.core.errors import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from ablate.run.prepare import RunRequest
 
 app = typer.Typer()
 
@@ -177,7 +180,7 @@ def plan_cmd(
     typer.echo(f"{folder.root}: {manifest.items} items in {n_blocks} blocks (at most {n_blocks} shards)")
 
 
-def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> Any:
+def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunRequest:
     """The options of ``run`` / ``ab`` as the library's request; "given?" is the option's parameter source."""
     from ablate.run.prepare import RunRequest
 

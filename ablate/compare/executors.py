@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -31,6 +31,12 @@ from ablate.core.fsutil import sha256_bytes
 from ablate.core.pricing import estimate_cost
 from ablate.grade.hook import GradingHook
 from ablate.setup.tasks import Task
+
+if TYPE_CHECKING:
+    from ablate.core.claude import ClaudeBinary
+    from ablate.folder.layout import RunFolder
+    from ablate.run.prepare import PreparedRun
+    from ablate.run.scheduler import Progress
 
 REQUESTS = "requests.jsonl"
 SIM_LOG = "sim-requests.jsonl"
@@ -317,7 +323,7 @@ class ClaudeCodeOptions:
     budget_usd: float | None = None
     isolation: str | None = None
     """The backend asked for (``--isolation``); default: ``namespace`` where it works, else ``links``."""
-    on_progress: Callable[[Any], None] | None = None
+    on_progress: Callable[[Progress], None] | None = None
     """The runner's progress snapshots (:class:`ablate.run.scheduler.Progress`)."""
     on_note: Callable[[str], None] | None = None
     """What the run says besides progress (Ctrl-C)."""
@@ -448,7 +454,7 @@ class ClaudeCodeExecutor:
             },
         )
 
-    def _prepare(self, items: Sequence[WorkItem], folder: Path, claude: Any) -> Any:
+    def _prepare(self, items: Sequence[WorkItem], folder: Path, claude: ClaudeBinary) -> PreparedRun:
         """The run folder of the sweep: ``<compare>/run/<id>``, made, or reopened when it exists."""
         from ablate.run.prepare import RunRequest, prepare_run
 
@@ -494,7 +500,7 @@ def _arms(items: Sequence[WorkItem]) -> list[Arm]:
 
 
 def _outcomes(
-    run: Any, items: Sequence[WorkItem], on_item: Callable[[ItemOutcome], None] | None
+    run: RunFolder, items: Sequence[WorkItem], on_item: Callable[[ItemOutcome], None] | None
 ) -> list[ItemOutcome]:
     """Each item's outcome, read back from the run folder's results (``not_run`` when it has none)."""
     from ablate.folder.result import iter_results
