@@ -1,4 +1,4 @@
-"""Every bad input is refused before anything is written, with exit 2 and a located message (issue 10)."""
+"""Every bad input is refused before anything is written, with exit 2 and a located message."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""ablate.probe: see DESIGN §1."""
+"""ablate.probe: prove, for free, which layers reach the model in each cell (docs/ARCHITECTURE.md)."""

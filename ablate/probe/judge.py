@@ -74,7 +74,7 @@ def _foreign_files(obs: Observation, allowed_roots: Sequence[Path]) -> list[str]
     return out
 
 
-#: Copied instruction files: a symlinked CLAUDE.md resolves its @imports against the link's target (FACTS §3.5).
+#: Copied instruction files: a symlinked CLAUDE.md resolves its @imports against the link's target (docs/CLAUDE-CODE.md).
 COPIED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "settings.json", ".claude.json")
 
 
@@ -92,7 +92,7 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
     cfg = cenv.config_dir
     if cfg.is_symlink():
         problems.append(f"the config dir {cfg} is a symlink")
-    for rel in WRITTEN_DIRS:  # the folders the CLI writes (FACTS §2.1): a link there writes through
+    for rel in WRITTEN_DIRS:  # the folders the CLI writes (docs/CLAUDE-CODE.md): a link there writes through
         p = cfg / rel
         if p.is_symlink():
             problems.append(f"{rel}/ is a symlink: the CLI's writes would land in {os.path.realpath(p)}")

@@ -118,7 +118,7 @@ def _run(
     elif res.returncode != 0:
         obs.error = f"claude exited {res.returncode}: {res.stderr_tail.strip()[-300:]}"
     if transcript is None:
-        obs.error = obs.error or "no transcript was written (exit 0 is no proof: FACTS §3.7)"
+        obs.error = obs.error or "no transcript was written (an exit code of 0 is no proof the session ran)"
     texts = []
     for req in iter_requests(log):
         if req.session_id == sid and req.is_messages and isinstance(req.body, dict):

@@ -1,4 +1,4 @@
-"""``ablate probe``: prove, for free, which layers reached the model in each cell (DESIGN §6).
+"""``ablate probe``: prove, for free, which layers reached the model in each cell (docs/ARCHITECTURE.md).
 
 The real CLI runs once per cell against the capture endpoint (ablate.sim: no API key, no cost). What it sent
 (the captured request bodies) and what it recorded (the transcript's ``instructions``, ``skill_listing``,
@@ -9,7 +9,7 @@ layer content; repo docs, never auto-loaded, are checked in each cell's worktree
 - leak: a stripped layer (or a file from outside the cell) reached the model;
 - missing: a kept layer did not;
 - no-op: faithful, but the cell strips nothing this setup has;
-- error: the session failed or wrote no transcript (exit 0 is no proof, FACTS §3.7).
+- error: the session failed or wrote no transcript (an exit code of 0 is no proof, docs/CLAUDE-CODE.md).
 
 Two extra sessions anchor the comparison: a *baseline* with no setup at all (an empty config dir and an
 empty repository: needles seen there are generic), and the *untouched* setup (a plain copy of the config dir

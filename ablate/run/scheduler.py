@@ -1,6 +1,6 @@
 """The scheduler — running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments.
 
-One :class:`Runner` works on one run folder (DESIGN §4) at a time, holding its lock. Its main thread
+One :class:`Runner` works on one run folder (docs/ARCHITECTURE.md) at a time, holding its lock. Its main thread
 dispatches items in plan order; session, environment-build and reset work happens in thread pools:
 
 * **Environments** are built once per (cell, slot), in parallel, and reset between items (only what the
