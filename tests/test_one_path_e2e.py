@@ -187,3 +187,53 @@ def test_probe_in_namespace_changes_nothing_and_says_the_isolation_once(
     assert proc.returncode in (0, 1), proc.stderr
     assert _state(ex) == before
     assert (proc.stdout + proc.stderr).count("isolation: namespace") == 1, proc.stdout
+
+
+def test_compare_interrupted_by_ctrl_c_resumes_to_completion(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    import signal
+    import time
+
+    _needs_namespace()
+    ex, task = hostile
+    arm = tmp_path / "arm.md"
+    arm.write_text("# Rules\n\nBe brief.\n")
+    out = tmp_path / "runs"
+    slow = {"default": {"text": "OK", "delay_s": 1.5}, "rules": []}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update({"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "IS_SANDBOX": "1"})
+    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    args = [
+        ABLATE,
+        "compare",
+        f"one={arm}",
+        f"two={arm}",
+        "--tasks",
+        str(task),
+        "--max-turns",
+        "1",
+        "--seed",
+        "5",
+    ]
+    args += [*where, "--work-dir", str(tmp_path / "envs"), "--out", str(out), "--yes", "--json"]
+    with SimServer(script_from_data(slow)) as sim:
+        run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url}
+        proc = subprocess.Popen(args, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while not list(out.glob("compare-*/run/*/results/*.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)  # first press: no new sessions, the running one finishes
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 130, stderr
+        (folder,) = [p for p in out.glob("compare-*") if p.is_dir()]
+        done = len(list(folder.glob("run/*/results/*.json")))
+        assert 1 <= done < 10, stderr
+        resumed = subprocess.run(
+            [*args, "--resume", str(folder)], env=run_env, capture_output=True, text=True, timeout=600
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    doc = orjson.loads(resumed.stdout)
+    assert doc["compare_id"] == folder.name and doc["excluded"]["count"] == 0
+    assert len(list(folder.glob("run/*/results/*.json"))) == 10
+    assert list((tmp_path / "envs").iterdir()) == []
