@@ -24,6 +24,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
             monkeypatch.delenv(var, raising=False)
     # ablate's own cache (pristine checkouts reused across runs), fresh for each test
     monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path_factory.mktemp("ablate-cache")))
+    # a run's report is written before the command returns: no detached process outlives its test's folder
+    monkeypatch.setenv("ABLATE_REPORT", "now")
     return home
 
 

@@ -1,4 +1,4 @@
-"""Every bad input is refused before anything is written, with exit 2 and a located message (issue 10)."""
+"""Every bad input is refused before anything is written, with exit 2 and a located message."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
 
 from ablate.core.fsutil import tree_hash
@@ -121,8 +122,12 @@ CASES: dict[str, Case] = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_is_refused_before_anything_is_written(case: str, rig: tuple[ExampleSetup, Path]) -> None:
+    _assert_refused_before_anything_is_written(CASES[case], rig)
+
+
+def _assert_refused_before_anything_is_written(case: Case, rig: tuple[ExampleSetup, Path]) -> None:
     ex, tmp = rig
-    args, message = CASES[case](ex, tmp)
+    args, message = case(ex, tmp)
     before = {p: tree_hash(p) for p in (ex.config_dir, ex.repo)}
     listing = sorted(p.name for p in tmp.iterdir())
     code, out, err = invoke(args)
@@ -169,3 +174,106 @@ def test_a_repo_with_submodules_is_warned_about(rig: tuple[ExampleSetup, Path]) 
     code, _, err = invoke(["plan", "--tasks", TASK, "--out", str(tmp / "runs"), *setup_args(ex)])
     assert code == 0, err
     assert "warning: the repository has submodules (vendor/sub)" in err
+
+
+def _isolation_chroot(ex: ExampleSetup, tmp: Path) -> tuple[list[str], str]:
+    args = ["run", "--tasks", TASK, "--out", str(tmp / "runs"), "--isolation", "chroot"]
+    return [*args, *setup_args(ex)], "--isolation chroot: unknown backend"
+
+
+def _dirty_repo(ex: ExampleSetup, tmp: Path) -> tuple[list[str], str]:
+    (ex.repo / "app.py").write_text("# work in progress\n")
+    return ["run", "--tasks", TASK, "--out", str(tmp / "runs"), *setup_args(ex)], "uncommitted changes"
+
+
+def _judge_without_key(ex: ExampleSetup, tmp: Path) -> tuple[list[str], str]:
+    args = ["run", "--tasks", TASK, "--out", str(tmp / "runs"), "--judge-model", "claude-opus-4-1"]
+    return [*args, *setup_args(ex)], "ANTHROPIC_API_KEY"
+
+
+def _huge_repeats(ex: ExampleSetup, tmp: Path) -> tuple[list[str], str]:
+    args = ["run", "--tasks", TASK, "--out", str(tmp / "runs"), "--repeats", "1000000000"]
+    return [*args, *setup_args(ex)], "--repeats 1000000000: the plan would hold 12000000000 items"
+
+
+def _huge_repeats_plan(ex: ExampleSetup, tmp: Path) -> tuple[list[str], str]:
+    args, msg = _huge_repeats(ex, tmp)
+    return ["plan", *args[1:]], msg
+
+
+def _huge_prompt(ex: ExampleSetup, tmp: Path) -> tuple[list[str], str]:
+    task = tmp / "big.toml"
+    task.write_text(f'id = "big"\nprompt = "{"x" * 300_000}"\n')
+    return ["run", "--tasks", str(task), "--out", str(tmp / "runs"), *setup_args(ex)], "131071 bytes"
+
+
+def _compare_out_is_file(ex: ExampleSetup, tmp: Path) -> tuple[list[str], str]:
+    (tmp / "afile").write_text("x")
+    arm = tmp / "arm.md"
+    arm.write_text("# arm\n")
+    args = ["compare", str(arm), str(arm), "--tasks", TASK, "--out", str(tmp / "afile"), "--yes"]
+    return [*args, *setup_args(ex)], "--out"
+
+
+def _compare_isolation_chroot(ex: ExampleSetup, tmp: Path) -> tuple[list[str], str]:
+    arm = tmp / "arm.md"
+    arm.write_text("# arm\n")
+    args = [
+        "compare",
+        str(arm),
+        str(arm),
+        "--tasks",
+        TASK,
+        "--out",
+        str(tmp / "runs"),
+        "--isolation",
+        "chroot",
+    ]
+    return [*args, "--yes", *setup_args(ex)], "--isolation chroot"
+
+
+CHECKED_FIRST: dict[str, Case] = {
+    "isolation-chroot": _isolation_chroot,
+    "dirty-repo": _dirty_repo,
+    "repeats-beyond-the-plan-bound": _huge_repeats,
+    "repeats-beyond-the-plan-bound-plan": _huge_repeats_plan,
+    "prompt-too-big-for-argv": _huge_prompt,
+    "compare-out-is-a-file": _compare_out_is_file,
+    "compare-isolation-chroot": _compare_isolation_chroot,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHECKED_FIRST))
+def test_checks_that_once_came_after_the_run_folder_now_come_first(
+    case: str, rig: tuple[ExampleSetup, Path]
+) -> None:
+    _assert_refused_before_anything_is_written(CHECKED_FIRST[case], rig)
+
+
+def test_a_judge_model_without_a_key_is_refused_before_the_run_folder(
+    rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    _assert_refused_before_anything_is_written(_judge_without_key, rig)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the manifest's schema_version check lands with the run-folder contract (ablate.folder.layout); "
+    "the CLI maps its located error to exit 2 — drop this marker when it does",
+)
+def test_a_manifest_of_another_schema_is_a_located_error(rig: tuple[ExampleSetup, Path]) -> None:
+    ex, tmp = rig
+    args = ["plan", "--tasks", TASK, "--cells", "binary", "--out", str(tmp / "runs"), *setup_args(ex)]
+    code, _, err = invoke(args)
+    assert code == 0, err
+    (folder,) = (tmp / "runs").iterdir()
+    manifest = folder / "manifest.json"
+    doc = orjson.loads(manifest.read_bytes())
+    manifest.write_bytes(orjson.dumps({**doc, "schema_version": 99}))
+    listing = sorted(p.name for p in folder.iterdir())
+    code, out, err = invoke(["run", "--resume", str(folder), *setup_args(ex)])
+    assert code == 2, (out, err)
+    assert "manifest.json" in err and "schema_version" in err
+    assert "Traceback" not in err + out
+    assert sorted(p.name for p in folder.iterdir()) == listing

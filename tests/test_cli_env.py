@@ -35,6 +35,8 @@ def build_args(example: ExampleSetup, out: Path, *extra: str) -> list[str]:
         "env",
         "build",
         *extra,
+        "--isolation",
+        "links",
         "--config-dir",
         str(example.config_dir),
         "--repo",
@@ -52,7 +54,7 @@ def test_build_json_then_clean(example: ExampleSetup, tmp_path: Path) -> None:
     data = orjson.loads(stdout)
     assert {"config_dir", "cwd", "env", "cell", "fingerprints", "leaks"} <= set(data)
     assert data["cell"]["id"] == "C4" and data["fingerprints"]["skills"] == ""
-    assert data["config_dir"] == str(out.resolve() / "c04" / "home" / ".claude")
+    assert data["config_dir"] == str(out.resolve() / "s00" / "home" / ".claude")
     assert data["env"]["ANTHROPIC_API_KEY"] == "***" and "sk-cli-secret" not in stdout
     assert Path(data["cwd"], "MEMORY.md").is_file()
     code, stdout, _ = invoke(*build_args(example, out, "C4"))
@@ -68,14 +70,14 @@ def test_build_json_then_clean(example: ExampleSetup, tmp_path: Path) -> None:
 def test_build_text_prints_a_runnable_line(example: ExampleSetup, tmp_path: Path) -> None:
     code, stdout, _ = invoke(*build_args(example, tmp_path / "out", "C0", "--cells", "binary"))
     assert code == 0
-    assert f"CLAUDE_CONFIG_DIR={tmp_path.resolve() / 'out' / 'c00' / 'home' / '.claude'}" in stdout
+    assert f"CLAUDE_CONFIG_DIR={tmp_path.resolve() / 'out' / 's00' / 'home' / '.claude'}" in stdout
     assert "env -i " in stdout and 'ANTHROPIC_API_KEY="$ANTHROPIC_API_KEY"' in stdout
     assert "sk-cli-secret" not in stdout and "IS_SANDBOX=1" in stdout
     invoke("env", "clean", str(tmp_path / "out"))
 
 
 def test_existing_out_folder(example: ExampleSetup, tmp_path: Path) -> None:
-    (tmp_path / "out" / "c01").mkdir(parents=True)
+    (tmp_path / "out" / "s00").mkdir(parents=True)
     code, _, err = invoke(*build_args(example, tmp_path / "out", "C1"))
     assert code == 2 and "already exists" in err
 
@@ -89,7 +91,17 @@ def test_bad_inputs(example: ExampleSetup, tmp_path: Path, case: str) -> None:
     else:
         config, repo = bad_setup(case, example, tmp_path)
     code, _, err = invoke(
-        "env", "build", cell, "--config-dir", str(config), "--repo", str(repo), "--out", str(tmp_path / "out")
+        "env",
+        "build",
+        cell,
+        "--isolation",
+        "links",
+        "--config-dir",
+        str(config),
+        "--repo",
+        str(repo),
+        "--out",
+        str(tmp_path / "out"),
     )
     assert code == 2, err
     assert err.startswith("error: ")
@@ -117,7 +129,7 @@ def test_ancestor_claude_md_exit_1(example: ExampleSetup, tmp_path: Path) -> Non
     (tmp_path / "CLAUDE.md").write_text("# above every cell\n")
     code, _, err = invoke(*build_args(example, tmp_path / "out", "C0"))
     assert code == 1 and "CLAUDE.md" in err
-    assert not (tmp_path / "out" / "c00").exists()
+    assert not (tmp_path / "out" / "s00").exists()
 
 
 def test_spaces_and_non_ascii_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,9 +138,29 @@ def test_spaces_and_non_ascii_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     out = tmp_path / "oüt put"
     code, stdout, err = invoke(*build_args(example, out, "C11", "--json"))
     assert code == 0, err
-    assert orjson.loads(stdout)["cwd"].endswith("/c11/wt/my repö")
+    assert orjson.loads(stdout)["cwd"].endswith("/s00/wt/my repö")
     code, _, _ = invoke("env", "clean", str(out))
     assert code == 0 and list(out.iterdir()) == []
+
+
+def test_build_runs_in_namespace_where_it_works_and_records_it(example: ExampleSetup, tmp_path: Path) -> None:
+    from ablate.isolate.namespace import namespace_support
+
+    ok, why = namespace_support()
+    if not ok:
+        pytest.skip(f"namespace backend unavailable: {why}")
+    before = tree_hash(example.home), tree_hash(example.repo)
+    out = tmp_path / "out"
+    args = ["env", "build", "C4", "--config-dir", str(example.config_dir), "--repo", str(example.repo)]
+    code, stdout, err = invoke(*args, "--out", str(out), "--json")
+    assert code == 0, err
+    data = orjson.loads(stdout)
+    assert data["isolation"]["backend"] == "namespace"
+    assert data["cwd"] == str(example.repo)  # the real path: only the printed command enters the view
+    assert "nsexec" in " ".join(data["command"]) and data["command"][-1] == "PROMPT"
+    code, stdout, _ = invoke("env", "clean", str(out))
+    assert code == 0 and list(out.iterdir()) == []
+    assert (tree_hash(example.home), tree_hash(example.repo)) == before
 
 
 def test_help_texts() -> None:

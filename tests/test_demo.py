@@ -123,6 +123,8 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
                 str(tmp_path / "runs"),
                 "--work-dir",
                 str(tmp_path / "envs"),
+                "--report",
+                "now",  # the report before `run` returns (by default it is written in the background)
                 "--config-dir",
                 str(example.config_dir),
                 "--repo",
@@ -185,6 +187,8 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
                 str(tmp_path / "runs"),
                 "--work-dir",
                 str(tmp_path / "envs"),
+                "--report",
+                "now",  # the report before `run` returns (by default it is written in the background)
                 "--config-dir",
                 str(example.config_dir),
                 "--repo",

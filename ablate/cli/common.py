@@ -11,6 +11,7 @@ from typing import Annotated, ParamSpec, TypeVar
 import orjson
 import typer
 
+from ablate.core.constants import DEFAULT_JOBS, DEFAULT_MODEL
 from ablate.core.errors import EXIT_INTERRUPTED, AblateError
 
 P = ParamSpec("P")
@@ -55,6 +56,44 @@ IsolationOpt = Annotated[
         "works: Linux as root) or links (shadow home and config dir; macOS and other systems).",
     ),
 ]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions running at once.")]
+"""``--jobs`` of every command that runs sessions; its default is :data:`JOBS`."""
+JOBS = DEFAULT_JOBS
+Model = Annotated[
+    str,
+    typer.Option(
+        "--model", "-m", envvar="ABLATE_MODEL", help="The model every session is pinned to (--model)."
+    ),
+]
+"""``--model`` of every command that runs sessions; its default is :data:`MODEL`."""
+MODEL = DEFAULT_MODEL
+MaxTurns = Annotated[
+    int, typer.Option("--max-turns", min=1, help="--max-turns of every session (tasks may override).")
+]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        "--timeout", min=1, help="Seconds a session may run before its whole process tree is killed."
+    ),
+]
+Budget = Annotated[
+    float | None,
+    typer.Option(
+        "--budget-usd",
+        min=0,
+        help="Stop launching once the recorded spend reaches this many USD.",
+        show_default=False,
+    ),
+]
+WorkDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--work-dir",
+        envvar="ABLATE_WORK_DIR",
+        help="Where cell environments are built (default: the temp dir). No CLAUDE.md may sit above it.",
+        show_default=False,
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
 ClaudeBin = Annotated[
     Path | None,
@@ -74,6 +113,12 @@ AblateToml = Annotated[
         show_default=False,
     ),
 ]
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given (command line or environment), not left at its default."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 def print_json(obj: object) -> None:

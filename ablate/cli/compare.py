@@ -1,27 +1,39 @@
-"""``ablate compare``: a thin shell over :mod:`ablate.compare`."""
+"""``ablate compare``: a thin shell over :mod:`ablate.compare` (claude-code sessions go through
+:func:`ablate.run.execute.execute`, like ``ablate run``)."""
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import orjson
 import typer
 
 from ablate.cli.common import (
+    MODEL,
     AblateToml,
+    Budget,
     ClaudeBin,
     ConfigDir,
+    IsolationOpt,
+    Jobs,
     Json,
+    MaxTurns,
+    Model,
     Repo,
+    Timeout,
+    WorkDir,
     cli_errors,
     default_config_dir,
+    given,
     print_json,
 )
-from ablate.core.errors import EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
+from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
+
+if TYPE_CHECKING:
+    from ablate.compare.model import CompareReport
 
 app = typer.Typer()
 
@@ -66,9 +78,165 @@ def _executor(
     raise UsageError(f"--executor {name!r}: expected one of {', '.join(Executors)}")
 
 
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out {out}: is a file, not a folder", hint="pass the folder that holds compare runs"
+        )
+
+
+def _resumed_seed(resume: Path, executor: str, seed: int | None) -> int:
+    """The seed of the compare folder ``resume`` continues (from its run folder's manifest)."""
+    if executor != "claude-code":
+        raise UsageError(f"--resume goes with --executor claude-code, not {executor}")
+    if not (resume / "plan.jsonl").is_file():
+        raise UsageError(
+            f"--resume {resume}: not a compare folder (no plan.jsonl)", hint="pass <out>/compare-…"
+        )
+    manifests = sorted(resume.glob("run/*/manifest.json"))
+    if not manifests:
+        raise UsageError(
+            f"--resume {resume}: no session was started there (no run/ folder)", hint="start a new compare"
+        )
+    recorded = int(orjson.loads(manifests[-1].read_bytes())["seed"])
+    if seed is not None and seed != recorded:
+        raise UsageError(f"--seed {seed}: {resume} was planned with seed {recorded}", hint="drop --seed")
+    return recorded
+
+
+def _check_same_plan(resume: Path, prep: Any) -> None:
+    rows = [orjson.loads(line) for line in (resume / "plan.jsonl").read_bytes().splitlines() if line.strip()]
+    if [(r["item"], r["order"]) for r in rows] != [(i.item, i.order) for i in prep.items]:
+        raise UsageError(
+            f"--resume {resume}: the arms and tasks given plan other items than the folder's plan.jsonl",
+            hint="pass the very arms, tasks, --tier/--repeats and --block of the interrupted compare",
+        )
+
+
+def _confirm(spends: bool, yes: bool) -> None:
+    if not spends or yes:
+        return
+    if not sys.stdin.isatty():
+        _err(
+            "error: refusing to start without confirmation: no terminal to ask on, and these sessions are billed"
+            "\n  hint: pass --yes to start anyway"
+        )
+        raise typer.Exit(EXIT_USAGE)
+    if not typer.confirm("start?", default=False, err=True):
+        _err("not started")
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
+    from ablate.compare.render import summary_lines
+
+    execution = report.execution
+    for line in execution.get("writes") or []:
+        _err(line)
+    changed = execution.get("real_files_changed") or []
+    backend = (execution.get("isolation") or {}).get("backend", "")
+    for path in changed[:20]:
+        _err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
+    if json:
+        print_json(report.to_json())
+    else:
+        for line in summary_lines(report):
+            typer.echo(line)
+        typer.echo(f"report: {folder / 'compare.md'}")
+    if changed:
+        raise typer.Exit(EXIT_FAILURE)
+    if execution.get("run_outcome") == "interrupted":
+        _err(
+            f"interrupted: the report covers the items that finished; resume with: ablate compare … --resume {folder}"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if report.excluded.count:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+TasksOpt = Annotated[
+    list[Path] | None, typer.Option("--tasks", "-t", help="Task files or folders (repeatable).")
+]
+LayerOpt = Annotated[
+    str, typer.Option("--layer", help="The file layer the arms replace (claude-code executor).")
+]
+TierOpt = Annotated[
+    str, typer.Option("--tier", help="smoke (5 repeats) or rigorous (30); sets the repeats floor.")
+]
+RepeatsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--repeats",
+        "-n",
+        min=1,
+        help="Repeats per (task, arm); at least the tier's floor.",
+        show_default=False,
+    ),
+]
+BlockOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--block",
+        help="With ONE file: run the layout experiment (original, block moved to the end, block duplicated).",
+        show_default=False,
+    ),
+]
+RolesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--roles",
+        help="With three files of a layout experiment: the role of each, in order (e.g. original,moved,duplicated). Without it the roles are recognised from the content.",
+        show_default=False,
+    ),
+]
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="claude-code (the real CLI in cells), api (just the model), sim (free dry run).",
+    ),
+]
+MaxTokens = Annotated[int, typer.Option("--max-tokens", min=1, help="max_tokens of each api/sim request.")]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed", help="Order and session-id seed (default: a fresh one, recorded).", show_default=False
+    ),
+]
+OutOpt = Annotated[
+    Path, typer.Option("--out", "-o", help="Runs folder: holds compare folders and the ledger.")
+]
+ResumeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--resume",
+        help="Continue this interrupted compare folder (claude-code; pass the same arms and tasks).",
+        show_default=False,
+    ),
+]
+SimScript = Annotated[
+    Path | None,
+    typer.Option(
+        "--sim-script",
+        help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml).",
+        show_default=False,
+    ),
+]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL).",
+        show_default=False,
+    ),
+]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Start without asking (required without a terminal).")]
+
+
 @app.command("compare")
 @cli_errors
 def compare_cmd(
+    ctx: typer.Context,
     arms: Annotated[
         list[str],
         typer.Argument(
@@ -76,207 +244,125 @@ def compare_cmd(
             show_default=False,
         ),
     ],
-    tasks: Annotated[
-        list[Path] | None, typer.Option("--tasks", "-t", help="Task files or folders (repeatable).")
-    ] = None,
-    layer: Annotated[
-        str, typer.Option("--layer", help="The file layer the arms replace (claude-code executor).")
-    ] = "user-claude-md",
-    tier: Annotated[
-        str, typer.Option("--tier", help="smoke (5 repeats) or rigorous (30); sets the repeats floor.")
-    ] = "smoke",
-    repeats: Annotated[
-        int | None,
-        typer.Option(
-            "--repeats",
-            "-n",
-            min=1,
-            help="Repeats per (task, arm); at least the tier's floor.",
-            show_default=False,
-        ),
-    ] = None,
-    block: Annotated[
-        str | None,
-        typer.Option(
-            "--block",
-            help="With ONE file: run the layout experiment (original, block moved to the end, block duplicated).",
-            show_default=False,
-        ),
-    ] = None,
-    roles: Annotated[
-        str | None,
-        typer.Option(
-            "--roles",
-            help="With three files of a layout experiment: the role of each, in order (e.g. original,moved,duplicated). Without it the roles are recognised from the content.",
-            show_default=False,
-        ),
-    ] = None,
-    executor: Annotated[
-        str,
-        typer.Option(
-            "--executor",
-            help="claude-code (the real CLI in cells), api (just the model), sim (free dry run).",
-        ),
-    ] = "claude-code",
-    model: Annotated[
-        str, typer.Option("--model", "-m", envvar="ABLATE_MODEL", help="The pinned model.")
-    ] = "claude-sonnet-4-6",
-    max_turns: Annotated[
-        int, typer.Option("--max-turns", min=1, help="--max-turns of each claude-code session.")
-    ] = 30,
-    max_tokens: Annotated[
-        int, typer.Option("--max-tokens", min=1, help="max_tokens of each api/sim request.")
-    ] = 1024,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            "--seed", help="Order and session-id seed (default: a fresh one, recorded).", show_default=False
-        ),
-    ] = None,
-    out: Annotated[
-        Path, typer.Option("--out", "-o", help="Runs folder: holds compare folders and the ledger.")
-    ] = Path("runs"),
-    sim_script: Annotated[
-        Path | None,
-        typer.Option(
-            "--sim-script",
-            help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml).",
-            show_default=False,
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url",
-            help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL).",
-            show_default=False,
-        ),
-    ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Parallel claude-code sessions.")] = 1,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=1, help="Seconds per claude-code session.")
-    ] = 1800,
-    budget_usd: Annotated[
-        float | None,
-        typer.Option(
-            "--budget-usd",
-            min=0,
-            help="Stop launching claude-code sessions at this spend.",
-            show_default=False,
-        ),
-    ] = None,
-    work_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--work-dir",
-            envvar="ABLATE_WORK_DIR",
-            help="Where cell environments are built.",
-            show_default=False,
-        ),
-    ] = None,
+    tasks: TasksOpt = None,
+    layer: LayerOpt = "user-claude-md",
+    tier: TierOpt = "smoke",
+    repeats: RepeatsOpt = None,
+    block: BlockOpt = None,
+    roles: RolesOpt = None,
+    executor: ExecutorOpt = "claude-code",
+    model: Model = MODEL,
+    max_turns: MaxTurns = 30,
+    max_tokens: MaxTokens = 1024,
+    seed: SeedOpt = None,
+    out: OutOpt = Path("runs"),
+    resume: ResumeOpt = None,
+    sim_script: SimScript = None,
+    base_url: BaseUrl = None,
+    jobs: Jobs = 1,
+    timeout: Timeout = 1800,
+    budget_usd: Budget = None,
+    work_dir: WorkDir = None,
+    isolation: IsolationOpt = None,
     config_dir: ConfigDir = None,
     repo: Repo = Path("."),
     claude_bin: ClaudeBin = None,
     ablate_toml: AblateToml = None,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Start without asking (required without a terminal).")
-    ] = False,
+    yes: Yes = False,
     json: Json = False,
 ) -> None:
     """Head-to-head versions of a file (is my new CLAUDE.md better?) and layout experiments (did moving a
     rule to the end help, or was it the repetition?). All arms run the same tasks, in one sweep, paired on
     (task, repeat) blocks; writes <out>/<compare-id>/compare.json and compare.md and counts every run in
-    <out>/compare-ledger.jsonl.
+    <out>/compare-ledger.jsonl. The claude-code executor runs exactly as `ablate run` does (isolation
+    backend, endpoint check, the guard over your real files, Ctrl-C, `--resume`).
 
-    Exit codes: 0 ok, 1 failure, 2 bad input (e.g. --repeats below the tier's floor, no --yes without a
-    terminal), 3 finished but some items were not answered, 130 interrupted.
+    Exit codes: 0 ok, 1 failure (also: your real files changed during the run), 2 bad input (e.g. --repeats
+    below the tier's floor, no --yes without a terminal), 3 finished but some items were not answered,
+    130 interrupted.
     """
+    _compare(ctx, {k: v for k, v in locals().items() if k != "ctx"})
+
+
+def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
+    from ablate.cli.run_display import Display
     from ablate.compare.core import CompareRequest, prepare_compare, run_compare
-    from ablate.compare.render import summary_lines
     from ablate.compare.tiers import resolve_tier
     from ablate.run.plan import new_seed
 
-    resolve_tier(tier, repeats)  # the floor is checked before anything is read
-    seed = seed if seed is not None else new_seed()
+    resolve_tier(o["tier"], o["repeats"])  # the floor is checked before anything is read
+    resume: Path | None = o["resume"]
+    out: Path = o["out"]
+    if resume is not None:
+        seed = _resumed_seed(resume, o["executor"], o["seed"])
+        if given(ctx, "out") and out.resolve() != resume.resolve().parent:
+            raise UsageError(f"--out {out} and --resume {resume}: the compare folder is not in --out")
+        out = resume.parent
+    else:
+        seed = o["seed"] if o["seed"] is not None else new_seed()
+    _check_out(out)
+    display = Display(enabled=not o["json"])
     ex = _executor(
-        executor,
-        model=model,
+        o["executor"],
+        model=o["model"],
         seed=seed,
-        max_tokens=max_tokens,
-        sim_script=sim_script,
-        base_url=base_url,
+        max_tokens=o["max_tokens"],
+        sim_script=o["sim_script"],
+        base_url=o["base_url"],
         cc={
-            "config_dir": config_dir or default_config_dir(),
-            "repo": repo,
-            "layer": layer,
-            "claude_bin": claude_bin,
-            "max_turns": max_turns,
-            "timeout_s": timeout,
-            "jobs": jobs,
-            "work_dir": work_dir,
-            "ablate_toml": ablate_toml,
-            "budget_usd": budget_usd,
+            "config_dir": o["config_dir"] or default_config_dir(),
+            "repo": o["repo"],
+            "layer": o["layer"],
+            "claude_bin": o["claude_bin"],
+            "max_turns": o["max_turns"],
+            "timeout_s": o["timeout"],
+            "jobs": o["jobs"],
+            "work_dir": o["work_dir"],
+            "ablate_toml": o["ablate_toml"],
+            "budget_usd": o["budget_usd"],
+            "isolation": o["isolation"],
+            "on_progress": display.update,
+            "on_note": display.note,
         },
     )
     req = CompareRequest(
-        arms=list(arms),
-        tasks=list(tasks or []),
-        tier=tier,
-        repeats=repeats,
-        block=block,
-        roles=roles,
-        layer=layer,
-        executor=executor,
-        model=model,
-        max_turns=max_turns,
-        max_tokens=max_tokens,
+        arms=list(o["arms"]),
+        tasks=list(o["tasks"] or []),
+        tier=o["tier"],
+        repeats=o["repeats"],
+        block=o["block"],
+        roles=o["roles"],
+        layer=o["layer"],
+        executor=o["executor"],
+        model=o["model"],
+        max_turns=o["max_turns"],
+        max_tokens=o["max_tokens"],
         seed=seed,
         out=out,
     )
     prep = prepare_compare(req, ex)
+    if resume is not None:
+        prep.compare_id = resume.name
+        _check_same_plan(resume, prep)
+    _announce(prep, ex)
+    _confirm(ex.spends, o["yes"])
+    try:
+        folder, report = run_compare(prep, ex, resume=resume is not None)
+    finally:
+        display.close()
+    _finish(folder, report, json=o["json"])
+
+
+def _announce(prep: Any, ex: Any) -> None:
     _err(
-        f"compare: {len(prep.arms)} arms × {len(prep.tasks)} tasks × {prep.tier.repeats} repeats ({prep.tier.name} tier)"
+        f"compare: {len(prep.arms)} arms × {len(prep.tasks)} tasks × {prep.tier.repeats} repeats "
+        f"({prep.tier.name} tier)"
     )
     for a in prep.arms:
         _err(f"  {a.name}: {a.variant.describe()} (sha256 {a.fingerprint[:16]})")
     _err(f"plan: {prep.estimate.line()}")
     for n in prep.notes:
         _err(f"note: {n}")
-    if ex.spends and not yes:
-        if not sys.stdin.isatty():
-            _err(
-                "error: refusing to start without confirmation: no terminal to ask on, and these sessions are billed"
-                "\n  hint: pass --yes to start anyway"
-            )
-            raise typer.Exit(EXIT_USAGE)
-        if not typer.confirm("start?", default=False, err=True):
-            _err("not started")
-            raise typer.Exit(EXIT_USAGE)
-    presses = 0
-
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        nonlocal presses
-        presses += 1
-        if not hasattr(ex, "request_stop"):
-            raise KeyboardInterrupt
-        ex.request_stop(kill=presses > 1)
-        _err(
-            "stopping: no new sessions (Ctrl-C again to kill the running ones)" if presses == 1 else "killing"
-        )
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        folder, report = run_compare(prep, ex)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if json:
-        print_json(report.to_json())
-    else:
-        for line in summary_lines(report):
-            typer.echo(line)
-        typer.echo(f"report: {folder / 'compare.md'}")
-    if report.execution.get("run_outcome") == "interrupted":
-        _err(f"interrupted: the report covers the items that finished ({folder})")
-        raise typer.Exit(EXIT_INTERRUPTED)
-    if report.excluded.count:
-        raise typer.Exit(EXIT_PARTIAL)
+    chosen = getattr(ex, "preflight", None)
+    if chosen is not None:
+        _err(f"isolation: {chosen.isolation.backend} ({chosen.isolation.reason})")

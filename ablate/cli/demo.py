@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from ablate.cli.common import ClaudeBin, cli_errors
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import AblateError
 
 app = typer.Typer()
@@ -135,7 +136,19 @@ def _run_sessions(
     from ablate.sim import SimServer
 
     tasks_dir = data_dir("tasks")
-    common = ["--model", "claude-sonnet-4-6", "--max-turns", "8", "--jobs", str(jobs), "--seed", "7"]
+    # the demo shows the report: written before `run` returns, not in the background
+    common = [
+        "--model",
+        DEFAULT_MODEL,
+        "--max-turns",
+        "8",
+        "--jobs",
+        str(jobs),
+        "--seed",
+        "7",
+        "--report",
+        "now",
+    ]
     runs, ab_runs = root / "runs", root / "runs-ab"
     with SimServer(data_dir("shadow") / "sim" / "demo.toml", log_path=root / "sim-requests.jsonl") as sim:
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-ablate-demo"}

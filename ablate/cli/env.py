@@ -4,22 +4,32 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ablate.cli.common import AblateToml, ConfigDir, Json, Repo, cli_errors, default_config_dir, print_json
+from ablate.cli.common import (
+    MODEL,
+    AblateToml,
+    ConfigDir,
+    IsolationOpt,
+    Json,
+    Repo,
+    cli_errors,
+    default_config_dir,
+    print_json,
+)
 
 app = typer.Typer(
     help=(
-        "Build the shadow environment of one ablation cell (shadow home + config dir + private checkout of HEAD), "
+        "Build one ablation cell as `ablate run` builds it (namespace where it works, else links), "
         "or remove every environment ablate built under a folder."
     ),
     no_args_is_help=True,
 )
 
 Out = Annotated[
-    Path, typer.Option("--out", help="Folder to build the cell in (as <out>/cNN; must not exist yet).")
+    Path, typer.Option("--out", help="Folder to build the cell in (as <out>/s00; must not exist yet).")
 ]
 Cells = Annotated[
     str, typer.Option("--cells", help="Cell set: a shipped name (layered, extended, ...) or a .toml.")
@@ -45,18 +55,27 @@ def build(
     cells: Cells = "layered",
     isolate_state: IsolateState = False,
     dirty: Dirty = False,
+    isolation: IsolationOpt = None,
     json_out: Json = False,
     ablate_toml: AblateToml = None,
 ) -> None:
-    """Build one cell and print CLAUDE_CONFIG_DIR, its cwd and an `env -i ... claude` line to run by hand.
+    """Build one cell exactly as `ablate run` builds it, and print how to run the CLI in it by hand.
 
-    The cell is built exactly as `ablate run` builds it: a shadow home, a fresh config dir with the cell's
-    layers stripped, and a private checkout of HEAD with your live layer files overlaid.
+    The backend is chosen as for `ablate run` (namespace where it works, else links) and recorded in the
+    output. links: a shadow home and config dir with the cell's layers stripped, and a private checkout of
+    HEAD with your live layer files overlaid, in <out>/s00. namespace: the cell's layers under <out> and a
+    view of your real paths that only the printed command line enters (nothing you run outside it sees the
+    cell).
 
     Exit codes: 0 ok, 1 unsafe (an instruction file above --out), 2 bad input (missing config dir or repo,
-    not a git work tree, uncommitted non-layer changes without --dirty, unknown cell, existing folder).
+    not a git work tree, uncommitted non-layer changes without --dirty, unknown cell, existing folder,
+    unknown or unavailable --isolation).
     """
-    from ablate.isolate.environment import build_environment, is_secret
+    import os
+
+    from ablate.core.errors import OutputExists
+    from ablate.isolate.backend import open_backend
+    from ablate.run.execute import preflight
     from ablate.setup.cells import load_cell_set
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import load_setup
@@ -64,24 +83,52 @@ def build(
     catalog = load_catalog(ablate_toml)
     resolved = load_cell_set(cells, catalog).get(cell)
     setup = load_setup(config_dir or default_config_dir(), repo)
-    env = build_environment(setup, catalog, resolved, out, isolate_state=isolate_state, dirty=dirty)
+    checked = preflight(setup.config_dir, setup.repo, isolation=isolation)
+    if (out / "s00").exists():
+        raise OutputExists(
+            f"{out / 's00'}: already exists", hint="remove it (ablate env clean) or pick another --out"
+        )
+    backend = open_backend(
+        checked.isolation.backend, setup, catalog, out, isolate_state=isolate_state, dirty=dirty,
+        base_env=dict(os.environ),
+    )  # fmt: skip
+    env = backend.build(resolved, 0)
+    argv = [
+        "claude", "-p", "--model", MODEL, "--permission-mode", "bypassPermissions", "--", "PROMPT",
+    ]  # fmt: skip
+    command = backend.command(env, argv)
+    info = backend.describe(env)
     if json_out:
-        print_json(env.to_json())
+        to_json = getattr(env, "to_json", None)
+        doc = (
+            to_json() if callable(to_json) else {"cell": {"id": resolved.id, "label": resolved.label}, **info}
+        )
+        doc.update({"isolation": checked.isolation.to_json(), "root": str(env.root), "command": command})
+        doc.setdefault("config_dir", str(env.config_dir))
+        doc.setdefault("cwd", str(env.cwd))
+        print_json(doc)
         return
+    _print_built(resolved, env, checked.isolation.to_json(), info, command)
+
+
+def _print_built(
+    resolved: Any, env: Any, isolation: dict[str, str], info: dict[str, Any], command: list[str]
+) -> None:
+    from ablate.isolate.environment import is_secret
+
     typer.echo(f"cell {resolved.id} ({resolved.label}) built in {env.root}")
-    typer.echo(f"CLAUDE_CONFIG_DIR={env.config_dir}")
+    typer.echo(f"isolation: {isolation['backend']} ({isolation['reason']})")
+    typer.echo(f"CLAUDE_CONFIG_DIR={env.env.get('CLAUDE_CONFIG_DIR', env.config_dir)}")
     typer.echo(f"cwd: {env.cwd}")
-    for leak in env.leaks:
-        typer.echo(f"leak [{leak.kind}] {leak.path}: {leak.detail}")
-    for note in env.notes:
+    for leak in info.get("leaks", []):
+        typer.echo(f"leak [{leak.get('kind')}] {leak.get('path')}: {leak.get('detail')}")
+    for note in info.get("notes", []):
         typer.echo(f"note: {note}")
     assigns = " ".join(f'{k}="${k}"' if is_secret(k) else f"{k}={shlex.quote(v)}" for k, v in env.env.items())
     typer.echo("run by hand (secrets are taken from your shell):")
-    typer.echo(
-        f"  cd {shlex.quote(str(env.cwd))} && env -i {assigns} claude -p --model claude-sonnet-4-6 "
-        "--permission-mode bypassPermissions 'PROMPT' < /dev/null"
-    )
-    typer.echo(f"remove it with: ablate env clean {shlex.quote(str(env.root.parent))}")
+    line = " ".join(shlex.quote(a) for a in command).replace(" PROMPT", " 'PROMPT'")
+    typer.echo(f"  cd {shlex.quote(str(env.cwd))} && env -i {assigns} {line} < /dev/null")
+    typer.echo(f"remove it with: ablate env clean {shlex.quote(str(Path(env.root).parent))}")
 
 
 @app.command("clean")

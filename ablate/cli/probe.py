@@ -11,10 +11,12 @@ if TYPE_CHECKING:
     from ablate.probe.probe import ProbeResult
 
 from ablate.cli.common import (
+    JOBS,
     AblateToml,
     ClaudeBin,
     ConfigDir,
     IsolationOpt,
+    Jobs,
     Json,
     Repo,
     cell_set_names,
@@ -88,7 +90,9 @@ def render(result: ProbeResult) -> str:
     if result.isolation:
         lines.append(f"isolation: {result.isolation['backend']} ({result.isolation['reason']})")
     if not result.real_setup_unchanged:
-        lines.append("ERROR: the real config dir or repository changed during the probe")
+        lines.append(
+            "ERROR: your real home, config dir or repository changed during the probe (see the notes)"
+        )
     per_cell = result.duration_s / max(1, len(result.cells))
     lines.append(
         f"{'OK' if result.ok else 'NOT FAITHFUL'}: {len(result.cells)} cells in {result.duration_s:.1f} s "
@@ -115,7 +119,7 @@ def probe_cmd(
             "--with-mcp", help="Also start MCP servers and check their tools (they are real processes)."
         ),
     ] = False,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions run at once.")] = 2,
+    jobs: Jobs = JOBS,
     work: Annotated[
         Path | None,
         typer.Option("--work", help="Keep the probe's cells, requests and transcripts in this folder."),

@@ -1,34 +1,44 @@
-"""``ablate run``, ``ablate ab``, ``ablate plan``, ``ablate merge``: thin shells over ablate.run."""
+"""``ablate run``, ``ablate ab``, ``ablate plan``, ``ablate merge``: thin shells over ablate.run.
+
+``run`` and ``ab``: options → :class:`~ablate.run.prepare.RunRequest` → :func:`~ablate.run.execute.execute`
+→ render. Every check that can refuse the run happens before the run folder is written.
+"""
 
 from __future__ import annotations
 
 import inspect
-import os
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ablate.cli.common import (
+    JOBS,
+    MODEL,
     AblateToml,
+    Budget,
     ClaudeBin,
     ConfigDir,
     IsolationOpt,
+    Jobs,
     Json,
+    MaxTurns,
+    Model,
     Repo,
+    Timeout,
+    WorkDir,
     cli_errors,
     default_config_dir,
+    given,
     print_json,
 )
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
-from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
-from ablate.grade.hook import GradingHook
+from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
+from ablate.cli.run_display import write_report as report_after
+from ablate.core.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
-    from ablate.run.estimate import CostEstimate
+    from ablate.run.prepare import RunRequest
 
 app = typer.Typer()
 
@@ -43,26 +53,6 @@ Cells = Annotated[
     ),
 ]
 Repeats = Annotated[int, typer.Option("--repeats", "-n", min=1, help="Sessions per (task, cell).")]
-Model = Annotated[
-    str,
-    typer.Option(
-        "--model", "-m", envvar="ABLATE_MODEL", help="The model every session is pinned to (--model)."
-    ),
-]
-MaxTurns = Annotated[
-    int, typer.Option("--max-turns", min=1, help="--max-turns of every session (tasks may override).")
-]
-Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions running at once.")]
-Budget = Annotated[
-    float | None,
-    typer.Option("--budget-usd", min=0, help="Stop launching once the recorded spend reaches this many USD."),
-]
-Timeout = Annotated[
-    float,
-    typer.Option(
-        "--timeout", min=1, help="Seconds a session may run before its whole process tree is killed."
-    ),
-]
 Out = Annotated[Path, typer.Option("--out", "-o", help="Folder that holds run folders.")]
 Seed = Annotated[
     int | None,
@@ -92,15 +82,6 @@ ShardOpt = Annotated[
 Force = Annotated[
     bool, typer.Option("--force", help="Let a run folder take sessions from another claude version or model.")
 ]
-WorkDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--work-dir",
-        envvar="ABLATE_WORK_DIR",
-        help="Where cell environments are built (default: the temp dir). No CLAUDE.md may sit above it.",
-        show_default=False,
-    ),
-]
 Grace = Annotated[
     float,
     typer.Option("--grace", min=0, help="After Ctrl-C, seconds running sessions get before being killed."),
@@ -117,22 +98,25 @@ IsolateState = Annotated[
 ]
 
 
-def _err(text: str) -> None:
-    typer.echo(text, err=True)
-
-
-def _print_estimate(est: CostEstimate) -> None:
-    cost = f"~${est.usd:.2f}" if est.usd is not None else "unknown cost"
-    _err(f"plan: {est.sessions} sessions, ~{est.calls} API calls, {cost} ({est.detail})")
+ReportOpt = Annotated[
+    str,
+    typer.Option(
+        "--report",
+        envvar="ABLATE_REPORT",
+        help="When the report is written: background (a detached process, off the run's critical path; its "
+        "log is report.log), now (before the command returns) or none (`ablate report DIR` later).",
+    ),
+]
 
 
 @app.command("plan")
 @cli_errors
 def plan_cmd(
+    ctx: typer.Context,
     tasks: Tasks = None,
     cells: Cells = "layered",
     repeats: Repeats = 1,
-    model: Model = "claude-sonnet-4-6",
+    model: Model = MODEL,
     max_turns: MaxTurns = 30,
     timeout: Timeout = 1800,
     out: Out = Path("runs"),
@@ -155,7 +139,6 @@ def plan_cmd(
     from ablate.run.estimate import estimate_run
     from ablate.run.plan import blocks, new_seed
     from ablate.run.prepare import check_locations, load_cells, setup_info
-    from ablate.setup.cells import noop_reasons
     from ablate.setup.load import load_setup
     from ablate.setup.tasks import load_tasks
 
@@ -167,7 +150,7 @@ def plan_cmd(
     if not model.strip():
         raise UsageError("--model is empty", hint="pass the model every session is pinned to")
     for warning in check_locations(setup, out=out, work_dir=None):
-        _err(f"warning: {warning}")
+        err(f"warning: {warning}")
     claude = find_claude(claude_bin)
     folder, manifest = create_run(
         out,
@@ -181,7 +164,6 @@ def plan_cmd(
         claude=claude,
         timeout_s=timeout,
         setup=setup_info(setup, cell_set.source, ablate_toml),
-        noops=noop_reasons(cell_set.cells, setup, catalog),
     )
     n_blocks = len(blocks(folder.read_plan()))
     if json:
@@ -195,349 +177,119 @@ def plan_cmd(
             }
         )
         return
-    _print_estimate(estimate_run(manifest.items, model=model, max_turns=max_turns))
+    print_estimate(estimate_run(manifest.items, model=model, max_turns=max_turns))
     typer.echo(f"{folder.root}: {manifest.items} items in {n_blocks} blocks (at most {n_blocks} shards)")
 
 
-def _run(
-    *,
-    tasks: list[Path] | None,
-    cells: str,
-    repeats: int,
-    model: str,
-    max_turns: int,
-    jobs: int,
-    budget_usd: float | None,
-    timeout: float,
-    out: Path,
-    config_dir: Path | None,
-    repo: Path,
-    claude_bin: Path | None,
-    seed: int | None,
-    resume: Path | None,
-    plan: Path | None,
-    shard: str | None,
-    force: bool,
-    work_dir: Path | None,
-    grace: float,
-    backoff: float,
-    dirty: bool,
-    isolate_state: bool,
-    isolation: str | None,
-    ablate_toml: AblateToml,
-    json: bool,
-    model_given: bool,
-    cells_given: bool = False,
-    repeats_given: bool = False,
-    judge_model: str | None = None,
-    allow_same_judge: bool = False,
-    split: str = "both",
-) -> None:
+def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunRequest:
+    """The options of ``run`` / ``ab`` as the library's request; "given?" is the option's parameter source."""
+    from ablate.run.prepare import RunRequest
+
+    def was(name: str) -> bool:
+        return name in ctx.params and given(ctx, name)
+
+    return RunRequest(
+        tasks=tasks,
+        cells=o["cells"],
+        repeats=o["repeats"],
+        model=o["model"],
+        max_turns=o["max_turns"],
+        timeout_s=o["timeout"],
+        out=o["out"],
+        config_dir=o["config_dir"] or default_config_dir(),
+        repo=o["repo"],
+        seed=o["seed"],
+        resume=o["resume"],
+        plan=o["plan"],
+        shard=o["shard"],
+        force=o["force"],
+        ablate_toml=o["ablate_toml"],
+        model_given=was("model"),
+        config_dir_given=was("config_dir"),
+        repo_given=was("repo"),
+        out_given=was("out"),
+        work_dir=o["work_dir"],
+        cells_given=was("cells"),
+        repeats_given=was("repeats"),
+        dirty=o["dirty"],
+    )
+
+
+def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.core.claude import find_claude
-    from ablate.folder.layout import EndpointInfo, IsolationInfo, write_manifest
     from ablate.folder.result import read_result
-    from ablate.isolate.backend import open_backend
-    from ablate.isolate.guard import changes_and_notes
-    from ablate.isolate.guard import take as take_snapshot
-    from ablate.isolate.namespace import choose_isolation
-    from ablate.isolate.procenv import one_endpoint
-    from ablate.run.create import open_run
-    from ablate.run.prepare import RunRequest, prepare_run, work_area
-    from ablate.run.scheduler import Runner, RunOptions
+    from ablate.grade.hook import GradingHook
+    from ablate.run.estimate import estimate_run, probe_capture
+    from ablate.run.execute import ExecuteRequest, execute, preflight
+    from ablate.run.prepare import prepare_run
+    from ablate.run.scheduler import RunOptions
 
-    # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
-    endpoint = one_endpoint((config_dir or default_config_dir()).expanduser(), repo.expanduser(), os.environ)
-    claude = find_claude(claude_bin)
-    if judge_model is not None and resume is None and plan is None:
-        from ablate.grade.judge import check_judges
-
-        check_judges(model, [judge_model], allow_same=allow_same_judge)  # before a run folder is made
-    if split_choice(split) != "both":
-        if resume is not None or plan is not None:
+    report = _report_when(o["report"])
+    fresh = o["resume"] is None and o["plan"] is None
+    tasks = list(o["tasks"] or [])
+    if split_choice(o["split"]) != "both":
+        if not fresh:
             raise UsageError("--split picks the tasks of a new run; a resumed or planned run keeps its own")
         from ablate.setup.tasks import select_split
 
-        tasks = select_split(tasks or [], split)
-    prep = prepare_run(
-        RunRequest(
-            tasks=list(tasks or []),
-            cells=cells,
-            repeats=repeats,
-            model=model,
-            max_turns=max_turns,
-            timeout_s=timeout,
-            out=out,
-            config_dir=config_dir or default_config_dir(),
-            repo=repo,
-            seed=seed,
-            resume=resume,
-            plan=plan,
-            shard=shard,
-            force=force,
-            ablate_toml=ablate_toml,
-            model_given=model_given,
-            config_dir_given=config_dir is not None,
-            repo_given=repo != Path("."),
-            work_dir=work_dir,
-            cells_given=cells_given,
-            repeats_given=repeats_given,
-        ),
-        claude,
-    )
-    folder, manifest, setup, catalog, cell_set = (
-        prep.folder,
-        prep.manifest,
-        prep.setup,
-        prep.catalog,
-        prep.cell_set,
-    )
-    recorded = EndpointInfo.model_validate(endpoint.to_json())
-    if manifest.setup.endpoint != recorded:
-        manifest.setup = manifest.setup.model_copy(update={"endpoint": recorded})
-        write_manifest(folder, manifest)
-    run_tasks = prep.tasks
-    todo = prep.todo()
-    from ablate.run.estimate import estimate_run, probe_capture
-
-    done = [r for p in prep.share if (r := read_result(folder, p.item)) is not None and r.complete]
+        tasks = select_split(tasks, o["split"])
+    # every check that can refuse the run comes before prepare_run writes the run folder
+    judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
+    checked = preflight(o["config_dir"] or default_config_dir(), o["repo"], isolation=o["isolation"])
+    claude = find_claude(o["claude_bin"])
+    prep = prepare_run(_request(ctx, o, tasks), claude)
+    if not fresh:  # a resumed or planned run is judged against its own model
+        judge = JudgeAsYouGo(prep.manifest.model, o["judge_model"], o["allow_same_judge"])
     for warning in prep.warnings:
-        _err(f"warning: {warning}")
-    probe_seen = probe_capture([folder.root, work_dir], setup.head)
-    _print_estimate(
+        err(f"warning: {warning}")
+    done_before = [
+        r for p in prep.share if (r := read_result(prep.folder, p.item)) is not None and r.complete
+    ]
+    print_estimate(
         estimate_run(
-            len(todo), model=manifest.model, max_turns=manifest.max_turns, done=done, probe=probe_seen
+            len(prep.todo()),
+            model=prep.manifest.model,
+            max_turns=prep.manifest.max_turns,
+            done=done_before,
+            probe=probe_capture([prep.folder.root, o["work_dir"]], prep.setup.head),
         )
     )
-    _err(f"run folder: {folder.root}")
-
-    chosen = choose_isolation(isolation)
-    _err(f"isolation: {chosen.backend} ({chosen.reason})")
-    manifest = manifest.model_copy(update={"isolation": IsolationInfo.model_validate(chosen.to_json())})
-    write_manifest(folder, manifest)
-    with work_area(work_dir, folder.root.name) as work_root:
-        backend = open_backend(
-            chosen.backend,
-            setup,
-            catalog,
-            work_root,
-            isolate_state=isolate_state,
-            dirty=dirty,
-            base_env=dict(os.environ),
-            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
-        )
-        options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
-        display = _Display(enabled=not json)
-        runner = Runner(
-            folder,
-            manifest,
-            tasks=run_tasks,
-            cells=list(cell_set.cells),
-            backend=backend,
-            options=options,
-            tree_hook=GradingHook(),
-            claude=claude,
-            forced=force,
-            work_root=work_root,
-            on_progress=display.update,
-        )
-
-        grader = _JudgeAsYouGo(folder.root, manifest.model, judge_model, allow_same_judge, display.note)
-
-        presses = 0
-
-        def on_sigint(signum: int, frame: FrameType | None) -> None:
-            nonlocal presses
-            presses += 1
-            runner.request_stop(kill=presses > 1)
-            if presses == 1:
-                display.note(
-                    f"stopping: no new sessions; running ones get {grace:.0f} s (Ctrl-C again to kill them)"
-                )
-            else:
-                display.note("killing running sessions")
-
-        guard = (
-            take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(folder.root, work_root))
-            if chosen.backend == "links"
-            else None
-        )
-        previous = signal.signal(signal.SIGINT, on_sigint)
-        try:
-            grader.start()
-            summary = runner.run()
-        finally:
-            grader.finish(interrupted=presses > 0)
-            signal.signal(signal.SIGINT, previous)
-            display.close()
-        changed, guard_notes = changes_and_notes(guard) if guard is not None else ([], [])
-    if guard is not None:
-        _, manifest = open_run(folder.root)
-        assert manifest.isolation is not None
-        isolation_info = manifest.isolation.model_copy(update={"real_files_changed": changed})
-        write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
-    for note in guard_notes:
-        _err(f"note: {note}")
-    for path in changed[:20]:
-        _err(f"ERROR: links isolation: your real file changed during the run: {path}")
-    if len(changed) > 20:
-        _err(
-            f"ERROR: … and {len(changed) - 20} more (all listed in manifest.json, isolation.real_files_changed)"
-        )
-    _print_writes(folder.root)
-    if json:
-        print_json(summary.to_json())
-    else:
-        typer.echo(
-            f"{summary.outcome}: {summary.done}/{summary.total} complete, {len(summary.failed)} failed, "
-            f"{len(summary.pending)} not run, {summary.rate_limited} rate-limited attempts, "
-            f"${summary.spend_usd:.4f} spent, {summary.elapsed_s:.1f} s ({folder.root})"
-        )
-        for item in summary.failed:
-            res = read_result(folder, item)
-            why = (res.error or res.status) if res is not None else "no result"
-            typer.echo(f"  failed {item}: {why}")
-        if summary.pending and summary.outcome != "finished":
-            typer.echo(f"resume with: ablate run --resume {folder.root}")
-    from ablate.cli.report import report_after_run
-
-    report_after_run(folder.root, quiet=json)
-    code = {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(summary.outcome, EXIT_PARTIAL)
-    if changed and code == EXIT_OK:
-        code = EXIT_FAILURE
-    if code != EXIT_OK:
-        raise typer.Exit(code)
+    err(f"run folder: {prep.folder.root}")
+    err(f"isolation: {checked.isolation.backend} ({checked.isolation.reason})")
+    request = ExecuteRequest(
+        claude=claude,
+        preflight=checked,
+        tree_hook=GradingHook(),
+        options=RunOptions(
+            jobs=o["jobs"], budget_usd=o["budget_usd"], grace_s=o["grace"], backoff_s=o["backoff"]
+        ),
+        work_dir=o["work_dir"],
+        isolate_state=o["isolate_state"],
+        dirty=o["dirty"],
+        forced=o["force"],
+    )
+    display = Display(enabled=not o["json"])
+    judge.start(prep.folder.root, display.note)
+    done = None
+    try:
+        done = execute(prep, request, on_progress=display.update, on_note=display.note)
+    finally:
+        judge.finish(interrupted=done is None or done.interrupted)
+        display.close()
+    render_execution(done, json=o["json"])
+    report_after(prep.folder.root, report, quiet=o["json"])
+    if done.exit_code != EXIT_OK:
+        raise typer.Exit(done.exit_code)
 
 
-def _print_writes(run_dir: Path) -> None:
-    """What the run's sessions wrote outside their cells, per cell and folder (all of it discarded)."""
-    from ablate.folder.layout import RunFolder
-    from ablate.folder.result import iter_results
-    from ablate.isolate.writes import run_summary_lines
-
-    sessions = [(r.cell, r.writes.model_dump()) for r in iter_results(RunFolder(run_dir)) if r.writes]
-    for line in run_summary_lines(sessions):
-        _err(line)
-
-
-class _JudgeAsYouGo:
-    """``ablate run --judge-model M``: judge complete items in a background thread while the run goes on."""
-
-    def __init__(
-        self,
-        run_dir: Path,
-        model: str,
-        judge_model: str | None,
-        allow_same: bool,
-        note: Any,
-    ) -> None:
-        self.run_dir = run_dir
-        self.judge_model = judge_model
-        self.note = note
-        self._done = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-        if judge_model is not None:
-            from ablate.grade.judge import check_judges, make_client
-
-            check_judges(model, [judge_model], allow_same=allow_same)
-            self._client = make_client()  # fail before the run when there is no key
-
-    def start(self) -> None:
-        if self.judge_model is not None:
-            self._thread = threading.Thread(target=self._loop, name="ablate-judge-as-you-go", daemon=True)
-            self._thread.start()
-
-    def _loop(self) -> None:
-        from ablate.grade.judge import JudgeOptions, judge_folder
-
-        assert self.judge_model is not None
-        options = JudgeOptions(judge_models=(self.judge_model,), allow_same_judge=True, jobs=2)
-        try:
-            while True:
-                last = self._done.is_set()
-                summary = judge_folder(self.run_dir, options, client=self._client, stop=self._stop)
-                if last:
-                    self.note(
-                        f"judge {self.judge_model}: {summary.by_judge.get(self.judge_model)} "
-                        f"({summary.pending} left; `ablate judge {self.run_dir} --judge-model "
-                        f"{self.judge_model}` resumes)"
-                    )
-                    return
-                self._done.wait(2.0)
-        except BaseException as exc:  # reported after the run; the run itself is not affected
-            self.error = exc
-
-    def finish(self, *, interrupted: bool) -> None:
-        if self._thread is None:
-            return
-        if interrupted:
-            self._stop.set()
-        self._done.set()
-        self._thread.join()
-        if self.error is not None:
-            self.note(f"judge failed: {self.error}")
-
-
-class _Display:
-    """A rich progress bar on stderr, fed by the runner's progress callback."""
-
-    def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled
-        self._progress: Any = None
-        self._task: Any = None
-
-    def _start(self, total: int) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(
-                "failed {task.fields[failed]}  rate-limited {task.fields[rl]}  running {task.fields[running]}"
-            ),
-            TimeElapsedColumn(),
-            TextColumn("${task.fields[spend]:.4f}"),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task("run", total=total, failed=0, rl=0, running=0, spend=0.0)
-
-    def update(self, p: Any) -> None:
-        if not self.enabled:  # --json: no bar, but what the runner says (pauses, stops) still reaches stderr
-            if p.message:
-                _err(p.message)
-            return
-        if self._progress is None:
-            self._start(p.total)
-        desc = {"paused": "paused (rate limit)", "stopping": "stopping", "building": "building"}.get(
-            p.phase, "run"
-        )
-        self._progress.update(
-            self._task,
-            completed=p.done,
-            total=p.total,
-            description=desc,
-            failed=p.failed,
-            rl=p.rate_limited,
-            running=p.running,
-            spend=p.spend_usd,
-        )
-        if p.message:
-            self.note(p.message)
-
-    def note(self, text: str) -> None:
-        if self._progress is not None:
-            self._progress.console.print(text)
-        else:
-            _err(text)
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
+def _report_when(value: str) -> ReportWhen:
+    if value == "background":
+        return "background"
+    if value == "now":
+        return "now"
+    if value == "none":
+        return "none"
+    raise UsageError(f"--report {value}: expected background, now or none")
 
 
 @app.command("run")
@@ -547,9 +299,9 @@ def run_cmd(
     tasks: Tasks = None,
     cells: Cells = "layered",
     repeats: Repeats = 1,
-    model: Model = "claude-sonnet-4-6",
+    model: Model = MODEL,
     max_turns: MaxTurns = 30,
-    jobs: Jobs = 2,
+    jobs: Jobs = JOBS,
     budget_usd: Budget = None,
     timeout: Timeout = 1800,
     out: Out = Path("runs"),
@@ -571,6 +323,7 @@ def run_cmd(
     judge_model: JudgeModel = None,
     allow_same_judge: AllowSameJudge = False,
     split: Split = "both",
+    report: ReportOpt = "background",
     json: Json = False,
 ) -> None:
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.
@@ -580,14 +333,10 @@ def run_cmd(
     a blind judge grades complete items as the run goes (see `ablate judge`).
 
     Exit codes: 0 every item complete, 1 the run could not proceed (locked folder, incompatible CLI or
-    model), 2 bad input, 3 some items failed or were not run (budget, rate limit), 130 interrupted.
+    model) or your real files changed during it, 2 bad input, 3 some items failed or were not run (budget,
+    rate limit), 130 interrupted.
     """
-    _run(
-        **_params(locals()),
-        model_given=_given(ctx, "model"),
-        cells_given=_given(ctx, "cells"),
-        repeats_given=_given(ctx, "repeats"),
-    )
+    _run(ctx, {k: v for k, v in locals().items() if k != "ctx"})
 
 
 def ab_cmd(ctx: typer.Context, **options: Any) -> None:
@@ -595,7 +344,7 @@ def ab_cmd(ctx: typer.Context, **options: Any) -> None:
 
     Exit codes: as `ablate run`.
     """
-    _run(**options, cells="binary", model_given=_given(ctx, "model"), repeats_given=_given(ctx, "repeats"))
+    _run(ctx, {**options, "cells": "binary"})
 
 
 # `ab` takes exactly `run`'s options but --cells: one set of definitions, two commands.
@@ -604,15 +353,6 @@ ab_cmd.__signature__ = _RUN_SIGNATURE.replace(  # type: ignore[attr-defined]
     parameters=[p for p in _RUN_SIGNATURE.parameters.values() if p.name != "cells"]
 )
 app.command("ab")(cli_errors(ab_cmd))
-
-
-def _params(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if k != "ctx"}
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name not in ("DEFAULT",)
 
 
 @app.command("merge")

@@ -40,6 +40,7 @@ from ablate.compare.ledger import (
 )
 from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 from ablate.compare.tiers import Tier, claims, resolve_tier
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import OutputExists, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
@@ -59,7 +60,7 @@ class CompareRequest:
     """``--roles``: the layout role of each arm, in order (``original,moved,duplicated``)."""
     layer: str = "user-claude-md"
     executor: str = "claude-code"
-    model: str = "claude-sonnet-4-6"
+    model: str = DEFAULT_MODEL
     max_turns: int = 30
     max_tokens: int = 1024
     seed: int = 0
@@ -252,12 +253,15 @@ def run_compare(
     executor: Executor,
     *,
     on_item: Callable[[ItemOutcome], None] | None = None,
+    resume: bool = False,
 ) -> tuple[Path, CompareReport]:
-    """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report)."""
+    """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report).
+
+    ``resume``: the compare folder exists (an interrupted run of this very plan); the executor continues it."""
 
     out_root = prep.request.out
     folder = out_root / prep.compare_id
-    if folder.exists() and any(folder.iterdir()):
+    if folder.exists() and any(folder.iterdir()) and not resume:
         raise OutputExists(
             f"{folder}: compare folder already exists", hint="pick another --out or wait a second"
         )

@@ -15,14 +15,12 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -32,6 +30,12 @@ from ablate.core.fsutil import sha256_bytes
 from ablate.core.pricing import estimate_cost
 from ablate.grade.hook import GradingHook
 from ablate.setup.tasks import Task
+
+if TYPE_CHECKING:
+    from ablate.core.claude import ClaudeBinary
+    from ablate.folder.layout import RunFolder
+    from ablate.run.prepare import PreparedRun
+    from ablate.run.scheduler import Progress
 
 REQUESTS = "requests.jsonl"
 SIM_LOG = "sim-requests.jsonl"
@@ -316,6 +320,12 @@ class ClaudeCodeOptions:
     work_dir: Path | None = None
     ablate_toml: Path | None = None
     budget_usd: float | None = None
+    isolation: str | None = None
+    """The backend asked for (``--isolation``); default: ``namespace`` where it works, else ``links``."""
+    on_progress: Callable[[Progress], None] | None = None
+    """The runner's progress snapshots (:class:`ablate.run.scheduler.Progress`)."""
+    on_note: Callable[[str], None] | None = None
+    """What the run says besides progress (Ctrl-C)."""
 
 
 def cell_set_toml(arms: Sequence[Arm], layer: str) -> str:
@@ -379,53 +389,88 @@ def check_layer(layer: str, ablate_toml: Path | None) -> None:
 
 
 class ClaudeCodeExecutor:
-    """The real pinned CLI in isolated cells, via the runner of ``ablate run`` (one sweep, all arms)."""
+    """The real pinned CLI in isolated cells, through :func:`ablate.run.execute.execute` (one sweep, all arms).
+
+    Everything ``ablate run`` checks is checked when the executor is made, before the compare folder is
+    written: the layer, the isolation backend and the one endpoint. Running again on a compare folder whose
+    ``run/`` holds the run folder resumes it (complete items are kept)."""
 
     name = "claude-code"
     spends = True
     spend_basis = "the sessions' own cost records (ItemResult.cost_usd)"
 
     def __init__(self, options: ClaudeCodeOptions) -> None:
+        from ablate.run.execute import preflight
+
         check_layer(options.layer, options.ablate_toml)
         self.options = options
-        self.runner: Any = None
+        self.preflight = preflight(options.config_dir, options.repo, isolation=options.isolation)
 
     def calls_per_session(self, max_turns: int) -> int:
         from ablate.run.plan import ASSUMED_CALLS_PER_SESSION
 
         return min(max_turns, ASSUMED_CALLS_PER_SESSION)
 
-    def request_stop(self, *, kill: bool = False) -> None:
-        """Stop launching sessions (Ctrl-C); with ``kill``, kill the running ones too."""
-        if self.runner is not None:
-            self.runner.request_stop(kill=kill)
-
     def run(
         self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
     ) -> Execution:
         from ablate.core.claude import find_claude
-        from ablate.folder.result import iter_results
-        from ablate.isolate.backend import ShadowEnvironments
-        from ablate.run.prepare import RunRequest, prepare_run
-        from ablate.run.scheduler import Runner, RunOptions
+        from ablate.run.execute import ExecuteRequest, execute
+        from ablate.run.scheduler import RunOptions
 
         o = self.options
-        # declared order (the first arm is the control), so the runner draws the very same plan
-        arms = [
-            it.arm for it in sorted({it.arm_index: it for it in items}.values(), key=lambda i: i.arm_index)
-        ]
+        claude = find_claude(o.claude_bin)
+        prep = self._prepare(items, folder, claude)
+        done = execute(
+            prep,
+            ExecuteRequest(
+                claude=claude,
+                preflight=self.preflight,
+                tree_hook=GradingHook(),
+                options=RunOptions(jobs=o.jobs, budget_usd=o.budget_usd),
+                work_dir=o.work_dir,
+                guard_skip=(folder.parent,),  # the compare folder and the ledger beside it
+            ),
+            on_progress=o.on_progress,
+            on_note=o.on_note,
+        )
+        outcomes = _outcomes(prep.folder, items, on_item)
+        from ablate.folder.layout import read_manifest
+
+        arms = _arms(items)
+        layer_path = prep.catalog.get(o.layer).paths[0]
+        built = {c.id: c.fingerprints.get(o.layer) for c in read_manifest(prep.folder).cells}
+        return Execution(
+            outcomes,
+            {
+                "run_folder": str(prep.folder.root.relative_to(folder)),
+                "run_outcome": done.summary.outcome,
+                "claude_version": claude.version,
+                "cell_check": check_cells(arms, layer_path, built),
+                "isolation": done.isolation.to_json(),
+                "real_files_changed": done.real_files_changed,
+                "writes": done.writes,
+                "exit_code": done.exit_code,
+            },
+        )
+
+    def _prepare(self, items: Sequence[WorkItem], folder: Path, claude: ClaudeBinary) -> PreparedRun:
+        """The run folder of the sweep: ``<compare>/run/<id>``, made, or reopened when it exists."""
+        from ablate.run.prepare import RunRequest, prepare_run
+
+        o = self.options
         tasks = [
             it.task for it in sorted({it.task_index: it for it in items}.values(), key=lambda i: i.task_index)
         ]
-        repeats = max(it.repeat for it in items) + 1
         cells = folder / "cells.toml"
-        cells.write_text(cell_set_toml(arms, o.layer))
-        claude = find_claude(o.claude_bin)
+        if not cells.exists():
+            cells.write_text(cell_set_toml(_arms(items), o.layer))
+        existing = sorted(p for p in (folder / "run").glob("*") if (p / "manifest.json").is_file())
         prep = prepare_run(
             RunRequest(
-                tasks=[t.source for t in tasks],
+                tasks=[] if existing else [t.source for t in tasks],
                 cells=str(cells),
-                repeats=repeats,
+                repeats=max(it.repeat for it in items) + 1,
                 model=o.model,
                 max_turns=o.max_turns,
                 timeout_s=o.timeout_s,
@@ -433,7 +478,10 @@ class ClaudeCodeExecutor:
                 config_dir=o.config_dir,
                 repo=o.repo,
                 seed=o.seed,
+                resume=existing[-1] if existing else None,
                 ablate_toml=o.ablate_toml,
+                cells_given=False,
+                repeats_given=False,
             ),
             claude,
         )
@@ -443,65 +491,45 @@ class ClaudeCodeExecutor:
                 f"{prep.folder.root}: the runner's plan differs from the comparison's; refusing to run it",
                 hint="this is a bug in ablate: please report it with both plan.jsonl files",
             )
-        work_root = (o.work_dir or Path(tempfile.gettempdir()) / "ablate-envs") / prep.folder.root.name
-        backend = ShadowEnvironments(
-            prep.setup,
-            prep.catalog,
-            work_root,
-            base_env=dict(os.environ),
-            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(prep.manifest.max_retries)},
-        )
-        self.runner = Runner(
-            prep.folder,
-            prep.manifest,
-            tasks=prep.tasks,
-            cells=list(prep.cell_set.cells),
-            backend=backend,
-            options=RunOptions(jobs=o.jobs, budget_usd=o.budget_usd),
-            tree_hook=GradingHook(),
-            claude=claude,
-            work_root=work_root,
-        )
-        summary = self.runner.run()
-        by_item = {it.item: it for it in items}
-        outcomes: list[ItemOutcome] = []
-        for res in iter_results(prep.folder):
-            it = by_item.get(res.item)
-            if it is None:
-                raise AblateError(f"{prep.folder.root}: result {res.item} is not an item of this comparison")
-            status = (
-                res.status if res.complete and not res.flags else ("flagged" if res.flags else res.status)
-            )
-            out = ItemOutcome(
-                res.item,
-                res.task,
-                res.cell,
-                res.repeat,
-                it.order,
-                status,
-                pitfall_hits=dict(res.pitfall_hits),
-                turns=res.turns,
-                cost_usd=res.cost_usd,
-                error=res.error,
-                session_id=res.session_id,
-            )
-            outcomes.append(out)
-            if on_item:
-                on_item(out)
-        done = {o.item for o in outcomes}
-        for it in items:
-            if it.item not in done:
-                outcomes.append(ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run"))
-        from ablate.folder.layout import read_manifest
+        return prep
 
-        layer_path = prep.catalog.get(o.layer).paths[0]
-        built = {c.id: c.fingerprints.get(o.layer) for c in read_manifest(prep.folder).cells}
-        return Execution(
-            outcomes,
-            {
-                "run_folder": str(prep.folder.root.relative_to(folder)),
-                "run_outcome": summary.outcome,
-                "claude_version": claude.version,
-                "cell_check": check_cells(arms, layer_path, built),
-            },
+
+def _arms(items: Sequence[WorkItem]) -> list[Arm]:
+    """The arms in declared order (the first is the control), so the runner draws the very same plan."""
+    return [it.arm for it in sorted({it.arm_index: it for it in items}.values(), key=lambda i: i.arm_index)]
+
+
+def _outcomes(
+    run: RunFolder, items: Sequence[WorkItem], on_item: Callable[[ItemOutcome], None] | None
+) -> list[ItemOutcome]:
+    """Each item's outcome, read back from the run folder's results (``not_run`` when it has none)."""
+    from ablate.folder.result import iter_results
+
+    by_item = {it.item: it for it in items}
+    outcomes: list[ItemOutcome] = []
+    for res in iter_results(run):
+        it = by_item.get(res.item)
+        if it is None:
+            raise AblateError(f"{run.root}: result {res.item} is not an item of this comparison")
+        status = res.status if res.complete and not res.flags else ("flagged" if res.flags else res.status)
+        out = ItemOutcome(
+            res.item,
+            res.task,
+            res.cell,
+            res.repeat,
+            it.order,
+            status,
+            pitfall_hits=dict(res.pitfall_hits),
+            turns=res.turns,
+            cost_usd=res.cost_usd,
+            error=res.error,
+            session_id=res.session_id,
         )
+        outcomes.append(out)
+        if on_item:
+            on_item(out)
+    done = {o.item for o in outcomes}
+    for it in items:
+        if it.item not in done:
+            outcomes.append(ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run"))
+    return outcomes

@@ -28,6 +28,9 @@ ASSUMED_INPUT_TOKENS = 21_000
 ASSUMED_OUTPUT_TOKENS = 400
 #: Assumed API calls per session when nothing has been observed: capped by ``--max-turns``.
 ASSUMED_CALLS_PER_SESSION = 6
+#: Most items one plan holds (tasks × cells × repeats): 100 000 sessions is months of runs and a plan.jsonl of
+#: tens of MB; beyond it the plan is refused before anything is drawn or written.
+MAX_PLAN_ITEMS = 100_000
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,13 @@ def make_plan(tasks: Sequence[str], cells: Sequence[str], *, repeats: int, seed:
         raise UsageError("no tasks to plan")
     if not cells:
         raise UsageError("no cells to plan")
+    size = len(tasks) * len(cells) * repeats
+    if size > MAX_PLAN_ITEMS:
+        raise UsageError(
+            f"--repeats {repeats}: the plan would hold {size} items ({len(tasks)} tasks × {len(cells)} cells × "
+            f"{repeats} repeats), more than the {MAX_PLAN_ITEMS} one plan may hold",
+            hint="lower --repeats, or run fewer tasks or cells per plan",
+        )
     for what, ids in (("task", tasks), ("cell", cells)):
         dup = sorted({i for i in ids if list(ids).count(i) > 1})
         if dup:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.core.claude import ClaudeBinary
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import run_git
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, SetupInfo
@@ -53,6 +54,10 @@ class RunRequest:
     """Where environments are built (checked before anything is written)."""
     cells_given: bool = True
     repeats_given: bool = True
+    out_given: bool = True
+    """False when ``out`` is the default (a planned shard then goes beside its plan)."""
+    dirty: bool = False
+    """``--dirty``: uncommitted non-layer changes go into every cell; without it they are refused here."""
 
 
 @dataclass
@@ -160,7 +165,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         raise UsageError("pass either --resume or --plan, not both")
     if not req.model.strip():
         raise UsageError(
-            "--model is empty", hint="pass the model every session is pinned to, e.g. claude-sonnet-4-6"
+            "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
         )
     if req.resume is not None or req.plan is not None:
         given = [o for o, g in (("--cells", req.cells_given), ("--repeats", req.repeats_given)) if g]
@@ -174,9 +179,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
                 "--tasks cannot change a planned run", hint="drop --tasks (the run folder has its own)"
             )
         if req.plan is not None and shard_spec is not None:
-            folder, manifest = shard_folder(
-                req.plan, shard_spec, req.out if req.out != Path("runs") else None
-            )
+            folder, manifest = shard_folder(req.plan, shard_spec, req.out if req.out_given else None)
         else:
             if shard_spec is not None:
                 raise UsageError("--shard goes with --plan DIR (or a fresh run), not with --resume")
@@ -199,6 +202,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             req.repo if req.repo_given else Path(info.repo or req.repo),
         )
         warnings = check_locations(setup, out=None, work_dir=req.work_dir)
+        _check_clean(setup, catalog, dirty=req.dirty)
         if setup.head != info.head and not req.force:
             raise UsageError(
                 f"{setup.repo}: HEAD is {setup.head[:12]}, the run was planned at {str(info.head)[:12]}",
@@ -212,6 +216,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         tasks = load_tasks(req.tasks, catalog)
         setup = load_setup(req.config_dir, req.repo)
         warnings = check_locations(setup, out=req.out, work_dir=req.work_dir)
+        _check_clean(setup, catalog, dirty=req.dirty)
         if shard_spec is not None and req.seed is None:
             raise UsageError(
                 "--shard needs --seed", hint="every shard must draw the same plan; pass the same --seed"
@@ -233,6 +238,14 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         )
     share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
     return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)
+
+
+def _check_clean(setup: Setup, catalog: Catalog, *, dirty: bool) -> None:
+    """Uncommitted non-layer changes of the repository are refused (without ``--dirty``) before the run
+    folder is written, not when the first environment is built."""
+    from ablate.isolate.worktree import plan_repo
+
+    plan_repo(setup, catalog, dirty=dirty)
 
 
 @contextlib.contextmanager

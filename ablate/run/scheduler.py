@@ -1,6 +1,6 @@
 """The scheduler — running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments.
 
-One :class:`Runner` works on one run folder (DESIGN §4) at a time, holding its lock. Its main thread
+One :class:`Runner` works on one run folder (docs/ARCHITECTURE.md) at a time, holding its lock. Its main thread
 dispatches items in plan order; session, environment-build and reset work happens in thread pools:
 
 * **Environments** are built once per (cell, slot), in parallel, and reset between items (only what the
@@ -20,26 +20,22 @@ The library never prints: progress goes to an ``on_progress`` callback.
 from __future__ import annotations
 
 import bisect
-import contextlib
-import dataclasses
-import itertools
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import psutil
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError
-from ablate.core.proc import ExecResult, kill_tagged, kill_tree, run_process
+from ablate.core.proc import kill_tagged, kill_tree
 from ablate.core.watchdog import Watchdog
 from ablate.folder.layout import (
     Attempt,
@@ -53,143 +49,33 @@ from ablate.folder.layout import (
 from ablate.folder.lock import RunLock
 from ablate.folder.result import COMPLETE_STATUSES, read_result, write_result
 from ablate.isolate.backend import CellEnv, EnvBackend
-from ablate.isolate.gitreads import git_history_reads
-from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
-from ablate.run.hooks import HookRefused, TreeHook
+from ablate.run.envpool import EnvPool
+from ablate.run.finalise import finalise
+from ablate.run.hooks import TreeHook
 from ablate.run.plan import Shard, shard_items
+from ablate.run.schedule_types import (
+    Idle,
+    Job,
+    Outcome,
+    Phase,
+    Prepare,
+    Progress,
+    RunOptions,
+    RunSummary,
+    SessionOutcome,
+)
 from ablate.run.session import (
-    PAUSE_API_STATUSES,
     PERMANENT_API_STATUSES,
     build_result,
-    copy_transcript,
     kill_strays,
     render_argv,
 )
+from ablate.run.worker import Worker
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.tasks import Task
 
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a plan is executed (what may differ between invocations on one folder)."""
-
-    jobs: int = 1
-    """Parallel sessions."""
-    budget_usd: float | None = None
-    """Stop launching once the recorded spend reaches this."""
-    max_attempts: int = 3
-    """Attempts per item in one invocation for transient failures (5xx, no transcript, crashed CLI)."""
-    backoff_s: float = 30.0
-    """First pool pause after a rate limit whose message names no reset time; doubles each time."""
-    max_backoff_s: float = 900.0
-    """Longest pause without a named reset time."""
-    max_reset_wait_s: float = 6 * 3600.0
-    """Longest pause honoured for a named reset time."""
-    max_pauses: int = 12
-    """Consecutive rate-limit pauses before the runner gives up (the folder stays resumable)."""
-    grace_s: float = 30.0
-    """After a stop request, how long running sessions may finish before they are killed."""
-    retry_delay_s: float = 5.0
-    """Delay before re-running an item after a transient failure (times the attempt number)."""
-
-
-Outcome = Literal["finished", "failed-items", "budget", "rate-limited", "interrupted"]
-Phase = Literal["building", "running", "paused", "stopping", "finished"]
-Prepare = Literal["none", "reset", "retarget"]
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A snapshot for progress displays."""
-
-    phase: Phase
-    total: int
-    """Items in this folder's share of the plan."""
-    done: int
-    """Items with a complete result (including those complete before this invocation)."""
-    failed: int
-    """Items whose last attempt failed (and will not be retried in this invocation)."""
-    rate_limited: int
-    """Rate-limited attempts in this invocation (requeued, never results)."""
-    running: int
-    pending: int
-    spend_usd: float
-    """Recorded spend of the whole folder, every invocation."""
-    elapsed_s: float
-    paused_until: datetime | None = None
-    message: str | None = None
-
-
-@dataclass
-class RunSummary:
-    """What an invocation did."""
-
-    folder: Path
-    total: int
-    done: int
-    failed: list[str]
-    pending: list[str]
-    skipped: int
-    """Items already complete when this invocation started."""
-    launched: int
-    rate_limited: int
-    spend_usd: float
-    elapsed_s: float
-    outcome: Outcome
-    envs_built: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "folder": str(self.folder),
-            "outcome": self.outcome,
-            "total": self.total,
-            "done": self.done,
-            "failed": list(self.failed),
-            "pending": list(self.pending),
-            "skipped": self.skipped,
-            "launched": self.launched,
-            "rate_limited": self.rate_limited,
-            "spend_usd": round(self.spend_usd, 6),
-            "elapsed_s": round(self.elapsed_s, 3),
-            "envs_built": self.envs_built,
-        }
-
-
-@dataclass
-class _Job:
-    item: PlanItem
-    attempt: Attempt
-    env: CellEnv
-    env_label: str
-    task: Task
-    argv: list[str]
-    timeout_s: float | None
-    pause_epoch: int
-    prepare: Prepare = "none"
-    launched: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class _Idle:
-    """An environment no session is using: at ``cell``; ``dirty`` once a session has run in it."""
-
-    env: CellEnv
-    label: str
-    cell: str
-    dirty: bool
-
-
-@dataclass
-class _Outcome:
-    job: _Job
-    exec: ExecResult | None
-    session: SessionResult | None
-    status: str
-    transcript: Path | None
-    error: str | None = None
-    flags: list[str] = field(default_factory=list)
-    writes: dict[str, Any] | None = None
+__all__ = ["Progress", "RunOptions", "RunSummary", "Runner"]
 
 
 class Runner:
@@ -228,7 +114,8 @@ class Runner:
         self._stop_at: float | None = None
         self._lock = threading.Lock()
         self._killed_sessions: set[str] = set()
-        self._running: dict[Future[_Outcome], _Job] = {}
+        self._running: dict[Future[SessionOutcome], Job] = {}
+        self._final: Outcome = "interrupted"
 
     # -- control (safe from a signal handler or another thread) ----------------------------------------
 
@@ -245,13 +132,39 @@ class Runner:
             return self._run_locked()
 
     def _run_locked(self) -> RunSummary:
-        start = self._clock()
-        self._start = start
-        opts = self.options
+        self._start = self._clock()
+        by_item, skipped = self._begin()
+        # Every process a session starts carries this run's tag; the watchdog kills them all if this process
+        # dies (even kill -9), and each session's leftovers are killed when it ends.
+        self._tag = f"{self.manifest.run_id}/{os.getpid()}/"
+        watchdog = Watchdog(self._tag)
+        pool = EnvPool(self.backend, self.cells, self.options.jobs)
+        sessions = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="ablate-run")
+        fatal: BaseException | None = None
+        outcome: Outcome | None = None
+        try:
+            if self._pending:
+                if self.work_root is not None and self.work_root.exists():
+                    kill_strays(self.work_root)
+                    self.backend.clean()
+                self._emit(
+                    "building", message=f"building {len({p.cell for p in self._pending})} cell environments"
+                )
+                pool.start([p.cell for p in self._pending])
+            outcome = self._dispatch(pool, sessions, by_item)
+        except BaseException as exc:
+            fatal = exc
+            self._stop.set()
+            self._kill_running()
+            raise
+        finally:
+            finalise(self, pool, sessions, watchdog, by_item, fatal=fatal, outcome=outcome)
+        return self._summary(skipped)
+
+    def _begin(self) -> tuple[dict[str, PlanItem], int]:
+        """Read the plan and the results once, set the counters, and record this invocation in the manifest."""
         plan = self.folder.read_plan()
-        by_item = {p.item: p for p in plan}
-        shard = _parse_manifest_shard(self.manifest.shard)
-        share = shard_items(plan, shard)
+        share = shard_items(plan, _parse_manifest_shard(self.manifest.shard))
         for it in share:
             if it.task not in self.tasks:
                 raise RunFolderError(f"plan item {it.item}: unknown task {it.task!r}")
@@ -259,15 +172,11 @@ class Runner:
                 raise RunFolderError(f"plan item {it.item}: unknown cell {it.cell!r}")
         existing = {it.item: read_result(self.folder, it.item) for it in share}  # each result read once
         complete = {item for item, res in existing.items() if res is not None and res.complete}
-        failed: set[str] = {item for item, res in existing.items() if res is not None and not res.complete}
-        pending = [it for it in share if it.item not in complete]
-        self._total = len(share)
-        self._done = len(complete)
-        skipped = len(complete)
-        self._failed = failed
+        self._failed = {item for item, res in existing.items() if res is not None and not res.complete}
+        self._pending = [it for it in share if it.item not in complete]
+        self._total, self._done = len(share), len(complete)
         self._rate_limited = 0
         self._spend = sum(a.cost_usd or 0.0 for p in plan for a in p.attempts)
-        self._pending = pending
         self._paused_until = 0.0
         self._pause_epoch = 0
         self._consecutive_pauses = 0
@@ -276,191 +185,107 @@ class Runner:
         self._plan_dirty = False
         self._plan_written = self._clock()
         self._stdout_max = self._existing_attempts()
-        launched = 0
-        outcome: Outcome | None = None
+        self._launched = 0
+        self._envs_built = 0
+        claude = self.claude
         session = ManifestSession(
             started_at=utcnow(),
             host=socket.gethostname(),
             pid=os.getpid(),
-            claude_version=self.claude.version if self.claude else self.manifest.claude.version,
-            claude_sha256=self.claude.sha256 if self.claude else self.manifest.claude.sha256,
+            claude_version=claude.version if claude else self.manifest.claude.version,
+            claude_sha256=claude.sha256 if claude else self.manifest.claude.sha256,
             model=self.manifest.model,
             forced=self.forced,
         )
-        self.manifest = self.manifest.model_copy(
-            update={
-                "sessions": [*self.manifest.sessions, session],
-                "jobs": opts.jobs,
-                "budget_usd": opts.budget_usd,
-            }
-        )
+        update = {"sessions": [*self.manifest.sessions, session], "jobs": self.options.jobs}
+        self.manifest = self.manifest.model_copy(update={**update, "budget_usd": self.options.budget_usd})
         write_manifest(self.folder, self.manifest)
+        return {p.item: p for p in plan}, len(complete)
 
-        # Every process a session starts carries this run's tag; the watchdog kills them all if this process
-        # dies (even kill -9), and each session's leftovers are killed when it ends.
-        self._tag = f"{self.manifest.run_id}/{os.getpid()}/"
-        watchdog = Watchdog(self._tag)
-        idle: list[_Idle] = []
-        next_slot = itertools.count()
-        all_envs: list[CellEnv] = []
-        builds: dict[Future[CellEnv], tuple[str, int]] = {}
+    def _dispatch(
+        self, pool: EnvPool, sessions: ThreadPoolExecutor, by_item: dict[str, PlanItem]
+    ) -> Outcome | None:
+        """The main loop: launch in plan order onto idle environments, collect what finished, until nothing
+        is left or a stop condition (Ctrl-C, budget, rate limits) holds and the running sessions are done."""
+        outcome: Outcome | None = None
         described: set[str] = set()
-        self._envs_built = 0
-
-        # Checkouts are disk-bound: two at a time get the first sessions going sooner than `jobs` contending.
-        build_pool = ThreadPoolExecutor(
-            max_workers=min(2, max(1, opts.jobs)), thread_name_prefix="ablate-build"
-        )
-        teardown_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-down")
-        retiring: list[Future[None]] = []
-        session_pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs), thread_name_prefix="ablate-run")
-        fatal: BaseException | None = None
-        final: Outcome = "interrupted"
-
-        def submit_build(cell_id: str) -> None:
-            slot = next(next_slot)
-            fut = build_pool.submit(self.backend.build, self.cells[cell_id], slot)
-            builds[fut] = (cell_id, slot)
-
-        try:
-            if pending:
-                if self.work_root is not None and self.work_root.exists():
-                    kill_strays(self.work_root)
-                    self.backend.clean()
-                self._emit("building", message=f"building {len({p.cell for p in pending})} cell environments")
-                # One environment per concurrent session, for the first cells the plan needs; later cells
-                # get an idle environment retargeted to them (a checkout is the expensive part). A session's
-                # worker resets (same cell) or retargets (another cell) its environment just before it starts,
-                # so an environment is prepared once per item, and only for the item that will use it.
-                for cell_id in list(dict.fromkeys(p.cell for p in pending))[: max(1, opts.jobs)]:
-                    submit_build(cell_id)
-
-            while True:
-                now = self._clock()
-                # Stop conditions for launching.
-                if self._stop.is_set() and outcome is None:
-                    outcome = "interrupted"
-                    self._stop_at = now
-                    self._emit("stopping", message="stopping: no new sessions; waiting for running ones")
-                if outcome is None and opts.budget_usd is not None and self._spend >= opts.budget_usd:
-                    outcome = "budget"
-                    self._emit(
-                        "stopping", message=f"budget reached (${self._spend:.4f} of ${opts.budget_usd})"
-                    )
-                if outcome is None and self._consecutive_pauses > opts.max_pauses:
-                    outcome = "rate-limited"
-                    self._emit(
-                        "stopping", message=f"still rate-limited after {opts.max_pauses} pauses; giving up"
-                    )
-                grace_over = self._stop_at is not None and now - self._stop_at >= opts.grace_s
-                if outcome == "interrupted" and self._running and (self._kill.is_set() or grace_over):
-                    self._kill_running()
-
-                # Launch.
-                if outcome is None and now >= self._paused_until:
-                    while len(self._running) < opts.jobs:
-                        pick = self._pick(idle, now)
-                        if pick is None:
-                            self._maybe_grow(idle, builds, len(all_envs), submit_build, now)
-                            break
-                        it, chosen, prepare = pick
-                        self._launch(session_pool, it, chosen.env, chosen.label, prepare)
-                        launched += 1
-                elif outcome is None and self._paused_until > now:
-                    self._emit("paused")
-
-                waiting: list[Future[Any]] = [*self._running, *builds]
-                if not waiting:
-                    if outcome is not None or not self._pending:
-                        break
-                    if now < self._paused_until or any(t > now for t in self._not_before.values()):
-                        time.sleep(min(0.25, max(0.01, self._paused_until - now)))
-                        self._flush_plan(by_item)
-                        continue
-                    # Nothing runnable, nothing building: cannot happen unless every build failed.
-                    raise RunFolderError("no environment could be built for the remaining items")
-                done_set, _ = wait(waiting, timeout=0.25, return_when=FIRST_COMPLETED)
-                for fut in done_set:
-                    if fut in builds:
-                        cell_id, _ = builds.pop(fut)
-                        env = fut.result()  # a build failure is fatal: the cell cannot be measured
-                        all_envs.append(env)
-                        self._envs_built += 1
-                        idle.append(_Idle(env, Path(env.root).name, cell_id, dirty=False))
-                        if cell_id not in described:
-                            described.add(cell_id)
-                            self._describe_cell(cell_id, env)
-                    else:
-                        job = self._running.pop(fut)
-                        res: _Outcome = fut.result()
-                        self._handle(res, by_item)  # may requeue the item (rate limit, transient failure)
-                        if res.status == "env_error" or not self._pending:
-                            # An environment that could not be prepared is not trusted again; and once
-                            # nothing is left to launch, an environment is removed at once, while the last
-                            # sessions still run, instead of after them.
-                            all_envs.remove(job.env)
-                            retiring.append(teardown_pool.submit(self.backend.teardown, job.env))
-                        else:
-                            idle.append(_Idle(job.env, job.env_label, job.item.cell, dirty=True))
-                            if job.item.cell not in described:
-                                described.add(job.item.cell)
-                                self._describe_cell(job.item.cell, job.env)
-                self._flush_plan(by_item)
-                self._emit(self._phase(outcome))
-        except BaseException as exc:
-            fatal = exc
-            self._stop.set()
-            self._kill_running()
-            raise
-        finally:
-            # Sessions still running finish (or were killed) and their results are written; a result that
-            # cannot be written is an error the caller sees, never swallowed (a paid session would silently
-            # run again on resume).
-            write_errors: list[BaseException] = []
-            for fut in list(self._running):
-                try:
-                    res = fut.result()
-                except Exception as exc:  # the worker itself failed: the item stays pending
-                    write_errors.append(exc)
+        while True:
+            now = self._clock()
+            outcome = outcome or self._stop_condition(now)
+            grace_over = self._stop_at is not None and now - self._stop_at >= self.options.grace_s
+            if outcome == "interrupted" and self._running and (self._kill.is_set() or grace_over):
+                self._kill_running()
+            if outcome is None and now >= self._paused_until:
+                self._launch_ready(pool, sessions, now)
+            elif outcome is None and self._paused_until > now:
+                self._emit("paused")
+            waiting: list[Future[Any]] = [*self._running, *pool.builds]
+            if not waiting:
+                if outcome is not None or not self._pending:
+                    return outcome
+                if now < self._paused_until or any(t > now for t in self._not_before.values()):
+                    time.sleep(min(0.25, max(0.01, self._paused_until - now)))
+                    self._flush_plan(by_item)
                     continue
-                try:
-                    self._handle(res, by_item)
-                except Exception as exc:
-                    write_errors.append(exc)
-            self._running.clear()
-            session_pool.shutdown(wait=True)
-            build_pool.shutdown(wait=True, cancel_futures=True)
-            for fut in list(builds):
-                with contextlib.suppress(Exception):
-                    all_envs.append(fut.result())
-            self._flush_plan(by_item, force=True)
-            for env in all_envs:
-                teardown_pool.submit(self.backend.teardown, env)
-            teardown_pool.shutdown(wait=True)
-            close = getattr(self.backend, "close", None)  # run-wide lower layers (namespace backend)
-            if callable(close):
-                with contextlib.suppress(Exception):
-                    close()
-            watchdog.close()
-            if fatal is None and write_errors:
-                raise RunFolderError(
-                    f"{self.folder.root}: could not record {len(write_errors)} finished session(s): "
-                    f"{write_errors[0]}",
-                    hint="fix the cause (disk full? permissions?) and resume; the transcripts are kept",
-                ) from write_errors[0]
-            if fatal is None:
-                pend = [p.item for p in self._pending]
-                final = outcome or ("failed-items" if self._failed else "finished")
-                if final == "finished" and pend:
-                    final = "failed-items"
-                sess = self.manifest.sessions[-1].model_copy(
-                    update={"finished_at": utcnow(), "outcome": final}
-                )
-                self.manifest = self.manifest.model_copy(
-                    update={"sessions": [*self.manifest.sessions[:-1], sess]}
-                )
-                write_manifest(self.folder, self.manifest)
-                self._emit("finished")
+                # Nothing runnable, nothing building: cannot happen unless every build failed.
+                raise RunFolderError("no environment could be built for the remaining items")
+            done_set, _ = wait(waiting, timeout=0.25, return_when=FIRST_COMPLETED)
+            for fut in done_set:
+                self._collect(fut, pool, by_item, described)
+            self._flush_plan(by_item)
+            self._emit(self._phase(outcome))
+
+    def _stop_condition(self, now: float) -> Outcome | None:
+        """Why launching stops now (said once, when it starts to hold), or None."""
+        opts = self.options
+        if self._stop.is_set():
+            self._stop_at = now
+            self._emit("stopping", message="stopping: no new sessions; waiting for running ones")
+            return "interrupted"
+        if opts.budget_usd is not None and self._spend >= opts.budget_usd:
+            self._emit("stopping", message=f"budget reached (${self._spend:.4f} of ${opts.budget_usd})")
+            return "budget"
+        if self._consecutive_pauses > opts.max_pauses:
+            self._emit("stopping", message=f"still rate-limited after {opts.max_pauses} pauses; giving up")
+            return "rate-limited"
+        return None
+
+    def _launch_ready(self, pool: EnvPool, sessions: ThreadPoolExecutor, now: float) -> None:
+        while len(self._running) < self.options.jobs:
+            pick = self._pick(pool.idle, now)
+            if pick is None:
+                runnable = [it.cell for it in self._pending if self._not_before.get(it.item, 0.0) <= now]
+                pool.maybe_grow(runnable)
+                return
+            it, chosen, prepare = pick
+            self._launch(sessions, it, chosen.env, chosen.label, prepare)
+            self._launched += 1
+
+    def _collect(
+        self, fut: Future[Any], pool: EnvPool, by_item: dict[str, PlanItem], described: set[str]
+    ) -> None:
+        """A build or a session finished: make the environment idle (or retire it) and record the outcome."""
+        if fut in pool.builds:
+            cell_id, env = pool.built_one(fut)
+            self._envs_built = pool.built
+            if cell_id not in described:
+                described.add(cell_id)
+                self._describe_cell(cell_id, env)
+            return
+        job = self._running.pop(fut)
+        res: SessionOutcome = fut.result()
+        self._handle(res, by_item)  # may requeue the item (rate limit, transient failure)
+        if res.status == "env_error" or not self._pending:
+            # An environment that could not be prepared is not trusted again; and once nothing is left to
+            # launch, an environment is removed at once, while the last sessions still run, not after them.
+            pool.retire(job.env)
+            return
+        pool.give_back(job.env, job.env_label, job.item.cell)
+        if job.item.cell not in described:
+            described.add(job.item.cell)
+            self._describe_cell(job.item.cell, job.env)
+
+    def _summary(self, skipped: int) -> RunSummary:
         return RunSummary(
             folder=self.folder.root,
             total=self._total,
@@ -468,17 +293,17 @@ class Runner:
             failed=sorted(self._failed),
             pending=[p.item for p in self._pending],
             skipped=skipped,
-            launched=launched,
+            launched=self._launched,
             rate_limited=self._rate_limited,
             spend_usd=self._spend,
-            elapsed_s=self._clock() - start,
-            outcome=final,
+            elapsed_s=self._clock() - self._start,
+            outcome=self._final,
             envs_built=self._envs_built,
         )
 
     # -- dispatch --------------------------------------------------------------------------------------
 
-    def _pick(self, idle: list[_Idle], now: float) -> tuple[PlanItem, _Idle, Prepare] | None:
+    def _pick(self, idle: list[Idle], now: float) -> tuple[PlanItem, Idle, Prepare] | None:
         """The first runnable pending item, in plan order, and the idle environment to serve it: one already
         at its cell (reset if used), else the one whose cell the upcoming items need least (retargeted)."""
         if not idle:
@@ -501,22 +326,6 @@ class Runner:
             del self._pending[idx]
             return it, chosen, prepare
         return None
-
-    def _maybe_grow(
-        self,
-        idle: list[_Idle],
-        builds: Mapping[Future[CellEnv], tuple[str, int]],
-        n_envs: int,
-        submit_build: Callable[[str], None],
-        now: float,
-    ) -> None:
-        """No idle environment for the next runnable item: build another one, while there are fewer
-        environments (built or building) than concurrent sessions and more runnable items than builds."""
-        if idle or n_envs + len(builds) >= self.options.jobs:
-            return
-        runnable = [it for it in self._pending if self._not_before.get(it.item, 0.0) <= now]
-        if len(runnable) > len(builds):
-            submit_build(runnable[len(builds)].cell)
 
     def _existing_attempts(self) -> dict[str, int]:
         """Highest attempt number per item found on disk (stdout files), so numbers are never reused even
@@ -545,80 +354,22 @@ class Runner:
         argv = render_argv(
             self.manifest.argv, max_turns=max_turns, session_id=attempt.session_id, prompt=task.prompt
         )
-        job = _Job(it, attempt, env, label, task, argv, timeout, self._pause_epoch, prepare)
+        job = Job(it, attempt, env, label, task, argv, timeout, self._pause_epoch, prepare)
         self._tries[it.item] = self._tries.get(it.item, 0) + 1
         fut = pool.submit(self._attempt, job)
         self._running[fut] = job
 
-    def _attempt(self, job: _Job) -> _Outcome:
-        """Worker: prepare the environment, run one session, copy its transcript out of the shadow, mine it."""
-        folder, it, a = self.folder, job.item, job.attempt
-        try:
-            if job.prepare == "reset":
-                self.backend.reset(job.env)
-            elif job.prepare == "retarget":
-                self.backend.retarget(job.env, self.cells[it.cell])
-        except Exception as exc:
-            return _Outcome(job, None, None, "env_error", None, error=f"environment not prepared: {exc}")
-        # ablate touches the session's tree only through the backend: in `namespace`, env.cwd is the user's
-        # real repository path (the session sees its own view there), never a place to write seed files
-        tree = getattr(self.backend, "checkout", None) or (lambda e: contextlib.nullcontext(e.cwd))
-        try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
-            with tree(job.env) as checkout:
-                baseline = self.tree_hook.before(job.task, checkout)
-        except HookRefused as exc:
-            return _Outcome(job, None, None, "error", None, error=str(exc))
-        except OSError as exc:
-            return _Outcome(job, None, None, "env_error", None, error=f"checkout not reachable: {exc}")
-        stdout = folder.stdout_path(it.item, a.n)
-        env = dict(job.env.env)
-        env["CLAUDE_CODE_MAX_RETRIES"] = str(self.manifest.max_retries)
-        argv = self.backend.command(job.env, job.argv)
-        try:
-            ex = run_process(
-                argv,
-                cwd=job.env.cwd,
-                env=env,
-                timeout=job.timeout_s,
-                stdout_path=stdout,
-                tag=self._tag + a.session_id,
-            )
-        except OSError as exc:
-            baseline.discard()
-            return _Outcome(job, None, None, "launch_error", None, error=str(exc))
-        # checks read the checkout the session left, before any reset of it (ablate.grade)
-        try:
-            with tree(job.env) as checkout:
-                self.tree_hook.after(folder, it.item, a.n, job.task, checkout, baseline)
-        except OSError as exc:  # the session stands; only its grade is missing (said in its stderr file)
-            baseline.discard()
-            ex = dataclasses.replace(
-                ex, stderr_tail=ex.stderr_tail + f"\nablate: checkout not reachable for grading: {exc}\n"
-            )
-        if ex.stderr_tail.strip():
-            err = folder.stderr_path(it.item, a.n)
-            err.parent.mkdir(parents=True, exist_ok=True)
-            err.write_text(ex.stderr_tail, encoding="utf-8")
-        transcript = copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n))
-        target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
-        try:
-            writes = self.backend.after_session(job.env)
-            flags = git_history_reads(transcript, self.backend.stripped_paths(job.env))
-        except Exception as exc:  # the report must not lose the session
-            writes, flags = {"error": f"could not inspect the session's writes: {exc}"}, []
-        try:
-            mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
-        except OSError as exc:
-            return _Outcome(job, ex, None, "no_transcript", transcript, error=str(exc), writes=writes)
-        if ex.timed_out:
-            status = "timeout"
-        elif a.session_id in self._killed_sessions:
-            status = "interrupted"
-        elif mined.status == "api_error" and mined.api_error_status in PAUSE_API_STATUSES:
-            status = "rate_limited"
-        else:
-            status = mined.status
-        return _Outcome(job, ex, mined, status, transcript, flags=flags, writes=writes)
+    def _attempt(self, job: Job) -> SessionOutcome:
+        worker = Worker(
+            self.folder,
+            self.backend,
+            self.cells,
+            self.tree_hook,
+            self._tag,
+            self._killed_sessions,
+            self.manifest.max_retries,
+        )
+        return worker.attempt(job)
 
     def _kill_running(self) -> None:
         """Kill the process tree of every running session (found by its unique --session-id)."""
@@ -643,7 +394,7 @@ class Runner:
 
     # -- outcomes --------------------------------------------------------------------------------------
 
-    def _handle(self, res: _Outcome, by_item: dict[str, PlanItem]) -> None:
+    def _handle(self, res: SessionOutcome, by_item: dict[str, PlanItem]) -> None:
         job, opts, now = res.job, self.options, self._clock()
         it = job.item
         cost = res.session.cost_usd if res.session is not None else None
@@ -698,13 +449,13 @@ class Runner:
             self._failed.add(it.item)
 
     @staticmethod
-    def _transient(res: _Outcome) -> bool:
+    def _transient(res: SessionOutcome) -> bool:
         if res.status == "api_error":
             s = res.session.api_error_status if res.session is not None else None
             return s not in PERMANENT_API_STATUSES
         return res.status in ("no_transcript", "killed", "launch_error", "env_error")
 
-    def _pause(self, session: SessionResult | None, job: _Job) -> None:
+    def _pause(self, session: SessionResult | None, job: Job) -> None:
         opts, now = self.options, self._clock()
         if job.pause_epoch != self._pause_epoch and now < self._paused_until:
             return  # launched before the current pause: already accounted for

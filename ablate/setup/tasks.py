@@ -202,6 +202,10 @@ class Rubric(Spec):
     """What a failing answer does (and what does not count)."""
 
 
+#: Longest prompt in bytes: one command-line argument (Linux MAX_ARG_STRLEN, 32 pages, less its NUL).
+MAX_PROMPT_BYTES = 128 * 1024 - 1
+
+
 class TaskSpec(Spec):
     """One task file."""
 
@@ -220,6 +224,13 @@ class TaskSpec(Spec):
             raise ValueError("contains a NUL byte (\\0), which no command line can carry; remove it")
         if not v.strip():
             raise ValueError("is blank")
+        size = len(v.encode("utf-8"))
+        if size > MAX_PROMPT_BYTES:
+            raise ValueError(
+                f"is {size} bytes; the prompt is one command-line argument, and Linux caps one argument at "
+                f"{MAX_PROMPT_BYTES} bytes (MAX_ARG_STRLEN): shorten it, or put the bulk in a seed file the "
+                "prompt names"
+            )
         return v
 
     split: Literal["dev", "holdout"] = "dev"

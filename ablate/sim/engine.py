@@ -12,13 +12,14 @@ from typing import Any
 
 import orjson
 
+from ablate.core.constants import DEFAULT_MODEL as _DEFAULT_MODEL
 from ablate.sim.script import Answer, ErrorAnswer, Rule, Script, Usage, Where
 
 _REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _CWD_RE = re.compile(r"Primary working directory: ([^\n]+)")
 _PLACEHOLDER_RE = re.compile(r"\$\{([a-z_]+)\}")
 
-DEFAULT_MODEL = "claude-sonnet-4-6"
+DEFAULT_MODEL = _DEFAULT_MODEL
 
 
 def _dump(obj: Any) -> str:

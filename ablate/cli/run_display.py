@@ -1,0 +1,205 @@
+"""What ``ablate run`` / ``ablate ab`` show while and after they run: the progress bar, judge-as-you-go, the
+summary, and the report written off the critical path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import typer
+
+from ablate.cli.common import print_json
+from ablate.run.execute import ExecutionResult
+
+if TYPE_CHECKING:
+    from ablate.run.estimate import CostEstimate
+
+ReportWhen = Literal["background", "now", "none"]
+
+
+def err(text: str) -> None:
+    typer.echo(text, err=True)
+
+
+def print_estimate(est: CostEstimate) -> None:
+    """The plan line: sessions, calls, cost, and what the figure rests on (measured, a probe, or assumed)."""
+    cost = f"~${est.usd:.2f}" if est.usd is not None else "unknown cost"
+    err(f"plan: {est.sessions} sessions, ~{est.calls} API calls, {cost} ({est.detail})")
+
+
+def render_execution(done: ExecutionResult, *, json: bool) -> None:
+    """The end of a run: the guard's findings, the writes summary, and the summary line (or JSON)."""
+    from ablate.folder.layout import RunFolder
+    from ablate.folder.result import read_result
+
+    summary = done.summary
+    for note in done.guard_notes:
+        err(f"note: {note}")
+    changed = done.real_files_changed
+    for path in changed[:20]:
+        err(f"ERROR: {done.isolation.backend} isolation: your real file changed during the run: {path}")
+    if len(changed) > 20:
+        err(
+            f"ERROR: … and {len(changed) - 20} more (all listed in manifest.json, isolation.real_files_changed)"
+        )
+    for line in done.writes:
+        err(line)
+    if json:
+        print_json(done.to_json())
+        return
+    typer.echo(
+        f"{summary.outcome}: {summary.done}/{summary.total} complete, {len(summary.failed)} failed, "
+        f"{len(summary.pending)} not run, {summary.rate_limited} rate-limited attempts, "
+        f"${summary.spend_usd:.4f} spent, {summary.elapsed_s:.1f} s ({summary.folder})"
+    )
+    for item in summary.failed:
+        res = read_result(RunFolder(summary.folder), item)
+        why = (res.error or res.status) if res is not None else "no result"
+        typer.echo(f"  failed {item}: {why}")
+    if summary.pending and summary.outcome != "finished":
+        typer.echo(f"resume with: ablate run --resume {summary.folder}")
+
+
+def write_report(run_dir: Path, when: ReportWhen, *, quiet: bool) -> None:
+    """The report at the end of a run. ``background`` (the default) writes it in a detached process, so the
+    run's own time does not include the report (the plotting library's import alone takes seconds); its
+    output goes to ``report.log`` in the run folder."""
+    if when == "none":
+        return
+    if when == "now":
+        from ablate.cli.report import report_after_run
+
+        report_after_run(run_dir, quiet=quiet)
+        return
+    log = run_dir / "report.log"
+    with log.open("wb") as fh:
+        subprocess.Popen(
+            [sys.executable, "-m", "ablate", "report", str(run_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    if not quiet:
+        err(f"report: being written in the background to {run_dir}/report.md (log: {log})")
+
+
+class JudgeAsYouGo:
+    """``--judge-model M``: judge complete items in a background thread while the run goes on.
+
+    Made before the run folder is: a judge that cannot be used (same model, no key) is refused first."""
+
+    def __init__(self, run_model: str, judge_model: str | None, allow_same: bool) -> None:
+        self.judge_model = judge_model
+        self.run_dir: Path | None = None
+        self.note: Callable[[str], None] = err
+        self._done = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        if judge_model is not None:
+            from ablate.grade.judge import check_judges, make_client
+
+            check_judges(run_model, [judge_model], allow_same=allow_same)
+            self._client = make_client()  # fail before the run when there is no key
+
+    def start(self, run_dir: Path, note: Callable[[str], None]) -> None:
+        self.run_dir, self.note = run_dir, note
+        if self.judge_model is not None:
+            self._thread = threading.Thread(target=self._loop, name="ablate-judge-as-you-go", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        from ablate.grade.judge import JudgeOptions, judge_folder
+
+        assert self.judge_model is not None and self.run_dir is not None
+        options = JudgeOptions(judge_models=(self.judge_model,), allow_same_judge=True, jobs=2)
+        try:
+            while True:
+                last = self._done.is_set()
+                summary = judge_folder(self.run_dir, options, client=self._client, stop=self._stop)
+                if last:
+                    self.note(
+                        f"judge {self.judge_model}: {summary.by_judge.get(self.judge_model)} "
+                        f"({summary.pending} left; `ablate judge {self.run_dir} --judge-model "
+                        f"{self.judge_model}` resumes)"
+                    )
+                    return
+                self._done.wait(2.0)
+        except BaseException as exc:  # reported after the run; the run itself is not affected
+            self.error = exc
+
+    def finish(self, *, interrupted: bool) -> None:
+        if self._thread is None:
+            return
+        if interrupted:
+            self._stop.set()
+        self._done.set()
+        self._thread.join()
+        if self.error is not None:
+            self.note(f"judge failed: {self.error}")
+
+
+class Display:
+    """A rich progress bar on stderr, fed by the runner's progress callback."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def _start(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(
+                "failed {task.fields[failed]}  rate-limited {task.fields[rl]}  running {task.fields[running]}"
+            ),
+            TimeElapsedColumn(),
+            TextColumn("${task.fields[spend]:.4f}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task("run", total=total, failed=0, rl=0, running=0, spend=0.0)
+
+    def update(self, p: Any) -> None:
+        if not self.enabled:  # --json: no bar, but what the runner says (pauses, stops) still reaches stderr
+            if p.message:
+                err(p.message)
+            return
+        if self._progress is None:
+            self._start(p.total)
+        desc = {"paused": "paused (rate limit)", "stopping": "stopping", "building": "building"}.get(
+            p.phase, "run"
+        )
+        self._progress.update(
+            self._task,
+            completed=p.done,
+            total=p.total,
+            description=desc,
+            failed=p.failed,
+            rl=p.rate_limited,
+            running=p.running,
+            spend=p.spend_usd,
+        )
+        if p.message:
+            self.note(p.message)
+
+    def note(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text)
+        else:
+            err(text)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -1,0 +1,340 @@
+"""Judging a probe: each cell's layers expected against observed, the static checks of its shadow, and shadow
+fidelity (C0's request against the untouched setup's)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ablate.isolate.environment import CellEnvironment
+from ablate.isolate.namespace import (
+    NamespaceCellEnv,
+    namespace_problems,
+)
+from ablate.isolate.procenv import PROBE_KEY, is_endpoint_or_auth, stray
+from ablate.isolate.shadow_home import WRITTEN_DIRS
+from ablate.probe.fingerprints import LayerPrint, diff_summary, exact_fidelity, normalise_request
+from ablate.probe.observe import PROBE_MODEL, Observation
+from ablate.setup.cells import CellSet, ResolvedCell, cell_effect
+from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
+from ablate.setup.load import (
+    Inventory,
+    Setup,
+    ancestor_leaks,
+    skill_loaded,
+)
+
+Verdict = Literal["faithful", "leak", "missing", "no-op", "error"]
+
+
+@dataclass
+class LayerCheck:
+    expected: Literal["present", "absent"]
+    observed: Literal["present", "absent", "unknown", "unprobed"]
+    status: Literal["ok", "leak", "missing", "generic", "unprobed", "unobservable", "not-in-setup"]
+    evidence: str = ""
+
+
+@dataclass
+class CellProbe:
+    id: str
+    label: str
+    verdict: Verdict
+    note: str
+    layers: dict[str, LayerCheck]
+    foreign_files: list[str]
+    session_id: str
+    exit_code: int
+    duration_s: float
+    problems: list[str] = field(default_factory=list)
+    writes: dict[str, Any] = field(default_factory=dict)
+    """namespace: what the session wrote outside its cell (discarded), :mod:`ablate.isolate.writes`."""
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        return d
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Judging
+
+
+def _foreign_files(obs: Observation, allowed_roots: Sequence[Path]) -> list[str]:
+    out = []
+    for f in obs.instruction_files:
+        p = f["path"]
+        if not any(p == str(r) or p.startswith(str(r) + os.sep) for r in allowed_roots):
+            out.append(p)
+    return out
+
+
+#: Copied instruction files: a symlinked CLAUDE.md resolves its @imports against the link's target (docs/CLAUDE-CODE.md).
+COPIED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "settings.json", ".claude.json")
+
+
+def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
+    """Static checks of a probe cell: links on written paths, linked instruction files, stray variables, and
+    any endpoint, provider or credential variable other than the capture endpoint's."""
+    base_url = cenv.env.get("ANTHROPIC_BASE_URL", "")
+    capture_only = {
+        "ANTHROPIC_BASE_URL": base_url if base_url.startswith("http://127.0.0.1:") else "",
+        "ANTHROPIC_API_KEY": PROBE_KEY,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+    problems = []
+    cfg = cenv.config_dir
+    if cfg.is_symlink():
+        problems.append(f"the config dir {cfg} is a symlink")
+    for rel in WRITTEN_DIRS:  # the folders the CLI writes (docs/CLAUDE-CODE.md): a link there writes through
+        p = cfg / rel
+        if p.is_symlink():
+            problems.append(f"{rel}/ is a symlink: the CLI's writes would land in {os.path.realpath(p)}")
+    projects = cfg / "projects"
+    if projects.is_dir() and not projects.is_symlink():
+        for sub in projects.iterdir():
+            for q in (sub, sub / "memory"):
+                if q.is_symlink():
+                    problems.append(
+                        f"{q.relative_to(cfg)} is a symlink: memory writes would land in {os.path.realpath(q)}"
+                    )
+    for name in COPIED_FILES:
+        p = cfg / name
+        if p.is_symlink():
+            problems.append(
+                f"{name} is a symlink (imports resolve against {os.path.realpath(p)}): it must be a copy"
+            )
+    for k in cenv.env:
+        if stray(k):
+            problems.append(f"stray variable {k} in the session environment changes the cell")
+        elif is_endpoint_or_auth(k) and cenv.env[k] != capture_only.get(k, cenv.env[k] + "?"):
+            problems.append(f"{k} reached a probe session: it could leave the capture endpoint")
+    if cenv.env.get("HOME") != str(cenv.home):
+        problems.append("HOME does not point at the cell's shadow home")
+    if cenv.env.get("CLAUDE_CONFIG_DIR") != str(cfg):
+        problems.append("CLAUDE_CONFIG_DIR does not point at the cell's config dir")
+    real = str(setup.config_dir)
+    settings = cfg / "settings.json"
+    if settings.is_file() and real in settings.read_text(encoding="utf-8", errors="replace"):
+        problems.append(f"settings.json still names the real config dir {real}")
+    return problems
+
+
+def _checkout_layer(cenv: Any, layer: Any, setup: Setup) -> LayerFiles:
+    """A repo layer as the cell's session sees it: the namespace backend resolved it in the cell's merged
+    view when it built the cell; a links cell's checkout is a plain folder."""
+    if isinstance(cenv, NamespaceCellEnv):
+        seen = cenv.layers.repo_layers.get(layer.id, {})
+        lf = LayerFiles(layer=layer, base=cenv.cwd, entries=list(seen.get("entries", [])))
+        lf.fingerprint = str(seen.get("fingerprint", ""))
+        if seen.get("present") and not lf.entries:
+            lf.entries = ["?"]
+        return lf
+    return resolve_layer(layer, cenv.cwd, memory_slug=setup.memory_slug)
+
+
+def _files_check(
+    cenv: Any, layer: Any, setup: Setup, live: LayerFiles, expected: Literal["present", "absent"]
+) -> LayerCheck:
+    """A layer of files (repo docs, never auto-loaded): judged by what the cell's checkout holds."""
+    in_cell = _checkout_layer(cenv, layer, setup)
+    same = in_cell.present and in_cell.fingerprint == live.fingerprint
+    observed: Literal["present", "absent"] = "present" if in_cell.present else "absent"
+    if expected == "present" and not same:
+        ev = "absent from the checkout" if not in_cell.present else "differs from the live tree"
+        return LayerCheck(expected, observed, "missing", ev)
+    if expected == "absent" and in_cell.present:
+        return LayerCheck(expected, observed, "leak", f"still in the checkout: {', '.join(in_cell.entries)}")
+    ev = "checkout files match" if expected == "present" else "absent from the checkout"
+    return LayerCheck(expected, observed, "ok", ev)
+
+
+def _needle_check(
+    p: LayerPrint, obs: Observation, expected: Literal["present", "absent"], reference: Observation | None
+) -> LayerCheck:
+    """A layer judged by its fingerprints in what the session sent and recorded."""
+    hits = [n for n in p.needles if obs.shows(p, n)]
+    observed: Literal["present", "absent"] = "present" if hits else "absent"
+    must = p.expected()
+    status: Any
+    if expected == "present" and not hits and not must:
+        status, ev = "unobservable", p.reason
+    elif (
+        expected == "present"
+        and not hits
+        and reference is not None
+        and not any(reference.shows(p, n) for n in must)
+    ):
+        status = "unobservable"
+        ev = (
+            f"not seen in the untouched setup either ({p.reason}): it cannot show in a one-prompt session"
+            if p.kind == "hooks"
+            else "not seen in the untouched setup either: the CLI does not put it in front of the model"
+        )
+    elif expected == "present" and not hits:
+        status, ev = "missing", f"none of {len(p.needles)} fingerprints reached the model"
+    elif expected == "absent" and hits:
+        status, ev = "leak", f"fingerprint reached the model: {hits[0][:80]!r}"
+    else:
+        status = "ok"
+        ev = f"{len(hits)}/{len(p.needles)} fingerprints seen" if hits else "no fingerprint seen"
+    return LayerCheck(expected, observed, status, ev)
+
+
+def _layer_check(
+    layer: Any,
+    p: LayerPrint,
+    expected: Literal["present", "absent"],
+    cenv: Any,
+    obs: Observation,
+    live: dict[str, LayerFiles],
+    setup: Setup,
+    reference: Observation | None,
+) -> LayerCheck:
+    if p.kind == "absent":
+        return LayerCheck("absent", "absent", "not-in-setup")
+    if p.kind == "files":
+        return _files_check(cenv, layer, setup, live[layer.id], expected)
+    if p.kind == "unprobed":
+        return LayerCheck(expected, "unprobed", "unprobed", p.reason)
+    if p.kind == "unobservable" or not p.needles:
+        return LayerCheck(
+            expected, "unknown", "generic" if "generic" in p.reason else "unobservable", p.reason
+        )
+    return _needle_check(p, obs, expected, reference)
+
+
+def _cell_problems(cenv: Any, obs: Observation, setup: Setup) -> tuple[list[str], list[str]]:
+    """Instruction files from outside the cell, and the static problems of its shadow or view."""
+    problems: list[str] = []
+    if isinstance(cenv, NamespaceCellEnv):
+        # at the real paths: the config dir and repository the user's own session would load from
+        foreign = _foreign_files(obs, [cenv.real_config, cenv.cwd])
+        problems.extend(namespace_problems(cenv))
+    else:
+        foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
+        problems.extend(shadow_problems(cenv, setup))
+        problems.extend(f"ancestor file above the checkout: {lk.path}" for lk in ancestor_leaks(cenv.cwd))
+    if obs.models and obs.models != {PROBE_MODEL}:
+        problems.append(f"requests used model(s) {sorted(obs.models)}, not {PROBE_MODEL}")
+    return foreign, problems
+
+
+def judge_cell(
+    cell: ResolvedCell,
+    cenv: Any,
+    obs: Observation,
+    prints: dict[str, LayerPrint],
+    live: dict[str, LayerFiles],
+    imports: dict[str, list[str]],
+    catalog: Catalog,
+    setup: Setup,
+    *,
+    loaded: dict[str, list[str] | None] | None = None,
+    reference: Observation | None = None,
+) -> CellProbe:
+    """Judge one cell. ``reference`` is the untouched setup's session: a kept layer it did not show either
+    cannot show in a probe session (a silent hook, a skill the CLI does not list) and is ``unobservable``,
+    never ``missing``."""
+    eff = cell_effect(cell, live, imports, loaded)
+    gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
+    checks: dict[str, LayerCheck] = {}
+    for layer in catalog:
+        expected: Literal["present", "absent"] = "absent" if layer.id in gone else "present"
+        checks[layer.id] = _layer_check(layer, prints[layer.id], expected, cenv, obs, live, setup, reference)
+    foreign, problems = _cell_problems(cenv, obs, setup)
+    if obs.error:
+        verdict: Verdict = "error"
+        problems.insert(0, obs.error)
+    elif any(c.status == "leak" for c in checks.values()) or foreign:
+        verdict = "leak"
+    elif any(c.status == "missing" for c in checks.values()):
+        verdict = "missing"
+    elif problems:
+        verdict = "leak"
+    elif eff.noop:
+        verdict = "no-op"
+    else:
+        verdict = "faithful"
+    return CellProbe(
+        id=cell.id,
+        label=cell.label,
+        verdict=verdict,
+        note=eff.note,
+        layers=checks,
+        foreign_files=foreign,
+        session_id=obs.session_id,
+        exit_code=obs.exit_code,
+        duration_s=round(obs.duration_s, 2),
+        problems=problems,
+    )
+
+
+def _listing_notes(inv: Inventory, obs: Observation | None) -> list[str]:
+    """Confirm the on-disk-vs-loaded rule against the captured skill listing of a session with the setup."""
+    if obs is None or obs.error:
+        return []
+    notes = []
+    for lid, lf in inv.layers.items():
+        if lf.layer.shows != "skill_listing" or not lf.present:
+            continue
+        on_disk_only = [r for r in lf.files if r.endswith("SKILL.md") and skill_loaded(r) is False]
+        names = sorted({Path(r).parent.name for r in on_disk_only})
+        listed = [n for n in names if n in obs.listed]
+        if listed:
+            notes.append(
+                f"{lid}: {', '.join(listed)} listed by the CLI although ablate counted them as not loaded"
+            )
+        elif names:
+            notes.append(
+                f"{lid}: {len(names)} SKILL.md file(s) on disk are not in the CLI's skill listing, as expected "
+                f"(e.g. {on_disk_only[0]})"
+            )
+    return notes
+
+
+def _fidelity(
+    cells: CellSet,
+    envs: dict[str, CellEnvironment],
+    observations: dict[str, Observation],
+    untouched: Observation,
+    untouched_paths: dict[str, str],
+    setup: Setup,
+    *,
+    exact: bool = False,
+) -> dict[str, Any]:
+    control = cells.control
+    if control not in envs or not cells.get(control).is_control:
+        return {
+            "checked": False,
+            "equal": True,
+            "reason": f"the set's control {control} strips layers; nothing to compare",
+        }
+    obs = observations[control]
+    if obs.first_request is None or untouched.first_request is None:
+        return {"checked": True, "equal": False, "reason": "a session sent no request", "differences": []}
+    if exact:
+        return exact_fidelity(control, obs.first_request, untouched.first_request)
+    cenv = envs[control]
+    a = normalise_request(
+        obs.first_request,
+        {
+            str(cenv.config_dir): "<CONFIG>",
+            str(cenv.home): "<HOME>",
+            str(cenv.cwd): "<CWD>",
+            cenv.memory_slug: "<SLUG>",
+        },
+        keep_branch=True,
+    )
+    b = normalise_request(untouched.first_request, untouched_paths, keep_branch=True)
+    diffs = [] if a == b else diff_summary(a, b)
+    return {
+        "checked": True,
+        "equal": a == b,
+        "compared": f"{control} against the untouched setup (plain copy of the config dir, real repo path)",
+        "ignored": ["paths and project slugs", "billing header", "order of concurrent hook outputs"],
+        "differences": diffs,
+    }

@@ -1,0 +1,267 @@
+"""One probe session and what it showed: the session's environment, its run, the captured requests and the
+transcript's load records; the shadows only the probe needs (baseline, untouched setup)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
+from ablate.core.constants import DEFAULT_MODEL
+from ablate.core.proc import run_process
+from ablate.core.slug import slug
+from ablate.isolate.environment import CellEnvironment
+from ablate.isolate.namespace import (
+    untouched_copy_filter,
+    untouched_view,
+)
+from ablate.isolate.procenv import force_capture, process_env
+from ablate.mine.attachments import read_load_evidence
+from ablate.probe.fingerprints import LayerPrint, needle_in
+from ablate.setup.examples import git
+from ablate.setup.load import (
+    Setup,
+)
+from ablate.sim import iter_requests, request_text
+
+PROBE_PROMPT = "ablate probe: reply with the single word OK."
+PROBE_MODEL = DEFAULT_MODEL
+#: settings.json keys that could send the probe's traffic off loopback or run a credential helper.
+NEUTRALISED_SETTINGS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper")
+_ENDPOINT_ENV = re.compile(
+    r"^(ANTHROPIC_|CLAUDE_CODE_USE_|AWS_|CLOUD_ML_|VERTEX_|HTTPS?_PROXY|NO_PROXY)", re.I
+)
+
+Verdict = Literal["faithful", "leak", "missing", "no-op", "error"]
+Builder = Callable[..., CellEnvironment]
+
+
+@dataclass
+class Observation:
+    """What one probe session showed."""
+
+    session_id: str
+    exit_code: int
+    duration_s: float
+    transcript: Path | None
+    request_text: str = ""
+    instruction_files: list[dict[str, str]] = field(default_factory=list)
+    listed: set[str] = field(default_factory=set)
+    hooks_fired: list[str] = field(default_factory=list)
+    models: set[str] = field(default_factory=set)
+    requests: int = 0
+    first_request: dict[str, Any] | None = None
+    error: str = ""
+
+    config_dir: str = ""
+    """The session's config dir: hook commands name it where the user's settings named the real one."""
+
+    def hook_seen(self, needle: str) -> bool:
+        """Whether a record names the hook command ``needle`` (config paths canonicalised to <CONFIG>)."""
+        return any(canon_command(c, [self.config_dir]) == needle for c in self.hooks_fired)
+
+    def shows(self, p: LayerPrint, needle: str) -> bool:
+        if p.kind == "hooks":
+            return self.hook_seen(needle)
+        if p.kind == "names" and not needle.startswith("mcp__") and needle in self.listed:
+            return True
+        if needle_in(p.kind, needle, self.request_text):
+            return True
+        return p.kind == "text" and any(needle in f.get("content", "") for f in self.instruction_files)
+
+
+def canon_command(command: str, config_dirs: Sequence[str]) -> str:
+    """A hook command with every spelling of the config dir replaced by ``<CONFIG>`` (cells rewrite it)."""
+    for d in sorted((d for d in config_dirs if d), key=len, reverse=True):
+        command = re.sub(re.escape(d) + r"(?![A-Za-z0-9_\-])", "<CONFIG>", command)
+    return command
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Running one session and reading what it showed
+
+
+def _session_env(config_dir: Path, home: Path, base_url: str) -> dict[str, str]:
+    """The env of the baseline and untouched sessions: the one allow-list, forced to the capture endpoint."""
+    return force_capture(process_env(os.environ, home=home, config_dir=config_dir), base_url)
+
+
+def _run(
+    claude: ClaudeBinary,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    config_dir: Path,
+    log: Path,
+    out_dir: Path,
+    wrap: Callable[[list[str]], list[str]] | None = None,
+    shown_config: Path | None = None,
+) -> Observation:
+    sid = str(uuid.uuid4())
+    argv = claude_argv(claude.path, prompt=PROBE_PROMPT, model=PROBE_MODEL, session_id=sid, max_turns=1)
+    if wrap is not None:
+        argv = wrap(argv)  # the namespace backend: the session runs in its own copy-on-write view
+    res = run_process(argv, cwd=cwd, env=env, timeout=120, stdout_path=out_dir / f"{sid}.stdout.json")
+    transcript = find_transcript(config_dir, sid)
+    obs = Observation(
+        sid, res.returncode, res.duration_s, transcript, config_dir=str(shown_config or config_dir)
+    )
+    if res.timed_out:
+        obs.error = "timed out after 120 s"
+    elif res.returncode != 0:
+        obs.error = f"claude exited {res.returncode}: {res.stderr_tail.strip()[-300:]}"
+    if transcript is None:
+        obs.error = obs.error or "no transcript was written (an exit code of 0 is no proof the session ran)"
+    texts = []
+    for req in iter_requests(log):
+        if req.session_id == sid and req.is_messages and isinstance(req.body, dict):
+            obs.requests += 1
+            texts.append(request_text(req.body))
+            if req.model:
+                obs.models.add(req.model)
+            if obs.first_request is None:
+                obs.first_request = req.body
+    obs.request_text = "\n".join(texts)
+    if transcript is not None:
+        _read_transcript(transcript, obs)
+    if obs.requests == 0 and not obs.error:
+        obs.error = "the CLI sent no request to the capture endpoint"
+    return obs
+
+
+def _read_transcript(path: Path, obs: Observation) -> None:
+    evidence = read_load_evidence(path)
+    obs.hooks_fired.extend(evidence.hook_commands)
+    obs.instruction_files.extend(evidence.instruction_files)
+    obs.listed.update(evidence.listed)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shadows that only the probe needs
+
+
+def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
+    """Keep the probe's traffic on loopback: drop endpoint/auth ``env`` keys and credential helpers from
+    settings.json, MCP servers unless ``with_mcp``, and the credentials link (an API key is used)."""
+    notes: list[str] = []
+    settings = config_dir / "settings.json"
+    if settings.is_file() and not settings.is_symlink():
+        try:
+            data = json.loads(settings.read_text(encoding="utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            changed = False
+            for key in NEUTRALISED_SETTINGS:
+                if key in data:
+                    del data[key]
+                    changed = True
+                    notes.append(f"settings.json {key} neutralised for the probe")
+            env = data.get("env")
+            if isinstance(env, dict):
+                for k in [k for k in env if _ENDPOINT_ENV.match(k)]:
+                    del env[k]
+                    changed = True
+                    notes.append(f"settings.json env.{k} neutralised for the probe")
+            if not with_mcp and data.pop("mcpServers", None) is not None:
+                changed = True
+            if changed:
+                settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    account = config_dir / ".claude.json"
+    if not with_mcp and account.is_file() and not account.is_symlink():
+        try:
+            data = json.loads(account.read_text(encoding="utf-8"))
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and data.pop("mcpServers", None) is not None:
+            account.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    creds = config_dir / ".credentials.json"
+    if creds.is_symlink() or creds.is_file():
+        creds.unlink()  # the cell's own link or copy (namespace): the probe uses an API key
+    return notes
+
+
+def _plain_copy(setup: Setup, dest: Path) -> Path:
+    """The untouched setup's stand-in: a plain copy of the config dir, transcript history left out."""
+    home = dest / "home"
+    config = home / ".claude"
+
+    ignore, linked = untouched_copy_filter(setup.config_dir)
+    shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
+    if "projects" in linked:  # history behind a link stays out; the memory is copied where the CLI reads it
+        memory = setup.config_dir / "projects" / setup.memory_slug / "memory"
+        if memory.is_dir():
+            shutil.copytree(memory, config / "projects" / setup.memory_slug / "memory")
+    settings = config / "settings.json"
+    if settings.is_file() and not settings.is_symlink():
+        # hooks that name the real config dir would otherwise run against (and write into) it
+        settings.write_text(settings.read_text(encoding="utf-8").replace(str(setup.config_dir), str(config)))
+    account = setup.account_state
+    if account is not None and not (config / ".claude.json").exists():
+        shutil.copy2(account, config / ".claude.json")
+    for entry in setup.home.iterdir():
+        if entry.name not in (".claude", ".claude.json"):
+            (home / entry.name).symlink_to(entry)
+    return config
+
+
+def _baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Observation:
+    """A session with no setup at all: an empty config dir and an empty one-commit repository."""
+    base = root / "baseline"
+    home, repo = base / "home", base / "repo"
+    (home / ".claude").mkdir(parents=True)
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
+    env = _session_env(home / ".claude", home, base_url)
+    return _run(claude, cwd=repo, env=env, config_dir=home / ".claude", log=log, out_dir=root / "stdout")
+
+
+def _untouched(
+    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path
+) -> tuple[Observation, dict[str, str]]:
+    """The untouched setup (``links``): a plain copy of the config dir, used from a plain copy of the
+    repository (``.git`` included): ablate never runs the CLI with write access to the real repo."""
+    config = _plain_copy(setup, root / "untouched")
+    neutralise(config, with_mcp=False)
+    repo = root / "untouched" / "repo" / setup.repo.name
+    shutil.copytree(setup.repo, repo, symlinks=True)
+    copy_slug = slug(str(repo))
+    memory = config / "projects" / setup.memory_slug / "memory"
+    if memory.is_dir():
+        shutil.copytree(memory, config / "projects" / copy_slug / "memory", symlinks=True)
+    env = _session_env(config, config.parent, base_url)
+    obs = _run(claude, cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout")
+    return obs, {
+        str(config): "<CONFIG>",
+        str(config.parent): "<HOME>",
+        str(repo): "<CWD>",
+        copy_slug: "<SLUG>",
+    }
+
+
+def _untouched_namespace(
+    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, like: Any
+) -> Observation:
+    """The untouched setup at the real paths in its own copy-on-write view (the live home and repository,
+    a plain copy of the config dir, endpoint keys neutralised), with the very environment of the cells."""
+    view = untouched_view(setup, root / "untouched")
+    neutralise(view.config_copy, with_mcp=False)
+    env = dict(like.env) if like is not None else _session_env(setup.config_dir, setup.home, base_url)
+    return _run(
+        claude,
+        cwd=view.cwd,
+        env=env,
+        config_dir=view.config_dir,
+        log=log,
+        out_dir=root / "stdout",
+        wrap=view.wrap,
+        shown_config=setup.config_dir,
+    )

@@ -1,0 +1,94 @@
+"""The scheduler's environment pool: cell environments built once per slot, in parallel, and reused.
+
+An environment is built once per (cell, slot) and reset between items (only what the previous session
+changed), never rebuilt; an idle environment is retargeted to another cell instead of building a new one (a
+checkout is the expensive part). A second slot is built only when an item is next, every environment is busy
+and there are fewer environments than concurrent sessions. Teardown runs in its own pool, so the last
+sessions' environments go while other sessions still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from ablate.isolate.backend import CellEnv, EnvBackend
+from ablate.run.schedule_types import Idle
+from ablate.setup.cells import ResolvedCell
+
+
+class EnvPool:
+    """Builds, lends and removes the environments of one run."""
+
+    def __init__(self, backend: EnvBackend, cells: dict[str, ResolvedCell], jobs: int) -> None:
+        self.backend = backend
+        self.cells = cells
+        self.jobs = max(1, jobs)
+        self.idle: list[Idle] = []
+        self.builds: dict[Future[CellEnv], tuple[str, int]] = {}
+        self.envs: list[CellEnv] = []
+        """Every environment built and not yet retired."""
+        self.built = 0
+        self._slots = itertools.count()
+        # Checkouts are disk-bound: two at a time get the first sessions going sooner than `jobs` contending.
+        self._build_pool = ThreadPoolExecutor(
+            max_workers=min(2, self.jobs), thread_name_prefix="ablate-build"
+        )
+        self._teardown_pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ablate-down")
+
+    def start(self, pending_cells: Sequence[str]) -> None:
+        """One environment per concurrent session, for the first cells the plan needs; later cells get an
+        idle environment retargeted to them."""
+        for cell_id in list(dict.fromkeys(pending_cells))[: self.jobs]:
+            self.submit_build(cell_id)
+
+    def submit_build(self, cell_id: str) -> None:
+        slot = next(self._slots)
+        fut = self._build_pool.submit(self.backend.build, self.cells[cell_id], slot)
+        self.builds[fut] = (cell_id, slot)
+
+    def maybe_grow(self, runnable: Sequence[str]) -> None:
+        """No idle environment for the next runnable item (``runnable``: their cells, in plan order): build
+        another one while there are fewer environments (built or building) than concurrent sessions and more
+        runnable items than builds."""
+        if self.idle or len(self.envs) + len(self.builds) >= self.jobs:
+            return
+        if len(runnable) > len(self.builds):
+            self.submit_build(runnable[len(self.builds)])
+
+    def built_one(self, fut: Future[CellEnv]) -> tuple[str, CellEnv]:
+        """A finished build: its environment is idle now. A build failure is fatal (raised here): the cell
+        cannot be measured."""
+        cell_id, _ = self.builds.pop(fut)
+        env = fut.result()
+        self.envs.append(env)
+        self.built += 1
+        self.idle.append(Idle(env, Path(env.root).name, cell_id, dirty=False))
+        return cell_id, env
+
+    def give_back(self, env: CellEnv, label: str, cell_id: str) -> None:
+        """A session ended in ``env``: it is idle again, to be reset before its next item."""
+        self.idle.append(Idle(env, label, cell_id, dirty=True))
+
+    def retire(self, env: CellEnv) -> None:
+        """Remove ``env`` now (it could not be prepared, or nothing is left to launch)."""
+        self.envs.remove(env)
+        self._teardown_pool.submit(self.backend.teardown, env)
+
+    def close(self) -> None:
+        """Stop building, remove every environment (those still building included) and the backend's
+        run-wide layers; wait for all of it."""
+        self._build_pool.shutdown(wait=True, cancel_futures=True)
+        for fut in list(self.builds):
+            with contextlib.suppress(Exception):
+                self.envs.append(fut.result())
+        for env in self.envs:
+            self._teardown_pool.submit(self.backend.teardown, env)
+        self._teardown_pool.shutdown(wait=True)
+        close: Callable[[], object] | None = getattr(self.backend, "close", None)  # namespace: lower layers
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()

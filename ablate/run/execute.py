@@ -1,0 +1,216 @@
+"""The one execution path: every command that runs `claude -p` sessions in cells goes through :func:`execute`.
+
+``ablate run``, ``ablate ab`` and ``ablate compare --executor claude-code`` differ in what they plan, never in
+how a plan is executed (``ablate env build`` builds one cell, and uses :func:`preflight` and the same
+backends; ``ablate probe`` runs its own capture sessions in cells built by the same backends). Here, once:
+
+* :func:`preflight`, before anything is written: the isolation backend (``namespace`` where it works, else
+  ``links``) and the one-endpoint check (every cell reaches the same endpoint with the same auth).
+* :func:`execute`: records both in the manifest, lists the user's real home, config dir and repository
+  before and after the run (every backend: any change fails the run with exit 1 and names the files), builds
+  the environments with :func:`ablate.isolate.backend.open_backend`, runs the scheduler, handles Ctrl-C
+  (first press: stop launching, running sessions get the grace period; second press: kill them; the folder
+  is always resumable) and applies the exit-code policy.
+
+Nothing here prints: progress goes to ``on_progress``, notes (Ctrl-C) to ``on_note``; the result is data.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from ablate.core.claude import ClaudeBinary
+from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
+from ablate.folder.layout import EndpointInfo, IsolationInfo, write_manifest
+from ablate.folder.result import iter_results
+from ablate.isolate.namespace import Isolation
+from ablate.isolate.procenv import EndpointCheck
+from ablate.run.hooks import TreeHook
+from ablate.run.prepare import PreparedRun, work_area
+from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
+from ablate.run.writes_summary import writes_lines
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What is decided about a run before anything is written."""
+
+    isolation: Isolation
+    endpoint: EndpointCheck
+
+
+def preflight(
+    config_dir: Path, repo: Path, *, isolation: str | None, environ: Mapping[str, str] | None = None
+) -> Preflight:
+    """Choose the backend and check the one endpoint; raise :class:`~ablate.core.errors.UsageError` (exit 2)
+    on an unknown or unavailable backend or on cells that would reach different endpoints. Writes nothing.
+
+    Every command that starts billed sessions calls this before it writes anything (``run``/``ab``, the
+    claude-code compare executor, ``env build``): checks that must refuse a run before its folder exists
+    belong here."""
+    from ablate.isolate.namespace import choose_isolation
+    from ablate.isolate.procenv import one_endpoint
+
+    chosen = choose_isolation(isolation)
+    endpoint = one_endpoint(config_dir.expanduser(), repo.expanduser(), environ or os.environ)
+    return Preflight(chosen, endpoint)
+
+
+@dataclass(frozen=True)
+class ExecuteRequest:
+    """How a prepared run folder is executed (what may differ between invocations on one folder)."""
+
+    claude: ClaudeBinary
+    preflight: Preflight
+    tree_hook: TreeHook
+    """What is done to a session's tree before and after it (``ablate.grade.hook.GradingHook``)."""
+    options: RunOptions = field(default_factory=RunOptions)
+    work_dir: Path | None = None
+    """Where environments are built (default: ``<temp>/ablate-envs``); removed afterwards."""
+    isolate_state: bool = False
+    dirty: bool = False
+    forced: bool = False
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables every session gets on top of the allow-listed environment."""
+    guard_skip: tuple[Path, ...] = ()
+    """ablate's own folders besides the run folder and the work dir, left out of the before/after listing."""
+    handle_sigint: bool = True
+    """Install the Ctrl-C handler for the run (only from the main thread)."""
+
+
+@dataclass
+class ExecutionResult:
+    """What :func:`execute` did."""
+
+    summary: RunSummary
+    isolation: Isolation
+    real_files_changed: list[str]
+    """The user's real files added, removed or changed during the run ("<path> (changed)")."""
+    guard_notes: list[str]
+    writes: list[str]
+    """One line per path the sessions wrote outside their cells (all of it discarded)."""
+    interrupted: bool
+    exit_code: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.summary.to_json(),
+            "isolation": self.isolation.to_json(),
+            "real_files_changed": self.real_files_changed,
+            "writes": self.writes,
+            "exit_code": self.exit_code,
+        }
+
+
+def exit_code(outcome: str, *, real_files_changed: bool) -> int:
+    """The exit-code policy: 0 finished, 130 interrupted, 3 items failed or were not run; 1 whenever the
+    user's real files changed."""
+    if real_files_changed:
+        return EXIT_FAILURE
+    return {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(outcome, EXIT_PARTIAL)
+
+
+def execute(
+    prepared: PreparedRun,
+    request: ExecuteRequest,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> ExecutionResult:
+    """Execute ``prepared`` (its folder's share of the plan) and return what happened."""
+    from ablate.isolate.backend import open_backend
+    from ablate.isolate.guard import changes_and_notes
+    from ablate.isolate.guard import take as take_snapshot
+    from ablate.isolate.procenv import one_endpoint
+
+    note = on_note or (lambda _text: None)
+    folder, setup = prepared.folder, prepared.setup
+    # checked again on the setup actually used: a resumed run takes its config dir and repo from its manifest
+    endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
+    manifest = prepared.manifest.model_copy(
+        update={
+            "setup": prepared.manifest.setup.model_copy(
+                update={"endpoint": EndpointInfo.model_validate(endpoint.to_json())}
+            ),
+            "isolation": IsolationInfo.model_validate(request.preflight.isolation.to_json()),
+        }
+    )
+    write_manifest(folder, manifest)
+    with work_area(request.work_dir, folder.root.name) as work_root:
+        backend = open_backend(
+            request.preflight.isolation.backend,
+            setup,
+            prepared.catalog,
+            work_root,
+            isolate_state=request.isolate_state,
+            dirty=request.dirty,
+            base_env=dict(os.environ),
+            extra_env=dict(request.extra_env),
+        )
+        runner = Runner(
+            folder,
+            manifest,
+            tasks=prepared.tasks,
+            cells=list(prepared.cell_set.cells),
+            backend=backend,
+            options=request.options,
+            tree_hook=request.tree_hook,
+            claude=request.claude,
+            forced=request.forced,
+            work_root=work_root,
+            on_progress=on_progress,
+        )
+        skip = (folder.root, work_root, *request.guard_skip)
+        guard = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=skip)
+        with _sigint(runner, request, note) as presses:
+            summary = runner.run()
+        changed, guard_notes = changes_and_notes(guard)
+    manifest = runner.manifest
+    recorded = manifest.isolation or IsolationInfo.model_validate(request.preflight.isolation.to_json())
+    isolation_info = recorded.model_copy(update={"real_files_changed": changed})
+    write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
+    results = list(iter_results(folder))
+    return ExecutionResult(
+        summary=summary,
+        isolation=request.preflight.isolation,
+        real_files_changed=changed,
+        guard_notes=guard_notes,
+        writes=writes_lines(
+            [r.writes.model_dump() for r in results if r.writes], len(results), noun="sessions"
+        ),
+        interrupted=presses[0] > 0,
+        exit_code=exit_code(summary.outcome, real_files_changed=bool(changed)),
+    )
+
+
+@contextmanager
+def _sigint(runner: Runner, request: ExecuteRequest, note: Callable[[str], None]) -> Iterator[list[int]]:
+    """Ctrl-C while the runner runs: the first press stops launching (running sessions get the grace
+    period), the second kills them. Yields the number of presses so far (a one-element list)."""
+    presses = [0]
+    if not request.handle_sigint or threading.current_thread() is not threading.main_thread():
+        yield presses
+        return
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        presses[0] += 1
+        runner.request_stop(kill=presses[0] > 1)
+        if presses[0] == 1:
+            grace = request.options.grace_s
+            note(f"stopping: no new sessions; running ones get {grace:.0f} s (Ctrl-C again to kill them)")
+        else:
+            note("killing running sessions")
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield presses
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,108 @@
+"""A session worker: prepare the environment, run one pinned `claude -p` session, copy its transcript out of the
+shadow, and mine it. Runs in the scheduler's session pool; touches the run folder only through its own files."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Set
+from dataclasses import dataclass
+
+from ablate.core.constants import MAX_RETRIES_ENV
+from ablate.core.proc import run_process
+from ablate.folder.layout import RunFolder
+from ablate.isolate.backend import EnvBackend
+from ablate.isolate.gitreads import git_history_reads
+from ablate.mine.derive import mine_session
+from ablate.run.hooks import HookRefused, TreeHook
+from ablate.run.schedule_types import Job, SessionOutcome
+from ablate.run.session import PAUSE_API_STATUSES, copy_transcript
+from ablate.setup.cells import ResolvedCell
+
+
+@dataclass(frozen=True)
+class Worker:
+    """What every session of one run shares."""
+
+    folder: RunFolder
+    backend: EnvBackend
+    cells: dict[str, ResolvedCell]
+    tree_hook: TreeHook
+    tag: str
+    """The run's process tag; each session's processes carry ``tag + session_id``."""
+    killed: Set[str]
+    """Session ids the runner killed (their status is ``interrupted``)."""
+    max_retries: int
+    """The manifest's ``max_retries``: the CLI's own retries, kept low."""
+
+    def attempt(self, job: Job) -> SessionOutcome:
+        """Worker: prepare the environment, run one session, copy its transcript out of the shadow, mine it."""
+        folder, it, a = self.folder, job.item, job.attempt
+        try:
+            if job.prepare == "reset":
+                self.backend.reset(job.env)
+            elif job.prepare == "retarget":
+                self.backend.retarget(job.env, self.cells[it.cell])
+        except Exception as exc:
+            return SessionOutcome(
+                job, None, None, "env_error", None, error=f"environment not prepared: {exc}"
+            )
+        # ablate touches the session's tree only through the backend: in `namespace`, env.cwd is the user's
+        # real repository path (the session sees its own view there), never a place to write seed files
+        tree = getattr(self.backend, "checkout", None) or (lambda e: contextlib.nullcontext(e.cwd))
+        try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
+            with tree(job.env) as checkout:
+                baseline = self.tree_hook.before(job.task, checkout)
+        except HookRefused as exc:
+            return SessionOutcome(job, None, None, "error", None, error=str(exc))
+        except OSError as exc:
+            return SessionOutcome(job, None, None, "env_error", None, error=f"checkout not reachable: {exc}")
+        stdout = folder.stdout_path(it.item, a.n)
+        env = dict(job.env.env)
+        env[MAX_RETRIES_ENV] = str(self.max_retries)  # the one place: ablate owns the rate-limit backoff
+        argv = self.backend.command(job.env, job.argv)
+        try:
+            ex = run_process(
+                argv,
+                cwd=job.env.cwd,
+                env=env,
+                timeout=job.timeout_s,
+                stdout_path=stdout,
+                tag=self.tag + a.session_id,
+            )
+        except OSError as exc:
+            baseline.discard()
+            return SessionOutcome(job, None, None, "launch_error", None, error=str(exc))
+        # checks read the checkout the session left, before any reset of it (ablate.grade)
+        try:
+            with tree(job.env) as checkout:
+                self.tree_hook.after(folder, it.item, a.n, job.task, checkout, baseline)
+        except OSError as exc:  # the session stands; only its grade is missing (said in its stderr file)
+            baseline.discard()
+            ex = dataclasses.replace(
+                ex, stderr_tail=ex.stderr_tail + f"\nablate: checkout not reachable for grading: {exc}\n"
+            )
+        if ex.stderr_tail.strip():
+            err = folder.stderr_path(it.item, a.n)
+            err.parent.mkdir(parents=True, exist_ok=True)
+            err.write_text(ex.stderr_tail, encoding="utf-8")
+        transcript = copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n))
+        target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
+        try:
+            writes = self.backend.after_session(job.env)
+            flags = git_history_reads(transcript, self.backend.stripped_paths(job.env))
+        except Exception as exc:  # the report must not lose the session
+            writes, flags = {"error": f"could not inspect the session's writes: {exc}"}, []
+        try:
+            mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
+        except OSError as exc:
+            return SessionOutcome(job, ex, None, "no_transcript", transcript, error=str(exc), writes=writes)
+        if ex.timed_out:
+            status = "timeout"
+        elif a.session_id in self.killed:
+            status = "interrupted"
+        elif mined.status == "api_error" and mined.api_error_status in PAUSE_API_STATUSES:
+            status = "rate_limited"
+        else:
+            status = mined.status
+        return SessionOutcome(job, ex, mined, status, transcript, flags=flags, writes=writes)

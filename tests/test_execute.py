@@ -1,0 +1,60 @@
+"""The one execution path's own policies, without sessions: the exit code and the writes summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.run.execute import exit_code, preflight
+from ablate.run.writes_summary import writes_lines
+
+
+@pytest.mark.parametrize(
+    ("outcome", "changed", "code"),
+    [
+        ("finished", False, EXIT_OK),
+        ("interrupted", False, EXIT_INTERRUPTED),
+        ("failed-items", False, EXIT_PARTIAL),
+        ("budget", False, EXIT_PARTIAL),
+        ("rate-limited", False, EXIT_PARTIAL),
+        ("finished", True, EXIT_FAILURE),
+        ("interrupted", True, EXIT_FAILURE),
+    ],
+)
+def test_exit_code_policy(outcome: str, changed: bool, code: int) -> None:
+    assert exit_code(outcome, real_files_changed=changed) == code
+
+
+def _writes(**by_folder: int) -> dict[str, object]:
+    return {"outside_cell": {"home": {"by_folder": {k.replace("_", "."): v for k, v in by_folder.items()}}}}
+
+
+def test_writes_are_summarised_once_per_path_for_the_whole_run() -> None:
+    sessions = [_writes(**{"~/_gitconfig": 1, "~/_cache": 5}) for _ in range(11)] + [
+        _writes(**{"~/_gitconfig": 2})
+    ]
+    assert writes_lines(sessions, 12) == [
+        "12 of 12 sessions wrote ~/.gitconfig (13 files in all) — discarded",
+        "11 of 12 sessions wrote ~/.cache (55 files in all) — discarded",
+    ]
+    assert writes_lines([], 12) == []
+    assert writes_lines([_writes(**{"~/x": 1})], 3, noun="cells") == [
+        "1 of 3 cells wrote ~/x (1 file in all) — discarded"
+    ]
+
+
+def test_preflight_refuses_an_unknown_backend_and_a_split_endpoint(tmp_path: Path) -> None:
+    config, repo = tmp_path / "config", tmp_path / "repo"
+    config.mkdir()
+    repo.mkdir()
+    with pytest.raises(UsageError, match="--isolation chroot: unknown backend"):
+        preflight(config, repo, isolation="chroot")
+    (config / "settings.json").write_text('{"env": {"ANTHROPIC_BASE_URL": "https://proxy.invalid"}}')
+    with pytest.raises(UsageError, match=r"env\.ANTHROPIC_BASE_URL"):
+        preflight(config, repo, isolation="links", environ={})
+    checked = preflight(
+        config, repo, isolation="links", environ={"ANTHROPIC_BASE_URL": "https://proxy.invalid"}
+    )
+    assert checked.isolation.backend == "links"

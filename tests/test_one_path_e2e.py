@@ -1,0 +1,239 @@
+"""End to end: a hostile session through every command that runs sessions — `run`, `compare --executor
+claude-code` and `probe` — changes nothing of the user's home, config dir or repository.
+
+The session's one Bash call (and a SessionStart hook of the setup, so that the probe's sessions are
+hostile too) appends to an existing ``~/.gitconfig`` and ``~/.config/app/state``, to
+``$HOME/.claude/CLAUDE.md``, and touches ``$HOME/x``. With ``namespace`` (where it works) all of it lands in
+the session's own view and is discarded, and the run says so once per path; with ``links`` the writes that go
+through a link are caught by the before/after listing, which fails the run (exit 1) naming the files.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ablate.core.fsutil import tree_hash
+from ablate.isolate.namespace import namespace_support
+from ablate.setup.examples import ExampleSetup, materialise_example
+from ablate.sim import SimServer, script_from_data
+
+pytestmark = pytest.mark.e2e
+
+ABLATE = str(Path(sys.executable).parent / "ablate")
+HOSTILE = (
+    'echo HOSTILE >> "$HOME/.gitconfig"; mkdir -p "$HOME/.config/app"; echo HOSTILE >> "$HOME/.config/app/state"; '
+    'echo HOSTILE >> "$HOME/.claude/CLAUDE.md"; touch "$HOME/x"; echo HOSTILE-DONE'
+)
+SCRIPT: dict[str, Any] = {
+    "default": {"text": "OK"},
+    "rules": [
+        {
+            "name": "hostile-bash",
+            "where": "prompt",
+            "contains": ["HOSTILE-TASK"],
+            "turn": 0,
+            "tool_use": [{"name": "Bash", "input": {"command": HOSTILE, "description": "hostile"}}],
+        },
+        {
+            "name": "hostile-done",
+            "where": "prompt",
+            "contains": ["HOSTILE-TASK"],
+            "turn": {"min": 1},
+            "text": "done",
+        },
+    ],
+}
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> tuple[ExampleSetup, Path]:
+    ex = materialise_example(tmp_path / "ex")
+    (ex.home / ".gitconfig").write_text("[user]\n\tname = me\n")
+    (ex.home / ".config" / "app").mkdir(parents=True)
+    (ex.home / ".config" / "app" / "state").write_text("state\n")
+    # the same writes from a SessionStart hook: every session runs it, the probe's included
+    settings = orjson.loads((ex.config_dir / "settings.json").read_bytes())
+    hook = {"type": "command", "command": HOSTILE.replace("; echo HOSTILE-DONE", "")}
+    settings.setdefault("hooks", {}).setdefault("SessionStart", []).append({"hooks": [hook]})
+    (ex.config_dir / "settings.json").write_bytes(orjson.dumps(settings, option=orjson.OPT_INDENT_2))
+    task = tmp_path / "hostile.toml"
+    task.write_text('schema_version = 1\nid = "hostile"\nprompt = "HOSTILE-TASK: tidy up."\n')
+    return ex, task
+
+
+def _needs_namespace() -> None:
+    ok, why = namespace_support()
+    if not ok:
+        pytest.skip(f"namespace backend unavailable: {why}")
+
+
+def _ablate(ex: ExampleSetup, claude: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update({"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "IS_SANDBOX": "1"})
+    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    with SimServer(script_from_data(SCRIPT)) as sim:
+        return subprocess.run(
+            [ABLATE, *args, *where, "--work-dir", str(tmp / "envs")],
+            env={**env, "ANTHROPIC_BASE_URL": sim.base_url},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+
+def _state(ex: ExampleSetup) -> tuple[str, str, str]:
+    return tree_hash(ex.home), tree_hash(ex.config_dir), tree_hash(ex.repo)
+
+
+def test_run_in_namespace_leaves_the_real_files_byte_identical(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    _needs_namespace()
+    ex, task = hostile
+    before = _state(ex)
+    proc = _ablate(
+        ex, claude, tmp_path, "ab", "--tasks", str(task), "--out", str(tmp_path / "runs"), "--report", "none"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert _state(ex) == before
+    assert "isolation: namespace" in proc.stderr
+    # the writes summary: once per path for the whole run, not once per session
+    lines = [line for line in proc.stderr.splitlines() if "~/.gitconfig" in line]
+    assert lines == ["2 of 2 sessions wrote ~/.gitconfig (2 files in all) — discarded"], proc.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    manifest = orjson.loads((folder / "manifest.json").read_bytes())
+    assert manifest["isolation"]["backend"] == "namespace"
+    assert manifest["isolation"]["real_files_changed"] == []
+    assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
+
+
+def test_run_in_links_fails_naming_the_real_files_the_session_changed(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    ex, task = hostile
+    args = [
+        "ab",
+        "--tasks",
+        str(task),
+        "--out",
+        str(tmp_path / "runs"),
+        "--isolation",
+        "links",
+        "--report",
+        "none",
+    ]
+    proc = _ablate(ex, claude, tmp_path, *args)
+    assert proc.returncode == 1, proc.stderr
+    assert "your real file changed during the run" in proc.stderr
+    assert str(ex.home / ".gitconfig") in proc.stderr  # a linked home entry: written through, caught
+    (folder,) = (tmp_path / "runs").iterdir()
+    changed = orjson.loads((folder / "manifest.json").read_bytes())["isolation"]["real_files_changed"]
+    assert any(c.startswith(str(ex.home / ".gitconfig")) for c in changed), changed
+
+
+def test_compare_runs_in_namespace_changes_nothing_records_the_backend_and_resumes(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    _needs_namespace()
+    ex, task = hostile
+    arm = tmp_path / "arm.md"
+    arm.write_text("# Rules\n\nBe brief.\n")
+    before = _state(ex)
+    out = tmp_path / "runs"
+    args = ["compare", f"one={arm}", f"two={arm}", "--tasks", str(task), "--max-turns", "2", "--jobs", "2"]
+    proc = _ablate(ex, claude, tmp_path, *args, "--seed", "3", "--out", str(out), "--yes", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert _state(ex) == before
+    doc = orjson.loads(proc.stdout)
+    assert doc["execution"]["isolation"]["backend"] == "namespace"
+    assert doc["execution"]["real_files_changed"] == []
+    folder = out / doc["compare_id"]
+    run = folder / doc["execution"]["run_folder"]
+    assert orjson.loads((run / "manifest.json").read_bytes())["isolation"]["backend"] == "namespace"
+    assert [line for line in proc.stderr.splitlines() if "~/.gitconfig" in line] == [
+        "10 of 10 sessions wrote ~/.gitconfig (10 files in all) — discarded"
+    ]
+    assert list((tmp_path / "envs").iterdir()) == []  # no work folder left behind
+    # --resume on the finished folder launches nothing and keeps every result
+    proc = _ablate(ex, claude, tmp_path, *args, "--resume", str(folder), "--yes", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(proc.stdout)["excluded"]["count"] == 0
+    assert _state(ex) == before
+
+
+def test_probe_in_namespace_changes_nothing_and_says_the_isolation_once(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    _needs_namespace()
+    ex, _ = hostile
+    before = _state(ex)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
+    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    proc = subprocess.run(
+        [ABLATE, "probe", "--cells", "binary", *where],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    assert _state(ex) == before
+    assert (proc.stdout + proc.stderr).count("isolation: namespace") == 1, proc.stdout
+
+
+def test_compare_interrupted_by_ctrl_c_resumes_to_completion(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    import signal
+    import time
+
+    _needs_namespace()
+    ex, task = hostile
+    arm = tmp_path / "arm.md"
+    arm.write_text("# Rules\n\nBe brief.\n")
+    out = tmp_path / "runs"
+    slow = {"default": {"text": "OK", "delay_s": 1.5}, "rules": []}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update({"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "IS_SANDBOX": "1"})
+    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    args = [
+        ABLATE,
+        "compare",
+        f"one={arm}",
+        f"two={arm}",
+        "--tasks",
+        str(task),
+        "--max-turns",
+        "1",
+        "--seed",
+        "5",
+    ]
+    args += [*where, "--work-dir", str(tmp_path / "envs"), "--out", str(out), "--yes", "--json"]
+    with SimServer(script_from_data(slow)) as sim:
+        run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url}
+        proc = subprocess.Popen(args, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while not list(out.glob("compare-*/run/*/results/*.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)  # first press: no new sessions, the running one finishes
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 130, stderr
+        (folder,) = [p for p in out.glob("compare-*") if p.is_dir()]
+        done = len(list(folder.glob("run/*/results/*.json")))
+        assert 1 <= done < 10, stderr
+        resumed = subprocess.run(
+            [*args, "--resume", str(folder)], env=run_env, capture_output=True, text=True, timeout=600
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    doc = orjson.loads(resumed.stdout)
+    assert doc["compare_id"] == folder.name and doc["excluded"]["count"] == 0
+    assert len(list(folder.glob("run/*/results/*.json"))) == 10
+    assert list((tmp_path / "envs").iterdir()) == []
