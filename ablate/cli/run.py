@@ -25,6 +25,7 @@ from ablate.cli.common import (
 )
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.folder.layout import RunFolder
 from ablate.grade.hook import GradingHook
 
 app = typer.Typer()
@@ -111,6 +112,30 @@ Dirty = Annotated[
 ]
 IsolateState = Annotated[
     bool, typer.Option("--isolate-state", help="Copy (never link) hook state folders of the config dir.")
+]
+AdaptiveOpt = Annotated[
+    bool,
+    typer.Option(
+        "--adaptive",
+        help="Run in rounds and stop each cell once decided (anytime-valid tests; see --max-repeats).",
+    ),
+]
+MaxRepeats = Annotated[
+    int,
+    typer.Option("--max-repeats", min=1, help="--adaptive: rounds at most (one repeat of every task each)."),
+]
+MinEffect = Annotated[
+    float,
+    typer.Option(
+        "--min-effect",
+        min=0.01,
+        max=0.99,
+        help="--adaptive: smallest pitfall-free rate difference worth finding; smaller ones end as a draw.",
+    ),
+]
+Alpha = Annotated[
+    float,
+    typer.Option("--alpha", min=0.001, max=0.5, help="--adaptive: family-wise error of the real marks."),
 ]
 
 
@@ -229,6 +254,10 @@ def _run(
     judge_model: str | None = None,
     allow_same_judge: bool = False,
     split: str = "both",
+    adaptive: bool = False,
+    max_repeats: int = 20,
+    min_effect: float = 0.2,
+    alpha: float = 0.05,
 ) -> None:
     from ablate.core.claude import find_claude
     from ablate.folder.layout import write_manifest
@@ -238,9 +267,22 @@ def _run(
     from ablate.isolate.guard import take as take_snapshot
     from ablate.isolate.namespace import choose_isolation
     from ablate.isolate.procenv import one_endpoint
+    from ablate.run.adaptive import AdaptiveOptions, read_state, run_adaptive
     from ablate.run.create import open_run
     from ablate.run.prepare import RunRequest, prepare_run, work_area
     from ablate.run.scheduler import Runner, RunOptions
+
+    if resume is not None and read_state(RunFolder(resume)) is not None:
+        adaptive = True  # an adaptive run resumes adaptively, with the options it started with
+    adaptive_opts = (
+        AdaptiveOptions(max_repeats=max_repeats, min_effect=min_effect, alpha=alpha, budget_usd=budget_usd)
+        if adaptive and resume is None
+        else None
+    )
+    if adaptive and (plan is not None or shard is not None):
+        raise UsageError("--adaptive schedules its own rounds: it cannot run a --plan or a --shard")
+    if adaptive_opts is not None:
+        repeats, repeats_given = max_repeats, False  # the folder is planned for the largest run
 
     # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
     endpoint = one_endpoint((config_dir or default_config_dir()).expanduser(), repo.expanduser(), os.environ)
@@ -316,19 +358,24 @@ def _run(
         )
         options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
         display = _Display(enabled=not json)
-        runner = Runner(
-            folder,
-            manifest,
-            tasks=run_tasks,
-            cells=list(cell_set.cells),
-            backend=backend,
-            options=options,
-            tree_hook=GradingHook(),
-            claude=claude,
-            forced=force,
-            work_root=work_root,
-            on_progress=display.update,
-        )
+
+        def make_runner() -> Runner:
+            f, m = open_run(folder.root)  # each round's runner sees the manifest the last one wrote
+            return Runner(
+                f,
+                m,
+                tasks=run_tasks,
+                cells=list(cell_set.cells),
+                backend=backend,
+                options=options,
+                tree_hook=GradingHook(),
+                claude=claude,
+                forced=force,
+                work_root=work_root,
+                on_progress=display.update,
+            )
+
+        runner = make_runner()
 
         grader = _JudgeAsYouGo(folder.root, manifest.model, judge_model, allow_same_judge, display.note)
 
@@ -337,7 +384,7 @@ def _run(
         def on_sigint(signum: int, frame: FrameType | None) -> None:
             nonlocal presses
             presses += 1
-            runner.request_stop(kill=presses > 1)
+            runner.request_stop(kill=presses > 1)  # the current round's runner, with --adaptive
             if presses == 1:
                 display.note(
                     f"stopping: no new sessions; running ones get {grace:.0f} s (Ctrl-C again to kill them)"
@@ -353,7 +400,31 @@ def _run(
         previous = signal.signal(signal.SIGINT, on_sigint)
         try:
             grader.start()
-            summary = runner.run()
+            if adaptive:
+                last: list[Any] = []
+
+                def run_items(
+                    items: Any,
+                ) -> str:  # the items are in plan.jsonl: the runner runs what is pending
+                    nonlocal runner
+                    if presses:
+                        return "interrupted"
+                    runner = make_runner()
+                    last[:] = [runner.run()]
+                    return str(last[0].outcome)
+
+                adaptive_summary = run_adaptive(
+                    folder,
+                    manifest,
+                    run_items,
+                    adaptive_opts,
+                    on_look=lambda lk: display.note(_look_line(lk)),
+                )
+                summary = last[0] if last else make_runner().run()
+                for note in adaptive_summary.notes:
+                    display.note(f"note: {note}")
+            else:
+                summary = runner.run()
         finally:
             grader.finish(interrupted=presses > 0)
             signal.signal(signal.SIGINT, previous)
@@ -372,8 +443,10 @@ def _run(
             f"ERROR: … and {len(changed) - 20} more (all listed in manifest.json, isolation.real_files_changed)"
         )
     _print_writes(folder.root)
+    if adaptive:
+        _print_adaptive(adaptive_summary.to_json(), json)
     if json:
-        print_json(summary.to_json())
+        print_json({**summary.to_json(), **({"adaptive": adaptive_summary.to_json()} if adaptive else {})})
     else:
         typer.echo(
             f"{summary.outcome}: {summary.done}/{summary.total} complete, {len(summary.failed)} failed, "
@@ -390,10 +463,28 @@ def _run(
 
     report_after_run(folder.root, quiet=json)
     code = {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(summary.outcome, EXIT_PARTIAL)
+    if adaptive:
+        code = EXIT_OK if adaptive_summary.finished else code if code != EXIT_OK else EXIT_PARTIAL
     if changed and code == EXIT_OK:
         code = EXIT_FAILURE
     if code != EXIT_OK:
         raise typer.Exit(code)
+
+
+def _look_line(look: Any) -> str:
+    counts: dict[str, int] = {}
+    for v in look.cells.values():
+        counts[v.decision] = counts.get(v.decision, 0) + 1
+    said = ", ".join(f"{n} {d}" for d, n in sorted(counts.items()))
+    return f"round {look.round}: {look.sessions} sessions, ${look.spend_usd:.4f}; {said}"
+
+
+def _print_adaptive(data: dict[str, Any], json: bool) -> None:
+    if json:
+        return
+    _err(f"adaptive: stopped ({data['stopped']}) after {data['rounds']} rounds, {data['sessions']} sessions")
+    for cell, d in data["decisions"].items():
+        _err(f"  {cell}: {d['reason']}")
 
 
 def _print_writes(run_dir: Path) -> None:
@@ -559,13 +650,19 @@ def run_cmd(
     judge_model: JudgeModel = None,
     allow_same_judge: AllowSameJudge = False,
     split: Split = "both",
+    adaptive: AdaptiveOpt = False,
+    max_repeats: MaxRepeats = 20,
+    min_effect: MinEffect = 0.2,
+    alpha: Alpha = 0.05,
     json: Json = False,
 ) -> None:
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.
 
     Writes a run folder (manifest.json, plan.jsonl, stdout/, transcripts/, results/, grades/ and diffs/ for
     tasks with checks). Ctrl-C stops launching and leaves a folder `--resume` continues. With --judge-model,
-    a blind judge grades complete items as the run goes (see `ablate judge`).
+    a blind judge grades complete items as the run goes (see `ablate judge`). With --adaptive the run goes in
+    rounds and stops each cell once its anytime-valid test decides it (real, or no effect of interest), at
+    --max-repeats, or at --budget-usd; adaptive.json records every look.
 
     Exit codes: 0 every item complete, 1 the run could not proceed (locked folder, incompatible CLI or
     model), 2 bad input, 3 some items failed or were not run (budget, rate limit), 130 interrupted.
