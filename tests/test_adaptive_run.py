@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
 import pytest
 
 from ablate.core.claude import ClaudeBinary
@@ -25,7 +26,7 @@ from ablate.setup.tasks import load_task
 
 
 def _planned(tmp: Path, tasks: int = 4, repeats: int = 30) -> tuple[RunFolder, RunManifest]:
-    (tmp / "tasks").mkdir()
+    (tmp / "tasks").mkdir(parents=True)
     loaded = []
     for i in range(tasks):
         path = tmp / "tasks" / f"t{i}.toml"
@@ -141,3 +142,38 @@ def test_a_fixed_run_with_results_cannot_turn_adaptive(tmp_path: Path) -> None:
         run_adaptive(folder, manifest, Planted(folder, {}), OPTS)
     with pytest.raises(UsageError, match="not an adaptive run"):
         run_adaptive(folder, manifest, Planted(folder, {}), None)
+
+
+def test_the_report_says_how_the_run_stopped_and_a_complete_fixed_run_gets_no_such_section(
+    tmp_path: Path,
+) -> None:
+    from ablate.report import write_report
+
+    folder, manifest = _planned(tmp_path / "a", repeats=10)
+    run_adaptive(folder, manifest, Planted(folder, _rates(manifest, {manifest.cells[2].id: 0.95})), OPTS)
+    written = write_report(folder.root)
+    data = orjson.loads(written.paths["json"].read_bytes())
+    seq = data["sequential"]
+    assert seq["mode"] == "adaptive" and seq["decisions"][manifest.cells[2].id]["decision"] == "real"
+    assert [lk["round"] for lk in seq["looks"]] == list(range(1, len(seq["looks"]) + 1))
+    assert any("The design was sequential" in c for c in seq["caveats"])
+    md = written.paths["md"].read_text()
+    assert "## How the run stopped" in md and "plots/sequence.png" in md
+    assert (folder.root / "plots" / "sequence.svg").exists()
+
+    fixed, fm = _planned(tmp_path / "f", repeats=2)
+    Planted(fixed, _rates(fm, {}))(fixed.read_plan())
+    data = orjson.loads(write_report(fixed.root).paths["json"].read_bytes())
+    assert "sequential" not in data
+    assert "How the run stopped" not in (fixed.root / "report.md").read_text()
+
+
+def test_a_fixed_run_read_early_gets_anytime_valid_figures(tmp_path: Path) -> None:
+    from ablate.report import write_report
+
+    fixed, fm = _planned(tmp_path, repeats=6)
+    plan = fixed.read_plan()
+    Planted(fixed, _rates(fm, {}))(plan[: len(plan) // 2])
+    data = orjson.loads(write_report(fixed.root).paths["json"].read_bytes())
+    assert data["sequential"]["mode"] == "peek"
+    assert "## Anytime-valid figures so far" in (fixed.root / "report.md").read_text()
