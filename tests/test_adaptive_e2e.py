@@ -1,9 +1,10 @@
 """`ablate run --adaptive` end to end: the real claude CLI against the demo's simulated model.
 
-greet-exclaim is pitfall-free 90% of the time with the user CLAUDE.md and 10% without (shadow/sim/demo.toml):
-cell C1 (strips it) is planted, C2 (strips axioms, which the model ignores) is null. The run is killed with
-SIGKILL mid-round and resumed: the same analysis goes on, no item is scheduled or completed twice, the planted
-cell ends real, the null one does not, and the run stops before its maximum.
+On deploy-command, typed-farewell and deterministic-tests the demo's simulated model (shadow/sim/demo.toml)
+hits a pitfall exactly when the whole setup is missing: cell C11 (strips everything) is planted, C2 (strips
+axioms, which the model ignores) is null. The run is killed with SIGKILL mid-round and resumed: the same
+analysis goes on, no item is scheduled or completed twice, the planted cell ends real, the null one does not,
+and the run stops well before its maximum (about 25 sessions).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from ablate.run.adaptive import read_state
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
 
-MAX_REPEATS = 16
+MAX_REPEATS = 12
+TASKS = ("deploy-command", "typed-farewell", "deterministic-tests")
 
 
 def _env(claude: Path, home: Path, base_url: str) -> dict[str, str]:
@@ -40,6 +42,7 @@ def _env(claude: Path, home: Path, base_url: str) -> dict[str, str]:
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(600)
 def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
     claude: Path, tmp_path: Path
 ) -> None:
@@ -48,13 +51,14 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
     cells.write_text(
         'schema_version = 1\nname = "truth"\ncontrol = "C0"\n'
         '[[cell]]\nid = "C0"\nstrip = []\n'
-        '[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
+        '[[cell]]\nid = "C11"\nstrip = "all"\n'
         '[[cell]]\nid = "C2"\nstrip = ["axioms"]\n'
     )
     args = [
         sys.executable, "-m", "ablate", "run", "--adaptive", "--max-repeats", str(MAX_REPEATS),
-        "--min-effect", "0.5", "--tasks", str(data_dir("tasks") / "greet-exclaim.toml"), "--cells", str(cells),
-        "--model", "claude-sonnet-4-6", "--max-turns", "8", "--jobs", "2", "--seed", "5",
+        "--min-effect", "0.5", "--cells", str(cells),
+        *(a for t in TASKS for a in ("--tasks", str(data_dir("tasks") / f"{t}.toml"))),
+        "--model", "claude-sonnet-4-6", "--max-turns", "8", "--jobs", "3", "--seed", "5",
         "--out", str(tmp_path / "runs"), "--work-dir", str(tmp_path / "envs"),
         "--config-dir", str(example.config_dir), "--repo", str(example.repo), "--json",
     ]  # fmt: skip
@@ -67,7 +71,7 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
         while time.monotonic() < deadline and first.poll() is None:
             folders = [p for p in runs.iterdir() if p.is_dir()] if runs.exists() else []
             done = list((folders[0] / "results").glob("*.json")) if folders else []
-            if len(done) >= 5 and len(done) % 3 != 0:  # past the first round, inside a round
+            if len(done) >= 11 and len(done) % 9 != 0:  # past the first round (9 items), inside the second
                 first.send_signal(signal.SIGKILL)
                 killed_with = {p.stem for p in done}
                 break
@@ -78,7 +82,7 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
         folder = RunFolder(run_dir)
         before = {r.item: r.session_id for r in iter_results(folder) if r.complete}
         resumed = subprocess.run(
-            [sys.executable, "-m", "ablate", "run", "--resume", str(run_dir), "--jobs", "2", "--json",
+            [sys.executable, "-m", "ablate", "run", "--resume", str(run_dir), "--jobs", "3", "--json",
              "--work-dir", str(tmp_path / "envs")],
             env=env, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
@@ -87,7 +91,7 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
     state = read_state(folder)
     assert state is not None and out["adaptive"]["stopped"] == state.stopped == "decided"
     decisions = state.decisions()
-    assert decisions["C1"].decision == "real", decisions["C1"].reason
+    assert decisions["C11"].decision == "real", decisions["C11"].reason
     assert decisions["C2"].decision != "real", decisions["C2"].reason
     assert len(state.looks) < MAX_REPEATS  # stopped early
     plan = folder.read_plan()

@@ -346,21 +346,23 @@ def _run(
     manifest = manifest.model_copy(update={"isolation": chosen.to_json()})
     write_manifest(folder, manifest)
     with work_area(work_dir, folder.root.name) as work_root:
-        backend = open_backend(
-            chosen.backend,
-            setup,
-            catalog,
-            work_root,
-            isolate_state=isolate_state,
-            dirty=dirty,
-            base_env=dict(os.environ),
-            extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
-        )
         options = RunOptions(jobs=jobs, budget_usd=budget_usd, grace_s=grace, backoff_s=backoff)
         display = _Display(enabled=not json)
 
         def make_runner() -> Runner:
-            f, m = open_run(folder.root)  # each round's runner sees the manifest the last one wrote
+            # each round's runner sees the manifest the last one wrote, and gets its own backend (a runner
+            # starts by cleaning the work root, which removes what a previous backend object had built)
+            f, m = open_run(folder.root)
+            backend = open_backend(
+                chosen.backend,
+                setup,
+                catalog,
+                work_root,
+                isolate_state=isolate_state,
+                dirty=dirty,
+                base_env=dict(os.environ),
+                extra_env={"CLAUDE_CODE_MAX_RETRIES": str(manifest.max_retries)},
+            )
             return Runner(
                 f,
                 m,
