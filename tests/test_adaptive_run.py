@@ -177,3 +177,13 @@ def test_a_fixed_run_read_early_gets_anytime_valid_figures(tmp_path: Path) -> No
     data = orjson.loads(write_report(fixed.root).paths["json"].read_bytes())
     assert data["sequential"]["mode"] == "peek"
     assert "## Anytime-valid figures so far" in (fixed.root / "report.md").read_text()
+
+
+def test_the_budget_stops_the_run_between_rounds_with_cells_undecided(tmp_path: Path) -> None:
+    folder, manifest = _planned(tmp_path, repeats=10)
+    opts = OPTS.model_copy(update={"budget_usd": 0.5})  # 12 cells x 4 tasks x $0.01 = $0.48 a round
+    summary = run_adaptive(folder, manifest, Planted(folder, _rates(manifest, {})), opts)
+    assert summary.state.stopped == "budget"
+    assert [lk.round for lk in summary.state.looks] == [1, 2]  # $0.48 after round 1, $0.96 after round 2
+    assert summary.state.looks[-1].spend_usd == pytest.approx(0.96)
+    assert all(v.decision == "undecided" for v in summary.state.decisions().values())
