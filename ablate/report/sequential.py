@@ -4,7 +4,7 @@ An adaptive run (``ablate run --adaptive``) records every look in ``adaptive.jso
 into the ``sequential`` block of report.json, a "How the run stopped" section (a table and a plot of each
 cell's confidence sequence for the pitfall-free Δ over rounds) and the caveats of a sequential design.
 
-A fixed run looked at before it is complete (items still to run) gets the same anytime-valid figures,
+A fixed run looked at before it is complete (items not run yet) gets the same anytime-valid figures,
 computed from its results so far (:func:`sequential_section` with no adaptive.json), because its fixed-n
 p-values are not valid at a peek. A complete fixed run gets nothing from here: its report is unchanged.
 """
@@ -54,8 +54,8 @@ def sequential_section(run_dir: Path, *, alpha: float = 0.05) -> SequentialRepor
     plan = folder.read_plan()
     results = iter_results(folder)
     done = {r.item for r in results if r.complete}
-    if not plan or all(p.item in done for p in plan):
-        return None
+    if not plan or all(p.item in {r.item for r in results} for p in plan):
+        return None  # every item ran (failed ones included): the fixed design reached its end
     options = AdaptiveOptions(max_repeats=manifest.repeats, min_effect=PEEK_MIN_EFFECT, alpha=alpha)
     control = control_of(manifest)
     repeats_done = sum(
