@@ -187,3 +187,27 @@ def test_the_budget_stops_the_run_between_rounds_with_cells_undecided(tmp_path: 
     assert [lk.round for lk in summary.state.looks] == [1, 2]  # $0.48 after round 1, $0.96 after round 2
     assert summary.state.looks[-1].spend_usd == pytest.approx(0.96)
     assert all(v.decision == "undecided" for v in summary.state.decisions().values())
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--repeats", "3"], "--repeats and --adaptive"),
+        (["--plan", "somewhere"], "--adaptive schedules its own rounds"),
+    ],
+)
+def test_adaptive_cli_refuses_options_that_fix_the_design(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+    from tests.runner_support import write_fake_claude
+
+    monkeypatch.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp_path / "claude")))
+    (tmp_path / "cfg").mkdir()
+    res = CliRunner().invoke(
+        app, ["run", "--adaptive", *extra, "--config-dir", str(tmp_path / "cfg"), "--repo", str(tmp_path)]
+    )
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr

@@ -281,9 +281,13 @@ def _run(
     )
     if adaptive and (plan is not None or shard is not None):
         raise UsageError("--adaptive schedules its own rounds: it cannot run a --plan or a --shard")
+    if adaptive and repeats_given:
+        raise UsageError(
+            "--repeats and --adaptive: an adaptive run chooses its repeats",
+            hint="pass --max-repeats N, the most rounds it may run",
+        )
     if adaptive_opts is not None:
-        repeats, repeats_given = max_repeats, False  # the folder is planned for the largest run
-
+        repeats = max_repeats  # the folder is planned for the largest run
     # one endpoint for all cells (DESIGN §3.5): refused here, before anything is looked up or written
     endpoint = one_endpoint((config_dir or default_config_dir()).expanduser(), repo.expanduser(), os.environ)
     claude = find_claude(claude_bin)
