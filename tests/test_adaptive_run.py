@@ -70,7 +70,7 @@ class Planted:
                 ItemResult(
                     item=it.item, task=it.task, cell=it.cell, repeat=it.repeat, order=it.order, attempt=1,
                     session_id=f"s-{it.item}", status="completed", complete=True, cost_usd=0.01,
-                    pitfall_hits={} if free else {"p": 1},
+                    pitfall_hits={} if free else {"p": 1}, turns=self.rng.randint(1, 5),
                 ),
             )  # fmt: skip
         return "finished"
@@ -94,6 +94,13 @@ def test_a_strong_layer_is_real_early_and_the_control_runs_while_any_cell_needs_
     decisions = state.decisions()
     assert decisions[strong].decision == "real"
     assert all(v.decision != "real" for c, v in decisions.items() if c != strong)
+    turns = decisions[strong]  # the secondary outcome, turns: drawn alike for every cell
+    assert (
+        turns.turns_blocks == turns.blocks
+        and turns.turns_cs_low is not None
+        and turns.turns_cs_high is not None
+    )
+    assert turns.turns_cs_low <= 0 <= turns.turns_cs_high and turns.turns_cs_high - turns.turns_cs_low < 5
     plan = folder.read_plan()
     ids = [p.item for p in plan]
     assert len(ids) == len(set(ids))  # no item scheduled twice

@@ -18,7 +18,15 @@ from ablate.folder.layout import RunFolder, read_manifest, utcnow
 from ablate.folder.result import iter_results
 from ablate.report.document import Block, Bullets, Document, Figure, Heading, Para, Table
 from ablate.report.model import Doc
-from ablate.run.adaptive import AdaptiveOptions, AdaptiveState, Look, analyse, control_of, read_state
+from ablate.run.adaptive import (
+    AdaptiveOptions,
+    AdaptiveState,
+    CellLook,
+    Look,
+    analyse,
+    control_of,
+    read_state,
+)
 from ablate.stats.sequential import draw_level
 
 #: Minimum effect assumed for the anytime figures of a fixed run looked at early.
@@ -166,13 +174,14 @@ def section_blocks(seq: SequentialReport, plot: tuple[str, str] | None) -> list[
                 "–" if c is None or c.delta is None else f"{c.delta:+.2f}",
                 cs,
                 "–" if c is None else f"{c.p_holm:.3g}",
+                _turns(c),
                 str(d["reason"]),
             ]
         )
     blocks.append(
         Table(
             ["cell", "decision", "round", "blocks", f"Δ {seq.primary}", f"{100 * (1 - seq.alpha):.0f}% CS",
-             "anytime p (Holm)", "reason"],
+             "anytime p (Holm)", "Δ turns (CS)", "reason"],
             rows,
             id="sequential",
             caption=f"each cell against {seq.control} on the paired (task, repeat) blocks",
@@ -182,6 +191,12 @@ def section_blocks(seq: SequentialReport, plot: tuple[str, str] | None) -> list[
         blocks.append(Figure(svg=plot[0], png=plot[1], alt="confidence sequence of each cell over rounds"))
     blocks.append(Bullets(list(seq.caveats)))
     return blocks
+
+
+def _turns(c: CellLook | None) -> str:
+    if c is None or c.turns_delta is None or c.turns_cs_low is None or c.turns_cs_high is None:
+        return "–"
+    return f"{c.turns_delta:+.1f} [{c.turns_cs_low:+.1f}, {c.turns_cs_high:+.1f}]"
 
 
 def insert_section(doc: Document, seq: SequentialReport, plots_dir: Path) -> None:

@@ -101,6 +101,13 @@ class CellLook(Spec):
     decision: Literal["real", "no-effect", "undecided"]
     reason: str
     """The decision in words, with the figure that made it."""
+    turns_blocks: int = 0
+    """Secondary (never decides): blocks where both items report turns."""
+    turns_delta: float | None = None
+    """Mean paired difference in turns (cell − control)."""
+    turns_cs_low: float | None = None
+    """Confidence sequence for it at 1 − α (turns lie in [0, max turns], so differences are bounded)."""
+    turns_cs_high: float | None = None
 
 
 class Look(Spec):
@@ -174,21 +181,30 @@ def primary_outcome(result: ItemResult) -> bool | None:
     return not any(v for v in result.pitfall_hits.values())
 
 
-def paired_outcomes(
-    manifest: RunManifest, results: Sequence[ItemResult], cell: str, control: str
-) -> tuple[list[bool], list[bool]]:
-    """The cell's and the control's primary outcomes on their common blocks, repeat-major then task order.
+def _turns(result: ItemResult) -> float | None:
+    if primary_outcome(result) is None or result.turns is None:
+        return None
+    return float(result.turns)
 
-    Rounds append whole repeats, so this order is the order the blocks were observed in.
+
+def paired_outcomes(
+    manifest: RunManifest,
+    results: Sequence[ItemResult],
+    cell: str,
+    control: str,
+    value: Callable[[ItemResult], Any] = primary_outcome,
+) -> tuple[list[Any], list[Any]]:
+    """The cell's and the control's values (default: the primary outcome) on their common blocks, repeat-major
+    then task order. Rounds append whole repeats, so this order is the order the blocks were observed in.
     """
-    got: dict[tuple[str, str, int], bool] = {}
+    got: dict[tuple[str, str, int], Any] = {}
     for r in results:
-        v = primary_outcome(r)
+        v = value(r)
         if v is not None:
             got[(r.task, r.cell, r.repeat)] = v
     repeats = sorted({r for (_, _, r) in got})
-    xs: list[bool] = []
-    ys: list[bool] = []
+    xs: list[Any] = []
+    ys: list[Any] = []
     for rep in repeats:
         for t in manifest.tasks:
             a, b = got.get((t.id, cell, rep)), got.get((t.id, control, rep))
@@ -204,9 +220,12 @@ def analyse(
     """Every cell's anytime-valid figures and decision from the results so far (pure; no files)."""
     cells = [c.id for c in manifest.cells if c.id != control]
     figures: list[dict[str, Any]] = []
+    bound = float(max([manifest.max_turns, *(t.max_turns or 0 for t in manifest.tasks)]))
     for cell in cells:
         xs, ys = paired_outcomes(manifest, results, cell, control)
-        figures.append(_figures(xs, ys, options))
+        figures.append(
+            _figures(xs, ys, options) | _turn_figures(manifest, results, cell, control, bound, options)
+        )
     p = np.array([f["p_anytime"] for f in figures], dtype=np.float64)
     nan = float("nan")
     draw_lo = np.array([nan if f["draw_low"] is None else f["draw_low"] for f in figures])
@@ -249,6 +268,29 @@ def _figures(xs: list[bool], ys: list[bool], options: AdaptiveOptions) -> dict[s
         draw_low=_num(dlo[-1]),
         draw_high=_num(dhi[-1]),
     )
+
+
+def _turn_figures(
+    manifest: RunManifest,
+    results: Sequence[ItemResult],
+    cell: str,
+    control: str,
+    bound: float,
+    options: AdaptiveOptions,
+) -> dict[str, Any]:
+    """The secondary outcome: a confidence sequence for the mean paired difference in turns (bounded by the
+    run's largest --max-turns; a session stopped there reports at most that many)."""
+    xs, ys = paired_outcomes(manifest, results, cell, control, _turns)
+    diff = np.asarray(xs, dtype=np.float64) - np.asarray(ys, dtype=np.float64)
+    if len(diff) == 0 or bound <= 0 or np.any(np.abs(diff) > bound):
+        return {"turns_blocks": len(diff)}  # a count beyond the bound: the bounded sequence does not apply
+    lo, hi = betting_cs(diff, -bound, bound, options.alpha, every=len(diff))
+    return {
+        "turns_blocks": len(diff),
+        "turns_delta": round(float(diff.mean()), 6),
+        "turns_cs_low": _num(lo[-1]),
+        "turns_cs_high": _num(hi[-1]),
+    }
 
 
 def _num(v: float) -> float | None:
