@@ -219,19 +219,33 @@ def analyse(
 ) -> dict[str, CellLook]:
     """Every cell's anytime-valid figures and decision from the results so far (pure; no files)."""
     cells = [c.id for c in manifest.cells if c.id != control]
-    figures: list[dict[str, Any]] = []
+    if not cells:
+        return {}
+    pairs = [paired_outcomes(manifest, results, cell, control) for cell in cells]
+    diffs = [np.asarray(xs, dtype=np.float64) - np.asarray(ys, dtype=np.float64) for xs, ys in pairs]
+    cs = _last_bounds(diffs, 1.0, options.alpha)
+    draw = _last_bounds(diffs, 1.0, draw_level(options.draw_beta))
+    # the secondary outcome, turns: bounded by the run's largest --max-turns (a session stops there)
     bound = float(max([manifest.max_turns, *(t.max_turns or 0 for t in manifest.tasks)]))
-    for cell in cells:
-        xs, ys = paired_outcomes(manifest, results, cell, control)
-        figures.append(
-            _figures(xs, ys, options) | _turn_figures(manifest, results, cell, control, bound, options)
-        )
+    turn_pairs = [paired_outcomes(manifest, results, cell, control, _turns) for cell in cells]
+    tdiffs = [np.asarray(xs, dtype=np.float64) - np.asarray(ys, dtype=np.float64) for xs, ys in turn_pairs]
+    in_range = [d if bound > 0 and not np.any(np.abs(d) > bound) else d[:0] for d in tdiffs]
+    tcs = _last_bounds(in_range, bound, options.alpha)
+    figures: list[dict[str, Any]] = []
+    for i, (xs, ys) in enumerate(pairs):
+        f = _figures(xs, ys, cs[i], draw[i])
+        f["turns_blocks"] = len(tdiffs[i])
+        if len(in_range[i]):
+            f.update(
+                turns_delta=round(float(in_range[i].mean()), 6),
+                turns_cs_low=tcs[i][0],
+                turns_cs_high=tcs[i][1],
+            )
+        figures.append(f)
     p = np.array([f["p_anytime"] for f in figures], dtype=np.float64)
     nan = float("nan")
     draw_lo = np.array([nan if f["draw_low"] is None else f["draw_low"] for f in figures])
     draw_hi = np.array([nan if f["draw_high"] is None else f["draw_high"] for f in figures])
-    if not cells:
-        return {}
     codes = decide(p, draw_lo, draw_hi, alpha=options.alpha, min_effect=options.min_effect)
     adjusted = holm_adjust(p)
     out: dict[str, CellLook] = {}
@@ -243,54 +257,42 @@ def analyse(
     return out
 
 
-def _figures(xs: list[bool], ys: list[bool], options: AdaptiveOptions) -> dict[str, Any]:
+Bounds = tuple[float | None, float | None]
+
+
+def _last_bounds(diffs: Sequence[np.ndarray[Any, Any]], bound: float, alpha: float) -> list[Bounds]:
+    """The betting confidence sequence's bounds after the last block of each series in [−bound, bound];
+    series of one length are computed together (one vectorised pass instead of one per cell)."""
+    out: list[Bounds] = [(None, None)] * len(diffs)
+    for n in sorted({len(d) for d in diffs if len(d)}):
+        idx = [i for i, d in enumerate(diffs) if len(d) == n]
+        lo, hi = betting_cs(np.stack([diffs[i] for i in idx]), -bound, bound, alpha, every=n)
+        for k, i in enumerate(idx):
+            out[i] = (_num(lo[k, -1]), _num(hi[k, -1]))
+    return out
+
+
+def _figures(xs: list[bool], ys: list[bool], cs: Bounds, draw: Bounds) -> dict[str, Any]:
     x, y = np.asarray(xs, dtype=bool), np.asarray(ys, dtype=bool)
     n = len(x)
-    gained, lost = int(np.sum(x & ~y)), int(np.sum(~x & y))
     if n == 0:
         return dict(
             blocks=0, gained=0, lost=0, delta=None, e_value=1.0, p_anytime=1.0,
             cs_low=None, cs_high=None, draw_low=None, draw_high=None,
         )  # fmt: skip
     path = discordant_path(x, y)
-    diff = x.astype(np.float64) - y
-    lo, hi = betting_cs(diff, -1.0, 1.0, options.alpha, every=n)  # every=n: the bounds after the last block
-    dlo, dhi = betting_cs(diff, -1.0, 1.0, draw_level(options.draw_beta), every=n)
     return dict(
         blocks=n,
-        gained=gained,
-        lost=lost,
-        delta=float(diff.mean()),
+        gained=int(np.sum(x & ~y)),
+        lost=int(np.sum(~x & y)),
+        delta=float(np.mean(x.astype(np.float64) - y)),
         e_value=float(np.exp(path[-1])),
         p_anytime=float(anytime_p(path)[-1]),
-        cs_low=_num(lo[-1]),
-        cs_high=_num(hi[-1]),
-        draw_low=_num(dlo[-1]),
-        draw_high=_num(dhi[-1]),
+        cs_low=cs[0],
+        cs_high=cs[1],
+        draw_low=draw[0],
+        draw_high=draw[1],
     )
-
-
-def _turn_figures(
-    manifest: RunManifest,
-    results: Sequence[ItemResult],
-    cell: str,
-    control: str,
-    bound: float,
-    options: AdaptiveOptions,
-) -> dict[str, Any]:
-    """The secondary outcome: a confidence sequence for the mean paired difference in turns (bounded by the
-    run's largest --max-turns; a session stopped there reports at most that many)."""
-    xs, ys = paired_outcomes(manifest, results, cell, control, _turns)
-    diff = np.asarray(xs, dtype=np.float64) - np.asarray(ys, dtype=np.float64)
-    if len(diff) == 0 or bound <= 0 or np.any(np.abs(diff) > bound):
-        return {"turns_blocks": len(diff)}  # a count beyond the bound: the bounded sequence does not apply
-    lo, hi = betting_cs(diff, -bound, bound, options.alpha, every=len(diff))
-    return {
-        "turns_blocks": len(diff),
-        "turns_delta": round(float(diff.mean()), 6),
-        "turns_cs_low": _num(lo[-1]),
-        "turns_cs_high": _num(hi[-1]),
-    }
 
 
 def _num(v: float) -> float | None:
