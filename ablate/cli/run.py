@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -35,10 +36,13 @@ from ablate.cli.common import (
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
 from ablate.cli.run_display import write_report as report_after
-from ablate.core.errors import EXIT_OK, UsageError
+from ablate.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.folder.layout import RunFolder
 
 if TYPE_CHECKING:
-    from ablate.run.prepare import RunRequest
+    from ablate.run.adaptive import AdaptiveOptions, AdaptiveSummary
+    from ablate.run.execute import ExecuteRequest, ExecutionResult
+    from ablate.run.prepare import PreparedRun, RunRequest
 
 app = typer.Typer()
 
@@ -215,6 +219,112 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
     )
 
 
+AdaptiveOpt = Annotated[
+    bool,
+    typer.Option(
+        "--adaptive",
+        help="Run in rounds and stop each cell once decided (anytime-valid tests; see --max-repeats).",
+    ),
+]
+MaxRepeats = Annotated[
+    int,
+    typer.Option("--max-repeats", min=1, help="--adaptive: rounds at most (one repeat of every task each)."),
+]
+MinEffect = Annotated[
+    float,
+    typer.Option(
+        "--min-effect",
+        min=0.01,
+        max=0.99,
+        help="--adaptive: smallest pitfall-free rate difference worth finding; smaller ones end as a draw.",
+    ),
+]
+Alpha = Annotated[
+    float,
+    typer.Option("--alpha", min=0.001, max=0.5, help="--adaptive: family-wise error of the real marks."),
+]
+
+
+def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions | None:
+    """``--adaptive``'s options for a new run (None for a fixed run and for a resume, which keeps its own);
+    refused before anything is written where they cannot apply."""
+    from ablate.run.adaptive import AdaptiveOptions, read_state
+
+    if o["resume"] is not None and read_state(RunFolder(o["resume"])) is not None:
+        o["adaptive"] = True  # an adaptive run resumes adaptively, with the options it started with
+        return None
+    if not o["adaptive"]:
+        return None
+    if o["plan"] is not None or o["shard"] is not None:
+        raise UsageError("--adaptive schedules its own rounds: it cannot run a --plan or a --shard")
+    if "repeats" in ctx.params and given(ctx, "repeats"):
+        raise UsageError(
+            "--repeats and --adaptive: an adaptive run chooses its repeats",
+            hint="pass --max-repeats N, the most rounds it may run",
+        )
+    o["repeats"] = o["max_repeats"]  # the folder is planned for the largest run
+    return AdaptiveOptions(
+        max_repeats=o["max_repeats"], min_effect=o["min_effect"], alpha=o["alpha"], budget_usd=o["budget_usd"]
+    )
+
+
+def _execute_adaptive(
+    prep: PreparedRun,
+    request: ExecuteRequest,
+    options: AdaptiveOptions | None,
+    display: Display,
+) -> tuple[ExecutionResult, AdaptiveSummary]:
+    """Rounds of :func:`~ablate.run.execute.execute` driven by :func:`~ablate.run.adaptive.run_adaptive`:
+    each round runs what the driver appended to plan.jsonl, with the manifest the last round wrote."""
+    from ablate.run.adaptive import run_adaptive
+    from ablate.run.create import open_run
+    from ablate.run.execute import execute
+
+    last: list[ExecutionResult] = []
+
+    def run_items(_items: Any) -> str:
+        if last and last[-1].interrupted:
+            return "interrupted"
+        _, manifest = open_run(prep.folder.root)
+        last.append(
+            execute(
+                dataclasses.replace(prep, manifest=manifest),
+                request,
+                on_progress=display.update,
+                on_note=display.note,
+            )
+        )
+        return str(last[-1].summary.outcome)
+
+    summary = run_adaptive(
+        prep.folder, prep.manifest, run_items, options, on_look=lambda lk: display.note(_look_line(lk))
+    )
+    if not last:  # decided on resume with nothing left to run: one empty pass records the guard and manifest
+        _, manifest = open_run(prep.folder.root)
+        last.append(execute(dataclasses.replace(prep, manifest=manifest), request))
+    changed = sorted({p for r in last for p in r.real_files_changed})
+    done = dataclasses.replace(last[-1], real_files_changed=changed)
+    if changed:
+        done = dataclasses.replace(done, exit_code=EXIT_FAILURE)
+    elif done.exit_code == EXIT_OK and not summary.finished:
+        done = dataclasses.replace(done, exit_code=EXIT_PARTIAL)
+    return done, summary
+
+
+def _look_line(look: Any) -> str:
+    counts: dict[str, int] = {}
+    for v in look.cells.values():
+        counts[v.decision] = counts.get(v.decision, 0) + 1
+    said = ", ".join(f"{n} {d}" for d, n in sorted(counts.items()))
+    return f"round {look.round}: {look.sessions} sessions, ${look.spend_usd:.4f}; {said}"
+
+
+def _print_adaptive(data: dict[str, Any]) -> None:
+    err(f"adaptive: stopped ({data['stopped']}) after {data['rounds']} rounds, {data['sessions']} sessions")
+    for cell, d in data["decisions"].items():
+        err(f"  {cell}: {d['reason']}")
+
+
 def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.core.claude import find_claude
     from ablate.folder.result import read_result
@@ -225,6 +335,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.run.scheduler import RunOptions
 
     report = _report_when(o["report"])
+    adaptive = _adaptive_options(ctx, o)
     fresh = o["resume"] is None and o["plan"] is None
     tasks = list(o["tasks"] or [])
     if split_choice(o["split"]) != "both":
@@ -271,12 +382,21 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     display = Display(enabled=not o["json"])
     judge.start(prep.folder.root, display.note)
     done = None
+    rounds = None
     try:
-        done = execute(prep, request, on_progress=display.update, on_note=display.note)
+        if o["adaptive"]:
+            done, rounds = _execute_adaptive(prep, request, adaptive, display)
+        else:
+            done = execute(prep, request, on_progress=display.update, on_note=display.note)
     finally:
         judge.finish(interrupted=done is None or done.interrupted)
         display.close()
-    render_execution(done, json=o["json"])
+    if rounds is not None:
+        for note in rounds.notes:
+            err(f"note: {note}")
+        if not o["json"]:
+            _print_adaptive(rounds.to_json())
+    render_execution(done, json=o["json"], extra={"adaptive": rounds.to_json()} if rounds else None)
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)
@@ -323,6 +443,10 @@ def run_cmd(
     judge_model: JudgeModel = None,
     allow_same_judge: AllowSameJudge = False,
     split: Split = "both",
+    adaptive: AdaptiveOpt = False,
+    max_repeats: MaxRepeats = 20,
+    min_effect: MinEffect = 0.2,
+    alpha: Alpha = 0.05,
     report: ReportOpt = "background",
     json: Json = False,
 ) -> None:
@@ -330,7 +454,10 @@ def run_cmd(
 
     Writes a run folder (manifest.json, plan.jsonl, stdout/, transcripts/, results/, grades/ and diffs/ for
     tasks with checks). Ctrl-C stops launching and leaves a folder `--resume` continues. With --judge-model,
-    a blind judge grades complete items as the run goes (see `ablate judge`).
+    a blind judge grades complete items as the run goes (see `ablate judge`). With --adaptive the run goes in
+    rounds and stops each cell once its anytime-valid test decides it (real, or no effect of interest), at
+    --max-repeats, or at --budget-usd; adaptive.json records every look, and --resume continues the same
+    analysis.
 
     Exit codes: 0 every item complete, 1 the run could not proceed (locked folder, incompatible CLI or
     model) or your real files changed during it, 2 bad input, 3 some items failed or were not run (budget,

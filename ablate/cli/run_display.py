@@ -31,7 +31,7 @@ def print_estimate(est: CostEstimate) -> None:
     err(f"plan: {est.sessions} sessions, ~{est.calls} API calls, {cost} ({est.detail})")
 
 
-def render_execution(done: ExecutionResult, *, json: bool) -> None:
+def render_execution(done: ExecutionResult, *, json: bool, extra: dict[str, Any] | None = None) -> None:
     """The end of a run: the guard's findings, the writes summary, and the summary line (or JSON)."""
     from ablate.folder.layout import RunFolder
     from ablate.folder.result import read_result
@@ -49,7 +49,7 @@ def render_execution(done: ExecutionResult, *, json: bool) -> None:
     for line in done.writes:
         err(line)
     if json:
-        print_json(done.to_json())
+        print_json({**done.to_json(), **(extra or {})})
         return
     typer.echo(
         f"{summary.outcome}: {summary.done}/{summary.total} complete, {len(summary.failed)} failed, "

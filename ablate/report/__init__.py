@@ -62,13 +62,15 @@ def write_report(
 
     say = progress or (lambda _m: None)
     fmts = parse_formats(list(formats))
+    from ablate.report.sequential import insert_section, sequential_section
+
     report = build_report(run_dir, alpha=alpha, control=control, primary=primary, progress=say)
+    seq = sequential_section(run_dir, alpha=alpha)  # None for a complete fixed run: its report is unchanged
     written = WrittenReport(report)
     if "json" in fmts:
         path = run_dir / "report.json"
-        atomic_write_bytes(
-            path, orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
-        )
+        data = report.model_dump(mode="json") | ({"sequential": seq.model_dump(mode="json")} if seq else {})
+        atomic_write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
         written.paths["json"] = path
     plot = None
     if "md" in fmts or "html" in fmts:
@@ -79,6 +81,8 @@ def write_report(
         rel_svg = "plots/forest.svg" if plot else None
         rel_png = "plots/forest.png" if plot else None
         doc = build_document(report, plot_svg=rel_svg, plot_png=rel_png)
+        if seq is not None:
+            insert_section(doc, seq, run_dir / "plots")
         if "md" in fmts:
             path = run_dir / "report.md"
             atomic_write_bytes(path, render_markdown(doc).encode())

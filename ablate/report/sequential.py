@@ -1,0 +1,251 @@
+"""The report of a sequential run: how it stopped, each cell's confidence sequence over rounds, its caveats.
+
+An adaptive run (``ablate run --adaptive``) records every look in ``adaptive.json``; this module turns that
+into the ``sequential`` block of report.json, a "How the run stopped" section (a table and a plot of each
+cell's confidence sequence for the pitfall-free Δ over rounds) and the caveats of a sequential design.
+
+A fixed run looked at before it is complete (items not run yet) gets the same anytime-valid figures,
+computed from its results so far (:func:`sequential_section` with no adaptive.json), because its fixed-n
+p-values are not valid at a peek. A complete fixed run gets nothing from here: its report is unchanged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from ablate.folder.layout import RunFolder, read_manifest, utcnow
+from ablate.folder.result import iter_results
+from ablate.report.blocks import Block, Bullets, Document, Figure, Heading, Para, Table
+from ablate.report.model import Doc
+from ablate.run.adaptive import (
+    AdaptiveOptions,
+    AdaptiveState,
+    CellLook,
+    Look,
+    analyse,
+    control_of,
+    read_state,
+)
+from ablate.stats.sequential import draw_level
+
+#: Minimum effect assumed for the anytime figures of a fixed run looked at early.
+PEEK_MIN_EFFECT = 0.2
+
+
+class SequentialReport(Doc):
+    """report.json's ``sequential`` block."""
+
+    mode: Literal["adaptive", "peek"]
+    """``adaptive``: the run stopped by its own rule; ``peek``: a fixed run read before it was complete."""
+    primary: str
+    control: str
+    alpha: float
+    min_effect: float
+    draw_beta: float
+    max_repeats: int
+    stopped: str | None
+    """decided, max-repeats, budget, interrupted, rate-limited; None while the run goes on."""
+    looks: list[Look]
+    decisions: dict[str, dict[str, object]]
+    """Per cell: decision, reason, round (the look it was decided at), blocks."""
+    caveats: list[str]
+
+
+def sequential_section(run_dir: Path, *, alpha: float = 0.05) -> SequentialReport | None:
+    """The sequential block of ``run_dir``'s report, or None for a complete fixed run."""
+    folder = RunFolder(run_dir)
+    state = read_state(folder)
+    if state is not None:
+        return _from_state(state, mode="adaptive")
+    manifest = read_manifest(folder)
+    plan = folder.read_plan()
+    results = iter_results(folder)
+    done = {r.item for r in results if r.complete}
+    if not plan or all(p.item in {r.item for r in results} for p in plan):
+        return None  # every item ran (failed ones included): the fixed design reached its end
+    options = AdaptiveOptions(max_repeats=manifest.repeats, min_effect=PEEK_MIN_EFFECT, alpha=alpha)
+    control = control_of(manifest)
+    repeats_done = sum(
+        1 for r in range(manifest.repeats) if all(p.item in done for p in plan if p.repeat == r)
+    )
+    look = Look(
+        round=repeats_done,
+        at=utcnow(),
+        sessions=len(done),
+        spend_usd=round(sum(r.cost_usd or 0.0 for r in results), 6),
+        analysis_s=0.0,
+        cells=analyse(manifest, results, options, control),
+    )
+    return _from_state(AdaptiveState(options=options, control=control, looks=[look]), mode="peek")
+
+
+def _from_state(state: AdaptiveState, *, mode: Literal["adaptive", "peek"]) -> SequentialReport:
+    opts = state.options
+    decisions: dict[str, dict[str, object]] = {}
+    for cell, last in state.decisions().items():
+        first = next(
+            (lk.round for lk in state.looks if lk.cells.get(cell) and lk.cells[cell].decision != "undecided"),
+            None,
+        )
+        decisions[cell] = {
+            "decision": last.decision,
+            "reason": last.reason,
+            "round": first,
+            "blocks": last.blocks,
+        }
+    return SequentialReport(
+        mode=mode,
+        primary=state.primary,
+        control=state.control,
+        alpha=opts.alpha,
+        min_effect=opts.min_effect,
+        draw_beta=opts.draw_beta,
+        max_repeats=opts.max_repeats,
+        stopped=state.stopped,
+        looks=state.looks,
+        decisions=decisions,
+        caveats=_caveats(state, mode),
+    )
+
+
+def _caveats(state: AdaptiveState, mode: str) -> list[str]:
+    o = state.options
+    draw_conf = 100 * (1 - draw_level(o.draw_beta))
+    out = []
+    if mode == "adaptive":
+        rounds = len(state.looks)
+        out.append(
+            f"The design was sequential: {rounds} looks (one after every round), cells stopped once decided. "
+            f"The guarantees that hold: the chance of any false 'real' among the {len(state.decisions())} "
+            f"comparisons is at most {o.alpha} however many looks were taken (anytime-valid p-values, Holm); "
+            f"a cell whose pitfall-free effect is at least {o.min_effect} is called 'no effect of interest' "
+            f"with probability at most {o.draw_beta} (its {draw_conf:.0f}% confidence sequence); the "
+            f"{100 * (1 - o.alpha):.0f}% confidence sequences hold at every round at once."
+        )
+        out.append(
+            "The fixed-n p-values, intervals and 'real' marks of the other sections assume the number of "
+            "blocks was fixed in advance; for this run they are descriptive. Cells that stopped early have "
+            "fewer blocks than the control, so their per-cell rates rest on fewer sessions."
+        )
+    else:
+        out.append(
+            "This run is not complete: a fixed-n p-value read before the planned end is invalid (each peek "
+            "inflates the false-positive rate), so the anytime-valid figures of this section are the ones to "
+            f"read now (Holm at {o.alpha}; 'no effect of interest' for |Δ| < {o.min_effect})."
+        )
+    if state.stopped in ("max-repeats", "budget"):
+        left = [c for c, v in state.decisions().items() if v.decision == "undecided"]
+        if left:
+            out.append(
+                f"Stopped at the {state.stopped}: {', '.join(left)} undecided — neither an effect nor its "
+                "absence was established."
+            )
+    return out
+
+
+def section_blocks(seq: SequentialReport, plot: tuple[str, str] | None) -> list[Block]:
+    """The "How the run stopped" section (or "Anytime-valid figures so far" for a peek)."""
+    title = "How the run stopped" if seq.mode == "adaptive" else "Anytime-valid figures so far"
+    blocks: list[Block] = [Heading(title)]
+    last = seq.looks[-1] if seq.looks else None
+    if seq.mode == "adaptive":
+        blocks.append(
+            Para(
+                f"Stopped: {seq.stopped or 'not yet (the run goes on)'} after {len(seq.looks)} rounds"
+                + (f", {last.sessions} sessions, ${last.spend_usd:.4f}" if last else "")
+                + f" (at most {seq.max_repeats} rounds; min effect {seq.min_effect}; α {seq.alpha})."
+            )
+        )
+    rows = []
+    for cell, d in seq.decisions.items():
+        c = last.cells[cell] if last else None
+        cs = (
+            f"[{c.cs_low:+.2f}, {c.cs_high:+.2f}]"
+            if c and c.cs_low is not None and c.cs_high is not None
+            else "–"
+        )
+        rows.append(
+            [
+                cell,
+                str(d["decision"]),
+                "–" if d["round"] is None else str(d["round"]),
+                str(d["blocks"]),
+                "–" if c is None or c.delta is None else f"{c.delta:+.2f}",
+                cs,
+                "–" if c is None else f"{c.p_holm:.3g}",
+                _turns(c),
+                str(d["reason"]),
+            ]
+        )
+    blocks.append(
+        Table(
+            ["cell", "decision", "round", "blocks", f"Δ {seq.primary}", f"{100 * (1 - seq.alpha):.0f}% CS",
+             "anytime p (Holm)", "Δ turns (CS)", "reason"],
+            rows,
+            id="sequential",
+            caption=f"each cell against {seq.control} on the paired (task, repeat) blocks",
+        )
+    )  # fmt: skip
+    if plot is not None:
+        blocks.append(Figure(svg=plot[0], png=plot[1], alt="confidence sequence of each cell over rounds"))
+    blocks.append(Bullets(list(seq.caveats)))
+    return blocks
+
+
+def _turns(c: CellLook | None) -> str:
+    if c is None or c.turns_delta is None or c.turns_cs_low is None or c.turns_cs_high is None:
+        return "–"
+    return f"{c.turns_delta:+.1f} [{c.turns_cs_low:+.1f}, {c.turns_cs_high:+.1f}]"
+
+
+def insert_section(doc: Document, seq: SequentialReport, plots_dir: Path) -> None:
+    """Put the section (with its plot, drawn into ``plots_dir``) right after the report's header table."""
+    plot = cs_plot(seq, plots_dir)
+    rel = (f"{plots_dir.name}/{plot[0].name}", f"{plots_dir.name}/{plot[1].name}") if plot else None
+    doc.blocks[1:1] = section_blocks(seq, rel)
+
+
+def cs_plot(seq: SequentialReport, out_dir: Path) -> tuple[Path, Path] | None:
+    """``sequence.svg``/``.png``: each cell's confidence sequence for Δ over rounds, ±min-effect marked."""
+    if len(seq.looks) < 1 or not seq.decisions:
+        return None
+    from ablate.report.plots import _private_matplotlib_dirs
+
+    _private_matplotlib_dirs()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for cell in seq.decisions:
+        xs: list[int] = []
+        mid: list[float] = []
+        low: list[float] = []
+        high: list[float] = []
+        for lk in seq.looks:
+            c = lk.cells.get(cell)
+            if c is not None and c.cs_low is not None and c.cs_high is not None and c.delta is not None:
+                xs.append(lk.round)
+                mid.append(c.delta)
+                low.append(c.cs_low)
+                high.append(c.cs_high)
+        if not xs:
+            continue
+        line = ax.plot(xs, mid, marker="o", ms=3, label=cell)[0]
+        ax.fill_between(xs, low, high, alpha=0.15, color=line.get_color())
+    for y in (-seq.min_effect, seq.min_effect):
+        ax.axhline(y, ls=":", color="#555555", lw=1)
+    ax.axhline(0, color="#999999", lw=0.8)
+    ax.set_xlabel("round")
+    ax.set_ylabel(f"Δ {seq.primary} (cell − {seq.control})")
+    ax.set_ylim(-1, 1)
+    ax.legend(fontsize=7, ncol=4, loc="lower left")
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    svg, png = out_dir / "sequence.svg", out_dir / "sequence.png"
+    fig.savefig(svg)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return svg, png

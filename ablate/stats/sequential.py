@@ -1,0 +1,263 @@
+"""Anytime-valid inference for adaptive runs: e-processes, anytime p-values, confidence sequences, decisions.
+
+A sequential run looks at its data after every round and stops a comparison as soon as it is decided. Fixed-n
+p-values and intervals are not valid under such looks; the figures here are, at every look and at any
+data-dependent stopping time, because each is built from a nonnegative (super)martingale under its null and
+Ville's inequality bounds the chance that such a process *ever* reaches 1/α by α (Ville J, *Étude critique de
+la notion de collectif*, 1939).
+
+* :func:`discordant_log_e` — the binary primary outcome, paired on (task, repeat) blocks: a beta-binomial
+  mixture likelihood ratio on the discordant blocks (Robbins H, "Statistical methods related to the law of the
+  iterated logarithm", Ann Math Stat 41:1397–1409, 1970; the "mixture martingale"). Under the null each
+  discordant block is a fair coin; the mixture of Bernoulli(θ) likelihood ratios over θ ~ Beta(a, a) is
+  ``B(a+g, a+l) / B(a, a) · 2^(g+l)`` for ``g`` gained and ``l`` lost blocks, a test martingale for any a.
+* :func:`anytime_p` — p_t = min(1, 1 / max_{s≤t} E_s), valid at any stopping time (Ramdas A, Grünwald P,
+  Vovk V, Shafer G, "Game-theoretic statistics and safe anytime-valid inference", Stat Sci 38:576–601, 2023).
+* :func:`betting_cs` — a confidence sequence for the mean of bounded observations (the paired difference of a
+  binary outcome lies in [−1, 1], of turns in [−max_turns, max_turns]): the hedged capital process with
+  predictable plug-in bets of Waudby-Smith I & Ramdas A, "Estimating means of bounded random variables by
+  betting", JRSS B 86:1–27, 2024 (§4, "Hedged capital" with λ^PrPl of eq. 26), on a grid of candidate means.
+* :func:`normal_mixture_cs` — the two-sided normal-mixture boundary for sub-Gaussian increments with a known
+  scale (Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric, nonasymptotic confidence
+  sequences", Ann Stat 49:1055–1080, 2021, eq. (14)).
+* :func:`holm_adjust` — Holm's step-down adjustment, vectorised over experiments; Holm on anytime-valid
+  p-values controls the family-wise error rate at any stopping time, because every p-value is valid there and
+  Holm needs no assumption on their dependence.
+* :func:`decide` — the per-cell decisions of a look: ``real``, ``no-effect`` (a draw: the sequence excludes every
+  effect at least ``min_effect`` in both directions) or ``undecided``. The draw reads a confidence sequence at
+  the level :func:`draw_level` gives for a draw error β (default 0.2, the miss rate of a fixed design sized
+  for 80% power): like a non-binding futility bound of a group-sequential design, it costs power, never a
+  false "real".
+
+Every function is vectorised over leading axes (simulated experiments, cells) so the simulations that check
+these properties run the very code a real run uses. scipy gives the beta function (``scipy.special.betaln``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy import special
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Beta(a, a) mixing prior of :func:`discordant_log_e`: a = 1 (uniform over the discordant success rate).
+DEFAULT_PRIOR_A = 1.0
+#: Candidate means in :func:`betting_cs` (per unit of the range; the interval's ends are rounded outwards).
+DEFAULT_GRID = 201
+#: "No effect of interest" errs for a cell whose true effect is at least min-effect with probability at most
+#: this: the miss rate of a fixed design sized for 80% power, so both designs make the same errors.
+DEFAULT_DRAW_BETA = 0.2
+#: The largest bet of the capital process, as a fraction of what keeps the capital positive (c in WSR §4).
+BET_CAP = 0.5
+
+Decision = Literal["real", "no-effect", "undecided"]
+#: Codes of :func:`decide`'s array, indexable by the code.
+DECISIONS: tuple[Decision, Decision, Decision] = ("undecided", "real", "no-effect")
+UNDECIDED, REAL, NO_EFFECT = 0, 1, 2
+
+
+def discordant_log_e(
+    gained: npt.ArrayLike, lost: npt.ArrayLike, prior_a: float = DEFAULT_PRIOR_A
+) -> FloatArray:
+    """log E of the beta-binomial mixture martingale (Robbins 1970) after ``gained`` and ``lost`` discordant blocks.
+
+    E = ∫ θ^g (1−θ)^l dBeta(a, a)(θ) / (1/2)^(g+l) = B(a+g, a+l) / B(a, a) · 2^(g+l). Under the null (a
+    discordant block is as likely to favour either cell) E is a nonnegative martingale with E_0 = 1 over the
+    sequence of discordant blocks, so P(E ever ≥ 1/α) ≤ α. The prior is symmetric: the test is two-sided.
+    Concordant blocks leave E unchanged. Vectorised; ``gained`` and ``lost`` broadcast.
+    """
+    if prior_a <= 0:
+        raise ValueError(f"prior_a={prior_a!r} must be positive")
+    g = np.asarray(gained, dtype=np.float64)
+    lo = np.asarray(lost, dtype=np.float64)
+    if np.any(g < 0) or np.any(lo < 0):
+        raise ValueError("discordant counts must be non-negative")
+    out = (
+        special.betaln(prior_a + g, prior_a + lo) - special.betaln(prior_a, prior_a) + (g + lo) * math.log(2)
+    )
+    return np.asarray(out, dtype=np.float64)
+
+
+def discordant_path(
+    cell: npt.ArrayLike, control: npt.ArrayLike, prior_a: float = DEFAULT_PRIOR_A
+) -> FloatArray:
+    """log E after each block of paired binary outcomes (last axis = blocks, in the order they were observed).
+
+    ``cell`` and ``control`` broadcast (one control row against many cells)."""
+    x = np.asarray(cell, dtype=bool)
+    y = np.asarray(control, dtype=bool)
+    if x.shape[-1] != y.shape[-1]:
+        raise ValueError(f"cell {x.shape} and control {y.shape} outcomes must pair block by block")
+    gained = np.cumsum(x & ~y, axis=-1)
+    lost = np.cumsum(~x & y, axis=-1)
+    return discordant_log_e(gained, lost, prior_a)
+
+
+def anytime_p(log_e_path: npt.ArrayLike) -> FloatArray:
+    """Anytime-valid p-values along a path of log e-values (last axis = time): min(1, 1 / max_{s≤t} E_s).
+
+    By Ville's inequality P(p_τ ≤ α) ≤ α at every stopping time τ (Ramdas et al. 2023, §2); the p-value never
+    rises, so a comparison once significant stays so.
+    """
+    le = np.asarray(log_e_path, dtype=np.float64)
+    running = np.maximum.accumulate(np.maximum(le, 0.0), axis=-1)
+    return np.asarray(np.exp(-running), dtype=np.float64)
+
+
+def betting_cs(
+    x: npt.ArrayLike,
+    low: float,
+    high: float,
+    alpha: float = 0.05,
+    grid: int = DEFAULT_GRID,
+    every: int = 1,
+) -> tuple[FloatArray, FloatArray]:
+    """Confidence sequence for the mean of observations in [low, high] (last axis = time), at level 1 − α.
+
+    Waudby-Smith & Ramdas (2024), hedged capital process: for each candidate mean m of the observations
+    rescaled to [0, 1], K_t(m) = max(½ ∏(1 + λ⁺_i (z_i − m)), ½ ∏(1 − λ⁻_i (z_i − m))) with predictable
+    plug-in bets λ_t = √(2 log(2/α) / (σ̂²_{t−1} t log(1+t))) capped at c/m and c/(1−m), c = 1/2 (their eq. 26
+    with the regularised running mean and variance of eq. 27). K_t(m*) is at most a nonnegative martingale
+    with K_0 = 1 at the true mean m*, so {m : K_s(m) < 1/α for every s ≤ t} covers m* at every t at once with
+    probability ≥ 1 − α (the running intersection is taken). Candidates are a grid of ``grid`` points; the
+    returned ends are moved outwards to the next excluded grid point, so the grid can only widen the interval.
+
+    Returns (lower, upper) bounds after every ``every``-th observation (the looks of a run that looks after
+    each round of ``every`` blocks; candidates are still tested after each observation), shaped like ``x``
+    with the last axis cut to ``n // every``; NaN when every candidate is excluded (the observations
+    contradict the range; probability ≤ α).
+    """
+    if not high > low:
+        raise ValueError(f"range [{low}, {high}] is empty")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} outside (0, 1)")
+    xs = np.asarray(x, dtype=np.float64)
+    z = (xs - low) / (high - low)
+    if np.any(z < -1e-12) or np.any(z > 1 + 1e-12):
+        raise ValueError(f"observations outside the declared range [{low}, {high}]")
+    z = np.clip(z, 0.0, 1.0)
+    m = np.linspace(0.0, 1.0, grid + 2)[1:-1]  # candidates strictly inside (0, 1)
+    batch, n = z.shape[:-1], z.shape[-1]
+    if every < 1:
+        raise ValueError(f"every={every!r} must be at least 1")
+    log_kp = np.zeros((*batch, grid), dtype=np.float32)
+    log_km = np.zeros((*batch, grid), dtype=np.float32)
+    excluded = np.zeros((*batch, grid), dtype=bool)
+    lows = np.full((*batch, n // every), np.nan)
+    highs = np.full((*batch, n // every), np.nan)
+    threshold = math.log(1.0 / alpha)
+    mu_sum = np.zeros(batch)
+    var_sum = np.zeros(batch)
+    sigma2 = np.full(batch, 0.25)
+    mf = m.astype(np.float32)
+    cap_p, cap_m = (BET_CAP / mf).astype(np.float32), (BET_CAP / (1.0 - mf)).astype(np.float32)
+    for t in range(1, n + 1):
+        zt = z[..., t - 1]
+        lam = np.sqrt(2.0 * math.log(2.0 / alpha) / (sigma2 * t * math.log(1.0 + t)))
+        diff = zt[..., None].astype(np.float32) - mf
+        log_kp += np.log1p(np.minimum(lam[..., None].astype(np.float32), cap_p) * diff)
+        log_km += np.log1p(-np.minimum(lam[..., None].astype(np.float32), cap_m) * diff)
+        excluded |= np.maximum(log_kp, log_km) >= threshold + math.log(2.0)
+        mu_sum += zt
+        mu = (0.5 + mu_sum) / (t + 1)
+        var_sum += (zt - mu) ** 2
+        sigma2 = (0.25 + var_sum) / (t + 1)
+        if t % every == 0:
+            lows[..., t // every - 1], highs[..., t // every - 1] = _ends(excluded, m)
+    scale = high - low
+    return low + lows * scale, low + highs * scale
+
+
+def _ends(excluded: npt.NDArray[np.bool_], m: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Outward-rounded ends of the kept candidates (NaN where none is kept)."""
+    kept = ~excluded
+    anyk = kept.any(axis=-1)
+    first = np.argmax(kept, axis=-1)
+    last = kept.shape[-1] - 1 - np.argmax(kept[..., ::-1], axis=-1)
+    edges = np.concatenate(([0.0], m, [1.0]))
+    lo = np.where(anyk, edges[first], np.nan)  # the excluded point below the first kept one (or 0)
+    hi = np.where(anyk, edges[last + 2], np.nan)  # the excluded point above the last kept one (or 1)
+    return lo, hi
+
+
+def normal_mixture_cs(
+    x: npt.ArrayLike, sigma: float, alpha: float = 0.05, rho: float | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Confidence sequence for the mean of σ-sub-Gaussian observations (last axis = time), level 1 − α.
+
+    Howard et al. (2021), eq. (14): with S_t the centred sum and V_t = t σ², the normal mixture of
+    exp(λS − λ²V/2) over λ ~ N(0, 1/ρ) crosses 1/α only when |S_t| ≥ √((V_t + ρ) log((V_t + ρ) / (ρ α²))),
+    so mean ± that / t holds for every t at once with probability ≥ 1 − α. ``rho`` tunes where the boundary is
+    tightest (default σ² · 20: near 20 observations). Valid only when the scale σ is known (a bounded range
+    gives σ = range / 2).
+    """
+    if sigma <= 0:
+        raise ValueError(f"sigma={sigma!r} must be positive")
+    xs = np.asarray(x, dtype=np.float64)
+    r = rho if rho is not None else 20.0 * sigma**2
+    t = np.arange(1, xs.shape[-1] + 1, dtype=np.float64)
+    v = t * sigma**2
+    half = np.sqrt((v + r) * np.log((v + r) / (r * alpha**2))) / t
+    mean = np.cumsum(xs, axis=-1) / t
+    return mean - half, mean + half
+
+
+def holm_adjust(p: npt.ArrayLike) -> FloatArray:
+    """Holm-adjusted p-values along the last axis (Holm S, Scand J Statist 6:65–70, 1979), vectorised.
+
+    The i-th smallest of m (from 0) is multiplied by (m − i), made non-decreasing and capped at 1; equal to
+    :func:`ablate.stats.multiplicity.holm` on each row. NaN (not computable) counts as 1.
+    """
+    pv = np.nan_to_num(np.asarray(p, dtype=np.float64), nan=1.0)
+    m = pv.shape[-1]
+    order = np.argsort(pv, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(pv, order, axis=-1)
+    scaled = np.minimum(1.0, sorted_p * (m - np.arange(m)))
+    running = np.maximum.accumulate(scaled, axis=-1)
+    out = np.empty_like(running)
+    np.put_along_axis(out, order, running, axis=-1)
+    return out
+
+
+def draw_level(beta: float = DEFAULT_DRAW_BETA) -> float:
+    """The α of the confidence sequence a "no effect of interest" decision reads, for a draw error ``beta``.
+
+    A true effect Δ ≥ d (or ≤ −d) is wrongly called a draw only when the sequence misses Δ on that one side.
+    The hedged process of :func:`betting_cs` gives each side half its α (K ≥ 1/α needs one of the two halves
+    ½K± to reach it), so a sequence at α = 2β misses a given side with probability at most β.
+    """
+    if not 0 < beta < 0.5:
+        raise ValueError(f"beta={beta!r} outside (0, 0.5)")
+    return 2.0 * beta
+
+
+def decide(
+    p_anytime: npt.ArrayLike,
+    cs_low: npt.ArrayLike,
+    cs_high: npt.ArrayLike,
+    *,
+    alpha: float,
+    min_effect: float,
+) -> npt.NDArray[np.int8]:
+    """The decision of every comparison at one look (last axis = the run's comparisons), as codes of DECISIONS.
+
+    ``real`` (1): Holm-adjusted anytime p ≤ α over all comparisons of the run. ``no-effect`` (2): not real and
+    the confidence sequence (the one of :func:`draw_level`) lies strictly inside (−min_effect, min_effect),
+    i.e. excludes every effect of at least ``min_effect`` in both directions. ``undecided`` (0) otherwise (an empty or not computable sequence
+    never decides). Holm-adjusted anytime p-values only fall as data arrive, so a "real" stays real.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} outside (0, 1)")
+    if min_effect <= 0:
+        raise ValueError(f"min_effect={min_effect!r} must be positive")
+    adjusted = holm_adjust(p_anytime)
+    lo = np.asarray(cs_low, dtype=np.float64)
+    hi = np.asarray(cs_high, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        inside = (lo > -min_effect) & (hi < min_effect)
+    out = np.where(adjusted <= alpha, REAL, np.where(inside, NO_EFFECT, UNDECIDED))
+    return out.astype(np.int8)

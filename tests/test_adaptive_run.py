@@ -1,0 +1,220 @@
+"""The adaptive round driver against a planted executor: rounds, stopping, the control, state, resume.
+
+The executor is the driver's whole interface to sessions (``RunItems``): it gets plan items and writes one
+result per item, here with outcomes drawn from planted per-cell pitfall-free rates.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ablate.core.claude import ClaudeBinary
+from ablate.core.errors import UsageError
+from ablate.folder.layout import PlanItem, RunFolder, RunManifest
+from ablate.folder.result import ItemResult, iter_results, write_result
+from ablate.run.adaptive import AdaptiveOptions, read_state, run_adaptive
+from ablate.run.create import create_run
+from ablate.setup.cells import load_cell_set
+from ablate.setup.layers import load_catalog
+from ablate.setup.tasks import load_task
+
+
+def _planned(tmp: Path, tasks: int = 4, repeats: int = 30) -> tuple[RunFolder, RunManifest]:
+    (tmp / "tasks").mkdir(parents=True)
+    loaded = []
+    for i in range(tasks):
+        path = tmp / "tasks" / f"t{i}.toml"
+        path.write_text(f'id = "t{i}"\nprompt = "do {i}"\n[[pitfalls]]\nid = "p"\npattern = "x"\n')
+        loaded.append(load_task(path))
+    cs = load_cell_set("layered", load_catalog())
+    exe = tmp / "claude"
+    exe.write_text("")
+    return create_run(
+        tmp / "runs",
+        tasks=loaded,
+        cell_set=cs.name,
+        cells=list(cs.cells),
+        repeats=repeats,
+        seed=3,
+        model="claude-sonnet-4-6",
+        max_turns=5,
+        claude=ClaudeBinary(exe, "2.1.332", "0" * 64),
+    )
+
+
+class Planted:
+    """Writes a result for every item it is given; pitfall-free with the cell's planted rate."""
+
+    def __init__(
+        self, folder: RunFolder, rates: dict[str, float], seed: int = 0, stop_after: int | None = None
+    ):
+        self.folder, self.rates, self.rng = folder, rates, random.Random(seed)
+        self.calls: list[list[str]] = []
+        self.stop_after = stop_after  # items, then "interrupted" (a kill mid-round)
+
+    def __call__(self, items: Sequence[PlanItem]) -> str:
+        self.calls.append([i.item for i in items])
+        for n, it in enumerate(items):
+            if self.stop_after is not None and n >= self.stop_after:
+                self.stop_after = None
+                return "interrupted"
+            free = self.rng.random() < self.rates[it.cell]
+            write_result(
+                self.folder,
+                ItemResult(
+                    item=it.item, task=it.task, cell=it.cell, repeat=it.repeat, order=it.order, attempt=1,
+                    session_id=f"s-{it.item}", status="completed", cost_usd=0.01,
+                    pitfall_hits={} if free else {"p": 1}, turns=self.rng.randint(1, 5),
+                ),
+            )  # fmt: skip
+        return "finished"
+
+
+OPTS = AdaptiveOptions(max_repeats=30, min_effect=0.25, alpha=0.05)
+
+
+def _rates(manifest: RunManifest, planted: dict[str, float], base: float = 0.3) -> dict[str, float]:
+    return {c.id: planted.get(c.id, base) for c in manifest.cells}
+
+
+def test_a_strong_layer_is_real_early_and_the_control_runs_while_any_cell_needs_it(tmp_path: Path) -> None:
+    folder, manifest = _planned(tmp_path)
+    control = next(c.id for c in manifest.cells if not c.stripped)
+    strong = next(c.id for c in manifest.cells if c.id != control)
+    executor = Planted(folder, _rates(manifest, {strong: 0.95}))
+    summary = run_adaptive(folder, manifest, executor, OPTS)
+    state = read_state(folder)
+    assert state is not None and state.stopped == summary.state.stopped
+    decisions = state.decisions()
+    assert decisions[strong].decision == "real"
+    assert all(v.decision != "real" for c, v in decisions.items() if c != strong)
+    turns = decisions[strong]  # the secondary outcome, turns: drawn alike for every cell
+    assert (
+        turns.turns_blocks == turns.blocks
+        and turns.turns_cs_low is not None
+        and turns.turns_cs_high is not None
+    )
+    assert turns.turns_cs_low <= 0 <= turns.turns_cs_high and turns.turns_cs_high - turns.turns_cs_low < 5
+    plan = folder.read_plan()
+    ids = [p.item for p in plan]
+    assert len(ids) == len(set(ids))  # no item scheduled twice
+    runs = Counter(p.cell for p in plan)
+    assert runs[strong] < runs[control]  # the strong cell stopped; the control kept going
+    assert runs[control] == max(runs.values())
+    # the looks record the round, the sessions so far and each cell's statistic
+    assert [lk.round for lk in state.looks] == list(range(1, len(state.looks) + 1))
+    assert state.looks[-1].sessions == len(iter_results(folder))
+    for round_ in {p.repeat for p in plan}:  # every block of a round has the control and the round's cells
+        in_round = [p for p in plan if p.repeat == round_]
+        per_task = Counter(p.task for p in in_round)
+        assert len(set(per_task.values())) == 1 and sum(1 for p in in_round if p.cell == control) == 4
+
+
+def test_all_null_claims_nothing_and_stops_at_max_repeats_or_a_draw(tmp_path: Path) -> None:
+    folder, manifest = _planned(tmp_path, repeats=12)
+    executor = Planted(folder, _rates(manifest, {}), seed=5)
+    summary = run_adaptive(folder, manifest, executor, OPTS.model_copy(update={"max_repeats": 12}))
+    decisions = summary.state.decisions()
+    assert all(v.decision != "real" for v in decisions.values())
+    assert summary.state.stopped in ("max-repeats", "decided")
+    assert len(summary.state.looks) <= 12
+
+
+def test_kill_mid_round_then_resume_continues_with_no_item_run_twice(tmp_path: Path) -> None:
+    folder, manifest = _planned(tmp_path)
+    rates = _rates(manifest, {manifest.cells[1].id: 0.95})
+    killed = Planted(folder, rates, seed=1, stop_after=7)
+    first = run_adaptive(folder, manifest, killed, OPTS)
+    assert first.state.stopped == "interrupted" and not first.state.looks
+    resumed = Planted(folder, rates, seed=2)
+    second = run_adaptive(folder, manifest, resumed, None)  # a resume brings no options: the saved ones hold
+    assert second.state.options == OPTS and second.finished
+    ran = [i for call in killed.calls + resumed.calls for i in call]
+    written = [i for call in killed.calls for i in call[:7]] + [i for call in resumed.calls for i in call]
+    assert len(written) == len(set(written))  # no block run twice
+    assert resumed.calls[0] == killed.calls[0][7:]  # the resume finishes the interrupted round first
+    assert set(ran) == {p.item for p in folder.read_plan()}
+
+
+def test_a_fixed_run_with_results_cannot_turn_adaptive(tmp_path: Path) -> None:
+    folder, manifest = _planned(tmp_path, repeats=2)
+    Planted(folder, _rates(manifest, {}))(folder.read_plan()[:3])
+    with pytest.raises(UsageError, match="fixed run"):
+        run_adaptive(folder, manifest, Planted(folder, {}), OPTS)
+    with pytest.raises(UsageError, match="not an adaptive run"):
+        run_adaptive(folder, manifest, Planted(folder, {}), None)
+
+
+def test_the_report_says_how_the_run_stopped_and_a_complete_fixed_run_gets_no_such_section(
+    tmp_path: Path,
+) -> None:
+    from ablate.report import write_report
+
+    folder, manifest = _planned(tmp_path / "a", repeats=10)
+    run_adaptive(folder, manifest, Planted(folder, _rates(manifest, {manifest.cells[2].id: 0.95})), OPTS)
+    written = write_report(folder.root)
+    data = orjson.loads(written.paths["json"].read_bytes())
+    seq = data["sequential"]
+    assert seq["mode"] == "adaptive" and seq["decisions"][manifest.cells[2].id]["decision"] == "real"
+    assert [lk["round"] for lk in seq["looks"]] == list(range(1, len(seq["looks"]) + 1))
+    assert any("The design was sequential" in c for c in seq["caveats"])
+    md = written.paths["md"].read_text()
+    assert "## How the run stopped" in md and "plots/sequence.png" in md
+    assert (folder.root / "plots" / "sequence.svg").exists()
+
+    fixed, fm = _planned(tmp_path / "f", repeats=2)
+    Planted(fixed, _rates(fm, {}))(fixed.read_plan())
+    data = orjson.loads(write_report(fixed.root).paths["json"].read_bytes())
+    assert "sequential" not in data
+    assert "How the run stopped" not in (fixed.root / "report.md").read_text()
+
+
+def test_a_fixed_run_read_early_gets_anytime_valid_figures(tmp_path: Path) -> None:
+    from ablate.report import write_report
+
+    fixed, fm = _planned(tmp_path, repeats=6)
+    plan = fixed.read_plan()
+    Planted(fixed, _rates(fm, {}))(plan[: len(plan) // 2])
+    data = orjson.loads(write_report(fixed.root).paths["json"].read_bytes())
+    assert data["sequential"]["mode"] == "peek"
+    assert "## Anytime-valid figures so far" in (fixed.root / "report.md").read_text()
+
+
+def test_the_budget_stops_the_run_between_rounds_with_cells_undecided(tmp_path: Path) -> None:
+    folder, manifest = _planned(tmp_path, repeats=10)
+    opts = OPTS.model_copy(update={"budget_usd": 0.5})  # 12 cells x 4 tasks x $0.01 = $0.48 a round
+    summary = run_adaptive(folder, manifest, Planted(folder, _rates(manifest, {})), opts)
+    assert summary.state.stopped == "budget"
+    assert [lk.round for lk in summary.state.looks] == [1, 2]  # $0.48 after round 1, $0.96 after round 2
+    assert summary.state.looks[-1].spend_usd == pytest.approx(0.96)
+    assert all(v.decision == "undecided" for v in summary.state.decisions().values())
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--repeats", "3"], "--repeats and --adaptive"),
+        (["--plan", "somewhere"], "--adaptive schedules its own rounds"),
+    ],
+)
+def test_adaptive_cli_refuses_options_that_fix_the_design(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+    from tests.runner_support import write_fake_claude
+
+    monkeypatch.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp_path / "claude")))
+    (tmp_path / "cfg").mkdir()
+    res = CliRunner().invoke(
+        app, ["run", "--adaptive", *extra, "--config-dir", str(tmp_path / "cfg"), "--repo", str(tmp_path)]
+    )
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr
