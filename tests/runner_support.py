@@ -1,6 +1,6 @@
 """Test doubles for the runner: a fake `claude` executable and an environment backend of plain folders.
 
-The fake CLI writes a transcript and a `--output-format json` result like the real one (FACTS §5, §6), so the
+The fake CLI writes a transcript and a `--output-format json` result like the real one (docs/CLAUDE-CODE.md#transcript, docs/CLAUDE-CODE.md#json-output), so the
 real miner reads them. What it does is keyed on words in the prompt and on ``FAKE_*`` variables:
 
 * ``FAKE_RL_CALLS=N``: the first N calls (counted in ``FAKE_STATE``, a file) answer with a 429;

@@ -257,11 +257,6 @@ def test_a_judge_model_without_a_key_is_refused_before_the_run_folder(
     _assert_refused_before_anything_is_written(_judge_without_key, rig)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the manifest's schema_version check lands with the run-folder contract (ablate.folder.layout); "
-    "the CLI maps its located error to exit 2 — drop this marker when it does",
-)
 def test_a_manifest_of_another_schema_is_a_located_error(rig: tuple[ExampleSetup, Path]) -> None:
     ex, tmp = rig
     args = ["plan", "--tasks", TASK, "--cells", "binary", "--out", str(tmp / "runs"), *setup_args(ex)]

@@ -1,5 +1,5 @@
 """The environment builder on the bundled example setup: strip operations, copy-vs-link policy, shadow home,
-process env, repo overlay, refusals, reset and teardown (DESIGN §3)."""
+process env, repo overlay, refusals, reset and teardown (docs/ARCHITECTURE.md#environments)."""
 
 from __future__ import annotations
 

@@ -154,7 +154,7 @@ def test_every_layered_cell_with_the_real_cli(claude: Path, tmp_path: Path) -> N
         for lid in LISTED:
             if (canary(lid) in att["skill_listing"]) == (lid in gone):
                 failures.append(f"{cid}: {lid} wrong in the skill_listing attachment")
-        # ... which is also its main worktree root, where auto-memory is read (FACTS §1.3)
+        # ... which is also its main worktree root, where auto-memory is read (docs/CLAUDE-CODE.md#memory-vs-transcript)
         assert f"{env.config_dir}/projects/{env.memory_slug}/memory/" in text
         assert setup.memory_slug != env.memory_slug
         # a private clone, not a linked worktree: no worktree notice the user's own sessions never see

@@ -28,7 +28,11 @@ def _result(i: int, cost: float, calls: int) -> ItemResult:
             "status": "completed",
             "complete": True,
             "cost_usd": cost,
-            "session": {"total": {"api_calls": calls}},
+            "session": {
+                "transcript": f"transcripts/s{i}.jsonl",
+                "status": "completed",
+                "total": {"api_calls": calls},
+            },
         }
     )
 

@@ -1,4 +1,4 @@
-"""End to end: sessions that try to break out of their cell (DESIGN §3, invariant 8).
+"""End to end: sessions that try to break out of their cell (docs/ARCHITECTURE.md#environments, invariant 8).
 
 The real pinned CLI against the scripted sim. One adversarial Bash call appends to skill, agent, hook and
 command files, runs ``git config --global``, writes ``~/.config/x``, commits, sets ``git config`` and a

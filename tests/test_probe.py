@@ -260,7 +260,9 @@ def test_no_transcript_is_an_error_not_a_pass(example: ExampleSetup, claude: Pat
     afile.write_text("x")
 
     def bad_config(cenv: CellEnvironment, setup: Any) -> None:
-        cenv.env["CLAUDE_CONFIG_DIR"] = str(afile / "sub")  # FACTS §3.7: exit 0, no transcript
+        cenv.env["CLAUDE_CONFIG_DIR"] = str(
+            afile / "sub"
+        )  # docs/CLAUDE-CODE.md#invalid-config-dir: exit 0, no transcript
 
     result = _probe(example, claude, cell_ids=["C0"], builder=_broken(bad_config))
     (c0,) = result.cells

@@ -1,4 +1,4 @@
-"""The project slug against every row of FACTS §1.1 that names its path."""
+"""The project slug against every row of docs/CLAUDE-CODE.md#slug that names its path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ablate.stats against published worked examples, guards, and simulation (DESIGN §7).
+"""ablate.stats against published worked examples, guards, and simulation (docs/ARCHITECTURE.md#statistics).
 
 The simulations are in-process and vectorised: under a null the "real" mark (Holm-adjusted p <= alpha) fires
 at most at the nominal rate; under a planted effect it is found at the power runs-needed predicted.

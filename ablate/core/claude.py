@@ -79,7 +79,7 @@ def claude_argv(
     max_turns: int | str,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The pinned command line of every ablate session (DESIGN §4); stdin must be /dev/null.
+    """The pinned command line of every ablate session (docs/ARCHITECTURE.md#run-folder); stdin must be /dev/null.
 
     The prompt comes after ``--`` (a prompt may start with a dash). ``--bare`` is never used: it replaces the
     whole system prompt and cuts the tool set, so it is no baseline. The runner stores this line in the
@@ -105,6 +105,6 @@ def claude_argv(
 
 
 def find_transcript(config_dir: Path, session_id: str) -> Path | None:
-    """The session's JSONL under ``config_dir/projects/*/`` (never computed from the slug: DESIGN §3.3)."""
+    """The session's JSONL under ``config_dir/projects/*/`` (never computed from the slug: docs/CLAUDE-CODE.md#slug)."""
     matches = sorted((config_dir / "projects").glob(f"*/{session_id}.jsonl"))
     return matches[0] if matches else None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ablate.core.errors import AblateError
 
-#: Variables that would point git at another repository, index or config (DESIGN §3.4).
+#: Variables that would point git at another repository, index or config (docs/ARCHITECTURE.md#process-env).
 GIT_REPO_VARS = (
     "GIT_DIR",
     "GIT_WORK_TREE",

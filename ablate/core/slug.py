@@ -1,4 +1,4 @@
-"""Claude Code's project-folder slug (FACTS §1): ``$CLAUDE_CONFIG_DIR/projects/<slug>/``.
+"""Claude Code's project-folder slug (docs/CLAUDE-CODE.md#slug): ``$CLAUDE_CONFIG_DIR/projects/<slug>/``.
 
 Every non-``[A-Za-z0-9]`` UTF-16 code unit of the real path becomes ``-``; a slug over 200 units is cut to
 200 and suffixed with ``-`` + base36 of the absolute Java ``String.hashCode`` of the *original* path.
@@ -46,5 +46,5 @@ def slug(path: str) -> str:
 
 
 def slug_for(path: Path) -> str:
-    """The slug of ``path`` after resolving symlinks, as the CLI does (FACTS §1.2)."""
+    """The slug of ``path`` after resolving symlinks, as the CLI does (docs/CLAUDE-CODE.md#slug-symlink)."""
     return slug(os.path.realpath(path))

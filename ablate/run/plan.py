@@ -1,6 +1,6 @@
 """Planning a run: every (task, cell, repeat) item, its order, shards, and what it may cost.
 
-Order (DESIGN §4): items come in blocks, one block per (repeat, task), repeat-major, so every cell of a task
+Order (docs/ARCHITECTURE.md#run-folder): items come in blocks, one block per (repeat, task), repeat-major, so every cell of a task
 is run once before any is run twice; within a block the cells are shuffled by a generator seeded from
 ``(seed, task, repeat)``, so prompt-cache warmth and time-of-day drift cannot line up with a cell, and the
 same seed always gives the same order.

@@ -27,7 +27,7 @@ ERROR_OUTCOMES = frozenset({"env_error", "launch_error"})
 
 
 def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> list[str]:
-    """The pinned command line (DESIGN §4) with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` slots."""
+    """The pinned command line (docs/ARCHITECTURE.md#run-folder) with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` slots."""
     return claude_argv(
         claude,
         prompt="{prompt}",
@@ -60,7 +60,7 @@ def kill_strays(root: Path) -> int:
 def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | None:
     """Copy ``projects/*/<session_id>.jsonl`` and its ``<session_id>/`` folder (sub-agents) to ``dest``.
 
-    The transcript is found by session id, never by computing the project slug (DESIGN §3.3).
+    The transcript is found by session id, never by computing the project slug (docs/CLAUDE-CODE.md#slug).
     """
     found = sorted(config_dir.glob(f"projects/*/{session_id}.jsonl"))
     if not found:

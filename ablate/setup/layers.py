@@ -1,4 +1,4 @@
-"""The layer catalog (DESIGN §2): named parts of a setup, where they live, and how ablate strips them."""
+"""The layer catalog (docs/ARCHITECTURE.md#layers): named parts of a setup, where they live, and how ablate strips them."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Catalog, LayerFiles, json_keys, resolve_layer
 from ablate.setup.plugins import plugins_of
 
-#: Files the CLI loads from every ancestor of the cwd (FACTS §3.8): a leak when found above a worktree.
+#: Files the CLI loads from every ancestor of the cwd (docs/CLAUDE-CODE.md#startup-paths): a leak when found above a worktree.
 ANCESTOR_FILES = ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".claude", ".mcp.json")
 MANAGED_DIR = Path("/etc/claude-code")
 
@@ -33,7 +33,7 @@ class Setup:
     repo: Path
     """The repository's working-tree root, absolute and resolved."""
     main_root: Path
-    """The git *main* worktree root (auto-memory is keyed by it, FACTS §1.3)."""
+    """The git *main* worktree root (auto-memory is keyed by it, docs/CLAUDE-CODE.md#memory-vs-transcript)."""
     home: Path
     """The real home folder whose other entries the shadow homes link to."""
     head: str
@@ -48,7 +48,7 @@ class Setup:
     @property
     def account_state(self) -> Path | None:
         """The account-state file (``.claude.json``): inside the config dir, or ``~/.claude.json`` when the
-        config dir is the default ``~/.claude`` (the CLI keeps it in HOME then, FACTS §2.2)."""
+        config dir is the default ``~/.claude`` (the CLI keeps it in HOME then, docs/CLAUDE-CODE.md#writes-outside)."""
         inside = self.config_dir / ".claude.json"
         if inside.exists():
             return inside
@@ -280,7 +280,7 @@ def layer_imports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list
 # ---------------------------------------------------------------------------------------------------------
 # On disk vs loaded by the CLI
 
-#: Instruction files the CLI loads by itself (FACTS §3.1), per side; everything else only when @imported.
+#: Instruction files the CLI loads by itself (docs/CLAUDE-CODE.md#layers-reach), per side; everything else only when @imported.
 AUTO_LOADED = {
     "config": ("CLAUDE.md", "rules/**/*.md"),
     "repo": ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", ".claude/rules/**/*.md"),
@@ -402,7 +402,7 @@ def linked_state(config_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
 
     Hook-state setups keep ``projects/`` as a link into their own folder (``data/projects``): whatever copies
     that folder must leave the target out, or it carries every transcript and a second copy of the
-    auto-memory into each cell (DESIGN §3.2).
+    auto-memory into each cell (docs/ARCHITECTURE.md#auto-memory).
     """
     out: dict[str, Path] = {}
     for name in names:
@@ -425,7 +425,7 @@ class Leak:
 
 
 def ancestor_leaks(start: Path) -> list[Leak]:
-    """Instruction files in every ancestor folder of ``start`` (the CLI loads them, FACTS §0.3)."""
+    """Instruction files in every ancestor folder of ``start`` (the CLI loads them, docs/CLAUDE-CODE.md#startup-paths)."""
     leaks = []
     for parent in start.resolve().parents:
         for name in ANCESTOR_FILES:
@@ -443,7 +443,7 @@ def ancestor_leaks(start: Path) -> list[Leak]:
 
 
 def fixed_leaks(setup: Setup, *, managed_dir: Path = MANAGED_DIR) -> list[Leak]:
-    """The leaks of DESIGN §3.8 that no shadow can remove; reported in every cell alike."""
+    """The leaks of docs/ARCHITECTURE.md#leaks that no shadow can remove; reported in every cell alike."""
     leaks: list[Leak] = []
     if managed_dir.exists():
         entries = (
