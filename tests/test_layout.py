@@ -72,3 +72,31 @@ def test_the_cycle_finder_finds_a_planted_cycle(tmp_path: Path) -> None:
 def test_neutral_subpackages_import_no_stage(pkg: str) -> None:
     allowed = {"core"} if pkg == "folder" else set()
     assert stage_imports().get(pkg, set()) <= allowed
+
+
+MAX_FUNCTION_LINES = 100
+MAX_MODULE_LINES = 600
+
+
+def oversized(root: Path = ROOT) -> list[str]:
+    """Functions over :data:`MAX_FUNCTION_LINES` and modules over :data:`MAX_MODULE_LINES` under ``root``."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_MODULE_LINES:
+            out.append(f"{path.relative_to(root)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    out.append(f"{path.relative_to(root)}:{node.lineno} {node.name}: {length} lines")
+    return out
+
+
+def test_small_rooms_no_long_function_and_no_long_module() -> None:
+    assert oversized() == []
+
+
+def test_the_size_check_finds_a_long_function(tmp_path: Path) -> None:
+    (tmp_path / "big.py").write_text("def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES + "\n")
+    assert [line.split(" ")[1] for line in oversized(tmp_path)] == ["f:"]
