@@ -1,5 +1,5 @@
 """Builder of the realistic setup in tests/data/real_setup (see its README): one setup with every shape that
-made wave-1 ``ablate probe`` fail on real published setups although nothing leaked."""
+made an earlier ``ablate probe`` fail on real published setups although nothing leaked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 9: the probe passes on realistic setups that are isolated, and `layers` reports what the CLI loads.
+"""The probe passes on realistic setups that are isolated, and `layers` reports what the CLI loads.
 
 One combined realistic setup (tests/data/real_setup) is probed once with the real CLI; the unit tests below
 check each piece (hook records, imports, on disk vs loaded, the allow-list, the endpoint rule) on its own.

@@ -17,7 +17,7 @@ from ablate.setup.cells import ResolvedCell
 
 
 class CellEnv(Protocol):
-    """What the runner needs from a built cell environment (``ablate.environment.CellEnvironment``)."""
+    """What the runner needs from a built cell environment (``ablate.isolate.environment.CellEnvironment``)."""
 
     @property
     def root(self) -> Path: ...

@@ -4,7 +4,7 @@ A cell's shadow config dir and worktree hold symlinks into the user's setup (rea
 entries). Every operation here works *on the cell's side of a link*: a folder on the way to the path that is a
 symlink is first split into a real folder of per-entry links, a link at the path itself is unlinked (never
 written through), and the parent of every path changed must resolve inside the cell root
-(:class:`~ablate.errors.UnsafeEnvironment` otherwise).
+(:class:`~ablate.core.errors.UnsafeEnvironment` otherwise).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The sim script: rules that decide how the simulated endpoint answers each request.
 
 A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.core.specs`); a malformed script is a
-located :class:`~ablate.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule answers; a
+located :class:`~ablate.core.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule answers; a
 request no rule matches gets ``default``.
 """
 
