@@ -24,11 +24,13 @@ from ablate.report.items import Items, collect_items
 from ablate.report.model import (
     HIGHER_IS_BETTER,
     METRIC_LABELS,
+    Caveat,
     Counts,
     HoldoutFinding,
     NoOpCell,
     Report,
     RunInfo,
+    SequentialReport,
 )
 from ablate.report.power_table import power_rows
 from ablate.report.ranking import RANKING_KEY, rank
@@ -190,6 +192,26 @@ def comparisons_section(ctx: Context, fields: dict[str, Any]) -> None:
     )
 
 
+def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """An adaptive run, or a fixed run read before its end: "real" (and so the verdicts, the ranking and the
+    regressions) from the anytime-valid analysis alone; every fixed-n figure stays, as description
+    (:mod:`ablate.report.anytime`). A complete fixed run is left exactly as the comparisons made it."""
+    from ablate.report.anytime import anytime_comparisons, anytime_families
+    from ablate.report.sequential import sequential_of
+
+    seq = sequential_of(ctx.folder, ctx.manifest, ctx.plan, ctx.results, alpha=ctx.alpha)
+    fields["sequential"] = seq
+    if seq is None:
+        return
+    ctx.say(f"{seq.mode} run: real marks from the anytime-valid analysis of {seq.primary}")
+    comparisons = anytime_comparisons(fields["comparisons"], seq, alpha=ctx.alpha)
+    fields.update(
+        comparisons=comparisons,
+        families=anytime_families(fields["families"], seq, ctx.alpha),
+        ranking=rank(ctx.tested, ctx.layers, comparisons, ctx.primary),
+    )
+
+
 def cells_section(ctx: Context, fields: dict[str, Any]) -> None:
     """Per-cell summaries and the per-task table."""
     fields["cells"] = cell_summaries(
@@ -333,6 +355,7 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
 SECTIONS: list[Section] = [
     run_section,
     comparisons_section,
+    sequential_inference_section,
     cells_section,
     power_section,
     regressions_section,
@@ -359,11 +382,18 @@ def build_report(
         section(ctx, fields)
     report = Report(**fields)
     report.caveats = compute_caveats(report, ctx.manifest)
+    if report.sequential is not None:
+        report.caveats.append(sequential_caveat(report.sequential))
     if not report.caveats:
         raise RunFolderError(
             f"{run_dir}: no caveats could be computed; a report without caveats is not produced"
         )
     return report
+
+
+def sequential_caveat(seq: SequentialReport) -> Caveat:
+    """The caveat of a sequential report: which figures are tests and which are description."""
+    return Caveat(id="sequential", text=" ".join(seq.caveats))
 
 
 def isolation_words(manifest: RunManifest) -> str:
