@@ -28,6 +28,7 @@ from ablate.report.model import (
     Counts,
     HoldoutFinding,
     NoOpCell,
+    Provenance,
     Report,
     RunInfo,
     SequentialReport,
@@ -212,6 +213,20 @@ def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
     )
 
 
+def provenance_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """The user's own history of the stripped layers, when this machine has it (never part of the figures)."""
+    from ablate.report.provenance import provenance_block
+
+    config = ctx.manifest.setup.config_dir
+    block = None
+    if config is not None:
+        try:
+            block = provenance_block(ctx.run_dir, Path(config))
+        except OSError as exc:
+            ctx.say(f"your own history: not read ({exc})")
+    fields["provenance"] = Provenance.model_validate(block) if block else None
+
+
 def cells_section(ctx: Context, fields: dict[str, Any]) -> None:
     """Per-cell summaries and the per-task table."""
     fields["cells"] = cell_summaries(
@@ -360,6 +375,7 @@ SECTIONS: list[Section] = [
     power_section,
     regressions_section,
     holdout_section,
+    provenance_section,
 ]
 
 

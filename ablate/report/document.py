@@ -431,6 +431,15 @@ def isolation_section(report: Report, plot: Plot) -> list[Block]:
     return b
 
 
+def own_history_section(report: Report, plot: Plot) -> list[Block]:
+    """The user's own history of the stripped layers (only on a machine that has it; context, not evidence)."""
+    if report.provenance is None:
+        return []
+    from ablate.report.provenance import provenance_blocks
+
+    return provenance_blocks(report.provenance)
+
+
 def caveats_section(report: Report, plot: Plot) -> list[Block]:
     """Caveats."""
     b: list[Block] = []
@@ -478,6 +487,7 @@ DOC_SECTIONS: list[DocSection] = [
     spread_power_section,
     regressions_dead_section,
     isolation_section,
+    own_history_section,
     caveats_section,
     what_was_run_section,
 ]

@@ -284,6 +284,23 @@ class SequentialReport(Doc):
     caveats: list[str]
 
 
+class ProvenanceLine(Doc):
+    layer: str
+    sessions: int
+    used_sessions: int
+    loaded_sessions: int | None = None
+    sentence: str
+
+
+class Provenance(Doc):
+    """What the user's own history (``ablate usage``) says about the stripped layers: context, not evidence."""
+
+    heading: str
+    sessions: int
+    """Sessions of the run's repository read from the config dir's history (at most the last 500)."""
+    lines: list[ProvenanceLine]
+
+
 class Report(Doc):
     schema_version: Literal[1] = REPORT_SCHEMA_VERSION
     generated_by: str
@@ -315,3 +332,5 @@ class Report(Doc):
     """The anytime-valid analysis (adaptive run, or a fixed run read early); absent for a complete fixed run.
     When present, ``real`` of the pooled comparisons on its primary outcome comes from it and no other
     comparison is marked real (their fixed-n p-values are descriptive)."""
+    provenance: Provenance | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Built only when the manifest's config dir has readable history of the run's repository."""
