@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
+from ablate.core.slug import slug
 from ablate.folder.layout import RunFolder, read_manifest, write_manifest
-from ablate.mine.usage import slug
 from ablate.report import write_report
 from ablate.report.provenance import HEADING
 from tests.conftest import DATA
