@@ -1,10 +1,13 @@
 """`ablate run --adaptive` end to end: the real claude CLI against the demo's simulated model.
 
-On deploy-command, typed-farewell and deterministic-tests the demo's simulated model (shadow/sim/demo.toml)
-hits a pitfall exactly when the whole setup is missing: cell C11 (strips everything) is planted, C2 (strips
-axioms, which the model ignores) is null. The run is killed with SIGKILL mid-round and resumed: the same
-analysis goes on, no item is scheduled or completed twice, the planted cell ends real, the null one does not,
-and the run stops well before its maximum (about 25 sessions).
+The demo's simulated model (shadow/sim/demo.toml) answers deterministic-tests and release-notes with a
+pitfall exactly when the whole setup is missing: cell C11 (strips everything) is planted, C2 (strips axioms,
+which the model ignores) is null. Five tasks (release-notes and four copies of deterministic-tests, one call
+each) make every C11 block discordant, so after round 1 (5 blocks) C2 is "no effect" (min effect 0.5) and after
+round 2 (10 blocks; two comparisons, Holm at 0.05) C11 is real: 25 sessions, 2 rounds of at most 12. The run
+is killed with SIGKILL inside round 2 and resumed: the same analysis goes on, no item is scheduled or
+completed twice, the planted cell ends real, the null one does not, and the report's marks are the
+sequential ones.
 """
 
 from __future__ import annotations
@@ -27,7 +30,20 @@ from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
 
 MAX_REPEATS = 12
-TASKS = ("deploy-command", "typed-farewell", "deterministic-tests")
+COPIES = 4
+ROUND1, ROUND2 = 3 * (COPIES + 1), 2 * (COPIES + 1)
+
+
+def _tasks(out: Path) -> list[Path]:
+    """release-notes and COPIES copies of deterministic-tests under their own ids (same prompt, same answer)."""
+    out.mkdir()
+    source = (data_dir("tasks") / "deterministic-tests.toml").read_text()
+    paths = [data_dir("tasks") / "release-notes.toml"]
+    for i in range(COPIES):
+        path = out / f"deterministic-tests-{i}.toml"
+        path.write_text(source.replace('id = "deterministic-tests"', f'id = "deterministic-tests-{i}"'))
+        paths.append(path)
+    return paths
 
 
 def _env(claude: Path, home: Path, base_url: str) -> dict[str, str]:
@@ -57,8 +73,8 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
     args = [
         sys.executable, "-m", "ablate", "run", "--adaptive", "--max-repeats", str(MAX_REPEATS),
         "--min-effect", "0.5", "--cells", str(cells),
-        *(a for t in TASKS for a in ("--tasks", str(data_dir("tasks") / f"{t}.toml"))),
-        "--model", "claude-sonnet-4-6", "--max-turns", "8", "--jobs", "3", "--seed", "5",
+        *(a for t in _tasks(tmp_path / "tasks") for a in ("--tasks", str(t))),
+        "--model", "claude-sonnet-4-6", "--max-turns", "8", "--jobs", "2", "--seed", "5",
         "--out", str(tmp_path / "runs"), "--work-dir", str(tmp_path / "envs"),
         "--config-dir", str(example.config_dir), "--repo", str(example.repo), "--json",
     ]  # fmt: skip
@@ -71,7 +87,7 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
         while time.monotonic() < deadline and first.poll() is None:
             folders = [p for p in runs.iterdir() if p.is_dir()] if runs.exists() else []
             done = list((folders[0] / "results").glob("*.json")) if folders else []
-            if len(done) >= 11 and len(done) % 9 != 0:  # past the first round (9 items), inside the second
+            if ROUND1 + 2 <= len(done) < ROUND1 + ROUND2:  # inside the second round
                 first.send_signal(signal.SIGKILL)
                 killed_with = {p.stem for p in done}
                 break
@@ -82,7 +98,7 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
         folder = RunFolder(run_dir)
         before = {r.item: r.session_id for r in iter_results(folder) if r.complete}
         resumed = subprocess.run(
-            [sys.executable, "-m", "ablate", "run", "--resume", str(run_dir), "--jobs", "3", "--json",
+            [sys.executable, "-m", "ablate", "run", "--resume", str(run_dir), "--jobs", "2", "--json", "--report", "now",
              "--work-dir", str(tmp_path / "envs")],
             env=env, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
@@ -93,12 +109,19 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
     decisions = state.decisions()
     assert decisions["C11"].decision == "real", decisions["C11"].reason
     assert decisions["C2"].decision != "real", decisions["C2"].reason
-    assert len(state.looks) < MAX_REPEATS  # stopped early
+    assert len(state.looks) == 2 and decisions["C2"].decision == "no-effect"  # stopped early (of 12)
+    assert state.looks[0].cells["C2"].decision == "no-effect" and state.looks[-1].sessions == ROUND1 + ROUND2
     plan = folder.read_plan()
     assert len({p.item for p in plan}) == len(plan)  # no item scheduled twice
+    per_cell = {c: sum(1 for p in plan if p.cell == c) for c in ("C0", "C11", "C2")}
+    assert per_cell == {"C0": 2 * (COPIES + 1), "C11": 2 * (COPIES + 1), "C2": COPIES + 1}  # C2 stopped
     results = {r.item: r for r in iter_results(folder)}
     assert all(results[i].session_id == sid for i, sid in before.items())  # no complete item run again
     assert all(r.complete for r in results.values()) and set(results) == {p.item for p in plan}
     assert [lk.round for lk in state.looks] == list(range(1, len(state.looks) + 1))
     report = orjson.loads((run_dir / "report.json").read_bytes())
     assert report["sequential"]["stopped"] == "decided"
+    pooled = {
+        c["cell"]: c for c in report["comparisons"] if c["task"] is None and c["metric"] == "pitfall_free"
+    }
+    assert pooled["C11"]["real"] and not pooled["C2"]["real"]  # the report's marks are the sequential ones

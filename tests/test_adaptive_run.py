@@ -218,3 +218,58 @@ def test_adaptive_cli_refuses_options_that_fix_the_design(
     )
     assert res.exit_code == 2, res.output
     assert message in res.stderr
+
+
+def test_an_adaptive_report_marks_real_only_what_the_sequential_analysis_decided(tmp_path: Path) -> None:
+    from ablate.report import write_report
+
+    folder, manifest = _planned(tmp_path, repeats=10)
+    strong = manifest.cells[2].id
+    run_adaptive(folder, manifest, Planted(folder, _rates(manifest, {strong: 0.95})), OPTS)
+    state = read_state(folder)
+    assert state is not None
+    last = state.looks[-1].cells
+    report = write_report(folder.root).report
+    pooled = {c.cell: c for c in report.comparisons if c.task is None and c.metric == "pitfall_free"}
+    # the pooled primary comparison is the anytime-valid test: its p, Holm p and interval are the look's
+    assert pooled[strong].real and pooled[strong].verdict == "hurts"  # stripping it raised pitfall-free
+    assert pooled[strong].p_adjusted == last[strong].p_holm and pooled[strong].ci_low == last[strong].cs_low
+    assert pooled[strong].method.startswith("anytime-valid")
+    for cell, c in pooled.items():
+        assert c.real == (last[cell].decision == "real"), cell
+    # nothing else is real, whatever its fixed-n p-value says (the stopping time depends on the data)
+    others = [c for c in report.comparisons if not (c.task is None and c.metric == "pitfall_free")]
+    assert others and not any(c.real for c in others)
+    assert all("descriptive" in c.method for c in others)
+    entry = next(e for e in report.ranking if e.cell == strong)
+    assert entry.evidence == "primary" and entry.verdict == "hurts" and entry.rank == len(report.ranking)
+    assert "sequential design" in report.families[0].rule
+    caveat = next(c for c in report.caveats if c.id == "sequential")
+    assert "descriptive here and marks nothing real" in caveat.text
+    md = (folder.root / "report.md").read_text()
+    assert "**real** (anytime)" in md and "descr." in md and "Holm-adjusted anytime-valid p" in md
+
+
+def test_a_fixed_run_read_early_loses_the_fixed_n_real_marks_it_had_when_complete(tmp_path: Path) -> None:
+    from ablate.report import build_report
+    from tests.report_support import Outcome, make_run
+
+    def outcome(task: str, cell: str, repeat: int) -> Outcome:
+        # C1 ruins t0 in half the repeats: per task the fixed-n test calls it real at 16 repeats
+        return Outcome(pitfall=cell == "C1" and task == "t0" and repeat % 2 == 0)
+
+    run = make_run(
+        tmp_path / "run", cells={"C0": [], "C1": ["user-claude-md"]}, tasks=["t0", "t1"], repeats=16,
+        outcome=outcome,
+    )  # fmt: skip
+    complete = build_report(run)
+    assert complete.sequential is None
+    assert any(c.real and c.task == "t0" for c in complete.comparisons)  # the fixed-n marks
+    RunFolder(run).result_path("t1__C1__r15").unlink()  # one item not run yet: a peek
+    peek = build_report(run)
+    assert peek.sequential is not None and peek.sequential.mode == "peek"
+    look = peek.sequential.looks[-1].cells["C1"]
+    pooled = next(c for c in peek.comparisons if c.task is None and c.metric == "pitfall_free")
+    assert pooled.p_adjusted == look.p_holm and pooled.real == (look.p_holm <= 0.05)
+    assert not any(c.real for c in peek.comparisons if c is not pooled)
+    assert any(c.id == "sequential" for c in peek.caveats)

@@ -19,6 +19,8 @@ import orjson
 import pytest
 import yaml
 
+from ablate.folder.layout import RunFolder
+from ablate.grade.record import read_grade
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
 
@@ -78,6 +80,20 @@ def _comparisons(folder: Path) -> list[tuple[Any, ...]]:
     ]
 
 
+def _grades(folder: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Each item's check grades: attempt, verdict, counts, every check's result, the files changed."""
+    run = RunFolder(folder)
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for item in _items(folder):
+        grade = read_grade(run, item)
+        out[item] = [
+            (key, g.attempt, g.source, g.passed, g.n_passed, g.n_checks,
+             [r.model_dump(mode="json") for r in g.results], g.changed)
+            for key, g in sorted((grade.checks if grade else {}).items())
+        ]  # fmt: skip
+    return out
+
+
 @pytest.fixture
 def example(tmp_path: Path) -> ExampleSetup:
     return materialise_example(tmp_path / "example")
@@ -90,9 +106,9 @@ def test_the_indexed_job_commands_reproduce_a_one_machine_run(
 ) -> None:
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    # a task without [[checks]]: `ablate merge` does not carry grades/ over yet, so a graded task's merged
-    # report would lack the checks_passed rows a one-machine run has
-    shutil.copy(REPO_ROOT / "tasks" / "deploy-command.toml", tasks)
+    # a task with [[checks]]: `ablate merge` carries each shard's grades/ over, so the merged report has the
+    # same checks_passed rows as the one-machine run
+    shutil.copy(REPO_ROOT / "tasks" / "typed-farewell.toml", tasks)
     out = tmp_path / "k8s"
     gen = subprocess.run(
         [str(BIN / "ablate"), "ci", "init", "k8s", "--shards", "2", "--image", "ablate:test", "--cells", "binary",
@@ -145,7 +161,11 @@ def test_the_indexed_job_commands_reproduce_a_one_machine_run(
     merged = runs / "merged"
     assert len(_items(merged)) == 4
     assert _items(merged) == _items(one)
+    grades = _grades(merged)
+    assert len(grades) == 4 and all(g for g in grades.values())  # every item graded by its checks
+    assert grades == _grades(one)
     assert _comparisons(merged) == _comparisons(one)
+    assert any(c[1] == "checks_passed" for c in _comparisons(merged))
     for folder in (runs / "shards", merged):  # the Secret's value reaches no run folder
         assert "sk-test" not in "".join(
             p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()

@@ -13,6 +13,16 @@ the outcomes and writes the compare folder::
       sim-requests.jsonl              sim: the endpoint's own log
       run/<run-id>/                   claude-code: the run folder of ``ablate run``
       compare.json  compare.md  compare.html
+
+There is no ``compare --adaptive`` (``run --adaptive`` and ``ab --adaptive`` exist): the round driver
+(:func:`ablate.run.adaptive.run_adaptive`) grows a run folder's plan a repeat at a time and reads its
+``results/`` (a :class:`~ablate.folder.layout.RunManifest` and ``ItemResult`` per item), while a comparison
+fixes its repeats by its tier before it starts, runs :class:`WorkItem` lists through executors of which only
+``claude-code`` has a run folder (``api`` and ``sim`` call the model directly), and analyses with fixed-n
+tests whose looks across compare runs are counted in the ledger. An adaptive comparison needs the executors
+to run a round of work items and the analysis to read the anytime-valid figures (:mod:`ablate.stats.sequential`)
+instead of the tier's fixed-n tests. Until then the adaptive measurements are of one setup: against none of it
+(``ablate ab --adaptive``) or against chosen layers stripped (``ablate run --adaptive --cells FILE``).
 """
 
 from __future__ import annotations

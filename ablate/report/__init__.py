@@ -62,14 +62,14 @@ def write_report(
 
     say = progress or (lambda _m: None)
     fmts = parse_formats(list(formats))
-    from ablate.report.sequential import insert_section, sequential_section
+    from ablate.report.sequential import insert_section
 
     report = build_report(run_dir, alpha=alpha, control=control, primary=primary, progress=say)
-    seq = sequential_section(run_dir, alpha=alpha)  # None for a complete fixed run: its report is unchanged
+    seq = report.sequential  # None for a complete fixed run: its report is unchanged
     written = WrittenReport(report)
     if "json" in fmts:
         path = run_dir / "report.json"
-        data = report.model_dump(mode="json") | ({"sequential": seq.model_dump(mode="json")} if seq else {})
+        data = report.model_dump(mode="json")
         atomic_write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
         written.paths["json"] = path
     plot = None

@@ -24,11 +24,14 @@ from ablate.report.items import Items, collect_items
 from ablate.report.model import (
     HIGHER_IS_BETTER,
     METRIC_LABELS,
+    Caveat,
     Counts,
     HoldoutFinding,
     NoOpCell,
+    Provenance,
     Report,
     RunInfo,
+    SequentialReport,
 )
 from ablate.report.power_table import power_rows
 from ablate.report.ranking import RANKING_KEY, rank
@@ -190,6 +193,40 @@ def comparisons_section(ctx: Context, fields: dict[str, Any]) -> None:
     )
 
 
+def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """An adaptive run, or a fixed run read before its end: "real" (and so the verdicts, the ranking and the
+    regressions) from the anytime-valid analysis alone; every fixed-n figure stays, as description
+    (:mod:`ablate.report.anytime`). A complete fixed run is left exactly as the comparisons made it."""
+    from ablate.report.anytime import anytime_comparisons, anytime_families
+    from ablate.report.sequential import sequential_of
+
+    seq = sequential_of(ctx.folder, ctx.manifest, ctx.plan, ctx.results, alpha=ctx.alpha)
+    fields["sequential"] = seq
+    if seq is None:
+        return
+    ctx.say(f"{seq.mode} run: real marks from the anytime-valid analysis of {seq.primary}")
+    comparisons = anytime_comparisons(fields["comparisons"], seq, alpha=ctx.alpha)
+    fields.update(
+        comparisons=comparisons,
+        families=anytime_families(fields["families"], seq, ctx.alpha),
+        ranking=rank(ctx.tested, ctx.layers, comparisons, ctx.primary),
+    )
+
+
+def provenance_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """The user's own history of the stripped layers, when this machine has it (never part of the figures)."""
+    from ablate.report.provenance import provenance_block
+
+    config = ctx.manifest.setup.config_dir
+    block = None
+    if config is not None:
+        try:
+            block = provenance_block(ctx.run_dir, Path(config))
+        except OSError as exc:
+            ctx.say(f"your own history: not read ({exc})")
+    fields["provenance"] = Provenance.model_validate(block) if block else None
+
+
 def cells_section(ctx: Context, fields: dict[str, Any]) -> None:
     """Per-cell summaries and the per-task table."""
     fields["cells"] = cell_summaries(
@@ -333,10 +370,12 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
 SECTIONS: list[Section] = [
     run_section,
     comparisons_section,
+    sequential_inference_section,
     cells_section,
     power_section,
     regressions_section,
     holdout_section,
+    provenance_section,
 ]
 
 
@@ -359,11 +398,18 @@ def build_report(
         section(ctx, fields)
     report = Report(**fields)
     report.caveats = compute_caveats(report, ctx.manifest)
+    if report.sequential is not None:
+        report.caveats.append(sequential_caveat(report.sequential))
     if not report.caveats:
         raise RunFolderError(
             f"{run_dir}: no caveats could be computed; a report without caveats is not produced"
         )
     return report
+
+
+def sequential_caveat(seq: SequentialReport) -> Caveat:
+    """The caveat of a sequential report: which figures are tests and which are description."""
+    return Caveat(id="sequential", text=" ".join(seq.caveats))
 
 
 def isolation_words(manifest: RunManifest) -> str:

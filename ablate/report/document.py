@@ -21,7 +21,7 @@ from ablate.report.blocks import (
     real_mark,
     row_style,
 )
-from ablate.report.model import METRIC_LABELS, Report
+from ablate.report.model import METRIC_LABELS, Comparison, Report
 from ablate.report.tables import binary_tables, layered_tables
 from ablate.stats import min_interval_blocks
 
@@ -174,9 +174,13 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
             )
         )
     b.append(Para(families_text(report)))
-    b.append(
-        Para(f"Order: {report.ranking_key}. Δ = cell − control; real = Holm-adjusted p ≤ {report.alpha}.")
+    real_rule = (
+        f"real = Holm-adjusted p ≤ {report.alpha}"
+        if report.sequential is None
+        else f"real = Holm-adjusted anytime-valid p ≤ {report.alpha} (the sequential analysis; no fixed-n p-value "
+        "marks anything real)"
     )
+    b.append(Para(f"Order: {report.ranking_key}. Δ = cell − control; {real_rule}."))
     pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
     prim = report.primary_metric
     rows = []
@@ -252,6 +256,18 @@ def contributions_section(report: Report, plot: Plot) -> list[Block]:
             "alone."
         )
     )
+    seq = report.sequential
+    if seq is not None:
+        b.append(
+            Para(
+                f"Sequential design ({'adaptive run' if seq.mode == 'adaptive' else 'read before its end'}): "
+                f"the pooled {METRIC_LABELS.get(seq.primary, seq.primary)} rows (marked 'anytime') carry the "
+                "anytime-valid p, its Holm adjustment over the run's comparisons and the confidence sequence; "
+                "'real?' comes from them alone. Every other row is fixed-n and descriptive ('descr.'): its "
+                "p-values assume a number of blocks fixed in advance, so none of them is marked real.",
+                strong=True,
+            )
+        )
     for metric in dict.fromkeys(c.metric for c in report.comparisons):
         rows = [
             [
@@ -265,7 +281,7 @@ def contributions_section(report: Report, plot: Plot) -> list[Block]:
                 fmt_ci(c),
                 fmt_p(c.p),
                 fmt_p(c.p_adjusted),
-                real_mark(c),
+                real_mark(c) if seq is None else _sequential_mark(c, seq.primary),
                 str(c.n_pairs),
             ]
             for c in report.comparisons
@@ -297,6 +313,13 @@ def contributions_section(report: Report, plot: Plot) -> list[Block]:
     if notes:
         b.append(Para("Not computable: " + "; ".join(notes) + "."))
     return b
+
+
+def _sequential_mark(c: Comparison, primary: str) -> str:
+    """'real?' in a sequential report: the anytime test's mark, or that the row is only description."""
+    if c.task is None and c.metric == primary and c.method.startswith("anytime-valid"):
+        return real_mark(c) + " (anytime)"
+    return "descr." if c.p is not None else "n/a"
 
 
 def spread_power_section(report: Report, plot: Plot) -> list[Block]:
@@ -408,6 +431,15 @@ def isolation_section(report: Report, plot: Plot) -> list[Block]:
     return b
 
 
+def own_history_section(report: Report, plot: Plot) -> list[Block]:
+    """The user's own history of the stripped layers (only on a machine that has it; context, not evidence)."""
+    if report.provenance is None:
+        return []
+    from ablate.report.provenance import provenance_blocks
+
+    return provenance_blocks(report.provenance)
+
+
 def caveats_section(report: Report, plot: Plot) -> list[Block]:
     """Caveats."""
     b: list[Block] = []
@@ -455,6 +487,7 @@ DOC_SECTIONS: list[DocSection] = [
     spread_power_section,
     regressions_dead_section,
     isolation_section,
+    own_history_section,
     caveats_section,
     what_was_run_section,
 ]

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ablate.run.adaptive import Look
+
 REPORT_SCHEMA_VERSION: Literal[1] = 1
 
 #: Metrics compared between each cell and the control, in report order.
@@ -263,6 +265,42 @@ class LayerUse(Doc):
     evidence: str
 
 
+class SequentialReport(Doc):
+    """report.json's ``sequential`` block: the anytime-valid analysis of an adaptive run or of a peek."""
+
+    mode: Literal["adaptive", "peek"]
+    """``adaptive``: the run stopped by its own rule; ``peek``: a fixed run read before it was complete."""
+    primary: str
+    control: str
+    alpha: float
+    min_effect: float
+    draw_beta: float
+    max_repeats: int
+    stopped: str | None
+    """decided, max-repeats, budget, interrupted, rate-limited; None while the run goes on."""
+    looks: list[Look]
+    decisions: dict[str, dict[str, object]]
+    """Per cell: decision, reason, round (the look it was decided at), blocks."""
+    caveats: list[str]
+
+
+class ProvenanceLine(Doc):
+    layer: str
+    sessions: int
+    used_sessions: int
+    loaded_sessions: int | None = None
+    sentence: str
+
+
+class Provenance(Doc):
+    """What the user's own history (``ablate usage``) says about the stripped layers: context, not evidence."""
+
+    heading: str
+    sessions: int
+    """Sessions of the run's repository read from the config dir's history (at most the last 500)."""
+    lines: list[ProvenanceLine]
+
+
 class Report(Doc):
     schema_version: Literal[1] = REPORT_SCHEMA_VERSION
     generated_by: str
@@ -290,3 +328,9 @@ class Report(Doc):
     """Why the dev/holdout check found nothing to report, or what it checked."""
     fingerprints: dict[str, object]
     probe: dict[str, object] | None = None
+    sequential: SequentialReport | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The anytime-valid analysis (adaptive run, or a fixed run read early); absent for a complete fixed run.
+    When present, ``real`` of the pooled comparisons on its primary outcome comes from it and no other
+    comparison is marked real (their fixed-n p-values are descriptive)."""
+    provenance: Provenance | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Built only when the manifest's config dir has readable history of the run's repository."""

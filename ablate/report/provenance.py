@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ablate.mine.usage import provenance_for
+from ablate.report.blocks import Block, Bullets, Heading, Para
+from ablate.report.model import Provenance
 
 HEADING = "Your own history (context, not part of the measurement)"
 
@@ -26,14 +28,22 @@ def provenance_block(run_dir: Path, config_dir: Path, *, last: int = 500) -> dic
     return {"heading": HEADING, "sessions": lines[0]["sessions"], "lines": lines}
 
 
+def _note(sessions: int) -> str:
+    return (
+        f"From the last {sessions} sessions in your config dir (`ablate usage`): how often the CLI "
+        "loaded each stripped layer and how often a session used it. These counts are not part of the "
+        "measured effects above."
+    )
+
+
 def provenance_markdown(block: dict[str, Any] | None) -> str:
     """The Markdown section for a block from :func:`provenance_block` ("" for None)."""
     if not block:
         return ""
     body = "\n".join(f"- {line['sentence']}" for line in block["lines"])
-    note = (
-        f"From the last {block['sessions']} sessions in your config dir (`ablate usage`): how often the CLI "
-        "loaded each stripped layer and how often a session used it. These counts are not part of the "
-        "measured effects above."
-    )
-    return f"## {block['heading']}\n\n{note}\n\n{body}\n"
+    return f"## {block['heading']}\n\n{_note(block['sessions'])}\n\n{body}\n"
+
+
+def provenance_blocks(prov: Provenance) -> list[Block]:
+    """The report document's section for a report's :attr:`~ablate.report.model.Report.provenance`."""
+    return [Heading(prov.heading), Para(_note(prov.sessions)), Bullets([ln.sentence for ln in prov.lines])]

@@ -11,13 +11,14 @@ p-values are not valid at a peek. A complete fixed run gets nothing from here: i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from ablate.folder.layout import RunFolder, read_manifest, utcnow
-from ablate.folder.result import iter_results
+from ablate.folder.layout import PlanItem, RunFolder, RunManifest, read_manifest, utcnow
+from ablate.folder.result import ItemResult, iter_results
 from ablate.report.blocks import Block, Bullets, Document, Figure, Heading, Para, Table
-from ablate.report.model import Doc
+from ablate.report.model import SequentialReport
 from ablate.run.adaptive import (
     AdaptiveOptions,
     AdaptiveState,
@@ -33,36 +34,27 @@ from ablate.stats.sequential import draw_level
 PEEK_MIN_EFFECT = 0.2
 
 
-class SequentialReport(Doc):
-    """report.json's ``sequential`` block."""
-
-    mode: Literal["adaptive", "peek"]
-    """``adaptive``: the run stopped by its own rule; ``peek``: a fixed run read before it was complete."""
-    primary: str
-    control: str
-    alpha: float
-    min_effect: float
-    draw_beta: float
-    max_repeats: int
-    stopped: str | None
-    """decided, max-repeats, budget, interrupted, rate-limited; None while the run goes on."""
-    looks: list[Look]
-    decisions: dict[str, dict[str, object]]
-    """Per cell: decision, reason, round (the look it was decided at), blocks."""
-    caveats: list[str]
-
-
 def sequential_section(run_dir: Path, *, alpha: float = 0.05) -> SequentialReport | None:
     """The sequential block of ``run_dir``'s report, or None for a complete fixed run."""
     folder = RunFolder(run_dir)
+    return sequential_of(folder, read_manifest(folder), folder.read_plan(), iter_results(folder), alpha=alpha)
+
+
+def sequential_of(
+    folder: RunFolder,
+    manifest: RunManifest,
+    plan: Sequence[PlanItem],
+    results: Sequence[ItemResult],
+    *,
+    alpha: float,
+) -> SequentialReport | None:
+    """:func:`sequential_section` on a run folder already read (the report's builder has it in hand)."""
     state = read_state(folder)
     if state is not None:
         return _from_state(state, mode="adaptive")
-    manifest = read_manifest(folder)
-    plan = folder.read_plan()
-    results = iter_results(folder)
+    ran = {r.item for r in results}
     done = {r.item for r in results if r.complete}
-    if not plan or all(p.item in {r.item for r in results} for p in plan):
+    if not plan or all(p.item in ran for p in plan):
         return None  # every item ran (failed ones included): the fixed design reached its end
     options = AdaptiveOptions(max_repeats=manifest.repeats, min_effect=PEEK_MIN_EFFECT, alpha=alpha)
     control = control_of(manifest)
@@ -124,15 +116,19 @@ def _caveats(state: AdaptiveState, mode: str) -> list[str]:
             f"{100 * (1 - o.alpha):.0f}% confidence sequences hold at every round at once."
         )
         out.append(
-            "The fixed-n p-values, intervals and 'real' marks of the other sections assume the number of "
-            "blocks was fixed in advance; for this run they are descriptive. Cells that stopped early have "
-            "fewer blocks than the control, so their per-cell rates rest on fewer sessions."
+            f"Only the pooled {state.primary} comparisons are tested (anytime-valid p, Holm, and the "
+            "confidence sequence as their interval); every other p-value and interval of the report is "
+            "fixed-n, assumes the number of blocks was fixed in advance, is descriptive here and marks "
+            "nothing real. Cells that stopped early have fewer blocks than the control, so their per-cell "
+            "rates rest on fewer sessions."
         )
     else:
         out.append(
             "This run is not complete: a fixed-n p-value read before the planned end is invalid (each peek "
             "inflates the false-positive rate), so the anytime-valid figures of this section are the ones to "
-            f"read now (Holm at {o.alpha}; 'no effect of interest' for |Δ| < {o.min_effect})."
+            f"read now (Holm at {o.alpha}; 'no effect of interest' for |Δ| < {o.min_effect}). The report's "
+            f"'real' marks come from them alone (the pooled {state.primary} comparisons); every fixed-n "
+            "p-value and interval is descriptive until the run is complete."
         )
     if state.stopped in ("max-repeats", "budget"):
         left = [c for c, v in state.decisions().items() if v.decision == "undecided"]

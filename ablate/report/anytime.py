@@ -1,0 +1,78 @@
+"""The comparisons of a sequential report: "real" from the anytime-valid analysis, the rest descriptive.
+
+When a run was adaptive, or a fixed run is read before its end, the number of blocks behind each comparison
+was not fixed in advance, so a fixed-n p-value is not a valid test (optional stopping and peeking inflate
+its error rate). The report then states only what the sequential analysis supports: the pooled comparison
+of each cell on the sequential primary outcome takes its p-value (anytime-valid), its Holm-adjusted p (over
+every comparison of the run), its interval (the confidence sequence) and so its ``real`` mark and verdict
+from :class:`~ablate.report.model.SequentialReport`; every other comparison keeps its fixed-n figures as
+description and is never marked real.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ablate.report.families import layer_verdict
+from ablate.report.model import Comparison, Family, SequentialReport
+
+ANYTIME_METHOD = (
+    "anytime-valid: beta-binomial mixture e-process on the discordant blocks (p = 1 / its running maximum), "
+    "Holm over the run's comparisons; interval: betting confidence sequence"
+)
+
+
+def primary_rule(seq: SequentialReport, alpha: float) -> str:
+    """The primary family's rule, in words."""
+    m = len(seq.decisions)
+    return (
+        f"sequential design: the pooled {seq.primary} comparison of each cell is tested with an anytime-valid "
+        f"p-value, Holm-adjusted over the run's {m} comparisons, real at ≤ {alpha}; its interval is the "
+        f"{100 * (1 - seq.alpha):.0f}% confidence sequence; every other p-value is fixed-n and descriptive "
+        "(none is marked real)"
+    )
+
+
+def anytime_comparisons(
+    comparisons: Sequence[Comparison], seq: SequentialReport, *, alpha: float
+) -> list[Comparison]:
+    """Every comparison, the sequential primary ones re-tested and the others made descriptive."""
+    last = seq.looks[-1].cells if seq.looks else {}
+    out: list[Comparison] = []
+    for c in comparisons:
+        look = last.get(c.cell)
+        if c.task is None and c.metric == seq.primary and look is not None and look.blocks:
+            real = bool(look.p_holm <= alpha and c.delta)
+            out.append(
+                c.model_copy(
+                    update={
+                        "p": look.p_anytime,
+                        "p_adjusted": look.p_holm,
+                        "ci_low": look.cs_low,
+                        "ci_high": look.cs_high,
+                        "ci_method": "confidence sequence (betting, anytime-valid)",
+                        "real": real,
+                        "verdict": layer_verdict(c.metric, c.delta, real, look.p_anytime),
+                        "method": ANYTIME_METHOD,
+                        "not_computable": None,
+                    }
+                )
+            )
+        else:
+            verdict = "not computable" if c.p is None else "draw"
+            out.append(
+                c.model_copy(
+                    update={
+                        "real": False,
+                        "verdict": verdict,
+                        "method": f"{c.method} (fixed-n, descriptive in a sequential design)",
+                    }
+                )
+            )
+    return out
+
+
+def anytime_families(families: Sequence[Family], seq: SequentialReport, alpha: float) -> list[Family]:
+    """The families with their rule rewritten for a sequential design."""
+    rule = primary_rule(seq, alpha)
+    return [f.model_copy(update={"rule": rule}) for f in families]
