@@ -26,12 +26,12 @@ from ablate.mine.attachments import hook_commands_in, instruction_files_in, list
 from ablate.mine.model import (
     KNOWN_RECORD_TYPES,
     SkillCall,
-    SkillOutcome,
     ThreadMetrics,
     Usage,
 )
 
 if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
+    from ablate.folder.session import SkillOutcome
     from ablate.setup.tasks import PitfallPattern
 
 # Lines whose type is proven by their first bytes and that carry nothing we mine.
