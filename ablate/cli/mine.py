@@ -13,10 +13,9 @@ import typer
 
 from ablate.cli.common import Json, cli_errors
 from ablate.core.errors import EXIT_PARTIAL, NotFound, UsageError
-from ablate.mine.discover import iter_sessions, mine_each
-from ablate.mine.model import SessionResult
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the miner is loaded by the commands that mine, not by every `ablate` command
+    from ablate.mine.model import SessionResult
     from ablate.setup.tasks import PitfallPattern
 
 app = typer.Typer()
@@ -107,6 +106,8 @@ def mine(
     Exit codes: 0 ok; 2 a path does not exist, no session transcript was found, or a bad --pitfall;
     3 some transcripts could not be read (the others are still printed); 130 interrupted.
     """
+    from ablate.mine.discover import iter_sessions, mine_each
+
     missing = [p for p in paths if not p.exists()]
     if missing:
         raise NotFound(f"{missing[0]}: no such file or folder")

@@ -37,7 +37,6 @@ from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
 from ablate.cli.run_display import write_report as report_after
 from ablate.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_PARTIAL, UsageError
-from ablate.folder.layout import RunFolder
 
 if TYPE_CHECKING:
     from ablate.run.adaptive import AdaptiveOptions, AdaptiveSummary
@@ -248,6 +247,7 @@ Alpha = Annotated[
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions | None:
     """``--adaptive``'s options for a new run (None for a fixed run and for a resume, which keeps its own);
     refused before anything is written where they cannot apply."""
+    from ablate.folder.layout import RunFolder
     from ablate.run.adaptive import AdaptiveOptions, read_state
 
     if o["resume"] is not None and read_state(RunFolder(o["resume"])) is not None:

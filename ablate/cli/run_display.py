@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 
 from ablate.cli.common import print_json
-from ablate.run.execute import ExecutionResult
 
 if TYPE_CHECKING:
     from ablate.run.estimate import CostEstimate
+    from ablate.run.execute import ExecutionResult
 
 ReportWhen = Literal["background", "now", "none"]
 

@@ -5,19 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ablate.folder.session import (
-    SESSION_SCHEMA_VERSION,
-    SessionMetrics,
-    ThreadSummary,
-)
-from ablate.folder.session import MinedStatus as Status
-from ablate.folder.session import (
-    SkillOutcome as SkillOutcome,
-)
+if TYPE_CHECKING:  # the typed models pull in pydantic: mining never needs them, only their callers do
+    from ablate.folder.session import MinedStatus as Status
+    from ablate.folder.session import SessionMetrics, SkillOutcome, ThreadSummary
 
-SCHEMA_VERSION = SESSION_SCHEMA_VERSION
+#: Version of the mined-session object: ``ablate.folder.session.SESSION_SCHEMA_VERSION``, repeated here so
+#: that mining does not import the typed models (tests/test_startup.py holds the two equal).
+SCHEMA_VERSION: Literal[1] = 1
 
 #: Record types Claude Code writes (2.1.x and older); anything else is counted as unknown.
 KNOWN_RECORD_TYPES = frozenset(
@@ -140,6 +136,8 @@ class ThreadMetrics:
 
     def summary(self) -> ThreadSummary:
         """The typed form written into results and ``ablate mine --json``."""
+        from ablate.folder.session import ThreadSummary
+
         return ThreadSummary.model_validate(self._fields())
 
     def _fields(self) -> dict[str, Any]:
@@ -235,6 +233,8 @@ class SessionResult:
 
     def to_metrics(self) -> SessionMetrics:
         """The typed ``ablate mine --json`` object, also the ``session`` field of every run-folder result."""
+        from ablate.folder.session import SessionMetrics
+
         return SessionMetrics.model_validate(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
@@ -242,7 +242,7 @@ class SessionResult:
         "Mining transcripts"). Every result validates it through :meth:`to_metrics`; printing it directly
         keeps mining as fast as it was."""
         return {
-            "schema_version": SESSION_SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION,
             "session_id": self.session_id,
             "transcript": str(self.transcript),
             "status": self.status,

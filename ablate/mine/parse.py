@@ -26,12 +26,12 @@ from ablate.mine.attachments import hook_commands_in, instruction_files_in, list
 from ablate.mine.model import (
     KNOWN_RECORD_TYPES,
     SkillCall,
-    SkillOutcome,
     ThreadMetrics,
     Usage,
 )
 
 if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
+    from ablate.folder.session import SkillOutcome
     from ablate.setup.tasks import PitfallPattern
 
 # Lines whose type is proven by their first bytes and that carry nothing we mine.
@@ -78,6 +78,9 @@ _IGNORED_ATTACHMENT_RE = attachment_skip_re(_IGNORED_ATTACHMENTS)
 #: ``ablate usage`` also reads the agent listing (which agents a session offered the model).
 USAGE_SKIP_RE = attachment_skip_re(tuple(a for a in _IGNORED_ATTACHMENTS if a != b"agent_listing_delta"))
 _SNAPSHOT_HEAD = 512
+# Every line the attachment pattern matches holds this within its head; finding it is several times cheaper
+# than trying the pattern, which most conversation records (user, assistant, system) fail.
+_ATTACHMENT_KEY = b'"attachment":{"type":"'
 
 
 def _int(value: Any) -> int:
@@ -363,7 +366,7 @@ def _lines(
     The loop is the miner's hot path (most lines are skipped by their prefix): a skipped line costs one
     ``find``, one ``startswith`` and two byte reads, with no call. A line starting ``{"type":"`` that is
     not skipped is parsed without trying the attachment pattern (it is only a shortcut: parsing is
-    always correct)."""
+    always correct), and so is a line whose head lacks ``"attachment":{"type":"``."""
     view = memoryview(buf)
     find, startswith, match = buf.find, buf.startswith, skip.match
     own = (main if is_main_file else side).m
@@ -371,7 +374,9 @@ def _lines(
     while pos < end:
         nl = find(b"\n", pos, end)
         if startswith(_SKIP_PREFIXES, pos) or (
-            not startswith(b'{"t', pos) and match(buf, pos, min(nl, pos + _SNAPSHOT_HEAD))
+            not startswith(b'{"t', pos)
+            and find(_ATTACHMENT_KEY, pos, head := min(nl, pos + _SNAPSHOT_HEAD)) >= 0
+            and match(buf, pos, head)
         ):
             # recognised by its prefix, never parsed: a torn one (no closing brace) is malformed
             last = buf[nl - 1] if nl > 0 else 0
