@@ -1,7 +1,7 @@
 """The CLI's own stdout (``--output-format json``) and the rate-limit messages it and the transcript carry.
 
-The stdout file is a convenience, never the ground truth (DESIGN §5): it can be missing, empty (a killed
-run), corrupt (two writers on one file, FACTS §6.3), or a rate-limit stub. :func:`parse_cli_output`
+The stdout file is a convenience, never the ground truth (docs/ARCHITECTURE.md#mining): it can be missing, empty (a killed
+run), corrupt (two writers on one file, docs/CLAUDE-CODE.md#shared-output), or a rate-limit stub. :func:`parse_cli_output`
 classifies it and salvages every complete JSON document it holds.
 """
 

@@ -1,4 +1,4 @@
-"""Mining a Claude Code session transcript (DESIGN §5): the session JSONL is the ground truth.
+"""Mining a Claude Code session transcript (docs/ARCHITECTURE.md#mining): the session JSONL is the ground truth.
 
 One session = the main-thread file ``<session_id>.jsonl`` plus its sub-agents'
 ``<session_id>/subagents/agent-*.jsonl``. :func:`mine_session` streams them line by line and returns a
@@ -117,7 +117,7 @@ def mine_session(
         res.session_id = doc.get("session_id") if doc else None
     doc = cli.for_session(res.session_id) if cli is not None else None
     if exists:
-        # Without a transcript the run is not evidence, whatever the CLI printed (FACTS §3.7: an invalid
+        # Without a transcript the run is not evidence, whatever the CLI printed (docs/CLAUDE-CODE.md#invalid-config-dir: an invalid
         # config dir exits 0 with a normal result and writes no transcript).
         _status_from_transcript(res, sess)
         _apply_cli(res, cli, doc)
@@ -208,7 +208,7 @@ def _turns(res: SessionResult, sess: _Session, doc: dict[str, Any] | None) -> No
     if isinstance(cli_turns, int) and not isinstance(cli_turns, bool):
         res.num_turns_cli = cli_turns
     # The CLI's figure covers only the last prompt of the session (a background agent's task-notification
-    # starts a second result, FACTS §5.4): use it only when the session had a single prompt.
+    # starts a second result, docs/CLAUDE-CODE.md#subagents): use it only when the session had a single prompt.
     result_index = doc.get("result_index") if doc else None
     covers_all = sess.prompts <= 1 and not (isinstance(result_index, int) and result_index > 0)
     if res.num_turns_cli is not None and covers_all:

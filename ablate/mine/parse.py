@@ -1,4 +1,4 @@
-"""Streaming a transcript (DESIGN §5): records into per-thread counters, snapshot lines never parsed.
+"""Streaming a transcript (docs/ARCHITECTURE.md#mining): records into per-thread counters, snapshot lines never parsed.
 
 Speed: most bytes of a modern transcript are request snapshots (``api-request-shape``, ``api-request-blob``,
 ``attachment:prompt_snapshot``) that carry nothing we count. Those lines are recognised from their first
@@ -289,7 +289,7 @@ class _Session:
     malformed: int = 0
     truncated: int = 0
     unknown_types: dict[str, int] = field(default_factory=dict)
-    # main-thread prompt/turn bookkeeping (FACTS §7)
+    # main-thread prompt/turn bookkeeping (docs/CLAUDE-CODE.md#turns)
     prompts: int = 0
     turns_by_prompt: list[int] = field(default_factory=list)
     # what the main thread ended on: final, tool_use, tool_result, retry, error, max_turns
