@@ -111,6 +111,9 @@ def test_run_in_namespace_leaves_the_real_files_byte_identical(
     manifest = orjson.loads((folder / "manifest.json").read_bytes())
     assert manifest["isolation"]["backend"] == "namespace"
     assert manifest["isolation"]["real_files_changed"] == []
+    # every cell logs in as the user does; the method is recorded, never the secret
+    assert manifest["isolation"]["auth"] == {"method": "api-key", "source": "ANTHROPIC_API_KEY"}
+    assert "sk-test" not in (folder / "manifest.json").read_text()
     assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
 
 
