@@ -339,16 +339,40 @@ def test_fence_argv_binds_only_what_is_writable(tmp_path: Path) -> None:
     assert argv[-2:] == ["--", "true"]
 
 
-def test_denied_writes_are_read_from_the_tools_errors(tmp_path: Path) -> None:
+def test_denied_writes_are_read_from_the_tools_and_hooks_errors(tmp_path: Path) -> None:
+    """Each tool result and hook output counts once (not its ``toolUseResult`` copy, nor the request blob
+    that repeats it); paths in the cell's shadow home or the real home are shown as ``~/...``."""
     from ablate.isolate.fence import denied_writes
 
     project = tmp_path / "projects" / "-repo"
     project.mkdir(parents=True)
-    line = {
-        "content": "sh: 1: cannot create /h/.bashrc: Read-only file system\ntouch: cannot touch '/h/x': Read-only file system"
-    }
-    (project / "s.jsonl").write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n")
-    assert denied_writes(tmp_path) == [{"path": "/h/.bashrc", "count": 2}, {"path": "/h/x", "count": 2}]
+    shadow, real = tmp_path / "s00" / "home", Path("/h")
+    said = f"sh: 1: cannot create {shadow}/.bashrc: Read-only file system\ntouch: cannot touch '/h/x': Read-only file system"
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": said}
+    records = [
+        {
+            "type": "attachment",
+            "attachment": {"type": "hook_success", "stderr": f"{shadow}/.bashrc: Read-only file system"},
+        },
+        {"type": "user", "message": {"role": "user", "content": [result]}, "toolUseResult": {"stderr": said}},
+        {"type": "api-request-blob", "message": {"role": "user", "content": [result]}},
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "text", "text": "/etc/x: Read-only file system"}]},
+        },
+        {
+            "type": "user",
+            "message": {
+                "content": [{"type": "tool_result", "content": [{"type": "text", "text": "/etc/y: EROFS"}]}]
+            },
+        },
+    ]
+    (project / "s.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\nnot json\n")
+    assert denied_writes(tmp_path, homes=[shadow, real]) == [
+        {"path": "~/.bashrc", "count": 2},
+        {"path": "/etc/y", "count": 1},
+        {"path": "~/x", "count": 1},
+    ]
 
 
 def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ The session's one Bash call (and a SessionStart hook of the setup, so that the p
 hostile too) appends to an existing ``~/.gitconfig`` and ``~/.config/app/state``, to
 ``$HOME/.claude/CLAUDE.md``, and touches ``$HOME/x``. With ``namespace`` (where it works) all of it lands in
 the session's own view and is discarded, and the run says so once per path; with ``links`` the writes that go
-through a link are caught by the before/after listing, which fails the run (exit 1) naming the files.
+through a link fail inside the session under its write fence (bubblewrap) and are reported per session and
+once per path for the run; where no fence can be had they land, and the before/after listing fails the run
+(exit 1) naming the files.
 """
 
 from __future__ import annotations
@@ -117,22 +119,62 @@ def test_run_in_namespace_leaves_the_real_files_byte_identical(
     assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
 
 
-def test_run_in_links_fails_naming_the_real_files_the_session_changed(
+def _links_ab(ex: ExampleSetup, claude: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    args = ["ab", "--tasks", str(tmp / "hostile.toml"), "--out", str(tmp / "runs"), "--isolation", "links"]
+    return _ablate(ex, claude, tmp, *args, "--report", "none", *extra)
+
+
+def test_run_in_links_under_the_fence_changes_nothing_and_reports_the_refused_writes(
     claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
 ) -> None:
-    ex, task = hostile
-    args = [
-        "ab",
-        "--tasks",
-        str(task),
-        "--out",
-        str(tmp_path / "runs"),
-        "--isolation",
-        "links",
-        "--report",
-        "none",
-    ]
-    proc = _ablate(ex, claude, tmp_path, *args)
+    """``links`` with its write fence: the writes through the shadow home's links into the real home fail
+    inside the session (EROFS) instead of landing; each result names them, the run says so once per path,
+    the manifest records which sessions hit the fence, and the report's caveat names them."""
+    from ablate.isolate.fence import fence_support
+    from ablate.report.build import build_report
+
+    if not fence_support().ok:
+        pytest.skip(f"no write fence here: {fence_support().reason}")
+    ex, _ = hostile
+    before = _state(ex)
+    proc = _links_ab(ex, claude, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _state(ex) == before  # the fence held: nothing of the home, config dir or repo changed
+    (folder,) = (tmp_path / "runs").iterdir()
+    results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").glob("*.json"))]
+    assert len(results) == 2
+    for r in results:
+        assert r["writes"]["fence"] == "bubblewrap"
+        denied = {d["path"]: d["count"] for d in r["writes"]["denied"]}
+        # through the links ~/.gitconfig and ~/.config: C0's SessionStart hook and its Bash call; C11 (no
+        # hooks) its Bash call only. ~/x and ~/.claude/CLAUDE.md are the cell's own: written, not refused
+        hits = 2 if r["cell"] == "C0" else 1
+        assert denied == {"~/.gitconfig": hits, "~/.config/app/state": hits}, r["writes"]
+    for path in ("~/.gitconfig", "~/.config/app/state"):
+        lines = [line for line in proc.stderr.splitlines() if f"writing {path} " in line]
+        assert lines == [f"2 of 2 sessions were refused writing {path} — the fence held"], proc.stderr
+    isolation = orjson.loads((folder / "manifest.json").read_bytes())["isolation"]
+    assert (isolation["backend"], isolation["mode"]) == ("links", "fenced")
+    assert isolation["auth"] == {"method": "api-key", "source": "ANTHROPIC_API_KEY"}
+    assert isolation["real_files_changed"] == []
+    items = sorted(r["item"] for r in results)
+    assert sorted(isolation["fence_denied"]["~/.gitconfig"]) == items
+    caveat = next(c for c in build_report(folder).caveats if c.id == "fence-denied")
+    assert "in 2 of 2 sessions" in caveat.text and all(item in caveat.text for item in items)
+    assert "overlay" in caveat.text
+
+
+def test_run_in_links_without_a_fence_fails_naming_the_real_files_the_session_changed(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    """Where no fence can be had (no bubblewrap, no sandbox-exec) the before/after listing is the last line
+    of defence: the writes through the links land, and the run fails (exit 1) naming them."""
+    from ablate.isolate.fence import fence_support
+
+    if fence_support().ok:
+        pytest.skip("the write fence works here: the unfenced fallback cannot be reached")
+    ex, _ = hostile
+    proc = _links_ab(ex, claude, tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "your real file changed during the run" in proc.stderr
     assert str(ex.home / ".gitconfig") in proc.stderr  # a linked home entry: written through, caught

@@ -157,10 +157,12 @@ class ShadowEnvironments:
         session writes through a link is seen only by the run's before/after listing."""
         from ablate.isolate.fence import denied_writes, fence_support
 
-        if not fence_support().ok:
+        support = fence_support()
+        if not support.ok:
             return None
-        denied = denied_writes(env.config_dir)
-        return {"fence": "bubblewrap", "denied": denied, "discarded": False}
+        homes = (Path(getattr(env, "home", env.config_dir.parent)), Path(self.setup.home))
+        denied = denied_writes(env.config_dir, homes=homes)
+        return {"fence": support.name, "denied": denied, "discarded": False}
 
     def stripped_paths(self, env: CellEnv) -> list[str]:
         return stripped_repo_paths(self.setup, self.catalog, getattr(env, "cell", None))

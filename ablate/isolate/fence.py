@@ -17,6 +17,7 @@ session. Debian and Ubuntu ship it as ``bubblewrap`` (unprivileged: it needs use
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -94,6 +95,11 @@ class FenceSupport:
     sandbox_exec: str | None = None
     """macOS: the ``sandbox-exec`` that fences ``links`` sessions there instead of bubblewrap."""
 
+    @property
+    def name(self) -> str:
+        """The fence, by the tool that makes it: ``bubblewrap`` or ``sandbox-exec``."""
+        return "sandbox-exec" if self.sandbox_exec is not None else "bubblewrap"
+
 
 _support: FenceSupport | None = None
 _support_lock = threading.Lock()
@@ -154,18 +160,63 @@ def fenced(argv: Sequence[str], *, root: Path, cwd: Path, visible: Sequence[Path
 _EROFS = re.compile(r"(/[^\s'\"`:]+)['\"`]?: (?:Read-only file system|EROFS)")
 
 
-def denied_writes(config_dir: Path) -> list[dict[str, object]]:
-    """The writes the fence refused in a session, as its tools reported them (``<path>: Read-only file
-    system`` in the transcripts under ``config_dir/projects``): path and how often, most frequent first."""
+def denied_writes(config_dir: Path, *, homes: Sequence[Path] = ()) -> list[dict[str, object]]:
+    """The writes the fence refused in a session, as its tools and hooks reported them (``<path>: Read-only
+    file system`` in the transcripts under ``config_dir/projects``): path and in how many tool results or
+    hook outputs, most frequent first. A path under one of ``homes`` (the cell's shadow home, the real one)
+    is shown as ``~/...``, so every cell's sessions name the same file alike."""
     counts: dict[str, int] = {}
     for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):
         try:
-            text = transcript.read_text(encoding="utf-8", errors="replace")
+            lines = transcript.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
-        for match in _EROFS.finditer(text.replace("\\n", "\n")):
-            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+        for line in lines:
+            for text in _outputs(line):
+                for path in dict.fromkeys(m.group(1) for m in _EROFS.finditer(text)):
+                    shown = _tilde(path, homes)
+                    counts[shown] = counts.get(shown, 0) + 1
     return [{"path": p, "count": n} for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _outputs(line: str) -> list[str]:
+    """The text of every tool result and hook output in one transcript record, each once: a ``user``
+    record's tool results (not their ``toolUseResult`` copy, nor the ``api-request-blob`` records that
+    repeat the request) and a hook's attachment."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return []
+    if not isinstance(record, dict):
+        return []
+    out: list[str] = []
+    message = record.get("message") if record.get("type") == "user" else None
+    content = message.get("content") if isinstance(message, dict) else None
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            out.append(_text(block.get("content")))
+    attachment = record.get("attachment")
+    if isinstance(attachment, dict) and str(attachment.get("type", "")).startswith("hook"):
+        out.append(_text(attachment))
+    return out
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return "\n".join(_text(v) for v in value.values())
+    return ""
+
+
+def _tilde(path: str, homes: Sequence[Path]) -> str:
+    for home in homes:
+        for spelling in dict.fromkeys((str(home).rstrip("/"), os.path.realpath(home))):
+            if path == spelling or path.startswith(spelling + "/"):
+                return "~" + path[len(spelling) :]
+    return path
 
 
 # ---------------------------------------------------------------------------------------------------------

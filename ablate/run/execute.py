@@ -38,7 +38,7 @@ from ablate.isolate.procenv import EndpointCheck
 from ablate.run.hooks import TreeHook
 from ablate.run.prepare import PreparedRun, work_area
 from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
-from ablate.run.writes_summary import writes_lines
+from ablate.run.writes_summary import denied_by_path, writes_lines
 
 
 @dataclass(frozen=True)
@@ -187,19 +187,22 @@ def execute(
         with _sigint(runner, request, note) as presses:
             summary = runner.run()
         changed, guard_notes = changes_and_notes(guard)
+    results = list(iter_results(folder))
+    written = [r for r in results if r.writes]
+    records = [r.writes.model_dump() for r in written if r.writes]
+    denied = {path: [written[n].item for n in at] for path, at in denied_by_path(records).items()}
     manifest = runner.manifest
     recorded = manifest.isolation or IsolationInfo.model_validate(chosen.to_json())
-    isolation_info = recorded.model_copy(update={"real_files_changed": changed})
+    isolation_info = recorded.model_copy(
+        update={"real_files_changed": changed, "fence_denied": denied or None}
+    )
     write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
-    results = list(iter_results(folder))
     return ExecutionResult(
         summary=summary,
         isolation=chosen,
         real_files_changed=changed,
         guard_notes=guard_notes,
-        writes=writes_lines(
-            [r.writes.model_dump() for r in results if r.writes], len(results), noun="sessions"
-        ),
+        writes=writes_lines(records, len(results), noun="sessions"),
         interrupted=presses[0] > 0,
         exit_code=exit_code(summary.outcome, real_files_changed=bool(changed)),
     )
