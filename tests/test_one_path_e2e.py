@@ -234,6 +234,63 @@ def test_probe_in_namespace_changes_nothing_and_says_the_isolation_once(
     assert (proc.stdout + proc.stderr).count("isolation: namespace") == 1, proc.stdout
 
 
+def _probe_links(ex: ExampleSetup, claude: Path, tmp: Path) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
+    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    return ["probe", "--isolation", "links", "--cell", "C0", *where, "--work", str(tmp / "probe"), "--json"]
+
+
+def test_probe_in_links_fences_the_hostile_hook(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    """``probe --isolation links``: the setup's SessionStart hook runs in the untouched session and in C0,
+    under the write fence; its writes through the home's links are refused, the probe passes, and says
+    which cells were refused what."""
+    from ablate.isolate.fence import fence_support
+
+    if not fence_support().ok:
+        pytest.skip(f"no write fence here: {fence_support().reason}")
+    ex, _ = hostile
+    before = _state(ex)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
+    proc = subprocess.run(
+        [ABLATE, *_probe_links(ex, claude, tmp_path)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert _state(ex) == before
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 0, (proc.stderr[-2000:], doc["notes"], doc["fidelity"])
+    assert doc["real_setup_unchanged"] is True and doc["fidelity"]["equal"]
+    assert doc["isolation"]["backend"] == "links"
+    assert "1 of 1 cells were refused writing ~/.gitconfig — the fence held" in doc["notes"]
+    (c0,) = doc["cells"]
+    assert {d["path"] for d in c0["writes"]["denied"]} == {"~/.gitconfig", "~/.config/app/state"}
+
+
+def test_probe_in_links_without_a_fence_fails_naming_the_changed_files(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no fence can be had (here: as if bubblewrap were missing), the hostile hook's writes land in
+    the real home; the probe must fail (exit 1), naming the files, rather than pass."""
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+    from ablate.isolate import fence
+
+    monkeypatch.setattr(fence, "_support", fence.FenceSupport(False, "bubblewrap is not installed", None))
+    ex, _ = hostile
+    env: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))
+    }
+    res = CliRunner().invoke(app, _probe_links(ex, claude, tmp_path), env={**env, "HOME": str(ex.home)})
+    assert res.exit_code == 1, res.stdout + res.stderr
+    doc = orjson.loads(res.stdout)
+    assert doc["real_setup_unchanged"] is False
+    errors = [n for n in doc["notes"] if n.startswith("ERROR: your real file changed during the probe")]
+    assert any(str(ex.home / ".gitconfig") in n for n in errors), doc["notes"]
+
+
 def test_compare_interrupted_by_ctrl_c_resumes_to_completion(
     claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
 ) -> None:
