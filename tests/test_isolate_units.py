@@ -431,3 +431,46 @@ def test_fence_keeps_what_the_session_reads_under_the_real_tmp_readable(tmp_path
         assert argv.index("/tmp") < argv.index(str(home))  # bound back after the private /tmp
     finally:
         home.rmdir()
+
+
+def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) -> None:
+    """A layer of the user's own covers the credentials file: C11 strips it and would start logged out.
+    ``ablate doctor`` says so per cell, with the run check's own words, and exits 1; without the layer
+    every cell logs in as the user does."""
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+    from ablate.setup.examples import materialise_example
+
+    ex = materialise_example(tmp_path / "ex")
+    toml = tmp_path / "ablate.toml"
+    toml.write_text(
+        'schema_version = 1\n[[layer]]\nid = "login"\nside = "config"\npaths = [".credentials.json"]\n'
+    )
+    where = [
+        "doctor",
+        "--config-dir",
+        str(ex.config_dir),
+        "--repo",
+        str(ex.repo),
+        "--work-dir",
+        str(tmp_path),
+    ]
+    env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": None, "CLAUDE_CODE_OAUTH_TOKEN": None}
+    res = CliRunner().invoke(
+        app, [*where, "--cells", "binary", "--ablate-toml", str(toml), "--json"], env=env
+    )
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and not doc["ok"]
+    creds = {"method": "credentials-file", "source": "<C0 config dir>/.credentials.json"}
+    assert doc["auth_cells"]["cells"] == {"C0": creds, "C11": {"method": "none", "source": ""}}
+    said = [p["what"] for p in doc["problems"] if p["what"].startswith("authentication")]
+    assert said == [
+        "authentication: cell C11: would authenticate with nothing (logged out) (no login found), "
+        f"your setup with credentials-file ({ex.config_dir / '.credentials.json'})"
+    ]
+    res = CliRunner().invoke(app, [*where, "--json"], env=env)
+    doc = json.loads(res.stdout)
+    assert doc["auth_cells"]["checked"] and set(doc["auth_cells"]["cells"]) == {f"C{i}" for i in range(12)}
+    assert {a["method"] for a in doc["auth_cells"]["cells"].values()} == {"credentials-file"}
+    assert not any(p["what"].startswith("authentication") for p in doc["problems"])

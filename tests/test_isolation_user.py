@@ -297,9 +297,8 @@ def test_compare_as_an_ordinary_user_changes_nothing(
     assert _attacked(run) == 10
     assert _first_seen(run) == [0] * 10
     isolation = orjson.loads((run / "manifest.json").read_bytes())["isolation"]
-    if "backend" not in isolation:
-        pytest.xfail("compare's claude-code executor does not go through the one execution path yet")
     assert (isolation["backend"], isolation["mode"]) == ("namespace", "user-namespace")
+    assert isolation["auth"] == {"method": "api-key", "source": "ANTHROPIC_API_KEY"}
 
 
 def test_links_fence_as_an_ordinary_user_refuses_and_reports(

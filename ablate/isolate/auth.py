@@ -156,7 +156,10 @@ def cell_logins(
                 home=None if at_real_path else home,
             )
             env = process_env(base_env, home=home, config_dir=config, extra_env=extra_env)
-            yield CellLogin(cell.id, auth_method(env, config), config)
+            found = auth_method(env, config)
+            # the scratch folder is gone once read: the source names the cell's config dir instead
+            shown = AuthMethod(found.method, found.source.replace(str(config), f"<{cell.id} config dir>"))
+            yield CellLogin(cell.id, shown, config)
         finally:
             remove_path(home.parent)
 
