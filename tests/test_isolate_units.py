@@ -474,3 +474,26 @@ def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) ->
     assert doc["auth_cells"]["checked"] and set(doc["auth_cells"]["cells"]) == {f"C{i}" for i in range(12)}
     assert {a["method"] for a in doc["auth_cells"]["cells"].values()} == {"credentials-file"}
     assert not any(p["what"].startswith("authentication") for p in doc["problems"])
+
+
+def test_the_fence_lets_only_the_login_file_be_written_through(tmp_path: Path) -> None:
+    """Under the links fence a session writes its own cell and the real ``.credentials.json`` (a refreshed
+    token must reach it), and nothing else of the real config dir."""
+    import subprocess
+
+    from ablate.isolate.fence import fence_support, fenced
+
+    if not fence_support().ok:
+        pytest.skip(f"no write fence here: {fence_support().reason}")
+    real, cell = tmp_path / "real", tmp_path / "cell"
+    real.mkdir()
+    cell.mkdir()
+    creds, other = real / ".credentials.json", real / "settings.json"
+    creds.write_text("{}")
+    other.write_text("{}")
+    script = f"echo x > {cell}/f; echo new > {creds}; echo x > {other}; true"
+    argv = fenced(["sh", "-c", script], root=cell, cwd=cell, visible=[real], through=[creds])
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    assert (cell / "f").read_text() == "x\n"
+    assert creds.read_text() == "new\n"
+    assert other.read_text() == "{}"

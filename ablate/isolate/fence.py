@@ -79,7 +79,7 @@ def fence_argv(
     seen: set[str] = set()
     for path in writable:
         p = str(path)
-        if p in seen or not os.path.isdir(p):
+        if p in seen or not (os.path.isdir(p) or os.path.isfile(p)):
             continue
         seen.add(p)
         out += ["--bind", p, p]
@@ -143,18 +143,28 @@ def _try_fence() -> FenceSupport:
     )
 
 
-def fenced(argv: Sequence[str], *, root: Path, cwd: Path, visible: Sequence[Path] = ()) -> list[str]:
+def fenced(
+    argv: Sequence[str],
+    *,
+    root: Path,
+    cwd: Path,
+    visible: Sequence[Path] = (),
+    through: Sequence[Path] = (),
+) -> list[str]:
     """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
     dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
     ``visible``: what the session reads through its links and alternates (the user's home, config dir,
-    repository and object store), kept readable when it lives under the real ``/tmp``."""
+    repository and object store), kept readable when it lives under the real ``/tmp``; ``through``: real
+    files a session may still write through its links (the login's ``.credentials.json``, so a refreshed
+    token reaches the real file)."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
-        return [support.sandbox_exec, "-p", sandbox_profile([root]), *argv]
+        return [support.sandbox_exec, "-p", sandbox_profile([root, *through]), *argv]
     if not support.ok or support.bwrap is None:
         return list(argv)
     (root / "tmp").mkdir(exist_ok=True)
-    return fence_argv(support.bwrap, argv, writable=[root], cwd=cwd, tmp=root / "tmp", visible=visible)
+    writable = [root, *through]
+    return fence_argv(support.bwrap, argv, writable=writable, cwd=cwd, tmp=root / "tmp", visible=visible)
 
 
 _EROFS = re.compile(r"(/[^\s'\"`:]+)['\"`]?: (?:Read-only file system|EROFS)")
