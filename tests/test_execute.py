@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 from ablate.run.execute import exit_code, preflight
-from ablate.run.writes_summary import writes_lines
+from ablate.run.writes_summary import denied_by_path, writes_lines
 
 
 @pytest.mark.parametrize(
@@ -43,6 +44,15 @@ def test_writes_are_summarised_once_per_path_for_the_whole_run() -> None:
     assert writes_lines([_writes(**{"~/x": 1})], 3, noun="cells") == [
         "1 of 3 cells wrote ~/x (1 file in all) — discarded"
     ]
+
+
+def test_refused_writes_are_summarised_once_per_path_for_the_whole_run() -> None:
+    fenced: dict[str, Any] = {"fence": "bubblewrap", "denied": [{"path": "~/.gitconfig", "count": 2}]}
+    sessions = [fenced, {"fence": "bubblewrap", "denied": []}, fenced, fenced]
+    assert writes_lines(sessions, 12) == [
+        "3 of 12 sessions were refused writing ~/.gitconfig — the fence held"
+    ]
+    assert denied_by_path(sessions) == {"~/.gitconfig": [0, 2, 3]}
 
 
 def test_preflight_refuses_an_unknown_backend_and_a_split_endpoint(tmp_path: Path) -> None:

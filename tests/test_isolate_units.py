@@ -339,16 +339,40 @@ def test_fence_argv_binds_only_what_is_writable(tmp_path: Path) -> None:
     assert argv[-2:] == ["--", "true"]
 
 
-def test_denied_writes_are_read_from_the_tools_errors(tmp_path: Path) -> None:
+def test_denied_writes_are_read_from_the_tools_and_hooks_errors(tmp_path: Path) -> None:
+    """Each tool result and hook output counts once (not its ``toolUseResult`` copy, nor the request blob
+    that repeats it); paths in the cell's shadow home or the real home are shown as ``~/...``."""
     from ablate.isolate.fence import denied_writes
 
     project = tmp_path / "projects" / "-repo"
     project.mkdir(parents=True)
-    line = {
-        "content": "sh: 1: cannot create /h/.bashrc: Read-only file system\ntouch: cannot touch '/h/x': Read-only file system"
-    }
-    (project / "s.jsonl").write_text(json.dumps(line) + "\n" + json.dumps(line) + "\n")
-    assert denied_writes(tmp_path) == [{"path": "/h/.bashrc", "count": 2}, {"path": "/h/x", "count": 2}]
+    shadow, real = tmp_path / "s00" / "home", Path("/h")
+    said = f"sh: 1: cannot create {shadow}/.bashrc: Read-only file system\ntouch: cannot touch '/h/x': Read-only file system"
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": said}
+    records = [
+        {
+            "type": "attachment",
+            "attachment": {"type": "hook_success", "stderr": f"{shadow}/.bashrc: Read-only file system"},
+        },
+        {"type": "user", "message": {"role": "user", "content": [result]}, "toolUseResult": {"stderr": said}},
+        {"type": "api-request-blob", "message": {"role": "user", "content": [result]}},
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "text", "text": "/etc/x: Read-only file system"}]},
+        },
+        {
+            "type": "user",
+            "message": {
+                "content": [{"type": "tool_result", "content": [{"type": "text", "text": "/etc/y: EROFS"}]}]
+            },
+        },
+    ]
+    (project / "s.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\nnot json\n")
+    assert denied_writes(tmp_path, homes=[shadow, real]) == [
+        {"path": "~/.bashrc", "count": 2},
+        {"path": "/etc/y", "count": 1},
+        {"path": "~/x", "count": 1},
+    ]
 
 
 def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path) -> None:
@@ -407,3 +431,69 @@ def test_fence_keeps_what_the_session_reads_under_the_real_tmp_readable(tmp_path
         assert argv.index("/tmp") < argv.index(str(home))  # bound back after the private /tmp
     finally:
         home.rmdir()
+
+
+def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) -> None:
+    """A layer of the user's own covers the credentials file: C11 strips it and would start logged out.
+    ``ablate doctor`` says so per cell, with the run check's own words, and exits 1; without the layer
+    every cell logs in as the user does."""
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+    from ablate.setup.examples import materialise_example
+
+    ex = materialise_example(tmp_path / "ex")
+    toml = tmp_path / "ablate.toml"
+    toml.write_text(
+        'schema_version = 1\n[[layer]]\nid = "login"\nside = "config"\npaths = [".credentials.json"]\n'
+    )
+    where = [
+        "doctor",
+        "--config-dir",
+        str(ex.config_dir),
+        "--repo",
+        str(ex.repo),
+        "--work-dir",
+        str(tmp_path),
+    ]
+    env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": None, "CLAUDE_CODE_OAUTH_TOKEN": None}
+    res = CliRunner().invoke(
+        app, [*where, "--cells", "binary", "--ablate-toml", str(toml), "--json"], env=env
+    )
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and not doc["ok"]
+    creds = {"method": "credentials-file", "source": "<C0 config dir>/.credentials.json"}
+    assert doc["auth_cells"]["cells"] == {"C0": creds, "C11": {"method": "none", "source": ""}}
+    said = [p["what"] for p in doc["problems"] if p["what"].startswith("authentication")]
+    assert said == [
+        "authentication: cell C11: would authenticate with nothing (logged out) (no login found), "
+        f"your setup with credentials-file ({ex.config_dir / '.credentials.json'})"
+    ]
+    res = CliRunner().invoke(app, [*where, "--json"], env=env)
+    doc = json.loads(res.stdout)
+    assert doc["auth_cells"]["checked"] and set(doc["auth_cells"]["cells"]) == {f"C{i}" for i in range(12)}
+    assert {a["method"] for a in doc["auth_cells"]["cells"].values()} == {"credentials-file"}
+    assert not any(p["what"].startswith("authentication") for p in doc["problems"])
+
+
+def test_the_fence_lets_only_the_login_file_be_written_through(tmp_path: Path) -> None:
+    """Under the links fence a session writes its own cell and the real ``.credentials.json`` (a refreshed
+    token must reach it), and nothing else of the real config dir."""
+    import subprocess
+
+    from ablate.isolate.fence import fence_support, fenced
+
+    if not fence_support().ok:
+        pytest.skip(f"no write fence here: {fence_support().reason}")
+    real, cell = tmp_path / "real", tmp_path / "cell"
+    real.mkdir()
+    cell.mkdir()
+    creds, other = real / ".credentials.json", real / "settings.json"
+    creds.write_text("{}")
+    other.write_text("{}")
+    script = f"echo x > {cell}/f; echo new > {creds}; echo x > {other}; true"
+    argv = fenced(["sh", "-c", script], root=cell, cwd=cell, visible=[real], through=[creds])
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    assert (cell / "f").read_text() == "x\n"
+    assert creds.read_text() == "new\n"
+    assert other.read_text() == "{}"

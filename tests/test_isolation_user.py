@@ -297,9 +297,8 @@ def test_compare_as_an_ordinary_user_changes_nothing(
     assert _attacked(run) == 10
     assert _first_seen(run) == [0] * 10
     isolation = orjson.loads((run / "manifest.json").read_bytes())["isolation"]
-    if "backend" not in isolation:
-        pytest.xfail("compare's claude-code executor does not go through the one execution path yet")
     assert (isolation["backend"], isolation["mode"]) == ("namespace", "user-namespace")
+    assert isolation["auth"] == {"method": "api-key", "source": "ANTHROPIC_API_KEY"}
 
 
 def test_links_fence_as_an_ordinary_user_refuses_and_reports(
@@ -341,9 +340,9 @@ def test_links_fence_as_an_ordinary_user_refuses_and_reports(
     results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").glob("*.json"))]
     for r in results:
         denied = {d["path"] for d in r["writes"]["denied"]}
-        assert str(box.ex.home / ".bashrc") in denied or any(p.endswith("/.bashrc") for p in denied), r[
-            "writes"
-        ]
+        assert "~/.bashrc" in denied, r["writes"]  # the home, as the session's tool named it
+    assert "2 of 2 sessions were refused writing ~/.bashrc — the fence held" in proc.stderr
+    assert sorted(isolation["fence_denied"]["~/.bashrc"]) == sorted(r["item"] for r in results)
 
 
 def test_doctor_as_an_ordinary_user_names_the_backend_and_why(

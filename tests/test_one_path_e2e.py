@@ -5,7 +5,9 @@ The session's one Bash call (and a SessionStart hook of the setup, so that the p
 hostile too) appends to an existing ``~/.gitconfig`` and ``~/.config/app/state``, to
 ``$HOME/.claude/CLAUDE.md``, and touches ``$HOME/x``. With ``namespace`` (where it works) all of it lands in
 the session's own view and is discarded, and the run says so once per path; with ``links`` the writes that go
-through a link are caught by the before/after listing, which fails the run (exit 1) naming the files.
+through a link fail inside the session under its write fence (bubblewrap) and are reported per session and
+once per path for the run; where no fence can be had they land, and the before/after listing fails the run
+(exit 1) naming the files.
 """
 
 from __future__ import annotations
@@ -111,25 +113,68 @@ def test_run_in_namespace_leaves_the_real_files_byte_identical(
     manifest = orjson.loads((folder / "manifest.json").read_bytes())
     assert manifest["isolation"]["backend"] == "namespace"
     assert manifest["isolation"]["real_files_changed"] == []
+    # every cell logs in as the user does; the method is recorded, never the secret
+    assert manifest["isolation"]["auth"] == {"method": "api-key", "source": "ANTHROPIC_API_KEY"}
+    assert "sk-test" not in (folder / "manifest.json").read_text()
     assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
 
 
-def test_run_in_links_fails_naming_the_real_files_the_session_changed(
+def _links_ab(ex: ExampleSetup, claude: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    args = ["ab", "--tasks", str(tmp / "hostile.toml"), "--out", str(tmp / "runs"), "--isolation", "links"]
+    return _ablate(ex, claude, tmp, *args, "--report", "none", *extra)
+
+
+def test_run_in_links_under_the_fence_changes_nothing_and_reports_the_refused_writes(
     claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
 ) -> None:
-    ex, task = hostile
-    args = [
-        "ab",
-        "--tasks",
-        str(task),
-        "--out",
-        str(tmp_path / "runs"),
-        "--isolation",
-        "links",
-        "--report",
-        "none",
-    ]
-    proc = _ablate(ex, claude, tmp_path, *args)
+    """``links`` with its write fence: the writes through the shadow home's links into the real home fail
+    inside the session (EROFS) instead of landing; each result names them, the run says so once per path,
+    the manifest records which sessions hit the fence, and the report's caveat names them."""
+    from ablate.isolate.fence import fence_support
+    from ablate.report.build import build_report
+
+    if not fence_support().ok:
+        pytest.skip(f"no write fence here: {fence_support().reason}")
+    ex, _ = hostile
+    before = _state(ex)
+    proc = _links_ab(ex, claude, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _state(ex) == before  # the fence held: nothing of the home, config dir or repo changed
+    (folder,) = (tmp_path / "runs").iterdir()
+    results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").glob("*.json"))]
+    assert len(results) == 2
+    for r in results:
+        assert r["writes"]["fence"] == "bubblewrap"
+        denied = {d["path"]: d["count"] for d in r["writes"]["denied"]}
+        # through the links ~/.gitconfig and ~/.config: C0's SessionStart hook and its Bash call; C11 (no
+        # hooks) its Bash call only. ~/x and ~/.claude/CLAUDE.md are the cell's own: written, not refused
+        hits = 2 if r["cell"] == "C0" else 1
+        assert denied == {"~/.gitconfig": hits, "~/.config/app/state": hits}, r["writes"]
+    for path in ("~/.gitconfig", "~/.config/app/state"):
+        lines = [line for line in proc.stderr.splitlines() if f"writing {path} " in line]
+        assert lines == [f"2 of 2 sessions were refused writing {path} — the fence held"], proc.stderr
+    isolation = orjson.loads((folder / "manifest.json").read_bytes())["isolation"]
+    assert (isolation["backend"], isolation["mode"]) == ("links", "fenced")
+    assert isolation["auth"] == {"method": "api-key", "source": "ANTHROPIC_API_KEY"}
+    assert isolation["real_files_changed"] == []
+    items = sorted(r["item"] for r in results)
+    assert sorted(isolation["fence_denied"]["~/.gitconfig"]) == items
+    caveat = next(c for c in build_report(folder).caveats if c.id == "fence-denied")
+    assert "in 2 of 2 sessions" in caveat.text and all(item in caveat.text for item in items)
+    assert "overlay" in caveat.text
+
+
+def test_run_in_links_without_a_fence_fails_naming_the_real_files_the_session_changed(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    """Where no fence can be had (no bubblewrap, no sandbox-exec) the before/after listing is the last line
+    of defence: the writes through the links land, and the run fails (exit 1) naming them."""
+    from ablate.isolate.fence import fence_support
+
+    if fence_support().ok:
+        pytest.skip("the write fence works here: the unfenced fallback cannot be reached")
+    ex, _ = hostile
+    proc = _links_ab(ex, claude, tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "your real file changed during the run" in proc.stderr
     assert str(ex.home / ".gitconfig") in proc.stderr  # a linked home entry: written through, caught
@@ -187,6 +232,63 @@ def test_probe_in_namespace_changes_nothing_and_says_the_isolation_once(
     assert proc.returncode in (0, 1), proc.stderr
     assert _state(ex) == before
     assert (proc.stdout + proc.stderr).count("isolation: namespace") == 1, proc.stdout
+
+
+def _probe_links(ex: ExampleSetup, claude: Path, tmp: Path) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
+    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    return ["probe", "--isolation", "links", "--cell", "C0", *where, "--work", str(tmp / "probe"), "--json"]
+
+
+def test_probe_in_links_fences_the_hostile_hook(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
+) -> None:
+    """``probe --isolation links``: the setup's SessionStart hook runs in the untouched session and in C0,
+    under the write fence; its writes through the home's links are refused, the probe passes, and says
+    which cells were refused what."""
+    from ablate.isolate.fence import fence_support
+
+    if not fence_support().ok:
+        pytest.skip(f"no write fence here: {fence_support().reason}")
+    ex, _ = hostile
+    before = _state(ex)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
+    proc = subprocess.run(
+        [ABLATE, *_probe_links(ex, claude, tmp_path)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert _state(ex) == before
+    doc = orjson.loads(proc.stdout)
+    assert proc.returncode == 0, (proc.stderr[-2000:], doc["notes"], doc["fidelity"])
+    assert doc["real_setup_unchanged"] is True and doc["fidelity"]["equal"]
+    assert doc["isolation"]["backend"] == "links"
+    assert "1 of 1 cells were refused writing ~/.gitconfig — the fence held" in doc["notes"]
+    (c0,) = doc["cells"]
+    assert {d["path"] for d in c0["writes"]["denied"]} == {"~/.gitconfig", "~/.config/app/state"}
+
+
+def test_probe_in_links_without_a_fence_fails_naming_the_changed_files(
+    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no fence can be had (here: as if bubblewrap were missing), the hostile hook's writes land in
+    the real home; the probe must fail (exit 1), naming the files, rather than pass."""
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+    from ablate.isolate import fence
+
+    monkeypatch.setattr(fence, "_support", fence.FenceSupport(False, "bubblewrap is not installed", None))
+    ex, _ = hostile
+    env: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))
+    }
+    res = CliRunner().invoke(app, _probe_links(ex, claude, tmp_path), env={**env, "HOME": str(ex.home)})
+    assert res.exit_code == 1, res.stdout + res.stderr
+    doc = orjson.loads(res.stdout)
+    assert doc["real_setup_unchanged"] is False
+    errors = [n for n in doc["notes"] if n.startswith("ERROR: your real file changed during the probe")]
+    assert any(str(ex.home / ".gitconfig") in n for n in errors), doc["notes"]
 
 
 def test_compare_interrupted_by_ctrl_c_resumes_to_completion(

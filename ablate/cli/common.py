@@ -52,8 +52,10 @@ IsolationOpt = Annotated[
     str | None,
     typer.Option(
         "--isolation",
-        help="namespace (every session in its own copy-on-write view at your real paths; default where it "
-        "works: Linux as root) or links (shadow home and config dir; macOS and other systems).",
+        help="namespace (every session in its own copy-on-write view at your real paths; the "
+        "default wherever user namespaces, or root, allow it) or links (a shadow home and config dir, each "
+        "session under a write fence: bubblewrap on Linux, sandbox-exec on macOS; the fallback). "
+        "`ablate doctor` says which runs here and why.",
     ),
 ]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions running at once.")]

@@ -279,6 +279,9 @@ class IsolationInfo(Spec):
     """How every cell authenticates (method and source, never the secret)."""
     real_files_changed: list[str] | None = None
     """Real home, config-dir and repo paths that changed during the invocation (the before/after listing)."""
+    fence_denied: dict[str, list[str]] | None = None
+    """``links`` under a write fence: each path it refused a write to (``~/.gitconfig``) → the items whose
+    sessions tried, over every result in the folder. A refused write changed those sessions' course."""
 
     def describe(self) -> str:
         """One line for people: ``namespace (user-namespace) — user namespaces work here``."""

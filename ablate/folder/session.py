@@ -130,8 +130,18 @@ class AreaWrites(Spec):
     """Top folder (``~/.pyenv``) -> files written or deleted under it."""
 
 
+class DeniedWrite(Spec):
+    """A write the ``links`` fence refused (the session's tool saw ``Read-only file system``)."""
+
+    path: str
+    """The path as the session named it, its home shown as ``~``."""
+    count: int = 1
+    """How many of the session's tool results reported it."""
+
+
 class SessionWrites(Spec):
-    """What a session wrote outside its cell (``namespace``: read from its upper folders, then discarded)."""
+    """What a session wrote outside its cell: ``namespace``: read from its upper folders, then discarded;
+    ``links`` under a write fence: what the fence refused (nothing outside the cell was written)."""
 
     schema_version: Literal[1] = 1
     discarded: bool = True
@@ -140,6 +150,10 @@ class SessionWrites(Spec):
     """Every area of the view (home, config, repo, tmp)."""
     outside_cell: dict[str, AreaWrites] = Field(default_factory=dict)
     """The areas outside the cell that were touched."""
+    fence: str | None = None
+    """``links``: the write fence the session ran under (``bubblewrap``, ``sandbox-exec``); None without."""
+    denied: list[DeniedWrite] = Field(default_factory=list)
+    """``links`` under a fence: the writes it refused, most frequent first (the session saw them fail)."""
     error: str | None = None
     """Set when the writes could not be inspected (then the other fields are empty)."""
 
@@ -147,6 +161,7 @@ class SessionWrites(Spec):
 __all__ = [
     "SESSION_SCHEMA_VERSION",
     "AreaWrites",
+    "DeniedWrite",
     "InstructionFile",
     "MinedStatus",
     "SessionMetrics",

@@ -11,12 +11,20 @@ never the secret.
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ablate.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from ablate.setup.cells import ResolvedCell
+    from ablate.setup.layers import Catalog
+    from ablate.setup.load import Setup
 
 CREDENTIALS = ".credentials.json"
 FIX = (
@@ -70,6 +78,25 @@ def _has_login(path: Path) -> bool:
     return isinstance(data, dict) and bool(data)
 
 
+def mismatch(
+    cell_id: str, mine: AuthMethod, theirs: AuthMethod, user_config_dir: Path, config_dir: Path
+) -> str:
+    """Why cell ``cell_id`` (authenticating with ``theirs`` from ``config_dir``) does not log in the way the
+    user's own setup does (``mine``); empty when it does."""
+    if mine.method == "keychain":
+        return (
+            f"cell {cell_id}: your login is in the macOS Keychain, keyed by your config dir "
+            f"{user_config_dir}; cell {cell_id}'s config dir {config_dir} would start logged out"
+        )
+    if theirs.method != mine.method:
+        what = theirs.method if theirs.method != "none" else "nothing (logged out)"
+        return (
+            f"cell {cell_id}: would authenticate with {what} ({theirs.source or 'no login found'}), "
+            f"your setup with {mine.method} ({mine.source or 'no login found'})"
+        )
+    return ""
+
+
 def check_cells_auth(
     user_env: Mapping[str, str],
     user_config_dir: Path,
@@ -80,20 +107,91 @@ def check_cells_auth(
     return the user's method for the manifest. On macOS a Keychain login cannot reach a cell at all."""
     mine = auth_method(user_env, user_config_dir)
     for cell_id, env, config_dir in cells:
-        theirs = auth_method(env, config_dir)
-        if mine.method == "keychain":
-            raise UsageError(
-                f"cell {cell_id}: your login is in the macOS Keychain, keyed by your config dir "
-                f"{user_config_dir}; cell {cell_id}'s config dir {config_dir} would start logged out",
-                hint=FIX,
+        why = mismatch(cell_id, mine, auth_method(env, config_dir), user_config_dir, config_dir)
+        if why:
+            raise UsageError(why, hint=FIX)
+    return mine
+
+
+@dataclass(frozen=True)
+class CellLogin:
+    """How one cell's sessions would authenticate, and the config dir that was read to tell."""
+
+    cell_id: str
+    auth: AuthMethod
+    config_dir: Path
+
+
+def cell_logins(
+    setup: Setup,
+    catalog: Catalog,
+    cells: Iterable[ResolvedCell],
+    scratch: Path,
+    *,
+    base_env: Mapping[str, str],
+    extra_env: Mapping[str, str] | None = None,
+    at_real_path: bool = False,
+) -> Generator[CellLogin, None, None]:
+    """Each cell's login, from the config dir its sessions would hold: built for it under ``scratch`` by the
+    very function both backends build a cell's config dir with (``at_real_path``: as ``namespace`` does),
+    read, and removed before the next cell's. The session environment is the one every cell gets."""
+    from ablate.isolate.environment import build_config_dir
+    from ablate.isolate.procenv import process_env
+    from ablate.isolate.shadowfs import remove_path
+
+    for cell in cells:
+        home = scratch / cell.dirname / "home"
+        config = home / ".claude"
+        if os.path.lexists(home.parent):
+            remove_path(home.parent)
+        home.mkdir(parents=True, mode=0o700)
+        try:
+            build_config_dir(
+                setup,
+                catalog,
+                cell,
+                config,
+                memory_slug=setup.memory_slug,
+                at_real_path=at_real_path,
+                home=None if at_real_path else home,
             )
-        if theirs.method != mine.method:
-            what = theirs.method if theirs.method != "none" else "nothing (logged out)"
-            raise UsageError(
-                f"cell {cell_id}: would authenticate with {what} ({theirs.source or 'no login found'}), "
-                f"your setup with {mine.method} ({mine.source or 'no login found'})",
-                hint=FIX,
-            )
+            env = process_env(base_env, home=home, config_dir=config, extra_env=extra_env)
+            found = auth_method(env, config)
+            # the scratch folder is gone once read: the source names the cell's config dir instead
+            shown = AuthMethod(found.method, found.source.replace(str(config), f"<{cell.id} config dir>"))
+            yield CellLogin(cell.id, shown, config)
+        finally:
+            remove_path(home.parent)
+
+
+def check_run_auth(
+    setup: Setup,
+    catalog: Catalog,
+    cells: Iterable[ResolvedCell],
+    scratch: Path,
+    *,
+    user_env: Mapping[str, str],
+    extra_env: Mapping[str, str] | None = None,
+    at_real_path: bool = False,
+) -> AuthMethod:
+    """Before a run's first session: refuse (``UsageError``, exit 2, naming the cell and the fix) when any of
+    ``cells`` would authenticate differently from the user's own setup (``user_env`` and the real config
+    dir); return the user's method, for the manifest (never the secret)."""
+    mine = auth_method(user_env, setup.config_dir)
+    if mine.method == "keychain":  # no cell's config dir can reach it: said before anything is built
+        raise UsageError(
+            f"{setup.config_dir}: your login is in the macOS Keychain, keyed by this config dir; every "
+            "cell has a config dir of its own and would start logged out",
+            hint=FIX,
+        )
+    logins = cell_logins(
+        setup, catalog, cells, scratch, base_env=user_env, extra_env=extra_env, at_real_path=at_real_path
+    )
+    with closing(logins):
+        for login in logins:
+            why = mismatch(login.cell_id, mine, login.auth, setup.config_dir, login.config_dir)
+            if why:
+                raise UsageError(why, hint=FIX)
     return mine
 
 

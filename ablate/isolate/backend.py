@@ -146,21 +146,27 @@ class ShadowEnvironments:
         """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.fence.fenced`): the
         session can write its own cell folder and nothing else; a write through a link into the home fails."""
         from ablate.isolate.fence import fenced
+        from ablate.isolate.shadow_home import CREDENTIALS
         from ablate.isolate.worktree import objects_dir
 
         setup = self.setup
         visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
-        return fenced(argv, root=env.root, cwd=env.cwd, visible=visible)
+        # the one deliberate write-through: the cell's .credentials.json links to the real login
+        creds = Path(setup.config_dir) / CREDENTIALS
+        through = [creds] if creds.is_file() and not creds.is_symlink() else []
+        return fenced(argv, root=env.root, cwd=env.cwd, visible=visible, through=through)
 
     def after_session(self, env: CellEnv) -> dict[str, Any] | None:
         """The writes the fence refused (which paths, how often), or None without a fence: what an unfenced
         session writes through a link is seen only by the run's before/after listing."""
         from ablate.isolate.fence import denied_writes, fence_support
 
-        if not fence_support().ok:
+        support = fence_support()
+        if not support.ok:
             return None
-        denied = denied_writes(env.config_dir)
-        return {"fence": "bubblewrap", "denied": denied, "discarded": False}
+        homes = (Path(getattr(env, "home", env.config_dir.parent)), Path(self.setup.home))
+        denied = denied_writes(env.config_dir, homes=homes)
+        return {"fence": support.name, "denied": denied, "discarded": False}
 
     def stripped_paths(self, env: CellEnv) -> list[str]:
         return stripped_repo_paths(self.setup, self.catalog, getattr(env, "cell", None))

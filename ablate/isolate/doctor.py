@@ -12,6 +12,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from ablate import PINNED_CLAUDE_VERSION
 from ablate.core.claude import find_claude
 from ablate.core.errors import AblateError
 from ablate.isolate.auth import FIX as AUTH_FIX
-from ablate.isolate.auth import auth_method
+from ablate.isolate.auth import AuthMethod, auth_method, cell_logins, mismatch
 from ablate.isolate.detect import choose_isolation, namespace_check
 from ablate.isolate.fence import INSTALL_HINT, fence_support
 
@@ -35,9 +36,13 @@ def diagnose(
     *,
     claude_bin: str | Path | None = None,
     env: Mapping[str, str] | None = None,
+    repo: Path | None = None,
+    cells: str = "layered",
+    ablate_toml: Path | None = None,
 ) -> dict[str, Any]:
     """Every check, and ``ok``: a run here would be isolated (a locked namespace view, or the ``links``
-    fence) and authenticated."""
+    fence) and authenticated, in every cell of the set ``cells`` alike (checked as a run checks it before its
+    first session, when ``repo`` is a usable repository)."""
     env = dict(os.environ if env is None else env)
     problems: list[dict[str, str]] = []
     isolation = choose_isolation(None)
@@ -53,12 +58,18 @@ def diagnose(
     if auth.method in ("none", "keychain"):
         why = "no login found" if auth.method == "none" else "a Keychain login cannot reach the cells"
         problems.append({"what": f"authentication: {why}", "fix": AUTH_FIX})
+    per_cell = cells_auth(config_dir, repo, cells, ablate_toml, env, auth)
+    problems.extend({"what": f"authentication: {why}", "fix": AUTH_FIX} for why in per_cell.pop("mismatches"))
     free = _free(work_dir)
     if free is not None and free < LOW_SPACE:
         problems.append(
             {"what": f"{work_dir}: only {free // 1024**2} MiB free", "fix": "pick another --work-dir"}
         )
-    ok = isolation.locked and auth.method not in ("none", "keychain")
+    ok = (
+        isolation.locked
+        and auth.method not in ("none", "keychain")
+        and not any(p["what"].startswith("authentication: cell ") for p in problems)
+    )
     return {
         "ok": ok,
         "platform": {"system": sys.platform, "release": platform.release(), "machine": platform.machine()},
@@ -73,10 +84,52 @@ def diagnose(
         },
         "claude": claude,
         "auth": auth.to_json(),
+        "auth_cells": per_cell,
         "endpoint": env.get("ANTHROPIC_BASE_URL") or DEFAULT_ENDPOINT,
         "work_dir": {"path": str(work_dir), "free_bytes": free},
         "problems": problems,
     }
+
+
+def cells_auth(
+    config_dir: Path,
+    repo: Path | None,
+    cell_set: str,
+    ablate_toml: Path | None,
+    env: Mapping[str, str],
+    mine: AuthMethod,
+) -> dict[str, Any]:
+    """How each cell of ``cell_set`` would authenticate, read from the config dir a run would build for it
+    (:func:`ablate.isolate.auth.cell_logins`, as the run's own check): ``checked``, ``reason`` when not,
+    ``cells`` (cell id → method and source) and ``mismatches`` (the check's own messages)."""
+    from ablate.setup.cells import load_cell_set
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import load_setup
+
+    out: dict[str, Any] = {"checked": False, "reason": "", "set": cell_set, "cells": {}, "mismatches": []}
+    if mine.method == "keychain":
+        out["reason"] = "a Keychain login reaches no cell (see the problem above)"
+        return out
+    try:
+        setup = load_setup(config_dir, (repo or Path.cwd()).resolve())
+        catalog = load_catalog(ablate_toml)
+        resolved = load_cell_set(cell_set, catalog).cells
+        with tempfile.TemporaryDirectory(prefix="ablate-doctor-") as tmp:
+            logins = [
+                (c.cell_id, c.auth, c.config_dir)
+                for c in cell_logins(setup, catalog, resolved, Path(tmp), base_env=env)
+            ]
+    except (AblateError, OSError) as exc:
+        out["reason"] = (
+            f"not checked: {getattr(exc, 'message', exc)} (pass --repo with the repository a run uses)"
+        )
+        return out
+    out["checked"] = True
+    out["cells"] = {cell_id: theirs.to_json() for cell_id, theirs, _ in logins}
+    out["mismatches"] = [
+        why for cell_id, theirs, cfg in logins if (why := mismatch(cell_id, mine, theirs, config_dir, cfg))
+    ]
+    return out
 
 
 def _claude(claude_bin: str | Path | None, problems: list[dict[str, str]]) -> dict[str, Any]:
@@ -132,6 +185,7 @@ def render(doc: dict[str, Any]) -> str:
         f"bubblewrap:   {bw['path'] or 'missing'} {bw['version'] or ''}".rstrip(),
         f"claude:       {cl['path'] or 'not found'} {cl['version'] or ''} (pinned {cl['pinned']})",
         f"auth:         {doc['auth']['method']} {doc['auth']['source']}".rstrip(),
+        f"auth, cells:  {_cells_line(doc['auth_cells'])}",
         f"endpoint:     {doc['endpoint']}",
         f"work folder:  {doc['work_dir']['path']} ({_size(doc['work_dir']['free_bytes'])} free)",
     ]
@@ -141,6 +195,16 @@ def render(doc: dict[str, Any]) -> str:
         "ok: a run here would be isolated and authenticated" if doc["ok"] else "NOT ready (see above)"
     )
     return "\n".join(lines)
+
+
+def _cells_line(per_cell: dict[str, Any]) -> str:
+    """``api-key: C0, C1, ...`` per method (the set's cells, grouped), or why they were not checked."""
+    if not per_cell["checked"]:
+        return str(per_cell["reason"])
+    by_method: dict[str, list[str]] = {}
+    for cell_id, auth in per_cell["cells"].items():
+        by_method.setdefault(auth["method"], []).append(cell_id)
+    return f"{per_cell['set']}: " + "; ".join(f"{m}: {', '.join(ids)}" for m, ids in by_method.items())
 
 
 def _size(n: int | None) -> str:

@@ -17,6 +17,7 @@ session. Debian and Ubuntu ship it as ``bubblewrap`` (unprivileged: it needs use
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -78,7 +79,7 @@ def fence_argv(
     seen: set[str] = set()
     for path in writable:
         p = str(path)
-        if p in seen or not os.path.isdir(p):
+        if p in seen or not (os.path.isdir(p) or os.path.isfile(p)):
             continue
         seen.add(p)
         out += ["--bind", p, p]
@@ -93,6 +94,11 @@ class FenceSupport:
     bwrap: str | None
     sandbox_exec: str | None = None
     """macOS: the ``sandbox-exec`` that fences ``links`` sessions there instead of bubblewrap."""
+
+    @property
+    def name(self) -> str:
+        """The fence, by the tool that makes it: ``bubblewrap`` or ``sandbox-exec``."""
+        return "sandbox-exec" if self.sandbox_exec is not None else "bubblewrap"
 
 
 _support: FenceSupport | None = None
@@ -137,35 +143,90 @@ def _try_fence() -> FenceSupport:
     )
 
 
-def fenced(argv: Sequence[str], *, root: Path, cwd: Path, visible: Sequence[Path] = ()) -> list[str]:
+def fenced(
+    argv: Sequence[str],
+    *,
+    root: Path,
+    cwd: Path,
+    visible: Sequence[Path] = (),
+    through: Sequence[Path] = (),
+) -> list[str]:
     """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
     dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
     ``visible``: what the session reads through its links and alternates (the user's home, config dir,
-    repository and object store), kept readable when it lives under the real ``/tmp``."""
+    repository and object store), kept readable when it lives under the real ``/tmp``; ``through``: real
+    files a session may still write through its links (the login's ``.credentials.json``, so a refreshed
+    token reaches the real file)."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
-        return [support.sandbox_exec, "-p", sandbox_profile([root]), *argv]
+        return [support.sandbox_exec, "-p", sandbox_profile([root, *through]), *argv]
     if not support.ok or support.bwrap is None:
         return list(argv)
     (root / "tmp").mkdir(exist_ok=True)
-    return fence_argv(support.bwrap, argv, writable=[root], cwd=cwd, tmp=root / "tmp", visible=visible)
+    writable = [root, *through]
+    return fence_argv(support.bwrap, argv, writable=writable, cwd=cwd, tmp=root / "tmp", visible=visible)
 
 
 _EROFS = re.compile(r"(/[^\s'\"`:]+)['\"`]?: (?:Read-only file system|EROFS)")
 
 
-def denied_writes(config_dir: Path) -> list[dict[str, object]]:
-    """The writes the fence refused in a session, as its tools reported them (``<path>: Read-only file
-    system`` in the transcripts under ``config_dir/projects``): path and how often, most frequent first."""
+def denied_writes(config_dir: Path, *, homes: Sequence[Path] = ()) -> list[dict[str, object]]:
+    """The writes the fence refused in a session, as its tools and hooks reported them (``<path>: Read-only
+    file system`` in the transcripts under ``config_dir/projects``): path and in how many tool results or
+    hook outputs, most frequent first. A path under one of ``homes`` (the cell's shadow home, the real one)
+    is shown as ``~/...``, so every cell's sessions name the same file alike."""
     counts: dict[str, int] = {}
     for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):
         try:
-            text = transcript.read_text(encoding="utf-8", errors="replace")
+            lines = transcript.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
-        for match in _EROFS.finditer(text.replace("\\n", "\n")):
-            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+        for line in lines:
+            for text in _outputs(line):
+                for path in dict.fromkeys(m.group(1) for m in _EROFS.finditer(text)):
+                    shown = _tilde(path, homes)
+                    counts[shown] = counts.get(shown, 0) + 1
     return [{"path": p, "count": n} for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _outputs(line: str) -> list[str]:
+    """The text of every tool result and hook output in one transcript record, each once: a ``user``
+    record's tool results (not their ``toolUseResult`` copy, nor the ``api-request-blob`` records that
+    repeat the request) and a hook's attachment."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return []
+    if not isinstance(record, dict):
+        return []
+    out: list[str] = []
+    message = record.get("message") if record.get("type") == "user" else None
+    content = message.get("content") if isinstance(message, dict) else None
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            out.append(_text(block.get("content")))
+    attachment = record.get("attachment")
+    if isinstance(attachment, dict) and str(attachment.get("type", "")).startswith("hook"):
+        out.append(_text(attachment))
+    return out
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return "\n".join(_text(v) for v in value.values())
+    return ""
+
+
+def _tilde(path: str, homes: Sequence[Path]) -> str:
+    for home in homes:
+        for spelling in dict.fromkeys((str(home).rstrip("/"), os.path.realpath(home))):
+            if path == spelling or path.startswith(spelling + "/"):
+                return "~" + path[len(spelling) :]
+    return path
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -88,6 +88,19 @@ def canon_command(command: str, config_dirs: Sequence[str]) -> str:
 # Running one session and reading what it showed
 
 
+def links_fence(setup: Setup, root: Path, cwd: Path) -> Callable[[list[str]], list[str]]:
+    """How a ``links`` probe session's command runs: under the write fence
+    (:func:`ablate.isolate.fence.fenced`), with only its own folder ``root`` writable, as a run's ``links``
+    sessions do. A SessionStart hook that writes through the home's links into the real home fails there
+    (EROFS) instead of landing; where no fence can be had the command runs as is and the probe's
+    before/after listing fails the probe, naming the files."""
+    from ablate.isolate.fence import fenced
+    from ablate.isolate.worktree import objects_dir
+
+    visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
+    return lambda argv: fenced(argv, root=root, cwd=cwd, visible=visible)
+
+
 def _session_env(config_dir: Path, home: Path, base_url: str) -> dict[str, str]:
     """The env of the baseline and untouched sessions: the one allow-list, forced to the capture endpoint."""
     return force_capture(process_env(os.environ, home=home, config_dir=config_dir), base_url)
@@ -107,7 +120,7 @@ def _run(
     sid = str(uuid.uuid4())
     argv = claude_argv(claude.path, prompt=PROBE_PROMPT, model=PROBE_MODEL, session_id=sid, max_turns=1)
     if wrap is not None:
-        argv = wrap(argv)  # the namespace backend: the session runs in its own copy-on-write view
+        argv = wrap(argv)  # its own copy-on-write view (namespace), or the links write fence
     res = run_process(argv, cwd=cwd, env=env, timeout=120, stdout_path=out_dir / f"{sid}.stdout.json")
     transcript = find_transcript(config_dir, sid)
     obs = Observation(
@@ -228,7 +241,8 @@ def _untouched(
     setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path
 ) -> tuple[Observation, dict[str, str]]:
     """The untouched setup (``links``): a plain copy of the config dir, used from a plain copy of the
-    repository (``.git`` included): ablate never runs the CLI with write access to the real repo."""
+    repository (``.git`` included), under the write fence: ablate never runs the CLI with write access to
+    the real repo or home."""
     config = _plain_copy(setup, root / "untouched")
     neutralise(config, with_mcp=False)
     repo = root / "untouched" / "repo" / setup.repo.name
@@ -238,7 +252,8 @@ def _untouched(
     if memory.is_dir():
         shutil.copytree(memory, config / "projects" / copy_slug / "memory", symlinks=True)
     env = _session_env(config, config.parent, base_url)
-    obs = _run(claude, cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout")
+    wrap = links_fence(setup, root / "untouched", repo)  # its home links to the real home's entries
+    obs = _run(claude, cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout", wrap=wrap)
     return obs, {
         str(config): "<CONFIG>",
         str(config.parent): "<HOME>",

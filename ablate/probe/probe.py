@@ -19,6 +19,7 @@ order of concurrent hook outputs: nothing about git (shadow fidelity).
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import time
@@ -59,6 +60,7 @@ from ablate.probe.observe import (
     _untouched,
     _untouched_namespace,
     canon_command,
+    links_fence,
     neutralise,
 )
 from ablate.run.writes_summary import writes_lines
@@ -207,15 +209,23 @@ def _observe_cells(
     root: Path,
     log: Path,
     *,
+    setup: Setup,
     jobs: int,
     on_cell: Callable[[str, str], None] | None,
 ) -> tuple[dict[str, Observation], dict[str, dict[str, Any]]]:
-    """One session per cell, ``jobs`` at a time; what each showed, and (namespace) what each wrote outside."""
+    """One session per cell, ``jobs`` at a time, each in its own view (namespace) or under the links write
+    fence; what each showed, and what each wrote outside its cell (namespace) or was refused (links)."""
     writes: dict[str, dict[str, Any]] = {}
 
     def run_cell(cell: ResolvedCell) -> Observation:
         cenv = cells.envs[cell.id]
         ns = isinstance(cenv, NamespaceCellEnv)
+        if ns:
+            wrap = cenv.wrap
+        elif cells.backend is not None:
+            wrap = functools.partial(cells.backend.command, cenv)
+        else:  # a test's deliberately broken builder: fenced as the links backend would
+            wrap = links_fence(setup, cenv.root, cenv.cwd)
         obs = _run(
             claude,
             cwd=cenv.cwd,
@@ -223,11 +233,13 @@ def _observe_cells(
             config_dir=cenv.config_dir,
             log=log,
             out_dir=root / "stdout",
-            wrap=cenv.wrap if ns else None,
+            wrap=wrap,
             shown_config=cenv.real_config if ns else None,
         )
         if ns:
             writes[cell.id] = session_writes(cenv).to_json()
+        elif cells.backend is not None and (refused := cells.backend.after_session(cenv)) is not None:
+            writes[cell.id] = refused
         if on_cell is not None:
             on_cell(cell.id, obs.error or "ran")
         return obs
@@ -282,7 +294,7 @@ def probe(
                 setup, claude, root, sim.base_url, log, built if namespace else None
             )
             observations, writes = _observe_cells(
-                claude, selected, built, root, log, jobs=jobs, on_cell=on_cell
+                claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
             )
         # judge while the cells still exist: repo docs and static checks read the built shadows
         drop_generic(prints, baseline_obs.request_text + "\n".join(baseline_obs.listed))

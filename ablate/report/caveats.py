@@ -141,6 +141,28 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
     return Caveat(id="isolation", text="; ".join(parts) + ".")
 
 
+def fence_denied(report: Report, manifest: RunManifest) -> Caveat | None:
+    """``links`` under a write fence: which sessions had a write refused, and why that matters."""
+    denied = manifest.isolation.fence_denied if manifest.isolation else None
+    if not denied:
+        return None
+    hit = sorted({item for items in denied.values() for item in items})
+    per_path = "; ".join(
+        f"{path}: {', '.join(items[:5])}" + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+        for path, items in sorted(denied.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    )
+    return Caveat(
+        id="fence-denied",
+        text=(
+            f"The links write fence refused writes outside the cell in {len(hit)} of {report.n.items} "
+            f"sessions ({per_path}). Nothing reached your files, but a refused write changes what the session "
+            "does next (its tool fails with 'Read-only file system' and the model reacts to the error), where "
+            "an overlay (the namespace backend) would let the write land in the session's own view and "
+            "discard it afterwards: those sessions may not behave as they would on your machine."
+        ),
+    )
+
+
 def turns_proxy(report: Report, manifest: RunManifest) -> Caveat:
     graded = any(c.metric in ("checks_passed", "judge_pass") for c in report.comparisons)
     return Caveat(
@@ -263,6 +285,7 @@ CAVEATS: list[CaveatBuilder] = [
     task_selection,
     known_answer_bias,
     isolation,
+    fence_denied,
     turns_proxy,
     model,
     variance,

@@ -6,11 +6,13 @@ backends; ``ablate probe`` runs its own capture sessions in cells built by the s
 
 * :func:`preflight`, before anything is written: the isolation backend (``namespace`` where it works, else
   ``links``) and the one-endpoint check (every cell reaches the same endpoint with the same auth).
-* :func:`execute`: records both in the manifest, lists the user's real home, config dir and repository
-  before and after the run (every backend: any change fails the run with exit 1 and names the files), builds
-  the environments with :func:`ablate.isolate.backend.open_backend`, runs the scheduler, handles Ctrl-C
-  (first press: stop launching, running sessions get the grace period; second press: kill them; the folder
-  is always resumable) and applies the exit-code policy.
+* :func:`execute`: checks that every cell, C11 included, would log in the way the user's own setup does
+  (:func:`ablate.isolate.auth.check_run_auth`: a mismatch is refused, exit 2, before any session), records
+  the backend, the endpoint and the login method (never the secret) in the manifest, lists the user's real
+  home, config dir and repository before and after the run (every backend: any change fails the run with
+  exit 1 and names the files), builds the environments with :func:`ablate.isolate.backend.open_backend`,
+  runs the scheduler, handles Ctrl-C (first press: stop launching, running sessions get the grace period;
+  second press: kill them; the folder is always resumable) and applies the exit-code policy.
 
 Nothing here prints: progress goes to ``on_progress``, notes (Ctrl-C) to ``on_note``; the result is data.
 """
@@ -36,7 +38,7 @@ from ablate.isolate.procenv import EndpointCheck
 from ablate.run.hooks import TreeHook
 from ablate.run.prepare import PreparedRun, work_area
 from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
-from ablate.run.writes_summary import writes_lines
+from ablate.run.writes_summary import denied_by_path, writes_lines
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def execute(
     on_note: Callable[[str], None] | None = None,
 ) -> ExecutionResult:
     """Execute ``prepared`` (its folder's share of the plan) and return what happened."""
+    from ablate.isolate.auth import check_run_auth
     from ablate.isolate.backend import open_backend
     from ablate.isolate.guard import changes_and_notes
     from ablate.isolate.guard import take as take_snapshot
@@ -133,20 +136,31 @@ def execute(
 
     note = on_note or (lambda _text: None)
     folder, setup = prepared.folder, prepared.setup
+    chosen = request.preflight.isolation
     # checked again on the setup actually used: a resumed run takes its config dir and repo from its manifest
     endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
-    manifest = prepared.manifest.model_copy(
-        update={
-            "setup": prepared.manifest.setup.model_copy(
-                update={"endpoint": EndpointInfo.model_validate(endpoint.to_json())}
-            ),
-            "isolation": IsolationInfo.model_validate(request.preflight.isolation.to_json()),
-        }
-    )
-    write_manifest(folder, manifest)
     with work_area(request.work_dir, folder.root.name) as work_root:
+        # every cell (C11 included) must log in as the user's own setup does: refused before any session
+        auth = check_run_auth(
+            setup,
+            prepared.catalog,
+            prepared.cell_set.cells,
+            work_root / "login",
+            user_env=os.environ,
+            extra_env=request.extra_env,
+            at_real_path=chosen.backend == "namespace",
+        )
+        manifest = prepared.manifest.model_copy(
+            update={
+                "setup": prepared.manifest.setup.model_copy(
+                    update={"endpoint": EndpointInfo.model_validate(endpoint.to_json())}
+                ),
+                "isolation": IsolationInfo.model_validate({**chosen.to_json(), "auth": auth.to_json()}),
+            }
+        )
+        write_manifest(folder, manifest)
         backend = open_backend(
-            request.preflight.isolation.backend,
+            chosen.backend,
             setup,
             prepared.catalog,
             work_root,
@@ -173,19 +187,22 @@ def execute(
         with _sigint(runner, request, note) as presses:
             summary = runner.run()
         changed, guard_notes = changes_and_notes(guard)
-    manifest = runner.manifest
-    recorded = manifest.isolation or IsolationInfo.model_validate(request.preflight.isolation.to_json())
-    isolation_info = recorded.model_copy(update={"real_files_changed": changed})
-    write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
     results = list(iter_results(folder))
+    written = [r for r in results if r.writes]
+    records = [r.writes.model_dump() for r in written if r.writes]
+    denied = {path: [written[n].item for n in at] for path, at in denied_by_path(records).items()}
+    manifest = runner.manifest
+    recorded = manifest.isolation or IsolationInfo.model_validate(chosen.to_json())
+    isolation_info = recorded.model_copy(
+        update={"real_files_changed": changed, "fence_denied": denied or None}
+    )
+    write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
     return ExecutionResult(
         summary=summary,
-        isolation=request.preflight.isolation,
+        isolation=chosen,
         real_files_changed=changed,
         guard_notes=guard_notes,
-        writes=writes_lines(
-            [r.writes.model_dump() for r in results if r.writes], len(results), noun="sessions"
-        ),
+        writes=writes_lines(records, len(results), noun="sessions"),
         interrupted=presses[0] > 0,
         exit_code=exit_code(summary.outcome, real_files_changed=bool(changed)),
     )
