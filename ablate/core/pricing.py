@@ -8,7 +8,7 @@ Prices are US dollars per million tokens, as published on Anthropic's pricing pa
 - cache reads (hits) cost 0.1 x the input price.
 
 ``claude-sonnet-4-6`` is priced from the CLI itself: Claude Code 2.1.332 reports ``costBasis: "list"``
-and $3/M input, $15/M output (``claude-code/FACTS.md`` §6.1). A model not in the table gets no estimate:
+and $3/M input, $15/M output (docs/CLAUDE-CODE.md#json-output). A model not in the table gets no estimate:
 :func:`estimate_cost` returns ``None`` and the caller flags the cost as unknown rather than guessing.
 """
 

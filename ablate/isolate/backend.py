@@ -1,6 +1,6 @@
 """The isolation backends' interface: what the runner needs from a built cell environment.
 
-A backend builds, resets, retargets and removes cell environments (DESIGN §3). The runner knows nothing else
+A backend builds, resets, retargets and removes cell environments (docs/ARCHITECTURE.md#environments). The runner knows nothing else
 about isolation: it runs ``env.env`` in ``env.cwd`` and copies the transcript from ``env.config_dir``.
 """
 

@@ -1,4 +1,4 @@
-"""The environment builder (DESIGN §3): materialise one ablation cell as a shadow home + a detached worktree.
+"""The environment builder (docs/ARCHITECTURE.md#environments): materialise one ablation cell as a shadow home + a detached worktree.
 
 Layout of a cell root ``<out>/<cNN>[-sNN]/`` (equal-length names: the absolute paths reach the prompt)::
 
@@ -29,7 +29,7 @@ from ablate.core.fsutil import atomic_write_json
 from ablate.core.slug import slug
 from ablate.isolate import shadow_home, shadowfs, worktree
 
-# the one process-environment allow-list (DESIGN §3.4); re-exported for this module's callers
+# the one process-environment allow-list (docs/ARCHITECTURE.md#process-env); re-exported for this module's callers
 from ablate.isolate.procenv import ENV_OWNED as ENV_OWNED
 from ablate.isolate.procenv import ENV_PINNED as ENV_PINNED
 from ablate.isolate.procenv import is_secret as is_secret
@@ -62,7 +62,7 @@ class CellEnvironment:
     cwd: Path
     """The private detached checkout the session runs in."""
     env: dict[str, str]
-    """The full explicit process environment (DESIGN §3.5); secrets included: never write it out as is."""
+    """The full explicit process environment (docs/ARCHITECTURE.md#one-endpoint); secrets included: never write it out as is."""
     fingerprints: dict[str, str]
     """Layer id → fingerprint of what this cell contains ("" when absent); comparable with the setup's."""
     leaks: list[Leak] = field(default_factory=list)
@@ -136,7 +136,7 @@ def build_environment(
     record_ancestor_leaks: bool = False,
     name: str | None = None,
 ) -> CellEnvironment:
-    """Materialise ``cell`` for ``setup`` under ``out`` (DESIGN §3) and return how to run the CLI in it.
+    """Materialise ``cell`` for ``setup`` under ``out`` (docs/ARCHITECTURE.md#environments) and return how to run the CLI in it.
 
     Every check runs before anything is written; a failure half way removes what was built. The user's
     config dir and repository are only read (the checkout is a private ``git clone --shared``: nothing is

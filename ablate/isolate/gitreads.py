@@ -1,4 +1,4 @@
-"""Detect a session that read a stripped repo layer back through git (DESIGN §3.3).
+"""Detect a session that read a stripped repo layer back through git (docs/ARCHITECTURE.md#repo-side).
 
 A cell strips ``docs/runbooks/`` from the working tree, but the files are still in the repository's history:
 ``git show HEAD:docs/runbooks/deploy.md``, ``git log -p``, ``git checkout HEAD -- docs/runbooks`` bring them

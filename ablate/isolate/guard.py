@@ -1,4 +1,4 @@
-"""Before/after listing of the user's files around a ``links`` run (DESIGN §3).
+"""Before/after listing of the user's files around a ``links`` run (docs/ARCHITECTURE.md#environments).
 
 ``links`` cannot stop a session from writing through a link (a big linked tree, a home entry, the clone's
 ``objects/info/alternates`` path), so every ``links`` run lists the real config dir, the repository (``.git``

@@ -1,4 +1,4 @@
-"""The ``namespace`` isolation backend (DESIGN §3): every session in its own copy-on-write view of the machine.
+"""The ``namespace`` isolation backend (docs/ARCHITECTURE.md#environments): every session in its own copy-on-write view of the machine.
 
 Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show the machine
 as the user has it, at the **real paths**, with every write landing in a per-session upper folder:
@@ -498,7 +498,7 @@ def copy_back_credentials(env: NamespaceCellEnv) -> bool:
 
 @dataclass
 class UntouchedView(_ViewAtRealPaths):
-    """The user's own setup at the real paths, copy-on-write: what C0 must equal (DESIGN §6)."""
+    """The user's own setup at the real paths, copy-on-write: what C0 must equal (docs/ARCHITECTURE.md#proving-isolation)."""
 
     root: Path
     spec: Path

@@ -1,4 +1,4 @@
-"""The ONE process-environment allow-list (DESIGN §3.4), used by every environment builder and by the probe.
+"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env), used by every environment builder and by the probe.
 
 A session's environment is built from scratch, never inherited: the ordinary process basics, the endpoint
 and auth variables, network plumbing, and ablate's pinned knobs. Every other ``CLAUDE_*``/``ANTHROPIC_*``
@@ -12,7 +12,7 @@ keys are removed, so a probe can never spend money or leave loopback.
 Recorded environments are redacted (:func:`redacted_env`): secret-named variables become ``***`` and
 credentials inside URLs (``https://user:pw@host``) too, whatever the variable's name.
 
-:func:`one_endpoint` enforces DESIGN §3.5: a ``settings.json`` ``env`` that sets the endpoint or auth, or an
+:func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint: a ``settings.json`` ``env`` that sets the endpoint or auth, or an
 ``apiKeyHelper``, would send the control through the user's gateway and C11 (empty config) direct.
 """
 
@@ -84,7 +84,7 @@ PROBE_KEY = "sk-ablate-probe"
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|CUSTOM_HEADERS)", re.IGNORECASE)
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-#: Settings keys that choose where traffic goes or run a credential helper (DESIGN §3.5).
+#: Settings keys that choose where traffic goes or run a credential helper (docs/ARCHITECTURE.md#one-endpoint).
 SETTINGS_HELPERS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper")
 
 
@@ -176,7 +176,7 @@ def redacted_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# One endpoint for all cells (DESIGN §3.5)
+# One endpoint for all cells (docs/ARCHITECTURE.md#one-endpoint)
 
 
 @dataclass
@@ -247,7 +247,7 @@ def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> En
                 )
     if problems:
         raise UsageError(
-            "one endpoint for all cells (DESIGN §3.5): the setup routes some cells differently\n  "
+            "one endpoint for all cells (docs/ARCHITECTURE.md#one-endpoint): the setup routes some cells differently\n  "
             + "\n  ".join(problems),
             hint="set the endpoint and auth in the environment ablate runs in, where every cell gets them",
         )

@@ -1,4 +1,4 @@
-"""The config side of a cell (DESIGN §3.1–3.3, 3.6, 3.7): a shadow home whose ``.claude`` is a fresh config dir.
+"""The config side of a cell (docs/ARCHITECTURE.md#environments, 3.6, 3.7): a shadow home whose ``.claude`` is a fresh config dir.
 
 What goes where, for each top-level entry of the user's config dir:
 
@@ -41,7 +41,7 @@ from ablate.isolate import shadowfs
 from ablate.setup.layers import json_keys, walk_files
 from ablate.setup.load import Leak, Setup, linked_state
 
-#: Folders the CLI writes (FACTS §2.1, §3.8): always real, empty folders in a cell; never links.
+#: Folders the CLI writes (docs/CLAUDE-CODE.md#writes-config-dir, docs/CLAUDE-CODE.md#startup-paths): always real, empty folders in a cell; never links.
 WRITTEN_DIRS = (
     "projects",
     "backups",
