@@ -497,3 +497,19 @@ def test_the_fence_lets_only_the_login_file_be_written_through(tmp_path: Path) -
     assert (cell / "f").read_text() == "x\n"
     assert creds.read_text() == "new\n"
     assert other.read_text() == "{}"
+
+
+def test_fenced_keeps_the_program_under_tmp_reachable(tmp_path: Path) -> None:
+    """A CLI installed under /tmp (a fresh clone's .cache) must still be found inside the private /tmp."""
+    from ablate.isolate.fence import fence_support, fenced
+
+    if not fence_support().ok or fence_support().bwrap is None:
+        pytest.skip("no bubblewrap fence here")
+    program = Path(tempfile.mkdtemp(prefix="ablate-prog-", dir="/tmp"))
+    try:
+        (tmp_path / "cell").mkdir()
+        argv = fenced([str(program / "claude"), "-p"], root=tmp_path / "cell", cwd=tmp_path / "cell")
+        ro = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"]
+        assert str(program) in ro
+    finally:
+        program.rmdir()

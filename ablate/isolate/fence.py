@@ -164,7 +164,10 @@ def fenced(
         return list(argv)
     (root / "tmp").mkdir(exist_ok=True)
     writable = [root, *through]
-    return fence_argv(support.bwrap, argv, writable=writable, cwd=cwd, tmp=root / "tmp", visible=visible)
+    # the program itself stays reachable too (a CLI installed under /tmp, as in a fresh clone's .cache)
+    program = [Path(os.path.realpath(argv[0])).parent] if argv and os.path.isabs(argv[0]) else []
+    shown = [*visible, *program]
+    return fence_argv(support.bwrap, argv, writable=writable, cwd=cwd, tmp=root / "tmp", visible=shown)
 
 
 _EROFS = re.compile(r"(/[^\s'\"`:]+)['\"`]?: (?:Read-only file system|EROFS)")
