@@ -124,11 +124,11 @@ def _histogram(text: str) -> dict[str, int]:
     return {ln.split()[1]: int(ln.split()[0]) for ln in text.splitlines() if ln.strip()}
 
 
-def main() -> None:
+def prepare(name: str) -> tuple[Path, str, int, int]:
+    """The corpus every mining benchmark reads (``ABLATE_BENCH_GB``), its ``xargs`` prefix over the file
+    list, the CPU count and the corpus size in bytes; jq, the baseline, must be installed."""
     if shutil.which("jq") is None:
-        raise SystemExit(
-            "bench_mine: jq is not installed (apt-get install jq); it is the comparison baseline"
-        )
+        raise SystemExit(f"{name}: jq is not installed (apt-get install jq); it is the comparison baseline")
     size_gb = float(os.environ.get("ABLATE_BENCH_GB", "1"))
     cpus = os.cpu_count() or 1
     root = corpus(size_gb)
@@ -136,7 +136,11 @@ def main() -> None:
     total = sum(p.stat().st_size for p in root.rglob("*.jsonl"))
     n_files = listing.read_bytes().count(b"\0")
     print(f"corpus: {root} ({total / 1e9:.2f} GB, {n_files} files, {cpus} CPUs)")
-    xargs = f"xargs -0 -n 500 -a {listing}"
+    return root, f"xargs -0 -n 500 -a {listing}", cpus, total
+
+
+def main() -> None:
+    root, xargs, cpus, total = prepare("bench_mine")
 
     _timed_shell(f"{xargs} cat > /dev/null", root)  # warm the page cache
     t_cat, _ = _timed_shell(f"{xargs} cat > /dev/null", root)

@@ -11,9 +11,7 @@ steadier figure.
 
 from __future__ import annotations
 
-import os
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from benchmarks.bench_mine import REPO, _files_list, _timed_shell, corpus
+from benchmarks.bench_mine import REPO, _timed_shell, prepare
 
 JQ_SKILLS = (
     'select(.type=="assistant") | .message.content[]? | select(.type=="tool_use" and .name=="Skill") '
@@ -58,19 +56,8 @@ def _cpu() -> float:
 
 
 def main() -> None:
-    if shutil.which("jq") is None:
-        raise SystemExit(
-            "bench_usage: jq is not installed (apt-get install jq); it is the comparison baseline"
-        )
-    size_gb = float(os.environ.get("ABLATE_BENCH_GB", "1"))
-    cpus = os.cpu_count() or 1
-    root = corpus(size_gb)
+    root, xargs, cpus, _ = prepare("bench_usage")
     cfg = config_dir_for(root)
-    listing = _files_list(root)
-    total = sum(p.stat().st_size for p in root.rglob("*.jsonl"))
-    n_files = listing.read_bytes().count(b"\0")
-    print(f"corpus: {root} ({total / 1e9:.2f} GB, {n_files} files, {cpus} CPUs)")
-    xargs = f"xargs -0 -n 500 -a {listing}"
     _timed_shell(f"{xargs} cat > /dev/null", root)  # warm the page cache
     c0 = _cpu()
     t_jq1, jq1 = _timed_shell(f"{xargs} jq -r '{JQ_SKILLS}' | sort | uniq -c", root)
