@@ -170,14 +170,31 @@ def fenced(
     return fence_argv(support.bwrap, argv, writable=writable, cwd=cwd, tmp=root / "tmp", visible=shown)
 
 
-_EROFS = re.compile(r"(/[^\s'\"`:]+)['\"`]?: (?:Read-only file system|EROFS)")
+def _refusal(shell: str, node: str) -> re.Pattern[str]:
+    """How a refused write reads in a tool's output: a shell's or coreutils' ``<path>: <shell>`` and the
+    Node-style ``<NODE>: <text>, open '<path>'`` of Claude Code's own Write and Edit tools."""
+    return re.compile(rf"(/[^\s'\"`:]+)['\"`]?: (?:{shell}|{node})\b|\b{node}: [^,\n]*, \w+ '(/[^'\n]+)'")
 
 
-def denied_writes(config_dir: Path, *, homes: Sequence[Path] = ()) -> list[dict[str, object]]:
+#: Per fence: bubblewrap's read-only binds fail with EROFS, a Seatbelt deny with EPERM.
+_REFUSALS = {
+    "bubblewrap": _refusal("Read-only file system", "EROFS"),
+    "sandbox-exec": _refusal("Operation not permitted", "EPERM"),
+}
+#: Claude Code's Write and Edit tools write ``<path>.tmp.<pid>.<hex>`` and rename it over ``<path>``.
+_ATOMIC = re.compile(r"\.tmp\.\d+\.[0-9a-f]+$")
+
+
+def denied_writes(
+    config_dir: Path, *, homes: Sequence[Path] = (), fence: str | None = None
+) -> list[dict[str, object]]:
     """The writes the fence refused in a session, as its tools and hooks reported them (``<path>: Read-only
-    file system`` in the transcripts under ``config_dir/projects``): path and in how many tool results or
-    hook outputs, most frequent first. A path under one of ``homes`` (the cell's shadow home, the real one)
-    is shown as ``~/...``, so every cell's sessions name the same file alike."""
+    file system``, or Claude Code's ``EROFS: read-only file system, open '<path>'``, in the transcripts
+    under ``config_dir/projects``; ``Operation not permitted``/``EPERM`` under the ``sandbox-exec`` fence,
+    the default on macOS): path and in how many tool results or hook outputs, most frequent first. A path
+    under one of ``homes`` (the cell's shadow home, the real one) is shown as ``~/...``, so every cell's
+    sessions name the same file alike."""
+    pattern = _REFUSALS[fence or ("sandbox-exec" if sys.platform == "darwin" else "bubblewrap")]
     counts: dict[str, int] = {}
     for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):
         try:
@@ -186,7 +203,8 @@ def denied_writes(config_dir: Path, *, homes: Sequence[Path] = ()) -> list[dict[
             continue
         for line in lines:
             for text in _outputs(line):
-                for path in dict.fromkeys(m.group(1) for m in _EROFS.finditer(text)):
+                found = (_ATOMIC.sub("", m.group(1) or m.group(2)) for m in pattern.finditer(text))
+                for path in dict.fromkeys(found):
                     shown = _tilde(path, homes)
                     counts[shown] = counts.get(shown, 0) + 1
     return [{"path": p, "count": n} for p, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
@@ -233,26 +251,46 @@ def _tilde(path: str, homes: Sequence[Path]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# macOS: the same fence through sandbox-exec (written to the shape of the profiles Anthropic's sandbox
-# runtime generates; not exercised by the test suite, which runs on Linux)
+# macOS: the same fence through sandbox-exec. Checked rule by rule against the profile Anthropic's sandbox
+# runtime (@anthropic-ai/sandbox-runtime) generates for the same writable paths (tests/test_fence_profile.py
+# evaluates both; sandbox-exec itself runs only on macOS, so the suite checks the text, not the kernel):
+# - the same for writes: every write denied but the writable paths (subpaths, real paths: Seatbelt matches
+#   the resolved path, /tmp and /var being /private/...), its devices (stdio, /dev/null, /dev/tty, dtrace's
+#   helper, autofs's no-wait node), strings quoted as its JSON.stringify does; both rely on a later rule
+#   overriding an earlier one for the same operation.
+# - kept different, on purpose: `(allow default)` where it has `(deny default)` and lists what a process
+#   may do (exec, fork, sysctls, the mach services of fonts, logging, the Keychain's securityd...). The fence
+#   is for the user's files, not for what a session may run or reach: a deny default would make a session's
+#   tools fail where they work in the user's own setup (a Go tool's TLS check needs trustd, which it leaves
+#   out) and change what is measured; the Keychain (securityd and SecurityServer) stays reachable either way.
+# - no "mandatory denies" inside the writable paths (its .gitconfig, .bashrc, .mcp.json, .git/hooks,
+#   .git/config, .claude/commands, .claude/agents, .vscode, .idea below the working directory): they guard
+#   a real project against a sandboxed agent planting something for a later unsandboxed run; a cell is
+#   thrown away, and refusing `git config` or a new command in its checkout changes the session.
+# - no /tmp/claude (it points TMPDIR there): a cell has its own TMPDIR inside its folder; nor ~/.npm/_logs
+#   and ~/.claude/debug, which are the cell's own (HOME is the cell's shadow home).
+# - more devices than it has: /dev/zero, /dev/fd/* (a shell's process substitution) and the
+#   pseudo-terminals (/dev/ptmx, /dev/ttys*), which it opens only with allowPty; the Linux fence leaves
+#   /dev as it is, and a session's tool that opens a terminal must work on both.
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+_DEVICES = (
+    '(literal "/dev/stdout") (literal "/dev/stderr") (literal "/dev/null") (literal "/dev/zero")\n'
+    '  (literal "/dev/dtracehelper") (literal "/dev/autofs_nowait") (literal "/dev/ptmx")\n'
+    '  (regex #"^/dev/tty") (regex #"^/dev/fd/")'
+)
 
 
 def sandbox_profile(writable: Sequence[Path]) -> str:
     """A Seatbelt profile: everything allowed but file writes, which only ``writable`` (and the devices a
-    shell writes to) may take."""
+    shell and a terminal write to) may take."""
     paths = "\n".join(f"  (subpath {_sb_string(os.path.realpath(p))})" for p in writable)
-    return (
-        "(version 1)\n(allow default)\n(deny file-write*)\n"
-        f"(allow file-write*\n{paths}\n"
-        '  (literal "/dev/null") (literal "/dev/zero") (literal "/dev/dtracehelper")\n'
-        '  (regex #"^/dev/tty") (regex #"^/dev/fd/"))\n'
-    )
+    return f"(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write*\n{paths}\n  {_DEVICES})\n"
 
 
 def _sb_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A profile string, quoted as sandbox-runtime quotes its paths (``JSON.stringify``)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _try_sandbox_exec() -> FenceSupport:
