@@ -2,7 +2,7 @@
 
 Claude Code takes the first of: ``ANTHROPIC_AUTH_TOKEN`` or ``ANTHROPIC_API_KEY`` in the environment, an
 ``apiKeyHelper`` in the config dir's ``settings.json``, ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment, the
-login in ``<config dir>/.credentials.json`` (on macOS: the Keychain, keyed by a hash of the config dir, so a
+login in ``<config dir>/.credentials.json`` or, on macOS, the Keychain, keyed by a hash of the config dir (so a
 cell's own config dir starts logged out). A cell that falls back to another method is billed and
 rate-limited differently from C0: the check refuses it, with the fix. Only the method is ever recorded,
 never the secret.
@@ -10,9 +10,14 @@ never the secret.
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import json
 import os
+import shutil
+import subprocess
 import sys
+import unicodedata
 from collections.abc import Generator, Iterable, Mapping
 from contextlib import closing
 from dataclasses import dataclass
@@ -45,8 +50,12 @@ class AuthMethod:
         return {"method": self.method, "source": self.source}
 
 
-def auth_method(env: Mapping[str, str], config_dir: Path) -> AuthMethod:
-    """The method a session with environment ``env`` and config dir ``config_dir`` authenticates with."""
+def auth_method(
+    env: Mapping[str, str], config_dir: Path, *, platform: str = sys.platform, security: str = "security"
+) -> AuthMethod:
+    """The method a session with environment ``env`` and config dir ``config_dir`` authenticates with;
+    ``platform``: ``darwin`` also looks in the Keychain, through the ``security`` program (found on the
+    ``PATH`` of ``env``)."""
     for key, method in (("ANTHROPIC_AUTH_TOKEN", "auth-token"), ("ANTHROPIC_API_KEY", "api-key")):
         if env.get(key):
             return AuthMethod(method, key)
@@ -54,12 +63,51 @@ def auth_method(env: Mapping[str, str], config_dir: Path) -> AuthMethod:
         return AuthMethod("api-key-helper", str(config_dir / "settings.json"))
     if env.get("CLAUDE_CODE_OAUTH_TOKEN"):
         return AuthMethod("oauth-token", "CLAUDE_CODE_OAUTH_TOKEN")
+    # on macOS the Keychain item first: the CLI keeps the login there and the file is only its fallback
+    if platform == "darwin" and has_keychain_login(env, config_dir, security=security):
+        return AuthMethod("keychain", f"macOS Keychain item {keychain_service(env, config_dir)!r}")
     creds = config_dir / CREDENTIALS
     if _has_login(creds):
         return AuthMethod("credentials-file", str(creds))
-    if sys.platform == "darwin":
-        return AuthMethod("keychain", f"macOS Keychain entry of {config_dir}")
     return AuthMethod("none", "")
+
+
+#: Claude Code's Keychain login (macOS): service ``Claude Code-credentials``, account the login user; since
+#: 2.1.42, when ``CLAUDE_CONFIG_DIR`` is set, the service ends in ``-`` and the first 8 hex digits of the
+#: SHA-256 of that path (NFC-normalised, as given). As public sources describe it: the service-name builder
+#: read from the CLI in robinebers/openusage#424, checked with ``security dump-keychain`` in
+#: beeblock/orkestrai#27; anthropics/claude-code#88601 shows a second config dir logged out on macOS.
+KEYCHAIN_SERVICE = "Claude Code-credentials"
+
+
+def keychain_service(env: Mapping[str, str], config_dir: Path) -> str:
+    """The Keychain service a session with environment ``env`` and config dir ``config_dir`` keeps its login
+    under (``config_dir`` counts where ``env`` does not name it: the user runs a config dir other than
+    ``~/.claude`` with ``CLAUDE_CONFIG_DIR`` set)."""
+    named = env.get("CLAUDE_CONFIG_DIR")
+    if not named:
+        home = Path(env.get("HOME") or Path.home())
+        if Path(config_dir) == home / ".claude":
+            return KEYCHAIN_SERVICE
+        named = str(config_dir)
+    digest = hashlib.sha256(unicodedata.normalize("NFC", named).encode("utf-8")).hexdigest()
+    return f"{KEYCHAIN_SERVICE}-{digest[:8]}"
+
+
+def has_keychain_login(env: Mapping[str, str], config_dir: Path, *, security: str = "security") -> bool:
+    """Whether the Keychain holds the login ``env``'s sessions would use: ``security find-generic-password
+    -a <user> -s <service>`` finds the item (exit 0; 44 when there is none). Without ``-w``: the secret is
+    never read."""
+    program = shutil.which(security, path=env.get("PATH") or os.defpath)
+    if program is None:
+        return False
+    user = env.get("USER") or getpass.getuser()
+    argv = [program, "find-generic-password", "-a", user, "-s", keychain_service(env, config_dir)]
+    try:
+        found = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0
 
 
 def _settings(config_dir: Path) -> dict[str, object]:
@@ -83,10 +131,11 @@ def mismatch(
 ) -> str:
     """Why cell ``cell_id`` (authenticating with ``theirs`` from ``config_dir``) does not log in the way the
     user's own setup does (``mine``); empty when it does."""
-    if mine.method == "keychain":
+    if mine.method == "keychain":  # another config dir names another item: never the user's login
+        found = theirs.source if theirs.method == "keychain" else "no login"
         return (
-            f"cell {cell_id}: your login is in the macOS Keychain, keyed by your config dir "
-            f"{user_config_dir}; cell {cell_id}'s config dir {config_dir} would start logged out"
+            f"cell {cell_id}: your login is the {mine.source}, keyed by your config dir {user_config_dir}; "
+            f"cell {cell_id}'s config dir {config_dir} would start logged out ({found})"
         )
     if theirs.method != mine.method:
         what = theirs.method if theirs.method != "none" else "nothing (logged out)"
@@ -101,13 +150,17 @@ def check_cells_auth(
     user_env: Mapping[str, str],
     user_config_dir: Path,
     cells: Iterable[tuple[str, Mapping[str, str], Path]],
+    *,
+    platform: str = sys.platform,
+    security: str = "security",
 ) -> AuthMethod:
     """Refuse (``UsageError``, located at the cell, with the fix) when a cell — ``(cell id, its session
     environment, the config dir it holds)`` — would authenticate differently from the user's own setup;
     return the user's method for the manifest. On macOS a Keychain login cannot reach a cell at all."""
-    mine = auth_method(user_env, user_config_dir)
+    mine = auth_method(user_env, user_config_dir, platform=platform, security=security)
     for cell_id, env, config_dir in cells:
-        why = mismatch(cell_id, mine, auth_method(env, config_dir), user_config_dir, config_dir)
+        theirs = auth_method(env, config_dir, platform=platform, security=security)
+        why = mismatch(cell_id, mine, theirs, user_config_dir, config_dir)
         if why:
             raise UsageError(why, hint=FIX)
     return mine
@@ -131,6 +184,8 @@ def cell_logins(
     base_env: Mapping[str, str],
     extra_env: Mapping[str, str] | None = None,
     at_real_path: bool = False,
+    platform: str = sys.platform,
+    security: str = "security",
 ) -> Generator[CellLogin, None, None]:
     """Each cell's login, from the config dir its sessions would hold: built for it under ``scratch`` by the
     very function both backends build a cell's config dir with (``at_real_path``: as ``namespace`` does),
@@ -156,7 +211,7 @@ def cell_logins(
                 home=None if at_real_path else home,
             )
             env = process_env(base_env, home=home, config_dir=config, extra_env=extra_env)
-            found = auth_method(env, config)
+            found = auth_method(env, config, platform=platform, security=security)
             # the scratch folder is gone once read: the source names the cell's config dir instead
             shown = AuthMethod(found.method, found.source.replace(str(config), f"<{cell.id} config dir>"))
             yield CellLogin(cell.id, shown, config)
@@ -173,19 +228,30 @@ def check_run_auth(
     user_env: Mapping[str, str],
     extra_env: Mapping[str, str] | None = None,
     at_real_path: bool = False,
+    platform: str = sys.platform,
+    security: str = "security",
 ) -> AuthMethod:
     """Before a run's first session: refuse (``UsageError``, exit 2, naming the cell and the fix) when any of
     ``cells`` would authenticate differently from the user's own setup (``user_env`` and the real config
-    dir); return the user's method, for the manifest (never the secret)."""
-    mine = auth_method(user_env, setup.config_dir)
+    dir); return the user's method, for the manifest (never the secret). ``platform``, ``security``: as
+    :func:`auth_method` takes them."""
+    mine = auth_method(user_env, setup.config_dir, platform=platform, security=security)
     if mine.method == "keychain":  # no cell's config dir can reach it: said before anything is built
         raise UsageError(
-            f"{setup.config_dir}: your login is in the macOS Keychain, keyed by this config dir; every "
-            "cell has a config dir of its own and would start logged out",
+            f"{setup.config_dir}: your login is the {mine.source}, keyed by this config dir; every cell "
+            "has a config dir of its own, which names another item, and would start logged out",
             hint=FIX,
         )
     logins = cell_logins(
-        setup, catalog, cells, scratch, base_env=user_env, extra_env=extra_env, at_real_path=at_real_path
+        setup,
+        catalog,
+        cells,
+        scratch,
+        base_env=user_env,
+        extra_env=extra_env,
+        at_real_path=at_real_path,
+        platform=platform,
+        security=security,
     )
     with closing(logins):
         for login in logins:
