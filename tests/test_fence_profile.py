@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,3 +184,59 @@ def test_paths_are_quoted_as_sandbox_runtime_quotes_them(name: str) -> None:
     assert json.dumps(path, ensure_ascii=False) in profile  # JSON.stringify's quoting
     assert allowed(profile, "file-write-data", f"{path}/x")
     assert not allowed(profile, "file-write-data", "/Users/me/x")
+
+
+@pytest.mark.e2e
+def test_the_profiles_writable_set_is_all_the_cli_needs(claude: Path, tmp_path: Path) -> None:
+    """The macOS profile gives no /tmp (a cell's TMPDIR is in its folder): the real CLI, run here under
+    bubblewrap with just the cell writable and /tmp read-only as the profile leaves it, still completes a
+    session whose Bash and Write tools run, and puts its own temporary folders in TMPDIR."""
+    import subprocess
+    import uuid
+
+    from ablate.core.claude import claude_argv
+    from ablate.isolate.fence import fence_argv, fence_support
+    from ablate.sim import SimServer, script_from_data
+    from tests.helpers_cli import MODEL, claude_env
+
+    support = fence_support()
+    if not support.ok or support.bwrap is None:
+        pytest.skip(f"no bubblewrap here: {support.reason}")
+    cell = Path(tempfile.mkdtemp(prefix="ablate-cell-", dir="/var/tmp"))  # outside the real /tmp
+    try:
+        config, repo, tmp = cell / "home" / ".claude", cell / "wt", cell / "tmp"
+        for folder in (config, repo, tmp):
+            folder.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        tools = [
+            {"name": "Bash", "input": {"command": "echo x > made.txt; mktemp", "description": "x"}},
+            {"name": "Write", "input": {"file_path": str(repo / "new.txt"), "content": "x\n"}},
+        ]
+        script = {
+            "default": {"text": "OK"},
+            "rules": [
+                {"name": "t", "where": "prompt", "contains": ["RO-TMP"], "turn": 0, "tool_use": tools},
+                {"name": "d", "where": "prompt", "contains": ["RO-TMP"], "turn": {"min": 1}, "text": "done"},
+            ],
+        }
+        argv = claude_argv(claude, prompt="RO-TMP", model=MODEL, session_id=str(uuid.uuid4()), max_turns=3)
+        with SimServer(script_from_data(script)) as sim:
+            env = {
+                **claude_env(home=cell / "home", config_dir=config, base_url=sim.base_url),
+                "TMPDIR": str(tmp),
+            }
+            proc = subprocess.run(
+                fence_argv(support.bwrap, argv, writable=[cell], cwd=repo),
+                cwd=repo,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["result"] == "done"
+        assert (repo / "made.txt").is_file() and (repo / "new.txt").is_file()
+        assert any(p.name.startswith("claude-") for p in tmp.iterdir()), sorted(tmp.iterdir())
+    finally:
+        shutil.rmtree(cell, ignore_errors=True)
