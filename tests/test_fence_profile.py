@@ -155,7 +155,7 @@ def test_both_allow_reads_exec_the_keychain_and_the_network(
 
 
 def test_the_differences_kept_on_purpose(ours: str, theirs: str) -> None:
-    """Its deny default (ours allows what it does not name: a Go tool's TLS check through trustd, say), its
+    """Its deny default (ours allows what it does not name: a Go tool's certificate check through trustd, say), its
     mandatory denies inside the cell's checkout (a cell is thrown away: ``git config`` and a new command must
     work there as in the user's setup), its /tmp/claude; our pseudo-terminals and /dev/fd."""
     assert allowed(ours, "mach-lookup", "com.apple.trustd.agent")

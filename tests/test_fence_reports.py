@@ -35,11 +35,13 @@ def test_claude_codes_own_tools_refusals_name_the_file_not_its_temporary_copy(tm
         "EROFS: read-only file system, open '/h/notes.md.tmp.2.469209a1b23e'",
         "EROFS: read-only file system, mkdir '/h/.config/app'",
         "sh: 1: cannot create /h/.gitconfig: Read-only file system",
+        "zsh:1: read-only file system: /h/.zshrc",
         "EPERM: operation not permitted, open '/h/x'",  # not bubblewrap's: a chmod, say
     )
     assert denied_writes(tmp_path, homes=[home], fence="bubblewrap") == [
         {"path": "~/.config/app", "count": 1},
         {"path": "~/.gitconfig", "count": 1},
+        {"path": "~/.zshrc", "count": 1},
         {"path": "~/notes.md", "count": 1},
     ]
 
@@ -48,12 +50,14 @@ def test_sandbox_exec_refusals_read_as_operation_not_permitted(tmp_path: Path) -
     _transcript(
         tmp_path,
         "touch: /Users/me/x: Operation not permitted\nbash: /Users/me/.bashrc: Operation not permitted",
+        "zsh:1: operation not permitted: /Users/me/.zshrc",  # the Bash tool runs the user's shell
         "EPERM: operation not permitted, open '/Users/me/.gitconfig.tmp.4711.0a3c8931ad29'",
         "sh: /Users/me/y: Read-only file system",  # no read-only mount on macOS: not this fence's
     )
     assert denied_writes(tmp_path, homes=[Path("/Users/me")], fence="sandbox-exec") == [
         {"path": "~/.bashrc", "count": 1},
         {"path": "~/.gitconfig", "count": 1},
+        {"path": "~/.zshrc", "count": 1},
         {"path": "~/x", "count": 1},
     ]
 

@@ -171,9 +171,13 @@ def fenced(
 
 
 def _refusal(shell: str, node: str) -> re.Pattern[str]:
-    """How a refused write reads in a tool's output: a shell's or coreutils' ``<path>: <shell>`` and the
-    Node-style ``<NODE>: <text>, open '<path>'`` of Claude Code's own Write and Edit tools."""
-    return re.compile(rf"(/[^\s'\"`:]+)['\"`]?: (?:{shell}|{node})\b|\b{node}: [^,\n]*, \w+ '(/[^'\n]+)'")
+    """How a refused write reads in a tool's output: a shell's or coreutils' ``<path>: <shell>``, zsh's
+    ``<shell, lower case>: <path>`` and the Node-style ``<NODE>: <text>, open '<path>'`` of Claude Code's
+    own Write and Edit tools."""
+    path = r"(/[^\s'\"`:]+)"
+    return re.compile(
+        rf"{path}['\"`]?: (?:{shell}|{node})\b|\b{shell.lower()}: {path}|\b{node}: [^,\n]*, \w+ '(/[^'\n]+)'"
+    )
 
 
 #: Per fence: bubblewrap's read-only binds fail with EROFS, a Seatbelt deny with EPERM.
@@ -203,7 +207,7 @@ def denied_writes(
             continue
         for line in lines:
             for text in _outputs(line):
-                found = (_ATOMIC.sub("", m.group(1) or m.group(2)) for m in pattern.finditer(text))
+                found = (_ATOMIC.sub("", next(g for g in m.groups() if g)) for m in pattern.finditer(text))
                 for path in dict.fromkeys(found):
                     shown = _tilde(path, homes)
                     counts[shown] = counts.get(shown, 0) + 1
@@ -261,8 +265,8 @@ def _tilde(path: str, homes: Sequence[Path]) -> str:
 # - kept different, on purpose: `(allow default)` where it has `(deny default)` and lists what a process
 #   may do (exec, fork, sysctls, the mach services of fonts, logging, the Keychain's securityd...). The fence
 #   is for the user's files, not for what a session may run or reach: a deny default would make a session's
-#   tools fail where they work in the user's own setup (a Go tool's TLS check needs trustd, which it leaves
-#   out) and change what is measured; the Keychain (securityd and SecurityServer) stays reachable either way.
+#   tools fail where they work in the user's own setup (a Go tool's certificate check asks trustd, which it
+#   allows only as an opt-in) and change what is measured; the Keychain (securityd and SecurityServer) stays reachable either way.
 # - no "mandatory denies" inside the writable paths (its .gitconfig, .bashrc, .mcp.json, .git/hooks,
 #   .git/config, .claude/commands, .claude/agents, .vscode, .idea below the working directory): they guard
 #   a real project against a sandboxed agent planting something for a later unsandboxed run; a cell is
