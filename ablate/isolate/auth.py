@@ -72,10 +72,11 @@ def auth_method(
     return AuthMethod("none", "")
 
 
-#: Claude Code's Keychain login (macOS): service ``Claude Code-credentials``, account the login user; since
-#: 2.1.42, when ``CLAUDE_CONFIG_DIR`` is set, the service ends in ``-`` and the first 8 hex digits of the
-#: SHA-256 of that path (NFC-normalised, as given). As public sources describe it: the service-name builder
-#: read from the CLI in robinebers/openusage#424, checked with ``security dump-keychain`` in
+#: Claude Code's Keychain login (macOS): service ``Claude Code-credentials``, account the login user
+#: (``security find-generic-password -a $USER -s "Claude Code-credentials"``, anthropics/claude-code#29783);
+#: since 2.1.42, when ``CLAUDE_CONFIG_DIR`` is set, the service ends in ``-`` and the first 8 hex digits of
+#: the SHA-256 of that path (NFC-normalised, as given). As public sources describe it: the service-name
+#: builder read from the CLI in robinebers/openusage#424, checked with ``security dump-keychain`` in
 #: beeblock/orkestrai#27; anthropics/claude-code#88601 shows a second config dir logged out on macOS.
 KEYCHAIN_SERVICE = "Claude Code-credentials"
 
