@@ -56,7 +56,11 @@ def diagnose(
     claude = _claude(claude_bin, problems)
     auth = auth_method(env, config_dir)
     if auth.method in ("none", "keychain"):
-        why = "no login found" if auth.method == "none" else "a Keychain login cannot reach the cells"
+        why = (
+            "no login found"
+            if auth.method == "none"
+            else f"your login is the {auth.source}, which no cell reaches"
+        )
         problems.append({"what": f"authentication: {why}", "fix": AUTH_FIX})
     per_cell = cells_auth(config_dir, repo, cells, ablate_toml, env, auth)
     problems.extend({"what": f"authentication: {why}", "fix": AUTH_FIX} for why in per_cell.pop("mismatches"))
