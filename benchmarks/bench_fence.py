@@ -31,8 +31,9 @@ sandbox-runtime 0.0.83 under Node 22.23.5, Claude Code 2.1.332, as root with HOM
   ``srt``'s median was 972 and 1261 ms in two earlier runs: Node's start, its proxy and ``socat`` bridges, a
   ``ripgrep`` scan of the working tree, per session.
 - (d) ``srt`` needs Node >= 22.12 (this machine has 20): 202 MB of npm packages with that Node (the runtime
-  and its dependencies 19 MB, the Node binary 185 MB), and ``socat`` and ``ripgrep``; beside each session it runs its Node proxy, three ``socat`` bridges, two ``bwrap`` and two
-  ``apply-seccomp``. Ours needs ``bubblewrap`` alone and runs one ``bwrap``.
+  and its dependencies 19 MB, the Node binary 185 MB), and ``socat`` and ``ripgrep``; beside each session
+  it runs its Node proxy, three ``socat`` bridges, two ``bwrap`` and two ``apply-seccomp``. Ours needs
+  ``bubblewrap`` alone and runs one ``bwrap``.
 
 So ablate keeps its own fence (bubblewrap on Linux; on macOS a ``sandbox-exec`` profile checked rule by rule
 against the one ``srt`` generates, ``tests/test_fence_profile.py``): it refuses the same hostile writes,
