@@ -1,9 +1,9 @@
 """How a session authenticates, and the check that every built cell does so the way the user's own setup does.
 
 Claude Code takes the first of: ``ANTHROPIC_AUTH_TOKEN`` or ``ANTHROPIC_API_KEY`` in the environment, an
-``apiKeyHelper`` in the config dir's ``settings.json``, ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment, the
-login in ``<config dir>/.credentials.json`` or, on macOS, the Keychain, keyed by a hash of the config dir (so a
-cell's own config dir starts logged out). A cell that falls back to another method is billed and
+``apiKeyHelper`` in the config dir's ``settings.json``, ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment, on
+macOS the Keychain (keyed by a hash of the config dir, so a cell's own config dir starts logged out), the
+login in ``<config dir>/.credentials.json``. A cell that falls back to another method is billed and
 rate-limited differently from C0: the check refuses it, with the fix. Only the method is ever recorded,
 never the secret.
 """

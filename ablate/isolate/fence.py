@@ -266,7 +266,8 @@ def _tilde(path: str, homes: Sequence[Path]) -> str:
 #   may do (exec, fork, sysctls, the mach services of fonts, logging, the Keychain's securityd...). The fence
 #   is for the user's files, not for what a session may run or reach: a deny default would make a session's
 #   tools fail where they work in the user's own setup (a Go tool's certificate check asks trustd, which it
-#   allows only as an opt-in) and change what is measured; the Keychain (securityd and SecurityServer) stays reachable either way.
+#   allows only as an opt-in) and change what is measured; the Keychain (securityd and SecurityServer)
+#   stays reachable either way.
 # - no "mandatory denies" inside the writable paths (its .gitconfig, .bashrc, .mcp.json, .git/hooks,
 #   .git/config, .claude/commands, .claude/agents, .vscode, .idea below the working directory): they guard
 #   a real project against a sandboxed agent planting something for a later unsandboxed run; a cell is
