@@ -77,11 +77,12 @@ def _row(
             matched = f.sessions
             break
     n_planted = sims * int(planted.sum())
+    saved_se = float(np.std(out.sessions)) / math.sqrt(sims) / fixed.sessions
     return [
         scenario.name + ("" if beta == DEFAULT_DRAW_BETA else f" (draw error {beta})"),
         f"{a['sessions']:.0f}",
         fixed.sessions,
-        f"{100 * (1 - a['sessions'] / fixed.sessions):.1f}%",
+        f"{100 * (1 - a['sessions'] / fixed.sessions):.1f}% ± {100 * saved_se:.1f}",
         "–" if matched is None else f"{matched} ({100 * (1 - a['sessions'] / matched):+.0f}%)",
         _se(a["power"], n_planted),
         _se(f_power, n_planted),

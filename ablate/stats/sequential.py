@@ -23,9 +23,11 @@ la notion de collectif*, 1939).
 * :func:`futility_log_e` — the evidence for "no effect of interest": two e-processes, one against the
   composite hypothesis "the cell's effect is at least +d" and one against "at most −d" (d = min-effect), each
   the capital of a one-sided bet on the paired differences (a test supermartingale under every distribution of
-  its hypothesis: Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; Waudby-Smith & Ramdas 2024, §3).
+  its hypothesis: Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; Waudby-Smith & Ramdas 2024).
   The bets are predictable and tuned to the alternative "no effect" (Δ = 0): the aGRAPA bet of Waudby-Smith &
-  Ramdas (2024, eq. 17), λ = (m − μ) / (σ² + (m − μ)²), with the alternative's μ = 0 and m = ±d, where
+  Ramdas (2024), λ = (μ − m) / (σ² + (μ − m)²) against the mean m, with μ set to the alternative's 0 instead
+  of the running mean (a fixed alternative, as in the SPRT-like bets of Stark PB, "ALPHA: Audit that learns
+  from previously hand-audited ballots", Ann Appl Stat 17(1), 2023) and m = ±d, where
   σ² + μ² is the second moment of a paired difference in {−1, 0, 1} — the rate of discordant blocks, whose
   running (regularised) estimate is the only plug-in. Testing the alternative directly (rather than reading
   a two-sided confidence sequence) makes the error on an effect well beyond d decay fast: a bet against
@@ -259,9 +261,9 @@ def futility_log_e(diff: npt.ArrayLike, min_effect: float) -> tuple[FloatArray, 
     ``diff`` holds paired differences cell − control of a binary outcome, in {−1, 0, 1}, in the order they
     were observed. Against H⁺: E[X_t | past] ≥ d for every block, the capital ∏(1 − λ_t (X_t − d)) with a
     predictable λ_t in [0, 1 / (1 − d)) is a nonnegative supermartingale with value 1 at the start (Shafer
-    2021; Waudby-Smith & Ramdas 2024, §3), so by Ville's inequality it ever reaches 1/β with probability at
-    most β; likewise ∏(1 + λ_t (X_t + d)) against H⁻. The bet is the aGRAPA bet (Waudby-Smith & Ramdas 2024,
-    eq. 17) for the alternative "no effect": λ_t = d / (q̂_{t−1} + d²), with q̂ the rate of discordant blocks
+    2021; Waudby-Smith & Ramdas 2024), so by Ville's inequality it ever reaches 1/β with probability at most
+    β; likewise ∏(1 + λ_t (X_t + d)) against H⁻. The bet is the aGRAPA bet (Waudby-Smith & Ramdas 2024) for
+    the fixed alternative "no effect": λ_t = d / (q̂_{t−1} + d²), with q̂ the rate of discordant blocks
     so far, regularised by :data:`FUTILITY_PRIOR_BLOCKS` pseudo-blocks at ½ and capped at
     :data:`FUTILITY_BET_CAP` / (1 − d). Returns (against H⁺, against H⁻), shaped like ``diff``.
     """
