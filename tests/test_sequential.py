@@ -217,3 +217,15 @@ def test_a_large_effect_is_almost_never_called_a_draw() -> None:
     scenario = Scenario("strong", (0.4, 0.5, 0.6, 0.5, 0.5), (0.35, -0.35))
     out = run_adaptive(draw(scenario, 2000, 33, rng), 5, alpha=ALPHA, min_effect=0.2, max_repeats=33)
     assert float(np.mean(out.decision == NO_EFFECT)) <= 0.005
+
+
+def test_futility_error_holds_when_the_effect_of_interest_varies_across_tasks() -> None:
+    """Effects 0.05 and 0.45 on alternate tasks (mean 0.25 = d): 'at least d' is rejected at most β of the time."""
+    rng = np.random.default_rng(26)
+    sims, n = 4000, 400
+    eff = np.tile([0.05, 0.45, 0.05, 0.45], n // 4)
+    base = np.tile([0.3, 0.3, 0.5, 0.4], n // 4)
+    x = (rng.random((sims, n)) < base + eff).astype(float) - (rng.random((sims, n)) < base)
+    up, _ = futility_log_e(x, 0.25)
+    for beta in (0.05, 0.2):
+        assert float(np.mean(up[:, -1] >= math.log(1 / beta))) <= _max_rate(beta, sims)
