@@ -58,6 +58,11 @@ def _se(rate: float, n: int) -> str:
     return "–" if np.isnan(rate) else f"{rate:.4f} ± {math.sqrt(max(rate * (1 - rate), 0.0) / n):.4f}"
 
 
+def _power(rate: float, n: int) -> str:
+    """Power with its s.e. and the planted cells missed (the s.e. of a rate of 1 is 0: the count says more)."""
+    return "–" if np.isnan(rate) else f"{_se(rate, n)} ({round((1 - rate) * n)} of {n} missed)"
+
+
 def _row(
     scenario: Scenario, sims: int, rng: np.random.Generator, beta: float = DEFAULT_DRAW_BETA
 ) -> list[object]:
@@ -84,8 +89,8 @@ def _row(
         fixed.sessions,
         f"{100 * (1 - a['sessions'] / fixed.sessions):.1f}% ± {100 * saved_se:.1f}",
         "–" if matched is None else f"{matched} ({100 * (1 - a['sessions'] / matched):+.0f}%)",
-        _se(a["power"], n_planted),
-        _se(f_power, n_planted),
+        _power(a["power"], n_planted),
+        _power(f_power, n_planted),
         "–" if np.isnan(a["power"]) else f"{a['planted_no_effect']:.4f} / {a['planted_undecided']:.4f}",
         _se(a["fwer"], sims),
         _se(f_fwer, sims),
