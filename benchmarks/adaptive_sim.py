@@ -20,16 +20,15 @@ import numpy.typing as npt
 from ablate.stats import exact_paired_p
 from ablate.stats.sequential import (
     DEFAULT_DRAW_BETA,
-    DEFAULT_GRID,
     NO_EFFECT,
     REAL,
     UNDECIDED,
     anytime_p,
-    betting_cs,
     decide,
     discordant_path,
-    draw_level,
+    futility_log_e,
     holm_adjust,
+    prior_for,
 )
 
 
@@ -80,9 +79,6 @@ class AdaptiveOutcome:
     """(experiments,): sessions used, control included."""
     ever_real: npt.NDArray[np.bool_]
     """(experiments, cells): marked real at some look."""
-    cs_low: npt.NDArray[np.float64]
-    """(experiments, cells, rounds): the draw confidence sequence of Δ rate at each look."""
-    cs_high: npt.NDArray[np.float64]
 
 
 def run_adaptive(
@@ -93,16 +89,15 @@ def run_adaptive(
     min_effect: float,
     max_repeats: int,
     draw_beta: float = DEFAULT_DRAW_BETA,
-    grid: int = DEFAULT_GRID,
 ) -> AdaptiveOutcome:
     """Play the adaptive design on pre-drawn outcomes: a cell's figures at its stop are those of the blocks it ran.
 
-    "real" uses the anytime p-values with Holm at ``alpha``; "no effect" the confidence sequence of
-    :func:`ablate.stats.sequential.draw_level` for ``draw_beta``.
+    "real" uses the anytime p-values of the mixture tuned to ``min_effect`` with Holm at ``alpha``; "no effect"
+    the futility e-processes at ``draw_beta`` (as ``ablate.run.adaptive.analyse`` does).
     """
     x, y = draws.cells, draws.control[:, None, :]
-    p = anytime_p(discordant_path(x, y))
-    low, high = betting_cs(x.astype(np.float64) - y, -1.0, 1.0, draw_level(draw_beta), grid=grid, every=tasks)
+    p = anytime_p(discordant_path(x, y, prior_for(min_effect)))
+    up, down = futility_log_e(x.astype(np.float64) - y, min_effect)
     sims, ncells = x.shape[:2]
     stop = np.full((sims, ncells), max_repeats - 1)  # look index each cell's figures freeze at
     active = np.ones((sims, ncells), dtype=bool)
@@ -113,16 +108,13 @@ def run_adaptive(
         sessions += tasks * (active.sum(axis=1) + active.any(axis=1))
         stop = np.where(active, r, stop)
         k = (stop * tasks + tasks - 1)[..., None]  # the last block each cell has seen
-        take = np.take_along_axis
-        cur_p = take(p, k, axis=2)[..., 0]
-        cur_lo = take(low, stop[..., None], axis=2)[..., 0]
-        cur_hi = take(high, stop[..., None], axis=2)[..., 0]
-        decision = decide(cur_p, cur_lo, cur_hi, alpha=alpha, min_effect=min_effect)
+        cur = [np.take_along_axis(a, k, axis=2)[..., 0] for a in (p, up, down)]
+        decision = decide(*cur, alpha=alpha, beta=draw_beta)
         ever_real |= decision == REAL
         active &= decision == UNDECIDED
         if not active.any():
             break
-    return AdaptiveOutcome(decision, stop + 1, sessions, ever_real, low, high)
+    return AdaptiveOutcome(decision, stop + 1, sessions, ever_real)
 
 
 @dataclass(frozen=True)
@@ -142,13 +134,21 @@ def run_fixed(draws: Draws, tasks: int, repeats: int, *, alpha: float) -> FixedO
 
 
 def rates_of(outcome: AdaptiveOutcome, effects: tuple[float, ...]) -> dict[str, float]:
-    """Family-wise false-positive rate, power (planted cells found real), draws and undecided shares."""
+    """Family-wise false-positive rate, power (planted cells found real) and where the planted cells that were
+    not found went (called a draw, or undecided at max-repeats), null cells called a draw, undecided share."""
     eff = np.asarray(effects)
     null, planted = eff == 0, eff != 0
     real = outcome.decision == REAL
+    nan = float("nan")
     return {
-        "fwer": float(np.mean((real & null).any(axis=1))) if null.any() else 0.0,
-        "power": float(np.mean(real[:, planted])) if planted.any() else float("nan"),
+        "fwer": float(np.mean((real & null).any(axis=1))) if null.any() else nan,
+        "power": float(np.mean(real[:, planted])) if planted.any() else nan,
+        "planted_no_effect": float(np.mean(outcome.decision[:, planted] == NO_EFFECT))
+        if planted.any()
+        else nan,
+        "planted_undecided": float(np.mean(outcome.decision[:, planted] == UNDECIDED))
+        if planted.any()
+        else nan,
         "no_effect_null": float(np.mean(outcome.decision[:, null] == NO_EFFECT)) if null.any() else 0.0,
         "undecided": float(np.mean(outcome.decision == UNDECIDED)),
         "sessions": float(np.mean(outcome.sessions)),

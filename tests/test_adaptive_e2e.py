@@ -3,8 +3,9 @@
 The demo's simulated model (shadow/sim/demo.toml) answers deterministic-tests and release-notes with a
 pitfall exactly when the whole setup is missing: cell C11 (strips everything) is planted, C2 (strips axioms,
 which the model ignores) is null. Five tasks (release-notes and four copies of deterministic-tests, one call
-each) make every C11 block discordant, so after round 1 (5 blocks) C2 is "no effect" (min effect 0.5) and after
-round 2 (10 blocks; two comparisons, Holm at 0.05) C11 is real: 25 sessions, 2 rounds of at most 12. The run
+each) make every C11 block discordant and every C2 block concordant, so after round 2 (10 blocks; two
+comparisons, Holm at 0.05) C11 is real and C2 is "no effect" (min effect 0.5: both e-values against an effect
+of ±0.5 past 1 / 0.05; five blocks are too few for that): 30 sessions, 2 rounds of at most 12. The run
 is killed with SIGKILL inside round 2 and resumed: the same analysis goes on, no item is scheduled or
 completed twice, the planted cell ends real, the null one does not, and the report's marks are the
 sequential ones.
@@ -31,7 +32,7 @@ from ablate.sim import SimServer
 
 MAX_REPEATS = 12
 COPIES = 4
-ROUND1, ROUND2 = 3 * (COPIES + 1), 2 * (COPIES + 1)
+ROUND1 = ROUND2 = 3 * (COPIES + 1)
 
 
 def _tasks(out: Path) -> list[Path]:
@@ -110,11 +111,11 @@ def test_adaptive_run_stops_early_survives_kill_9_and_finds_the_planted_layer(
     assert decisions["C11"].decision == "real", decisions["C11"].reason
     assert decisions["C2"].decision != "real", decisions["C2"].reason
     assert len(state.looks) == 2 and decisions["C2"].decision == "no-effect"  # stopped early (of 12)
-    assert state.looks[0].cells["C2"].decision == "no-effect" and state.looks[-1].sessions == ROUND1 + ROUND2
+    assert state.looks[0].cells["C2"].decision == "undecided" and state.looks[-1].sessions == ROUND1 + ROUND2
     plan = folder.read_plan()
     assert len({p.item for p in plan}) == len(plan)  # no item scheduled twice
     per_cell = {c: sum(1 for p in plan if p.cell == c) for c in ("C0", "C11", "C2")}
-    assert per_cell == {"C0": 2 * (COPIES + 1), "C11": 2 * (COPIES + 1), "C2": COPIES + 1}  # C2 stopped
+    assert per_cell == {"C0": 2 * (COPIES + 1), "C11": 2 * (COPIES + 1), "C2": 2 * (COPIES + 1)}
     results = {r.item: r for r in iter_results(folder)}
     assert all(results[i].session_id == sid for i, sid in before.items())  # no complete item run again
     assert all(r.complete for r in results.values()) and set(results) == {p.item for p in plan}

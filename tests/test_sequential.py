@@ -3,7 +3,8 @@
 The simulations play ``benchmarks.adaptive_sim`` (the design ``ablate run --adaptive`` drives) on vectorised
 Bernoulli draws: under the null the family-wise rate of any "real" mark stays at most α however the run
 stops; planted effects are found; the confidence sequences cover the truth at every time at once at their
-nominal rate; a cell with an effect of interest is called a draw at most at the draw error β.
+nominal rate; a cell with an effect of interest is called a draw at most at the draw error β (and one with a
+large effect almost never).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from ablate.stats.sequential import (
     decide,
     discordant_log_e,
     discordant_path,
-    draw_level,
+    futility_log_e,
     holm_adjust,
     normal_mixture_cs,
+    prior_for,
 )
 from benchmarks.adaptive_sim import Scenario, draw, run_adaptive
 
@@ -86,15 +88,35 @@ def test_holm_adjust_equals_the_reports_holm() -> None:
 
 def test_decide_marks_real_draws_and_undecided() -> None:
     p = np.array([0.001, 0.2, 0.2, 0.2])
-    low = np.array([0.1, -0.1, -0.3, np.nan])
-    high = np.array([0.6, 0.15, 0.1, np.nan])
-    codes = decide(p, low, high, alpha=ALPHA, min_effect=0.2)
-    assert list(codes) == [REAL, NO_EFFECT, UNDECIDED, UNDECIDED]
+    bar = math.log(1 / 0.05)
+    up = np.array([0.0, bar + 0.1, bar + 0.1, np.nan])
+    down = np.array([0.0, bar, bar - 0.1, np.nan])
+    codes = decide(p, up, down, alpha=ALPHA, beta=0.05)
+    assert list(codes) == [REAL, NO_EFFECT, UNDECIDED, UNDECIDED]  # a draw needs both directions rejected
     # Holm: 0.03 alone is real; with three more comparisons 4 x 0.03 = 0.12 is not
-    assert decide(np.array([0.03]), [0.0], [1.0], alpha=ALPHA, min_effect=0.2)[0] == REAL
-    assert (
-        decide(np.array([0.03, 1, 1, 1]), [0.0] * 4, [1.0] * 4, alpha=ALPHA, min_effect=0.2)[0] == UNDECIDED
-    )
+    assert decide(np.array([0.03]), [0.0], [0.0], alpha=ALPHA)[0] == REAL
+    assert decide(np.array([0.03, 1, 1, 1]), [0.0] * 4, [0.0] * 4, alpha=ALPHA)[0] == UNDECIDED
+
+
+def test_futility_e_processes_grow_on_no_effect_and_never_fall() -> None:
+    """Concordant blocks (Δ = 0) are evidence against both |Δ| ≥ d; a run of gains only against "≤ −d"."""
+    up, down = futility_log_e(np.zeros(40), 0.2)
+    assert np.all(np.diff(up) > 0) and np.allclose(up, down) and up[-1] > math.log(1 / 0.05)
+    gains = np.ones(40)
+    up, down = futility_log_e(gains, 0.2)
+    assert up[-1] == 0.0 and down[-1] > math.log(1 / 0.05)  # running maxima start at log 1 = 0
+    x = np.random.default_rng(1).choice([-1.0, 0.0, 1.0], size=(5, 60))
+    for path in futility_log_e(x, 0.3):
+        assert np.all(np.diff(path, axis=-1) >= 0) and np.all(path >= 0)
+    with pytest.raises(ValueError, match="lie in"):
+        futility_log_e(np.array([2.0]), 0.2)
+
+
+def test_prior_is_tuned_to_the_min_effect() -> None:
+    assert prior_for(0.2) == pytest.approx(2.625)
+    assert prior_for(0.5) == 1.0 and prior_for(0.1) == pytest.approx(12.0)
+    th = sps.beta(prior_for(0.2), prior_for(0.2))
+    assert th.std() == pytest.approx(0.2)  # the spread of the discordant rate an effect of 0.2 makes at ½
 
 
 def test_betting_cs_shrinks_around_the_mean_and_refuses_values_out_of_range() -> None:
@@ -128,7 +150,6 @@ def test_null_any_real_mark_stays_at_most_alpha_with_a_look_every_round(
         alpha=ALPHA,
         min_effect=0.2,
         max_repeats=repeats,
-        grid=GRID,
     )
     family = float(np.mean(out.ever_real.any(axis=1)))
     assert family <= _max_rate(ALPHA, sims), f"family-wise rate {family:.4f} with {cells} cells"
@@ -139,9 +160,7 @@ def test_planted_effects_are_found_and_nulls_stop() -> None:
     """Two strong layers (0.4 -> 0.9) among four null ones: both found, nulls never real beyond alpha."""
     rng = np.random.default_rng(7)
     scenario = Scenario("mixed", (0.4,) * 5, (0.5, 0.5, 0.0, 0.0, 0.0, 0.0))
-    out = run_adaptive(
-        draw(scenario, 1000, 30, rng), 5, alpha=ALPHA, min_effect=0.2, max_repeats=30, grid=GRID
-    )
+    out = run_adaptive(draw(scenario, 1000, 30, rng), 5, alpha=ALPHA, min_effect=0.2, max_repeats=30)
     found = out.decision[:, :2] == REAL
     assert float(found.mean()) >= 0.99
     assert float(out.rounds[:, :2].mean()) < 0.4 * float(out.rounds[:, 2:].mean())  # strong cells stop early
@@ -169,12 +188,44 @@ def test_normal_mixture_cs_covers_the_mean_at_every_time_at_once() -> None:
     assert float(np.mean(high[:, -1] - low[:, -1])) < 1.5
 
 
-def test_an_effect_of_interest_is_called_a_draw_at_most_at_the_draw_error() -> None:
-    """A cell whose true effect is exactly min-effect: 'no effect of interest' at most β = 0.2 of the time."""
+@pytest.mark.parametrize("beta", [0.05, 0.2])
+def test_an_effect_of_interest_is_called_a_draw_at_most_at_the_draw_error(beta: float) -> None:
+    """A cell whose true effect is exactly min-effect, at several base rates: a draw at most β of the time."""
     rng = np.random.default_rng(23)
-    scenario = Scenario("at-min-effect", (0.4,) * 4, (0.2,))
+    scenario = Scenario("at-min-effect", (0.2, 0.4, 0.5, 0.7), (0.2,))
     out = run_adaptive(
-        draw(scenario, 2000, 20, rng), 4, alpha=ALPHA, min_effect=0.2, max_repeats=20, grid=GRID
+        draw(scenario, 2000, 40, rng), 4, alpha=ALPHA, min_effect=0.2, max_repeats=40, draw_beta=beta
     )
-    assert float(np.mean(out.decision == NO_EFFECT)) <= _max_rate(0.2, 2000)
-    assert draw_level(0.2) == pytest.approx(0.4)
+    assert float(np.mean(out.decision == NO_EFFECT)) <= _max_rate(beta, 2000)
+
+
+def test_futility_e_process_at_the_boundary_reaches_one_over_beta_at_most_beta_of_the_time() -> None:
+    """Over 400 blocks with Δ = −0.25 exactly (either side's boundary, mixed discordance): Ville's bound."""
+    rng = np.random.default_rng(24)
+    sims, n = 4000, 400
+    gain = np.where(np.arange(n) % 2 == 0, 0.05, 0.30)  # per block: P(+1), P(−1) = P(+1) + 0.25
+    u = rng.random((sims, n))
+    x = np.where(u < gain, 1.0, np.where(u < 2 * gain + 0.25, -1.0, 0.0))
+    up, down = futility_log_e(x, 0.25)
+    assert float(np.mean(down[:, -1] >= math.log(1 / 0.1))) <= _max_rate(0.1, sims)
+    assert float(np.mean(up[:, -1] >= math.log(1 / 0.1))) > 0.9  # Δ = −0.25 is far from +0.25
+
+
+def test_a_large_effect_is_almost_never_called_a_draw() -> None:
+    """Effects of ±0.35 with min-effect 0.2: the futility bets lose steadily, so draws are far rarer than β."""
+    rng = np.random.default_rng(25)
+    scenario = Scenario("strong", (0.4, 0.5, 0.6, 0.5, 0.5), (0.35, -0.35))
+    out = run_adaptive(draw(scenario, 2000, 33, rng), 5, alpha=ALPHA, min_effect=0.2, max_repeats=33)
+    assert float(np.mean(out.decision == NO_EFFECT)) <= 0.005
+
+
+def test_futility_error_holds_when_the_effect_of_interest_varies_across_tasks() -> None:
+    """Effects 0.05 and 0.45 on alternate tasks (mean 0.25 = d): 'at least d' is rejected at most β of the time."""
+    rng = np.random.default_rng(26)
+    sims, n = 4000, 400
+    eff = np.tile([0.05, 0.45, 0.05, 0.45], n // 4)
+    base = np.tile([0.3, 0.3, 0.5, 0.4], n // 4)
+    x = (rng.random((sims, n)) < base + eff).astype(float) - (rng.random((sims, n)) < base)
+    up, _ = futility_log_e(x, 0.25)
+    for beta in (0.05, 0.2):
+        assert float(np.mean(up[:, -1] >= math.log(1 / beta))) <= _max_rate(beta, sims)

@@ -28,7 +28,6 @@ from ablate.run.adaptive import (
     control_of,
     read_state,
 )
-from ablate.stats.sequential import draw_level
 
 #: Minimum effect assumed for the anytime figures of a fixed run looked at early.
 PEEK_MIN_EFFECT = 0.2
@@ -103,7 +102,6 @@ def _from_state(state: AdaptiveState, *, mode: Literal["adaptive", "peek"]) -> S
 
 def _caveats(state: AdaptiveState, mode: str) -> list[str]:
     o = state.options
-    draw_conf = 100 * (1 - draw_level(o.draw_beta))
     out = []
     if mode == "adaptive":
         rounds = len(state.looks)
@@ -112,7 +110,7 @@ def _caveats(state: AdaptiveState, mode: str) -> list[str]:
             f"The guarantees that hold: the chance of any false 'real' among the {len(state.decisions())} "
             f"comparisons is at most {o.alpha} however many looks were taken (anytime-valid p-values, Holm); "
             f"a cell whose pitfall-free effect is at least {o.min_effect} is called 'no effect of interest' "
-            f"with probability at most {o.draw_beta} (its {draw_conf:.0f}% confidence sequence); the "
+            f"with probability at most {o.draw_beta} (e-processes against an effect of ±{o.min_effect}); the "
             f"{100 * (1 - o.alpha):.0f}% confidence sequences hold at every round at once."
         )
         out.append(

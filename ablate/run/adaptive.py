@@ -4,8 +4,8 @@ A round is one repeat of every task for every cell still undecided, plus the con
 each (task, repeat) block keeps its cells in one shuffled sweep (``ablate.run.plan.block_order``) and blocks
 stay paired. After each round :func:`analyse` computes, for every cell against the control, the anytime-valid
 figures of ``ablate.stats.sequential`` on the binary primary outcome (pitfall-free), and each cell is
-decided ``real`` (Holm-adjusted anytime p ≤ α over all the run's comparisons), ``no-effect`` (its draw
-confidence sequence excludes every effect of at least min-effect both ways) or left ``undecided``; a decided
+decided ``real`` (Holm-adjusted anytime p ≤ α over all the run's comparisons), ``no-effect`` (its futility
+e-processes have rejected every effect of at least min-effect both ways at the draw error) or left ``undecided``; a decided
 cell runs no more blocks. The run ends when every cell is decided, at ``max_repeats`` or at the budget.
 
 Files: ``plan.jsonl`` holds only the rounds scheduled so far (the manifest's plan hash and item count describe
@@ -42,8 +42,9 @@ from ablate.stats.sequential import (
     betting_cs,
     decide,
     discordant_path,
-    draw_level,
+    futility_log_e,
     holm_adjust,
+    prior_for,
 )
 
 ADAPTIVE_FILE = "adaptive.json"
@@ -95,9 +96,14 @@ class CellLook(Spec):
     cs_low: float | None
     """Confidence sequence for delta at 1 − α (None: empty)."""
     cs_high: float | None
-    draw_low: float | None
-    """The sequence the "no effect" decision reads (level 1 − 2·draw_beta)."""
-    draw_high: float | None
+    futility_up: float = 1.0
+    """Largest e-value so far against "the effect is at least +min-effect" (the "no effect" decision reads it
+    and ``futility_down``: both at least 1 / draw_beta)."""
+    futility_down: float = 1.0
+    """Largest e-value so far against "the effect is at most −min-effect"."""
+    draw_low: float | None = None
+    draw_high: float | None = None
+    """Runs recorded before the futility e-processes: the confidence sequence their "no effect" read."""
     decision: Literal["real", "no-effect", "undecided"]
     reason: str
     """The decision in words, with the figure that made it."""
@@ -224,7 +230,6 @@ def analyse(
     pairs = [paired_outcomes(manifest, results, cell, control) for cell in cells]
     diffs = [np.asarray(xs, dtype=np.float64) - np.asarray(ys, dtype=np.float64) for xs, ys in pairs]
     cs = _last_bounds(diffs, 1.0, options.alpha)
-    draw = _last_bounds(diffs, 1.0, draw_level(options.draw_beta))
     # the secondary outcome, turns: bounded by the run's largest --max-turns (a session stops there)
     bound = float(max([manifest.max_turns, *(t.max_turns or 0 for t in manifest.tasks)]))
     turn_pairs = [paired_outcomes(manifest, results, cell, control, _turns) for cell in cells]
@@ -233,7 +238,7 @@ def analyse(
     tcs = _last_bounds(in_range, bound, options.alpha)
     figures: list[dict[str, Any]] = []
     for i, (xs, ys) in enumerate(pairs):
-        f = _figures(xs, ys, cs[i], draw[i])
+        f = _figures(xs, ys, cs[i], options.min_effect)
         f["turns_blocks"] = len(tdiffs[i])
         if len(in_range[i]):
             f.update(
@@ -243,10 +248,9 @@ def analyse(
             )
         figures.append(f)
     p = np.array([f["p_anytime"] for f in figures], dtype=np.float64)
-    nan = float("nan")
-    draw_lo = np.array([nan if f["draw_low"] is None else f["draw_low"] for f in figures])
-    draw_hi = np.array([nan if f["draw_high"] is None else f["draw_high"] for f in figures])
-    codes = decide(p, draw_lo, draw_hi, alpha=options.alpha, min_effect=options.min_effect)
+    up = np.log([f["futility_up"] for f in figures])
+    down = np.log([f["futility_down"] for f in figures])
+    codes = decide(p, up, down, alpha=options.alpha, beta=options.draw_beta)
     adjusted = holm_adjust(p)
     out: dict[str, CellLook] = {}
     for i, cell in enumerate(cells):
@@ -272,15 +276,16 @@ def _last_bounds(diffs: Sequence[np.ndarray[Any, Any]], bound: float, alpha: flo
     return out
 
 
-def _figures(xs: list[bool], ys: list[bool], cs: Bounds, draw: Bounds) -> dict[str, Any]:
+def _figures(xs: list[bool], ys: list[bool], cs: Bounds, min_effect: float) -> dict[str, Any]:
     x, y = np.asarray(xs, dtype=bool), np.asarray(ys, dtype=bool)
     n = len(x)
     if n == 0:
         return dict(
             blocks=0, gained=0, lost=0, delta=None, e_value=1.0, p_anytime=1.0,
-            cs_low=None, cs_high=None, draw_low=None, draw_high=None,
+            cs_low=None, cs_high=None, futility_up=1.0, futility_down=1.0,
         )  # fmt: skip
-    path = discordant_path(x, y)
+    path = discordant_path(x, y, prior_for(min_effect))
+    up, down = futility_log_e(x.astype(np.float64) - y, min_effect)
     return dict(
         blocks=n,
         gained=int(np.sum(x & ~y)),
@@ -290,8 +295,8 @@ def _figures(xs: list[bool], ys: list[bool], cs: Bounds, draw: Bounds) -> dict[s
         p_anytime=float(anytime_p(path)[-1]),
         cs_low=cs[0],
         cs_high=cs[1],
-        draw_low=draw[0],
-        draw_high=draw[1],
+        futility_up=float(np.exp(up[-1])),
+        futility_down=float(np.exp(down[-1])),
     )
 
 
@@ -300,7 +305,7 @@ def _num(v: float) -> float | None:
 
 
 def _reason(decision: str, f: dict[str, Any], options: AdaptiveOptions) -> str:
-    d = options.min_effect
+    d, bar = options.min_effect, 1.0 / options.draw_beta
     if decision == "real":
         return (
             f"real: Holm-adjusted anytime p {f['p_holm']:.4g} <= {options.alpha} "
@@ -308,15 +313,16 @@ def _reason(decision: str, f: dict[str, Any], options: AdaptiveOptions) -> str:
         )
     if decision == "no-effect":
         return (
-            f"no effect of interest: |delta| < {d} with {100 * (1 - draw_level(options.draw_beta)):.0f}% "
-            f"confidence sequence [{f['draw_low']:+.3f}, {f['draw_high']:+.3f}] after {f['blocks']} blocks"
+            f"no effect of interest: effects of +{d} or more and of -{d} or less both rejected "
+            f"(e-values {f['futility_up']:.3g} and {f['futility_down']:.3g} >= {bar:.3g}, "
+            f"delta {f['delta']:+.3f}) after {f['blocks']} blocks"
         )
     if f["blocks"] == 0:
         return "undecided: no paired blocks yet"
     return (
-        f"undecided: anytime p {f['p_holm']:.3g} (Holm) > {options.alpha}, and the draw sequence "
-        f"[{f['draw_low'] if f['draw_low'] is not None else float('nan'):+.3f}, "
-        f"{f['draw_high'] if f['draw_high'] is not None else float('nan'):+.3f}] still reaches ±{d}"
+        f"undecided: anytime p {f['p_holm']:.3g} (Holm) > {options.alpha}, and the e-values against "
+        f"an effect of +{d} or -{d} ({f['futility_up']:.3g}, {f['futility_down']:.3g}) have not both "
+        f"reached {bar:.3g}"
     )
 
 

@@ -20,14 +20,28 @@ la notion de collectif*, 1939).
 * :func:`normal_mixture_cs` — the two-sided normal-mixture boundary for sub-Gaussian increments with a known
   scale (Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric, nonasymptotic confidence
   sequences", Ann Stat 49:1055–1080, 2021, eq. (14)).
+* :func:`futility_log_e` — the evidence for "no effect of interest": two e-processes, one against the
+  composite hypothesis "the cell's effect is at least +d" and one against "at most −d" (d = min-effect), each
+  the capital of a one-sided bet on the paired differences (a test supermartingale under every distribution of
+  its hypothesis: Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; Waudby-Smith & Ramdas 2024).
+  The bets are predictable and tuned to the alternative "no effect" (Δ = 0): the aGRAPA bet of Waudby-Smith &
+  Ramdas (2024), λ = (μ − m) / (σ² + (μ − m)²) against the mean m, with μ set to the alternative's 0 instead
+  of the running mean (a fixed alternative, as in the SPRT-like bets of Stark PB, "ALPHA: Audit that learns
+  from previously hand-audited ballots", Ann Appl Stat 17(1), 2023) and m = ±d, where
+  σ² + μ² is the second moment of a paired difference in {−1, 0, 1} — the rate of discordant blocks, whose
+  running (regularised) estimate is the only plug-in. Testing the alternative directly (rather than reading
+  a two-sided confidence sequence) makes the error on an effect well beyond d decay fast: a bet against
+  "Δ ≥ d" loses money steadily when Δ = 0.35.
 * :func:`holm_adjust` — Holm's step-down adjustment, vectorised over experiments; Holm on anytime-valid
   p-values controls the family-wise error rate at any stopping time, because every p-value is valid there and
   Holm needs no assumption on their dependence.
-* :func:`decide` — the per-cell decisions of a look: ``real``, ``no-effect`` (a draw: the sequence excludes every
-  effect at least ``min_effect`` in both directions) or ``undecided``. The draw reads a confidence sequence at
-  the level :func:`draw_level` gives for a draw error β (default 0.2, the miss rate of a fixed design sized
-  for 80% power): like a non-binding futility bound of a group-sequential design, it costs power, never a
-  false "real".
+* :func:`decide` — the per-cell decisions of a look: ``real``, ``no-effect`` (a draw: both futility
+  e-processes have reached 1/β, so by Ville's inequality a cell whose effect is at least d in either direction
+  is called a draw with probability at most β) or ``undecided``. Like a non-binding futility bound of a
+  group-sequential design, the draw costs power, never a false "real".
+* :func:`prior_for` — the Beta(a, a) mixing prior of :func:`discordant_log_e` tuned to min-effect: its spread
+  of the discordant success rate around ½ equals the shift an effect of exactly d makes at a base rate of ½,
+  so the mixture puts its weight where the effects worth finding are.
 
 Every function is vectorised over leading axes (simulated experiments, cells) so the simulations that check
 these properties run the very code a real run uses. scipy gives the beta function (``scipy.special.betaln``).
@@ -46,11 +60,17 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Beta(a, a) mixing prior of :func:`discordant_log_e`: a = 1 (uniform over the discordant success rate).
 DEFAULT_PRIOR_A = 1.0
+#: Pseudo-blocks at a discordance rate of ½ that regularise the futility bets' running estimate.
+FUTILITY_PRIOR_BLOCKS = 10.0
+#: The largest futility bet, as a fraction of the one that would stake everything (1 / (1 − d)).
+FUTILITY_BET_CAP = 0.75
 #: Candidate means in :func:`betting_cs` (per unit of the range; the interval's ends are rounded outwards).
 DEFAULT_GRID = 201
 #: "No effect of interest" errs for a cell whose true effect is at least min-effect with probability at most
-#: this: the miss rate of a fixed design sized for 80% power, so both designs make the same errors.
-DEFAULT_DRAW_BETA = 0.2
+#: this (Ville's inequality on the futility e-process). A fixed design sized for 80% power misses an effect
+#: of exactly min-effect 20% of the time, but one well beyond it almost never; β = 0.05 keeps the adaptive
+#: design's misses of large effects as rare as the fixed design's (``benchmarks/bench_adaptive.py``).
+DEFAULT_DRAW_BETA = 0.05
 #: The largest bet of the capital process, as a fraction of what keeps the capital positive (c in WSR §4).
 BET_CAP = 0.5
 
@@ -223,41 +243,76 @@ def holm_adjust(p: npt.ArrayLike) -> FloatArray:
     return out
 
 
-def draw_level(beta: float = DEFAULT_DRAW_BETA) -> float:
-    """The α of the confidence sequence a "no effect of interest" decision reads, for a draw error ``beta``.
+def prior_for(min_effect: float) -> float:
+    """The Beta(a, a) prior of :func:`discordant_log_e` tuned to ``min_effect`` d (at least 1, the uniform).
 
-    A true effect Δ ≥ d (or ≤ −d) is wrongly called a draw only when the sequence misses Δ on that one side.
-    The hedged process of :func:`betting_cs` gives each side half its α (K ≥ 1/α needs one of the two halves
-    ½K± to reach it), so a sequence at α = 2β misses a given side with probability at most β.
+    At a base rate of ½ an effect d moves the chance that a discordant block favours the cell from ½ to ½ + d;
+    the prior's standard deviation 1 / (2√(2a + 1)) equals d when a = (1 / (4d²) − 1) / 2 (2.6 for d = 0.2).
+    Any fixed prior keeps the mixture a test martingale; this one only decides where it is most powerful.
     """
-    if not 0 < beta < 0.5:
-        raise ValueError(f"beta={beta!r} outside (0, 0.5)")
-    return 2.0 * beta
+    if not 0 < min_effect < 1:
+        raise ValueError(f"min_effect={min_effect!r} outside (0, 1)")
+    return max(1.0, (1.0 / (4.0 * min_effect**2) - 1.0) / 2.0)
+
+
+def futility_log_e(diff: npt.ArrayLike, min_effect: float) -> tuple[FloatArray, FloatArray]:
+    """Running maxima of log e-processes against "effect ≥ +d" and "effect ≤ −d" (last axis = blocks).
+
+    ``diff`` holds paired differences cell − control of a binary outcome, in {−1, 0, 1}, in the order they
+    were observed. Against H⁺: E[X_t | past] ≥ d for every block, the capital ∏(1 − λ_t (X_t − d)) with a
+    predictable λ_t in [0, 1 / (1 − d)) is a nonnegative supermartingale with value 1 at the start (Shafer
+    2021; Waudby-Smith & Ramdas 2024), so by Ville's inequality it ever reaches 1/β with probability at most
+    β; likewise ∏(1 + λ_t (X_t + d)) against H⁻. The bet is the aGRAPA bet (Waudby-Smith & Ramdas 2024) for
+    the fixed alternative "no effect": λ_t = d / (q̂_{t−1} + d²), with q̂ the rate of discordant blocks
+    so far, regularised by :data:`FUTILITY_PRIOR_BLOCKS` pseudo-blocks at ½ and capped at
+    :data:`FUTILITY_BET_CAP` / (1 − d). H⁺ is stated per block; an effect that varies across tasks around a
+    mean of d (the bets barely move within a round) is checked by simulation in the tests. Returns (against
+    H⁺, against H⁻), shaped like ``diff``.
+    """
+    d = float(min_effect)
+    if not 0 < d < 1:
+        raise ValueError(f"min_effect={min_effect!r} outside (0, 1)")
+    x = np.asarray(diff, dtype=np.float64)
+    if np.any(np.abs(x) > 1 + 1e-12):
+        raise ValueError("paired differences of a binary outcome lie in [-1, 1]")
+    k = FUTILITY_PRIOR_BLOCKS
+    seen = np.cumsum(np.abs(x), axis=-1) - np.abs(x)  # discordant blocks before each one
+    t = np.arange(x.shape[-1], dtype=np.float64)
+    q = (0.5 * k + seen) / (k + t)
+    lam = np.minimum(d / (q + d * d), FUTILITY_BET_CAP / (1.0 - d))
+    up = np.cumsum(np.log1p(-lam * (x - d)), axis=-1)
+    down = np.cumsum(np.log1p(lam * (x + d)), axis=-1)
+    return (
+        np.maximum.accumulate(np.maximum(up, 0.0), axis=-1),
+        np.maximum.accumulate(np.maximum(down, 0.0), axis=-1),
+    )
 
 
 def decide(
     p_anytime: npt.ArrayLike,
-    cs_low: npt.ArrayLike,
-    cs_high: npt.ArrayLike,
+    futility_up: npt.ArrayLike,
+    futility_down: npt.ArrayLike,
     *,
     alpha: float,
-    min_effect: float,
+    beta: float = DEFAULT_DRAW_BETA,
 ) -> npt.NDArray[np.int8]:
     """The decision of every comparison at one look (last axis = the run's comparisons), as codes of DECISIONS.
 
     ``real`` (1): Holm-adjusted anytime p ≤ α over all comparisons of the run. ``no-effect`` (2): not real and
-    the confidence sequence (the one of :func:`draw_level`) lies strictly inside (−min_effect, min_effect),
-    i.e. excludes every effect of at least ``min_effect`` in both directions. ``undecided`` (0) otherwise (an empty or not computable sequence
-    never decides). Holm-adjusted anytime p-values only fall as data arrive, so a "real" stays real.
+    both futility e-processes (the running maxima of log e of :func:`futility_log_e`) have reached log(1/β):
+    every effect of at least min-effect, in either direction, has been rejected at level β. ``undecided`` (0)
+    otherwise (NaN never decides). Holm-adjusted anytime p-values only fall as data arrive, so a "real" stays
+    real.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} outside (0, 1)")
-    if min_effect <= 0:
-        raise ValueError(f"min_effect={min_effect!r} must be positive")
+    if not 0 < beta < 1:
+        raise ValueError(f"beta={beta!r} outside (0, 1)")
     adjusted = holm_adjust(p_anytime)
-    lo = np.asarray(cs_low, dtype=np.float64)
-    hi = np.asarray(cs_high, dtype=np.float64)
+    up = np.asarray(futility_up, dtype=np.float64)
+    down = np.asarray(futility_down, dtype=np.float64)
+    threshold = math.log(1.0 / beta)
     with np.errstate(invalid="ignore"):
-        inside = (lo > -min_effect) & (hi < min_effect)
-    out = np.where(adjusted <= alpha, REAL, np.where(inside, NO_EFFECT, UNDECIDED))
+        drawn = (up >= threshold) & (down >= threshold)
+    out = np.where(adjusted <= alpha, REAL, np.where(drawn, NO_EFFECT, UNDECIDED))
     return out.astype(np.int8)
