@@ -15,7 +15,9 @@ results at each look, so a resume (even after kill -9 mid-round) continues the s
 scheduled round that have no complete result are run first, and no item is ever scheduled twice.
 
 The driver runs items through a narrow interface, :data:`RunItems`: a callable that runs the given plan items
-(already in ``plan.jsonl``) to completion and says how it ended.
+(already in ``plan.jsonl``) to completion and says how it ended. ``ablate run``/``ab`` and ``compare`` pass
+one that runs a scheduler pass in environments kept across rounds (``ablate.run.execute.execute`` with
+``rounds``): each cell's environment is built once per invocation, not once per round.
 """
 
 from __future__ import annotations
@@ -410,6 +412,7 @@ def run_adaptive(
         if pending:
             outcome = run_items(pending)
             rounds_run += 1
+            plan = folder.read_plan()  # with the attempts the runner recorded: the next write keeps them
             if outcome == "interrupted" or outcome == "rate-limited":
                 why: StopReason = "interrupted" if outcome == "interrupted" else "rate-limited"
                 return AdaptiveSummary(_stop(folder, state, why), rounds_run, outcome, notes)
