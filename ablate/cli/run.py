@@ -276,7 +276,7 @@ def _execute_adaptive(
 ) -> tuple[ExecutionResult, AdaptiveSummary]:
     """:func:`~ablate.run.adaptive.run_adaptive`'s rounds as passes of one
     :func:`~ablate.run.execute.execute` (environments built once, kept across rounds)."""
-    from ablate.run.adaptive import run_adaptive
+    from ablate.run.adaptive import look_line, run_adaptive
     from ablate.run.execute import RunRound, execute
 
     summaries: list[AdaptiveSummary] = []
@@ -288,7 +288,7 @@ def _execute_adaptive(
                 prep.manifest,
                 lambda _items: run_round(),
                 options,
-                on_look=lambda lk: display.note(_look_line(lk)),
+                on_look=lambda lk: display.note(look_line(lk)),
             )
         )
 
@@ -297,14 +297,6 @@ def _execute_adaptive(
     if done.exit_code == EXIT_OK and not summary.finished:
         done = dataclasses.replace(done, exit_code=EXIT_PARTIAL)
     return done, summary
-
-
-def _look_line(look: Any) -> str:
-    counts: dict[str, int] = {}
-    for v in look.cells.values():
-        counts[v.decision] = counts.get(v.decision, 0) + 1
-    said = ", ".join(f"{n} {d}" for d, n in sorted(counts.items()))
-    return f"round {look.round}: {look.sessions} sessions, ${look.spend_usd:.4f}; {said}"
 
 
 def _print_adaptive(data: dict[str, Any]) -> None:

@@ -441,6 +441,15 @@ def run_adaptive(
         pending = new
 
 
+def look_line(look: Look) -> str:
+    """One look in a line: round, sessions and spend so far, how many cells each decision holds."""
+    counts: dict[str, int] = {}
+    for v in look.cells.values():
+        counts[v.decision] = counts.get(v.decision, 0) + 1
+    said = ", ".join(f"{n} {d}" for d, n in sorted(counts.items()))
+    return f"round {look.round}: {look.sessions} sessions, ${look.spend_usd:.4f}; {said}"
+
+
 def _look(
     manifest: RunManifest, results: Sequence[ItemResult], opts: AdaptiveOptions, control: str, done: int
 ) -> Look:
