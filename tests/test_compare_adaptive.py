@@ -14,12 +14,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
+from ablate.compare.sequential import sequential_stats
+from ablate.report.model import SequentialReport
+from ablate.run.adaptive import CellLook, Look
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
 
@@ -141,3 +145,46 @@ def test_adaptive_refuses_what_cannot_apply_before_anything_is_written(
     )
     assert res.exit_code == 2, res.output
     assert said in res.output and not out.exists()
+
+
+def _look(decision: str, delta: float, p_holm: float) -> CellLook:
+    return CellLook(
+        blocks=10, gained=int(10 * max(delta, 0)), lost=int(10 * max(-delta, 0)), delta=delta, e_value=1 / p_holm,
+        p_anytime=p_holm / 2, p_holm=p_holm, cs_low=delta - 0.3, cs_high=delta + 0.3, draw_low=delta - 0.2,
+        draw_high=delta + 0.2, decision=decision, reason=f"{decision}: because",
+    )  # fmt: skip
+
+
+def test_sequential_stats_put_the_anytime_figures_in_place_of_the_fixed_n_tests() -> None:
+    cells = {"two": _look("real", 1.0, 0.02), "three": _look("no-effect", 0.0, 1.0)}
+    look = Look(round=2, at="2026-12-01T00:00:00Z", sessions=25, spend_usd=0.0, analysis_s=0.0, cells=cells)
+    seq = SequentialReport(
+        mode="adaptive", primary="pitfall_free", control="one", alpha=0.05, min_effect=0.5, draw_beta=0.2,
+        max_repeats=6, stopped="decided", looks=[look],
+        decisions={a: {"decision": c.decision, "reason": c.reason, "round": 1, "blocks": 10} for a, c in cells.items()},
+        caveats=["sequential"],
+    )  # fmt: skip
+
+    def contrast(b: str, task: str | None, metric: str = "pitfall_free") -> dict[str, Any]:
+        return {"a": "one", "b": b, "metric": metric, "task": task, "n": 10, "delta": 0.5, "ci_low": 0.1,
+                "ci_high": 0.9, "p": 0.001, "improved": 5, "regressed": 0, "p_adjusted": 0.003, "real": True,
+                "scope": "all", "method": "exact", "notes": []}  # fmt: skip
+
+    fixed = {
+        "contrasts": [contrast("two", None), contrast("three", None), contrast("two", "t"),
+                      contrast("two", None, "turns"), {**contrast("three", None), "a": "two"}],
+        "holdout_contrasts": [contrast("two", None)], "regressions": [contrast("two", "t")],
+        "decomposition": {"total": {"a": "one", "b": "two", "delta": 0.5, "real": True}},
+        "verdicts": [], "claims": {"can": [], "cannot": []}, "arm_rates": [],
+    }  # fmt: skip
+    out = sequential_stats(fixed, seq, "one")
+    two, three, per_task, turns, between = out["contrasts"]
+    assert (two["real"], two["p_adjusted"], two["ci_low"], two["ci_high"]) == (True, 0.02, 0.7, 1.3)
+    assert not three["real"] and three["p_adjusted"] == 1.0 and three["p"] == 0.5
+    for c in (per_task, turns, between, *out["holdout_contrasts"], *out["regressions"]):
+        assert not c["real"]
+    assert per_task["p_adjusted"] == 0.003 and "descriptive" in per_task["method"]  # kept, as description
+    assert not out["decomposition"]["total"]["real"]
+    assert {v["arm"]: v["better"] for v in out["verdicts"]} == {"two": True, "three": False}
+    assert out["sequential"]["stopped"] == "decided" and out["sequential"]["looks"][0]["round"] == 2
+    assert any("description only" in c for c in out["claims"]["cannot"])
