@@ -65,6 +65,7 @@ def test_rounds_reuse_one_environment_per_cell_and_remove_them_once(tmp_path: Pa
         passes.append(len(items))
         summary = _runner(folder, cells, claude, backend, pool).run()
         assert backend.teardowns == 0  # nothing removed between rounds
+        assert summary.envs_built == len(backend.builds)  # counted over the invocation, not the pass
         return summary.outcome
 
     try:

@@ -114,6 +114,7 @@ def test_adaptive_compare_stops_the_null_arm_early_and_finds_the_planted_one(
     ran = [orjson.loads(line) for line in (run / "plan.jsonl").read_bytes().splitlines()]
     assert len(planned) == 3 * COPIES * MAX_REPEATS and len(ran) == len({p["item"] for p in ran}) == 25
     assert doc["execution"]["adaptive"]["stopped"] == "decided" and doc["execution"]["cell_check"]["verified"]
+    assert doc["execution"]["envs_built"] == 2  # --jobs 2: two built for round 1, kept for round 2
     md_text = (folder / "compare.md").read_text()
     assert "How the comparison stopped" in md_text and "sequential design" in md_text
     assert "descriptive" in md_text and (folder / "plots" / "sequence.svg").is_file()

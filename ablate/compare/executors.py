@@ -453,6 +453,7 @@ class ClaudeCodeExecutor:
             {
                 "run_folder": str(prep.folder.root.relative_to(folder)),
                 "run_outcome": done.summary.outcome,
+                "envs_built": done.summary.envs_built,
                 "claude_version": claude.version,
                 "cell_check": check_cells(arms, layer_path, built),
                 "isolation": done.isolation.to_json(),

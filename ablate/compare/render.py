@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ablate.compare.arms import roles_line
 from ablate.compare.model import CompareReport, ContrastRow
+from ablate.compare.sequential import DESCRIPTIVE
 from ablate.report.blocks import Block, Bullets, Document, Heading, Para, RowStyle, Table
 from ablate.report.markdown import render_markdown as markdown_of
 
@@ -164,7 +165,7 @@ def _contrast_row(c: ContrastRow) -> list[str]:
         f"{c.improved}/{c.regressed}",
         _p(c.p),
         _p(c.p_adjusted),
-        "real" if c.real else "draw",
+        "real" if c.real else "descriptive" if c.method.endswith(DESCRIPTIVE) else "draw",
     ]
 
 
@@ -191,7 +192,14 @@ def _contrast_blocks(report: CompareReport) -> list[Block]:
         "interval is fixed-n, assumes a number of blocks fixed in advance, and is description only."
     )
     return [
-        Heading("Contrasts (paired on (task, repeat) blocks; Holm across all)"),
+        Heading(
+            "Contrasts (paired on (task, repeat) blocks; "
+            + (
+                "Holm across all)"
+                if report.sequential is None
+                else "anytime-valid for each arm's pooled row)"
+            )
+        ),
         Para(fixed if report.sequential is None else sequential),
         Table(
             ["contrast", "metric", "task", "blocks", "Δ", "95% CI", "improved/regressed", "p", "Holm p", ""],

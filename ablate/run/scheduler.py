@@ -5,7 +5,9 @@ dispatches items in plan order; session, environment-build and reset work happen
 
 * **Environments** are built once per (cell, slot), in parallel, and reset between items (only what the
   previous session changed), never rebuilt. A second slot of a cell is built only when an item of that cell
-  is next and every environment of the cell is busy.
+  is next and every environment of the cell is busy. A caller that runs several passes on one folder (an
+  adaptive run's rounds) hands each Runner the same kept :class:`~ablate.run.envpool.EnvPool` and closes it
+  itself: environments then outlive a pass.
 * **Rate limits** (429, the "hit your limit" message, a synthetic rate-limit record, 529 overloaded) pause the
   whole pool until the reset time the message names, else with exponential backoff; the attempt is requeued
   and never becomes a result. ``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns the backoff.
@@ -152,6 +154,7 @@ class Runner:
         self._tag = f"{self.manifest.run_id}/{os.getpid()}/"
         watchdog = Watchdog(self._tag)
         pool = self._shared_pool or EnvPool(self.backend, self.cells, self.options.jobs)
+        self._envs_built = pool.built  # a kept pool counts every pass's builds
         sessions = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="ablate-run")
         fatal: BaseException | None = None
         outcome: Outcome | None = None
