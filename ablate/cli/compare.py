@@ -34,6 +34,7 @@ from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXI
 
 if TYPE_CHECKING:
     from ablate.compare.model import CompareReport
+    from ablate.run.adaptive import AdaptiveOptions
 
 app = typer.Typer()
 
@@ -113,6 +114,40 @@ def _check_same_plan(resume: Path, prep: Any) -> None:
         )
 
 
+def _adaptive_options(ctx: typer.Context, o: dict[str, Any], resume: Path | None) -> AdaptiveOptions | None:
+    """``--adaptive``'s stopping rule, refused where it cannot apply; a resumed adaptive comparison keeps the
+    rule it started with (read from its run folder), whatever is given now."""
+    from ablate.folder.layout import RunFolder
+    from ablate.run.adaptive import AdaptiveOptions, read_state
+
+    if resume is not None:
+        runs = sorted(p.parent for p in resume.glob("run/*/manifest.json"))
+        state = read_state(RunFolder(runs[-1])) if runs else None
+        if state is not None:
+            return state.options
+        if o["adaptive"] and runs:
+            raise UsageError(
+                f"--resume {resume} --adaptive: that comparison ran a fixed design",
+                hint="resume it without --adaptive, or start a new adaptive comparison",
+            )
+    if not o["adaptive"]:
+        return None
+    for name, why in (("repeats", "--repeats"), ("tier", "--tier")):
+        if given(ctx, name):
+            raise UsageError(
+                f"{why} and --adaptive: an adaptive comparison chooses its repeats round by round",
+                hint="drop " + why + "; pass --max-repeats N, the most rounds it may run",
+            )
+    if o["executor"] != "claude-code":
+        raise UsageError(
+            f"--adaptive with --executor {o['executor']}: only the claude-code executor runs in rounds",
+            hint="drop --executor (claude-code is the default) or drop --adaptive",
+        )
+    return AdaptiveOptions(
+        max_repeats=o["max_repeats"], min_effect=o["min_effect"], alpha=o["alpha"], budget_usd=o["budget_usd"]
+    )
+
+
 def _confirm(spends: bool, yes: bool) -> None:
     if not spends or yes:
         return
@@ -150,7 +185,8 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
             f"interrupted: the report covers the items that finished; resume with: ablate compare … --resume {folder}"
         )
         raise typer.Exit(EXIT_INTERRUPTED)
-    if report.excluded.count:
+    stopped = (execution.get("adaptive") or {}).get("stopped")
+    if report.excluded.count or stopped in ("budget", "rate-limited"):
         raise typer.Exit(EXIT_PARTIAL)
 
 
@@ -231,6 +267,37 @@ BaseUrl = Annotated[
     ),
 ]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Start without asking (required without a terminal).")]
+AdaptiveOpt = Annotated[
+    bool,
+    typer.Option(
+        "--adaptive",
+        help="Run in rounds (one repeat of every task per round) and stop each arm once the anytime-valid "
+        "test against the first arm decides it: real, or no effect of interest. claude-code executor; "
+        "replaces --tier/--repeats.",
+    ),
+]
+MaxRepeats = Annotated[
+    int,
+    typer.Option("--max-repeats", min=1, help="--adaptive: rounds at most; arms still undecided then stop."),
+]
+MinEffect = Annotated[
+    float,
+    typer.Option(
+        "--min-effect",
+        min=0.01,
+        max=0.99,
+        help="--adaptive: smallest pitfall-free rate difference worth finding; smaller ones end as a draw.",
+    ),
+]
+Alpha = Annotated[
+    float,
+    typer.Option(
+        "--alpha",
+        min=0.001,
+        max=0.5,
+        help="--adaptive: family-wise error of the real marks (Holm over arms).",
+    ),
+]
 
 
 @app.command("compare")
@@ -268,6 +335,10 @@ def compare_cmd(
     repo: Repo = Path("."),
     claude_bin: ClaudeBin = None,
     ablate_toml: AblateToml = None,
+    adaptive: AdaptiveOpt = False,
+    max_repeats: MaxRepeats = 20,
+    min_effect: MinEffect = 0.2,
+    alpha: Alpha = 0.05,
     yes: Yes = False,
     json: Json = False,
 ) -> None:
@@ -277,9 +348,18 @@ def compare_cmd(
     <out>/compare-ledger.jsonl. The claude-code executor runs exactly as `ablate run` does (isolation
     backend, endpoint check, the guard over your real files, Ctrl-C, `--resume`).
 
+    With --adaptive the arms run in rounds instead of a tier's fixed repeats: after every round each arm is
+    tested against the first one with an anytime-valid test (valid however often it is looked at) and stops
+    once decided: real (Holm-adjusted anytime p ≤ --alpha), no effect of interest (its confidence sequence
+    excludes every effect of --min-effect or more), or undecided at --max-repeats or --budget-usd. The first
+    arm runs while any arm needs it. compare.json's `sequential` block holds every look and each arm's
+    decision and reason; compare.md says how it stopped; --resume continues the same analysis. Example:
+    `ablate compare old.md new.md --tasks tasks/ --adaptive --max-repeats 12 --min-effect 0.3`.
+
     Exit codes: 0 ok, 1 failure (also: your real files changed during the run), 2 bad input (e.g. --repeats
-    below the tier's floor, no --yes without a terminal), 3 finished but some items were not answered,
-    130 interrupted.
+    below the tier's floor, --adaptive with --repeats, no --yes without a terminal), 3 finished but some
+    items were not answered (or an adaptive comparison stopped at the budget or a rate limit), 130
+    interrupted.
     """
     _compare(ctx, {k: v for k, v in locals().items() if k != "ctx"})
 
@@ -292,6 +372,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
 
     resolve_tier(o["tier"], o["repeats"])  # the floor is checked before anything is read
     resume: Path | None = o["resume"]
+    adaptive = _adaptive_options(ctx, o, resume)
     out: Path = o["out"]
     if resume is not None:
         seed = _resumed_seed(resume, o["executor"], o["seed"])
@@ -339,6 +420,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
         max_tokens=o["max_tokens"],
         seed=seed,
         out=out,
+        adaptive=adaptive,
     )
     prep = prepare_compare(req, ex)
     if resume is not None:
@@ -354,10 +436,12 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
 
 
 def _announce(prep: Any, ex: Any) -> None:
-    _err(
-        f"compare: {len(prep.arms)} arms × {len(prep.tasks)} tasks × {prep.tier.repeats} repeats "
-        f"({prep.tier.name} tier)"
+    size = (
+        f"{prep.tier.repeats} repeats ({prep.tier.name} tier)"
+        if prep.request.adaptive is None
+        else f"at most {prep.tier.repeats} rounds (adaptive: each arm stops once decided)"
     )
+    _err(f"compare: {len(prep.arms)} arms × {len(prep.tasks)} tasks × {size}")
     for a in prep.arms:
         _err(f"  {a.name}: {a.variant.describe()} (sha256 {a.fingerprint[:16]})")
     _err(f"plan: {prep.estimate.line()}")

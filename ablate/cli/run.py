@@ -36,7 +36,7 @@ from ablate.cli.common import (
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
 from ablate.cli.run_display import write_report as report_after
-from ablate.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
     from ablate.run.adaptive import AdaptiveOptions, AdaptiveSummary
@@ -274,49 +274,29 @@ def _execute_adaptive(
     options: AdaptiveOptions | None,
     display: Display,
 ) -> tuple[ExecutionResult, AdaptiveSummary]:
-    """Rounds of :func:`~ablate.run.execute.execute` driven by :func:`~ablate.run.adaptive.run_adaptive`:
-    each round runs what the driver appended to plan.jsonl, with the manifest the last round wrote."""
-    from ablate.run.adaptive import run_adaptive
-    from ablate.run.create import open_run
-    from ablate.run.execute import execute
+    """:func:`~ablate.run.adaptive.run_adaptive`'s rounds as passes of one
+    :func:`~ablate.run.execute.execute` (environments built once, kept across rounds)."""
+    from ablate.run.adaptive import look_line, run_adaptive
+    from ablate.run.execute import RunRound, execute
 
-    last: list[ExecutionResult] = []
+    summaries: list[AdaptiveSummary] = []
 
-    def run_items(_items: Any) -> str:
-        if last and last[-1].interrupted:
-            return "interrupted"
-        _, manifest = open_run(prep.folder.root)
-        last.append(
-            execute(
-                dataclasses.replace(prep, manifest=manifest),
-                request,
-                on_progress=display.update,
-                on_note=display.note,
+    def drive(run_round: RunRound) -> None:
+        summaries.append(
+            run_adaptive(
+                prep.folder,
+                prep.manifest,
+                lambda _items: run_round(),
+                options,
+                on_look=lambda lk: display.note(look_line(lk)),
             )
         )
-        return str(last[-1].summary.outcome)
 
-    summary = run_adaptive(
-        prep.folder, prep.manifest, run_items, options, on_look=lambda lk: display.note(_look_line(lk))
-    )
-    if not last:  # decided on resume with nothing left to run: one empty pass records the guard and manifest
-        _, manifest = open_run(prep.folder.root)
-        last.append(execute(dataclasses.replace(prep, manifest=manifest), request))
-    changed = sorted({p for r in last for p in r.real_files_changed})
-    done = dataclasses.replace(last[-1], real_files_changed=changed)
-    if changed:
-        done = dataclasses.replace(done, exit_code=EXIT_FAILURE)
-    elif done.exit_code == EXIT_OK and not summary.finished:
+    done = execute(prep, request, on_progress=display.update, on_note=display.note, rounds=drive)
+    (summary,) = summaries
+    if done.exit_code == EXIT_OK and not summary.finished:
         done = dataclasses.replace(done, exit_code=EXIT_PARTIAL)
     return done, summary
-
-
-def _look_line(look: Any) -> str:
-    counts: dict[str, int] = {}
-    for v in look.cells.values():
-        counts[v.decision] = counts.get(v.decision, 0) + 1
-    said = ", ".join(f"{n} {d}" for d, n in sorted(counts.items()))
-    return f"round {look.round}: {look.sessions} sessions, ${look.spend_usd:.4f}; {said}"
 
 
 def _print_adaptive(data: dict[str, Any]) -> None:

@@ -14,25 +14,24 @@ the outcomes and writes the compare folder::
       run/<run-id>/                   claude-code: the run folder of ``ablate run``
       compare.json  compare.md  compare.html
 
-There is no ``compare --adaptive`` (``run --adaptive`` and ``ab --adaptive`` exist): the round driver
-(:func:`ablate.run.adaptive.run_adaptive`) grows a run folder's plan a repeat at a time and reads its
-``results/`` (a :class:`~ablate.folder.layout.RunManifest` and ``ItemResult`` per item), while a comparison
-fixes its repeats by its tier before it starts, runs :class:`WorkItem` lists through executors of which only
-``claude-code`` has a run folder (``api`` and ``sim`` call the model directly), and analyses with fixed-n
-tests whose looks across compare runs are counted in the ledger. An adaptive comparison needs the executors
-to run a round of work items and the analysis to read the anytime-valid figures (:mod:`ablate.stats.sequential`)
-instead of the tier's fixed-n tests. Until then the adaptive measurements are of one setup: against none of it
-(``ablate ab --adaptive``) or against chosen layers stripped (``ablate run --adaptive --cells FILE``).
+``compare --adaptive`` (claude-code executor) runs in rounds instead: the plan holds every arm × task ×
+repeat up to ``max_repeats`` (the compare folder's plan.jsonl; the run folder's holds only the rounds scheduled
+so far), :meth:`~ablate.compare.executors.ClaudeCodeExecutor.run_adaptive` drives
+:func:`ablate.run.adaptive.run_adaptive` over the arms' cells (looks in ``run/<id>/adaptive.json``), and
+:func:`ablate.compare.sequential.sequential_stats` replaces the fixed-n tests with its anytime-valid figures
+(compare.json's ``sequential`` block: looks, each arm's decision and reason, how it stopped). The api and sim
+executors have no run folder and run fixed designs only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -51,12 +50,15 @@ from ablate.compare.ledger import (
 from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.constants import DEFAULT_MODEL
-from ablate.core.errors import OutputExists, UsageError
+from ablate.core.errors import OutputExists, RunFolderError, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import PlanItem, RunFolder
 from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_plan
 from ablate.setup.tasks import Task, load_tasks
+
+if TYPE_CHECKING:
+    from ablate.run.adaptive import AdaptiveOptions
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class CompareRequest:
     max_tokens: int = 1024
     seed: int = 0
     out: Path = Path("runs")
+    adaptive: AdaptiveOptions | None = None
+    """``--adaptive``: rounds until each arm is decided, at most ``max_repeats`` (replaces the tier's repeats)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,13 @@ def estimate_compare(
 def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     """Check the request and plan it; nothing is run and nothing is written."""
     tier = resolve_tier(req.tier, req.repeats)
+    if req.adaptive is not None:
+        if executor.name != "claude-code":
+            raise UsageError(
+                f"--adaptive with --executor {executor.name}: only the claude-code executor runs in rounds",
+                hint="drop --executor (claude-code is the default) or drop --adaptive",
+            )
+        tier = dataclasses.replace(tier, repeats=req.adaptive.max_repeats)  # the largest plan
     if not req.tasks:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
     given_roles = parse_roles(req.roles) if req.roles is not None else None
@@ -289,7 +300,7 @@ def run_compare(
     looks = count_looks(entries, task_sha, prep.holdout, bad)
     changes = fingerprint_changes(entries, prep.arms)
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    execution: Execution = executor.run(prep.items, folder, on_item)
+    execution = _execute(prep, executor, folder, on_item)
     outcomes = sorted(execution.outcomes, key=lambda o: o.order)
     _write_jsonl(folder / "items.jsonl", [o.to_json() for o in outcomes])
     for a in prep.arms:
@@ -305,6 +316,8 @@ def run_compare(
                 }
             )
     stats, _obs = analyse(prep, outcomes)
+    if prep.request.adaptive is not None:
+        stats = _sequential(stats, folder / str(execution.info["run_folder"]), prep.arms[0].name)
     spent = sum(o.cost_usd or 0.0 for o in outcomes) if executor.spends else 0.0
     req = prep.request
     report = CompareReport.model_validate(
@@ -317,7 +330,7 @@ def run_compare(
             "executor": executor.name,
             "model": req.model,
             "layer": req.layer if executor.name == "claude-code" else None,
-            "tier": prep.tier.name,
+            "tier": _tier_name(prep),
             "repeats": prep.tier.repeats,
             "seed": req.seed,
             "tasks": [{"id": t.id, "split": t.spec.split, "sha256": t.sha256} for t in prep.tasks],
@@ -345,6 +358,33 @@ def run_compare(
     return folder, report
 
 
+def _execute(
+    prep: PreparedCompare, executor: Executor, folder: Path, on_item: Callable[[ItemOutcome], None] | None
+) -> Execution:
+    if prep.request.adaptive is None:
+        return executor.run(prep.items, folder, on_item)
+    from ablate.compare.executors import ClaudeCodeExecutor
+
+    if not isinstance(executor, ClaudeCodeExecutor):  # prepare_compare refused it
+        raise UsageError(f"--adaptive with --executor {executor.name}: only claude-code runs in rounds")
+    return executor.run_adaptive(prep.items, folder, prep.request.adaptive, on_item)
+
+
+def _sequential(stats: dict[str, Any], run_dir: Path, baseline: str) -> dict[str, Any]:
+    from ablate.compare.sequential import sequential_stats
+    from ablate.report.sequential import sequential_section
+
+    seq = sequential_section(run_dir)
+    if seq is None:
+        raise RunFolderError(f"{run_dir}: an adaptive comparison's run folder has no adaptive.json")
+    return sequential_stats(stats, seq, baseline)
+
+
+def _tier_name(prep: PreparedCompare) -> str:
+    """``adaptive`` for a sequential design (no tier's fixed repeats), else the tier."""
+    return "adaptive" if prep.request.adaptive is not None else prep.tier.name
+
+
 def _write_outputs(folder: Path, report: CompareReport) -> None:
     """compare.json, and compare.md / compare.html rendered from the report's blocks."""
     from ablate.compare.render import compare_document
@@ -354,7 +394,13 @@ def _write_outputs(folder: Path, report: CompareReport) -> None:
     atomic_write_bytes(
         folder / "compare.json", orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
     )
-    document = compare_document(report)
+    plot = None
+    if report.sequential is not None:
+        from ablate.report.sequential import cs_plot
+
+        drawn = cs_plot(report.sequential, folder / "plots")
+        plot = (f"plots/{drawn[0].name}", f"plots/{drawn[1].name}") if drawn else None
+    document = compare_document(report, plot)
     atomic_write_bytes(folder / "compare.md", render_markdown(document).encode())
     atomic_write_bytes(folder / "compare.html", render_html(document, folder).encode())
 
@@ -371,7 +417,7 @@ def _append_ledger_line(prep: PreparedCompare, executor: str, started: str, task
             "holdout": prep.holdout,
             "arms": [arm_key(a) for a in prep.arms],
             "executor": executor,
-            "tier": prep.tier.name,
+            "tier": _tier_name(prep),
             "repeats": prep.tier.repeats,
         },
     )

@@ -10,6 +10,8 @@
 * :class:`ClaudeCodeExecutor` (``--executor claude-code``, the default): the real CLI in cells, through the
   runner and scheduler of ``ablate run``. The arms become variant cells of one generated cell set
   (``replace = { <layer> = "arms/<arm>.md" }``) run in one sweep; the run folder is ``<compare>/run/<id>``.
+  :meth:`ClaudeCodeExecutor.run_adaptive` runs them in rounds instead (``compare --adaptive``), stopping each
+  arm once the anytime-valid analysis of ``ablate run --adaptive`` decides it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from ablate.compare.arms import Arm
+from ablate.compare.requests_check import check_requests
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.pricing import estimate_cost
@@ -34,6 +37,8 @@ from ablate.setup.tasks import Task
 if TYPE_CHECKING:
     from ablate.core.claude import ClaudeBinary
     from ablate.folder.layout import RunFolder
+    from ablate.run.adaptive import AdaptiveOptions
+    from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.prepare import PreparedRun
     from ablate.run.scheduler import Progress
 
@@ -249,59 +254,6 @@ class SimExecutor:
         return execution
 
 
-def _split_system(body: str) -> tuple[str, Any, str] | None:
-    """``(before, system value, after)`` of a JSON request body; None unless exactly one top-level
-    ``"system":`` key is found."""
-    try:
-        doc = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(doc, dict) or "system" not in doc:
-        return None
-    hits = [m.end() for m in re.finditer(r'"system"\s*:\s*', body)]
-    if len(hits) != 1:
-        return None
-    value, end = json.JSONDecoder().raw_decode(body, hits[0])
-    if value != doc["system"]:
-        return None
-    return body[: hits[0]], value, body[end:]
-
-
-def check_requests(records: Sequence[dict[str, Any]], arm_text: dict[str, str]) -> dict[str, Any]:
-    """Verify, from the recorded bodies, that within each (task, repeat) block every arm's request is
-    byte-identical except the ``system`` value, and that each ``system`` is exactly its arm's file."""
-    blocks: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in records:
-        blocks.setdefault((r["task"], r["repeat"]), []).append(r)
-    mismatched: list[str] = []
-    wrong_system: list[str] = []
-    unparsed: list[str] = []
-    for recs in blocks.values():
-        rest: set[tuple[str, str]] = set()
-        for r in recs:
-            parts = _split_system(r["body"])
-            if parts is None:
-                unparsed.append(r["item"])
-                continue
-            before, system, after = parts
-            if system != arm_text.get(r["arm"]):
-                wrong_system.append(r["item"])
-            rest.add((before, after))
-        if len(rest) > 1:
-            mismatched.extend(r["item"] for r in recs)
-    verified = bool(records) and not (mismatched or wrong_system or unparsed)
-    return {
-        "verified": verified,
-        "method": "recorded request bodies; per (task, repeat) block the bytes before and after the "
-        "top-level system value are compared across arms",
-        "blocks": len(blocks),
-        "requests": len(records),
-        "differ_beyond_system": sorted(mismatched),
-        "system_not_the_arm": sorted(wrong_system),
-        "unparsed": sorted(unparsed),
-    }
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The real CLI in cells
 
@@ -415,36 +367,93 @@ class ClaudeCodeExecutor:
         self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
     ) -> Execution:
         from ablate.core.claude import find_claude
-        from ablate.run.execute import ExecuteRequest, execute
-        from ablate.run.scheduler import RunOptions
+        from ablate.run.execute import execute
 
-        o = self.options
-        claude = find_claude(o.claude_bin)
+        claude = find_claude(self.options.claude_bin)
         prep = self._prepare(items, folder, claude)
         done = execute(
             prep,
-            ExecuteRequest(
-                claude=claude,
-                preflight=self.preflight,
-                tree_hook=GradingHook(),
-                options=RunOptions(jobs=o.jobs, budget_usd=o.budget_usd),
-                work_dir=o.work_dir,
-                guard_skip=(folder.parent,),  # the compare folder and the ledger beside it
-            ),
-            on_progress=o.on_progress,
-            on_note=o.on_note,
+            self._request(claude, folder),
+            on_progress=self.options.on_progress,
+            on_note=self.options.on_note,
         )
-        outcomes = _outcomes(prep.folder, items, on_item)
+        return self._execution(
+            prep, folder, claude, done, _outcomes(prep.folder, items, on_item), _arms(items)
+        )
+
+    def run_adaptive(
+        self,
+        items: Sequence[WorkItem],
+        folder: Path,
+        options: AdaptiveOptions | None,
+        on_item: Callable[[ItemOutcome], None] | None = None,
+    ) -> Execution:
+        """``items`` (every arm × task × repeat up to ``max_repeats``) in rounds over the arms still undecided
+        against the first arm (:func:`ablate.run.adaptive.run_adaptive` on the run folder, its rounds passes
+        of one execution in kept environments). ``options`` None: a resume, which keeps the folder's own.
+        Only the items the rounds scheduled have outcomes; ``info["adaptive"]`` says how it stopped."""
+        from ablate.core.claude import find_claude
+        from ablate.run.adaptive import AdaptiveSummary, look_line, run_adaptive
+        from ablate.run.execute import RunRound, execute
+
+        claude = find_claude(self.options.claude_bin)
+        prep = self._prepare(items, folder, claude, adaptive=True)
+        note = self.options.on_note or (lambda _text: None)
+        summaries: list[AdaptiveSummary] = []
+
+        def drive(run_round: RunRound) -> None:
+            summaries.append(
+                run_adaptive(
+                    prep.folder,
+                    prep.manifest,
+                    lambda _items: run_round(),
+                    options,
+                    on_look=lambda lk: note(look_line(lk)),
+                )
+            )
+
+        request = self._request(claude, folder)
+        done = execute(prep, request, on_progress=self.options.on_progress, on_note=note, rounds=drive)
+        scheduled = {p.item for p in prep.folder.read_plan()}
+        outcomes = _outcomes(prep.folder, [it for it in items if it.item in scheduled], on_item)
+        execution = self._execution(prep, folder, claude, done, outcomes, _arms(items))
+        execution.info["adaptive"] = summaries[0].to_json()
+        return execution
+
+    def _request(self, claude: ClaudeBinary, folder: Path) -> ExecuteRequest:
+        from ablate.run.execute import ExecuteRequest
+        from ablate.run.scheduler import RunOptions
+
+        o = self.options
+        return ExecuteRequest(
+            claude=claude,
+            preflight=self.preflight,
+            tree_hook=GradingHook(),
+            options=RunOptions(jobs=o.jobs, budget_usd=o.budget_usd),
+            work_dir=o.work_dir,
+            guard_skip=(folder.parent,),  # the compare folder and the ledger beside it
+        )
+
+    def _execution(
+        self,
+        prep: PreparedRun,
+        folder: Path,
+        claude: ClaudeBinary,
+        done: ExecutionResult,
+        outcomes: list[ItemOutcome],
+        arms: list[Arm],
+    ) -> Execution:
         from ablate.folder.layout import read_manifest
 
-        arms = _arms(items)
-        layer_path = prep.catalog.get(o.layer).paths[0]
-        built = {c.id: c.fingerprints.get(o.layer) for c in read_manifest(prep.folder).cells}
+        layer = self.options.layer
+        layer_path = prep.catalog.get(layer).paths[0]
+        built = {c.id: c.fingerprints.get(layer) for c in read_manifest(prep.folder).cells}
         return Execution(
             outcomes,
             {
                 "run_folder": str(prep.folder.root.relative_to(folder)),
                 "run_outcome": done.summary.outcome,
+                "envs_built": done.summary.envs_built,
                 "claude_version": claude.version,
                 "cell_check": check_cells(arms, layer_path, built),
                 "isolation": done.isolation.to_json(),
@@ -454,8 +463,11 @@ class ClaudeCodeExecutor:
             },
         )
 
-    def _prepare(self, items: Sequence[WorkItem], folder: Path, claude: ClaudeBinary) -> PreparedRun:
-        """The run folder of the sweep: ``<compare>/run/<id>``, made, or reopened when it exists."""
+    def _prepare(
+        self, items: Sequence[WorkItem], folder: Path, claude: ClaudeBinary, *, adaptive: bool = False
+    ) -> PreparedRun:
+        """The run folder of the sweep: ``<compare>/run/<id>``, made, or reopened when it exists. An adaptive
+        run folder's plan holds only the rounds scheduled so far: a subset of the comparison's items."""
         from ablate.run.prepare import RunRequest, prepare_run
 
         o = self.options
@@ -486,7 +498,12 @@ class ClaudeCodeExecutor:
             claude,
         )
         planned = [(p.item, p.order) for p in sorted(prep.folder.read_plan(), key=lambda p: p.order)]
-        if planned != [(it.item, it.order) for it in sorted(items, key=lambda i: i.order)]:
+        wanted = [(it.item, it.order) for it in sorted(items, key=lambda i: i.order)]
+        if adaptive and existing:
+            same = {item for item, _ in planned} <= {item for item, _ in wanted}
+        else:
+            same = planned == wanted
+        if not same:
             raise AblateError(
                 f"{prep.folder.root}: the runner's plan differs from the comparison's; refusing to run it",
                 hint="this is a bug in ablate: please report it with both plan.jsonl files",

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from ablate.core.specs import Spec
+from ablate.report.model import SequentialReport
 
 COMPARE_SCHEMA_VERSION: Literal[1] = 1
 
@@ -185,6 +186,9 @@ class CompareReport(Spec):
     fingerprint_changes: list[FingerprintChange] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     execution: dict[str, Any] = Field(default_factory=dict)
+    sequential: SequentialReport | None = Field(default=None, exclude_if=lambda v: v is None)
+    """An adaptive comparison: its looks, each arm's decision and reason, how it stopped, the caveats of a
+    sequential design (absent for a fixed comparison, whose compare.json is unchanged)."""
     """What the executor reports (request_check, cell_check, run folder, run_outcome): its own shape."""
 
     def to_json(self) -> dict[str, Any]:

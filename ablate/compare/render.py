@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ablate.compare.arms import roles_line
 from ablate.compare.model import CompareReport, ContrastRow
+from ablate.compare.sequential import DESCRIPTIVE
 from ablate.report.blocks import Block, Bullets, Document, Heading, Para, RowStyle, Table
 from ablate.report.markdown import render_markdown as markdown_of
 
@@ -63,7 +64,15 @@ def summary_lines(report: CompareReport) -> list[str]:
                 f"{part}: {_delta('pitfall_free', e.delta)} [{_pts(e.ci_low)}, {_pts(e.ci_high)}] "
                 f"({'real' if e.real else 'draw'})"
             )
-    out.append(f"tier {report.tier} ({report.repeats} repeats); {report.looks.statement}")
+    seq = report.sequential
+    if seq is None:
+        out.append(f"tier {report.tier} ({report.repeats} repeats); {report.looks.statement}")
+    else:
+        last = seq.looks[-1] if seq.looks else None
+        out.append(
+            f"adaptive: stopped ({seq.stopped or 'not yet'}) after {len(seq.looks)} of at most {seq.max_repeats} "
+            f"rounds, {last.sessions if last else 0} sessions; {report.looks.statement}"
+        )
     return out
 
 
@@ -77,16 +86,16 @@ def _verdict_blocks(report: CompareReport) -> list[Block]:
         ],
         id="verdict-checks",
     )
-    return [
-        Heading("Verdict"),
-        Bullets([f"**{v.line}**" for v in report.verdicts]),
-        checks,
-        Para(
-            "A version counts as better only if its pooled pitfall-free gain over the baseline is real after Holm "
-            "correction, no task's pass rate and no pooled turn count regressed significantly, and the holdout "
-            "tasks show a gain too."
-        ),
-    ]
+    rule = (
+        "A version counts as better only if its pooled pitfall-free gain over the baseline is real after Holm "
+        "correction, no task's pass rate and no pooled turn count regressed significantly, and the holdout "
+        "tasks show a gain too."
+        if report.sequential is None
+        else "Sequential design: a version counts as better only if the anytime-valid analysis decided its pooled "
+        "pitfall-free gain over the baseline real (Holm-adjusted anytime p ≤ α); the other figures below are "
+        "fixed-n description and decide nothing."
+    )
+    return [Heading("Verdict"), Bullets([f"**{v.line}**" for v in report.verdicts]), checks, Para(rule)]
 
 
 def _arm_blocks(report: CompareReport) -> list[Block]:
@@ -122,7 +131,7 @@ def _decomposition_blocks(report: CompareReport) -> list[Block]:
         "total": "what ships (duplicated − original)",
     }
     parts = list(report.decomposition.items())
-    out: list[Block] = [Heading("Decomposition (pitfall-free rate)")]
+    out: list[Block] = [Heading("Decomposition (pitfall-free rate)" + _descriptive(report))]
     if report.roles is not None:
         out.append(Para(roles_line(report.roles.model_dump(by_alias=True))))
     out.append(
@@ -156,23 +165,42 @@ def _contrast_row(c: ContrastRow) -> list[str]:
         f"{c.improved}/{c.regressed}",
         _p(c.p),
         _p(c.p_adjusted),
-        "real" if c.real else "draw",
+        "real" if c.real else "descriptive" if c.method.endswith(DESCRIPTIVE) else "draw",
     ]
 
 
 def _contrast_blocks(report: CompareReport) -> list[Block]:
     regressions = [
         f"{c.task}: {c.b} vs {c.a} {_delta('pitfall_free', c.delta)} ({c.regressed} blocks regressed, "
-        f"{c.improved} improved; {'significant' if c.real else 'not significant'})"
+        f"{c.improved} improved; "
+        + (
+            "fixed-n, descriptive)"
+            if report.sequential
+            else f"{'significant' if c.real else 'not significant'})"
+        )
         for c in report.regressions
     ]
+    fixed = (
+        "Δ is the later arm minus the earlier one. Intervals are unadjusted 95% (Newcombe's paired interval "
+        "for rates, a t interval on the per-block differences for turns); `real` uses the Holm-adjusted p, so an "
+        "interval that excludes 0 can still be a draw. improved/regressed count the discordant blocks."
+    )
+    sequential = (
+        "Δ is the later arm minus the earlier one; improved/regressed count the discordant blocks. Sequential "
+        "design: each arm's pooled pitfall-free row against the baseline shows the anytime-valid p, its Holm "
+        "adjustment and the confidence sequence (the figures that decided it); every other row's p and "
+        "interval is fixed-n, assumes a number of blocks fixed in advance, and is description only."
+    )
     return [
-        Heading("Contrasts (paired on (task, repeat) blocks; Holm across all)"),
-        Para(
-            "Δ is the later arm minus the earlier one. Intervals are unadjusted 95% (Newcombe's paired interval "
-            "for rates, a t interval on the per-block differences for turns); `real` uses the Holm-adjusted p, so an interval "
-            "that excludes 0 can still be a draw. improved/regressed count the discordant blocks."
+        Heading(
+            "Contrasts (paired on (task, repeat) blocks; "
+            + (
+                "Holm across all)"
+                if report.sequential is None
+                else "anytime-valid for each arm's pooled row)"
+            )
         ),
+        Para(fixed if report.sequential is None else sequential),
         Table(
             ["contrast", "metric", "task", "blocks", "Δ", "95% CI", "improved/regressed", "p", "Holm p", ""],
             [_contrast_row(c) for c in report.contrasts],
@@ -185,8 +213,9 @@ def _contrast_blocks(report: CompareReport) -> list[Block]:
 
 
 def _closing_blocks(report: CompareReport) -> list[Block]:
+    what = "a sequential comparison" if report.sequential is not None else f"the {report.tier} tier"
     out: list[Block] = [
-        Heading(f"What the {report.tier} tier can and cannot claim"),
+        Heading(f"What {what} can and cannot claim"),
         Bullets([f"can: {c}" for c in report.claims.can] + [f"cannot: {c}" for c in report.claims.cannot]),
         Heading("Looks"),
         Bullets([report.looks.statement]),
@@ -216,15 +245,35 @@ def _closing_blocks(report: CompareReport) -> list[Block]:
     return out
 
 
-def compare_document(report: CompareReport) -> Document:
-    """The comparison as report blocks, in reading order."""
+def _descriptive(report: CompareReport) -> str:
+    return "" if report.sequential is None else " — fixed-n, descriptive in a sequential design"
+
+
+def _sequential_blocks(report: CompareReport, plot: tuple[str, str] | None) -> list[Block]:
+    """How an adaptive comparison stopped: the run report's section on the arms' run folder."""
+    from ablate.report.sequential import section_blocks
+
+    if report.sequential is None:
+        return []
+    blocks = section_blocks(report.sequential, plot)
+    return [Heading("How the comparison stopped"), *blocks[1:]]
+
+
+def compare_document(report: CompareReport, plot: tuple[str, str] | None = None) -> Document:
+    """The comparison as report blocks, in reading order (``plot``: an adaptive comparison's confidence
+    sequences, svg and png paths relative to the compare folder)."""
     arms = ", ".join(f"`{a.name}`" for a in report.arms)
     est = report.estimate
+    size = (
+        f"{report.repeats} repeats, tier **{report.tier}**"
+        if report.sequential is None
+        else f"at most {report.repeats} rounds, **sequential design** (stopped each arm once decided)"
+    )
     blocks: list[Block] = [
         Para(
-            f"Arms {arms} (baseline `{report.baseline}`) on {len(report.tasks)} task(s) × {report.repeats} "
-            f"repeats, executor `{report.executor}`, model `{report.model}`, tier **{report.tier}**, seed "
-            f"{report.seed}. Estimated {est.sessions} sessions, ~{est.calls} calls; spent "
+            f"Arms {arms} (baseline `{report.baseline}`) on {len(report.tasks)} task(s) × {size}, executor "
+            f"`{report.executor}`, model `{report.model}`, seed {report.seed}. Estimated {est.sessions} sessions"
+            f"{' at most' if report.sequential is not None else ''}, ~{est.calls} calls; spent "
             f"${report.spent_usd:.4f} ({report.spent_basis or 'basis not recorded'})."
         )
     ]
@@ -232,6 +281,7 @@ def compare_document(report: CompareReport) -> Document:
     if warn:
         blocks += [Heading("Warnings"), Bullets(warn)]
     blocks += _verdict_blocks(report)
+    blocks += _sequential_blocks(report, plot)
     blocks += _arm_blocks(report)
     blocks += _decomposition_blocks(report)
     blocks += _contrast_blocks(report)

@@ -15,7 +15,9 @@ results at each look, so a resume (even after kill -9 mid-round) continues the s
 scheduled round that have no complete result are run first, and no item is ever scheduled twice.
 
 The driver runs items through a narrow interface, :data:`RunItems`: a callable that runs the given plan items
-(already in ``plan.jsonl``) to completion and says how it ended.
+(already in ``plan.jsonl``) to completion and says how it ended. ``ablate run``/``ab`` and ``compare`` pass
+one that runs a scheduler pass in environments kept across rounds (``ablate.run.execute.execute`` with
+``rounds``): each cell's environment is built once per invocation, not once per round.
 """
 
 from __future__ import annotations
@@ -416,6 +418,7 @@ def run_adaptive(
         if pending:
             outcome = run_items(pending)
             rounds_run += 1
+            plan = folder.read_plan()  # with the attempts the runner recorded: the next write keeps them
             if outcome == "interrupted" or outcome == "rate-limited":
                 why: StopReason = "interrupted" if outcome == "interrupted" else "rate-limited"
                 return AdaptiveSummary(_stop(folder, state, why), rounds_run, outcome, notes)
@@ -442,6 +445,15 @@ def run_adaptive(
         plan = [*plan, *new]
         folder.write_plan(plan)
         pending = new
+
+
+def look_line(look: Look) -> str:
+    """One look in a line: round, sessions and spend so far, how many cells each decision holds."""
+    counts: dict[str, int] = {}
+    for v in look.cells.values():
+        counts[v.decision] = counts.get(v.decision, 0) + 1
+    said = ", ".join(f"{n} {d}" for d, n in sorted(counts.items()))
+    return f"round {look.round}: {look.sessions} sessions, ${look.spend_usd:.4f}; {said}"
 
 
 def _look(

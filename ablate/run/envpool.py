@@ -5,6 +5,10 @@ changed), never rebuilt; an idle environment is retargeted to another cell inste
 checkout is the expensive part). A second slot is built only when an item is next, every environment is busy
 and there are fewer environments than concurrent sessions. Teardown runs in its own pool, so the last
 sessions' environments go while other sessions still run.
+
+A pool made with ``keep=True`` outlives one scheduler pass: an adaptive run's rounds are passes over one
+pool (:func:`ablate.run.execute.execute` with ``rounds``), so each environment is built once per invocation,
+not once per round; its owner closes it after the last round (or on an interruption or error).
 """
 
 from __future__ import annotations
@@ -23,8 +27,16 @@ from ablate.setup.cells import ResolvedCell
 class EnvPool:
     """Builds, lends and removes the environments of one run."""
 
-    def __init__(self, backend: EnvBackend, cells: dict[str, ResolvedCell], jobs: int) -> None:
+    def __init__(
+        self, backend: EnvBackend, cells: dict[str, ResolvedCell], jobs: int, *, keep: bool = False
+    ) -> None:
         self.backend = backend
+        self.keep = keep
+        """Environments stay (idle, to be reset) when a pass has nothing left to launch; closed by the owner."""
+        self.cleaned = False
+        """The work root was cleared of what a crashed run left (once per pool, before its first build)."""
+        self.described: set[str] = set()
+        """Cells whose environment the manifest describes already."""
         self.cells = cells
         self.jobs = max(1, jobs)
         self.idle: list[Idle] = []
@@ -39,11 +51,15 @@ class EnvPool:
         )
         self._teardown_pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ablate-down")
 
-    def start(self, pending_cells: Sequence[str]) -> None:
-        """One environment per concurrent session, for the first cells the plan needs; later cells get an
-        idle environment retargeted to them."""
-        for cell_id in list(dict.fromkeys(pending_cells))[: self.jobs]:
+    def start(self, pending_cells: Sequence[str]) -> int:
+        """One environment per concurrent session, for the first cells the plan needs that have none yet;
+        later cells get an idle environment retargeted to them. Returns the builds started."""
+        have = {i.cell for i in self.idle} | {cell for cell, _ in self.builds.values()}
+        room = self.jobs - len(self.envs) - len(self.builds)
+        wanted = [c for c in dict.fromkeys(pending_cells) if c not in have][: max(0, room)]
+        for cell_id in wanted:
             self.submit_build(cell_id)
+        return len(wanted)
 
     def submit_build(self, cell_id: str) -> None:
         slot = next(self._slots)

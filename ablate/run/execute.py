@@ -13,6 +13,11 @@ backends; ``ablate probe`` runs its own capture sessions in cells built by the s
   exit 1 and names the files), builds the environments with :func:`ablate.isolate.backend.open_backend`,
   runs the scheduler, handles Ctrl-C (first press: stop launching, running sessions get the grace period;
   second press: kill them; the folder is always resumable) and applies the exit-code policy.
+* ``execute(…, rounds=drive)``: the same, for a run that grows its plan between scheduler passes (an adaptive
+  run's rounds, :func:`ablate.run.adaptive.run_adaptive`). ``drive`` gets a :data:`RunRound` to call once
+  per round; every round runs in the environments built for the first one (reset between sessions as in
+  one pass), under one folder lock, one login check and one before/after listing of the user's files, and
+  the environments and the work folder are removed once, after the last round (or on Ctrl-C or an error).
 
 Nothing here prints: progress goes to ``on_progress``, notes (Ctrl-C) to ``on_note``; the result is data.
 """
@@ -31,14 +36,23 @@ from typing import Any
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
-from ablate.folder.layout import EndpointInfo, IsolationInfo, write_manifest
+from ablate.folder.layout import EndpointInfo, IsolationInfo, RunManifest, write_manifest
+from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
+from ablate.isolate.backend import EnvBackend
 from ablate.isolate.namespace import Isolation
 from ablate.isolate.procenv import EndpointCheck
+from ablate.run.envpool import EnvPool
 from ablate.run.hooks import TreeHook
 from ablate.run.prepare import PreparedRun, work_area
 from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
 from ablate.run.writes_summary import denied_by_path, writes_lines
+
+#: Runs every item of plan.jsonl that has no complete result (one scheduler pass in the kept environments)
+#: and returns the runner's outcome; ``interrupted`` at once, running nothing, after Ctrl-C.
+RunRound = Callable[[], str]
+#: Drives the rounds of one invocation: calls its :data:`RunRound` once per round, growing the plan between.
+Rounds = Callable[[RunRound], object]
 
 
 @dataclass(frozen=True)
@@ -126,8 +140,11 @@ def execute(
     *,
     on_progress: Callable[[Progress], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    rounds: Rounds | None = None,
 ) -> ExecutionResult:
-    """Execute ``prepared`` (its folder's share of the plan) and return what happened."""
+    """Execute ``prepared`` (its folder's share of the plan) and return what happened. With ``rounds``, the
+    scheduler runs once per call of the :data:`RunRound` it is given (at least once), in kept environments;
+    the result's summary is the last pass's."""
     from ablate.isolate.auth import check_run_auth
     from ablate.isolate.backend import open_backend
     from ablate.isolate.guard import changes_and_notes
@@ -169,29 +186,19 @@ def execute(
             base_env=dict(os.environ),
             extra_env=dict(request.extra_env),
         )
-        runner = Runner(
-            folder,
-            manifest,
-            tasks=prepared.tasks,
-            cells=list(prepared.cell_set.cells),
-            backend=backend,
-            options=request.options,
-            tree_hook=request.tree_hook,
-            claude=request.claude,
-            forced=request.forced,
-            work_root=work_root,
-            on_progress=on_progress,
+        passes = _Passes(
+            prepared, request, manifest, backend, work_root, on_progress, keep=rounds is not None
         )
         skip = (folder.root, work_root, *request.guard_skip)
         guard = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=skip)
-        with _sigint(runner, request, note) as presses:
-            summary = runner.run()
+        with _sigint(passes, request, note) as presses:
+            summary = passes.drive(rounds)
         changed, guard_notes = changes_and_notes(guard)
     results = list(iter_results(folder))
     written = [r for r in results if r.writes]
     records = [r.writes.model_dump() for r in written if r.writes]
     denied = {path: [written[n].item for n in at] for path, at in denied_by_path(records).items()}
-    manifest = runner.manifest
+    manifest = passes.manifest
     recorded = manifest.isolation or IsolationInfo.model_validate(chosen.to_json())
     isolation_info = recorded.model_copy(
         update={"real_files_changed": changed, "fence_denied": denied or None}
@@ -208,8 +215,77 @@ def execute(
     )
 
 
+class _Passes:
+    """The scheduler passes of one :func:`execute`: one :class:`Runner` per pass, each handed the manifest
+    the last one wrote; with ``keep``, one :class:`EnvPool` and one folder lock for all of them."""
+
+    def __init__(
+        self,
+        prepared: PreparedRun,
+        request: ExecuteRequest,
+        manifest: RunManifest,
+        backend: EnvBackend,
+        work_root: Path,
+        on_progress: Callable[[Progress], None] | None,
+        *,
+        keep: bool,
+    ) -> None:
+        self.prepared, self.request, self.manifest = prepared, request, manifest
+        self.backend, self.work_root, self.on_progress = backend, work_root, on_progress
+        cells = {c.id: c for c in prepared.cell_set.cells}
+        self.pool = EnvPool(backend, cells, request.options.jobs, keep=True) if keep else None
+        self.runner: Runner | None = None
+        self.summary: RunSummary | None = None
+        self.stopped = False
+        """Ctrl-C was pressed: no further pass starts."""
+
+    def request_stop(self, *, kill: bool = False) -> None:
+        self.stopped = True
+        if self.runner is not None:
+            self.runner.request_stop(kill=kill)
+
+    def drive(self, rounds: Rounds | None) -> RunSummary:
+        """One pass, or ``rounds``' passes (at least one, so the manifest records this invocation)."""
+        if rounds is None:
+            return self.one_pass()
+        try:
+            with RunLock(self.prepared.folder):
+                rounds(self.round)
+                return self.summary if self.summary is not None else self.one_pass()
+        finally:
+            if self.pool is not None:
+                self.pool.close()
+
+    def round(self) -> str:
+        if self.stopped:
+            return "interrupted"
+        return self.one_pass().outcome
+
+    def one_pass(self) -> RunSummary:
+        self.runner = Runner(
+            self.prepared.folder,
+            self.manifest,
+            tasks=self.prepared.tasks,
+            cells=list(self.prepared.cell_set.cells),
+            backend=self.backend,
+            options=self.request.options,
+            tree_hook=self.request.tree_hook,
+            claude=self.request.claude,
+            forced=self.request.forced,
+            work_root=self.work_root,
+            on_progress=self.on_progress,
+            pool=self.pool,
+            lock=self.pool is None,
+        )
+        if self.stopped:  # Ctrl-C between passes: this one launches nothing
+            self.runner.request_stop()
+        self.summary = self.runner.run()
+        self.manifest = self.runner.manifest
+        return self.summary
+
+
 @contextmanager
-def _sigint(runner: Runner, request: ExecuteRequest, note: Callable[[str], None]) -> Iterator[list[int]]:
+def _sigint(runner: _Passes, request: ExecuteRequest, note: Callable[[str], None]) -> Iterator[list[int]]:
     """Ctrl-C while the runner runs: the first press stops launching (running sessions get the grace
     period), the second kills them. Yields the number of presses so far (a one-element list)."""
     presses = [0]

@@ -1,6 +1,7 @@
 """The end of a scheduler invocation, however it ends (finished, stopped, or an exception): sessions still
 running finish (or were killed) and their results are written, the environments are removed, the plan is
-flushed and the manifest records how the invocation ended.
+flushed and the manifest records how the invocation ended. A pool kept across passes (adaptive rounds) is
+left to its owner, which closes it after the last pass.
 
 A result that cannot be written is an error the caller sees, never swallowed: a paid session would silently
 run again on resume.
@@ -47,7 +48,8 @@ def finalise(
     runner._running.clear()
     sessions.shutdown(wait=True)
     runner._flush_plan(by_item, force=True)
-    pool.close()
+    if runner.owns_pool:
+        pool.close()
     watchdog.close()
     if fatal is not None:
         return

@@ -5,7 +5,9 @@ dispatches items in plan order; session, environment-build and reset work happen
 
 * **Environments** are built once per (cell, slot), in parallel, and reset between items (only what the
   previous session changed), never rebuilt. A second slot of a cell is built only when an item of that cell
-  is next and every environment of the cell is busy.
+  is next and every environment of the cell is busy. A caller that runs several passes on one folder (an
+  adaptive run's rounds) hands each Runner the same kept :class:`~ablate.run.envpool.EnvPool` and closes it
+  itself: environments then outlive a pass.
 * **Rate limits** (429, the "hit your limit" message, a synthetic rate-limit record, 529 overloaded) pause the
   whole pool until the reset time the message names, else with exponential backoff; the attempt is requeued
   and never becomes a result. ``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns the backoff.
@@ -96,6 +98,8 @@ class Runner:
         work_root: Path | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pool: EnvPool | None = None,
+        lock: bool = True,
     ) -> None:
         self.folder = folder
         self.manifest = manifest
@@ -109,6 +113,11 @@ class Runner:
         self.work_root = work_root
         self.on_progress = on_progress
         self._clock = clock
+        self._shared_pool = pool
+        """Environments kept across passes (adaptive rounds), owned and closed by the caller; else this
+        pass builds its own and removes them at its end."""
+        self._take_lock = lock
+        """False when the caller holds the folder's lock across passes."""
         self._stop = threading.Event()
         self._kill = threading.Event()
         self._stop_at: float | None = None
@@ -128,8 +137,14 @@ class Runner:
     # -- the run ---------------------------------------------------------------------------------------
 
     def run(self) -> RunSummary:
+        if not self._take_lock:
+            return self._run_locked()
         with RunLock(self.folder):
             return self._run_locked()
+
+    @property
+    def owns_pool(self) -> bool:
+        return self._shared_pool is None
 
     def _run_locked(self) -> RunSummary:
         self._start = self._clock()
@@ -138,19 +153,19 @@ class Runner:
         # dies (even kill -9), and each session's leftovers are killed when it ends.
         self._tag = f"{self.manifest.run_id}/{os.getpid()}/"
         watchdog = Watchdog(self._tag)
-        pool = EnvPool(self.backend, self.cells, self.options.jobs)
+        pool = self._shared_pool or EnvPool(self.backend, self.cells, self.options.jobs)
+        self._envs_built = pool.built  # a kept pool counts every pass's builds
         sessions = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="ablate-run")
         fatal: BaseException | None = None
         outcome: Outcome | None = None
         try:
             if self._pending:
-                if self.work_root is not None and self.work_root.exists():
+                if not pool.cleaned and self.work_root is not None and self.work_root.exists():
                     kill_strays(self.work_root)
                     self.backend.clean()
-                self._emit(
-                    "building", message=f"building {len({p.cell for p in self._pending})} cell environments"
-                )
-                pool.start([p.cell for p in self._pending])
+                pool.cleaned = True
+                if started := pool.start([p.cell for p in self._pending]):
+                    self._emit("building", message=f"building {started} cell environments")
             outcome = self._dispatch(pool, sessions, by_item)
         except BaseException as exc:
             fatal = exc
@@ -208,7 +223,6 @@ class Runner:
         """The main loop: launch in plan order onto idle environments, collect what finished, until nothing
         is left or a stop condition (Ctrl-C, budget, rate limits) holds and the running sessions are done."""
         outcome: Outcome | None = None
-        described: set[str] = set()
         while True:
             now = self._clock()
             outcome = outcome or self._stop_condition(now)
@@ -231,7 +245,7 @@ class Runner:
                 raise RunFolderError("no environment could be built for the remaining items")
             done_set, _ = wait(waiting, timeout=0.25, return_when=FIRST_COMPLETED)
             for fut in done_set:
-                self._collect(fut, pool, by_item, described)
+                self._collect(fut, pool, by_item)
             self._flush_plan(by_item)
             self._emit(self._phase(outcome))
 
@@ -261,28 +275,27 @@ class Runner:
             self._launch(sessions, it, chosen.env, chosen.label, prepare)
             self._launched += 1
 
-    def _collect(
-        self, fut: Future[Any], pool: EnvPool, by_item: dict[str, PlanItem], described: set[str]
-    ) -> None:
+    def _collect(self, fut: Future[Any], pool: EnvPool, by_item: dict[str, PlanItem]) -> None:
         """A build or a session finished: make the environment idle (or retire it) and record the outcome."""
         if fut in pool.builds:
             cell_id, env = pool.built_one(fut)
             self._envs_built = pool.built
-            if cell_id not in described:
-                described.add(cell_id)
+            if cell_id not in pool.described:
+                pool.described.add(cell_id)
                 self._describe_cell(cell_id, env)
             return
         job = self._running.pop(fut)
         res: SessionOutcome = fut.result()
         self._handle(res, by_item)  # may requeue the item (rate limit, transient failure)
-        if res.status == "env_error" or not self._pending:
+        if res.status == "env_error" or (not self._pending and not pool.keep):
             # An environment that could not be prepared is not trusted again; and once nothing is left to
-            # launch, an environment is removed at once, while the last sessions still run, not after them.
+            # launch, an environment is removed at once, while the last sessions still run, not after them
+            # (unless the pool is kept for the next pass).
             pool.retire(job.env)
             return
         pool.give_back(job.env, job.env_label, job.item.cell)
-        if job.item.cell not in described:
-            described.add(job.item.cell)
+        if job.item.cell not in pool.described:
+            pool.described.add(job.item.cell)
             self._describe_cell(job.item.cell, job.env)
 
     def _summary(self, skipped: int) -> RunSummary:

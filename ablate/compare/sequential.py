@@ -1,0 +1,107 @@
+"""An adaptive comparison's statistics (``ablate compare --adaptive``): the anytime-valid analysis of
+``ablate run --adaptive`` replaces the tier's fixed-n tests.
+
+The arms are the cells of the compare folder's run folder and the first arm is the control; the rounds, the
+looks and every arm's decision are those of :func:`ablate.run.adaptive.run_adaptive` (``adaptive.json`` in the
+run folder), read back as the run report reads them (:func:`ablate.report.sequential.sequential_section`).
+Here compare.json's figures are rewritten to say only what that analysis supports, as the run report does
+(:mod:`ablate.report.anytime`): each arm's pooled pitfall-free contrast against the control takes the
+anytime-valid p-value, its Holm adjustment over the comparison's arms and the confidence sequence as its
+interval, and is real only when the sequential analysis decided it real; every other p-value and interval
+(per-task and turn contrasts, the layout decomposition) is fixed-n, kept as description and marks nothing
+real. The verdicts are the arms' decisions and the claims those of a sequential design.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ablate.report.anytime import ANYTIME_METHOD
+from ablate.report.model import SequentialReport
+from ablate.run.adaptive import PRIMARY
+
+DESCRIPTIVE = " (fixed-n, descriptive in a sequential design)"
+
+
+def sequential_stats(stats: dict[str, Any], seq: SequentialReport, baseline: str) -> dict[str, Any]:
+    """``stats`` (:func:`ablate.compare.core.analyse`'s) rewritten for a sequential design, with the
+    ``sequential`` block added."""
+    last = seq.looks[-1].cells if seq.looks else {}
+    contrasts = []
+    for c in stats["contrasts"]:
+        look = last.get(c["b"]) if c["a"] == baseline else None
+        if (
+            c["task"] is None
+            and c["metric"] == PRIMARY
+            and c.get("scope", "all") == "all"
+            and look is not None
+        ):
+            c = {
+                **c,
+                "p": look.p_anytime,
+                "p_adjusted": look.p_holm,
+                "ci_low": look.cs_low,
+                "ci_high": look.cs_high,
+                "real": look.decision == "real",
+                "method": ANYTIME_METHOD,
+            }
+        else:
+            c = {**c, "real": False, "method": (c.get("method") or "") + DESCRIPTIVE}
+        contrasts.append(c)
+    decomposition = stats["decomposition"]
+    if decomposition is not None:
+        decomposition = {k: {**e, "real": False} for k, e in decomposition.items()}
+    return {
+        **stats,
+        "contrasts": contrasts,
+        "holdout_contrasts": [{**c, "real": False} for c in stats["holdout_contrasts"]],
+        "regressions": [{**c, "real": False} for c in stats["regressions"]],
+        "decomposition": decomposition,
+        "verdicts": verdicts(seq, baseline),
+        "claims": claims(seq),
+        "sequential": seq.model_dump(mode="json"),
+    }
+
+
+def verdicts(seq: SequentialReport, baseline: str) -> list[dict[str, Any]]:
+    """One verdict per arm: better only when decided real with a gain over the control."""
+    last = seq.looks[-1].cells if seq.looks else {}
+    out = []
+    for arm, d in seq.decisions.items():
+        look = last.get(arm)
+        delta = look.delta if look is not None else None
+        real = d["decision"] == "real"
+        better = real and delta is not None and delta > 0
+        word = "better" if better else "worse" if real else str(d["decision"])
+        out.append(
+            {
+                "arm": arm,
+                "baseline": baseline,
+                "better": better,
+                "failed": [] if better else ["anytime-valid pooled gain"],
+                "checks": [
+                    {"name": "anytime-valid pooled gain", "passed": better, "detail": str(d["reason"])}
+                ],
+                "line": f"{arm} vs {baseline}: {word} — {d['reason']}",
+            }
+        )
+    return out
+
+
+def claims(seq: SequentialReport) -> dict[str, list[str]]:
+    """What a sequential comparison can and cannot claim."""
+    return {
+        "can": [
+            f"mark an arm real when its Holm-adjusted anytime-valid p-value is at most {seq.alpha}, an error "
+            "rate that holds however many rounds were looked at",
+            f"call an arm 'no effect of interest' when its confidence sequence excludes every pitfall-free "
+            f"effect of {seq.min_effect} or more both ways (wrong with probability at most {seq.draw_beta})",
+        ],
+        "cannot": [
+            "read the fixed-n p-values of the contrasts table as tests: the number of blocks was chosen by the "
+            "data, so they are description only",
+            "speak for arms left undecided: neither an effect nor its absence was established for them",
+            "speak for tasks beyond these (the task set was chosen, not sampled)",
+            "speak for another model or Claude Code version than the pinned one",
+        ],
+    }
