@@ -350,8 +350,8 @@ def compare_cmd(
 
     With --adaptive the arms run in rounds instead of a tier's fixed repeats: after every round each arm is
     tested against the first one with an anytime-valid test (valid however often it is looked at) and stops
-    once decided: real (Holm-adjusted anytime p ≤ --alpha), no effect of interest (its confidence sequence
-    excludes every effect of --min-effect or more), or undecided at --max-repeats or --budget-usd. The first
+    once decided: real (Holm-adjusted anytime p ≤ --alpha), no effect of interest (tests against an effect
+    of --min-effect or more, each way, both reject it), or undecided at --max-repeats or --budget-usd. The first
     arm runs while any arm needs it. compare.json's `sequential` block holds every look and each arm's
     decision and reason; compare.md says how it stopped; --resume continues the same analysis. Example:
     `ablate compare old.md new.md --tasks tasks/ --adaptive --max-repeats 12 --min-effect 0.3`.
