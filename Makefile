@@ -35,6 +35,11 @@ chromium:
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q bubblewrap; }
 
+# pytest in 3 processes (pytest-xdist): the end-to-end tests wait on real sessions, so 3 keep 2 cores busy.
+# Each process takes the next test when it is free (--maxschedchunk 1), and tests/conftest.py puts the long
+# end-to-end tests first, so no long test is left queued behind another at the end.
+PYTEST := $(BIN)/pytest -q -n $(or $(TEST_JOBS),3) --dist load --maxschedchunk 1
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -43,13 +48,13 @@ typecheck: venv
 	$(BIN)/mypy ablate tests benchmarks
 
 unit: venv
-	$(BIN)/pytest -q -m "not e2e"
+	$(PYTEST) -m "not e2e"
 
 e2e: venv claude bubblewrap
-	$(BIN)/pytest -q -m e2e
+	$(PYTEST) -m e2e
 
 test: venv claude chromium bubblewrap lint typecheck
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 demo: venv claude
 	$(BIN)/ablate demo

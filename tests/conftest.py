@@ -12,6 +12,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """End-to-end tests first (file order kept within each group): with the suite spread over processes, the
+    long real-CLI tests start early and the quick ones fill in at the end, instead of one long test left
+    running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point HOME and every Claude/ablate variable at a fresh temporary home for each test."""
@@ -24,8 +31,9 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
             monkeypatch.delenv(var, raising=False)
     # ablate's own cache (pristine checkouts reused across runs), fresh for each test
     monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path_factory.mktemp("ablate-cache")))
-    # a run's report is written before the command returns: no detached process outlives its test's folder
-    monkeypatch.setenv("ABLATE_REPORT", "now")
+    # no report after a run unless the test asks for one (`--report now`, or `ablate report DIR`): it costs
+    # seconds of CPU per run, and a detached one (the default) would outlive its test's folder
+    monkeypatch.setenv("ABLATE_REPORT", "none")
     return home
 
 

@@ -79,15 +79,15 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     assert log.read_text().count("session start") == 1
 
 
-#: Repeats for the planted-truth test: the planted effect is found with >= 99% power after Holm.
-TRUTH_REPEATS = 20
+#: Repeats for the planted-truth test: the planted effect is found with >= 99% power after Holm over the
+#: primary family (the pooled pitfall-free comparison of each of the two tested cells).
+TRUTH_REPEATS = 16
 
 
 @pytest.mark.e2e
 def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: Path) -> None:
     """One task (greet-exclaim) and the cells it needs: planted C1 real and harmful, null C2 a draw."""
-    design = demo_design(tasks=1, tested_cells=2)
-    assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, design.alpha_each) >= 0.99
+    assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, 0.05 / 2) >= 0.99
     example = materialise_example(tmp_path / "setup")
     cells = tmp_path / "cells.toml"
     cells.write_text(
@@ -152,11 +152,25 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
 
 #: The demo script's deterministic tasks (the other two are probabilistic and covered above).
 DETERMINISTIC_TASKS = ("deploy-command", "typed-farewell", "release-notes", "deterministic-tests")
+#: The layered cells whose ground truth the test checks: every cell with a planted pitfall or check failure,
+#: and controls for them (the other four strip docs these tasks never read: their runs would add sessions,
+#: not evidence).
+TRUTH_CELLS = ("C0", "C1", "C3", "C4", "C5", "C6", "C8", "C11")
+
+
+def _layered_subset(path: Path, keep: tuple[str, ...]) -> Path:
+    """The layered cell set (cells/layered.toml, byte for byte per cell) cut to the cells ``keep`` names."""
+    head, *blocks = (data_dir("cells") / "layered.toml").read_text().split("[[cell]]\n")
+    kept = [b for b in blocks if b.split("\n", 1)[0].split('"')[1] in keep]
+    assert len(kept) == len(keep)
+    path.write_text(head + "".join("[[cell]]\n" + b for b in kept))
+    return path
 
 
 @pytest.mark.e2e
 def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path, tmp_path: Path) -> None:
-    """The twelve layered cells on the four deterministic tasks, with the sim as the blind judge."""
+    """The layered cells that carry the planted truth on the four deterministic tasks, with the sim as the
+    blind judge."""
     example = materialise_example(tmp_path / "setup")
     env = _env(claude, example.home)
     tasks = [a for t in DETERMINISTIC_TASKS for a in ("--tasks", str(data_dir("tasks") / f"{t}.toml"))]
@@ -170,7 +184,7 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
                 "run",
                 *tasks,
                 "--cells",
-                "layered",
+                str(_layered_subset(tmp_path / "cells.toml", TRUTH_CELLS)),
                 "--repeats",
                 "1",
                 "--model",
@@ -213,7 +227,8 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
         "untyped-def": 1,
         "wrong-region": 1,
     }
-    for cid in ("C0", "C1", "C2", "C3", "C6", "C7", "C8", "C9", "C10"):
+    assert set(hits) == set(TRUTH_CELLS)
+    for cid in ("C0", "C1", "C3", "C6", "C8"):
         assert hits[cid] == {}, cid
     # checks on the checkouts the sessions left (release-notes, typed-farewell), and the judge's verdicts
     graded = {g.cell: g for g in grade_totals(run_dir)}

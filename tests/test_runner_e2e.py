@@ -85,9 +85,7 @@ def only_run(out: Path) -> Path:
     return folder
 
 
-def test_layered_run_of_two_tasks_twice_completes(
-    sim_env: dict[str, str], example: ExampleSetup, tmp_path: Path
-):
+def test_layered_run_of_two_tasks_completes(sim_env: dict[str, str], example: ExampleSetup, tmp_path: Path):
     out = tmp_path / "runs"
     t0 = time.monotonic()
     with SimServer(script()) as sim:
@@ -98,7 +96,7 @@ def test_layered_run_of_two_tasks_twice_completes(
                 "--cells",
                 "layered",
                 "--repeats",
-                "2",
+                "1",
                 "--jobs",
                 "4",
                 "--max-turns",
@@ -115,11 +113,11 @@ def test_layered_run_of_two_tasks_twice_completes(
         )
     summary = orjson.loads(proc.stdout)
     assert summary["outcome"] == "finished", proc.stderr
-    assert (summary["total"], summary["done"], summary["failed"]) == (48, 48, [])
+    assert (summary["total"], summary["done"], summary["failed"]) == (24, 24, [])
     assert summary["envs_built"] == 4  # one checkout per concurrent session; cells are retargeted onto them
     folder = only_run(out)
     res = results(folder)
-    assert len(res) == 48
+    assert len(res) == 24
     assert {r["status"] for r in res.values()} == {"completed"}
     for r in res.values():
         assert (folder / r["transcript"]).is_file()
@@ -132,11 +130,11 @@ def test_layered_run_of_two_tasks_twice_completes(
         assert ("lessons.md:User" in loaded) == (cell not in ("C1", "C3", "C11")), (r["item"], loaded)
         assert ("MEMORY.md:AutoMem" in loaded) == (cell not in ("C5", "C11")), (r["item"], loaded)
         assert "CLAUDE.md:Project" in loaded, r["item"]
-    # every block of (task, repeat) ran all 12 cells; the environments are gone, and so are the worktrees
+    # every task ran all 12 cells; the environments are gone, and so are the worktrees
     assert not any((tmp_path / "envs").rglob("wt"))
     wts = subprocess.run(["git", "worktree", "list"], cwd=example.repo, capture_output=True, text=True).stdout
     assert len(wts.strip().splitlines()) == 1
-    print(f"48-session layered run: {time.monotonic() - t0:.1f} s")
+    print(f"24-session layered run: {time.monotonic() - t0:.1f} s")
 
 
 def test_kill_9_then_resume_loses_nothing_and_reruns_nothing(
@@ -263,7 +261,9 @@ def test_timeout_kills_the_tree_and_the_transcript_still_mines(
                 "--max-turns",
                 "3",
                 "--timeout",
-                "4",
+                # the sim never answers (60 s); the CLI has written the prompt to its transcript well before
+                # this, even with its start-up slowed by other tests running beside it
+                "15",
                 "--out",
                 str(out),
                 "--json",
