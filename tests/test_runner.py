@@ -458,7 +458,14 @@ def test_run_process_kills_what_left_the_tree(tmp_path: Path, timeout: float | N
         for pid in _daemons(mark):
             os.kill(pid, 9)
         res = run_process(
-            ["sh", "-c", script], cwd=tmp_path, env=env, timeout=timeout, tag="t/1", kill_grace_s=0.5
+            # a tag of this test's own: the test's other case may run beside it, and ending a command kills
+            # every process of its tag
+            ["sh", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            timeout=timeout,
+            tag=f"t{mark}/1",
+            kill_grace_s=0.5,
         )
         assert res.timed_out is (timeout is not None)
         assert _daemons(mark) == []
