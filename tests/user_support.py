@@ -3,8 +3,8 @@
 As root, :func:`make_user` creates a throwaway account (``useradd``) and commands run as it through
 ``setpriv``; as an ordinary user the tests run as that user. :func:`user_venv` is a venv of the system
 Python (``/usr/bin/python3``) with ablate installed non-editable (``pip install <checkout>``): its
-dependencies come from a venv cached under ``.cache/user-venv`` (built once per machine and dependency list,
-~3 minutes), linked in through a ``.pth`` file, so each test session installs only ablate itself.
+dependencies come from the running venv (or one cached under ``.cache/user-venv``, built once per machine and
+dependency list), linked in through a ``.pth`` file, so each test session installs only ablate itself.
 """
 
 from __future__ import annotations
@@ -74,7 +74,18 @@ def world_readable_dir(prefix: str) -> Path:
 
 
 def _deps_venv() -> Path:
-    """The cached venv of the system Python holding ablate's dependencies."""
+    """A venv holding ablate's dependencies for the system Python: the running one (``make test``'s
+    ``.venv``) when it is a venv of the same Python version, whose wheels serve the system Python as they
+    are (its own ``.pth`` files, the editable ablate's among them, are not read through the link); else one
+    cached under ``.cache/user-venv``."""
+    system = subprocess.run(
+        [str(SYSTEM_PYTHON), "-c", "import sys; print(*sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if sys.prefix != sys.base_prefix and [int(v) for v in system] == list(sys.version_info[:2]):
+        return Path(sys.prefix)
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     deps = sorted(project["dependencies"])
     key = hashlib.sha256(repr((deps, os.path.realpath(SYSTEM_PYTHON))).encode()).hexdigest()[:12]
