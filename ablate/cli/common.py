@@ -58,6 +58,35 @@ IsolationOpt = Annotated[
         "`ablate doctor` says which runs here and why.",
     ),
 ]
+
+
+# --adaptive's stopping rule (run, ab, compare)
+MaxRepeats = Annotated[
+    int,
+    typer.Option(
+        "--max-repeats",
+        min=1,
+        help="--adaptive: rounds at most (one repeat of every task each); what is still undecided then stops.",
+    ),
+]
+MinEffect = Annotated[
+    float,
+    typer.Option(
+        "--min-effect",
+        min=0.01,
+        max=0.99,
+        help="--adaptive: smallest pitfall-free rate difference worth finding; smaller ones end as a draw.",
+    ),
+]
+Alpha = Annotated[
+    float,
+    typer.Option(
+        "--alpha",
+        min=0.001,
+        max=0.5,
+        help="--adaptive: family-wise error of the real marks (Holm over every comparison with the control).",
+    ),
+]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions running at once.")]
 """``--jobs`` of every command that runs sessions; its default is :data:`JOBS`."""
 JOBS = DEFAULT_JOBS

@@ -14,13 +14,16 @@ import typer
 from ablate.cli.common import (
     MODEL,
     AblateToml,
+    Alpha,
     Budget,
     ClaudeBin,
     ConfigDir,
     IsolationOpt,
     Jobs,
     Json,
+    MaxRepeats,
     MaxTurns,
+    MinEffect,
     Model,
     Repo,
     Timeout,
@@ -274,28 +277,6 @@ AdaptiveOpt = Annotated[
         help="Run in rounds (one repeat of every task per round) and stop each arm once the anytime-valid "
         "test against the first arm decides it: real, or no effect of interest. claude-code executor; "
         "replaces --tier/--repeats.",
-    ),
-]
-MaxRepeats = Annotated[
-    int,
-    typer.Option("--max-repeats", min=1, help="--adaptive: rounds at most; arms still undecided then stop."),
-]
-MinEffect = Annotated[
-    float,
-    typer.Option(
-        "--min-effect",
-        min=0.01,
-        max=0.99,
-        help="--adaptive: smallest pitfall-free rate difference worth finding; smaller ones end as a draw.",
-    ),
-]
-Alpha = Annotated[
-    float,
-    typer.Option(
-        "--alpha",
-        min=0.001,
-        max=0.5,
-        help="--adaptive: family-wise error of the real marks (Holm over arms).",
     ),
 ]
 

@@ -17,13 +17,16 @@ from ablate.cli.common import (
     JOBS,
     MODEL,
     AblateToml,
+    Alpha,
     Budget,
     ClaudeBin,
     ConfigDir,
     IsolationOpt,
     Jobs,
     Json,
+    MaxRepeats,
     MaxTurns,
+    MinEffect,
     Model,
     Repo,
     Timeout,
@@ -225,23 +228,6 @@ AdaptiveOpt = Annotated[
         help="Run in rounds and stop each cell once decided (anytime-valid tests; see --max-repeats).",
     ),
 ]
-MaxRepeats = Annotated[
-    int,
-    typer.Option("--max-repeats", min=1, help="--adaptive: rounds at most (one repeat of every task each)."),
-]
-MinEffect = Annotated[
-    float,
-    typer.Option(
-        "--min-effect",
-        min=0.01,
-        max=0.99,
-        help="--adaptive: smallest pitfall-free rate difference worth finding; smaller ones end as a draw.",
-    ),
-]
-Alpha = Annotated[
-    float,
-    typer.Option("--alpha", min=0.001, max=0.5, help="--adaptive: family-wise error of the real marks."),
-]
 
 
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions | None:
@@ -274,26 +260,10 @@ def _execute_adaptive(
     options: AdaptiveOptions | None,
     display: Display,
 ) -> tuple[ExecutionResult, AdaptiveSummary]:
-    """:func:`~ablate.run.adaptive.run_adaptive`'s rounds as passes of one
-    :func:`~ablate.run.execute.execute` (environments built once, kept across rounds)."""
-    from ablate.run.adaptive import look_line, run_adaptive
-    from ablate.run.execute import RunRound, execute
+    """``--adaptive``: :func:`~ablate.run.adaptive.execute_adaptive`, partial (exit 3) unless it finished."""
+    from ablate.run.adaptive import execute_adaptive
 
-    summaries: list[AdaptiveSummary] = []
-
-    def drive(run_round: RunRound) -> None:
-        summaries.append(
-            run_adaptive(
-                prep.folder,
-                prep.manifest,
-                lambda _items: run_round(),
-                options,
-                on_look=lambda lk: display.note(look_line(lk)),
-            )
-        )
-
-    done = execute(prep, request, on_progress=display.update, on_note=display.note, rounds=drive)
-    (summary,) = summaries
+    done, summary = execute_adaptive(prep, request, options, on_progress=display.update, on_note=display.note)
     if done.exit_code == EXIT_OK and not summary.finished:
         done = dataclasses.replace(done, exit_code=EXIT_PARTIAL)
     return done, summary

@@ -393,31 +393,18 @@ class ClaudeCodeExecutor:
         of one execution in kept environments). ``options`` None: a resume, which keeps the folder's own.
         Only the items the rounds scheduled have outcomes; ``info["adaptive"]`` says how it stopped."""
         from ablate.core.claude import find_claude
-        from ablate.run.adaptive import AdaptiveSummary, look_line, run_adaptive
-        from ablate.run.execute import RunRound, execute
+        from ablate.run.adaptive import execute_adaptive
 
         claude = find_claude(self.options.claude_bin)
         prep = self._prepare(items, folder, claude, adaptive=True)
-        note = self.options.on_note or (lambda _text: None)
-        summaries: list[AdaptiveSummary] = []
-
-        def drive(run_round: RunRound) -> None:
-            summaries.append(
-                run_adaptive(
-                    prep.folder,
-                    prep.manifest,
-                    lambda _items: run_round(),
-                    options,
-                    on_look=lambda lk: note(look_line(lk)),
-                )
-            )
-
         request = self._request(claude, folder)
-        done = execute(prep, request, on_progress=self.options.on_progress, on_note=note, rounds=drive)
+        done, summary = execute_adaptive(
+            prep, request, options, on_progress=self.options.on_progress, on_note=self.options.on_note
+        )
         scheduled = {p.item for p in prep.folder.read_plan()}
         outcomes = _outcomes(prep.folder, [it for it in items if it.item in scheduled], on_item)
         execution = self._execution(prep, folder, claude, done, outcomes, _arms(items))
-        execution.info["adaptive"] = summaries[0].to_json()
+        execution.info["adaptive"] = summary.to_json()
         return execution
 
     def _request(self, claude: ClaudeBinary, folder: Path) -> ExecuteRequest:

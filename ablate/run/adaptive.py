@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -48,6 +48,11 @@ from ablate.stats.sequential import (
     holm_adjust,
     prior_for,
 )
+
+if TYPE_CHECKING:
+    from ablate.run.execute import ExecuteRequest, ExecutionResult
+    from ablate.run.prepare import PreparedRun
+    from ablate.run.scheduler import Progress
 
 ADAPTIVE_FILE = "adaptive.json"
 ADAPTIVE_SCHEMA_VERSION: Literal[1] = 1
@@ -489,3 +494,35 @@ def _stop(folder: RunFolder, state: AdaptiveState, why: StopReason) -> AdaptiveS
     state = state.model_copy(update={"stopped": why, "stopped_at": utcnow()})
     write_state(folder, state)
     return state
+
+
+def execute_adaptive(
+    prepared: PreparedRun,
+    request: ExecuteRequest,
+    options: AdaptiveOptions | None,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> tuple[ExecutionResult, AdaptiveSummary]:
+    """:func:`run_adaptive`'s rounds as the passes of one :func:`ablate.run.execute.execute`: one login check,
+    one listing of the user's files, one folder lock, and environments built once and kept across rounds.
+    ``options`` None: a resume, which keeps the folder's own. Every look is said through ``on_note``."""
+    from ablate.run.execute import RunRound, execute
+
+    say = on_note or (lambda _text: None)
+    summaries: list[AdaptiveSummary] = []
+
+    def drive(run_round: RunRound) -> None:
+        summaries.append(
+            run_adaptive(
+                prepared.folder,
+                prepared.manifest,
+                lambda _items: run_round(),
+                options,
+                on_look=lambda look: say(look_line(look)),
+            )
+        )
+
+    done = execute(prepared, request, on_progress=on_progress, on_note=on_note, rounds=drive)
+    (summary,) = summaries
+    return done, summary
