@@ -50,9 +50,7 @@ class AuthMethod:
         return {"method": self.method, "source": self.source}
 
 
-def auth_method(
-    env: Mapping[str, str], config_dir: Path, *, platform: str = sys.platform, security: str = "security"
-) -> AuthMethod:
+def auth_method(env: Mapping[str, str], config_dir: Path, *, platform: str = sys.platform) -> AuthMethod:
     """The method a session with environment ``env`` and config dir ``config_dir`` authenticates with;
     ``platform``: ``darwin`` also looks in the Keychain, through the ``security`` program (found on the
     ``PATH`` of ``env``)."""
@@ -64,7 +62,7 @@ def auth_method(
     if env.get("CLAUDE_CODE_OAUTH_TOKEN"):
         return AuthMethod("oauth-token", "CLAUDE_CODE_OAUTH_TOKEN")
     # on macOS the Keychain item first: the CLI keeps the login there and the file is only its fallback
-    if platform == "darwin" and has_keychain_login(env, config_dir, security=security):
+    if platform == "darwin" and has_keychain_login(env, config_dir):
         return AuthMethod("keychain", f"macOS Keychain item {keychain_service(env, config_dir)!r}")
     creds = config_dir / CREDENTIALS
     if _has_login(creds):
@@ -95,11 +93,11 @@ def keychain_service(env: Mapping[str, str], config_dir: Path) -> str:
     return f"{KEYCHAIN_SERVICE}-{digest[:8]}"
 
 
-def has_keychain_login(env: Mapping[str, str], config_dir: Path, *, security: str = "security") -> bool:
+def has_keychain_login(env: Mapping[str, str], config_dir: Path) -> bool:
     """Whether the Keychain holds the login ``env``'s sessions would use: ``security find-generic-password
     -a <user> -s <service>`` finds the item (exit 0; 44 when there is none). Without ``-w``: the secret is
     never read."""
-    program = shutil.which(security, path=env.get("PATH") or os.defpath)
+    program = shutil.which("security", path=env.get("PATH") or os.defpath)
     if program is None:
         return False
     user = env.get("USER") or getpass.getuser()
@@ -153,14 +151,13 @@ def check_cells_auth(
     cells: Iterable[tuple[str, Mapping[str, str], Path]],
     *,
     platform: str = sys.platform,
-    security: str = "security",
 ) -> AuthMethod:
     """Refuse (``UsageError``, located at the cell, with the fix) when a cell — ``(cell id, its session
     environment, the config dir it holds)`` — would authenticate differently from the user's own setup;
     return the user's method for the manifest. On macOS a Keychain login cannot reach a cell at all."""
-    mine = auth_method(user_env, user_config_dir, platform=platform, security=security)
+    mine = auth_method(user_env, user_config_dir, platform=platform)
     for cell_id, env, config_dir in cells:
-        theirs = auth_method(env, config_dir, platform=platform, security=security)
+        theirs = auth_method(env, config_dir, platform=platform)
         why = mismatch(cell_id, mine, theirs, user_config_dir, config_dir)
         if why:
             raise UsageError(why, hint=FIX)
@@ -186,7 +183,6 @@ def cell_logins(
     extra_env: Mapping[str, str] | None = None,
     at_real_path: bool = False,
     platform: str = sys.platform,
-    security: str = "security",
 ) -> Generator[CellLogin, None, None]:
     """Each cell's login, from the config dir its sessions would hold: built for it under ``scratch`` by the
     very function both backends build a cell's config dir with (``at_real_path``: as ``namespace`` does),
@@ -212,7 +208,7 @@ def cell_logins(
                 home=None if at_real_path else home,
             )
             env = process_env(base_env, home=home, config_dir=config, extra_env=extra_env)
-            found = auth_method(env, config, platform=platform, security=security)
+            found = auth_method(env, config, platform=platform)
             # the scratch folder is gone once read: the source names the cell's config dir instead
             shown = AuthMethod(found.method, found.source.replace(str(config), f"<{cell.id} config dir>"))
             yield CellLogin(cell.id, shown, config)
@@ -230,13 +226,12 @@ def check_run_auth(
     extra_env: Mapping[str, str] | None = None,
     at_real_path: bool = False,
     platform: str = sys.platform,
-    security: str = "security",
 ) -> AuthMethod:
     """Before a run's first session: refuse (``UsageError``, exit 2, naming the cell and the fix) when any of
     ``cells`` would authenticate differently from the user's own setup (``user_env`` and the real config
-    dir); return the user's method, for the manifest (never the secret). ``platform``, ``security``: as
-    :func:`auth_method` takes them."""
-    mine = auth_method(user_env, setup.config_dir, platform=platform, security=security)
+    dir); return the user's method, for the manifest (never the secret). ``platform``: as
+    :func:`auth_method` takes it."""
+    mine = auth_method(user_env, setup.config_dir, platform=platform)
     if mine.method == "keychain":  # no cell's config dir can reach it: said before anything is built
         raise UsageError(
             f"{setup.config_dir}: your login is the {mine.source}, keyed by this config dir; every cell "
@@ -252,7 +247,6 @@ def check_run_auth(
         extra_env=extra_env,
         at_real_path=at_real_path,
         platform=platform,
-        security=security,
     )
     with closing(logins):
         for login in logins:
