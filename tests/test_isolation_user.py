@@ -226,7 +226,7 @@ def _check_probe(box: Box, bin_dir: Path, user: User | None, claude: Path, mode:
         bin_dir, user, box, env, "probe", "--cell", "C0", "--work", str(work), *_common(box), "--json"
     )
     doc = orjson.loads(proc.stdout) if proc.stdout.strip() else {}
-    assert proc.returncode == 0, (proc.stderr[-3000:], doc.get("fidelity"))
+    assert proc.returncode == 0, (proc.stderr[-3000:], (doc.get("fidelity") or {}).get("differences"))
     assert (doc["isolation"]["backend"], doc["isolation"]["mode"]) == ("namespace", mode)
     assert doc["fidelity"]["equal"], doc["fidelity"]
     assert doc["real_setup_unchanged"]

@@ -139,6 +139,17 @@ def test_normalise_request_ignores_paths_billing_and_branch() -> None:
     assert a == b
     c = normalise_request(body("/u/home/.claude", "main", "f00") | {"tools": [{"name": "Extra"}]}, {})
     assert c != b
+    # what follows the billing header and the branch line is compared: the tool list, the system prompt,
+    # the rest of the message (the line patterns once ran to the end of the JSON text)
+    same = {"/u/home/.claude": "<CONFIG>"}
+    tool = body("/u/home/.claude", "main", "f00") | {"tools": [{"name": "Extra"}]}
+    assert normalise_request(tool, same) != b
+    prompt = body("/u/home/.claude", "main", "f00")
+    prompt["system"].append({"text": "Output style: terse"})
+    assert normalise_request(prompt, same) != b
+    after = body("/u/home/.claude", "main", "f00")
+    after["messages"][0]["content"] += "Status:\n M README.md\n"
+    assert normalise_request(after, same) != b
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -139,9 +139,11 @@ def probe_cmd(
     Every session is forced to the capture endpoint whatever your environment (provider switches, cloud
     credentials, proxies and real keys are removed). It also checks shadow fidelity: C0's request equals the
     one your untouched setup produces (with --isolation namespace, in its own copy-on-write view at the real
-    paths: byte for byte apart from the session id, the billing header, git status lines of repo-layer files
-    and the order of concurrent hook outputs; with links, apart from paths, the billing header and the git
-    branch line).
+    paths: byte for byte apart from the session id, the billing header and the order of concurrent hook
+    outputs, nothing about git ignored; with links, apart from paths and project slugs too). When the first
+    pair differs, up to two more pairs run (namespace) and C0 passes only if one of its requests equals one
+    of the untouched setup's: a SessionStart hook that edits the repository makes your own start-up differ
+    from session to session, and the output says so.
 
     Exit codes: 0 every cell faithful (or no-op), 1 a cell leaked, missed a layer or failed, or the fidelity
     check failed, 2 bad input (setup, cell set, claude binary).

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, assert_never
@@ -367,40 +368,114 @@ def normalise_request(
         k: hook_blocks_sorted(body.get(k)) if k == "messages" else body.get(k)
         for k in ("system", "messages", "tools", "model", "max_tokens")
     }
-    text = json.dumps(picked, sort_keys=True)
+    text = json.dumps(_scrubbed(picked, keep_branch=keep_branch), sort_keys=True)
     for src in sorted(replacements, key=len, reverse=True):
         text = text.replace(src, replacements[src])
-    text = _BILLING.sub("x-anthropic-billing-header: <billing>", text)
-    return text if keep_branch else _BRANCH.sub(r"\1<branch>", text)
+    return text
+
+
+def _scrubbed(value: Any, *, keep_branch: bool) -> Any:
+    """``value`` with the billing header (and unless ``keep_branch`` the branch line) blanked in every
+    string, line by line. Done on the strings, not on the JSON text: there a newline is the two characters
+    ``\\n`` and a line pattern would run to the end of the document (it did: the system prompt and the tool
+    list after the billing header went uncompared until this was found)."""
+    if isinstance(value, str):
+        text = _BILLING.sub("x-anthropic-billing-header: <billing>", value)
+        return text if keep_branch else _BRANCH.sub(r"\1<branch>", text)
+    if isinstance(value, list):
+        return [_scrubbed(v, keep_branch=keep_branch) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, keep_branch=keep_branch) for k, v in value.items()}
+    return value
+
+
+#: The differing middle of two requests that is diffed character by character; a longer one is shown whole
+#: (difflib is quadratic: two 89 KB requests took minutes).
+DIFF_WINDOW = 4000
+#: Characters of each side shown per difference.
+EXCERPT = 300
+
+
+def _shared_start(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
-    """The first ``limit`` differences between two normalised requests, with some context."""
-    out = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            out.append(
-                f"{tag}: C0 {a[max(0, i1 - 40) : i2 + 40]!r} vs untouched {b[max(0, j1 - 40) : j2 + 40]!r}"
-            )
-            if len(out) >= limit:
-                break
-    return out
+    """The first ``limit`` differences between two normalised requests, with some context: the common
+    prefix and suffix are set aside first, and only the differing middle is diffed."""
+    if a == b:
+        return []
+    start = _shared_start(a, b)
+    tail = _shared_start(a[start:][::-1], b[start:][::-1])
+    a_end, b_end = len(a) - tail, len(b) - tail
+    if (a_end - start) + (b_end - start) > DIFF_WINDOW:
+        spans = [("replace", start, a_end, start, b_end)]
+    else:
+        matcher = difflib.SequenceMatcher(None, a[start:a_end], b[start:b_end], autojunk=False)
+        spans = [
+            (tag, start + i1, start + i2, start + j1, start + j2)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+            if tag != "equal"
+        ] or [("replace", start, a_end, start, b_end)]
+    return [
+        f"{tag}: C0 {a[max(0, i1 - 40) : i2 + 40][:EXCERPT]!r} vs untouched {b[max(0, j1 - 40) : j2 + 40][:EXCERPT]!r}"
+        for tag, i1, i2, j1, j2 in spans[:limit]
+    ]
 
 
 def exact_fidelity(
-    control: str, control_request: dict[str, Any], untouched_request: dict[str, Any]
+    control: str, control_requests: Sequence[dict[str, Any]], untouched_requests: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
     """The ``namespace`` backend's check: the control cell and the untouched setup run at the same paths, so
     their first requests must be equal but for the session id (not in the compared fields), the billing
     header and the order of concurrent hook outputs. Nothing about git is ignored: the control's checkout
-    carries the user's ``.git`` state and hides no file from ``git status``."""
-    a = normalise_request(control_request, {}, keep_branch=True)
-    b = normalise_request(untouched_request, {}, keep_branch=True)
-    return {
+    carries the user's ``.git`` state and hides no file from ``git status``.
+
+    Each side may hold more than one session's first request: when the first pair differs the probe draws
+    more pairs, because a setup's own start-up need not be deterministic (measured: a SessionStart hook
+    that edits the repository races the CLI's git snapshot, and two sessions of the untouched setup differ
+    in ``Status:``). The control passes when one of its requests equals one of the untouched setup's, byte
+    for byte after the normalisation: a difference ablate made would be in every pair."""
+    a = [normalise_request(r, {}, keep_branch=True) for r in control_requests]
+    b = [normalise_request(r, {}, keep_branch=True) for r in untouched_requests]
+    match = next(((i, j) for i, x in enumerate(a) for j, y in enumerate(b) if x == y), None)
+    out: dict[str, Any] = {
         "checked": True,
-        "equal": a == b,
+        "equal": match is not None,
         "exact": True,
         "compared": f"{control} against the untouched setup (its own copy-on-write view at the real paths)",
         "ignored": list(EXACT_IGNORED),
-        "differences": [] if a == b else diff_summary(a, b),
+        "differences": [] if match is not None else diff_summary(a[0], b[0]),
+        "sessions": {"control": len(a), "untouched": len(b)},
     }
+    if len(a) > 1 or len(b) > 1:
+        out["first_pair_differences"] = diff_summary(a[0], b[0])
+        out["matched"] = None if match is None else {"control": match[0] + 1, "untouched": match[1] + 1}
+        out["untouched_steady"] = len(set(b)) == 1
+    return out
+
+
+def fidelity_lines(fid: dict[str, Any]) -> list[str]:
+    """The resampling in words, for the probe's output (empty when one pair was enough)."""
+    sessions = fid.get("sessions") or {}
+    n_c, n_u = int(sessions.get("control", 1)), int(sessions.get("untouched", 1))
+    if n_c == 1 and n_u == 1:
+        return []
+    steady = (
+        "the untouched setup's own sessions agreed with one another"
+        if fid.get("untouched_steady")
+        else "the untouched setup's own sessions differed from one another: its start-up is not deterministic "
+        "(e.g. a SessionStart hook that edits the repository while the CLI takes its git snapshot)"
+    )
+    matched = fid.get("matched")
+    found = (
+        f"session {matched['control']} of the control equals session {matched['untouched']} of the untouched setup"
+        if matched
+        else "no session of the control equals any of the untouched setup's"
+    )
+    first = (fid.get("first_pair_differences") or ["?"])[0]
+    return [
+        f"shadow fidelity: the first pair of sessions differed ({first}); {n_c} control and {n_u} untouched "
+        f"sessions in all: {found}; {steady}"
+    ]

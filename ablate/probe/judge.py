@@ -317,7 +317,7 @@ def _fidelity(
     if obs.first_request is None or untouched.first_request is None:
         return {"checked": True, "equal": False, "reason": "a session sent no request", "differences": []}
     if exact:
-        return exact_fidelity(control, obs.first_request, untouched.first_request)
+        return exact_fidelity(control, [obs.first_request], [untouched.first_request])
     cenv = envs[control]
     a = normalise_request(
         obs.first_request,

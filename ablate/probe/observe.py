@@ -263,11 +263,18 @@ def _untouched(
 
 
 def _untouched_namespace(
-    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, like: Any
+    setup: Setup,
+    claude: ClaudeBinary,
+    root: Path,
+    base_url: str,
+    log: Path,
+    like: Any,
+    name: str = "untouched",
 ) -> Observation:
     """The untouched setup at the real paths in its own copy-on-write view (the live home and repository,
-    a plain copy of the config dir, endpoint keys neutralised), with the very environment of the cells."""
-    view = untouched_view(setup, root / "untouched")
+    a plain copy of the config dir, endpoint keys neutralised), with the very environment of the cells;
+    ``root/name`` holds the view."""
+    view = untouched_view(setup, root / name)
     neutralise(view.config_copy, with_mcp=False)
     env = dict(like.env) if like is not None else _session_env(setup.config_dir, setup.home, base_url)
     return _run(

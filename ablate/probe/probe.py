@@ -41,7 +41,14 @@ from ablate.isolate.namespace import (
 )
 from ablate.isolate.procenv import force_capture
 from ablate.isolate.writes import session_writes
-from ablate.probe.fingerprints import LayerPrint, drop_generic, layer_prints, normalise_request
+from ablate.probe.fingerprints import (
+    LayerPrint,
+    drop_generic,
+    exact_fidelity,
+    fidelity_lines,
+    layer_prints,
+    normalise_request,
+)
 from ablate.probe.judge import (
     CellProbe,
     LayerCheck,
@@ -142,9 +149,11 @@ class _Cells:
     backend: EnvBackend | None = None
     namespace: NamespaceEnvironments | None = None
     notes: list[str] = field(default_factory=list)
+    more: list[NamespaceCellEnv] = field(default_factory=list)
+    """The control's extra session slots (:func:`_more_pairs`)."""
 
     def teardown(self) -> None:
-        for cenv in self.envs.values():
+        for cenv in [*self.envs.values(), *self.more]:
             if self.backend is not None:
                 self.backend.teardown(cenv)
             else:
@@ -296,6 +305,15 @@ def probe(
             observations, writes = _observe_cells(
                 claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
             )
+            fidelity = _fidelity(
+                cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=namespace
+            )
+            if _worth_more_pairs(fidelity, cells, built):
+                fidelity, more_writes = _more_pairs(
+                    cells.get(cells.control), observations[cells.control], untouched_obs, claude, setup,
+                    built, root, sim.base_url, log, slot=len(selected),
+                )  # fmt: skip
+                writes.update(more_writes)
         # judge while the cells still exist: repo docs and static checks read the built shadows
         drop_generic(prints, baseline_obs.request_text + "\n".join(baseline_obs.listed))
         reference = None if untouched_obs.error else untouched_obs
@@ -304,16 +322,9 @@ def probe(
         notes.extend(_listing_notes(inv, reference or next(iter(observations.values()), None)))
         for r in results:  # what each session wrote outside its cell, kept per cell; said once per path
             r.writes = writes.get(r.id, {})
-        notes.extend(writes_lines(list(writes.values()), len(selected), noun="cells"))
-        fidelity = _fidelity(
-            cells,
-            built.envs,
-            observations,
-            untouched_obs,
-            untouched_paths,
-            setup,
-            exact=namespace,
-        )
+        noun = "cells" if len(writes) <= len(selected) else "cell sessions"
+        notes.extend(writes_lines(list(writes.values()), max(len(selected), len(writes)), noun=noun))
+        notes.extend(fidelity_lines(fidelity))
     finally:
         if owned:  # --work DIR keeps the cells, requests, stdout and transcripts for inspection
             built.teardown()
@@ -365,6 +376,61 @@ def _judge_all(
         )
         for c in selected
     ]
+
+
+#: Pairs of first requests (control, untouched setup) the exact fidelity check draws at most, the first one
+#: included: more only when the first pair differs (:func:`ablate.probe.fingerprints.exact_fidelity`).
+FIDELITY_PAIRS = 3
+
+
+def _worth_more_pairs(fidelity: dict[str, Any], cells: CellSet, built: _Cells) -> bool:
+    """The exact check found a difference between two sessions that both sent a request."""
+    return (
+        bool(fidelity.get("exact"))
+        and not fidelity["equal"]
+        and bool(fidelity.get("differences"))
+        and built.namespace is not None
+        and cells.control in built.envs
+    )
+
+
+def _more_pairs(
+    control: ResolvedCell,
+    first: Observation,
+    untouched: Observation,
+    claude: ClaudeBinary,
+    setup: Setup,
+    built: _Cells,
+    root: Path,
+    base_url: str,
+    log: Path,
+    *,
+    slot: int,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Up to ``FIDELITY_PAIRS - 1`` more sessions of the control (each in a fresh slot of its own) and of the
+    untouched setup (each in a fresh view), until one of the control's first requests equals one of the
+    untouched setup's; the check over all of them, and what each extra control session wrote outside it."""
+    assert built.namespace is not None and first.first_request and untouched.first_request
+    controls, references = [first.first_request], [untouched.first_request]
+    writes: dict[str, dict[str, Any]] = {}
+    like = built.envs[control.id]
+    fidelity = exact_fidelity(control.id, controls, references)
+    for k in range(2, FIDELITY_PAIRS + 1):
+        again = _untouched_namespace(setup, claude, root, base_url, log, like, name=f"untouched-{k}")
+        nenv = built.namespace.build(control, slot + k - 2)
+        nenv.env = force_capture(nenv.env, base_url)
+        built.more.append(nenv)
+        obs = _run(
+            claude, cwd=nenv.cwd, env=nenv.env, config_dir=nenv.config_dir, log=log,
+            out_dir=root / "stdout", wrap=nenv.wrap, shown_config=nenv.real_config,
+        )  # fmt: skip
+        writes[f"{control.id}#{k}"] = session_writes(nenv).to_json()
+        controls.extend([obs.first_request] if obs.first_request else [])
+        references.extend([again.first_request] if again.first_request else [])
+        fidelity = exact_fidelity(control.id, controls, references)
+        if fidelity["equal"]:
+            break
+    return fidelity, writes
 
 
 def _untouched_setup(
