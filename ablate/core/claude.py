@@ -10,9 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 from ablate import PINNED_CLAUDE_VERSION
-from ablate.core.errors import ClaudeNotFound
-from ablate.core.fsutil import sha256_file
+from ablate.core.cache import cache_dir, private_dir
+from ablate.core.errors import AblateError, ClaudeNotFound
+from ablate.core.fsutil import atomic_write_json, sha256_file
 
 _VERSION_RE = re.compile(r"(\d+\.\d+\.\d+)")
 
@@ -49,6 +52,9 @@ def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
             f"{path}: not an executable file", hint="pass --claude-bin with the claude binary"
         )
     path = path.resolve()
+    known = _known_identity(path)
+    if known is not None:
+        return ClaudeBinary(path=path, version=known[0], sha256=known[1])
     try:
         out = subprocess.run(
             [str(path), "--version"],
@@ -67,7 +73,63 @@ def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
             f"(exit {out.returncode}: {(out.stdout + out.stderr).strip()[:200]!r})",
             hint="is this really the claude binary?",
         )
-    return ClaudeBinary(path=path, version=match.group(1), sha256=sha256_file(path))
+    found = ClaudeBinary(path=path, version=match.group(1), sha256=sha256_file(path))
+    _remember_identity(found)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The binary's identity, remembered: hashing the 400 MB binary costs 0.4 s of CPU and about 2 s of wall time
+# on every command. It is kept in this process and in ablate's cache folder, keyed by the file's stat (device,
+# inode, size, modification and change times in ns), as git's index and make trust a file's stat: any write
+# to the binary, or a new file in its place, changes the key and the binary is hashed again.
+
+_IDENTITIES = "claude-identity.json"
+_SEEN: dict[str, tuple[tuple[int, ...], str, str]] = {}
+
+
+def _stat_key(path: Path) -> tuple[int, ...]:
+    st = path.stat()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _known_identity(path: Path) -> tuple[str, str] | None:
+    """(version, sha256) remembered for ``path`` while its stat is unchanged, else None."""
+    try:
+        key = _stat_key(path)
+    except OSError:
+        return None
+    seen = _SEEN.get(str(path))
+    if seen is None:
+        try:
+            folder = cache_dir()
+            private_dir(folder)  # an identity someone else could have written is not trusted
+            stored = orjson.loads((folder / _IDENTITIES).read_bytes()).get(str(path))
+            seen = (tuple(stored["stat"]), str(stored["version"]), str(stored["sha256"]))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, AblateError):
+            return None
+    return (seen[1], seen[2]) if seen[0] == key else None
+
+
+def _remember_identity(binary: ClaudeBinary) -> None:
+    """Keep ``binary``'s identity for the next command; a cache that cannot be written is no error."""
+    try:
+        key = _stat_key(binary.path)
+    except OSError:
+        return
+    _SEEN[str(binary.path)] = (key, binary.version, binary.sha256)
+    folder = cache_dir()
+    try:
+        private_dir(folder)
+        try:
+            table = orjson.loads((folder / _IDENTITIES).read_bytes())
+            table = table if isinstance(table, dict) else {}
+        except (OSError, ValueError):
+            table = {}
+        table[str(binary.path)] = {"stat": list(key), "version": binary.version, "sha256": binary.sha256}
+        atomic_write_json(folder / _IDENTITIES, table)
+    except (OSError, AblateError):
+        return
 
 
 def claude_argv(

@@ -28,13 +28,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import stat
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from ablate.core.errors import UnsafeEnvironment
+from ablate.core.cache import cache_dir, private_dir
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.gitutil import run_git
 from ablate.isolate import shadowfs, worktree
@@ -44,28 +42,6 @@ from ablate.setup.load import Setup
 FORMAT = 1
 MAX_IDLE_DAYS = 7
 _COMPLETE = "complete.json"
-
-
-def cache_dir() -> Path:
-    """Where ablate keeps what it may reuse across runs: ``$ABLATE_CACHE_DIR``, else a folder of this user's
-    in the temporary directory (never the home, which ablate leaves as it found it)."""
-    explicit = os.environ.get("ABLATE_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    return Path(tempfile.gettempdir()) / f"ablate-cache-{os.getuid()}"
-
-
-def _private(folder: Path) -> None:
-    """Make ``folder`` (mode 0700) or check that it is this user's alone: a cached checkout is what every
-    session of a run sees as the repository, so nobody else may be able to plant one."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = folder.stat()
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        raise UnsafeEnvironment(
-            f"{folder}: the checkout cache is not private to this user (owner uid {st.st_uid}, "
-            f"mode {stat.filemode(st.st_mode)})",
-            hint="remove it, or set ABLATE_CACHE_DIR to a folder of your own",
-        )
 
 
 def _hash_entry(h: hashlib._Hash, name: str, path: Path) -> None:
@@ -108,7 +84,7 @@ def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]
     """The pristine checkout of ``setup`` without alternates, from the cache or built into it; returns its
     path and whether it was reused."""
     top = root or cache_dir()
-    _private(top)
+    private_dir(top)
     base = top / "pristine"
     key = checkout_key(setup)
     entry = base / key
