@@ -25,7 +25,10 @@ from ablate.setup.layers import load_catalog
 from ablate.setup.tasks import load_task
 
 
-def _planned(tmp: Path, tasks: int = 4, repeats: int = 30) -> tuple[RunFolder, RunManifest]:
+def _planned(
+    tmp: Path, tasks: int = 4, repeats: int = 30, cells: int | None = None
+) -> tuple[RunFolder, RunManifest]:
+    """A run of the layered cells (the first ``cells`` of them: the control and the next ones)."""
     (tmp / "tasks").mkdir(parents=True)
     loaded = []
     for i in range(tasks):
@@ -39,7 +42,7 @@ def _planned(tmp: Path, tasks: int = 4, repeats: int = 30) -> tuple[RunFolder, R
         tmp / "runs",
         tasks=loaded,
         cell_set=cs.name,
-        cells=list(cs.cells),
+        cells=list(cs.cells)[:cells],
         repeats=repeats,
         seed=3,
         model="claude-sonnet-4-6",
@@ -156,7 +159,7 @@ def test_the_report_says_how_the_run_stopped_and_a_complete_fixed_run_gets_no_su
 ) -> None:
     from ablate.report import write_report
 
-    folder, manifest = _planned(tmp_path / "a", repeats=10)
+    folder, manifest = _planned(tmp_path / "a", repeats=10, cells=4)  # the report's sections, not its size
     run_adaptive(folder, manifest, Planted(folder, _rates(manifest, {manifest.cells[2].id: 0.95})), OPTS)
     written = write_report(folder.root)
     data = orjson.loads(written.paths["json"].read_bytes())
@@ -168,7 +171,7 @@ def test_the_report_says_how_the_run_stopped_and_a_complete_fixed_run_gets_no_su
     assert "## How the run stopped" in md and "plots/sequence.png" in md
     assert (folder.root / "plots" / "sequence.svg").exists()
 
-    fixed, fm = _planned(tmp_path / "f", repeats=2)
+    fixed, fm = _planned(tmp_path / "f", repeats=2, cells=4)
     Planted(fixed, _rates(fm, {}))(fixed.read_plan())
     data = orjson.loads(write_report(fixed.root).paths["json"].read_bytes())
     assert "sequential" not in data
@@ -223,7 +226,7 @@ def test_adaptive_cli_refuses_options_that_fix_the_design(
 def test_an_adaptive_report_marks_real_only_what_the_sequential_analysis_decided(tmp_path: Path) -> None:
     from ablate.report import write_report
 
-    folder, manifest = _planned(tmp_path, repeats=10)
+    folder, manifest = _planned(tmp_path, repeats=10, cells=5)
     strong = manifest.cells[2].id
     run_adaptive(folder, manifest, Planted(folder, _rates(manifest, {strong: 0.95})), OPTS)
     state = read_state(folder)

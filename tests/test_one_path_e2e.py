@@ -183,36 +183,6 @@ def test_run_in_links_without_a_fence_fails_naming_the_real_files_the_session_ch
     assert any(c.startswith(str(ex.home / ".gitconfig")) for c in changed), changed
 
 
-def test_compare_runs_in_namespace_changes_nothing_records_the_backend_and_resumes(
-    claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
-) -> None:
-    _needs_namespace()
-    ex, task = hostile
-    arm = tmp_path / "arm.md"
-    arm.write_text("# Rules\n\nBe brief.\n")
-    before = _state(ex)
-    out = tmp_path / "runs"
-    args = ["compare", f"one={arm}", f"two={arm}", "--tasks", str(task), "--max-turns", "2", "--jobs", "2"]
-    proc = _ablate(ex, claude, tmp_path, *args, "--seed", "3", "--out", str(out), "--yes", "--json")
-    assert proc.returncode == 0, proc.stderr
-    assert _state(ex) == before
-    doc = orjson.loads(proc.stdout)
-    assert doc["execution"]["isolation"]["backend"] == "namespace"
-    assert doc["execution"]["real_files_changed"] == []
-    folder = out / doc["compare_id"]
-    run = folder / doc["execution"]["run_folder"]
-    assert orjson.loads((run / "manifest.json").read_bytes())["isolation"]["backend"] == "namespace"
-    assert [line for line in proc.stderr.splitlines() if "~/.gitconfig" in line] == [
-        "10 of 10 sessions wrote ~/.gitconfig (10 files in all) — discarded"
-    ]
-    assert list((tmp_path / "envs").iterdir()) == []  # no work folder left behind
-    # --resume on the finished folder launches nothing and keeps every result
-    proc = _ablate(ex, claude, tmp_path, *args, "--resume", str(folder), "--yes", "--json")
-    assert proc.returncode == 0, proc.stderr
-    assert orjson.loads(proc.stdout)["excluded"]["count"] == 0
-    assert _state(ex) == before
-
-
 def test_probe_in_namespace_changes_nothing_and_says_the_isolation_once(
     claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
 ) -> None:
@@ -291,34 +261,38 @@ def test_probe_in_links_without_a_fence_fails_naming_the_changed_files(
     assert any(str(ex.home / ".gitconfig") in n for n in errors), doc["notes"]
 
 
-def test_compare_interrupted_by_ctrl_c_resumes_to_completion(
+def test_compare_runs_in_namespace_survives_ctrl_c_resumes_and_changes_nothing(
     claude: Path, hostile: tuple[ExampleSetup, Path], tmp_path: Path
 ) -> None:
+    """``compare --executor claude-code``: hostile sessions (their Bash call and the setup's SessionStart
+    hook) run in ``namespace``; a Ctrl-C stops launching, ``--resume`` completes the folder, a second
+    ``--resume`` launches nothing, and the home, config dir and repository are byte-identical throughout."""
     import signal
     import time
 
     _needs_namespace()
     ex, task = hostile
+    before = _state(ex)
     arm = tmp_path / "arm.md"
     arm.write_text("# Rules\n\nBe brief.\n")
     out = tmp_path / "runs"
-    slow = {"default": {"text": "OK", "delay_s": 1.5}, "rules": []}
+    slow = orjson.loads(orjson.dumps(SCRIPT))
+    slow["rules"][1]["delay_s"] = 1.5  # the answer after the hostile Bash call: time for a Ctrl-C
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     env.update({"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "IS_SANDBOX": "1"})
     where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
-    args = [
-        ABLATE,
-        "compare",
-        f"one={arm}",
-        f"two={arm}",
-        "--tasks",
-        str(task),
-        "--max-turns",
-        "1",
+    args = [ABLATE, "compare", f"one={arm}", f"two={arm}", "--tasks", str(task), "--max-turns", "2"]
+    args += [
         "--seed",
         "5",
+        *where,
+        "--work-dir",
+        str(tmp_path / "envs"),
+        "--out",
+        str(out),
+        "--yes",
+        "--json",
     ]
-    args += [*where, "--work-dir", str(tmp_path / "envs"), "--out", str(out), "--yes", "--json"]
     with SimServer(script_from_data(slow)) as sim:
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url}
         proc = subprocess.Popen(args, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -328,14 +302,31 @@ def test_compare_interrupted_by_ctrl_c_resumes_to_completion(
         proc.send_signal(signal.SIGINT)  # first press: no new sessions, the running one finishes
         _, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 130, stderr
+        assert _state(ex) == before
         (folder,) = [p for p in out.glob("compare-*") if p.is_dir()]
         done = len(list(folder.glob("run/*/results/*.json")))
         assert 1 <= done < 10, stderr
         resumed = subprocess.run(
             [*args, "--resume", str(folder)], env=run_env, capture_output=True, text=True, timeout=600
         )
-    assert resumed.returncode == 0, resumed.stderr
+        assert resumed.returncode == 0, resumed.stderr
+        # --resume on the finished folder launches nothing and keeps every result
+        again = subprocess.run(
+            [*args, "--resume", str(folder)], env=run_env, capture_output=True, text=True, timeout=600
+        )
+    assert _state(ex) == before
     doc = orjson.loads(resumed.stdout)
     assert doc["compare_id"] == folder.name and doc["excluded"]["count"] == 0
+    assert doc["execution"]["isolation"]["backend"] == "namespace"
+    assert doc["execution"]["real_files_changed"] == []
+    run = folder / doc["execution"]["run_folder"]
+    assert orjson.loads((run / "manifest.json").read_bytes())["isolation"]["backend"] == "namespace"
     assert len(list(folder.glob("run/*/results/*.json"))) == 10
-    assert list((tmp_path / "envs").iterdir()) == []
+    # the writes summary: once per path for the whole folder, the sessions before the Ctrl-C included
+    assert [line for line in resumed.stderr.splitlines() if "~/.gitconfig" in line] == [
+        "10 of 10 sessions wrote ~/.gitconfig (10 files in all) — discarded"
+    ]
+    assert again.returncode == 0, again.stderr
+    assert orjson.loads(again.stdout)["excluded"]["count"] == 0
+    assert len(list(folder.glob("run/*/results/*.json"))) == 10
+    assert list((tmp_path / "envs").iterdir()) == []  # no work folder left behind

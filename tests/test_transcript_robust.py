@@ -59,7 +59,7 @@ _lines = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=_lines, trailing_newline=st.booleans())
 def test_mining_never_raises_on_garbage(tmp_path: Path, lines: list[bytes], trailing_newline: bool) -> None:
     path = tmp_path / "garbage.jsonl"
