@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from ablate.core.cache import cache_dir
 from ablate.core.errors import UnsafeEnvironment
-from ablate.isolate.checkout_cache import cache_dir, cached_checkout
+from ablate.isolate.checkout_cache import cached_checkout
 from ablate.setup.examples import ExampleSetup, git
 from ablate.setup.load import load_setup
 from tests.git_fidelity_support import ordinary_repo, real_git_state
