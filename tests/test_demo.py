@@ -79,22 +79,23 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     assert log.read_text().count("session start") == 1
 
 
-#: Repeats for the planted-truth test: the planted effect is found with >= 99% power after Holm over the
-#: primary family (the pooled pitfall-free comparison of each of the two tested cells).
-TRUTH_REPEATS = 16
+#: Repeats for the planted-truth test: the planted effect is found with >= 99% power; the primary family is
+#: the one tested cell's pooled pitfall-free comparison, so Holm tests it at alpha itself.
+TRUTH_REPEATS = 14
 
 
 @pytest.mark.e2e
 def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: Path) -> None:
-    """One task (greet-exclaim) and the cells it needs: planted C1 real and harmful, null C2 a draw."""
-    assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, 0.05 / 2) >= 0.99
+    """One task (greet-exclaim) and the cells it needs: planted C1 real and harmful. (A null layer's draw is
+    checked on the report's own data in tests/test_report.py, and the one-repeat demo above marks nothing
+    real with the real CLI: a null cell here would cost 14 more sessions and halve alpha.)"""
+    assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, 0.05) >= 0.99
     example = materialise_example(tmp_path / "setup")
     cells = tmp_path / "cells.toml"
     cells.write_text(
         'schema_version = 1\nname = "truth"\ncontrol = "C0"\n'
         '[[cell]]\nid = "C0"\nstrip = []\n'
         '[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
-        '[[cell]]\nid = "C2"\nstrip = ["axioms"]\n'
     )
     env = _env(claude, example.home)
     with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
@@ -146,7 +147,8 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
     assert ranks["C1"].evidence == "primary"
     pf = next(c for c in report.comparisons if c.cell == "C1" and c.metric == "pitfall_free")
     assert pf.real and pf.delta is not None and pf.delta < 0
-    assert ranks["C2"].tie_group == "draw", ranks["C2"]
+    primary = [c for c in report.comparisons if c.family == "primary"]
+    assert len(primary) == 1  # one comparison in the primary family: Holm tests it at alpha, not alpha/2
     assert report.run.model_verified  # (no-op labelling with the real CLI: the one-repeat demo test above)
 
 
