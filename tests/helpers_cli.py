@@ -45,6 +45,19 @@ def claude_env(
     return env
 
 
+def tools_then_done(marker: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """A sim script (``ablate.sim.script_from_data`` data): a prompt containing ``marker`` gets the tool calls
+    ``tools`` on its first turn and "done" after them; anything else gets "OK"."""
+    base = {"where": "prompt", "contains": [marker]}
+    return {
+        "default": {"text": "OK"},
+        "rules": [
+            {**base, "name": f"{marker}-tools", "turn": 0, "tool_use": tools},
+            {**base, "name": f"{marker}-done", "turn": {"min": 1}, "text": "done"},
+        ],
+    }
+
+
 @dataclass(frozen=True)
 class ClaudeRun:
     """What one ``claude -p`` run left behind."""

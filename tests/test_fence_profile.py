@@ -197,7 +197,7 @@ def test_the_profiles_writable_set_is_all_the_cli_needs(claude: Path, tmp_path: 
     from ablate.core.claude import claude_argv
     from ablate.isolate.fence import fence_argv, fence_support
     from ablate.sim import SimServer, script_from_data
-    from tests.helpers_cli import MODEL, claude_env
+    from tests.helpers_cli import MODEL, claude_env, tools_then_done
 
     support = fence_support()
     if not support.ok or support.bwrap is None:
@@ -212,13 +212,7 @@ def test_the_profiles_writable_set_is_all_the_cli_needs(claude: Path, tmp_path: 
             {"name": "Bash", "input": {"command": "echo x > made.txt; mktemp", "description": "x"}},
             {"name": "Write", "input": {"file_path": str(repo / "new.txt"), "content": "x\n"}},
         ]
-        script = {
-            "default": {"text": "OK"},
-            "rules": [
-                {"name": "t", "where": "prompt", "contains": ["RO-TMP"], "turn": 0, "tool_use": tools},
-                {"name": "d", "where": "prompt", "contains": ["RO-TMP"], "turn": {"min": 1}, "text": "done"},
-            ],
-        }
+        script = tools_then_done("RO-TMP", tools)
         argv = claude_argv(claude, prompt="RO-TMP", model=MODEL, session_id=str(uuid.uuid4()), max_turns=3)
         with SimServer(script_from_data(script)) as sim:
             env = {

@@ -15,7 +15,7 @@ import pytest
 from ablate.core.claude import claude_argv
 from ablate.isolate.fence import denied_writes, fence_support, fenced
 from ablate.sim import SimServer, script_from_data
-from tests.helpers_cli import MODEL, claude_env
+from tests.helpers_cli import MODEL, claude_env, tools_then_done
 
 
 def _transcript(config_dir: Path, *outputs: str) -> None:
@@ -84,13 +84,7 @@ def test_the_clis_write_and_edit_tools_refused_by_the_fence_are_reported(
             "input": {"file_path": str(outside / "f.txt"), "old_string": "orig", "new_string": "x"},
         },
     ]
-    script = {
-        "default": {"text": "OK"},
-        "rules": [
-            {"name": "w", "where": "prompt", "contains": ["WRITE-OUT"], "turn": 0, "tool_use": tools},
-            {"name": "d", "where": "prompt", "contains": ["WRITE-OUT"], "turn": {"min": 1}, "text": "done"},
-        ],
-    }
+    script = tools_then_done("WRITE-OUT", tools)
     argv = claude_argv(claude, prompt="WRITE-OUT", model=MODEL, session_id=str(uuid.uuid4()), max_turns=3)
     with SimServer(script_from_data(script)) as sim:
         env = claude_env(home=cell / "home", config_dir=config, base_url=sim.base_url)
