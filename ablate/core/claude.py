@@ -52,7 +52,8 @@ def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
             f"{path}: not an executable file", hint="pass --claude-bin with the claude binary"
         )
     path = path.resolve()
-    known = _known_identity(path)
+    key = _stat_key(path)  # before hashing: a binary changed while it is hashed is hashed again next time
+    known = _known_identity(path, key)
     if known is not None:
         return ClaudeBinary(path=path, version=known[0], sha256=known[1])
     try:
@@ -74,7 +75,7 @@ def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
             hint="is this really the claude binary?",
         )
     found = ClaudeBinary(path=path, version=match.group(1), sha256=sha256_file(path))
-    _remember_identity(found)
+    _remember_identity(found, key)
     return found
 
 
@@ -88,16 +89,17 @@ _IDENTITIES = "claude-identity.json"
 _SEEN: dict[str, tuple[tuple[int, ...], str, str]] = {}
 
 
-def _stat_key(path: Path) -> tuple[int, ...]:
-    st = path.stat()
+def _stat_key(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _known_identity(path: Path) -> tuple[str, str] | None:
-    """(version, sha256) remembered for ``path`` while its stat is unchanged, else None."""
-    try:
-        key = _stat_key(path)
-    except OSError:
+def _known_identity(path: Path, key: tuple[int, ...] | None) -> tuple[str, str] | None:
+    """(version, sha256) remembered for ``path`` while its stat is ``key``, else None."""
+    if key is None:
         return None
     seen = _SEEN.get(str(path))
     if seen is None:
@@ -111,11 +113,10 @@ def _known_identity(path: Path) -> tuple[str, str] | None:
     return (seen[1], seen[2]) if seen[0] == key else None
 
 
-def _remember_identity(binary: ClaudeBinary) -> None:
-    """Keep ``binary``'s identity for the next command; a cache that cannot be written is no error."""
-    try:
-        key = _stat_key(binary.path)
-    except OSError:
+def _remember_identity(binary: ClaudeBinary, key: tuple[int, ...] | None) -> None:
+    """Keep ``binary``'s identity, under the stat ``key`` taken before it was hashed, for the next command;
+    a cache that cannot be written is no error."""
+    if key is None:
         return
     _SEEN[str(binary.path)] = (key, binary.version, binary.sha256)
     folder = cache_dir()
