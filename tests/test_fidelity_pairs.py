@@ -125,8 +125,9 @@ def _draw(
     cell = ResolvedCell(id="C0", index=0, label="everything", stripped=(), empty_config=False)
     built = probe_mod._Cells(envs={"C0": FakeEnv(0)})
     built.namespace = ns  # type: ignore[assignment]
+    first = exact_fidelity("C0", controls[:1], untouched[:1])
     fid, writes = probe_mod._more_pairs(
-        cell, _observation(controls[0]), _observation(untouched[0]), None, None,  # type: ignore[arg-type]
+        first, cell, _observation(controls[0]), _observation(untouched[0]), None, None,  # type: ignore[arg-type]
         built, Path("/w"), "http://127.0.0.1:1", Path("/w/log"), slot=4,
     )  # fmt: skip
     assert built.more and len(built.more) == len(ns.slots)  # every extra slot is torn down with the cells

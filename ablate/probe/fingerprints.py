@@ -440,17 +440,18 @@ def exact_fidelity(
     a = [normalise_request(r, {}, keep_branch=True) for r in control_requests]
     b = [normalise_request(r, {}, keep_branch=True) for r in untouched_requests]
     match = next(((i, j) for i, x in enumerate(a) for j, y in enumerate(b) if x == y), None)
+    first_pair = diff_summary(a[0], b[0])
     out: dict[str, Any] = {
         "checked": True,
         "equal": match is not None,
         "exact": True,
         "compared": f"{control} against the untouched setup (its own copy-on-write view at the real paths)",
         "ignored": list(EXACT_IGNORED),
-        "differences": [] if match is not None else diff_summary(a[0], b[0]),
+        "differences": [] if match is not None else first_pair,
         "sessions": {"control": len(a), "untouched": len(b)},
     }
     if len(a) > 1 or len(b) > 1:
-        out["first_pair_differences"] = diff_summary(a[0], b[0])
+        out["first_pair_differences"] = first_pair
         out["matched"] = None if match is None else {"control": match[0] + 1, "untouched": match[1] + 1}
         out["untouched_steady"] = len(set(b)) == 1
     return out

@@ -211,6 +211,22 @@ def _build_cells(
             into.envs[cell.id] = cenv
 
 
+def _session(
+    claude: ClaudeBinary,
+    cenv: Any,
+    root: Path,
+    log: Path,
+    wrap: Callable[[list[str]], list[str]],
+    *,
+    shown_config: Path | None = None,
+) -> Observation:
+    """One probe session in the built cell ``cenv``, run through ``wrap`` (its view, or the write fence)."""
+    return _run(
+        claude, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, log=log, out_dir=root / "stdout",
+        wrap=wrap, shown_config=shown_config,
+    )  # fmt: skip
+
+
 def _observe_cells(
     claude: ClaudeBinary,
     selected: Sequence[ResolvedCell],
@@ -235,16 +251,7 @@ def _observe_cells(
             wrap = functools.partial(cells.backend.command, cenv)
         else:  # a test's deliberately broken builder: fenced as the links backend would
             wrap = links_fence(setup, cenv.root, cenv.cwd)
-        obs = _run(
-            claude,
-            cwd=cenv.cwd,
-            env=cenv.env,
-            config_dir=cenv.config_dir,
-            log=log,
-            out_dir=root / "stdout",
-            wrap=wrap,
-            shown_config=cenv.real_config if ns else None,
-        )
+        obs = _session(claude, cenv, root, log, wrap, shown_config=cenv.real_config if ns else None)
         if ns:
             writes[cell.id] = session_writes(cenv).to_json()
         elif cells.backend is not None and (refused := cells.backend.after_session(cenv)) is not None:
@@ -308,10 +315,10 @@ def probe(
             fidelity = _fidelity(
                 cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=namespace
             )
-            if _worth_more_pairs(fidelity, cells, built):
+            if fidelity.get("exact") and not fidelity["equal"] and built.namespace is not None:
                 fidelity, more_writes = _more_pairs(
-                    cells.get(cells.control), observations[cells.control], untouched_obs, claude, setup,
-                    built, root, sim.base_url, log, slot=len(selected),
+                    fidelity, cells.get(cells.control), observations[cells.control], untouched_obs, claude,
+                    setup, built, root, sim.base_url, log, slot=len(selected),
                 )  # fmt: skip
                 writes.update(more_writes)
         # judge while the cells still exist: repo docs and static checks read the built shadows
@@ -383,18 +390,8 @@ def _judge_all(
 FIDELITY_PAIRS = 3
 
 
-def _worth_more_pairs(fidelity: dict[str, Any], cells: CellSet, built: _Cells) -> bool:
-    """The exact check found a difference between two sessions that both sent a request."""
-    return (
-        bool(fidelity.get("exact"))
-        and not fidelity["equal"]
-        and bool(fidelity.get("differences"))
-        and built.namespace is not None
-        and cells.control in built.envs
-    )
-
-
 def _more_pairs(
+    fidelity: dict[str, Any],
     control: ResolvedCell,
     first: Observation,
     untouched: Observation,
@@ -409,21 +406,18 @@ def _more_pairs(
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Up to ``FIDELITY_PAIRS - 1`` more sessions of the control (each in a fresh slot of its own) and of the
     untouched setup (each in a fresh view), until one of the control's first requests equals one of the
-    untouched setup's; the check over all of them, and what each extra control session wrote outside it."""
+    untouched setup's; the check over all of them (``fidelity``: the first pair's), and what each extra control
+    session wrote outside it."""
     assert built.namespace is not None and first.first_request and untouched.first_request
     controls, references = [first.first_request], [untouched.first_request]
     writes: dict[str, dict[str, Any]] = {}
     like = built.envs[control.id]
-    fidelity = exact_fidelity(control.id, controls, references)
     for k in range(2, FIDELITY_PAIRS + 1):
         again = _untouched_namespace(setup, claude, root, base_url, log, like, name=f"untouched-{k}")
         nenv = built.namespace.build(control, slot + k - 2)
         nenv.env = force_capture(nenv.env, base_url)
         built.more.append(nenv)
-        obs = _run(
-            claude, cwd=nenv.cwd, env=nenv.env, config_dir=nenv.config_dir, log=log,
-            out_dir=root / "stdout", wrap=nenv.wrap, shown_config=nenv.real_config,
-        )  # fmt: skip
+        obs = _session(claude, nenv, root, log, nenv.wrap, shown_config=nenv.real_config)
         writes[f"{control.id}#{k}"] = session_writes(nenv).to_json()
         controls.extend([obs.first_request] if obs.first_request else [])
         references.extend([again.first_request] if again.first_request else [])
