@@ -35,7 +35,8 @@ chromium:
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q bubblewrap; }
 
-# pytest in 3 processes (pytest-xdist): the end-to-end tests wait on real sessions, so 3 keep 2 cores busy.
+# pytest in 3 processes (pytest-xdist): the suite is CPU-bound (real claude sessions, the pytest workers'
+# in-process sims), and a third process fills a core while another waits on a session's start or a sim delay.
 # Each process takes the next test when it is free (--maxschedchunk 1), and tests/conftest.py puts the long
 # end-to-end tests first, so no long test is left queued behind another at the end.
 PYTEST := $(BIN)/pytest -q -n $(or $(TEST_JOBS),3) --dist load --maxschedchunk 1
