@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PRIMARY = "pitfall_free"
 #: Metrics where a larger value is better; for the others (turns, tool calls, cost) smaller is better.
-HIGHER_IS_BETTER = frozenset({"pitfall_free", "checks_passed", "judge_pass"})
+HIGHER_IS_BETTER = frozenset({"pitfall_free", "checks_passed", "checks_score", "judge_pass"})
 RATE_METRICS = HIGHER_IS_BETTER
 
 Kind = Literal["run", "compare"]

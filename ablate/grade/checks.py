@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -31,14 +32,21 @@ from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes, sha256_bytes
 from ablate.core.specs import Spec
 from ablate.grade.patch import apply_file_patch, parse_patch
+from ablate.grade.trace import SessionTrace, ToolCall
 from ablate.setup.tasks import (
     Check,
     DiffTouchesOnly,
     FileContains,
+    FileExists,
     FileNotContains,
     FileParses,
     FileUnchanged,
+    RegexCheck,
     Task,
+    ToolOrder,
+    ToolRef,
+    ToolUsed,
+    regex_flags,
 )
 
 Reader = Callable[[str], tuple[bytes | None, str]]
@@ -67,6 +75,10 @@ class CheckResult(Spec):
     """True / False; None when it could not be evaluated (the detail says why)."""
     detail: str = ""
     """Why it failed or could not be evaluated (empty when it passed)."""
+    name: str | None = None
+    """The check's name (a plugin-eval grader's), when it has one."""
+    weight: float = 1.0
+    """Its weight in the grader score."""
 
 
 class ChecksGrade(Spec):
@@ -82,6 +94,8 @@ class ChecksGrade(Spec):
     """Checks that passed."""
     n_checks: int = Field(ge=0)
     """Checks of the task."""
+    score: float | None = None
+    """Weighted share of checks passed, 0..1 (None: some check could not be evaluated)."""
     results: list[CheckResult] = Field(default_factory=list)
     """One per check, in task order."""
     changed: list[str] | None = None
@@ -175,7 +189,14 @@ def read_checkout_file(checkout: Path, rel: str) -> tuple[bytes | None, str]:
 
 
 def _check_files(task: Task) -> list[str]:
-    return sorted({c.file for c in task.spec.checks if not isinstance(c, DiffTouchesOnly)})
+    return sorted(
+        {
+            c.file
+            for c in task.spec.checks
+            if isinstance(c, FileContains | FileNotContains | FileParses | FileUnchanged | RegexCheck)
+            and c.file is not None
+        }
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -366,8 +387,12 @@ def grade_checkout(
     attempt: int = 1,
     patch_path: Path | None = None,
     patch_rel: str | None = None,
+    trace: SessionTrace | None = None,
 ) -> ChecksGrade | None:
     """Evaluate the task's checks on the checkout the session left (read-only), and save the session's diff.
+
+    ``trace`` (the session's final answer and tool calls) is what the ``regex``, ``tool_used`` and
+    ``tool_order`` checks read; without it they are not evaluable.
 
     Call it after the session and before the environment is reset. ``patch_path`` receives the diff of the
     checkout against its seeded start; ``patch_rel`` is how the grade names it (relative to the run folder).
@@ -400,7 +425,8 @@ def grade_checkout(
             return False, "changed during the session"
 
         results = [
-            _evaluate(i, c, read, unchanged, changed, diff_error) for i, c in enumerate(task.spec.checks)
+            _evaluate(i, c, read, unchanged, changed, diff_error, trace)
+            for i, c in enumerate(task.spec.checks)
         ]
         return _summarise(
             attempt, "checkout", results, changed, patch_rel if changed is not None else None, diff_error
@@ -444,6 +470,121 @@ def _parses(data: bytes, language: str) -> str:
     return ""
 
 
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A ``file_exists`` glob as ``claude plugin eval`` reads it: ``**/`` any folders (or none), ``**`` anything,
+    ``*`` anything within a folder, ``?`` one character; the whole path must match."""
+    out = "^"
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+            continue
+        if pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+            continue
+        out += "[^/]*" if ch == "*" else "." if ch == "?" else re.escape(ch)
+        i += 1
+    return re.compile(out + "$")
+
+
+def _calls(trace: SessionTrace, ref: ToolRef | ToolUsed) -> list[int]:
+    """Indexes of the calls of ``ref.tool`` whose input matches ``ref.input_match``."""
+    rx = re.compile(ref.input_match) if ref.input_match else None
+    return [
+        i
+        for i, c in enumerate(trace.tool_calls)
+        if c.name == ref.tool and (rx is None or rx.search(c.input_text) is not None)
+    ]
+
+
+def _no_trace(trace: SessionTrace | None, needs_calls: bool) -> str:
+    if trace is None:
+        return "the session's transcript and answer are not available to this grading"
+    if needs_calls and not trace.transcript_read:
+        return "no transcript: the session's tool calls are unknown"
+    return ""
+
+
+def _regex_text(
+    check: RegexCheck,
+    read: Reader,
+    changed: list[str] | None,
+    diff_error: str | None,
+    trace: SessionTrace | None,
+) -> tuple[str | None, str]:
+    if check.target == "file":
+        assert check.file is not None
+        data, why = read(check.file)
+        if data is None:
+            return None, f"{check.file}: {why}"
+        return data.decode("utf-8", "replace"), ""
+    if check.target == "files":
+        return ("\n".join(changed), "") if changed is not None else (None, diff_error or "no diff")
+    missing = _no_trace(trace, check.target == "trace")
+    if missing:
+        return None, missing
+    assert trace is not None
+    if check.target == "trace":
+        return trace.trace_text(), ""
+    if trace.last_message is None:
+        return None, "the session has no final answer"
+    return trace.last_message, ""
+
+
+def _evaluate_session(
+    check: RegexCheck | ToolUsed | ToolOrder | FileExists,
+    read: Reader,
+    changed: list[str] | None,
+    diff_error: str | None,
+    trace: SessionTrace | None,
+) -> tuple[bool | None, str, str]:
+    """(passed, detail, target) of a plugin-eval grader."""
+    if isinstance(check, FileExists):
+        if changed is None:
+            return None, diff_error or "no diff", check.path
+        rx = glob_regex(check.path)
+        hits = [p for p in changed if rx.match(p)]
+        ok = bool(hits) == check.exists
+        detail = "" if ok else (f"changed: {', '.join(hits[:5])}" if hits else "no changed path matches")
+        return ok, detail, check.path
+    if isinstance(check, RegexCheck):
+        target = check.file if check.target == "file" and check.file else check.target
+        text, why = _regex_text(check, read, changed, diff_error, trace)
+        if text is None:
+            return None, why, target
+        found = len(re.findall(check.pattern, text, regex_flags(check.flags)))
+        if check.match == "contains":
+            return found > 0, "" if found else "pattern not found", target
+        if check.match == "not_contains":
+            return found == 0, "" if not found else f"pattern found {found} time(s)", target
+        want = int(check.match.removeprefix("count:"))
+        return found == want, "" if found == want else f"found {found} matches (expected {want})", target
+    missing = _no_trace(trace, True)
+    if isinstance(check, ToolUsed):
+        if missing:
+            return None, missing, check.tool
+        assert trace is not None
+        n = len(_calls(trace, check))
+        lo, hi = 1 if check.min is None else check.min, check.max
+        ok = n >= lo and (hi is None or n <= hi)
+        return ok, "" if ok else f"called {n}x (expected {lo}..{'∞' if hi is None else hi})", check.tool
+    target = f"{check.before.tool} before {check.after.tool}"
+    if missing:
+        return None, missing, target
+    assert trace is not None
+    first, second = _calls(trace, check.before), _calls(trace, check.after)
+    if not first or not second:
+        never = check.before.tool if not first else check.after.tool
+        return False, f"{never} never called", target
+    ok = first[0] < second[0]
+    return (
+        ok,
+        "" if ok else f"{check.before.tool}@{first[0]} does not precede {check.after.tool}@{second[0]}",
+        target,
+    )
+
+
 def _evaluate(
     index: int,
     check: Check,
@@ -451,7 +592,19 @@ def _evaluate(
     unchanged: UnchangedTest,
     changed: list[str] | None,
     diff_error: str | None,
+    trace: SessionTrace | None = None,
 ) -> CheckResult:
+    if isinstance(check, RegexCheck | ToolUsed | ToolOrder | FileExists):
+        passed, detail, target = _evaluate_session(check, read, changed, diff_error, trace)
+        return CheckResult(
+            index=index,
+            kind=check.kind,
+            target=target,
+            passed=passed,
+            detail=detail,
+            name=check.name or None,
+            weight=check.weight,
+        )
     if isinstance(check, DiffTouchesOnly):
         target = ", ".join(check.paths)
         if changed is None:
@@ -511,12 +664,19 @@ def _summarise(
         passed = None
     else:
         passed = True
+    total = sum(r.weight for r in results)
+    score = (
+        None
+        if not results or any(r.passed is None for r in results)
+        else sum(r.weight for r in results if r.passed) / total
+    )
     return ChecksGrade(
         attempt=attempt,
         source=source,
         passed=passed,
         n_passed=sum(1 for r in results if r.passed),
         n_checks=len(results),
+        score=score,
         results=results,
         changed=changed,
         diff=diff,
@@ -529,7 +689,12 @@ def _summarise(
 
 
 def grade_from_diff(
-    task: Task, patch_text: str, *, attempt: int = 1, patch_rel: str | None = None
+    task: Task,
+    patch_text: str,
+    *,
+    attempt: int = 1,
+    patch_rel: str | None = None,
+    trace: SessionTrace | None = None,
 ) -> ChecksGrade | None:
     """Re-run the task's checks from a saved diff: start = the seed files, end = start + diff.
 
@@ -559,7 +724,7 @@ def grade_from_diff(
     def unchanged(rel: str) -> tuple[bool | None, str]:
         return (rel not in patches), ("" if rel not in patches else "changed during the session")
 
-    results = [_evaluate(i, c, read, unchanged, changed, None) for i, c in enumerate(task.spec.checks)]
+    results = [_evaluate(i, c, read, unchanged, changed, None, trace) for i, c in enumerate(task.spec.checks)]
     return _summarise(attempt, "diff", results, changed, patch_rel, None)
 
 
@@ -567,8 +732,11 @@ __all__ = [
     "Baseline",
     "CheckResult",
     "ChecksGrade",
+    "SessionTrace",
+    "ToolCall",
     "UnsafePath",
     "apply_seed_files",
+    "glob_regex",
     "grade_checkout",
     "grade_from_diff",
     "read_checkout_file",

@@ -135,28 +135,9 @@ def final_answer(folder: RunFolder, result: ItemResult) -> str | None:
             text: str = doc["result"]
             return text
     if result.transcript:
-        path = folder.root / result.transcript
-        last: str | None = None
-        try:
-            with path.open("rb") as fh:
-                for line in fh:
-                    try:
-                        rec = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        continue
-                    if not isinstance(rec, dict) or rec.get("type") != "assistant" or rec.get("isSidechain"):
-                        continue
-                    content = (rec.get("message") or {}).get("content")
-                    texts = [
-                        b.get("text", "")
-                        for b in content or []
-                        if isinstance(b, dict) and b.get("type") == "text" and b.get("text")
-                    ]
-                    if texts:
-                        last = "\n".join(texts)
-        except OSError:
-            return None
-        return last
+        from ablate.grade.trace import transcript_last_text
+
+        return transcript_last_text(folder.root / result.transcript)
     return None
 
 

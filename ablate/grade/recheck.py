@@ -29,7 +29,7 @@ def recheck_folder(run_dir: Path, *, split: Literal["dev", "holdout", "both"] = 
     """Re-run every complete item's checks from its saved diff (``diffs/<item>.a<N>.patch``) against the
     task copies in the run folder, replacing the recorded checks of that attempt (``source = "diff"``)."""
     from ablate.grade.checks import grade_from_diff
-    from ablate.grade.record import diff_rel, record_checks
+    from ablate.grade.record import attempt_trace, diff_rel, record_checks
 
     folder = RunFolder(run_dir)
     manifest = read_manifest(folder)
@@ -48,7 +48,11 @@ def recheck_folder(run_dir: Path, *, split: Literal["dev", "holdout", "both"] = 
         old = read_grade(folder, res.item)
         before = old.checks_for(res.attempt) if old else None
         grade = grade_from_diff(
-            task, (folder.root / rel).read_text(encoding="utf-8"), attempt=res.attempt, patch_rel=rel
+            task,
+            (folder.root / rel).read_text(encoding="utf-8"),
+            attempt=res.attempt,
+            patch_rel=rel,
+            trace=attempt_trace(folder, res.item, res.attempt),
         )
         assert grade is not None
         record_checks(folder, res.item, grade)

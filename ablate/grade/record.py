@@ -24,6 +24,7 @@ from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object
 from ablate.folder.layout import RunFolder, utcnow
 from ablate.grade.checks import Baseline, ChecksGrade, grade_checkout
+from ablate.grade.trace import SessionTrace, read_trace
 from ablate.setup.tasks import Task
 
 GRADES = "grades"
@@ -155,16 +156,30 @@ def grade_attempt(
 ) -> ChecksGrade | None:
     """The runner's hook after a session: grade the checkout, save the diff, record the checks.
 
-    Call it before the environment is reset, on the path the session saw as its checkout. A task without
-    checks records nothing.
+    Call it before the environment is reset, on the path the session saw as its checkout, after the
+    session's stdout and transcript are in the run folder (the session-reading checks read them there). A
+    task without checks records nothing.
     """
     rel = diff_rel(item, attempt)
     grade = grade_checkout(
-        task, checkout, baseline, attempt=attempt, patch_path=folder.root / rel, patch_rel=rel
+        task,
+        checkout,
+        baseline,
+        attempt=attempt,
+        patch_path=folder.root / rel,
+        patch_rel=rel,
+        trace=attempt_trace(folder, item, attempt),
     )
     if grade is not None:
         record_checks(folder, item, grade)
     return grade
+
+
+def attempt_trace(folder: RunFolder, item: str, attempt: int) -> SessionTrace:
+    """The final answer and tool calls of an attempt, from its stdout and transcript in the run folder."""
+    found = sorted(folder.transcript_dir(item, attempt).glob("*.jsonl"))
+    stdout = folder.stdout_path(item, attempt)
+    return read_trace(stdout, found[0] if found else None, found[0].stem if found else None)
 
 
 def carry_grades(src: RunFolder, dest: RunFolder, item: str, renumber: Mapping[int, int]) -> None:
@@ -202,6 +217,7 @@ __all__ = [
     "GradeFile",
     "JudgeVerdict",
     "Verdict",
+    "attempt_trace",
     "carry_grades",
     "diff_rel",
     "grade_attempt",

@@ -39,13 +39,16 @@ from ablate.report.summaries import cell_summaries, layer_use, task_table
 
 #: Metrics every report compares (graded metrics join when ``grades/`` has them).
 BASE_METRICS = ("pitfall_free", "turns", "tool_calls", "cost_usd")
-GRADED_METRICS = ("checks_passed", "judge_pass")
+GRADED_METRICS = ("checks_passed", "checks_score", "judge_pass")
 #: ``--primary`` names → metric ids.
 PRIMARY_NAMES = {
     "pitfall-free": "pitfall_free",
     "pitfall_free": "pitfall_free",
     "checks": "checks_passed",
     "checks_passed": "checks_passed",
+    "score": "checks_score",
+    "grader-score": "checks_score",
+    "checks_score": "checks_score",
     "judge": "judge_pass",
     "judge_pass": "judge_pass",
     "turns": "turns",
@@ -92,7 +95,7 @@ def primary_metric(name: str | None) -> str:
     if key not in PRIMARY_NAMES:
         raise UsageError(
             f"--primary {name}: not a metric",
-            hint="use pitfall-free, checks, judge, turns, tool-calls or cost",
+            hint="use pitfall-free, checks, score, judge, turns, tool-calls or cost",
         )
     return PRIMARY_NAMES[key]
 
@@ -137,6 +140,9 @@ def make_context(
         m for m in GRADED_METRICS if any(m in it.values for it in items.scored.values())
     ]
     prim = primary_metric(primary)
+    if primary is None and "checks_score" in metrics and not any(r.pitfall_hits for r in results):
+        prim = "checks_score"  # a plugin-eval suite without pitfalls: its weighted graders are the measure
+        say("primary metric: the grader score (the tasks define graders and no pitfalls)")
     if prim not in metrics:
         raise UsageError(
             f"--primary {primary}: this run has no {METRIC_LABELS[prim]} (no grades/ verdicts for it)",

@@ -39,8 +39,8 @@ def _session_total(res: ItemResult) -> ThreadSummary:
     return res.session.total if res.session is not None else ThreadSummary()
 
 
-def _grades(folder: RunFolder, res: ItemResult) -> dict[str, bool]:
-    """checks_passed / judge_pass of the result's attempt from ``grades/<item>.json``.
+def _grades(folder: RunFolder, res: ItemResult) -> dict[str, float]:
+    """checks_passed / checks_score / judge_pass of the result's attempt from ``grades/<item>.json``.
 
     A verdict that is a judge error, or checks that could not be evaluated, give no value (the item then
     leaves that metric's comparisons) rather than a guessed one. The first verdict recorded for the attempt
@@ -51,13 +51,15 @@ def _grades(folder: RunFolder, res: ItemResult) -> dict[str, bool]:
     grade = read_grade(folder, res.item)
     if grade is None:
         return {}
-    out: dict[str, bool] = {}
+    out: dict[str, float] = {}
     checks = grade.checks_for(res.attempt)
     if checks is not None and checks.passed is not None:
-        out["checks_passed"] = bool(checks.passed)
+        out["checks_passed"] = 1.0 if checks.passed else 0.0
+    if checks is not None and checks.score is not None and any(r.name for r in checks.results):
+        out["checks_score"] = checks.score  # named checks: a plugin-eval suite's weighted graders
     verdicts = [v for v in grade.judges if v.attempt == res.attempt and v.verdict != "error"]
     if verdicts:
-        out["judge_pass"] = verdicts[0].verdict == "pass"
+        out["judge_pass"] = 1.0 if verdicts[0].verdict == "pass" else 0.0
     return out
 
 
@@ -72,8 +74,7 @@ def read_item(folder: RunFolder, res: ItemResult, model: str) -> Item:
         it.values["tool_calls"] = float(total.tool_calls)
     if res.cost_usd is not None:
         it.values["cost_usd"] = float(res.cost_usd)
-    for metric, passed in _grades(folder, res).items():
-        it.values[metric] = 1.0 if passed else 0.0
+    it.values.update(_grades(folder, res))
     inp, cw, cr = total.input_tokens, total.cache_creation_tokens, total.cache_read_tokens
     it.input_tokens, it.cache_read = inp + cw + cr, cr
     models = (res.session.models if res.session is not None else []) or [model]

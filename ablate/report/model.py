@@ -15,17 +15,20 @@ from ablate.run.adaptive import Look
 REPORT_SCHEMA_VERSION: Literal[1] = 1
 
 #: Metrics compared between each cell and the control, in report order.
-Metric = Literal["pitfall_free", "turns", "tool_calls", "cost_usd", "checks_passed", "judge_pass"]
+Metric = Literal[
+    "pitfall_free", "turns", "tool_calls", "cost_usd", "checks_passed", "checks_score", "judge_pass"
+]
 #: Binary metrics (rates; exact discordant-block test); the others are counts or costs (sign-flip test).
 BINARY_METRICS: frozenset[str] = frozenset({"pitfall_free", "checks_passed", "judge_pass"})
 #: Metrics where a larger value is better (for a layer, "helps" = stripping it lowers them).
-HIGHER_IS_BETTER: frozenset[str] = frozenset({"pitfall_free", "checks_passed", "judge_pass"})
+HIGHER_IS_BETTER: frozenset[str] = frozenset({"pitfall_free", "checks_passed", "checks_score", "judge_pass"})
 METRIC_LABELS: dict[str, str] = {
     "pitfall_free": "pitfall-free rate",
     "turns": "turns",
     "tool_calls": "tool calls",
     "cost_usd": "cost USD",
     "checks_passed": "checks-passed rate",
+    "checks_score": "grader score",
     "judge_pass": "judge-pass rate",
 }
 

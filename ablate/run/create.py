@@ -101,7 +101,10 @@ def create_run(
     tasks_dir = folder.root / TASKS_DIR
     tasks_dir.mkdir(exist_ok=True)
     for t in tasks:
-        shutil.copyfile(t.source, tasks_dir / f"{t.id}.toml")
+        if t.text is not None:  # a converted plugin-eval case: the TOML ablate wrote for it
+            (tasks_dir / f"{t.id}.toml").write_bytes(t.text)
+        else:
+            shutil.copyfile(t.source, tasks_dir / f"{t.id}.toml")
     folder.write_plan(items)
     write_manifest(folder, manifest)
     return folder, manifest

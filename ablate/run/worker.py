@@ -73,6 +73,8 @@ class Worker:
         except OSError as exc:
             baseline.discard()
             return SessionOutcome(job, None, None, "launch_error", None, error=str(exc))
+        # the transcript first: checks that read the session's tool calls find it in the run folder
+        transcript = copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n))
         # checks read the checkout the session left, before any reset of it (ablate.grade)
         try:
             with tree(job.env) as checkout:
@@ -86,7 +88,6 @@ class Worker:
             err = folder.stderr_path(it.item, a.n)
             err.parent.mkdir(parents=True, exist_ok=True)
             err.write_text(ex.stderr_tail, encoding="utf-8")
-        transcript = copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n))
         target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
         try:
             writes = self.backend.after_session(job.env)

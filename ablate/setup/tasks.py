@@ -186,8 +186,123 @@ class DiffTouchesOnly(Spec):
     """What the check means, for the report."""
 
 
+#: ``regex`` flags, as ``claude plugin eval`` spells them (JavaScript's): ``i`` ignore case, ``m`` multi-line,
+#: ``s`` dot matches newline; ``g``, ``u``, ``d`` and ``v`` change nothing here (matches are counted anyway).
+REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "g": 0, "u": 0, "d": 0, "v": 0}
+
+
+def regex_flags(flags: str) -> int:
+    """Python ``re`` flags for a ``regex`` check's JavaScript flags (``ValueError`` for an unsupported one)."""
+    out = 0
+    for ch in flags:
+        if ch not in REGEX_FLAGS:
+            raise ValueError(
+                f"flag {ch!r} is not supported (use i, m, s; g, u, d, v are accepted and ignored)"
+            )
+        out |= REGEX_FLAGS[ch]
+    return out
+
+
+class _Graded(Spec):
+    """What a plugin-eval grader adds to a check: the name it is reported under and its weight in the score."""
+
+    name: str = ""
+    """Reported under this name (a plugin-eval grader's file name)."""
+    weight: float = Field(default=1.0, gt=0)
+    """Weight in the task's grader score (``checks_score``)."""
+    description: str = ""
+    """What the check means, for the report."""
+
+
+class RegexCheck(_Graded):
+    """A regex over the session: its final answer, its tool-call trace, the paths it changed, or a file."""
+
+    kind: Literal["regex"]
+    """Check kind."""
+    pattern: str = Field(min_length=1)
+    """A Python regex (``claude plugin eval`` uses JavaScript's; the common syntax is shared)."""
+    target: Literal["last_message", "trace", "files", "file"] = "last_message"
+    """``last_message``: the final answer; ``trace``: one line per tool call (``name <input JSON>``);
+    ``files``: the changed paths, one per line; ``file``: the content of ``file`` in the checkout."""
+    file: RelPath | None = None
+    """The file read when ``target = "file"``."""
+    flags: str = ""
+    """JavaScript-style flags (``i``, ``m``, ``s``)."""
+    match: str = Field(default="contains", pattern=r"^(contains|not_contains|count:[0-9]+)$")
+    """``contains``, ``not_contains`` or ``count:N`` (exactly N matches)."""
+
+    @field_validator("flags")
+    @classmethod
+    def _flags(cls, v: str) -> str:
+        regex_flags(v)
+        return v
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"invalid regex: {exc}") from exc
+        return v
+
+
+class ToolRef(Spec):
+    """A tool call: the tool's name, and optionally a regex its input (as JSON text) must match."""
+
+    tool: str = Field(min_length=1)
+    """Tool name as the transcript records it (``Read``, ``mcp__server__tool``)."""
+    input_match: str | None = None
+    """A regex searched in the call's input, serialised as compact JSON."""
+
+
+class ToolUsed(_Graded):
+    """The session called ``tool`` (with an input matching ``input_match``) between ``min`` and ``max`` times."""
+
+    kind: Literal["tool_used"]
+    """Check kind."""
+    tool: str = Field(min_length=1)
+    """Tool name."""
+    input_match: str | None = None
+    """A regex searched in the call's input (compact JSON)."""
+    min: int | None = Field(default=None, ge=0)
+    """Fewest calls (default 1)."""
+    max: int | None = Field(default=None, ge=0)
+    """Most calls (default: no limit)."""
+
+
+class ToolOrder(_Graded):
+    """The first call matching ``before`` comes before the first call matching ``after``."""
+
+    kind: Literal["tool_order"]
+    """Check kind."""
+    before: ToolRef
+    """The earlier call."""
+    after: ToolRef
+    """The later call."""
+
+
+class FileExists(_Graded):
+    """A path the session changed matches the glob ``path`` (``exists = false``: none does)."""
+
+    kind: Literal["file_exists"]
+    """Check kind."""
+    path: str = Field(min_length=1)
+    """A glob over checkout-relative paths: ``*`` within a folder, ``**`` across folders, ``?`` one char."""
+    exists: bool = True
+    """Whether a matching changed path must exist (true) or must not (false)."""
+
+
 Check = Annotated[
-    FileContains | FileNotContains | FileParses | FileUnchanged | DiffTouchesOnly,
+    FileContains
+    | FileNotContains
+    | FileParses
+    | FileUnchanged
+    | DiffTouchesOnly
+    | RegexCheck
+    | ToolUsed
+    | ToolOrder
+    | FileExists,
     Field(discriminator="kind"),
 ]
 """One ``[[checks]]`` table: deterministic, read-only, evaluated on the checkout the session left."""
@@ -262,6 +377,9 @@ class Task:
     source: Path
     sha256: str
     """Hash of the file's bytes: recorded in the manifest so a changed task is noticed."""
+    text: bytes | None = None
+    """The task file ablate wrote for a task it converted (a plugin-eval case): the run folder keeps this
+    instead of a copy of ``source``, and ``sha256`` is its hash. None for a task file read as it is."""
 
     @property
     def id(self) -> str:
@@ -301,6 +419,11 @@ def load_task(path: Path, catalog: Catalog | None = None) -> Task:
         if pit.id in seen:
             problems.append(Problem(str(path), f"pitfalls.{i}.id", f"duplicate pitfall id {pit.id!r}"))
         seen.add(pit.id)
+    for i, check in enumerate(spec.checks):
+        if isinstance(check, RegexCheck) and (check.target == "file") != (check.file is not None):
+            problems.append(
+                Problem(str(path), f"checks.{i}.file", 'give `file` exactly when target = "file"')
+            )
     seeded: dict[str, str] = {}
     for name in spec.files:
         for other in seeded:
@@ -327,7 +450,10 @@ def task_files(paths: Iterable[Path]) -> list[Path]:
         if p.is_dir():
             found = sorted(p.glob("*.toml"))
             if not found:
-                raise NotFound(f"{p}: no *.toml task files in this folder")
+                raise NotFound(
+                    f"{p}: no *.toml task files in this folder, and no plugin-eval suite "
+                    "(evals/<case>/prompt.md or case.yaml, or evals/evals.json)"
+                )
             out.extend(found)
         elif p.exists():
             out.append(p)
@@ -338,12 +464,32 @@ def task_files(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def load_tasks(paths: Sequence[Path], catalog: Catalog | None = None) -> list[Task]:
-    """Load every task under ``paths`` (folders or files); all problems are reported together."""
+def load_tasks(
+    paths: Sequence[Path], catalog: Catalog | None = None, notes: list[str] | None = None
+) -> list[Task]:
+    """Load every task under ``paths`` (folders or files, plugin-eval suites converted:
+    :mod:`ablate.setup.plugin_evals`); all problems are reported together. What a suite asks that ablate
+    does not apply is appended to ``notes``."""
+    from ablate.setup.plugin_evals import find_suite, load_suite
+
     tasks: list[Task] = []
     problems: list[Problem] = []
-    files = task_files(paths)
-    if not files:
+    plain: list[Path] = []
+    for p in paths:
+        suite = find_suite(p) if p.exists() else None
+        if suite is None:
+            plain.append(p)
+            continue
+        try:
+            loaded = load_suite(suite)
+        except SpecError as exc:
+            problems.extend(exc.problems)
+            continue
+        tasks.extend(loaded.tasks)
+        if notes is not None:
+            notes.extend(loaded.notes)
+    files = task_files(plain)
+    if not files and not tasks and not problems:
         raise NotFound("no task files given", hint="pass --tasks DIR or --tasks FILE")
     for f in files:
         try:
@@ -364,10 +510,14 @@ def load_tasks(paths: Sequence[Path], catalog: Catalog | None = None) -> list[Ta
 
 def select_split(paths: Sequence[Path], split: str) -> list[Path]:
     """The task files under ``paths`` whose ``split`` is ``split`` (``both``: every file, unchanged)."""
+    from ablate.setup.plugin_evals import find_suite
+
     if split == "both":
         return list(paths)
-    files = task_files(paths)
-    chosen = [f for f in files if load_task(f).spec.split == split]
+    # a plugin-eval suite has no split: its cases are dev tasks
+    suites = [p for p in paths if p.exists() and find_suite(p) is not None]
+    files = task_files([p for p in paths if p not in suites])
+    chosen = [f for f in files if load_task(f).spec.split == split] + (suites if split == "dev" else [])
     if not chosen:
         raise NotFound(
             f"no {split} tasks among {len(files)} task files",

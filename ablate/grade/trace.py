@@ -1,0 +1,92 @@
+"""What a session did, as the session-reading checks see it: its final answer and its tool calls, in order.
+
+Read from the run folder after the session: the CLI's stdout (``result``: the final answer) and the session's
+transcript (main thread only; a tool call recorded twice, by its ``tool_use`` id, counts once). A check that
+needs what could not be read is not evaluable (``passed`` None), never failed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from ablate.mine.cli_output import parse_cli_output
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call: the tool's name and its input as compact JSON (what ``input_match`` searches)."""
+
+    name: str
+    input_text: str
+
+
+@dataclass
+class SessionTrace:
+    """The final answer and the tool calls of one session (None / empty list: not read)."""
+
+    last_message: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    transcript_read: bool = False
+    """Whether a transcript was read (without one, tool-call checks are not evaluable)."""
+
+    def trace_text(self) -> str:
+        """One line per tool call, ``name <input JSON>`` (a ``regex`` check's ``trace`` target)."""
+        return "\n".join(f"{c.name} {c.input_text}" for c in self.tool_calls)
+
+
+def transcript_last_text(path: Path) -> str | None:
+    """The main thread's last assistant text of a transcript (None: none, or unreadable)."""
+    return read_transcript(path).last_message
+
+
+def read_transcript(path: Path) -> SessionTrace:
+    """Tool calls and last assistant text of the main thread of a transcript."""
+    trace = SessionTrace()
+    seen: set[str] = set()
+    try:
+        with path.open("rb") as fh:
+            for line in fh:
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(rec, dict) or rec.get("type") != "assistant" or rec.get("isSidechain"):
+                    continue
+                content = (rec.get("message") or {}).get("content")
+                texts = []
+                for b in content if isinstance(content, list) else []:
+                    if not isinstance(b, dict):
+                        continue
+                    if b.get("type") == "text" and b.get("text"):
+                        texts.append(str(b["text"]))
+                    elif b.get("type") == "tool_use" and isinstance(b.get("name"), str):
+                        tid = str(b.get("id", ""))
+                        if tid and tid in seen:
+                            continue
+                        seen.add(tid)
+                        text = json.dumps(b.get("input"), ensure_ascii=False, separators=(",", ":"))
+                        trace.tool_calls.append(ToolCall(b["name"], text))
+                if texts:
+                    trace.last_message = "\n".join(texts)
+    except OSError:
+        return SessionTrace()
+    trace.transcript_read = True
+    return trace
+
+
+def read_trace(stdout: Path | None, transcript: Path | None, session_id: str | None = None) -> SessionTrace:
+    """The session's trace: tool calls from the transcript; the final answer from the CLI's ``result``,
+    else the transcript's last assistant text."""
+    trace = read_transcript(transcript) if transcript is not None else SessionTrace()
+    if stdout is not None and stdout.is_file():
+        doc = parse_cli_output(stdout).for_session(session_id)
+        if doc is not None and isinstance(doc.get("result"), str) and doc["result"].strip():
+            trace.last_message = doc["result"]
+    return trace
+
+
+__all__ = ["SessionTrace", "ToolCall", "read_trace", "read_transcript", "transcript_last_text"]
