@@ -50,7 +50,12 @@ app = typer.Typer()
 
 Tasks = Annotated[
     list[Path] | None,
-    typer.Option("--tasks", "-t", help="Task files or folders of *.toml task files (repeatable)."),
+    typer.Option(
+        "--tasks",
+        "-t",
+        help="Task files, folders of *.toml task files, or plugin-eval suites (a plugin folder, its evals/, "
+        "an evals.json) (repeatable).",
+    ),
 ]
 Cells = Annotated[
     str,
@@ -151,7 +156,10 @@ def plan_cmd(
     if not tasks:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
     catalog, cell_set = load_cells(cells, ablate_toml)
-    loaded = load_tasks(tasks, catalog)
+    notes: list[str] = []
+    loaded = load_tasks(tasks, catalog, notes)
+    for note in notes:
+        err(f"note: {note}")
     setup = load_setup(config_dir or default_config_dir(), repo)
     if not model.strip():
         raise UsageError("--model is empty", hint="pass the model every session is pinned to")

@@ -213,9 +213,10 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         if not req.tasks:
             raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
         catalog, cell_set = load_cells(req.cells, req.ablate_toml)
-        tasks = load_tasks(req.tasks, catalog)
+        notes: list[str] = []
+        tasks = load_tasks(req.tasks, catalog, notes)
         setup = load_setup(req.config_dir, req.repo)
-        warnings = check_locations(setup, out=req.out, work_dir=req.work_dir)
+        warnings = check_locations(setup, out=req.out, work_dir=req.work_dir) + notes
         _check_clean(setup, catalog, dirty=req.dirty)
         if shard_spec is not None and req.seed is None:
             raise UsageError(
