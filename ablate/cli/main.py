@@ -51,6 +51,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
     report,
     run,
     sim,
+    tasks,
     usage,
 )
 
@@ -70,6 +71,7 @@ app.add_typer(compare.app)  # ablate compare
 app.add_typer(gate.app)  # ablate gate
 app.add_typer(ci.app, name="ci")  # ablate ci init github | k8s
 app.add_typer(usage.app)  # ablate usage
+app.add_typer(tasks.app, name="tasks")  # ablate tasks suggest
 
 
 def main() -> None:

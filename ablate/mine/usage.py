@@ -223,6 +223,8 @@ class UsageResult:
 
     doc: dict[str, Any]
     sessions: list[dict[str, Any]]
+    facts: list[SessionFacts] = field(default_factory=list)
+    """The sessions read, in the order of ``sessions``."""
 
 
 def usage_report(scope: Scope, catalog: Catalog | None = None, *, jobs: int = 1) -> UsageResult:
@@ -267,7 +269,7 @@ def usage_report(scope: Scope, catalog: Catalog | None = None, *, jobs: int = 1)
         "skills": sorted(skills.values(), key=lambda s: (-s["invoked"], -s["listed_sessions"], s["name"])),
         "never_used": _never_used(layers, catalog),
     }
-    return UsageResult(doc, per_session)
+    return UsageResult(doc, per_session, sessions)
 
 
 def _skill_row(name: str, layer: str | None) -> dict[str, Any]:

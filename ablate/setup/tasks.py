@@ -348,6 +348,9 @@ class TaskSpec(Spec):
             )
         return v
 
+    draft: bool = False
+    """``true`` in a task drafted by ``ablate tasks suggest``: refused by every command that runs tasks until
+    the user has reviewed the file and deleted the line."""
     split: Literal["dev", "holdout"] = "dev"
     """``dev`` tasks may be tuned against; ``holdout`` tasks are kept for the final measurement."""
     description: str = ""
@@ -496,6 +499,16 @@ def load_tasks(
             tasks.append(load_task(f, catalog))
         except SpecError as exc:
             problems.extend(exc.problems)
+    for t in tasks:
+        if t.spec.draft:
+            problems.append(
+                Problem(
+                    str(t.source),
+                    "draft",
+                    "a draft written by `ablate tasks suggest`, never run unreviewed: review the prompt and the "
+                    "suggested pitfalls, then delete the `draft = true` line",
+                )
+            )
     by_id: dict[str, Path] = {}
     for t in tasks:
         if t.id in by_id:

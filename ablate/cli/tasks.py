@@ -1,0 +1,62 @@
+"""``ablate tasks suggest``: a thin shell over :mod:`ablate.mine.drafts` (the library drafts, this module writes
+and says where)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+
+from ablate.cli.common import ConfigDir, Json, cli_errors, default_config_dir
+from ablate.core.errors import UsageError
+
+app = typer.Typer(help="Tasks from your own work: `ablate tasks suggest` drafts them from your history.")
+
+
+@app.command()
+@cli_errors
+def suggest(
+    config_dir: ConfigDir = None,
+    repo: Annotated[
+        Path,
+        typer.Option("--repo", help="The repository whose sessions are read (default: the current folder)."),
+    ] = Path("."),
+    count: Annotated[int, typer.Option("--count", "-n", min=1, help="Most drafts to write.")] = 5,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder the drafts are written to.")] = Path(
+        "tasks/drafts"
+    ),
+    force: Annotated[bool, typer.Option("--force", help="Replace draft files that exist.")] = False,
+    json: Json = False,
+) -> None:
+    """Draft task files from the most representative sessions of your history (as `ablate usage` reads it).
+
+    Each draft holds a session's first prompt, the repository's HEAD and pitfalls suggested from the session's
+    tool errors and your corrections, and carries `draft = true`: `run`, `ab` and `compare` refuse it (exit 2)
+    until you have reviewed it and deleted that line. Nothing is run.
+
+    Exit codes: 0 ok (also when there is nothing to draft); 2 bad input (missing config dir, a draft file
+    exists without --force); 130 interrupted.
+    """
+    from ablate.mine.drafts import draft_tasks, write_drafts
+    from ablate.mine.usage import Scope
+
+    if not repo.is_dir():
+        raise UsageError(f"{repo}: not a folder", hint="pass --repo with the repository's folder")
+    drafts = draft_tasks(Scope(config_dir or default_config_dir(), repo), count=count)
+    paths = write_drafts(drafts, out, force=force) if drafts else []
+    if json:
+        doc = [
+            {"id": d.id, "file": str(p), "session_id": d.session_id, "started": d.started, "why": d.why,
+             "pitfalls": d.pitfalls}
+            for d, p in zip(drafts, paths, strict=True)
+        ]  # fmt: skip
+        typer.echo(orjson.dumps({"drafts": doc}, option=orjson.OPT_INDENT_2).decode())
+        return
+    if not drafts:
+        typer.echo("no session with a prompt in this repository's history: nothing to draft")
+        return
+    for d, p in zip(drafts, paths, strict=True):
+        typer.echo(f"{p}  ({d.pitfalls} suggested pitfalls) — {d.why}")
+    typer.echo("\nreview each draft, then delete its `draft = true` line; until then `ablate run` refuses it")
