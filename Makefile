@@ -14,6 +14,7 @@ all: test
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip uninstall -q -y ablate 2>/dev/null || true  # the distribution is named ablate-claude now
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 

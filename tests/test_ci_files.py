@@ -54,7 +54,7 @@ def test_the_workflow_validates_and_reads_back(tmp_path: Path, args: list[str]) 
     assert code == 0, text
     _validate_workflow(out)
     data = yaml.safe_load(out.read_text())
-    assert data["env"]["ABLATE_INSTALL"] == f"ablate=={__version__}"
+    assert data["env"]["ABLATE_INSTALL"] == f"ablate-claude=={__version__}"
     assert data["env"]["CLAUDE_CODE_VERSION"] == PINNED_CLAUDE_VERSION
     assert data["on"]["pull_request"]["paths"]  # PyYAML (YAML 1.1) reads the quoted "on" as a string
     jobs = data["jobs"]

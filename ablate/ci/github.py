@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ablate import PINNED_CLAUDE_VERSION, __version__
+from ablate import DIST_NAME, PINNED_CLAUDE_VERSION, __version__
 from ablate.core.errors import UsageError
 
 CHECKOUT = "actions/checkout@v4"
@@ -45,8 +45,9 @@ class GithubOptions:
     """Repository-relative folder copied to the runner's ~/.claude (the user side of the setup)."""
     require: tuple[str, ...] = ()
     secret: str = "ANTHROPIC_API_KEY"
-    install: str = f"ablate=={__version__}"
-    """What ``pip install`` gets: pinned (``ablate==X``, or ``ablate @ git+URL@SHA``)."""
+    install: str = f"{DIST_NAME}=={__version__}"
+    """What ``pip install`` gets: pinned (``ablate-claude==X``, or ``ablate-claude @ git+URL@SHA``; never
+    ``ablate==X``, an unrelated project on PyPI)."""
     claude_version: str = PINNED_CLAUDE_VERSION
     paths: tuple[str, ...] = field(default_factory=tuple)
     """The ``paths`` filter: files whose change triggers the workflow."""
@@ -80,7 +81,7 @@ def check_options(opts: GithubOptions) -> None:
     if "==" not in opts.install and "@" not in opts.install:
         raise UsageError(
             f"--install {opts.install!r}: not pinned",
-            hint="pin ablate: ablate==X.Y.Z, or 'ablate @ git+https://…@<commit>'",
+            hint=f"pin ablate: {DIST_NAME}==X.Y.Z, or '{DIST_NAME} @ git+https://…@<commit>'",
         )
     from ablate.ci.rules import parse_rule
 

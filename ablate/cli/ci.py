@@ -82,7 +82,7 @@ def github_cmd(
         str | None,
         typer.Option(
             "--install",
-            help="The pinned pip requirement for ablate (default: ablate==this version).",
+            help="The pinned pip requirement for ablate (default: ablate-claude==this version).",
             show_default=False,
         ),
     ] = None,

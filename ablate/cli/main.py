@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ablate import __version__
+from ablate import PINNED_CLAUDE_VERSION, __version__
 
 app = typer.Typer(
     name="ablate",
@@ -24,7 +24,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"ablate {__version__}")
+        typer.echo(f"ablate {__version__} (Claude Code {PINNED_CLAUDE_VERSION} pinned)")
         raise typer.Exit()
 
 
