@@ -124,3 +124,13 @@ def test_a_plugin_eval_case_runs_as_a_task_and_its_graders_are_named_checks(
         assert checks.score == pytest.approx(6 / 9)  # all but wrote-notes (weight 3) of 9
     report = build_report(run_dir)
     assert report.primary_metric == "checks_score"
+    # each grader under its name in the report: passed / evaluated per cell
+    rates = {(g.grader, g.cell): (g.passed, g.n) for g in report.graders}
+    assert rates[("wrote-notes", "C0")] == (0, 1) and rates[("reads-first", "C11")] == (1, 1)
+    assert len(rates) == 12
+    from ablate.report.blocks import Document
+    from ablate.report.document import graders_blocks
+    from ablate.report.markdown import render_markdown
+
+    md = render_markdown(Document(title="t", blocks=graders_blocks(report)))
+    assert "| exclaim | says-done | regex | 2 | 1/1 | 1/1 |" in md

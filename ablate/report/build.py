@@ -26,6 +26,7 @@ from ablate.report.model import (
     METRIC_LABELS,
     Caveat,
     Counts,
+    GraderRate,
     HoldoutFinding,
     NoOpCell,
     Provenance,
@@ -373,11 +374,34 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
 
 
 #: The report's section builders, in order (a builder may read the fields an earlier one filled).
+def graders_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """Each named check (a plugin-eval grader) under its name: how often it passed, per task and cell."""
+    from ablate.grade.record import read_grade
+
+    tally: dict[tuple[str, str, str, float, str], list[int]] = {}
+    for (task, cell, _r), it in ctx.items.scored.items():
+        grade = read_grade(ctx.folder, it.result.item)
+        checks = grade.checks_for(it.result.attempt) if grade is not None else None
+        for c in checks.results if checks is not None else []:
+            if c.name and c.passed is not None:
+                entry = tally.setdefault((task, c.name, c.kind, c.weight, cell), [0, 0])
+                entry[0] += int(c.passed)
+                entry[1] += 1
+    order = {c.id: i for i, c in enumerate(ctx.manifest.cells)}
+    fields["graders"] = [
+        GraderRate(task=t, grader=g, kind=k, weight=w, cell=c, passed=p, n=n)
+        for (t, g, k, w, c), (p, n) in sorted(
+            tally.items(), key=lambda kv: (*kv[0][:2], order.get(kv[0][4], 0))
+        )
+    ]
+
+
 SECTIONS: list[Section] = [
     run_section,
     comparisons_section,
     sequential_inference_section,
     cells_section,
+    graders_section,
     power_section,
     regressions_section,
     holdout_section,

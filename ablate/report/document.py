@@ -90,6 +90,30 @@ def holdout_blocks(report: Report) -> list[Block]:
     return out
 
 
+def graders_blocks(report: Report) -> list[Block]:
+    """Each named check (a plugin-eval grader) under its name: passed / evaluated, per cell."""
+    if not report.graders:
+        return []
+    cells = list(dict.fromkeys(g.cell for g in report.graders))
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    meta: dict[tuple[str, str], tuple[str, float]] = {}
+    for g in report.graders:
+        rows.setdefault((g.task, g.grader), {})[g.cell] = f"{g.passed}/{g.n}"
+        meta[(g.task, g.grader)] = (g.kind, g.weight)
+    return [
+        Heading("Graders"),
+        Table(
+            ["task", "grader", "kind", "weight", *cells],
+            [
+                [t, name, meta[(t, name)][0], f"{meta[(t, name)][1]:g}", *[by.get(c, "–") for c in cells]]
+                for (t, name), by in rows.items()
+            ],
+            caption="times each named check passed / items where it could be evaluated",
+            id="graders",
+        ),
+    ]
+
+
 def probe_words(probe: dict[str, object]) -> str:
     """The stored probe result in words: overall verdict, fidelity, each cell's verdict."""
     if "error" in probe:
@@ -386,6 +410,7 @@ def regressions_dead_section(report: Report, plot: Plot) -> list[Block]:
     b: list[Block] = []
     b.extend(regressions_blocks(report))
     b.extend(holdout_blocks(report))
+    b.extend(graders_blocks(report))
     b.append(Heading("Dead layers"))
     dead = [u for u in report.layer_use if u.status in ("never loaded", "loaded, never used")]
     b.append(

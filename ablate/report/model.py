@@ -238,6 +238,20 @@ class HoldoutFinding(Doc):
     message: str
 
 
+class GraderRate(Doc):
+    """How often one named check (a plugin-eval grader) passed in one cell, over the scored items."""
+
+    task: str
+    grader: str
+    kind: str
+    weight: float
+    cell: str
+    passed: int
+    """Items where it passed."""
+    n: int
+    """Items where it could be evaluated."""
+
+
 class PowerRow(Doc):
     metric: str
     cell: str | None = None
@@ -324,6 +338,8 @@ class Report(Doc):
     regressions_not_real: int = 0
     """Per-task changes in that direction that are not real (counted, not listed)."""
     layer_use: list[LayerUse]
+    graders: list[GraderRate] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Named checks (plugin-eval graders) per task and cell; absent when no task has any."""
     primary_metric: str = "pitfall_free"
     families: list[Family] = Field(default_factory=list)
     holdout: list[HoldoutFinding] = Field(default_factory=list)
