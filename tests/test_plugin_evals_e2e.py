@@ -77,27 +77,12 @@ def test_a_plugin_eval_case_runs_as_a_task_and_its_graders_are_named_checks(
         (case / "graders" / name).write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     env.update({"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "IS_SANDBOX": "1"})
-    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    argv = [ABLATE, "ab", "--tasks", str(plugin), "--out", str(tmp_path / "runs"), "--report", "none"]
+    argv += ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
     with SimServer(script_from_data(SCRIPT)) as sim:
-        proc = subprocess.run(
-            [
-                ABLATE,
-                "ab",
-                "--tasks",
-                str(plugin),
-                "--out",
-                str(tmp_path / "runs"),
-                "--report",
-                "none",
-                *where,
-                "--work-dir",
-                str(tmp_path / "envs"),
-            ],
-            env={**env, "ANTHROPIC_BASE_URL": sim.base_url},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        env["ANTHROPIC_BASE_URL"] = sim.base_url
+        argv += ["--work-dir", str(tmp_path / "envs")]
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "allowed_tools not applied" in proc.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()

@@ -11,9 +11,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from ablate.mine.cli_output import parse_cli_output
+from ablate.mine.parse import main_thread_records
 
 
 @dataclass(frozen=True)
@@ -48,30 +47,25 @@ def read_transcript(path: Path) -> SessionTrace:
     trace = SessionTrace()
     seen: set[str] = set()
     try:
-        with path.open("rb") as fh:
-            for line in fh:
-                try:
-                    rec = orjson.loads(line)
-                except orjson.JSONDecodeError:
+        for rec in main_thread_records(path):
+            if rec.get("type") != "assistant":
+                continue
+            content = (rec.get("message") or {}).get("content")
+            texts = []
+            for b in content if isinstance(content, list) else []:
+                if not isinstance(b, dict):
                     continue
-                if not isinstance(rec, dict) or rec.get("type") != "assistant" or rec.get("isSidechain"):
-                    continue
-                content = (rec.get("message") or {}).get("content")
-                texts = []
-                for b in content if isinstance(content, list) else []:
-                    if not isinstance(b, dict):
+                if b.get("type") == "text" and b.get("text"):
+                    texts.append(str(b["text"]))
+                elif b.get("type") == "tool_use" and isinstance(b.get("name"), str):
+                    tid = str(b.get("id", ""))
+                    if tid and tid in seen:
                         continue
-                    if b.get("type") == "text" and b.get("text"):
-                        texts.append(str(b["text"]))
-                    elif b.get("type") == "tool_use" and isinstance(b.get("name"), str):
-                        tid = str(b.get("id", ""))
-                        if tid and tid in seen:
-                            continue
-                        seen.add(tid)
-                        text = json.dumps(b.get("input"), ensure_ascii=False, separators=(",", ":"))
-                        trace.tool_calls.append(ToolCall(b["name"], text))
-                if texts:
-                    trace.last_message = "\n".join(texts)
+                    seen.add(tid)
+                    text = json.dumps(b.get("input"), ensure_ascii=False, separators=(",", ":"))
+                    trace.tool_calls.append(ToolCall(b["name"], text))
+            if texts:
+                trace.last_message = "\n".join(texts)
     except OSError:
         return SessionTrace()
     trace.transcript_read = True

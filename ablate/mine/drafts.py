@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ablate.core.errors import OutputExists
 from ablate.mine.history import SessionFacts
+from ablate.mine.parse import main_thread_records
 from ablate.mine.usage import Scope, usage_report
 from ablate.setup.tomltext import dumps
 
@@ -54,44 +53,38 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _first_line(content: Any) -> str:
+    text = content if isinstance(content, str) else _text(content)
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
 def session_evidence(path: Path) -> Evidence:
     """Tool errors and corrections of a session transcript's main thread (unreadable: none)."""
     ev = Evidence()
-    names: dict[str, str] = {}
+    names: dict[str, str] = {}  # tool_use id -> tool name
     prompts = 0
     try:
-        with path.open("rb") as fh:
-            for line in fh:
-                try:
-                    rec = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
-                if not isinstance(rec, dict) or rec.get("isSidechain"):
-                    continue
-                content = (rec.get("message") or {}).get("content")
-                if rec.get("type") == "assistant" and isinstance(content, list):
-                    for b in content:
-                        if isinstance(b, dict) and b.get("type") == "tool_use":
-                            names[str(b.get("id"))] = str(b.get("name", "?"))
-                if rec.get("type") != "user" or rec.get("isMeta"):
-                    continue
-                results = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
-                if isinstance(content, list) and results:
-                    for b in results:
-                        if b.get("is_error"):
-                            first = next(
-                                (ln.strip() for ln in _text(b.get("content")).splitlines() if ln.strip()), ""
-                            )
-                            if not first and isinstance(b.get("content"), str):
-                                first = b["content"].strip()
-                            ev.tool_errors.append((names.get(str(b.get("tool_use_id")), "?"), first[:160]))
-                    continue
-                text = _text(content).strip()
-                if not text or text.startswith(("<command-", "<local-command", "Caveat:")):
-                    continue
-                prompts += 1
-                if prompts > 1 and CORRECTION.match(text):
-                    ev.corrections.append(text.splitlines()[0][:200])
+        for rec in main_thread_records(path):
+            content = (rec.get("message") or {}).get("content")
+            blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+            if rec.get("type") == "assistant":
+                names.update(
+                    {str(b.get("id")): str(b.get("name", "?")) for b in blocks if b.get("type") == "tool_use"}
+                )
+                continue
+            if rec.get("type") != "user" or rec.get("isMeta"):
+                continue
+            results = [b for b in blocks if b.get("type") == "tool_result"]
+            for b in results:
+                if b.get("is_error"):
+                    tool = names.get(str(b.get("tool_use_id")), "?")
+                    ev.tool_errors.append((tool, _first_line(b.get("content"))[:160]))
+            text = "" if results else _text(content).strip()
+            if not text or text.startswith(("<command-", "<local-command", "Caveat:")):
+                continue
+            prompts += 1
+            if prompts > 1 and CORRECTION.match(text):
+                ev.corrections.append(text.splitlines()[0][:200])
     except OSError:
         return Evidence()
     return ev

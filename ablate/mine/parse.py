@@ -14,7 +14,7 @@ unknown record types are counted in the result, never fatal. Older transcripts (
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -541,3 +541,16 @@ def _attachment(att: Any, sess: _Session, sidechain: bool) -> None:
         sess.hooks_fired[key] = sess.hooks_fired.get(key, 0) + 1
     elif atype == "max_turns_reached" and not sidechain:
         sess.last_event = "max_turns"
+
+
+def main_thread_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every record of a transcript's main thread as a dict, in order (malformed lines, non-objects and
+    ``isSidechain`` records skipped). An unreadable file raises ``OSError``."""
+    with path.open("rb") as fh:
+        for line in fh:
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and not rec.get("isSidechain"):
+                yield rec

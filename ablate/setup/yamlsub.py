@@ -160,6 +160,14 @@ class _Reader:
             raise YamlSubsetError(self.lineno(), "tab indentation is not allowed in YAML; indent with spaces")
         return len(raw) - len(body)
 
+    def next_line(self) -> tuple[int, str] | None:
+        """(indentation, content without comment) of the next non-blank line, or None at the end."""
+        self.skip_blank()
+        if self.i >= len(self.lines):
+            return None
+        raw = self.lines[self.i]
+        return self.indent_of(raw), _strip_comment(raw).strip()
+
     def node(self, indent: int) -> object:
         """The block node whose lines are indented exactly ``indent``."""
         self.skip_blank()
@@ -217,15 +225,10 @@ class _Reader:
 
     def mapping(self, indent: int) -> dict[str, object]:
         out: dict[str, object] = {}
-        while True:
-            self.skip_blank()
-            if self.i >= len(self.lines):
-                return out
-            raw = self.lines[self.i]
-            ind = self.indent_of(raw)
+        while (line := self.next_line()) is not None:
+            ind, content = line
             if ind < indent:
                 return out
-            content = _strip_comment(raw).strip()
             if ind > indent:
                 raise YamlSubsetError(self.lineno(), f"unexpected indentation: {content!r}")
             if content == "---" or content == "...":
@@ -246,16 +249,12 @@ class _Reader:
             if key in out:
                 raise YamlSubsetError(self.lineno(), f"duplicate key {key!r}")
             out[key] = self.value(content[m.end() :], indent)
+        return out
 
     def sequence(self, indent: int) -> list[object]:
         out: list[object] = []
-        while True:
-            self.skip_blank()
-            if self.i >= len(self.lines):
-                return out
-            raw = self.lines[self.i]
-            ind = self.indent_of(raw)
-            content = _strip_comment(raw).strip()
+        while (line := self.next_line()) is not None:
+            ind, content = line
             if ind < indent or not (content == "-" or content.startswith("- ")):
                 if ind > indent:
                     raise YamlSubsetError(self.lineno(), f"unexpected indentation: {content!r}")
@@ -270,6 +269,7 @@ class _Reader:
                 out.append(self.mapping(child))
             else:
                 out.append(self.value(item, indent))
+        return out
 
 
 def loads(text: str, *, first_line: int = 1) -> object:
