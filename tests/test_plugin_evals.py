@@ -169,6 +169,21 @@ def test_a_bad_grader_is_a_located_error_naming_its_file(
     assert file in ("g.md", "prompt.md") and fld == field and words in message, (file, fld, message)
 
 
+def test_a_bad_suite_exits_2_naming_the_file(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+
+    case = tmp_path / "evals" / "c1"
+    (case / "graders").mkdir(parents=True)
+    (case / "prompt.md").write_text(CASE)
+    (case / "graders" / "g.md").write_text("---\ntype: nope\n---\n")
+    res = CliRunner().invoke(app, ["plan", "--tasks", str(tmp_path), "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 2
+    assert f"{case / 'graders' / 'g.md'}: frontmatter.type: unknown grader type 'nope'" in res.output
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize(
     ("front", "field", "words"),
     [
