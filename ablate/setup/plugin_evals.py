@@ -13,7 +13,7 @@ dir itself, or a skill-creator ``evals.json``. The format is the pinned CLI's (d
   giving the task's grader score; ``llm`` graders become the judge's rubric (``ablate judge --judge-model``);
   ``baseline`` graders are refused: ablate's cells already are the with/without comparison.
 
-The converted task is written as TOML into the run folder (``tasks/<id>.toml``), so the run stands alone.
+skill-creator's ``evals.json`` is :mod:`ablate.setup.skill_evals`'s. The converted task is written as TOML into the run folder (``tasks/<id>.toml``), so the run stands alone.
 YAML is read by :mod:`ablate.setup.yamlsub` (a documented subset). Every problem is a located
 :class:`~ablate.core.errors.SpecError` naming the file and the field.
 """
@@ -21,6 +21,7 @@ YAML is read by :mod:`ablate.setup.yamlsub` (a documented subset). Every problem
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,6 @@ REFUSED = {
     "plugins": "the plugins of a cell come from the setup being measured, not from the case; remove it",
 }
 _CHECK: TypeAdapter[Check] = TypeAdapter(Check)
-EVALS_JSON_KEYS = {"id", "prompt", "expected_output", "files", "expectations"}
 
 
 @dataclass
@@ -107,7 +107,7 @@ class Suite:
     notes: list[str] = field(default_factory=list)
 
 
-def _read_text(path: Path, problems: list[Problem]) -> str | None:
+def read_text(path: Path, problems: list[Problem]) -> str | None:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             problems.append(Problem(str(path), "", f"is larger than {MAX_FILE_BYTES} bytes"))
@@ -243,7 +243,7 @@ def _merge(case: dict[str, Any] | None, front: dict[str, Any], body: str | None,
 
 
 def _grader_from_md(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
-    text = _read_text(path, problems)
+    text = read_text(path, problems)
     if text is None:
         return None
     front, body, had = split_frontmatter(text, path, problems)
@@ -381,13 +381,20 @@ def _rubric(
     }
 
 
-def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
-    """One case folder as a task (located :class:`SpecError` for anything ablate cannot apply)."""
-    problems: list[Problem] = []
+@dataclass(frozen=True)
+class _Files:
+    """Where a case's problems are reported: ``main`` holds the prompt, ``fields`` the case-level fields."""
+
+    main: str
+    fields: str
+
+
+def _read_case(folder: Path, problems: list[Problem]) -> tuple[dict[str, Any], list[dict[str, Any]], _Files]:
+    """The merged case (case.yaml + prompt.md), its grader files, and which file says what."""
     yaml_path, md_path = folder / "case.yaml", folder / "prompt.md"
     case: dict[str, Any] | None = None
     if yaml_path.is_file():
-        text = _read_text(yaml_path, problems)
+        text = read_text(yaml_path, problems)
         parsed = _yaml(text, yaml_path, problems) if text is not None else None
         if parsed is not None and not isinstance(parsed, dict):
             problems.append(Problem(str(yaml_path), "", "case.yaml must be a YAML mapping"))
@@ -396,56 +403,67 @@ def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
     front: dict[str, Any] = {}
     body: str | None = None
     if md_path.is_file():
-        text = _read_text(md_path, problems)
+        text = read_text(md_path, problems)
         if text is not None:
             fm, body, _ = split_frontmatter(text, md_path, problems)
             front = fm or {}
-            for key in front:
-                if key not in FRONT_TOP and key not in EXECUTION_KEYS - {"prompt"}:
-                    known = ", ".join(sorted(FRONT_TOP | EXECUTION_KEYS - {"prompt"}))
-                    problems.append(
-                        Problem(str(md_path), key, f"unknown frontmatter key (expected one of: {known})")
-                    )
-    graders_dir = folder / "graders"
-    md_graders = []
-    if graders_dir.is_dir():
-        for path in sorted(graders_dir.glob("*.md")):
-            g = _grader_from_md(path, problems)
-            if g is not None:
-                md_graders.append(g)
-    merged = _merge(case, front, body, folder.name)
-    main = str(md_path if md_path.is_file() else yaml_path)
-    yaml_file = str(yaml_path if case is not None else md_path)
-    for key in merged:
-        if key not in TOP_KEYS:
-            problems.append(
-                Problem(yaml_file, key, f"unknown field (expected one of: {', '.join(sorted(TOP_KEYS))})")
+            known = FRONT_TOP | EXECUTION_KEYS - {"prompt"}
+            problems.extend(
+                Problem(
+                    str(md_path),
+                    key,
+                    f"unknown frontmatter key (expected one of: {', '.join(sorted(known))})",
+                )
+                for key in front
+                if key not in known
             )
+    md_graders = [
+        g
+        for path in (sorted((folder / "graders").glob("*.md")) if (folder / "graders").is_dir() else [])
+        if (g := _grader_from_md(path, problems)) is not None
+    ]
+    files = _Files(
+        main=str(md_path if md_path.is_file() else yaml_path),
+        fields=str(yaml_path if case is not None else md_path),
+    )
+    return _merge(case, front, body, folder.name), md_graders, files
+
+
+def _check_case(merged: dict[str, Any], files: _Files, problems: list[Problem]) -> None:
+    """Unknown fields, the schema version, and what ablate refuses to apply."""
+    unknown = [k for k in merged if k not in TOP_KEYS]
+    problems.extend(
+        Problem(files.fields, k, f"unknown field (expected one of: {', '.join(sorted(TOP_KEYS))})")
+        for k in unknown
+    )
     version = str(merged.get("schema_version", ""))
     if not re.match(r"^1(\.|$)", version):
         problems.append(
             Problem(
-                yaml_file, "schema_version", f'{version!r}: ablate reads plugin-eval schema 1.x (e.g. "1.0")'
+                files.fields,
+                "schema_version",
+                f'{version!r}: ablate reads plugin-eval schema 1.x (e.g. "1.0")',
             )
         )
-    execution = merged.get("execution") or {}
-    for key in execution:
-        if key not in EXECUTION_KEYS:
-            problems.append(
-                Problem(
-                    yaml_file,
-                    f"execution.{key}",
-                    f"unknown field (expected one of: {', '.join(sorted(EXECUTION_KEYS))})",
-                )
-            )
+    execution = merged["execution"]
+    problems.extend(
+        Problem(
+            files.fields,
+            f"execution.{k}",
+            f"unknown field (expected one of: {', '.join(sorted(EXECUTION_KEYS))})",
+        )
+        for k in execution
+        if k not in EXECUTION_KEYS
+    )
     for key, why in REFUSED.items():
-        value = execution.get(key, merged.get(key))
-        if value not in (None, "", [], {}, False):
-            problems.append(Problem(main, key, f"not supported: {why}"))
+        if execution.get(key, merged.get(key)) not in (None, "", [], {}, False):
+            problems.append(Problem(files.main, key, f"not supported: {why}"))
     if execution.get("env"):
         problems.append(
             Problem(
-                main, "env", "not supported: a case's EVAL_* variables are not set by ablate; remove them"
+                files.main,
+                "env",
+                "not supported: a case's EVAL_* variables are not set by ablate; remove them",
             )
         )
     context = merged.get("context") or {}
@@ -454,202 +472,152 @@ def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
     ):
         problems.append(
             Problem(
-                yaml_file,
+                files.fields,
                 "context",
                 "not supported: ablate runs every case in the repository it is given, "
                 "without scaffold scripts, resumed history or extra folders",
             )
         )
-    for key, why in RUN_WIDE.items():
-        if execution.get(key, merged.get(key)) not in (None, [], ""):
-            notes.append(
-                f"{folder.relative_to(suite_root) if folder != suite_root else folder.name}: {key} not applied ({why})"
-            )
+
+
+def _prompt(execution: dict[str, Any], files: _Files, problems: list[Problem]) -> str:
     prompt = execution.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         problems.append(
-            Problem(main, "prompt", "is missing (the prompt.md body, or execution.prompt in case.yaml)")
+            Problem(files.main, "prompt", "is missing (the prompt.md body, or execution.prompt in case.yaml)")
         )
-    elif TEMPLATE_PROMPT in prompt:
+        return ""
+    if TEMPLATE_PROMPT in prompt:
         problems.append(
-            Problem(main, "prompt", f"still the blank `init` template: replace the {TEMPLATE_PROMPT!r} line")
+            Problem(
+                files.main, "prompt", f"still the blank `init` template: replace the {TEMPLATE_PROMPT!r} line"
+            )
         )
-    graders: list[dict[str, Any]] = []
-    for i, g in enumerate(merged.get("graders") or []):
+    return prompt.strip()
+
+
+def _graders(
+    merged: dict[str, Any], md_graders: list[dict[str, Any]], files: _Files, problems: list[Problem]
+) -> list[tuple[dict[str, Any], str, str]]:
+    """Every grader with the file and the field path that define it: case.yaml's, then graders/*.md's."""
+    listed = merged.get("graders") or []
+    if not isinstance(listed, list):
+        problems.append(Problem(files.fields, "graders", "must be a list of graders"))
+        listed = []
+    out: list[tuple[dict[str, Any], str, str]] = []
+    for i, g in enumerate(listed):
         if isinstance(g, dict):
-            graders.append({**g, "__file__": yaml_file, "__where__": f"graders.{i}"})
+            out.append((g, files.fields, f"graders.{i}"))
         else:
-            problems.append(Problem(yaml_file, f"graders.{i}", "must be a mapping with a type"))
-    graders += [{**g, "__where__": "frontmatter"} for g in md_graders]
+            problems.append(Problem(files.fields, f"graders.{i}", "must be a mapping with a type"))
+    for g in md_graders:
+        g = dict(g)
+        out.append((g, g.pop("__file__"), "frontmatter"))
+    return out
+
+
+BASELINE_REFUSAL = (
+    "baseline graders are not supported: they compare an answer with a stored answer of a run without the "
+    "plugin, and ablate's cells already are that comparison, measured in the same run; turn the grader into "
+    "an llm grader (its criteria), or remove it"
+)
+
+
+def _grader_problem(g: dict[str, Any], where: str, file: str, names: dict[str, str]) -> Problem | None:
+    """Why a grader cannot be converted (None: it can)."""
+    kind, name = g.get("type"), g.get("name")
+    if kind not in GRADER_KEYS:
+        return Problem(
+            file, f"{where}.type", f"unknown grader type {kind!r} (known: {', '.join(GRADER_KEYS)})"
+        )
+    if not isinstance(name, str) or not name:
+        return Problem(file, f"{where}.name", "is missing")
+    if name in names:
+        return Problem(file, f"{where}.name", f"duplicate grader name {name!r}")
+    names[name] = file
+    unknown = sorted(set(g) - GRADER_KEYS[kind])
+    if unknown:
+        known = ", ".join(sorted(GRADER_KEYS[kind]))
+        return Problem(file, f"{where}.{unknown[0]}", f"unknown field for a {kind} grader (known: {known})")
+    if TEMPLATE_CRITERIA in str(g.get("criteria", g.get("pattern", ""))):
+        return Problem(
+            file,
+            f"{where}.criteria",
+            f"still the blank `init` template: replace the {TEMPLATE_CRITERIA!r} line",
+        )
+    if kind == "baseline":
+        return Problem(file, f"{where}.type", BASELINE_REFUSAL)
+    return None
+
+
+def _convert_graders(
+    graders: list[tuple[dict[str, Any], str, str]], problems: list[Problem]
+) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
+    """The ``[[checks]]`` tables and the judge's rubric the graders become."""
+    checks: list[dict[str, Any]] = []
+    llm: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for g, file, where in graders:
+        problem = _grader_problem(g, where, file, names)
+        if problem is not None:
+            problems.append(problem)
+        elif g["type"] == "llm":
+            llm.append(g)
+        elif (check := _check(g, file, where, problems)) is not None and _valid_check(
+            check, file, where, problems
+        ):
+            checks.append(check)
+    return checks, _rubric(llm, names, problems)
+
+
+def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
+    """One case folder as a task (located :class:`SpecError` for anything ablate cannot apply); what it asks
+    that ablate does not apply per task is appended to ``notes``."""
+    problems: list[Problem] = []
+    merged, md_graders, files = _read_case(folder, problems)
+    _check_case(merged, files, problems)
+    execution = merged["execution"]
+    prompt = _prompt(execution, files, problems)
+    graders = _graders(merged, md_graders, files, problems)
     if not graders and not problems:
         problems.append(
             Problem(str(folder), "graders", "the case has no graders (graders/*.md or graders: in case.yaml)")
         )
-    checks: list[dict[str, Any]] = []
-    llm: list[dict[str, Any]] = []
-    file_of: dict[str, str] = {}
-    for g in graders:
-        file, where = g.pop("__file__"), g.pop("__where__")
-        kind = g.get("type")
-        name = g.get("name")
-        if kind not in GRADER_KEYS:
-            problems.append(
-                Problem(
-                    file, f"{where}.type", f"unknown grader type {kind!r} (known: {', '.join(GRADER_KEYS)})"
-                )
-            )
-            continue
-        if not isinstance(name, str) or not name:
-            problems.append(Problem(file, f"{where}.name", "is missing"))
-            continue
-        if name in file_of:
-            problems.append(Problem(file, f"{where}.name", f"duplicate grader name {name!r}"))
-            continue
-        file_of[name] = file
-        unknown = set(g) - GRADER_KEYS[kind]
-        if unknown:
-            problems.append(
-                Problem(
-                    file,
-                    f"{where}.{sorted(unknown)[0]}",
-                    f"unknown field for a {kind} grader (known: {', '.join(sorted(GRADER_KEYS[kind]))})",
-                )
-            )
-            continue
-        if TEMPLATE_CRITERIA in str(g.get("criteria", g.get("pattern", ""))):
-            problems.append(
-                Problem(
-                    file,
-                    f"{where}.criteria",
-                    f"still the blank `init` template: replace the {TEMPLATE_CRITERIA!r} line",
-                )
-            )
-            continue
-        if kind == "baseline":
-            problems.append(
-                Problem(
-                    file,
-                    f"{where}.type",
-                    "baseline graders are not supported: they compare an answer with a stored answer of a run "
-                    "without the plugin, and ablate's cells already are that comparison, measured in the same "
-                    "run; turn the grader into an llm grader (its criteria), or remove it",
-                )
-            )
-            continue
-        if kind == "llm":
-            llm.append(g)
-            continue
-        check = _check(g, file, where, problems)
-        if check is not None and _valid_check(check, file, where, problems):
-            checks.append(check)
-    rubric = _rubric(llm, file_of, problems)
+    checks, rubric = _convert_graders(graders, problems)
     if problems:
         raise SpecError(problems)
-    assert isinstance(prompt, str)
-    description = merged.get("description") or merged.get("expected_outcome") or ""
+    label = folder.relative_to(suite_root).as_posix() if folder != suite_root else folder.name
+    for key, why in RUN_WIDE.items():
+        if execution.get(key, merged.get(key)) not in (None, [], ""):
+            notes.append(f"{label}: {key} not applied ({why})")
     data: dict[str, Any] = {
         "schema_version": 1,
         "id": task_id(folder.name),
-        "prompt": prompt.strip(),
-        "description": str(description),
+        "prompt": prompt,
+        "description": str(merged.get("description") or merged.get("expected_outcome") or ""),
         "max_turns": execution.get("max_turns", 10),
         "timeout_s": execution.get("timeout_seconds", 300),
         "checks": checks,
         "rubric": rubric,
     }
-    return _task(data, folder / (CASE_FILES[1] if md_path.is_file() else CASE_FILES[0]), folder.resolve())
+    return task(data, Path(files.main), folder.resolve())
 
 
-def _task(data: dict[str, Any], source: Path, origin: Path) -> Task:
+def task(data: dict[str, Any], source: Path, origin: Path) -> Task:
+    """A converted task: ``data`` written as the TOML the run folder keeps, validated, hashed."""
     text = dumps(
         {k: v for k, v in data.items() if v not in (None, "", [])},
         header=f"Converted by ablate from {origin}; edit the suite, not this copy.",
     ).encode("utf-8")
-    import tomllib
-
     spec = validate(TaskSpec, tomllib.loads(text.decode("utf-8")), source)
     return Task(spec=spec, source=source.resolve(), sha256=sha256_bytes(text), text=text)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# skill-creator's evals/evals.json
-
-
-def convert_evals_json(path: Path) -> list[Task]:
-    """skill-creator's ``evals.json`` (``{skill_name, evals: [{id, prompt, expected_output, files,
-    expectations}]}``): one task per eval, its expectations the judge's rubric, its files seed files."""
-    problems: list[Problem] = []
-    text = _read_text(path, problems)
-    if text is None:
-        raise SpecError(problems)
-    try:
-        doc = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise SpecError.single(path, "", f"invalid JSON: {exc}") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("evals"), list):
-        raise SpecError.single(path, "evals", "must be an object with an `evals` list")
-    extra = set(doc) - {"skill_name", "evals"}
-    if extra:
-        problems.append(Problem(str(path), sorted(extra)[0], "unknown field (skill_name, evals)"))
-    skill_root = path.parent.parent if path.parent.name == "evals" else path.parent
-    prefix = task_id(str(doc.get("skill_name") or skill_root.name))
-    tasks: list[Task] = []
-    for i, ev in enumerate(doc["evals"]):
-        where = f"evals.{i}"
-        if not isinstance(ev, dict):
-            problems.append(Problem(str(path), where, "must be an object"))
-            continue
-        for key in sorted(set(ev) - EVALS_JSON_KEYS):
-            problems.append(
-                Problem(
-                    str(path),
-                    f"{where}.{key}",
-                    f"unknown field (known: {', '.join(sorted(EVALS_JSON_KEYS))})",
-                )
-            )
-        prompt = ev.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            problems.append(Problem(str(path), f"{where}.prompt", "is missing or empty"))
-            continue
-        expectations = ev.get("expectations") or []
-        if not isinstance(expectations, list) or not all(isinstance(e, str) for e in expectations):
-            problems.append(Problem(str(path), f"{where}.expectations", "must be a list of strings"))
-            continue
-        expected = ev.get("expected_output")
-        lines = ([str(expected).strip()] if expected else []) + [f"- {e}" for e in expectations]
-        files: dict[str, str] = {}
-        for j, rel in enumerate(ev.get("files") or []):
-            src = skill_root / str(rel)
-            content = _read_text(src, problems) if src.is_file() else None
-            if content is None:
-                if not src.is_file():
-                    problems.append(
-                        Problem(str(path), f"{where}.files.{j}", f"{rel}: no such file under {skill_root}")
-                    )
-                continue
-            files[str(rel)] = content
-        data: dict[str, Any] = {
-            "schema_version": 1,
-            "id": f"{prefix}-{ev.get('id', i + 1)}"[:64],
-            "prompt": prompt,
-            "description": str(expected or ""),
-            "files": files or None,
-            "rubric": {"pass": "\n".join(lines), "fail": "The answer misses one of the expectations above."}
-            if lines
-            else None,
-        }
-        try:
-            tasks.append(_task(data, path, path.resolve()))
-        except SpecError as exc:
-            problems.extend(Problem(str(path), f"{where}.{p.field}", p.message) for p in exc.problems)
-    if problems:
-        raise SpecError(problems)
-    return tasks
 
 
 def load_suite(path: Path) -> Suite:
     """Every case of the suite ``path`` (from :func:`find_suite`) as a task; all problems reported together."""
     if path.is_file():
+        from ablate.setup.skill_evals import convert_evals_json
+
         return Suite(root=path, tasks=convert_evals_json(path))
     suite = Suite(root=path)
     problems: list[Problem] = []
@@ -663,4 +631,4 @@ def load_suite(path: Path) -> Suite:
     return suite
 
 
-__all__ = ["Suite", "case_dirs", "convert_case", "convert_evals_json", "find_suite", "load_suite", "task_id"]
+__all__ = ["Suite", "case_dirs", "convert_case", "find_suite", "load_suite", "read_text", "task", "task_id"]

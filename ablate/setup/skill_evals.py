@@ -1,0 +1,95 @@
+"""skill-creator's ``evals/evals.json`` as tasks (``--tasks`` with the file, its ``evals/`` or the skill folder).
+
+The format (anthropics/skills, ``skill-creator/references/schemas.md``): ``{skill_name, evals: [{id, prompt,
+expected_output, files, expectations}]}``. One task per eval, named ``<skill>-<id>``; ``expected_output`` and
+the ``expectations`` are the judge's rubric (``ablate judge --judge-model``); ``files`` (relative to the skill
+folder) are seed files at the same relative path. An unknown field is a located error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ablate.core.errors import Problem, SpecError
+from ablate.setup.plugin_evals import read_text, task, task_id
+from ablate.setup.tasks import Task
+
+EVALS_JSON_KEYS = {"id", "prompt", "expected_output", "files", "expectations"}
+
+
+def convert_evals_json(path: Path) -> list[Task]:
+    """skill-creator's ``evals.json`` (``{skill_name, evals: [{id, prompt, expected_output, files,
+    expectations}]}``): one task per eval, its expectations the judge's rubric, its files seed files."""
+    problems: list[Problem] = []
+    text = read_text(path, problems)
+    if text is None:
+        raise SpecError(problems)
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise SpecError.single(path, "", f"invalid JSON: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("evals"), list):
+        raise SpecError.single(path, "evals", "must be an object with an `evals` list")
+    extra = set(doc) - {"skill_name", "evals"}
+    if extra:
+        problems.append(Problem(str(path), sorted(extra)[0], "unknown field (skill_name, evals)"))
+    skill_root = path.parent.parent if path.parent.name == "evals" else path.parent
+    prefix = task_id(str(doc.get("skill_name") or skill_root.name))
+    tasks: list[Task] = []
+    for i, ev in enumerate(doc["evals"]):
+        where = f"evals.{i}"
+        if not isinstance(ev, dict):
+            problems.append(Problem(str(path), where, "must be an object"))
+            continue
+        for key in sorted(set(ev) - EVALS_JSON_KEYS):
+            problems.append(
+                Problem(
+                    str(path),
+                    f"{where}.{key}",
+                    f"unknown field (known: {', '.join(sorted(EVALS_JSON_KEYS))})",
+                )
+            )
+        prompt = ev.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            problems.append(Problem(str(path), f"{where}.prompt", "is missing or empty"))
+            continue
+        expectations = ev.get("expectations") or []
+        if not isinstance(expectations, list) or not all(isinstance(e, str) for e in expectations):
+            problems.append(Problem(str(path), f"{where}.expectations", "must be a list of strings"))
+            continue
+        expected = ev.get("expected_output")
+        lines = ([str(expected).strip()] if expected else []) + [f"- {e}" for e in expectations]
+        files: dict[str, str] = {}
+        for j, rel in enumerate(ev.get("files") or []):
+            src = skill_root / str(rel)
+            content = read_text(src, problems) if src.is_file() else None
+            if content is None:
+                if not src.is_file():
+                    problems.append(
+                        Problem(str(path), f"{where}.files.{j}", f"{rel}: no such file under {skill_root}")
+                    )
+                continue
+            files[str(rel)] = content
+        data: dict[str, Any] = {
+            "schema_version": 1,
+            "id": f"{prefix}-{ev.get('id', i + 1)}"[:64],
+            "prompt": prompt,
+            "description": str(expected or ""),
+            "files": files or None,
+            "rubric": {"pass": "\n".join(lines), "fail": "The answer misses one of the expectations above."}
+            if lines
+            else None,
+        }
+        try:
+            tasks.append(task(data, path, path.resolve()))
+        except SpecError as exc:
+            problems.extend(Problem(str(path), f"{where}.{p.field}", p.message) for p in exc.problems)
+    if problems:
+        raise SpecError(problems)
+    return tasks
+
+
+__all__ = ["convert_evals_json"]
