@@ -116,13 +116,20 @@ def test_skill_creator_evals_json(tmp_path: Path) -> None:
     )
     assert second.spec.rubric is None
     bad = tmp_path / "evals.json"
-    bad.write_text('{"skill_name": "s", "evals": [{"id": 1, "prompt": "p", "grade": "x"}, {"id": 2}]}')
+    (tmp_path / "doc.pdf").write_bytes(b"%PDF-1.4\xff\xfe")
+    bad.write_text(
+        '{"skill_name": "s", "evals": [{"id": 1, "prompt": "p", "grade": "x"}, {"id": 2},'
+        ' {"id": 3, "prompt": "q", "files": ["doc.pdf", "none.txt"]}]}'
+    )
     with pytest.raises(SpecError) as exc:
         load_tasks([bad])
     assert [(f, fld) for f, fld, _ in _problems(exc)] == [
         ("evals.json", "evals.0.grade"),
         ("evals.json", "evals.1.prompt"),
+        ("evals.json", "evals.2.files.0"),
+        ("evals.json", "evals.2.files.1"),
     ]
+    assert "binary input" in exc.value.problems[2].message and "no such file" in exc.value.problems[3].message
 
 
 CASE = "---\nmax_turns: 3\n---\nDo it.\n"

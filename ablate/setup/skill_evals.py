@@ -20,6 +20,33 @@ from ablate.setup.tasks import Task
 EVALS_JSON_KEYS = {"id", "prompt", "expected_output", "files", "expectations"}
 
 
+def _seed_files(
+    listed: list[Any], skill_root: Path, path: Path, where: str, problems: list[Problem]
+) -> dict[str, str]:
+    """The eval's input files as seed files (text only: a seed file is written as UTF-8 text)."""
+    files: dict[str, str] = {}
+    for j, rel in enumerate(listed):
+        src = skill_root / str(rel)
+        field = f"{where}.files.{j}"
+        if not src.is_file():
+            problems.append(Problem(str(path), field, f"{rel}: no such file under {skill_root}"))
+            continue
+        try:
+            files[str(rel)] = src.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            problems.append(
+                Problem(
+                    str(path),
+                    field,
+                    f"{rel}: not UTF-8 text; ablate seeds text files only, so a binary input (a PDF, an image) "
+                    "cannot be given to the session this way: commit it to the repository instead and drop it here",
+                )
+            )
+        except OSError as exc:
+            problems.append(Problem(str(path), field, f"{rel}: unreadable: {exc.strerror}"))
+    return files
+
+
 def convert_evals_json(path: Path) -> list[Task]:
     """skill-creator's ``evals.json`` (``{skill_name, evals: [{id, prompt, expected_output, files,
     expectations}]}``): one task per eval, its expectations the judge's rubric, its files seed files."""
@@ -62,17 +89,7 @@ def convert_evals_json(path: Path) -> list[Task]:
             continue
         expected = ev.get("expected_output")
         lines = ([str(expected).strip()] if expected else []) + [f"- {e}" for e in expectations]
-        files: dict[str, str] = {}
-        for j, rel in enumerate(ev.get("files") or []):
-            src = skill_root / str(rel)
-            content = read_text(src, problems) if src.is_file() else None
-            if content is None:
-                if not src.is_file():
-                    problems.append(
-                        Problem(str(path), f"{where}.files.{j}", f"{rel}: no such file under {skill_root}")
-                    )
-                continue
-            files[str(rel)] = content
+        files = _seed_files(ev.get("files") or [], skill_root, path, where, problems)
         data: dict[str, Any] = {
             "schema_version": 1,
             "id": f"{prefix}-{ev.get('id', i + 1)}"[:64],
