@@ -14,6 +14,7 @@ Config side: :mod:`ablate.isolate.shadow_home`; repo side: :mod:`ablate.isolate.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -80,6 +81,8 @@ class CellEnvironment:
     """The repository's layer entries and uncommitted changes, read once at build time."""
     setup_layers: dict[str, LayerFiles] = field(default_factory=dict, repr=False, compare=False)
     """The user's layers as resolved at build time (what every retarget compares fingerprints with)."""
+    mismatches: dict[str, list[str]] = field(default_factory=dict)
+    """Kept layer id → its files that differ from the setup's (:func:`kept_mismatches`): not faithful."""
 
     @property
     def pristine(self) -> Path:
@@ -113,6 +116,7 @@ class CellEnvironment:
             "fingerprints": dict(self.fingerprints),
             "leaks": [asdict(leak) for leak in self.leaks],
             "notes": list(self.notes),
+            "mismatches": {k: list(v) for k, v in self.mismatches.items()},
         }
 
 
@@ -232,11 +236,10 @@ def _populate(
     result.notes.extend(plan.notes)
     if result.dirty:
         result.notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
-    result.fingerprints = cell_fingerprints(setup, catalog, result)
-    for lid, lf in setup_layers.items():
-        kept = lid not in cell.stripped and lid not in cell.replace
-        if lf.present and kept and result.fingerprints.get(lid) != lf.fingerprint:
-            result.notes.append(f"{lid}: the cell's copy differs from the setup's (fingerprint mismatch)")
+    prints = cell_prints(setup, catalog, result)
+    result.fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
+    result.mismatches = kept_mismatches(setup_layers, cell, prints)
+    result.notes.extend(mismatch_lines(result.mismatches))
     if os.path.lexists(pristine / "home"):
         shadowfs.remove_path(pristine / "home")
     shutil.copytree(result.home, pristine / "home", symlinks=True)
@@ -374,19 +377,96 @@ def _prune(base: Path, rel_dir: str, keep: set[str]) -> None:
         shadowfs.remove(base, rel)
 
 
-def cell_fingerprints(setup: Setup, catalog: Catalog, env: CellEnvironment) -> dict[str, str]:
-    """Fingerprint every layer as the cell contains it, with the cell's config path mapped back to the real
-    one (and the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint
+#: A layer as a cell holds it: its fingerprint and each file's (and key's) digest, comparable with the setup's.
+LayerPrint = tuple[str, dict[str, str]]
+
+
+def cell_prints(setup: Setup, catalog: Catalog, env: CellEnvironment) -> dict[str, LayerPrint]:
+    """Every layer as the cell contains it, with the cell's config path mapped back to the real one (and
+    the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint and digests
     ``resolve_layer`` gives for the real setup."""
     undo = [(str(env.config_dir), str(setup.config_dir))]
     rel_undo = (f"projects/{env.memory_slug}/", f"projects/{setup.memory_slug}/")
-    out: dict[str, str] = {}
+    out: dict[str, LayerPrint] = {}
     for layer in catalog:
         if layer.side == "config":
             out[layer.id] = _fingerprint(layer, env.config_dir, env.memory_slug, undo, rel_undo)
         else:
             out[layer.id] = _fingerprint(layer, env.cwd, setup.memory_slug, undo)
     return out
+
+
+def config_prints(
+    setup: Setup, catalog: Catalog, config: Path, *, memory_slug: str, at_real_path: bool
+) -> dict[str, LayerPrint]:
+    """The config-side layers as the cell config dir ``config`` holds them (paths mapped back unless it is
+    seen at the real path), comparable with the setup's."""
+    undo = [] if at_real_path else [(str(config), str(setup.config_dir))]
+    rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
+    return {
+        layer.id: _fingerprint(layer, config, memory_slug, undo, rel_undo)
+        for layer in catalog
+        if layer.side == "config"
+    }
+
+
+def kept_mismatches(
+    setup_layers: Mapping[str, LayerFiles], cell: ResolvedCell, prints: Mapping[str, LayerPrint]
+) -> dict[str, list[str]]:
+    """Each layer the cell keeps whose copy differs from the setup's → the files (and keys) that differ:
+    "skills/x/SKILL.md (missing in the cell)", "... (only in the cell)", "... (differs)". A cell with any is
+    not the setup and must never be run as if it were."""
+    out: dict[str, list[str]] = {}
+    for lid, lf in setup_layers.items():
+        if lid not in prints or lid in cell.stripped or lid in cell.replace or not lf.present:
+            continue
+        fingerprint, digests = prints[lid]
+        if fingerprint == lf.fingerprint:
+            continue
+        theirs = lf.digests
+        files = [
+            f"{rel} ({'missing in the cell' if rel not in digests else 'only in the cell' if rel not in theirs else 'differs'})"
+            for rel in sorted(set(theirs) | set(digests))
+            if theirs.get(rel) != digests.get(rel)
+        ]
+        out[lid] = files or ["(the fingerprints differ; the files are not listed)"]
+    return out
+
+
+def mismatch_lines(mismatches: Mapping[str, list[str]]) -> list[str]:
+    """One line per mismatching layer, naming up to five of its files."""
+    lines = []
+    for lid, files in mismatches.items():
+        more = f", and {len(files) - 5} more" if len(files) > 5 else ""
+        lines.append(f"{lid}: the cell's copy differs from the setup's: {', '.join(files[:5])}{more}")
+    return lines
+
+
+def config_mismatches(
+    setup: Setup,
+    catalog: Catalog,
+    cell: ResolvedCell,
+    scratch: Path,
+    setup_layers: Mapping[str, LayerFiles],
+    *,
+    at_real_path: bool,
+) -> dict[str, list[str]]:
+    """Build ``cell``'s config dir under ``scratch`` as the backend would (``at_real_path``: as
+    ``namespace`` does), compare its kept layers with the setup's (:func:`kept_mismatches`), remove it."""
+    config = scratch / cell.dirname / ".claude"
+    if os.path.lexists(config.parent):
+        shadowfs.remove_path(config.parent)
+    config.parent.mkdir(parents=True)
+    try:
+        build_config_dir(
+            setup, catalog, cell, config, memory_slug=setup.memory_slug, at_real_path=at_real_path
+        )
+        prints = config_prints(
+            setup, catalog, config, memory_slug=setup.memory_slug, at_real_path=at_real_path
+        )
+        return kept_mismatches(setup_layers, cell, prints)
+    finally:
+        shadowfs.remove_path(config.parent)
 
 
 def _unrewrite(value: Any, undo: list[tuple[str, str]]) -> Any:
@@ -407,11 +487,12 @@ def _fingerprint(
     memory_slug: str,
     undo: list[tuple[str, str]],
     rel_undo: tuple[str, str] | None = None,
-) -> str:
-    """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone."""
+) -> LayerPrint:
+    """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone,
+    and each file's (and key's) digest under the setup's names."""
     lf = resolve_layer(layer, base, memory_slug=memory_slug)
     if not lf.present:
-        return ""
+        return "", {}
     files: list[tuple[str, bytes]] = []
     for rel in lf.files:
         data = (base / rel).read_bytes()
@@ -424,7 +505,8 @@ def _fingerprint(
         obj = json.loads((base / kp.file).read_text(encoding="utf-8"))
         value = json.dumps(_unrewrite(obj[kp.key], undo), sort_keys=True, separators=(",", ":")).encode()
         keys.append((f"{kp.file}#{kp.key}", value))
-    return layer_hash(files, keys)
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in (*files, *keys)}
+    return layer_hash(files, keys), digests
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablate.core import links
 from ablate.isolate import shadowfs
 from ablate.setup.layers import json_keys, walk_files
 from ablate.setup.load import Leak, Setup, linked_state
@@ -135,7 +136,9 @@ def _populate_plugins(
         target = dst / child.name
         if child.name == "store":
             continue  # CLI-written: created empty below
-        if child.is_file() and child.suffix == ".json":
+        if links.follow(child) is None:  # dangling: stays so (a loop or an unreadable target raises)
+            target.symlink_to(links.dangling_target(child))
+        elif child.is_file() and child.suffix == ".json":
             _copy_rewritten(child, target, pairs, report)
         elif child.is_dir():
             if link_trees:
@@ -174,8 +177,8 @@ def populate_config(
                     os.chmod(dst, 0o600)
             else:
                 dst.symlink_to(setup.config_dir / name)
-        elif not entry.exists():
-            continue  # a dangling link: nothing to read
+        elif links.follow(entry) is None:  # a loop or an unreadable target raises, located
+            dst.symlink_to(links.dangling_target(entry))  # dangling: the CLI reads nothing there, nor here
         elif name in REWRITTEN_FILES and entry.is_file():
             _copy_rewritten(entry, dst, pairs, report)
         elif name in COPIED_TREES:
@@ -233,7 +236,7 @@ def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport
     def ignore(folder: str, names: list[str]) -> list[str]:
         return [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden_real]
 
-    shutil.copytree(src, dst, symlinks=False, ignore=ignore, ignore_dangling_symlinks=True)
+    shadowfs.copy_entry(src, dst, ignore=ignore)
     for h in sorted(hidden_real):
         report.notes.append(
             f"{src.name}: left out {h} (CLI-written history behind a link; its auto-memory is copied once)"

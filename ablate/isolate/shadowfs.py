@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ablate.core import links
 from ablate.core.errors import UnsafeEnvironment, UsageError
 
 
@@ -164,12 +165,45 @@ def put(root: Path, rel: str, src: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def copy_entry(src: Path, dst: Path) -> None:
-    """Copy a file or folder with symlinks *followed* (content copied; dangling links skipped)."""
-    if src.is_dir():
-        shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
-    else:
-        shutil.copy2(src, dst)
+Ignore = Callable[[str, list[str]], Iterable[str]]
+
+
+def copy_entry(src: Path, dst: Path, *, ignore: Ignore | None = None) -> None:
+    """Copy a file or folder with every symlink *materialised*: ``dst`` holds what the CLI reads at ``src``.
+
+    A link (relative or absolute, to a file or a folder, chains) is resolved against its own folder, as the
+    kernel does, never the process's working directory; its target's content is copied. A dangling link
+    stays a dangling link, to the absolute path it names (the CLI sees it so wherever the copy lives). A
+    loop or an unreadable target raises a :class:`~ablate.core.errors.UsageError` naming the link and where
+    it points. ``ignore``: as ``shutil.copytree``'s (folder, names) -> names left out.
+    """
+    _materialise(src, dst, ignore, frozenset())
+
+
+def _materialise(src: Path, dst: Path, ignore: Ignore | None, above: frozenset[tuple[int, int]]) -> None:
+    st = links.follow(src)
+    if st is None:
+        os.symlink(links.dangling_target(src), dst)
+        return
+    if links.is_dir(st):
+        ident = (st.st_dev, st.st_ino)
+        if ident in above:
+            raise links.loop_error(src)
+        try:
+            names = sorted(os.listdir(src))
+        except OSError as exc:
+            raise links.link_error(src, exc) from None
+        dst.mkdir()
+        left_out = set(ignore(str(src), names)) if ignore else set()
+        for name in names:
+            if name not in left_out:
+                _materialise(src / name, dst / name, ignore, above | {ident})
+        shutil.copystat(src, dst)
+    elif stat.S_ISREG(st.st_mode):
+        try:
+            shutil.copy2(src, dst)
+        except OSError as exc:
+            raise links.link_error(src, exc) from None
 
 
 def link_per_entry(src: Path, dst: Path) -> None:

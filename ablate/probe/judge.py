@@ -242,9 +242,17 @@ def judge_cell(
     eff = cell_effect(cell, live, imports, loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
     checks: dict[str, LayerCheck] = {}
+    mismatches: dict[str, list[str]] = getattr(cenv, "mismatches", {})
     for layer in catalog:
         expected: Literal["present", "absent"] = "absent" if layer.id in gone else "present"
-        checks[layer.id] = _layer_check(layer, prints[layer.id], expected, cenv, obs, live, setup, reference)
+        check = _layer_check(layer, prints[layer.id], expected, cenv, obs, live, setup, reference)
+        if layer.id in mismatches and check.status != "leak":
+            # what reached the model is not the setup's layer, whatever its fingerprints showed
+            files = mismatches[layer.id]
+            more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+            ev = f"the cell's copy differs from the setup's: {', '.join(files[:5])}{more}"
+            check = LayerCheck(expected, check.observed, "missing", ev)
+        checks[layer.id] = check
     foreign, problems = _cell_problems(cenv, obs, setup)
     if obs.error:
         verdict: Verdict = "error"
