@@ -38,7 +38,7 @@ from ablate.isolate.procenv import process_env as process_env
 from ablate.isolate.procenv import redacted_env as redacted_env
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, layer_hash, resolve_layer
-from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
+from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, parse_imports, resolve_layers
 
 SCHEMA_VERSION = 1
 MARKER = ".ablate-env"
@@ -329,7 +329,30 @@ def build_config_dir(
         layer = catalog.get(lid)
         if layer.side == "config":
             shadowfs.put(config, layer.patterns(memory_slug)[0], variant)
+    if at_real_path:
+        materialise_diverted_imports(config)
     return report
+
+
+def materialise_diverted_imports(config: Path) -> list[str]:
+    """A kept top-level instruction file that links out of the config dir (a dotfiles checkout) has its
+    relative ``@imports`` resolved next to its target, as the CLI does. Where one of them would then read
+    another file than the cell holds under that name (its layer stripped or replaced in this cell), the link
+    is replaced by its content, so the import resolves in the cell, where the strip took effect. Returns the
+    files materialised."""
+    done = []
+    for entry in sorted(config.glob("*.md")):
+        if not entry.is_symlink() or not entry.is_file():
+            continue
+        text = entry.read_text(encoding="utf-8", errors="replace")
+        there = Path(os.path.realpath(entry)).parent
+        relative = [imp for imp in parse_imports(text) if not imp.startswith(("/", "~"))]
+        if any(os.path.realpath(config / imp) != os.path.realpath(there / imp) for imp in relative):
+            data = entry.read_bytes()
+            entry.unlink()
+            entry.write_bytes(data)
+            done.append(entry.name)
+    return done
 
 
 def strip_layer(base: Path, layer: Layer, memory_slug: str) -> None:

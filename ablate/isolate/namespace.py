@@ -576,8 +576,8 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
 
 def namespace_problems(env: NamespaceCellEnv) -> list[str]:
     """Static checks of a namespace cell: the CLI's environment points at the real paths, the cell's config
-    dir holds no symlink that leads anywhere (a link to the real path would be the cell itself; the setup's
-    links are materialised, its dangling ones stay dangling), no stray variables."""
+    dir holds no symlink into the real config dir (seen at the real path, that would be the cell itself;
+    the setup's links out of it lead where they did, its dangling ones stay dangling), no stray variables."""
     problems = []
     if env.env.get("HOME") != str(env.home):
         problems.append(f"HOME is not the real home {env.home}")
@@ -586,8 +586,10 @@ def namespace_problems(env: NamespaceCellEnv) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(env.layers.config):
         for name in (*dirnames, *filenames):
             p = Path(dirpath) / name
-            if p.is_symlink() and os.path.lexists(os.path.realpath(p)):
-                problems.append(f"{p.relative_to(env.layers.config)} is a symlink in the cell's config dir")
+            if p.is_symlink() and shadowfs.is_inside(os.path.realpath(p), os.path.realpath(env.real_config)):
+                problems.append(
+                    f"{p.relative_to(env.layers.config)} is a symlink into the real config dir (the cell itself)"
+                )
     for k in env.env:
         if stray(k):
             problems.append(f"stray variable {k} in the session environment changes the cell")

@@ -129,7 +129,13 @@ def _copy_rewritten(src: Path, dst: Path, pairs: list[tuple[str, str]], report: 
 
 
 def _populate_plugins(
-    src: Path, dst: Path, pairs: list[tuple[str, str]], report: ConfigReport, *, link_trees: bool = True
+    src: Path,
+    dst: Path,
+    pairs: list[tuple[str, str]],
+    report: ConfigReport,
+    *,
+    link_trees: bool = True,
+    keep: Path | None = None,
 ) -> None:
     dst.mkdir()
     for child in sorted(src.iterdir(), key=lambda p: p.name):
@@ -144,9 +150,9 @@ def _populate_plugins(
             if link_trees:
                 shadowfs.link_per_entry(child, target)
             else:
-                shadowfs.copy_entry(child, target)
+                shadowfs.copy_entry(child, target, keep_links_outside=keep)
         elif child.is_file():
-            shutil.copy2(child, target)
+            shadowfs.copy_entry(child, target, keep_links_outside=keep)
         else:
             target.symlink_to(child)
 
@@ -163,6 +169,8 @@ def populate_config(
     report = ConfigReport()
     pairs = [] if at_real_path else path_rewrites(setup, shadow_config)
     link_trees = not at_real_path
+    # seen at the real path, a link out of the config dir leads where the user's does: kept (see copy_entry)
+    keep = setup.config_dir if at_real_path else None
     written_tops = {d.split("/")[0] for d in WRITTEN_DIRS} - {"plugins"}
     linked = linked_state(setup.config_dir, tuple(sorted(written_tops)))  # e.g. projects -> data/projects
     for entry in sorted(setup.config_dir.iterdir(), key=lambda p: p.name):
@@ -183,11 +191,11 @@ def populate_config(
             _copy_rewritten(entry, dst, pairs, report)
         elif name in COPIED_TREES:
             walk_files(setup.config_dir, name)  # raises on a symlink loop
-            shadowfs.copy_entry(entry, dst)
+            shadowfs.copy_entry(entry, dst, keep_links_outside=keep)
         elif name in LINKED_TREES and entry.is_dir():
             walk_files(setup.config_dir, name)  # raises on a symlink loop
             if not link_trees or shadowfs.tree_size(entry, TREE_COPY_LIMIT) <= TREE_COPY_LIMIT:
-                shadowfs.copy_entry(entry, dst)
+                shadowfs.copy_entry(entry, dst, keep_links_outside=keep)
             else:
                 shadowfs.link_per_entry(entry, dst)
                 report.shared.append(name)
@@ -196,15 +204,15 @@ def populate_config(
                     "write-through (a session that edits these files changes your real ones)"
                 )
         elif name == "plugins" and entry.is_dir():
-            _populate_plugins(entry, dst, pairs, report, link_trees=link_trees)
+            _populate_plugins(entry, dst, pairs, report, link_trees=link_trees, keep=keep)
         elif entry.is_file() and name.endswith(".md"):
-            shutil.copy2(entry, dst)
+            shadowfs.copy_entry(entry, dst, keep_links_outside=keep)
         elif hidden := [t for t in linked.values() if shadowfs.is_inside(str(t), os.path.realpath(entry))]:
             _copy_without(entry, dst, hidden, report)
         else:
             size = shadowfs.tree_size(entry, STATE_COPY_LIMIT)
             if isolate_state or at_real_path or size <= STATE_COPY_LIMIT:
-                shadowfs.copy_entry(entry, dst)
+                shadowfs.copy_entry(entry, dst, keep_links_outside=keep)
             else:
                 dst.symlink_to(entry)
                 report.shared.append(name)

@@ -23,6 +23,7 @@ from ablate.isolate.namespace import (
     untouched_view,
 )
 from ablate.isolate.procenv import force_capture, process_env
+from ablate.isolate.shadowfs import anchor_links
 from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, needle_in
 from ablate.setup.examples import git
@@ -208,6 +209,7 @@ def _plain_copy(setup: Setup, dest: Path) -> Path:
 
     ignore, linked = untouched_copy_filter(setup.config_dir)
     shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
+    anchor_links(config, setup.config_dir)  # a relative link (skills/x -> ../../.agents/…) leads where it did
     if "projects" in linked:  # history behind a link stays out; the memory is copied where the CLI reads it
         memory = setup.config_dir / "projects" / setup.memory_slug / "memory"
         if memory.is_dir():
