@@ -41,6 +41,7 @@ from ablate.setup.layers import Catalog, Layer, LayerFiles, layer_hash, resolve_
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, parse_imports, resolve_layers
 
 SCHEMA_VERSION = 1
+ACCOUNT_FILE = shadow_home.ACCOUNT
 MARKER = ".ablate-env"
 MANIFEST = "environment.json"
 PRISTINE = ".pristine"
@@ -238,7 +239,7 @@ def _populate(
         result.notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
     prints = cell_prints(setup, catalog, result)
     result.fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
-    result.mismatches = kept_mismatches(setup_layers, cell, prints)
+    result.mismatches = kept_mismatches(setup_prints(setup, catalog, setup_layers), cell, prints)
     result.notes.extend(mismatch_lines(result.mismatches))
     if os.path.lexists(pristine / "home"):
         shadowfs.remove_path(pristine / "home")
@@ -408,7 +409,7 @@ def cell_prints(setup: Setup, catalog: Catalog, env: CellEnvironment) -> dict[st
     """Every layer as the cell contains it, with the cell's config path mapped back to the real one (and
     the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint and digests
     ``resolve_layer`` gives for the real setup."""
-    undo = [(str(env.config_dir), str(setup.config_dir))]
+    undo = [(str(env.config_dir), str(setup.config_dir)), *canonical_paths(setup)]
     rel_undo = (f"projects/{env.memory_slug}/", f"projects/{setup.memory_slug}/")
     out: dict[str, LayerPrint] = {}
     for layer in catalog:
@@ -424,7 +425,7 @@ def config_prints(
 ) -> dict[str, LayerPrint]:
     """The config-side layers as the cell config dir ``config`` holds them (paths mapped back unless it is
     seen at the real path), comparable with the setup's."""
-    undo = [] if at_real_path else [(str(config), str(setup.config_dir))]
+    undo = ([] if at_real_path else [(str(config), str(setup.config_dir))]) + canonical_paths(setup)
     rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
     return {
         layer.id: _fingerprint(layer, config, memory_slug, undo, rel_undo)
@@ -433,20 +434,40 @@ def config_prints(
     }
 
 
+def canonical_paths(setup: Setup) -> list[tuple[str, str]]:
+    """``<home>/.claude`` spelled as the config dir it is a link to: a cell's copy has both spellings of
+    the real config path rewritten alike, so the comparison reads both as one."""
+    alias = str(setup.home / ".claude")
+    return [(alias, str(setup.config_dir))] if alias != str(setup.config_dir) else []
+
+
+def setup_prints(setup: Setup, catalog: Catalog, layers: Mapping[str, LayerFiles]) -> dict[str, LayerPrint]:
+    """The setup's layers as :func:`kept_mismatches` compares them with a cell's: config-side content with
+    the real config path spelled one way (:func:`canonical_paths`), repo-side as resolved (``layers``)."""
+    aliases = {ACCOUNT_FILE: setup.account_state} if setup.account_state else {}
+    canon = canonical_paths(setup)
+    return {
+        layer.id: _fingerprint(layer, setup.config_dir, setup.memory_slug, canon, aliases=aliases)
+        if layer.side == "config"
+        else (layers[layer.id].fingerprint, dict(layers[layer.id].digests))
+        for layer in catalog
+    }
+
+
 def kept_mismatches(
-    setup_layers: Mapping[str, LayerFiles], cell: ResolvedCell, prints: Mapping[str, LayerPrint]
+    setup: Mapping[str, LayerPrint], cell: ResolvedCell, prints: Mapping[str, LayerPrint]
 ) -> dict[str, list[str]]:
-    """Each layer the cell keeps whose copy differs from the setup's → the files (and keys) that differ:
-    "skills/x/SKILL.md (missing in the cell)", "... (only in the cell)", "... (differs)". A cell with any is
-    not the setup and must never be run as if it were."""
+    """Each layer the cell keeps whose copy differs from the setup's (both as :func:`setup_prints` and
+    :func:`cell_prints` give them) → the files (and keys) that differ: "skills/x/SKILL.md (missing in the
+    cell)", "... (only in the cell)", "... (differs)". A cell with any is not the setup and must never be
+    run as if it were."""
     out: dict[str, list[str]] = {}
-    for lid, lf in setup_layers.items():
-        if lid not in prints or lid in cell.stripped or lid in cell.replace or not lf.present:
+    for lid, (want, theirs) in setup.items():
+        if lid not in prints or lid in cell.stripped or lid in cell.replace or not want:
             continue
         fingerprint, digests = prints[lid]
-        if fingerprint == lf.fingerprint:
+        if fingerprint == want:
             continue
-        theirs = lf.digests
         files = [
             f"{rel} ({'missing in the cell' if rel not in digests else 'only in the cell' if rel not in theirs else 'differs'})"
             for rel in sorted(set(theirs) | set(digests))
@@ -470,7 +491,7 @@ def config_mismatches(
     catalog: Catalog,
     cell: ResolvedCell,
     scratch: Path,
-    setup_layers: Mapping[str, LayerFiles],
+    wanted: Mapping[str, LayerPrint],
     *,
     at_real_path: bool,
 ) -> dict[str, list[str]]:
@@ -487,7 +508,7 @@ def config_mismatches(
         prints = config_prints(
             setup, catalog, config, memory_slug=setup.memory_slug, at_real_path=at_real_path
         )
-        return kept_mismatches(setup_layers, cell, prints)
+        return kept_mismatches(wanted, cell, prints)
     finally:
         shadowfs.remove_path(config.parent)
 
@@ -510,10 +531,12 @@ def _fingerprint(
     memory_slug: str,
     undo: list[tuple[str, str]],
     rel_undo: tuple[str, str] | None = None,
+    *,
+    aliases: dict[str, Path] | None = None,
 ) -> LayerPrint:
     """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone,
     and each file's (and key's) digest under the setup's names."""
-    lf = resolve_layer(layer, base, memory_slug=memory_slug)
+    lf = resolve_layer(layer, base, memory_slug=memory_slug, aliases=aliases)
     if not lf.present:
         return "", {}
     files: list[tuple[str, bytes]] = []
@@ -525,7 +548,7 @@ def _fingerprint(
         files.append((key, data))
     keys: list[tuple[str, bytes]] = []
     for kp in lf.keys:
-        obj = json.loads((base / kp.file).read_text(encoding="utf-8"))
+        obj = json.loads(kp.path.read_text(encoding="utf-8"))
         value = json.dumps(_unrewrite(obj[kp.key], undo), sort_keys=True, separators=(",", ":")).encode()
         keys.append((f"{kp.file}#{kp.key}", value))
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in (*files, *keys)}

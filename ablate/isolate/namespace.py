@@ -49,7 +49,13 @@ from ablate.isolate.detect import Isolation as Isolation
 from ablate.isolate.detect import choose_isolation as choose_isolation
 from ablate.isolate.detect import namespace_check
 from ablate.isolate.detect import namespace_support as namespace_support
-from ablate.isolate.environment import build_config_dir, config_prints, kept_mismatches, mismatch_lines
+from ablate.isolate.environment import (
+    build_config_dir,
+    config_prints,
+    kept_mismatches,
+    mismatch_lines,
+    setup_prints,
+)
 from ablate.isolate.fence import bwrap_path, fence_argv
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env, stray
@@ -326,7 +332,7 @@ class NamespaceEnvironments:
         if self.dirty:
             notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
         assert self._setup_layers is not None
-        mismatches = kept_mismatches(self._setup_layers, cell, prints)
+        mismatches = kept_mismatches(setup_prints(setup, self.catalog, self._setup_layers), cell, prints)
         notes.extend(mismatch_lines(mismatches))
         leaks = [*report.leaks, *ancestor_leaks(setup.repo, config_dir=setup.config_dir), *fixed_leaks(setup)]
         return CellLayers(cdir / "config", cdir / "repo", fingerprints, notes, leaks, seen, mismatches)

@@ -183,12 +183,19 @@ def copy_entry(
     points. ``ignore``: as ``shutil.copytree``'s (folder, names) -> names left out.
     """
     keep = os.path.realpath(keep_links_outside) if keep_links_outside is not None else None
-    _materialise(src, dst, ignore, frozenset(), keep)
+    _materialise(src, dst, ignore, frozenset(), keep, src)
 
 
 def _materialise(
-    src: Path, dst: Path, ignore: Ignore | None, above: frozenset[tuple[int, int]], keep: str | None
+    src: Path,
+    dst: Path,
+    ignore: Ignore | None,
+    above: frozenset[tuple[int, int]],
+    keep: str | None,
+    via: Path,
 ) -> None:
+    """``via``: the last link on the way to ``src`` (the one a loop is named by)."""
+    via = src if src.is_symlink() else via
     st = links.follow(src)
     if st is None:
         os.symlink(links.dangling_target(src), dst)
@@ -199,7 +206,7 @@ def _materialise(
     if links.is_dir(st):
         ident = (st.st_dev, st.st_ino)
         if ident in above:
-            raise links.loop_error(src)
+            raise links.loop_error(via)
         try:
             names = sorted(os.listdir(src))
         except OSError as exc:
@@ -208,7 +215,7 @@ def _materialise(
         left_out = set(ignore(str(src), names)) if ignore else set()
         for name in names:
             if name not in left_out:
-                _materialise(src / name, dst / name, ignore, above | {ident}, keep)
+                _materialise(src / name, dst / name, ignore, above | {ident}, keep, via)
         shutil.copystat(src, dst)
     elif stat.S_ISREG(st.st_mode):
         try:

@@ -257,11 +257,24 @@ def _untouched(
     wrap = links_fence(setup, root / "untouched", repo)  # its home links to the real home's entries
     obs = _run(claude, cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout", wrap=wrap)
     return obs, {
+        **import_homes(setup.config_dir),
         str(config): "<CONFIG>",
         str(config.parent): "<HOME>",
         str(repo): "<CWD>",
         copy_slug: "<SLUG>",
     }
+
+
+def import_homes(config_dir: Path) -> dict[str, str]:
+    """The folders a linked top-level instruction file imports from (the CLI resolves its ``@imports``
+    next to the link's target, a dotfiles checkout), each read as ``<CONFIG>``: a ``links`` cell holds
+    copies, and imports them from its config dir (the path differs, the files are the same)."""
+    out: dict[str, str] = {}
+    for entry in sorted(config_dir.glob("*.md")):
+        there = os.path.dirname(os.path.realpath(entry))
+        if entry.is_symlink() and there != os.path.realpath(config_dir):
+            out[there] = "<CONFIG>"
+    return out
 
 
 def _untouched_namespace(

@@ -220,13 +220,13 @@ def refuse_unfaithful_cells(prepared: PreparedRun, scratch: Path, *, at_real_pat
     """Before any session (nothing spent): build each cell's config dir as its backend will and refuse the
     run (exit 1, naming the cell, the layer and its files) when a layer the cell keeps differs from the
     setup's: such a cell is not the setup and must never be run as if it were."""
-    from ablate.isolate.environment import config_mismatches, mismatch_lines
+    from ablate.isolate.environment import config_mismatches, mismatch_lines, setup_prints
     from ablate.setup.load import resolve_layers
 
     setup, catalog = prepared.setup, prepared.catalog
-    setup_layers = resolve_layers(setup, catalog)
+    wanted = setup_prints(setup, catalog, resolve_layers(setup, catalog))
     for cell in prepared.cell_set.cells:
-        found = config_mismatches(setup, catalog, cell, scratch, setup_layers, at_real_path=at_real_path)
+        found = config_mismatches(setup, catalog, cell, scratch, wanted, at_real_path=at_real_path)
         if found:
             raise AblateError(
                 f"{cell.id}: not the setup it claims to be; " + "; ".join(mismatch_lines(found)),

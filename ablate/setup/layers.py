@@ -255,16 +255,23 @@ def walk_files(base: Path, rel: str, *, dangling: dict[str, str] | None = None) 
     unreadable target is a located :class:`~ablate.core.errors.UsageError` (never a silently missing file).
     """
     out: list[str] = []
-    _walk(base, rel, out, dangling, frozenset())
+    _walk(base, rel, out, dangling, frozenset(), base / rel)
     return out
 
 
 def _walk(
-    base: Path, rel: str, out: list[str], dangling: dict[str, str] | None, above: frozenset[tuple[int, int]]
+    base: Path,
+    rel: str,
+    out: list[str],
+    dangling: dict[str, str] | None,
+    above: frozenset[tuple[int, int]],
+    via: Path,
 ) -> None:
+    """``via``: the last link on the way to ``base/rel`` (the one a loop is named by)."""
     path = base / rel
     if not os.path.lexists(path):
         return
+    via = path if path.is_symlink() else via
     st = links.follow(path)
     if st is None:
         if dangling is not None:
@@ -275,13 +282,13 @@ def _walk(
         return
     ident = (st.st_dev, st.st_ino)
     if ident in above:
-        raise links.loop_error(path)
+        raise links.loop_error(via)
     try:
         names = sorted(os.listdir(path))
     except OSError as exc:
         raise links.link_error(path, exc) from None
     for name in names:
-        _walk(base, f"{rel}/{name}", out, dangling, above | {ident})
+        _walk(base, f"{rel}/{name}", out, dangling, above | {ident}, via)
 
 
 def json_keys(path: Path) -> dict[str, object] | None:
