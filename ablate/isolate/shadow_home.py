@@ -22,6 +22,10 @@ anything else (hook state: ``data/``)   copied when at most STATE_COPY_LIMIT byt
                                         else linked and reported as shared state
 ======================================  ====================================================================
 
+Links in the user's config dir keep their meaning (docs/ARCHITECTURE.md#links-in-setups): copies materialise
+them, each resolved against its own folder; seen at the real path (``namespace``), a link out of the config
+dir stays a link; a dangling one stays dangling.
+
 The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account state as ``.claude.json``,
 and a symlink to every other entry of the real home (dotfiles, caches and toolchains keep working).
 """
