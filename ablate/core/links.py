@@ -64,3 +64,19 @@ def loop_error(path: Path | str) -> UsageError:
     return UsageError(
         f"{path}: a symlink loop (it points to {points_to(path)}, a folder that contains it)", hint=HINT
     )
+
+
+def enter(
+    path: Path, st: os.stat_result, above: frozenset[tuple[int, int]], via: Path
+) -> tuple[list[str], frozenset[tuple[int, int]]]:
+    """Enter the folder ``path`` (``st`` its stat, links followed) on a walk: its entry names, sorted, and the
+    folders above its entries. ``above``: the folders on the way, a folder among them a loop, named by
+    ``via`` (the last link on the way); an unreadable folder is a located error too."""
+    ident = (st.st_dev, st.st_ino)
+    if ident in above:
+        raise loop_error(via)
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        raise link_error(path, exc) from None
+    return names, above | {ident}

@@ -204,18 +204,12 @@ def _materialise(
         os.symlink(target, dst)
         return
     if links.is_dir(st):
-        ident = (st.st_dev, st.st_ino)
-        if ident in above:
-            raise links.loop_error(via)
-        try:
-            names = sorted(os.listdir(src))
-        except OSError as exc:
-            raise links.link_error(src, exc) from None
+        names, inside = links.enter(src, st, above, via)
         dst.mkdir()
         left_out = set(ignore(str(src), names)) if ignore else set()
         for name in names:
             if name not in left_out:
-                _materialise(src / name, dst / name, ignore, above | {ident}, keep, via)
+                _materialise(src / name, dst / name, ignore, inside, keep, via)
         shutil.copystat(src, dst)
     elif stat.S_ISREG(st.st_mode):
         try:

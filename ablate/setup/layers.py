@@ -280,15 +280,9 @@ def _walk(
     if not links.is_dir(st):
         out.append(rel)
         return
-    ident = (st.st_dev, st.st_ino)
-    if ident in above:
-        raise links.loop_error(via)
-    try:
-        names = sorted(os.listdir(path))
-    except OSError as exc:
-        raise links.link_error(path, exc) from None
+    names, inside = links.enter(path, st, above, via)
     for name in names:
-        _walk(base, f"{rel}/{name}", out, dangling, above | {ident}, via)
+        _walk(base, f"{rel}/{name}", out, dangling, inside, via)
 
 
 def json_keys(path: Path) -> dict[str, object] | None:
