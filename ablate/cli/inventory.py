@@ -91,7 +91,7 @@ def layers_cmd(
     """
     from tabulate import tabulate
 
-    from ablate.setup.inventory import inventory_json, layer_rows
+    from ablate.setup.inventory import dangling_lines, inventory_json, layer_rows
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import inventory, load_setup
 
@@ -147,6 +147,8 @@ def layers_cmd(
         "repo docs the model reads on demand, settings keys (confirmed by `ablate probe`))"
     )
     _layer_notes(rows)
+    for line in dangling_lines(inv.layers):
+        typer.echo(f"\nnote: {line}")
     if inv.unclassified:
         from ablate.setup.load import mapping_hint
 

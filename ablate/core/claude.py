@@ -133,6 +133,14 @@ def _remember_identity(binary: ClaudeBinary, key: tuple[int, ...] | None) -> Non
         return
 
 
+#: Settings every ablate session gets on its command line (``--settings``, the CLI's flag-settings source,
+#: above the user's files; docs/CLAUDE-CODE.md#background-memory): background memory consolidation
+#: ("auto-dream", a forked agent that rewrites the auto-memory between sessions) is switched off, so no
+#: session rewrites the memory a later session of another cell would read. Every cell and the probe's
+#: untouched setup get the same line, so it is no difference between them.
+SESSION_SETTINGS = '{"autoDreamEnabled":false}'
+
+
 def claude_argv(
     binary: Path,
     *,
@@ -161,6 +169,8 @@ def claude_argv(
         str(max_turns),
         "--session-id",
         session_id,
+        "--settings",
+        SESSION_SETTINGS,
         *extra,
         "--",
         prompt,

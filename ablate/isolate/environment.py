@@ -14,6 +14,7 @@ Config side: :mod:`ablate.isolate.shadow_home`; repo side: :mod:`ablate.isolate.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -37,9 +38,10 @@ from ablate.isolate.procenv import process_env as process_env
 from ablate.isolate.procenv import redacted_env as redacted_env
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, layer_hash, resolve_layer
-from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
+from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, parse_imports, resolve_layers
 
 SCHEMA_VERSION = 1
+ACCOUNT_FILE = shadow_home.ACCOUNT
 MARKER = ".ablate-env"
 MANIFEST = "environment.json"
 PRISTINE = ".pristine"
@@ -80,6 +82,8 @@ class CellEnvironment:
     """The repository's layer entries and uncommitted changes, read once at build time."""
     setup_layers: dict[str, LayerFiles] = field(default_factory=dict, repr=False, compare=False)
     """The user's layers as resolved at build time (what every retarget compares fingerprints with)."""
+    mismatches: dict[str, list[str]] = field(default_factory=dict)
+    """Kept layer id → its files that differ from the setup's (:func:`kept_mismatches`): not faithful."""
 
     @property
     def pristine(self) -> Path:
@@ -113,6 +117,7 @@ class CellEnvironment:
             "fingerprints": dict(self.fingerprints),
             "leaks": [asdict(leak) for leak in self.leaks],
             "notes": list(self.notes),
+            "mismatches": {k: list(v) for k, v in self.mismatches.items()},
         }
 
 
@@ -232,11 +237,10 @@ def _populate(
     result.notes.extend(plan.notes)
     if result.dirty:
         result.notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
-    result.fingerprints = cell_fingerprints(setup, catalog, result)
-    for lid, lf in setup_layers.items():
-        kept = lid not in cell.stripped and lid not in cell.replace
-        if lf.present and kept and result.fingerprints.get(lid) != lf.fingerprint:
-            result.notes.append(f"{lid}: the cell's copy differs from the setup's (fingerprint mismatch)")
+    prints = cell_prints(setup, catalog, result)
+    result.fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
+    result.mismatches = kept_mismatches(setup_prints(setup, catalog, setup_layers), cell, prints)
+    result.notes.extend(mismatch_lines(result.mismatches))
     if os.path.lexists(pristine / "home"):
         shadowfs.remove_path(pristine / "home")
     shutil.copytree(result.home, pristine / "home", symlinks=True)
@@ -326,7 +330,30 @@ def build_config_dir(
         layer = catalog.get(lid)
         if layer.side == "config":
             shadowfs.put(config, layer.patterns(memory_slug)[0], variant)
+    if at_real_path:
+        materialise_diverted_imports(config)
     return report
+
+
+def materialise_diverted_imports(config: Path) -> list[str]:
+    """A kept top-level instruction file that links out of the config dir (a dotfiles checkout) has its
+    relative ``@imports`` resolved next to its target, as the CLI does. Where one of them would then read
+    another file than the cell holds under that name (its layer stripped or replaced in this cell), the link
+    is replaced by its content, so the import resolves in the cell, where the strip took effect. Returns the
+    files materialised."""
+    done = []
+    for entry in sorted(config.glob("*.md")):
+        if not entry.is_symlink() or not entry.is_file():
+            continue
+        text = entry.read_text(encoding="utf-8", errors="replace")
+        there = Path(os.path.realpath(entry)).parent
+        relative = [imp for imp in parse_imports(text) if not imp.startswith(("/", "~"))]
+        if any(os.path.realpath(config / imp) != os.path.realpath(there / imp) for imp in relative):
+            data = entry.read_bytes()
+            entry.unlink()
+            entry.write_bytes(data)
+            done.append(entry.name)
+    return done
 
 
 def strip_layer(base: Path, layer: Layer, memory_slug: str) -> None:
@@ -374,19 +401,116 @@ def _prune(base: Path, rel_dir: str, keep: set[str]) -> None:
         shadowfs.remove(base, rel)
 
 
-def cell_fingerprints(setup: Setup, catalog: Catalog, env: CellEnvironment) -> dict[str, str]:
-    """Fingerprint every layer as the cell contains it, with the cell's config path mapped back to the real
-    one (and the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint
+#: A layer as a cell holds it: its fingerprint and each file's (and key's) digest, comparable with the setup's.
+LayerPrint = tuple[str, dict[str, str]]
+
+
+def cell_prints(setup: Setup, catalog: Catalog, env: CellEnvironment) -> dict[str, LayerPrint]:
+    """Every layer as the cell contains it, with the cell's config path mapped back to the real one (and
+    the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint and digests
     ``resolve_layer`` gives for the real setup."""
-    undo = [(str(env.config_dir), str(setup.config_dir))]
+    undo = [(str(env.config_dir), str(setup.config_dir)), *canonical_paths(setup)]
     rel_undo = (f"projects/{env.memory_slug}/", f"projects/{setup.memory_slug}/")
-    out: dict[str, str] = {}
+    out: dict[str, LayerPrint] = {}
     for layer in catalog:
         if layer.side == "config":
             out[layer.id] = _fingerprint(layer, env.config_dir, env.memory_slug, undo, rel_undo)
         else:
             out[layer.id] = _fingerprint(layer, env.cwd, setup.memory_slug, undo)
     return out
+
+
+def config_prints(
+    setup: Setup, catalog: Catalog, config: Path, *, memory_slug: str, at_real_path: bool
+) -> dict[str, LayerPrint]:
+    """The config-side layers as the cell config dir ``config`` holds them (paths mapped back unless it is
+    seen at the real path), comparable with the setup's."""
+    undo = ([] if at_real_path else [(str(config), str(setup.config_dir))]) + canonical_paths(setup)
+    rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
+    return {
+        layer.id: _fingerprint(layer, config, memory_slug, undo, rel_undo)
+        for layer in catalog
+        if layer.side == "config"
+    }
+
+
+def canonical_paths(setup: Setup) -> list[tuple[str, str]]:
+    """``<home>/.claude`` spelled as the config dir it is a link to: a cell's copy has both spellings of
+    the real config path rewritten alike, so the comparison reads both as one."""
+    alias = str(setup.home / ".claude")
+    return [(alias, str(setup.config_dir))] if alias != str(setup.config_dir) else []
+
+
+def setup_prints(setup: Setup, catalog: Catalog, layers: Mapping[str, LayerFiles]) -> dict[str, LayerPrint]:
+    """The setup's layers as :func:`kept_mismatches` compares them with a cell's: config-side content with
+    the real config path spelled one way (:func:`canonical_paths`), repo-side as resolved (``layers``)."""
+    aliases = {ACCOUNT_FILE: setup.account_state} if setup.account_state else {}
+    canon = canonical_paths(setup)
+    return {
+        layer.id: _fingerprint(layer, setup.config_dir, setup.memory_slug, canon, aliases=aliases)
+        if layer.side == "config"
+        else (layers[layer.id].fingerprint, dict(layers[layer.id].digests))
+        for layer in catalog
+    }
+
+
+def kept_mismatches(
+    setup: Mapping[str, LayerPrint], cell: ResolvedCell, prints: Mapping[str, LayerPrint]
+) -> dict[str, list[str]]:
+    """Each layer the cell keeps whose copy differs from the setup's (both as :func:`setup_prints` and
+    :func:`cell_prints` give them) → the files (and keys) that differ: "skills/x/SKILL.md (missing in the
+    cell)", "... (only in the cell)", "... (differs)". A cell with any is not the setup and must never be
+    run as if it were."""
+    out: dict[str, list[str]] = {}
+    for lid, (want, theirs) in setup.items():
+        if lid not in prints or lid in cell.stripped or lid in cell.replace or not want:
+            continue
+        fingerprint, digests = prints[lid]
+        if fingerprint == want:
+            continue
+        files = [
+            f"{rel} ({'missing in the cell' if rel not in digests else 'only in the cell' if rel not in theirs else 'differs'})"
+            for rel in sorted(set(theirs) | set(digests))
+            if theirs.get(rel) != digests.get(rel)
+        ]
+        out[lid] = files or ["(the fingerprints differ; the files are not listed)"]
+    return out
+
+
+def mismatch_lines(mismatches: Mapping[str, list[str]]) -> list[str]:
+    """One line per mismatching layer, naming up to five of its files."""
+    lines = []
+    for lid, files in mismatches.items():
+        more = f", and {len(files) - 5} more" if len(files) > 5 else ""
+        lines.append(f"{lid}: the cell's copy differs from the setup's: {', '.join(files[:5])}{more}")
+    return lines
+
+
+def config_mismatches(
+    setup: Setup,
+    catalog: Catalog,
+    cell: ResolvedCell,
+    scratch: Path,
+    wanted: Mapping[str, LayerPrint],
+    *,
+    at_real_path: bool,
+) -> dict[str, list[str]]:
+    """Build ``cell``'s config dir under ``scratch`` as the backend would (``at_real_path``: as
+    ``namespace`` does), compare its kept layers with the setup's (:func:`kept_mismatches`), remove it."""
+    config = scratch / cell.dirname / ".claude"
+    if os.path.lexists(config.parent):
+        shadowfs.remove_path(config.parent)
+    config.parent.mkdir(parents=True)
+    try:
+        build_config_dir(
+            setup, catalog, cell, config, memory_slug=setup.memory_slug, at_real_path=at_real_path
+        )
+        prints = config_prints(
+            setup, catalog, config, memory_slug=setup.memory_slug, at_real_path=at_real_path
+        )
+        return kept_mismatches(wanted, cell, prints)
+    finally:
+        shadowfs.remove_path(config.parent)
 
 
 def _unrewrite(value: Any, undo: list[tuple[str, str]]) -> Any:
@@ -407,11 +531,14 @@ def _fingerprint(
     memory_slug: str,
     undo: list[tuple[str, str]],
     rel_undo: tuple[str, str] | None = None,
-) -> str:
-    """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone."""
-    lf = resolve_layer(layer, base, memory_slug=memory_slug)
+    *,
+    aliases: dict[str, Path] | None = None,
+) -> LayerPrint:
+    """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone,
+    and each file's (and key's) digest under the setup's names."""
+    lf = resolve_layer(layer, base, memory_slug=memory_slug, aliases=aliases)
     if not lf.present:
-        return ""
+        return "", {}
     files: list[tuple[str, bytes]] = []
     for rel in lf.files:
         data = (base / rel).read_bytes()
@@ -421,10 +548,11 @@ def _fingerprint(
         files.append((key, data))
     keys: list[tuple[str, bytes]] = []
     for kp in lf.keys:
-        obj = json.loads((base / kp.file).read_text(encoding="utf-8"))
+        obj = json.loads(kp.path.read_text(encoding="utf-8"))
         value = json.dumps(_unrewrite(obj[kp.key], undo), sort_keys=True, separators=(",", ":")).encode()
         keys.append((f"{kp.file}#{kp.key}", value))
-    return layer_hash(files, keys)
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in (*files, *keys)}
+    return layer_hash(files, keys), digests
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,19 @@ from ablate.isolate.detect import Isolation as Isolation
 from ablate.isolate.detect import choose_isolation as choose_isolation
 from ablate.isolate.detect import namespace_check
 from ablate.isolate.detect import namespace_support as namespace_support
-from ablate.isolate.environment import build_config_dir
+from ablate.isolate.environment import (
+    build_config_dir,
+    config_prints,
+    kept_mismatches,
+    mismatch_lines,
+    setup_prints,
+)
 from ablate.isolate.fence import bwrap_path, fence_argv
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env, stray
 from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
 from ablate.setup.cells import ResolvedCell
-from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
+from ablate.setup.layers import Catalog, LayerFiles
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, linked_state, resolve_layers
 
 NSEXEC = Path(nsexec.__file__).resolve()
@@ -150,6 +156,8 @@ class CellLayers:
     leaks: list[Leak]
     repo_layers: dict[str, dict[str, Any]]
     """Repo layer id → {present, entries, fingerprint} in the cell's merged view."""
+    mismatches: dict[str, list[str]] = field(default_factory=dict)
+    """Kept layer id → its files that differ from the setup's (not faithful)."""
 
 
 class _ViewAtRealPaths:
@@ -215,6 +223,10 @@ class NamespaceCellEnv(_ViewAtRealPaths):
     @property
     def leaks(self) -> list[Leak]:
         return self.layers.leaks
+
+    @property
+    def mismatches(self) -> dict[str, list[str]]:
+        return self.layers.mismatches
 
 
 class NamespaceEnvironments:
@@ -311,22 +323,19 @@ class NamespaceEnvironments:
         import json
 
         seen = json.loads((cdir / "repo-layers.json").read_text(encoding="utf-8"))
-        fingerprints: dict[str, str] = {}
+        prints = config_prints(setup, self.catalog, cdir / "config", memory_slug=slug, at_real_path=True)
         for layer in self.catalog:
-            if layer.side == "config":
-                fingerprints[layer.id] = resolve_layer(layer, cdir / "config", memory_slug=slug).fingerprint
-            else:
-                fingerprints[layer.id] = str(seen.get(layer.id, {}).get("fingerprint", ""))
+            if layer.side == "repo":
+                prints[layer.id] = (str(seen.get(layer.id, {}).get("fingerprint", "")), {})
+        fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
         notes = list(report.notes) + list(lower.plan.notes)
         if self.dirty:
             notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
         assert self._setup_layers is not None
-        for lid, lf in self._setup_layers.items():
-            kept = lid not in cell.stripped and lid not in cell.replace
-            if lf.present and kept and fingerprints.get(lid) != lf.fingerprint:
-                notes.append(f"{lid}: the cell's copy differs from the setup's (fingerprint mismatch)")
-        leaks = [*report.leaks, *ancestor_leaks(setup.repo), *fixed_leaks(setup)]
-        return CellLayers(cdir / "config", cdir / "repo", fingerprints, notes, leaks, seen)
+        mismatches = kept_mismatches(setup_prints(setup, self.catalog, self._setup_layers), cell, prints)
+        notes.extend(mismatch_lines(mismatches))
+        leaks = [*report.leaks, *ancestor_leaks(setup.repo, config_dir=setup.config_dir), *fixed_leaks(setup)]
+        return CellLayers(cdir / "config", cdir / "repo", fingerprints, notes, leaks, seen, mismatches)
 
     # -- EnvBackend ----------------------------------------------------------------------------------------
 
@@ -458,6 +467,7 @@ class NamespaceEnvironments:
             "fingerprints": dict(env.fingerprints),
             "leaks": [asdict(leak) for leak in env.leaks],
             "notes": list(env.notes),
+            "mismatches": dict(env.mismatches),
             "env": dict(redacted_env(env.env)),
             "branch": lower.branch,
         }
@@ -572,7 +582,8 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
 
 def namespace_problems(env: NamespaceCellEnv) -> list[str]:
     """Static checks of a namespace cell: the CLI's environment points at the real paths, the cell's config
-    dir holds no symlink at all (a link to the real path would be the cell itself), no stray variables."""
+    dir holds no symlink into the real config dir (seen at the real path, that would be the cell itself;
+    the setup's links out of it lead where they did, its dangling ones stay dangling), no stray variables."""
     problems = []
     if env.env.get("HOME") != str(env.home):
         problems.append(f"HOME is not the real home {env.home}")
@@ -581,8 +592,10 @@ def namespace_problems(env: NamespaceCellEnv) -> list[str]:
     for dirpath, dirnames, filenames in os.walk(env.layers.config):
         for name in (*dirnames, *filenames):
             p = Path(dirpath) / name
-            if p.is_symlink():
-                problems.append(f"{p.relative_to(env.layers.config)} is a symlink in the cell's config dir")
+            if p.is_symlink() and shadowfs.is_inside(os.path.realpath(p), os.path.realpath(env.real_config)):
+                problems.append(
+                    f"{p.relative_to(env.layers.config)} is a symlink into the real config dir (the cell itself)"
+                )
     for k in env.env:
         if stray(k):
             problems.append(f"stray variable {k} in the session environment changes the cell")

@@ -22,6 +22,10 @@ anything else (hook state: ``data/``)   copied when at most STATE_COPY_LIMIT byt
                                         else linked and reported as shared state
 ======================================  ====================================================================
 
+Links in the user's config dir keep their meaning (docs/ARCHITECTURE.md#links-in-setups): copies materialise
+them, each resolved against its own folder; seen at the real path (``namespace``), a link out of the config
+dir stays a link; a dangling one stays dangling.
+
 The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account state as ``.claude.json``,
 and a symlink to every other entry of the real home (dotfiles, caches and toolchains keep working).
 """
@@ -37,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablate.core import links
 from ablate.isolate import shadowfs
 from ablate.setup.layers import json_keys, walk_files
 from ablate.setup.load import Leak, Setup, linked_state
@@ -128,22 +133,30 @@ def _copy_rewritten(src: Path, dst: Path, pairs: list[tuple[str, str]], report: 
 
 
 def _populate_plugins(
-    src: Path, dst: Path, pairs: list[tuple[str, str]], report: ConfigReport, *, link_trees: bool = True
+    src: Path,
+    dst: Path,
+    pairs: list[tuple[str, str]],
+    report: ConfigReport,
+    *,
+    link_trees: bool = True,
+    keep: Path | None = None,
 ) -> None:
     dst.mkdir()
     for child in sorted(src.iterdir(), key=lambda p: p.name):
         target = dst / child.name
         if child.name == "store":
             continue  # CLI-written: created empty below
-        if child.is_file() and child.suffix == ".json":
+        if links.follow(child) is None:  # dangling: stays so (a loop or an unreadable target raises)
+            target.symlink_to(links.dangling_target(child))
+        elif child.is_file() and child.suffix == ".json":
             _copy_rewritten(child, target, pairs, report)
         elif child.is_dir():
             if link_trees:
                 shadowfs.link_per_entry(child, target)
             else:
-                shadowfs.copy_entry(child, target)
+                shadowfs.copy_entry(child, target, keep_links_outside=keep)
         elif child.is_file():
-            shutil.copy2(child, target)
+            shadowfs.copy_entry(child, target, keep_links_outside=keep)
         else:
             target.symlink_to(child)
 
@@ -160,6 +173,8 @@ def populate_config(
     report = ConfigReport()
     pairs = [] if at_real_path else path_rewrites(setup, shadow_config)
     link_trees = not at_real_path
+    # seen at the real path, a link out of the config dir leads where the user's does: kept (see copy_entry)
+    keep = setup.config_dir if at_real_path else None
     written_tops = {d.split("/")[0] for d in WRITTEN_DIRS} - {"plugins"}
     linked = linked_state(setup.config_dir, tuple(sorted(written_tops)))  # e.g. projects -> data/projects
     for entry in sorted(setup.config_dir.iterdir(), key=lambda p: p.name):
@@ -174,17 +189,17 @@ def populate_config(
                     os.chmod(dst, 0o600)
             else:
                 dst.symlink_to(setup.config_dir / name)
-        elif not entry.exists():
-            continue  # a dangling link: nothing to read
+        elif links.follow(entry) is None:  # a loop or an unreadable target raises, located
+            dst.symlink_to(links.dangling_target(entry))  # dangling: the CLI reads nothing there, nor here
         elif name in REWRITTEN_FILES and entry.is_file():
             _copy_rewritten(entry, dst, pairs, report)
         elif name in COPIED_TREES:
             walk_files(setup.config_dir, name)  # raises on a symlink loop
-            shadowfs.copy_entry(entry, dst)
+            shadowfs.copy_entry(entry, dst, keep_links_outside=keep)
         elif name in LINKED_TREES and entry.is_dir():
             walk_files(setup.config_dir, name)  # raises on a symlink loop
             if not link_trees or shadowfs.tree_size(entry, TREE_COPY_LIMIT) <= TREE_COPY_LIMIT:
-                shadowfs.copy_entry(entry, dst)
+                shadowfs.copy_entry(entry, dst, keep_links_outside=keep)
             else:
                 shadowfs.link_per_entry(entry, dst)
                 report.shared.append(name)
@@ -193,15 +208,15 @@ def populate_config(
                     "write-through (a session that edits these files changes your real ones)"
                 )
         elif name == "plugins" and entry.is_dir():
-            _populate_plugins(entry, dst, pairs, report, link_trees=link_trees)
+            _populate_plugins(entry, dst, pairs, report, link_trees=link_trees, keep=keep)
         elif entry.is_file() and name.endswith(".md"):
-            shutil.copy2(entry, dst)
+            shadowfs.copy_entry(entry, dst, keep_links_outside=keep)
         elif hidden := [t for t in linked.values() if shadowfs.is_inside(str(t), os.path.realpath(entry))]:
             _copy_without(entry, dst, hidden, report)
         else:
             size = shadowfs.tree_size(entry, STATE_COPY_LIMIT)
             if isolate_state or at_real_path or size <= STATE_COPY_LIMIT:
-                shadowfs.copy_entry(entry, dst)
+                shadowfs.copy_entry(entry, dst, keep_links_outside=keep)
             else:
                 dst.symlink_to(entry)
                 report.shared.append(name)
@@ -233,7 +248,7 @@ def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport
     def ignore(folder: str, names: list[str]) -> list[str]:
         return [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden_real]
 
-    shutil.copytree(src, dst, symlinks=False, ignore=ignore, ignore_dangling_symlinks=True)
+    shadowfs.copy_entry(src, dst, ignore=ignore)
     for h in sorted(hidden_real):
         report.notes.append(
             f"{src.name}: left out {h} (CLI-written history behind a link; its auto-memory is copied once)"

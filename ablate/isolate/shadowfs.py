@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ablate.core import links
 from ablate.core.errors import UnsafeEnvironment, UsageError
 
 
@@ -164,12 +165,73 @@ def put(root: Path, rel: str, src: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def copy_entry(src: Path, dst: Path) -> None:
-    """Copy a file or folder with symlinks *followed* (content copied; dangling links skipped)."""
-    if src.is_dir():
-        shutil.copytree(src, dst, symlinks=False, ignore_dangling_symlinks=True)
-    else:
-        shutil.copy2(src, dst)
+Ignore = Callable[[str, list[str]], Iterable[str]]
+
+
+def copy_entry(
+    src: Path, dst: Path, *, ignore: Ignore | None = None, keep_links_outside: Path | None = None
+) -> None:
+    """Copy a file or folder so that ``dst`` presents what the CLI reads at ``src``, links included.
+
+    A link (relative or absolute, to a file or a folder, chains) is resolved against its own folder, as the
+    kernel does, never the process's working directory, and its target's content is copied
+    (*materialised*). With ``keep_links_outside`` (the real config dir, for a copy seen at the real path),
+    a link whose target lies outside that folder stays a link, to the absolute place it resolves to: the
+    CLI reads the very file it reads for the user, and resolves a linked CLAUDE.md's ``@imports`` where it
+    does (next to the target). A dangling link stays a dangling link, to the absolute path it names. A loop
+    or an unreadable target raises a :class:`~ablate.core.errors.UsageError` naming the link and where it
+    points. ``ignore``: as ``shutil.copytree``'s (folder, names) -> names left out.
+    """
+    keep = os.path.realpath(keep_links_outside) if keep_links_outside is not None else None
+    _materialise(src, dst, ignore, frozenset(), keep, src)
+
+
+def _materialise(
+    src: Path,
+    dst: Path,
+    ignore: Ignore | None,
+    above: frozenset[tuple[int, int]],
+    keep: str | None,
+    via: Path,
+) -> None:
+    """``via``: the last link on the way to ``src`` (the one a loop is named by)."""
+    via = src if src.is_symlink() else via
+    st = links.follow(src)
+    if st is None:
+        os.symlink(links.dangling_target(src), dst)
+        return
+    if keep is not None and src.is_symlink() and not is_inside(target := os.path.realpath(src), keep):
+        os.symlink(target, dst)
+        return
+    if links.is_dir(st):
+        names, inside = links.enter(src, st, above, via)
+        dst.mkdir()
+        left_out = set(ignore(str(src), names)) if ignore else set()
+        for name in names:
+            if name not in left_out:
+                _materialise(src / name, dst / name, ignore, inside, keep, via)
+        shutil.copystat(src, dst)
+    elif stat.S_ISREG(st.st_mode):
+        try:
+            shutil.copy2(src, dst)
+        except OSError as exc:
+            raise links.link_error(src, exc) from None
+
+
+def anchor_links(copy: Path, original: Path) -> int:
+    """Make every relative link in ``copy`` (a ``symlinks=True`` copy of ``original``, seen elsewhere) name the
+    absolute place it names in ``original``: the copy's links lead where the original's do. Returns how many."""
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(copy):
+        for name in (*dirnames, *filenames):
+            link = Path(dirpath) / name
+            if not link.is_symlink() or os.path.isabs(target := os.readlink(link)):
+                continue
+            there = original / link.parent.relative_to(copy)
+            link.unlink()
+            os.symlink(os.path.join(os.path.realpath(there), target), link)
+            n += 1
+    return n
 
 
 def link_per_entry(src: Path, dst: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -62,10 +63,17 @@ class CellProbe:
 # Judging
 
 
-def _foreign_files(obs: Observation, allowed_roots: Sequence[Path]) -> list[str]:
+def _foreign_files(
+    obs: Observation, allowed_roots: Sequence[Path], setup_files: AbstractSet[str] = frozenset()
+) -> list[str]:
+    """Instruction files loaded from outside the cell. ``setup_files``: those the untouched setup loads
+    itself at the same paths (a linked CLAUDE.md imports next to its target, in a dotfiles checkout): part of
+    the setup, not foreign; a cell that should not load one shows it as its layer's leak."""
     out = []
     for f in obs.instruction_files:
         p = f["path"]
+        if p in setup_files:
+            continue
         if not any(p == str(r) or p.startswith(str(r) + os.sep) for r in allowed_roots):
             out.append(p)
     return out
@@ -207,12 +215,16 @@ def _layer_check(
     return _needle_check(p, obs, expected, reference)
 
 
-def _cell_problems(cenv: Any, obs: Observation, setup: Setup) -> tuple[list[str], list[str]]:
+def _cell_problems(
+    cenv: Any, obs: Observation, setup: Setup, reference: Observation | None = None
+) -> tuple[list[str], list[str]]:
     """Instruction files from outside the cell, and the static problems of its shadow or view."""
     problems: list[str] = []
     if isinstance(cenv, NamespaceCellEnv):
-        # at the real paths: the config dir and repository the user's own session would load from
-        foreign = _foreign_files(obs, [cenv.real_config, cenv.cwd])
+        # at the real paths: the config dir and repository the user's own session would load from, and
+        # whatever the untouched setup loaded at the very same paths (the targets of its links)
+        setup_files = {f["path"] for f in reference.instruction_files} if reference is not None else set()
+        foreign = _foreign_files(obs, [cenv.real_config, cenv.cwd], setup_files)
         problems.extend(namespace_problems(cenv))
     else:
         foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
@@ -242,10 +254,18 @@ def judge_cell(
     eff = cell_effect(cell, live, imports, loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
     checks: dict[str, LayerCheck] = {}
+    mismatches: dict[str, list[str]] = getattr(cenv, "mismatches", {})
     for layer in catalog:
         expected: Literal["present", "absent"] = "absent" if layer.id in gone else "present"
-        checks[layer.id] = _layer_check(layer, prints[layer.id], expected, cenv, obs, live, setup, reference)
-    foreign, problems = _cell_problems(cenv, obs, setup)
+        check = _layer_check(layer, prints[layer.id], expected, cenv, obs, live, setup, reference)
+        if layer.id in mismatches and check.status != "leak":
+            # what reached the model is not the setup's layer, whatever its fingerprints showed
+            files = mismatches[layer.id]
+            more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+            ev = f"the cell's copy differs from the setup's: {', '.join(files[:5])}{more}"
+            check = LayerCheck(expected, check.observed, "missing", ev)
+        checks[layer.id] = check
+    foreign, problems = _cell_problems(cenv, obs, setup, reference)
     if obs.error:
         verdict: Verdict = "error"
         problems.insert(0, obs.error)

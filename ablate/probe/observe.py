@@ -23,6 +23,7 @@ from ablate.isolate.namespace import (
     untouched_view,
 )
 from ablate.isolate.procenv import force_capture, process_env
+from ablate.isolate.shadowfs import anchor_links
 from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, needle_in
 from ablate.setup.examples import git
@@ -208,6 +209,7 @@ def _plain_copy(setup: Setup, dest: Path) -> Path:
 
     ignore, linked = untouched_copy_filter(setup.config_dir)
     shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
+    anchor_links(config, setup.config_dir)  # a relative link (skills/x -> ../../.agents/…) leads where it did
     if "projects" in linked:  # history behind a link stays out; the memory is copied where the CLI reads it
         memory = setup.config_dir / "projects" / setup.memory_slug / "memory"
         if memory.is_dir():
@@ -255,11 +257,24 @@ def _untouched(
     wrap = links_fence(setup, root / "untouched", repo)  # its home links to the real home's entries
     obs = _run(claude, cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout", wrap=wrap)
     return obs, {
+        **import_homes(setup.config_dir),
         str(config): "<CONFIG>",
         str(config.parent): "<HOME>",
         str(repo): "<CWD>",
         copy_slug: "<SLUG>",
     }
+
+
+def import_homes(config_dir: Path) -> dict[str, str]:
+    """The folders a linked top-level instruction file imports from (the CLI resolves its ``@imports``
+    next to the link's target, a dotfiles checkout), each read as ``<CONFIG>``: a ``links`` cell holds
+    copies, and imports them from its config dir (the path differs, the files are the same)."""
+    out: dict[str, str] = {}
+    for entry in sorted(config_dir.glob("*.md")):
+        there = os.path.dirname(os.path.realpath(entry))
+        if entry.is_symlink() and there != os.path.realpath(config_dir):
+            out[there] = "<CONFIG>"
+    return out
 
 
 def _untouched_namespace(

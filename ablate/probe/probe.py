@@ -72,6 +72,7 @@ from ablate.probe.observe import (
 )
 from ablate.run.writes_summary import writes_lines
 from ablate.setup.cells import CellSet, ResolvedCell
+from ablate.setup.inventory import dangling_lines
 from ablate.setup.layers import Catalog
 from ablate.setup.load import (
     Inventory,
@@ -295,7 +296,7 @@ def probe(
     root = Path(tempfile.mkdtemp(prefix="ablate-probe-")) if work is None else work
     root.mkdir(parents=True, exist_ok=True)
     before = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(root,))
-    notes = _first_notes(claude, prints, with_mcp=with_mcp)
+    notes = _first_notes(claude, prints, with_mcp=with_mcp) + dangling_lines(inv.layers)
     selected = cells.select(cell_ids)
     built = _Cells()
     try:

@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
-from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
+from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, AblateError
 from ablate.folder.layout import EndpointInfo, IsolationInfo, RunManifest, write_manifest
 from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
@@ -167,6 +167,7 @@ def execute(
             extra_env=request.extra_env,
             at_real_path=chosen.backend == "namespace",
         )
+        refuse_unfaithful_cells(prepared, work_root / "fidelity", at_real_path=chosen.backend == "namespace")
         manifest = prepared.manifest.model_copy(
             update={
                 "setup": prepared.manifest.setup.model_copy(
@@ -213,6 +214,24 @@ def execute(
         interrupted=presses[0] > 0,
         exit_code=exit_code(summary.outcome, real_files_changed=bool(changed)),
     )
+
+
+def refuse_unfaithful_cells(prepared: PreparedRun, scratch: Path, *, at_real_path: bool) -> None:
+    """Before any session (nothing spent): build each cell's config dir as its backend will and refuse the
+    run (exit 1, naming the cell, the layer and its files) when a layer the cell keeps differs from the
+    setup's: such a cell is not the setup and must never be run as if it were."""
+    from ablate.isolate.environment import config_mismatches, mismatch_lines, setup_prints
+    from ablate.setup.load import resolve_layers
+
+    setup, catalog = prepared.setup, prepared.catalog
+    wanted = setup_prints(setup, catalog, resolve_layers(setup, catalog))
+    for cell in prepared.cell_set.cells:
+        found = config_mismatches(setup, catalog, cell, scratch, wanted, at_real_path=at_real_path)
+        if found:
+            raise AblateError(
+                f"{cell.id}: not the setup it claims to be; " + "; ".join(mismatch_lines(found)),
+                hint="nothing was run; `ablate probe` names what each cell holds (please report this as a bug)",
+            )
 
 
 class _Passes:

@@ -74,10 +74,21 @@ def layer_rows(inv: Inventory, catalog: Catalog) -> list[dict[str, Any]]:
                 "on_disk": {"files": len(lf.files), "bytes": lf.bytes},
                 "loaded": _loaded(lf, inv.loaded.get(layer.id)),
                 "plugins": _plugins(inv, lf),
+                "dangling": dict(lf.dangling),
                 "source": catalog.sources[layer.id],
             }
         )
     return rows
+
+
+def dangling_lines(layers: dict[str, LayerFiles]) -> list[str]:
+    """One line per dangling link in a layer (``ablate layers`` and the probe name them): the CLI reads
+    nothing there, and every cell keeps it dangling."""
+    return [
+        f"{lid}: {rel} is a dangling link to {target} (the CLI reads nothing there; every cell keeps it so)"
+        for lid, lf in layers.items()
+        for rel, target in sorted(lf.dangling.items())
+    ]
 
 
 def inventory_json(inv: Inventory, catalog: Catalog) -> dict[str, Any]:

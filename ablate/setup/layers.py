@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ablate.core import links
 from ablate.core.errors import NotFound, Problem, SpecError, UsageError
 from ablate.core.resources import data_dir
 from ablate.core.specs import Spec, read_spec_data, validate
@@ -192,6 +193,10 @@ class LayerFiles:
     bytes: int = 0
     fingerprint: str = ""
     """sha256 over relative paths and contents (files) and key values: equal fingerprints, equal layer."""
+    digests: dict[str, str] = field(default_factory=dict)
+    """Each file (relative path) and key (``file#key``) → the sha256 of its content: what differs, by name."""
+    dangling: dict[str, str] = field(default_factory=dict)
+    """Dangling links under the entries (relative path → the absolute path named): nothing the CLI reads."""
 
     @property
     def present(self) -> bool:
@@ -242,30 +247,42 @@ def _expand(base: Path, pattern: str) -> list[str]:
     return out
 
 
-def walk_files(base: Path, rel: str, *, origin: Path | None = None) -> list[str]:
-    """Every file under ``base/rel`` (following symlinks), relative to ``base``; a symlink loop is an error."""
-    root = base / rel
-    if not root.is_dir():
-        if root.is_symlink() and not root.exists():
-            return []  # dangling link: nothing to read
-        return [rel] if root.exists() else []
+def walk_files(base: Path, rel: str, *, dangling: dict[str, str] | None = None) -> list[str]:
+    """Every file under ``base/rel`` (links followed, each against its own folder), relative to ``base``.
+
+    A dangling link holds nothing to read: it is left out, and recorded in ``dangling`` (its path relative to
+    ``base`` → the absolute path it names) when given. A link to a folder that contains it, a link loop or an
+    unreadable target is a located :class:`~ablate.core.errors.UsageError` (never a silently missing file).
+    """
     out: list[str] = []
-    seen: set[tuple[int, int]] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        st = os.stat(dirpath)
-        ident = (st.st_dev, st.st_ino)
-        if ident in seen:
-            raise UsageError(
-                f"{dirpath}: symlink loop inside {origin or base}",
-                hint="remove or fix the looping symlink; ablate follows links to read layer content",
-            )
-        seen.add(ident)
-        dirnames.sort()
-        for f in sorted(filenames):
-            full = Path(dirpath) / f
-            if full.exists():
-                out.append(full.relative_to(base).as_posix())
+    _walk(base, rel, out, dangling, frozenset(), base / rel)
     return out
+
+
+def _walk(
+    base: Path,
+    rel: str,
+    out: list[str],
+    dangling: dict[str, str] | None,
+    above: frozenset[tuple[int, int]],
+    via: Path,
+) -> None:
+    """``via``: the last link on the way to ``base/rel`` (the one a loop is named by)."""
+    path = base / rel
+    if not os.path.lexists(path):
+        return
+    via = path if path.is_symlink() else via
+    st = links.follow(path)
+    if st is None:
+        if dangling is not None:
+            dangling[rel] = links.dangling_target(path)
+        return
+    if not links.is_dir(st):
+        out.append(rel)
+        return
+    names, inside = links.enter(path, st, above, via)
+    for name in names:
+        _walk(base, f"{rel}/{name}", out, dangling, inside, via)
 
 
 def json_keys(path: Path) -> dict[str, object] | None:
@@ -303,10 +320,14 @@ def resolve_layer(
             if entry in lf.entries:
                 continue
             lf.entries.append(entry)
-            for rel in walk_files(base, entry, origin=base):
+            for rel in walk_files(base, entry, dangling=lf.dangling):
                 full = base / rel
-                data = full.read_bytes()
+                try:
+                    data = full.read_bytes()
+                except OSError as exc:
+                    raise links.link_error(full, exc) from None
                 lf.files.append(rel)
+                lf.digests[rel] = hashlib.sha256(data).hexdigest()
                 lf.bytes += len(data)
                 hashed_files.append((rel, data))
     for ref in layer.keys:
@@ -316,6 +337,7 @@ def resolve_layer(
             continue
         value = json.dumps(obj[ref.key], sort_keys=True, separators=(",", ":")).encode()
         lf.keys.append(KeyPresence(ref.file, ref.key, len(value), where))
+        lf.digests[f"{ref.file}#{ref.key}"] = hashlib.sha256(value).hexdigest()
         lf.bytes += len(value)
         hashed_keys.append((f"{ref.file}#{ref.key}", value))
     lf.fingerprint = layer_hash(hashed_files, hashed_keys) if lf.present else ""

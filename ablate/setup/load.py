@@ -424,13 +424,18 @@ class Leak:
     """True when ablate could remove it (e.g. by choosing another worktree root)."""
 
 
-def ancestor_leaks(start: Path) -> list[Leak]:
-    """Instruction files in every ancestor folder of ``start`` (the CLI loads them, docs/CLAUDE-CODE.md#startup-paths)."""
+def ancestor_leaks(start: Path, *, config_dir: Path | None = None) -> list[Leak]:
+    """Instruction files in every ancestor folder of ``start`` (the CLI loads them, docs/CLAUDE-CODE.md#startup-paths).
+
+    ``config_dir``: the config dir the cells are built from is never one (a repository under ``$HOME`` has
+    ``~/.claude`` above it, and each cell holds its own copy of it); any other ``.claude/`` or CLAUDE.md
+    above ``start`` still is."""
     leaks = []
+    own = os.path.realpath(config_dir) if config_dir is not None else None
     for parent in start.resolve().parents:
         for name in ANCESTOR_FILES:
             p = parent / name
-            if p.exists():
+            if p.exists() and os.path.realpath(p) != own:
                 leaks.append(
                     Leak(
                         "ancestor-file",
@@ -544,7 +549,7 @@ class Inventory:
 
 def inventory(setup: Setup, catalog: Catalog) -> Inventory:
     layers = resolve_layers(setup, catalog)
-    leaks = ancestor_leaks(setup.repo) + fixed_leaks(setup)
+    leaks = ancestor_leaks(setup.repo, config_dir=setup.config_dir) + fixed_leaks(setup)
     return Inventory(
         setup,
         layers,

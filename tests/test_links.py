@@ -1,0 +1,229 @@
+"""Setups installed as links (issue 28), without sessions: the copy, dangling links, loops, unreadable
+targets, the config dir above the repository, the build-time fidelity check and id-grouped write lines.
+The same shapes with the real CLI: tests/test_links_e2e.py."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from ablate.cli.main import app
+from ablate.core.errors import AblateError, UsageError
+from ablate.core.fsutil import tree_hash
+from ablate.isolate import environment
+from ablate.isolate.environment import (
+    build_config_dir,
+    build_environment,
+    config_mismatches,
+    setup_prints,
+)
+from ablate.isolate.shadowfs import copy_entry
+from ablate.run.execute import refuse_unfaithful_cells
+from ablate.run.prepare import PreparedRun
+from ablate.run.writes_summary import writes_lines
+from ablate.setup.cells import load_cell_set
+from ablate.setup.layers import load_catalog, resolve_layer, walk_files
+from ablate.setup.load import ancestor_leaks, load_setup, resolve_layers
+from tests.dotfiles_setup import dotfiles_setup
+
+BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": "sk-test-secret"}
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    """``real/skills`` with a relative link out (to ``agents/x``), one in (to ``real/rules``), an absolute
+    link to a file, and a dangling relative link; returns (real, agents)."""
+    real, agents = tmp_path / "real", tmp_path / "agents"
+    (agents / "x").mkdir(parents=True)
+    (agents / "x" / "SKILL.md").write_text("x skill\n")
+    (real / "skills").mkdir(parents=True)
+    (real / "rules").mkdir()
+    (real / "rules" / "r.md").write_text("rule\n")
+    (tmp_path / "f.md").write_text("linked file\n")
+    (real / "skills" / "x").symlink_to(Path("..", "..", "agents", "x"))
+    (real / "skills" / "in").symlink_to(Path("..", "rules"))
+    (real / "skills" / "f.md").symlink_to(tmp_path / "f.md")
+    (real / "skills" / "gone").symlink_to(Path("..", "..", "agents", "gone"))
+    return real, agents
+
+
+def test_copy_resolves_each_link_against_its_own_folder(tmp_path: Path, monkeypatch: Any) -> None:
+    real, agents = _tree(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # copytree tested relative links against the cwd
+    before = tree_hash(tmp_path / "agents"), tree_hash(real)
+
+    copy_entry(real / "skills", tmp_path / "links")  # the links backend: materialised
+    got = tmp_path / "links"
+    assert (got / "x" / "SKILL.md").read_text() == "x skill\n" and not (got / "x").is_symlink()
+    assert (got / "in" / "r.md").read_text() == "rule\n" and not (got / "in").is_symlink()
+    assert (got / "f.md").read_text() == "linked file\n" and not (got / "f.md").is_symlink()
+    assert (got / "gone").is_symlink() and not (got / "gone").exists()
+    assert os.readlink(got / "gone") == str(agents / "gone")  # still dangling, wherever the copy lives
+
+    copy_entry(real / "skills", tmp_path / "ns", keep_links_outside=real)  # seen at the real path
+    ns = tmp_path / "ns"
+    assert os.readlink(ns / "x") == str(agents / "x")  # out of the config dir: kept, absolute
+    assert os.readlink(ns / "f.md") == str(tmp_path / "f.md")
+    assert not (ns / "in").is_symlink()  # into the config dir: materialised (never the cell itself)
+    assert (tree_hash(tmp_path / "agents"), tree_hash(real)) == before
+
+
+def test_walk_names_dangling_links_and_two_links_to_one_folder_are_no_loop(tmp_path: Path) -> None:
+    real, _agents = _tree(tmp_path)
+    (real / "skills" / "again").symlink_to(Path("..", "..", "agents", "x"))
+    dangling: dict[str, str] = {}
+    files = walk_files(real, "skills", dangling=dangling)
+    assert "skills/x/SKILL.md" in files and "skills/again/SKILL.md" in files
+    assert dangling == {"skills/gone": str(tmp_path / "agents" / "gone")}
+    lf = resolve_layer(load_catalog().get("skills"), real, memory_slug="x")
+    assert lf.dangling == dangling and "skills/x/SKILL.md" in lf.digests
+
+
+def test_link_loops_and_unreadable_targets_get_located_messages(tmp_path: Path, monkeypatch: Any) -> None:
+    real, _agents = _tree(tmp_path)
+    skills = real / "skills"
+    (skills / "a").symlink_to("b")
+    (skills / "b").symlink_to("a")
+    for attempt in (
+        lambda: walk_files(real, "skills"),
+        lambda: copy_entry(skills, tmp_path / "c1"),
+        lambda: resolve_layer(load_catalog().get("skills"), real, memory_slug="x"),
+    ):
+        with pytest.raises(UsageError, match=r"skills/a: a symlink loop \(it points to b\)"):
+            attempt()
+    (skills / "a").unlink()
+    (skills / "b").unlink()
+    (skills / "up").symlink_to("..")
+    with pytest.raises(UsageError, match=r"skills/up: a symlink loop \(it points to \.\., a folder that"):
+        copy_entry(skills, tmp_path / "c2")
+    (skills / "up").unlink()
+
+    # a target ablate may not read (tests run as root, where chmod does not stop a read: the error is faked
+    # at the one call that reads through the link)
+    real_stat = os.stat
+    locked = str(skills / "x")
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path) == locked and kwargs.get("follow_symlinks", True):
+            raise PermissionError(errno.EACCES, "Permission denied", locked)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    with pytest.raises(UsageError, match=r"skills/x: points to a place ablate may not read \(it points to"):
+        copy_entry(skills, tmp_path / "c3")
+    with pytest.raises(UsageError, match="may not read"):
+        walk_files(real, "skills")
+
+
+def test_dotfiles_setup_cells_hold_what_the_cli_reads(tmp_path: Path) -> None:
+    ex = dotfiles_setup(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("layered", catalog)
+    before = tree_hash(ex.home)
+    skills = resolve_layers(setup, catalog)["skills"]
+    assert {"skills/bug-triage/SKILL.md", "skills/release-notes/SKILL.md"} <= set(skills.files)
+
+    # links: a shadow home of copies, nothing differs from the setup, the dangling link stays so
+    c0 = build_environment(setup, catalog, cells.get("C0"), tmp_path / "out", base_env=BASE_ENV)
+    cfg = c0.config_dir
+    assert (cfg / "skills" / "bug-triage" / "SKILL.md").is_file()
+    assert (cfg / "skills" / "gone").is_symlink() and not (cfg / "skills" / "gone").exists()
+    assert c0.mismatches == {} and not any("differs" in n for n in c0.notes)
+    c4 = build_environment(setup, catalog, cells.get("C4"), tmp_path / "out", base_env=BASE_ENV)
+    assert not (c4.config_dir / "skills").exists()
+
+    # namespace: links out of the config dir lead where they did; a linked CLAUDE.md whose import the
+    # cell strips (C2: axioms) becomes a copy, so @axioms.md resolves in the cell
+    for cid in ("C0", "C2"):
+        build_config_dir(
+            setup, catalog, cells.get(cid), tmp_path / cid, memory_slug=setup.memory_slug, at_real_path=True
+        )
+    assert os.readlink(tmp_path / "C0" / "skills" / "bug-triage") == str(
+        ex.home / ".agents/skills/bug-triage"
+    )
+    assert os.readlink(tmp_path / "C0" / "CLAUDE.md") == str(ex.home / "dotfiles/shared/CLAUDE.md")
+    assert not (tmp_path / "C2" / "CLAUDE.md").is_symlink() and not (tmp_path / "C2" / "axioms.md").exists()
+    wanted = setup_prints(setup, catalog, resolve_layers(setup, catalog))
+    for at_real_path in (True, False):
+        for cell in cells.cells:
+            got = config_mismatches(
+                setup, catalog, cell, tmp_path / "scratch", wanted, at_real_path=at_real_path
+            )
+            assert got == {}, (cell.id, at_real_path, got)
+    assert tree_hash(ex.home) == before  # every link target byte-identical
+
+
+def test_layers_names_dangling_links_and_not_the_config_dir_above_the_repo(tmp_path: Path) -> None:
+    ex = dotfiles_setup(tmp_path / "ex")
+    args = ["layers", "--config-dir", str(ex.config_dir), "--repo", str(ex.repo)]
+    res = CliRunner().invoke(app, [*args, "--json"], env={"HOME": str(ex.home)})
+    assert res.exit_code == 0, res.output
+    data = orjson.loads(res.stdout)
+    rows = {r["id"]: r for r in data["layers"]}
+    assert rows["skills"]["dangling"] == {"skills/gone": str(ex.home / ".agents" / "skills" / "gone")}
+    assert not [lk for lk in data["leaks"] if lk["kind"] == "ancestor-file"], data["leaks"]
+    res = CliRunner().invoke(app, args, env={"HOME": str(ex.home)})
+    assert "skills: skills/gone is a dangling link to" in res.stdout
+
+
+def test_only_the_config_dir_itself_is_spared_as_an_ancestor(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    repo = home / "code" / "app"
+    repo.mkdir(parents=True)
+    (home / ".claude").mkdir()
+    (home / "code" / "CLAUDE.md").write_text("above the repo\n")
+    spared = ancestor_leaks(repo, config_dir=home / ".claude")
+    assert [lk.path for lk in spared] == [str(home / "code" / "CLAUDE.md")]
+    other = ancestor_leaks(repo, config_dir=tmp_path / "elsewhere")  # CLAUDE_CONFIG_DIR set elsewhere
+    assert sorted(lk.path for lk in other) == sorted(
+        [str(home / "code" / "CLAUDE.md"), str(home / ".claude")]
+    )
+
+
+def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    ex = dotfiles_setup(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("layered", catalog)
+    real_build = environment.build_config_dir
+
+    def lossy(*args: Any, **kwargs: Any) -> Any:  # a builder that drops a skill, as copytree did
+        report = real_build(*args, **kwargs)
+        lost = args[3] / "skills" / "release-notes"
+        if lost.is_symlink():
+            lost.unlink()
+        elif lost.exists():
+            (lost / "SKILL.md").unlink()
+        return report
+
+    monkeypatch.setattr(environment, "build_config_dir", lossy)
+    prepared = cast(PreparedRun, SimpleNamespace(setup=setup, catalog=catalog, cell_set=cells))
+    for at_real_path in (True, False):
+        with pytest.raises(AblateError) as err:
+            refuse_unfaithful_cells(prepared, tmp_path / "scratch", at_real_path=at_real_path)
+        assert err.value.exit_code == 1
+        assert "C0: not the setup it claims to be; skills: the cell's copy differs" in err.value.message
+        assert "skills/release-notes/SKILL.md (missing in the cell)" in err.value.message
+
+
+def test_writes_to_per_session_names_are_one_line() -> None:
+    ids = [f"{n:08x}-1234-4abc-9def-0123456789ab" for n in range(19)]
+    sessions = [{"outside_cell": {"config": {"by_folder": {f"~/.claude/.idle-since-{i}": 1}}}} for i in ids]
+    sessions += [{"outside_cell": {"tmp": {"by_folder": {"/tmp/claude-4242": 2, "/tmp/claude-4243": 1}}}}]
+    sessions += [{"outside_cell": {"home": {"by_folder": {"~/.cache": 1}}}}]
+    assert writes_lines(sessions, 21, noun="cells") == [
+        "19 of 21 cells wrote ~/.claude/.idle-since-<uuid> (19 names differing only by an id, 19 files in all)"
+        " — discarded",
+        "1 of 21 cells wrote /tmp/claude-<n> (2 names differing only by an id, 3 files in all) — discarded",
+        "1 of 21 cells wrote ~/.cache (1 file in all) — discarded",
+    ]
