@@ -20,7 +20,8 @@ branch named like the user's current one, whose repo-layer paths are marked skip
 excluded (untracked), so ``git status`` looks alike in every cell. A cell's repo layer is the difference
 between that checkout and the cell's working tree (:mod:`ablate.isolate.cowlayer`: a few files, whiteouts
 and opaque folders). ``.credentials.json`` is the one deliberate write-through: the cell holds a copy, and a
-session that changed it (a refreshed OAuth token) has it copied back to the real file afterwards.
+session that refreshed it (same account, later expiry: :mod:`ablate.isolate.credentials`) has it copied
+back to the real file afterwards; anything else it left there is discarded and reported.
 
 Works on Linux as root (``mount -t overlay`` in a private mount namespace) and as an ordinary user (the
 same in a user namespace of the user's own, Linux >= 5.11). Each session runs under bubblewrap inside its
@@ -43,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import AblateError, UsageError
-from ablate.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_file
+from ablate.core.fsutil import atomic_write_json
 from ablate.isolate import nsexec, shadowfs, worktree
+from ablate.isolate.credentials import CopyBack, copy_back
 from ablate.isolate.detect import Isolation as Isolation
 from ablate.isolate.detect import choose_isolation as choose_isolation
 from ablate.isolate.detect import namespace_check
@@ -441,12 +443,12 @@ class NamespaceEnvironments:
 
     def after_session(self, env: Any) -> dict[str, Any]:
         """What the session wrote outside its cell (read from its upper folders, discarded at the next
-        reset), after copying a changed credentials file back (the one deliberate write-through)."""
+        reset), after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
         from ablate.isolate.writes import session_writes
 
         assert isinstance(env, NamespaceCellEnv)
-        copy_back_credentials(env)
-        return session_writes(env).to_json()
+        login = copy_back_credentials(env)
+        return {**session_writes(env).to_json(), "credentials": login.to_json()}
 
     def describe(self, env: Any) -> dict[str, Any]:
         assert isinstance(env, NamespaceCellEnv)
@@ -475,21 +477,13 @@ class NamespaceEnvironments:
             shadowfs.remove_path(self.shared)
 
 
-def copy_back_credentials(env: NamespaceCellEnv) -> bool:
-    """Copy ``.credentials.json`` back to the real file when the session changed it; True when it did."""
-    changed = env.upper("config") / CREDENTIALS
+def copy_back_credentials(env: NamespaceCellEnv) -> CopyBack:
+    """Copy ``.credentials.json`` back to the real file (and every cell's copy) when the session refreshed
+    it (:mod:`ablate.isolate.credentials`); anything else it left there is discarded, and said."""
     lower = env.layers.config / CREDENTIALS
-    real = env.real_config / CREDENTIALS
-    if not changed.is_file() or changed.is_symlink() or not lower.is_file():
-        return False
-    if sha256_file(changed) == sha256_file(lower):
-        return False
-    data = changed.read_bytes()
-    atomic_write_bytes(real, data, mode=0o600)
-    # every cell's copy too, so later sessions start from the refreshed token (a rename: open files keep theirs)
-    for copy in env.layers.config.parent.parent.glob(f"*/config/{CREDENTIALS}"):
-        atomic_write_bytes(copy, data, mode=0o600)
-    return True
+    stored = lower.read_bytes() if lower.is_file() and not lower.is_symlink() else None
+    copies = env.layers.config.parent.parent.glob(f"*/config/{CREDENTIALS}")
+    return copy_back(env.upper("config") / CREDENTIALS, stored, env.real_config / CREDENTIALS, copies)
 
 
 # ---------------------------------------------------------------------------------------------------------
