@@ -35,9 +35,12 @@ REFRESHED = doc(accessToken="sk-ant-oat01-new", refreshToken="sk-ant-ort01-new",
 
 def test_a_refresh_of_the_same_account_is_accepted() -> None:
     assert refusal(doc(), REFRESHED) is None
-    # ids the stored login lacks may be added (the CLI saves them on first use)
+    # ids the stored login lacks may be added with the stored refresh token (the CLI saves them on first
+    # use), never with new tokens: another account's login would pass as a refresh
     bare = json.dumps({"claudeAiOauth": login(accountUuid=None, organizationUuid=None)}).encode()
     assert refusal(bare, json.dumps({"claudeAiOauth": login(expiresAt=1_900_000_000_000)}).encode()) is None
+    other = login(refreshToken="sk-ant-ort01-other", expiresAt=1_900_000_000_000)
+    assert "added with new tokens" in (refusal(bare, json.dumps({"claudeAiOauth": other}).encode()) or "")
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ import orjson
 import typer
 
 from ablate.core.constants import DEFAULT_JOBS, DEFAULT_MODEL
-from ablate.core.errors import EXIT_INTERRUPTED, AblateError
+from ablate.core.errors import DISK_FULL_HINT, EXIT_FAILURE, EXIT_INTERRUPTED, AblateError
+from ablate.core.fsutil import disk_full_message, is_disk_full
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -158,7 +159,8 @@ def print_json(obj: object) -> None:
 
 
 def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Map :class:`AblateError` to ``error: ...`` on stderr and its exit code; Ctrl-C to 130."""
+    """Map :class:`AblateError` to ``error: ...`` on stderr and its exit code; Ctrl-C to 130; a full file
+    system (``ENOSPC``, ``EDQUOT``) anywhere to a located error naming its mount point, exit 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -170,5 +172,11 @@ def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            said = disk_full_message(exc, kept="every file written before is complete (writes are atomic)")
+            typer.echo(f"error: {said}\n  hint: {DISK_FULL_HINT}", err=True)
+            raise typer.Exit(EXIT_FAILURE) from None
 
     return wrapper

@@ -10,11 +10,13 @@ of the file changes. So a session's file is copied back only when:
 * it is a regular file (not a link) of at most :data:`MAX_BYTES`, a JSON object;
 * its ``claudeAiOauth`` has a non-empty ``accessToken`` and ``refreshToken`` and a numeric ``expiresAt``;
 * it is the same account: every account id (``accountUuid``, ``organizationUuid``) the stored login has is
-  unchanged (one the stored login lacks may be added: the CLI saves the ids on first use), and every other
-  top-level key is exactly as stored;
+  unchanged; one the stored login lacks is added only with the stored refresh token (the CLI's own "save
+  the account ids" step), never with new tokens; and every other top-level key is exactly as stored;
 * its ``expiresAt`` is later than the stored one.
 
-Anything else is discarded, never written, and the reason is reported with the session's writes.
+Anything else is discarded, never written, and the reason is reported with the session's writes. A stored
+login without account ids (logins from before the CLI kept them) proves less: a login of another account
+that also carries no ids cannot be told from a refresh.
 """
 
 from __future__ import annotations
@@ -91,6 +93,12 @@ def refusal(stored: bytes, new: bytes) -> str | None:
     for key in ACCOUNT_IDS:
         if old.get(key) is not None and fresh.get(key) != old.get(key):
             return f"{LOGIN}.{key} differs from the stored login's: another account"
+        if (
+            old.get(key) is None
+            and fresh.get(key) is not None
+            and fresh["refreshToken"] != old.get("refreshToken")
+        ):
+            return f"{LOGIN}.{key} added with new tokens: cannot tell it is the same account"
     others = {k for k in (*old_doc, *new_doc) if k != LOGIN}
     changed = sorted(k for k in others if old_doc.get(k) != new_doc.get(k))
     if changed:
