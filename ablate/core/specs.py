@@ -74,6 +74,10 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a folder, a link loop, unreadable
+        raise SpecError.single(
+            path, "", f"cannot be read: {exc.strerror}", hint="it must be a JSON file"
+        ) from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -127,7 +127,7 @@ class RunFolder:
     def read_plan(self) -> list[PlanItem]:
         """Read plan.jsonl; a malformed line is a :class:`RunFolderError` naming the line."""
         if not self.plan_path.exists():
-            raise RunFolderError(f"{self.plan_path}: no plan.jsonl; is {self.root} a run folder?")
+            raise RunFolderError.bad_input(f"{self.plan_path}: no plan.jsonl; is {self.root} a run folder?")
         items: list[PlanItem] = []
         with self.plan_path.open("rb") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -136,7 +136,9 @@ class RunFolder:
                 try:
                     items.append(PlanItem.model_validate(orjson.loads(line)))
                 except (orjson.JSONDecodeError, ValueError) as exc:
-                    raise RunFolderError(f"{self.plan_path}:{lineno}: invalid plan line: {exc}") from exc
+                    raise RunFolderError.bad_input(
+                        f"{self.plan_path}:{lineno}: invalid plan line: {exc}"
+                    ) from exc
         return items
 
     def write_plan(self, items: list[PlanItem]) -> None:
@@ -402,7 +404,7 @@ def read_manifest(folder: RunFolder) -> RunManifest:
     path = folder.manifest_path
     data = read_json_object(path)
     if data is None:
-        raise RunFolderError(f"{folder.root}: no manifest.json; is this a run folder?")
+        raise RunFolderError.bad_input(f"{folder.root}: no manifest.json; is this a run folder?")
     return parse_manifest(data, str(path))
 
 
