@@ -401,9 +401,9 @@ class NamespaceEnvironments:
     def checkout(self, env: Any) -> Iterator[Path]:
         """The session's working tree as ablate reads and writes it from outside the session (the task's
         seed files before it, the grading after it): the same overlay (the slot's upper folders over the
-        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. As
-        an ordinary user the mount lives in a holding process's namespace, reached through its
-        ``/proc/<pid>/root``."""
+        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. The
+        mount lives in a holding process's namespace (as root and as an ordinary user), reached through its
+        ``/proc/<pid>/root``; it goes with that process."""
         assert isinstance(env, NamespaceCellEnv)
         lower = self.lower()
         up, wk = env.root / "up", env.root / "wk"
@@ -418,22 +418,10 @@ class NamespaceEnvironments:
                 str(wk / "objects"),
             ),
         ]
-        if os.geteuid() != 0:
-            with held_view(env.root / "merged.json", mounts) as pid:
-                yield Path(f"/proc/{pid}/root{merged}")
-            return
-        nsexec.mount_overlay(merged.as_posix(), list(mounts[0].lower), mounts[0].upper, mounts[0].work)
-        objects = mounts[1].target
-        try:
-            nsexec.mount_overlay(objects, list(mounts[1].lower), mounts[1].upper, mounts[1].work)
-        except OSError:
-            nsexec.unmount(str(merged))
-            raise
-        try:
-            yield merged
-        finally:
-            nsexec.unmount(objects)
-            nsexec.unmount(str(merged))
+        # as root too, in a holding process's own mount namespace, never ablate's: a runner killed (even
+        # with kill -9) while the view is mounted leaves no mount behind (the holder ends with its stdin)
+        with held_view(env.root / "merged.json", mounts) as pid:
+            yield Path(f"/proc/{pid}/root{merged}")
 
     def stripped_paths(self, env: Any) -> list[str]:
         from ablate.isolate.backend import stripped_repo_paths
