@@ -231,7 +231,9 @@ def test_gate_refuses_a_compare_json_of_another_schema(tmp_path: Path) -> None:
     }
     (tmp_path / "compare.json").write_bytes(orjson.dumps(doc))
     code, _, err = invoke(["gate", str(tmp_path / "compare.json")])
-    assert code == 2 and "compare.json: schema_version: 99" in err, err
+    assert (
+        code == 2 and "compare.json: schema_version: is 99; this ablate reads compare.json schema 1" in err
+    ), err
 
 
 def test_a_claude_that_is_not_the_pinned_version_is_refused_unless_allowed(

@@ -26,8 +26,10 @@ import orjson
 import pytest
 
 from ablate.sim import SimServer, script_from_data
-from tests.test_isolation_user import Box, _ablate, _common
-from tests.user_support import User, make_user, user_venv, world_readable_dir
+from tests.test_isolation_user import Box, _ablate, _common, installed, ordinary_user
+from tests.user_support import User, world_readable_dir
+
+__all__ = ["installed", "ordinary_user"]  # the fixtures, imported for this module's tests
 
 pytestmark = pytest.mark.e2e
 
@@ -167,25 +169,6 @@ def test_root_session_cannot_replace_the_login_forge_stdout_or_break_the_run(cla
     stdout = (folder / res["stdout"]).read_text()
     assert stdout.rstrip().endswith("}") and '"result":"FORGED"' in stdout  # appended down the pipe, no more
     assert box.changed() == []
-
-
-@pytest.fixture(scope="module")
-def ordinary_user() -> Iterator[User]:
-    with make_user() as user:
-        if user is None:
-            pytest.skip("no ordinary user can be had here (root without useradd/setpriv)")
-        yield user
-
-
-@pytest.fixture(scope="module")
-def installed(ordinary_user: User) -> Iterator[Path]:
-    if not Path("/usr/bin/python3").is_file():
-        pytest.skip("no system Python at /usr/bin/python3")
-    base = world_readable_dir("ablate-venv-")
-    try:
-        yield user_venv(base / "venv")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs for the user: needs root")

@@ -29,7 +29,7 @@ from pydantic import Field, ValidationError
 
 from ablate.core.errors import RunFolderError, SpecError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec, problems_from_validation, read_json_object
+from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
 
 #: Version of manifest.json and of each plan.jsonl line; another version is a located error on read.
 SCHEMA_VERSION: Literal[1] = 1
@@ -381,14 +381,13 @@ class RunManifest(Spec):
 def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
     """Validate a manifest document: another ``schema_version`` or an invalid field is a located
     :class:`SpecError` (file, field, found vs expected, what to do)."""
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise SpecError.single(
-            source,
-            "schema_version",
-            f"is {version!r}; this ablate reads manifest schema {SCHEMA_VERSION}",
-            hint="a run folder is read by the ablate version that wrote it; plan a new run with this one",
-        )
+    require_schema(
+        data,
+        source,
+        SCHEMA_VERSION,
+        "manifest",
+        hint="a run folder is read by the ablate version that wrote it; plan a new run with this one",
+    )
     # an empty ``isolation`` object was written before any session had run
     if data.get("isolation") == {}:
         data = {**data, "isolation": None}
