@@ -24,6 +24,11 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> N
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a write or fsync names no file: name the one being written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -208,9 +208,12 @@ def run_process(
         if out.dropped:
             tail += f"\nablate: stdout truncated: {out.dropped} bytes past the first {stdout_cap} dropped\n"
         if out_fh is not None:
-            out_fh.write(captured)
-            out_fh.flush()
-            os.fsync(out_fh.fileno())
+            try:
+                out_fh.write(captured)
+                out_fh.flush()
+                os.fsync(out_fh.fileno())
+            except OSError as exc:  # a full disk names the record it could not write
+                raise OSError(exc.errno, exc.strerror, str(stdout_path)) from exc
     finally:
         if out_fh is not None:
             out_fh.close()

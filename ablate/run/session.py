@@ -81,8 +81,11 @@ def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | Non
             return None
         dest.mkdir(parents=True, exist_ok=True)
         out = dest / src.name
-        with out.open("wb") as to:
-            shutil.copyfileobj(fh, to, 1 << 20)
+        try:
+            with out.open("wb") as to:
+                shutil.copyfileobj(fh, to, 1 << 20)
+        except OSError as exc:  # a full disk names the file it could not write
+            raise OSError(exc.errno, exc.strerror, exc.filename or str(out)) from exc
     side = src.with_suffix("")
     if side.is_dir():
         shutil.copytree(side, dest / side.name, symlinks=True, dirs_exist_ok=True)
