@@ -235,6 +235,7 @@ class NamespaceEnvironments:
         extra_env: Mapping[str, str] | None = None,
         isolate_state: bool = False,
     ) -> None:
+        unmount_orphaned_views()  # a runner killed while it seeded or graded a view, whatever its work dir
         self.setup = setup
         self.catalog = catalog
         self.work_root = Path(os.path.abspath(work_root))
@@ -401,9 +402,9 @@ class NamespaceEnvironments:
     def checkout(self, env: Any) -> Iterator[Path]:
         """The session's working tree as ablate reads and writes it from outside the session (the task's
         seed files before it, the grading after it): the same overlay (the slot's upper folders over the
-        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. The
-        mount lives in a holding process's namespace (as root and as an ordinary user), reached through its
-        ``/proc/<pid>/root``; it goes with that process."""
+        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. As
+        an ordinary user the mount lives in a holding process's namespace, reached through its
+        ``/proc/<pid>/root``."""
         assert isinstance(env, NamespaceCellEnv)
         lower = self.lower()
         up, wk = env.root / "up", env.root / "wk"
@@ -418,10 +419,28 @@ class NamespaceEnvironments:
                 str(wk / "objects"),
             ),
         ]
-        # as root too, in a holding process's own mount namespace, never ablate's: a runner killed (even
-        # with kill -9) while the view is mounted leaves no mount behind (the holder ends with its stdin)
-        with held_view(env.root / "merged.json", mounts) as pid:
-            yield Path(f"/proc/{pid}/root{merged}")
+        if os.geteuid() != 0:
+            with held_view(env.root / "merged.json", mounts) as pid:
+                yield Path(f"/proc/{pid}/root{merged}")
+            return
+        # as root the view is mounted in ablate's own namespace (git and the checks read it at its path);
+        # the owner's pid beside it lets the next ablate command unmount it if this runner is killed
+        owner = env.root / VIEW_OWNER
+        owner.write_text(f"{os.getpid()}\n", encoding="utf-8")
+        nsexec.mount_overlay(merged.as_posix(), list(mounts[0].lower), mounts[0].upper, mounts[0].work)
+        objects = mounts[1].target
+        try:
+            nsexec.mount_overlay(objects, list(mounts[1].lower), mounts[1].upper, mounts[1].work)
+        except OSError:
+            nsexec.unmount(str(merged))
+            owner.unlink(missing_ok=True)
+            raise
+        try:
+            yield merged
+        finally:
+            nsexec.unmount(objects)
+            nsexec.unmount(str(merged))
+            owner.unlink(missing_ok=True)
 
     def stripped_paths(self, env: Any) -> list[str]:
         from ablate.isolate.backend import stripped_repo_paths
@@ -463,6 +482,46 @@ class NamespaceEnvironments:
         """Remove the run's lower layers (after the last teardown)."""
         if os.path.lexists(self.shared):
             shadowfs.remove_path(self.shared)
+
+
+#: ``<slot>/merged.pid``: the pid of the runner that holds ``<slot>/merged`` mounted (root only).
+VIEW_OWNER = "merged.pid"
+
+
+def unmount_orphaned_views(mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """Unmount every session view (``<slot>/merged``, a folder ablate marked) left mounted in this
+    namespace by a runner that is gone (killed while it seeded or graded, even with kill -9); return the
+    mount points. A view whose runner still lives is left alone."""
+    try:
+        with open(mountinfo, encoding="utf-8") as fh:
+            points = {line.split(" ")[4].encode().decode("unicode_escape") for line in fh}
+    except OSError:
+        return []
+    done: list[str] = []
+    for point in sorted(p for p in points if p.endswith("/merged")):
+        slot = Path(point).parent
+        owner = slot / VIEW_OWNER
+        if not (slot / MARKER).is_file() or not owner.is_file():
+            continue
+        try:
+            pid = int(owner.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and _alive(pid):
+            continue
+        done.extend(nsexec.unmount_all_under(point))
+        owner.unlink(missing_ok=True)
+    return done
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def copy_back_credentials(env: NamespaceCellEnv) -> CopyBack:
