@@ -160,14 +160,17 @@ class ShadowEnvironments:
         return fenced(argv, root=env.root, cwd=env.cwd, visible=visible)
 
     def after_session(self, env: CellEnv) -> dict[str, Any] | None:
-        """The writes the fence refused (which paths, how often), or None without a fence: what an unfenced
-        session writes through a link is seen only by the run's before/after listing."""
+        """The writes the fence refused (which paths, how often) and what became of the session's login
+        (copied back as a refresh, or discarded and why); without a fence only the login, or None when it
+        was untouched: what an unfenced session writes through a link is seen only by the run's
+        before/after listing."""
         from ablate.isolate.fence import denied_writes, fence_support
 
         login = self._copy_back_login(env)
         support = fence_support()
         if not support.ok:
-            return {"credentials": login.to_json()} if login.discarded or login.copied else None
+            said = login.discarded or login.copied
+            return {"discarded": False, "credentials": login.to_json()} if said else None
         homes = (Path(getattr(env, "home", env.config_dir.parent)), Path(self.setup.home))
         denied = denied_writes(env.config_dir, homes=homes)
         return {"fence": support.name, "denied": denied, "discarded": False, "credentials": login.to_json()}
