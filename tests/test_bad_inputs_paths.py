@@ -79,9 +79,9 @@ CASES: dict[str, Case] = {
     "sim-log-read-only": lambda ex, tmp, ro: (["sim", "serve", "--log", str(ro / "log.jsonl")], RO_ERRNO),
     "resume-a-file": lambda ex, tmp, ro: (
         ["run", "--resume", str(_afile(tmp)), *setup_args(ex)],
-        "Not a directory",
+        "afile is a file, not a folder",
     ),
-    "judge-a-file": lambda ex, tmp, ro: (["judge", str(_afile(tmp))], "Not a directory"),
+    "judge-a-file": lambda ex, tmp, ro: (["judge", str(_afile(tmp))], "afile is a file, not a folder"),
     "demo-out-a-file": lambda ex, tmp, ro: (["demo", "--out", str(_afile(tmp))], "Not a directory"),
     "probe-work-a-file": lambda ex, tmp, ro: (
         ["probe", "--work", str(_afile(tmp)), *setup_args(ex)],

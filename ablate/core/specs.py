@@ -84,6 +84,10 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    except NotADirectoryError:  # a file given where a folder holding this one was expected
+        raise SpecError.single(
+            path, "", f"cannot be read: {path.parent} is a file, not a folder", hint="pass the folder"
+        ) from None
     except OSError as exc:  # a folder, a link loop, unreadable
         raise SpecError.single(
             path, "", f"cannot be read: {exc.strerror}", hint="it must be a JSON file"
