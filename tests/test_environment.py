@@ -261,7 +261,10 @@ def test_copy_link_policy(example: ExampleSetup, catalog: Catalog, layered: Cell
     assert sorted(p.name for p in (cfg / "skills").iterdir()) == ["bug-triage", "release-notes"]
     # small read-only trees are copies: a session's append to a SKILL.md never reaches the real one
     assert not any(p.is_symlink() for p in (cfg / "skills").rglob("*"))
-    assert os.readlink(cfg / ".credentials.json") == str(example.config_dir / ".credentials.json")
+    # the login is a copy: a session's write reaches the real file only as a checked refresh
+    assert not (cfg / ".credentials.json").is_symlink()
+    assert (cfg / ".credentials.json").read_bytes() == (example.config_dir / ".credentials.json").read_bytes()
+    assert stat.S_IMODE((cfg / ".credentials.json").stat().st_mode) == 0o600
     assert stat.S_IMODE((cfg / ".claude.json").stat().st_mode) == 0o600
     assert stat.S_IMODE((env.home / ".claude.json").stat().st_mode) == 0o600
     assert stat.S_IMODE(cfg.stat().st_mode) == 0o700 and stat.S_IMODE(env.home.stat().st_mode) == 0o700

@@ -167,6 +167,7 @@ def test_normalise_request_ignores_the_order_of_concurrent_hook_outputs() -> Non
 
 
 def test_a_refreshed_credentials_file_is_copied_back_to_the_real_one(tmp_path: Path) -> None:
+    from ablate.isolate.credentials import CopyBack
     from ablate.isolate.namespace import CellLayers, NamespaceCellEnv, copy_back_credentials
     from ablate.setup.cells import ResolvedCell
 
@@ -174,8 +175,11 @@ def test_a_refreshed_credentials_file_is_copied_back_to_the_real_one(tmp_path: P
     cells = tmp_path / "shared" / "cells"
     for d in (real, cells / "c00" / "config", cells / "c04" / "config", tmp_path / "s00" / "up" / "config"):
         d.mkdir(parents=True)
+    old = '{"claudeAiOauth": {"accessToken": "a1", "refreshToken": "r1", "expiresAt": 1000}}'
+    fresh = '{"claudeAiOauth": {"accessToken": "a2", "refreshToken": "r2", "expiresAt": 2000}}'
     for f in (real, cells / "c00" / "config", cells / "c04" / "config"):
-        (f / ".credentials.json").write_text('{"token": "old"}')
+        (f / ".credentials.json").write_text(old)
+    (real / ".credentials.json").chmod(0o640)
     layers = CellLayers(cells / "c00" / "config", cells / "c00" / "repo", {}, [], [], {})
     env = NamespaceCellEnv(
         cell=ResolvedCell("C0", 0, "control", (), False),
@@ -188,14 +192,17 @@ def test_a_refreshed_credentials_file_is_copied_back_to_the_real_one(tmp_path: P
         spec=tmp_path / "s00" / "view.json",
         layers=layers,
     )
-    assert not copy_back_credentials(env)  # the session did not touch it
-    (env.upper("config") / ".credentials.json").write_text('{"token": "old"}')
-    assert not copy_back_credentials(env)  # copied up, unchanged
+    assert not copy_back_credentials(env).copied  # the session did not touch it
+    (env.upper("config") / ".credentials.json").write_text(old)
+    assert copy_back_credentials(env) == CopyBack()  # copied up, unchanged
     (env.upper("config") / ".credentials.json").write_text('{"token": "new"}')
-    assert copy_back_credentials(env)
-    assert (real / ".credentials.json").read_text() == '{"token": "new"}'
-    assert (real / ".credentials.json").stat().st_mode & 0o777 == 0o600
-    assert (cells / "c04" / "config" / ".credentials.json").read_text() == '{"token": "new"}'
+    assert "no claudeAiOauth" in (copy_back_credentials(env).discarded or "")
+    assert (real / ".credentials.json").read_text() == old
+    (env.upper("config") / ".credentials.json").write_text(fresh)
+    assert copy_back_credentials(env).copied
+    assert (real / ".credentials.json").read_text() == fresh
+    assert (real / ".credentials.json").stat().st_mode & 0o777 == 0o640  # the real file's own mode
+    assert (cells / "c04" / "config" / ".credentials.json").read_text() == fresh
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root (CI and this machine run as root)")

@@ -227,7 +227,7 @@ def test_cli_report_writes_every_format_and_maps_bad_input_to_exit_2(
         assert res.exit_code == 2, (args, res.output)
         assert "Traceback" not in res.output
     res = runner.invoke(app, ["report", str(tmp_path)])
-    assert res.exit_code == 1 and "no manifest.json" in res.output
+    assert res.exit_code == 2 and "no manifest.json" in res.output  # not a run folder: a bad input
 
 
 def test_report_leaves_the_users_home_untouched(planted_run: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ refuses to upload a run folder that contains it.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -83,10 +84,40 @@ def check_options(opts: GithubOptions) -> None:
             f"--install {opts.install!r}: not pinned",
             hint=f"pin ablate: {DIST_NAME}==X.Y.Z, or '{DIST_NAME} @ git+https://…@<commit>'",
         )
+    if not SECRET_NAME.fullmatch(opts.secret) or opts.secret.upper().startswith("GITHUB_"):
+        raise UsageError(
+            f"--secret {opts.secret!r}: not a GitHub secret name",
+            hint="letters, digits and _, not starting with a digit or GITHUB_ (e.g. ANTHROPIC_API_KEY)",
+        )
+    for value, option in _interpolated(opts):
+        if "${{" in value or any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise UsageError(
+                f"{option} {value!r}: holds a GitHub expression (${{{{) or a control character",
+                hint="pass a plain value: every value reaches the workflow's shell through an environment variable",
+            )
     from ablate.ci.rules import parse_rule
 
     for r in opts.require:
         parse_rule(r)
+
+
+#: A GitHub secret's name (GitHub refuses others, and those starting with ``GITHUB_``).
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _interpolated(opts: GithubOptions) -> list[tuple[str, str]]:
+    """Every option value the workflow carries (as an environment value or in a step)."""
+    named = [
+        (opts.tasks, "--tasks"),
+        (opts.cells, "--cells"),
+        (opts.model, "--model"),
+        (opts.layer, "--layer"),
+        (opts.install, "--install"),
+        (opts.claude_version, "--claude-version"),
+        (opts.compare, "--compare"),
+        (opts.config_dir, "--config-dir"),
+    ]
+    return [(v, o) for v, o in named if v is not None] + [(r, "--require") for r in opts.require]
 
 
 def _install(claude: bool = True) -> list[dict[str, Any]]:
@@ -109,13 +140,13 @@ def _setup_steps(opts: GithubOptions, *, fetch_all: bool = False) -> list[dict[s
     steps = [checkout, *_install()]
     copy = 'mkdir -p "$HOME/.claude"\n'
     if opts.config_dir:
-        copy += f'cp -a "{opts.config_dir}/." "$HOME/.claude/"\n'
+        copy += 'cp -a "$ABLATE_CONFIG_DIR/." "$HOME/.claude/"\n'
     steps.append({"name": "The user side of the setup (~/.claude)", "run": copy})
     return steps
 
 
 def _probe_job(opts: GithubOptions) -> dict[str, Any]:
-    cells = opts.cells if opts.compare is None else "binary"
+    cells = "$ABLATE_CELLS" if opts.compare is None else "binary"
     run = (
         f'ablate probe --cells "{cells}" --repo . --work "$RUNNER_TEMP/ablate-probe" --json '
         '> "$RUNNER_TEMP/probe.json"\n'
@@ -142,7 +173,7 @@ def _probe_job(opts: GithubOptions) -> dict[str, Any]:
 
 def _plan_job(opts: GithubOptions) -> dict[str, Any]:
     run = (
-        f'ablate plan --tasks "{opts.tasks}" --cells "$ABLATE_CELLS" --repeats "$ABLATE_REPEATS" '
+        'ablate plan --tasks "$ABLATE_TASKS" --cells "$ABLATE_CELLS" --repeats "$ABLATE_REPEATS" '
         '--model "$ABLATE_MODEL" --repo . --out "$RUNNER_TEMP/ablate-runs" --json > "$RUNNER_TEMP/plan.json"\n'
         "folder=$(python -c 'import json, sys; print(json.load(open(sys.argv[1]))[\"folder\"])' "
         '"$RUNNER_TEMP/plan.json")\n'
@@ -282,12 +313,11 @@ def _merge_job(opts: GithubOptions) -> dict[str, Any]:
 
 def _compare_job(opts: GithubOptions) -> dict[str, Any]:
     assert opts.compare is not None
-    name = posixpath.basename(opts.compare)
     run = (
         'mkdir -p "$RUNNER_TEMP/base"\n'
-        f'git show "origin/$BASE_REF:{opts.compare}" > "$RUNNER_TEMP/base/{name}"\n'
-        f'ablate compare "old=$RUNNER_TEMP/base/{name}" "new={opts.compare}" --tasks "{opts.tasks}" '
-        f'--layer "{opts.layer}" --model "$ABLATE_MODEL" --repeats "$ABLATE_REPEATS" --repo . '
+        'git show "origin/$BASE_REF:$ABLATE_COMPARE" > "$RUNNER_TEMP/base/$ABLATE_COMPARE_NAME"\n'
+        'ablate compare "old=$RUNNER_TEMP/base/$ABLATE_COMPARE_NAME" "new=$ABLATE_COMPARE" --tasks "$ABLATE_TASKS" '
+        '--layer "$ABLATE_LAYER" --model "$ABLATE_MODEL" --repeats "$ABLATE_REPEATS" --repo . '
         '--out "$RUNNER_TEMP/ablate-compare" --yes --json > "$RUNNER_TEMP/compare-out.json" || test $? -eq 3\n'
         + _secret_check("$RUNNER_TEMP/ablate-compare")
     )
@@ -341,6 +371,17 @@ def workflow(opts: GithubOptions) -> dict[str, Any]:
             "ABLATE_MODEL": opts.model,
             "ABLATE_CELLS": opts.cells,
             "ABLATE_REPEATS": str(opts.repeats),
+            "ABLATE_TASKS": opts.tasks,
+            **({"ABLATE_CONFIG_DIR": opts.config_dir} if opts.config_dir else {}),
+            **(
+                {
+                    "ABLATE_COMPARE": opts.compare,
+                    "ABLATE_COMPARE_NAME": posixpath.basename(opts.compare),
+                    "ABLATE_LAYER": opts.layer,
+                }
+                if opts.compare is not None
+                else {}
+            ),
         },
         "jobs": jobs,
     }

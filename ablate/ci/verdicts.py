@@ -24,6 +24,7 @@ import orjson
 from pydantic import ValidationError
 
 from ablate.core.errors import NotFound, Problem, SpecError, UsageError
+from ablate.core.specs import require_schema
 
 if TYPE_CHECKING:
     from ablate.report.model import Report
@@ -258,6 +259,15 @@ def _field(path: Path, data: dict[str, Any], key: str, kind: type) -> Any:
 
 
 def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
+    from ablate.compare.model import COMPARE_SCHEMA_VERSION
+
+    require_schema(
+        data,
+        path,
+        COMPARE_SCHEMA_VERSION,
+        "compare.json",
+        hint="write it again with this ablate (`ablate compare`)",
+    )
     baseline = _field(path, data, "baseline", str)
     arms = _field(path, data, "arms", list)
     contrasts = _field(path, data, "contrasts", list)

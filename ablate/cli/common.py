@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import functools
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -11,8 +13,9 @@ from typing import Annotated, ParamSpec, TypeVar
 import orjson
 import typer
 
-from ablate.core.constants import DEFAULT_JOBS, DEFAULT_MODEL
-from ablate.core.errors import EXIT_INTERRUPTED, AblateError
+from ablate.core.constants import DEFAULT_JOBS, DEFAULT_MODEL, MAX_TIMEOUT_S, MAX_TURNS
+from ablate.core.errors import DISK_FULL_HINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, AblateError
+from ablate.core.fsutil import disk_full_message, is_disk_full
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -99,12 +102,27 @@ Model = Annotated[
 """``--model`` of every command that runs sessions; its default is :data:`MODEL`."""
 MODEL = DEFAULT_MODEL
 MaxTurns = Annotated[
-    int, typer.Option("--max-turns", min=1, help="--max-turns of every session (tasks may override).")
+    int,
+    typer.Option(
+        "--max-turns", min=1, max=MAX_TURNS, help="--max-turns of every session (tasks may override)."
+    ),
 ]
+
+
+def _finite(value: float) -> float:
+    if math.isnan(value):
+        raise typer.BadParameter("not a number")
+    return value
+
+
 Timeout = Annotated[
     float,
     typer.Option(
-        "--timeout", min=1, help="Seconds a session may run before its whole process tree is killed."
+        "--timeout",
+        min=1,
+        max=MAX_TIMEOUT_S,
+        callback=_finite,
+        help="Seconds a session may run before its whole process tree is killed (at most a week).",
     ),
 ]
 Budget = Annotated[
@@ -126,6 +144,14 @@ WorkDir = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
+AllowUnpinned = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unpinned-claude",
+        help="Run a claude binary that is not the pinned version (recorded as pinned: false; its figures are "
+        "not comparable with pinned runs). Without it such a binary is refused.",
+    ),
+]
 ClaudeBin = Annotated[
     Path | None,
     typer.Option(
@@ -157,8 +183,23 @@ def print_json(obj: object) -> None:
     typer.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
 
 
+#: A path given to ablate that it cannot use as asked (a bad input, exit 2), and what to do about it.
+PATH_ERRORS = {
+    errno.EROFS: "the path is on a read-only file system: choose a writable folder",
+    errno.EACCES: "you may not write (or read) there: choose a folder of your own",
+    errno.EPERM: "you may not write (or read) there: choose a folder of your own",
+    errno.ENOTDIR: "a file stands where a folder is expected: give a folder",
+    errno.EISDIR: "a folder stands where a file is expected: give a file",
+    errno.ELOOP: "a symbolic link loop: give the real path",
+    errno.EEXIST: "something already exists there: give a new path",
+    errno.ENAMETOOLONG: "the path is too long: give a shorter one",
+}
+
+
 def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Map :class:`AblateError` to ``error: ...`` on stderr and its exit code; Ctrl-C to 130."""
+    """Map :class:`AblateError` to ``error: ...`` on stderr and its exit code; Ctrl-C to 130; a full file
+    system (``ENOSPC``, ``EDQUOT``) anywhere to a located error naming its mount point, exit 1; a path it
+    cannot use as asked (read-only, a file for a folder, a link loop: :data:`PATH_ERRORS`) to exit 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -170,5 +211,17 @@ def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except OSError as exc:
+            if is_disk_full(exc):
+                said = disk_full_message(
+                    exc, kept="every file written before is complete (writes are atomic)"
+                )
+                typer.echo(f"error: {said}\n  hint: {DISK_FULL_HINT}", err=True)
+                raise typer.Exit(EXIT_FAILURE) from None
+            hint = PATH_ERRORS.get(exc.errno or 0)
+            if hint is None or not exc.filename:
+                raise
+            typer.echo(f"error: {exc.filename}: {exc.strerror}\n  hint: {hint}", err=True)
+            raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper

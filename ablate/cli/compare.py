@@ -48,6 +48,23 @@ def _err(text: str) -> None:
     typer.echo(text, err=True)
 
 
+def check_base_url(value: str) -> str:
+    """``value`` when it is an http(s) URL with a host; else a located :class:`UsageError` (exit 2)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and " " not in value
+        parts.port  # noqa: B018  (a bad port raises ValueError)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UsageError(
+            f"--base-url {value!r}: not an http(s) URL", hint="e.g. --base-url https://api.anthropic.com"
+        )
+    return value
+
+
 def _executor(
     name: str,
     *,
@@ -60,6 +77,8 @@ def _executor(
 ) -> Any:
     from ablate.compare.executors import ApiExecutor, ClaudeCodeExecutor, ClaudeCodeOptions, SimExecutor
 
+    if base_url is not None:
+        check_base_url(base_url)
     if name == "sim":
         from ablate.core.resources import data_dir
 

@@ -68,7 +68,7 @@ def build(
     cell).
 
     Exit codes: 0 ok, 1 unsafe (an instruction file above --out), 2 bad input (missing config dir or repo,
-    not a git work tree, uncommitted non-layer changes without --dirty, unknown cell, existing folder,
+    not a git work tree, uncommitted non-layer changes without --dirty, unknown cell, an --out that exists and is not an empty folder,
     unknown or unavailable --isolation).
     """
     import os
@@ -84,9 +84,10 @@ def build(
     resolved = load_cell_set(cells, catalog).get(cell)
     setup = load_setup(config_dir or default_config_dir(), repo)
     checked = preflight(setup.config_dir, setup.repo, isolation=isolation)
-    if (out / "s00").exists():
+    if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
         raise OutputExists(
-            f"{out / 's00'}: already exists", hint="remove it (ablate env clean) or pick another --out"
+            f"{out}: already exists" + ("" if out.is_dir() else " and is not a folder"),
+            hint="pick a new or empty --out (a built cell is removed with `ablate env clean`)",
         )
     backend = open_backend(
         checked.isolation.backend, setup, catalog, out, isolate_state=isolate_state, dirty=dirty,

@@ -126,6 +126,11 @@ def layers_cmd(
         for r in rows
     ]
     typer.echo(f"config dir: {setup.config_dir}\nrepo:       {setup.repo} (HEAD {setup.head[:10]})")
+    from ablate.isolate.procenv import SETTINGS_SKIPPED, settings_files, settings_problem
+
+    for path in settings_files(setup.config_dir, setup.repo):
+        if why := settings_problem(path):
+            typer.echo(f"WARNING: {path}: {why}. {SETTINGS_SKIPPED}", err=True)
     typer.echo(
         tabulate(
             table,

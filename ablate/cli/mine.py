@@ -194,8 +194,8 @@ def recover(
     marking which fields were recovered or estimated and the difference between the transcript's cost and
     turns and the CLI's, wherever both exist. Rate-limited sessions are not results: they need a re-run.
 
-    Exit codes: 0 every item has a result or a valid stdout; 1 not a run folder (no plan.jsonl);
-    2 the folder does not exist; 3 some items could not be recovered (no transcript, rate limited);
+    Exit codes: 0 every item has a result or a valid stdout; 2 the folder does not exist or is not a run
+    folder (no plan.jsonl, a torn one), or cannot be written; 3 some items could not be recovered (no transcript, rate limited);
     130 interrupted.
     """
     from ablate.run.recover import recover_run  # pydantic-backed run-folder models: loaded only when needed

@@ -17,6 +17,7 @@ from ablate.cli.common import (
     JOBS,
     MODEL,
     AblateToml,
+    AllowUnpinned,
     Alpha,
     Budget,
     ClaudeBin,
@@ -134,6 +135,7 @@ def plan_cmd(
     config_dir: ConfigDir = None,
     repo: Repo = Path("."),
     claude_bin: ClaudeBin = None,
+    allow_unpinned_claude: AllowUnpinned = False,
     seed: Seed = None,
     ablate_toml: AblateToml = None,
     json: Json = False,
@@ -145,7 +147,7 @@ def plan_cmd(
 
     Exit codes: 0 ok, 2 bad input (tasks, cells, setup, options).
     """
-    from ablate.core.claude import find_claude
+    from ablate.core.claude import find_claude, require_pinned
     from ablate.run.create import create_run
     from ablate.run.estimate import estimate_run
     from ablate.run.plan import blocks, new_seed
@@ -165,7 +167,7 @@ def plan_cmd(
         raise UsageError("--model is empty", hint="pass the model every session is pinned to")
     for warning in check_locations(setup, out=out, work_dir=None):
         err(f"warning: {warning}")
-    claude = find_claude(claude_bin)
+    claude = require_pinned(find_claude(claude_bin), allowed=allow_unpinned_claude)
     folder, manifest = create_run(
         out,
         tasks=loaded,
@@ -284,7 +286,7 @@ def _print_adaptive(data: dict[str, Any]) -> None:
 
 
 def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
-    from ablate.core.claude import find_claude
+    from ablate.core.claude import find_claude, require_pinned
     from ablate.folder.result import read_result
     from ablate.grade.hook import GradingHook
     from ablate.run.estimate import estimate_run, probe_capture
@@ -305,7 +307,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     # every check that can refuse the run comes before prepare_run writes the run folder
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
     checked = preflight(o["config_dir"] or default_config_dir(), o["repo"], isolation=o["isolation"])
-    claude = find_claude(o["claude_bin"])
+    claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"] or not fresh)
     prep = prepare_run(_request(ctx, o, tasks), claude)
     if not fresh:  # a resumed or planned run is judged against its own model
         judge = JudgeAsYouGo(prep.manifest.model, o["judge_model"], o["allow_same_judge"])
@@ -386,6 +388,7 @@ def run_cmd(
     config_dir: ConfigDir = None,
     repo: Repo = Path("."),
     claude_bin: ClaudeBin = None,
+    allow_unpinned_claude: AllowUnpinned = False,
     seed: Seed = None,
     resume: Resume = None,
     plan: PlanDir = None,

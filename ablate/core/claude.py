@@ -14,7 +14,7 @@ import orjson
 
 from ablate import PINNED_CLAUDE_VERSION
 from ablate.core.cache import cache_dir, private_dir
-from ablate.core.errors import AblateError, ClaudeNotFound
+from ablate.core.errors import AblateError, ClaudeNotFound, UsageError
 from ablate.core.fsutil import atomic_write_json, sha256_file
 
 _VERSION_RE = re.compile(r"(\d+\.\d+\.\d+)")
@@ -31,6 +31,22 @@ class ClaudeBinary:
     @property
     def is_pinned(self) -> bool:
         return self.version == PINNED_CLAUDE_VERSION
+
+
+#: The option that runs a binary other than the pinned version.
+UNPINNED_OPTION = "--allow-unpinned-claude"
+
+
+def require_pinned(claude: ClaudeBinary, *, allowed: bool) -> ClaudeBinary:
+    """``claude`` when it is the pinned version or ``allowed`` (:data:`UNPINNED_OPTION`); else a
+    :class:`UsageError` (exit 2): figures of another version are not comparable with pinned runs."""
+    if claude.is_pinned or allowed:
+        return claude
+    raise UsageError(
+        f"{claude.path}: Claude Code {claude.version}, not the pinned {PINNED_CLAUDE_VERSION}",
+        hint=f"install the pinned version (npm install -g @anthropic-ai/claude-code@{PINNED_CLAUDE_VERSION}) "
+        f"or pass {UNPINNED_OPTION} to run this one anyway (recorded as pinned: false)",
+    )
 
 
 def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:

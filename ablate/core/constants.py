@@ -8,3 +8,7 @@ DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_JOBS = 2
 #: The CLI's own retry count for API errors: kept low so that ablate owns the rate-limit backoff.
 MAX_RETRIES_ENV = "CLAUDE_CODE_MAX_RETRIES"
+#: The longest a session may be given (``--timeout``, a task's ``timeout_s``): a week, in seconds.
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+#: The most turns a session may be given (``--max-turns``, a task's ``max_turns``).
+MAX_TURNS = 10_000

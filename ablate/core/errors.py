@@ -94,3 +94,22 @@ class ClaudeNotFound(UsageError):
 
 class RunFolderError(AblateError):
     """A run folder is missing, locked, corrupt or incompatible with the requested run."""
+
+    @classmethod
+    def bad_input(cls, message: str, *, hint: str | None = None) -> RunFolderError:
+        """The folder given is not a (complete) run folder: a bad input, exit 2."""
+        err = cls(message, hint=hint)
+        err.exit_code = EXIT_USAGE
+        return err
+
+
+#: What to do about a full file system, whichever command met it.
+DISK_FULL_HINT = (
+    "free space there (or point --out/--work-dir elsewhere), then run the command again; "
+    "a run resumes with `ablate run --resume <folder>`"
+)
+
+
+class DiskFull(AblateError):
+    """A file system ablate writes to (a run folder, a cell's layer, TMPDIR) is full: free space there, then
+    resume; what was written before is complete (every write is atomic)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -23,6 +24,11 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> N
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a write or fsync names no file: name the one being written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -106,3 +112,31 @@ def _walk_entries(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, str, 
         dirnames[:] = keep_dirs
     entries.sort(key=lambda e: e[0])
     return entries
+
+
+#: errno values that mean "the file system is full" (no space, or the user's quota).
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for an ``OSError`` that says the file system (or the user's quota on it) is full."""
+    return isinstance(exc, OSError) and exc.errno in _FULL
+
+
+def mount_point(path: Path | str) -> Path:
+    """The mount point of the file system holding ``path`` (its nearest existing ancestor's)."""
+    p = Path(os.path.abspath(path))
+    while not os.path.lexists(p) and p != p.parent:
+        p = p.parent
+    while p != p.parent and not os.path.ismount(p):
+        p = p.parent
+    return p
+
+
+def disk_full_message(exc: OSError, path: Path | str | None = None, *, kept: str = "") -> str:
+    """A located message for a full file system: the file, the mount point, and what was kept."""
+    where = path if path is not None else exc.filename
+    name = f"{where}: " if where else ""
+    mount = f"the file system mounted at {mount_point(where)}" if where else "a file system"
+    what = "is over your quota" if exc.errno == errno.EDQUOT else "is full"
+    return f"{name}{mount} {what} ({exc.strerror})" + (f"; {kept}" if kept else "")

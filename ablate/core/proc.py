@@ -12,10 +12,11 @@ import contextlib
 import os
 import signal
 import subprocess
-import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -107,6 +108,45 @@ def kill_tagged(prefix: str, *, quiet_scans: int = 3, max_rounds: int = 50) -> i
     return killed
 
 
+#: Most of a session's stdout kept (a ``--output-format json`` result is a few KB); the rest is dropped and
+#: the truncation said in the stderr tail.
+STDOUT_CAP = 16 << 20
+
+
+class _Drain(threading.Thread):
+    """Read one pipe to its end in a thread: keep the first ``cap`` bytes (``keep="head"``) or the last
+    ``cap`` (``keep="tail"``), count the rest. Memory stays bounded whatever the process writes."""
+
+    def __init__(self, pipe: IO[bytes], cap: int, keep: str) -> None:
+        super().__init__(daemon=True, name="ablate-pipe")
+        self.pipe, self.cap, self.keep = pipe, cap, keep
+        self.data = bytearray()
+        self.dropped = 0
+
+    def run(self) -> None:
+        fd = self.pipe.fileno()
+        with contextlib.suppress(OSError):
+            while block := os.read(fd, 1 << 16):
+                if self.keep == "tail":
+                    self.data += block
+                    if len(self.data) > self.cap:
+                        self.dropped += len(self.data) - self.cap
+                        del self.data[: len(self.data) - self.cap]
+                    continue
+                room = max(0, self.cap - len(self.data))
+                self.data += block[:room]
+                self.dropped += len(block) - min(room, len(block))
+
+    def finish(self, timeout: float) -> bytes:
+        """The kept bytes once the pipe ended, or what was read when ``timeout`` passed first (a descendant
+        that escaped every kill still holds the pipe: the thread is left to it, the pipe never closed under
+        it, so its descriptor cannot be reused while it reads)."""
+        self.join(timeout)
+        if not self.is_alive():
+            self.pipe.close()
+        return bytes(self.data)
+
+
 def run_process(
     argv: list[str],
     *,
@@ -117,12 +157,16 @@ def run_process(
     stderr_tail_bytes: int = 8192,
     kill_grace_s: float = 3.0,
     tag: str | None = None,
+    stdout_cap: int = STDOUT_CAP,
 ) -> ExecResult:
     """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``.
 
-    stdout goes to ``stdout_path`` (opened exclusively: a second writer is an error) or is captured. With a
-    ``tag``, every process the command started and left behind — double-forked daemons included — is killed
-    when it ends, however it ends.
+    stdout and stderr are pipes the runner reads (docs/ARCHITECTURE.md#sessions): never a file the process
+    or anything it starts could reopen through ``/proc/self/fd/1``, seek in or rewrite after it ends. stdout
+    (its first ``stdout_cap`` bytes) is written to ``stdout_path`` once the process and everything it
+    started are gone (the file is created exclusively at launch: a second writer is an error), or returned;
+    stderr's last ``stderr_tail_bytes`` are kept. With a ``tag``, every process the command started and left
+    behind — double-forked daemons included — is killed when it ends, however it ends.
     """
     if tag is not None:
         env = {**env, TAG_VAR: tag}
@@ -132,41 +176,44 @@ def run_process(
         stdout_path.parent.mkdir(parents=True, exist_ok=True)
         out_fh = stdout_path.open("xb")
     try:
-        with tempfile.TemporaryFile() as err_fh:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out_fh if out_fh is not None else subprocess.PIPE,
-                stderr=err_fh,
-                start_new_session=True,
-            )
-            timed_out = False
-            captured = b""
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = _Drain(proc.stdout, stdout_cap, "head"), _Drain(proc.stderr, stderr_tail_bytes, "tail")
+        out.start()
+        err.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_tree(proc.pid, grace_s=kill_grace_s)
+            proc.wait()
+        except BaseException:
+            kill_tree(proc.pid, grace_s=kill_grace_s)
+            proc.wait()
+            raise
+        finally:
+            if tag is not None:
+                kill_tagged(tag)
+            captured, tail_bytes = out.finish(5.0), err.finish(5.0)
+        tail = tail_bytes.decode("utf-8", errors="replace")
+        if out.dropped:
+            tail += f"\nablate: stdout truncated: {out.dropped} bytes past the first {stdout_cap} dropped\n"
+        if out_fh is not None:
             try:
-                if out_fh is None:
-                    captured, _ = proc.communicate(timeout=timeout)
-                else:
-                    proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                kill_tree(proc.pid, grace_s=kill_grace_s)
-                if out_fh is None:
-                    captured, _ = proc.communicate()
-                else:
-                    proc.wait()
-            except BaseException:
-                kill_tree(proc.pid, grace_s=kill_grace_s)
-                proc.wait()
-                raise
-            finally:
-                if tag is not None:
-                    kill_tagged(tag)
-            err_fh.seek(0, os.SEEK_END)
-            size = err_fh.tell()
-            err_fh.seek(max(0, size - stderr_tail_bytes))
-            tail = err_fh.read().decode("utf-8", errors="replace")
+                out_fh.write(captured)
+                out_fh.flush()
+                os.fsync(out_fh.fileno())
+            except OSError as exc:  # a full disk names the record it could not write
+                raise OSError(exc.errno, exc.strerror, str(stdout_path)) from exc
     finally:
         if out_fh is not None:
             out_fh.close()
@@ -175,7 +222,7 @@ def run_process(
         duration_s=time.monotonic() - start,
         timed_out=timed_out,
         stdout_path=stdout_path,
-        stdout=captured or b"",
+        stdout=captured if stdout_path is None else b"",
         stderr_tail=tail,
         pid=proc.pid,
     )

@@ -67,6 +67,16 @@ def load_spec(model: type[M], path: Path) -> M:
     return validate(model, read_spec_data(path), path)
 
 
+def require_schema(data: dict[str, Any], source: str | Path, expected: int, what: str, *, hint: str) -> None:
+    """Refuse a document whose ``schema_version`` is not ``expected``: a located :class:`SpecError` naming
+    the file, the field, what was found and what this ablate reads (``what``: "manifest", "result", ...)."""
+    version = data.get("schema_version")
+    if version != expected:
+        raise SpecError.single(
+            source, "schema_version", f"is {version!r}; this ablate reads {what} schema {expected}", hint=hint
+        )
+
+
 def read_json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object at ``path``, or None when there is no file; invalid JSON or another JSON value is a
     located :class:`SpecError` (run-folder files are written atomically, so a torn one was edited by hand)."""
@@ -74,6 +84,14 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    except NotADirectoryError:  # a file given where a folder holding this one was expected
+        raise SpecError.single(
+            path, "", f"cannot be read: {path.parent} is a file, not a folder", hint="pass the folder"
+        ) from None
+    except OSError as exc:  # a folder, a link loop, unreadable
+        raise SpecError.single(
+            path, "", f"cannot be read: {exc.strerror}", hint="it must be a JSON file"
+        ) from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -29,7 +29,7 @@ from pydantic import Field, ValidationError
 
 from ablate.core.errors import RunFolderError, SpecError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec, problems_from_validation, read_json_object
+from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
 
 #: Version of manifest.json and of each plan.jsonl line; another version is a located error on read.
 SCHEMA_VERSION: Literal[1] = 1
@@ -127,7 +127,7 @@ class RunFolder:
     def read_plan(self) -> list[PlanItem]:
         """Read plan.jsonl; a malformed line is a :class:`RunFolderError` naming the line."""
         if not self.plan_path.exists():
-            raise RunFolderError(f"{self.plan_path}: no plan.jsonl; is {self.root} a run folder?")
+            raise RunFolderError.bad_input(f"{self.plan_path}: no plan.jsonl; is {self.root} a run folder?")
         items: list[PlanItem] = []
         with self.plan_path.open("rb") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -136,7 +136,9 @@ class RunFolder:
                 try:
                     items.append(PlanItem.model_validate(orjson.loads(line)))
                 except (orjson.JSONDecodeError, ValueError) as exc:
-                    raise RunFolderError(f"{self.plan_path}:{lineno}: invalid plan line: {exc}") from exc
+                    raise RunFolderError.bad_input(
+                        f"{self.plan_path}:{lineno}: invalid plan line: {exc}"
+                    ) from exc
         return items
 
     def write_plan(self, items: list[PlanItem]) -> None:
@@ -379,14 +381,13 @@ class RunManifest(Spec):
 def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
     """Validate a manifest document: another ``schema_version`` or an invalid field is a located
     :class:`SpecError` (file, field, found vs expected, what to do)."""
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise SpecError.single(
-            source,
-            "schema_version",
-            f"is {version!r}; this ablate reads manifest schema {SCHEMA_VERSION}",
-            hint="a run folder is read by the ablate version that wrote it; plan a new run with this one",
-        )
+    require_schema(
+        data,
+        source,
+        SCHEMA_VERSION,
+        "manifest",
+        hint="a run folder is read by the ablate version that wrote it; plan a new run with this one",
+    )
     # an empty ``isolation`` object was written before any session had run
     if data.get("isolation") == {}:
         data = {**data, "isolation": None}
@@ -402,7 +403,7 @@ def read_manifest(folder: RunFolder) -> RunManifest:
     path = folder.manifest_path
     data = read_json_object(path)
     if data is None:
-        raise RunFolderError(f"{folder.root}: no manifest.json; is this a run folder?")
+        raise RunFolderError.bad_input(f"{folder.root}: no manifest.json; is this a run folder?")
     return parse_manifest(data, str(path))
 
 

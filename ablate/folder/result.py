@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, computed_field, model_validator
 
 from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec, problems_from_validation, read_json_object
+from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
 from ablate.folder.layout import RunFolder
 from ablate.folder.session import SessionMetrics, SessionWrites
 
@@ -182,15 +182,14 @@ def parse_result(data: Any, source: str) -> ItemResult:
     """Validate a result document; a document of another schema or shape is a located :class:`SpecError`."""
     if not isinstance(data, dict):
         raise SpecError.single(source, "", "expected a JSON object")
-    version = data.get("schema_version")
-    if version != RESULT_SCHEMA_VERSION:
-        raise SpecError.single(
-            source,
-            "schema_version",
-            f"is {version!r}; this ablate reads result schema {RESULT_SCHEMA_VERSION}",
-            hint="results of schema 1 are rebuilt from their transcripts by `ablate recover`; a newer schema "
-            "needs a newer ablate",
-        )
+    require_schema(
+        data,
+        source,
+        RESULT_SCHEMA_VERSION,
+        "result",
+        hint="results of schema 1 are rebuilt from their transcripts by `ablate recover`; a newer schema "
+        "needs a newer ablate",
+    )
     if "complete" in data:
         problem = complete_mismatch(data["complete"], data.get("status"))
         if problem:

@@ -139,6 +139,15 @@ class DeniedWrite(Spec):
     """How many of the session's tool results reported it."""
 
 
+class CredentialsCopy(Spec):
+    """What became of the session's ``.credentials.json`` (docs/ARCHITECTURE.md#credentials)."""
+
+    copied: bool = False
+    """True: a refreshed login of the same account, copied back to the real file."""
+    discarded: str | None = None
+    """Why the session's file was not copied back (never written anywhere); None when it was not changed."""
+
+
 class SessionWrites(Spec):
     """What a session wrote outside its cell: ``namespace``: read from its upper folders, then discarded;
     ``links`` under a write fence: what the fence refused (nothing outside the cell was written)."""
@@ -156,11 +165,14 @@ class SessionWrites(Spec):
     """``links`` under a fence: the writes it refused, most frequent first (the session saw them fail)."""
     error: str | None = None
     """Set when the writes could not be inspected (then the other fields are empty)."""
+    credentials: CredentialsCopy | None = None
+    """The session's credentials file: copied back, discarded (why), or unchanged."""
 
 
 __all__ = [
     "SESSION_SCHEMA_VERSION",
     "AreaWrites",
+    "CredentialsCopy",
     "DeniedWrite",
     "InstructionFile",
     "MinedStatus",

@@ -6,6 +6,7 @@ about isolation: it runs ``env.env`` in ``env.cwd`` and copies the transcript fr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from ablate.isolate.credentials import CopyBack, copy_back, read_session_file
 from ablate.setup.cells import ResolvedCell
 
 
@@ -87,6 +89,8 @@ class ShadowEnvironments:
         self.dirty = dirty
         self.base_env = dict(base_env) if base_env is not None else None
         self.extra_env = dict(extra_env or {})
+        self._logins: dict[str, bytes | None] = {}
+        """Config dir -> the ``.credentials.json`` its session started with (None: no login file)."""
 
     def build(self, cell: ResolvedCell, slot: int) -> CellEnv:
         from ablate.isolate.environment import build_environment
@@ -151,22 +155,44 @@ class ShadowEnvironments:
 
         setup = self.setup
         visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
-        # the one deliberate write-through: the cell's .credentials.json links to the real login
-        creds = Path(setup.config_dir) / CREDENTIALS
-        through = [creds] if creds.is_file() and not creds.is_symlink() else []
-        return fenced(argv, root=env.root, cwd=env.cwd, visible=visible, through=through)
+        # the login the session starts with, kept where it cannot write: what a refresh is checked against
+        self._logins[str(env.config_dir)] = _login_bytes(env.config_dir / CREDENTIALS)
+        return fenced(argv, root=env.root, cwd=env.cwd, visible=visible)
 
     def after_session(self, env: CellEnv) -> dict[str, Any] | None:
-        """The writes the fence refused (which paths, how often), or None without a fence: what an unfenced
-        session writes through a link is seen only by the run's before/after listing."""
+        """The writes the fence refused (which paths, how often) and what became of the session's login
+        (copied back as a refresh, or discarded and why); without a fence only the login, or None when it
+        was untouched: what an unfenced session writes through a link is seen only by the run's
+        before/after listing."""
         from ablate.isolate.fence import denied_writes, fence_support
 
+        login = self._copy_back_login(env)
         support = fence_support()
         if not support.ok:
-            return None
+            said = login.discarded or login.copied
+            return {"discarded": False, "credentials": login.to_json()} if said else None
         homes = (Path(getattr(env, "home", env.config_dir.parent)), Path(self.setup.home))
         denied = denied_writes(env.config_dir, homes=homes)
-        return {"fence": support.name, "denied": denied, "discarded": False}
+        return {"fence": support.name, "denied": denied, "discarded": False, "credentials": login.to_json()}
+
+    def _copy_back_login(self, env: CellEnv) -> CopyBack:
+        """The session's ``.credentials.json`` copied back when it is a refresh of the login it started
+        with (:mod:`ablate.isolate.credentials`), to the real file, every cell's copy and their pristine
+        copies (a reset restores those)."""
+        from ablate.isolate.environment import PRISTINE
+        from ablate.isolate.shadow_home import CREDENTIALS
+
+        rel = (env.config_dir / CREDENTIALS).relative_to(Path(getattr(env, "home", env.config_dir.parent)))
+        copies = [
+            p
+            for root in sorted(self.work_root.iterdir())
+            for p in (root / "home" / rel, root / PRISTINE / "home" / rel)
+            if p.is_file() and not p.is_symlink()
+        ]
+        stored = self._logins.pop(str(env.config_dir), None)
+        return copy_back(
+            env.config_dir / CREDENTIALS, stored, Path(self.setup.config_dir) / CREDENTIALS, copies
+        )
 
     def stripped_paths(self, env: CellEnv) -> list[str]:
         return stripped_repo_paths(self.setup, self.catalog, getattr(env, "cell", None))
@@ -239,3 +265,8 @@ def open_backend(
         extra_env=extra_env,
     )
     return made
+
+
+def _login_bytes(path: Path) -> bytes | None:
+    data = read_session_file(path) if os.path.lexists(path) else None
+    return data if isinstance(data, bytes) else None

@@ -1,11 +1,15 @@
-"""Before/after listing of the user's files around a ``links`` run (docs/ARCHITECTURE.md#environments).
+"""Before/after listing of the user's files around a run (docs/ARCHITECTURE.md#environments).
 
 ``links`` cannot stop a session from writing through a link (a big linked tree, a home entry, the clone's
-``objects/info/alternates`` path), so every ``links`` run lists the real config dir, the repository (``.git``
-included) and the home's entries before and after, and any change is an error of the run's summary, naming
-the files. Left out of the config dir: what the CLI itself writes there in the user's own concurrent sessions
-(transcripts, history, account state) and a refreshed ``.credentials.json`` (the one deliberate write-through).
-Home entries larger than :data:`HOME_ENTRY_LIMIT` are not listed (said as ``unwatched``).
+``objects/info/alternates`` path), and no backend can stop a host service the session reached, so every run
+lists the real config dir, the repository (``.git`` included) and the home before and after, and any change
+is an error of the run's summary, naming the files. Everything is listed, whatever its size: a file up to
+:data:`DIGEST_LIMIT` by its content digest, a larger one by its metadata (size, mtime, ctime, inode: a
+write changes the ctime, which no process can set back), so a 100 MB file costs one ``lstat``. What the
+CLI itself writes in the config dir (transcripts, history, account state, the login) is listed too; since
+the user's own concurrent sessions write it as well, a change there is a note of the run's output, not an
+error. What could not be listed (a folder it may not read, an entry that vanished while it was read) is
+said in the notes.
 """
 
 from __future__ import annotations
@@ -14,17 +18,17 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.core.fsutil import tree_listing
 from ablate.core.gitutil import run_git
 from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS, WRITTEN_DIRS
 
-#: Config-dir entries the user's own concurrent sessions write (never blamed on the run).
-UNGUARDED_CONFIG = (*WRITTEN_DIRS, ACCOUNT, CREDENTIALS, "history.jsonl", ".claude.json.lock")
-#: Home entries (dotfiles, toolchains) are watched up to this size each; larger ones are listed as unwatched.
-HOME_ENTRY_LIMIT = 20 * 1024 * 1024
+#: Config-dir entries Claude Code writes, in the user's own concurrent sessions too: a change is a note.
+CLI_WRITTEN = (*WRITTEN_DIRS, ACCOUNT, CREDENTIALS, "history.jsonl", ".claude.json.lock")
+#: Files up to this size are listed by a digest of their content; larger ones by their metadata.
+DIGEST_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -34,59 +38,72 @@ class Snapshot:
     home: Path | None
     skip: tuple[Path, ...]
     listings: dict[str, dict[str, str]]
-    """Root path → (relative path → kind and content hash)."""
-    unwatched: tuple[str, ...] = ()
-    """Home entries too large to list: their changes go unreported."""
-
-
-def _entry(path: Path, limit: int | None = None) -> dict[str, str] | None:
-    """Listing of one home entry (a folder's files, or the entry itself), keyed relative to the home, in one
-    walk of it; None when its files add up to more than ``limit`` bytes (then nothing is read)."""
-    name = path.name
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        return {name: "link:" + os.readlink(path)}
-    if not stat.S_ISDIR(st.st_mode):
-        if limit is not None and st.st_size > limit:
-            return None
-        return {name: _describe(str(path), st)}
-    found: list[tuple[str, str, os.stat_result]] = []
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
-        for child in (*dirnames, *filenames):
-            full = os.path.join(dirpath, child)
-            try:
-                cst = os.lstat(full)
-            except FileNotFoundError:
-                continue  # removed while the tree was walked: it is not there
-            found.append((os.path.relpath(full, path.parent), full, cst))
-            if stat.S_ISREG(cst.st_mode):
-                total += cst.st_size
-                if limit is not None and total > limit:
-                    return None
-    out = {name: "dir"}
-    for rel, full, cst in found:
-        try:
-            out[rel] = _describe(full, cst)
-        except FileNotFoundError:
-            continue
-    return out
+    """Root path → (relative path → kind and content digest or metadata)."""
+    unlisted: tuple[str, ...] = field(default=())
+    """What could not be listed (unreadable, vanished), as "<path>: why"."""
 
 
 def _describe(full: str, st: os.stat_result) -> str:
-    """Kind, mode and content hash (or link target) of one path."""
+    """Kind, mode, and content digest (small files), metadata (large ones) or link target of one path."""
     mode = f"{stat.S_IMODE(st.st_mode):o}"
     if stat.S_ISLNK(st.st_mode):
         return "link:" + os.readlink(full)
     if stat.S_ISDIR(st.st_mode):
         return f"dir{mode}"
-    if stat.S_ISREG(st.st_mode):
-        h = hashlib.sha256()
-        with open(full, "rb") as fh:
-            while block := fh.read(1 << 20):
-                h.update(block)
-        return f"file{mode}:{h.hexdigest()[:16]}"
-    return "other"
+    if not stat.S_ISREG(st.st_mode):
+        return "other"
+    if st.st_size > DIGEST_LIMIT:
+        return f"file{mode}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+    h = hashlib.sha256()
+    with open(full, "rb", buffering=0) as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return f"file{mode}:{h.hexdigest()[:16]}"
+
+
+def _listing(root: Path, names: list[str] | None, skip: set[str], unlisted: list[str]) -> dict[str, str]:
+    """Every path under ``root`` (only its entries ``names`` when given), keyed relative to ``root``,
+    leaving out the relative paths in ``skip``; what could not be read is added to ``unlisted``."""
+    out: dict[str, str] = {}
+
+    def add(rel: str) -> bool:
+        full = os.path.join(root, rel)
+        try:
+            st = os.lstat(full)
+            out[rel] = _describe(full, st)
+        except FileNotFoundError:
+            unlisted.append(f"{full}: vanished while it was listed")
+            return False
+        except OSError as exc:
+            out[rel] = "unreadable"
+            unlisted.append(f"{full}: {exc.strerror}")
+            return False
+        return out[rel].startswith("dir")
+
+    def refused(exc: OSError) -> None:
+        unlisted.append(f"{exc.filename}: {exc.strerror} (its entries are not listed)")
+
+    tops = sorted(names) if names is not None else sorted(_names(root, unlisted))
+    for top in tops:
+        if top in skip or not add(top):
+            continue
+        for dirpath, dirnames, filenames in os.walk(root / top, onerror=refused, followlinks=False):
+            rel_dir = os.path.relpath(dirpath, root)
+            keep = []
+            for name in sorted(dirnames) + sorted(filenames):
+                rel = os.path.join(rel_dir, name)
+                if rel not in skip and add(rel) and name in dirnames:
+                    keep.append(name)
+            dirnames[:] = keep
+    return out
+
+
+def _names(root: Path, unlisted: list[str]) -> list[str]:
+    try:
+        return os.listdir(root)
+    except OSError as exc:
+        unlisted.append(f"{root}: {exc.strerror} (not listed)")
+        return []
 
 
 def _inside(path: Path, root: Path) -> str | None:
@@ -96,48 +113,25 @@ def _inside(path: Path, root: Path) -> str | None:
         return None
 
 
-def take(
-    config_dir: Path,
-    repo: Path,
-    home: Path | None = None,
-    *,
-    skip: tuple[Path, ...] = (),
-    watched: tuple[str, ...] | None = None,
-) -> Snapshot:
-    """List the real config dir, the whole repository (``.git`` included) and the home's entries up to
-    :data:`HOME_ENTRY_LIMIT` each (``watched``: exactly these home entries, as listed before). ``skip``:
-    ablate's own folders (the run folder, the work dir), wherever they are."""
+def take(config_dir: Path, repo: Path, home: Path | None = None, *, skip: tuple[Path, ...] = ()) -> Snapshot:
+    """List the real config dir (every file), the whole repository (``.git`` included) and every entry of
+    the home. ``skip``: ablate's own folders (the run folder, the work dir), wherever they are."""
     skip = tuple(Path(os.path.abspath(p)) for p in skip)
 
     def excluded(root: Path) -> tuple[str, ...]:
         return tuple(r for r in (_inside(p, root) for p in skip) if r)
 
+    unlisted: list[str] = []
     listings = {
-        str(config_dir): tree_listing(config_dir, exclude=UNGUARDED_CONFIG + excluded(config_dir)),
+        str(config_dir): _listing(config_dir, None, set(excluded(config_dir)), unlisted),
         str(repo): tree_listing(repo, exclude=excluded(repo)),
     }
-    unwatched: list[str] = []
     if home is not None and home.is_dir():
-        home_files: dict[str, str] = {}
-        for entry in sorted(home.iterdir(), key=lambda p: p.name):
-            if entry.name == ACCOUNT or any(
-                entry == p or entry in p.parents for p in (config_dir, repo, *skip)
-            ):
-                continue
-            if watched is not None:
-                if entry.name in watched:
-                    home_files.update(_entry(entry) or {})
-                continue
-            try:
-                listed = _entry(entry, HOME_ENTRY_LIMIT)
-            except OSError:
-                listed = None
-            if listed is None:
-                unwatched.append(entry.name)
-            else:
-                home_files.update(listed)
-        listings[str(home)] = home_files
-    return Snapshot(config_dir, repo, home, skip, listings, tuple(unwatched))
+        inner = {r for r in (_inside(p, home) for p in (config_dir, repo, *skip)) if r}
+        # the config dir and the repository are listed on their own; the account state beside a
+        # ``~/.claude`` config dir is the CLI's (said as a note when it changes)
+        listings[str(home)] = _listing(home, None, inner, unlisted)
+    return Snapshot(config_dir, repo, home, skip, listings, tuple(unlisted))
 
 
 def changes(before: Snapshot) -> list[str]:
@@ -146,16 +140,13 @@ def changes(before: Snapshot) -> list[str]:
 
 
 def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
-    """:func:`changes`, and notes on what changed without changing the user's files (git's maintenance)."""
-    home_key = str(before.home) if before.home is not None else ""
-    watched = tuple({k.split("/")[0] for k in before.listings.get(home_key, {})}) if home_key else None
-    # a home entry the run created is a change too: list the home's current names, not only the watched ones
-    if before.home is not None and before.home.is_dir():
-        current = {p.name for p in before.home.iterdir()} - set(before.unwatched)
-        watched = tuple(set(watched or ()) | current)
-    after = take(before.config_dir, before.repo, before.home, skip=before.skip, watched=watched)
+    """:func:`changes`, and notes: what changed without changing the user's files (git's maintenance), what
+    Claude Code itself writes that changed (the user's own sessions write it too), and what could not be
+    listed."""
+    after = take(before.config_dir, before.repo, before.home, skip=before.skip)
     out: list[str] = []
     notes: list[str] = []
+    cli_written: list[str] = []
     for root, old in before.listings.items():
         new = after.listings.get(root, {})
         diff = {
@@ -166,8 +157,34 @@ def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
         if root == str(before.repo):
             diff, note = _git_maintenance(before.repo, diff, old)
             notes.extend(note)
-        out.extend(f"{Path(root) / rel} ({what})" for rel, what in diff.items())
+        for rel, what in diff.items():
+            line = f"{Path(root) / rel} ({what})"
+            (cli_written if _cli_written(before, root, rel) else out).append(line)
+    if cli_written:
+        shown = ", ".join(cli_written[:10]) + (
+            f" and {len(cli_written) - 10} more" if len(cli_written) > 10 else ""
+        )
+        notes.append(
+            f"{len(cli_written)} file(s) Claude Code writes itself changed during the run: {shown} — your own "
+            "sessions write these too, and a refreshed login is copied back; not counted as a change"
+        )
+    unlisted = sorted(set(before.unlisted) | set(after.unlisted))
+    if unlisted:
+        notes.append(
+            f"could not list {len(unlisted)} path(s), changes there go unseen: " + "; ".join(unlisted[:10])
+        )
     return out, notes
+
+
+def _cli_written(snap: Snapshot, root: str, rel: str) -> bool:
+    """Whether ``rel`` under ``root`` is something Claude Code writes itself (config dir, or the account
+    state beside a ``~/.claude`` config dir)."""
+    if root == str(snap.config_dir):
+        return any(rel == w or rel.startswith(w + "/") for w in CLI_WRITTEN) or rel.startswith(ACCOUNT + ".")
+    if snap.home is not None and root == str(snap.home):
+        beside = _inside(snap.config_dir.parent / ACCOUNT, snap.home)
+        return beside is not None and (rel == beside or rel.startswith(beside + "."))
+    return False
 
 
 _LOOSE = re.compile(r"^\.git/objects/([0-9a-f]{2})/([0-9a-f]{38,62})$")

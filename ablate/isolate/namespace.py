@@ -20,7 +20,8 @@ branch named like the user's current one, whose repo-layer paths are marked skip
 excluded (untracked), so ``git status`` looks alike in every cell. A cell's repo layer is the difference
 between that checkout and the cell's working tree (:mod:`ablate.isolate.cowlayer`: a few files, whiteouts
 and opaque folders). ``.credentials.json`` is the one deliberate write-through: the cell holds a copy, and a
-session that changed it (a refreshed OAuth token) has it copied back to the real file afterwards.
+session that refreshed it (same account, later expiry: :mod:`ablate.isolate.credentials`) has it copied
+back to the real file afterwards; anything else it left there is discarded and reported.
 
 Works on Linux as root (``mount -t overlay`` in a private mount namespace) and as an ordinary user (the
 same in a user namespace of the user's own, Linux >= 5.11). Each session runs under bubblewrap inside its
@@ -43,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import AblateError, UsageError
-from ablate.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_file
+from ablate.core.fsutil import atomic_write_json
 from ablate.isolate import nsexec, shadowfs, worktree
+from ablate.isolate.credentials import CopyBack, copy_back
 from ablate.isolate.detect import Isolation as Isolation
 from ablate.isolate.detect import choose_isolation as choose_isolation
 from ablate.isolate.detect import namespace_check
@@ -245,6 +247,7 @@ class NamespaceEnvironments:
         extra_env: Mapping[str, str] | None = None,
         isolate_state: bool = False,
     ) -> None:
+        unmount_orphaned_views()  # a runner killed while it seeded or graded a view, whatever its work dir
         self.setup = setup
         self.catalog = catalog
         self.work_root = Path(os.path.abspath(work_root))
@@ -429,18 +432,24 @@ class NamespaceEnvironments:
             with held_view(env.root / "merged.json", mounts) as pid:
                 yield Path(f"/proc/{pid}/root{merged}")
             return
+        # as root the view is mounted in ablate's own namespace (git and the checks read it at its path);
+        # the owner's pid beside it lets the next ablate command unmount it if this runner is killed
+        owner = env.root / VIEW_OWNER
+        owner.write_text(f"{os.getpid()}\n", encoding="utf-8")
         nsexec.mount_overlay(merged.as_posix(), list(mounts[0].lower), mounts[0].upper, mounts[0].work)
         objects = mounts[1].target
         try:
             nsexec.mount_overlay(objects, list(mounts[1].lower), mounts[1].upper, mounts[1].work)
         except OSError:
             nsexec.unmount(str(merged))
+            owner.unlink(missing_ok=True)
             raise
         try:
             yield merged
         finally:
             nsexec.unmount(objects)
             nsexec.unmount(str(merged))
+            owner.unlink(missing_ok=True)
 
     def stripped_paths(self, env: Any) -> list[str]:
         from ablate.isolate.backend import stripped_repo_paths
@@ -450,12 +459,12 @@ class NamespaceEnvironments:
 
     def after_session(self, env: Any) -> dict[str, Any]:
         """What the session wrote outside its cell (read from its upper folders, discarded at the next
-        reset), after copying a changed credentials file back (the one deliberate write-through)."""
+        reset), after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
         from ablate.isolate.writes import session_writes
 
         assert isinstance(env, NamespaceCellEnv)
-        copy_back_credentials(env)
-        return session_writes(env).to_json()
+        login = copy_back_credentials(env)
+        return {**session_writes(env).to_json(), "credentials": login.to_json()}
 
     def describe(self, env: Any) -> dict[str, Any]:
         assert isinstance(env, NamespaceCellEnv)
@@ -485,21 +494,53 @@ class NamespaceEnvironments:
             shadowfs.remove_path(self.shared)
 
 
-def copy_back_credentials(env: NamespaceCellEnv) -> bool:
-    """Copy ``.credentials.json`` back to the real file when the session changed it; True when it did."""
-    changed = env.upper("config") / CREDENTIALS
-    lower = env.layers.config / CREDENTIALS
-    real = env.real_config / CREDENTIALS
-    if not changed.is_file() or changed.is_symlink() or not lower.is_file():
+#: ``<slot>/merged.pid``: the pid of the runner that holds ``<slot>/merged`` mounted (root only).
+VIEW_OWNER = "merged.pid"
+
+
+def unmount_orphaned_views(mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """Unmount every session view (``<slot>/merged``, a folder ablate marked) left mounted in this
+    namespace by a runner that is gone (killed while it seeded or graded, even with kill -9); return the
+    mount points. A view whose runner still lives is left alone."""
+    try:
+        with open(mountinfo, encoding="utf-8") as fh:
+            points = {line.split(" ")[4].encode().decode("unicode_escape") for line in fh}
+    except OSError:
+        return []
+    done: list[str] = []
+    for point in sorted(p for p in points if p.endswith("/merged")):
+        slot = Path(point).parent
+        owner = slot / VIEW_OWNER
+        if not (slot / MARKER).is_file() or not owner.is_file():
+            continue
+        try:
+            pid = int(owner.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and _alive(pid):
+            continue
+        done.extend(nsexec.unmount_all_under(point))
+        owner.unlink(missing_ok=True)
+    return done
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    if sha256_file(changed) == sha256_file(lower):
-        return False
-    data = changed.read_bytes()
-    atomic_write_bytes(real, data, mode=0o600)
-    # every cell's copy too, so later sessions start from the refreshed token (a rename: open files keep theirs)
-    for copy in env.layers.config.parent.parent.glob(f"*/config/{CREDENTIALS}"):
-        atomic_write_bytes(copy, data, mode=0o600)
+    except PermissionError:
+        return True
     return True
+
+
+def copy_back_credentials(env: NamespaceCellEnv) -> CopyBack:
+    """Copy ``.credentials.json`` back to the real file (and every cell's copy) when the session refreshed
+    it (:mod:`ablate.isolate.credentials`); anything else it left there is discarded, and said."""
+    lower = env.layers.config / CREDENTIALS
+    stored = lower.read_bytes() if lower.is_file() and not lower.is_symlink() else None
+    copies = env.layers.config.parent.parent.glob(f"*/config/{CREDENTIALS}")
+    return copy_back(env.upper("config") / CREDENTIALS, stored, env.real_config / CREDENTIALS, copies)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -204,6 +204,29 @@ def settings_files(config_dir: Path, repo: Path) -> list[Path]:
     ]
 
 
+def settings_problem(path: Path) -> str | None:
+    """Why Claude Code would skip the settings file ``path`` (not JSON, not an object, unreadable); None
+    when it reads it or there is none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return f"not valid JSON ({exc})"
+    return None if isinstance(data, dict) else f"not a JSON object (a {type(data).__name__})"
+
+
+#: What a settings file the CLI cannot parse means, for a refusal or a warning.
+SETTINGS_SKIPPED = (
+    "Claude Code skips a settings file it cannot parse (its hooks, permissions and env with it), in every "
+    "cell alike: fix the file so the cells test your setup as you mean it"
+)
+
+
 def _settings(path: Path) -> dict[str, object]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -220,6 +243,9 @@ def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> En
     or missing value, or a credential helper (which C11 would not have), is refused before anything starts,
     naming the file, the key and the fix.
     """
+    broken = [f"{p}: {why}" for p in settings_files(config_dir, repo) if (why := settings_problem(p))]
+    if broken:
+        raise UsageError("\n".join(broken), hint=SETTINGS_SKIPPED)
     check = EndpointCheck()
     problems: list[str] = []
     for path in settings_files(config_dir, repo):

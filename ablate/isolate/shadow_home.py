@@ -14,8 +14,8 @@ entry                                   in the cell's config dir
                                         empty, every other folder a real folder of per-entry links
 CLI-written folders (WRITTEN_DIRS)      created real and empty; nothing of the user's is copied into them,
                                         except the auto-memory copied to ``projects/<memory-slug>/memory/``
-``.credentials.json``                   linked: the one deliberate write-through (a refreshed token must
-                                        reach the real file); never copied
+``.credentials.json``                   copied (0600); a refreshed login of the same account is copied back
+                                        (ablate.isolate.credentials), anything else discarded and reported
 ``.claude.json``, ``history.jsonl``,    not taken from the config dir: the account state is copied
 ``.claude.json.*``                      separately (mode 0600), history and backups are CLI-written
 anything else (hook state: ``data/``)   copied when at most STATE_COPY_LIMIT bytes (or ``isolate_state``),
@@ -168,7 +168,8 @@ def populate_config(
 
     ``at_real_path``: the folder will be seen at the real config dir's path (the ``namespace`` backend), so
     nothing is rewritten and nothing is linked (a link to the real path would point at the cell itself):
-    trees are copied, and ``.credentials.json`` is copied (0600) and copied back when a session changes it.
+    trees are copied. ``.credentials.json`` is copied (0600) in both backends and copied back only when a
+    session refreshed it (:mod:`ablate.isolate.credentials`).
     """
     report = ConfigReport()
     pairs = [] if at_real_path else path_rewrites(setup, shadow_config)
@@ -183,12 +184,9 @@ def populate_config(
         if name in written_tops or name in SKIPPED_FILES or name == ACCOUNT or name.startswith(ACCOUNT + "."):
             continue
         if name == CREDENTIALS:
-            if at_real_path:
-                if entry.is_file():
-                    shutil.copyfile(entry, dst)
-                    os.chmod(dst, 0o600)
-            else:
-                dst.symlink_to(setup.config_dir / name)
+            if entry.is_file():
+                shutil.copyfile(entry, dst)
+                os.chmod(dst, 0o600)
         elif links.follow(entry) is None:  # a loop or an unreadable target raises, located
             dst.symlink_to(links.dangling_target(entry))  # dangling: the CLI reads nothing there, nor here
         elif name in REWRITTEN_FILES and entry.is_file():

@@ -7,6 +7,7 @@ checks that refuse a folder that would mix CLI builds, models or commits. Nothin
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -114,6 +115,23 @@ def _inside(path: Path, folder: Path) -> bool:
     return True
 
 
+def unwritable(folder: Path) -> str | None:
+    """Why ablate could not create or write ``folder`` (its nearest existing ancestor is read-only or not
+    writable by this user, or is a file), None when it can; checked before anything is written."""
+    probe = Path(os.path.abspath(folder))
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is a file, not a folder"
+    if os.access(probe, os.W_OK | os.X_OK):
+        return None
+    try:
+        read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return f"{probe} is on a read-only file system" if read_only else f"{probe} is not writable by you"
+
+
 def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) -> list[str]:
     """Refuse, before anything is written, folders that would put ablate's files into the user's setup or
     make every cell load an unexpected instruction file; return warnings about the setup itself.
@@ -130,6 +148,8 @@ def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) ->
             continue
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"{opt} {folder}: is a file, not a folder", hint=f"pass a folder to {opt}")
+        if why := unwritable(folder):
+            raise UsageError(f"{opt} {folder}: {why}", hint=f"pass a folder you can write to {opt}")
         for inside, what in ((setup.config_dir, "config dir"), (setup.repo, "repository")):
             if _inside(folder, inside):
                 raise UsageError(

@@ -36,7 +36,8 @@ from typing import Any
 import psutil
 
 from ablate.core.claude import ClaudeBinary
-from ablate.core.errors import RunFolderError
+from ablate.core.errors import DISK_FULL_HINT, DiskFull, RunFolderError
+from ablate.core.fsutil import disk_full_message, is_disk_full
 from ablate.core.proc import kill_tagged, kill_tree
 from ablate.core.watchdog import Watchdog
 from ablate.folder.layout import (
@@ -454,7 +455,13 @@ class Runner:
             flags=res.flags,
             writes=res.writes,
         )
-        write_result(self.folder, result)
+        try:
+            write_result(self.folder, result)
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            kept = f"item {it.item} has no result (its transcript, if copied, is kept); a resume re-runs it"
+            raise DiskFull(disk_full_message(exc, kept=kept), hint=DISK_FULL_HINT) from None
         if res.status in COMPLETE_STATUSES:
             self._done += 1
             self._failed.discard(it.item)

@@ -3,8 +3,10 @@ result built from the mined session, and the statuses that pause or retry."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,14 +63,29 @@ def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | Non
     """Copy ``projects/*/<session_id>.jsonl`` and its ``<session_id>/`` folder (sub-agents) to ``dest``.
 
     The transcript is found by session id, never by computing the project slug (docs/CLAUDE-CODE.md#slug).
+    Called once the session and everything it started are gone; a transcript that is a link or not a
+    regular file is no transcript (None). Links in the sub-agents folder are copied as links.
     """
     found = sorted(config_dir.glob(f"projects/*/{session_id}.jsonl"))
     if not found:
         return None
     src = found[0]
-    dest.mkdir(parents=True, exist_ok=True)
-    out = dest / src.name
-    shutil.copyfile(src, out)
+    try:  # never through a link the session left in its place (it would copy any file it names)
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        dest.mkdir(parents=True, exist_ok=True)
+        out = dest / src.name
+        try:
+            with out.open("wb") as to:
+                shutil.copyfileobj(fh, to, 1 << 20)
+        except OSError as exc:  # a full disk names the file it could not write
+            raise OSError(exc.errno, exc.strerror, exc.filename or str(out)) from exc
     side = src.with_suffix("")
     if side.is_dir():
         shutil.copytree(side, dest / side.name, symlinks=True, dirs_exist_ok=True)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from collections.abc import Set
 from dataclasses import dataclass
+from pathlib import Path
 
 from ablate.core.constants import MAX_RETRIES_ENV
+from ablate.core.fsutil import atomic_write_bytes, disk_full_message, is_disk_full, mount_point
 from ablate.core.proc import run_process
 from ablate.folder.layout import RunFolder
 from ablate.isolate.backend import EnvBackend
@@ -56,6 +59,9 @@ class Worker:
         except HookRefused as exc:
             return SessionOutcome(job, None, None, "error", None, error=str(exc))
         except OSError as exc:
+            if is_disk_full(exc):  # TMPDIR or the cell's layer: the task could not be seeded
+                said = disk_full_message(exc, kept="the session did not start; the item is re-run on resume")
+                return SessionOutcome(job, None, None, "error", None, error=said)
             return SessionOutcome(job, None, None, "env_error", None, error=f"checkout not reachable: {exc}")
         stdout = folder.stdout_path(it.item, a.n)
         env = dict(job.env.env)
@@ -72,9 +78,22 @@ class Worker:
             )
         except OSError as exc:
             baseline.discard()
+            if is_disk_full(exc):  # the session ran: its stdout record could not be written
+                kept = "the session ran; its stdout record is lost and the item is re-run on resume"
+                return SessionOutcome(job, None, None, "error", None, error=disk_full_message(exc, kept=kept))
             return SessionOutcome(job, None, None, "launch_error", None, error=str(exc))
-        # the transcript first: checks that read the session's tool calls find it in the run folder
-        transcript = copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n))
+        full = layer_full(job.env.root)  # the CLI could not write its transcript: not evidence
+        transcript = None
+        try:  # the transcript first: checks that read the session's tool calls find it in the run folder
+            transcript = copy_transcript(
+                job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n)
+            )
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            full = disk_full_message(
+                exc, kept=f"kept: {_kept(folder, it.item, a.n)}; the item is re-run on resume"
+            )
         # checks read the checkout the session left, before any reset of it (ablate.grade)
         try:
             with tree(job.env) as checkout:
@@ -84,16 +103,25 @@ class Worker:
             ex = dataclasses.replace(
                 ex, stderr_tail=ex.stderr_tail + f"\nablate: checkout not reachable for grading: {exc}\n"
             )
-        if ex.stderr_tail.strip():
-            err = folder.stderr_path(it.item, a.n)
-            err.parent.mkdir(parents=True, exist_ok=True)
-            err.write_text(ex.stderr_tail, encoding="utf-8")
+        try:
+            if ex.stderr_tail.strip():
+                err = folder.stderr_path(it.item, a.n)
+                err.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(err, ex.stderr_tail.encode("utf-8"))
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            full = full or disk_full_message(
+                exc, kept=f"kept: {_kept(folder, it.item, a.n)}; the item is re-run on resume"
+            )
         target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
         try:
             writes = self.backend.after_session(job.env)
             flags = git_history_reads(transcript, self.backend.stripped_paths(job.env))
         except Exception as exc:  # the report must not lose the session
             writes, flags = {"error": f"could not inspect the session's writes: {exc}"}, []
+        if full:
+            return SessionOutcome(job, ex, None, "error", transcript, error=full, writes=writes)
         try:
             mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
         except OSError as exc:
@@ -107,3 +135,35 @@ class Worker:
         else:
             status = mined.status
         return SessionOutcome(job, ex, mined, status, transcript, flags=flags, writes=writes)
+
+
+#: A cell's layer with less room than this after a session was full during it: the CLI's writes (its
+#: transcript) may have failed, so the session is no evidence.
+LAYER_MIN_FREE = 64 * 1024
+
+
+def layer_full(root: Path) -> str | None:
+    """The located error for a cell whose file system (holding its layer, ``root``) is full after the
+    session, else None."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free >= LAYER_MIN_FREE:
+        return None
+    return (
+        f"{root}: the file system mounted at {mount_point(root)} (the cell's layer) is full "
+        f"({free} bytes free) after the session: its transcript may be torn; the session is not counted "
+        "and the item is re-run on resume"
+    )
+
+
+def _kept(folder: RunFolder, item: str, n: int) -> str:
+    """What of an attempt reached the run folder, for a full-disk error."""
+    names = [
+        p.relative_to(folder.root).as_posix()
+        for p in (folder.stdout_path(item, n), folder.stderr_path(item, n), folder.transcript_dir(item, n))
+        if p.exists()
+    ]
+    return ", ".join(names) if names else "nothing of this attempt"

@@ -46,6 +46,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
+from ablate.core.constants import MAX_TIMEOUT_S, MAX_TURNS
 from ablate.core.errors import NotFound, Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import Spec, read_spec_data, validate
@@ -359,9 +360,9 @@ class TaskSpec(Spec):
     """Layer ids the author expects to matter for this task (recorded as the author's prior)."""
     pitfalls: list[Pitfall] = Field(default_factory=list)
     """Pitfalls (``[[pitfalls]]`` tables)."""
-    max_turns: int | None = Field(default=None, ge=1)
+    max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS)
     """Overrides ``--max-turns`` for this task."""
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     """Overrides ``--timeout`` (seconds) for this task."""
     files: dict[RelPath, str] = Field(default_factory=dict)
     """Seed files (``[files]``: path = content) written identically into every cell's checkout before the

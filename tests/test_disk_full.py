@@ -1,0 +1,66 @@
+"""A full file system is a located error naming its mount point, never a traceback (issue 27.5)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ablate.core.fsutil import disk_full_message, is_disk_full, mount_point
+from ablate.run.worker import LAYER_MIN_FREE, layer_full
+from ablate.setup.examples import ExampleSetup
+from tests.test_cli_run import TASK, invoke, rig, setup_args
+
+__all__ = ["rig"]
+
+
+@pytest.fixture
+def small(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A tmpfs of ``request.param`` (default 8k) bytes."""
+    if os.geteuid() != 0:
+        pytest.skip("mounts a tmpfs: root only (CI and this machine run as root)")
+    point = tmp_path / "small"
+    point.mkdir()
+    size = getattr(request, "param", "8k")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], check=True)
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def test_a_full_run_folder_is_a_located_error(rig: tuple[ExampleSetup, Path], small: Path) -> None:
+    ex, _ = rig
+    args = ["plan", "--tasks", TASK, "--cells", "layered", "--repeats", "3", "--out", str(small / "runs")]
+    code, out, err = invoke([*args, *setup_args(ex)])
+    assert code == 1, (out, err)
+    assert f"the file system mounted at {small} is full (No space left on device)" in err, err
+    assert "every file written before is complete" in err and "--resume" in err
+    # atomic writes: no half-written file or temporary left in the folder
+    assert not [p for p in small.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("small", ["256k"], indirect=True)
+def test_a_full_layer_is_seen_after_the_session(small: Path) -> None:
+    assert layer_full(small) is None
+    with (small / "fill").open("wb") as fh, pytest.raises(OSError) as caught:
+        fh.write(b"x" * 512 * 1024)
+        fh.flush()
+    assert is_disk_full(caught.value)
+    said = layer_full(small)
+    assert said is not None and f"the file system mounted at {small} (the cell's layer) is full" in said
+    assert LAYER_MIN_FREE > 0
+
+
+def test_the_message_names_the_mount_point_of_the_nearest_existing_folder(tmp_path: Path) -> None:
+    exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "not" / "yet"))
+    said = disk_full_message(exc, kept="kept: x")
+    assert (
+        said
+        == f"{tmp_path / 'not' / 'yet'}: the file system mounted at {mount_point(tmp_path)} is full (No space left on device); kept: x"
+    )
+    assert not is_disk_full(OSError(errno.EACCES, "no"))
