@@ -205,10 +205,17 @@ def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
     if seq is None:
         return
     ctx.say(f"{seq.mode} run: real marks from the anytime-valid analysis of {seq.primary}")
-    comparisons = anytime_comparisons(fields["comparisons"], seq, alpha=ctx.alpha)
+    if seq.alpha != ctx.alpha:
+        # the run decided at its own α (adaptive.json): the report's --alpha cannot re-decide it
+        seq.caveats.append(
+            f"The {seq.primary} comparisons are marked real at the run's own α {seq.alpha} (adaptive.json), "
+            f"the level its stopping rule used; this report's α {ctx.alpha} applies to its descriptive "
+            "figures only."
+        )
+    comparisons = anytime_comparisons(fields["comparisons"], seq, alpha=seq.alpha)
     fields.update(
         comparisons=comparisons,
-        families=anytime_families(fields["families"], seq, ctx.alpha),
+        families=anytime_families(fields["families"], seq, seq.alpha),
         ranking=rank(ctx.tested, ctx.layers, comparisons, ctx.primary),
     )
 
