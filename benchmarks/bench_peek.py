@@ -31,9 +31,9 @@ from ablate.run.adaptive import AdaptiveOptions, analyse
 
 ALPHA = 0.05
 PEEK_EVERY = 5
-CELLS = ["C0", "C1", "C2", "C3"]
-TASK_RATES = (0.3, 0.5, 0.7, 0.5)
-REPEATS = 10
+CELLS = ["C0", "C1", "C2"]
+TASK_RATES = (0.4, 0.6)
+REPEATS = 40
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -1,17 +1,26 @@
 """Issue 30: the report and the gate say only what the run's own analysis supports.
 
 Constructed run folders (``tests.report_support.make_run``), no CLI sessions: the anytime-valid path is the
-path in time, the report marks "real" at the run's own α.
+path in time; the report marks "real" at the run's own α; the gate rebuilds a stale report.json, states the
+power of the test that decides in its weaker direction, fails a real regression of pitfall-free whatever the
+report's --primary, and calls a run that cannot see the threshold change inconclusive (exit 4).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ablate.folder.layout import RunFolder, read_manifest
+import numpy as np
+import orjson
+from typer.testing import CliRunner
+
+from ablate.cli.main import app
+from ablate.folder.layout import RunFolder, item_id, read_manifest
 from ablate.folder.result import iter_results
-from ablate.report import build_report
+from ablate.report import build_report, write_report
 from ablate.run.adaptive import AdaptiveOptions, AdaptiveState, Look, analyse, paired_outcomes, write_state
+from ablate.stats import detectable_binary, power_binary
+from ablate.stats.sequential import anytime_p, detectable_anytime, discordant_path, power_anytime, prior_for
 from tests.report_support import Outcome, make_run
 
 T0 = "2026-01-01T00:{:02d}:{:02d}+00:00"
@@ -68,11 +77,16 @@ def test_a_block_re_run_later_enters_the_path_when_it_completed(tmp_path: Path) 
     assert ys == [True] * 6
 
 
-def _one_sided(root: Path, losses: int) -> Path:
-    """C1 loses ``losses`` of 20 blocks to the control and gains none; C2 is the control's twin."""
+def _one_sided(root: Path, losses: int, *, hurts: bool = False) -> Path:
+    """C1 loses ``losses`` of 20 blocks to the control and gains none (``hurts``: gains them, so the layer
+    it strips hurts); C2 is the control's twin."""
+
+    def outcome(task: str, cell: str, repeat: int) -> Outcome:
+        return Outcome(pitfall=repeat < losses and (cell == "C1") != (hurts and cell != "C2"))
+
     return make_run(
         root, cells={"C0": [], "C1": ["user-claude-md"], "C2": ["axioms"]}, tasks=["t0"], repeats=20,
-        outcome=lambda task, cell, repeat: Outcome(pitfall=cell == "C1" and repeat < losses),
+        outcome=outcome,
     )  # fmt: skip
 
 
@@ -101,3 +115,112 @@ def test_the_report_marks_real_at_the_runs_alpha_not_its_own(tmp_path: Path) -> 
         c.cell: c for c in build_report(lax).comparisons if c.task is None and c.metric == "pitfall_free"
     }
     assert pooled["C1"].real and pooled["C1"].verdict == "helps"
+
+
+def gate(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, ["gate", *args])
+    return res.exit_code, res.output
+
+
+def test_the_gate_rebuilds_a_report_json_its_results_no_longer_match(tmp_path: Path) -> None:
+    run = _one_sided(tmp_path / "run", losses=10, hurts=True)
+    folder = RunFolder(run)
+    held = {i: folder.result_path(item_id("t0", "C1", i)).read_bytes() for i in range(10)}
+    for i in held:
+        folder.result_path(item_id("t0", "C1", i)).unlink()
+    write_report(run, formats=["json"])  # written at a peek: C1's losing blocks not run yet
+    for i, data in held.items():
+        folder.result_path(item_id("t0", "C1", i)).write_bytes(data)  # then the run completed
+    code, out = gate(str(run), "--detect", "off")
+    assert code == 1 and out.startswith("FAIL — regressed: C1"), out  # the stale file said nothing real
+    assert "is stale: the run folder changed" in out
+    write_report(run, formats=["json"])
+    code, out = gate(str(run), "--detect", "off")
+    assert code == 1 and "stale" not in out  # a current report is read as written
+    data = orjson.loads((run / "report.json").read_bytes())
+    del data["inputs_sha256"]
+    (run / "report.json").write_bytes(orjson.dumps(data))
+    assert "has no digest of its results" in gate(str(run), "--detect", "off")[1]
+    alone = tmp_path / "report.json"
+    alone.write_bytes((run / "report.json").read_bytes())
+    code, out = gate(str(alone), "--detect", "off")
+    assert "not verified against its results" in out
+
+
+def test_detectable_effects_hold_in_the_weaker_direction() -> None:
+    for n, base, alpha in ((60, 0.7, 0.025), (40, 0.5, 0.05), (120, 0.2, 0.01)):
+        d = detectable_binary(n, base, alpha)
+        assert isinstance(d, float)
+        sides = [base + s * d for s in (1, -1) if 0 <= base + s * d <= 1]
+        assert all(power_binary(n, base, p, alpha) >= 0.8 for p in sides), (n, base, d)
+        smaller = [base + s * (d - 0.005) for s in (1, -1) if 0 <= base + s * (d - 0.005) <= 1]
+        assert min(power_binary(n, base, p, alpha) for p in smaller) < 0.8
+    # the anytime-valid test's power is exact: it agrees with a simulation of the very code a run uses
+    a = prior_for(0.2)
+    rng = np.random.default_rng(3)
+    for base, cell in ((0.5, 0.8), (0.3, 0.6)):
+        x, y = rng.random((4000, 40)) < cell, rng.random((4000, 40)) < base
+        simulated = float((anytime_p(discordant_path(x, y, a))[:, -1] <= 0.05).mean())
+        assert abs(simulated - float(power_anytime(40, base, [cell], 0.05, a)[0])) < 0.025
+    d2 = detectable_anytime(80, 0.7, 0.025, a)
+    fixed = detectable_binary(80, 0.7, 0.025)
+    assert (
+        d2 is not None and isinstance(fixed, float) and d2 > fixed
+    )  # the sequential test pays for its looks
+    assert all(p >= 0.8 for p in power_anytime(80, 0.7, [0.7 + d2, 0.7 - d2], 0.025, a) if 0 <= p <= 1)
+
+
+def test_an_adaptive_reports_power_is_the_anytime_tests(tmp_path: Path) -> None:
+    run = _one_sided(tmp_path / "run", losses=12)
+    _adaptive(run, alpha=0.05)
+    row = next(p for p in build_report(run).power if p.metric == "pitfall_free" and p.cell == "C2")
+    assert row.test.startswith("anytime-valid e-process")
+    assert row.detectable == detectable_anytime(20, 1.0, 0.025, prior_for(0.2))
+
+
+def test_a_run_too_small_to_see_the_threshold_is_inconclusive(tmp_path: Path) -> None:
+    # a +100-point regression in 4 blocks: exact p 0.125, nothing real — never "PASS — no real difference"
+    run = make_run(
+        tmp_path / "run", cells={"C0": [], "C1": ["user-claude-md"]}, tasks=["a", "b"], repeats=2,
+        outcome=lambda task, cell, repeat: Outcome(pitfall=cell == "C0"),
+    )  # fmt: skip
+    code, out = gate(str(run))
+    assert code == 4 and out.startswith("INCONCLUSIVE — this run cannot detect a change of 20 pts"), out
+    code, out = gate(str(run), "--json")
+    assert code == 4 and orjson.loads(out)["outcome"] == "inconclusive"
+    assert gate(str(run), "--detect", "off")[0] == 0
+
+
+def test_a_real_pitfall_free_regression_fails_whatever_the_reports_primary(tmp_path: Path) -> None:
+    run = _one_sided(tmp_path / "run", losses=15, hurts=True)
+    _adaptive(run, alpha=0.05)
+    write_report(run, formats=["json"], primary="turns")
+    code, out = gate(str(run), "--detect", "off")
+    assert code == 1, out
+    assert "regressed: C1: pitfall_free (the run's primary outcome)" in out
+
+
+def test_the_ci_templates_fail_an_inconclusive_gate_unless_configured(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from ablate.ci.github import GithubOptions, _gate_lines
+    from ablate.ci.k8s import K8sOptions, merge_command
+
+    fake = tmp_path / "bin" / "ablate"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 4\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path)}
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
+    script = _gate_lines("runs/x", GithubOptions())
+
+    def step(**extra: str) -> int:
+        return subprocess.run(["bash", "-c", script], env={**env, **extra}, capture_output=True).returncode
+
+    assert step() == 4
+    assert step(ABLATE_GATE_INCONCLUSIVE="") == 4  # the repository variable unset
+    assert step(ABLATE_GATE_INCONCLUSIVE="pass") == 0
+    assert "ABLATE_GATE_INCONCLUSIVE" in merge_command(
+        K8sOptions()
+    ) and "exec ablate gate" not in merge_command(K8sOptions())

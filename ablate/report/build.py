@@ -263,6 +263,7 @@ def power_section(ctx: Context, fields: dict[str, Any]) -> None:
         alpha=ctx.alpha,
         mean_cost=spend / n if n else None,
         n_cells=len(ctx.manifest.cells),
+        sequential=fields.get("sequential"),
     )
 
 
@@ -396,11 +397,18 @@ def build_report(
 ) -> Report:
     """Read ``run_dir`` and compute the report. No model calls; the same folder gives the same report."""
     from ablate.report.caveats import compute_caveats
+    from ablate.report.digest import inputs_digest
 
+    digest = inputs_digest(run_dir)  # before reading: a change while building makes the report stale
     ctx = make_context(
         run_dir, alpha=alpha, control=control, primary=primary, say=progress or (lambda _m: None)
     )
-    fields: dict[str, Any] = {"generated_by": f"ablate {__version__}", "alpha": alpha, "caveats": []}
+    fields: dict[str, Any] = {
+        "generated_by": f"ablate {__version__}",
+        "alpha": alpha,
+        "caveats": [],
+        "inputs_sha256": digest,
+    }
     for section in SECTIONS:
         section(ctx, fields)
     report = Report(**fields)

@@ -334,3 +334,6 @@ class Report(Doc):
     comparison is marked real (their fixed-n p-values are descriptive)."""
     provenance: Provenance | None = Field(default=None, exclude_if=lambda v: v is None)
     """Built only when the manifest's config dir has readable history of the run's repository."""
+    inputs_sha256: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """:func:`ablate.report.digest.inputs_digest` of the run folder as the report read it: ``ablate gate``
+    rebuilds a report whose folder no longer has this digest (None: a report written before it was kept)."""
