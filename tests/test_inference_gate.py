@@ -9,6 +9,7 @@ report's --primary, and calls a run that cannot see the threshold change inconcl
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import orjson
@@ -224,3 +225,87 @@ def test_the_ci_templates_fail_an_inconclusive_gate_unless_configured(tmp_path: 
     assert "ABLATE_GATE_INCONCLUSIVE" in merge_command(
         K8sOptions()
     ) and "exec ablate gate" not in merge_command(K8sOptions())
+
+
+def _state(looks: list[tuple[int, int, int]], *, decision: str = "undecided") -> AdaptiveState:
+    """An adaptive state whose C1 had (blocks, gained, lost) at each look (the other figures neutral)."""
+    from ablate.run.adaptive import CellLook
+
+    def cell(blocks: int, gained: int, lost: int) -> CellLook:
+        return CellLook(
+            blocks=blocks, gained=gained, lost=lost, delta=(gained - lost) / blocks, e_value=1.0,
+            p_anytime=1.0, p_holm=1.0, cs_low=-1.0, cs_high=1.0, decision=decision, reason="-",
+        )  # fmt: skip
+
+    return AdaptiveState(
+        options=AdaptiveOptions(max_repeats=20, min_effect=0.2, alpha=0.05),
+        control="C0",
+        looks=[
+            Look(round=i + 1, at=_at(i), sessions=0, spend_usd=0.0, analysis_s=0.0, cells={"C1": cell(*lk)})
+            for i, lk in enumerate(looks)
+        ],
+        stopped="max-repeats",
+    )
+
+
+def test_the_caveats_say_what_the_sequential_guarantees_are_and_check_for_drift() -> None:
+    from ablate.report.sequential import _caveats
+    from ablate.stats.sequential import betting_cs
+
+    # a constant-effect assumption broken: 16 blocks of no effect, then 24 of +1 — the CS misses the mean
+    _, high = betting_cs(np.array([0.0] * 16 + [1.0] * 24), -1.0, 1.0, 0.05)
+    assert high[-1] < 0.6
+    drifting = _state([(4 * r, max(0, 4 * r - 16), 0) for r in range(1, 11)])
+    text = " ".join(_caveats(drifting, "adaptive"))
+    assert "assume one effect throughout the run" in text
+    assert "Drift check: C1's mean paired difference was +0.20 over its first 20 blocks and +1.00" in text
+    steady = " ".join(_caveats(_state([(4 * r, r, r) for r in range(1, 11)]), "adaptive"))
+    assert "no drift found" in steady
+    # per cell, not jointly; Holm's multiplier can move a stopped cell; undecided is not a draw
+    assert "per cell, not jointly" in steady and "a 'real' never reverts" in steady
+    assert "Stopped at the max-repeats: C1 undecided" in steady
+
+
+def test_compare_claims_state_the_draw_rule_it_uses() -> None:
+    from ablate.compare.sequential import claims
+    from ablate.report.sequential import _from_state
+
+    seq = _from_state(_state([(4, 1, 1)]), mode="adaptive")
+    can = " ".join(claims(seq)["can"])
+    assert "futility e-processes" in can and "confidence sequence excludes" not in can
+    assert "often ends undecided" in can
+
+
+def test_min_effect_help_states_the_measured_figures() -> None:
+    from ablate.cli.common import MinEffect
+    from benchmarks.bench_min_effect import ends
+
+    help_text = str(get_args(MinEffect)[1].help)
+    assert "Δ 0 ends a draw 50% and undecided 50%" in help_text
+    assert "Δ 0.1 a draw 25%, undecided 70%, real 5%" in help_text
+    rng = np.random.default_rng(0)
+    null, small = ends(0.0, 600, rng), ends(0.1, 600, rng)  # 2,400 cells each: s.e. about 0.01
+    assert abs(null["draw"] - 0.50) < 0.05 and abs(null["undecided"] - 0.50) < 0.05
+    assert abs(small["draw"] - 0.25) < 0.05 and abs(small["undecided"] - 0.70) < 0.05
+    assert abs(small["real"] - 0.05) < 0.03
+
+
+def test_an_undecided_cell_is_not_shown_as_a_draw(tmp_path: Path) -> None:
+    run = _one_sided(tmp_path / "run", losses=12)
+    _adaptive(run, alpha=0.01)  # C1 undecided (p 0.027), C2 decided nothing either
+    written = write_report(run, formats=["md"])
+    md = (run / "report.md").read_text()
+    assert "| undecided |" in md and "not a draw" in md
+    assert written.report.sequential is not None
+
+
+def test_the_report_says_what_the_sign_flip_test_tests(tmp_path: Path) -> None:
+    run = make_run(
+        tmp_path / "run", cells={"C0": [], "C1": ["user-claude-md"]}, tasks=["a", "b"], repeats=10,
+        outcome=lambda task, cell, repeat: Outcome(turns=5 + repeat % 3 if cell == "C1" else 3),
+    )  # fmt: skip
+    caveat = next(c for c in build_report(run).caveats if c.id == "sign-flip-estimand")
+    assert (
+        "exchangeable within a block" in caveat.text and "not only that their means are equal" in caveat.text
+    )
+    assert "real here: C1 turns" in caveat.text

@@ -278,6 +278,25 @@ def overfitting(report: Report, manifest: RunManifest) -> Caveat | None:
     return Caveat(id="overfitting", text="; ".join(f.message for f in warned) + ".")
 
 
+def sign_flip_estimand(report: Report, manifest: RunManifest) -> Caveat | None:
+    """What the counts' and costs' test tests: exchangeability within a block, not equal means."""
+    real = [c for c in report.comparisons if c.real and c.metric not in BINARY_METRICS]
+    tested = [c for c in report.comparisons if c.metric not in BINARY_METRICS and c.p is not None]
+    if not tested:
+        return None
+    which = ", ".join(dict.fromkeys(f"{c.cell} {c.metric}" for c in real if c.task is None)) or "none pooled"
+    return Caveat(
+        id="sign-flip-estimand",
+        text=(
+            "Turns, tool calls and cost are tested with the paired sign-flip test, whose null is that the cell "
+            "and the control are exchangeable within a block (the per-block differences symmetric about 0), "
+            "not only that their means are equal: a 'real' there says the cell changed the metric's "
+            "distribution, while the Δ and its interval describe the mean difference, which can be near 0 when "
+            f"only the shape changed (real here: {which})."
+        ),
+    )
+
+
 #: Every caveat builder, in report order.
 CAVEATS: list[CaveatBuilder] = [
     sample_size,
@@ -287,6 +306,7 @@ CAVEATS: list[CaveatBuilder] = [
     isolation,
     fence_denied,
     turns_proxy,
+    sign_flip_estimand,
     model,
     variance,
     prompt_cache,

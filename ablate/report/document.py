@@ -177,9 +177,11 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
     real_rule = (
         f"real = Holm-adjusted p ≤ {report.alpha}"
         if report.sequential is None
-        else f"real = Holm-adjusted anytime-valid p ≤ {report.alpha} (the sequential analysis; no fixed-n p-value "
-        "marks anything real)"
+        else f"real = Holm-adjusted anytime-valid p ≤ {report.sequential.alpha} (the sequential analysis; no "
+        "fixed-n p-value marks anything real; 'undecided': neither an effect nor its absence was established, "
+        "not a draw)"
     )
+    undecided = _undecided(report)
     b.append(Para(f"Order: {report.ranking_key}. Δ = cell − control; {real_rule}."))
     pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
     prim = report.primary_metric
@@ -191,7 +193,7 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
                 str(e.rank),
                 e.cell,
                 layers_text(e.layers),
-                e.verdict,
+                "undecided" if e.cell in undecided else e.verdict,
                 e.evidence,
                 fmt_delta(prim, e.primary_delta) + (f" {fmt_ci(pc)}" if pc else ""),
                 fmt_delta("turns", e.delta_turns),
@@ -214,7 +216,9 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
             ],
             rows,
             id="ranking",
-            row_styles=["draw" if e.tie_group == "draw" else "" for e in report.ranking],
+            row_styles=[
+                "draw" if e.tie_group == "draw" and e.cell not in undecided else "" for e in report.ranking
+            ],
         )
     )
     if report.no_op_cells:
@@ -500,3 +504,10 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     for section in DOC_SECTIONS:
         doc.blocks.extend(section(report, plot))
     return doc
+
+
+def _undecided(report: Report) -> set[str]:
+    """Cells a sequential analysis left undecided: shown as such, never in the draw group's style."""
+    if report.sequential is None:
+        return set()
+    return {c for c, d in report.sequential.decisions.items() if d.get("decision") == "undecided"}
