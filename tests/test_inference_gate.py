@@ -8,6 +8,7 @@ report's --primary, and calls a run that cannot see the threshold change inconcl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import get_args
 
@@ -309,3 +310,50 @@ def test_the_report_says_what_the_sign_flip_test_tests(tmp_path: Path) -> None:
         "exchangeable within a block" in caveat.text and "not only that their means are equal" in caveat.text
     )
     assert "real here: C1 turns" in caveat.text
+
+
+def _pair(root: Path, *, c1_helps_in_b: bool, tasks: tuple[str, ...] = ("a", "b")) -> tuple[Path, Path]:
+    """Run A: stripping C1's layer causes the pitfall half the time (the layer helps); run B: the same, or
+    no effect at all (the help was lost). C2 is a null cell in both."""
+
+    def outcome(helps: bool) -> Callable[[str, str, int], Outcome]:
+        return lambda task, cell, repeat: Outcome(pitfall=helps and cell == "C1" and repeat % 4 != 0)
+
+    cells = {"C0": [], "C1": ["user-claude-md"], "C2": ["axioms"]}
+    a = make_run(root / "a", cells=cells, tasks=list(tasks), repeats=12, outcome=outcome(True))
+    b = make_run(root / "b", cells=cells, tasks=["a", "b"], repeats=12, outcome=outcome(c1_helps_in_b))
+    return a, b
+
+
+def test_diff_names_a_changed_effect_by_its_test_and_the_gate_fails_a_lost_help(tmp_path: Path) -> None:
+    from ablate.report.rundiff import diff_runs
+
+    a, b = _pair(tmp_path / "lost", c1_helps_in_b=False)
+    d = diff_runs(a, b)
+    c1, c2 = (next(c for c in d.cells if c.cell == x) for x in ("C1", "C2"))
+    assert (c1.effect_a, c1.effect_b, c1.change) == (-0.75, 0.0, 0.75)
+    assert c1.changed and c1.p_adjusted is not None and c1.p_adjusted < 0.01
+    assert c1.ci_low is not None and c1.ci_high is not None and c1.ci_low < 0.75 < c1.ci_high
+    assert not c2.changed and c2.p is None  # no block differs in either run: nothing to test
+    assert d.helped_a == ["C1"] and [(c.cell, c.verdict_a, c.verdict_b) for c in d.verdicts_changed] == [
+        ("C1", "helps", "draw")
+    ]
+    res = CliRunner().invoke(app, ["diff", str(a), str(b), "--json"])
+    assert res.exit_code == 0, res.output
+    assert orjson.loads(res.output)["verdicts_changed"] == [{"cell": "C1", "from": "helps", "to": "draw"}]
+    res = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert "verdicts changed: C1 helps → draw" in res.output and "changed" in res.output
+    code, out = gate(str(b), "--baseline", str(a), "--detect", "off")
+    assert code == 1 and "regressed against the baseline: C1 (user-claude-md) helped" in out, out
+    same_a, same_b = _pair(tmp_path / "kept", c1_helps_in_b=True)
+    assert not any(c.changed for c in diff_runs(same_a, same_b).cells)
+    code, out = gate(str(same_b), "--baseline", str(same_a), "--detect", "off")
+    assert code == 0, out
+
+
+def test_diff_refuses_runs_of_other_tasks(tmp_path: Path) -> None:
+    a, b = _pair(tmp_path, c1_helps_in_b=True, tasks=("a", "z"))
+    res = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert res.exit_code == 2 and "do not run the same tasks" in res.output
+    res = CliRunner().invoke(app, ["diff", str(a), str(tmp_path / "nothing")])
+    assert res.exit_code == 2 and "not a run folder" in res.output

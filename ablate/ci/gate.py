@@ -187,9 +187,15 @@ def _pts(ev: Evidence, x: float | None) -> str:
 
 
 def decide(
-    ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXCLUDED, detect: float | None = DETECT
+    ev: Evidence,
+    rules: Sequence[Rule],
+    *,
+    max_excluded: float = MAX_EXCLUDED,
+    detect: float | None = DETECT,
+    lost: Sequence[str] = (),
 ) -> GateResult:
-    """The gate's decision on ``ev`` under the default rule and ``rules``."""
+    """The gate's decision on ``ev`` under the default rule and ``rules``; ``lost``: layers that helped in a
+    ``--baseline`` run and help less now (:func:`ablate.report.rundiff.lost_help`), each a regression."""
     reasons = [f"not trustworthy: {u}" for u in ev.untrustworthy]
     share = ev.excluded / ev.items if ev.items else 0.0
     if ev.items and share > max_excluded:
@@ -208,6 +214,7 @@ def decide(
             else f"regressed: {_subject_text(ev, f)}"
         )
     reasons += [f"regressed: {r}" for r in ev.also_regressed]
+    reasons += [f"regressed against the baseline: {r}" for r in lost]
     checks = [_check(ev, r) for r in rules]
     reasons += [f"rule '{c.rule}' failed: {c.detail}" for c in checks if not c.passed]
     notes = list(ev.notes) + [f"secondary (not gated): {s}" for s in ev.secondary]
@@ -217,7 +224,7 @@ def decide(
     blind = [] if reasons else unsettled(ev, detect)
     if untrusted:
         outcome: Outcome = "untrustworthy"
-    elif regressed or ev.also_regressed:
+    elif regressed or ev.also_regressed or lost:
         outcome = "regressed"
     elif reasons:
         outcome = "rule failed"

@@ -56,6 +56,15 @@ def gate_cmd(
             "'off' to not require it. A run that cannot is inconclusive (exit 4).",
         ),
     ] = "20pts",
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="An earlier run folder of the same cells and tasks: fail when a layer that helped for real "
+            "there helps less now, by `ablate diff`'s test (not by comparing verdict words).",
+            show_default=False,
+        ),
+    ] = None,
     summary: Annotated[
         Path | None,
         typer.Option(
@@ -80,6 +89,9 @@ def gate_cmd(
     rebuilt when it is stale. A real pooled regression of pitfall-free fails whatever --primary the report
     was written with.
 
+    --baseline RUN_A fails when a layer that helped for real in RUN_A helps less in this run by the test of
+    `ablate diff` (two independent runs, Holm over cells).
+
     Exit codes: 0 pass, 1 fail, 2 bad input (a missing or invalid report, a rule that does not parse or
     names no cell or arm of the report), 4 inconclusive.
     """
@@ -99,7 +111,8 @@ def gate_cmd(
                 hint="add e.g. --require 'C1 helps' or --require 'any helps'",
             )
         rules.append(parse_rule("all better", effect))
-    result = decide(ev, rules, max_excluded=max_excluded, detect=required)
+    lost = [] if baseline is None else _lost_help(baseline, source, ev.kind)
+    result = decide(ev, rules, max_excluded=max_excluded, detect=required, lost=lost)
     if summary is not None:
         if summary.is_dir():
             raise UsageError(f"--summary {summary}: is a folder", hint="pass a file path")
@@ -121,3 +134,17 @@ def gate_cmd(
         raise typer.Exit(EXIT_INCONCLUSIVE)
     if not result.passed:
         raise typer.Exit(EXIT_FAILURE)
+
+
+def _lost_help(baseline: Path, source: Path, kind: str) -> list[str]:
+    from ablate.report.rundiff import diff_runs, lost_help
+
+    run = source if source.is_dir() else source.parent
+    if kind != "run" or not (run / "manifest.json").is_file():
+        raise UsageError(
+            f"--baseline: {source} is not a run folder (or a report.json inside one)",
+            hint="--baseline compares two runs of the same cells and tasks",
+        )
+    if not (baseline / "manifest.json").is_file():
+        raise UsageError(f"--baseline {baseline}: not a run folder (no manifest.json)")
+    return lost_help(diff_runs(baseline, run))
