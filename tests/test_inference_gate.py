@@ -357,3 +357,70 @@ def test_diff_refuses_runs_of_other_tasks(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "do not run the same tasks" in res.output
     res = CliRunner().invoke(app, ["diff", str(a), str(tmp_path / "nothing")])
     assert res.exit_code == 2 and "not a run folder" in res.output
+
+
+def test_aa_adds_a_second_control_built_and_planned_as_a_cell_of_its_own(tmp_path: Path) -> None:
+    from ablate.core.claude import ClaudeBinary
+    from ablate.run.create import create_run
+    from ablate.setup.cells import load_cell_set, with_aa
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.tasks import load_task
+
+    cs = with_aa(load_cell_set("binary", load_catalog()))
+    aa = cs.cells[-1]
+    assert (aa.id, aa.aa_of, aa.stripped, aa.empty_config) == ("C0b", "C0", (), False)
+    assert len({c.dirname for c in cs.cells}) == len(cs.cells)  # its own environments
+    assert with_aa(cs) is cs
+    (tmp_path / "t.toml").write_text('id = "t"\nprompt = "do"\n[[pitfalls]]\nid = "p"\npattern = "x"\n')
+    exe = tmp_path / "claude"
+    exe.write_text("")
+    folder, manifest = create_run(
+        tmp_path / "runs", tasks=[load_task(tmp_path / "t.toml")], cell_set=cs.name, cells=list(cs.cells),
+        repeats=2, seed=1, model="claude-sonnet-4-6", max_turns=5, claude=ClaudeBinary(exe, "2.1.332", "0" * 64),
+    )  # fmt: skip
+    assert [c.aa_of for c in manifest.cells] == [None, None, "C0"]
+    assert sum(1 for p in folder.read_plan() if p.cell == "C0b") == 2  # its own sessions
+    res = CliRunner().invoke(app, ["run", "--help"])
+    assert "--aa" in res.output
+
+
+def _aa_run(root: Path, *, aa_differs: bool) -> Path:
+    from ablate.folder.layout import write_manifest
+
+    run = make_run(
+        root, cells={"C0": [], "C1": ["user-claude-md"], "C0b": []}, tasks=["a", "b"], repeats=10,
+        outcome=lambda task, cell, repeat: Outcome(
+            pitfall=(cell == "C0b" and aa_differs) or (repeat % 3 == 0 and not aa_differs),
+            turns=3 + ((repeat % 4 == 0) - (repeat % 4 == 2) if cell == "C0b" else 0),
+        ),
+    )  # fmt: skip
+    folder = RunFolder(run)
+    m = read_manifest(folder)
+    write_manifest(
+        folder,
+        m.model_copy(
+            update={
+                "cells": [c.model_copy(update={"aa_of": "C0" if c.id == "C0b" else None}) for c in m.cells]
+            }
+        ),
+    )
+    return run
+
+
+def test_the_report_shows_the_aa_noise_floor_and_a_real_aa_difference_fails_the_gate(tmp_path: Path) -> None:
+    quiet = _aa_run(tmp_path / "quiet", aa_differs=False)
+    report = build_report(quiet)
+    assert [e.cell for e in report.ranking] == ["C1"]  # the A/A cell is a noise floor, not a layer
+    rows = {r.metric: r for r in report.noise_floor}
+    assert rows["pitfall_free"].flip_rate == 0.0 and rows["pitfall_free"].blocks == 20
+    assert rows["turns"].spread is not None and rows["turns"].spread > 0 and rows["turns"].flip_rate is None
+    assert any(c.id == "aa-noise-floor" for c in report.caveats)
+    assert "Noise floor (A/A)" in write_report(quiet, formats=["md"]).paths["md"].read_text()
+    code, out = gate(str(quiet), "--detect", "off")
+    assert code == 0 and "A/A" not in out, out
+    loud = _aa_run(tmp_path / "loud", aa_differs=True)
+    report = build_report(loud)
+    assert any(r.real for r in report.noise_floor)
+    assert "UNTRUSTWORTHY" in next(c.text for c in report.caveats if c.id == "aa-untrustworthy")
+    code, out = gate(str(loud), "--detect", "off")
+    assert code == 1 and "not trustworthy: the A/A control differs from the control for real" in out, out

@@ -214,12 +214,15 @@ def from_report(
     if seq is not None and seq.primary == detect_metric:
         no_effect = {c: seq.min_effect for c, d in seq.decisions.items() if d.get("decision") == "no-effect"}
     also: list[str] = []
+    aa_cells = {r.cell for r in report.noise_floor}  # --aa: a noise floor, gated as trust, not as a layer
     no_ops = {c.cell: c for c in report.no_op_cells}
     verdicts = {r.cell: r.verdict for r in report.ranking}
     labels = {c.cell: c.label for c in report.cells}
     findings: list[Finding] = []
     secondary: list[str] = []
     for c in report.comparisons:
+        if c.cell in aa_cells:
+            continue
         effect, lo, hi = _orient(c.metric, c.delta, c.ci_low, c.ci_high)
         if c.metric == metric and c.task is None and c.family == "primary":
             findings.append(
@@ -298,6 +301,13 @@ def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
                 "the recorded probe is not faithful"
                 + (f" ({'; '.join(map(str, bad[:6]))})" if bad else f" ({probe.get('error', 'ok = false')})")
             )
+    aa_real = [r for r in report.noise_floor if r.real]
+    if aa_real:
+        out.append(
+            "the A/A control differs from the control for real ("
+            + ", ".join(f"{r.metric} Δ {r.delta:+.3g}" if r.delta is not None else r.metric for r in aa_real)
+            + "): the run cannot tell its noise from an effect"
+        )
     if not report.run.model_verified:
         seen = ", ".join(f"{m} ×{n}" for m, n in report.run.models_seen.items()) or "none"
         out.append(

@@ -187,7 +187,7 @@ def comparisons_section(ctx: Context, fields: dict[str, Any]) -> None:
         comparisons=comparisons,
         families=families,
         primary_metric=ctx.primary,
-        ranking=rank(ctx.tested, ctx.layers, comparisons, ctx.primary),
+        ranking=rank(_layers_tested(ctx), ctx.layers, comparisons, ctx.primary),
         ranking_key=RANKING_KEY,
         no_op_cells=ctx.no_ops,
     )
@@ -216,8 +216,46 @@ def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
     fields.update(
         comparisons=comparisons,
         families=anytime_families(fields["families"], seq, seq.alpha),
-        ranking=rank(ctx.tested, ctx.layers, comparisons, ctx.primary),
+        ranking=rank(_layers_tested(ctx), ctx.layers, comparisons, ctx.primary),
     )
+
+
+def _layers_tested(ctx: Context) -> list[ManifestCell]:
+    """The tested cells that strip layers (the A/A cell of ``--aa`` is a noise floor, never ranked)."""
+    return [c for c in ctx.tested if not c.aa_of]
+
+
+def noise_floor_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """``--aa``: each metric's pooled A/A difference — flip rate, spread, and whether it is "real"."""
+    from ablate.report.families import paired_values
+    from ablate.report.model import BINARY_METRICS, NoiseFloorRow
+
+    rows = []
+    for aa in (c for c in ctx.tested if c.aa_of):
+        for x in fields["comparisons"]:
+            if x.cell != aa.id or x.task is not None:
+                continue
+            xs, ys, _ = paired_values(
+                ctx.items.scored, aa.id, ctx.control.id, x.metric, ctx.task_ids, ctx.repeats
+            )
+            d = [a - b for a, b in zip(xs, ys, strict=True)]
+            mean = sum(d) / len(d) if d else 0.0
+            sd = (sum((v - mean) ** 2 for v in d) / (len(d) - 1)) ** 0.5 if len(d) > 1 else None
+            rows.append(
+                NoiseFloorRow(
+                    metric=x.metric,
+                    cell=aa.id,
+                    blocks=len(d),
+                    flip_rate=sum(1 for v in d if v) / len(d) if d and x.metric in BINARY_METRICS else None,
+                    spread=sd,
+                    delta=x.delta,
+                    ci_low=x.ci_low,
+                    ci_high=x.ci_high,
+                    p_adjusted=x.p_adjusted,
+                    real=x.real,
+                )
+            )
+    fields["noise_floor"] = rows
 
 
 def provenance_section(ctx: Context, fields: dict[str, Any]) -> None:
@@ -382,6 +420,7 @@ SECTIONS: list[Section] = [
     cells_section,
     power_section,
     regressions_section,
+    noise_floor_section,
     holdout_section,
     provenance_section,
 ]

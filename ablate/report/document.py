@@ -483,8 +483,40 @@ def what_was_run_section(report: Report, plot: Plot) -> list[Block]:
 
 
 #: The document's sections, in reading order.
+def noise_floor_section(report: Report, plot: Plot) -> list[Block]:
+    """``--aa``: the two controls compared, metric by metric — the run's measured noise floor."""
+    if not report.noise_floor:
+        return []
+    rows = [
+        [
+            r.metric,
+            r.cell,
+            str(r.blocks),
+            "–" if r.flip_rate is None else f"{100 * r.flip_rate:.0f}%",
+            "–" if r.spread is None else f"{r.spread:.3g}",
+            fmt_delta(r.metric, r.delta),
+            "–" if r.p_adjusted is None else fmt_p(r.p_adjusted),
+            "**real — untrustworthy**" if r.real else "no",
+        ]
+        for r in report.noise_floor
+    ]
+    return [
+        Heading("Noise floor (A/A)"),
+        Para(
+            "A second control, built and run on its own with the same setup, against the control: what an "
+            "identical setup gives. A real difference here makes the whole run untrustworthy."
+        ),
+        Table(
+            ["metric", "A/A cell", "blocks", "flip rate", "spread (sd of Δ)", "Δ", "adjusted p", "real"],
+            rows,
+            id="noise-floor",
+        ),
+    ]
+
+
 DOC_SECTIONS: list[DocSection] = [
     header_section,
+    noise_floor_section,
     ranking_section,
     per_task_section,
     contributions_section,
