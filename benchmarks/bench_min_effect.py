@@ -7,6 +7,8 @@ functions a run uses). The figures back ``--min-effect``'s help: an effect below
 draw" — most often the run ends undecided about it.
 
 ``python -m benchmarks.run min_effect`` (sims: ``ABLATE_BENCH_SIMS``, default 4000).
+Measured (4,000 runs): Δ 0 — real 0.004, draw 0.497, undecided 0.499; Δ 0.1 — real 0.049, draw 0.247,
+undecided 0.704; Δ 0.2 — real 0.423, draw 0.029, undecided 0.548; Δ 0.3 — real 0.930, draw 0.001.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ cell real. Two orders of the blocks are compared on the very same simulated runs
   that never existed in time (the results' ``finished_at`` removed, which falls back to plan order).
 
 ``python -m benchmarks.run peek`` (sims: ``ABLATE_BENCH_SIMS``, default 400; about 15 minutes on a loaded
-2-core machine). Each rate is printed with its Monte-Carlo standard error.
+2-core machine). Each rate is printed with its Monte-Carlo standard error. Measured (400 runs, the seed
+below): completion time 0.010 ± 0.005, plan order 0.083 ± 0.014 — the re-sorted path broke α = 0.05.
 """
 
 from __future__ import annotations
