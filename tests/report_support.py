@@ -50,8 +50,9 @@ def make_run(
     cell_set: str = "layered",
     layers: list[str] | None = None,
     splits: dict[str, str] | None = None,
+    finished: Callable[[str, str, int], str | None] | None = None,
 ) -> Path:
-    """Write a complete run folder under ``root`` and return it."""
+    """Write a complete run folder under ``root`` and return it (``finished``: each item's ``finished_at``)."""
     folder = RunFolder(root)
     root.mkdir(parents=True, exist_ok=True)
     manifest = RunManifest(
@@ -137,6 +138,7 @@ def make_run(
                 session=session if complete else None,
                 flags=list(o.flags),
                 error=None if complete else "API error 500",
+                finished_at=finished(p.task, p.cell, p.repeat) if finished else None,
             ),
         )
     return root

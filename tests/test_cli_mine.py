@@ -90,7 +90,9 @@ def test_recover_cli(tmp_path: Path) -> None:
     actions = {d["item"]: d["action"] for d in map(orjson.loads, res.stdout.splitlines())}
     assert actions["killed"] == "recovered" and (root / "results" / "killed.json").exists()
     assert runner.invoke(app, ["recover", str(tmp_path / "none")]).exit_code == 2
-    assert runner.invoke(app, ["recover", str(tmp_path)]).exit_code == 2  # a folder that is no run folder: bad input
+    assert (
+        runner.invoke(app, ["recover", str(tmp_path)]).exit_code == 2
+    )  # a folder that is no run folder: bad input
 
 
 def test_help_documents_exit_codes() -> None:

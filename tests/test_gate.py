@@ -18,6 +18,9 @@ from ablate.report import write_report
 from tests.report_support import Outcome, make_run
 
 CELLS = {"C0": [], "C1": ["user-claude-md"], "C2": ["axioms"]}
+#: The fixtures are small runs; a pass needs the change they can detect stated (the default, 20pts, is
+#: inconclusive for them: test_a_run_too_small_to_see_the_threshold_is_inconclusive).
+SMALL = ["--detect", "60pts"]
 TASKS = ["greet", "deploy"]
 
 
@@ -69,24 +72,25 @@ def test_a_planted_regression_fails_and_the_summary_says_so(runs: dict[str, Path
 
 def test_a_planted_improvement_passes_as_better(runs: dict[str, Path], tmp_path: Path) -> None:
     summary = tmp_path / "gate.md"
-    code, out = gate([str(runs["improvement"]), "--summary", str(summary), "--require", "C1 helps"])
+    code, out = gate([str(runs["improvement"]), "--summary", str(summary), "--require", "C1 helps", *SMALL])
     assert code == 0, out
     assert out.startswith("PASS — better: C1")
     md = summary.read_text()
     assert "ablate gate: PASS — better" in md and "`C1 helps`" in md
-    gate([str(runs["improvement"]), "--summary", str(summary)])  # a step summary collects every step
+    gate([str(runs["improvement"]), "--summary", str(summary), *SMALL])  # a step summary collects every step
     assert summary.read_text().count("## ✅ ablate gate") == 2
     code, out = gate([str(runs["improvement"]), "--summary", str(tmp_path / "no" / "such" / "gate.md")])
     assert code == 2 and "cannot write" in out
 
 
 def test_a_null_passes_as_no_real_difference_with_the_detectable_effect(runs: dict[str, Path]) -> None:
-    code, out = gate([str(runs["null"]), "--json"])
+    code, out = gate([str(runs["null"]), "--json", "--detect", "30pts"])
     assert code == 0, out
     data = orjson.loads(out)
     assert data["outcome"] == "no real difference" and data["passed"]
     assert data["detectable"] is not None and 0 < data["detectable"] <= 1
-    assert "detects a pooled change of about" in data["headline"]
+    assert "detects a pooled change of pitfall_free of about" in data["headline"]
+    assert "in either direction" in data["headline"] and "exact discordant-block test" in data["headline"]
     assert {f["verdict"] for f in data["findings"]} == {"draw"}
 
 
@@ -95,7 +99,7 @@ def test_a_required_gain_that_is_not_there_fails(runs: dict[str, Path]) -> None:
     assert code == 1 and "rule 'C1 helps' failed" in out
     code, out = gate([str(runs["improvement"]), "--require", "C1 helps by 150pts"])
     assert code == 1 and "below the required" in out
-    code, out = gate([str(runs["improvement"]), "--require", "any helps", "--min-effect", "50%"])
+    code, out = gate([str(runs["improvement"]), "--require", "any helps", "--min-effect", "50%", *SMALL])
     assert code == 0, out
     code, out = gate([str(runs["improvement"]), "--require", "all helps"])
     assert code == 1  # C2 is a draw
@@ -109,7 +113,7 @@ def test_too_many_excluded_items_make_the_run_untrustworthy(tmp_path: Path) -> N
     write_report(run, formats=["json"])
     code, out = gate([str(run)])
     assert code == 1 and "not trustworthy" in out and "excluded" in out
-    code, out = gate([str(run), "--max-excluded", "0.5"])
+    code, out = gate([str(run), "--max-excluded", "0.5", "--detect", "off"])
     assert code == 0, out
 
 
@@ -162,10 +166,12 @@ def test_compare_json_gates_on_the_new_arm(tmp_path: Path) -> None:
     better = _compare_json(tmp_path / "better.json", 0.4, True, True)
     null = _compare_json(tmp_path / "null.json", 0.05, False, False)
     assert gate([str(worse)])[0] == 1
-    assert gate([str(better), "--require", "new better"])[0] == 0
+    assert gate([str(better), "--require", "new better", "--detect", "off"])[0] == 0
     assert gate([str(better), "--min-effect", "0.5"])[0] == 1  # 40 points < 50
-    code, out = gate([str(null)])
+    code, out = gate([str(null), "--detect", "off"])
     assert code == 0 and "no real difference" in out
+    code, out = gate([str(null)])  # 20 blocks cannot see a change of 20 points
+    assert code == 4 and out.startswith("INCONCLUSIVE") and "new (detects" in out
     assert gate([str(null), "--require", "new better"])[0] == 1
 
 
@@ -225,8 +231,10 @@ def test_the_text_forest_plot_never_draws_a_missing_interval_as_a_point(runs: di
     )
     ev1 = load_evidence(one)  # no report.json: built in memory
     assert all("●" not in r for r in forest_text(ev1) if "not computable" in r)
-    result = decide(ev1, [])
-    assert result.passed and result.outcome == "no real difference"
+    result = decide(ev1, [])  # one block: it sees nothing, and says so
+    assert not result.passed and result.outcome == "inconclusive"
+    assert "too few blocks to state what it detects" in result.headline
+    assert decide(ev1, [], detect=None).outcome == "no real difference"
 
 
 def test_real_compare_json_from_the_sim_executor(tmp_path: Path) -> None:

@@ -145,10 +145,15 @@ def test_the_indexed_job_commands_reproduce_a_one_machine_run(
         assert shards == [f"{planned.name}-shard-1-of-2", f"{planned.name}-shard-2-of-2"]
 
         merge = _container(out / "merge.yaml")
-        done = _sh(merge, _env(merge, base, runs))
-        assert done.returncode == 0, done.stdout + done.stderr  # the gate passes: no real difference
-        assert "PASS — no real difference" in done.stdout
-        assert "ablate gate: PASS" in (runs / "merged" / "gate.md").read_text()
+        # 2 blocks cannot see a 20-point change: the gate is inconclusive (exit 4), which fails the Job unless
+        # its env says to pass it (the shell of that rule: test_inference_gate)
+        assert {"name": "ABLATE_GATE_INCONCLUSIVE", "value": "fail"} in merge["env"]
+        done = _sh(merge, _env(merge, base, runs, ABLATE_GATE_INCONCLUSIVE="pass"))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (
+            "INCONCLUSIVE — this run cannot detect" in done.stdout and "passed as configured" in done.stdout
+        )
+        assert "ablate gate: INCONCLUSIVE" in (runs / "merged" / "gate.md").read_text()
 
         whole = subprocess.run(
             [str(BIN / "ablate"), "run", "--plan", str(one), "--config-dir", str(example.config_dir),

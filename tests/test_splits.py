@@ -32,12 +32,21 @@ def test_a_dev_gain_that_reverses_significantly_on_holdout_is_an_overfitting_war
 
 
 def test_a_reversal_within_noise_gets_one_reassuring_line() -> None:
-    dev = _tasks("d", [[1.0, 0.0], [0.0, 0.0]])
-    hold = _tasks("h", [[0.0, -1.0], [0.0, 0.0]])
+    dev = _tasks("d", [[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    hold = _tasks("h", [[0.0, -1.0], [0.0, 0.0], [1.0, 0.0]])
     f = holdout_finding("C3", "pitfall_free", dev, hold, higher_is_better=True, alpha=0.05)
     assert f is not None and f.kind == "within-noise"
     assert f.p is not None and f.p > 0.05
     assert "within noise" in f.message and "no evidence of overfitting" in f.message
+
+
+def test_a_split_too_small_to_warn_says_so_instead_of_reassuring() -> None:
+    # 2 + 2 tasks: the permutation test's smallest p is 1/6, so not even a total reversal could warn
+    dev = _tasks("d", [[1.0, 1.0], [1.0, 1.0]])
+    hold = _tasks("h", [[-1.0, -1.0], [-1.0, -1.0]])
+    f = holdout_finding("C3", "pitfall_free", dev, hold, higher_is_better=True, alpha=0.05)
+    assert f is not None and (f.kind, f.p) == ("untested", None)
+    assert "cannot warn" in f.message and "1/6" in f.message and "no evidence" not in f.message
 
 
 def test_many_repeats_of_two_tasks_cannot_make_a_reversal_significant() -> None:

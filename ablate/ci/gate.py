@@ -7,8 +7,17 @@ Default rule (always applied):
 * **fail** when a subject's primary outcome changed for the worse *for real* (after the report's
   correction): for a run, a layer whose removal made the primary outcome better (the layer hurts); for a
   comparison, an arm worse than the baseline;
+* **inconclusive** (exit 4, not a pass) when some tested subject is neither real nor settled and the run could
+  not detect a change of the primary rate of ``detect`` (``--detect``, 20 points by default) with 80% power
+  in the weaker direction, by the test that decides it (the exact paired test of a fixed run, the
+  anytime-valid e-process of an adaptive run or a peek); a sequential "no effect of interest" at a
+  min-effect no larger than ``detect`` settles a subject. A run too small to see a regression never passes
+  as "no real difference";
 * otherwise **pass**: "better" when some subject is really better, else "no real difference", with the
-  smallest effect the run could have detected.
+  smallest effect the run detects.
+
+A real pooled regression of the run's primary outcome (pitfall-free, or what an adaptive run decided on)
+fails the gate even when the report was written with another ``--primary``.
 
 ``--require`` rules (:mod:`ablate.ci.rules`) add the team's own conditions; each must hold as well.
 """
@@ -23,11 +32,19 @@ from ablate.ci.rules import Rule
 from ablate.ci.verdicts import Evidence, Finding, check_subject
 
 Outcome = Literal[
-    "better", "unconfirmed gain", "no real difference", "regressed", "untrustworthy", "rule failed"
+    "better",
+    "unconfirmed gain",
+    "no real difference",
+    "regressed",
+    "untrustworthy",
+    "rule failed",
+    "inconclusive",
 ]
 
 #: Default bound on the share of plan items left out of the comparisons (failed, not run, flagged).
 MAX_EXCLUDED = 0.10
+#: Default change of the primary rate a run must be able to detect (80% power, weaker direction) to pass.
+DETECT = 0.2
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,10 @@ class GateResult:
     """Why it failed (empty on a pass)."""
     checks: list[RuleCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    detect: float | None = DETECT
+    """The change the run had to be able to detect (None: not required)."""
+    inconclusive: list[str] = field(default_factory=list)
+    """Subjects the run could not settle at ``detect`` (empty unless the outcome is inconclusive)."""
 
     def to_json(self) -> dict[str, Any]:
         ev = self.evidence
@@ -62,6 +83,9 @@ class GateResult:
             "kind": ev.kind,
             "primary": ev.primary,
             "detectable": ev.detectable,
+            "detect": self.detect,
+            "detect_test": ev.detect_test,
+            "inconclusive": self.inconclusive,
             "items": ev.items,
             "excluded": ev.excluded,
             "untrustworthy": ev.untrustworthy,
@@ -77,6 +101,7 @@ class GateResult:
                     "real": f.real,
                     "no_op": f.no_op,
                     "verdict": verdict_word(ev, f),
+                    "detectable": f.detectable,
                 }
                 for f in ev.findings
             ],
@@ -136,8 +161,41 @@ def _holds(ev: Evidence, rule: Rule, f: Finding) -> tuple[bool, str]:
     return True, est + ", a real gain"
 
 
-def decide(ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXCLUDED) -> GateResult:
-    """The gate's decision on ``ev`` under the default rule and ``rules``."""
+def unsettled(ev: Evidence, detect: float | None) -> list[str]:
+    """The tested subjects the run cannot vouch for at ``detect``: not real, not decided "no effect" at a
+    min-effect of at most ``detect``, and the deciding test's detectable change (weaker direction) above it."""
+    if detect is None:
+        return []
+    out = []
+    for f in ev.findings:
+        if f.no_op or f.real:
+            continue
+        if f.no_effect_beyond is not None and f.no_effect_beyond <= detect + 1e-12:
+            continue
+        if f.detectable is not None and f.detectable <= detect + 1e-12:
+            continue
+        out.append(
+            f"{f.subject} (detects {_pts(ev, f.detectable)} or more)"
+            if f.detectable is not None
+            else f"{f.subject} (too few blocks to state what it detects)"
+        )
+    return out
+
+
+def _pts(ev: Evidence, x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f} pts"
+
+
+def decide(
+    ev: Evidence,
+    rules: Sequence[Rule],
+    *,
+    max_excluded: float = MAX_EXCLUDED,
+    detect: float | None = DETECT,
+    lost: Sequence[str] = (),
+) -> GateResult:
+    """The gate's decision on ``ev`` under the default rule and ``rules``; ``lost``: layers that helped in a
+    ``--baseline`` run and help less now (:func:`ablate.report.rundiff.lost_help`), each a regression."""
     reasons = [f"not trustworthy: {u}" for u in ev.untrustworthy]
     share = ev.excluded / ev.items if ev.items else 0.0
     if ev.items and share > max_excluded:
@@ -155,18 +213,23 @@ def decide(ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXC
             if f.p_adjusted is not None
             else f"regressed: {_subject_text(ev, f)}"
         )
+    reasons += [f"regressed: {r}" for r in ev.also_regressed]
+    reasons += [f"regressed against the baseline: {r}" for r in lost]
     checks = [_check(ev, r) for r in rules]
     reasons += [f"rule '{c.rule}' failed: {c.detail}" for c in checks if not c.passed]
-    notes = [f"secondary (not gated): {s}" for s in ev.secondary]
+    notes = list(ev.notes) + [f"secondary (not gated): {s}" for s in ev.secondary]
     mde = _detectable_text(ev)
     better = [f for f in ev.findings if f.good and f.claimed_better is not False]
     unconfirmed = [f for f in ev.findings if f.good and f.claimed_better is False]
+    blind = [] if reasons else unsettled(ev, detect)
     if untrusted:
         outcome: Outcome = "untrustworthy"
-    elif regressed:
+    elif regressed or ev.also_regressed or lost:
         outcome = "regressed"
     elif reasons:
         outcome = "rule failed"
+    elif blind:
+        outcome = "inconclusive"
     elif better:
         outcome = "better"
     elif unconfirmed:
@@ -183,18 +246,27 @@ def decide(ev: Evidence, rules: Sequence[Rule], *, max_excluded: float = MAX_EXC
         headline = f"PASS — a real pooled gain, not confirmed by compare's verdict ({why})"
     elif outcome == "no real difference":
         headline = f"PASS — no real difference on {ev.primary}; {mde}"
+    elif outcome == "inconclusive":
+        headline = (
+            f"INCONCLUSIVE — this run cannot detect a change of {_pts(ev, detect)} in {ev.detect_metric} with "
+            f"80% power in both directions: {', '.join(blind)}; a regression that size could be there unseen "
+            "(run more repeats, or set --detect)"
+        )
     else:
         headline = f"FAIL — {reasons[0]}"
-    if outcome in ("better", "unconfirmed gain", "no real difference"):
+    if outcome in ("better", "unconfirmed gain", "no real difference", "inconclusive"):
         notes.insert(0, mde)
-    return GateResult(not reasons, outcome, headline, ev, reasons, checks, notes)
+    passed = not reasons and outcome != "inconclusive"
+    return GateResult(passed, outcome, headline, ev, reasons, checks, notes, detect, blind)
 
 
 def _detectable_text(ev: Evidence) -> str:
     if ev.detectable is None:
         why = f" ({ev.detectable_note})" if ev.detectable_note else ""
         return f"this run is too small to state the smallest effect it detects{why}"
+    by = f" by the test that decides ({ev.detect_test})" if ev.detect_test else ""
     return (
-        f"this run detects a pooled change of about {fmt_effect(ev, ev.detectable).lstrip('+')} or more "
-        "with 80% power; smaller effects may be there undetected"
+        f"this run detects a pooled change of {ev.detect_metric} of about {_pts(ev, ev.detectable)} or more "
+        f"in either direction with 80% power{by}, for every tested subject; smaller effects may be there "
+        "undetected"
     )

@@ -258,8 +258,20 @@ def _gate_lines(folder: str, opts: GithubOptions) -> str:
         f'ablate gate "{folder}" --summary "$RUNNER_TEMP/gate.md"{require}\n'
         "code=$?\n"
         'cat "$RUNNER_TEMP/gate.md" >> "$GITHUB_STEP_SUMMARY" 2>/dev/null || true\n'
-        'exit "$code"\n'
+        + INCONCLUSIVE_SH
+        + 'exit "$code"\n'
     )
+
+
+#: Exit 4 (the run could not detect the gate's threshold change) fails the job unless the repository variable
+#: ``ABLATE_GATE_INCONCLUSIVE`` (the step's env) is ``pass``.
+INCONCLUSIVE_SH = (
+    'if [ "$code" = 4 ] && [ "${ABLATE_GATE_INCONCLUSIVE:-fail}" = pass ]; then\n'
+    '  echo "ablate gate: inconclusive, passed as configured (ABLATE_GATE_INCONCLUSIVE=pass)"; code=0\n'
+    "fi\n"
+)
+#: The gate step's env: the team's choice for an inconclusive gate (unset: it fails).
+GATE_ENV = {"ABLATE_GATE_INCONCLUSIVE": "${{ vars.ABLATE_GATE_INCONCLUSIVE }}"}
 
 
 def _sh(text: str) -> str:
@@ -296,7 +308,7 @@ def _merge_job(opts: GithubOptions) -> dict[str, Any]:
             {"uses": DOWNLOAD, "with": {"name": "ablate-probe", "path": "${{ runner.temp }}/probe"}},
             {"uses": DOWNLOAD, "with": {"pattern": "ablate-shard-*", "path": SHARDS, "merge-multiple": True}},
             {"name": "ablate merge + report", "run": run},
-            {"name": "ablate gate", "run": _gate_lines(merged, opts)},
+            {"name": "ablate gate", "env": GATE_ENV, "run": _gate_lines(merged, opts)},
             _comment_step(),
             {
                 "if": "${{ always() }}",
@@ -337,7 +349,11 @@ def _compare_job(opts: GithubOptions) -> dict[str, Any]:
                 },
                 "run": run,
             },
-            {"name": "ablate gate", "run": _gate_lines('$(ls -d "$RUNNER_TEMP"/ablate-compare/*/)', opts)},
+            {
+                "name": "ablate gate",
+                "env": GATE_ENV,
+                "run": _gate_lines('$(ls -d "$RUNNER_TEMP"/ablate-compare/*/)', opts),
+            },
             _comment_step(),
             {
                 "if": "${{ always() }}",

@@ -6,7 +6,8 @@ Every Job mounts the run folders from a PersistentVolumeClaim the user names, at
 * ``ablate-shards`` is an Indexed Job (``completionMode: Indexed``, ``completions: N``): the pod of index
   ``i`` runs shard ``i + 1`` of N (``JOB_COMPLETION_INDEX``) into ``$ABLATE_RUNS/shards``. A failed index is
   retried on its own, and its folder is resumable, so the retry runs only what is missing;
-* ``ablate-merge`` merges the shard folders into ``$ABLATE_RUNS/merged``, writes the report and gates on it.
+* ``ablate-merge`` merges the shard folders into ``$ABLATE_RUNS/merged``, writes the report and gates on it;
+  an inconclusive gate (exit 4) fails the Job unless its env ``ABLATE_GATE_INCONCLUSIVE`` is ``pass``.
 
 The API key reaches the pods only as a reference to a Secret (``secretKeyRef``); no value is in the files.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ablate import __version__
+from ablate.ci.github import INCONCLUSIVE_SH
 from ablate.core.errors import UsageError
 
 #: Kubernetes object names (RFC 1123 labels): what a PVC or Secret name must look like.
@@ -117,7 +119,9 @@ def merge_command(opts: K8sOptions) -> str:
         f'ablate merge "$ABLATE_RUNS"/shards/"$run_id"-shard-*-of-{opts.shards} --out "$ABLATE_RUNS/merged"\n'
         'if [ -f "$ABLATE_RUNS/probe.json" ]; then cp "$ABLATE_RUNS/probe.json" "$ABLATE_RUNS/merged/"; fi\n'
         'ablate report "$ABLATE_RUNS/merged" --format md,json\n'
-        'exec ablate gate "$ABLATE_RUNS/merged" --summary "$ABLATE_RUNS/merged/gate.md"\n'
+        "set +e\n"
+        'ablate gate "$ABLATE_RUNS/merged" --summary "$ABLATE_RUNS/merged/gate.md"\n'
+        "code=$?\n" + INCONCLUSIVE_SH + 'exit "$code"\n'
     )
 
 
@@ -187,7 +191,14 @@ def manifests(opts: K8sOptions) -> dict[str, dict[str, Any]]:
             "ablate-merge",
             {
                 "backoffLimit": 0,
-                "template": _pod(opts, "merge", merge_command(opts), key=False, extra_env=[]),
+                "template": _pod(
+                    opts,
+                    "merge",
+                    merge_command(opts),
+                    key=False,
+                    # an inconclusive gate (exit 4) fails the Job; set "pass" to let it through
+                    extra_env=[{"name": "ABLATE_GATE_INCONCLUSIVE", "value": "fail"}],
+                ),
             },
         ),
     }

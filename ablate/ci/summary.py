@@ -22,7 +22,7 @@ def _cell(text: str) -> str:
 def render_summary(result: GateResult) -> str:
     """The whole summary, ending with a newline."""
     ev = result.evidence
-    icon = "✅" if result.passed else "❌"
+    icon = "✅" if result.passed else ("❔" if result.outcome == "inconclusive" else "❌")
     lines = [f"## {icon} ablate gate: {result.headline}", ""]
     what = (
         "cell − control, oriented so + means the stripped layer helps"
@@ -36,6 +36,8 @@ def render_summary(result: GateResult) -> str:
     lines.append("")
     if result.reasons:
         lines += ["**Why it failed**", ""] + [f"- {_cell(r)}" for r in result.reasons] + [""]
+    if result.inconclusive:
+        lines += ["**What this run cannot see**", ""] + [f"- {_cell(r)}" for r in result.inconclusive] + [""]
     lines += _table(ev)
     if result.checks:
         lines += ["", "**Rules**", ""]

@@ -60,6 +60,11 @@ class Finding:
     """The report's label for the subject over all its metrics (helps, hurts, mixed, draw), shown as is."""
     why_not: list[str] = field(default_factory=list)
     """compare.json: the checks its verdict failed."""
+    detectable: float | None = None
+    """Smallest change of the guarded rate (:attr:`Evidence.detect_metric`) the test that decides this subject
+    detects with 80% power in its weaker direction (None: not computable, the run cannot state it)."""
+    no_effect_beyond: float | None = None
+    """A sequential run decided "no effect of interest": every effect of at least this size was rejected."""
 
     @property
     def good(self) -> bool:
@@ -89,6 +94,15 @@ class Evidence:
     caveats: list[tuple[str, str]]
     secondary: list[str]
     """Real harmful effects outside the primary family (other metrics, single tasks): reported, not gated."""
+    also_regressed: list[str] = field(default_factory=list)
+    """Real pooled regressions of the run's primary outcome (pitfall-free, or what an adaptive run decided
+    on) when the report was written with another ``--primary``: gated like the primary's own."""
+    detect_metric: str = DEFAULT_PRIMARY
+    """The rate the gate's detection threshold is about (the primary when it is a rate, else pitfall-free)."""
+    detect_test: str = ""
+    """The test that decides, in words (what the power figures are of)."""
+    notes: list[str] = field(default_factory=list)
+    """What the gate did to the evidence (a stale report.json rebuilt, a report it could not verify)."""
 
     @property
     def is_rate(self) -> bool:
@@ -147,7 +161,33 @@ def _from_report_file(path: Path, run_dir: Path) -> Evidence:
             [Problem(str(path), ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()],
             hint="rebuild it with `ablate report RUN_DIR`",
         ) from None
-    return from_report(report, path, run_dir=run_dir if (run_dir / "manifest.json").is_file() else None)
+    if not (run_dir / "manifest.json").is_file():
+        ev = from_report(report, path, run_dir=None)
+        ev.notes.append(
+            f"{path} was not verified against its results (no run folder beside it): the gate vouches for "
+            "the report as written"
+        )
+        return ev
+    return verified(report, path, run_dir)
+
+
+def verified(report: Report, path: Path, run_dir: Path) -> Evidence:
+    """The evidence of ``report`` when its digest is the run folder's; else of a report rebuilt from the folder
+    (with the report's α, control and primary), said in a note. The gate never trusts a stale report.json."""
+    from ablate.report import build_report
+    from ablate.report.digest import inputs_digest
+
+    if report.inputs_sha256 is not None and report.inputs_sha256 == inputs_digest(run_dir):
+        return from_report(report, path, run_dir=run_dir)
+    why = (
+        "has no digest of its results" if report.inputs_sha256 is None else "is stale: the run folder changed"
+    )
+    rebuilt = build_report(
+        run_dir, alpha=report.alpha, control=report.run.control, primary=report.primary_metric
+    )
+    ev = from_report(rebuilt, path, run_dir=run_dir)
+    ev.notes.append(f"{path} {why} since it was written; the gate rebuilt the report from {run_dir}")
+    return ev
 
 
 def _orient(metric: str, delta: float | None, lo: float | None, hi: float | None) -> tuple[float | None, ...]:
@@ -166,12 +206,24 @@ def from_report(
 ) -> Evidence:
     """Evidence of a :class:`ablate.report.model.Report`."""
     metric = primary or report.primary_metric or DEFAULT_PRIMARY
+    seq = report.sequential
+    # the run's primary outcome is gated whatever --primary the report was written with
+    guarded = {DEFAULT_PRIMARY, seq.primary if seq is not None else DEFAULT_PRIMARY} - {metric}
+    detect_metric = metric if metric in RATE_METRICS else DEFAULT_PRIMARY
+    power_of = {p.cell: p for p in report.power if p.metric == detect_metric}
+    no_effect: dict[str, float] = {}
+    if seq is not None and seq.primary == detect_metric:
+        no_effect = {c: seq.min_effect for c, d in seq.decisions.items() if d.get("decision") == "no-effect"}
+    also: list[str] = []
+    aa_cells = {r.cell for r in report.noise_floor}  # --aa: a noise floor, gated as trust, not as a layer
     no_ops = {c.cell: c for c in report.no_op_cells}
     verdicts = {r.cell: r.verdict for r in report.ranking}
     labels = {c.cell: c.label for c in report.cells}
     findings: list[Finding] = []
     secondary: list[str] = []
     for c in report.comparisons:
+        if c.cell in aa_cells:
+            continue
         effect, lo, hi = _orient(c.metric, c.delta, c.ci_low, c.ci_high)
         if c.metric == metric and c.task is None and c.family == "primary":
             findings.append(
@@ -185,7 +237,16 @@ def from_report(
                     p_adjusted=c.p_adjusted,
                     real=c.real,
                     report_verdict=verdicts.get(c.cell, ""),
+                    detectable=power_of[c.cell].detectable if c.cell in power_of else None,
+                    no_effect_beyond=no_effect.get(c.cell)
+                    if detect_metric == (seq.primary if seq else "")
+                    else None,
                 )
+            )
+        elif c.metric in guarded and c.task is None and c.real and effect is not None and effect < 0:
+            also.append(
+                f"{c.cell}: {c.metric} (the run's primary outcome) Δ {c.delta:+.3g}, adjusted p "
+                f"{c.p_adjusted:.3g} — stripping its layer was better for real"
             )
         elif c.real and effect is not None and effect < 0:
             where = "pooled" if c.task is None else f"task {c.task}"
@@ -205,19 +266,24 @@ def from_report(
                     no_op=True,
                 )
             )
-    power = next((p for p in report.power if p.metric == metric and p.family == "primary"), None)
+    tested = [f for f in findings if not f.no_op]
+    worst = max(tested, key=lambda f: float("inf") if f.detectable is None else f.detectable, default=None)
+    power = power_of.get(worst.subject) if worst is not None else None
     return Evidence(
         source=source,
         kind="run",
         primary=metric,
         findings=findings,
         detectable=None if power is None else power.detectable,
-        detectable_note="" if power is None else (power.detectable_note or ""),
+        detectable_note="no power figure in the report" if power is None else (power.detectable_note or ""),
         items=report.n.items,
         excluded=report.n.excluded,
         untrustworthy=_run_trust(report, run_dir),
         caveats=[(c.id, c.text) for c in report.caveats],
         secondary=secondary,
+        also_regressed=also,
+        detect_metric=detect_metric,
+        detect_test="" if power is None else power.test,
     )
 
 
@@ -236,6 +302,13 @@ def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
                 "the recorded probe is not faithful"
                 + (f" ({'; '.join(map(str, bad[:6]))})" if bad else f" ({probe.get('error', 'ok = false')})")
             )
+    aa_real = [r for r in report.noise_floor if r.real]
+    if aa_real:
+        out.append(
+            "the A/A control differs from the control for real ("
+            + ", ".join(f"{r.metric} Δ {r.delta:+.3g}" if r.delta is not None else r.metric for r in aa_real)
+            + "): the run cannot tell its noise from an effect"
+        )
     if not report.run.model_verified:
         seen = ", ".join(f"{m} ×{n}" for m, n in report.run.models_seen.items()) or "none"
         out.append(
@@ -280,14 +353,18 @@ def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
         if name == baseline:
             continue
         findings.append(_arm_finding(path, contrasts, baseline, name, arm, verdicts.get(name)))
+    findings, test = _compare_power(path, data, findings)
     excluded = data.get("excluded") or {}
     return Evidence(
         source=path,
         kind="compare",
         primary=DEFAULT_PRIMARY,
         findings=findings,
-        detectable=_compare_detectable(data),
-        detectable_note="exact paired test at Holm's first step, arms assumed independent (cautious)",
+        detectable=max((f.detectable or 0.0 for f in findings), default=None)
+        if all(f.detectable is not None for f in findings)
+        else None,
+        detectable_note=test,
+        detect_test=test,
         items=int(data.get("items") or 0),
         excluded=int(excluded.get("count") or 0) if isinstance(excluded, dict) else 0,
         untrustworthy=[
@@ -365,6 +442,49 @@ def _contrast(contrasts: list[Any], a: str, b: str) -> dict[str, Any] | None:
         ):
             return c
     return None
+
+
+def _compare_power(path: Path, data: dict[str, Any], findings: list[Finding]) -> tuple[list[Finding], str]:
+    """Each arm's detectable effect by the test that decides it: the anytime-valid e-process of an adaptive
+    comparison (its blocks, at its α over Holm's first step), else the exact paired test."""
+    from dataclasses import replace
+
+    seq = data.get("sequential")
+    if not isinstance(seq, dict):
+        det = _compare_detectable(data)
+        test = "exact paired test at Holm's first step, arms assumed independent (cautious)"
+        return [replace(f, detectable=det) for f in findings], test
+    from ablate.report.model import SequentialReport
+    from ablate.stats.sequential import detectable_anytime, prior_for
+
+    try:
+        s = SequentialReport.model_validate(seq)
+    except ValidationError:
+        raise SpecError.single(
+            Path(str(data.get("_path", "compare.json"))), "sequential", "not valid"
+        ) from None
+    last = s.looks[-1].cells if s.looks else {}
+    base = next(
+        (
+            float(r["rate"])
+            for r in data.get("arm_rates") or []
+            if isinstance(r, dict)
+            and r.get("arm") == data.get("baseline")
+            and r.get("task") is None
+            and isinstance(r.get("rate"), int | float)
+        ),
+        0.5,
+    )
+    out = []
+    for f in findings:
+        look = last.get(f.subject)
+        n = look.blocks if look is not None else 0
+        det = detectable_anytime(n, base, s.alpha / max(1, len(s.decisions)), prior_for(s.min_effect))
+        decided = s.decisions.get(f.subject, {}).get("decision")
+        out.append(
+            replace(f, detectable=det, no_effect_beyond=s.min_effect if decided == "no-effect" else None)
+        )
+    return out, "anytime-valid e-process at Holm's first step, arms assumed independent (cautious)"
 
 
 def _compare_detectable(data: dict[str, Any]) -> float | None:

@@ -14,7 +14,8 @@ app = typer.Typer(
         "removed, C11 = nothing), proves for free what reaches the model in each (`ablate probe`), runs "
         "pinned `claude -p` sessions on representative tasks (`ablate run`) and mines the transcripts "
         "(`ablate mine`). Try `ablate demo`: no API key, no cost.\n\n"
-        "Exit codes: 0 ok, 1 domain failure, 2 bad input, 3 finished with some failed items, 130 interrupted."
+        "Exit codes: 0 ok, 1 domain failure, 2 bad input, 3 finished with some failed items, 4 gate "
+        "inconclusive, 130 interrupted."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -41,6 +42,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
     ci,
     compare,
     demo,
+    diff,
     doctor,
     env,
     gate,
@@ -69,6 +71,7 @@ app.add_typer(demo.app)  # ablate demo
 app.add_typer(judge.app)  # ablate judge
 app.add_typer(compare.app)  # ablate compare
 app.add_typer(gate.app)  # ablate gate
+app.add_typer(diff.app)  # ablate diff
 app.add_typer(ci.app, name="ci")  # ablate ci init github | k8s
 app.add_typer(usage.app)  # ablate usage
 app.add_typer(tasks.app, name="tasks")  # ablate tasks suggest

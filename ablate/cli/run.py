@@ -121,6 +121,17 @@ ReportOpt = Annotated[
 ]
 
 
+AaOpt = Annotated[
+    bool,
+    typer.Option(
+        "--aa",
+        help="Add an A/A cell: a second control (C0b) built and run on its own, same setup. Its differences "
+        "from the control are the run's measured noise floor (in the report); a real one makes the run "
+        "untrustworthy and fails `ablate gate`.",
+    ),
+]
+
+
 @app.command("plan")
 @cli_errors
 def plan_cmd(
@@ -138,6 +149,7 @@ def plan_cmd(
     allow_unpinned_claude: AllowUnpinned = False,
     seed: Seed = None,
     ablate_toml: AblateToml = None,
+    aa: AaOpt = False,
     json: Json = False,
 ) -> None:
     """Plan a run without executing it: write manifest.json, plan.jsonl and the tasks to a run folder.
@@ -157,7 +169,7 @@ def plan_cmd(
 
     if not tasks:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
-    catalog, cell_set = load_cells(cells, ablate_toml)
+    catalog, cell_set = load_cells(cells, ablate_toml, aa=aa)
     notes: list[str] = []
     loaded = load_tasks(tasks, catalog, notes)
     for note in notes:
@@ -207,6 +219,7 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
     return RunRequest(
         tasks=tasks,
         cells=o["cells"],
+        aa=o["aa"],
         repeats=o["repeats"],
         model=o["model"],
         max_turns=o["max_turns"],
@@ -408,6 +421,7 @@ def run_cmd(
     max_repeats: MaxRepeats = 20,
     min_effect: MinEffect = 0.2,
     alpha: Alpha = 0.05,
+    aa: AaOpt = False,
     report: ReportOpt = "background",
     json: Json = False,
 ) -> None:

@@ -94,8 +94,10 @@ def claims(seq: SequentialReport) -> dict[str, list[str]]:
         "can": [
             f"mark an arm real when its Holm-adjusted anytime-valid p-value is at most {seq.alpha}, an error "
             "rate that holds however many rounds were looked at",
-            f"call an arm 'no effect of interest' when its confidence sequence excludes every pitfall-free "
-            f"effect of {seq.min_effect} or more both ways (wrong with probability at most {seq.draw_beta})",
+            f"call an arm 'no effect of interest' when both futility e-processes — bets against a pitfall-free "
+            f"effect of +{seq.min_effect} or more and against one of -{seq.min_effect} or less — have reached "
+            f"1/{seq.draw_beta} (an arm whose effect is at least {seq.min_effect} either way is called so with "
+            f"probability at most {seq.draw_beta}); an arm with a smaller effect often ends undecided instead",
         ],
         "cannot": [
             "read the fixed-n p-values of the contrasts table as tests: the number of blocks was chosen by the "

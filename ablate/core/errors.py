@@ -22,6 +22,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3
+#: ``ablate gate``: the run could not detect the change it had to (neither a pass nor a regression seen).
+EXIT_INCONCLUSIVE = 4
 EXIT_INTERRUPTED = 130
 
 

@@ -188,6 +188,8 @@ class ManifestCell(Spec):
     tested)."""
     env: dict[str, str] = Field(default_factory=dict)
     """The effective process environment of the cell, secrets redacted."""
+    aa_of: str | None = None
+    """``--aa``: this cell is a second, independently built copy of that control (the A/A noise floor)."""
 
 
 class ManifestTask(Spec):

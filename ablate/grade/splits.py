@@ -17,6 +17,7 @@ as independent tasks; with tasks that differ it raised false alarms (12% at 30 r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,14 @@ def holdout_finding(
         return SplitFinding(
             cell, metric, "untested", dev_delta, hold_delta, len(d), len(h), None,
             f"{change} ({counts}: a split needs at least 2 tasks to test the reversal)",
+        )  # fmt: skip
+    smallest = 1 / math.comb(len(d) + len(h), len(d))  # the one-sided permutation test's least p
+    if smallest > alpha:
+        return SplitFinding(
+            cell, metric, "untested", dev_delta, hold_delta, len(d), len(h), None,
+            f"{change} ({counts}): the split cannot warn — its permutation test's smallest p is "
+            f"1/{math.comb(len(d) + len(h), len(d))} = {smallest:.2g}, above α {alpha}; more tasks in each split "
+            "are needed to tell overfitting from noise",
         )  # fmt: skip
     res = stats.permutation_test(
         (d, h),

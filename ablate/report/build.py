@@ -194,7 +194,7 @@ def comparisons_section(ctx: Context, fields: dict[str, Any]) -> None:
         comparisons=comparisons,
         families=families,
         primary_metric=ctx.primary,
-        ranking=rank(ctx.tested, ctx.layers, comparisons, ctx.primary),
+        ranking=rank(_layers_tested(ctx), ctx.layers, comparisons, ctx.primary),
         ranking_key=RANKING_KEY,
         no_op_cells=ctx.no_ops,
     )
@@ -212,12 +212,57 @@ def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
     if seq is None:
         return
     ctx.say(f"{seq.mode} run: real marks from the anytime-valid analysis of {seq.primary}")
-    comparisons = anytime_comparisons(fields["comparisons"], seq, alpha=ctx.alpha)
+    if seq.alpha != ctx.alpha:
+        # the run decided at its own α (adaptive.json): the report's --alpha cannot re-decide it
+        seq.caveats.append(
+            f"The {seq.primary} comparisons are marked real at the run's own α {seq.alpha} (adaptive.json), "
+            f"the level its stopping rule used; this report's α {ctx.alpha} applies to its descriptive "
+            "figures only."
+        )
+    comparisons = anytime_comparisons(fields["comparisons"], seq, alpha=seq.alpha)
     fields.update(
         comparisons=comparisons,
-        families=anytime_families(fields["families"], seq, ctx.alpha),
-        ranking=rank(ctx.tested, ctx.layers, comparisons, ctx.primary),
+        families=anytime_families(fields["families"], seq, seq.alpha),
+        ranking=rank(_layers_tested(ctx), ctx.layers, comparisons, ctx.primary),
     )
+
+
+def _layers_tested(ctx: Context) -> list[ManifestCell]:
+    """The tested cells that strip layers (the A/A cell of ``--aa`` is a noise floor, never ranked)."""
+    return [c for c in ctx.tested if not c.aa_of]
+
+
+def noise_floor_section(ctx: Context, fields: dict[str, Any]) -> None:
+    """``--aa``: each metric's pooled A/A difference — flip rate, spread, and whether it is "real"."""
+    from ablate.report.families import paired_values
+    from ablate.report.model import BINARY_METRICS, NoiseFloorRow
+
+    rows = []
+    for aa in (c for c in ctx.tested if c.aa_of):
+        for x in fields["comparisons"]:
+            if x.cell != aa.id or x.task is not None:
+                continue
+            xs, ys, _ = paired_values(
+                ctx.items.scored, aa.id, ctx.control.id, x.metric, ctx.task_ids, ctx.repeats
+            )
+            d = [a - b for a, b in zip(xs, ys, strict=True)]
+            mean = sum(d) / len(d) if d else 0.0
+            sd = (sum((v - mean) ** 2 for v in d) / (len(d) - 1)) ** 0.5 if len(d) > 1 else None
+            rows.append(
+                NoiseFloorRow(
+                    metric=x.metric,
+                    cell=aa.id,
+                    blocks=len(d),
+                    flip_rate=sum(1 for v in d if v) / len(d) if d and x.metric in BINARY_METRICS else None,
+                    spread=sd,
+                    delta=x.delta,
+                    ci_low=x.ci_low,
+                    ci_high=x.ci_high,
+                    p_adjusted=x.p_adjusted,
+                    real=x.real,
+                )
+            )
+    fields["noise_floor"] = rows
 
 
 def provenance_section(ctx: Context, fields: dict[str, Any]) -> None:
@@ -263,6 +308,7 @@ def power_section(ctx: Context, fields: dict[str, Any]) -> None:
         alpha=ctx.alpha,
         mean_cost=spend / n if n else None,
         n_cells=len(ctx.manifest.cells),
+        sequential=fields.get("sequential"),
     )
 
 
@@ -404,6 +450,7 @@ SECTIONS: list[Section] = [
     graders_section,
     power_section,
     regressions_section,
+    noise_floor_section,
     holdout_section,
     provenance_section,
 ]
@@ -419,11 +466,18 @@ def build_report(
 ) -> Report:
     """Read ``run_dir`` and compute the report. No model calls; the same folder gives the same report."""
     from ablate.report.caveats import compute_caveats
+    from ablate.report.digest import inputs_digest
 
+    digest = inputs_digest(run_dir)  # before reading: a change while building makes the report stale
     ctx = make_context(
         run_dir, alpha=alpha, control=control, primary=primary, say=progress or (lambda _m: None)
     )
-    fields: dict[str, Any] = {"generated_by": f"ablate {__version__}", "alpha": alpha, "caveats": []}
+    fields: dict[str, Any] = {
+        "generated_by": f"ablate {__version__}",
+        "alpha": alpha,
+        "caveats": [],
+        "inputs_sha256": digest,
+    }
     for section in SECTIONS:
         section(ctx, fields)
     report = Report(**fields)

@@ -278,8 +278,62 @@ def overfitting(report: Report, manifest: RunManifest) -> Caveat | None:
     return Caveat(id="overfitting", text="; ".join(f.message for f in warned) + ".")
 
 
+def sign_flip_estimand(report: Report, manifest: RunManifest) -> Caveat | None:
+    """What the counts' and costs' test tests: exchangeability within a block, not equal means."""
+    real = [c for c in report.comparisons if c.real and c.metric not in BINARY_METRICS]
+    tested = [c for c in report.comparisons if c.metric not in BINARY_METRICS and c.p is not None]
+    if not tested:
+        return None
+    which = ", ".join(dict.fromkeys(f"{c.cell} {c.metric}" for c in real if c.task is None)) or "none pooled"
+    return Caveat(
+        id="sign-flip-estimand",
+        text=(
+            "Turns, tool calls and cost are tested with the paired sign-flip test, whose null is that the cell "
+            "and the control are exchangeable within a block (the per-block differences symmetric about 0), "
+            "not only that their means are equal: a 'real' there says the cell changed the metric's "
+            "distribution, while the Δ and its interval describe the mean difference, which can be near 0 when "
+            f"only the shape changed (real here: {which})."
+        ),
+    )
+
+
+def noise_floor(report: Report, manifest: RunManifest) -> Caveat | None:
+    """``--aa``: the measured noise floor, and "untrustworthy" when the two controls differ for real."""
+    if not report.noise_floor:
+        return None
+    real = [r for r in report.noise_floor if r.real]
+    figures = "; ".join(
+        f"{_label(r.metric)}: "
+        + (f"flips in {100 * r.flip_rate:.0f}% of {r.blocks} blocks" if r.flip_rate is not None else "")
+        + (", " if r.flip_rate is not None and r.spread is not None else "")
+        + (f"spread {_num(r.spread)}" if r.spread is not None else "")
+        for r in report.noise_floor
+    )
+    if real:
+        return Caveat(
+            id="aa-untrustworthy",
+            text=(
+                "UNTRUSTWORTHY: the two independently built controls differ for real on "
+                + ", ".join(
+                    f"{_label(r.metric)} (Δ {_num(r.delta)}, adjusted p {r.p_adjusted:.3g})" for r in real
+                )
+                + " — the same setup measured twice gave a 'real' difference, so no difference of this run can "
+                f"be told from its noise. The noise floor: {figures}."
+            ),
+        )
+    return Caveat(
+        id="aa-noise-floor",
+        text=(
+            f"Measured noise floor (--aa: a second control built and run on its own, same setup): {figures}; "
+            "no A/A difference is real. Differences between cells of this size are what an identical setup "
+            "gives."
+        ),
+    )
+
+
 #: Every caveat builder, in report order.
 CAVEATS: list[CaveatBuilder] = [
+    noise_floor,
     sample_size,
     one_repeat,
     task_selection,
@@ -287,6 +341,7 @@ CAVEATS: list[CaveatBuilder] = [
     isolation,
     fence_denied,
     turns_proxy,
+    sign_flip_estimand,
     model,
     variance,
     prompt_cache,

@@ -201,9 +201,11 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
     real_rule = (
         f"real = Holm-adjusted p ≤ {report.alpha}"
         if report.sequential is None
-        else f"real = Holm-adjusted anytime-valid p ≤ {report.alpha} (the sequential analysis; no fixed-n p-value "
-        "marks anything real)"
+        else f"real = Holm-adjusted anytime-valid p ≤ {report.sequential.alpha} (the sequential analysis; no "
+        "fixed-n p-value marks anything real; 'undecided': neither an effect nor its absence was established, "
+        "not a draw)"
     )
+    undecided = _undecided(report)
     b.append(Para(f"Order: {report.ranking_key}. Δ = cell − control; {real_rule}."))
     pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
     prim = report.primary_metric
@@ -215,7 +217,7 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
                 str(e.rank),
                 e.cell,
                 layers_text(e.layers),
-                e.verdict,
+                "undecided" if e.cell in undecided else e.verdict,
                 e.evidence,
                 fmt_delta(prim, e.primary_delta) + (f" {fmt_ci(pc)}" if pc else ""),
                 fmt_delta("turns", e.delta_turns),
@@ -238,7 +240,9 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
             ],
             rows,
             id="ranking",
-            row_styles=["draw" if e.tie_group == "draw" else "" for e in report.ranking],
+            row_styles=[
+                "draw" if e.tie_group == "draw" and e.cell not in undecided else "" for e in report.ranking
+            ],
         )
     )
     if report.no_op_cells:
@@ -504,8 +508,40 @@ def what_was_run_section(report: Report, plot: Plot) -> list[Block]:
 
 
 #: The document's sections, in reading order.
+def noise_floor_section(report: Report, plot: Plot) -> list[Block]:
+    """``--aa``: the two controls compared, metric by metric — the run's measured noise floor."""
+    if not report.noise_floor:
+        return []
+    rows = [
+        [
+            r.metric,
+            r.cell,
+            str(r.blocks),
+            "–" if r.flip_rate is None else f"{100 * r.flip_rate:.0f}%",
+            "–" if r.spread is None else f"{r.spread:.3g}",
+            fmt_delta(r.metric, r.delta),
+            "–" if r.p_adjusted is None else fmt_p(r.p_adjusted),
+            "**real — untrustworthy**" if r.real else "no",
+        ]
+        for r in report.noise_floor
+    ]
+    return [
+        Heading("Noise floor (A/A)"),
+        Para(
+            "A second control, built and run on its own with the same setup, against the control: what an "
+            "identical setup gives. A real difference here makes the whole run untrustworthy."
+        ),
+        Table(
+            ["metric", "A/A cell", "blocks", "flip rate", "spread (sd of Δ)", "Δ", "adjusted p", "real"],
+            rows,
+            id="noise-floor",
+        ),
+    ]
+
+
 DOC_SECTIONS: list[DocSection] = [
     header_section,
+    noise_floor_section,
     ranking_section,
     per_task_section,
     contributions_section,
@@ -525,3 +561,10 @@ def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None
     for section in DOC_SECTIONS:
         doc.blocks.extend(section(report, plot))
     return doc
+
+
+def _undecided(report: Report) -> set[str]:
+    """Cells a sequential analysis left undecided: shown as such, never in the draw group's style."""
+    if report.sequential is None:
+        return set()
+    return {c for c, d in report.sequential.decisions.items() if d.get("decision") == "undecided"}

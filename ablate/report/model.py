@@ -252,6 +252,27 @@ class GraderRate(Doc):
     """Items where it could be evaluated."""
 
 
+class NoiseFloorRow(Doc):
+    """``--aa``: one metric's pooled difference between the two independently built controls (A/A)."""
+
+    metric: str
+    cell: str
+    """The A/A cell (a second copy of the control)."""
+    blocks: int
+    """Paired blocks compared."""
+    flip_rate: float | None
+    """Binary metrics: the share of blocks where the two controls disagree (a verdict that flips on an
+    identical setup)."""
+    spread: float | None
+    """The standard deviation of the per-block differences (counts and costs; for binary metrics too)."""
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_adjusted: float | None
+    real: bool
+    """A real A/A difference: the run cannot tell its own noise from an effect (untrustworthy)."""
+
+
 class PowerRow(Doc):
     metric: str
     cell: str | None = None
@@ -353,3 +374,8 @@ class Report(Doc):
     comparison is marked real (their fixed-n p-values are descriptive)."""
     provenance: Provenance | None = Field(default=None, exclude_if=lambda v: v is None)
     """Built only when the manifest's config dir has readable history of the run's repository."""
+    noise_floor: list[NoiseFloorRow] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """``--aa`` runs: the A/A differences per metric, the run's measured noise floor."""
+    inputs_sha256: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """:func:`ablate.report.digest.inputs_digest` of the run folder as the report read it: ``ablate gate``
+    rebuilds a report whose folder no longer has this digest (None: a report written before it was kept)."""

@@ -3,7 +3,11 @@
 Each row describes the test the report runs, at the level it runs it: Holm's first step, alpha / m of the
 metric's family. Binary metrics: the exact power of the exact discordant-block test. Counts and costs: the
 paired t power (the large-sample equivalent of the sign-flip test) for the cell's own per-block sd, and never
-below what the exact sign-flip test can reach (its smallest p with n blocks is 2 / 2^n).
+below what the exact sign-flip test can reach (its smallest p with n blocks is 2 / 2^n). In a sequential report
+(an adaptive run, a peek) the pooled primary comparisons are decided by the anytime-valid e-process, so their
+detectable effect is that test's (:func:`ablate.stats.sequential.detectable_anytime`, at the run's own α over
+Holm's first step). Every detectable rate change is the weaker direction's: a fall as well as a rise of that
+size is detected with the stated power.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Sequence
 
 from ablate.report.families import paired_values
 from ablate.report.items import Item, Key
-from ablate.report.model import BINARY_METRICS, Comparison, Family, PowerRow
+from ablate.report.model import BINARY_METRICS, Comparison, Family, PowerRow, SequentialReport
 from ablate.stats import (
     EXACT_MAX_BLOCKS,
     NotComputable,
@@ -68,6 +72,22 @@ def _binary(
     return det, need, target - base
 
 
+@functools.lru_cache(maxsize=256)
+def _anytime_cached(n: int, base: float, alpha_each: float, min_effect: float) -> float | None:
+    from ablate.stats.sequential import detectable_anytime, prior_for
+
+    return detectable_anytime(n, base, alpha_each, prior_for(min_effect))
+
+
+def _anytime(n: int, ctrl: list[float], alpha_each: float, min_effect: float) -> float | NotComputable:
+    if not ctrl:
+        return NotComputable("no control items")
+    d = _anytime_cached(n, sum(ctrl) / len(ctrl), alpha_each, min_effect)
+    if d is None:
+        return NotComputable(f"no change of the rate is detectable with 80% power in {n} blocks")
+    return d
+
+
 def _mean(
     n: int, diffs: list[float], ctrl: list[float], metric: str, alpha_each: float
 ) -> tuple[float | NotComputable, int | NotComputable, float | None, float | None]:
@@ -105,6 +125,7 @@ def power_rows(
     alpha: float,
     mean_cost: float | None,
     n_cells: int,
+    sequential: SequentialReport | None = None,
 ) -> list[PowerRow]:
     """One row per (metric, tested cell); see the module docstring."""
     m = {f.name: max(1, f.m) for f in families}
@@ -116,7 +137,12 @@ def power_rows(
         xs, ys, _ = paired_values(scored, x.cell, control, x.metric, task_ids, repeats)
         n = len(xs)
         sd: float | None = None
-        if x.metric in BINARY_METRICS:
+        if sequential is not None and x.metric == sequential.primary:
+            alpha_each = sequential.alpha / max(1, len(sequential.decisions))
+            det, need, effect = _binary(n, ys, alpha_each)
+            det = _anytime(n, ys, alpha_each, sequential.min_effect)
+            test = "anytime-valid e-process (Holm's first step; repeats needed: fixed-n)"
+        elif x.metric in BINARY_METRICS:
             det, need, effect = _binary(n, ys, alpha_each)
             test = "exact discordant-block test"
         else:

@@ -105,13 +105,18 @@ def _caveats(state: AdaptiveState, mode: str) -> list[str]:
     out = []
     if mode == "adaptive":
         rounds = len(state.looks)
+        m = len(state.decisions())
         out.append(
             f"The design was sequential: {rounds} looks (one after every round), cells stopped once decided. "
-            f"The guarantees that hold: the chance of any false 'real' among the {len(state.decisions())} "
+            f"The guarantees that hold: the chance of any false 'real' among the {m} "
             f"comparisons is at most {o.alpha} however many looks were taken (anytime-valid p-values, Holm); "
             f"a cell whose pitfall-free effect is at least {o.min_effect} is called 'no effect of interest' "
-            f"with probability at most {o.draw_beta} (e-processes against an effect of ±{o.min_effect}); the "
-            f"{100 * (1 - o.alpha):.0f}% confidence sequences hold at every round at once."
+            f"with probability at most {o.draw_beta} (e-processes against an effect of ±{o.min_effect}); each "
+            f"cell's {100 * (1 - o.alpha):.0f}% confidence sequence holds at every round at once — per cell, "
+            f"not jointly: some one of {m} sequences may miss with probability up to "
+            f"{1 - (1 - o.alpha) ** m:.2g}. Holm's adjustment is recomputed at every look from every cell's "
+            "anytime p-value, so a stopped cell's adjusted p can still fall when other cells' p-values fall (a "
+            "cell stopped as 'no effect of interest' can later read 'real'); a 'real' never reverts."
         )
         out.append(
             f"Only the pooled {state.primary} comparisons are tested (anytime-valid p, Holm, and the "
@@ -128,12 +133,71 @@ def _caveats(state: AdaptiveState, mode: str) -> list[str]:
             f"'real' marks come from them alone (the pooled {state.primary} comparisons); every fixed-n "
             "p-value and interval is descriptive until the run is complete."
         )
+    out.append(constant_effect_caveat(state))
     if state.stopped in ("max-repeats", "budget"):
         left = [c for c, v in state.decisions().items() if v.decision == "undecided"]
         if left:
             out.append(
                 f"Stopped at the {state.stopped}: {', '.join(left)} undecided — neither an effect nor its "
                 "absence was established."
+            )
+    return out
+
+
+def constant_effect_caveat(state: AdaptiveState) -> str:
+    """What the confidence sequences assume, and the drift check of the looks (first half against second)."""
+    text = (
+        "The confidence sequences and the e-values assume one effect throughout the run (the paired "
+        "differences of every round drawn from the same distribution); an effect that drifts during the run (a "
+        "model or CLI change, a flaky service) can leave the sequence far from the running mean."
+    )
+    if len(state.looks) < 2:
+        return text + " Drift check: not possible with one look."
+    drifted = drift(state)
+    if not drifted:
+        return text + (
+            " Drift check (each cell's mean paired difference, first half of its blocks against the second, "
+            "permutation test, Bonferroni over cells): no drift found."
+        )
+    return text + " Drift check: " + "; ".join(drifted) + " — read those cells' intervals with care."
+
+
+def drift(state: AdaptiveState, alpha: float = 0.05) -> list[str]:
+    """Cells whose mean paired difference differs between the first and the second half of their blocks (the
+    look nearest half of the last look's blocks against the rest; a two-sided permutation test of the
+    difference in means, seeded, Bonferroni over cells). Only the recorded counts are needed: a block's
+    difference is +1 (gained), −1 (lost) or 0."""
+    import numpy as np
+    from scipy import stats as sps
+
+    last = state.looks[-1].cells
+    out = []
+    for cell, now in last.items():
+        half = min(
+            (lk.cells[cell] for lk in state.looks[:-1] if cell in lk.cells),
+            key=lambda c: abs(c.blocks - now.blocks / 2),
+            default=None,
+        )
+        if half is None or not 1 < half.blocks < now.blocks - 1:
+            continue
+        first = (half.gained, half.lost, half.blocks)
+        second = (now.gained - half.gained, now.lost - half.lost, now.blocks - half.blocks)
+        a, b = (np.repeat([1.0, -1.0, 0.0], [g, lo, n - g - lo]) for g, lo, n in (first, second))
+        if np.ptp(np.concatenate([a, b])) == 0:
+            continue
+        res = sps.permutation_test(
+            (a, b),
+            lambda x, y, axis: x.mean(axis=axis) - y.mean(axis=axis),
+            permutation_type="independent",
+            n_resamples=9999,
+            vectorized=True,
+            random_state=0,
+        )
+        p = float(res.pvalue)
+        if p <= alpha / max(1, len(last)):
+            out.append(
+                f"{cell}'s mean paired difference was {a.mean():+.2f} over its first {len(a)} blocks and "
+                f"{b.mean():+.2f} over the next {len(b)} (permutation p {p:.2g})"
             )
     return out
 

@@ -207,24 +207,45 @@ def paired_outcomes(
     control: str,
     value: Callable[[ItemResult], Any] = primary_outcome,
 ) -> tuple[list[Any], list[Any]]:
-    """The cell's and the control's values (default: the primary outcome) on their common blocks, repeat-major
-    then task order. Rounds append whole repeats, so this order is the order the blocks were observed in.
+    """The cell's and the control's values (default: the primary outcome) on their common blocks, in the order
+    the blocks completed (:func:`block_time`).
+
+    The anytime-valid figures are maxima over a path, so the path must be the one that happened in time: a
+    block enters when the later of its two items finished, whatever its place in the plan (items of a round
+    finish in any order; a failed item re-run by a resume completes its block rounds later). Plan order
+    (repeat, then task) breaks ties (finish times are recorded to the second) and places results without a
+    finish time (some recovered ones) first; neither depends on an outcome, which is what keeps each
+    e-process a test (super)martingale along the path.
     """
-    got: dict[tuple[str, str, int], Any] = {}
+    got: dict[tuple[str, str, int], tuple[Any, str | None]] = {}
     for r in results:
         v = value(r)
         if v is not None:
-            got[(r.task, r.cell, r.repeat)] = v
-    repeats = sorted({r for (_, _, r) in got})
-    xs: list[Any] = []
-    ys: list[Any] = []
-    for rep in repeats:
-        for t in manifest.tasks:
+            got[(r.task, r.cell, r.repeat)] = (v, r.finished_at)
+    blocks: list[tuple[tuple[float, int, int], Any, Any]] = []
+    for rep in sorted({r for (_, _, r) in got}):
+        for ti, t in enumerate(manifest.tasks):
             a, b = got.get((t.id, cell, rep)), got.get((t.id, control, rep))
             if a is not None and b is not None:
-                xs.append(a)
-                ys.append(b)
-    return xs, ys
+                blocks.append(((block_time(a[1], b[1]), rep, ti), a[0], b[0]))
+    blocks.sort(key=lambda blk: blk[0])
+    return [blk[1] for blk in blocks], [blk[2] for blk in blocks]
+
+
+def block_time(*finished_at: str | None) -> float:
+    """When a block was complete: the latest of its items' finish times (POSIX seconds; −inf when an item
+    has none, so such blocks keep plan order ahead of the timed ones)."""
+    from datetime import datetime
+
+    times = []
+    for f in finished_at:
+        if f is None:
+            return float("-inf")
+        try:
+            times.append(datetime.fromisoformat(f).timestamp())
+        except ValueError:
+            return float("-inf")
+    return max(times)
 
 
 def analyse(

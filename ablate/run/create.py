@@ -85,6 +85,7 @@ def create_run(
                 stripped=list(c.stripped),
                 empty_config=c.empty_config,
                 noop=(noops or {}).get(c.id),
+                aa_of=c.aa_of,
             )
             for c in cells
         ],

@@ -53,6 +53,8 @@ class RunRequest:
     repo_given: bool = True
     work_dir: Path | None = None
     """Where environments are built (checked before anything is written)."""
+    aa: bool = False
+    """--aa: add the A/A cell (a second control built on its own) to the cell set."""
     cells_given: bool = True
     repeats_given: bool = True
     out_given: bool = True
@@ -86,12 +88,14 @@ class PreparedRun:
         return out
 
 
-def load_cells(cells: str, ablate_toml: Path | None) -> tuple[Catalog, CellSet]:
-    from ablate.setup.cells import load_cell_set
+def load_cells(cells: str, ablate_toml: Path | None, *, aa: bool = False) -> tuple[Catalog, CellSet]:
+    """The catalog and the cell set (with ``aa``: plus the A/A cell, :func:`ablate.setup.cells.with_aa`)."""
+    from ablate.setup.cells import load_cell_set, with_aa
     from ablate.setup.layers import load_catalog
 
     catalog = load_catalog(ablate_toml)
-    return catalog, load_cell_set(cells, catalog)
+    cell_set = load_cell_set(cells, catalog)
+    return catalog, with_aa(cell_set) if aa else cell_set
 
 
 def setup_info(setup: Setup, cells_source: Path, ablate_toml: Path | None) -> SetupInfo:
@@ -216,6 +220,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         catalog, cell_set = load_cells(
             info.cell_set_source or manifest.cell_set,
             Path(info.ablate_toml) if info.ablate_toml else req.ablate_toml,
+            aa=any(c.aa_of for c in manifest.cells),
         )
         setup = load_setup(
             req.config_dir if req.config_dir_given else Path(info.config_dir or req.config_dir),
@@ -232,7 +237,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     else:
         if not req.tasks:
             raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
-        catalog, cell_set = load_cells(req.cells, req.ablate_toml)
+        catalog, cell_set = load_cells(req.cells, req.ablate_toml, aa=req.aa)
         notes: list[str] = []
         tasks = load_tasks(req.tasks, catalog, notes)
         setup = load_setup(req.config_dir, req.repo)

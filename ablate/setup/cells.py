@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class ResolvedCell:
     """True when the config dir starts empty (``strip = "all"``), keeping only auth and the kept layers."""
     kept: tuple[str, ...] = ()
     replace: dict[str, Path] = field(default_factory=dict)
+    aa_of: str | None = None
+    """Set on the A/A cell of ``--aa``: the control it is a second, independently built copy of."""
 
     @property
     def dirname(self) -> str:
@@ -98,6 +101,27 @@ class CellSet:
 
     def select(self, ids: list[str] | None) -> list[ResolvedCell]:
         return list(self.cells) if not ids else [self.get(i) for i in ids]
+
+
+def with_aa(cell_set: CellSet) -> CellSet:
+    """The set plus an A/A cell (``--aa``): a second control (``<control>b``) that strips nothing and is built,
+    run and compared like any cell, with its own environments and sessions. Its differences from the control
+    are the run's measured noise floor: a "real" one means the run cannot be trusted."""
+    if any(c.aa_of for c in cell_set.cells):
+        return cell_set
+    control = cell_set.get(cell_set.control)
+    aa_id = f"{control.id}b"
+    if any(c.id == aa_id for c in cell_set.cells):
+        raise UsageError(f"--aa: the set {cell_set.name!r} already has a cell {aa_id!r}")
+    aa = ResolvedCell(
+        id=aa_id,
+        index=max(c.index for c in cell_set.cells) + 1,
+        label=f"A/A: a second {control.id}, built on its own",
+        stripped=(),
+        empty_config=False,
+        aa_of=control.id,
+    )
+    return dataclasses.replace(cell_set, cells=(*cell_set.cells, aa))
 
 
 def builtin_sets() -> list[str]:

@@ -90,21 +90,45 @@ def runs_needed_binary(
 def detectable_binary(
     n: int, p_control: float, alpha: float = 0.05, power: float = DEFAULT_POWER, steps: int = 200
 ) -> float | NotComputable:
-    """The smallest |Δ rate| (either direction) the exact test detects with ``power`` in ``n`` blocks."""
+    """The smallest |Δ rate| the exact test detects with ``power`` in ``n`` blocks **in both directions**.
+
+    The exact test is not symmetric: from a base rate other than ½ a rise and a fall of the same size are
+    detected with different power, so the figure is the one of the weaker direction (a direction that
+    would leave [0, 1] cannot happen and is not required). A gate that says "detects d or more" must detect
+    a regression of d as surely as a gain.
+    """
     _check_rate("p_control", p_control)
     if n < 2:
         return NotComputable("fewer than 2 paired blocks (n < 2)")
-    best: float | None = None
-    for target in (1.0, 0.0):
-        steps_ = np.arange(1, steps + 1)
-        p_cells = np.clip(p_control + (target - p_control) * steps_ / steps, 0.0, 1.0)
-        reached = np.nonzero(_power_binary_many(n, p_control, p_cells, alpha) >= power)[0]
-        if reached.size:
-            d = abs(float(p_cells[reached[0]]) - p_control)
-            best = d if best is None else min(best, d)
-    if best is None:
+    return weaker_direction(
+        lambda cells: _power_binary_many(n, p_control, cells, alpha), p_control, power, steps, n
+    )
+
+
+def weaker_direction(
+    powers: Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]],
+    p_control: float,
+    power: float,
+    steps: int,
+    n: int,
+) -> float | NotComputable:
+    """The smallest d on a grid of ``steps`` with ``powers`` ≥ ``power`` at p_control + d and at p_control − d
+    (each side only where it stays in [0, 1]); ``powers`` maps cell rates to the test's power."""
+    d = np.arange(1, steps + 1, dtype=np.float64) / steps
+    ok = np.ones(steps, dtype=bool)
+    feasible = np.zeros(steps, dtype=bool)
+    for sign in (1.0, -1.0):
+        cells = p_control + sign * d
+        inside = (cells >= -1e-12) & (cells <= 1 + 1e-12)
+        got = np.zeros(steps, dtype=bool)
+        if inside.any():
+            got[inside] = powers(np.clip(cells[inside], 0.0, 1.0)) >= power
+        ok &= got | ~inside
+        feasible |= inside
+    reached = np.nonzero(ok & feasible)[0]
+    if not reached.size:
         return NotComputable(f"no change of the rate is detectable with {power:.0%} power in {n} blocks")
-    return best
+    return float(d[reached[0]])
 
 
 def power_mean(n: int, effect: float, sd_diff: float, alpha: float = 0.05) -> float:

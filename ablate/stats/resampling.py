@@ -2,8 +2,11 @@
 
 Both work on the per-block differences ``d = cell − control`` of paired (task, repeat) blocks.
 
-* Test: the paired sign-flip permutation test of mean(d) = 0 (under the null the cell and control labels of a
-  block are exchangeable, so each difference's sign is a fair coin). Exact — every one of the 2^n sign
+* Test: the paired sign-flip permutation test with the statistic |Σ d| (under the null the cell and control
+  labels of a block are exchangeable, so each difference's sign is a fair coin). Its null is that
+  exchangeability — the differences symmetric about 0 — which is more than mean(d) = 0: a cell that changes
+  a metric's distribution but not its mean can be rejected, so the report states this estimand beside the
+  mean difference it shows (the ``sign-flip-estimand`` caveat). Exact — every one of the 2^n sign
   patterns — up to :data:`EXACT_MAX_BLOCKS` blocks; above, Monte Carlo with enough resamples that the smallest
   reachable p (1 / (R + 1)) lies well below the level the caller will test at (``p_floor``, e.g. α/m of a Holm
   family): a fixed 9,999 resamples would floor every p at 1e-4 and turn a large, consistent effect into a

@@ -255,6 +255,64 @@ def prior_for(min_effect: float) -> float:
     return max(1.0, (1.0 / (4.0 * min_effect**2) - 1.0) / 2.0)
 
 
+def power_anytime(
+    n: int, p_control: float, p_cells: npt.ArrayLike, alpha: float, prior_a: float = DEFAULT_PRIOR_A
+) -> FloatArray:
+    """Exact power of the test that decides an adaptive run or a peek: the chance that the anytime p-value
+    of :func:`discordant_path` (1 / the running maximum of E, looked at after every block) reaches ``alpha``
+    within ``n`` blocks, for each cell rate in ``p_cells`` against ``p_control``.
+
+    Cell and control outcomes are independent given their rates (as :mod:`ablate.stats.power` assumes: the
+    cautious figure). Concordant blocks leave E unchanged, so E crosses within n blocks exactly when it
+    crosses within the K ~ Binomial(n, gained + lost) discordant ones; the crossing probability within j
+    discordant blocks, each a gain with probability q, comes from one pass of a dynamic programme over the
+    gained count with the crossing states absorbed.
+    """
+    cells = np.atleast_1d(np.asarray(p_cells, dtype=np.float64))
+    gained = cells * (1 - p_control)
+    lost = p_control * (1 - cells)
+    psi = gained + lost
+    q = np.divide(gained, psi, out=np.zeros_like(psi), where=psi > 0)[:, None]
+    threshold = math.log(1.0 / alpha)
+    g = np.arange(n + 1)
+    alive = np.zeros((len(cells), n + 1))
+    alive[:, 0] = 1.0
+    crossed = np.zeros((len(cells), n + 1))  # crossed[:, j]: P(E reached 1/α within j discordant blocks)
+    for j in range(1, n + 1):
+        nxt = alive * (1 - q)
+        nxt[:, 1:] += alive[:, :-1] * q
+        hit = np.zeros(n + 1, dtype=bool)
+        hit[: j + 1] = discordant_log_e(g[: j + 1], j - g[: j + 1], prior_a) >= threshold
+        crossed[:, j] = crossed[:, j - 1] + nxt[:, hit].sum(axis=1)
+        nxt[:, hit] = 0.0
+        alive = nxt
+    from scipy import stats as sps
+
+    k = np.arange(n + 1)
+    power = np.sum(sps.binom.pmf(k, n, psi[:, None]) * crossed, axis=1)
+    return np.asarray(np.where(psi > 0, power, 0.0), dtype=np.float64)
+
+
+def detectable_anytime(
+    n: int,
+    p_control: float,
+    alpha: float,
+    prior_a: float = DEFAULT_PRIOR_A,
+    power: float = 0.8,
+    steps: int = 100,
+) -> float | None:
+    """The smallest |Δ rate| the anytime-valid test (:func:`power_anytime`) detects with ``power`` within ``n``
+    blocks in both directions (the weaker one decides); None when no change is detectable."""
+    from ablate.stats.power import weaker_direction
+
+    if n < 1:
+        return None
+    d = weaker_direction(
+        lambda cells: power_anytime(n, p_control, cells, alpha, prior_a), p_control, power, steps, n
+    )
+    return d if isinstance(d, float) else None
+
+
 def futility_log_e(diff: npt.ArrayLike, min_effect: float) -> tuple[FloatArray, FloatArray]:
     """Running maxima of log e-processes against "effect ≥ +d" and "effect ≤ −d" (last axis = blocks).
 

@@ -1,0 +1,32 @@
+"""The digest of what a report is built from, so that a reader of report.json can tell a stale one.
+
+``report.json`` records :func:`inputs_digest` of its run folder as it was read; ``ablate gate`` recomputes it
+and rebuilds the report when the folder has changed since (a report written at a peek, then the run went on;
+items re-run; grades added). The digest covers every file of the run folder the report's figures come from:
+the manifest, the plan, ``adaptive.json``, the recorded probe, every result and every grade.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+#: Files of the run folder the report reads, besides ``results/`` and ``grades/``.
+INPUT_FILES = ("manifest.json", "plan.jsonl", "adaptive.json", "probe.json", "probe/probe.json")
+
+
+def _inputs(run_dir: Path) -> list[Path]:
+    files = [run_dir / name for name in INPUT_FILES]
+    files += sorted((run_dir / "results").glob("*.json"))
+    files += sorted(p for p in (run_dir / "grades").rglob("*.json"))
+    return [f for f in files if f.is_file()]
+
+
+def inputs_digest(run_dir: Path) -> str:
+    """sha256 over (relative path, sha256 of the bytes) of every input file, in a fixed order."""
+    h = hashlib.sha256()
+    for f in _inputs(run_dir):
+        h.update(f.relative_to(run_dir).as_posix().encode())
+        h.update(b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
