@@ -14,11 +14,15 @@ from ablate.core.errors import UsageError
 from ablate.core.resources import data_dir
 from ablate.report import build_report
 from ablate.run.demo import (
+    AB_CONTROL,
+    AB_RATES,
     MARKER,
     PLANTED_WITH,
     PLANTED_WITHOUT,
     demo_design,
+    planted_facts,
     prepare_demo_folder,
+    recovery_probability,
 )
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
@@ -39,11 +43,54 @@ def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:
     assert (again / MARKER).exists() and not (again / "old-run").exists()
 
 
-def test_demo_design_has_the_power_it_claims() -> None:
-    design = demo_design(tasks=2, tested_cells=3)
-    assert design.comparisons == 3 * 5 * 3  # 3 tested cells x 5 metrics x (2 tasks + pooled)
-    assert design.power >= 0.8
-    assert power_binary(design.repeats - 1, PLANTED_WITH, PLANTED_WITHOUT, design.alpha_each) < 0.8
+def test_demo_design_recovers_its_planted_effects_with_99_percent() -> None:
+    design = demo_design()
+    assert design.comparisons == 3  # the primary family: one pooled comparison per tested cell
+    assert design.recovery.effects >= 0.99
+    assert recovery_probability(design.repeats - 1).effects < 0.99  # the fewest repeats that do
+    # Holm keeps the null layer's false mark below alpha: "everything" loses at most that much
+    assert design.recovery.effects - 0.05 <= design.recovery.everything <= design.recovery.effects
+    # the computed figure does not depend on when it is computed
+    assert recovery_probability(design.repeats) == design.recovery
+
+
+def test_recovery_simulation_agrees_with_the_exact_power_of_one_comparison() -> None:
+    """One tested cell on one task: the simulated recovery is the exact binomial power (within Monte Carlo
+    error), so the simulation computes what the report would."""
+    n = 10
+    sim = recovery_probability(n, {"C1": {"t": PLANTED_WITHOUT}}, helps=("C1",), control={"t": PLANTED_WITH})
+    assert abs(sim.effects - power_binary(n, PLANTED_WITH, PLANTED_WITHOUT, 0.05)) < 0.01
+
+
+def test_the_ab_design_finds_the_whole_setup_helps() -> None:
+    ab = demo_design(AB_RATES, helps=("C11",), control=AB_CONTROL)
+    assert ab.recovery.effects >= 0.99 and ab.repeats >= 2
+
+
+def _report(verdicts: dict[str, str], c2_real: bool, no_op: bool = True) -> dict[str, object]:
+    return {
+        "primary_metric": "pitfall_free",
+        "ranking": [{"cell": c, "verdict": v} for c, v in verdicts.items()],
+        "comparisons": [
+            {"cell": "C2", "task": None, "metric": "pitfall_free", "real": c2_real, "p_adjusted": 0.4},
+            {"cell": "C2", "task": "greet-exclaim", "metric": "pitfall_free", "real": True},
+        ],
+        "no_op_cells": [{"cell": "C12"}] if no_op else [],
+    }
+
+
+def test_planted_facts_are_read_from_the_report() -> None:
+    facts = planted_facts(_report({"C1": "helps", "C8": "helps", "C2": "draw"}, c2_real=False))
+    assert [(f.claim, f.recovered) for f in facts] == [
+        ("C1 helps", True),
+        ("C8 helps", True),
+        ("C2 makes no real difference to pitfall_free", True),
+        ("C12 is a no-op", True),
+    ]
+    assert facts[2].found == "not real (Holm p 0.400)"
+    missed = planted_facts(_report({"C1": "helps", "C8": "mixed"}, c2_real=True, no_op=False))
+    assert [f.recovered for f in missed] == [True, False, False, False]
+    assert missed[1].found == "verdict mixed"
 
 
 def _env(claude: Path, home: Path) -> dict[str, str]:

@@ -109,8 +109,8 @@ ReportOpt = Annotated[
     typer.Option(
         "--report",
         envvar="ABLATE_REPORT",
-        help="When the report is written: background (a detached process, off the run's critical path; its "
-        "log is report.log), now (before the command returns) or none (`ablate report DIR` later).",
+        help="When the report is written: now (the default: before the command returns, its ranking printed), "
+        "background (a detached process; its log is report.log) or none (`ablate report DIR` later).",
     ),
 ]
 
@@ -397,7 +397,7 @@ def run_cmd(
     max_repeats: MaxRepeats = 20,
     min_effect: MinEffect = 0.2,
     alpha: Alpha = 0.05,
-    report: ReportOpt = "background",
+    report: ReportOpt = "now",
     json: Json = False,
 ) -> None:
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.

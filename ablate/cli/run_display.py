@@ -65,9 +65,9 @@ def render_execution(done: ExecutionResult, *, json: bool, extra: dict[str, Any]
 
 
 def write_report(run_dir: Path, when: ReportWhen, *, quiet: bool) -> None:
-    """The report at the end of a run. ``background`` (the default) writes it in a detached process, so the
-    run's own time does not include the report (the plotting library's import alone takes seconds); its
-    output goes to ``report.log`` in the run folder."""
+    """The report at the end of a run. ``now`` (the default) writes it before the command returns and prints
+    its ranking; ``background`` (only when asked for) writes it in a detached process, its output in
+    ``report.log`` in the run folder; ``none`` leaves it to ``ablate report``."""
     if when == "none":
         return
     if when == "now":

@@ -191,7 +191,7 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
                 str(e.rank),
                 e.cell,
                 layers_text(e.layers),
-                e.verdict,
+                e.verdict + (f" ({', '.join(e.tradeoffs)})" if e.tradeoffs else ""),
                 e.evidence,
                 fmt_delta(prim, e.primary_delta) + (f" {fmt_ci(pc)}" if pc else ""),
                 fmt_delta("turns", e.delta_turns),

@@ -140,11 +140,14 @@ class RankEntry(Doc):
     real_on: list[str] = Field(default_factory=list)
     """Where each of them is real and which way: ``pitfall_free: pooled helps, greet-exclaim helps``."""
     verdict: LayerVerdict = "draw"
-    """From the real comparisons only: ``helps``, ``hurts``, ``mixed`` (real in opposite directions), ``draw``."""
+    """From the real comparisons only: the pooled primary one's direction when it is real (``helps``,
+    ``hurts``); else ``helps``/``hurts`` when the real ones agree, ``mixed`` when they disagree, ``draw``."""
     evidence: Literal["primary", "secondary", "none"] = "none"
     """``primary``: the pooled primary comparison is real; ``secondary``: only secondary ones are."""
     primary_delta: float | None = None
     """Pooled Δ of the primary metric (cell − control)."""
+    tradeoffs: list[str] = Field(default_factory=list)
+    """Real pooled comparisons against a helps/hurts verdict, from the layer's side: ``costs 1.00 turns``."""
 
 
 class Caveat(Doc):
