@@ -114,8 +114,14 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "OK: 5 cells" in proc.stdout  # the probe proved every cell of the demo set faithful
     (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
-    assert proc.stdout.rstrip().endswith(f"report: {run_dir / 'report.html'}")
+    assert f"report: {run_dir / 'report.html'}" in proc.stdout
     assert "one repeat: only the pooled comparisons can be real" in proc.stdout
+    # the last lines: the planted facts as report.json reads them (one repeat finds no effect: not checked)
+    last = proc.stdout.rstrip().splitlines()[-6:]
+    assert last[0] == "The planted truth (shadow/sim/demo.toml), as report.json reads:"
+    assert last[1].startswith("  MISSED: C1 helps (verdict draw)")
+    assert "recovered: C12 is a no-op (labelled no-op)" in last[4]
+    assert "fewer than the design's" in last[5]
     report = orjson.loads((run_dir / "report.json").read_bytes())
     assert not any(c["real"] for c in report["comparisons"])
     assert "one-repeat" in {c["id"] for c in report["caveats"]}
@@ -172,7 +178,7 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
                 "--work-dir",
                 str(tmp_path / "envs"),
                 "--report",
-                "now",  # the report before `run` returns (by default it is written in the background)
+                "now",  # the default (tests/conftest.py sets ABLATE_REPORT=none)
                 "--config-dir",
                 str(example.config_dir),
                 "--repo",
@@ -190,13 +196,73 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
     ranks = {e.cell: e for e in report.ranking}
     # a real pooled pitfall-free loss when stripped: primary evidence that the layer helps (mixed when a
     # secondary metric is real the other way, e.g. fewer turns once the pitfall ends the session early)
-    assert ranks["C1"].tie_group != "draw" and ranks["C1"].verdict in ("helps", "mixed"), ranks["C1"]
+    # the real pooled primary loss decides: "helps", whatever a secondary metric says (its trade-offs)
+    assert ranks["C1"].tie_group != "draw" and ranks["C1"].verdict == "helps", ranks["C1"]
     assert ranks["C1"].evidence == "primary"
+    # the ranking table report.md opens with, on the terminal
+    assert any(line.split()[:4] == ["rank", "cell", "strips", "verdict"] for line in proc.stdout.splitlines())
     pf = next(c for c in report.comparisons if c.cell == "C1" and c.metric == "pitfall_free")
     assert pf.real and pf.delta is not None and pf.delta < 0
     primary = [c for c in report.comparisons if c.family == "primary"]
     assert len(primary) == 1  # one comparison in the primary family: Holm tests it at alpha, not alpha/2
     assert report.run.model_verified  # (no-op labelling with the real CLI: the one-repeat demo test above)
+
+
+def _small_run(claude: Path, tmp: Path, example_home: Path, args: list[str], jobs: int) -> Path:
+    """A short `ablate run` of greet-exclaim against the demo's simulated model; its run folder."""
+    env = _env(claude, example_home)
+    with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
+        env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
+        proc = subprocess.run(
+            [
+                *(
+                    sys.executable,
+                    "-m",
+                    "ablate",
+                    "run",
+                    "--tasks",
+                    str(data_dir("tasks") / "greet-exclaim.toml"),
+                ),
+                *(*args, "--jobs", str(jobs), "--out", str(tmp / "runs"), "--work-dir", str(tmp / "envs")),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = [p for p in (tmp / "runs").iterdir() if p.is_dir()]
+    return run_dir
+
+
+@pytest.mark.e2e
+def test_same_seed_same_numbers_whatever_the_scheduling(claude: Path, tmp_path: Path) -> None:
+    """Two runs with seed 5, one session at a time and two at once: the same session ids, so the simulated
+    model's draws (keyed by session: task, cell, repeat) and every number of the report are the same."""
+    example = materialise_example(tmp_path / "setup")
+    cells = tmp_path / "cells.toml"
+    cells.write_text(
+        'schema_version = 1\nname = "two"\ncontrol = "C0"\n'
+        '[[cell]]\nid = "C0"\nstrip = []\n[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
+    )
+    args = ["--cells", str(cells), "--repeats", "2", "--model", "claude-sonnet-4-6", "--max-turns", "8"]
+    args += ["--seed", "5", "--report", "now"]
+    args += ["--config-dir", str(example.config_dir), "--repo", str(example.repo)]
+    runs = [_small_run(claude, tmp_path / f"r{jobs}", example.home, args, jobs) for jobs in (1, 2)]
+
+    def numbers(run_dir: Path) -> tuple[object, ...]:
+        results = sorted(
+            (orjson.loads(p.read_bytes()) for p in (run_dir / "results").glob("*.json")),
+            key=lambda r: r["item"],
+        )
+        report = orjson.loads((run_dir / "report.json").read_bytes())
+        per_item = [
+            (r["item"], r["session_id"], r["turns"], r["cost_usd"], r["pitfall_hits"]) for r in results
+        ]
+        return per_item, report["comparisons"], report["cells"], report["ranking"], report["run"]["spend_usd"]
+
+    assert numbers(runs[0]) == numbers(runs[1])
+    assert orjson.loads((runs[0] / "report.json").read_bytes())["run"]["simulated"] is True
 
 
 #: The demo script's deterministic tasks (the other two are probabilistic and covered above).
@@ -251,7 +317,7 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
                 "--work-dir",
                 str(tmp_path / "envs"),
                 "--report",
-                "now",  # the report before `run` returns (by default it is written in the background)
+                "now",  # the default (tests/conftest.py sets ABLATE_REPORT=none)
                 "--config-dir",
                 str(example.config_dir),
                 "--repo",

@@ -297,6 +297,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     # every check that can refuse the run comes before prepare_run writes the run folder
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
     checked = preflight(o["config_dir"] or default_config_dir(), o["repo"], isolation=o["isolation"])
+    simulated = checked.endpoint.simulated
     claude = find_claude(o["claude_bin"])
     prep = prepare_run(_request(ctx, o, tasks), claude)
     if not fresh:  # a resumed or planned run is judged against its own model
@@ -313,7 +314,8 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
             max_turns=prep.manifest.max_turns,
             done=done_before,
             probe=probe_capture([prep.folder.root, o["work_dir"]], prep.setup.head),
-        )
+        ),
+        simulated=simulated,
     )
     err(f"run folder: {prep.folder.root}")
     err(f"isolation: {checked.isolation.backend} ({checked.isolation.reason})")
@@ -329,7 +331,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         dirty=o["dirty"],
         forced=o["force"],
     )
-    display = Display(enabled=not o["json"])
+    display = Display(enabled=not o["json"], simulated=simulated)
     judge.start(prep.folder.root, display.note)
     done = None
     rounds = None
@@ -346,7 +348,9 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
             err(f"note: {note}")
         if not o["json"]:
             _print_adaptive(rounds.to_json())
-    render_execution(done, json=o["json"], extra={"adaptive": rounds.to_json()} if rounds else None)
+    render_execution(
+        done, json=o["json"], extra={"adaptive": rounds.to_json()} if rounds else None, simulated=simulated
+    )
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)

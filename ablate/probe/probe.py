@@ -20,8 +20,6 @@ order of concurrent hook outputs: nothing about git (shadow fidelity).
 from __future__ import annotations
 
 import functools
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
+from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.isolate.backend import EnvBackend, open_backend
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
 from ablate.isolate.guard import changes_and_notes
@@ -278,6 +277,7 @@ def probe(
     builder: Builder = build_environment,
     on_cell: Callable[[str, str], None] | None = None,
     isolation: str | None = None,
+    work_parent: Path | None = None,
 ) -> ProbeResult:
     """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
 
@@ -285,6 +285,8 @@ def probe(
     own copy-on-write view at the real paths) or ``links``. ``builder`` is the ``links`` environment builder
     (the probe exists to check it; tests hand it broken ones, which forces ``links``). The user's real home,
     config dir and repository are listed before and after; any change makes the probe fail, naming it.
+    Without ``work`` the probe works in a folder of its own under ``work_parent`` (default: the temporary
+    directory), removed at the end.
     """
     start = time.monotonic()
     chosen = choose_isolation("links" if builder is not build_environment else isolation)
@@ -292,7 +294,7 @@ def probe(
     inv = inventory(setup, catalog)
     prints = _prints(setup, catalog, inv, with_mcp=with_mcp)
     owned = work is None
-    root = Path(tempfile.mkdtemp(prefix="ablate-probe-")) if work is None else work
+    root = make_work_dir("ablate-probe-", work_parent) if work is None else work
     root.mkdir(parents=True, exist_ok=True)
     before = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(root,))
     notes = _first_notes(claude, prints, with_mcp=with_mcp)
@@ -335,7 +337,7 @@ def probe(
     finally:
         if owned:  # --work DIR keeps the cells, requests, stdout and transcripts for inspection
             built.teardown()
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
     changed, _git_notes = changes_and_notes(before)
     notes.extend(f"ERROR: your real file changed during the probe: {c}" for c in changed[:20])
     return ProbeResult(

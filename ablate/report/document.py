@@ -127,10 +127,14 @@ def header_section(report: Report, plot: Plot) -> list[Block]:
     """Header."""
     run, n = report.run, report.n
     b: list[Block] = []
-    spend = f"${run.spend_usd:.4f} spent" + (
-        f", ${run.spend_list_usd:.4f} at list price with cache reads priced as fresh input"
-        if run.spend_list_usd is not None
-        else ""
+    spend = (
+        f"${run.spend_usd:.4f} "
+        + ("simulated (nothing was billed)" if run.simulated else "spent")
+        + (
+            f", ${run.spend_list_usd:.4f} at list price with cache reads priced as fresh input"
+            if run.spend_list_usd is not None
+            else ""
+        )
     )
     tasks = ", ".join(f"{t['id']} ({t['split']})" for t in run.tasks)
     b.append(
@@ -157,6 +161,14 @@ def header_section(report: Report, plot: Plot) -> list[Block]:
             id="header",
         )
     )
+    if run.simulated:
+        b.append(
+            Para(
+                "Simulated: the sessions reached ablate's simulated endpoint (ablate.sim), so every dollar "
+                "figure in this report is what the simulated usage would cost at list price; nothing was billed.",
+                strong=True,
+            )
+        )
     return b
 
 
@@ -209,7 +221,7 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
                 "evidence",
                 f"Δ {METRIC_LABELS.get(prim, prim)} [CI]",
                 "Δ turns",
-                "Δ cost",
+                "Δ cost (simulated)" if report.run.simulated else "Δ cost",
                 "real on",
             ],
             rows,

@@ -80,6 +80,8 @@ class RunInfo(Doc):
     """Sum of every scored and excluded session's recorded spend."""
     spend_list_usd: float | None = None
     """The same sessions at list price with cache reads priced as fresh input (None: a model without price)."""
+    simulated: bool = False
+    """The sessions reached ablate's simulated endpoint: every dollar figure is simulated, nothing was billed."""
 
 
 class Counts(Doc):
