@@ -112,7 +112,9 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "OK: 5 cells" in proc.stdout  # the probe proved every cell of the demo set faithful
+    # `run` probed every cell of the demo set first and found them faithful; the report reads the proof
+    probed = "probe: OK: 5 cells (1 no-op, 4 faithful), shadow fidelity equal"
+    assert probed in proc.stderr, proc.stderr[-3000:]
     (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
     assert f"report: {run_dir / 'report.html'}" in proc.stdout
     assert "one repeat: only the pooled comparisons can be real" in proc.stdout
@@ -125,6 +127,14 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     report = orjson.loads((run_dir / "report.json").read_bytes())
     assert not any(c["real"] for c in report["comparisons"])
     assert "one-repeat" in {c["id"] for c in report["caveats"]}
+    assert report["probe"]["ok"] is True and (run_dir / "probe.json").is_file()
+    assert "No probe.json" not in (run_dir / "report.md").read_text()
+    # every dollar figure is marked: the endpoint was ablate.sim
+    assert report["run"]["simulated"] is True
+    assert (
+        "(simulated)" in proc.stderr
+        and "simulated (nothing was billed)" in (run_dir / "report.md").read_text()
+    )
     assert [c["cell"] for c in report["no_op_cells"]] == ["C12"]
     assert (run_dir / "report.md").exists() and (run_dir / "plots" / "forest.svg").exists()
     # the example setup the demo read is untouched by the run (its hook log only has the seed line)

@@ -60,8 +60,8 @@ def demo_cmd(
 
     It lays out a realistic example setup (a config dir with CLAUDE.md, imported axioms and lessons, skills,
     hooks, auto-memory; a repository with MEMORY.md, runbooks, decisions, findings, handoffs), then shows
-    `ablate layers`, `ablate cells`, `ablate probe` (the real claude CLI against the capture endpoint) and an
-    `ablate run` of the demo cell set (two planted layers, one null layer, one no-op cell) on two tasks
+    `ablate layers`, `ablate cells` and an `ablate run` of the demo cell set (which first probes every cell:
+    the real claude CLI against the capture endpoint) (two planted layers, one null layer, one no-op cell) on two tasks
     against a simulated model whose outcome rates depend on which layers reached it (shadow/sim/demo.toml: a
     known, probabilistic ground truth), with enough repeats to find both planted effects with 99% probability.
     The same seed gives the same numbers, byte for byte (the model's draws are keyed by task, cell and
@@ -96,11 +96,6 @@ def demo_cmd(
     started = time.monotonic()
     _step("What is in this setup?", ["layers", *where], env)
     _step("What would each cell strip?", ["cells", str(cells), *where], env)
-    _step(
-        "Prove what reaches the model in every cell (real claude CLI, capture endpoint, no cost)",
-        ["probe", *where, "--cells", str(cells), "--jobs", str(jobs)],
-        env,
-    )
     typer.echo(
         f"\nPlanted truth: a task's pitfall-free rate is {PLANTED_WITH:.0%} with the layer it needs and "
         f"{PLANTED_WITHOUT:.0%} without. With {design.repeats} repeats the report's primary family "
@@ -171,7 +166,8 @@ def _run_sessions(
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-ablate-demo"}
         task_args = [a for t in DEMO_TASKS for a in ("--tasks", str(tasks_dir / f"{t}.toml"))]
         _step(
-            f"Run the ablation: 5 cells x {len(DEMO_TASKS)} tasks x {n} repeats against the simulated model",
+            f"Probe every cell, then run the ablation: 5 cells x {len(DEMO_TASKS)} tasks x {n} repeats against "
+            "the simulated model",
             [
                 "run",
                 *task_args,

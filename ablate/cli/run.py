@@ -42,6 +42,7 @@ from ablate.cli.run_display import write_report as report_after
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
+    from ablate.core.claude import ClaudeBinary
     from ablate.run.adaptive import AdaptiveOptions, AdaptiveSummary
     from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.prepare import PreparedRun, RunRequest
@@ -104,6 +105,16 @@ IsolateState = Annotated[
 ]
 
 
+ProbeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--probe/--no-probe",
+        envvar="ABLATE_PROBE",
+        help="Probe every cell for free (real CLI, capture endpoint) before the first paid session and refuse "
+        "the run when one is unfaithful; the proof is kept as probe.json. --no-probe skips it; the report "
+        "says so.",
+    ),
+]
 ReportOpt = Annotated[
     str,
     typer.Option(
@@ -319,6 +330,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     )
     err(f"run folder: {prep.folder.root}")
     err(f"isolation: {checked.isolation.backend} ({checked.isolation.reason})")
+    _probe_first(prep, claude, checked.isolation.backend, o)
     request = ExecuteRequest(
         claude=claude,
         preflight=checked,
@@ -354,6 +366,23 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)
+
+
+def _probe_first(prep: PreparedRun, claude: ClaudeBinary, backend: str, o: dict[str, Any]) -> None:
+    """The free probe before the first paid session (:func:`ablate.run.probe_first.probe_first`), or the
+    record that it was skipped."""
+    from ablate.run.probe_first import probe_first, skip_probe, summary_line
+
+    if not o["probe"]:
+        skip_probe(prep.folder.root, "--no-probe")
+        err("probe: skipped (--no-probe); the report says so")
+        return
+    if not prep.todo():
+        return
+    n = len(prep.cell_set.cells)
+    err(f"probe: proving what reaches the model in each of the {n} cells (free: capture endpoint, no key)")
+    data, kept = probe_first(prep, claude, isolation=backend, work_dir=o["work_dir"], jobs=o["jobs"])
+    err(f"probe: {summary_line(data)}" + (" (kept from this folder's earlier probe)" if kept else ""))
 
 
 def _report_when(value: str) -> ReportWhen:
@@ -401,6 +430,7 @@ def run_cmd(
     max_repeats: MaxRepeats = 20,
     min_effect: MinEffect = 0.2,
     alpha: Alpha = 0.05,
+    probe: ProbeOpt = True,
     report: ReportOpt = "now",
     json: Json = False,
 ) -> None:

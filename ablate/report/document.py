@@ -94,6 +94,11 @@ def probe_words(probe: dict[str, object]) -> str:
     """The stored probe result in words: overall verdict, fidelity, each cell's verdict."""
     if "error" in probe:
         return f"Probe: {probe['error']}"
+    if probe.get("skipped"):
+        return (
+            f"Probe: not run ({probe['skipped']}): nothing in this folder proves which layers reached the model "
+            "in each cell; `ablate probe` on the same setup does, for free."
+        )
     cells = probe.get("cells")
     verdicts = (
         [f"{c.get('id', '?')} {c.get('verdict', '?')}" for c in cells if isinstance(c, dict)]
@@ -423,7 +428,8 @@ def isolation_section(report: Report, plot: Plot) -> list[Block]:
     else:
         b.append(
             Para(
-                "No probe result is stored in this run folder: run `ablate probe` on the same setup to prove what reaches the model."
+                "No probe.json in this run folder (it was planned or run without the probe-first step): run "
+                "`ablate probe` on the same setup to prove what reaches the model."
             )
         )
     if report.excluded_items:

@@ -43,6 +43,26 @@ def kept_probe(run_dir: Path, cells: list[str]) -> dict[str, Any] | None:
     return data if probed == sorted(cells) else None
 
 
+def summary_line(data: dict[str, Any]) -> str:
+    """``OK: 5 cells (4 faithful, 1 no-op), shadow fidelity equal, 9.8 s (2.0 s per cell)`` from probe.json."""
+    cells = [c for c in data.get("cells", []) if isinstance(c, dict)]
+    counts: dict[str, int] = {}
+    for c in cells:
+        counts[str(c.get("verdict"))] = counts.get(str(c.get("verdict")), 0) + 1
+    fid = data.get("fidelity") or {}
+    fidelity = (
+        ("equal" if fid.get("equal") else "DIFFERENT")
+        if fid.get("checked")
+        else f"not checked ({fid.get('reason')})"
+    )
+    took = float(data.get("duration_s") or 0.0)
+    return (
+        f"{'OK' if data.get('ok') else 'NOT FAITHFUL'}: {len(cells)} cells ("
+        + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        + f"), shadow fidelity {fidelity}, {took:.1f} s ({took / max(1, len(cells)):.1f} s per cell)"
+    )
+
+
 def skip_probe(run_dir: Path, why: str) -> Path:
     """Record that the run was not probed (``--no-probe``): the report says so."""
     return _write(run_dir, {"ok": None, "skipped": why})
