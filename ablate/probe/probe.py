@@ -61,10 +61,10 @@ from ablate.probe.observe import (
     PROBE_MODEL,
     PROBE_PROMPT,
     Observation,
-    _baseline,
     _run,
     _untouched,
     _untouched_namespace,
+    cached_baseline,
     canon_command,
     links_fence,
     neutralise,
@@ -302,18 +302,22 @@ def probe(
     built = _Cells()
     try:
         log = root / "requests.jsonl"
-        with SimServer(log_path=log) as sim:
+        # the baseline session needs no cell: it runs while the cells are built; the untouched session runs
+        # beside the cells' sessions (a CLI start is CPU and waiting; the wall time is what a run pays)
+        with SimServer(log_path=log) as sim, ThreadPoolExecutor(1, thread_name_prefix="probe-side") as side:
+            baseline_future = side.submit(cached_baseline, claude, root, sim.base_url, log)
             _build_cells(
                 setup, catalog, selected, root, sim.base_url, backend=chosen.backend, builder=builder,
                 with_mcp=with_mcp, jobs=jobs, into=built,
             )  # fmt: skip
-            baseline_obs = _baseline(claude, root, sim.base_url, log)
-            untouched_obs, untouched_paths = _untouched_setup(
-                setup, claude, root, sim.base_url, log, built if namespace else None
+            baseline_obs = baseline_future.result()
+            untouched_future = side.submit(
+                _untouched_setup, setup, claude, root, sim.base_url, log, built if namespace else None
             )
             observations, writes = _observe_cells(
                 claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
             )
+            untouched_obs, untouched_paths = untouched_future.result()
             fidelity = _fidelity(
                 cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=namespace
             )
