@@ -113,7 +113,7 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # `run` probed every cell of the demo set first and found them faithful; the report reads the proof
-    probed = "probe: OK: 5 cells (1 no-op, 4 faithful), shadow fidelity equal"
+    probed = "probe: OK: 5 cells (4 faithful, 1 no-op), shadow fidelity equal"
     assert probed in proc.stderr, proc.stderr[-3000:]
     (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
     assert f"report: {run_dir / 'report.html'}" in proc.stdout
