@@ -4,6 +4,7 @@ lines without a terminal, simulated dollars, and the work folders a killed comma
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +14,13 @@ import pytest
 
 from ablate.cli.run_display import ProgressLines
 from ablate.core.endpoint import is_simulated, money
-from ablate.core.tempwork import OWNER, make_work_dir, owner_alive, sweep
+from ablate.core.tempwork import OWNER, make_work_dir, owner_alive, remove_tree, sweep
 from ablate.folder.layout import ManifestCell
 from ablate.report.model import Comparison
 from ablate.report.ranking import rank_entry
 from ablate.run.session import session_uuid
 from ablate.sim import SimServer
+from tests.user_support import make_user, world_readable_dir
 
 
 def _cmp(metric: str, delta: float, real: bool, verdict: str, task: str | None = None) -> Comparison:
@@ -145,8 +147,39 @@ def test_a_killed_commands_work_folder_is_swept_by_the_next_command(tmp_path: Pa
     assert sorted(sweep(tmp_path)) == sorted([dead, envs])
     assert not dead.exists() and not (tmp_path / "ablate-envs").exists()
     assert mine.is_dir() and foreign.is_dir()
-    if os.geteuid() == 0:  # pragma: no cover - root passes mode 000 anyway; the ordinary user is the case
-        return
+
+
+def test_an_ordinary_user_removes_the_mode_000_work_folder_an_overlay_leaves(tmp_path: Path) -> None:
+    """The overlay's ``work/work`` folder is mode 000 and its owner's: rmtree alone fails there for an
+    ordinary user (root is not refused). A forked child drops to an ordinary user and removes it."""
+    with make_user() as user:
+        if user is None:
+            pytest.skip("no ordinary user can be had here")
+        base = world_readable_dir("ablate-test-")  # pytest's own folders are private to root
+        user.own(base)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through its exit status
+            try:
+                if os.geteuid() != user.uid:
+                    os.setgroups([])
+                    os.setgid(user.gid)
+                    os.setuid(user.uid)
+                folder = make_work_dir("ablate-probe-", base)
+                wk = folder / "untouched" / "wk" / "work"
+                wk.mkdir(parents=True)
+                (wk / "f").write_text("x")
+                wk.chmod(0)
+                wk.parent.chmod(0)
+                remove_tree(folder)
+                os._exit(0 if not folder.exists() else 1)
+            except BaseException:
+                os._exit(2)
+        try:
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+            assert list(base.iterdir()) == []
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def test_every_command_sweeps_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
