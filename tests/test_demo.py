@@ -154,58 +154,13 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
     real with the real CLI: a null cell here would cost 14 more sessions and halve alpha.)"""
     assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, 0.05) >= 0.99
     example = materialise_example(tmp_path / "setup")
-    cells = tmp_path / "cells.toml"
-    cells.write_text(
-        'schema_version = 1\nname = "truth"\ncontrol = "C0"\n'
-        '[[cell]]\nid = "C0"\nstrip = []\n'
-        '[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
-    )
-    env = _env(claude, example.home)
-    with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
-        env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ablate",
-                "run",
-                "--tasks",
-                str(data_dir("tasks") / "greet-exclaim.toml"),
-                "--cells",
-                str(cells),
-                "--repeats",
-                str(TRUTH_REPEATS),
-                "--model",
-                "claude-sonnet-4-6",
-                "--max-turns",
-                "8",
-                "--jobs",
-                "3",
-                "--seed",
-                "11",
-                "--out",
-                str(tmp_path / "runs"),
-                "--work-dir",
-                str(tmp_path / "envs"),
-                "--report",
-                "now",  # the default (tests/conftest.py sets ABLATE_REPORT=none)
-                "--config-dir",
-                str(example.config_dir),
-                "--repo",
-                str(example.repo),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    args = ["--cells", str(_two_cells(tmp_path)), "--repeats", str(TRUTH_REPEATS), "--seed", "11"]
+    args += ["--model", "claude-sonnet-4-6", "--max-turns", "8", "--report", "now"]
+    args += ["--config-dir", str(example.config_dir), "--repo", str(example.repo)]
+    run_dir, proc = _small_run(claude, tmp_path, example.home, args, jobs=3)
     assert (run_dir / "report.html").exists()  # `ablate run` wrote the report at the end
     report = build_report(run_dir)
     ranks = {e.cell: e for e in report.ranking}
-    # a real pooled pitfall-free loss when stripped: primary evidence that the layer helps (mixed when a
-    # secondary metric is real the other way, e.g. fewer turns once the pitfall ends the session early)
     # the real pooled primary loss decides: "helps", whatever a secondary metric says (its trade-offs)
     assert ranks["C1"].tie_group != "draw" and ranks["C1"].verdict == "helps", ranks["C1"]
     assert ranks["C1"].evidence == "primary"
@@ -218,8 +173,20 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
     assert report.run.model_verified  # (no-op labelling with the real CLI: the one-repeat demo test above)
 
 
-def _small_run(claude: Path, tmp: Path, example_home: Path, args: list[str], jobs: int) -> Path:
-    """A short `ablate run` of greet-exclaim against the demo's simulated model; its run folder."""
+def _two_cells(tmp: Path) -> Path:
+    """C0 and C1 (no user CLAUDE.md, what greet-exclaim needs)."""
+    cells = tmp / "cells.toml"
+    cells.write_text(
+        'schema_version = 1\nname = "two"\ncontrol = "C0"\n'
+        '[[cell]]\nid = "C0"\nstrip = []\n[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
+    )
+    return cells
+
+
+def _small_run(
+    claude: Path, tmp: Path, example_home: Path, args: list[str], jobs: int
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """An `ablate run` of greet-exclaim against the demo's simulated model: its run folder and process."""
     env = _env(claude, example_home)
     with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
         env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
@@ -242,7 +209,7 @@ def _small_run(claude: Path, tmp: Path, example_home: Path, args: list[str], job
         )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (run_dir,) = [p for p in (tmp / "runs").iterdir() if p.is_dir()]
-    return run_dir
+    return run_dir, proc
 
 
 @pytest.mark.e2e
@@ -250,15 +217,11 @@ def test_same_seed_same_numbers_whatever_the_scheduling(claude: Path, tmp_path: 
     """Two runs with seed 5, one session at a time and two at once: the same session ids, so the simulated
     model's draws (keyed by session: task, cell, repeat) and every number of the report are the same."""
     example = materialise_example(tmp_path / "setup")
-    cells = tmp_path / "cells.toml"
-    cells.write_text(
-        'schema_version = 1\nname = "two"\ncontrol = "C0"\n'
-        '[[cell]]\nid = "C0"\nstrip = []\n[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
-    )
+    cells = _two_cells(tmp_path)
     args = ["--cells", str(cells), "--repeats", "2", "--model", "claude-sonnet-4-6", "--max-turns", "8"]
     args += ["--seed", "5", "--report", "now"]
     args += ["--config-dir", str(example.config_dir), "--repo", str(example.repo)]
-    runs = [_small_run(claude, tmp_path / f"r{jobs}", example.home, args, jobs) for jobs in (1, 2)]
+    runs = [_small_run(claude, tmp_path / f"r{jobs}", example.home, args, jobs)[0] for jobs in (1, 2)]
 
     def numbers(run_dir: Path) -> tuple[object, ...]:
         results = sorted(
