@@ -96,3 +96,17 @@ def test_a_passing_probe_of_the_same_cells_is_kept_on_resume(tmp_path: Path) -> 
     (tmp_path / "probe.json").write_bytes(orjson.dumps(_result("missing").to_json()))
     assert kept_probe(tmp_path, ["C0", "C1"]) is None  # a failed probe is never kept
     assert summary_line(data) == "OK: 2 cells (2 faithful), shadow fidelity equal, 2.0 s (1.0 s per cell)"
+
+
+def test_no_probe_on_a_resume_keeps_a_passing_probe_and_never_erases_a_failing_one(tmp_path: Path) -> None:
+    from ablate.run.probe_first import skip_probe
+
+    passing = _result("faithful").to_json()
+    (tmp_path / "probe.json").write_bytes(orjson.dumps(passing))
+    skip_probe(tmp_path, "--no-probe")
+    assert orjson.loads((tmp_path / "probe.json").read_bytes()) == passing
+    failing = _result("leak").to_json()
+    (tmp_path / "probe.json").write_bytes(orjson.dumps(failing))
+    skip_probe(tmp_path, "--no-probe")
+    data = orjson.loads((tmp_path / "probe.json").read_bytes())
+    assert data["skipped"] == "--no-probe" and data["earlier"] == failing and data["ok"] is None

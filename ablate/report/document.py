@@ -95,9 +95,15 @@ def probe_words(probe: dict[str, object]) -> str:
     if "error" in probe:
         return f"Probe: {probe['error']}"
     if probe.get("skipped"):
+        earlier = probe.get("earlier")
         return (
             f"Probe: not run ({probe['skipped']}): nothing in this folder proves which layers reached the model "
             "in each cell; `ablate probe` on the same setup does, for free."
+            + (
+                f" An earlier probe of this folder refused the run — {probe_words(earlier)}"
+                if isinstance(earlier, dict)
+                else ""
+            )
         )
     cells = probe.get("cells")
     verdicts = (

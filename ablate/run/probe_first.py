@@ -64,8 +64,19 @@ def summary_line(data: dict[str, Any]) -> str:
 
 
 def skip_probe(run_dir: Path, why: str) -> Path:
-    """Record that the run was not probed (``--no-probe``): the report says so."""
-    return _write(run_dir, {"ok": None, "skipped": why})
+    """Record that the run was not probed (``--no-probe``): the report says so. A passing probe already in
+    the folder (a resume) stays; a failing one is kept beside the record (``earlier``), never erased."""
+    path = run_dir / PROBE_FILE
+    try:
+        earlier = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        earlier = None
+    if isinstance(earlier, dict) and earlier.get("ok") is True:
+        return path
+    record: dict[str, Any] = {"ok": None, "skipped": why}
+    if isinstance(earlier, dict) and earlier.get("ok") is False:
+        record["earlier"] = earlier
+    return _write(run_dir, record)
 
 
 def probe_first(
