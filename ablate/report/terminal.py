@@ -16,9 +16,17 @@ def ranking_table(report: Report) -> Table | None:
     return next((b for b in blocks if isinstance(b, Table) and b.id == "ranking"), None)
 
 
+#: Columns of the ranking left out on the terminal (long; report.md has them).
+TERMINAL_LEFT_OUT = ("real on",)
+
+
 def ranking_text(report: Report) -> list[str]:
-    """The ranking as lines of an aligned plain-text table (empty when nothing was ranked)."""
+    """The ranking as lines of an aligned plain-text table (empty when nothing was ranked), without the
+    columns of :data:`TERMINAL_LEFT_OUT`."""
     table = ranking_table(report)
     if table is None or not table.rows:
         return []
-    return tabulate(table.rows, headers=table.headers, tablefmt="simple", disable_numparse=True).splitlines()
+    keep = [i for i, h in enumerate(table.headers) if h not in TERMINAL_LEFT_OUT]
+    rows = [[row[i] for i in keep] for row in table.rows]
+    headers = [table.headers[i] for i in keep]
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True).splitlines()
