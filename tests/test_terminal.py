@@ -197,3 +197,18 @@ def test_every_command_sweeps_first(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     res = CliRunner().invoke(app, ["layers", "--help"])
     assert res.exit_code == 0
     assert not dead.exists()
+
+
+def test_the_ranking_on_the_terminal_is_report_mds_first_table(tmp_path: Path) -> None:
+    from ablate.report import build_report
+    from ablate.report.terminal import ranking_text
+    from tests.report_support import make_run
+    from tests.test_report import CELLS, TASKS, planted
+
+    run = make_run(tmp_path / "run", cells=CELLS, tasks=TASKS, repeats=16, outcome=planted)
+    lines = ranking_text(build_report(run))
+    assert lines[0].split()[:5] == ["rank", "cell", "strips", "verdict", "evidence"]
+    assert "real on" not in lines[0] and "Δ pitfall-free rate [CI]" in lines[0]
+    rows = {line.split()[1]: line for line in lines[2:]}
+    assert set(rows) == {"C1", "C2", "C8"}  # C12 is a no-op: not ranked
+    assert " helps" in rows["C8"] and " pts [" in rows["C8"] and " draw " in rows["C2"]
