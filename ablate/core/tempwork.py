@@ -13,8 +13,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import psutil
-
 #: The owner file inside every work folder ablate makes.
 OWNER = ".ablate-owner"
 #: Folders of the temporary directory that are ablate's work folders (the cache is not one: it is reused).
@@ -23,9 +21,28 @@ SWEPT_PREFIXES = ("ablate-probe-", "ablate-grade-", "ablate-mpl-", "ablate-docto
 SWEPT_PARENTS = ("ablate-envs",)
 
 
+_PROC = Path("/proc/self/stat").exists()
+
+
+def _start_token(pid: int) -> str | None:
+    """When process ``pid`` started (None: no such process), so a reused pid is not taken for the owner: the
+    start time in clock ticks from ``/proc`` (no import: every command sweeps), else psutil's."""
+    if _PROC:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+        except OSError:
+            return None
+        return stat.rsplit(")", 1)[1].split()[19]  # field 22, starttime (fields from 3 after the name)
+    import psutil
+
+    try:
+        return f"{psutil.Process(pid).create_time():.3f}"
+    except psutil.Error:
+        return None
+
+
 def _me() -> str:
-    proc = psutil.Process()
-    return f"{proc.pid} {proc.create_time():.3f}\n"
+    return f"{os.getpid()} {_start_token(os.getpid())}\n"
 
 
 def mark_owned(folder: Path) -> None:
@@ -48,14 +65,9 @@ def owner_alive(folder: Path) -> bool:
     try:
         pid_text, started = (folder / OWNER).read_text(encoding="utf-8").split()
         pid = int(pid_text)
-        proc = psutil.Process(pid)
-        return f"{proc.create_time():.3f}" == started
     except (OSError, ValueError):
         return True
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.Error:
-        return True
+    return _start_token(pid) == started
 
 
 def _unmount_under(folder: Path) -> None:
