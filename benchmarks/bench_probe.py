@@ -31,7 +31,7 @@ from ablate.setup.examples import materialise_example
 from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup
 
-PHASES = ("_build_cells", "cached_baseline", "_untouched_setup", "_observe_cells", "_judge_all")
+PHASES = ("_build_cells", "cached_baseline", "_untouched_first", "_observe_cells", "_judge_all")
 
 
 def _timed(name: str, fn: Callable[..., Any], spent: dict[str, float]) -> Callable[..., Any]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,9 +174,11 @@ def _build_cells(
     with_mcp: bool,
     jobs: int,
     into: _Cells,
+    on_first: Callable[[Any], None] | None = None,
 ) -> None:
     """Build every selected cell, neutralised and forced to the capture endpoint whatever the caller's
-    environment: no provider switch, credential or proxy reaches a probe session."""
+    environment: no provider switch, credential or proxy reaches a probe session. ``on_first`` (namespace)
+    gets the first cell's environment as soon as it is built."""
     extra = {"ANTHROPIC_BASE_URL": base_url}
     if backend == "namespace":
         made = open_backend("namespace", setup, catalog, root / "ns", extra_env=extra)
@@ -187,6 +189,8 @@ def _build_cells(
             into.notes.extend(neutralise(nenv.layers.config, with_mcp=with_mcp))
             nenv.env = force_capture(nenv.env, base_url)
             into.envs[cell.id] = nenv
+            if on_first is not None and len(into.envs) == 1:
+                on_first(nenv)
         return
 
     links = open_backend("links", setup, catalog, root / "cells", extra_env=extra)
@@ -302,22 +306,32 @@ def probe(
     built = _Cells()
     try:
         log = root / "requests.jsonl"
-        # the baseline session needs no cell: it runs while the cells are built; the untouched session runs
-        # beside the cells' sessions (a CLI start is CPU and waiting; the wall time is what a run pays)
-        with SimServer(log_path=log) as sim, ThreadPoolExecutor(1, thread_name_prefix="probe-side") as side:
+        # The baseline session (no setup) and the untouched one (namespace: as soon as one cell's environment
+        # exists; links: a plain copy, at once) run while the cells are built: a CLI start is CPU and waiting,
+        # a build is file work. Both end before the cells' sessions start, so the setup's own sessions still
+        # run in the order untouched, then cells (a start-up hook that counts sessions sees the same order).
+        with SimServer(log_path=log) as sim, ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side:
             baseline_future = side.submit(cached_baseline, claude, root, sim.base_url, log)
+            untouched: list[Future[tuple[Observation, dict[str, str]]]] = []
+
+            def start_untouched(like: Any) -> None:
+                if not untouched:
+                    untouched.append(
+                        side.submit(_untouched_first, setup, claude, root, sim.base_url, log, like, namespace)
+                    )
+
+            if not namespace:
+                start_untouched(None)
             _build_cells(
                 setup, catalog, selected, root, sim.base_url, backend=chosen.backend, builder=builder,
-                with_mcp=with_mcp, jobs=jobs, into=built,
+                with_mcp=with_mcp, jobs=jobs, into=built, on_first=start_untouched,
             )  # fmt: skip
+            start_untouched(None)  # no cell was built
             baseline_obs = baseline_future.result()
-            untouched_future = side.submit(
-                _untouched_setup, setup, claude, root, sim.base_url, log, built if namespace else None
-            )
+            untouched_obs, untouched_paths = untouched[0].result()
             observations, writes = _observe_cells(
                 claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
             )
-            untouched_obs, untouched_paths = untouched_future.result()
             fidelity = _fidelity(
                 cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=namespace
             )
@@ -433,15 +447,15 @@ def _more_pairs(
     return fidelity, writes
 
 
-def _untouched_setup(
-    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, namespace: _Cells | None
+def _untouched_first(
+    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, like: Any, namespace: bool
 ) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup's session: in its own view at the real paths (``namespace``: with the cells'
-    very environment), else a plain copy; and the path replacements that make its request comparable."""
-    if namespace is None:
+    """The untouched setup's session: in its own view at the real paths (``namespace``: with the very
+    environment of the cell ``like``), else a plain copy; and the path replacements that make its request
+    comparable."""
+    if not namespace:
         return _untouched(setup, claude, root, base_url, log)
-    any_env = next(iter(namespace.envs.values()), None)
-    return _untouched_namespace(setup, claude, root, base_url, log, any_env), {}
+    return _untouched_namespace(setup, claude, root, base_url, log, like), {}
 
 
 def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:
