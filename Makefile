@@ -20,10 +20,20 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
+# npm's output goes to a log, shown only when the install fails. npm derives its global config file from
+# --prefix, so the user's global npmrc (its registry and cafile) is passed explicitly; ~/.npmrc is read as usual.
+NPM_GLOBALCONFIG = $(shell npm config get globalconfig 2>/dev/null)
 $(CLAUDE_BIN):
-	mkdir -p $(CLAUDE_PREFIX)
-	npm install --silent --no-audit --no-fund --prefix $(CLAUDE_PREFIX) @anthropic-ai/claude-code@$(CLAUDE_VERSION)
-	test -x $(CLAUDE_BIN) && $(CLAUDE_BIN) --version
+	@command -v npm >/dev/null 2>&1 || { echo "make claude: npm not found: install Node.js (with npm) first" >&2; exit 1; }
+	@mkdir -p $(CLAUDE_PREFIX)
+	@echo "installing @anthropic-ai/claude-code@$(CLAUDE_VERSION) into $(CLAUDE_PREFIX) (npm; log: $(CLAUDE_PREFIX)/npm.log)"
+	@npm install --no-audit --no-fund --loglevel=warn $(if $(NPM_GLOBALCONFIG),--globalconfig "$(NPM_GLOBALCONFIG)") \
+		--prefix $(CLAUDE_PREFIX) @anthropic-ai/claude-code@$(CLAUDE_VERSION) >$(CLAUDE_PREFIX)/npm.log 2>&1 || { \
+		cat $(CLAUDE_PREFIX)/npm.log >&2; \
+		echo "make claude: npm install @anthropic-ai/claude-code@$(CLAUDE_VERSION) failed (npm's output above; registry: $$(npm config get registry))" >&2; \
+		exit 1; }
+	@test -x $(CLAUDE_BIN) || { echo "make claude: npm finished but $(CLAUDE_BIN) is missing (npm's log: $(CLAUDE_PREFIX)/npm.log)" >&2; exit 1; }
+	@$(CLAUDE_BIN) --version >/dev/null || { echo "make claude: $(CLAUDE_BIN) --version failed" >&2; exit 1; }
 
 claude: $(CLAUDE_BIN)
 

@@ -34,6 +34,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     # no report after a run unless the test asks for one (`--report now`, or `ablate report DIR`): it costs
     # seconds of CPU per run, and a detached one (the default) would outlive its test's folder
     monkeypatch.setenv("ABLATE_REPORT", "none")
+    # no probe before a run unless the test asks for one (`--probe`): one more CLI start per cell and run
+    monkeypatch.setenv("ABLATE_PROBE", "0")
     return home
 
 

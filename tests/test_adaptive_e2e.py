@@ -49,6 +49,7 @@ def _tasks(out: Path) -> list[Path]:
 
 def _env(claude: Path, home: Path, base_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update(
         ABLATE_CLAUDE_BIN=str(claude),
         HOME=str(home),

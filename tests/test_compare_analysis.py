@@ -93,6 +93,7 @@ class EditingExecutor:
     name = "fake"
     spends = False
     spend_basis = "nothing: a test double"
+    simulated = True
 
     def __init__(self, victim: Path) -> None:
         self.victim = victim

@@ -14,11 +14,15 @@ from ablate.core.errors import UsageError
 from ablate.core.resources import data_dir
 from ablate.report import build_report
 from ablate.run.demo import (
+    AB_CONTROL,
+    AB_RATES,
     MARKER,
     PLANTED_WITH,
     PLANTED_WITHOUT,
     demo_design,
+    planted_facts,
     prepare_demo_folder,
+    recovery_probability,
 )
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
@@ -39,11 +43,54 @@ def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:
     assert (again / MARKER).exists() and not (again / "old-run").exists()
 
 
-def test_demo_design_has_the_power_it_claims() -> None:
-    design = demo_design(tasks=2, tested_cells=3)
-    assert design.comparisons == 3 * 5 * 3  # 3 tested cells x 5 metrics x (2 tasks + pooled)
-    assert design.power >= 0.8
-    assert power_binary(design.repeats - 1, PLANTED_WITH, PLANTED_WITHOUT, design.alpha_each) < 0.8
+def test_demo_design_recovers_its_planted_effects_with_99_percent() -> None:
+    design = demo_design()
+    assert design.comparisons == 3  # the primary family: one pooled comparison per tested cell
+    assert design.recovery.effects >= 0.99
+    assert recovery_probability(design.repeats - 1).effects < 0.99  # the fewest repeats that do
+    # Holm keeps the null layer's false mark below alpha: "everything" loses at most that much
+    assert design.recovery.effects - 0.05 <= design.recovery.everything <= design.recovery.effects
+    # the computed figure does not depend on when it is computed
+    assert recovery_probability(design.repeats) == design.recovery
+
+
+def test_recovery_simulation_agrees_with_the_exact_power_of_one_comparison() -> None:
+    """One tested cell on one task: the simulated recovery is the exact binomial power (within Monte Carlo
+    error), so the simulation computes what the report would."""
+    n = 10
+    sim = recovery_probability(n, {"C1": {"t": PLANTED_WITHOUT}}, helps=("C1",), control={"t": PLANTED_WITH})
+    assert abs(sim.effects - power_binary(n, PLANTED_WITH, PLANTED_WITHOUT, 0.05)) < 0.01
+
+
+def test_the_ab_design_finds_the_whole_setup_helps() -> None:
+    ab = demo_design(AB_RATES, helps=("C11",), control=AB_CONTROL)
+    assert ab.recovery.effects >= 0.99 and ab.repeats >= 2
+
+
+def _report(verdicts: dict[str, str], c2_real: bool, no_op: bool = True) -> dict[str, object]:
+    return {
+        "primary_metric": "pitfall_free",
+        "ranking": [{"cell": c, "verdict": v} for c, v in verdicts.items()],
+        "comparisons": [
+            {"cell": "C2", "task": None, "metric": "pitfall_free", "real": c2_real, "p_adjusted": 0.4},
+            {"cell": "C2", "task": "greet-exclaim", "metric": "pitfall_free", "real": True},
+        ],
+        "no_op_cells": [{"cell": "C12"}] if no_op else [],
+    }
+
+
+def test_planted_facts_are_read_from_the_report() -> None:
+    facts = planted_facts(_report({"C1": "helps", "C8": "helps", "C2": "draw"}, c2_real=False))
+    assert [(f.claim, f.recovered) for f in facts] == [
+        ("C1 helps", True),
+        ("C8 helps", True),
+        ("C2 makes no real difference to pitfall_free", True),
+        ("C12 is a no-op", True),
+    ]
+    assert facts[2].found == "not real (Holm p 0.400)"
+    missed = planted_facts(_report({"C1": "helps", "C8": "mixed"}, c2_real=True, no_op=False))
+    assert [f.recovered for f in missed] == [True, False, False, False]
+    assert missed[1].found == "verdict mixed"
 
 
 def _env(claude: Path, home: Path) -> dict[str, str]:
@@ -65,13 +112,29 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "OK: 5 cells" in proc.stdout  # the probe proved every cell of the demo set faithful
+    # `run` probed every cell of the demo set first and found them faithful; the report reads the proof
+    probed = "probe: OK: 5 cells (4 faithful, 1 no-op), shadow fidelity equal"
+    assert probed in proc.stderr, proc.stderr[-3000:]
     (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
-    assert proc.stdout.rstrip().endswith(f"report: {run_dir / 'report.html'}")
+    assert f"report: {run_dir / 'report.html'}" in proc.stdout
     assert "one repeat: only the pooled comparisons can be real" in proc.stdout
+    # the last lines: the planted facts as report.json reads them (one repeat finds no effect: not checked)
+    last = proc.stdout.rstrip().splitlines()[-6:]
+    assert last[0] == "The planted truth (shadow/sim/demo.toml), as report.json reads:"
+    assert last[1].startswith("  MISSED: C1 helps (verdict draw)")
+    assert "recovered: C12 is a no-op (labelled no-op)" in last[4]
+    assert "fewer than the design's" in last[5]
     report = orjson.loads((run_dir / "report.json").read_bytes())
     assert not any(c["real"] for c in report["comparisons"])
     assert "one-repeat" in {c["id"] for c in report["caveats"]}
+    assert report["probe"]["ok"] is True and (run_dir / "probe.json").is_file()
+    assert "No probe.json" not in (run_dir / "report.md").read_text()
+    # every dollar figure is marked: the endpoint was ablate.sim
+    assert report["run"]["simulated"] is True
+    assert (
+        "(simulated)" in proc.stderr
+        and "simulated (nothing was billed)" in (run_dir / "report.md").read_text()
+    )
     assert [c["cell"] for c in report["no_op_cells"]] == ["C12"]
     assert (run_dir / "report.md").exists() and (run_dir / "plots" / "forest.svg").exists()
     # the example setup the demo read is untouched by the run (its hook log only has the seed line)
@@ -91,65 +154,88 @@ def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: 
     real with the real CLI: a null cell here would cost 14 more sessions and halve alpha.)"""
     assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, 0.05) >= 0.99
     example = materialise_example(tmp_path / "setup")
-    cells = tmp_path / "cells.toml"
-    cells.write_text(
-        'schema_version = 1\nname = "truth"\ncontrol = "C0"\n'
-        '[[cell]]\nid = "C0"\nstrip = []\n'
-        '[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
-    )
-    env = _env(claude, example.home)
-    with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
-        env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ablate",
-                "run",
-                "--tasks",
-                str(data_dir("tasks") / "greet-exclaim.toml"),
-                "--cells",
-                str(cells),
-                "--repeats",
-                str(TRUTH_REPEATS),
-                "--model",
-                "claude-sonnet-4-6",
-                "--max-turns",
-                "8",
-                "--jobs",
-                "3",
-                "--seed",
-                "11",
-                "--out",
-                str(tmp_path / "runs"),
-                "--work-dir",
-                str(tmp_path / "envs"),
-                "--report",
-                "now",  # the report before `run` returns (by default it is written in the background)
-                "--config-dir",
-                str(example.config_dir),
-                "--repo",
-                str(example.repo),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    args = ["--cells", str(_two_cells(tmp_path)), "--repeats", str(TRUTH_REPEATS), "--seed", "11"]
+    args += ["--model", "claude-sonnet-4-6", "--max-turns", "8", "--report", "now"]
+    args += ["--config-dir", str(example.config_dir), "--repo", str(example.repo)]
+    run_dir, proc = _small_run(claude, tmp_path, example.home, args, jobs=3)
     assert (run_dir / "report.html").exists()  # `ablate run` wrote the report at the end
     report = build_report(run_dir)
     ranks = {e.cell: e for e in report.ranking}
-    # a real pooled pitfall-free loss when stripped: primary evidence that the layer helps (mixed when a
-    # secondary metric is real the other way, e.g. fewer turns once the pitfall ends the session early)
-    assert ranks["C1"].tie_group != "draw" and ranks["C1"].verdict in ("helps", "mixed"), ranks["C1"]
+    # the real pooled primary loss decides: "helps", whatever a secondary metric says (its trade-offs)
+    assert ranks["C1"].tie_group != "draw" and ranks["C1"].verdict == "helps", ranks["C1"]
     assert ranks["C1"].evidence == "primary"
+    # the ranking table report.md opens with, on the terminal
+    assert any(line.split()[:4] == ["rank", "cell", "strips", "verdict"] for line in proc.stdout.splitlines())
     pf = next(c for c in report.comparisons if c.cell == "C1" and c.metric == "pitfall_free")
     assert pf.real and pf.delta is not None and pf.delta < 0
     primary = [c for c in report.comparisons if c.family == "primary"]
     assert len(primary) == 1  # one comparison in the primary family: Holm tests it at alpha, not alpha/2
     assert report.run.model_verified  # (no-op labelling with the real CLI: the one-repeat demo test above)
+
+
+def _two_cells(tmp: Path) -> Path:
+    """C0 and C1 (no user CLAUDE.md, what greet-exclaim needs)."""
+    cells = tmp / "cells.toml"
+    cells.write_text(
+        'schema_version = 1\nname = "two"\ncontrol = "C0"\n'
+        '[[cell]]\nid = "C0"\nstrip = []\n[[cell]]\nid = "C1"\nstrip = ["user-claude-md"]\n'
+    )
+    return cells
+
+
+def _small_run(
+    claude: Path, tmp: Path, example_home: Path, args: list[str], jobs: int
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """An `ablate run` of greet-exclaim against the demo's simulated model: its run folder and process."""
+    env = _env(claude, example_home)
+    with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
+        env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
+        proc = subprocess.run(
+            [
+                *(
+                    sys.executable,
+                    "-m",
+                    "ablate",
+                    "run",
+                    "--tasks",
+                    str(data_dir("tasks") / "greet-exclaim.toml"),
+                ),
+                *(*args, "--jobs", str(jobs), "--out", str(tmp / "runs"), "--work-dir", str(tmp / "envs")),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = [p for p in (tmp / "runs").iterdir() if p.is_dir()]
+    return run_dir, proc
+
+
+@pytest.mark.e2e
+def test_same_seed_same_numbers_whatever_the_scheduling(claude: Path, tmp_path: Path) -> None:
+    """Two runs with seed 5, one session at a time and two at once: the same session ids, so the simulated
+    model's draws (keyed by session: task, cell, repeat) and every number of the report are the same."""
+    example = materialise_example(tmp_path / "setup")
+    cells = _two_cells(tmp_path)
+    args = ["--cells", str(cells), "--repeats", "2", "--model", "claude-sonnet-4-6", "--max-turns", "8"]
+    args += ["--seed", "5", "--report", "none"]  # the report is built here, without the plot's cost
+    args += ["--config-dir", str(example.config_dir), "--repo", str(example.repo)]
+    runs = [_small_run(claude, tmp_path / f"r{jobs}", example.home, args, jobs)[0] for jobs in (1, 2)]
+
+    def numbers(run_dir: Path) -> tuple[object, ...]:
+        results = sorted(
+            (orjson.loads(p.read_bytes()) for p in (run_dir / "results").glob("*.json")),
+            key=lambda r: r["item"],
+        )
+        report = build_report(run_dir).model_dump(mode="json")
+        per_item = [
+            (r["item"], r["session_id"], r["turns"], r["cost_usd"], r["pitfall_hits"]) for r in results
+        ]
+        return per_item, report["comparisons"], report["cells"], report["ranking"], report["run"]["spend_usd"]
+
+    assert numbers(runs[0]) == numbers(runs[1])
+    assert build_report(runs[0]).run.simulated is True
 
 
 #: The demo script's deterministic tasks (the other two are probabilistic and covered above).
@@ -204,7 +290,7 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
                 "--work-dir",
                 str(tmp_path / "envs"),
                 "--report",
-                "now",  # the report before `run` returns (by default it is written in the background)
+                "now",  # the default (tests/conftest.py sets ABLATE_REPORT=none)
                 "--config-dir",
                 str(example.config_dir),
                 "--repo",

@@ -335,6 +335,7 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
         ],
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update(HOME=str(ex.home), ABLATE_CLAUDE_BIN=str(claude), ANTHROPIC_API_KEY="sk-test")
     # NOT a session write: ablate's own report step imports matplotlib, which writes ~/.cache/matplotlib and
     # ~/.config/matplotlib into HOME unless MPLCONFIGDIR is set (ablate/report/plots.py; reported, not fixed

@@ -126,6 +126,7 @@ class Box:
             ANTHROPIC_API_KEY="sk-test",
             ANTHROPIC_BASE_URL=base_url,
             MPLCONFIGDIR=str(self.base / "mpl"),
+            ABLATE_PROBE="0",  # no probe-first step: one CLI start per cell, not under test here
         )
         return env
 

@@ -312,4 +312,4 @@ def test_ablate_judge_checks_dev_against_holdout_task_by_task(tmp_path: Path, si
     assert (finding["judge"], finding["cell"], finding["kind"]) == (JUDGE_A, "C2", "overfitting")
     assert finding["p"] == pytest.approx(1 / 20)  # 3 + 3 task means: the most extreme of 20 splits
     text = CliRunner().invoke(app, ["judge", str(folder.root), "--judge-model", JUDGE_A])
-    assert "WARNING overfitting? C2 judge_pass: +1.00 on dev, -1.00 on holdout" in text.stdout
+    assert "WARNING overfitting? C2 judge_pass: +100 pts on dev, -100 pts on holdout" in text.stdout

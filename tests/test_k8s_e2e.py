@@ -121,6 +121,7 @@ def test_the_indexed_job_commands_reproduce_a_one_machine_run(
     runs.mkdir()
     script = script_from_data({"default": {"text": "Done.", "usage": USAGE}, "usage": USAGE, "rules": []})
     base = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    base["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     base.update(
         HOME=str(example.home),
         PATH=f"{BIN}:{os.environ['PATH']}",

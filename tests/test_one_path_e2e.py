@@ -78,6 +78,7 @@ def _needs_namespace() -> None:
 
 def _ablate(ex: ExampleSetup, claude: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update({"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "IS_SANDBOX": "1"})
     where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
     with SimServer(script_from_data(SCRIPT)) as sim:
@@ -190,6 +191,7 @@ def test_probe_in_namespace_changes_nothing_and_says_the_isolation_once(
     ex, _ = hostile
     before = _state(ex)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
     where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
     proc = subprocess.run(
@@ -206,6 +208,7 @@ def test_probe_in_namespace_changes_nothing_and_says_the_isolation_once(
 
 def _probe_links(ex: ExampleSetup, claude: Path, tmp: Path) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
     where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
     return ["probe", "--isolation", "links", "--cell", "C0", *where, "--work", str(tmp / "probe"), "--json"]
@@ -224,6 +227,7 @@ def test_probe_in_links_fences_the_hostile_hook(
     ex, _ = hostile
     before = _state(ex)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
     proc = subprocess.run(
         [ABLATE, *_probe_links(ex, claude, tmp_path)], env=env, capture_output=True, text=True, timeout=600
@@ -279,6 +283,7 @@ def test_compare_runs_in_namespace_survives_ctrl_c_resumes_and_changes_nothing(
     slow = orjson.loads(orjson.dumps(SCRIPT))
     slow["rules"][1]["delay_s"] = 1.5  # the answer after the hostile Bash call: time for a Ctrl-C
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update({"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "IS_SANDBOX": "1"})
     where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
     args = [ABLATE, "compare", f"one={arm}", f"two={arm}", "--tasks", str(task), "--max-turns", "2"]

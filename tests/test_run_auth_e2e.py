@@ -43,6 +43,7 @@ def test_a_run_whose_c11_would_log_in_differently_is_refused_before_any_session(
     task = tmp_path / "t.toml"
     task.write_text('schema_version = 1\nid = "t"\nprompt = "Say OK."\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update({"HOME": str(ex.home), "IS_SANDBOX": "1"})
     before = tree_hash(ex.config_dir)
     log = tmp_path / "requests.jsonl"

@@ -47,6 +47,7 @@ def example(tmp_path: Path) -> ExampleSetup:
 def sim_env(claude: Path, example: ExampleSetup, tmp_path: Path) -> Iterator[dict[str, str]]:
     """The environment `ablate` runs with (the sim URL is added per test)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update(
         {
             "HOME": str(example.home),

@@ -406,6 +406,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "on_note": display.note,
         },
     )
+    display.simulated = ex.simulated
     req = CompareRequest(
         arms=list(o["arms"]),
         tasks=list(o["tasks"] or []),

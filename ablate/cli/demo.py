@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+import orjson
 import typer
 
 from ablate.cli.common import ClaudeBin, cli_errors
@@ -41,7 +42,7 @@ def demo_cmd(
             "--repeats",
             "-n",
             min=1,
-            help="Repeats per (task, cell). Default: what finds the planted effects with 80% power after Holm.",
+            help="Repeats per (task, cell). Default: what finds both planted effects with 99% probability.",
         ),
     ] = None,
     with_ab: Annotated[
@@ -59,21 +60,24 @@ def demo_cmd(
 
     It lays out a realistic example setup (a config dir with CLAUDE.md, imported axioms and lessons, skills,
     hooks, auto-memory; a repository with MEMORY.md, runbooks, decisions, findings, handoffs), then shows
-    `ablate layers`, `ablate cells`, `ablate probe` (the real claude CLI against the capture endpoint) and an
-    `ablate run` of the demo cell set (two planted layers, one null layer, one no-op cell) on two tasks
+    `ablate layers`, `ablate cells` and an `ablate run` of the demo cell set (which first probes every cell:
+    the real claude CLI against the capture endpoint) (two planted layers, one null layer, one no-op cell) on two tasks
     against a simulated model whose outcome rates depend on which layers reached it (shadow/sim/demo.toml: a
-    known, probabilistic ground truth), with enough repeats to find the planted effects at 80% power. The run
-    ends with `ablate report`; the demo prints where report.html is. Everything stays under --out; your own
-    ~/.claude is never read.
+    known, probabilistic ground truth), with enough repeats to find both planted effects with 99% probability.
+    The same seed gives the same numbers, byte for byte (the model's draws are keyed by task, cell and
+    repeat). Its last lines say, from report.json, which planted facts the report recovered. Everything stays
+    under --out; your own ~/.claude is never read.
 
-    Exit codes: 0 ok, 1 a step failed, 2 bad input (no claude binary, --out not a demo folder).
+    Exit codes: 0 ok, 1 a step failed or a planted fact was not recovered, 2 bad input (no claude binary,
+    --out not a demo folder).
     """
     from ablate.core.claude import find_claude
     from ablate.run.demo import (
-        DEMO_TASKS,
         PLANTED_WITH,
         PLANTED_WITHOUT,
+        RECOVERY_SIMS,
         demo_design,
+        planted_facts,
         prepare_demo_folder,
         write_demo_cells,
     )
@@ -83,7 +87,7 @@ def demo_cmd(
     root = prepare_demo_folder(out)
     example = materialise_example(root / "setup")
     cells = write_demo_cells(root)
-    design = demo_design(tasks=len(DEMO_TASKS), tested_cells=3)
+    design = demo_design()
     n = repeats or design.repeats
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     env.update(HOME=str(example.home), ABLATE_CLAUDE_BIN=str(claude.path), PYTHONUNBUFFERED="1")
@@ -92,24 +96,17 @@ def demo_cmd(
     started = time.monotonic()
     _step("What is in this setup?", ["layers", *where], env)
     _step("What would each cell strip?", ["cells", str(cells), *where], env)
-    _step(
-        "Prove what reaches the model in every cell (real claude CLI, capture endpoint, no cost)",
-        ["probe", *where, "--cells", str(cells), "--jobs", str(jobs)],
-        env,
-    )
     typer.echo(
         f"\nPlanted truth: a task's pitfall-free rate is {PLANTED_WITH:.0%} with the layer it needs and "
-        f"{PLANTED_WITHOUT:.0%} without. The report makes {design.comparisons} comparisons; at Holm's strictest "
-        f"step (alpha {design.alpha_each:.4f}) {design.repeats} repeats find each planted effect with "
-        f"{design.power:.0%} power (exact binomial power). Running {n} repeats."
+        f"{PLANTED_WITHOUT:.0%} without. With {design.repeats} repeats the report's primary family "
+        f"({design.comparisons} comparisons, Holm at 0.05) finds both planted layers real with probability "
+        f"{design.recovery.effects:.1%}, and marks the null layer real too in "
+        f"{design.recovery.effects - design.recovery.everything:.1%} of runs (computed by simulating the "
+        f"design {RECOVERY_SIMS:,} times). Running {n} repeats."
     )
     runs, ab_runs = root / "runs", root / "runs-ab"
     _run_sessions(root, env, where, cells, n, jobs=jobs, repeats=repeats, with_ab=with_ab)
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
-    typer.echo(
-        "\nThe simulated model's ground truth (shadow/sim/demo.toml): C1 (no user CLAUDE.md) and C8 (no "
-        "decisions) should be real and hurt; C2 (no axioms) a draw; C12 a no-op, labelled and not tested."
-    )
     if examples is not None:
         _copy_example(run_dir, examples, "layered_ablation_example")
         if with_ab:
@@ -117,6 +114,21 @@ def demo_cmd(
             _copy_example(ab_dir, examples, "binary_ab_example")
     typer.echo(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     typer.secho(f"report: {run_dir / 'report.html'}", bold=True)
+    facts = planted_facts(orjson.loads((run_dir / "report.json").read_bytes()))
+    typer.echo("\nThe planted truth (shadow/sim/demo.toml), as report.json reads:")
+    for fact in facts:
+        typer.echo(f"  {'recovered' if fact.recovered else 'MISSED'}: {fact.claim} ({fact.found})")
+    missed = [f.claim for f in facts if not f.recovered]
+    if missed and n < design.repeats:
+        typer.echo(
+            f"  ({n} repeats, fewer than the design's {design.repeats}: misses are expected, not checked)"
+        )
+    elif missed:
+        raise AblateError(
+            f"the demo's report did not recover {len(missed)} planted fact(s): {'; '.join(missed)}",
+            hint=f"{run_dir / 'report.md'} shows the comparisons; the design recovers everything in "
+            f"{design.recovery.everything:.1%} of runs",
+        )
 
 
 def _run_sessions(
@@ -132,7 +144,7 @@ def _run_sessions(
 ) -> None:
     """The paid part, at no cost: the layered run (and the plain A/B) against the simulated model."""
     from ablate.core.resources import data_dir
-    from ablate.run.demo import DEMO_TASKS, demo_design
+    from ablate.run.demo import AB_CONTROL, AB_RATES, DEMO_TASKS, demo_design
     from ablate.sim import SimServer
 
     tasks_dir = data_dir("tasks")
@@ -154,7 +166,8 @@ def _run_sessions(
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-ablate-demo"}
         task_args = [a for t in DEMO_TASKS for a in ("--tasks", str(tasks_dir / f"{t}.toml"))]
         _step(
-            f"Run the ablation: 5 cells x {len(DEMO_TASKS)} tasks x {n} repeats against the simulated model",
+            f"Probe every cell, then run the ablation: 5 cells x {len(DEMO_TASKS)} tasks x {n} repeats against "
+            "the simulated model",
             [
                 "run",
                 *task_args,
@@ -172,8 +185,8 @@ def _run_sessions(
             run_env,
         )
         if with_ab:
-            ab_tasks = ("deploy-command", *DEMO_TASKS)
-            ab = demo_design(tasks=len(ab_tasks), tested_cells=1)
+            ab_tasks = tuple(AB_RATES["C11"])
+            ab = demo_design(AB_RATES, helps=("C11",), control=AB_CONTROL)
             ab_repeats = repeats or ab.repeats
             _step(
                 f"The plain A/B: setup on (C0) against off (C11), {len(ab_tasks)} tasks x {ab_repeats} repeats",

@@ -36,6 +36,9 @@ def _root(
     ),
 ) -> None:
     """Measure whether a Claude Code setup helps, and which layer of it earns its keep."""
+    from ablate.core.tempwork import sweep
+
+    sweep()  # the work folders (and mounts) of ablate processes that were killed, e.g. with SIGKILL
 
 
 from ablate.cli import (  # noqa: E402  (after app, by design)
@@ -75,6 +78,12 @@ app.add_typer(diff.app)  # ablate diff
 app.add_typer(ci.app, name="ci")  # ablate ci init github | k8s
 app.add_typer(usage.app)  # ablate usage
 app.add_typer(tasks.app, name="tasks")  # ablate tasks suggest
+
+# Plain help (click's formatter) for every command: it rewraps each paragraph at word boundaries (rich help
+# kept the docstrings' line breaks and wrapped again mid-phrase) and shows flags without a "<bool>" type.
+for _typer in [app, *(g.typer_instance for g in app.registered_groups)]:
+    if _typer is not None:
+        _typer.rich_markup_mode = None
 
 
 def main() -> None:

@@ -44,6 +44,8 @@ Primary = Annotated[
 def summary_lines(written: WrittenReport) -> list[str]:
     """The one-screen summary printed after a report is written."""
     r = written.report
+    from ablate.report.terminal import ranking_text
+
     lines = [
         f"{r.run.id}: {r.n.tasks} tasks × {r.n.repeats} repeats, {r.n.complete}/{r.n.items} complete, "
         f"{r.n.excluded} excluded; model {r.run.model} "
@@ -52,11 +54,7 @@ def summary_lines(written: WrittenReport) -> list[str]:
     if r.n.repeats < 2:
         lines.append("one repeat: only the pooled comparisons can be real (see the one-repeat caveat)")
     lines.append(f"primary metric: {r.primary_metric}")
-    for e in r.ranking:
-        real = "; ".join(e.real_on) or "-"
-        lines.append(
-            f"  {e.rank:>2}. {e.cell:<5} {', '.join(e.layers)[:40]:<40} {e.verdict:<6} ({e.evidence})  real on: {real}"
-        )
+    lines.extend(ranking_text(r))
     for f in r.holdout:
         lines.append(f"  {f.message}")
     for c in r.no_op_cells:

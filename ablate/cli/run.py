@@ -43,6 +43,7 @@ from ablate.cli.run_display import write_report as report_after
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
+    from ablate.core.claude import ClaudeBinary
     from ablate.run.adaptive import AdaptiveOptions, AdaptiveSummary
     from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.prepare import PreparedRun, RunRequest
@@ -110,13 +111,23 @@ IsolateState = Annotated[
 ]
 
 
+ProbeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--probe/--no-probe",
+        envvar="ABLATE_PROBE",
+        help="Probe every cell for free (real CLI, capture endpoint) before the first paid session and refuse "
+        "the run when one is unfaithful; the proof is kept as probe.json. --no-probe skips it; the report "
+        "says so.",
+    ),
+]
 ReportOpt = Annotated[
     str,
     typer.Option(
         "--report",
         envvar="ABLATE_REPORT",
-        help="When the report is written: background (a detached process, off the run's critical path; its "
-        "log is report.log), now (before the command returns) or none (`ablate report DIR` later).",
+        help="When the report is written: now (the default: before the command returns, its ranking printed), "
+        "background (a detached process; its log is report.log) or none (`ablate report DIR` later).",
     ),
 ]
 
@@ -320,6 +331,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     # every check that can refuse the run comes before prepare_run writes the run folder
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
     checked = preflight(o["config_dir"] or default_config_dir(), o["repo"], isolation=o["isolation"])
+    simulated = checked.endpoint.simulated
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"] or not fresh)
     prep = prepare_run(_request(ctx, o, tasks), claude)
     if not fresh:  # a resumed or planned run is judged against its own model
@@ -336,10 +348,12 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
             max_turns=prep.manifest.max_turns,
             done=done_before,
             probe=probe_capture([prep.folder.root, o["work_dir"]], prep.setup.head),
-        )
+        ),
+        simulated=simulated,
     )
     err(f"run folder: {prep.folder.root}")
     err(f"isolation: {checked.isolation.backend} ({checked.isolation.reason})")
+    _probe_first(prep, claude, checked.isolation.backend, o)
     request = ExecuteRequest(
         claude=claude,
         preflight=checked,
@@ -352,7 +366,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         dirty=o["dirty"],
         forced=o["force"],
     )
-    display = Display(enabled=not o["json"])
+    display = Display(enabled=not o["json"], simulated=simulated)
     judge.start(prep.folder.root, display.note)
     done = None
     rounds = None
@@ -369,10 +383,29 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
             err(f"note: {note}")
         if not o["json"]:
             _print_adaptive(rounds.to_json())
-    render_execution(done, json=o["json"], extra={"adaptive": rounds.to_json()} if rounds else None)
+    render_execution(
+        done, json=o["json"], extra={"adaptive": rounds.to_json()} if rounds else None, simulated=simulated
+    )
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)
+
+
+def _probe_first(prep: PreparedRun, claude: ClaudeBinary, backend: str, o: dict[str, Any]) -> None:
+    """The free probe before the first paid session (:func:`ablate.run.probe_first.probe_first`), or the
+    record that it was skipped."""
+    from ablate.run.probe_first import probe_first, skip_probe, summary_line
+
+    if not o["probe"]:
+        skip_probe(prep.folder.root, "--no-probe")
+        err("probe: skipped (--no-probe); the report says so")
+        return
+    if not prep.todo():
+        return
+    n = len(prep.cell_set.cells)
+    err(f"probe: proving what reaches the model in each of the {n} cells (free: capture endpoint, no key)")
+    data, kept = probe_first(prep, claude, isolation=backend, work_dir=o["work_dir"], jobs=o["jobs"])
+    err(f"probe: {summary_line(data)}" + (" (kept from this folder's earlier probe)" if kept else ""))
 
 
 def _report_when(value: str) -> ReportWhen:
@@ -422,7 +455,8 @@ def run_cmd(
     min_effect: MinEffect = 0.2,
     alpha: Alpha = 0.05,
     aa: AaOpt = False,
-    report: ReportOpt = "background",
+    probe: ProbeOpt = True,
+    report: ReportOpt = "now",
     json: Json = False,
 ) -> None:
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.

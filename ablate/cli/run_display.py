@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 
 from ablate.cli.common import print_json
+from ablate.core.endpoint import money
 
 if TYPE_CHECKING:
     from ablate.run.estimate import CostEstimate
@@ -25,13 +27,15 @@ def err(text: str) -> None:
     typer.echo(text, err=True)
 
 
-def print_estimate(est: CostEstimate) -> None:
+def print_estimate(est: CostEstimate, *, simulated: bool = False) -> None:
     """The plan line: sessions, calls, cost, and what the figure rests on (measured, a probe, or assumed)."""
-    cost = f"~${est.usd:.2f}" if est.usd is not None else "unknown cost"
+    cost = "~" + money(est.usd, simulated=simulated) if est.usd is not None else "unknown cost"
     err(f"plan: {est.sessions} sessions, ~{est.calls} API calls, {cost} ({est.detail})")
 
 
-def render_execution(done: ExecutionResult, *, json: bool, extra: dict[str, Any] | None = None) -> None:
+def render_execution(
+    done: ExecutionResult, *, json: bool, extra: dict[str, Any] | None = None, simulated: bool = False
+) -> None:
     """The end of a run: the guard's findings, the writes summary, and the summary line (or JSON)."""
     from ablate.folder.layout import RunFolder
     from ablate.folder.result import read_result
@@ -54,7 +58,8 @@ def render_execution(done: ExecutionResult, *, json: bool, extra: dict[str, Any]
     typer.echo(
         f"{summary.outcome}: {summary.done}/{summary.total} complete, {len(summary.failed)} failed, "
         f"{len(summary.pending)} not run, {summary.rate_limited} rate-limited attempts, "
-        f"${summary.spend_usd:.4f} spent, {summary.elapsed_s:.1f} s ({summary.folder})"
+        f"{money(summary.spend_usd, simulated=simulated, digits=4)} spent, {summary.elapsed_s:.1f} s "
+        f"({summary.folder})"
     )
     for item in summary.failed:
         res = read_result(RunFolder(summary.folder), item)
@@ -65,9 +70,9 @@ def render_execution(done: ExecutionResult, *, json: bool, extra: dict[str, Any]
 
 
 def write_report(run_dir: Path, when: ReportWhen, *, quiet: bool) -> None:
-    """The report at the end of a run. ``background`` (the default) writes it in a detached process, so the
-    run's own time does not include the report (the plotting library's import alone takes seconds); its
-    output goes to ``report.log`` in the run folder."""
+    """The report at the end of a run. ``now`` (the default) writes it before the command returns and prints
+    its ranking; ``background`` (only when asked for) writes it in a detached process, its output in
+    ``report.log`` in the run folder; ``none`` leaves it to ``ablate report``."""
     if when == "none":
         return
     if when == "now":
@@ -144,18 +149,30 @@ class JudgeAsYouGo:
             self.note(f"judge failed: {self.error}")
 
 
-class Display:
-    """A rich progress bar on stderr, fed by the runner's progress callback."""
+#: Without a terminal (a CI log, ``| tee``): a progress line at least this often, and at each tenth of the run.
+LINE_EVERY_S = 30.0
 
-    def __init__(self, *, enabled: bool) -> None:
+
+class Display:
+    """Progress on stderr, fed by the runner's progress callback: a rich bar on a terminal, otherwise a line
+    at least every :data:`LINE_EVERY_S` seconds and at each tenth of the work (``37/160 sessions, 3 failed,
+    $0.84 (simulated), eta 4m``)."""
+
+    def __init__(self, *, enabled: bool, simulated: bool = False, tty: bool | None = None) -> None:
         self.enabled = enabled
+        self.simulated = simulated
+        self.tty = sys.stderr.isatty() if tty is None else tty
         self._progress: Any = None
         self._task: Any = None
+        self._lines: ProgressLines | None = None
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
 
     def _start(self, total: int) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        spend = "${task.fields[spend]:.4f}" + (" (simulated)" if self.simulated else "")
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -164,7 +181,7 @@ class Display:
                 "failed {task.fields[failed]}  rate-limited {task.fields[rl]}  running {task.fields[running]}"
             ),
             TimeElapsedColumn(),
-            TextColumn("${task.fields[spend]:.4f}"),
+            TextColumn(spend),
             console=Console(stderr=True),
             transient=False,
         )
@@ -175,6 +192,9 @@ class Display:
         if not self.enabled:  # --json: no bar, but what the runner says (pauses, stops) still reaches stderr
             if p.message:
                 err(p.message)
+            return
+        if not self.tty:
+            self._line(p)
             return
         if self._progress is None:
             self._start(p.total)
@@ -194,6 +214,25 @@ class Display:
         if p.message:
             self.note(p.message)
 
+    def _line(self, p: Any) -> None:
+        if self._lines is None:
+            self._lines = ProgressLines(self.simulated)
+            self._ticker = threading.Thread(target=self._tick, name="ablate-progress-lines", daemon=True)
+            self._ticker.start()
+        if p.message:
+            err(p.message)
+        line = self._lines.feed(p, time.monotonic())
+        if line:
+            err(line)
+
+    def _tick(self) -> None:
+        """A line every :data:`LINE_EVERY_S` seconds even when nothing finishes (long sessions)."""
+        while not self._stop.wait(1.0):
+            assert self._lines is not None
+            line = self._lines.due(time.monotonic())
+            if line:
+                err(line)
+
     def note(self, text: str) -> None:
         if self._progress is not None:
             self._progress.console.print(text)
@@ -201,5 +240,70 @@ class Display:
             err(text)
 
     def close(self) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
         if self._progress is not None:
             self._progress.stop()
+
+
+class ProgressLines:
+    """The plain progress lines: which snapshot deserves a line, and its words."""
+
+    def __init__(self, simulated: bool, every_s: float = LINE_EVERY_S) -> None:
+        self.simulated = simulated
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._last: Any = None
+        self._last_at: float | None = None
+        self._tenth = -1
+        self._started: float | None = None
+        self._done_at_start = 0
+
+    def feed(self, p: Any, now: float) -> str | None:
+        """The line for snapshot ``p`` when it crosses a tenth of the work or the last line is old."""
+        with self._lock:
+            if self._started is None:
+                self._started, self._done_at_start = now, p.done
+            self._last = p
+            tenth = (10 * (p.done + p.failed)) // max(1, p.total)
+            if tenth > self._tenth or self._last_at is None or now - self._last_at >= self.every_s:
+                self._tenth = max(self._tenth, tenth)
+                return self._say(p, now)
+            return None
+
+    def due(self, now: float) -> str | None:
+        """The latest snapshot's line when no line was printed for :attr:`every_s` seconds."""
+        with self._lock:
+            if self._last is None or self._last_at is None or now - self._last_at < self.every_s:
+                return None
+            return self._say(self._last, now)
+
+    def _say(self, p: Any, now: float) -> str:
+        self._last_at = now
+        parts = [f"{p.done}/{p.total} sessions", f"{p.failed} failed"]
+        if p.rate_limited:
+            parts.append(f"{p.rate_limited} rate-limited")
+        parts.append(money(p.spend_usd, simulated=self.simulated))
+        if p.phase in ("paused", "stopping", "building"):
+            parts.append({"paused": "paused (rate limit)"}.get(p.phase, p.phase))
+        parts.append(f"eta {self._eta(p, now)}")
+        return ", ".join(parts)
+
+    def _eta(self, p: Any, now: float) -> str:
+        assert self._started is not None
+        finished = p.done + p.failed - self._done_at_start
+        left = p.total - p.done - p.failed
+        if left <= 0:
+            return "0s"
+        if finished <= 0:
+            return "unknown"
+        return _duration((now - self._started) / finished * left)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

@@ -134,6 +134,8 @@ def estimate_compare(
         )
     if per is None:
         return Estimate(sessions, calls, None, f"no list price known for {model!r}")
+    if getattr(executor, "simulated", False):
+        basis += "; simulated: the endpoint is ablate.sim, nothing is billed"
     return Estimate(sessions, calls, per * sessions, basis)
 
 

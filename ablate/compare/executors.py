@@ -28,6 +28,7 @@ import orjson
 
 from ablate.compare.arms import Arm
 from ablate.compare.requests_check import check_requests
+from ablate.core.endpoint import is_simulated
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.pricing import estimate_cost
@@ -103,6 +104,8 @@ class Executor(Protocol):
     """False when nothing is billed (the sim)."""
     spend_basis: str
     """Where ``spent_usd`` comes from."""
+    simulated: bool
+    """The answers come from ablate.sim: dollar figures are simulated."""
 
     def calls_per_session(self, max_turns: int) -> int: ...
 
@@ -137,6 +140,9 @@ class ApiExecutor:
         self.max_tokens = max_tokens
         self.seed = seed
         self.priced = True
+        self.simulated = is_simulated(base_url)
+        if self.simulated:
+            self.spend_basis += "; the endpoint is ablate.sim, so it is simulated: nothing was billed"
         if not api_key:
             raise UsageError(
                 "--executor api needs an API key",
@@ -219,6 +225,7 @@ class SimExecutor:
     name = "sim"
     spends = False
     spend_basis = "the simulated endpoint: nothing is billed"
+    simulated = True
 
     def __init__(self, *, script: Path, model: str, seed: int = 0, max_tokens: int = 1024) -> None:
         self.script = script
@@ -357,6 +364,9 @@ class ClaudeCodeExecutor:
         check_layer(options.layer, options.ablate_toml)
         self.options = options
         self.preflight = preflight(options.config_dir, options.repo, isolation=options.isolation)
+        self.simulated = self.preflight.endpoint.simulated
+        if self.simulated:
+            self.spend_basis += "; the endpoint is ablate.sim, so it is simulated: nothing was billed"
 
     def calls_per_session(self, max_turns: int) -> int:
         from ablate.run.plan import ASSUMED_CALLS_PER_SESSION

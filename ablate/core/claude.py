@@ -6,7 +6,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,14 +49,37 @@ def require_pinned(claude: ClaudeBinary, *, allowed: bool) -> ClaudeBinary:
     )
 
 
+def make_claude_bin() -> Path | None:
+    """The CLI `make claude` installs into the checkout ablate runs from (``.cache/claude``, as the README's
+    set-up does), when it is there."""
+    modules = Path(__file__).resolve().parents[2] / ".cache" / "claude" / "node_modules" / "@anthropic-ai"
+    found = sorted(modules.glob("claude-code-*/claude"))
+    return found[0] if found else None
+
+
+def claude_source(explicit: str | Path | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """Where :func:`find_claude` takes the CLI from: ``--claude-bin``, ``$ABLATE_CLAUDE_BIN``, ``PATH`` or
+    ``make claude's .cache``; None when nowhere."""
+    env = os.environ if environ is None else environ
+    if explicit:
+        return "$ABLATE_CLAUDE_BIN" if env.get("ABLATE_CLAUDE_BIN") == str(explicit) else "--claude-bin"
+    if env.get("ABLATE_CLAUDE_BIN"):
+        return "$ABLATE_CLAUDE_BIN"
+    if shutil.which("claude", path=env.get("PATH")):
+        return "PATH"
+    return "make claude's .cache" if make_claude_bin() is not None else None
+
+
 def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
-    """Resolve the CLI: ``explicit`` (``--claude-bin``), else ``$ABLATE_CLAUDE_BIN``, else ``claude`` on PATH."""
-    candidate = explicit or os.environ.get("ABLATE_CLAUDE_BIN") or shutil.which("claude")
+    """Resolve the CLI: ``explicit`` (``--claude-bin``), else ``$ABLATE_CLAUDE_BIN``, else ``claude`` on PATH,
+    else the one `make claude` installed in ablate's checkout (:func:`make_claude_bin`)."""
+    candidate = explicit or os.environ.get("ABLATE_CLAUDE_BIN") or shutil.which("claude") or make_claude_bin()
     if not candidate:
         raise ClaudeNotFound(
-            "`claude` not found on PATH",
+            "`claude` not found (no --claude-bin, no $ABLATE_CLAUDE_BIN, not on PATH, no `make claude` in "
+            "ablate's checkout)",
             hint="install Claude Code (npm install -g @anthropic-ai/claude-code@"
-            f"{PINNED_CLAUDE_VERSION}) or pass --claude-bin PATH",
+            f"{PINNED_CLAUDE_VERSION}, or `make claude` in ablate's checkout) or pass --claude-bin PATH",
         )
     path = Path(candidate).expanduser()
     if not path.exists():

@@ -243,6 +243,8 @@ class EndpointInfo(Spec):
     """Credential helpers the settings name (``apiKeyHelper``)."""
     applied: dict[str, str] = Field(default_factory=dict)
     """The endpoint/auth variables every cell gets from ablate's own environment."""
+    simulated: bool = False
+    """The endpoint was ablate.sim: every dollar figure of the run is simulated, not spent."""
 
 
 class SetupInfo(Spec):

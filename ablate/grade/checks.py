@@ -19,7 +19,6 @@ import re
 import shutil
 import stat
 import subprocess
-import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pydantic import Field
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes, sha256_bytes
 from ablate.core.specs import Spec
+from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.grade.patch import apply_file_patch, parse_patch
 from ablate.grade.trace import SessionTrace, ToolCall
 from ablate.setup.tasks import (
@@ -126,7 +126,7 @@ class Baseline:
     def discard(self) -> None:
         """Remove the scratch snapshot (idempotent)."""
         if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove_tree(self.scratch)
             self.scratch = None
 
 
@@ -272,7 +272,7 @@ def _stage(scratch: Path, checkout: Path, index: Path, force: Sequence[str]) -> 
 
 
 def _snapshot(checkout: Path, force: Sequence[str]) -> tuple[Path, str]:
-    scratch = Path(tempfile.mkdtemp(prefix="ablate-grade-"))
+    scratch = make_work_dir("ablate-grade-")
     try:
         index = scratch / "base.index"
         subprocess.run(
@@ -303,7 +303,7 @@ def _snapshot(checkout: Path, force: Sequence[str]) -> tuple[Path, str]:
             tree = _stage(scratch, checkout, index, force)
         return scratch, tree
     except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)
         raise
 
 

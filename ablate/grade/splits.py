@@ -80,7 +80,11 @@ def holdout_finding(
     if dev_delta <= 0 or hold_delta > 0:
         return None  # nothing gained on dev, or holdout agrees
     counts = f"{len(d)} dev / {len(h)} holdout tasks"
-    change = f"{cell} {metric}: {dev_delta:+.2f} on dev, {hold_delta:+.2f} on holdout"
+    from ablate.report.blocks import fmt_delta  # one unit per metric, as the report's tables ("pts")
+
+    change = (
+        f"{cell} {metric}: {fmt_delta(metric, dev_delta)} on dev, {fmt_delta(metric, hold_delta)} on holdout"
+    )
     if len(d) < 2 or len(h) < 2:
         return SplitFinding(
             cell, metric, "untested", dev_delta, hold_delta, len(d), len(h), None,

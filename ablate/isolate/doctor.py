@@ -12,14 +12,14 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ablate import PINNED_CLAUDE_VERSION
-from ablate.core.claude import find_claude
+from ablate.core.claude import claude_source, find_claude
 from ablate.core.errors import AblateError
+from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.isolate.auth import FIX as AUTH_FIX
 from ablate.isolate.auth import AuthMethod, auth_method, cell_logins, mismatch
 from ablate.isolate.detect import choose_isolation, namespace_check
@@ -28,6 +28,7 @@ from ablate.isolate.fence import INSTALL_HINT, fence_support
 #: Below this much free space in the work folder a run of a big repository may not fit.
 LOW_SPACE = 2 * 1024**3
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
+NOT_FOUND_WHERE = "looked for --claude-bin, $ABLATE_CLAUDE_BIN, `claude` on PATH and make claude's .cache"
 
 
 def diagnose(
@@ -45,6 +46,7 @@ def diagnose(
     first session, when ``repo`` is a usable repository)."""
     env = dict(os.environ if env is None else env)
     problems: list[dict[str, str]] = []
+    notes: list[str] = []
     isolation = choose_isolation(None)
     ns = namespace_check()
     fence = fence_support()
@@ -52,8 +54,16 @@ def diagnose(
         fix = INSTALL_HINT if fence.bwrap is None else "see the reason; `--isolation links` runs unfenced"
         problems.append({"what": f"sessions would not be isolated: {isolation.reason}", "fix": fix})
     elif isolation.backend == "links":
-        problems.append({"what": f"namespace unavailable: {ns.reason}", "fix": "see the reason"})
-    claude = _claude(claude_bin, problems)
+        notes.append(f"namespace unavailable ({ns.reason}): runs use the links backend, fenced")
+    if not config_dir.is_dir():
+        problems.append(
+            {
+                "what": f"{config_dir}: the Claude config dir does not exist",
+                "fix": "pass --config-dir with your Claude config dir (default: $CLAUDE_CONFIG_DIR, else "
+                "~/.claude), or log in with `claude` once to create it",
+            }
+        )
+    claude = _claude(claude_bin, problems, env)
     auth = auth_method(env, config_dir)
     if auth.method in ("none", "keychain"):
         why = (
@@ -64,16 +74,17 @@ def diagnose(
         problems.append({"what": f"authentication: {why}", "fix": AUTH_FIX})
     per_cell = cells_auth(config_dir, repo, cells, ablate_toml, env, auth)
     problems.extend({"what": f"authentication: {why}", "fix": AUTH_FIX} for why in per_cell.pop("mismatches"))
+    bad_input = per_cell.pop("problem")
+    if bad_input is not None:
+        problems.append(bad_input)
+    elif not per_cell["checked"] and auth.method != "keychain":
+        notes.append(f"cells' logins not checked: {per_cell['reason']}")
     free = _free(work_dir)
     if free is not None and free < LOW_SPACE:
         problems.append(
             {"what": f"{work_dir}: only {free // 1024**2} MiB free", "fix": "pick another --work-dir"}
         )
-    ok = (
-        isolation.locked
-        and auth.method not in ("none", "keychain")
-        and not any(p["what"].startswith("authentication: cell ") for p in problems)
-    )
+    ok = not problems
     return {
         "ok": ok,
         "platform": {"system": sys.platform, "release": platform.release(), "machine": platform.machine()},
@@ -92,6 +103,7 @@ def diagnose(
         "endpoint": env.get("ANTHROPIC_BASE_URL") or DEFAULT_ENDPOINT,
         "work_dir": {"path": str(work_dir), "free_bytes": free},
         "problems": problems,
+        "notes": notes,
     }
 
 
@@ -110,22 +122,45 @@ def cells_auth(
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import load_setup
 
-    out: dict[str, Any] = {"checked": False, "reason": "", "set": cell_set, "cells": {}, "mismatches": []}
+    out: dict[str, Any] = {
+        "checked": False,
+        "reason": "",
+        "set": cell_set,
+        "cells": {},
+        "mismatches": [],
+        "problem": None,
+    }
     if mine.method == "keychain":
         out["reason"] = "a Keychain login reaches no cell (see the problem above)"
         return out
+    # each input named by its own option: a bad --ablate-toml or --cells is a problem, a folder that is not a
+    # repository only when --repo named it (the default, the current folder, leaves the cells unchecked)
+    try:
+        catalog = load_catalog(ablate_toml)
+    except (AblateError, OSError) as exc:
+        return _unchecked(out, "--ablate-toml", exc, "pass --ablate-toml with a valid ablate.toml, or none")
+    try:
+        resolved = load_cell_set(cell_set, catalog).cells
+    except (AblateError, OSError) as exc:
+        return _unchecked(out, "--cells", exc, "pass --cells with a shipped cell set name or a cells .toml")
+    if not config_dir.is_dir():
+        out["reason"] = "the config dir does not exist (see the problem above)"
+        return out
     try:
         setup = load_setup(config_dir, (repo or Path.cwd()).resolve())
-        catalog = load_catalog(ablate_toml)
-        resolved = load_cell_set(cell_set, catalog).cells
-        with tempfile.TemporaryDirectory(prefix="ablate-doctor-") as tmp:
+        tmp = make_work_dir("ablate-doctor-")
+        try:
             logins = [
                 (c.cell_id, c.auth, c.config_dir)
-                for c in cell_logins(setup, catalog, resolved, Path(tmp), base_env=env)
+                for c in cell_logins(setup, catalog, resolved, tmp, base_env=env)
             ]
+        finally:
+            remove_tree(tmp)
     except (AblateError, OSError) as exc:
+        if repo is not None:
+            return _unchecked(out, "--repo", exc, "pass --repo with the git repository a run uses")
         out["reason"] = (
-            f"not checked: {getattr(exc, 'message', exc)} (pass --repo with the repository a run uses)"
+            f"{getattr(exc, 'message', exc)} (run `ablate doctor` in the repository a run uses, or pass --repo)"
         )
         return out
     out["checked"] = True
@@ -136,12 +171,25 @@ def cells_auth(
     return out
 
 
-def _claude(claude_bin: str | Path | None, problems: list[dict[str, str]]) -> dict[str, Any]:
+def _unchecked(out: dict[str, Any], option: str, exc: BaseException, fix: str) -> dict[str, Any]:
+    """The cells' logins could not be checked because of the input ``option`` names: a problem."""
+    message = getattr(exc, "message", None) or str(exc)
+    out["reason"] = f"not checked: {option}: {message}"
+    out["problem"] = {"what": f"{option}: {message}", "fix": getattr(exc, "hint", None) or fix}
+    return out
+
+
+def _claude(
+    claude_bin: str | Path | None, problems: list[dict[str, str]], env: Mapping[str, str]
+) -> dict[str, Any]:
+    source = claude_source(claude_bin, env)
     try:
         found = find_claude(claude_bin)
     except AblateError as exc:
-        problems.append({"what": f"claude CLI: {exc}", "fix": exc.hint or "install it (`make claude`)"})
-        return {"path": None, "version": None, "pinned": PINNED_CLAUDE_VERSION}
+        problems.append(
+            {"what": f"claude CLI: {exc.message}", "fix": exc.hint or "install it (`make claude`)"}
+        )
+        return {"path": None, "version": None, "pinned": PINNED_CLAUDE_VERSION, "source": source}
     if not found.is_pinned:
         problems.append(
             {
@@ -149,7 +197,12 @@ def _claude(claude_bin: str | Path | None, problems: list[dict[str, str]]) -> di
                 "fix": f"npm install @anthropic-ai/claude-code@{PINNED_CLAUDE_VERSION}, or --claude-bin",
             }
         )
-    return {"path": str(found.path), "version": found.version, "pinned": PINNED_CLAUDE_VERSION}
+    return {
+        "path": str(found.path),
+        "version": found.version,
+        "pinned": PINNED_CLAUDE_VERSION,
+        "source": source,
+    }
 
 
 def _overlay() -> bool:
@@ -187,16 +240,21 @@ def render(doc: dict[str, Any]) -> str:
         f"isolation:    {iso['backend']} ({iso['mode']}): {iso['reason']}",
         f"userns:       {'yes' if doc['user_namespace']['ok'] else 'no'}; overlayfs: {'yes' if doc['overlayfs'] else 'no'}",
         f"bubblewrap:   {bw['path'] or 'missing'} {bw['version'] or ''}".rstrip(),
-        f"claude:       {cl['path'] or 'not found'} {cl['version'] or ''} (pinned {cl['pinned']})",
+        f"claude:       {cl['path'] or 'not found'} {cl['version'] or ''} (pinned {cl['pinned']}; "
+        f"{cl.get('source') or NOT_FOUND_WHERE})",
         f"auth:         {doc['auth']['method']} {doc['auth']['source']}".rstrip(),
         f"auth, cells:  {_cells_line(doc['auth_cells'])}",
         f"endpoint:     {doc['endpoint']}",
         f"work folder:  {doc['work_dir']['path']} ({_size(doc['work_dir']['free_bytes'])} free)",
     ]
+    for note in doc.get("notes", []):
+        lines.append(f"note: {note}")
     for p in doc["problems"]:
         lines.append(f"PROBLEM: {p['what']}\n  fix: {p['fix']}")
     lines.append(
-        "ok: a run here would be isolated and authenticated" if doc["ok"] else "NOT ready (see above)"
+        "ok: a run here would be isolated and authenticated"
+        if doc["ok"]
+        else f"NOT ready: {len(doc['problems'])} problem(s) above"
     )
     return "\n".join(lines)
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablate.core.endpoint import environ_simulated
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import GIT_REPO_VARS as GIT_REPO_VARS
 from ablate.core.gitutil import git_env as git_env
@@ -189,9 +190,16 @@ class EndpointCheck:
     """Credential helpers the settings name (``settings.json apiKeyHelper``)."""
     applied: dict[str, str] = field(default_factory=dict)
     """The endpoint/auth variables every cell gets from ablate's own environment (values redacted)."""
+    simulated: bool = False
+    """The endpoint is ablate.sim: dollar figures are simulated, not spent."""
 
     def to_json(self) -> dict[str, object]:
-        return {"settings_env": self.settings_env, "helpers": self.helpers, "applied": self.applied}
+        return {
+            "settings_env": self.settings_env,
+            "helpers": self.helpers,
+            "applied": self.applied,
+            "simulated": self.simulated,
+        }
 
 
 def settings_files(config_dir: Path, repo: Path) -> list[Path]:
@@ -278,4 +286,5 @@ def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> En
             hint="set the endpoint and auth in the environment ablate runs in, where every cell gets them",
         )
     check.applied = redacted_env({k: v for k, v in environ.items() if allowed(k) and is_endpoint_or_auth(k)})
+    check.simulated = environ_simulated(environ)
     return check

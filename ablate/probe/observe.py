@@ -3,6 +3,8 @@ transcript's load records; the shadows only the probe needs (baseline, untouched
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
@@ -13,8 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
+from ablate.core.cache import cache_dir, private_dir
 from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
 from ablate.core.constants import DEFAULT_MODEL
+from ablate.core.errors import AblateError
+from ablate.core.fsutil import atomic_write_json
 from ablate.core.proc import run_process
 from ablate.core.slug import slug
 from ablate.isolate.environment import CellEnvironment
@@ -237,6 +244,37 @@ def _baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Obs
     git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
     env = _session_env(home / ".claude", home, base_url)
     return _run(claude, cwd=repo, env=env, config_dir=home / ".claude", log=log, out_dir=root / "stdout")
+
+
+def baseline_key(claude: ClaudeBinary, env: dict[str, str], root: Path, base_url: str) -> str:
+    """What the baseline session depends on: the CLI build, the probe's prompt and model, and the environment
+    it gets (the probe's own temporary folder and capture endpoint left out: they differ every time)."""
+    stable = sorted((k, v) for k, v in env.items() if str(root) not in v and v != base_url)
+    text = orjson.dumps([claude.sha256, PROBE_PROMPT, PROBE_MODEL, stable]).decode()
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def cached_baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Observation:
+    """:func:`_baseline`, remembered per :func:`baseline_key` in ablate's cache: the no-setup session shows the
+    same generic text every time for one CLI build, so a probe runs it once, not once per probe. Only what the
+    probe uses is kept (the request's text and the listed names); a cache that cannot be read or written is
+    no error."""
+    env = _session_env(root / "baseline" / "home" / ".claude", root / "baseline" / "home", base_url)
+    folder = cache_dir()
+    path = folder / f"probe-baseline-{baseline_key(claude, env, root, base_url)}.json"
+    try:
+        private_dir(folder)  # what the probe treats as generic must be this user's own
+        data = orjson.loads(path.read_bytes())
+        return Observation(
+            "cached", 0, 0.0, None, request_text=str(data["request_text"]), listed=set(data["listed"])
+        )
+    except (OSError, ValueError, TypeError, KeyError, AblateError):
+        pass
+    obs = _baseline(claude, root, base_url, log)
+    if not obs.error and obs.request_text:
+        with contextlib.suppress(OSError, AblateError):
+            atomic_write_json(path, {"request_text": obs.request_text, "listed": sorted(obs.listed)})
+    return obs
 
 
 def _untouched(

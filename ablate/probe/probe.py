@@ -20,16 +20,15 @@ order of concurrent hook outputs: nothing about git (shadow fidelity).
 from __future__ import annotations
 
 import functools
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
+from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.isolate.backend import EnvBackend, open_backend
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
 from ablate.isolate.guard import changes_and_notes
@@ -62,10 +61,10 @@ from ablate.probe.observe import (
     PROBE_MODEL,
     PROBE_PROMPT,
     Observation,
-    _baseline,
     _run,
     _untouched,
     _untouched_namespace,
+    cached_baseline,
     canon_command,
     links_fence,
     neutralise,
@@ -176,9 +175,11 @@ def _build_cells(
     with_mcp: bool,
     jobs: int,
     into: _Cells,
+    on_first: Callable[[Any], None] | None = None,
 ) -> None:
     """Build every selected cell, neutralised and forced to the capture endpoint whatever the caller's
-    environment: no provider switch, credential or proxy reaches a probe session."""
+    environment: no provider switch, credential or proxy reaches a probe session. ``on_first`` (namespace)
+    gets the first cell's environment as soon as it is built."""
     extra = {"ANTHROPIC_BASE_URL": base_url}
     if backend == "namespace":
         made = open_backend("namespace", setup, catalog, root / "ns", extra_env=extra)
@@ -189,6 +190,8 @@ def _build_cells(
             into.notes.extend(neutralise(nenv.layers.config, with_mcp=with_mcp))
             nenv.env = force_capture(nenv.env, base_url)
             into.envs[cell.id] = nenv
+            if on_first is not None and len(into.envs) == 1:
+                on_first(nenv)
         return
 
     links = open_backend("links", setup, catalog, root / "cells", extra_env=extra)
@@ -279,6 +282,7 @@ def probe(
     builder: Builder = build_environment,
     on_cell: Callable[[str, str], None] | None = None,
     isolation: str | None = None,
+    work_parent: Path | None = None,
 ) -> ProbeResult:
     """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
 
@@ -286,6 +290,8 @@ def probe(
     own copy-on-write view at the real paths) or ``links``. ``builder`` is the ``links`` environment builder
     (the probe exists to check it; tests hand it broken ones, which forces ``links``). The user's real home,
     config dir and repository are listed before and after; any change makes the probe fail, naming it.
+    Without ``work`` the probe works in a folder of its own under ``work_parent`` (default: the temporary
+    directory), removed at the end.
     """
     start = time.monotonic()
     chosen = choose_isolation("links" if builder is not build_environment else isolation)
@@ -293,7 +299,7 @@ def probe(
     inv = inventory(setup, catalog)
     prints = _prints(setup, catalog, inv, with_mcp=with_mcp)
     owned = work is None
-    root = Path(tempfile.mkdtemp(prefix="ablate-probe-")) if work is None else work
+    root = make_work_dir("ablate-probe-", work_parent) if work is None else work
     root.mkdir(parents=True, exist_ok=True)
     before = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(root,))
     notes = _first_notes(claude, prints, with_mcp=with_mcp) + dangling_lines(inv.layers)
@@ -301,15 +307,29 @@ def probe(
     built = _Cells()
     try:
         log = root / "requests.jsonl"
-        with SimServer(log_path=log) as sim:
+        # The baseline session (no setup) and the untouched one (namespace: as soon as one cell's environment
+        # exists; links: a plain copy, at once) run while the cells are built: a CLI start is CPU and waiting,
+        # a build is file work. Both end before the cells' sessions start, so the setup's own sessions still
+        # run in the order untouched, then cells (a start-up hook that counts sessions sees the same order).
+        with SimServer(log_path=log) as sim, ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side:
+            baseline_future = side.submit(cached_baseline, claude, root, sim.base_url, log)
+            untouched: list[Future[tuple[Observation, dict[str, str]]]] = []
+
+            def start_untouched(like: Any) -> None:
+                if not untouched:
+                    untouched.append(
+                        side.submit(_untouched_first, setup, claude, root, sim.base_url, log, like, namespace)
+                    )
+
+            if not namespace:
+                start_untouched(None)
             _build_cells(
                 setup, catalog, selected, root, sim.base_url, backend=chosen.backend, builder=builder,
-                with_mcp=with_mcp, jobs=jobs, into=built,
+                with_mcp=with_mcp, jobs=jobs, into=built, on_first=start_untouched,
             )  # fmt: skip
-            baseline_obs = _baseline(claude, root, sim.base_url, log)
-            untouched_obs, untouched_paths = _untouched_setup(
-                setup, claude, root, sim.base_url, log, built if namespace else None
-            )
+            start_untouched(None)  # no cell was built
+            baseline_obs = baseline_future.result()
+            untouched_obs, untouched_paths = untouched[0].result()
             observations, writes = _observe_cells(
                 claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
             )
@@ -336,7 +356,7 @@ def probe(
     finally:
         if owned:  # --work DIR keeps the cells, requests, stdout and transcripts for inspection
             built.teardown()
-            shutil.rmtree(root, ignore_errors=True)
+            remove_tree(root)
     changed, _git_notes = changes_and_notes(before)
     notes.extend(f"ERROR: your real file changed during the probe: {c}" for c in changed[:20])
     return ProbeResult(
@@ -428,15 +448,15 @@ def _more_pairs(
     return fidelity, writes
 
 
-def _untouched_setup(
-    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, namespace: _Cells | None
+def _untouched_first(
+    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, like: Any, namespace: bool
 ) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup's session: in its own view at the real paths (``namespace``: with the cells'
-    very environment), else a plain copy; and the path replacements that make its request comparable."""
-    if namespace is None:
+    """The untouched setup's session: in its own view at the real paths (``namespace``: with the very
+    environment of the cell ``like``), else a plain copy; and the path replacements that make its request
+    comparable."""
+    if not namespace:
         return _untouched(setup, claude, root, base_url, log)
-    any_env = next(iter(namespace.envs.values()), None)
-    return _untouched_namespace(setup, claude, root, base_url, log, any_env), {}
+    return _untouched_namespace(setup, claude, root, base_url, log, like), {}
 
 
 def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:

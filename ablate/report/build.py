@@ -400,6 +400,7 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
         ],
         spend_usd=sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items),
         spend_list_usd=None if any(v is None for v in lists) else sum(v or 0.0 for v in lists),
+        simulated=bool(m.setup.endpoint and m.setup.endpoint.simulated),
     )
     fields["n"] = Counts(
         tasks=len(ctx.task_ids),

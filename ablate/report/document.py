@@ -118,6 +118,17 @@ def probe_words(probe: dict[str, object]) -> str:
     """The stored probe result in words: overall verdict, fidelity, each cell's verdict."""
     if "error" in probe:
         return f"Probe: {probe['error']}"
+    if probe.get("skipped"):
+        earlier = probe.get("earlier")
+        return (
+            f"Probe: not run ({probe['skipped']}): nothing in this folder proves which layers reached the model "
+            "in each cell; `ablate probe` on the same setup does, for free."
+            + (
+                f" An earlier probe of this folder refused the run — {probe_words(earlier)}"
+                if isinstance(earlier, dict)
+                else ""
+            )
+        )
     cells = probe.get("cells")
     verdicts = (
         [f"{c.get('id', '?')} {c.get('verdict', '?')}" for c in cells if isinstance(c, dict)]
@@ -151,10 +162,14 @@ def header_section(report: Report, plot: Plot) -> list[Block]:
     """Header."""
     run, n = report.run, report.n
     b: list[Block] = []
-    spend = f"${run.spend_usd:.4f} spent" + (
-        f", ${run.spend_list_usd:.4f} at list price with cache reads priced as fresh input"
-        if run.spend_list_usd is not None
-        else ""
+    spend = (
+        f"${run.spend_usd:.4f} "
+        + ("simulated (nothing was billed)" if run.simulated else "spent")
+        + (
+            f", ${run.spend_list_usd:.4f} at list price with cache reads priced as fresh input"
+            if run.spend_list_usd is not None
+            else ""
+        )
     )
     tasks = ", ".join(f"{t['id']} ({t['split']})" for t in run.tasks)
     b.append(
@@ -181,6 +196,14 @@ def header_section(report: Report, plot: Plot) -> list[Block]:
             id="header",
         )
     )
+    if run.simulated:
+        b.append(
+            Para(
+                "Simulated: the sessions reached ablate's simulated endpoint (ablate.sim), so every dollar "
+                "figure in this report is what the simulated usage would cost at list price; nothing was billed.",
+                strong=True,
+            )
+        )
     return b
 
 
@@ -217,7 +240,9 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
                 str(e.rank),
                 e.cell,
                 layers_text(e.layers),
-                "undecided" if e.cell in undecided else e.verdict,
+                "undecided"
+                if e.cell in undecided
+                else e.verdict + (f" ({', '.join(e.tradeoffs)})" if e.tradeoffs else ""),
                 e.evidence,
                 fmt_delta(prim, e.primary_delta) + (f" {fmt_ci(pc)}" if pc else ""),
                 fmt_delta("turns", e.delta_turns),
@@ -235,7 +260,7 @@ def ranking_section(report: Report, plot: Plot) -> list[Block]:
                 "evidence",
                 f"Δ {METRIC_LABELS.get(prim, prim)} [CI]",
                 "Δ turns",
-                "Δ cost",
+                "Δ cost (simulated)" if report.run.simulated else "Δ cost",
                 "real on",
             ],
             rows,
@@ -440,7 +465,8 @@ def isolation_section(report: Report, plot: Plot) -> list[Block]:
     else:
         b.append(
             Para(
-                "No probe result is stored in this run folder: run `ablate probe` on the same setup to prove what reaches the model."
+                "No probe.json in this run folder (it was planned or run without the probe-first step): run "
+                "`ablate probe` on the same setup to prove what reaches the model."
             )
         )
     if report.excluded_items:

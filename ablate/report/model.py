@@ -83,6 +83,8 @@ class RunInfo(Doc):
     """Sum of every scored and excluded session's recorded spend."""
     spend_list_usd: float | None = None
     """The same sessions at list price with cache reads priced as fresh input (None: a model without price)."""
+    simulated: bool = False
+    """The sessions reached ablate's simulated endpoint: every dollar figure is simulated, nothing was billed."""
 
 
 class Counts(Doc):
@@ -143,11 +145,14 @@ class RankEntry(Doc):
     real_on: list[str] = Field(default_factory=list)
     """Where each of them is real and which way: ``pitfall_free: pooled helps, greet-exclaim helps``."""
     verdict: LayerVerdict = "draw"
-    """From the real comparisons only: ``helps``, ``hurts``, ``mixed`` (real in opposite directions), ``draw``."""
+    """From the real comparisons only: the pooled primary one's direction when it is real (``helps``,
+    ``hurts``); else ``helps``/``hurts`` when the real ones agree, ``mixed`` when they disagree, ``draw``."""
     evidence: Literal["primary", "secondary", "none"] = "none"
     """``primary``: the pooled primary comparison is real; ``secondary``: only secondary ones are."""
     primary_delta: float | None = None
     """Pooled Δ of the primary metric (cell − control)."""
+    tradeoffs: list[str] = Field(default_factory=list)
+    """Real pooled comparisons against a helps/hurts verdict, from the layer's side: ``costs 1.00 turns``."""
 
 
 class Caveat(Doc):

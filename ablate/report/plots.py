@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
+from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Report
 
 REAL_COLOR = "#1f4e79"
@@ -26,9 +25,9 @@ def _private_matplotlib_dirs() -> None:
     the user chose one (``MPLCONFIGDIR``)."""
     if "MPLCONFIGDIR" in os.environ or "matplotlib" in sys.modules:
         return
-    folder = tempfile.mkdtemp(prefix="ablate-mpl-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    os.environ["MPLCONFIGDIR"] = folder
+    folder = make_work_dir("ablate-mpl-")
+    atexit.register(remove_tree, folder)
+    os.environ["MPLCONFIGDIR"] = str(folder)
 
 
 def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:

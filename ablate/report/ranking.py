@@ -5,16 +5,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ablate.folder.layout import ManifestCell
-from ablate.report.model import HIGHER_IS_BETTER, Comparison, LayerVerdict, RankEntry
+from ablate.report.model import (
+    BINARY_METRICS,
+    HIGHER_IS_BETTER,
+    METRIC_LABELS,
+    Comparison,
+    LayerVerdict,
+    RankEntry,
+)
 
 RANKING_KEY = (
     "a layer's verdict comes from its real comparisons only (Holm within their family), each read in its own "
-    "direction: 'helps' when every real one says stripping the layer made things worse, 'hurts' when every "
-    "real one says it made them better, 'mixed' when real ones disagree, 'draw' when none is real. Order: "
-    "helps with a real primary effect (largest primary loss when stripped first); helps on secondary evidence "
-    "only (most real comparisons first); mixed; the draw group (one tie); hurts on secondary evidence only "
-    "(fewest real comparisons first); hurts with a real primary effect (smallest primary gain when stripped "
-    "first). Equal keys share a rank"
+    "direction. When the pooled primary comparison is real it decides: 'helps' when stripping the layer made the "
+    "primary outcome worse, 'hurts' when it made it better, and real secondary comparisons the other way are "
+    "listed beside the verdict as its trade-offs ('costs 1.00 turns'). Otherwise, from the secondary ones: "
+    "'helps' or 'hurts' when they agree, 'mixed' when they disagree, 'draw' when none is real. Order: helps with "
+    "a real primary effect (largest primary loss when stripped first); helps on secondary evidence only (most "
+    "real comparisons first); mixed; the draw group (one tie); hurts on secondary evidence only (fewest real "
+    "comparisons first); hurts with a real primary effect (smallest primary gain when stripped first). Equal "
+    "keys share a rank"
 )
 #: Group order of the ranking (see :data:`RANKING_KEY`).
 _GROUPS: list[tuple[LayerVerdict, str]] = [
@@ -43,12 +52,14 @@ def rank_entry(
     real = [x for x in mine if x.real]
     pooled = {x.metric: x for x in mine if x.task is None}
     directions = {x.verdict for x in real}
-    verdict: LayerVerdict = (
-        "draw"
-        if not real
-        else ("mixed" if len(directions) > 1 else ("helps" if "helps" in directions else "hurts"))
-    )
     prim = pooled.get(primary)
+    verdict: LayerVerdict
+    if prim is not None and prim.real and prim.verdict in ("helps", "hurts"):
+        verdict = "helps" if prim.verdict == "helps" else "hurts"
+    elif not real:
+        verdict = "draw"
+    else:
+        verdict = "mixed" if len(directions) > 1 else ("helps" if "helps" in directions else "hurts")
     evidence = "primary" if prim is not None and prim.real else ("secondary" if real else "none")
     real_metrics = list(
         dict.fromkeys([x.metric for x in real if x.metric == primary] + [x.metric for x in real])
@@ -75,7 +86,31 @@ def rank_entry(
         verdict=verdict,
         evidence=evidence,
         primary_delta=delta(primary),
+        tradeoffs=tradeoffs(verdict, [x for x in real if x.task is None and x.metric != primary]),
     )
+
+
+def tradeoffs(verdict: LayerVerdict, pooled_real: Sequence[Comparison]) -> list[str]:
+    """The real pooled comparisons that go against a helps/hurts verdict, in words from the layer's side:
+    a layer that helps 'costs 1.00 turns' (stripping it saved a turn); one that hurts 'saves $0.0288' or
+    'adds 20 pts checks-passed rate'."""
+    if verdict not in ("helps", "hurts"):
+        return []
+    out = []
+    for x in pooled_real:
+        if x.verdict not in ("helps", "hurts") or x.verdict == verdict or x.delta is None:
+            continue
+        word = "costs" if verdict == "helps" else ("adds" if x.metric in HIGHER_IS_BETTER else "saves")
+        out.append(f"{word} {_amount(x.metric, abs(x.delta))}")
+    return out
+
+
+def _amount(metric: str, size: float) -> str:
+    if metric == "cost_usd":
+        return f"${size:.4f}"
+    if metric in BINARY_METRICS:
+        return f"{100 * size:.0f} pts {METRIC_LABELS.get(metric, metric)}"
+    return f"{size:.2f} {METRIC_LABELS.get(metric, metric)}"
 
 
 def _sort_key(e: RankEntry, primary: str, n_real: int) -> tuple[float, ...]:

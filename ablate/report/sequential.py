@@ -17,7 +17,7 @@ from typing import Literal
 
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, read_manifest, utcnow
 from ablate.folder.result import ItemResult, iter_results
-from ablate.report.blocks import Block, Bullets, Document, Figure, Heading, Para, Table
+from ablate.report.blocks import Block, Bullets, Document, Figure, Heading, Para, Table, fmt_delta
 from ablate.report.model import SequentialReport
 from ablate.run.adaptive import (
     AdaptiveOptions,
@@ -212,14 +212,14 @@ def section_blocks(seq: SequentialReport, plot: tuple[str, str] | None) -> list[
             Para(
                 f"Stopped: {seq.stopped or 'not yet (the run goes on)'} after {len(seq.looks)} rounds"
                 + (f", {last.sessions} sessions, ${last.spend_usd:.4f}" if last else "")
-                + f" (at most {seq.max_repeats} rounds; min effect {seq.min_effect}; α {seq.alpha})."
+                + f" (at most {seq.max_repeats} rounds; min effect {100 * seq.min_effect:.0f} pts; α {seq.alpha})."
             )
         )
     rows = []
     for cell, d in seq.decisions.items():
         c = last.cells[cell] if last else None
         cs = (
-            f"[{c.cs_low:+.2f}, {c.cs_high:+.2f}]"
+            f"[{fmt_delta('pitfall_free', c.cs_low)}, {fmt_delta('pitfall_free', c.cs_high)}]"
             if c and c.cs_low is not None and c.cs_high is not None
             else "–"
         )
@@ -229,7 +229,7 @@ def section_blocks(seq: SequentialReport, plot: tuple[str, str] | None) -> list[
                 str(d["decision"]),
                 "–" if d["round"] is None else str(d["round"]),
                 str(d["blocks"]),
-                "–" if c is None or c.delta is None else f"{c.delta:+.2f}",
+                fmt_delta("pitfall_free", None if c is None else c.delta),
                 cs,
                 "–" if c is None else f"{c.p_holm:.3g}",
                 _turns(c),

@@ -333,7 +333,10 @@ def _num(v: float) -> float | None:
 
 
 def _reason(decision: str, f: dict[str, Any], options: AdaptiveOptions) -> str:
-    d, bar = options.min_effect, 1.0 / options.draw_beta
+    d, bar = (
+        f"{100 * options.min_effect:.0f} pts",
+        1.0 / options.draw_beta,
+    )  # rate changes in pts, as the report
     if decision == "real":
         return (
             f"real: Holm-adjusted anytime p {f['p_holm']:.4g} <= {options.alpha} "
@@ -343,7 +346,7 @@ def _reason(decision: str, f: dict[str, Any], options: AdaptiveOptions) -> str:
         return (
             f"no effect of interest: effects of +{d} or more and of -{d} or less both rejected "
             f"(e-values {f['futility_up']:.3g} and {f['futility_down']:.3g} >= {bar:.3g}, "
-            f"delta {f['delta']:+.3f}) after {f['blocks']} blocks"
+            f"delta {100 * f['delta']:+.1f} pts) after {f['blocks']} blocks"
         )
     if f["blocks"] == 0:
         return "undecided: no paired blocks yet"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ablate.core.errors import UsageError
 
@@ -34,9 +35,6 @@ def prepare_demo_folder(out: Path) -> Path:
 #: (shadow/sim/demo.toml plants these).
 PLANTED_WITH = 0.9
 PLANTED_WITHOUT = 0.1
-#: Metrics a demo report compares: the four of every report and checks_passed (greet-exclaim has checks);
-#: counting them all gives Holm's family an upper bound, so the power the demo claims is a lower bound.
-REPORT_METRICS = 5
 #: The demo's tasks: each depends on one layer of the demo cell set.
 DEMO_TASKS = ("greet-exclaim", "no-framework")
 
@@ -77,31 +75,161 @@ strip = ["output-styles"]
 """
 
 
+#: Pitfall-free rates the simulated model plants, per tested cell and task (the control has PLANTED_WITH on
+#: both): C1 strips what greet-exclaim needs, C8 what no-framework needs, C2 something the model ignores.
+PLANTED_RATES: dict[str, dict[str, float]] = {
+    "C1": {"greet-exclaim": PLANTED_WITHOUT, "no-framework": PLANTED_WITH},
+    "C2": {"greet-exclaim": PLANTED_WITH, "no-framework": PLANTED_WITH},
+    "C8": {"greet-exclaim": PLANTED_WITH, "no-framework": PLANTED_WITHOUT},
+}
+#: The plain A/B (`ablate demo --with-ab`): C11 (no setup) against C0 on three tasks; deploy-command answers
+#: deterministically (without lessons or the runbook it guesses the region).
+AB_RATES: dict[str, dict[str, float]] = {
+    "C11": {"deploy-command": 0.0, "greet-exclaim": PLANTED_WITHOUT, "no-framework": PLANTED_WITHOUT}
+}
+AB_CONTROL = {"deploy-command": 1.0, "greet-exclaim": PLANTED_WITH, "no-framework": PLANTED_WITH}
+#: The facts the demo's report must show: the planted layers help, the null one is not real on the primary
+#: metric (C12, a no-op, is labelled by construction and checked too).
+PLANTED_HELPS = ("C1", "C8")
+PLANTED_NULL = ("C2",)
+NO_OP = "C12"
+#: The probability the demo's design must recover every planted fact with.
+RECOVERY_TARGET = 0.99
+#: Simulated runs behind a recovery figure (fixed seed: the figure is the same every time it is computed).
+RECOVERY_SIMS = 20_000
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """How often a design recovers the planted truth."""
+
+    effects: float
+    """Every planted layer found real, helping."""
+    everything: float
+    """That, and no null layer marked real (Holm keeps a false mark below alpha)."""
+
+
 @dataclass(frozen=True)
 class DemoDesign:
     """How many repeats the demo runs, and why."""
 
     repeats: int
+    recovery: Recovery
+    """How often a run of this design recovers the planted truth (simulated, :data:`RECOVERY_SIMS` runs)."""
     comparisons: int
-    """Comparisons the report will make (Holm's family size)."""
-    alpha_each: float
-    """Holm's strictest step: alpha / comparisons."""
-    power: float
-    """Exact power of one planted per-task comparison at that alpha with ``repeats`` blocks."""
+    """Comparisons in the primary family (Holm's family size): one per tested cell."""
 
 
-def demo_design(tasks: int, tested_cells: int, alpha: float = 0.05, power: float = 0.8) -> DemoDesign:
-    """Repeats for which every planted per-task effect is found with ``power`` after Holm's correction."""
-    from ablate.stats import power_binary, runs_needed_binary
+def recovery_probability(
+    repeats: int,
+    rates: dict[str, dict[str, float]] = PLANTED_RATES,
+    *,
+    helps: tuple[str, ...] = PLANTED_HELPS,
+    control: dict[str, float] | None = None,
+    alpha: float = 0.05,
+    sims: int = RECOVERY_SIMS,
+    seed: int = 0,
+) -> Recovery:
+    """The share of ``sims`` simulated runs whose primary family (each cell's pooled pitfall-free rate against
+    the control, paired on (task, repeat) blocks, exact test on discordant blocks, Holm over the testable ones:
+    what the report computes) marks every cell of ``helps`` real with a loss when stripped (and of those, the
+    share that marks no other cell real). Every session is an independent draw, as the simulated model's are
+    (keyed by task, cell and repeat)."""
+    import numpy as np
 
-    comparisons = tested_cells * REPORT_METRICS * (tasks + 1 if tasks > 1 else 1)
-    alpha_each = alpha / comparisons
-    need = runs_needed_binary(PLANTED_WITH, PLANTED_WITHOUT, alpha_each, power)
-    if not isinstance(need, int):  # pragma: no cover - the planted rates always give a finite figure
-        raise UsageError(f"demo design: {need.reason}")
-    return DemoDesign(
-        need, comparisons, alpha_each, power_binary(need, PLANTED_WITH, PLANTED_WITHOUT, alpha_each)
+    from ablate.stats import exact_paired_p
+
+    rng = np.random.default_rng(seed)
+    cells = list(rates)
+    tasks = list(next(iter(rates.values())))
+    base = control or dict.fromkeys(tasks, PLANTED_WITH)
+    ctl = np.concatenate([rng.random((sims, repeats)) < base[t] for t in tasks], axis=1)
+    p = np.empty((sims, len(cells)))
+    delta = np.empty((sims, len(cells)))
+    for j, cell in enumerate(cells):
+        outcome = np.concatenate([rng.random((sims, repeats)) < rates[cell][t] for t in tasks], axis=1)
+        gained = (outcome & ~ctl).sum(axis=1)
+        lost = (~outcome & ctl).sum(axis=1)
+        p[:, j] = exact_paired_p(gained, lost)
+        delta[:, j] = gained - lost
+    testable = ~np.isnan(p)
+    m = testable.sum(axis=1, keepdims=True)
+    order = np.argsort(np.where(testable, p, 2.0), axis=1, kind="stable")
+    ranked = np.take_along_axis(np.where(testable, p, 1.0), order, axis=1)
+    adjusted_sorted = np.maximum.accumulate(np.minimum(1.0, ranked * (m - np.arange(len(cells)))), axis=1)
+    adjusted = np.empty_like(adjusted_sorted)
+    np.put_along_axis(adjusted, order, adjusted_sorted, axis=1)
+    real = testable & (adjusted <= alpha) & (delta != 0)
+    want = np.array([c in helps for c in cells])
+    found = np.all(real[:, want] & (delta[:, want] < 0), axis=1)
+    clean = found & ~np.any(real[:, ~want], axis=1)
+    return Recovery(float(found.mean()), float(clean.mean()))
+
+
+def demo_design(
+    rates: dict[str, dict[str, float]] = PLANTED_RATES,
+    *,
+    helps: tuple[str, ...] = PLANTED_HELPS,
+    control: dict[str, float] | None = None,
+    target: float = RECOVERY_TARGET,
+) -> DemoDesign:
+    """The fewest repeats whose runs find every planted effect with probability ``target`` (bisection: more
+    repeats never make the exact test weaker here)."""
+
+    def chance(n: int) -> Recovery:
+        return recovery_probability(n, rates, helps=helps, control=control)
+
+    low, high = 1, 64
+    if chance(high).effects < target:
+        raise UsageError(f"demo design: {high} repeats do not find the planted effects with {target:.0%}")
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if chance(mid).effects >= target else (mid, high)
+    return DemoDesign(high, chance(high), len(rates))
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One planted fact and what the report says about it."""
+
+    claim: str
+    recovered: bool
+    found: str
+
+
+def planted_facts(report: dict[str, Any]) -> list[Fact]:
+    """What a demo report (report.json) says about each planted fact: the planted layers help, the null layer
+    is not real on the primary metric, the no-op cell is labelled and not tested."""
+    ranking = {str(e.get("cell")): e for e in report.get("ranking", []) if isinstance(e, dict)}
+    primary = report.get("primary_metric", "pitfall_free")
+    pooled = {
+        str(c.get("cell")): c
+        for c in report.get("comparisons", [])
+        if isinstance(c, dict) and c.get("task") is None and c.get("metric") == primary
+    }
+    facts = []
+    for cell in PLANTED_HELPS:
+        verdict = str(ranking.get(cell, {}).get("verdict", "not ranked"))
+        facts.append(Fact(f"{cell} helps", verdict == "helps", f"verdict {verdict}"))
+    for cell in PLANTED_NULL:
+        c = pooled.get(cell, {})
+        p = c.get("p_adjusted")
+        facts.append(
+            Fact(
+                f"{cell} makes no real difference to {primary}",
+                bool(c) and not c.get("real"),
+                "real"
+                if c.get("real")
+                else f"not real (Holm p {p:.3f})"
+                if isinstance(p, float)
+                else "not real",
+            )
+        )
+    no_op = {str(c.get("cell")) for c in report.get("no_op_cells", []) if isinstance(c, dict)}
+    facts.append(
+        Fact(f"{NO_OP} is a no-op", NO_OP in no_op, "labelled no-op" if NO_OP in no_op else "tested")
     )
+    return facts
 
 
 def write_demo_cells(root: Path) -> Path:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from ablate.core.claude import ClaudeBinary
 from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import run_git
+from ablate.core.tempwork import mark_owned, remove_tree
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, SetupInfo
 from ablate.folder.result import read_result
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run, shard_folder
@@ -287,10 +287,11 @@ def work_area(work_dir: Path | None, run_id: str) -> Iterator[Path]:
     base = Path(tempfile.gettempdir()) / "ablate-envs" if work_dir is None else work_dir
     root = base / run_id
     root.mkdir(parents=True, exist_ok=True)
+    mark_owned(root)  # a run killed with SIGKILL leaves it: the next command's sweep removes it
     try:
         yield root
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
         if default:
             with contextlib.suppress(OSError):
                 base.rmdir()  # only when empty: another run may be using it

@@ -26,7 +26,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
@@ -73,6 +72,7 @@ from ablate.run.session import (
     build_result,
     kill_strays,
     render_argv,
+    session_uuid,
 )
 from ablate.run.worker import Worker
 from ablate.setup.cells import ResolvedCell
@@ -359,7 +359,9 @@ class Runner:
     ) -> None:
         n = max([a.n for a in it.attempts] + [self._stdout_max.get(it.item, 0)]) + 1
         self._stdout_max[it.item] = n
-        attempt = Attempt(n=n, session_id=str(uuid.uuid4()), started_at=utcnow(), slot=label)
+        attempt = Attempt(
+            n=n, session_id=session_uuid(self.manifest.seed, it.item, n), started_at=utcnow(), slot=label
+        )
         it.attempts.append(attempt)
         self._plan_dirty = True
         task = self.tasks[it.task]

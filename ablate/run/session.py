@@ -7,6 +7,7 @@ import errno
 import os
 import shutil
 import stat
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,18 @@ def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> lis
         max_turns="{max_turns}",
         extra=extra_args,
     )
+
+
+#: Namespace of the session ids ablate gives the CLI (uuid5 of the run's seed, the item and the attempt).
+_SESSION_NS = uuid.UUID("5d1c63a4-8e0b-4b8e-9a52-2f1a8c7e0b61")
+
+
+def session_uuid(seed: int, item: str, attempt: int) -> str:
+    """The ``--session-id`` of an attempt: fixed by the run's seed, the item and the attempt number, so the same
+    seed gives every session the same id whatever the scheduling. A model that draws per session (the
+    simulated endpoint's ``seed_from = "session"``) then gives the same numbers run after run; within a run the
+    id is unique (an item's attempts are numbered)."""
+    return str(uuid.uuid5(_SESSION_NS, f"{seed}:{item}:{attempt}"))
 
 
 def render_argv(template: Sequence[str], *, max_turns: int, session_id: str, prompt: str) -> list[str]:

@@ -177,8 +177,10 @@ class Responder:
         mode = self.script.seed_from
         if mode == "prompt":
             return prompt_text(view.body)
-        if mode == "session":
-            return f"{view.session_id or ''}\0{first_user_text(view.body)}"
+        if mode == "session":  # the prompt, not the reminders: paths and the date must not move a draw
+            if view.session_id:
+                return f"{view.session_id}\0{prompt_text(view.body)}"
+            return f"\0{first_user_text(view.body)}"
         return first_user_text(view.body)
 
     def _matches(self, rule: Rule, view: RequestView) -> bool:

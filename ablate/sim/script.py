@@ -228,7 +228,9 @@ class Script(Spec):
     seed_from: Literal["first_message", "prompt", "session"] = "first_message"
     """What a probability draw hashes besides the run seed and the rule name: the first user message text
     (``first_message``, system-reminders included, so it differs across cells), the ``prompt`` only
-    (same draw in every cell and repeat), or also the ``session`` id header (a fresh draw per session)."""
+    (same draw in every cell and repeat), or the ``session`` id header with the prompt (a fresh draw per
+    session; ``ablate run`` fixes each session's id from the run's seed, the item and the attempt, so a run
+    draws the same whatever its paths, date or scheduling)."""
     model: str | None = None
     """Model name reported in answers; default: the model the request asked for."""
     usage: Usage = Field(default_factory=Usage)

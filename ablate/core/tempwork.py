@@ -1,0 +1,145 @@
+"""ablate's own work folders in the temporary directory: made with an owner file (the pid and start time of
+the process that made them), removed whatever their modes (an overlay's ``work/work`` folder is mode 000),
+and swept at the start of every command when their owner is gone (a run killed with SIGKILL leaves its
+folders, and as root its mounts, behind)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+#: The owner file inside every work folder ablate makes.
+OWNER = ".ablate-owner"
+#: Folders of the temporary directory that are ablate's work folders (the cache is not one: it is reused).
+SWEPT_PREFIXES = ("ablate-probe-", "ablate-grade-", "ablate-mpl-", "ablate-doctor-")
+#: Folders holding one work folder per run (``ablate-envs/<run-id>``).
+SWEPT_PARENTS = ("ablate-envs",)
+
+
+_PROC = Path("/proc/self/stat").exists()
+
+
+def _start_token(pid: int) -> str | None:
+    """When process ``pid`` started (None: no such process), so a reused pid is not taken for the owner: the
+    start time in clock ticks from ``/proc`` (no import: every command sweeps), else psutil's."""
+    if _PROC:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+        except OSError:
+            return None
+        return stat.rsplit(")", 1)[1].split()[19]  # field 22, starttime (fields from 3 after the name)
+    import psutil
+
+    try:
+        return f"{psutil.Process(pid).create_time():.3f}"
+    except psutil.Error:
+        return None
+
+
+def _me() -> str:
+    return f"{os.getpid()} {_start_token(os.getpid())}\n"
+
+
+def mark_owned(folder: Path) -> None:
+    """Write the owner file: this process owns ``folder`` until it exits."""
+    (folder / OWNER).write_text(_me(), encoding="utf-8")
+
+
+def make_work_dir(prefix: str, parent: Path | None = None) -> Path:
+    """A fresh private folder (``tempfile.mkdtemp``) marked as this process's."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    mark_owned(folder)
+    return folder
+
+
+def owner_alive(folder: Path) -> bool:
+    """Whether the process that made ``folder`` still runs (a folder without a readable owner file counts
+    as alive: it is not known to be ablate's leftover)."""
+    try:
+        pid_text, started = (folder / OWNER).read_text(encoding="utf-8").split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return True
+    return _start_token(pid) == started
+
+
+def _unmount_under(folder: Path) -> None:
+    """Lazily unmount every mount point at or under ``folder`` (deepest first); only root can, and only
+    mounts in this mount namespace are seen."""
+    if os.geteuid() != 0:
+        return
+    prefix = str(folder.resolve())
+    try:
+        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return
+    points = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            point = fields[4].encode().decode("unicode_escape")
+            if point == prefix or point.startswith(prefix + os.sep):
+                points.append(point)
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove ``folder`` whatever its modes: a folder that refuses (mode 000, read-only) is opened to its owner
+    and removal retried; mounts under it are unmounted first (as root). Errors that remain are ignored."""
+    _unmount_under(folder)
+
+    def _open_and_retry(func: object, path: str, _exc: object) -> None:
+        with contextlib.suppress(OSError):
+            parent = os.path.dirname(path)
+            os.chmod(parent, stat.S_IRWXU)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+                shutil.rmtree(path, onerror=_open_and_retry)
+            else:
+                os.unlink(path)
+
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder, onerror=_open_and_retry)
+    elif folder.is_symlink() or folder.exists():
+        with contextlib.suppress(OSError):
+            folder.unlink()
+
+
+def sweep(tmp: Path | None = None) -> list[Path]:
+    """Remove ablate's work folders in the temporary directory whose owner process is gone; return them."""
+    base = Path(tmp or tempfile.gettempdir())
+    candidates: list[Path] = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        name = entry.name
+        if name.startswith(SWEPT_PREFIXES):
+            candidates.append(entry)
+        elif name in SWEPT_PARENTS and entry.is_dir() and not entry.is_symlink():
+            with contextlib.suppress(OSError):
+                candidates.extend(entry.iterdir())
+    removed = []
+    for folder in candidates:
+        try:
+            if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if not (folder / OWNER).is_file() or owner_alive(folder):
+            continue
+        remove_tree(folder)
+        removed.append(folder)
+    for name in SWEPT_PARENTS:
+        with contextlib.suppress(OSError):
+            (base / name).rmdir()  # only when empty
+    return removed

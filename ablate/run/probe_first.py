@@ -1,0 +1,132 @@
+"""Probe first, for free: before a run's first paid session, prove every cell of the run faithful (the real CLI
+against the capture endpoint, ablate.sim: no key, no cost) and keep the proof as ``probe.json`` in the run
+folder, where the report reads it. A cell the probe finds leaking, missing a layer or failing stops the run
+before anything is spent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ablate.core.errors import AblateError
+from ablate.core.fsutil import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from ablate.core.claude import ClaudeBinary
+    from ablate.run.prepare import PreparedRun
+
+PROBE_FILE = "probe.json"
+#: Probe sessions at once, at least: they cost no money, and a CLI start waits as much as it computes
+#: (benchmarks/bench_probe.py: 4 at once beat 2 on the 2-core machine).
+PROBE_JOBS = 4
+
+
+class UnfaithfulCells(AblateError):
+    """The probe found a cell that does not carry what it should: the run is refused (exit 1)."""
+
+
+def _write(run_dir: Path, data: dict[str, Any]) -> Path:
+    path = run_dir / PROBE_FILE
+    atomic_write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    return path
+
+
+def kept_probe(run_dir: Path, cells: list[str]) -> dict[str, Any] | None:
+    """The run folder's passing probe of exactly these cells (a resumed run keeps it), else None."""
+    try:
+        data = orjson.loads((run_dir / PROBE_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("ok") is not True:
+        return None
+    probed = sorted(str(c.get("id")) for c in data.get("cells", []) if isinstance(c, dict))
+    return data if probed == sorted(cells) else None
+
+
+def summary_line(data: dict[str, Any]) -> str:
+    """``OK: 5 cells (4 faithful, 1 no-op), shadow fidelity equal, 9.8 s (2.0 s per cell)`` from probe.json."""
+    cells = [c for c in data.get("cells", []) if isinstance(c, dict)]
+    counts: dict[str, int] = {}
+    for c in cells:
+        counts[str(c.get("verdict"))] = counts.get(str(c.get("verdict")), 0) + 1
+    fid = data.get("fidelity") or {}
+    fidelity = (
+        ("equal" if fid.get("equal") else "DIFFERENT")
+        if fid.get("checked")
+        else f"not checked ({fid.get('reason')})"
+    )
+    took = float(data.get("duration_s") or 0.0)
+    return (
+        f"{'OK' if data.get('ok') else 'NOT FAITHFUL'}: {len(cells)} cells ("
+        + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        + f"), shadow fidelity {fidelity}, {took:.1f} s ({took / max(1, len(cells)):.1f} s per cell)"
+    )
+
+
+def skip_probe(run_dir: Path, why: str) -> Path:
+    """Record that the run was not probed (``--no-probe``): the report says so. A passing probe already in
+    the folder (a resume) stays; a failing one is kept beside the record (``earlier``), never erased."""
+    path = run_dir / PROBE_FILE
+    try:
+        earlier = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        earlier = None
+    if isinstance(earlier, dict) and earlier.get("ok") is True:
+        return path
+    record: dict[str, Any] = {"ok": None, "skipped": why}
+    if isinstance(earlier, dict) and earlier.get("ok") is False:
+        record["earlier"] = earlier
+    return _write(run_dir, record)
+
+
+def probe_first(
+    prep: PreparedRun,
+    claude: ClaudeBinary,
+    *,
+    isolation: str,
+    work_dir: Path | None,
+    jobs: int,
+    on_cell: Callable[[str, str], None] | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """Probe the run's cells (all of its cell set) unless the folder already holds a passing probe of them;
+    write ``probe.json``; return it and whether it was kept from before. Raises :class:`UnfaithfulCells`
+    (exit 1) naming the cells and the file when a cell is not faithful."""
+    from ablate.probe.probe import probe
+
+    run_dir = prep.folder.root
+    cells = [c.id for c in prep.cell_set.cells]
+    kept = kept_probe(run_dir, cells)
+    if kept is not None:
+        return kept, True
+    result = probe(
+        prep.setup,
+        prep.catalog,
+        prep.cell_set,
+        claude,
+        work=None,
+        jobs=max(jobs, PROBE_JOBS),
+        isolation=isolation,
+        work_parent=work_dir,
+        on_cell=on_cell,
+    )
+    data = result.to_json()
+    path = _write(run_dir, data)
+    if not result.ok:
+        bad = [f"{c.id} {c.verdict}" for c in result.cells if c.verdict not in ("faithful", "no-op")]
+        why = bad or (
+            ["shadow fidelity: C0 differs from your untouched setup"]
+            if not data["fidelity"].get("equal")
+            else []
+        )
+        if not result.real_setup_unchanged:
+            why.append("your real files changed during the probe")
+        raise UnfaithfulCells(
+            f"the probe refused this run before any paid session ({'; '.join(why)}); nothing was spent. "
+            f"The proof: {path}; the run folder: {run_dir}",
+            hint=f"`ablate probe --cells {prep.cell_set.source or prep.cell_set.name}` shows each layer; fix "
+            "the cell or the setup, or run anyway with --no-probe (the report will say so)",
+        )
+    return data, False

@@ -1,0 +1,71 @@
+"""`make claude`: npm's errors are shown (quiet on success), the user's global npmrc is honoured (npm derives
+it from --prefix otherwise), and a failed step says what failed. A fake `npm` on PATH plays the registry."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_NPM = """#!/bin/sh
+echo "$@" >> "{log}"
+case "$1 $2 $3" in
+  "config get globalconfig") echo /etc/site-npmrc; exit 0 ;;
+  "config get registry") echo https://registry.example.test/; exit 0 ;;
+esac
+if [ "{mode}" = fail ]; then
+  echo "npm error code E404" >&2
+  echo "npm error 404 Not Found - GET https://registry.example.test/@anthropic-ai%2fclaude-code" >&2
+  exit 1
+fi
+while [ $# -gt 0 ]; do
+  if [ "$1" = --prefix ]; then prefix="$2"; fi
+  shift
+done
+bin="$prefix/node_modules/@anthropic-ai/claude-code-linux-x64"
+mkdir -p "$bin"
+printf '#!/bin/sh\\necho "2.1.332 (Claude Code)"\\n' > "$bin/claude"
+chmod +x "$bin/claude"
+echo "added 2 packages in 3s"
+"""
+
+
+def _make(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    work = tmp_path / mode
+    (work / "bin").mkdir(parents=True)
+    shutil.copy(ROOT / "Makefile", work / "Makefile")
+    log = work / "npm-calls.log"
+    npm = work / "bin" / "npm"
+    npm.write_text(FAKE_NPM.format(log=log, mode=mode))
+    npm.chmod(0o755)
+    env = {**os.environ, "PATH": f"{work / 'bin'}:{os.environ['PATH']}"}
+    env.pop("ABLATE_CLAUDE_BIN", None)
+    proc = subprocess.run(["make", "claude"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    return proc, log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_failed_npm_install_shows_npms_error_and_says_what_failed(tmp_path: Path) -> None:
+    proc, calls = _make(tmp_path, "fail")
+    assert proc.returncode != 0
+    assert "npm error code E404" in proc.stderr and "404 Not Found" in proc.stderr
+    assert "make claude: npm install @anthropic-ai/claude-code@2.1.332 failed" in proc.stderr
+    assert "registry: https://registry.example.test/" in proc.stderr
+    (install,) = [c for c in calls if c.startswith("install")]
+    assert "--globalconfig /etc/site-npmrc" in install  # the user's global npmrc (cafile, registry) kept
+
+
+def test_a_successful_install_is_quiet(tmp_path: Path) -> None:
+    proc, _calls = _make(tmp_path, "ok")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "added 2 packages" not in proc.stdout  # npm's chatter stays in the log
+    assert proc.stdout.strip().splitlines() == [
+        "installing @anthropic-ai/claude-code@2.1.332 into .cache/claude (npm; log: .cache/claude/npm.log)"
+    ]
