@@ -81,7 +81,8 @@ def test_a_run_whose_c11_would_log_in_differently_is_refused_before_any_session(
     assert "cell C11: would authenticate with nothing (logged out)" in said, said
     assert f"your setup with credentials-file ({ex.config_dir / '.credentials.json'})" in said
     assert "claude setup-token" in said and "CLAUDE_CODE_OAUTH_TOKEN" in said
-    assert not log.exists() or list(iter_requests(log)) == []  # no session started
+    # no session started: nothing reached the model (ablate's own HEAD /api/hello tells the sim apart)
+    assert not log.exists() or [r.path for r in iter_requests(log) if r.method != "HEAD"] == []
     assert list((tmp_path / "runs").glob("*/results/*.json")) == []
     assert tree_hash(ex.config_dir) == before  # the real login is untouched
     assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
