@@ -69,7 +69,7 @@ from ablate.probe.observe import (
     links_fence,
     neutralise,
 )
-from ablate.run.writes_summary import writes_lines
+from ablate.folder.writes_summary import writes_lines
 from ablate.setup.cells import CellSet, ResolvedCell
 from ablate.setup.inventory import dangling_lines
 from ablate.setup.layers import Catalog
