@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.folder.writes_summary import denied_by_path, writes_lines
 from ablate.run.execute import exit_code, preflight
-from ablate.run.writes_summary import denied_by_path, writes_lines
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from ablate.cli.main import app
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import tree_hash
+from ablate.folder.writes_summary import writes_lines
 from ablate.isolate import environment
 from ablate.isolate.environment import (
     build_config_dir,
@@ -27,7 +28,6 @@ from ablate.isolate.environment import (
 from ablate.isolate.shadowfs import copy_entry
 from ablate.run.execute import refuse_unfaithful_cells
 from ablate.run.prepare import PreparedRun
-from ablate.run.writes_summary import writes_lines
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog, resolve_layer, walk_files
 from ablate.setup.load import ancestor_leaks, load_setup, resolve_layers

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ablate.core.errors import SpecError
-from ablate.grade.checks import _evaluate, glob_regex
+from ablate.grade.evaluate import evaluate_check
+from ablate.grade.session_checks import glob_regex
 from ablate.grade.trace import SessionTrace, ToolCall, read_transcript
 from ablate.setup.plugin_evals import find_suite, load_suite, task_id
 from ablate.setup.tasks import TaskSpec, load_task, load_tasks, select_split
@@ -278,7 +279,7 @@ def test_graders_evaluated_on_a_session(check: str, passed: bool) -> None:
     def read(rel: str) -> tuple[bytes | None, str]:
         return (b"hello\n", "") if rel == "out.txt" else (None, "absent")
 
-    result = _evaluate(
+    result = evaluate_check(
         0, spec.checks[0], read, lambda _r: (True, ""), ["src/a.py", "docs/README.md"], None, TRACE
     )
     assert result.passed is passed, result.detail
@@ -287,13 +288,15 @@ def test_graders_evaluated_on_a_session(check: str, passed: bool) -> None:
 def test_without_the_session_trace_session_graders_are_not_evaluable() -> None:
     spec = _spec('kind = "tool_used"\ntool = "Read"\nname = "reads"', 'kind = "regex"\npattern = "x"')
     results = [
-        _evaluate(i, c, lambda _r: (None, "absent"), lambda _r: (True, ""), [], None, None)
+        evaluate_check(i, c, lambda _r: (None, "absent"), lambda _r: (True, ""), [], None, None)
         for i, c in enumerate(spec.checks)
     ]
     assert [r.passed for r in results] == [None, None]
     assert results[0].name == "reads"
     no_transcript = SessionTrace(last_message="x")
-    r = _evaluate(0, spec.checks[0], lambda _r: (None, ""), lambda _r: (True, ""), [], None, no_transcript)
+    r = evaluate_check(
+        0, spec.checks[0], lambda _r: (None, ""), lambda _r: (True, ""), [], None, no_transcript
+    )
     assert r.passed is None and "no transcript" in r.detail
 
 

@@ -8,9 +8,11 @@ block: it renders the same in a PR comment, a step summary and a terminal, and l
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from ablate.ci.gate import GateResult, fmt_effect, verdict_word
 from ablate.ci.verdicts import Evidence, Finding
+from ablate.core.errors import UsageError
 
 PLOT_WIDTH = 41
 
@@ -120,3 +122,14 @@ def _numbers(ev: Evidence, f: Finding) -> str:
         return "n/a"
     real = " real" if f.real else ""
     return f"{fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]{real}"
+
+
+def append_summary(path: Path, result: GateResult) -> None:
+    """Append the Markdown summary to ``path`` ($GITHUB_STEP_SUMMARY collects the output of every step)."""
+    if path.is_dir():
+        raise UsageError(f"--summary {path}: is a folder", hint="pass a file path")
+    try:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(render_summary(result))
+    except OSError as exc:
+        raise UsageError(f"--summary {path}: cannot write ({exc.strerror})") from None

@@ -1,14 +1,17 @@
-"""``ablate gate``: a thin shell over :mod:`ablate.ci.gate`."""
+"""``ablate gate``: a thin shell over :func:`ablate.ci.gating.gate_source`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ablate.cli.common import Json, cli_errors, print_json
-from ablate.core.errors import EXIT_FAILURE, EXIT_INCONCLUSIVE, UsageError
+from ablate.core.errors import EXIT_FAILURE, EXIT_INCONCLUSIVE
+
+if TYPE_CHECKING:
+    from ablate.ci.gate import GateResult
 
 app = typer.Typer()
 
@@ -95,56 +98,32 @@ def gate_cmd(
     Exit codes: 0 pass, 1 fail, 2 bad input (a missing or invalid report, a rule that does not parse or
     names no cell or arm of the report), 4 inconclusive.
     """
-    from ablate.ci.gate import decide
-    from ablate.ci.rules import parse_effect, parse_rule
-    from ablate.ci.summary import render_summary
-    from ablate.ci.verdicts import load_evidence
+    from ablate.ci.gating import gate_source
+    from ablate.ci.summary import append_summary
 
-    effect = None if min_effect is None else parse_effect(min_effect, "--min-effect")
-    required = None if detect.strip().lower() == "off" else parse_effect(detect, "--detect")
-    rules = [parse_rule(r, effect) for r in require or []]
-    ev = load_evidence(source)
-    if effect is not None and not any(r.claim == "better" for r in rules):
-        if ev.kind == "run":
-            raise UsageError(
-                "--min-effect needs a rule that names what must help",
-                hint="add e.g. --require 'C1 helps' or --require 'any helps'",
-            )
-        rules.append(parse_rule("all better", effect))
-    lost = [] if baseline is None else _lost_help(baseline, source, ev.kind)
-    result = decide(ev, rules, max_excluded=max_excluded, detect=required, lost=lost)
+    result = gate_source(
+        source,
+        require=require or [],
+        min_effect=min_effect,
+        max_excluded=max_excluded,
+        detect=detect,
+        baseline=baseline,
+    )
     if summary is not None:
-        if summary.is_dir():
-            raise UsageError(f"--summary {summary}: is a folder", hint="pass a file path")
-        # appended: $GITHUB_STEP_SUMMARY collects the output of every step
-        try:
-            with summary.open("a", encoding="utf-8") as fh:
-                fh.write(render_summary(result))
-        except OSError as exc:
-            raise UsageError(f"--summary {summary}: cannot write ({exc.strerror})") from None
-    if json:
-        print_json(result.to_json())
-    else:
-        typer.echo(result.headline)
-        for r in result.reasons[1:]:
-            typer.echo(f"  also: {r}")
-        for n in result.notes:
-            typer.echo(f"  note: {n}")
+        append_summary(summary, result)
+    _echo(result, json=json)
     if result.outcome == "inconclusive":
         raise typer.Exit(EXIT_INCONCLUSIVE)
     if not result.passed:
         raise typer.Exit(EXIT_FAILURE)
 
 
-def _lost_help(baseline: Path, source: Path, kind: str) -> list[str]:
-    from ablate.report.rundiff import diff_runs, lost_help
-
-    run = source if source.is_dir() else source.parent
-    if kind != "run" or not (run / "manifest.json").is_file():
-        raise UsageError(
-            f"--baseline: {source} is not a run folder (or a report.json inside one)",
-            hint="--baseline compares two runs of the same cells and tasks",
-        )
-    if not (baseline / "manifest.json").is_file():
-        raise UsageError(f"--baseline {baseline}: not a run folder (no manifest.json)")
-    return lost_help(diff_runs(baseline, run))
+def _echo(result: GateResult, *, json: bool) -> None:
+    if json:
+        print_json(result.to_json())
+        return
+    typer.echo(result.headline)
+    for r in result.reasons[1:]:
+        typer.echo(f"  also: {r}")
+    for n in result.notes:
+        typer.echo(f"  note: {n}")

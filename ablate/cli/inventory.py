@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,6 +18,9 @@ from ablate.cli.common import (
     print_json,
 )
 from ablate.core.errors import AblateError
+
+if TYPE_CHECKING:
+    from ablate.setup.load import Inventory, Setup
 
 app = typer.Typer()
 
@@ -89,9 +92,7 @@ def layers_cmd(
 
     Exit codes: 0 ok, 2 bad input (missing config dir or repo, not a git work tree, invalid ablate.toml).
     """
-    from tabulate import tabulate
-
-    from ablate.setup.inventory import dangling_lines, inventory_json, layer_rows
+    from ablate.setup.inventory import inventory_json, layer_rows
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import inventory, load_setup
 
@@ -102,14 +103,33 @@ def layers_cmd(
         print_json(inventory_json(inv, catalog))
         return
     rows = layer_rows(inv, catalog)
+    typer.echo(f"config dir: {setup.config_dir}\nrepo:       {setup.repo} (HEAD {setup.head[:10]})")
+    from ablate.isolate.procenv import SETTINGS_SKIPPED, settings_files, settings_problem
 
-    def loaded_cell(r: dict[str, Any]) -> str:
-        if not r["present"]:
-            return "-"
-        got = r["loaded"]
-        if got is None:
-            return "n/a"
-        return f"{got['files']}/{r['files']} files, ~{got['est_tokens']} tok" if got["files"] else "NONE"
+    for path in settings_files(setup.config_dir, setup.repo):
+        if why := settings_problem(path):
+            typer.echo(f"WARNING: {path}: {why}. {SETTINGS_SKIPPED}", err=True)
+    typer.echo(_layers_table(rows))
+    typer.echo(
+        "(on disk: what the files hold; loaded by CLI: what the CLI puts in front of the model by itself; n/a: "
+        "repo docs the model reads on demand, settings keys (confirmed by `ablate probe`))"
+    )
+    _layer_notes(rows)
+    _inventory_notes(inv, setup)
+
+
+def _loaded_cell(r: dict[str, Any]) -> str:
+    if not r["present"]:
+        return "-"
+    got = r["loaded"]
+    if got is None:
+        return "n/a"
+    return f"{got['files']}/{r['files']} files, ~{got['est_tokens']} tok" if got["files"] else "NONE"
+
+
+def _layers_table(rows: list[dict[str, Any]]) -> str:
+    """The layer table of ``ablate layers``: one row per layer of the catalog."""
+    from tabulate import tabulate
 
     table = [
         [
@@ -120,38 +140,29 @@ def layers_cmd(
             r["files"],
             _human_bytes(r["bytes"]) if r["present"] else "-",
             r["est_tokens"] if r["present"] else "-",
-            loaded_cell(r),
+            _loaded_cell(r),
             r["fingerprint"][:12] or "-",
         ]
         for r in rows
     ]
-    typer.echo(f"config dir: {setup.config_dir}\nrepo:       {setup.repo} (HEAD {setup.head[:10]})")
-    from ablate.isolate.procenv import SETTINGS_SKIPPED, settings_files, settings_problem
+    headers = [
+        "layer",
+        "side",
+        "on disk",
+        "paths",
+        "files",
+        "bytes",
+        "~tokens",
+        "loaded by CLI",
+        "fingerprint",
+    ]
+    return tabulate(table, headers=headers)
 
-    for path in settings_files(setup.config_dir, setup.repo):
-        if why := settings_problem(path):
-            typer.echo(f"WARNING: {path}: {why}. {SETTINGS_SKIPPED}", err=True)
-    typer.echo(
-        tabulate(
-            table,
-            headers=[
-                "layer",
-                "side",
-                "on disk",
-                "paths",
-                "files",
-                "bytes",
-                "~tokens",
-                "loaded by CLI",
-                "fingerprint",
-            ],
-        )
-    )
-    typer.echo(
-        "(on disk: what the files hold; loaded by CLI: what the CLI puts in front of the model by itself; n/a: "
-        "repo docs the model reads on demand, settings keys (confirmed by `ablate probe`))"
-    )
-    _layer_notes(rows)
+
+def _inventory_notes(inv: Inventory, setup: Setup) -> None:
+    """Dangling references, unclassified knowledge files, uncommitted files and leaks, after the table."""
+    from ablate.setup.inventory import dangling_lines
+
     for line in dangling_lines(inv.layers):
         typer.echo(f"\nnote: {line}")
     if inv.unclassified:
@@ -200,7 +211,7 @@ def cells_cmd(
     from ablate.setup.cells import load_cell_set
     from ablate.setup.inventory import cell_rows
     from ablate.setup.layers import load_catalog
-    from ablate.setup.load import Inventory, inventory, load_setup
+    from ablate.setup.load import inventory, load_setup
 
     catalog = load_catalog(ablate_toml)
     cells = load_cell_set(cell_set, catalog)

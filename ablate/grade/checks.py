@@ -2,9 +2,10 @@
 
 The runner calls :func:`apply_seed_files` on a cell's checkout after preparing it and before the session, and
 :func:`grade_checkout` after the session and before the environment is reset. Nothing the model wrote is ever
-executed: checks read files (``file_parses`` parses them with ``ast``/``json``/``tomllib``), and the diff is
-taken by git running with a scratch git dir, index and object store of ablate's own (the checkout's
-``.git/config``, hooks and attribute filters, which the session could have changed, are never consulted).
+executed: checks read files (``file_parses`` parses them with ``ast``/``json``/``tomllib``; see
+:mod:`ablate.grade.evaluate`), and the diff is taken by git running with a scratch git dir, index and object
+store of ablate's own (the checkout's ``.git/config``, hooks and attribute filters, which the session could
+have changed, are never consulted).
 
 The diff of the session (the checkout against its seeded start) is saved as ``diffs/<item>.a<N>.patch`` so
 ``ablate judge`` can show it to the judge and re-run the checks with :func:`grade_from_diff`.
@@ -12,47 +13,22 @@ The diff of the session (the checkout against its seeded start) is saved as ``di
 
 from __future__ import annotations
 
-import ast
-import json
 import os
-import re
 import shutil
 import stat
 import subprocess
-import tomllib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from pydantic import Field
 
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes, sha256_bytes
-from ablate.core.specs import Spec
 from ablate.core.tempwork import make_work_dir, remove_tree
+from ablate.grade.evaluate import CheckResult, ChecksGrade, evaluate_check, summarise
 from ablate.grade.patch import apply_file_patch, parse_patch
+from ablate.grade.session_checks import glob_regex
 from ablate.grade.trace import SessionTrace, ToolCall
-from ablate.setup.tasks import (
-    Check,
-    DiffTouchesOnly,
-    FileContains,
-    FileExists,
-    FileNotContains,
-    FileParses,
-    FileUnchanged,
-    RegexCheck,
-    Task,
-    ToolOrder,
-    ToolRef,
-    ToolUsed,
-    regex_flags,
-)
-
-Reader = Callable[[str], tuple[bytes | None, str]]
-"""Reads a checkout-relative file: (bytes, "") or (None, why)."""
-UnchangedTest = Callable[[str], tuple[bool | None, str]]
-"""Whether a checkout-relative file is as it was at the start: (verdict, why)."""
+from ablate.setup.tasks import FileContains, FileNotContains, FileParses, FileUnchanged, RegexCheck, Task
 
 #: Files larger than this are not read by a check (the check cannot pass or fail: ``passed`` is None).
 MAX_CHECK_BYTES = 8 << 20
@@ -60,50 +36,6 @@ MAX_CHECK_BYTES = 8 << 20
 
 class UnsafePath(UsageError):
     """A task path would leave the checkout (through a symlink) or name something that is not a plain file."""
-
-
-class CheckResult(Spec):
-    """The outcome of one ``[[checks]]`` table."""
-
-    index: int = Field(ge=0)
-    """Position of the check in the task file."""
-    kind: str
-    """The check kind."""
-    target: str
-    """The file it reads, or the allowed paths joined by ``, ``."""
-    passed: bool | None
-    """True / False; None when it could not be evaluated (the detail says why)."""
-    detail: str = ""
-    """Why it failed or could not be evaluated (empty when it passed)."""
-    name: str | None = None
-    """The check's name (a plugin-eval grader's), when it has one."""
-    weight: float = 1.0
-    """Its weight in the grader score."""
-
-
-class ChecksGrade(Spec):
-    """The execution checks of one attempt."""
-
-    attempt: int = Field(ge=1)
-    """The attempt (``stdout/<item>.a<N>.json``) whose checkout was graded."""
-    source: Literal["checkout", "diff"]
-    """``checkout``: read from the checkout the session left; ``diff``: re-run from the saved diff."""
-    passed: bool | None
-    """Every check passed (None: none failed but some could not be evaluated)."""
-    n_passed: int = Field(ge=0)
-    """Checks that passed."""
-    n_checks: int = Field(ge=0)
-    """Checks of the task."""
-    score: float | None = None
-    """Weighted share of checks passed, 0..1 (None: some check could not be evaluated)."""
-    results: list[CheckResult] = Field(default_factory=list)
-    """One per check, in task order."""
-    changed: list[str] | None = None
-    """Paths the session added, modified or deleted (None: the diff could not be taken)."""
-    diff: str | None = None
-    """The saved diff, relative to the run folder (``diffs/<item>.a<N>.patch``)."""
-    diff_error: str | None = None
-    """Why no diff could be taken."""
 
 
 @dataclass
@@ -425,263 +357,14 @@ def grade_checkout(
             return False, "changed during the session"
 
         results = [
-            _evaluate(i, c, read, unchanged, changed, diff_error, trace)
+            evaluate_check(i, c, read, unchanged, changed, diff_error, trace)
             for i, c in enumerate(task.spec.checks)
         ]
-        return _summarise(
+        return summarise(
             attempt, "checkout", results, changed, patch_rel if changed is not None else None, diff_error
         )
     finally:
         baseline.discard()
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Evaluating checks
-
-
-def _under(path: str, prefixes: Sequence[str]) -> bool:
-    for p in prefixes:
-        if p.endswith("/"):
-            if path.startswith(p):
-                return True
-        elif path == p or path.startswith(p + "/"):
-            return True
-    return False
-
-
-def _parses(data: bytes, language: str) -> str:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"not UTF-8 ({exc.reason} at byte {exc.start})"
-    try:
-        if language == "python":
-            ast.parse(text)
-        elif language == "json":
-            json.loads(text)
-        else:
-            tomllib.loads(text)
-    except SyntaxError as exc:
-        return f"does not parse as python: {exc.msg} (line {exc.lineno})"
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        return f"does not parse as {language}: {exc}"
-    except (RecursionError, MemoryError):
-        return f"too deeply nested to parse as {language}"
-    return ""
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A ``file_exists`` glob as ``claude plugin eval`` reads it: ``**/`` any folders (or none), ``**`` anything,
-    ``*`` anything within a folder, ``?`` one character; the whole path must match."""
-    out = "^"
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if pattern.startswith("**/", i):
-            out, i = out + "(?:.*/)?", i + 3
-            continue
-        if pattern.startswith("**", i):
-            out, i = out + ".*", i + 2
-            continue
-        out += "[^/]*" if ch == "*" else "." if ch == "?" else re.escape(ch)
-        i += 1
-    return re.compile(out + "$")
-
-
-def _calls(trace: SessionTrace, ref: ToolRef | ToolUsed) -> list[int]:
-    """Indexes of the calls of ``ref.tool`` whose input matches ``ref.input_match``."""
-    rx = re.compile(ref.input_match) if ref.input_match else None
-    return [
-        i
-        for i, c in enumerate(trace.tool_calls)
-        if c.name == ref.tool and (rx is None or rx.search(c.input_text) is not None)
-    ]
-
-
-def _no_trace(trace: SessionTrace | None, needs_calls: bool) -> str:
-    if trace is None:
-        return "the session's transcript and answer are not available to this grading"
-    if needs_calls and not trace.transcript_read:
-        return "no transcript: the session's tool calls are unknown"
-    return ""
-
-
-def _regex_text(
-    check: RegexCheck,
-    read: Reader,
-    changed: list[str] | None,
-    diff_error: str | None,
-    trace: SessionTrace | None,
-) -> tuple[str | None, str]:
-    if check.target == "file":
-        assert check.file is not None
-        data, why = read(check.file)
-        if data is None:
-            return None, f"{check.file}: {why}"
-        return data.decode("utf-8", "replace"), ""
-    if check.target == "files":
-        return ("\n".join(changed), "") if changed is not None else (None, diff_error or "no diff")
-    missing = _no_trace(trace, check.target == "trace")
-    if missing:
-        return None, missing
-    assert trace is not None
-    if check.target == "trace":
-        return trace.trace_text(), ""
-    if trace.last_message is None:
-        return None, "the session has no final answer"
-    return trace.last_message, ""
-
-
-def _evaluate_session(
-    check: RegexCheck | ToolUsed | ToolOrder | FileExists,
-    read: Reader,
-    changed: list[str] | None,
-    diff_error: str | None,
-    trace: SessionTrace | None,
-) -> tuple[bool | None, str, str]:
-    """(passed, detail, target) of a plugin-eval grader."""
-    if isinstance(check, FileExists):
-        if changed is None:
-            return None, diff_error or "no diff", check.path
-        rx = glob_regex(check.path)
-        hits = [p for p in changed if rx.match(p)]
-        ok = bool(hits) == check.exists
-        detail = "" if ok else (f"changed: {', '.join(hits[:5])}" if hits else "no changed path matches")
-        return ok, detail, check.path
-    if isinstance(check, RegexCheck):
-        target = check.file if check.target == "file" and check.file else check.target
-        text, why = _regex_text(check, read, changed, diff_error, trace)
-        if text is None:
-            return None, why, target
-        found = len(re.findall(check.pattern, text, regex_flags(check.flags)))
-        if check.match == "contains":
-            return found > 0, "" if found else "pattern not found", target
-        if check.match == "not_contains":
-            return found == 0, "" if not found else f"pattern found {found} time(s)", target
-        want = int(check.match.removeprefix("count:"))
-        return found == want, "" if found == want else f"found {found} matches (expected {want})", target
-    missing = _no_trace(trace, True)
-    if isinstance(check, ToolUsed):
-        if missing:
-            return None, missing, check.tool
-        assert trace is not None
-        n = len(_calls(trace, check))
-        lo, hi = 1 if check.min is None else check.min, check.max
-        ok = n >= lo and (hi is None or n <= hi)
-        return ok, "" if ok else f"called {n}x (expected {lo}..{'∞' if hi is None else hi})", check.tool
-    target = f"{check.before.tool} before {check.after.tool}"
-    if missing:
-        return None, missing, target
-    assert trace is not None
-    first, second = _calls(trace, check.before), _calls(trace, check.after)
-    if not first or not second:
-        never = check.before.tool if not first else check.after.tool
-        return False, f"{never} never called", target
-    ok = first[0] < second[0]
-    return (
-        ok,
-        "" if ok else f"{check.before.tool}@{first[0]} does not precede {check.after.tool}@{second[0]}",
-        target,
-    )
-
-
-def _evaluate(
-    index: int,
-    check: Check,
-    read: Reader,
-    unchanged: UnchangedTest,
-    changed: list[str] | None,
-    diff_error: str | None,
-    trace: SessionTrace | None = None,
-) -> CheckResult:
-    if isinstance(check, RegexCheck | ToolUsed | ToolOrder | FileExists):
-        passed, detail, target = _evaluate_session(check, read, changed, diff_error, trace)
-        return CheckResult(
-            index=index,
-            kind=check.kind,
-            target=target,
-            passed=passed,
-            detail=detail,
-            name=check.name or None,
-            weight=check.weight,
-        )
-    if isinstance(check, DiffTouchesOnly):
-        target = ", ".join(check.paths)
-        if changed is None:
-            return CheckResult(
-                index=index, kind=check.kind, target=target, passed=None, detail=diff_error or "no diff"
-            )
-        outside = [p for p in changed if not _under(p, check.paths)]
-        detail = f"changed outside the allowed paths: {', '.join(outside[:10])}" if outside else ""
-        return CheckResult(index=index, kind=check.kind, target=target, passed=not outside, detail=detail)
-    if isinstance(check, FileUnchanged):
-        ok, detail = unchanged(check.file)
-        return CheckResult(index=index, kind=check.kind, target=check.file, passed=ok, detail=detail)
-    data, why = read(check.file)
-    if isinstance(check, FileNotContains):
-        if data is None:
-            passed = True if why == "absent" else None
-            return CheckResult(
-                index=index, kind=check.kind, target=check.file, passed=passed, detail="" if passed else why
-            )
-        found = check.text.encode("utf-8") in data
-        return CheckResult(
-            index=index,
-            kind=check.kind,
-            target=check.file,
-            passed=not found,
-            detail=f"contains {check.text!r}" if found else "",
-        )
-    if data is None:
-        # absent: a definite failure; anything else (link out, too large, unknown start): not evaluable
-        passed = False if why == "absent" else None
-        return CheckResult(index=index, kind=check.kind, target=check.file, passed=passed, detail=why)
-    if isinstance(check, FileContains):
-        found = check.text.encode("utf-8") in data
-        return CheckResult(
-            index=index,
-            kind=check.kind,
-            target=check.file,
-            passed=found,
-            detail="" if found else f"does not contain {check.text!r}",
-        )
-    assert isinstance(check, FileParses)
-    problem = _parses(data, check.language)
-    return CheckResult(index=index, kind=check.kind, target=check.file, passed=not problem, detail=problem)
-
-
-def _summarise(
-    attempt: int,
-    source: Literal["checkout", "diff"],
-    results: list[CheckResult],
-    changed: list[str] | None,
-    diff: str | None,
-    diff_error: str | None,
-) -> ChecksGrade:
-    if any(r.passed is False for r in results):
-        passed: bool | None = False
-    elif any(r.passed is None for r in results):
-        passed = None
-    else:
-        passed = True
-    total = sum(r.weight for r in results)
-    score = (
-        None
-        if not results or any(r.passed is None for r in results)
-        else sum(r.weight for r in results if r.passed) / total
-    )
-    return ChecksGrade(
-        attempt=attempt,
-        source=source,
-        passed=passed,
-        n_passed=sum(1 for r in results if r.passed),
-        n_checks=len(results),
-        score=score,
-        results=results,
-        changed=changed,
-        diff=diff,
-        diff_error=diff_error,
-    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -724,8 +407,10 @@ def grade_from_diff(
     def unchanged(rel: str) -> tuple[bool | None, str]:
         return (rel not in patches), ("" if rel not in patches else "changed during the session")
 
-    results = [_evaluate(i, c, read, unchanged, changed, None, trace) for i, c in enumerate(task.spec.checks)]
-    return _summarise(attempt, "diff", results, changed, patch_rel, None)
+    results = [
+        evaluate_check(i, c, read, unchanged, changed, None, trace) for i, c in enumerate(task.spec.checks)
+    ]
+    return summarise(attempt, "diff", results, changed, patch_rel, None)
 
 
 __all__ = [

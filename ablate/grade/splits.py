@@ -27,6 +27,7 @@ from typing import Literal
 from scipy import stats
 
 from ablate.core.errors import RunFolderError
+from ablate.core.units import fmt_delta  # one unit per metric, as the report's tables ("pts")
 from ablate.folder.layout import RunFolder, read_manifest
 from ablate.folder.result import ItemResult, iter_results
 from ablate.grade.record import read_grade
@@ -80,8 +81,6 @@ def holdout_finding(
     if dev_delta <= 0 or hold_delta > 0:
         return None  # nothing gained on dev, or holdout agrees
     counts = f"{len(d)} dev / {len(h)} holdout tasks"
-    from ablate.report.blocks import fmt_delta  # one unit per metric, as the report's tables ("pts")
-
     change = (
         f"{cell} {metric}: {fmt_delta(metric, dev_delta)} on dev, {fmt_delta(metric, hold_delta)} on holdout"
     )

@@ -29,6 +29,7 @@ from typing import Any
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.tempwork import make_work_dir, remove_tree
+from ablate.folder.writes_summary import writes_lines
 from ablate.isolate.backend import EnvBackend, open_backend
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
 from ablate.isolate.guard import changes_and_notes
@@ -69,7 +70,6 @@ from ablate.probe.observe import (
     links_fence,
     neutralise,
 )
-from ablate.run.writes_summary import writes_lines
 from ablate.setup.cells import CellSet, ResolvedCell
 from ablate.setup.inventory import dangling_lines
 from ablate.setup.layers import Catalog
@@ -295,7 +295,6 @@ def probe(
     """
     start = time.monotonic()
     chosen = choose_isolation("links" if builder is not build_environment else isolation)
-    namespace = chosen.backend == "namespace"
     inv = inventory(setup, catalog)
     prints = _prints(setup, catalog, inv, with_mcp=with_mcp)
     owned = work is None
@@ -306,45 +305,14 @@ def probe(
     selected = cells.select(cell_ids)
     built = _Cells()
     try:
-        log = root / "requests.jsonl"
-        # The baseline session (no setup) and the untouched one (namespace: as soon as one cell's environment
-        # exists; links: a plain copy, at once) run while the cells are built: a CLI start is CPU and waiting,
-        # a build is file work. Both end before the cells' sessions start, so the setup's own sessions still
-        # run in the order untouched, then cells (a start-up hook that counts sessions sees the same order).
-        with SimServer(log_path=log) as sim, ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side:
-            baseline_future = side.submit(cached_baseline, claude, root, sim.base_url, log)
-            untouched: list[Future[tuple[Observation, dict[str, str]]]] = []
-
-            def start_untouched(like: Any) -> None:
-                if not untouched:
-                    untouched.append(
-                        side.submit(_untouched_first, setup, claude, root, sim.base_url, log, like, namespace)
-                    )
-
-            if not namespace:
-                start_untouched(None)
-            _build_cells(
-                setup, catalog, selected, root, sim.base_url, backend=chosen.backend, builder=builder,
-                with_mcp=with_mcp, jobs=jobs, into=built, on_first=start_untouched,
-            )  # fmt: skip
-            start_untouched(None)  # no cell was built
-            baseline_obs = baseline_future.result()
-            untouched_obs, untouched_paths = untouched[0].result()
-            observations, writes = _observe_cells(
-                claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
-            )
-            fidelity = _fidelity(
-                cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=namespace
-            )
-            if fidelity.get("exact") and not fidelity["equal"] and built.namespace is not None:
-                fidelity, more_writes = _more_pairs(
-                    fidelity, cells.get(cells.control), observations[cells.control], untouched_obs, claude,
-                    setup, built, root, sim.base_url, log, slot=len(selected),
-                )  # fmt: skip
-                writes.update(more_writes)
+        ran = _sessions(
+            setup, catalog, cells, selected, claude, root, built, backend=chosen.backend, builder=builder,
+            with_mcp=with_mcp, jobs=jobs, on_cell=on_cell,
+        )  # fmt: skip
+        observations, writes = ran.observations, ran.writes
         # judge while the cells still exist: repo docs and static checks read the built shadows
-        drop_generic(prints, baseline_obs.request_text + "\n".join(baseline_obs.listed))
-        reference = None if untouched_obs.error else untouched_obs
+        drop_generic(prints, ran.baseline.request_text + "\n".join(ran.baseline.listed))
+        reference = None if ran.untouched.error else ran.untouched
         results = _judge_all(selected, built, observations, prints, inv, catalog, setup, reference)
         notes.extend(built.notes)
         notes.extend(_listing_notes(inv, reference or next(iter(observations.values()), None)))
@@ -352,7 +320,7 @@ def probe(
             r.writes = writes.get(r.id, {})
         noun = "cells" if len(writes) <= len(selected) else "cell sessions"
         notes.extend(writes_lines(list(writes.values()), max(len(selected), len(writes)), noun=noun))
-        notes.extend(fidelity_lines(fidelity))
+        notes.extend(fidelity_lines(ran.fidelity))
     finally:
         if owned:  # --work DIR keeps the cells, requests, stdout and transcripts for inspection
             built.teardown()
@@ -362,7 +330,7 @@ def probe(
     return ProbeResult(
         cells=results,
         leaks=_all_leaks(inv.leaks, built.envs.values()),
-        fidelity=fidelity,
+        fidelity=ran.fidelity,
         fingerprints={
             k: {"kind": p.kind, "needles": len(p.needles), "reason": p.reason} for k, p in prints.items()
         },
@@ -377,6 +345,73 @@ def probe(
         duration_s=time.monotonic() - start,
         isolation=chosen.to_json(),
     )
+
+
+@dataclass
+class _Sessions:
+    """What the probe's sessions saw: the baseline (no setup), the untouched setup, and each cell."""
+
+    baseline: Observation
+    untouched: Observation
+    observations: dict[str, Observation]
+    writes: dict[str, dict[str, Any]]
+    fidelity: dict[str, Any]
+
+
+def _sessions(
+    setup: Setup,
+    catalog: Catalog,
+    cells: CellSet,
+    selected: Sequence[ResolvedCell],
+    claude: ClaudeBinary,
+    root: Path,
+    built: _Cells,
+    *,
+    backend: str,
+    builder: Builder,
+    with_mcp: bool,
+    jobs: int,
+    on_cell: Callable[[str, str], None] | None,
+) -> _Sessions:
+    """Build the cells and run every session of the probe against one capture endpoint (``root``'s log)."""
+    namespace = backend == "namespace"
+    log = root / "requests.jsonl"
+    # The baseline session (no setup) and the untouched one (namespace: as soon as one cell's environment
+    # exists; links: a plain copy, at once) run while the cells are built: a CLI start is CPU and waiting,
+    # a build is file work. Both end before the cells' sessions start, so the setup's own sessions still
+    # run in the order untouched, then cells (a start-up hook that counts sessions sees the same order).
+    with SimServer(log_path=log) as sim, ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side:
+        baseline_future = side.submit(cached_baseline, claude, root, sim.base_url, log)
+        untouched: list[Future[tuple[Observation, dict[str, str]]]] = []
+
+        def start_untouched(like: Any) -> None:
+            if not untouched:
+                untouched.append(
+                    side.submit(_untouched_first, setup, claude, root, sim.base_url, log, like, namespace)
+                )
+
+        if not namespace:
+            start_untouched(None)
+        _build_cells(
+            setup, catalog, selected, root, sim.base_url, backend=backend, builder=builder,
+            with_mcp=with_mcp, jobs=jobs, into=built, on_first=start_untouched,
+        )  # fmt: skip
+        start_untouched(None)  # no cell was built
+        baseline_obs = baseline_future.result()
+        untouched_obs, untouched_paths = untouched[0].result()
+        observations, writes = _observe_cells(
+            claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
+        )
+        fidelity = _fidelity(
+            cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=namespace
+        )
+        if fidelity.get("exact") and not fidelity["equal"] and built.namespace is not None:
+            fidelity, more_writes = _more_pairs(
+                fidelity, cells.get(cells.control), observations[cells.control], untouched_obs, claude,
+                setup, built, root, sim.base_url, log, slot=len(selected),
+            )  # fmt: skip
+            writes.update(more_writes)
+    return _Sessions(baseline_obs, untouched_obs, observations, writes, fidelity)
 
 
 def _judge_all(

@@ -1,12 +1,15 @@
 """The blocks a report document is made of (headings, paragraphs, tables, the figure) and the formatters
-every section uses; rendered to Markdown and HTML alike."""
+every section uses, rendered to Markdown and HTML alike (``fmt_value``/``fmt_delta`` come from
+:mod:`ablate.core.units`, shared with the grade stage)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ablate.report.model import BINARY_METRICS, Comparison
+from ablate.core.units import fmt_delta as fmt_delta
+from ablate.core.units import fmt_value as fmt_value
+from ablate.report.model import Comparison
 
 RowStyle = Literal["real", "draw", ""]
 
@@ -54,26 +57,6 @@ Block = Heading | Para | Bullets | Table | Figure
 class Document:
     title: str
     blocks: list[Block] = field(default_factory=list)
-
-
-def fmt_value(metric: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if metric in BINARY_METRICS:
-        return f"{100 * v:.0f}%"
-    if metric == "cost_usd":
-        return f"${v:.4f}"
-    return f"{v:.2f}"
-
-
-def fmt_delta(metric: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if metric in BINARY_METRICS:
-        return f"{100 * v:+.0f} pts"
-    if metric == "cost_usd":
-        return f"{'+' if v >= 0 else '−'}${abs(v):.4f}"
-    return f"{v:+.2f}"
 
 
 def fmt_ci(c: Comparison) -> str:

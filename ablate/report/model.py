@@ -10,6 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# BINARY_METRICS: the binary metrics (rates; exact discordant-block test); the others are counts or costs
+# (sign-flip test). Defined in core.units, where the value formatters read it.
+from ablate.core.units import BINARY_METRICS as BINARY_METRICS
 from ablate.run.adaptive import Look
 
 REPORT_SCHEMA_VERSION: Literal[1] = 1
@@ -18,8 +21,6 @@ REPORT_SCHEMA_VERSION: Literal[1] = 1
 Metric = Literal[
     "pitfall_free", "turns", "tool_calls", "cost_usd", "checks_passed", "checks_score", "judge_pass"
 ]
-#: Binary metrics (rates; exact discordant-block test); the others are counts or costs (sign-flip test).
-BINARY_METRICS: frozenset[str] = frozenset({"pitfall_free", "checks_passed", "judge_pass"})
 #: Metrics where a larger value is better (for a layer, "helps" = stripping it lowers them).
 HIGHER_IS_BETTER: frozenset[str] = frozenset({"pitfall_free", "checks_passed", "checks_score", "judge_pass"})
 METRIC_LABELS: dict[str, str] = {

@@ -39,6 +39,7 @@ from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PAR
 from ablate.folder.layout import EndpointInfo, IsolationInfo, RunManifest, write_manifest
 from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
+from ablate.folder.writes_summary import denied_by_path, writes_lines
 from ablate.isolate.backend import EnvBackend
 from ablate.isolate.namespace import Isolation
 from ablate.isolate.procenv import EndpointCheck
@@ -46,7 +47,6 @@ from ablate.run.envpool import EnvPool
 from ablate.run.hooks import TreeHook
 from ablate.run.prepare import PreparedRun, work_area
 from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
-from ablate.run.writes_summary import denied_by_path, writes_lines
 
 #: Runs every item of plan.jsonl that has no complete result (one scheduler pass in the kept environments)
 #: and returns the runner's outcome; ``interrupted`` at once, running nothing, after Ctrl-C.

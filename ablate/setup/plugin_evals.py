@@ -9,12 +9,14 @@ dir itself, or a skill-creator ``evals.json``. The format is the pinned CLI's (d
   ``graders/*.md`` (frontmatter with ``type:``; the body is an ``llm`` grader's ``criteria`` or a ``regex``
   grader's ``pattern``; the file name is the grader's name; a file without frontmatter is not a grader);
 * each case becomes one task named after its folder; each grader one check reported under its name
-  (``regex``, ``tool_used``, ``tool_order``, ``file_exists``: :mod:`ablate.grade.checks`), their weights
-  giving the task's grader score; ``llm`` graders become the judge's rubric (``ablate judge --judge-model``);
-  ``baseline`` graders are refused: ablate's cells already are the with/without comparison.
+  (``regex``, ``tool_used``, ``tool_order``, ``file_exists``: :mod:`ablate.grade.session_checks`), their
+  weights giving the task's grader score; ``llm`` graders become the judge's rubric (``ablate judge
+  --judge-model``); ``baseline`` graders are refused: ablate's cells already are the with/without comparison.
 
-skill-creator's ``evals.json`` is :mod:`ablate.setup.skill_evals`'s. The converted task is written as TOML into the run folder (``tasks/<id>.toml``), so the run stands alone.
-YAML is read by :mod:`ablate.setup.yamlsub` (a documented subset). Every problem is a located
+skill-creator's ``evals.json`` is :mod:`ablate.setup.skill_evals`'s. The converted task is written as TOML
+into the run folder (``tasks/<id>.toml``), so the run stands alone. Graders are converted by
+:mod:`ablate.setup.plugin_graders`; the files are read by :mod:`ablate.setup.casefiles`, YAML by
+:mod:`ablate.setup.yamlsub` (a documented subset). Every problem is a located
 :class:`~ablate.core.errors.SpecError` naming the file and the field.
 """
 
@@ -27,23 +29,21 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import TypeAdapter, ValidationError
 
 from ablate.core.errors import Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import validate
-from ablate.setup.tasks import Check, Task, TaskSpec
+from ablate.setup.casefiles import load_yaml, read_text, split_frontmatter
+from ablate.setup.plugin_graders import convert_graders, grader_from_md
+from ablate.setup.tasks import Task, TaskSpec
 from ablate.setup.tomltext import dumps
-from ablate.setup.yamlsub import YamlSubsetError, loads
 
 CASE_FILES = ("case.yaml", "prompt.md")
 SKIP_DIRS = {"results", "mocks", "graders", "node_modules"}
 MAX_DEPTH = 8
-MAX_FILE_BYTES = 1 << 20
 
-#: ``claude plugin eval init --bare`` writes these lines; the CLI refuses a case that still holds them.
+#: ``claude plugin eval init --bare`` writes this line; the CLI refuses a case that still holds it.
 TEMPLATE_PROMPT = "TODO: describe what the agent should do"
-TEMPLATE_CRITERIA = "TODO: describe what a successful response looks like"
 
 TOP_KEYS = {
     "schema_version",
@@ -71,14 +71,6 @@ EXECUTION_KEYS = {
     "append_system_prompt",
     "env",
 }
-GRADER_KEYS: dict[str, set[str]] = {
-    "regex": {"type", "name", "target", "pattern", "flags", "match", "weight", "arm"},
-    "tool_used": {"type", "name", "tool", "input_match", "min", "max", "weight", "arm"},
-    "tool_order": {"type", "name", "before", "after", "weight", "arm"},
-    "file_exists": {"type", "name", "path", "exists", "weight", "arm"},
-    "llm": {"type", "name", "criteria", "focus", "weight", "arm"},
-    "baseline": {"type", "name", "baseline_file", "criteria", "weight", "arm"},
-}
 #: Execution keys ablate accepts but does not apply per task (said as notes): the run decides them.
 RUN_WIDE = {
     "model": "the run's --model applies to every task",
@@ -95,7 +87,6 @@ REFUSED = {
     "artifact_publish": "artifact publishing is not part of an ablate session; remove it",
     "plugins": "the plugins of a cell come from the setup being measured, not from the case; remove it",
 }
-_CHECK: TypeAdapter[Check] = TypeAdapter(Check)
 
 
 @dataclass
@@ -105,55 +96,6 @@ class Suite:
     root: Path
     tasks: list[Task] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def read_text(path: Path, problems: list[Problem]) -> str | None:
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            problems.append(Problem(str(path), "", f"is larger than {MAX_FILE_BYTES} bytes"))
-            return None
-        return path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        problems.append(Problem(str(path), "", f"not UTF-8 text ({exc.reason} at byte {exc.start})"))
-    except OSError as exc:
-        problems.append(Problem(str(path), "", f"unreadable: {exc.strerror}"))
-    return None
-
-
-def _yaml(text: str, path: Path, problems: list[Problem], *, first_line: int = 1) -> Any:
-    try:
-        return loads(text, first_line=first_line)
-    except YamlSubsetError as exc:
-        problems.append(Problem(str(path), f"line {exc.line}", exc.message))
-        return None
-
-
-def split_frontmatter(
-    text: str, path: Path, problems: list[Problem]
-) -> tuple[dict[str, Any] | None, str, bool]:
-    """(frontmatter, body, had frontmatter) of a Markdown file; the frontmatter must be a YAML mapping."""
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].rstrip("\r\n").rstrip() != "---":
-        return {}, text, False
-    for i in range(1, len(lines)):
-        if lines[i].rstrip("\r\n").rstrip() == "---":
-            before = len(problems)
-            data = _yaml("".join(lines[1:i]), path, problems, first_line=2)
-            body = "".join(lines[i + 1 :])
-            if len(problems) > before:
-                return None, body, True
-            if data is None:
-                return {}, body, True
-            if not isinstance(data, dict):
-                problems.append(
-                    Problem(str(path), "frontmatter", "must be a YAML mapping (key: value lines)")
-                )
-                return None, body, True
-            return data, body, True
-    problems.append(
-        Problem(str(path), "frontmatter", 'unterminated (an opening "---" with no closing "---")')
-    )
-    return None, "", True
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -242,145 +184,6 @@ def _merge(case: dict[str, Any] | None, front: dict[str, Any], body: str | None,
     return base
 
 
-def _grader_from_md(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
-    text = read_text(path, problems)
-    if text is None:
-        return None
-    front, body, had = split_frontmatter(text, path, problems)
-    if not had or front is None:
-        return None
-    if not isinstance(front.get("type"), str):
-        problems.append(
-            Problem(
-                str(path),
-                "type",
-                'frontmatter must include "type:" (regex | tool_order | tool_used | file_exists | llm | baseline)',
-            )
-        )
-        return None
-    grader: dict[str, Any] = {"name": path.stem, **front}
-    key = {"llm": "criteria", "baseline": "criteria", "regex": "pattern"}.get(front["type"])
-    if key and key not in grader and body.strip():
-        grader[key] = body.strip()
-    grader["__file__"] = str(path)
-    return grader
-
-
-def _tool_ref(value: Any, where: str, file: str, problems: list[Problem]) -> dict[str, Any] | None:
-    if isinstance(value, str) and value:
-        return {"tool": value}
-    if isinstance(value, dict) and isinstance(value.get("tool"), str):
-        extra = set(value) - {"tool", "input_match"}
-        if extra:
-            problems.append(
-                Problem(file, where, f"unknown field(s) {', '.join(sorted(extra))} (tool, input_match)")
-            )
-        return {k: v for k, v in value.items() if k in ("tool", "input_match")}
-    problems.append(Problem(file, where, "must be a tool name or {tool: NAME, input_match: REGEX}"))
-    return None
-
-
-def _check(grader: dict[str, Any], file: str, where: str, problems: list[Problem]) -> dict[str, Any] | None:
-    """A regex / tool_used / tool_order / file_exists grader as a ``[[checks]]`` table."""
-    kind = grader["type"]
-    out: dict[str, Any] = {"kind": kind, "name": grader.get("name", "")}
-    if "weight" in grader:
-        out["weight"] = grader["weight"]
-    if kind == "regex":
-        target = grader.get("target", "last_message")
-        if isinstance(target, dict):
-            if (
-                target.get("source") != "file"
-                or not isinstance(target.get("path"), str)
-                or set(target)
-                - {
-                    "source",
-                    "path",
-                }
-            ):
-                problems.append(Problem(file, f"{where}.target", "must be {source: file, path: PATH}"))
-                return None
-            out["target"], out["file"] = "file", target["path"]
-        elif target == "mock_calls":
-            problems.append(
-                Problem(
-                    file,
-                    f"{where}.target",
-                    "mock_calls: ablate runs real MCP servers of the setup, never mock stand-ins; "
-                    "use last_message, trace or files",
-                )
-            )
-            return None
-        else:
-            out["target"] = target
-        for key in ("pattern", "flags", "match"):
-            if key in grader:
-                out[key] = grader[key]
-    elif kind == "tool_used":
-        for key in ("tool", "input_match", "min", "max"):
-            if key in grader:
-                out[key] = grader[key]
-    elif kind == "tool_order":
-        for key in ("before", "after"):
-            ref = _tool_ref(grader.get(key), f"{where}.{key}", file, problems)
-            if ref is None:
-                return None
-            out[key] = ref
-    else:
-        for key in ("path", "exists"):
-            if key in grader:
-                out[key] = grader[key]
-    return out
-
-
-def _valid_check(check: dict[str, Any], file: str, where: str, problems: list[Problem]) -> bool:
-    """Validate one converted grader as a check, so a bad value is reported in the grader's own file."""
-    try:
-        _CHECK.validate_python(check)
-    except ValidationError as exc:
-        for err in exc.errors():
-            loc = [str(x) for x in err["loc"]]
-            if loc and loc[0] == check["kind"]:
-                loc = loc[1:]
-            if loc and loc[0] == "file":
-                loc = ["target", "path"]
-            message = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(Problem(file, ".".join([where, *loc]), message))
-        return False
-    return True
-
-
-def _rubric(
-    llm: list[dict[str, Any]], file_of: dict[str, str], problems: list[Problem]
-) -> dict[str, str] | None:
-    if not llm:
-        return None
-    parts = []
-    for g in llm:
-        focus = g.get("focus", "last_message")
-        if focus not in ("last_message", "files"):
-            problems.append(
-                Problem(
-                    file_of[g["name"]],
-                    "focus",
-                    f"{focus!r}: ablate's judge sees the final answer and the session's diff only "
-                    "(use last_message or files)",
-                )
-            )
-        criteria = g.get("criteria")
-        if not isinstance(criteria, str) or not criteria.strip():
-            problems.append(Problem(file_of[g["name"]], "criteria", "is missing or empty"))
-            continue
-        parts.append(f"{g['name']}: {criteria.strip()}" if len(llm) > 1 else criteria.strip())
-    if not parts:
-        return None
-    return {
-        "pass": "\n".join(parts),
-        "fail": "The answer falls short of "
-        + ("any of the criteria above." if len(parts) > 1 else "the above."),
-    }
-
-
 @dataclass(frozen=True)
 class _Files:
     """Where a case's problems are reported: ``main`` holds the prompt, ``fields`` the case-level fields."""
@@ -395,7 +198,7 @@ def _read_case(folder: Path, problems: list[Problem]) -> tuple[dict[str, Any], l
     case: dict[str, Any] | None = None
     if yaml_path.is_file():
         text = read_text(yaml_path, problems)
-        parsed = _yaml(text, yaml_path, problems) if text is not None else None
+        parsed = load_yaml(text, yaml_path, problems) if text is not None else None
         if parsed is not None and not isinstance(parsed, dict):
             problems.append(Problem(str(yaml_path), "", "case.yaml must be a YAML mapping"))
         elif isinstance(parsed, dict):
@@ -420,7 +223,7 @@ def _read_case(folder: Path, problems: list[Problem]) -> tuple[dict[str, Any], l
     md_graders = [
         g
         for path in (sorted((folder / "graders").glob("*.md")) if (folder / "graders").is_dir() else [])
-        if (g := _grader_from_md(path, problems)) is not None
+        if (g := grader_from_md(path, problems)) is not None
     ]
     files = _Files(
         main=str(md_path if md_path.is_file() else yaml_path),
@@ -516,60 +319,6 @@ def _graders(
     return out
 
 
-BASELINE_REFUSAL = (
-    "baseline graders are not supported: they compare an answer with a stored answer of a run without the "
-    "plugin, and ablate's cells already are that comparison, measured in the same run; turn the grader into "
-    "an llm grader (its criteria), or remove it"
-)
-
-
-def _grader_problem(g: dict[str, Any], where: str, file: str, names: dict[str, str]) -> Problem | None:
-    """Why a grader cannot be converted (None: it can)."""
-    kind, name = g.get("type"), g.get("name")
-    if kind not in GRADER_KEYS:
-        return Problem(
-            file, f"{where}.type", f"unknown grader type {kind!r} (known: {', '.join(GRADER_KEYS)})"
-        )
-    if not isinstance(name, str) or not name:
-        return Problem(file, f"{where}.name", "is missing")
-    if name in names:
-        return Problem(file, f"{where}.name", f"duplicate grader name {name!r}")
-    names[name] = file
-    unknown = sorted(set(g) - GRADER_KEYS[kind])
-    if unknown:
-        known = ", ".join(sorted(GRADER_KEYS[kind]))
-        return Problem(file, f"{where}.{unknown[0]}", f"unknown field for a {kind} grader (known: {known})")
-    if TEMPLATE_CRITERIA in str(g.get("criteria", g.get("pattern", ""))):
-        return Problem(
-            file,
-            f"{where}.criteria",
-            f"still the blank `init` template: replace the {TEMPLATE_CRITERIA!r} line",
-        )
-    if kind == "baseline":
-        return Problem(file, f"{where}.type", BASELINE_REFUSAL)
-    return None
-
-
-def _convert_graders(
-    graders: list[tuple[dict[str, Any], str, str]], problems: list[Problem]
-) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
-    """The ``[[checks]]`` tables and the judge's rubric the graders become."""
-    checks: list[dict[str, Any]] = []
-    llm: list[dict[str, Any]] = []
-    names: dict[str, str] = {}
-    for g, file, where in graders:
-        problem = _grader_problem(g, where, file, names)
-        if problem is not None:
-            problems.append(problem)
-        elif g["type"] == "llm":
-            llm.append(g)
-        elif (check := _check(g, file, where, problems)) is not None and _valid_check(
-            check, file, where, problems
-        ):
-            checks.append(check)
-    return checks, _rubric(llm, names, problems)
-
-
 def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
     """One case folder as a task (located :class:`SpecError` for anything ablate cannot apply); what it asks
     that ablate does not apply per task is appended to ``notes``."""
@@ -583,7 +332,7 @@ def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
         problems.append(
             Problem(str(folder), "graders", "the case has no graders (graders/*.md or graders: in case.yaml)")
         )
-    checks, rubric = _convert_graders(graders, problems)
+    checks, rubric = convert_graders(graders, problems)
     if problems:
         raise SpecError(problems)
     label = folder.relative_to(suite_root).as_posix() if folder != suite_root else folder.name
@@ -631,4 +380,4 @@ def load_suite(path: Path) -> Suite:
     return suite
 
 
-__all__ = ["Suite", "case_dirs", "convert_case", "find_suite", "load_suite", "read_text", "task", "task_id"]
+__all__ = ["Suite", "case_dirs", "convert_case", "find_suite", "load_suite", "task", "task_id"]

@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 from ablate.core.errors import Problem, SpecError
-from ablate.setup.plugin_evals import read_text, task, task_id
+from ablate.setup.casefiles import read_text
+from ablate.setup.plugin_evals import task, task_id
 from ablate.setup.tasks import Task
 
 EVALS_JSON_KEYS = {"id", "prompt", "expected_output", "files", "expectations"}
