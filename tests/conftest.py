@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.user_support import User, make_user, user_venv, world_readable_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -60,3 +63,24 @@ def claude() -> Path:
             pytest.fail("the pinned claude CLI is not installed; run `make claude`")
         pytest.skip("claude CLI not installed (run `make claude`)")
     return path
+
+
+@pytest.fixture(scope="session")
+def ordinary_user() -> Iterator[User]:
+    """An unprivileged account the isolation tests run ablate as (tests/user_support.py)."""
+    with make_user() as user:
+        if user is None:
+            pytest.skip("no ordinary user can be had here (root without useradd/setpriv)")
+        yield user
+
+
+@pytest.fixture(scope="session")
+def installed(ordinary_user: User) -> Iterator[Path]:
+    """The ``bin`` folder of a venv where ablate is installed for :func:`ordinary_user`, as a user installs it."""
+    if not Path("/usr/bin/python3").is_file():
+        pytest.skip("no system Python at /usr/bin/python3")
+    base = world_readable_dir("ablate-venv-")
+    try:
+        yield user_venv(base / "venv")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

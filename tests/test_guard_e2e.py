@@ -26,10 +26,8 @@ import orjson
 import pytest
 
 from ablate.sim import SimServer, script_from_data
-from tests.test_isolation_user import Box, _ablate, _common, installed, ordinary_user
+from tests.test_isolation_user import Box, _ablate, _common
 from tests.user_support import User, world_readable_dir
-
-__all__ = ["installed", "ordinary_user"]  # the fixtures, imported for this module's tests
 
 pytestmark = pytest.mark.e2e
 

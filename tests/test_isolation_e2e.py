@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup
 from ablate.sim import SimServer, iter_requests, script_from_data
+from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -300,79 +302,90 @@ def _links_session(env: Any, claude: Path, prompt: str) -> Path:
     return found[0]
 
 
+READ_VERSION = {
+    "default": {"text": "OK."},
+    "rules": [
+        {
+            "name": "read",
+            "where": "prompt",
+            "contains": ["release notes"],
+            "turn": 0,
+            "tool_use": [
+                {"name": "Bash", "input": {"command": "cat VERSION; echo notes > RELEASE_NOTES.md"}}
+            ],
+        },
+        {
+            "name": "done",
+            "where": "prompt",
+            "contains": ["release notes"],
+            "turn": {"min": 1},
+            "text": "done",
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("who", ["self", "user"])
 def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
-    namespace_ok: None, claude: Path, tmp_path: Path
+    who: str, namespace_ok: None, claude: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """`ablate run` with a task that has seed files and checks: in `namespace` the seeds reach the session
     (which reads VERSION back) and the checks grade its view, while the real repository stays byte-identical
-    (ablate writes seeds into the session's view, never at the real repo path)."""
+    (ablate writes seeds into the session's view, never at the real repo path). ``user``: the same run by an
+    ordinary user (ablate installed for it), whose view lives only in a holding process's namespace, so the
+    seeding and the grading (git included) go through that process."""
     import subprocess
     import sys
 
-    ex = materialise_example(tmp_path / "ex")
+    user: User | None = None
+    ablate_bin = Path(sys.executable).parent / "ablate"
+    base = tmp_path
+    if who == "user":
+        if os.geteuid() != 0:
+            pytest.skip("the tests run as an ordinary user: the `self` case is that case")
+        user = request.getfixturevalue("ordinary_user")
+        ablate_bin = request.getfixturevalue("installed") / "ablate"
+        base = world_readable_dir("ablate-grade-")
+        request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    ex = materialise_example(base / "ex")
+    if user is not None:
+        user.own(base)
     before = _hashes(ex)
     listing = tree_listing(ex.home), tree_listing(ex.repo)
     task = Path(__file__).resolve().parent.parent / "tasks" / "release-notes.toml"
-    read_version = {
-        "default": {"text": "OK."},
-        "rules": [
-            {
-                "name": "read",
-                "where": "prompt",
-                "contains": ["release notes"],
-                "turn": 0,
-                "tool_use": [
-                    {"name": "Bash", "input": {"command": "cat VERSION; echo notes > RELEASE_NOTES.md"}}
-                ],
-            },
-            {
-                "name": "done",
-                "where": "prompt",
-                "contains": ["release notes"],
-                "turn": {"min": 1},
-                "text": "done",
-            },
-        ],
-    }
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     env["ABLATE_PROBE"] = "0"  # no probe-first step: one CLI start per cell, not under test here
     env.update(HOME=str(ex.home), ABLATE_CLAUDE_BIN=str(claude), ANTHROPIC_API_KEY="sk-test")
+    env.update(ABLATE_REPORT="none", ABLATE_CACHE_DIR=str(base / "cache"))
     # NOT a session write: ablate's own report step imports matplotlib, which writes ~/.cache/matplotlib and
     # ~/.config/matplotlib into HOME unless MPLCONFIGDIR is set (ablate/report/plots.py; reported, not fixed
     # here). This test is about what sessions and seeding do.
-    env["MPLCONFIGDIR"] = str(tmp_path / "mpl")
-    with SimServer(script_from_data(read_version)) as sim:
+    env["MPLCONFIGDIR"] = str(base / "mpl")
+    argv = [str(ablate_bin), "run", "--tasks", str(task), "--cells", "binary", "--max-turns", "3"]
+    argv += [
+        "--out",
+        str(base / "runs"),
+        "--work-dir",
+        str(base / "envs"),
+        "--config-dir",
+        str(ex.config_dir),
+    ]
+    argv += ["--repo", str(ex.repo), "--isolation", "namespace", "--json"]
+    with SimServer(script_from_data(READ_VERSION)) as sim:
         proc = subprocess.run(
-            [
-                str(Path(sys.executable).parent / "ablate"),
-                "run",
-                "--tasks",
-                str(task),
-                "--cells",
-                "binary",
-                "--max-turns",
-                "3",
-                "--out",
-                str(tmp_path / "runs"),
-                "--work-dir",
-                str(tmp_path / "envs"),
-                "--config-dir",
-                str(ex.config_dir),
-                "--repo",
-                str(ex.repo),
-                "--isolation",
-                "namespace",
-                "--json",
-            ],
+            user.argv(argv) if user else argv,
             env={**env, "ANTHROPIC_BASE_URL": sim.base_url},
             capture_output=True,
             text=True,
             timeout=600,
+            cwd=base,
         )
     assert proc.returncode == 0, proc.stderr
-    (folder,) = list((tmp_path / "runs").iterdir())
+    (folder,) = list((base / "runs").iterdir())
     manifest = orjson.loads((folder / "manifest.json").read_bytes())
     assert manifest["isolation"]["backend"] == "namespace"
+    mode = "user-namespace" if user is not None or os.geteuid() != 0 else "root"
+    assert manifest["isolation"]["mode"] == mode
     results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").glob("*.json"))]
     assert len(results) == 2
     for r in results:
@@ -383,8 +396,13 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     assert len(grades) == 2, grades
     for g in grades:  # the checks graded the session's view: its own write, the seeds as seeded
         checks = g["checks"]["1"]
+        assert checks["diff_error"] is None, checks
         assert checks["changed"] == ["RELEASE_NOTES.md"], checks
         assert [c["passed"] for c in checks["results"][:3]] == [True, True, True], checks
+        # the session's file was read (not found absent at the host's empty mount point): it has no "greet"
+        assert checks["results"][3]["detail"] == "does not contain 'greet'", checks
+        patch = (folder / checks["diff"]).read_text(encoding="utf-8")
+        assert "+++ b/RELEASE_NOTES.md" in patch and "+notes" in patch, patch
     after = tree_listing(ex.home), tree_listing(ex.repo)
     assert after == listing, sorted(k for k in after[0] if listing[0].get(k) != after[0][k])
     assert _hashes(ex) == before

@@ -28,6 +28,7 @@ from ablate.grade.evaluate import CheckResult, ChecksGrade, evaluate_check, summ
 from ablate.grade.patch import apply_file_patch, parse_patch
 from ablate.grade.session_checks import glob_regex
 from ablate.grade.trace import SessionTrace, ToolCall
+from ablate.isolate.viewpath import as_seen_inside, real_path, view_command
 from ablate.setup.tasks import FileContains, FileNotContains, FileParses, FileUnchanged, RegexCheck, Task
 
 #: Files larger than this are not read by a check (the check cannot pass or fail: ``passed`` is None).
@@ -97,12 +98,13 @@ def seed_target(checkout: Path, rel: str) -> Path:
 
 def read_checkout_file(checkout: Path, rel: str) -> tuple[bytes | None, str]:
     """The bytes of ``rel`` in the checkout, or (None, why): absent, a link out of the checkout, not a regular
-    file, too large. Links inside the checkout are followed; nothing outside it is ever read."""
+    file, too large. Links inside the checkout are followed; nothing outside it is ever read (an ordinary
+    user's view, reached through ``/proc/<pid>/root``, is resolved inside that view)."""
     path = checkout / rel
     if not os.path.lexists(path):
         return None, "absent"
-    root = os.path.realpath(checkout)
-    real = os.path.realpath(path)
+    root = real_path(checkout)
+    real = real_path(path)
     if os.path.commonpath([root, real]) != root:
         return None, "a symlink out of the checkout (not followed)"
     try:
@@ -136,6 +138,7 @@ def _check_files(task: Task) -> list[str]:
 
 
 def _git_env(scratch: Path, checkout: Path, index: Path) -> dict[str, str]:
+    """Git's environment; the work tree as git sees it (an ordinary user's view: from inside it)."""
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(scratch),
@@ -143,7 +146,7 @@ def _git_env(scratch: Path, checkout: Path, index: Path) -> dict[str, str]:
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_DIR": str(scratch / "git"),
-        "GIT_WORK_TREE": str(checkout),
+        "GIT_WORK_TREE": as_seen_inside(checkout),
         "GIT_INDEX_FILE": str(index),
         "GIT_OPTIONAL_LOCKS": "0",
         "GIT_TERMINAL_PROMPT": "0",
@@ -172,17 +175,19 @@ def _git(
     scratch: Path, checkout: Path, index: Path, *args: str, stdout: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     env = _git_env(scratch, checkout, index)
-    argv = ["git", *_GIT_SAFE, *args]
+    # git resolves its work tree: through /proc/<pid>/root that is the host's empty mount point, so in an
+    # ordinary user's view git runs inside the holder's namespaces (ablate.isolate.viewpath)
+    argv, cwd = view_command(checkout, ["git", *_GIT_SAFE, *args])
     if stdout is None:
         proc = subprocess.run(
-            argv, cwd=checkout, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=300
+            argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=300
         )
     else:
         stdout.parent.mkdir(parents=True, exist_ok=True)
         with stdout.open("wb") as out:
             proc = subprocess.run(
                 argv,
-                cwd=checkout,
+                cwd=cwd,
                 env=env,
                 stdout=out,
                 stderr=subprocess.PIPE,
@@ -224,7 +229,7 @@ def _snapshot(checkout: Path, force: Sequence[str]) -> tuple[Path, str]:
         if objects.is_dir() and not (checkout / ".git").is_symlink():
             alt = scratch / "git" / "objects" / "info" / "alternates"
             alt.parent.mkdir(parents=True, exist_ok=True)
-            alt.write_text(os.path.realpath(objects) + "\n", encoding="utf-8")
+            alt.write_text(as_seen_inside(real_path(objects)) + "\n", encoding="utf-8")  # read by git
             src_index = checkout / ".git" / "index"
             if src_index.is_file() and not src_index.is_symlink():
                 shutil.copyfile(src_index, index)  # stat data: only changed files are hashed again
@@ -269,11 +274,15 @@ def apply_seed_files(task: Task, checkout: Path) -> Baseline:
     return baseline
 
 
-def _session_diff(baseline: Baseline, patch_path: Path | None) -> tuple[list[str] | None, str | None]:
-    """(changed paths, error) between the seeded start and the checkout now; writes the patch."""
+def _session_diff(
+    baseline: Baseline, checkout: Path, patch_path: Path | None
+) -> tuple[list[str] | None, str | None]:
+    """(changed paths, error) between the seeded start and ``checkout`` now; writes the patch. ``checkout``
+    is the path the grader reaches the tree by now, not the seeding's (an ordinary user's view is held by
+    another process each time)."""
     if baseline.scratch is None or baseline.tree is None:
         return None, baseline.error or "no snapshot of the seeded checkout"
-    scratch, checkout = baseline.scratch, baseline.checkout
+    scratch = baseline.scratch
     index = scratch / "after.index"
     try:
         shutil.copyfile(scratch / "base.index", index)
@@ -333,7 +342,7 @@ def grade_checkout(
     try:
         if not task.spec.checks:
             return None
-        changed, diff_error = _session_diff(baseline, patch_path)
+        changed, diff_error = _session_diff(baseline, checkout, patch_path)
         if changed is not None:
             # files a check names but git does not see (ignored): their hash says whether they changed
             extra = set()

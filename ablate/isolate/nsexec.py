@@ -19,6 +19,9 @@ needs (test homes, repositories and ablate's own work dir often live under ``/tm
 order given (shallow targets first). The process then changes into ``cwd`` again (its old working directory
 is the folder *under* the overlay) and execs ARGV with the environment it was given.
 
+``--hold SPEC`` keeps a view mounted for ablate to seed and grade from outside (an ordinary user's, through
+``/proc/<pid>/root``), and ``--join PID DIR -- ARGV`` runs ARGV (git) inside such a holder's namespaces.
+
 The namespace is private (``MS_PRIVATE`` recursively): nothing mounted here is seen outside, and it goes
 away with the last process in it. Exit codes of the wrapper itself: 125 setup failed (the message says
 which mount), otherwise the exec'ed command's own.
@@ -172,11 +175,40 @@ def hold(spec_path: str) -> int:
     return 0
 
 
+def join(pid: int, cwd: str) -> None:
+    """``--join PID DIR -- ARGV``: enter the mount namespace of the holder ``pid`` (and its user namespace,
+    an ordinary user's own: it may) and change into ``DIR`` as that view has it. Git run from outside through
+    ``/proc/<pid>/root`` resolves its work tree to the host's path instead: it runs in here
+    (:mod:`ablate.isolate.viewpath`)."""
+    libc = _libc()
+    kinds = [("mnt", CLONE_NEWNS)]
+    if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
+        kinds.insert(0, ("user", CLONE_NEWUSER))  # a root holder's is ablate's own (none to enter)
+    fds = [os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY) for name, _ in kinds]
+    try:
+        for n, (name, flag) in zip(fds, kinds, strict=True):
+            _check(libc.setns(n, flag), f"setns({name} namespace of {pid})")
+    finally:
+        for n in fds:
+            os.close(n)
+    os.chdir(cwd)
+
+
 def main(args: list[str]) -> int:
     if len(args) == 2 and args[0] == "--hold":
         return hold(args[1])
+    if len(args) >= 5 and args[0] == "--join" and args[3] == "--":
+        try:
+            join(int(args[1]), args[2])
+        except (OSError, ValueError) as exc:
+            sys.stderr.write(f"ablate nsexec: {exc}\n")
+            return SETUP_FAILED
+        return _exec(args[4:])
     if len(args) < 3 or args[1] != "--":
-        sys.stderr.write("usage: nsexec.py SPEC.json -- ARGV... | nsexec.py --hold SPEC.json\n")
+        sys.stderr.write(
+            "usage: nsexec.py SPEC.json -- ARGV... | nsexec.py --hold SPEC.json | "
+            "nsexec.py --join PID DIR -- ARGV...\n"
+        )
         return SETUP_FAILED
     with open(args[0], encoding="utf-8") as fh:
         spec = json.load(fh)
@@ -186,7 +218,10 @@ def main(args: list[str]) -> int:
     except OSError as exc:
         sys.stderr.write(f"ablate nsexec: {exc}\n")
         return SETUP_FAILED
-    argv = args[2:]
+    return _exec(args[2:])
+
+
+def _exec(argv: list[str]) -> int:
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:

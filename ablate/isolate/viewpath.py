@@ -1,0 +1,85 @@
+"""Paths into an ordinary user's held view (``/proc/<pid>/root/<path>``, :func:`ablate.isolate.namespace.held_view`).
+
+As an ordinary user ablate cannot mount in its own namespace: a session's working tree is mounted in a
+holding process's namespace and read and written from outside through that process's ``/proc/<pid>/root``.
+Plain reads and writes work through it; resolving a path does not: ``/proc/<pid>/root`` reads as ``/``, so
+``os.path.realpath`` (and git, which resolves its work tree and working directory the same way) lands on
+the host's empty mount point instead. Two helpers keep such paths inside the view:
+
+- :func:`real_path`: ``os.path.realpath`` that resolves links against the view's root (absolute links
+  included), keeping the ``/proc/<pid>/root`` prefix;
+- :func:`view_command`: a command (git) run *inside* the holder's namespaces (``nsexec.py --join``), with
+  the path as the view has it.
+
+Any other path is left to the ordinary functions, so the root case (the view mounted in ablate's own
+namespace) is unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from ablate.isolate import nsexec
+
+_HELD = re.compile(r"^(/proc/(\d+)/root)(/.*)?$")
+#: Links followed while resolving a path before giving up (the kernel's own limit).
+MAX_LINKS = 40
+
+
+def split_view(path: str | Path) -> tuple[int, str] | None:
+    """(holder pid, the path as the view has it) for a path through ``/proc/<pid>/root``, else None."""
+    found = _HELD.match(os.path.normpath(str(path)))
+    if found is None:
+        return None
+    return int(found.group(2)), found.group(3) or "/"
+
+
+def as_seen_inside(path: str | Path) -> str:
+    """The path as the view has it (a path through ``/proc/<pid>/root`` without that prefix), else itself."""
+    held = split_view(path)
+    return held[1] if held is not None else str(path)
+
+
+def real_path(path: str | Path) -> str:
+    """``os.path.realpath(path)``; for a path through ``/proc/<pid>/root``, resolved inside that view."""
+    held = _HELD.match(os.path.normpath(str(path)))
+    if held is None:
+        return os.path.realpath(path)
+    root = held.group(1)
+    todo = [p for p in (held.group(3) or "").split("/") if p]
+    done: list[str] = []
+    links = 0
+    while todo:
+        part = todo.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        here = root + "/" + "/".join([*done, part])
+        if not os.path.islink(here):
+            done.append(part)
+            continue
+        links += 1
+        if links > MAX_LINKS:  # a loop: left unresolved, as realpath does (reading it then fails)
+            return "/".join([here, *todo])
+        target = os.readlink(here)
+        if target.startswith("/"):
+            done = []
+        todo = [p for p in target.split("/") if p] + todo
+    return root + "/" + "/".join(done) if done else root
+
+
+def view_command(cwd: Path, argv: list[str]) -> tuple[list[str], Path]:
+    """(argv, cwd) that run ``argv`` in ``cwd``: as they are, or, for a ``cwd`` through
+    ``/proc/<pid>/root``, inside that holder's user and mount namespaces at the path the view has."""
+    held = split_view(cwd)
+    if held is None:
+        return argv, cwd
+    pid, inner = held
+    join = [sys.executable, "-I", str(Path(nsexec.__file__).resolve()), "--join", str(pid), inner, "--"]
+    return [*join, *argv], Path("/")
