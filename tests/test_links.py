@@ -19,12 +19,8 @@ from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.folder.writes_summary import writes_lines
 from ablate.isolate import environment
-from ablate.isolate.environment import (
-    build_config_dir,
-    build_environment,
-    config_mismatches,
-    setup_prints,
-)
+from ablate.isolate.environment import build_config_dir, build_environment, config_mismatches
+from ablate.isolate.faithful import setup_prints
 from ablate.isolate.shadowfs import copy_entry
 from ablate.run.execute import refuse_unfaithful_cells
 from ablate.run.prepare import PreparedRun

@@ -14,7 +14,6 @@ Config side: :mod:`ablate.isolate.shadow_home`; repo side: :mod:`ablate.isolate.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,6 +28,14 @@ from ablate.core.errors import OutputExists, UnsafeEnvironment, UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.slug import slug
 from ablate.isolate import shadow_home, shadowfs, worktree
+from ablate.isolate.faithful import (
+    CopyPrint,
+    cell_prints,
+    config_prints,
+    kept_mismatches,
+    mismatch_lines,
+    setup_prints,
+)
 
 # the one process-environment allow-list (docs/ARCHITECTURE.md#process-env); re-exported for this module's callers
 from ablate.isolate.procenv import ENV_OWNED as ENV_OWNED
@@ -37,7 +44,7 @@ from ablate.isolate.procenv import is_secret as is_secret
 from ablate.isolate.procenv import process_env as process_env
 from ablate.isolate.procenv import redacted_env as redacted_env
 from ablate.setup.cells import ResolvedCell
-from ablate.setup.layers import Catalog, Layer, LayerFiles, layer_hash, resolve_layer
+from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, parse_imports, resolve_layers
 
 SCHEMA_VERSION = 1
@@ -401,97 +408,12 @@ def _prune(base: Path, rel_dir: str, keep: set[str]) -> None:
         shadowfs.remove(base, rel)
 
 
-#: A layer as a cell holds it: its fingerprint and each file's (and key's) digest, comparable with the setup's.
-LayerPrint = tuple[str, dict[str, str]]
-
-
-def cell_prints(setup: Setup, catalog: Catalog, env: CellEnvironment) -> dict[str, LayerPrint]:
-    """Every layer as the cell contains it, with the cell's config path mapped back to the real one (and
-    the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint and digests
-    ``resolve_layer`` gives for the real setup."""
-    undo = [(str(env.config_dir), str(setup.config_dir)), *canonical_paths(setup)]
-    rel_undo = (f"projects/{env.memory_slug}/", f"projects/{setup.memory_slug}/")
-    out: dict[str, LayerPrint] = {}
-    for layer in catalog:
-        if layer.side == "config":
-            out[layer.id] = _fingerprint(layer, env.config_dir, env.memory_slug, undo, rel_undo)
-        else:
-            out[layer.id] = _fingerprint(layer, env.cwd, setup.memory_slug, undo)
-    return out
-
-
-def config_prints(
-    setup: Setup, catalog: Catalog, config: Path, *, memory_slug: str, at_real_path: bool
-) -> dict[str, LayerPrint]:
-    """The config-side layers as the cell config dir ``config`` holds them (paths mapped back unless it is
-    seen at the real path), comparable with the setup's."""
-    undo = ([] if at_real_path else [(str(config), str(setup.config_dir))]) + canonical_paths(setup)
-    rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
-    return {
-        layer.id: _fingerprint(layer, config, memory_slug, undo, rel_undo)
-        for layer in catalog
-        if layer.side == "config"
-    }
-
-
-def canonical_paths(setup: Setup) -> list[tuple[str, str]]:
-    """``<home>/.claude`` spelled as the config dir it is a link to: a cell's copy has both spellings of
-    the real config path rewritten alike, so the comparison reads both as one."""
-    alias = str(setup.home / ".claude")
-    return [(alias, str(setup.config_dir))] if alias != str(setup.config_dir) else []
-
-
-def setup_prints(setup: Setup, catalog: Catalog, layers: Mapping[str, LayerFiles]) -> dict[str, LayerPrint]:
-    """The setup's layers as :func:`kept_mismatches` compares them with a cell's: config-side content with
-    the real config path spelled one way (:func:`canonical_paths`), repo-side as resolved (``layers``)."""
-    aliases = {ACCOUNT_FILE: setup.account_state} if setup.account_state else {}
-    canon = canonical_paths(setup)
-    return {
-        layer.id: _fingerprint(layer, setup.config_dir, setup.memory_slug, canon, aliases=aliases)
-        if layer.side == "config"
-        else (layers[layer.id].fingerprint, dict(layers[layer.id].digests))
-        for layer in catalog
-    }
-
-
-def kept_mismatches(
-    setup: Mapping[str, LayerPrint], cell: ResolvedCell, prints: Mapping[str, LayerPrint]
-) -> dict[str, list[str]]:
-    """Each layer the cell keeps whose copy differs from the setup's (both as :func:`setup_prints` and
-    :func:`cell_prints` give them) → the files (and keys) that differ: "skills/x/SKILL.md (missing in the
-    cell)", "... (only in the cell)", "... (differs)". A cell with any is not the setup and must never be
-    run as if it were."""
-    out: dict[str, list[str]] = {}
-    for lid, (want, theirs) in setup.items():
-        if lid not in prints or lid in cell.stripped or lid in cell.replace or not want:
-            continue
-        fingerprint, digests = prints[lid]
-        if fingerprint == want:
-            continue
-        files = [
-            f"{rel} ({'missing in the cell' if rel not in digests else 'only in the cell' if rel not in theirs else 'differs'})"
-            for rel in sorted(set(theirs) | set(digests))
-            if theirs.get(rel) != digests.get(rel)
-        ]
-        out[lid] = files or ["(the fingerprints differ; the files are not listed)"]
-    return out
-
-
-def mismatch_lines(mismatches: Mapping[str, list[str]]) -> list[str]:
-    """One line per mismatching layer, naming up to five of its files."""
-    lines = []
-    for lid, files in mismatches.items():
-        more = f", and {len(files) - 5} more" if len(files) > 5 else ""
-        lines.append(f"{lid}: the cell's copy differs from the setup's: {', '.join(files[:5])}{more}")
-    return lines
-
-
 def config_mismatches(
     setup: Setup,
     catalog: Catalog,
     cell: ResolvedCell,
     scratch: Path,
-    wanted: Mapping[str, LayerPrint],
+    wanted: Mapping[str, CopyPrint],
     *,
     at_real_path: bool,
 ) -> dict[str, list[str]]:
@@ -511,48 +433,6 @@ def config_mismatches(
         return kept_mismatches(wanted, cell, prints)
     finally:
         shadowfs.remove_path(config.parent)
-
-
-def _unrewrite(value: Any, undo: list[tuple[str, str]]) -> Any:
-    if isinstance(value, str):
-        for cell_path, real in undo:
-            value = value.replace(cell_path, real)
-        return value
-    if isinstance(value, list):
-        return [_unrewrite(v, undo) for v in value]
-    if isinstance(value, dict):
-        return {k: _unrewrite(v, undo) for k, v in value.items()}
-    return value
-
-
-def _fingerprint(
-    layer: Layer,
-    base: Path,
-    memory_slug: str,
-    undo: list[tuple[str, str]],
-    rel_undo: tuple[str, str] | None = None,
-    *,
-    aliases: dict[str, Path] | None = None,
-) -> LayerPrint:
-    """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone,
-    and each file's (and key's) digest under the setup's names."""
-    lf = resolve_layer(layer, base, memory_slug=memory_slug, aliases=aliases)
-    if not lf.present:
-        return "", {}
-    files: list[tuple[str, bytes]] = []
-    for rel in lf.files:
-        data = (base / rel).read_bytes()
-        for cell_path, real in undo:
-            data = data.replace(cell_path.encode(), real.encode())
-        key = rel.replace(rel_undo[0], rel_undo[1], 1) if rel_undo and rel.startswith(rel_undo[0]) else rel
-        files.append((key, data))
-    keys: list[tuple[str, bytes]] = []
-    for kp in lf.keys:
-        obj = json.loads(kp.path.read_text(encoding="utf-8"))
-        value = json.dumps(_unrewrite(obj[kp.key], undo), sort_keys=True, separators=(",", ":")).encode()
-        keys.append((f"{kp.file}#{kp.key}", value))
-    digests = {name: hashlib.sha256(data).hexdigest() for name, data in (*files, *keys)}
-    return layer_hash(files, keys), digests
 
 
 # ---------------------------------------------------------------------------------------------------------

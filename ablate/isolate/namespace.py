@@ -51,13 +51,8 @@ from ablate.isolate.detect import Isolation as Isolation
 from ablate.isolate.detect import choose_isolation as choose_isolation
 from ablate.isolate.detect import namespace_check
 from ablate.isolate.detect import namespace_support as namespace_support
-from ablate.isolate.environment import (
-    build_config_dir,
-    config_prints,
-    kept_mismatches,
-    mismatch_lines,
-    setup_prints,
-)
+from ablate.isolate.environment import build_config_dir
+from ablate.isolate.faithful import config_prints, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.fence import bwrap_path, fence_argv
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env, stray

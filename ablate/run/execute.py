@@ -220,7 +220,8 @@ def refuse_unfaithful_cells(prepared: PreparedRun, scratch: Path, *, at_real_pat
     """Before any session (nothing spent): build each cell's config dir as its backend will and refuse the
     run (exit 1, naming the cell, the layer and its files) when a layer the cell keeps differs from the
     setup's: such a cell is not the setup and must never be run as if it were."""
-    from ablate.isolate.environment import config_mismatches, mismatch_lines, setup_prints
+    from ablate.isolate.environment import config_mismatches
+    from ablate.isolate.faithful import mismatch_lines, setup_prints
     from ablate.setup.load import resolve_layers
 
     setup, catalog = prepared.setup, prepared.catalog
