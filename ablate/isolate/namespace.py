@@ -53,6 +53,7 @@ from ablate.isolate.environment import build_config_dir
 from ablate.isolate.fence import bwrap_path, fence_argv
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env, stray
+from ablate.isolate.seal import seal
 from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
@@ -88,12 +89,22 @@ def write_spec(path: Path, mounts: list[Mount], cwd: Path) -> None:
     atomic_write_json(path, {"mounts": [m.to_json() for m in order_mounts(mounts)], "cwd": str(cwd)})
 
 
-def wrap(spec: Path, argv: list[str], *, writable: Sequence[Path] = (), cwd: Path | None = None) -> list[str]:
+def wrap(
+    spec: Path,
+    argv: list[str],
+    *,
+    writable: Sequence[Path] = (),
+    cwd: Path | None = None,
+    network: bool = False,
+) -> list[str]:
     """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
-    view locked) wherever :func:`~ablate.isolate.detect.namespace_check` found that it works."""
+    view locked) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
+    relayed in, no unix sockets; ``network``: the host's network) wherever
+    :func:`~ablate.isolate.detect.namespace_check` found that it works."""
     bwrap = bwrap_path()
     if bwrap and cwd is not None and namespace_check().locked:
-        argv = fence_argv(bwrap, argv, writable=sorted(writable, key=lambda p: str(p).count("/")), cwd=cwd)
+        ordered = sorted(writable, key=lambda p: str(p).count("/"))
+        return seal(fence_argv(bwrap, argv, writable=ordered, cwd=cwd, network=network), view=str(spec))
     return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
 
 

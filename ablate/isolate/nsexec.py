@@ -36,6 +36,9 @@ CLONE_NEWUSER = 0x10000000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 SETUP_FAILED = 125
+#: Where the fenced command finds its stream to the forwarder, and bwrap its seccomp filter.
+NET_FD = 3
+SECCOMP_FD = 4
 
 
 def _libc() -> ctypes.CDLL:
@@ -172,17 +175,66 @@ def hold(spec_path: str) -> int:
     return 0
 
 
+def sealed(net: tuple[str, str] | None, seccomp: str | None) -> None:
+    """``--net SOCKET TOKEN``: connect to ablate's forwarder, present the session's one-time token, and
+    leave the connected stream at fd :data:`NET_FD` for the relay inside the fence; ``--seccomp FILE``: the
+    fence's filter at fd :data:`SECCOMP_FD` (``bwrap --seccomp 4``). Both before any mount: the forwarder's
+    folder may lie under a path the view covers."""
+    import socket
+
+    if net is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(30)
+        sock.connect(net[0])
+        upstream = os.environ.get("ANTHROPIC_BASE_URL", "")
+        sock.sendall(f"{net[1]} {upstream}\n".encode())
+        said = sock.recv(4096).decode("utf-8", "replace").strip()
+        if said != "ok":
+            why = said.removeprefix("no: ") or "the ticket is spent or unknown"
+            raise OSError(f"the forwarder at {net[0]} refused the session: {why}")
+        sock.settimeout(None)
+        _place(sock.detach(), NET_FD)
+    if seccomp is not None:
+        _place(os.open(seccomp, os.O_RDONLY), SECCOMP_FD)
+
+
+def _place(fd: int, target: int) -> None:
+    if fd != target:
+        os.dup2(fd, target)  # inheritable
+        os.close(fd)
+    else:
+        os.set_inheritable(fd, True)
+
+
+def _options(args: list[str]) -> tuple[tuple[str, str] | None, str | None, list[str]]:
+    net, seccomp = None, None
+    while args and args[0] in ("--net", "--seccomp"):
+        if args[0] == "--net" and len(args) >= 3:
+            net, args = (args[1], args[2]), args[3:]
+        elif args[0] == "--seccomp" and len(args) >= 2:
+            seccomp, args = args[1], args[2:]
+        else:
+            break
+    return net, seccomp, args
+
+
 def main(args: list[str]) -> int:
     if len(args) == 2 and args[0] == "--hold":
         return hold(args[1])
+    net, seccomp, args = _options(args)
     if len(args) < 3 or args[1] != "--":
-        sys.stderr.write("usage: nsexec.py SPEC.json -- ARGV... | nsexec.py --hold SPEC.json\n")
+        sys.stderr.write(
+            "usage: nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC.json|- -- ARGV... "
+            "| nsexec.py --hold SPEC.json\n"
+        )
         return SETUP_FAILED
-    with open(args[0], encoding="utf-8") as fh:
-        spec = json.load(fh)
     try:
-        enter(spec["mounts"])
-        os.chdir(spec["cwd"])
+        sealed(net, seccomp)
+        if args[0] != "-":  # "-": no view of its own (the links backend), only the seal
+            with open(args[0], encoding="utf-8") as fh:
+                spec = json.load(fh)
+            enter(spec["mounts"])
+            os.chdir(spec["cwd"])
     except OSError as exc:
         sys.stderr.write(f"ablate nsexec: {exc}\n")
         return SETUP_FAILED

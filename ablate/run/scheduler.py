@@ -453,6 +453,7 @@ class Runner:
             res.error,
             flags=res.flags,
             writes=res.writes,
+            wire=res.wire,
         )
         write_result(self.folder, result)
         if res.status in COMPLETE_STATUSES:

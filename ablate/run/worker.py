@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from ablate.core.constants import MAX_RETRIES_ENV
 from ablate.core.proc import run_process
 from ablate.folder.layout import RunFolder
+from ablate.folder.wire import wire_path
 from ablate.isolate.backend import EnvBackend
+from ablate.isolate.forwarder import shared_forwarder
 from ablate.isolate.gitreads import git_history_reads
 from ablate.mine.derive import mine_session
 from ablate.run.hooks import HookRefused, TreeHook
 from ablate.run.schedule_types import Job, SessionOutcome
-from ablate.run.session import PAUSE_API_STATUSES, copy_transcript
+from ablate.run.session import PAUSE_API_STATUSES, compare_wire, copy_transcript
 from ablate.setup.cells import ResolvedCell
 
 
@@ -61,6 +63,8 @@ class Worker:
         env = dict(job.env.env)
         env[MAX_RETRIES_ENV] = str(self.max_retries)  # the one place: ablate owns the rate-limit backoff
         argv = self.backend.command(job.env, job.argv)
+        forwarder = shared_forwarder()  # what a sealed session sends the model is recorded under the item
+        forwarder.expect(a.session_id, wire_path(folder.root, it.item), item=it.item, attempt=a.n)
         try:
             ex = run_process(
                 argv,
@@ -72,6 +76,7 @@ class Worker:
             )
         except OSError as exc:
             baseline.discard()
+            forwarder.records(a.session_id)
             return SessionOutcome(job, None, None, "launch_error", None, error=str(exc))
         # checks read the checkout the session left, before any reset of it (ablate.grade)
         try:
@@ -96,7 +101,9 @@ class Worker:
         try:
             mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
         except OSError as exc:
+            forwarder.records(a.session_id)
             return SessionOutcome(job, ex, None, "no_transcript", transcript, error=str(exc), writes=writes)
+        wire = compare_wire(forwarder.records(a.session_id), mined, stdout)
         if ex.timed_out:
             status = "timeout"
         elif a.session_id in self.killed:
@@ -105,4 +112,4 @@ class Worker:
             status = "rate_limited"
         else:
             status = mined.status
-        return SessionOutcome(job, ex, mined, status, transcript, flags=flags, writes=writes)
+        return SessionOutcome(job, ex, mined, status, transcript, flags=flags, writes=writes, wire=wire)

@@ -1,0 +1,65 @@
+"""A fenced session, sealed: its own network namespace with the model's API relayed in, no unix socket.
+
+:func:`seal` turns a bubblewrap command line (:func:`ablate.isolate.fence.fence_argv`) into the session's
+whole command::
+
+    python -I nsexec.py --net SOCKET TOKEN --seccomp FILTER VIEW -- \\
+        bwrap --seccomp 4 … --unshare-net --unshare-ipc --dev /dev … -- \\
+        python -I relay.py 3 -- claude -p …
+
+``nsexec`` (outside the fence, before any mount) connects to the process's forwarder
+(:mod:`ablate.isolate.forwarder`) with a one-time ticket for the session and leaves the stream at fd 3 and
+the seccomp filter (:mod:`ablate.isolate.seccomp`) at fd 4; VIEW is the ``namespace`` backend's mount spec,
+or ``-`` for ``links`` (no view of its own). Inside the fence the relay (:mod:`ablate.isolate.relay`) listens
+on 127.0.0.1 and points ``ANTHROPIC_BASE_URL`` at itself before it execs the CLI. The forwarder replays
+each request to the upstream nsexec names from the session's own ``ANTHROPIC_BASE_URL`` (by default the
+real API over TLS) and records it.
+
+What a session then reaches: its view and the model's API. Host loopback ports, abstract unix sockets (both
+per network namespace), socket files anywhere on the file system (``socket(AF_UNIX)`` refused), the host's
+``/dev`` nodes, ``/dev/shm`` and SysV IPC are out of reach. ``network=True`` (``--allow-network``) keeps
+the host's network namespace (loopback ports and abstract sockets reachable, the internet too); the seccomp
+filter, the private ``/dev`` and IPC stay.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ablate.isolate import nsexec, relay
+from ablate.isolate.forwarder import shared_forwarder
+
+NSEXEC = Path(nsexec.__file__).resolve()
+RELAY = Path(relay.__file__).resolve()
+
+
+def relay_python() -> str:
+    """The interpreter the relay runs on inside the fence (a venv's python resolved to the real one: the
+    relay needs the standard library only, and a venv under a private ``/tmp`` would be hidden)."""
+    return os.path.realpath(sys.executable)
+
+
+def session_of(argv: Sequence[str]) -> str:
+    """The ``--session-id`` of a ``claude`` command line ("" when it has none)."""
+    args = list(argv)
+    for n, arg in enumerate(args[:-1]):
+        if arg == "--session-id":
+            return args[n + 1]
+    return ""
+
+
+def seal(fence: Sequence[str], *, view: str = "-") -> list[str]:
+    """The sealed command of the bubblewrap command line ``fence`` (``bwrap OPTIONS -- ARGV``)."""
+    argv = list(fence)
+    split = argv.index("--")
+    bwrap, command = argv[:split], argv[split + 1 :]
+    forwarder = shared_forwarder()
+    opts = ["--net", str(forwarder.socket_path), forwarder.ticket(session_of(command))]
+    if forwarder.filter_path is not None:
+        opts += ["--seccomp", str(forwarder.filter_path)]
+        bwrap = [bwrap[0], "--seccomp", str(nsexec.SECCOMP_FD), *bwrap[1:]]
+    inner = [relay_python(), "-I", str(RELAY), str(nsexec.NET_FD), "--", *command]
+    return [sys.executable, "-I", str(NSEXEC), *opts, view, "--", *bwrap, "--", *inner]
