@@ -99,6 +99,15 @@ Backoff = Annotated[
 Dirty = Annotated[
     bool, typer.Option("--dirty", help="Carry uncommitted changes of the repo into every cell.")
 ]
+AllowNetwork = Annotated[
+    bool,
+    typer.Option(
+        "--allow-network",
+        help="Give sessions the host's network (loopback ports, abstract sockets, the internet) instead of a "
+        "network namespace of their own that reaches only the model's API; recorded in the manifest and "
+        "named in the report's caveats.",
+    ),
+]
 IsolateState = Annotated[
     bool, typer.Option("--isolate-state", help="Copy (never link) hook state folders of the config dir.")
 ]
@@ -326,6 +335,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         ),
         work_dir=o["work_dir"],
         isolate_state=o["isolate_state"],
+        allow_network=o["allow_network"],
         dirty=o["dirty"],
         forced=o["force"],
     )
@@ -389,6 +399,7 @@ def run_cmd(
     dirty: Dirty = False,
     isolate_state: IsolateState = False,
     isolation: IsolationOpt = None,
+    allow_network: AllowNetwork = False,
     ablate_toml: AblateToml = None,
     judge_model: JudgeModel = None,
     allow_same_judge: AllowSameJudge = False,

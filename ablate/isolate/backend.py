@@ -79,7 +79,9 @@ class ShadowEnvironments:
         dirty: bool = False,
         base_env: Mapping[str, str] | None = None,
         extra_env: Mapping[str, str] | None = None,
+        allow_network: bool = False,
     ) -> None:
+        self.allow_network = allow_network
         self.setup = setup
         self.catalog = catalog
         self.work_root = work_root
@@ -154,7 +156,9 @@ class ShadowEnvironments:
         # the one deliberate write-through: the cell's .credentials.json links to the real login
         creds = Path(setup.config_dir) / CREDENTIALS
         through = [creds] if creds.is_file() and not creds.is_symlink() else []
-        return fenced(argv, root=env.root, cwd=env.cwd, visible=visible, through=through)
+        return fenced(
+            argv, root=env.root, cwd=env.cwd, visible=visible, through=through, network=self.allow_network
+        )
 
     def after_session(self, env: CellEnv) -> dict[str, Any] | None:
         """The writes the fence refused (which paths, how often), or None without a fence: what an unfenced
@@ -218,6 +222,7 @@ def open_backend(
     dirty: bool = False,
     base_env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    allow_network: bool = False,
 ) -> EnvBackend:
     """The one place a backend object is made, by the name :func:`~ablate.isolate.namespace.choose_isolation`
     chose (``namespace`` or ``links``). Callers never construct a backend class themselves."""
@@ -237,5 +242,6 @@ def open_backend(
         dirty=dirty,
         base_env=base_env,
         extra_env=extra_env,
+        allow_network=allow_network,
     )
     return made

@@ -182,8 +182,12 @@ class _ViewAtRealPaths:
         """Where the session's config-dir writes land, seen from outside (transcripts are found here)."""
         return self.root / "up" / "config"
 
+    network: bool = False
+    """The session keeps the host's network (``--allow-network``)."""
+
     def wrap(self, argv: list[str]) -> list[str]:
-        return wrap(self.spec, argv, writable=list(self.shown_as().values()), cwd=self.cwd)
+        shown = list(self.shown_as().values())
+        return wrap(self.spec, argv, writable=shown, cwd=self.cwd, network=self.network)
 
     def upper(self, area: str) -> Path:
         return self.root / "up" / area
@@ -243,7 +247,9 @@ class NamespaceEnvironments:
         base_env: Mapping[str, str] | None = None,
         extra_env: Mapping[str, str] | None = None,
         isolate_state: bool = False,
+        allow_network: bool = False,
     ) -> None:
+        self.allow_network = allow_network
         self.setup = setup
         self.catalog = catalog
         self.work_root = Path(os.path.abspath(work_root))
@@ -365,6 +371,7 @@ class NamespaceEnvironments:
             layers=layers,
             memory_slug=self.setup.memory_slug,
         )
+        cenv.network = self.allow_network
         self._write_view(cenv)
         fresh_uppers(root)
         return cenv

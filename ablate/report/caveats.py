@@ -141,6 +141,40 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
     return Caveat(id="isolation", text="; ".join(parts) + ".")
 
 
+def network(report: Report, manifest: RunManifest) -> Caveat | None:
+    """How far sessions could reach: their own network namespace (the default), or the host's."""
+    mode = manifest.isolation.network if manifest.isolation else ""
+    if mode == "host":
+        return Caveat(
+            id="network",
+            text="Sessions ran with --allow-network: they had the host's network (loopback services, abstract "
+            "sockets, the internet), so a session could reach host services and tasks could differ by what "
+            "was reachable when they ran; file-system sockets, /dev and IPC stayed private.",
+        )
+    if mode == "unsealed":
+        return Caveat(
+            id="network",
+            text="Sessions were not sealed (no bubblewrap fence here): they shared the host's network, its "
+            "sockets (tmux, ssh-agent, Docker, D-Bus), /dev, /dev/shm and SysV IPC, through which a session can "
+            "act outside every sandbox; nothing crossed a forwarder, so there is no wire record.",
+        )
+    return None
+
+
+def wire_differs(report: Report, manifest: RunManifest) -> Caveat | None:
+    """Sessions whose transcript disagrees with what crossed the wire."""
+    differs = manifest.isolation.wire_differs if manifest.isolation else None
+    if not differs:
+        return None
+    shown = "; ".join(f"{item} ({', '.join(what)})" for item, what in sorted(differs.items())[:5])
+    return Caveat(
+        id="wire-differs",
+        text=f"{len(differs)} session(s) whose transcript disagrees with what ablate's forwarder saw cross the "
+        f"wire: {shown}. A session can rewrite its own transcript while it runs; their token and cost figures "
+        "are the wire's (wire/<item>.jsonl).",
+    )
+
+
 def fence_denied(report: Report, manifest: RunManifest) -> Caveat | None:
     """``links`` under a write fence: which sessions had a write refused, and why that matters."""
     denied = manifest.isolation.fence_denied if manifest.isolation else None
@@ -285,6 +319,8 @@ CAVEATS: list[CaveatBuilder] = [
     task_selection,
     known_answer_bias,
     isolation,
+    network,
+    wire_differs,
     fence_denied,
     turns_proxy,
     model,

@@ -92,6 +92,8 @@ class ExecuteRequest:
     work_dir: Path | None = None
     """Where environments are built (default: ``<temp>/ablate-envs``); removed afterwards."""
     isolate_state: bool = False
+    allow_network: bool = False
+    """Sessions keep the host's network namespace (``--allow-network``) instead of their own."""
     dirty: bool = False
     forced: bool = False
     extra_env: Mapping[str, str] = field(default_factory=dict)
@@ -172,7 +174,9 @@ def execute(
                 "setup": prepared.manifest.setup.model_copy(
                     update={"endpoint": EndpointInfo.model_validate(endpoint.to_json())}
                 ),
-                "isolation": IsolationInfo.model_validate({**chosen.to_json(), "auth": auth.to_json()}),
+                "isolation": IsolationInfo.model_validate(
+                    {**chosen.to_json(), "auth": auth.to_json(), "network": network_mode(chosen, request)}
+                ),
             }
         )
         write_manifest(folder, manifest)
@@ -182,6 +186,7 @@ def execute(
             prepared.catalog,
             work_root,
             isolate_state=request.isolate_state,
+            allow_network=request.allow_network,
             dirty=request.dirty,
             base_env=dict(os.environ),
             extra_env=dict(request.extra_env),
@@ -200,8 +205,13 @@ def execute(
     denied = {path: [written[n].item for n in at] for path, at in denied_by_path(records).items()}
     manifest = passes.manifest
     recorded = manifest.isolation or IsolationInfo.model_validate(chosen.to_json())
+    differs = {r.item: list(r.wire.differs) for r in results if r.wire is not None and r.wire.differs}
     isolation_info = recorded.model_copy(
-        update={"real_files_changed": changed, "fence_denied": denied or None}
+        update={
+            "real_files_changed": changed,
+            "fence_denied": denied or None,
+            "wire_differs": differs or None,
+        }
     )
     write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
     return ExecutionResult(
@@ -213,6 +223,15 @@ def execute(
         interrupted=presses[0] > 0,
         exit_code=exit_code(summary.outcome, real_files_changed=bool(changed)),
     )
+
+
+def network_mode(chosen: Isolation, request: ExecuteRequest) -> str:
+    """The manifest's ``isolation.network``: ``sealed`` (each session in its own network namespace, the
+    model's API through ablate's forwarder), ``host`` (``--allow-network``) or ``unsealed`` (no bubblewrap
+    fence: the session has the host's network and sockets)."""
+    if not chosen.locked:
+        return "unsealed"
+    return "host" if request.allow_network else "sealed"
 
 
 class _Passes:
