@@ -69,6 +69,8 @@ class _Expected:
     labels: dict[str, Any]
     wire: Path | None
     records: list[WireRecord] = field(default_factory=list)
+    in_flight: int = 0
+    """Requests forwarded whose record is not written yet (the session may have its answer already)."""
 
 
 class Forwarder:
@@ -87,6 +89,7 @@ class Forwarder:
             self.filter_path = self._dir / "seccomp.bpf"
             self.filter_path.write_bytes(program)
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
         self._tickets: dict[str, _Ticket] = {}
         self._expected: dict[str, _Expected] = {}
         self._closed = False
@@ -106,11 +109,35 @@ class Forwarder:
         with self._lock:
             self._expected[session_id] = _Expected(dict(labels), wire)
 
-    def records(self, session_id: str) -> list[WireRecord]:
-        """The exchanges recorded for ``session_id`` so far (and forget them)."""
-        with self._lock:
-            got = self._expected.pop(session_id, None)
+    def records(self, session_id: str, *, wait_s: float = 10.0) -> list[WireRecord]:
+        """The exchanges recorded for ``session_id`` (and forget them): after its requests in flight are
+        recorded (the CLI may exit on the last byte of an answer the forwarder has yet to record), or after
+        ``wait_s`` (an upstream that never ends its answer)."""
+        with self._settled:
+            got = self._expected.get(session_id)
+            if got is not None:
+                self._settled.wait_for(lambda: got.in_flight == 0, timeout=wait_s)
+            self._expected.pop(session_id, None)
         return list(got.records) if got else []
+
+    def _begin(self, ticket: _Ticket) -> None:
+        with self._lock:
+            expected = self._expected.get(ticket.session_id)
+            if expected is not None:
+                expected.in_flight += 1
+
+    def _end(self, ticket: _Ticket, record: WireRecord | None) -> None:
+        with self._settled:
+            expected = self._expected.get(ticket.session_id)
+            if expected is None:
+                return
+            expected.in_flight -= 1
+            if record is not None:
+                record = record.model_copy(update={"session_id": ticket.session_id, **expected.labels})
+                expected.records.append(record)
+                if expected.wire is not None:
+                    append_wire(expected.wire, record)
+            self._settled.notify_all()
 
     def close(self) -> None:
         self._closed = True
@@ -157,17 +184,6 @@ class Forwarder:
     def _stream(self, sock: socket.socket, ticket: _Ticket) -> None:
         with sock:
             _Handler(sock, ("session", 0), _Context(self, ticket))  # type: ignore[arg-type]
-
-    def _record(self, ticket: _Ticket, record: WireRecord) -> None:
-        with self._lock:
-            expected = self._expected.get(ticket.session_id)
-            if expected is None:
-                return
-            record = record.model_copy(update={"session_id": ticket.session_id, **expected.labels})
-            expected.records.append(record)
-            wire = expected.wire
-            if wire is not None:
-                append_wire(wire, record)
 
 
 @dataclass(frozen=True)
@@ -221,6 +237,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self._upstream_conn, up.path.rstrip("/")
 
     def _forward(self) -> None:
+        forwarder, ticket = self.server.forwarder, self.server.ticket
+        forwarder._begin(ticket)
+        record = None
+        try:
+            record = self._exchange()
+        finally:
+            forwarder._end(ticket, record)
+
+    def _exchange(self) -> WireRecord | None:
+        """Forward one request and its answer; the record of a ``/v1/messages`` exchange."""
         body = self._body()
         start = time.monotonic()
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
@@ -228,7 +254,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             resp = self._send(body, headers)
         except (OSError, http.client.HTTPException) as exc:
             self.send_error(502, f"ablate forwarder: upstream unreachable: {exc}")
-            return
+            return None
         self.send_response_only(resp.status, resp.reason)
         bodyless = self.command == "HEAD" or resp.status in (204, 304) or resp.status < 200
         chunked = resp.getheader("content-length") is None and not bodyless
@@ -254,10 +280,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if resp.will_close and self._upstream_conn is not None:
             self._upstream_conn.close()
             self._upstream_conn = None
-        if self.command == "POST" and self.path.split("?")[0].endswith("/v1/messages"):
-            record = wire_record(body, resp.status, bytes(kept), resp.getheader("content-type", ""))
-            record = record.model_copy(update={"duration_s": round(time.monotonic() - start, 3)})
-            self.server.forwarder._record(self.server.ticket, record)
+        if self.command != "POST" or not self.path.split("?")[0].endswith("/v1/messages"):
+            return None
+        record = wire_record(body, resp.status, bytes(kept), resp.getheader("content-type", ""))
+        return record.model_copy(update={"duration_s": round(time.monotonic() - start, 3)})
 
     def _send(self, body: bytes, headers: dict[str, str]) -> http.client.HTTPResponse:
         """The upstream's response; a kept-alive connection the upstream closed meanwhile is opened again
