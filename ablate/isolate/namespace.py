@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,13 +47,11 @@ from ablate.core.fsutil import atomic_write_bytes, atomic_write_json, sha256_fil
 from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.detect import Isolation as Isolation
 from ablate.isolate.detect import choose_isolation as choose_isolation
-from ablate.isolate.detect import namespace_check
 from ablate.isolate.detect import namespace_support as namespace_support
 from ablate.isolate.environment import build_config_dir
-from ablate.isolate.fence import bwrap_path, fence_argv
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env, stray
-from ablate.isolate.seal import seal
+from ablate.isolate.seal import view_command
 from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
@@ -87,25 +85,6 @@ def order_mounts(mounts: list[Mount]) -> list[Mount]:
 
 def write_spec(path: Path, mounts: list[Mount], cwd: Path) -> None:
     atomic_write_json(path, {"mounts": [m.to_json() for m in order_mounts(mounts)], "cwd": str(cwd)})
-
-
-def wrap(
-    spec: Path,
-    argv: list[str],
-    *,
-    writable: Sequence[Path] = (),
-    cwd: Path | None = None,
-    network: bool = False,
-) -> list[str]:
-    """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
-    view locked) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
-    relayed in, no unix sockets; ``network``: the host's network) wherever
-    :func:`~ablate.isolate.detect.namespace_check` found that it works."""
-    bwrap = bwrap_path()
-    if bwrap and cwd is not None and namespace_check().locked:
-        ordered = sorted(writable, key=lambda p: str(p).count("/"))
-        return seal(fence_argv(bwrap, argv, writable=ordered, cwd=cwd, network=network), view=str(spec))
-    return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
 
 
 @contextmanager
@@ -187,7 +166,7 @@ class _ViewAtRealPaths:
 
     def wrap(self, argv: list[str]) -> list[str]:
         shown = list(self.shown_as().values())
-        return wrap(self.spec, argv, writable=shown, cwd=self.cwd, network=self.network)
+        return view_command(self.spec, argv, writable=shown, cwd=self.cwd, network=self.network)
 
     def upper(self, area: str) -> Path:
         return self.root / "up" / area

@@ -1,8 +1,8 @@
 """The model's API inside a session's own network namespace: a TCP listener on 127.0.0.1 that hands every
 connection to ablate's forwarder (:mod:`ablate.isolate.forwarder`), then the session's command.
 
-Run as a file inside the fence, not as a module (``python -I .../relay.py FD -- ARGV...``); it imports only
-the standard library. FD is a unix stream socket already connected to the forwarder (opened by
+Run as a file inside the fence, not as a module (``python -I -S .../relay.py FD -- ARGV...``); it imports
+only the standard library (no ``site``: on a loaded machine that halves the interpreter's start). FD is a unix stream socket already connected to the forwarder (opened by
 :mod:`ablate.isolate.nsexec` before the fence, and before the seccomp filter that refuses the session any
 unix socket of its own). Per accepted connection the relay asks the forwarder for a new stream over FD (one
 byte) and receives one end of a socket pair (``SCM_RIGHTS``): no ``socket()`` or ``connect()`` of its own
@@ -55,6 +55,8 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 
 def _serve(conn: socket.socket, control: socket.socket, lock: threading.Lock) -> None:
+    # each answer's pieces go out as they come: Nagle's wait for an ACK the client delays cost ~40 ms each
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         upstream = _fresh_stream(control, lock)
     except OSError:

@@ -3,9 +3,9 @@
 :func:`seal` turns a bubblewrap command line (:func:`ablate.isolate.fence.fence_argv`) into the session's
 whole command::
 
-    python -I nsexec.py --net SOCKET TOKEN --seccomp FILTER VIEW -- \\
+    python -I -S nsexec.py --net SOCKET TOKEN --seccomp FILTER VIEW -- \\
         bwrap --seccomp 4 … --unshare-net --unshare-ipc --dev /dev … -- \\
-        python -I relay.py 3 -- claude -p …
+        python -I -S relay.py 3 -- claude -p …
 
 ``nsexec`` (outside the fence, before any mount) connects to the process's forwarder
 (:mod:`ablate.isolate.forwarder`) with a one-time ticket for the session and leaves the stream at fd 3 and
@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ablate.isolate import nsexec, relay
+from ablate.isolate.detect import namespace_check
+from ablate.isolate.fence import bwrap_path, fence_argv
 from ablate.isolate.forwarder import shared_forwarder
 
 NSEXEC = Path(nsexec.__file__).resolve()
@@ -61,5 +63,24 @@ def seal(fence: Sequence[str], *, view: str = "-") -> list[str]:
     if forwarder.filter_path is not None:
         opts += ["--seccomp", str(forwarder.filter_path)]
         bwrap = [bwrap[0], "--seccomp", str(nsexec.SECCOMP_FD), *bwrap[1:]]
-    inner = [relay_python(), "-I", str(RELAY), str(nsexec.NET_FD), "--", *command]
-    return [sys.executable, "-I", str(NSEXEC), *opts, view, "--", *bwrap, "--", *inner]
+    inner = [relay_python(), "-I", "-S", str(RELAY), str(nsexec.NET_FD), "--", *command]
+    return [sys.executable, "-I", "-S", str(NSEXEC), *opts, view, "--", *bwrap, "--", *inner]
+
+
+def view_command(
+    spec: Path,
+    argv: list[str],
+    *,
+    writable: Sequence[Path] = (),
+    cwd: Path | None = None,
+    network: bool = False,
+) -> list[str]:
+    """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
+    view locked) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
+    relayed in, no unix sockets; ``network``: the host's network) wherever
+    :func:`~ablate.isolate.detect.namespace_check` found that it works."""
+    bwrap = bwrap_path()
+    if bwrap and cwd is not None and namespace_check().locked:
+        ordered = sorted(writable, key=lambda p: str(p).count("/"))
+        return seal(fence_argv(bwrap, argv, writable=ordered, cwd=cwd, network=network), view=str(spec))
+    return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
