@@ -11,6 +11,7 @@ runs/<run-id>/
   stderr/<item>.a<N>.txt      the tail of the CLI's stderr, one file per attempt
   transcripts/<item>.a<N>/<session_id>.jsonl   the session JSONL copied from the shadow
   transcripts/<item>.a<N>/<session_id>/subagents/agent-*.jsonl|.meta.json
+  wire/<item>.jsonl           what crossed the wire per request (ablate.folder.wire), written by the forwarder
   report.md  report.json  plots
 ```
 

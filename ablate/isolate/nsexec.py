@@ -5,8 +5,11 @@ caller's own (uid and gid mapped to themselves) with a mount namespace in it, wh
 (Linux >= 5.11). Either way ARGV is normally ``bwrap …`` (:mod:`ablate.isolate.fence`): the session then runs
 one user namespace further in, where these mounts are locked.
 
-Run as a file, not as a module (``python -I .../nsexec.py SPEC -- ARGV...``): it imports only the standard
-library, so the wrapper costs one interpreter start (~20 ms) on top of the session.
+Run as a file, not as a module (``python -I -S .../nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC --
+ARGV...``): it imports only the standard library, so the wrapper costs one interpreter start (~20 ms) on top
+of the session. ``--net`` and ``--seccomp`` seal the session (:mod:`ablate.isolate.seal`): before anything
+else the wrapper connects to ablate's forwarder with the session's ticket and leaves the stream at fd 3 and
+the seccomp filter at fd 4 for bubblewrap. SPEC ``-`` mounts nothing (the ``links`` backend: the seal only).
 
 SPEC is a JSON file::
 
