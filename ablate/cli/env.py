@@ -90,7 +90,7 @@ def build(
         )
     backend = open_backend(
         checked.isolation.backend, setup, catalog, out, isolate_state=isolate_state, dirty=dirty,
-        base_env=dict(os.environ),
+        base_env=dict(os.environ), sealed=False,  # a command to run by hand: no forwarder outlives ablate
     )  # fmt: skip
     env = backend.build(resolved, 0)
     argv = [

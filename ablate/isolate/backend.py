@@ -80,8 +80,9 @@ class ShadowEnvironments:
         base_env: Mapping[str, str] | None = None,
         extra_env: Mapping[str, str] | None = None,
         allow_network: bool = False,
+        sealed: bool = True,
     ) -> None:
-        self.allow_network = allow_network
+        self.allow_network, self.sealed = allow_network, sealed
         self.setup = setup
         self.catalog = catalog
         self.work_root = work_root
@@ -157,7 +158,13 @@ class ShadowEnvironments:
         creds = Path(setup.config_dir) / CREDENTIALS
         through = [creds] if creds.is_file() and not creds.is_symlink() else []
         return fenced(
-            argv, root=env.root, cwd=env.cwd, visible=visible, through=through, network=self.allow_network
+            argv,
+            root=env.root,
+            cwd=env.cwd,
+            visible=visible,
+            through=through,
+            network=self.allow_network,
+            sealed=self.sealed,
         )
 
     def after_session(self, env: CellEnv) -> dict[str, Any] | None:
@@ -223,9 +230,12 @@ def open_backend(
     base_env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     allow_network: bool = False,
+    sealed: bool = True,
 ) -> EnvBackend:
     """The one place a backend object is made, by the name :func:`~ablate.isolate.namespace.choose_isolation`
-    chose (``namespace`` or ``links``). Callers never construct a backend class themselves."""
+    chose (``namespace`` or ``links``). Callers never construct a backend class themselves. ``allow_network``:
+    sessions keep the host's network; ``sealed=False``: commands meant to be run by hand, after ablate has
+    exited (no forwarder to reach, no seccomp filter; the host's network)."""
     from ablate.isolate.namespace import NamespaceEnvironments
 
     kinds: dict[str, type[ShadowEnvironments] | type[NamespaceEnvironments]] = {
@@ -243,5 +253,6 @@ def open_backend(
         base_env=base_env,
         extra_env=extra_env,
         allow_network=allow_network,
+        sealed=sealed,
     )
     return made

@@ -155,6 +155,7 @@ def fenced(
     visible: Sequence[Path] = (),
     through: Sequence[Path] = (),
     network: bool = False,
+    sealed: bool = True,
 ) -> list[str]:
     """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
     dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
@@ -162,7 +163,8 @@ def fenced(
     repository and object store), kept readable when it lives under the real ``/tmp``; ``through``: real
     files a session may still write through its links (the login's ``.credentials.json``, so a refreshed
     token reaches the real file). Under bubblewrap the session is sealed (:func:`ablate.isolate.seal.seal`);
-    ``network``: it keeps the host's network namespace."""
+    ``network``: it keeps the host's network namespace; ``sealed=False``: a command to run by hand (no
+    forwarder, the host's network)."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
         return [support.sandbox_exec, "-p", sandbox_profile([root, *through]), *argv]
@@ -176,9 +178,15 @@ def fenced(
 
     shown = [*visible, *program, RELAY.parent, Path(relay_python()).parent]
     fence = fence_argv(
-        support.bwrap, argv, writable=writable, cwd=cwd, tmp=root / "tmp", visible=shown, network=network
+        support.bwrap,
+        argv,
+        writable=writable,
+        cwd=cwd,
+        tmp=root / "tmp",
+        visible=shown,
+        network=network or not sealed,
     )
-    return seal(fence)
+    return seal(fence) if sealed else fence
 
 
 def _refusal(shell: str, node: str) -> re.Pattern[str]:

@@ -163,10 +163,14 @@ class _ViewAtRealPaths:
 
     network: bool = False
     """The session keeps the host's network (``--allow-network``)."""
+    sealed: bool = True
+    """False: a command to run by hand after ablate exits (no forwarder, the host's network)."""
 
     def wrap(self, argv: list[str]) -> list[str]:
         shown = list(self.shown_as().values())
-        return view_command(self.spec, argv, writable=shown, cwd=self.cwd, network=self.network)
+        return view_command(
+            self.spec, argv, writable=shown, cwd=self.cwd, network=self.network, sealed=self.sealed
+        )
 
     def upper(self, area: str) -> Path:
         return self.root / "up" / area
@@ -227,8 +231,9 @@ class NamespaceEnvironments:
         extra_env: Mapping[str, str] | None = None,
         isolate_state: bool = False,
         allow_network: bool = False,
+        sealed: bool = True,
     ) -> None:
-        self.allow_network = allow_network
+        self.allow_network, self.sealed = allow_network, sealed
         self.setup = setup
         self.catalog = catalog
         self.work_root = Path(os.path.abspath(work_root))
@@ -350,7 +355,7 @@ class NamespaceEnvironments:
             layers=layers,
             memory_slug=self.setup.memory_slug,
         )
-        cenv.network = self.allow_network
+        cenv.network, cenv.sealed = self.allow_network or not self.sealed, self.sealed
         self._write_view(cenv)
         fresh_uppers(root)
         return cenv

@@ -74,6 +74,7 @@ def view_command(
     writable: Sequence[Path] = (),
     cwd: Path | None = None,
     network: bool = False,
+    sealed: bool = True,
 ) -> list[str]:
     """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
     view locked) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
@@ -82,5 +83,8 @@ def view_command(
     bwrap = bwrap_path()
     if bwrap and cwd is not None and namespace_check().locked:
         ordered = sorted(writable, key=lambda p: str(p).count("/"))
-        return seal(fence_argv(bwrap, argv, writable=ordered, cwd=cwd, network=network), view=str(spec))
+        fence = fence_argv(bwrap, argv, writable=ordered, cwd=cwd, network=network or not sealed)
+        if not sealed:
+            return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *fence]
+        return seal(fence, view=str(spec))
     return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
