@@ -193,3 +193,30 @@ def test_the_seccomp_filter_refuses_unix_sockets_and_io_uring_only(tmp_path: Pat
     if proc.returncode != 0 and "python3" not in proc.stderr:
         pytest.skip(f"bubblewrap refused here: {proc.stderr.strip()[:200]}")
     assert proc.stdout.split() == ["EPERM", "ok", "ok", "ENOSYS"], proc.stderr
+
+
+def test_the_report_names_the_host_network_and_the_sessions_the_wire_contradicts(tmp_path: Path) -> None:
+    from ablate.folder.layout import IsolationInfo, RunFolder, read_manifest, write_manifest
+    from ablate.report import build_report
+    from tests.report_support import Outcome, make_run
+
+    run = make_run(
+        tmp_path / "run",
+        cells={"C0": [], "C1": ["runbooks"]},
+        tasks=["greet"],
+        repeats=2,
+        outcome=lambda task, cell, repeat: Outcome(pitfall=False, turns=3, tool_calls=1, cost=0.01),
+    )
+    folder = RunFolder(run)
+
+    def caveats(**isolation: object) -> dict[str, str]:
+        info = IsolationInfo.model_validate({"backend": "namespace", **isolation})
+        write_manifest(folder, read_manifest(folder).model_copy(update={"isolation": info}))
+        return {c.id: c.text for c in build_report(run).caveats}
+
+    sealed = caveats(network="sealed")
+    assert "network" not in sealed and "wire-differs" not in sealed
+    host = caveats(network="host", wire_differs={"greet__C1__r00": ["output_tokens: transcript 9, wire 4"]})
+    assert "--allow-network" in host["network"]
+    assert "greet__C1__r00 (output_tokens: transcript 9, wire 4)" in host["wire-differs"]
+    assert "the host's network" in caveats(network="unsealed")["network"]
