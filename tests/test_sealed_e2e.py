@@ -227,6 +227,9 @@ def test_a_sealed_session_reaches_no_host_service(
     case: str, claude: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     backend, who = case.split("-")
+    missing = [t for t in ("tmux", "ssh-agent", "ssh-add", "dbus-daemon", "dbus-send") if not shutil.which(t)]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} missing: `make hostservices` installs them")
     if who == "root" and os.geteuid() != 0:
         pytest.skip("the root case needs root")
     if (backend == "namespace" and not namespace_check().locked) or not fence_support().ok:
