@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.user_support import User, make_user
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -58,3 +61,12 @@ def claude() -> Path:
             pytest.fail("the pinned claude CLI is not installed; run `make claude`")
         pytest.skip("claude CLI not installed (run `make claude`)")
     return path
+
+
+@pytest.fixture(scope="module")
+def ordinary_user() -> Iterator[User]:
+    """An unprivileged account for the tests that run ablate as one (:func:`tests.user_support.make_user`)."""
+    with make_user() as user:
+        if user is None:
+            pytest.skip("no ordinary user can be had here (root without useradd/setpriv)")
+        yield user

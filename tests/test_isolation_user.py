@@ -33,7 +33,7 @@ from ablate.core.fsutil import tree_listing
 from ablate.isolate.detect import namespace_check
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, iter_requests, script_from_data
-from tests.user_support import User, make_user, user_venv, world_readable_dir
+from tests.user_support import User, user_venv, world_readable_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -153,14 +153,6 @@ def box() -> Iterator[Box]:
         yield Box(base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def ordinary_user() -> Iterator[User]:
-    with make_user() as user:
-        if user is None:
-            pytest.skip("no ordinary user can be had here (root without useradd/setpriv)")
-        yield user
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from ablate.isolate.detect import namespace_check
 from ablate.isolate.fence import fence_support
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
-from tests.user_support import User, make_user, user_venv, world_readable_dir
+from tests.user_support import User, user_venv, world_readable_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -212,14 +211,6 @@ class Host:
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-@pytest.fixture(scope="module")
-def ordinary_user() -> Iterator[User]:
-    with make_user() as user:
-        if user is None:
-            pytest.skip("no ordinary user can be had here (root without useradd/setpriv)")
-        yield user
 
 
 @pytest.mark.parametrize("case", ["namespace-root", "links-root", "namespace-user"])
