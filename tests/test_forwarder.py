@@ -220,3 +220,36 @@ def test_the_report_names_the_host_network_and_the_sessions_the_wire_contradicts
     assert "--allow-network" in host["network"]
     assert "greet__C1__r00 (output_tokens: transcript 9, wire 4)" in host["wire-differs"]
     assert "the host's network" in caveats(network="unsealed")["network"]
+
+
+def test_a_loopback_endpoint_keeps_its_url_inside_and_others_are_refused_up_front(
+    forwarder: Forwarder, sim: SimServer
+) -> None:
+    from ablate.isolate.seal import unreachable_when_sealed
+
+    # the relay listens on the endpoint's own port where it is free (here: another free port stands for it)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    control, said = _control(forwarder, forwarder.ticket("sid-p"), sim.base_url)
+    assert said == "ok\n"
+    fd = os.dup(control.fileno())
+    control.close()
+    env = {"PATH": os.environ["PATH"], "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{free}"}
+    show = "import os; print(os.environ['ANTHROPIC_BASE_URL'])"
+    argv = [sys.executable, "-I", relay.__file__, str(fd), "--", sys.executable, "-c", show]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, pass_fds=(fd,))
+    os.close(fd)
+    assert proc.stdout.strip() == f"http://127.0.0.1:{free}", proc.stderr
+    # what a sealed session could not reach: a provider's cloud, a settings env endpoint that is not loopback
+    assert (
+        unreachable_when_sealed({}, {"/c/settings.json:env.ANTHROPIC_BASE_URL": "http://127.0.0.1:8080"})
+        == []
+    )
+    why = unreachable_when_sealed(
+        {"CLAUDE_CODE_USE_BEDROCK": "1"}, {"/c/settings.json:env.ANTHROPIC_BASE_URL": "https://gw.example"}
+    )
+    assert why == [
+        "CLAUDE_CODE_USE_BEDROCK is set: the CLI talks to that cloud directly",
+        "/c/settings.json: env.ANTHROPIC_BASE_URL = https://gw.example replaces the relay's URL",
+    ]

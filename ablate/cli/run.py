@@ -305,7 +305,12 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         tasks = select_split(tasks, o["split"])
     # every check that can refuse the run comes before prepare_run writes the run folder
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
-    checked = preflight(o["config_dir"] or default_config_dir(), o["repo"], isolation=o["isolation"])
+    checked = preflight(
+        o["config_dir"] or default_config_dir(),
+        o["repo"],
+        isolation=o["isolation"],
+        allow_network=o["allow_network"],
+    )
     claude = find_claude(o["claude_bin"])
     prep = prepare_run(_request(ctx, o, tasks), claude)
     if not fresh:  # a resumed or planned run is judged against its own model

@@ -9,7 +9,8 @@ byte) and receives one end of a socket pair (``SCM_RIGHTS``): no ``socket()`` or
 but the listener. Bytes are pumped both ways unchanged; the forwarder speaks HTTP to the upstream.
 
 The relay forks: the child relays, the parent closes FD and execs ARGV with ``ANTHROPIC_BASE_URL`` pointing
-at the listener (and 127.0.0.1 in ``NO_PROXY``). The command is then the fence's main process: when it ends,
+at the listener (and 127.0.0.1 in ``NO_PROXY``). An endpoint on a loopback port (a local gateway, the sim)
+keeps its URL: the relay listens on that very port inside the session's namespace. The command is then the fence's main process: when it ends,
 the fence's PID namespace ends and the relay with it. Exit codes of the relay itself: 125 setup failed.
 """
 
@@ -77,15 +78,45 @@ def relay(listener: socket.socket, control: socket.socket) -> None:
         threading.Thread(target=_serve, args=(conn, control, lock), daemon=True).start()
 
 
+def _loopback_port(url: str) -> int | None:
+    """The port of an ``http://127.0.0.1:PORT`` endpoint (a local gateway, the
+    sim), else None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    return port if parts.scheme == "http" and parts.hostname == "127.0.0.1" else None
+
+
+def _listen(port: int | None) -> socket.socket:
+    """The listener: on the endpoint's own loopback port where it is free (in the session's own network
+    namespace it is), so ``ANTHROPIC_BASE_URL`` stays as the user set it, in the environment and in any
+    ``settings.json`` ``env``; else on a port the kernel picks."""
+    for want in ([port] if port else []) + [0]:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.bind(("127.0.0.1", want))
+        except OSError:
+            listener.close()
+            if want == 0:
+                raise
+            continue
+        listener.listen(64)
+        return listener
+    raise OSError("no port to listen on")  # pragma: no cover - port 0 either binds or raised
+
+
 def main(args: list[str]) -> int:
     if len(args) < 3 or args[1] != "--" or not args[0].isdigit():
         sys.stderr.write("usage: relay.py FD -- ARGV...\n")
         return SETUP_FAILED
+    same = _loopback_port(os.environ.get("ANTHROPIC_BASE_URL", ""))
     try:
         control = socket.socket(fileno=int(args[0]))
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
+        listener = _listen(same)
     except OSError as exc:
         sys.stderr.write(f"ablate relay: {exc}\n")
         return SETUP_FAILED
@@ -101,7 +132,8 @@ def main(args: list[str]) -> int:
     control.close()
     listener.close()
     env = dict(os.environ)
-    env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{port}"
+    if port != same:
+        env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{port}"
     for key in ("NO_PROXY", "no_proxy"):
         env[key] = ",".join(p for p in ("127.0.0.1", env.get(key, "")) if p)
     argv = args[2:]

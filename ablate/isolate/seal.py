@@ -25,8 +25,9 @@ filter, the private ``/dev`` and IPC stay.
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ablate.isolate import nsexec, relay
@@ -88,3 +89,20 @@ def view_command(
             return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *fence]
         return seal(fence, view=str(spec))
     return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
+
+
+#: Provider switches: the CLI then talks to a cloud's own endpoint, which the forwarder does not carry.
+PROVIDERS = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
+
+
+def unreachable_when_sealed(environ: Mapping[str, str], settings_env: Mapping[str, str]) -> list[str]:
+    """Why a sealed session could not reach the model: a provider switch (its cloud endpoint is not relayed),
+    or a ``settings.json`` ``env`` that sets ``ANTHROPIC_BASE_URL`` to anything but an
+    ``http://127.0.0.1:PORT`` endpoint (the CLI would take it over the relay's URL, and go nowhere)."""
+    why = [f"{key} is set: the CLI talks to that cloud directly" for key in PROVIDERS if environ.get(key)]
+    for where, value in settings_env.items():
+        if where.endswith("env.ANTHROPIC_BASE_URL") and not re.fullmatch(r"http://127\.0\.0\.1:\d+/?", value):
+            why.append(
+                f"{where.rsplit(':env.', 1)[0]}: env.ANTHROPIC_BASE_URL = {value} replaces the relay's URL"
+            )
+    return why

@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
-from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
+from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 from ablate.folder.layout import EndpointInfo, IsolationInfo, RunManifest, write_manifest
 from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
@@ -64,7 +64,12 @@ class Preflight:
 
 
 def preflight(
-    config_dir: Path, repo: Path, *, isolation: str | None, environ: Mapping[str, str] | None = None
+    config_dir: Path,
+    repo: Path,
+    *,
+    isolation: str | None,
+    environ: Mapping[str, str] | None = None,
+    allow_network: bool = False,
 ) -> Preflight:
     """Choose the backend and check the one endpoint; raise :class:`~ablate.core.errors.UsageError` (exit 2)
     on an unknown or unavailable backend or on cells that would reach different endpoints. Writes nothing.
@@ -77,6 +82,7 @@ def preflight(
 
     chosen = choose_isolation(isolation)
     endpoint = one_endpoint(config_dir.expanduser(), repo.expanduser(), environ or os.environ)
+    check_reachable(chosen, allow_network, endpoint, environ or os.environ)
     return Preflight(chosen, endpoint)
 
 
@@ -158,6 +164,7 @@ def execute(
     chosen = request.preflight.isolation
     # checked again on the setup actually used: a resumed run takes its config dir and repo from its manifest
     endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
+    check_reachable(chosen, request.allow_network, endpoint, os.environ)
     with work_area(request.work_dir, folder.root.name) as work_root:
         # every cell (C11 included) must log in as the user's own setup does: refused before any session
         auth = check_run_auth(
@@ -223,6 +230,23 @@ def execute(
         interrupted=presses[0] > 0,
         exit_code=exit_code(summary.outcome, real_files_changed=bool(changed)),
     )
+
+
+def check_reachable(
+    chosen: Isolation, allow_network: bool, endpoint: EndpointCheck, environ: Mapping[str, str]
+) -> None:
+    """Refuse (exit 2) a run whose sealed sessions could not reach the model (:mod:`ablate.isolate.seal`)."""
+    from ablate.isolate.seal import unreachable_when_sealed
+
+    if not chosen.locked or allow_network:
+        return
+    why = unreachable_when_sealed(environ, endpoint.settings_env)
+    if why:
+        raise UsageError(
+            "sessions run in a network namespace of their own and reach only ANTHROPIC_BASE_URL through "
+            "ablate's forwarder:\n  " + "\n  ".join(why),
+            hint="run with --allow-network (the sessions then share your network; the report says so)",
+        )
 
 
 def network_mode(chosen: Isolation, request: ExecuteRequest) -> str:
