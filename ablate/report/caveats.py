@@ -133,10 +133,12 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
             "unless stripped), so 'setup off' is not 'no context'"
         )
     if run.isolation.startswith("links"):
+        sealed = manifest.isolation is not None and manifest.isolation.network == "sealed"
         parts.append(
             "in links mode big trees are linked, not copied: writes through them reach the real files "
-            "(every manifest cell lists them), and leaks such as managed settings, ancestor CLAUDE.md and the "
-            "network are not removed"
+            "(every manifest cell lists them), and leaks such as managed settings"
+            + (" and ancestor CLAUDE.md are" if sealed else ", ancestor CLAUDE.md and the network are")
+            + " not removed"
         )
     return Caveat(id="isolation", text="; ".join(parts) + ".")
 
