@@ -9,7 +9,8 @@ shared-memory segment and message queue behind, and appends a forged answer to i
 Afterwards every attack failed, the servers are untouched
 and alive, nothing the session put in ``/dev/shm`` or SysV IPC outlives it, and the session still got its
 answer through the forwarder (recorded in ``wire/<item>.jsonl``), whose token figures, not the forged
-transcript's, are the result's. As root with the ``namespace`` backend,
+transcript's, are the result's. With ``--allow-network`` (a fourth case, ``links``) the loopback port and the
+git daemon are reached, and nothing else is (an abstract socket is a unix socket: still refused). As root with the ``namespace`` backend,
 with ``--isolation links``, and as an ordinary user.
 """
 
@@ -213,11 +214,13 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-@pytest.mark.parametrize("case", ["namespace-root", "links-root", "namespace-user"])
+@pytest.mark.parametrize("case", ["namespace-root", "links-root", "namespace-user", "links-root-network"])
 def test_a_sealed_session_reaches_no_host_service(
     case: str, claude: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    backend, who = case.split("-")
+    backend, who, *rest = case.split("-")
+    network = rest == ["network"]  # --allow-network: the host's network, still no unix socket, /dev or IPC
+    reached = {"loopback", "gitpush"} if network else set()  # an abstract socket is a unix socket: refused
     missing = [t for t in ("tmux", "ssh-agent", "ssh-add", "dbus-daemon", "dbus-send") if not shutil.which(t)]
     if missing:
         pytest.skip(f"{', '.join(missing)} missing: `make hostservices` installs them")
@@ -258,6 +261,7 @@ def test_a_sealed_session_reaches_no_host_service(
             argv = [
                 str(bin_dir / "ablate"), "run", "--tasks", str(base / "net.toml"), "--cells", str(base / "one.toml"),
                 "--isolation", backend, "--max-turns", "3", "--jobs", "1", "--report", "none",
+                *(["--allow-network"] if network else []),
                 "--out", str(base / "runs"), "--work-dir", str(base / "envs"),
                 "--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--json",
             ]  # fmt: skip
@@ -274,7 +278,8 @@ def test_a_sealed_session_reaches_no_host_service(
         said = "\n".join(p.read_text(errors="replace") for p in folder.rglob("transcripts/**/*.jsonl"))
         assert "NET-DONE" in said, said[-2000:]
         for attack in ("loopback", "abstract", "docker", "x11", "tmux", "sshagent", "dbus", "gitpush"):
-            assert f"{attack}=refused" in said, (attack, said[-3000:])
+            outcome = "reached" if attack in reached else "refused"
+            assert f"{attack}={outcome}" in said, (attack, said[-3000:])
         dev = said.split("DEV=[", 1)[1].split("]", 1)[0].replace("\\n", " ").split()
         assert set(dev) <= DEV_ALLOWED, dev
         assert "blockdev=" not in said and "shm=written" in said
@@ -283,8 +288,10 @@ def test_a_sealed_session_reaches_no_host_service(
         refs = subprocess.run(
             ["git", "--git-dir", str(base / "git" / "remote.git"), "show-ref"], capture_output=True, text=True
         )
-        assert "attack" not in refs.stdout
-        assert [listener.accepted for listener in host.listeners] == [0, 0, 0, 0]
+        assert ("refs/heads/attack" in refs.stdout) is network
+        assert [listener.accepted for listener in host.listeners] == (
+            [1, 0, 0, 0] if network else [0, 0, 0, 0]
+        )
         assert host.alive() == {"tmux": True, "ssh-agent": True, "dbus": True}
         assert host.leftovers() == []
         # the session got its answer through the forwarder, which recorded every request
@@ -307,7 +314,7 @@ def test_a_sealed_session_reaches_no_host_service(
         )
         assert wire["output_tokens"] == sum(r["usage"].get("output_tokens", 0) for r in records) < 99999
         manifest = orjson.loads((folder / "manifest.json").read_bytes())
-        assert manifest["isolation"]["network"] == "sealed"
+        assert manifest["isolation"]["network"] == ("host" if network else "sealed")
         assert list(manifest["isolation"]["wire_differs"]) == [result["item"]]
     finally:
         if host is not None:

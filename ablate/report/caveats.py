@@ -149,9 +149,9 @@ def network(report: Report, manifest: RunManifest) -> Caveat | None:
     if mode == "host":
         return Caveat(
             id="network",
-            text="Sessions ran with --allow-network: they had the host's network (loopback services, abstract "
-            "sockets, the internet), so a session could reach host services and tasks could differ by what "
-            "was reachable when they ran; file-system sockets, /dev and IPC stayed private.",
+            text="Sessions ran with --allow-network: they had the host's network (services on loopback ports, "
+            "the internet), so a session could reach host services and tasks could differ by what was "
+            "reachable when they ran; unix sockets (file-system and abstract), /dev and IPC stayed private.",
         )
     if mode == "unsealed":
         return Caveat(
