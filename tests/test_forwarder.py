@@ -216,6 +216,7 @@ def test_the_report_names_the_host_network_and_the_sessions_the_wire_contradicts
 
     sealed = caveats(network="sealed")
     assert "network" not in sealed and "wire-differs" not in sealed
+    assert "a tool that needs a host service (ssh-agent, gpg-agent" in sealed["isolation"]
     host = caveats(network="host", wire_differs={"greet__C1__r00": ["output_tokens: transcript 9, wire 4"]})
     assert "--allow-network" in host["network"]
     assert "greet__C1__r00 (output_tokens: transcript 9, wire 4)" in host["wire-differs"]

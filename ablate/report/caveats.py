@@ -122,6 +122,12 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
         f"{len(leaks)} leak(s) the builder could not remove" + (f" ({'; '.join(leaks[:5])})" if leaks else "")
     )
     parts.append(f"{len(flagged)} session(s) flagged by provenance and excluded")
+    if manifest.isolation is not None and manifest.isolation.network == "sealed":
+        parts.append(
+            "sessions were sealed (a network namespace of their own, no unix sockets, a private /dev and IPC): "
+            "a tool that needs a host service (ssh-agent, gpg-agent, docker, a local database) failed in "
+            "every cell alike, where it would work in your own setup"
+        )
     if report.no_op_cells:
         parts.append(
             "no-op cells (identical to the control, not tested): "
