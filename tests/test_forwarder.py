@@ -254,3 +254,26 @@ def test_a_loopback_endpoint_keeps_its_url_inside_and_others_are_refused_up_fron
         "CLAUDE_CODE_USE_BEDROCK is set: the CLI talks to that cloud directly",
         "/c/settings.json: env.ANTHROPIC_BASE_URL = https://gw.example replaces the relay's URL",
     ]
+
+
+def test_a_dead_forwarders_folder_is_swept_and_a_live_ones_kept(tmp_path: Path) -> None:
+    from ablate.isolate.forwarder import sweep_stale
+
+    dead, live, other = tmp_path / "ablate-fwd-dead", tmp_path / "ablate-fwd-live", tmp_path / "unrelated"
+    for folder in (dead, live, other):
+        folder.mkdir()
+    gone = socket.socket(socket.AF_UNIX)
+    gone.bind(str(dead / "s"))  # bound, never listening: its process is gone
+    gone.close()
+    alive = socket.socket(socket.AF_UNIX)
+    alive.bind(str(live / "s"))
+    alive.listen(1)
+    fresh = tmp_path / "ablate-fwd-fresh"  # made a moment ago: its forwarder may be about to bind
+    fresh.mkdir()
+    for folder in (dead, live):
+        os.utime(folder, (0, 0))
+    try:
+        assert sweep_stale(tmp_path) == [dead]
+    finally:
+        alive.close()
+    assert live.is_dir() and other.is_dir() and fresh.is_dir() and not dead.exists()
