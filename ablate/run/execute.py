@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -238,7 +239,7 @@ def check_reachable(
     """Refuse (exit 2) a run whose sealed sessions could not reach the model (:mod:`ablate.isolate.seal`)."""
     from ablate.isolate.seal import unreachable_when_sealed
 
-    if not chosen.locked or allow_network:
+    if not sealed(chosen) or allow_network:
         return
     why = unreachable_when_sealed(environ, endpoint.settings_env)
     if why:
@@ -253,9 +254,15 @@ def network_mode(chosen: Isolation, request: ExecuteRequest) -> str:
     """The manifest's ``isolation.network``: ``sealed`` (each session in its own network namespace, the
     model's API through ablate's forwarder), ``host`` (``--allow-network``) or ``unsealed`` (no bubblewrap
     fence: the session has the host's network and sockets)."""
-    if not chosen.locked:
+    if not sealed(chosen):
         return "unsealed"
     return "host" if request.allow_network else "sealed"
+
+
+def sealed(chosen: Isolation) -> bool:
+    """Whether the chosen backend's sessions are sealed: locked under bubblewrap (macOS's ``sandbox-exec``
+    fence locks writes only)."""
+    return chosen.locked and sys.platform != "darwin"
 
 
 class _Passes:
