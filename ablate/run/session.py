@@ -15,7 +15,7 @@ from ablate.core.claude import claude_argv
 from ablate.core.proc import ExecResult, kill_tree
 from ablate.folder.layout import Attempt, PlanItem, RunFolder
 from ablate.folder.result import ExitInfo, ItemResult
-from ablate.folder.session import SessionWrites
+from ablate.folder.session import SessionMetrics, SessionWrites
 from ablate.folder.wire import WIRE_TOKENS, WireRecord, WireTotals, wire_check
 from ablate.mine.model import SessionResult
 
@@ -101,9 +101,7 @@ def build_result(
         metrics = session.to_metrics()
         if transcript is not None:
             metrics = metrics.model_copy(update={"transcript": str(transcript.relative_to(rel))})
-        if wire is not None and wire.differs:  # the session's own record disagrees: the wire's figures count
-            total = metrics.total.model_copy(update={k: getattr(wire, k) for k in WIRE_TOKENS})
-            metrics = metrics.model_copy(update={"total": total, "cost_usd": wire.cost_usd})
+        metrics = wire_figures(metrics, wire)
     return ItemResult.model_validate(
         {
             "item": it.item,
@@ -140,6 +138,14 @@ def build_result(
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
+
+
+def wire_figures(metrics: SessionMetrics, wire: WireTotals | None) -> SessionMetrics:
+    """``metrics`` with the wire's token totals and cost where the transcript disagrees with the wire."""
+    if wire is None or not wire.differs:
+        return metrics
+    total = metrics.total.model_copy(update={k: getattr(wire, k) for k in WIRE_TOKENS})
+    return metrics.model_copy(update={"total": total, "cost_usd": wire.cost_usd})
 
 
 def compare_wire(records: Sequence[WireRecord], mined: SessionResult, stdout: Path) -> WireTotals | None:
