@@ -7,7 +7,7 @@ CLAUDE_PREFIX := .cache/claude
 CLAUDE_BIN := $(CLAUDE_PREFIX)/node_modules/@anthropic-ai/claude-code-linux-x64/claude
 export ABLATE_CLAUDE_BIN := $(abspath $(CLAUDE_BIN))
 
-.PHONY: all venv claude chromium bubblewrap lint typecheck unit e2e test demo examples bench clean
+.PHONY: all venv claude chromium bubblewrap hostservices lint typecheck unit e2e test demo examples bench clean
 
 all: test
 
@@ -46,6 +46,12 @@ chromium:
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q bubblewrap; }
 
+# The sealed-session tests attack real host services: a tmux server, an ssh-agent, a D-Bus session bus.
+hostservices:
+	@command -v tmux >/dev/null 2>&1 && command -v ssh-agent >/dev/null 2>&1 && command -v dbus-daemon >/dev/null 2>&1 \
+		&& command -v dbus-send >/dev/null 2>&1 || { $(SUDO) apt-get update -q && \
+		$(SUDO) apt-get install -y -q tmux openssh-client dbus-daemon dbus-bin; }
+
 # pytest in 3 processes (pytest-xdist): the suite is CPU-bound (real claude sessions, the pytest workers'
 # in-process sims), and a third process fills a core while another waits on a session's start or a sim delay.
 # Each process takes the next test when it is free (--maxschedchunk 1), and tests/conftest.py puts the long
@@ -62,10 +68,10 @@ typecheck: venv
 unit: venv
 	$(PYTEST) -m "not e2e"
 
-e2e: venv claude bubblewrap
+e2e: venv claude bubblewrap hostservices
 	$(PYTEST) -m e2e
 
-test: venv claude chromium bubblewrap lint typecheck
+test: venv claude chromium bubblewrap hostservices lint typecheck
 	$(PYTEST)
 
 demo: venv claude

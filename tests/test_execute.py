@@ -55,6 +55,13 @@ def test_refused_writes_are_summarised_once_per_path_for_the_whole_run() -> None
     assert denied_by_path(sessions) == {"~/.gitconfig": [0, 2, 3]}
 
 
+def preflight_sealed(backend: str) -> bool:
+    from ablate.isolate.namespace import choose_isolation
+    from ablate.run.execute import sealed
+
+    return sealed(choose_isolation(backend))
+
+
 def test_preflight_refuses_an_unknown_backend_and_a_split_endpoint(tmp_path: Path) -> None:
     config, repo = tmp_path / "config", tmp_path / "repo"
     config.mkdir()
@@ -64,7 +71,9 @@ def test_preflight_refuses_an_unknown_backend_and_a_split_endpoint(tmp_path: Pat
     (config / "settings.json").write_text('{"env": {"ANTHROPIC_BASE_URL": "https://proxy.invalid"}}')
     with pytest.raises(UsageError, match=r"env\.ANTHROPIC_BASE_URL"):
         preflight(config, repo, isolation="links", environ={})
-    checked = preflight(
-        config, repo, isolation="links", environ={"ANTHROPIC_BASE_URL": "https://proxy.invalid"}
-    )
+    same = {"ANTHROPIC_BASE_URL": "https://proxy.invalid"}
+    if preflight_sealed("links"):  # a sealed session would take the settings' URL over the relay's: refused
+        with pytest.raises(UsageError, match="replaces the relay's URL"):
+            preflight(config, repo, isolation="links", environ=same)
+    checked = preflight(config, repo, isolation="links", environ=same, allow_network=True)
     assert checked.isolation.backend == "links"

@@ -220,7 +220,9 @@ def test_the_profiles_writable_set_is_all_the_cli_needs(claude: Path, tmp_path: 
                 "TMPDIR": str(tmp),
             }
             proc = subprocess.run(
-                fence_argv(support.bwrap, argv, writable=[cell], cwd=repo),
+                fence_argv(
+                    support.bwrap, argv, writable=[cell], cwd=repo, network=True
+                ),  # the sim listens on the host
                 cwd=repo,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -168,3 +168,31 @@ def test_not_a_run_folder(tmp_path: Path) -> None:
         list(recover_run(tmp_path / "nope"))
     with pytest.raises(RunFolderError):
         list(recover_run(tmp_path))
+
+
+def test_recover_checks_the_transcript_against_the_wire(run_dir: Path) -> None:
+    from ablate.folder.wire import WireRecord, append_wire, wire_path
+
+    wire = wire_path(run_dir, "missing")
+    for attempt, out in ((1, 40), (2, 999)):  # another attempt's records are not this one's
+        record = WireRecord(
+            at=1,
+            status=200,
+            model="claude-sonnet-4-6",
+            attempt=attempt,
+            usage={"input_tokens": 9, "output_tokens": out},
+        )
+        append_wire(wire, record)
+    got = {r.item: r.action for r in recover_run(run_dir)}
+    assert got["missing"] == "recovered"
+    result = orjson.loads(RunFolder(run_dir).result_path("missing").read_bytes())
+    assert result["wire"]["requests"] == 1 and result["wire"]["differs"][0].startswith(
+        "input_tokens: transcript"
+    )
+    assert (result["session"]["total"]["input_tokens"], result["session"]["total"]["output_tokens"]) == (
+        9,
+        40,
+    )
+    assert result["cost_usd"] == result["wire"]["cost_usd"] > 0
+    valid = orjson.loads(RunFolder(run_dir).result_path("valid").read_bytes())
+    assert valid["wire"] is None  # no wire record: nothing to check against

@@ -83,7 +83,8 @@ def build(
     catalog = load_catalog(ablate_toml)
     resolved = load_cell_set(cells, catalog).get(cell)
     setup = load_setup(config_dir or default_config_dir(), repo)
-    checked = preflight(setup.config_dir, setup.repo, isolation=isolation)
+    # its printed command is not sealed (see below): whatever endpoint it names stays reachable
+    checked = preflight(setup.config_dir, setup.repo, isolation=isolation, allow_network=True)
     if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
         raise OutputExists(
             f"{out}: already exists" + ("" if out.is_dir() else " and is not a folder"),
@@ -91,7 +92,7 @@ def build(
         )
     backend = open_backend(
         checked.isolation.backend, setup, catalog, out, isolate_state=isolate_state, dirty=dirty,
-        base_env=dict(os.environ),
+        base_env=dict(os.environ), sealed=False,  # a command to run by hand: no forwarder outlives ablate
     )  # fmt: skip
     env = backend.build(resolved, 0)
     argv = [

@@ -106,6 +106,15 @@ Backoff = Annotated[
 Dirty = Annotated[
     bool, typer.Option("--dirty", help="Carry uncommitted changes of the repo into every cell.")
 ]
+AllowNetwork = Annotated[
+    bool,
+    typer.Option(
+        "--allow-network",
+        help="Give sessions the host's network (loopback ports, abstract sockets, the internet) instead of a "
+        "network namespace of their own that reaches only the model's API; recorded in the manifest and "
+        "named in the report's caveats.",
+    ),
+]
 IsolateState = Annotated[
     bool, typer.Option("--isolate-state", help="Copy (never link) hook state folders of the config dir.")
 ]
@@ -330,7 +339,12 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         tasks = select_split(tasks, o["split"])
     # every check that can refuse the run comes before prepare_run writes the run folder
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
-    checked = preflight(o["config_dir"] or default_config_dir(), o["repo"], isolation=o["isolation"])
+    checked = preflight(
+        o["config_dir"] or default_config_dir(),
+        o["repo"],
+        isolation=o["isolation"],
+        allow_network=o["allow_network"],
+    )
     simulated = checked.endpoint.simulated
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"] or not fresh)
     prep = prepare_run(_request(ctx, o, tasks), claude)
@@ -363,6 +377,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         ),
         work_dir=o["work_dir"],
         isolate_state=o["isolate_state"],
+        allow_network=o["allow_network"],
         dirty=o["dirty"],
         forced=o["force"],
     )
@@ -446,6 +461,7 @@ def run_cmd(
     dirty: Dirty = False,
     isolate_state: IsolateState = False,
     isolation: IsolationOpt = None,
+    allow_network: AllowNetwork = False,
     ablate_toml: AblateToml = None,
     judge_model: JudgeModel = None,
     allow_same_judge: AllowSameJudge = False,

@@ -11,6 +11,7 @@ runs/<run-id>/
   stderr/<item>.a<N>.txt      the tail of the CLI's stderr, one file per attempt
   transcripts/<item>.a<N>/<session_id>.jsonl   the session JSONL copied from the shadow
   transcripts/<item>.a<N>/<session_id>/subagents/agent-*.jsonl|.meta.json
+  wire/<item>.jsonl           what crossed the wire per request (ablate.folder.wire), written by the forwarder
   report.md  report.json  plots
 ```
 
@@ -285,6 +286,14 @@ class IsolationInfo(Spec):
     """How every cell authenticates (method and source, never the secret)."""
     real_files_changed: list[str] | None = None
     """Real home, config-dir and repo paths that changed during the invocation (the before/after listing)."""
+    network: str = ""
+    """``sealed``: each session had a network namespace of its own (no host port, abstract or file-system
+    socket, private ``/dev`` and IPC) and reached the model only through ablate's forwarder (``wire/``);
+    ``host``: ``--allow-network`` kept the host's network; ``unsealed``: no fence could be had; empty:
+    recorded before this existed."""
+    wire_differs: dict[str, list[str]] | None = None
+    """Items whose transcript disagrees with what ablate's forwarder saw cross the wire (``wire/``) → how;
+    their token totals and cost are the wire's."""
     fence_denied: dict[str, list[str]] | None = None
     """``links`` under a write fence: each path it refused a write to (``~/.gitconfig``) → the items whose
     sessions tried, over every result in the folder. A refused write changed those sessions' course."""

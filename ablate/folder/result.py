@@ -21,6 +21,7 @@ from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
 from ablate.folder.layout import RunFolder
 from ablate.folder.session import SessionMetrics, SessionWrites
+from ablate.folder.wire import WireTotals
 
 #: Version of the ``results/<item>.json`` format (1 was untyped; its results are rebuilt by ``ablate recover``).
 RESULT_SCHEMA_VERSION: Literal[2] = 2
@@ -119,6 +120,10 @@ class ItemResult(Spec):
     """Provenance flags that exclude the item from comparisons (e.g. ``read-stripped-via-git``)."""
     writes: SessionWrites | None = None
     """What the session wrote outside its cell (isolation backend's report; discarded writes)."""
+    wire: WireTotals | None = None
+    """The session's requests as ablate's forwarder saw them (``wire/<item>.jsonl``): token totals, the last
+    answer, the system prompts' digests, and where the transcript says otherwise (``differs``; then
+    ``session``'s token totals and ``cost_usd`` are the wire's). None: the session was not sealed."""
 
     @model_validator(mode="before")
     @classmethod

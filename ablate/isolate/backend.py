@@ -81,7 +81,10 @@ class ShadowEnvironments:
         dirty: bool = False,
         base_env: Mapping[str, str] | None = None,
         extra_env: Mapping[str, str] | None = None,
+        allow_network: bool = False,
+        sealed: bool = True,
     ) -> None:
+        self.allow_network, self.sealed = allow_network, sealed
         self.setup = setup
         self.catalog = catalog
         self.work_root = work_root
@@ -157,7 +160,14 @@ class ShadowEnvironments:
         visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
         # the login the session starts with, kept where it cannot write: what a refresh is checked against
         self._logins[str(env.config_dir)] = _login_bytes(env.config_dir / CREDENTIALS)
-        return fenced(argv, root=env.root, cwd=env.cwd, visible=visible)
+        return fenced(
+            argv,
+            root=env.root,
+            cwd=env.cwd,
+            visible=visible,
+            network=self.allow_network,
+            sealed=self.sealed,
+        )
 
     def after_session(self, env: CellEnv) -> dict[str, Any] | None:
         """The writes the fence refused (which paths, how often) and what became of the session's login
@@ -244,9 +254,13 @@ def open_backend(
     dirty: bool = False,
     base_env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    allow_network: bool = False,
+    sealed: bool = True,
 ) -> EnvBackend:
     """The one place a backend object is made, by the name :func:`~ablate.isolate.namespace.choose_isolation`
-    chose (``namespace`` or ``links``). Callers never construct a backend class themselves."""
+    chose (``namespace`` or ``links``). Callers never construct a backend class themselves. ``allow_network``:
+    sessions keep the host's network; ``sealed=False``: commands meant to be run by hand, after ablate has
+    exited (no forwarder to reach, no seccomp filter; the host's network)."""
     from ablate.isolate.namespace import NamespaceEnvironments
 
     kinds: dict[str, type[ShadowEnvironments] | type[NamespaceEnvironments]] = {
@@ -263,6 +277,8 @@ def open_backend(
         dirty=dirty,
         base_env=base_env,
         extra_env=extra_env,
+        allow_network=allow_network,
+        sealed=sealed,
     )
     return made
 

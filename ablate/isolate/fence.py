@@ -48,23 +48,27 @@ def fence_argv(
     cwd: str | Path,
     tmp: str | Path | None = None,
     visible: Sequence[str | Path] = (),
+    network: bool = False,
 ) -> list[str]:
     """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in the order given, so a
-    deeper path after the one above it), own user and PID namespaces, own ``/proc``, a real ``/dev``;
-    ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``); ``visible``: folders the session must still
-    read that live under the real ``/tmp`` (the user's home, config dir or repository), bound back read-only."""
+    deeper path after the one above it), own user, PID, IPC and (unless ``network``) network namespaces, own
+    ``/proc``, a private ``/dev`` (null, zero, full, random, urandom, tty, pts and an empty ``shm``: no host
+    device node); ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``); ``visible``: folders the session
+    must still read that live under the real ``/tmp`` (the user's home, config dir or repository), bound
+    back read-only."""
     out = [
         bwrap,
         "--unshare-user",
         "--unshare-pid",
+        "--unshare-ipc",
+        *([] if network else ["--unshare-net"]),
         "--die-with-parent",
         "--cap-drop",
         "ALL",  # bubblewrap run by root keeps every capability unless told
         "--ro-bind",
         "/",
         "/",
-        "--dev-bind",
-        "/dev",
+        "--dev",
         "/dev",
         "--proc",
         "/proc",
@@ -150,13 +154,17 @@ def fenced(
     cwd: Path,
     visible: Sequence[Path] = (),
     through: Sequence[Path] = (),
+    network: bool = False,
+    sealed: bool = True,
 ) -> list[str]:
     """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
     dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
     ``visible``: what the session reads through its links and alternates (the user's home, config dir,
     repository and object store), kept readable when it lives under the real ``/tmp``; ``through``: real
     files a session may still write through its links (the login's ``.credentials.json``, so a refreshed
-    token reaches the real file)."""
+    token reaches the real file). Under bubblewrap the session is sealed (:func:`ablate.isolate.seal.seal`);
+    ``network``: it keeps the host's network namespace; ``sealed=False``: a command to run by hand (no
+    forwarder, the host's network)."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
         return [support.sandbox_exec, "-p", sandbox_profile([root, *through]), *argv]
@@ -166,8 +174,19 @@ def fenced(
     writable = [root, *through]
     # the program itself stays reachable too (a CLI installed under /tmp, as in a fresh clone's .cache)
     program = [Path(os.path.realpath(argv[0])).parent] if argv and os.path.isabs(argv[0]) else []
-    shown = [*visible, *program]
-    return fence_argv(support.bwrap, argv, writable=writable, cwd=cwd, tmp=root / "tmp", visible=shown)
+    from ablate.isolate.seal import RELAY, relay_python, seal
+
+    shown = [*visible, *program, RELAY.parent, Path(relay_python()).parent]
+    fence = fence_argv(
+        support.bwrap,
+        argv,
+        writable=writable,
+        cwd=cwd,
+        tmp=root / "tmp",
+        visible=shown,
+        network=network or not sealed,
+    )
+    return seal(fence) if sealed else fence
 
 
 def _refusal(shell: str, node: str) -> re.Pattern[str]:

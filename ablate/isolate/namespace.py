@@ -32,12 +32,11 @@ reach a process outside through ``/proc``, or regain a capability. :mod:`ablate.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,17 +48,16 @@ from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.credentials import CopyBack, copy_back
 from ablate.isolate.detect import Isolation as Isolation
 from ablate.isolate.detect import choose_isolation as choose_isolation
-from ablate.isolate.detect import namespace_check
 from ablate.isolate.detect import namespace_support as namespace_support
 from ablate.isolate.environment import build_config_dir
 from ablate.isolate.faithful import config_prints, kept_mismatches, mismatch_lines, setup_prints
-from ablate.isolate.fence import bwrap_path, fence_argv
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env, stray
-from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
+from ablate.isolate.seal import view_command
+from ablate.isolate.shadow_home import CREDENTIALS
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, LayerFiles
-from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, linked_state, resolve_layers
+from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
 
 NSEXEC = Path(nsexec.__file__).resolve()
 MARKER = ".ablate-env"
@@ -89,15 +87,6 @@ def order_mounts(mounts: list[Mount]) -> list[Mount]:
 
 def write_spec(path: Path, mounts: list[Mount], cwd: Path) -> None:
     atomic_write_json(path, {"mounts": [m.to_json() for m in order_mounts(mounts)], "cwd": str(cwd)})
-
-
-def wrap(spec: Path, argv: list[str], *, writable: Sequence[Path] = (), cwd: Path | None = None) -> list[str]:
-    """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
-    view locked) wherever :func:`~ablate.isolate.detect.namespace_check` found that it works."""
-    bwrap = bwrap_path()
-    if bwrap and cwd is not None and namespace_check().locked:
-        argv = fence_argv(bwrap, argv, writable=sorted(writable, key=lambda p: str(p).count("/")), cwd=cwd)
-    return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
 
 
 @contextmanager
@@ -157,7 +146,7 @@ class CellLayers:
     """Kept layer id → its files that differ from the setup's (not faithful)."""
 
 
-class _ViewAtRealPaths:
+class ViewAtRealPaths:
     """What every view at the real paths shares: its namespace spec, its upper folders, and the real path
     each upper folder stands for (the write report reads them)."""
 
@@ -176,8 +165,16 @@ class _ViewAtRealPaths:
         """Where the session's config-dir writes land, seen from outside (transcripts are found here)."""
         return self.root / "up" / "config"
 
+    network: bool = False
+    """The session keeps the host's network (``--allow-network``)."""
+    sealed: bool = True
+    """False: a command to run by hand after ablate exits (no forwarder, the host's network)."""
+
     def wrap(self, argv: list[str]) -> list[str]:
-        return wrap(self.spec, argv, writable=list(self.shown_as().values()), cwd=self.cwd)
+        shown = list(self.shown_as().values())
+        return view_command(
+            self.spec, argv, writable=shown, cwd=self.cwd, network=self.network, sealed=self.sealed
+        )
 
     def upper(self, area: str) -> Path:
         return self.root / "up" / area
@@ -194,7 +191,7 @@ class _ViewAtRealPaths:
 
 
 @dataclass
-class NamespaceCellEnv(_ViewAtRealPaths):
+class NamespaceCellEnv(ViewAtRealPaths):
     """One session slot: a cell's view at the real paths (what the runner and the probe drive)."""
 
     cell: ResolvedCell
@@ -241,8 +238,11 @@ class NamespaceEnvironments:
         base_env: Mapping[str, str] | None = None,
         extra_env: Mapping[str, str] | None = None,
         isolate_state: bool = False,
+        allow_network: bool = False,
+        sealed: bool = True,
     ) -> None:
         unmount_orphaned_views()  # a runner killed while it seeded or graded a view, whatever its work dir
+        self.allow_network, self.sealed = allow_network, sealed
         self.setup = setup
         self.catalog = catalog
         self.work_root = Path(os.path.abspath(work_root))
@@ -361,6 +361,7 @@ class NamespaceEnvironments:
             layers=layers,
             memory_slug=self.setup.memory_slug,
         )
+        cenv.network, cenv.sealed = self.allow_network or not self.sealed, self.sealed
         self._write_view(cenv)
         fresh_uppers(root)
         return cenv
@@ -536,80 +537,6 @@ def copy_back_credentials(env: NamespaceCellEnv) -> CopyBack:
     stored = lower.read_bytes() if lower.is_file() and not lower.is_symlink() else None
     copies = env.layers.config.parent.parent.glob(f"*/config/{CREDENTIALS}")
     return copy_back(env.upper("config") / CREDENTIALS, stored, env.real_config / CREDENTIALS, copies)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The probe's untouched session
-
-
-@dataclass
-class UntouchedView(_ViewAtRealPaths):
-    """The user's own setup at the real paths, copy-on-write: what C0 must equal (docs/ARCHITECTURE.md#proving-isolation)."""
-
-    root: Path
-    spec: Path
-    config_copy: Path
-    """The lower of the config dir: a plain copy of the user's (the probe neutralises its endpoint keys)."""
-    home: Path
-    repo: Path
-    real_config: Path
-
-
-#: Config-dir entries left out of the untouched copy: CLI-written history, and the credentials (the probe
-#: uses an API key against its capture endpoint).
-UNTOUCHED_SKIPPED = (CREDENTIALS, "telemetry", "debug", "file-history", "todos", "history.jsonl")
-
-
-def untouched_copy_filter(
-    config_dir: Path,
-) -> tuple[Callable[[str, list[str]], list[str]], dict[str, Path]]:
-    """The ``copytree`` ignore function of an untouched-setup copy of ``config_dir`` (both backends' probes),
-    and the CLI-written folders kept behind links: CLI-written history and the credentials stay out, and so
-    does whatever a link hides (hook-state setups keep ``projects/`` behind a link into their own folder);
-    of ``projects/<slug>/`` only the auto-memory is kept."""
-    linked = linked_state(config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
-    hidden = {str(t) for t in linked.values()}
-
-    def ignore(folder: str, names: list[str]) -> list[str]:
-        rel = Path(folder).relative_to(config_dir).parts
-        out = [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden]
-        if len(rel) == 2 and rel[0] == "projects":
-            out += [n for n in names if n != "memory"]
-        if not rel:
-            out += [n for n in names if n in UNTOUCHED_SKIPPED or n in linked]
-        return out
-
-    return ignore, linked
-
-
-def untouched_view(setup: Setup, root: Path) -> UntouchedView:
-    """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
-    their real paths with per-view upper folders: the session writes nothing anywhere."""
-    config_copy = root / "config"
-    ignore, linked = untouched_copy_filter(setup.config_dir)
-    shutil.copytree(setup.config_dir, config_copy, symlinks=True, ignore=ignore)
-    # a CLI-written folder left out because it was a link: a real, empty folder (the session's transcript
-    # must land in the view's config dir), the auto-memory copied where the CLI reads it
-    for rel in linked:
-        (config_copy / rel).mkdir(exist_ok=True)
-    if "projects" in linked:
-        copy_memory(setup, config_copy, setup.memory_slug)
-    account = setup.account_state
-    if account is not None and not (config_copy / ".claude.json").exists():
-        shutil.copy2(account, config_copy / ".claude.json")
-    view = UntouchedView(root, root / "view.json", config_copy, setup.home, setup.repo, setup.config_dir)
-    up, wk = root / "up", root / "wk"
-    areas = ("tmp", "home", "repo", "config")
-    mounts = [
-        Mount("/tmp", ("/tmp",), str(up / "tmp"), str(wk / "tmp")),
-        Mount(str(setup.home), (str(setup.home),), str(up / "home"), str(wk / "home")),
-        Mount(str(setup.repo), (str(setup.repo),), str(up / "repo"), str(wk / "repo")),
-        Mount(str(setup.config_dir), (str(config_copy),), str(up / "config"), str(wk / "config")),
-    ]
-    fresh_uppers(root, areas)
-    (up / "objects").mkdir()
-    write_spec(view.spec, mounts, setup.repo)
-    return view
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -5,8 +5,11 @@ caller's own (uid and gid mapped to themselves) with a mount namespace in it, wh
 (Linux >= 5.11). Either way ARGV is normally ``bwrap …`` (:mod:`ablate.isolate.fence`): the session then runs
 one user namespace further in, where these mounts are locked.
 
-Run as a file, not as a module (``python -I .../nsexec.py SPEC -- ARGV...``): it imports only the standard
-library, so the wrapper costs one interpreter start (~20 ms) on top of the session.
+Run as a file, not as a module (``python -I -S .../nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC --
+ARGV...``): it imports only the standard library, so the wrapper costs one interpreter start (~20 ms) on top
+of the session. ``--net`` and ``--seccomp`` seal the session (:mod:`ablate.isolate.seal`): before anything
+else the wrapper connects to ablate's forwarder with the session's ticket and leaves the stream at fd 3 and
+the seccomp filter at fd 4 for bubblewrap. SPEC ``-`` mounts nothing (the ``links`` backend: the seal only).
 
 SPEC is a JSON file::
 
@@ -39,6 +42,9 @@ CLONE_NEWUSER = 0x10000000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 SETUP_FAILED = 125
+#: Where the fenced command finds its stream to the forwarder, and bwrap its seccomp filter.
+NET_FD = 3
+SECCOMP_FD = 4
 
 
 def _libc() -> ctypes.CDLL:
@@ -194,6 +200,49 @@ def join(pid: int, cwd: str) -> None:
     os.chdir(cwd)
 
 
+def sealed(net: tuple[str, str] | None, seccomp: str | None) -> None:
+    """``--net SOCKET TOKEN``: connect to ablate's forwarder, present the session's one-time token, and
+    leave the connected stream at fd :data:`NET_FD` for the relay inside the fence; ``--seccomp FILE``: the
+    fence's filter at fd :data:`SECCOMP_FD` (``bwrap --seccomp 4``). Both before any mount: the forwarder's
+    folder may lie under a path the view covers."""
+    import socket
+
+    if net is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(30)
+        sock.connect(net[0])
+        upstream = os.environ.get("ANTHROPIC_BASE_URL", "")
+        sock.sendall(f"{net[1]} {upstream}\n".encode())
+        said = sock.recv(4096).decode("utf-8", "replace").strip()
+        if said != "ok":
+            why = said.removeprefix("no: ") or "the ticket is spent or unknown"
+            raise OSError(f"the forwarder at {net[0]} refused the session: {why}")
+        sock.settimeout(None)
+        _place(sock.detach(), NET_FD)
+    if seccomp is not None:
+        _place(os.open(seccomp, os.O_RDONLY), SECCOMP_FD)
+
+
+def _place(fd: int, target: int) -> None:
+    if fd != target:
+        os.dup2(fd, target)  # inheritable
+        os.close(fd)
+    else:
+        os.set_inheritable(fd, True)
+
+
+def _options(args: list[str]) -> tuple[tuple[str, str] | None, str | None, list[str]]:
+    net, seccomp = None, None
+    while args and args[0] in ("--net", "--seccomp"):
+        if args[0] == "--net" and len(args) >= 3:
+            net, args = (args[1], args[2]), args[3:]
+        elif args[0] == "--seccomp" and len(args) >= 2:
+            seccomp, args = args[1], args[2:]
+        else:
+            break
+    return net, seccomp, args
+
+
 def main(args: list[str]) -> int:
     if len(args) == 2 and args[0] == "--hold":
         return hold(args[1])
@@ -204,17 +253,20 @@ def main(args: list[str]) -> int:
             sys.stderr.write(f"ablate nsexec: {exc}\n")
             return SETUP_FAILED
         return _exec(args[4:])
+    net, seccomp, args = _options(args)
     if len(args) < 3 or args[1] != "--":
         sys.stderr.write(
-            "usage: nsexec.py SPEC.json -- ARGV... | nsexec.py --hold SPEC.json | "
-            "nsexec.py --join PID DIR -- ARGV...\n"
+            "usage: nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC.json|- -- ARGV... "
+            "| nsexec.py --hold SPEC.json | nsexec.py --join PID DIR -- ARGV...\n"
         )
         return SETUP_FAILED
-    with open(args[0], encoding="utf-8") as fh:
-        spec = json.load(fh)
     try:
-        enter(spec["mounts"])
-        os.chdir(spec["cwd"])
+        sealed(net, seccomp)
+        if args[0] != "-":  # "-": no view of its own (the links backend), only the seal
+            with open(args[0], encoding="utf-8") as fh:
+                spec = json.load(fh)
+            enter(spec["mounts"])
+            os.chdir(spec["cwd"])
     except OSError as exc:
         sys.stderr.write(f"ablate nsexec: {exc}\n")
         return SETUP_FAILED

@@ -25,12 +25,9 @@ from ablate.core.fsutil import atomic_write_json
 from ablate.core.proc import run_process
 from ablate.core.slug import slug
 from ablate.isolate.environment import CellEnvironment
-from ablate.isolate.namespace import (
-    untouched_copy_filter,
-    untouched_view,
-)
 from ablate.isolate.procenv import force_capture, process_env
 from ablate.isolate.shadowfs import anchor_links
+from ablate.isolate.untouched import untouched_copy_filter, untouched_view
 from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, needle_in
 from ablate.setup.examples import git

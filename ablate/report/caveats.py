@@ -122,6 +122,12 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
         f"{len(leaks)} leak(s) the builder could not remove" + (f" ({'; '.join(leaks[:5])})" if leaks else "")
     )
     parts.append(f"{len(flagged)} session(s) flagged by provenance and excluded")
+    if manifest.isolation is not None and manifest.isolation.network == "sealed":
+        parts.append(
+            "sessions were sealed (a network namespace of their own, no unix sockets, a private /dev and IPC): "
+            "a tool that needs a host service (ssh-agent, gpg-agent, docker, a local database) failed in "
+            "every cell alike, where it would work in your own setup"
+        )
     if report.no_op_cells:
         parts.append(
             "no-op cells (identical to the control, not tested): "
@@ -133,12 +139,48 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
             "unless stripped), so 'setup off' is not 'no context'"
         )
     if run.isolation.startswith("links"):
+        sealed = manifest.isolation is not None and manifest.isolation.network == "sealed"
         parts.append(
             "in links mode big trees are linked, not copied: writes through them reach the real files "
-            "(every manifest cell lists them), and leaks such as managed settings, ancestor CLAUDE.md and the "
-            "network are not removed"
+            "(every manifest cell lists them), and leaks such as managed settings"
+            + (" and ancestor CLAUDE.md are" if sealed else ", ancestor CLAUDE.md and the network are")
+            + " not removed"
         )
     return Caveat(id="isolation", text="; ".join(parts) + ".")
+
+
+def network(report: Report, manifest: RunManifest) -> Caveat | None:
+    """How far sessions could reach: their own network namespace (the default), or the host's."""
+    mode = manifest.isolation.network if manifest.isolation else ""
+    if mode == "host":
+        return Caveat(
+            id="network",
+            text="Sessions ran with --allow-network: they had the host's network (services on loopback ports, "
+            "the internet), so a session could reach host services and tasks could differ by what was "
+            "reachable when they ran; unix sockets (file-system and abstract), /dev and IPC stayed private.",
+        )
+    if mode == "unsealed":
+        return Caveat(
+            id="network",
+            text="Sessions were not sealed (no bubblewrap fence here): they shared the host's network, its "
+            "sockets (tmux, ssh-agent, Docker, D-Bus), /dev, /dev/shm and SysV IPC, through which a session can "
+            "act outside every sandbox; nothing crossed a forwarder, so there is no wire record.",
+        )
+    return None
+
+
+def wire_differs(report: Report, manifest: RunManifest) -> Caveat | None:
+    """Sessions whose transcript disagrees with what crossed the wire."""
+    differs = manifest.isolation.wire_differs if manifest.isolation else None
+    if not differs:
+        return None
+    shown = "; ".join(f"{item} ({', '.join(what)})" for item, what in sorted(differs.items())[:5])
+    return Caveat(
+        id="wire-differs",
+        text=f"{len(differs)} session(s) whose transcript disagrees with what ablate's forwarder saw cross the "
+        f"wire: {shown}. A session can rewrite its own transcript while it runs; their token and cost figures "
+        "are the wire's (wire/<item>.jsonl).",
+    )
 
 
 def fence_denied(report: Report, manifest: RunManifest) -> Caveat | None:
@@ -339,6 +381,8 @@ CAVEATS: list[CaveatBuilder] = [
     task_selection,
     known_answer_bias,
     isolation,
+    network,
+    wire_differs,
     fence_denied,
     turns_proxy,
     sign_flip_estimand,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from types import FrameType
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
-from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, AblateError
+from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, AblateError, UsageError
 from ablate.folder.layout import EndpointInfo, IsolationInfo, RunManifest, write_manifest
 from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
@@ -64,7 +65,12 @@ class Preflight:
 
 
 def preflight(
-    config_dir: Path, repo: Path, *, isolation: str | None, environ: Mapping[str, str] | None = None
+    config_dir: Path,
+    repo: Path,
+    *,
+    isolation: str | None,
+    environ: Mapping[str, str] | None = None,
+    allow_network: bool = False,
 ) -> Preflight:
     """Choose the backend and check the one endpoint; raise :class:`~ablate.core.errors.UsageError` (exit 2)
     on an unknown or unavailable backend or on cells that would reach different endpoints. Writes nothing.
@@ -77,6 +83,7 @@ def preflight(
 
     chosen = choose_isolation(isolation)
     endpoint = one_endpoint(config_dir.expanduser(), repo.expanduser(), environ or os.environ)
+    check_reachable(chosen, allow_network, endpoint, environ or os.environ)
     return Preflight(chosen, endpoint)
 
 
@@ -92,6 +99,8 @@ class ExecuteRequest:
     work_dir: Path | None = None
     """Where environments are built (default: ``<temp>/ablate-envs``); removed afterwards."""
     isolate_state: bool = False
+    allow_network: bool = False
+    """Sessions keep the host's network namespace (``--allow-network``) instead of their own."""
     dirty: bool = False
     forced: bool = False
     extra_env: Mapping[str, str] = field(default_factory=dict)
@@ -156,6 +165,7 @@ def execute(
     chosen = request.preflight.isolation
     # checked again on the setup actually used: a resumed run takes its config dir and repo from its manifest
     endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
+    check_reachable(chosen, request.allow_network, endpoint, os.environ)
     with work_area(request.work_dir, folder.root.name) as work_root:
         # every cell (C11 included) must log in as the user's own setup does: refused before any session
         auth = check_run_auth(
@@ -173,7 +183,9 @@ def execute(
                 "setup": prepared.manifest.setup.model_copy(
                     update={"endpoint": EndpointInfo.model_validate(endpoint.to_json())}
                 ),
-                "isolation": IsolationInfo.model_validate({**chosen.to_json(), "auth": auth.to_json()}),
+                "isolation": IsolationInfo.model_validate(
+                    {**chosen.to_json(), "auth": auth.to_json(), "network": network_mode(chosen, request)}
+                ),
             }
         )
         write_manifest(folder, manifest)
@@ -183,6 +195,7 @@ def execute(
             prepared.catalog,
             work_root,
             isolate_state=request.isolate_state,
+            allow_network=request.allow_network,
             dirty=request.dirty,
             base_env=dict(os.environ),
             extra_env=dict(request.extra_env),
@@ -201,8 +214,13 @@ def execute(
     denied = {path: [written[n].item for n in at] for path, at in denied_by_path(records).items()}
     manifest = passes.manifest
     recorded = manifest.isolation or IsolationInfo.model_validate(chosen.to_json())
+    differs = {r.item: list(r.wire.differs) for r in results if r.wire is not None and r.wire.differs}
     isolation_info = recorded.model_copy(
-        update={"real_files_changed": changed, "fence_denied": denied or None}
+        update={
+            "real_files_changed": changed,
+            "fence_denied": denied or None,
+            "wire_differs": differs or None,
+        }
     )
     write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
     return ExecutionResult(
@@ -233,6 +251,38 @@ def refuse_unfaithful_cells(prepared: PreparedRun, scratch: Path, *, at_real_pat
                 f"{cell.id}: not the setup it claims to be; " + "; ".join(mismatch_lines(found)),
                 hint="nothing was run; `ablate probe` names what each cell holds (please report this as a bug)",
             )
+
+
+def check_reachable(
+    chosen: Isolation, allow_network: bool, endpoint: EndpointCheck, environ: Mapping[str, str]
+) -> None:
+    """Refuse (exit 2) a run whose sealed sessions could not reach the model (:mod:`ablate.isolate.seal`)."""
+    from ablate.isolate.seal import unreachable_when_sealed
+
+    if not sealed(chosen) or allow_network:
+        return
+    why = unreachable_when_sealed(environ, endpoint.settings_env)
+    if why:
+        raise UsageError(
+            "sessions run in a network namespace of their own and reach only ANTHROPIC_BASE_URL through "
+            "ablate's forwarder:\n  " + "\n  ".join(why),
+            hint="run with --allow-network (the sessions then share your network; the report says so)",
+        )
+
+
+def network_mode(chosen: Isolation, request: ExecuteRequest) -> str:
+    """The manifest's ``isolation.network``: ``sealed`` (each session in its own network namespace, the
+    model's API through ablate's forwarder), ``host`` (``--allow-network``) or ``unsealed`` (no bubblewrap
+    fence: the session has the host's network and sockets)."""
+    if not sealed(chosen):
+        return "unsealed"
+    return "host" if request.allow_network else "sealed"
+
+
+def sealed(chosen: Isolation) -> bool:
+    """Whether the chosen backend's sessions are sealed: locked under bubblewrap (macOS's ``sandbox-exec``
+    fence locks writes only)."""
+    return chosen.locked and sys.platform != "darwin"
 
 
 class _Passes:

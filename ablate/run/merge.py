@@ -26,6 +26,7 @@ from ablate.folder.layout import (
 )
 from ablate.folder.lock import RunLock
 from ablate.folder.result import ItemResult, read_result, should_replace, write_result
+from ablate.folder.wire import append_wire, read_wire, wire_path
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -132,6 +133,9 @@ def _copy_attempt(src: RunFolder, dest: RunFolder, item: str, old: int, new: int
     tdir = src.transcript_dir(item, old)
     if tdir.is_dir():
         shutil.copytree(tdir, dest.transcript_dir(item, new), symlinks=True, dirs_exist_ok=True)
+    for record in read_wire(wire_path(src.root, item)):  # what crossed the wire, under the new number
+        if record.attempt == old:
+            append_wire(wire_path(dest.root, item), record.model_copy(update={"attempt": new}))
 
 
 def _renumbered(res: ItemResult, dest: RunFolder, n: int) -> ItemResult:

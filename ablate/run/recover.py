@@ -25,10 +25,11 @@ from ablate.folder.result import (
     should_replace,
     write_result,
 )
+from ablate.folder.wire import read_wire, wire_path
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
-from ablate.run.session import PAUSE_API_STATUSES
+from ablate.run.session import PAUSE_API_STATUSES, compare_wire, wire_figures
 from ablate.setup.tasks import Task, load_task
 
 RecoverAction = Literal["ok", "recovered", "kept", "needs_rerun", "not_run"]
@@ -82,10 +83,13 @@ def recovered_result(
     rf: RunFolder, item: PlanItem, attempt: Attempt, session: SessionResult, recovered_fields: list[str]
 ) -> ItemResult:
     """The ``results/<item>.json`` of a recovered item: the same :class:`ItemResult` the runner writes, built
-    from the plan record and the mined transcript, with a ``recovery`` block saying what came from where."""
+    from the plan record and the mined transcript (checked against ``wire/<item>.jsonl`` as the runner does),
+    with a ``recovery`` block saying what came from where."""
     transcript = rf.transcript_path(item.item, attempt.n, attempt.session_id)
     rel = str(transcript.relative_to(rf.root))
-    metrics = session.to_metrics().model_copy(update={"transcript": rel})
+    records = [r for r in read_wire(wire_path(rf.root, item.item)) if r.attempt == attempt.n]
+    wire = compare_wire(records, session, rf.stdout_path(item.item, attempt.n))
+    metrics = wire_figures(session.to_metrics().model_copy(update={"transcript": rel}), wire)
     return ItemResult(
         item=item.item,
         task=item.task,
@@ -98,7 +102,7 @@ def recovered_result(
         started_at=attempt.started_at,
         finished_at=attempt.finished_at,
         env=attempt.slot,
-        cost_usd=session.cost_usd,
+        cost_usd=metrics.cost_usd,
         turns=session.turns,
         pitfall_hits=dict(session.pitfall_hits),
         exit=ExitInfo(returncode=attempt.returncode),
@@ -111,6 +115,7 @@ def recovered_result(
             stdout_kind=session.stdout_kind,
             reconciliation={k: dict(v) for k, v in session.reconciliation.items()},
         ),
+        wire=wire,
     )
 
 

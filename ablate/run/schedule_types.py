@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from ablate.core.proc import ExecResult
 from ablate.folder.layout import Attempt, PlanItem
+from ablate.folder.wire import WireTotals
 from ablate.isolate.backend import CellEnv
 from ablate.mine.model import SessionResult
 from ablate.setup.tasks import Task
@@ -136,3 +137,5 @@ class SessionOutcome:
     error: str | None = None
     flags: list[str] = field(default_factory=list)
     writes: dict[str, Any] | None = None
+    wire: WireTotals | None = None
+    """The session's figures as the forwarder saw them (None: not sealed, nothing recorded)."""

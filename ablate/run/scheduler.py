@@ -456,6 +456,7 @@ class Runner:
             res.error,
             flags=res.flags,
             writes=res.writes,
+            wire=res.wire,
         )
         try:
             write_result(self.folder, result)

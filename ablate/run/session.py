@@ -18,7 +18,8 @@ from ablate.core.claude import claude_argv
 from ablate.core.proc import ExecResult, kill_tree
 from ablate.folder.layout import Attempt, PlanItem, RunFolder
 from ablate.folder.result import ExitInfo, ItemResult
-from ablate.folder.session import SessionWrites
+from ablate.folder.session import SessionMetrics, SessionWrites
+from ablate.folder.wire import WIRE_TOKENS, WireRecord, WireTotals, wire_check
 from ablate.mine.model import SessionResult
 
 #: HTTP statuses that are the request's own fault: retrying cannot help.
@@ -117,6 +118,7 @@ def build_result(
     *,
     flags: Sequence[str] = (),
     writes: Mapping[str, Any] | None = None,
+    wire: WireTotals | None = None,
 ) -> ItemResult:
     """The item's :class:`ItemResult` for one finished attempt (paths relative to the run folder).
 
@@ -129,6 +131,7 @@ def build_result(
         metrics = session.to_metrics()
         if transcript is not None:
             metrics = metrics.model_copy(update={"transcript": str(transcript.relative_to(rel))})
+        metrics = wire_figures(metrics, wire)
     return ItemResult.model_validate(
         {
             "item": it.item,
@@ -142,7 +145,9 @@ def build_result(
             "started_at": attempt.started_at,
             "finished_at": attempt.finished_at,
             "env": attempt.slot,
-            "cost_usd": session.cost_usd if session is not None else None,
+            "cost_usd": (wire.cost_usd if wire is not None and wire.differs else session.cost_usd)
+            if session is not None
+            else None,
             "turns": session.turns if session is not None else None,
             "pitfall_hits": dict(session.pitfall_hits) if session is not None else {},
             "exit": ExitInfo(
@@ -156,9 +161,39 @@ def build_result(
             "session": metrics,
             "flags": list(flags),
             "writes": SessionWrites.model_validate(dict(writes)) if writes is not None else None,
+            "wire": wire,
         }
     )
 
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
+
+
+def wire_figures(metrics: SessionMetrics, wire: WireTotals | None) -> SessionMetrics:
+    """``metrics`` with the wire's token totals and cost where the transcript disagrees with the wire."""
+    if wire is None or not wire.differs:
+        return metrics
+    total = metrics.total.model_copy(update={k: getattr(wire, k) for k in WIRE_TOKENS})
+    return metrics.model_copy(update={"total": total, "cost_usd": wire.cost_usd})
+
+
+def compare_wire(records: Sequence[WireRecord], mined: SessionResult, stdout: Path) -> WireTotals | None:
+    """What the forwarder recorded for a session against what its transcript and the CLI's stdout say
+    (None when nothing was recorded: the session was not sealed)."""
+    if not records:
+        return None
+    total = mined.to_json().get("total") or {}
+    return wire_check(records, total, _cli_answer(stdout))
+
+
+def _cli_answer(stdout: Path) -> str | None:
+    """The ``result`` of the CLI's ``--output-format json`` stdout, when it is one."""
+    import orjson
+
+    try:
+        doc = orjson.loads(stdout.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    answer = doc.get("result") if isinstance(doc, dict) else None
+    return answer if isinstance(answer, str) else None

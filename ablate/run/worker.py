@@ -14,12 +14,14 @@ from ablate.core.constants import MAX_RETRIES_ENV
 from ablate.core.fsutil import atomic_write_bytes, disk_full_message, is_disk_full, mount_point
 from ablate.core.proc import run_process
 from ablate.folder.layout import RunFolder
+from ablate.folder.wire import wire_path
 from ablate.isolate.backend import EnvBackend
+from ablate.isolate.forwarder import shared_forwarder
 from ablate.isolate.gitreads import git_history_reads
 from ablate.mine.derive import mine_session
 from ablate.run.hooks import HookRefused, TreeHook
 from ablate.run.schedule_types import Job, SessionOutcome
-from ablate.run.session import PAUSE_API_STATUSES, copy_transcript
+from ablate.run.session import PAUSE_API_STATUSES, compare_wire, copy_transcript
 from ablate.setup.cells import ResolvedCell
 
 
@@ -67,6 +69,8 @@ class Worker:
         env = dict(job.env.env)
         env[MAX_RETRIES_ENV] = str(self.max_retries)  # the one place: ablate owns the rate-limit backoff
         argv = self.backend.command(job.env, job.argv)
+        forwarder = shared_forwarder()  # what a sealed session sends the model is recorded under the item
+        forwarder.expect(a.session_id, wire_path(folder.root, it.item), item=it.item, attempt=a.n)
         try:
             ex = run_process(
                 argv,
@@ -78,22 +82,14 @@ class Worker:
             )
         except OSError as exc:
             baseline.discard()
+            forwarder.records(a.session_id)
             if is_disk_full(exc):  # the session ran: its stdout record could not be written
                 kept = "the session ran; its stdout record is lost and the item is re-run on resume"
                 return SessionOutcome(job, None, None, "error", None, error=disk_full_message(exc, kept=kept))
             return SessionOutcome(job, None, None, "launch_error", None, error=str(exc))
-        full = layer_full(job.env.root)  # the CLI could not write its transcript: not evidence
-        transcript = None
-        try:  # the transcript first: checks that read the session's tool calls find it in the run folder
-            transcript = copy_transcript(
-                job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n)
-            )
-        except OSError as exc:
-            if not is_disk_full(exc):
-                raise
-            full = disk_full_message(
-                exc, kept=f"kept: {_kept(folder, it.item, a.n)}; the item is re-run on resume"
-            )
+        # the transcript first: checks that read the session's tool calls find it in the run folder
+        transcript, full = _copy_transcript(folder, job)
+        full = layer_full(job.env.root) or full  # the CLI could not write its transcript: not evidence
         # checks read the checkout the session left, before any reset of it (ablate.grade)
         try:
             with tree(job.env) as checkout:
@@ -103,17 +99,7 @@ class Worker:
             ex = dataclasses.replace(
                 ex, stderr_tail=ex.stderr_tail + f"\nablate: checkout not reachable for grading: {exc}\n"
             )
-        try:
-            if ex.stderr_tail.strip():
-                err = folder.stderr_path(it.item, a.n)
-                err.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(err, ex.stderr_tail.encode("utf-8"))
-        except OSError as exc:
-            if not is_disk_full(exc):
-                raise
-            full = full or disk_full_message(
-                exc, kept=f"kept: {_kept(folder, it.item, a.n)}; the item is re-run on resume"
-            )
+        full = full or _keep_stderr(folder, job, ex.stderr_tail)
         target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
         try:
             writes = self.backend.after_session(job.env)
@@ -121,11 +107,14 @@ class Worker:
         except Exception as exc:  # the report must not lose the session
             writes, flags = {"error": f"could not inspect the session's writes: {exc}"}, []
         if full:
+            forwarder.records(a.session_id)
             return SessionOutcome(job, ex, None, "error", transcript, error=full, writes=writes)
         try:
             mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
         except OSError as exc:
+            forwarder.records(a.session_id)
             return SessionOutcome(job, ex, None, "no_transcript", transcript, error=str(exc), writes=writes)
+        wire = compare_wire(forwarder.records(a.session_id), mined, stdout)
         if ex.timed_out:
             status = "timeout"
         elif a.session_id in self.killed:
@@ -134,7 +123,38 @@ class Worker:
             status = "rate_limited"
         else:
             status = mined.status
-        return SessionOutcome(job, ex, mined, status, transcript, flags=flags, writes=writes)
+        return SessionOutcome(job, ex, mined, status, transcript, flags=flags, writes=writes, wire=wire)
+
+
+def _copy_transcript(folder: RunFolder, job: Job) -> tuple[Path | None, str | None]:
+    """The session's transcript copied out of its cell into the run folder, and the located error when a
+    full disk stopped the copy (the item is then re-run on resume)."""
+    it, a = job.item, job.attempt
+    try:
+        return copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n)), None
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        return None, disk_full_message(
+            exc, kept=f"kept: {_kept(folder, it.item, a.n)}; the item is re-run on resume"
+        )
+
+
+def _keep_stderr(folder: RunFolder, job: Job, tail: str) -> str | None:
+    """The tail of the session's stderr written to the run folder; the located error when the disk is full."""
+    it, a = job.item, job.attempt
+    try:
+        if tail.strip():
+            err = folder.stderr_path(it.item, a.n)
+            err.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(err, tail.encode("utf-8"))
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        return disk_full_message(
+            exc, kept=f"kept: {_kept(folder, it.item, a.n)}; the item is re-run on resume"
+        )
+    return None
 
 
 #: A cell's layer with less room than this after a session was full during it: the CLI's writes (its

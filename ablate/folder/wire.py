@@ -1,0 +1,158 @@
+"""``wire/<item>.jsonl``: what crossed the wire for each session of an item, as the forwarder saw it.
+
+One :class:`WireRecord` per ``/v1/messages`` exchange, appended by ablate's forwarder
+(:mod:`ablate.isolate.forwarder`) as the answer ends; every attempt of the item appends to the same file
+(``attempt`` and ``session_id`` tell them apart). A session cannot reach this file: the forwarder writes it
+outside every view, while the session's transcript is the session's own and may be rewritten by it.
+:func:`wire_check` compares the two; where they differ the wire's figures are the ones the report uses.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import Field, ValidationError
+
+from ablate.core.specs import Spec
+
+#: Version of each wire line; another version is skipped on read (and counted).
+WIRE_SCHEMA_VERSION: Literal[1] = 1
+WIRE = "wire"
+#: The result flag of a session whose transcript disagrees with the wire.
+WIRE_MISMATCH_FLAG = "transcript-differs-from-wire"
+
+_append_lock = threading.Lock()
+
+
+class WireRecord(Spec):
+    """One request to the model and its answer."""
+
+    schema_version: Literal[1] = WIRE_SCHEMA_VERSION
+    item: str | None = None
+    attempt: int | None = None
+    session_id: str | None = None
+    at: float
+    """Unix time the answer ended."""
+    duration_s: float | None = None
+    status: int
+    """The upstream's HTTP status."""
+    model: str | None = None
+    """The model the request asked for."""
+    answer_model: str | None = None
+    """The model the answer names."""
+    stream: bool = False
+    system_sha256: str | None = None
+    """sha256 of the request's system prompt (canonical JSON, the per-session billing header blanked)."""
+    tools_sha256: str | None = None
+    """sha256 of the request's tool list (canonical JSON)."""
+    messages: int = 0
+    usage: dict[str, int] = Field(default_factory=dict)
+    """The answer's usage as the API sent it (``input_tokens``, ``output_tokens``, ``cache_*``)."""
+    stop_reason: str | None = None
+    answer: str | None = None
+    """The answer's text blocks, joined."""
+    error: str | None = None
+    """The API error type when the answer was an error."""
+
+
+def wire_path(root: Path, item: str) -> Path:
+    return root / WIRE / f"{item}.jsonl"
+
+
+def append_wire(path: Path, record: WireRecord) -> None:
+    """Append one record (one ``write`` of a whole line, under a process-wide lock)."""
+    line = orjson.dumps(record.model_dump(mode="json")) + b"\n"
+    with _append_lock:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def read_wire(path: Path) -> Iterator[WireRecord]:
+    """The records of one wire file; unreadable lines are skipped."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            yield WireRecord.model_validate(orjson.loads(line))
+        except (orjson.JSONDecodeError, ValidationError):
+            continue
+
+
+#: The token counts a wire total and a transcript's ``total`` thread both carry.
+WIRE_TOKENS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
+
+
+class WireTotals(Spec):
+    """A session's figures from the wire, and where its transcript disagreed."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+    cost_usd: float | None = None
+    """The cost of those tokens at list prices (None: a model without a known price)."""
+    answer: str | None = None
+    """The last answer's text."""
+    system_sha256: list[str] = Field(default_factory=list)
+    """Each distinct system-prompt digest, first seen first (the layers the session really carried)."""
+    differs: list[str] = Field(default_factory=list)
+    """What the transcript says otherwise (``output_tokens: transcript 12, wire 40``)."""
+
+
+def wire_totals(records: Iterable[WireRecord]) -> WireTotals:
+    from ablate.core.pricing import estimate_cost
+
+    totals = WireTotals()
+    digests: dict[str, None] = {}
+    cost: float | None = 0.0
+    for r in records:
+        u = r.usage
+        each = estimate_cost(
+            r.answer_model or r.model or "",
+            input_tokens=u.get("input_tokens", 0),
+            output_tokens=u.get("output_tokens", 0),
+            cache_write_5m_tokens=u.get("cache_creation_input_tokens", 0),
+            cache_write_1h_tokens=0,
+            cache_read_tokens=u.get("cache_read_input_tokens", 0),
+        )
+        cost = None if cost is None or each is None else cost + each
+        totals.requests += 1
+        totals.input_tokens += r.usage.get("input_tokens", 0)
+        totals.output_tokens += r.usage.get("output_tokens", 0)
+        totals.cache_creation_tokens += r.usage.get("cache_creation_input_tokens", 0)
+        totals.cache_read_tokens += r.usage.get("cache_read_input_tokens", 0)
+        if r.answer is not None:
+            totals.answer = r.answer
+        if r.system_sha256:
+            digests[r.system_sha256] = None
+    totals.system_sha256 = list(digests)
+    totals.cost_usd = round(cost, 9) if cost is not None else None
+    return totals
+
+
+def wire_check(records: Iterable[WireRecord], transcript: dict[str, Any], answer: str | None) -> WireTotals:
+    """The wire's totals with ``differs`` filled: each token count the transcript's ``total`` thread
+    (``input_tokens``, ...) states otherwise, and the final answer when the CLI's differs from the last
+    answer on the wire."""
+    totals = wire_totals(records)
+    if totals.requests == 0:
+        return totals
+    for key in WIRE_TOKENS:
+        said, seen = transcript.get(key), getattr(totals, key)
+        if isinstance(said, int) and said != seen:
+            totals.differs.append(f"{key}: transcript {said}, wire {seen}")
+    if answer is not None and totals.answer is not None and answer.strip() != totals.answer.strip():
+        totals.differs.append("answer: the CLI's final answer is not the last answer on the wire")
+    return totals

@@ -1,0 +1,452 @@
+"""The forwarder: the one way a session reaches the model's API from its own network namespace, and the
+record of what crossed the wire.
+
+Every fenced session runs in a network namespace of its own (``bwrap --unshare-net``): only a loopback
+device, no host port, no host abstract socket. ablate runs one forwarder per process (a run, a probe), a
+unix socket in a private temporary folder (0700) served by threads. Per session:
+
+1. :meth:`Forwarder.ticket` issues a one-time token tied to the session id;
+2. :mod:`ablate.isolate.nsexec`, outside the fence, connects, presents the token and the session's upstream
+   (its ``ANTHROPIC_BASE_URL``, by default the real API over TLS) and hands the connected socket to the
+   fence as fd 3 (the token is spent: a second use is refused);
+3. :mod:`ablate.isolate.relay`, inside, listens on 127.0.0.1 and for each TCP connection asks for a fresh
+   stream over fd 3 (the forwarder sends one end of a socket pair), so nothing inside needs a unix socket of
+   its own: the seccomp filter (:mod:`ablate.isolate.seccomp`) refuses them all;
+4. the forwarder reads HTTP/1.1 requests from each stream and replays them to the upstream (``http`` or
+   ``https``: the path prefix of the upstream URL kept, ``Host`` rewritten), streaming the answer back.
+
+Every ``/v1/messages`` exchange is recorded (:class:`ablate.folder.wire.WireRecord`) into the file the
+session's caller named with :meth:`Forwarder.expect` (the run's ``wire/<item>.jsonl``), written here only:
+the session never holds a handle to it. Anything else (``count_tokens``, the CLI's other endpoints) is
+forwarded unrecorded.
+"""
+
+from __future__ import annotations
+
+import array
+import atexit
+import contextlib
+import hashlib
+import http.client
+import http.server
+import os
+import re
+import secrets
+import shutil
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ablate.folder.wire import WireRecord, append_wire
+from ablate.isolate.seccomp import filter_program
+
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
+#: Headers that belong to one hop, never forwarded (RFC 9110 §7.6.1), and Host (rewritten).
+_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"}
+)
+#: Responses larger than this are forwarded whole but not parsed for the record.
+_RECORD_LIMIT = 64 * 1024 * 1024
+_BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
+
+
+@dataclass
+class _Ticket:
+    session_id: str
+    upstream: str = DEFAULT_UPSTREAM
+
+
+@dataclass
+class _Expected:
+    labels: dict[str, Any]
+    wire: Path | None
+    records: list[WireRecord] = field(default_factory=list)
+    in_flight: int = 0
+    """Requests forwarded whose record is not written yet (the session may have its answer already)."""
+
+
+class Forwarder:
+    """One forwarder (see the module text). Thread-safe; :meth:`close` (or process exit) stops it."""
+
+    def __init__(self) -> None:
+        sweep_stale()
+        self._dir = Path(tempfile.mkdtemp(prefix="ablate-fwd-"))
+        os.chmod(self._dir, 0o700)
+        self.socket_path = self._dir / "s"
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self.socket_path))
+        self._server.listen(64)
+        program = filter_program()
+        self.filter_path: Path | None = None
+        if program is not None:
+            self.filter_path = self._dir / "seccomp.bpf"
+            self.filter_path.write_bytes(program)
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._tickets: dict[str, _Ticket] = {}
+        self._expected: dict[str, _Expected] = {}
+        self._closed = False
+        threading.Thread(target=self._accept, name="ablate-forwarder", daemon=True).start()
+
+    # -- what sessions and their callers ask -----------------------------------------------------------
+
+    def ticket(self, session_id: str) -> str:
+        """A one-time token for the session ``session_id``."""
+        token = secrets.token_hex(16)
+        with self._lock:
+            self._tickets[token] = _Ticket(session_id)
+        return token
+
+    def expect(self, session_id: str, wire: Path | None, **labels: Any) -> None:
+        """Record the exchanges of session ``session_id`` into ``wire`` with ``labels`` (item, attempt)."""
+        with self._lock:
+            self._expected[session_id] = _Expected(dict(labels), wire)
+
+    def records(self, session_id: str, *, wait_s: float = 10.0) -> list[WireRecord]:
+        """The exchanges recorded for ``session_id`` (and forget them): after its requests in flight are
+        recorded (the CLI may exit on the last byte of an answer the forwarder has yet to record), or after
+        ``wait_s`` (an upstream that never ends its answer)."""
+        with self._settled:
+            got = self._expected.get(session_id)
+            if got is not None:
+                self._settled.wait_for(lambda: got.in_flight == 0, timeout=wait_s)
+            self._expected.pop(session_id, None)
+        return list(got.records) if got else []
+
+    def _begin(self, ticket: _Ticket) -> None:
+        with self._lock:
+            expected = self._expected.get(ticket.session_id)
+            if expected is not None:
+                expected.in_flight += 1
+
+    def _end(self, ticket: _Ticket, record: WireRecord | None) -> None:
+        with self._settled:
+            expected = self._expected.get(ticket.session_id)
+            if expected is None:
+                return
+            expected.in_flight -= 1
+            if record is not None:
+                record = record.model_copy(update={"session_id": ticket.session_id, **expected.labels})
+                expected.records.append(record)
+                if expected.wire is not None:
+                    append_wire(expected.wire, record)
+            self._settled.notify_all()
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._server.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    # -- serving -------------------------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._control, args=(conn,), daemon=True).start()
+
+    def _control(self, conn: socket.socket) -> None:
+        """One session's control stream: ``TOKEN UPSTREAM``, then one byte per stream wanted."""
+        with conn:
+            token, _, upstream = _read_line(conn).partition(" ")
+            with self._lock:
+                ticket = self._tickets.pop(token, None)
+            if ticket is None:
+                return
+            try:
+                ticket.upstream = _upstream(upstream)
+            except ValueError as exc:
+                conn.sendall(f"no: {exc}\n".encode())
+                return
+            conn.sendall(b"ok\n")
+            while True:
+                try:
+                    if not conn.recv(1):
+                        return
+                    mine, theirs = socket.socketpair()
+                    fds = array.array("i", [theirs.fileno()])
+                    conn.sendmsg([b"s"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
+                    theirs.close()
+                except OSError:
+                    return
+                threading.Thread(target=self._stream, args=(mine, ticket), daemon=True).start()
+
+    def _stream(self, sock: socket.socket, ticket: _Ticket) -> None:
+        with sock:
+            _Handler(sock, ("session", 0), _Context(self, ticket))  # type: ignore[arg-type]
+
+
+def sweep_stale(root: Path | None = None) -> list[Path]:
+    """Remove the folders of forwarders whose process died (``kill -9``: nothing listens on their socket any
+    more); return them. Only this user's folders, a minute old or more, are looked at."""
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob("ablate-fwd-*"):
+        try:
+            info = folder.lstat()
+            # another user's, or one just made whose socket is not bound yet
+            if folder.is_symlink() or info.st_uid != os.geteuid() or time.time() - info.st_mtime < 60:
+                continue
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with probe:
+                probe.connect(str(folder / "s"))
+            continue  # a live forwarder
+        except (ConnectionRefusedError, FileNotFoundError):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        except OSError:
+            continue
+    return removed
+
+
+@dataclass(frozen=True)
+class _Context:
+    forwarder: Forwarder
+    ticket: _Ticket
+
+
+def _upstream(url: str | None) -> str:
+    text = (url or "").strip() or DEFAULT_UPSTREAM
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{text!r}: not an http(s) URL")
+    return text.rstrip("/")
+
+
+def _read_line(conn: socket.socket, limit: int = 4096) -> str:
+    data = b""
+    while not data.endswith(b"\n") and len(data) < limit:
+        chunk = conn.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("ascii", "replace").strip()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 from one relay stream, replayed to the upstream."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Context  # type: ignore[assignment]
+    _upstream_conn: http.client.HTTPConnection | None = None
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = do_GET
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, str]:
+        up = urlsplit(self.server.ticket.upstream)
+        if self._upstream_conn is None:
+            if up.scheme == "https":
+                self._upstream_conn = http.client.HTTPSConnection(
+                    up.hostname or "", up.port, timeout=600, context=ssl.create_default_context()
+                )
+            else:
+                self._upstream_conn = http.client.HTTPConnection(up.hostname or "", up.port, timeout=600)
+        return self._upstream_conn, up.path.rstrip("/")
+
+    def _forward(self) -> None:
+        forwarder, ticket = self.server.forwarder, self.server.ticket
+        forwarder._begin(ticket)
+        record = None
+        try:
+            record = self._exchange()
+        finally:
+            forwarder._end(ticket, record)
+
+    def _exchange(self) -> WireRecord | None:
+        """Forward one request and its answer; the record of a ``/v1/messages`` exchange."""
+        body = self._body()
+        start = time.monotonic()
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        try:
+            resp = self._send(body, headers)
+        except (OSError, http.client.HTTPException) as exc:
+            self.send_error(502, f"ablate forwarder: upstream unreachable: {exc}")
+            return None
+        self.send_response_only(resp.status, resp.reason)
+        bodyless = self.command == "HEAD" or resp.status in (204, 304) or resp.status < 200
+        chunked = resp.getheader("content-length") is None and not bodyless
+        for key, value in resp.getheaders():
+            if key.lower() not in _HOP:
+                self.send_header(key, value)
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        kept = bytearray()
+        while not bodyless:
+            chunk = resp.read1(65536)
+            if not chunk:
+                break
+            if len(kept) < _RECORD_LIMIT:
+                kept += chunk
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+            self.wfile.flush()
+        resp.read()  # the rest (none; a HEAD's empty body): the connection is ready for the next request
+        if chunked:
+            self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        if resp.will_close and self._upstream_conn is not None:
+            self._upstream_conn.close()
+            self._upstream_conn = None
+        if self.command != "POST" or not self.path.split("?")[0].endswith("/v1/messages"):
+            return None
+        record = wire_record(body, resp.status, bytes(kept), resp.getheader("content-type", ""))
+        return record.model_copy(update={"duration_s": round(time.monotonic() - start, 3)})
+
+    def _send(self, body: bytes, headers: dict[str, str]) -> http.client.HTTPResponse:
+        """The upstream's response; a kept-alive connection the upstream closed meanwhile is opened again
+        once (the request never reached it)."""
+        for attempt in (1, 2):
+            reused = self._upstream_conn is not None
+            conn, prefix = self._connection()
+            try:
+                conn.request(self.command, prefix + self.path, body=body, headers=headers)
+                return conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self._upstream_conn = None
+                if not reused or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _body(self) -> bytes:
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            out = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return bytes(out)
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What one exchange says
+
+
+def digest(value: Any) -> str | None:
+    """sha256 of ``value`` as canonical JSON with the billing header blanked (it differs per session), or
+    None when the request has no such part."""
+    if value is None:
+        return None
+    text = orjson.dumps(_scrub(value), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(text).hexdigest()
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return _BILLING.sub("x-anthropic-billing-header: <billing>", value)
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items()}
+    return value
+
+
+def wire_record(request: bytes, status: int, response: bytes, content_type: str) -> WireRecord:
+    """The record of one ``/v1/messages`` exchange: the request's model and digests, the answer's usage,
+    stop reason and text (an SSE stream is read event by event, a JSON body whole)."""
+    try:
+        body = orjson.loads(request)
+    except orjson.JSONDecodeError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    message: dict[str, Any] = {}
+    if "text/event-stream" in content_type:
+        message = _from_stream(response)
+    else:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            parsed = orjson.loads(response) if response else {}
+            message = parsed if isinstance(parsed, dict) else {}
+    texts = [
+        str(b.get("text", ""))
+        for b in message.get("content") or []
+        if isinstance(b, dict) and b.get("type") == "text"
+    ]
+    usage = message.get("usage")
+    return WireRecord(
+        at=time.time(),
+        status=status,
+        model=str(body.get("model") or "") or None,
+        answer_model=str(message.get("model") or "") or None,
+        stream=bool(body.get("stream")),
+        system_sha256=digest(body.get("system")),
+        tools_sha256=digest(body.get("tools")),
+        messages=len(body.get("messages") or []),
+        usage={k: int(v) for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
+        stop_reason=message.get("stop_reason"),
+        answer="".join(texts) if texts else None,
+        error=(message.get("error") or {}).get("type") if isinstance(message.get("error"), dict) else None,
+    )
+
+
+def _from_stream(data: bytes) -> dict[str, Any]:
+    """The message an SSE stream of the Messages API builds: ``message_start``'s message, text deltas
+    appended to their blocks, ``message_delta``'s stop reason and usage merged."""
+    message: dict[str, Any] = {}
+    blocks: dict[int, dict[str, Any]] = {}
+    for line in data.split(b"\n"):
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            event = orjson.loads(line[5:].strip())
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            message = dict(event["message"])
+            message["usage"] = dict(message.get("usage") or {})
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
+            blocks[int(event.get("index", len(blocks)))] = dict(event["content_block"])
+        elif kind == "content_block_delta" and isinstance(event.get("delta"), dict):
+            block = blocks.setdefault(int(event.get("index", 0)), {"type": "text", "text": ""})
+            if event["delta"].get("type") == "text_delta":
+                block["text"] = str(block.get("text", "")) + str(event["delta"].get("text", ""))
+        elif kind == "message_delta":
+            delta = event.get("delta")
+            if isinstance(delta, dict) and delta.get("stop_reason"):
+                message["stop_reason"] = delta["stop_reason"]
+            if isinstance(event.get("usage"), dict):
+                message.setdefault("usage", {}).update(event["usage"])
+        elif kind == "error":
+            message["error"] = event.get("error")
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One per process
+
+_shared: Forwarder | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_forwarder() -> Forwarder:
+    """The process's forwarder, started on first use and stopped at exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared._closed:
+            _shared = Forwarder()
+            atexit.register(_shared.close)
+        return _shared

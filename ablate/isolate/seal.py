@@ -1,0 +1,108 @@
+"""A fenced session, sealed: its own network namespace with the model's API relayed in, no unix socket.
+
+:func:`seal` turns a bubblewrap command line (:func:`ablate.isolate.fence.fence_argv`) into the session's
+whole command::
+
+    python -I -S nsexec.py --net SOCKET TOKEN --seccomp FILTER VIEW -- \\
+        bwrap --seccomp 4 … --unshare-net --unshare-ipc --dev /dev … -- \\
+        python -I -S relay.py 3 -- claude -p …
+
+``nsexec`` (outside the fence, before any mount) connects to the process's forwarder
+(:mod:`ablate.isolate.forwarder`) with a one-time ticket for the session and leaves the stream at fd 3 and
+the seccomp filter (:mod:`ablate.isolate.seccomp`) at fd 4; VIEW is the ``namespace`` backend's mount spec,
+or ``-`` for ``links`` (no view of its own). Inside the fence the relay (:mod:`ablate.isolate.relay`) listens
+on 127.0.0.1 and points ``ANTHROPIC_BASE_URL`` at itself before it execs the CLI. The forwarder replays
+each request to the upstream nsexec names from the session's own ``ANTHROPIC_BASE_URL`` (by default the
+real API over TLS) and records it.
+
+What a session then reaches: its view and the model's API. Host loopback ports, abstract unix sockets (both
+per network namespace), socket files anywhere on the file system (``socket(AF_UNIX)`` refused), the host's
+``/dev`` nodes, ``/dev/shm`` and SysV IPC are out of reach. ``network=True`` (``--allow-network``) keeps
+the host's network namespace (loopback ports and abstract sockets reachable, the internet too); the seccomp
+filter, the private ``/dev`` and IPC stay.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ablate.isolate import nsexec, relay
+from ablate.isolate.detect import namespace_check
+from ablate.isolate.fence import bwrap_path, fence_argv
+from ablate.isolate.forwarder import shared_forwarder
+
+NSEXEC = Path(nsexec.__file__).resolve()
+RELAY = Path(relay.__file__).resolve()
+
+
+def relay_python() -> str:
+    """The interpreter the relay runs on inside the fence (a venv's python resolved to the real one: the
+    relay needs the standard library only, and a venv under a private ``/tmp`` would be hidden)."""
+    return os.path.realpath(sys.executable)
+
+
+def session_of(argv: Sequence[str]) -> str:
+    """The ``--session-id`` of a ``claude`` command line ("" when it has none)."""
+    args = list(argv)
+    for n, arg in enumerate(args[:-1]):
+        if arg == "--session-id":
+            return args[n + 1]
+    return ""
+
+
+def seal(fence: Sequence[str], *, view: str = "-") -> list[str]:
+    """The sealed command of the bubblewrap command line ``fence`` (``bwrap OPTIONS -- ARGV``)."""
+    argv = list(fence)
+    split = argv.index("--")
+    bwrap, command = argv[:split], argv[split + 1 :]
+    forwarder = shared_forwarder()
+    opts = ["--net", str(forwarder.socket_path), forwarder.ticket(session_of(command))]
+    if forwarder.filter_path is not None:
+        opts += ["--seccomp", str(forwarder.filter_path)]
+        bwrap = [bwrap[0], "--seccomp", str(nsexec.SECCOMP_FD), *bwrap[1:]]
+    inner = [relay_python(), "-I", "-S", str(RELAY), str(nsexec.NET_FD), "--", *command]
+    return [sys.executable, "-I", "-S", str(NSEXEC), *opts, view, "--", *bwrap, "--", *inner]
+
+
+def view_command(
+    spec: Path,
+    argv: list[str],
+    *,
+    writable: Sequence[Path] = (),
+    cwd: Path | None = None,
+    network: bool = False,
+    sealed: bool = True,
+) -> list[str]:
+    """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
+    view locked) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
+    relayed in, no unix sockets; ``network``: the host's network) wherever
+    :func:`~ablate.isolate.detect.namespace_check` found that it works."""
+    bwrap = bwrap_path()
+    if bwrap and cwd is not None and namespace_check().locked:
+        ordered = sorted(writable, key=lambda p: str(p).count("/"))
+        fence = fence_argv(bwrap, argv, writable=ordered, cwd=cwd, network=network or not sealed)
+        if not sealed:
+            return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *fence]
+        return seal(fence, view=str(spec))
+    return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *argv]
+
+
+#: Provider switches: the CLI then talks to a cloud's own endpoint, which the forwarder does not carry.
+PROVIDERS = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
+
+
+def unreachable_when_sealed(environ: Mapping[str, str], settings_env: Mapping[str, str]) -> list[str]:
+    """Why a sealed session could not reach the model: a provider switch (its cloud endpoint is not relayed),
+    or a ``settings.json`` ``env`` that sets ``ANTHROPIC_BASE_URL`` to anything but an
+    ``http://127.0.0.1:PORT`` endpoint (the CLI would take it over the relay's URL, and go nowhere)."""
+    why = [f"{key} is set: the CLI talks to that cloud directly" for key in PROVIDERS if environ.get(key)]
+    for where, value in settings_env.items():
+        if where.endswith("env.ANTHROPIC_BASE_URL") and not re.fullmatch(r"http://127\.0\.0\.1:\d+/?", value):
+            why.append(
+                f"{where.rsplit(':env.', 1)[0]}: env.ANTHROPIC_BASE_URL = {value} replaces the relay's URL"
+            )
+    return why

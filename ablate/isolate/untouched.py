@@ -1,0 +1,85 @@
+"""The probe's untouched session (docs/ARCHITECTURE.md#proving-isolation): the user's own setup at the real
+paths, copy-on-write, the config dir a plain copy with transcript history and credentials left out. What C0
+must equal; the session writes nothing anywhere."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ablate.isolate.namespace import Mount, ViewAtRealPaths, fresh_uppers, write_spec
+from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
+from ablate.setup.load import Setup, linked_state
+
+
+@dataclass
+class UntouchedView(ViewAtRealPaths):
+    """The user's own setup at the real paths, copy-on-write: what C0 must equal (docs/ARCHITECTURE.md#proving-isolation)."""
+
+    root: Path
+    spec: Path
+    config_copy: Path
+    """The lower of the config dir: a plain copy of the user's (the probe neutralises its endpoint keys)."""
+    home: Path
+    repo: Path
+    real_config: Path
+
+
+#: Config-dir entries left out of the untouched copy: CLI-written history, and the credentials (the probe
+#: uses an API key against its capture endpoint).
+UNTOUCHED_SKIPPED = (CREDENTIALS, "telemetry", "debug", "file-history", "todos", "history.jsonl")
+
+
+def untouched_copy_filter(
+    config_dir: Path,
+) -> tuple[Callable[[str, list[str]], list[str]], dict[str, Path]]:
+    """The ``copytree`` ignore function of an untouched-setup copy of ``config_dir`` (both backends' probes),
+    and the CLI-written folders kept behind links: CLI-written history and the credentials stay out, and so
+    does whatever a link hides (hook-state setups keep ``projects/`` behind a link into their own folder);
+    of ``projects/<slug>/`` only the auto-memory is kept."""
+    linked = linked_state(config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
+    hidden = {str(t) for t in linked.values()}
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        rel = Path(folder).relative_to(config_dir).parts
+        out = [n for n in names if os.path.realpath(os.path.join(folder, n)) in hidden]
+        if len(rel) == 2 and rel[0] == "projects":
+            out += [n for n in names if n != "memory"]
+        if not rel:
+            out += [n for n in names if n in UNTOUCHED_SKIPPED or n in linked]
+        return out
+
+    return ignore, linked
+
+
+def untouched_view(setup: Setup, root: Path) -> UntouchedView:
+    """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
+    their real paths with per-view upper folders: the session writes nothing anywhere."""
+    config_copy = root / "config"
+    ignore, linked = untouched_copy_filter(setup.config_dir)
+    shutil.copytree(setup.config_dir, config_copy, symlinks=True, ignore=ignore)
+    # a CLI-written folder left out because it was a link: a real, empty folder (the session's transcript
+    # must land in the view's config dir), the auto-memory copied where the CLI reads it
+    for rel in linked:
+        (config_copy / rel).mkdir(exist_ok=True)
+    if "projects" in linked:
+        copy_memory(setup, config_copy, setup.memory_slug)
+    account = setup.account_state
+    if account is not None and not (config_copy / ".claude.json").exists():
+        shutil.copy2(account, config_copy / ".claude.json")
+    view = UntouchedView(root, root / "view.json", config_copy, setup.home, setup.repo, setup.config_dir)
+    up, wk = root / "up", root / "wk"
+    areas = ("tmp", "home", "repo", "config")
+    mounts = [
+        Mount("/tmp", ("/tmp",), str(up / "tmp"), str(wk / "tmp")),
+        Mount(str(setup.home), (str(setup.home),), str(up / "home"), str(wk / "home")),
+        Mount(str(setup.repo), (str(setup.repo),), str(up / "repo"), str(wk / "repo")),
+        Mount(str(setup.config_dir), (str(config_copy),), str(up / "config"), str(wk / "config")),
+    ]
+    fresh_uppers(root, areas)
+    (up / "objects").mkdir()
+    write_spec(view.spec, mounts, setup.repo)
+    return view
