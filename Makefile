@@ -55,8 +55,9 @@ hostservices:
 # pytest in 3 processes (pytest-xdist): the suite is CPU-bound (real claude sessions, the pytest workers'
 # in-process sims), and a third process fills a core while another waits on a session's start or a sim delay.
 # Each process takes the next test when it is free (--maxschedchunk 1), and tests/conftest.py puts the long
-# end-to-end tests first, so no long test is left queued behind another at the end.
-PYTEST := $(BIN)/pytest -q -n $(or $(TEST_JOBS),3) --dist load --maxschedchunk 1
+# end-to-end tests first, so no long test is left queued behind another at the end. The 20 slowest are listed
+# after every run: the suite must stay under ten minutes on a 2-core machine.
+PYTEST := $(BIN)/pytest -q -n $(or $(TEST_JOBS),3) --dist load --maxschedchunk 1 --durations=20
 
 lint: venv
 	$(BIN)/ruff check .
