@@ -47,6 +47,8 @@ def _make(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedProcess[str], 
     npm.chmod(0o755)
     env = {**os.environ, "PATH": f"{work / 'bin'}:{os.environ['PATH']}"}
     env.pop("ABLATE_CLAUDE_BIN", None)
+    for var in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):  # run from `make test`: a sub-make prints its directory
+        env.pop(var, None)
     proc = subprocess.run(["make", "claude"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
     return proc, log.read_text().splitlines() if log.exists() else []
 

@@ -497,7 +497,11 @@ VIEW_OWNER = "merged.pid"
 def unmount_orphaned_views(mountinfo: str = "/proc/self/mountinfo") -> list[str]:
     """Unmount every session view (``<slot>/merged``, a folder ablate marked) left mounted in this
     namespace by a runner that is gone (killed while it seeded or graded, even with kill -9); return the
-    mount points. A view whose runner still lives is left alone."""
+    mount points. A view whose runner still lives is left alone. Only root's views are mounted where they
+    can outlive their runner: an ordinary user's live in a user namespace of their own and go with it (and
+    the mount table lists other users' views, which are not theirs to inspect)."""
+    if os.geteuid() != 0:
+        return []
     try:
         with open(mountinfo, encoding="utf-8") as fh:
             points = {line.split(" ")[4].encode().decode("unicode_escape") for line in fh}
@@ -507,11 +511,11 @@ def unmount_orphaned_views(mountinfo: str = "/proc/self/mountinfo") -> list[str]
     for point in sorted(p for p in points if p.endswith("/merged")):
         slot = Path(point).parent
         owner = slot / VIEW_OWNER
-        if not (slot / MARKER).is_file() or not owner.is_file():
-            continue
         try:
+            if not (slot / MARKER).is_file() or not owner.is_file():
+                continue
             pid = int(owner.read_text(encoding="utf-8").strip())
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # not readable, or vanished meanwhile: not ours to judge
             continue
         if pid != os.getpid() and _alive(pid):
             continue
