@@ -23,7 +23,13 @@ Measured (5 cells, Claude Code 2.1.332, namespace backend as root):
 - Sessions at once: 4 against 2 at load 7, median of 3: 7.4 s against 9.2 s (1.5 against 1.8 s per cell);
   the best single probe with 4 took 4.4 s (0.9 s per cell). The probe-first step of a run uses at least 4.
 
-The 1 s per cell goal holds only at the best of these; one CLI start is about 1.5 s of CPU, so on 2 cores
+- Idle machine (load 1.0), after the before/after listing stopped reading every small file of the home (it
+  lists metadata: see ablate.isolate.guard) and with the demo's own home, as ``ablate demo`` runs it: 3.9 s,
+  **0.78 s per cell** (building 1.35 s, untouched 0.86 s overlapped, cells' sessions 2.47 s), median of 3.
+  The listing grows with the home: with this machine's /root as the home (256,000 paths) each listing took
+  about 1 s, so a probe about 2 s more; reading every file up to 1 MB had cost 8 s per listing.
+
+Under load the 1 s per cell goal holds only at the best of these; one CLI start is about 1.5 s of CPU, so on 2 cores
 5 cells plus the untouched session cannot go below about 4.5 s (0.9 s per cell) without fewer CLI starts.
 """
 
@@ -69,7 +75,7 @@ def probe_once(root: Path, jobs: int) -> tuple[float, int, dict[str, float], boo
     cells_path = write_demo_cells(root)
     catalog = load_catalog(None)
     cell_set = load_cell_set(str(cells_path), catalog)
-    setup = load_setup(example.config_dir, example.repo)
+    setup = load_setup(example.config_dir, example.repo, home=example.home)  # as `ablate demo` runs it
     claude = find_claude(None)
     spent: dict[str, float] = {}
     originals = {name: getattr(probe_module, name) for name in PHASES}
