@@ -278,6 +278,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException) as exc:
             self.send_error(502, f"ablate forwarder: upstream unreachable: {exc}")
             return None
+        # the session may hang up before the whole answer reached it (a client that read only the headers,
+        # a killed CLI): the upstream's answer is still read to its end and recorded
+        gone = False
+
+        def send(*, data: bytes = b"", headers: bool = False) -> None:
+            nonlocal gone
+            if gone:
+                return
+            try:
+                if headers:
+                    self.end_headers()
+                else:
+                    self.wfile.write(data)
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                gone = self.close_connection = True
+
         self.send_response_only(resp.status, resp.reason)
         bodyless = self.command == "HEAD" or resp.status in (204, 304) or resp.status < 200
         chunked = resp.getheader("content-length") is None and not bodyless
@@ -286,7 +303,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.send_header(key, value)
         if chunked:
             self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        send(headers=True)
         kept = bytearray()
         while not bodyless:
             chunk = resp.read1(65536)
@@ -294,12 +311,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 break
             if len(kept) < _RECORD_LIMIT:
                 kept += chunk
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
-            self.wfile.flush()
+            send(data=b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
         resp.read()  # the rest (none; a HEAD's empty body): the connection is ready for the next request
         if chunked:
-            self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+            send(data=b"0\r\n\r\n")
         if resp.will_close and self._upstream_conn is not None:
             self._upstream_conn.close()
             self._upstream_conn = None
