@@ -100,3 +100,33 @@ def test_probe_options_go_with_the_claude_code_executor(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "--probe/--no-probe with --executor sim" in res.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_variant_cell_must_show_its_replacement_and_none_of_the_setups_own_file(tmp_path: Path) -> None:
+    from ablate.probe.fingerprints import LayerPrint
+    from ablate.probe.judge import _replaced_check
+    from ablate.probe.observe import Observation
+
+    own = LayerPrint(
+        "user-claude-md", "text", ["- OWN-RULE: the setup's own line", "- SHARED-RULE: kept in both"]
+    )
+    arm = tmp_path / "two.md"
+    arm.write_text("# Arm two\n\n- SHARED-RULE: kept in both\n- ARM-RULE: only the arm has it\n")
+
+    def seen(text: str) -> Observation:
+        return Observation("sid", 0, 1.0, None, request_text=text)
+
+    ok = _replaced_check(own, arm, seen("- SHARED-RULE: kept in both\n- ARM-RULE: only the arm has it"), "")
+    assert (ok.status, ok.observed) == ("ok", "present"), ok
+    # the arm's file never reached the model (the setup's CLAUDE.md did not either)
+    gone = _replaced_check(own, arm, seen("nothing of either"), "")
+    assert gone.status == "missing" and "two.md" in gone.evidence
+    # a line a session without any setup also sends proves nothing: with only that one seen, still missing
+    generic = _replaced_check(own, arm, seen("- SHARED-RULE: kept in both"), "- SHARED-RULE: kept in both")
+    assert generic.status == "missing", generic
+    # the setup's own file reached the model beside the arm's: a leak (a line both hold is no evidence)
+    leak = _replaced_check(
+        own, arm, seen("- ARM-RULE: only the arm has it\n- OWN-RULE: the setup's own line"), ""
+    )
+    assert leak.status == "leak" and "OWN-RULE" in leak.evidence
+    assert _replaced_check(own, tmp_path / "gone.md", seen(""), "").status == "missing"
