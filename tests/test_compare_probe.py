@@ -15,24 +15,11 @@ from typer.testing import CliRunner
 import ablate.probe.probe as probe_module
 from ablate.cli.main import app
 from ablate.core.resources import data_dir
-from ablate.probe.judge import CellProbe
 from ablate.probe.probe import ProbeResult
 from ablate.setup.examples import materialise_example
+from tests.test_probe_first import probe_result
 
 RULES = "# Rules\n\n## Tools\n\n- RULE-UV: use uv, never pip.\n"
-
-
-def _result(verdicts: dict[str, Any]) -> ProbeResult:
-    return ProbeResult(
-        cells=[CellProbe(cid, cid, v, "", {}, [], "sid", 0, 1.0) for cid, v in verdicts.items()],
-        leaks=[],
-        fidelity={"checked": True, "equal": True},
-        fingerprints={},
-        claude={"version": "2.1.332"},
-        notes=[],
-        real_setup_unchanged=True,
-        duration_s=2.0,
-    )
 
 
 def _compare(tmp_path: Path, claude: Path, *extra: str) -> tuple[int, str, Path]:
@@ -57,7 +44,7 @@ def test_an_arm_whose_cell_is_unfaithful_stops_the_comparison_before_any_session
 
     def fake_probe(setup: Any, catalog: Any, cell_set: Any, *args: Any, **kwargs: Any) -> ProbeResult:
         probed.append([c.id for c in cell_set.cells])
-        return _result({"one": "faithful", "two": "missing"})  # arm two's file did not reach the model
+        return probe_result({"one": "faithful", "two": "missing"})  # arm two's file did not reach the model
 
     monkeypatch.setattr(probe_module, "probe", fake_probe)
     code, out, folder = _compare(tmp_path, claude, "--probe")
