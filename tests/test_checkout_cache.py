@@ -84,13 +84,18 @@ def test_a_changed_repo_is_never_served_stale(repo: ExampleSetup, tmp_path: Path
         ).read_bytes()
 
 
-def test_cache_dir_is_private_and_outside_the_home(
+def test_cache_dir_is_private_and_the_users_cache_dir_never_the_temporary_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: ExampleSetup
 ) -> None:
     monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path / "c"))
     assert cache_dir() == tmp_path / "c"
     monkeypatch.delenv("ABLATE_CACHE_DIR")
-    assert not cache_dir().is_relative_to(Path.home())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "ablate"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as the XDG spec says
+    assert cache_dir() == Path.home() / ".cache" / "ablate"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache_dir() == Path.home() / ".cache" / "ablate"
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
     shared.chmod(0o777)

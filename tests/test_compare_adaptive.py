@@ -83,6 +83,7 @@ def test_adaptive_compare_stops_the_null_arm_early_and_finds_the_planted_one(
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     env.update({"HOME": str(example.home), "ANTHROPIC_API_KEY": "sk-test"})
+    env["ABLATE_PROBE"] = "0"  # no probe-first step: tests/test_compare_e2e.py covers compare's probe
     with SimServer(script_from_data(SCRIPT)) as sim:
         env["ANTHROPIC_BASE_URL"] = sim.base_url
         proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)

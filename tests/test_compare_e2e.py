@@ -2,7 +2,8 @@
 
 One small run (2 arms × 1 task × 5 repeats = 10 sessions): the arms replace the user CLAUDE.md of the example
 setup; the sim follows the rule only when it reaches the model twice, so the duplicated arm must win every
-block, and each session must have loaded its own arm's bytes.
+block, and each session must have loaded its own arm's bytes. The free probe runs first (probe.json in the run
+folder): each arm's cell must show its own file to the model.
 """
 
 from __future__ import annotations
@@ -118,5 +119,19 @@ def test_claude_code_executor_runs_arms_as_variant_cells(claude: Path, tmp_path:
     mine = [orjson.loads(line) for line in (folder / "plan.jsonl").read_bytes().splitlines()]
     ran = [orjson.loads(line) for line in (run / "plan.jsonl").read_bytes().splitlines()]
     assert [(p["item"], p["order"]) for p in mine] == [(p["item"], p["order"]) for p in ran]
+    # probed first, for free: each arm's cell carried its arm's file to the model and nothing of the setup's
+    probe = orjson.loads((run / "probe.json").read_bytes())
+    assert probe["ok"] is True, probe
+    assert {c["id"]: c["verdict"] for c in probe["cells"]} == {"one": "faithful", "two": "faithful"}
+    for c in probe["cells"]:
+        assert c["layers"]["user-claude-md"]["status"] == "ok", c["layers"]["user-claude-md"]
+        assert "of the replacement seen" in c["layers"]["user-claude-md"]["evidence"]
+    assert "probe: OK: 2 cells (2 faithful)" in proc.stderr
+    assert doc["execution"]["probe"] == {
+        "file": f"{doc['execution']['run_folder']}/probe.json",
+        "ok": True,
+        "words": "Probe: every cell as expected; shadow fidelity equal; cells: one faithful, two faithful.",
+    }
+    assert "## Probe" in (folder / "compare.md").read_text()
     arm_files = {n: (folder / "arms" / f"{n}.md").read_bytes() for n in fps}
     assert arm_files["two"].count(b"RULE-UV") == 2 and arm_files["one"] == RULES.encode()

@@ -80,3 +80,25 @@ def test_what_cannot_be_listed_is_said(
     assert notes == [
         f"could not list 1 path(s), changes there go unseen: {home / '.bashrc'}: Permission denied"
     ]
+
+
+@pytest.mark.parametrize("xdg", [False, True])
+def test_ablates_own_cache_dir_in_the_home_is_not_the_users_change(
+    tree: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch, xdg: bool
+) -> None:
+    from ablate.core.cache import cache_dir
+
+    home, config, repo = tree
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("ABLATE_CACHE_DIR", raising=False)
+    if xdg:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(home / "xdg"))
+    else:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    ours = cache_dir()
+    assert ours == (home / "xdg" / "ablate" if xdg else home / ".cache" / "ablate")
+    before = guard.take(config, repo, home)
+    (ours / "pristine" / "k").mkdir(parents=True)  # a command caches a checkout: not the user's change
+    (ours / "pristine" / "k" / "repo.txt").write_text("cached\n")
+    (ours.parent / "other-tool").mkdir()  # beside it, another program's cache is the user's
+    assert guard.changes(before) == [f"{ours.parent / 'other-tool'} (added)"]

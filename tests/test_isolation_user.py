@@ -101,7 +101,8 @@ class Box:
         self.listing = self.snapshot()
 
     def snapshot(self) -> tuple[dict[str, str], dict[str, str]]:
-        return tree_listing(self.ex.home), tree_listing(self.ex.repo)
+        # ~/.cache: ablate's own cache dir (~/.cache/ablate, made by the run) is not the user's change
+        return tree_listing(self.ex.home, exclude=(".cache",)), tree_listing(self.ex.repo)
 
     def changed(self) -> list[str]:
         now = self.snapshot()

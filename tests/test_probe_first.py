@@ -25,12 +25,10 @@ CELLS = (
 )
 
 
-def _result(c1: str) -> ProbeResult:
-    def cell(cid: str, verdict: Any) -> CellProbe:
-        return CellProbe(cid, cid, verdict, "", {}, [], "sid", 0, 1.0)
-
+def probe_result(verdicts: dict[str, Any]) -> ProbeResult:
+    """A probe's result with these cell verdicts (shadow fidelity equal, the real setup unchanged)."""
     return ProbeResult(
-        cells=[cell("C0", "faithful"), cell("C1", c1)],
+        cells=[CellProbe(cid, cid, v, "", {}, [], "sid", 0, 1.0) for cid, v in verdicts.items()],
         leaks=[],
         fidelity={"checked": True, "equal": True},
         fingerprints={},
@@ -39,6 +37,10 @@ def _result(c1: str) -> ProbeResult:
         real_setup_unchanged=True,
         duration_s=2.0,
     )
+
+
+def _result(c1: str) -> ProbeResult:
+    return probe_result({"C0": "faithful", "C1": c1})
 
 
 def _run(tmp_path: Path, claude: Path, *extra: str) -> tuple[int, str, Path]:

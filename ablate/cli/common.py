@@ -173,6 +173,16 @@ AblateToml = Annotated[
         show_default=False,
     ),
 ]
+ProbeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--probe/--no-probe",
+        envvar="ABLATE_PROBE",
+        help="Probe every cell for free (real CLI, capture endpoint) before the first paid session and refuse "
+        "to start when one is unfaithful; the proof is kept as probe.json. --no-probe skips it; the report "
+        "says so.",
+    ),
+]
 
 
 def given(ctx: typer.Context, name: str) -> bool:

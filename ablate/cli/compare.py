@@ -25,6 +25,7 @@ from ablate.cli.common import (
     MaxTurns,
     MinEffect,
     Model,
+    ProbeOpt,
     Repo,
     Timeout,
     WorkDir,
@@ -168,6 +169,17 @@ def _adaptive_options(ctx: typer.Context, o: dict[str, Any], resume: Path | None
     return AdaptiveOptions(
         max_repeats=o["max_repeats"], min_effect=o["min_effect"], alpha=o["alpha"], budget_usd=o["budget_usd"]
     )
+
+
+def _check_probe(ctx: typer.Context, executor: str) -> None:
+    """``--probe``/``--no-probe`` on the command line go with the claude-code executor: only its arms run in
+    cells a probe can check."""
+    source = ctx.get_parameter_source("probe")
+    if executor != "claude-code" and source is not None and source.name == "COMMANDLINE":
+        raise UsageError(
+            f"--probe/--no-probe with --executor {executor}: only the claude-code executor runs cells to probe",
+            hint="drop the option, or run with --executor claude-code",
+        )
 
 
 def _confirm(spends: bool, yes: bool) -> None:
@@ -339,6 +351,7 @@ def compare_cmd(
     max_repeats: MaxRepeats = 20,
     min_effect: MinEffect = 0.2,
     alpha: Alpha = 0.05,
+    probe: ProbeOpt = True,
     yes: Yes = False,
     json: Json = False,
 ) -> None:
@@ -346,7 +359,9 @@ def compare_cmd(
     rule to the end help, or was it the repetition?). All arms run the same tasks, in one sweep, paired on
     (task, repeat) blocks; writes <out>/<compare-id>/compare.json and compare.md and counts every run in
     <out>/compare-ledger.jsonl. The claude-code executor runs exactly as `ablate run` does (isolation
-    backend, endpoint check, the guard over your real files, Ctrl-C, `--resume`).
+    backend, endpoint check, the guard over your real files, Ctrl-C, `--resume`), and first probes the arms'
+    cells for free: an arm whose file does not reach the model stops it before any paid session
+    (probe.json in the run folder; --no-probe skips the probe and compare.md says so).
 
     With --adaptive the arms run in rounds instead of a tier's fixed repeats: after every round each arm is
     tested against the first one with an anytime-valid test (valid however often it is looked at) and stops
@@ -356,7 +371,8 @@ def compare_cmd(
     decision and reason; compare.md says how it stopped; --resume continues the same analysis. Example:
     `ablate compare old.md new.md --tasks tasks/ --adaptive --max-repeats 12 --min-effect 0.3`.
 
-    Exit codes: 0 ok, 1 failure (also: your real files changed during the run), 2 bad input (e.g. --repeats
+    Exit codes: 0 ok, 1 failure (also: your real files changed during the run, or the probe found an arm's
+    cell unfaithful), 2 bad input (e.g. --repeats
     below the tier's floor, --adaptive with --repeats, no --yes without a terminal), 3 finished but some
     items were not answered (or an adaptive comparison stopped at the budget or a rate limit), 130
     interrupted.
@@ -382,6 +398,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
     else:
         seed = o["seed"] if o["seed"] is not None else new_seed()
     _check_out(out)
+    _check_probe(ctx, o["executor"])
     display = Display(enabled=not o["json"])
     ex = _executor(
         o["executor"],
@@ -402,6 +419,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "ablate_toml": o["ablate_toml"],
             "budget_usd": o["budget_usd"],
             "isolation": o["isolation"],
+            "probe": o["probe"],
             "on_progress": display.update,
             "on_note": display.note,
         },

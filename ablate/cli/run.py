@@ -29,6 +29,7 @@ from ablate.cli.common import (
     MaxTurns,
     MinEffect,
     Model,
+    ProbeOpt,
     Repo,
     Timeout,
     WorkDir,
@@ -120,16 +121,6 @@ IsolateState = Annotated[
 ]
 
 
-ProbeOpt = Annotated[
-    bool,
-    typer.Option(
-        "--probe/--no-probe",
-        envvar="ABLATE_PROBE",
-        help="Probe every cell for free (real CLI, capture endpoint) before the first paid session and refuse "
-        "the run when one is unfaithful; the proof is kept as probe.json. --no-probe skips it; the report "
-        "says so.",
-    ),
-]
 ReportOpt = Annotated[
     str,
     typer.Option(
@@ -407,20 +398,12 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
 
 
 def _probe_first(prep: PreparedRun, claude: ClaudeBinary, backend: str, o: dict[str, Any]) -> None:
-    """The free probe before the first paid session (:func:`ablate.run.probe_first.probe_first`), or the
-    record that it was skipped."""
-    from ablate.run.probe_first import probe_first, skip_probe, summary_line
+    """The free probe before the first paid session, or the record that it was skipped."""
+    from ablate.run.probe_first import probe_or_skip
 
-    if not o["probe"]:
-        skip_probe(prep.folder.root, "--no-probe")
-        err("probe: skipped (--no-probe); the report says so")
-        return
-    if not prep.todo():
-        return
-    n = len(prep.cell_set.cells)
-    err(f"probe: proving what reaches the model in each of the {n} cells (free: capture endpoint, no key)")
-    data, kept = probe_first(prep, claude, isolation=backend, work_dir=o["work_dir"], jobs=o["jobs"])
-    err(f"probe: {summary_line(data)}" + (" (kept from this folder's earlier probe)" if kept else ""))
+    probe_or_skip(
+        prep, claude, enabled=o["probe"], isolation=backend, work_dir=o["work_dir"], jobs=o["jobs"], say=err
+    )
 
 
 def _report_when(value: str) -> ReportWhen:

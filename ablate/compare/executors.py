@@ -281,6 +281,8 @@ class ClaudeCodeOptions:
     budget_usd: float | None = None
     isolation: str | None = None
     """The backend asked for (``--isolation``); default: ``namespace`` where it works, else ``links``."""
+    probe: bool = True
+    """Probe the arms' cells for free before the first paid session (``--no-probe``: False)."""
     on_progress: Callable[[Progress], None] | None = None
     """The runner's progress snapshots (:class:`ablate.run.scheduler.Progress`)."""
     on_note: Callable[[str], None] | None = None
@@ -327,6 +329,22 @@ def check_cells(arms: Sequence[Arm], rel_path: str, built: dict[str, object]) ->
         "built or retargeted) against the arm's bytes",
         "arms": rows,
     }
+
+
+def probe_record(run_dir: Path, folder: Path) -> dict[str, Any]:
+    """What the run folder's probe.json says, for compare.json: the file (relative to the compare folder),
+    whether every cell was faithful (None: not probed), and the probe in the run report's words."""
+    from ablate.report.document import probe_words
+    from ablate.run.probe_first import PROBE_FILE
+
+    path = run_dir / PROBE_FILE
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        return {"file": None, "ok": None, "words": "Probe: no probe.json in the run folder."}
+    return {"file": str(path.relative_to(folder)), "ok": data.get("ok"), "words": probe_words(data)}
 
 
 def check_layer(layer: str, ablate_toml: Path | None) -> None:
@@ -381,6 +399,7 @@ class ClaudeCodeExecutor:
 
         claude = find_claude(self.options.claude_bin)
         prep = self._prepare(items, folder, claude)
+        self._probe_first(prep, claude)
         done = execute(
             prep,
             self._request(claude, folder),
@@ -407,6 +426,7 @@ class ClaudeCodeExecutor:
 
         claude = find_claude(self.options.claude_bin)
         prep = self._prepare(items, folder, claude, adaptive=True)
+        self._probe_first(prep, claude)
         request = self._request(claude, folder)
         done, summary = execute_adaptive(
             prep, request, options, on_progress=self.options.on_progress, on_note=self.options.on_note
@@ -416,6 +436,22 @@ class ClaudeCodeExecutor:
         execution = self._execution(prep, folder, claude, done, outcomes, _arms(items))
         execution.info["adaptive"] = summary.to_json()
         return execution
+
+    def _probe_first(self, prep: PreparedRun, claude: ClaudeBinary) -> None:
+        """Prove every arm's cell carries its arm's file to the model before the first paid session, as
+        ``ablate run`` does (probe.json in the run folder); an unfaithful cell stops the comparison (exit 1)."""
+        from ablate.run.probe_first import probe_or_skip
+
+        o = self.options
+        probe_or_skip(
+            prep,
+            claude,
+            enabled=o.probe,
+            isolation=self.preflight.isolation.backend,
+            work_dir=o.work_dir,
+            jobs=o.jobs,
+            say=o.on_note or (lambda _line: None),
+        )
 
     def _request(self, claude: ClaudeBinary, folder: Path) -> ExecuteRequest:
         from ablate.run.execute import ExecuteRequest
@@ -453,6 +489,7 @@ class ClaudeCodeExecutor:
                 "envs_built": done.summary.envs_built,
                 "claude_version": claude.version,
                 "cell_check": check_cells(arms, layer_path, built),
+                "probe": probe_record(prep.folder.root, folder),
                 "isolation": done.isolation.to_json(),
                 "real_files_changed": done.real_files_changed,
                 "writes": done.writes,

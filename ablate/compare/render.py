@@ -231,6 +231,10 @@ def _closing_blocks(report: CompareReport) -> list[Block]:
                 ]
             ),
         ]
+    probe = report.execution.get("probe")
+    if probe is not None:
+        proof = f" The proof: `{probe['file']}`." if probe.get("file") else ""
+        out += [Heading("Probe"), Para(str(probe.get("words")) + proof)]
     ex = report.excluded
     out += [
         Heading("Excluded items"),

@@ -1,23 +1,27 @@
-"""Where ablate keeps what it may reuse across runs (``$ABLATE_CACHE_DIR``), and the check that nobody
-else can write there."""
+"""Where ablate keeps what it may reuse across commands (the pristine checkouts of the namespace backend,
+the CLI binary's identity, the probe's baseline session per CLI build), and the check that nobody else can
+write there. It is the user's cache dir, never the temporary directory (which any user's ablate writes and
+a reboot empties): ``$ABLATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ablate``, else ``~/.cache/ablate``. The
+before/after listing of the home skips it (:func:`ablate.isolate.guard.take`): it is ablate's, not the
+user's. Removing it is always safe; the next command rebuilds what it needs."""
 
 from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from ablate.core.errors import UnsafeEnvironment
 
 
 def cache_dir() -> Path:
-    """``$ABLATE_CACHE_DIR``, else a folder of this user's in the temporary directory (never the home,
-    which ablate leaves as it found it)."""
+    """``$ABLATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ablate`` (an absolute path only, as the XDG base
+    directory specification says), else ``~/.cache/ablate``."""
     explicit = os.environ.get("ABLATE_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    return Path(tempfile.gettempdir()) / f"ablate-cache-{os.getuid()}"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "ablate"
 
 
 def private_dir(folder: Path) -> None:

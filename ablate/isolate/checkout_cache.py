@@ -3,8 +3,8 @@
 Checking out HEAD is most of a run's start on a large repository, and two runs on the same commit build the
 very same checkout. So the ``namespace`` backend's read-only lower checkout (:func:`worktree.make_checkout`
 without alternates: the objects come from an overlay of the user's store) is kept under
-``$ABLATE_CACHE_DIR`` (default: ``ablate-cache-<uid>`` in the temporary directory, private to the user; the
-home is left as ablate found it) in ``pristine/<key>/repo``, and served again while its key is unchanged.
+ablate's cache dir (:func:`ablate.core.cache.cache_dir`: ``$ABLATE_CACHE_DIR``, else ``~/.cache/ablate``,
+private to the user; the before/after listing of the home skips it) in ``pristine/<key>/repo``, and served again while its key is unchanged.
 
 The key is a hash of every input of the checkout, so any change builds a new one (never a stale one):
 

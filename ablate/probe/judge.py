@@ -17,14 +17,24 @@ from ablate.isolate.namespace import (
 )
 from ablate.isolate.procenv import PROBE_KEY, is_endpoint_or_auth, stray
 from ablate.isolate.shadow_home import WRITTEN_DIRS
-from ablate.probe.fingerprints import LayerPrint, diff_summary, exact_fidelity, normalise_request
+from ablate.probe.fingerprints import (
+    MAX_NEEDLES,
+    LayerPrint,
+    diff_summary,
+    distinctive_lines,
+    exact_fidelity,
+    normalise_request,
+)
 from ablate.probe.observe import PROBE_MODEL, Observation
 from ablate.setup.cells import CellSet, ResolvedCell, cell_effect
 from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
 from ablate.setup.load import (
     Inventory,
     Setup,
+    _import_target,
     ancestor_leaks,
+    follow_imports,
+    parse_imports,
     skill_loaded,
 )
 
@@ -215,6 +225,62 @@ def _layer_check(
     return _needle_check(p, obs, expected, reference)
 
 
+def replacement_imports(cell: ResolvedCell, live: dict[str, LayerFiles], home: Path) -> set[str]:
+    """The layers a variant cell's replacement files ``@import`` (followed), each resolved from the place of
+    the file it replaces, as the CLI loads it there."""
+    owner = {os.path.realpath(lf.base / rel): lid for lid, lf in live.items() for rel in lf.files}
+    found: set[str] = set()
+    for lid, path in cell.replace.items():
+        lf = live.get(lid)
+        if lf is None or not lf.files:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for imp in parse_imports(text):
+            target = _import_target(imp, lf.base / lf.files[0], home)
+            if target.is_file():
+                files = [os.path.realpath(target), *follow_imports(target, home).files]
+                found.update(owner[f] for f in files if f in owner)
+    return found
+
+
+def _replaced_check(p: LayerPrint, replacement: Path, obs: Observation, baseline: str) -> LayerCheck:
+    """A layer a variant cell replaces with ``replacement``: a fingerprint of the setup's own file that the
+    replacement does not hold too is a leak; the replacement's distinctive lines (those a session with no
+    setup does not send) must reach the model, else it is missing."""
+    try:
+        text = replacement.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        return LayerCheck("present", "unknown", "missing", f"the replacement {replacement}: {e.strerror}")
+    own = [n for n in p.needles if n not in text] if p.usable else []
+    if leaked := [n for n in own if obs.shows(p, n)]:
+        return LayerCheck(
+            "present", "present", "leak", f"the setup's own file reached the model: {leaked[0][:80]!r}"
+        )
+    needles = [n for n in distinctive_lines(text) if n not in baseline][:MAX_NEEDLES]
+    if not needles:
+        return LayerCheck(
+            "present",
+            "unknown",
+            "unobservable",
+            f"the replacement {replacement.name} has no distinctive line",
+        )
+    mine = LayerPrint(p.layer, "text", needles)
+    hits = [n for n in needles if obs.shows(mine, n)]
+    if not hits:
+        return LayerCheck(
+            "present",
+            "absent",
+            "missing",
+            f"none of {len(needles)} fingerprints of the replacement {replacement.name} reached the model",
+        )
+    return LayerCheck(
+        "present", "present", "ok", f"{len(hits)}/{len(needles)} fingerprints of the replacement seen"
+    )
+
+
 def _cell_problems(
     cenv: Any, obs: Observation, setup: Setup, reference: Observation | None = None
 ) -> tuple[list[str], list[str]]:
@@ -247,15 +313,23 @@ def judge_cell(
     *,
     loaded: dict[str, list[str] | None] | None = None,
     reference: Observation | None = None,
+    baseline: str = "",
 ) -> CellProbe:
     """Judge one cell. ``reference`` is the untouched setup's session: a kept layer it did not show either
     cannot show in a probe session (a silent hook, a skill the CLI does not list) and is ``unobservable``,
-    never ``missing``."""
+    never ``missing``. A replaced layer (a variant cell) must show its replacement's content and none of
+    the setup's own (:func:`_replaced_check`); ``baseline`` is what a session with no setup sent."""
     eff = cell_effect(cell, live, imports, loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
+    if cell.replace:  # what the replaced file imported goes with it, unless the replacement imports it too
+        kept = replacement_imports(cell, live, setup.home)
+        gone |= {i for lid in cell.replace for i in imports.get(lid, []) if i not in kept}
     checks: dict[str, LayerCheck] = {}
     mismatches: dict[str, list[str]] = getattr(cenv, "mismatches", {})
     for layer in catalog:
+        if layer.id in cell.replace:
+            checks[layer.id] = _replaced_check(prints[layer.id], cell.replace[layer.id], obs, baseline)
+            continue
         expected: Literal["present", "absent"] = "absent" if layer.id in gone else "present"
         check = _layer_check(layer, prints[layer.id], expected, cenv, obs, live, setup, reference)
         if layer.id in mismatches and check.status != "leak":

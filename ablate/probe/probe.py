@@ -313,7 +313,9 @@ def probe(
         # judge while the cells still exist: repo docs and static checks read the built shadows
         drop_generic(prints, ran.baseline.request_text + "\n".join(ran.baseline.listed))
         reference = None if ran.untouched.error else ran.untouched
-        results = _judge_all(selected, built, observations, prints, inv, catalog, setup, reference)
+        results = _judge_all(
+            selected, built, observations, prints, inv, catalog, setup, reference, ran.baseline.request_text
+        )
         notes.extend(built.notes)
         notes.extend(_listing_notes(inv, reference or next(iter(observations.values()), None)))
         for r in results:  # what each session wrote outside its cell, kept per cell; said once per path
@@ -423,6 +425,7 @@ def _judge_all(
     catalog: Catalog,
     setup: Setup,
     reference: Observation | None,
+    baseline: str,
 ) -> list[CellProbe]:
     return [
         judge_cell(
@@ -436,6 +439,7 @@ def _judge_all(
             setup,
             loaded=inv.loaded,
             reference=reference,
+            baseline=baseline,
         )
         for c in selected
     ]

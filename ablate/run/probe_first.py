@@ -130,3 +130,29 @@ def probe_first(
             "the cell or the setup, or run anyway with --no-probe (the report will say so)",
         )
     return data, False
+
+
+def probe_or_skip(
+    prep: PreparedRun,
+    claude: ClaudeBinary,
+    *,
+    enabled: bool,
+    isolation: str,
+    work_dir: Path | None,
+    jobs: int,
+    say: Callable[[str], None],
+) -> None:
+    """What ``run``, ``ab`` and ``compare --executor claude-code`` do before their first paid session: probe
+    the run's cells (:func:`probe_first`, which refuses an unfaithful one) or, ``enabled`` False
+    (``--no-probe``), record that they were not probed; ``say`` gets the lines for the user. A run with
+    nothing left to do is not probed."""
+    if not enabled:
+        skip_probe(prep.folder.root, "--no-probe")
+        say("probe: skipped (--no-probe); the report says so")
+        return
+    if not prep.todo():
+        return
+    n = len(prep.cell_set.cells)
+    say(f"probe: proving what reaches the model in each of the {n} cells (free: capture endpoint, no key)")
+    data, kept = probe_first(prep, claude, isolation=isolation, work_dir=work_dir, jobs=jobs)
+    say(f"probe: {summary_line(data)}" + (" (kept from this folder's earlier probe)" if kept else ""))
