@@ -190,13 +190,17 @@ def test_every_command_sweeps_first(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     dead = tmp_path / "ablate-grade-x"
     dead.mkdir()
     (dead / OWNER).write_text("999999999 1.000\n")
+    legacy = tmp_path / f"ablate-cache-{os.getuid()}" / "checkouts"  # an earlier version's cache in TMPDIR
+    legacy.mkdir(parents=True)
+    kept = tmp_path / "ablate-cache-someone-else"
+    kept.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)
     res = CliRunner().invoke(app, ["layers", "--help"])
     assert res.exit_code == 0
-    assert not dead.exists()
+    assert not dead.exists() and not legacy.parent.exists() and kept.exists()
 
 
 def test_the_ranking_on_the_terminal_is_report_mds_first_table(tmp_path: Path) -> None:

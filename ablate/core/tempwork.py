@@ -142,4 +142,9 @@ def sweep(tmp: Path | None = None) -> list[Path]:
     for name in SWEPT_PARENTS:
         with contextlib.suppress(OSError):
             (base / name).rmdir()  # only when empty
+    legacy = base / f"ablate-cache-{os.getuid()}"  # where ablate kept its caches before ~/.cache/ablate
+    with contextlib.suppress(OSError):
+        if legacy.is_dir() and not legacy.is_symlink() and legacy.stat().st_uid == os.getuid():
+            remove_tree(legacy)
+            removed.append(legacy)
     return removed
