@@ -19,6 +19,7 @@ from ablate import __version__
 from ablate.core.errors import RunFolderError, UsageError
 from ablate.folder.layout import ManifestCell, PlanItem, RunFolder, RunManifest, read_manifest
 from ablate.folder.result import ItemResult, iter_results
+from ablate.report.carried import carried_section
 from ablate.report.families import plan_comparisons, run_comparisons
 from ablate.report.items import Items, collect_items
 from ablate.report.model import (
@@ -453,6 +454,7 @@ SECTIONS: list[Section] = [
     regressions_section,
     noise_floor_section,
     holdout_section,
+    carried_section,
     provenance_section,
 ]
 
