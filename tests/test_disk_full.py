@@ -110,3 +110,23 @@ def test_a_full_tmpdir_marks_the_item_failed_and_a_resume_completes_it(
         "completed",
     ]
     assert list(small.iterdir()) == []  # the filler went with the cell's folder
+
+
+def test_a_tmpdir_too_small_for_the_cells_is_a_located_error(
+    rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch, small: Path
+) -> None:
+    """An 8k TMPDIR cannot hold a cell: the copy's file system is named, not the setup file it copied."""
+    import tempfile
+
+    from ablate.isolate.forwarder import shared_forwarder
+
+    shared_forwarder()
+    ex, tmp = rig
+    monkeypatch.delenv("ABLATE_WORK_DIR")
+    monkeypatch.setenv("TMPDIR", str(small))
+    monkeypatch.setattr(tempfile, "tempdir", str(small))
+    args = ["--isolation", "links", "--no-probe"]
+    code, _, err = invoke(["ab", "--tasks", TASK, "--out", str(tmp / "runs"), *args, *setup_args(ex)])
+    assert code == 1, err[-1500:]
+    assert f"the file system mounted at {small} is full" in err and "no session ran" in err, err[-1500:]
+    assert "fix or remove the link" not in err and "Traceback" not in err
