@@ -143,6 +143,9 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
         c: (v["sessions"], v["system"], v["tools"], v["context"], v["same_as"]) for c, v in carried.items()
     } == {c: (2, 1, 1, 1, []) for c in ("C0", "C1", "C2", "C8", "C12")}
     assert "carried-identical" not in {c["id"] for c in report["caveats"]}
+    # a namespace run's sessions carried exactly the context its free probe captured for their cell
+    namespace = orjson.loads((run_dir / "manifest.json").read_bytes())["isolation"]["backend"] == "namespace"
+    assert {v["unlike_probe"] for v in carried.values()} == ({0} if namespace else {None})
     contexts = {
         cell: {
             orjson.loads(line)["context_sha256"]

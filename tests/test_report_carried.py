@@ -3,11 +3,12 @@ differ in a layer sent the model the same thing."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
 
-from ablate.folder.layout import RunFolder
+from ablate.folder.layout import IsolationInfo, RunFolder, read_manifest, write_manifest
 from ablate.folder.result import iter_results
 from ablate.folder.wire import WireRecord, wire_totals
 from ablate.isolate.forwarder import context_digest
@@ -21,7 +22,7 @@ CELLS = {"C0": [], "C1": ["user-claude-md"], "C2": ["axioms"], "C8": ["decisions
 CONTEXT = {"C0": "ctx-full", "C1": "ctx-no-user", "C2": "ctx-full", "C8": "ctx-full"}
 
 
-def _run(root: Path, *, context: dict[str, str | None]) -> Path:
+def _run(root: Path, *, context: Mapping[str, str | None]) -> Path:
     run = make_run(root, cells=CELLS, tasks=["greet", "validate"], repeats=2, outcome=lambda *_: Outcome())
     for r in iter_results(RunFolder(run)):
         records = [
@@ -74,6 +75,31 @@ def test_a_run_without_a_wire_has_no_carried_section(tmp_path: Path) -> None:
     write_report(run, formats=["json", "md"])
     assert "carried" not in orjson.loads((run / "report.json").read_bytes())
     assert "same on the wire as" not in (run / "report.md").read_text()
+
+
+def _probed(run: Path, backend: str, contexts: dict[str, str]) -> None:
+    """The run's manifest says ``backend``; probe.json holds a namespace probe with ``contexts``."""
+    folder = RunFolder(run)
+    manifest = read_manifest(folder)
+    write_manifest(folder, manifest.model_copy(update={"isolation": IsolationInfo(backend=backend)}))
+    cells = [{"id": c, "verdict": "faithful", "context_sha256": ctx} for c, ctx in contexts.items()]
+    probe = {"ok": True, "cells": cells, "isolation": {"backend": "namespace"}}
+    (run / "probe.json").write_bytes(orjson.dumps(probe))
+
+
+def test_sessions_are_compared_with_the_probes_context_in_a_namespace_run(tmp_path: Path) -> None:
+    distinct = {**CONTEXT, "C2": "ctx-no-axioms"}
+    run = _run(tmp_path / "run", context=dict(distinct))
+    _probed(run, "namespace", {**distinct, "C1": "ctx-probe-saw-another"})
+    report = build_report(run)
+    assert {c.cell: c.unlike_probe for c in report.carried} == {"C0": 0, "C1": 4, "C2": 0, "C8": 0}
+    (caveat,) = [c for c in report.caveats if c.id == "carried-unlike-probe"]
+    assert ": C1 (4 of 4 sessions)." in caveat.text
+    # a links run's cells are elsewhere than the probe's: their paths differ, nothing is compared
+    _probed(run, "links", {**distinct, "C1": "ctx-probe-saw-another"})
+    links = build_report(run)
+    assert {c.unlike_probe for c in links.carried} == {None}
+    assert "carried-unlike-probe" not in {c.id for c in links.caveats}
 
 
 def _reminder(text: str) -> dict[str, str]:

@@ -418,7 +418,7 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
         "cells": {c.id: c.fingerprints for c in m.cells},
         "plan_sha256": m.plan_sha256,
     }
-    fields["probe"] = _probe(ctx.run_dir)
+    fields["probe"] = read_probe(ctx.run_dir)
 
 
 #: The report's section builders, in order (a builder may read the fields an earlier one filled).
@@ -506,7 +506,7 @@ def isolation_words(manifest: RunManifest) -> str:
     return manifest.isolation.describe()
 
 
-def _probe(run_dir: Path) -> dict[str, object] | None:
+def read_probe(run_dir: Path) -> dict[str, object] | None:
     for name in ("probe.json", "probe/probe.json"):
         path = run_dir / name
         if path.exists():

@@ -40,14 +40,39 @@ def at_start_layers(ctx: Context) -> set[str]:
     return {lid for lid in present if lid in catalog and layer_kind(catalog.get(lid).shows).probe in AT_START}
 
 
+def probe_contexts(ctx: Context) -> dict[str, str]:
+    """Per cell, the context digest the free probe captured (probe.json), when the run and its probe both ran
+    in ``namespace`` views (at the real paths, so the instruction files' paths agree); else nothing."""
+    from ablate.report.build import read_probe
+
+    probe = read_probe(ctx.run_dir)
+    iso = ctx.manifest.isolation
+    if probe is None or iso is None or iso.backend != "namespace":
+        return {}
+    probe_iso = probe.get("isolation")
+    if not isinstance(probe_iso, dict) or probe_iso.get("backend") != "namespace":
+        return {}
+    cells = probe.get("cells")
+    return {
+        str(c["id"]): c["context_sha256"]
+        for c in (cells if isinstance(cells, list) else [])
+        if isinstance(c, dict) and isinstance(c.get("context_sha256"), str)
+    }
+
+
 def carried_section(ctx: Context, fields: dict[str, Any]) -> None:
     """``carried``: per cell of the manifest, the distinct digests its sessions sent (every attempt)."""
     seen: dict[str, list[set[str]]] = {c.id: [set(), set(), set()] for c in ctx.manifest.cells}
     sessions = dict.fromkeys(seen, 0)
+    probed = probe_contexts(ctx)
+    unlike: dict[str, int | None] = {cid: (0 if cid in probed else None) for cid in seen}
     for r in ctx.results:
         if r.wire is None or r.wire.requests == 0 or r.cell not in seen:
             continue
         sessions[r.cell] += 1
+        count = unlike[r.cell]
+        if count is not None and r.wire.context_sha256 != [probed[r.cell]]:
+            unlike[r.cell] = count + 1
         wire = r.wire
         for part, digests in zip(
             seen[r.cell], (wire.system_sha256, wire.tools_sha256, wire.context_sha256), strict=True
@@ -70,6 +95,7 @@ def carried_section(ctx: Context, fields: dict[str, Any]) -> None:
             system=len(seen[c.id][0]),
             tools=len(seen[c.id][1]),
             context=len(seen[c.id][2]),
+            unlike_probe=unlike[c.id] if sessions[c.id] else None,
             same_as=[
                 o
                 for o in key
@@ -101,6 +127,24 @@ def carried_identical(report: Report, manifest: RunManifest) -> Caveat | None:
     )
 
 
+def carried_unlike_probe(report: Report, manifest: RunManifest) -> Caveat | None:
+    """Cells whose sessions carried another context than the probe proved for them."""
+    unlike = [
+        f"{c.cell} ({c.unlike_probe} of {c.sessions} sessions)" for c in report.carried if c.unlike_probe
+    ]
+    if not unlike:
+        return None
+    return Caveat(
+        id="carried-unlike-probe",
+        text=(
+            "Sessions that sent the model another first-message context (instruction files, memory, listings, "
+            f"hook output) than the free probe captured for their cell (probe.json): {', '.join(unlike)}. "
+            "What they carried is not what the probe proved; a hook's or memory's output that changes between "
+            "sessions does this too (wire/<item>.jsonl has each request's digest)."
+        ),
+    )
+
+
 def carried_blocks(report: Report) -> list[Block]:
     """The per-cell table of what crossed the wire (nothing when no session crossed ablate's forwarder)."""
     if not report.carried:
@@ -109,12 +153,21 @@ def carried_blocks(report: Report) -> list[Block]:
         Para(
             "What each cell's sessions sent the model, from ablate's forwarder (wire/): the number of distinct "
             "system prompts, tool lists and first-message contexts (instruction files, memory, listings, hook "
-            "output; the date, working directory and git status left out). The probe's session is not "
-            "compared digest for digest: it asks another model with another prompt and probe.json keeps no "
-            "request."
+            "output; the date, working directory and git status left out), and how many sessions carried another "
+            "context than the free probe captured for the cell (compared in namespace runs only, whose views "
+            "share the real paths; n/a otherwise)."
         ),
         Table(
-            ["cell", "strips", "sessions", "system prompts", "tool lists", "contexts", "same on the wire as"],
+            [
+                "cell",
+                "strips",
+                "sessions",
+                "system prompts",
+                "tool lists",
+                "contexts",
+                "unlike the probe",
+                "same on the wire as",
+            ],
             [
                 [
                     c.cell,
@@ -123,6 +176,7 @@ def carried_blocks(report: Report) -> list[Block]:
                     str(c.system),
                     str(c.tools),
                     str(c.context),
+                    "n/a" if c.unlike_probe is None else str(c.unlike_probe),
                     ", ".join(c.same_as) or "-",
                 ]
                 for c in report.carried

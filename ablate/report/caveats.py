@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ablate.folder.layout import RunManifest
-from ablate.report.carried import carried_identical
+from ablate.report.carried import carried_identical, carried_unlike_probe
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report
 
 #: A caveat builder: the caveat for this run, or None when it does not apply.
@@ -385,6 +385,7 @@ CAVEATS: list[CaveatBuilder] = [
     network,
     wire_differs,
     carried_identical,
+    carried_unlike_probe,
     fence_denied,
     turns_proxy,
     sign_flip_estimand,

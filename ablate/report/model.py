@@ -197,6 +197,9 @@ class CellCarried(Doc):
     system: int
     tools: int
     context: int
+    unlike_probe: int | None = None
+    """Sessions whose context is not the one the free probe captured for the cell (probe.json); None: not
+    compared (no probe digest, or not a namespace run and probe, whose sessions share the real paths)."""
     same_as: list[str] = Field(default_factory=list)
     """Other cells that differ from this one in a layer that reaches the model at the start of a session
     (instructions, memory, listings, MCP, output style), yet whose sessions carried exactly the same system
