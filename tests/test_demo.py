@@ -136,6 +136,25 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
         and "simulated (nothing was billed)" in (run_dir / "report.md").read_text()
     )
     assert [c["cell"] for c in report["no_op_cells"]] == ["C12"]
+    # per-cell provenance from the wire: one system prompt, tool list and context per cell; the cells that
+    # strip instructions (C1, C2) sent another context than the control, C8 (repo docs read on demand) the same
+    carried = {c["cell"]: c for c in report["carried"]}
+    assert {
+        c: (v["sessions"], v["system"], v["tools"], v["context"], v["same_as"]) for c, v in carried.items()
+    } == {c: (2, 1, 1, 1, []) for c in ("C0", "C1", "C2", "C8", "C12")}
+    assert "carried-identical" not in {c["id"] for c in report["caveats"]}
+    # a namespace run's sessions carried exactly the context its free probe captured for their cell
+    namespace = orjson.loads((run_dir / "manifest.json").read_bytes())["isolation"]["backend"] == "namespace"
+    assert {v["unlike_probe"] for v in carried.values()} == ({0} if namespace else {None})
+    contexts = {
+        cell: {
+            orjson.loads(line)["context_sha256"]
+            for line in (run_dir / "wire" / f"greet-exclaim__{cell}__r00.jsonl").read_bytes().splitlines()
+        }
+        for cell in ("C0", "C1", "C2", "C8")
+    }
+    assert all(len(c) == 1 and None not in c for c in contexts.values()), contexts
+    assert len({*contexts["C0"], *contexts["C1"], *contexts["C2"]}) == 3 and contexts["C8"] == contexts["C0"]
     assert (run_dir / "report.md").exists() and (run_dir / "plots" / "forest.svg").exists()
     # the example setup the demo read is untouched by the run (its hook log only has the seed line)
     log = out / "setup" / "home" / ".claude" / "data" / "sessions.log"

@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from ablate.core.fsutil import disk_full_message, is_disk_full, mount_point
@@ -64,3 +65,69 @@ def test_the_message_names_the_mount_point_of_the_nearest_existing_folder(tmp_pa
         == f"{tmp_path / 'not' / 'yet'}: the file system mounted at {mount_point(tmp_path)} is full (No space left on device); kept: x"
     )
     assert not is_disk_full(OSError(errno.EACCES, "no"))
+
+
+@pytest.mark.parametrize("small", ["64m"], indirect=True)
+def test_a_full_tmpdir_marks_the_item_failed_and_a_resume_completes_it(
+    rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch, small: Path
+) -> None:
+    """TMPDIR on a small tmpfs holds the cells (the default work folder) and each session's private TMPDIR;
+    each session fills it while ``fill`` exists (a fenced session cannot remove it). Each item is `error` with a
+    message naming the tmpfs; once TMPDIR has room, a resume runs them."""
+    import tempfile
+
+    from ablate.isolate.forwarder import shared_forwarder
+
+    shared_forwarder()  # this process's, kept outside the tmpfs it outlives (a CLI process's is in TMPDIR)
+    ex, tmp = rig
+    monkeypatch.delenv("ABLATE_WORK_DIR")
+    monkeypatch.setenv("TMPDIR", str(small))
+    monkeypatch.setattr(tempfile, "tempdir", str(small))
+    fake, mark = os.environ["ABLATE_CLAUDE_BIN"], tmp / "fill"
+    mark.touch()
+    claude = tmp / "claude-filling"  # a session fills its TMPDIR (the links cell's own, on the tmpfs)
+    claude.write_text(
+        f'#!/bin/sh\nif [ "$1" != --version ] && [ -e "{mark}" ]; then\n'
+        f'  dd if=/dev/zero of="$TMPDIR/fill" bs=64k 2>/dev/null\nfi\nexec "{fake}" "$@"\n'
+    )
+    claude.chmod(0o755)
+    monkeypatch.setenv("ABLATE_CLAUDE_BIN", str(claude))
+    args = ["--isolation", "links", "--no-probe", "--jobs", "1", "--json"]
+    code, out, err = invoke(["ab", "--tasks", TASK, "--out", str(tmp / "runs"), *args, *setup_args(ex)])
+    assert code == 3, err[-1500:]  # some items failed
+    (folder,) = (tmp / "runs").iterdir()
+    results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").iterdir())]
+    assert [r["status"] for r in results] == ["error", "error"], results
+    for r in results:
+        assert f"the file system mounted at {small} (the cell's layer) is full" in r["error"], r["error"]
+        assert "re-run on resume" in r["error"]
+    mark.unlink()
+    code, out, err = invoke(["run", "--resume", str(folder), *args])
+    assert code == 0, err[-1500:]
+    # every item ran again (3 launches, one more attempt, were seen in some runs on a loaded machine)
+    assert orjson.loads(out)["launched"] >= 2, out
+    assert [orjson.loads(p.read_bytes())["status"] for p in sorted((folder / "results").iterdir())] == [
+        "completed",
+        "completed",
+    ]
+    assert list(small.iterdir()) == []  # the filler went with the cell's folder
+
+
+def test_a_tmpdir_too_small_for_the_cells_is_a_located_error(
+    rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch, small: Path
+) -> None:
+    """An 8k TMPDIR cannot hold a cell: the copy's file system is named, not the setup file it copied."""
+    import tempfile
+
+    from ablate.isolate.forwarder import shared_forwarder
+
+    shared_forwarder()
+    ex, tmp = rig
+    monkeypatch.delenv("ABLATE_WORK_DIR")
+    monkeypatch.setenv("TMPDIR", str(small))
+    monkeypatch.setattr(tempfile, "tempdir", str(small))
+    args = ["--isolation", "links", "--no-probe"]
+    code, _, err = invoke(["ab", "--tasks", TASK, "--out", str(tmp / "runs"), *args, *setup_args(ex)])
+    assert code == 1, err[-1500:]
+    assert f"the file system mounted at {small} is full" in err and "no session ran" in err, err[-1500:]
+    assert "fix or remove the link" not in err and "Traceback" not in err

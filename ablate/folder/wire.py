@@ -50,6 +50,9 @@ class WireRecord(Spec):
     """sha256 of the request's system prompt (canonical JSON, the per-session billing header blanked)."""
     tools_sha256: str | None = None
     """sha256 of the request's tool list (canonical JSON)."""
+    context_sha256: str | None = None
+    """sha256 of the context attached to the first message (instruction files, memory, listings; the
+    per-session reminders such as the date and working directory left out): where the layers travel."""
     messages: int = 0
     usage: dict[str, int] = Field(default_factory=dict)
     """The answer's usage as the API sent it (``input_tokens``, ``output_tokens``, ``cache_*``)."""
@@ -106,7 +109,11 @@ class WireTotals(Spec):
     answer: str | None = None
     """The last answer's text."""
     system_sha256: list[str] = Field(default_factory=list)
-    """Each distinct system-prompt digest, first seen first (the layers the session really carried)."""
+    """Each distinct system-prompt digest, first seen first."""
+    tools_sha256: list[str] = Field(default_factory=list)
+    """Each distinct tool-list digest, first seen first."""
+    context_sha256: list[str] = Field(default_factory=list)
+    """Each distinct first-message context digest, first seen first (the layers the session really carried)."""
     differs: list[str] = Field(default_factory=list)
     """What the transcript says otherwise (``output_tokens: transcript 12, wire 40``)."""
 
@@ -115,7 +122,7 @@ def wire_totals(records: Iterable[WireRecord]) -> WireTotals:
     from ablate.core.pricing import estimate_cost
 
     totals = WireTotals()
-    digests: dict[str, None] = {}
+    digests: dict[str, dict[str, None]] = {"system": {}, "tools": {}, "context": {}}
     cost: float | None = 0.0
     for r in records:
         u = r.usage
@@ -135,9 +142,16 @@ def wire_totals(records: Iterable[WireRecord]) -> WireTotals:
         totals.cache_read_tokens += r.usage.get("cache_read_input_tokens", 0)
         if r.answer is not None:
             totals.answer = r.answer
-        if r.system_sha256:
-            digests[r.system_sha256] = None
-    totals.system_sha256 = list(digests)
+        for part, seen in (
+            ("system", r.system_sha256),
+            ("tools", r.tools_sha256),
+            ("context", r.context_sha256),
+        ):
+            if seen:
+                digests[part][seen] = None
+    totals.system_sha256 = list(digests["system"])
+    totals.tools_sha256 = list(digests["tools"])
+    totals.context_sha256 = list(digests["context"])
     totals.cost_usd = round(cost, 9) if cost is not None else None
     return totals
 

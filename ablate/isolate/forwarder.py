@@ -367,6 +367,39 @@ def digest(value: Any) -> str | None:
     return hashlib.sha256(text).hexdigest()
 
 
+#: The first message's system reminders that differ per session, not per cell: the working directory and
+#: platform, the model, the date, the git status and the token budget (each reminder's text starts so).
+_PER_SESSION = (
+    "# Environment",
+    "You are powered by the model",
+    "Today's date is",
+    "As you answer the user's questions, you can use the following context:\n# gitStatus",
+    "<total_tokens>",
+)
+_REMINDER = "<system-reminder>\n"
+
+
+def context_digest(messages: Any) -> str | None:
+    """sha256 of the context the CLI attached to the session's first message: its ``<system-reminder>``
+    text blocks (instruction files, memory, the skill and agent listings, hook output) with the per-session
+    ones left out (:data:`_PER_SESSION`); the layers a cell carries reach the model here, not in the system
+    prompt. Every request of a session repeats the first message, so every one has the same digest. None: no
+    first message with a reminder."""
+    first = messages[0] if isinstance(messages, list) and messages else None
+    content = first.get("content") if isinstance(first, dict) else None
+    if not isinstance(content, list):
+        return None
+    kept = [
+        text
+        for block in content
+        if isinstance(block, dict)
+        and isinstance(text := block.get("text"), str)
+        and text.startswith(_REMINDER)
+        and not text[len(_REMINDER) :].startswith(_PER_SESSION)
+    ]
+    return digest(kept) if kept else None
+
+
 def _scrub(value: Any) -> Any:
     if isinstance(value, str):
         return _BILLING.sub("x-anthropic-billing-header: <billing>", value)
@@ -406,6 +439,7 @@ def wire_record(request: bytes, status: int, response: bytes, content_type: str)
         stream=bool(body.get("stream")),
         system_sha256=digest(body.get("system")),
         tools_sha256=digest(body.get("tools")),
+        context_sha256=context_digest(body.get("messages")),
         messages=len(body.get("messages") or []),
         usage={k: int(v) for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
         stop_reason=message.get("stop_reason"),

@@ -18,7 +18,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ablate.core import links
-from ablate.core.errors import UnsafeEnvironment, UsageError
+from ablate.core.errors import DISK_FULL_HINT, DiskFull, UnsafeEnvironment, UsageError
+from ablate.core.fsutil import disk_full_message, is_disk_full
 
 
 def is_inside(path: str, root: str) -> bool:
@@ -215,6 +216,9 @@ def _materialise(
         try:
             shutil.copy2(src, dst)
         except OSError as exc:
+            if is_disk_full(exc):  # the copy's side (a cell under a full TMPDIR or --work-dir), not the link
+                said = disk_full_message(exc, dst, kept="the cell was not built and no session ran")
+                raise DiskFull(said, hint=DISK_FULL_HINT) from None
             raise links.link_error(src, exc) from None
 
 

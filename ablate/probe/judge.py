@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.isolate.environment import CellEnvironment
+from ablate.isolate.forwarder import context_digest
 from ablate.isolate.namespace import (
     NamespaceCellEnv,
     namespace_problems,
@@ -63,6 +64,9 @@ class CellProbe:
     problems: list[str] = field(default_factory=list)
     writes: dict[str, Any] = field(default_factory=dict)
     """namespace: what the session wrote outside its cell (discarded), :mod:`ablate.isolate.writes`."""
+    context_sha256: str | None = None
+    """The first request's context digest (:func:`ablate.isolate.forwarder.context_digest`), as the run's
+    wire records it: the report compares each cell's sessions with it. None: no request captured."""
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -364,6 +368,7 @@ def judge_cell(
         exit_code=obs.exit_code,
         duration_s=round(obs.duration_s, 2),
         problems=problems,
+        context_sha256=context_digest(obs.first_request.get("messages")) if obs.first_request else None,
     )
 
 

@@ -19,6 +19,7 @@ from ablate import __version__
 from ablate.core.errors import RunFolderError, UsageError
 from ablate.folder.layout import ManifestCell, PlanItem, RunFolder, RunManifest, read_manifest
 from ablate.folder.result import ItemResult, iter_results
+from ablate.report.carried import carried_section
 from ablate.report.families import plan_comparisons, run_comparisons
 from ablate.report.items import Items, collect_items
 from ablate.report.model import (
@@ -417,7 +418,7 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
         "cells": {c.id: c.fingerprints for c in m.cells},
         "plan_sha256": m.plan_sha256,
     }
-    fields["probe"] = _probe(ctx.run_dir)
+    fields["probe"] = read_probe(ctx.run_dir)
 
 
 #: The report's section builders, in order (a builder may read the fields an earlier one filled).
@@ -453,6 +454,7 @@ SECTIONS: list[Section] = [
     regressions_section,
     noise_floor_section,
     holdout_section,
+    carried_section,
     provenance_section,
 ]
 
@@ -504,7 +506,7 @@ def isolation_words(manifest: RunManifest) -> str:
     return manifest.isolation.describe()
 
 
-def _probe(run_dir: Path) -> dict[str, object] | None:
+def read_probe(run_dir: Path) -> dict[str, object] | None:
     for name in ("probe.json", "probe/probe.json"):
         path = run_dir / name
         if path.exists():

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ablate.folder.layout import RunManifest
+from ablate.report.carried import carried_identical, carried_unlike_probe
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report
 
 #: A caveat builder: the caveat for this run, or None when it does not apply.
@@ -383,6 +384,8 @@ CAVEATS: list[CaveatBuilder] = [
     isolation,
     network,
     wire_differs,
+    carried_identical,
+    carried_unlike_probe,
     fence_denied,
     turns_proxy,
     sign_flip_estimand,

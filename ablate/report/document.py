@@ -21,6 +21,7 @@ from ablate.report.blocks import (
     real_mark,
     row_style,
 )
+from ablate.report.carried import carried_blocks
 from ablate.report.model import METRIC_LABELS, Comparison, Report
 from ablate.report.tables import binary_tables, layered_tables
 from ablate.stats import min_interval_blocks
@@ -469,6 +470,7 @@ def isolation_section(report: Report, plot: Plot) -> list[Block]:
                 "`ablate probe` on the same setup to prove what reaches the model."
             )
         )
+    b.extend(carried_blocks(report))
     if report.excluded_items:
         b.append(
             Table(

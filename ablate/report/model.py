@@ -185,6 +185,27 @@ class MetricSummary(Doc):
     """Run-to-run spread: sd of the per-repeat means (None with one repeat)."""
 
 
+class CellCarried(Doc):
+    """What one cell's sessions carried to the model, from the wire (``wire/<item>.jsonl``): how many distinct
+    system prompts, tool lists and first-message contexts (instruction files, memory, listings; the
+    per-session reminders such as the date left out) its sessions sent."""
+
+    cell: str
+    stripped: list[str]
+    sessions: int
+    """Sessions with a wire record (a links run, an unsealed session: none)."""
+    system: int
+    tools: int
+    context: int
+    unlike_probe: int | None = None
+    """Sessions whose context is not the one the free probe captured for the cell (probe.json); None: not
+    compared (no probe digest, or not a namespace run and probe, whose sessions share the real paths)."""
+    same_as: list[str] = Field(default_factory=list)
+    """Other cells that differ from this one in a layer that reaches the model at the start of a session
+    (instructions, memory, listings, MCP, output style), yet whose sessions carried exactly the same system
+    prompts, tools and contexts (a no-op cell excepted): the cells did not differ on the wire."""
+
+
 class CellSummary(Doc):
     cell: str
     label: str
@@ -378,6 +399,8 @@ class Report(Doc):
     """The anytime-valid analysis (adaptive run, or a fixed run read early); absent for a complete fixed run.
     When present, ``real`` of the pooled comparisons on its primary outcome comes from it and no other
     comparison is marked real (their fixed-n p-values are descriptive)."""
+    carried: list[CellCarried] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Per cell, what its sessions carried on the wire; absent when no session crossed ablate's forwarder."""
     provenance: Provenance | None = Field(default=None, exclude_if=lambda v: v is None)
     """Built only when the manifest's config dir has readable history of the run's repository."""
     noise_floor: list[NoiseFloorRow] = Field(default_factory=list, exclude_if=lambda v: not v)
