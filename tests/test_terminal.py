@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -216,3 +218,28 @@ def test_the_ranking_on_the_terminal_is_report_mds_first_table(tmp_path: Path) -
     rows = {line.split()[1]: line for line in lines[2:]}
     assert set(rows) == {"C1", "C2", "C8"}  # C12 is a no-op: not ranked
     assert " helps" in rows["C8"] and " pts [" in rows["C8"] and " draw " in rows["C2"]
+
+
+def test_removing_a_folder_never_changes_the_mode_of_the_folder_above(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder that refuses removal is opened to its owner and retried, but the folder holding it (the
+    temporary directory itself, /tmp) keeps its mode: make test once left /tmp at 0700, locking every other
+    user out of it."""
+    above = tmp_path / "tmp"
+    folder = above / "ablate-grade-x"
+    (folder / "inner").mkdir(parents=True)
+    above.chmod(0o1777)
+    real_rmdir = os.rmdir
+    refused: list[str] = []
+
+    def refusing_rmdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        if str(path) == str(folder) and not refused:  # refuses once, as a folder of mode 000 would
+            refused.append(str(path))
+            raise PermissionError(13, "Permission denied", str(path))
+        real_rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rmdir", refusing_rmdir)
+    remove_tree(folder)
+    assert refused and not folder.exists()  # refused, opened, removed
+    assert stat.S_IMODE(above.stat().st_mode) == 0o1777

@@ -95,11 +95,13 @@ def remove_tree(folder: Path) -> None:
     """Remove ``folder`` whatever its modes: a folder that refuses (mode 000, read-only) is opened to its owner
     and removal retried; mounts under it are unmounted first (as root). Errors that remain are ignored."""
     _unmount_under(folder)
+    top = os.path.abspath(folder)
 
     def _open_and_retry(func: object, path: str, _exc: object) -> None:
         with contextlib.suppress(OSError):
-            parent = os.path.dirname(path)
-            os.chmod(parent, stat.S_IRWXU)
+            parent = os.path.dirname(os.path.abspath(path))
+            if parent == top or parent.startswith(top + os.sep):  # never a folder above: /tmp itself
+                os.chmod(parent, stat.S_IRWXU)
             if os.path.isdir(path) and not os.path.islink(path):
                 os.chmod(path, stat.S_IRWXU)
                 shutil.rmtree(path, onerror=_open_and_retry)
