@@ -92,7 +92,13 @@ def _ablate(ex: ExampleSetup, claude: Path, tmp: Path, *args: str) -> subprocess
 
 
 def _state(ex: ExampleSetup) -> tuple[str, str, str]:
-    return tree_hash(ex.home), tree_hash(ex.config_dir), tree_hash(ex.repo)
+    """The home, config dir and repository as hashes; the home without ablate's own cache dir
+    (``~/.cache/ablate``: README, "Where ablate keeps its caches"), and without ``~/.cache`` when ablate's is
+    all it holds (ablate made it)."""
+    cache = ex.home / ".cache"
+    ours_only = cache.is_dir() and {p.name for p in cache.iterdir()} <= {"ablate"}
+    home = tree_hash(ex.home, exclude=(".cache",) if ours_only else (".cache/ablate",))
+    return home, tree_hash(ex.config_dir), tree_hash(ex.repo)
 
 
 def test_run_in_namespace_leaves_the_real_files_byte_identical(
