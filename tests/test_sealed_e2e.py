@@ -257,6 +257,7 @@ def test_a_sealed_session_reaches_no_host_service(
                 "ANTHROPIC_API_KEY": "sk-test",
                 "ANTHROPIC_BASE_URL": sim.base_url,
                 "MPLCONFIGDIR": str(base / "mpl"),
+                "ABLATE_PROBE": "0",  # the session's walls are under test, not the probe (tests/test_probe*.py)
             }
             argv = [
                 str(bin_dir / "ablate"), "run", "--tasks", str(base / "net.toml"), "--cells", str(base / "one.toml"),
