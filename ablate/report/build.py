@@ -8,6 +8,7 @@ The report is assembled by :data:`SECTIONS`, a list of builders run in order: ea
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,8 +248,7 @@ def noise_floor_section(ctx: Context, fields: dict[str, Any]) -> None:
                 ctx.items.scored, aa.id, ctx.control.id, x.metric, ctx.task_ids, ctx.repeats
             )
             d = [a - b for a, b in zip(xs, ys, strict=True)]
-            mean = sum(d) / len(d) if d else 0.0
-            sd = (sum((v - mean) ** 2 for v in d) / (len(d) - 1)) ** 0.5 if len(d) > 1 else None
+            sd = statistics.stdev(d) if len(d) > 1 else None
             rows.append(
                 NoiseFloorRow(
                     metric=x.metric,
