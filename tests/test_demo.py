@@ -234,7 +234,8 @@ def _small_run(
 @pytest.mark.e2e
 def test_same_seed_same_numbers_whatever_the_scheduling(claude: Path, tmp_path: Path) -> None:
     """Two runs with seed 5, one session at a time and two at once: the same session ids, so the simulated
-    model's draws (keyed by session: task, cell, repeat) and every number of the report are the same."""
+    model's draws (keyed by session: task, cell, repeat) and every number of the report are the same. Two
+    repeats: the second repeat's draws differ from the first's, so an order-dependent seed would show."""
     example = materialise_example(tmp_path / "setup")
     cells = _two_cells(tmp_path)
     args = ["--cells", str(cells), "--repeats", "2", "--model", "claude-sonnet-4-6", "--max-turns", "8"]
@@ -260,9 +261,9 @@ def test_same_seed_same_numbers_whatever_the_scheduling(claude: Path, tmp_path: 
 #: The demo script's deterministic tasks (the other two are probabilistic and covered above).
 DETERMINISTIC_TASKS = ("deploy-command", "typed-farewell", "release-notes", "deterministic-tests")
 #: The layered cells whose ground truth the test checks: every cell with a planted pitfall or check failure,
-#: and controls for them (the other four strip docs these tasks never read: their runs would add sessions,
-#: not evidence).
-TRUTH_CELLS = ("C0", "C1", "C3", "C4", "C5", "C6", "C8", "C11")
+#: the control, and C1 and C3, which change the turns but not the outcome (the other six strip docs these
+#: tasks never read: their runs would add sessions, not evidence).
+TRUTH_CELLS = ("C0", "C1", "C3", "C4", "C5", "C11")
 
 
 def _layered_subset(path: Path, keep: tuple[str, ...]) -> Path:
@@ -335,12 +336,12 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
         "wrong-region": 1,
     }
     assert set(hits) == set(TRUTH_CELLS)
-    for cid in ("C0", "C1", "C3", "C6", "C8"):
+    for cid in ("C0", "C1", "C3"):
         assert hits[cid] == {}, cid
     # checks on the checkouts the sessions left (release-notes, typed-farewell), and the judge's verdicts
     graded = {g.cell: g for g in grade_totals(run_dir)}
     passed = {cid: (g.checks_passed, g.checked, g.judge_pass, g.judged) for cid, g in graded.items()}
-    assert passed["C0"] == passed["C1"] == passed["C6"] == passed["C8"] == (2, 2, 4, 4)
+    assert passed["C0"] == passed["C1"] == passed["C3"] == (2, 2, 4, 4)
     assert passed["C4"] == (1, 2, 3, 4)
     assert passed["C5"] == (2, 2, 3, 4)
     assert passed["C11"] == (0, 2, 0, 4)

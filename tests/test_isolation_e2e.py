@@ -388,16 +388,17 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     assert manifest["isolation"]["mode"] == mode
     results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").glob("*.json"))]
     assert len(results) == 2
+    said = {}  # what each session's tools printed, and what ablate saw it write: said when a check fails
     for r in results:
-        transcript = folder / r["transcript"]
-        assert "1.4.0" in _tool_output(transcript), r["item"]  # the seed reached the session's view
+        said[r["item"]] = (_tool_output(folder / r["transcript"]), r["writes"], r.get("error"))
+        assert "1.4.0" in said[r["item"]][0], r["item"]  # the seed reached the session's view
         assert r["flags"] == [] and r["writes"]["discarded"] is True
     grades = [orjson.loads(p.read_bytes()) for p in sorted((folder / "grades").glob("*.json"))]
     assert len(grades) == 2, grades
     for g in grades:  # the checks graded the session's view: its own write, the seeds as seeded
         checks = g["checks"]["1"]
         assert checks["diff_error"] is None, checks
-        assert checks["changed"] == ["RELEASE_NOTES.md"], checks
+        assert checks["changed"] == ["RELEASE_NOTES.md"], (checks, said, proc.stderr[-2000:])
         assert [c["passed"] for c in checks["results"][:3]] == [True, True, True], checks
         # the session's file was read (not found absent at the host's empty mount point): it has no "greet"
         assert checks["results"][3]["detail"] == "does not contain 'greet'", checks
