@@ -34,6 +34,7 @@ from ablate.cli.common import (
     given,
     print_json,
 )
+from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT_S
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ def compare_cmd(
     roles: RolesOpt = None,
     executor: ExecutorOpt = "claude-code",
     model: Model = MODEL,
-    max_turns: MaxTurns = 30,
+    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
     max_tokens: MaxTokens = 1024,
     seed: SeedOpt = None,
     out: OutOpt = Path("runs"),
@@ -339,7 +340,7 @@ def compare_cmd(
     sim_script: SimScript = None,
     base_url: BaseUrl = None,
     jobs: Jobs = 1,
-    timeout: Timeout = 1800,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
     budget_usd: Budget = None,
     work_dir: WorkDir = None,
     isolation: IsolationOpt = None,

@@ -41,6 +41,8 @@ from ablate.cli.common import (
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
 from ablate.cli.run_display import write_report as report_after
+from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
+from ablate.core.constants import DEFAULT_GRACE_S, DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT_S
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
@@ -151,8 +153,8 @@ def plan_cmd(
     cells: Cells = "layered",
     repeats: Repeats = 1,
     model: Model = MODEL,
-    max_turns: MaxTurns = 30,
-    timeout: Timeout = 1800,
+    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
     out: Out = Path("runs"),
     config_dir: ConfigDir = None,
     repo: Repo = Path("."),
@@ -364,7 +366,10 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         preflight=checked,
         tree_hook=GradingHook(),
         options=RunOptions(
-            jobs=o["jobs"], budget_usd=o["budget_usd"], grace_s=o["grace"], backoff_s=o["backoff"]
+            jobs=o["jobs"],
+            budget_usd=o["budget_usd"],
+            grace_s=o["grace"],
+            backoff=BackoffPolicy(first_s=o["backoff"]),
         ),
         work_dir=o["work_dir"],
         isolate_state=o["isolate_state"],
@@ -424,10 +429,10 @@ def run_cmd(
     cells: Cells = "layered",
     repeats: Repeats = 1,
     model: Model = MODEL,
-    max_turns: MaxTurns = 30,
+    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
     jobs: Jobs = JOBS,
     budget_usd: Budget = None,
-    timeout: Timeout = 1800,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
     out: Out = Path("runs"),
     config_dir: ConfigDir = None,
     repo: Repo = Path("."),
@@ -439,8 +444,8 @@ def run_cmd(
     shard: ShardOpt = None,
     force: Force = False,
     work_dir: WorkDir = None,
-    grace: Grace = 30.0,
-    backoff: Backoff = 30.0,
+    grace: Grace = DEFAULT_GRACE_S,
+    backoff: Backoff = FIRST_PAUSE_S,
     dirty: Dirty = False,
     isolate_state: IsolateState = False,
     isolation: IsolationOpt = None,

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 #: The model sessions are pinned to unless told otherwise (``--model`` / ``$ABLATE_MODEL``).
 DEFAULT_MODEL = "claude-sonnet-4-6"
+#: Turns a session may take unless told otherwise (``--max-turns``; a task's ``max_turns`` overrides it).
+DEFAULT_MAX_TURNS = 30
+#: Seconds a session may run unless told otherwise (``--timeout``; a task's ``timeout_s`` overrides it).
+DEFAULT_TIMEOUT_S = 1800
+#: After a stop request, seconds running sessions may take to finish before they are killed (``--grace``).
+DEFAULT_GRACE_S = 30.0
 #: Sessions running at once, unless ``--jobs`` says otherwise.
 DEFAULT_JOBS = 2
 #: The CLI's own retry count for API errors: kept low so that ablate owns the rate-limit backoff.
