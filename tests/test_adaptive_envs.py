@@ -13,10 +13,11 @@ from pathlib import Path
 from ablate.core.backoff import BackoffPolicy
 from ablate.core.claude import ClaudeBinary
 from ablate.core.fsutil import sha256_file
+from ablate.folder.adaptive import AdaptiveOptions
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest
 from ablate.folder.result import iter_results
 from ablate.grade.hook import GradingHook
-from ablate.run.adaptive import AdaptiveOptions, run_adaptive
+from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run, load_run_tasks, open_run
 from ablate.run.envpool import EnvPool
 from ablate.run.scheduler import Runner, RunOptions

@@ -39,7 +39,7 @@ from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXI
 
 if TYPE_CHECKING:
     from ablate.compare.model import CompareReport
-    from ablate.run.adaptive import AdaptiveOptions
+    from ablate.folder.adaptive import AdaptiveOptions
 
 app = typer.Typer()
 
@@ -141,8 +141,8 @@ def _check_same_plan(resume: Path, prep: Any) -> None:
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any], resume: Path | None) -> AdaptiveOptions | None:
     """``--adaptive``'s stopping rule, refused where it cannot apply; a resumed adaptive comparison keeps the
     rule it started with (read from its run folder), whatever is given now."""
+    from ablate.folder.adaptive import AdaptiveOptions, read_state
     from ablate.folder.layout import RunFolder
-    from ablate.run.adaptive import AdaptiveOptions, read_state
 
     if resume is not None:
         runs = sorted(p.parent for p in resume.glob("run/*/manifest.json"))

@@ -47,7 +47,8 @@ from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
     from ablate.core.claude import ClaudeBinary
-    from ablate.run.adaptive import AdaptiveOptions, AdaptiveSummary
+    from ablate.folder.adaptive import AdaptiveOptions
+    from ablate.run.adaptive import AdaptiveSummary
     from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.prepare import PreparedRun, RunRequest
 
@@ -269,8 +270,8 @@ AdaptiveOpt = Annotated[
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions | None:
     """``--adaptive``'s options for a new run (None for a fixed run and for a resume, which keeps its own);
     refused before anything is written where they cannot apply."""
+    from ablate.folder.adaptive import AdaptiveOptions, read_state
     from ablate.folder.layout import RunFolder
-    from ablate.run.adaptive import AdaptiveOptions, read_state
 
     if o["resume"] is not None and read_state(RunFolder(o["resume"])) is not None:
         o["adaptive"] = True  # an adaptive run resumes adaptively, with the options it started with

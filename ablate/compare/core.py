@@ -58,7 +58,7 @@ from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_pl
 from ablate.setup.tasks import Task, load_tasks
 
 if TYPE_CHECKING:
-    from ablate.run.adaptive import AdaptiveOptions
+    from ablate.folder.adaptive import AdaptiveOptions
 
 
 @dataclass(frozen=True)

@@ -18,3 +18,8 @@ MAX_RETRIES_ENV = "CLAUDE_CODE_MAX_RETRIES"
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 #: The most turns a session may be given (``--max-turns``, a task's ``max_turns``).
 MAX_TURNS = 10_000
+#: "No effect of interest" errs for a cell whose true effect is at least min-effect with probability at most
+#: this (Ville's inequality on the futility e-process). A fixed design sized for 80% power misses an effect
+#: of exactly min-effect 20% of the time, but one well beyond it almost never; β = 0.05 keeps the adaptive
+#: design's misses of large effects as rare as the fixed design's (``benchmarks/bench_adaptive.py``).
+DEFAULT_DRAW_BETA = 0.05
