@@ -225,10 +225,9 @@ def plan_cmd(
 
 def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunRequest:
     """The options of ``run`` / ``ab`` as the library's request; "given?" is the option's parameter source."""
-    from ablate.run.prepare import RunRequest
+    from typing import get_args
 
-    def was(name: str) -> bool:
-        return name in ctx.params and given(ctx, name)
+    from ablate.run.prepare import Defaultable, RunRequest
 
     return RunRequest(
         tasks=tasks,
@@ -247,13 +246,8 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
         shard=o["shard"],
         force=o["force"],
         ablate_toml=o["ablate_toml"],
-        model_given=was("model"),
-        config_dir_given=was("config_dir"),
-        repo_given=was("repo"),
-        out_given=was("out"),
+        defaulted=frozenset(n for n in get_args(Defaultable) if not (n in ctx.params and given(ctx, n))),
         work_dir=o["work_dir"],
-        cells_given=was("cells"),
-        repeats_given=was("repeats"),
         dirty=o["dirty"],
     )
 

@@ -526,8 +526,7 @@ class ClaudeCodeExecutor:
                 seed=o.seed,
                 resume=existing[-1] if existing else None,
                 ablate_toml=o.ablate_toml,
-                cells_given=False,
-                repeats_given=False,
+                defaulted=frozenset({"cells", "repeats"}),
             ),
             claude,
         )

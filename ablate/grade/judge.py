@@ -8,7 +8,7 @@ from the answer and the diff before they are sent.
 Verdicts are a JSON object ``{"verdict": "pass" | "fail", "reason": "..."}``; a malformed verdict is asked
 for once more, then recorded as a judge error, as is a refusal or a failed API call. A rate limit (429, 529
 overloaded) is never a verdict: the pool pauses (the ``retry-after`` the API names, else exponential
-backoff) and the item is judged again. The endpoint and key come from the usual variables
+backoff: ``ablate.core.backoff``, the runner's rule and defaults) and the item is judged again. The endpoint and key come from the usual variables
 (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the
 judge. The SDK's own retries are off: ablate owns the backoff, as the runner does.
 """
