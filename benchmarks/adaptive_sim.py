@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ablate.core.constants import DEFAULT_DRAW_BETA
 from ablate.stats import exact_paired_p
 from ablate.stats.sequential import (
-    DEFAULT_DRAW_BETA,
     NO_EFFECT,
     REAL,
     UNDECIDED,
@@ -93,7 +93,7 @@ def run_adaptive(
     """Play the adaptive design on pre-drawn outcomes: a cell's figures at its stop are those of the blocks it ran.
 
     "real" uses the anytime p-values of the mixture tuned to ``min_effect`` with Holm at ``alpha``; "no effect"
-    the futility e-processes at ``draw_beta`` (as ``ablate.run.adaptive.analyse`` does).
+    the futility e-processes at ``draw_beta`` (as ``ablate.stats.adaptive.analyse`` does).
     """
     x, y = draws.cells, draws.control[:, None, :]
     p = anytime_p(discordant_path(x, y, prior_for(min_effect)))

@@ -15,7 +15,7 @@ Per scenario both designs see the same simulated outcomes (``benchmarks.adaptive
   "planted missed" splits the planted cells not found real into those called "no effect" and those still
   undecided at max-repeats.
 
-Also the wall time of one look's analysis (``ablate.run.adaptive.analyse``) on a run of 11 cells, 5 tasks and
+Also the wall time of one look's analysis (``ablate.stats.adaptive.analyse``) on a run of 11 cells, 5 tasks and
 20 rounds: it must not slow a run whose sessions take tens of seconds.
 
 ``python -m benchmarks.run adaptive`` (sims: ``ABLATE_BENCH_SIMS``, default 2000).
@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from ablate.core.constants import DEFAULT_DRAW_BETA
 from ablate.stats import runs_needed_binary
-from ablate.stats.sequential import DEFAULT_DRAW_BETA
 from benchmarks.adaptive_sim import Scenario, draw, rates_of, run_adaptive, run_fixed
 
 ALPHA = 0.05
@@ -102,12 +102,13 @@ def _row(
 def _analysis_seconds() -> float:
     """Wall time of one look on 11 cells × 5 tasks × 20 rounds (results in memory: no disk reads)."""
     from ablate.core.claude import ClaudeBinary
+    from ablate.folder.adaptive import AdaptiveOptions, control_of
     from ablate.folder.result import ItemResult
-    from ablate.run.adaptive import AdaptiveOptions, analyse, control_of
     from ablate.run.create import create_run
     from ablate.setup.cells import load_cell_set
     from ablate.setup.layers import load_catalog
     from ablate.setup.tasks import load_task
+    from ablate.stats.adaptive import analyse
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -1,7 +1,7 @@
 """Peeking at a fixed run whose blocks complete out of plan order: the family-wise error of the "real" marks.
 
 A fixed run read before its end (``ablate report`` on a partial folder) gets anytime-valid figures
-(:func:`ablate.run.adaptive.analyse`). They are maxima over a path of blocks, so they are valid only when that
+(:func:`ablate.stats.adaptive.analyse`). They are maxima over a path of blocks, so they are valid only when that
 path is the one that happened in time. Each simulated run here has null cells (every item pitfall-free with
 its task's rate, whatever the cell), its items finish in a random order (a parallel run's order), and the
 report peeks after every ``PEEK_EVERY`` completed items; a run is a false positive when any peek marks any
@@ -26,9 +26,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from tabulate import tabulate
 
+from ablate.folder.adaptive import AdaptiveOptions
 from ablate.folder.layout import ClaudeInfo, ManifestCell, ManifestTask, RunManifest, item_id
 from ablate.folder.result import ItemResult
-from ablate.run.adaptive import AdaptiveOptions, analyse
+from ablate.stats.adaptive import analyse
 
 ALPHA = 0.05
 PEEK_EVERY = 10

@@ -24,9 +24,9 @@ import orjson
 import pytest
 
 from ablate.core.resources import data_dir
+from ablate.folder.adaptive import read_state
 from ablate.folder.layout import RunFolder
 from ablate.folder.result import iter_results
-from ablate.run.adaptive import read_state
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
 

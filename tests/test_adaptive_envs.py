@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ablate.core.backoff import BackoffPolicy
 from ablate.core.claude import ClaudeBinary
 from ablate.core.fsutil import sha256_file
+from ablate.folder.adaptive import AdaptiveOptions
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest
 from ablate.folder.result import iter_results
 from ablate.grade.hook import GradingHook
-from ablate.run.adaptive import AdaptiveOptions, run_adaptive
+from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run, load_run_tasks, open_run
 from ablate.run.envpool import EnvPool
 from ablate.run.scheduler import Runner, RunOptions
@@ -24,7 +26,7 @@ from ablate.setup.layers import load_catalog
 from ablate.setup.tasks import load_task
 from tests.runner_support import FakeBackend, base_env, write_fake_claude
 
-OPTS = RunOptions(jobs=2, backoff_s=0.3, max_backoff_s=1.0, retry_delay_s=0.05, grace_s=5.0)
+OPTS = RunOptions(jobs=2, backoff=BackoffPolicy(first_s=0.3, max_s=1.0), retry_delay_s=0.05, grace_s=5.0)
 ROUNDS = 3
 
 

@@ -16,9 +16,10 @@ import pytest
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import UsageError
+from ablate.folder.adaptive import AdaptiveOptions, read_state
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest
 from ablate.folder.result import ItemResult, iter_results, write_result
-from ablate.run.adaptive import AdaptiveOptions, read_state, run_adaptive
+from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog

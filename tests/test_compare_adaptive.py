@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from ablate.cli.main import app
 from ablate.compare.sequential import sequential_stats
+from ablate.folder.adaptive import CellLook, Look
 from ablate.report.model import SequentialReport
-from ablate.run.adaptive import CellLook, Look
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
 

@@ -17,11 +17,12 @@ import orjson
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
+from ablate.folder.adaptive import AdaptiveOptions, AdaptiveState, Look, write_state
 from ablate.folder.layout import RunFolder, item_id, read_manifest
 from ablate.folder.result import iter_results
 from ablate.report import build_report, write_report
-from ablate.run.adaptive import AdaptiveOptions, AdaptiveState, Look, analyse, paired_outcomes, write_state
 from ablate.stats import detectable_binary, power_binary
+from ablate.stats.adaptive import analyse, paired_outcomes
 from ablate.stats.sequential import anytime_p, detectable_anytime, discordant_path, power_anytime, prior_for
 from tests.report_support import Outcome, make_run
 
@@ -230,7 +231,7 @@ def test_the_ci_templates_fail_an_inconclusive_gate_unless_configured(tmp_path: 
 
 def _state(looks: list[tuple[int, int, int]], *, decision: str = "undecided") -> AdaptiveState:
     """An adaptive state whose C1 had (blocks, gained, lost) at each look (the other figures neutral)."""
-    from ablate.run.adaptive import CellLook
+    from ablate.folder.adaptive import CellLook
 
     def cell(blocks: int, gained: int, lost: int) -> CellLook:
         return CellLook(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ablate.core.backoff import BackoffPolicy
 from ablate.core.errors import UsageError
 from ablate.grade.judge import JudgeOptions, check_judges, judge_folder, parse_verdict, scrub
 from ablate.grade.recheck import agreement
@@ -84,7 +85,7 @@ def sim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimServer]:
 
 
 def opts(*judges: str, **kw: Any) -> JudgeOptions:
-    return JudgeOptions(judge_models=tuple(judges), backoff_s=0.05, **kw)
+    return JudgeOptions(judge_models=tuple(judges), backoff=BackoffPolicy(first_s=0.05), **kw)
 
 
 def test_scripted_verdicts_errors_and_a_rate_limit(tmp_path: Path, sim: SimServer) -> None:

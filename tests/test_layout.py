@@ -100,3 +100,10 @@ def test_small_rooms_no_long_function_and_no_long_module() -> None:
 def test_the_size_check_finds_a_long_function(tmp_path: Path) -> None:
     (tmp_path / "big.py").write_text("def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES + "\n")
     assert [line.split(" ")[1] for line in oversized(tmp_path)] == ["f:"]
+
+
+@pytest.mark.parametrize("pkg", ["report", "stats"])
+def test_the_report_and_the_statistics_never_import_the_runner(pkg: str) -> None:
+    """The report reads the run folder (adaptive.json's format is in folder/, a look's statistics in stats/);
+    statistics are reached from the runner, never the other way round."""
+    assert "run" not in stage_imports().get(pkg, set())

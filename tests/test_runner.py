@@ -14,6 +14,7 @@ import orjson
 import psutil
 import pytest
 
+from ablate.core.backoff import BackoffPolicy
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import OutputExists, RunFolderError
 from ablate.core.fsutil import sha256_file
@@ -27,7 +28,7 @@ from ablate.setup.layers import load_catalog
 from ablate.setup.tasks import Task, load_task
 from tests.runner_support import FakeBackend, base_env, write_fake_claude
 
-FAST = RunOptions(jobs=3, backoff_s=0.3, max_backoff_s=1.0, retry_delay_s=0.05, grace_s=5.0)
+FAST = RunOptions(jobs=3, backoff=BackoffPolicy(first_s=0.3, max_s=1.0), retry_delay_s=0.05, grace_s=5.0)
 
 
 def make_task(dir_: Path, tid: str, prompt: str, **extra: str) -> Task:
@@ -277,7 +278,7 @@ def test_a_named_reset_time_is_honoured(tmp_path: Path) -> None:
         FAKE_RL_MESSAGE=f"Claude AI usage limit reached|{reset}",
     )
     t0 = time.time()
-    summary = rig.run(RunOptions(jobs=1, backoff_s=0.1, max_backoff_s=0.2))
+    summary = rig.run(RunOptions(jobs=1, backoff=BackoffPolicy(first_s=0.1, max_s=0.2)))
     assert summary.outcome == "finished"
     assert summary.rate_limited == 1
     assert time.time() - t0 >= reset - t0 - 0.5  # waited for the reset, not for the 0.1 s backoff
@@ -285,7 +286,7 @@ def test_a_named_reset_time_is_honoured(tmp_path: Path) -> None:
 
 def test_persistent_rate_limit_gives_up_and_stays_resumable(tmp_path: Path) -> None:
     rig = Rig(tmp_path, {"alpha": "say hi"}, FAKE_RL_CALLS="100")
-    summary = rig.run(RunOptions(jobs=2, backoff_s=0.05, max_backoff_s=0.1, max_pauses=2))
+    summary = rig.run(RunOptions(jobs=2, backoff=BackoffPolicy(first_s=0.05, max_s=0.1, max_pauses=2)))
     assert summary.outcome == "rate-limited"
     assert rig.results() == {}
     assert len(summary.pending) == 2

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ablate import DIST_NAME, PINNED_CLAUDE_VERSION, __version__
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import UsageError
 
 CHECKOUT = "actions/checkout@v4"
@@ -39,7 +40,7 @@ class GithubOptions:
     tasks: str = "tasks"
     cells: str = "layered"
     repeats: int = 3
-    model: str = "claude-sonnet-4-6"
+    model: str = DEFAULT_MODEL
     layer: str = "user-claude-md"
     """Compare mode: the layer the compared file is (``repo-claude-md`` for the repository's CLAUDE.md)."""
     config_dir: str | None = None

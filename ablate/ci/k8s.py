@@ -20,6 +20,7 @@ from typing import Any
 
 from ablate import __version__
 from ablate.ci.github import INCONCLUSIVE_SH
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import UsageError
 
 #: Kubernetes object names (RFC 1123 labels): what a PVC or Secret name must look like.
@@ -41,7 +42,7 @@ class K8sOptions:
     config_dir: str = "/workspace/claude-config"
     cells: str = "layered"
     repeats: int = 3
-    model: str = "claude-sonnet-4-6"
+    model: str = DEFAULT_MODEL
     jobs: int = 2
     """Sessions each shard pod runs at once."""
 

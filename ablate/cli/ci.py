@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ablate.cli.common import AblateToml, Json, cli_errors, print_json
+from ablate.core.constants import DEFAULT_MODEL
 
 app = typer.Typer(help="Generated CI files for ablate runs on engines you already run. Exit codes: 0, 2.")
 init = typer.Typer(
@@ -59,7 +60,7 @@ def github_cmd(
     ] = "tasks",
     cells: Cells = "layered",
     repeats: Repeats = None,
-    model: Model = "claude-sonnet-4-6",
+    model: Model = DEFAULT_MODEL,
     layer: Annotated[
         str, typer.Option("--layer", help="With --compare: the layer the file is (repo-claude-md, …).")
     ] = "user-claude-md",
@@ -156,7 +157,7 @@ def k8s_cmd(
     ] = "/workspace/claude-config",
     cells: Cells = "layered",
     repeats: Repeats = None,
-    model: Model = "claude-sonnet-4-6",
+    model: Model = DEFAULT_MODEL,
     out: Annotated[Path, typer.Option("--out", "-o", help="The folder to write the manifests into.")] = Path(
         "k8s/ablate"
     ),

@@ -34,11 +34,12 @@ from ablate.cli.common import (
     given,
     print_json,
 )
+from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT_S
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
     from ablate.compare.model import CompareReport
-    from ablate.run.adaptive import AdaptiveOptions
+    from ablate.folder.adaptive import AdaptiveOptions
 
 app = typer.Typer()
 
@@ -140,8 +141,8 @@ def _check_same_plan(resume: Path, prep: Any) -> None:
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any], resume: Path | None) -> AdaptiveOptions | None:
     """``--adaptive``'s stopping rule, refused where it cannot apply; a resumed adaptive comparison keeps the
     rule it started with (read from its run folder), whatever is given now."""
+    from ablate.folder.adaptive import AdaptiveOptions, read_state
     from ablate.folder.layout import RunFolder
-    from ablate.run.adaptive import AdaptiveOptions, read_state
 
     if resume is not None:
         runs = sorted(p.parent for p in resume.glob("run/*/manifest.json"))
@@ -331,7 +332,7 @@ def compare_cmd(
     roles: RolesOpt = None,
     executor: ExecutorOpt = "claude-code",
     model: Model = MODEL,
-    max_turns: MaxTurns = 30,
+    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
     max_tokens: MaxTokens = 1024,
     seed: SeedOpt = None,
     out: OutOpt = Path("runs"),
@@ -339,7 +340,7 @@ def compare_cmd(
     sim_script: SimScript = None,
     base_url: BaseUrl = None,
     jobs: Jobs = 1,
-    timeout: Timeout = 1800,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
     budget_usd: Budget = None,
     work_dir: WorkDir = None,
     isolation: IsolationOpt = None,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from ablate.cli.common import Json, cli_errors, print_json
+from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
 from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def judge_cmd(
     backoff: Annotated[
         float,
         typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit without retry-after."),
-    ] = 30.0,
+    ] = FIRST_PAUSE_S,
     json: Json = False,
 ) -> None:
     """Grade a run's final answers with a blind judge (task prompt, rubric, answer, diff: nothing else).
@@ -170,7 +171,7 @@ def judge_cmd(
         jobs=jobs,
         budget_usd=budget_usd,
         split=split_choice(split),
-        backoff_s=backoff,
+        backoff=BackoffPolicy(first_s=backoff),
     )
     stop = threading.Event()
 

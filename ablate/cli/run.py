@@ -41,11 +41,14 @@ from ablate.cli.common import (
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
 from ablate.cli.run_display import write_report as report_after
+from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
+from ablate.core.constants import DEFAULT_GRACE_S, DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT_S
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
     from ablate.core.claude import ClaudeBinary
-    from ablate.run.adaptive import AdaptiveOptions, AdaptiveSummary
+    from ablate.folder.adaptive import AdaptiveOptions
+    from ablate.run.adaptive import AdaptiveSummary
     from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.prepare import PreparedRun, RunRequest
 
@@ -151,8 +154,8 @@ def plan_cmd(
     cells: Cells = "layered",
     repeats: Repeats = 1,
     model: Model = MODEL,
-    max_turns: MaxTurns = 30,
-    timeout: Timeout = 1800,
+    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
     out: Out = Path("runs"),
     config_dir: ConfigDir = None,
     repo: Repo = Path("."),
@@ -222,10 +225,9 @@ def plan_cmd(
 
 def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunRequest:
     """The options of ``run`` / ``ab`` as the library's request; "given?" is the option's parameter source."""
-    from ablate.run.prepare import RunRequest
+    from typing import get_args
 
-    def was(name: str) -> bool:
-        return name in ctx.params and given(ctx, name)
+    from ablate.run.prepare import Defaultable, RunRequest
 
     return RunRequest(
         tasks=tasks,
@@ -244,13 +246,8 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
         shard=o["shard"],
         force=o["force"],
         ablate_toml=o["ablate_toml"],
-        model_given=was("model"),
-        config_dir_given=was("config_dir"),
-        repo_given=was("repo"),
-        out_given=was("out"),
+        defaulted=frozenset(n for n in get_args(Defaultable) if not (n in ctx.params and given(ctx, n))),
         work_dir=o["work_dir"],
-        cells_given=was("cells"),
-        repeats_given=was("repeats"),
         dirty=o["dirty"],
     )
 
@@ -267,8 +264,8 @@ AdaptiveOpt = Annotated[
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions | None:
     """``--adaptive``'s options for a new run (None for a fixed run and for a resume, which keeps its own);
     refused before anything is written where they cannot apply."""
+    from ablate.folder.adaptive import AdaptiveOptions, read_state
     from ablate.folder.layout import RunFolder
-    from ablate.run.adaptive import AdaptiveOptions, read_state
 
     if o["resume"] is not None and read_state(RunFolder(o["resume"])) is not None:
         o["adaptive"] = True  # an adaptive run resumes adaptively, with the options it started with
@@ -364,7 +361,10 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         preflight=checked,
         tree_hook=GradingHook(),
         options=RunOptions(
-            jobs=o["jobs"], budget_usd=o["budget_usd"], grace_s=o["grace"], backoff_s=o["backoff"]
+            jobs=o["jobs"],
+            budget_usd=o["budget_usd"],
+            grace_s=o["grace"],
+            backoff=BackoffPolicy(first_s=o["backoff"]),
         ),
         work_dir=o["work_dir"],
         isolate_state=o["isolate_state"],
@@ -424,10 +424,10 @@ def run_cmd(
     cells: Cells = "layered",
     repeats: Repeats = 1,
     model: Model = MODEL,
-    max_turns: MaxTurns = 30,
+    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
     jobs: Jobs = JOBS,
     budget_usd: Budget = None,
-    timeout: Timeout = 1800,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
     out: Out = Path("runs"),
     config_dir: ConfigDir = None,
     repo: Repo = Path("."),
@@ -439,8 +439,8 @@ def run_cmd(
     shard: ShardOpt = None,
     force: Force = False,
     work_dir: WorkDir = None,
-    grace: Grace = 30.0,
-    backoff: Backoff = 30.0,
+    grace: Grace = DEFAULT_GRACE_S,
+    backoff: Backoff = FIRST_PAUSE_S,
     dirty: Dirty = False,
     isolate_state: IsolateState = False,
     isolation: IsolationOpt = None,

@@ -49,7 +49,7 @@ from ablate.compare.ledger import (
 )
 from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 from ablate.compare.tiers import Tier, claims, resolve_tier
-from ablate.core.constants import DEFAULT_MODEL
+from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_MODEL
 from ablate.core.errors import OutputExists, RunFolderError, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
@@ -58,7 +58,7 @@ from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_pl
 from ablate.setup.tasks import Task, load_tasks
 
 if TYPE_CHECKING:
-    from ablate.run.adaptive import AdaptiveOptions
+    from ablate.folder.adaptive import AdaptiveOptions
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class CompareRequest:
     layer: str = "user-claude-md"
     executor: str = "claude-code"
     model: str = DEFAULT_MODEL
-    max_turns: int = 30
+    max_turns: int = DEFAULT_MAX_TURNS
     max_tokens: int = 1024
     seed: int = 0
     out: Path = Path("runs")

@@ -37,8 +37,8 @@ from ablate.setup.tasks import Task
 
 if TYPE_CHECKING:
     from ablate.core.claude import ClaudeBinary
+    from ablate.folder.adaptive import AdaptiveOptions
     from ablate.folder.layout import RunFolder
-    from ablate.run.adaptive import AdaptiveOptions
     from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.prepare import PreparedRun
     from ablate.run.scheduler import Progress
@@ -526,8 +526,7 @@ class ClaudeCodeExecutor:
                 seed=o.seed,
                 resume=existing[-1] if existing else None,
                 ablate_toml=o.ablate_toml,
-                cells_given=False,
-                repeats_given=False,
+                defaulted=frozenset({"cells", "repeats"}),
             ),
             claude,
         )

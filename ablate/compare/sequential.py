@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ablate.folder.adaptive import PRIMARY
 from ablate.report.anytime import ANYTIME_METHOD
 from ablate.report.model import SequentialReport
-from ablate.run.adaptive import PRIMARY
 
 DESCRIPTIVE = " (fixed-n, descriptive in a sequential design)"
 

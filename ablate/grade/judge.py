@@ -8,7 +8,7 @@ from the answer and the diff before they are sent.
 Verdicts are a JSON object ``{"verdict": "pass" | "fail", "reason": "..."}``; a malformed verdict is asked
 for once more, then recorded as a judge error, as is a refusal or a failed API call. A rate limit (429, 529
 overloaded) is never a verdict: the pool pauses (the ``retry-after`` the API names, else exponential
-backoff) and the item is judged again. The endpoint and key come from the usual variables
+backoff: ``ablate.core.backoff``, the runner's rule and defaults) and the item is judged again. The endpoint and key come from the usual variables
 (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the
 judge. The SDK's own retries are off: ablate owns the backoff, as the runner does.
 """
@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from ablate.core.backoff import Backoff, BackoffPolicy
 from ablate.core.errors import RunFolderError, UsageError
 from ablate.core.pricing import estimate_cost, normalize_model, price_for
 from ablate.folder.layout import TASKS_DIR, RunFolder, RunManifest, read_manifest
@@ -256,12 +257,9 @@ class JudgeOptions:
     """Stop launching once the folder's recorded judge spend reaches this."""
     split: Literal["dev", "holdout", "both"] = "both"
     """Which tasks to judge."""
-    backoff_s: float = 30.0
-    """First pause after a rate limit without ``retry-after``; doubles each time."""
-    max_backoff_s: float = 900.0
-    """Longest pause."""
-    max_pauses: int = 8
-    """Consecutive rate-limit pauses before giving up (the folder stays resumable)."""
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    """Pauses after a rate limit (``retry-after``, else exponential) and when to give up (the folder stays
+    resumable): the runner's policy."""
 
 
 @dataclass
@@ -443,9 +441,8 @@ def _judge_locked(
     summary.spend_usd = _recorded_spend(folder, results)
     the_client = client if client is not None else (make_client() if units else None)
     pending = list(units)
-    running: dict[Future[JudgeVerdict | RateLimited], _Unit] = {}
-    paused_until = 0.0
-    pauses = 0
+    running: dict[Future[JudgeVerdict | RateLimited], tuple[_Unit, int]] = {}
+    backoff = Backoff(options.backoff)
     outcome: Literal["finished", "budget", "rate-limited", "interrupted"] | None = None
 
     def work(u: _Unit) -> JudgeVerdict | RateLimited:
@@ -462,32 +459,29 @@ def _judge_locked(
                 outcome = "interrupted"
             if outcome is None and options.budget_usd is not None and summary.spend_usd >= options.budget_usd:
                 outcome = "budget"
-            if outcome is None and pauses > options.max_pauses:
+            if outcome is None and backoff.exhausted:
                 outcome = "rate-limited"
-            if outcome is None and now >= paused_until:
+            if outcome is None and not backoff.paused(now):
                 while pending and len(running) < options.jobs:
                     u = pending.pop(0)
-                    running[pool.submit(work, u)] = u
+                    running[pool.submit(work, u)] = (u, backoff.epoch)
             if not running:
                 if outcome is not None:
                     break
-                sleep(min(1.0, max(0.01, paused_until - time.monotonic())))
+                sleep(min(1.0, max(0.01, backoff.paused_until - time.monotonic())))
                 continue
             done, _ = wait(list(running), timeout=0.25, return_when=FIRST_COMPLETED)
             for fut in done:
-                u = running.pop(fut)
+                u, epoch = running.pop(fut)
                 got = fut.result()
                 if isinstance(got, RateLimited):
                     summary.rate_limited += 1
-                    wait_s = got.retry_after_s if got.retry_after_s else options.backoff_s * (2**pauses)
-                    wait_s = min(max(wait_s, 0.01), options.max_backoff_s)
-                    paused_until = max(paused_until, time.monotonic() + wait_s)
-                    pauses += 1
                     pending.insert(0, u)
-                    if on_progress:
+                    wait_s = backoff.rate_limited(time.monotonic(), got.retry_after_s or None, epoch=epoch)
+                    if on_progress and wait_s is not None:
                         on_progress(f"judge rate-limited ({got}): pausing {wait_s:.1f} s")
                     continue
-                pauses = 0
+                backoff.succeeded(epoch=epoch)
                 record_verdict(folder, u.result.item, got)
                 summary.judged += 1
                 summary.errors += got.verdict == "error"

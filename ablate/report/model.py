@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 # BINARY_METRICS: the binary metrics (rates; exact discordant-block test); the others are counts or costs
 # (sign-flip test). Defined in core.units, where the value formatters read it.
 from ablate.core.units import BINARY_METRICS as BINARY_METRICS
-from ablate.run.adaptive import Look
+from ablate.folder.adaptive import Look
 
 REPORT_SCHEMA_VERSION: Literal[1] = 1
 

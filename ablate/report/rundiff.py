@@ -26,10 +26,11 @@ import numpy as np
 from scipy import stats as sps
 
 from ablate.core.errors import UsageError
+from ablate.folder.adaptive import control_of
 from ablate.folder.layout import RunFolder, read_manifest
 from ablate.folder.result import iter_results
-from ablate.run.adaptive import control_of, paired_outcomes
 from ablate.stats import holm, resamples_for
+from ablate.stats.adaptive import paired_outcomes
 
 METRIC = "pitfall_free"
 METHOD = (

@@ -15,19 +15,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from ablate.folder.layout import PlanItem, RunFolder, RunManifest, read_manifest, utcnow
-from ablate.folder.result import ItemResult, iter_results
-from ablate.report.blocks import Block, Bullets, Document, Figure, Heading, Para, Table, fmt_delta
-from ablate.report.model import SequentialReport
-from ablate.run.adaptive import (
+from ablate.folder.adaptive import (
     AdaptiveOptions,
     AdaptiveState,
     CellLook,
     Look,
-    analyse,
     control_of,
     read_state,
 )
+from ablate.folder.layout import PlanItem, RunFolder, RunManifest, read_manifest, utcnow
+from ablate.folder.result import ItemResult, iter_results
+from ablate.report.blocks import Block, Bullets, Document, Figure, Heading, Para, Table, fmt_delta
+from ablate.report.model import SequentialReport
+from ablate.stats.adaptive import analyse
 
 #: Minimum effect assumed for the anytime figures of a fixed run looked at early.
 PEEK_MIN_EFFECT = 0.2

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from ablate.core.errors import RunFolderError
 from ablate.core.watchdog import Watchdog
-from ablate.folder.layout import PlanItem, utcnow, write_manifest
+from ablate.folder.layout import utcnow, write_manifest
 from ablate.run.envpool import EnvPool
+from ablate.run.run_state import RunState
 from ablate.run.schedule_types import Outcome
 
 if TYPE_CHECKING:
@@ -24,30 +25,30 @@ if TYPE_CHECKING:
 
 def finalise(
     runner: Runner,
+    st: RunState,
     pool: EnvPool,
     sessions: ThreadPoolExecutor,
     watchdog: Watchdog,
-    by_item: dict[str, PlanItem],
     *,
     fatal: BaseException | None,
     outcome: Outcome | None,
 ) -> None:
-    """Drain, clean up and record; sets ``runner._final``. Raises :class:`RunFolderError` when a finished
-    session could not be recorded (unless another exception is already on its way)."""
+    """Drain, clean up and record; sets ``st.final``. Raises :class:`RunFolderError` when a finished session
+    could not be recorded (unless another exception is already on its way)."""
     write_errors: list[BaseException] = []
-    for fut in list(runner._running):
+    for fut in list(st.running):
         try:
             res = fut.result()
         except Exception as exc:  # the worker itself failed: the item stays pending
             write_errors.append(exc)
             continue
         try:
-            runner._handle(res, by_item)
+            runner.handle(st, res)
         except Exception as exc:
             write_errors.append(exc)
-    runner._running.clear()
+    st.running.clear()
     sessions.shutdown(wait=True)
-    runner._flush_plan(by_item, force=True)
+    runner.flush_plan(st, force=True)
     if runner.owns_pool:
         pool.close()
     watchdog.close()
@@ -58,12 +59,12 @@ def finalise(
             f"{runner.folder.root}: could not record {len(write_errors)} finished session(s): {write_errors[0]}",
             hint="fix the cause (disk full? permissions?) and resume; the transcripts are kept",
         ) from write_errors[0]
-    final: Outcome = outcome or ("failed-items" if runner._failed else "finished")
-    if final == "finished" and runner._pending:
+    final: Outcome = outcome or ("failed-items" if st.failed else "finished")
+    if final == "finished" and st.pending:
         final = "failed-items"
-    runner._final = final
+    st.final = final
     manifest = runner.manifest
     last = manifest.sessions[-1].model_copy(update={"finished_at": utcnow(), "outcome": final})
     runner.manifest = manifest.model_copy(update={"sessions": [*manifest.sessions[:-1], last]})
     write_manifest(runner.folder, runner.manifest)
-    runner._emit("finished")
+    runner.emit(st, "finished")

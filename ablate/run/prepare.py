@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.constants import DEFAULT_MODEL
@@ -26,6 +27,9 @@ from ablate.setup.cells import CellSet, noop_reasons
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup, ancestor_leaks
 from ablate.setup.tasks import Task
+
+#: The options of a :class:`RunRequest` whose default a resume or a plan treats otherwise than a given value.
+Defaultable = Literal["model", "config_dir", "repo", "cells", "repeats", "out"]
 
 
 @dataclass(frozen=True)
@@ -47,20 +51,20 @@ class RunRequest:
     shard: str | None = None
     force: bool = False
     ablate_toml: Path | None = None
-    model_given: bool = True
-    """False when ``model`` is the default, so a resume keeps the run's own model."""
-    config_dir_given: bool = True
-    repo_given: bool = True
+    defaulted: frozenset[Defaultable] = frozenset()
+    """The options the user left at their default (a library caller gives every value: none). A resumed or
+    planned run keeps its own model, config dir and repository unless given; ``--cells`` and ``--repeats``
+    given to one are refused; a planned shard without ``--out`` goes beside its plan."""
     work_dir: Path | None = None
     """Where environments are built (checked before anything is written)."""
     aa: bool = False
     """--aa: add the A/A cell (a second control built on its own) to the cell set."""
-    cells_given: bool = True
-    repeats_given: bool = True
-    out_given: bool = True
-    """False when ``out`` is the default (a planned shard then goes beside its plan)."""
     dirty: bool = False
     """``--dirty``: uncommitted non-layer changes go into every cell; without it they are refused here."""
+
+    def given(self, option: Defaultable) -> bool:
+        """Whether the user gave ``option`` (rather than leaving it at its default)."""
+        return option not in self.defaulted
 
 
 @dataclass
@@ -192,7 +196,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
         )
     if req.resume is not None or req.plan is not None:
-        given = [o for o, g in (("--cells", req.cells_given), ("--repeats", req.repeats_given)) if g]
+        given = [f"--{o}" for o in ("cells", "repeats") if req.given(o)]
         if given:
             raise UsageError(
                 f"{' and '.join(given)} cannot change a planned run",
@@ -203,14 +207,14 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
                 "--tasks cannot change a planned run", hint="drop --tasks (the run folder has its own)"
             )
         if req.plan is not None and shard_spec is not None:
-            folder, manifest = shard_folder(req.plan, shard_spec, req.out if req.out_given else None)
+            folder, manifest = shard_folder(req.plan, shard_spec, req.out if req.given("out") else None)
         else:
             if shard_spec is not None:
                 raise UsageError("--shard goes with --plan DIR (or a fresh run), not with --resume")
             target = req.resume if req.resume is not None else req.plan
             assert target is not None
             folder, manifest = open_run(target)
-        problems = compatibility_problems(manifest, claude, req.model if req.model_given else None)
+        problems = compatibility_problems(manifest, claude, req.model if req.given("model") else None)
         if problems and not req.force:
             raise UsageError(
                 f"{folder.root}: " + "; ".join(problems),
@@ -223,8 +227,8 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             aa=any(c.aa_of for c in manifest.cells),
         )
         setup = load_setup(
-            req.config_dir if req.config_dir_given else Path(info.config_dir or req.config_dir),
-            req.repo if req.repo_given else Path(info.repo or req.repo),
+            req.config_dir if req.given("config_dir") else Path(info.config_dir or req.config_dir),
+            req.repo if req.given("repo") else Path(info.repo or req.repo),
         )
         warnings = check_locations(setup, out=None, work_dir=req.work_dir)
         _check_clean(setup, catalog, dirty=req.dirty)

@@ -9,6 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from ablate.core.backoff import BackoffPolicy
+from ablate.core.constants import DEFAULT_GRACE_S
 from ablate.core.proc import ExecResult
 from ablate.folder.layout import Attempt, PlanItem
 from ablate.folder.wire import WireTotals
@@ -27,15 +29,10 @@ class RunOptions:
     """Stop launching once the recorded spend reaches this."""
     max_attempts: int = 3
     """Attempts per item in one invocation for transient failures (5xx, no transcript, crashed CLI)."""
-    backoff_s: float = 30.0
-    """First pool pause after a rate limit whose message names no reset time; doubles each time."""
-    max_backoff_s: float = 900.0
-    """Longest pause without a named reset time."""
-    max_reset_wait_s: float = 6 * 3600.0
-    """Longest pause honoured for a named reset time."""
-    max_pauses: int = 12
-    """Consecutive rate-limit pauses before the runner gives up (the folder stays resumable)."""
-    grace_s: float = 30.0
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    """Pool pauses after a rate limit (a reset time the message names, else exponential) and when the runner
+    gives up (the folder stays resumable)."""
+    grace_s: float = DEFAULT_GRACE_S
     """After a stop request, how long running sessions may finish before they are killed."""
     retry_delay_s: float = 5.0
     """Delay before re-running an item after a transient failure (times the attempt number)."""

@@ -21,7 +21,6 @@ The library never prints: progress goes to an ``on_progress`` callback.
 
 from __future__ import annotations
 
-import bisect
 import os
 import socket
 import threading
@@ -49,13 +48,13 @@ from ablate.folder.layout import (
     write_manifest,
 )
 from ablate.folder.lock import RunLock
-from ablate.folder.result import COMPLETE_STATUSES, read_result, write_result
+from ablate.folder.result import COMPLETE_STATUSES, write_result
 from ablate.isolate.backend import CellEnv, EnvBackend
 from ablate.mine.model import SessionResult
 from ablate.run.envpool import EnvPool
 from ablate.run.finalise import finalise
 from ablate.run.hooks import TreeHook
-from ablate.run.plan import Shard, shard_items
+from ablate.run.run_state import RunState
 from ablate.run.schedule_types import (
     Idle,
     Job,
@@ -82,7 +81,10 @@ __all__ = ["Progress", "RunOptions", "RunSummary", "Runner"]
 
 
 class Runner:
-    """Executes one run folder's share of its plan. Not reusable: one :meth:`run` per instance."""
+    """Executes one run folder's share of its plan. Not reusable: one :meth:`run` per instance.
+
+    The pass's state is one :class:`~ablate.run.run_state.RunState`, made when the pass starts and handed to
+    every step that reads or changes it."""
 
     def __init__(
         self,
@@ -113,19 +115,14 @@ class Runner:
         self.forced = forced
         self.work_root = work_root
         self.on_progress = on_progress
-        self._clock = clock
-        self._shared_pool = pool
+        self.clock = clock
+        self.shared_pool = pool
         """Environments kept across passes (adaptive rounds), owned and closed by the caller; else this
         pass builds its own and removes them at its end."""
-        self._take_lock = lock
+        self.take_lock = lock
         """False when the caller holds the folder's lock across passes."""
         self._stop = threading.Event()
         self._kill = threading.Event()
-        self._stop_at: float | None = None
-        self._lock = threading.Lock()
-        self._killed_sessions: set[str] = set()
-        self._running: dict[Future[SessionOutcome], Job] = {}
-        self._final: Outcome = "interrupted"
 
     # -- control (safe from a signal handler or another thread) ----------------------------------------
 
@@ -138,71 +135,54 @@ class Runner:
     # -- the run ---------------------------------------------------------------------------------------
 
     def run(self) -> RunSummary:
-        if not self._take_lock:
+        if not self.take_lock:
             return self._run_locked()
         with RunLock(self.folder):
             return self._run_locked()
 
     @property
     def owns_pool(self) -> bool:
-        return self._shared_pool is None
+        return self.shared_pool is None
 
     def _run_locked(self) -> RunSummary:
-        self._start = self._clock()
-        by_item, skipped = self._begin()
         # Every process a session starts carries this run's tag; the watchdog kills them all if this process
         # dies (even kill -9), and each session's leftovers are killed when it ends.
-        self._tag = f"{self.manifest.run_id}/{os.getpid()}/"
-        watchdog = Watchdog(self._tag)
-        pool = self._shared_pool or EnvPool(self.backend, self.cells, self.options.jobs)
-        self._envs_built = pool.built  # a kept pool counts every pass's builds
+        st = RunState.read(
+            self.folder,
+            self.manifest.shard,
+            tasks=self.tasks,
+            cells=self.cells,
+            backoff=self.options.backoff,
+            tag=f"{self.manifest.run_id}/{os.getpid()}/",
+            now=self.clock(),
+        )
+        self._record_invocation()
+        watchdog = Watchdog(st.tag)
+        pool = self.shared_pool or EnvPool(self.backend, self.cells, self.options.jobs)
+        st.envs_built = pool.built  # a kept pool counts every pass's builds
         sessions = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="ablate-run")
         fatal: BaseException | None = None
         outcome: Outcome | None = None
         try:
-            if self._pending:
+            if st.pending:
                 if not pool.cleaned and self.work_root is not None and self.work_root.exists():
                     kill_strays(self.work_root)
                     self.backend.clean()
                 pool.cleaned = True
-                if started := pool.start([p.cell for p in self._pending]):
-                    self._emit("building", message=f"building {started} cell environments")
-            outcome = self._dispatch(pool, sessions, by_item)
+                if started := pool.start([p.cell for p in st.pending]):
+                    self.emit(st, "building", message=f"building {started} cell environments")
+            outcome = self._dispatch(st, pool, sessions)
         except BaseException as exc:
             fatal = exc
             self._stop.set()
-            self._kill_running()
+            self._kill_running(st)
             raise
         finally:
-            finalise(self, pool, sessions, watchdog, by_item, fatal=fatal, outcome=outcome)
-        return self._summary(skipped)
+            finalise(self, st, pool, sessions, watchdog, fatal=fatal, outcome=outcome)
+        return st.summary(self.folder, self.clock())
 
-    def _begin(self) -> tuple[dict[str, PlanItem], int]:
-        """Read the plan and the results once, set the counters, and record this invocation in the manifest."""
-        plan = self.folder.read_plan()
-        share = shard_items(plan, _parse_manifest_shard(self.manifest.shard))
-        for it in share:
-            if it.task not in self.tasks:
-                raise RunFolderError(f"plan item {it.item}: unknown task {it.task!r}")
-            if it.cell not in self.cells:
-                raise RunFolderError(f"plan item {it.item}: unknown cell {it.cell!r}")
-        existing = {it.item: read_result(self.folder, it.item) for it in share}  # each result read once
-        complete = {item for item, res in existing.items() if res is not None and res.complete}
-        self._failed = {item for item, res in existing.items() if res is not None and not res.complete}
-        self._pending = [it for it in share if it.item not in complete]
-        self._total, self._done = len(share), len(complete)
-        self._rate_limited = 0
-        self._spend = sum(a.cost_usd or 0.0 for p in plan for a in p.attempts)
-        self._paused_until = 0.0
-        self._pause_epoch = 0
-        self._consecutive_pauses = 0
-        self._not_before: dict[str, float] = {}
-        self._tries: dict[str, int] = {}
-        self._plan_dirty = False
-        self._plan_written = self._clock()
-        self._stdout_max = self._existing_attempts()
-        self._launched = 0
-        self._envs_built = 0
+    def _record_invocation(self) -> None:
+        """Record this invocation in the manifest."""
         claude = self.claude
         session = ManifestSession(
             started_at=utcnow(),
@@ -216,79 +196,78 @@ class Runner:
         update = {"sessions": [*self.manifest.sessions, session], "jobs": self.options.jobs}
         self.manifest = self.manifest.model_copy(update={**update, "budget_usd": self.options.budget_usd})
         write_manifest(self.folder, self.manifest)
-        return {p.item: p for p in plan}, len(complete)
 
-    def _dispatch(
-        self, pool: EnvPool, sessions: ThreadPoolExecutor, by_item: dict[str, PlanItem]
-    ) -> Outcome | None:
+    def _dispatch(self, st: RunState, pool: EnvPool, sessions: ThreadPoolExecutor) -> Outcome | None:
         """The main loop: launch in plan order onto idle environments, collect what finished, until nothing
         is left or a stop condition (Ctrl-C, budget, rate limits) holds and the running sessions are done."""
         outcome: Outcome | None = None
         while True:
-            now = self._clock()
-            outcome = outcome or self._stop_condition(now)
-            grace_over = self._stop_at is not None and now - self._stop_at >= self.options.grace_s
-            if outcome == "interrupted" and self._running and (self._kill.is_set() or grace_over):
-                self._kill_running()
-            if outcome is None and now >= self._paused_until:
-                self._launch_ready(pool, sessions, now)
-            elif outcome is None and self._paused_until > now:
-                self._emit("paused")
-            waiting: list[Future[Any]] = [*self._running, *pool.builds]
+            now = self.clock()
+            outcome = outcome or self._stop_condition(st, now)
+            grace_over = st.stop_at is not None and now - st.stop_at >= self.options.grace_s
+            if outcome == "interrupted" and st.running and (self._kill.is_set() or grace_over):
+                self._kill_running(st)
+            paused = st.backoff.paused(now)
+            if outcome is None and not paused:
+                self._launch_ready(st, pool, sessions, now)
+            elif outcome is None and paused:
+                self.emit(st, "paused")
+            waiting: list[Future[Any]] = [*st.running, *pool.builds]
             if not waiting:
-                if outcome is not None or not self._pending:
+                if outcome is not None or not st.pending:
                     return outcome
-                if now < self._paused_until or any(t > now for t in self._not_before.values()):
-                    time.sleep(min(0.25, max(0.01, self._paused_until - now)))
-                    self._flush_plan(by_item)
+                if paused or any(t > now for t in st.not_before.values()):
+                    time.sleep(min(0.25, max(0.01, st.backoff.paused_until - now)))
+                    self.flush_plan(st)
                     continue
                 # Nothing runnable, nothing building: cannot happen unless every build failed.
                 raise RunFolderError("no environment could be built for the remaining items")
             done_set, _ = wait(waiting, timeout=0.25, return_when=FIRST_COMPLETED)
             for fut in done_set:
-                self._collect(fut, pool, by_item)
-            self._flush_plan(by_item)
-            self._emit(self._phase(outcome))
+                self._collect(st, fut, pool)
+            self.flush_plan(st)
+            self.emit(st, self._phase(st, outcome))
 
-    def _stop_condition(self, now: float) -> Outcome | None:
+    def _stop_condition(self, st: RunState, now: float) -> Outcome | None:
         """Why launching stops now (said once, when it starts to hold), or None."""
         opts = self.options
         if self._stop.is_set():
-            self._stop_at = now
-            self._emit("stopping", message="stopping: no new sessions; waiting for running ones")
+            st.stop_at = now
+            self.emit(st, "stopping", message="stopping: no new sessions; waiting for running ones")
             return "interrupted"
-        if opts.budget_usd is not None and self._spend >= opts.budget_usd:
-            self._emit("stopping", message=f"budget reached (${self._spend:.4f} of ${opts.budget_usd})")
+        if opts.budget_usd is not None and st.spend >= opts.budget_usd:
+            self.emit(st, "stopping", message=f"budget reached (${st.spend:.4f} of ${opts.budget_usd})")
             return "budget"
-        if self._consecutive_pauses > opts.max_pauses:
-            self._emit("stopping", message=f"still rate-limited after {opts.max_pauses} pauses; giving up")
+        if st.backoff.exhausted:
+            said = f"still rate-limited after {opts.backoff.max_pauses} pauses; giving up"
+            self.emit(st, "stopping", message=said)
             return "rate-limited"
         return None
 
-    def _launch_ready(self, pool: EnvPool, sessions: ThreadPoolExecutor, now: float) -> None:
-        while len(self._running) < self.options.jobs:
-            pick = self._pick(pool.idle, now)
+    def _launch_ready(self, st: RunState, pool: EnvPool, sessions: ThreadPoolExecutor, now: float) -> None:
+        while len(st.running) < self.options.jobs:
+            pick = self._pick(st, pool.idle, now)
             if pick is None:
-                runnable = [it.cell for it in self._pending if self._not_before.get(it.item, 0.0) <= now]
+                runnable = [it.cell for it in st.pending if st.not_before.get(it.item, 0.0) <= now]
                 pool.maybe_grow(runnable)
                 return
             it, chosen, prepare = pick
-            self._launch(sessions, it, chosen.env, chosen.label, prepare)
-            self._launched += 1
+            self._launch(st, sessions, it, chosen.env, chosen.label, prepare)
+            st.launched += 1
 
-    def _collect(self, fut: Future[Any], pool: EnvPool, by_item: dict[str, PlanItem]) -> None:
+    def _collect(self, st: RunState, fut: Future[Any], pool: EnvPool) -> None:
         """A build or a session finished: make the environment idle (or retire it) and record the outcome."""
         if fut in pool.builds:
             cell_id, env = pool.built_one(fut)
-            self._envs_built = pool.built
+            st.envs_built = pool.built
             if cell_id not in pool.described:
                 pool.described.add(cell_id)
                 self._describe_cell(cell_id, env)
             return
-        job = self._running.pop(fut)
+        job = st.running.pop(fut)
         res: SessionOutcome = fut.result()
-        self._handle(res, by_item)  # may requeue the item (rate limit, transient failure)
-        if res.status == "env_error" or (not self._pending and not pool.keep):
+        self.handle(st, res)  # may requeue the item (rate limit, transient failure)
+        if res.status == "env_error" or (not st.pending and not pool.keep):
             # An environment that could not be prepared is not trusted again; and once nothing is left to
             # launch, an environment is removed at once, while the last sessions still run, not after them
             # (unless the pool is kept for the next pass).
@@ -299,32 +278,16 @@ class Runner:
             pool.described.add(job.item.cell)
             self._describe_cell(job.item.cell, job.env)
 
-    def _summary(self, skipped: int) -> RunSummary:
-        return RunSummary(
-            folder=self.folder.root,
-            total=self._total,
-            done=self._done,
-            failed=sorted(self._failed),
-            pending=[p.item for p in self._pending],
-            skipped=skipped,
-            launched=self._launched,
-            rate_limited=self._rate_limited,
-            spend_usd=self._spend,
-            elapsed_s=self._clock() - self._start,
-            outcome=self._final,
-            envs_built=self._envs_built,
-        )
-
     # -- dispatch --------------------------------------------------------------------------------------
 
-    def _pick(self, idle: list[Idle], now: float) -> tuple[PlanItem, Idle, Prepare] | None:
+    def _pick(self, st: RunState, idle: list[Idle], now: float) -> tuple[PlanItem, Idle, Prepare] | None:
         """The first runnable pending item, in plan order, and the idle environment to serve it: one already
         at its cell (reset if used), else the one whose cell the upcoming items need least (retargeted)."""
         if not idle:
             return None
-        window = self._pending[: self.options.jobs * 2 + len(self.cells)]
+        window = st.pending[: self.options.jobs * 2 + len(self.cells)]
         for idx, it in enumerate(window):
-            if self._not_before.get(it.item, 0.0) > now:
+            if st.not_before.get(it.item, 0.0) > now:
                 continue
             same = [e for e in idle if e.cell == it.cell]
             if same:
@@ -337,61 +300,51 @@ class Runner:
                 )
                 prepare = "retarget"
             idle.remove(chosen)
-            del self._pending[idx]
+            del st.pending[idx]
             return it, chosen, prepare
         return None
 
-    def _existing_attempts(self) -> dict[str, int]:
-        """Highest attempt number per item found on disk (stdout files), so numbers are never reused even
-        when plan.jsonl lags behind a crash."""
-        out: dict[str, int] = {}
-        stdout_dir = self.folder.root / "stdout"
-        if stdout_dir.is_dir():
-            for p in stdout_dir.iterdir():
-                name = p.name.removesuffix(".json")
-                item, _, n = name.rpartition(".a")
-                if item and n.isdigit():
-                    out[item] = max(out.get(item, 0), int(n))
-        return out
-
     def _launch(
-        self, pool: ThreadPoolExecutor, it: PlanItem, env: CellEnv, label: str, prepare: Prepare = "none"
+        self,
+        st: RunState,
+        pool: ThreadPoolExecutor,
+        it: PlanItem,
+        env: CellEnv,
+        label: str,
+        prepare: Prepare = "none",
     ) -> None:
-        n = max([a.n for a in it.attempts] + [self._stdout_max.get(it.item, 0)]) + 1
-        self._stdout_max[it.item] = n
+        n = max([a.n for a in it.attempts] + [st.stdout_max.get(it.item, 0)]) + 1
+        st.stdout_max[it.item] = n
         attempt = Attempt(
             n=n, session_id=session_uuid(self.manifest.seed, it.item, n), started_at=utcnow(), slot=label
         )
         it.attempts.append(attempt)
-        self._plan_dirty = True
+        st.plan_dirty = True
         task = self.tasks[it.task]
         max_turns = task.spec.max_turns or self.manifest.max_turns
         timeout = task.spec.timeout_s or self.manifest.timeout_s
         argv = render_argv(
             self.manifest.argv, max_turns=max_turns, session_id=attempt.session_id, prompt=task.prompt
         )
-        job = Job(it, attempt, env, label, task, argv, timeout, self._pause_epoch, prepare)
-        self._tries[it.item] = self._tries.get(it.item, 0) + 1
-        fut = pool.submit(self._attempt, job)
-        self._running[fut] = job
-
-    def _attempt(self, job: Job) -> SessionOutcome:
+        job = Job(it, attempt, env, label, task, argv, timeout, st.backoff.epoch, prepare)
+        st.tries[it.item] = st.tries.get(it.item, 0) + 1
         worker = Worker(
             self.folder,
             self.backend,
             self.cells,
             self.tree_hook,
-            self._tag,
-            self._killed_sessions,
+            st.tag,
+            st.killed_sessions,
             self.manifest.max_retries,
         )
-        return worker.attempt(job)
+        fut = pool.submit(worker.attempt, job)
+        st.running[fut] = job
 
-    def _kill_running(self) -> None:
+    def _kill_running(self, st: RunState) -> None:
         """Kill the process tree of every running session (found by its unique --session-id)."""
-        with self._lock:
-            sids = {job.attempt.session_id for job in self._running.values()} - self._killed_sessions
-            self._killed_sessions |= sids
+        with st.lock:
+            sids = {job.attempt.session_id for job in st.running.values()} - st.killed_sessions
+            st.killed_sessions |= sids
         if not sids:
             return
         try:
@@ -406,15 +359,17 @@ class Runner:
             if sids.intersection(cmd):
                 kill_tree(child.pid, grace_s=2.0)
         for sid in sids:  # what left the tree (double forks)
-            kill_tagged(self._tag + sid)
+            kill_tagged(st.tag + sid)
 
     # -- outcomes --------------------------------------------------------------------------------------
 
-    def _handle(self, res: SessionOutcome, by_item: dict[str, PlanItem]) -> None:
-        job, opts, now = res.job, self.options, self._clock()
+    def handle(self, st: RunState, res: SessionOutcome) -> None:
+        """Record a finished session: its attempt in the plan, then a requeue (interrupted, rate-limited,
+        transient failure) or its result."""
+        job, opts, now = res.job, self.options, self.clock()
         it = job.item
         cost = res.session.cost_usd if res.session is not None else None
-        self._spend += cost or 0.0
+        st.spend += cost or 0.0
         a = job.attempt.model_copy(
             update={
                 "outcome": res.status,
@@ -424,27 +379,22 @@ class Runner:
             }
         )
         it.attempts[-1] = a
-        self._plan_dirty = True
+        st.plan_dirty = True
 
         if res.status == "interrupted" or (self._kill.is_set() and res.status not in COMPLETE_STATUSES):
-            self._requeue(it)
+            st.requeue(it)
             return
         if res.status == "rate_limited":
-            self._rate_limited += 1
-            self._pause(res.session, job)
-            self._requeue(it)
+            st.rate_limited += 1
+            self._pause(st, res.session, job)
+            st.requeue(it)
             return
-        if job.pause_epoch == self._pause_epoch:
-            self._consecutive_pauses = 0
-        if (
-            res.status not in COMPLETE_STATUSES
-            and self._transient(res)
-            and self._tries[it.item] < opts.max_attempts
-        ):
-            self._not_before[it.item] = now + opts.retry_delay_s * self._tries[it.item]
-            self._requeue(it)
+        st.backoff.succeeded(epoch=job.pause_epoch)
+        if res.status not in COMPLETE_STATUSES and _transient(res) and st.tries[it.item] < opts.max_attempts:
+            st.not_before[it.item] = now + opts.retry_delay_s * st.tries[it.item]
+            st.requeue(it)
             return
-        self._not_before.pop(it.item, None)
+        st.not_before.pop(it.item, None)
         result = build_result(
             self.folder,
             it,
@@ -466,44 +416,27 @@ class Runner:
             kept = f"item {it.item} has no result (its transcript, if copied, is kept); a resume re-runs it"
             raise DiskFull(disk_full_message(exc, kept=kept), hint=DISK_FULL_HINT) from None
         if res.status in COMPLETE_STATUSES:
-            self._done += 1
-            self._failed.discard(it.item)
+            st.done += 1
+            st.failed.discard(it.item)
         else:
-            self._failed.add(it.item)
+            st.failed.add(it.item)
 
-    @staticmethod
-    def _transient(res: SessionOutcome) -> bool:
-        if res.status == "api_error":
-            s = res.session.api_error_status if res.session is not None else None
-            return s not in PERMANENT_API_STATUSES
-        return res.status in ("no_transcript", "killed", "launch_error", "env_error")
-
-    def _pause(self, session: SessionResult | None, job: Job) -> None:
-        opts, now = self.options, self._clock()
-        if job.pause_epoch != self._pause_epoch and now < self._paused_until:
-            return  # launched before the current pause: already accounted for
+    def _pause(self, st: RunState, session: SessionResult | None, job: Job) -> None:
         reset = session.rate_limit_reset if session is not None else None
-        if reset is not None:
-            wait_s = (reset - datetime.now(UTC)).total_seconds() + 2.0
-            wait_s = min(max(wait_s, opts.backoff_s), opts.max_reset_wait_s)
-        else:
-            wait_s = min(opts.backoff_s * (2**self._consecutive_pauses), opts.max_backoff_s)
-        self._consecutive_pauses += 1
-        self._pause_epoch += 1
-        self._paused_until = max(self._paused_until, now + wait_s)
-        self._emit("paused", message=f"rate-limited: pausing every launch for {wait_s:.0f} s")
-
-    def _requeue(self, it: PlanItem) -> None:
-        bisect.insort(self._pending, it, key=lambda p: p.order)
+        named = (reset - datetime.now(UTC)).total_seconds() + 2.0 if reset is not None else None
+        wait_s = st.backoff.rate_limited(self.clock(), named, epoch=job.pause_epoch)
+        if wait_s is not None:  # None: launched before the current pause, already accounted for
+            self.emit(st, "paused", message=f"rate-limited: pausing every launch for {wait_s:.0f} s")
 
     # -- bookkeeping -----------------------------------------------------------------------------------
 
-    def _flush_plan(self, by_item: dict[str, PlanItem], *, force: bool = False) -> None:
-        now = self._clock()
-        if self._plan_dirty and (force or now - self._plan_written >= 0.5):
-            self.folder.write_plan(sorted(by_item.values(), key=lambda p: p.order))
-            self._plan_dirty = False
-            self._plan_written = now
+    def flush_plan(self, st: RunState, *, force: bool = False) -> None:
+        """Write plan.jsonl when attempts were recorded (at most every half second unless ``force``)."""
+        now = self.clock()
+        if st.plan_dirty and (force or now - st.plan_written >= 0.5):
+            self.folder.write_plan(st.plan())
+            st.plan_dirty = False
+            st.plan_written = now
 
     def _describe_cell(self, cell_id: str, env: CellEnv) -> None:
         try:
@@ -525,40 +458,21 @@ class Runner:
         self.manifest = self.manifest.model_copy(update={"cells": cells})
         write_manifest(self.folder, self.manifest)
 
-    def _phase(self, outcome: str | None) -> Phase:
+    def _phase(self, st: RunState, outcome: str | None) -> Phase:
         if outcome is not None:
             return "stopping"
-        if self._clock() < self._paused_until:
+        if st.backoff.paused(self.clock()):
             return "paused"
         return "running"
 
-    def _emit(self, phase: Phase, *, message: str | None = None) -> None:
-        if self.on_progress is None:
-            return
-        now = self._clock()
-        paused = None
-        if self._paused_until > now:
-            paused = datetime.fromtimestamp(time.time() + (self._paused_until - now), UTC)
-        self.on_progress(
-            Progress(
-                phase=phase,
-                total=getattr(self, "_total", 0),
-                done=getattr(self, "_done", 0),
-                failed=len(getattr(self, "_failed", ())),
-                rate_limited=getattr(self, "_rate_limited", 0),
-                running=len(self._running),
-                pending=len(getattr(self, "_pending", ())),
-                spend_usd=getattr(self, "_spend", 0.0),
-                elapsed_s=now - getattr(self, "_start", now),
-                paused_until=paused,
-                message=message,
-            )
-        )
+    def emit(self, st: RunState, phase: Phase, *, message: str | None = None) -> None:
+        """Tell ``on_progress`` (if any) where the pass is."""
+        if self.on_progress is not None:
+            self.on_progress(st.progress(phase, self.clock(), message=message))
 
 
-def _parse_manifest_shard(text: str | None) -> Shard | None:
-    if not text:
-        return None
-    from ablate.run.plan import parse_shard
-
-    return parse_shard(text)
+def _transient(res: SessionOutcome) -> bool:
+    if res.status == "api_error":
+        s = res.session.api_error_status if res.session is not None else None
+        return s not in PERMANENT_API_STATUSES
+    return res.status in ("no_transcript", "killed", "launch_error", "env_error")

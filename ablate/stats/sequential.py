@@ -56,6 +56,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from ablate.core.constants import DEFAULT_DRAW_BETA
+
 FloatArray = npt.NDArray[np.float64]
 
 #: Beta(a, a) mixing prior of :func:`discordant_log_e`: a = 1 (uniform over the discordant success rate).
@@ -66,11 +68,6 @@ FUTILITY_PRIOR_BLOCKS = 10.0
 FUTILITY_BET_CAP = 0.75
 #: Candidate means in :func:`betting_cs` (per unit of the range; the interval's ends are rounded outwards).
 DEFAULT_GRID = 201
-#: "No effect of interest" errs for a cell whose true effect is at least min-effect with probability at most
-#: this (Ville's inequality on the futility e-process). A fixed design sized for 80% power misses an effect
-#: of exactly min-effect 20% of the time, but one well beyond it almost never; β = 0.05 keeps the adaptive
-#: design's misses of large effects as rare as the fixed design's (``benchmarks/bench_adaptive.py``).
-DEFAULT_DRAW_BETA = 0.05
 #: The largest bet of the capital process, as a fraction of what keeps the capital positive (c in WSR §4).
 BET_CAP = 0.5
 

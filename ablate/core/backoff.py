@@ -1,0 +1,82 @@
+"""Rate-limit backoff, the one implementation: the scheduler pauses its pool of sessions with it and the judge
+its pool of calls, with the same defaults (declared here, once).
+
+A rate limit pauses every launch, not one call: until the wait the server named (a reset time, a
+``retry-after``), else for an exponential step. Calls launched before the current pause that come back
+rate-limited belong to that pause and do not lengthen it or count again (each launch records the pause
+*epoch* it saw). A call that comes back without a rate limit ends the run of consecutive pauses; more than
+``max_pauses`` in a row and the caller gives up (its folder stays resumable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: First pause after a rate limit that names no wait; doubles with every consecutive pause.
+FIRST_PAUSE_S = 30.0
+#: Longest pause without a named wait.
+MAX_PAUSE_S = 900.0
+#: Longest pause honoured for a named wait (a reset time hours away is waited for, up to this).
+MAX_NAMED_WAIT_S = 6 * 3600.0
+#: Consecutive pauses before the caller gives up.
+MAX_PAUSES = 12
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """How long to pause after a rate limit, and when to give up."""
+
+    first_s: float = FIRST_PAUSE_S
+    """First pause without a named wait; doubles each time. Also the shortest named wait honoured (a reset
+    time already past by the local clock is not a reason to hammer the endpoint)."""
+    max_s: float = MAX_PAUSE_S
+    """Longest pause without a named wait."""
+    max_named_s: float = MAX_NAMED_WAIT_S
+    """Longest pause honoured for a named wait."""
+    max_pauses: int = MAX_PAUSES
+    """Consecutive pauses before giving up."""
+
+    def wait_s(self, pauses: int, named_s: float | None) -> float:
+        """The pause after ``pauses`` consecutive ones: the named wait (bounded), else the exponential step."""
+        if named_s is not None:
+            return min(max(named_s, self.first_s), self.max_named_s)
+        return min(self.first_s * 2.0**pauses, self.max_s)
+
+
+class Backoff:
+    """One pool's pauses (not thread-safe: the pool's dispatching thread owns it). Times are the caller's
+    monotonic clock."""
+
+    def __init__(self, policy: BackoffPolicy) -> None:
+        self.policy = policy
+        self.paused_until = 0.0
+        """Launching waits until then."""
+        self.pauses = 0
+        """Consecutive pauses so far."""
+        self.epoch = 0
+        """Pauses ever taken: a launch records it, so its outcome is matched to the pause it saw."""
+
+    def paused(self, now: float) -> bool:
+        return now < self.paused_until
+
+    @property
+    def exhausted(self) -> bool:
+        """More consecutive pauses than the policy allows: give up."""
+        return self.pauses > self.policy.max_pauses
+
+    def rate_limited(self, now: float, named_s: float | None, *, epoch: int) -> float | None:
+        """A call launched at ``epoch`` came back rate-limited: pause, and return the wait (None when the call
+        belongs to the pause in force, which already accounts for it)."""
+        if epoch != self.epoch and now < self.paused_until:
+            return None
+        wait_s = self.policy.wait_s(self.pauses, named_s)
+        self.pauses += 1
+        self.epoch += 1
+        self.paused_until = max(self.paused_until, now + wait_s)
+        return wait_s
+
+    def succeeded(self, *, epoch: int) -> None:
+        """A call launched at ``epoch`` came back without a rate limit: if it saw the latest pause, the run of
+        consecutive pauses is over."""
+        if epoch == self.epoch:
+            self.pauses = 0
