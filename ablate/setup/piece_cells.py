@@ -12,8 +12,10 @@ from pathlib import Path
 
 from ablate.core.errors import UsageError
 from ablate.setup.cells import CellSet, ResolvedCell
+from ablate.setup.layers import Catalog
+from ablate.setup.load import Setup
 from ablate.setup.piece_cut import require_pieces, select_pieces
-from ablate.setup.pieces import Piece
+from ablate.setup.pieces import Piece, setup_pieces
 
 #: Folder names are ``c00``..``c99``: the control and at most 99 rows.
 MAX_ROWS = 99
@@ -54,3 +56,12 @@ def piece_cells(
 def one_out_rows(pieces: Sequence[Piece]) -> list[list[str]]:
     """Leave-one-out at the piece level: one row per piece."""
     return [[p.id] for p in pieces]
+
+
+def piece_probe_set(setup: Setup, catalog: Catalog, spec: str) -> CellSet:
+    """``ablate probe --pieces all|ID,...``: the control and one cell per chosen piece."""
+    pieces = setup_pieces(setup, catalog)
+    if spec.strip() != "all":
+        pieces = select_pieces(pieces, [i.strip() for i in spec.split(",") if i.strip()])
+    require_pieces(pieces, where=f"--pieces {spec}")
+    return piece_cells(pieces, one_out_rows(pieces), name="pieces-one-out")
