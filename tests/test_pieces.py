@@ -254,3 +254,16 @@ def test_cli_pieces_bad_input(example: ExampleSetup, tmp_path: Path) -> None:
     assert code == 2 and "unknown piece id 'hooks#nope'" in err
     code, _, err = _invoke("pieces", *where, "--pieces", "rules#python")
     assert code == 2 and "1 piece(s) (rules#python); a piece design needs at least 2" in err
+
+
+def test_probe_and_measure_refuse_bad_pieces_before_running(example: ExampleSetup, tmp_path: Path) -> None:
+    where = ("--config-dir", str(example.config_dir), "--repo", str(example.repo))
+    missing = str(tmp_path / "no-claude")  # nothing may start: a CLI that does not exist is never reached
+    code, _, err = _invoke("probe", *where, "--claude-bin", missing, "--pieces", "skills#nope,rules#python")
+    assert code == 2 and "unknown piece id 'skills#nope'" in err
+    code, _, err = _invoke("probe", *where, "--claude-bin", missing, "--pieces", "rules#python")
+    assert code == 2 and "needs at least 2" in err
+    code, _, err = _invoke(
+        "pieces", *where, "--measure", "--claude-bin", missing, "--pieces", "x#y,rules#python"
+    )
+    assert code == 2 and "unknown piece id 'x#y'" in err

@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 from tabulate import tabulate
 
-from ablate.cli.common import AblateToml, ConfigDir, Json, Repo, cli_errors, default_config_dir, print_json
+from ablate.cli.common import (
+    AblateToml,
+    ClaudeBin,
+    ConfigDir,
+    IsolationOpt,
+    Json,
+    Repo,
+    cli_errors,
+    default_config_dir,
+    print_json,
+)
+from ablate.core.errors import EXIT_FAILURE
 
 app = typer.Typer()
 
@@ -30,6 +41,19 @@ def pieces_cmd(
     json_out: Json = False,
     ablate_toml: AblateToml = None,
     only: PiecesOpt = None,
+    measure: Annotated[
+        bool,
+        typer.Option(
+            "--measure",
+            help="Measure tokens from the captured first requests: the real CLI once per piece and once "
+            "for the control, against the local capture endpoint (free; ~1.5 s of CPU per start).",
+        ),
+    ] = False,
+    claude_bin: ClaudeBin = None,
+    with_mcp: Annotated[
+        bool, typer.Option("--with-mcp", help="With --measure: start MCP servers to see their tools.")
+    ] = False,
+    isolation: IsolationOpt = None,
 ) -> None:
     """List the setup's pieces: the units below a layer that a piece cell removes one by one.
 
@@ -44,12 +68,16 @@ def pieces_cmd(
     request, estimated from its text as the simulated endpoint counts (4 characters a token):
     `tokens_source` = `estimate`. A section, imported file, rule or output style counts whole; a skill,
     agent or command its listing line; a hook or MCP server 0 (its output or tools appear at run time:
-    `ablate probe` on piece cells measures the real difference of the captured requests).
+    --measure runs the real CLI instead (against the local capture endpoint: free): the control and one
+    cell per piece, each proved to differ from the control by exactly its piece (as `ablate probe
+    --pieces`); `tokens` is then the difference of the two first requests' characters / 4, with
+    `tokens_source` = `request` (a piece whose cell failed the check keeps its estimate, and says so).
 
-    Reads the config dir and the repository's live working tree; writes nothing, runs nothing.
+    Without --measure: reads the config dir and the repository's live working tree; writes nothing, runs
+    nothing.
 
-    Exit codes: 0 ok; 2 bad input (missing config dir or repo, an unknown piece id, fewer than two
-    pieces: a piece design needs two).
+    Exit codes: 0 ok; 1 --measure: a piece cell failed the probe's check; 2 bad input (missing config dir
+    or repo, an unknown piece id, fewer than two pieces: a piece design needs two).
     """
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import load_setup
@@ -63,11 +91,30 @@ def pieces_cmd(
         pieces = select_pieces(pieces, [i.strip() for i in only.split(",") if i.strip()])
     require_pieces(pieces, where=f"{setup.config_dir} + {setup.repo}")
     notes = repeated_headings(pieces)
+    rows = [p.to_json() for p in pieces]
+    ok = True
+    if measure:
+        from ablate.core.claude import find_claude
+        from ablate.probe.piece_tokens import measure_pieces
+
+        measured = measure_pieces(
+            setup, catalog, pieces, find_claude(claude_bin), isolation=isolation, with_mcp=with_mcp
+        )
+        rows, ok = measured.rows, measured.probe.ok
+        notes += [f"{c.id}: {c.verdict}: {'; '.join(c.problems)}" for c in measured.probe.cells if c.problems]
     if json_out:
-        print_json({"pieces": [p.to_json() for p in pieces], "notes": notes})
-        return
-    rows = [[p.id, p.kind, p.side, p.file, p.bytes, p.est_tokens] for p in pieces]
-    typer.echo(tabulate(rows, headers=["id", "kind", "side", "file", "bytes", "~tokens"]))
-    typer.echo(f"{len(pieces)} pieces; ~tokens: estimated from the text (4 characters a token)")
-    for note in notes:
-        typer.echo(f"note: {note}")
+        print_json({"pieces": rows, "notes": notes, "ok": ok})
+    else:
+        table = [
+            [r["id"], r["kind"], r["side"], r["file"], r["bytes"], r["tokens"], r["tokens_source"]]
+            for r in rows
+        ]
+        typer.echo(tabulate(table, headers=["id", "kind", "side", "file", "bytes", "tokens", "source"]))
+        typer.echo(
+            f"{len(pieces)} pieces; tokens: estimate = from the piece's text, request = measured from the "
+            "captured first requests (both 4 characters a token)"
+        )
+        for note in notes:
+            typer.echo(f"note: {note}")
+    if not ok:
+        raise typer.Exit(EXIT_FAILURE)

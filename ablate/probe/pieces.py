@@ -52,8 +52,9 @@ class PiecesVerdict:
     pieces: dict[str, PieceCheck] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     removed_chars: int = 0
-    """Characters of the control's first request (normalised) that the cell's lacks: the pieces' measured
-    size; ``removed_chars / 4`` is the sim's token estimate of what they add to the first request."""
+    """How many characters the strings of the cell's first request (normalised: system, messages, tools)
+    have fewer than the control's: what the pieces add to the first request; ``removed_chars / 4`` is the
+    sim's token estimate of it."""
 
     @property
     def ok(self) -> bool:
@@ -65,8 +66,13 @@ class PiecesVerdict:
             "pieces": {k: asdict(v) for k, v in self.pieces.items()},
             "problems": list(self.problems),
             "removed_chars": self.removed_chars,
-            "removed_tokens_estimate": -(-self.removed_chars // 4),
+            "removed_tokens_estimate": tokens_of(self.removed_chars),
         }
+
+
+def tokens_of(chars: int) -> int:
+    """The sim's estimate (4 characters a token) of a character difference; 0 when nothing was removed."""
+    return -(-chars // 4) if chars > 0 else 0
 
 
 def cell_replacements(cenv: Any) -> dict[str, str]:
@@ -89,10 +95,14 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def request_lines(body: dict[str, Any], replacements: dict[str, str]) -> Counter[str]:
-    """The non-blank lines (stripped) of every string of the normalised request."""
-    picked = json.loads(normalise_request(body, replacements))
-    return Counter(line.strip() for text in _strings(picked) for line in text.splitlines() if line.strip())
+def request_strings(body: dict[str, Any], replacements: dict[str, str]) -> list[str]:
+    """Every string of the normalised request (``system``, ``messages``, ``tools``, paths replaced)."""
+    return list(_strings(json.loads(normalise_request(body, replacements))))
+
+
+def request_lines(strings: list[str]) -> Counter[str]:
+    """The non-blank lines (stripped) of the request's strings."""
+    return Counter(line.strip() for text in strings for line in text.splitlines() if line.strip())
 
 
 def _lines(text: str) -> set[str]:
@@ -167,8 +177,10 @@ def verify_piece_cell(
     if control.first_request is None or cell.first_request is None:
         verdict.problems.append("no first request captured (control or cell): the pieces are unproven")
         return verdict
-    c_lines = request_lines(control.first_request, cell_replacements(control_env))
-    x_lines = request_lines(cell.first_request, cell_replacements(cell_env))
+    c_strings = request_strings(control.first_request, cell_replacements(control_env))
+    x_strings = request_strings(cell.first_request, cell_replacements(cell_env))
+    verdict.removed_chars = sum(map(len, c_strings)) - sum(map(len, x_strings))
+    c_lines, x_lines = request_lines(c_strings), request_lines(x_strings)
     for piece in pieces:
         verdict.pieces[piece.id] = _check_piece(piece, control, cell, c_lines, x_lines)
     new = sorted((x_lines - c_lines).elements())
@@ -177,7 +189,6 @@ def verify_piece_cell(
             f"{len(new)} line(s) in the cell's first request that the control's has not: {new[:SHOWN]}"
         )
     lost = c_lines - x_lines
-    verdict.removed_chars = sum(len(line) * n for line, n in lost.items())
     own = {p.id: _lines(p.text) | _lines(_imported_text(p, (setup_base or {}).get(p.side))) for p in pieces}
     # a hook's output and a server's tools are not in the setup's text: lines lost with them are theirs
     opaque = any(p.kind in ("hook", "mcp") and verdict.pieces[p.id].status == "gone" for p in pieces)
