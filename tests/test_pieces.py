@@ -8,9 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.isolate.environment import build_environment
@@ -21,8 +19,7 @@ from ablate.setup.load import Setup, load_setup
 from ablate.setup.piece_cells import one_out_rows, piece_cells
 from ablate.setup.piece_cut import drop_hooks, select_pieces
 from ablate.setup.pieces import sections, setup_pieces
-
-runner = CliRunner()
+from tests.test_cli_inventory import invoke
 
 RICH_CLAUDE_MD = """Always answer in English.
 
@@ -226,16 +223,10 @@ def test_piece_cells_bad_input(example: ExampleSetup) -> None:
     assert len(piece_cells(pieces, one_out_rows(pieces)).cells) == len(pieces) + 1
 
 
-def _invoke(*args: str) -> tuple[int, str, str]:
-    res = runner.invoke(app, list(args))
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.stdout, res.stderr
-
-
 def test_cli_pieces_json_and_notes(rich: ExampleSetup) -> None:
     before = tree_hash(rich.home), tree_hash(rich.repo)
     where = ("--config-dir", str(rich.config_dir), "--repo", str(rich.repo))
-    code, out, _ = _invoke("pieces", *where, "--json")
+    code, out, _ = invoke("pieces", *where, "--json")
     assert code == 0
     data = orjson.loads(out)
     rows = {r["id"]: r for r in data["pieces"]}
@@ -243,27 +234,46 @@ def test_cli_pieces_json_and_notes(rich: ExampleSetup) -> None:
     assert money["kind"] == "section" and money["tokens_source"] == "estimate"
     assert money["tokens"] == -(-money["bytes"] // 4)  # ASCII text: the sim's 4 characters a token
     assert any("'Money' appears 2 times (lines 3, 14)" in n for n in data["notes"])
-    code, out, _ = _invoke("pieces", *where)
+    code, out, _ = invoke("pieces", *where)
     assert code == 0 and "user-claude-md#money-2" in out and "note:" in out
     assert (tree_hash(rich.home), tree_hash(rich.repo)) == before
 
 
 def test_cli_pieces_bad_input(example: ExampleSetup, tmp_path: Path) -> None:
     where = ("--config-dir", str(example.config_dir), "--repo", str(example.repo))
-    code, _, err = _invoke("pieces", *where, "--pieces", "rules#python,hooks#nope")
+    code, _, err = invoke("pieces", *where, "--pieces", "rules#python,hooks#nope")
     assert code == 2 and "unknown piece id 'hooks#nope'" in err
-    code, _, err = _invoke("pieces", *where, "--pieces", "rules#python")
+    code, _, err = invoke("pieces", *where, "--pieces", "rules#python")
     assert code == 2 and "1 piece(s) (rules#python); a piece design needs at least 2" in err
 
 
 def test_probe_and_measure_refuse_bad_pieces_before_running(example: ExampleSetup, tmp_path: Path) -> None:
     where = ("--config-dir", str(example.config_dir), "--repo", str(example.repo))
     missing = str(tmp_path / "no-claude")  # nothing may start: a CLI that does not exist is never reached
-    code, _, err = _invoke("probe", *where, "--claude-bin", missing, "--pieces", "skills#nope,rules#python")
+    code, _, err = invoke("probe", *where, "--claude-bin", missing, "--pieces", "skills#nope,rules#python")
     assert code == 2 and "unknown piece id 'skills#nope'" in err
-    code, _, err = _invoke("probe", *where, "--claude-bin", missing, "--pieces", "rules#python")
+    code, _, err = invoke("probe", *where, "--claude-bin", missing, "--pieces", "rules#python")
     assert code == 2 and "needs at least 2" in err
-    code, _, err = _invoke(
+    code, _, err = invoke(
         "pieces", *where, "--measure", "--claude-bin", missing, "--pieces", "x#y,rules#python"
     )
     assert code == 2 and "unknown piece id 'x#y'" in err
+
+
+def test_a_cell_file_may_cut_pieces(example: ExampleSetup, tmp_path: Path) -> None:
+    from ablate.setup.cells import load_cell_set
+
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        'name = "mine"\n[[cell]]\nid = "C0"\n[[cell]]\nid = "P1"\n'
+        'strip_pieces = ["rules#python", "skills#bug-triage", "rules#python"]\n'
+    )
+    cells = load_cell_set(path, load_catalog())
+    p1 = cells.get("P1")
+    assert p1.pieces == ("rules#python", "skills#bug-triage") and not p1.is_control
+    assert p1.label == "no rules#python, skills#bug-triage" and p1.cut_layers == {"rules", "skills"}
+    path.write_text(path.read_text().replace("rules#python", "rules#nope"))
+    bad = load_cell_set(path, load_catalog()).get("P1")
+    with pytest.raises(UsageError, match="cell P1: strip_pieces: unknown piece id 'rules#nope'"):
+        build_environment(_setup(example), load_catalog(), bad, tmp_path / "out")
+    assert not (tmp_path / "out" / bad.dirname).exists()  # refused before anything was left behind

@@ -240,7 +240,7 @@ def _default_label(cell: Cell, stripped: list[str]) -> str:
     if cell.replace:
         return "replaced " + ", ".join(cell.replace)
     if cell.strip_pieces and not stripped:
-        return "no " + ", ".join(cell.strip_pieces)
+        return "no " + ", ".join(dict.fromkeys(cell.strip_pieces))
     if not stripped:
         return "everything (control)"
     return "no " + ", ".join(stripped)
