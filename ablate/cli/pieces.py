@@ -67,7 +67,8 @@ def pieces_cmd(
     one file gets `-2`, `-3` in file order (a note names them). `tokens` is what the piece adds to the first
     request, estimated from its text as the simulated endpoint counts (4 characters a token):
     `tokens_source` = `estimate`. A section, imported file, rule or output style counts whole; a skill,
-    agent or command its listing line; a hook or MCP server 0 (its output or tools appear at run time:
+    agent or command its listing line; a hook or MCP server 0 (its output or tools appear only at run time).
+
     --measure runs the real CLI instead (against the local capture endpoint: free): the control and one
     cell per piece, each proved to differ from the control by exactly its piece (as `ablate probe
     --pieces`); `tokens` is then the difference of the two first requests' characters / 4, with
