@@ -52,6 +52,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
     inventory,
     judge,
     mine,
+    pieces,
     probe,
     report,
     run,
@@ -67,6 +68,7 @@ app.add_typer(doctor.app)  # ablate doctor
 app.add_typer(env.app, name="env")  # ablate env build | clean
 app.add_typer(sim.app, name="sim")  # ablate sim serve | check
 app.add_typer(probe.app)  # ablate probe
+app.add_typer(pieces.app)  # ablate pieces
 app.add_typer(mine.app)  # ablate mine, ablate recover
 app.add_typer(run.app)  # ablate run, ab, plan, merge
 app.add_typer(report.app)  # ablate report

@@ -72,6 +72,8 @@ def render(result: ProbeResult) -> str:
                 + c.problems
             )
             lines.append(f"{c.id} {c.verdict}: {detail or c.note}")
+        for pid, chk in c.pieces.get("pieces", {}).items():
+            lines.append(f"  {c.id} piece {pid}: {chk['status']} ({chk['evidence']})")
     for lid, fp in result.fingerprints.items():
         if fp["kind"] in ("unobservable", "unprobed") or "cannot show" in fp["reason"]:
             lines.append(f"note: {lid}: {fp['reason']}")
@@ -127,6 +129,15 @@ def probe_cmd(
     json_out: Json = False,
     ablate_toml: AblateToml = None,
     isolation: IsolationOpt = None,
+    pieces: Annotated[
+        str | None,
+        typer.Option(
+            "--pieces",
+            metavar="all|ID,...",
+            help="Probe piece cells instead of --cells: the control and one cell per piece (ids as "
+            "`ablate pieces` lists them), each checked to differ from the control by exactly that piece.",
+        ),
+    ] = None,
 ) -> None:
     """Prove which layers reach the model in every cell, for free.
 
@@ -145,6 +156,9 @@ def probe_cmd(
     of the untouched setup's: a SessionStart hook that edits the repository makes your own start-up differ
     from session to session, and the output says so.
 
+    With --pieces, every piece cell's first request must be the control's with exactly that piece's text
+    gone (docs/PIECES.md#probe); a cell set whose cells cut pieces (`strip_pieces`) is checked the same way.
+
     Exit codes: 0 every cell faithful (or no-op), 1 a cell leaked, missed a layer or failed, or the fidelity
     check failed, 2 bad input (setup, cell set, claude binary).
     """
@@ -153,10 +167,11 @@ def probe_cmd(
     from ablate.setup.cells import load_cell_set
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import load_setup
+    from ablate.setup.piece_cells import piece_probe_set
 
     catalog = load_catalog(ablate_toml)
-    cell_set = load_cell_set(cells, catalog)
     setup = load_setup(config_dir or default_config_dir(), repo)
+    cell_set = load_cell_set(cells, catalog) if pieces is None else piece_probe_set(setup, catalog, pieces)
     claude = find_claude(claude_bin)
     if not claude.is_pinned and not json_out:
         typer.echo(

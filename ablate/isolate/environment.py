@@ -27,7 +27,7 @@ from ablate import __version__
 from ablate.core.errors import OutputExists, UnsafeEnvironment, UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.slug import slug
-from ablate.isolate import shadow_home, shadowfs, worktree
+from ablate.isolate import piece_ops, shadow_home, shadowfs, worktree
 from ablate.isolate.faithful import (
     CopyPrint,
     cell_prints,
@@ -109,6 +109,7 @@ class CellEnvironment:
                 "empty_config": self.cell.empty_config,
                 "kept": list(self.cell.kept),
                 "replace": {k: str(v) for k, v in self.cell.replace.items()},
+                **({"pieces": list(self.cell.pieces)} if self.cell.pieces else {}),
             },
             "slot": self.slot,
             "root": str(self.root),
@@ -337,6 +338,11 @@ def build_config_dir(
         layer = catalog.get(lid)
         if layer.side == "config":
             shadowfs.put(config, layer.patterns(memory_slug)[0], variant)
+    cut = [p for p in piece_ops.cell_pieces(setup, catalog, cell) if p.side == "config"]
+    if cut:
+        account = {shadow_home.ACCOUNT: home / shadow_home.ACCOUNT} if home is not None else None
+        changed = piece_ops.cut_side(config, cut, also=account)
+        report.notes.append(f"cut {len(cut)} piece(s) from {', '.join(sorted(set(changed)))}")
     if at_real_path:
         materialise_diverted_imports(config)
     return report

@@ -26,7 +26,7 @@ from typing import Any
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.gitutil import live_changes
 from ablate.core.gitutil import run_git as git
-from ablate.isolate import shadowfs
+from ablate.isolate import piece_ops, shadowfs
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, resolve_layer
 from ablate.setup.load import Setup
@@ -258,6 +258,9 @@ def worktree_ops(
             rel = by_id[lid].patterns(setup.memory_slug)[0]
             ops.append({"op": "put", "rel": rel, "src": key})
             hidden.add(rel)
+    cuts = piece_ops.repo_piece_ops(setup, plan.repo_layers, cell)
+    ops.extend(cuts)
+    hidden.update(op["rel"] for op in cuts)  # a cut tracked file would show as modified in `git status`
     if hidden:
         ops.append({"op": "hide", "rel": ".", "paths": sorted(hidden)})
     return ops
@@ -277,6 +280,8 @@ def apply_ops(wt: Path, pristine: Path, ops: list[dict[str, Any]]) -> None:
             shadowfs.drop_keys(wt, rel, op["keys"])
         elif kind == "hide":
             mark_skip_worktree(wt, op["paths"])
+        elif kind in piece_ops.PIECE_OPS:
+            piece_ops.apply_piece_op(wt, op)
         else:
             raise AblateError(f"unknown worktree operation {kind!r}")
 

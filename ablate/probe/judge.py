@@ -67,9 +67,17 @@ class CellProbe:
     context_sha256: str | None = None
     """The first request's context digest (:func:`ablate.isolate.forwarder.context_digest`), as the run's
     wire records it: the report compares each cell's sessions with it. None: no request captured."""
+    cut_pieces: tuple[str, ...] = ()
+    """The piece ids the cell cuts (docs/PIECES.md); checked by :mod:`ablate.probe.pieces`."""
+    pieces: dict[str, Any] = field(default_factory=dict)
+    """The piece check (:func:`ablate.probe.pieces.verify_piece_cell`); empty for a cell that cuts none."""
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        if not self.cut_pieces:  # probe.json of a layer cell stays as it was
+            del d["cut_pieces"], d["pieces"]
+        else:
+            d["cut_pieces"] = list(self.cut_pieces)
         return d
 
 
@@ -335,6 +343,11 @@ def judge_cell(
             checks[layer.id] = _replaced_check(prints[layer.id], cell.replace[layer.id], obs, baseline)
             continue
         expected: Literal["present", "absent"] = "absent" if layer.id in gone else "present"
+        cut = cell.cut_layers
+        if layer.id not in gone and (layer.id in cut or any(layer.id in imports.get(c, []) for c in cut)):
+            # a cut section takes what it @imports with it: the piece check proves both, line by line
+            checks[layer.id] = LayerCheck(expected, "unprobed", "unprobed", "pieces cut: see the piece check")
+            continue
         check = _layer_check(layer, prints[layer.id], expected, cenv, obs, live, setup, reference)
         if layer.id in mismatches and check.status != "leak":
             # what reached the model is not the setup's layer, whatever its fingerprints showed
@@ -369,6 +382,7 @@ def judge_cell(
         duration_s=round(obs.duration_s, 2),
         problems=problems,
         context_sha256=context_digest(obs.first_request.get("messages")) if obs.first_request else None,
+        cut_pieces=cell.pieces,
     )
 
 

@@ -316,6 +316,8 @@ def probe(
         results = _judge_all(
             selected, built, observations, prints, inv, catalog, setup, reference, ran.baseline.request_text
         )
+        if any(c.pieces for c in selected):
+            _check_pieces(results, observations, built.envs, cells.control, setup, catalog)
         notes.extend(built.notes)
         notes.extend(_listing_notes(inv, reference or next(iter(observations.values()), None)))
         for r in results:  # what each session wrote outside its cell, kept per cell; said once per path
@@ -448,6 +450,22 @@ def _judge_all(
 #: Pairs of first requests (control, untouched setup) the exact fidelity check draws at most, the first one
 #: included: more only when the first pair differs (:func:`ablate.probe.fingerprints.exact_fidelity`).
 FIDELITY_PAIRS = 3
+
+
+def _check_pieces(
+    results: list[CellProbe],
+    observations: dict[str, Observation],
+    envs: dict[str, Any],
+    control: str,
+    setup: Setup,
+    catalog: Catalog,
+) -> None:
+    """The piece check of every cell that cuts pieces (:mod:`ablate.probe.pieces`)."""
+    from ablate.probe.pieces import check_piece_cells
+    from ablate.setup.pieces import setup_pieces
+
+    bases = {"config": setup.config_dir, "repo": setup.repo}
+    check_piece_cells(results, observations, envs, control, setup_pieces(setup, catalog), bases)
 
 
 def _more_pairs(

@@ -33,6 +33,9 @@ class Cell(Spec):
     """With ``strip = "all"``: layers kept anyway (leave-one-in cells)."""
     replace: dict[str, str] = Field(default_factory=dict)
     """Layer id → file (relative to the cell file) whose content replaces the layer's single file."""
+    strip_pieces: list[str] = Field(default_factory=list)
+    """Piece ids (``ablate pieces``) cut from the cell: a section from its file, a skill folder, a hook entry,
+    an MCP server; checked against the setup when the cell is built."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Cell:
@@ -73,6 +76,8 @@ class ResolvedCell:
     replace: dict[str, Path] = field(default_factory=dict)
     aa_of: str | None = None
     """Set on the A/A cell of ``--aa``: the control it is a second, independently built copy of."""
+    pieces: tuple[str, ...] = ()
+    """Piece ids this cell cuts (docs/PIECES.md), in the setup's order."""
 
     @property
     def dirname(self) -> str:
@@ -80,8 +85,13 @@ class ResolvedCell:
         return f"c{self.index:02d}"
 
     @property
+    def cut_layers(self) -> frozenset[str]:
+        """Layers the cell keeps but cuts pieces from (a piece id is ``<layer>#<name>``)."""
+        return frozenset(pid.split("#", 1)[0] for pid in self.pieces)
+
+    @property
     def is_control(self) -> bool:
-        return not self.stripped and not self.empty_config and not self.replace
+        return not self.stripped and not self.empty_config and not self.replace and not self.pieces
 
 
 @dataclass(frozen=True)
@@ -212,6 +222,7 @@ def load_cell_set(name_or_path: str | Path, catalog: Catalog) -> CellSet:
                 empty_config=cell.strip == "all",
                 kept=tuple(cell.keep),
                 replace=replace,
+                pieces=tuple(dict.fromkeys(cell.strip_pieces)),
             )
         )
     if not problems and spec.control not in seen:
@@ -228,6 +239,8 @@ def _default_label(cell: Cell, stripped: list[str]) -> str:
         return "nothing" if not cell.keep else "only " + ", ".join(cell.keep)
     if cell.replace:
         return "replaced " + ", ".join(cell.replace)
+    if cell.strip_pieces and not stripped:
+        return "no " + ", ".join(dict.fromkeys(cell.strip_pieces))
     if not stripped:
         return "everything (control)"
     return "no " + ", ".join(stripped)
@@ -288,7 +301,7 @@ def cell_effect(
     if cell.is_control:
         return CellEffect(cell, (), (), (), False, "control")
     effective = [lid for lid in removes if lid not in unloaded]
-    noop = not effective and not also and not cell.replace
+    noop = not effective and not also and not cell.replace and not cell.pieces
     if noop:
         if unloaded:
             what = ", ".join(unloaded)
@@ -300,6 +313,8 @@ def cell_effect(
         parts = [f"removes {', '.join(effective)}"] if effective else []
         if cell.replace:
             parts.append("replaces " + ", ".join(cell.replace))
+        if cell.pieces:
+            parts.append("cuts " + ", ".join(cell.pieces))
         if also:
             parts.append(f"also removes {', '.join(also)} (imported by {', '.join(removes)})")
         if unloaded:

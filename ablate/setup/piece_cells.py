@@ -1,0 +1,67 @@
+"""Cells for any subset of pieces (docs/PIECES.md#cells): a design's rows as a :class:`CellSet`.
+
+A design (``ablate.stats.screening``) is a matrix of pieces × rows; each row is the set of pieces removed in
+that row's cell. :func:`piece_cells` turns the rows into cells ``P01``, ``P02``… after a control ``C0`` that
+removes nothing, so every row is compared with the full setup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ablate.core.errors import UsageError
+from ablate.setup.cells import CellSet, ResolvedCell
+from ablate.setup.layers import Catalog
+from ablate.setup.load import Setup
+from ablate.setup.piece_cut import require_pieces, select_pieces
+from ablate.setup.pieces import Piece, setup_pieces
+
+#: Folder names are ``c00``..``c99``: the control and at most 99 rows.
+MAX_ROWS = 99
+CONTROL = "C0"
+
+
+def piece_cells(
+    pieces: Sequence[Piece], design_rows: Sequence[Iterable[str]], *, name: str = "pieces"
+) -> CellSet:
+    """The control plus one cell per design row (the ids of the pieces the row removes).
+
+    Checked before anything is built: at least two pieces, every id one of ``pieces``, at most
+    :data:`MAX_ROWS` rows. A row that removes nothing is a second control (it is still built and run).
+    """
+    require_pieces(pieces, where="piece design")
+    if len(design_rows) > MAX_ROWS:
+        raise UsageError(
+            f"piece design: {len(design_rows)} rows; at most {MAX_ROWS} cells besides the control",
+            hint="pick fewer pieces (--pieces ID,...) or a smaller design",
+        )
+    cells = [ResolvedCell(id=CONTROL, index=0, label="everything (control)", stripped=(), empty_config=False)]
+    for i, row in enumerate(design_rows, start=1):
+        chosen = select_pieces(pieces, row, where=f"piece design: row {i}")
+        ids = tuple(p.id for p in chosen)
+        label = "no " + ", ".join(ids) if ids else "everything (design row that removes nothing)"
+        cells.append(
+            ResolvedCell(id=f"P{i:02d}", index=i, label=label, stripped=(), empty_config=False, pieces=ids)
+        )
+    return CellSet(
+        name=name,
+        description=f"{len(design_rows)} piece cells over {len(pieces)} pieces",
+        control=CONTROL,
+        cells=tuple(cells),
+        source=Path(f"<{name}>"),
+    )
+
+
+def one_out_rows(pieces: Sequence[Piece]) -> list[list[str]]:
+    """Leave-one-out at the piece level: one row per piece."""
+    return [[p.id] for p in pieces]
+
+
+def piece_probe_set(setup: Setup, catalog: Catalog, spec: str) -> CellSet:
+    """``ablate probe --pieces all|ID,...``: the control and one cell per chosen piece."""
+    pieces = setup_pieces(setup, catalog)
+    if spec.strip() != "all":
+        pieces = select_pieces(pieces, [i.strip() for i in spec.split(",") if i.strip()])
+    require_pieces(pieces, where=f"--pieces {spec}")
+    return piece_cells(pieces, one_out_rows(pieces), name="pieces-one-out")
