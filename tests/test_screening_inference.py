@@ -29,7 +29,7 @@ def test_a_planted_numeric_effect_is_recovered_and_equals_mean_on_minus_mean_off
     beta = np.array([3.0, -2.0, 0, 0, 0, 0, 0, 0])
     task_shift = np.repeat([10.0, 20.0, 40.0], 2)[:, None]  # 3 tasks × 2 repeats = 6 blocks
     values = task_shift + d.matrix() @ beta + rng.normal(0, 0.5, (6, 24))
-    got = analyse(d, outcomes_of("screening", values, 3, 2), higher_is_better=False)
+    got = analyse(d, outcomes_of("screening", values, 3, 2), binary=False, higher_is_better=False)
     on = d.matrix()[:, 0] == 1
     assert got.pieces[0].effect == pytest.approx(values[:, on].mean() - values[:, ~on].mean())
     assert [round(p.effect or 0) for p in got.pieces] == [3, -2, 0, 0, 0, 0, 0, 0]
@@ -49,7 +49,7 @@ def test_one_out_effects_are_the_control_minus_each_cell_and_missing_sessions_ar
     values = d.matrix() @ beta + rng.normal(0, 0.3, (10, 9))
     outs = outcomes_of("one-out", values, 2, 5)
     del outs[3], outs[20]  # two failed sessions
-    got = analyse(d, outs)
+    got = analyse(d, outs, binary=False)
     assert got.sessions == 88
     assert got.pieces[2].verdict == "helps" and got.pieces[2].effect == pytest.approx(1.5, abs=0.4)
     assert all(p.verdict in ("draw", "undecided") for i, p in enumerate(got.pieces) if i != 2)
@@ -105,6 +105,20 @@ def test_the_t_test_rejects_at_alpha_on_gaussian_data() -> None:
     assert abs(float(np.mean((low[:, 0] <= 0) & (high[:, 0] >= 0))) - 0.95) < 0.012
 
 
+def test_binary_outcomes_use_the_null_variance_because_the_wald_test_is_liberal_in_holms_tail() -> None:
+    """0/1 outcomes at a rate of ½, screening 8 pieces, one repeat of 4 tasks: 128,000 null tests at 0.005."""
+    d = screening_design(IDS)
+    x = np.tile(d.matrix(), (4, 1))
+    blocks = np.repeat(np.arange(4), 24)
+    y = (np.random.default_rng(13).random((16000, 96)) < 0.5).astype(np.float64)
+    fit = block_ols(x, blocks, y)
+    wald = float(np.mean(t_test(fit, 0.95)[0] <= 0.005))
+    null = float(np.mean(t_test(fit, 0.95, null_variance=True)[0] <= 0.005))
+    slack = 3 * (0.005 / 128000) ** 0.5
+    assert null <= 0.005 + slack < wald + slack
+    assert null < wald
+
+
 def test_verdicts_helps_hurts_draw_undecided() -> None:
     kw = {"alpha": 0.05, "min_effect": 0.2}
     assert verdict(0.3, 0.1, 0.5, 0.01, higher=True, **kw) == "helps"
@@ -118,18 +132,20 @@ def test_verdicts_helps_hurts_draw_undecided() -> None:
 def test_no_spread_no_data_and_bad_values_are_reported_not_guessed() -> None:
     d = screening_design(["a", "b", "c"])
     same = [Outcome(r, "t", rep, 1.0) for rep in range(3) for r in range(8)]
-    got = analyse(d, same)
+    got = analyse(d, same, binary=True)
     assert all(
         p.verdict == "undecided" and p.reason == NO_SPREAD and p.p_adjusted is None for p in got.pieces
     )
     with pytest.raises(DesignError, match="cannot estimate 3 pieces"):
-        analyse(d, same[:4])  # one block of 4 sessions: 4 − 1 block − 3 pieces leaves no df
+        analyse(d, same[:4], binary=True)  # one block of 4 sessions: 4 − 1 block − 3 pieces leaves no df
     with pytest.raises(DesignError, match="rows 0–7"):
-        analyse(d, [Outcome(8, "t", 0, 1.0)])
+        analyse(d, [Outcome(8, "t", 0, 1.0)], binary=True)
     with pytest.raises(DesignError, match="value nan"):
-        analyse(d, [Outcome(0, "t", 0, float("nan"))])
+        analyse(d, [Outcome(0, "t", 0, float("nan"))], binary=False)
+    with pytest.raises(DesignError, match=r"value 0\.5 \(a binary outcome is 0 or 1\)"):
+        analyse(d, [Outcome(0, "t", 0, 0.5)], binary=True)
     onlyon = [Outcome(0, "t", rep, float(rep % 2)) for rep in range(8)] + [
         Outcome(1, "t", rep, 0.0) for rep in range(8)
     ]
     with pytest.raises(DesignError, match="confounded"):
-        analyse(d, onlyon)
+        analyse(d, onlyon, binary=True)

@@ -8,8 +8,9 @@ balanced and orthogonal within it, and β̂_j is exactly mean(on) − mean(off) 
 (Frisch–Waugh: the fit is the regression of within-block-demeaned outcomes on within-block-demeaned rows).
 In the one-out design β̂_j is the control's mean minus piece j's cell mean over the blocks.
 
-The test is the OLS t-test (residual df = sessions − blocks − pieces) and the interval is the model-based
-t interval at 1 − α. Why a model-based test rather than a randomization test over the design's assignment:
+The test is the OLS t-test (residual df = sessions − blocks − pieces) — for binary outcomes with the error
+variance estimated under the piece's null, the score-test form (:func:`t_test` says why) — and the interval
+is the model-based (Wald) t interval at 1 − α. Why a model-based test rather than a randomization test over the design's assignment:
 permuting rows within blocks is exact only under the *global* null (no piece does anything); a piece's own
 null leaves the other pieces' effects in the data, and permuting rows moves those too, so a per-piece
 randomization test is not exact and Holm would control the family-wise error only weakly. The OLS test
@@ -44,6 +45,7 @@ from ablate.stats.screening import Design, DesignError
 FloatArray = npt.NDArray[np.float64]
 PieceVerdict = Literal["helps", "hurts", "draw", "undecided"]
 METHOD = "ols-block-fixed-effects-t"
+METHOD_BINARY = "ols-block-fixed-effects-t-null-variance"
 #: The smallest effect of interest of a draw when the caller gives none: ``--min-effect``'s default.
 DEFAULT_MIN_EFFECT = 0.2
 #: Why a piece has no p or interval when the model fits every session exactly (all outcomes equal, say).
@@ -89,11 +91,14 @@ class PieceAnalysis:
 
 @dataclass(frozen=True)
 class BlockFit:
-    """OLS with block fixed effects, vectorised over leading axes of y: β̂, its standard error, residual df."""
+    """OLS with block fixed effects, vectorised over leading axes of y: β̂, its standard error, residual df,
+    and what the null-variance test needs (the residual sum of squares, diag((X̃'X̃)⁻¹))."""
 
     beta: FloatArray
     se: FloatArray
     df: int
+    rss: FloatArray
+    inv_diag: FloatArray
 
 
 def _block_demean(values: FloatArray, blocks: npt.NDArray[np.int64], n_blocks: int) -> FloatArray:
@@ -125,16 +130,32 @@ def block_ols(x: npt.ArrayLike, blocks: npt.ArrayLike, y: npt.ArrayLike) -> Bloc
     yt = _block_demean(np.asarray(y, dtype=np.float64), codes, nb)
     beta = yt @ xt @ inv
     resid = yt - beta @ xt.T
-    s2 = np.sum(resid * resid, axis=-1) / df
-    se = np.sqrt(s2[..., None] * np.diag(inv))
-    return BlockFit(np.asarray(beta), np.asarray(se), df)
+    rss = np.sum(resid * resid, axis=-1)
+    se = np.sqrt((rss / df)[..., None] * np.diag(inv))
+    return BlockFit(np.asarray(beta), np.asarray(se), df, np.asarray(rss), np.asarray(np.diag(inv)))
 
 
-def t_test(fit: BlockFit, level: float) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Two-sided p of β = 0 and the t interval at ``level``; p is NaN where se is 0."""
+def t_test(
+    fit: BlockFit, level: float, *, null_variance: bool = False
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Two-sided p of β = 0 and the Wald t interval at ``level``; p is NaN where there is no spread.
+
+    ``null_variance``: the p comes from the error variance estimated under the piece's null (the model
+    without the piece: (RSS + β̂²/d) / (df + 1), d = the piece's diag((X̃'X̃)⁻¹)) against t with df + 1 — the
+    score-test form, as the pooled two-proportion test is for two rates. Used for binary outcomes: the fitted
+    model's residual variance of 0/1 outcomes shrinks as the contrast grows (p̂(1 − p̂) on each side), which
+    makes the Wald test liberal in the far tail where Holm tests (measured: ≈ 1.1 α at α = 0.001 at a rate
+    of ½; ``tests/test_screening_inference.py``); the null variance does not shrink, and the test is at or
+    below α there. The interval stays the Wald one.
+    """
+    if null_variance:
+        var = (fit.rss[..., None] + fit.beta * fit.beta / fit.inv_diag) / (fit.df + 1) * fit.inv_diag
+        se_test, df_test = np.sqrt(var), fit.df + 1
+    else:
+        se_test, df_test = fit.se, fit.df
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(fit.se > 0, np.abs(fit.beta) / fit.se, np.nan)
-    p = 2.0 * sps.t.sf(t, fit.df)
+        t = np.where(se_test > 0, np.abs(fit.beta) / se_test, np.nan)
+    p = 2.0 * sps.t.sf(t, df_test)
     half = float(sps.t.ppf(0.5 + level / 2.0, fit.df)) * fit.se
     return np.asarray(p), fit.beta - half, fit.beta + half
 
@@ -161,11 +182,15 @@ def analyse(
     design: Design,
     outcomes: Sequence[Outcome],
     *,
+    binary: bool,
     alpha: float = 0.05,
     min_effect: float = DEFAULT_MIN_EFFECT,
     higher_is_better: bool = True,
 ) -> PieceAnalysis:
     """Every piece's effect (on − off), interval, Holm-adjusted p and verdict from the scored sessions.
+
+    ``binary``: outcomes are 0/1 (pass/fail) and the test uses the null variance (:func:`t_test`); otherwise
+    a numeric metric (turns, cost) and the Wald t-test.
 
     Sessions may be missing (failed items): the fit uses what there is. Raises :class:`DesignError` when the
     sessions cannot estimate every piece (too few, or a piece never both on and off within a block).
@@ -179,9 +204,10 @@ def analyse(
             raise DesignError(
                 f"outcome of row {o.row}: the {design.name} design has rows 0–{len(design.rows) - 1}"
             )
-        if not math.isfinite(o.value):
+        if not math.isfinite(o.value) or (binary and o.value not in (0.0, 1.0)):
             raise DesignError(
                 f"outcome of row {o.row}, task {o.task!r}, repeat {o.repeat}: value {o.value!r}"
+                + (" (a binary outcome is 0 or 1)" if binary else " (not a finite number)")
             )
     m = design.matrix()
     block_ids = {b: i for i, b in enumerate(dict.fromkeys((o.task, o.repeat) for o in outcomes))}
@@ -190,7 +216,7 @@ def analyse(
         np.array([block_ids[(o.task, o.repeat)] for o in outcomes], dtype=np.int64),
         np.array([o.value for o in outcomes]),
     )
-    p, low, high = t_test(fit, 1.0 - alpha)
+    p, low, high = t_test(fit, 1.0 - alpha, null_variance=binary)
     testable = [j for j in range(design.k) if math.isfinite(p[j])]
     adjusted = dict(zip(testable, holm([float(p[j]) for j in testable]), strict=True))
     rows: list[PieceEffect] = []
@@ -217,4 +243,5 @@ def analyse(
                 ),
             )
         )
-    return PieceAnalysis(rows, len(outcomes), len(block_ids), fit.df, alpha, min_effect)
+    method = METHOD_BINARY if binary else METHOD
+    return PieceAnalysis(rows, len(outcomes), len(block_ids), fit.df, alpha, min_effect, method)
