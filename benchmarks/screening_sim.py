@@ -24,7 +24,8 @@ import numpy.typing as npt
 
 from ablate.stats.screening import Design
 from ablate.stats.screening_inference import block_ols, t_test
-from ablate.stats.sequential import holm_adjust
+from ablate.stats.screening_sequential import contrast_matrix, mixture_log_e, variance_proxy
+from ablate.stats.sequential import REAL, UNDECIDED, anytime_p, decide, futility_log_e, holm_adjust
 
 FloatArray = npt.NDArray[np.float64]
 #: Runs analysed at once (bounds memory: runs × sessions floats).
@@ -134,3 +135,53 @@ def planted_pair(k: int, effect: float, control_rates: Sequence[float]) -> Plant
     effects = [0.0] * k
     effects[0], effects[k // 2] = effect, -effect
     return Planted(tuple(control_rates), tuple(effects))
+
+
+@dataclass(frozen=True)
+class AdaptiveSim:
+    """Per run, piece and look (after each round of one repeat of every task): the decision code."""
+
+    decisions: npt.NDArray[np.int8]
+    sessions_per_round: int
+
+
+def simulate_adaptive(
+    design: Design,
+    planted: Planted,
+    rounds: int,
+    runs: int,
+    rng: np.random.Generator,
+    *,
+    alpha: float,
+    min_effect: float,
+) -> AdaptiveSim:
+    """Adaptive runs: a look after every round with the functions a look uses (block contrasts, the
+    normal-mixture anytime p, the futility e-processes, Holm in ``decide``); blocks enter in round order."""
+    probs = pass_probabilities(design, planted)
+    tasks, rows = probs.shape
+    c = contrast_matrix(design)
+    sigma2 = variance_proxy(design)
+    out: list[npt.NDArray[np.int8]] = []
+    for start in range(0, runs, CHUNK):
+        n = min(CHUNK, runs - start)
+        y = (rng.random((n, rounds, tasks, rows)) < probs).astype(np.float64)
+        paths = (y @ c).reshape(n, rounds * tasks, design.k).transpose(0, 2, 1)  # runs × pieces × blocks
+        p = anytime_p(mixture_log_e(paths, sigma2, min_effect))
+        up, down = futility_log_e(paths, min_effect)
+        at = np.arange(1, rounds + 1) * tasks - 1
+        looks = [decide(p[..., i], up[..., i], down[..., i], alpha=alpha) for i in at]
+        out.append(np.stack(looks, axis=-1))
+    return AdaptiveSim(np.concatenate(out), rows * tasks)
+
+
+def ever_real(sim: AdaptiveSim, pieces: Sequence[int]) -> float:
+    """The share of runs in which one of ``pieces`` is called real at some look (looks continue past it)."""
+    return float(np.mean(np.any(sim.decisions[:, list(pieces), :] == REAL, axis=(1, 2))))
+
+
+def rounds_to_decide(sim: AdaptiveSim) -> FloatArray:
+    """Per run, the round after which every piece was decided (real or no effect); rounds + 1 if never."""
+    decided = np.all(sim.decisions != UNDECIDED, axis=1)  # runs × looks
+    rounds = sim.decisions.shape[-1]
+    first = np.where(decided.any(axis=-1), np.argmax(decided, axis=-1) + 1, rounds + 1)
+    return np.asarray(first, dtype=np.float64)

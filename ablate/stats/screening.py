@@ -178,15 +178,15 @@ def budget_refusal(design: str, k: int, tasks: int, max_sessions: int | None) ->
     return BudgetRefusal(design, k, tasks, rows_for(design, k), minimum, max_sessions)
 
 
-#: Why ``--adaptive`` is refused for the screening design (the one-out design's cells are compared with the
-#: control one by one, so the existing anytime-valid machinery of :mod:`ablate.stats.sequential` applies).
-SCREENING_ADAPTIVE_REFUSAL = (
-    "--adaptive is not available with --design screening: its per-piece effects are contrasts over every "
-    "cell of a block, and ablate has no anytime-valid test for them yet (the fixed-n test would be invalid "
-    "under repeated looks); run a fixed number of repeats, or use --design one-out with --adaptive"
+#: Why ``--adaptive`` is refused for a per-piece run whose primary outcome is not pass/fail.
+ADAPTIVE_NEEDS_BINARY = (
+    "--adaptive with --pieces stops on a pass/fail primary outcome (its anytime-valid test rests on outcomes "
+    "in [0, 1]); pick a pass/fail --primary, or run a fixed number of repeats"
 )
 
 
-def adaptive_refusal(design: str) -> str | None:
-    """None when ``design`` allows adaptive stopping, else the message to print."""
-    return SCREENING_ADAPTIVE_REFUSAL if design == "screening" else None
+def adaptive_refusal(design: str, *, binary: bool) -> str | None:
+    """None when ``design`` can stop adaptively on this primary outcome (both designs can on a pass/fail one:
+    :mod:`ablate.stats.screening_sequential`), else the message to print."""
+    design_name(design)
+    return None if binary else ADAPTIVE_NEEDS_BINARY
