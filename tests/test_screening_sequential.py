@@ -10,7 +10,6 @@ import pytest
 from ablate.stats.screening import make_design, screening_design
 from ablate.stats.screening_inference import Outcome
 from ablate.stats.screening_sequential import (
-    block_contrasts,
     contrast_matrix,
     look,
     mixture_log_e,
