@@ -10,8 +10,8 @@ In the one-out design β̂_j is the control's mean minus piece j's cell mean ove
 
 The test is the OLS t-test (residual df = sessions − blocks − pieces) — for binary outcomes with the error
 variance estimated under the piece's null, the score-test form (:func:`t_test` says why) — and the interval
-is the model-based (Wald) t interval at 1 − α. Why a model-based test rather than a randomization test over the design's assignment:
-permuting rows within blocks is exact only under the *global* null (no piece does anything); a piece's own
+is the model-based (Wald) t interval at 1 − α. Why a model-based test rather than a randomization test over
+the design's assignment: permuting rows within blocks is exact only under the *global* null (no piece does anything); a piece's own
 null leaves the other pieces' effects in the data, and permuting rows moves those too, so a per-piece
 randomization test is not exact and Holm would control the family-wise error only weakly. The OLS test
 needs independent sessions with a common variance: binary outcomes have p(1 − p), which varies between rows,
@@ -190,7 +190,8 @@ def analyse(
     """Every piece's effect (on − off), interval, Holm-adjusted p and verdict from the scored sessions.
 
     ``binary``: outcomes are 0/1 (pass/fail) and the test uses the null variance (:func:`t_test`); otherwise
-    a numeric metric (turns, cost) and the Wald t-test.
+    a numeric metric (turns, cost) and the Wald t-test. ``min_effect`` is in the metric's units (a rate for
+    pass/fail); ``higher_is_better`` False for turns and costs, so a piece that adds turns ``hurts``.
 
     Sessions may be missing (failed items): the fit uses what there is. Raises :class:`DesignError` when the
     sessions cannot estimate every piece (too few, or a piece never both on and off within a block).
@@ -221,27 +222,12 @@ def analyse(
     adjusted = dict(zip(testable, holm([float(p[j]) for j in testable]), strict=True))
     rows: list[PieceEffect] = []
     for j, pid in enumerate(design.pieces):
+        effect = float(fit.beta[j])
         if j not in adjusted:
-            rows.append(PieceEffect(pid, float(fit.beta[j]), None, None, None, None, "undecided", NO_SPREAD))
+            rows.append(PieceEffect(pid, effect, None, None, None, None, "undecided", NO_SPREAD))
             continue
-        rows.append(
-            PieceEffect(
-                pid,
-                float(fit.beta[j]),
-                float(low[j]),
-                float(high[j]),
-                float(p[j]),
-                adjusted[j],
-                verdict(
-                    float(fit.beta[j]),
-                    float(low[j]),
-                    float(high[j]),
-                    adjusted[j],
-                    alpha=alpha,
-                    min_effect=min_effect,
-                    higher=higher_is_better,
-                ),
-            )
-        )
+        lo, hi, padj = float(low[j]), float(high[j]), adjusted[j]
+        word = verdict(effect, lo, hi, padj, alpha=alpha, min_effect=min_effect, higher=higher_is_better)
+        rows.append(PieceEffect(pid, effect, lo, hi, float(p[j]), padj, word))
     method = METHOD_BINARY if binary else METHOD
     return PieceAnalysis(rows, len(outcomes), len(block_ids), fit.df, alpha, min_effect, method)
