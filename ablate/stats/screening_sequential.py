@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ablate.stats.screening import Design
-from ablate.stats.screening_inference import Outcome
+from ablate.stats.screening_inference import Outcome, PieceVerdict
 from ablate.stats.sequential import (
     DECISIONS,
     DEFAULT_DRAW_BETA,
@@ -81,12 +81,25 @@ def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) ->
 
 @dataclass(frozen=True)
 class PieceDecisions:
-    """One look: per piece its anytime p (unadjusted), decision, and the blocks it rested on."""
+    """One look: per piece its effect so far (the mean block contrast, on − off; None before any complete
+    block), anytime p (unadjusted), decision, and the blocks it rested on."""
 
+    effects: list[float | None]
     p_anytime: list[float]
     decisions: list[Decision]
     blocks_used: int
     blocks_incomplete: list[tuple[str, int]]
+
+    def verdicts(self, *, higher_is_better: bool = True) -> list[PieceVerdict]:
+        """The report's words: ``real`` → helps / hurts by the effect's sign, ``no-effect`` → draw, else
+        undecided."""
+        out: list[PieceVerdict] = []
+        for effect, decision in zip(self.effects, self.decisions, strict=True):
+            if decision == "real" and effect:
+                out.append("helps" if (effect > 0) == higher_is_better else "hurts")
+            else:
+                out.append("draw" if decision == "no-effect" else "undecided")
+        return out
 
 
 def block_contrasts(
@@ -127,9 +140,15 @@ def look(
     ``no-effect`` (both futility e-processes past 1/β) or ``undecided``."""
     d, incomplete = block_contrasts(design, outcomes, block_order)
     if d.shape[0] == 0:
-        return PieceDecisions([1.0] * design.k, ["undecided"] * design.k, 0, incomplete)
+        return PieceDecisions([None] * design.k, [1.0] * design.k, ["undecided"] * design.k, 0, incomplete)
     paths = d.T  # pieces × blocks
     p = anytime_p(mixture_log_e(paths, variance_proxy(design), min_effect))[:, -1]
     up, down = futility_log_e(paths, min_effect)
     codes = decide(p, up[:, -1], down[:, -1], alpha=alpha, beta=beta)
-    return PieceDecisions([float(v) for v in p], [DECISIONS[int(c)] for c in codes], d.shape[0], incomplete)
+    return PieceDecisions(
+        [float(v) for v in d.mean(axis=0)],
+        [float(v) for v in p],
+        [DECISIONS[int(c)] for c in codes],
+        d.shape[0],
+        incomplete,
+    )
