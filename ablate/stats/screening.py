@@ -1,0 +1,192 @@
+"""Designs for per-piece attribution: which pieces each cell keeps, and how many sessions a design needs.
+
+A design is a list of rows, one per cell; a row says for each piece whether the cell keeps it (on) or removes
+it (off). Sessions are rows × tasks × repeats, blocked by (task, repeat): every block runs every row once, so
+a piece's effect is compared within blocks and differences between tasks and repeats cancel.
+
+* ``screening`` — a folded-over Plackett–Burman design (:mod:`ablate.stats.screening_hadamard`): the PB design
+  of the smallest constructible size N ≥ k + 1 (a multiple of 4) for k pieces, then its mirror image (every
+  sign flipped), 2N rows. Each piece is on in half the rows of a block; every two pieces' columns are
+  orthogonal, so each main effect is estimated from every session; and the fold-over makes each main effect
+  orthogonal to every two-piece interaction (the alias matrix of the main effects on the interactions is
+  zero: Box GEP, Wilson KB, "On the experimental attainment of optimum conditions", JRSS B 13:1–45, 1951;
+  Montgomery DC, *Design and Analysis of Experiments*, §8.6). The normalised PB design's first row keeps
+  every piece, so the control (the untouched setup) is a row of the design and its mirror removes every
+  piece; no row is added for the control — an extra all-on row would unbalance the columns and is not
+  needed, since the effects are contrasts between rows, not against the control.
+* ``one-out`` — leave-one-out at the piece level: the control and one cell per piece with only that piece
+  removed (k + 1 rows). Its effect is "what removing this piece from the full setup does"; screening's is
+  the piece's main effect, averaged over the other pieces being on or off (equal when pieces do not interact).
+
+:func:`min_sessions` is one repeat of every row on every task; :func:`budget_refusal` refuses a design that
+cannot fit in ``--max-sessions`` before anything runs, naming the minimum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ablate.stats.screening_hadamard import pb_columns, pb_size
+
+DesignName = Literal["screening", "one-out"]
+DESIGNS: tuple[DesignName, DesignName] = ("screening", "one-out")
+#: Up to this many pieces the default design is ``one-out`` (its k + 1 rows are fewer than screening's 2N = 8
+#: at k ≤ 3 and equal at k = 7, but screening estimates every piece from every session: 4σ²/S against one-out's
+#: 2σ²(k + 1)/S per piece for S sessions, already better at k = 2). "A handful": k ≤ 3.
+ONE_OUT_DEFAULT_MAX = 3
+
+
+class DesignError(ValueError):
+    """A design that cannot be built for these pieces (too few, repeated ids, an unknown design)."""
+
+
+@dataclass(frozen=True)
+class Design:
+    """The rows of a two-level design over named pieces; ``rows[i][j]`` is True when row i keeps piece j."""
+
+    name: DesignName
+    pieces: tuple[str, ...]
+    rows: tuple[tuple[bool, ...], ...]
+    construction: str
+    """How the rows were made, in words (``folded-over Plackett–Burman N=20: 40 rows``)."""
+
+    @property
+    def k(self) -> int:
+        return len(self.pieces)
+
+    def matrix(self) -> npt.NDArray[np.float64]:
+        """Rows × pieces, 1.0 on and 0.0 off."""
+        return np.array(self.rows, dtype=np.float64).reshape(len(self.rows), self.k)
+
+    def removed(self, row: int) -> tuple[str, ...]:
+        """The pieces row ``row``'s cell removes (what a cell is built from)."""
+        return tuple(p for p, on in zip(self.pieces, self.rows[row], strict=True) if not on)
+
+    @property
+    def control_row(self) -> int | None:
+        """The row that keeps every piece (the untouched setup), if the design has one."""
+        return next((i for i, r in enumerate(self.rows) if all(r)), None)
+
+
+def _check_pieces(pieces: tuple[str, ...]) -> None:
+    if len(pieces) < 2:
+        raise DesignError(
+            f"{len(pieces)} piece(s): attribution needs at least two pieces (a single piece is a layer: use "
+            "`ablate run` without --pieces)"
+        )
+    seen: set[str] = set()
+    for p in pieces:
+        if p in seen:
+            raise DesignError(f"piece id {p!r} given twice: piece ids must be unique")
+        seen.add(p)
+
+
+def screening_rows(k: int) -> int:
+    """Rows of the screening design for ``k`` pieces: 2N, N the PB size for k columns."""
+    return 2 * pb_size(k)
+
+
+def design_name(design: str) -> DesignName:
+    """``design`` as a design name, or a :class:`DesignError` naming the choices."""
+    for name in DESIGNS:
+        if design == name:
+            return name
+    raise DesignError(f"unknown design {design!r}; choose one of {', '.join(DESIGNS)}")
+
+
+def rows_for(design: str, k: int) -> int:
+    """Rows (cells) of ``design`` for ``k`` pieces."""
+    return screening_rows(k) if design_name(design) == "screening" else k + 1
+
+
+def screening_design(pieces: tuple[str, ...] | list[str]) -> Design:
+    """The folded-over PB design over ``pieces`` (row 0 keeps every piece, row N removes every piece)."""
+    ids = tuple(pieces)
+    _check_pieces(ids)
+    half = pb_columns(len(ids)) > 0
+    folded = np.vstack([half, ~half])
+    n = half.shape[0]
+    return Design(
+        "screening",
+        ids,
+        tuple(tuple(bool(v) for v in row) for row in folded),
+        f"folded-over Plackett–Burman N={n}: {2 * n} rows for {len(ids)} pieces",
+    )
+
+
+def one_out_design(pieces: tuple[str, ...] | list[str]) -> Design:
+    """The control (row 0) and one row per piece removing only that piece."""
+    ids = tuple(pieces)
+    _check_pieces(ids)
+    rows = [tuple(True for _ in ids)] + [tuple(j != i for j in range(len(ids))) for i in range(len(ids))]
+    return Design("one-out", ids, tuple(rows), f"leave-one-out: control + {len(ids)} cells")
+
+
+def default_design(k: int) -> DesignName:
+    """``one-out`` up to :data:`ONE_OUT_DEFAULT_MAX` pieces, ``screening`` beyond."""
+    return "one-out" if k <= ONE_OUT_DEFAULT_MAX else "screening"
+
+
+def make_design(design: str, pieces: tuple[str, ...] | list[str]) -> Design:
+    """The named design over ``pieces``."""
+    return screening_design(pieces) if design_name(design) == "screening" else one_out_design(pieces)
+
+
+def min_sessions(design: str, k: int, tasks: int) -> int:
+    """The fewest sessions ``design`` can run: one repeat of every row on every task."""
+    if tasks < 1:
+        raise DesignError(f"{tasks} task(s): a run needs at least one task")
+    if k < 2:
+        raise DesignError(f"{k} piece(s): attribution needs at least two pieces")
+    return rows_for(design, k) * tasks
+
+
+def repeats_within(design: str, k: int, tasks: int, max_sessions: int) -> int:
+    """The most whole repeats (every row on every task) that fit in ``max_sessions`` (0: not even one)."""
+    return max_sessions // min_sessions(design, k, tasks)
+
+
+@dataclass(frozen=True)
+class BudgetRefusal:
+    """A design that does not fit ``--max-sessions``: what it needs at least, and the message to print."""
+
+    design: str
+    pieces: int
+    tasks: int
+    rows: int
+    minimum: int
+    max_sessions: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"--max-sessions {self.max_sessions}: the {self.design} design for {self.pieces} pieces has "
+            f"{self.rows} cells, so one repeat of {self.tasks} task(s) is {self.minimum} sessions; raise "
+            f"--max-sessions to at least {self.minimum}, or pick fewer pieces (--pieces ID,...) or tasks"
+        )
+
+
+def budget_refusal(design: str, k: int, tasks: int, max_sessions: int | None) -> BudgetRefusal | None:
+    """None when one repeat of ``design`` fits in ``max_sessions`` (or there is no limit), else the refusal."""
+    minimum = min_sessions(design, k, tasks)
+    if max_sessions is None or max_sessions >= minimum:
+        return None
+    return BudgetRefusal(design, k, tasks, rows_for(design, k), minimum, max_sessions)
+
+
+#: Why ``--adaptive`` is refused for a per-piece run whose primary outcome is not pass/fail.
+ADAPTIVE_NEEDS_BINARY = (
+    "--adaptive with --pieces stops on a pass/fail primary outcome (its anytime-valid test rests on outcomes "
+    "in [0, 1]); pick a pass/fail --primary, or run a fixed number of repeats"
+)
+
+
+def adaptive_refusal(design: str, *, binary: bool) -> str | None:
+    """None when ``design`` can stop adaptively on this primary outcome (both designs can on a pass/fail one:
+    :mod:`ablate.stats.screening_sequential`), else the message to print."""
+    design_name(design)
+    return None if binary else ADAPTIVE_NEEDS_BINARY

@@ -1,0 +1,154 @@
+"""Anytime-valid per-piece decisions for adaptive screening and one-out runs of a pass/fail outcome.
+
+A complete block (every row of the design run once on one task and repeat) gives each piece one contrast: the
+block's own effect estimate d_bj (:func:`contrast_matrix`; in the screening design mean(on) − mean(off) over
+the block's 2N sessions, in one-out the control's session minus the piece's cell's). With outcomes in [0, 1]
+it lies in [−1, 1] in both designs. Blocks are independent, and d_bj's mean is the piece's main effect on the
+block's task (the fold-over keeps two-piece interactions out of it, whatever the other pieces do), so under a
+piece's null — no effect on any task — the contrasts, in the order their blocks completed, are bounded with
+conditional mean 0. On them, per piece:
+
+* "real": the normal-mixture e-process against mean 0 (:func:`mixture_log_e`) with the contrast's
+  sub-Gaussian scale known from the design (:func:`variance_proxy`: 1/(2N) in screening, ½ in one-out) — a
+  bounded-range betting process would waste the design's precision (a contrast ranges over [−1, 1] but its sd
+  at a rate of ½ is 1/√(2N)); its anytime p
+  (:func:`ablate.stats.sequential.anytime_p`) and Holm over the pieces (:func:`~ablate.stats.sequential.decide`)
+  keep the family-wise error at α at any stopping time;
+* "no effect of interest" (a draw): the futility e-processes of :func:`ablate.stats.sequential.futility_log_e`
+  against "effect ≥ +d" and "≤ −d" (d = min-effect), valid for any observations in [−1, 1].
+
+Unlike the fixed analysis (:mod:`ablate.stats.screening_inference`) this tests the contrasts of complete
+blocks only; a block with a failed session is left out (:func:`block_contrasts` names it). Error rates under
+optional stopping are simulated in ``tests/test_screening_sequential.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ablate.stats.screening import Design
+from ablate.stats.screening_inference import Outcome, PieceVerdict
+from ablate.stats.sequential import (
+    DECISIONS,
+    DEFAULT_DRAW_BETA,
+    Decision,
+    anytime_p,
+    decide,
+    futility_log_e,
+)
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def contrast_matrix(design: Design) -> FloatArray:
+    """Rows × pieces: one block's outcomes (a row vector) times this is each piece's contrast d_bj — the
+    block-demeaned least-squares weights X̃(X̃'X̃)⁻¹ of a single block."""
+    x = design.matrix()
+    xt = x - x.mean(axis=0)
+    return np.asarray(xt @ np.linalg.inv(xt.T @ xt), dtype=np.float64)
+
+
+def variance_proxy(design: Design) -> FloatArray:
+    """Per piece, σ² = Σ_i c_ij² / 4: a block's contrast of outcomes in [0, 1] is σ²-sub-Gaussian about its
+    mean (Hoeffding's lemma for each independent session, c_ij y_i ranging over |c_ij|)."""
+    c = contrast_matrix(design)
+    return np.asarray((c * c).sum(axis=0) / 4.0, dtype=np.float64)
+
+
+def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) -> FloatArray:
+    """log of the normal-mixture e-process against mean 0 along the last axis (blocks).
+
+    For increments σ²-sub-Gaussian about a conditional mean of 0, exp(λS_t − λ²σ²t/2) is a nonnegative
+    supermartingale for every λ; mixed over λ ~ N(0, ρ²) it is 1/√(1 + ρ²V_t) · exp(ρ²S_t² / (2(1 + ρ²V_t))),
+    V_t = σ²t (Robbins 1970; Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric,
+    nonasymptotic confidence sequences", Ann Stat 49:1055–1080, 2021, §3). ρ = min_effect / σ² puts the mixture
+    where the bet that grows fastest on an effect of min-effect lies; any fixed ρ keeps the process valid.
+    ``sigma2`` broadcasts against x without its last axis.
+    """
+    xs = np.asarray(x, dtype=np.float64)
+    s2 = np.asarray(sigma2, dtype=np.float64)[..., None]
+    rho2 = (min_effect / s2) ** 2
+    total = np.cumsum(xs, axis=-1)
+    v = s2 * np.arange(1, xs.shape[-1] + 1, dtype=np.float64)
+    return np.asarray(
+        -0.5 * np.log1p(rho2 * v) + rho2 * total * total / (2.0 * (1.0 + rho2 * v)), dtype=np.float64
+    )
+
+
+@dataclass(frozen=True)
+class PieceDecisions:
+    """One look: per piece its effect so far (the mean block contrast, on − off; None before any complete
+    block), anytime p (unadjusted), decision, and the blocks it rested on."""
+
+    effects: list[float | None]
+    p_anytime: list[float]
+    decisions: list[Decision]
+    blocks_used: int
+    blocks_incomplete: list[tuple[str, int]]
+
+    def verdicts(self, *, higher_is_better: bool = True) -> list[PieceVerdict]:
+        """The report's words: ``real`` → helps / hurts by the effect's sign, ``no-effect`` → draw, else
+        undecided."""
+        out: list[PieceVerdict] = []
+        for effect, decision in zip(self.effects, self.decisions, strict=True):
+            if decision == "real" and effect:
+                out.append("helps" if (effect > 0) == higher_is_better else "hurts")
+            else:
+                out.append("draw" if decision == "no-effect" else "undecided")
+        return out
+
+
+def block_contrasts(
+    design: Design, outcomes: Sequence[Outcome], block_order: Sequence[tuple[str, int]]
+) -> tuple[FloatArray, list[tuple[str, int]]]:
+    """Blocks × pieces contrasts of the complete blocks, in ``block_order`` (the order blocks completed),
+    and the blocks left out because a row has no outcome."""
+    values: dict[tuple[str, int], dict[int, float]] = {}
+    for o in outcomes:
+        if not 0.0 <= o.value <= 1.0:
+            raise ValueError(
+                f"outcome of row {o.row}, task {o.task!r}, repeat {o.repeat}: {o.value!r} not in [0, 1]"
+            )
+        values.setdefault((o.task, o.repeat), {})[o.row] = o.value
+    c = contrast_matrix(design)
+    rows = len(design.rows)
+    out: list[FloatArray] = []
+    incomplete: list[tuple[str, int]] = []
+    for b in block_order:
+        got = values.get(b, {})
+        if len(got) < rows:
+            incomplete.append(b)
+            continue
+        out.append(np.array([got[r] for r in range(rows)]) @ c)
+    return np.array(out, dtype=np.float64).reshape(len(out), design.k), incomplete
+
+
+def look(
+    design: Design,
+    outcomes: Sequence[Outcome],
+    block_order: Sequence[tuple[str, int]],
+    *,
+    alpha: float,
+    min_effect: float,
+    beta: float = DEFAULT_DRAW_BETA,
+) -> PieceDecisions:
+    """The decisions of one look at a pass/fail run: ``real`` (Holm over the pieces' anytime p ≤ α),
+    ``no-effect`` (both futility e-processes past 1/β) or ``undecided``."""
+    d, incomplete = block_contrasts(design, outcomes, block_order)
+    if d.shape[0] == 0:
+        return PieceDecisions([None] * design.k, [1.0] * design.k, ["undecided"] * design.k, 0, incomplete)
+    paths = d.T  # pieces × blocks
+    p = anytime_p(mixture_log_e(paths, variance_proxy(design), min_effect))[:, -1]
+    up, down = futility_log_e(paths, min_effect)
+    codes = decide(p, up[:, -1], down[:, -1], alpha=alpha, beta=beta)
+    return PieceDecisions(
+        [float(v) for v in d.mean(axis=0)],
+        [float(v) for v in p],
+        [DECISIONS[int(c)] for c in codes],
+        d.shape[0],
+        incomplete,
+    )

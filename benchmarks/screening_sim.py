@@ -1,0 +1,187 @@
+"""Simulated per-piece runs of a binary outcome under a model of sessions, vectorised over many runs.
+
+**This is a model, not the CLI.** A session of task t in a cell that keeps the pieces x (1 on, 0 off) passes
+with probability ``control_t − Σ_j e_j (1 − x_j)``: the control's (the full setup's) rate on that task, less
+the effect e_j of every piece the cell removes (e_j > 0: the piece helps). The effects add on the probability
+scale and the task effect is the spread of the control's rates. That is the effect an ``ablate.sim`` script
+plants with a rule keyed on a piece's marker text in the system prompt (``where = "system"``,
+``contains = [marker]``, ``probability = q``): the rule fires only in cells that keep the piece. Two such rules
+in one script fire first-match, so their effects are not quite additive (a two-piece interaction); the
+fold-over keeps such interactions out of the screening design's main effects, and under the null (no rule
+keyed on any piece) the two models are the same. Sessions are independent given their probability.
+
+Each simulated run is analysed by the library a real run uses (:func:`block_ols`, :func:`t_test` of
+``ablate.stats.screening_inference``, Holm over the pieces), vectorised over runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ablate.stats.screening import Design
+from ablate.stats.screening_inference import block_ols, t_test
+from ablate.stats.screening_sequential import contrast_matrix, mixture_log_e, variance_proxy
+from ablate.stats.sequential import REAL, UNDECIDED, anytime_p, decide, futility_log_e, holm_adjust
+
+FloatArray = npt.NDArray[np.float64]
+#: Runs analysed at once (bounds memory: runs × sessions floats).
+CHUNK = 250
+
+
+@dataclass(frozen=True)
+class Planted:
+    """A planted setup: the control's pass rate on each task and each piece's effect (e > 0 helps)."""
+
+    control_rates: tuple[float, ...]
+    effects: tuple[float, ...]
+
+
+def pass_probabilities(design: Design, planted: Planted) -> FloatArray:
+    """Tasks × rows: the model's pass probability of each cell on each task (ValueError outside [0, 1])."""
+    if len(planted.effects) != design.k:
+        raise ValueError(f"{len(planted.effects)} effects for {design.k} pieces")
+    removed_loss = (1.0 - design.matrix()) @ np.asarray(planted.effects, dtype=np.float64)
+    probs = np.asarray(planted.control_rates, dtype=np.float64)[:, None] - removed_loss[None, :]
+    if probs.min() < 0 or probs.max() > 1:
+        raise ValueError("planted effects push a cell's pass probability outside [0, 1]")
+    return probs
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Per run and piece: the effect estimate and the Holm-adjusted p (NaN: not computable)."""
+
+    effect: FloatArray
+    p_adjusted: FloatArray
+    sessions: int
+
+
+def simulate(
+    design: Design, planted: Planted, repeats: int, runs: int, rng: np.random.Generator
+) -> SimResult:
+    """``runs`` runs of ``design`` with ``repeats`` repeats of every row on every task, analysed as a run is."""
+    probs = pass_probabilities(design, planted)
+    tasks, rows = probs.shape
+    m = design.matrix()
+    x = np.tile(m, (tasks * repeats, 1))
+    blocks = np.repeat(np.arange(tasks * repeats), rows)
+    p_session = np.tile(probs, (repeats, 1)).reshape(-1)
+    effects: list[FloatArray] = []
+    adjusted: list[FloatArray] = []
+    for start in range(0, runs, CHUNK):
+        n = min(CHUNK, runs - start)
+        y = (rng.random((n, p_session.size)) < p_session).astype(np.float64)
+        fit = block_ols(x, blocks, y)
+        p, _, _ = t_test(fit, 0.95, null_variance=True)
+        effects.append(fit.beta)
+        adjusted.append(holm_adjust(p))
+    return SimResult(np.vstack(effects), np.vstack(adjusted), int(p_session.size))
+
+
+def detected(result: SimResult, planted: Planted, alpha: float) -> FloatArray:
+    """Per planted piece (e ≠ 0): the share of runs that found it real with the right sign."""
+    idx = [j for j, e in enumerate(planted.effects) if e != 0]
+    sign = np.sign(np.asarray(planted.effects)[idx])
+    hit = (result.p_adjusted[:, idx] <= alpha) & (np.sign(result.effect[:, idx]) == sign)
+    return np.asarray(hit.mean(axis=0), dtype=np.float64)
+
+
+def family_wise_error(result: SimResult, planted: Planted, alpha: float) -> float:
+    """The share of runs that call at least one null piece (e = 0) real."""
+    null = [j for j, e in enumerate(planted.effects) if e == 0]
+    return float(np.mean(np.any(result.p_adjusted[:, null] <= alpha, axis=1)))
+
+
+def repeats_for_power(
+    design: Design,
+    planted: Planted,
+    *,
+    power: float,
+    alpha: float,
+    runs: int,
+    rng: np.random.Generator,
+    max_repeats: int = 512,
+) -> tuple[int, FloatArray] | None:
+    """The fewest repeats at which every planted piece is found with at least ``power`` (doubling, then
+    bisection), with the detection rates there; None beyond ``max_repeats``."""
+
+    def rates(r: int) -> FloatArray:
+        return detected(simulate(design, planted, r, runs, rng), planted, alpha)
+
+    hi = 1
+    got = rates(hi)
+    while got.min() < power:
+        if hi >= max_repeats:
+            return None
+        hi = min(2 * hi, max_repeats)
+        got = rates(hi)
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        mid_rates = rates(mid)
+        if mid_rates.min() >= power:
+            hi, got = mid, mid_rates
+        else:
+            lo = mid
+    return hi, got
+
+
+def planted_pair(k: int, effect: float, control_rates: Sequence[float]) -> Planted:
+    """One piece that helps by ``effect`` and one that hurts by it among ``k`` (the rest null)."""
+    effects = [0.0] * k
+    effects[0], effects[k // 2] = effect, -effect
+    return Planted(tuple(control_rates), tuple(effects))
+
+
+@dataclass(frozen=True)
+class AdaptiveSim:
+    """Per run, piece and look (after each round of one repeat of every task): the decision code."""
+
+    decisions: npt.NDArray[np.int8]
+    sessions_per_round: int
+
+
+def simulate_adaptive(
+    design: Design,
+    planted: Planted,
+    rounds: int,
+    runs: int,
+    rng: np.random.Generator,
+    *,
+    alpha: float,
+    min_effect: float,
+) -> AdaptiveSim:
+    """Adaptive runs: a look after every round with the functions a look uses (block contrasts, the
+    normal-mixture anytime p, the futility e-processes, Holm in ``decide``); blocks enter in round order."""
+    probs = pass_probabilities(design, planted)
+    tasks, rows = probs.shape
+    c = contrast_matrix(design)
+    sigma2 = variance_proxy(design)
+    out: list[npt.NDArray[np.int8]] = []
+    for start in range(0, runs, CHUNK):
+        n = min(CHUNK, runs - start)
+        y = (rng.random((n, rounds, tasks, rows)) < probs).astype(np.float64)
+        paths = (y @ c).reshape(n, rounds * tasks, design.k).transpose(0, 2, 1)  # runs × pieces × blocks
+        p = anytime_p(mixture_log_e(paths, sigma2, min_effect))
+        up, down = futility_log_e(paths, min_effect)
+        at = np.arange(1, rounds + 1) * tasks - 1
+        looks = [decide(p[..., i], up[..., i], down[..., i], alpha=alpha) for i in at]
+        out.append(np.stack(looks, axis=-1))
+    return AdaptiveSim(np.concatenate(out), rows * tasks)
+
+
+def ever_real(sim: AdaptiveSim, pieces: Sequence[int]) -> float:
+    """The share of runs in which one of ``pieces`` is called real at some look (looks continue past it)."""
+    return float(np.mean(np.any(sim.decisions[:, list(pieces), :] == REAL, axis=(1, 2))))
+
+
+def rounds_to_decide(sim: AdaptiveSim) -> FloatArray:
+    """Per run, the round after which every piece was decided (real or no effect); rounds + 1 if never."""
+    decided = np.all(sim.decisions != UNDECIDED, axis=1)  # runs × looks
+    rounds = sim.decisions.shape[-1]
+    first = np.where(decided.any(axis=-1), np.argmax(decided, axis=-1) + 1, rounds + 1)
+    return np.asarray(first, dtype=np.float64)
