@@ -30,11 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ablate.core.constants import DEFAULT_DRAW_BETA
 from ablate.stats.screening import Design
 from ablate.stats.screening_inference import Outcome, PieceVerdict
 from ablate.stats.sequential import (
     DECISIONS,
-    DEFAULT_DRAW_BETA,
     Decision,
     anytime_p,
     decide,
