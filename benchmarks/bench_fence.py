@@ -62,8 +62,9 @@ import psutil
 from tabulate import tabulate
 
 from ablate.core.claude import claude_argv
-from ablate.isolate.backend import CellEnv, EnvBackend, open_backend
+from ablate.isolate.backend import CellEnv, EnvBackend
 from ablate.isolate.fence import fence_support
+from ablate.isolate.registry import open_backend
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import materialise_example
 from ablate.setup.layers import load_catalog

@@ -17,9 +17,9 @@ from ablate.core.claude import claude_argv, find_claude
 from ablate.core.fsutil import tree_hash
 from ablate.core.gitutil import git_env
 from ablate.core.proc import run_process
-from ablate.isolate.backend import open_backend
 from ablate.isolate.environment import build_environment, reset_environment, retarget_environment
 from ablate.isolate.namespace import namespace_support
+from ablate.isolate.registry import open_backend
 from ablate.probe.probe import probe
 from ablate.run.estimate import estimate_run, probe_capture
 from ablate.setup.cells import load_cell_set

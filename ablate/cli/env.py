@@ -74,7 +74,7 @@ def build(
     import os
 
     from ablate.core.errors import OutputExists
-    from ablate.isolate.backend import open_backend
+    from ablate.isolate.registry import choice_json, open_backend
     from ablate.run.execute import preflight
     from ablate.setup.cells import load_cell_set
     from ablate.setup.layers import load_catalog
@@ -105,16 +105,16 @@ def build(
         doc = (
             to_json() if callable(to_json) else {"cell": {"id": resolved.id, "label": resolved.label}, **info}
         )
-        doc.update({"isolation": checked.isolation.to_json(), "root": str(env.root), "command": command})
+        doc.update({"isolation": choice_json(checked.isolation), "root": str(env.root), "command": command})
         doc.setdefault("config_dir", str(env.config_dir))
         doc.setdefault("cwd", str(env.cwd))
         print_json(doc)
         return
-    _print_built(resolved, env, checked.isolation.to_json(), info, command)
+    _print_built(resolved, env, choice_json(checked.isolation), info, command)
 
 
 def _print_built(
-    resolved: Any, env: Any, isolation: dict[str, str], info: dict[str, Any], command: list[str]
+    resolved: Any, env: Any, isolation: dict[str, Any], info: dict[str, Any], command: list[str]
 ) -> None:
     from ablate.isolate.environment import is_secret
 
