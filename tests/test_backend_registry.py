@@ -57,7 +57,7 @@ class ToyBackend:
 
     made: ClassVar[list[Path]] = []
 
-    def __init__(self, setup: Any, catalog: Any, work_root: Path, **options: Any) -> None:
+    def __init__(self, setup: Any, catalog: Any, work_root: Path, options: Any) -> None:
         self.work_root = work_root
         ToyBackend.made.append(work_root)
 
@@ -216,4 +216,4 @@ def test_the_built_in_backends_in_the_order_they_are_tried() -> None:
     assert (links.real_paths, links.copy_on_write) == (False, False)
     assert registry.recorded_kind(None) is registry.KINDS["links"]  # a manifest from before the record
     with pytest.raises(ValueError, match="unknown isolation backend"):
-        registry.open_backend("chroot", None, None, Path("/nonexistent"))
+        registry.open_backend("chroot", None, None, Path("/nonexistent"))  # type: ignore[arg-type]

@@ -387,6 +387,7 @@ def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path)
     """Built links cells of the example: C0 and C11 both hold the user's credentials file, so they pass with
     its method; a C11 whose copy is gone would start logged out, and the check refuses the run, located."""
     from ablate.isolate.auth import cell_config_dir, check_cells_auth
+    from ablate.isolate.backend import BackendOptions
     from ablate.isolate.registry import open_backend
     from ablate.setup.cells import load_cell_set
     from ablate.setup.examples import materialise_example
@@ -397,7 +398,9 @@ def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path)
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
     cells = load_cell_set("binary", catalog)
-    backend = open_backend("links", setup, catalog, tmp_path / "work", base_env={"PATH": "/usr/bin"})
+    backend = open_backend(
+        "links", setup, catalog, tmp_path / "work", BackendOptions(base_env={"PATH": "/usr/bin"})
+    )
     built = [(cid, backend.build(cells.get(cid), slot)) for slot, cid in enumerate(("C0", "C11"))]
     rows = [(cid, env.env, cell_config_dir(env)) for cid, env in built]
     mine = check_cells_auth({"PATH": "/usr/bin"}, ex.config_dir, rows)

@@ -74,6 +74,7 @@ def build(
     import os
 
     from ablate.core.errors import OutputExists
+    from ablate.isolate.backend import BackendOptions
     from ablate.isolate.registry import choice_json, open_backend
     from ablate.run.execute import preflight
     from ablate.setup.cells import load_cell_set
@@ -90,10 +91,11 @@ def build(
             f"{out}: already exists" + ("" if out.is_dir() else " and is not a folder"),
             hint="pick a new or empty --out (a built cell is removed with `ablate env clean`)",
         )
-    backend = open_backend(
-        checked.isolation.backend, setup, catalog, out, isolate_state=isolate_state, dirty=dirty,
-        base_env=dict(os.environ), sealed=False,  # a command to run by hand: no forwarder outlives ablate
-    )  # fmt: skip
+    # a command to run by hand: not sealed (no forwarder outlives ablate)
+    options = BackendOptions(
+        isolate_state=isolate_state, dirty=dirty, base_env=dict(os.environ), sealed=False
+    )
+    backend = open_backend(checked.isolation.backend, setup, catalog, out, options)
     env = backend.build(resolved, 0)
     argv = [
         "claude", "-p", "--model", MODEL, "--permission-mode", "bypassPermissions", "--", "PROMPT",

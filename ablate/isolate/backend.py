@@ -10,9 +10,9 @@ caveats use) is a :class:`BackendKind`, listed in :mod:`ablate.isolate.registry`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -120,6 +120,25 @@ class Backend(Protocol[EnvT]):
 EnvBackend: TypeAlias = Backend[Any]
 
 
+@dataclass(frozen=True)
+class BackendOptions:
+    """How a run wants its environments built and run; every backend takes these (and may ignore some)."""
+
+    isolate_state: bool = False
+    """Give each cell fresh account state instead of a copy of the user's (``--isolate-state``)."""
+    dirty: bool = False
+    """Uncommitted non-layer changes are part of every cell (``--dirty``)."""
+    base_env: Mapping[str, str] | None = None
+    """The environment the allow-list picks from (None: ablate's own)."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables every session gets on top of the allow-listed environment."""
+    allow_network: bool = False
+    """Sessions keep the host's network (``--allow-network``)."""
+    sealed: bool = True
+    """False: commands meant to be run by hand after ablate exited (no forwarder to reach, no seccomp
+    filter; the host's network)."""
+
+
 # ---------------------------------------------------------------------------------------------------------
 # What a backend is, as data (the registry lists these)
 
@@ -162,9 +181,8 @@ class BackendKind:
     capabilities: Capabilities
     support: Callable[[], Support]
     """Whether it works here (cached by the backend: called at every choice)."""
-    factory: Callable[..., EnvBackend]
-    """Makes the backend: ``factory(setup, catalog, work_root, **options)`` (see
-    :func:`ablate.isolate.registry.open_backend` for the options)."""
+    factory: Callable[[Setup, Catalog, Path, BackendOptions], EnvBackend]
+    """Makes the backend (its class): ``factory(setup, catalog, work_root, options)``."""
     auto: bool = True
     """Chosen without ``--isolation`` where it works (in the registry's order); False: only when asked."""
     caveat: str = ""

@@ -11,13 +11,13 @@ does not work (macOS, locked-down Linux).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from ablate.isolate.backend import (
     BackendKind,
+    BackendOptions,
     Capabilities,
     Support,
     jsonable,
@@ -35,26 +35,9 @@ class LinksEnvironments:
     """The ``links`` backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private checkout)."""
 
     def __init__(
-        self,
-        setup: Setup,
-        catalog: Catalog,
-        work_root: Path,
-        *,
-        isolate_state: bool = False,
-        dirty: bool = False,
-        base_env: Mapping[str, str] | None = None,
-        extra_env: Mapping[str, str] | None = None,
-        allow_network: bool = False,
-        sealed: bool = True,
+        self, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
     ) -> None:
-        self.allow_network, self.sealed = allow_network, sealed
-        self.setup = setup
-        self.catalog = catalog
-        self.work_root = work_root
-        self.isolate_state = isolate_state
-        self.dirty = dirty
-        self.base_env = dict(base_env) if base_env is not None else None
-        self.extra_env = dict(extra_env or {})
+        self.setup, self.catalog, self.work_root, self.options = setup, catalog, work_root, options
         self._logins: dict[str, bytes | None] = {}
         """Config dir -> the ``.credentials.json`` its session started with (None: no login file)."""
 
@@ -71,10 +54,10 @@ class LinksEnvironments:
             # one folder per concurrent session, named by slot only (s00, s01, ...): an environment serves
             # every cell in turn, and every cell's sessions see the very same paths (they reach the prompt)
             name=f"s{slot:02d}",
-            isolate_state=self.isolate_state,
-            dirty=self.dirty,
-            base_env=self.base_env,
-            extra_env=self.extra_env,
+            isolate_state=self.options.isolate_state,
+            dirty=self.options.dirty,
+            base_env=self.options.base_env,
+            extra_env=self.options.extra_env,
         )
 
     def reset(self, env: CellEnvironment) -> None:
@@ -127,8 +110,8 @@ class LinksEnvironments:
             root=env.root,
             cwd=env.cwd,
             visible=visible,
-            network=self.allow_network,
-            sealed=self.sealed,
+            network=self.options.allow_network,
+            sealed=self.options.sealed,
         )
 
     def after_session(self, env: CellEnvironment) -> dict[str, Any] | None:

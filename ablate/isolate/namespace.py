@@ -47,7 +47,7 @@ from ablate.core.fsutil import atomic_write_json
 from ablate.core.mounts import unmount, unmount_all_under
 from ablate.core.tempwork import disown_mount, own_mount
 from ablate.isolate import nsexec, shadowfs, worktree
-from ablate.isolate.backend import BackendKind, Capabilities, stripped_repo_paths
+from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, stripped_repo_paths
 from ablate.isolate.credentials import CopyBack, copy_back
 from ablate.isolate.detect import namespace_check
 from ablate.isolate.detect import namespace_support as namespace_support
@@ -249,26 +249,10 @@ class NamespaceEnvironments:
     """The ``namespace`` backend: a :class:`~ablate.isolate.backend.Backend` of :class:`NamespaceCellEnv`."""
 
     def __init__(
-        self,
-        setup: Setup,
-        catalog: Catalog,
-        work_root: Path,
-        *,
-        dirty: bool = False,
-        base_env: Mapping[str, str] | None = None,
-        extra_env: Mapping[str, str] | None = None,
-        isolate_state: bool = False,
-        allow_network: bool = False,
-        sealed: bool = True,
+        self, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
     ) -> None:
-        self.allow_network, self.sealed = allow_network, sealed
-        self.setup = setup
-        self.catalog = catalog
+        self.setup, self.catalog, self.options = setup, catalog, options
         self.work_root = Path(os.path.abspath(work_root))
-        self.dirty = dirty
-        self.base_env = dict(os.environ if base_env is None else base_env)
-        self.extra_env = dict(extra_env or {})
-        self.isolate_state = isolate_state
         self._lock = threading.Lock()
         self._lower: RepoLower | None = None
         self._cells: dict[str, CellLayers] = {}
@@ -278,6 +262,11 @@ class NamespaceEnvironments:
                 raise UsageError(
                     f"{self.work_root}: inside the {what} {inside}", hint="pick another work dir"
                 )
+
+    @property
+    def base_env(self) -> Mapping[str, str]:
+        """What the sessions' allow-listed environment is picked from (ablate's own unless given)."""
+        return os.environ if self.options.base_env is None else self.options.base_env
 
     # -- lower layers, built once ------------------------------------------------------------------------
 
@@ -294,7 +283,9 @@ class NamespaceEnvironments:
             self.shared.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.shared / MARKER, {"created": time.time(), "backend": NAME})
             self._setup_layers = resolve_layers(self.setup, self.catalog)
-            self._lower = build_repo_lower(self.setup, self.catalog, self.shared / "lower", dirty=self.dirty)
+            self._lower = build_repo_lower(
+                self.setup, self.catalog, self.shared / "lower", dirty=self.options.dirty
+            )
         return self._lower
 
     def cell_layers(self, cell: ResolvedCell) -> CellLayers:
@@ -316,7 +307,7 @@ class NamespaceEnvironments:
             cell,
             cdir / "config",
             memory_slug=slug,
-            isolate_state=self.isolate_state,
+            isolate_state=self.options.isolate_state,
             at_real_path=True,
         )
         ops = worktree.worktree_ops(setup, lower.plan, cell, lower.path, lower.pristine)
@@ -346,7 +337,7 @@ class NamespaceEnvironments:
                 prints[layer.id] = (str(seen.get(layer.id, {}).get("fingerprint", "")), {})
         fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
         notes = list(report.notes) + list(lower.plan.notes)
-        if self.dirty:
+        if self.options.dirty:
             notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
         assert self._setup_layers is not None
         mismatches = kept_mismatches(setup_prints(setup, self.catalog, self._setup_layers), cell, prints)
@@ -366,7 +357,10 @@ class NamespaceEnvironments:
         root.mkdir(parents=True)
         atomic_write_json(root / MARKER, {"created": time.time(), "backend": NAME})
         env = process_env(
-            self.base_env, home=self.setup.home, config_dir=self.setup.config_dir, extra_env=self.extra_env
+            self.base_env,
+            home=self.setup.home,
+            config_dir=self.setup.config_dir,
+            extra_env=self.options.extra_env,
         )
         cenv = NamespaceCellEnv(
             cell=cell,
@@ -380,7 +374,7 @@ class NamespaceEnvironments:
             layers=layers,
             memory_slug=self.setup.memory_slug,
         )
-        cenv.network, cenv.sealed = self.allow_network or not self.sealed, self.sealed
+        cenv.network, cenv.sealed = self.options.allow_network or not self.options.sealed, self.options.sealed
         self._write_view(cenv)
         fresh_uppers(root)
         return cenv

@@ -8,14 +8,15 @@ compares names. Adding a backend: docs/EXTENDING.md#adding-an-isolation-backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import UsageError
 from ablate.folder.layout import IsolationInfo
 from ablate.isolate import links, namespace
-from ablate.isolate.backend import BackendKind, Capabilities, EnvBackend, Support
+from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, EnvBackend, Support
+from ablate.setup.layers import Catalog
+from ablate.setup.load import Setup
 
 #: Name → backend, in the order ablate tries them when no ``--isolation`` is given.
 KINDS: dict[str, BackendKind] = {kind.name: kind for kind in (namespace.KIND, links.KIND)}
@@ -85,36 +86,14 @@ def choice_json(info: IsolationInfo) -> dict[str, Any]:
 
 
 def open_backend(
-    backend: str,
-    setup: Any,
-    catalog: Any,
-    work_root: Path,
-    *,
-    isolate_state: bool = False,
-    dirty: bool = False,
-    base_env: Mapping[str, str] | None = None,
-    extra_env: Mapping[str, str] | None = None,
-    allow_network: bool = False,
-    sealed: bool = True,
+    backend: str, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
 ) -> EnvBackend:
     """The one place a backend object is made, by the name :func:`choose_isolation` chose. Callers never
-    construct a backend class themselves. ``allow_network``: sessions keep the host's network;
-    ``sealed=False``: commands meant to be run by hand, after ablate has exited (no forwarder to reach, no
-    seccomp filter; the host's network)."""
+    construct a backend class themselves."""
     kind = KINDS.get(backend)
     if kind is None:
         raise ValueError(f"unknown isolation backend {backend!r}")
-    return kind.factory(
-        setup,
-        catalog,
-        work_root,
-        isolate_state=isolate_state,
-        dirty=dirty,
-        base_env=base_env,
-        extra_env=extra_env,
-        allow_network=allow_network,
-        sealed=sealed,
-    )
+    return kind.factory(setup, catalog, work_root, options)
 
 
 def _names() -> str:

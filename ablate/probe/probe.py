@@ -32,7 +32,7 @@ from ablate.core.cache import ensure_cache_dir
 from ablate.core.claude import ClaudeBinary
 from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.folder.writes_summary import writes_lines
-from ablate.isolate.backend import EnvBackend
+from ablate.isolate.backend import BackendOptions, EnvBackend
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
 from ablate.isolate.guard import changes_and_notes
 from ablate.isolate.guard import take as take_snapshot
@@ -180,7 +180,7 @@ def _build_cells(
     if builder is build_environment:
         # views at the real paths keep their layers under ns/, shadows are the cells/ themselves
         work = root / ("ns" if _real_paths(backend) else "cells")
-        into.backend = open_backend(backend, setup, catalog, work, extra_env=extra)
+        into.backend = open_backend(backend, setup, catalog, work, BackendOptions(extra_env=extra))
     slots = {c.id: slot for slot, c in enumerate(selected)}
     lock = threading.Lock()
 

@@ -42,7 +42,7 @@ from ablate.folder.layout import EndpointInfo, IsolationInfo, RunManifest, write
 from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
 from ablate.folder.writes_summary import denied_by_path, writes_lines
-from ablate.isolate.backend import Capabilities, EnvBackend
+from ablate.isolate.backend import BackendOptions, Capabilities, EnvBackend
 from ablate.isolate.registry import choice_json
 from ablate.run.envpool import EnvPool
 from ablate.run.hooks import TreeHook
@@ -193,17 +193,14 @@ def execute(
             }
         )
         write_manifest(folder, manifest)
-        backend = open_backend(
-            chosen.backend,
-            setup,
-            prepared.catalog,
-            work_root,
+        options = BackendOptions(
             isolate_state=request.isolate_state,
             allow_network=request.allow_network,
             dirty=request.dirty,
             base_env=dict(os.environ),
             extra_env=dict(request.extra_env),
         )
+        backend = open_backend(chosen.backend, setup, prepared.catalog, work_root, options)
         passes = _Passes(
             prepared, request, manifest, backend, work_root, on_progress, keep=rounds is not None
         )
