@@ -210,7 +210,7 @@ def test_no_stage_outside_isolate_names_a_backend() -> None:
 
 
 def test_the_built_in_backends_in_the_order_they_are_tried() -> None:
-    assert list(registry.KINDS) == ["namespace", "links"]
+    assert list(registry.KINDS)[:2] == ["namespace", "links"]  # a backend added later is tried after them
     ns, links = registry.KINDS["namespace"].capabilities, registry.KINDS["links"].capabilities
     assert (ns.real_paths, ns.copy_on_write) == (True, True)
     assert (links.real_paths, links.copy_on_write) == (False, False)
