@@ -62,8 +62,9 @@ import psutil
 from tabulate import tabulate
 
 from ablate.core.claude import claude_argv
-from ablate.isolate.backend import CellEnv, EnvBackend, open_backend
+from ablate.isolate.backend import BackendOptions, CellEnv, EnvBackend
 from ablate.isolate.fence import fence_support
+from ablate.isolate.registry import open_backend
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import materialise_example
 from ablate.setup.layers import load_catalog
@@ -135,7 +136,9 @@ def build_cell(base: Path) -> Cell:
     (ex.home / ".bashrc").write_text("# the user's own\n")
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
-    backend = open_backend("links", setup, catalog, base / "work", base_env={"PATH": "/usr/bin:/bin"})
+    backend = open_backend(
+        "links", setup, catalog, base / "work", BackendOptions(base_env={"PATH": "/usr/bin:/bin"})
+    )
     env = backend.build(load_cell_set("binary", catalog).get("C0"), 0)
     return Cell(backend, env, ex.home, ex.repo, ex.config_dir)
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ablate.isolate.backend import BackendOptions
 from ablate.isolate.environment import build_environment, reset_environment, teardown_environment
 from ablate.isolate.namespace import NamespaceEnvironments, namespace_support
 from ablate.setup.cells import load_cell_set
@@ -61,7 +62,8 @@ def _namespace_figures(tmp: Path, files: int, label: str) -> dict[str, float]:
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
     cells = load_cell_set("layered", catalog)
-    backend = NamespaceEnvironments(setup, catalog, tmp / f"work-{label}", base_env={"PATH": "/usr/bin:/bin"})
+    options = BackendOptions(base_env={"PATH": "/usr/bin:/bin"})
+    backend = NamespaceEnvironments(setup, catalog, tmp / f"work-{label}", options)
     lower_s = _timed(backend.lower)
     c0_s = _timed(lambda: backend.cell_layers(cells.get("C0")))
     c7_s = _timed(lambda: backend.cell_layers(cells.get("C7")))

@@ -151,6 +151,9 @@ class FakeBackend:
     def clean(self) -> None:
         self.cleans += 1
 
+    def close(self) -> None:
+        pass
+
     def command(self, env: Any, argv: list[str]) -> list[str]:
         return list(argv)
 

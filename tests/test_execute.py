@@ -56,7 +56,7 @@ def test_refused_writes_are_summarised_once_per_path_for_the_whole_run() -> None
 
 
 def preflight_sealed(backend: str) -> bool:
-    from ablate.isolate.namespace import choose_isolation
+    from ablate.isolate.registry import choose_isolation
     from ablate.run.execute import sealed
 
     return sealed(choose_isolation(backend))

@@ -87,19 +87,24 @@ class FakeEnv:
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path = Path("/repo")
     config_dir: Path = Path("/cfg")
-    real_config: Path = Path("/home/u/.claude")
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        return argv
+    session_config_dir: Path = Path("/home/u/.claude")
 
 
-class FakeNamespace:
+class FakeViews:
+    """A backend whose sessions see the real paths: each extra slot it builds, and what it says was written."""
+
     def __init__(self) -> None:
         self.slots: list[int] = []
 
     def build(self, cell: ResolvedCell, slot: int) -> FakeEnv:
         self.slots.append(slot)
         return FakeEnv(slot)
+
+    def command(self, env: FakeEnv, argv: list[str]) -> list[str]:
+        return argv
+
+    def after_session(self, env: FakeEnv) -> dict[str, Any]:
+        return {"slot": env.slot}
 
 
 def _observation(req: dict[str, Any]) -> Observation:
@@ -108,7 +113,7 @@ def _observation(req: dict[str, Any]) -> Observation:
 
 def _draw(
     monkeypatch: pytest.MonkeyPatch, controls: list[dict[str, Any]], untouched: list[dict[str, Any]]
-) -> tuple[dict[str, Any], dict[str, Any], FakeNamespace, list[str]]:
+) -> tuple[dict[str, Any], dict[str, Any], FakeViews, list[str]]:
     c_iter, u_iter = iter(controls[1:]), iter(untouched[1:])
     views: list[str] = []
 
@@ -116,15 +121,12 @@ def _draw(
         views.append(name)
         return _observation(next(u_iter))
 
-    monkeypatch.setattr(probe_mod, "_untouched_namespace", fake_untouched)
+    monkeypatch.setattr(probe_mod, "_untouched_at_real_paths", fake_untouched)
     monkeypatch.setattr(probe_mod, "_run", lambda *a, **k: _observation(next(c_iter)))
-    monkeypatch.setattr(
-        probe_mod, "session_writes", lambda env: type("W", (), {"to_json": lambda s: {"slot": env.slot}})()
-    )
-    ns = FakeNamespace()
+    ns = FakeViews()
     cell = ResolvedCell(id="C0", index=0, label="everything", stripped=(), empty_config=False)
     built = probe_mod._Cells(envs={"C0": FakeEnv(0)})
-    built.namespace = ns  # type: ignore[assignment]
+    built.backend = ns  # type: ignore[assignment]
     first = exact_fidelity("C0", controls[:1], untouched[:1])
     fid, writes = probe_mod._more_pairs(
         first, cell, _observation(controls[0]), _observation(untouched[0]), None, None,  # type: ignore[arg-type]

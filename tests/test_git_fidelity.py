@@ -17,9 +17,10 @@ from ablate.core.claude import claude_argv, find_claude
 from ablate.core.fsutil import tree_hash
 from ablate.core.gitutil import git_env
 from ablate.core.proc import run_process
-from ablate.isolate.backend import open_backend
+from ablate.isolate.backend import BackendOptions
 from ablate.isolate.environment import build_environment, reset_environment, retarget_environment
 from ablate.isolate.namespace import namespace_support
+from ablate.isolate.registry import open_backend
 from ablate.probe.probe import probe
 from ablate.run.estimate import estimate_run, probe_capture
 from ablate.setup.cells import load_cell_set
@@ -176,7 +177,9 @@ def test_sessions_see_the_users_git_state_in_c0_and_c11(
             "ANTHROPIC_BASE_URL": sim.base_url,
             "ANTHROPIC_API_KEY": "sk-test",
         }
-        backend = open_backend(isolation, setup, catalog, tmp_path / "work", base_env=base_env)
+        backend = open_backend(
+            isolation, setup, catalog, tmp_path / "work", BackendOptions(base_env=base_env)
+        )
         env = backend.build(cells.get("C0"), 0)
         try:
             said = {"C0": _git_state_in(backend, env, claude)}

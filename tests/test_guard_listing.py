@@ -86,7 +86,7 @@ def test_what_cannot_be_listed_is_said(
 def test_ablates_own_cache_dir_in_the_home_is_not_the_users_change(
     tree: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch, xdg: bool
 ) -> None:
-    from ablate.core.cache import cache_dir
+    from ablate.core.cache import cache_dir, ensure_cache_dir
 
     home, config, repo = tree
     monkeypatch.setenv("HOME", str(home))
@@ -97,6 +97,7 @@ def test_ablates_own_cache_dir_in_the_home_is_not_the_users_change(
         monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     ours = cache_dir()
     assert ours == (home / "xdg" / "ablate" if xdg else home / ".cache" / "ablate")
+    assert ensure_cache_dir() == ours  # a run's preflight makes it before the first listing
     before = guard.take(config, repo, home)
     (ours / "pristine" / "k").mkdir(parents=True)  # a command caches a checkout: not the user's change
     (ours / "pristine" / "k" / "repo.txt").write_text("cached\n")

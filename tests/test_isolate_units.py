@@ -14,7 +14,8 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
-from ablate.isolate.namespace import Mount, choose_isolation, order_mounts
+from ablate.isolate.namespace import Mount, order_mounts
+from ablate.isolate.registry import choose_isolation
 from ablate.isolate.writes import run_summary_lines, scan_upper, session_writes, summary_lines
 from ablate.probe.fingerprints import normalise_request
 
@@ -212,7 +213,7 @@ def test_clean_unmounts_what_a_killed_runner_left_mounted(tmp_path: Path) -> Non
     import shutil
     import subprocess
 
-    from ablate.isolate import nsexec
+    from ablate.core import mounts
 
     merged = tmp_path / "s00" / "merged"
     inner = merged / ".git" / "objects"
@@ -221,12 +222,12 @@ def test_clean_unmounts_what_a_killed_runner_left_mounted(tmp_path: Path) -> Non
     inner.mkdir(parents=True)
     subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(inner)], check=True)
     try:
-        assert nsexec.mounts_under(str(tmp_path)) == [str(inner), str(merged)]
-        assert nsexec.unmount_all_under(str(tmp_path / "s00")) == [str(inner), str(merged)]
-        assert nsexec.mounts_under(str(tmp_path)) == []
+        assert mounts.mounts_under(str(tmp_path)) == [str(inner), str(merged)]
+        assert mounts.unmount_all_under(str(tmp_path / "s00")) == [str(inner), str(merged)]
+        assert mounts.mounts_under(str(tmp_path)) == []
         shutil.rmtree(tmp_path / "s00")
     finally:
-        for point in nsexec.mounts_under(str(tmp_path)):
+        for point in mounts.mounts_under(str(tmp_path)):
             subprocess.run(["umount", "-l", point], check=False)
 
 
@@ -386,7 +387,8 @@ def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path)
     """Built links cells of the example: C0 and C11 both hold the user's credentials file, so they pass with
     its method; a C11 whose copy is gone would start logged out, and the check refuses the run, located."""
     from ablate.isolate.auth import cell_config_dir, check_cells_auth
-    from ablate.isolate.backend import open_backend
+    from ablate.isolate.backend import BackendOptions
+    from ablate.isolate.registry import open_backend
     from ablate.setup.cells import load_cell_set
     from ablate.setup.examples import materialise_example
     from ablate.setup.layers import load_catalog
@@ -396,7 +398,9 @@ def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path)
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
     cells = load_cell_set("binary", catalog)
-    backend = open_backend("links", setup, catalog, tmp_path / "work", base_env={"PATH": "/usr/bin"})
+    backend = open_backend(
+        "links", setup, catalog, tmp_path / "work", BackendOptions(base_env={"PATH": "/usr/bin"})
+    )
     built = [(cid, backend.build(cells.get(cid), slot)) for slot, cid in enumerate(("C0", "C11"))]
     rows = [(cid, env.env, cell_config_dir(env)) for cid, env in built]
     mine = check_cells_auth({"PATH": "/usr/bin"}, ex.config_dir, rows)

@@ -26,8 +26,9 @@ from ablate.core.claude import claude_argv, find_claude
 from ablate.core.fsutil import tree_hash, tree_listing
 from ablate.core.proc import run_process
 from ablate.isolate import guard
-from ablate.isolate.backend import ShadowEnvironments
+from ablate.isolate.backend import BackendOptions
 from ablate.isolate.gitreads import STRIPPED_FLAG, git_history_reads
+from ablate.isolate.links import LinksEnvironments
 from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments, namespace_support
 from ablate.isolate.writes import summary_lines
 from ablate.probe.probe import probe
@@ -183,7 +184,7 @@ def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind
         "ANTHROPIC_BASE_URL": sim.base_url,
         "ANTHROPIC_API_KEY": "sk-test",
     }
-    backend = NamespaceEnvironments(setup, catalog, tmp_path / "work", base_env=base_env)
+    backend = NamespaceEnvironments(setup, catalog, tmp_path / "work", BackendOptions(base_env=base_env))
     env = backend.build(cells.get("C7"), 0)  # strips docs/runbooks
     try:
         attack = _session(backend, env, claude, "ISO-ATTACK")
@@ -270,7 +271,7 @@ def test_links_protects_what_it_can_and_reports_what_it_cannot(
         "ANTHROPIC_API_KEY": "sk-test",
     }
     before = guard.take(ex.config_dir, ex.repo, ex.home, skip=(tmp_path / "work",))
-    backend = ShadowEnvironments(setup, catalog, tmp_path / "work", base_env=base_env)
+    backend = LinksEnvironments(setup, catalog, tmp_path / "work", BackendOptions(base_env=base_env))
     env = backend.build(cells.get("C7"), 0)
     try:
         attack = _links_session(env, claude, "ISO-ATTACK")

@@ -11,7 +11,7 @@ import pytest
 
 from ablate.core.claude import find_claude
 from ablate.core.fsutil import tree_hash
-from ablate.isolate.detect import choose_isolation
+from ablate.isolate.registry import choose_isolation
 from ablate.probe.probe import probe
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog

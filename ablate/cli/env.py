@@ -74,7 +74,8 @@ def build(
     import os
 
     from ablate.core.errors import OutputExists
-    from ablate.isolate.backend import open_backend
+    from ablate.isolate.backend import BackendOptions
+    from ablate.isolate.registry import choice_json, open_backend
     from ablate.run.execute import preflight
     from ablate.setup.cells import load_cell_set
     from ablate.setup.layers import load_catalog
@@ -90,10 +91,11 @@ def build(
             f"{out}: already exists" + ("" if out.is_dir() else " and is not a folder"),
             hint="pick a new or empty --out (a built cell is removed with `ablate env clean`)",
         )
-    backend = open_backend(
-        checked.isolation.backend, setup, catalog, out, isolate_state=isolate_state, dirty=dirty,
-        base_env=dict(os.environ), sealed=False,  # a command to run by hand: no forwarder outlives ablate
-    )  # fmt: skip
+    # a command to run by hand: not sealed (no forwarder outlives ablate)
+    options = BackendOptions(
+        isolate_state=isolate_state, dirty=dirty, base_env=dict(os.environ), sealed=False
+    )
+    backend = open_backend(checked.isolation.backend, setup, catalog, out, options)
     env = backend.build(resolved, 0)
     argv = [
         "claude", "-p", "--model", MODEL, "--permission-mode", "bypassPermissions", "--", "PROMPT",
@@ -105,16 +107,16 @@ def build(
         doc = (
             to_json() if callable(to_json) else {"cell": {"id": resolved.id, "label": resolved.label}, **info}
         )
-        doc.update({"isolation": checked.isolation.to_json(), "root": str(env.root), "command": command})
+        doc.update({"isolation": choice_json(checked.isolation), "root": str(env.root), "command": command})
         doc.setdefault("config_dir", str(env.config_dir))
         doc.setdefault("cwd", str(env.cwd))
         print_json(doc)
         return
-    _print_built(resolved, env, checked.isolation.to_json(), info, command)
+    _print_built(resolved, env, choice_json(checked.isolation), info, command)
 
 
 def _print_built(
-    resolved: Any, env: Any, isolation: dict[str, str], info: dict[str, Any], command: list[str]
+    resolved: Any, env: Any, isolation: dict[str, Any], info: dict[str, Any], command: list[str]
 ) -> None:
     from ablate.isolate.environment import is_secret
 

@@ -477,6 +477,7 @@ class ClaudeCodeExecutor:
         arms: list[Arm],
     ) -> Execution:
         from ablate.folder.layout import read_manifest
+        from ablate.isolate.registry import choice_json
 
         layer = self.options.layer
         layer_path = prep.catalog.get(layer).paths[0]
@@ -490,7 +491,7 @@ class ClaudeCodeExecutor:
                 "claude_version": claude.version,
                 "cell_check": check_cells(arms, layer_path, built),
                 "probe": probe_record(prep.folder.root, folder),
-                "isolation": done.isolation.to_json(),
+                "isolation": choice_json(done.isolation),
                 "real_files_changed": done.real_files_changed,
                 "writes": done.writes,
                 "exit_code": done.exit_code,

@@ -3,7 +3,7 @@ the CLI binary's identity, the probe's baseline session per CLI build), and the 
 write there. It is the user's cache dir, never the temporary directory (which any user's ablate writes and
 a reboot empties): ``$ABLATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ablate``, else ``~/.cache/ablate``. The
 before/after listing of the home skips it (:func:`ablate.isolate.guard.take`): it is ablate's, not the
-user's. Removing it is always safe; the next command rebuilds what it needs."""
+user's; it is made before the first listing (:func:`ensure_cache_dir`). Removing it is always safe; the next command rebuilds what it needs."""
 
 from __future__ import annotations
 
@@ -22,6 +22,21 @@ def cache_dir() -> Path:
         return Path(explicit)
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "ablate"
+
+
+def ensure_cache_dir() -> Path:
+    """Make ablate's cache dir if it can (an unusable one, a read-only home, is said by whatever uses it) and
+    return it. Every command that lists the user's home before and after (a run's preflight, the probe)
+    calls this first, so that the making of the cache dir, ``~/.cache`` included, is never taken for a
+    change of the user's."""
+    import contextlib
+
+    from ablate.core.errors import AblateError
+
+    ours = cache_dir()
+    with contextlib.suppress(OSError, AblateError):
+        private_dir(ours)
+    return ours
 
 
 def private_dir(folder: Path) -> None:

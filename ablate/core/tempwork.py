@@ -1,7 +1,9 @@
 """ablate's own work folders in the temporary directory: made with an owner file (the pid and start time of
 the process that made them), removed whatever their modes (an overlay's ``work/work`` folder is mode 000),
 and swept at the start of every command when their owner is gone (a run killed with SIGKILL leaves its
-folders, and as root its mounts, behind)."""
+folders, and as root its mounts, behind). The one owner mechanism: a mount point ablate holds in its own
+namespace (root's session view while it is seeded or graded) has an owner file too, and is unmounted by the
+same sweep, wherever it is."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import contextlib
 import os
 import shutil
 import stat
-import subprocess
+import sys
 import tempfile
 from pathlib import Path
+
+from ablate.core.mounts import MOUNTINFO, mount_points, unmount_all_under
 
 #: The owner file inside every work folder ablate makes.
 OWNER = ".ablate-owner"
@@ -62,39 +66,58 @@ def make_work_dir(prefix: str, parent: Path | None = None) -> Path:
 def owner_alive(folder: Path) -> bool:
     """Whether the process that made ``folder`` still runs (a folder without a readable owner file counts
     as alive: it is not known to be ablate's leftover)."""
+    return _alive(folder / OWNER)
+
+
+def _alive(owner: Path) -> bool:
     try:
-        pid_text, started = (folder / OWNER).read_text(encoding="utf-8").split()
+        pid_text, started = owner.read_text(encoding="utf-8").split()
         pid = int(pid_text)
     except (OSError, ValueError):
         return True
     return _start_token(pid) == started
 
 
-def _unmount_under(folder: Path) -> None:
-    """Lazily unmount every mount point at or under ``folder`` (deepest first); only root can, and only
-    mounts in this mount namespace are seen."""
-    if os.geteuid() != 0:
-        return
-    prefix = str(folder.resolve())
-    try:
-        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return
-    points = []
-    for line in lines:
-        fields = line.split()
-        if len(fields) > 4:
-            point = fields[4].encode().decode("unicode_escape")
-            if point == prefix or point.startswith(prefix + os.sep):
-                points.append(point)
-    for point in sorted(points, key=len, reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+def mount_owner(point: Path) -> Path:
+    """The owner file of a mount point ablate holds in its own namespace (``<point>.ablate-owner`` beside it)."""
+    return point.parent / (point.name + OWNER)
+
+
+def own_mount(point: Path) -> None:
+    """Mark ``point``, about to be mounted, as this process's until :func:`disown_mount`: a runner killed
+    meanwhile (even with kill -9) leaves it mounted, and the next command's sweep unmounts it."""
+    mount_owner(point).write_text(_me(), encoding="utf-8")
+
+
+def disown_mount(point: Path) -> None:
+    mount_owner(point).unlink(missing_ok=True)
+
+
+def unmount_orphans(mountinfo: str = MOUNTINFO) -> list[str]:
+    """Unmount every mount point marked by :func:`own_mount` whose owner process is gone, wherever it is (a
+    ``--work-dir`` outside the temporary directory too), and everything under it; return what was unmounted.
+    A live owner's mount is left alone. Only root's mounts can outlive their process here: an ordinary user's
+    live in a user namespace of their own and go with it (and the mount table lists other users' mounts,
+    which are not theirs to inspect)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return []
+    done: list[str] = []
+    for point in sorted(set(mount_points(mountinfo))):
+        owner = mount_owner(Path(point))
+        try:
+            if not owner.is_file() or _alive(owner):
+                continue
+        except OSError:  # not readable, or vanished meanwhile: not ours to judge
+            continue
+        done.extend(unmount_all_under(point))
+        owner.unlink(missing_ok=True)
+    return done
 
 
 def remove_tree(folder: Path) -> None:
     """Remove ``folder`` whatever its modes: a folder that refuses (mode 000, read-only) is opened to its owner
     and removal retried; mounts under it are unmounted first (as root). Errors that remain are ignored."""
-    _unmount_under(folder)
+    unmount_all_under(str(folder))
     top = os.path.abspath(folder)
 
     def _open_and_retry(func: object, path: str, _exc: object) -> None:
@@ -116,7 +139,9 @@ def remove_tree(folder: Path) -> None:
 
 
 def sweep(tmp: Path | None = None) -> list[Path]:
-    """Remove ablate's work folders in the temporary directory whose owner process is gone; return them."""
+    """Unmount what killed ablate processes left mounted (:func:`unmount_orphans`), then remove ablate's work
+    folders in the temporary directory whose owner process is gone; return the folders."""
+    unmount_orphans()
     base = Path(tmp or tempfile.gettempdir())
     candidates: list[Path] = []
     try:

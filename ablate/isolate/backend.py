@@ -1,47 +1,92 @@
-"""The isolation backends' interface: what the runner needs from a built cell environment.
+"""The isolation backends' interface: what every stage needs from a backend and from the environments it builds.
 
-A backend builds, resets, retargets and removes cell environments (docs/ARCHITECTURE.md#environments). The runner knows nothing else
-about isolation: it runs ``env.env`` in ``env.cwd`` and copies the transcript from ``env.config_dir``.
+A backend builds, resets, retargets and removes cell environments (docs/ARCHITECTURE.md#environments). The
+runner knows nothing else about isolation: it runs ``backend.command(env, argv)`` with ``env.env`` in
+``env.cwd``, reads and writes the session's tree only through ``backend.checkout(env)`` and copies the
+transcript from ``env.config_dir``. What a backend *is* (its capabilities, whether it works here, the words the
+caveats use) is a :class:`BackendKind`, listed in :mod:`ablate.isolate.registry`; nothing outside
+``isolate/`` names a backend. docs/EXTENDING.md#adding-an-isolation-backend shows how one is added.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import orjson
 
-from ablate.isolate.credentials import CopyBack, copy_back, read_session_file
 from ablate.setup.cells import ResolvedCell
+from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
+from ablate.setup.load import Leak, Setup
 
 
 class CellEnv(Protocol):
-    """What the runner needs from a built cell environment (``ablate.isolate.environment.CellEnvironment``)."""
+    """What the runner and the probe need from a built cell environment (one session slot)."""
 
     @property
-    def root(self) -> Path: ...
+    def root(self) -> Path:
+        """The slot's own folder (the session's layer lives on its file system)."""
+        ...
+
     @property
-    def config_dir(self) -> Path: ...
+    def config_dir(self) -> Path:
+        """Where the session's config-dir writes land, seen from outside (transcripts are found here)."""
+        ...
+
     @property
-    def cwd(self) -> Path: ...
+    def session_config_dir(self) -> Path:
+        """The config dir as the session sees it (``CLAUDE_CONFIG_DIR`` inside the session)."""
+        ...
+
     @property
-    def env(self) -> dict[str, str]: ...
+    def config_source(self) -> Path:
+        """Where ablate built the cell's config dir, before any session (the probe neutralises it there)."""
+        ...
+
+    @property
+    def cwd(self) -> Path:
+        """The session's working directory as the session sees it."""
+        ...
+
+    @property
+    def home(self) -> Path: ...
+    @property
+    def memory_slug(self) -> str: ...
+    @property
+    def leaks(self) -> list[Leak]: ...
+    @property
+    def mismatches(self) -> dict[str, list[str]]:
+        """Kept layer id → its files that differ from the setup's (the cell is not faithful)."""
+        ...
+
+    env: dict[str, str]
+    """The session's whole process environment (secrets included: never written out as is)."""
+
+    def checkout_layer(self, layer: Layer, memory_slug: str) -> LayerFiles:
+        """The repo layer ``layer`` as the cell's session finds it in its working tree."""
+        ...
 
 
-class EnvBackend(Protocol):
-    """Builds, resets, retargets and removes cell environments."""
+EnvT = TypeVar("EnvT", bound=CellEnv)
 
-    def build(self, cell: ResolvedCell, slot: int) -> CellEnv: ...
-    def reset(self, env: CellEnv) -> None: ...
-    def retarget(self, env: CellEnv, cell: ResolvedCell) -> None:
+
+class Backend(Protocol[EnvT]):
+    """Builds, resets, retargets and removes the environments of type ``EnvT``; runs commands in them."""
+
+    def build(self, cell: ResolvedCell, slot: int) -> EnvT: ...
+    def reset(self, env: EnvT) -> None:
+        """Discard whatever the last session did (the environment is as freshly built)."""
+        ...
+
+    def retarget(self, env: EnvT, cell: ResolvedCell) -> None:
         """Turn an idle environment into a fresh one for ``cell`` (no new checkout)."""
         ...
 
-    def teardown(self, env: CellEnv) -> None: ...
-    def describe(self, env: CellEnv) -> dict[str, Any]:
+    def teardown(self, env: EnvT) -> None: ...
+    def describe(self, env: EnvT) -> dict[str, Any]:
         """fingerprints, leaks, notes and the redacted env, for the manifest."""
         ...
 
@@ -49,172 +94,109 @@ class EnvBackend(Protocol):
         """Remove what a crashed run left in the work root."""
         ...
 
-    def command(self, env: CellEnv, argv: list[str]) -> list[str]:
-        """The command line that runs ``argv`` in ``env`` (``namespace``: inside the session's view)."""
+    def close(self) -> None:
+        """Release what the backend shares between environments (after the last teardown)."""
         ...
 
-    def after_session(self, env: CellEnv) -> dict[str, Any] | None:
+    def command(self, env: EnvT, argv: list[str]) -> list[str]:
+        """The command line that runs ``argv`` in ``env`` (inside its view, or under its fence)."""
+        ...
+
+    def after_session(self, env: EnvT) -> dict[str, Any] | None:
         """Called once a session ended, before the next reset: what it wrote outside its cell (discarded)."""
         ...
 
-    def stripped_paths(self, env: CellEnv) -> list[str]:
+    def stripped_paths(self, env: EnvT) -> list[str]:
         """Repo paths the cell strips (what :func:`ablate.isolate.gitreads.git_history_reads` looks for)."""
         ...
 
-    def checkout(self, env: CellEnv) -> AbstractContextManager[Path]:
+    def checkout(self, env: EnvT) -> AbstractContextManager[Path]:
         """The session's working tree as ablate may read and write it from outside the session (seed files,
-        grading): ``env.cwd`` for ``links``; a mount of the session's view for ``namespace`` (its ``cwd`` is
-        the user's real repository path, which ablate never writes)."""
+        grading); ``env.cwd`` may be a path only the session sees (a view at the user's real repository)."""
         ...
 
 
-class ShadowEnvironments:
-    """The real backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private checkout)."""
-
-    def __init__(
-        self,
-        setup: Any,
-        catalog: Any,
-        work_root: Path,
-        *,
-        isolate_state: bool = False,
-        dirty: bool = False,
-        base_env: Mapping[str, str] | None = None,
-        extra_env: Mapping[str, str] | None = None,
-        allow_network: bool = False,
-        sealed: bool = True,
-    ) -> None:
-        self.allow_network, self.sealed = allow_network, sealed
-        self.setup = setup
-        self.catalog = catalog
-        self.work_root = work_root
-        self.isolate_state = isolate_state
-        self.dirty = dirty
-        self.base_env = dict(base_env) if base_env is not None else None
-        self.extra_env = dict(extra_env or {})
-        self._logins: dict[str, bytes | None] = {}
-        """Config dir -> the ``.credentials.json`` its session started with (None: no login file)."""
-
-    def build(self, cell: ResolvedCell, slot: int) -> CellEnv:
-        from ablate.isolate.environment import build_environment
-
-        self.work_root.mkdir(parents=True, exist_ok=True)
-        env: CellEnv = build_environment(
-            self.setup,
-            self.catalog,
-            cell,
-            self.work_root,
-            slot=slot,
-            # one folder per concurrent session, named by slot only (s00, s01, ...): an environment serves
-            # every cell in turn, and every cell's sessions see the very same paths (they reach the prompt)
-            name=f"s{slot:02d}",
-            isolate_state=self.isolate_state,
-            dirty=self.dirty,
-            base_env=self.base_env,
-            extra_env=self.extra_env,
-        )
-        return env
-
-    def reset(self, env: CellEnv) -> None:
-        from ablate.isolate.environment import CellEnvironment, reset_environment
-
-        assert isinstance(env, CellEnvironment)
-        reset_environment(env)
-
-    def retarget(self, env: CellEnv, cell: ResolvedCell) -> None:
-        from ablate.isolate.environment import CellEnvironment, retarget_environment
-
-        assert isinstance(env, CellEnvironment)
-        retarget_environment(env, self.setup, self.catalog, cell)
-
-    def teardown(self, env: CellEnv) -> None:
-        from ablate.isolate.environment import CellEnvironment, teardown_environment
-
-        assert isinstance(env, CellEnvironment)
-        teardown_environment(env)
-
-    def describe(self, env: CellEnv) -> dict[str, Any]:
-        from ablate.isolate.environment import redacted_env
-
-        return {
-            "fingerprints": _jsonable(getattr(env, "fingerprints", {})),
-            "leaks": _jsonable(getattr(env, "leaks", [])),
-            "notes": [str(n) for n in getattr(env, "notes", [])],
-            "env": dict(redacted_env(env.env)),
-        }
-
-    def clean(self) -> None:
-        from ablate.isolate.environment import clean
-
-        if self.work_root.exists():
-            clean(self.work_root)
-
-    def command(self, env: CellEnv, argv: list[str]) -> list[str]:
-        """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.fence.fenced`): the
-        session can write its own cell folder and nothing else; a write through a link into the home fails."""
-        from ablate.isolate.fence import fenced
-        from ablate.isolate.shadow_home import CREDENTIALS
-        from ablate.isolate.worktree import objects_dir
-
-        setup = self.setup
-        visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
-        # the login the session starts with, kept where it cannot write: what a refresh is checked against
-        self._logins[str(env.config_dir)] = _login_bytes(env.config_dir / CREDENTIALS)
-        return fenced(
-            argv,
-            root=env.root,
-            cwd=env.cwd,
-            visible=visible,
-            network=self.allow_network,
-            sealed=self.sealed,
-        )
-
-    def after_session(self, env: CellEnv) -> dict[str, Any] | None:
-        """The writes the fence refused (which paths, how often) and what became of the session's login
-        (copied back as a refresh, or discarded and why); without a fence only the login, or None when it
-        was untouched: what an unfenced session writes through a link is seen only by the run's
-        before/after listing."""
-        from ablate.isolate.fence import denied_writes, fence_support
-
-        login = self._copy_back_login(env)
-        support = fence_support()
-        if not support.ok:
-            said = login.discarded or login.copied
-            return {"discarded": False, "credentials": login.to_json()} if said else None
-        homes = (Path(getattr(env, "home", env.config_dir.parent)), Path(self.setup.home))
-        denied = denied_writes(env.config_dir, homes=homes)
-        return {"fence": support.name, "denied": denied, "discarded": False, "credentials": login.to_json()}
-
-    def _copy_back_login(self, env: CellEnv) -> CopyBack:
-        """The session's ``.credentials.json`` copied back when it is a refresh of the login it started
-        with (:mod:`ablate.isolate.credentials`), to the real file, every cell's copy and their pristine
-        copies (a reset restores those)."""
-        from ablate.isolate.environment import PRISTINE
-        from ablate.isolate.shadow_home import CREDENTIALS
-
-        rel = (env.config_dir / CREDENTIALS).relative_to(Path(getattr(env, "home", env.config_dir.parent)))
-        copies = [
-            p
-            for root in sorted(self.work_root.iterdir())
-            for p in (root / "home" / rel, root / PRISTINE / "home" / rel)
-            if p.is_file() and not p.is_symlink()
-        ]
-        stored = self._logins.pop(str(env.config_dir), None)
-        return copy_back(
-            env.config_dir / CREDENTIALS, stored, Path(self.setup.config_dir) / CREDENTIALS, copies
-        )
-
-    def stripped_paths(self, env: CellEnv) -> list[str]:
-        return stripped_repo_paths(self.setup, self.catalog, getattr(env, "cell", None))
-
-    def checkout(self, env: CellEnv) -> AbstractContextManager[Path]:
-        return nullcontext(env.cwd)
+#: What the stages that do not care which environments a backend builds hold (the runner, the pool).
+EnvBackend: TypeAlias = Backend[Any]
 
 
-def stripped_repo_paths(setup: Any, catalog: Any, cell: ResolvedCell | None) -> list[str]:
+@dataclass(frozen=True)
+class BackendOptions:
+    """How a run wants its environments built and run; every backend takes these (and may ignore some)."""
+
+    isolate_state: bool = False
+    """Give each cell fresh account state instead of a copy of the user's (``--isolate-state``)."""
+    dirty: bool = False
+    """Uncommitted non-layer changes are part of every cell (``--dirty``)."""
+    base_env: Mapping[str, str] | None = None
+    """The environment the allow-list picks from (None: ablate's own)."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables every session gets on top of the allow-listed environment."""
+    allow_network: bool = False
+    """Sessions keep the host's network (``--allow-network``)."""
+    sealed: bool = True
+    """False: commands meant to be run by hand after ablate exited (no forwarder to reach, no seccomp
+    filter; the host's network)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a backend is, as data (the registry lists these)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend guarantees, read by the stages that must not name it (run, probe, report)."""
+
+    real_paths: bool
+    """Sessions see the user's own paths (home, repository, config dir): a cell's first request can equal
+    the user's own byte for byte, so the probe checks fidelity exactly and the report compares each
+    session's context with the probe's; cells' config dirs are built as seen at the real path."""
+    copy_on_write: bool
+    """Every write of a session lands in a layer of its own that a reset discards; False: some trees are
+    linked and a write through them reaches the real files (said in the report's caveats)."""
+    lock: str
+    """What a locked session cannot do (the manifest's ``isolation.locked``), in words for people."""
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a backend works on this machine, tried for real, and how it runs here."""
+
+    ok: bool
+    reason: str
+    mode: str = ""
+    """How it runs here (the manifest's ``isolation.mode``: ``root``, ``user-namespace``, ``fenced`` …)."""
+    locked: bool = False
+    """Its sessions run under bubblewrap (or sandbox-exec): :attr:`Capabilities.lock` holds."""
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """One isolation backend: its name (``--isolation NAME``, the manifest's ``isolation.backend``), what it
+    guarantees, whether it works here, how one is made, and what the report's caveats say of it."""
+
+    name: str
+    summary: str
+    """One line: what a session sees (``--isolation`` and ``ablate doctor``)."""
+    capabilities: Capabilities
+    support: Callable[[], Support]
+    """Whether it works here (cached by the backend: called at every choice)."""
+    factory: Callable[[Setup, Catalog, Path, BackendOptions], EnvBackend]
+    """Makes the backend (its class): ``factory(setup, catalog, work_root, options)``."""
+    auto: bool = True
+    """Chosen without ``--isolation`` where it works (in the registry's order); False: only when asked."""
+    caveat: str = ""
+    """What the report's isolation caveat says of it: what reaches the real files ("" nothing)."""
+    unremoved: tuple[str, ...] = ()
+    """Leaks it cannot remove, named in the caveat (the network is added when sessions were not sealed)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Helpers every backend shares
+
+
+def stripped_repo_paths(setup: Setup, catalog: Catalog, cell: ResolvedCell | None) -> list[str]:
     """The repo entries (live tree and HEAD) of every repo layer ``cell`` strips or replaces."""
-    from ablate.setup.layers import resolve_layer
-
     if cell is None:
         return []
     gone = set(cell.stripped) | set(cell.replace)
@@ -227,7 +209,8 @@ def stripped_repo_paths(setup: Any, catalog: Any, cell: ResolvedCell | None) -> 
     return sorted(p.rstrip("/") for p in out if "*" not in p)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data (dataclasses, paths, sets and ``to_json`` objects converted)."""
     return orjson.loads(orjson.dumps(value, default=_default))
 
 
@@ -242,47 +225,3 @@ def _default(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__"):
         return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
     return str(obj)
-
-
-def open_backend(
-    backend: str,
-    setup: Any,
-    catalog: Any,
-    work_root: Path,
-    *,
-    isolate_state: bool = False,
-    dirty: bool = False,
-    base_env: Mapping[str, str] | None = None,
-    extra_env: Mapping[str, str] | None = None,
-    allow_network: bool = False,
-    sealed: bool = True,
-) -> EnvBackend:
-    """The one place a backend object is made, by the name :func:`~ablate.isolate.namespace.choose_isolation`
-    chose (``namespace`` or ``links``). Callers never construct a backend class themselves. ``allow_network``:
-    sessions keep the host's network; ``sealed=False``: commands meant to be run by hand, after ablate has
-    exited (no forwarder to reach, no seccomp filter; the host's network)."""
-    from ablate.isolate.namespace import NamespaceEnvironments
-
-    kinds: dict[str, type[ShadowEnvironments] | type[NamespaceEnvironments]] = {
-        "namespace": NamespaceEnvironments,
-        "links": ShadowEnvironments,
-    }
-    if backend not in kinds:
-        raise ValueError(f"unknown isolation backend {backend!r}")
-    made: EnvBackend = kinds[backend](
-        setup,
-        catalog,
-        work_root,
-        isolate_state=isolate_state,
-        dirty=dirty,
-        base_env=base_env,
-        extra_env=extra_env,
-        allow_network=allow_network,
-        sealed=sealed,
-    )
-    return made
-
-
-def _login_bytes(path: Path) -> bytes | None:
-    data = read_session_file(path) if os.path.lexists(path) else None
-    return data if isinstance(data, bytes) else None

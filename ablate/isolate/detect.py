@@ -1,9 +1,10 @@
-"""Which isolation backend runs here, and why: tried for real once per process (docs/ARCHITECTURE.md).
+"""Whether the ``namespace`` backend works here, and why: tried for real once per process (docs/ARCHITECTURE.md).
 
 ``namespace`` needs a private mount namespace with overlayfs in it: as root directly, as an ordinary user in
 a user namespace of the user's own (Linux >= 5.11). Each session then runs under bubblewrap
 (:mod:`ablate.isolate.fence`), one user namespace further in, where the view is locked. Where user namespaces
-are refused the reason names the cause and the fix, and ablate falls back to ``links``.
+are refused the reason names the cause and the fix, and ablate falls back to the next backend that works
+(:func:`ablate.isolate.registry.choose_isolation`).
 """
 
 from __future__ import annotations
@@ -13,45 +14,18 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.isolate import nsexec
-from ablate.isolate.fence import INSTALL_HINT, bwrap_path, fence_argv, fence_support
+from ablate.isolate.backend import Support
+from ablate.isolate.fence import bwrap_path, fence_argv, fence_support
 
 NSEXEC = Path(nsexec.__file__).resolve()
 ROOT, USERNS = "root", "user-namespace"
 
 
-@dataclass(frozen=True)
-class Isolation:
-    """Which backend runs, in which mode, and why (recorded in the manifest and said at start).
-
-    ``mode``: ``root`` or ``user-namespace`` for ``namespace``; ``fenced`` or ``unfenced`` for ``links``
-    (whether bubblewrap keeps its sessions from writing outside their cell). ``locked``: sessions run under
-    bubblewrap (they cannot undo their view, and write nothing outside the writable paths)."""
-
-    backend: str
-    reason: str
-    mode: str = ""
-    locked: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "mode": self.mode, "reason": self.reason, "locked": self.locked}
-
-
-@dataclass(frozen=True)
-class NamespaceSupport:
-    ok: bool
-    reason: str
-    mode: str = ""
-    locked: bool = False
-
-
-_support: NamespaceSupport | None = None
+_support: Support | None = None
 _support_lock = threading.Lock()
 
 
@@ -61,7 +35,7 @@ def namespace_support() -> tuple[bool, str]:
     return ns.ok, ns.reason
 
 
-def namespace_check() -> NamespaceSupport:
+def namespace_check() -> Support:
     """Whether the ``namespace`` backend works here (and whether its sessions can be locked in), tried for
     real once per process: an overlay mounted in a private namespace, a write through it under bubblewrap,
     the lower folder unchanged."""
@@ -72,29 +46,29 @@ def namespace_check() -> NamespaceSupport:
         return _support
 
 
-def _try_namespace() -> NamespaceSupport:
+def _try_namespace() -> Support:
     if not sys.platform.startswith("linux"):
-        return NamespaceSupport(False, f"mount namespaces are Linux-only (this is {sys.platform})")
+        return Support(False, f"mount namespaces are Linux-only (this is {sys.platform})")
     try:
         filesystems = Path("/proc/filesystems").read_text(encoding="utf-8")
     except OSError:
         filesystems = ""
     if "overlay" not in filesystems:
-        return NamespaceSupport(False, "the kernel has no overlayfs (/proc/filesystems)")
+        return Support(False, "the kernel has no overlayfs (/proc/filesystems)")
     mode = ROOT if os.geteuid() == 0 else USERNS
     bare = _try_view(locked=False)
     if bare:
         why = "mount namespace + overlayfs refused here" if mode == ROOT else userns_refusal(bare)
-        return NamespaceSupport(False, f"{why} ({bare[:160]})" if mode == ROOT else why)
+        return Support(False, f"{why} ({bare[:160]})" if mode == ROOT else why)
     who = "as root" if mode == ROOT else "as an ordinary user, in a user namespace of the user's own"
     view = f"every session in its own copy-on-write view at the real paths, {who}"
     fence = fence_support()
     if not fence.ok:
-        return NamespaceSupport(True, f"{view}; NOT locked: {fence.reason}", mode, False)
+        return Support(True, f"{view}; NOT locked: {fence.reason}", mode, False)
     locked = _try_view(locked=True)
     if locked:
-        return NamespaceSupport(True, f"{view}; NOT locked: bubblewrap refused in the view: {locked}", mode)
-    return NamespaceSupport(True, f"{view}, locked by bubblewrap", mode, True)
+        return Support(True, f"{view}; NOT locked: bubblewrap refused in the view: {locked}", mode)
+    return Support(True, f"{view}, locked by bubblewrap", mode, True)
 
 
 def _try_view(*, locked: bool) -> str:
@@ -168,39 +142,3 @@ def _kernel_below(release: str, want: tuple[int, int]) -> bool:
     except ValueError:
         return False
     return (major, minor) < want
-
-
-def choose_isolation(requested: str | None) -> Isolation:
-    """``namespace`` where it works (or when asked: an error if it does not), else ``links``."""
-    if requested not in (None, "namespace", "links"):
-        raise UsageError(f"--isolation {requested}: unknown backend", hint="use namespace or links")
-    if requested == "links":
-        return links_isolation("asked for with --isolation links")
-    ns = namespace_check()
-    if ns.ok:
-        why = ns.reason if requested is None else f"asked for with --isolation namespace: {ns.reason}"
-        return Isolation("namespace", why, ns.mode, ns.locked)
-    if requested == "namespace":
-        raise UsageError(
-            f"--isolation namespace does not work here: {ns.reason}", hint="use --isolation links"
-        )
-    return links_isolation(f"namespace unavailable: {ns.reason}")
-
-
-def links_isolation(why: str) -> Isolation:
-    fence = fence_support()
-    if fence.ok:
-        return Isolation(
-            "links", f"{why}; sessions fenced ({fence.reason}; read-only outside their cell)", "fenced", True
-        )
-    return Isolation("links", f"{why}; NOT fenced: {fence.reason}", "unfenced", False)
-
-
-__all__ = [
-    "INSTALL_HINT",
-    "Isolation",
-    "NamespaceSupport",
-    "choose_isolation",
-    "namespace_check",
-    "namespace_support",
-]

@@ -22,8 +22,9 @@ from ablate.core.errors import AblateError
 from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.isolate.auth import FIX as AUTH_FIX
 from ablate.isolate.auth import AuthMethod, auth_method, cell_logins, mismatch
-from ablate.isolate.detect import choose_isolation, namespace_check
+from ablate.isolate.detect import namespace_check
 from ablate.isolate.fence import INSTALL_HINT, fence_support
+from ablate.isolate.registry import KINDS, choice_json, choose_isolation
 
 #: Below this much free space in the work folder a run of a big repository may not fit.
 LOW_SPACE = 2 * 1024**3
@@ -53,8 +54,8 @@ def diagnose(
     if not isolation.locked:
         fix = INSTALL_HINT if fence.bwrap is None else "see the reason; `--isolation links` runs unfenced"
         problems.append({"what": f"sessions would not be isolated: {isolation.reason}", "fix": fix})
-    elif isolation.backend == "links":
-        notes.append(f"namespace unavailable ({ns.reason}): runs use the links backend, fenced")
+    elif isolation.backend != next(iter(KINDS)):  # not the first choice: say why
+        notes.append(f"runs use the {isolation.backend} backend ({isolation.mode}): {isolation.reason}")
     if not config_dir.is_dir():
         problems.append(
             {
@@ -88,7 +89,7 @@ def diagnose(
     return {
         "ok": ok,
         "platform": {"system": sys.platform, "release": platform.release(), "machine": platform.machine()},
-        "isolation": isolation.to_json(),
+        "isolation": choice_json(isolation),
         "user_namespace": {"ok": ns.ok, "mode": ns.mode, "reason": ns.reason},
         "overlayfs": _overlay(),
         "bubblewrap": {

@@ -96,6 +96,20 @@ class CellEnvironment:
     def pristine(self) -> Path:
         return self.root / PRISTINE
 
+    @property
+    def session_config_dir(self) -> Path:
+        """The session sees its config dir where it is: ``config_dir``."""
+        return self.config_dir
+
+    @property
+    def config_source(self) -> Path:
+        """The cell's config dir is built in place: ``config_dir``."""
+        return self.config_dir
+
+    def checkout_layer(self, layer: Layer, memory_slug: str) -> LayerFiles:
+        """The repo layer as the session finds it: resolved in the private checkout, a plain folder."""
+        return resolve_layer(layer, self.cwd, memory_slug=memory_slug)
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready description (env redacted; never the credentials)."""
         return {

@@ -16,7 +16,6 @@ said in the notes.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -24,8 +23,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.core.cache import cache_dir, private_dir
-from ablate.core.errors import AblateError
+from ablate.core.cache import cache_dir
 from ablate.core.fsutil import tree_listing
 from ablate.core.gitutil import run_git
 from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS, WRITTEN_DIRS
@@ -111,12 +109,10 @@ def _inside(path: Path, root: Path) -> str | None:
 def take(config_dir: Path, repo: Path, home: Path | None = None, *, skip: tuple[Path, ...] = ()) -> Snapshot:
     """List the real config dir (every file), the whole repository (``.git`` included) and every entry of
     the home. ``skip``: ablate's own folders (the run folder, the work dir), wherever they are; ablate's
-    cache dir (:func:`ablate.core.cache.cache_dir`, under the home by default) is always one of them, made
-    first if need be (so that its making, ``~/.cache`` included, is never taken for a change of yours)."""
-    ours = cache_dir()
-    with contextlib.suppress(OSError, AblateError):  # unusable (a read-only home): its users say so
-        private_dir(ours)
-    skip = tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in (*skip, ours)))
+    cache dir (:func:`ablate.core.cache.cache_dir`, under the home by default) is always one of them. The
+    caller makes it first (:func:`ablate.core.cache.ensure_cache_dir`, in a run's preflight), so that its
+    making, ``~/.cache`` included, is never taken for a change of yours."""
+    skip = tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in (*skip, cache_dir())))
 
     def excluded(root: Path) -> tuple[str, ...]:
         return tuple(r for r in (_inside(p, root) for p in skip) if r)

@@ -44,21 +44,24 @@ from typing import Any
 
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import atomic_write_json
+from ablate.core.mounts import unmount, unmount_all_under
+from ablate.core.tempwork import disown_mount, own_mount
 from ablate.isolate import nsexec, shadowfs, worktree
+from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, stripped_repo_paths
 from ablate.isolate.credentials import CopyBack, copy_back
-from ablate.isolate.detect import Isolation as Isolation
-from ablate.isolate.detect import choose_isolation as choose_isolation
+from ablate.isolate.detect import namespace_check
 from ablate.isolate.detect import namespace_support as namespace_support
 from ablate.isolate.environment import build_config_dir
 from ablate.isolate.faithful import config_prints, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
-from ablate.isolate.procenv import process_env, redacted_env, stray
+from ablate.isolate.procenv import process_env, redacted_env
 from ablate.isolate.seal import view_command
 from ablate.isolate.shadow_home import CREDENTIALS
 from ablate.setup.cells import ResolvedCell
-from ablate.setup.layers import Catalog, LayerFiles
+from ablate.setup.layers import Catalog, Layer, LayerFiles
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
 
+NAME = "namespace"
 NSEXEC = Path(nsexec.__file__).resolve()
 MARKER = ".ablate-env"
 #: The areas of a session's view, in mount order after ``/tmp``; their upper folders are ``up/<area>``.
@@ -203,8 +206,27 @@ class NamespaceCellEnv(ViewAtRealPaths):
     env: dict[str, str]
     spec: Path
     layers: CellLayers
-    isolation: str = "namespace"
     memory_slug: str = ""
+
+    @property
+    def session_config_dir(self) -> Path:
+        """The session sees its config dir at the real path."""
+        return self.real_config
+
+    @property
+    def config_source(self) -> Path:
+        """The cell's config dir as built (the lower layer of the session's config view)."""
+        return self.layers.config
+
+    def checkout_layer(self, layer: Layer, memory_slug: str) -> LayerFiles:
+        """The repo layer as the session finds it: resolved in the cell's merged view when the cell was
+        built (the view is mounted only for its sessions)."""
+        seen = self.layers.repo_layers.get(layer.id, {})
+        lf = LayerFiles(layer=layer, base=self.cwd, entries=list(seen.get("entries", [])))
+        lf.fingerprint = str(seen.get("fingerprint", ""))
+        if seen.get("present") and not lf.entries:
+            lf.entries = ["?"]
+        return lf
 
     @property
     def fingerprints(self) -> dict[str, str]:
@@ -224,32 +246,13 @@ class NamespaceCellEnv(ViewAtRealPaths):
 
 
 class NamespaceEnvironments:
-    """The ``namespace`` backend: the runner's :class:`~ablate.isolate.backend.EnvBackend`."""
-
-    isolation = "namespace"
+    """The ``namespace`` backend: a :class:`~ablate.isolate.backend.Backend` of :class:`NamespaceCellEnv`."""
 
     def __init__(
-        self,
-        setup: Setup,
-        catalog: Catalog,
-        work_root: Path,
-        *,
-        dirty: bool = False,
-        base_env: Mapping[str, str] | None = None,
-        extra_env: Mapping[str, str] | None = None,
-        isolate_state: bool = False,
-        allow_network: bool = False,
-        sealed: bool = True,
+        self, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
     ) -> None:
-        unmount_orphaned_views()  # a runner killed while it seeded or graded a view, whatever its work dir
-        self.allow_network, self.sealed = allow_network, sealed
-        self.setup = setup
-        self.catalog = catalog
+        self.setup, self.catalog, self.options = setup, catalog, options
         self.work_root = Path(os.path.abspath(work_root))
-        self.dirty = dirty
-        self.base_env = dict(os.environ if base_env is None else base_env)
-        self.extra_env = dict(extra_env or {})
-        self.isolate_state = isolate_state
         self._lock = threading.Lock()
         self._lower: RepoLower | None = None
         self._cells: dict[str, CellLayers] = {}
@@ -259,6 +262,11 @@ class NamespaceEnvironments:
                 raise UsageError(
                     f"{self.work_root}: inside the {what} {inside}", hint="pick another work dir"
                 )
+
+    @property
+    def base_env(self) -> Mapping[str, str]:
+        """What the sessions' allow-listed environment is picked from (ablate's own unless given)."""
+        return os.environ if self.options.base_env is None else self.options.base_env
 
     # -- lower layers, built once ------------------------------------------------------------------------
 
@@ -273,9 +281,11 @@ class NamespaceEnvironments:
     def _lower_locked(self) -> RepoLower:
         if self._lower is None:
             self.shared.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(self.shared / MARKER, {"created": time.time(), "backend": "namespace"})
+            atomic_write_json(self.shared / MARKER, {"created": time.time(), "backend": NAME})
             self._setup_layers = resolve_layers(self.setup, self.catalog)
-            self._lower = build_repo_lower(self.setup, self.catalog, self.shared / "lower", dirty=self.dirty)
+            self._lower = build_repo_lower(
+                self.setup, self.catalog, self.shared / "lower", dirty=self.options.dirty
+            )
         return self._lower
 
     def cell_layers(self, cell: ResolvedCell) -> CellLayers:
@@ -297,7 +307,7 @@ class NamespaceEnvironments:
             cell,
             cdir / "config",
             memory_slug=slug,
-            isolate_state=self.isolate_state,
+            isolate_state=self.options.isolate_state,
             at_real_path=True,
         )
         ops = worktree.worktree_ops(setup, lower.plan, cell, lower.path, lower.pristine)
@@ -327,7 +337,7 @@ class NamespaceEnvironments:
                 prints[layer.id] = (str(seen.get(layer.id, {}).get("fingerprint", "")), {})
         fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
         notes = list(report.notes) + list(lower.plan.notes)
-        if self.dirty:
+        if self.options.dirty:
             notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
         assert self._setup_layers is not None
         mismatches = kept_mismatches(setup_prints(setup, self.catalog, self._setup_layers), cell, prints)
@@ -345,9 +355,12 @@ class NamespaceEnvironments:
         if os.path.lexists(root):
             shadowfs.remove_path(root)
         root.mkdir(parents=True)
-        atomic_write_json(root / MARKER, {"created": time.time(), "backend": "namespace"})
+        atomic_write_json(root / MARKER, {"created": time.time(), "backend": NAME})
         env = process_env(
-            self.base_env, home=self.setup.home, config_dir=self.setup.config_dir, extra_env=self.extra_env
+            self.base_env,
+            home=self.setup.home,
+            config_dir=self.setup.config_dir,
+            extra_env=self.options.extra_env,
         )
         cenv = NamespaceCellEnv(
             cell=cell,
@@ -361,7 +374,7 @@ class NamespaceEnvironments:
             layers=layers,
             memory_slug=self.setup.memory_slug,
         )
-        cenv.network, cenv.sealed = self.allow_network or not self.sealed, self.sealed
+        cenv.network, cenv.sealed = self.options.allow_network or not self.options.sealed, self.options.sealed
         self._write_view(cenv)
         fresh_uppers(root)
         return cenv
@@ -383,34 +396,29 @@ class NamespaceEnvironments:
         ]
         write_spec(env.spec, mounts, env.repo)
 
-    def reset(self, env: Any) -> None:
-        assert isinstance(env, NamespaceCellEnv)
+    def reset(self, env: NamespaceCellEnv) -> None:
         fresh_uppers(env.root)
 
-    def retarget(self, env: Any, cell: ResolvedCell) -> None:
-        assert isinstance(env, NamespaceCellEnv)
+    def retarget(self, env: NamespaceCellEnv, cell: ResolvedCell) -> None:
         env.layers = self.cell_layers(cell)
         env.cell = cell
         self._write_view(env)
         fresh_uppers(env.root)
 
-    def teardown(self, env: Any) -> None:
-        assert isinstance(env, NamespaceCellEnv)
+    def teardown(self, env: NamespaceCellEnv) -> None:
         if os.path.lexists(env.root):
             shadowfs.remove_path(env.root)
 
-    def command(self, env: Any, argv: list[str]) -> list[str]:
-        assert isinstance(env, NamespaceCellEnv)
+    def command(self, env: NamespaceCellEnv, argv: list[str]) -> list[str]:
         return env.wrap(argv)
 
     @contextmanager
-    def checkout(self, env: Any) -> Iterator[Path]:
+    def checkout(self, env: NamespaceCellEnv) -> Iterator[Path]:
         """The session's working tree as ablate reads and writes it from outside the session (the task's
         seed files before it, the grading after it): the same overlay (the slot's upper folders over the
         cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. As
         an ordinary user the mount lives in a holding process's namespace, reached through its
         ``/proc/<pid>/root``."""
-        assert isinstance(env, NamespaceCellEnv)
         lower = self.lower()
         up, wk = env.root / "up", env.root / "wk"
         merged = env.root / "merged"
@@ -429,46 +437,40 @@ class NamespaceEnvironments:
                 yield Path(f"/proc/{pid}/root{merged}")
             return
         # as root the view is mounted in ablate's own namespace (git and the checks read it at its path);
-        # the owner's pid beside it lets the next ablate command unmount it if this runner is killed
-        owner = env.root / VIEW_OWNER
-        owner.write_text(f"{os.getpid()}\n", encoding="utf-8")
+        # its owner file lets the next ablate command unmount it if this runner is killed
+        own_mount(merged)
         nsexec.mount_overlay(merged.as_posix(), list(mounts[0].lower), mounts[0].upper, mounts[0].work)
         objects = mounts[1].target
         try:
             nsexec.mount_overlay(objects, list(mounts[1].lower), mounts[1].upper, mounts[1].work)
         except OSError:
-            nsexec.unmount(str(merged))
-            owner.unlink(missing_ok=True)
+            unmount(str(merged))
+            disown_mount(merged)
             raise
         try:
             yield merged
         finally:
-            nsexec.unmount(objects)
-            nsexec.unmount(str(merged))
-            owner.unlink(missing_ok=True)
+            unmount(objects)
+            unmount(str(merged))
+            disown_mount(merged)
 
-    def stripped_paths(self, env: Any) -> list[str]:
-        from ablate.isolate.backend import stripped_repo_paths
-
-        assert isinstance(env, NamespaceCellEnv)
+    def stripped_paths(self, env: NamespaceCellEnv) -> list[str]:
         return stripped_repo_paths(self.setup, self.catalog, env.cell)
 
-    def after_session(self, env: Any) -> dict[str, Any]:
+    def after_session(self, env: NamespaceCellEnv) -> dict[str, Any]:
         """What the session wrote outside its cell (read from its upper folders, discarded at the next
         reset), after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
         from ablate.isolate.writes import session_writes
 
-        assert isinstance(env, NamespaceCellEnv)
         login = copy_back_credentials(env)
         return {**session_writes(env).to_json(), "credentials": login.to_json()}
 
-    def describe(self, env: Any) -> dict[str, Any]:
-        assert isinstance(env, NamespaceCellEnv)
+    def describe(self, env: NamespaceCellEnv) -> dict[str, Any]:
         from dataclasses import asdict
 
         lower = self.lower()
         return {
-            "isolation": "namespace",
+            "isolation": NAME,
             "fingerprints": dict(env.fingerprints),
             "leaks": [asdict(leak) for leak in env.leaks],
             "notes": list(env.notes),
@@ -481,57 +483,13 @@ class NamespaceEnvironments:
         for path in (self.shared, *sorted(self.work_root.glob("s[0-9][0-9]"))):
             if (path / MARKER).is_file():
                 # a runner killed while it graded a session's view left that view mounted here
-                nsexec.unmount_all_under(str(path))
+                unmount_all_under(str(path))
                 shadowfs.remove_path(path)
 
     def close(self) -> None:
         """Remove the run's lower layers (after the last teardown)."""
         if os.path.lexists(self.shared):
             shadowfs.remove_path(self.shared)
-
-
-#: ``<slot>/merged.pid``: the pid of the runner that holds ``<slot>/merged`` mounted (root only).
-VIEW_OWNER = "merged.pid"
-
-
-def unmount_orphaned_views(mountinfo: str = "/proc/self/mountinfo") -> list[str]:
-    """Unmount every session view (``<slot>/merged``, a folder ablate marked) left mounted in this
-    namespace by a runner that is gone (killed while it seeded or graded, even with kill -9); return the
-    mount points. A view whose runner still lives is left alone. Only root's views are mounted where they
-    can outlive their runner: an ordinary user's live in a user namespace of their own and go with it (and
-    the mount table lists other users' views, which are not theirs to inspect)."""
-    if os.geteuid() != 0:
-        return []
-    try:
-        with open(mountinfo, encoding="utf-8") as fh:
-            points = {line.split(" ")[4].encode().decode("unicode_escape") for line in fh}
-    except OSError:
-        return []
-    done: list[str] = []
-    for point in sorted(p for p in points if p.endswith("/merged")):
-        slot = Path(point).parent
-        owner = slot / VIEW_OWNER
-        try:
-            if not (slot / MARKER).is_file() or not owner.is_file():
-                continue
-            pid = int(owner.read_text(encoding="utf-8").strip())
-        except (OSError, ValueError):  # not readable, or vanished meanwhile: not ours to judge
-            continue
-        if pid != os.getpid() and _alive(pid):
-            continue
-        done.extend(nsexec.unmount_all_under(point))
-        owner.unlink(missing_ok=True)
-    return done
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def copy_back_credentials(env: NamespaceCellEnv) -> CopyBack:
@@ -543,27 +501,15 @@ def copy_back_credentials(env: NamespaceCellEnv) -> CopyBack:
     return copy_back(env.upper("config") / CREDENTIALS, stored, env.real_config / CREDENTIALS, copies)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Checks the probe runs on a namespace cell
-
-
-def namespace_problems(env: NamespaceCellEnv) -> list[str]:
-    """Static checks of a namespace cell: the CLI's environment points at the real paths, the cell's config
-    dir holds no symlink into the real config dir (seen at the real path, that would be the cell itself;
-    the setup's links out of it lead where they did, its dangling ones stay dangling), no stray variables."""
-    problems = []
-    if env.env.get("HOME") != str(env.home):
-        problems.append(f"HOME is not the real home {env.home}")
-    if env.env.get("CLAUDE_CONFIG_DIR") != str(env.real_config):
-        problems.append(f"CLAUDE_CONFIG_DIR is not the real config dir {env.real_config}")
-    for dirpath, dirnames, filenames in os.walk(env.layers.config):
-        for name in (*dirnames, *filenames):
-            p = Path(dirpath) / name
-            if p.is_symlink() and shadowfs.is_inside(os.path.realpath(p), os.path.realpath(env.real_config)):
-                problems.append(
-                    f"{p.relative_to(env.layers.config)} is a symlink into the real config dir (the cell itself)"
-                )
-    for k in env.env:
-        if stray(k):
-            problems.append(f"stray variable {k} in the session environment changes the cell")
-    return problems
+KIND = BackendKind(
+    name=NAME,
+    summary="every session in its own copy-on-write view at your real paths; the default wherever user "
+    "namespaces, or root, allow it",
+    capabilities=Capabilities(
+        real_paths=True,
+        copy_on_write=True,
+        lock="undo its view, reach a process outside it or regain a capability",
+    ),
+    support=namespace_check,
+    factory=NamespaceEnvironments,
+)

@@ -102,7 +102,6 @@ def enter(mounts: list[dict[str, object]]) -> None:
         os.close(n)
 
 
-MNT_DETACH = 2
 #: In a user namespace the kernel refuses a lower folder with a mount below it (locked there, it cannot be
 #: cloned: EINVAL), as while another process has something mounted under ``/tmp`` for a moment; retried.
 LOCKED_RETRIES = 40
@@ -119,9 +118,23 @@ def _mount_overlay(libc: ctypes.CDLL, target: str, opts: str, lower: list[str]) 
         if err != errno.EINVAL or os.geteuid() == 0 or attempt == LOCKED_RETRIES:
             break
         time.sleep(0.1)
-    below = [p for low in lower for p in mounts_under(low) if p.rstrip("/") != low.rstrip("/")]
+    below = [p for low in lower for p in _mounts_under(low) if p.rstrip("/") != low.rstrip("/")]
     why = f" (mounted below a lower folder: {', '.join(below[:5])})" if below and err == errno.EINVAL else ""
     raise OSError(err, f"overlay on {target}: {os.strerror(err)}{why}")
+
+
+def _mounts_under(root: str) -> list[str]:
+    """:func:`ablate.core.mounts.mounts_under`, loaded from its file: run as a file, this module has no
+    ``ablate`` package on its path (and imports nothing of it otherwise)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "core", "mounts.py")
+    spec = importlib.util.spec_from_file_location("_ablate_core_mounts", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found: list[str] = module.mounts_under(root)
+    return found
 
 
 def mount_overlay(target: str, lower: list[str], upper: str, work: str) -> None:
@@ -130,38 +143,6 @@ def mount_overlay(target: str, lower: list[str], upper: str, work: str) -> None:
     :meth:`ablate.isolate.namespace.NamespaceEnvironments.checkout`)."""
     opts = f"lowerdir={':'.join(lower)},upperdir={upper},workdir={work}"
     _check(_libc().mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()), f"overlay on {target}")
-
-
-def unmount(target: str) -> None:
-    """Unmount ``target`` (lazily when it is still busy)."""
-    libc = _libc()
-    if libc.umount2(target.encode(), 0) != 0:
-        _check(libc.umount2(target.encode(), MNT_DETACH), f"unmount {target}")
-
-
-def mounts_under(root: str) -> list[str]:
-    """Mount points at or below ``root`` in this process's mount namespace, deepest first."""
-    prefix = os.path.realpath(root).rstrip("/") + "/"
-    found = []
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-            for line in fh:
-                # field 5 is the mount point, with spaces and the like octal-escaped
-                point = line.split(" ")[4].encode().decode("unicode_escape")
-                if (point + "/").startswith(prefix):
-                    found.append(point)
-    except OSError:
-        return []
-    return sorted(set(found), key=lambda p: p.count("/"), reverse=True)
-
-
-def unmount_all_under(root: str) -> list[str]:
-    """Unmount everything mounted at or below ``root`` (what a runner that died mid-grading left mounted);
-    return the mount points."""
-    points = mounts_under(root)
-    for point in points:
-        unmount(point)
-    return points
 
 
 def hold(spec_path: str) -> int:

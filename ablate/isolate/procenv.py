@@ -22,13 +22,13 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.core.endpoint import environ_simulated
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import GIT_REPO_VARS as GIT_REPO_VARS
 from ablate.core.gitutil import git_env as git_env
+from ablate.folder.layout import EndpointInfo
 
 #: Inherited as is: the ordinary process basics.
 ENV_ALLOW = ("PATH", "USER", "SHELL", "LANG", "TERM", "TMPDIR")
@@ -180,28 +180,6 @@ def redacted_env(env: Mapping[str, str]) -> dict[str, str]:
 # One endpoint for all cells (docs/ARCHITECTURE.md#one-endpoint)
 
 
-@dataclass
-class EndpointCheck:
-    """How the user's endpoint and auth reach the cells."""
-
-    settings_env: dict[str, str] = field(default_factory=dict)
-    """Endpoint/auth keys the setup's settings files set (values redacted)."""
-    helpers: list[str] = field(default_factory=list)
-    """Credential helpers the settings name (``settings.json apiKeyHelper``)."""
-    applied: dict[str, str] = field(default_factory=dict)
-    """The endpoint/auth variables every cell gets from ablate's own environment (values redacted)."""
-    simulated: bool = False
-    """The endpoint is ablate.sim: dollar figures are simulated, not spent."""
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "settings_env": self.settings_env,
-            "helpers": self.helpers,
-            "applied": self.applied,
-            "simulated": self.simulated,
-        }
-
-
 def settings_files(config_dir: Path, repo: Path) -> list[Path]:
     """The settings files the CLI reads for a session in ``repo`` with ``config_dir`` (user, project, local)."""
     return [
@@ -243,7 +221,7 @@ def _settings(path: Path) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> EndpointCheck:
+def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> EndpointInfo:
     """Check that every cell reaches the same endpoint with the same auth, or refuse (UsageError).
 
     Settings ``env`` keys for the endpoint or auth are fine when ablate's own environment sets the same
@@ -254,7 +232,7 @@ def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> En
     broken = [f"{p}: {why}" for p in settings_files(config_dir, repo) if (why := settings_problem(p))]
     if broken:
         raise UsageError("\n".join(broken), hint=SETTINGS_SKIPPED)
-    check = EndpointCheck()
+    check = EndpointInfo()
     problems: list[str] = []
     for path in settings_files(config_dir, repo):
         data = _settings(path)

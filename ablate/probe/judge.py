@@ -10,12 +10,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ablate.isolate import shadowfs
+from ablate.isolate.backend import CellEnv
 from ablate.isolate.environment import CellEnvironment
 from ablate.isolate.forwarder import context_digest
-from ablate.isolate.namespace import (
-    NamespaceCellEnv,
-    namespace_problems,
-)
 from ablate.isolate.procenv import PROBE_KEY, is_endpoint_or_auth, stray
 from ablate.isolate.shadow_home import WRITTEN_DIRS
 from ablate.probe.fingerprints import (
@@ -28,7 +26,7 @@ from ablate.probe.fingerprints import (
 )
 from ablate.probe.observe import PROBE_MODEL, Observation
 from ablate.setup.cells import CellSet, ResolvedCell, cell_effect
-from ablate.setup.layers import Catalog, LayerFiles, resolve_layer
+from ablate.setup.layers import Catalog, LayerFiles
 from ablate.setup.load import (
     Inventory,
     Setup,
@@ -153,24 +151,35 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
     return problems
 
 
-def _checkout_layer(cenv: Any, layer: Any, setup: Setup) -> LayerFiles:
-    """A repo layer as the cell's session sees it: the namespace backend resolved it in the cell's merged
-    view when it built the cell; a links cell's checkout is a plain folder."""
-    if isinstance(cenv, NamespaceCellEnv):
-        seen = cenv.layers.repo_layers.get(layer.id, {})
-        lf = LayerFiles(layer=layer, base=cenv.cwd, entries=list(seen.get("entries", [])))
-        lf.fingerprint = str(seen.get("fingerprint", ""))
-        if seen.get("present") and not lf.entries:
-            lf.entries = ["?"]
-        return lf
-    return resolve_layer(layer, cenv.cwd, memory_slug=setup.memory_slug)
+def real_path_problems(env: CellEnv) -> list[str]:
+    """Static checks of a cell whose session sees the real paths: the CLI's environment points at the real
+    paths, the cell's config dir holds no symlink into the real config dir (seen at the real path, that
+    would be the cell itself; the setup's links out of it lead where they did, its dangling ones stay
+    dangling), no stray variables."""
+    problems = []
+    real_config = env.session_config_dir
+    if env.env.get("HOME") != str(env.home):
+        problems.append(f"HOME is not the real home {env.home}")
+    if env.env.get("CLAUDE_CONFIG_DIR") != str(real_config):
+        problems.append(f"CLAUDE_CONFIG_DIR is not the real config dir {real_config}")
+    for dirpath, dirnames, filenames in os.walk(env.config_source):
+        for name in (*dirnames, *filenames):
+            p = Path(dirpath) / name
+            if p.is_symlink() and shadowfs.is_inside(os.path.realpath(p), os.path.realpath(real_config)):
+                problems.append(
+                    f"{p.relative_to(env.config_source)} is a symlink into the real config dir (the cell itself)"
+                )
+    for k in env.env:
+        if stray(k):
+            problems.append(f"stray variable {k} in the session environment changes the cell")
+    return problems
 
 
 def _files_check(
     cenv: Any, layer: Any, setup: Setup, live: LayerFiles, expected: Literal["present", "absent"]
 ) -> LayerCheck:
     """A layer of files (repo docs, never auto-loaded): judged by what the cell's checkout holds."""
-    in_cell = _checkout_layer(cenv, layer, setup)
+    in_cell = cenv.checkout_layer(layer, setup.memory_slug)
     same = in_cell.present and in_cell.fingerprint == live.fingerprint
     observed: Literal["present", "absent"] = "present" if in_cell.present else "absent"
     if expected == "present" and not same:
@@ -294,16 +303,21 @@ def _replaced_check(p: LayerPrint, replacement: Path, obs: Observation, baseline
 
 
 def _cell_problems(
-    cenv: Any, obs: Observation, setup: Setup, reference: Observation | None = None
+    cenv: Any,
+    obs: Observation,
+    setup: Setup,
+    reference: Observation | None = None,
+    *,
+    real_paths: bool = False,
 ) -> tuple[list[str], list[str]]:
     """Instruction files from outside the cell, and the static problems of its shadow or view."""
     problems: list[str] = []
-    if isinstance(cenv, NamespaceCellEnv):
+    if real_paths:
         # at the real paths: the config dir and repository the user's own session would load from, and
         # whatever the untouched setup loaded at the very same paths (the targets of its links)
         setup_files = {f["path"] for f in reference.instruction_files} if reference is not None else set()
-        foreign = _foreign_files(obs, [cenv.real_config, cenv.cwd], setup_files)
-        problems.extend(namespace_problems(cenv))
+        foreign = _foreign_files(obs, [cenv.session_config_dir, cenv.cwd], setup_files)
+        problems.extend(real_path_problems(cenv))
     else:
         foreign = _foreign_files(obs, [cenv.config_dir, cenv.cwd])
         problems.extend(shadow_problems(cenv, setup))
@@ -326,8 +340,9 @@ def judge_cell(
     loaded: dict[str, list[str] | None] | None = None,
     reference: Observation | None = None,
     baseline: str = "",
+    real_paths: bool = False,
 ) -> CellProbe:
-    """Judge one cell. ``reference`` is the untouched setup's session: a kept layer it did not show either
+    """Judge one cell (``real_paths``: its session saw the user's real paths). ``reference`` is the untouched setup's session: a kept layer it did not show either
     cannot show in a probe session (a silent hook, a skill the CLI does not list) and is ``unobservable``,
     never ``missing``. A replaced layer (a variant cell) must show its replacement's content and none of
     the setup's own (:func:`_replaced_check`); ``baseline`` is what a session with no setup sent."""
@@ -337,7 +352,7 @@ def judge_cell(
         kept = replacement_imports(cell, live, setup.home)
         gone |= {i for lid in cell.replace for i in imports.get(lid, []) if i not in kept}
     checks: dict[str, LayerCheck] = {}
-    mismatches: dict[str, list[str]] = getattr(cenv, "mismatches", {})
+    mismatches: dict[str, list[str]] = cenv.mismatches
     for layer in catalog:
         if layer.id in cell.replace:
             checks[layer.id] = _replaced_check(prints[layer.id], cell.replace[layer.id], obs, baseline)
@@ -356,7 +371,7 @@ def judge_cell(
             ev = f"the cell's copy differs from the setup's: {', '.join(files[:5])}{more}"
             check = LayerCheck(expected, check.observed, "missing", ev)
         checks[layer.id] = check
-    foreign, problems = _cell_problems(cenv, obs, setup, reference)
+    foreign, problems = _cell_problems(cenv, obs, setup, reference, real_paths=real_paths)
     if obs.error:
         verdict: Verdict = "error"
         problems.insert(0, obs.error)

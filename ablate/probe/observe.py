@@ -312,7 +312,7 @@ def import_homes(config_dir: Path) -> dict[str, str]:
     return out
 
 
-def _untouched_namespace(
+def _untouched_at_real_paths(
     setup: Setup,
     claude: ClaudeBinary,
     root: Path,

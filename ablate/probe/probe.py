@@ -20,6 +20,7 @@ order of concurrent hook outputs: nothing about git (shadow fidelity).
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,20 +28,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablate.core.cache import ensure_cache_dir
 from ablate.core.claude import ClaudeBinary
 from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.folder.writes_summary import writes_lines
-from ablate.isolate.backend import EnvBackend, open_backend
+from ablate.isolate.backend import BackendOptions, EnvBackend
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
 from ablate.isolate.guard import changes_and_notes
 from ablate.isolate.guard import take as take_snapshot
-from ablate.isolate.namespace import (
-    NamespaceCellEnv,
-    NamespaceEnvironments,
-    choose_isolation,
-)
+from ablate.isolate.links import KIND as LINKS
 from ablate.isolate.procenv import force_capture
-from ablate.isolate.writes import session_writes
+from ablate.isolate.registry import choice_json, choose_isolation, kind_of, open_backend
 from ablate.probe.fingerprints import (
     LayerPrint,
     drop_generic,
@@ -64,7 +62,7 @@ from ablate.probe.observe import (
     Observation,
     _run,
     _untouched,
-    _untouched_namespace,
+    _untouched_at_real_paths,
     cached_baseline,
     canon_command,
     links_fence,
@@ -111,7 +109,7 @@ class ProbeResult:
     notes: list[str]
     real_setup_unchanged: bool
     duration_s: float
-    isolation: dict[str, str] = field(default_factory=dict)
+    isolation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -142,14 +140,13 @@ class ProbeResult:
 
 @dataclass
 class _Cells:
-    """The probe's built cells, the backend that built them (``namespace``, or ``links`` unless a test hands
-    the probe its own builder), and what was said while building them."""
+    """The probe's built cells, the backend that built them (none when a test hands the probe its own
+    ``links`` builder), and what was said while building them."""
 
     envs: dict[str, Any] = field(default_factory=dict)
     backend: EnvBackend | None = None
-    namespace: NamespaceEnvironments | None = None
     notes: list[str] = field(default_factory=list)
-    more: list[NamespaceCellEnv] = field(default_factory=list)
+    more: list[Any] = field(default_factory=list)
     """The control's extra session slots (:func:`_more_pairs`)."""
 
     def teardown(self) -> None:
@@ -158,9 +155,8 @@ class _Cells:
                 self.backend.teardown(cenv)
             else:
                 teardown_environment(cenv)
-        close = getattr(self.backend, "close", None)
-        if callable(close):
-            close()
+        if self.backend is not None:
+            self.backend.close()
 
 
 def _build_cells(
@@ -177,57 +173,49 @@ def _build_cells(
     into: _Cells,
     on_first: Callable[[Any], None] | None = None,
 ) -> None:
-    """Build every selected cell, neutralised and forced to the capture endpoint whatever the caller's
-    environment: no provider switch, credential or proxy reaches a probe session. ``on_first`` (namespace)
+    """Build every selected cell, ``jobs`` at a time, neutralised and forced to the capture endpoint whatever
+    the caller's environment: no provider switch, credential or proxy reaches a probe session. ``on_first``
     gets the first cell's environment as soon as it is built."""
     extra = {"ANTHROPIC_BASE_URL": base_url}
-    if backend == "namespace":
-        made = open_backend("namespace", setup, catalog, root / "ns", extra_env=extra)
-        assert isinstance(made, NamespaceEnvironments)
-        into.namespace = into.backend = made
-        for slot, cell in enumerate(selected):
-            nenv = made.build(cell, slot)
-            into.notes.extend(neutralise(nenv.layers.config, with_mcp=with_mcp))
-            nenv.env = force_capture(nenv.env, base_url)
-            into.envs[cell.id] = nenv
-            if on_first is not None and len(into.envs) == 1:
-                on_first(nenv)
-        return
-
-    links = open_backend("links", setup, catalog, root / "cells", extra_env=extra)
     if builder is build_environment:
-        into.backend = links
+        # views at the real paths keep their layers under ns/, shadows are the cells/ themselves
+        work = root / ("ns" if _real_paths(backend) else "cells")
+        into.backend = open_backend(backend, setup, catalog, work, BackendOptions(extra_env=extra))
     slots = {c.id: slot for slot, c in enumerate(selected)}
+    lock = threading.Lock()
 
-    def build(cell: ResolvedCell) -> CellEnvironment:
+    def build(cell: ResolvedCell) -> None:
         if into.backend is not None:
-            made = into.backend.build(cell, slots[cell.id])
-            assert isinstance(made, CellEnvironment)
-            cenv = made
+            cenv = into.backend.build(cell, slots[cell.id])
         else:  # a test's deliberately broken builder
             cenv = builder(setup, catalog, cell, root / "cells", extra_env=extra)
-        into.notes.extend(neutralise(cenv.config_dir, with_mcp=with_mcp))
+        notes = neutralise(cenv.config_source, with_mcp=with_mcp)
         cenv.env = force_capture(cenv.env, base_url)
-        return cenv
+        with lock:
+            into.notes.extend(notes)
+            into.envs[cell.id] = cenv
+            first = len(into.envs) == 1
+        if first and on_first is not None:
+            on_first(cenv)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for cell, cenv in zip(selected, pool.map(build, selected), strict=True):
-            into.envs[cell.id] = cenv
+        list(pool.map(build, selected))
+    into.envs = {c.id: into.envs[c.id] for c in selected}
+
+
+def _real_paths(backend: str) -> bool:
+    """Whether ``backend``'s sessions see the user's real paths (the registry's capability)."""
+    kind = kind_of(backend)
+    return kind is not None and kind.capabilities.real_paths
 
 
 def _session(
-    claude: ClaudeBinary,
-    cenv: Any,
-    root: Path,
-    log: Path,
-    wrap: Callable[[list[str]], list[str]],
-    *,
-    shown_config: Path | None = None,
+    claude: ClaudeBinary, cenv: Any, root: Path, log: Path, wrap: Callable[[list[str]], list[str]]
 ) -> Observation:
     """One probe session in the built cell ``cenv``, run through ``wrap`` (its view, or the write fence)."""
     return _run(
         claude, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, log=log, out_dir=root / "stdout",
-        wrap=wrap, shown_config=shown_config,
+        wrap=wrap, shown_config=cenv.session_config_dir,
     )  # fmt: skip
 
 
@@ -242,24 +230,21 @@ def _observe_cells(
     jobs: int,
     on_cell: Callable[[str, str], None] | None,
 ) -> tuple[dict[str, Observation], dict[str, dict[str, Any]]]:
-    """One session per cell, ``jobs`` at a time, each in its own view (namespace) or under the links write
-    fence; what each showed, and what each wrote outside its cell (namespace) or was refused (links)."""
+    """One session per cell, ``jobs`` at a time, each run as its backend runs it (in its own view, or under
+    a write fence); what each showed, and what each wrote outside its cell or was refused
+    (:meth:`~ablate.isolate.backend.Backend.after_session`)."""
     writes: dict[str, dict[str, Any]] = {}
 
     def run_cell(cell: ResolvedCell) -> Observation:
         cenv = cells.envs[cell.id]
-        ns = isinstance(cenv, NamespaceCellEnv)
-        if ns:
-            wrap = cenv.wrap
-        elif cells.backend is not None:
+        wrap: Callable[[list[str]], list[str]]
+        if cells.backend is not None:
             wrap = functools.partial(cells.backend.command, cenv)
         else:  # a test's deliberately broken builder: fenced as the links backend would
             wrap = links_fence(setup, cenv.root, cenv.cwd)
-        obs = _session(claude, cenv, root, log, wrap, shown_config=cenv.real_config if ns else None)
-        if ns:
-            writes[cell.id] = session_writes(cenv).to_json()
-        elif cells.backend is not None and (refused := cells.backend.after_session(cenv)) is not None:
-            writes[cell.id] = refused
+        obs = _session(claude, cenv, root, log, wrap)
+        if cells.backend is not None and (said := cells.backend.after_session(cenv)) is not None:
+            writes[cell.id] = said
         if on_cell is not None:
             on_cell(cell.id, obs.error or "ran")
         return obs
@@ -286,20 +271,22 @@ def probe(
 ) -> ProbeResult:
     """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
 
-    ``isolation``: ``namespace`` (default where it works: every session, the untouched one included, in its
-    own copy-on-write view at the real paths) or ``links``. ``builder`` is the ``links`` environment builder
-    (the probe exists to check it; tests hand it broken ones, which forces ``links``). The user's real home,
+    ``isolation``: the backend (:func:`ablate.isolate.registry.choose_isolation`); one whose sessions see the
+    real paths runs the untouched setup in a view at the real paths too and checks fidelity exactly.
+    ``builder`` is the ``links`` environment builder (the probe exists to check it; tests hand it broken
+    ones, which forces ``links``). The user's real home,
     config dir and repository are listed before and after; any change makes the probe fail, naming it.
     Without ``work`` the probe works in a folder of its own under ``work_parent`` (default: the temporary
     directory), removed at the end.
     """
     start = time.monotonic()
-    chosen = choose_isolation("links" if builder is not build_environment else isolation)
+    chosen = choose_isolation(LINKS.name if builder is not build_environment else isolation)
     inv = inventory(setup, catalog)
     prints = _prints(setup, catalog, inv, with_mcp=with_mcp)
     owned = work is None
     root = make_work_dir("ablate-probe-", work_parent) if work is None else work
     root.mkdir(parents=True, exist_ok=True)
+    ensure_cache_dir()  # before the listing: the baseline's cache is made in it
     before = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(root,))
     notes = _first_notes(claude, prints, with_mcp=with_mcp) + dangling_lines(inv.layers)
     selected = cells.select(cell_ids)
@@ -314,8 +301,9 @@ def probe(
         drop_generic(prints, ran.baseline.request_text + "\n".join(ran.baseline.listed))
         reference = None if ran.untouched.error else ran.untouched
         results = _judge_all(
-            selected, built, observations, prints, inv, catalog, setup, reference, ran.baseline.request_text
-        )
+            selected, built, observations, prints, inv, catalog, setup, reference, ran.baseline.request_text,
+            real_paths=_real_paths(chosen.backend),
+        )  # fmt: skip
         if any(c.pieces for c in selected):
             _check_pieces(results, observations, built.envs, cells.control, setup, catalog)
         notes.extend(built.notes)
@@ -347,7 +335,7 @@ def probe(
         notes=sorted(set(notes)),
         real_setup_unchanged=not changed,
         duration_s=time.monotonic() - start,
-        isolation=chosen.to_json(),
+        isolation=choice_json(chosen),
     )
 
 
@@ -378,10 +366,10 @@ def _sessions(
     on_cell: Callable[[str, str], None] | None,
 ) -> _Sessions:
     """Build the cells and run every session of the probe against one capture endpoint (``root``'s log)."""
-    namespace = backend == "namespace"
+    real_paths = _real_paths(backend)
     log = root / "requests.jsonl"
-    # The baseline session (no setup) and the untouched one (namespace: as soon as one cell's environment
-    # exists; links: a plain copy, at once) run while the cells are built: a CLI start is CPU and waiting,
+    # The baseline session (no setup) and the untouched one (at the real paths: as soon as one cell's
+    # environment exists; else a plain copy, at once) run while the cells are built: a CLI start is CPU and waiting,
     # a build is file work. Both end before the cells' sessions start, so the setup's own sessions still
     # run in the order untouched, then cells (a start-up hook that counts sessions sees the same order).
     with SimServer(log_path=log) as sim, ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side:
@@ -391,10 +379,10 @@ def _sessions(
         def start_untouched(like: Any) -> None:
             if not untouched:
                 untouched.append(
-                    side.submit(_untouched_first, setup, claude, root, sim.base_url, log, like, namespace)
+                    side.submit(_untouched_first, setup, claude, root, sim.base_url, log, like, real_paths)
                 )
 
-        if not namespace:
+        if not real_paths:
             start_untouched(None)
         _build_cells(
             setup, catalog, selected, root, sim.base_url, backend=backend, builder=builder,
@@ -407,9 +395,9 @@ def _sessions(
             claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
         )
         fidelity = _fidelity(
-            cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=namespace
+            cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=real_paths
         )
-        if fidelity.get("exact") and not fidelity["equal"] and built.namespace is not None:
+        if fidelity.get("exact") and not fidelity["equal"] and built.backend is not None:
             fidelity, more_writes = _more_pairs(
                 fidelity, cells.get(cells.control), observations[cells.control], untouched_obs, claude,
                 setup, built, root, sim.base_url, log, slot=len(selected),
@@ -428,6 +416,8 @@ def _judge_all(
     setup: Setup,
     reference: Observation | None,
     baseline: str,
+    *,
+    real_paths: bool,
 ) -> list[CellProbe]:
     return [
         judge_cell(
@@ -442,6 +432,7 @@ def _judge_all(
             loaded=inv.loaded,
             reference=reference,
             baseline=baseline,
+            real_paths=real_paths,
         )
         for c in selected
     ]
@@ -486,17 +477,18 @@ def _more_pairs(
     untouched setup (each in a fresh view), until one of the control's first requests equals one of the
     untouched setup's; the check over all of them (``fidelity``: the first pair's), and what each extra control
     session wrote outside it."""
-    assert built.namespace is not None and first.first_request and untouched.first_request
+    backend = built.backend
+    assert backend is not None and first.first_request and untouched.first_request
     controls, references = [first.first_request], [untouched.first_request]
     writes: dict[str, dict[str, Any]] = {}
     like = built.envs[control.id]
     for k in range(2, FIDELITY_PAIRS + 1):
-        again = _untouched_namespace(setup, claude, root, base_url, log, like, name=f"untouched-{k}")
-        nenv = built.namespace.build(control, slot + k - 2)
+        again = _untouched_at_real_paths(setup, claude, root, base_url, log, like, name=f"untouched-{k}")
+        nenv = backend.build(control, slot + k - 2)
         nenv.env = force_capture(nenv.env, base_url)
         built.more.append(nenv)
-        obs = _session(claude, nenv, root, log, nenv.wrap, shown_config=nenv.real_config)
-        writes[f"{control.id}#{k}"] = session_writes(nenv).to_json()
+        obs = _session(claude, nenv, root, log, functools.partial(backend.command, nenv))
+        writes[f"{control.id}#{k}"] = backend.after_session(nenv) or {}
         controls.extend([obs.first_request] if obs.first_request else [])
         references.extend([again.first_request] if again.first_request else [])
         fidelity = exact_fidelity(control.id, controls, references)
@@ -506,14 +498,14 @@ def _more_pairs(
 
 
 def _untouched_first(
-    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, like: Any, namespace: bool
+    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, like: Any, real_paths: bool
 ) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup's session: in its own view at the real paths (``namespace``: with the very
-    environment of the cell ``like``), else a plain copy; and the path replacements that make its request
-    comparable."""
-    if not namespace:
+    """The untouched setup's session: in its own view at the real paths (with the very environment of the
+    cell ``like``) when the cells' sessions see the real paths, else a plain copy; and the path replacements
+    that make its request comparable."""
+    if not real_paths:
         return _untouched(setup, claude, root, base_url, log)
-    return _untouched_namespace(setup, claude, root, base_url, log, like), {}
+    return _untouched_at_real_paths(setup, claude, root, base_url, log, like), {}
 
 
 def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:

@@ -42,15 +42,18 @@ def at_start_layers(ctx: Context) -> set[str]:
 
 def probe_contexts(ctx: Context) -> dict[str, str]:
     """Per cell, the context digest the free probe captured (probe.json), when the run and its probe both ran
-    in ``namespace`` views (at the real paths, so the instruction files' paths agree); else nothing."""
+    in a backend whose sessions see the real paths (so the instruction files' paths agree); else nothing."""
+    from ablate.isolate.registry import capabilities_of, kind_of
     from ablate.report.build import read_probe
 
     probe = read_probe(ctx.run_dir)
     iso = ctx.manifest.isolation
-    if probe is None or iso is None or iso.backend != "namespace":
+    run_caps = capabilities_of(iso) if iso is not None else None
+    if probe is None or run_caps is None or not run_caps.real_paths:
         return {}
     probe_iso = probe.get("isolation")
-    if not isinstance(probe_iso, dict) or probe_iso.get("backend") != "namespace":
+    probe_kind = kind_of(str(probe_iso.get("backend"))) if isinstance(probe_iso, dict) else None
+    if probe_kind is None or not probe_kind.capabilities.real_paths:
         return {}
     cells = probe.get("cells")
     return {

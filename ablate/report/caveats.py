@@ -139,15 +139,27 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
             "binary run: the setup-off cell keeps the repository's ordinary files (README, code, repo CLAUDE.md "
             "unless stripped), so 'setup off' is not 'no context'"
         )
-    if run.isolation.startswith("links"):
-        sealed = manifest.isolation is not None and manifest.isolation.network == "sealed"
-        parts.append(
-            "in links mode big trees are linked, not copied: writes through them reach the real files "
-            "(every manifest cell lists them), and leaks such as managed settings"
-            + (" and ancestor CLAUDE.md are" if sealed else ", ancestor CLAUDE.md and the network are")
-            + " not removed"
-        )
+    said = backend_caveat(manifest)
+    if said:
+        parts.append(said)
     return Caveat(id="isolation", text="; ".join(parts) + ".")
+
+
+def backend_caveat(manifest: RunManifest) -> str:
+    """What the run's backend cannot protect, from the registry (:mod:`ablate.isolate.registry`): what
+    reaches the real files, and the leaks it does not remove (the network too when sessions were not
+    sealed); "" for a backend that claims nothing (copy-on-write) or that this ablate does not know."""
+    from ablate.isolate.registry import recorded_kind
+
+    kind = recorded_kind(manifest.isolation)
+    if kind is None or not kind.caveat:
+        return ""
+    sealed = manifest.isolation is not None and manifest.isolation.network == "sealed"
+    leaks = [*kind.unremoved, *([] if sealed else ["the network"])]
+    if not leaks:
+        return kind.caveat
+    listed = leaks[0] if len(leaks) == 1 else ", ".join(leaks[:-1]) + " and " + leaks[-1]
+    return f"{kind.caveat}, and leaks such as {listed} {'is' if len(leaks) == 1 else 'are'} not removed"
 
 
 def network(report: Report, manifest: RunManifest) -> Caveat | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -104,7 +104,5 @@ class EnvPool:
         for env in self.envs:
             self._teardown_pool.submit(self.backend.teardown, env)
         self._teardown_pool.shutdown(wait=True)
-        close: Callable[[], object] | None = getattr(self.backend, "close", None)  # namespace: lower layers
-        if callable(close):
-            with contextlib.suppress(Exception):
-                close()
+        with contextlib.suppress(Exception):
+            self.backend.close()  # what the backend shares between environments (a view's lower layers)

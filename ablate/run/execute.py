@@ -4,13 +4,14 @@
 how a plan is executed (``ablate env build`` builds one cell, and uses :func:`preflight` and the same
 backends; ``ablate probe`` runs its own capture sessions in cells built by the same backends). Here, once:
 
-* :func:`preflight`, before anything is written: the isolation backend (``namespace`` where it works, else
-  ``links``) and the one-endpoint check (every cell reaches the same endpoint with the same auth).
+* :func:`preflight`, before the run folder is written: the isolation backend (the first of
+  :data:`ablate.isolate.registry.KINDS` that works here, or ``--isolation``'s) and the one-endpoint check (every
+  cell reaches the same endpoint with the same auth); ablate's cache dir is made then, before any listing.
 * :func:`execute`: checks that every cell, C11 included, would log in the way the user's own setup does
   (:func:`ablate.isolate.auth.check_run_auth`: a mismatch is refused, exit 2, before any session), records
   the backend, the endpoint and the login method (never the secret) in the manifest, lists the user's real
   home, config dir and repository before and after the run (every backend: any change fails the run with
-  exit 1 and names the files), builds the environments with :func:`ablate.isolate.backend.open_backend`,
+  exit 1 and names the files), builds the environments with :func:`ablate.isolate.registry.open_backend`,
   runs the scheduler, handles Ctrl-C (first press: stop launching, running sessions get the grace period;
   second press: kill them; the folder is always resumable) and applies the exit-code policy.
 * ``execute(…, rounds=drive)``: the same, for a run that grows its plan between scheduler passes (an adaptive
@@ -41,9 +42,8 @@ from ablate.folder.layout import EndpointInfo, IsolationInfo, RunManifest, write
 from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
 from ablate.folder.writes_summary import denied_by_path, writes_lines
-from ablate.isolate.backend import EnvBackend
-from ablate.isolate.namespace import Isolation
-from ablate.isolate.procenv import EndpointCheck
+from ablate.isolate.backend import BackendOptions, Capabilities, EnvBackend
+from ablate.isolate.registry import choice_json
 from ablate.run.envpool import EnvPool
 from ablate.run.hooks import TreeHook
 from ablate.run.prepare import PreparedRun, work_area
@@ -60,8 +60,9 @@ Rounds = Callable[[RunRound], object]
 class Preflight:
     """What is decided about a run before anything is written."""
 
-    isolation: Isolation
-    endpoint: EndpointCheck
+    isolation: IsolationInfo
+    """The backend chosen and why (the manifest's ``isolation``, before the run fills the rest)."""
+    endpoint: EndpointInfo
 
 
 def preflight(
@@ -73,17 +74,21 @@ def preflight(
     allow_network: bool = False,
 ) -> Preflight:
     """Choose the backend and check the one endpoint; raise :class:`~ablate.core.errors.UsageError` (exit 2)
-    on an unknown or unavailable backend or on cells that would reach different endpoints. Writes nothing.
+    on an unknown or unavailable backend or on cells that would reach different endpoints. Writes nothing
+    but ablate's cache dir (:func:`ablate.core.cache.ensure_cache_dir`: made before the before/after listing
+    of the home, so that its making is never taken for a change of the user's).
 
     Every command that starts billed sessions calls this before it writes anything (``run``/``ab``, the
     claude-code compare executor, ``env build``): checks that must refuse a run before its folder exists
     belong here."""
-    from ablate.isolate.namespace import choose_isolation
+    from ablate.core.cache import ensure_cache_dir
     from ablate.isolate.procenv import one_endpoint
+    from ablate.isolate.registry import choose_isolation
 
     chosen = choose_isolation(isolation)
     endpoint = one_endpoint(config_dir.expanduser(), repo.expanduser(), environ or os.environ)
     check_reachable(chosen, allow_network, endpoint, environ or os.environ)
+    ensure_cache_dir()
     return Preflight(chosen, endpoint)
 
 
@@ -116,7 +121,7 @@ class ExecutionResult:
     """What :func:`execute` did."""
 
     summary: RunSummary
-    isolation: Isolation
+    isolation: IsolationInfo
     real_files_changed: list[str]
     """The user's real files added, removed or changed during the run ("<path> (changed)")."""
     guard_notes: list[str]
@@ -128,7 +133,7 @@ class ExecutionResult:
     def to_json(self) -> dict[str, Any]:
         return {
             **self.summary.to_json(),
-            "isolation": self.isolation.to_json(),
+            "isolation": choice_json(self.isolation),
             "real_files_changed": self.real_files_changed,
             "writes": self.writes,
             "exit_code": self.exit_code,
@@ -155,14 +160,15 @@ def execute(
     scheduler runs once per call of the :data:`RunRound` it is given (at least once), in kept environments;
     the result's summary is the last pass's."""
     from ablate.isolate.auth import check_run_auth
-    from ablate.isolate.backend import open_backend
     from ablate.isolate.guard import changes_and_notes
     from ablate.isolate.guard import take as take_snapshot
     from ablate.isolate.procenv import one_endpoint
+    from ablate.isolate.registry import open_backend
 
     note = on_note or (lambda _text: None)
     folder, setup = prepared.folder, prepared.setup
     chosen = request.preflight.isolation
+    real_paths = _capabilities(chosen).real_paths  # cells' config dirs are built as seen at the real path
     # checked again on the setup actually used: a resumed run takes its config dir and repo from its manifest
     endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
     check_reachable(chosen, request.allow_network, endpoint, os.environ)
@@ -175,31 +181,26 @@ def execute(
             work_root / "login",
             user_env=os.environ,
             extra_env=request.extra_env,
-            at_real_path=chosen.backend == "namespace",
+            at_real_path=real_paths,
         )
-        refuse_unfaithful_cells(prepared, work_root / "fidelity", at_real_path=chosen.backend == "namespace")
+        refuse_unfaithful_cells(prepared, work_root / "fidelity", at_real_path=real_paths)
         manifest = prepared.manifest.model_copy(
             update={
-                "setup": prepared.manifest.setup.model_copy(
-                    update={"endpoint": EndpointInfo.model_validate(endpoint.to_json())}
-                ),
-                "isolation": IsolationInfo.model_validate(
-                    {**chosen.to_json(), "auth": auth.to_json(), "network": network_mode(chosen, request)}
+                "setup": prepared.manifest.setup.model_copy(update={"endpoint": endpoint}),
+                "isolation": chosen.model_copy(
+                    update={"auth": auth.to_json(), "network": network_mode(chosen, request)}
                 ),
             }
         )
         write_manifest(folder, manifest)
-        backend = open_backend(
-            chosen.backend,
-            setup,
-            prepared.catalog,
-            work_root,
+        options = BackendOptions(
             isolate_state=request.isolate_state,
             allow_network=request.allow_network,
             dirty=request.dirty,
             base_env=dict(os.environ),
             extra_env=dict(request.extra_env),
         )
+        backend = open_backend(chosen.backend, setup, prepared.catalog, work_root, options)
         passes = _Passes(
             prepared, request, manifest, backend, work_root, on_progress, keep=rounds is not None
         )
@@ -213,7 +214,7 @@ def execute(
     records = [r.writes.model_dump() for r in written if r.writes]
     denied = {path: [written[n].item for n in at] for path, at in denied_by_path(records).items()}
     manifest = passes.manifest
-    recorded = manifest.isolation or IsolationInfo.model_validate(chosen.to_json())
+    recorded = manifest.isolation or chosen
     differs = {r.item: list(r.wire.differs) for r in results if r.wire is not None and r.wire.differs}
     isolation_info = recorded.model_copy(
         update={
@@ -254,7 +255,7 @@ def refuse_unfaithful_cells(prepared: PreparedRun, scratch: Path, *, at_real_pat
 
 
 def check_reachable(
-    chosen: Isolation, allow_network: bool, endpoint: EndpointCheck, environ: Mapping[str, str]
+    chosen: IsolationInfo, allow_network: bool, endpoint: EndpointInfo, environ: Mapping[str, str]
 ) -> None:
     """Refuse (exit 2) a run whose sealed sessions could not reach the model (:mod:`ablate.isolate.seal`)."""
     from ablate.isolate.seal import unreachable_when_sealed
@@ -270,7 +271,7 @@ def check_reachable(
         )
 
 
-def network_mode(chosen: Isolation, request: ExecuteRequest) -> str:
+def network_mode(chosen: IsolationInfo, request: ExecuteRequest) -> str:
     """The manifest's ``isolation.network``: ``sealed`` (each session in its own network namespace, the
     model's API through ablate's forwarder), ``host`` (``--allow-network``) or ``unsealed`` (no bubblewrap
     fence: the session has the host's network and sockets)."""
@@ -279,10 +280,19 @@ def network_mode(chosen: Isolation, request: ExecuteRequest) -> str:
     return "host" if request.allow_network else "sealed"
 
 
-def sealed(chosen: Isolation) -> bool:
+def sealed(chosen: IsolationInfo) -> bool:
     """Whether the chosen backend's sessions are sealed: locked under bubblewrap (macOS's ``sandbox-exec``
     fence locks writes only)."""
     return chosen.locked and sys.platform != "darwin"
+
+
+def _capabilities(chosen: IsolationInfo) -> Capabilities:
+    from ablate.isolate.registry import kind_of
+
+    kind = kind_of(chosen.backend)
+    if kind is None:  # a Preflight is made by choose_isolation, which knows only registered backends
+        raise UsageError(f"isolation backend {chosen.backend!r} is not registered")
+    return kind.capabilities
 
 
 class _Passes:

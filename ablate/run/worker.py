@@ -3,7 +3,6 @@ shadow, and mine it. Runs in the scheduler's session pool; touches the run folde
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 from collections.abc import Set
@@ -54,7 +53,7 @@ class Worker:
             )
         # ablate touches the session's tree only through the backend: in `namespace`, env.cwd is the user's
         # real repository path (the session sees its own view there), never a place to write seed files
-        tree = getattr(self.backend, "checkout", None) or (lambda e: contextlib.nullcontext(e.cwd))
+        tree = self.backend.checkout
         try:  # seed files of the task, and a snapshot of the seeded start when it has checks (ablate.grade)
             with tree(job.env) as checkout:
                 baseline = self.tree_hook.before(job.task, checkout)

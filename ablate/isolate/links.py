@@ -1,0 +1,187 @@
+"""The ``links`` isolation backend (docs/ARCHITECTURE.md#environments): a shadow home, config dir and private checkout per slot.
+
+Each slot is built by :mod:`ablate.isolate.environment`: copies of the config dir's small trees, links to the
+big ones and to the rest of the home, a private ``git clone --shared`` of HEAD. Sessions run under a write
+fence wherever one works (:mod:`ablate.isolate.fence`: bubblewrap on Linux, sandbox-exec on macOS), so a
+write outside the cell fails inside the session and is reported; without a fence a write through a link
+reaches the real file, and only the run's before/after listing sees it. The fallback where ``namespace``
+does not work (macOS, locked-down Linux).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from ablate.isolate.backend import (
+    BackendKind,
+    BackendOptions,
+    Capabilities,
+    Support,
+    jsonable,
+    stripped_repo_paths,
+)
+from ablate.isolate.credentials import CopyBack, copy_back, read_session_file
+from ablate.isolate.environment import CellEnvironment
+from ablate.isolate.fence import fence_support
+from ablate.setup.cells import ResolvedCell
+from ablate.setup.layers import Catalog
+from ablate.setup.load import Setup
+
+
+class LinksEnvironments:
+    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private checkout)."""
+
+    def __init__(
+        self, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
+    ) -> None:
+        self.setup, self.catalog, self.work_root, self.options = setup, catalog, work_root, options
+        self._logins: dict[str, bytes | None] = {}
+        """Config dir -> the ``.credentials.json`` its session started with (None: no login file)."""
+
+    def build(self, cell: ResolvedCell, slot: int) -> CellEnvironment:
+        from ablate.isolate.environment import build_environment
+
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        return build_environment(
+            self.setup,
+            self.catalog,
+            cell,
+            self.work_root,
+            slot=slot,
+            # one folder per concurrent session, named by slot only (s00, s01, ...): an environment serves
+            # every cell in turn, and every cell's sessions see the very same paths (they reach the prompt)
+            name=f"s{slot:02d}",
+            isolate_state=self.options.isolate_state,
+            dirty=self.options.dirty,
+            base_env=self.options.base_env,
+            extra_env=self.options.extra_env,
+        )
+
+    def reset(self, env: CellEnvironment) -> None:
+        from ablate.isolate.environment import reset_environment
+
+        reset_environment(env)
+
+    def retarget(self, env: CellEnvironment, cell: ResolvedCell) -> None:
+        from ablate.isolate.environment import retarget_environment
+
+        retarget_environment(env, self.setup, self.catalog, cell)
+
+    def teardown(self, env: CellEnvironment) -> None:
+        from ablate.isolate.environment import teardown_environment
+
+        teardown_environment(env)
+
+    def describe(self, env: CellEnvironment) -> dict[str, Any]:
+        from ablate.isolate.environment import redacted_env
+
+        return {
+            "fingerprints": jsonable(env.fingerprints),
+            "leaks": jsonable(env.leaks),
+            "notes": [str(n) for n in env.notes],
+            "env": dict(redacted_env(env.env)),
+        }
+
+    def clean(self) -> None:
+        from ablate.isolate.environment import clean
+
+        if self.work_root.exists():
+            clean(self.work_root)
+
+    def close(self) -> None:
+        """Nothing is shared between a links backend's slots."""
+
+    def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
+        """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.fence.fenced`): the
+        session can write its own cell folder and nothing else; a write through a link into the home fails."""
+        from ablate.isolate.fence import fenced
+        from ablate.isolate.shadow_home import CREDENTIALS
+        from ablate.isolate.worktree import objects_dir
+
+        setup = self.setup
+        visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
+        # the login the session starts with, kept where it cannot write: what a refresh is checked against
+        self._logins[str(env.config_dir)] = _login_bytes(env.config_dir / CREDENTIALS)
+        return fenced(
+            argv,
+            root=env.root,
+            cwd=env.cwd,
+            visible=visible,
+            network=self.options.allow_network,
+            sealed=self.options.sealed,
+        )
+
+    def after_session(self, env: CellEnvironment) -> dict[str, Any] | None:
+        """The writes the fence refused (which paths, how often) and what became of the session's login
+        (copied back as a refresh, or discarded and why); without a fence only the login, or None when it
+        was untouched: what an unfenced session writes through a link is seen only by the run's
+        before/after listing."""
+        from ablate.isolate.fence import denied_writes
+
+        login = self._copy_back_login(env)
+        support = fence_support()
+        if not support.ok:
+            said = login.discarded or login.copied
+            return {"discarded": False, "credentials": login.to_json()} if said else None
+        homes = (env.home, Path(self.setup.home))
+        denied = denied_writes(env.config_dir, homes=homes)
+        return {"fence": support.name, "denied": denied, "discarded": False, "credentials": login.to_json()}
+
+    def _copy_back_login(self, env: CellEnvironment) -> CopyBack:
+        """The session's ``.credentials.json`` copied back when it is a refresh of the login it started
+        with (:mod:`ablate.isolate.credentials`), to the real file, every cell's copy and their pristine
+        copies (a reset restores those)."""
+        from ablate.isolate.environment import PRISTINE
+        from ablate.isolate.shadow_home import CREDENTIALS
+
+        rel = (env.config_dir / CREDENTIALS).relative_to(env.home)
+        copies = [
+            p
+            for root in sorted(self.work_root.iterdir())
+            for p in (root / "home" / rel, root / PRISTINE / "home" / rel)
+            if p.is_file() and not p.is_symlink()
+        ]
+        stored = self._logins.pop(str(env.config_dir), None)
+        return copy_back(
+            env.config_dir / CREDENTIALS, stored, Path(self.setup.config_dir) / CREDENTIALS, copies
+        )
+
+    def stripped_paths(self, env: CellEnvironment) -> list[str]:
+        return stripped_repo_paths(self.setup, self.catalog, env.cell)
+
+    def checkout(self, env: CellEnvironment) -> AbstractContextManager[Path]:
+        """The private checkout itself: the session sees it at the same path."""
+        return nullcontext(env.cwd)
+
+
+def _login_bytes(path: Path) -> bytes | None:
+    data = read_session_file(path) if os.path.lexists(path) else None
+    return data if isinstance(data, bytes) else None
+
+
+def support() -> Support:
+    """``links`` works everywhere; its sessions are locked where a write fence works."""
+    fence = fence_support()
+    if fence.ok:
+        return Support(
+            True, f"sessions fenced ({fence.reason}; read-only outside their cell)", "fenced", True
+        )
+    return Support(True, f"NOT fenced: {fence.reason}", "unfenced", False)
+
+
+KIND = BackendKind(
+    name="links",
+    summary="a shadow home and config dir, each session under a write fence: bubblewrap on Linux, "
+    "sandbox-exec on macOS; the fallback",
+    capabilities=Capabilities(
+        real_paths=False, copy_on_write=False, lock="write nothing outside its cell (read-only elsewhere)"
+    ),
+    support=support,
+    factory=LinksEnvironments,
+    caveat="in links mode big trees are linked, not copied: writes through them reach the real files "
+    "(every manifest cell lists them)",
+    unremoved=("managed settings", "ancestor CLAUDE.md"),
+)
