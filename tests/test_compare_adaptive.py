@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,8 @@ from ablate.report.model import SequentialReport
 from ablate.run.adaptive import CellLook, Look
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import ABLATE
 
-ABLATE = str(Path(sys.executable).parent / "ablate")
 COPIES = 5
 MAX_REPEATS = 6
 

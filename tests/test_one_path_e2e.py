@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,10 @@ from ablate.core.fsutil import tree_hash
 from ablate.isolate.namespace import namespace_support
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import ABLATE
 
 pytestmark = pytest.mark.e2e
 
-ABLATE = str(Path(sys.executable).parent / "ablate")
 HOSTILE = (
     'echo HOSTILE >> "$HOME/.gitconfig"; mkdir -p "$HOME/.config/app"; echo HOSTILE >> "$HOME/.config/app/state"; '
     'echo HOSTILE >> "$HOME/.claude/CLAUDE.md"; touch "$HOME/x"; echo HOSTILE-DONE'
