@@ -1,0 +1,124 @@
+"""The docs say what the code is: the subpackages the README's tree and docs/ARCHITECTURE.md's table list, the
+result statuses docs/ARCHITECTURE.md#item-result names, and every module, file or name the docs point at.
+Each list is read from the code, so the tests hold whoever moves what (the import order is in
+tests/test_layout.py)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from functools import cache
+from pathlib import Path
+
+from ablate.folder.result import COMPLETE_STATUSES, STATUSES
+from tests.conftest import REPO_ROOT
+from tests.test_layout import documented_order
+
+DOCS = ("README.md", "docs/ARCHITECTURE.md", "docs/CLAUDE-CODE.md")
+#: Paths the docs name that exist only in a built wheel, not in the source tree.
+WHEEL_ONLY = {"ablate/_data"}
+PATH = re.compile(r"(?<![\w/.-])((?:ablate|tests|benchmarks)/[\w/.-]*\w)")
+DOTTED = re.compile(r"`(ablate(?:\.[A-Za-z_]\w*)+)")
+
+
+def _text(name: str) -> str:
+    return (REPO_ROOT / name).read_text(encoding="utf-8")
+
+
+def subpackages() -> list[str]:
+    return sorted(p.parent.name for p in (REPO_ROOT / "ablate").glob("*/__init__.py"))
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``dotted`` (``ablate.pkg.module[.attribute…]``) names a module or something in one."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 1, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:n]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[n:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+@cache
+def defined_in(pkg: str) -> frozenset[str]:
+    """Every top-level name a module of ``ablate.<pkg>`` defines or imports."""
+    names: set[str] = set()
+    for path in (REPO_ROOT / "ablate" / pkg).rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                names.update(a.asname or a.name for a in node.names)
+    return frozenset(names)
+
+
+def test_the_architecture_table_and_the_readme_tree_list_every_subpackage() -> None:
+    assert sorted(documented_order()) == subpackages()
+    readme = _text("README.md").split("\n## Architecture", 1)[1]
+    tree = readme.split("```", 2)[1]
+    listed = re.findall(r"^  ([a-z_]+)/ ", tree, re.M)
+    assert sorted(listed) == subpackages(), "README.md's Architecture tree"
+    # a module a line names, ``(result.py)``, is in that line's subpackage
+    for pkg, rows in re.findall(r"^  ([a-z_]+)/ +(.*(?:\n {12}.*)*)", tree, re.M):
+        for module in re.findall(r"\((\w+\.py)\)", rows):
+            assert (REPO_ROOT / "ablate" / pkg / module).is_file(), f"README.md's tree: {pkg}/{module}"
+
+
+def test_the_documented_statuses_are_the_codes() -> None:
+    section = _text("docs/ARCHITECTURE.md").split('<a id="item-result"></a>', 1)[1]
+    sentence = section.split("`status` is one of", 1)[1].split("any other value", 1)[0]
+    assert set(re.findall(r"`([a-z_]+)`", sentence)) == STATUSES
+    answering = sentence.split("(outcomes that answer the item)", 1)[0]
+    assert set(re.findall(r"`([a-z_]+)`", answering)) == COMPLETE_STATUSES
+
+
+def test_every_path_the_docs_name_exists() -> None:
+    seen = 0
+    for doc in DOCS:
+        for path in set(PATH.findall(_text(doc))):
+            seen += 1
+            path = path.rstrip(".")
+            assert path in WHEEL_ONLY or (REPO_ROOT / path).exists(), f"{doc}: {path} does not exist"
+    assert seen > 20
+
+
+def test_every_dotted_name_the_docs_name_resolves() -> None:
+    for doc in DOCS:
+        for dotted in set(DOTTED.findall(_text(doc))):
+            if dotted == "ablate.toml":  # the user's file, not a module
+                continue
+            assert resolves(dotted), f"{doc}: `{dotted}` names no module or attribute"
+
+
+def test_the_architecture_tables_public_surface_exists() -> None:
+    """Each row's names: ``pkg.module[.name]`` resolves under ``ablate``; a bare name is defined in the row's
+    own subpackage."""
+    table = re.findall(
+        r'^\| <a id="pkg-([a-z_]+)"></a>`\1` \| .* \| (.*) \|$', _text("docs/ARCHITECTURE.md"), re.M
+    )
+    assert [pkg for pkg, _ in table] == documented_order()
+    for pkg, surface in table:
+        for name in re.findall(r"`([A-Za-z_][\w.]*)", surface):
+            if name.startswith("ablate."):
+                assert resolves(name), f"{pkg}: `{name}`"
+            elif name.split(".")[0] in subpackages():
+                assert resolves(f"ablate.{name}"), f"{pkg}: `{name}`"
+            else:
+                assert name in defined_in(pkg), f"{pkg}: `{name}` is defined nowhere in ablate/{pkg}"
+
+
+def test_the_checks_catch_a_wrong_name() -> None:
+    assert resolves("ablate.folder.result.ItemResult") and resolves("ablate.stats")
+    assert not resolves("ablate.run.result") and not resolves("ablate.folder.result.NoSuchThing")
+    assert "ItemResult" in defined_in("folder") and "ItemResult" not in defined_in("stats")
+    assert not (Path(REPO_ROOT) / "ablate/mine/pricing.py").exists()  # the README's old name, now core/
