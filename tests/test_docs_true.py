@@ -12,6 +12,8 @@ from functools import cache
 from pathlib import Path
 
 from ablate.folder.result import COMPLETE_STATUSES, STATUSES
+from ablate.isolate.procenv import ENV_ALLOW, ENV_ALLOW_PREFIXES, ENV_OWNED, ENV_PINNED
+from ablate.isolate.shadow_home import WRITTEN_DIRS
 from tests.conftest import REPO_ROOT
 from tests.test_layout import documented_order
 
@@ -80,6 +82,60 @@ def test_the_documented_statuses_are_the_codes() -> None:
     assert set(re.findall(r"`([a-z_]+)`", sentence)) == STATUSES
     answering = sentence.split("(outcomes that answer the item)", 1)[0]
     assert set(re.findall(r"`([a-z_]+)`", answering)) == COMPLETE_STATUSES
+
+
+def _numbered(anchor: str) -> str:
+    """The text of the numbered rule under ``<a id="anchor">`` in docs/ARCHITECTURE.md, up to the next anchor."""
+    return _text("docs/ARCHITECTURE.md").split(f'<a id="{anchor}"></a>', 1)[1].split("<a id=", 1)[0]
+
+
+def test_the_folders_a_cell_starts_empty_are_the_builders() -> None:
+    rule = _numbered("config-dir").split("Every folder the CLI writes", 1)[1].split("starts real", 1)[0]
+    assert re.findall(r"`([\w/-]+)/`", rule) == list(WRITTEN_DIRS)
+
+
+def test_the_process_environment_is_the_allow_list() -> None:
+    rule = _numbered("process-env")
+
+    def after(words: str) -> list[str]:
+        return rule.split(words, 1)[1].split("`", 2)[1].split()
+
+    prefixes = [f"{p}*" for p in ENV_ALLOW_PREFIXES]
+    assert after("Inherited as they are:") == [*ENV_ALLOW, *prefixes]
+    assert after("set by ablate:") == list(ENV_OWNED)
+    assert after("pinned the same in every cell:") == list(ENV_PINNED)
+
+
+def caveat_ids() -> list[str]:
+    """The ids of the report's caveats, in report order: each builder of ``CAVEATS`` (and the sequential one
+    last), read from the ``Caveat(id=…)`` its body makes."""
+    from ablate.report.caveats import CAVEATS
+
+    made: dict[str, list[str]] = {}
+    for path in (REPO_ROOT / "ablate" / "report").glob("*.py"):
+        for fn in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(fn, ast.FunctionDef):
+                made[fn.name] = [
+                    kw.value.value
+                    for call in ast.walk(fn)
+                    if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Caveat"
+                    for kw in call.keywords
+                    if kw.arg == "id" and isinstance(kw.value, ast.Constant)
+                ]
+    names = [b.__name__ for b in CAVEATS] + ["sequential_caveat"]
+    return list(dict.fromkeys(i for name in names for i in made[name]))
+
+
+def test_the_documented_caveats_are_the_reports() -> None:
+    section = _text("docs/ARCHITECTURE.md").split('<a id="caveats"></a>', 1)[1].split("<a id=", 1)[0]
+    listed = section.split("In report order", 1)[1]
+    ids = [i for i in re.findall(r"`([a-z][a-z-]+)`", listed) if i in caveat_ids() or "-" in i]
+    assert list(dict.fromkeys(ids)) == caveat_ids()
+    from ablate.report.caveats import CAVEATS
+
+    always = re.findall(r"`([a-z-]+)`", section.split("In report order", 1)[0])
+    never_none = [b.__name__.replace("_", "-") for b in CAVEATS if b.__annotations__["return"] == "Caveat"]
+    assert always == never_none, "the caveats every report has"
 
 
 def test_every_path_the_docs_name_exists() -> None:
