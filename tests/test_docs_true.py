@@ -116,11 +116,13 @@ def caveat_ids() -> list[str]:
         for fn in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(fn, ast.FunctionDef):
                 made[fn.name] = [
-                    kw.value.value
+                    str(kw.value.value)
                     for call in ast.walk(fn)
                     if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Caveat"
                     for kw in call.keywords
-                    if kw.arg == "id" and isinstance(kw.value, ast.Constant)
+                    if kw.arg == "id"
+                    and isinstance(kw.value, ast.Constant)
+                    and isinstance(kw.value.value, str)
                 ]
     names = [b.__name__ for b in CAVEATS] + ["sequential_caveat"]
     return list(dict.fromkeys(i for name in names for i in made[name]))
