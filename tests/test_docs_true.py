@@ -140,6 +140,34 @@ def test_the_documented_caveats_are_the_reports() -> None:
     assert always == never_none, "the caveats every report has"
 
 
+def test_the_layer_fields_and_cell_sets_are_the_codes() -> None:
+    from typing import get_args
+
+    from ablate.setup.layers import Shows, StripOp
+
+    layers = _text("docs/ARCHITECTURE.md").split('<a id="layers"></a>', 1)[1]
+    stripped = layers.split("how it is stripped (", 1)[1].split(")", 1)[0]
+    assert re.findall(r"`([a-z-]+)`", stripped) == list(get_args(StripOp))
+    shows = layers.split("`shows` is one of", 1)[1].split(".", 1)[0]
+    assert sorted(re.findall(r"`([a-z_]+)`", shows)) == sorted(get_args(Shows))
+    sets = layers.split('<a id="cells"></a>', 1)[1].split("<a id=", 1)[0]
+    named = re.findall(r"`cells/([a-z-]+)\.toml`", sets) + re.findall(
+        r"`([a-z-]+)`", sets.split("Other sets:")[1]
+    )
+    assert sorted(named) == sorted(p.stem for p in (REPO_ROOT / "cells").glob("*.toml"))
+
+
+def test_the_documented_session_command_is_the_one_ablate_runs() -> None:
+    import shlex
+
+    from ablate.core.claude import claude_argv
+
+    sessions = " ".join(_text("docs/ARCHITECTURE.md").split('<a id="sessions"></a>', 1)[1].split())
+    documented = sessions.split("Every session is `", 1)[1].split("`", 1)[0]
+    argv = claude_argv(Path("claude"), prompt="PROMPT", model="M", session_id="UUID", max_turns="N")
+    assert shlex.split(documented) == argv
+
+
 def test_every_path_the_docs_name_exists() -> None:
     seen = 0
     for doc in DOCS:
@@ -147,6 +175,14 @@ def test_every_path_the_docs_name_exists() -> None:
             seen += 1
             path = path.rstrip(".")
             assert path in WHEEL_ONLY or (REPO_ROOT / path).exists(), f"{doc}: {path} does not exist"
+        for pkg, module in re.findall(
+            r"`([a-z_]+)/([\w/]+\.py)`", _text(doc)
+        ):  # a module named in its package
+            if pkg in subpackages():
+                seen += 1
+                assert (REPO_ROOT / "ablate" / pkg / module).is_file(), (
+                    f"{doc}: {pkg}/{module} does not exist"
+                )
     assert seen > 20
 
 
