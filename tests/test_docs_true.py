@@ -10,10 +10,9 @@ import importlib
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ablate.folder.result import COMPLETE_STATUSES, STATUSES
-from ablate.isolate.procenv import ENV_ALLOW, ENV_ALLOW_PREFIXES, ENV_OWNED, ENV_PINNED
-from ablate.isolate.shadow_home import WRITTEN_DIRS
 from tests.conftest import REPO_ROOT
 from tests.test_layout import documented_order
 
@@ -84,6 +83,20 @@ def test_the_documented_statuses_are_the_codes() -> None:
     assert set(re.findall(r"`([a-z_]+)`", answering)) == COMPLETE_STATUSES
 
 
+def code_constant(name: str) -> Any:
+    """The value of the module-level literal ``name`` wherever it is defined under ablate/ (one definition)."""
+    values = []
+    for path in (REPO_ROOT / "ablate").rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            target = node.target if isinstance(node, ast.AnnAssign) and node.value else target
+            if isinstance(target, ast.Name) and target.id == name:
+                assert isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
+                values.append(ast.literal_eval(node.value))
+    assert len(values) == 1, f"{name}: defined {len(values)} times under ablate/"
+    return values[0]
+
+
 def _numbered(anchor: str) -> str:
     """The text of the numbered rule under ``<a id="anchor">`` in docs/ARCHITECTURE.md, up to the next anchor."""
     return _text("docs/ARCHITECTURE.md").split(f'<a id="{anchor}"></a>', 1)[1].split("<a id=", 1)[0]
@@ -91,7 +104,7 @@ def _numbered(anchor: str) -> str:
 
 def test_the_folders_a_cell_starts_empty_are_the_builders() -> None:
     rule = _numbered("config-dir").split("Every folder the CLI writes", 1)[1].split("starts real", 1)[0]
-    assert re.findall(r"`([\w/-]+)/`", rule) == list(WRITTEN_DIRS)
+    assert re.findall(r"`([\w/-]+)/`", rule) == list(code_constant("WRITTEN_DIRS"))
 
 
 def test_the_process_environment_is_the_allow_list() -> None:
@@ -100,10 +113,10 @@ def test_the_process_environment_is_the_allow_list() -> None:
     def after(words: str) -> list[str]:
         return rule.split(words, 1)[1].split("`", 2)[1].split()
 
-    prefixes = [f"{p}*" for p in ENV_ALLOW_PREFIXES]
-    assert after("Inherited as they are:") == [*ENV_ALLOW, *prefixes]
-    assert after("set by ablate:") == list(ENV_OWNED)
-    assert after("pinned the same in every cell:") == list(ENV_PINNED)
+    prefixes = [f"{p}*" for p in code_constant("ENV_ALLOW_PREFIXES")]
+    assert after("Inherited as they are:") == [*code_constant("ENV_ALLOW"), *prefixes]
+    assert after("set by ablate:") == list(code_constant("ENV_OWNED"))
+    assert after("pinned the same in every cell:") == list(code_constant("ENV_PINNED"))
 
 
 def caveat_ids() -> list[str]:
@@ -166,6 +179,45 @@ def test_the_documented_session_command_is_the_one_ablate_runs() -> None:
     documented = sessions.split("Every session is `", 1)[1].split("`", 1)[0]
     argv = claude_argv(Path("claude"), prompt="PROMPT", model="M", session_id="UUID", max_turns="N")
     assert shlex.split(documented) == argv
+
+
+#: The subpackages that write into a run folder (a cell's own files, ``isolate``'s, are not the run folder's).
+RUN_FOLDER_WRITERS = ("folder", "run", "grade", "report", "stats")
+
+
+@cache
+def string_constants() -> dict[str, set[str]]:
+    """Every module-level ``NAME = "text"`` of :data:`RUN_FOLDER_WRITERS`, name → its values (found wherever
+    a module moved)."""
+    found: dict[str, set[str]] = {}
+    for pkg in RUN_FOLDER_WRITERS:
+        for path in (REPO_ROOT / "ablate" / pkg).rglob("*.py"):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.Assign):
+                    targets, value = node.targets, node.value
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    targets, value = [node.target], node.value
+                else:
+                    continue
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    for target in targets:
+                        if isinstance(target, ast.Name):
+                            found.setdefault(target.id, set()).add(value.value)
+    return found
+
+
+def test_the_run_folder_tree_names_every_file_the_code_writes() -> None:
+    constants = string_constants()
+    files = ("MANIFEST", "PLAN", "RESULTS", "STDOUT", "STDERR", "TRANSCRIPTS", "LOCK", "TASKS_DIR", "WIRE")
+    names = {
+        v for name in (*files, "GRADES", "DIFFS", "ADAPTIVE_FILE", "PROBE_FILE") for v in constants[name]
+    }
+    names |= {"report.md", "report.json", "report.html", "plots"}
+    section = _text("docs/ARCHITECTURE.md").split('<a id="run-folder"></a>', 1)[1]
+    tree = section.split("```", 2)[1]
+    entries = {re.split(r"[/ ]", line.strip(), maxsplit=1)[0] for line in tree.splitlines()[1:]}
+    entries |= set(re.findall(r"\b(report\.\w+|plots)\b", tree))
+    assert names <= entries, sorted(names - entries)
 
 
 def test_every_path_the_docs_name_exists() -> None:
