@@ -220,6 +220,11 @@ def test_the_run_folder_tree_names_every_file_the_code_writes() -> None:
     assert names <= entries, sorted(names - entries)
 
 
+def test_the_documented_exact_limit_of_the_sign_flip_test_is_the_codes() -> None:
+    stats = " ".join(_text("docs/ARCHITECTURE.md").split('<a id="statistics"></a>', 1)[1].split())
+    assert f"exact up to {code_constant('EXACT_MAX_BLOCKS')} blocks" in stats
+
+
 def test_every_path_the_docs_name_exists() -> None:
     seen = 0
     for doc in DOCS:
