@@ -227,30 +227,32 @@ def tool_output(transcript: Path) -> str:
 
 
 class Invoked(NamedTuple):
-    """What ``ablate ARGS`` run in this process gave: the exit code, and stdout and stderr apart (to parse
-    ``--json`` from stdout alone)."""
+    """What ``ablate ARGS`` run in this process gave, named as click's ``Result`` names it: the exit code, and
+    stdout and stderr apart (to parse ``--json`` from stdout alone)."""
 
-    code: int
-    out: str
-    err: str
+    exit_code: int
+    stdout: str
+    stderr: str
 
     @property
     def output(self) -> str:
         """Everything the command printed: stdout, then stderr."""
-        return self.out + self.err
+        return self.stdout + self.stderr
 
     @property
     def shown(self) -> tuple[int, str]:
         """The exit code and everything the command printed."""
-        return self.code, self.output
+        return self.exit_code, self.output
 
 
-def invoke(args: Sequence[str], env: Mapping[str, str] | None = None) -> Invoked:
+def invoke(args: Sequence[str], env: Mapping[str, str | None] | None = None) -> Invoked:
     """The one in-process CLI wrapper of the tests: ``ablate ARGS`` through typer's ``CliRunner`` (``env``:
-    variables set for the call only)."""
+    variables set for the call only, ``None`` unsets one). A command that ends in a traceback instead of an
+    exit code fails the test: every bad input is a located error with a documented code."""
     from typer.testing import CliRunner
 
     from ablate.cli.main import app
 
     res = CliRunner().invoke(app, list(args), env=dict(env) if env is not None else None)
+    assert res.exception is None or isinstance(res.exception, SystemExit), (res.exception, res.output)
     return Invoked(res.exit_code, res.stdout, res.stderr)

@@ -256,7 +256,7 @@ def test_real_compare_json_from_the_sim_executor(tmp_path: Path) -> None:
         out = tmp_path / name
         args = ["compare", *arms, "--tasks", str(tasks), "--executor", "sim", "--tier", "rigorous"]
         res = invoke([*args, "--seed", "3", "--out", str(out)])
-        assert res.code == 0, res.output
+        assert res.exit_code == 0, res.output
         (folder,) = [p for p in out.iterdir() if p.is_dir()]
         verdicts[name] = invoke(["gate", str(folder), "--json"]).shown
     code, text = verdicts["up"]

@@ -333,7 +333,7 @@ def test_diff_names_a_changed_effect_by_its_test_and_the_gate_fails_a_lost_help(
         ("C1", "helps", "draw")
     ]
     res = invoke(["diff", str(a), str(b), "--json"])
-    assert res.code == 0, res.output
+    assert res.exit_code == 0, res.output
     assert orjson.loads(res.output)["verdicts_changed"] == [{"cell": "C1", "from": "helps", "to": "draw"}]
     res = invoke(["diff", str(a), str(b)])
     assert "verdicts changed: C1 helps → draw" in res.output and "changed" in res.output
@@ -348,9 +348,9 @@ def test_diff_names_a_changed_effect_by_its_test_and_the_gate_fails_a_lost_help(
 def test_diff_refuses_runs_of_other_tasks(tmp_path: Path) -> None:
     a, b = _pair(tmp_path, c1_helps_in_b=True, tasks=("a", "z"))
     res = invoke(["diff", str(a), str(b)])
-    assert res.code == 2 and "do not run the same tasks" in res.output
+    assert res.exit_code == 2 and "do not run the same tasks" in res.output
     res = invoke(["diff", str(a), str(tmp_path / "nothing")])
-    assert res.code == 2 and "not a run folder" in res.output
+    assert res.exit_code == 2 and "not a run folder" in res.output
 
 
 def test_aa_adds_a_second_control_built_and_planned_as_a_cell_of_its_own(tmp_path: Path) -> None:

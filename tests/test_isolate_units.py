@@ -17,6 +17,7 @@ from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_h
 from ablate.isolate.namespace import Mount, choose_isolation, order_mounts
 from ablate.isolate.writes import run_summary_lines, scan_upper, session_writes, summary_lines
 from ablate.probe.fingerprints import normalise_request
+from tests.helpers_cli import invoke
 
 STRIPPED = ["docs/runbooks", "MEMORY.md"]
 
@@ -448,9 +449,7 @@ def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) ->
     """A layer of the user's own covers the credentials file: C11 strips it and would start logged out.
     ``ablate doctor`` says so per cell, with the run check's own words, and exits 1; without the layer
     every cell logs in as the user does."""
-    from typer.testing import CliRunner
 
-    from ablate.cli.main import app
     from ablate.setup.examples import materialise_example
 
     ex = materialise_example(tmp_path / "ex")
@@ -468,9 +467,7 @@ def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) ->
         str(tmp_path),
     ]
     env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": None, "CLAUDE_CODE_OAUTH_TOKEN": None}
-    res = CliRunner().invoke(
-        app, [*where, "--cells", "binary", "--ablate-toml", str(toml), "--json"], env=env
-    )
+    res = invoke([*where, "--cells", "binary", "--ablate-toml", str(toml), "--json"], env=env)
     doc = json.loads(res.stdout)
     assert res.exit_code == 1 and not doc["ok"]
     creds = {"method": "credentials-file", "source": "<C0 config dir>/.credentials.json"}
@@ -480,7 +477,7 @@ def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) ->
         "authentication: cell C11: would authenticate with nothing (logged out) (no login found), "
         f"your setup with credentials-file ({ex.config_dir / '.credentials.json'})"
     ]
-    res = CliRunner().invoke(app, [*where, "--json"], env=env)
+    res = invoke([*where, "--json"], env=env)
     doc = json.loads(res.stdout)
     assert doc["auth_cells"]["checked"] and set(doc["auth_cells"]["cells"]) == {f"C{i}" for i in range(12)}
     assert {a["method"] for a in doc["auth_cells"]["cells"].values()} == {"credentials-file"}

@@ -26,8 +26,8 @@ def _cli(example: ExampleSetup, *args: str) -> str:
         [*args, "--config-dir", str(example.config_dir), "--repo", str(example.repo)],
         env={"HOME": str(example.home)},
     )
-    assert res.code == 0, res.output
-    return res.out
+    assert res.exit_code == 0, res.output
+    return res.stdout
 
 
 def test_imported_files_are_named(example: ExampleSetup) -> None:
