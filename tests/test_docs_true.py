@@ -225,6 +225,17 @@ def test_the_documented_exact_limit_of_the_sign_flip_test_is_the_codes() -> None
     assert f"exact up to {code_constant('EXACT_MAX_BLOCKS')} blocks" in stats
 
 
+def test_the_documented_isolation_record_is_the_manifests() -> None:
+    from ablate.folder.layout import IsolationInfo
+
+    text = " ".join(_text("docs/ARCHITECTURE.md").split())
+    said = text.split("recorded in the manifest's `isolation` (`IsolationInfo`:", 1)[1].split(
+        ") and named", 1
+    )[0]
+    fields = [f for f in re.findall(r"`([a-z_-]+)`", said) if f not in ("root", "user-namespace", "fenced")]
+    assert sorted(fields) == sorted(IsolationInfo.model_fields)
+
+
 def test_every_path_the_docs_name_exists() -> None:
     seen = 0
     for doc in DOCS:
