@@ -236,6 +236,14 @@ def test_the_documented_isolation_record_is_the_manifests() -> None:
     assert sorted(fields) == sorted(IsolationInfo.model_fields)
 
 
+def test_the_documented_identity_is_the_manifests() -> None:
+    from ablate.folder.layout import IDENTITY_FIELDS
+
+    text = " ".join(_text("docs/ARCHITECTURE.md").split('<a id="manifest"></a>', 1)[1].split())
+    said = text.split("`IDENTITY_FIELDS`:", 1)[1].split(";", 1)[0]
+    assert re.findall(r"`([a-z0-9_]+)`", said) == list(IDENTITY_FIELDS)
+
+
 def test_every_path_the_docs_name_exists() -> None:
     seen = 0
     for doc in DOCS:
