@@ -244,6 +244,19 @@ def test_the_documented_identity_is_the_manifests() -> None:
     assert re.findall(r"`([a-z0-9_]+)`", said) == list(IDENTITY_FIELDS)
 
 
+def test_the_documented_leak_kinds_are_the_ones_found() -> None:
+    made = set()
+    for path in (REPO_ROOT / "ablate").rglob("*.py"):
+        for call in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Leak" and call.args:
+                kind = call.args[0]
+                assert isinstance(kind, ast.Constant), f"{path}: a Leak kind that is not a literal"
+                made.add(kind.value)
+    rule = _numbered("leaks").split("; beside them", 1)[0]
+    said = {k for k in re.findall(r"`([a-z-]+)`", rule) if "-" in k or k in made}
+    assert said == made
+
+
 def test_every_path_the_docs_name_exists() -> None:
     seen = 0
     for doc in DOCS:
