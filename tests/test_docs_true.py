@@ -264,6 +264,9 @@ def test_every_path_the_docs_name_exists() -> None:
             seen += 1
             path = path.rstrip(".")
             assert path in WHEEL_ONLY or (REPO_ROOT / path).exists(), f"{doc}: {path} does not exist"
+        for data in re.findall(r"`((?:shadow|cells|examples|plugin)/[^`<>]*)`", _text(doc)):  # shipped data
+            seen += 1
+            assert list(REPO_ROOT.glob(data.rstrip("/") or ".")), f"{doc}: {data} matches nothing"
         for pkg, module in re.findall(
             r"`([a-z_]+)/([\w/]+\.py)`", _text(doc)
         ):  # a module named in its package
