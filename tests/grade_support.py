@@ -6,23 +6,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from ablate.folder.layout import (
-    TASKS_DIR,
     Attempt,
-    ClaudeInfo,
     ManifestCell,
     ManifestTask,
     PlanItem,
     RunFolder,
-    RunManifest,
     SetupInfo,
     item_id,
-    write_manifest,
 )
-from ablate.folder.result import ItemResult, write_result
+from ablate.folder.result import ItemResult
 from ablate.folder.session import SessionMetrics
+from tests.run_folder import new_manifest, write_run
 
 TASK_TOML = """schema_version = 1
 id = "{id}"
@@ -55,26 +50,23 @@ def make_run(
     setup: dict[str, object] | None = None,
     task_text: dict[str, str] | None = None,
 ) -> RunFolder:
-    folder = RunFolder(root)
-    (root / TASKS_DIR).mkdir(parents=True)
+    """A graded run's folder under ``root``: one completed attempt per item, its stdout answering
+    ``item.answer``, and a copy of every task (``task_text``, else a rubric task of the given split)."""
     task_ids = sorted({i.task for i in items})
     splits = splits or {}
-    for t in task_ids:
-        text = (task_text or {}).get(t) or TASK_TOML.format(
-            id=t, split=splits.get(t, "dev"), prompt=f"Task {t}: change the billing code."
-        )
-        (root / TASKS_DIR / f"{t}.toml").write_text(text)
+    task_files = {
+        t: (task_text or {}).get(t)
+        or TASK_TOML.format(id=t, split=splits.get(t, "dev"), prompt=f"Task {t}: change the billing code.")
+        for t in task_ids
+    }
     cells = sorted({i.cell for i in items})
-    manifest = RunManifest(
+    manifest = new_manifest(
         run_id=root.name,
-        created_at="2026-01-01T00:00:00+00:00",
         ablate_version="test",
-        claude=ClaudeInfo(path="/x/claude", version="2.1.332", sha256="0" * 64, pinned=True),
         model=model,
         max_turns=5,
         argv=["claude"],
         max_retries=0,
-        cell_set="test",
         cells=[
             ManifestCell(
                 id=c,
@@ -94,8 +86,9 @@ def make_run(
         items=len(items),
         setup=SetupInfo.model_validate({k: str(v) for k, v in (setup or {}).items()}),
     )
-    write_manifest(folder, manifest)
     plan = []
+    results = []
+    stdout: dict[tuple[str, int], dict[str, object]] = {}
     for n, it in enumerate(items):
         iid = item_id(it.task, it.cell, it.repeat)
         sid = f"00000000-0000-4000-8000-{n:012d}"
@@ -109,13 +102,8 @@ def make_run(
                 attempts=[Attempt(n=1, session_id=sid, outcome="completed")],
             )
         )
-        stdout = folder.stdout_path(iid, 1)
-        stdout.parent.mkdir(parents=True, exist_ok=True)
-        stdout.write_bytes(
-            orjson.dumps({"type": "result", "subtype": "success", "result": it.answer, "session_id": sid})
-        )
-        write_result(
-            folder,
+        stdout[(iid, 1)] = {"type": "result", "subtype": "success", "result": it.answer, "session_id": sid}
+        results.append(
             ItemResult(
                 item=iid,
                 task=it.task,
@@ -129,7 +117,6 @@ def make_run(
                 session=SessionMetrics(
                     transcript=f"transcripts/{iid}.a1/{sid}.jsonl", status="completed", cwd=it.cwd
                 ),
-            ),
+            )
         )
-    folder.write_plan(plan)
-    return folder
+    return write_run(root, manifest, plan, results, task_files=task_files, stdout=stdout)

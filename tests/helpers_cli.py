@@ -6,11 +6,14 @@ Every run gets an environment built from scratch (never the test process's own),
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -19,6 +22,10 @@ from ablate.core.proc import run_process
 
 MODEL = "claude-sonnet-4-6"
 PATH = "/usr/local/bin:/usr/bin:/bin"
+#: the test venv's bin folder, where ``ablate`` (and the tools the tests run) are installed
+BIN = Path(sys.executable).parent
+#: the ``ablate`` command of this venv, for tests that run it as a user would (a process of its own)
+ABLATE = str(BIN / "ablate")
 
 
 def claude_env(
@@ -206,7 +213,46 @@ def tool_results(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for rec in records:
         if rec.get("type") != "user":
             continue
-        content = rec.get("message", {}).get("content")
+        content = (rec.get("message") or {}).get("content")
         if isinstance(content, list):
             out.extend(b for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
     return out
+
+
+def tool_output(transcript: Path) -> str:
+    """What every tool said back in the session of ``transcript``, one ``tool_result`` per line (a result's
+    content as the CLI wrote it: text as is, a list of blocks as JSON)."""
+    said = (block.get("content") for block in tool_results(read_jsonl(transcript)))
+    return "\n".join(c if isinstance(c, str) else json.dumps(c) for c in said)
+
+
+class Invoked(NamedTuple):
+    """What ``ablate ARGS`` run in this process gave, named as click's ``Result`` names it: the exit code, and
+    stdout and stderr apart (to parse ``--json`` from stdout alone)."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        """Everything the command printed: stdout, then stderr."""
+        return self.stdout + self.stderr
+
+    @property
+    def shown(self) -> tuple[int, str]:
+        """The exit code and everything the command printed."""
+        return self.exit_code, self.output
+
+
+def invoke(args: Sequence[str], env: Mapping[str, str | None] | None = None) -> Invoked:
+    """The one in-process CLI wrapper of the tests: ``ablate ARGS`` through typer's ``CliRunner`` (``env``:
+    variables set for the call only, ``None`` unsets one). A command that ends in a traceback instead of an
+    exit code fails the test: every bad input is a located error with a documented code."""
+    from typer.testing import CliRunner
+
+    from ablate.cli.main import app
+
+    res = CliRunner().invoke(app, list(args), env=dict(env) if env is not None else None)
+    assert res.exception is None or isinstance(res.exception, SystemExit), (res.exception, res.output)
+    return Invoked(res.exit_code, res.stdout, res.stderr)

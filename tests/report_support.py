@@ -6,19 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.folder.layout import (
-    ClaudeInfo,
-    ManifestCell,
-    ManifestTask,
-    PlanItem,
-    RunFolder,
-    RunManifest,
-    item_id,
-    write_manifest,
-)
-from ablate.folder.result import ItemResult, write_result
+from ablate.folder.layout import ManifestCell, ManifestTask, PlanItem, item_id
+from ablate.folder.result import ItemResult
+from tests.run_folder import MODEL, new_manifest, write_run
 
-MODEL = "claude-sonnet-4-6"
 LAYERS = ["user-claude-md", "axioms", "decisions", "output-styles"]
 
 
@@ -53,17 +44,7 @@ def make_run(
     finished: Callable[[str, str, int], str | None] | None = None,
 ) -> Path:
     """Write a complete run folder under ``root`` and return it (``finished``: each item's ``finished_at``)."""
-    folder = RunFolder(root)
-    root.mkdir(parents=True, exist_ok=True)
-    manifest = RunManifest(
-        run_id="20260101-000000-test",
-        created_at="2026-01-01T00:00:00+00:00",
-        ablate_version="0.1.0",
-        claude=ClaudeInfo(path="/opt/claude", version="2.1.332", sha256="ab" * 32, pinned=True),
-        model=MODEL,
-        max_turns=8,
-        argv=["claude", "-p"],
-        max_retries=2,
+    manifest = new_manifest(
         cell_set=cell_set,
         cells=[
             ManifestCell(
@@ -86,11 +67,8 @@ def make_run(
             for i, t in enumerate(tasks)
         ],
         repeats=repeats,
-        seed=7,
-        plan_sha256="cd" * 32,
         items=len(cells) * len(tasks) * repeats,
     )
-    write_manifest(folder, manifest)
     plan: list[PlanItem] = []
     order = 0
     for r in range(repeats):
@@ -98,8 +76,7 @@ def make_run(
             for cid in cells:
                 plan.append(PlanItem(item=item_id(t, cid, r), task=t, cell=cid, repeat=r, order=order))
                 order += 1
-    folder.write_plan(plan)
-    (root / "results").mkdir(exist_ok=True)
+    results: list[ItemResult] = []
     for p in plan:
         o = outcome(p.task, p.cell, p.repeat)
         complete = o.status == "completed"
@@ -121,8 +98,7 @@ def make_run(
                 "files_read": ["docs/decisions/0001.md"] if p.task == tasks[-1] else [],
             },
         }
-        write_result(
-            folder,
+        results.append(
             ItemResult(
                 item=p.item,
                 task=p.task,
@@ -139,6 +115,7 @@ def make_run(
                 flags=list(o.flags),
                 error=None if complete else "API error 500",
                 finished_at=finished(p.task, p.cell, p.repeat) if finished else None,
-            ),
+            )
         )
+    write_run(root, manifest, plan, results)
     return root

@@ -24,6 +24,7 @@ from ablate.run.create import create_run
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog
 from ablate.setup.tasks import load_task
+from tests.helpers_cli import invoke
 
 
 def _planned(
@@ -210,15 +211,13 @@ def test_the_budget_stops_the_run_between_rounds_with_cells_undecided(tmp_path: 
 def test_adaptive_cli_refuses_options_that_fix_the_design(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str
 ) -> None:
-    from typer.testing import CliRunner
 
-    from ablate.cli.main import app
     from tests.runner_support import write_fake_claude
 
     monkeypatch.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp_path / "claude")))
     (tmp_path / "cfg").mkdir()
-    res = CliRunner().invoke(
-        app, ["run", "--adaptive", *extra, "--config-dir", str(tmp_path / "cfg"), "--repo", str(tmp_path)]
+    res = invoke(
+        ["run", "--adaptive", *extra, "--config-dir", str(tmp_path / "cfg"), "--repo", str(tmp_path)]
     )
     assert res.exit_code == 2, res.output
     assert message in res.stderr

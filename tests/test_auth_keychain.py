@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ablate.core.errors import UsageError
-from ablate.isolate.auth import auth_method, check_cells_auth, check_run_auth
+from ablate.isolate.auth import auth_method, check_run_auth
 
 ACCOUNT = "me"
 FAKE = """#!/bin/sh
@@ -113,23 +113,36 @@ def test_no_security_program_means_no_keychain_login(tmp_path: Path) -> None:
 def test_cells_cannot_see_the_users_keychain_login_and_the_refusal_names_the_fix(
     keychain: Keychain, tmp_path: Path
 ) -> None:
-    home = tmp_path / "home"
+    """The run's check on the example (its config dir is ``~/.claude``, so the item is the unhashed one): the
+    Keychain login reaches no cell's own config dir, and the refusal says so with the fix; the fix taken (one
+    token for every cell) passes, and the Keychain is not what any cell uses."""
+    from ablate.setup.cells import load_cell_set
+    from ablate.setup.examples import materialise_example
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import load_setup
+
+    ex = materialise_example(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("binary", catalog).cells
     keychain.hold("Claude Code-credentials")
-    cells = [
-        (cid, keychain.env(HOME=str(h), CLAUDE_CONFIG_DIR=str(h / ".claude")), h / ".claude")
-        for cid, h in (("C0", tmp_path / "s00" / "home"), ("C11", tmp_path / "s01" / "home"))
-    ]
+    scratch = tmp_path / "scratch"
     with pytest.raises(UsageError) as err:
-        check_cells_auth(keychain.env(HOME=str(home)), home / ".claude", cells, platform="darwin")
+        check_run_auth(
+            setup, catalog, cells, scratch, user_env=keychain.env(HOME=str(ex.home)), platform="darwin"
+        )
     said, fix = str(err.value), err.value.hint or ""
-    assert said.startswith("cell C0: your login is the macOS Keychain item 'Claude Code-credentials'")
-    assert f"{tmp_path / 's00' / 'home' / '.claude'} would start logged out (no login)" in said
+    assert said.startswith(
+        f"{ex.config_dir}: your login is the macOS Keychain item 'Claude Code-credentials'"
+    )
+    assert "would start logged out" in said
     assert "claude setup-token" in fix and "CLAUDE_CODE_OAUTH_TOKEN" in fix and "ANTHROPIC_API_KEY" in fix
-    # the fix taken: one token for every cell, and the Keychain is not what any of them uses
-    token = {"CLAUDE_CODE_OAUTH_TOKEN": "tok"}
-    with_token = [(cid, {**env, **token}, cfg) for cid, env, cfg in cells]
-    user = keychain.env(HOME=str(home), **token)
-    assert check_cells_auth(user, home / ".claude", with_token, platform="darwin").method == "oauth-token"
+    user = keychain.env(HOME=str(ex.home), CLAUDE_CODE_OAUTH_TOKEN="tok")
+    assert (
+        check_run_auth(setup, catalog, cells, scratch, user_env=user, platform="darwin").method
+        == "oauth-token"
+    )
+    assert os.listdir(scratch) == []
 
 
 def test_a_run_is_refused_before_any_cell_is_built(keychain: Keychain, tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from ablate.core.fsutil import tree_hash
 from ablate.setup.examples import ExampleSetup
-from tests.test_cli_run import TASK, invoke, rig, setup_args
+from tests.helpers_cli import invoke
+from tests.test_cli_run import TASK, rig, setup_args
 
 __all__ = ["rig"]  # the fixture, imported for this module's tests
 

@@ -5,28 +5,21 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from ablate import PINNED_CLAUDE_VERSION, __version__
 from ablate.ci.github import GithubOptions, workflow
 from ablate.ci.k8s import K8sOptions, manifests
 from ablate.ci.yamltext import dump
-from ablate.cli.main import app
+from tests.helpers_cli import BIN, invoke
 
-CHECK_JSONSCHEMA = str(Path(sys.executable).parent / "check-jsonschema")
+CHECK_JSONSCHEMA = str(BIN / "check-jsonschema")
 OFFLINE = {**os.environ, "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
-
-
-def invoke(args: list[str]) -> tuple[int, str]:
-    res = CliRunner().invoke(app, args)
-    return res.exit_code, res.output
 
 
 def _validate_workflow(path: Path) -> None:
@@ -50,7 +43,7 @@ def _validate_workflow(path: Path) -> None:
 )
 def test_the_workflow_validates_and_reads_back(tmp_path: Path, args: list[str]) -> None:
     out = tmp_path / ".github" / "workflows" / "ablate.yml"
-    code, text = invoke(["ci", "init", "github", *args, "--out", str(out)])
+    code, text = invoke(["ci", "init", "github", *args, "--out", str(out)]).shown
     assert code == 0, text
     _validate_workflow(out)
     data = yaml.safe_load(out.read_text())
@@ -98,24 +91,27 @@ def test_trigger_paths_come_from_the_stripped_layers(tmp_path: Path) -> None:
 
 def test_bad_github_options_exit_2(tmp_path: Path) -> None:
     out = tmp_path / "wf.yml"
-    assert invoke(["ci", "init", "github", "--tasks", "/abs", "--out", str(out)])[0] == 2
-    assert invoke(["ci", "init", "github", "--shards", "300", "--out", str(out)])[0] == 2
+    assert invoke(["ci", "init", "github", "--tasks", "/abs", "--out", str(out)]).shown[0] == 2
+    assert invoke(["ci", "init", "github", "--shards", "300", "--out", str(out)]).shown[0] == 2
     assert (
-        invoke(["ci", "init", "github", "--compare", "CLAUDE.md", "--shards", "3", "--out", str(out)])[0] == 2
+        invoke(["ci", "init", "github", "--compare", "CLAUDE.md", "--shards", "3", "--out", str(out)]).shown[
+            0
+        ]
+        == 2
     )
-    assert invoke(["ci", "init", "github", "--install", "ablate", "--out", str(out)])[0] == 2
-    assert invoke(["ci", "init", "github", "--require", "C1 hepls", "--out", str(out)])[0] == 2
+    assert invoke(["ci", "init", "github", "--install", "ablate", "--out", str(out)]).shown[0] == 2
+    assert invoke(["ci", "init", "github", "--require", "C1 hepls", "--out", str(out)]).shown[0] == 2
     assert not out.exists()  # nothing written on bad input
-    assert invoke(["ci", "init", "github", "--out", str(out)])[0] == 0
-    code, text = invoke(["ci", "init", "github", "--out", str(out)])
+    assert invoke(["ci", "init", "github", "--out", str(out)]).shown[0] == 0
+    code, text = invoke(["ci", "init", "github", "--out", str(out)]).shown
     assert code == 2 and "already exists" in text
-    assert invoke(["ci", "init", "github", "--out", str(out), "--force"])[0] == 0
+    assert invoke(["ci", "init", "github", "--out", str(out), "--force"]).shown[0] == 0
 
 
 def test_the_k8s_manifests_validate_against_the_kubernetes_schemas(tmp_path: Path) -> None:
     code, text = invoke(
         ["ci", "init", "k8s", "--shards", "3", "--image", "ghcr.io/team/ablate:0.1.0", "--out", str(tmp_path)]
-    )
+    ).shown
     assert code == 0, text
     for name in ("plan.yaml", "shards.yaml", "merge.yaml"):
         doc = yaml.safe_load((tmp_path / name).read_text())
@@ -135,8 +131,8 @@ def test_the_k8s_manifests_validate_against_the_kubernetes_schemas(tmp_path: Pat
 
 
 def test_bad_k8s_options_exit_2(tmp_path: Path) -> None:
-    assert invoke(["ci", "init", "k8s", "--image", "ablate", "--out", str(tmp_path)])[0] == 2
-    assert invoke(["ci", "init", "k8s", "--volume", "Bad_Name", "--out", str(tmp_path)])[0] == 2
+    assert invoke(["ci", "init", "k8s", "--image", "ablate", "--out", str(tmp_path)]).shown[0] == 2
+    assert invoke(["ci", "init", "k8s", "--volume", "Bad_Name", "--out", str(tmp_path)]).shown[0] == 2
     assert not any(tmp_path.iterdir())
 
 

@@ -7,14 +7,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.core.fsutil import tree_hash
 from ablate.setup.examples import ExampleSetup, materialise_example
 from tests.bad_setups import BAD_SETUPS, bad_setup
-
-runner = CliRunner()
+from tests.helpers_cli import invoke
 
 
 @pytest.fixture
@@ -22,16 +19,10 @@ def example(tmp_path: Path) -> ExampleSetup:
     return materialise_example(tmp_path / "ex")
 
 
-def invoke(*args: str) -> tuple[int, str, str]:
-    res = runner.invoke(app, list(args))
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.stdout, res.stderr
-
-
 def test_layers_json_lists_every_layer(example: ExampleSetup) -> None:
     before = tree_hash(example.home), tree_hash(example.repo)
     code, out, _ = invoke(
-        "layers", "--config-dir", str(example.config_dir), "--repo", str(example.repo), "--json"
+        ["layers", "--config-dir", str(example.config_dir), "--repo", str(example.repo), "--json"]
     )
     assert code == 0
     data = orjson.loads(out)
@@ -51,7 +42,7 @@ def test_layers_json_lists_every_layer(example: ExampleSetup) -> None:
 def test_layers_table_and_leaks(example: ExampleSetup, tmp_path: Path) -> None:
     (example.home / ".bashrc").write_text("export X=1\n")
     (example.repo.parent / "CLAUDE.md").write_text("# ancestor\n")
-    code, out, _ = invoke("layers", "--config-dir", str(example.config_dir), "--repo", str(example.repo))
+    code, out, _ = invoke(["layers", "--config-dir", str(example.config_dir), "--repo", str(example.repo)])
     assert code == 0
     assert "user-claude-md" in out and "fingerprint" in out
     assert "[ancestor-file]" in out and str(example.repo.parent / "CLAUDE.md") in out
@@ -60,7 +51,7 @@ def test_layers_table_and_leaks(example: ExampleSetup, tmp_path: Path) -> None:
 def test_cells_flags_noops(example: ExampleSetup) -> None:
     subprocess.run(["rm", "-r", str(example.repo / "docs" / "findings")], check=True)
     code, out, _ = invoke(
-        "cells", "layered", "--config-dir", str(example.config_dir), "--repo", str(example.repo), "--json"
+        ["cells", "layered", "--config-dir", str(example.config_dir), "--repo", str(example.repo), "--json"]
     )
     assert code == 0
     rows = {r["id"]: r for r in orjson.loads(out)["cells"]}
@@ -68,14 +59,14 @@ def test_cells_flags_noops(example: ExampleSetup) -> None:
     assert rows["C7"]["noop"] is False
     assert rows["C1"]["also_removes"] == ["axioms", "lessons"]
     code, out, _ = invoke(
-        "cells", "layered", "--config-dir", str(example.config_dir), "--repo", str(example.repo)
+        ["cells", "layered", "--config-dir", str(example.config_dir), "--repo", str(example.repo)]
     )
     assert "NO-OP: C9: no findings in this setup" in out
 
 
 def test_cells_without_setup_shows_the_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    code, out, err = invoke("cells", "binary")
+    code, out, err = invoke(["cells", "binary"])
     assert code == 0
     assert "C11" in out and "no setup checked" in err
 
@@ -85,7 +76,7 @@ def test_bad_setup_inputs_exit_2_with_a_hint(
     example: ExampleSetup, tmp_path: Path, case: str, needle: str
 ) -> None:
     cfg, repo = bad_setup(case, example, tmp_path)
-    code, out, err = invoke("layers", "--config-dir", str(cfg), "--repo", str(repo))
+    code, out, err = invoke(["layers", "--config-dir", str(cfg), "--repo", str(repo)])
     assert code == 2
     assert needle in err and err.startswith("error: ")
     assert "Traceback" not in err + out
@@ -95,13 +86,15 @@ def test_invalid_ablate_toml_is_located(example: ExampleSetup, tmp_path: Path) -
     bad = tmp_path / "ablate.toml"
     bad.write_text('[[layer]]\nid = "x"\nside = "config"\nstrip = "explode"\npaths = ["x"]\n')
     code, _, err = invoke(
-        "layers",
-        "--config-dir",
-        str(example.config_dir),
-        "--repo",
-        str(example.repo),
-        "--ablate-toml",
-        str(bad),
+        [
+            "layers",
+            "--config-dir",
+            str(example.config_dir),
+            "--repo",
+            str(example.repo),
+            "--ablate-toml",
+            str(bad),
+        ],
     )
     assert code == 2
     assert f"{bad}: layer.0.strip:" in err
@@ -109,7 +102,7 @@ def test_invalid_ablate_toml_is_located(example: ExampleSetup, tmp_path: Path) -
 
 def test_paths_with_spaces_and_non_ascii(tmp_path: Path) -> None:
     ex = materialise_example(tmp_path / "dir with spaces ünï", repo_name="répo 日本")
-    code, out, _ = invoke("layers", "--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--json")
+    code, out, _ = invoke(["layers", "--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--json"])
     assert code == 0
     data = orjson.loads(out)
     rows = {r["id"]: r for r in data["layers"]}
@@ -119,5 +112,5 @@ def test_paths_with_spaces_and_non_ascii(tmp_path: Path) -> None:
 
 def test_symlink_loop_exit_2(example: ExampleSetup) -> None:
     (example.config_dir / "skills" / "release-notes" / "loop").symlink_to(example.config_dir / "skills")
-    code, _, err = invoke("layers", "--config-dir", str(example.config_dir), "--repo", str(example.repo))
+    code, _, err = invoke(["layers", "--config-dir", str(example.config_dir), "--repo", str(example.repo)])
     assert code == 2 and "symlink loop" in err

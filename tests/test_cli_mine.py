@@ -7,13 +7,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.mine import app
+from tests.helpers_cli import invoke
 from tests.mining_support import NAMES, lay_out
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-runner = CliRunner()
 
 
 @pytest.fixture
@@ -25,7 +23,7 @@ def projects(tmp_path: Path) -> Path:
 
 
 def test_mine_json_lines(projects: Path) -> None:
-    res = runner.invoke(app, ["mine", str(projects), "--json"])
+    res = invoke(["mine", str(projects), "--json"])
     assert res.exit_code == 0, res.output
     docs = [orjson.loads(line) for line in res.stdout.splitlines()]
     assert len(docs) == len(NAMES)
@@ -40,31 +38,31 @@ def test_mine_json_lines(projects: Path) -> None:
 
 
 def test_mine_table_and_by(projects: Path) -> None:
-    res = runner.invoke(app, ["mine", str(projects)])
+    res = invoke(["mine", str(projects)])
     assert res.exit_code == 0 and "rate_limited 429" in res.stdout and "release-notes" in res.stdout
-    res = runner.invoke(app, ["mine", str(projects), "--by", "tool", "--json"])
+    res = invoke(["mine", str(projects), "--by", "tool", "--json"])
     rows = {e["tool"]: e for e in map(orjson.loads, res.stdout.splitlines())}
     assert rows["Read"] == {"tool": "Read", "calls": 7, "sessions": 6}
-    res = runner.invoke(app, ["mine", str(projects), "--by", "skill"])
+    res = invoke(["mine", str(projects), "--by", "skill"])
     assert re.search(r"release-notes\s+1\s+1\s+1", res.stdout)
-    res = runner.invoke(app, ["mine", str(projects), "--by", "file", "--json"])
+    res = invoke(["mine", str(projects), "--by", "file", "--json"])
     assert orjson.loads(res.stdout.splitlines()[0]) == {"file": "app.py", "calls": 4, "sessions": 4}
 
 
 def test_mine_pitfalls(projects: Path) -> None:
-    res = runner.invoke(app, ["mine", str(projects / "-p1"), "--json", "--pitfall", "greet=friendlier"])
+    res = invoke(["mine", str(projects / "-p1"), "--json", "--pitfall", "greet=friendlier"])
     assert res.exit_code == 0
     hits = {Path(d["transcript"]).stem: d["pitfall_hits"] for d in map(orjson.loads, res.stdout.splitlines())}
     assert hits["multi_tool"] == {"greet": 1}
-    assert runner.invoke(app, ["mine", str(projects), "--pitfall", "nope"]).exit_code == 2
-    assert runner.invoke(app, ["mine", str(projects), "--pitfall", "x=("]).exit_code == 2
+    assert invoke(["mine", str(projects), "--pitfall", "nope"]).exit_code == 2
+    assert invoke(["mine", str(projects), "--pitfall", "x=("]).exit_code == 2
 
 
 def test_mine_bad_input(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["mine", str(tmp_path / "missing")])
+    res = invoke(["mine", str(tmp_path / "missing")])
     assert res.exit_code == 2 and "no such file" in res.stderr
     (tmp_path / "empty").mkdir()
-    assert runner.invoke(app, ["mine", str(tmp_path / "empty")]).exit_code == 2
+    assert invoke(["mine", str(tmp_path / "empty")]).exit_code == 2
 
 
 def test_mine_reports_damage_on_stderr(tmp_path: Path) -> None:
@@ -72,7 +70,7 @@ def test_mine_reports_damage_on_stderr(tmp_path: Path) -> None:
     path.write_bytes(
         b'{"type":"user","sessionId":"s","message":{"role":"user","content":"hi"}}\nnot json\n{"type":"zz"}\n'
     )
-    res = runner.invoke(app, ["mine", str(path), "--json"])
+    res = invoke(["mine", str(path), "--json"])
     assert res.exit_code == 0
     doc = orjson.loads(res.stdout)
     assert (doc["malformed_lines"], doc["unknown_record_types"], doc["status"]) == (1, {"zz": 1}, "killed")
@@ -83,21 +81,19 @@ def test_recover_cli(tmp_path: Path) -> None:
     from tests.test_recover import build_run_dir  # the same run folder as the library tests
 
     root = build_run_dir(tmp_path)
-    res = runner.invoke(app, ["recover", str(root), "--dry-run"])
+    res = invoke(["recover", str(root), "--dry-run"])
     assert res.exit_code == 3, res.output  # the rate-limited and transcript-less items need a re-run
     assert "needs_rerun" in res.stdout and not (root / "results").exists()
-    res = runner.invoke(app, ["recover", str(root), "--json"])
+    res = invoke(["recover", str(root), "--json"])
     actions = {d["item"]: d["action"] for d in map(orjson.loads, res.stdout.splitlines())}
     assert actions["killed"] == "recovered" and (root / "results" / "killed.json").exists()
-    assert runner.invoke(app, ["recover", str(tmp_path / "none")]).exit_code == 2
-    assert (
-        runner.invoke(app, ["recover", str(tmp_path)]).exit_code == 2
-    )  # a folder that is no run folder: bad input
+    assert invoke(["recover", str(tmp_path / "none")]).exit_code == 2
+    assert invoke(["recover", str(tmp_path)]).exit_code == 2  # a folder that is no run folder: bad input
 
 
 def test_help_documents_exit_codes() -> None:
     for cmd in ("mine", "recover"):
-        res = runner.invoke(app, [cmd, "--help"])
+        res = invoke([cmd, "--help"])
         assert res.exit_code == 0 and "Exit codes" in res.stdout
 
 
@@ -105,14 +101,14 @@ def test_readme_documents_every_json_field(projects: Path) -> None:
     text = README.read_text()
     assert "## Mining transcripts" in text
     section = text[text.index("## Mining transcripts") :]
-    doc = orjson.loads(runner.invoke(app, ["mine", str(projects / "-p0" / "agent.jsonl"), "--json"]).stdout)
+    doc = orjson.loads(invoke(["mine", str(projects / "-p0" / "agent.jsonl"), "--json"]).stdout)
     for key in [*doc, *doc["main"]]:
         assert f"`{key}`" in section, key
 
 
 def test_worker_processes_give_the_same_answers_in_the_same_order(projects: Path) -> None:
-    one = runner.invoke(app, ["mine", str(projects), "--json", "--jobs", "1"])
-    two = runner.invoke(app, ["mine", str(projects), "--json", "--jobs", "2"])
+    one = invoke(["mine", str(projects), "--json", "--jobs", "1"])
+    two = invoke(["mine", str(projects), "--json", "--jobs", "2"])
     assert one.exit_code == two.exit_code == 0
     assert one.stdout == two.stdout
     assert len(one.stdout.splitlines()) == len(NAMES)

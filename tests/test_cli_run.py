@@ -6,11 +6,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
 from ablate.cli.main import app
 from ablate.folder.layout import RunFolder, read_manifest, write_manifest
 from ablate.setup.examples import ExampleSetup, materialise_example
+from tests.helpers_cli import invoke
 from tests.runner_support import write_fake_claude
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -25,11 +25,6 @@ def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[ExampleSetup, 
     monkeypatch.setenv("ABLATE_WORK_DIR", str(tmp_path / "envs"))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     return ex, tmp_path
-
-
-def invoke(args: list[str]) -> tuple[int, str, str]:
-    res = CliRunner().invoke(app, args)
-    return res.exit_code, res.stdout, res.stderr
 
 
 def setup_args(ex: ExampleSetup) -> list[str]:

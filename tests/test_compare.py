@@ -13,10 +13,9 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.sim import SimServer
+from tests.helpers_cli import invoke
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LAYOUT_SCRIPT = REPO_ROOT / "shadow/sim/compare-layout.toml"
@@ -52,11 +51,6 @@ def write_tasks(root: Path, n: int = 4, holdout: int = 1) -> Path:
     return folder
 
 
-def compare(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    res = CliRunner().invoke(app, ["compare", *args], env=env)
-    return res.exit_code, res.stdout, res.stderr
-
-
 def only_report(out: Path) -> dict[str, Any]:
     (folder,) = [p for p in out.iterdir() if p.is_dir()]
     return dict(orjson.loads((folder / "compare.json").read_bytes()))
@@ -74,8 +68,9 @@ def test_layout_decomposition_recovers_planted_position_and_repetition(
 ) -> None:
     md, tasks = setup
     out = tmp_path / "runs"
-    code, stdout, stderr = compare(
+    code, stdout, stderr = invoke(
         [
+            "compare",
             str(md),
             "--block",
             "Tools",
@@ -121,8 +116,9 @@ def test_null_variant_is_a_draw_and_not_better(setup: tuple[Path, Path], tmp_pat
     reworded = tmp_path / "reworded.md"
     reworded.write_text(CLAUDE_MD.replace("Be brief.", "Be brief and clear."))
     out = tmp_path / "runs"
-    code, stdout, stderr = compare(
+    code, stdout, stderr = invoke(
         [
+            "compare",
             f"old={md}",
             f"new={reworded}",
             "--tasks",
@@ -161,12 +157,12 @@ def test_in_place_edit_between_runs_is_caught_and_looks_are_counted(
     other.write_text(CLAUDE_MD + "\nRULE-UV again at the end.\n")
     out = tmp_path / "runs"
     args = [f"v1={md}", f"v2={other}", "--tasks", str(tasks), "--executor", "sim", "--out", str(out)]
-    assert compare([*args, "--seed", "1"])[0] == 0
+    assert invoke(["compare", *args, "--seed", "1"])[0] == 0
     first = only_report(out)
     assert first["fingerprint_changes"] == []
     assert first["looks"]["earlier_same_tasks"] == 0
     other.write_text(CLAUDE_MD + "\nRULE-UV again, edited in place.\n")
-    code, stdout, stderr = compare([*args, "--seed", "2"])
+    code, stdout, stderr = invoke(["compare", *args, "--seed", "2"])
     assert code == 0, stderr
     docs = sorted(
         (orjson.loads(p.read_bytes()) for p in out.glob("*/compare.json")), key=lambda d: d["started_at"]
@@ -189,8 +185,9 @@ def test_api_requests_differ_across_arms_only_in_the_system_prompt(
     md, tasks = setup
     out = tmp_path / "runs"
     with SimServer(LAYOUT_SCRIPT, seed=0) as sim:
-        code, _stdout, stderr = compare(
+        code, _stdout, stderr = invoke(
             [
+                "compare",
                 str(md),
                 "--block",
                 "Tools",
@@ -235,8 +232,9 @@ def test_api_executor_refuses_to_spend_without_yes_and_no_terminal(
     setup: tuple[Path, Path], tmp_path: Path
 ) -> None:
     md, tasks = setup
-    code, _out, err = compare(
+    code, _out, err = invoke(
         [
+            "compare",
             str(md),
             "--block",
             "Tools",
@@ -257,8 +255,9 @@ def test_api_executor_refuses_to_spend_without_yes_and_no_terminal(
 
 def test_tier_floor_refuses_three_repeats_for_rigorous(setup: tuple[Path, Path], tmp_path: Path) -> None:
     md, tasks = setup
-    code, _out, err = compare(
+    code, _out, err = invoke(
         [
+            "compare",
             str(md),
             "--block",
             "Tools",
@@ -283,8 +282,9 @@ def test_tier_floor_refuses_three_repeats_for_rigorous(setup: tuple[Path, Path],
 def test_repeats_may_go_above_the_floor(setup: tuple[Path, Path], tmp_path: Path) -> None:
     md, tasks = setup
     out = tmp_path / "r"
-    code, _o, err = compare(
+    code, _o, err = invoke(
         [
+            "compare",
             str(md),
             f"{md}@dup:Tools",
             "--tasks",
@@ -306,8 +306,19 @@ def test_repeats_may_go_above_the_floor(setup: tuple[Path, Path], tmp_path: Path
 
 def test_bad_block_is_a_located_error(setup: tuple[Path, Path], tmp_path: Path) -> None:
     md, tasks = setup
-    code, _o, err = compare(
-        [str(md), "--block", "Nope", "--tasks", str(tasks), "--executor", "sim", "--out", str(tmp_path / "r")]
+    code, _o, err = invoke(
+        [
+            "compare",
+            str(md),
+            "--block",
+            "Nope",
+            "--tasks",
+            str(tasks),
+            "--executor",
+            "sim",
+            "--out",
+            str(tmp_path / "r"),
+        ]
     )
     assert code == 2
     assert f"{md}: block Nope: no heading 'Nope'" in err
@@ -317,8 +328,9 @@ def test_claude_code_executor_refuses_a_folder_layer_before_anything_runs(
     setup: tuple[Path, Path], tmp_path: Path
 ) -> None:
     md, tasks = setup
-    code, _o, err = compare(
+    code, _o, err = invoke(
         [
+            "compare",
             str(md),
             f"{md}@dup:Tools",
             "--tasks",
@@ -339,8 +351,9 @@ def test_api_executor_without_a_key_is_refused_before_anything_is_written(
     setup: tuple[Path, Path], tmp_path: Path
 ) -> None:
     md, tasks = setup
-    code, _o, err = compare(
+    code, _o, err = invoke(
         [
+            "compare",
             str(md),
             f"{md}@dup:Tools",
             "--tasks",

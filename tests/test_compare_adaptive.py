@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.compare.sequential import sequential_stats
 from ablate.folder.adaptive import CellLook, Look
 from ablate.report.model import SequentialReport
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import ABLATE, invoke
 
-ABLATE = str(Path(sys.executable).parent / "ablate")
 COPIES = 5
 MAX_REPEATS = 6
 
@@ -144,9 +141,7 @@ def test_adaptive_refuses_what_cannot_apply_before_anything_is_written(
     task = tmp_path / "t.toml"
     task.write_text('schema_version = 1\nid = "t"\nprompt = "p"\n')
     out = tmp_path / "runs"
-    res = CliRunner().invoke(
-        app, ["compare", str(md), str(md), "--tasks", str(task), "--adaptive", "--out", str(out), *extra]
-    )
+    res = invoke(["compare", str(md), str(md), "--tasks", str(task), "--adaptive", "--out", str(out), *extra])
     assert res.exit_code == 2, res.output
     assert said in res.output and not out.exists()
 

@@ -10,13 +10,12 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
 import ablate.probe.probe as probe_module
-from ablate.cli.main import app
 from ablate.core.resources import data_dir
 from ablate.probe.probe import ProbeResult
 from ablate.setup.examples import materialise_example
+from tests.helpers_cli import invoke
 from tests.test_probe_first import probe_result
 
 RULES = "# Rules\n\n## Tools\n\n- RULE-UV: use uv, never pip.\n"
@@ -31,7 +30,7 @@ def _compare(tmp_path: Path, claude: Path, *extra: str) -> tuple[int, str, Path]
     args += ["--work-dir", str(tmp_path / "envs"), "--claude-bin", str(claude), "--seed", "3", "--yes"]
     args += ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), *extra]
     env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
-    res = CliRunner().invoke(app, args, env=env)
+    res = invoke(args, env=env)
     folders = [p for p in (tmp_path / "runs").glob("compare-*") if p.is_dir()]
     assert len(folders) == 1, res.output
     return res.exit_code, res.output, folders[0]
@@ -83,7 +82,7 @@ def test_probe_options_go_with_the_claude_code_executor(tmp_path: Path) -> None:
     md = tmp_path / "a.md"
     md.write_text(RULES)
     args = ["compare", f"{md}", f"{md}@duplicate:Tools", "--executor", "sim", "--no-probe"]
-    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "runs")])
+    res = invoke([*args, "--out", str(tmp_path / "runs")])
     assert res.exit_code == 2, res.output
     assert "--probe/--no-probe with --executor sim" in res.output
     assert not (tmp_path / "runs").exists()

@@ -10,7 +10,8 @@ import pytest
 from ablate.compare.arms import build_arms, layout_roles, parse_roles
 from ablate.core.errors import UsageError
 from ablate.setup.variants import Selector, transform
-from tests.test_compare import CLAUDE_MD, compare, only_report, write_tasks
+from tests.helpers_cli import invoke
+from tests.test_compare import CLAUDE_MD, only_report, write_tasks
 
 
 def _layouts(tmp_path: Path) -> dict[str, Path]:
@@ -83,7 +84,7 @@ def test_compare_of_three_files_computes_the_decomposition_and_says_how_roles_we
     out = tmp_path / "runs"
     common = ["--tasks", str(tasks), "--executor", "sim", "--seed", "1"]
     shuffled = [str(files["duplicated"]), str(files["original"]), str(files["moved"])]
-    code, stdout, stderr = compare([*shuffled, *common, "--out", str(out)])
+    code, stdout, stderr = invoke(["compare", *shuffled, *common, "--out", str(out)])
     assert code == 0, stderr
     doc = only_report(out)
     assert doc["roles"] == {
@@ -100,8 +101,8 @@ def test_compare_of_three_files_computes_the_decomposition_and_says_how_roles_we
 
     # --roles overrides recognition (here: deliberately the other way round) and says so
     out2 = tmp_path / "runs2"
-    code, stdout, stderr = compare(
-        [*shuffled, *common, "--roles", "duplicated,moved,original", "--out", str(out2)]
+    code, stdout, stderr = invoke(
+        ["compare", *shuffled, *common, "--roles", "duplicated,moved,original", "--out", str(out2)]
     )
     assert code == 0, stderr
     doc = only_report(out2)
@@ -114,8 +115,9 @@ def test_three_unrelated_files_say_why_there_is_no_decomposition(tmp_path: Path)
         (tmp_path / f"{name}.md").write_text(text)
     tasks = write_tasks(tmp_path, n=2, holdout=0)
     out = tmp_path / "runs"
-    code, _stdout, stderr = compare(
+    code, _stdout, stderr = invoke(
         [
+            "compare",
             *(str(tmp_path / f"{n}.md") for n in "abc"),
             "--tasks",
             str(tasks),

@@ -14,7 +14,8 @@ import pytest
 from ablate.core.fsutil import disk_full_message, is_disk_full, mount_point
 from ablate.run.worker import LAYER_MIN_FREE, layer_full
 from ablate.setup.examples import ExampleSetup
-from tests.test_cli_run import TASK, invoke, rig, setup_args
+from tests.helpers_cli import invoke
+from tests.test_cli_run import TASK, rig, setup_args
 
 __all__ = ["rig"]
 

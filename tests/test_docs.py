@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import typer.main
-from typer.testing import CliRunner
 
 from ablate.cli.main import app
 from tests.conftest import REPO_ROOT
+from tests.helpers_cli import invoke
 
 
 def _commands() -> list[tuple[str, str | None]]:
@@ -48,7 +48,6 @@ def test_readme_has_exactly_the_two_setup_commands() -> None:
 
 
 def test_help_runs_for_every_command() -> None:
-    runner = CliRunner()
     for name, _ in _commands():
-        res = runner.invoke(app, [*name.split(), "--help"])
+        res = invoke([*name.split(), "--help"])
         assert res.exit_code == 0, name

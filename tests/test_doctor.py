@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.core.claude import claude_source, find_claude, make_claude_bin
 from ablate.setup.examples import materialise_example
+from tests.helpers_cli import invoke
 
 
 def _doctor(
@@ -21,8 +20,8 @@ def _doctor(
     base = ["doctor", "--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--work-dir", str(tmp_path)]
     environ: dict[str, str | None] = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test"}
     environ.update(env or {})
-    res = CliRunner().invoke(app, [*base, *args, "--json"], env=environ)
-    text = CliRunner().invoke(app, [*base, *args], env=environ).stdout
+    res = invoke([*base, *args, "--json"], env=environ)
+    text = invoke([*base, *args], env=environ).stdout
     return res.exit_code, json.loads(res.stdout), text
 
 

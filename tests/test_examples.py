@@ -6,10 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import orjson
-
 from ablate.report import write_report
 from tests.report_support import make_run
+from tests.run_folder import edit_manifest
 from tests.test_report import CELLS, TASKS, planted
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -56,9 +55,9 @@ def _fresh(tmp_path: Path, *, binary: bool) -> str:
         outcome=planted,
         cell_set="binary" if binary else "layered",
     )
-    manifest = orjson.loads((run / "manifest.json").read_bytes())  # the demo's runs reach ablate.sim
-    manifest["setup"]["endpoint"] = {"simulated": True}
-    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    edit_manifest(
+        run, lambda m: m["setup"].update(endpoint={"simulated": True})
+    )  # the demo reaches ablate.sim
     return write_report(run, formats=["md"]).paths["md"].read_text()
 
 

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
 from ablate.ci.gate import decide
 from ablate.ci.rules import parse_effect, parse_rule
 from ablate.ci.summary import forest_text
 from ablate.ci.verdicts import load_evidence
-from ablate.cli.main import app
 from ablate.core.errors import UsageError
 from ablate.report import write_report
+from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run
+from tests.run_folder import edit_manifest
 
 CELLS = {"C0": [], "C1": ["user-claude-md"], "C2": ["axioms"]}
 #: The fixtures are small runs; a pass needs the change they can detect stated (the default, 20pts, is
@@ -50,14 +50,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def gate(args: list[str]) -> tuple[int, str]:
-    res = CliRunner().invoke(app, ["gate", *args])
-    return res.exit_code, res.output
-
-
 def test_a_planted_regression_fails_and_the_summary_says_so(runs: dict[str, Path], tmp_path: Path) -> None:
     summary = tmp_path / "gate.md"
-    code, out = gate([str(runs["regression"]), "--summary", str(summary)])
+    code, out = invoke(["gate", str(runs["regression"]), "--summary", str(summary)]).shown
     assert code == 1, out
     assert out.startswith("FAIL — regressed: C1")
     md = summary.read_text()
@@ -72,19 +67,25 @@ def test_a_planted_regression_fails_and_the_summary_says_so(runs: dict[str, Path
 
 def test_a_planted_improvement_passes_as_better(runs: dict[str, Path], tmp_path: Path) -> None:
     summary = tmp_path / "gate.md"
-    code, out = gate([str(runs["improvement"]), "--summary", str(summary), "--require", "C1 helps", *SMALL])
+    code, out = invoke(
+        ["gate", str(runs["improvement"]), "--summary", str(summary), "--require", "C1 helps", *SMALL]
+    ).shown
     assert code == 0, out
     assert out.startswith("PASS — better: C1")
     md = summary.read_text()
     assert "ablate gate: PASS — better" in md and "`C1 helps`" in md
-    gate([str(runs["improvement"]), "--summary", str(summary), *SMALL])  # a step summary collects every step
+    invoke(
+        ["gate", str(runs["improvement"]), "--summary", str(summary), *SMALL]
+    )  # a step summary collects every step
     assert summary.read_text().count("## ✅ ablate gate") == 2
-    code, out = gate([str(runs["improvement"]), "--summary", str(tmp_path / "no" / "such" / "gate.md")])
+    code, out = invoke(
+        ["gate", str(runs["improvement"]), "--summary", str(tmp_path / "no" / "such" / "gate.md")]
+    ).shown
     assert code == 2 and "cannot write" in out
 
 
 def test_a_null_passes_as_no_real_difference_with_the_detectable_effect(runs: dict[str, Path]) -> None:
-    code, out = gate([str(runs["null"]), "--json", "--detect", "30pts"])
+    code, out = invoke(["gate", str(runs["null"]), "--json", "--detect", "30pts"]).shown
     assert code == 0, out
     data = orjson.loads(out)
     assert data["outcome"] == "no real difference" and data["passed"]
@@ -95,13 +96,15 @@ def test_a_null_passes_as_no_real_difference_with_the_detectable_effect(runs: di
 
 
 def test_a_required_gain_that_is_not_there_fails(runs: dict[str, Path]) -> None:
-    code, out = gate([str(runs["null"]), "--require", "C1 helps"])
+    code, out = invoke(["gate", str(runs["null"]), "--require", "C1 helps"]).shown
     assert code == 1 and "rule 'C1 helps' failed" in out
-    code, out = gate([str(runs["improvement"]), "--require", "C1 helps by 150pts"])
+    code, out = invoke(["gate", str(runs["improvement"]), "--require", "C1 helps by 150pts"]).shown
     assert code == 1 and "below the required" in out
-    code, out = gate([str(runs["improvement"]), "--require", "any helps", "--min-effect", "50%", *SMALL])
+    code, out = invoke(
+        ["gate", str(runs["improvement"]), "--require", "any helps", "--min-effect", "50%", *SMALL]
+    ).shown
     assert code == 0, out
-    code, out = gate([str(runs["improvement"]), "--require", "all helps"])
+    code, out = invoke(["gate", str(runs["improvement"]), "--require", "all helps"]).shown
     assert code == 1  # C2 is a draw
 
 
@@ -111,9 +114,9 @@ def test_too_many_excluded_items_make_the_run_untrustworthy(tmp_path: Path) -> N
 
     run = make_run(tmp_path / "run", cells=CELLS, tasks=TASKS, repeats=12, outcome=outcome)
     write_report(run, formats=["json"])
-    code, out = gate([str(run)])
+    code, out = invoke(["gate", str(run)]).shown
     assert code == 1 and "not trustworthy" in out and "excluded" in out
-    code, out = gate([str(run), "--max-excluded", "0.5", "--detect", "off"])
+    code, out = invoke(["gate", str(run), "--max-excluded", "0.5", "--detect", "off"]).shown
     assert code == 0, out
 
 
@@ -125,7 +128,7 @@ def test_an_unfaithful_recorded_probe_fails(runs: dict[str, Path], tmp_path: Pat
     probe = {"ok": False, "cells": [{"id": "C1", "verdict": "leak"}, {"id": "C0", "verdict": "faithful"}]}
     (run / "probe.json").write_bytes(orjson.dumps(probe))
     write_report(run, formats=["json"])
-    code, out = gate([str(run)])
+    code, out = invoke(["gate", str(run)]).shown
     assert code == 1 and "probe is not faithful (C1: leak)" in out
 
 
@@ -165,14 +168,14 @@ def test_compare_json_gates_on_the_new_arm(tmp_path: Path) -> None:
     worse = _compare_json(tmp_path / "worse.json", -0.4, True, False)
     better = _compare_json(tmp_path / "better.json", 0.4, True, True)
     null = _compare_json(tmp_path / "null.json", 0.05, False, False)
-    assert gate([str(worse)])[0] == 1
-    assert gate([str(better), "--require", "new better", "--detect", "off"])[0] == 0
-    assert gate([str(better), "--min-effect", "0.5"])[0] == 1  # 40 points < 50
-    code, out = gate([str(null), "--detect", "off"])
+    assert invoke(["gate", str(worse)]).shown[0] == 1
+    assert invoke(["gate", str(better), "--require", "new better", "--detect", "off"]).shown[0] == 0
+    assert invoke(["gate", str(better), "--min-effect", "0.5"]).shown[0] == 1  # 40 points < 50
+    code, out = invoke(["gate", str(null), "--detect", "off"]).shown
     assert code == 0 and "no real difference" in out
-    code, out = gate([str(null)])  # 20 blocks cannot see a change of 20 points
+    code, out = invoke(["gate", str(null)]).shown  # 20 blocks cannot see a change of 20 points
     assert code == 4 and out.startswith("INCONCLUSIVE") and "new (detects" in out
-    assert gate([str(null), "--require", "new better"])[0] == 1
+    assert invoke(["gate", str(null), "--require", "new better"]).shown[0] == 1
 
 
 @pytest.mark.parametrize(
@@ -187,26 +190,28 @@ def test_compare_json_gates_on_the_new_arm(tmp_path: Path) -> None:
     ],
 )
 def test_bad_rules_are_located_usage_errors(runs: dict[str, Path], rule: str, message: str) -> None:
-    code, out = gate([str(runs["null"]), "--require", rule])
+    code, out = invoke(["gate", str(runs["null"]), "--require", rule]).shown
     assert code == 2 and message in out and "^" in out
 
 
 def test_bad_input_exits_2(runs: dict[str, Path], tmp_path: Path) -> None:
-    code, out = gate([str(runs["null"]), "--require", "C9 helps"])
+    code, out = invoke(["gate", str(runs["null"]), "--require", "C9 helps"]).shown
     assert code == 2 and "no cell 'C9'" in out and "C1, C2" in out
-    assert gate([str(tmp_path / "missing")])[0] == 2
+    assert invoke(["gate", str(tmp_path / "missing")]).shown[0] == 2
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    code, out = gate([str(bad)])
+    code, out = invoke(["gate", str(bad)]).shown
     assert code == 2 and "not valid JSON" in out
     (tmp_path / "other.json").write_text('{"x": 1}')
-    assert gate([str(tmp_path / "other.json")])[0] == 2
+    assert invoke(["gate", str(tmp_path / "other.json")]).shown[0] == 2
     broken = tmp_path / "report.json"
     broken.write_text('{"comparisons": [], "alpha": "x"}')
-    code, out = gate([str(broken)])
+    code, out = invoke(["gate", str(broken)]).shown
     assert code == 2 and "report.json: alpha" in out
-    assert gate([str(runs["null"]), "--min-effect", "ten"])[0] == 2
-    assert gate([str(runs["null"]), "--min-effect", "0.1"])[0] == 2  # names no subject for a run
+    assert invoke(["gate", str(runs["null"]), "--min-effect", "ten"]).shown[0] == 2
+    assert (
+        invoke(["gate", str(runs["null"]), "--min-effect", "0.1"]).shown[0] == 2
+    )  # names no subject for a run
 
 
 def test_rule_grammar_and_effects() -> None:
@@ -250,10 +255,10 @@ def test_real_compare_json_from_the_sim_executor(tmp_path: Path) -> None:
                        ("down", [f"twice={md}@duplicate:Tools", f"plain={md}"])):  # fmt: skip
         out = tmp_path / name
         args = ["compare", *arms, "--tasks", str(tasks), "--executor", "sim", "--tier", "rigorous"]
-        res = CliRunner().invoke(app, [*args, "--seed", "3", "--out", str(out)])
+        res = invoke([*args, "--seed", "3", "--out", str(out)])
         assert res.exit_code == 0, res.output
         (folder,) = [p for p in out.iterdir() if p.is_dir()]
-        verdicts[name] = gate([str(folder), "--json"])
+        verdicts[name] = invoke(["gate", str(folder), "--json"]).shown
     code, text = verdicts["up"]
     assert code == 0 and orjson.loads(text)["outcome"] == "better", text
     code, text = verdicts["down"]
@@ -262,9 +267,9 @@ def test_real_compare_json_from_the_sim_executor(tmp_path: Path) -> None:
 
 def test_a_real_gain_compare_does_not_confirm_passes_but_says_so(tmp_path: Path) -> None:
     path = _compare_json(tmp_path / "c.json", 0.4, True, False)
-    code, out = gate([str(path)])
+    code, out = invoke(["gate", str(path)]).shown
     assert code == 0 and "not confirmed by compare's verdict (new: failed significant gain)" in out
-    assert gate([str(path), "--require", "new better"])[0] == 1
+    assert invoke(["gate", str(path), "--require", "new better"]).shown[0] == 1
 
 
 def test_leaks_and_an_unverified_model_make_the_run_untrustworthy(
@@ -274,15 +279,16 @@ def test_leaks_and_an_unverified_model_make_the_run_untrustworthy(
 
     run = tmp_path / "leaky"
     shutil.copytree(runs["null"], run)
-    manifest = orjson.loads((run / "manifest.json").read_bytes())
-    manifest["cells"][1]["leaks"] = ["managed settings: /etc/claude-code/managed-settings.json"]
-    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
-    code, out = gate([str(run)])
+    edit_manifest(
+        run,
+        lambda m: m["cells"][1].update(leaks=["managed settings: /etc/claude-code/managed-settings.json"]),
+    )
+    code, out = invoke(["gate", str(run)]).shown
     assert code == 1 and "1 leak(s) the builder could not remove (C1: managed settings" in out
 
     def outcome(task: str, cell: str, repeat: int) -> Outcome:
         return Outcome(model="claude-haiku-4-5" if repeat == 0 else "claude-sonnet-4-6")
 
     other = make_run(tmp_path / "model", cells=CELLS, tasks=TASKS, repeats=8, outcome=outcome)
-    code, out = gate([str(other)])
+    code, out = invoke(["gate", str(other)]).shown
     assert code == 1 and "the model is not verified" in out and "claude-haiku-4-5" in out

@@ -10,7 +10,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from ablate.core.claude import claude_argv, find_claude
@@ -29,6 +28,7 @@ from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup
 from ablate.sim import SimServer, iter_requests, script_from_data
 from tests.git_fidelity_support import GIT_STATE_COMMAND, ordinary_repo, real_git_state, real_status
+from tests.helpers_cli import tool_output
 
 
 @pytest.fixture
@@ -135,18 +135,6 @@ def _git_script() -> Any:
     )
 
 
-def _tool_output(transcript: Path) -> str:
-    out = []
-    for line in transcript.read_bytes().splitlines():
-        rec = orjson.loads(line)
-        content = (rec.get("message") or {}).get("content") if rec.get("type") == "user" else None
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                c = block.get("content")
-                out.append(c if isinstance(c, str) else json.dumps(c))
-    return "\n".join(out)
-
-
 def _git_state_in(backend: Any, env: Any, claude: Path) -> str:
     sid = str(uuid.uuid4())
     argv = claude_argv(claude, prompt="GIT-STATE", model="claude-sonnet-4-6", session_id=sid, max_turns=3)
@@ -154,7 +142,7 @@ def _git_state_in(backend: Any, env: Any, claude: Path) -> str:
     assert res.returncode == 0, res.stderr_tail
     found = sorted(env.config_dir.glob(f"projects/*/{sid}.jsonl"))
     assert found, "no transcript"
-    return _tool_output(found[0])
+    return tool_output(found[0])
 
 
 @pytest.mark.e2e

@@ -7,14 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.folder.layout import RunFolder, read_manifest
 from ablate.folder.result import iter_results
 from ablate.grade.record import read_grade
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import invoke
 from tests.runner_support import write_fake_claude
 
 TASKS = str(Path(__file__).resolve().parent.parent / "tasks")
@@ -39,7 +38,7 @@ def test_run_with_a_split_and_a_judge_grades_as_it_goes(tmp_path: Path, judge_si
     config_dir, repo = os.environ["GRADE_TEST_SETUP"].split("\n")
     where = ["--config-dir", config_dir, "--repo", repo]
     args = ["ab", "--tasks", TASKS, "--split", "holdout", "--judge-model", "claude-haiku-4-5", *where]
-    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "runs"), "--json", "--jobs", "2"])
+    res = invoke([*args, "--out", str(tmp_path / "runs"), "--json", "--jobs", "2"])
     assert res.exit_code == 0, res.output
     (run_dir,) = (tmp_path / "runs").iterdir()
     folder = RunFolder(run_dir)
@@ -60,10 +59,8 @@ def test_run_with_a_split_and_a_judge_grades_as_it_goes(tmp_path: Path, judge_si
     assert len([r for r in judge_sim.requests() if r.is_messages]) == 4
 
     out = ["--out", str(tmp_path / "refused")]
-    same = CliRunner().invoke(
-        app, ["ab", "--tasks", TASKS, "--judge-model", "claude-sonnet-4-6", *where, *out]
-    )
+    same = invoke(["ab", "--tasks", TASKS, "--judge-model", "claude-sonnet-4-6", *where, *out])
     assert same.exit_code == 2 and "model under test" in same.stderr
     assert not (tmp_path / "refused").exists()  # refused before any run folder was made
-    resumed = CliRunner().invoke(app, ["run", "--resume", str(run_dir), "--split", "dev"])
+    resumed = invoke(["run", "--resume", str(run_dir), "--split", "dev"])
     assert resumed.exit_code == 2 and "--split" in resumed.stderr

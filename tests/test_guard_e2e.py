@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import orjson
 import pytest
 
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import BIN
 from tests.test_isolation_user import Box, _ablate, _common
 from tests.user_support import User, world_readable_dir
 
@@ -152,13 +152,13 @@ def _check_attack(box: Box, folder: Path, proc: Any) -> dict[str, Any]:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: root only (CI and this machine run as root)")
 def test_root_session_cannot_replace_the_login_forge_stdout_or_break_the_run(claude: Path, box: Box) -> None:
-    proc, folder = _run(box, Path(sys.executable).parent, None, claude)
+    proc, folder = _run(box, BIN, None, claude)
     _check_attack(box, folder, proc)
     # the run stays resumable: with room again the item is re-run to completion
     (box.base / "no-fill").touch()
     with SimServer(_script(box.base)) as sim:
         again = _ablate(
-            Path(sys.executable).parent, None, box, box.env(claude, sim.base_url),
+            BIN, None, box, box.env(claude, sim.base_url),
             "run", "--resume", str(folder), "--json",
         )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]

@@ -14,9 +14,7 @@ from typing import get_args
 
 import numpy as np
 import orjson
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.folder.adaptive import AdaptiveOptions, AdaptiveState, Look, write_state
 from ablate.folder.layout import RunFolder, item_id, read_manifest
 from ablate.folder.result import iter_results
@@ -24,6 +22,7 @@ from ablate.report import build_report, write_report
 from ablate.stats import detectable_binary, power_binary
 from ablate.stats.adaptive import analyse, paired_outcomes
 from ablate.stats.sequential import anytime_p, detectable_anytime, discordant_path, power_anytime, prior_for
+from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run
 
 T0 = "2026-01-01T00:{:02d}:{:02d}+00:00"
@@ -120,11 +119,6 @@ def test_the_report_marks_real_at_the_runs_alpha_not_its_own(tmp_path: Path) -> 
     assert pooled["C1"].real and pooled["C1"].verdict == "helps"
 
 
-def gate(*args: str) -> tuple[int, str]:
-    res = CliRunner().invoke(app, ["gate", *args])
-    return res.exit_code, res.output
-
-
 def test_the_gate_rebuilds_a_report_json_its_results_no_longer_match(tmp_path: Path) -> None:
     run = _one_sided(tmp_path / "run", losses=10, hurts=True)
     folder = RunFolder(run)
@@ -134,19 +128,19 @@ def test_the_gate_rebuilds_a_report_json_its_results_no_longer_match(tmp_path: P
     write_report(run, formats=["json"])  # written at a peek: C1's losing blocks not run yet
     for i, data in held.items():
         folder.result_path(item_id("t0", "C1", i)).write_bytes(data)  # then the run completed
-    code, out = gate(str(run), "--detect", "off")
+    code, out = invoke(["gate", str(run), "--detect", "off"]).shown
     assert code == 1 and out.startswith("FAIL — regressed: C1"), out  # the stale file said nothing real
     assert "is stale: the run folder changed" in out
     write_report(run, formats=["json"])
-    code, out = gate(str(run), "--detect", "off")
+    code, out = invoke(["gate", str(run), "--detect", "off"]).shown
     assert code == 1 and "stale" not in out  # a current report is read as written
     data = orjson.loads((run / "report.json").read_bytes())
     del data["inputs_sha256"]
     (run / "report.json").write_bytes(orjson.dumps(data))
-    assert "has no digest of its results" in gate(str(run), "--detect", "off")[1]
+    assert "has no digest of its results" in invoke(["gate", str(run), "--detect", "off"]).shown[1]
     alone = tmp_path / "report.json"
     alone.write_bytes((run / "report.json").read_bytes())
-    code, out = gate(str(alone), "--detect", "off")
+    code, out = invoke(["gate", str(alone), "--detect", "off"]).shown
     assert "not verified against its results" in out
 
 
@@ -187,18 +181,18 @@ def test_a_run_too_small_to_see_the_threshold_is_inconclusive(tmp_path: Path) ->
         tmp_path / "run", cells={"C0": [], "C1": ["user-claude-md"]}, tasks=["a", "b"], repeats=2,
         outcome=lambda task, cell, repeat: Outcome(pitfall=cell == "C0"),
     )  # fmt: skip
-    code, out = gate(str(run))
+    code, out = invoke(["gate", str(run)]).shown
     assert code == 4 and out.startswith("INCONCLUSIVE — this run cannot detect a change of 20 pts"), out
-    code, out = gate(str(run), "--json")
+    code, out = invoke(["gate", str(run), "--json"]).shown
     assert code == 4 and orjson.loads(out)["outcome"] == "inconclusive"
-    assert gate(str(run), "--detect", "off")[0] == 0
+    assert invoke(["gate", str(run), "--detect", "off"]).shown[0] == 0
 
 
 def test_a_real_pitfall_free_regression_fails_whatever_the_reports_primary(tmp_path: Path) -> None:
     run = _one_sided(tmp_path / "run", losses=15, hurts=True)
     _adaptive(run, alpha=0.05)
     write_report(run, formats=["json"], primary="turns")
-    code, out = gate(str(run), "--detect", "off")
+    code, out = invoke(["gate", str(run), "--detect", "off"]).shown
     assert code == 1, out
     assert "regressed: C1: pitfall_free (the run's primary outcome)" in out
 
@@ -339,24 +333,24 @@ def test_diff_names_a_changed_effect_by_its_test_and_the_gate_fails_a_lost_help(
     assert d.helped_a == ["C1"] and [(c.cell, c.verdict_a, c.verdict_b) for c in d.verdicts_changed] == [
         ("C1", "helps", "draw")
     ]
-    res = CliRunner().invoke(app, ["diff", str(a), str(b), "--json"])
+    res = invoke(["diff", str(a), str(b), "--json"])
     assert res.exit_code == 0, res.output
     assert orjson.loads(res.output)["verdicts_changed"] == [{"cell": "C1", "from": "helps", "to": "draw"}]
-    res = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    res = invoke(["diff", str(a), str(b)])
     assert "verdicts changed: C1 helps → draw" in res.output and "changed" in res.output
-    code, out = gate(str(b), "--baseline", str(a), "--detect", "off")
+    code, out = invoke(["gate", str(b), "--baseline", str(a), "--detect", "off"]).shown
     assert code == 1 and "regressed against the baseline: C1 (user-claude-md) helped" in out, out
     same_a, same_b = _pair(tmp_path / "kept", c1_helps_in_b=True)
     assert not any(c.changed for c in diff_runs(same_a, same_b).cells)
-    code, out = gate(str(same_b), "--baseline", str(same_a), "--detect", "off")
+    code, out = invoke(["gate", str(same_b), "--baseline", str(same_a), "--detect", "off"]).shown
     assert code == 0, out
 
 
 def test_diff_refuses_runs_of_other_tasks(tmp_path: Path) -> None:
     a, b = _pair(tmp_path, c1_helps_in_b=True, tasks=("a", "z"))
-    res = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    res = invoke(["diff", str(a), str(b)])
     assert res.exit_code == 2 and "do not run the same tasks" in res.output
-    res = CliRunner().invoke(app, ["diff", str(a), str(tmp_path / "nothing")])
+    res = invoke(["diff", str(a), str(tmp_path / "nothing")])
     assert res.exit_code == 2 and "not a run folder" in res.output
 
 
@@ -381,7 +375,7 @@ def test_aa_adds_a_second_control_built_and_planned_as_a_cell_of_its_own(tmp_pat
     )  # fmt: skip
     assert [c.aa_of for c in manifest.cells] == [None, None, "C0"]
     assert sum(1 for p in folder.read_plan() if p.cell == "C0b") == 2  # its own sessions
-    res = CliRunner().invoke(app, ["run", "--help"])
+    res = invoke(["run", "--help"])
     assert "--aa" in res.output
 
 
@@ -417,11 +411,11 @@ def test_the_report_shows_the_aa_noise_floor_and_a_real_aa_difference_fails_the_
     assert rows["turns"].spread is not None and rows["turns"].spread > 0 and rows["turns"].flip_rate is None
     assert any(c.id == "aa-noise-floor" for c in report.caveats)
     assert "Noise floor (A/A)" in write_report(quiet, formats=["md"]).paths["md"].read_text()
-    code, out = gate(str(quiet), "--detect", "off")
+    code, out = invoke(["gate", str(quiet), "--detect", "off"]).shown
     assert code == 0 and "A/A" not in out, out
     loud = _aa_run(tmp_path / "loud", aa_differs=True)
     report = build_report(loud)
     assert any(r.real for r in report.noise_floor)
     assert "UNTRUSTWORTHY" in next(c.text for c in report.caveats if c.id == "aa-untrustworthy")
-    code, out = gate(str(loud), "--detect", "off")
+    code, out = invoke(["gate", str(loud), "--detect", "off"]).shown
     assert code == 1 and "not trustworthy: the A/A control differs from the control for real" in out, out

@@ -18,6 +18,7 @@ from ablate.isolate.namespace import Mount, order_mounts
 from ablate.isolate.registry import choose_isolation
 from ablate.isolate.writes import run_summary_lines, scan_upper, session_writes, summary_lines
 from ablate.probe.fingerprints import normalise_request
+from tests.helpers_cli import invoke
 
 STRIPPED = ["docs/runbooks", "MEMORY.md"]
 
@@ -384,11 +385,11 @@ def test_denied_writes_are_read_from_the_tools_and_hooks_errors(tmp_path: Path) 
 
 
 def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path) -> None:
-    """Built links cells of the example: C0 and C11 both hold the user's credentials file, so they pass with
-    its method; a C11 whose copy is gone would start logged out, and the check refuses the run, located."""
-    from ablate.isolate.auth import cell_config_dir, check_cells_auth
-    from ablate.isolate.backend import BackendOptions
-    from ablate.isolate.registry import open_backend
+    """The run's own check (``check_run_auth``, as ``run.execute`` calls it) on the example's binary cells: C0
+    and C11 both hold the user's credentials file, so they pass with its method; a setup that logs in through
+    an ``apiKeyHelper`` in settings.json, which C11's empty config dir does not keep, is refused, located at
+    C11 and with the fix; an API key for all cells is one method everywhere."""
+    from ablate.isolate.auth import check_run_auth
     from ablate.setup.cells import load_cell_set
     from ablate.setup.examples import materialise_example
     from ablate.setup.layers import load_catalog
@@ -397,25 +398,26 @@ def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path)
     ex = materialise_example(tmp_path / "ex")
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
-    cells = load_cell_set("binary", catalog)
-    backend = open_backend(
-        "links", setup, catalog, tmp_path / "work", BackendOptions(base_env={"PATH": "/usr/bin"})
-    )
-    built = [(cid, backend.build(cells.get(cid), slot)) for slot, cid in enumerate(("C0", "C11"))]
-    rows = [(cid, env.env, cell_config_dir(env)) for cid, env in built]
-    mine = check_cells_auth({"PATH": "/usr/bin"}, ex.config_dir, rows)
+    cells = load_cell_set("binary", catalog).cells
+    scratch = tmp_path / "scratch"
+    mine = check_run_auth(setup, catalog, cells, scratch, user_env={"PATH": "/usr/bin"}, platform="linux")
     assert mine.to_json() == {
         "method": "credentials-file",
         "source": str(ex.config_dir / ".credentials.json"),
     }
-    (cell_config_dir(built[1][1]) / ".credentials.json").unlink()
+    assert os.listdir(scratch) == []  # every cell's config dir removed once read
+    settings = ex.config_dir / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "apiKeyHelper": "echo k"}))
+    (ex.config_dir / ".credentials.json").unlink()
     with pytest.raises(UsageError) as err:
-        check_cells_auth({"PATH": "/usr/bin"}, ex.config_dir, rows)
+        check_run_auth(setup, catalog, cells, scratch, user_env={"PATH": "/usr/bin"}, platform="linux")
     assert "cell C11: would authenticate with nothing (logged out)" in str(err.value)
+    assert f"your setup with api-key-helper ({settings})" in str(err.value)
     assert "CLAUDE_CODE_OAUTH_TOKEN" in (err.value.hint or "")
-    # an API key for all cells is one method everywhere
-    keyed = [(cid, {**env, "ANTHROPIC_API_KEY": "sk-x"}, cfg) for cid, env, cfg in rows]
-    assert check_cells_auth({"ANTHROPIC_API_KEY": "sk-y"}, ex.config_dir, keyed).method == "api-key"
+    keyed = {"PATH": "/usr/bin", "ANTHROPIC_API_KEY": "sk-y"}
+    assert (
+        check_run_auth(setup, catalog, cells, scratch, user_env=keyed, platform="linux").method == "api-key"
+    )
 
 
 def test_sandbox_profile_allows_writes_only_in_the_cell(tmp_path: Path) -> None:
@@ -448,9 +450,7 @@ def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) ->
     """A layer of the user's own covers the credentials file: C11 strips it and would start logged out.
     ``ablate doctor`` says so per cell, with the run check's own words, and exits 1; without the layer
     every cell logs in as the user does."""
-    from typer.testing import CliRunner
 
-    from ablate.cli.main import app
     from ablate.setup.examples import materialise_example
 
     ex = materialise_example(tmp_path / "ex")
@@ -468,9 +468,7 @@ def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) ->
         str(tmp_path),
     ]
     env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": None, "CLAUDE_CODE_OAUTH_TOKEN": None}
-    res = CliRunner().invoke(
-        app, [*where, "--cells", "binary", "--ablate-toml", str(toml), "--json"], env=env
-    )
+    res = invoke([*where, "--cells", "binary", "--ablate-toml", str(toml), "--json"], env=env)
     doc = json.loads(res.stdout)
     assert res.exit_code == 1 and not doc["ok"]
     creds = {"method": "credentials-file", "source": "<C0 config dir>/.credentials.json"}
@@ -480,7 +478,7 @@ def test_doctor_reports_each_cells_login_as_the_run_checks_it(tmp_path: Path) ->
         "authentication: cell C11: would authenticate with nothing (logged out) (no login found), "
         f"your setup with credentials-file ({ex.config_dir / '.credentials.json'})"
     ]
-    res = CliRunner().invoke(app, [*where, "--json"], env=env)
+    res = invoke([*where, "--json"], env=env)
     doc = json.loads(res.stdout)
     assert doc["auth_cells"]["checked"] and set(doc["auth_cells"]["cells"]) == {f"C{i}" for i in range(12)}
     assert {a["method"] for a in doc["auth_cells"]["cells"].values()} == {"credentials-file"}

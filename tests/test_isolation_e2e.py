@@ -37,6 +37,7 @@ from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup
 from ablate.sim import SimServer, iter_requests, script_from_data
+from tests.helpers_cli import ABLATE, tool_output
 from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -133,18 +134,6 @@ def _hashes(ex: ExampleSetup) -> tuple[str, str]:
     return tree_hash(ex.home), tree_hash(ex.repo)
 
 
-def _tool_output(transcript: Path) -> str:
-    out = []
-    for line in transcript.read_bytes().splitlines():
-        rec = orjson.loads(line)
-        content = (rec.get("message") or {}).get("content") if rec.get("type") == "user" else None
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                c = block.get("content")
-                out.append(c if isinstance(c, str) else json.dumps(c))
-    return "\n".join(out)
-
-
 @pytest.fixture
 def namespace_ok() -> None:
     ok, why = namespace_support()
@@ -188,7 +177,7 @@ def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind
     env = backend.build(cells.get("C7"), 0)  # strips docs/runbooks
     try:
         attack = _session(backend, env, claude, "ISO-ATTACK")
-        said = _tool_output(attack)
+        said = tool_output(attack)
         assert "ATTACK-DONE" in said and "# Deploy runbook" in said, said
         assert git_history_reads(attack, backend.stripped_paths(env)) == [STRIPPED_FLAG]
         writes = backend.after_session(env)
@@ -212,13 +201,13 @@ def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind
 
         # the next item, in another cell on the same slot, sees none of it; the branch is the user's
         backend.retarget(env, cells.get("C0"))
-        check = _tool_output(_session(backend, env, claude, "ISO-CHECK"))
+        check = tool_output(_session(backend, env, claude, "ISO-CHECK"))
         assert "cfg=[] hook=[] x=[] gl=[] skill=[0] head=[Add project knowledge] tmp=[]" in check, check
         assert "branch=[main] status=[?? docs/runbooks/rollback.md]" in check, check  # as in the user's repo
         assert "runbooks=[deploy.md rollback.md ]" in check, check
         # and a stripped layer leaves no trace in git status: C7's reads exactly like C0's
         backend.retarget(env, cells.get("C7"))
-        check7 = _tool_output(_session(backend, env, claude, "ISO-CHECK"))
+        check7 = tool_output(_session(backend, env, claude, "ISO-CHECK"))
         assert "branch=[main] status=[] runbooks=[]" in check7, check7
     finally:
         backend.teardown(env)
@@ -275,7 +264,7 @@ def test_links_protects_what_it_can_and_reports_what_it_cannot(
     env = backend.build(cells.get("C7"), 0)
     try:
         attack = _links_session(env, claude, "ISO-ATTACK")
-        assert "ATTACK-DONE" in _tool_output(attack)
+        assert "ATTACK-DONE" in tool_output(attack)
         assert git_history_reads(attack, backend.stripped_paths(env)) == [STRIPPED_FLAG]
         changed = guard.changes(before)
         shim = f"{ex.home}/.toolchain/shim (changed)"
@@ -284,7 +273,7 @@ def test_links_protects_what_it_can_and_reports_what_it_cannot(
         # everything else stayed out of the real files
         assert not [c for c in changed if c not in (shim, objects)], changed
         backend.reset(env)
-        check = _tool_output(_links_session(env, claude, "ISO-CHECK"))
+        check = tool_output(_links_session(env, claude, "ISO-CHECK"))
         assert "cfg=[] hook=[] x=[] gl=[] skill=[0] head=[Add project knowledge]" in check, check
         assert "tmp=[ATTACK]" in check  # links cannot make /tmp private (only TMPDIR): the README says so
         assert "branch=[main] status=[] runbooks=[]" in check, check
@@ -336,10 +325,9 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     ordinary user (ablate installed for it), whose view lives only in a holding process's namespace, so the
     seeding and the grading (git included) go through that process."""
     import subprocess
-    import sys
 
     user: User | None = None
-    ablate_bin = Path(sys.executable).parent / "ablate"
+    ablate_bin = Path(ABLATE)
     base = tmp_path
     if who == "user":
         if os.geteuid() != 0:
@@ -391,7 +379,7 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     assert len(results) == 2
     said = {}  # what each session's tools printed, and what ablate saw it write: said when a check fails
     for r in results:
-        said[r["item"]] = (_tool_output(folder / r["transcript"]), r["writes"], r.get("error"))
+        said[r["item"]] = (tool_output(folder / r["transcript"]), r["writes"], r.get("error"))
         assert "1.4.0" in said[r["item"]][0], r["item"]  # the seed reached the session's view
         assert r["flags"] == [] and r["writes"]["discarded"] is True
     grades = [orjson.loads(p.read_bytes()) for p in sorted((folder / "grades").glob("*.json"))]

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from ablate.core.fsutil import tree_listing
 from ablate.isolate.detect import namespace_check
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, iter_requests, script_from_data
+from tests.helpers_cli import BIN
 from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -226,7 +226,7 @@ def test_a_session_cannot_undo_its_view(
     if who == "root" and os.geteuid() != 0:
         pytest.skip("runs as an ordinary user: the root case needs root")
     user: User | None = None
-    bin_dir = Path(sys.executable).parent
+    bin_dir = BIN
     if who == "user":
         user = request.getfixturevalue("ordinary_user")
         bin_dir = request.getfixturevalue("installed")

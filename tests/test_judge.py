@@ -16,6 +16,7 @@ from ablate.grade.recheck import agreement
 from ablate.grade.record import read_grade
 from ablate.sim import SimServer, script_from_data
 from tests.grade_support import Item, make_run
+from tests.helpers_cli import invoke
 
 JUDGE_A = "claude-haiku-4-5"
 JUDGE_B = "claude-opus-4-1"
@@ -241,25 +242,21 @@ def test_scrub_replaces_the_longest_path_first() -> None:
 def test_ablate_judge_cli_prints_agreement_and_maps_errors_to_exit_codes(
     tmp_path: Path, sim: SimServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from typer.testing import CliRunner
-
-    from ablate.cli.main import app
 
     kinds = ["AA"] * 4 + ["AB"] * 1 + ["BA"] * 2 + ["FF"] * 3
     folder = make_run(
         tmp_path / "run-cli", [Item("t1", f"C{i}", 0, f"ANSWER-{k} #{i}") for i, k in enumerate(kinds)]
     )
-    runner = CliRunner()
-    res = runner.invoke(app, ["judge", str(folder.root), "--judge-models", f"{JUDGE_A},{JUDGE_B}", "--json"])
+    res = invoke(["judge", str(folder.root), "--judge-models", f"{JUDGE_A},{JUDGE_B}", "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert (doc["judged"], doc["agreement"][0]["percent"]) == (20, 70.0)
     assert doc["agreement"][0]["kappa"] == pytest.approx(0.4)
-    same = runner.invoke(app, ["judge", str(folder.root), "--judge-model", "claude-sonnet-4-6"])
+    same = invoke(["judge", str(folder.root), "--judge-model", "claude-sonnet-4-6"])
     assert same.exit_code == 2 and "model under test" in same.stderr
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     (folder.root / "grades").rename(tmp_path / "old-grades")
-    nokey = runner.invoke(app, ["judge", str(folder.root), "--judge-model", JUDGE_A])
+    nokey = invoke(["judge", str(folder.root), "--judge-model", JUDGE_A])
     assert nokey.exit_code == 2 and "ANTHROPIC_API_KEY" in nokey.stderr
 
 
@@ -291,9 +288,6 @@ def test_recheck_rebuilds_the_checks_from_the_saved_diff(tmp_path: Path) -> None
 
 def test_ablate_judge_checks_dev_against_holdout_task_by_task(tmp_path: Path, sim: SimServer) -> None:
     """C2's judge-pass rate gains on every dev task and loses on every holdout task: judge warns."""
-    from typer.testing import CliRunner
-
-    from ablate.cli.main import app
 
     tasks = ["d1", "d2", "d3", "h1", "h2", "h3"]
     items = [
@@ -307,10 +301,10 @@ def test_ablate_judge_checks_dev_against_holdout_task_by_task(tmp_path: Path, si
         splits={t: "holdout" for t in tasks if t.startswith("h")},
         stripped={"C2": ["axioms"]},
     )
-    res = CliRunner().invoke(app, ["judge", str(folder.root), "--judge-model", JUDGE_A, "--json"])
+    res = invoke(["judge", str(folder.root), "--judge-model", JUDGE_A, "--json"])
     assert res.exit_code == 0, res.output
     [finding] = json.loads(res.stdout)["holdout"]
     assert (finding["judge"], finding["cell"], finding["kind"]) == (JUDGE_A, "C2", "overfitting")
     assert finding["p"] == pytest.approx(1 / 20)  # 3 + 3 task means: the most extreme of 20 splits
-    text = CliRunner().invoke(app, ["judge", str(folder.root), "--judge-model", JUDGE_A])
+    text = invoke(["judge", str(folder.root), "--judge-model", JUDGE_A])
     assert "WARNING overfitting? C2 judge_pass: +100 pts on dev, -100 pts on holdout" in text.stdout

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,11 @@ from ablate.folder.layout import RunFolder
 from ablate.grade.record import read_grade
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import BIN
 
 pytestmark = pytest.mark.e2e
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 USAGE = {"input_tokens": 1000, "output_tokens": 10}
 
 

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.isolate.shadow_home import scan_hooks
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.setup.load import load_setup
+from tests.helpers_cli import invoke
 
 
 @pytest.fixture
@@ -23,12 +22,11 @@ def example(tmp_path: Path) -> ExampleSetup:
 
 
 def _cli(example: ExampleSetup, *args: str) -> str:
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         [*args, "--config-dir", str(example.config_dir), "--repo", str(example.repo)],
         env={"HOME": str(example.home)},
     )
-    assert res.exit_code == 0, res.stdout + res.stderr
+    assert res.exit_code == 0, res.output
     return res.stdout
 
 

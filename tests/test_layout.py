@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "ablate"
+ARCHITECTURE = ROOT.parent / "docs" / "ARCHITECTURE.md"
+
+#: Imports against the documented order (docs/ARCHITECTURE.md#layout: a subpackage imports only those listed
+#: above it), ``(from, to)`` → why it is allowed. The one list; the doc names each entry as `` `from` → `to` ``.
+UPWARD_IMPORTS: dict[tuple[str, str], str] = {}
 
 
 def stage_imports(root: Path = ROOT) -> dict[str, set[str]]:
@@ -66,6 +72,46 @@ def test_the_cycle_finder_finds_a_planted_cycle(tmp_path: Path) -> None:
         (tmp_path / pkg / "m.py").write_text(f"def f():\n    from ablate.{target}.x import y\n")
     cycle = find_cycle(stage_imports(tmp_path))
     assert cycle is not None and cycle[0] == cycle[-1] and len(cycle) == 4
+
+
+def documented_order(doc: Path = ARCHITECTURE) -> list[str]:
+    """The subpackages in the order docs/ARCHITECTURE.md's table lists them (its ``pkg-<name>`` anchors)."""
+    return re.findall(r'^\| <a id="pkg-([a-z_]+)"></a>`\1`', doc.read_text(encoding="utf-8"), re.M)
+
+
+def against_order(edges: dict[str, set[str]], order: list[str]) -> set[tuple[str, str]]:
+    """The imports ``(from, to)`` of ``edges`` where ``to`` is listed below ``from`` in ``order``."""
+    rank = {name: n for n, name in enumerate(order)}
+    return {(src, dst) for src, dsts in edges.items() for dst in dsts if rank[dst] > rank[src]}
+
+
+def test_stages_import_only_the_subpackages_listed_above_them() -> None:
+    order = documented_order()
+    assert sorted(order) == sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
+    found = against_order(stage_imports(), order)
+    assert found - UPWARD_IMPORTS.keys() == set(), "imports against docs/ARCHITECTURE.md#layout's order"
+    assert UPWARD_IMPORTS.keys() - found == set(), "allowed in UPWARD_IMPORTS but no longer made: drop them"
+
+
+def test_every_allowed_upward_import_is_said_in_the_doc() -> None:
+    layout = ARCHITECTURE.read_text(encoding="utf-8").split('<a id="layout"></a>', 1)[1].split("\n## ", 2)[1]
+    for src, dst in UPWARD_IMPORTS:
+        assert f"`{src}` → `{dst}`" in layout, f"docs/ARCHITECTURE.md#layout does not name `{src}` → `{dst}`"
+    if not UPWARD_IMPORTS:
+        assert "exceptions to the order: none" in layout
+
+
+def test_the_order_check_finds_a_planted_upward_import(tmp_path: Path) -> None:
+    for pkg, target in (("alpha", None), ("beta", "alpha"), ("gamma", "delta"), ("delta", None)):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "m.py").write_text(f"from ablate.{target}.x import y\n" if target else "")
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "".join(f'| <a id="pkg-{p}"></a>`{p}` | job | names |\n' for p in ("alpha", "beta", "gamma", "delta"))
+    )
+    order = documented_order(doc)
+    assert order == ["alpha", "beta", "gamma", "delta"]
+    assert against_order(stage_imports(tmp_path), order) == {("gamma", "delta")}
 
 
 @pytest.mark.parametrize("pkg", ["core", "folder"])

@@ -12,9 +12,7 @@ from typing import Any, cast
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.folder.writes_summary import writes_lines
@@ -28,6 +26,7 @@ from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog, resolve_layer, walk_files
 from ablate.setup.load import ancestor_leaks, load_setup, resolve_layers
 from tests.dotfiles_setup import dotfiles_setup
+from tests.helpers_cli import invoke
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": "sk-test-secret"}
 
@@ -160,13 +159,13 @@ def test_dotfiles_setup_cells_hold_what_the_cli_reads(tmp_path: Path) -> None:
 def test_layers_names_dangling_links_and_not_the_config_dir_above_the_repo(tmp_path: Path) -> None:
     ex = dotfiles_setup(tmp_path / "ex")
     args = ["layers", "--config-dir", str(ex.config_dir), "--repo", str(ex.repo)]
-    res = CliRunner().invoke(app, [*args, "--json"], env={"HOME": str(ex.home)})
+    res = invoke([*args, "--json"], env={"HOME": str(ex.home)})
     assert res.exit_code == 0, res.output
     data = orjson.loads(res.stdout)
     rows = {r["id"]: r for r in data["layers"]}
     assert rows["skills"]["dangling"] == {"skills/gone": str(ex.home / ".agents" / "skills" / "gone")}
     assert not [lk for lk in data["leaks"] if lk["kind"] == "ancestor-file"], data["leaks"]
-    res = CliRunner().invoke(app, args, env={"HOME": str(ex.home)})
+    res = invoke(args, env={"HOME": str(ex.home)})
     assert "skills: skills/gone is a dangling link to" in res.stdout
 
 

@@ -17,12 +17,12 @@ import yaml
 
 from ablate import DIST_NAME, PINNED_CLAUDE_VERSION, __version__
 from ablate.setup.examples import materialise_example
+from tests.helpers_cli import BIN
 from tests.test_ci_files import _validate_workflow
 
 pytestmark = pytest.mark.e2e  # builds the package and runs the pinned CLI's plan outside the repository
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 DATA = ("cells", "tasks", "shadow", "examples")
 
 

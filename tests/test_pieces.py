@@ -19,7 +19,7 @@ from ablate.setup.load import Setup, load_setup
 from ablate.setup.piece_cells import one_out_rows, piece_cells
 from ablate.setup.piece_cut import drop_hooks, select_pieces
 from ablate.setup.pieces import sections, setup_pieces
-from tests.test_cli_inventory import invoke
+from tests.helpers_cli import invoke
 
 RICH_CLAUDE_MD = """Always answer in English.
 
@@ -226,7 +226,7 @@ def test_piece_cells_bad_input(example: ExampleSetup) -> None:
 def test_cli_pieces_json_and_notes(rich: ExampleSetup) -> None:
     before = tree_hash(rich.home), tree_hash(rich.repo)
     where = ("--config-dir", str(rich.config_dir), "--repo", str(rich.repo))
-    code, out, _ = invoke("pieces", *where, "--json")
+    code, out, _ = invoke(["pieces", *where, "--json"])
     assert code == 0
     data = orjson.loads(out)
     rows = {r["id"]: r for r in data["pieces"]}
@@ -234,28 +234,28 @@ def test_cli_pieces_json_and_notes(rich: ExampleSetup) -> None:
     assert money["kind"] == "section" and money["tokens_source"] == "estimate"
     assert money["tokens"] == -(-money["bytes"] // 4)  # ASCII text: the sim's 4 characters a token
     assert any("'Money' appears 2 times (lines 3, 14)" in n for n in data["notes"])
-    code, out, _ = invoke("pieces", *where)
+    code, out, _ = invoke(["pieces", *where])
     assert code == 0 and "user-claude-md#money-2" in out and "note:" in out
     assert (tree_hash(rich.home), tree_hash(rich.repo)) == before
 
 
 def test_cli_pieces_bad_input(example: ExampleSetup, tmp_path: Path) -> None:
     where = ("--config-dir", str(example.config_dir), "--repo", str(example.repo))
-    code, _, err = invoke("pieces", *where, "--pieces", "rules#python,hooks#nope")
+    code, _, err = invoke(["pieces", *where, "--pieces", "rules#python,hooks#nope"])
     assert code == 2 and "unknown piece id 'hooks#nope'" in err
-    code, _, err = invoke("pieces", *where, "--pieces", "rules#python")
+    code, _, err = invoke(["pieces", *where, "--pieces", "rules#python"])
     assert code == 2 and "1 piece(s) (rules#python); a piece design needs at least 2" in err
 
 
 def test_probe_and_measure_refuse_bad_pieces_before_running(example: ExampleSetup, tmp_path: Path) -> None:
     where = ("--config-dir", str(example.config_dir), "--repo", str(example.repo))
     missing = str(tmp_path / "no-claude")  # nothing may start: a CLI that does not exist is never reached
-    code, _, err = invoke("probe", *where, "--claude-bin", missing, "--pieces", "skills#nope,rules#python")
+    code, _, err = invoke(["probe", *where, "--claude-bin", missing, "--pieces", "skills#nope,rules#python"])
     assert code == 2 and "unknown piece id 'skills#nope'" in err
-    code, _, err = invoke("probe", *where, "--claude-bin", missing, "--pieces", "rules#python")
+    code, _, err = invoke(["probe", *where, "--claude-bin", missing, "--pieces", "rules#python"])
     assert code == 2 and "needs at least 2" in err
     code, _, err = invoke(
-        "pieces", *where, "--measure", "--claude-bin", missing, "--pieces", "x#y,rules#python"
+        ["pieces", *where, "--measure", "--claude-bin", missing, "--pieces", "x#y,rules#python"]
     )
     assert code == 2 and "unknown piece id 'x#y'" in err
 

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import orjson
@@ -12,7 +11,7 @@ import pytest
 
 from ablate import __version__
 from ablate.sim import SimServer, script_from_data
-from tests.helpers_cli import make_repo, run_claude
+from tests.helpers_cli import BIN, make_repo, run_claude
 
 pytestmark = pytest.mark.e2e
 
@@ -24,7 +23,7 @@ def test_the_plugin_lists_its_skill_and_usage_reaches_the_model(claude: Path, tm
     home = tmp_path / "home"
     home.mkdir()
     config_dir = home / ".claude"
-    path = f"{Path(sys.executable).parent}:/usr/bin:/bin"  # the `ablate` of this venv
+    path = f"{BIN}:/usr/bin:/bin"  # the `ablate` of this venv
     with SimServer(script_from_data({"default": {"text": "OK"}})) as sim:
         run = run_claude(
             claude,

@@ -16,6 +16,7 @@ from ablate.grade.session_checks import glob_regex
 from ablate.grade.trace import SessionTrace, ToolCall, read_transcript
 from ablate.setup.plugin_evals import find_suite, load_suite, task_id
 from ablate.setup.tasks import TaskSpec, load_task, load_tasks, select_split
+from tests.helpers_cli import invoke
 
 DATA = Path(__file__).parent / "data" / "plugin_evals"
 
@@ -178,15 +179,12 @@ def test_a_bad_grader_is_a_located_error_naming_its_file(
 
 
 def test_a_bad_suite_exits_2_naming_the_file(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from ablate.cli.main import app
 
     case = tmp_path / "evals" / "c1"
     (case / "graders").mkdir(parents=True)
     (case / "prompt.md").write_text(CASE)
     (case / "graders" / "g.md").write_text("---\ntype: nope\n---\n")
-    res = CliRunner().invoke(app, ["plan", "--tasks", str(tmp_path), "--out", str(tmp_path / "runs")])
+    res = invoke(["plan", "--tasks", str(tmp_path), "--out", str(tmp_path / "runs")])
     assert res.exit_code == 2
     assert f"{case / 'graders' / 'g.md'}: frontmatter.type: unknown grader type 'nope'" in res.output
     assert not (tmp_path / "runs").exists()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,10 @@ from ablate.grade.record import read_grade
 from ablate.report.build import build_report
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import ABLATE
 
 pytestmark = pytest.mark.e2e
 
-ABLATE = str(Path(sys.executable).parent / "ablate")
 EDIT = {"old_string": 'return "Hello, " + name', "new_string": 'return "Hello, " + name + "!"'}
 SCRIPT: dict[str, Any] = {
     "default": {"text": "OK"},

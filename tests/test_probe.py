@@ -14,9 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.core.claude import find_claude
 from ablate.core.fsutil import tree_hash
 from ablate.isolate.environment import CellEnvironment, build_environment
@@ -32,6 +30,7 @@ from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup, resolve_layers
+from tests.helpers_cli import invoke
 
 
 @pytest.fixture
@@ -165,9 +164,7 @@ def _probe(example: ExampleSetup, claude: Path, **kw: Any) -> ProbeResult:
 @pytest.mark.e2e
 def test_probe_example_all_twelve_faithful(example: ExampleSetup, claude: Path) -> None:
     before = tree_hash(example.home), tree_hash(example.repo)
-    runner = CliRunner()
-    res = runner.invoke(
-        app,
+    res = invoke(
         [
             "probe",
             "--config-dir",
@@ -297,8 +294,7 @@ def test_unpinned_version_is_recorded_and_run_continues(
 
 
 def test_wrong_claude_bin_exits_2(example: ExampleSetup, tmp_path: Path) -> None:
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         [
             "probe",
             "--config-dir",
@@ -314,8 +310,7 @@ def test_wrong_claude_bin_exits_2(example: ExampleSetup, tmp_path: Path) -> None
     not_claude = tmp_path / "fake"
     not_claude.write_text("#!/bin/sh\necho hello\n")
     os.chmod(not_claude, 0o755)
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         [
             "probe",
             "--config-dir",

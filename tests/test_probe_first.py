@@ -8,16 +8,15 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
 import ablate.probe.probe as probe_module
-from ablate.cli.main import app
 from ablate.core.resources import data_dir
 from ablate.probe.judge import CellProbe
 from ablate.probe.probe import ProbeResult
 from ablate.report.document import probe_words
 from ablate.run.probe_first import kept_probe, summary_line
 from ablate.setup.examples import materialise_example
+from tests.helpers_cli import invoke
 
 CELLS = (
     'schema_version = 1\nname = "two"\ncontrol = "C0"\n'
@@ -58,7 +57,7 @@ def _run(tmp_path: Path, claude: Path, *extra: str) -> tuple[int, str, Path]:
     ]
     args += ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--report", "none", *extra]
     env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
-    res = CliRunner().invoke(app, args, env=env)
+    res = invoke(args, env=env)
     (run_dir,) = (tmp_path / "runs").iterdir()
     return res.exit_code, res.output, run_dir
 

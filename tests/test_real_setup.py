@@ -14,9 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.core.claude import find_claude
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import tree_hash
@@ -36,6 +34,7 @@ from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import git
 from ablate.setup.layers import load_catalog
 from ablate.setup.load import follow_imports, load_setup
+from tests.helpers_cli import invoke
 from tests.real_setup import RealSetup, build_real_setup
 
 
@@ -90,8 +89,7 @@ def test_imports_followed_recursively_with_missing_and_cycles(tmp_path: Path) ->
 
 
 def test_layers_json_reports_on_disk_vs_loaded_and_unclassified(real: RealSetup) -> None:
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         ["layers", "--config-dir", str(real.config_dir), "--repo", str(real.repo), "--json"],
         env={"HOME": str(real.home)},
     )
@@ -120,8 +118,7 @@ def test_layers_json_reports_on_disk_vs_loaded_and_unclassified(real: RealSetup)
 
 
 def test_cells_say_a_never_loaded_layer_is_a_noop(real: RealSetup) -> None:
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         ["cells", "--config-dir", str(real.config_dir), "--repo", str(real.repo), "--json"],
         env={"HOME": str(real.home)},
     )
@@ -208,8 +205,7 @@ def test_one_endpoint_refuses_settings_routing_and_accepts_it_when_alike(real: R
 
 def test_run_refuses_before_writing_anything(real: RealSetup, tmp_path: Path) -> None:
     out = tmp_path / "runs"
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         ["run", "--config-dir", str(real.config_dir), "--repo", str(real.repo), "--out", str(out)],
         env={"HOME": str(real.home), "ABLATE_CLAUDE_BIN": str(tmp_path / "no-claude-needed")},
     )
@@ -264,8 +260,7 @@ def test_probe_passes_on_a_realistic_setup(
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "nowhere" / ".git"))
     before = tree_hash(real.home), tree_hash(real.repo)
     work = tmp_path / "work"
-    res = CliRunner().invoke(
-        app,
+    res = invoke(
         [
             "probe",
             "--config-dir",

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.report import build_report, write_report
 from ablate.report.document import build_document
 from ablate.report.markdown import render_markdown
 from tests.conftest import DATA
+from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run
 
 CELLS = {
@@ -213,13 +212,12 @@ def test_binary_run_has_the_clean_normal_tables(tmp_path: Path) -> None:
 def test_cli_report_writes_every_format_and_maps_bad_input_to_exit_2(
     planted_run: Path, tmp_path: Path
 ) -> None:
-    runner = CliRunner()
-    res = runner.invoke(app, ["report", str(planted_run)])
+    res = invoke(["report", str(planted_run)])
     assert res.exit_code == 0, res.output
     assert "report.html" in res.output and "C2" in res.output
     for name in ("report.md", "report.json", "report.html", "plots/forest.svg", "plots/forest.png"):
         assert (planted_run / name).exists(), name
-    res = runner.invoke(app, ["report", str(planted_run), "--json", "--format", "json"])
+    res = invoke(["report", str(planted_run), "--json", "--format", "json"])
     assert res.exit_code == 0
     assert orjson.loads(res.stdout)["report"]["schema_version"] == 1
     for args in (
@@ -230,10 +228,10 @@ def test_cli_report_writes_every_format_and_maps_bad_input_to_exit_2(
         [str(planted_run), "--primary", "vibes"],
         [str(planted_run), "--primary", "judge"],  # no judge verdicts in this run
     ):
-        res = runner.invoke(app, ["report", *args])
+        res = invoke(["report", *args])
         assert res.exit_code == 2, (args, res.output)
         assert "Traceback" not in res.output
-    res = runner.invoke(app, ["report", str(tmp_path)])
+    res = invoke(["report", str(tmp_path)])
     assert res.exit_code == 2 and "no manifest.json" in res.output  # not a run folder: a bad input
 
 

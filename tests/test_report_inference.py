@@ -12,12 +12,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.folder.layout import IsolationInfo, RunFolder, read_manifest, write_manifest
 from ablate.report import build_report, write_report
 from ablate.report.model import Report
+from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run
 
 LAYERS12 = [f"layer-{i:02d}" for i in range(1, 12)]
@@ -195,9 +194,7 @@ def test_the_backend_is_named_in_words_in_every_format(tmp_path: Path) -> None:
 
 
 def test_cli_report_primary_option(turns_run: Path) -> None:
-    res = CliRunner().invoke(
-        app, ["report", str(turns_run), "--primary", "turns", "--json", "--format", "json"]
-    )
+    res = invoke(["report", str(turns_run), "--primary", "turns", "--json", "--format", "json"])
     assert res.exit_code == 0, res.output
     data = orjson.loads(res.stdout)["report"]
     assert data["primary_metric"] == "turns"

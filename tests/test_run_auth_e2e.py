@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,9 @@ import pytest
 from ablate.core.fsutil import tree_hash
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, iter_requests, script_from_data
+from tests.helpers_cli import ABLATE
 
 pytestmark = pytest.mark.e2e
-
-ABLATE = str(Path(sys.executable).parent / "ablate")
 
 
 @pytest.mark.parametrize("isolation", ["links", "namespace"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,13 +16,13 @@ import pytest
 from ablate.core.proc import tagged_pids
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import ABLATE
 
 pytestmark = pytest.mark.e2e
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS = REPO_ROOT / "tasks"
 TWO_TASKS = [TASKS / "greet-exclaim.toml", TASKS / "deploy-command.toml"]
-ABLATE = str(Path(sys.executable).parent / "ablate")
 FIXED_USAGE = {"input_tokens": 1000, "output_tokens": 10}
 
 

@@ -23,7 +23,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -37,6 +36,7 @@ from ablate.isolate.detect import namespace_check
 from ablate.isolate.fence import fence_support
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
+from tests.helpers_cli import BIN
 from tests.user_support import User, user_venv, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -247,7 +247,7 @@ def test_a_sealed_session_reaches_no_host_service(
                 {"name": "done", "where": "prompt", "contains": ["NET-TASK"], "turn": {"min": 1}, "text": "done"},
             ],
         }  # fmt: skip
-        bin_dir = Path(user_venv(base / "venv")) if user is not None else Path(sys.executable).parent
+        bin_dir = Path(user_venv(base / "venv")) if user is not None else BIN
         with SimServer(script_from_data(script)) as sim:
             env = {
                 "PATH": "/usr/local/bin:/usr/bin:/bin",

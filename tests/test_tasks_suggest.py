@@ -8,13 +8,11 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.core.errors import SpecError
 from ablate.core.slug import slug
 from ablate.setup.tasks import load_task, load_tasks
-from tests.helpers_cli import make_repo
+from tests.helpers_cli import invoke, make_repo
 
 
 def _session(sid: str, repo: Path, day: str, prompt: str, steps: list[dict[str, Any]]) -> bytes:
@@ -82,7 +80,7 @@ def test_drafts_are_written_for_review_and_refused_until_reviewed(
     cfg, repo = history
     out = tmp_path / "drafts"
     args = ["tasks", "suggest", "--config-dir", str(cfg), "--repo", str(repo), "--out", str(out), "--json"]
-    res = CliRunner().invoke(app, args)
+    res = invoke(args)
     assert res.exit_code == 0, res.output
     drafts = orjson.loads(res.output)["drafts"]
     # two groups by layers used: {repo-claude-md} (two sessions: the latest drafted) and {} (one session)
@@ -108,11 +106,11 @@ def test_drafts_are_written_for_review_and_refused_until_reviewed(
     with pytest.raises(SpecError) as exc:
         load_tasks([out])
     assert {p.field for p in exc.value.problems} == {"draft"}
-    ran = CliRunner().invoke(app, ["plan", "--tasks", str(first)])
+    ran = invoke(["plan", "--tasks", str(first)])
     assert ran.exit_code == 2 and "ablate tasks suggest" in ran.output
     first.write_text(text.replace("draft = true\n", ""))
     assert load_task(first).spec.draft is False
     # an existing draft is not replaced without --force
-    again = CliRunner().invoke(app, args)
+    again = invoke(args)
     assert again.exit_code == 2 and "exists" in again.output
-    assert CliRunner().invoke(app, [*args, "--force"]).exit_code == 0
+    assert invoke([*args, "--force"]).exit_code == 0

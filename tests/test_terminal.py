@@ -22,6 +22,7 @@ from ablate.report.model import Comparison
 from ablate.report.ranking import rank_entry
 from ablate.run.session import session_uuid
 from ablate.sim import SimServer
+from tests.helpers_cli import invoke
 from tests.user_support import make_user, world_readable_dir
 
 
@@ -185,9 +186,6 @@ def test_an_ordinary_user_removes_the_mode_000_work_folder_an_overlay_leaves(tmp
 
 
 def test_every_command_sweeps_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner
-
-    from ablate.cli.main import app
 
     dead = tmp_path / "ablate-grade-x"
     dead.mkdir()
@@ -200,7 +198,7 @@ def test_every_command_sweeps_first(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)
-    res = CliRunner().invoke(app, ["layers", "--help"])
+    res = invoke(["layers", "--help"])
     assert res.exit_code == 0
     assert not dead.exists() and not legacy.parent.exists() and kept.exists()
 

@@ -17,15 +17,13 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from ablate.cli.usage import app
 from ablate.core.slug import slug
 from ablate.mine.suggest import key_facts
 from ablate.mine.usage import Scope, provenance_for, usage_report
 from ablate.sim import SimServer, script_from_data
 from tests.conftest import claude_bin
-from tests.helpers_cli import make_repo, run_claude, write_skill
+from tests.helpers_cli import invoke, make_repo, run_claude, write_skill
 
 pytestmark = pytest.mark.e2e
 
@@ -154,9 +152,17 @@ def _layer(doc: dict[str, Any], layer_id: str) -> dict[str, Any]:
 
 def test_usage_counts_every_field_exactly_and_writes_nothing(history: History) -> None:
     before = _tree_hash(history.config_dir)
-    res = CliRunner().invoke(
-        app,
-        ["--config-dir", str(history.config_dir), "--repo", str(history.repo), "--json", "--jobs", "2"],
+    res = invoke(
+        [
+            "usage",
+            "--config-dir",
+            str(history.config_dir),
+            "--repo",
+            str(history.repo),
+            "--json",
+            "--jobs",
+            "2",
+        ],
     )
     assert res.exit_code == 0, res.output
     assert _tree_hash(history.config_dir) == before
@@ -218,7 +224,7 @@ def test_usage_counts_every_field_exactly_and_writes_nothing(history: History) -
 def test_usage_suggest_table_since_and_provenance(history: History) -> None:
     args = ["--config-dir", str(history.config_dir), "--repo", str(history.repo), "--jobs", "1"]
     before = _tree_hash(history.config_dir)
-    res = CliRunner().invoke(app, [*args, "--suggest", "--json"])
+    res = invoke(["usage", *args, "--suggest", "--json"])
     assert res.exit_code == 0, res.output
     sug = orjson.loads(res.stdout)["suggest"]
     assert [c["strip"] for c in sug["cells"]] == [
@@ -230,11 +236,11 @@ def test_usage_suggest_table_since_and_provenance(history: History) -> None:
         history.sessions["decision"]: ("decisions", "USAGE-DECISION why postgres?"),
         history.sessions["skill"]: ("skills", "USAGE-SKILL write notes about this repo"),
     }
-    table = CliRunner().invoke(app, [*args, "--suggest"])
+    table = invoke(["usage", *args, "--suggest"])
     assert table.exit_code == 0, table.output
     assert "runbooks" in table.stdout and "docs/runbooks/deploy.md (read x2)" in table.stdout
     assert "task candidates" in table.stdout and OLD_SID in table.stdout
-    recent = CliRunner().invoke(app, [*args, "--since", "2026-01-01", "--json"])
+    recent = invoke(["usage", *args, "--since", "2026-01-01", "--json"])
     doc = orjson.loads(recent.stdout)
     assert doc["sessions"]["count"] == 4 and doc["sessions"]["before_window"] == 1
     assert _layer(doc, "runbooks")["used_sessions"] == 1
@@ -253,12 +259,11 @@ def test_usage_all_projects_and_bad_inputs(history: History, tmp_path: Path) -> 
     assert _layer(doc, "runbooks")["used_sessions"] == 2
     other = usage_report(Scope(history.config_dir, tmp_path)).doc
     assert other["sessions"]["count"] == 0 and other["projects"] == []
-    runner = CliRunner()
-    both = runner.invoke(app, ["--config-dir", str(history.config_dir), "--repo", ".", "--all-projects"])
+    both = invoke(["usage", "--config-dir", str(history.config_dir), "--repo", ".", "--all-projects"])
     assert both.exit_code == 2 and "exclude each other" in both.output
-    missing = runner.invoke(app, ["--config-dir", str(tmp_path / "nope"), "--all-projects"])
+    missing = invoke(["usage", "--config-dir", str(tmp_path / "nope"), "--all-projects"])
     assert missing.exit_code == 2 and "config dir does not exist" in missing.output
-    bad = runner.invoke(app, ["--config-dir", str(history.config_dir), "--all-projects", "--since", "soon"])
+    bad = invoke(["usage", "--config-dir", str(history.config_dir), "--all-projects", "--since", "soon"])
     assert bad.exit_code == 2 and "--since 'soon'" in bad.output
 
 

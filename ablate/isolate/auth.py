@@ -145,25 +145,6 @@ def mismatch(
     return ""
 
 
-def check_cells_auth(
-    user_env: Mapping[str, str],
-    user_config_dir: Path,
-    cells: Iterable[tuple[str, Mapping[str, str], Path]],
-    *,
-    platform: str = sys.platform,
-) -> AuthMethod:
-    """Refuse (``UsageError``, located at the cell, with the fix) when a cell — ``(cell id, its session
-    environment, the config dir it holds)`` — would authenticate differently from the user's own setup;
-    return the user's method for the manifest. On macOS a Keychain login cannot reach a cell at all."""
-    mine = auth_method(user_env, user_config_dir, platform=platform)
-    for cell_id, env, config_dir in cells:
-        theirs = auth_method(env, config_dir, platform=platform)
-        why = mismatch(cell_id, mine, theirs, user_config_dir, config_dir)
-        if why:
-            raise UsageError(why, hint=FIX)
-    return mine
-
-
 @dataclass(frozen=True)
 class CellLogin:
     """How one cell's sessions would authenticate, and the config dir that was read to tell."""
@@ -254,16 +235,3 @@ def check_run_auth(
             if why:
                 raise UsageError(why, hint=FIX)
     return mine
-
-
-def cell_config_dir(env: object) -> Path:
-    """The config dir a built cell holds as its sessions start (the ``namespace`` backend's lower copy; the
-    ``links`` backend's shadow config dir)."""
-    layers = getattr(env, "layers", None)
-    config = getattr(layers, "config", None)
-    if isinstance(config, Path):
-        return config
-    found = getattr(env, "config_dir", None)
-    if not isinstance(found, Path):
-        raise TypeError(f"{env!r}: not a built cell environment")
-    return found

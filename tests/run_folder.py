@@ -1,0 +1,75 @@
+"""The one run-folder builder of the tests: a valid manifest with test defaults, and a folder written from it
+through the run folder's own writers (``write_manifest``, ``write_plan``, ``write_result``), so a synthetic
+folder is read exactly as a real run's. ``report_support`` and ``grade_support`` describe their items their
+own way and write them here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ablate import PINNED_CLAUDE_VERSION
+from ablate.folder.layout import TASKS_DIR, ClaudeInfo, PlanItem, RunFolder, RunManifest, write_manifest
+from ablate.folder.result import ItemResult, write_result
+
+MODEL = "claude-sonnet-4-6"
+CLAUDE = ClaudeInfo(path="/opt/claude", version=PINNED_CLAUDE_VERSION, sha256="ab" * 32, pinned=True)
+
+
+def new_manifest(**fields: Any) -> RunManifest:
+    """A ``RunManifest`` of test defaults (run id, times, CLI, model, flags, seed, plan hash), ``fields`` over
+    them; ``cells``, ``tasks``, ``repeats`` and ``items`` are the caller's."""
+    defaults: dict[str, Any] = {
+        "run_id": "20260101-000000-test",
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "ablate_version": "0.1.0",
+        "claude": CLAUDE,
+        "model": MODEL,
+        "max_turns": 8,
+        "argv": ["claude", "-p"],
+        "max_retries": 2,
+        "cell_set": "test",
+        "seed": 7,
+        "plan_sha256": "cd" * 32,
+    }
+    return RunManifest(**{**defaults, **fields})
+
+
+def write_run(
+    root: Path,
+    manifest: RunManifest,
+    plan: Iterable[PlanItem],
+    results: Iterable[ItemResult],
+    *,
+    task_files: Mapping[str, str] | None = None,
+    stdout: Mapping[tuple[str, int], Mapping[str, object]] | None = None,
+) -> RunFolder:
+    """Write a run folder under ``root``: the manifest, ``task_files`` (task id → its TOML copy), the plan,
+    ``stdout`` ((item, attempt) → the CLI's stdout document) and one result per item."""
+    folder = RunFolder(root)
+    root.mkdir(parents=True, exist_ok=True)
+    write_manifest(folder, manifest)
+    if task_files:
+        (root / TASKS_DIR).mkdir(exist_ok=True)
+        for task, text in task_files.items():
+            (root / TASKS_DIR / f"{task}.toml").write_text(text)
+    folder.write_plan(list(plan))
+    for (item, attempt), doc in (stdout or {}).items():
+        path = folder.stdout_path(item, attempt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(orjson.dumps(doc))
+    for result in results:
+        assert write_result(folder, result), result.item
+    return folder
+
+
+def edit_manifest(root: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Change the manifest of the folder at ``root`` as JSON, in place (what a hand edit or another writer
+    would leave: not validated on the way in)."""
+    path = root / "manifest.json"
+    data = orjson.loads(path.read_bytes())
+    change(data)
+    path.write_bytes(orjson.dumps(data))
