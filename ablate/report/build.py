@@ -19,6 +19,7 @@ import orjson
 from ablate import __version__
 from ablate.core.errors import RunFolderError, UsageError
 from ablate.folder.layout import ManifestCell, PlanItem, RunFolder, RunManifest, read_manifest
+from ablate.folder.metrics import DEFAULT_PRIMARY, METRICS, PRIMARY_CHOICES, PRIMARY_NAMES
 from ablate.folder.result import ItemResult, iter_results
 from ablate.report.carried import carried_section
 from ablate.report.families import plan_comparisons, run_comparisons
@@ -40,27 +41,9 @@ from ablate.report.power_table import power_rows
 from ablate.report.ranking import RANKING_KEY, rank
 from ablate.report.summaries import cell_summaries, layer_use, task_table
 
-#: Metrics every report compares (graded metrics join when ``grades/`` has them).
-BASE_METRICS = ("pitfall_free", "turns", "tool_calls", "cost_usd")
-GRADED_METRICS = ("checks_passed", "checks_score", "judge_pass")
-#: ``--primary`` names → metric ids.
-PRIMARY_NAMES = {
-    "pitfall-free": "pitfall_free",
-    "pitfall_free": "pitfall_free",
-    "checks": "checks_passed",
-    "checks_passed": "checks_passed",
-    "score": "checks_score",
-    "grader-score": "checks_score",
-    "checks_score": "checks_score",
-    "judge": "judge_pass",
-    "judge_pass": "judge_pass",
-    "turns": "turns",
-    "tool-calls": "tool_calls",
-    "tool_calls": "tool_calls",
-    "cost": "cost_usd",
-    "cost_usd": "cost_usd",
-}
-DEFAULT_PRIMARY = "pitfall_free"
+#: Metrics every report compares (graded metrics join when ``grades/`` has them), from the registry.
+BASE_METRICS = tuple(m.name for m in METRICS if not m.graded)
+GRADED_METRICS = tuple(m.name for m in METRICS if m.graded)
 
 
 @dataclass
@@ -98,7 +81,7 @@ def primary_metric(name: str | None) -> str:
     if key not in PRIMARY_NAMES:
         raise UsageError(
             f"--primary {name}: not a metric",
-            hint="use pitfall-free, checks, score, judge, turns, tool-calls or cost",
+            hint="use " + ", ".join(PRIMARY_CHOICES[:-1]) + " or " + PRIMARY_CHOICES[-1],
         )
     return PRIMARY_NAMES[key]
 
