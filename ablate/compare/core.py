@@ -237,22 +237,22 @@ def analyse(
         v, hold = an.verdict(obs, contrasts, arm_names[0], arm, task_ids, prep.holdout, seed=seed)
         verdicts.append(v.to_json())
         if hold is not None:
-            holdout_contrasts.append(hold.to_json())
+            holdout_contrasts.append(hold.model_dump(mode="json"))
     roles = prep.roles
     decomposition = None
     if roles is not None:
         parts = an.decomposition(contrasts, roles.original.name, roles.moved.name, roles.duplicated.name)
         decomposition = {k: _effect(e) for k, e in parts.items()}
     regressions = [
-        c.to_json()
+        c.model_dump(mode="json")
         for c in contrasts
         if c.task is not None and c.metric == "pitfall_free" and c.delta is not None and c.delta < 0
     ]
     blocks = len(prep.tasks) * prep.tier.repeats
     return (
         {
-            "arm_rates": [r.__dict__ for r in rates],
-            "contrasts": [c.to_json() for c in contrasts],
+            "arm_rates": [r.model_dump(mode="json") for r in rates],
+            "contrasts": [c.model_dump(mode="json") for c in contrasts],
             "holdout_contrasts": holdout_contrasts,
             "decomposition": decomposition,
             "roles": roles.to_json() if roles is not None else None,
