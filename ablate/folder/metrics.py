@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ablate.core.errors import UsageError
-from ablate.folder.result import ItemResult
+
+if TYPE_CHECKING:  # the registry loads no pydantic: the command line reads it for its help
+    from ablate.folder.result import ItemResult
 
 #: How a metric's values and changes are written: a ``rate`` in percent (changes in points), ``usd`` in
 #: dollars, a ``count`` or a ``score`` as a plain number.
