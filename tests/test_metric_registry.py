@@ -75,8 +75,8 @@ def test_checks_score_reaches_every_consumer_from_its_one_entry() -> None:
 
 
 def test_an_unknown_metric_is_a_located_usage_error() -> None:
-    with pytest.raises(UsageError, match="bash_calls: not a metric"):
-        reg.metric_named("bash_calls")
+    with pytest.raises(UsageError, match="no_such_metric: not a metric"):
+        reg.metric_named("no_such_metric")
     with pytest.raises(UsageError) as e:
         primary_metric("speed")
     assert e.value.hint is not None and e.value.hint.startswith("use pitfall-free, turns, tool-calls, cost, ")
