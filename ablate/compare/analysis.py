@@ -11,10 +11,10 @@ it comes from :mod:`ablate.stats`; a figure the data cannot give is None with th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ablate import stats as st
-from ablate.compare.model import ArmRateRow, ContrastRow
+from ablate.compare.model import ArmRateRow, CheckRow, ContrastRow, EffectRow
 from ablate.folder.metrics import metric_named
 from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
 
@@ -143,30 +143,38 @@ def find(contrasts: Sequence[Contrast], a: str, b: str, metric: str, task: str |
     return None
 
 
-@dataclass(frozen=True)
-class Effect:
-    delta: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_adjusted: float | None
-    real: bool
-    a: str
-    b: str
+#: One effect ``b`` − ``a``, pooled: compare.json's row.
+Effect = EffectRow
 
 
-def oriented(contrasts: Sequence[Contrast], a: str, b: str, metric: str = "pitfall_free") -> Effect:
-    """The pooled effect ``b`` − ``a`` whichever order the pair was computed in."""
-    c = find(contrasts, a, b, metric, None)
+def _effect(contrasts: Sequence[Contrast], a: str, b: str, metric: str, task: str | None) -> Effect | None:
+    """The effect ``b`` − ``a`` whichever order the pair was computed in; None when it was not."""
+    c = find(contrasts, a, b, metric, task)
     if c is not None:
-        return Effect(c.delta, c.ci_low, c.ci_high, c.p_adjusted, c.real, a, b)
-    c = find(contrasts, b, a, metric, None)
+        return Effect(
+            a=a, b=b, delta=c.delta, ci_low=c.ci_low, ci_high=c.ci_high, p_adjusted=c.p_adjusted, real=c.real
+        )
+    c = find(contrasts, b, a, metric, task)
     if c is None:
-        return Effect(None, None, None, None, False, a, b)
+        return None
 
     def neg(x: float | None) -> float | None:
         return None if x is None else -x
 
-    return Effect(neg(c.delta), neg(c.ci_high), neg(c.ci_low), c.p_adjusted, c.real, a, b)
+    return Effect(
+        a=a,
+        b=b,
+        delta=neg(c.delta),
+        ci_low=neg(c.ci_high),
+        ci_high=neg(c.ci_low),
+        p_adjusted=c.p_adjusted,
+        real=c.real,
+    )
+
+
+def oriented(contrasts: Sequence[Contrast], a: str, b: str, metric: str = "pitfall_free") -> Effect:
+    """The pooled effect ``b`` − ``a`` whichever order the pair was computed in."""
+    return _effect(contrasts, a, b, metric, None) or Effect(a=a, b=b)
 
 
 def decomposition(
@@ -180,11 +188,12 @@ def decomposition(
     }
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    passed: bool
-    detail: str
+#: One check of a verdict: compare.json's row.
+Check = CheckRow
+
+
+def _check(name: str, passed: bool, detail: str) -> Check:
+    return Check(name=name, passed=passed, detail=detail)
 
 
 @dataclass(frozen=True)
@@ -211,7 +220,7 @@ class Verdict:
             "baseline": self.baseline,
             "better": self.better,
             "failed": self.failed,
-            "checks": [asdict(c) for c in self.checks],
+            "checks": [c.model_dump(mode="json") for c in self.checks],
             "line": self.line,
         }
 
@@ -234,7 +243,7 @@ def verdict(
     significantly (no task's pass rate, no pooled turn count), and (3) the holdout tasks agree (their pooled
     gain is positive; there must be holdout tasks). Returns the verdict and the holdout contrast."""
     pooled = oriented(contrasts, baseline, arm)
-    gain = Check(
+    gain = _check(
         "significant gain",
         pooled.real and (pooled.delta or 0) > 0,
         f"pooled pitfall-free {_pts(pooled.delta)} [{_pts(pooled.ci_low)}, {_pts(pooled.ci_high)}], "
@@ -248,7 +257,7 @@ def verdict(
     turns = oriented(contrasts, baseline, arm, "turns")
     if turns.real and (turns.delta or 0) > 0:
         regressions.append(f"turns +{turns.delta:.2f} per session")
-    no_reg = Check(
+    no_reg = _check(
         "nothing regressed",
         not regressions,
         "no significant regression"
@@ -257,11 +266,11 @@ def verdict(
     )
     hold: Contrast | None = None
     if not holdout:
-        agree = Check("holdout agrees", False, 'no holdout tasks (mark some tasks split = "holdout")')
+        agree = _check("holdout agrees", False, 'no holdout tasks (mark some tasks split = "holdout")')
     else:
         hold = contrast(obs, baseline, arm, "pitfall_free", tasks=holdout, seed=seed, scope="holdout")
         ok = hold.delta is not None and hold.delta > 0
-        agree = Check(
+        agree = _check(
             "holdout agrees",
             ok,
             f"holdout ({len(holdout)} task(s), {hold.n} blocks) {_pts(hold.delta)} "
@@ -272,13 +281,4 @@ def verdict(
 
 
 def oriented_task(contrasts: Sequence[Contrast], a: str, b: str, task: str) -> Effect | None:
-    c = find(contrasts, a, b, "pitfall_free", task)
-    if c is not None:
-        return Effect(c.delta, c.ci_low, c.ci_high, c.p_adjusted, c.real, a, b)
-    c = find(contrasts, b, a, "pitfall_free", task)
-    if c is None:
-        return None
-    d = None if c.delta is None else -c.delta
-    lo = None if c.ci_high is None else -c.ci_high
-    hi = None if c.ci_low is None else -c.ci_low
-    return Effect(d, lo, hi, c.p_adjusted, c.real, a, b)
+    return _effect(contrasts, a, b, "pitfall_free", task)

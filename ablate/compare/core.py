@@ -204,18 +204,6 @@ def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     atomic_write_bytes(path, b"".join(orjson.dumps(r) + b"\n" for r in rows))
 
 
-def _effect(e: an.Effect) -> dict[str, Any]:
-    return {
-        "a": e.a,
-        "b": e.b,
-        "delta": e.delta,
-        "ci_low": e.ci_low,
-        "ci_high": e.ci_high,
-        "p_adjusted": e.p_adjusted,
-        "real": e.real,
-    }
-
-
 def _baseline_rate(rates: Sequence[an.ArmRate], baseline: str) -> float | None:
     return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
 
@@ -242,7 +230,7 @@ def analyse(
     decomposition = None
     if roles is not None:
         parts = an.decomposition(contrasts, roles.original.name, roles.moved.name, roles.duplicated.name)
-        decomposition = {k: _effect(e) for k, e in parts.items()}
+        decomposition = {k: e.model_dump(mode="json") for k, e in parts.items()}
     regressions = [
         c.model_dump(mode="json")
         for c in contrasts
