@@ -199,7 +199,12 @@ def holdout_findings(
             continue
         deltas = task_deltas(run_dir, cell, control=control, metric=metric, judge_model=judge_model)
         f = holdout_finding(
-            cell, metric, deltas["dev"], deltas["holdout"], higher_is_better=True, alpha=alpha
+            cell,
+            metric,
+            deltas["dev"],
+            deltas["holdout"],
+            higher_is_better=BY_NAME[metric].higher_is_better,
+            alpha=alpha,
         )
         if f is not None:
             found.append(f)
