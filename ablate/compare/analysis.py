@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ablate import stats as st
-from ablate.compare.model import ArmRateRow, CheckRow, ContrastRow, EffectRow
+from ablate.compare.model import ArmRateRow, CheckRow, ContrastRow, EffectRow, VerdictRow
 from ablate.folder.metrics import metric_named
 from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
 
@@ -196,33 +196,20 @@ def _check(name: str, passed: bool, detail: str) -> Check:
     return Check(name=name, passed=passed, detail=detail)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    arm: str
-    baseline: str
-    better: bool
-    checks: tuple[Check, ...]
+#: Is an arm better than the baseline: compare.json's row.
+Verdict = VerdictRow
 
-    @property
-    def failed(self) -> list[str]:
-        return [c.name for c in self.checks if not c.passed]
 
-    @property
-    def line(self) -> str:
-        if self.better:
-            return f"{self.arm} is better than {self.baseline}: " + "; ".join(c.detail for c in self.checks)
-        why = "; ".join(f"{c.name}: {c.detail}" for c in self.checks if not c.passed)
-        return f"{self.arm} is NOT shown better than {self.baseline} — failed {why}"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "arm": self.arm,
-            "baseline": self.baseline,
-            "better": self.better,
-            "failed": self.failed,
-            "checks": [c.model_dump(mode="json") for c in self.checks],
-            "line": self.line,
-        }
+def _verdict(arm: str, baseline: str, checks: Sequence[Check]) -> Verdict:
+    """The verdict of its checks: better when every one passed, the failed ones named, one line for people."""
+    better = all(c.passed for c in checks)
+    if better:
+        line = f"{arm} is better than {baseline}: " + "; ".join(c.detail for c in checks)
+    else:
+        why = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.passed)
+        line = f"{arm} is NOT shown better than {baseline} — failed {why}"
+    failed = [c.name for c in checks if not c.passed]
+    return Verdict(arm=arm, baseline=baseline, better=better, failed=failed, checks=list(checks), line=line)
 
 
 def _pts(x: float | None) -> str:
@@ -277,7 +264,7 @@ def verdict(
             f"[{_pts(hold.ci_low)}, {_pts(hold.ci_high)}]" + ("" if ok else ": not a gain"),
         )
     checks = (gain, no_reg, agree)
-    return Verdict(arm, baseline, all(c.passed for c in checks), checks), hold
+    return _verdict(arm, baseline, checks), hold
 
 
 def oriented_task(contrasts: Sequence[Contrast], a: str, b: str, task: str) -> Effect | None:

@@ -223,7 +223,7 @@ def analyse(
     holdout_contrasts = []
     for arm in arm_names[1:]:
         v, hold = an.verdict(obs, contrasts, arm_names[0], arm, task_ids, prep.holdout, seed=seed)
-        verdicts.append(v.to_json())
+        verdicts.append(v.model_dump(mode="json"))
         if hold is not None:
             holdout_contrasts.append(hold.model_dump(mode="json"))
     roles = prep.roles
