@@ -25,13 +25,13 @@ from pydantic import ValidationError
 
 from ablate.core.errors import NotFound, Problem, SpecError, UsageError
 from ablate.core.specs import require_schema
+from ablate.folder.metrics import DEFAULT_PRIMARY, HIGHER_IS_BETTER
 
 if TYPE_CHECKING:
     from ablate.report.model import Report
 
-DEFAULT_PRIMARY = "pitfall_free"
-#: Metrics where a larger value is better; for the others (turns, tool calls, cost) smaller is better.
-HIGHER_IS_BETTER = frozenset({"pitfall_free", "checks_passed", "checks_score", "judge_pass"})
+#: Metrics where a larger value is better (for the others, turns, tool calls, cost, smaller is better) and
+#: the primary outcome a run is decided on: both from the metric registry.
 RATE_METRICS = HIGHER_IS_BETTER
 
 Kind = Literal["run", "compare"]

@@ -10,16 +10,21 @@ it comes from :mod:`ablate.stats`; a figure the data cannot give is None with th
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from ablate import stats as st
+from ablate.compare.model import ArmRateRow, CheckRow, ContrastRow, EffectRow, VerdictRow
+from ablate.folder.metrics import metric_named
+from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
 
-Metric = Literal["pitfall_free", "turns"]
-METRICS: tuple[Metric, ...] = ("pitfall_free", "turns")
+#: The metrics a comparison measures (names of the registry, :mod:`ablate.folder.metrics`).
+METRICS: tuple[str, ...] = ("pitfall_free", "turns")
 ALPHA = 0.05
+#: ``b`` against ``a`` on one metric: compare.json's contrast row, built here and written as is.
+Contrast = ContrastRow
+#: An arm's pitfall-free rate and mean turns: compare.json's row.
+ArmRate = ArmRateRow
 
 
 @dataclass(frozen=True)
@@ -32,55 +37,10 @@ class Observation:
     pitfall_free: bool
     turns: int | None
 
-
-@dataclass
-class Contrast:
-    """``b`` against ``a`` on one metric, pooled (``task`` None) or for one task. ``delta`` = b − a."""
-
-    a: str
-    b: str
-    metric: Metric
-    task: str | None
-    n: int
-    """Paired blocks."""
-    delta: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p: float | None
-    improved: int
-    """Blocks where b did better than a (pitfall-free where a was not; fewer turns)."""
-    regressed: int
-    """Blocks where b did worse."""
-    p_adjusted: float | None = None
-    real: bool = False
-    scope: str = "all"
-    """``all`` tasks, or ``holdout`` (pooled over holdout tasks only; not part of Holm)."""
-    method: str = ""
-    """The test and interval (``exact-binomial-discordant`` + ``newcombe-paired``, ``sign-flip-permutation``)."""
-    notes: list[str] = field(default_factory=list)
-    """Why ``p`` or the interval is missing (no discordant block, n < 2)."""
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class ArmRate:
-    arm: str
-    task: str | None
-    n: int
-    passed: int
-    rate: float | None
-    ci_low: float | None
-    ci_high: float | None
-    turns_mean: float | None
-
-
-def _blocks(obs: Sequence[Observation]) -> dict[tuple[str, int], dict[str, Observation]]:
-    out: dict[tuple[str, int], dict[str, Observation]] = defaultdict(dict)
-    for o in obs:
-        out[(o.task, o.repeat)][o.arm] = o
-    return out
+    def value(self, metric: str) -> float | None:
+        """The item's value of one of :data:`METRICS`."""
+        v = self.pitfall_free if metric == "pitfall_free" else self.turns
+        return None if v is None else float(v)
 
 
 def arm_rates(obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[str]) -> list[ArmRate]:
@@ -112,7 +72,7 @@ def contrast(
     obs: Sequence[Observation],
     a: str,
     b: str,
-    metric: Metric,
+    metric: str,
     *,
     tasks: Sequence[str] | None = None,
     task: str | None = None,
@@ -121,54 +81,35 @@ def contrast(
 ) -> Contrast:
     """``b`` − ``a`` on ``metric`` over the blocks of ``tasks`` (all when None) that both arms answered."""
     keep = set(tasks) if tasks is not None else None
-    strata: list[str] = []
-    xa: list[float] = []
-    xb: list[float] = []
-    for (t, _r), by_arm in sorted(_blocks(obs).items()):
-        if keep is not None and t not in keep:
-            continue
-        if a not in by_arm or b not in by_arm:
-            continue
-        if metric == "pitfall_free":
-            va, vb = float(by_arm[a].pitfall_free), float(by_arm[b].pitfall_free)
-        else:
-            ta, tb = by_arm[a].turns, by_arm[b].turns
-            if ta is None or tb is None:
-                continue
-            va, vb = float(ta), float(tb)
-        strata.append(t)
-        xa.append(va)
-        xb.append(vb)
-    if metric == "pitfall_free":
-        res = st.paired_binary([v > 0 for v in xb], [v > 0 for v in xa])
+    side: dict[str, dict[Block, float]] = {a: {}, b: {}}
+    for o in obs:
+        if o.arm in side and (keep is None or o.task in keep) and (v := o.value(metric)) is not None:
+            side[o.arm][(o.task, o.repeat)] = v
+    pairs = pair_blocks(side[b], side[a], sorted(side[a].keys() & side[b].keys()))
+    res = paired_test(metric, pairs, seed=seed)
+    kind = metric_named(metric)
+    if kind.binary:  # discordant blocks: b pitfall-free where a was not, and the reverse
         improved, regressed = res.gained or 0, res.lost or 0
-        method = f"{res.method}; " + (
-            res.interval.method if isinstance(res.interval, st.Interval) else "no interval"
-        )
-    else:
-        res = st.paired_mean(xb, xa, strata, seed=seed)
-        improved = sum(1 for x, y in zip(xa, xb, strict=True) if y < x)
-        regressed = sum(1 for x, y in zip(xa, xb, strict=True) if y > x)
-        method = f"{res.method}; " + (
-            res.interval.method if isinstance(res.interval, st.Interval) else "no interval"
-        )
-    notes = [v.reason for v in (res.p, res.interval) if isinstance(v, st.NotComputable)]
-    lo, hi = (res.interval.low, res.interval.high) if isinstance(res.interval, st.Interval) else (None, None)
+    else:  # blocks where b did better than a (fewer turns)
+        better = 1.0 if kind.higher_is_better else -1.0
+        diffs = [better * (y - x) for x, y in zip(pairs.control, pairs.cell, strict=True)]
+        improved, regressed = sum(1 for d in diffs if d > 0), sum(1 for d in diffs if d < 0)
+    lo, hi, ci_method = interval(res)
     return Contrast(
-        a,
-        b,
-        metric,
-        task,
-        res.n_pairs,
-        res.delta,
-        lo,
-        hi,
-        res.p_value,
-        improved,
-        regressed,
+        a=a,
+        b=b,
+        metric=metric,
+        task=task,
+        n=res.n_pairs,
+        delta=res.delta,
+        ci_low=lo,
+        ci_high=hi,
+        p=res.p_value,
+        improved=improved,
+        regressed=regressed,
         scope=scope,
-        method=method,
-        notes=sorted(set(notes)),
+        method=f"{res.method}; {ci_method or 'no interval'}",
+        notes=sorted(not_computable(res)),
     )
 
 
@@ -190,45 +131,50 @@ def all_contrasts(
 
 
 def apply_holm(contrasts: Sequence[Contrast], alpha: float = ALPHA) -> None:
-    """Fill ``p_adjusted`` (Holm) and ``real`` across the contrasts that have a p-value."""
-    tested = [c for c in contrasts if c.p is not None]
-    adjusted = st.holm([c.p for c in tested if c.p is not None])
-    for c, adj in zip(tested, adjusted, strict=True):
-        c.p_adjusted = adj
-        c.real = adj <= alpha and bool(c.delta)
+    """Fill ``p_adjusted`` (Holm) and ``real`` across the contrasts (one family)."""
+    for c, (padj, real) in zip(contrasts, holm_real([(c.p, c.delta) for c in contrasts], alpha), strict=True):
+        c.p_adjusted, c.real = padj, real
 
 
-def find(contrasts: Sequence[Contrast], a: str, b: str, metric: Metric, task: str | None) -> Contrast | None:
+def find(contrasts: Sequence[Contrast], a: str, b: str, metric: str, task: str | None) -> Contrast | None:
     for c in contrasts:
         if c.a == a and c.b == b and c.metric == metric and c.task == task and c.scope == "all":
             return c
     return None
 
 
-@dataclass(frozen=True)
-class Effect:
-    delta: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_adjusted: float | None
-    real: bool
-    a: str
-    b: str
+#: One effect ``b`` − ``a``, pooled: compare.json's row.
+Effect = EffectRow
 
 
-def oriented(contrasts: Sequence[Contrast], a: str, b: str, metric: Metric = "pitfall_free") -> Effect:
-    """The pooled effect ``b`` − ``a`` whichever order the pair was computed in."""
-    c = find(contrasts, a, b, metric, None)
+def _effect(contrasts: Sequence[Contrast], a: str, b: str, metric: str, task: str | None) -> Effect | None:
+    """The effect ``b`` − ``a`` whichever order the pair was computed in; None when it was not."""
+    c = find(contrasts, a, b, metric, task)
     if c is not None:
-        return Effect(c.delta, c.ci_low, c.ci_high, c.p_adjusted, c.real, a, b)
-    c = find(contrasts, b, a, metric, None)
+        return Effect(
+            a=a, b=b, delta=c.delta, ci_low=c.ci_low, ci_high=c.ci_high, p_adjusted=c.p_adjusted, real=c.real
+        )
+    c = find(contrasts, b, a, metric, task)
     if c is None:
-        return Effect(None, None, None, None, False, a, b)
+        return None
 
     def neg(x: float | None) -> float | None:
         return None if x is None else -x
 
-    return Effect(neg(c.delta), neg(c.ci_high), neg(c.ci_low), c.p_adjusted, c.real, a, b)
+    return Effect(
+        a=a,
+        b=b,
+        delta=neg(c.delta),
+        ci_low=neg(c.ci_high),
+        ci_high=neg(c.ci_low),
+        p_adjusted=c.p_adjusted,
+        real=c.real,
+    )
+
+
+def oriented(contrasts: Sequence[Contrast], a: str, b: str, metric: str = "pitfall_free") -> Effect:
+    """The pooled effect ``b`` − ``a`` whichever order the pair was computed in."""
+    return _effect(contrasts, a, b, metric, None) or Effect(a=a, b=b)
 
 
 def decomposition(
@@ -242,40 +188,28 @@ def decomposition(
     }
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    passed: bool
-    detail: str
+#: One check of a verdict: compare.json's row.
+Check = CheckRow
 
 
-@dataclass(frozen=True)
-class Verdict:
-    arm: str
-    baseline: str
-    better: bool
-    checks: tuple[Check, ...]
+def _check(name: str, passed: bool, detail: str) -> Check:
+    return Check(name=name, passed=passed, detail=detail)
 
-    @property
-    def failed(self) -> list[str]:
-        return [c.name for c in self.checks if not c.passed]
 
-    @property
-    def line(self) -> str:
-        if self.better:
-            return f"{self.arm} is better than {self.baseline}: " + "; ".join(c.detail for c in self.checks)
-        why = "; ".join(f"{c.name}: {c.detail}" for c in self.checks if not c.passed)
-        return f"{self.arm} is NOT shown better than {self.baseline} — failed {why}"
+#: Is an arm better than the baseline: compare.json's row.
+Verdict = VerdictRow
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "arm": self.arm,
-            "baseline": self.baseline,
-            "better": self.better,
-            "failed": self.failed,
-            "checks": [asdict(c) for c in self.checks],
-            "line": self.line,
-        }
+
+def _verdict(arm: str, baseline: str, checks: Sequence[Check]) -> Verdict:
+    """The verdict of its checks: better when every one passed, the failed ones named, one line for people."""
+    better = all(c.passed for c in checks)
+    if better:
+        line = f"{arm} is better than {baseline}: " + "; ".join(c.detail for c in checks)
+    else:
+        why = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.passed)
+        line = f"{arm} is NOT shown better than {baseline} — failed {why}"
+    failed = [c.name for c in checks if not c.passed]
+    return Verdict(arm=arm, baseline=baseline, better=better, failed=failed, checks=list(checks), line=line)
 
 
 def _pts(x: float | None) -> str:
@@ -296,7 +230,7 @@ def verdict(
     significantly (no task's pass rate, no pooled turn count), and (3) the holdout tasks agree (their pooled
     gain is positive; there must be holdout tasks). Returns the verdict and the holdout contrast."""
     pooled = oriented(contrasts, baseline, arm)
-    gain = Check(
+    gain = _check(
         "significant gain",
         pooled.real and (pooled.delta or 0) > 0,
         f"pooled pitfall-free {_pts(pooled.delta)} [{_pts(pooled.ci_low)}, {_pts(pooled.ci_high)}], "
@@ -310,7 +244,7 @@ def verdict(
     turns = oriented(contrasts, baseline, arm, "turns")
     if turns.real and (turns.delta or 0) > 0:
         regressions.append(f"turns +{turns.delta:.2f} per session")
-    no_reg = Check(
+    no_reg = _check(
         "nothing regressed",
         not regressions,
         "no significant regression"
@@ -319,28 +253,19 @@ def verdict(
     )
     hold: Contrast | None = None
     if not holdout:
-        agree = Check("holdout agrees", False, 'no holdout tasks (mark some tasks split = "holdout")')
+        agree = _check("holdout agrees", False, 'no holdout tasks (mark some tasks split = "holdout")')
     else:
         hold = contrast(obs, baseline, arm, "pitfall_free", tasks=holdout, seed=seed, scope="holdout")
         ok = hold.delta is not None and hold.delta > 0
-        agree = Check(
+        agree = _check(
             "holdout agrees",
             ok,
             f"holdout ({len(holdout)} task(s), {hold.n} blocks) {_pts(hold.delta)} "
             f"[{_pts(hold.ci_low)}, {_pts(hold.ci_high)}]" + ("" if ok else ": not a gain"),
         )
     checks = (gain, no_reg, agree)
-    return Verdict(arm, baseline, all(c.passed for c in checks), checks), hold
+    return _verdict(arm, baseline, checks), hold
 
 
 def oriented_task(contrasts: Sequence[Contrast], a: str, b: str, task: str) -> Effect | None:
-    c = find(contrasts, a, b, "pitfall_free", task)
-    if c is not None:
-        return Effect(c.delta, c.ci_low, c.ci_high, c.p_adjusted, c.real, a, b)
-    c = find(contrasts, b, a, "pitfall_free", task)
-    if c is None:
-        return None
-    d = None if c.delta is None else -c.delta
-    lo = None if c.ci_high is None else -c.ci_high
-    hi = None if c.ci_low is None else -c.ci_low
-    return Effect(d, lo, hi, c.p_adjusted, c.real, a, b)
+    return _effect(contrasts, a, b, "pitfall_free", task)

@@ -204,18 +204,6 @@ def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     atomic_write_bytes(path, b"".join(orjson.dumps(r) + b"\n" for r in rows))
 
 
-def _effect(e: an.Effect) -> dict[str, Any]:
-    return {
-        "a": e.a,
-        "b": e.b,
-        "delta": e.delta,
-        "ci_low": e.ci_low,
-        "ci_high": e.ci_high,
-        "p_adjusted": e.p_adjusted,
-        "real": e.real,
-    }
-
-
 def _baseline_rate(rates: Sequence[an.ArmRate], baseline: str) -> float | None:
     return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
 
@@ -235,24 +223,24 @@ def analyse(
     holdout_contrasts = []
     for arm in arm_names[1:]:
         v, hold = an.verdict(obs, contrasts, arm_names[0], arm, task_ids, prep.holdout, seed=seed)
-        verdicts.append(v.to_json())
+        verdicts.append(v.model_dump(mode="json"))
         if hold is not None:
-            holdout_contrasts.append(hold.to_json())
+            holdout_contrasts.append(hold.model_dump(mode="json"))
     roles = prep.roles
     decomposition = None
     if roles is not None:
         parts = an.decomposition(contrasts, roles.original.name, roles.moved.name, roles.duplicated.name)
-        decomposition = {k: _effect(e) for k, e in parts.items()}
+        decomposition = {k: e.model_dump(mode="json") for k, e in parts.items()}
     regressions = [
-        c.to_json()
+        c.model_dump(mode="json")
         for c in contrasts
         if c.task is not None and c.metric == "pitfall_free" and c.delta is not None and c.delta < 0
     ]
     blocks = len(prep.tasks) * prep.tier.repeats
     return (
         {
-            "arm_rates": [r.__dict__ for r in rates],
-            "contrasts": [c.to_json() for c in contrasts],
+            "arm_rates": [r.model_dump(mode="json") for r in rates],
+            "contrasts": [c.model_dump(mode="json") for c in contrasts],
             "holdout_contrasts": holdout_contrasts,
             "decomposition": decomposition,
             "roles": roles.to_json() if roles is not None else None,

@@ -27,12 +27,15 @@ from typing import Literal
 from scipy import stats
 
 from ablate.core.errors import RunFolderError
-from ablate.core.units import fmt_delta  # one unit per metric, as the report's tables ("pts")
 from ablate.folder.layout import RunFolder, read_manifest
+from ablate.folder.metrics import (
+    BY_NAME,
+    fmt_delta,  # one unit per metric, as the report's tables ("pts")
+    metric_named,
+)
 from ablate.folder.result import ItemResult, iter_results
 from ablate.grade.record import read_grade
 
-Metric = Literal["pitfall_free", "checks_passed", "judge_pass"]
 Split = Literal["dev", "holdout"]
 SPLITS: tuple[Split, Split] = ("dev", "holdout")
 #: Per-task lists of per-block changes, by split: ``{"dev": {task: [...]}, "holdout": {...}}``.
@@ -118,20 +121,25 @@ def holdout_finding(
     )  # fmt: skip
 
 
-def item_outcome(
-    folder: RunFolder, result: ItemResult, metric: Metric, judge_model: str | None
-) -> float | None:
-    """1.0 / 0.0 for a binary outcome of one item, None when it has none (no checks, no verdict, failed)."""
+def item_outcome(folder: RunFolder, result: ItemResult, metric: str, judge_model: str | None) -> float | None:
+    """1.0 / 0.0 for a binary outcome of one item, None when it has none (no checks, no verdict, failed).
+
+    A mined metric of the registry (:mod:`ablate.folder.metrics`) is its value; ``checks_passed`` and
+    ``judge_pass`` are read from the item's grade."""
+    if not metric_named(metric).binary:
+        raise ValueError(f"{metric}: the dev/holdout check takes a binary metric")
     if not result.complete:
         return None
-    if metric == "pitfall_free":
-        return 0.0 if any(n for n in result.pitfall_hits.values()) else 1.0
+    if (value := BY_NAME[metric].value) is not None:
+        return value(result)
     grade = read_grade(folder, result.item)
     if grade is None:
         return None
     if metric == "checks_passed":
         checks = grade.checks_for(result.attempt)
         return None if checks is None or checks.passed is None else float(checks.passed)
+    if metric != "judge_pass":
+        raise ValueError(f"{metric}: a graded metric the dev/holdout check does not read")
     verdicts = [v for v in grade.judges if v.attempt == result.attempt and v.verdict != "error"]
     if judge_model is not None:
         verdicts = [v for v in verdicts if v.judge_model == judge_model]
@@ -154,7 +162,7 @@ def split_of_tasks(folder: RunFolder) -> dict[str, Split]:
 
 
 def task_deltas(
-    run_dir: Path, cell: str, *, control: str, metric: Metric, judge_model: str | None = None
+    run_dir: Path, cell: str, *, control: str, metric: str, judge_model: str | None = None
 ) -> TaskDeltas:
     """Per-block changes (cell − control) of a run folder, by split and task."""
     folder = RunFolder(run_dir)
@@ -180,7 +188,7 @@ def holdout_findings(
     cells: Sequence[str],
     *,
     control: str,
-    metric: Metric,
+    metric: str,
     alpha: float,
     judge_model: str | None = None,
 ) -> list[SplitFinding]:
@@ -191,7 +199,12 @@ def holdout_findings(
             continue
         deltas = task_deltas(run_dir, cell, control=control, metric=metric, judge_model=judge_model)
         f = holdout_finding(
-            cell, metric, deltas["dev"], deltas["holdout"], higher_is_better=True, alpha=alpha
+            cell,
+            metric,
+            deltas["dev"],
+            deltas["holdout"],
+            higher_is_better=BY_NAME[metric].higher_is_better,
+            alpha=alpha,
         )
         if f is not None:
             found.append(f)
@@ -199,7 +212,6 @@ def holdout_findings(
 
 
 __all__ = [
-    "Metric",
     "SplitFinding",
     "TaskDeltas",
     "holdout_finding",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -109,29 +109,26 @@ class ThreadMetrics:
         return list(self.file_reads)
 
     def merged(self, other: ThreadMetrics) -> ThreadMetrics:
+        """Both groups as one: counts add, count tables add per key, lists join, the longer duration counts.
+
+        Field by field from the dataclass, so a new count needs no line here."""
         out = ThreadMetrics()
-        for part in (self, other):
-            out.api_calls += part.api_calls
-            out.input_tokens += part.input_tokens
-            out.output_tokens += part.output_tokens
-            out.cache_creation_tokens += part.cache_creation_tokens
-            out.cache_read_tokens += part.cache_read_tokens
-            out.tool_calls += part.tool_calls
-            _add_counts(out.tool_histogram, part.tool_histogram)
-            _add_counts(out.file_reads, part.file_reads)
-            out.skills_invoked.extend(part.skills_invoked)
-            out.tool_results += part.tool_results
-            out.tool_errors += part.tool_errors
-            out.failed_calls += part.failed_calls
-            out.retry_records += part.retry_records
-            _add_counts(out.retry_statuses, part.retry_statuses)
-            out.http_attempts += part.http_attempts
-            _add_counts(out.pitfall_hits, part.pitfall_hits)
-            for model, usage in part.model_usage.items():
-                out.model_usage.setdefault(model, Usage()).add(usage)
-            out.records += part.records
-        durations = [d for d in (self.duration_s, other.duration_s) if d is not None]
-        out.duration_s = max(durations) if durations else None
+        for f in fields(ThreadMetrics):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if f.name == "duration_s":
+                durations = [d for d in (mine, theirs) if d is not None]
+                out.duration_s = max(durations) if durations else None
+            elif f.name == "model_usage":
+                for part in (mine, theirs):
+                    for model, usage in part.items():
+                        out.model_usage.setdefault(model, Usage()).add(usage)
+            elif isinstance(mine, int):
+                setattr(out, f.name, mine + theirs)
+            elif isinstance(mine, dict):
+                _add_counts(getattr(out, f.name), mine)
+                _add_counts(getattr(out, f.name), theirs)
+            else:
+                getattr(out, f.name).extend([*mine, *theirs])
         return out
 
     def summary(self) -> ThreadSummary:

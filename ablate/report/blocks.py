@@ -1,14 +1,14 @@
 """The blocks a report document is made of (headings, paragraphs, tables, the figure) and the formatters
 every section uses, rendered to Markdown and HTML alike (``fmt_value``/``fmt_delta`` come from
-:mod:`ablate.core.units`, shared with the grade stage)."""
+the metric registry :mod:`ablate.folder.metrics`, shared with the grade stage)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ablate.core.units import fmt_delta as fmt_delta
-from ablate.core.units import fmt_value as fmt_value
+from ablate.folder.metrics import fmt_delta as fmt_delta
+from ablate.folder.metrics import fmt_value as fmt_value
 from ablate.report.model import Comparison
 
 RowStyle = Literal["real", "draw", ""]

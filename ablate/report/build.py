@@ -19,6 +19,7 @@ import orjson
 from ablate import __version__
 from ablate.core.errors import RunFolderError, UsageError
 from ablate.folder.layout import ManifestCell, PlanItem, RunFolder, RunManifest, read_manifest
+from ablate.folder.metrics import DEFAULT_PRIMARY, METRICS, PRIMARY_CHOICES, PRIMARY_NAMES
 from ablate.folder.result import ItemResult, iter_results
 from ablate.report.carried import carried_section
 from ablate.report.families import plan_comparisons, run_comparisons
@@ -40,27 +41,9 @@ from ablate.report.power_table import power_rows
 from ablate.report.ranking import RANKING_KEY, rank
 from ablate.report.summaries import cell_summaries, layer_use, task_table
 
-#: Metrics every report compares (graded metrics join when ``grades/`` has them).
-BASE_METRICS = ("pitfall_free", "turns", "tool_calls", "cost_usd")
-GRADED_METRICS = ("checks_passed", "checks_score", "judge_pass")
-#: ``--primary`` names → metric ids.
-PRIMARY_NAMES = {
-    "pitfall-free": "pitfall_free",
-    "pitfall_free": "pitfall_free",
-    "checks": "checks_passed",
-    "checks_passed": "checks_passed",
-    "score": "checks_score",
-    "grader-score": "checks_score",
-    "checks_score": "checks_score",
-    "judge": "judge_pass",
-    "judge_pass": "judge_pass",
-    "turns": "turns",
-    "tool-calls": "tool_calls",
-    "tool_calls": "tool_calls",
-    "cost": "cost_usd",
-    "cost_usd": "cost_usd",
-}
-DEFAULT_PRIMARY = "pitfall_free"
+#: Metrics every report compares (graded metrics join when ``grades/`` has them), from the registry.
+BASE_METRICS = tuple(m.name for m in METRICS if not m.graded)
+GRADED_METRICS = tuple(m.name for m in METRICS if m.graded)
 
 
 @dataclass
@@ -86,8 +69,9 @@ class Context:
     say: Callable[[str], None]
 
 
-#: A section builder fills some fields of the report (a dict of Report fields) from the context.
-Section = Callable[[Context, dict[str, Any]], None]
+#: A section builder fills some fields of the report being built (``Report.model_construct``: unvalidated
+#: until every section has run) from the context.
+Section = Callable[[Context, Report], None]
 
 
 def primary_metric(name: str | None) -> str:
@@ -98,7 +82,7 @@ def primary_metric(name: str | None) -> str:
     if key not in PRIMARY_NAMES:
         raise UsageError(
             f"--primary {name}: not a metric",
-            hint="use pitfall-free, checks, score, judge, turns, tool-calls or cost",
+            hint="use " + ", ".join(PRIMARY_CHOICES[:-1]) + " or " + PRIMARY_CHOICES[-1],
         )
     return PRIMARY_NAMES[key]
 
@@ -178,7 +162,7 @@ def make_context(
     )
 
 
-def comparisons_section(ctx: Context, fields: dict[str, Any]) -> None:
+def comparisons_section(ctx: Context, report: Report) -> None:
     """Every comparison in its Holm family, and the ranking read from the real ones."""
     ctx.say(f"comparing {len(ctx.tested)} cells with {ctx.control.id} on {len(ctx.metrics)} metrics")
     planned = plan_comparisons(ctx.tested, ctx.metrics, ctx.task_ids, ctx.primary)
@@ -192,17 +176,12 @@ def comparisons_section(ctx: Context, fields: dict[str, Any]) -> None:
         alpha=ctx.alpha,
         seed=ctx.manifest.seed,
     )
-    fields.update(
-        comparisons=comparisons,
-        families=families,
-        primary_metric=ctx.primary,
-        ranking=rank(_layers_tested(ctx), ctx.layers, comparisons, ctx.primary),
-        ranking_key=RANKING_KEY,
-        no_op_cells=ctx.no_ops,
-    )
+    report.comparisons, report.families, report.primary_metric = comparisons, families, ctx.primary
+    report.ranking = rank(_layers_tested(ctx), ctx.layers, comparisons, ctx.primary)
+    report.ranking_key, report.no_op_cells = RANKING_KEY, ctx.no_ops
 
 
-def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
+def sequential_inference_section(ctx: Context, report: Report) -> None:
     """An adaptive run, or a fixed run read before its end: "real" (and so the verdicts, the ranking and the
     regressions) from the anytime-valid analysis alone; every fixed-n figure stays, as description
     (:mod:`ablate.report.anytime`). A complete fixed run is left exactly as the comparisons made it."""
@@ -210,7 +189,7 @@ def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
     from ablate.report.sequential import sequential_of
 
     seq = sequential_of(ctx.folder, ctx.manifest, ctx.plan, ctx.results, alpha=ctx.alpha)
-    fields["sequential"] = seq
+    report.sequential = seq
     if seq is None:
         return
     ctx.say(f"{seq.mode} run: real marks from the anytime-valid analysis of {seq.primary}")
@@ -221,12 +200,9 @@ def sequential_inference_section(ctx: Context, fields: dict[str, Any]) -> None:
             f"the level its stopping rule used; this report's α {ctx.alpha} applies to its descriptive "
             "figures only."
         )
-    comparisons = anytime_comparisons(fields["comparisons"], seq, alpha=seq.alpha)
-    fields.update(
-        comparisons=comparisons,
-        families=anytime_families(fields["families"], seq, seq.alpha),
-        ranking=rank(_layers_tested(ctx), ctx.layers, comparisons, ctx.primary),
-    )
+    report.comparisons = anytime_comparisons(report.comparisons, seq, alpha=seq.alpha)
+    report.families = anytime_families(report.families, seq, seq.alpha)
+    report.ranking = rank(_layers_tested(ctx), ctx.layers, report.comparisons, ctx.primary)
 
 
 def _layers_tested(ctx: Context) -> list[ManifestCell]:
@@ -234,14 +210,14 @@ def _layers_tested(ctx: Context) -> list[ManifestCell]:
     return [c for c in ctx.tested if not c.aa_of]
 
 
-def noise_floor_section(ctx: Context, fields: dict[str, Any]) -> None:
+def noise_floor_section(ctx: Context, report: Report) -> None:
     """``--aa``: each metric's pooled A/A difference — flip rate, spread, and whether it is "real"."""
     from ablate.report.families import paired_values
     from ablate.report.model import BINARY_METRICS, NoiseFloorRow
 
     rows = []
     for aa in (c for c in ctx.tested if c.aa_of):
-        for x in fields["comparisons"]:
+        for x in report.comparisons:
             if x.cell != aa.id or x.task is not None:
                 continue
             xs, ys, _ = paired_values(
@@ -263,10 +239,10 @@ def noise_floor_section(ctx: Context, fields: dict[str, Any]) -> None:
                     real=x.real,
                 )
             )
-    fields["noise_floor"] = rows
+    report.noise_floor = rows
 
 
-def provenance_section(ctx: Context, fields: dict[str, Any]) -> None:
+def provenance_section(ctx: Context, report: Report) -> None:
     """The user's own history of the stripped layers, when this machine has it (never part of the figures)."""
     from ablate.report.provenance import provenance_block
 
@@ -277,12 +253,12 @@ def provenance_section(ctx: Context, fields: dict[str, Any]) -> None:
             block = provenance_block(ctx.run_dir, Path(config))
         except OSError as exc:
             ctx.say(f"your own history: not read ({exc})")
-    fields["provenance"] = Provenance.model_validate(block) if block else None
+    report.provenance = Provenance.model_validate(block) if block else None
 
 
-def cells_section(ctx: Context, fields: dict[str, Any]) -> None:
+def cells_section(ctx: Context, report: Report) -> None:
     """Per-cell summaries and the per-task table."""
-    fields["cells"] = cell_summaries(
+    report.cells = cell_summaries(
         ctx.manifest,
         ctx.plan,
         ctx.items,
@@ -292,16 +268,16 @@ def cells_section(ctx: Context, fields: dict[str, Any]) -> None:
         {n.cell for n in ctx.no_ops},
         ctx.alpha,
     )
-    fields["task_table"] = task_table(ctx.manifest, ctx.items.scored)
+    report.task_table = task_table(ctx.manifest, ctx.items.scored)
 
 
-def power_section(ctx: Context, fields: dict[str, Any]) -> None:
+def power_section(ctx: Context, report: Report) -> None:
     """Power per cell and metric from the blocks actually paired (see :mod:`ablate.report.power_table`)."""
     spend = sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items)
     n = len(ctx.items.all_items)
-    fields["power"] = power_rows(
-        fields["comparisons"],
-        fields["families"],
+    report.power = power_rows(
+        report.comparisons,
+        report.families,
         ctx.items.scored,
         control=ctx.control.id,
         task_ids=ctx.task_ids,
@@ -309,28 +285,28 @@ def power_section(ctx: Context, fields: dict[str, Any]) -> None:
         alpha=ctx.alpha,
         mean_cost=spend / n if n else None,
         n_cells=len(ctx.manifest.cells),
-        sequential=fields.get("sequential"),
+        sequential=report.sequential,
     )
 
 
-def regressions_section(ctx: Context, fields: dict[str, Any]) -> None:
+def regressions_section(ctx: Context, report: Report) -> None:
     """Real comparisons where stripping a layer made the result better; the rest in that direction counted."""
-    comparisons = fields["comparisons"]
-    fields["regressions"] = [x for x in comparisons if x.verdict == "hurts"]
-    fields["regressions_not_real"] = sum(
+    comparisons = report.comparisons
+    report.regressions = [x for x in comparisons if x.verdict == "hurts"]
+    report.regressions_not_real = sum(
         1
         for x in comparisons
         if x.task is not None and not x.real and x.delta and ((x.delta > 0) == (x.metric in HIGHER_IS_BETTER))
     )
 
 
-def holdout_section(ctx: Context, fields: dict[str, Any]) -> None:
+def holdout_section(ctx: Context, report: Report) -> None:
     """The dev/holdout check on the primary metric, task by task (:mod:`ablate.grade.splits`)."""
     from ablate.grade.splits import holdout_finding, split_of_tasks
 
     split_of = split_of_tasks(ctx.folder)
     if set(split_of.values()) != {"dev", "holdout"}:
-        fields["holdout_note"] = "not checked: the dev/holdout check needs tasks in both splits"
+        report.holdout_note = "not checked: the dev/holdout check needs tasks in both splits"
         return
     found: list[HoldoutFinding] = []
     for c in ctx.tested:
@@ -361,14 +337,14 @@ def holdout_section(ctx: Context, fields: dict[str, Any]) -> None:
                     message=f.message,
                 )
             )
-    fields["holdout"] = found
-    fields["holdout_note"] = (
+    report.holdout = found
+    report.holdout_note = (
         f"checked {len(ctx.tested)} cells on {METRIC_LABELS[ctx.primary]}, task by task: "
         + (f"{len(found)} dev gain(s) reverse on holdout" if found else "no dev gain reverses on holdout")
     )
 
 
-def run_section(ctx: Context, fields: dict[str, Any]) -> None:
+def run_section(ctx: Context, report: Report) -> None:
     """The run's identity, counts, model verification, spend and fingerprints."""
     m = ctx.manifest
     models_seen: dict[str, int] = {}
@@ -379,7 +355,7 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
         for name in seen:
             models_seen[name] = models_seen.get(name, 0) + 1
     lists = [it.list_cost for it in ctx.items.all_items]
-    fields["run"] = RunInfo(
+    report.run = RunInfo(
         id=m.run_id,
         claude_version=m.claude.version,
         claude_sha256=m.claude.sha256,
@@ -403,26 +379,26 @@ def run_section(ctx: Context, fields: dict[str, Any]) -> None:
         spend_list_usd=None if any(v is None for v in lists) else sum(v or 0.0 for v in lists),
         simulated=bool(m.setup.endpoint and m.setup.endpoint.simulated),
     )
-    fields["n"] = Counts(
+    report.n = Counts(
         tasks=len(ctx.task_ids),
         repeats=m.repeats,
         items=len(ctx.plan),
         complete=sum(1 for r in ctx.results if r.complete),
         excluded=len(ctx.items.excluded),
     )
-    fields["excluded_items"] = ctx.items.excluded
-    fields["layer_use"] = layer_use(m, ctx.control, ctx.items.scored)
-    fields["fingerprints"] = {
+    report.excluded_items = ctx.items.excluded
+    report.layer_use = layer_use(m, ctx.control, ctx.items.scored)
+    report.fingerprints = {
         "claude": {"version": m.claude.version, "sha256": m.claude.sha256},
         "tasks": {t.id: t.sha256 for t in m.tasks},
         "cells": {c.id: c.fingerprints for c in m.cells},
         "plan_sha256": m.plan_sha256,
     }
-    fields["probe"] = read_probe(ctx.run_dir)
+    report.probe = read_probe(ctx.run_dir)
 
 
 #: The report's section builders, in order (a builder may read the fields an earlier one filled).
-def graders_section(ctx: Context, fields: dict[str, Any]) -> None:
+def graders_section(ctx: Context, report: Report) -> None:
     """Each named check (a plugin-eval grader) under its name: how often it passed, per task and cell."""
     from ablate.grade.record import read_grade
 
@@ -436,7 +412,7 @@ def graders_section(ctx: Context, fields: dict[str, Any]) -> None:
                 entry[0] += int(c.passed)
                 entry[1] += 1
     order = {c.id: i for i, c in enumerate(ctx.manifest.cells)}
-    fields["graders"] = [
+    report.graders = [
         GraderRate(task=t, grader=g, kind=k, weight=w, cell=c, passed=p, n=n)
         for (t, g, k, w, c), (p, n) in sorted(
             tally.items(), key=lambda kv: (*kv[0][:2], order.get(kv[0][4], 0))
@@ -475,15 +451,11 @@ def build_report(
     ctx = make_context(
         run_dir, alpha=alpha, control=control, primary=primary, say=progress or (lambda _m: None)
     )
-    fields: dict[str, Any] = {
-        "generated_by": f"ablate {__version__}",
-        "alpha": alpha,
-        "caveats": [],
-        "inputs_sha256": digest,
-    }
+    start: dict[str, Any] = {"generated_by": f"ablate {__version__}", "alpha": alpha, "inputs_sha256": digest}
+    building = Report.model_construct(caveats=[], **start)  # the sections fill the rest
     for section in SECTIONS:
-        section(ctx, fields)
-    report = Report(**fields)
+        section(ctx, building)
+    report = Report.model_validate(building.__dict__)  # every required field filled, every value checked
     report.caveats = compute_caveats(report, ctx.manifest)
     if report.sequential is not None:
         report.caveats.append(sequential_caveat(report.sequential))

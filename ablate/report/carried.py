@@ -12,7 +12,7 @@ exactly the same digests did not differ on the wire: a provenance failure, named
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ablate.folder.layout import RunManifest
 from ablate.report.blocks import Block, Para, Table
@@ -63,7 +63,7 @@ def probe_contexts(ctx: Context) -> dict[str, str]:
     }
 
 
-def carried_section(ctx: Context, fields: dict[str, Any]) -> None:
+def carried_section(ctx: Context, report: Report) -> None:
     """``carried``: per cell of the manifest, the distinct digests its sessions sent (every attempt)."""
     seen: dict[str, list[set[str]]] = {c.id: [set(), set(), set()] for c in ctx.manifest.cells}
     sessions = dict.fromkeys(seen, 0)
@@ -82,7 +82,7 @@ def carried_section(ctx: Context, fields: dict[str, Any]) -> None:
         ):
             part.update(digests)
     if not any(sessions.values()):
-        fields["carried"] = []
+        report.carried = []
         return
     no_ops = {n.cell for n in ctx.no_ops}
     key: dict[str, Digests] = {  # only cells whose context was digested (a wire before it was kept: none)
@@ -90,7 +90,7 @@ def carried_section(ctx: Context, fields: dict[str, Any]) -> None:
     }
     stripped = {c.id: set(c.stripped) for c in ctx.manifest.cells}
     at_start = at_start_layers(ctx)
-    fields["carried"] = [
+    report.carried = [
         CellCarried(
             cell=c.id,
             stripped=list(c.stripped),

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from ablate.folder.layout import ManifestCell
 from ablate.report.items import Item, Key
 from ablate.report.model import (
-    BINARY_METRICS,
     HIGHER_IS_BETTER,
     Comparison,
     ComparisonVerdict,
     Family,
     FamilyName,
 )
-from ablate.stats import Interval, NotComputable, PairedResult, holm, paired_binary, paired_mean
+from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
+from ablate.stats import PairedResult
 
 FAMILY_RULE = (
     "separate families: Holm at α within the primary family (the pooled primary metric, one comparison per "
@@ -59,6 +59,13 @@ def plan_comparisons(
     return out
 
 
+def side_values(scored: dict[Key, Item], cell: str, metric: str) -> dict[Block, float]:
+    """One cell's values of ``metric`` by (task, repeat) block, over its scored items that have one."""
+    return {
+        (t, r): it.values[metric] for (t, c, r), it in scored.items() if c == cell and metric in it.values
+    }
+
+
 def paired_values(
     scored: dict[Key, Item],
     cell: str,
@@ -68,17 +75,9 @@ def paired_values(
     repeats: Sequence[int],
 ) -> tuple[list[float], list[float], list[str]]:
     """The cell's and the control's values on the blocks where both are scored, and each block's task."""
-    xs: list[float] = []
-    ys: list[float] = []
-    strata: list[str] = []
-    for t in tasks:
-        for r in repeats:
-            a, b = scored.get((t, cell, r)), scored.get((t, control, r))
-            if a and b and metric in a.values and metric in b.values:
-                xs.append(a.values[metric])
-                ys.append(b.values[metric])
-                strata.append(t)
-    return xs, ys, strata
+    blocks = [(t, r) for t in tasks for r in repeats]
+    pairs = pair_blocks(side_values(scored, cell, metric), side_values(scored, control, metric), blocks)
+    return pairs.cell, pairs.control, pairs.strata
 
 
 def layer_verdict(metric: str, delta: float | None, real: bool, p: float | None) -> ComparisonVerdict:
@@ -104,23 +103,23 @@ def run_comparisons(
 ) -> tuple[list[Comparison], list[Family]]:
     """Test every planned comparison, Holm within each family, and mark what is real."""
     m = {f: sum(1 for p in planned if p.family == f) for f in ("primary", "secondary")}
+    values = {(c, metric): side_values(scored, c, metric) for c in {control, *(p.cell.id for p in planned)}
+              for metric in {p.metric for p in planned}}  # fmt: skip
     results: list[PairedResult] = []
     for p in planned:
-        xs, ys, strata = paired_values(
-            scored, p.cell.id, control, p.metric, task_ids if p.task is None else [p.task], repeats
-        )
-        if p.metric in BINARY_METRICS:
-            results.append(paired_binary([x > 0.5 for x in xs], [y > 0.5 for y in ys], level=1 - alpha))
-        else:
-            floor = alpha / max(1, m[p.family])
-            s = _seed(seed, p.cell.id, p.metric, p.task)
-            results.append(paired_mean(xs, ys, strata, level=1 - alpha, seed=s, p_floor=floor))
-    adjusted: dict[int, float] = {}
+        blocks = [(t, r) for t in (task_ids if p.task is None else [p.task]) for r in repeats]
+        pairs = pair_blocks(values[(p.cell.id, p.metric)], values[(control, p.metric)], blocks)
+        floor = alpha / max(1, m[p.family])
+        s = _seed(seed, p.cell.id, p.metric, p.task)
+        results.append(paired_test(p.metric, pairs, level=1 - alpha, seed=s, p_floor=floor))
+    marked: dict[int, tuple[float | None, bool]] = {}
     for fam in ("primary", "secondary"):
-        idx = [i for i, p in enumerate(planned) if p.family == fam and results[i].p_value is not None]
-        adjusted.update(zip(idx, holm([results[i].p_value or 0.0 for i in idx]), strict=True))
+        idx = [i for i, p in enumerate(planned) if p.family == fam]
+        marked.update(
+            zip(idx, holm_real([(results[i].p_value, results[i].delta) for i in idx], alpha), strict=True)
+        )
     out = [
-        _comparison(p, r, adjusted.get(i), control, layers[p.cell.id], alpha)
+        _comparison(p, r, *marked[i], control, layers[p.cell.id])
         for i, (p, r) in enumerate(zip(planned, results, strict=True))
     ]
     families = [
@@ -131,11 +130,9 @@ def run_comparisons(
 
 
 def _comparison(
-    p: Planned, r: PairedResult, padj: float | None, control: str, layers: list[str], alpha: float
+    p: Planned, r: PairedResult, padj: float | None, real: bool, control: str, layers: list[str]
 ) -> Comparison:
-    iv = r.interval
-    reasons = [x.reason for x in (r.p, iv) if isinstance(x, NotComputable)]
-    real = bool(padj is not None and padj <= alpha and r.delta)
+    lo, hi, ci_method = interval(r)
     return Comparison(
         cell=p.cell.id,
         control=control,
@@ -145,9 +142,9 @@ def _comparison(
         cell_value=r.cell_value,
         control_value=r.control_value,
         delta=r.delta,
-        ci_low=iv.low if isinstance(iv, Interval) else None,
-        ci_high=iv.high if isinstance(iv, Interval) else None,
-        ci_method=iv.method if isinstance(iv, Interval) else None,
+        ci_low=lo,
+        ci_high=hi,
+        ci_method=ci_method,
         p=r.p_value,
         p_adjusted=padj,
         real=real,
@@ -155,7 +152,7 @@ def _comparison(
         verdict=layer_verdict(p.metric, r.delta, real, r.p_value),
         n_pairs=r.n_pairs,
         method=r.method,
-        not_computable="; ".join(dict.fromkeys(reasons)) or None,
+        not_computable="; ".join(not_computable(r)) or None,
         gained=r.gained,
         lost=r.lost,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import PlanItem, RunFolder
+from ablate.folder.metrics import METRICS
 from ablate.folder.result import ItemResult
 from ablate.folder.session import ThreadSummary
 from ablate.report.model import ExcludedItem
@@ -67,13 +68,9 @@ def read_item(folder: RunFolder, res: ItemResult, model: str) -> Item:
     """The metric values, token counts and list-price cost of one result."""
     it = Item(res)
     total = _session_total(res)
-    it.values["pitfall_free"] = 1.0 if not any(v for v in res.pitfall_hits.values()) else 0.0
-    if res.turns is not None:
-        it.values["turns"] = float(res.turns)
-    if res.session is not None:
-        it.values["tool_calls"] = float(total.tool_calls)
-    if res.cost_usd is not None:
-        it.values["cost_usd"] = float(res.cost_usd)
+    for m in METRICS:  # the registry's mined metrics; the graded ones come from grades/
+        if m.value is not None and (v := m.value(res)) is not None:
+            it.values[m.name] = v
     it.values.update(_grades(folder, res))
     inp, cw, cr = total.input_tokens, total.cache_creation_tokens, total.cache_read_tokens
     it.input_tokens, it.cache_read = inp + cw + cr, cr

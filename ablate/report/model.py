@@ -10,28 +10,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# BINARY_METRICS: the binary metrics (rates; exact discordant-block test); the others are counts or costs
-# (sign-flip test). Defined in core.units, where the value formatters read it.
-from ablate.core.units import BINARY_METRICS as BINARY_METRICS
 from ablate.folder.adaptive import Look
 
-REPORT_SCHEMA_VERSION: Literal[1] = 1
+# The metrics (their labels, which are rates, which are better higher) are declared in the registry.
+from ablate.folder.metrics import BINARY_METRICS as BINARY_METRICS
+from ablate.folder.metrics import HIGHER_IS_BETTER as HIGHER_IS_BETTER
+from ablate.folder.metrics import METRIC_LABELS as METRIC_LABELS
 
-#: Metrics compared between each cell and the control, in report order.
-Metric = Literal[
-    "pitfall_free", "turns", "tool_calls", "cost_usd", "checks_passed", "checks_score", "judge_pass"
-]
-#: Metrics where a larger value is better (for a layer, "helps" = stripping it lowers them).
-HIGHER_IS_BETTER: frozenset[str] = frozenset({"pitfall_free", "checks_passed", "checks_score", "judge_pass"})
-METRIC_LABELS: dict[str, str] = {
-    "pitfall_free": "pitfall-free rate",
-    "turns": "turns",
-    "tool_calls": "tool calls",
-    "cost_usd": "cost USD",
-    "checks_passed": "checks-passed rate",
-    "checks_score": "grader score",
-    "judge_pass": "judge-pass rate",
-}
+REPORT_SCHEMA_VERSION: Literal[1] = 1
 
 
 #: One comparison's verdict about the layer the cell strips: ``helps`` (stripping it made the metric worse,

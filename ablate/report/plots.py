@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ablate.core.tempwork import make_work_dir, remove_tree
+from ablate.folder.metrics import BY_NAME
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Report
 
 REAL_COLOR = "#1f4e79"
@@ -80,7 +81,7 @@ def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
                     c.delta * scale, y, "o", markerfacecolor="white", markeredgecolor=DRAW_COLOR, markersize=6
                 )
         ax.axvline(0.0, color="black", linewidth=0.8)
-        unit = " (pts)" if metric in BINARY_METRICS else (" (USD)" if metric == "cost_usd" else "")
+        unit = {"rate": " (pts)", "usd": " (USD)"}.get(BY_NAME[metric].unit, "") if metric in BY_NAME else ""
         ax.set_title(f"Δ {METRIC_LABELS.get(metric, metric)}{unit}")
         ax.grid(axis="x", color="#e5e5e5")
         ax.set_yticks(range(len(cells)))

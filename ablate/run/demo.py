@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import UsageError
+from ablate.folder.metrics import DEFAULT_PRIMARY, metric_named
 
 MARKER = ".ablate-demo"
 
@@ -176,6 +177,9 @@ def demo_design(
     """The fewest repeats whose runs find every planted effect with probability ``target`` (bisection: more
     repeats never make the exact test weaker here)."""
 
+    if not metric_named(DEFAULT_PRIMARY).binary:  # the simulation below is the exact test of a rate
+        raise UsageError(f"demo design: the primary metric {DEFAULT_PRIMARY} is not a rate")
+
     def chance(n: int) -> Recovery:
         return recovery_probability(n, rates, helps=helps, control=control)
 
@@ -201,7 +205,7 @@ def planted_facts(report: dict[str, Any]) -> list[Fact]:
     """What a demo report (report.json) says about each planted fact: the planted layers help, the null layer
     is not real on the primary metric, the no-op cell is labelled and not tested."""
     ranking = {str(e.get("cell")): e for e in report.get("ranking", []) if isinstance(e, dict)}
-    primary = report.get("primary_metric", "pitfall_free")
+    primary = report.get("primary_metric", DEFAULT_PRIMARY)
     pooled = {
         str(c.get("cell")): c
         for c in report.get("comparisons", [])

@@ -1,0 +1,77 @@
+"""The paired-comparison pipeline shared by the report and ``ablate compare``: pair two sides on their
+(task, repeat) blocks, test the pairs as the metric's kind asks, Holm-adjust a family and mark what is real.
+
+One pipeline, so a report's comparison and compare's contrast of the same data agree: a binary metric (a rate,
+:mod:`ablate.folder.metrics`) gets the exact test over discordant blocks with Newcombe's paired interval; a
+count, cost or score the sign-flip permutation test with a t interval on the per-block differences. A
+comparison is real only when its Holm-adjusted p is at most alpha and its Δ is not zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ablate.folder.metrics import metric_named
+from ablate.stats import Interval, NotComputable, PairedResult, holm, paired_binary, paired_mean
+
+#: A block: one (task, repeat).
+Block = tuple[str, int]
+
+
+@dataclass
+class Pairs:
+    """Both sides' values on the blocks where both have one, in block order, and each block's task."""
+
+    cell: list[float] = field(default_factory=list)
+    control: list[float] = field(default_factory=list)
+    strata: list[str] = field(default_factory=list)
+
+
+def pair_blocks(
+    cell: Mapping[Block, float], control: Mapping[Block, float], blocks: Iterable[Block]
+) -> Pairs:
+    """The pairs of ``cell`` and ``control`` over ``blocks`` (in that order), skipping a block either lacks."""
+    out = Pairs()
+    for b in blocks:
+        if b in cell and b in control:
+            out.cell.append(cell[b])
+            out.control.append(control[b])
+            out.strata.append(b[0])
+    return out
+
+
+def paired_test(
+    metric: str, pairs: Pairs, *, level: float = 0.95, seed: int = 0, p_floor: float | None = None
+) -> PairedResult:
+    """``cell`` − ``control`` on ``metric``: the exact discordant-block test for a rate, sign-flip otherwise
+    (``p_floor``: the smallest p the resamples must resolve, its family's Holm threshold)."""
+    if metric_named(metric).binary:
+        return paired_binary([x > 0.5 for x in pairs.cell], [y > 0.5 for y in pairs.control], level=level)
+    return paired_mean(pairs.cell, pairs.control, pairs.strata, level=level, seed=seed, p_floor=p_floor)
+
+
+def holm_real(
+    tests: Sequence[tuple[float | None, float | None]], alpha: float
+) -> list[tuple[float | None, bool]]:
+    """One family of (p, Δ): each test's Holm-adjusted p (None when it has no p) and whether it is real."""
+    idx = [i for i, (p, _d) in enumerate(tests) if p is not None]
+    adjusted = dict(zip(idx, holm([tests[i][0] or 0.0 for i in idx]), strict=True))
+    return [
+        (adjusted.get(i), bool(i in adjusted and adjusted[i] <= alpha and d))
+        for i, (_p, d) in enumerate(tests)
+    ]
+
+
+def interval(r: PairedResult) -> tuple[float | None, float | None, str | None]:
+    """The result's interval as (low, high, method); all None when it could not be computed."""
+    iv = r.interval
+    return (iv.low, iv.high, iv.method) if isinstance(iv, Interval) else (None, None, None)
+
+
+def not_computable(r: PairedResult) -> list[str]:
+    """Why the p-value or the interval is missing, each reason once, p first."""
+    return list(dict.fromkeys(x.reason for x in (r.p, r.interval) if isinstance(x, NotComputable)))
+
+
+__all__ = ["Block", "Pairs", "holm_real", "interval", "not_computable", "pair_blocks", "paired_test"]
