@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tabulate import tabulate
 
 from ablate.cli.common import (
     AblateToml,
@@ -110,6 +109,8 @@ def pieces_cmd(
             [r["id"], r["kind"], r["side"], r["file"], r["bytes"], r["tokens"], r["tokens_source"]]
             for r in rows
         ]
+        from tabulate import tabulate
+
         typer.echo(tabulate(table, headers=["id", "kind", "side", "file", "bytes", "tokens", "source"]))
         typer.echo(
             f"{len(pieces)} pieces; tokens: estimate = from the piece's text, request = measured from the "
