@@ -1,4 +1,4 @@
-"""Planning: every item once, seeded order within (task, repeat) blocks, whole-block shards, estimates."""
+"""Planning: every item once, seeded order within (task, repeat) blocks, whole-block shards."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from ablate.run.plan import (
     Shard,
     block_order,
     blocks,
-    estimate,
     make_plan,
     parse_shard,
     plan_sha256,
@@ -81,16 +80,3 @@ def test_plan_rejects_empty_and_duplicate_input() -> None:
         make_plan(["a"], CELLS, repeats=0, seed=1)
     with pytest.raises(UsageError, match="duplicate cell"):
         make_plan(["a"], ["C0", "C0"], repeats=1, seed=1)
-
-
-def test_estimate_from_prices_and_from_observed_costs() -> None:
-    est = estimate(10, model="claude-sonnet-4-6", max_turns=30)
-    assert est.sessions == 10
-    assert est.calls == 60
-    # 21k in + 400 out at $3/$15 per million = $0.069 a call
-    assert est.usd == pytest.approx(60 * 0.069)
-    assert estimate(10, model="claude-sonnet-4-6", max_turns=2).calls == 20
-    seen = estimate(4, model="claude-sonnet-4-6", max_turns=30, observed_usd=[0.1, 0.3])
-    assert seen.usd == pytest.approx(0.8)
-    assert "2 sessions already run" in seen.basis
-    assert estimate(1, model="mystery-model", max_turns=5).usd is None

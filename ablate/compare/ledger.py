@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from ablate.compare.arms import Arm
+from ablate.core.jsonl import json_lines
 from ablate.setup.tasks import Task
 
 LEDGER = "compare-ledger.jsonl"
@@ -36,19 +37,11 @@ def read_ledger(out_root: Path) -> tuple[list[dict[str, Any]], int]:
     bad = 0
     if not path.exists():
         return entries, bad
-    with path.open("rb") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                bad += 1
-                continue
-            if isinstance(rec, dict) and rec.get("schema_version") == LEDGER_SCHEMA_VERSION:
-                entries.append(rec)
-            else:
-                bad += 1
+    for rec in json_lines(path):
+        if isinstance(rec, dict) and rec.get("schema_version") == LEDGER_SCHEMA_VERSION:
+            entries.append(rec)
+        else:
+            bad += 1
     return entries, bad
 
 

@@ -77,11 +77,12 @@ class Attempt(Spec):
     """The environment the attempt ran in (``c03`` or ``c03s1``)."""
 
 
-class PlanItem(Spec):
-    """One line of plan.jsonl: what to run, in which order, and every attempt made so far."""
+class ItemRecord(Spec):
+    """What every record about one item starts with: its format version and which item it is (a plan line,
+    a result)."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
-    """Format version of this line."""
+    schema_version: int
+    """Format version of the record (each record type fixes its own)."""
     item: str
     """The item id (`<task>__<cell>__r<repeat>`)."""
     task: str
@@ -91,7 +92,15 @@ class PlanItem(Spec):
     repeat: int = Field(ge=0)
     """Repeat index, from 0."""
     order: int = Field(ge=0)
-    """Global execution order (randomised within each (task, repeat) block from the manifest's seed)."""
+    """Global execution order of the item in the plan (randomised within each (task, repeat) block from the
+    manifest's seed)."""
+
+
+class PlanItem(ItemRecord):
+    """One line of plan.jsonl: what to run, in which order, and every attempt made so far."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    """Format version of this line."""
     attempts: list[Attempt] = Field(default_factory=list)
     """Every attempt, oldest first."""
 

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError, computed_field, model_validator
 from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
-from ablate.folder.layout import RunFolder
+from ablate.folder.layout import ItemRecord, RunFolder
 from ablate.folder.session import SessionMetrics, SessionWrites
 from ablate.folder.wire import WireTotals
 
@@ -68,21 +68,11 @@ class Recovery(Spec):
     """Differences between the transcript's figures and a salvaged CLI document."""
 
 
-class ItemResult(Spec):
+class ItemResult(ItemRecord):
     """The outcome of one item's best attempt (docs/ARCHITECTURE.md, "The run folder")."""
 
     schema_version: Literal[2] = RESULT_SCHEMA_VERSION
     """Format version of this file."""
-    item: str
-    """``<task>__<cell>__r<repeat>``."""
-    task: str
-    """Task id."""
-    cell: str
-    """Cell id."""
-    repeat: int = Field(ge=0)
-    """Repeat index, from 0."""
-    order: int = Field(ge=0)
-    """Global execution order of the item in the plan."""
     attempt: int = Field(ge=1)
     """The attempt (``stdout/<item>.a<N>.json``) this result describes."""
     session_id: str

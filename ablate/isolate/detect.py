@@ -13,20 +13,16 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from ablate.core.fsutil import atomic_write_json
+from ablate.core.once import once
 from ablate.isolate import nsexec
 from ablate.isolate.backend import Support
 from ablate.isolate.fence import bwrap_path, fence_argv, fence_support
 
 NSEXEC = Path(nsexec.__file__).resolve()
 ROOT, USERNS = "root", "user-namespace"
-
-
-_support: Support | None = None
-_support_lock = threading.Lock()
 
 
 def namespace_support() -> tuple[bool, str]:
@@ -39,13 +35,10 @@ def namespace_check() -> Support:
     """Whether the ``namespace`` backend works here (and whether its sessions can be locked in), tried for
     real once per process: an overlay mounted in a private namespace, a write through it under bubblewrap,
     the lower folder unchanged."""
-    global _support
-    with _support_lock:
-        if _support is None:
-            _support = _try_namespace()
-        return _support
+    return _try_namespace()
 
 
+@once
 def _try_namespace() -> Support:
     if not sys.platform.startswith("linux"):
         return Support(False, f"mount namespaces are Linux-only (this is {sys.platform})")

@@ -24,10 +24,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ablate.core.once import once
 
 #: How to get bubblewrap where it is missing.
 INSTALL_HINT = (
@@ -105,20 +106,13 @@ class FenceSupport:
         return "sandbox-exec" if self.sandbox_exec is not None else "bubblewrap"
 
 
-_support: FenceSupport | None = None
-_support_lock = threading.Lock()
-
-
 def fence_support() -> FenceSupport:
     """Whether a bubblewrap fence works here, tried for real once per process: a write to the writable
     folder lands, a write to the read-only root fails."""
-    global _support
-    with _support_lock:
-        if _support is None:
-            _support = _try_fence()
-        return _support
+    return _try_fence()
 
 
+@once
 def _try_fence() -> FenceSupport:
     if sys.platform == "darwin":
         return _try_sandbox_exec()

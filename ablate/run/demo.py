@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,16 @@ PLANTED_WITHOUT = 0.1
 #: The demo's tasks: each depends on one layer of the demo cell set.
 DEMO_TASKS = ("greet-exclaim", "no-framework")
 
-#: The demo's cell set: two planted layers, one that does nothing (null), one the example setup lacks (no-op).
+#: The demo's cells: id, label, the layers it strips (two planted layers, one that does nothing (null), one the
+#: example setup lacks (no-op)).
+_DEMO_CELL_ROWS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("C0", "everything (control)", ()),
+    ("C1", "no user-claude-md (planted: greet-exclaim needs it)", ("user-claude-md",)),
+    ("C2", "no axioms (null: the simulated model ignores it)", ("axioms",)),
+    ("C8", "no decisions (planted: no-framework needs it)", ("decisions",)),
+    ("C12", "no output-styles (no-op: the example setup has none)", ("output-styles",)),
+)
+#: The demo's cell set, as the cells.toml it writes.
 DEMO_CELLS = """\
 # The demo's cell set (written by `ablate demo`): the control, two layers the simulated model depends on,
 # one it ignores, and one the example setup does not have.
@@ -48,32 +58,10 @@ name = "demo"
 description = "Demo: two planted layers (C1, C8), one null layer (C2), one no-op cell (C12)"
 control = "C0"
 universe = ["repo-memory", "runbooks", "decisions", "findings", "handoffs-plans"]
-
-[[cell]]
-id = "C0"
-label = "everything (control)"
-strip = []
-
-[[cell]]
-id = "C1"
-label = "no user-claude-md (planted: greet-exclaim needs it)"
-strip = ["user-claude-md"]
-
-[[cell]]
-id = "C2"
-label = "no axioms (null: the simulated model ignores it)"
-strip = ["axioms"]
-
-[[cell]]
-id = "C8"
-label = "no decisions (planted: no-framework needs it)"
-strip = ["decisions"]
-
-[[cell]]
-id = "C12"
-label = "no output-styles (no-op: the example setup has none)"
-strip = ["output-styles"]
-"""
+""" + "".join(
+    f'\n[[cell]]\nid = "{cid}"\nlabel = "{label}"\nstrip = {json.dumps(list(strip))}\n'
+    for cid, label, strip in _DEMO_CELL_ROWS
+)
 
 
 #: Pitfall-free rates the simulated model plants, per tested cell and task (the control has PLANTED_WITH on

@@ -1,4 +1,4 @@
-"""Planning a run: every (task, cell, repeat) item, its order, shards, and what it may cost.
+"""Planning a run: every (task, cell, repeat) item, its order and shards (its cost: ``ablate.run.estimate``).
 
 Order (docs/ARCHITECTURE.md#run-folder): items come in blocks, one block per (repeat, task), repeat-major, so every cell of a task
 is run once before any is run twice; within a block the cells are shuffled by a generator seeded from
@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ablate.core.errors import UsageError
-from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import PlanItem, item_id
 
 #: Assumed size of one API call when nothing has been observed yet: Claude Code's system prompt, tool
@@ -130,45 +129,6 @@ def plan_sha256(items: Iterable[PlanItem]) -> str:
     for it in sorted(items, key=lambda i: i.order):
         h.update(f"{it.order}\t{it.item}\n".encode())
     return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """What a plan is expected to cost before it runs."""
-
-    sessions: int
-    """`claude -p` sessions to launch."""
-    calls: int
-    """Expected API calls."""
-    usd: float | None
-    """Expected spend, or None for a model without a known price."""
-    basis: str
-    """How the figure was made, in words."""
-
-    def to_json(self) -> dict[str, object]:
-        return {"sessions": self.sessions, "calls": self.calls, "usd": self.usd, "basis": self.basis}
-
-
-def estimate(sessions: int, *, model: str, max_turns: int, observed_usd: Sequence[float] = ()) -> Estimate:
-    """Expected calls and spend of ``sessions`` sessions: from observed session costs when there are any
-    (a resumed run), else from an assumed session shape at list price."""
-    calls_per = min(max_turns, ASSUMED_CALLS_PER_SESSION)
-    if observed_usd:
-        mean = sum(observed_usd) / len(observed_usd)
-        return Estimate(
-            sessions=sessions,
-            calls=sessions * calls_per,
-            usd=mean * sessions,
-            basis=f"mean cost of the {len(observed_usd)} sessions already run (${mean:.4f} each)",
-        )
-    per_call = estimate_cost(model, input_tokens=ASSUMED_INPUT_TOKENS, output_tokens=ASSUMED_OUTPUT_TOKENS)
-    basis = (
-        f"assumes {calls_per} API calls per session of ~{ASSUMED_INPUT_TOKENS // 1000}k input and "
-        f"{ASSUMED_OUTPUT_TOKENS} output tokens at list price, no prompt caching (an upper-end guess)"
-    )
-    if per_call is None:
-        return Estimate(sessions, sessions * calls_per, None, f"no list price known for {model!r}")
-    return Estimate(sessions, sessions * calls_per, per_call * calls_per * sessions, basis)
 
 
 def new_seed() -> int:

@@ -256,36 +256,46 @@ def _json_pieces(lf: LayerFiles, side: str, ids: _Ids) -> Iterator[Piece]:
         obj = json_keys(kp.path) or {}
         if kp.key == "hooks":
             for event, gi, hi, matcher, hook in hook_entries(obj):
-                text = json.dumps(hook, sort_keys=True)
                 parts = [event, matcher if matcher not in ("", "*") else "", _command_name(hook)]
-                name = " ".join(p for p in parts if p)
-                yield Piece(
-                    ids.make(lf.layer.id, name),
-                    lf.layer.id,
-                    "hook",
-                    side,
-                    kp.file,
-                    f"{event} [{matcher or '*'}] {hook.get('command', hook.get('type', ''))}",
-                    len(text.encode()),
-                    text,
-                    cut="hook",
-                    locator=(event, str(gi), str(hi)),
+                label = f"{event} [{matcher or '*'}] {hook.get('command', hook.get('type', ''))}"
+                locator = (event, str(gi), str(hi))
+                yield _json_piece(
+                    lf, side, ids, kp.file, "hook", " ".join(p for p in parts if p), label, hook, locator
                 )
         elif kp.key == "mcpServers" and isinstance(servers := obj.get(kp.key), dict):
             for server, spec in servers.items():
-                text = json.dumps({server: spec}, sort_keys=True)
-                yield Piece(
-                    ids.make(lf.layer.id, server),
-                    lf.layer.id,
-                    "mcp",
-                    side,
-                    kp.file,
-                    server,
-                    len(text.encode()),
-                    text,
-                    cut="mcp",
-                    locator=(kp.key, server),
+                yield _json_piece(
+                    lf, side, ids, kp.file, "mcp", server, server, {server: spec}, (kp.key, server)
                 )
+
+
+def _json_piece(
+    lf: LayerFiles,
+    side: str,
+    ids: _Ids,
+    file: str,
+    kind: Literal["hook", "mcp"],
+    id_name: str,
+    name: str,
+    value: object,
+    locator: tuple[str, ...],
+) -> Piece:
+    """One entry of a layer's JSON key as a piece of ``kind`` (also how it is cut): its text is ``value``
+    serialised with sorted keys, its id made from ``id_name``."""
+    text = json.dumps(value, sort_keys=True)
+    layer = lf.layer.id
+    return Piece(
+        ids.make(layer, id_name),
+        layer,
+        kind,
+        side,
+        file,
+        name,
+        len(text.encode()),
+        text,
+        cut=kind,
+        locator=locator,
+    )
 
 
 def layer_pieces(lf: LayerFiles, side: str) -> list[Piece]:

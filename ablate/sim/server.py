@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from ablate.core.errors import UsageError
+from ablate.core.jsonl import json_lines
 from ablate.sim.engine import (
     Decision,
     RequestView,
@@ -114,16 +115,9 @@ class CapturedRequest:
 
 def iter_requests(log_path: Path) -> Iterator[CapturedRequest]:
     """Stream the requests of a sim log, in order. A torn last line (a log still being written) is skipped."""
-    with log_path.open("rb") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and "seq" in rec:
-                yield CapturedRequest.from_record(rec)
+    for rec in json_lines(log_path):
+        if isinstance(rec, dict) and "seq" in rec:
+            yield CapturedRequest.from_record(rec)
 
 
 class _RequestLog:
