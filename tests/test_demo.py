@@ -93,9 +93,13 @@ def test_planted_facts_are_read_from_the_report() -> None:
     assert missed[1].found == "verdict mixed"
 
 
-def _env(claude: Path, home: Path) -> dict[str, str]:
+def _env(claude: Path, home: Path, *, probe: bool = True) -> dict[str, str]:
+    """The environment of an `ablate` run as a user has it; ``probe=False``: no probe-first step (the one-repeat
+    demo test asserts it; elsewhere it would cost a CLI start per cell and prove nothing new)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     env.update(ABLATE_CLAUDE_BIN=str(claude), HOME=str(home))
+    if not probe:
+        env["ABLATE_PROBE"] = "0"
     return env
 
 
@@ -206,7 +210,7 @@ def _small_run(
     claude: Path, tmp: Path, example_home: Path, args: list[str], jobs: int
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """An `ablate run` of greet-exclaim against the demo's simulated model: its run folder and process."""
-    env = _env(claude, example_home)
+    env = _env(claude, example_home, probe=False)
     with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
         env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
         proc = subprocess.run(
@@ -280,7 +284,7 @@ def test_demo_script_deterministic_tasks_recover_their_ground_truth(claude: Path
     """The layered cells that carry the planted truth on the four deterministic tasks, with the sim as the
     blind judge."""
     example = materialise_example(tmp_path / "setup")
-    env = _env(claude, example.home)
+    env = _env(claude, example.home, probe=False)
     tasks = [a for t in DETERMINISTIC_TASKS for a in ("--tasks", str(data_dir("tasks") / f"{t}.toml"))]
     with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
         env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
