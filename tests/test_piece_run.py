@@ -132,6 +132,9 @@ def test_a_piece_run_records_its_design_and_the_report_rebuilds_each_piece(
     assert any(c["id"] == "pieces" and "Leave-one-out" in c["text"] for c in report["caveats"])
     md = (folder / "report.md").read_text()
     assert "## Pieces: which piece earns its keep" in md and "| skills#bug-triage | skill |" in md
+    res = CliRunner().invoke(app, ["report", str(folder)])  # the terminal summary shows the pieces too
+    assert res.exit_code == 0, res.stderr
+    assert "tokens per percentage point" in res.stdout and "hooks#sessionstart-session-start" in res.stdout
     # a resume rebuilds the cells from the manifest (there is no cell-set file) and runs nothing more
     res = CliRunner().invoke(app, ["run", "--resume", str(folder), "--json", "--no-probe"])
     assert res.exit_code == 0, res.stderr
