@@ -65,7 +65,7 @@ def run(ex: ExampleSetup, out: Path, *extra: str) -> tuple[int, str, str]:
             "--pieces and --cells: a piece run's cells are its design's rows",
         ),
         (["--pieces", "all", "--aa"], "--pieces and --aa"),
-        (["--pieces", "all", "--adaptive"], "--adaptive with --pieces"),
+        (["--pieces", THREE, "--adaptive", "--repeats", "2"], "--repeats and --adaptive"),
     ],
 )
 def test_bad_piece_runs_are_refused_before_anything_is_written(
@@ -210,3 +210,25 @@ def test_the_probe_refuses_a_piece_run_before_any_session(
     )
     (folder,) = (tmp / "runs").iterdir()
     assert not (folder / "results").exists() or not any((folder / "results").iterdir())
+
+
+def test_an_adaptive_piece_run_keeps_to_max_sessions(rig: tuple[ExampleSetup, Path]) -> None:
+    """--max-sessions caps the rounds of an adaptive piece run: one-out over three pieces is 4 sessions a
+    round on one task, so 9 sessions allow 2 rounds whatever --max-repeats says (the fake CLI's sessions are
+    all alike: no piece is ever decided, so the run goes to its last round)."""
+    ex, tmp = rig
+    code, out, err = run(
+        ex, tmp / "runs", "--pieces", THREE, "--design", "one-out", "--adaptive", "--max-repeats", "20",
+        "--max-sessions", "9", "--no-probe",
+    )  # fmt: skip
+    assert code == 0, err
+    data = orjson.loads(out)
+    assert (data["adaptive"]["stopped"], data["adaptive"]["rounds"], data["adaptive"]["sessions"]) == (
+        "max-repeats",
+        2,
+        8,
+    )
+    assert set(data["adaptive"]["decisions"]) == set(THREE.split(","))  # decided per piece, not per cell
+    folder = Path(data["folder"])
+    state = orjson.loads((folder / "adaptive.json").read_bytes())
+    assert state["options"]["max_repeats"] == 2 and state["looks"][-1]["cells"] == {}

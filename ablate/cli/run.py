@@ -283,7 +283,7 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
 
 def _piece_request(o: dict[str, Any]) -> PieceRequest | None:
     """``--pieces`` / ``--design`` / ``--max-sessions`` as a request (None without --pieces)."""
-    from ablate.run.pieces import ADAPTIVE_REFUSAL, PieceRequest
+    from ablate.run.pieces import PieceRequest
 
     if o["pieces"] is None:
         extra = [f"--{n.replace('_', '-')}" for n in ("design", "max_sessions") if o[n] is not None]
@@ -293,8 +293,6 @@ def _piece_request(o: dict[str, Any]) -> PieceRequest | None:
                 hint="add --pieces all (or ID,...)",
             )
         return None
-    if o["adaptive"]:
-        raise UsageError(ADAPTIVE_REFUSAL, hint="run a fixed number of repeats (--repeats or --max-sessions)")
     return PieceRequest(o["pieces"], o["design"], o["max_sessions"], o["min_effect"])
 
 
@@ -383,6 +381,8 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     simulated = checked.endpoint.simulated
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"] or not fresh)
     prep = prepare_run(_request(ctx, o, tasks), claude)
+    if adaptive is not None and prep.manifest.repeats < adaptive.max_repeats:  # --pieces --max-sessions
+        adaptive = adaptive.model_copy(update={"max_repeats": prep.manifest.repeats})
     if not fresh:  # a resumed or planned run is judged against its own model
         judge = JudgeAsYouGo(prep.manifest.model, o["judge_model"], o["allow_same_judge"])
     for warning in prep.warnings:

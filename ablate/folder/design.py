@@ -60,6 +60,14 @@ class PieceDesignRecord(Spec):
         """The ids of the pieces row ``row`` removes."""
         return [p.id for p, on in zip(self.pieces, self.rows[row].keeps, strict=True) if not on]
 
+    def piece_ids(self) -> tuple[str, ...]:
+        """The pieces' ids in column order."""
+        return tuple(p.id for p in self.pieces)
+
+    def keeps(self) -> tuple[tuple[bool, ...], ...]:
+        """The rows as on/off tuples (``ablate.stats.screening.Design.rows``)."""
+        return tuple(tuple(r.keeps) for r in self.rows)
+
     def row_of(self) -> dict[str, int]:
         """Cell id → its row."""
         return {r.cell: i for i, r in enumerate(self.rows)}

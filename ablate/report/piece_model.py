@@ -55,3 +55,6 @@ class PieceDesignInfo(_Doc):
     min_effect: float
     cost_unit: str
     """What ``tokens_per_point`` divides by: ``percentage point`` or the metric's unit."""
+    decided_by: Literal["fixed", "anytime"] = "fixed"
+    """``anytime``: an adaptive run; each verdict and adjusted p come from the anytime-valid look it stopped
+    on (adaptive.json), the effect and interval from the fixed-n fit, as description."""

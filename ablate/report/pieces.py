@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ablate.folder.adaptive import PieceLook, read_state
 from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
 from ablate.report.blocks import Block, Document, Figure, Heading, Para, Table, fmt_delta, fmt_p
@@ -32,12 +33,7 @@ PLOT_STEM = "pieces"
 
 def design_of(record: PieceDesignRecord) -> Design:
     """The statistics' design from the manifest's record (rows in record order)."""
-    return Design(
-        record.kind,
-        tuple(p.id for p in record.pieces),
-        tuple(tuple(r.keeps) for r in record.rows),
-        record.construction,
-    )
+    return Design(record.kind, record.piece_ids(), record.keeps(), record.construction)
 
 
 def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:
@@ -120,8 +116,28 @@ def pieces_section(ctx: Context, fields: dict[str, Any]) -> None:
         fields["pieces"] = _not_estimated(record, str(exc))
         fields["piece_design"] = _info(ctx, record, len(outcomes), None)
         return
-    fields["pieces"] = piece_rows(record, analysis, binary=binary)
-    fields["piece_design"] = _info(ctx, record, len(outcomes), analysis)
+    rows = piece_rows(record, analysis, binary=binary)
+    info = _info(ctx, record, len(outcomes), analysis)
+    state = read_state(ctx.folder)
+    if state is not None and state.piece_decisions():
+        rows = [_anytime(r, state.piece_decisions().get(r.id), binary) for r in rows]
+        info = info.model_copy(update={"decided_by": "anytime", "alpha": state.options.alpha})
+    fields["pieces"] = rows
+    fields["piece_design"] = info
+
+
+def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
+    """An adaptive run's piece: its verdict and adjusted p from the anytime-valid look the run stopped on;
+    the fixed-n effect and interval stay, as description (after optional stopping they are not tests)."""
+    if last is None:
+        return row
+    return row.model_copy(
+        update={
+            "p_adjusted": last.p_holm,
+            "verdict": last.verdict,
+            "tokens_per_point": cost_per_point(row.tokens, row.effect, last.verdict, binary),
+        }
+    )
 
 
 def _info(
@@ -200,6 +216,12 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
             f"the pieces; draw = the interval inside ±{fmt_delta(metric, info.min_effect).lstrip('+')}. Tokens per "
             f"{unit} = the context the piece adds to every session divided by the effect it has "
             "(for a piece that helps)."
+            + (
+                " Adaptive run: each verdict and Holm p come from the anytime-valid look the run stopped on "
+                "(adaptive.json); the effects and intervals are the fixed-n fit, as description."
+                if info.decided_by == "anytime"
+                else ""
+            )
         ),
         Table(
             ["piece", "kind", "tokens", "effect", "interval", "Holm p", "verdict", f"tokens per {unit}"],

@@ -10,7 +10,8 @@ rebuilds each piece's effect from the run folder alone.
 
 Refused before anything is written (exit 2): an unknown piece id, fewer than two pieces, an unknown design, a
 design that cannot fit ``--max-sessions`` (naming the minimum), ``--repeats`` beyond it, and options a piece run
-does not take (``--cells``, ``--aa``, ``--adaptive``).
+does not take (``--cells``, ``--aa``). With ``--adaptive`` the rounds stop when every piece is decided
+(:mod:`ablate.run.piece_adaptive`).
 """
 
 from __future__ import annotations
@@ -34,12 +35,6 @@ from ablate.stats.screening import (
     default_design,
     make_design,
     repeats_within,
-)
-
-#: Why ``--adaptive`` is refused with ``--pieces`` (the stopping rule exists, the scheduler does not use it yet).
-ADAPTIVE_REFUSAL = (
-    "--adaptive with --pieces: a piece run stops on its pieces' decisions, which the adaptive scheduler does not "
-    "make yet (it stops cells, and every row of a piece design must run in every block)"
 )
 
 
