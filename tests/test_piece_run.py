@@ -14,24 +14,14 @@ from typer.testing import CliRunner
 from ablate.cli.main import app
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.report.pieces import cost_per_point
-from ablate.setup.examples import ExampleSetup, materialise_example
+from ablate.setup.examples import ExampleSetup
 from ablate.stats.screening import screening_design
 from ablate.stats.screening_inference import Outcome, analyse
-from tests.runner_support import write_fake_claude
+from tests.test_cli_run import TASK, rig
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TASK = str(REPO_ROOT / "tasks" / "deploy-command.toml")
+__all__ = ["rig"]  # the fake-CLI fixture of test_cli_run: an example setup, HOME, a fake claude, a work dir
+
 THREE = "skills#bug-triage,rules#python,hooks#sessionstart-session-start"
-
-
-@pytest.fixture
-def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[ExampleSetup, Path]:
-    ex = materialise_example(tmp_path / "ex")
-    monkeypatch.setenv("HOME", str(ex.home))
-    monkeypatch.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp_path / "claude")))
-    monkeypatch.setenv("ABLATE_WORK_DIR", str(tmp_path / "envs"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    return ex, tmp_path
 
 
 def run(ex: ExampleSetup, out: Path, *extra: str) -> tuple[int, str, str]:
