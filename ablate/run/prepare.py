@@ -99,18 +99,18 @@ class PreparedRun:
 
 
 def load_cells(
-    cells: str, ablate_toml: Path | None, *, aa: bool = False, design: RunManifest | None = None
+    cells: str, ablate_toml: Path | None, *, aa: bool = False, manifest: RunManifest | None = None
 ) -> tuple[Catalog, CellSet]:
     """The catalog and the cell set (with ``aa``: plus the A/A cell, :func:`ablate.setup.cells.with_aa`); a
-    piece run's (``design``: its manifest records one) rebuilt from its manifest."""
+    piece run's (its ``manifest`` records a design) rebuilt from that manifest."""
     from ablate.setup.cells import load_cell_set, with_aa
     from ablate.setup.layers import load_catalog
 
     catalog = load_catalog(ablate_toml)
-    if design is not None and design.design is not None:
+    if manifest is not None and manifest.design is not None:
         from ablate.run.pieces import design_cell_set
 
-        return catalog, design_cell_set(design)
+        return catalog, design_cell_set(manifest)
     cell_set = load_cell_set(cells, catalog)
     return catalog, with_aa(cell_set) if aa else cell_set
 
@@ -242,7 +242,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             info.cell_set_source or manifest.cell_set,
             Path(info.ablate_toml) if info.ablate_toml else req.ablate_toml,
             aa=any(c.aa_of for c in manifest.cells),
-            design=manifest,
+            manifest=manifest,
         )
         setup = load_setup(
             req.config_dir if req.given("config_dir") else Path(info.config_dir or req.config_dir),
