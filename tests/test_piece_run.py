@@ -12,7 +12,10 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from ablate.cli.main import app
+from ablate.folder.adaptive import control_of
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
+from ablate.folder.layout import RunFolder, read_manifest, write_manifest
+from ablate.report.build import build_report
 from ablate.report.pieces import cost_per_point
 from ablate.setup.examples import ExampleSetup
 from ablate.stats.screening import screening_design
@@ -134,6 +137,11 @@ def test_a_piece_run_records_its_design_and_the_report_rebuilds_each_piece(
     assert orjson.loads(res.stdout)["launched"] == 0
     res = CliRunner().invoke(app, ["run", "--resume", str(folder), "--pieces", "all"])
     assert res.exit_code == 2 and "--pieces cannot change a planned run" in res.stderr
+    # the control is the first cell that strips no layer and cuts no piece, wherever it stands
+    rf = RunFolder(folder)
+    m = read_manifest(rf)
+    write_manifest(rf, m.model_copy(update={"cells": [*m.cells[1:], m.cells[0]]}))
+    assert build_report(folder).run.control == "C0" and control_of(read_manifest(rf)) == "C0"
 
 
 def test_a_layer_run_has_no_design_and_no_piece_rows(rig: tuple[ExampleSetup, Path]) -> None:

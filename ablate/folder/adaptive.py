@@ -162,5 +162,5 @@ def write_state(folder: RunFolder, state: AdaptiveState) -> None:
 
 
 def control_of(manifest: RunManifest) -> str:
-    """The cell that strips nothing (the first cell when every cell strips something)."""
-    return next((c.id for c in manifest.cells if not c.stripped), manifest.cells[0].id)
+    """The cell that strips nothing and cuts no piece (the first cell when every cell removes something)."""
+    return next((c.id for c in manifest.cells if not c.stripped and not c.pieces), manifest.cells[0].id)
