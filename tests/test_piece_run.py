@@ -233,3 +233,41 @@ def test_an_adaptive_piece_run_keeps_to_max_sessions(rig: tuple[ExampleSetup, Pa
     folder = Path(data["folder"])
     state = orjson.loads((folder / "adaptive.json").read_bytes())
     assert state["options"]["max_repeats"] == 2 and state["looks"][-1]["cells"] == {}
+
+
+def test_a_planned_piece_run_runs_in_shards_and_merges_with_its_design(
+    rig: tuple[ExampleSetup, Path],
+) -> None:
+    ex, tmp = rig
+    setup = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo)]
+    plan = [
+        "plan",
+        "--tasks",
+        TASK,
+        "--pieces",
+        THREE,
+        "--design",
+        "one-out",
+        "--repeats",
+        "2",
+        "--seed",
+        "5",
+    ]
+    res = CliRunner().invoke(app, [*plan, "--out", str(tmp / "plans"), "--json", *setup])
+    assert res.exit_code == 0, res.stderr
+    planned = Path(orjson.loads(res.stdout)["folder"])
+    assert read_manifest(RunFolder(planned)).design is not None
+    shards = []
+    for k in (1, 2):
+        args = ["run", "--plan", str(planned), "--shard", f"{k}/2", "--out", str(tmp / "shards"), "--json"]
+        res = CliRunner().invoke(app, [*args, "--no-probe"])
+        assert res.exit_code == 0, res.stderr
+        shards.append(orjson.loads(res.stdout)["folder"])
+    res = CliRunner().invoke(app, ["merge", *shards, "--out", str(tmp / "merged"), "--json"])
+    assert res.exit_code == 0, res.stderr
+    report = build_report(tmp / "merged")
+    setup_order = ["skills#bug-triage", "hooks#sessionstart-session-start", "rules#python"]
+    assert [r.id for r in report.pieces] == setup_order
+    assert report.piece_design is not None and report.piece_design.sessions == 8
+    res = CliRunner().invoke(app, ["plan", "--tasks", TASK, "--pieces", THREE, "--cells", "binary", *setup])
+    assert res.exit_code == 2 and "--pieces and --cells" in res.stderr

@@ -192,6 +192,9 @@ def plan_cmd(
     seed: Seed = None,
     ablate_toml: AblateToml = None,
     aa: AaOpt = False,
+    pieces: PiecesOpt = None,
+    design: DesignOpt = None,
+    max_sessions: MaxSessions = None,
     json: Json = False,
 ) -> None:
     """Plan a run without executing it: write manifest.json, plan.jsonl and the tasks to a run folder.
@@ -222,6 +225,19 @@ def plan_cmd(
     for warning in check_locations(setup, out=out, work_dir=None):
         err(f"warning: {warning}")
     claude = require_pinned(find_claude(claude_bin), allowed=allow_unpinned_claude)
+    record = None
+    asked = _piece_request(
+        {"pieces": pieces, "design": design, "max_sessions": max_sessions, "min_effect": 0.2}
+    )
+    if asked is not None:
+        from ablate.run.pieces import plan_pieces
+
+        clashes = [o for o, on in (("--cells", given(ctx, "cells")), ("--aa", aa)) if on]
+        planned = plan_pieces(
+            setup, catalog, asked, tasks=len(loaded), repeats=repeats, repeats_given=given(ctx, "repeats"),
+            clashes=clashes,
+        )  # fmt: skip
+        cell_set, record, repeats = planned.cell_set, planned.record, planned.repeats
     folder, manifest = create_run(
         out,
         tasks=loaded,
@@ -234,6 +250,7 @@ def plan_cmd(
         claude=claude,
         timeout_s=timeout,
         setup=setup_info(setup, cell_set.source, ablate_toml),
+        design=record,
     )
     n_blocks = len(blocks(folder.read_plan()))
     if json:

@@ -16,6 +16,7 @@ does not take (``--cells``, ``--aa``). With ``--adaptive`` the rounds stop when 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,10 +117,24 @@ def record_of(
 
 
 def plan_pieces(
-    setup: Setup, catalog: Catalog, req: PieceRequest, *, tasks: int, repeats: int, repeats_given: bool
+    setup: Setup,
+    catalog: Catalog,
+    req: PieceRequest,
+    *,
+    tasks: int,
+    repeats: int,
+    repeats_given: bool,
+    clashes: Sequence[str] = (),
 ) -> PiecePlan:
     """The cells, design record and repeats of ``ablate run --pieces``; a :class:`UsageError` (exit 2) for
-    anything that cannot run, before anything is written."""
+    anything that cannot run, before anything is written. ``clashes``: options given that choose cells
+    otherwise (``--cells``, ``--aa``)."""
+    if clashes:
+        said = " and ".join(clashes)
+        raise UsageError(
+            f"--pieces and {said}: a piece run's cells are its design's rows",
+            hint=f"drop {said}, or drop --pieces to compare layers",
+        )
     pieces = chosen_pieces(setup, catalog, req.spec)
     design = _design(pieces, req.design)
     planned = _repeats(design, tasks, req, repeats, repeats_given)

@@ -299,14 +299,14 @@ def piece_plan(
     from ablate.run.pieces import plan_pieces
 
     assert req.pieces is not None
-    clash = [o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on]
-    if clash:
-        raise UsageError(
-            f"--pieces and {' and '.join(clash)}: a piece run's cells are its design's rows",
-            hint=f"drop {' and '.join(clash)}, or drop --pieces to compare layers",
-        )
     plan = plan_pieces(
-        setup, catalog, req.pieces, tasks=n_tasks, repeats=req.repeats, repeats_given=req.given("repeats")
+        setup,
+        catalog,
+        req.pieces,
+        tasks=n_tasks,
+        repeats=req.repeats,
+        repeats_given=req.given("repeats"),
+        clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
     )
     return plan.cell_set, plan.record, plan.repeats
 
