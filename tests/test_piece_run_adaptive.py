@@ -111,3 +111,13 @@ def test_an_adaptive_piece_run_runs_whole_designs_and_stops_on_the_pieces(tmp_pa
     assert rows[PIECES[0]].verdict == "helps" and rows[PIECES[1]].verdict == "hurts"
     assert rows[PIECES[0]].p_adjusted == pytest.approx(pieces[PIECES[0]].p_holm)
     assert all(rows[p].verdict not in ("helps", "hurts") for p in PIECES[2:])
+
+
+def test_a_piece_run_read_before_it_can_estimate_says_why(tmp_path: Path) -> None:
+    """Three sessions of a 24-cell design cannot estimate eight pieces: the rows say why, never a verdict."""
+    folder, manifest = planned(tmp_path, tasks=1, repeats=1)
+    Planted(folder, manifest)(folder.read_plan()[:3])
+    report = build_report(folder.root)
+    assert [r.id for r in report.pieces] == PIECES
+    assert all(r.verdict == "undecided" and r.effect is None and r.reason for r in report.pieces)
+    assert report.piece_design is not None and report.piece_design.method == "not estimated"

@@ -13,6 +13,7 @@ forest plot (:func:`ablate.report.plots.draw_interval`), placed after the report
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from ablate.report.blocks import Block, Document, Figure, Heading, Para, Table, 
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
 from ablate.report.piece_model import PieceDesignInfo, PieceRow
 from ablate.stats.screening import Design, DesignError
-from ablate.stats.screening_inference import Outcome, PieceAnalysis, analyse
+from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, analyse
 
 if TYPE_CHECKING:
     from ablate.report.build import Context
@@ -53,7 +54,8 @@ def cost_per_point(tokens: int, effect: float | None, verdict: str, binary: bool
     return tokens / (abs(effect) * (100.0 if binary else 1.0))
 
 
-def piece_rows(record: PieceDesignRecord, analysis: PieceAnalysis, *, binary: bool) -> list[PieceRow]:
+def piece_rows(record: PieceDesignRecord, effects: Sequence[PieceEffect], *, binary: bool) -> list[PieceRow]:
+    """The report's rows: each piece's estimate with its kind and tokens from the design record."""
     by_id = {p.id: p for p in record.pieces}
     return [
         PieceRow(
@@ -71,27 +73,7 @@ def piece_rows(record: PieceDesignRecord, analysis: PieceAnalysis, *, binary: bo
             tokens_per_point=cost_per_point(by_id[e.id].tokens, e.effect, e.verdict, binary),
             reason=e.reason,
         )
-        for e in analysis.pieces
-    ]
-
-
-def _not_estimated(record: PieceDesignRecord, why: str) -> list[PieceRow]:
-    return [
-        PieceRow(
-            id=p.id,
-            layer=p.layer,
-            kind=p.kind,
-            tokens=p.tokens,
-            tokens_source=p.tokens_source,
-            effect=None,
-            ci_low=None,
-            ci_high=None,
-            p=None,
-            p_adjusted=None,
-            verdict="undecided",
-            reason=why,
-        )
-        for p in record.pieces
+        for e in effects
     ]
 
 
@@ -113,10 +95,11 @@ def pieces_section(ctx: Context, fields: dict[str, Any]) -> None:
             higher_is_better=ctx.primary in HIGHER_IS_BETTER,
         )
     except DesignError as exc:
-        fields["pieces"] = _not_estimated(record, str(exc))
+        none = [PieceEffect(p.id, None, None, None, None, None, "undecided", str(exc)) for p in record.pieces]
+        fields["pieces"] = piece_rows(record, none, binary=binary)
         fields["piece_design"] = _info(ctx, record, len(outcomes), None)
         return
-    rows = piece_rows(record, analysis, binary=binary)
+    rows = piece_rows(record, analysis.pieces, binary=binary)
     info = _info(ctx, record, len(outcomes), analysis)
     state = read_state(ctx.folder)
     if state is not None and state.piece_decisions():
