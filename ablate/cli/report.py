@@ -45,6 +45,7 @@ Primary = Annotated[
 def summary_lines(written: WrittenReport) -> list[str]:
     """The one-screen summary printed after a report is written."""
     r = written.report
+    from ablate.report.pieces import pieces_text
     from ablate.report.terminal import ranking_text
 
     lines = [
@@ -56,6 +57,7 @@ def summary_lines(written: WrittenReport) -> list[str]:
         lines.append("one repeat: only the pooled comparisons can be real (see the one-repeat caveat)")
     lines.append(f"primary metric: {r.primary_metric}")
     lines.extend(ranking_text(r))
+    lines.extend(pieces_text(r))
     for f in r.holdout:
         lines.append(f"  {f.message}")
     for c in r.no_op_cells:

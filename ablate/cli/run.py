@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ablate.folder.adaptive import AdaptiveOptions
     from ablate.run.adaptive import AdaptiveSummary
     from ablate.run.execute import ExecuteRequest, ExecutionResult
+    from ablate.run.pieces import PieceRequest
     from ablate.run.prepare import PreparedRun, RunRequest
 
 app = typer.Typer()
@@ -146,6 +147,33 @@ AaOpt = Annotated[
 ]
 
 
+PiecesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pieces",
+        help="Attribute the result to single pieces (`ablate pieces`): all, or ID,ID,... The cells are the "
+        "rows of a per-piece design (docs/PIECES.md#runs); the report gains a per-piece table.",
+    ),
+]
+DesignOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--design",
+        help="With --pieces: screening (folded-over Plackett-Burman) or one-out (default: one-out up to 3 "
+        "pieces, screening beyond).",
+    ),
+]
+MaxSessions = Annotated[
+    int | None,
+    typer.Option(
+        "--max-sessions",
+        min=1,
+        help="With --pieces: the most sessions the run may plan; a design that cannot fit is refused, naming "
+        "the minimum; without --repeats the run plans as many whole repeats as fit.",
+    ),
+]
+
+
 @app.command("plan")
 @cli_errors
 def plan_cmd(
@@ -164,6 +192,9 @@ def plan_cmd(
     seed: Seed = None,
     ablate_toml: AblateToml = None,
     aa: AaOpt = False,
+    pieces: PiecesOpt = None,
+    design: DesignOpt = None,
+    max_sessions: MaxSessions = None,
     json: Json = False,
 ) -> None:
     """Plan a run without executing it: write manifest.json, plan.jsonl and the tasks to a run folder.
@@ -194,6 +225,19 @@ def plan_cmd(
     for warning in check_locations(setup, out=out, work_dir=None):
         err(f"warning: {warning}")
     claude = require_pinned(find_claude(claude_bin), allowed=allow_unpinned_claude)
+    record = None
+    asked = _piece_request(
+        {"pieces": pieces, "design": design, "max_sessions": max_sessions, "min_effect": 0.2}
+    )
+    if asked is not None:
+        from ablate.run.pieces import plan_pieces
+
+        clashes = [o for o, on in (("--cells", given(ctx, "cells")), ("--aa", aa)) if on]
+        planned = plan_pieces(
+            setup, catalog, asked, tasks=len(loaded), repeats=repeats, repeats_given=given(ctx, "repeats"),
+            clashes=clashes,
+        )  # fmt: skip
+        cell_set, record, repeats = planned.cell_set, planned.record, planned.repeats
     folder, manifest = create_run(
         out,
         tasks=loaded,
@@ -206,6 +250,7 @@ def plan_cmd(
         claude=claude,
         timeout_s=timeout,
         setup=setup_info(setup, cell_set.source, ablate_toml),
+        design=record,
     )
     n_blocks = len(blocks(folder.read_plan()))
     if json:
@@ -249,7 +294,23 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
         defaulted=frozenset(n for n in get_args(Defaultable) if not (n in ctx.params and given(ctx, n))),
         work_dir=o["work_dir"],
         dirty=o["dirty"],
+        pieces=_piece_request(o),
     )
+
+
+def _piece_request(o: dict[str, Any]) -> PieceRequest | None:
+    """``--pieces`` / ``--design`` / ``--max-sessions`` as a request (None without --pieces)."""
+    from ablate.run.pieces import PieceRequest
+
+    if o["pieces"] is None:
+        extra = [f"--{n.replace('_', '-')}" for n in ("design", "max_sessions") if o[n] is not None]
+        if extra:
+            raise UsageError(
+                f"{' and '.join(extra)} {'goes' if len(extra) == 1 else 'go'} with --pieces",
+                hint="add --pieces all (or ID,...)",
+            )
+        return None
+    return PieceRequest(o["pieces"], o["design"], o["max_sessions"], o["min_effect"])
 
 
 AdaptiveOpt = Annotated[
@@ -316,6 +377,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.run.scheduler import RunOptions
 
     report = _report_when(o["report"])
+    _piece_request(o)  # refused before anything else
     adaptive = _adaptive_options(ctx, o)
     fresh = o["resume"] is None and o["plan"] is None
     tasks = list(o["tasks"] or [])
@@ -336,6 +398,8 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     simulated = checked.endpoint.simulated
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"] or not fresh)
     prep = prepare_run(_request(ctx, o, tasks), claude)
+    if adaptive is not None and prep.manifest.repeats < adaptive.max_repeats:  # --pieces --max-sessions
+        adaptive = adaptive.model_copy(update={"max_repeats": prep.manifest.repeats})
     if not fresh:  # a resumed or planned run is judged against its own model
         judge = JudgeAsYouGo(prep.manifest.model, o["judge_model"], o["allow_same_judge"])
     for warning in prep.warnings:
@@ -456,6 +520,9 @@ def run_cmd(
     aa: AaOpt = False,
     probe: ProbeOpt = True,
     report: ReportOpt = "now",
+    pieces: PiecesOpt = None,
+    design: DesignOpt = None,
+    max_sessions: MaxSessions = None,
     json: Json = False,
 ) -> None:
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.
@@ -465,7 +532,8 @@ def run_cmd(
     a blind judge grades complete items as the run goes (see `ablate judge`). With --adaptive the run goes in
     rounds and stops each cell once its anytime-valid test decides it (real, or no effect of interest), at
     --max-repeats, or at --budget-usd; adaptive.json records every look, and --resume continues the same
-    analysis.
+    analysis. With --pieces the cells are a per-piece design's rows (--design, --max-sessions) and the
+    report estimates every piece's effect (docs/PIECES.md#runs).
 
     Exit codes: 0 every item complete, 1 the run could not proceed (locked folder, incompatible CLI or
     model) or your real files changed during it, 2 bad input, 3 some items failed or were not run (budget,
@@ -479,6 +547,10 @@ def ab_cmd(ctx: typer.Context, **options: Any) -> None:
 
     Exit codes: as `ablate run`.
     """
+    if options.get("pieces") is not None:
+        raise UsageError(
+            "`ablate ab` compares the whole setup with none of it", hint="use `ablate run --pieces`"
+        )
     _run(ctx, {**options, "cells": "binary"})
 
 

@@ -83,6 +83,24 @@ class CellLook(Spec):
     turns_cs_high: float | None = None
 
 
+class PieceLook(Spec):
+    """One piece of a piece run (``ablate run --pieces --adaptive``) at one look
+    (:func:`ablate.stats.screening_sequential.look`)."""
+
+    blocks: int
+    """Complete blocks (every design row run on one task and repeat) the look rests on."""
+    effect: float | None
+    """The mean block contrast so far: with the piece − without it (None before any complete block)."""
+    p_anytime: float
+    p_holm: float
+    """Holm-adjusted over the run's pieces."""
+    decision: Literal["real", "no-effect", "undecided"]
+    verdict: Literal["helps", "hurts", "draw", "undecided"]
+    """The report's word: a real effect helps or hurts by its sign, no effect of interest is a draw."""
+    reason: str = ""
+    """The decision in words, with the figure that made it."""
+
+
 class Look(Spec):
     """The analysis after one round."""
 
@@ -97,6 +115,8 @@ class Look(Spec):
     analysis_s: float
     """Wall time of the analysis."""
     cells: dict[str, CellLook]
+    pieces: dict[str, PieceLook] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    """A piece run: each piece's figures and decision (its cells are then not compared one by one)."""
 
 
 class AdaptiveState(Spec):
@@ -115,6 +135,10 @@ class AdaptiveState(Spec):
     def decisions(self) -> dict[str, CellLook]:
         """Each cell's latest figures and decision."""
         return dict(self.looks[-1].cells) if self.looks else {}
+
+    def piece_decisions(self) -> dict[str, PieceLook]:
+        """A piece run: each piece's latest figures and decision (empty for a layer run)."""
+        return dict(self.looks[-1].pieces) if self.looks else {}
 
 
 def state_path(folder: RunFolder) -> Path:
@@ -138,5 +162,5 @@ def write_state(folder: RunFolder, state: AdaptiveState) -> None:
 
 
 def control_of(manifest: RunManifest) -> str:
-    """The cell that strips nothing (the first cell when every cell strips something)."""
-    return next((c.id for c in manifest.cells if not c.stripped), manifest.cells[0].id)
+    """The cell that strips nothing and cuts no piece (the first cell when every cell removes something)."""
+    return next((c.id for c in manifest.cells if not c.stripped and not c.pieces), manifest.cells[0].id)

@@ -31,6 +31,7 @@ from pydantic import Field, ValidationError
 from ablate.core.errors import RunFolderError, SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
+from ablate.folder.design import PieceDesignRecord
 
 #: Version of manifest.json and of each plan.jsonl line; another version is a located error on read.
 SCHEMA_VERSION: Literal[1] = 1
@@ -200,6 +201,8 @@ class ManifestCell(Spec):
     """The effective process environment of the cell, secrets redacted."""
     aa_of: str | None = None
     """``--aa``: this cell is a second, independently built copy of that control (the A/A noise floor)."""
+    pieces: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Piece ids the cell cuts (a piece run, docs/PIECES.md); absent for a layer cell."""
 
 
 class ManifestTask(Spec):
@@ -332,6 +335,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "seed",
     "plan_sha256",
     "items",
+    "design",
 )
 
 
@@ -386,6 +390,8 @@ class RunManifest(Spec):
     """The isolation backend of the last invocation (None until a session ran)."""
     sessions: list[ManifestSession] = Field(default_factory=list)
     """Every `ablate run` invocation on this folder, oldest first."""
+    design: PieceDesignRecord | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A piece run's design (``ablate run --pieces``): its rows, cells and pieces; absent for a layer run."""
 
     def identity(self) -> dict[str, object]:
         """The experiment-defining part of the manifest (no times, hosts, shards or invocation history)."""
@@ -394,7 +400,9 @@ class RunManifest(Spec):
         for t in data["tasks"]:
             t.pop("source", None)
         data["cells"] = [
-            {"id": c.id, "stripped": c.stripped, "empty_config": c.empty_config} for c in self.cells
+            {"id": c.id, "stripped": c.stripped, "empty_config": c.empty_config}
+            | ({"pieces": c.pieces} if c.pieces else {})
+            for c in self.cells
         ]
         data["setup_head"] = self.setup.head
         return data

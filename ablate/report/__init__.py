@@ -58,6 +58,7 @@ def write_report(
     from ablate.report.document import build_document
     from ablate.report.html import render_html
     from ablate.report.markdown import render_markdown
+    from ablate.report.pieces import insert_pieces_section
     from ablate.report.plots import forest_plot
 
     say = progress or (lambda _m: None)
@@ -83,6 +84,7 @@ def write_report(
         doc = build_document(report, plot_svg=rel_svg, plot_png=rel_png)
         if seq is not None:
             insert_section(doc, seq, run_dir / "plots")
+        insert_pieces_section(doc, report, run_dir / "plots")
         if "md" in fmts:
             path = run_dir / "report.md"
             atomic_write_bytes(path, render_markdown(doc).encode())

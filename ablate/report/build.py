@@ -37,6 +37,7 @@ from ablate.report.model import (
     RunInfo,
     SequentialReport,
 )
+from ablate.report.pieces import pieces_section
 from ablate.report.power_table import power_rows
 from ablate.report.ranking import RANKING_KEY, rank
 from ablate.report.summaries import cell_summaries, layer_use, task_table
@@ -118,7 +119,9 @@ def make_context(
     if not manifest.cells:
         raise RunFolderError(f"{run_dir}: the manifest lists no cells")
     # the set's control is the cell that strips nothing (the manifest does not record the set's `control`)
-    control_id = control or next((c.id for c in manifest.cells if not c.stripped), manifest.cells[0].id)
+    control_id = control or next(
+        (c.id for c in manifest.cells if not c.stripped and not c.pieces), manifest.cells[0].id
+    )
     if control_id not in cells:
         raise UsageError(f"--control {control_id}: not a cell of this run", hint="cells: " + ", ".join(cells))
     say(f"read {len(results)} results of {len(plan)} planned items")
@@ -432,6 +435,7 @@ SECTIONS: list[Section] = [
     holdout_section,
     carried_section,
     provenance_section,
+    pieces_section,
 ]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from ablate.folder.layout import RunManifest
 from ablate.report.carried import carried_identical, carried_unlike_probe
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report
+from ablate.report.pieces import piece_caveat
 
 #: A caveat builder: the caveat for this run, or None when it does not apply.
 CaveatBuilder = Callable[[Report, RunManifest], Caveat | None]
@@ -407,6 +408,7 @@ CAVEATS: list[CaveatBuilder] = [
     version,
     failed_items,
     overfitting,
+    piece_caveat,
 ]
 
 

@@ -73,7 +73,8 @@ def render_html(doc: Document, base: Path) -> str:
         elif isinstance(b, Figure):
             svg = _svg_text(base / b.svg) if b.svg else ""
             out.append(
-                f'<figure id="forest-plot">{svg}<figcaption>{html.escape(b.alt)}</figcaption></figure>'
+                f'<figure id="{Path(b.svg or b.png).stem}-plot">{svg}<figcaption>{html.escape(b.alt)}</figcaption>'
+                "</figure>"
             )
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -16,6 +16,7 @@ from ablate.folder.adaptive import Look
 from ablate.folder.metrics import BINARY_METRICS as BINARY_METRICS
 from ablate.folder.metrics import HIGHER_IS_BETTER as HIGHER_IS_BETTER
 from ablate.folder.metrics import METRIC_LABELS as METRIC_LABELS
+from ablate.report.piece_model import PieceDesignInfo, PieceRow
 
 REPORT_SCHEMA_VERSION: Literal[1] = 1
 
@@ -391,6 +392,10 @@ class Report(Doc):
     """Built only when the manifest's config dir has readable history of the run's repository."""
     noise_floor: list[NoiseFloorRow] = Field(default_factory=list, exclude_if=lambda v: not v)
     """``--aa`` runs: the A/A differences per metric, the run's measured noise floor."""
+    pieces: list[PieceRow] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """A piece run (``ablate run --pieces``): each piece's effect, verdict and cost; absent for a layer run."""
+    piece_design: PieceDesignInfo | None = Field(default=None, exclude_if=lambda v: v is None)
+    """How the per-piece effects were estimated; absent for a layer run."""
     inputs_sha256: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """:func:`ablate.report.digest.inputs_digest` of the run folder as the report read it: ``ablate gate``
     rebuilds a report whose folder no longer has this digest (None: a report written before it was kept)."""

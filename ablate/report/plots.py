@@ -11,6 +11,7 @@ import atexit
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.folder.metrics import BY_NAME
@@ -29,6 +30,23 @@ def _private_matplotlib_dirs() -> None:
     folder = make_work_dir("ablate-mpl-")
     atexit.register(remove_tree, folder)
     os.environ["MPLCONFIGDIR"] = str(folder)
+
+
+def draw_interval(
+    ax: Any, y: float, est: float, lo: float | None, hi: float | None, *, real: bool, scale: float = 1.0
+) -> None:
+    """One row of a forest plot: a real effect filled and thick, a draw hollow and dashed, an estimate without
+    an interval a grey cross marked "no interval" (never a zero-width interval)."""
+    if lo is None or hi is None:
+        ax.plot(est * scale, y, "x", color=DRAW_COLOR, markersize=6)
+        ax.annotate("no interval", (est * scale, y), xytext=(6, -3), textcoords="offset points", fontsize=7)
+        return
+    if real:
+        ax.plot([lo * scale, hi * scale], [y, y], color=REAL_COLOR, linewidth=2.5, solid_capstyle="butt")
+        ax.plot(est * scale, y, "o", color=REAL_COLOR, markersize=7)
+    else:
+        ax.plot([lo * scale, hi * scale], [y, y], color=DRAW_COLOR, linewidth=1.2, linestyle="--")
+        ax.plot(est * scale, y, "o", markerfacecolor="white", markeredgecolor=DRAW_COLOR, markersize=6)
 
 
 def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
@@ -58,28 +76,7 @@ def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
             c = next((x for x in pooled if x.cell == cell and x.metric == metric), None)
             if c is None or c.delta is None:
                 continue
-            if c.ci_low is None or c.ci_high is None:
-                # no interval: the Δ alone, as a cross with a note, never as a zero-width interval
-                ax.plot(c.delta * scale, y, "x", color=DRAW_COLOR, markersize=6)
-                ax.annotate(
-                    "no interval",
-                    (c.delta * scale, y),
-                    xytext=(6, -3),
-                    textcoords="offset points",
-                    fontsize=7,
-                )
-                continue
-            lo, hi = c.ci_low, c.ci_high
-            if c.real:
-                ax.plot(
-                    [lo * scale, hi * scale], [y, y], color=REAL_COLOR, linewidth=2.5, solid_capstyle="butt"
-                )
-                ax.plot(c.delta * scale, y, "o", color=REAL_COLOR, markersize=7)
-            else:
-                ax.plot([lo * scale, hi * scale], [y, y], color=DRAW_COLOR, linewidth=1.2, linestyle="--")
-                ax.plot(
-                    c.delta * scale, y, "o", markerfacecolor="white", markeredgecolor=DRAW_COLOR, markersize=6
-                )
+            draw_interval(ax, y, c.delta, c.ci_low, c.ci_high, real=c.real, scale=scale)
         ax.axvline(0.0, color="black", linewidth=0.8)
         unit = {"rate": " (pts)", "usd": " (USD)"}.get(BY_NAME[metric].unit, "") if metric in BY_NAME else ""
         ax.set_title(f"Δ {METRIC_LABELS.get(metric, metric)}{unit}")

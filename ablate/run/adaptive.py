@@ -32,7 +32,9 @@ from ablate.folder.adaptive import (
     ADAPTIVE_FILE,
     AdaptiveOptions,
     AdaptiveState,
+    CellLook,
     Look,
+    PieceLook,
     StopReason,
     control_of,
     read_state,
@@ -71,7 +73,10 @@ class AdaptiveSummary:
         return self.state.stopped in ("decided", "max-repeats", "budget")
 
     def to_json(self) -> dict[str, Any]:
-        decisions = self.state.decisions()
+        decisions: dict[str, CellLook | PieceLook] = {
+            **self.state.decisions(),
+            **self.state.piece_decisions(),
+        }
         return {
             "stopped": self.state.stopped,
             "rounds": len(self.state.looks),
@@ -156,7 +161,7 @@ def run_adaptive(
             write_state(folder, state)
             if on_look is not None:
                 on_look(look)
-        active = [c for c, v in state.decisions().items() if v.decision == "undecided"] if done else None
+        active = _active(manifest, state) if done else None
         spend = sum(r.cost_usd or 0.0 for r in results)
         if active == []:
             return AdaptiveSummary(_stop(folder, state, "decided"), rounds_run, outcome, notes)
@@ -174,7 +179,8 @@ def run_adaptive(
 def look_line(look: Look) -> str:
     """One look in a line: round, sessions and spend so far, how many cells each decision holds."""
     counts: dict[str, int] = {}
-    for v in look.cells.values():
+    looks: list[CellLook | PieceLook] = [*look.cells.values(), *look.pieces.values()]
+    for v in looks:
         counts[v.decision] = counts.get(v.decision, 0) + 1
     said = ", ".join(f"{n} {d}" for d, n in sorted(counts.items()))
     return f"round {look.round}: {look.sessions} sessions, ${look.spend_usd:.4f}; {said}"
@@ -183,8 +189,11 @@ def look_line(look: Look) -> str:
 def _look(
     manifest: RunManifest, results: Sequence[ItemResult], opts: AdaptiveOptions, control: str, done: int
 ) -> Look:
+    from ablate.run.piece_adaptive import piece_looks
+
     t0 = time.perf_counter()
-    cells = analyse(manifest, results, opts, control)
+    cells = analyse(manifest, results, opts, control) if manifest.design is None else {}
+    pieces = piece_looks(manifest, results, opts)
     return Look(
         round=done,
         at=utcnow(),
@@ -192,7 +201,18 @@ def _look(
         spend_usd=round(sum(r.cost_usd or 0.0 for r in results), 6),
         analysis_s=round(time.perf_counter() - t0, 4),
         cells=cells,
+        pieces=pieces,
     )
+
+
+def _active(manifest: RunManifest, state: AdaptiveState) -> list[str]:
+    """The cells still to run: those undecided; in a piece run every cell while any piece is undecided (a
+    block needs every row of the design)."""
+    if manifest.design is not None:
+        pieces = state.piece_decisions().values()
+        undecided = not pieces or any(v.decision == "undecided" for v in pieces)
+        return _tested(manifest, state.control) if undecided else []
+    return [c for c, v in state.decisions().items() if v.decision == "undecided"]
 
 
 def _tested(manifest: RunManifest, control: str) -> list[str]:

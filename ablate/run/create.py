@@ -11,6 +11,7 @@ from pathlib import Path
 from ablate import __version__
 from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import NotFound, OutputExists, RunFolderError, UsageError
+from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import (
     SCHEMA_VERSION,
     TASKS_DIR,
@@ -51,6 +52,7 @@ def create_run(
     shard: Shard | None = None,
     run_id: str | None = None,
     noops: Mapping[str, str] | None = None,
+    design: PieceDesignRecord | None = None,
 ) -> tuple[RunFolder, RunManifest]:
     """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
     items = make_plan([t.id for t in tasks], [c.id for c in cells], repeats=repeats, seed=seed)
@@ -86,6 +88,7 @@ def create_run(
                 empty_config=c.empty_config,
                 noop=(noops or {}).get(c.id),
                 aa_of=c.aa_of,
+                pieces=list(c.pieces),
             )
             for c in cells
         ],
@@ -97,6 +100,7 @@ def create_run(
         shard=str(shard) if shard else None,
         setup=setup or SetupInfo(),
         host=socket.gethostname(),
+        design=design,
     )
     folder.root.mkdir(parents=True, exist_ok=True)
     tasks_dir = folder.root / TASKS_DIR

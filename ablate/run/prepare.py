@@ -12,13 +12,14 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ablate.core.claude import ClaudeBinary
 from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import run_git
 from ablate.core.tempwork import mark_owned, remove_tree
+from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, SetupInfo
 from ablate.folder.result import read_result
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run, shard_folder
@@ -27,6 +28,9 @@ from ablate.setup.cells import CellSet, noop_reasons
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup, ancestor_leaks
 from ablate.setup.tasks import Task
+
+if TYPE_CHECKING:
+    from ablate.run.pieces import PieceRequest
 
 #: The options of a :class:`RunRequest` whose default a resume or a plan treats otherwise than a given value.
 Defaultable = Literal["model", "config_dir", "repo", "cells", "repeats", "out"]
@@ -61,6 +65,8 @@ class RunRequest:
     """--aa: add the A/A cell (a second control built on its own) to the cell set."""
     dirty: bool = False
     """``--dirty``: uncommitted non-layer changes go into every cell; without it they are refused here."""
+    pieces: PieceRequest | None = None
+    """``--pieces``: the cells are a per-piece design's rows (:mod:`ablate.run.pieces`), not ``cells``."""
 
     def given(self, option: Defaultable) -> bool:
         """Whether the user gave ``option`` (rather than leaving it at its default)."""
@@ -92,12 +98,19 @@ class PreparedRun:
         return out
 
 
-def load_cells(cells: str, ablate_toml: Path | None, *, aa: bool = False) -> tuple[Catalog, CellSet]:
-    """The catalog and the cell set (with ``aa``: plus the A/A cell, :func:`ablate.setup.cells.with_aa`)."""
+def load_cells(
+    cells: str, ablate_toml: Path | None, *, aa: bool = False, manifest: RunManifest | None = None
+) -> tuple[Catalog, CellSet]:
+    """The catalog and the cell set (with ``aa``: plus the A/A cell, :func:`ablate.setup.cells.with_aa`); a
+    piece run's (its ``manifest`` records a design) rebuilt from that manifest."""
     from ablate.setup.cells import load_cell_set, with_aa
     from ablate.setup.layers import load_catalog
 
     catalog = load_catalog(ablate_toml)
+    if manifest is not None and manifest.design is not None:
+        from ablate.run.pieces import design_cell_set
+
+        return catalog, design_cell_set(manifest)
     cell_set = load_cell_set(cells, catalog)
     return catalog, with_aa(cell_set) if aa else cell_set
 
@@ -221,10 +234,15 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
                 hint="a run folder never mixes CLI versions or models; use a new run, or --force to record it",
             )
         info = manifest.setup
+        if req.pieces is not None:
+            raise UsageError(
+                "--pieces cannot change a planned run", hint="drop --pieces (the folder has its own)"
+            )
         catalog, cell_set = load_cells(
             info.cell_set_source or manifest.cell_set,
             Path(info.ablate_toml) if info.ablate_toml else req.ablate_toml,
             aa=any(c.aa_of for c in manifest.cells),
+            manifest=manifest,
         )
         setup = load_setup(
             req.config_dir if req.given("config_dir") else Path(info.config_dir or req.config_dir),
@@ -247,6 +265,9 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         setup = load_setup(req.config_dir, req.repo)
         warnings = check_locations(setup, out=req.out, work_dir=req.work_dir) + notes
         _check_clean(setup, catalog, dirty=req.dirty)
+        design, repeats = None, req.repeats
+        if req.pieces is not None:
+            cell_set, design, repeats = piece_plan(req, setup, catalog, len(tasks))
         if shard_spec is not None and req.seed is None:
             raise UsageError(
                 "--shard needs --seed", hint="every shard must draw the same plan; pass the same --seed"
@@ -256,7 +277,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             tasks=tasks,
             cell_set=cell_set.name,
             cells=list(cell_set.cells),
-            repeats=req.repeats,
+            repeats=repeats,
             seed=req.seed if req.seed is not None else new_seed(),
             model=req.model,
             max_turns=req.max_turns,
@@ -265,9 +286,29 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             setup=setup_info(setup, cell_set.source, req.ablate_toml),
             shard=shard_spec,
             noops=noop_reasons(cell_set.cells, setup, catalog),
+            design=design,
         )
     share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
     return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)
+
+
+def piece_plan(
+    req: RunRequest, setup: Setup, catalog: Catalog, n_tasks: int
+) -> tuple[CellSet, PieceDesignRecord, int]:
+    """``--pieces``: the design's cells, its record and the repeats that fit (:mod:`ablate.run.pieces`)."""
+    from ablate.run.pieces import plan_pieces
+
+    assert req.pieces is not None
+    plan = plan_pieces(
+        setup,
+        catalog,
+        req.pieces,
+        tasks=n_tasks,
+        repeats=req.repeats,
+        repeats_given=req.given("repeats"),
+        clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
+    )
+    return plan.cell_set, plan.record, plan.repeats
 
 
 def _check_clean(setup: Setup, catalog: Catalog, *, dirty: bool) -> None:

@@ -126,8 +126,8 @@ def probe_first(
         raise UnfaithfulCells(
             f"the probe refused this run before any paid session ({'; '.join(why)}); nothing was spent. "
             f"The proof: {path}; the run folder: {run_dir}",
-            hint=f"`ablate probe --cells {prep.cell_set.source or prep.cell_set.name}` shows each layer; fix "
-            "the cell or the setup, or run anyway with --no-probe (the report will say so)",
+            hint=f"`{_probe_command(prep)}` shows each cell; fix the cell or the setup, or run anyway with "
+            "--no-probe (the report will say so)",
         )
     return data, False
 
@@ -156,3 +156,11 @@ def probe_or_skip(
     say(f"probe: proving what reaches the model in each of the {n} cells (free: capture endpoint, no key)")
     data, kept = probe_first(prep, claude, isolation=isolation, work_dir=work_dir, jobs=jobs)
     say(f"probe: {summary_line(data)}" + (" (kept from this folder's earlier probe)" if kept else ""))
+
+
+def _probe_command(prep: PreparedRun) -> str:
+    """The probe that shows the run's cells: its cell set, or a piece run's pieces (one cell each)."""
+    design = prep.manifest.design
+    if design is not None:
+        return "ablate probe --pieces " + ",".join(p.id for p in design.pieces)
+    return f"ablate probe --cells {prep.cell_set.source or prep.cell_set.name}"

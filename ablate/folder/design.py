@@ -1,0 +1,73 @@
+"""The per-piece design of a piece run (``ablate run --pieces``), recorded in manifest.json's ``design``.
+
+A piece run's cells are the rows of a design (docs/PIECES.md#runs): which pieces each cell removes. The report
+rebuilds every piece's effect from the run folder alone, so the manifest records the design as run — its kind,
+how its rows were made, the pieces (id, kind, tokens) in column order, and per row the cell that runs it and
+whether it keeps each piece. A layer run has no ``design``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ablate.core.specs import Spec
+
+
+class DesignPiece(Spec):
+    """One column of the design: a piece of the setup, as ``ablate pieces`` lists it."""
+
+    id: str
+    layer: str = ""
+    kind: str = ""
+    tokens: int = 0
+    """What the piece adds to the first request (4 characters a token)."""
+    tokens_source: str = "estimate"
+    """``estimate`` (from the piece's text) or ``request`` (measured from the captured first requests)."""
+
+
+class DesignRow(Spec):
+    """One row of the design: the cell that runs it and, per piece (column order), whether it keeps it."""
+
+    cell: str
+    keeps: list[bool]
+
+
+class PieceDesignRecord(Spec):
+    """``manifest.json`` → ``design``: everything the report needs to estimate each piece's effect."""
+
+    kind: Literal["screening", "one-out"]
+    construction: str = ""
+    """How the rows were made, in words (``folded-over Plackett–Burman N=12: 24 rows for 8 pieces``)."""
+    pieces: list[DesignPiece]
+    rows: list[DesignRow]
+    min_effect: float = Field(default=0.2, gt=0)
+    """The smallest effect of interest of a draw (``--min-effect``)."""
+
+    @model_validator(mode="after")
+    def _shape(self) -> PieceDesignRecord:
+        k = len(self.pieces)
+        for i, row in enumerate(self.rows):
+            if len(row.keeps) != k:
+                raise ValueError(f"rows[{i}] ({row.cell}): {len(row.keeps)} keeps for {k} pieces")
+        cells = [r.cell for r in self.rows]
+        if len(set(cells)) != len(cells):
+            raise ValueError("rows: a cell runs two rows")
+        return self
+
+    def removed(self, row: int) -> list[str]:
+        """The ids of the pieces row ``row`` removes."""
+        return [p.id for p, on in zip(self.pieces, self.rows[row].keeps, strict=True) if not on]
+
+    def piece_ids(self) -> tuple[str, ...]:
+        """The pieces' ids in column order."""
+        return tuple(p.id for p in self.pieces)
+
+    def keeps(self) -> tuple[tuple[bool, ...], ...]:
+        """The rows as on/off tuples (``ablate.stats.screening.Design.rows``)."""
+        return tuple(tuple(r.keeps) for r in self.rows)
+
+    def row_of(self) -> dict[str, int]:
+        """Cell id → its row."""
+        return {r.cell: i for i, r in enumerate(self.rows)}

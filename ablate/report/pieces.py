@@ -1,0 +1,293 @@
+"""The report of a piece run (``ablate run --pieces``): every piece's effect, its verdict and its cost.
+
+Built from the run folder alone: the manifest's ``design`` (:class:`~ablate.folder.design.PieceDesignRecord`)
+says which design row each cell runs and which pieces the row keeps; the scored sessions' primary metric are
+the outcomes; :func:`ablate.stats.screening_inference.analyse` gives each piece's effect (on − off: what keeping
+it does), its interval at 1 − α, its Holm-adjusted p and its verdict (helps / hurts / draw / undecided).
+
+The cost of a piece is its ``tokens`` (what it adds to the first request of every session); for a piece that
+helps, ``tokens_per_point`` is that cost per percentage point of its effect (pass/fail metric) or per unit of
+the metric (turns, cost): the context it costs per session for the effect it has. Rendered as a table and a
+forest plot (:func:`ablate.report.plots.draw_interval`), placed after the report's header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ablate.folder.adaptive import PieceLook, read_state
+from ablate.folder.design import PieceDesignRecord
+from ablate.folder.layout import RunManifest
+from ablate.report.blocks import Block, Document, Figure, Heading, Para, Table, fmt_delta, fmt_p
+from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
+from ablate.report.piece_model import PieceDesignInfo, PieceRow
+from ablate.stats.screening import Design, DesignError
+from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, analyse
+
+if TYPE_CHECKING:
+    from ablate.report.build import Context
+
+PLOT_STEM = "pieces"
+
+
+def design_of(record: PieceDesignRecord) -> Design:
+    """The statistics' design from the manifest's record (rows in record order)."""
+    return Design(record.kind, record.piece_ids(), record.keeps(), record.construction)
+
+
+def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:
+    """Every scored session of a design cell with a value of the primary metric."""
+    row_of = record.row_of()
+    return [
+        Outcome(row_of[cell], task, repeat, it.values[ctx.primary])
+        for (task, cell, repeat), it in ctx.items.scored.items()
+        if cell in row_of and ctx.primary in it.values
+    ]
+
+
+def cost_per_point(tokens: int, effect: float | None, verdict: str, binary: bool) -> float | None:
+    """Tokens per percentage point (pass/fail) or per metric unit of effect, for a piece that helps."""
+    if verdict != "helps" or effect is None or effect == 0:
+        return None
+    return tokens / (abs(effect) * (100.0 if binary else 1.0))
+
+
+def piece_rows(record: PieceDesignRecord, effects: Sequence[PieceEffect], *, binary: bool) -> list[PieceRow]:
+    """The report's rows: each piece's estimate with its kind and tokens from the design record."""
+    by_id = {p.id: p for p in record.pieces}
+    return [
+        PieceRow(
+            id=e.id,
+            layer=by_id[e.id].layer,
+            kind=by_id[e.id].kind,
+            tokens=by_id[e.id].tokens,
+            tokens_source=by_id[e.id].tokens_source,
+            effect=e.effect,
+            ci_low=e.ci_low,
+            ci_high=e.ci_high,
+            p=e.p,
+            p_adjusted=e.p_adjusted,
+            verdict=e.verdict,
+            tokens_per_point=cost_per_point(by_id[e.id].tokens, e.effect, e.verdict, binary),
+            reason=e.reason,
+        )
+        for e in effects
+    ]
+
+
+def pieces_section(ctx: Context, report: Report) -> None:
+    """A piece run's per-piece rows and design (nothing for a layer run)."""
+    record = ctx.manifest.design
+    if record is None:
+        return
+    binary = ctx.primary in BINARY_METRICS
+    outcomes = outcomes_of(ctx, record)
+    ctx.say(f"estimating {len(record.pieces)} pieces' effects from {len(outcomes)} sessions")
+    try:
+        analysis = analyse(
+            design_of(record),
+            outcomes,
+            binary=binary,
+            alpha=ctx.alpha,
+            min_effect=record.min_effect,
+            higher_is_better=ctx.primary in HIGHER_IS_BETTER,
+        )
+    except DesignError as exc:
+        none = [PieceEffect(p.id, None, None, None, None, None, "undecided", str(exc)) for p in record.pieces]
+        report.pieces = piece_rows(record, none, binary=binary)
+        report.piece_design = _info(ctx, record, len(outcomes), None)
+        return
+    rows = piece_rows(record, analysis.pieces, binary=binary)
+    info = _info(ctx, record, len(outcomes), analysis)
+    state = read_state(ctx.folder)
+    if state is not None and state.piece_decisions():
+        rows = [_anytime(r, state.piece_decisions().get(r.id), binary) for r in rows]
+        info = info.model_copy(update={"decided_by": "anytime", "alpha": state.options.alpha})
+    report.pieces = rows
+    report.piece_design = info
+
+
+def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
+    """An adaptive run's piece: its verdict and adjusted p from the anytime-valid look the run stopped on;
+    the fixed-n effect and interval stay, as description (after optional stopping they are not tests)."""
+    if last is None:
+        return row
+    return row.model_copy(
+        update={
+            "p_adjusted": last.p_holm,
+            "verdict": last.verdict,
+            "tokens_per_point": cost_per_point(row.tokens, row.effect, last.verdict, binary),
+        }
+    )
+
+
+def _info(
+    ctx: Context, record: PieceDesignRecord, sessions: int, analysis: PieceAnalysis | None
+) -> PieceDesignInfo:
+    return PieceDesignInfo(
+        kind=record.kind,
+        construction=record.construction,
+        metric=ctx.primary,
+        method=analysis.method if analysis else "not estimated",
+        sessions=sessions,
+        blocks=analysis.blocks if analysis else 0,
+        df=analysis.df if analysis else 0,
+        alpha=ctx.alpha,
+        min_effect=record.min_effect,
+        cost_unit="percentage point" if ctx.primary in BINARY_METRICS else METRIC_LABELS.get(ctx.primary, ""),
+    )
+
+
+def piece_caveat(report: Report, manifest: RunManifest) -> Caveat | None:
+    """What a piece run's effects are, and how far its tokens are measured."""
+    info = report.piece_design
+    if info is None:
+        return None
+    text = (
+        f"Per-piece effects come from a {info.kind} design ({info.construction}). A piece's effect is its main "
+        "effect: the mean with it minus the mean without it, averaged over the other pieces being on or off."
+    )
+    if info.kind == "screening":
+        text += (
+            " The folded-over design keeps main effects clear of every two-piece interaction, but each is "
+            "aliased with some three-piece interactions: pieces that only work together can show as one piece."
+        )
+    else:
+        text += " Leave-one-out measures each piece against the full setup only (pieces that stand in for each other look useless)."
+    if any(p.tokens_source == "estimate" for p in report.pieces):
+        text += (
+            " Tokens are estimates from each piece's text (4 characters a token), not measured from a request; "
+            "`ablate pieces --measure` measures them."
+        )
+    return Caveat(id="pieces", text=text)
+
+
+def _fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
+    if lo is None or hi is None:
+        return "not computable"
+    return f"[{fmt_delta(metric, lo)}, {fmt_delta(metric, hi)}]"
+
+
+def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
+    """The per-piece table (and its forest plot) of a piece run."""
+    info = report.piece_design
+    if info is None:
+        return []
+    metric = info.metric
+    rows = [
+        [
+            r.id,
+            r.kind,
+            f"{r.tokens}" + ("" if r.tokens_source == "request" else " (est.)"),
+            "–" if r.effect is None else fmt_delta(metric, r.effect),
+            _fmt_interval(metric, r.ci_low, r.ci_high),
+            fmt_p(r.p_adjusted),
+            f"**{r.verdict}**" if r.verdict in ("helps", "hurts") else r.verdict,
+            "–" if r.tokens_per_point is None else f"{r.tokens_per_point:.0f}",
+        ]
+        for r in report.pieces
+    ]
+    unit = info.cost_unit or "unit"
+    out: list[Block] = [
+        Heading("Pieces: which piece earns its keep"),
+        Para(
+            f"{info.kind} design, {info.construction}; {info.sessions} sessions in {info.blocks} blocks "
+            f"(task × repeat). Effect = mean {METRIC_LABELS.get(metric, metric)} with the piece − without it "
+            f"(positive: keeping it raises the metric), {int(100 * (1 - info.alpha))}% interval, Holm across "
+            f"the pieces; draw = the interval inside ±{fmt_delta(metric, info.min_effect).lstrip('+')}. Tokens per "
+            f"{unit} = the context the piece adds to every session divided by the effect it has "
+            "(for a piece that helps)."
+            + (
+                " Adaptive run: each verdict and Holm p come from the anytime-valid look the run stopped on "
+                "(adaptive.json); the effects and intervals are the fixed-n fit, as description."
+                if info.decided_by == "anytime"
+                else ""
+            )
+        ),
+        Table(
+            ["piece", "kind", "tokens", "effect", "interval", "Holm p", "verdict", f"tokens per {unit}"],
+            rows,
+            id="pieces",
+            row_styles=["real" if r.verdict in ("helps", "hurts") else "draw" for r in report.pieces],
+        ),
+    ]
+    if plot is not None:
+        out.append(Figure(plot[0], plot[1], "Each piece's effect (with − without) and its interval"))
+    return out
+
+
+def insert_pieces_section(doc: Document, report: Report, plots_dir: Path) -> None:
+    """Put the per-piece section (with its plot, drawn into ``plots_dir``) after the report's header."""
+    if report.piece_design is None:
+        return
+    plot = pieces_plot(report, plots_dir)
+    rel = (f"{plots_dir.name}/{plot[0].name}", f"{plots_dir.name}/{plot[1].name}") if plot else None
+    at = next((i for i, b in enumerate(doc.blocks) if i > 0 and isinstance(b, Heading) and b.level == 2), 1)
+    doc.blocks[at:at] = pieces_blocks(report, rel)
+
+
+def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
+    """``pieces.svg``/``.png``: the forest plot of the pieces' effects (None: no effect to draw)."""
+    info = report.piece_design
+    rows = [r for r in report.pieces if r.effect is not None]
+    if info is None or not rows:
+        return None
+    from ablate.report.plots import DRAW_COLOR, REAL_COLOR, _private_matplotlib_dirs, draw_interval
+
+    _private_matplotlib_dirs()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    scale = 100.0 if info.metric in BINARY_METRICS else 1.0
+    plt.rcParams.update({"svg.hashsalt": "ablate", "font.size": 9})
+    fig, ax = plt.subplots(figsize=(6.4, 0.4 * len(rows) + 1.6))
+    for y, r in enumerate(rows):
+        assert r.effect is not None
+        draw_interval(ax, y, r.effect, r.ci_low, r.ci_high, real=r.verdict in ("helps", "hurts"), scale=scale)
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r.id for r in rows])
+    ax.invert_yaxis()
+    ax.grid(axis="x", color="#e5e5e5")
+    unit = " (pts)" if scale == 100.0 else ""
+    ax.set_title(f"effect on {METRIC_LABELS.get(info.metric, info.metric)}{unit}: with − without the piece")
+    fig.legend(
+        handles=[
+            Line2D([0], [0], color=REAL_COLOR, linewidth=2.5, marker="o", label="helps / hurts (Holm)"),
+            Line2D(
+                [0],
+                [0],
+                color=DRAW_COLOR,
+                linestyle="--",
+                marker="o",
+                markerfacecolor="white",
+                label="draw / undecided",
+            ),
+        ],
+        loc="lower center",
+        ncol=2,
+        frameon=False,
+    )
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    svg, png = out_dir / f"{PLOT_STEM}.svg", out_dir / f"{PLOT_STEM}.png"
+    fig.savefig(svg, format="svg", metadata={"Date": None})
+    fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return svg, png
+
+
+def pieces_text(report: Report) -> list[str]:
+    """The per-piece table as aligned plain text for the terminal (empty for a layer run)."""
+    from tabulate import tabulate
+
+    table = next((b for b in pieces_blocks(report, None) if isinstance(b, Table)), None)
+    if table is None:
+        return []
+    rows = [[cell.replace("**", "") for cell in row] for row in table.rows]
+    return tabulate(rows, headers=table.headers, tablefmt="simple", disable_numparse=True).splitlines()
