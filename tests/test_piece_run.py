@@ -125,6 +125,9 @@ def test_a_piece_run_records_its_design_and_the_report_rebuilds_each_piece(
     assert any(c["id"] == "pieces" and "Leave-one-out" in c["text"] for c in report["caveats"])
     md = (folder / "report.md").read_text()
     assert "## Pieces: which piece earns its keep" in md and "| skills#bug-triage | skill |" in md
+    # the design's rows are not ranked against the control as if each were a layer: the pieces answer
+    assert "## Ranking" not in md and "## Marginal contribution" not in md
+    assert not (folder / "plots" / "forest.svg").exists()
     html = (folder / "report.html").read_text()
     assert '<table id="pieces">' in html and '<figure id="pieces-plot"><svg' in html
     assert html.count('<figure id="forest-plot">') <= 1  # each figure its own id

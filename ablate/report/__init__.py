@@ -76,7 +76,8 @@ def write_report(
     plot = None
     if "md" in fmts or "html" in fmts:
         say("drawing the forest plot")
-        plot = forest_plot(report, run_dir / "plots")
+        # a piece run's forest is the pieces' (report.pieces), not one of its design rows against the control
+        plot = forest_plot(report, run_dir / "plots") if report.piece_design is None else None
         if plot:
             written.paths["svg"], written.paths["png"] = plot
         rel_svg = "plots/forest.svg" if plot else None

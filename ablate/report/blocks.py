@@ -85,6 +85,8 @@ def real_mark(c: Comparison) -> str:
 
 
 def layers_text(layers: list[str]) -> str:
+    """What a cell strips, short: its layers, or its pieces (``layer#piece`` ids) in a piece run."""
     if len(layers) > 3:
-        return f"{len(layers)} layers (everything)"
+        pieces = all("#" in x for x in layers)
+        return f"{len(layers)} pieces" if pieces else f"{len(layers)} layers (everything)"
     return ", ".join(layers) or "–"

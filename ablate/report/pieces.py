@@ -185,7 +185,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
             _fmt_interval(metric, r.ci_low, r.ci_high),
             fmt_p(r.p_adjusted),
             f"**{r.verdict}**" if r.verdict in ("helps", "hurts") else r.verdict,
-            "–" if r.tokens_per_point is None else f"{r.tokens_per_point:.0f}",
+            "–" if r.tokens_per_point is None else f"{r.tokens_per_point:.3g}",
         ]
         for r in report.pieces
     ]
@@ -195,8 +195,9 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
         Para(
             f"{info.kind} design, {info.construction}; {info.sessions} sessions in {info.blocks} blocks "
             f"(task × repeat). Effect = mean {METRIC_LABELS.get(metric, metric)} with the piece − without it "
-            f"(positive: keeping it raises the metric), {int(100 * (1 - info.alpha))}% interval, Holm across "
-            f"the pieces; draw = the interval inside ±{fmt_delta(metric, info.min_effect).lstrip('+')}. Tokens per "
+            f"(positive: keeping it raises the metric), {int(100 * (1 - info.alpha))}% interval (per piece, not "
+            f"adjusted for the others), Holm across the pieces: helps or hurts when the Holm p is at most "
+            f"{info.alpha:g}; draw = the interval inside ±{fmt_delta(metric, info.min_effect).lstrip('+')}. Tokens per "
             f"{unit} = the context the piece adds to every session divided by the effect it has "
             "(for a piece that helps)."
             + (
