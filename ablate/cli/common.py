@@ -195,6 +195,18 @@ AblateToml = Annotated[
         show_default=False,
     ),
 ]
+WithMcp = Annotated[
+    bool,
+    typer.Option(
+        "--with-mcp",
+        help="Also start MCP servers (real processes) and check their tools (`ablate pieces`: with --measure).",
+    ),
+]
+Backoff = Annotated[
+    float,
+    typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit that names no reset time."),
+]
+"""``--backoff`` of every command that calls the model and backs off a rate limit (run, ab, judge)."""
 ProbeOpt = Annotated[
     bool,
     typer.Option(
@@ -234,6 +246,14 @@ def _cell_run_options(
     """How the sessions of a run are run in cells (run, ab, compare)."""
 
 
+def _probe_options(
+    claude_bin: ClaudeBin = None,
+    with_mcp: WithMcp = False,
+    isolation: IsolationOpt = None,
+) -> None:
+    """How the free probe starts the real CLI in cells (probe, pieces --measure)."""
+
+
 def _adaptive_options(
     max_repeats: MaxRepeats = 20,
     min_effect: MinEffect = 0.2,
@@ -252,6 +272,7 @@ SETUP_OPTIONS = option_group(_setup_options)
 SESSION_OPTIONS = option_group(_session_options)
 CELL_RUN_OPTIONS = option_group(_cell_run_options)
 ADAPTIVE_OPTIONS = option_group(_adaptive_options)
+PROBE_OPTIONS = option_group(_probe_options)
 
 
 def takes(*groups: tuple[inspect.Parameter, ...], **defaults: object) -> Callable[[F], F]:
@@ -276,9 +297,13 @@ def takes(*groups: tuple[inspect.Parameter, ...], **defaults: object) -> Callabl
 
 def command_options(local: dict[str, Any]) -> dict[str, Any]:
     """A command's options as one dict (its ``locals()``): its own parameters and the shared ones it received
-    in ``**options``; the typer context is left out."""
+    in ``**options``, the typer context left out, and --config-dir (of :data:`SETUP_OPTIONS`) resolved to
+    :func:`default_config_dir` where it was not given."""
     own = {k: v for k, v in local.items() if k not in ("ctx", "options")}
-    return {**own, **local.get("options", {})}
+    merged = {**own, **local.get("options", {})}
+    if "config_dir" in merged:
+        merged["config_dir"] = merged["config_dir"] or default_config_dir()
+    return merged
 
 
 def load_setup_options(o: dict[str, Any]) -> tuple[Catalog, Setup]:

@@ -20,7 +20,6 @@ from ablate.cli.common import (
     adaptive_rule,
     cli_errors,
     command_options,
-    default_config_dir,
     given,
     print_json,
     takes,
@@ -384,7 +383,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
         sim_script=o["sim_script"],
         base_url=o["base_url"],
         cc={
-            "config_dir": o["config_dir"] or default_config_dir(),
+            "config_dir": o["config_dir"],
             "repo": o["repo"],
             "layer": o["layer"],
             "claude_bin": o["claude_bin"],

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from ablate.cli.common import Json, cli_errors, one_of, print_json
+from ablate.cli.common import Backoff, Json, cli_errors, one_of, print_json
 from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
 from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
@@ -130,10 +130,7 @@ def judge_cmd(
             help="Re-run the tasks' checks from the saved diffs (diffs/) first, e.g. after editing the checks.",
         ),
     ] = False,
-    backoff: Annotated[
-        float,
-        typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit without retry-after."),
-    ] = FIRST_PAUSE_S,
+    backoff: Backoff = FIRST_PAUSE_S,
     json: Json = False,
 ) -> None:
     """Grade a run's final answers with a blind judge (task prompt, rubric, answer, diff: nothing else).

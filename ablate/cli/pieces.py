@@ -7,9 +7,8 @@ from typing import Annotated, Any
 import typer
 
 from ablate.cli.common import (
+    PROBE_OPTIONS,
     SETUP_OPTIONS,
-    ClaudeBin,
-    IsolationOpt,
     Json,
     cli_errors,
     load_setup_options,
@@ -32,7 +31,7 @@ PiecesOpt = Annotated[
 
 @app.command("pieces")
 @cli_errors
-@takes(SETUP_OPTIONS)
+@takes(SETUP_OPTIONS, PROBE_OPTIONS)
 def pieces_cmd(
     json_out: Json = False,
     only: PiecesOpt = None,
@@ -44,11 +43,6 @@ def pieces_cmd(
             "for the control, against the local capture endpoint (free; ~1.5 s of CPU per start).",
         ),
     ] = False,
-    claude_bin: ClaudeBin = None,
-    with_mcp: Annotated[
-        bool, typer.Option("--with-mcp", help="With --measure: start MCP servers to see their tools.")
-    ] = False,
-    isolation: IsolationOpt = None,
     **options: Any,
 ) -> None:
     """List the setup's pieces: the units below a layer that a piece cell removes one by one.
@@ -92,7 +86,12 @@ def pieces_cmd(
         from ablate.probe.piece_tokens import measure_pieces
 
         measured = measure_pieces(
-            setup, catalog, pieces, find_claude(claude_bin), isolation=isolation, with_mcp=with_mcp
+            setup,
+            catalog,
+            pieces,
+            find_claude(options["claude_bin"]),
+            isolation=options["isolation"],
+            with_mcp=options["with_mcp"],
         )
         rows, ok = measured.rows, measured.probe.ok
         notes += [f"{c.id}: {c.verdict}: {'; '.join(c.problems)}" for c in measured.probe.cells if c.problems]

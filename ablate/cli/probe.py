@@ -12,9 +12,8 @@ if TYPE_CHECKING:
 
 from ablate.cli.common import (
     JOBS,
+    PROBE_OPTIONS,
     SETUP_OPTIONS,
-    ClaudeBin,
-    IsolationOpt,
     Jobs,
     Json,
     cell_set_names,
@@ -104,7 +103,7 @@ def render(result: ProbeResult) -> str:
 
 @app.command("probe")
 @cli_errors
-@takes(SETUP_OPTIONS)
+@takes(SETUP_OPTIONS, PROBE_OPTIONS)
 def probe_cmd(
     cells: Annotated[
         str, typer.Option("--cells", help=f"Cell set: {cell_set_names()}, or a .toml file.")
@@ -112,20 +111,12 @@ def probe_cmd(
     only: Annotated[
         list[str] | None, typer.Option("--cell", help="Probe only these cell ids (repeatable).")
     ] = None,
-    claude_bin: ClaudeBin = None,
-    with_mcp: Annotated[
-        bool,
-        typer.Option(
-            "--with-mcp", help="Also start MCP servers and check their tools (they are real processes)."
-        ),
-    ] = False,
     jobs: Jobs = JOBS,
     work: Annotated[
         Path | None,
         typer.Option("--work", help="Keep the probe's cells, requests and transcripts in this folder."),
     ] = None,
     json_out: Json = False,
-    isolation: IsolationOpt = None,
     pieces: Annotated[
         str | None,
         typer.Option(
@@ -167,7 +158,7 @@ def probe_cmd(
 
     catalog, setup = load_setup_options(options)
     cell_set = load_cell_set(cells, catalog) if pieces is None else piece_probe_set(setup, catalog, pieces)
-    claude = find_claude(claude_bin)
+    claude = find_claude(options["claude_bin"])
     if not claude.is_pinned and not json_out:
         typer.echo(
             f"warning: claude {claude.version} is not the pinned version; recording and continuing", err=True
@@ -179,9 +170,9 @@ def probe_cmd(
         claude,
         work=work,
         cell_ids=only,
-        with_mcp=with_mcp,
+        with_mcp=options["with_mcp"],
         jobs=jobs,
-        isolation=isolation,
+        isolation=options["isolation"],
         on_cell=None if json_out else lambda cid, what: typer.echo(f"  {cid}: {what}", err=True),
     )
     if json_out:

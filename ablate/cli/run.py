@@ -19,11 +19,11 @@ from ablate.cli.common import (
     SESSION_OPTIONS,
     SETUP_OPTIONS,
     AllowUnpinned,
+    Backoff,
     Json,
     adaptive_rule,
     cli_errors,
     command_options,
-    default_config_dir,
     given,
     one_of,
     option_group,
@@ -94,10 +94,6 @@ Force = Annotated[
 Grace = Annotated[
     float,
     typer.Option("--grace", min=0, help="After Ctrl-C, seconds running sessions get before being killed."),
-]
-Backoff = Annotated[
-    float,
-    typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit that names no reset time."),
 ]
 Dirty = Annotated[
     bool, typer.Option("--dirty", help="Carry uncommitted changes of the repo into every cell.")
@@ -183,7 +179,7 @@ def plan_cmd(json: Json = False, **options: Any) -> None:
     loaded = load_tasks(o["tasks"], catalog, notes)
     for note in notes:
         err(f"note: {note}")
-    setup = load_setup(o["config_dir"] or default_config_dir(), o["repo"])
+    setup = load_setup(o["config_dir"], o["repo"])
     if not model.strip():
         raise UsageError("--model is empty", hint="pass the model every session is pinned to")
     for warning in check_locations(setup, out=out, work_dir=None):
@@ -233,7 +229,7 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
         max_turns=o["max_turns"],
         timeout_s=o["timeout"],
         out=o["out"],
-        config_dir=o["config_dir"] or default_config_dir(),
+        config_dir=o["config_dir"],
         repo=o["repo"],
         seed=o["seed"],
         resume=o["resume"],
@@ -321,7 +317,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     # every check that can refuse the run comes before prepare_run writes the run folder
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
     checked = preflight(
-        o["config_dir"] or default_config_dir(),
+        o["config_dir"],
         o["repo"],
         isolation=o["isolation"],
         allow_network=o["allow_network"],
@@ -446,7 +442,7 @@ def ab_cmd(ctx: typer.Context, **options: Any) -> None:
 
     Exit codes: as `ablate run`.
     """
-    _run(ctx, {**options, "cells": "binary"})
+    _run(ctx, command_options({**options, "cells": "binary"}))
 
 
 # `ab` takes exactly `run`'s options but --cells: one set of definitions, two commands.
