@@ -54,9 +54,9 @@ def test_every_command_parses_the_options_of_its_groups(command: str, groups: tu
     # the same flag, help and environment variable wherever a group gives it
     run = _params("run")
     for name in _names(*groups) & set(run):
-        assert (params[name].opts, params[name].help, params[name].envvar) == (  # type: ignore[attr-defined]
+        assert (params[name].opts, params[name].help, params[name].envvar) == (
             run[name].opts,
-            run[name].help,  # type: ignore[attr-defined]
+            run[name].help,
             run[name].envvar,
         )
 
