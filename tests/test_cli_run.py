@@ -103,6 +103,9 @@ def test_the_default_work_folder_is_removed_after_a_run(
 ) -> None:
     import tempfile
 
+    from ablate.isolate.forwarder import shared_forwarder
+
+    shared_forwarder()  # this process's (a CLI process's lives in its TMPDIR until it exits), made beforehand
     ex, tmp = rig
     scratch = tmp / "scratch-tmp"
     scratch.mkdir()

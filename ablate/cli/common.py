@@ -4,21 +4,43 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import orjson
 import typer
 
-from ablate.core.constants import DEFAULT_JOBS, DEFAULT_MODEL, MAX_TIMEOUT_S, MAX_TURNS
-from ablate.core.errors import DISK_FULL_HINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, AblateError
+from ablate.core.constants import (
+    DEFAULT_JOBS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_MODEL,
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    MAX_TURNS,
+)
+from ablate.core.errors import (
+    DISK_FULL_HINT,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    AblateError,
+    UsageError,
+)
 from ablate.core.fsutil import disk_full_message, is_disk_full
+
+if TYPE_CHECKING:
+    from ablate.folder.adaptive import AdaptiveOptions
+    from ablate.setup.layers import Catalog
+    from ablate.setup.load import Setup
 
 P = ParamSpec("P")
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S", bound=str)
 
 
 def cell_set_names() -> str:
@@ -173,6 +195,18 @@ AblateToml = Annotated[
         show_default=False,
     ),
 ]
+WithMcp = Annotated[
+    bool,
+    typer.Option(
+        "--with-mcp",
+        help="Also start MCP servers (real processes) and check their tools (`ablate pieces`: with --measure).",
+    ),
+]
+Backoff = Annotated[
+    float,
+    typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit that names no reset time."),
+]
+"""``--backoff`` of every command that calls the model and backs off a rate limit (run, ab, judge)."""
 ProbeOpt = Annotated[
     bool,
     typer.Option(
@@ -183,6 +217,119 @@ ProbeOpt = Annotated[
         "says so.",
     ),
 ]
+
+
+def _setup_options(
+    config_dir: ConfigDir = None,
+    repo: Repo = Path("."),
+    ablate_toml: AblateToml = None,
+) -> None:
+    """The options that name the setup a command reads (layers, pieces, probe, env build, plan, run, compare)."""
+
+
+def _session_options(
+    model: Model = MODEL,
+    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    claude_bin: ClaudeBin = None,
+) -> None:
+    """The options every session is started with (plan, run, ab, compare)."""
+
+
+def _cell_run_options(
+    jobs: Jobs = JOBS,
+    budget_usd: Budget = None,
+    work_dir: WorkDir = None,
+    isolation: IsolationOpt = None,
+    probe: ProbeOpt = True,
+) -> None:
+    """How the sessions of a run are run in cells (run, ab, compare)."""
+
+
+def _probe_options(
+    claude_bin: ClaudeBin = None,
+    with_mcp: WithMcp = False,
+    isolation: IsolationOpt = None,
+) -> None:
+    """How the free probe starts the real CLI in cells (probe, pieces --measure)."""
+
+
+def _adaptive_options(
+    max_repeats: MaxRepeats = 20,
+    min_effect: MinEffect = 0.2,
+    alpha: Alpha = 0.05,
+) -> None:
+    """--adaptive's stopping rule (run, ab, compare)."""
+
+
+def option_group(template: Callable[..., None]) -> tuple[inspect.Parameter, ...]:
+    """The options ``template`` declares (its parameters: typer annotations and defaults), to give commands
+    with :func:`takes`."""
+    return tuple(inspect.signature(template, eval_str=True).parameters.values())
+
+
+SETUP_OPTIONS = option_group(_setup_options)
+SESSION_OPTIONS = option_group(_session_options)
+CELL_RUN_OPTIONS = option_group(_cell_run_options)
+ADAPTIVE_OPTIONS = option_group(_adaptive_options)
+PROBE_OPTIONS = option_group(_probe_options)
+
+
+def takes(*groups: tuple[inspect.Parameter, ...], **defaults: object) -> Callable[[F], F]:
+    """Give a command the options of ``groups``, declared once: typer reads them from the command's signature
+    (after its arguments and required options, before its own optional ones) and the command receives them
+    in its ``**options``; ``defaults`` sets a group option's default for this command."""
+
+    def decorate(fn: F) -> F:
+        sig = inspect.signature(fn, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        shared = [p.replace(default=defaults.get(p.name, p.default)) for group in groups for p in group]
+        unknown = set(defaults) - {p.name for p in shared}
+        if unknown:
+            raise TypeError(f"{fn.__name__}: defaults for options it does not take: {sorted(unknown)}")
+        required = [p for p in own if p.default is inspect.Parameter.empty]
+        optional = [p for p in own if p.default is not inspect.Parameter.empty]
+        fn.__signature__ = sig.replace(parameters=required + shared + optional)  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+def command_options(local: dict[str, Any]) -> dict[str, Any]:
+    """A command's options as one dict (its ``locals()``): its own parameters and the shared ones it received
+    in ``**options``, the typer context left out, and --config-dir (of :data:`SETUP_OPTIONS`) resolved to
+    :func:`default_config_dir` where it was not given."""
+    own = {k: v for k, v in local.items() if k not in ("ctx", "options")}
+    merged = {**own, **local.get("options", {})}
+    if "config_dir" in merged:
+        merged["config_dir"] = merged["config_dir"] or default_config_dir()
+    return merged
+
+
+def load_setup_options(o: dict[str, Any]) -> tuple[Catalog, Setup]:
+    """The layer catalog (--ablate-toml) and the setup (--config-dir, --repo) that :data:`SETUP_OPTIONS` name."""
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import load_setup
+
+    catalog = load_catalog(o["ablate_toml"])
+    return catalog, load_setup(o["config_dir"] or default_config_dir(), o["repo"])
+
+
+def adaptive_rule(o: dict[str, Any]) -> AdaptiveOptions:
+    """--adaptive's stopping rule from :data:`ADAPTIVE_OPTIONS` and --budget-usd."""
+    from ablate.folder.adaptive import AdaptiveOptions
+
+    return AdaptiveOptions(
+        max_repeats=o["max_repeats"], min_effect=o["min_effect"], alpha=o["alpha"], budget_usd=o["budget_usd"]
+    )
+
+
+def one_of(option: str, value: str, choices: tuple[S, ...]) -> S:
+    """``value`` as the one of ``choices`` it names; else a located :class:`UsageError` (exit 2)."""
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise UsageError(f"{option} {value!r}: expected {', '.join(choices[:-1])} or {choices[-1]}")
 
 
 def given(ctx: typer.Context, name: str) -> bool:

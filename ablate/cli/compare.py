@@ -12,29 +12,18 @@ import orjson
 import typer
 
 from ablate.cli.common import (
-    MODEL,
-    AblateToml,
-    Alpha,
-    Budget,
-    ClaudeBin,
-    ConfigDir,
-    IsolationOpt,
-    Jobs,
+    ADAPTIVE_OPTIONS,
+    CELL_RUN_OPTIONS,
+    SESSION_OPTIONS,
+    SETUP_OPTIONS,
     Json,
-    MaxRepeats,
-    MaxTurns,
-    MinEffect,
-    Model,
-    ProbeOpt,
-    Repo,
-    Timeout,
-    WorkDir,
+    adaptive_rule,
     cli_errors,
-    default_config_dir,
+    command_options,
     given,
     print_json,
+    takes,
 )
-from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT_S
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
@@ -141,7 +130,7 @@ def _check_same_plan(resume: Path, prep: Any) -> None:
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any], resume: Path | None) -> AdaptiveOptions | None:
     """``--adaptive``'s stopping rule, refused where it cannot apply; a resumed adaptive comparison keeps the
     rule it started with (read from its run folder), whatever is given now."""
-    from ablate.folder.adaptive import AdaptiveOptions, read_state
+    from ablate.folder.adaptive import read_state
     from ablate.folder.layout import RunFolder
 
     if resume is not None:
@@ -167,9 +156,7 @@ def _adaptive_options(ctx: typer.Context, o: dict[str, Any], resume: Path | None
             f"--adaptive with --executor {o['executor']}: only the claude-code executor runs in rounds",
             hint="drop --executor (claude-code is the default) or drop --adaptive",
         )
-    return AdaptiveOptions(
-        max_repeats=o["max_repeats"], min_effect=o["min_effect"], alpha=o["alpha"], budget_usd=o["budget_usd"]
-    )
+    return adaptive_rule(o)
 
 
 def _check_probe(ctx: typer.Context, executor: str) -> None:
@@ -315,6 +302,7 @@ AdaptiveOpt = Annotated[
 
 @app.command("compare")
 @cli_errors
+@takes(SESSION_OPTIONS, SETUP_OPTIONS, CELL_RUN_OPTIONS, ADAPTIVE_OPTIONS, jobs=1)
 def compare_cmd(
     ctx: typer.Context,
     arms: Annotated[
@@ -331,30 +319,16 @@ def compare_cmd(
     block: BlockOpt = None,
     roles: RolesOpt = None,
     executor: ExecutorOpt = "claude-code",
-    model: Model = MODEL,
-    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
     max_tokens: MaxTokens = 1024,
     seed: SeedOpt = None,
     out: OutOpt = Path("runs"),
     resume: ResumeOpt = None,
     sim_script: SimScript = None,
     base_url: BaseUrl = None,
-    jobs: Jobs = 1,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
-    budget_usd: Budget = None,
-    work_dir: WorkDir = None,
-    isolation: IsolationOpt = None,
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
-    claude_bin: ClaudeBin = None,
-    ablate_toml: AblateToml = None,
     adaptive: AdaptiveOpt = False,
-    max_repeats: MaxRepeats = 20,
-    min_effect: MinEffect = 0.2,
-    alpha: Alpha = 0.05,
-    probe: ProbeOpt = True,
     yes: Yes = False,
     json: Json = False,
+    **options: Any,
 ) -> None:
     """Head-to-head versions of a file (is my new CLAUDE.md better?) and layout experiments (did moving a
     rule to the end help, or was it the repetition?). All arms run the same tasks, in one sweep, paired on
@@ -378,7 +352,7 @@ def compare_cmd(
     items were not answered (or an adaptive comparison stopped at the budget or a rate limit), 130
     interrupted.
     """
-    _compare(ctx, {k: v for k, v in locals().items() if k != "ctx"})
+    _compare(ctx, command_options(locals()))
 
 
 def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
@@ -409,7 +383,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
         sim_script=o["sim_script"],
         base_url=o["base_url"],
         cc={
-            "config_dir": o["config_dir"] or default_config_dir(),
+            "config_dir": o["config_dir"],
             "repo": o["repo"],
             "layer": o["layer"],
             "claude_bin": o["claude_bin"],

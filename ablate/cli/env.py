@@ -10,14 +10,13 @@ import typer
 
 from ablate.cli.common import (
     MODEL,
-    AblateToml,
-    ConfigDir,
+    SETUP_OPTIONS,
     IsolationOpt,
     Json,
-    Repo,
     cli_errors,
-    default_config_dir,
+    load_setup_options,
     print_json,
+    takes,
 )
 
 app = typer.Typer(
@@ -47,17 +46,16 @@ Dirty = Annotated[
 
 @app.command()
 @cli_errors
+@takes(SETUP_OPTIONS)
 def build(
     cell: Annotated[str, typer.Argument(help="Cell id in the set (C0, C4, C11, ...).")],
     out: Out,
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
     cells: Cells = "layered",
     isolate_state: IsolateState = False,
     dirty: Dirty = False,
     isolation: IsolationOpt = None,
     json_out: Json = False,
-    ablate_toml: AblateToml = None,
+    **options: Any,
 ) -> None:
     """Build one cell exactly as `ablate run` builds it, and print how to run the CLI in it by hand.
 
@@ -78,12 +76,9 @@ def build(
     from ablate.isolate.registry import choice_json, open_backend
     from ablate.run.execute import preflight
     from ablate.setup.cells import load_cell_set
-    from ablate.setup.layers import load_catalog
-    from ablate.setup.load import load_setup
 
-    catalog = load_catalog(ablate_toml)
+    catalog, setup = load_setup_options(options)
     resolved = load_cell_set(cells, catalog).get(cell)
-    setup = load_setup(config_dir or default_config_dir(), repo)
     # its printed command is not sealed (see below): whatever endpoint it names stays reachable
     checked = preflight(setup.config_dir, setup.repo, isolation=isolation, allow_network=True)
     if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
@@ -92,10 +87,10 @@ def build(
             hint="pick a new or empty --out (a built cell is removed with `ablate env clean`)",
         )
     # a command to run by hand: not sealed (no forwarder outlives ablate)
-    options = BackendOptions(
+    backend_options = BackendOptions(
         isolate_state=isolate_state, dirty=dirty, base_env=dict(os.environ), sealed=False
     )
-    backend = open_backend(checked.isolation.backend, setup, catalog, out, options)
+    backend = open_backend(checked.isolation.backend, setup, catalog, out, backend_options)
     env = backend.build(resolved, 0)
     argv = [
         "claude", "-p", "--model", MODEL, "--permission-mode", "bypassPermissions", "--", "PROMPT",

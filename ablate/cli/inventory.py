@@ -8,14 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ablate.cli.common import (
+    SETUP_OPTIONS,
     AblateToml,
     ConfigDir,
     Json,
-    Repo,
     cell_set_names,
     cli_errors,
     default_config_dir,
+    load_setup_options,
     print_json,
+    takes,
 )
 from ablate.core.errors import AblateError
 
@@ -71,12 +73,8 @@ def _layer_notes(rows: list[dict[str, Any]]) -> None:
 
 @app.command("layers")
 @cli_errors
-def layers_cmd(
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
-    json_out: Json = False,
-    ablate_toml: AblateToml = None,
-) -> None:
+@takes(SETUP_OPTIONS)
+def layers_cmd(json_out: Json = False, **options: Any) -> None:
     """List every layer of the setup: side, paths, on disk vs loaded by the CLI, size, fingerprint, and leaks.
 
     On disk is what the layer's files hold; loaded is what the CLI puts in front of the model by itself
@@ -93,11 +91,9 @@ def layers_cmd(
     Exit codes: 0 ok, 2 bad input (missing config dir or repo, not a git work tree, invalid ablate.toml).
     """
     from ablate.setup.inventory import inventory_json, layer_rows
-    from ablate.setup.layers import load_catalog
-    from ablate.setup.load import inventory, load_setup
+    from ablate.setup.load import inventory
 
-    catalog = load_catalog(ablate_toml)
-    setup = load_setup(config_dir or default_config_dir(), repo)
+    catalog, setup = load_setup_options(options)
     inv = inventory(setup, catalog)
     if json_out:
         print_json(inventory_json(inv, catalog))

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from ablate.cli.common import Json, cli_errors, print_json
+from ablate.cli.common import Backoff, Json, cli_errors, one_of, print_json
 from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
-from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
 if TYPE_CHECKING:
     from ablate.grade.judge import JudgeSummary
@@ -55,13 +55,7 @@ def judge_list(judge_model: str | None, judge_models: str | None) -> tuple[str, 
 
 
 def split_choice(value: str) -> Literal["dev", "holdout", "both"]:
-    if value == "dev":
-        return "dev"
-    if value == "holdout":
-        return "holdout"
-    if value == "both":
-        return "both"
-    raise UsageError(f"--split {value!r}: expected dev, holdout or both")
+    return one_of("--split", value, ("dev", "holdout", "both"))
 
 
 def holdout_lines(run_dir: Path, judges: tuple[str, ...]) -> tuple[list[dict[str, object]], list[str]]:
@@ -136,10 +130,7 @@ def judge_cmd(
             help="Re-run the tasks' checks from the saved diffs (diffs/) first, e.g. after editing the checks.",
         ),
     ] = False,
-    backoff: Annotated[
-        float,
-        typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit without retry-after."),
-    ] = FIRST_PAUSE_S,
+    backoff: Backoff = FIRST_PAUSE_S,
     json: Json = False,
 ) -> None:
     """Grade a run's final answers with a blind judge (task prompt, rubric, answer, diff: nothing else).

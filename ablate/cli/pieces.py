@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ablate.cli.common import (
-    AblateToml,
-    ClaudeBin,
-    ConfigDir,
-    IsolationOpt,
+    PROBE_OPTIONS,
+    SETUP_OPTIONS,
     Json,
-    Repo,
     cli_errors,
-    default_config_dir,
+    load_setup_options,
     print_json,
+    takes,
 )
 from ablate.core.errors import EXIT_FAILURE
 
@@ -34,11 +31,9 @@ PiecesOpt = Annotated[
 
 @app.command("pieces")
 @cli_errors
+@takes(SETUP_OPTIONS, PROBE_OPTIONS)
 def pieces_cmd(
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
     json_out: Json = False,
-    ablate_toml: AblateToml = None,
     only: PiecesOpt = None,
     measure: Annotated[
         bool,
@@ -48,11 +43,7 @@ def pieces_cmd(
             "for the control, against the local capture endpoint (free; ~1.5 s of CPU per start).",
         ),
     ] = False,
-    claude_bin: ClaudeBin = None,
-    with_mcp: Annotated[
-        bool, typer.Option("--with-mcp", help="With --measure: start MCP servers to see their tools.")
-    ] = False,
-    isolation: IsolationOpt = None,
+    **options: Any,
 ) -> None:
     """List the setup's pieces: the units below a layer that a piece cell removes one by one.
 
@@ -79,13 +70,10 @@ def pieces_cmd(
     Exit codes: 0 ok; 1 --measure: a piece cell failed the probe's check; 2 bad input (missing config dir
     or repo, an unknown piece id, fewer than two pieces: a piece design needs two).
     """
-    from ablate.setup.layers import load_catalog
-    from ablate.setup.load import load_setup
     from ablate.setup.piece_cut import require_pieces, select_pieces
     from ablate.setup.pieces import repeated_headings, setup_pieces
 
-    catalog = load_catalog(ablate_toml)
-    setup = load_setup(config_dir or default_config_dir(), repo)
+    catalog, setup = load_setup_options(options)
     pieces = setup_pieces(setup, catalog)
     if only is not None:
         pieces = select_pieces(pieces, [i.strip() for i in only.split(",") if i.strip()])
@@ -98,7 +86,12 @@ def pieces_cmd(
         from ablate.probe.piece_tokens import measure_pieces
 
         measured = measure_pieces(
-            setup, catalog, pieces, find_claude(claude_bin), isolation=isolation, with_mcp=with_mcp
+            setup,
+            catalog,
+            pieces,
+            find_claude(options["claude_bin"]),
+            isolation=options["isolation"],
+            with_mcp=options["with_mcp"],
         )
         rows, ok = measured.rows, measured.probe.ok
         notes += [f"{c.id}: {c.verdict}: {'; '.join(c.problems)}" for c in measured.probe.cells if c.problems]

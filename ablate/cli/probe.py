@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,17 +12,15 @@ if TYPE_CHECKING:
 
 from ablate.cli.common import (
     JOBS,
-    AblateToml,
-    ClaudeBin,
-    ConfigDir,
-    IsolationOpt,
+    PROBE_OPTIONS,
+    SETUP_OPTIONS,
     Jobs,
     Json,
-    Repo,
     cell_set_names,
     cli_errors,
-    default_config_dir,
+    load_setup_options,
     print_json,
+    takes,
 )
 from ablate.core.errors import EXIT_FAILURE
 
@@ -105,6 +103,7 @@ def render(result: ProbeResult) -> str:
 
 @app.command("probe")
 @cli_errors
+@takes(SETUP_OPTIONS, PROBE_OPTIONS)
 def probe_cmd(
     cells: Annotated[
         str, typer.Option("--cells", help=f"Cell set: {cell_set_names()}, or a .toml file.")
@@ -112,23 +111,12 @@ def probe_cmd(
     only: Annotated[
         list[str] | None, typer.Option("--cell", help="Probe only these cell ids (repeatable).")
     ] = None,
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
-    claude_bin: ClaudeBin = None,
-    with_mcp: Annotated[
-        bool,
-        typer.Option(
-            "--with-mcp", help="Also start MCP servers and check their tools (they are real processes)."
-        ),
-    ] = False,
     jobs: Jobs = JOBS,
     work: Annotated[
         Path | None,
         typer.Option("--work", help="Keep the probe's cells, requests and transcripts in this folder."),
     ] = None,
     json_out: Json = False,
-    ablate_toml: AblateToml = None,
-    isolation: IsolationOpt = None,
     pieces: Annotated[
         str | None,
         typer.Option(
@@ -138,6 +126,7 @@ def probe_cmd(
             "`ablate pieces` lists them), each checked to differ from the control by exactly that piece.",
         ),
     ] = None,
+    **options: Any,
 ) -> None:
     """Prove which layers reach the model in every cell, for free.
 
@@ -165,14 +154,11 @@ def probe_cmd(
     from ablate.core.claude import find_claude
     from ablate.probe.probe import probe
     from ablate.setup.cells import load_cell_set
-    from ablate.setup.layers import load_catalog
-    from ablate.setup.load import load_setup
     from ablate.setup.piece_cells import piece_probe_set
 
-    catalog = load_catalog(ablate_toml)
-    setup = load_setup(config_dir or default_config_dir(), repo)
+    catalog, setup = load_setup_options(options)
     cell_set = load_cell_set(cells, catalog) if pieces is None else piece_probe_set(setup, catalog, pieces)
-    claude = find_claude(claude_bin)
+    claude = find_claude(options["claude_bin"])
     if not claude.is_pinned and not json_out:
         typer.echo(
             f"warning: claude {claude.version} is not the pinned version; recording and continuing", err=True
@@ -184,9 +170,9 @@ def probe_cmd(
         claude,
         work=work,
         cell_ids=only,
-        with_mcp=with_mcp,
+        with_mcp=options["with_mcp"],
         jobs=jobs,
-        isolation=isolation,
+        isolation=options["isolation"],
         on_cell=None if json_out else lambda cid, what: typer.echo(f"  {cid}: {what}", err=True),
     )
     if json_out:

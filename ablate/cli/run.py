@@ -14,35 +14,27 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ablate.cli.common import (
-    JOBS,
-    MODEL,
-    AblateToml,
+    ADAPTIVE_OPTIONS,
+    CELL_RUN_OPTIONS,
+    SESSION_OPTIONS,
+    SETUP_OPTIONS,
     AllowUnpinned,
-    Alpha,
-    Budget,
-    ClaudeBin,
-    ConfigDir,
-    IsolationOpt,
-    Jobs,
+    Backoff,
     Json,
-    MaxRepeats,
-    MaxTurns,
-    MinEffect,
-    Model,
-    ProbeOpt,
-    Repo,
-    Timeout,
-    WorkDir,
+    adaptive_rule,
     cli_errors,
-    default_config_dir,
+    command_options,
     given,
+    one_of,
+    option_group,
     print_json,
+    takes,
 )
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
 from ablate.cli.run_display import write_report as report_after
 from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
-from ablate.core.constants import DEFAULT_GRACE_S, DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT_S
+from ablate.core.constants import DEFAULT_GRACE_S
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
@@ -103,10 +95,6 @@ Force = Annotated[
 Grace = Annotated[
     float,
     typer.Option("--grace", min=0, help="After Ctrl-C, seconds running sessions get before being killed."),
-]
-Backoff = Annotated[
-    float,
-    typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit that names no reset time."),
 ]
 Dirty = Annotated[
     bool, typer.Option("--dirty", help="Carry uncommitted changes of the repo into every cell.")
@@ -174,29 +162,28 @@ MaxSessions = Annotated[
 ]
 
 
-@app.command("plan")
-@cli_errors
-def plan_cmd(
-    ctx: typer.Context,
+def _planned_options(
     tasks: Tasks = None,
     cells: Cells = "layered",
     repeats: Repeats = 1,
-    model: Model = MODEL,
-    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
     out: Out = Path("runs"),
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
-    claude_bin: ClaudeBin = None,
     allow_unpinned_claude: AllowUnpinned = False,
     seed: Seed = None,
-    ablate_toml: AblateToml = None,
     aa: AaOpt = False,
     pieces: PiecesOpt = None,
     design: DesignOpt = None,
     max_sessions: MaxSessions = None,
-    json: Json = False,
 ) -> None:
+    """What a new run folder is planned from (plan, run, ab)."""
+
+
+PLANNED_OPTIONS = option_group(_planned_options)
+
+
+@app.command("plan")
+@cli_errors
+@takes(PLANNED_OPTIONS, SESSION_OPTIONS, SETUP_OPTIONS)
+def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     """Plan a run without executing it: write manifest.json, plan.jsonl and the tasks to a run folder.
 
     Run it whole with `ablate run --plan DIR`, or in shares with `ablate run --plan DIR --shard K/N`
@@ -212,27 +199,29 @@ def plan_cmd(
     from ablate.setup.load import load_setup
     from ablate.setup.tasks import load_tasks
 
-    if not tasks:
+    o = command_options(locals())
+    model: str = o["model"]
+    max_turns: int = o["max_turns"]
+    out: Path = o["out"]
+    if not o["tasks"]:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
-    catalog, cell_set = load_cells(cells, ablate_toml, aa=aa)
+    catalog, cell_set = load_cells(o["cells"], o["ablate_toml"], aa=o["aa"])
     notes: list[str] = []
-    loaded = load_tasks(tasks, catalog, notes)
+    loaded = load_tasks(o["tasks"], catalog, notes)
     for note in notes:
         err(f"note: {note}")
-    setup = load_setup(config_dir or default_config_dir(), repo)
+    setup = load_setup(o["config_dir"], o["repo"])
     if not model.strip():
         raise UsageError("--model is empty", hint="pass the model every session is pinned to")
     for warning in check_locations(setup, out=out, work_dir=None):
         err(f"warning: {warning}")
-    claude = require_pinned(find_claude(claude_bin), allowed=allow_unpinned_claude)
-    record = None
-    asked = _piece_request(
-        {"pieces": pieces, "design": design, "max_sessions": max_sessions, "min_effect": 0.2}
-    )
+    claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"])
+    record, repeats = None, o["repeats"]
+    asked = _piece_request({**o, "min_effect": 0.2})
     if asked is not None:
         from ablate.run.pieces import plan_pieces
 
-        clashes = [o for o, on in (("--cells", given(ctx, "cells")), ("--aa", aa)) if on]
+        clashes = [n for n, on in (("--cells", given(ctx, "cells")), ("--aa", o["aa"])) if on]
         planned = plan_pieces(
             setup, catalog, asked, tasks=len(loaded), repeats=repeats, repeats_given=given(ctx, "repeats"),
             clashes=clashes,
@@ -244,12 +233,12 @@ def plan_cmd(
         cell_set=cell_set.name,
         cells=list(cell_set.cells),
         repeats=repeats,
-        seed=seed if seed is not None else new_seed(),
+        seed=o["seed"] if o["seed"] is not None else new_seed(),
         model=model,
         max_turns=max_turns,
         claude=claude,
-        timeout_s=timeout,
-        setup=setup_info(setup, cell_set.source, ablate_toml),
+        timeout_s=o["timeout"],
+        setup=setup_info(setup, cell_set.source, o["ablate_toml"]),
         design=record,
     )
     n_blocks = len(blocks(folder.read_plan()))
@@ -283,7 +272,7 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
         max_turns=o["max_turns"],
         timeout_s=o["timeout"],
         out=o["out"],
-        config_dir=o["config_dir"] or default_config_dir(),
+        config_dir=o["config_dir"],
         repo=o["repo"],
         seed=o["seed"],
         resume=o["resume"],
@@ -325,7 +314,7 @@ AdaptiveOpt = Annotated[
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions | None:
     """``--adaptive``'s options for a new run (None for a fixed run and for a resume, which keeps its own);
     refused before anything is written where they cannot apply."""
-    from ablate.folder.adaptive import AdaptiveOptions, read_state
+    from ablate.folder.adaptive import read_state
     from ablate.folder.layout import RunFolder
 
     if o["resume"] is not None and read_state(RunFolder(o["resume"])) is not None:
@@ -341,9 +330,7 @@ def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions 
             hint="pass --max-repeats N, the most rounds it may run",
         )
     o["repeats"] = o["max_repeats"]  # the folder is planned for the largest run
-    return AdaptiveOptions(
-        max_repeats=o["max_repeats"], min_effect=o["min_effect"], alpha=o["alpha"], budget_usd=o["budget_usd"]
-    )
+    return adaptive_rule(o)
 
 
 def _execute_adaptive(
@@ -390,7 +377,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     # every check that can refuse the run comes before prepare_run writes the run folder
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
     checked = preflight(
-        o["config_dir"] or default_config_dir(),
+        o["config_dir"],
         o["repo"],
         isolation=o["isolation"],
         allow_network=o["allow_network"],
@@ -471,59 +458,30 @@ def _probe_first(prep: PreparedRun, claude: ClaudeBinary, backend: str, o: dict[
 
 
 def _report_when(value: str) -> ReportWhen:
-    if value == "background":
-        return "background"
-    if value == "now":
-        return "now"
-    if value == "none":
-        return "none"
-    raise UsageError(f"--report {value}: expected background, now or none")
+    return one_of("--report", value, ("background", "now", "none"))
 
 
 @app.command("run")
 @cli_errors
+@takes(PLANNED_OPTIONS, SESSION_OPTIONS, SETUP_OPTIONS, CELL_RUN_OPTIONS, ADAPTIVE_OPTIONS)
 def run_cmd(
     ctx: typer.Context,
-    tasks: Tasks = None,
-    cells: Cells = "layered",
-    repeats: Repeats = 1,
-    model: Model = MODEL,
-    max_turns: MaxTurns = DEFAULT_MAX_TURNS,
-    jobs: Jobs = JOBS,
-    budget_usd: Budget = None,
-    timeout: Timeout = DEFAULT_TIMEOUT_S,
-    out: Out = Path("runs"),
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
-    claude_bin: ClaudeBin = None,
-    allow_unpinned_claude: AllowUnpinned = False,
-    seed: Seed = None,
     resume: Resume = None,
     plan: PlanDir = None,
     shard: ShardOpt = None,
     force: Force = False,
-    work_dir: WorkDir = None,
     grace: Grace = DEFAULT_GRACE_S,
     backoff: Backoff = FIRST_PAUSE_S,
     dirty: Dirty = False,
     isolate_state: IsolateState = False,
-    isolation: IsolationOpt = None,
     allow_network: AllowNetwork = False,
-    ablate_toml: AblateToml = None,
     judge_model: JudgeModel = None,
     allow_same_judge: AllowSameJudge = False,
     split: Split = "both",
     adaptive: AdaptiveOpt = False,
-    max_repeats: MaxRepeats = 20,
-    min_effect: MinEffect = 0.2,
-    alpha: Alpha = 0.05,
-    aa: AaOpt = False,
-    probe: ProbeOpt = True,
     report: ReportOpt = "now",
-    pieces: PiecesOpt = None,
-    design: DesignOpt = None,
-    max_sessions: MaxSessions = None,
     json: Json = False,
+    **options: Any,
 ) -> None:
     """Run every (task × cell × repeat) item with the pinned `claude -p` command, in parallel, resumably.
 
@@ -539,7 +497,7 @@ def run_cmd(
     model) or your real files changed during it, 2 bad input, 3 some items failed or were not run (budget,
     rate limit), 130 interrupted.
     """
-    _run(ctx, {k: v for k, v in locals().items() if k != "ctx"})
+    _run(ctx, command_options(locals()))
 
 
 def ab_cmd(ctx: typer.Context, **options: Any) -> None:
@@ -551,7 +509,7 @@ def ab_cmd(ctx: typer.Context, **options: Any) -> None:
         raise UsageError(
             "`ablate ab` compares the whole setup with none of it", hint="use `ablate run --pieces`"
         )
-    _run(ctx, {**options, "cells": "binary"})
+    _run(ctx, command_options({**options, "cells": "binary"}))
 
 
 # `ab` takes exactly `run`'s options but --cells: one set of definitions, two commands.

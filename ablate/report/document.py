@@ -582,21 +582,14 @@ DOC_SECTIONS: list[DocSection] = [
 ]
 
 
-#: Sections that answer "which layer earns its keep" by comparing each cell with the control. A piece run's
-#: cells are rows of a design, each cutting many pieces at once: its answer is the per-piece table
-#: (:mod:`ablate.report.pieces`), and a cell-by-cell ranking of the rows would be read as one.
 LAYER_SECTIONS = (ranking_section, contributions_section, spread_power_section, regressions_dead_section)
 
 
 def build_document(report: Report, *, plot_svg: str | None, plot_png: str | None) -> Document:
-    """The report's sections (:data:`DOC_SECTIONS`), in reading order; a piece run's without
-    :data:`LAYER_SECTIONS`."""
+    """The sections (:data:`DOC_SECTIONS`) in order; a piece run's (its cells cut many pieces) not the layer ones."""
     doc = Document(f"ablate report — {report.run.id}")
-    plot = Plot(plot_svg, plot_png)
-    for section in DOC_SECTIONS:
-        if report.piece_design is not None and section in LAYER_SECTIONS:
-            continue
-        doc.blocks.extend(section(report, plot))
+    skip = LAYER_SECTIONS if report.piece_design is not None else ()
+    doc.blocks.extend(b for s in DOC_SECTIONS if s not in skip for b in s(report, Plot(plot_svg, plot_png)))
     return doc
 
 
