@@ -27,7 +27,7 @@ def test_a_dev_gain_that_reverses_significantly_on_holdout_is_an_overfitting_war
     assert f is not None and f.kind == "overfitting"
     # exact over the 252 ways to split 10 task means into 5 + 5: only the observed split is as extreme
     assert f.p == pytest.approx(1 / 252)
-    assert (f.dev_delta, f.holdout_delta, f.n_dev, f.n_holdout) == (1.0, -0.8, 5, 5)
+    assert (f.dev_delta, f.holdout_delta, f.n_dev_tasks, f.n_holdout_tasks) == (1.0, -0.8, 5, 5)
     assert f.message.startswith("WARNING overfitting? C3 checks_passed: +100 pts on dev, -80 pts on holdout")
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 from typing import Literal
@@ -34,6 +33,7 @@ from ablate.folder.metrics import (
     metric_named,
 )
 from ablate.folder.result import ItemResult, iter_results
+from ablate.grade.finding import HoldoutFinding
 from ablate.grade.record import read_grade
 
 Split = Literal["dev", "holdout"]
@@ -42,27 +42,21 @@ SPLITS: tuple[Split, Split] = ("dev", "holdout")
 TaskDeltas = dict[Split, dict[str, list[float]]]
 
 
-@dataclass(frozen=True)
-class SplitFinding:
-    """What the holdout says about a cell's dev change."""
-
-    cell: str
-    metric: str
-    kind: Literal["overfitting", "within-noise", "untested"]
-    """overfitting: a significant reversal; within-noise: a reversal the data cannot tell from noise;
-    untested: a reversal with fewer than two tasks in a split (nothing can be tested)."""
-    dev_delta: float
-    """Mean over dev tasks of the task's mean change (cell − control; lower-is-better metrics: control − cell)."""
-    holdout_delta: float
-    """The same on holdout."""
-    n_dev: int
-    """Dev tasks."""
-    n_holdout: int
-    """Holdout tasks."""
-    p: float | None
-    """One-sided exact permutation p of dev > holdout over task means (None: untested)."""
-    message: str
-    """One line for the report."""
+def _finding(
+    cell: str,
+    metric: str,
+    kind: Literal["overfitting", "within-noise", "untested"],
+    dev_delta: float,
+    holdout_delta: float,
+    n_dev: int,
+    n_holdout: int,
+    p: float | None,
+    message: str,
+) -> HoldoutFinding:
+    return HoldoutFinding(
+        cell=cell, metric=metric, kind=kind, dev_delta=dev_delta, holdout_delta=holdout_delta,
+        n_dev_tasks=n_dev, n_holdout_tasks=n_holdout, p=p, message=message,
+    )  # fmt: skip
 
 
 def holdout_finding(
@@ -73,7 +67,7 @@ def holdout_finding(
     *,
     higher_is_better: bool,
     alpha: float,
-) -> SplitFinding | None:
+) -> HoldoutFinding | None:
     """Compare the per-task mean changes on dev and holdout tasks; see the module docstring."""
     sign = 1.0 if higher_is_better else -1.0
     d = [sign * fmean(v) for v in dev.values() if v]
@@ -88,13 +82,13 @@ def holdout_finding(
         f"{cell} {metric}: {fmt_delta(metric, dev_delta)} on dev, {fmt_delta(metric, hold_delta)} on holdout"
     )
     if len(d) < 2 or len(h) < 2:
-        return SplitFinding(
+        return _finding(
             cell, metric, "untested", dev_delta, hold_delta, len(d), len(h), None,
             f"{change} ({counts}: a split needs at least 2 tasks to test the reversal)",
         )  # fmt: skip
     smallest = 1 / math.comb(len(d) + len(h), len(d))  # the one-sided permutation test's least p
     if smallest > alpha:
-        return SplitFinding(
+        return _finding(
             cell, metric, "untested", dev_delta, hold_delta, len(d), len(h), None,
             f"{change} ({counts}): the split cannot warn — its permutation test's smallest p is "
             f"1/{math.comb(len(d) + len(h), len(d))} = {smallest:.2g}, above α {alpha}; more tasks in each split "
@@ -110,12 +104,12 @@ def holdout_finding(
     )
     p = float(res.pvalue)
     if p <= alpha:
-        return SplitFinding(
+        return _finding(
             cell, metric, "overfitting", dev_delta, hold_delta, len(d), len(h), p,
             f"WARNING overfitting? {change}; the drop is significant (permutation p = {p:.3g}, {counts}): "
             "the dev gain does not carry over to tasks nobody tuned against",
         )  # fmt: skip
-    return SplitFinding(
+    return _finding(
         cell, metric, "within-noise", dev_delta, hold_delta, len(d), len(h), p,
         f"{change}; the gap is within noise (permutation p = {p:.2f}, {counts}): no evidence of overfitting",
     )  # fmt: skip
@@ -191,7 +185,7 @@ def holdout_findings(
     metric: str,
     alpha: float,
     judge_model: str | None = None,
-) -> list[SplitFinding]:
+) -> list[HoldoutFinding]:
     """:func:`holdout_finding` for every cell of a run folder (cells whose holdout agrees are left out)."""
     found = []
     for cell in cells:
@@ -212,7 +206,6 @@ def holdout_findings(
 
 
 __all__ = [
-    "SplitFinding",
     "TaskDeltas",
     "holdout_finding",
     "holdout_findings",

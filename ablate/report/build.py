@@ -327,19 +327,7 @@ def holdout_section(ctx: Context, report: Report) -> None:
             alpha=ctx.alpha,
         )
         if f is not None:
-            found.append(
-                HoldoutFinding(
-                    cell=f.cell,
-                    metric=f.metric,
-                    kind=f.kind,
-                    dev_delta=f.dev_delta,
-                    holdout_delta=f.holdout_delta,
-                    n_dev_tasks=f.n_dev,
-                    n_holdout_tasks=f.n_holdout,
-                    p=f.p,
-                    message=f.message,
-                )
-            )
+            found.append(f)
     report.holdout = found
     report.holdout_note = (
         f"checked {len(ctx.tested)} cells on {METRIC_LABELS[ctx.primary]}, task by task: "

@@ -16,6 +16,7 @@ from ablate.folder.adaptive import Look
 from ablate.folder.metrics import BINARY_METRICS as BINARY_METRICS
 from ablate.folder.metrics import HIGHER_IS_BETTER as HIGHER_IS_BETTER
 from ablate.folder.metrics import METRIC_LABELS as METRIC_LABELS
+from ablate.grade.finding import HoldoutFinding as HoldoutFinding
 from ablate.report.piece_model import PieceDesignInfo, PieceRow
 
 REPORT_SCHEMA_VERSION: Literal[1] = 1
@@ -236,20 +237,6 @@ class Family(Doc):
     """Of them, those with a computable p."""
     rule: str
     """How the family's error rate is controlled, in words."""
-
-
-class HoldoutFinding(Doc):
-    """A cell whose dev gain reverses on the holdout tasks (task-level test, ``ablate.grade.splits``)."""
-
-    cell: str
-    metric: str
-    kind: Literal["overfitting", "within-noise", "untested"]
-    dev_delta: float
-    holdout_delta: float
-    n_dev_tasks: int
-    n_holdout_tasks: int
-    p: float | None
-    message: str
 
 
 class GraderRate(Doc):
