@@ -255,7 +255,8 @@ def test_probe_in_links_without_a_fence_fails_naming_the_changed_files(
 
     from ablate.isolate import fence
 
-    monkeypatch.setattr(fence, "_support", fence.FenceSupport(False, "bubblewrap is not installed", None))
+    missing = fence.FenceSupport(False, "bubblewrap is not installed", None)
+    monkeypatch.setattr(fence, "_try_fence", lambda: missing)
     ex, _ = hostile
     env: dict[str, str | None] = {
         k: None for k in os.environ if k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))
