@@ -14,9 +14,20 @@ import orjson
 from ablate import PINNED_CLAUDE_VERSION
 from ablate.folder.layout import TASKS_DIR, ClaudeInfo, PlanItem, RunFolder, RunManifest, write_manifest
 from ablate.folder.result import ItemResult, write_result
+from ablate.setup.tasks import Task, load_task
 
 MODEL = "claude-sonnet-4-6"
 CLAUDE = ClaudeInfo(path="/opt/claude", version=PINNED_CLAUDE_VERSION, sha256="ab" * 32, pinned=True)
+
+
+def pitfall_tasks(folder: Path, n: int) -> list[Task]:
+    """``n`` one-line tasks ``t0``, ``t1``, … with one pitfall ``p`` (pattern ``x``), written to ``folder``."""
+    folder.mkdir(parents=True)
+    for i in range(n):
+        (folder / f"t{i}.toml").write_text(
+            f'id = "t{i}"\nprompt = "do {i}"\n[[pitfalls]]\nid = "p"\npattern = "x"\n'
+        )
+    return [load_task(folder / f"t{i}.toml") for i in range(n)]
 
 
 def new_manifest(**fields: Any) -> RunManifest:

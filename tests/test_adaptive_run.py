@@ -23,20 +23,15 @@ from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog
-from ablate.setup.tasks import load_task
 from tests.helpers_cli import invoke
+from tests.run_folder import pitfall_tasks
 
 
 def _planned(
     tmp: Path, tasks: int = 4, repeats: int = 30, cells: int | None = None
 ) -> tuple[RunFolder, RunManifest]:
     """A run of the layered cells (the first ``cells`` of them: the control and the next ones)."""
-    (tmp / "tasks").mkdir(parents=True)
-    loaded = []
-    for i in range(tasks):
-        path = tmp / "tasks" / f"t{i}.toml"
-        path.write_text(f'id = "t{i}"\nprompt = "do {i}"\n[[pitfalls]]\nid = "p"\npattern = "x"\n')
-        loaded.append(load_task(path))
+    loaded = pitfall_tasks(tmp / "tasks", tasks)
     cs = load_cell_set("layered", load_catalog())
     exe = tmp / "claude"
     exe.write_text("")

@@ -18,20 +18,15 @@ from ablate.report.build import build_report
 from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run
 from ablate.setup.cells import ResolvedCell
-from ablate.setup.tasks import load_task
 from ablate.stats.screening import screening_design
+from tests.run_folder import pitfall_tasks
 
 PIECES = [f"user-claude-md#s{i}" for i in range(8)]
 
 
 def planned(tmp: Path, tasks: int = 2, repeats: int = 12) -> tuple[RunFolder, RunManifest]:
     """A piece run of the screening design over eight pieces (24 cells), as `ablate run --pieces` plans it."""
-    (tmp / "tasks").mkdir(parents=True)
-    loaded = []
-    for i in range(tasks):
-        path = tmp / "tasks" / f"t{i}.toml"
-        path.write_text(f'id = "t{i}"\nprompt = "do {i}"\n[[pitfalls]]\nid = "p"\npattern = "x"\n')
-        loaded.append(load_task(path))
+    loaded = pitfall_tasks(tmp / "tasks", tasks)
     design = screening_design(PIECES)
     cells = [
         ResolvedCell(id="C0" if i == 0 else f"P{i:02d}", index=i, label="", stripped=(), empty_config=False,
