@@ -17,6 +17,7 @@ import typer
 from ablate.core.constants import (
     DEFAULT_JOBS,
     DEFAULT_MAX_TURNS,
+    DEFAULT_MIN_EFFECT,
     DEFAULT_MODEL,
     DEFAULT_TIMEOUT_S,
     MAX_TIMEOUT_S,
@@ -256,7 +257,7 @@ def _probe_options(
 
 def _adaptive_options(
     max_repeats: MaxRepeats = 20,
-    min_effect: MinEffect = 0.2,
+    min_effect: MinEffect = DEFAULT_MIN_EFFECT,
     alpha: Alpha = 0.05,
 ) -> None:
     """--adaptive's stopping rule (run, ab, compare)."""

@@ -34,7 +34,7 @@ from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
 from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
 from ablate.cli.run_display import write_report as report_after
 from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
-from ablate.core.constants import DEFAULT_GRACE_S
+from ablate.core.constants import DEFAULT_GRACE_S, DEFAULT_MIN_EFFECT
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
@@ -217,7 +217,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
         err(f"warning: {warning}")
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"])
     record, repeats = None, o["repeats"]
-    asked = _piece_request({**o, "min_effect": 0.2})
+    asked = _piece_request({**o, "min_effect": DEFAULT_MIN_EFFECT})  # plan has no --min-effect
     if asked is not None:
         from ablate.run.pieces import plan_pieces
 

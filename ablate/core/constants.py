@@ -23,3 +23,5 @@ MAX_TURNS = 10_000
 #: of exactly min-effect 20% of the time, but one well beyond it almost never; β = 0.05 keeps the adaptive
 #: design's misses of large effects as rare as the fixed design's (``benchmarks/bench_adaptive.py``).
 DEFAULT_DRAW_BETA = 0.05
+#: The smallest effect of interest (``--min-effect``): a draw's margin, in the metric's units (0.2 = 20 pts).
+DEFAULT_MIN_EFFECT = 0.2

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from ablate.core.constants import DEFAULT_MIN_EFFECT
 from ablate.core.specs import Spec
 
 
@@ -42,7 +43,7 @@ class PieceDesignRecord(Spec):
     """How the rows were made, in words (``folded-over Plackett–Burman N=12: 24 rows for 8 pieces``)."""
     pieces: list[DesignPiece]
     rows: list[DesignRow]
-    min_effect: float = Field(default=0.2, gt=0)
+    min_effect: float = Field(default=DEFAULT_MIN_EFFECT, gt=0)
     """The smallest effect of interest of a draw (``--min-effect``)."""
 
     @model_validator(mode="after")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.core.slug import slug
+from ablate.core.tokens import tokens_of_chars
 from ablate.probe.fingerprints import normalise_request
 from ablate.probe.observe import Observation, canon_command
 from ablate.setup.load import parse_imports
@@ -71,8 +72,8 @@ class PiecesVerdict:
 
 
 def tokens_of(chars: int) -> int:
-    """The sim's estimate (4 characters a token) of a character difference; 0 when nothing was removed."""
-    return -(-chars // 4) if chars > 0 else 0
+    """The estimate (:func:`ablate.core.tokens.tokens_of_chars`) of a character difference; 0 for none."""
+    return tokens_of_chars(chars)
 
 
 def cell_replacements(cenv: Any) -> dict[str, str]:

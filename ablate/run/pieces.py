@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablate.core.constants import DEFAULT_MIN_EFFECT
 from ablate.core.errors import UsageError
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import RunManifest
@@ -47,7 +48,7 @@ class PieceRequest:
     """``all`` or comma-separated piece ids."""
     design: str | None = None
     max_sessions: int | None = None
-    min_effect: float = 0.2
+    min_effect: float = DEFAULT_MIN_EFFECT
 
 
 @dataclass(frozen=True)

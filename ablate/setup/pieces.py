@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ablate.core.tokens import tokens_of_chars
 from ablate.setup.layers import Catalog, Layer, LayerFiles, json_keys, resolve_layer
 from ablate.setup.load import Setup, resolve_layers
 
@@ -85,9 +85,8 @@ class Piece:
 
     @property
     def est_tokens(self) -> int:
-        """The sim's own estimate (:func:`ablate.sim.engine.estimate_tokens`: 4 characters a token) of
-        :attr:`shown_text`."""
-        return math.ceil(len(self.shown_text) / 4)
+        """The estimate (:func:`ablate.core.tokens.tokens_of_chars`, the sim's own rule) of :attr:`shown_text`."""
+        return tokens_of_chars(len(self.shown_text))
 
     def to_json(self, tokens: int | None = None, source: str = "estimate") -> dict[str, Any]:
         return {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -13,6 +12,7 @@ from typing import Any
 import orjson
 
 from ablate.core.constants import DEFAULT_MODEL as _DEFAULT_MODEL
+from ablate.core.tokens import tokens_of_chars
 from ablate.sim.script import Answer, ErrorAnswer, Rule, Script, Usage, Where
 
 _REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
@@ -266,8 +266,8 @@ def message_id(view: RequestView, rule: str) -> str:
 
 
 def estimate_tokens(text: str) -> int:
-    """A rough token count: 4 characters per token, at least 1."""
-    return max(1, math.ceil(len(text) / 4))
+    """A rough token count (:func:`ablate.core.tokens.tokens_of_chars`), at least 1."""
+    return max(1, tokens_of_chars(len(text)))
 
 
 def usage_dict(usage: Usage, body: Mapping[str, Any], content: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

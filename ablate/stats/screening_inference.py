@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
+from ablate.core.constants import DEFAULT_MIN_EFFECT
 from ablate.stats.multiplicity import holm
 from ablate.stats.screening import Design, DesignError
 
@@ -46,8 +47,6 @@ FloatArray = npt.NDArray[np.float64]
 PieceVerdict = Literal["helps", "hurts", "draw", "undecided"]
 METHOD = "ols-block-fixed-effects-t"
 METHOD_BINARY = "ols-block-fixed-effects-t-null-variance"
-#: The smallest effect of interest of a draw when the caller gives none: ``--min-effect``'s default.
-DEFAULT_MIN_EFFECT = 0.2
 #: Why a piece has no p or interval when the model fits every session exactly (all outcomes equal, say).
 NO_SPREAD = "the model fits every session exactly (no residual spread): nothing to test the effect against"
 
