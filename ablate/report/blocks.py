@@ -85,8 +85,13 @@ def real_mark(c: Comparison) -> str:
 
 
 def layers_text(layers: list[str]) -> str:
-    """What a cell strips, short: its layers, or its pieces (``layer#piece`` ids) in a piece run."""
     if len(layers) > 3:
-        pieces = all("#" in x for x in layers)
-        return f"{len(layers)} pieces" if pieces else f"{len(layers)} layers (everything)"
+        return f"{len(layers)} layers (everything)"
     return ", ".join(layers) or "–"
+
+
+def strips_text(layers: list[str], pieces: list[str]) -> str:
+    """What a cell strips, short: its layers, or a piece run's cell its pieces."""
+    if not pieces:
+        return layers_text(layers)
+    return ", ".join(pieces) if len(pieces) <= 3 else f"{len(pieces)} pieces"

@@ -198,6 +198,8 @@ class CellSummary(Doc):
     cell: str
     label: str
     layers: list[str]
+    pieces: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """A piece run's cell: the pieces it cuts (``layers`` stays the layers it strips: none)."""
     no_op: bool
     items: int
     scored: int

@@ -70,7 +70,8 @@ def cell_summaries(
             CellSummary(
                 cell=c.id,
                 label=c.label,
-                layers=list(c.pieces) or layers.get(c.id, list(c.stripped) if c.id in no_op_ids else []),
+                layers=layers.get(c.id, list(c.stripped) if c.id in no_op_ids else []),
+                pieces=list(c.pieces),
                 no_op=c.id in no_op_ids,
                 items=sum(1 for p in plan if p.cell == c.id),
                 scored=len(mine),

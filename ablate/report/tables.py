@@ -10,9 +10,9 @@ from ablate.report.blocks import (
     fmt_delta,
     fmt_p,
     fmt_value,
-    layers_text,
     real_mark,
     row_style,
+    strips_text,
 )
 from ablate.report.model import METRIC_LABELS, Report
 
@@ -103,7 +103,7 @@ def layered_tables(report: Report) -> list[Block]:
     pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
     rows = []
     for c in report.cells:
-        row = [c.cell + (" (no-op)" if c.no_op else ""), layers_text(c.layers)]
+        row = [c.cell + (" (no-op)" if c.no_op else ""), strips_text(c.layers, c.pieces)]
         for m in ("pitfall_free", "turns", "cost_usd"):
             ms = c.metrics.get(m)
             val = fmt_value(m, ms.value if ms else None)
