@@ -9,9 +9,7 @@ import numpy as np
 import orjson
 import pytest
 from pydantic import ValidationError
-from typer.testing import CliRunner
 
-from ablate.cli.main import app
 from ablate.folder.adaptive import control_of
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import RunFolder, read_manifest, write_manifest
@@ -20,6 +18,7 @@ from ablate.report.pieces import cost_per_point
 from ablate.setup.examples import ExampleSetup
 from ablate.stats.screening import screening_design
 from ablate.stats.screening_inference import Outcome, analyse
+from tests.helpers_cli import invoke
 from tests.test_cli_run import TASK, rig
 
 __all__ = ["rig"]  # the fake-CLI fixture of test_cli_run: an example setup, HOME, a fake claude, a work dir
@@ -29,7 +28,7 @@ THREE = "skills#bug-triage,rules#python,hooks#sessionstart-session-start"
 
 def run(ex: ExampleSetup, out: Path, *extra: str) -> tuple[int, str, str]:
     args = ["run", "--tasks", TASK, "--out", str(out), "--config-dir", str(ex.config_dir)]
-    res = CliRunner().invoke(app, [*args, "--repo", str(ex.repo), "--json", "--report", "now", *extra])
+    res = invoke([*args, "--repo", str(ex.repo), "--json", "--report", "now", *extra])
     return res.exit_code, res.stdout, res.stderr
 
 
@@ -74,7 +73,7 @@ def test_bad_piece_runs_are_refused_before_anything_is_written(
 
 def test_ab_refuses_pieces(rig: tuple[ExampleSetup, Path]) -> None:
     _ex, tmp = rig
-    res = CliRunner().invoke(app, ["ab", "--tasks", TASK, "--pieces", "all", "--out", str(tmp / "runs")])
+    res = invoke(["ab", "--tasks", TASK, "--pieces", "all", "--out", str(tmp / "runs")])
     assert res.exit_code == 2 and "use `ablate run --pieces`" in res.stderr
 
 
@@ -128,17 +127,21 @@ def test_a_piece_run_records_its_design_and_the_report_rebuilds_each_piece(
     # the design's rows are not ranked against the control as if each were a layer: the pieces answer
     assert "## Ranking" not in md and "## Marginal contribution" not in md
     assert not (folder / "plots" / "forest.svg").exists()
+    # a design row says the pieces it cuts, and strips no layer
+    rows = [c for c in report["cells"] if c["cell"] != "C0"]
+    assert rows and all(c["pieces"] and c["layers"] == [] for c in rows), rows
+    assert "pieces" not in next(c for c in report["cells"] if c["cell"] == "C0")
     html = (folder / "report.html").read_text()
     assert '<table id="pieces">' in html and '<figure id="pieces-plot"><svg' in html
     assert html.count('<figure id="forest-plot">') <= 1  # each figure its own id
-    res = CliRunner().invoke(app, ["report", str(folder)])  # the terminal summary shows the pieces too
+    res = invoke(["report", str(folder)])  # the terminal summary shows the pieces too
     assert res.exit_code == 0, res.stderr
     assert "tokens per percentage point" in res.stdout and "hooks#sessionstart-session-start" in res.stdout
     # a resume rebuilds the cells from the manifest (there is no cell-set file) and runs nothing more
-    res = CliRunner().invoke(app, ["run", "--resume", str(folder), "--json", "--no-probe"])
+    res = invoke(["run", "--resume", str(folder), "--json", "--no-probe"])
     assert res.exit_code == 0, res.stderr
     assert orjson.loads(res.stdout)["launched"] == 0
-    res = CliRunner().invoke(app, ["run", "--resume", str(folder), "--pieces", "all"])
+    res = invoke(["run", "--resume", str(folder), "--pieces", "all"])
     assert res.exit_code == 2 and "--pieces cannot change a planned run" in res.stderr
     # the control is the first cell that strips no layer and cuts no piece, wherever it stands
     rf = RunFolder(folder)
@@ -256,21 +259,21 @@ def test_a_planned_piece_run_runs_in_shards_and_merges_with_its_design(
         "--seed",
         "5",
     ]
-    res = CliRunner().invoke(app, [*plan, "--out", str(tmp / "plans"), "--json", *setup])
+    res = invoke([*plan, "--out", str(tmp / "plans"), "--json", *setup])
     assert res.exit_code == 0, res.stderr
     planned = Path(orjson.loads(res.stdout)["folder"])
     assert read_manifest(RunFolder(planned)).design is not None
     shards = []
     for k in (1, 2):
         args = ["run", "--plan", str(planned), "--shard", f"{k}/2", "--out", str(tmp / "shards"), "--json"]
-        res = CliRunner().invoke(app, [*args, "--no-probe"])
+        res = invoke([*args, "--no-probe"])
         assert res.exit_code == 0, res.stderr
         shards.append(orjson.loads(res.stdout)["folder"])
-    res = CliRunner().invoke(app, ["merge", *shards, "--out", str(tmp / "merged"), "--json"])
+    res = invoke(["merge", *shards, "--out", str(tmp / "merged"), "--json"])
     assert res.exit_code == 0, res.stderr
     report = build_report(tmp / "merged")
     setup_order = ["skills#bug-triage", "hooks#sessionstart-session-start", "rules#python"]
     assert [r.id for r in report.pieces] == setup_order
     assert report.piece_design is not None and report.piece_design.sessions == 8
-    res = CliRunner().invoke(app, ["plan", "--tasks", TASK, "--pieces", THREE, "--cells", "binary", *setup])
+    res = invoke(["plan", "--tasks", TASK, "--pieces", THREE, "--cells", "binary", *setup])
     assert res.exit_code == 2 and "--pieces and --cells" in res.stderr
