@@ -89,12 +89,11 @@ def test_a_full_tmpdir_marks_the_item_failed_naming_the_file_system(
     )
     claude.chmod(0o755)
     env = {**os.environ, "ABLATE_CLAUDE_BIN": str(claude), "TMPDIR": str(small)}
-
-    def ablate(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([ABLATE, *argv], env=env, capture_output=True, text=True, timeout=300)
-
-    args = ["--isolation", "links", "--no-probe", "--jobs", "1", "--json"]
-    first = ablate("ab", "--tasks", TASK, "--out", str(tmp / "runs"), *args, *setup_args(ex))
+    args = ["--isolation", "links", "--no-probe", "--jobs", "1", "--json", *setup_args(ex)]
+    first = subprocess.run(
+        [ABLATE, "ab", "--tasks", TASK, "--out", str(tmp / "runs"), *args],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert first.returncode == 3, first.stderr[-1500:]  # some items failed
     (folder,) = (tmp / "runs").iterdir()
     results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").iterdir())]

@@ -102,8 +102,9 @@ def pieces_section(ctx: Context, report: Report) -> None:
     rows = piece_rows(record, analysis.pieces, binary=binary)
     info = _info(ctx, record, len(outcomes), analysis)
     state = read_state(ctx.folder)
-    if state is not None and state.piece_decisions():
-        rows = [_anytime(r, state.piece_decisions().get(r.id), binary) for r in rows]
+    decided = state.piece_decisions() if state is not None else {}
+    if state is not None and decided:
+        rows = [_anytime(r, decided.get(r.id), binary) for r in rows]
         info = info.model_copy(update={"decided_by": "anytime", "alpha": state.options.alpha})
     report.pieces = rows
     report.piece_design = info
