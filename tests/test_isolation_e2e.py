@@ -58,7 +58,7 @@ printf '#!/bin/sh\nexit 0\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-
 alt=$(cat .git/objects/info/alternates 2>/dev/null)
 [ -n "$alt" ] && echo ATTACK > "$alt/attack-through-alternates"
 echo ATTACK > "$(git rev-parse --path-format=absolute --git-path objects)/attack-direct"
-echo ATTACK > /tmp/ablate-iso-attack
+echo ATTACK > "$ISO_TMP"
 git show HEAD:docs/runbooks/deploy.md | head -1
 echo ATTACK-DONE
 """
@@ -66,7 +66,7 @@ CHECK = (
     'echo "cfg=[$(git config core.attack)] hook=[$(test -e .git/hooks/pre-commit && echo yes)] '
     "x=[$(cat ~/.config/x 2>/dev/null)] gl=[$(git config --global user.name)] "
     "skill=[$(grep -c ATTACK ~/.claude/skills/release-notes/SKILL.md)] "
-    "head=[$(git log -1 --format=%s)] tmp=[$(cat /tmp/ablate-iso-attack 2>/dev/null)] "
+    "head=[$(git log -1 --format=%s)] tmp=[$(cat $ISO_TMP 2>/dev/null)] "
     "branch=[$(git branch --show-current)] status=[$(git status --porcelain)] "
     'runbooks=[$(ls docs/runbooks 2>/dev/null | tr "\\n" " ")]"'
 )
@@ -147,6 +147,19 @@ def sim() -> Iterator[SimServer]:
         yield server
 
 
+def _options(sim: SimServer) -> BackendOptions:
+    """The sessions' environment. The attack's /tmp file is this test's own (ISO_TMP): the links backend
+    shares the real /tmp, and a fixed name there was written and removed by tests running in parallel."""
+    base_env = {
+        "PATH": os.environ["PATH"],
+        "SHELL": "/bin/bash",
+        "ANTHROPIC_BASE_URL": sim.base_url,
+        "ANTHROPIC_API_KEY": "sk-test",
+    }
+    iso_tmp = f"/tmp/ablate-iso-attack-{uuid.uuid4().hex[:12]}"
+    return BackendOptions(base_env=base_env, extra_env={"ISO_TMP": iso_tmp})
+
+
 def _session(backend: NamespaceEnvironments, env: NamespaceCellEnv, claude: Path, prompt: str) -> Path:
     sid = str(uuid.uuid4())
     argv = claude_argv(claude, prompt=prompt, model=MODEL, session_id=sid, max_turns=3)
@@ -160,20 +173,14 @@ def _session(backend: NamespaceEnvironments, env: NamespaceCellEnv, claude: Path
 def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind(
     namespace_ok: None, claude: Path, sim: SimServer, tmp_path: Path
 ) -> None:
-    Path("/tmp/ablate-iso-attack").unlink(missing_ok=True)  # the links test's, should it have been killed
     ex = _adversarial_example(tmp_path / "ex")
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
     cells = load_cell_set("layered", catalog)
     before = _hashes(ex)
     listing = tree_listing(ex.home), tree_listing(ex.repo)
-    base_env = {
-        "PATH": os.environ["PATH"],
-        "SHELL": "/bin/bash",
-        "ANTHROPIC_BASE_URL": sim.base_url,
-        "ANTHROPIC_API_KEY": "sk-test",
-    }
-    backend = NamespaceEnvironments(setup, catalog, tmp_path / "work", BackendOptions(base_env=base_env))
+    options = _options(sim)
+    backend = NamespaceEnvironments(setup, catalog, tmp_path / "work", options)
     env = backend.build(cells.get("C7"), 0)  # strips docs/runbooks
     try:
         attack = _session(backend, env, claude, "ISO-ATTACK")
@@ -190,7 +197,7 @@ def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind
             "~/.claude/agents/doc-summarizer.md",
             "~/.claude/hooks/__pycache__",
         } <= set(outside["config"]["by_folder"]), outside["config"]
-        assert outside["tmp"]["by_folder"] == {"/tmp/ablate-iso-attack": 1}
+        assert outside["tmp"]["by_folder"] == {options.extra_env["ISO_TMP"]: 1}
         assert (
             writes["areas"]["objects"]["files"] >= 2
         )  # the commit and the planted file, never the user's store
@@ -253,14 +260,9 @@ def test_links_protects_what_it_can_and_reports_what_it_cannot(
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
     cells = load_cell_set("layered", catalog)
-    base_env = {
-        "PATH": os.environ["PATH"],
-        "SHELL": "/bin/bash",
-        "ANTHROPIC_BASE_URL": sim.base_url,
-        "ANTHROPIC_API_KEY": "sk-test",
-    }
+    options = _options(sim)
     before = guard.take(ex.config_dir, ex.repo, ex.home, skip=(tmp_path / "work",))
-    backend = LinksEnvironments(setup, catalog, tmp_path / "work", BackendOptions(base_env=base_env))
+    backend = LinksEnvironments(setup, catalog, tmp_path / "work", options)
     env = backend.build(cells.get("C7"), 0)
     try:
         attack = _links_session(env, claude, "ISO-ATTACK")
@@ -275,11 +277,12 @@ def test_links_protects_what_it_can_and_reports_what_it_cannot(
         backend.reset(env)
         check = tool_output(_links_session(env, claude, "ISO-CHECK"))
         assert "cfg=[] hook=[] x=[] gl=[] skill=[0] head=[Add project knowledge]" in check, check
-        assert "tmp=[ATTACK]" in check  # links cannot make /tmp private (only TMPDIR): the README says so
+        # links cannot make /tmp private (only TMPDIR): the README says so
+        assert "tmp=[ATTACK]" in check, check
         assert "branch=[main] status=[] runbooks=[]" in check, check
     finally:
         backend.teardown(env)
-        Path("/tmp/ablate-iso-attack").unlink(missing_ok=True)
+        Path(options.extra_env["ISO_TMP"]).unlink(missing_ok=True)
 
 
 def _links_session(env: Any, claude: Path, prompt: str) -> Path:
