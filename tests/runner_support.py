@@ -88,8 +88,10 @@ emit({"type": "result", "subtype": "success", "is_error": False, "terminal_reaso
 
 
 def write_fake_claude(dest: Path) -> Path:
-    """Write the fake CLI as an executable script and return its path."""
-    dest.write_text(f"#!{sys.executable}\n{FAKE_CLAUDE}")
+    """Write the fake CLI as an executable script and return its path. Its interpreter is the real one behind
+    the venv's link (the script needs the standard library only): a venv under /tmp, as in a clone there, is
+    hidden from a fenced session by its private /tmp, and the script would not start."""
+    dest.write_text(f"#!{os.path.realpath(sys.executable)}\n{FAKE_CLAUDE}")
     dest.chmod(0o755)
     return dest
 

@@ -69,15 +69,13 @@ def test_the_message_names_the_mount_point_of_the_nearest_existing_folder(tmp_pa
 
 
 @pytest.mark.parametrize("small", ["64m"], indirect=True)
-def test_a_full_tmpdir_marks_the_item_failed_naming_the_file_system(
+def test_a_full_tmpdir_marks_the_item_failed_and_a_resume_completes_it(
     rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch, small: Path
 ) -> None:
     """TMPDIR on a small tmpfs holds the cells (the default work folder) and each session's private TMPDIR;
     each session fills it while ``fill`` exists (a fenced session cannot remove it). Each item is `error` with a
-    message naming the tmpfs. ``ablate`` runs as its own process, as a user runs it. (A resume after a full
-    TMPDIR is not asserted here: in full-suite runs, in-process or not, its items ended without a transcript,
-    never in a run of this test alone, under load or not; issue 27's note. A resume after a full cell layer
-    is tested above.)"""
+    message naming the tmpfs; once TMPDIR has room, a resume runs them. ``ablate`` runs as its own process, as
+    a user runs it: its forwarder and work folders live in that TMPDIR and go when it exits."""
     ex, tmp = rig
     monkeypatch.delenv("ABLATE_WORK_DIR")
     fake, mark = os.environ["ABLATE_CLAUDE_BIN"], tmp / "fill"
@@ -89,11 +87,12 @@ def test_a_full_tmpdir_marks_the_item_failed_naming_the_file_system(
     )
     claude.chmod(0o755)
     env = {**os.environ, "ABLATE_CLAUDE_BIN": str(claude), "TMPDIR": str(small)}
-    args = ["--isolation", "links", "--no-probe", "--jobs", "1", "--json", *setup_args(ex)]
-    first = subprocess.run(
-        [ABLATE, "ab", "--tasks", TASK, "--out", str(tmp / "runs"), *args],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+
+    def ablate(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([ABLATE, *argv], env=env, capture_output=True, text=True, timeout=300)
+
+    args = ["--isolation", "links", "--no-probe", "--jobs", "1", "--json"]
+    first = ablate("ab", "--tasks", TASK, "--out", str(tmp / "runs"), *args, *setup_args(ex))
     assert first.returncode == 3, first.stderr[-1500:]  # some items failed
     (folder,) = (tmp / "runs").iterdir()
     results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").iterdir())]
@@ -101,6 +100,18 @@ def test_a_full_tmpdir_marks_the_item_failed_naming_the_file_system(
     for r in results:
         assert f"the file system mounted at {small} (the cell's layer) is full" in r["error"], r["error"]
         assert "re-run on resume" in r["error"]
+    mark.unlink()
+    resumed = ablate("run", "--resume", str(folder), *args)
+    code, out, err = resumed.returncode, resumed.stdout, resumed.stderr
+    after = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").iterdir())]
+    said: list[object] = [(r["item"], r["status"], r.get("error")) for r in after]
+    for kind in ("stdout", "stderr"):  # what each session printed, when one ends without a transcript
+        said += [(p.name, p.read_text(errors="replace")[-800:]) for p in (folder / kind).glob("*")]
+    assert code == 0, (said, err[-1500:])
+    # every item ran again (3 launches, one more attempt, were seen in some runs on a loaded machine)
+    assert orjson.loads(out)["launched"] >= 2, out
+    assert [r["status"] for r in after] == ["completed", "completed"], said
+    assert list(small.iterdir()) == []  # the filler went with the cell's folder
 
 
 def test_a_tmpdir_too_small_for_the_cells_is_a_located_error(
