@@ -84,3 +84,15 @@ def edit_manifest(root: Path, change: Callable[[dict[str, Any]], None]) -> None:
     data = orjson.loads(path.read_bytes())
     change(data)
     path.write_bytes(orjson.dumps(data))
+
+
+def items_said(runs: Path) -> str:
+    """What each item of the run folders under ``runs`` ended as (status, error, the tail of its session's
+    stderr): a failing e2e test says why the run exited non-zero, not only what ablate printed."""
+    lines = []
+    for result in sorted(runs.glob("**/results/*.json")):
+        r = orjson.loads(result.read_bytes())
+        lines.append(f"{r.get('item')}: {r.get('status')} {r.get('error') or ''}".rstrip())
+        for err in sorted(result.parent.parent.glob(f"stderr/{r.get('item')}.a*.txt")):
+            lines.append(f"  {err.name}: {err.read_text(errors='replace')[-600:]}")
+    return "\n".join(lines) or f"no results under {runs}"

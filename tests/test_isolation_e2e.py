@@ -38,6 +38,7 @@ from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup
 from ablate.sim import SimServer, iter_requests, script_from_data
 from tests.helpers_cli import ABLATE, tool_output
+from tests.run_folder import items_said
 from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -372,7 +373,7 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
             timeout=600,
             cwd=base,
         )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, (proc.stderr[-3000:], items_said(base / "runs"))
     (folder,) = list((base / "runs").iterdir())
     manifest = orjson.loads((folder / "manifest.json").read_bytes())
     assert manifest["isolation"]["backend"] == "namespace"

@@ -33,6 +33,7 @@ from ablate.isolate.detect import namespace_check
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, iter_requests, script_from_data
 from tests.helpers_cli import BIN
+from tests.run_folder import items_said
 from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -192,7 +193,7 @@ def _check_run(box: Box, bin_dir: Path, user: User | None, claude: Path, mode: s
             *_common(box),
             "--json",
         )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
     (folder,) = list((box.base / "runs").iterdir())
     manifest = orjson.loads((folder / "manifest.json").read_bytes())
     assert (manifest["isolation"]["backend"], manifest["isolation"]["mode"]) == ("namespace", mode)
@@ -273,7 +274,7 @@ def test_compare_as_an_ordinary_user_changes_nothing(
             "--yes",
             "--json",
         )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
     doc = orjson.loads(proc.stdout)
     run = box.base / "runs" / doc["compare_id"] / doc["execution"]["run_folder"]
     assert box.changed() == []
@@ -315,7 +316,7 @@ def test_links_fence_as_an_ordinary_user_refuses_and_reports(
             "--json",
         )
     assert box.changed() == []
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
     (folder,) = list((box.base / "runs").iterdir())
     isolation = orjson.loads((folder / "manifest.json").read_bytes())["isolation"]
     assert (isolation["backend"], isolation["mode"], isolation["locked"]) == ("links", "fenced", True)

@@ -37,6 +37,7 @@ from ablate.isolate.fence import fence_support
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import BIN
+from tests.run_folder import items_said
 from tests.user_support import User, user_venv, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -274,7 +275,7 @@ def test_a_sealed_session_reaches_no_host_service(
                 timeout=300,
                 cwd=base,
             )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.returncode == 0, (proc.stderr[-3000:], items_said(base / "runs"))
         (folder,) = list((base / "runs").iterdir())
         said = "\n".join(p.read_text(errors="replace") for p in folder.rglob("transcripts/**/*.jsonl"))
         assert "NET-DONE" in said, said[-2000:]
