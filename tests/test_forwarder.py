@@ -256,24 +256,30 @@ def test_a_loopback_endpoint_keeps_its_url_inside_and_others_are_refused_up_fron
     ]
 
 
-def test_a_dead_forwarders_folder_is_swept_and_a_live_ones_kept(tmp_path: Path) -> None:
-    from ablate.isolate.forwarder import sweep_stale
+def test_a_forwarder_killed_with_9_leaves_nothing_after_the_next_commands_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process running a forwarder dies by SIGKILL: its folder (socket, filter) is an owned work folder, so
+    the sweep every command starts with removes it at once; a live forwarder's folder stays."""
+    import signal
+    import tempfile
 
-    dead, live, other = tmp_path / "ablate-fwd-dead", tmp_path / "ablate-fwd-live", tmp_path / "unrelated"
-    for folder in (dead, live, other):
-        folder.mkdir()
-    gone = socket.socket(socket.AF_UNIX)
-    gone.bind(str(dead / "s"))  # bound, never listening: its process is gone
-    gone.close()
-    alive = socket.socket(socket.AF_UNIX)
-    alive.bind(str(live / "s"))
-    alive.listen(1)
-    fresh = tmp_path / "ablate-fwd-fresh"  # made a moment ago: its forwarder may be about to bind
-    fresh.mkdir()
-    for folder in (dead, live):
-        os.utime(folder, (0, 0))
+    from ablate.core.tempwork import sweep
+
+    code = (
+        "import os, signal\n"
+        "from ablate.isolate.forwarder import Forwarder\n"
+        "Forwarder()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == -signal.SIGKILL
+    (dead,) = tmp_path.glob("ablate-fwd-*")
+    assert (dead / "s").exists()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    live = Forwarder()
     try:
-        assert sweep_stale(tmp_path) == [dead]
+        assert sweep(tmp_path) == [dead]
+        assert not dead.exists() and live.socket_path.exists()
     finally:
-        alive.close()
-    assert live.is_dir() and other.is_dir() and fresh.is_dir() and not dead.exists()
+        live.close()

@@ -19,8 +19,10 @@ from ablate.core.mounts import MOUNTINFO, mount_points, unmount_all_under
 
 #: The owner file inside every work folder ablate makes.
 OWNER = ".ablate-owner"
+#: The forwarder's folder (its socket and seccomp filter), one per ablate process that runs sessions.
+FORWARDER_PREFIX = "ablate-fwd-"
 #: Folders of the temporary directory that are ablate's work folders (the cache is not one: it is reused).
-SWEPT_PREFIXES = ("ablate-probe-", "ablate-grade-", "ablate-mpl-", "ablate-doctor-")
+SWEPT_PREFIXES = ("ablate-probe-", "ablate-grade-", "ablate-mpl-", "ablate-doctor-", FORWARDER_PREFIX)
 #: Folders holding one work folder per run (``ablate-envs/<run-id>``).
 SWEPT_PARENTS = ("ablate-envs",)
 

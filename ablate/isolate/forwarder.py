@@ -35,7 +35,6 @@ import secrets
 import shutil
 import socket
 import ssl
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ablate.core.tempwork import FORWARDER_PREFIX, make_work_dir
 from ablate.folder.wire import WireRecord, append_wire
 from ablate.isolate.seccomp import filter_program
 
@@ -77,8 +77,8 @@ class Forwarder:
     """One forwarder (see the module text). Thread-safe; :meth:`close` (or process exit) stops it."""
 
     def __init__(self) -> None:
-        sweep_stale()
-        self._dir = Path(tempfile.mkdtemp(prefix="ablate-fwd-"))
+        # owned like every work folder: after a kill -9 the next ablate command's sweep removes it
+        self._dir = make_work_dir(FORWARDER_PREFIX)
         os.chmod(self._dir, 0o700)
         self.socket_path = self._dir / "s"
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -185,28 +185,6 @@ class Forwarder:
     def _stream(self, sock: socket.socket, ticket: _Ticket) -> None:
         with sock:
             _Handler(sock, ("session", 0), _Context(self, ticket))  # type: ignore[arg-type]
-
-
-def sweep_stale(root: Path | None = None) -> list[Path]:
-    """Remove the folders of forwarders whose process died (``kill -9``: nothing listens on their socket any
-    more); return them. Only this user's folders, a minute old or more, are looked at."""
-    removed = []
-    for folder in Path(root or tempfile.gettempdir()).glob("ablate-fwd-*"):
-        try:
-            info = folder.lstat()
-            # another user's, or one just made whose socket is not bound yet
-            if folder.is_symlink() or info.st_uid != os.geteuid() or time.time() - info.st_mtime < 60:
-                continue
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            with probe:
-                probe.connect(str(folder / "s"))
-            continue  # a live forwarder
-        except (ConnectionRefusedError, FileNotFoundError):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-        except OSError:
-            continue
-    return removed
 
 
 @dataclass(frozen=True)
