@@ -7,9 +7,18 @@ Shape (``H`` the fake home)::
     H/dotfiles/claude/axioms.md -> H/dotfiles/shared/axioms.md     every target in one folder)
     H/dotfiles/claude/lessons.md -> H/dotfiles/shared/lessons.md
     H/dotfiles/claude/agents/doc-summarizer.md -> H/dotfiles/shared/agents/doc-summarizer.md
-    H/dotfiles/claude/skills/<x> -> ../../../.agents/skills/<x>    relative links, as skill managers write
-                                                                  them (resolved from the *physical* folder)
-    H/dotfiles/claude/skills/gone -> ../../../.agents/skills/gone  one dangling
+    H/dotfiles/claude/skills -> ../skills                         the skills folder a (relative) link inside
+                                                                  the linked config dir
+    H/dotfiles/skills/<x> -> ../../.agents/skills/<x>             skill folders as relative links, as skill
+                                                                  managers write them (resolved from the
+                                                                  *physical* folder, never ~/.claude/skills)
+    H/.agents/skills/release-notes -> H/.local/share/skill-store/release-notes
+                                                                  so skills/release-notes is a chain: a
+                                                                  relative link to an absolute one
+    H/dotfiles/skills/gone -> ../../.agents/skills/gone           one dangling
+    H/dotfiles/claude/plugins/cache/local/notes-tool/1.0.0 -> H/.cache/plugin-store/notes-tool
+                                                                  a link into a plugin cache (a plugin not
+                                                                  installed: on disk, never listed)
     H/code/greeter                                                the repository, under the home
 """
 
@@ -24,6 +33,11 @@ from ablate.setup.examples import ExampleSetup, materialise_example
 
 #: Files of the config dir moved into the dotfiles' shared folder and linked back by absolute links.
 LINKED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "agents/doc-summarizer.md")
+#: The skill reached through a chain of two links (relative, then absolute).
+CHAINED_SKILL = "release-notes"
+#: The plugin cache entry that is a link out of the config dir, and where it points (under the home).
+PLUGIN_LINK = "plugins/cache/local/notes-tool/1.0.0"
+PLUGIN_STORE = ".cache/plugin-store/notes-tool"
 
 
 def dotfiles_setup(dest: Path) -> ExampleSetup:
@@ -40,15 +54,44 @@ def dotfiles_setup(dest: Path) -> ExampleSetup:
         (shared / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(physical / rel), shared / rel)
         (physical / rel).symlink_to(shared / rel)
-    agents = home / ".agents" / "skills"
-    agents.mkdir(parents=True)
-    for skill in sorted((physical / "skills").iterdir()):
-        shutil.move(str(skill), agents / skill.name)
-        skill.symlink_to(Path("..", "..", "..", ".agents", "skills", skill.name))
-    (physical / "skills" / "gone").symlink_to(Path("..", "..", "..", ".agents", "skills", "gone"))
+    _link_skills(home, physical)
+    _link_plugin_cache(home, physical)
     repo = home / "code" / ex.repo.name
     repo.parent.mkdir()
     shutil.move(str(ex.repo), repo)
     projects = physical / "projects"
     os.rename(projects / slug_for(str(ex.repo)), projects / slug_for(str(repo)))
     return ExampleSetup(home=home, config_dir=ex.config_dir, repo=repo)
+
+
+def _link_skills(home: Path, physical: Path) -> None:
+    """The config dir's skills moved to ``~/.agents/skills`` (one further on to a skill store) and reached
+    through ``skills -> ../skills``, a folder of relative links."""
+    agents = home / ".agents" / "skills"
+    agents.mkdir(parents=True)
+    linked = home / "dotfiles" / "skills"
+    linked.mkdir()
+    for skill in sorted((physical / "skills").iterdir()):
+        shutil.move(str(skill), agents / skill.name)
+        (linked / skill.name).symlink_to(Path("..", "..", ".agents", "skills", skill.name))
+    (physical / "skills").rmdir()
+    (physical / "skills").symlink_to(Path("..", "skills"))
+    (linked / "gone").symlink_to(Path("..", "..", ".agents", "skills", "gone"))
+    store = home / ".local" / "share" / "skill-store" / CHAINED_SKILL
+    store.parent.mkdir(parents=True)
+    shutil.move(str(agents / CHAINED_SKILL), store)
+    (agents / CHAINED_SKILL).symlink_to(store)
+
+
+def _link_plugin_cache(home: Path, physical: Path) -> None:
+    """A plugin's cached version that is a link to a store outside the config dir; not installed."""
+    store = home / PLUGIN_STORE
+    (store / ".claude-plugin").mkdir(parents=True)
+    (store / ".claude-plugin" / "plugin.json").write_text('{"name": "notes-tool", "version": "1.0.0"}\n')
+    (store / "skills" / "take-notes").mkdir(parents=True)
+    (store / "skills" / "take-notes" / "SKILL.md").write_text(
+        "---\nname: take-notes\ndescription: Keep running notes of a session\n---\n\nWrite notes.md.\n"
+    )
+    link = physical / PLUGIN_LINK
+    link.parent.mkdir(parents=True)
+    link.symlink_to(store)

@@ -141,7 +141,8 @@ def test_dotfiles_setup_cells_hold_what_the_cli_reads(tmp_path: Path) -> None:
         build_config_dir(
             setup, catalog, cells.get(cid), tmp_path / cid, memory_slug=setup.memory_slug, at_real_path=True
         )
-    assert os.readlink(tmp_path / "C0" / "skills" / "bug-triage") == str(
+    assert os.readlink(tmp_path / "C0" / "skills") == str(ex.home / "dotfiles" / "skills")
+    assert os.path.realpath(tmp_path / "C0" / "skills" / "bug-triage") == str(
         ex.home / ".agents/skills/bug-triage"
     )
     assert os.readlink(tmp_path / "C0" / "CLAUDE.md") == str(ex.home / "dotfiles/shared/CLAUDE.md")
@@ -194,14 +195,18 @@ def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
 
     def lossy(*args: Any, **kwargs: Any) -> Any:  # a builder that drops a skill, as copytree did
         report = real_build(*args, **kwargs)
-        lost = args[3] / "skills" / "release-notes"
-        if lost.is_symlink():
-            lost.unlink()
-        elif lost.exists():
-            (lost / "SKILL.md").unlink()
+        skills = args[3] / "skills"
+        if skills.is_symlink():  # kept as a link to the dotfiles (at the real path): never unlink through it
+            kept = os.path.realpath(skills / "bug-triage")
+            skills.unlink()
+            skills.mkdir()
+            (skills / "bug-triage").symlink_to(kept)
+        else:
+            (skills / "release-notes" / "SKILL.md").unlink()
         return report
 
     monkeypatch.setattr(environment, "build_config_dir", lossy)
+    before = tree_hash(ex.home)
     prepared = cast(PreparedRun, SimpleNamespace(setup=setup, catalog=catalog, cell_set=cells))
     for at_real_path in (True, False):
         with pytest.raises(AblateError) as err:
@@ -209,6 +214,7 @@ def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
         assert err.value.exit_code == 1
         assert "C0: not the setup it claims to be; skills: the cell's copy differs" in err.value.message
         assert "skills/release-notes/SKILL.md (missing in the cell)" in err.value.message
+    assert tree_hash(ex.home) == before
 
 
 def test_writes_to_per_session_names_are_one_line() -> None:
