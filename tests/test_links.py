@@ -1,6 +1,7 @@
 """Setups installed as links (issue 28), without sessions: the copy, dangling links, loops, unreadable
-targets, the config dir above the repository, the build-time fidelity check and id-grouped write lines.
-The same shapes with the real CLI: tests/test_links_e2e.py."""
+targets, the config dir above the repository, the build-time fidelity check, the probe's judgement of a cell
+that differs from the setup, and id-grouped write lines. More link shapes: tests/test_links_shapes.py; the
+same shapes with the real CLI: tests/test_links_e2e.py."""
 
 from __future__ import annotations
 
@@ -19,12 +20,17 @@ from ablate.folder.writes_summary import writes_lines
 from ablate.isolate import environment
 from ablate.isolate.environment import build_config_dir, build_environment, config_mismatches
 from ablate.isolate.faithful import setup_prints
+from ablate.isolate.procenv import force_capture
 from ablate.isolate.shadowfs import copy_entry
+from ablate.probe.fingerprints import layer_prints
+from ablate.probe.judge import CellProbe, judge_cell
+from ablate.probe.observe import PROBE_MODEL, Observation
+from ablate.probe.probe import ProbeResult
 from ablate.run.execute import refuse_unfaithful_cells
 from ablate.run.prepare import PreparedRun
 from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog, resolve_layer, walk_files
-from ablate.setup.load import ancestor_leaks, load_setup, resolve_layers
+from ablate.setup.load import ancestor_leaks, inventory, load_setup, resolve_layers, selected_output_style
 from tests.dotfiles_setup import dotfiles_setup
 from tests.helpers_cli import invoke
 
@@ -214,6 +220,58 @@ def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
         assert err.value.exit_code == 1
         assert "C0: not the setup it claims to be; skills: the cell's copy differs" in err.value.message
         assert "skills/release-notes/SKILL.md (missing in the cell)" in err.value.message
+    assert tree_hash(ex.home) == before
+
+
+def test_the_probe_judges_a_cell_whose_kept_layer_differs_not_faithful(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A cell whose copy of a kept layer differs from the setup's is not faithful, whatever its fingerprints
+    showed (the issue: a skills copy that lost files still said "ok, 3/6 fingerprints seen")."""
+    ex = dotfiles_setup(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("layered", catalog)
+    real_build = environment.build_config_dir
+    changed = "skills/release-notes/SKILL.md"
+
+    def edited(*args: Any, **kwargs: Any) -> Any:  # a copy that still names every skill, one edited
+        report = real_build(*args, **kwargs)
+        skill = args[3] / changed
+        assert not skill.is_symlink() and not (args[3] / "skills").is_symlink()  # the links backend's copy
+        skill.write_text(skill.read_text() + "\nA line the setup never had.\n")
+        return report
+
+    monkeypatch.setattr(environment, "build_config_dir", edited)
+    before = tree_hash(ex.home)
+    cenv = build_environment(setup, catalog, cells.get("C0"), tmp_path / "out", base_env=BASE_ENV)
+    cenv.env = force_capture(cenv.env, "http://127.0.0.1:9")  # as the probe sends every cell's session
+    assert cenv.mismatches == {"skills": [f"{changed} (differs)"]}
+    inv = inventory(setup, catalog)
+    prints = layer_prints(catalog, inv.layers, style=selected_output_style(setup))
+    assert sorted(prints["skills"].needles) == ["bug-triage", "release-notes"]
+    # a session that listed every skill of the setup; it is its own reference, so a layer it did not show is
+    # unobservable rather than missing and the skills layer decides alone
+    obs = Observation("s", 0, 1.0, None, listed={"bug-triage", "release-notes"}, models={PROBE_MODEL})
+
+    def judge() -> CellProbe:
+        return judge_cell(
+            cells.get("C0"), cenv, obs, prints, inv.layers, inv.imports, catalog, setup,
+            loaded=inv.loaded, reference=obs,
+        )  # fmt: skip
+
+    found = cenv.mismatches
+    cenv.mismatches = {}
+    fine = judge()  # the fingerprints alone: every skill seen
+    assert (fine.verdict, fine.layers["skills"].status) == ("faithful", "ok"), fine.to_json()
+    cenv.mismatches = found
+    got = judge()
+    assert got.verdict == "missing", got.to_json()
+    assert got.layers["skills"].status == "missing"
+    assert got.layers["skills"].evidence == f"the cell's copy differs from the setup's: {changed} (differs)"
+    assert {k for k, c in got.layers.items() if c.status == "missing"} == {"skills"}
+    result = ProbeResult([got], [], {"checked": True, "equal": True}, {}, {}, [], True, 0.0)
+    assert not result.ok
     assert tree_hash(ex.home) == before
 
 
