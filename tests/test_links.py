@@ -17,10 +17,12 @@ import pytest
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.folder.writes_summary import writes_lines
-from ablate.isolate import environment
+from ablate.isolate import environment, namespace
+from ablate.isolate.backend import BackendOptions
 from ablate.isolate.environment import build_config_dir, build_environment, config_mismatches
 from ablate.isolate.faithful import setup_prints
 from ablate.isolate.procenv import force_capture
+from ablate.isolate.registry import choose_isolation, open_backend
 from ablate.isolate.shadowfs import copy_entry
 from ablate.probe.fingerprints import layer_prints
 from ablate.probe.judge import CellProbe, judge_cell
@@ -223,11 +225,15 @@ def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
     assert tree_hash(ex.home) == before
 
 
+@pytest.mark.parametrize("isolation", ["links", "namespace"])
 def test_the_probe_judges_a_cell_whose_kept_layer_differs_not_faithful(
-    tmp_path: Path, monkeypatch: Any
+    isolation: str, tmp_path: Path, monkeypatch: Any
 ) -> None:
     """A cell whose copy of a kept layer differs from the setup's is not faithful, whatever its fingerprints
-    showed (the issue: a skills copy that lost files still said "ok, 3/6 fingerprints seen")."""
+    showed (the issue: a skills copy that lost files still said "ok, 3/6 fingerprints seen"). Each backend
+    builds the cell (no session); the judge gets a session that listed every skill."""
+    if isolation == "namespace" and choose_isolation(None).backend != "namespace":
+        pytest.skip("the namespace backend does not work on this machine")
     ex = dotfiles_setup(tmp_path / "ex")
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
@@ -237,35 +243,45 @@ def test_the_probe_judges_a_cell_whose_kept_layer_differs_not_faithful(
 
     def edited(*args: Any, **kwargs: Any) -> Any:  # a copy that still names every skill, one edited
         report = real_build(*args, **kwargs)
-        skill = args[3] / changed
-        assert not skill.is_symlink() and not (args[3] / "skills").is_symlink()  # the links backend's copy
+        skills = args[3] / "skills"
+        if skills.is_symlink():  # seen at the real path: the dotfiles' folder; edit a copy, never through it
+            target = Path(os.path.realpath(skills))
+            skills.unlink()
+            copy_entry(target, skills)
+        skill = skills / changed.split("/", 1)[1]
+        assert not skill.is_symlink()
         skill.write_text(skill.read_text() + "\nA line the setup never had.\n")
         return report
 
-    monkeypatch.setattr(environment, "build_config_dir", edited)
+    monkeypatch.setattr(environment if isolation == "links" else namespace, "build_config_dir", edited)
     before = tree_hash(ex.home)
-    cenv = build_environment(setup, catalog, cells.get("C0"), tmp_path / "out", base_env=BASE_ENV)
-    cenv.env = force_capture(cenv.env, "http://127.0.0.1:9")  # as the probe sends every cell's session
-    assert cenv.mismatches == {"skills": [f"{changed} (differs)"]}
-    inv = inventory(setup, catalog)
-    prints = layer_prints(catalog, inv.layers, style=selected_output_style(setup))
-    assert sorted(prints["skills"].needles) == ["bug-triage", "release-notes"]
-    # a session that listed every skill of the setup; it is its own reference, so a layer it did not show is
-    # unobservable rather than missing and the skills layer decides alone
-    obs = Observation("s", 0, 1.0, None, listed={"bug-triage", "release-notes"}, models={PROBE_MODEL})
+    backend = open_backend(isolation, setup, catalog, tmp_path / "work", BackendOptions(base_env=BASE_ENV))
+    cenv = backend.build(cells.get("C0"), 0)
+    try:
+        cenv.env = force_capture(cenv.env, "http://127.0.0.1:9")  # as the probe sends every cell's session
+        assert cenv.mismatches == {"skills": [f"{changed} (differs)"]}
+        inv = inventory(setup, catalog)
+        prints = layer_prints(catalog, inv.layers, style=selected_output_style(setup))
+        assert sorted(prints["skills"].needles) == ["bug-triage", "release-notes"]
+        # a session that listed every skill of the setup; it is its own reference, so a layer it did not
+        # show is unobservable rather than missing and the skills layer decides alone
+        obs = Observation("s", 0, 1.0, None, listed={"bug-triage", "release-notes"}, models={PROBE_MODEL})
 
-    def judge() -> CellProbe:
-        return judge_cell(
-            cells.get("C0"), cenv, obs, prints, inv.layers, inv.imports, catalog, setup,
-            loaded=inv.loaded, reference=obs,
-        )  # fmt: skip
+        def judge() -> CellProbe:
+            return judge_cell(
+                cells.get("C0"), cenv, obs, prints, inv.layers, inv.imports, catalog, setup,
+                loaded=inv.loaded, reference=obs, real_paths=isolation == "namespace",
+            )  # fmt: skip
 
-    found = cenv.mismatches
-    cenv.mismatches = {}
-    fine = judge()  # the fingerprints alone: every skill seen
-    assert (fine.verdict, fine.layers["skills"].status) == ("faithful", "ok"), fine.to_json()
-    cenv.mismatches = found
-    got = judge()
+        held: Any = getattr(cenv, "layers", cenv)  # namespace keeps them with the cell's layers
+        found, held.mismatches = held.mismatches, {}
+        fine = judge()  # the fingerprints alone: every skill seen
+        assert (fine.verdict, fine.layers["skills"].status) == ("faithful", "ok"), fine.to_json()
+        held.mismatches = found
+        got = judge()
+    finally:
+        backend.teardown(cenv)
+        backend.close()
     assert got.verdict == "missing", got.to_json()
     assert got.layers["skills"].status == "missing"
     assert got.layers["skills"].evidence == f"the cell's copy differs from the setup's: {changed} (differs)"
