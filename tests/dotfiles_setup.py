@@ -27,9 +27,13 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 from ablate.core.slug import slug as slug_for
+from ablate.setup.cells import CellSet, load_cell_set
 from ablate.setup.examples import ExampleSetup, materialise_example
+from ablate.setup.layers import Catalog, load_catalog
+from ablate.setup.load import Setup, load_setup
 
 #: Files of the config dir moved into the dotfiles' shared folder and linked back by absolute links.
 LINKED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "agents/doc-summarizer.md")
@@ -62,6 +66,24 @@ def dotfiles_setup(dest: Path) -> ExampleSetup:
     projects = physical / "projects"
     os.rename(projects / slug_for(str(ex.repo)), projects / slug_for(str(repo)))
     return ExampleSetup(home=home, config_dir=ex.config_dir, repo=repo)
+
+
+class Loaded(NamedTuple):
+    """The dotfiles setup with what the tests build cells from."""
+
+    example: ExampleSetup
+    setup: Setup
+    catalog: Catalog
+    cells: CellSet
+    """The layered cells."""
+
+
+def loaded_dotfiles(dest: Path) -> Loaded:
+    """:func:`dotfiles_setup` under ``dest``, loaded, with the catalog and the layered cells."""
+    ex = dotfiles_setup(dest)
+    catalog = load_catalog()
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    return Loaded(ex, setup, catalog, load_cell_set("layered", catalog))
 
 
 def _link_skills(home: Path, physical: Path) -> None:

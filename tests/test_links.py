@@ -30,10 +30,9 @@ from ablate.probe.observe import PROBE_MODEL, Observation
 from ablate.probe.probe import ProbeResult
 from ablate.run.execute import refuse_unfaithful_cells
 from ablate.run.prepare import PreparedRun
-from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog, resolve_layer, walk_files
-from ablate.setup.load import ancestor_leaks, inventory, load_setup, resolve_layers, selected_output_style
-from tests.dotfiles_setup import dotfiles_setup
+from ablate.setup.load import ancestor_leaks, inventory, resolve_layers, selected_output_style
+from tests.dotfiles_setup import dotfiles_setup, loaded_dotfiles
 from tests.helpers_cli import invoke
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": "sk-test-secret"}
@@ -126,10 +125,7 @@ def test_link_loops_and_unreadable_targets_get_located_messages(tmp_path: Path, 
 
 
 def test_dotfiles_setup_cells_hold_what_the_cli_reads(tmp_path: Path) -> None:
-    ex = dotfiles_setup(tmp_path / "ex")
-    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
-    catalog = load_catalog()
-    cells = load_cell_set("layered", catalog)
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
     before = tree_hash(ex.home)
     skills = resolve_layers(setup, catalog)["skills"]
     assert {"skills/bug-triage/SKILL.md", "skills/release-notes/SKILL.md"} <= set(skills.files)
@@ -195,10 +191,7 @@ def test_only_the_config_dir_itself_is_spared_as_an_ancestor(tmp_path: Path) -> 
 def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    ex = dotfiles_setup(tmp_path / "ex")
-    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
-    catalog = load_catalog()
-    cells = load_cell_set("layered", catalog)
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
     real_build = environment.build_config_dir
 
     def lossy(*args: Any, **kwargs: Any) -> Any:  # a builder that drops a skill, as copytree did
@@ -234,10 +227,7 @@ def test_the_probe_judges_a_cell_whose_kept_layer_differs_not_faithful(
     builds the cell (no session); the judge gets a session that listed every skill."""
     if isolation == "namespace" and choose_isolation(None).backend != "namespace":
         pytest.skip("the namespace backend does not work on this machine")
-    ex = dotfiles_setup(tmp_path / "ex")
-    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
-    catalog = load_catalog()
-    cells = load_cell_set("layered", catalog)
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
     real_build = environment.build_config_dir
     changed = "skills/release-notes/SKILL.md"
 

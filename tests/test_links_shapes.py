@@ -21,7 +21,7 @@ from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import git, materialise_example
 from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup, resolve_layers
-from tests.dotfiles_setup import CHAINED_SKILL, PLUGIN_LINK, PLUGIN_STORE, dotfiles_setup
+from tests.dotfiles_setup import CHAINED_SKILL, PLUGIN_LINK, PLUGIN_STORE, dotfiles_setup, loaded_dotfiles
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -104,10 +104,7 @@ def test_each_shape_leads_where_the_cli_reads(tmp_path: Path) -> None:
 def test_a_cell_keeps_or_strips_every_shape_and_never_writes_a_target(
     at_real_path: bool, tmp_path: Path
 ) -> None:
-    ex = dotfiles_setup(tmp_path / "ex")
-    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
-    catalog = load_catalog()
-    cells = load_cell_set("layered", catalog)
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
     before = tree_hash(ex.home)  # the dotfiles, ~/.agents, the skill store and the plugin cache
     built = {}
     for cid in ("C0", "C4"):  # C4 strips skills (skills/, plugins/, marketplaces/)
