@@ -15,10 +15,12 @@ import pytest
 
 from ablate.core.fsutil import tree_hash
 from ablate.isolate import shadowfs
-from ablate.isolate.environment import build_config_dir, build_environment
+from ablate.isolate.backend import BackendOptions
+from ablate.isolate.environment import build_config_dir
+from ablate.isolate.registry import choose_isolation, open_backend
 from ablate.isolate.shadowfs import copy_entry
 from ablate.setup.cells import load_cell_set
-from ablate.setup.examples import git, materialise_example
+from ablate.setup.examples import ExampleSetup, git, materialise_example
 from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup, resolve_layers
 from tests.dotfiles_setup import CHAINED_SKILL, PLUGIN_LINK, PLUGIN_STORE, dotfiles_setup, loaded_dotfiles
@@ -152,51 +154,90 @@ def test_stripping_inside_a_linked_folder_splits_it_and_never_writes_through(tmp
 # with the repository's .claude/
 
 
-def test_agent_memory_is_classified_into_its_layer_and_stripped_with_it(tmp_path: Path) -> None:
+USER_MEMORY = "agent-memory/doc-summarizer/MEMORY.md"
+PROJECT_MEMORY = ".claude/agent-memory/reviewer/MEMORY.md"
+LOCAL_MEMORY = ".claude/agent-memory-local/reviewer/MEMORY.md"
+
+
+@pytest.fixture
+def with_agent_memory(tmp_path: Path) -> ExampleSetup:
+    """The example setup with a user sub-agent's memory in the config dir, and a project sub-agent with
+    project memory (committed, as the CLI's docs suggest) and local memory (git-ignored) in the repository."""
     ex = materialise_example(tmp_path / "ex")
-    user_memory = "agent-memory/doc-summarizer/MEMORY.md"
-    (ex.config_dir / user_memory).parent.mkdir(parents=True)
-    (ex.config_dir / user_memory).write_text("doc-summarizer remembers: summaries stay under 80 words\n")
-    project, local = (
-        ".claude/agent-memory/reviewer/MEMORY.md",
-        ".claude/agent-memory-local/reviewer/MEMORY.md",
-    )
+    (ex.config_dir / USER_MEMORY).parent.mkdir(parents=True)
+    (ex.config_dir / USER_MEMORY).write_text("doc-summarizer remembers: summaries stay under 80 words\n")
     (ex.repo / ".claude" / "agents").mkdir(parents=True)
     (ex.repo / ".claude" / "agents" / "reviewer.md").write_text(
         "---\nname: reviewer\ndescription: Review a diff\nmemory: project\n---\n\nReview the diff.\n"
     )
-    for rel, text in ((project, "reviewer: tests live in test_app.py\n"), (local, "reviewer: my own note\n")):
+    for rel, text in ((PROJECT_MEMORY, "reviewer: tests live in test_app.py\n"), (LOCAL_MEMORY, "mine\n")):
         (ex.repo / rel).parent.mkdir(parents=True)
         (ex.repo / rel).write_text(text)
-    (ex.repo / ".gitignore").write_text(
-        (ex.repo / ".gitignore").read_text() + ".claude/agent-memory-local/\n"
-    )
-    git(ex.repo, "add", ".gitignore", ".claude/agents", ".claude/agent-memory")
+    ignore = ex.repo / ".gitignore"
+    ignore.write_text(ignore.read_text() + ".claude/agent-memory-local/\n")
+    # -f: the example's .gitignore ignores MEMORY.md everywhere
+    git(ex.repo, "add", "-f", ".gitignore", ".claude/agents", PROJECT_MEMORY)
     git(ex.repo, "commit", "-q", "-m", "a project sub-agent with memory")
+    assert git(ex.repo, "ls-files", ".claude").split() == [PROJECT_MEMORY, ".claude/agents/reviewer.md"]
+    return ex
+
+
+def test_agent_memory_is_classified_into_its_layer(with_agent_memory: ExampleSetup) -> None:
+    ex = with_agent_memory
+    layers = resolve_layers(load_setup(ex.config_dir, ex.repo, home=ex.home), load_catalog())
+    owners = {rel: lid for lid, lf in layers.items() for rel in lf.files}
+    assert owners[USER_MEMORY] == "agents"
+    assert owners[PROJECT_MEMORY] == owners[LOCAL_MEMORY] == "repo-dot-claude"
+
+
+@pytest.mark.parametrize("at_real_path", [True, False])
+def test_user_agent_memory_is_stripped_with_the_agents(
+    at_real_path: bool, with_agent_memory: ExampleSetup, tmp_path: Path
+) -> None:
+    ex = with_agent_memory
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
-    layers = resolve_layers(setup, catalog)
-    owners = {rel: lid for lid, lf in layers.items() for rel in lf.files}
-    assert owners[user_memory] == "agents"
-    assert owners[project] == owners[local] == "repo-dot-claude"
-
-    cells = load_cell_set("extended", catalog)  # C15 strips agents, C19 the repository's .claude/
-    for at_real_path in (True, False):
-        for cid in ("C0", "C15"):
-            cfg = tmp_path / f"{cid}-{at_real_path}" / ".claude"
-            cfg.parent.mkdir()
-            build_config_dir(
-                setup, catalog, cells.get(cid), cfg, memory_slug=setup.memory_slug, at_real_path=at_real_path
-            )
-            kept = cid == "C0"
-            assert (cfg / user_memory).is_file() is kept, (cid, at_real_path)
-            assert os.path.lexists(cfg / "agent-memory") is kept, (cid, at_real_path)
-    for cid in ("C0", "C19"):
-        env = build_environment(setup, catalog, cells.get(cid), tmp_path / "out", base_env=BASE_ENV)
+    cells = load_cell_set("extended", catalog)  # C15 strips agents
+    for cid in ("C0", "C15"):
+        cfg = tmp_path / cid / ".claude"
+        cfg.parent.mkdir()
+        build_config_dir(
+            setup, catalog, cells.get(cid), cfg, memory_slug=setup.memory_slug, at_real_path=at_real_path
+        )
         kept = cid == "C0"
-        for rel in (project, local):
-            assert (env.cwd / rel).is_file() is kept, (cid, rel)
-            if kept:
-                assert (env.cwd / rel).read_bytes() == (ex.repo / rel).read_bytes()
-        assert env.mismatches == {}, env.mismatches
-    assert (ex.repo / local).is_file() and (ex.config_dir / user_memory).is_file()  # the real ones stay
+        assert os.path.lexists(cfg / "agent-memory") is kept, cid
+        assert os.path.lexists(cfg / "agents") is kept, cid
+        if kept:
+            assert (cfg / USER_MEMORY).read_bytes() == (ex.config_dir / USER_MEMORY).read_bytes()
+    assert (ex.config_dir / USER_MEMORY).is_file()
+
+
+@pytest.mark.parametrize("isolation", ["links", "namespace"])
+def test_repo_agent_memory_is_stripped_with_the_repos_dot_claude(
+    isolation: str, with_agent_memory: ExampleSetup, tmp_path: Path
+) -> None:
+    if isolation == "namespace" and choose_isolation(None).backend != "namespace":
+        pytest.skip("the namespace backend does not work on this machine")
+    ex = with_agent_memory
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("extended", catalog)  # C19 strips the repository's .claude/
+    live = resolve_layers(setup, catalog)["repo-dot-claude"]
+    backend = open_backend(isolation, setup, catalog, tmp_path / "work", BackendOptions(base_env=BASE_ENV))
+    try:
+        for slot, cid in enumerate(("C0", "C19")):
+            env = backend.build(cells.get(cid), slot)
+            in_cell = env.checkout_layer(catalog.get("repo-dot-claude"), setup.memory_slug)
+            if cid == "C0":  # both memory folders, byte for byte the setup's
+                assert in_cell.present and in_cell.fingerprint == live.fingerprint, in_cell.entries
+                assert {".claude/agent-memory", ".claude/agent-memory-local"} <= set(in_cell.entries)
+            else:
+                assert not in_cell.present and in_cell.entries == [], in_cell.entries
+            if isolation == "links":  # a checkout of its own: the files themselves
+                for rel in (PROJECT_MEMORY, LOCAL_MEMORY):
+                    assert (env.cwd / rel).is_file() is (cid == "C0"), (cid, rel)
+            assert env.mismatches == {}, env.mismatches
+            backend.teardown(env)
+    finally:
+        backend.close()
+    assert (ex.repo / LOCAL_MEMORY).is_file() and (ex.repo / PROJECT_MEMORY).is_file()
