@@ -1,6 +1,7 @@
 """Link shapes of issue 28 named one by one, without sessions (tests/dotfiles_setup.py holds them, so the
-real-CLI probes of tests/test_links_e2e.py cover them too): a chain (a relative link to an absolute one), a
-link into a plugin cache, skill folders that are links inside a linked ``skills`` folder. For each, both
+real-CLI probes of tests/test_links_e2e.py cover them too): chains (a relative link to an absolute one, via
+``~/.agents`` or via an entry of the config dir itself), a link into a plugin cache, skill folders that are
+links inside a linked ``skills`` folder. For each, both
 backends' copies present exactly what the real path presents (same listing, same bytes, dangling links
 dangling at the same place), and stripping removes the link without writing to or through its target.
 Sub-agent memory folders belong to the layers of the agents that read them."""
@@ -8,6 +9,7 @@ Sub-agent memory folders belong to the layers of the agents that read them."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,37 @@ def test_a_cell_keeps_or_strips_every_shape_and_never_writes_a_target(
         assert not os.path.lexists(built["C4"] / rel), rel
     assert presented(built["C4"] / "agents") == presented(ex.config_dir / "agents")  # the rest is kept
     assert tree_hash(ex.home) == before
+
+
+@pytest.mark.parametrize("at_real_path", [True, False])
+def test_a_chain_through_the_config_dir_itself(at_real_path: bool, tmp_path: Path) -> None:
+    """``~/.claude/skills/bug-triage -> ../x -> /abs/y``: the link in the middle lives in the config dir
+    (an entry no layer claims), the end outside it."""
+    ex = materialise_example(tmp_path / "ex")
+    end = tmp_path / "abs" / "y"
+    end.parent.mkdir()
+    shutil.move(str(ex.config_dir / "skills" / "bug-triage"), end)
+    (ex.config_dir / "x").symlink_to(end)
+    (ex.config_dir / "skills" / "bug-triage").symlink_to(Path("..", "x"))
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("layered", catalog)
+    assert "skills/bug-triage/SKILL.md" in resolve_layers(setup, catalog)["skills"].files
+    before = tree_hash(end.parent), tree_hash(ex.config_dir)
+    for cid in ("C0", "C4"):
+        cfg = tmp_path / cid / ".claude"
+        cfg.parent.mkdir()
+        build_config_dir(
+            setup, catalog, cells.get(cid), cfg, memory_slug=setup.memory_slug, at_real_path=at_real_path
+        )
+        if cid == "C4":
+            assert not os.path.lexists(cfg / "skills")
+            continue
+        assert presented(cfg / "skills") == presented(ex.config_dir / "skills")
+        got = cfg / "skills" / "bug-triage"
+        # seen at the real path: a link straight to where the chain ends; elsewhere: a copy
+        assert (os.readlink(got) == str(end)) if at_real_path else not got.is_symlink()
+    assert (tree_hash(end.parent), tree_hash(ex.config_dir)) == before
 
 
 def test_stripping_inside_a_linked_folder_splits_it_and_never_writes_through(tmp_path: Path) -> None:
