@@ -1,10 +1,10 @@
 """Link shapes of issue 28 named one by one, without sessions (tests/dotfiles_setup.py holds them, so the
 real-CLI probes of tests/test_links_e2e.py cover them too): chains (a relative link to an absolute one, via
 ``~/.agents`` or via an entry of the config dir itself), a link into a plugin cache, skill folders that are
-links inside a linked ``skills`` folder. For each, both
-backends' copies present exactly what the real path presents (same listing, same bytes, dangling links
-dangling at the same place), and stripping removes the link without writing to or through its target.
-Sub-agent memory folders belong to the layers of the agents that read them."""
+links inside a linked ``skills`` folder. For each, both backends' copies present exactly what the real path
+presents (same listing, same bytes, dangling links dangling at the same place), and stripping removes the
+link without writing to or through its target. Sub-agent memory folders belong to the layers of the agents
+that read them."""
 
 from __future__ import annotations
 
