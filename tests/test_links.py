@@ -17,7 +17,7 @@ import pytest
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.folder.writes_summary import writes_lines
-from ablate.isolate import environment, namespace
+from ablate.isolate import environment, namespace, worktree
 from ablate.isolate.backend import BackendOptions
 from ablate.isolate.environment import build_config_dir, build_environment, config_mismatches
 from ablate.isolate.faithful import setup_prints
@@ -279,6 +279,33 @@ def test_the_probe_judges_a_cell_whose_kept_layer_differs_not_faithful(
     result = ProbeResult([got], [], {"checked": True, "equal": True}, {}, {}, [], True, 0.0)
     assert not result.ok
     assert tree_hash(ex.home) == before
+
+
+@pytest.mark.parametrize("isolation", ["links", "namespace"])
+def test_a_repo_layer_that_differs_names_only_its_differing_files(
+    isolation: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A cell whose checkout lost one runbook names that file, not the whole layer: the namespace backend's
+    repository side (resolved inside its own mount namespace) listed every file of the layer as missing."""
+    if isolation == "namespace" and choose_isolation(None).backend != "namespace":
+        pytest.skip("the namespace backend does not work on this machine")
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
+    lost = "docs/runbooks/rollback.md"
+    assert resolve_layers(setup, catalog)["runbooks"].files == ["docs/runbooks/deploy.md", lost]
+    real_ops = worktree.worktree_ops
+
+    def lossy(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        return [*real_ops(*args, **kwargs), {"op": "remove", "rel": lost}]
+
+    monkeypatch.setattr(worktree, "worktree_ops", lossy)
+    backend = open_backend(isolation, setup, catalog, tmp_path / "work", BackendOptions(base_env=BASE_ENV))
+    cenv = backend.build(cells.get("C0"), 0)
+    try:
+        assert cenv.mismatches == {"runbooks": [f"{lost} (missing in the cell)"]}
+    finally:
+        backend.teardown(cenv)
+        backend.close()
+    assert (ex.repo / lost).is_file()
 
 
 def test_writes_to_per_session_names_are_one_line() -> None:
