@@ -1,6 +1,7 @@
 """Setups installed as links (issue 28), without sessions: the copy, dangling links, loops, unreadable
-targets, the config dir above the repository, the build-time fidelity check and id-grouped write lines.
-The same shapes with the real CLI: tests/test_links_e2e.py."""
+targets, the config dir above the repository, the build-time fidelity check, the probe's judgement of a cell
+that differs from the setup, and id-grouped write lines. More link shapes: tests/test_links_shapes.py; the
+same shapes with the real CLI: tests/test_links_e2e.py."""
 
 from __future__ import annotations
 
@@ -16,16 +17,22 @@ import pytest
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.folder.writes_summary import writes_lines
-from ablate.isolate import environment
+from ablate.isolate import environment, namespace, worktree
+from ablate.isolate.backend import BackendOptions
 from ablate.isolate.environment import build_config_dir, build_environment, config_mismatches
 from ablate.isolate.faithful import setup_prints
+from ablate.isolate.procenv import force_capture
+from ablate.isolate.registry import choose_isolation, open_backend
 from ablate.isolate.shadowfs import copy_entry
+from ablate.probe.fingerprints import layer_prints
+from ablate.probe.judge import CellProbe, judge_cell
+from ablate.probe.observe import PROBE_MODEL, Observation
+from ablate.probe.probe import ProbeResult
 from ablate.run.execute import refuse_unfaithful_cells
 from ablate.run.prepare import PreparedRun
-from ablate.setup.cells import load_cell_set
 from ablate.setup.layers import load_catalog, resolve_layer, walk_files
-from ablate.setup.load import ancestor_leaks, load_setup, resolve_layers
-from tests.dotfiles_setup import dotfiles_setup
+from ablate.setup.load import ancestor_leaks, inventory, resolve_layers, selected_output_style
+from tests.dotfiles_setup import dotfiles_setup, loaded_dotfiles
 from tests.helpers_cli import invoke
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": "sk-test-secret"}
@@ -118,10 +125,7 @@ def test_link_loops_and_unreadable_targets_get_located_messages(tmp_path: Path, 
 
 
 def test_dotfiles_setup_cells_hold_what_the_cli_reads(tmp_path: Path) -> None:
-    ex = dotfiles_setup(tmp_path / "ex")
-    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
-    catalog = load_catalog()
-    cells = load_cell_set("layered", catalog)
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
     before = tree_hash(ex.home)
     skills = resolve_layers(setup, catalog)["skills"]
     assert {"skills/bug-triage/SKILL.md", "skills/release-notes/SKILL.md"} <= set(skills.files)
@@ -141,7 +145,8 @@ def test_dotfiles_setup_cells_hold_what_the_cli_reads(tmp_path: Path) -> None:
         build_config_dir(
             setup, catalog, cells.get(cid), tmp_path / cid, memory_slug=setup.memory_slug, at_real_path=True
         )
-    assert os.readlink(tmp_path / "C0" / "skills" / "bug-triage") == str(
+    assert os.readlink(tmp_path / "C0" / "skills") == str(ex.home / "dotfiles" / "skills")
+    assert os.path.realpath(tmp_path / "C0" / "skills" / "bug-triage") == str(
         ex.home / ".agents/skills/bug-triage"
     )
     assert os.readlink(tmp_path / "C0" / "CLAUDE.md") == str(ex.home / "dotfiles/shared/CLAUDE.md")
@@ -186,22 +191,23 @@ def test_only_the_config_dir_itself_is_spared_as_an_ancestor(tmp_path: Path) -> 
 def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    ex = dotfiles_setup(tmp_path / "ex")
-    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
-    catalog = load_catalog()
-    cells = load_cell_set("layered", catalog)
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
     real_build = environment.build_config_dir
 
     def lossy(*args: Any, **kwargs: Any) -> Any:  # a builder that drops a skill, as copytree did
         report = real_build(*args, **kwargs)
-        lost = args[3] / "skills" / "release-notes"
-        if lost.is_symlink():
-            lost.unlink()
-        elif lost.exists():
-            (lost / "SKILL.md").unlink()
+        skills = args[3] / "skills"
+        if skills.is_symlink():  # kept as a link to the dotfiles (at the real path): never unlink through it
+            kept = os.path.realpath(skills / "bug-triage")
+            skills.unlink()
+            skills.mkdir()
+            (skills / "bug-triage").symlink_to(kept)
+        else:
+            (skills / "release-notes" / "SKILL.md").unlink()
         return report
 
     monkeypatch.setattr(environment, "build_config_dir", lossy)
+    before = tree_hash(ex.home)
     prepared = cast(PreparedRun, SimpleNamespace(setup=setup, catalog=catalog, cell_set=cells))
     for at_real_path in (True, False):
         with pytest.raises(AblateError) as err:
@@ -209,6 +215,97 @@ def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
         assert err.value.exit_code == 1
         assert "C0: not the setup it claims to be; skills: the cell's copy differs" in err.value.message
         assert "skills/release-notes/SKILL.md (missing in the cell)" in err.value.message
+    assert tree_hash(ex.home) == before
+
+
+@pytest.mark.parametrize("isolation", ["links", "namespace"])
+def test_the_probe_judges_a_cell_whose_kept_layer_differs_not_faithful(
+    isolation: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A cell whose copy of a kept layer differs from the setup's is not faithful, whatever its fingerprints
+    showed (the issue: a skills copy that lost files still said "ok, 3/6 fingerprints seen"). Each backend
+    builds the cell (no session); the judge gets a session that listed every skill."""
+    if isolation == "namespace" and choose_isolation(None).backend != "namespace":
+        pytest.skip("the namespace backend does not work on this machine")
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
+    real_build = environment.build_config_dir
+    changed = "skills/release-notes/SKILL.md"
+
+    def edited(*args: Any, **kwargs: Any) -> Any:  # a copy that still names every skill, one edited
+        report = real_build(*args, **kwargs)
+        skills = args[3] / "skills"
+        if skills.is_symlink():  # seen at the real path: the dotfiles' folder; edit a copy, never through it
+            target = Path(os.path.realpath(skills))
+            skills.unlink()
+            copy_entry(target, skills)
+        skill = skills / changed.split("/", 1)[1]
+        assert not skill.is_symlink()
+        skill.write_text(skill.read_text() + "\nA line the setup never had.\n")
+        return report
+
+    monkeypatch.setattr(environment if isolation == "links" else namespace, "build_config_dir", edited)
+    before = tree_hash(ex.home)
+    backend = open_backend(isolation, setup, catalog, tmp_path / "work", BackendOptions(base_env=BASE_ENV))
+    cenv = backend.build(cells.get("C0"), 0)
+    try:
+        cenv.env = force_capture(cenv.env, "http://127.0.0.1:9")  # as the probe sends every cell's session
+        assert cenv.mismatches == {"skills": [f"{changed} (differs)"]}
+        inv = inventory(setup, catalog)
+        prints = layer_prints(catalog, inv.layers, style=selected_output_style(setup))
+        assert sorted(prints["skills"].needles) == ["bug-triage", "release-notes"]
+        # a session that listed every skill of the setup; it is its own reference, so a layer it did not
+        # show is unobservable rather than missing and the skills layer decides alone
+        obs = Observation("s", 0, 1.0, None, listed={"bug-triage", "release-notes"}, models={PROBE_MODEL})
+
+        def judge() -> CellProbe:
+            return judge_cell(
+                cells.get("C0"), cenv, obs, prints, inv.layers, inv.imports, catalog, setup,
+                loaded=inv.loaded, reference=obs, real_paths=isolation == "namespace",
+            )  # fmt: skip
+
+        held: Any = getattr(cenv, "layers", cenv)  # namespace keeps them with the cell's layers
+        found, held.mismatches = held.mismatches, {}
+        fine = judge()  # the fingerprints alone: every skill seen
+        assert (fine.verdict, fine.layers["skills"].status) == ("faithful", "ok"), fine.to_json()
+        held.mismatches = found
+        got = judge()
+    finally:
+        backend.teardown(cenv)
+        backend.close()
+    assert got.verdict == "missing", got.to_json()
+    assert got.layers["skills"].status == "missing"
+    assert got.layers["skills"].evidence == f"the cell's copy differs from the setup's: {changed} (differs)"
+    assert {k for k, c in got.layers.items() if c.status == "missing"} == {"skills"}
+    result = ProbeResult([got], [], {"checked": True, "equal": True}, {}, {}, [], True, 0.0)
+    assert not result.ok
+    assert tree_hash(ex.home) == before
+
+
+@pytest.mark.parametrize("isolation", ["links", "namespace"])
+def test_a_repo_layer_that_differs_names_only_its_differing_files(
+    isolation: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A cell whose checkout lost one runbook names that file, not the whole layer: the namespace backend's
+    repository side (resolved inside its own mount namespace) listed every file of the layer as missing."""
+    if isolation == "namespace" and choose_isolation(None).backend != "namespace":
+        pytest.skip("the namespace backend does not work on this machine")
+    ex, setup, catalog, cells = loaded_dotfiles(tmp_path / "ex")
+    lost = "docs/runbooks/rollback.md"
+    assert resolve_layers(setup, catalog)["runbooks"].files == ["docs/runbooks/deploy.md", lost]
+    real_ops = worktree.worktree_ops
+
+    def lossy(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        return [*real_ops(*args, **kwargs), {"op": "remove", "rel": lost}]
+
+    monkeypatch.setattr(worktree, "worktree_ops", lossy)
+    backend = open_backend(isolation, setup, catalog, tmp_path / "work", BackendOptions(base_env=BASE_ENV))
+    cenv = backend.build(cells.get("C0"), 0)
+    try:
+        assert cenv.mismatches == {"runbooks": [f"{lost} (missing in the cell)"]}
+    finally:
+        backend.teardown(cenv)
+        backend.close()
+    assert (ex.repo / lost).is_file()
 
 
 def test_writes_to_per_session_names_are_one_line() -> None:

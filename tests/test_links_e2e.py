@@ -1,7 +1,8 @@
-"""A setup installed as links (tests/dotfiles_setup.py: a dotfiles checkout, relative skill links, one
-dangling, the config dir itself a link, the repository under the home) probed with the real CLI in both
-backends: C0's request equals the untouched setup's, the skills cell lacks every skill, a cell stripping
-what a linked CLAUDE.md imports is faithful, and every link target is byte-identical afterwards."""
+"""A setup installed as links (tests/dotfiles_setup.py: a dotfiles checkout, a linked skills folder of
+relative skill links, one a chain, one dangling, a link into a plugin cache, the config dir itself a link,
+the repository under the home) probed with the real CLI in both backends: C0's request equals the untouched
+setup's, the skills cell lacks every skill, a cell stripping what a linked CLAUDE.md imports is faithful,
+and every link target is byte-identical afterwards."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def test_dotfiles_setup_probes_faithful(
     assert result.fidelity["checked"] and result.fidelity["equal"], result.fidelity
     by_id = {c.id: c for c in result.cells}
     assert by_id["C0"].layers["skills"].observed == "present"
+    # bug-triage through the linked skills folder, release-notes through the chain of two links
+    assert by_id["C0"].layers["skills"].evidence == "2/2 fingerprints seen"
     assert by_id["C4"].layers["skills"].observed == "absent"  # neither skill reached through its link
     if "C2" in by_id:  # CLAUDE.md links into the checkout, and @axioms.md resolves there in C0
         assert by_id["C2"].layers["axioms"].observed == "absent"

@@ -45,6 +45,7 @@ def build(spec: dict[str, Any]) -> None:
                 "present": lf.present,
                 "entries": lf.entries,
                 "fingerprint": lf.fingerprint,
+                "digests": lf.digests,
             }
         atomic_write_json(Path(item["report"]), report)
 

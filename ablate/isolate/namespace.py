@@ -144,7 +144,7 @@ class CellLayers:
     notes: list[str]
     leaks: list[Leak]
     repo_layers: dict[str, dict[str, Any]]
-    """Repo layer id → {present, entries, fingerprint} in the cell's merged view."""
+    """Repo layer id → {present, entries, fingerprint, digests} in the cell's merged view."""
     mismatches: dict[str, list[str]] = field(default_factory=dict)
     """Kept layer id → its files that differ from the setup's (not faithful)."""
 
@@ -334,7 +334,8 @@ class NamespaceEnvironments:
         prints = config_prints(setup, self.catalog, cdir / "config", memory_slug=slug, at_real_path=True)
         for layer in self.catalog:
             if layer.side == "repo":
-                prints[layer.id] = (str(seen.get(layer.id, {}).get("fingerprint", "")), {})
+                got = seen.get(layer.id, {})  # each file's digest too: a mismatch names the files that differ
+                prints[layer.id] = (str(got.get("fingerprint", "")), dict(got.get("digests", {})))
         fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
         notes = list(report.notes) + list(lower.plan.notes)
         if self.options.dirty:
