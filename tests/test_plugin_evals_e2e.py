@@ -2,7 +2,8 @@
 short session per cell, two in all): the case is a task named after its folder, the run folder keeps the TOML
 ablate converted it to, and each grader is a check reported under its name, read from what the session did
 (its tool calls in the transcript, its final answer, the paths it changed), with the weighted grader score the
-report's primary metric."""
+report's primary metric. The case's append_system_prompt reaches the system prompt of every request (the
+sim's log), and its EVAL_* variable the session's Bash tool (a grader reads back the file it wrote)."""
 
 from __future__ import annotations
 

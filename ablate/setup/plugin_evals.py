@@ -11,7 +11,11 @@ dir itself, or a skill-creator ``evals.json``. The format is the pinned CLI's (d
 * each case becomes one task named after its folder; each grader one check reported under its name
   (``regex``, ``tool_used``, ``tool_order``, ``file_exists``: :mod:`ablate.grade.session_checks`), their
   weights giving the task's grader score; ``llm`` graders become the judge's rubric (``ablate judge
-  --judge-model``); ``baseline`` graders are refused: ablate's cells already are the with/without comparison.
+  --judge-model``); ``baseline`` graders are refused: ablate's cells already are the with/without comparison;
+* a case's ``append_system_prompt``, ``env`` (``EVAL_*`` keys only) and ``runs`` become the task's fields of
+  the same names (:mod:`ablate.setup.task_session`), applied to its sessions in every cell alike; ``model``,
+  ``allowed_tools`` and ``disallowed_tools`` are notes (the run decides them); ``plugins`` may name only the
+  plugin the suite belongs to (a note).
 
 skill-creator's ``evals.json`` is :mod:`ablate.setup.skill_evals`'s. The converted task is written as TOML
 into the run folder (``tasks/<id>.toml``), so the run stands alone. Graders are converted by
