@@ -78,7 +78,7 @@ def test_a_plugin_eval_case_runs_as_a_task_and_its_graders_are_named_checks(
     (case / "graders").mkdir(parents=True)
     (case / "prompt.md").write_text(
         "---\nmax_turns: 5\nallowed_tools: [Read, Edit]\nappend_system_prompt: APPENDED-RULE-7\n"
-        "env: {EVAL_GREETING: hello-42}\n---\nEXCLAIM: make greet() end with '!'.\n"
+        "env: {EVAL_GREETING: hello-42}\nruns: 1\n---\nEXCLAIM: make greet() end with '!'.\n"
     )
     for name, text in GRADERS.items():
         (case / "graders" / name).write_text(text)
@@ -96,6 +96,7 @@ def test_a_plugin_eval_case_runs_as_a_task_and_its_graders_are_named_checks(
     assert {r.session_id for r in asked} and len({r.session_id for r in asked}) == 2
     assert all("APPENDED-RULE-7" in json.dumps(r.body.get("system")) for r in asked)
     assert "allowed_tools not applied" in proc.stderr
+    assert "repeats: 1, the largest runs the tasks ask for (task exclaim)" in proc.stderr  # said at the start
     (run_dir,) = (tmp_path / "runs").iterdir()
     folder = RunFolder(run_dir)
     assert [t.id for t in read_manifest(folder).tasks] == ["exclaim"]

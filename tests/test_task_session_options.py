@@ -73,13 +73,15 @@ def test_the_system_prompt_addition_goes_before_the_end_of_the_options() -> None
 
 def test_runs_sets_the_repeats_unless_repeats_is_given(tmp_path: Path) -> None:
     tasks = load_tasks([_task(tmp_path, "runs = 3\n", "a"), _task(tmp_path, "runs = 5\n", "b")])
-    assert task_repeats(tasks, 2, given=False) == (
+    assert task_repeats(tasks, 2, decided_by=None) == (
         5,
         "repeats: 5, the largest runs the tasks ask for (task b); --repeats chooses another",
     )
-    repeats, said = task_repeats(tasks, 2, given=True)
-    assert repeats == 2 and said is not None and "--repeats 2 applies to every task" in said
-    assert task_repeats(load_tasks([_task(tmp_path, "", "c")]), 2, given=False) == (2, None)
+    assert task_repeats(tasks, 20, decided_by="--adaptive") == (
+        20,
+        "--adaptive decides the repeats of every task; the tasks' runs (5, task b) are not used",
+    )
+    assert task_repeats(load_tasks([_task(tmp_path, "", "c")]), 2, decided_by=None) == (2, None)
 
 
 def test_plan_uses_a_suites_runs_and_says_so(tmp_path: Path) -> None:
@@ -94,7 +96,10 @@ def test_plan_uses_a_suites_runs_and_says_so(tmp_path: Path) -> None:
     assert read_manifest(RunFolder(folder)).repeats == 2
     res = invoke(["plan", "--tasks", str(suite), "--repeats", "1", "--out", str(tmp_path / "b"), *setup])
     assert res.exit_code == 0, res.stderr
-    assert "note: --repeats 1 applies to every task; the tasks' runs (2, task yaml-case)" in res.stderr
+    assert (
+        "note: --repeats 1 decides the repeats of every task; the tasks' runs (2, task yaml-case)"
+        in res.stderr
+    )
     (folder,) = (tmp_path / "b").iterdir()
     assert read_manifest(RunFolder(folder)).repeats == 1
 
@@ -144,3 +149,38 @@ def test_a_published_suite_converts(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as exc:
         load_tasks([suite])
     assert [(Path(p.file).name, p.field) for p in exc.value.problems] == [("prompt.md", "plugins")]
+
+
+def test_ab_and_run_plan_a_suites_runs_but_an_adaptive_run_chooses_its_own(tmp_path: Path) -> None:
+    from ablate.core.claude import find_claude
+    from ablate.run.prepare import RunRequest, prepare_run
+
+    ex = materialise_example(tmp_path / "ex")
+    suite = tmp_path / "suite"
+    shutil.copytree(DATA / "suite", suite)  # yaml-case asks for runs: 2
+
+    def request(out: str, *, adaptive: bool) -> RunRequest:
+        return RunRequest(
+            tasks=[suite],
+            cells="binary",
+            repeats=7,
+            model="claude-sonnet-4-6",
+            max_turns=5,
+            timeout_s=60.0,
+            out=tmp_path / out,
+            config_dir=ex.config_dir,
+            repo=ex.repo,
+            defaulted=frozenset({"repeats"}),
+            adaptive=adaptive,
+        )
+
+    claude = find_claude()
+    fixed = prepare_run(request("fixed", adaptive=False), claude)
+    assert fixed.manifest.repeats == 2
+    assert any(w.startswith("repeats: 2, the largest runs the tasks ask for") for w in fixed.warnings)
+    adaptive = prepare_run(request("adaptive", adaptive=True), claude)
+    assert adaptive.manifest.repeats == 7  # its --max-repeats: the rounds decide
+    assert (
+        "--adaptive decides the repeats of every task; the tasks' runs (2, task yaml-case) are not used"
+        in (adaptive.warnings)
+    )

@@ -209,7 +209,8 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     catalog, cell_set = load_cells(o["cells"], o["ablate_toml"], aa=o["aa"])
     notes: list[str] = []
     loaded = load_tasks(o["tasks"], catalog, notes)
-    repeats, said = task_repeats(loaded, o["repeats"], given=given(ctx, "repeats"))
+    chosen = f"--repeats {o['repeats']}" if given(ctx, "repeats") else None
+    repeats, said = task_repeats(loaded, o["repeats"], decided_by=chosen)
     for note in [*notes, *([said] if said else [])]:
         err(f"note: {note}")
     setup = load_setup(o["config_dir"], o["repo"])
@@ -286,6 +287,7 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
         work_dir=o["work_dir"],
         dirty=o["dirty"],
         pieces=_piece_request(o),
+        adaptive=bool(o.get("adaptive")),
     )
 
 

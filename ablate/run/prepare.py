@@ -68,6 +68,8 @@ class RunRequest:
     """``--dirty``: uncommitted non-layer changes go into every cell; without it they are refused here."""
     pieces: PieceRequest | None = None
     """``--pieces``: the cells are a per-piece design's rows (:mod:`ablate.run.pieces`), not ``cells``."""
+    adaptive: bool = False
+    """``--adaptive``: the run chooses its own repeats (``repeats`` is its most), whatever ``runs`` tasks ask."""
 
     def given(self, option: Defaultable) -> bool:
         """Whether the user gave ``option`` (rather than leaving it at its default)."""
@@ -263,7 +265,10 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         catalog, cell_set = load_cells(req.cells, req.ablate_toml, aa=req.aa)
         notes: list[str] = []
         tasks = load_tasks(req.tasks, catalog, notes)
-        repeats, said = task_repeats(tasks, req.repeats, given=req.given("repeats"))
+        chosen = (
+            "--adaptive" if req.adaptive else f"--repeats {req.repeats}" if req.given("repeats") else None
+        )
+        repeats, said = task_repeats(tasks, req.repeats, decided_by=chosen)
         setup = load_setup(req.config_dir, req.repo)
         warnings = (
             check_locations(setup, out=req.out, work_dir=req.work_dir) + notes + ([said] if said else [])

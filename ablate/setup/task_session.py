@@ -42,17 +42,18 @@ EnvValue = Annotated[str, AfterValidator(_env_value)]
 """The value of a task's environment variable (no NUL byte)."""
 
 
-def task_repeats(tasks: Sequence[Task], repeats: int, *, given: bool) -> tuple[int, str | None]:
-    """The repeats a run plans, and what to say of them when a task asks for ``runs``: a given ``--repeats``
-    wins; without one, the largest ``runs`` of the tasks (every (task, cell) is repeated alike)."""
+def task_repeats(tasks: Sequence[Task], repeats: int, *, decided_by: str | None) -> tuple[int, str | None]:
+    """The repeats a run plans, and what to say of them when a task asks for ``runs``. ``decided_by`` names
+    what chose the repeats (``--repeats 2``, ``--adaptive``) and wins; None: the largest ``runs`` of the
+    tasks (every (task, cell) is repeated alike)."""
     asked = [(t.spec.runs, t.id) for t in tasks if t.spec.runs is not None]
     if not asked:
         return repeats, None
     most, who = max(asked)
-    if given:
+    if decided_by is not None:
         return (
             repeats,
-            f"--repeats {repeats} applies to every task; the tasks' runs ({most}, task {who}) are not used",
+            f"{decided_by} decides the repeats of every task; the tasks' runs ({most}, task {who}) are not used",
         )
     return (
         most,
