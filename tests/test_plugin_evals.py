@@ -78,7 +78,11 @@ def test_a_suite_in_both_case_forms_becomes_tasks_whose_toml_round_trips(tmp_pat
     assert yaml_case.prompt == "Write hello.txt containing the word hello."
     file_check = yaml_case.spec.checks[1].model_dump()
     assert (file_check["target"], file_check["file"], file_check["match"]) == ("file", "hello.txt", "count:1")
-    assert any("runs not applied" in n for n in notes)
+    # the case's system-prompt addition, EVAL_* variables and runs are the task's own (kept in its TOML)
+    assert yaml_case.spec.append_system_prompt == "Answer in one sentence."
+    assert yaml_case.spec.env == {"EVAL_GREETING": "hello"}
+    assert (yaml_case.spec.runs, greet.spec.runs) == (2, None)
+    assert not any("runs not applied" in n for n in notes)
     for task in (greet, yaml_case):
         assert task.text is not None
         copy = tmp_path / f"{task.id}.toml"
@@ -194,8 +198,11 @@ def test_a_bad_suite_exits_2_naming_the_file(tmp_path: Path) -> None:
     ("front", "field", "words"),
     [
         ("colour: red\n", "colour", "unknown frontmatter key"),
-        ("append_system_prompt: be brief\n", "append_system_prompt", "not supported"),
-        ("env: {EVAL_X: '1'}\n", "env", "not supported"),
+        ("env: {HOME: /tmp/x}\n", "env.HOME", "only EVAL_* keys"),
+        ("env: {EVAL_x: '1'}\n", "env.EVAL_x", "only EVAL_* keys"),
+        ("env: {EVAL_N: 1}\n", "env.EVAL_N", "must be a string"),
+        ("env: [EVAL_X]\n", "env", "must be a mapping"),
+        ("growthbook_overrides: {a: 1}\n", "growthbook_overrides", "not supported"),
         ("schema_version: '2.0'\n", "schema_version", "schema 1.x"),
         ("plugins: [../other]\n", "plugins", "not supported"),
     ],

@@ -2,10 +2,12 @@
 short session per cell, two in all): the case is a task named after its folder, the run folder keeps the TOML
 ablate converted it to, and each grader is a check reported under its name, read from what the session did
 (its tool calls in the transcript, its final answer, the paths it changed), with the weighted grader score the
-report's primary metric."""
+report's primary metric. The case's append_system_prompt reaches the system prompt of every request (the
+sim's log), and its EVAL_* variable the session's Bash tool (a grader reads back the file it wrote)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -32,7 +34,11 @@ SCRIPT: dict[str, Any] = {
             "where": "prompt",
             "contains": ["EXCLAIM"],
             "turn": 0,
-            "tool_use": [{"name": "Read", "input": {"file_path": "${cwd}/app.py"}}],
+            "tool_use": [
+                {"name": "Read", "input": {"file_path": "${cwd}/app.py"}},
+                # the case's EVAL_* variable, as the session's tools see it, into a file a grader reads
+                {"name": "Bash", "input": {"command": 'printf %s "$EVAL_GREETING" > eval.txt'}},
+            ],
         },
         {
             "name": "edit",
@@ -54,7 +60,8 @@ GRADERS = {
     "reads-first.md": "---\ntype: tool_order\nbefore: Read\nafter: {tool: Edit, input_match: 'app\\.py'}\n---\n",
     "edits-once.md": "---\ntype: tool_used\ntool: Edit\nmin: 1\nmax: 1\n---\n",
     "says-done.md": "---\ntype: regex\nflags: i\nweight: 2\n---\n^done\n",
-    "no-bash.md": "---\ntype: tool_used\ntool: Bash\nmax: 0\nmin: 0\n---\n",
+    "bash-once.md": "---\ntype: tool_used\ntool: Bash\nmax: 1\n---\n",
+    "saw-env.md": "---\ntype: regex\ntarget: {source: file, path: eval.txt}\nmatch: count:1\n---\n^hello-42$\n",
     "wrote-app.md": '---\ntype: file_exists\npath: "*.py"\n---\n',
     "wrote-notes.md": "---\ntype: file_exists\npath: NOTES.md\nweight: 3\n---\n",
 }
@@ -70,7 +77,8 @@ def test_a_plugin_eval_case_runs_as_a_task_and_its_graders_are_named_checks(
     case = plugin / "evals" / "exclaim"
     (case / "graders").mkdir(parents=True)
     (case / "prompt.md").write_text(
-        "---\nmax_turns: 5\nallowed_tools: [Read, Edit]\n---\nEXCLAIM: make greet() end with '!'.\n"
+        "---\nmax_turns: 5\nallowed_tools: [Read, Edit]\nappend_system_prompt: APPENDED-RULE-7\n"
+        "env: {EVAL_GREETING: hello-42}\nruns: 1\n---\nEXCLAIM: make greet() end with '!'.\n"
     )
     for name, text in GRADERS.items():
         (case / "graders" / name).write_text(text)
@@ -82,8 +90,13 @@ def test_a_plugin_eval_case_runs_as_a_task_and_its_graders_are_named_checks(
         env["ANTHROPIC_BASE_URL"] = sim.base_url
         argv += ["--work-dir", str(tmp_path / "envs")]
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        asked = [r for r in sim.messages_requests() if "EXCLAIM" in r.text]
     assert proc.returncode == 0, proc.stderr
+    # the case's append_system_prompt reached the system prompt of every request of both cells' sessions
+    assert {r.session_id for r in asked} and len({r.session_id for r in asked}) == 2
+    assert all("APPENDED-RULE-7" in json.dumps(r.body.get("system")) for r in asked)
     assert "allowed_tools not applied" in proc.stderr
+    assert "repeats: 1, the largest runs the tasks ask for (task exclaim)" in proc.stderr  # said at the start
     (run_dir,) = (tmp_path / "runs").iterdir()
     folder = RunFolder(run_dir)
     assert [t.id for t in read_manifest(folder).tasks] == ["exclaim"]
@@ -98,20 +111,21 @@ def test_a_plugin_eval_case_runs_as_a_task_and_its_graders_are_named_checks(
         verdicts = {c.name: c.passed for c in checks.results}
         assert verdicts == {
             "edits-once": True,
-            "no-bash": True,
+            "bash-once": True,
             "reads-first": True,
+            "saw-env": True,  # the case's EVAL_GREETING reached the session's Bash tool
             "says-done": True,
             "wrote-app": True,
             "wrote-notes": False,
         }, [c.detail for c in checks.results]
-        assert checks.changed == ["app.py"]
-        assert checks.score == pytest.approx(6 / 9)  # all but wrote-notes (weight 3) of 9
+        assert checks.changed == ["app.py", "eval.txt"]
+        assert checks.score == pytest.approx(7 / 10)  # all but wrote-notes (weight 3) of 10
     report = build_report(run_dir)
     assert report.primary_metric == "checks_score"
     # each grader under its name in the report: passed / evaluated per cell
     rates = {(g.grader, g.cell): (g.passed, g.n) for g in report.graders}
     assert rates[("wrote-notes", "C0")] == (0, 1) and rates[("reads-first", "C11")] == (1, 1)
-    assert len(rates) == 12
+    assert len(rates) == 14
     from ablate.report.blocks import Document
     from ablate.report.document import graders_blocks
     from ablate.report.markdown import render_markdown

@@ -197,6 +197,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     from ablate.run.plan import blocks, new_seed
     from ablate.run.prepare import check_locations, load_cells, setup_info
     from ablate.setup.load import load_setup
+    from ablate.setup.task_session import task_repeats
     from ablate.setup.tasks import load_tasks
 
     o = command_options(locals())
@@ -208,7 +209,9 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     catalog, cell_set = load_cells(o["cells"], o["ablate_toml"], aa=o["aa"])
     notes: list[str] = []
     loaded = load_tasks(o["tasks"], catalog, notes)
-    for note in notes:
+    chosen = f"--repeats {o['repeats']}" if given(ctx, "repeats") else None
+    repeats, said = task_repeats(loaded, o["repeats"], decided_by=chosen)
+    for note in [*notes, *([said] if said else [])]:
         err(f"note: {note}")
     setup = load_setup(o["config_dir"], o["repo"])
     if not model.strip():
@@ -216,7 +219,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     for warning in check_locations(setup, out=out, work_dir=None):
         err(f"warning: {warning}")
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"])
-    record, repeats = None, o["repeats"]
+    record = None
     asked = _piece_request({**o, "min_effect": DEFAULT_MIN_EFFECT})  # plan has no --min-effect
     if asked is not None:
         from ablate.run.pieces import plan_pieces
@@ -284,6 +287,7 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
         work_dir=o["work_dir"],
         dirty=o["dirty"],
         pieces=_piece_request(o),
+        adaptive=bool(o.get("adaptive")),
     )
 
 

@@ -216,6 +216,12 @@ def claude_argv(
     ]
 
 
+def task_args(*, append_system_prompt: str = "") -> list[str]:
+    """The options a task adds to every one of its sessions, in every cell alike, placed before ``--`` by the
+    runner: ``--append-system-prompt TEXT`` (the task's ``append_system_prompt``) when it has one."""
+    return ["--append-system-prompt", append_system_prompt] if append_system_prompt else []
+
+
 def find_transcript(config_dir: Path, session_id: str) -> Path | None:
     """The session's JSONL under ``config_dir/projects/*/`` (never computed from the slug: docs/CLAUDE-CODE.md#slug)."""
     matches = sorted((config_dir / "projects").glob(f"*/{session_id}.jsonl"))

@@ -44,7 +44,7 @@ def problems_from_validation(file: Path | str, exc: ValidationError, prefix: str
     """Turn a pydantic ``ValidationError`` into located problems (``field.path: message``)."""
     problems = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
+        loc = ".".join(str(p) for p in err["loc"] if p != "[key]")  # a dict key's error names the key
         if prefix:
             loc = f"{prefix}.{loc}" if loc else prefix
         msg = err["msg"]

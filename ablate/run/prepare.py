@@ -10,7 +10,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -27,6 +27,7 @@ from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
 from ablate.setup.cells import CellSet, noop_reasons
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup, ancestor_leaks
+from ablate.setup.task_session import task_repeats
 from ablate.setup.tasks import Task
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ class RunRequest:
     """``--dirty``: uncommitted non-layer changes go into every cell; without it they are refused here."""
     pieces: PieceRequest | None = None
     """``--pieces``: the cells are a per-piece design's rows (:mod:`ablate.run.pieces`), not ``cells``."""
+    adaptive: bool = False
+    """``--adaptive``: the run chooses its own repeats (``repeats`` is its most), whatever ``runs`` tasks ask."""
 
     def given(self, option: Defaultable) -> bool:
         """Whether the user gave ``option`` (rather than leaving it at its default)."""
@@ -262,12 +265,18 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         catalog, cell_set = load_cells(req.cells, req.ablate_toml, aa=req.aa)
         notes: list[str] = []
         tasks = load_tasks(req.tasks, catalog, notes)
+        chosen = (
+            "--adaptive" if req.adaptive else f"--repeats {req.repeats}" if req.given("repeats") else None
+        )
+        repeats, said = task_repeats(tasks, req.repeats, decided_by=chosen)
         setup = load_setup(req.config_dir, req.repo)
-        warnings = check_locations(setup, out=req.out, work_dir=req.work_dir) + notes
+        warnings = (
+            check_locations(setup, out=req.out, work_dir=req.work_dir) + notes + ([said] if said else [])
+        )
         _check_clean(setup, catalog, dirty=req.dirty)
-        design, repeats = None, req.repeats
+        design = None
         if req.pieces is not None:
-            cell_set, design, repeats = piece_plan(req, setup, catalog, len(tasks))
+            cell_set, design, repeats = piece_plan(replace(req, repeats=repeats), setup, catalog, len(tasks))
         if shard_spec is not None and req.seed is None:
             raise UsageError(
                 "--shard needs --seed", hint="every shard must draw the same plan; pass the same --seed"

@@ -33,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from ablate.core.claude import ClaudeBinary
+from ablate.core.claude import ClaudeBinary, task_args
 from ablate.core.errors import DISK_FULL_HINT, DiskFull, RunFolderError
 from ablate.core.fsutil import disk_full_message, is_disk_full
 from ablate.core.proc import kill_tagged, kill_tree
@@ -324,7 +324,11 @@ class Runner:
         max_turns = task.spec.max_turns or self.manifest.max_turns
         timeout = task.spec.timeout_s or self.manifest.timeout_s
         argv = render_argv(
-            self.manifest.argv, max_turns=max_turns, session_id=attempt.session_id, prompt=task.prompt
+            self.manifest.argv,
+            max_turns=max_turns,
+            session_id=attempt.session_id,
+            prompt=task.prompt,
+            task_args=task_args(append_system_prompt=task.spec.append_system_prompt),
         )
         job = Job(it, attempt, env, label, task, argv, timeout, st.backoff.epoch, prepare)
         st.tries[it.item] = st.tries.get(it.item, 0) + 1

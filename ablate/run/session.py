@@ -54,9 +54,17 @@ def session_uuid(seed: int, item: str, attempt: int) -> str:
     return str(uuid.uuid5(_SESSION_NS, f"{seed}:{item}:{attempt}"))
 
 
-def render_argv(template: Sequence[str], *, max_turns: int, session_id: str, prompt: str) -> list[str]:
+def render_argv(
+    template: Sequence[str], *, max_turns: int, session_id: str, prompt: str, task_args: Sequence[str] = ()
+) -> list[str]:
+    """The manifest's pinned line for one session: the slots filled, and the task's own options
+    (:func:`ablate.core.claude.task_args`) inserted before the ``--`` that ends the options."""
     values = {"{max_turns}": str(max_turns), "{session_id}": session_id, "{prompt}": prompt}
-    return [values.get(a, a) for a in template]
+    argv = [values.get(a, a) for a in template]
+    if task_args:
+        end = len(template) - 1 - list(reversed(template)).index("--")
+        argv[end:end] = task_args
+    return argv
 
 
 def kill_strays(root: Path) -> int:

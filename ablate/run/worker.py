@@ -66,6 +66,8 @@ class Worker:
             return SessionOutcome(job, None, None, "env_error", None, error=f"checkout not reachable: {exc}")
         stdout = folder.stdout_path(it.item, a.n)
         env = dict(job.env.env)
+        # the task's EVAL_* variables, the same in every cell (never ablate's own: EVAL_* names only)
+        env.update(job.task.spec.env)
         env[MAX_RETRIES_ENV] = str(self.max_retries)  # the one place: ablate owns the rate-limit backoff
         argv = self.backend.command(job.env, job.argv)
         forwarder = shared_forwarder()  # what a sealed session sends the model is recorded under the item

@@ -11,7 +11,11 @@ dir itself, or a skill-creator ``evals.json``. The format is the pinned CLI's (d
 * each case becomes one task named after its folder; each grader one check reported under its name
   (``regex``, ``tool_used``, ``tool_order``, ``file_exists``: :mod:`ablate.grade.session_checks`), their
   weights giving the task's grader score; ``llm`` graders become the judge's rubric (``ablate judge
-  --judge-model``); ``baseline`` graders are refused: ablate's cells already are the with/without comparison.
+  --judge-model``); ``baseline`` graders are refused: ablate's cells already are the with/without comparison;
+* a case's ``append_system_prompt``, ``env`` (``EVAL_*`` keys only) and ``runs`` become the task's fields of
+  the same names (:mod:`ablate.setup.task_session`), applied to its sessions in every cell alike; ``model``,
+  ``allowed_tools`` and ``disallowed_tools`` are notes (the run decides them); ``plugins`` may name only the
+  plugin the suite belongs to (a note).
 
 skill-creator's ``evals.json`` is :mod:`ablate.setup.skill_evals`'s. The converted task is written as TOML
 into the run folder (``tasks/<id>.toml``), so the run stands alone. Graders are converted by
@@ -35,6 +39,7 @@ from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import validate
 from ablate.setup.casefiles import load_yaml, read_text, split_frontmatter
 from ablate.setup.plugin_graders import convert_graders, grader_from_md
+from ablate.setup.task_session import EVAL_VAR
 from ablate.setup.tasks import Task, TaskSpec
 from ablate.setup.tomltext import dumps
 
@@ -76,17 +81,18 @@ RUN_WIDE = {
     "model": "the run's --model applies to every task",
     "allowed_tools": "every cell runs with the CLI's whole tool set (the setup is what is measured)",
     "disallowed_tools": "every cell runs with the CLI's whole tool set (the setup is what is measured)",
-    "runs": "the run's --repeats applies to every task",
     "tags": "tags are not used",
 }
 #: Keys that would change what the session sees in a way ablate does not reproduce: refused, with why.
 REFUSED = {
-    "append_system_prompt": "ablate does not add to the system prompt per task (it would be a layer of its own); "
-    "put the instruction in the prompt",
     "growthbook_overrides": "feature-flag overrides are not applied by ablate; remove them",
     "artifact_publish": "artifact publishing is not part of an ablate session; remove it",
-    "plugins": "the plugins of a cell come from the setup being measured, not from the case; remove it",
 }
+#: ``plugins`` naming anything but the plugin the suite belongs to is refused with this.
+PLUGINS_REFUSED = (
+    "not supported: the plugins of a cell come from the setup being measured, not from the case; "
+    "a case may name only the plugin it belongs to"
+)
 
 
 @dataclass
@@ -261,14 +267,7 @@ def _check_case(merged: dict[str, Any], files: _Files, problems: list[Problem]) 
     for key, why in REFUSED.items():
         if execution.get(key, merged.get(key)) not in (None, "", [], {}, False):
             problems.append(Problem(files.main, key, f"not supported: {why}"))
-    if execution.get("env"):
-        problems.append(
-            Problem(
-                files.main,
-                "env",
-                "not supported: a case's EVAL_* variables are not set by ablate; remove them",
-            )
-        )
+    _check_env(execution.get("env"), files, problems)
     context = merged.get("context") or {}
     if isinstance(context, dict) and any(
         context.get(k) for k in ("scaffold_script", "history_file", "add_dirs")
@@ -281,6 +280,53 @@ def _check_case(merged: dict[str, Any], files: _Files, problems: list[Problem]) 
                 "without scaffold scripts, resumed history or extra folders",
             )
         )
+
+
+def _check_env(env: object, files: _Files, problems: list[Problem]) -> None:
+    """``env``: a mapping of ``EVAL_*`` names to strings, refused otherwise as the CLI refuses it."""
+    if env in (None, {}):
+        return
+    if not isinstance(env, dict):
+        problems.append(Problem(files.main, "env", "must be a mapping of EVAL_* names to strings"))
+        return
+    for key, value in env.items():
+        if not EVAL_VAR.match(str(key)):
+            problems.append(
+                Problem(
+                    files.main,
+                    f"env.{key}",
+                    "only EVAL_* keys can be set from a case (EVAL_ then A-Z, 0-9, _), as `claude plugin "
+                    "eval` allows; anything else must come from the environment ablate runs in",
+                )
+            )
+        elif not isinstance(value, str):
+            problems.append(Problem(files.main, f"env.{key}", f"{value!r} must be a string: quote it"))
+
+
+def _plugins(merged: dict[str, Any], folder: Path, files: _Files, problems: list[Problem]) -> str | None:
+    """``plugins``: accepted when every entry is the plugin the suite belongs to (the plugin under test,
+    e.g. ``../..``), said as a note; anything else is refused. Returns the note, or None."""
+    listed = merged.get("plugins")
+    if listed in (None, []):
+        return None
+    entries = listed if isinstance(listed, list) else [listed]
+    own = _own_plugin(folder)
+    for entry in entries:
+        if not isinstance(entry, str) or own is None or (folder / entry).resolve() != own:
+            problems.append(Problem(files.main, "plugins", PLUGINS_REFUSED))
+            return None
+    return (
+        f"plugins names the plugin under test ({own}): ablate measures the setup it is given; "
+        "install the plugin there (--config-dir) for every cell to have it"
+    )
+
+
+def _own_plugin(folder: Path) -> Path | None:
+    """The nearest folder at or above the case ``folder`` with ``.claude-plugin/plugin.json``, resolved."""
+    for parent in [folder, *folder.parents]:
+        if (parent / ".claude-plugin" / "plugin.json").is_file():
+            return parent.resolve()
+    return None
 
 
 def _prompt(execution: dict[str, Any], files: _Files, problems: list[Problem]) -> str:
@@ -333,12 +379,15 @@ def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
             Problem(str(folder), "graders", "the case has no graders (graders/*.md or graders: in case.yaml)")
         )
     checks, rubric = convert_graders(graders, problems)
+    plugins_note = _plugins(merged, folder, files, problems)
     if problems:
         raise SpecError(problems)
     label = folder.relative_to(suite_root).as_posix() if folder != suite_root else folder.name
     for key, why in RUN_WIDE.items():
         if execution.get(key, merged.get(key)) not in (None, [], ""):
             notes.append(f"{label}: {key} not applied ({why})")
+    if plugins_note is not None:
+        notes.append(f"{label}: {plugins_note}")
     data: dict[str, Any] = {
         "schema_version": 1,
         "id": task_id(folder.name),
@@ -346,6 +395,9 @@ def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
         "description": str(merged.get("description") or merged.get("expected_outcome") or ""),
         "max_turns": execution.get("max_turns", 10),
         "timeout_s": execution.get("timeout_seconds", 300),
+        "append_system_prompt": execution.get("append_system_prompt"),
+        "env": execution.get("env") or None,
+        "runs": merged.get("runs"),
         "checks": checks,
         "rubric": rubric,
     }

@@ -51,6 +51,7 @@ from ablate.core.errors import NotFound, Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import Spec, read_spec_data, validate
 from ablate.setup.layers import Catalog
+from ablate.setup.task_session import MAX_RUNS, EnvValue, EvalVar
 
 
 @dataclass(frozen=True)
@@ -371,6 +372,28 @@ class TaskSpec(Spec):
     """Execution checks (``[[checks]]``), evaluated read-only on the checkout the session left."""
     rubric: Rubric | None = None
     """The blind judge's rubric (``[rubric]``); tasks without one are not judged."""
+    append_system_prompt: str = ""
+    """Text added to the end of the CLI's system prompt in this task's sessions (``--append-system-prompt``),
+    identical in every cell: part of the task, like its prompt (a plugin-eval case's ``append_system_prompt``)."""
+    env: dict[EvalVar, EnvValue] = Field(default_factory=dict)
+    """``EVAL_*`` variables set in this task's sessions (``[env]``), on top of each cell's environment and
+    identical in every cell; only ``EVAL_*`` names, as ``claude plugin eval`` allows: ablate's own, the
+    endpoint's and the credentials' variables can never be set from a task."""
+    runs: int | None = Field(default=None, ge=1, le=MAX_RUNS)
+    """Repeats this task asks for (a plugin-eval case's ``runs``): when no ``--repeats`` is given, the run
+    repeats every (task, cell) the largest ``runs`` of its tasks; a given ``--repeats`` wins (both said)."""
+
+    @field_validator("append_system_prompt")
+    @classmethod
+    def _appendable(cls, v: str) -> str:
+        if "\0" in v:
+            raise ValueError("contains a NUL byte (\\0), which no command line can carry; remove it")
+        size = len(v.encode("utf-8"))
+        if size > MAX_PROMPT_BYTES:
+            raise ValueError(
+                f"is {size} bytes; it is one command-line argument, capped at {MAX_PROMPT_BYTES} bytes"
+            )
+        return v
 
 
 @dataclass(frozen=True)
