@@ -368,3 +368,30 @@ def test_api_executor_without_a_key_is_refused_before_anything_is_written(
     assert code == 2
     assert "--executor api needs an API key" in err and "ANTHROPIC_API_KEY" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_task_that_sets_up_its_session_is_refused_by_the_one_request_executors(
+    setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``append_system_prompt`` and ``env`` shape a Claude Code session; the api and sim executors send one
+    request whose system prompt is the arm, so they would silently drop them: refused, nothing written."""
+    md, tasks = setup
+    (tasks / "with-env.toml").write_text(
+        'schema_version = 1\nid = "with-env"\nprompt = "Say hi."\nappend_system_prompt = "Be brief."\n'
+        '[env]\nEVAL_X = "1"\n'
+    )
+    args = [
+        "compare",
+        str(md),
+        f"{md}@dup:Tools",
+        "--tasks",
+        str(tasks),
+        "--yes",
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    code, _o, err = invoke([*args, "--executor", "sim"])
+    assert code == 2, err
+    assert "task with-env: append_system_prompt and env cannot be applied by --executor sim" in err, err
+    assert "--executor claude-code" in err
+    assert not (tmp_path / "r").exists()

@@ -178,6 +178,15 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
                 f"arms {seen[a.fingerprint]} and {a.name} are byte-identical: their contrast is a null check"
             )
         seen.setdefault(a.fingerprint, a.name)
+    if executor.name in ("api", "sim"):  # one request, the arm its whole system prompt: no session to set up
+        for t in tasks:
+            asked = [k for k in ("append_system_prompt", "env") if getattr(t.spec, k)]
+            if asked:
+                raise UsageError(
+                    f"task {t.id}: {' and '.join(asked)} cannot be applied by --executor {executor.name} "
+                    "(one request whose system prompt is the arm, no Claude Code session)",
+                    hint="run with --executor claude-code (the default), or drop them from the task",
+                )
     for t in tasks:
         if not t.spec.pitfalls:
             notes.append(f"task {t.id} has no pitfalls: every session of it counts as pitfall-free")
