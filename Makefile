@@ -46,11 +46,11 @@ chromium:
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q bubblewrap; }
 
-# The sealed-session tests attack real host services: a tmux server, an ssh-agent, a D-Bus session bus.
+# The sealed-session tests attack real host services: tmux and screen servers, an ssh-agent, a D-Bus session bus.
 hostservices:
-	@command -v tmux >/dev/null 2>&1 && command -v ssh-agent >/dev/null 2>&1 && command -v dbus-daemon >/dev/null 2>&1 \
-		&& command -v dbus-send >/dev/null 2>&1 || { $(SUDO) apt-get update -q && \
-		$(SUDO) apt-get install -y -q tmux openssh-client dbus-daemon dbus-bin; }
+	@command -v tmux >/dev/null 2>&1 && command -v screen >/dev/null 2>&1 && command -v ssh-agent >/dev/null 2>&1 \
+		&& command -v dbus-daemon >/dev/null 2>&1 && command -v dbus-send >/dev/null 2>&1 || { $(SUDO) apt-get update -q && \
+		$(SUDO) apt-get install -y -q tmux screen openssh-client dbus-daemon dbus-bin; }
 
 # pytest in 3 processes (pytest-xdist): the suite is CPU-bound (real claude sessions, the pytest workers'
 # in-process sims), and a third process fills a core while another waits on a session's start or a sim delay.

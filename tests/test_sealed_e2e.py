@@ -54,8 +54,11 @@ conn() {{ $PY -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeo
 try loopback $PY -c "import socket; socket.create_connection(('127.0.0.1', {port}), 3)"
 try abstract $PY -c "import socket; s=socket.socket(socket.AF_UNIX); s.connect(b'\0{abstract}')"
 try docker conn {docker}
+command -v docker >/dev/null && docker -H unix://{docker} version >/dev/null 2>&1  # the real client too
 try x11 conn {x11}
+try wayland conn {wayland}
 try tmux tmux -S {tmux} run-shell "touch {base}/PWNED-tmux"
+SCREENDIR={screens} screen -S host -X exec touch {base}/PWNED-screen >/dev/null 2>&1 && echo screen=reached || echo screen=refused
 SSH_AUTH_SOCK={agent} ssh-add -l >/dev/null 2>&1; [ $? -eq 2 ] && echo sshagent=refused || echo sshagent=reached
 try dbus dbus-send --bus=unix:path={bus} --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.ListNames
 try gitpush git push git://127.0.0.1:{gport}/remote.git HEAD:refs/heads/attack
@@ -124,19 +127,22 @@ class Host:
         self.key = 0x5EA1 + os.getpid() % 1000
         self.tmux, self.agent, self.bus = self.run_dir / "tmux", self.run_dir / "agent", self.run_dir / "bus"
         self.docker, self.x11 = self.run_dir / "docker.sock", self.run_dir / "X99"
+        self.wayland, self.screens = self.run_dir / "wayland-0", self.run_dir / "screens"
         self.listeners = [
             _Listener(socket.AF_INET, ("127.0.0.1", self.port)),
             _Listener(socket.AF_UNIX, b"\0" + self.abstract.encode()),
             _Listener(socket.AF_UNIX, str(self.docker)),
             _Listener(socket.AF_UNIX, str(self.x11)),
+            _Listener(socket.AF_UNIX, str(self.wayland)),
         ]
-        for path in (self.docker, self.x11):
+        for path in (self.docker, self.x11, self.wayland):
             path.chmod(0o777)
         git = base / "git"
         subprocess.run(["git", "init", "-q", "--bare", str(git / "remote.git")], check=True)
         if user is not None:
             user.own(base)
         self._start(["tmux", "-S", str(self.tmux), "new-session", "-d", "-s", "host"], wait=True)
+        self._start(["screen", "-dmS", "host"], wait=True)  # its socket in SCREENDIR (mode 700, made by it)
         self._start(["ssh-agent", "-D", "-a", str(self.agent)])
         self._start(["dbus-daemon", "--session", "--nofork", f"--address=unix:path={self.bus}"])
         self._start(
@@ -157,6 +163,7 @@ class Host:
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.base),
             "TMUX_TMPDIR": str(self.run_dir),
+            "SCREENDIR": str(self.screens),
         }
         if wait:
             subprocess.run(self._argv(argv), env=env, check=True, timeout=20)
@@ -167,7 +174,8 @@ class Host:
 
     def attack(self) -> str:
         return ATTACK.format(
-            port=self.port, abstract=self.abstract, docker=self.docker, x11=self.x11, tmux=self.tmux,
+            port=self.port, abstract=self.abstract, docker=self.docker, x11=self.x11, wayland=self.wayland,
+            tmux=self.tmux, screens=self.screens,
             base=self.base, agent=self.agent, bus=self.bus, gport=self.gport, mark=self.mark, key=self.key,
             blockdevs=" ".join(self.blockdevs) or "/nonexistent",
         )  # fmt: skip
@@ -175,9 +183,15 @@ class Host:
     def alive(self) -> dict[str, bool]:
         env = {"PATH": "/usr/bin:/bin", "SSH_AUTH_SOCK": str(self.agent)}
         tmux = subprocess.run(self._argv(["tmux", "-S", str(self.tmux), "has-session"]), capture_output=True)
+        screen = subprocess.run(
+            self._argv(["screen", "-S", "host", "-Q", "select", "."]),
+            env={"PATH": "/usr/bin:/bin", "SCREENDIR": str(self.screens)},
+            capture_output=True,
+        )
         agent = subprocess.run(self._argv(["ssh-add", "-l"]), env=env, capture_output=True)
         return {
             "tmux": tmux.returncode == 0,
+            "screen": screen.returncode == 0,
             "ssh-agent": agent.returncode == 1,  # "no identities": it answered
             "dbus": all(p.poll() is None for p in self.procs),
         }
@@ -196,6 +210,10 @@ class Host:
 
     def close(self) -> None:
         subprocess.run(self._argv(["tmux", "-S", str(self.tmux), "kill-server"]), capture_output=True)
+        screen_env = {"PATH": "/usr/bin:/bin", "SCREENDIR": str(self.screens)}
+        subprocess.run(
+            self._argv(["screen", "-S", "host", "-X", "quit"]), env=screen_env, capture_output=True
+        )
         for p in self.procs:
             p.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -222,7 +240,11 @@ def test_a_sealed_session_reaches_no_host_service(
     backend, who, *rest = case.split("-")
     network = rest == ["network"]  # --allow-network: the host's network, still no unix socket, /dev or IPC
     reached = {"loopback", "gitpush"} if network else set()  # an abstract socket is a unix socket: refused
-    missing = [t for t in ("tmux", "ssh-agent", "ssh-add", "dbus-daemon", "dbus-send") if not shutil.which(t)]
+    missing = [
+        t
+        for t in ("tmux", "screen", "ssh-agent", "ssh-add", "dbus-daemon", "dbus-send")
+        if not shutil.which(t)
+    ]
     if missing:
         pytest.skip(f"{', '.join(missing)} missing: `make hostservices` installs them")
     if who == "root" and os.geteuid() != 0:
@@ -279,22 +301,33 @@ def test_a_sealed_session_reaches_no_host_service(
         (folder,) = list((base / "runs").iterdir())
         said = "\n".join(p.read_text(errors="replace") for p in folder.rglob("transcripts/**/*.jsonl"))
         assert "NET-DONE" in said, said[-2000:]
-        for attack in ("loopback", "abstract", "docker", "x11", "tmux", "sshagent", "dbus", "gitpush"):
+        for attack in (
+            "loopback",
+            "abstract",
+            "docker",
+            "x11",
+            "wayland",
+            "tmux",
+            "screen",
+            "sshagent",
+            "dbus",
+            "gitpush",
+        ):
             outcome = "reached" if attack in reached else "refused"
             assert f"{attack}={outcome}" in said, (attack, said[-3000:])
         dev = said.split("DEV=[", 1)[1].split("]", 1)[0].replace("\\n", " ").split()
         assert set(dev) <= DEV_ALLOWED, dev
         assert "blockdev=" not in said and "shm=written" in said
         # the servers are untouched and alive; nothing the session left in /dev/shm or SysV IPC remains
-        assert not (base / "PWNED-tmux").exists()
+        assert not (base / "PWNED-tmux").exists() and not (base / "PWNED-screen").exists()
         refs = subprocess.run(
             ["git", "--git-dir", str(base / "git" / "remote.git"), "show-ref"], capture_output=True, text=True
         )
         assert ("refs/heads/attack" in refs.stdout) is network
         assert [listener.accepted for listener in host.listeners] == (
-            [1, 0, 0, 0] if network else [0, 0, 0, 0]
+            [1, 0, 0, 0, 0] if network else [0, 0, 0, 0, 0]
         )
-        assert host.alive() == {"tmux": True, "ssh-agent": True, "dbus": True}
+        assert host.alive() == {"tmux": True, "screen": True, "ssh-agent": True, "dbus": True}
         assert host.leftovers() == []
         # the session got its answer through the forwarder, which recorded every request
         (result_file,) = list((folder / "results").glob("*.json"))
