@@ -75,20 +75,19 @@ def demo_cmd(
     the real claude CLI against the capture endpoint) (two planted layers, one null layer, one no-op cell) on two tasks
     against a simulated model whose outcome rates depend on which layers reached it (shadow/sim/demo.toml: a
     known, probabilistic ground truth), with enough repeats to find both planted effects with 99% probability.
-    The same seed gives the same numbers, byte for byte (the model's draws are keyed by task, cell and
-    repeat). Its last lines say, from report.json, which planted facts the report recovered. Everything stays
-    under --out; your own ~/.claude is never read.
+    With --aa (the default) the run adds C0b, a second control built and run on its own: the report's noise
+    floor (how often two identical setups' outcomes flip, how far their metrics spread); C0b counts in the
+    primary family, so the repeats are chosen with it there. The same seed gives the same numbers, byte for
+    byte (the model's draws are keyed by task, cell and repeat). Its last lines say, from report.json, which
+    planted facts the report recovered, and the noise floor C0b measured. Everything stays under --out; your
+    own ~/.claude is never read.
 
     Exit codes: 0 ok, 1 a step failed or a planted fact was not recovered, 2 bad input (no claude binary,
     --out not a demo folder).
     """
     from ablate.core.claude import find_claude
     from ablate.run.demo import (
-        AA_CELL,
         AA_RATES,
-        PLANTED_WITH,
-        PLANTED_WITHOUT,
-        RECOVERY_SIMS,
         demo_design,
         prepare_demo_folder,
         write_demo_cells,
@@ -108,20 +107,7 @@ def demo_cmd(
     started = time.monotonic()
     _step("What is in this setup?", ["layers", *where], env)
     _step("What would each cell strip?", ["cells", str(cells), *where], env)
-    typer.echo(
-        f"\nPlanted truth: a task's pitfall-free rate is {PLANTED_WITH:.0%} with the layer it needs and "
-        f"{PLANTED_WITHOUT:.0%} without. With {design.repeats} repeats the report's primary family "
-        f"({design.comparisons} comparisons, Holm at 0.05) finds both planted layers real with probability "
-        f"{design.recovery.effects:.1%}, and marks the null layer real too in "
-        f"{design.recovery.effects - design.recovery.everything:.1%} of runs (computed by simulating the "
-        f"design {RECOVERY_SIMS:,} times). Running {n} repeats."
-        + (
-            f" {AA_CELL} is a second control (--aa), built and run on its own: its difference from C0 is "
-            "the run's measured noise floor, never a layer's effect."
-            if aa
-            else ""
-        )
-    )
+    _say_design(design, n, aa=aa)
     runs, ab_runs = root / "runs", root / "runs-ab"
     _run_sessions(root, env, where, cells, n, jobs=jobs, repeats=repeats, with_ab=with_ab, aa=aa)
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
@@ -133,6 +119,26 @@ def demo_cmd(
     typer.echo(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     typer.secho(f"report: {run_dir / 'report.html'}", bold=True)
     _say_truth(orjson.loads((run_dir / "report.json").read_bytes()), run_dir, n, design, aa=aa)
+
+
+def _say_design(design: DemoDesign, n: int, *, aa: bool) -> None:
+    """The planted truth and what the design's repeats find of it, before the run."""
+    from ablate.run.demo import AA_CELL, PLANTED_WITH, PLANTED_WITHOUT, RECOVERY_SIMS
+
+    typer.echo(
+        f"\nPlanted truth: a task's pitfall-free rate is {PLANTED_WITH:.0%} with the layer it needs and "
+        f"{PLANTED_WITHOUT:.0%} without. With {design.repeats} repeats the report's primary family "
+        f"({design.comparisons} comparisons, Holm at 0.05) finds both planted layers real with probability "
+        f"{design.recovery.effects:.1%}, and marks the null layer{f' or {AA_CELL}' if aa else ''} real too in "
+        f"{design.recovery.effects - design.recovery.everything:.1%} of runs (computed by simulating the "
+        f"design {RECOVERY_SIMS:,} times). Running {n} repeats."
+        + (
+            f" {AA_CELL} is a second control (--aa), built and run on its own: its difference from C0 is "
+            "the run's measured noise floor, never a layer's effect."
+            if aa
+            else ""
+        )
+    )
 
 
 def _say_truth(report: dict[str, Any], run_dir: Path, n: int, design: DemoDesign, *, aa: bool) -> None:
