@@ -14,12 +14,15 @@ from ablate.core.errors import UsageError
 from ablate.core.resources import data_dir
 from ablate.report import build_report
 from ablate.run.demo import (
+    AA_CELL,
+    AA_RATES,
     AB_CONTROL,
     AB_RATES,
     MARKER,
     PLANTED_WITH,
     PLANTED_WITHOUT,
     demo_design,
+    noise_floor_lines,
     planted_facts,
     prepare_demo_folder,
     recovery_probability,
@@ -60,6 +63,41 @@ def test_recovery_simulation_agrees_with_the_exact_power_of_one_comparison() -> 
     n = 10
     sim = recovery_probability(n, {"C1": {"t": PLANTED_WITHOUT}}, helps=("C1",), control={"t": PLANTED_WITH})
     assert abs(sim.effects - power_binary(n, PLANTED_WITH, PLANTED_WITHOUT, 0.05)) < 0.01
+
+
+def test_the_aa_control_counts_in_the_demo_design() -> None:
+    """The A/A cell is one more null comparison in the primary family: the repeats that keep 99% grow."""
+    plain, aa = demo_design(), demo_design(AA_RATES)
+    assert aa.comparisons == plain.comparisons + 1 == 4
+    assert aa.recovery.effects >= 0.99 and aa.repeats > plain.repeats
+    assert recovery_probability(plain.repeats, AA_RATES).effects < 0.99  # Holm over four needs more
+
+
+def test_the_aa_fact_and_the_noise_floor_are_read_from_the_report() -> None:
+    rows = [
+        {"metric": "pitfall_free", "cell": AA_CELL, "blocks": 50, "flip_rate": 0.16, "spread": 0.4,
+         "delta": 0.04, "p_adjusted": 1.0, "real": False},
+        {"metric": "turns", "cell": AA_CELL, "blocks": 50, "flip_rate": None, "spread": 0.9,
+         "delta": -0.1, "p_adjusted": 0.7, "real": False},
+    ]  # fmt: skip
+    report = {**_report({"C1": "helps", "C8": "helps", "C2": "draw"}, c2_real=False), "noise_floor": rows}
+    assert planted_facts(report)[-1].claim == "C12 is a no-op"  # without --aa: no A/A fact
+    fact = planted_facts(report, aa=True)[-1]
+    assert (fact.claim, fact.recovered, fact.found) == (
+        "C0b (the A/A control) differs from C0 by noise only",
+        True,
+        "none of 2 metrics real",
+    )
+    assert noise_floor_lines(report) == [
+        "pitfall_free: flips in 16% of 50 blocks, spread (sd of Δ) 0.4, Δ +4 pts, adjusted p 1",
+        "turns: spread (sd of Δ) 0.9, Δ -0.10, adjusted p 0.7",
+    ]
+    rows[1]["real"] = True
+    assert planted_facts(report, aa=True)[-1].found == "real on turns"
+    assert noise_floor_lines(report)[1].endswith(" — REAL")
+    ranked = {**report, "ranking": [{"cell": AA_CELL, "verdict": "draw"}]}
+    assert planted_facts(ranked, aa=True)[-1].found == "ranked as a layer"
+    assert not planted_facts({**report, "noise_floor": []}, aa=True)[-1].recovered
 
 
 def test_the_ab_design_finds_the_whole_setup_helps() -> None:
@@ -117,17 +155,24 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # `run` probed every cell of the demo set first and found them faithful; the report reads the proof
-    probed = "probe: OK: 5 cells (4 faithful, 1 no-op), shadow fidelity equal"
+    probed = "probe: OK: 6 cells (5 faithful, 1 no-op), shadow fidelity equal"  # C0b: the A/A control
     assert probed in proc.stderr, proc.stderr[-3000:]
     (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
     assert f"report: {run_dir / 'report.html'}" in proc.stdout
     assert "one repeat: only the pooled comparisons can be real" in proc.stdout
-    # the last lines: the planted facts as report.json reads them (one repeat finds no effect: not checked)
-    last = proc.stdout.rstrip().splitlines()[-6:]
-    assert last[0] == "The planted truth (shadow/sim/demo.toml), as report.json reads:"
+    # the last lines: the planted facts as report.json reads them (one repeat finds no effect: not checked),
+    # then the noise floor the A/A control measured
+    lines = proc.stdout.rstrip().splitlines()
+    last = lines[lines.index("The planted truth (shadow/sim/demo.toml), as report.json reads:") :]
     assert last[1].startswith("  MISSED: C1 helps (verdict draw)")
     assert "recovered: C12 is a no-op (labelled no-op)" in last[4]
-    assert "fewer than the design's" in last[5]
+    assert (
+        last[5] == "  recovered: C0b (the A/A control) differs from C0 by noise only (none of 5 metrics real)"
+    )
+    assert "fewer than the design's" in last[6]
+    assert last[7] == "The measured noise floor (C0b against C0, the same setup built and run twice):"
+    assert last[8].startswith("  pitfall_free: flips in ") and " of 2 blocks, spread (sd of Δ) " in last[8]
+    assert len(last) == 13  # one line per metric: pitfall-free, turns, tool calls, cost, checks passed
     report = orjson.loads((run_dir / "report.json").read_bytes())
     assert not any(c["real"] for c in report["comparisons"])
     assert "one-repeat" in {c["id"] for c in report["caveats"]}
@@ -140,12 +185,18 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
         and "simulated (nothing was billed)" in (run_dir / "report.md").read_text()
     )
     assert [c["cell"] for c in report["no_op_cells"]] == ["C12"]
+    # the A/A control ran through the real path: its own sessions, measured, never ranked, nothing real
+    floor = {r["metric"]: r for r in report["noise_floor"]}
+    assert {r["cell"] for r in floor.values()} == {"C0b"} and floor["pitfall_free"]["blocks"] == 2
+    assert not any(r["real"] for r in floor.values())
+    assert "C0b" not in {e["cell"] for e in report["ranking"]}
+    assert "## Noise floor (A/A)" in (run_dir / "report.md").read_text()
     # per-cell provenance from the wire: one system prompt, tool list and context per cell; the cells that
     # strip instructions (C1, C2) sent another context than the control, C8 (repo docs read on demand) the same
     carried = {c["cell"]: c for c in report["carried"]}
     assert {
         c: (v["sessions"], v["system"], v["tools"], v["context"], v["same_as"]) for c, v in carried.items()
-    } == {c: (2, 1, 1, 1, []) for c in ("C0", "C1", "C2", "C8", "C12")}
+    } == {c: (2, 1, 1, 1, []) for c in ("C0", "C1", "C2", "C8", "C12", "C0b")}
     assert "carried-identical" not in {c["id"] for c in report["caveats"]}
     # a namespace run's sessions carried exactly the context its free probe captured for their cell
     namespace = orjson.loads((run_dir / "manifest.json").read_bytes())["isolation"]["backend"] == "namespace"
@@ -155,10 +206,11 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
             orjson.loads(line)["context_sha256"]
             for line in (run_dir / "wire" / f"greet-exclaim__{cell}__r00.jsonl").read_bytes().splitlines()
         }
-        for cell in ("C0", "C1", "C2", "C8")
+        for cell in ("C0", "C1", "C2", "C8", "C0b")
     }
     assert all(len(c) == 1 and None not in c for c in contexts.values()), contexts
     assert len({*contexts["C0"], *contexts["C1"], *contexts["C2"]}) == 3 and contexts["C8"] == contexts["C0"]
+    assert contexts["C0b"] == contexts["C0"]  # the A/A control: the same setup, built again
     assert (run_dir / "report.md").exists() and (run_dir / "plots" / "forest.svg").exists()
     # the example setup the demo read is untouched by the run (its hook log only has the seed line)
     log = out / "setup" / "home" / ".claude" / "data" / "sessions.log"

@@ -12,9 +12,10 @@ from tests.run_folder import edit_manifest
 from tests.test_report import CELLS, TASKS, planted
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-#: Sections a report has only when the setup has the data (the example setup has usage history; the
-#: synthetic run here has none).
-CONDITIONAL = {"## Your own history (context, not part of the measurement)"}
+#: Sections a report has only when the setup or the run has the data (the example setup has usage history and
+#: the demo runs with --aa, an A/A control; the synthetic run here has neither).
+NOISE_FLOOR = "## Noise floor (A/A)"
+CONDITIONAL = {"## Your own history (context, not part of the measurement)", NOISE_FLOOR}
 VERDICT = re.compile(r"^(helps|hurts|mixed|draw)( \((costs|saves|adds) [^)]*\))?$")
 
 
@@ -68,6 +69,10 @@ def test_the_layered_example_matches_a_fresh_render(tmp_path: Path) -> None:
     assert verdicts and all(VERDICT.match(v) for v in verdicts), verdicts
     # the demo's planted layers help (README: "C1 ... and C8 ... help")
     assert re.search(r"^\| 1 \| C(1|8) \| [^|]+ \| helps", example, re.M)
+    # the demo runs with its A/A control: the measured noise floor, C0b never ranked, no A/A difference real
+    assert NOISE_FLOOR in example.splitlines()
+    assert re.search(r"^\| pitfall_free \| C0b \| \d+ \| \d+% \|.*\| no \|$", example, re.M)
+    assert not re.search(r"^\| \d+ \| C0b \|", example, re.M) and "real — untrustworthy" not in example
 
 
 def test_the_ab_example_matches_a_fresh_render(tmp_path: Path) -> None:

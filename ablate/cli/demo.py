@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -16,6 +16,9 @@ import typer
 from ablate.cli.common import ClaudeBin, cli_errors
 from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import AblateError
+
+if TYPE_CHECKING:
+    from ablate.run.demo import DemoDesign
 
 app = typer.Typer()
 
@@ -55,6 +58,14 @@ def demo_cmd(
             "--examples", help="Copy the reports into this folder as the *_example.md files (make examples)."
         ),
     ] = None,
+    aa: Annotated[
+        bool,
+        typer.Option(
+            "--aa/--no-aa",
+            help="Add the A/A control C0b (`run --aa`: a second C0, built and run on its own) whose "
+            "difference from C0 is the report's measured noise floor (default); --no-aa runs the planted cells only.",
+        ),
+    ] = True,
 ) -> None:
     """Run ablate end to end on the bundled example setup, with no API key and no cost.
 
@@ -64,20 +75,20 @@ def demo_cmd(
     the real claude CLI against the capture endpoint) (two planted layers, one null layer, one no-op cell) on two tasks
     against a simulated model whose outcome rates depend on which layers reached it (shadow/sim/demo.toml: a
     known, probabilistic ground truth), with enough repeats to find both planted effects with 99% probability.
-    The same seed gives the same numbers, byte for byte (the model's draws are keyed by task, cell and
-    repeat). Its last lines say, from report.json, which planted facts the report recovered. Everything stays
-    under --out; your own ~/.claude is never read.
+    With --aa (the default) the run adds C0b, a second control built and run on its own: the report's noise
+    floor (how often two identical setups' outcomes flip, how far their metrics spread); C0b counts in the
+    primary family, so the repeats are chosen with it there. The same seed gives the same numbers, byte for
+    byte (the model's draws are keyed by task, cell and repeat). Its last lines say, from report.json, which
+    planted facts the report recovered, and the noise floor C0b measured. Everything stays under --out; your
+    own ~/.claude is never read.
 
     Exit codes: 0 ok, 1 a step failed or a planted fact was not recovered, 2 bad input (no claude binary,
     --out not a demo folder).
     """
     from ablate.core.claude import find_claude
     from ablate.run.demo import (
-        PLANTED_WITH,
-        PLANTED_WITHOUT,
-        RECOVERY_SIMS,
+        AA_RATES,
         demo_design,
-        planted_facts,
         prepare_demo_folder,
         write_demo_cells,
     )
@@ -87,7 +98,7 @@ def demo_cmd(
     root = prepare_demo_folder(out)
     example = materialise_example(root / "setup")
     cells = write_demo_cells(root)
-    design = demo_design()
+    design = demo_design(AA_RATES) if aa else demo_design()
     n = repeats or design.repeats
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     env.update(HOME=str(example.home), ABLATE_CLAUDE_BIN=str(claude.path), PYTHONUNBUFFERED="1")
@@ -96,16 +107,9 @@ def demo_cmd(
     started = time.monotonic()
     _step("What is in this setup?", ["layers", *where], env)
     _step("What would each cell strip?", ["cells", str(cells), *where], env)
-    typer.echo(
-        f"\nPlanted truth: a task's pitfall-free rate is {PLANTED_WITH:.0%} with the layer it needs and "
-        f"{PLANTED_WITHOUT:.0%} without. With {design.repeats} repeats the report's primary family "
-        f"({design.comparisons} comparisons, Holm at 0.05) finds both planted layers real with probability "
-        f"{design.recovery.effects:.1%}, and marks the null layer real too in "
-        f"{design.recovery.effects - design.recovery.everything:.1%} of runs (computed by simulating the "
-        f"design {RECOVERY_SIMS:,} times). Running {n} repeats."
-    )
+    _say_design(design, n, aa=aa)
     runs, ab_runs = root / "runs", root / "runs-ab"
-    _run_sessions(root, env, where, cells, n, jobs=jobs, repeats=repeats, with_ab=with_ab)
+    _run_sessions(root, env, where, cells, n, jobs=jobs, repeats=repeats, with_ab=with_ab, aa=aa)
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     if examples is not None:
         _copy_example(run_dir, examples, "layered_ablation_example")
@@ -114,7 +118,35 @@ def demo_cmd(
             _copy_example(ab_dir, examples, "binary_ab_example")
     typer.echo(f"\ndemo finished in {time.monotonic() - started:.0f} s")
     typer.secho(f"report: {run_dir / 'report.html'}", bold=True)
-    facts = planted_facts(orjson.loads((run_dir / "report.json").read_bytes()))
+    _say_truth(orjson.loads((run_dir / "report.json").read_bytes()), run_dir, n, design, aa=aa)
+
+
+def _say_design(design: DemoDesign, n: int, *, aa: bool) -> None:
+    """The planted truth and what the design's repeats find of it, before the run."""
+    from ablate.run.demo import AA_CELL, PLANTED_WITH, PLANTED_WITHOUT, RECOVERY_SIMS
+
+    typer.echo(
+        f"\nPlanted truth: a task's pitfall-free rate is {PLANTED_WITH:.0%} with the layer it needs and "
+        f"{PLANTED_WITHOUT:.0%} without. With {design.repeats} repeats the report's primary family "
+        f"({design.comparisons} comparisons, Holm at 0.05) finds both planted layers real with probability "
+        f"{design.recovery.effects:.1%}, and marks the null layer{f' or {AA_CELL}' if aa else ''} real too in "
+        f"{design.recovery.effects - design.recovery.everything:.1%} of runs (computed by simulating the "
+        f"design {RECOVERY_SIMS:,} times). Running {n} repeats."
+        + (
+            f" {AA_CELL} is a second control (--aa), built and run on its own: its difference from C0 is "
+            "the run's measured noise floor, never a layer's effect."
+            if aa
+            else ""
+        )
+    )
+
+
+def _say_truth(report: dict[str, Any], run_dir: Path, n: int, design: DemoDesign, *, aa: bool) -> None:
+    """The demo's last lines: the planted facts as report.json reads them, then (--aa) the measured noise
+    floor; raises when the design's repeats missed a fact."""
+    from ablate.run.demo import AA_CELL, noise_floor_lines, planted_facts
+
+    facts = planted_facts(report, aa=aa)
     typer.echo("\nThe planted truth (shadow/sim/demo.toml), as report.json reads:")
     for fact in facts:
         typer.echo(f"  {'recovered' if fact.recovered else 'MISSED'}: {fact.claim} ({fact.found})")
@@ -123,7 +155,11 @@ def demo_cmd(
         typer.echo(
             f"  ({n} repeats, fewer than the design's {design.repeats}: misses are expected, not checked)"
         )
-    elif missed:
+    if aa:
+        typer.echo(f"The measured noise floor ({AA_CELL} against C0, the same setup built and run twice):")
+        for line in noise_floor_lines(report):
+            typer.echo(f"  {line}")
+    if missed and n >= design.repeats:
         raise AblateError(
             f"the demo's report did not recover {len(missed)} planted fact(s): {'; '.join(missed)}",
             hint=f"{run_dir / 'report.md'} shows the comparisons; the design recovers everything in "
@@ -141,6 +177,7 @@ def _run_sessions(
     jobs: int,
     repeats: int | None,
     with_ab: bool,
+    aa: bool,
 ) -> None:
     """The paid part, at no cost: the layered run (and the plain A/B) against the simulated model."""
     from ablate.core.resources import data_dir
@@ -166,13 +203,14 @@ def _run_sessions(
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-ablate-demo"}
         task_args = [a for t in DEMO_TASKS for a in ("--tasks", str(tasks_dir / f"{t}.toml"))]
         _step(
-            f"Probe every cell, then run the ablation: 5 cells x {len(DEMO_TASKS)} tasks x {n} repeats against "
-            "the simulated model",
+            f"Probe every cell, then run the ablation: {5 + int(aa)} cells x {len(DEMO_TASKS)} tasks x {n} repeats "
+            f"against the simulated model{' (C0b: the A/A control)' if aa else ''}",
             [
                 "run",
                 *task_args,
                 "--cells",
                 str(cells),
+                *(["--aa"] if aa else []),
                 "--repeats",
                 str(n),
                 *common,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import UsageError
-from ablate.folder.metrics import DEFAULT_PRIMARY, metric_named
+from ablate.folder.metrics import DEFAULT_PRIMARY, fmt_delta, metric_named
 
 MARKER = ".ablate-demo"
 
@@ -77,6 +77,12 @@ AB_RATES: dict[str, dict[str, float]] = {
     "C11": {"deploy-command": 0.0, "greet-exclaim": PLANTED_WITHOUT, "no-framework": PLANTED_WITHOUT}
 }
 AB_CONTROL = {"deploy-command": 1.0, "greet-exclaim": PLANTED_WITH, "no-framework": PLANTED_WITH}
+#: The A/A control the demo adds (``run --aa``: the control's id + "b"): a second copy of C0 built and run on
+#: its own, so a null cell by construction, and the run's measured noise floor.
+AA_CELL = "C0b"
+#: The demo's rates with the A/A cell: it is one more comparison of the primary family (Holm over four), so the
+#: demo's repeats are chosen with it in the family and the planted layers are still found with 99%.
+AA_RATES: dict[str, dict[str, float]] = {**PLANTED_RATES, AA_CELL: dict.fromkeys(DEMO_TASKS, PLANTED_WITH)}
 #: The facts the demo's report must show: the planted layers help, the null one is not real on the primary
 #: metric (C12, a no-op, is labelled by construction and checked too).
 PLANTED_HELPS = ("C1", "C8")
@@ -189,9 +195,10 @@ class Fact:
     found: str
 
 
-def planted_facts(report: dict[str, Any]) -> list[Fact]:
+def planted_facts(report: dict[str, Any], *, aa: bool = False) -> list[Fact]:
     """What a demo report (report.json) says about each planted fact: the planted layers help, the null layer
-    is not real on the primary metric, the no-op cell is labelled and not tested."""
+    is not real on the primary metric, the no-op cell is labelled and not tested; with ``aa``, the A/A control
+    has a noise floor, is never ranked and differs from the control for real on no metric."""
     ranking = {str(e.get("cell")): e for e in report.get("ranking", []) if isinstance(e, dict)}
     primary = report.get("primary_metric", DEFAULT_PRIMARY)
     pooled = {
@@ -221,7 +228,42 @@ def planted_facts(report: dict[str, Any]) -> list[Fact]:
     facts.append(
         Fact(f"{NO_OP} is a no-op", NO_OP in no_op, "labelled no-op" if NO_OP in no_op else "tested")
     )
+    if aa:
+        facts.append(_aa_fact(report, ranking))
     return facts
+
+
+def _aa_fact(report: dict[str, Any], ranking: dict[str, Any]) -> Fact:
+    rows = [r for r in report.get("noise_floor", []) if isinstance(r, dict) and r.get("cell") == AA_CELL]
+    real = [str(r.get("metric")) for r in rows if r.get("real")]
+    claim = f"{AA_CELL} (the A/A control) differs from C0 by noise only"
+    if not rows:
+        return Fact(claim, False, "no noise floor in the report")
+    if AA_CELL in ranking:
+        return Fact(claim, False, "ranked as a layer")
+    return Fact(
+        claim, not real, f"real on {', '.join(real)}" if real else f"none of {len(rows)} metrics real"
+    )
+
+
+def noise_floor_lines(report: dict[str, Any]) -> list[str]:
+    """The report's measured A/A noise floor (report.json ``noise_floor``), one line per metric, figures as the
+    report writes them."""
+    out = []
+    for r in report.get("noise_floor", []):
+        if not isinstance(r, dict):
+            continue
+        metric, flips, spread, delta, p = (
+            r.get(k) for k in ("metric", "flip_rate", "spread", "delta", "p_adjusted")
+        )
+        parts = (
+            [f"flips in {100 * flips:.0f}% of {r.get('blocks')} blocks"] if isinstance(flips, float) else []
+        )
+        parts += [f"spread (sd of Δ) {spread:.3g}"] if isinstance(spread, float) else []
+        parts += [f"Δ {fmt_delta(str(metric), delta)}"] if isinstance(delta, float) else []
+        parts += [f"adjusted p {p:.3g}"] if isinstance(p, float) else []
+        out.append(f"{metric}: {', '.join(parts) or 'no blocks'}{' — REAL' if r.get('real') else ''}")
+    return out
 
 
 def write_demo_cells(root: Path) -> Path:
