@@ -18,6 +18,7 @@ from ablate.run.demo import (
     AA_RATES,
     AB_CONTROL,
     AB_RATES,
+    DEMO_ALPHA,
     MARKER,
     PLANTED_WITH,
     PLANTED_WITHOUT,
@@ -46,13 +47,16 @@ def test_demo_folder_is_only_reused_when_ablate_made_it(tmp_path: Path) -> None:
     assert (again / MARKER).exists() and not (again / "old-run").exists()
 
 
-def test_demo_design_recovers_its_planted_effects_with_99_percent() -> None:
+def test_demo_design_recovers_its_planted_truth_with_99_percent() -> None:
     design = demo_design()
     assert design.comparisons == 3  # the primary family: one pooled comparison per tested cell
-    assert design.recovery.effects >= 0.99
-    assert recovery_probability(design.repeats - 1).effects < 0.99  # the fewest repeats that do
+    # the whole truth: both planted layers real and the null layer not, at the demo's alpha
+    assert design.recovery.everything >= 0.99
+    assert recovery_probability(design.repeats - 1).everything < 0.99  # the fewest repeats that do
     # Holm keeps the null layer's false mark below alpha: "everything" loses at most that much
-    assert design.recovery.effects - 0.05 <= design.recovery.everything <= design.recovery.effects
+    assert design.recovery.effects - DEMO_ALPHA <= design.recovery.everything <= design.recovery.effects
+    # at 0.05 the null layer's false marks alone keep the whole truth under 99%, whatever the repeats
+    assert recovery_probability(design.repeats * 2, alpha=0.05).everything < 0.99
     # the computed figure does not depend on when it is computed
     assert recovery_probability(design.repeats) == design.recovery
 
@@ -62,15 +66,15 @@ def test_recovery_simulation_agrees_with_the_exact_power_of_one_comparison() -> 
     error), so the simulation computes what the report would."""
     n = 10
     sim = recovery_probability(n, {"C1": {"t": PLANTED_WITHOUT}}, helps=("C1",), control={"t": PLANTED_WITH})
-    assert abs(sim.effects - power_binary(n, PLANTED_WITH, PLANTED_WITHOUT, 0.05)) < 0.01
+    assert abs(sim.effects - power_binary(n, PLANTED_WITH, PLANTED_WITHOUT, DEMO_ALPHA)) < 0.01
 
 
 def test_the_aa_control_counts_in_the_demo_design() -> None:
     """The A/A cell is one more null comparison in the primary family: the repeats that keep 99% grow."""
     plain, aa = demo_design(), demo_design(AA_RATES)
     assert aa.comparisons == plain.comparisons + 1 == 4
-    assert aa.recovery.effects >= 0.99 and aa.repeats > plain.repeats
-    assert recovery_probability(plain.repeats, AA_RATES).effects < 0.99  # Holm over four needs more
+    assert aa.recovery.everything >= 0.99 and aa.repeats > plain.repeats
+    assert recovery_probability(plain.repeats, AA_RATES).everything < 0.99  # Holm over four needs more
 
 
 def test_the_aa_fact_and_the_noise_floor_are_read_from_the_report() -> None:
@@ -84,17 +88,24 @@ def test_the_aa_fact_and_the_noise_floor_are_read_from_the_report() -> None:
     assert planted_facts(report)[-1].claim == "C12 is a no-op"  # without --aa: no A/A fact
     fact = planted_facts(report, aa=True)[-1]
     assert (fact.claim, fact.recovered, fact.found) == (
-        "C0b (the A/A control) differs from C0 by noise only",
+        "C0b (the A/A control) makes no real difference to pitfall_free",
         True,
-        "none of 2 metrics real",
+        "not real (Holm p 1.000)",
     )
     assert noise_floor_lines(report) == [
         "pitfall_free: flips in 16% of 50 blocks, spread (sd of Δ) 0.4, Δ +4 pts, adjusted p 1",
         "turns: spread (sd of Δ) 0.9, Δ -0.10, adjusted p 0.7",
     ]
+    # a real A/A difference on another metric is shown, marked; the fact is the primary metric's, as the
+    # design's recovery figure is (the null layer's fact is too)
     rows[1]["real"] = True
-    assert planted_facts(report, aa=True)[-1].found == "real on turns"
     assert noise_floor_lines(report)[1].endswith(" — REAL")
+    assert planted_facts(report, aa=True)[-1].recovered
+    rows[0]["real"] = True
+    assert (planted_facts(report, aa=True)[-1].recovered, planted_facts(report, aa=True)[-1].found) == (
+        False,
+        "real",
+    )
     ranked = {**report, "ranking": [{"cell": AA_CELL, "verdict": "draw"}]}
     assert planted_facts(ranked, aa=True)[-1].found == "ranked as a layer"
     assert not planted_facts({**report, "noise_floor": []}, aa=True)[-1].recovered
@@ -102,7 +113,7 @@ def test_the_aa_fact_and_the_noise_floor_are_read_from_the_report() -> None:
 
 def test_the_ab_design_finds_the_whole_setup_helps() -> None:
     ab = demo_design(AB_RATES, helps=("C11",), control=AB_CONTROL)
-    assert ab.recovery.effects >= 0.99 and ab.repeats >= 2
+    assert ab.recovery.everything >= 0.99 and ab.repeats >= 2
 
 
 def _report(verdicts: dict[str, str], c2_real: bool, no_op: bool = True) -> dict[str, object]:
@@ -166,9 +177,12 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     last = lines[lines.index("The planted truth (shadow/sim/demo.toml), as report.json reads:") :]
     assert last[1].startswith("  MISSED: C1 helps (verdict draw)")
     assert "recovered: C12 is a no-op (labelled no-op)" in last[4]
-    assert (
-        last[5] == "  recovered: C0b (the A/A control) differs from C0 by noise only (none of 5 metrics real)"
-    )
+    assert last[5].startswith(
+        "  recovered: C0b (the A/A control) makes no real difference to pitfall_free (not real"
+    ), last[5]
+    # the report is written by `ablate report` at the alpha the demo's design is computed for
+    assert f"$ ablate report {run_dir} --alpha 0.01" in proc.stdout
+    assert orjson.loads((run_dir / "report.json").read_bytes())["alpha"] == 0.01
     assert "fewer than the design's" in last[6]
     assert last[7] == "The measured noise floor (C0b against C0, the same setup built and run twice):"
     assert last[8].startswith("  pitfall_free: flips in ") and " of 2 blocks, spread (sd of Δ) " in last[8]

@@ -45,7 +45,7 @@ def demo_cmd(
             "--repeats",
             "-n",
             min=1,
-            help="Repeats per (task, cell). Default: what finds both planted effects with 99% probability.",
+            help="Repeats per (task, cell). Default: what recovers the planted truth with 99% probability.",
         ),
     ] = None,
     with_ab: Annotated[
@@ -74,7 +74,8 @@ def demo_cmd(
     `ablate layers`, `ablate cells` and an `ablate run` of the demo cell set (which first probes every cell:
     the real claude CLI against the capture endpoint) (two planted layers, one null layer, one no-op cell) on two tasks
     against a simulated model whose outcome rates depend on which layers reached it (shadow/sim/demo.toml: a
-    known, probabilistic ground truth), with enough repeats to find both planted effects with 99% probability.
+    known, probabilistic ground truth), with enough repeats to recover that truth with 99% probability
+    (reports marked at alpha 0.01).
     With --aa (the default) the run adds C0b, a second control built and run on its own: the report's noise
     floor (how often two identical setups' outcomes flip, how far their metrics spread); C0b counts in the
     primary family, so the repeats are chosen with it there. The same seed gives the same numbers, byte for
@@ -123,15 +124,15 @@ def demo_cmd(
 
 def _say_design(design: DemoDesign, n: int, *, aa: bool) -> None:
     """The planted truth and what the design's repeats find of it, before the run."""
-    from ablate.run.demo import AA_CELL, PLANTED_WITH, PLANTED_WITHOUT, RECOVERY_SIMS
+    from ablate.run.demo import AA_CELL, DEMO_ALPHA, PLANTED_WITH, PLANTED_WITHOUT, RECOVERY_SIMS
 
     typer.echo(
         f"\nPlanted truth: a task's pitfall-free rate is {PLANTED_WITH:.0%} with the layer it needs and "
         f"{PLANTED_WITHOUT:.0%} without. With {design.repeats} repeats the report's primary family "
-        f"({design.comparisons} comparisons, Holm at 0.05) finds both planted layers real with probability "
-        f"{design.recovery.effects:.1%}, and marks the null layer{f' or {AA_CELL}' if aa else ''} real too in "
-        f"{design.recovery.effects - design.recovery.everything:.1%} of runs (computed by simulating the "
-        f"design {RECOVERY_SIMS:,} times). Running {n} repeats."
+        f"({design.comparisons} comparisons, Holm at {DEMO_ALPHA}) recovers the whole planted truth (both "
+        f"planted layers real, the null layer{f' and {AA_CELL}' if aa else ''} not) with probability "
+        f"{design.recovery.everything:.1%}, and finds the planted layers in {design.recovery.effects:.1%} of "
+        f"runs (computed by simulating the design {RECOVERY_SIMS:,} times). Running {n} repeats."
         + (
             f" {AA_CELL} is a second control (--aa), built and run on its own: its difference from C0 is "
             "the run's measured noise floor, never a layer's effect."
@@ -185,7 +186,7 @@ def _run_sessions(
     from ablate.sim import SimServer
 
     tasks_dir = data_dir("tasks")
-    # the demo shows the report: written before `run` returns, not in the background
+    # the demo shows the report: written right after each run by `ablate report`, not in the background
     common = [
         "--model",
         DEFAULT_MODEL,
@@ -196,7 +197,7 @@ def _run_sessions(
         "--seed",
         "7",
         "--report",
-        "now",
+        "none",  # written next, at the design's alpha, by `ablate report` (a fixed run's report is at 0.05)
     ]
     runs, ab_runs = root / "runs", root / "runs-ab"
     with SimServer(data_dir("shadow") / "sim" / "demo.toml", log_path=root / "sim-requests.jsonl") as sim:
@@ -222,6 +223,7 @@ def _run_sessions(
             ],
             run_env,
         )
+        _report_step(runs, env)
         if with_ab:
             ab_tasks = tuple(AB_RATES["C11"])
             ab = demo_design(AB_RATES, helps=("C11",), control=AB_CONTROL)
@@ -242,6 +244,19 @@ def _run_sessions(
                 ],
                 run_env,
             )
+            _report_step(ab_runs, env)
+
+
+def _report_step(runs: Path, env: dict[str, str]) -> None:
+    """The run's report, before anything reads it, at the alpha the demo's design is computed for."""
+    from ablate.run.demo import DEMO_ALPHA
+
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    _step(
+        f"The report, marking real at alpha {DEMO_ALPHA} (the level the demo's design is computed for)",
+        ["report", str(run_dir), "--alpha", str(DEMO_ALPHA)],
+        env,
+    )
 
 
 def _copy_example(run_dir: Path, dest: Path, name: str) -> None:
