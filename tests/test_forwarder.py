@@ -5,13 +5,16 @@ uses the wire where the transcript disagrees."""
 from __future__ import annotations
 
 import array
+import contextlib
 import http.client
 import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -283,3 +286,83 @@ def test_a_forwarder_killed_with_9_leaves_nothing_after_the_next_commands_sweep(
         assert not dead.exists() and live.socket_path.exists()
     finally:
         live.close()
+
+
+class _TlsFront:
+    """A TLS endpoint on 127.0.0.1 in front of ``sim`` (plain http), with a self-signed certificate for that
+    address: a remote API endpoint as the forwarder meets it."""
+
+    def __init__(self, sim: SimServer, folder: Path) -> None:
+        self.cert, key = folder / "cert.pem", folder / "key.pem"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(self.cert)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(self.cert, key)
+        self.sim = sim
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._pipe_one, args=(conn,), daemon=True).start()
+
+    def _pipe_one(self, conn: socket.socket) -> None:
+        try:
+            tls = self.context.wrap_socket(conn, server_side=True)
+        except OSError:  # a client that does not trust the certificate hangs up in the handshake
+            conn.close()
+            return
+        plain = socket.create_connection(("127.0.0.1", int(self.sim.base_url.rsplit(":", 1)[1])))
+
+        def pump(src: socket.socket, dst: socket.socket) -> None:
+            with contextlib.suppress(OSError):
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+        threading.Thread(target=pump, args=(plain, tls), daemon=True).start()
+        pump(tls, plain)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_the_forwarder_reaches_a_remote_endpoint_over_verified_tls(
+    forwarder: Forwarder, sim: SimServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An https upstream is reached over TLS, its certificate verified against the system's trust store
+    (here extended by SSL_CERT_FILE): a certificate nobody vouches for is a 502, never a plain fallback."""
+    front = _TlsFront(sim, tmp_path)
+    try:
+        for trusted in (False, True):
+            if trusted:
+                monkeypatch.setenv("SSL_CERT_FILE", str(front.cert))
+            token = forwarder.ticket(f"tls-{trusted}")
+            forwarder.expect(f"tls-{trusted}", tmp_path / f"w{trusted}.jsonl", item="t__C0__r00", attempt=1)
+            control, said = _control(forwarder, token, front.url)
+            assert said == "ok\n"
+            conn = http.client.HTTPConnection("relay")
+            conn.sock = _stream(control)
+            conn.request(
+                "POST", "/v1/messages", body=json.dumps(BODY), headers={"content-type": "application/json"}
+            )
+            resp = conn.getresponse()
+            answer = resp.read()
+            if trusted:
+                assert resp.status == 200 and b"message_stop" in answer
+                (record,) = forwarder.records(f"tls-{trusted}")
+                assert record.status == 200 and record.answer == "OK"
+            else:
+                assert resp.status == 502 and b"CERTIFICATE_VERIFY_FAILED" in answer, answer
+            control.close()
+    finally:
+        front.close()
