@@ -1,9 +1,11 @@
-"""ablate inside Claude Code: the repository's plugin (plugin/) loaded with `--plugin-dir` in one real
-`claude -p` session against ablate.sim. The skill and the commands are listed in the request, and
+"""ablate inside Claude Code: the repository's plugin (plugin/) loaded with `--plugin-dir`, or installed from
+the repository's marketplace entry (.claude-plugin/marketplace.json), in one real `claude -p` session against
+ablate.sim. The skill and the commands are listed in the request, and
 `/ablate:usage` runs `ablate usage --json` (from PATH) and the model receives its output."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -11,20 +13,33 @@ import pytest
 
 from ablate import __version__
 from ablate.sim import SimServer, script_from_data
-from tests.helpers_cli import BIN, make_repo, run_claude
+from tests.helpers_cli import BIN, claude_env, make_repo, run_claude
 
 pytestmark = pytest.mark.e2e
 
-PLUGIN = Path(__file__).resolve().parent.parent / "plugin"
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = ROOT / "plugin"
 
 
-def test_the_plugin_lists_its_skill_and_usage_reaches_the_model(claude: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["plugin-dir", "marketplace"])
+def test_the_plugin_lists_its_skill_and_usage_reaches_the_model(
+    claude: Path, tmp_path: Path, how: str
+) -> None:
     repo = make_repo(tmp_path / "repo", {"README.md": "# app\n"})
     home = tmp_path / "home"
     home.mkdir()
     config_dir = home / ".claude"
     path = f"{BIN}:/usr/bin:/bin"  # the `ablate` of this venv
     with SimServer(script_from_data({"default": {"text": "OK"}})) as sim:
+        if how == "marketplace":  # as a user installs it: the repository as a marketplace, then the plugin
+            env = claude_env(home=home, config_dir=config_dir, base_url=sim.base_url)
+            for args in (["marketplace", "add", str(ROOT)], ["install", "ablate@ablate"]):
+                done = subprocess.run([str(claude), "plugin", *args], env=env, capture_output=True, text=True)
+                assert done.returncode == 0 and "Successfully" in done.stdout, (
+                    args,
+                    done.stdout,
+                    done.stderr,
+                )
         run = run_claude(
             claude,
             "/ablate:usage",
@@ -32,7 +47,7 @@ def test_the_plugin_lists_its_skill_and_usage_reaches_the_model(claude: Path, tm
             home=home,
             config_dir=config_dir,
             base_url=sim.base_url,
-            extra_args=("--plugin-dir", str(PLUGIN)),
+            extra_args=("--plugin-dir", str(PLUGIN)) if how == "plugin-dir" else (),
             extra_env={"PATH": path},
         )
         requests = [r for r in sim.requests() if r.is_messages]
