@@ -11,11 +11,12 @@ export ABLATE_CLAUDE_BIN := $(abspath $(CLAUDE_BIN))
 
 all: test
 
+# Each step that fails says which it was and what it needs (the tool's own output is above it).
 $(BIN)/.installed: pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(PY) -m venv $(VENV) || { echo "make venv: '$(PY) -m venv $(VENV)' failed: Python >= 3.11 with its venv module is needed (Debian: python3-venv); PY=... picks another" >&2; exit 1; }
+	$(BIN)/pip install -q --upgrade pip || { echo "make venv: upgrading pip in $(VENV) failed (pip's output above)" >&2; exit 1; }
 	$(BIN)/pip uninstall -q -y ablate 2>/dev/null || true  # the distribution is named ablate-claude now
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' || { echo "make venv: installing ablate and its dev dependencies into $(VENV) failed (pip's output above; pip reads PIP_INDEX_URL and pip.conf)" >&2; exit 1; }
 	touch $@
 
 venv: $(BIN)/.installed
@@ -39,18 +40,20 @@ claude: $(CLAUDE_BIN)
 
 # Debian's chromium opens report.html in the browser test (tests/test_report_browser.py); CI fails without it.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# apt-get, saying what failed: $(call APT,packages)
+APT = { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q $(1); } || { echo "make $@: apt-get install $(1) failed (root or sudo and a Debian package source are needed; or install them by hand)" >&2; exit 1; }
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
+	@command -v chromium >/dev/null 2>&1 || $(call APT,chromium)
 
 # bubblewrap locks each session in its view (and fences `links` sessions); the isolation tests need it.
 bubblewrap:
-	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q bubblewrap; }
+	@command -v bwrap >/dev/null 2>&1 || $(call APT,bubblewrap)
 
 # The sealed-session tests attack real host services: tmux and screen servers, an ssh-agent, a D-Bus session bus.
 hostservices:
 	@command -v tmux >/dev/null 2>&1 && command -v screen >/dev/null 2>&1 && command -v ssh-agent >/dev/null 2>&1 \
-		&& command -v dbus-daemon >/dev/null 2>&1 && command -v dbus-send >/dev/null 2>&1 || { $(SUDO) apt-get update -q && \
-		$(SUDO) apt-get install -y -q tmux screen openssh-client dbus-daemon dbus-bin; }
+		&& command -v dbus-daemon >/dev/null 2>&1 && command -v dbus-send >/dev/null 2>&1 \
+		|| $(call APT,tmux screen openssh-client dbus-daemon dbus-bin)
 
 # pytest in 3 processes (pytest-xdist): the suite is CPU-bound (real claude sessions, the pytest workers'
 # in-process sims), and a third process fills a core while another waits on a session's start or a sim delay.

@@ -109,6 +109,9 @@ def test_layout_decomposition_recovers_planted_position_and_repetition(
     assert "position:" in stdout and "repetition:" in stdout
     md_text = (folder / "compare.md").read_text()
     assert "position (moved − original)" in md_text and "rigorous tier can and cannot claim" in md_text
+    # every dollar figure says where it comes from: the sim bills nothing
+    assert "~$0.00 (the simulated endpoint: nothing is billed)" in stderr + stdout
+    assert "spent $0.0000 (the simulated endpoint: nothing is billed)" in md_text
 
 
 def test_null_variant_is_a_draw_and_not_better(setup: tuple[Path, Path], tmp_path: Path) -> None:

@@ -142,6 +142,26 @@ def test_planted_facts_are_read_from_the_report() -> None:
     assert missed[1].found == "verdict mixed"
 
 
+def test_a_missed_fact_fails_the_demo_at_the_designs_repeats_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo exits 1 (AblateError) when its report misses a planted fact at the design's repeats; with
+    fewer repeats a miss is expected and only said."""
+    from ablate.cli.demo import _say_truth
+    from ablate.core.errors import AblateError
+
+    design = demo_design()
+    report = _report({"C1": "helps", "C8": "draw", "C2": "draw"}, c2_real=False)
+    with pytest.raises(AblateError, match=r"did not recover 1 planted fact\(s\): C8 helps"):
+        _say_truth(report, tmp_path, design.repeats, design, aa=False)
+    assert "MISSED: C8 helps (verdict draw)" in capsys.readouterr().out
+    _say_truth(report, tmp_path, design.repeats - 1, design, aa=False)
+    assert "misses are expected, not checked" in capsys.readouterr().out
+    _say_truth(
+        _report({"C1": "helps", "C8": "helps", "C2": "draw"}, c2_real=False), tmp_path, 99, design, aa=False
+    )
+
+
 def _env(claude: Path, home: Path, *, probe: bool = True) -> dict[str, str]:
     """The environment of an `ablate` run as a user has it; ``probe=False``: no probe-first step (the one-repeat
     demo test asserts it; elsewhere it would cost a CLI start per cell and prove nothing new)."""

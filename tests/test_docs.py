@@ -48,6 +48,9 @@ def test_readme_has_exactly_the_two_setup_commands() -> None:
 
 
 def test_help_runs_for_every_command() -> None:
-    for name, _ in _commands():
+    """Every command's help runs and shows a flag as a flag: no ``<bool>`` metavar after it (click's own
+    formatter, not rich's, which printed ``--version <bool>``)."""
+    for name, _ in [("", None), *_commands()]:
         res = invoke([*name.split(), "--help"])
         assert res.exit_code == 0, name
+        assert "<bool>" not in res.stdout and "--help" in res.stdout, (name, res.stdout)

@@ -71,3 +71,37 @@ def test_a_successful_install_is_quiet(tmp_path: Path) -> None:
     assert proc.stdout.strip().splitlines() == [
         "installing @anthropic-ai/claude-code@2.1.332 into .cache/claude (npm; log: .cache/claude/npm.log)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("target", "fake", "said"),
+    [
+        (
+            "venv",
+            "PY",
+            "make venv: 'false -m venv .venv' failed: Python >= 3.11 with its venv module is needed",
+        ),
+        ("bubblewrap", "apt-get", "make bubblewrap: apt-get install bubblewrap failed"),
+    ],
+)
+def test_a_failed_venv_or_package_step_says_which_it_was(
+    tmp_path: Path, target: str, fake: str, said: str
+) -> None:
+    """The other set-up steps name themselves on failure too: a Python without venv, an apt-get that cannot
+    install (no bwrap on PATH, an apt-get that fails)."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    (tmp_path / "bin").mkdir()
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "pyproject.toml").write_text("")  # what the venv rule depends on
+    for tool in ("apt-get", "sudo"):  # root or not: both fail like a machine without a package source
+        (tmp_path / "bin" / tool).write_text("#!/bin/sh\necho 'E: Unable to locate package' >&2\nexit 100\n")
+        (tmp_path / "bin" / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    if fake == "apt-get":  # only the fakes on PATH: `command -v bwrap` finds nothing (recipes run /bin/sh)
+        env["PATH"] = str(tmp_path / "bin")
+    make = shutil.which("make") or "make"
+    argv = [make, target, *(["PY=false"] if fake == "PY" else [])]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert said in proc.stderr, proc.stderr
