@@ -99,6 +99,8 @@ class Box:
         task = base / "escape.toml"
         task.write_text(f'schema_version = 1\nid = "escape"\nprompt = "{TASK_PROMPT}"\n')
         self.task = task
+        self.tmp = base / "tmp"  # the TMPDIR ablate runs with: nothing of its own may stay there
+        self.tmp.mkdir()
         self.listing = self.snapshot()
 
     def snapshot(self) -> tuple[dict[str, str], dict[str, str]]:
@@ -129,8 +131,13 @@ class Box:
             ANTHROPIC_BASE_URL=base_url,
             MPLCONFIGDIR=str(self.base / "mpl"),
             ABLATE_PROBE="0",  # no probe-first step: one CLI start per cell, not under test here
+            TMPDIR=str(self.tmp),
         )
         return env
+
+    def left_in_tmp(self) -> list[str]:
+        """What ablate's commands left in their TMPDIR (work folders, the forwarder's, views): nothing."""
+        return sorted(p.name for p in self.tmp.iterdir())
 
 
 def _first_seen(folder: Path) -> list[int]:
@@ -201,6 +208,7 @@ def _check_run(box: Box, bin_dir: Path, user: User | None, claude: Path, mode: s
     assert _attacked(folder) == 2
     assert _first_seen(folder) == [0, 0]
     assert box.changed() == []
+    assert box.left_in_tmp() == []
 
 
 def _check_probe(box: Box, bin_dir: Path, user: User | None, claude: Path, mode: str) -> None:
@@ -218,6 +226,7 @@ def _check_probe(box: Box, bin_dir: Path, user: User | None, claude: Path, mode:
     seen = [int(n) for t in texts for n in re.findall(r"SEEN=\[(\d+)\]", t)]
     assert len(seen) >= 2 and set(seen) == {0}, seen  # the untouched session's hook and C0's
     assert box.changed() == []
+    assert box.left_in_tmp() == []
 
 
 @pytest.mark.parametrize("who", ["root", "user"])
@@ -277,7 +286,7 @@ def test_compare_as_an_ordinary_user_changes_nothing(
     assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
     doc = orjson.loads(proc.stdout)
     run = box.base / "runs" / doc["compare_id"] / doc["execution"]["run_folder"]
-    assert box.changed() == []
+    assert box.changed() == [] and box.left_in_tmp() == []
     assert _attacked(run) == 10
     assert _first_seen(run) == [0] * 10
     isolation = orjson.loads((run / "manifest.json").read_bytes())["isolation"]
@@ -315,7 +324,7 @@ def test_links_fence_as_an_ordinary_user_refuses_and_reports(
             "links",
             "--json",
         )
-    assert box.changed() == []
+    assert box.changed() == [] and box.left_in_tmp() == []
     assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
     (folder,) = list((box.base / "runs").iterdir())
     isolation = orjson.loads((folder / "manifest.json").read_bytes())["isolation"]

@@ -106,9 +106,12 @@ def links_fence(setup: Setup, root: Path, cwd: Path) -> Callable[[list[str]], li
     return lambda argv: fenced(argv, root=root, cwd=cwd, visible=visible)
 
 
-def _session_env(config_dir: Path, home: Path, base_url: str) -> dict[str, str]:
-    """The env of the baseline and untouched sessions: the one allow-list, forced to the capture endpoint."""
-    return force_capture(process_env(os.environ, home=home, config_dir=config_dir), base_url)
+def _session_env(config_dir: Path, home: Path, base_url: str, tmp: Path) -> dict[str, str]:
+    """The env of the baseline and untouched sessions: the one allow-list, forced to the capture endpoint,
+    with ``tmp`` as TMPDIR (the CLI makes its own folders there: the probe's, never the user's TMPDIR)."""
+    env = force_capture(process_env(os.environ, home=home, config_dir=config_dir), base_url)
+    env["TMPDIR"] = str(tmp)
+    return env
 
 
 def _run(
@@ -239,7 +242,8 @@ def _baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Obs
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
     git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
-    env = _session_env(home / ".claude", home, base_url)
+    (base / "tmp").mkdir()
+    env = _session_env(home / ".claude", home, base_url, base / "tmp")
     return _run(claude, cwd=repo, env=env, config_dir=home / ".claude", log=log, out_dir=root / "stdout")
 
 
@@ -256,7 +260,8 @@ def cached_baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) 
     same generic text every time for one CLI build, so a probe runs it once, not once per probe. Only what the
     probe uses is kept (the request's text and the listed names); a cache that cannot be read or written is
     no error."""
-    env = _session_env(root / "baseline" / "home" / ".claude", root / "baseline" / "home", base_url)
+    base = root / "baseline"
+    env = _session_env(base / "home" / ".claude", base / "home", base_url, base / "tmp")
     folder = cache_dir()
     path = folder / f"probe-baseline-{baseline_key(claude, env, root, base_url)}.json"
     try:
@@ -288,7 +293,8 @@ def _untouched(
     memory = config / "projects" / setup.memory_slug / "memory"
     if memory.is_dir():
         shutil.copytree(memory, config / "projects" / copy_slug / "memory", symlinks=True)
-    env = _session_env(config, config.parent, base_url)
+    (root / "untouched" / "tmp").mkdir(exist_ok=True)
+    env = _session_env(config, config.parent, base_url, root / "untouched" / "tmp")
     wrap = links_fence(setup, root / "untouched", repo)  # its home links to the real home's entries
     obs = _run(claude, cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout", wrap=wrap)
     return obs, {
@@ -326,7 +332,12 @@ def _untouched_at_real_paths(
     ``root/name`` holds the view."""
     view = untouched_view(setup, root / name)
     neutralise(view.config_copy, with_mcp=False)
-    env = dict(like.env) if like is not None else _session_env(setup.config_dir, setup.home, base_url)
+    # the view's /tmp is private: the cells' TMPDIR
+    env = (
+        dict(like.env)
+        if like is not None
+        else _session_env(setup.config_dir, setup.home, base_url, Path("/tmp"))
+    )
     return _run(
         claude,
         cwd=view.cwd,
