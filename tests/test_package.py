@@ -1,7 +1,8 @@
 """The package users install: `python -m build` makes an sdist and a wheel that carry the data folders, both
 pass `twine check`, and the wheel installed into a fresh venv (offline: no dependencies fetched, the running
-venv's site-packages on its path) runs commands outside the repository; one version everywhere; the release
-workflow validates against the GitHub workflow schema offline."""
+venv's site-packages on its path) runs commands outside the repository, a real `ab` run, its report and the
+gate included; one version everywhere; the release workflow validates against the GitHub workflow schema
+offline."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import yaml
 
 from ablate import DIST_NAME, PINNED_CLAUDE_VERSION, __version__
 from ablate.setup.examples import materialise_example
+from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import BIN
 from tests.test_ci_files import _validate_workflow
 
@@ -89,12 +91,12 @@ def test_the_wheel_in_a_fresh_venv_runs_outside_the_repository(
     work = tmp_path / "elsewhere"
     work.mkdir()
 
-    def ablate(*args: str) -> str:
+    def ablate(*args: str, env: dict[str, str] | None = None, codes: tuple[int, ...] = (0,)) -> str:
         proc = subprocess.run(
             [str(venv / "bin" / "ablate"), *args], cwd=work, capture_output=True, text=True, timeout=300,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(ex.home)},
+            env={"PATH": "/usr/bin:/bin", "HOME": str(ex.home), **(env or {})},
         )  # fmt: skip
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.returncode in codes, proc.stdout + proc.stderr
         return proc.stdout
 
     ex = materialise_example(tmp_path / "ex")
@@ -112,6 +114,20 @@ def test_the_wheel_in_a_fresh_venv_runs_outside_the_repository(
         str(ex.repo), "--out", str(work / "runs"), "--claude-bin", str(claude),
     )  # fmt: skip
     assert "items in" in planned
+    # the paid path, for free and from the wheel alone: an `ab` run of a shipped task through the pinned CLI
+    # against ablate.sim, its report, and the gate's decision on it
+    setup = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    with SimServer(script_from_data({"default": {"text": "OK"}})) as sim:
+        ablate(
+            "ab", "--tasks", f"{shipped_tasks}/greet-exclaim.toml", "--repeats", "1", "--max-turns", "2",
+            "--no-probe", "--report", "none", "--out", str(work / "ab"), *setup,
+            env={"ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-test"},
+        )  # fmt: skip
+    (run_dir,) = (work / "ab").iterdir()
+    assert "rank" in ablate("report", str(run_dir), "--format", "md,json")
+    assert (run_dir / "report.md").is_file()
+    decided = ablate("gate", str(run_dir), codes=(0, 1, 4))  # one repeat: whatever it decides, it says so
+    assert any(word in decided for word in ("PASS", "FAIL", "INCONCLUSIVE")), decided
     assert ablate(
         "tasks",
         "suggest",

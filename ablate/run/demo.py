@@ -81,7 +81,7 @@ AB_CONTROL = {"deploy-command": 1.0, "greet-exclaim": PLANTED_WITH, "no-framewor
 #: its own, so a null cell by construction, and the run's measured noise floor.
 AA_CELL = "C0b"
 #: The demo's rates with the A/A cell: it is one more comparison of the primary family (Holm over four), so the
-#: demo's repeats are chosen with it in the family and the planted layers are still found with 99%.
+#: demo's repeats are chosen with it in the family (and as a null cell it must not be marked real).
 AA_RATES: dict[str, dict[str, float]] = {**PLANTED_RATES, AA_CELL: dict.fromkeys(DEMO_TASKS, PLANTED_WITH)}
 #: The facts the demo's report must show: the planted layers help, the null one is not real on the primary
 #: metric (C12, a no-op, is labelled by construction and checked too).
@@ -174,8 +174,9 @@ def demo_design(
     target: float = RECOVERY_TARGET,
 ) -> DemoDesign:
     """The fewest repeats whose runs recover the whole planted truth (every planted effect found, no null
-    cell marked real, at :data:`DEMO_ALPHA`) with probability ``target`` (bisection: more repeats never make
-    the exact test weaker here)."""
+    cell marked real, at :data:`DEMO_ALPHA`) with probability ``target``. Bisection: the figure grows with the
+    repeats, up to the exact test's discreteness (a few tenths of a point; tests/test_demo.py checks the count
+    chosen and the one below it)."""
 
     if not metric_named(DEFAULT_PRIMARY).binary:  # the simulation below is the exact test of a rate
         raise UsageError(f"demo design: the primary metric {DEFAULT_PRIMARY} is not a rate")
