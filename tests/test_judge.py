@@ -308,3 +308,54 @@ def test_ablate_judge_checks_dev_against_holdout_task_by_task(tmp_path: Path, si
     assert finding["p"] == pytest.approx(1 / 20)  # 3 + 3 task means: the most extreme of 20 splits
     text = invoke(["judge", str(folder.root), "--judge-model", JUDGE_A])
     assert "WARNING overfitting? C2 judge_pass: +100 pts on dev, -100 pts on holdout" in text.stdout
+
+
+def test_an_endpoint_that_drops_connections_is_asked_again_never_an_error_verdict(
+    tmp_path: Path, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection the judge endpoint drops (a reset, a loaded server) is paused and asked again like a rate
+    limit: the SDK's own retries are off, and a verdict of "error" for it would be a judge's error that was
+    only the network's."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    dropped: list[int] = []
+    sim_port = int(sim.base_url.rsplit(":", 1)[1])
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            if len(dropped) < 2:  # the first two connections: hung up on before any answer
+                dropped.append(1)
+                conn.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", sim_port))
+            for src, dst in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    try:
+        folder = make_run(tmp_path / "run", [Item("t1", "C0", 0, "ANSWER-AA fine")])
+        summary = judge_folder(folder.root, opts(JUDGE_A))
+    finally:
+        listener.close()
+    assert len(dropped) == 2
+    assert (summary.judged, summary.errors, summary.rate_limited) == (1, 0, 2)
+    grade = read_grade(folder, "t1__C0__r00")
+    v = grade.verdict(JUDGE_A, 1) if grade is not None else None
+    assert v is not None and (v.verdict, v.tries) == ("pass", 1)
+
+
+def _pipe(src: Any, dst: Any) -> None:
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+    with contextlib.suppress(OSError):
+        dst.shutdown(1)

@@ -147,7 +147,9 @@ def final_answer(folder: RunFolder, result: ItemResult) -> str | None:
 
 
 class RateLimited(Exception):
-    """The judge endpoint rate-limited the call (429, 529): pause and try again; never a verdict."""
+    """The judge endpoint rate-limited the call (429, 529), or could not be reached (a connection error or a
+    timeout, which the SDK would retry and ablate's backoff retries instead): pause and try again; never a
+    verdict."""
 
     def __init__(self, message: str, retry_after_s: float | None) -> None:
         super().__init__(message)
@@ -220,7 +222,9 @@ def judge_once(
             if exc.status_code == 529:
                 raise RateLimited(f"529: {exc.message}", _retry_after(exc)) from exc
             return done("error", f"API error {exc.status_code}: {exc.message}"[:300])
-        except anthropic.APIError as exc:  # connection errors, timeouts
+        except anthropic.APIConnectionError as exc:  # also a timeout: transient, like a rate limit
+            raise RateLimited(f"endpoint not reached: {exc}", None) from exc
+        except anthropic.APIError as exc:
             return done("error", f"API error: {exc}"[:300])
         usage = getattr(msg, "usage", None)
         tokens_in += int(getattr(usage, "input_tokens", 0) or 0)
