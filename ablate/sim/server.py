@@ -166,6 +166,7 @@ class _RequestLog:
 class _HTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # keep-alive connections must not hold up shutdown
+    request_queue_size = 64  # sessions, probes and a judge connect at once (socketserver's default is 5)
 
     def __init__(self, port: int, responder: Responder, log: _RequestLog) -> None:
         self.responder = responder
