@@ -1,5 +1,6 @@
-"""`make claude`: npm's errors are shown (quiet on success), the user's global npmrc is honoured (npm derives
-it from --prefix otherwise), and a failed step says what failed. A fake `npm` on PATH plays the registry."""
+"""The set-up steps explain themselves. `make claude`: npm's errors are shown (quiet on success), the user's
+global npmrc is honoured (npm derives it from --prefix otherwise), and a failed step says what failed; a fake
+`npm` on PATH plays the registry. `make venv` and the apt-get steps say which step failed too."""
 
 from __future__ import annotations
 

@@ -158,18 +158,29 @@ class Host:
     def _argv(self, argv: list[str]) -> list[str]:
         return self.user.argv(argv) if self.user is not None else argv
 
-    def _start(self, argv: list[str], *, wait: bool = False) -> None:
-        env = {
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment the services run in and are asked through (where their sockets are)."""
+        return {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.base),
             "TMUX_TMPDIR": str(self.run_dir),
             "SCREENDIR": str(self.screens),
+            "SSH_AUTH_SOCK": str(self.agent),
         }
+
+    def _ask(self, *argv: str) -> int:
+        """Run a client of the services on the host; its exit status."""
+        return subprocess.run(self._argv(list(argv)), env=self.env, capture_output=True).returncode
+
+    def _start(self, argv: list[str], *, wait: bool = False) -> None:
         if wait:
-            subprocess.run(self._argv(argv), env=env, check=True, timeout=20)
+            subprocess.run(self._argv(argv), env=self.env, check=True, timeout=20)
             return
         self.procs.append(
-            subprocess.Popen(self._argv(argv), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.Popen(
+                self._argv(argv), env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
         )
 
     def attack(self) -> str:
@@ -181,18 +192,10 @@ class Host:
         )  # fmt: skip
 
     def alive(self) -> dict[str, bool]:
-        env = {"PATH": "/usr/bin:/bin", "SSH_AUTH_SOCK": str(self.agent)}
-        tmux = subprocess.run(self._argv(["tmux", "-S", str(self.tmux), "has-session"]), capture_output=True)
-        screen = subprocess.run(
-            self._argv(["screen", "-S", "host", "-Q", "select", "."]),
-            env={"PATH": "/usr/bin:/bin", "SCREENDIR": str(self.screens)},
-            capture_output=True,
-        )
-        agent = subprocess.run(self._argv(["ssh-add", "-l"]), env=env, capture_output=True)
         return {
-            "tmux": tmux.returncode == 0,
-            "screen": screen.returncode == 0,
-            "ssh-agent": agent.returncode == 1,  # "no identities": it answered
+            "tmux": self._ask("tmux", "-S", str(self.tmux), "has-session") == 0,
+            "screen": self._ask("screen", "-S", "host", "-Q", "select", ".") == 0,
+            "ssh-agent": self._ask("ssh-add", "-l") == 1,  # "no identities": it answered
             "dbus": all(p.poll() is None for p in self.procs),
         }
 
@@ -209,11 +212,8 @@ class Host:
         return out
 
     def close(self) -> None:
-        subprocess.run(self._argv(["tmux", "-S", str(self.tmux), "kill-server"]), capture_output=True)
-        screen_env = {"PATH": "/usr/bin:/bin", "SCREENDIR": str(self.screens)}
-        subprocess.run(
-            self._argv(["screen", "-S", "host", "-X", "quit"]), env=screen_env, capture_output=True
-        )
+        self._ask("tmux", "-S", str(self.tmux), "kill-server")
+        self._ask("screen", "-S", "host", "-X", "quit")
         for p in self.procs:
             p.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
