@@ -5,7 +5,6 @@ uses the wire where the transcript disagrees."""
 from __future__ import annotations
 
 import array
-import contextlib
 import http.client
 import json
 import os
@@ -14,7 +13,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from ablate.isolate import relay
 from ablate.isolate.forwarder import Forwarder, digest, wire_record
 from ablate.isolate.seccomp import filter_program
 from ablate.sim import SimServer, script_from_data
+from tests.net_support import carry, port_of, serve
 
 SCRIPT = {"default": {"text": "OK"}, "rules": []}
 BODY = {
@@ -301,36 +300,18 @@ class _TlsFront:
         )  # fmt: skip
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.load_cert_chain(self.cert, key)
-        self.sim = sim
+        self.port = port_of(sim.base_url)
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+        serve(self.sock, self._one)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._pipe_one, args=(conn,), daemon=True).start()
-
-    def _pipe_one(self, conn: socket.socket) -> None:
+    def _one(self, conn: socket.socket) -> None:
         try:
             tls = self.context.wrap_socket(conn, server_side=True)
         except OSError:  # a client that does not trust the certificate hangs up in the handshake
             conn.close()
             return
-        plain = socket.create_connection(("127.0.0.1", int(self.sim.base_url.rsplit(":", 1)[1])))
-
-        def pump(src: socket.socket, dst: socket.socket) -> None:
-            with contextlib.suppress(OSError):
-                while data := src.recv(65536):
-                    dst.sendall(data)
-            with contextlib.suppress(OSError):
-                dst.shutdown(socket.SHUT_WR)
-
-        threading.Thread(target=pump, args=(plain, tls), daemon=True).start()
-        pump(tls, plain)
+        carry(tls, self.port)
 
     def close(self) -> None:
         self.sock.close()

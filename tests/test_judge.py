@@ -17,6 +17,7 @@ from ablate.grade.record import read_grade
 from ablate.sim import SimServer, script_from_data
 from tests.grade_support import Item, make_run
 from tests.helpers_cli import invoke
+from tests.net_support import carry, port_of, serve
 
 JUDGE_A = "claude-haiku-4-5"
 JUDGE_B = "claude-opus-4-1"
@@ -317,27 +318,18 @@ def test_an_endpoint_that_drops_connections_is_asked_again_never_an_error_verdic
     limit: the SDK's own retries are off, and a verdict of "error" for it would be a judge's error that was
     only the network's."""
     import socket
-    import threading
 
     listener = socket.create_server(("127.0.0.1", 0))
     dropped: list[int] = []
-    sim_port = int(sim.base_url.rsplit(":", 1)[1])
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            if len(dropped) < 2:  # the first two connections: hung up on before any answer
-                dropped.append(1)
-                conn.close()
-                continue
-            upstream = socket.create_connection(("127.0.0.1", sim_port))
-            for src, dst in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=_pipe, args=(src, dst), daemon=True).start()
+    def drop_two(conn: socket.socket) -> None:
+        if len(dropped) < 2:  # the first two connections: hung up on before any answer
+            dropped.append(1)
+            conn.close()
+        else:
+            carry(conn, port_of(sim.base_url))
 
-    threading.Thread(target=serve, daemon=True).start()
+    serve(listener, drop_two)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
     try:
         folder = make_run(tmp_path / "run", [Item("t1", "C0", 0, "ANSWER-AA fine")])
@@ -349,13 +341,3 @@ def test_an_endpoint_that_drops_connections_is_asked_again_never_an_error_verdic
     grade = read_grade(folder, "t1__C0__r00")
     v = grade.verdict(JUDGE_A, 1) if grade is not None else None
     assert v is not None and (v.verdict, v.tries) == ("pass", 1)
-
-
-def _pipe(src: Any, dst: Any) -> None:
-    import contextlib
-
-    with contextlib.suppress(OSError):
-        while data := src.recv(65536):
-            dst.sendall(data)
-    with contextlib.suppress(OSError):
-        dst.shutdown(1)

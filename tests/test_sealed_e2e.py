@@ -23,7 +23,6 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -37,6 +36,7 @@ from ablate.isolate.fence import fence_support
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import BIN
+from tests.net_support import serve
 from tests.run_folder import items_said
 from tests.user_support import User, user_venv, world_readable_dir
 
@@ -98,16 +98,11 @@ class _Listener:
         self.sock.bind(address)
         self.sock.listen(8)
         self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
+        serve(self.sock, self._count)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
+    def _count(self, conn: socket.socket) -> None:
+        self.accepted += 1
+        conn.close()
 
     def close(self) -> None:
         self.sock.close()
