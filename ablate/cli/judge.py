@@ -96,7 +96,7 @@ def summary_lines(summary: JudgeSummary, agree: list[Agreement], holdout_text: l
     lines = [
         f"{summary.outcome}: {summary.judged} verdicts now ({summary.errors} judge errors), "
         f"{summary.skipped} already graded, {summary.not_judgeable} not judgeable (no rubric or answer), "
-        f"{summary.pending} left, {summary.rate_limited} rate-limited calls, "
+        f"{summary.pending} left, {summary.rate_limited} calls paused (rate-limited or not reached), "
         f"${summary.spend_usd:.4f} judge spend (estimated)"
     ]
     for j, counts in summary.by_judge.items():

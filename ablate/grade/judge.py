@@ -282,7 +282,8 @@ class JudgeSummary:
     pending: int = 0
     """Pairs left for a later invocation (budget, rate limit, interruption)."""
     rate_limited: int = 0
-    """Rate-limited calls (paused and retried, never verdicts)."""
+    """Calls rate-limited, or whose connection dropped or timed out (paused and asked again, never
+    verdicts)."""
     spend_usd: float = 0.0
     """Recorded judge spend of the whole folder (estimated from the price table)."""
     outcome: Literal["finished", "budget", "rate-limited", "interrupted"] = "finished"
