@@ -58,9 +58,10 @@ hostservices:
 # pytest in 4 processes (pytest-xdist): the suite waits more than it computes (real claude sessions start,
 # wait on the sim and on each other), so even at 3 processes a clean-clone run kept only one of the two cores
 # busy on average; a fourth process fills those waits (pytest 565 s at 3 processes, 417 s and 443 s at 4,
-# clean-clone runs of nearly the same tree). Each process takes the next test when it is free (--maxschedchunk 1), and
-# tests/conftest.py puts the long end-to-end tests first, so no long test is left queued behind another at
-# the end. The 20 slowest are listed after every run: the suite must stay under ten minutes on a 2-core machine.
+# clean-clone runs of nearly the same tree). Each process takes the next test when it is free
+# (--maxschedchunk 1), and tests/conftest.py puts the long end-to-end tests first, so no long test is left
+# queued behind another at the end. The 20 slowest are listed after every run: the suite must stay under ten
+# minutes on a 2-core machine.
 PYTEST := $(BIN)/pytest -q -n $(or $(TEST_JOBS),4) --dist load --maxschedchunk 1 --durations=20
 
 lint: venv
