@@ -337,8 +337,9 @@ def test_process_env_allow_list() -> None:
         "AWS_SECRET_ACCESS_KEY": "s3cr3t",
         "CLAUDE_CODE_USE_BEDROCK": "1",
         "HTTPS_PROXY": "http://user:pw@proxy:3128",
+        "TMPDIR": "/var/tmp/mine",  # read-only in a view: the session gets the folder ablate names
     }
-    env = process_env(base, home=Path("/c/home"), config_dir=Path("/c/home/.claude"))
+    env = process_env(base, home=Path("/c/home"), config_dir=Path("/c/home/.claude"), tmpdir="/c/tmp")
     assert env == {
         "ANTHROPIC_API_KEY": "sk-test-secret",
         "AWS_REGION": "eu-west-1",
@@ -354,16 +355,23 @@ def test_process_env_allow_list() -> None:
         "LANG": "C.UTF-8",
         "LC_ALL": "C",
         "PATH": "/usr/bin:/bin",
+        "TMPDIR": "/c/tmp",
     }
     red = redacted_env(env)
     assert red["ANTHROPIC_API_KEY"] == "***" and red["AWS_SECRET_ACCESS_KEY"] == "***"
     assert red["HTTPS_PROXY"] == "http://***@proxy:3128" and red["PATH"] == "/usr/bin:/bin"
     pinned = process_env(
-        base, home=Path("/h"), config_dir=Path("/h/.claude"), extra_env={"CLAUDE_CODE_MAX_RETRIES": "0"}
+        base,
+        home=Path("/h"),
+        config_dir=Path("/h/.claude"),
+        tmpdir="/tmp",
+        extra_env={"CLAUDE_CODE_MAX_RETRIES": "0"},
     )
     assert pinned["CLAUDE_CODE_MAX_RETRIES"] == "0"
     with pytest.raises(UsageError, match="HOME"):
-        process_env(base, home=Path("/h"), config_dir=Path("/h/.claude"), extra_env={"HOME": "/root"})
+        process_env(
+            base, home=Path("/h"), config_dir=Path("/h/.claude"), tmpdir="/tmp", extra_env={"HOME": "/root"}
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------

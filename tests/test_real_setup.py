@@ -166,7 +166,7 @@ def test_builder_and_probe_share_one_allow_list() -> None:
         "CLAUDE_CODE_SIMPLE": "1",
         "GIT_DIR": "/elsewhere/.git",
     }
-    env = process_env(base, home=Path("/h"), config_dir=Path("/h/.claude"))
+    env = process_env(base, home=Path("/h"), config_dir=Path("/h/.claude"), tmpdir="/tmp")
     assert env["ANTHROPIC_CUSTOM_HEADERS"] == "x-gw: 1" and env["CLAUDE_CODE_SKIP_BEDROCK_AUTH"] == "1"
     assert "CLAUDE_CODE_SIMPLE" not in env and "GIT_DIR" not in env
 

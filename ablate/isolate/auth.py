@@ -188,7 +188,7 @@ def cell_logins(
                 at_real_path=at_real_path,
                 home=None if at_real_path else home,
             )
-            env = process_env(base_env, home=home, config_dir=config, extra_env=extra_env)
+            env = process_env(base_env, home=home, config_dir=config, tmpdir=home.parent, extra_env=extra_env)
             found = auth_method(env, config, platform=platform)
             # the scratch folder is gone once read: the source names the cell's config dir instead
             shown = AuthMethod(found.method, found.source.replace(str(config), f"<{cell.id} config dir>"))

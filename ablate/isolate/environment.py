@@ -185,12 +185,15 @@ def build_environment(
     home = root / "home"
     config = home / ".claude"
     wt = root / "wt" / setup.repo.name
-    env = process_env(
-        os.environ if base_env is None else base_env, home=home, config_dir=config, extra_env=extra_env
-    )
     # links cannot make /tmp private: a private TMPDIR per cell instead, and no bytecode written beside the
     # (linked) hook scripts of big trees or anywhere else a Python hook imports from
-    env["TMPDIR"] = str(root / "tmp")
+    env = process_env(
+        os.environ if base_env is None else base_env,
+        home=home,
+        config_dir=config,
+        tmpdir=root / "tmp",
+        extra_env=extra_env,
+    )
     env["PYTHONDONTWRITEBYTECODE"] = "1"
 
     # -- checks (nothing written yet) --

@@ -361,12 +361,9 @@ class NamespaceEnvironments:
             self.base_env,
             home=self.setup.home,
             config_dir=self.setup.config_dir,
+            tmpdir="/tmp",  # the view's own /tmp: private and writable
             extra_env=self.options.extra_env,
         )
-        # the view's own /tmp is private and writable; a TMPDIR elsewhere (/var/tmp/…, ~/tmp, macOS's
-        # /var/folders) is read-only there, and the CLI stops at its first mkdir in it ("Error processing
-        # settings: EROFS"): every cell's sessions use the private /tmp alike
-        env["TMPDIR"] = "/tmp"
         cenv = NamespaceCellEnv(
             cell=cell,
             root=root,

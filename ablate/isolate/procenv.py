@@ -31,7 +31,7 @@ from ablate.core.gitutil import git_env as git_env
 from ablate.folder.layout import EndpointInfo
 
 #: Inherited as is: the ordinary process basics.
-ENV_ALLOW = ("PATH", "USER", "SHELL", "LANG", "TERM", "TMPDIR")
+ENV_ALLOW = ("PATH", "USER", "SHELL", "LANG", "TERM")
 ENV_ALLOW_PREFIXES = ("LC_",)
 #: Where the model is: the endpoint and the provider switches.
 ENV_ENDPOINT = (
@@ -78,8 +78,10 @@ ENV_PINNED = {
     "DISABLE_TELEMETRY": "1",
     "DISABLE_AUTOUPDATER": "1",
 }
-#: Set by ablate for environments it built itself: isolation is ablate's, not the user's.
-ENV_OWNED = ("HOME", "CLAUDE_CONFIG_DIR", "IS_SANDBOX")
+#: Set by ablate for environments it built itself: isolation is ablate's, not the user's. ``TMPDIR`` is the
+#: session's own writable folder: the caller's may be read-only in a view (``/var/tmp/…``, ``~/tmp``, macOS's
+#: ``/var/folders``), where the CLI stops at its first ``mkdir``.
+ENV_OWNED = ("HOME", "CLAUDE_CONFIG_DIR", "IS_SANDBOX", "TMPDIR")
 #: The key every probe session gets: the capture endpoint accepts anything, the real API nothing.
 PROBE_KEY = "sk-ablate-probe"
 
@@ -127,13 +129,16 @@ def process_env(
     *,
     home: Path,
     config_dir: Path,
+    tmpdir: Path | str,
     extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The whole, explicit environment of a session: allow-listed, auth, pinned; everything else dropped."""
+    """The whole, explicit environment of a session: allow-listed, auth, pinned; everything else dropped.
+    ``tmpdir`` is its ``TMPDIR``, a folder it may write (a view's private ``/tmp``, a cell's ``tmp/``)."""
     env = {key: value for key, value in base_env.items() if allowed(key)}
     env.update(ENV_PINNED)
     env["HOME"] = str(home)
     env["CLAUDE_CONFIG_DIR"] = str(config_dir)
+    env["TMPDIR"] = str(tmpdir)
     if os.geteuid() == 0:
         env["IS_SANDBOX"] = (
             "1"  # bypassPermissions as root needs it; an ordinary user's session never gets it

@@ -109,9 +109,7 @@ def links_fence(setup: Setup, root: Path, cwd: Path) -> Callable[[list[str]], li
 def _session_env(config_dir: Path, home: Path, base_url: str, tmp: Path) -> dict[str, str]:
     """The env of the baseline and untouched sessions: the one allow-list, forced to the capture endpoint,
     with ``tmp`` as TMPDIR (the CLI makes its own folders there: the probe's, never the user's TMPDIR)."""
-    env = force_capture(process_env(os.environ, home=home, config_dir=config_dir), base_url)
-    env["TMPDIR"] = str(tmp)
-    return env
+    return force_capture(process_env(os.environ, home=home, config_dir=config_dir, tmpdir=tmp), base_url)
 
 
 def _run(
