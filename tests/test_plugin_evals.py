@@ -198,8 +198,8 @@ def test_a_bad_suite_exits_2_naming_the_file(tmp_path: Path) -> None:
     ("front", "field", "words"),
     [
         ("colour: red\n", "colour", "unknown frontmatter key"),
-        ("env: {HOME: /tmp/x}\n", "env.HOME", "only EVAL_* keys"),
-        ("env: {EVAL_x: '1'}\n", "env.EVAL_x", "only EVAL_* keys"),
+        ("env: {HOME: /tmp/x}\n", "env.HOME", "only EVAL_* variables"),
+        ("env: {EVAL_x: '1'}\n", "env.EVAL_x", "only EVAL_* variables"),
         ("env: {EVAL_N: 1}\n", "env.EVAL_N", "must be a string"),
         ("env: [EVAL_X]\n", "env", "must be a mapping"),
         ("growthbook_overrides: {a: 1}\n", "growthbook_overrides", "not supported"),

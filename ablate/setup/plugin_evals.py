@@ -39,7 +39,7 @@ from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import validate
 from ablate.setup.casefiles import load_yaml, read_text, split_frontmatter
 from ablate.setup.plugin_graders import convert_graders, grader_from_md
-from ablate.setup.task_session import EVAL_VAR
+from ablate.setup.task_session import eval_var_problem
 from ablate.setup.tasks import Task, TaskSpec
 from ablate.setup.tomltext import dumps
 
@@ -290,15 +290,9 @@ def _check_env(env: object, files: _Files, problems: list[Problem]) -> None:
         problems.append(Problem(files.main, "env", "must be a mapping of EVAL_* names to strings"))
         return
     for key, value in env.items():
-        if not EVAL_VAR.match(str(key)):
-            problems.append(
-                Problem(
-                    files.main,
-                    f"env.{key}",
-                    "only EVAL_* keys can be set from a case (EVAL_ then A-Z, 0-9, _), as `claude plugin "
-                    "eval` allows; anything else must come from the environment ablate runs in",
-                )
-            )
+        problem = eval_var_problem(str(key))
+        if problem is not None:
+            problems.append(Problem(files.main, f"env.{key}", problem))
         elif not isinstance(value, str):
             problems.append(Problem(files.main, f"env.{key}", f"{value!r} must be a string: quote it"))
 

@@ -21,12 +21,20 @@ MAX_RUNS = 50
 EVAL_VAR = re.compile(r"^EVAL_[A-Z0-9_]*$")
 
 
+def eval_var_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as a task's (or a plugin-eval case's) variable, or None."""
+    if EVAL_VAR.match(name):
+        return None
+    return (
+        "only EVAL_* variables can be set by a task (EVAL_ then A-Z, 0-9, _), as `claude plugin eval` allows; "
+        "anything else comes from the environment ablate runs in"
+    )
+
+
 def _eval_var(name: str) -> str:
-    if not EVAL_VAR.match(name):
-        raise ValueError(
-            f"{name!r}: a task may set only EVAL_* variables (EVAL_ then A-Z, 0-9, _), as `claude plugin eval` "
-            "allows; anything else comes from the cell's environment"
-        )
+    problem = eval_var_problem(name)
+    if problem is not None:
+        raise ValueError(f"{name!r}: {problem}")
     return name
 
 
