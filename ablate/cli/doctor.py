@@ -16,7 +16,7 @@ from ablate.cli.common import (
     default_config_dir,
     print_json,
 )
-from ablate.core.errors import EXIT_FAILURE
+from ablate.core.errors import EXIT_FAILURE, NotFound
 
 app = typer.Typer()
 
@@ -53,6 +53,10 @@ def doctor_cmd(
     """
     from ablate.isolate.doctor import diagnose, render
 
+    if not work_dir.is_dir():
+        raise NotFound(
+            f"--work-dir {work_dir}: no such folder", hint="name an existing folder (or create it first)"
+        )
     doc = diagnose(
         config_dir or default_config_dir(),
         work_dir.resolve(),

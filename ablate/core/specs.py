@@ -26,6 +26,10 @@ def read_spec_data(path: Path) -> dict[str, Any]:
         raise NotFound(f"{path}: no such file")
     if path.is_dir():
         raise SpecError.single(path, "", "is a folder, expected a .toml or .json file")
+    if not path.is_file():
+        raise SpecError.single(
+            path, "", "not a regular file (a FIFO, socket or device): give a .toml or .json file"
+        )
     raw = path.read_bytes()
     try:
         data = orjson.loads(raw) if path.suffix == ".json" else tomllib.loads(raw.decode("utf-8"))

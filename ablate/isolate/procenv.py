@@ -196,8 +196,8 @@ def settings_files(config_dir: Path, repo: Path) -> list[Path]:
 
 
 def settings_problem(path: Path) -> str | None:
-    """Why Claude Code would skip the settings file ``path`` (not JSON, not an object, unreadable); None
-    when it reads it or there is none."""
+    """Why Claude Code would skip or misread the settings file ``path`` (not JSON, not an object, unreadable,
+    an ``env`` value that is not a string); None when it reads it or there is none."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -208,7 +208,15 @@ def settings_problem(path: Path) -> str | None:
         data = json.loads(text)
     except ValueError as exc:
         return f"not valid JSON ({exc})"
-    return None if isinstance(data, dict) else f"not a JSON object (a {type(data).__name__})"
+    if not isinstance(data, dict):
+        return f"not a JSON object (a {type(data).__name__})"
+    env = data.get("env")
+    if env is not None and not isinstance(env, dict):
+        return f'env is a {type(env).__name__}, not an object of NAME: "value" strings'
+    for key, value in (env or {}).items():
+        if not isinstance(value, str):
+            return f'env.{key} is {json.dumps(value)}, not a string: quote it ("{key}": "{value}")'
+    return None
 
 
 #: What a settings file the CLI cannot parse means, for a refusal or a warning.

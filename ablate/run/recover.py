@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.core.errors import AblateError, NotFound
-from ablate.folder.layout import TASKS_DIR, Attempt, PlanItem, RunFolder
+from ablate.folder.layout import TASKS_DIR, Attempt, PlanItem, RunFolder, read_manifest
 from ablate.folder.lock import RunLock
 from ablate.folder.result import (
     ExitInfo,
@@ -170,12 +170,15 @@ def recover_run(run_dir: Path, *, write: bool = True) -> list[RecoveredItem]:
     """Recover every item of the run folder ``run_dir`` whose stdout is not a valid result (see module doc).
 
     Holds the run folder's lock (a live runner and ``recover`` never write one folder at once). Raises
-    :class:`NotFound` for a missing folder and ``RunFolderError`` for a folder without a plan or locked.
+    :class:`NotFound` for a missing folder, ``RunFolderError`` for a folder without a plan or locked, and a
+    located ``SpecError`` for a manifest.json that is not a valid manifest.
     """
     if not run_dir.is_dir():
         raise NotFound(f"{run_dir}: no such run folder")
     rf = RunFolder(run_dir)
     plan = rf.read_plan()
+    if rf.manifest_path.exists():  # a lost manifest is recoverable; a garbage one is a folder edited by hand
+        read_manifest(rf)
     tasks = _run_tasks(rf)
     with RunLock(rf):
         return [_recover_item(rf, item, tasks, write=write) for item in plan]
