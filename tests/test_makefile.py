@@ -106,3 +106,21 @@ def test_a_failed_venv_or_package_step_says_which_it_was(
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert said in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("target", ["demo", "examples", "test", "e2e"])
+def test_every_target_that_runs_sessions_installs_bubblewrap(target: str) -> None:
+    """Without bubblewrap ablate refuses to run sessions (they could not be sealed): a target that runs them
+    installs it first, as `make test` does."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    proc = subprocess.run(
+        ["make", "-n", "-p", "-f", str(ROOT / "Makefile"), "--no-builtin-rules", "venv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")},
+    )
+    (rule,) = [line for line in proc.stdout.splitlines() if line.startswith(f"{target}:")]
+    assert "bubblewrap" in rule.split(":", 1)[1].split(), rule
