@@ -22,7 +22,7 @@ import pytest
 from ablate.core.once import once
 from ablate.isolate import detect, fence
 from ablate.setup.examples import ExampleSetup, materialise_example
-from ablate.sim import SimServer, script_from_data
+from ablate.sim import Script, SimServer, script_from_data
 from tests.helpers_cli import invoke
 from tests.net_support import serve
 
@@ -81,7 +81,7 @@ def host() -> Iterator[_Host]:
         services.close()
 
 
-def _script(attack: str) -> object:
+def _script(attack: str) -> Script:
     bash = {"name": "Bash", "input": {"command": attack, "description": "look around"}}
     return script_from_data(
         {
