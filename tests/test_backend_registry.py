@@ -120,6 +120,26 @@ def test_the_choice_follows_the_registry_not_a_list_of_names(kinds: dict[str, Ba
     assert auto.reason == "broken unavailable: toy refused here; toy works"
 
 
+def test_the_automatic_choice_prefers_a_backend_that_locks_its_sessions(
+    kinds: dict[str, BackendKind],
+) -> None:
+    """A backend that works but would not lock (seal) its sessions gives way to a later one that does; where
+    none locks, the first that works is chosen (and refused later unless --unsealed)."""
+    from dataclasses import replace
+
+    kinds.clear()
+    unlocked = Support(True, "works, NOT locked: no fence", "bare", False)
+    registry.register(replace(toy("views", real_paths=True), support=lambda: unlocked))
+    registry.register(toy("fenced", real_paths=False))
+    chosen = registry.choose_isolation(None)
+    assert (chosen.backend, chosen.locked) == ("fenced", True)
+    assert chosen.reason == "views not locked here: works, NOT locked: no fence; toy works"
+    kinds.pop("fenced")
+    registry.register(replace(toy("other", real_paths=False), support=lambda: unlocked))
+    first = registry.choose_isolation(None)
+    assert (first.backend, first.locked, first.reason) == ("views", False, "works, NOT locked: no fence")
+
+
 def _report_with(run: Path, backend: str, network: str, probe_backend: str, contexts: dict[str, str]) -> Any:
     folder = RunFolder(run)
     manifest = read_manifest(folder)

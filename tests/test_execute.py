@@ -56,10 +56,10 @@ def test_refused_writes_are_summarised_once_per_path_for_the_whole_run() -> None
 
 
 def preflight_sealed(backend: str) -> bool:
+    from ablate.isolate.detect import is_sealed
     from ablate.isolate.registry import choose_isolation
-    from ablate.run.execute import sealed
 
-    return sealed(choose_isolation(backend))
+    return is_sealed(choose_isolation(backend))
 
 
 def test_preflight_refuses_an_unknown_backend_and_a_split_endpoint(tmp_path: Path) -> None:

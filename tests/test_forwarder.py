@@ -222,7 +222,11 @@ def test_the_report_names_the_host_network_and_the_sessions_the_wire_contradicts
     host = caveats(network="host", wire_differs={"greet__C1__r00": ["output_tokens: transcript 9, wire 4"]})
     assert "--allow-network" in host["network"]
     assert "greet__C1__r00 (output_tokens: transcript 9, wire 4)" in host["wire-differs"]
-    assert "the host's network" in caveats(network="unsealed")["network"]
+    unsealed = caveats(network="unsealed", reason="links — NOT fenced: bubblewrap (bwrap) is not installed")
+    assert next(iter(unsealed)) == "unsealed" and "network" not in unsealed  # said first, once
+    assert unsealed["unsealed"].startswith("UNSEALED: sessions ran with --unsealed")
+    assert "bubblewrap (bwrap) is not installed" in unsealed["unsealed"]
+    assert "the host's network" in unsealed["unsealed"] and "--allow-unsealed" in unsealed["unsealed"]
 
 
 def test_a_loopback_endpoint_keeps_its_url_inside_and_others_are_refused_up_front(

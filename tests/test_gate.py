@@ -292,3 +292,33 @@ def test_leaks_and_an_unverified_model_make_the_run_untrustworthy(
     other = make_run(tmp_path / "model", cells=CELLS, tasks=TASKS, repeats=8, outcome=outcome)
     code, out = invoke(["gate", str(other)]).shown
     assert code == 1 and "the model is not verified" in out and "claude-haiku-4-5" in out
+
+
+def test_an_unsealed_run_passes_only_with_allow_unsealed(runs: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "unsealed"
+    shutil.copytree(runs["null"], run)
+    edit_manifest(run, lambda m: m.update(isolation={"backend": "links", "network": "unsealed"}))
+    write_report(run, formats=["json"])
+    code, out = invoke(["gate", str(run), "--detect", "off"]).shown
+    assert code == 1, out
+    assert out.startswith("FAIL — not trustworthy: the sessions were not sealed (--unsealed")
+    assert "pass --allow-unsealed to accept that" in out
+    code, out = invoke(["gate", str(run), "--detect", "off", "--allow-unsealed"]).shown
+    assert code == 0 and out.startswith("PASS — no real difference"), out
+    assert "note: the sessions were not sealed (--unsealed: the host's network and sockets), accepted" in out
+    # the same run sealed (the control of this test): it passes without the option
+    assert invoke(["gate", str(runs["null"]), "--detect", "off"]).shown[0] == 0
+
+
+def test_an_unsealed_compare_passes_only_with_allow_unsealed(tmp_path: Path) -> None:
+    path = _compare_json(tmp_path / "better.json", 0.4, True, True)
+    data = orjson.loads(path.read_bytes())
+    path.write_bytes(orjson.dumps({**data, "execution": {"network": "unsealed"}}))
+    args = ["gate", str(path), "--require", "new better", "--detect", "off"]
+    code, out = invoke(args).shown
+    assert code == 1 and "not trustworthy: the sessions were not sealed" in out, out
+    assert invoke([*args, "--allow-unsealed"]).shown[0] == 0
+    path.write_bytes(orjson.dumps({**data, "execution": {"network": "sealed"}}))
+    assert invoke(args).shown[0] == 0

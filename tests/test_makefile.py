@@ -83,6 +83,7 @@ def test_a_successful_install_is_quiet(tmp_path: Path) -> None:
             "make venv: 'false -m venv .venv' failed: Python >= 3.11 with its venv module is needed",
         ),
         ("bubblewrap", "apt-get", "make bubblewrap: apt-get install bubblewrap failed"),
+        ("sysdeps", "apt-get", "make sysdeps: apt-get install chromium bubblewrap tmux screen"),
     ],
 )
 def test_a_failed_venv_or_package_step_says_which_it_was(
@@ -106,3 +107,24 @@ def test_a_failed_venv_or_package_step_says_which_it_was(
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert said in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("target", ["demo", "examples", "test", "e2e"])
+def test_every_target_that_runs_sessions_installs_bubblewrap(target: str) -> None:
+    """Without bubblewrap ablate refuses to run sessions (they could not be sealed): a target that runs them
+    installs it first, as `make test` does."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    proc = subprocess.run(
+        ["make", "-n", "-p", "-f", str(ROOT / "Makefile"), "--no-builtin-rules", "venv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")},
+    )
+    (rule,) = [line for line in proc.stdout.splitlines() if line.startswith(f"{target}:")]
+    needs = rule.split(":", 1)[1].split()
+    # sysdeps installs every system package the tests need in one apt-get, bubblewrap among them
+    (sysdeps,) = [line for line in proc.stdout.splitlines() if line.startswith("SYSDEPS :=")]
+    assert "bubblewrap" in needs or ("sysdeps" in needs and "bwrap:bubblewrap" in sysdeps.split()), rule

@@ -3,7 +3,9 @@
 Default rule (always applied):
 
 * **fail** when the run is not trustworthy: the recorded probe was not faithful, the builder left leaks,
-  the model was not verified, or more than ``max_excluded`` of the items were left out of the comparisons;
+  the model was not verified, more than ``max_excluded`` of the items were left out of the comparisons, or
+  its sessions were not sealed (``run --unsealed``) and ``allow_unsealed`` (``--allow-unsealed``) does not
+  accept that;
 * **fail** when a subject's primary outcome changed for the worse *for real* (after the report's
   correction): for a run, a layer whose removal made the primary outcome better (the layer hurts); for a
   comparison, an arm worse than the baseline;
@@ -45,6 +47,8 @@ Outcome = Literal[
 MAX_EXCLUDED = 0.10
 #: Default change of the primary rate a run must be able to detect (80% power, weaker direction) to pass.
 DETECT = 0.2
+#: Why an unsealed run is not trusted by default.
+UNSEALED_REASON = "the sessions were not sealed (--unsealed: the host's network and sockets)"
 
 
 @dataclass(frozen=True)
@@ -193,10 +197,14 @@ def decide(
     max_excluded: float = MAX_EXCLUDED,
     detect: float | None = DETECT,
     lost: Sequence[str] = (),
+    allow_unsealed: bool = False,
 ) -> GateResult:
     """The gate's decision on ``ev`` under the default rule and ``rules``; ``lost``: layers that helped in a
-    ``--baseline`` run and help less now (:func:`ablate.report.rundiff.lost_help`), each a regression."""
+    ``--baseline`` run and help less now (:func:`ablate.report.rundiff.lost_help`), each a regression;
+    ``allow_unsealed``: an unsealed run may pass (said in the notes)."""
     reasons = [f"not trustworthy: {u}" for u in ev.untrustworthy]
+    if ev.unsealed and not allow_unsealed:
+        reasons.insert(0, f"not trustworthy: {UNSEALED_REASON} (pass --allow-unsealed to accept that)")
     share = ev.excluded / ev.items if ev.items else 0.0
     if ev.items and share > max_excluded:
         reasons.append(
@@ -218,6 +226,8 @@ def decide(
     checks = [_check(ev, r) for r in rules]
     reasons += [f"rule '{c.rule}' failed: {c.detail}" for c in checks if not c.passed]
     notes = list(ev.notes) + [f"secondary (not gated): {s}" for s in ev.secondary]
+    if ev.unsealed and allow_unsealed:
+        notes.insert(0, f"{UNSEALED_REASON}, accepted with --allow-unsealed")
     mde = _detectable_text(ev)
     better = [f for f in ev.findings if f.good and f.claimed_better is not False]
     unconfirmed = [f for f in ev.findings if f.good and f.claimed_better is False]

@@ -20,11 +20,13 @@ def gate_source(
     max_excluded: float = 0.10,
     detect: str = "20pts",
     baseline: Path | None = None,
+    allow_unsealed: bool = False,
 ) -> GateResult:
     """The gate's decision on ``source``; option texts are parsed here (a bad one raises :class:`UsageError`).
 
     ``detect`` ``off`` drops the power requirement; ``min_effect`` without a "better" rule becomes
-    ``all better`` for a compare.json and is an error for a run (it needs a rule that names what must help).
+    ``all better`` for a compare.json and is an error for a run (it needs a rule that names what must help);
+    ``allow_unsealed``: a run whose sessions were not sealed may pass.
     """
     effect = None if min_effect is None else parse_effect(min_effect, "--min-effect")
     required = None if detect.strip().lower() == "off" else parse_effect(detect, "--detect")
@@ -38,7 +40,9 @@ def gate_source(
             )
         rules.append(parse_rule("all better", effect))
     lost = [] if baseline is None else _lost_help(baseline, source, ev.kind)
-    return decide(ev, rules, max_excluded=max_excluded, detect=required, lost=lost)
+    return decide(
+        ev, rules, max_excluded=max_excluded, detect=required, lost=lost, allow_unsealed=allow_unsealed
+    )
 
 
 def _lost_help(baseline: Path, source: Path, kind: str) -> list[str]:

@@ -9,9 +9,9 @@ what makes the run untrustworthy. When the report's fields change, this module i
 Fields read from ``report.json`` (:class:`ablate.report.model.Report`): ``comparisons`` (``cell``,
 ``metric``, ``task``, ``family``, ``delta``, ``ci_low``, ``ci_high``, ``p_adjusted``, ``real``), ``ranking[].verdict``
 (shown, not decided on), ``power[].detectable``, ``no_op_cells``, ``n``, ``run.model_verified``,
-``caveats``, ``probe.ok`` / ``probe.cells[].verdict`` and ``primary_metric`` (the family the gate decides
-on: ``comparisons[family == "primary"]``). From ``compare.json``: ``baseline``, ``arms``, ``contrasts``,
-``verdicts``, ``claims``, ``excluded`` and ``items``.
+``caveats`` (the ``unsealed`` one among them), ``probe.ok`` / ``probe.cells[].verdict`` and ``primary_metric``
+(the family the gate decides on: ``comparisons[family == "primary"]``). From ``compare.json``: ``baseline``,
+``arms``, ``contrasts``, ``verdicts``, ``claims``, ``excluded``, ``items`` and ``execution.network``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from ablate.core.errors import NotFound, Problem, SpecError, UsageError
 from ablate.core.specs import require_schema
 from ablate.folder.metrics import DEFAULT_PRIMARY, HIGHER_IS_BETTER
+from ablate.report.caveats import UNSEALED
 
 if TYPE_CHECKING:
     from ablate.report.model import Report
@@ -103,6 +104,9 @@ class Evidence:
     """The test that decides, in words (what the power figures are of)."""
     notes: list[str] = field(default_factory=list)
     """What the gate did to the evidence (a stale report.json rebuilt, a report it could not verify)."""
+    unsealed: bool = False
+    """The sessions were not sealed (``--unsealed``): the report's ``unsealed`` caveat, compare.json's
+    ``execution.network``."""
 
     @property
     def is_rate(self) -> bool:
@@ -280,6 +284,7 @@ def from_report(
         excluded=report.n.excluded,
         untrustworthy=_run_trust(report, run_dir),
         caveats=[(c.id, c.text) for c in report.caveats],
+        unsealed=any(c.id == UNSEALED for c in report.caveats),
         secondary=secondary,
         also_regressed=also,
         detect_metric=detect_metric,
@@ -373,6 +378,8 @@ def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
             if isinstance(c, dict) and str(c.get("when", "")).startswith("during")
         ],
         caveats=[("cannot-claim", t) for t in (data.get("claims") or {}).get("cannot", [])],
+        unsealed=isinstance(execution := data.get("execution"), dict)
+        and execution.get("network") == UNSEALED,
         secondary=[
             f"{verdicts[a].get('arm')}: {c.get('detail')}"
             for a in verdicts

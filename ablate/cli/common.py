@@ -85,6 +85,18 @@ IsolationOpt = Annotated[
     ),
 ]
 
+Unsealed = Annotated[
+    bool,
+    typer.Option(
+        "--unsealed",
+        help="Run sessions even where they cannot be sealed (no bubblewrap, or bubblewrap cannot make its "
+        "namespaces): they then share the host's network and sockets. Without it such a run is refused, "
+        "saying why and how to fix it. Recorded in the manifest, said first in the report and the summary; "
+        "`ablate gate` then passes the run only with --allow-unsealed. Where sessions can be sealed they are, "
+        "--unsealed or not.",
+    ),
+]
+
 
 # --adaptive's stopping rule (run, ab, compare)
 MaxRepeats = Annotated[
@@ -242,6 +254,7 @@ def _cell_run_options(
     budget_usd: Budget = None,
     work_dir: WorkDir = None,
     isolation: IsolationOpt = None,
+    unsealed: Unsealed = False,
     probe: ProbeOpt = True,
 ) -> None:
     """How the sessions of a run are run in cells (run, ab, compare)."""

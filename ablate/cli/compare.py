@@ -394,6 +394,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "ablate_toml": o["ablate_toml"],
             "budget_usd": o["budget_usd"],
             "isolation": o["isolation"],
+            "unsealed": o["unsealed"],
             "probe": o["probe"],
             "on_progress": display.update,
             "on_note": display.note,
@@ -444,3 +445,5 @@ def _announce(prep: Any, ex: Any) -> None:
     chosen = getattr(ex, "preflight", None)
     if chosen is not None:
         _err(f"isolation: {chosen.isolation.backend} ({chosen.isolation.reason})")
+        if chosen.seal_note:
+            _err(chosen.seal_note)

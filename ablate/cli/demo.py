@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ablate.cli.common import ClaudeBin, cli_errors
+from ablate.cli.common import ClaudeBin, Unsealed, cli_errors
 from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import AblateError
 
@@ -66,6 +66,7 @@ def demo_cmd(
             "difference from C0 is the report's measured noise floor (default); --no-aa runs the planted cells only.",
         ),
     ] = True,
+    unsealed: Unsealed = False,
 ) -> None:
     """Run ablate end to end on the bundled example setup, with no API key and no cost.
 
@@ -84,9 +85,11 @@ def demo_cmd(
     own ~/.claude is never read.
 
     Exit codes: 0 ok, 1 a step failed or a planted fact was not recovered, 2 bad input (no claude binary,
-    --out not a demo folder).
+    --out not a demo folder, sessions that cannot be sealed here without --unsealed).
     """
     from ablate.core.claude import find_claude
+    from ablate.isolate.detect import require_sealed
+    from ablate.isolate.registry import choose_isolation
     from ablate.run.demo import (
         AA_RATES,
         demo_design,
@@ -95,6 +98,9 @@ def demo_cmd(
     )
     from ablate.setup.examples import materialise_example
 
+    said = require_sealed(choose_isolation(None), unsealed=unsealed)  # refused before anything is laid out
+    if said:
+        typer.echo(said, err=True)
     claude = find_claude(claude_bin)
     root = prepare_demo_folder(out)
     example = materialise_example(root / "setup")
@@ -110,7 +116,8 @@ def demo_cmd(
     _step("What would each cell strip?", ["cells", str(cells), *where], env)
     _say_design(design, n, aa=aa)
     runs, ab_runs = root / "runs", root / "runs-ab"
-    _run_sessions(root, env, where, cells, n, jobs=jobs, repeats=repeats, with_ab=with_ab, aa=aa)
+    run_where = [*where, *(["--unsealed"] if unsealed else [])]
+    _run_sessions(root, env, run_where, cells, n, jobs=jobs, repeats=repeats, with_ab=with_ab, aa=aa)
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     if examples is not None:
         _copy_example(run_dir, examples, "layered_ablation_example")

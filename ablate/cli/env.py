@@ -13,6 +13,7 @@ from ablate.cli.common import (
     SETUP_OPTIONS,
     IsolationOpt,
     Json,
+    Unsealed,
     cli_errors,
     load_setup_options,
     print_json,
@@ -54,6 +55,7 @@ def build(
     isolate_state: IsolateState = False,
     dirty: Dirty = False,
     isolation: IsolationOpt = None,
+    unsealed: Unsealed = False,
     json_out: Json = False,
     **options: Any,
 ) -> None:
@@ -67,7 +69,7 @@ def build(
 
     Exit codes: 0 ok, 1 unsafe (an instruction file above --out), 2 bad input (missing config dir or repo,
     not a git work tree, uncommitted non-layer changes without --dirty, unknown cell, an --out that exists and is not an empty folder,
-    unknown or unavailable --isolation).
+    unknown or unavailable --isolation, a cell that could not be sealed here without --unsealed).
     """
     import os
 
@@ -80,7 +82,11 @@ def build(
     catalog, setup = load_setup_options(options)
     resolved = load_cell_set(cells, catalog).get(cell)
     # its printed command is not sealed (see below): whatever endpoint it names stays reachable
-    checked = preflight(setup.config_dir, setup.repo, isolation=isolation, allow_network=True)
+    checked = preflight(
+        setup.config_dir, setup.repo, isolation=isolation, allow_network=True, unsealed=unsealed
+    )
+    if checked.seal_note:
+        typer.echo(checked.seal_note, err=True)
     if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
         raise OutputExists(
             f"{out}: already exists" + ("" if out.is_dir() else " and is not a folder"),

@@ -45,14 +45,20 @@ Primary = Annotated[
 def summary_lines(written: WrittenReport) -> list[str]:
     """The one-screen summary printed after a report is written."""
     r = written.report
+    from ablate.report.caveats import UNSEALED
     from ablate.report.pieces import pieces_text
     from ablate.report.terminal import ranking_text
 
-    lines = [
+    lines: list[str] = []
+    if any(c.id == UNSEALED for c in r.caveats):
+        lines.append(
+            "UNSEALED (--unsealed): sessions shared the host's network and sockets (the first caveat)"
+        )
+    lines.append(
         f"{r.run.id}: {r.n.tasks} tasks × {r.n.repeats} repeats, {r.n.complete}/{r.n.items} complete, "
         f"{r.n.excluded} excluded; model {r.run.model} "
         + ("(verified)" if r.run.model_verified else "(NOT verified)")
-    ]
+    )
     if r.n.repeats < 2:
         lines.append("one repeat: only the pooled comparisons can be real (see the one-repeat caveat)")
     lines.append(f"primary metric: {r.primary_metric}")

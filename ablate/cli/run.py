@@ -385,6 +385,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         o["repo"],
         isolation=o["isolation"],
         allow_network=o["allow_network"],
+        unsealed=o["unsealed"],
     )
     simulated = checked.endpoint.simulated
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"] or not fresh)
@@ -410,6 +411,8 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     )
     err(f"run folder: {prep.folder.root}")
     err(f"isolation: {checked.isolation.backend} ({checked.isolation.reason})")
+    if checked.seal_note:
+        err(checked.seal_note)
     _probe_first(prep, claude, checked.isolation.backend, o)
     request = ExecuteRequest(
         claude=claude,

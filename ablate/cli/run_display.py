@@ -36,7 +36,8 @@ def print_estimate(est: CostEstimate, *, simulated: bool = False) -> None:
 def render_execution(
     done: ExecutionResult, *, json: bool, extra: dict[str, Any] | None = None, simulated: bool = False
 ) -> None:
-    """The end of a run: the guard's findings, the writes summary, and the summary line (or JSON)."""
+    """The end of a run: the guard's findings, the writes summary, and the summary (or JSON), whose first
+    line says so when the sessions were not sealed (``--unsealed``)."""
     from ablate.folder.layout import RunFolder
     from ablate.folder.result import read_result
 
@@ -55,6 +56,10 @@ def render_execution(
     if json:
         print_json({**done.to_json(), **(extra or {})})
         return
+    if done.isolation.network == "unsealed":
+        typer.echo(
+            f"UNSEALED (--unsealed): sessions shared the host's network and sockets ({done.isolation.reason})"
+        )
     typer.echo(
         f"{summary.outcome}: {summary.done}/{summary.total} complete, {len(summary.failed)} failed, "
         f"{len(summary.pending)} not run, {summary.rate_limited} rate-limited attempts, "

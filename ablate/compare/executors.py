@@ -281,6 +281,8 @@ class ClaudeCodeOptions:
     budget_usd: float | None = None
     isolation: str | None = None
     """The backend asked for (``--isolation``); default: ``namespace`` where it works, else ``links``."""
+    unsealed: bool = False
+    """``--unsealed``: run where sessions cannot be sealed (:func:`ablate.isolate.detect.require_sealed`)."""
     probe: bool = True
     """Probe the arms' cells for free before the first paid session (``--no-probe``: False)."""
     on_progress: Callable[[Progress], None] | None = None
@@ -369,8 +371,9 @@ class ClaudeCodeExecutor:
     """The real pinned CLI in isolated cells, through :func:`ablate.run.execute.execute` (one sweep, all arms).
 
     Everything ``ablate run`` checks is checked when the executor is made, before the compare folder is
-    written: the layer, the isolation backend and the one endpoint. Running again on a compare folder whose
-    ``run/`` holds the run folder resumes it (complete items are kept)."""
+    written: the layer, the isolation backend (sealed, or refused unless ``--unsealed``) and the one
+    endpoint. Running again on a compare folder whose ``run/`` holds the run folder resumes it (complete
+    items are kept)."""
 
     name = "claude-code"
     spends = True
@@ -381,7 +384,9 @@ class ClaudeCodeExecutor:
 
         check_layer(options.layer, options.ablate_toml)
         self.options = options
-        self.preflight = preflight(options.config_dir, options.repo, isolation=options.isolation)
+        self.preflight = preflight(
+            options.config_dir, options.repo, isolation=options.isolation, unsealed=options.unsealed
+        )
         self.simulated = self.preflight.endpoint.simulated
         if self.simulated:
             self.spend_basis += "; the endpoint is ablate.sim, so it is simulated: nothing was billed"
@@ -492,6 +497,7 @@ class ClaudeCodeExecutor:
                 "cell_check": check_cells(arms, layer_path, built),
                 "probe": probe_record(prep.folder.root, folder),
                 "isolation": choice_json(done.isolation),
+                "network": done.isolation.network,
                 "real_files_changed": done.real_files_changed,
                 "writes": done.writes,
                 "exit_code": done.exit_code,

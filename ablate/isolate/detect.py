@@ -3,8 +3,13 @@
 ``namespace`` needs a private mount namespace with overlayfs in it: as root directly, as an ordinary user in
 a user namespace of the user's own (Linux >= 5.11). Each session then runs under bubblewrap
 (:mod:`ablate.isolate.fence`), one user namespace further in, where the view is locked. Where user namespaces
-are refused the reason names the cause and the fix, and ablate falls back to the next backend that works
+are refused the reason names the cause and the fix, and ablate takes the next backend that works
 (:func:`ablate.isolate.registry.choose_isolation`).
+
+Sealed, or refused: :func:`require_sealed` is the one decision every command that runs sessions takes
+before any probe or session (``run``, ``ab``, ``compare``, ``demo``, ``env build``): a backend whose sessions
+would not be sealed here (no bubblewrap, bubblewrap that cannot make its namespaces, macOS) is refused with
+why and the fix, unless ``--unsealed`` asks for it.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.once import once
+from ablate.folder.layout import IsolationInfo
 from ablate.isolate import nsexec
 from ablate.isolate.backend import Support
-from ablate.isolate.fence import bwrap_path, fence_argv, fence_support
+from ablate.isolate.fence import INSTALL_HINT, bwrap_path, fence_argv, fence_support
 
 NSEXEC = Path(nsexec.__file__).resolve()
 ROOT, USERNS = "root", "user-namespace"
@@ -96,8 +103,58 @@ def _try_view(*, locked: bool) -> str:
     return ""
 
 
-def userns_refusal(detail: str, proc_sys: Path = Path("/proc/sys")) -> str:
-    """Why an ordinary user's user namespace (or overlayfs in it) was refused, and the fix."""
+def is_sealed(chosen: IsolationInfo) -> bool:
+    """Whether the chosen backend's sessions are sealed: locked under bubblewrap (macOS's ``sandbox-exec``
+    fence locks writes only)."""
+    return chosen.locked and sys.platform != "darwin"
+
+
+#: What ``--unsealed`` does, for the hint of a refusal.
+UNSEALED_HINT = (
+    "or pass --unsealed to run them anyway with the host's network and sockets (recorded in the manifest, "
+    "said first in the report; `ablate gate` then passes the run only with --allow-unsealed)"
+)
+
+
+def seal_problem(chosen: IsolationInfo) -> tuple[str, str] | None:
+    """Why the sessions of the backend ``chosen`` would not be sealed here, and the fix; None when they are."""
+    if is_sealed(chosen):
+        return None
+    if sys.platform == "darwin":
+        why = "macOS has no network namespaces: sandbox-exec keeps a session's writes in its cell, not its network"
+        return why, "run ablate on Linux with bubblewrap"
+    fence = fence_support()
+    if fence.bwrap is None:
+        return "bubblewrap (bwrap) is not installed", INSTALL_HINT
+    if not fence.ok:
+        return f"bubblewrap cannot make its namespaces here ({fence.reason})", userns_refusal(
+            fence.reason, overlay=False
+        )
+    # bubblewrap works, but not inside this backend's view (namespace: refused in the mount namespace)
+    return f"{chosen.backend} does not lock its sessions here ({chosen.reason})", "pass --isolation links"
+
+
+def require_sealed(chosen: IsolationInfo, *, unsealed: bool) -> str:
+    """The one decision before any probe or session: sessions of ``chosen`` are sealed, or the command is
+    refused (:class:`~ablate.core.errors.UsageError`, exit 2: why and the fix) unless ``unsealed``
+    (``--unsealed``) asks for them. Returns what to say: "" or, for ``--unsealed``, whether the sessions are
+    sealed anyway (the backend seals here; nothing is unsealed that can be sealed) or run unsealed, and why."""
+    problem = seal_problem(chosen)
+    if problem is None:
+        return (
+            f"--unsealed: the sessions are sealed anyway ({chosen.backend} seals them here)"
+            if unsealed
+            else ""
+        )
+    why, fix = problem
+    if unsealed:
+        return f"UNSEALED (--unsealed): sessions share the host's network and sockets: {why}"
+    raise UsageError(f"sessions cannot be sealed here: {why}", hint=f"{fix}; {UNSEALED_HINT}")
+
+
+def userns_refusal(detail: str, proc_sys: Path = Path("/proc/sys"), *, overlay: bool = True) -> str:
+    """Why an ordinary user's user namespace (with overlayfs in it, or bubblewrap's when not ``overlay``) was
+    refused, and the fix."""
 
     def sysctl(name: str) -> str | None:
         try:
@@ -124,8 +181,13 @@ def userns_refusal(detail: str, proc_sys: Path = Path("/proc/sys")) -> str:
             "`--security-opt seccomp=unconfined --security-opt apparmor=unconfined`, or run ablate as root in it"
         )
     release = os.uname().release
-    if _kernel_below(release, (5, 11)):
+    if overlay and _kernel_below(release, (5, 11)):
         return f"overlayfs in a user namespace needs Linux >= 5.11 (this is {release}); fix: run as root"
+    if not overlay:
+        return (
+            "let bubblewrap make user namespaces here (user.max_user_namespaces above 0, no AppArmor or seccomp "
+            f"policy refusing them; bubblewrap said: {detail})"
+        )
     return f"user namespace + overlayfs refused here: {detail}"
 
 

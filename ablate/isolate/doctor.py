@@ -22,8 +22,8 @@ from ablate.core.errors import AblateError
 from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.isolate.auth import FIX as AUTH_FIX
 from ablate.isolate.auth import AuthMethod, auth_method, cell_logins, mismatch
-from ablate.isolate.detect import namespace_check
-from ablate.isolate.fence import INSTALL_HINT, fence_support
+from ablate.isolate.detect import UNSEALED_HINT, namespace_check, seal_problem
+from ablate.isolate.fence import fence_support
 from ablate.isolate.registry import KINDS, choice_json, choose_isolation
 
 #: Below this much free space in the work folder a run of a big repository may not fit.
@@ -42,8 +42,8 @@ def diagnose(
     cells: str = "layered",
     ablate_toml: Path | None = None,
 ) -> dict[str, Any]:
-    """Every check, and ``ok``: a run here would be isolated (a locked namespace view, or the ``links``
-    fence) and authenticated, in every cell of the set ``cells`` alike (checked as a run checks it before its
+    """Every check, and ``ok``: a run here would be sealed (a locked namespace view, or the ``links`` fence,
+    each in a network of its own: ``sealing``, with its fix) and authenticated, in every cell of the set ``cells`` alike (checked as a run checks it before its
     first session, when ``repo`` is a usable repository)."""
     env = dict(os.environ if env is None else env)
     problems: list[dict[str, str]] = []
@@ -51,9 +51,10 @@ def diagnose(
     isolation = choose_isolation(None)
     ns = namespace_check()
     fence = fence_support()
-    if not isolation.locked:
-        fix = INSTALL_HINT if fence.bwrap is None else "see the reason; `--isolation links` runs unfenced"
-        problems.append({"what": f"sessions would not be isolated: {isolation.reason}", "fix": fix})
+    why, fix = seal_problem(isolation) or ("", "")
+    sealing: dict[str, Any] = {"ok": not why, "reason": why, "fix": f"{fix}; {UNSEALED_HINT}" if why else ""}
+    if why:
+        problems.append({"what": f"sessions cannot be sealed here: {why}", "fix": sealing["fix"]})
     elif isolation.backend != next(iter(KINDS)):  # not the first choice: say why
         notes.append(f"runs use the {isolation.backend} backend ({isolation.mode}): {isolation.reason}")
     if not config_dir.is_dir():
@@ -90,6 +91,7 @@ def diagnose(
         "ok": ok,
         "platform": {"system": sys.platform, "release": platform.release(), "machine": platform.machine()},
         "isolation": choice_json(isolation),
+        "sealing": sealing,
         "user_namespace": {"ok": ns.ok, "mode": ns.mode, "reason": ns.reason},
         "overlayfs": _overlay(),
         "bubblewrap": {
@@ -239,6 +241,7 @@ def render(doc: dict[str, Any]) -> str:
     lines = [
         f"platform:     {doc['platform']['system']} {doc['platform']['release']}",
         f"isolation:    {iso['backend']} ({iso['mode']}): {iso['reason']}",
+        "sealing:      " + ("yes" if doc["sealing"]["ok"] else f"NO: {doc['sealing']['reason']}"),
         f"userns:       {'yes' if doc['user_namespace']['ok'] else 'no'}; overlayfs: {'yes' if doc['overlayfs'] else 'no'}",
         f"bubblewrap:   {bw['path'] or 'missing'} {bw['version'] or ''}".rstrip(),
         f"claude:       {cl['path'] or 'not found'} {cl['version'] or ''} (pinned {cl['pinned']}; "

@@ -12,7 +12,8 @@ session.
 Measured against doing the same with ``unshare``/``mount``/``prctl`` through ctypes in
 :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID namespace's orphans as its PID 1, dies with its
 parent, and handles the corner cases of remounting every submount read-only; it costs a few milliseconds per
-session. Debian and Ubuntu ship it as ``bubblewrap`` (unprivileged: it needs user namespaces, not setuid).
+session. Every major distribution ships it as ``bubblewrap`` (:data:`INSTALL_HINT`; unprivileged: it needs user
+namespaces, not setuid).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from pathlib import Path
 
 from ablate.core.once import once
 
-#: How to get bubblewrap where it is missing.
+#: How to get bubblewrap where it is missing, per distribution (the package is ``bubblewrap`` in each).
 INSTALL_HINT = (
-    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+    "install bubblewrap: Debian/Ubuntu `sudo apt-get install bubblewrap`, Fedora `sudo dnf install bubblewrap`, "
+    "Arch `sudo pacman -S bubblewrap`, openSUSE `sudo zypper install bubblewrap`, Alpine `sudo apk add bubblewrap`"
 )
 
 

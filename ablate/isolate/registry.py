@@ -50,7 +50,8 @@ def capabilities_of(info: IsolationInfo | None) -> Capabilities | None:
 
 def choose_isolation(requested: str | None) -> IsolationInfo:
     """The backend ``--isolation`` names (an error when it does not work here), else the first of
-    :data:`KINDS` chosen automatically that works here; why, in the manifest's words."""
+    :data:`KINDS` chosen automatically that works here and locks its sessions (else the first that works);
+    why, in the manifest's words."""
     if requested is not None:
         kind = KINDS.get(requested)
         if kind is None:
@@ -63,13 +64,20 @@ def choose_isolation(requested: str | None) -> IsolationInfo:
             )
         return _chosen(kind, support, f"asked for with --isolation {requested}: ")
     refused: list[str] = []
+    unlocked: IsolationInfo | None = None
     for kind in KINDS.values():
         if not kind.auto:
             continue
         support = kind.support()
-        if support.ok:
+        if support.ok and support.locked:
             return _chosen(kind, support, "".join(f"{why}; " for why in refused))
-        refused.append(f"{kind.name} unavailable: {support.reason}")
+        if support.ok:  # works, but its sessions would not be locked: a later one that locks them wins
+            unlocked = unlocked or _chosen(kind, support, "".join(f"{why}; " for why in refused))
+            refused.append(f"{kind.name} not locked here: {support.reason}")
+        else:
+            refused.append(f"{kind.name} unavailable: {support.reason}")
+    if unlocked is not None:
+        return unlocked
     raise UsageError("no isolation backend works here: " + "; ".join(refused), hint="run `ablate doctor`")
 
 

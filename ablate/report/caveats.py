@@ -12,6 +12,8 @@ from ablate.report.carried import carried_identical, carried_unlike_probe
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report
 from ablate.report.pieces import piece_caveat
 
+#: The manifest's ``isolation.network`` of a run opted in with ``--unsealed``, and its caveat's id.
+UNSEALED = "unsealed"
 #: A caveat builder: the caveat for this run, or None when it does not apply.
 CaveatBuilder = Callable[[Report, RunManifest], Caveat | None]
 
@@ -163,6 +165,20 @@ def backend_caveat(manifest: RunManifest) -> str:
     return f"{kind.caveat}, and leaks such as {listed} {'is' if len(leaks) == 1 else 'are'} not removed"
 
 
+def unsealed(report: Report, manifest: RunManifest) -> Caveat | None:
+    """The run was not sealed (``--unsealed``): the first caveat, and what ``ablate gate`` refuses to pass."""
+    if manifest.isolation is None or manifest.isolation.network != UNSEALED:
+        return None
+    return Caveat(
+        id=UNSEALED,
+        text="UNSEALED: sessions ran with --unsealed where they could not be sealed "
+        f"({manifest.isolation.reason}): they shared the host's network, its sockets (tmux, ssh-agent, Docker, "
+        "D-Bus), /dev, /dev/shm and SysV IPC, through which a session can act outside every sandbox; nothing "
+        "crossed a forwarder, so there is no wire record. `ablate gate` passes this run only with "
+        "--allow-unsealed.",
+    )
+
+
 def network(report: Report, manifest: RunManifest) -> Caveat | None:
     """How far sessions could reach: their own network namespace (the default), or the host's."""
     mode = manifest.isolation.network if manifest.isolation else ""
@@ -172,13 +188,6 @@ def network(report: Report, manifest: RunManifest) -> Caveat | None:
             text="Sessions ran with --allow-network: they had the host's network (services on loopback ports, "
             "the internet), so a session could reach host services and tasks could differ by what was "
             "reachable when they ran; unix sockets (file-system and abstract), /dev and IPC stayed private.",
-        )
-    if mode == "unsealed":
-        return Caveat(
-            id="network",
-            text="Sessions were not sealed (no bubblewrap fence here): they shared the host's network, its "
-            "sockets (tmux, ssh-agent, Docker, D-Bus), /dev, /dev/shm and SysV IPC, through which a session can "
-            "act outside every sandbox; nothing crossed a forwarder, so there is no wire record.",
         )
     return None
 
@@ -387,8 +396,9 @@ def noise_floor(report: Report, manifest: RunManifest) -> Caveat | None:
     )
 
 
-#: Every caveat builder, in report order.
+#: Every caveat builder, in report order: an unsealed run says so first.
 CAVEATS: list[CaveatBuilder] = [
+    unsealed,
     noise_floor,
     sample_size,
     one_repeat,

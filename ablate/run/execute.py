@@ -5,8 +5,9 @@ how a plan is executed (``ablate env build`` builds one cell, and uses :func:`pr
 backends; ``ablate probe`` runs its own capture sessions in cells built by the same backends). Here, once:
 
 * :func:`preflight`, before the run folder is written: the isolation backend (the first of
-  :data:`ablate.isolate.registry.KINDS` that works here, or ``--isolation``'s) and the one-endpoint check (every
-  cell reaches the same endpoint with the same auth); ablate's cache dir is made then, before any listing.
+  :data:`ablate.isolate.registry.KINDS` that works here, or ``--isolation``'s), sealed or refused unless
+  ``--unsealed`` (:func:`ablate.isolate.detect.require_sealed`), and the one-endpoint check (every cell
+  reaches the same endpoint with the same auth); ablate's cache dir is made then, before any listing.
 * :func:`execute`: checks that every cell, C11 included, would log in the way the user's own setup does
   (:func:`ablate.isolate.auth.check_run_auth`: a mismatch is refused, exit 2, before any session), records
   the backend, the endpoint and the login method (never the secret) in the manifest, lists the user's real
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -63,6 +63,8 @@ class Preflight:
     isolation: IsolationInfo
     """The backend chosen and why (the manifest's ``isolation``, before the run fills the rest)."""
     endpoint: EndpointInfo
+    seal_note: str = ""
+    """What ``--unsealed`` did, to say (:func:`ablate.isolate.detect.require_sealed`); "" without it."""
 
 
 def preflight(
@@ -72,9 +74,12 @@ def preflight(
     isolation: str | None,
     environ: Mapping[str, str] | None = None,
     allow_network: bool = False,
+    unsealed: bool = False,
 ) -> Preflight:
     """Choose the backend and check the one endpoint; raise :class:`~ablate.core.errors.UsageError` (exit 2)
-    on an unknown or unavailable backend or on cells that would reach different endpoints. Writes nothing
+    on an unknown or unavailable backend, on one whose sessions would not be sealed here (unless
+    ``unsealed``: :func:`~ablate.isolate.detect.require_sealed`) or on cells that would reach different
+    endpoints. Writes nothing
     but ablate's cache dir (:func:`ablate.core.cache.ensure_cache_dir`: made before the before/after listing
     of the home, so that its making is never taken for a change of the user's).
 
@@ -82,14 +87,16 @@ def preflight(
     claude-code compare executor, ``env build``): checks that must refuse a run before its folder exists
     belong here."""
     from ablate.core.cache import ensure_cache_dir
+    from ablate.isolate.detect import require_sealed
     from ablate.isolate.procenv import one_endpoint
     from ablate.isolate.registry import choose_isolation
 
     chosen = choose_isolation(isolation)
+    said = require_sealed(chosen, unsealed=unsealed)
     endpoint = one_endpoint(config_dir.expanduser(), repo.expanduser(), environ or os.environ)
     check_reachable(chosen, allow_network, endpoint, environ or os.environ)
     ensure_cache_dir()
-    return Preflight(chosen, endpoint)
+    return Preflight(chosen, endpoint, said)
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,7 @@ class ExecutionResult:
 
     summary: RunSummary
     isolation: IsolationInfo
+    """The backend chosen, and how far its sessions reached (``network``: the manifest's word)."""
     real_files_changed: list[str]
     """The user's real files added, removed or changed during the run ("<path> (changed)")."""
     guard_notes: list[str]
@@ -134,6 +142,7 @@ class ExecutionResult:
         return {
             **self.summary.to_json(),
             "isolation": choice_json(self.isolation),
+            "network": self.isolation.network,
             "real_files_changed": self.real_files_changed,
             "writes": self.writes,
             "exit_code": self.exit_code,
@@ -172,6 +181,7 @@ def execute(
     # checked again on the setup actually used: a resumed run takes its config dir and repo from its manifest
     endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
     check_reachable(chosen, request.allow_network, endpoint, os.environ)
+    network = network_mode(chosen, request)
     with work_area(request.work_dir, folder.root.name) as work_root:
         # every cell (C11 included) must log in as the user's own setup does: refused before any session
         auth = check_run_auth(
@@ -187,9 +197,7 @@ def execute(
         manifest = prepared.manifest.model_copy(
             update={
                 "setup": prepared.manifest.setup.model_copy(update={"endpoint": endpoint}),
-                "isolation": chosen.model_copy(
-                    update={"auth": auth.to_json(), "network": network_mode(chosen, request)}
-                ),
+                "isolation": chosen.model_copy(update={"auth": auth.to_json(), "network": network}),
             }
         )
         write_manifest(folder, manifest)
@@ -226,7 +234,7 @@ def execute(
     write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
     return ExecutionResult(
         summary=summary,
-        isolation=chosen,
+        isolation=chosen.model_copy(update={"network": network}),
         real_files_changed=changed,
         guard_notes=guard_notes,
         writes=writes_lines(records, len(results), noun="sessions"),
@@ -258,9 +266,10 @@ def check_reachable(
     chosen: IsolationInfo, allow_network: bool, endpoint: EndpointInfo, environ: Mapping[str, str]
 ) -> None:
     """Refuse (exit 2) a run whose sealed sessions could not reach the model (:mod:`ablate.isolate.seal`)."""
+    from ablate.isolate.detect import is_sealed
     from ablate.isolate.seal import unreachable_when_sealed
 
-    if not sealed(chosen) or allow_network:
+    if not is_sealed(chosen) or allow_network:
         return
     why = unreachable_when_sealed(environ, endpoint.settings_env)
     if why:
@@ -273,17 +282,13 @@ def check_reachable(
 
 def network_mode(chosen: IsolationInfo, request: ExecuteRequest) -> str:
     """The manifest's ``isolation.network``: ``sealed`` (each session in its own network namespace, the
-    model's API through ablate's forwarder), ``host`` (``--allow-network``) or ``unsealed`` (no bubblewrap
-    fence: the session has the host's network and sockets)."""
-    if not sealed(chosen):
+    model's API through ablate's forwarder), ``host`` (``--allow-network``) or ``unsealed`` (``--unsealed``
+    where no seal could be had: the session has the host's network and sockets)."""
+    from ablate.isolate.detect import is_sealed
+
+    if not is_sealed(chosen):
         return "unsealed"
     return "host" if request.allow_network else "sealed"
-
-
-def sealed(chosen: IsolationInfo) -> bool:
-    """Whether the chosen backend's sessions are sealed: locked under bubblewrap (macOS's ``sandbox-exec``
-    fence locks writes only)."""
-    return chosen.locked and sys.platform != "darwin"
 
 
 def _capabilities(chosen: IsolationInfo) -> Capabilities:
