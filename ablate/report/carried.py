@@ -19,7 +19,7 @@ from ablate.report.blocks import Block, Para, Table
 from ablate.report.model import Caveat, CellCarried, Report
 
 if TYPE_CHECKING:
-    from ablate.report.build import Context
+    from ablate.report.context import Context
 
 Digests = tuple[frozenset[str], frozenset[str], frozenset[str]]
 #: The kinds of layer (:mod:`ablate.setup.kinds`, by how the probe sees them) that reach the model in the
@@ -44,7 +44,7 @@ def probe_contexts(ctx: Context) -> dict[str, str]:
     """Per cell, the context digest the free probe captured (probe.json), when the run and its probe both ran
     in a backend whose sessions see the real paths (so the instruction files' paths agree); else nothing."""
     from ablate.isolate.registry import capabilities_of, kind_of
-    from ablate.report.build import read_probe
+    from ablate.report.context import read_probe
 
     probe = read_probe(ctx.run_dir)
     iso = ctx.manifest.isolation

@@ -27,7 +27,7 @@ from ablate.stats.screening import Design, DesignError
 from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, analyse
 
 if TYPE_CHECKING:
-    from ablate.report.build import Context
+    from ablate.report.context import Context
 
 PLOT_STEM = "pieces"
 
