@@ -11,12 +11,13 @@ from ablate.report.model import Report
 def ranking_table(report: Report) -> Table | None:
     """The report document's ranking table (None when the run ranks no cell, or is a piece run: its
     answer is the per-piece table)."""
-    from ablate.report.document import Plot, ranking_section
+    from ablate.report.context import Page
+    from ablate.report.ranking import render
 
     if report.piece_design is not None:
         return None
 
-    blocks = ranking_section(report, Plot(None, None))
+    blocks = render(report, Page())
     return next((b for b in blocks if isinstance(b, Table) and b.id == "ranking"), None)
 
 
