@@ -297,15 +297,4 @@ def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     return svg, png
 
 
-def pieces_text(report: Report) -> list[str]:
-    """The per-piece table as aligned plain text for the terminal (empty for a layer run)."""
-    from tabulate import tabulate
-
-    table = next((b for b in pieces_blocks(report, None) if isinstance(b, Table)), None)
-    if table is None:
-        return []
-    rows = [[cell.replace("**", "") for cell in row] for row in table.rows]
-    return tabulate(rows, headers=table.headers, tablefmt="simple", disable_numparse=True).splitlines()
-
-
 SECTION = Section("pieces", pieces_section, render)
