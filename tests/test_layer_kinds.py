@@ -7,7 +7,7 @@ from typing import get_args
 
 from ablate.folder.layout import ManifestCell
 from ablate.report.blocks import Document, Table
-from ablate.report.build import _noop_reason
+from ablate.report.context import _noop_reason
 from ablate.report.html import render_html
 from ablate.setup.cells import load_cell_set, noop_reasons
 from ablate.setup.examples import materialise_example

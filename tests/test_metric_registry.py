@@ -12,8 +12,8 @@ from ablate.core.errors import UsageError
 from ablate.folder import metrics as reg
 from ablate.folder.result import ItemResult
 from ablate.folder.session import SessionMetrics, ThreadSummary
-from ablate.report import build, model
-from ablate.report.build import primary_metric
+from ablate.report import context, model
+from ablate.report.context import primary_metric
 
 ROOT = Path(__file__).resolve().parent.parent / "ablate"
 
@@ -52,8 +52,8 @@ def test_the_registry_declares_each_metric_once_with_its_properties() -> None:
     }
     assert reg.BINARY_METRICS & before == {"pitfall_free", "checks_passed", "judge_pass"}
     assert reg.HIGHER_IS_BETTER & before == {"pitfall_free", "checks_passed", "checks_score", "judge_pass"}
-    assert build.BASE_METRICS[:4] == ("pitfall_free", "turns", "tool_calls", "cost_usd")  # report order
-    assert build.GRADED_METRICS == ("checks_passed", "checks_score", "judge_pass")
+    assert context.BASE_METRICS[:4] == ("pitfall_free", "turns", "tool_calls", "cost_usd")  # report order
+    assert context.GRADED_METRICS == ("checks_passed", "checks_score", "judge_pass")
 
 
 def test_checks_score_reaches_every_consumer_from_its_one_entry() -> None:
@@ -69,7 +69,7 @@ def test_checks_score_reaches_every_consumer_from_its_one_entry() -> None:
     assert model.METRIC_LABELS["checks_score"] == "grader score"
     assert "checks_score" in model.HIGHER_IS_BETTER and "checks_score" not in model.BINARY_METRICS
     assert "checks_score" in verdicts.RATE_METRICS
-    assert "checks_score" in build.GRADED_METRICS
+    assert "checks_score" in context.GRADED_METRICS
     assert primary_metric("score") == primary_metric("grader-score") == "checks_score"
     assert score.fmt_value(0.625) == "0.62" and score.fmt_delta(-0.25) == "-0.25"
 

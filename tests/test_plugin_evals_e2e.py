@@ -126,9 +126,10 @@ def test_a_plugin_eval_case_runs_as_a_task_and_its_graders_are_named_checks(
     rates = {(g.grader, g.cell): (g.passed, g.n) for g in report.graders}
     assert rates[("wrote-notes", "C0")] == (0, 1) and rates[("reads-first", "C11")] == (1, 1)
     assert len(rates) == 14
+    from ablate.report import graders
     from ablate.report.blocks import Document
-    from ablate.report.document import graders_blocks
+    from ablate.report.context import Page
     from ablate.report.markdown import render_markdown
 
-    md = render_markdown(Document(title="t", blocks=graders_blocks(report)))
+    md = render_markdown(Document(title="t", blocks=graders.render(report, Page())))
     assert "| exclaim | says-done | regex | 2 | 1/1 | 1/1 |" in md

@@ -13,7 +13,7 @@ import ablate.probe.probe as probe_module
 from ablate.core.resources import data_dir
 from ablate.probe.judge import CellProbe
 from ablate.probe.probe import ProbeResult
-from ablate.report.document import probe_words
+from ablate.report.isolation import probe_words
 from ablate.run.probe_first import kept_probe, summary_line
 from ablate.setup.examples import materialise_example
 from tests.helpers_cli import invoke

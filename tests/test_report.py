@@ -105,7 +105,7 @@ def test_one_repeat_says_only_pooled_comparisons_can_be_real(tmp_path: Path) -> 
     caveat = next(c for c in report.caveats if c.id == "one-repeat")
     assert "pooled comparisons pair the 2 tasks as blocks and are valid tests" in caveat.text
     assert "pitfall-free rate:" in caveat.text and "repeats" in caveat.text
-    md = render_markdown(build_document(report, plot_svg=None, plot_png=None))
+    md = render_markdown(build_document(report))
     assert "**This run has one repeat per (task, cell): per-task comparisons show nothing" in md
     per_task = [c for c in report.comparisons if c.task is not None]
     assert per_task and all(c.p is None and c.not_computable for c in per_task)
@@ -201,7 +201,7 @@ def test_binary_run_has_the_clean_normal_tables(tmp_path: Path) -> None:
         cell_set="binary",
     )
     report = build_report(run)
-    md = render_markdown(build_document(report, plot_svg=None, plot_png=None))
+    md = render_markdown(build_document(report))
     assert report.run.binary
     assert "## Setup off (Clean) against setup on (Normal)" in md
     assert "| task | turns (Clean / Normal) | tool calls | cost | pitfall avoided | skills invoked |" in md

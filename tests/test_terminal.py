@@ -205,17 +205,20 @@ def test_every_command_sweeps_first(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_the_ranking_on_the_terminal_is_report_mds_first_table(tmp_path: Path) -> None:
     from ablate.report import build_report
-    from ablate.report.terminal import ranking_text
+    from ablate.report.terminal import answer_text
     from tests.report_support import make_run
     from tests.test_report import CELLS, TASKS, planted
 
     run = make_run(tmp_path / "run", cells=CELLS, tasks=TASKS, repeats=16, outcome=planted)
-    lines = ranking_text(build_report(run))
+    lines = answer_text(build_report(run))
     assert lines[0].split()[:5] == ["rank", "cell", "strips", "verdict", "evidence"]
     assert "real on" not in lines[0] and "Δ pitfall-free rate [CI]" in lines[0]
-    rows = {line.split()[1]: line for line in lines[2:]}
+    rows = {line.split()[1]: line for line in lines[2:5]}
     assert set(rows) == {"C1", "C2", "C8"}  # C12 is a no-op: not ranked
     assert " helps" in rows["C8"] and " pts [" in rows["C8"] and " draw " in rows["C2"]
+    # then one sentence per verdict, in the table's order, bold marks dropped
+    assert [line.split()[0] for line in lines[5:]] == [line.split()[1] for line in lines[2:5]]
+    assert lines[5].startswith(f"  {lines[2].split()[1]} (strips ") and "**" not in "".join(lines)
 
 
 def test_removing_a_folder_never_changes_the_mode_of_the_folder_above(

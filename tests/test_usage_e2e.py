@@ -268,7 +268,11 @@ def test_usage_all_projects_and_bad_inputs(history: History, tmp_path: Path) -> 
 
 
 def test_report_provenance_section_from_a_run_folder(history: History, tmp_path: Path) -> None:
-    from ablate.report.provenance import HEADING, provenance_block, provenance_markdown
+    from ablate.report.blocks import Document
+    from ablate.report.context import Page
+    from ablate.report.markdown import render_markdown
+    from ablate.report.model import Provenance, Report
+    from ablate.report.provenance import HEADING, provenance_block, render
 
     run = tmp_path / "run"
     run.mkdir()
@@ -280,8 +284,10 @@ def test_report_provenance_section_from_a_run_folder(history: History, tmp_path:
     (run / "manifest.json").write_bytes(orjson.dumps(manifest))
     block = provenance_block(run, history.config_dir)
     assert block is not None and block["heading"] == HEADING and block["sessions"] == 5
-    md = provenance_markdown(block)
-    assert md.startswith(f"## {HEADING}\n")
+    part: dict[str, Any] = {"provenance": Provenance.model_validate(block)}
+    report = Report.model_construct(**part)
+    md = render_markdown(Document("t", render(report, Page())))
+    assert md.startswith(f"# t\n\n## {HEADING}\n")
     assert "- runbooks: used in 40% of your last 5 sessions (2 of 5)." in md
     assert "- decisions: used in 20% of your last 5 sessions (1 of 5)." in md
-    assert provenance_block(run, tmp_path / "no-config") is None and provenance_markdown(None) == ""
+    assert provenance_block(run, tmp_path / "no-config") is None

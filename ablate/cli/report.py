@@ -43,27 +43,26 @@ Primary = Annotated[
 
 
 def summary_lines(written: WrittenReport) -> list[str]:
-    """The one-screen summary printed after a report is written."""
+    """The one-screen summary printed after a report is written: the answer first (the ranking or the
+    per-piece table, one sentence per verdict), then the run, what qualifies the answer and the files."""
     r = written.report
     from ablate.report.caveats import UNSEALED
-    from ablate.report.pieces import pieces_text
-    from ablate.report.terminal import ranking_text
+    from ablate.report.terminal import answer_text
 
     lines: list[str] = []
     if any(c.id == UNSEALED for c in r.caveats):
         lines.append(
             "UNSEALED (--unsealed): sessions shared the host's network and sockets (the first caveat)"
         )
-    lines.append(
+    lines += [
+        *answer_text(r),
         f"{r.run.id}: {r.n.tasks} tasks × {r.n.repeats} repeats, {r.n.complete}/{r.n.items} complete, "
         f"{r.n.excluded} excluded; model {r.run.model} "
-        + ("(verified)" if r.run.model_verified else "(NOT verified)")
-    )
+        + ("(verified)" if r.run.model_verified else "(NOT verified)"),
+    ]
     if r.n.repeats < 2:
         lines.append("one repeat: only the pooled comparisons can be real (see the one-repeat caveat)")
     lines.append(f"primary metric: {r.primary_metric}")
-    lines.extend(ranking_text(r))
-    lines.extend(pieces_text(r))
     for f in r.holdout:
         lines.append(f"  {f.message}")
     for c in r.no_op_cells:

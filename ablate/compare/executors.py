@@ -336,7 +336,7 @@ def check_cells(arms: Sequence[Arm], rel_path: str, built: dict[str, object]) ->
 def probe_record(run_dir: Path, folder: Path) -> dict[str, Any]:
     """What the run folder's probe.json says, for compare.json: the file (relative to the compare folder),
     whether every cell was faithful (None: not probed), and the probe in the run report's words."""
-    from ablate.report.document import probe_words
+    from ablate.report.isolation import probe_words
     from ablate.run.probe_first import PROBE_FILE
 
     path = run_dir / PROBE_FILE

@@ -5,7 +5,8 @@ Public surface, reused by ``ablate compare``:
 * :func:`build_report` — the :class:`~ablate.report.model.Report` of a run folder (no model calls);
 * :func:`write_report` — build it and write the requested formats into the run folder;
 * :func:`~ablate.report.document.build_document`, :func:`~ablate.report.markdown.render_markdown`,
-  :func:`~ablate.report.html.render_html`, :func:`~ablate.report.plots.forest_plot` — the renderers.
+  :func:`~ablate.report.html.render_html`, :func:`~ablate.report.plots.forest_plot` — the renderers;
+* :data:`~ablate.report.sections.SECTIONS` — the sections, in order (each one's JSON part and its blocks).
 """
 
 from __future__ import annotations
@@ -55,37 +56,26 @@ def write_report(
     progress: Callable[[str], None] | None = None,
 ) -> WrittenReport:
     """Build the report of ``run_dir`` and write it there (atomically, file by file)."""
+    from ablate.report.context import Page
     from ablate.report.document import build_document
     from ablate.report.html import render_html
     from ablate.report.markdown import render_markdown
-    from ablate.report.pieces import insert_pieces_section
-    from ablate.report.plots import forest_plot
 
     say = progress or (lambda _m: None)
     fmts = parse_formats(list(formats))
-    from ablate.report.sequential import insert_section
-
     report = build_report(run_dir, alpha=alpha, control=control, primary=primary, progress=say)
-    seq = report.sequential  # None for a complete fixed run: its report is unchanged
     written = WrittenReport(report)
     if "json" in fmts:
         path = run_dir / "report.json"
         data = report.model_dump(mode="json")
         atomic_write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
         written.paths["json"] = path
-    plot = None
     if "md" in fmts or "html" in fmts:
-        say("drawing the forest plot")
-        # a piece run's forest is the pieces' (report.pieces), not one of its design rows against the control
-        plot = forest_plot(report, run_dir / "plots") if report.piece_design is None else None
-        if plot:
-            written.paths["svg"], written.paths["png"] = plot
-        rel_svg = "plots/forest.svg" if plot else None
-        rel_png = "plots/forest.png" if plot else None
-        doc = build_document(report, plot_svg=rel_svg, plot_png=rel_png)
-        if seq is not None:
-            insert_section(doc, seq, run_dir / "plots")
-        insert_pieces_section(doc, report, run_dir / "plots")
+        say("drawing the plots")
+        page = Page(run_dir / "plots")
+        doc = build_document(report, page)
+        if "ranking" in page.drawn:  # the forest plot
+            written.paths["svg"], written.paths["png"] = page.drawn["ranking"]
         if "md" in fmts:
             path = run_dir / "report.md"
             atomic_write_bytes(path, render_markdown(doc).encode())

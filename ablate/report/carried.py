@@ -12,14 +12,12 @@ exactly the same digests did not differ on the wire: a provenance failure, named
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ablate.folder.layout import RunManifest
 from ablate.report.blocks import Block, Para, Table
+from ablate.report.context import Context, Page, Section
 from ablate.report.model import Caveat, CellCarried, Report
-
-if TYPE_CHECKING:
-    from ablate.report.build import Context
 
 Digests = tuple[frozenset[str], frozenset[str], frozenset[str]]
 #: The kinds of layer (:mod:`ablate.setup.kinds`, by how the probe sees them) that reach the model in the
@@ -44,7 +42,7 @@ def probe_contexts(ctx: Context) -> dict[str, str]:
     """Per cell, the context digest the free probe captured (probe.json), when the run and its probe both ran
     in a backend whose sessions see the real paths (so the instruction files' paths agree); else nothing."""
     from ablate.isolate.registry import capabilities_of, kind_of
-    from ablate.report.build import read_probe
+    from ablate.report.context import read_probe
 
     probe = read_probe(ctx.run_dir)
     iso = ctx.manifest.isolation
@@ -63,7 +61,7 @@ def probe_contexts(ctx: Context) -> dict[str, str]:
     }
 
 
-def carried_section(ctx: Context, report: Report) -> None:
+def carried_section(ctx: Context, report: Report) -> dict[str, Any]:
     """``carried``: per cell of the manifest, the distinct digests its sessions sent (every attempt)."""
     seen: dict[str, list[set[str]]] = {c.id: [set(), set(), set()] for c in ctx.manifest.cells}
     sessions = dict.fromkeys(seen, 0)
@@ -82,15 +80,14 @@ def carried_section(ctx: Context, report: Report) -> None:
         ):
             part.update(digests)
     if not any(sessions.values()):
-        report.carried = []
-        return
+        return {"carried": []}
     no_ops = {n.cell for n in ctx.no_ops}
     key: dict[str, Digests] = {  # only cells whose context was digested (a wire before it was kept: none)
         cid: (frozenset(s), frozenset(t), frozenset(c)) for cid, (s, t, c) in seen.items() if c
     }
     stripped = {c.id: set(c.stripped) for c in ctx.manifest.cells}
     at_start = at_start_layers(ctx)
-    report.carried = [
+    carried = [
         CellCarried(
             cell=c.id,
             stripped=list(c.stripped),
@@ -112,6 +109,7 @@ def carried_section(ctx: Context, report: Report) -> None:
         )
         for c in ctx.manifest.cells
     ]
+    return {"carried": carried}
 
 
 def carried_identical(report: Report, manifest: RunManifest) -> Caveat | None:
@@ -148,7 +146,7 @@ def carried_unlike_probe(report: Report, manifest: RunManifest) -> Caveat | None
     )
 
 
-def carried_blocks(report: Report) -> list[Block]:
+def carried_blocks(report: Report, page: Page) -> list[Block]:
     """The per-cell table of what crossed the wire (nothing when no session crossed ablate's forwarder)."""
     if not report.carried:
         return []
@@ -187,3 +185,6 @@ def carried_blocks(report: Report) -> list[Block]:
             id="carried",
         ),
     ]
+
+
+SECTION = Section("carried", carried_section, carried_blocks)

@@ -1,4 +1,4 @@
-"""The report's mandatory caveats, each filled with this run's facts, never boilerplate.
+"""The caveats section: the report's mandatory caveats, each filled with this run's facts, never boilerplate.
 
 One builder per caveat (:data:`CAVEATS`); a builder returns None when its caveat does not apply to the run.
 """
@@ -6,10 +6,14 @@ One builder per caveat (:data:`CAVEATS`); a builder returns None when its caveat
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from ablate.core.errors import RunFolderError
 from ablate.folder.layout import RunManifest
+from ablate.report.blocks import Block, Bullets, Heading
 from ablate.report.carried import carried_identical, carried_unlike_probe
-from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report
+from ablate.report.context import Context, Page, Section
+from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report, SequentialReport
 from ablate.report.pieces import piece_caveat
 
 #: The manifest's ``isolation.network`` of a run opted in with ``--unsealed``, and its caveat's id.
@@ -425,3 +429,28 @@ CAVEATS: list[CaveatBuilder] = [
 def compute_caveats(report: Report, manifest: RunManifest) -> list[Caveat]:
     """Every caveat that applies to this run (the list is never empty)."""
     return [c for build in CAVEATS if (c := build(report, manifest)) is not None]
+
+
+def sequential_caveat(seq: SequentialReport) -> Caveat:
+    """The caveat of a sequential report: which figures are tests and which are description."""
+    return Caveat(id="sequential", text=" ".join(seq.caveats))
+
+
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """Every caveat that applies, from the sections before this one (a report without caveats is refused)."""
+    caveats = compute_caveats(report, ctx.manifest)
+    if report.sequential is not None:
+        caveats.append(sequential_caveat(report.sequential))
+    if not caveats:
+        raise RunFolderError(
+            f"{ctx.run_dir}: no caveats could be computed; a report without caveats is not produced"
+        )
+    return {"caveats": caveats}
+
+
+def render(report: Report, page: Page) -> list[Block]:
+    """The caveats, one bullet each."""
+    return [Heading("Caveats"), Bullets([f"**{c.id}**: {c.text}" for c in report.caveats])]
+
+
+SECTION = Section("caveats", build, render)

@@ -343,6 +343,11 @@ class Provenance(Doc):
 
 
 class Report(Doc):
+    """``report.json``: the parts of the sections (:data:`ablate.report.sections.SECTIONS`); a section's own
+    key that is not a field here is kept as is (``extra``), so a new section needs no field."""
+
+    model_config = ConfigDict(extra="allow")
+
     schema_version: Literal[1] = REPORT_SCHEMA_VERSION
     generated_by: str
     alpha: float

@@ -8,26 +8,24 @@ it does), its interval at 1 − α, its Holm-adjusted p and its verdict (helps /
 The cost of a piece is its ``tokens`` (what it adds to the first request of every session); for a piece that
 helps, ``tokens_per_point`` is that cost per percentage point of its effect (pass/fail metric) or per unit of
 the metric (turns, cost): the context it costs per session for the effect it has. Rendered as a table and a
-forest plot (:func:`ablate.report.plots.draw_interval`), placed after the report's header.
+forest plot (:func:`ablate.report.plots.draw_interval`): a piece run's answer, first in its report.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ablate.folder.adaptive import PieceLook, read_state
 from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
-from ablate.report.blocks import Block, Document, Figure, Heading, Para, Table, fmt_delta, fmt_p
+from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_p
+from ablate.report.context import Context, Page, Section
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
 from ablate.report.piece_model import PieceDesignInfo, PieceRow
 from ablate.stats.screening import Design, DesignError
 from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, analyse
-
-if TYPE_CHECKING:
-    from ablate.report.build import Context
 
 PLOT_STEM = "pieces"
 
@@ -77,11 +75,11 @@ def piece_rows(record: PieceDesignRecord, effects: Sequence[PieceEffect], *, bin
     ]
 
 
-def pieces_section(ctx: Context, report: Report) -> None:
+def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
     """A piece run's per-piece rows and design (nothing for a layer run)."""
     record = ctx.manifest.design
     if record is None:
-        return
+        return {}
     binary = ctx.primary in BINARY_METRICS
     outcomes = outcomes_of(ctx, record)
     ctx.say(f"estimating {len(record.pieces)} pieces' effects from {len(outcomes)} sessions")
@@ -96,9 +94,10 @@ def pieces_section(ctx: Context, report: Report) -> None:
         )
     except DesignError as exc:
         none = [PieceEffect(p.id, None, None, None, None, None, "undecided", str(exc)) for p in record.pieces]
-        report.pieces = piece_rows(record, none, binary=binary)
-        report.piece_design = _info(ctx, record, len(outcomes), None)
-        return
+        return {
+            "pieces": piece_rows(record, none, binary=binary),
+            "piece_design": _info(ctx, record, len(outcomes), None),
+        }
     rows = piece_rows(record, analysis.pieces, binary=binary)
     info = _info(ctx, record, len(outcomes), analysis)
     state = read_state(ctx.folder)
@@ -106,8 +105,7 @@ def pieces_section(ctx: Context, report: Report) -> None:
     if state is not None and decided:
         rows = [_anytime(r, decided.get(r.id), binary) for r in rows]
         info = info.model_copy(update={"decided_by": "anytime", "alpha": state.options.alpha})
-    report.pieces = rows
-    report.piece_design = info
+    return {"pieces": rows, "piece_design": info}
 
 
 def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
@@ -171,6 +169,23 @@ def _fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
     return f"[{fmt_delta(metric, lo)}, {fmt_delta(metric, hi)}]"
 
 
+def piece_sentence(r: PieceRow, metric: str) -> str:
+    """One piece's verdict in one sentence."""
+    words = {
+        "helps": "it earns its keep",
+        "hurts": "the setup did better without it",
+        "draw": "no real effect",
+    }
+    effect = "not estimated" if r.effect is None else fmt_delta(metric, r.effect)
+    return (
+        f"**{r.id}** ({r.kind}, {r.tokens} tokens): **{r.verdict}**, "
+        + words.get(r.verdict, "neither an effect nor its absence was established")
+        + f"; keeping it moves {METRIC_LABELS.get(metric, metric)} by {effect} "
+        + _fmt_interval(metric, r.ci_low, r.ci_high)
+        + "."
+    )
+
+
 def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     """The per-piece table (and its forest plot) of a piece run."""
     info = report.piece_design
@@ -193,6 +208,13 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     unit = info.cost_unit or "unit"
     out: list[Block] = [
         Heading("Pieces: which piece earns its keep"),
+        Table(
+            ["piece", "kind", "tokens", "effect", "interval", "Holm p", "verdict", f"tokens per {unit}"],
+            rows,
+            id="pieces",
+            row_styles=["real" if r.verdict in ("helps", "hurts") else "draw" for r in report.pieces],
+        ),
+        Bullets([piece_sentence(r, metric) for r in report.pieces]),
         Para(
             f"{info.kind} design, {info.construction}; {info.sessions} sessions in {info.blocks} blocks "
             f"(task × repeat). Effect = mean {METRIC_LABELS.get(metric, metric)} with the piece − without it "
@@ -208,26 +230,17 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
                 else ""
             )
         ),
-        Table(
-            ["piece", "kind", "tokens", "effect", "interval", "Holm p", "verdict", f"tokens per {unit}"],
-            rows,
-            id="pieces",
-            row_styles=["real" if r.verdict in ("helps", "hurts") else "draw" for r in report.pieces],
-        ),
     ]
     if plot is not None:
         out.append(Figure(plot[0], plot[1], "Each piece's effect (with − without) and its interval"))
     return out
 
 
-def insert_pieces_section(doc: Document, report: Report, plots_dir: Path) -> None:
-    """Put the per-piece section (with its plot, drawn into ``plots_dir``) after the report's header."""
+def render(report: Report, page: Page) -> list[Block]:
+    """The per-piece section with its forest plot (drawn into the page's plots folder); nothing for a layer run."""
     if report.piece_design is None:
-        return
-    plot = pieces_plot(report, plots_dir)
-    rel = (f"{plots_dir.name}/{plot[0].name}", f"{plots_dir.name}/{plot[1].name}") if plot else None
-    at = next((i for i, b in enumerate(doc.blocks) if i > 0 and isinstance(b, Heading) and b.level == 2), 1)
-    doc.blocks[at:at] = pieces_blocks(report, rel)
+        return []
+    return pieces_blocks(report, page.figure("pieces", lambda d: pieces_plot(report, d)))
 
 
 def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
@@ -284,12 +297,4 @@ def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     return svg, png
 
 
-def pieces_text(report: Report) -> list[str]:
-    """The per-piece table as aligned plain text for the terminal (empty for a layer run)."""
-    from tabulate import tabulate
-
-    table = next((b for b in pieces_blocks(report, None) if isinstance(b, Table)), None)
-    if table is None:
-        return []
-    rows = [[cell.replace("**", "") for cell in row] for row in table.rows]
-    return tabulate(rows, headers=table.headers, tablefmt="simple", disable_numparse=True).splitlines()
+SECTION = Section("pieces", pieces_section, render)

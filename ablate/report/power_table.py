@@ -1,4 +1,5 @@
-"""Power rows: per cell and metric, from the blocks the cell's pooled comparison actually paired.
+"""The power section: each cell's run-to-run spread, and power rows per cell and metric, from the blocks the
+cell's pooled comparison actually paired.
 
 Each row describes the test the report runs, at the level it runs it: Holm's first step, alpha / m of the
 metric's family. Binary metrics: the exact power of the exact discordant-block test. Counts and costs: the
@@ -15,10 +16,21 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any
 
+from ablate.report.blocks import Block, Heading, Table, fmt_delta, fmt_value
+from ablate.report.context import Context, Page, Section
 from ablate.report.families import paired_values
 from ablate.report.items import Item, Key
-from ablate.report.model import BINARY_METRICS, Comparison, Family, PowerRow, SequentialReport
+from ablate.report.model import (
+    BINARY_METRICS,
+    METRIC_LABELS,
+    Comparison,
+    Family,
+    PowerRow,
+    Report,
+    SequentialReport,
+)
 from ablate.stats import (
     EXACT_MAX_BLOCKS,
     NotComputable,
@@ -171,3 +183,84 @@ def power_rows(
             )
         )
     return rows
+
+
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """Power per cell and metric from the blocks actually paired."""
+    spend = sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items)
+    n = len(ctx.items.all_items)
+    power = power_rows(
+        report.comparisons,
+        report.families,
+        ctx.items.scored,
+        control=ctx.control.id,
+        task_ids=ctx.task_ids,
+        repeats=ctx.repeats,
+        alpha=ctx.alpha,
+        mean_cost=spend / n if n else None,
+        n_cells=len(ctx.manifest.cells),
+        sequential=report.sequential,
+    )
+    return {"power": power}
+
+
+def render(report: Report, page: Page) -> list[Block]:
+    """Each cell's run-to-run spread per metric, and the power table."""
+    b: list[Block] = []
+    b.append(Heading("Run-to-run spread and power"))
+    metrics = list(dict.fromkeys(c.metric for c in report.comparisons)) or ["pitfall_free"]
+    b.append(
+        Table(
+            ["cell", *[f"{METRIC_LABELS.get(m, m)} (sd of repeat means)" for m in metrics]],
+            [
+                [c.cell]
+                + [
+                    fmt_value(m, c.metrics[m].value)
+                    + (
+                        f" (sd {fmt_value(m, c.metrics[m].spread)})"
+                        if c.metrics[m].spread is not None
+                        else " (sd –)"
+                    )
+                    if m in c.metrics
+                    else "–"
+                    for m in metrics
+                ]
+                for c in report.cells
+            ],
+            id="spread",
+        )
+    )
+    b.append(
+        Table(
+            [
+                "metric",
+                "cell",
+                "paired blocks",
+                "α/m",
+                "smallest detectable Δ (80% power)",
+                "target Δ",
+                "repeats needed",
+                "cost of that run",
+            ],
+            [
+                [
+                    METRIC_LABELS.get(p.metric, p.metric),
+                    p.cell or "–",
+                    str(p.blocks_per_cell),
+                    f"{p.alpha_each:.2g}" if p.alpha_each is not None else "–",
+                    fmt_delta(p.metric, p.detectable).lstrip("+")
+                    if p.detectable is not None
+                    else (p.detectable_note or "–"),
+                    fmt_delta(p.metric, p.effect),
+                    str(p.repeats_needed) if p.repeats_needed is not None else (p.repeats_note or "–"),
+                    f"${p.cost_usd:.2f}" if p.cost_usd is not None else "–",
+                ]
+                for p in report.power
+            ],
+            id="power",
+        )
+    )
+    return b
+
+
+SECTION = Section("power", build, render, layer_runs_only=True)

@@ -12,7 +12,8 @@ from typing import Any
 
 from ablate.mine.usage import provenance_for
 from ablate.report.blocks import Block, Bullets, Heading, Para
-from ablate.report.model import Provenance
+from ablate.report.context import Context, Page, Section
+from ablate.report.model import Provenance, Report
 
 HEADING = "Your own history (context, not part of the measurement)"
 
@@ -36,14 +37,24 @@ def _note(sessions: int) -> str:
     )
 
 
-def provenance_markdown(block: dict[str, Any] | None) -> str:
-    """The Markdown section for a block from :func:`provenance_block` ("" for None)."""
-    if not block:
-        return ""
-    body = "\n".join(f"- {line['sentence']}" for line in block["lines"])
-    return f"## {block['heading']}\n\n{_note(block['sessions'])}\n\n{body}\n"
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """The user's own history of the stripped layers, when this machine has it (never part of the figures)."""
+    config = ctx.manifest.setup.config_dir
+    block = None
+    if config is not None:
+        try:
+            block = provenance_block(ctx.run_dir, Path(config))
+        except OSError as exc:
+            ctx.say(f"your own history: not read ({exc})")
+    return {"provenance": Provenance.model_validate(block) if block else None}
 
 
-def provenance_blocks(prov: Provenance) -> list[Block]:
-    """The report document's section for a report's :attr:`~ablate.report.model.Report.provenance`."""
+def render(report: Report, page: Page) -> list[Block]:
+    """The section for a report's :attr:`~ablate.report.model.Report.provenance` (nothing without it)."""
+    prov = report.provenance
+    if prov is None:
+        return []
     return [Heading(prov.heading), Para(_note(prov.sessions)), Bullets([ln.sentence for ln in prov.lines])]
+
+
+SECTION = Section("provenance", build, render)

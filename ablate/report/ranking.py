@@ -1,10 +1,15 @@
-"""The ranking: each layer's verdict from its real comparisons, and its place by a documented rule."""
+"""The ranking section, the report's answer: every comparison in its Holm family, each layer's verdict from
+its real comparisons, its place by a documented rule (:data:`RANKING_KEY`), and one sentence per verdict."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ablate.folder.layout import ManifestCell
+from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_ci, fmt_delta, layers_text
+from ablate.report.context import Context, Page, Section
+from ablate.report.families import plan_comparisons, run_comparisons
 from ablate.report.model import (
     BINARY_METRICS,
     HIGHER_IS_BETTER,
@@ -12,6 +17,7 @@ from ablate.report.model import (
     Comparison,
     LayerVerdict,
     RankEntry,
+    Report,
 )
 
 RANKING_KEY = (
@@ -156,3 +162,153 @@ def _share_tie(members: list[RankEntry]) -> None:
         gid = "+".join(e.cell for e in members)
         for e in members:
             e.tie_group = gid
+
+
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """Every comparison in its Holm family, and the ranking read from the real ones."""
+    ctx.say(f"comparing {len(ctx.tested)} cells with {ctx.control.id} on {len(ctx.metrics)} metrics")
+    planned = plan_comparisons(ctx.tested, ctx.metrics, ctx.task_ids, ctx.primary)
+    comparisons, families = run_comparisons(
+        planned,
+        ctx.items.scored,
+        control=ctx.control.id,
+        layers=ctx.layers,
+        task_ids=ctx.task_ids,
+        repeats=ctx.repeats,
+        alpha=ctx.alpha,
+        seed=ctx.manifest.seed,
+    )
+    return {
+        "comparisons": comparisons,
+        "families": families,
+        "primary_metric": ctx.primary,
+        "ranking": rank(ctx.ranked(), ctx.layers, comparisons, ctx.primary),
+        "ranking_key": RANKING_KEY,
+        "no_op_cells": ctx.no_ops,
+    }
+
+
+def families_text(report: Report) -> str:
+    """The two Holm families and the rule, in one paragraph."""
+    parts = [
+        f"{f.name} family: {f.scope} ({', '.join(METRIC_LABELS.get(m, m) for m in f.metrics) or 'none'}; "
+        f"{f.testable} of {f.m} testable)"
+        for f in report.families
+    ]
+    rule = report.families[0].rule if report.families else ""
+    return (
+        f"Primary metric: {METRIC_LABELS.get(report.primary_metric, report.primary_metric)}. "
+        + "; ".join(parts)
+        + (f". Rule: {rule}." if rule else ".")
+    )
+
+
+#: What each verdict says about the layer, in words.
+VERDICT_WORDS = {
+    "helps": "it earns its keep",
+    "hurts": "the setup did better without it",
+    "mixed": "its real differences disagree",
+    "draw": "no difference is real",
+    "undecided": "the sequential analysis established neither an effect nor its absence",
+}
+
+
+def verdict_sentence(e: RankEntry, verdict: str, primary: str, pooled: Comparison | None) -> str:
+    """One ranked cell's verdict in one sentence."""
+    moved = fmt_delta(primary, e.primary_delta) + (f" {fmt_ci(pooled)}" if pooled else "")
+    return (
+        f"**{e.cell}** (strips {layers_text(e.layers)}): **{verdict}**, {VERDICT_WORDS[verdict]}; stripping it "
+        f"moved {METRIC_LABELS.get(primary, primary)} by {moved}"
+        + (f"; real on {'; '.join(e.real_on)}" if e.real_on else "")
+        + "."
+    )
+
+
+def render(report: Report, page: Page) -> list[Block]:
+    """The ranking table and one sentence per verdict, then how to read them, and the forest plot."""
+    from ablate.report.plots import forest_plot
+
+    undecided = _undecided(report)
+    pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
+    prim = report.primary_metric
+    rows, sentences = [], []
+    for e in report.ranking:
+        pc = pooled.get((e.cell, prim))
+        verdict = "undecided" if e.cell in undecided else e.verdict
+        sentences.append(verdict_sentence(e, verdict, prim, pc))
+        rows.append(
+            [
+                str(e.rank),
+                e.cell,
+                layers_text(e.layers),
+                verdict + (f" ({', '.join(e.tradeoffs)})" if e.tradeoffs and e.cell not in undecided else ""),
+                e.evidence,
+                fmt_delta(prim, e.primary_delta) + (f" {fmt_ci(pc)}" if pc else ""),
+                fmt_delta("turns", e.delta_turns),
+                fmt_delta("cost_usd", e.delta_cost_usd),
+                "; ".join(e.real_on) or "none",
+            ]
+        )
+    b: list[Block] = [Heading("Ranking: which layer earns its keep")]
+    b.append(
+        Table(
+            [
+                "rank",
+                "cell",
+                "strips",
+                "verdict",
+                "evidence",
+                f"Δ {METRIC_LABELS.get(prim, prim)} [CI]",
+                "Δ turns",
+                "Δ cost (simulated)" if report.run.simulated else "Δ cost",
+                "real on",
+            ],
+            rows,
+            id="ranking",
+            row_styles=[
+                "draw" if e.tie_group == "draw" and e.cell not in undecided else "" for e in report.ranking
+            ],
+        )
+    )
+    if sentences:
+        b.append(Bullets(sentences))
+    if report.run.repeats < 2:
+        b.append(
+            Para(
+                "This run has one repeat per (task, cell): per-task comparisons show nothing and only the pooled "
+                "comparisons (the tasks as blocks) can be real. See 'Power' for the repeats a conclusive run needs.",
+                strong=True,
+            )
+        )
+    b.append(Para(families_text(report)))
+    real_rule = (
+        f"real = Holm-adjusted p ≤ {report.alpha}"
+        if report.sequential is None
+        else f"real = Holm-adjusted anytime-valid p ≤ {report.sequential.alpha} (the sequential analysis; no "
+        "fixed-n p-value marks anything real; 'undecided': neither an effect nor its absence was established, "
+        "not a draw)"
+    )
+    b.append(Para(f"Order: {report.ranking_key}. Δ = cell − control; {real_rule}."))
+    if report.no_op_cells:
+        b.append(Bullets([f"not tested (no-op): {c.reason}" for c in report.no_op_cells]))
+    plot = page.figure("ranking", lambda d: forest_plot(report, d))
+    if plot:
+        b.append(
+            Figure(
+                plot[0],
+                plot[1],
+                "Forest plot: Δ per layer (cell − control) with intervals, one panel per metric; filled = real, "
+                "hollow grey = draw",
+            )
+        )
+    return b
+
+
+def _undecided(report: Report) -> set[str]:
+    """Cells a sequential analysis left undecided: shown as such, never in the draw group's style."""
+    if report.sequential is None:
+        return set()
+    return {c for c, d in report.sequential.decisions.items() if d.get("decision") == "undecided"}
+
+
+SECTION = Section("ranking", build, render, layer_runs_only=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ablate.folder.adaptive import (
     AdaptiveOptions,
@@ -25,8 +25,9 @@ from ablate.folder.adaptive import (
 )
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, read_manifest, utcnow
 from ablate.folder.result import ItemResult, iter_results
-from ablate.report.blocks import Block, Bullets, Document, Figure, Heading, Para, Table, fmt_delta
-from ablate.report.model import SequentialReport
+from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta
+from ablate.report.context import Context, Page, Section
+from ablate.report.model import Report, SequentialReport
 from ablate.stats.adaptive import analyse
 
 #: Minimum effect assumed for the anytime figures of a fixed run looked at early.
@@ -37,6 +38,41 @@ def sequential_section(run_dir: Path, *, alpha: float = 0.05) -> SequentialRepor
     """The sequential block of ``run_dir``'s report, or None for a complete fixed run."""
     folder = RunFolder(run_dir)
     return sequential_of(folder, read_manifest(folder), folder.read_plan(), iter_results(folder), alpha=alpha)
+
+
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """An adaptive run, or a fixed run read before its end: "real" (and so the verdicts, the ranking and the
+    regressions) from the anytime-valid analysis alone; every fixed-n figure stays, as description
+    (:mod:`ablate.report.anytime`). A complete fixed run is left exactly as the comparisons made it."""
+    from ablate.report.anytime import anytime_comparisons, anytime_families
+    from ablate.report.ranking import rank
+
+    seq = sequential_of(ctx.folder, ctx.manifest, ctx.plan, ctx.results, alpha=ctx.alpha)
+    if seq is None:
+        return {"sequential": None}
+    ctx.say(f"{seq.mode} run: real marks from the anytime-valid analysis of {seq.primary}")
+    if seq.alpha != ctx.alpha:
+        # the run decided at its own α (adaptive.json): the report's --alpha cannot re-decide it
+        seq.caveats.append(
+            f"The {seq.primary} comparisons are marked real at the run's own α {seq.alpha} (adaptive.json), "
+            f"the level its stopping rule used; this report's α {ctx.alpha} applies to its descriptive "
+            "figures only."
+        )
+    comparisons = anytime_comparisons(report.comparisons, seq, alpha=seq.alpha)
+    return {
+        "sequential": seq,
+        "comparisons": comparisons,
+        "families": anytime_families(report.families, seq, seq.alpha),
+        "ranking": rank(ctx.ranked(), ctx.layers, comparisons, ctx.primary),
+    }
+
+
+def render(report: Report, page: Page) -> list[Block]:
+    """ "How the run stopped" with its plot (drawn into the page's plots folder); nothing for a fixed run."""
+    seq = report.sequential
+    if seq is None:
+        return []
+    return section_blocks(seq, page.figure("sequential", lambda d: cs_plot(seq, d)))
 
 
 def sequential_of(
@@ -257,13 +293,6 @@ def _turns(c: CellLook | None) -> str:
     return f"{c.turns_delta:+.1f} [{c.turns_cs_low:+.1f}, {c.turns_cs_high:+.1f}]"
 
 
-def insert_section(doc: Document, seq: SequentialReport, plots_dir: Path) -> None:
-    """Put the section (with its plot, drawn into ``plots_dir``) right after the report's header table."""
-    plot = cs_plot(seq, plots_dir)
-    rel = (f"{plots_dir.name}/{plot[0].name}", f"{plots_dir.name}/{plot[1].name}") if plot else None
-    doc.blocks[1:1] = section_blocks(seq, rel)
-
-
 def cs_plot(seq: SequentialReport, out_dir: Path) -> tuple[Path, Path] | None:
     """``sequence.svg``/``.png``: each cell's confidence sequence for Δ over rounds, ±min-effect marked."""
     if len(seq.looks) < 1 or not seq.decisions:
@@ -307,3 +336,6 @@ def cs_plot(seq: SequentialReport, out_dir: Path) -> tuple[Path, Path] | None:
     fig.savefig(png, dpi=110)
     plt.close(fig)
     return svg, png
+
+
+SECTION = Section("sequential", build, render)

@@ -1,6 +1,9 @@
-"""The per-task tables: Clean against Normal for a binary run, cells as columns for a layered one."""
+"""The cells section: each cell's summary and the per-task tables (Clean against Normal for a binary run, cells
+as columns for a layered one)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from ablate.report.blocks import (
     Block,
@@ -14,7 +17,29 @@ from ablate.report.blocks import (
     row_style,
     strips_text,
 )
+from ablate.report.context import Context, Page, Section
 from ablate.report.model import METRIC_LABELS, Report
+from ablate.report.summaries import cell_summaries, task_table
+
+
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """Per-cell summaries and the per-task table."""
+    cells = cell_summaries(
+        ctx.manifest,
+        ctx.plan,
+        ctx.items,
+        ctx.metrics,
+        ctx.repeats,
+        ctx.layers,
+        {n.cell for n in ctx.no_ops},
+        ctx.alpha,
+    )
+    return {"cells": cells, "task_table": task_table(ctx.manifest, ctx.items.scored)}
+
+
+def render(report: Report, page: Page) -> list[Block]:
+    """The per-task tables of the run's kind."""
+    return binary_tables(report) if report.run.binary else layered_tables(report)
 
 
 def binary_tables(report: Report) -> list[Block]:
@@ -120,3 +145,6 @@ def layered_tables(report: Report) -> list[Block]:
         )
     )
     return out
+
+
+SECTION = Section("cells", build, render)

@@ -1,36 +1,32 @@
-"""The ranking table on the terminal: the same table report.md opens with, as plain aligned text."""
+"""The report's answer on the terminal: the table report.md opens with (the ranking, or a piece run's
+per-piece table) and its one sentence per verdict, as plain aligned text."""
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
-from ablate.report.blocks import Table
+from ablate.report.blocks import Bullets, Table
+from ablate.report.context import Page
 from ablate.report.model import Report
-
-
-def ranking_table(report: Report) -> Table | None:
-    """The report document's ranking table (None when the run ranks no cell, or is a piece run: its
-    answer is the per-piece table)."""
-    from ablate.report.document import Plot, ranking_section
-
-    if report.piece_design is not None:
-        return None
-
-    blocks = ranking_section(report, Plot(None, None))
-    return next((b for b in blocks if isinstance(b, Table) and b.id == "ranking"), None)
-
 
 #: Columns of the ranking left out on the terminal (long; report.md has them).
 TERMINAL_LEFT_OUT = ("real on",)
 
 
-def ranking_text(report: Report) -> list[str]:
-    """The ranking as lines of an aligned plain-text table (empty when nothing was ranked), without the
-    columns of :data:`TERMINAL_LEFT_OUT`."""
-    table = ranking_table(report)
+def answer_text(report: Report) -> list[str]:
+    """The answer's table (without the columns of :data:`TERMINAL_LEFT_OUT`) and its sentences, bold marks
+    dropped (empty when nothing was ranked)."""
+    from ablate.report import pieces, ranking
+
+    section = pieces.SECTION if report.piece_design is not None else ranking.SECTION
+    blocks = section.render(report, Page())
+    table = next((b for b in blocks if isinstance(b, Table)), None)
     if table is None or not table.rows:
         return []
     keep = [i for i, h in enumerate(table.headers) if h not in TERMINAL_LEFT_OUT]
-    rows = [[row[i] for i in keep] for row in table.rows]
-    headers = [table.headers[i] for i in keep]
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True).splitlines()
+    rows = [[row[i].replace("**", "") for i in keep] for row in table.rows]
+    lines = tabulate(
+        rows, headers=[table.headers[i] for i in keep], tablefmt="simple", disable_numparse=True
+    ).splitlines()
+    sentences = next((b.items for b in blocks if isinstance(b, Bullets)), [])
+    return lines + [f"  {s.replace('**', '')}" for s in sentences]
