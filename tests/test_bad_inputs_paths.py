@@ -233,7 +233,8 @@ def test_gate_refuses_a_compare_json_of_another_schema(tmp_path: Path) -> None:
     (tmp_path / "compare.json").write_bytes(orjson.dumps(doc))
     code, _, err = invoke(["gate", str(tmp_path / "compare.json")])
     assert (
-        code == 2 and "compare.json: schema_version: is 99; this ablate reads compare.json schema 1" in err
+        code == 2
+        and "compare.json: schema_version: written by a newer ablate (version 99 > 1): upgrade ablate" in err
     ), err
 
 

@@ -114,3 +114,17 @@ def test_a_bad_report_choice_is_a_located_usage_error(tmp_path: Path) -> None:
     code, _, err = invoke(["run", "--tasks", str(tmp_path), "--report", "later"])
     assert code == 2
     assert "--report 'later': expected background, now or none" in err
+
+
+@pytest.mark.parametrize("flag", ["--dirty", "--isolate-state"])
+def test_an_option_of_run_and_env_build_is_declared_once(flag: str) -> None:
+    group = typer.main.get_command(app)
+    env = group.commands["env"].commands["build"]  # type: ignore[attr-defined]
+    found = [
+        (p.opts, p.help)
+        for cmd in (group.commands["run"], env)  # type: ignore[attr-defined]
+        for p in cmd.params
+        if flag in p.opts
+    ]
+    assert len(found) == 2
+    assert found[0] == found[1]

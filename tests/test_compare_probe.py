@@ -70,7 +70,11 @@ def test_no_probe_is_recorded_and_compare_md_says_so(
     _code, out, folder = _compare(tmp_path, claude, "--no-probe", "--budget-usd", "0")
     assert "probe: skipped (--no-probe)" in out
     (run,) = (folder / "run").iterdir()
-    assert orjson.loads((run / "probe.json").read_bytes()) == {"ok": None, "skipped": "--no-probe"}
+    assert orjson.loads((run / "probe.json").read_bytes()) == {
+        "schema_version": 1,
+        "ok": None,
+        "skipped": "--no-probe",
+    }
     doc = orjson.loads((folder / "compare.json").read_bytes())
     record = doc["execution"]["probe"]
     assert record["ok"] is None and record["file"] == f"run/{run.name}/probe.json"

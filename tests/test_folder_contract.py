@@ -83,7 +83,7 @@ def _manifest() -> RunManifest:
     )
 
 
-@pytest.mark.parametrize("version", [1, 3, 99, None])
+@pytest.mark.parametrize("version", [1, None])  # a newer one: tests/test_run_folder_files.py
 def test_a_result_of_another_schema_is_a_located_error(tmp_path: Path, version: int | None) -> None:
     folder = _write_raw_result(tmp_path, _result(schema_version=version))
     with pytest.raises(SpecError) as exc:
@@ -95,7 +95,7 @@ def test_a_result_of_another_schema_is_a_located_error(tmp_path: Path, version: 
     assert "ablate recover" in (exc.value.hint or "")
 
 
-@pytest.mark.parametrize("version", [2, 99, "1"])
+@pytest.mark.parametrize("version", [0, "1", None])
 def test_a_manifest_of_another_schema_is_a_located_error(tmp_path: Path, version: object) -> None:
     folder = RunFolder(tmp_path)
     doc = _manifest().model_dump(mode="json") | {"schema_version": version}

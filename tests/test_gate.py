@@ -205,7 +205,7 @@ def test_bad_input_exits_2(runs: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text('{"x": 1}')
     assert invoke(["gate", str(tmp_path / "other.json")]).shown[0] == 2
     broken = tmp_path / "report.json"
-    broken.write_text('{"comparisons": [], "alpha": "x"}')
+    broken.write_text('{"schema_version": 1, "comparisons": [], "alpha": "x"}')
     code, out = invoke(["gate", str(broken)]).shown
     assert code == 2 and "report.json: alpha" in out
     assert invoke(["gate", str(runs["null"]), "--min-effect", "ten"]).shown[0] == 2

@@ -85,7 +85,7 @@ def test_no_probe_is_recorded_and_the_report_says_so(tmp_path: Path, claude: Pat
     _code, out, run_dir = _run(tmp_path, claude, "--no-probe", "--budget-usd", "0")
     assert "probe: skipped (--no-probe)" in out
     data = orjson.loads((run_dir / "probe.json").read_bytes())
-    assert data == {"ok": None, "skipped": "--no-probe"}
+    assert data == {"schema_version": 1, "ok": None, "skipped": "--no-probe"}
     assert probe_words(data).startswith("Probe: not run (--no-probe): nothing in this folder proves")
 
 

@@ -10,6 +10,7 @@ from ablate.ci.gate import GateResult, decide
 from ablate.ci.rules import parse_effect, parse_rule
 from ablate.ci.verdicts import load_evidence
 from ablate.core.errors import UsageError
+from ablate.folder.layout import RunFolder
 
 
 def gate_source(
@@ -49,11 +50,11 @@ def _lost_help(baseline: Path, source: Path, kind: str) -> list[str]:
     from ablate.report.rundiff import diff_runs, lost_help
 
     run = source if source.is_dir() else source.parent
-    if kind != "run" or not (run / "manifest.json").is_file():
+    if kind != "run" or not RunFolder(run).has_manifest:
         raise UsageError(
             f"--baseline: {source} is not a run folder (or a report.json inside one)",
             hint="--baseline compares two runs of the same cells and tasks",
         )
-    if not (baseline / "manifest.json").is_file():
+    if not RunFolder(baseline).has_manifest:
         raise UsageError(f"--baseline {baseline}: not a run folder (no manifest.json)")
     return lost_help(diff_runs(baseline, run))

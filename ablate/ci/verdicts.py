@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from ablate.core.errors import NotFound, Problem, SpecError, UsageError
 from ablate.core.specs import require_schema
+from ablate.folder.layout import RunFolder
 from ablate.folder.metrics import DEFAULT_PRIMARY, HIGHER_IS_BETTER
 from ablate.report.caveats import UNSEALED
 
@@ -124,9 +125,9 @@ def load_evidence(path: Path) -> Evidence:
     if path.is_dir():
         if (path / "compare.json").is_file():
             return _from_compare(path / "compare.json", _read_json(path / "compare.json"))
-        if (path / "report.json").is_file():
-            return _from_report_file(path / "report.json", path)
-        if (path / "manifest.json").is_file():
+        if RunFolder(path).report_json.is_file():
+            return _from_report_file(RunFolder(path).report_json, path)
+        if RunFolder(path).has_manifest:
             from ablate.report import build_report
 
             return from_report(build_report(path), path, run_dir=path)
@@ -155,9 +156,12 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _from_report_file(path: Path, run_dir: Path) -> Evidence:
-    from ablate.report.model import Report
+    from ablate.report.model import REPORT_SCHEMA_VERSION, Report
 
     data = _read_json(path)
+    require_schema(
+        data, path, REPORT_SCHEMA_VERSION, "report", hint="rebuild it with `ablate report RUN_DIR`"
+    )
     try:
         report = Report.model_validate(data)
     except ValidationError as exc:
@@ -165,7 +169,7 @@ def _from_report_file(path: Path, run_dir: Path) -> Evidence:
             [Problem(str(path), ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()],
             hint="rebuild it with `ablate report RUN_DIR`",
         ) from None
-    if not (run_dir / "manifest.json").is_file():
+    if not RunFolder(run_dir).has_manifest:
         ev = from_report(report, path, run_dir=None)
         ev.notes.append(
             f"{path} was not verified against its results (no run folder beside it): the gate vouches for "
@@ -320,7 +324,7 @@ def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
             f"the model is not verified from every transcript (pinned {report.run.model}; seen {seen})"
         )
     if run_dir is not None:
-        from ablate.folder.layout import RunFolder, read_manifest
+        from ablate.folder.layout import read_manifest
 
         manifest = read_manifest(RunFolder(run_dir))
         leaks = [f"{c.id}: {leak}" for c in manifest.cells for leak in c.leaks]

@@ -98,6 +98,23 @@ Unsealed = Annotated[
 ]
 
 
+Dirty = Annotated[
+    bool,
+    typer.Option(
+        "--dirty", help="Carry the repo's uncommitted non-layer changes into every cell's checkout."
+    ),
+]
+"""``--dirty`` of ``run`` and ``env build``."""
+IsolateState = Annotated[
+    bool,
+    typer.Option(
+        "--isolate-state",
+        help="Copy (never link) large unknown config folders (hook state) of the config dir.",
+    ),
+]
+"""``--isolate-state`` of ``run`` and ``env build``."""
+
+
 # --adaptive's stopping rule (run, ab, compare)
 MaxRepeats = Annotated[
     int,

@@ -88,6 +88,7 @@ def demo_cmd(
     --out not a demo folder, sessions that cannot be sealed here without --unsealed).
     """
     from ablate.core.claude import find_claude
+    from ablate.folder.layout import RunFolder
     from ablate.isolate.detect import require_sealed
     from ablate.isolate.registry import choose_isolation
     from ablate.run.demo import (
@@ -119,14 +120,15 @@ def demo_cmd(
     run_where = [*where, *(["--unsealed"] if unsealed else [])]
     _run_sessions(root, env, run_where, cells, n, jobs=jobs, repeats=repeats, with_ab=with_ab, aa=aa)
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    run = RunFolder(run_dir)
     if examples is not None:
         _copy_example(run_dir, examples, "layered_ablation_example")
         if with_ab:
             (ab_dir,) = [p for p in ab_runs.iterdir() if p.is_dir()]
             _copy_example(ab_dir, examples, "binary_ab_example")
     typer.echo(f"\ndemo finished in {time.monotonic() - started:.0f} s")
-    typer.secho(f"report: {run_dir / 'report.html'}", bold=True)
-    _say_truth(orjson.loads((run_dir / "report.json").read_bytes()), run_dir, n, design, aa=aa)
+    typer.secho(f"report: {run.report_html}", bold=True)
+    _say_truth(orjson.loads(run.report_json.read_bytes()), run_dir, n, design, aa=aa)
 
 
 def _say_design(design: DemoDesign, n: int, *, aa: bool) -> None:
@@ -270,9 +272,12 @@ def _copy_example(run_dir: Path, dest: Path, name: str) -> None:
     """Copy a run's report.md (and its plot) into ``dest`` as ``<name>.md`` / ``<name>.png``."""
     import shutil
 
+    from ablate.folder.layout import RunFolder
+
     dest.mkdir(parents=True, exist_ok=True)
-    md = (run_dir / "report.md").read_text()
-    png = run_dir / "plots" / "forest.png"
+    run = RunFolder(run_dir)
+    md = run.report_md.read_text()
+    png = run.plots_dir / "forest.png"
     if png.exists():
         shutil.copyfile(png, dest / f"{name}.png")
         md = md.replace("(plots/forest.png)", f"({name}.png)")

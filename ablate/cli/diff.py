@@ -30,10 +30,11 @@ def diff_cmd(
 
     Exit codes: 0 compared, 2 bad input (not run folders, different cells or tasks).
     """
+    from ablate.folder.layout import RunFolder
     from ablate.report.rundiff import diff_runs, render_text
 
     for run in (run_a, run_b):
-        if not (run / "manifest.json").is_file():
+        if not RunFolder(run).has_manifest:
             raise NotFound(
                 f"{run}: not a run folder (no manifest.json)", hint="pass two folders `ablate run` wrote"
             )

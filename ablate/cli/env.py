@@ -11,6 +11,8 @@ import typer
 from ablate.cli.common import (
     MODEL,
     SETUP_OPTIONS,
+    Dirty,
+    IsolateState,
     IsolationOpt,
     Json,
     Unsealed,
@@ -33,15 +35,6 @@ Out = Annotated[
 ]
 Cells = Annotated[
     str, typer.Option("--cells", help="Cell set: a shipped name (layered, extended, ...) or a .toml.")
-]
-IsolateState = Annotated[
-    bool,
-    typer.Option(
-        "--isolate-state", help="Copy large unknown config folders (hook state) instead of linking them."
-    ),
-]
-Dirty = Annotated[
-    bool, typer.Option("--dirty", help="Copy uncommitted non-layer changes of the repo into the checkout.")
 ]
 
 

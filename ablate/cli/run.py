@@ -20,6 +20,8 @@ from ablate.cli.common import (
     SETUP_OPTIONS,
     AllowUnpinned,
     Backoff,
+    Dirty,
+    IsolateState,
     Json,
     adaptive_rule,
     cli_errors,
@@ -96,9 +98,6 @@ Grace = Annotated[
     float,
     typer.Option("--grace", min=0, help="After Ctrl-C, seconds running sessions get before being killed."),
 ]
-Dirty = Annotated[
-    bool, typer.Option("--dirty", help="Carry uncommitted changes of the repo into every cell.")
-]
 AllowNetwork = Annotated[
     bool,
     typer.Option(
@@ -107,9 +106,6 @@ AllowNetwork = Annotated[
         "network namespace of their own that reaches only the model's API; recorded in the manifest and "
         "named in the report's caveats.",
     ),
-]
-IsolateState = Annotated[
-    bool, typer.Option("--isolate-state", help="Copy (never link) hook state folders of the config dir.")
 ]
 
 

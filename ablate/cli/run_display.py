@@ -85,7 +85,9 @@ def write_report(run_dir: Path, when: ReportWhen, *, quiet: bool) -> None:
 
         report_after_run(run_dir, quiet=quiet)
         return
-    log = run_dir / "report.log"
+    from ablate.folder.layout import RunFolder
+
+    log = RunFolder(run_dir).report_log
     with log.open("wb") as fh:
         subprocess.Popen(
             [sys.executable, "-m", "ablate", "report", str(run_dir)],

@@ -32,13 +32,13 @@ from ablate.core.endpoint import is_simulated
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.pricing import estimate_cost
+from ablate.folder.layout import RunFolder
 from ablate.grade.hook import GradingHook
 from ablate.setup.tasks import Task
 
 if TYPE_CHECKING:
     from ablate.core.claude import ClaudeBinary
     from ablate.folder.adaptive import AdaptiveOptions
-    from ablate.folder.layout import RunFolder
     from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.prepare import PreparedRun
     from ablate.run.scheduler import Progress
@@ -336,17 +336,18 @@ def check_cells(arms: Sequence[Arm], rel_path: str, built: dict[str, object]) ->
 def probe_record(run_dir: Path, folder: Path) -> dict[str, Any]:
     """What the run folder's probe.json says, for compare.json: the file (relative to the compare folder),
     whether every cell was faithful (None: not probed), and the probe in the run report's words."""
+    from ablate.folder.probe import probe_path, read_probe
     from ablate.report.isolation import probe_words
-    from ablate.run.probe_first import PROBE_FILE
 
-    path = run_dir / PROBE_FILE
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        data = None
-    if not isinstance(data, dict):
+    run = RunFolder(run_dir)
+    data = read_probe(run)
+    if data is None:
         return {"file": None, "ok": None, "words": "Probe: no probe.json in the run folder."}
-    return {"file": str(path.relative_to(folder)), "ok": data.get("ok"), "words": probe_words(data)}
+    return {
+        "file": str(probe_path(run).relative_to(folder)),
+        "ok": data.get("ok"),
+        "words": probe_words(data),
+    }
 
 
 def check_layer(layer: str, ablate_toml: Path | None) -> None:
@@ -518,7 +519,7 @@ class ClaudeCodeExecutor:
         cells = folder / "cells.toml"
         if not cells.exists():
             cells.write_text(cell_set_toml(_arms(items), o.layer))
-        existing = sorted(p for p in (folder / "run").glob("*") if (p / "manifest.json").is_file())
+        existing = sorted(p for p in (folder / "run").glob("*") if RunFolder(p).has_manifest)
         prep = prepare_run(
             RunRequest(
                 tasks=[] if existing else [t.source for t in tasks],

@@ -17,7 +17,7 @@ from pydantic import Field
 from ablate.core.constants import DEFAULT_DRAW_BETA
 from ablate.core.errors import RunFolderError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec, read_json_object
+from ablate.core.specs import Spec, read_json_object, require_schema
 from ablate.folder.layout import RunFolder, RunManifest
 
 ADAPTIVE_FILE = "adaptive.json"
@@ -150,6 +150,9 @@ def read_state(folder: RunFolder) -> AdaptiveState | None:
     data = read_json_object(state_path(folder))
     if data is None:
         return None
+    require_schema(
+        data, state_path(folder), ADAPTIVE_SCHEMA_VERSION, "adaptive", hint="start the adaptive run again"
+    )
     try:
         return AdaptiveState.model_validate(data)
     except ValueError as exc:

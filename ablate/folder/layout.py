@@ -15,6 +15,8 @@ runs/<run-id>/
   report.md  report.json  plots
 ```
 
+Every file, its version and its owner: :data:`ablate.folder.files.RUN_FILES`.
+
 Item ids are ``<task>__<cell>__r<repeat>`` (repeat zero-padded to 2 digits), stable across runs, shards and
 merges. Attempts are numbered from 1.
 """
@@ -45,6 +47,18 @@ TRANSCRIPTS = "transcripts"
 LOCK = ".lock"
 #: Folder inside a run folder holding a copy of every task file, so a resume needs nothing else.
 TASKS_DIR = "tasks"
+GRADES = "grades"
+DIFFS = "diffs"
+#: Version of grades/<item>.json (``ablate.grade.record.GradeFile``).
+GRADE_SCHEMA_VERSION: Literal[1] = 1
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+REPORT_LOG = "report.log"
+PLOTS = "plots"
+
+
+_HINT = "a run folder is read by the ablate version that wrote it; plan a new run with this one"
 
 
 def utcnow() -> str:
@@ -113,8 +127,45 @@ class RunFolder:
         self.root = root
 
     @property
+    def has_manifest(self) -> bool:
+        """True when the folder holds a manifest.json (it is a run folder, not just a folder)."""
+        return self.manifest_path.is_file()
+
+    @property
     def manifest_path(self) -> Path:
         return self.root / MANIFEST
+
+    @property
+    def report_json(self) -> Path:
+        return self.root / REPORT_JSON
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / REPORT_MD
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / REPORT_HTML
+
+    @property
+    def report_log(self) -> Path:
+        """The log of a detached report writer (``--report background``)."""
+        return self.root / REPORT_LOG
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.root / PLOTS
+
+    @property
+    def stdout_dir(self) -> Path:
+        return self.root / STDOUT
+
+    @property
+    def grades_dir(self) -> Path:
+        return self.root / GRADES
+
+    def grade_path(self, item: str) -> Path:
+        return self.grades_dir / f"{item}.json"
 
     @property
     def plan_path(self) -> Path:
@@ -145,8 +196,16 @@ class RunFolder:
                 if not line.strip():
                     continue
                 try:
-                    items.append(PlanItem.model_validate(orjson.loads(line)))
-                except (orjson.JSONDecodeError, ValueError) as exc:
+                    data = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise RunFolderError.bad_input(
+                        f"{self.plan_path}:{lineno}: invalid plan line: {exc}"
+                    ) from exc
+                if isinstance(data, dict):
+                    require_schema(data, f"{self.plan_path}:{lineno}", SCHEMA_VERSION, "plan", hint=_HINT)
+                try:
+                    items.append(PlanItem.model_validate(data))
+                except ValueError as exc:
                     raise RunFolderError.bad_input(
                         f"{self.plan_path}:{lineno}: invalid plan line: {exc}"
                     ) from exc
@@ -411,13 +470,7 @@ class RunManifest(Spec):
 def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
     """Validate a manifest document: another ``schema_version`` or an invalid field is a located
     :class:`SpecError` (file, field, found vs expected, what to do)."""
-    require_schema(
-        data,
-        source,
-        SCHEMA_VERSION,
-        "manifest",
-        hint="a run folder is read by the ablate version that wrote it; plan a new run with this one",
-    )
+    require_schema(data, source, SCHEMA_VERSION, "manifest", hint=_HINT)
     # an empty ``isolation`` object was written before any session had run
     if data.get("isolation") == {}:
         data = {**data, "isolation": None}

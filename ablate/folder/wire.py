@@ -18,7 +18,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field, ValidationError
 
-from ablate.core.specs import Spec
+from ablate.core.specs import Spec, require_schema
 
 #: Version of each wire line; another version is skipped on read (and counted).
 WIRE_SCHEMA_VERSION: Literal[1] = 1
@@ -80,15 +80,25 @@ def append_wire(path: Path, record: WireRecord) -> None:
 
 
 def read_wire(path: Path) -> Iterator[WireRecord]:
-    """The records of one wire file; unreadable lines are skipped."""
+    """The records of one wire file; unreadable lines are skipped, a line of a newer version is a located
+    :class:`~ablate.core.errors.SpecError`."""
     try:
         lines = path.read_bytes().splitlines()
     except OSError:
         return
-    for line in lines:
+    for lineno, line in enumerate(lines, 1):
         try:
-            yield WireRecord.model_validate(orjson.loads(line))
-        except (orjson.JSONDecodeError, ValidationError):
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if isinstance(version, int) and version > WIRE_SCHEMA_VERSION:  # an older line is skipped
+            require_schema(
+                data, f"{path}:{lineno}", WIRE_SCHEMA_VERSION, "wire", hint="read it with that ablate"
+            )
+        try:
+            yield WireRecord.model_validate(data)
+        except ValidationError:
             continue
 
 

@@ -399,7 +399,7 @@ def judge_folder(
 @contextmanager
 def _judge_lock(folder: RunFolder) -> Iterator[None]:
     """One judge at a time per run folder (two would pay for the same verdicts)."""
-    path = folder.root / "grades" / ".judge.lock"
+    path = folder.grades_dir / ".judge.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         try:

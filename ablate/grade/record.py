@@ -21,15 +21,11 @@ from pydantic import Field, ValidationError
 
 from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec, problems_from_validation, read_json_object
-from ablate.folder.layout import RunFolder, utcnow
+from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
+from ablate.folder.layout import DIFFS, GRADE_SCHEMA_VERSION, RunFolder, utcnow
 from ablate.grade.checks import Baseline, ChecksGrade, grade_checkout
 from ablate.grade.trace import SessionTrace, read_trace
 from ablate.setup.tasks import Task
-
-GRADES = "grades"
-DIFFS = "diffs"
-GRADE_SCHEMA_VERSION: Literal[1] = 1
 
 Verdict = Literal["pass", "fail", "error"]
 
@@ -79,10 +75,6 @@ class GradeFile(Spec):
         return None
 
 
-def grade_path(folder: RunFolder, item: str) -> Path:
-    return folder.root / GRADES / f"{item}.json"
-
-
 def diff_rel(item: str, attempt: int) -> str:
     """Where the session diff of an attempt is saved, relative to the run folder."""
     return f"{DIFFS}/{item}.a{attempt}.patch"
@@ -90,15 +82,13 @@ def diff_rel(item: str, attempt: int) -> str:
 
 def read_grade(folder: RunFolder, item: str) -> GradeFile | None:
     """The item's grades, or None. An unreadable or foreign file is a located :class:`SpecError`."""
-    path = grade_path(folder, item)
+    path = folder.grade_path(item)
     data = read_json_object(path)
     if data is None:
         return None
-    if not isinstance(data, dict) or data.get("schema_version") != GRADE_SCHEMA_VERSION:
-        version = data.get("schema_version") if isinstance(data, dict) else None
-        raise SpecError.single(
-            path, "schema_version", f"is {version!r}; this ablate reads grade schema {GRADE_SCHEMA_VERSION}"
-        )
+    require_schema(
+        data, path, GRADE_SCHEMA_VERSION, "grade", hint="grade the run again: `ablate grade RUN_DIR`"
+    )
     try:
         return GradeFile.model_validate(data)
     except ValidationError as exc:
@@ -110,7 +100,7 @@ _THREAD_LOCK = threading.Lock()
 
 @contextmanager
 def _locked(folder: RunFolder) -> Iterator[None]:
-    lock_path = folder.root / GRADES / ".lock"
+    lock_path = folder.grades_dir / ".lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with _THREAD_LOCK, lock_path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -126,7 +116,7 @@ def update_grade(folder: RunFolder, item: str, change: Callable[[GradeFile], Gra
         current = read_grade(folder, item) or GradeFile(item=item)
         new = change(current)
         data = orjson.dumps(new.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
-        atomic_write_bytes(grade_path(folder, item), data + b"\n")
+        atomic_write_bytes(folder.grade_path(item), data + b"\n")
         return new
 
 
@@ -211,8 +201,6 @@ def carry_grades(src: RunFolder, dest: RunFolder, item: str, renumber: Mapping[i
 
 
 __all__ = [
-    "DIFFS",
-    "GRADES",
     "GRADE_SCHEMA_VERSION",
     "GradeFile",
     "JudgeVerdict",
@@ -221,7 +209,6 @@ __all__ = [
     "carry_grades",
     "diff_rel",
     "grade_attempt",
-    "grade_path",
     "read_grade",
     "record_checks",
     "record_verdict",

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ablate.folder.layout import PLAN, TRANSCRIPTS, RunFolder
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
 
@@ -20,7 +21,7 @@ _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 def _is_session_file(path: Path) -> bool:
     if path.suffix != ".jsonl" or path.name.startswith("agent-") or "subagents" in path.parts:
         return False
-    if path.name == "plan.jsonl":
+    if path.name == PLAN:
         return False
     if _UUID_NAME.fullmatch(path.stem):
         return True  # Claude Code names every session file by its session id
@@ -54,7 +55,7 @@ def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
             continue
         if not path.is_dir():
             continue
-        root = path / "transcripts" if (path / "plan.jsonl").is_file() else path
+        root = path / TRANSCRIPTS if RunFolder(path).plan_path.is_file() else path
         for candidate in _jsonl_under(root):
             if _is_session_file(candidate):
                 yield candidate
@@ -63,12 +64,12 @@ def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
 def stdout_for_transcript(transcript: Path) -> Path | None:
     """For a transcript inside a run folder (``transcripts/<item>.a<N>/<sid>.jsonl``), its stdout file."""
     attempt_dir = transcript.parent
-    if attempt_dir.parent.name != "transcripts":
+    if attempt_dir.parent.name != TRANSCRIPTS:
         return None
-    root = attempt_dir.parent.parent
-    if not (root / "plan.jsonl").is_file():
+    run = RunFolder(attempt_dir.parent.parent)
+    if not run.plan_path.is_file():
         return None
-    return root / "stdout" / f"{attempt_dir.name}.json"
+    return run.stdout_dir / f"{attempt_dir.name}.json"
 
 
 def _mine_one(job: tuple[Path, tuple[PitfallPattern, ...]]) -> SessionResult | OSError:

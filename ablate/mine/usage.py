@@ -24,6 +24,7 @@ import orjson
 
 from ablate.core.errors import NotFound, UsageError
 from ablate.core.slug import slug
+from ablate.folder.layout import RunFolder
 from ablate.mine.attribution import LayerMatcher, paths_in_tool_input
 from ablate.mine.history import SessionFacts, history_files, scan_all
 from ablate.setup.layers import Catalog, LayerFiles, load_catalog, resolve_layer
@@ -412,7 +413,7 @@ def provenance_for(
 def _run_layers(layers_or_run: Iterable[str] | Path, repo: Path | None) -> tuple[list[str], Path | None]:
     if not isinstance(layers_or_run, Path):
         return list(dict.fromkeys(layers_or_run)), repo
-    manifest = layers_or_run / "manifest.json"
+    manifest = RunFolder(layers_or_run).manifest_path
     try:
         doc = orjson.loads(manifest.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:

@@ -31,6 +31,7 @@ from typing import Any
 from ablate.core.cache import ensure_cache_dir
 from ablate.core.claude import ClaudeBinary
 from ablate.core.tempwork import make_work_dir, remove_tree
+from ablate.folder.probe import PROBE_SCHEMA_VERSION
 from ablate.folder.writes_summary import writes_lines
 from ablate.isolate.backend import BackendOptions, EnvBackend
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
@@ -121,6 +122,7 @@ class ProbeResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schema_version": PROBE_SCHEMA_VERSION,
             "ok": self.ok,
             "cells": [c.to_json() for c in self.cells],
             "leaks": [asdict(leak) for leak in self.leaks],

@@ -9,16 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from ablate.core.errors import AblateError
-from ablate.core.fsutil import atomic_write_bytes
+from ablate.folder.layout import RunFolder
+from ablate.folder.probe import probe_path, read_probe, write_probe
 
 if TYPE_CHECKING:
     from ablate.core.claude import ClaudeBinary
     from ablate.run.prepare import PreparedRun
 
-PROBE_FILE = "probe.json"
 #: Probe sessions at once, at least: they cost no money, and a CLI start waits as much as it computes
 #: (benchmarks/bench_probe.py: 4 at once beat 2 on the 2-core machine).
 PROBE_JOBS = 4
@@ -28,19 +26,10 @@ class UnfaithfulCells(AblateError):
     """The probe found a cell that does not carry what it should: the run is refused (exit 1)."""
 
 
-def _write(run_dir: Path, data: dict[str, Any]) -> Path:
-    path = run_dir / PROBE_FILE
-    atomic_write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-    return path
-
-
 def kept_probe(run_dir: Path, cells: list[str]) -> dict[str, Any] | None:
     """The run folder's passing probe of exactly these cells (a resumed run keeps it), else None."""
-    try:
-        data = orjson.loads((run_dir / PROBE_FILE).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(data, dict) or data.get("ok") is not True:
+    data = read_probe(RunFolder(run_dir))
+    if data is None or data.get("ok") is not True:
         return None
     probed = sorted(str(c.get("id")) for c in data.get("cells", []) if isinstance(c, dict))
     return data if probed == sorted(cells) else None
@@ -69,17 +58,14 @@ def summary_line(data: dict[str, Any]) -> str:
 def skip_probe(run_dir: Path, why: str) -> Path:
     """Record that the run was not probed (``--no-probe``): the report says so. A passing probe already in
     the folder (a resume) stays; a failing one is kept beside the record (``earlier``), never erased."""
-    path = run_dir / PROBE_FILE
-    try:
-        earlier = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        earlier = None
-    if isinstance(earlier, dict) and earlier.get("ok") is True:
-        return path
+    folder = RunFolder(run_dir)
+    earlier = read_probe(folder)
+    if earlier is not None and earlier.get("ok") is True:
+        return probe_path(folder)
     record: dict[str, Any] = {"ok": None, "skipped": why}
-    if isinstance(earlier, dict) and earlier.get("ok") is False:
+    if earlier is not None and earlier.get("ok") is False:
         record["earlier"] = earlier
-    return _write(run_dir, record)
+    return write_probe(folder, record)
 
 
 def probe_first(
@@ -113,7 +99,7 @@ def probe_first(
         on_cell=on_cell,
     )
     data = result.to_json()
-    path = _write(run_dir, data)
+    path = write_probe(prep.folder, data)
     if not result.ok:
         bad = [f"{c.id} {c.verdict}" for c in result.cells if c.verdict not in ("faithful", "no-op")]
         why = bad or (

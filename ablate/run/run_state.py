@@ -154,7 +154,7 @@ def existing_attempts(folder: RunFolder) -> dict[str, int]:
     """Highest attempt number per item found on disk (stdout files), so numbers are never reused even when
     plan.jsonl lags behind a crash."""
     out: dict[str, int] = {}
-    stdout_dir = folder.root / "stdout"
+    stdout_dir = folder.stdout_dir
     if stdout_dir.is_dir():
         for p in stdout_dir.iterdir():
             name = p.name.removesuffix(".json")
