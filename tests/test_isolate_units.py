@@ -241,14 +241,14 @@ def test_tree_listing_survives_files_removed_while_it_walks(
     (tmp_path / "keep").write_text("k")
     (tmp_path / "gone").write_text("g")
     (tmp_path / "sub").mkdir()
-    real_lstat = os.lstat
+    real_stat = os.stat
 
     def vanishing(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
         if str(path).endswith(("gone", "sub")):
             raise FileNotFoundError(path)
-        return real_lstat(path, *args, **kwargs)
+        return real_stat(path, *args, **kwargs)
 
-    monkeypatch.setattr(os, "lstat", vanishing)
+    monkeypatch.setattr(os, "stat", vanishing)
     assert sorted(fsutil.tree_listing(tmp_path)) == ["keep"]
 
 
