@@ -1,4 +1,4 @@
-"""The seal's parts without the CLI: the seccomp filter under a real bubblewrap, the forwarder against the
+"""The seal's parts without the CLI (the seccomp filter: tests/test_kernel_seal.py): the forwarder against the
 sim (what it relays and what it records in ``wire/``), the relay handed its stream as fd 3, and how a result
 uses the wire where the transcript disagrees."""
 
@@ -8,7 +8,6 @@ import array
 import http.client
 import json
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -22,7 +21,6 @@ import pytest
 from ablate.folder.wire import WireRecord, read_wire, wire_check, wire_totals
 from ablate.isolate import relay
 from ablate.isolate.forwarder import Forwarder, digest, wire_record
-from ablate.isolate.seccomp import filter_program
 from ablate.sim import SimServer, script_from_data
 from tests.net_support import carry, port_of, serve
 
@@ -164,37 +162,6 @@ def test_wire_check_names_what_the_transcript_says_otherwise() -> None:
         "answer: the CLI's final answer is not the last answer on the wire",
     ]
     assert wire_totals([]).requests == 0 and wire_check([], {"input_tokens": 1}, "x").differs == []
-
-
-def test_the_seccomp_filter_refuses_unix_sockets_and_io_uring_only(tmp_path: Path) -> None:
-    assert filter_program("riscv64") is None
-    program = filter_program()
-    if program is None or shutil.which("bwrap") is None:
-        pytest.skip("no filter for this machine, or no bubblewrap")
-    assert len(program) % 8 == 0
-    (tmp_path / "f.bpf").write_bytes(program)
-    check = (
-        "import ctypes, errno, socket\n"
-        "def tried(f):\n"
-        "    try:\n        f(); return 'ok'\n"
-        "    except OSError as e:\n        return errno.errorcode[e.errno]\n"
-        "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "uring = libc.syscall(425, 1, None)\n"
-        "print(tried(lambda: socket.socket(socket.AF_UNIX)), tried(socket.socketpair),\n"
-        "      tried(lambda: socket.socket(socket.AF_INET)), errno.errorcode[ctypes.get_errno()] if uring < 0 else uring)\n"
-    )
-    with (tmp_path / "f.bpf").open("rb") as fh:
-        fd = fh.fileno()
-        argv = ["bwrap", "--unshare-user", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        proc = subprocess.run(
-            [*argv, "--seccomp", str(fd), "--", "/usr/bin/python3", "-c", check],
-            capture_output=True,
-            text=True,
-            pass_fds=(fd,),
-        )
-    if proc.returncode != 0 and "python3" not in proc.stderr:
-        pytest.skip(f"bubblewrap refused here: {proc.stderr.strip()[:200]}")
-    assert proc.stdout.split() == ["EPERM", "ok", "ok", "ENOSYS"], proc.stderr
 
 
 def test_the_report_names_the_host_network_and_the_sessions_the_wire_contradicts(tmp_path: Path) -> None:

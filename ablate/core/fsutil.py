@@ -11,6 +11,8 @@ from pathlib import Path
 
 import orjson
 
+from ablate.core.fdtree import TreeEntry, walk_tree
+
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder, then ``os.replace``."""
@@ -74,18 +76,18 @@ def tree_listing(root: Path, *, exclude: tuple[str, ...] = ()) -> dict[str, str]
     return out
 
 
-def _entry(full: str) -> tuple[str, bytes] | None:
-    """(kind, payload) of one path, not following links; None when it was removed while the tree was walked
+def _entry(entry: TreeEntry) -> tuple[str, bytes] | None:
+    """(kind, payload) of one entry, not following links; None when it was removed while the tree was walked
     (git gc or the user at work in a live tree): it is not there."""
+    st, name, fd = entry.st, entry.name, entry.dir_fd
     try:
-        st = os.lstat(full)
         if stat.S_ISLNK(st.st_mode):
-            return "link", os.readlink(full).encode()
+            return "link", os.readlink(name, dir_fd=fd).encode()
         mode = f"{stat.S_IMODE(st.st_mode):o}"
         if stat.S_ISDIR(st.st_mode):
             return f"dir{mode}", b""
         if stat.S_ISREG(st.st_mode):
-            with open(full, "rb") as fh:
+            with open(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd), "rb") as fh:
                 return f"file{mode}", hashlib.sha256(fh.read()).digest()
         return "other", b""
     except FileNotFoundError:
@@ -93,23 +95,15 @@ def _entry(full: str) -> tuple[str, bytes] | None:
 
 
 def _walk_entries(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, str, bytes]]:
+    """Every entry under ``root`` (any depth: :func:`ablate.core.fdtree.walk_tree`), by path; a folder that
+    cannot be read is listed, not entered."""
     entries: list[tuple[str, str, bytes]] = []
+    if not root.is_dir():
+        return entries
     excluded = {e.strip("/") for e in exclude}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir
-        keep_dirs = []
-        for name in sorted(dirnames) + sorted(filenames):
-            rel = os.path.join(rel_dir, name) if rel_dir else name
-            if rel in excluded:
-                continue
-            entry = _entry(os.path.join(dirpath, name))
-            if entry is None:
-                continue
-            entries.append((rel, *entry))
-            if entry[0].startswith("dir"):
-                keep_dirs.append(name)  # descend into folders only, never through a link
-        dirnames[:] = keep_dirs
+    for entry in walk_tree(root, exclude=excluded, unreadable=lambda _exc: None):
+        if (found := _entry(entry)) is not None:
+            entries.append((entry.rel, *found))
     entries.sort(key=lambda e: e[0])
     return entries
 

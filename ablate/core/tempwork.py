@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import stat
 import sys
 import tempfile
 from pathlib import Path
 
+from ablate.core.fdtree import delete_tree
 from ablate.core.mounts import MOUNTINFO, mount_points, unmount_all_under
 
 #: The owner file inside every work folder ablate makes.
@@ -117,27 +116,11 @@ def unmount_orphans(mountinfo: str = MOUNTINFO) -> list[str]:
 
 
 def remove_tree(folder: Path) -> None:
-    """Remove ``folder`` whatever its modes: a folder that refuses (mode 000, read-only) is opened to its owner
-    and removal retried; mounts under it are unmounted first (as root). Errors that remain are ignored."""
+    """Remove ``folder`` whatever its modes and depth (:func:`ablate.core.fdtree.delete_tree`); mounts under
+    it are unmounted first (as root). Errors that remain are ignored."""
     unmount_all_under(str(folder))
-    top = os.path.abspath(folder)
-
-    def _open_and_retry(func: object, path: str, _exc: object) -> None:
-        with contextlib.suppress(OSError):
-            parent = os.path.dirname(os.path.abspath(path))
-            if parent == top or parent.startswith(top + os.sep):  # never a folder above: /tmp itself
-                os.chmod(parent, stat.S_IRWXU)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-                shutil.rmtree(path, onerror=_open_and_retry)
-            else:
-                os.unlink(path)
-
-    if folder.is_dir() and not folder.is_symlink():
-        shutil.rmtree(folder, onerror=_open_and_retry)
-    elif folder.is_symlink() or folder.exists():
-        with contextlib.suppress(OSError):
-            folder.unlink()
+    with contextlib.suppress(OSError):
+        delete_tree(folder)
 
 
 def sweep(tmp: Path | None = None) -> list[Path]:

@@ -7,7 +7,8 @@ inherits is *locked* there (the kernel refuses to unmount or move one of them on
 the home cannot be taken off to reach the real files beneath. The root is read-only (``--ro-bind / /``); only
 the paths given as writable are bound read-write, as they are in the caller's view (the ``namespace``
 backend's overlays, or a ``links`` cell's own folders). A write anywhere else fails with ``EROFS`` inside the
-session.
+session; ``/sys`` too, and ``/proc/sys`` (bubblewrap's fresh ``/proc`` leaves it writable, and as root a write
+there reached the host's kernel settings). The session also has a UTS namespace of its own (its hostname).
 
 Measured against doing the same with ``unshare``/``mount``/``prctl`` through ctypes in
 :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID namespace's orphans as its PID 1, dies with its
@@ -53,9 +54,9 @@ def fence_argv(
     visible: Sequence[str | Path] = (),
     network: bool = False,
 ) -> list[str]:
-    """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in the order given, so a
-    deeper path after the one above it), own user, PID, IPC and (unless ``network``) network namespaces, own
-    ``/proc``, a private ``/dev`` (null, zero, full, random, urandom, tty, pts and an empty ``shm``: no host
+    """``argv`` run under ``bwrap``: read-only root (``/sys`` with it), ``writable`` bound read-write (in the
+    order given, so a deeper path after the one above it), own user, PID, IPC, UTS and (unless ``network``)
+    network namespaces, own ``/proc`` with ``/proc/sys`` read-only, a private ``/dev`` (null, zero, full, random, urandom, tty, pts and an empty ``shm``: no host
     device node); ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``); ``visible``: folders the session
     must still read that live under the real ``/tmp`` (the user's home, config dir or repository), bound
     back read-only."""
@@ -64,6 +65,7 @@ def fence_argv(
         "--unshare-user",
         "--unshare-pid",
         "--unshare-ipc",
+        "--unshare-uts",
         *([] if network else ["--unshare-net"]),
         "--die-with-parent",
         "--cap-drop",
@@ -75,6 +77,9 @@ def fence_argv(
         "/dev",
         "--proc",
         "/proc",
+        "--ro-bind",  # the kernel's settings read-only (as root a write would reach the host's)
+        "/proc/sys",
+        "/proc/sys",
     ]
     # the private /tmp first: a cell folder that lives under the real /tmp is bound back over it afterwards
     # (bubblewrap resolves sources outside the sandbox and makes the mount point inside the private /tmp)

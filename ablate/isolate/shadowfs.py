@@ -15,10 +15,10 @@ import shutil
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from ablate.core import links
 from ablate.core.errors import DISK_FULL_HINT, DiskFull, UnsafeEnvironment, UsageError
+from ablate.core.fdtree import delete_tree
 from ablate.core.fsutil import disk_full_message, is_disk_full
 
 
@@ -61,33 +61,10 @@ def detach(root: Path, rel: str) -> Path:
     return path
 
 
-def rmtree(path: Path) -> None:
-    """Delete a real folder tree (links inside are unlinked, never followed), forcing read-only folders."""
-
-    def retry(func: Callable[..., Any], p: str, _exc: object) -> None:
-        parent = os.path.dirname(p)
-        os.chmod(parent, stat.S_IMODE(os.lstat(parent).st_mode) | stat.S_IRWXU)
-        if not os.path.islink(p) and os.path.isdir(p):
-            os.chmod(p, stat.S_IMODE(os.lstat(p).st_mode) | stat.S_IRWXU)
-            if func in (os.open, os.scandir, os.listdir):
-                # a folder rmtree could not enter (overlayfs leaves its work/work at mode 000): now it can
-                rmtree(Path(p))
-                return
-        func(p)
-
-    shutil.rmtree(path, onerror=retry)
-
-
 def remove_path(path: Path) -> None:
-    """Remove a file, a link (not its target) or a real folder tree; nothing when absent."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode):
-        rmtree(path)
-    else:
-        path.unlink()
+    """Remove a file, a link (not its target) or a real folder tree of any depth, forcing read-only folders;
+    nothing when absent (:func:`ablate.core.fdtree.delete_tree`)."""
+    delete_tree(path)
 
 
 def remove(root: Path, rel: str) -> None:

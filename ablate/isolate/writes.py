@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ablate.core.fdtree import walk_tree
 from ablate.isolate.shadow_home import ACCOUNT, WRITTEN_DIRS
 
 #: Config-dir entries the CLI itself writes in every session (not reported as writes outside the cell).
@@ -81,30 +82,18 @@ def scan_upper(
     if not upper.is_dir():
         return out
     skipped = {s.strip("/") for s in skip}
-    for dirpath, dirnames, filenames in os.walk(upper, followlinks=False):
-        rel_dir = os.path.relpath(dirpath, upper)
-        rel_dir = "" if rel_dir == "." else rel_dir
-        keep = []
-        for d in dirnames:
-            rel = f"{rel_dir}/{d}" if rel_dir else d
-            if rel in skipped:
-                continue
-            keep.append(d)
-        dirnames[:] = keep
-        for f in filenames:
-            rel = f"{rel_dir}/{f}" if rel_dir else f
-            if rel in skipped:
-                continue
-            st = os.lstat(os.path.join(dirpath, f))
-            if _is_whiteout(st):
-                out.deleted += 1
-            else:
-                out.files += 1
-                out.bytes += st.st_size if stat.S_ISREG(st.st_mode) else 0
-            parts = rel.split("/")
-            top = "/".join(parts[:depth]) if len(parts) > depth else rel
-            key = f"{label}/{top}"
-            out.by_folder[key] = out.by_folder.get(key, 0) + 1
+    for entry in walk_tree(upper, exclude=skipped):  # any depth; a folder it cannot read: a located error
+        if entry.is_dir:
+            continue
+        if _is_whiteout(entry.st):
+            out.deleted += 1
+        else:
+            out.files += 1
+            out.bytes += entry.st.st_size if stat.S_ISREG(entry.st.st_mode) else 0
+        parts = entry.rel.split("/", depth)
+        top = "/".join(parts[:depth]) if len(parts) > depth else entry.rel
+        key = f"{label}/{top}"
+        out.by_folder[key] = out.by_folder.get(key, 0) + 1
     return out
 
 

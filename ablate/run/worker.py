@@ -104,9 +104,14 @@ class Worker:
         target = transcript or folder.transcript_path(it.item, a.n, a.session_id)
         try:
             writes = self.backend.after_session(job.env)
+        except Exception as exc:  # what it wrote is unknown: an error of this session, never of the run
+            forwarder.records(a.session_id)
+            said = f"could not list what the session wrote: {exc}"
+            return SessionOutcome(job, ex, None, "error", transcript, error=said, writes={"error": said})
+        try:
             flags = git_history_reads(transcript, self.backend.stripped_paths(job.env))
-        except Exception as exc:  # the report must not lose the session
-            writes, flags = {"error": f"could not inspect the session's writes: {exc}"}, []
+        except Exception:  # the report must not lose the session
+            flags = []
         if full:
             forwarder.records(a.session_id)
             return SessionOutcome(job, ex, None, "error", transcript, error=full, writes=writes)
