@@ -24,6 +24,9 @@ from tests.test_cli_run import TASK, rig
 __all__ = ["rig"]  # the fake-CLI fixture of test_cli_run: an example setup, HOME, a fake claude, a work dir
 
 THREE = "skills#bug-triage,rules#python,hooks#sessionstart-session-start"
+FOUR = THREE + ",agents#doc-summarizer"
+#: The piece the confirmation tests name with --confirm (test_piece_confirm).
+NAMED = "rules#python"
 
 
 def run(ex: ExampleSetup, out: Path, *extra: str) -> tuple[int, str, str]:
@@ -58,6 +61,26 @@ def run(ex: ExampleSetup, out: Path, *extra: str) -> tuple[int, str, str]:
         ),
         (["--pieces", "all", "--aa"], "--pieces and --aa"),
         (["--pieces", THREE, "--adaptive", "--repeats", "2"], "--repeats and --adaptive"),
+        (
+            ["--pieces", FOUR, "--confirm", "rules#pyton"],
+            "--confirm rules#pyton: unknown piece id 'rules#pyton' (did you mean 'rules#python'?)",
+        ),
+        (["--pieces", FOUR, "--confirm", ","], "--confirm is empty"),
+        (["--confirm", NAMED], "--confirm goes with --pieces"),
+        (
+            ["--pieces", FOUR, "--design", "one-out", "--confirm", NAMED],
+            "with the one-out design: its effects are removal effects already",
+        ),
+        (
+            # one repeat of 16 cells and one block of the control and 2 named cells: 19 sessions
+            ["--pieces", FOUR, "--confirm", f"{NAMED},skills#bug-triage", "--max-sessions", "18"],
+            "--max-sessions 18: one repeat of the screening design (16 cells) and one confirmation block of "
+            "the 2 piece(s) --confirm names (the control and 2 cells), on 1 task(s), is 19 sessions",
+        ),
+        (
+            ["--pieces", FOUR, "--confirm", NAMED, "--max-sessions", "20", "--repeats", "2"],
+            "raise --max-sessions to 34",
+        ),
     ],
 )
 def test_bad_piece_runs_are_refused_before_anything_is_written(

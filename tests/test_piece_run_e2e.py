@@ -64,23 +64,25 @@ def planted_script() -> dict[str, object]:
     }
 
 
-@pytest.mark.e2e
-@pytest.mark.timeout(900)
-def test_piece_run_finds_the_planted_pieces_and_flags_no_null_one(claude: Path, tmp_path: Path) -> None:
+def run_pieces(
+    claude: Path, tmp_path: Path, sections: list[tuple[str, str]], script: dict[str, object], *extra: str
+) -> tuple[subprocess.CompletedProcess[str], float, Path]:
+    """`ablate run` (``extra``: its piece options) on the example setup whose user CLAUDE.md is ``sections``,
+    against the sim answering by ``script``: the finished process, its wall time and the run folder."""
     ex = materialise_example(tmp_path / "setup")
     (ex.config_dir / "CLAUDE.md").write_text(
-        "".join(f"## {title}\nA note for the assistant ({marker}).\n\n" for title, marker in SECTIONS)
+        "".join(f"## {title}\nA note for the assistant ({marker}).\n\n" for title, marker in sections)
     )
     task = tmp_path / "say-hello.toml"
     task.write_text(TASK)
     args = [
-        sys.executable, "-m", "ablate", "run", "--pieces", ",".join(PIECES), "--design", "screening",
-        "--repeats", str(REPEATS), "--tasks", str(task), "--model", "claude-sonnet-4-6", "--max-turns", "2",
-        "--jobs", "3", "--seed", "11", "--out", str(tmp_path / "runs"), "--work-dir", str(tmp_path / "envs"),
-        "--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--json", "--report", "now",
+        sys.executable, "-m", "ablate", "run", *extra, "--tasks", str(task), "--model", "claude-sonnet-4-6",
+        "--max-turns", "2", "--jobs", "3", "--seed", "11", "--out", str(tmp_path / "runs"),
+        "--work-dir", str(tmp_path / "envs"), "--config-dir", str(ex.config_dir), "--repo", str(ex.repo),
+        "--report", "now",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
-    with SimServer(script_from_data(planted_script())) as sim:
+    with SimServer(script_from_data(script)) as sim:
         env.update(
             ABLATE_CLAUDE_BIN=str(claude),
             HOME=str(ex.home),
@@ -93,6 +95,16 @@ def test_piece_run_finds_the_planted_pieces_and_flags_no_null_one(claude: Path, 
         wall = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
+    return done, wall, run_dir
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_piece_run_finds_the_planted_pieces_and_flags_no_null_one(claude: Path, tmp_path: Path) -> None:
+    _done, wall, run_dir = run_pieces(
+        claude, tmp_path, SECTIONS, planted_script(), "--pieces", ",".join(PIECES), "--design", "screening",
+        "--confirm", "none", "--repeats", str(REPEATS), "--json",
+    )  # fmt: skip
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert manifest["design"]["kind"] == "screening" and len(manifest["design"]["rows"]) == 24
     assert [p["id"] for p in manifest["design"]["pieces"]] == PIECES

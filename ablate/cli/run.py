@@ -158,6 +158,16 @@ MaxSessions = Annotated[
 ]
 
 
+ConfirmOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--confirm",
+        help="With --pieces (screening design): pieces confirmed by a one-out stage after the screening, "
+        "ID,ID,..., besides those it marks real; none: no confirmation stage (docs/PIECES.md#confirm).",
+    ),
+]
+
+
 def _planned_options(
     tasks: Tasks = None,
     cells: Cells = "layered",
@@ -216,7 +226,8 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
         err(f"warning: {warning}")
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"])
     record = None
-    asked = _piece_request({**o, "min_effect": DEFAULT_MIN_EFFECT})  # plan has no --min-effect
+    # plan has no --min-effect, and no confirmation stage (its shards never see the whole screening)
+    asked = _piece_request({**o, "min_effect": DEFAULT_MIN_EFFECT, "confirm": o["pieces"] and "none"})
     if asked is not None:
         from ablate.run.pieces import plan_pieces
 
@@ -292,14 +303,16 @@ def _piece_request(o: dict[str, Any]) -> PieceRequest | None:
     from ablate.run.pieces import PieceRequest
 
     if o["pieces"] is None:
-        extra = [f"--{n.replace('_', '-')}" for n in ("design", "max_sessions") if o[n] is not None]
+        extra = [
+            f"--{n.replace('_', '-')}" for n in ("design", "max_sessions", "confirm") if o.get(n) is not None
+        ]
         if extra:
             raise UsageError(
                 f"{' and '.join(extra)} {'goes' if len(extra) == 1 else 'go'} with --pieces",
                 hint="add --pieces all (or ID,...)",
             )
         return None
-    return PieceRequest(o["pieces"], o["design"], o["max_sessions"], o["min_effect"])
+    return PieceRequest(o["pieces"], o["design"], o["max_sessions"], o["min_effect"], o.get("confirm"))
 
 
 AdaptiveOpt = Annotated[
@@ -360,6 +373,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.grade.hook import GradingHook
     from ablate.run.estimate import estimate_run, probe_capture
     from ablate.run.execute import ExecuteRequest, execute, preflight
+    from ablate.run.piece_confirm import confirming
     from ablate.run.prepare import prepare_run
     from ablate.run.scheduler import RunOptions
 
@@ -434,7 +448,8 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         if o["adaptive"]:
             done, rounds = _execute_adaptive(prep, request, adaptive, display)
         else:
-            done = execute(prep, request, on_progress=display.update, on_note=display.note)
+            stage = confirming(prep.folder, prep.manifest, display.note)
+            done = execute(prep, request, on_progress=display.update, on_note=display.note, rounds=stage)
     finally:
         judge.finish(interrupted=done is None or done.interrupted)
         display.close()
@@ -482,6 +497,7 @@ def run_cmd(
     allow_same_judge: AllowSameJudge = False,
     split: Split = "both",
     adaptive: AdaptiveOpt = False,
+    confirm: ConfirmOpt = None,
     report: ReportOpt = "now",
     json: Json = False,
     **options: Any,

@@ -35,6 +35,23 @@ class DesignRow(Spec):
     keeps: list[bool]
 
 
+class ConfirmPlan(Spec):
+    """``design.confirm``: the one-out confirmation stage after a screening design (docs/PIECES.md#confirm).
+
+    Each candidate piece has a cell that is the full setup without it; after the screening, the pieces it
+    marks real and the ``named`` ones run in blocks of their own (repeats ``first_repeat`` on), each block the
+    control and those cells in one shuffled sweep. Which pieces ran is what ``plan.jsonl`` holds."""
+
+    named: list[str] = Field(default_factory=list)
+    """The pieces ``--confirm`` names: confirmed whatever the screening finds."""
+    cells: dict[str, str]
+    """Piece id → its one-out cell (the full setup without that piece)."""
+    first_repeat: int = Field(ge=1)
+    """The stage's blocks are repeats ``first_repeat``, ``first_repeat + 1``, … (the screening's come first)."""
+    max_sessions: int | None = None
+    """``--max-sessions``: the whole run's cap, the stage included."""
+
+
 class PieceDesignRecord(Spec):
     """``manifest.json`` → ``design``: everything the report needs to estimate each piece's effect."""
 
@@ -45,6 +62,8 @@ class PieceDesignRecord(Spec):
     rows: list[DesignRow]
     min_effect: float = Field(default=DEFAULT_MIN_EFFECT, gt=0)
     """The smallest effect of interest of a draw (``--min-effect``)."""
+    confirm: ConfirmPlan | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The one-out confirmation stage (None: none, as for a one-out design or a planned run)."""
 
     @model_validator(mode="after")
     def _shape(self) -> PieceDesignRecord:
@@ -72,3 +91,7 @@ class PieceDesignRecord(Spec):
     def row_of(self) -> dict[str, int]:
         """Cell id → its row."""
         return {r.cell: i for i, r in enumerate(self.rows)}
+
+    def screens(self, repeat: int) -> bool:
+        """Whether the block of ``repeat`` belongs to the design (not to the confirmation stage)."""
+        return self.confirm is None or repeat < self.confirm.first_repeat

@@ -13,6 +13,23 @@ class _Doc(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class Removal(_Doc):
+    """What deleting the piece from the full setup does: the one-out confirmation stage's answer."""
+
+    effect: float | None
+    """The full setup minus the full setup without the piece, on the stage's blocks (positive when keeping it
+    raises the metric: the sign of the piece's ``effect``)."""
+    ci_low: float | None
+    ci_high: float | None
+    p_adjusted: float | None
+    """Holm across the run's confirmed pieces (a family of its own)."""
+    verdict: Literal["helps", "hurts", "draw", "undecided"]
+    blocks: int = 0
+    """The (task, repeat) blocks compared: the control and the piece's cell both scored."""
+    reason: str | None = None
+    """Why there is no p or interval."""
+
+
 class PieceRow(_Doc):
     """One piece: its effect on the primary metric (on − off: what keeping the piece does) and its cost."""
 
@@ -37,6 +54,9 @@ class PieceRow(_Doc):
     nothing)."""
     reason: str | None = None
     """Why the effect has no interval or p (the model fits every session exactly, too few sessions)."""
+    removal: Removal | None = None
+    """A confirmed piece (real at screening, or named with ``--confirm``): its one-out answer, the row's
+    headline. None for a piece the run did not confirm."""
 
 
 class PieceDesignInfo(_Doc):

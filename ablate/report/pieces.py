@@ -22,10 +22,13 @@ from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
 from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_p
 from ablate.report.context import Context, Page, Section
+from ablate.report.families import side_values
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
-from ablate.report.piece_model import PieceDesignInfo, PieceRow
+from ablate.report.paired import holm_real, interval, not_computable, pair_blocks, paired_test
+from ablate.report.piece_model import PieceDesignInfo, PieceRow, Removal
+from ablate.stats import PairedResult
 from ablate.stats.screening import Design, DesignError
-from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, analyse
+from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, PieceVerdict, analyse
 
 PLOT_STEM = "pieces"
 
@@ -41,8 +44,53 @@ def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:
     return [
         Outcome(row_of[cell], task, repeat, it.values[ctx.primary])
         for (task, cell, repeat), it in ctx.items.scored.items()
-        if cell in row_of and ctx.primary in it.values
+        if cell in row_of and ctx.primary in it.values and record.screens(repeat)
     ]
+
+
+def removals(ctx: Context, record: PieceDesignRecord) -> dict[str, Removal]:
+    """Each confirmed piece's one-out answer: the control against the full setup without the piece on the
+    confirmation stage's blocks (the paired test of the layer comparisons), Holm over the confirmed pieces."""
+    stage = record.confirm
+    if stage is None:
+        return {}
+    ran = {p.cell for p in ctx.plan if not record.screens(p.repeat)}
+    confirmed = [p.id for p in record.pieces if stage.cells.get(p.id) in ran]
+    blocks = [(t, r) for t in ctx.task_ids for r in ctx.repeats if not record.screens(r)]
+    control = side_values(ctx.items.scored, record.rows[0].cell, ctx.primary)
+    floor = ctx.alpha / max(1, len(confirmed))
+    results = [
+        paired_test(
+            ctx.primary,
+            pair_blocks(side_values(ctx.items.scored, stage.cells[p], ctx.primary), control, blocks),
+            level=1 - ctx.alpha,
+            seed=ctx.manifest.seed % 2**32,
+            p_floor=floor,
+        )
+        for p in confirmed
+    ]
+    marked = holm_real([(r.p_value, r.delta) for r in results], ctx.alpha)
+    return {
+        p: _removal(r, padj, real, record.min_effect, ctx.primary in HIGHER_IS_BETTER)
+        for p, r, (padj, real) in zip(confirmed, results, marked, strict=True)
+    }
+
+
+def _removal(r: PairedResult, p_adjusted: float | None, real: bool, margin: float, higher: bool) -> Removal:
+    """The cell's Δ (without − with) turned round: with − without, as a piece's effect."""
+    lo, hi, _method = interval(r)
+    effect = None if r.delta is None else -r.delta
+    low, high = (None, None) if lo is None or hi is None else (-hi, -lo)
+    verdict: PieceVerdict = "undecided"
+    if real and effect:
+        verdict = "helps" if (effect > 0) == higher else "hurts"
+    elif low is not None and high is not None and -margin < low and high < margin:
+        verdict = "draw"
+    why = "; ".join(not_computable(r)) or None
+    return Removal(
+        effect=effect, ci_low=low, ci_high=high, p_adjusted=p_adjusted, verdict=verdict, blocks=r.n_pairs,
+        reason=why,
+    )  # fmt: skip
 
 
 def cost_per_point(tokens: int, effect: float | None, verdict: str, binary: bool) -> float | None:
@@ -95,10 +143,10 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
     except DesignError as exc:
         none = [PieceEffect(p.id, None, None, None, None, None, "undecided", str(exc)) for p in record.pieces]
         return {
-            "pieces": piece_rows(record, none, binary=binary),
+            "pieces": _confirmed(piece_rows(record, none, binary=binary), removals(ctx, record)),
             "piece_design": _info(ctx, record, len(outcomes), None),
         }
-    rows = piece_rows(record, analysis.pieces, binary=binary)
+    rows = _confirmed(piece_rows(record, analysis.pieces, binary=binary), removals(ctx, record))
     info = _info(ctx, record, len(outcomes), analysis)
     state = read_state(ctx.folder)
     decided = state.piece_decisions() if state is not None else {}
@@ -106,6 +154,10 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
         rows = [_anytime(r, decided.get(r.id), binary) for r in rows]
         info = info.model_copy(update={"decided_by": "anytime", "alpha": state.options.alpha})
     return {"pieces": rows, "piece_design": info}
+
+
+def _confirmed(rows: list[PieceRow], removal: dict[str, Removal]) -> list[PieceRow]:
+    return [r.model_copy(update={"removal": removal.get(r.id)}) for r in rows]
 
 
 def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
@@ -178,12 +230,34 @@ def piece_sentence(r: PieceRow, metric: str) -> str:
     }
     effect = "not estimated" if r.effect is None else fmt_delta(metric, r.effect)
     return (
-        f"**{r.id}** ({r.kind}, {r.tokens} tokens): **{r.verdict}**, "
-        + words.get(r.verdict, "neither an effect nor its absence was established")
+        f"**{r.id}** ({r.kind}, {r.tokens} tokens): **{headline(r)}**"
+        + (" (removing it)" if r.removal is not None else "")
+        + ", "
+        + words.get(headline(r), "neither an effect nor its absence was established")
         + f"; keeping it moves {METRIC_LABELS.get(metric, metric)} by {effect} "
         + _fmt_interval(metric, r.ci_low, r.ci_high)
         + "."
     )
+
+
+def headline(row: PieceRow) -> str:
+    """A piece's answer: its removal verdict when the run confirmed it, else the screening's."""
+    return row.removal.verdict if row.removal is not None else row.verdict
+
+
+def _verdict_cell(row: PieceRow) -> str:
+    said = headline(row)
+    text = f"**{said}**" if said in ("helps", "hurts") else said
+    return text + (f" (removal; screening: {row.verdict})" if row.removal is not None else "")
+
+
+def _removal_cell(metric: str, row: PieceRow) -> str:
+    r = row.removal
+    if r is None:
+        return "–"
+    if r.effect is None:
+        return f"not computable ({r.reason})" if r.reason else "not computable"
+    return f"{fmt_delta(metric, r.effect)} {_fmt_interval(metric, r.ci_low, r.ci_high)}, Holm p {fmt_p(r.p_adjusted)}"
 
 
 def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
@@ -192,6 +266,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     if info is None:
         return []
     metric = info.metric
+    confirmed = [r for r in report.pieces if r.removal is not None]
     rows = [
         [
             r.id,
@@ -200,19 +275,39 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
             "–" if r.effect is None else fmt_delta(metric, r.effect),
             _fmt_interval(metric, r.ci_low, r.ci_high),
             fmt_p(r.p_adjusted),
-            f"**{r.verdict}**" if r.verdict in ("helps", "hurts") else r.verdict,
+            _verdict_cell(r),
+            *([_removal_cell(metric, r)] if confirmed else []),
             "–" if r.tokens_per_point is None else f"{r.tokens_per_point:.3g}",
         ]
         for r in report.pieces
     ]
     unit = info.cost_unit or "unit"
+    stage = (
+        f" Confirmed ({len(confirmed)} piece(s): real at screening or named with --confirm): removing it = the "
+        "full setup − the full setup without the piece, on the one-out confirmation stage's own blocks "
+        f"({max(r.removal.blocks for r in confirmed if r.removal)} at most), with its "
+        f"{int(100 * (1 - info.alpha))}% interval and Holm p over the confirmed pieces; a confirmed piece's "
+        "verdict is its removal verdict."
+        if confirmed
+        else ""
+    )
     out: list[Block] = [
         Heading("Pieces: which piece earns its keep"),
         Table(
-            ["piece", "kind", "tokens", "effect", "interval", "Holm p", "verdict", f"tokens per {unit}"],
+            [
+                "piece",
+                "kind",
+                "tokens",
+                "effect",
+                "interval",
+                "Holm p",
+                "verdict",
+                *(["removing it"] if confirmed else []),
+                f"tokens per {unit}",
+            ],
             rows,
             id="pieces",
-            row_styles=["real" if r.verdict in ("helps", "hurts") else "draw" for r in report.pieces],
+            row_styles=["real" if headline(r) in ("helps", "hurts") else "draw" for r in report.pieces],
         ),
         Bullets([piece_sentence(r, metric) for r in report.pieces]),
         Para(
@@ -229,6 +324,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
                 if info.decided_by == "anytime"
                 else ""
             )
+            + stage
         ),
     ]
     if plot is not None:

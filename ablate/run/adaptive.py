@@ -141,7 +141,7 @@ def run_adaptive(
     outcome: RunOutcome | None = None
     notes: list[str] = []
     plan = folder.read_plan()
-    pending = _pending(folder, plan)
+    pending = _pending(folder, plan, manifest.repeats)
     state = state.model_copy(update={"stopped": None, "stopped_at": None})
     while True:
         if pending:
@@ -152,9 +152,11 @@ def run_adaptive(
                 why: StopReason = "interrupted" if outcome == "interrupted" else "rate-limited"
                 return AdaptiveSummary(_stop(folder, state, why), rounds_run, outcome, notes)
             if outcome == "failed-items":
-                notes.append(f"round {_rounds(plan)}: some items failed; their blocks leave the comparison")
+                notes.append(
+                    f"round {_rounds(plan, manifest.repeats)}: some items failed; their blocks leave the comparison"
+                )
         results = iter_results(folder)
-        done = _rounds(plan)
+        done = _rounds(plan, manifest.repeats)
         if done and (not state.looks or state.looks[-1].round < done):
             look = _look(manifest, results, opts, state.control, done)
             state = state.model_copy(update={"looks": [*state.looks, look]})
@@ -219,14 +221,15 @@ def _tested(manifest: RunManifest, control: str) -> list[str]:
     return [c.id for c in manifest.cells if c.id != control]
 
 
-def _rounds(plan: Sequence[PlanItem]) -> int:
-    """Rounds scheduled so far (round r holds the items of repeat r)."""
-    return max((p.repeat for p in plan), default=-1) + 1
+def _rounds(plan: Sequence[PlanItem], repeats: int) -> int:
+    """Rounds scheduled so far (round r holds the items of repeat r; a piece run's confirmation stage, the
+    repeats from ``repeats`` on, is no round)."""
+    return max((p.repeat for p in plan if p.repeat < repeats), default=-1) + 1
 
 
-def _pending(folder: RunFolder, plan: Sequence[PlanItem]) -> list[PlanItem]:
+def _pending(folder: RunFolder, plan: Sequence[PlanItem], repeats: int) -> list[PlanItem]:
     done = {r.item for r in iter_results(folder) if r.complete}
-    return [p for p in plan if p.item not in done]
+    return [p for p in plan if p.item not in done and p.repeat < repeats]
 
 
 def _stop(folder: RunFolder, state: AdaptiveState, why: StopReason) -> AdaptiveState:
@@ -252,6 +255,8 @@ def execute_adaptive(
     summaries: list[AdaptiveSummary] = []
 
     def drive(run_round: RunRound) -> None:
+        from ablate.run.piece_confirm import confirm_after
+
         summaries.append(
             run_adaptive(
                 prepared.folder,
@@ -261,6 +266,8 @@ def execute_adaptive(
                 on_look=lambda look: say(look_line(look)),
             )
         )
+        if summaries[-1].finished and summaries[-1].state.stopped != "budget":
+            confirm_after(prepared.folder, prepared.manifest, run_round, say)
 
     done = execute(prepared, request, on_progress=on_progress, on_note=on_note, rounds=drive)
     (summary,) = summaries

@@ -55,7 +55,9 @@ def create_run(
     design: PieceDesignRecord | None = None,
 ) -> tuple[RunFolder, RunManifest]:
     """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
-    items = make_plan([t.id for t in tasks], [c.id for c in cells], repeats=repeats, seed=seed)
+    # a piece run plans its design's rows; its confirmation cells run only in the stage after the screening
+    planned = [r.cell for r in design.rows] if design is not None else [c.id for c in cells]
+    items = make_plan([t.id for t in tasks], planned, repeats=repeats, seed=seed)
     if shard is not None:
         shard_items(items, shard)  # validates K/N against the plan
     sha = plan_sha256(items)

@@ -32,7 +32,7 @@ def piece_outcomes(
     finished: dict[tuple[str, int], list[str | None]] = {}
     for r in results:
         v = primary_outcome(r)
-        if v is None or r.cell not in row_of:
+        if v is None or r.cell not in row_of or not record.screens(r.repeat):
             continue
         outcomes.append(Outcome(row_of[r.cell], r.task, r.repeat, float(v)))
         finished.setdefault((r.task, r.repeat), []).append(r.finished_at)

@@ -17,13 +17,14 @@ does not take (``--cells``, ``--aa``). With ``--adaptive`` the rounds stop when 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ablate.core.constants import DEFAULT_MIN_EFFECT
 from ablate.core.errors import UsageError
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import RunManifest
+from ablate.run.piece_confirm import NONE, confirm_plan, named_pieces, reserve_refusal
 from ablate.setup.cells import CellSet, ResolvedCell
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup
@@ -49,6 +50,9 @@ class PieceRequest:
     design: str | None = None
     max_sessions: int | None = None
     min_effect: float = DEFAULT_MIN_EFFECT
+    confirm: str | None = None
+    """``--confirm``: ``ID,...`` confirmed whatever the screening finds, ``none`` (no confirmation stage), or
+    None (the pieces the screening marks real)."""
 
 
 @dataclass(frozen=True)
@@ -81,14 +85,17 @@ def _design(pieces: list[Piece], name: str | None) -> Design:
         raise UsageError(f"--design {name}: {exc}", hint="--design screening or --design one-out") from exc
 
 
-def _repeats(design: Design, tasks: int, req: PieceRequest, repeats: int, repeats_given: bool) -> int:
-    """The repeats the run plans: ``--repeats``, or with only ``--max-sessions`` as many as fit."""
+def _repeats(
+    design: Design, tasks: int, req: PieceRequest, repeats: int, repeats_given: bool, reserve: int = 0
+) -> int:
+    """The repeats the run plans: ``--repeats``, or with only ``--max-sessions`` as many as fit (besides the
+    ``reserve`` of sessions the confirmation stage needs)."""
     refusal = budget_refusal(design.name, design.k, tasks, req.max_sessions)
     if refusal is not None:
         raise UsageError(refusal.message)
     if req.max_sessions is None:
         return repeats
-    fit = repeats_within(design.name, design.k, tasks, req.max_sessions)
+    fit = repeats_within(design.name, design.k, tasks, req.max_sessions - reserve)
     if not repeats_given:
         return fit
     if repeats > fit:
@@ -96,7 +103,7 @@ def _repeats(design: Design, tasks: int, req: PieceRequest, repeats: int, repeat
         raise UsageError(
             f"--repeats {repeats} with --max-sessions {req.max_sessions}: the {design.name} design runs {per} "
             f"sessions a repeat, {per * repeats} in all",
-            hint=f"pass --repeats {fit} or fewer, or raise --max-sessions to {per * repeats}",
+            hint=f"pass --repeats {fit} or fewer, or raise --max-sessions to {per * repeats + reserve}",
         )
     return repeats
 
@@ -138,7 +145,18 @@ def plan_pieces(
         )
     pieces = chosen_pieces(setup, catalog, req.spec)
     design = _design(pieces, req.design)
-    planned = _repeats(design, tasks, req, repeats, repeats_given)
+    named = named_pieces(pieces, req.confirm)
+    staged = design.name == "screening" and (req.confirm or "").strip() != NONE
+    if named and not staged:
+        raise UsageError(
+            f"--confirm {req.confirm} with the {design.name} design: its effects are removal effects already",
+            hint="drop --confirm, or pass --design screening",
+        )
+    refusal = reserve_refusal(design.name, len(design.rows), tasks, len(named), req.max_sessions)
+    if refusal is not None:
+        raise refusal
+    reserve = (1 + len(named)) * tasks if named else 0
+    planned = _repeats(design, tasks, req, repeats, repeats_given, reserve)
     control = design.control_row
     if control != 0:  # both designs put the untouched setup first; the cells rely on it
         raise UsageError(f"--design {design.name}: the design has no control row first")
@@ -146,7 +164,14 @@ def plan_pieces(
         pieces, [design.removed(i) for i in range(1, len(design.rows))], name=f"pieces-{design.name}"
     )
     ids = [c.id for c in cell_set.cells]
-    return PiecePlan(cell_set, record_of(design, pieces, ids, req.min_effect), planned)
+    record = record_of(design, pieces, ids, req.min_effect)
+    if staged:
+        extra, stage = confirm_plan(
+            pieces, named, first_index=len(ids), first_repeat=planned, max_sessions=req.max_sessions
+        )
+        cell_set = replace(cell_set, cells=(*cell_set.cells, *extra))
+        record = record.model_copy(update={"confirm": stage})
+    return PiecePlan(cell_set, record, planned)
 
 
 def design_cell_set(manifest: RunManifest) -> CellSet:

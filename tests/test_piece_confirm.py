@@ -1,0 +1,128 @@
+"""The one-out confirmation stage of a screening piece run (`--confirm`, docs/PIECES.md#confirm) without the real
+CLI: what is refused before anything is written, which cells and sessions the stage plans, and the report's
+``removal`` rows rebuilt from seeded session results (the real CLI: test_piece_confirm_e2e)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ablate.core.fsutil import atomic_write_bytes
+from ablate.folder.layout import RunFolder, read_manifest
+from ablate.folder.result import iter_results
+from ablate.report.build import build_report
+from ablate.run.piece_confirm import reserve_refusal, stage_blocks
+from ablate.setup.examples import ExampleSetup
+from tests.helpers_cli import invoke
+from tests.test_cli_run import rig
+from tests.test_piece_run import FOUR, NAMED, run
+
+__all__ = ["rig"]
+
+#: The screening design for four pieces: folded-over Plackett–Burman N=8, 16 rows.
+ROWS = 16
+
+
+def test_the_stage_gets_the_screenings_sessions_within_max_sessions() -> None:
+    # as many sessions as the screening ran, shared by the control and the confirmed cells: 48 // 3
+    assert stage_blocks(2, tasks=1, screened=48, max_sessions=None) == 16
+    assert stage_blocks(3, tasks=2, screened=10, max_sessions=None) == 1  # at least one block
+    assert stage_blocks(1, tasks=1, screened=16, max_sessions=20) == 2  # what --max-sessions leaves
+    assert stage_blocks(4, tasks=1, screened=16, max_sessions=20) == 0  # not even one block
+    assert reserve_refusal("screening", 16, 1, 0, 10) is None  # no named piece: the design's own check
+
+
+def test_a_named_piece_is_confirmed_in_blocks_of_its_own_after_the_screening(
+    rig: tuple[ExampleSetup, Path],
+) -> None:
+    """The fake CLI answers every session alike, so the screening marks nothing real: the stage confirms the
+    named piece alone, in what --max-sessions leaves (20 − 16 = 4 sessions: 2 blocks of the control and its
+    cell), blocks that follow the screening's."""
+    ex, tmp = rig
+    code, out, err = run(
+        ex, tmp / "runs", "--pieces", FOUR, "--confirm", NAMED, "--max-sessions", "20", "--repeats", "1",
+        "--seed", "3", "--no-probe",
+    )  # fmt: skip
+    assert code == 0, err
+    folder = Path(orjson.loads(out)["folder"])
+    manifest = read_manifest(RunFolder(folder))
+    design = manifest.design
+    assert design is not None and design.confirm is not None
+    stage = design.confirm
+    assert (stage.named, stage.first_repeat, stage.max_sessions) == ([NAMED], 1, 20)
+    # a one-out cell per piece, after the design's 16: the full setup without that piece
+    assert list(stage.cells) == [p.id for p in design.pieces]
+    cells = {c.id: c for c in manifest.cells}
+    assert len(manifest.cells) == ROWS + 4
+    assert all(cells[c].pieces == [p] and cells[c].dirname == f"c{ROWS + i:02d}" for i, (p, c) in
+               enumerate(stage.cells.items()))  # fmt: skip
+    assert manifest.items == ROWS  # the plan made up front is the design's; the stage is added to it
+    plan = RunFolder(folder).read_plan()
+    staged = [p for p in plan if p.repeat >= 1]
+    assert len(plan) == ROWS + 4 and Counter(p.repeat for p in staged) == {1: 2, 2: 2}
+    assert {p.cell for p in staged} == {"C0", stage.cells[NAMED]}
+    assert min(p.order for p in staged) > max(p.order for p in plan if p.repeat == 0)
+    assert (
+        all(r.complete for r in iter_results(RunFolder(folder)))
+        and len(iter_results(RunFolder(folder))) == 20
+    )
+    assert "confirmation: rules#python (named): 2 block(s) per task, 4 sessions" in err
+    report = orjson.loads((folder / "report.json").read_bytes())
+    rows = {r["id"]: r for r in report["pieces"]}
+    assert report["piece_design"]["sessions"] == ROWS  # the screening's estimate reads its own blocks only
+    assert rows[NAMED]["removal"]["blocks"] == 2
+    assert all(rows[p].get("removal") is None for p in rows if p != NAMED)
+    # a resume finds the stage planned already and runs nothing more
+    res = invoke(["run", "--resume", str(folder), "--json", "--no-probe"])
+    assert res.exit_code == 0, res.stderr
+    assert orjson.loads(res.stdout)["launched"] == 0 and len(RunFolder(folder).read_plan()) == ROWS + 4
+
+
+def _seed_results(folder: Path, cell: str, *, cell_passes: bool) -> None:
+    """Every stage session of ``cell`` passes (or fails) and the control's does the opposite."""
+    rf = RunFolder(folder)
+    for res in iter_results(rf):
+        if res.repeat == 0 or res.cell not in (cell, "C0"):
+            continue
+        passes = cell_passes == (res.cell == cell)
+        data = res.model_dump(mode="json") | {"pitfall_hits": {} if passes else {"planted": 1}}
+        atomic_write_bytes(rf.result_path(res.item), orjson.dumps(data))
+
+
+@pytest.mark.parametrize(("cell_passes", "verdict"), [(False, "helps"), (True, "hurts")])
+def test_the_removal_is_the_full_setup_minus_the_setup_without_the_piece(
+    rig: tuple[ExampleSetup, Path], cell_passes: bool, verdict: str
+) -> None:
+    """Seeded: in each of the stage's 8 blocks the control passes and the cell without the piece fails (the
+    piece helps: removal +100 pts, the sign of a piece's effect), or the other way round."""
+    ex, tmp = rig
+    code, out, err = run(
+        ex, tmp / "runs", "--pieces", FOUR, "--confirm", NAMED, "--repeats", "1", "--seed", "3", "--no-probe",
+        "--report", "none",
+    )  # fmt: skip
+    assert code == 0, err
+    folder = Path(orjson.loads(out)["folder"])
+    manifest = read_manifest(RunFolder(folder))
+    assert manifest.design is not None and manifest.design.confirm is not None
+    cell = manifest.design.confirm.cells[NAMED]
+    assert len(RunFolder(folder).read_plan()) == ROWS + 16  # 16 screening sessions: 8 blocks of 2
+    _seed_results(folder, cell, cell_passes=cell_passes)
+    report = build_report(folder)
+    (row,) = [r for r in report.pieces if r.id == NAMED]
+    assert row.removal is not None
+    sign = -1.0 if cell_passes else 1.0
+    assert row.removal.effect == pytest.approx(sign)
+    assert row.removal.blocks == 8 and row.removal.verdict == verdict
+    assert row.removal.ci_low is not None and row.removal.ci_high is not None
+    assert (row.removal.ci_low > 0) if sign > 0 else (row.removal.ci_high < 0)
+    assert row.removal.p_adjusted is not None and row.removal.p_adjusted <= 0.05
+    assert row.verdict == "undecided"  # the screening's sessions are all alike: its own answer stays
+    from ablate.report.pieces import headline
+    from ablate.report.terminal import answer_text
+
+    assert headline(row) == verdict
+    text = "\n".join(answer_text(report))
+    assert f"{verdict} (removal; screening: undecided)" in text and "removing it" in text
