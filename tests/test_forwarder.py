@@ -77,7 +77,7 @@ def test_forwarder_relays_every_request_and_records_the_messages(
     assert said == "ok\n"
     conn = http.client.HTTPConnection("relay")
     conn.sock = _stream(control)
-    conn.request("HEAD", "/")  # the CLI's reachability check: no body, the stream stays usable
+    conn.request("HEAD", "/api/hello")  # the CLI's reachability check: no body, the stream stays usable
     head = conn.getresponse()
     head.read()
     for _ in range(2):  # two requests on one kept-alive stream

@@ -28,7 +28,7 @@ import atexit
 import contextlib
 import hashlib
 import http.client
-import http.server
+import logging
 import os
 import re
 import secrets
@@ -46,6 +46,7 @@ import orjson
 
 from ablate.core.tempwork import FORWARDER_PREFIX, make_work_dir
 from ablate.folder.wire import WireRecord, append_wire
+from ablate.isolate.http1 import Head, Reader, Refused
 from ablate.isolate.seccomp import filter_program
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -55,6 +56,24 @@ _HOP = frozenset(
 )
 #: Responses larger than this are forwarded whole but not parsed for the record.
 _RECORD_LIMIT = 64 * 1024 * 1024
+#: What the session sends that is never passed on: the hop's own headers and the body's framing (the
+#: forwarder frames each request it sends itself).
+_NOT_PASSED = _HOP | {"content-length", "expect"}
+#: The paths the CLI (2.1.332) calls at ``ANTHROPIC_BASE_URL``, each with its methods; nothing else is
+#: forwarded (404, or 405 for another method).
+ROUTES: dict[str, tuple[str, ...]] = {
+    "/v1/messages": ("POST",),  # the model calls (``?beta=true``): each one recorded
+    "/v1/messages/count_tokens": ("POST",),  # token counting, free: forwarded unrecorded
+    "/api/hello": ("HEAD", "GET"),  # the reachability check the CLI makes as it starts
+}
+MODEL_CALLS = "/v1/messages"
+#: Default limits of one stream: seconds without a byte while a request is under way (then 408), seconds a
+#: kept-alive stream may wait for its next request (then closed), and bytes of one request body (then 413;
+#: the Messages API's own limit is 32 MB).
+READ_TIMEOUT_S = 30.0
+IDLE_TIMEOUT_S = 300.0
+BODY_LIMIT = 32 * 1024 * 1024
+_log = logging.getLogger("ablate.forwarder")
 _BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
 
 
@@ -76,7 +95,14 @@ class _Expected:
 class Forwarder:
     """One forwarder (see the module text). Thread-safe; :meth:`close` (or process exit) stops it."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        read_timeout_s: float = READ_TIMEOUT_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        body_limit: int = BODY_LIMIT,
+    ) -> None:
+        self.read_timeout_s, self.idle_timeout_s, self.body_limit = read_timeout_s, idle_timeout_s, body_limit
         # owned like every work folder: after a kill -9 the next ablate command's sweep removes it
         self._dir = make_work_dir(FORWARDER_PREFIX)
         os.chmod(self._dir, 0o700)
@@ -159,7 +185,9 @@ class Forwarder:
     def _control(self, conn: socket.socket) -> None:
         """One session's control stream: ``TOKEN UPSTREAM``, then one byte per stream wanted."""
         with conn:
+            conn.settimeout(self.read_timeout_s)
             token, _, upstream = _read_line(conn).partition(" ")
+            conn.settimeout(None)
             with self._lock:
                 ticket = self._tickets.pop(token, None)
             if ticket is None:
@@ -184,13 +212,7 @@ class Forwarder:
 
     def _stream(self, sock: socket.socket, ticket: _Ticket) -> None:
         with sock:
-            _Handler(sock, ("session", 0), _Context(self, ticket))  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class _Context:
-    forwarder: Forwarder
-    ticket: _Ticket
+            _Stream(self, ticket, sock).serve()
 
 
 def _upstream(url: str | None) -> str:
@@ -203,133 +225,148 @@ def _upstream(url: str | None) -> str:
 
 def _read_line(conn: socket.socket, limit: int = 4096) -> str:
     data = b""
-    while not data.endswith(b"\n") and len(data) < limit:
-        chunk = conn.recv(1)
-        if not chunk:
-            break
-        data += chunk
+    with contextlib.suppress(OSError):
+        while not data.endswith(b"\n") and len(data) < limit:
+            chunk = conn.recv(1)
+            if not chunk:
+                break
+            data += chunk
     return data.decode("ascii", "replace").strip()
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    """HTTP/1.1 from one relay stream, replayed to the upstream."""
+def route(path: str, method: str, prefix: str = "") -> str:
+    """The allowed path of a request for ``path`` (origin-form, as sent; ``prefix``: the upstream URL's own
+    path, which a session whose base URL kept it sends first), else :class:`Refused` 404 or 405."""
+    if prefix and path.startswith(prefix + "/"):
+        path = path[len(prefix) :]
+    methods = ROUTES.get(path)
+    if methods is None:
+        raise Refused(404, f"{path[:80]!r} is none of the API paths the CLI uses ({', '.join(ROUTES)})")
+    if method not in methods:
+        raise Refused(405, f"{method} {path}: only {', '.join(methods)}", allow=", ".join(methods))
+    return path
 
-    protocol_version = "HTTP/1.1"
-    server: _Context  # type: ignore[assignment]
-    _upstream_conn: http.client.HTTPConnection | None = None
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+class _Stream:
+    """The HTTP/1.1 requests of one relay stream (:class:`ablate.isolate.http1.Reader`), each replayed to
+    the upstream, its answer streamed back; a refused request is answered (400, 404, ...), logged in one
+    line and ends the stream."""
 
-    def do_GET(self) -> None:
-        self._forward()
+    def __init__(self, forwarder: Forwarder, ticket: _Ticket, sock: socket.socket) -> None:
+        self.forwarder, self.ticket, self.sock = forwarder, ticket, sock
+        self.upstream = urlsplit(ticket.upstream)
+        self._conn: http.client.HTTPConnection | None = None
 
-    do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = do_GET
-
-    def _connection(self) -> tuple[http.client.HTTPConnection, str]:
-        up = urlsplit(self.server.ticket.upstream)
-        if self._upstream_conn is None:
-            if up.scheme == "https":
-                self._upstream_conn = http.client.HTTPSConnection(
-                    up.hostname or "", up.port, timeout=600, context=ssl.create_default_context()
-                )
-            else:
-                self._upstream_conn = http.client.HTTPConnection(up.hostname or "", up.port, timeout=600)
-        return self._upstream_conn, up.path.rstrip("/")
-
-    def _forward(self) -> None:
-        forwarder, ticket = self.server.forwarder, self.server.ticket
-        forwarder._begin(ticket)
-        record = None
+    def serve(self) -> None:
+        fwd = self.forwarder
+        reader = Reader(self.sock, idle_s=fwd.idle_timeout_s, read_s=fwd.read_timeout_s)
         try:
-            record = self._exchange()
+            while (head := reader.head()) is not None:
+                path = route(head.path, head.method, self.upstream.path.rstrip("/"))
+                if head.expects_continue:
+                    self.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                body = reader.body(head, fwd.body_limit)
+                self.sock.settimeout(None)  # the answer may take the upstream minutes
+                if not self._forward(head, path, body) or head.close:
+                    return
+        except Refused as refused:
+            _log.warning(
+                "ablate forwarder: session %s: %s %s", self.ticket.session_id, refused.status, refused
+            )
+            with contextlib.suppress(OSError):
+                self.sock.sendall(refused.answer())
+        except OSError:
+            return  # the session hung up
+        except Exception as exc:  # a thread's last word: one line, never a traceback
+            _log.warning("ablate forwarder: session %s: stream failed: %r", self.ticket.session_id, exc)
         finally:
-            forwarder._end(ticket, record)
+            if self._conn is not None:
+                self._conn.close()
 
-    def _exchange(self) -> WireRecord | None:
-        """Forward one request and its answer; the record of a ``/v1/messages`` exchange."""
-        body = self._body()
+    def _forward(self, head: Head, path: str, body: bytes) -> bool:
+        """Forward one request and stream its answer; False when the session hung up meanwhile."""
+        self.forwarder._begin(self.ticket)
+        record = None
         start = time.monotonic()
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
         try:
-            resp = self._send(body, headers)
-        except (OSError, http.client.HTTPException) as exc:
-            self.send_error(502, f"ablate forwarder: upstream unreachable: {exc}")
-            return None
-        # the session may hang up before the whole answer reached it (a client that read only the headers,
-        # a killed CLI): the upstream's answer is still read to its end and recorded
-        gone = False
-
-        def send(*, data: bytes = b"", headers: bool = False) -> None:
-            nonlocal gone
-            if gone:
-                return
             try:
-                if headers:
-                    self.end_headers()
-                else:
-                    self.wfile.write(data)
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                gone = self.close_connection = True
+                resp = self._send(head, path, body)
+            except (OSError, http.client.HTTPException) as exc:
+                raise Refused(502, f"upstream unreachable: {exc}") from None
+            kept, here = self._answer(head, resp)
+            if path == MODEL_CALLS:
+                record = wire_record(body, resp.status, kept, resp.getheader("content-type", ""))
+                record = record.model_copy(update={"duration_s": round(time.monotonic() - start, 3)})
+            return here
+        finally:
+            self.forwarder._end(self.ticket, record)
 
-        self.send_response_only(resp.status, resp.reason)
-        bodyless = self.command == "HEAD" or resp.status in (204, 304) or resp.status < 200
+    def _answer(self, head: Head, resp: http.client.HTTPResponse) -> tuple[bytes, bool]:
+        """Stream the upstream's answer to the session: what was kept for the record (up to
+        :data:`_RECORD_LIMIT`), and whether the session is still there. A session that hangs up before the
+        whole answer reached it (a client that read only the headers, a killed CLI) still has it read to
+        its end and recorded."""
+        here = True
+
+        def send(data: bytes) -> None:
+            nonlocal here
+            if here:
+                try:
+                    self.sock.sendall(data)
+                except OSError:
+                    here = False
+
+        bodyless = head.method == "HEAD" or resp.status in (204, 304) or resp.status < 200
         chunked = resp.getheader("content-length") is None and not bodyless
-        for key, value in resp.getheaders():
-            if key.lower() not in _HOP:
-                self.send_header(key, value)
-        if chunked:
-            self.send_header("Transfer-Encoding", "chunked")
-        send(headers=True)
+        lines = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n"]
+        lines += [f"{k}: {v}\r\n" for k, v in resp.getheaders() if k.lower() not in _HOP]
+        lines += ["Transfer-Encoding: chunked\r\n"] if chunked else []
+        send("".join(lines).encode("latin-1") + b"\r\n")
         kept = bytearray()
-        while not bodyless:
-            chunk = resp.read1(65536)
-            if not chunk:
-                break
+        while not bodyless and (chunk := resp.read1(65536)):
             if len(kept) < _RECORD_LIMIT:
                 kept += chunk
-            send(data=b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+            send(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
         resp.read()  # the rest (none; a HEAD's empty body): the connection is ready for the next request
         if chunked:
-            send(data=b"0\r\n\r\n")
-        if resp.will_close and self._upstream_conn is not None:
-            self._upstream_conn.close()
-            self._upstream_conn = None
-        if self.command != "POST" or not self.path.split("?")[0].endswith("/v1/messages"):
-            return None
-        record = wire_record(body, resp.status, bytes(kept), resp.getheader("content-type", ""))
-        return record.model_copy(update={"duration_s": round(time.monotonic() - start, 3)})
+            send(b"0\r\n\r\n")
+        if resp.will_close and self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        return bytes(kept), here
 
-    def _send(self, body: bytes, headers: dict[str, str]) -> http.client.HTTPResponse:
+    def _send(self, head: Head, path: str, body: bytes) -> http.client.HTTPResponse:
         """The upstream's response; a kept-alive connection the upstream closed meanwhile is opened again
-        once (the request never reached it)."""
+        once (the request never reached it). Its framing is the forwarder's own: the session's
+        ``Content-Length`` and hop-by-hop headers are never passed on."""
+        headers: dict[str, str] = {}
+        for key, value in head.headers:
+            if key.lower() not in _NOT_PASSED:
+                headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        target = self.upstream.path.rstrip("/") + path + head.query
         for attempt in (1, 2):
-            reused = self._upstream_conn is not None
-            conn, prefix = self._connection()
+            reused = self._conn is not None
+            conn = self._connection()
             try:
-                conn.request(self.command, prefix + self.path, body=body, headers=headers)
+                conn.request(head.method, target, body=body, headers=headers)
                 return conn.getresponse()
             except (OSError, http.client.HTTPException):
                 conn.close()
-                self._upstream_conn = None
+                self._conn = None
                 if not reused or attempt == 2:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _body(self) -> bytes:
-        if "chunked" in self.headers.get("transfer-encoding", "").lower():
-            out = bytearray()
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return bytes(out)
-                out += self.rfile.read(size)
-                self.rfile.readline()
-        length = int(self.headers.get("content-length") or 0)
-        return self.rfile.read(length) if length else b""
+    def _connection(self) -> http.client.HTTPConnection:
+        up = self.upstream
+        if self._conn is None:
+            if up.scheme == "https":
+                self._conn = http.client.HTTPSConnection(
+                    up.hostname or "", up.port, timeout=600, context=ssl.create_default_context()
+                )
+            else:
+                self._conn = http.client.HTTPConnection(up.hostname or "", up.port, timeout=600)
+        return self._conn
 
 
 # ---------------------------------------------------------------------------------------------------------
