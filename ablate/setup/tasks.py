@@ -6,7 +6,7 @@ its tool inputs when ``scope = "text+tools"``). Graded outcomes (``ablate.grade`
 every cell's checkout before the session (``[files]``), deterministic read-only checks of the checkout the
 session left (``[[checks]]``) and a rubric for the blind judge (``[rubric]``). Every path is a plain relative
 path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here; symlink escapes
-are refused where the checkout is touched (:mod:`ablate.grade.checks`).
+are refused where the checkout is touched (:mod:`ablate.grade.checkout`).
 
 ```toml
 schema_version = 1
@@ -42,10 +42,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import Field, field_validator
 
+from ablate.checks.base import RelPath, compiled
+from ablate.checks.registry import Check
 from ablate.core.constants import MAX_TIMEOUT_S, MAX_TURNS
 from ablate.core.errors import NotFound, Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
@@ -81,233 +83,7 @@ class Pitfall(Spec):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v, re.IGNORECASE)
-        except re.error as exc:
-            raise ValueError(f"invalid regex: {exc}") from exc
-        return v
-
-
-def check_rel_path(value: str, *, folder: bool = False) -> str:
-    """Refuse anything but a plain relative path inside the checkout (``src/a.py``; ``src/`` when ``folder``).
-
-    Absolute paths, drive letters, backslashes, empty, ``.`` and ``..`` components and anything under ``.git``
-    are refused: seed files and checks must stay inside the checkout, and ablate never writes git's own files
-    (a hook written there would be executed). Symlinks are checked where the checkout is touched.
-    """
-    if not value or value.strip() != value:
-        raise ValueError("must be a non-empty relative path without surrounding spaces")
-    if "\\" in value or "\x00" in value:
-        raise ValueError(f"{value!r}: use forward slashes; backslashes and NUL are refused")
-    if value.startswith("/") or (len(value) > 1 and value[1] == ":"):
-        raise ValueError(f"{value!r}: absolute paths are refused; give a path relative to the checkout")
-    body = value[:-1] if folder and value.endswith("/") else value
-    parts = body.split("/")
-    for part in parts:
-        if part in ("", ".", ".."):
-            raise ValueError(
-                f"{value!r}: empty, '.' and '..' components are refused (stay inside the checkout)"
-            )
-    if parts[0] == ".git":
-        raise ValueError(f"{value!r}: git's own files are off limits")
-    return value
-
-
-def _file_path(v: str) -> str:
-    return check_rel_path(v)
-
-
-def _folder_or_file_path(v: str) -> str:
-    return check_rel_path(v, folder=True)
-
-
-RelPath = Annotated[str, AfterValidator(_file_path)]
-"""A relative file path inside the checkout."""
-RelPrefix = Annotated[str, AfterValidator(_folder_or_file_path)]
-"""A relative file or folder path inside the checkout (``src/greet/``: everything under that folder)."""
-
-
-class FileContains(Spec):
-    """The file exists and contains ``text`` (a plain substring)."""
-
-    kind: Literal["file_contains"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
-    text: str = Field(min_length=1)
-    """The substring that must occur."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class FileNotContains(Spec):
-    """The file does not contain ``text`` (a missing file passes: it contains nothing)."""
-
-    kind: Literal["file_not_contains"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
-    text: str = Field(min_length=1)
-    """The substring that must not occur."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class FileParses(Spec):
-    """The file exists and parses in ``language`` (parsed only, never executed)."""
-
-    kind: Literal["file_parses"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
-    language: Literal["python", "json", "toml"]
-    """python: ``ast.parse``; json: ``json.loads``; toml: ``tomllib.loads``."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class FileUnchanged(Spec):
-    """The file is byte-identical to its state when the session started (after the seed files)."""
-
-    kind: Literal["file_unchanged"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class DiffTouchesOnly(Spec):
-    """Every path the session changed (added, modified, deleted) lies under one of ``paths``."""
-
-    kind: Literal["diff_touches_only"]
-    """Check kind."""
-    paths: list[RelPrefix] = Field(min_length=1)
-    """Allowed files, or folders ending in ``/``."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-#: ``regex`` flags, as ``claude plugin eval`` spells them (JavaScript's): ``i`` ignore case, ``m`` multi-line,
-#: ``s`` dot matches newline; ``g``, ``u``, ``d`` and ``v`` change nothing here (matches are counted anyway).
-REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "g": 0, "u": 0, "d": 0, "v": 0}
-
-
-def regex_flags(flags: str) -> int:
-    """Python ``re`` flags for a ``regex`` check's JavaScript flags (``ValueError`` for an unsupported one)."""
-    out = 0
-    for ch in flags:
-        if ch not in REGEX_FLAGS:
-            raise ValueError(
-                f"flag {ch!r} is not supported (use i, m, s; g, u, d, v are accepted and ignored)"
-            )
-        out |= REGEX_FLAGS[ch]
-    return out
-
-
-class _Graded(Spec):
-    """What a plugin-eval grader adds to a check: the name it is reported under and its weight in the score."""
-
-    name: str = ""
-    """Reported under this name (a plugin-eval grader's file name)."""
-    weight: float = Field(default=1.0, gt=0)
-    """Weight in the task's grader score (``checks_score``)."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class RegexCheck(_Graded):
-    """A regex over the session: its final answer, its tool-call trace, the paths it changed, or a file."""
-
-    kind: Literal["regex"]
-    """Check kind."""
-    pattern: str = Field(min_length=1)
-    """A Python regex (``claude plugin eval`` uses JavaScript's; the common syntax is shared)."""
-    target: Literal["last_message", "trace", "files", "file"] = "last_message"
-    """``last_message``: the final answer; ``trace``: one line per tool call (``name <input JSON>``);
-    ``files``: the changed paths, one per line; ``file``: the content of ``file`` in the checkout."""
-    file: RelPath | None = None
-    """The file read when ``target = "file"``."""
-    flags: str = ""
-    """JavaScript-style flags (``i``, ``m``, ``s``)."""
-    match: str = Field(default="contains", pattern=r"^(contains|not_contains|count:[0-9]+)$")
-    """``contains``, ``not_contains`` or ``count:N`` (exactly N matches)."""
-
-    @field_validator("flags")
-    @classmethod
-    def _flags(cls, v: str) -> str:
-        regex_flags(v)
-        return v
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as exc:
-            raise ValueError(f"invalid regex: {exc}") from exc
-        return v
-
-
-class ToolRef(Spec):
-    """A tool call: the tool's name, and optionally a regex its input (as JSON text) must match."""
-
-    tool: str = Field(min_length=1)
-    """Tool name as the transcript records it (``Read``, ``mcp__server__tool``)."""
-    input_match: str | None = None
-    """A regex searched in the call's input, serialised as compact JSON."""
-
-
-class ToolUsed(_Graded):
-    """The session called ``tool`` (with an input matching ``input_match``) between ``min`` and ``max`` times."""
-
-    kind: Literal["tool_used"]
-    """Check kind."""
-    tool: str = Field(min_length=1)
-    """Tool name."""
-    input_match: str | None = None
-    """A regex searched in the call's input (compact JSON)."""
-    min: int | None = Field(default=None, ge=0)
-    """Fewest calls (default 1)."""
-    max: int | None = Field(default=None, ge=0)
-    """Most calls (default: no limit)."""
-
-
-class ToolOrder(_Graded):
-    """The first call matching ``before`` comes before the first call matching ``after``."""
-
-    kind: Literal["tool_order"]
-    """Check kind."""
-    before: ToolRef
-    """The earlier call."""
-    after: ToolRef
-    """The later call."""
-
-
-class FileExists(_Graded):
-    """A path the session changed matches the glob ``path`` (``exists = false``: none does)."""
-
-    kind: Literal["file_exists"]
-    """Check kind."""
-    path: str = Field(min_length=1)
-    """A glob over checkout-relative paths: ``*`` within a folder, ``**`` across folders, ``?`` one char."""
-    exists: bool = True
-    """Whether a matching changed path must exist (true) or must not (false)."""
-
-
-Check = Annotated[
-    FileContains
-    | FileNotContains
-    | FileParses
-    | FileUnchanged
-    | DiffTouchesOnly
-    | RegexCheck
-    | ToolUsed
-    | ToolOrder
-    | FileExists,
-    Field(discriminator="kind"),
-]
-"""One ``[[checks]]`` table: deterministic, read-only, evaluated on the checkout the session left."""
+        return compiled(v, re.IGNORECASE)
 
 
 class Rubric(Spec):
@@ -447,10 +223,7 @@ def load_task(path: Path, catalog: Catalog | None = None) -> Task:
             problems.append(Problem(str(path), f"pitfalls.{i}.id", f"duplicate pitfall id {pit.id!r}"))
         seen.add(pit.id)
     for i, check in enumerate(spec.checks):
-        if isinstance(check, RegexCheck) and (check.target == "file") != (check.file is not None):
-            problems.append(
-                Problem(str(path), f"checks.{i}.file", 'give `file` exactly when target = "file"')
-            )
+        problems.extend(Problem(str(path), f"checks.{i}.{where}", what) for where, what in check.problems())
     seeded: dict[str, str] = {}
     for name in spec.files:
         for other in seeded:
