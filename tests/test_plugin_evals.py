@@ -15,8 +15,9 @@ from ablate.checks.file_exists import glob_regex
 from ablate.core.errors import SpecError
 from ablate.grade.evaluate import evaluate_check
 from ablate.grade.trace import read_transcript
-from ablate.setup.plugin_evals import find_suite, load_suite, task_id
-from ablate.setup.tasks import TaskSpec, load_task, load_tasks, select_split
+from ablate.setup.plugin_evals import find_suite, load_suite
+from ablate.setup.tasks import TaskSpec, load_task, task_id
+from ablate.setup.taskset import load_tasks, select_split
 from tests.helpers_cli import invoke
 
 DATA = Path(__file__).parent / "data" / "plugin_evals"

@@ -39,21 +39,22 @@ fail = "Claims success without running the tests."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from ablate.checks.base import RelPath, compiled
 from ablate.checks.registry import Check
 from ablate.core.constants import MAX_TIMEOUT_S, MAX_TURNS
-from ablate.core.errors import NotFound, Problem, SpecError
+from ablate.core.errors import Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import Spec, read_spec_data, validate
 from ablate.setup.layers import Catalog
 from ablate.setup.task_session import MAX_RUNS, EnvValue, EvalVar
+from ablate.setup.tomltext import dumps
 
 
 @dataclass(frozen=True)
@@ -243,94 +244,17 @@ def load_task(path: Path, catalog: Catalog | None = None) -> Task:
     return Task(spec=spec, source=path.resolve(), sha256=sha256_bytes(raw))
 
 
-def task_files(paths: Iterable[Path]) -> list[Path]:
-    """Expand folders to their ``*.toml`` files (sorted); files are kept as given."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            found = sorted(p.glob("*.toml"))
-            if not found:
-                raise NotFound(
-                    f"{p}: no *.toml task files in this folder, and no plugin-eval suite "
-                    "(evals/<case>/prompt.md or case.yaml, or evals/evals.json)"
-                )
-            out.extend(found)
-        elif p.exists():
-            out.append(p)
-        else:
-            raise NotFound(
-                f"{p}: no such task file or folder", hint="pass --tasks with a folder of *.toml files"
-            )
-    return out
+def task_id(name: str) -> str:
+    """A task id from a case folder's name: lower case, runs of other characters as ``-``, 64 at most."""
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")
+    return slug[:64] or "case"
 
 
-def load_tasks(
-    paths: Sequence[Path], catalog: Catalog | None = None, notes: list[str] | None = None
-) -> list[Task]:
-    """Load every task under ``paths`` (folders or files, plugin-eval suites converted:
-    :mod:`ablate.setup.plugin_evals`); all problems are reported together. What a suite asks that ablate
-    does not apply is appended to ``notes``."""
-    from ablate.setup.plugin_evals import find_suite, load_suite
-
-    tasks: list[Task] = []
-    problems: list[Problem] = []
-    plain: list[Path] = []
-    for p in paths:
-        suite = find_suite(p) if p.exists() else None
-        if suite is None:
-            plain.append(p)
-            continue
-        try:
-            loaded = load_suite(suite)
-        except SpecError as exc:
-            problems.extend(exc.problems)
-            continue
-        tasks.extend(loaded.tasks)
-        if notes is not None:
-            notes.extend(loaded.notes)
-    files = task_files(plain)
-    if not files and not tasks and not problems:
-        raise NotFound("no task files given", hint="pass --tasks DIR or --tasks FILE")
-    for f in files:
-        try:
-            tasks.append(load_task(f, catalog))
-        except SpecError as exc:
-            problems.extend(exc.problems)
-    for t in tasks:
-        if t.spec.draft:
-            problems.append(
-                Problem(
-                    str(t.source),
-                    "draft",
-                    "a draft written by `ablate tasks suggest`, never run unreviewed: review the prompt and the "
-                    "suggested pitfalls, then delete the `draft = true` line",
-                )
-            )
-    by_id: dict[str, Path] = {}
-    for t in tasks:
-        if t.id in by_id:
-            problems.append(
-                Problem(str(t.source), "id", f"duplicate task id {t.id!r} (also in {by_id[t.id]})")
-            )
-        by_id[t.id] = t.source
-    if problems:
-        raise SpecError(problems)
-    return tasks
-
-
-def select_split(paths: Sequence[Path], split: str) -> list[Path]:
-    """The task files under ``paths`` whose ``split`` is ``split`` (``both``: every file, unchanged)."""
-    from ablate.setup.plugin_evals import find_suite
-
-    if split == "both":
-        return list(paths)
-    # a plugin-eval suite has no split: its cases are dev tasks
-    suites = [p for p in paths if p.exists() and find_suite(p) is not None]
-    files = task_files([p for p in paths if p not in suites])
-    chosen = [f for f in files if load_task(f).spec.split == split] + (suites if split == "dev" else [])
-    if not chosen:
-        raise NotFound(
-            f"no {split} tasks among {len(files)} task files",
-            hint="check the tasks' `split`, or pass --split both",
-        )
-    return chosen
+def converted_task(data: dict[str, Any], source: Path, origin: Path) -> Task:
+    """A converted task: ``data`` written as the TOML the run folder keeps, validated, hashed."""
+    text = dumps(
+        {k: v for k, v in data.items() if v not in (None, "", [])},
+        header=f"Converted by ablate from {origin}; edit the suite, not this copy.",
+    ).encode("utf-8")
+    spec = validate(TaskSpec, tomllib.loads(text.decode("utf-8")), source)
+    return Task(spec=spec, source=source.resolve(), sha256=sha256_bytes(text), text=text)
