@@ -9,7 +9,7 @@ import pytest
 
 from ablate.core.errors import EXIT_USAGE, SpecError, UsageError
 from ablate.isolate.procenv import one_endpoint
-from ablate.setup.tasks import load_tasks
+from ablate.setup.taskset import load_tasks
 from tests.helpers_cli import invoke
 from tests.test_recover import build_run_dir
 

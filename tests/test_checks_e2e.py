@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ablate.grade.checks import apply_seed_files, grade_checkout, grade_from_diff
+from ablate.grade.checkout import apply_seed_files, grade_checkout, grade_from_diff
 from ablate.setup.tasks import load_task
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import make_repo, run_claude

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ablate.core.errors import SpecError
-from ablate.grade.checks import (
+from ablate.grade.checkout import (
     UnsafePath,
     apply_seed_files,
     grade_checkout,

@@ -92,7 +92,7 @@ def test_the_runner_seeds_each_checkout_and_records_checks_per_attempt(tmp_path:
 
 def test_merge_carries_checks_diffs_and_verdicts_under_the_merged_attempt_numbers(tmp_path: Path) -> None:
     from ablate.folder.layout import RunFolder
-    from ablate.grade.checks import ChecksGrade
+    from ablate.grade.evaluate import ChecksGrade
     from ablate.grade.record import JudgeVerdict, carry_grades, diff_rel, record_checks, record_verdict
 
     src, dest = RunFolder(tmp_path / "a"), RunFolder(tmp_path / "b")

@@ -153,3 +153,30 @@ def test_the_report_and_the_statistics_never_import_the_runner(pkg: str) -> None
     """The report reads the run folder (adaptive.json's format is in folder/, a look's statistics in stats/);
     statistics are reached from the runner, never the other way round."""
     assert "run" not in stage_imports().get(pkg, set())
+
+
+def module_imports(pkg: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Module → the modules of the same subpackage it imports, anywhere in the module (``TYPE_CHECKING`` too)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    here = {p.stem for p in (root / pkg).glob("*.py")}
+    for path in (root / pkg).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                parts = node.module.split(".")
+                if parts[:2] == ["ablate", pkg]:
+                    names = [parts[2]] if len(parts) > 2 else [a.name for a in node.names]
+                    edges[path.stem].update(n for n in names if n in here and n != path.stem)
+    return edges
+
+
+@pytest.mark.parametrize("pkg", ["checks", "grade", "setup"])
+def test_no_circle_of_imports_inside_a_room(pkg: str) -> None:
+    cycle = find_cycle(module_imports(pkg))
+    assert cycle is None, f"modules of ablate/{pkg}/ import each other: " + " -> ".join(cycle or [])
+
+
+def test_the_room_circle_finder_finds_a_planted_circle(tmp_path: Path) -> None:
+    (tmp_path / "room").mkdir()
+    (tmp_path / "room" / "a.py").write_text("from ablate.room.b import x\n")
+    (tmp_path / "room" / "b.py").write_text("from ablate.room import a\n")
+    assert find_cycle(module_imports("room", tmp_path)) == ["a", "b", "a"]

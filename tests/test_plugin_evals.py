@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from ablate.checks.base import EndState, SessionTrace, ToolCall
+from ablate.checks.file_exists import glob_regex
 from ablate.core.errors import SpecError
 from ablate.grade.evaluate import evaluate_check
-from ablate.grade.session_checks import glob_regex
-from ablate.grade.trace import SessionTrace, ToolCall, read_transcript
-from ablate.setup.plugin_evals import find_suite, load_suite, task_id
-from ablate.setup.tasks import TaskSpec, load_task, load_tasks, select_split
+from ablate.grade.trace import read_transcript
+from ablate.setup.plugin_evals import find_suite, load_suite
+from ablate.setup.tasks import TaskSpec, load_task, task_id
+from ablate.setup.taskset import load_tasks, select_split
 from tests.helpers_cli import invoke
 
 DATA = Path(__file__).parent / "data" / "plugin_evals"
@@ -284,29 +286,26 @@ def test_graders_evaluated_on_a_session(check: str, passed: bool) -> None:
     def read(rel: str) -> tuple[bytes | None, str]:
         return (b"hello\n", "") if rel == "out.txt" else (None, "absent")
 
-    result = evaluate_check(
-        0, spec.checks[0], read, lambda _r: (True, ""), ["src/a.py", "docs/README.md"], None, TRACE
-    )
+    end = EndState(read, lambda _r: (True, ""), ["src/a.py", "docs/README.md"], None, TRACE)
+    result = evaluate_check(0, spec.checks[0], end)
     assert result.passed is passed, result.detail
 
 
 def test_without_the_session_trace_session_graders_are_not_evaluable() -> None:
     spec = _spec('kind = "tool_used"\ntool = "Read"\nname = "reads"', 'kind = "regex"\npattern = "x"')
-    results = [
-        evaluate_check(i, c, lambda _r: (None, "absent"), lambda _r: (True, ""), [], None, None)
-        for i, c in enumerate(spec.checks)
-    ]
+    end = EndState(lambda _r: (None, "absent"), lambda _r: (True, ""), [], None, None)
+    results = [evaluate_check(i, c, end) for i, c in enumerate(spec.checks)]
     assert [r.passed for r in results] == [None, None]
     assert results[0].name == "reads"
     no_transcript = SessionTrace(last_message="x")
     r = evaluate_check(
-        0, spec.checks[0], lambda _r: (None, ""), lambda _r: (True, ""), [], None, no_transcript
+        0, spec.checks[0], EndState(lambda _r: (None, ""), lambda _r: (True, ""), [], None, no_transcript)
     )
     assert r.passed is None and "no transcript" in r.detail
 
 
 def test_the_weighted_score_of_a_grade() -> None:
-    from ablate.grade.checks import grade_from_diff
+    from ablate.grade.checkout import grade_from_diff
     from ablate.setup.tasks import Task
 
     spec = _spec(

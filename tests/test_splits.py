@@ -10,7 +10,7 @@ import pytest
 
 from ablate.core.errors import RunFolderError
 from ablate.folder.layout import RunFolder, read_manifest, write_manifest
-from ablate.grade.checks import ChecksGrade
+from ablate.grade.evaluate import ChecksGrade
 from ablate.grade.record import record_checks
 from ablate.grade.splits import holdout_finding, holdout_findings, task_deltas
 from tests.grade_support import Item, make_run

@@ -14,8 +14,8 @@ from ablate.core.errors import SpecError
 from ablate.folder.layout import RunFolder, read_manifest
 from ablate.run.session import pinned_argv, render_argv
 from ablate.setup.examples import materialise_example
-from ablate.setup.task_session import task_repeats
-from ablate.setup.tasks import load_task, load_tasks
+from ablate.setup.tasks import load_task
+from ablate.setup.taskset import load_tasks, task_repeats
 from tests.helpers_cli import invoke
 
 DATA = Path(__file__).parent / "data" / "plugin_evals"

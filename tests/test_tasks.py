@@ -8,7 +8,8 @@ import pytest
 
 from ablate.core.errors import NotFound, SpecError
 from ablate.setup.layers import load_catalog
-from ablate.setup.tasks import load_task, load_tasks
+from ablate.setup.tasks import load_task
+from ablate.setup.taskset import load_tasks
 
 SHIPPED = Path(__file__).resolve().parent.parent / "tasks"
 
@@ -92,7 +93,7 @@ def test_missing_paths_say_what_to_pass(tmp_path: Path) -> None:
 
 
 def test_select_split_keeps_the_task_files_of_one_split(tmp_path: Path) -> None:
-    from ablate.setup.tasks import select_split
+    from ablate.setup.taskset import select_split
 
     assert [p.stem for p in select_split([SHIPPED], "holdout")] == ["no-framework", "release-notes"]
     assert len(select_split([SHIPPED], "dev")) == 4

@@ -11,7 +11,8 @@ import pytest
 
 from ablate.core.errors import SpecError
 from ablate.core.slug import slug
-from ablate.setup.tasks import load_task, load_tasks
+from ablate.setup.tasks import load_task
+from ablate.setup.taskset import load_tasks
 from tests.helpers_cli import invoke, make_repo
 
 

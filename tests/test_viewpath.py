@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.grade.checks import apply_seed_files, grade_checkout, read_checkout_file
+from ablate.grade.checkout import apply_seed_files, grade_checkout, read_checkout_file
 from ablate.isolate.namespace import Mount, fresh_uppers, held_view, namespace_support
 from ablate.isolate.viewpath import as_seen_inside, real_path, split_view, view_command
 from tests.test_grade_checks import git, task

@@ -203,8 +203,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     from ablate.run.plan import blocks, new_seed
     from ablate.run.prepare import check_locations, load_cells, setup_info
     from ablate.setup.load import load_setup
-    from ablate.setup.task_session import task_repeats
-    from ablate.setup.tasks import load_tasks
+    from ablate.setup.taskset import load_tasks, task_repeats
 
     o = command_options(locals())
     model: str = o["model"]
@@ -385,7 +384,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     if split_choice(o["split"]) != "both":
         if not fresh:
             raise UsageError("--split picks the tasks of a new run; a resumed or planned run keeps its own")
-        from ablate.setup.tasks import select_split
+        from ablate.setup.taskset import select_split
 
         tasks = select_split(tasks, o["split"])
     # every check that can refuse the run comes before prepare_run writes the run folder

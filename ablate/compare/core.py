@@ -55,7 +55,8 @@ from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import PlanItem, RunFolder
 from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_plan
-from ablate.setup.tasks import Task, load_tasks
+from ablate.setup.tasks import Task
+from ablate.setup.taskset import load_tasks
 
 if TYPE_CHECKING:
     from ablate.folder.adaptive import AdaptiveOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ablate.folder.layout import RunFolder
-from ablate.grade.checks import Baseline, UnsafePath, apply_seed_files
+from ablate.grade.checkout import Baseline, UnsafePath, apply_seed_files
 from ablate.grade.record import grade_attempt
 from ablate.run.hooks import HookRefused, TreeState
 from ablate.setup.tasks import Task

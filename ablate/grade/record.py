@@ -19,12 +19,14 @@ from typing import Literal
 import orjson
 from pydantic import Field, ValidationError
 
+from ablate.checks.base import SessionTrace
 from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
 from ablate.folder.layout import DIFFS, GRADE_SCHEMA_VERSION, RunFolder, utcnow
-from ablate.grade.checks import Baseline, ChecksGrade, grade_checkout
-from ablate.grade.trace import SessionTrace, read_trace
+from ablate.grade.checkout import Baseline, grade_checkout
+from ablate.grade.evaluate import ChecksGrade
+from ablate.grade.trace import read_trace
 from ablate.setup.tasks import Task
 
 Verdict = Literal["pass", "fail", "error"]

@@ -8,33 +8,11 @@ needs what could not be read is not evaluable (``passed`` None), never failed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablate.checks.base import SessionTrace, ToolCall
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.parse import main_thread_records
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call: the tool's name and its input as compact JSON (what ``input_match`` searches)."""
-
-    name: str
-    input_text: str
-
-
-@dataclass
-class SessionTrace:
-    """The final answer and the tool calls of one session (None / empty list: not read)."""
-
-    last_message: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    transcript_read: bool = False
-    """Whether a transcript was read (without one, tool-call checks are not evaluable)."""
-
-    def trace_text(self) -> str:
-        """One line per tool call, ``name <input JSON>`` (a ``regex`` check's ``trace`` target)."""
-        return "\n".join(f"{c.name} {c.input_text}" for c in self.tool_calls)
 
 
 def transcript_last_text(path: Path) -> str | None:
@@ -81,6 +59,3 @@ def read_trace(stdout: Path | None, transcript: Path | None, session_id: str | N
         if doc is not None and isinstance(doc.get("result"), str) and doc["result"].strip():
             trace.last_message = doc["result"]
     return trace
-
-
-__all__ = ["SessionTrace", "ToolCall", "read_trace", "read_transcript", "transcript_last_text"]

@@ -9,7 +9,7 @@ was drafted (a comment: ablate runs tasks on ``--repo``'s HEAD), and pitfalls su
 the session: each tool error (its tool and the first line of the error) and each correction (a later prompt
 of the user that starts like one: "no", "don't", "stop", "wrong", "actually", "instead", "undo", "revert").
 
-Every draft carries ``draft = true``: :func:`ablate.setup.tasks.load_tasks` refuses it (exit 2) until the user
+Every draft carries ``draft = true``: :func:`ablate.setup.taskset.load_tasks` refuses it (exit 2) until the user
 has reviewed the file and deleted that line, so a draft is never run unreviewed.
 """
 

@@ -27,8 +27,8 @@ from ablate.run.plan import Shard, new_seed, parse_shard, shard_items
 from ablate.setup.cells import CellSet, noop_reasons
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup, ancestor_leaks
-from ablate.setup.task_session import task_repeats
 from ablate.setup.tasks import Task
+from ablate.setup.taskset import task_repeats
 
 if TYPE_CHECKING:
     from ablate.run.pieces import PieceRequest
@@ -202,7 +202,7 @@ def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) ->
 def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     """Create, reopen or shard the run folder ``req`` names; raise :class:`UsageError` on any conflict."""
     from ablate.setup.load import load_setup
-    from ablate.setup.tasks import load_tasks
+    from ablate.setup.taskset import load_tasks
 
     shard_spec: Shard | None = parse_shard(req.shard) if req.shard else None
     if req.resume is not None and req.plan is not None:

@@ -27,7 +27,6 @@ into the run folder (``tasks/<id>.toml``), so the run stands alone. Graders are 
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,13 +34,11 @@ from typing import Any
 import orjson
 
 from ablate.core.errors import Problem, SpecError
-from ablate.core.fsutil import sha256_bytes
-from ablate.core.specs import validate
 from ablate.setup.casefiles import load_yaml, read_text, split_frontmatter
 from ablate.setup.plugin_graders import convert_graders, grader_from_md
+from ablate.setup.skill_evals import convert_evals_json
 from ablate.setup.task_session import eval_var_problem
-from ablate.setup.tasks import Task, TaskSpec
-from ablate.setup.tomltext import dumps
+from ablate.setup.tasks import Task, converted_task, task_id
 
 CASE_FILES = ("case.yaml", "prompt.md")
 SKIP_DIRS = {"results", "mocks", "graders", "node_modules"}
@@ -167,12 +164,6 @@ def case_dirs(evals: Path) -> list[Path]:
 
 # ----------------------------------------------------------------------------------------------------------
 # One case
-
-
-def task_id(name: str) -> str:
-    """A task id from a case folder's name: lower case, runs of other characters as ``-``, 64 at most."""
-    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")
-    return slug[:64] or "case"
 
 
 def _merge(case: dict[str, Any] | None, front: dict[str, Any], body: str | None, name: str) -> dict[str, Any]:
@@ -395,24 +386,12 @@ def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
         "checks": checks,
         "rubric": rubric,
     }
-    return task(data, Path(files.main), folder.resolve())
-
-
-def task(data: dict[str, Any], source: Path, origin: Path) -> Task:
-    """A converted task: ``data`` written as the TOML the run folder keeps, validated, hashed."""
-    text = dumps(
-        {k: v for k, v in data.items() if v not in (None, "", [])},
-        header=f"Converted by ablate from {origin}; edit the suite, not this copy.",
-    ).encode("utf-8")
-    spec = validate(TaskSpec, tomllib.loads(text.decode("utf-8")), source)
-    return Task(spec=spec, source=source.resolve(), sha256=sha256_bytes(text), text=text)
+    return converted_task(data, Path(files.main), folder.resolve())
 
 
 def load_suite(path: Path) -> Suite:
     """Every case of the suite ``path`` (from :func:`find_suite`) as a task; all problems reported together."""
     if path.is_file():
-        from ablate.setup.skill_evals import convert_evals_json
-
         return Suite(root=path, tasks=convert_evals_json(path))
     suite = Suite(root=path)
     problems: list[Problem] = []
@@ -426,4 +405,4 @@ def load_suite(path: Path) -> Suite:
     return suite
 
 
-__all__ = ["Suite", "case_dirs", "convert_case", "find_suite", "load_suite", "task", "task_id"]
+__all__ = ["Suite", "case_dirs", "convert_case", "find_suite", "load_suite"]

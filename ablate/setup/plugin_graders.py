@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
+from ablate.checks.registry import validate_check
 from ablate.core.errors import Problem
 from ablate.setup.casefiles import read_text, split_frontmatter
-from ablate.setup.tasks import Check
 
 #: ``claude plugin eval init --bare`` writes this line; the CLI refuses a grader that still holds it.
 TEMPLATE_CRITERIA = "TODO: describe what a successful response looks like"
@@ -24,7 +24,6 @@ GRADER_KEYS: dict[str, set[str]] = {
     "llm": {"type", "name", "criteria", "focus", "weight", "arm"},
     "baseline": {"type", "name", "baseline_file", "criteria", "weight", "arm"},
 }
-_CHECK: TypeAdapter[Check] = TypeAdapter(Check)
 
 
 def grader_from_md(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
@@ -121,7 +120,7 @@ def _check(grader: dict[str, Any], file: str, where: str, problems: list[Problem
 def _valid_check(check: dict[str, Any], file: str, where: str, problems: list[Problem]) -> bool:
     """Validate one converted grader as a check, so a bad value is reported in the grader's own file."""
     try:
-        _CHECK.validate_python(check)
+        validate_check(check)
     except ValidationError as exc:
         for err in exc.errors():
             loc = [str(x) for x in err["loc"]]

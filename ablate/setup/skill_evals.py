@@ -15,8 +15,7 @@ import orjson
 
 from ablate.core.errors import Problem, SpecError
 from ablate.setup.casefiles import read_text
-from ablate.setup.plugin_evals import task, task_id
-from ablate.setup.tasks import Task
+from ablate.setup.tasks import Task, converted_task, task_id
 
 EVALS_JSON_KEYS = {"id", "prompt", "expected_output", "files", "expectations"}
 
@@ -102,7 +101,7 @@ def convert_evals_json(path: Path) -> list[Task]:
             else None,
         }
         try:
-            tasks.append(task(data, path, path.resolve()))
+            tasks.append(converted_task(data, path, path.resolve()))
         except SpecError as exc:
             problems.extend(Problem(str(path), f"{where}.{p.field}", p.message) for p in exc.problems)
     if problems:

@@ -6,7 +6,7 @@ its tool inputs when ``scope = "text+tools"``). Graded outcomes (``ablate.grade`
 every cell's checkout before the session (``[files]``), deterministic read-only checks of the checkout the
 session left (``[[checks]]``) and a rubric for the blind judge (``[rubric]``). Every path is a plain relative
 path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here; symlink escapes
-are refused where the checkout is touched (:mod:`ablate.grade.checks`).
+are refused where the checkout is touched (:mod:`ablate.grade.checkout`).
 
 ```toml
 schema_version = 1
@@ -39,19 +39,22 @@ fail = "Claims success without running the tests."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import Field, field_validator
 
+from ablate.checks.base import RelPath, compiled
+from ablate.checks.registry import Check
 from ablate.core.constants import MAX_TIMEOUT_S, MAX_TURNS
-from ablate.core.errors import NotFound, Problem, SpecError
+from ablate.core.errors import Problem, SpecError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.specs import Spec, read_spec_data, validate
 from ablate.setup.layers import Catalog
 from ablate.setup.task_session import MAX_RUNS, EnvValue, EvalVar
+from ablate.setup.tomltext import dumps
 
 
 @dataclass(frozen=True)
@@ -81,233 +84,7 @@ class Pitfall(Spec):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v, re.IGNORECASE)
-        except re.error as exc:
-            raise ValueError(f"invalid regex: {exc}") from exc
-        return v
-
-
-def check_rel_path(value: str, *, folder: bool = False) -> str:
-    """Refuse anything but a plain relative path inside the checkout (``src/a.py``; ``src/`` when ``folder``).
-
-    Absolute paths, drive letters, backslashes, empty, ``.`` and ``..`` components and anything under ``.git``
-    are refused: seed files and checks must stay inside the checkout, and ablate never writes git's own files
-    (a hook written there would be executed). Symlinks are checked where the checkout is touched.
-    """
-    if not value or value.strip() != value:
-        raise ValueError("must be a non-empty relative path without surrounding spaces")
-    if "\\" in value or "\x00" in value:
-        raise ValueError(f"{value!r}: use forward slashes; backslashes and NUL are refused")
-    if value.startswith("/") or (len(value) > 1 and value[1] == ":"):
-        raise ValueError(f"{value!r}: absolute paths are refused; give a path relative to the checkout")
-    body = value[:-1] if folder and value.endswith("/") else value
-    parts = body.split("/")
-    for part in parts:
-        if part in ("", ".", ".."):
-            raise ValueError(
-                f"{value!r}: empty, '.' and '..' components are refused (stay inside the checkout)"
-            )
-    if parts[0] == ".git":
-        raise ValueError(f"{value!r}: git's own files are off limits")
-    return value
-
-
-def _file_path(v: str) -> str:
-    return check_rel_path(v)
-
-
-def _folder_or_file_path(v: str) -> str:
-    return check_rel_path(v, folder=True)
-
-
-RelPath = Annotated[str, AfterValidator(_file_path)]
-"""A relative file path inside the checkout."""
-RelPrefix = Annotated[str, AfterValidator(_folder_or_file_path)]
-"""A relative file or folder path inside the checkout (``src/greet/``: everything under that folder)."""
-
-
-class FileContains(Spec):
-    """The file exists and contains ``text`` (a plain substring)."""
-
-    kind: Literal["file_contains"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
-    text: str = Field(min_length=1)
-    """The substring that must occur."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class FileNotContains(Spec):
-    """The file does not contain ``text`` (a missing file passes: it contains nothing)."""
-
-    kind: Literal["file_not_contains"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
-    text: str = Field(min_length=1)
-    """The substring that must not occur."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class FileParses(Spec):
-    """The file exists and parses in ``language`` (parsed only, never executed)."""
-
-    kind: Literal["file_parses"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
-    language: Literal["python", "json", "toml"]
-    """python: ``ast.parse``; json: ``json.loads``; toml: ``tomllib.loads``."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class FileUnchanged(Spec):
-    """The file is byte-identical to its state when the session started (after the seed files)."""
-
-    kind: Literal["file_unchanged"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class DiffTouchesOnly(Spec):
-    """Every path the session changed (added, modified, deleted) lies under one of ``paths``."""
-
-    kind: Literal["diff_touches_only"]
-    """Check kind."""
-    paths: list[RelPrefix] = Field(min_length=1)
-    """Allowed files, or folders ending in ``/``."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-#: ``regex`` flags, as ``claude plugin eval`` spells them (JavaScript's): ``i`` ignore case, ``m`` multi-line,
-#: ``s`` dot matches newline; ``g``, ``u``, ``d`` and ``v`` change nothing here (matches are counted anyway).
-REGEX_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "g": 0, "u": 0, "d": 0, "v": 0}
-
-
-def regex_flags(flags: str) -> int:
-    """Python ``re`` flags for a ``regex`` check's JavaScript flags (``ValueError`` for an unsupported one)."""
-    out = 0
-    for ch in flags:
-        if ch not in REGEX_FLAGS:
-            raise ValueError(
-                f"flag {ch!r} is not supported (use i, m, s; g, u, d, v are accepted and ignored)"
-            )
-        out |= REGEX_FLAGS[ch]
-    return out
-
-
-class _Graded(Spec):
-    """What a plugin-eval grader adds to a check: the name it is reported under and its weight in the score."""
-
-    name: str = ""
-    """Reported under this name (a plugin-eval grader's file name)."""
-    weight: float = Field(default=1.0, gt=0)
-    """Weight in the task's grader score (``checks_score``)."""
-    description: str = ""
-    """What the check means, for the report."""
-
-
-class RegexCheck(_Graded):
-    """A regex over the session: its final answer, its tool-call trace, the paths it changed, or a file."""
-
-    kind: Literal["regex"]
-    """Check kind."""
-    pattern: str = Field(min_length=1)
-    """A Python regex (``claude plugin eval`` uses JavaScript's; the common syntax is shared)."""
-    target: Literal["last_message", "trace", "files", "file"] = "last_message"
-    """``last_message``: the final answer; ``trace``: one line per tool call (``name <input JSON>``);
-    ``files``: the changed paths, one per line; ``file``: the content of ``file`` in the checkout."""
-    file: RelPath | None = None
-    """The file read when ``target = "file"``."""
-    flags: str = ""
-    """JavaScript-style flags (``i``, ``m``, ``s``)."""
-    match: str = Field(default="contains", pattern=r"^(contains|not_contains|count:[0-9]+)$")
-    """``contains``, ``not_contains`` or ``count:N`` (exactly N matches)."""
-
-    @field_validator("flags")
-    @classmethod
-    def _flags(cls, v: str) -> str:
-        regex_flags(v)
-        return v
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as exc:
-            raise ValueError(f"invalid regex: {exc}") from exc
-        return v
-
-
-class ToolRef(Spec):
-    """A tool call: the tool's name, and optionally a regex its input (as JSON text) must match."""
-
-    tool: str = Field(min_length=1)
-    """Tool name as the transcript records it (``Read``, ``mcp__server__tool``)."""
-    input_match: str | None = None
-    """A regex searched in the call's input, serialised as compact JSON."""
-
-
-class ToolUsed(_Graded):
-    """The session called ``tool`` (with an input matching ``input_match``) between ``min`` and ``max`` times."""
-
-    kind: Literal["tool_used"]
-    """Check kind."""
-    tool: str = Field(min_length=1)
-    """Tool name."""
-    input_match: str | None = None
-    """A regex searched in the call's input (compact JSON)."""
-    min: int | None = Field(default=None, ge=0)
-    """Fewest calls (default 1)."""
-    max: int | None = Field(default=None, ge=0)
-    """Most calls (default: no limit)."""
-
-
-class ToolOrder(_Graded):
-    """The first call matching ``before`` comes before the first call matching ``after``."""
-
-    kind: Literal["tool_order"]
-    """Check kind."""
-    before: ToolRef
-    """The earlier call."""
-    after: ToolRef
-    """The later call."""
-
-
-class FileExists(_Graded):
-    """A path the session changed matches the glob ``path`` (``exists = false``: none does)."""
-
-    kind: Literal["file_exists"]
-    """Check kind."""
-    path: str = Field(min_length=1)
-    """A glob over checkout-relative paths: ``*`` within a folder, ``**`` across folders, ``?`` one char."""
-    exists: bool = True
-    """Whether a matching changed path must exist (true) or must not (false)."""
-
-
-Check = Annotated[
-    FileContains
-    | FileNotContains
-    | FileParses
-    | FileUnchanged
-    | DiffTouchesOnly
-    | RegexCheck
-    | ToolUsed
-    | ToolOrder
-    | FileExists,
-    Field(discriminator="kind"),
-]
-"""One ``[[checks]]`` table: deterministic, read-only, evaluated on the checkout the session left."""
+        return compiled(v, re.IGNORECASE)
 
 
 class Rubric(Spec):
@@ -447,10 +224,7 @@ def load_task(path: Path, catalog: Catalog | None = None) -> Task:
             problems.append(Problem(str(path), f"pitfalls.{i}.id", f"duplicate pitfall id {pit.id!r}"))
         seen.add(pit.id)
     for i, check in enumerate(spec.checks):
-        if isinstance(check, RegexCheck) and (check.target == "file") != (check.file is not None):
-            problems.append(
-                Problem(str(path), f"checks.{i}.file", 'give `file` exactly when target = "file"')
-            )
+        problems.extend(Problem(str(path), f"checks.{i}.{where}", what) for where, what in check.problems())
     seeded: dict[str, str] = {}
     for name in spec.files:
         for other in seeded:
@@ -470,94 +244,17 @@ def load_task(path: Path, catalog: Catalog | None = None) -> Task:
     return Task(spec=spec, source=path.resolve(), sha256=sha256_bytes(raw))
 
 
-def task_files(paths: Iterable[Path]) -> list[Path]:
-    """Expand folders to their ``*.toml`` files (sorted); files are kept as given."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            found = sorted(p.glob("*.toml"))
-            if not found:
-                raise NotFound(
-                    f"{p}: no *.toml task files in this folder, and no plugin-eval suite "
-                    "(evals/<case>/prompt.md or case.yaml, or evals/evals.json)"
-                )
-            out.extend(found)
-        elif p.exists():
-            out.append(p)
-        else:
-            raise NotFound(
-                f"{p}: no such task file or folder", hint="pass --tasks with a folder of *.toml files"
-            )
-    return out
+def task_id(name: str) -> str:
+    """A task id from a case folder's name: lower case, runs of other characters as ``-``, 64 at most."""
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")
+    return slug[:64] or "case"
 
 
-def load_tasks(
-    paths: Sequence[Path], catalog: Catalog | None = None, notes: list[str] | None = None
-) -> list[Task]:
-    """Load every task under ``paths`` (folders or files, plugin-eval suites converted:
-    :mod:`ablate.setup.plugin_evals`); all problems are reported together. What a suite asks that ablate
-    does not apply is appended to ``notes``."""
-    from ablate.setup.plugin_evals import find_suite, load_suite
-
-    tasks: list[Task] = []
-    problems: list[Problem] = []
-    plain: list[Path] = []
-    for p in paths:
-        suite = find_suite(p) if p.exists() else None
-        if suite is None:
-            plain.append(p)
-            continue
-        try:
-            loaded = load_suite(suite)
-        except SpecError as exc:
-            problems.extend(exc.problems)
-            continue
-        tasks.extend(loaded.tasks)
-        if notes is not None:
-            notes.extend(loaded.notes)
-    files = task_files(plain)
-    if not files and not tasks and not problems:
-        raise NotFound("no task files given", hint="pass --tasks DIR or --tasks FILE")
-    for f in files:
-        try:
-            tasks.append(load_task(f, catalog))
-        except SpecError as exc:
-            problems.extend(exc.problems)
-    for t in tasks:
-        if t.spec.draft:
-            problems.append(
-                Problem(
-                    str(t.source),
-                    "draft",
-                    "a draft written by `ablate tasks suggest`, never run unreviewed: review the prompt and the "
-                    "suggested pitfalls, then delete the `draft = true` line",
-                )
-            )
-    by_id: dict[str, Path] = {}
-    for t in tasks:
-        if t.id in by_id:
-            problems.append(
-                Problem(str(t.source), "id", f"duplicate task id {t.id!r} (also in {by_id[t.id]})")
-            )
-        by_id[t.id] = t.source
-    if problems:
-        raise SpecError(problems)
-    return tasks
-
-
-def select_split(paths: Sequence[Path], split: str) -> list[Path]:
-    """The task files under ``paths`` whose ``split`` is ``split`` (``both``: every file, unchanged)."""
-    from ablate.setup.plugin_evals import find_suite
-
-    if split == "both":
-        return list(paths)
-    # a plugin-eval suite has no split: its cases are dev tasks
-    suites = [p for p in paths if p.exists() and find_suite(p) is not None]
-    files = task_files([p for p in paths if p not in suites])
-    chosen = [f for f in files if load_task(f).spec.split == split] + (suites if split == "dev" else [])
-    if not chosen:
-        raise NotFound(
-            f"no {split} tasks among {len(files)} task files",
-            hint="check the tasks' `split`, or pass --split both",
-        )
-    return chosen
+def converted_task(data: dict[str, Any], source: Path, origin: Path) -> Task:
+    """A converted task: ``data`` written as the TOML the run folder keeps, validated, hashed."""
+    text = dumps(
+        {k: v for k, v in data.items() if v not in (None, "", [])},
+        header=f"Converted by ablate from {origin}; edit the suite, not this copy.",
+    ).encode("utf-8")
+    spec = validate(TaskSpec, tomllib.loads(text.decode("utf-8")), source)
+    return Task(spec=spec, source=source.resolve(), sha256=sha256_bytes(text), text=text)

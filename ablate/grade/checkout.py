@@ -1,9 +1,10 @@
-"""Execution checks: seed a checkout before a session, grade the checkout it left, re-grade from a saved diff.
+"""The checkout of a graded task: seed it before a session, grade the checkout it left, re-grade from a saved
+diff (the check kinds themselves are :mod:`ablate.checks`).
 
 The runner calls :func:`apply_seed_files` on a cell's checkout after preparing it and before the session, and
 :func:`grade_checkout` after the session and before the environment is reset. Nothing the model wrote is ever
 executed: checks read files (``file_parses`` parses them with ``ast``/``json``/``tomllib``; see
-:mod:`ablate.grade.evaluate`), and the diff is taken by git running with a scratch git dir, index and object
+:mod:`ablate.checks`), and the diff is taken by git running with a scratch git dir, index and object
 store of ablate's own (the checkout's ``.git/config``, hooks and attribute filters, which the session could
 have changed, are never consulted).
 
@@ -21,15 +22,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablate.checks.base import EndState, SessionTrace
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes, sha256_bytes
 from ablate.core.tempwork import make_work_dir, remove_tree
-from ablate.grade.evaluate import CheckResult, ChecksGrade, evaluate_check, summarise
+from ablate.grade.evaluate import ChecksGrade, evaluate_check, summarise
 from ablate.grade.patch import apply_file_patch, parse_patch
-from ablate.grade.session_checks import glob_regex
-from ablate.grade.trace import SessionTrace, ToolCall
 from ablate.isolate.viewpath import as_seen_inside, real_path, view_command
-from ablate.setup.tasks import FileContains, FileNotContains, FileParses, FileUnchanged, RegexCheck, Task
+from ablate.setup.tasks import Task
 
 #: Files larger than this are not read by a check (the check cannot pass or fail: ``passed`` is None).
 MAX_CHECK_BYTES = 8 << 20
@@ -123,14 +123,7 @@ def read_checkout_file(checkout: Path, rel: str) -> tuple[bytes | None, str]:
 
 
 def _check_files(task: Task) -> list[str]:
-    return sorted(
-        {
-            c.file
-            for c in task.spec.checks
-            if isinstance(c, FileContains | FileNotContains | FileParses | FileUnchanged | RegexCheck)
-            and c.file is not None
-        }
-    )
+    return sorted({rel for c in task.spec.checks for rel in c.files()})
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -365,10 +358,8 @@ def grade_checkout(
                 return False, f"was a file at the start, now {why}"
             return False, "changed during the session"
 
-        results = [
-            evaluate_check(i, c, read, unchanged, changed, diff_error, trace)
-            for i, c in enumerate(task.spec.checks)
-        ]
+        end = EndState(read, unchanged, changed, diff_error, trace)
+        results = [evaluate_check(i, c, end) for i, c in enumerate(task.spec.checks)]
         return summarise(
             attempt, "checkout", results, changed, patch_rel if changed is not None else None, diff_error
         )
@@ -416,23 +407,6 @@ def grade_from_diff(
     def unchanged(rel: str) -> tuple[bool | None, str]:
         return (rel not in patches), ("" if rel not in patches else "changed during the session")
 
-    results = [
-        evaluate_check(i, c, read, unchanged, changed, None, trace) for i, c in enumerate(task.spec.checks)
-    ]
+    end = EndState(read, unchanged, changed, None, trace)
+    results = [evaluate_check(i, c, end) for i, c in enumerate(task.spec.checks)]
     return summarise(attempt, "diff", results, changed, patch_rel, None)
-
-
-__all__ = [
-    "Baseline",
-    "CheckResult",
-    "ChecksGrade",
-    "SessionTrace",
-    "ToolCall",
-    "UnsafePath",
-    "apply_seed_files",
-    "glob_regex",
-    "grade_checkout",
-    "grade_from_diff",
-    "read_checkout_file",
-    "seed_target",
-]

@@ -1,0 +1,1 @@
+"""The check kinds a task's ``[[checks]]`` tables may use: one module per kind, listed in :mod:`.registry`."""

@@ -1,0 +1,33 @@
+"""``file_contains``: the file exists and contains a plain substring."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ablate.checks.base import CheckSpec, EndState, RelPath, Verdict, file_or_verdict
+
+
+class FileContains(CheckSpec):
+    """The file exists and contains ``text`` (a plain substring)."""
+
+    kind: Literal["file_contains"]
+    """Check kind."""
+    file: RelPath
+    """The file, relative to the checkout."""
+    text: str = Field(min_length=1)
+    """The substring that must occur."""
+
+    def evaluate(self, end: EndState) -> Verdict:
+        data, missing = file_or_verdict(end, self.file, absent=False)
+        if data is None:
+            return missing
+        found = self.text.encode("utf-8") in data
+        return found, "" if found else f"does not contain {self.text!r}"
+
+    def describe(self) -> str:
+        return self.file
+
+    def files(self) -> list[str]:
+        return [self.file]

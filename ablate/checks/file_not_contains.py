@@ -1,0 +1,33 @@
+"""``file_not_contains``: the file does not contain a plain substring (a missing file passes)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ablate.checks.base import CheckSpec, EndState, RelPath, Verdict, file_or_verdict
+
+
+class FileNotContains(CheckSpec):
+    """The file does not contain ``text`` (a missing file passes: it contains nothing)."""
+
+    kind: Literal["file_not_contains"]
+    """Check kind."""
+    file: RelPath
+    """The file, relative to the checkout."""
+    text: str = Field(min_length=1)
+    """The substring that must not occur."""
+
+    def evaluate(self, end: EndState) -> Verdict:
+        data, missing = file_or_verdict(end, self.file, absent=True)
+        if data is None:
+            return missing
+        found = self.text.encode("utf-8") in data
+        return not found, f"contains {self.text!r}" if found else ""
+
+    def describe(self) -> str:
+        return self.file
+
+    def files(self) -> list[str]:
+        return [self.file]

@@ -1,0 +1,56 @@
+"""``file_parses``: the file exists and parses as Python, JSON or TOML (parsed only, never executed)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import tomllib
+from typing import Literal
+
+from ablate.checks.base import CheckSpec, EndState, RelPath, Verdict, file_or_verdict
+
+
+class FileParses(CheckSpec):
+    """The file exists and parses in ``language`` (parsed only, never executed)."""
+
+    kind: Literal["file_parses"]
+    """Check kind."""
+    file: RelPath
+    """The file, relative to the checkout."""
+    language: Literal["python", "json", "toml"]
+    """python: ``ast.parse``; json: ``json.loads``; toml: ``tomllib.loads``."""
+
+    def evaluate(self, end: EndState) -> Verdict:
+        data, missing = file_or_verdict(end, self.file, absent=False)
+        if data is None:
+            return missing
+        problem = parse_problem(data, self.language)
+        return not problem, problem
+
+    def describe(self) -> str:
+        return self.file
+
+    def files(self) -> list[str]:
+        return [self.file]
+
+
+def parse_problem(data: bytes, language: str) -> str:
+    """Why ``data`` does not parse as ``language`` (empty: it parses)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 ({exc.reason} at byte {exc.start})"
+    try:
+        if language == "python":
+            ast.parse(text)
+        elif language == "json":
+            json.loads(text)
+        else:
+            tomllib.loads(text)
+    except SyntaxError as exc:
+        return f"does not parse as python: {exc.msg} (line {exc.lineno})"
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        return f"does not parse as {language}: {exc}"
+    except (RecursionError, MemoryError):
+        return f"too deeply nested to parse as {language}"
+    return ""

@@ -1,0 +1,57 @@
+"""The registry of check kinds: :data:`KINDS`, read by the task loader (a ``[[checks]]`` table is validated
+as the kind its ``kind`` names) and, through each loaded check, by the evaluators. A kind is one module of
+this package (its :class:`~ablate.checks.base.CheckSpec` subclass) and its line here."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from typing import Annotated, Any, get_args
+
+from pydantic import Field, PlainValidator, TypeAdapter
+
+from ablate.checks import (
+    diff_touches_only,
+    file_contains,
+    file_exists,
+    file_not_contains,
+    file_parses,
+    file_unchanged,
+    regex,
+    tool_order,
+    tool_used,
+)
+from ablate.checks.base import CheckSpec
+
+#: Every check kind, in the order error messages list them.
+KINDS: list[type[CheckSpec]] = [
+    file_contains.FileContains,
+    file_not_contains.FileNotContains,
+    file_parses.FileParses,
+    file_unchanged.FileUnchanged,
+    diff_touches_only.DiffTouchesOnly,
+    regex.RegexCheck,
+    tool_used.ToolUsed,
+    tool_order.ToolOrder,
+    file_exists.FileExists,
+]
+
+
+def kind_names() -> list[str]:
+    """The ``kind`` of every registered check kind, in registry order."""
+    return [get_args(k.model_fields["kind"].annotation)[0] for k in KINDS]
+
+
+@functools.cache
+def _adapter(kinds: tuple[type[CheckSpec], ...]) -> TypeAdapter[CheckSpec]:
+    union: Any = functools.reduce(operator.or_, kinds)
+    return TypeAdapter(Annotated[union, Field(discriminator="kind")])
+
+
+def validate_check(data: Any) -> CheckSpec:
+    """One ``[[checks]]`` table as the registered kind it names (pydantic's ``ValidationError`` otherwise)."""
+    return _adapter(tuple(KINDS)).validate_python(data)
+
+
+Check = Annotated[CheckSpec, PlainValidator(validate_check)]
+"""One ``[[checks]]`` table, of a kind in :data:`KINDS`."""
