@@ -208,8 +208,15 @@ VERDICT_WORDS = {
     "helps": "it earns its keep",
     "hurts": "the setup did better without it",
     "mixed": "its real differences disagree",
-    "draw": "no difference is real",
+    "draw": "no comparison of it is real",
     "undecided": "the sequential analysis established neither an effect nor its absence",
+}
+
+
+EVIDENCE_WORDS = {
+    "primary": ", a real difference",
+    "secondary": " (not real: the verdict comes from its real secondary comparisons)",
+    "none": "",
 }
 
 
@@ -218,8 +225,8 @@ def verdict_sentence(e: RankEntry, verdict: str, primary: str, pooled: Compariso
     moved = fmt_delta(primary, e.primary_delta) + (f" {fmt_ci(pooled)}" if pooled else "")
     return (
         f"**{e.cell}** (strips {layers_text(e.layers)}): **{verdict}**, {VERDICT_WORDS[verdict]}; stripping it "
-        f"moved {METRIC_LABELS.get(primary, primary)} by {moved}"
-        + (f"; real on {'; '.join(e.real_on)}" if e.real_on else "")
+        f"moved {METRIC_LABELS.get(primary, primary)} by {moved}{EVIDENCE_WORDS[e.evidence]}"
+        + (f"; it {', '.join(e.tradeoffs)}" if e.tradeoffs else "")
         + "."
     )
 
