@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ablate.folder.files import RUN_FILES
 from ablate.folder.result import COMPLETE_STATUSES, STATUSES
 from tests.conftest import REPO_ROOT
 from tests.test_layout import documented_order
@@ -212,12 +213,17 @@ def test_the_run_folder_tree_names_every_file_the_code_writes() -> None:
     names = {
         v for name in (*files, "GRADES", "DIFFS", "ADAPTIVE_FILE", "PROBE_FILE") for v in constants[name]
     }
-    names |= {"report.md", "report.json", "report.html", "plots"}
+    assert names <= {f.path.split("/")[0] for f in RUN_FILES}
+
+
+def test_the_documented_run_folder_files_and_versions_are_folders_list() -> None:
     section = _text("docs/ARCHITECTURE.md").split('<a id="run-folder"></a>', 1)[1]
     tree = section.split("```", 2)[1]
-    entries = {re.split(r"[/ ]", line.strip(), maxsplit=1)[0] for line in tree.splitlines()[1:]}
-    entries |= set(re.findall(r"\b(report\.\w+|plots)\b", tree))
-    assert names <= entries, sorted(names - entries)
+    said = {
+        m[1]: None if m[2] == "-" else int(m[2])
+        for m in re.finditer(r"^  (\S+)\s+(\d+|-)  ", tree, re.MULTILINE)
+    }
+    assert said == {f.path: f.version for f in RUN_FILES}
 
 
 def test_the_documented_exact_limit_of_the_sign_flip_test_is_the_codes() -> None:
