@@ -82,7 +82,7 @@ e2e: venv claude sysdeps
 # sessions wait; `make -j3 test` (as .ci/run does) also installs the venv, the CLI and the system packages at
 # once. Every part runs to its end (-k); make fails if any failed.
 test: venv claude sysdeps
-	@$(MAKE) --no-print-directory -j3 -k lint typecheck pytest
+	@$(MAKE) --no-print-directory $(if $(findstring j,$(filter-out --%,$(MAKEFLAGS))),,-j3) -k lint typecheck pytest
 
 pytest: venv claude sysdeps
 	$(PYTEST)

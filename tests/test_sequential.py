@@ -13,8 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate
-from scipy import stats as sps
+from scipy import integrate, stats as sps
 
 from ablate.stats import holm
 from ablate.stats.sequential import (

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ablate.core.pricing import estimate_cost, normalize_model, price_for
 from ablate.mine.cli_output import is_rate_limit_message, parse_cli_output, parse_reset_time

@@ -16,6 +16,16 @@ if TYPE_CHECKING:
 app = typer.Typer()
 
 
+_AllowUnsealed = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unsealed",
+        help="Let a run whose sessions were not sealed (`run --unsealed`: the host's network and sockets) "
+        "pass; without it such a run fails as not trustworthy.",
+    ),
+]
+
+
 @app.command("gate")
 @cli_errors
 def gate_cmd(
@@ -76,21 +86,14 @@ def gate_cmd(
             show_default=False,
         ),
     ] = None,
-    allow_unsealed: Annotated[
-        bool,
-        typer.Option(
-            "--allow-unsealed",
-            help="Let a run whose sessions were not sealed (`run --unsealed`: the host's network and sockets) "
-            "pass; without it such a run fails as not trustworthy.",
-        ),
-    ] = False,
+    allow_unsealed: _AllowUnsealed = False,
     json: Json = False,
 ) -> None:
     """One CI decision from a report: pass (exit 0), fail (exit 1) or inconclusive (exit 4), with the reasons.
 
     Fails when the run is not trustworthy (the recorded probe not faithful, leaks, model not verified, more
-    than --max-excluded of the items excluded, sessions not sealed without --allow-unsealed) or when a primary outcome got worse for real (a layer that
-    hurts; an arm worse than its baseline). Passes when something is better, or when there is no real
+    than --max-excluded of the items excluded, sessions not sealed without --allow-unsealed) or when a
+    primary outcome got worse for real (a layer that hurts; an arm worse than its baseline). Passes when something is better, or when there is no real
     difference — said as such, with the smallest effect the run could detect. --require rules and
     --min-effect state a team's own conditions.
 

@@ -33,8 +33,15 @@ from ablate.cli.common import (
     takes,
 )
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
-from ablate.cli.run_display import Display, JudgeAsYouGo, ReportWhen, err, print_estimate, render_execution
-from ablate.cli.run_display import write_report as report_after
+from ablate.cli.run_display import (
+    Display,
+    JudgeAsYouGo,
+    ReportWhen,
+    err,
+    print_estimate,
+    render_execution,
+    write_report as report_after,
+)
 from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
 from ablate.core.constants import DEFAULT_GRACE_S, DEFAULT_MIN_EFFECT
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError

@@ -112,8 +112,7 @@ def usage(
 
     Exit codes: 0 ok; 2 bad input (missing config dir, --repo with --all-projects, bad --since); 130 interrupted.
     """
-    from ablate.mine.suggest import key_facts
-    from ablate.mine.suggest import suggest as suggest_cells
+    from ablate.mine.suggest import key_facts, suggest as suggest_cells
     from ablate.mine.usage import Scope, usage_report
 
     if all_projects and repo is not None:

@@ -256,7 +256,8 @@ def delete_tree(top: Path | str) -> None:
                 at = (path.top, name)
                 _forced(parent, functools.partial(os.rmdir, name, dir_fd=parent))
         at = (None, "")
-        os.rmdir(top)
+        # refused, ``top`` itself is opened to its owner and tried once more; the folder above keeps its mode
+        _retry(functools.partial(os.rmdir, top), True, functools.partial(os.chmod, top, stat.S_IRWXU))
     except OSError as exc:
         where = top if at[0] is None else path.where(f"{at[0].rel}/{at[1]}" if at[0].rel else at[1])
         raise _located(exc, where) from None

@@ -34,28 +34,28 @@ from ablate.core.errors import RunFolderError, SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
 from ablate.folder.design import PieceDesignRecord
+from ablate.folder.names import (  # re-exported: readers name them from either module
+    DIFFS as DIFFS,
+    GRADES as GRADES,
+    LOCK as LOCK,
+    MANIFEST as MANIFEST,
+    PLAN as PLAN,
+    PLOTS as PLOTS,
+    REPORT_HTML as REPORT_HTML,
+    REPORT_JSON as REPORT_JSON,
+    REPORT_LOG as REPORT_LOG,
+    REPORT_MD as REPORT_MD,
+    RESULTS as RESULTS,
+    STDERR as STDERR,
+    STDOUT as STDOUT,
+    TASKS_DIR as TASKS_DIR,
+    TRANSCRIPTS as TRANSCRIPTS,
+)
 
 #: Version of manifest.json and of each plan.jsonl line; another version is a located error on read.
 SCHEMA_VERSION: Literal[1] = 1
-
-MANIFEST = "manifest.json"
-PLAN = "plan.jsonl"
-RESULTS = "results"
-STDOUT = "stdout"
-STDERR = "stderr"
-TRANSCRIPTS = "transcripts"
-LOCK = ".lock"
-#: Folder inside a run folder holding a copy of every task file, so a resume needs nothing else.
-TASKS_DIR = "tasks"
-GRADES = "grades"
-DIFFS = "diffs"
 #: Version of grades/<item>.json (``ablate.grade.record.GradeFile``).
 GRADE_SCHEMA_VERSION: Literal[1] = 1
-REPORT_JSON = "report.json"
-REPORT_MD = "report.md"
-REPORT_HTML = "report.html"
-REPORT_LOG = "report.log"
-PLOTS = "plots"
 
 
 _HINT = "a run folder is read by the ablate version that wrote it; plan a new run with this one"

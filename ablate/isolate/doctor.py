@@ -20,8 +20,7 @@ from ablate import PINNED_CLAUDE_VERSION
 from ablate.core.claude import claude_source, find_claude
 from ablate.core.errors import AblateError
 from ablate.core.tempwork import make_work_dir, remove_tree
-from ablate.isolate.auth import FIX as AUTH_FIX
-from ablate.isolate.auth import AuthMethod, auth_method, cell_logins, mismatch
+from ablate.isolate.auth import FIX as AUTH_FIX, AuthMethod, auth_method, cell_logins, mismatch
 from ablate.isolate.detect import UNSEALED_HINT, namespace_check, seal_problem
 from ablate.isolate.fence import fence_support
 from ablate.isolate.registry import KINDS, choice_json, choose_isolation

@@ -38,11 +38,13 @@ from ablate.isolate.faithful import (
 )
 
 # the one process-environment allow-list (docs/ARCHITECTURE.md#process-env); re-exported for this module's callers
-from ablate.isolate.procenv import ENV_OWNED as ENV_OWNED
-from ablate.isolate.procenv import ENV_PINNED as ENV_PINNED
-from ablate.isolate.procenv import is_secret as is_secret
-from ablate.isolate.procenv import process_env as process_env
-from ablate.isolate.procenv import redacted_env as redacted_env
+from ablate.isolate.procenv import (
+    ENV_OWNED as ENV_OWNED,
+    ENV_PINNED as ENV_PINNED,
+    is_secret as is_secret,
+    process_env as process_env,
+    redacted_env as redacted_env,
+)
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, parse_imports, resolve_layers

@@ -49,8 +49,7 @@ from ablate.core.tempwork import disown_mount, own_mount
 from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, stripped_repo_paths
 from ablate.isolate.credentials import CopyBack, copy_back
-from ablate.isolate.detect import namespace_check
-from ablate.isolate.detect import namespace_support as namespace_support
+from ablate.isolate.detect import namespace_check, namespace_support as namespace_support
 from ablate.isolate.environment import build_config_dir
 from ablate.isolate.faithful import config_prints, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower

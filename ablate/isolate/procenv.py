@@ -26,8 +26,7 @@ from pathlib import Path
 
 from ablate.core.endpoint import environ_simulated
 from ablate.core.errors import UsageError
-from ablate.core.gitutil import GIT_REPO_VARS as GIT_REPO_VARS
-from ablate.core.gitutil import git_env as git_env
+from ablate.core.gitutil import GIT_REPO_VARS as GIT_REPO_VARS, git_env as git_env
 from ablate.folder.layout import EndpointInfo
 
 #: Inherited as is: the ordinary process basics.

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import AblateError, UsageError
-from ablate.core.gitutil import live_changes
-from ablate.core.gitutil import run_git as git
+from ablate.core.gitutil import live_changes, run_git as git
 from ablate.isolate import piece_ops, shadowfs
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, resolve_layer

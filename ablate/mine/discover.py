@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ablate.folder.layout import PLAN, TRANSCRIPTS, RunFolder
+from ablate.folder.names import PLAN, STDOUT, TRANSCRIPTS
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
 
@@ -55,7 +55,7 @@ def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
             continue
         if not path.is_dir():
             continue
-        root = path / TRANSCRIPTS if RunFolder(path).plan_path.is_file() else path
+        root = path / TRANSCRIPTS if (path / PLAN).is_file() else path
         for candidate in _jsonl_under(root):
             if _is_session_file(candidate):
                 yield candidate
@@ -66,10 +66,10 @@ def stdout_for_transcript(transcript: Path) -> Path | None:
     attempt_dir = transcript.parent
     if attempt_dir.parent.name != TRANSCRIPTS:
         return None
-    run = RunFolder(attempt_dir.parent.parent)
-    if not run.plan_path.is_file():
+    root = attempt_dir.parent.parent
+    if not (root / PLAN).is_file():
         return None
-    return run.stdout_dir / f"{attempt_dir.name}.json"
+    return root / STDOUT / f"{attempt_dir.name}.json"
 
 
 def _mine_one(job: tuple[Path, tuple[PitfallPattern, ...]]) -> SessionResult | OSError:

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # the typed models pull in pydantic: mining never needs them, only their callers do
-    from ablate.folder.session import MinedStatus as Status
-    from ablate.folder.session import SessionMetrics, SkillOutcome, ThreadSummary
+    from ablate.folder.session import MinedStatus as Status, SessionMetrics, SkillOutcome, ThreadSummary
 
 #: Version of the mined-session object: ``ablate.folder.session.SESSION_SCHEMA_VERSION``, repeated here so
 #: that mining does not import the typed models (tests/test_startup.py holds the two equal).

@@ -4,8 +4,7 @@ fidelity (C0's request against the untouched setup's)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Sequence, Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal

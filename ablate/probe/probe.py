@@ -35,8 +35,7 @@ from ablate.folder.probe import PROBE_SCHEMA_VERSION
 from ablate.folder.writes_summary import writes_lines
 from ablate.isolate.backend import BackendOptions, EnvBackend
 from ablate.isolate.environment import CellEnvironment, build_environment, teardown_environment
-from ablate.isolate.guard import changes_and_notes
-from ablate.isolate.guard import take as take_snapshot
+from ablate.isolate.guard import changes_and_notes, take as take_snapshot
 from ablate.isolate.links import KIND as LINKS
 from ablate.isolate.procenv import force_capture
 from ablate.isolate.registry import choice_json, choose_isolation, kind_of, open_backend

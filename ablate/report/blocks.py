@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ablate.folder.metrics import fmt_delta as fmt_delta
-from ablate.folder.metrics import fmt_value as fmt_value
+from ablate.folder.metrics import fmt_delta as fmt_delta, fmt_value as fmt_value
 from ablate.report.model import Comparison
 
 RowStyle = Literal["real", "draw", ""]

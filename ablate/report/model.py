@@ -13,9 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from ablate.folder.adaptive import Look
 
 # The metrics (their labels, which are rates, which are better higher) are declared in the registry.
-from ablate.folder.metrics import BINARY_METRICS as BINARY_METRICS
-from ablate.folder.metrics import HIGHER_IS_BETTER as HIGHER_IS_BETTER
-from ablate.folder.metrics import METRIC_LABELS as METRIC_LABELS
+from ablate.folder.metrics import (
+    BINARY_METRICS as BINARY_METRICS,
+    HIGHER_IS_BETTER as HIGHER_IS_BETTER,
+    METRIC_LABELS as METRIC_LABELS,
+)
 from ablate.grade.finding import HoldoutFinding as HoldoutFinding
 from ablate.report.piece_model import PieceDesignInfo, PieceRow
 

@@ -141,7 +141,7 @@ def run_adaptive(
     outcome: RunOutcome | None = None
     notes: list[str] = []
     plan = folder.read_plan()
-    pending = _pending(folder, plan, manifest.repeats)
+    pending = _pending(folder, plan, manifest)
     state = state.model_copy(update={"stopped": None, "stopped_at": None})
     while True:
         if pending:
@@ -153,10 +153,10 @@ def run_adaptive(
                 return AdaptiveSummary(_stop(folder, state, why), rounds_run, outcome, notes)
             if outcome == "failed-items":
                 notes.append(
-                    f"round {_rounds(plan, manifest.repeats)}: some items failed; their blocks leave the comparison"
+                    f"round {_rounds(plan, manifest)}: some items failed; their blocks leave the comparison"
                 )
         results = iter_results(folder)
-        done = _rounds(plan, manifest.repeats)
+        done = _rounds(plan, manifest)
         if done and (not state.looks or state.looks[-1].round < done):
             look = _look(manifest, results, opts, state.control, done)
             state = state.model_copy(update={"looks": [*state.looks, look]})
@@ -221,15 +221,20 @@ def _tested(manifest: RunManifest, control: str) -> list[str]:
     return [c.id for c in manifest.cells if c.id != control]
 
 
-def _rounds(plan: Sequence[PlanItem], repeats: int) -> int:
-    """Rounds scheduled so far (round r holds the items of repeat r; a piece run's confirmation stage, the
-    repeats from ``repeats`` on, is no round)."""
-    return max((p.repeat for p in plan if p.repeat < repeats), default=-1) + 1
+def _rounds(plan: Sequence[PlanItem], manifest: RunManifest) -> int:
+    """Rounds scheduled so far (round r holds the items of repeat r; a piece run's confirmation stage is no
+    round)."""
+    return max((p.repeat for p in plan if _screens(manifest, p.repeat)), default=-1) + 1
 
 
-def _pending(folder: RunFolder, plan: Sequence[PlanItem], repeats: int) -> list[PlanItem]:
+def _pending(folder: RunFolder, plan: Sequence[PlanItem], manifest: RunManifest) -> list[PlanItem]:
     done = {r.item for r in iter_results(folder) if r.complete}
-    return [p for p in plan if p.item not in done and p.repeat < repeats]
+    return [p for p in plan if p.item not in done and _screens(manifest, p.repeat)]
+
+
+def _screens(manifest: RunManifest, repeat: int) -> bool:
+    """Whether the block of ``repeat`` is an adaptive round (not a block of the confirmation stage)."""
+    return manifest.design is None or manifest.design.screens(repeat)
 
 
 def _stop(folder: RunFolder, state: AdaptiveState, why: StopReason) -> AdaptiveState:

@@ -169,8 +169,7 @@ def execute(
     scheduler runs once per call of the :data:`RunRound` it is given (at least once), in kept environments;
     the result's summary is the last pass's."""
     from ablate.isolate.auth import check_run_auth
-    from ablate.isolate.guard import changes_and_notes
-    from ablate.isolate.guard import take as take_snapshot
+    from ablate.isolate.guard import changes_and_notes, take as take_snapshot
     from ablate.isolate.procenv import one_endpoint
     from ablate.isolate.registry import open_backend
 
