@@ -8,8 +8,8 @@ import re
 from ablate import PINNED_CLAUDE_VERSION
 from tests.conftest import REPO_ROOT
 
-DOCS = ("ARCHITECTURE.md", "CLAUDE-CODE.md")
-POINTER = re.compile(r"docs/(ARCHITECTURE|CLAUDE-CODE)\.md#([a-z0-9-]+)")
+DOCS = ("ARCHITECTURE.md", "CLAUDE-CODE.md", "PIECES.md")
+POINTER = re.compile(r"docs/(ARCHITECTURE|CLAUDE-CODE|PIECES)\.md#([a-z0-9-]+)")
 
 
 def _anchors(name: str) -> set[str]:

@@ -202,8 +202,12 @@ def piece_caveat(report: Report, manifest: RunManifest) -> Caveat | None:
     )
     if info.kind == "screening":
         text += (
-            " The folded-over design keeps main effects clear of every two-piece interaction, but each is "
-            "aliased with some three-piece interactions: pieces that only work together can show as one piece."
+            " That is the piece's average contribution over the design's sub-setups (its Banzhaf value), not "
+            "what deleting it from your full setup does: when pieces work together (a section that tells the "
+            "model to use a skill) the two differ, and only the 'removing it' column of a confirmed piece "
+            "answers the second. The folded-over design keeps main effects clear of every two-piece "
+            "interaction, but each is aliased with some three-piece interactions: pieces that only work "
+            "together can show as one piece, or as a piece that takes no part in them."
         )
     else:
         text += " Leave-one-out measures each piece against the full setup only (pieces that stand in for each other look useless)."
@@ -312,7 +316,8 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
         Bullets([piece_sentence(r, metric) for r in report.pieces]),
         Para(
             f"{info.kind} design, {info.construction}; {info.sessions} sessions in {info.blocks} blocks "
-            f"(task × repeat). Effect = mean {METRIC_LABELS.get(metric, metric)} with the piece − without it "
+            f"(task × repeat). Effect = the piece's average contribution over the design's sub-setups (its "
+            f"Banzhaf value): mean {METRIC_LABELS.get(metric, metric)} with the piece − without it "
             f"(positive: keeping it raises the metric), {int(100 * (1 - info.alpha))}% interval (per piece, not "
             f"adjusted for the others), Holm across the pieces: helps or hurts when the Holm p is at most "
             f"{info.alpha:g}; draw = the interval inside ±{fmt_delta(metric, info.min_effect).lstrip('+')}. Tokens per "
