@@ -10,9 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from ablate.core.errors import RunFolderError, UsageError
+from ablate.core.errors import RunFolderError, SpecError, UsageError
 from ablate.folder.layout import ManifestCell, PlanItem, RunFolder, RunManifest, read_manifest
 from ablate.folder.metrics import DEFAULT_PRIMARY, METRICS, PRIMARY_CHOICES, PRIMARY_NAMES
 from ablate.folder.result import ItemResult, iter_results
@@ -183,13 +181,12 @@ def make_context(
     )
 
 
-def read_probe(run_dir: Path) -> dict[str, object] | None:
-    for name in ("probe.json", "probe/probe.json"):
-        path = run_dir / name
-        if path.exists():
-            try:
-                data = orjson.loads(path.read_bytes())
-            except orjson.JSONDecodeError:
-                return {"error": f"{name} is not valid JSON"}
-            return data if isinstance(data, dict) else None
-    return None
+def read_probe(run_dir: Path) -> dict[str, Any] | None:
+    """The run's probe.json (:func:`ablate.folder.probe.read_probe`); one the report cannot read becomes
+    ``{"error": why}``, which the isolation section prints, instead of no report."""
+    from ablate.folder.probe import read_probe as read
+
+    try:
+        return read(RunFolder(run_dir))
+    except SpecError as exc:
+        return {"error": str(exc)}

@@ -11,14 +11,18 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from ablate.folder.adaptive import ADAPTIVE_FILE
+from ablate.folder.names import GRADES, MANIFEST, PLAN, RESULTS
+from ablate.folder.probe import PROBE_FILE
+
 #: Files of the run folder the report reads, besides ``results/`` and ``grades/``.
-INPUT_FILES = ("manifest.json", "plan.jsonl", "adaptive.json", "probe.json", "probe/probe.json")
+INPUT_FILES = (MANIFEST, PLAN, ADAPTIVE_FILE, PROBE_FILE)
 
 
 def _inputs(run_dir: Path) -> list[Path]:
     files = [run_dir / name for name in INPUT_FILES]
-    files += sorted((run_dir / "results").glob("*.json"))
-    files += sorted(p for p in (run_dir / "grades").rglob("*.json"))
+    files += sorted((run_dir / RESULTS).glob("*.json"))
+    files += sorted(p for p in (run_dir / GRADES).rglob("*.json"))
     return [f for f in files if f.is_file()]
 
 
