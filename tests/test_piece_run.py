@@ -218,7 +218,7 @@ def test_the_e2e_plant_is_found_and_confirmed_with_margin() -> None:
     ]
     effects = analyse(design, outcomes, binary=True).pieces
     assert [e.verdict for e in effects[:2]] == ["helps", "hurts"]
-    assert all(e.p_adjusted <= 0.05 / 3 for e in effects[:2]), effects[:2]
+    assert all(e.p_adjusted is not None and e.p_adjusted <= 0.05 / 3 for e in effects[:2]), effects[:2]
     assert all(e.effect == pytest.approx(0.0) and e.verdict not in ("helps", "hurts") for e in effects[2:])
     removal = paired_binary([False] * 8, [True] * 8)  # the "no helps" cell against the full setup
     p = removal.p_value
