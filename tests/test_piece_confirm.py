@@ -1,6 +1,6 @@
 """The one-out confirmation stage of a screening piece run (`--confirm`, docs/PIECES.md#confirm) without the real
 CLI: what is refused before anything is written, which cells and sessions the stage plans, and the report's
-``removal`` rows rebuilt from seeded session results (the real CLI: test_piece_confirm_e2e)."""
+``removal`` rows rebuilt from seeded session results (the real CLI: test_piece_run_e2e)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,20 @@
-"""`ablate run --pieces` end to end with the real CLI: a planted piece that helps and one that hurts are found among
-eight, and no null piece is flagged (issue 32, item 6).
+"""`ablate run --pieces --confirm` end to end with the real CLI: a planted piece that helps and one that hurts are
+found among seven, no null piece is flagged (issue 32, item 6), and the one-out confirmation stage confirms the
+helpful one (its removal interval excludes 0) and a null piece named with ``--confirm`` to be nothing of the
+kind (issue 37, item 2). One run proves both (it was two runs, 110 sessions; now 64).
 
-The user CLAUDE.md of the example setup is rewritten as eight sections, each carrying a unique marker. The sim
-(``seed_from = "session"``: an independent, reproducible draw per session) answers with the task's pitfall word
-by which markers reached the request:
-
-* the "helps" section present and the "hurts" one absent → never (pass rate 1);
-* "hurts" present and "helps" absent → always (pass rate 0);
-* both or neither → half the time (pass rate ½).
-
-So keeping "helps" adds +50 points of the pitfall-free rate, keeping "hurts" −50, averaged over the other
-(additive: no interaction), and the six null sections nothing. The screening design for eight pieces is the
-folded-over Plackett–Burman N=12 (24 cells); two repeats of one task are 48 sessions, one turn each — simulated
-with :func:`ablate.stats.screening_inference.analyse` the run finds both planted pieces with no null flagged
-about 92% of the time (``tests/test_piece_run.py`` checks that rate); the run's seed fixes the draws, so the
-test is deterministic. The run skips its probe-first step (26 more CLI starts): the probe of piece cells, a
-faithful one and a deliberately wrong cut, is tested in ``tests/test_pieces_e2e.py``.
+The user CLAUDE.md of the example setup is rewritten as seven sections, each carrying a unique marker. The sim
+answers with the task's pitfall word exactly when the "hurts" marker reached the main model's request and the
+"helps" one did not: a deterministic plant, so no seed decides the outcome. Averaged over the other piece (as
+the screening estimates), keeping "helps" adds +50 points of the pitfall-free rate and keeping "hurts" −50; the
+five null sections nothing, estimated as exactly 0 (the folded-over design keeps main effects clear of the
+helps × hurts interaction). The screening design for seven pieces is the folded-over Plackett–Burman N=8 (16
+cells); two repeats of one task are 32 sessions, one turn each: helps and hurts at Holm-adjusted p = 0.014
+(α = 0.05; ``tests/test_piece_run.py`` checks these figures). The stage then confirms "helps" and "hurts" (real
+at screening) and "null 0" (named): the control and their three cells in 32 // 4 = 8 blocks, 32 sessions.
+Removing "helps" from the full setup fails every block (exact test p = 2/2⁸, Holm over three: 0.023); removing
+"hurts" or "null 0" changes nothing. The run skips its probe-first step (more CLI starts): the probe of piece
+cells, a faithful one and a deliberately wrong cut, is tested in ``tests/test_pieces_e2e.py``.
 """
 
 from __future__ import annotations
@@ -33,12 +32,13 @@ from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
 
 HELP, HURT = "HELPMARK-7f3a", "HURTMARK-2c9b"
-NULLS = [f"NULLMARK-{i}" for i in range(6)]
+NULLS = [f"NULLMARK-{i}" for i in range(5)]
 BAD = "BADWORD-9q"
 SECTIONS = [("Helps", HELP), ("Hurts", HURT)] + [(f"Null {i}", m) for i, m in enumerate(NULLS)]
 PIECES = [f"user-claude-md#{title.lower().replace(' ', '-')}" for title, _ in SECTIONS]
 REPEATS = 2
-SESSIONS = 24 * REPEATS
+SESSIONS = 16 * REPEATS
+STAGE = 4 * 8
 
 TASK = f"""schema_version = 1
 id = "say-hello"
@@ -51,16 +51,11 @@ description = "The planted failure."
 
 
 def planted_script() -> dict[str, object]:
-    """Pass rate 1 / 0 / ½ by which of the two planted markers reached the main model's request."""
+    """The pitfall word exactly when the "hurts" marker reached the main model's request and "helps" did not."""
     main = {"where": "request", "model": "sonnet"}
     return {
-        "seed_from": "session",
         "default": {"text": "Hello there."},
-        "rules": [
-            {**main, "name": "hurts-alone", "contains": [HURT], "not_contains": [HELP], "text": BAD},
-            {**main, "name": "both", "contains": [HELP, HURT], "probability": 0.5, "text": BAD},
-            {**main, "name": "neither", "not_contains": [HELP, HURT], "probability": 0.5, "text": BAD},
-        ],
+        "rules": [{**main, "name": "hurts-alone", "contains": [HURT], "not_contains": [HELP], "text": BAD}],
     }
 
 
@@ -100,24 +95,40 @@ def run_pieces(
 
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
-def test_piece_run_finds_the_planted_pieces_and_flags_no_null_one(claude: Path, tmp_path: Path) -> None:
-    _done, wall, run_dir = run_pieces(
+def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_one(
+    claude: Path, tmp_path: Path
+) -> None:
+    done, wall, run_dir = run_pieces(
         claude, tmp_path, SECTIONS, planted_script(), "--pieces", ",".join(PIECES), "--design", "screening",
-        "--confirm", "none", "--repeats", str(REPEATS), "--json",
+        "--confirm", PIECES[2], "--repeats", str(REPEATS),
     )  # fmt: skip
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
-    assert manifest["design"]["kind"] == "screening" and len(manifest["design"]["rows"]) == 24
+    assert manifest["design"]["kind"] == "screening" and len(manifest["design"]["rows"]) == 16
     assert [p["id"] for p in manifest["design"]["pieces"]] == PIECES
-    assert manifest["items"] == SESSIONS
+    plan = [orjson.loads(line) for line in (run_dir / "plan.jsonl").read_bytes().splitlines()]
+    assert len(plan) == SESSIONS + STAGE
     report = orjson.loads((run_dir / "report.json").read_bytes())
     rows = {r["id"]: r for r in report["pieces"]}
     assert report["piece_design"]["sessions"] == SESSIONS
+    # the screening: both planted pieces found, no null one flagged
     verdicts = {pid: rows[pid]["verdict"] for pid in PIECES}
     assert verdicts[PIECES[0]] == "helps", (verdicts, wall)
     assert verdicts[PIECES[1]] == "hurts", verdicts
     assert all(verdicts[p] not in ("helps", "hurts") for p in PIECES[2:]), verdicts
-    help_row = rows[PIECES[0]]
-    assert help_row["ci_low"] > 0 and help_row["tokens_per_point"] > 0
-    assert "## Pieces" in (run_dir / "report.md").read_text()
+    helps = rows[PIECES[0]]
+    assert helps["ci_low"] > 0 and helps["tokens_per_point"] > 0
+    # confirmed: removing "helps" from the full setup loses the pass rate, with an interval above 0
+    removal = helps["removal"]
+    assert removal["verdict"] == "helps" and removal["blocks"] == 8, removal
+    assert removal["effect"] > 0 and removal["ci_low"] > 0 and removal["p_adjusted"] <= 0.05
+    # the named null piece is confirmed too, and removing it changes nothing
+    named = rows[PIECES[2]]
+    assert named["removal"]["verdict"] not in ("helps", "hurts"), named
+    assert named["removal"]["ci_low"] <= 0 <= named["removal"]["ci_high"]
+    assert rows[PIECES[1]]["removal"] is not None  # real at screening: confirmed as well
+    assert all(rows[p].get("removal") is None for p in PIECES[3:])  # neither real nor named
+    md = (run_dir / "report.md").read_text()
+    assert "## Pieces" in md and "helps** (removal; screening: helps)" in md and "removing it" in md
+    assert "helps (removal; screening: helps)" in done.stdout + done.stderr  # the terminal's headline
     assert (run_dir / "plots" / "pieces.svg").exists()
-    print(f"piece run: {SESSIONS} sessions in {wall:.0f}s wall")
+    print(f"piece run: {SESSIONS + STAGE} sessions in {wall:.0f}s wall")
