@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ablate.folder.wire import WireRecord, read_wire, wire_check, wire_totals
+from ablate.folder.wire import WireRecord, read_wire, wire_check, wire_flags, wire_totals
 from ablate.isolate import relay
 from ablate.isolate.forwarder import Forwarder, digest, wire_record
 from ablate.sim import SimServer, script_from_data
@@ -154,13 +154,20 @@ def test_wire_check_names_what_the_transcript_says_otherwise() -> None:
         ),
         WireRecord(at=2, status=200, model="claude-sonnet-4-6", usage={"output_tokens": 7}, answer="done"),
     ]
-    same = wire_check(recs, {"input_tokens": 10, "output_tokens": 12}, "done")
-    assert same.differs == [] and same.requests == 2 and same.cost_usd and same.cost_usd > 0
-    forged = wire_check(recs, {"input_tokens": 1, "output_tokens": 12}, "all tests pass")
+    same = wire_check(recs, {"input_tokens": 10, "output_tokens": 12, "api_calls": 2}, "done")
+    assert same.differs == [] and same.requests == same.answered == 2 and same.cost_usd and same.cost_usd > 0
+    assert wire_flags(same) == [] and wire_flags(None) == []
+    forged = wire_check(recs, {"input_tokens": 1, "output_tokens": 12, "api_calls": 3}, "all tests pass")
     assert forged.differs == [
         "input_tokens: transcript 1, wire 10",
+        "model calls: transcript 3, wire 2",
         "answer: the CLI's final answer is not the last answer on the wire",
     ]
+    assert wire_flags(forged) == ["transcript-differs-from-wire"]
+    # a refused request (an overload the CLI retried) crossed the wire but is no model call of the transcript
+    retried = [WireRecord(at=0, status=529, error="overloaded_error"), *recs]
+    again = wire_check(retried, {"input_tokens": 10, "output_tokens": 12, "api_calls": 2}, "done")
+    assert (again.requests, again.answered, again.differs) == (3, 2, [])
     assert wire_totals([]).requests == 0 and wire_check([], {"input_tokens": 1}, "x").differs == []
 
 

@@ -166,6 +166,14 @@ def test_root_session_cannot_replace_the_login_forge_stdout_or_break_the_run(cla
     assert res["status"] == "completed" and res["session_id"] != "forged" and res["cost_usd"] != 999, res
     stdout = (folder / res["stdout"]).read_text()
     assert stdout.rstrip().endswith("}") and '"result":"FORGED"' in stdout  # appended down the pipe, no more
+    # and what reached the pipe is named: the session is flagged, so it is left out of the statistics
+    assert res["flags"] == ["transcript-differs-from-wire"], res
+    said = [
+        d
+        for d in res["wire"]["differs"]
+        if re.fullmatch(r"stdout: \d+ result documents, the CLI writes one", d)
+    ]
+    assert said, res["wire"]  # one forged document per reachable descriptor of the pipe, and the CLI's own
     assert box.changed() == []
 
 

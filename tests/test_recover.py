@@ -194,5 +194,6 @@ def test_recover_checks_the_transcript_against_the_wire(run_dir: Path) -> None:
         40,
     )
     assert result["cost_usd"] == result["wire"]["cost_usd"] > 0
+    assert result["flags"] == ["transcript-differs-from-wire"]  # left out of the statistics, named as such
     valid = orjson.loads(RunFolder(run_dir).result_path("valid").read_bytes())
     assert valid["wire"] is None  # no wire record: nothing to check against

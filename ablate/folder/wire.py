@@ -4,7 +4,8 @@ One :class:`WireRecord` per ``/v1/messages`` exchange, appended by ablate's forw
 (:mod:`ablate.isolate.forwarder`) as the answer ends; every attempt of the item appends to the same file
 (``attempt`` and ``session_id`` tell them apart). A session cannot reach this file: the forwarder writes it
 outside every view, while the session's transcript is the session's own and may be rewritten by it.
-:func:`wire_check` compares the two; where they differ the wire's figures are the ones the report uses.
+:func:`wire_check` compares the two; where they differ the session is flagged (:func:`wire_flags`), left out
+of the statistics and named in the report, and its tokens and cost are the wire's (what was really spent).
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ class WireTotals(Spec):
     """A session's figures from the wire, and where its transcript disagreed."""
 
     requests: int = 0
+    answered: int = 0
+    """Requests the model answered (HTTP 200, no error): the model calls a transcript counts."""
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_tokens: int = 0
@@ -146,6 +149,7 @@ def wire_totals(records: Iterable[WireRecord]) -> WireTotals:
         )
         cost = None if cost is None or each is None else cost + each
         totals.requests += 1
+        totals.answered += r.status == 200 and r.error is None
         totals.input_tokens += r.usage.get("input_tokens", 0)
         totals.output_tokens += r.usage.get("output_tokens", 0)
         totals.cache_creation_tokens += r.usage.get("cache_creation_input_tokens", 0)
@@ -166,10 +170,17 @@ def wire_totals(records: Iterable[WireRecord]) -> WireTotals:
     return totals
 
 
+def wire_flags(wire: WireTotals | None) -> list[str]:
+    """A result's flag when its transcript disagrees with the wire: the session is excluded from the
+    statistics (as every flagged one is) and named in the report, never counted with the wire's figures."""
+    return [WIRE_MISMATCH_FLAG] if wire is not None and wire.differs else []
+
+
 def wire_check(records: Iterable[WireRecord], transcript: dict[str, Any], answer: str | None) -> WireTotals:
     """The wire's totals with ``differs`` filled: each token count the transcript's ``total`` thread
-    (``input_tokens``, ...) states otherwise, and the final answer when the CLI's differs from the last
-    answer on the wire."""
+    (``input_tokens``, ...) states otherwise, its number of model calls (``api_calls``) when it is not the
+    number the wire saw answered, and the final answer when the CLI's differs from the last answer on the
+    wire."""
     totals = wire_totals(records)
     if totals.requests == 0:
         return totals
@@ -177,6 +188,9 @@ def wire_check(records: Iterable[WireRecord], transcript: dict[str, Any], answer
         said, seen = transcript.get(key), getattr(totals, key)
         if isinstance(said, int) and said != seen:
             totals.differs.append(f"{key}: transcript {said}, wire {seen}")
+    calls = transcript.get("api_calls")
+    if isinstance(calls, int) and calls != totals.answered:
+        totals.differs.append(f"model calls: transcript {calls}, wire {totals.answered}")
     if answer is not None and totals.answer is not None and answer.strip() != totals.answer.strip():
         totals.differs.append("answer: the CLI's final answer is not the last answer on the wire")
     return totals

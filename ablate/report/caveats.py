@@ -205,8 +205,9 @@ def wire_differs(report: Report, manifest: RunManifest) -> Caveat | None:
     return Caveat(
         id="wire-differs",
         text=f"{len(differs)} session(s) whose transcript disagrees with what ablate's forwarder saw cross the "
-        f"wire: {shown}. A session can rewrite its own transcript while it runs; their token and cost figures "
-        "are the wire's (wire/<item>.jsonl).",
+        f"wire: {shown}. A session can rewrite its own transcript or its CLI's answer while it runs, so these "
+        "are left out of the statistics (listed as excluded: provenance); their token and cost figures are the "
+        "wire's (wire/<item>.jsonl).",
     )
 
 

@@ -25,7 +25,7 @@ from ablate.folder.result import (
     should_replace,
     write_result,
 )
-from ablate.folder.wire import read_wire, wire_path
+from ablate.folder.wire import read_wire, wire_flags, wire_path
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
@@ -109,6 +109,7 @@ def recovered_result(
         stdout=str(rf.stdout_path(item.item, attempt.n).relative_to(rf.root)),
         transcript=rel,
         session=metrics,
+        flags=wire_flags(wire),
         recovery=Recovery(
             recovered_fields=recovered_fields,
             estimated_fields=session.estimated_fields,

@@ -19,7 +19,8 @@ from ablate.core.proc import ExecResult, kill_tree
 from ablate.folder.layout import Attempt, PlanItem, RunFolder
 from ablate.folder.result import ExitInfo, ItemResult
 from ablate.folder.session import SessionMetrics, SessionWrites
-from ablate.folder.wire import WIRE_TOKENS, WireRecord, WireTotals, wire_check
+from ablate.folder.wire import WIRE_TOKENS, WireRecord, WireTotals, wire_check, wire_flags
+from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.model import SessionResult
 
 #: HTTP statuses that are the request's own fault: retrying cannot help.
@@ -167,7 +168,7 @@ def build_result(
             "transcript": str(transcript.relative_to(rel)) if transcript else None,
             "error": _first_line(error) if error else None,
             "session": metrics,
-            "flags": list(flags),
+            "flags": [*flags, *wire_flags(wire)],
             "writes": SessionWrites.model_validate(dict(writes)) if writes is not None else None,
             "wire": wire,
         }
@@ -188,20 +189,15 @@ def wire_figures(metrics: SessionMetrics, wire: WireTotals | None) -> SessionMet
 
 def compare_wire(records: Sequence[WireRecord], mined: SessionResult, stdout: Path) -> WireTotals | None:
     """What the forwarder recorded for a session against what its transcript and the CLI's stdout say
-    (None when nothing was recorded: the session was not sealed)."""
+    (None when nothing was recorded: the session was not sealed). The CLI writes one result document; a
+    stdout with more was written to by someone else too (``/proc/<pid>/fd/1`` reaches the pipe), and says so."""
     if not records:
         return None
-    total = mined.to_json().get("total") or {}
-    return wire_check(records, total, _cli_answer(stdout))
-
-
-def _cli_answer(stdout: Path) -> str | None:
-    """The ``result`` of the CLI's ``--output-format json`` stdout, when it is one."""
-    import orjson
-
-    try:
-        doc = orjson.loads(stdout.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    answer = doc.get("result") if isinstance(doc, dict) else None
-    return answer if isinstance(answer, str) else None
+    out = parse_cli_output(stdout)
+    answer = out.data.get("result") if out.kind == "valid" and out.data is not None else None
+    totals = wire_check(
+        records, mined.to_json().get("total") or {}, answer if isinstance(answer, str) else None
+    )
+    if len(out.documents) > 1:
+        totals.differs.append(f"stdout: {len(out.documents)} result documents, the CLI writes one")
+    return totals
