@@ -15,11 +15,31 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
 
+#: The files whose tests run longest (from `make test`'s --durations), longest first: they start first.
+LONGEST = (
+    "test_demo.py",
+    "test_k8s_e2e.py",
+    "test_compare_adaptive.py",
+    "test_adaptive_e2e.py",
+    "test_piece_run_e2e.py",
+    "test_one_path_e2e.py",
+    "test_package.py",
+    "test_runner_e2e.py",
+    "test_compare_e2e.py",
+    "test_isolation_user.py",
+)
+
+
+def _start(item: pytest.Item) -> tuple[bool, int]:
+    name = item.path.name
+    return item.get_closest_marker("e2e") is None, LONGEST.index(name) if name in LONGEST else len(LONGEST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """End-to-end tests first (file order kept within each group): with the suite spread over processes, the
-    long real-CLI tests start early and the quick ones fill in at the end, instead of one long test left
-    running alone."""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+    """End-to-end tests first, the longest files among them first (file order kept otherwise): with the suite
+    spread over processes, the long real-CLI tests start early and the quick ones fill in at the end, instead
+    of one long test left running alone."""
+    items.sort(key=_start)
 
 
 @pytest.fixture(autouse=True)
