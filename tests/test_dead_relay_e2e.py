@@ -6,8 +6,9 @@ inside the session's own PID and network namespaces, and then tries to serve a f
 the CLI talks to (ablate's own sim, answering ``FORGED-ANSWER``). The kill works (the positive control: the
 call prints the pid it killed, and the CLI's next call is refused). The forger never gets the port: the
 killed relay's half-closed connections hold it until the CLI gives up. So the CLI's next calls fail, every
-attempt ends ``api_error``, and the item is left out of the statistics with that reason in the report; no
-forged answer is recorded anywhere. (A forger that did get the port would answer calls the wire never saw:
+attempt ends ``api_error`` flagged ``relay-died`` (the forwarder saw the relay's control stream end while the
+CLI ran), and the item is left out of the statistics with both reasons in the report; no forged answer is
+recorded anywhere. (A forger that did get the port would answer calls the wire never saw:
 the transcript's model calls would outnumber the wire's, which flags the session; tests/test_forwarder.py.)
 """
 
@@ -80,9 +81,10 @@ def test_a_session_that_kills_its_relay_is_never_counted(claude: Path, tmp_path:
         answered = '"text":"FORGED-ANSWER"'  # how a forged answer would read (the command only names it)
         assert answered not in transcript and "FORGED" not in (run / r["stdout"]).read_text(), r
         assert r["status"] == "api_error" and r["attempt"] == 3, r  # each attempt, the same way
+        assert r["flags"] == ["relay-died"], r  # the forwarder saw the relay end while the CLI ran
         assert (r["wire"]["requests"], r["wire"]["answered"]) == (1, 1), r["wire"]  # the one real call
     # every real call reached the endpoint through the forwarder: one per attempt, none after the kill
     assert len(real_calls) == 6, real_calls
     report = orjson.loads((run / "report.json").read_bytes())
     excluded = {e["item"]: e["reason"] for e in report["excluded_items"]}
-    assert excluded == {r["item"]: "failed: api_error" for r in results}, excluded
+    assert excluded == {r["item"]: "failed: api_error; provenance: relay-died" for r in results}, excluded

@@ -12,6 +12,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -325,3 +326,23 @@ def test_the_forwarder_reaches_a_remote_endpoint_over_verified_tls(
             control.close()
     finally:
         front.close()
+
+
+def test_the_forwarder_notes_when_a_relay_ends_and_an_early_end_flags_the_session(
+    forwarder: Forwarder, sim: SimServer
+) -> None:
+    from ablate.folder.wire import relay_flags
+
+    forwarder.expect("sid-end", None, item="x", attempt=1)
+    control, said = _control(forwarder, forwarder.ticket("sid-end"), sim.base_url)
+    assert said == "ok\n" and forwarder.relay_ended_at("sid-end") is None  # running
+    before = time.monotonic()
+    control.close()  # the relay ends (killed, or with its session)
+    deadline = time.monotonic() + 10
+    while forwarder.relay_ended_at("sid-end") is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ended = forwarder.relay_ended_at("sid-end")
+    assert ended is not None and ended >= before
+    assert relay_flags(ended, ended + 0.002) == []  # with its session: the namespace's teardown
+    assert relay_flags(ended, ended + 2.1) == ["relay-died"]  # seconds before its CLI: killed
+    assert relay_flags(None, ended) == []

@@ -36,6 +36,8 @@ class ExecResult:
     stderr_tail: str
     """The last few KB of stderr, decoded leniently."""
     pid: int
+    exited_at: float = 0.0
+    """``time.monotonic()`` when the process itself ended (before its pipes were drained)."""
 
 
 def kill_tree(pid: int, *, grace_s: float = 3.0) -> None:
@@ -201,6 +203,7 @@ def run_process(
             proc.wait()
             raise
         finally:
+            exited_at = time.monotonic()
             if tag is not None:
                 kill_tagged(tag)
             captured, tail_bytes = out.finish(5.0), err.finish(5.0)
@@ -225,4 +228,5 @@ def run_process(
         stdout=captured if stdout_path is None else b"",
         stderr_tail=tail,
         pid=proc.pid,
+        exited_at=exited_at,
     )

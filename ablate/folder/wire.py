@@ -26,6 +26,13 @@ WIRE_SCHEMA_VERSION: Literal[1] = 1
 WIRE = "wire"
 #: The result flag of a session whose transcript disagrees with the wire.
 WIRE_MISMATCH_FLAG = "transcript-differs-from-wire"
+#: The result flag of a session whose relay ended while its CLI still ran: calls after that passed no
+#: forwarder (they failed, or reached whatever the session put on the relay's port).
+RELAY_DIED_FLAG = "relay-died"
+#: How much earlier than its CLI a relay may end and still have ended with it: the PID namespace's teardown
+#: takes milliseconds (measured: 2 ms), a killed relay leads its CLI by seconds (2.1-3.7 s, the CLI's own
+#: retries of the refused calls).
+RELAY_GRACE_S = 1.0
 
 _append_lock = threading.Lock()
 
@@ -174,6 +181,12 @@ def wire_flags(wire: WireTotals | None) -> list[str]:
     """A result's flag when its transcript disagrees with the wire: the session is excluded from the
     statistics (as every flagged one is) and named in the report, never counted with the wire's figures."""
     return [WIRE_MISMATCH_FLAG] if wire is not None and wire.differs else []
+
+
+def relay_flags(relay_ended_at: float | None, cli_exited_at: float) -> list[str]:
+    """A result's flag when the session's relay ended more than :data:`RELAY_GRACE_S` before its CLI."""
+    died = relay_ended_at is not None and cli_exited_at - relay_ended_at > RELAY_GRACE_S
+    return [RELAY_DIED_FLAG] if died else []
 
 
 def wire_check(records: Iterable[WireRecord], transcript: dict[str, Any], answer: str | None) -> WireTotals:

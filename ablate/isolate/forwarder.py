@@ -90,6 +90,8 @@ class _Expected:
     records: list[WireRecord] = field(default_factory=list)
     in_flight: int = 0
     """Requests forwarded whose record is not written yet (the session may have its answer already)."""
+    relay_ended_at: float | None = None
+    """``time.monotonic()`` when the session's relay closed its control stream (it ends with the session)."""
 
 
 class Forwarder:
@@ -147,6 +149,12 @@ class Forwarder:
             self._expected.pop(session_id, None)
         return list(got.records) if got else []
 
+    def relay_ended_at(self, session_id: str) -> float | None:
+        """When the relay of ``session_id`` ended (``time.monotonic()``), or None while it runs."""
+        with self._lock:
+            got = self._expected.get(session_id)
+            return got.relay_ended_at if got else None
+
     def _begin(self, ticket: _Ticket) -> None:
         with self._lock:
             expected = self._expected.get(ticket.session_id)
@@ -198,17 +206,27 @@ class Forwarder:
                 conn.sendall(f"no: {exc}\n".encode())
                 return
             conn.sendall(b"ok\n")
-            while True:
-                try:
-                    if not conn.recv(1):
-                        return
-                    mine, theirs = socket.socketpair()
-                    fds = array.array("i", [theirs.fileno()])
-                    conn.sendmsg([b"s"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
-                    theirs.close()
-                except OSError:
+            try:
+                self._streams(conn, ticket)
+            finally:  # the relay ended: with its session, or killed by it (see relay_ended_at)
+                with self._lock:
+                    expected = self._expected.get(ticket.session_id)
+                    if expected is not None:
+                        expected.relay_ended_at = time.monotonic()
+
+    def _streams(self, conn: socket.socket, ticket: _Ticket) -> None:
+        """One new stream per byte the relay sends, until it closes the control stream."""
+        while True:
+            try:
+                if not conn.recv(1):
                     return
-                threading.Thread(target=self._stream, args=(mine, ticket), daemon=True).start()
+                mine, theirs = socket.socketpair()
+                fds = array.array("i", [theirs.fileno()])
+                conn.sendmsg([b"s"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
+                theirs.close()
+            except OSError:
+                return
+            threading.Thread(target=self._stream, args=(mine, ticket), daemon=True).start()
 
     def _stream(self, sock: socket.socket, ticket: _Ticket) -> None:
         with sock:

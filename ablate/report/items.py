@@ -97,6 +97,7 @@ def collect_items(folder: RunFolder, plan: list[PlanItem], results: list[ItemRes
         out.all_items.append(it)
         if not res.complete:
             reason = f"failed: {res.status}" + (f" ({res.error})" if res.error else "")
+            reason += f"; provenance: {', '.join(res.flags)}" if res.flags else ""
         elif res.flags:
             reason = "provenance: " + ", ".join(res.flags)
         else:

@@ -13,7 +13,7 @@ from ablate.core.constants import MAX_RETRIES_ENV
 from ablate.core.fsutil import atomic_write_bytes, disk_full_message, is_disk_full, mount_point
 from ablate.core.proc import run_process
 from ablate.folder.layout import RunFolder
-from ablate.folder.wire import wire_path
+from ablate.folder.wire import relay_flags, wire_path
 from ablate.isolate.backend import EnvBackend
 from ablate.isolate.forwarder import shared_forwarder
 from ablate.isolate.gitreads import git_history_reads
@@ -120,6 +120,7 @@ class Worker:
         except OSError as exc:
             forwarder.records(a.session_id)
             return SessionOutcome(job, ex, None, "no_transcript", transcript, error=str(exc), writes=writes)
+        flags = [*flags, *relay_flags(forwarder.relay_ended_at(a.session_id), ex.exited_at)]
         wire = compare_wire(forwarder.records(a.session_id), mined, stdout)
         if ex.timed_out:
             status = "timeout"
