@@ -336,7 +336,13 @@ def test_a_sealed_session_reaches_no_host_service(
         # the session forged a 99999-token answer into its own transcript: the wire's figures count
         wire = result["wire"]
         assert wire["requests"] == len(records), wire
-        assert [d.split(":")[0] for d in wire["differs"]] == ["input_tokens", "output_tokens"], wire
+        # the forged entry is also one model call the wire never answered: flagged and kept out of the statistics
+        assert [d.split(":")[0] for d in wire["differs"]] == [
+            "input_tokens",
+            "output_tokens",
+            "model calls",
+        ], wire
+        assert "transcript-differs-from-wire" in result["flags"], result["flags"]
         total = result["session"]["total"]
         assert (total["input_tokens"], total["output_tokens"]) == (
             wire["input_tokens"],
