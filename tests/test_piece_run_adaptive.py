@@ -18,16 +18,18 @@ from ablate.report.build import build_report
 from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run
 from ablate.setup.cells import ResolvedCell
-from ablate.stats.screening import screening_design
+from ablate.stats.screening import MAX_DRAWS, draw_columns, screening_design
 from tests.run_folder import pitfall_tasks
 
 PIECES = [f"user-claude-md#s{i}" for i in range(8)]
 
 
 def planned(tmp: Path, tasks: int = 2, repeats: int = 12) -> tuple[RunFolder, RunManifest]:
-    """A piece run of the screening design over eight pieces (24 cells), as `ablate run --pieces` plans it."""
+    """A piece run of the screening design over eight pieces (24 rows a repeat), as `ablate run --pieces` plans
+    it: its columns drawn four times from the run's seed (1 + 4 × 23 cells)."""
     loaded = pitfall_tasks(tmp / "tasks", tasks)
-    design = screening_design(PIECES)
+    design = draw_columns(screening_design(PIECES), 3, draws=min(repeats, MAX_DRAWS))
+    assert design.groups is not None
     cells = [
         ResolvedCell(id="C0" if i == 0 else f"P{i:02d}", index=i, label="", stripped=(), empty_config=False,
                      pieces=design.removed(i))
@@ -37,8 +39,12 @@ def planned(tmp: Path, tasks: int = 2, repeats: int = 12) -> tuple[RunFolder, Ru
         kind="screening",
         construction=design.construction,
         pieces=[DesignPiece(id=p, kind="section", tokens=100) for p in PIECES],
-        rows=[DesignRow(cell=c.id, keeps=list(r)) for c, r in zip(cells, design.rows, strict=True)],
+        rows=[
+            DesignRow(cell=c.id, keeps=list(r), draw=g)
+            for c, r, g in zip(cells, design.rows, design.groups, strict=True)
+        ],
         min_effect=0.5,
+        drawn=3,
     )
     exe = tmp / "claude"
     exe.write_text("")
@@ -81,8 +87,10 @@ def test_an_adaptive_piece_run_runs_whole_designs_and_stops_on_the_pieces(tmp_pa
     summary = run_adaptive(folder, manifest, planted, options)
     state = read_state(folder)
     assert state is not None and state.looks
-    cells = {c.id for c in manifest.cells}
-    assert all(r == cells for r in planted.rounds)  # every round runs every row of the design
+    assert manifest.design is not None and len(manifest.cells) == 1 + 4 * 23
+    # every round runs the control and one whole draw of the design's rows, the draws in turn
+    assert all(r == set(manifest.design.cells_in(i)) for i, r in enumerate(planted.rounds))
+    assert all(len(r) == 24 for r in planted.rounds) and planted.rounds[0] != planted.rounds[1]
     assert all(not lk.cells for lk in state.looks)  # a piece run compares pieces, not cells one by one
     pieces = state.piece_decisions()
     assert list(pieces) == PIECES

@@ -7,13 +7,14 @@ The user CLAUDE.md of the example setup is rewritten as seven sections, each car
 answers with the task's pitfall word exactly when the "hurts" marker reached the main model's request and the
 "helps" one did not: a deterministic plant, so no seed decides the outcome. Averaged over the other piece (as
 the screening estimates), keeping "helps" adds +50 points of the pitfall-free rate and keeping "hurts" −50; the
-five null sections nothing, estimated as exactly 0 (the folded-over design keeps main effects clear of the
-helps × hurts interaction). The screening design for seven pieces is the folded-over Plackett–Burman N=8 (16
-cells); two repeats of one task are 32 sessions, one turn each: helps and hurts at Holm-adjusted p = 0.014
-(α = 0.05; ``tests/test_piece_run.py`` checks these figures). The stage then confirms "helps" and "hurts" (real
-at screening) and "null 0" (named): the control and their three cells in 32 // 4 = 8 blocks, 32 sessions.
-Removing "helps" from the full setup fails every block (exact test p = 2/2⁸, Holm over three: 0.023); removing
-"hurts" or "null 0" changes nothing. The run skips its probe-first step (more CLI starts): the probe of piece
+five null sections nothing. The screening design for seven pieces is the folded-over Plackett–Burman N=8 (16
+rows a repeat) with its columns drawn at random from the run's seed, once per repeat (docs/PIECES.md#drawn):
+the control and 2 × 15 drawn rows, 31 cells; two repeats of one task are 32 sessions, one turn each. The
+conditional randomization test marks helps and hurts at Holm-adjusted p ≈ 0.004 and 0.003 (α = 0.05) and no
+null piece (``tests/test_piece_run.py`` checks these figures for this seed). The stage then confirms "helps"
+and "hurts" (real at screening) and "null 0" (named): the control and their three cells in 32 // 4 = 8
+blocks, 32 sessions. Removing "helps" from the full setup fails every block (exact test p = 2/2⁸, Holm over
+three: 0.023); removing "hurts" or "null 0" changes nothing. The run skips its probe-first step (more CLI starts): the probe of piece
 cells, a faithful one and a deliberately wrong cut, is tested in ``tests/test_pieces_e2e.py``.
 """
 
@@ -93,6 +94,11 @@ def run_pieces(
     return done, wall, run_dir
 
 
+def report_method(run_dir: Path) -> str:
+    """The test the report's piece rows rest on."""
+    return str(orjson.loads((run_dir / "report.json").read_bytes())["piece_design"]["method"])
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_one(
@@ -103,7 +109,12 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
         "--confirm", PIECES[2], "--repeats", str(REPEATS),
     )  # fmt: skip
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
-    assert manifest["design"]["kind"] == "screening" and len(manifest["design"]["rows"]) == 16
+    # the design's columns are drawn from the run's seed, once per repeat: the control and 2 × 15 drawn rows
+    assert manifest["design"]["kind"] == "screening" and manifest["design"]["drawn"] == 11
+    assert (
+        len(manifest["design"]["rows"]) == 31 and len(manifest["cells"]) == 31 + 7
+    )  # and a one-out cell per piece for the stage
+    assert report_method(run_dir) == "drawn-columns-conditional-randomization-test"
     assert [p["id"] for p in manifest["design"]["pieces"]] == PIECES
     plan = [orjson.loads(line) for line in (run_dir / "plan.jsonl").read_bytes().splitlines()]
     assert len(plan) == SESSIONS + STAGE

@@ -218,8 +218,8 @@ def test_piece_cells_bad_input(example: ExampleSetup) -> None:
         piece_cells(pieces, [["rules#python"], ["skills#nope"]])
     with pytest.raises(UsageError, match="needs at least 2"):
         piece_cells(pieces[:1], [["user-claude-md#global-rules"]])
-    with pytest.raises(UsageError, match="at most 99"):
-        piece_cells(pieces, [[pieces[0].id]] * 100)
+    with pytest.raises(UsageError, match="at most 999"):
+        piece_cells(pieces, [[pieces[0].id]] * 1000)
     assert len(piece_cells(pieces, one_out_rows(pieces)).cells) == len(pieces) + 1
 
 

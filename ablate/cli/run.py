@@ -232,6 +232,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
         err(f"warning: {warning}")
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"])
     record = None
+    seed = o["seed"] if o["seed"] is not None else new_seed()
     # plan has no --min-effect, and no confirmation stage (its shards never see the whole screening)
     asked = _piece_request({**o, "min_effect": DEFAULT_MIN_EFFECT, "confirm": o["pieces"] and "none"})
     if asked is not None:
@@ -240,7 +241,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
         clashes = [n for n, on in (("--cells", given(ctx, "cells")), ("--aa", o["aa"])) if on]
         planned = plan_pieces(
             setup, catalog, asked, tasks=len(loaded), repeats=repeats, repeats_given=given(ctx, "repeats"),
-            clashes=clashes,
+            seed=seed, clashes=clashes,
         )  # fmt: skip
         cell_set, record, repeats = planned.cell_set, planned.record, planned.repeats
     folder, manifest = create_run(
@@ -249,7 +250,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
         cell_set=cell_set.name,
         cells=list(cell_set.cells),
         repeats=repeats,
-        seed=o["seed"] if o["seed"] is not None else new_seed(),
+        seed=seed,
         model=model,
         max_turns=max_turns,
         claude=claude,

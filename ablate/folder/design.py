@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from ablate.core.constants import DEFAULT_MIN_EFFECT
 from ablate.core.specs import Spec
+from ablate.stats.screening import Design
 
 
 class DesignPiece(Spec):
@@ -33,6 +34,9 @@ class DesignRow(Spec):
 
     cell: str
     keeps: list[bool]
+    draw: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A drawn design's draw this row belongs to (−1: the control, run in every block); repeat r's blocks run
+    the rows of draw r mod the number of draws. None: every block runs the row."""
 
 
 class ConfirmPlan(Spec):
@@ -64,6 +68,10 @@ class PieceDesignRecord(Spec):
     """The smallest effect of interest of a draw (``--min-effect``)."""
     confirm: ConfirmPlan | None = Field(default=None, exclude_if=lambda v: v is None)
     """The one-out confirmation stage (None: none, as for a one-out design or a planned run)."""
+    drawn: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A screening design whose columns were drawn at random from this seed (the run's): its pieces are tested
+    by the conditional randomization test. None: fixed rows (a one-out design, or a run folder made before
+    designs were drawn)."""
 
     @model_validator(mode="after")
     def _shape(self) -> PieceDesignRecord:
@@ -75,6 +83,17 @@ class PieceDesignRecord(Spec):
         if len(set(cells)) != len(cells):
             raise ValueError("rows: a cell runs two rows")
         return self
+
+    def design(self) -> Design:
+        """The statistics' design (rows in record order)."""
+        groups = None if self.drawn is None else tuple(-1 if r.draw is None else r.draw for r in self.rows)
+        return Design(
+            self.kind, self.piece_ids(), self.keeps(), self.construction, drawn=self.drawn, groups=groups
+        )
+
+    def cells_in(self, repeat: int) -> list[str]:
+        """The cells the blocks of ``repeat`` run: every row's, or a drawn design's control and draw."""
+        return [self.rows[i].cell for i in self.design().rows_of(repeat)]
 
     def removed(self, row: int) -> list[str]:
         """The ids of the pieces row ``row`` removes."""

@@ -35,7 +35,7 @@ PLOT_STEM = "pieces"
 
 def design_of(record: PieceDesignRecord) -> Design:
     """The statistics' design from the manifest's record (rows in record order)."""
-    return Design(record.kind, record.piece_ids(), record.keeps(), record.construction)
+    return record.design()
 
 
 def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:

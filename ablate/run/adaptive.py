@@ -117,6 +117,10 @@ def next_round_items(
     items: list[PlanItem] = []
     order = max((p.order for p in plan), default=-1) + 1
     known = {p.item for p in plan}
+    design = manifest.design
+    if design is not None and design.drawn is not None and design.screens(repeat):
+        runs = set(design.cells_in(repeat))  # a drawn design's round runs the control and one draw
+        cells = [c for c in cells if c in runs]
     for t in manifest.tasks:
         for c in block_order(cells, seed=manifest.seed, task=t.id, repeat=repeat):
             iid = item_id(t.id, c, repeat)

@@ -57,7 +57,10 @@ def create_run(
     """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
     # a piece run plans its design's rows; its confirmation cells run only in the stage after the screening
     planned = [r.cell for r in design.rows] if design is not None else [c.id for c in cells]
-    items = make_plan([t.id for t in tasks], planned, repeats=repeats, seed=seed)
+    items = make_plan(
+        [t.id for t in tasks], planned, repeats=repeats, seed=seed,
+        cells_in=design.cells_in if design is not None and design.drawn is not None else None,
+    )  # fmt: skip
     if shard is not None:
         shard_items(items, shard)  # validates K/N against the plan
     sha = plan_sha256(items)

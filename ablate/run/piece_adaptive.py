@@ -18,7 +18,6 @@ from ablate.folder.layout import RunManifest
 from ablate.folder.result import ItemResult
 from ablate.stats.adaptive import block_time, primary_outcome
 from ablate.stats.multiplicity import holm
-from ablate.stats.screening import Design
 from ablate.stats.screening_inference import Outcome
 from ablate.stats.screening_sequential import look
 
@@ -49,10 +48,9 @@ def piece_looks(
     if record is None:
         return {}
     outcomes, order = piece_outcomes(manifest, record, results)
-    design = Design(record.kind, record.piece_ids(), record.keeps(), record.construction)
     got = look(
-        design, outcomes, order, alpha=options.alpha, min_effect=options.min_effect,
-        beta=options.draw_beta,
+        record.design(), outcomes, order, alpha=options.alpha, min_effect=options.min_effect,
+        beta=options.draw_beta, max_blocks=options.max_repeats * len(manifest.tasks),
     )  # fmt: skip
     adjusted = holm(got.p_anytime)
     return {

@@ -32,10 +32,12 @@ from ablate.setup.piece_cells import CONTROL, piece_cells
 from ablate.setup.piece_cut import require_pieces, select_pieces
 from ablate.setup.pieces import Piece, setup_pieces
 from ablate.stats.screening import (
+    MAX_DRAWS,
     Design,
     DesignError,
     budget_refusal,
     default_design,
+    draw_columns,
     make_design,
     repeats_within,
 )
@@ -119,8 +121,12 @@ def record_of(
             DesignPiece(id=p.id, layer=p.layer, kind=p.kind, tokens=p.est_tokens, tokens_source="estimate")
             for p in pieces
         ],
-        rows=[DesignRow(cell=c, keeps=list(r)) for c, r in zip(cell_ids, design.rows, strict=True)],
+        rows=[
+            DesignRow(cell=c, keeps=list(r), draw=None if design.groups is None else design.groups[i])
+            for i, (c, r) in enumerate(zip(cell_ids, design.rows, strict=True))
+        ],
         min_effect=min_effect,
+        drawn=design.drawn,
     )
 
 
@@ -132,11 +138,12 @@ def plan_pieces(
     tasks: int,
     repeats: int,
     repeats_given: bool,
+    seed: int,
     clashes: Sequence[str] = (),
 ) -> PiecePlan:
     """The cells, design record and repeats of ``ablate run --pieces``; a :class:`UsageError` (exit 2) for
-    anything that cannot run, before anything is written. ``clashes``: options given that choose cells
-    otherwise (``--cells``, ``--aa``)."""
+    anything that cannot run, before anything is written. ``seed``: the run's, which draws a screening
+    design's columns. ``clashes``: options given that choose cells otherwise (``--cells``, ``--aa``)."""
     if clashes:
         said = " and ".join(clashes)
         raise UsageError(
@@ -157,6 +164,8 @@ def plan_pieces(
         raise refusal
     reserve = (1 + len(named)) * tasks if named else 0
     planned = _repeats(design, tasks, req, repeats, repeats_given, reserve)
+    if design.name == "screening":  # its columns drawn at random: docs/PIECES.md#drawn
+        design = draw_columns(design, seed, draws=min(planned, MAX_DRAWS))
     control = design.control_row
     if control != 0:  # both designs put the untouched setup first; the cells rely on it
         raise UsageError(f"--design {design.name}: the design has no control row first")

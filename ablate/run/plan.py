@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ablate.core.errors import UsageError
@@ -70,15 +70,24 @@ def block_order(cells: Sequence[str], *, seed: int, task: str, repeat: int) -> l
     return order
 
 
-def make_plan(tasks: Sequence[str], cells: Sequence[str], *, repeats: int, seed: int) -> list[PlanItem]:
-    """Every item of a run, in execution order (``order`` = position)."""
+def make_plan(
+    tasks: Sequence[str],
+    cells: Sequence[str],
+    *,
+    repeats: int,
+    seed: int,
+    cells_in: Callable[[int], Sequence[str]] | None = None,
+) -> list[PlanItem]:
+    """Every item of a run, in execution order (``order`` = position). ``cells_in``: the cells repeat r's
+    blocks run, when not every cell (a drawn piece design's control and draw)."""
     if repeats < 1:
         raise UsageError(f"--repeats {repeats}: must be at least 1")
     if not tasks:
         raise UsageError("no tasks to plan")
     if not cells:
         raise UsageError("no cells to plan")
-    size = len(tasks) * len(cells) * repeats
+    per = [list(cells) if cells_in is None else list(cells_in(r)) for r in range(repeats)]
+    size = len(tasks) * sum(len(c) for c in per)
     if size > MAX_PLAN_ITEMS:
         raise UsageError(
             f"--repeats {repeats}: the plan would hold {size} items ({len(tasks)} tasks × {len(cells)} cells × "
@@ -92,7 +101,7 @@ def make_plan(tasks: Sequence[str], cells: Sequence[str], *, repeats: int, seed:
     items: list[PlanItem] = []
     for r in range(repeats):
         for t in tasks:
-            for c in block_order(cells, seed=seed, task=t, repeat=r):
+            for c in block_order(per[r], seed=seed, task=t, repeat=r):
                 items.append(PlanItem(item=item_id(t, c, r), task=t, cell=c, repeat=r, order=len(items)))
     return items
 

@@ -275,11 +275,14 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         )
         _check_clean(setup, catalog, dirty=req.dirty)
         design = None
-        if req.pieces is not None:
-            cell_set, design, repeats = piece_plan(replace(req, repeats=repeats), setup, catalog, len(tasks))
         if shard_spec is not None and req.seed is None:
             raise UsageError(
                 "--shard needs --seed", hint="every shard must draw the same plan; pass the same --seed"
+            )
+        seed = req.seed if req.seed is not None else new_seed()
+        if req.pieces is not None:
+            cell_set, design, repeats = piece_plan(
+                replace(req, repeats=repeats, seed=seed), setup, catalog, len(tasks)
             )
         folder, manifest = create_run(
             req.out,
@@ -287,7 +290,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             cell_set=cell_set.name,
             cells=list(cell_set.cells),
             repeats=repeats,
-            seed=req.seed if req.seed is not None else new_seed(),
+            seed=seed,
             model=req.model,
             max_turns=req.max_turns,
             claude=claude,
@@ -315,6 +318,7 @@ def piece_plan(
         tasks=n_tasks,
         repeats=req.repeats,
         repeats_given=req.given("repeats"),
+        seed=req.seed if req.seed is not None else new_seed(),
         clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
     )
     return plan.cell_set, plan.record, plan.repeats

@@ -17,8 +17,9 @@ from ablate.setup.load import Setup
 from ablate.setup.piece_cut import require_pieces, select_pieces
 from ablate.setup.pieces import Piece, setup_pieces
 
-#: Folder names are ``c00``..``c99``: the control and at most 99 rows.
-MAX_ROWS = 99
+#: Folder names are ``c00``..``c999``: the control and at most 999 rows (a drawn design holds up to
+#: 1 + 4 × (2N − 1) rows: 223 at 24 pieces).
+MAX_ROWS = 999
 CONTROL = "C0"
 
 

@@ -74,6 +74,31 @@ class Design:
     seed: int | None = None
     """Set: the rows are the base design, and every block (task, repeat) runs them with its own columns
     flipped (:meth:`block`); None: every block runs these rows."""
+    drawn: int | None = None
+    """Set: every column was drawn at random from this seed (:func:`draw_columns`), and a piece is tested by
+    the conditional randomization test of :mod:`ablate.stats.screening_crt`; None: the rows are fixed."""
+    groups: tuple[int, ...] | None = None
+    """A drawn design's draw per row (−1: the control, run in every block); repeat r's blocks run the control
+    and the rows of draw r mod :attr:`draws`. None: every block runs every row."""
+
+    @property
+    def draws(self) -> int:
+        """How many draws the rows hold (1 for an undrawn design)."""
+        return 1 + max(self.groups) if self.groups else 1
+
+    def rows_of(self, repeat: int) -> list[int]:
+        """The rows the blocks of ``repeat`` run (every row, unless the design is drawn)."""
+        if self.groups is None:
+            return list(range(len(self.rows)))
+        g = repeat % self.draws
+        return [i for i, d in enumerate(self.groups) if d in (-1, g)]
+
+    def sub(self, repeat: int) -> Design:
+        """The design one block of ``repeat`` runs (its rows in :meth:`rows_of` order)."""
+        if self.groups is None:
+            return self
+        rows = tuple(self.rows[i] for i in self.rows_of(repeat))
+        return replace(self, rows=rows, groups=None)
 
     @property
     def k(self) -> int:
@@ -120,6 +145,53 @@ def randomized(design: Design, seed: int) -> Design:
     if design.name != "screening":
         raise DesignError(f"the {design.name} design is not randomized: its rows are what its effect means")
     return replace(design, seed=seed, construction=f"{design.construction}, columns flipped per block")
+
+
+#: A drawn design whose columns cannot separate every piece (rare: two columns drawn equal) is drawn again,
+#: at most this many times.
+DRAW_ATTEMPTS = 100
+
+
+#: Independent draws of a run's rows: repeat r runs draw r mod MAX_DRAWS, so the cells are at most
+#: 1 + MAX_DRAWS × (2N − 1), and the test has that many rows to tell pieces apart by.
+MAX_DRAWS = 4
+
+
+def draw_columns(design: Design, seed: int, draws: int = 1) -> Design:
+    """``design`` with its columns drawn at random, ``draws`` times: each draw keeps the control row and
+    permutes every piece's column over the other rows, independently of every other column and draw, from a
+    generator seeded by ``seed`` (the run's seed: the same seed gives the same rows on every machine). Columns
+    stay balanced within a draw; a draw whose columns cannot separate every piece is drawn again (the test's
+    conditioning: see :mod:`ablate.stats.screening_crt`)."""
+    if design.name != "screening":
+        raise DesignError(f"the {design.name} design is not drawn: its rows are what its effect means")
+    if draws < 1:
+        raise DesignError(f"{draws} draws: a drawn design needs at least one")
+    base = design.matrix() > 0
+    control = design.control_row
+    free = np.array([i for i in range(len(design.rows)) if i != control])
+    rng = np.random.default_rng([seed, 0x5C4EE7])
+    rows: list[npt.NDArray[np.bool_]] = [base[control]] if control is not None else []
+    groups: list[int] = [-1] if control is not None else []
+    for g in range(draws):
+        for _ in range(DRAW_ATTEMPTS):
+            keeps = base[free].copy()
+            for j in range(design.k):
+                keeps[:, j] = keeps[rng.permutation(free.size), j]
+            if np.linalg.matrix_rank(keeps - keeps.mean(axis=0)) == design.k:
+                break
+        else:  # pragma: no cover - needs k close to the rows, which no design here has
+            raise DesignError(f"no draw of {free.size} rows separates {design.k} pieces")
+        rows.extend(keeps)
+        groups.extend([g] * free.size)
+    said = "once" if draws == 1 else f"{draws} times (repeat r runs draw r mod {draws})"
+    return replace(
+        design,
+        rows=tuple(tuple(bool(v) for v in row) for row in rows),
+        drawn=seed,
+        groups=tuple(groups),
+        construction=f"{design.construction}, columns drawn at random {said}, seed {seed}",
+    )
 
 
 def _check_pieces(pieces: tuple[str, ...]) -> None:
@@ -182,7 +254,7 @@ def default_design(k: int) -> DesignName:
 
 
 def make_design(design: str, pieces: tuple[str, ...] | list[str]) -> Design:
-    """The named design over ``pieces``."""
+    """The named design over ``pieces`` (a run draws a screening design's columns: :func:`draw_columns`)."""
     return screening_design(pieces) if design_name(design) == "screening" else one_out_design(pieces)
 
 

@@ -53,12 +53,14 @@ from scipy import stats as sps
 from ablate.core.constants import DEFAULT_MIN_EFFECT
 from ablate.stats.multiplicity import holm
 from ablate.stats.screening import Design, DesignError
+from ablate.stats.screening_crt import block_demean, crt_p, draws_needed
 
 FloatArray = npt.NDArray[np.float64]
 PieceVerdict = Literal["helps", "hurts", "draw", "undecided"]
 METHOD = "ols-block-fixed-effects-t"
 METHOD_BINARY = "ols-block-fixed-effects-t-null-variance"
 METHOD_RANDOMIZED = "randomized-blocks-sign-flip-or-t"
+METHOD_DRAWN = "drawn-columns-conditional-randomization-test"
 #: Up to this many blocks :func:`block_test` enumerates every sign pattern (2^12 = 4096); beyond, the t-test.
 EXACT_BLOCKS = 12
 #: Why a piece has no p or interval when the model fits every session exactly (all outcomes equal, say).
@@ -114,14 +116,6 @@ class BlockFit:
     inv_diag: FloatArray
 
 
-def _block_demean(values: FloatArray, blocks: npt.NDArray[np.int64], n_blocks: int) -> FloatArray:
-    """``values`` (…, n) minus the mean of its block along the last axis."""
-    onehot = np.zeros((blocks.size, n_blocks))
-    onehot[np.arange(blocks.size), blocks] = 1.0
-    means = (values @ onehot) / onehot.sum(axis=0)
-    return np.asarray(values - means[..., blocks], dtype=np.float64)
-
-
 def block_ols(x: npt.ArrayLike, blocks: npt.ArrayLike, y: npt.ArrayLike) -> BlockFit:
     """Fit ``y = α_block + x β + ε``; x is sessions × pieces, blocks a block index per session, y (…, sessions).
 
@@ -136,11 +130,11 @@ def block_ols(x: npt.ArrayLike, blocks: npt.ArrayLike, y: npt.ArrayLike) -> Bloc
     df = n - nb - k
     if df < 1:
         raise DesignError(f"{n} sessions in {nb} blocks cannot estimate {k} pieces and an error (df {df})")
-    xt = _block_demean(xa.T, codes, nb).T
+    xt = block_demean(xa.T, codes, nb).T
     if np.linalg.matrix_rank(xt) < k:
         raise DesignError("the sessions given cannot separate every piece (a piece's column is confounded)")
     inv = np.linalg.inv(xt.T @ xt)
-    yt = _block_demean(np.asarray(y, dtype=np.float64), codes, nb)
+    yt = block_demean(np.asarray(y, dtype=np.float64), codes, nb)
     beta = yt @ xt @ inv
     resid = yt - beta @ xt.T
     rss = np.sum(resid * resid, axis=-1)
@@ -274,16 +268,18 @@ def analyse(
         beta, p, low, high = block_test(d, 1.0 - alpha)
         n_blocks, df, method = d.shape[0], d.shape[0] - 1, METHOD_RANDOMIZED
     else:
-        m = design.matrix()
         block_ids = {b: i for i, b in enumerate(dict.fromkeys((o.task, o.repeat) for o in outcomes))}
-        fit = block_ols(
-            m[[o.row for o in outcomes]],
-            np.array([block_ids[(o.task, o.repeat)] for o in outcomes], dtype=np.int64),
-            np.array([o.value for o in outcomes]),
-        )
+        at = np.array([o.row for o in outcomes], dtype=np.int64)
+        blocks = np.array([block_ids[(o.task, o.repeat)] for o in outcomes], dtype=np.int64)
+        values = np.array([o.value for o in outcomes], dtype=np.float64)
+        fit = block_ols(design.matrix()[at], blocks, values)
         p, low, high = t_test(fit, 1.0 - alpha, null_variance=binary)
         beta, n_blocks, df = fit.beta, len(block_ids), fit.df
         method = METHOD_BINARY if binary else METHOD
+        if design.drawn is not None:
+            draws = draws_needed(design.k, alpha)
+            p = crt_p(design, at, blocks, values, draws=draws, seed=[design.drawn, len(outcomes)])
+            method = METHOD_DRAWN
     testable = [j for j in range(design.k) if math.isfinite(p[j])]
     adjusted = dict(zip(testable, holm([float(p[j]) for j in testable]), strict=True))
     rows: list[PieceEffect] = []

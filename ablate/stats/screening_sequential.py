@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from ablate.core.constants import DEFAULT_DRAW_BETA
 from ablate.stats.screening import Design
+from ablate.stats.screening_crt import crt_p, draws_needed
 from ablate.stats.screening_inference import Outcome, PieceVerdict
 from ablate.stats.sequential import (
     DECISIONS,
@@ -130,16 +131,17 @@ def block_contrasts(
                 f"outcome of row {o.row}, task {o.task!r}, repeat {o.repeat}: {o.value!r} not in [0, 1]"
             )
         values.setdefault((o.task, o.repeat), {})[o.row] = o.value
-    c = contrast_matrix(design)
-    rows = len(design.rows)
+    contrasts = {g: contrast_matrix(design.sub(g)) for g in range(design.draws)}
     out: list[FloatArray] = []
     incomplete: list[tuple[str, int]] = []
     for b in block_order:
         got = values.get(b, {})
-        if len(got) < rows:
+        rows = design.rows_of(b[1])
+        if any(r not in got for r in rows):
             incomplete.append(b)
             continue
-        out.append((np.array([got[r] for r in range(rows)]) @ c) * design.signs(*b))
+        c = contrasts[b[1] % design.draws]
+        out.append((np.array([got[r] for r in rows]) @ c) * design.signs(*b))
     return np.array(out, dtype=np.float64).reshape(len(out), design.k), incomplete
 
 
@@ -151,16 +153,26 @@ def look(
     alpha: float,
     min_effect: float,
     beta: float = DEFAULT_DRAW_BETA,
+    max_blocks: int | None = None,
 ) -> PieceDecisions:
     """The decisions of one look at a pass/fail run: ``real`` (Holm over the pieces' anytime p ≤ α),
-    ``no-effect`` (both futility e-processes past 1/β) or ``undecided``."""
+    ``no-effect`` (both futility e-processes past 1/β) or ``undecided``. A drawn design needs ``max_blocks``,
+    the most complete blocks the run can have (its schedule of tests: :func:`scheduled_p`)."""
     d, incomplete = block_contrasts(design, outcomes, block_order)
     if d.shape[0] == 0:
         return PieceDecisions([None] * design.k, [1.0] * design.k, ["undecided"] * design.k, 0, incomplete)
     paths = d.T  # pieces × blocks
-    log_e = mixture_log_e(paths, variance_proxy(design), min_effect, self_normalized=design.seed is not None)
-    p = anytime_p(log_e)[:, -1]
-    up, down = futility_log_e(paths, min_effect)
+    if design.drawn is not None:
+        if max_blocks is None:
+            raise ValueError("a drawn design's look needs max_blocks")
+        complete = [b for b in block_order if b not in set(incomplete)]
+        p = scheduled_p(design, outcomes, complete, max_blocks=max_blocks, alpha=alpha)
+    else:
+        log_e = mixture_log_e(
+            paths, variance_proxy(design), min_effect, self_normalized=design.seed is not None
+        )
+        p = anytime_p(log_e)[:, -1]
+    up, down = draw_log_e(design, paths, min_effect)
     codes = decide(p, up[:, -1], down[:, -1], alpha=alpha, beta=beta)
     return PieceDecisions(
         [float(v) for v in d.mean(axis=0)],
@@ -169,3 +181,56 @@ def look(
         d.shape[0],
         incomplete,
     )
+
+
+def draw_log_e(design: Design, paths: FloatArray, min_effect: float) -> tuple[FloatArray, FloatArray]:
+    """The futility e-processes of each piece's contrasts (pieces × blocks). A drawn design's columns are not
+    orthogonal, so a block's least-squares contrast of outcomes in [0, 1] can range beyond [−1, 1]: each
+    piece's contrasts and ``min_effect`` are divided by the widest half-range over the draws (Σ_i |c_ij| / 2,
+    at least 1), which keeps the test's range and its hypotheses as they were."""
+    if design.drawn is None:
+        return futility_log_e(paths, min_effect)
+    widths = [np.abs(contrast_matrix(design.sub(g))).sum(axis=0) / 2 for g in range(design.draws)]
+    scale = np.maximum(1.0, np.max(widths, axis=0))
+    up, down = np.empty_like(paths), np.empty_like(paths)
+    for j in range(design.k):
+        up[j], down[j] = futility_log_e(paths[j] / scale[j], min_effect / scale[j])
+    return up, down
+
+
+def look_points(max_blocks: int) -> list[int]:
+    """The complete-block counts at which a drawn design's pieces are tested: 2, 4, 8, … below ``max_blocks``,
+    and ``max_blocks``."""
+    points = [b for b in (2**m for m in range(1, max(2, max_blocks).bit_length() + 1)) if b < max_blocks]
+    return [*points, max(2, max_blocks)]
+
+
+def scheduled_p(
+    design: Design,
+    outcomes: Sequence[Outcome],
+    complete: Sequence[tuple[str, int]],
+    *,
+    max_blocks: int,
+    alpha: float,
+) -> FloatArray:
+    """Per piece of a drawn design, a p valid whenever the run stops: at each of the L :func:`look_points`
+    the complete blocks have passed, the conditional randomization test (:mod:`ablate.stats.screening_crt`)
+    of the sessions of the first that many complete blocks (in the order they completed); the smallest p
+    times L (Bonferroni over the schedule, so looking after every round costs nothing beyond it).
+
+    Why not the mixture e-process: a drawn design is drawn once, so a piece's block contrasts share its
+    column's draw — an interaction lined up with that column by chance is the same in every block, and a
+    martingale over blocks would find it. The randomization test's p is exact at each point for any
+    interactions; the schedule's union bound holds for any dependence between the points."""
+    points = look_points(max_blocks)
+    draws = draws_needed(design.k, alpha, len(points))
+    index = {b: i for i, b in enumerate(complete)}
+    best = np.ones(design.k)
+    for n in (b for b in points if b <= len(complete)):
+        got = [o for o in outcomes if index.get((o.task, o.repeat), n) < n]
+        rows = np.array([o.row for o in got], dtype=np.int64)
+        blocks = np.array([index[(o.task, o.repeat)] for o in got], dtype=np.int64)
+        values = np.array([o.value for o in got], dtype=np.float64)
+        p = crt_p(design, rows, blocks, values, draws=draws, seed=[design.drawn or 0, n])
+        best = np.minimum(best, np.where(np.isnan(p), 1.0, p))
+    return np.asarray(np.minimum(1.0, best * len(points)), dtype=np.float64)
