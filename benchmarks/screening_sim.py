@@ -12,11 +12,12 @@ keyed on any piece) the two models are the same. Sessions are independent given 
 
 Pieces that work together are planted as :class:`Term` s: a gain the full setup has and a cell loses when it
 removes every piece of the term (``need="any"``: either piece suffices) or any of them (``need="all"``: the
-pieces help only together). A randomized design (``Design.seed`` set) draws every block's column flips from the
-simulation's generator — the same distribution as :func:`ablate.stats.screening.block_flips`.
+pieces help only together). :func:`drawn_run` simulates one run of a drawn design (as a run plans it) for
+``benchmarks/bench_interactions.py``.
 
 Each simulated run is analysed by the library a real run uses (:func:`block_ols`, :func:`t_test`,
-:func:`block_test` of ``ablate.stats.screening_inference``, Holm over the pieces), vectorised over runs.
+:func:`analyse` of ``ablate.stats.screening_inference``, Holm over the pieces), vectorised over runs where
+the design is fixed.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from ablate.stats.screening import Design
-from ablate.stats.screening_inference import block_ols, block_test, t_test
-from ablate.stats.screening_sequential import contrast_matrix, mixture_log_e, variance_proxy
+from ablate.stats.screening import MAX_DRAWS, Design, draw_columns, screening_design
+from ablate.stats.screening_inference import Outcome, analyse, block_ols, t_test
+from ablate.stats.screening_sequential import contrast_matrix, mixture_log_e, scheduled_p, variance_proxy
 from ablate.stats.sequential import REAL, UNDECIDED, anytime_p, decide, futility_log_e, holm_adjust
 
 FloatArray = npt.NDArray[np.float64]
-#: Runs analysed at once (bounds memory: runs × sessions floats; a randomized design's runs × sessions × pieces).
+#: Runs analysed at once (bounds memory: runs × sessions floats).
 CHUNK = 100
 
 
@@ -87,23 +88,6 @@ def pass_probabilities(design: Design, planted: Planted) -> FloatArray:
     return _checked(np.asarray(planted.control_rates, dtype=np.float64)[:, None] - loss[None, :])
 
 
-def randomized_contrasts(
-    design: Design, planted: Planted, rounds: int, runs: int, rng: np.random.Generator
-) -> FloatArray:
-    """Runs × blocks × pieces: each block's contrasts in a randomized design (fresh column flips per block;
-    blocks round-major, tasks within), the block's outcomes drawn from its flipped rows."""
-    tasks = len(planted.control_rates)
-    base = design.matrix() > 0
-    c = contrast_matrix(design)
-    task_of = np.arange(rounds * tasks) % tasks
-    flips = rng.random((runs, rounds * tasks, design.k)) < 0.5
-    keeps = base[None, None] != flips[:, :, None, :]  # runs × blocks × rows × pieces
-    control = np.asarray(planted.control_rates, dtype=np.float64)[task_of]
-    probs = _checked(control[None, :, None] - cell_loss(keeps, planted))
-    y = (rng.random(probs.shape) < probs).astype(np.float64)
-    return np.asarray((y @ c) * np.where(flips, -1.0, 1.0), dtype=np.float64)
-
-
 @dataclass(frozen=True)
 class SimResult:
     """Per run and piece: the effect estimate and the Holm-adjusted p (NaN: not computable)."""
@@ -117,8 +101,6 @@ def simulate(
     design: Design, planted: Planted, repeats: int, runs: int, rng: np.random.Generator
 ) -> SimResult:
     """``runs`` runs of ``design`` with ``repeats`` repeats of every row on every task, analysed as a run is."""
-    if design.seed is not None:
-        return _simulate_randomized(design, planted, repeats, runs, rng)
     probs = pass_probabilities(design, planted)
     tasks, rows = probs.shape
     m = design.matrix()
@@ -135,20 +117,6 @@ def simulate(
         effects.append(fit.beta)
         adjusted.append(holm_adjust(p))
     return SimResult(np.vstack(effects), np.vstack(adjusted), int(p_session.size))
-
-
-def _simulate_randomized(
-    design: Design, planted: Planted, repeats: int, runs: int, rng: np.random.Generator
-) -> SimResult:
-    effects: list[FloatArray] = []
-    adjusted: list[FloatArray] = []
-    for start in range(0, runs, CHUNK):
-        d = randomized_contrasts(design, planted, repeats, min(CHUNK, runs - start), rng)
-        mean, p, _, _ = block_test(d, 0.95)
-        effects.append(mean)
-        adjusted.append(holm_adjust(np.nan_to_num(p, nan=1.0)))
-    sessions = repeats * len(planted.control_rates) * len(design.rows)
-    return SimResult(np.vstack(effects), np.vstack(adjusted), sessions)
 
 
 def detected(result: SimResult, planted: Planted, alpha: float) -> FloatArray:
@@ -238,8 +206,6 @@ def block_paths(
     design: Design, planted: Planted, rounds: int, runs: int, rng: np.random.Generator
 ) -> FloatArray:
     """Runs × blocks × pieces: every block's contrasts, blocks round-major (tasks within)."""
-    if design.seed is not None:
-        return randomized_contrasts(design, planted, rounds, runs, rng)
     probs = pass_probabilities(design, planted)
     tasks, rows = probs.shape
     y = (rng.random((runs, rounds, tasks, rows)) < probs).astype(np.float64)
@@ -251,63 +217,11 @@ def adaptive_decisions(
 ) -> npt.NDArray[np.int8]:
     """Runs × pieces × looks: the decision codes of a look after every round (``tasks`` blocks each)."""
     paths = blocks.transpose(0, 2, 1)  # runs × pieces × blocks
-    log_e = mixture_log_e(paths, variance_proxy(design), min_effect, self_normalized=design.seed is not None)
+    log_e = mixture_log_e(paths, variance_proxy(design), min_effect)
     p = anytime_p(log_e)
     up, down = futility_log_e(paths, min_effect)
     at = np.arange(1, blocks.shape[1] // tasks + 1) * tasks - 1
     return np.stack([decide(p[..., i], up[..., i], down[..., i], alpha=alpha) for i in at], axis=-1)
-
-
-def fixed_holm(design: Design, blocks: FloatArray, probs_y: FloatArray | None) -> FloatArray:
-    """Runs × pieces: Holm-adjusted p of a fixed-n analysis — of the block contrasts ``blocks`` (a randomized
-    design), or of the sessions ``probs_y`` (runs × blocks × rows, the pooled block-fixed-effects test)."""
-    if design.seed is not None:
-        _, p, _, _ = block_test(blocks, 0.95)
-        return holm_adjust(np.nan_to_num(p, nan=1.0))
-    assert probs_y is not None
-    runs, nb, rows = probs_y.shape
-    fit = block_ols(
-        np.tile(design.matrix(), (nb, 1)), np.repeat(np.arange(nb), rows), probs_y.reshape(runs, -1)
-    )
-    p, _, _ = t_test(fit, 0.95, null_variance=True)
-    return holm_adjust(p)
-
-
-def null_errors(
-    design: Design,
-    planted: Planted,
-    rounds: Sequence[int],
-    runs: int,
-    rng: np.random.Generator,
-    *,
-    alpha: float,
-    min_effect: float,
-) -> dict[tuple[str, int], float]:
-    """The family-wise error of the null pieces, ``("fixed", r)``: a fixed-n run of r rounds;
-    ``("adaptive", r)``: a look after every round, some null piece real at a look by round r."""
-    tasks, rows = len(planted.control_rates), len(design.rows)
-    null = planted.null_pieces()
-    last = max(rounds)
-    hits: dict[tuple[str, int], float] = {}
-    for start in range(0, runs, CHUNK):
-        n = min(CHUNK, runs - start)
-        if design.seed is not None:
-            blocks, y = randomized_contrasts(design, planted, last, n, rng), None
-        else:
-            probs = pass_probabilities(design, planted)
-            y = (rng.random((n, last, tasks, rows)) < probs).astype(np.float64).reshape(n, last * tasks, rows)
-            blocks = y @ contrast_matrix(design)
-        codes = adaptive_decisions(design, blocks, tasks, alpha=alpha, min_effect=min_effect)
-        for r in rounds:
-            cut = r * tasks
-            fixed = fixed_holm(design, blocks[:, :cut], None if y is None else y[:, :cut])
-            add = {
-                ("fixed", r): np.any(fixed[:, null] <= alpha, axis=1).sum(),
-                ("adaptive", r): np.any(codes[:, null, :r] == REAL, axis=(1, 2)).sum(),
-            }
-            for key, v in add.items():
-                hits[key] = hits.get(key, 0.0) + float(v)
-    return {key: v / runs for key, v in hits.items()}
 
 
 def ever_real(sim: AdaptiveSim, pieces: Sequence[int]) -> float:
@@ -321,3 +235,48 @@ def rounds_to_decide(sim: AdaptiveSim) -> FloatArray:
     rounds = sim.decisions.shape[-1]
     first = np.where(decided.any(axis=-1), np.argmax(decided, axis=-1) + 1, rounds + 1)
     return np.asarray(first, dtype=np.float64)
+
+
+def drawn_run(
+    k: int, planted: Planted, rounds: int, rng: np.random.Generator, *, draws: int = MAX_DRAWS
+) -> tuple[Design, list[Outcome], list[tuple[str, int]]]:
+    """One simulated run of a drawn screening design (as ``ablate run --pieces`` plans it: the columns drawn
+    ``min(rounds, draws)`` times from a fresh seed): its design, every session's outcome and the blocks in the
+    order they completed (round-major, tasks within)."""
+    design = draw_columns(
+        screening_design([f"piece-{i}" for i in range(k)]), int(rng.integers(2**31)), draws=min(rounds, draws)
+    )
+    keeps = design.matrix() > 0
+    loss = cell_loss(keeps, planted)
+    outcomes: list[Outcome] = []
+    order: list[tuple[str, int]] = []
+    for r in range(rounds):
+        rows = design.rows_of(r)
+        for t, rate in enumerate(planted.control_rates):
+            probs = _checked(rate - loss[rows])
+            passed = rng.random(len(rows)) < probs
+            outcomes.extend(Outcome(i, str(t), r, float(v)) for i, v in zip(rows, passed, strict=True))
+            order.append((str(t), r))
+    return design, outcomes, order
+
+
+def drawn_marks_null(
+    design: Design,
+    outcomes: Sequence[Outcome],
+    planted: Planted,
+    *,
+    alpha: float,
+    adaptive_blocks: int | None,
+) -> tuple[bool, list[bool]]:
+    """Whether the run marks some null piece real, and per piece whether it is marked: the fixed analysis
+    (:func:`ablate.stats.screening_inference.analyse`), or with ``adaptive_blocks`` the adaptive run's
+    decision after its last look (its scheduled p is the smallest over the looks, so "real at the end" is
+    "real at some look")."""
+    if adaptive_blocks is None:
+        got = analyse(design, outcomes, binary=True, alpha=alpha)
+        marked = [e.verdict in ("helps", "hurts") for e in got.pieces]
+    else:
+        blocks = list(dict.fromkeys((o.task, o.repeat) for o in outcomes))
+        p = scheduled_p(design, outcomes, blocks, max_blocks=adaptive_blocks, alpha=alpha)
+        marked = [bool(v) for v in holm_adjust(p) <= alpha]
+    return any(marked[j] for j in planted.null_pieces()), marked

@@ -205,9 +205,19 @@ def piece_caveat(report: Report, manifest: RunManifest) -> Caveat | None:
             " That is the piece's average contribution over the design's sub-setups (its Banzhaf value), not "
             "what deleting it from your full setup does: when pieces work together (a section that tells the "
             "model to use a skill) the two differ, and only the 'removing it' column of a confirmed piece "
-            "answers the second. The folded-over design keeps main effects clear of every two-piece "
-            "interaction, but each is aliased with some three-piece interactions: pieces that only work "
-            "together can show as one piece, or as a piece that takes no part in them."
+            "answers the second."
+        )
+        drawn = manifest.design is not None and manifest.design.drawn is not None
+        text += (
+            " The design's columns were drawn at random from the run's seed, and each piece is tested by "
+            "re-drawing its own column (a conditional randomization test): a piece nothing depends on is "
+            f"marked real at most {info.alpha:g} of the time (Holm over the pieces), whatever the other "
+            "pieces' interactions. Its effect and interval are least-squares figures: a description, whose "
+            "interval may not cover when pieces interact."
+            if drawn
+            else " The folded-over design keeps main effects clear of every two-piece interaction, but each "
+            "is aliased with some three-piece interactions: pieces that only work together can show as one "
+            "piece, or mark a piece that takes no part in them (this run folder predates drawn designs)."
         )
     else:
         text += " Leave-one-out measures each piece against the full setup only (pieces that stand in for each other look useless)."

@@ -18,22 +18,15 @@ a piece's effect is compared within blocks and differences between tasks and rep
   removed (k + 1 rows). Its effect is "what removing this piece from the full setup does"; screening's is
   the piece's main effect, averaged over the other pieces being on or off (equal when pieces do not interact).
 
-**Randomized per block.** A fixed fraction of 2^k rows cannot keep every interaction out of the main effects:
-in the folded design an interaction of three or more pieces lines up, in part, with some other piece's column
-(at 16 pieces a three-way column correlates 0.6 with a piece's column), and that piece then shows the
-interaction as its own effect, a bias that repeats add up instead of averaging out. A design with ``seed``
-set is therefore drawn afresh for every block (task, repeat): :func:`block_flips` flips each column (keeps
-the piece where the base design removes it and the other way round) with probability ½, independently, from
-the seed, the task and the repeat. A flipped column is still balanced and orthogonal to the others, and the
-fold-over survives it. Over the flips every row of a block is a uniformly random sub-setup, so a block's
-estimate for piece j has mean E[μ(with j) − μ(without j)] over all 2^(k−1) sub-setups of the other pieces,
-whatever their interactions: the piece's Banzhaf value (Banzhaf JF, "Weighted voting doesn't work", Rutgers
-Law Rev 19:317–343, 1965), which is 0 for a piece nothing depends on. And for such a piece the estimate's sign
-is the flip of its own column, a fair coin independent of everything else in the block, so the blocks'
-estimates are independent and symmetric about 0 — what the tests of
-:mod:`ablate.stats.screening_inference` and :mod:`ablate.stats.screening_sequential` rest on. The rows a
-block runs are reproducible from the seed (recorded in the run folder). Rows need no shuffling here: the plan
-already runs each block's cells in a shuffled order.
+**Drawn.** A fixed fraction of 2^k rows cannot keep every interaction out of the main effects: in the folded
+design an interaction of three or more pieces lines up, in part, with some other piece's column (at 16 pieces
+a three-way column correlates 0.6 with a piece's column), and that piece then shows the interaction as its own
+effect, a bias that repeats add up instead of averaging out. A run therefore draws its design
+(:func:`draw_columns`): every piece's column permuted at random over the rows but the control, independently of
+the others, up to :data:`MAX_DRAWS` times (repeat r runs draw r mod that). Each piece is then tested by
+re-drawing its own column (:mod:`ablate.stats.screening_crt`), exact under its null whatever the others'
+interactions; the estimate's mean over the draws is close to the piece's average contribution over the
+sub-setups (its Banzhaf value: Banzhaf JF, "Weighted voting doesn't work", Rutgers Law Rev 19:317–343, 1965).
 
 :func:`min_sessions` is one repeat of every row on every task; :func:`budget_refusal` refuses a design that
 cannot fit in ``--max-sessions`` before anything runs, naming the minimum.
@@ -41,7 +34,6 @@ cannot fit in ``--max-sessions`` before anything runs, naming the minimum.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -71,9 +63,6 @@ class Design:
     rows: tuple[tuple[bool, ...], ...]
     construction: str
     """How the rows were made, in words (``folded-over Plackett–Burman N=20: 40 rows``)."""
-    seed: int | None = None
-    """Set: the rows are the base design, and every block (task, repeat) runs them with its own columns
-    flipped (:meth:`block`); None: every block runs these rows."""
     drawn: int | None = None
     """Set: every column was drawn at random from this seed (:func:`draw_columns`), and a piece is tested by
     the conditional randomization test of :mod:`ablate.stats.screening_crt`; None: the rows are fixed."""
@@ -112,39 +101,10 @@ class Design:
         """The pieces row ``row``'s cell removes (what a cell is built from)."""
         return tuple(p for p, on in zip(self.pieces, self.rows[row], strict=True) if not on)
 
-    def signs(self, task: str, repeat: int) -> npt.NDArray[np.float64]:
-        """Per piece, −1 where block (task, repeat) flips the column, else 1 (all 1 without a seed)."""
-        if self.seed is None:
-            return np.ones(self.k)
-        return np.where(block_flips(self.seed, task, repeat, self.k), -1.0, 1.0)
-
-    def block(self, task: str, repeat: int) -> Design:
-        """The rows block (task, repeat) runs: the base rows with its flipped columns (itself without a seed)."""
-        if self.seed is None:
-            return self
-        flips = block_flips(self.seed, task, repeat, self.k)
-        rows = tuple(tuple(on != f for on, f in zip(r, flips, strict=True)) for r in self.rows)
-        return replace(self, rows=rows, seed=None)
-
     @property
     def control_row(self) -> int | None:
         """The row that keeps every piece (the untouched setup), if the design has one."""
         return next((i for i, r in enumerate(self.rows) if all(r)), None)
-
-
-def block_flips(seed: int, task: str, repeat: int, k: int) -> tuple[bool, ...]:
-    """Which of the ``k`` columns block (task, repeat) flips: each with probability ½, from a generator seeded
-    by the design's seed, the task and the repeat (the same seed gives the same rows on every machine)."""
-    rng = random.Random(f"ablate-design:{seed}:{task}:{repeat}")
-    return tuple(rng.random() < 0.5 for _ in range(k))
-
-
-def randomized(design: Design, seed: int) -> Design:
-    """``design`` drawn afresh for every block from ``seed`` (a screening design only: one-out's rows are
-    what its effect means)."""
-    if design.name != "screening":
-        raise DesignError(f"the {design.name} design is not randomized: its rows are what its effect means")
-    return replace(design, seed=seed, construction=f"{design.construction}, columns flipped per block")
 
 
 #: A drawn design whose columns cannot separate every piece (rare: two columns drawn equal) is drawn again,

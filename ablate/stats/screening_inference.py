@@ -22,16 +22,11 @@ of the main effects. Its error rates are shown by simulation (``tests/test_scree
 rejection rate under the null and under partial nulls; ``benchmarks/bench_screening.py``: family-wise error
 and power at 8, 16 and 32 pieces).
 
-**A randomized design** (:attr:`~ablate.stats.screening.Design.seed` set: every block runs the base rows with
-its own columns flipped) is analysed block by block instead: each block's own fit gives each piece one
-estimate, and the test is across blocks (:func:`block_test`) — the sign-flip test, exact, for up to
-:data:`EXACT_BLOCKS` blocks, the one-sample t-test beyond. For a piece nothing depends on, the flips make the
-block estimates independent and symmetric about 0 whatever the other pieces' interactions
-(:mod:`ablate.stats.screening`), which is all the sign-flip test needs, and under which the t-test stays at its
-level (Efron B, "Student's t-test under symmetry conditions", JASA 64:1278–1302, 1969). The pooled test above
-would not do: an interaction of three or more pieces that lines up with a piece's column moves that piece's
-estimate from block to block (with a random sign) but leaves the residual, so the pooled variance misses it.
-The price is the test's degrees of freedom: blocks − 1, not sessions − blocks − pieces.
+**A drawn design** (:attr:`~ablate.stats.screening.Design.drawn` set: a run's) keeps the least-squares effect
+and interval but takes its p from the conditional randomization test (:mod:`ablate.stats.screening_crt`),
+exact under the piece's null whatever the other pieces' interactions. The pooled t-test above would not do
+there: an interaction of three or more pieces that lines up with a piece's column moves that piece's estimate
+but leaves the residual, so the pooled variance misses it.
 
 Holm (:func:`ablate.stats.multiplicity.holm`) across the pieces controls the family-wise error at α. Verdict,
 as the layer report decides (a real effect decides helps or hurts by its sign): ``helps`` / ``hurts`` when the
@@ -59,10 +54,7 @@ FloatArray = npt.NDArray[np.float64]
 PieceVerdict = Literal["helps", "hurts", "draw", "undecided"]
 METHOD = "ols-block-fixed-effects-t"
 METHOD_BINARY = "ols-block-fixed-effects-t-null-variance"
-METHOD_RANDOMIZED = "randomized-blocks-sign-flip-or-t"
 METHOD_DRAWN = "drawn-columns-conditional-randomization-test"
-#: Up to this many blocks :func:`block_test` enumerates every sign pattern (2^12 = 4096); beyond, the t-test.
-EXACT_BLOCKS = 12
 #: Why a piece has no p or interval when the model fits every session exactly (all outcomes equal, say).
 NO_SPREAD = "the model fits every session exactly (no residual spread): nothing to test the effect against"
 
@@ -167,52 +159,6 @@ def t_test(
     return np.asarray(p), fit.beta - half, fit.beta + half
 
 
-def block_test(d: npt.ArrayLike, level: float) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """The mean of per-block estimates ``d`` (…, blocks, pieces), its two-sided p of 0 and t interval.
-
-    p: the sign-flip test (the share of the 2^B sign patterns whose |sum| reaches the observed one) for up to
-    :data:`EXACT_BLOCKS` blocks, else the one-sample t-test with B − 1 df; NaN where the estimates do not vary
-    and are 0 (nothing to test). The interval is the t interval, B − 1 df.
-    """
-    da = np.asarray(d, dtype=np.float64)
-    b = da.shape[-2]
-    if b < 2:
-        raise DesignError(f"{b} complete block(s): a randomized design needs at least two to test a piece")
-    mean = da.mean(axis=-2)
-    se = da.std(axis=-2, ddof=1) / math.sqrt(b)
-    if b <= EXACT_BLOCKS:
-        patterns = 1.0 - 2.0 * ((np.arange(2**b)[:, None] >> np.arange(b)) & 1)
-        sums = np.abs(np.einsum("pb,...bk->...pk", patterns, da))
-        observed = np.abs(da.sum(axis=-2))[..., None, :]
-        p = np.mean(sums >= observed * (1 - 1e-12), axis=-2)
-    else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(se > 0, np.abs(mean) / se, np.where(mean != 0, np.inf, np.nan))
-        p = 2.0 * sps.t.sf(t, b - 1)
-    p = np.where((se > 0) | (mean != 0), p, np.nan)
-    half = float(sps.t.ppf(0.5 + level / 2.0, b - 1)) * se
-    return mean, np.asarray(p, dtype=np.float64), mean - half, mean + half
-
-
-def block_estimates(design: Design, outcomes: Sequence[Outcome]) -> tuple[FloatArray, list[tuple[str, int]]]:
-    """Blocks × pieces: each block's own fit of its rows (its flipped design), and the blocks left out because
-    their sessions cannot estimate every piece (too many failed)."""
-    by_block: dict[tuple[str, int], list[Outcome]] = {}
-    for o in outcomes:
-        by_block.setdefault((o.task, o.repeat), []).append(o)
-    rows: list[FloatArray] = []
-    dropped: list[tuple[str, int]] = []
-    for (task, repeat), got in by_block.items():
-        m = design.block(task, repeat).matrix()
-        try:
-            fit = block_ols(m[[o.row for o in got]], np.zeros(len(got)), np.array([o.value for o in got]))
-        except DesignError:
-            dropped.append((task, repeat))
-            continue
-        rows.append(fit.beta)
-    return np.array(rows, dtype=np.float64).reshape(len(rows), design.k), dropped
-
-
 def verdict(
     effect: float,
     low: float,
@@ -263,23 +209,18 @@ def analyse(
                 f"outcome of row {o.row}, task {o.task!r}, repeat {o.repeat}: value {o.value!r}"
                 + (" (a binary outcome is 0 or 1)" if binary else " (not a finite number)")
             )
-    if design.seed is not None:
-        d, _ = block_estimates(design, outcomes)
-        beta, p, low, high = block_test(d, 1.0 - alpha)
-        n_blocks, df, method = d.shape[0], d.shape[0] - 1, METHOD_RANDOMIZED
-    else:
-        block_ids = {b: i for i, b in enumerate(dict.fromkeys((o.task, o.repeat) for o in outcomes))}
-        at = np.array([o.row for o in outcomes], dtype=np.int64)
-        blocks = np.array([block_ids[(o.task, o.repeat)] for o in outcomes], dtype=np.int64)
-        values = np.array([o.value for o in outcomes], dtype=np.float64)
-        fit = block_ols(design.matrix()[at], blocks, values)
-        p, low, high = t_test(fit, 1.0 - alpha, null_variance=binary)
-        beta, n_blocks, df = fit.beta, len(block_ids), fit.df
-        method = METHOD_BINARY if binary else METHOD
-        if design.drawn is not None:
-            draws = draws_needed(design.k, alpha)
-            p = crt_p(design, at, blocks, values, draws=draws, seed=[design.drawn, len(outcomes)])
-            method = METHOD_DRAWN
+    block_ids = {b: i for i, b in enumerate(dict.fromkeys((o.task, o.repeat) for o in outcomes))}
+    at = np.array([o.row for o in outcomes], dtype=np.int64)
+    blocks = np.array([block_ids[(o.task, o.repeat)] for o in outcomes], dtype=np.int64)
+    values = np.array([o.value for o in outcomes], dtype=np.float64)
+    fit = block_ols(design.matrix()[at], blocks, values)
+    p, low, high = t_test(fit, 1.0 - alpha, null_variance=binary)
+    beta, n_blocks, df = fit.beta, len(block_ids), fit.df
+    method = METHOD_BINARY if binary else METHOD
+    if design.drawn is not None:
+        draws = draws_needed(design.k, alpha)
+        p = crt_p(design, at, blocks, values, draws=draws, seed=[design.drawn, len(outcomes)])
+        method = METHOD_DRAWN
     testable = [j for j in range(design.k) if math.isfinite(p[j])]
     adjusted = dict(zip(testable, holm([float(p[j]) for j in testable]), strict=True))
     rows: list[PieceEffect] = []

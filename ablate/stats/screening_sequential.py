@@ -14,15 +14,10 @@ conditional mean 0. On them, per piece:
   at a rate of ½ is 1/√(2N)); its anytime p
   (:func:`ablate.stats.sequential.anytime_p`) and Holm over the pieces (:func:`~ablate.stats.sequential.decide`)
   keep the family-wise error at α at any stopping time;
-* in a randomized design (:attr:`~ablate.stats.screening.Design.seed` set, each block its own column flips),
-  the same mixture with the scale read from the data, V_t = Σ d_bj² in place of σ²t (``self_normalized`` in
-  :func:`mixture_log_e`). There a null piece's contrast is s·D with s its column's flip, a fair coin
-  independent of D and of the earlier blocks, so the contrasts are conditionally symmetric about 0 whatever
-  the other pieces' interactions; for such increments exp(λS_t − λ²V_t/2) is a supermartingale for every λ
-  (de la Peña VH, "A general class of exponential inequalities for martingales and ratios", Ann Probab
-  27:537–564, 1999), and so is its mixture. The known σ² would not do: an interaction that lines up with a
-  piece's column adds its own spread to the contrast (with a random sign), which σ² does not bound. The
-  price: under an effect, V grows with the effect's square as well;
+* in a drawn design (:attr:`~ablate.stats.screening.Design.drawn` set, a run's), "real" comes from the
+  conditional randomization test at scheduled points instead (:func:`scheduled_p`): the design is drawn once,
+  so the blocks share each column's draw and a martingale over them could find an interaction lined up with a
+  column by chance;
 * "no effect of interest" (a draw): the futility e-processes of :func:`ablate.stats.sequential.futility_log_e`
   against "effect ≥ +d" and "≤ −d" (d = min-effect), valid for any observations in [−1, 1].
 
@@ -69,9 +64,7 @@ def variance_proxy(design: Design) -> FloatArray:
     return np.asarray((c * c).sum(axis=0) / 4.0, dtype=np.float64)
 
 
-def mixture_log_e(
-    x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float, *, self_normalized: bool = False
-) -> FloatArray:
+def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) -> FloatArray:
     """log of the normal-mixture e-process against mean 0 along the last axis (blocks).
 
     For increments σ²-sub-Gaussian about a conditional mean of 0, exp(λS_t − λ²σ²t/2) is a nonnegative
@@ -79,18 +72,13 @@ def mixture_log_e(
     V_t = σ²t (Robbins 1970; Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric,
     nonasymptotic confidence sequences", Ann Stat 49:1055–1080, 2021, §3). ρ = min_effect / σ² puts the mixture
     where the bet that grows fastest on an effect of min-effect lies; any fixed ρ keeps the process valid.
-    ``sigma2`` broadcasts against x without its last axis. ``self_normalized``: V_t = Σ x_i² (valid for
-    conditionally symmetric increments, whatever their scale); σ² then only tunes ρ.
+    ``sigma2`` broadcasts against x without its last axis.
     """
     xs = np.asarray(x, dtype=np.float64)
     s2 = np.asarray(sigma2, dtype=np.float64)[..., None]
     rho2 = (min_effect / s2) ** 2
     total = np.cumsum(xs, axis=-1)
-    v = (
-        np.cumsum(xs * xs, axis=-1)
-        if self_normalized
-        else s2 * np.arange(1, xs.shape[-1] + 1, dtype=np.float64)
-    )
+    v = s2 * np.arange(1, xs.shape[-1] + 1, dtype=np.float64)
     return np.asarray(
         -0.5 * np.log1p(rho2 * v) + rho2 * total * total / (2.0 * (1.0 + rho2 * v)), dtype=np.float64
     )
@@ -141,7 +129,7 @@ def block_contrasts(
             incomplete.append(b)
             continue
         c = contrasts[b[1] % design.draws]
-        out.append((np.array([got[r] for r in rows]) @ c) * design.signs(*b))
+        out.append(np.array([got[r] for r in rows]) @ c)
     return np.array(out, dtype=np.float64).reshape(len(out), design.k), incomplete
 
 
@@ -168,9 +156,7 @@ def look(
         complete = [b for b in block_order if b not in set(incomplete)]
         p = scheduled_p(design, outcomes, complete, max_blocks=max_blocks, alpha=alpha)
     else:
-        log_e = mixture_log_e(
-            paths, variance_proxy(design), min_effect, self_normalized=design.seed is not None
-        )
+        log_e = mixture_log_e(paths, variance_proxy(design), min_effect)
         p = anytime_p(log_e)[:, -1]
     up, down = draw_log_e(design, paths, min_effect)
     codes = decide(p, up[:, -1], down[:, -1], alpha=alpha, beta=beta)
