@@ -114,6 +114,12 @@ def test_an_adaptive_piece_run_runs_whole_designs_and_stops_on_the_pieces(tmp_pa
     assert rows[PIECES[0]].verdict == "helps" and rows[PIECES[1]].verdict == "hurts"
     assert rows[PIECES[0]].p_adjusted == pytest.approx(pieces[PIECES[0]].p_holm)
     assert all(rows[p].verdict not in ("helps", "hurts") for p in PIECES[2:])
+    # how far it generalizes: each piece on each of the two tasks; two tasks cannot carry a task-level claim
+    general = (report.model_extra or {})["generalization"]
+    first = general["subjects"][0]
+    assert [s["subject"] for s in general["subjects"]] == PIECES and first["kind"] == "piece"
+    assert first["helps_on"] == 2 and all(t["effect"] > 0.2 for t in first["per_task"])
+    assert general["tasks_needed"] == 9 and first["verdict"] == "not shown across tasks"
 
 
 def test_a_piece_run_read_before_it_can_estimate_says_why(tmp_path: Path) -> None:

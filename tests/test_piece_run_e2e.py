@@ -142,4 +142,8 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
     assert "## Pieces" in md and "helps** (removal; screening: helps)" in md and "removing it" in md
     assert "helps (removal; screening: helps)" in done.stdout + done.stderr  # the terminal's headline
     assert (run_dir / "plots" / "pieces.svg").exists()
+    # one task is no sample of tasks: the report says what a task-level claim about seven pieces needs
+    general = report["generalization"]
+    assert general["tasks"] == 1 and general["tasks_needed"] == 9
+    assert "it needs at least 9" in general["subjects"][0]["sentence"] and "## How far it generalizes" in md
     print(f"piece run: {SESSIONS + STAGE} sessions in {wall:.0f}s wall")
