@@ -13,6 +13,7 @@ import pytest
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.folder.layout import RunFolder, read_manifest
 from ablate.folder.result import iter_results
+from ablate.report import write_report
 from ablate.report.build import build_report
 from ablate.run.piece_confirm import reserve_refusal, stage_blocks
 from ablate.setup.examples import ExampleSetup
@@ -53,10 +54,13 @@ def test_a_named_piece_is_confirmed_in_blocks_of_its_own_after_the_screening(
     assert design is not None and design.confirm is not None
     stage = design.confirm
     assert (stage.named, stage.first_repeat, stage.max_sessions) == ([NAMED], 1, 20)
-    # a one-out cell per piece, after the design's 16: the full setup without that piece
+    # a one-out cell per piece, after the design's 16: the full setup without that piece; then a cell per pair
+    # of pieces without both (their interaction, estimated when both are real at screening or --pairs names it)
     assert list(stage.cells) == [p.id for p in design.pieces]
     cells = {c.id: c for c in manifest.cells}
-    assert len(manifest.cells) == ROWS + 4
+    assert len(manifest.cells) == ROWS + 4 + 6 and len(stage.pairs) == 6 and not stage.named_pairs
+    ids = [p.id for p in design.pieces]
+    assert cells[stage.pairs[f"{ids[0]}+{ids[1]}"]].pieces == ids[:2]
     assert all(cells[c].pieces == [p] and cells[c].dirname == f"c{ROWS + i:02d}" for i, (p, c) in
                enumerate(stage.cells.items()))  # fmt: skip
     assert manifest.items == ROWS  # the plan made up front is the design's; the stage is added to it
@@ -126,3 +130,63 @@ def test_the_removal_is_the_full_setup_minus_the_setup_without_the_piece(
     assert headline(row) == verdict
     text = "\n".join(answer_text(report))
     assert f"{verdict} (removal; screening: undecided)" in text and "removing it" in text
+
+
+def test_bad_pairs_are_refused_before_anything_is_written(rig: tuple[ExampleSetup, Path]) -> None:
+    ex, tmp = rig
+    pieces = FOUR.split(",")
+    for pairs, said in (
+        (f"{pieces[0]}+rules#pyton", "did you mean 'rules#python'"),
+        (f"{pieces[0]}+{pieces[0]}", "pairs a piece with itself"),
+        (pieces[0], "is not a pair"),
+        (f"{pieces[0]}+{pieces[1]}+{pieces[2]}", "is not a pair"),
+        ("", "--pairs is empty"),
+    ):
+        code, _out, err = run(ex, tmp / "runs", "--pieces", FOUR, "--pairs", pairs, "--no-probe")
+        assert code == 2 and said in err, (pairs, err)
+    # one repeat of the design (16) and one stage block of the control, 2 one-out cells and 1 pair cell: 20
+    code, _out, err = run(
+        ex, tmp / "runs", "--pieces", FOUR, "--pairs", f"{pieces[0]}+{pieces[1]}", "--max-sessions", "19",
+    )  # fmt: skip
+    assert code == 2 and "is 20 sessions" in " ".join(err.split()) and "at least 20" in err, err
+    code, _out, err = run(ex, tmp / "runs", "--pieces", FOUR, "--pairs", f"{pieces[0]}+{pieces[1]}",
+                          "--design", "one-out")  # fmt: skip
+    assert code == 2 and "removal effects already" in err, err
+    assert not (tmp / "runs").exists() or not any((tmp / "runs").iterdir())  # nothing written, nothing spent
+
+
+def test_a_named_pairs_interaction_is_reported_from_its_four_cells(rig: tuple[ExampleSetup, Path]) -> None:
+    """Seeded: in each stage block the full setup passes and every cell without A, B or both fails — A and B
+    help only together: interaction +100 pts, removing either loses 100 pts, either alone adds nothing."""
+    ex, tmp = rig
+    a, b = FOUR.split(",")[:2]
+    code, out, err = run(
+        ex, tmp / "runs", "--pieces", FOUR, "--pairs", f"{a}+{b}", "--repeats", "2", "--seed", "3",
+        "--no-probe", "--report", "none",
+    )  # fmt: skip
+    assert code == 0, err
+    folder = Path(orjson.loads(out)["folder"])
+    manifest = read_manifest(RunFolder(folder))
+    assert manifest.design is not None and manifest.design.confirm is not None
+    stage = manifest.design.confirm
+    assert stage.named_pairs == [f"{a}+{b}"] and stage.named == []
+    staged = [p for p in RunFolder(folder).read_plan() if p.repeat >= 2]
+    ran = {stage.cells[a], stage.cells[b], stage.pairs[f"{a}+{b}"], "C0"}
+    assert {p.cell for p in staged} == ran and len(staged) == 32  # 32 // 4 = 8 blocks of the four cells
+    assert f"interactions of {a}+{b}" in err
+    rf = RunFolder(folder)
+    for res in iter_results(rf):
+        if res.repeat >= 2:
+            passes = res.cell == "C0"
+            data = res.model_dump(mode="json") | {"pitfall_hits": {} if passes else {"planted": 1}}
+            atomic_write_bytes(rf.result_path(res.item), orjson.dumps(data))
+    report = build_report(folder)
+    (pair,) = (report.model_extra or {})["interactions"]
+    assert pair["pieces"] == [a, b] and pair["blocks"] == 8 and pair["verdict"] == "synergy"
+    assert pair["effect"] == pytest.approx(1.0) and pair["together"] == pytest.approx(1.0)
+    assert pair["alone"] == {a: 0.0, b: 0.0} and pair["removing"] == {a: 1.0, b: 1.0}
+    assert pair["p_adjusted"] == pytest.approx(2 / 2**8)  # exact sign-flip: every block +1
+    assert pair["sentence"].startswith(f"{a} and {b} help only together: removing {a} loses +100 pts")
+    write_report(folder, formats=["md"])
+    md = (folder / "report.md").read_text()
+    assert "## Interactions: pieces that work together" in md and f"| {a} + {b} | +100 pts |" in md

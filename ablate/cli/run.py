@@ -175,6 +175,17 @@ ConfirmOpt = Annotated[
 ]
 
 
+PairsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pairs",
+        help="With --pieces (screening design): pairs of pieces whose interaction the stage estimates, "
+        "A+B,C+D,... (each pair: the full setup, each piece removed, both removed), besides the pairs of "
+        "pieces the screening marks real (docs/PIECES.md#interactions).",
+    ),
+]
+
+
 def _planned_options(
     tasks: Tasks = None,
     cells: Cells = "layered",
@@ -234,7 +245,9 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     record = None
     seed = o["seed"] if o["seed"] is not None else new_seed()
     # plan has no --min-effect, and no confirmation stage (its shards never see the whole screening)
-    asked = _piece_request({**o, "min_effect": DEFAULT_MIN_EFFECT, "confirm": o["pieces"] and "none"})
+    asked = _piece_request(
+        {**o, "min_effect": DEFAULT_MIN_EFFECT, "confirm": o["pieces"] and "none", "pairs": None}
+    )
     if asked is not None:
         from ablate.run.pieces import plan_pieces
 
@@ -311,7 +324,9 @@ def _piece_request(o: dict[str, Any]) -> PieceRequest | None:
 
     if o["pieces"] is None:
         extra = [
-            f"--{n.replace('_', '-')}" for n in ("design", "max_sessions", "confirm") if o.get(n) is not None
+            f"--{n.replace('_', '-')}"
+            for n in ("design", "max_sessions", "confirm", "pairs")
+            if o.get(n) is not None
         ]
         if extra:
             raise UsageError(
@@ -319,7 +334,9 @@ def _piece_request(o: dict[str, Any]) -> PieceRequest | None:
                 hint="add --pieces all (or ID,...)",
             )
         return None
-    return PieceRequest(o["pieces"], o["design"], o["max_sessions"], o["min_effect"], o.get("confirm"))
+    return PieceRequest(
+        o["pieces"], o["design"], o["max_sessions"], o["min_effect"], o.get("confirm"), o.get("pairs")
+    )
 
 
 AdaptiveOpt = Annotated[
@@ -505,6 +522,7 @@ def run_cmd(
     split: Split = "both",
     adaptive: AdaptiveOpt = False,
     confirm: ConfirmOpt = None,
+    pairs: PairsOpt = None,
     report: ReportOpt = "now",
     json: Json = False,
     **options: Any,

@@ -50,6 +50,11 @@ class ConfirmPlan(Spec):
     """The pieces ``--confirm`` names: confirmed whatever the screening finds."""
     cells: dict[str, str]
     """Piece id → its one-out cell (the full setup without that piece)."""
+    pairs: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    """``A+B`` → the cell that removes both (the full setup without A and B): a pair's interaction is the full
+    setup − without A − without B + without both (docs/PIECES.md#interactions)."""
+    named_pairs: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The pairs ``--pairs`` names: estimated whatever the screening finds."""
     first_repeat: int = Field(ge=1)
     """The stage's blocks are repeats ``first_repeat``, ``first_repeat + 1``, … (the screening's come first)."""
     max_sessions: int | None = None

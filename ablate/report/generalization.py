@@ -120,7 +120,9 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     return {
         KEY: {
             "metric": ctx.primary,
-            "effect": "on − off: what keeping it does" if piece_run else "cell − control: what removing it does",
+            "effect": "on − off: what keeping it does"
+            if piece_run
+            else "cell − control: what removing it does",
             "test": TEST,
             "alpha": ctx.alpha,
             "tasks": len(ctx.task_ids),

@@ -18,6 +18,7 @@ from ablate.report import (
     graders,
     header,
     holdout,
+    interactions,
     isolation,
     noise_floor,
     pieces,
@@ -33,6 +34,7 @@ from ablate.report.context import Section
 SECTIONS: list[Section] = [
     ranking.SECTION,
     pieces.SECTION,
+    interactions.SECTION,
     sequential.SECTION,
     noise_floor.SECTION,
     header.SECTION,

@@ -50,6 +50,33 @@ def named_pieces(pieces: Sequence[Piece], spec: str | None) -> list[Piece]:
     return select_pieces(pieces, ids, where=f"--confirm {spec}")
 
 
+def pair_key(a: str, b: str) -> str:
+    """A pair's key in ``design.confirm.pairs`` and ``--pairs``: ``A+B``."""
+    return f"{a}+{b}"
+
+
+def named_pairs(pieces: Sequence[Piece], spec: str | None) -> list[tuple[Piece, Piece]]:
+    """The pairs ``--pairs A+B,...`` names, each in the setup's order (an unknown id: the nearest, exit 2)."""
+    if spec is None:
+        return []
+    said = [s.strip() for s in spec.split(",") if s.strip()]
+    if not said:
+        raise UsageError("--pairs is empty", hint="pass --pairs A+B,C+D (ids of --pieces)")
+    out: list[tuple[Piece, Piece]] = []
+    for text in said:
+        ids = [i.strip() for i in text.split("+")]
+        if len(ids) != 2 or not all(ids):
+            raise UsageError(f"--pairs {spec}: {text!r} is not a pair", hint="a pair is two piece ids: A+B")
+        if ids[0] == ids[1]:
+            raise UsageError(
+                f"--pairs {spec}: {text!r} pairs a piece with itself", hint="a pair is two different pieces"
+            )
+        a, b = select_pieces(pieces, ids, where=f"--pairs {spec}")
+        if (a, b) not in out:
+            out.append((a, b))
+    return out
+
+
 def confirm_plan(
     pieces: Sequence[Piece],
     named: Sequence[Piece],
@@ -57,9 +84,13 @@ def confirm_plan(
     first_index: int,
     first_repeat: int,
     max_sessions: int | None,
+    pairs: Sequence[tuple[Piece, Piece]] = (),
 ) -> tuple[list[ResolvedCell], ConfirmPlan]:
-    """The one-out cells (indices from ``first_index``) and the stage's record. Every piece gets a cell when
-    they fit the 99-cell limit, else only the named ones (refused when even they do not fit)."""
+    """The one-out cells (indices from ``first_index``), the cells that remove a pair, and the stage's record.
+    Every piece gets a one-out cell and every pair of pieces a both-removed cell when they fit the cell limit,
+    else only the named ones (refused when even they do not fit)."""
+    confirm_named = list(named)
+    named = [*named, *(p for pair in pairs for p in pair if p not in named)]
     names = {p.id for p in named}
     room = MAX_ROWS - first_index + 1
     candidates = list(pieces) if len(pieces) <= room else [p for p in pieces if p.id in names]
@@ -80,27 +111,60 @@ def confirm_plan(
         )
         for n, p in enumerate(candidates, start=1)
     ]
+    index = {p.id: i for i, p in enumerate(pieces)}
+    every = [(a, b) for i, a in enumerate(candidates) for b in candidates[i + 1 :]]
+    room -= len(cells)
+    chosen = every if len(every) <= room else list(pairs)
+    if len(chosen) > room:
+        raise UsageError(
+            f"--pairs: {len(chosen)} pairs need a cell each, {room} fit beside the design's and the one-out "
+            f"cells (at most {MAX_ROWS + 1})",
+            hint=f"name at most {room} pairs in --pairs",
+        )
+    chosen = sorted(chosen, key=lambda ab: (index[ab[0].id], index[ab[1].id]))
+    pair_cells = [
+        ResolvedCell(
+            id=f"Q{n:02d}",
+            index=first_index + len(cells) + n - 1,
+            label=f"no {a.id}, {b.id} (interaction)",
+            stripped=(),
+            empty_config=False,
+            pieces=(a.id, b.id),
+        )
+        for n, (a, b) in enumerate(chosen, start=1)
+    ]
     record = ConfirmPlan(
-        named=[p.id for p in named],
+        named=[p.id for p in confirm_named],
         cells={p.id: c.id for p, c in zip(candidates, cells, strict=True)},
+        pairs={pair_key(a.id, b.id): c.id for (a, b), c in zip(chosen, pair_cells, strict=True)},
+        named_pairs=[pair_key(a.id, b.id) for a, b in pairs],
         first_repeat=first_repeat,
         max_sessions=max_sessions,
     )
-    return cells, record
+    return [*cells, *pair_cells], record
 
 
 def reserve_refusal(
-    design: str, rows: int, tasks: int, named: int, max_sessions: int | None
+    design: str, rows: int, tasks: int, named: int, max_sessions: int | None, pairs: int = 0
 ) -> UsageError | None:
-    """``--max-sessions`` too small for one repeat of the design and one block of the named pieces."""
-    minimum = (rows + 1 + named) * tasks
+    """``--max-sessions`` too small for one repeat of the design and one block of the named pieces and pairs
+    (``named``: the pieces that need a one-out cell, a named pair's included)."""
+    minimum = (rows + 1 + named + pairs) * tasks
     if max_sessions is None or not named or max_sessions >= minimum:
         return None
+    what = (
+        f"the {named} piece(s) --confirm and --pairs name"
+        if pairs
+        else f"the {named} piece(s) --confirm names"
+    )
+    cells = (
+        f"the control, {named} one-out and {pairs} pair cells" if pairs else f"the control and {named} cells"
+    )
     return UsageError(
         f"--max-sessions {max_sessions}: one repeat of the {design} design ({rows} cells) and one confirmation "
-        f"block of the {named} piece(s) --confirm names (the control and {named} cells), on {tasks} task(s), "
-        f"is {minimum} sessions",
-        hint=f"raise --max-sessions to at least {minimum}, or name fewer pieces in --confirm",
+        f"block of {what} ({cells}), on {tasks} task(s), is {minimum} sessions",
+        hint=f"raise --max-sessions to at least {minimum}, or name fewer pieces in --confirm"
+        + (" or pairs in --pairs" if pairs else ""),
     )
 
 
@@ -135,31 +199,47 @@ def stage_items(
     if any(not record.screens(p.repeat) for p in plan):
         return [], None  # planned already (a resume): plan.jsonl holds it
     real = set(marked_real(folder, manifest, results))
+    in_pairs = {p for key in stage.named_pairs for p in key.split("+")}
     why = {
-        p: "named" if p in stage.named else "real at screening"
+        p: "named" if p in stage.named or p in in_pairs else "real at screening"
         for p in stage.cells
-        if p in real or p in stage.named
+        if p in real or p in stage.named or p in in_pairs
     }
     if not why:
         return [], "confirmation: no piece is real at screening and --confirm names none"
     tasks = len(manifest.tasks)
     screened = sum(1 for p in plan if record.screens(p.repeat))
-    blocks = stage_blocks(len(why), tasks=tasks, screened=screened, max_sessions=stage.max_sessions)
+    pairs = stage_pairs(stage, why)
+    blocks = stage_blocks(
+        len(why) + len(pairs), tasks=tasks, screened=screened, max_sessions=stage.max_sessions
+    )
     if blocks < 1:  # the cap leaves no block for every real piece: the named ones keep their reserved one
         why = {p: w for p, w in why.items() if w == "named"}
+        pairs = stage_pairs(stage, why)
         blocks = (
-            stage_blocks(len(why), tasks=tasks, screened=screened, max_sessions=stage.max_sessions)
+            stage_blocks(
+                len(why) + len(pairs), tasks=tasks, screened=screened, max_sessions=stage.max_sessions
+            )
             if why
             else 0
         )
         if blocks < 1:
             return [], "confirmation: --max-sessions leaves no session for it"
-    cells = [record.rows[0].cell, *(stage.cells[p] for p in why)]  # row 0: the control
+    cells = [record.rows[0].cell, *(stage.cells[p] for p in why), *(stage.pairs[k] for k in pairs)]
     items: list[PlanItem] = []
     for r in range(stage.first_repeat, stage.first_repeat + blocks):
         items += next_round_items(manifest, [*plan, *items], cells, r)
     said = ", ".join(f"{p} ({w})" for p, w in why.items())
+    if pairs:
+        said += "; interactions of " + ", ".join(pairs)
     return items, f"confirmation: {said}: {blocks} block(s) per task, {len(items)} sessions"
+
+
+def stage_pairs(stage: ConfirmPlan, confirmed: dict[str, str]) -> list[str]:
+    """The pairs the stage estimates: every named one, and every pair of pieces real at screening that has a
+    cell (in the record's order)."""
+    real = {p for p, w in confirmed.items() if w == "real at screening"}
+    return [key for key in stage.pairs if key in stage.named_pairs or all(p in real for p in key.split("+"))]
 
 
 def stage_blocks(pieces: int, *, tasks: int, screened: int, max_sessions: int | None) -> int:

@@ -24,7 +24,7 @@ from ablate.core.constants import DEFAULT_MIN_EFFECT
 from ablate.core.errors import UsageError
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import RunManifest
-from ablate.run.piece_confirm import NONE, confirm_plan, named_pieces, reserve_refusal
+from ablate.run.piece_confirm import NONE, confirm_plan, named_pairs, named_pieces, reserve_refusal
 from ablate.setup.cells import CellSet, ResolvedCell
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup
@@ -55,6 +55,8 @@ class PieceRequest:
     confirm: str | None = None
     """``--confirm``: ``ID,...`` confirmed whatever the screening finds, ``none`` (no confirmation stage), or
     None (the pieces the screening marks real)."""
+    pairs: str | None = None
+    """``--pairs``: ``A+B,...`` whose interaction the stage estimates, besides the pairs of real pieces."""
 
 
 @dataclass(frozen=True)
@@ -153,16 +155,23 @@ def plan_pieces(
     pieces = chosen_pieces(setup, catalog, req.spec)
     design = _design(pieces, req.design)
     named = named_pieces(pieces, req.confirm)
+    pairs = named_pairs(pieces, req.pairs)
     staged = design.name == "screening" and (req.confirm or "").strip() != NONE
-    if named and not staged:
-        raise UsageError(
-            f"--confirm {req.confirm} with the {design.name} design: its effects are removal effects already",
-            hint="drop --confirm, or pass --design screening",
-        )
-    refusal = reserve_refusal(design.name, len(design.rows), tasks, len(named), req.max_sessions)
+    for option, value, given in (("--confirm", req.confirm, named), ("--pairs", req.pairs, pairs)):
+        if given and not staged:
+            why = (
+                f"with the {design.name} design: its effects are removal effects already"
+                if design.name != "screening"
+                else "with --confirm none: no stage runs to estimate them in"
+            )
+            raise UsageError(
+                f"{option} {value} {why}", hint=f"drop {option}, or pass --design screening (and a stage)"
+            )
+    needs = len({p.id for p in named} | {p.id for pair in pairs for p in pair})
+    refusal = reserve_refusal(design.name, len(design.rows), tasks, needs, req.max_sessions, pairs=len(pairs))
     if refusal is not None:
         raise refusal
-    reserve = (1 + len(named)) * tasks if named else 0
+    reserve = (1 + needs + len(pairs)) * tasks if needs else 0
     planned = _repeats(design, tasks, req, repeats, repeats_given, reserve)
     if design.name == "screening":  # its columns drawn at random: docs/PIECES.md#drawn
         design = draw_columns(design, seed, draws=min(planned, MAX_DRAWS))
@@ -176,8 +185,9 @@ def plan_pieces(
     record = record_of(design, pieces, ids, req.min_effect)
     if staged:
         extra, stage = confirm_plan(
-            pieces, named, first_index=len(ids), first_repeat=planned, max_sessions=req.max_sessions
-        )
+            pieces, named, first_index=len(ids), first_repeat=planned, max_sessions=req.max_sessions,
+            pairs=pairs,
+        )  # fmt: skip
         cell_set = replace(cell_set, cells=(*cell_set.cells, *extra))
         record = record.model_copy(update={"confirm": stage})
     return PiecePlan(cell_set, record, planned)

@@ -1,0 +1,163 @@
+"""Interactions found, not only warned about (issue 37, item 3): for each pair of pieces the confirmation stage
+ran, how much more the two give together than the sum of each alone.
+
+In each of the stage's (task, repeat) blocks a pair (A, B) has four sessions: the full setup, the setup without
+A (B kept alone of the two), without B (A kept alone) and without both. Together the two give
+full − without both; A alone gives without B − without both, B alone without A − without both; the
+interaction is together − A alone − B alone = full − without A − without B + without both, per block. Its
+mean over the blocks, its t interval, and the sign-flip test of 0 (:func:`ablate.stats.resampling.paired_mean`
+on the per-block values: exact up to its block limit), Holm over the pairs. Positive (on a metric where
+higher is better) is a **synergy** (the two give more together: a section that tells the model to use a
+skill); negative an **overlap** (each does part of the other's work: two sections that say the same thing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ablate.folder.metrics import HIGHER_IS_BETTER, fmt_delta
+from ablate.report.blocks import Block, Heading, Para, Table
+from ablate.report.context import Context, Page, Section
+from ablate.report.families import side_values
+from ablate.report.model import Report
+from ablate.report.paired import holm_real, interval, not_computable
+from ablate.stats.resampling import paired_mean
+
+KEY = "interactions"
+
+
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """Every pair the stage ran: the interaction, its interval, Holm-adjusted p, verdict and sentence."""
+    record = ctx.manifest.design
+    stage = record.confirm if record is not None else None
+    if record is None or stage is None or not stage.pairs:
+        return {}
+    ran = {p.cell for p in ctx.plan if not record.screens(p.repeat)}
+    blocks = [(t, r) for t in ctx.task_ids for r in ctx.repeats if not record.screens(r)]
+
+    def values(cell: str) -> dict[tuple[str, int], float]:
+        return side_values(ctx.items.scored, cell, ctx.primary)
+
+    full = values(record.rows[0].cell)
+    found: list[dict[str, Any]] = []
+    for key, cell in stage.pairs.items():
+        a, b = key.split("+")
+        if cell not in ran or stage.cells.get(a) not in ran or stage.cells.get(b) not in ran:
+            continue
+        no_a, no_b, neither = values(stage.cells[a]), values(stage.cells[b]), values(cell)
+        both = [k for k in blocks if all(k in v for v in (full, no_a, no_b, neither))]
+        d = [full[k] - no_a[k] - no_b[k] + neither[k] for k in both]
+        mean = {
+            "together": _mean([full[k] - neither[k] for k in both]),
+            "alone": {
+                a: _mean([no_b[k] - neither[k] for k in both]),
+                b: _mean([no_a[k] - neither[k] for k in both]),
+            },
+            "removing": {
+                a: _mean([full[k] - no_a[k] for k in both]),
+                b: _mean([full[k] - no_b[k] for k in both]),
+            },
+        }
+        result = paired_mean(d, [0.0] * len(d), level=1 - ctx.alpha, seed=ctx.manifest.seed % 2**32)
+        found.append({"pieces": [a, b], "result": result, **mean})
+    marked = holm_real([(f["result"].p_value, f["result"].delta) for f in found], ctx.alpha)
+    higher = ctx.primary in HIGHER_IS_BETTER
+    rows = []
+    for f, (p_adjusted, real) in zip(found, marked, strict=True):
+        r = f.pop("result")
+        lo, hi, _method = interval(r)
+        effect = r.delta
+        verdict = "not shown"
+        if real and effect:
+            verdict = "synergy" if (effect > 0) == higher else "overlap"
+        row = {
+            "pieces": f["pieces"],
+            "effect": effect,
+            "ci_low": lo,
+            "ci_high": hi,
+            "p_adjusted": p_adjusted,
+            "verdict": verdict,
+            "blocks": r.n_pairs,
+            "together": f["together"],
+            "alone": f["alone"],
+            "removing": f["removing"],
+            "reason": "; ".join(not_computable(r)) or None,
+        }
+        row["sentence"] = sentence(row, ctx.primary, record.min_effect)
+        rows.append(row)
+    return {KEY: rows} if rows else {}
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def sentence(row: dict[str, Any], metric: str, min_effect: float) -> str:
+    """``A and B help only together: removing either loses 55 pts`` — or what the figures say otherwise."""
+    a, b = row["pieces"]
+
+    def fmt(v: float | None) -> str:
+        return fmt_delta(metric, v)
+
+    alone, removing = row["alone"], row["removing"]
+    if row["effect"] is None:
+        return f"{a} and {b}: no block has all four of their cells scored."
+    p = "not computable" if row["p_adjusted"] is None else f"{row['p_adjusted']:.3g}"
+    figures = (
+        f"together they give {fmt(row['together'])}, {a} alone {fmt(alone[a])}, {b} alone {fmt(alone[b])}; "
+        f"interaction {fmt(row['effect'])} (Holm p {p}, {row['blocks']} blocks)"
+    )
+    small = all(v is not None and abs(v) < min_effect for v in alone.values())
+    if row["verdict"] == "synergy" and small:
+        return (
+            f"{a} and {b} help only together: removing {a} loses {fmt(removing[a])}, removing {b} "
+            f"{fmt(removing[b])}; {figures}."
+        )
+    if row["verdict"] == "synergy":
+        return f"{a} and {b} give more together than apart: {figures}."
+    if row["verdict"] == "overlap":
+        return f"{a} and {b} overlap (either does part of the other's work): {figures}."
+    return f"{a} and {b}: no interaction shown; {figures}."
+
+
+def render(report: Report, page: Page) -> list[Block]:
+    """The pairs' table and sentences."""
+    rows = SECTION.part(report)
+    if not rows:
+        return []
+    metric = report.piece_design.metric if report.piece_design is not None else "pitfall_free"
+
+    def ci(r: dict[str, Any]) -> str:
+        if r["ci_low"] is None or r["ci_high"] is None:
+            return "not computable"
+        return f"[{fmt_delta(metric, r['ci_low'])}, {fmt_delta(metric, r['ci_high'])}]"
+
+    return [
+        Heading("Interactions: pieces that work together"),
+        Para(
+            "Per pair the confirmation stage ran: the full setup, each piece removed and both removed, in the "
+            "same blocks. The interaction is how much more the two give together than the sum of each alone "
+            "(full − without A − without B + without both); sign-flip test over the blocks, Holm over the pairs."
+        ),
+        Table(
+            ["pieces", "together", "interaction", "interval", "Holm p", "verdict"],
+            [
+                [
+                    " + ".join(r["pieces"]),
+                    fmt_delta(metric, r["together"]),
+                    fmt_delta(metric, r["effect"]),
+                    ci(r),
+                    "—" if r["p_adjusted"] is None else f"{r['p_adjusted']:.3g}",
+                    r["verdict"],
+                ]
+                for r in rows
+            ],
+            id="interactions",
+        ),
+        *(Para(r["sentence"]) for r in rows),
+    ]
+
+
+SECTION = Section(KEY, build, render)
