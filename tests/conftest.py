@@ -18,10 +18,10 @@ DATA = Path(__file__).resolve().parent / "data"
 #: The files whose tests run longest (from `make test`'s --durations), longest first: they start first.
 LONGEST = (
     "test_demo.py",
+    "test_piece_run_e2e.py",
     "test_k8s_e2e.py",
     "test_compare_adaptive.py",
     "test_adaptive_e2e.py",
-    "test_piece_run_e2e.py",
     "test_one_path_e2e.py",
     "test_package.py",
     "test_runner_e2e.py",

@@ -147,3 +147,51 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
     assert general["tasks"] == 1 and general["tasks_needed"] == 9
     assert "it needs at least 9" in general["subjects"][0]["sentence"] and "## How far it generalizes" in md
     print(f"piece run: {SESSIONS + STAGE} sessions in {wall:.0f}s wall")
+
+
+MONEY, LEDGER = "MONEYMARK-41d0", "LEDGERMARK-8e2a"
+PAIR_SECTIONS = [("Money", MONEY), ("Ledger", LEDGER)] + [(f"Null {i}", f"NULLMARK-{i}") for i in range(6)]
+PAIR_PIECES = [f"user-claude-md#{title.lower().replace(' ', '-')}" for title, _ in PAIR_SECTIONS]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_two_sections_that_help_only_together_are_each_confirmed_and_their_interaction_reported(
+    claude: Path, tmp_path: Path
+) -> None:
+    """Among eight sections, "money" and "ledger" help only together: the sim answers with the pitfall word
+    unless both markers reached the main model's request. Screening (2 repeats, 48 sessions) marks both real
+    and no null piece; the stage runs the control, each removed and both removed in 48 // 4 = 12 blocks:
+    removing either fails every block (exact p = 2/2¹²), and the interaction is +100 pts in every block."""
+    script = {
+        "default": {"text": "Hello there."},
+        "rules": [
+            {"where": "request", "model": "sonnet", "name": "both", "contains": [MONEY, LEDGER],
+             "text": "Hello there."},
+            {"where": "request", "model": "sonnet", "name": "not-both", "text": BAD},
+        ],
+    }  # fmt: skip
+    _done, wall, run_dir = run_pieces(
+        claude, tmp_path, PAIR_SECTIONS, script, "--pieces", ",".join(PAIR_PIECES), "--repeats", "2"
+    )
+    report = orjson.loads((run_dir / "report.json").read_bytes())
+    rows = {r["id"]: r for r in report["pieces"]}
+    money, ledger = PAIR_PIECES[:2]
+    # the screening: both found, no null piece marked
+    assert rows[money]["verdict"] == "helps" and rows[ledger]["verdict"] == "helps", (rows, wall)
+    assert all(rows[p]["verdict"] not in ("helps", "hurts") for p in PAIR_PIECES[2:])
+    # confirmed: removing either loses the pass rate, with an interval above 0; no other piece is confirmed
+    for p in (money, ledger):
+        removal = rows[p]["removal"]
+        assert removal["verdict"] == "helps" and removal["blocks"] == 12, removal
+        assert removal["effect"] == 1.0 and removal["ci_low"] > 0 and removal["p_adjusted"] <= 0.05
+    assert all(rows[p].get("removal") is None for p in PAIR_PIECES[2:])
+    # their interaction is found: together +100 pts, either alone nothing
+    (pair,) = report["interactions"]
+    assert pair["pieces"] == [money, ledger] and pair["verdict"] == "synergy", pair
+    assert pair["effect"] == 1.0 and pair["blocks"] == 12 and pair["p_adjusted"] <= 0.05
+    assert pair["alone"] == {money: 0.0, ledger: 0.0}
+    said = f"{money} and {ledger} help only together: removing {money} loses +100 pts"
+    md = (run_dir / "report.md").read_text()
+    assert pair["sentence"].startswith(said) and said in md and "## Interactions" in md
+    print(f"pair run: {len((run_dir / 'plan.jsonl').read_bytes().splitlines())} sessions in {wall:.0f}s wall")
