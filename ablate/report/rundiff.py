@@ -1,15 +1,14 @@
 """``ablate diff RUN_A RUN_B``: two runs of the same cells and tasks compared cell by cell.
 
 Between the runs something changed (a new Claude Code version, another model, an edited setup); the question is
-whether a layer's effect changed with it. Per tested cell: its pooled pitfall-free effect Δ = cell − control in
-each run (on the paired (task, repeat) blocks where both items count, as the run's own analysis pairs them),
-the difference Δ_B − Δ_A with a Welch t interval, and a permutation test of that difference that is valid for
-**independent** runs: the per-block paired differences of A and of B are two independent samples, and under
-the null that the cell's effect did not change, a block's difference is as likely to have come from either
-run (``scipy.stats.permutation_test``, ``permutation_type="independent"``, seeded, with resamples scaled to
-Holm's first step). Holm over the cells decides which changes are real. Each run's own verdict (its report's
-ranking) is shown, and the cells whose verdict word changed are named — but whether an effect changed is
-decided by the test, never by comparing verdict words (a "helps" that became a "draw" can be noise).
+whether a layer's effect changed with it. Per tested cell: its pitfall-free effect Δ = cell − control in each
+run (on the paired (task, repeat) blocks where both items count, as the run's own analysis pairs them; each
+task weighted alike), the change Δ_B − Δ_A, and a task-stratified Welch test of it valid for **independent**
+runs and calibrated where a permutation of blocks between the runs is not — at small n and when the control's
+rate moved (:mod:`ablate.stats.run_change` says why and what was measured). Holm over the cells decides which
+changes are real. Each run's own verdict (its report's ranking) is shown, and the cells whose verdict word
+changed are named — but whether an effect changed is decided by the test, never by comparing verdict words
+(a "helps" that became a "draw" can be noise).
 
 ``ablate gate --baseline RUN_A`` fails when a layer that helped for real in the baseline helps less in the
 new run by this test (:func:`lost_help`).
@@ -17,25 +16,24 @@ new run by this test (:func:`lost_help`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from ablate.core.errors import UsageError
 from ablate.folder.adaptive import control_of
 from ablate.folder.layout import RunFolder, read_manifest
-from ablate.folder.result import iter_results
-from ablate.stats import holm, resamples_for
-from ablate.stats.adaptive import paired_outcomes
+from ablate.folder.result import ItemResult, iter_results
+from ablate.stats import holm
+from ablate.stats.adaptive import paired_outcomes, primary_outcome
+from ablate.stats.run_change import run_change
 
 METRIC = "pitfall_free"
 METHOD = (
-    "two-sample permutation test of the per-block paired differences (runs independent), Holm over cells; "
-    "Welch t interval"
+    "Welch t-test of the change in the per-block paired differences, stratified by task (runs independent), "
+    "Holm over cells"
 )
 
 
@@ -111,45 +109,22 @@ def _same_design(a: Path, b: Path) -> tuple[list[str], list[str], str]:
     return [c for c in cells_a if c != control], tasks_a, control
 
 
-def _diffs(run: Path, cell: str, control: str) -> np.ndarray[Any, np.dtype[np.float64]]:
+def _diffs(run: Path, cell: str, control: str) -> dict[str, list[float]]:
+    """Task → the cell's per-block paired differences (cell − control) of the primary outcome."""
     folder = RunFolder(run)
-    xs, ys = paired_outcomes(read_manifest(folder), iter_results(folder), cell, control)
-    return np.asarray(xs, dtype=np.float64) - np.asarray(ys, dtype=np.float64)
+
+    def tagged(r: ItemResult) -> tuple[str, float] | None:
+        v = primary_outcome(r)
+        return None if v is None else (r.task, float(v))
+
+    xs, ys = paired_outcomes(read_manifest(folder), iter_results(folder), cell, control, tagged)
+    out: dict[str, list[float]] = {}
+    for (task, x), (_task, y) in zip(xs, ys, strict=True):
+        out.setdefault(task, []).append(x - y)
+    return out
 
 
-def _welch(
-    da: np.ndarray[Any, Any], db: np.ndarray[Any, Any], level: float
-) -> tuple[float | None, float | None]:
-    if len(da) < 2 or len(db) < 2:
-        return None, None
-    va, vb = float(np.var(da, ddof=1)) / len(da), float(np.var(db, ddof=1)) / len(db)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return None, None
-    df = (va + vb) ** 2 / ((va**2 / (len(da) - 1) if va else 0.0) + (vb**2 / (len(db) - 1) if vb else 0.0))
-    half = float(sps.t.ppf(0.5 + level / 2, df)) * se
-    change = float(db.mean() - da.mean())
-    return max(-2.0, change - half), min(2.0, change + half)
-
-
-def _permutation_p(
-    da: np.ndarray[Any, Any], db: np.ndarray[Any, Any], floor: float, seed: int
-) -> float | None:
-    if len(da) < 1 or len(db) < 1 or np.ptp(np.concatenate([da, db])) == 0:
-        return None
-    res = sps.permutation_test(
-        (db, da),
-        lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
-        permutation_type="independent",
-        alternative="two-sided",
-        n_resamples=resamples_for(floor),
-        vectorized=True,
-        random_state=seed,
-    )
-    return float(res.pvalue)
-
-
-def diff_runs(run_a: Path, run_b: Path, *, alpha: float = 0.05, seed: int = 0) -> RunDiff:
+def diff_runs(run_a: Path, run_b: Path, *, alpha: float = 0.05) -> RunDiff:
     """Compare two runs of the same cells and tasks (see the module docstring). Pure: reads, never writes."""
     from ablate.report import build_report
 
@@ -161,33 +136,31 @@ def diff_runs(run_a: Path, run_b: Path, *, alpha: float = 0.05, seed: int = 0) -
     layers = {e.cell: e.layers for r in reports for e in r.ranking}
     no_op = {n.cell for r in reports for n in r.no_op_cells}
     tested = [c for c in cells if c not in no_op]
-    floor = alpha / max(1, len(tested))
     rows = []
     for cell in tested:
         da, db = _diffs(run_a, cell, control), _diffs(run_b, cell, control)
-        rows.append((cell, da, db, _permutation_p(da, db, floor, seed)))
-    testable = [i for i, r in enumerate(rows) if r[3] is not None]
-    adjusted = dict(zip(testable, holm([rows[i][3] or 0.0 for i in testable]), strict=True))
+        rows.append((cell, da, db, run_change(da, db, level=1 - alpha)))
+    testable = [i for i, r in enumerate(rows) if r[3].p is not None]
+    adjusted = dict(zip(testable, holm([rows[i][3].p or 0.0 for i in testable]), strict=True))
     out = RunDiff(run_a=str(run_a), run_b=str(run_b), control=control, alpha=alpha)
     out.helped_a = [
         c.cell
         for c in reports[0].comparisons
         if c.metric == METRIC and c.task is None and c.real and c.verdict == "helps"
     ]
-    for i, (cell, da, db, p) in enumerate(rows):
-        lo, hi = _welch(da, db, 1 - alpha)
+    for i, (cell, da, db, got) in enumerate(rows):
+        lo, hi, p = got.ci_low, got.ci_high, got.p
         padj = adjusted.get(i)
-        ea = float(da.mean()) if len(da) else None
-        eb = float(db.mean()) if len(db) else None
+        ea, eb = _pooled(da), _pooled(db)
         out.cells.append(
             CellDiff(
                 cell=cell,
                 layers=list(layers.get(cell, [])),
                 effect_a=ea,
                 effect_b=eb,
-                blocks_a=len(da),
-                blocks_b=len(db),
-                change=None if ea is None or eb is None else eb - ea,
+                blocks_a=sum(len(v) for v in da.values()),
+                blocks_b=sum(len(v) for v in db.values()),
+                change=got.change,
                 ci_low=lo,
                 ci_high=hi,
                 p=p,
@@ -200,6 +173,12 @@ def diff_runs(run_a: Path, run_b: Path, *, alpha: float = 0.05, seed: int = 0) -
     if no_op:
         out.notes.append(f"not compared (a no-op cell in either run): {', '.join(sorted(no_op))}")
     return out
+
+
+def _pooled(by_task: dict[str, list[float]]) -> float | None:
+    """Δ over a run's paired blocks, each task weighted alike (the change's own weighting)."""
+    means = [float(np.mean(v)) for v in by_task.values() if v]
+    return float(np.mean(means)) if means else None
 
 
 def lost_help(diff: RunDiff) -> list[str]:
