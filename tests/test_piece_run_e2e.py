@@ -163,7 +163,7 @@ def test_two_sections_that_help_only_together_are_each_confirmed_and_their_inter
     unless both markers reached the main model's request. Screening (2 repeats, 48 sessions) marks both real
     and no null piece; the stage runs the control, each removed and both removed in 48 // 4 = 12 blocks:
     removing either fails every block (exact p = 2/2¹²), and the interaction is +100 pts in every block."""
-    script = {
+    script: dict[str, object] = {
         "default": {"text": "Hello there."},
         "rules": [
             {"where": "request", "model": "sonnet", "name": "both", "contains": [MONEY, LEDGER],
