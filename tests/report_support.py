@@ -42,6 +42,8 @@ def make_run(
     layers: list[str] | None = None,
     splits: dict[str, str] | None = None,
     finished: Callable[[str, str, int], str | None] | None = None,
+    kept: dict[str, list[str]] | None = None,
+    empty: frozenset[str] = frozenset(),
 ) -> Path:
     """Write a complete run folder under ``root`` and return it (``finished``: each item's ``finished_at``)."""
     manifest = new_manifest(
@@ -53,6 +55,8 @@ def make_run(
                 label=f"no {', '.join(stripped)}" if stripped else "everything (control)",
                 stripped=stripped,
                 fingerprints=_fingerprints(stripped, layers or LAYERS),
+                empty_config=cid in (kept or {}) or cid in empty,
+                kept=(kept or {}).get(cid, []),
             )
             for cid, stripped in cells.items()
         ],

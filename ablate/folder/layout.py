@@ -260,6 +260,8 @@ class ManifestCell(Spec):
     """The effective process environment of the cell, secrets redacted."""
     aa_of: str | None = None
     """``--aa``: this cell is a second, independently built copy of that control (the A/A noise floor)."""
+    kept: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """``strip = "all"`` with ``keep``: the layers this cell keeps of nothing (a leave-one-in cell)."""
     pieces: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Piece ids the cell cuts (a piece run, docs/PIECES.md); absent for a layer cell."""
 

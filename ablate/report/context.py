@@ -46,8 +46,11 @@ class Context:
     say: Callable[[str], None]
 
     def ranked(self) -> list[ManifestCell]:
-        """The tested cells that strip layers (the A/A cell of ``--aa`` is a noise floor, never ranked)."""
-        return [c for c in self.tested if not c.aa_of]
+        """The tested cells that strip layers (the A/A cell of ``--aa`` is a noise floor, never ranked; a
+        leave-one-in cell beside a full control, ``--cells layered+leave-one-in``, is compared in
+        :mod:`ablate.report.layer_interactions`, not ranked against the full setup)."""
+        beside_full = not self.control.empty_config
+        return [c for c in self.tested if not c.aa_of and not (beside_full and c.kept)]
 
 
 @dataclass

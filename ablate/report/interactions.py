@@ -127,7 +127,7 @@ def render(report: Report, page: Page) -> list[Block]:
     rows = SECTION.part(report)
     if not rows:
         return []
-    metric = report.piece_design.metric if report.piece_design is not None else "pitfall_free"
+    metric = report.primary_metric
 
     def ci(r: dict[str, Any]) -> str:
         if r["ci_low"] is None or r["ci_high"] is None:

@@ -94,6 +94,7 @@ def create_run(
                 noop=(noops or {}).get(c.id),
                 aa_of=c.aa_of,
                 pieces=list(c.pieces),
+                kept=list(c.kept),
             )
             for c in cells
         ],

@@ -138,6 +138,37 @@ def builtin_sets() -> list[str]:
     return sorted(p.stem for p in data_dir("cells").glob("*.toml"))
 
 
+def combined(sets: Sequence[CellSet], name: str) -> CellSet:
+    """Several cell sets as one, in shared blocks: the first set's control, every cell once (a cell of a later
+    set with an id already taken must be the same cell — ``C11``, nothing, is in both ``layered`` and
+    ``leave-one-in`` — else it is refused), indices in order."""
+    cells: list[ResolvedCell] = []
+    by_id: dict[str, ResolvedCell] = {}
+    for s in sets:
+        for c in s.cells:
+            seen = by_id.get(c.id)
+            if seen is not None:
+                if (seen.stripped, seen.empty_config, seen.kept, seen.replace, seen.pieces) != (
+                    c.stripped, c.empty_config, c.kept, c.replace, c.pieces,
+                ):  # fmt: skip
+                    raise UsageError(
+                        f"--cells {name}: cell {c.id} of {s.name!r} differs from the cell {c.id} of an earlier set",
+                        hint="rename the cell in one of the files",
+                    )
+                continue
+            by_id[c.id] = dataclasses.replace(c, index=len(cells))
+            cells.append(by_id[c.id])
+    if len(cells) > 100:
+        raise UsageError(f"--cells {name}: {len(cells)} cells; at most 100 (folder names are c00..c99)")
+    return CellSet(
+        name=name,
+        description=" + ".join(s.description or s.name for s in sets),
+        control=sets[0].control,
+        cells=tuple(cells),
+        source=sets[0].source,
+    )
+
+
 def cell_set_path(name_or_path: str | Path) -> Path:
     """A set name (``layered``) names a shipped file in cells/; anything else is a path."""
     text = str(name_or_path)
@@ -156,7 +187,17 @@ def cell_set_path(name_or_path: str | Path) -> Path:
 
 
 def load_cell_set(name_or_path: str | Path, catalog: Catalog) -> CellSet:
-    """Load and check a cell set: known layer ids, unique cell ids, a control cell, replace files exist."""
+    """Load and check a cell set: known layer ids, unique cell ids, a control cell, replace files exist.
+    ``A+B`` (``layered+leave-one-in``) runs both sets in shared blocks: :func:`combined`."""
+    text = str(name_or_path)
+    if "+" in text and not Path(text).exists():
+        parts = [p.strip() for p in text.split("+")]
+        if len(parts) < 2 or not all(parts):
+            raise UsageError(
+                f"--cells {text}: empty set name", hint="join set names with +: layered+leave-one-in"
+            )
+        sets = [load_cell_set(p, catalog) for p in parts]
+        return combined(sets, text)
     path = cell_set_path(name_or_path)
     spec = validate(CellSetFile, read_spec_data(path), path)
     file = str(path)

@@ -1,0 +1,152 @@
+"""Each layer's total interaction with the rest of the setup (``--cells layered+leave-one-in``, issue 37 item 3).
+
+A layered run asks what removing a layer from the whole setup does (leave-one-out: C0 − Cn); a leave-one-in
+run what the layer does on its own (only it − nothing: Kn − C11). Run in shared blocks, their difference per
+block is the layer's **total interaction** with every other layer: positive (on a metric where higher is
+better) when the layer does more beside the others than alone (it needs them: a rule that relies on a skill),
+negative when it does more alone (the others cover for it). Per layer with all four cells: the per-block
+values (C0 − Cn) − (Kn − C11), their mean, t interval and sign-flip p (:func:`ablate.stats.resampling.paired_mean`),
+Holm over the layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ablate.folder.layout import ManifestCell
+from ablate.folder.metrics import HIGHER_IS_BETTER, fmt_delta
+from ablate.report.blocks import Block, Heading, Para, Table
+from ablate.report.context import Context, Page, Section
+from ablate.report.families import side_values
+from ablate.report.model import Report
+from ablate.report.paired import holm_real, interval, not_computable
+from ablate.stats.resampling import paired_mean
+
+KEY = "layer_interactions"
+
+
+def quartets(ctx: Context) -> list[tuple[str, ManifestCell, ManifestCell, ManifestCell]]:
+    """Per layer that has them: (layer, its leave-one-out cell, its leave-one-in cell, the nothing cell)."""
+    if ctx.control.empty_config:
+        return []
+    cells = [c for c in ctx.tested if not c.aa_of]
+    present = max((set(ctx.layers.get(c.id, [])) for c in cells if c.empty_config and not c.kept), key=len,
+                  default=set())  # fmt: skip
+    nothing = next(
+        (c for c in cells if c.empty_config and not c.kept and set(ctx.layers.get(c.id, [])) == present), None
+    )
+    if nothing is None:
+        return []
+    out = []
+    for k in (c for c in cells if c.kept and c.empty_config):
+        alone = present - set(ctx.layers.get(k.id, []))
+        if len(alone) != 1:
+            continue
+        (layer,) = alone
+        out_cell = next((c for c in cells if not c.empty_config and ctx.layers.get(c.id) == [layer]), None)
+        if out_cell is not None:
+            out.append((layer, out_cell, k, nothing))
+    return out
+
+
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """Every layer's leave-one-out and leave-one-in effects and their difference, per block."""
+    found = quartets(ctx)
+    if not found:
+        return {}
+    blocks = [(t, r) for t in ctx.task_ids for r in ctx.repeats]
+
+    def values(cell: str) -> dict[tuple[str, int], float]:
+        return side_values(ctx.items.scored, cell, ctx.primary)
+
+    full = values(ctx.control.id)
+    got = []
+    for layer, out_cell, in_cell, nothing in found:
+        without, alone, none = values(out_cell.id), values(in_cell.id), values(nothing.id)
+        both = [b for b in blocks if all(b in v for v in (full, without, alone, none))]
+        loo = [full[b] - without[b] for b in both]
+        loi = [alone[b] - none[b] for b in both]
+        d = [x - y for x, y in zip(loo, loi, strict=True)]
+        result = paired_mean(d, [0.0] * len(d), level=1 - ctx.alpha, seed=ctx.manifest.seed % 2**32)
+        got.append((layer, [out_cell.id, in_cell.id, nothing.id], loo, loi, result))
+    marked = holm_real([(r.p_value, r.delta) for *_x, r in got], ctx.alpha)
+    higher = ctx.primary in HIGHER_IS_BETTER
+    rows = []
+    for (layer, cells, loo, loi, r), (p_adjusted, real) in zip(got, marked, strict=True):
+        lo, hi, _m = interval(r)
+        verdict = "not shown"
+        if real and r.delta:
+            verdict = "needs the others" if (r.delta > 0) == higher else "does more alone"
+        row = {
+            "layer": layer,
+            "cells": cells,
+            "leave_one_out": float(np.mean(loo)) if loo else None,
+            "leave_one_in": float(np.mean(loi)) if loi else None,
+            "interaction": r.delta,
+            "ci_low": lo,
+            "ci_high": hi,
+            "p_adjusted": p_adjusted,
+            "verdict": verdict,
+            "blocks": r.n_pairs,
+            "reason": "; ".join(not_computable(r)) or None,
+        }
+        row["sentence"] = sentence(row, ctx.primary)
+        rows.append(row)
+    return {KEY: rows}
+
+
+def sentence(row: dict[str, Any], metric: str) -> str:
+    """``skills: removing it from everything loses 40 pts, alone it adds 5 pts: it needs the others (…)``."""
+    if row["interaction"] is None:
+        return f"{row['layer']}: no block has all four of its cells scored."
+    p = "not computable" if row["p_adjusted"] is None else f"{row['p_adjusted']:.3g}"
+    said = (
+        f"{row['layer']}: beside the rest it does {fmt_delta(metric, row['leave_one_out'])} (whole setup − "
+        f"without it), alone {fmt_delta(metric, row['leave_one_in'])} (only it − nothing); total interaction "
+        f"{fmt_delta(metric, row['interaction'])} (Holm p {p}, {row['blocks']} blocks)"
+    )
+    return said + ("" if row["verdict"] == "not shown" else f": it {row['verdict']}") + "."
+
+
+def render(report: Report, page: Page) -> list[Block]:
+    """The per-layer table and sentences."""
+    rows = SECTION.part(report)
+    if not rows:
+        return []
+    metric = report.primary_metric
+
+    def ci(r: dict[str, Any]) -> str:
+        if r["ci_low"] is None or r["ci_high"] is None:
+            return "not computable"
+        return f"[{fmt_delta(metric, r['ci_low'])}, {fmt_delta(metric, r['ci_high'])}]"
+
+    return [
+        Heading("Layer interactions: leave-one-out against leave-one-in"),
+        Para(
+            "Per layer: what removing it from the whole setup does (leave-one-out) against what it does on its "
+            "own (leave-one-in), in the same blocks; their difference is its total interaction with the other "
+            "layers (sign-flip test over the blocks, Holm over the layers)."
+        ),
+        Table(
+            ["layer", "leave-one-out", "leave-one-in", "interaction", "interval", "Holm p", "verdict"],
+            [
+                [
+                    r["layer"],
+                    fmt_delta(metric, r["leave_one_out"]),
+                    fmt_delta(metric, r["leave_one_in"]),
+                    fmt_delta(metric, r["interaction"]),
+                    ci(r),
+                    "—" if r["p_adjusted"] is None else f"{r['p_adjusted']:.3g}",
+                    r["verdict"],
+                ]
+                for r in rows
+            ],
+            id="layer-interactions",
+        ),
+        *(Para(r["sentence"]) for r in rows),
+    ]
+
+
+SECTION = Section(KEY, build, render, layer_runs_only=True)
