@@ -111,9 +111,8 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     # the design's columns are drawn from the run's seed, once per repeat: the control and 2 × 15 drawn rows
     assert manifest["design"]["kind"] == "screening" and manifest["design"]["drawn"] == 11
-    assert (
-        len(manifest["design"]["rows"]) == 31 and len(manifest["cells"]) == 31 + 7
-    )  # and a one-out cell per piece for the stage
+    # then a one-out cell per piece for the stage and a both-removed cell per pair of pieces
+    assert len(manifest["design"]["rows"]) == 31 and len(manifest["cells"]) == 31 + 7 + 21
     assert report_method(run_dir) == "drawn-columns-conditional-randomization-test"
     assert [p["id"] for p in manifest["design"]["pieces"]] == PIECES
     plan = [orjson.loads(line) for line in (run_dir / "plan.jsonl").read_bytes().splitlines()]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
-from ablate.stats.screening import DesignError, draw_columns, one_out_design, screening_design
+from ablate.stats.screening import DesignError, design_of, draw_columns, one_out_design, screening_design
 from ablate.stats.screening_crt import crt_p
 from ablate.stats.screening_inference import Outcome, analyse
 from ablate.stats.screening_sequential import look_points, scheduled_p
@@ -54,7 +54,7 @@ def test_the_manifest_record_gives_back_the_drawn_design_and_each_repeats_cells(
         drawn=5,
     )
     again = PieceDesignRecord.model_validate_json(record.model_dump_json())
-    assert again.design() == d
+    assert design_of(again) == d
     assert again.cells_in(0) == ["C0", *cells[1:24]] and again.cells_in(3) == ["C0", *cells[24:]]
 
 

@@ -14,7 +14,6 @@ from pydantic import Field, model_validator
 
 from ablate.core.constants import DEFAULT_MIN_EFFECT
 from ablate.core.specs import Spec
-from ablate.stats.screening import Design
 
 
 class DesignPiece(Spec):
@@ -89,16 +88,18 @@ class PieceDesignRecord(Spec):
             raise ValueError("rows: a cell runs two rows")
         return self
 
-    def design(self) -> Design:
-        """The statistics' design (rows in record order)."""
-        groups = None if self.drawn is None else tuple(-1 if r.draw is None else r.draw for r in self.rows)
-        return Design(
-            self.kind, self.piece_ids(), self.keeps(), self.construction, drawn=self.drawn, groups=groups
-        )
+    def draws(self) -> list[int] | None:
+        """A drawn design's draw per row (−1: the control), None for fixed rows."""
+        return None if self.drawn is None else [-1 if r.draw is None else r.draw for r in self.rows]
 
     def cells_in(self, repeat: int) -> list[str]:
-        """The cells the blocks of ``repeat`` run: every row's, or a drawn design's control and draw."""
-        return [self.rows[i].cell for i in self.design().rows_of(repeat)]
+        """The cells the blocks of ``repeat`` run: every row's, or a drawn design's control and draw
+        (``ablate.stats.screening.Design.rows_of``)."""
+        draws = self.draws()
+        if not draws:
+            return [r.cell for r in self.rows]
+        g = repeat % (1 + max(draws))
+        return [r.cell for r, d in zip(self.rows, draws, strict=True) if d in (-1, g)]
 
     def removed(self, row: int) -> list[str]:
         """The ids of the pieces row ``row`` removes."""

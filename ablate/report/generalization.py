@@ -27,7 +27,7 @@ from ablate.report.families import side_values
 from ablate.report.model import METRIC_LABELS, Report
 from ablate.report.pieces import outcomes_of
 from ablate.stats.multiplicity import holm
-from ablate.stats.screening import DesignError
+from ablate.stats.screening import DesignError, design_of
 from ablate.stats.screening_inference import block_ols
 
 KEY = "generalization"
@@ -58,7 +58,7 @@ def piece_effects(ctx: Context) -> dict[str, dict[str, float]]:
     repeat); a task whose sessions cannot separate the pieces is left out."""
     record = ctx.manifest.design
     assert record is not None
-    design = record.design()
+    design = design_of(record)
     outcomes = outcomes_of(ctx, record)
     out: dict[str, dict[str, float]] = {p: {} for p in design.pieces}
     for task in ctx.task_ids:

@@ -27,15 +27,10 @@ from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS,
 from ablate.report.paired import holm_real, interval, not_computable, pair_blocks, paired_test
 from ablate.report.piece_model import PieceDesignInfo, PieceRow, Removal
 from ablate.stats import PairedResult
-from ablate.stats.screening import Design, DesignError
+from ablate.stats.screening import DesignError, design_of
 from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, PieceVerdict, analyse
 
 PLOT_STEM = "pieces"
-
-
-def design_of(record: PieceDesignRecord) -> Design:
-    """The statistics' design from the manifest's record (rows in record order)."""
-    return record.design()
 
 
 def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:

@@ -18,6 +18,7 @@ from ablate.folder.layout import RunManifest
 from ablate.folder.result import ItemResult
 from ablate.stats.adaptive import block_time, primary_outcome
 from ablate.stats.multiplicity import holm
+from ablate.stats.screening import design_of
 from ablate.stats.screening_inference import Outcome
 from ablate.stats.screening_sequential import look
 
@@ -49,7 +50,7 @@ def piece_looks(
         return {}
     outcomes, order = piece_outcomes(manifest, record, results)
     got = look(
-        record.design(), outcomes, order, alpha=options.alpha, min_effect=options.min_effect,
+        design_of(record), outcomes, order, alpha=options.alpha, min_effect=options.min_effect,
         beta=options.draw_beta, max_blocks=options.max_repeats * len(manifest.tasks),
     )  # fmt: skip
     adjusted = holm(got.p_anytime)

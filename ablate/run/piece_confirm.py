@@ -31,7 +31,7 @@ from ablate.setup.cells import ResolvedCell
 from ablate.setup.piece_cells import MAX_ROWS
 from ablate.setup.piece_cut import select_pieces
 from ablate.setup.pieces import Piece
-from ablate.stats.screening import DesignError
+from ablate.stats.screening import DesignError, design_of
 from ablate.stats.screening_inference import analyse
 
 #: The screening's α when it decides which pieces the stage confirms (the report's default α).
@@ -179,7 +179,7 @@ def marked_real(folder: RunFolder, manifest: RunManifest, results: Sequence[Item
         return [p for p, v in state.piece_decisions().items() if v.decision == "real"]
     outcomes, _order = piece_outcomes(manifest, record, results)
     try:
-        got = analyse(record.design(), outcomes, binary=True, alpha=ALPHA, min_effect=record.min_effect)
+        got = analyse(design_of(record), outcomes, binary=True, alpha=ALPHA, min_effect=record.min_effect)
     except DesignError:
         return []
     return [e.id for e in got.pieces if e.verdict in ("helps", "hurts")]

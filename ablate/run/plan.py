@@ -86,8 +86,11 @@ def make_plan(
         raise UsageError("no tasks to plan")
     if not cells:
         raise UsageError("no cells to plan")
-    per = [list(cells) if cells_in is None else list(cells_in(r)) for r in range(repeats)]
-    size = len(tasks) * sum(len(c) for c in per)
+    # a drawn piece design's repeats run some of the cells; the bound is checked before any is listed
+    size = len(tasks) * len(cells) * repeats if cells_in is None else len(tasks) * repeats
+    per = None if size > MAX_PLAN_ITEMS or cells_in is None else [list(cells_in(r)) for r in range(repeats)]
+    if per is not None:
+        size = len(tasks) * sum(len(c) for c in per)
     if size > MAX_PLAN_ITEMS:
         raise UsageError(
             f"--repeats {repeats}: the plan would hold {size} items ({len(tasks)} tasks × {len(cells)} cells × "
@@ -101,7 +104,7 @@ def make_plan(
     items: list[PlanItem] = []
     for r in range(repeats):
         for t in tasks:
-            for c in block_order(per[r], seed=seed, task=t, repeat=r):
+            for c in block_order(cells if per is None else per[r], seed=seed, task=t, repeat=r):
                 items.append(PlanItem(item=item_id(t, c, r), task=t, cell=c, repeat=r, order=len(items)))
     return items
 

@@ -274,12 +274,8 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             check_locations(setup, out=req.out, work_dir=req.work_dir) + notes + ([said] if said else [])
         )
         _check_clean(setup, catalog, dirty=req.dirty)
+        seed = _seed(req, shard_spec)
         design = None
-        if shard_spec is not None and req.seed is None:
-            raise UsageError(
-                "--shard needs --seed", hint="every shard must draw the same plan; pass the same --seed"
-            )
-        seed = req.seed if req.seed is not None else new_seed()
         if req.pieces is not None:
             cell_set, design, repeats = piece_plan(
                 replace(req, repeats=repeats, seed=seed), setup, catalog, len(tasks)
@@ -302,6 +298,15 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         )
     share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
     return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)
+
+
+def _seed(req: RunRequest, shard: Shard | None) -> int:
+    """The run's seed: ``--seed``, else a new one (a shard needs it given: every shard draws the same plan)."""
+    if shard is not None and req.seed is None:
+        raise UsageError(
+            "--shard needs --seed", hint="every shard must draw the same plan; pass the same --seed"
+        )
+    return req.seed if req.seed is not None else new_seed()
 
 
 def piece_plan(

@@ -35,12 +35,15 @@ cannot fit in ``--max-sessions`` before anything runs, naming the minimum.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from ablate.stats.screening_hadamard import pb_columns, pb_size
+
+if TYPE_CHECKING:
+    from ablate.folder.design import PieceDesignRecord
 
 DesignName = Literal["screening", "one-out"]
 DESIGNS: tuple[DesignName, DesignName] = ("screening", "one-out")
@@ -152,6 +155,15 @@ def draw_columns(design: Design, seed: int, draws: int = 1) -> Design:
         groups=tuple(groups),
         construction=f"{design.construction}, columns drawn at random {said}, seed {seed}",
     )
+
+
+def design_of(record: PieceDesignRecord) -> Design:
+    """The design a run folder's manifest records (rows in record order)."""
+    draws = record.draws()
+    return Design(
+        record.kind, record.piece_ids(), record.keeps(), record.construction, drawn=record.drawn,
+        groups=None if draws is None else tuple(draws),
+    )  # fmt: skip
 
 
 def _check_pieces(pieces: tuple[str, ...]) -> None:
