@@ -135,15 +135,6 @@ def summary_lines(who: str, writes: dict[str, Any]) -> list[str]:
     return lines
 
 
-def denied_lines(who: str, writes: dict[str, Any]) -> list[str]:
-    """One line per path the ``links`` fence refused: "C4 r01 was refused 2 writes to /home/me/.bashrc"."""
-    out = []
-    for d in writes.get("denied") or []:
-        noun = "write" if d["count"] == 1 else "writes"
-        out.append(f"{who} was refused {d['count']} {noun} to {d['path']} (links fence: read-only)")
-    return out
-
-
 def run_summary_lines(sessions: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
     """Per cell and folder, what a run's sessions wrote outside their cells, from ``(cell, writes)`` pairs:
     "C4: 16 of 16 sessions wrote 18 files under ~/.pyenv — discarded" (one line, not one per session)."""
