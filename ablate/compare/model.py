@@ -33,11 +33,15 @@ class ArmInfo(Spec):
     """The arm as the user wrote it."""
 
 
-class EstimateInfo(Spec):
+class Estimate(Spec):
     sessions: int
     calls: int
     usd: float | None = None
     basis: str
+
+    def line(self) -> str:
+        cost = "unknown cost" if self.usd is None else f"~${self.usd:.2f}"
+        return f"{self.sessions} sessions, ~{self.calls} API calls, {cost} ({self.basis})"
 
 
 class ArmRateRow(Spec):
@@ -169,7 +173,7 @@ class CompareReport(Spec):
     arms: list[ArmInfo]
     baseline: str
     items: int
-    estimate: EstimateInfo
+    estimate: Estimate
     spent_usd: float
     spent_basis: str = ""
     arm_rates: list[ArmRateRow] = Field(default_factory=list)
