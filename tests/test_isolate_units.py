@@ -126,7 +126,7 @@ def test_session_writes_groups_by_folder_and_skips_cli_writes(tmp_path: Path) ->
     _write(up / "tmp" / "stray")
     (up / "repo").mkdir()
     (up / "objects").mkdir()
-    w = session_writes(_Env(up, Path("/home/me"))).to_json()
+    w = session_writes(_Env(up, Path("/home/me"))).model_dump(mode="json")
     out = w["outside_cell"]
     assert out["home"]["by_folder"] == {"~/.pyenv": 3, "~/.gitconfig": 1}
     assert out["home"]["files"] == 4 and out["home"]["bytes"] == 13

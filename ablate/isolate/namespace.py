@@ -464,7 +464,8 @@ class NamespaceEnvironments:
         from ablate.isolate.writes import session_writes
 
         login = copy_back_credentials(env)
-        return {**session_writes(env).to_json(), "credentials": login.to_json()}
+        writes = session_writes(env).model_dump(mode="json", exclude_none=True, exclude={"denied"})
+        return {**writes, "credentials": login.to_json()}
 
     def describe(self, env: NamespaceCellEnv) -> dict[str, Any]:
         from dataclasses import asdict
