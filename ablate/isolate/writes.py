@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -97,27 +96,4 @@ def summary_lines(who: str, writes: dict[str, Any]) -> list[str]:
         for folder, n in sorted(area.get("by_folder", {}).items(), key=lambda kv: (-kv[1], kv[0])):
             noun = "file" if n == 1 else "files"
             lines.append(f"{who} wrote {n} {noun} under {folder} — discarded")
-    return lines
-
-
-def run_summary_lines(sessions: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
-    """Per cell and folder, what a run's sessions wrote outside their cells, from ``(cell, writes)`` pairs:
-    "C4: 16 of 16 sessions wrote 18 files under ~/.pyenv — discarded" (one line, not one per session)."""
-    totals: dict[tuple[str, str], list[int]] = {}
-    per_cell: dict[str, int] = {}
-    for cell, writes in sessions:
-        per_cell[cell] = per_cell.get(cell, 0) + 1
-        for area in (writes.get("outside_cell") or {}).values():
-            for folder, n in area.get("by_folder", {}).items():
-                entry = totals.setdefault((cell, folder), [0, 0])
-                entry[0] += 1
-                entry[1] += int(n)
-    lines = []
-    # cells in their natural order (C4 before C10), the most-written folder first
-    ordered = sorted(totals.items(), key=lambda kv: (len(kv[0][0]), kv[0][0], -kv[1][1], kv[0][1]))
-    for (cell, folder), (n_sessions, n_files) in ordered:
-        noun = "file" if n_files == 1 else "files"
-        lines.append(
-            f"{cell}: {n_sessions} of {per_cell[cell]} sessions wrote {n_files} {noun} under {folder} — discarded"
-        )
     return lines
