@@ -243,7 +243,7 @@ def analyse(
             "contrasts": [c.model_dump(mode="json") for c in contrasts],
             "holdout_contrasts": holdout_contrasts,
             "decomposition": decomposition,
-            "roles": roles.to_json() if roles is not None else None,
+            "roles": roles.info() if roles is not None else None,
             "regressions": regressions,
             "verdicts": verdicts,
             "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),

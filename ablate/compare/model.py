@@ -117,6 +117,18 @@ class RolesInfo(Spec):
     duplicated: str
     found_by: Literal["block", "roles option", "content"] = Field(alias="from")
 
+    def line(self) -> str:
+        """``roles: original = a, moved = b, duplicated = c (recognised from the content)``."""
+        how = {
+            "block": "made by --block",
+            "roles option": "given by --roles",
+            "content": "recognised from the content",
+        }
+        return (
+            f"roles: original = {self.original}, moved = {self.moved}, duplicated = {self.duplicated} "
+            f"({how[self.found_by]})"
+        )
+
 
 class Claims(Spec):
     can: list[str] = Field(default_factory=list)
