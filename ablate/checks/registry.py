@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 from pydantic import Field, PlainValidator, TypeAdapter
 
@@ -35,11 +35,6 @@ KINDS: list[type[CheckSpec]] = [
     tool_order.ToolOrder,
     file_exists.FileExists,
 ]
-
-
-def kind_names() -> list[str]:
-    """The ``kind`` of every registered check kind, in registry order."""
-    return [get_args(k.model_fields["kind"].annotation)[0] for k in KINDS]
 
 
 @functools.cache

@@ -91,8 +91,3 @@ def _comments(header: str) -> str:
 def dump(data: Mapping[str, object], *, header: str = "") -> str:
     """``data`` as a YAML document; ``header`` lines become ``#`` comments above it."""
     return _comments(header) + _mapping(data, 0) + "\n"
-
-
-def dump_all(documents: Sequence[Mapping[str, object]], *, header: str = "") -> str:
-    """Several documents in one stream, separated by ``---``."""
-    return _comments(header) + "".join(f"---\n{_mapping(d, 0)}\n" for d in documents)

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import permutations
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ablate.core.errors import UsageError
 from ablate.setup.variants import Op, Rendered, Selector, Variant
+
+if TYPE_CHECKING:
+    from ablate.compare.model import RolesInfo
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 _OPS: dict[str, Op] = {"move": "move", "moved": "move", "duplicate": "duplicate", "dup": "duplicate"}
@@ -179,29 +182,19 @@ class LayoutRoles:
     duplicated: Arm
     found_by: RolesFrom
 
-    def to_json(self) -> dict[str, str]:
-        return {
-            "original": self.original.name,
-            "moved": self.moved.name,
-            "duplicated": self.duplicated.name,
-            "from": self.found_by,
-        }
+    def info(self) -> RolesInfo:
+        """compare.json's ``roles``: the arms' names."""
+        from ablate.compare.model import RolesInfo  # pydantic: loaded only when needed
+
+        return RolesInfo(
+            original=self.original.name,
+            moved=self.moved.name,
+            duplicated=self.duplicated.name,
+            found_by=self.found_by,
+        )
 
     def line(self) -> str:
-        return roles_line(self.to_json())
-
-
-def roles_line(roles: Mapping[str, str]) -> str:
-    """``roles: original = a, moved = b, duplicated = c (recognised from the content)``, from ``to_json``."""
-    how = {
-        "block": "made by --block",
-        "roles option": "given by --roles",
-        "content": "recognised from the content",
-    }
-    return (
-        f"roles: original = {roles['original']}, moved = {roles['moved']}, duplicated = {roles['duplicated']} "
-        f"({how.get(roles['from'], roles['from'])})"
-    )
+        return self.info().line()
 
 
 def parse_roles(text: str) -> tuple[Role, Role, Role]:

@@ -47,7 +47,7 @@ from ablate.compare.ledger import (
     read_ledger,
     task_set_sha256,
 )
-from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
+from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport, Estimate
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_MODEL
 from ablate.core.errors import OutputExists, RunFolderError, UsageError
@@ -82,18 +82,6 @@ class CompareRequest:
     """``--adaptive``: rounds until each arm is decided, at most ``max_repeats`` (replaces the tier's repeats)."""
 
 
-@dataclass(frozen=True)
-class Estimate:
-    sessions: int
-    calls: int
-    usd: float | None
-    basis: str
-
-    def line(self) -> str:
-        cost = "unknown cost" if self.usd is None else f"~${self.usd:.2f}"
-        return f"{self.sessions} sessions, ~{self.calls} API calls, {cost} ({self.basis})"
-
-
 @dataclass
 class PreparedCompare:
     request: CompareRequest
@@ -117,7 +105,9 @@ def estimate_compare(
 ) -> Estimate:
     calls = sessions * executor.calls_per_session(max_turns)
     if not executor.spends:
-        return Estimate(sessions, calls, 0.0, "the simulated endpoint: nothing is billed")
+        return Estimate(
+            sessions=sessions, calls=calls, usd=0.0, basis="the simulated endpoint: nothing is billed"
+        )
     if executor.name == "api":
         mean_system = sum(len(a.rendered.data) for a in arms) / len(arms)
         mean_prompt = sum(len(t.prompt) for t in tasks) / len(tasks)
@@ -134,10 +124,10 @@ def estimate_compare(
             "no prompt caching (an upper-end guess)"
         )
     if per is None:
-        return Estimate(sessions, calls, None, f"no list price known for {model!r}")
+        return Estimate(sessions=sessions, calls=calls, usd=None, basis=f"no list price known for {model!r}")
     if getattr(executor, "simulated", False):
         basis += "; simulated: the endpoint is ablate.sim, nothing is billed"
-    return Estimate(sessions, calls, per * sessions, basis)
+    return Estimate(sessions=sessions, calls=calls, usd=per * sessions, basis=basis)
 
 
 def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
@@ -253,7 +243,7 @@ def analyse(
             "contrasts": [c.model_dump(mode="json") for c in contrasts],
             "holdout_contrasts": holdout_contrasts,
             "decomposition": decomposition,
-            "roles": roles.to_json() if roles is not None else None,
+            "roles": roles.info() if roles is not None else None,
             "regressions": regressions,
             "verdicts": verdicts,
             "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),
@@ -338,16 +328,11 @@ def run_compare(
             "arms": [a.to_json() for a in prep.arms],
             "baseline": prep.arms[0].name,
             "items": len(prep.items),
-            "estimate": {
-                "sessions": prep.estimate.sessions,
-                "calls": prep.estimate.calls,
-                "usd": prep.estimate.usd,
-                "basis": prep.estimate.basis,
-            },
+            "estimate": prep.estimate,
             "spent_usd": spent,
             "spent_basis": getattr(executor, "spend_basis", ""),
             **stats,
-            "looks": looks.to_json(),
+            "looks": looks,
             "fingerprint_changes": changes,
             "notes": prep.notes,
             "execution": execution.info,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ablate.compare.arms import Arm
+from ablate.compare.model import LooksInfo
 from ablate.core.jsonl import json_lines
 from ablate.setup.tasks import Task
 
@@ -54,45 +54,36 @@ def append_ledger(out_root: Path, entry: dict[str, Any]) -> None:
         fh.flush()
 
 
-@dataclass(frozen=True)
-class Looks:
-    earlier_same_tasks: int
-    """Earlier compare runs on exactly this task set."""
-    earlier_ids: list[str]
-    holdout_uses: dict[str, int]
-    """Holdout task id → earlier compare runs that used it (any task set)."""
-    unreadable_lines: int
-
-    def statement(self) -> str:
-        if self.earlier_same_tasks == 0:
-            head = "first compare run on this task set in this runs folder"
-        else:
-            head = (
-                f"{self.earlier_same_tasks} earlier compare run(s) looked at the same tasks: a version picked as "
-                "the best of several looks is a maximum, not an estimate (expect it to shrink on new tasks)"
-            )
-        used = {t: n for t, n in sorted(self.holdout_uses.items()) if n}
-        if used:
-            listed = ", ".join(f"{t} by {n} earlier run(s)" for t, n in used.items())
-            head += f"; holdout tasks already used: {listed} (a reused holdout is no longer untouched)"
-        elif self.holdout_uses:
-            head += f"; the {len(self.holdout_uses)} holdout task(s) were not used by earlier runs"
-        return head
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "earlier_same_tasks": self.earlier_same_tasks,
-            "earlier_ids": self.earlier_ids,
-            "holdout_uses": self.holdout_uses,
-            "unreadable_lines": self.unreadable_lines,
-            "statement": self.statement(),
-        }
+def _statement(earlier_same_tasks: int, holdout_uses: dict[str, int]) -> str:
+    if earlier_same_tasks == 0:
+        head = "first compare run on this task set in this runs folder"
+    else:
+        head = (
+            f"{earlier_same_tasks} earlier compare run(s) looked at the same tasks: a version picked as "
+            "the best of several looks is a maximum, not an estimate (expect it to shrink on new tasks)"
+        )
+    used = {t: n for t, n in sorted(holdout_uses.items()) if n}
+    if used:
+        listed = ", ".join(f"{t} by {n} earlier run(s)" for t, n in used.items())
+        head += f"; holdout tasks already used: {listed} (a reused holdout is no longer untouched)"
+    elif holdout_uses:
+        head += f"; the {len(holdout_uses)} holdout task(s) were not used by earlier runs"
+    return head
 
 
-def count_looks(entries: Sequence[dict[str, Any]], task_sha: str, holdout: Sequence[str], bad: int) -> Looks:
+def count_looks(
+    entries: Sequence[dict[str, Any]], task_sha: str, holdout: Sequence[str], bad: int
+) -> LooksInfo:
+    """Earlier compare runs on exactly this task set, and per holdout task the earlier runs that used it."""
     same = [e for e in entries if e.get("task_set_sha256") == task_sha]
     uses = {t: sum(1 for e in entries if t in (e.get("tasks") or [])) for t in holdout}
-    return Looks(len(same), [str(e.get("compare_id")) for e in same], uses, bad)
+    return LooksInfo(
+        earlier_same_tasks=len(same),
+        earlier_ids=[str(e.get("compare_id")) for e in same],
+        holdout_uses=uses,
+        unreadable_lines=bad,
+        statement=_statement(len(same), uses),
+    )
 
 
 def arm_key(arm: Arm) -> dict[str, object]:

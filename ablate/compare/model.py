@@ -33,11 +33,15 @@ class ArmInfo(Spec):
     """The arm as the user wrote it."""
 
 
-class EstimateInfo(Spec):
+class Estimate(Spec):
     sessions: int
     calls: int
     usd: float | None = None
     basis: str
+
+    def line(self) -> str:
+        cost = "unknown cost" if self.usd is None else f"~${self.usd:.2f}"
+        return f"{self.sessions} sessions, ~{self.calls} API calls, {cost} ({self.basis})"
 
 
 class ArmRateRow(Spec):
@@ -113,6 +117,18 @@ class RolesInfo(Spec):
     duplicated: str
     found_by: Literal["block", "roles option", "content"] = Field(alias="from")
 
+    def line(self) -> str:
+        """``roles: original = a, moved = b, duplicated = c (recognised from the content)``."""
+        how = {
+            "block": "made by --block",
+            "roles option": "given by --roles",
+            "content": "recognised from the content",
+        }
+        return (
+            f"roles: original = {self.original}, moved = {self.moved}, duplicated = {self.duplicated} "
+            f"({how[self.found_by]})"
+        )
+
 
 class Claims(Spec):
     can: list[str] = Field(default_factory=list)
@@ -169,7 +185,7 @@ class CompareReport(Spec):
     arms: list[ArmInfo]
     baseline: str
     items: int
-    estimate: EstimateInfo
+    estimate: Estimate
     spent_usd: float
     spent_basis: str = ""
     arm_rates: list[ArmRateRow] = Field(default_factory=list)

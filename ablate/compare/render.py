@@ -3,7 +3,6 @@ blocks (:mod:`ablate.report.document`) and rendered by the report's renderers.""
 
 from __future__ import annotations
 
-from ablate.compare.arms import roles_line
 from ablate.compare.model import CompareReport, ContrastRow
 from ablate.compare.sequential import DESCRIPTIVE
 from ablate.report.blocks import Block, Bullets, Document, Heading, Para, RowStyle, Table
@@ -57,7 +56,7 @@ def summary_lines(report: CompareReport) -> list[str]:
     out += [v.line for v in report.verdicts]
     if report.decomposition:
         if report.roles is not None:
-            out.append(roles_line(report.roles.model_dump(by_alias=True)))
+            out.append(report.roles.line())
         for part in ("position", "repetition", "total"):
             e = report.decomposition[part]
             out.append(
@@ -133,7 +132,7 @@ def _decomposition_blocks(report: CompareReport) -> list[Block]:
     parts = list(report.decomposition.items())
     out: list[Block] = [Heading("Decomposition (pitfall-free rate)" + _descriptive(report))]
     if report.roles is not None:
-        out.append(Para(roles_line(report.roles.model_dump(by_alias=True))))
+        out.append(Para(report.roles.line()))
     out.append(
         Table(
             ["effect", "Δ", "95% CI (pts)", "Holm p", ""],

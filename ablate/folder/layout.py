@@ -1,21 +1,6 @@
-"""The run folder layout: the contract between `run`, `mine`, `recover` and `report` (docs/ARCHITECTURE.md,
-"The run folder").
-
-```
-runs/<run-id>/
-  manifest.json               RunManifest (identity + invocation history)
-  .lock                       held (flock) by the one `ablate run` working on the folder
-  plan.jsonl                  one PlanItem per line (rewritten atomically when attempts are added)
-  results/<item>.json         the mined outcome of the item's best attempt, written atomically
-  stdout/<item>.a<N>.json     the CLI's own stdout, one file per attempt (never shared)
-  stderr/<item>.a<N>.txt      the tail of the CLI's stderr, one file per attempt
-  transcripts/<item>.a<N>/<session_id>.jsonl   the session JSONL copied from the shadow
-  transcripts/<item>.a<N>/<session_id>/subagents/agent-*.jsonl|.meta.json
-  wire/<item>.jsonl           what crossed the wire per request (ablate.folder.wire), written by the forwarder
-  report.md  report.json  plots
-```
-
-Every file, its version and its owner: :data:`ablate.folder.files.RUN_FILES`.
+"""The run folder layout: the contract between `run`, `mine`, `recover` and `report`. :class:`RunFolder` names
+every path; the folder's tree (docs/ARCHITECTURE.md#run-folder) and every file with its version and owner
+(:data:`ablate.folder.files.RUN_FILES`) are checked against each other by the tests.
 
 Item ids are ``<task>__<cell>__r<repeat>`` (repeat zero-padded to 2 digits), stable across runs, shards and
 merges. Attempts are numbered from 1.

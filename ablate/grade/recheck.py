@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -81,14 +81,7 @@ class Agreement:
     """Why kappa is not computable."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "judge_a": self.judge_a,
-            "judge_b": self.judge_b,
-            "n": self.n,
-            "percent": self.percent,
-            "kappa": self.kappa,
-            "kappa_note": self.kappa_note,
-        }
+        return asdict(self)
 
 
 def agreement(run_dir: Path, judges: Sequence[str]) -> list[Agreement]:

@@ -1,22 +1,14 @@
 """The one deliberate write-through, checked: a session's ``.credentials.json`` reaches the real file only
-when it is a refreshed login of the same account (docs/ARCHITECTURE.md#credentials).
+when it is a refreshed login of the same account (docs/ARCHITECTURE.md#credentials lists the rules).
 
 Claude Code keeps a subscription login as ``{"claudeAiOauth": {accessToken, refreshToken, expiresAt,
 refreshTokenExpiresAt, scopes, subscriptionType, rateLimitTier, clientId, accountUuid, organizationUuid}}``
 next to other top-level keys (``mcpOAuth``, ...). A refresh (the CLI's own code, 2.1.332) replaces the tokens
 and the expiry and carries ``accountUuid`` and ``organizationUuid`` over from the stored login; nothing else
-of the file changes. So a session's file is copied back only when:
-
-* it is a regular file (not a link) of at most :data:`MAX_BYTES`, a JSON object;
-* its ``claudeAiOauth`` has a non-empty ``accessToken`` and ``refreshToken`` and a numeric ``expiresAt``;
-* it is the same account: every account id (``accountUuid``, ``organizationUuid``) the stored login has is
-  unchanged; one the stored login lacks is added only with the stored refresh token (the CLI's own "save
-  the account ids" step), never with new tokens; and every other top-level key is exactly as stored;
-* its ``expiresAt`` is later than the stored one.
-
-Anything else is discarded, never written, and the reason is reported with the session's writes. A stored
-login without account ids (logins from before the CLI kept them) proves less: a login of another account
-that also carries no ids cannot be told from a refresh.
+of the file changes. So a copy back needs a regular file of at most :data:`MAX_BYTES` holding a JSON object,
+non-empty tokens and a numeric ``expiresAt`` later than the stored one, the stored login's account ids
+unchanged (one it lacks added only with the stored refresh token) and every other top-level key as stored.
+Anything else is discarded, never written, and the reason is reported with the session's writes.
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 """The forwarder: the one way a session reaches the model's API from its own network namespace, and the
-record of what crossed the wire.
+record of what crossed the wire (docs/ARCHITECTURE.md#sealed, #wire).
 
-Every fenced session runs in a network namespace of its own (``bwrap --unshare-net``): only a loopback
-device, no host port, no host abstract socket. ablate runs one forwarder per process (a run, a probe), a
-unix socket in a private temporary folder (0700) served by threads. Per session:
-
-1. :meth:`Forwarder.ticket` issues a one-time token tied to the session id;
-2. :mod:`ablate.isolate.nsexec`, outside the fence, connects, presents the token and the session's upstream
-   (its ``ANTHROPIC_BASE_URL``, by default the real API over TLS) and hands the connected socket to the
-   fence as fd 3 (the token is spent: a second use is refused);
-3. :mod:`ablate.isolate.relay`, inside, listens on 127.0.0.1 and for each TCP connection asks for a fresh
-   stream over fd 3 (the forwarder sends one end of a socket pair), so nothing inside needs a unix socket of
-   its own: the seccomp filter (:mod:`ablate.isolate.seccomp`) refuses them all;
-4. the forwarder reads HTTP/1.1 requests from each stream and replays them to the upstream (``http`` or
-   ``https``: the path prefix of the upstream URL kept, ``Host`` rewritten), streaming the answer back.
+One forwarder per process (a run, a probe): a unix socket in a private temporary folder (0700) served by
+threads. Per session :meth:`Forwarder.ticket` issues a one-time token tied to the session id (a second use is
+refused); :mod:`ablate.isolate.nsexec`, outside the fence, presents it with the session's upstream (its
+``ANTHROPIC_BASE_URL``) and hands the connected socket to the fence as fd 3; :mod:`ablate.isolate.relay`,
+inside, asks over fd 3 for a fresh stream per TCP connection (one end of a socket pair). The forwarder reads
+HTTP/1.1 requests from each stream and replays them to the upstream (``http`` or ``https``: the path prefix
+of the upstream URL kept, ``Host`` rewritten), streaming the answer back.
 
 Every ``/v1/messages`` exchange is recorded (:class:`ablate.folder.wire.WireRecord`) into the file the
-session's caller named with :meth:`Forwarder.expect` (the run's ``wire/<item>.jsonl``), written here only:
-the session never holds a handle to it. Anything else (``count_tokens``, the CLI's other endpoints) is
-forwarded unrecorded.
+session's caller named with :meth:`Forwarder.expect` (the run's ``wire/<item>.jsonl``), written here only.
+Anything else (``count_tokens``, the CLI's other endpoints) is forwarded unrecorded.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``namespace`` isolation backend (docs/ARCHITECTURE.md#environments): every session in its own copy-on-write view of the machine.
+"""The ``namespace`` isolation backend (docs/ARCHITECTURE.md#backend-namespace): every session in its own copy-on-write view of the machine.
 
 Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show the machine
 as the user has it, at the **real paths**, with every write landing in a per-session upper folder:
@@ -13,20 +13,16 @@ its ``.git/objects``   the user's object store                               ``s
 the config dir         the cell's config dir (a copy, seen at the real path) ``sNN/up/config``
 =====================  ====================================================  ===============================
 
-So every cell sees the user's own paths, project slugs, memory slug and branch; nothing a session, a hook or
-a shell rc file does reaches the user's files; and a reset is discarding the upper folders, whatever the
-repository's size. The pristine checkout is built once per run: a private ``git clone --shared`` of HEAD on a
-branch named like the user's current one, whose repo-layer paths are marked skip-worktree (tracked) or
-excluded (untracked), so ``git status`` looks alike in every cell. A cell's repo layer is the difference
-between that checkout and the cell's working tree (:mod:`ablate.isolate.cowlayer`: a few files, whiteouts
-and opaque folders). ``.credentials.json`` is the one deliberate write-through: the cell holds a copy, and a
-session that refreshed it (same account, later expiry: :mod:`ablate.isolate.credentials`) has it copied
-back to the real file afterwards; anything else it left there is discarded and reported.
-
-Works on Linux as root (``mount -t overlay`` in a private mount namespace) and as an ordinary user (the
-same in a user namespace of the user's own, Linux >= 5.11). Each session runs under bubblewrap inside its
-view (:mod:`ablate.isolate.fence`), where the view's mounts are locked: the session cannot unmount them,
-reach a process outside through ``/proc``, or regain a capability. :mod:`ablate.isolate.detect` decides.
+A reset is discarding the upper folders, whatever the repository's size. The pristine checkout is built once
+per run: a private ``git clone --shared`` of HEAD on a branch named like the user's current one, whose
+repo-layer paths are marked skip-worktree (tracked) or excluded (untracked), so ``git status`` looks alike in
+every cell. A cell's repo layer is the difference between that checkout and the cell's working tree
+(:mod:`ablate.isolate.cowlayer`: a few files, whiteouts and opaque folders). A refreshed
+``.credentials.json`` is copied back (:mod:`ablate.isolate.credentials`); anything else is discarded and
+reported. Works as root and as an ordinary user (a user namespace of the user's own, Linux >= 5.11); each
+session runs under bubblewrap inside its view (:mod:`ablate.isolate.fence`), where the view's mounts are
+locked: it cannot unmount them, reach a process outside through ``/proc``, or regain a capability.
+:mod:`ablate.isolate.detect` decides.
 """
 
 from __future__ import annotations
@@ -464,7 +460,8 @@ class NamespaceEnvironments:
         from ablate.isolate.writes import session_writes
 
         login = copy_back_credentials(env)
-        return {**session_writes(env).to_json(), "credentials": login.to_json()}
+        writes = session_writes(env).model_dump(mode="json", exclude_none=True, exclude={"denied"})
+        return {**writes, "credentials": login.to_json()}
 
     def describe(self, env: NamespaceCellEnv) -> dict[str, Any]:
         from dataclasses import asdict

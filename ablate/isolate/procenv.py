@@ -10,10 +10,8 @@ the capture endpoint only. Provider switches (Bedrock, Vertex, Foundry), cloud c
 keys are removed, so a probe can never spend money or leave loopback.
 
 Recorded environments are redacted (:func:`redacted_env`): secret-named variables become ``***`` and
-credentials inside URLs (``https://user:pw@host``) too, whatever the variable's name.
-
-:func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint: a ``settings.json`` ``env`` that sets the endpoint or auth, or an
-``apiKeyHelper``, would send the control through the user's gateway and C11 (empty config) direct.
+credentials inside URLs (``https://user:pw@host``) too, whatever the variable's name. :func:`one_endpoint`
+enforces docs/ARCHITECTURE.md#one-endpoint.
 """
 
 from __future__ import annotations

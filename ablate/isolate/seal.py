@@ -1,4 +1,5 @@
-"""A fenced session, sealed: its own network namespace with the model's API relayed in, no unix socket.
+"""A fenced session, sealed (docs/ARCHITECTURE.md#sealed): its own network namespace with the model's API
+relayed in, no unix socket.
 
 :func:`seal` turns a bubblewrap command line (:func:`ablate.isolate.fence.fence_argv`) into the session's
 whole command::
@@ -7,19 +8,11 @@ whole command::
         bwrap --seccomp 4 … --unshare-net --unshare-ipc --dev /dev … -- \\
         python -I -S relay.py 3 -- claude -p …
 
-``nsexec`` (outside the fence, before any mount) connects to the process's forwarder
-(:mod:`ablate.isolate.forwarder`) with a one-time ticket for the session and leaves the stream at fd 3 and
-the seccomp filter (:mod:`ablate.isolate.seccomp`) at fd 4; VIEW is the ``namespace`` backend's mount spec,
-or ``-`` for ``links`` (no view of its own). Inside the fence the relay (:mod:`ablate.isolate.relay`) listens
-on 127.0.0.1 and points ``ANTHROPIC_BASE_URL`` at itself before it execs the CLI. The forwarder replays
-each request to the upstream nsexec names from the session's own ``ANTHROPIC_BASE_URL`` (by default the
-real API over TLS) and records it.
-
-What a session then reaches: its view and the model's API. Host loopback ports, abstract unix sockets (both
-per network namespace), socket files anywhere on the file system (``socket(AF_UNIX)`` refused), the host's
-``/dev`` nodes, ``/dev/shm`` and SysV IPC are out of reach. ``network=True`` (``--allow-network``) keeps
-the host's network namespace (loopback ports and abstract sockets reachable, the internet too); the seccomp
-filter, the private ``/dev`` and IPC stay.
+VIEW is the ``namespace`` backend's mount spec, or ``-`` for ``links`` (no view of its own). nsexec hands
+the forwarder's stream (:mod:`ablate.isolate.forwarder`) to the fence at fd 3 and the seccomp filter
+(:mod:`ablate.isolate.seccomp`) at fd 4; the relay (:mod:`ablate.isolate.relay`) points
+``ANTHROPIC_BASE_URL`` at itself. ``network=True`` (``--allow-network``) keeps the host's network namespace;
+the seccomp filter, the private ``/dev`` and IPC stay.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
-"""The seccomp filter every fenced session runs under: no unix socket that reaches out, no kernel keyring,
-no io_uring, no ABI but the machine's own.
+"""The seccomp filter every fenced session runs under (docs/ARCHITECTURE.md#sealed, which lists each rule
+and its errno): no unix socket that reaches out, no kernel keyring, no io_uring, no ABI but the machine's own.
 
-A read-only bind does not stop ``connect()`` to a unix socket: a host service listening on a socket file
-(tmux under ``/var/tmp`` or ``$TMUX_TMPDIR``, screen, ssh-agent, a Docker or Podman socket, the D-Bus session
-bus, X11 under ``/tmp/.X11-unix``, anything under ``/run/user/<uid>``) would run a session's commands outside
-every sandbox. Hiding each such folder cannot be complete (a socket may live anywhere in the home), so the
-session may not *create* a unix socket that can address one: ``socket(AF_UNIX, …)`` fails with ``EPERM``, and
-so does ``socketpair(AF_UNIX, …)`` of any type but ``SOCK_STREAM`` (a datagram pair's end can ``connect()``
-or ``sendto()`` a socket file, and pass descriptors out with ``SCM_RIGHTS``). A stream pair stays: it is
-born connected to its twin, ``connect()`` on it fails with ``EISCONN`` and ``sendto()`` with an address
-too, so it reaches nothing but the session's own processes, and the CLI needs it (its child processes'
-stdio: measured with ``strace``, every Bash call opens three).
-
-``add_key``, ``request_key`` and ``keyctl`` fail with ``EPERM``: a session would otherwise read and change the
-kernel keyrings it inherits (the caller's session keyring, the user's own keyring, where ``keyctl``-based
-credential helpers keep tokens). ``io_uring_setup`` fails with ``ENOSYS`` (an io_uring ring creates and
-connects sockets without the ``socket`` system call; every user of it falls back to plain system calls on
-ENOSYS). Any other ABI the kernel runs (i386 through ``int 0x80``, whose ``socketcall`` hides the family
-behind a pointer the filter cannot read; x32; 32-bit ARM) kills the process (``SIGSYS``): the filter names
-each call by the native numbers only. The relay that carries the model's API into the session
-(:mod:`ablate.isolate.relay`) was handed its one connection before the filter applies and needs no socket of
-its own but its TCP listener.
+A read-only bind does not stop ``connect()`` to a host service's socket file (tmux under ``/var/tmp`` or
+``$TMUX_TMPDIR``, screen, ssh-agent, Docker or Podman, the D-Bus session bus, X11 under ``/tmp/.X11-unix``,
+anything under ``/run/user/<uid>``), and hiding every such folder cannot be complete, so a session may not
+*create* a unix socket that can address one. The stream ``socketpair`` that stays reaches only the session's
+own processes (the CLI's child processes' stdio needs it). The keyring calls are refused because
+``keyctl``-based credential helpers keep tokens there; every user of io_uring falls back to plain system calls
+on ``ENOSYS``; other ABIs are killed because the filter names each call by the native numbers only. The relay
+(:mod:`ablate.isolate.relay`) was handed its one connection before the filter applies.
 
 The program is classic BPF, as ``bwrap --seccomp FD`` takes it (what ``seccomp_export_bpf`` writes), built
 here with :mod:`struct` for x86-64 and aarch64. Elsewhere there is no filter, and :func:`filter_program`

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from ablate.core.fdtree import walk_tree
+from ablate.folder.session import AreaWrites, SessionWrites
 from ablate.isolate.shadow_home import ACCOUNT, WRITTEN_DIRS
 
 #: Config-dir entries the CLI itself writes in every session (not reported as writes outside the cell).
@@ -29,47 +28,6 @@ class _Uppers(Protocol):
     def shown_as(self) -> dict[str, Path]: ...
 
 
-@dataclass
-class AreaWrites:
-    """Writes under one real path."""
-
-    path: str
-    files: int = 0
-    bytes: int = 0
-    deleted: int = 0
-    by_folder: dict[str, int] = field(default_factory=dict)
-    """Top folder (``~/.pyenv``) → files written or deleted under it."""
-
-    @property
-    def touched(self) -> int:
-        return self.files + self.deleted
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "files": self.files,
-            "bytes": self.bytes,
-            "deleted": self.deleted,
-            "by_folder": dict(sorted(self.by_folder.items())),
-        }
-
-
-@dataclass
-class SessionWrites:
-    """Per area of the view; ``outside`` holds the areas that are outside the cell."""
-
-    areas: dict[str, AreaWrites]
-    outside: dict[str, AreaWrites]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema_version": 1,
-            "discarded": True,
-            "areas": {k: v.to_json() for k, v in self.areas.items()},
-            "outside_cell": {k: v.to_json() for k, v in self.outside.items() if v.touched},
-        }
-
-
 def _is_whiteout(st: os.stat_result) -> bool:
     return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
 
@@ -78,27 +36,33 @@ def scan_upper(
     upper: Path, shown_as: Path, *, label: str, depth: int = 1, skip: tuple[str, ...] = ()
 ) -> AreaWrites:
     """Count the files (and whiteouts) in ``upper``, grouped by their first ``depth`` path components."""
-    out = AreaWrites(str(shown_as))
-    if not upper.is_dir():
-        return out
-    skipped = {s.strip("/") for s in skip}
-    for entry in walk_tree(upper, exclude=skipped):  # any depth; a folder it cannot read: a located error
-        if entry.is_dir:
-            continue
-        if _is_whiteout(entry.st):
-            out.deleted += 1
-        else:
-            out.files += 1
-            out.bytes += entry.st.st_size if stat.S_ISREG(entry.st.st_mode) else 0
-        parts = entry.rel.split("/", depth)
-        top = "/".join(parts[:depth]) if len(parts) > depth else entry.rel
-        key = f"{label}/{top}"
-        out.by_folder[key] = out.by_folder.get(key, 0) + 1
-    return out
+    files = size = deleted = 0
+    by_folder: dict[str, int] = {}
+    if upper.is_dir():
+        skipped = {s.strip("/") for s in skip}
+        for entry in walk_tree(upper, exclude=skipped):  # any depth; a folder it cannot read: a located error
+            if entry.is_dir:
+                continue
+            if _is_whiteout(entry.st):
+                deleted += 1
+            else:
+                files += 1
+                size += entry.st.st_size if stat.S_ISREG(entry.st.st_mode) else 0
+            parts = entry.rel.split("/", depth)
+            top = "/".join(parts[:depth]) if len(parts) > depth else entry.rel
+            key = f"{label}/{top}"
+            by_folder[key] = by_folder.get(key, 0) + 1
+    return AreaWrites(
+        path=str(shown_as),
+        files=files,
+        bytes=size,
+        deleted=deleted,
+        by_folder=dict(sorted(by_folder.items())),
+    )
 
 
 def session_writes(env: _Uppers) -> SessionWrites:
-    """Scan every upper folder of a session's view."""
+    """Scan every upper folder of a session's view; ``outside_cell``: the areas outside the cell it touched."""
     shown = env.shown_as()
     home = shown["home"]
     areas: dict[str, AreaWrites] = {}
@@ -114,7 +78,7 @@ def session_writes(env: _Uppers) -> SessionWrites:
     outside["tmp"] = scan_upper(
         env.upper("tmp"), shown["tmp"], label="/tmp", skip=(f"claude-{uid}", "cc-socks")
     )
-    return SessionWrites(areas, outside)
+    return SessionWrites(areas=areas, outside_cell={k: v for k, v in outside.items() if v.files or v.deleted})
 
 
 def _label(path: Path, home: Path) -> str:
@@ -132,36 +96,4 @@ def summary_lines(who: str, writes: dict[str, Any]) -> list[str]:
         for folder, n in sorted(area.get("by_folder", {}).items(), key=lambda kv: (-kv[1], kv[0])):
             noun = "file" if n == 1 else "files"
             lines.append(f"{who} wrote {n} {noun} under {folder} — discarded")
-    return lines
-
-
-def denied_lines(who: str, writes: dict[str, Any]) -> list[str]:
-    """One line per path the ``links`` fence refused: "C4 r01 was refused 2 writes to /home/me/.bashrc"."""
-    out = []
-    for d in writes.get("denied") or []:
-        noun = "write" if d["count"] == 1 else "writes"
-        out.append(f"{who} was refused {d['count']} {noun} to {d['path']} (links fence: read-only)")
-    return out
-
-
-def run_summary_lines(sessions: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
-    """Per cell and folder, what a run's sessions wrote outside their cells, from ``(cell, writes)`` pairs:
-    "C4: 16 of 16 sessions wrote 18 files under ~/.pyenv — discarded" (one line, not one per session)."""
-    totals: dict[tuple[str, str], list[int]] = {}
-    per_cell: dict[str, int] = {}
-    for cell, writes in sessions:
-        per_cell[cell] = per_cell.get(cell, 0) + 1
-        for area in (writes.get("outside_cell") or {}).values():
-            for folder, n in area.get("by_folder", {}).items():
-                entry = totals.setdefault((cell, folder), [0, 0])
-                entry[0] += 1
-                entry[1] += int(n)
-    lines = []
-    # cells in their natural order (C4 before C10), the most-written folder first
-    ordered = sorted(totals.items(), key=lambda kv: (len(kv[0][0]), kv[0][0], -kv[1][1], kv[0][1]))
-    for (cell, folder), (n_sessions, n_files) in ordered:
-        noun = "file" if n_files == 1 else "files"
-        lines.append(
-            f"{cell}: {n_sessions} of {per_cell[cell]} sessions wrote {n_files} {noun} under {folder} — discarded"
-        )
     return lines

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -48,13 +48,7 @@ class CostEstimate:
     """The basis in words (what was measured, what was assumed)."""
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "sessions": self.sessions,
-            "calls": self.calls,
-            "usd": self.usd,
-            "basis": self.basis,
-            "detail": self.detail,
-        }
+        return asdict(self)
 
 
 def probe_capture(folders: Iterable[Path | None], head: str) -> tuple[Path, list[int]] | None:

@@ -34,19 +34,3 @@ class TreeHook(Protocol):
     ) -> None:
         """Look at the checkout the session left (before it is reset) and record what it found."""
         ...
-
-
-class NoTreeWork:
-    """A hook that does nothing: for runs whose tasks have neither seed files nor checks (the probe)."""
-
-    class _Nothing:
-        def discard(self) -> None:
-            return None
-
-    def before(self, task: Task, checkout: Path) -> TreeState:
-        return self._Nothing()
-
-    def after(
-        self, folder: RunFolder, item: str, attempt: int, task: Task, checkout: Path, state: TreeState
-    ) -> None:
-        return None

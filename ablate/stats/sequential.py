@@ -4,44 +4,31 @@ A sequential run looks at its data after every round and stops a comparison as s
 p-values and intervals are not valid under such looks; the figures here are, at every look and at any
 data-dependent stopping time, because each is built from a nonnegative (super)martingale under its null and
 Ville's inequality bounds the chance that such a process *ever* reaches 1/α by α (Ville J, *Étude critique de
-la notion de collectif*, 1939).
+la notion de collectif*, 1939). Each function's docstring gives its construction; the sources:
 
 * :func:`discordant_log_e` — the binary primary outcome, paired on (task, repeat) blocks: a beta-binomial
   mixture likelihood ratio on the discordant blocks (Robbins H, "Statistical methods related to the law of the
-  iterated logarithm", Ann Math Stat 41:1397–1409, 1970; the "mixture martingale"). Under the null each
-  discordant block is a fair coin; the mixture of Bernoulli(θ) likelihood ratios over θ ~ Beta(a, a) is
-  ``B(a+g, a+l) / B(a, a) · 2^(g+l)`` for ``g`` gained and ``l`` lost blocks, a test martingale for any a.
-* :func:`anytime_p` — p_t = min(1, 1 / max_{s≤t} E_s), valid at any stopping time (Ramdas A, Grünwald P,
-  Vovk V, Shafer G, "Game-theoretic statistics and safe anytime-valid inference", Stat Sci 38:576–601, 2023).
-* :func:`betting_cs` — a confidence sequence for the mean of bounded observations (the paired difference of a
-  binary outcome lies in [−1, 1], of turns in [−max_turns, max_turns]): the hedged capital process with
-  predictable plug-in bets of Waudby-Smith I & Ramdas A, "Estimating means of bounded random variables by
-  betting", JRSS B 86:1–27, 2024 (§4, "Hedged capital" with λ^PrPl of eq. 26), on a grid of candidate means.
+  iterated logarithm", Ann Math Stat 41:1397–1409, 1970; the "mixture martingale"), with :func:`prior_for`
+  tuning its Beta(a, a) prior to min-effect.
+* :func:`anytime_p` — p_t = min(1, 1 / max_{s≤t} E_s) (Ramdas A, Grünwald P, Vovk V, Shafer G,
+  "Game-theoretic statistics and safe anytime-valid inference", Stat Sci 38:576–601, 2023).
+* :func:`betting_cs` — a confidence sequence for the mean of bounded observations (a paired binary difference
+  lies in [−1, 1], of turns in [−max_turns, max_turns]): the hedged capital process with predictable plug-in
+  bets of Waudby-Smith I & Ramdas A, "Estimating means of bounded random variables by betting", JRSS B
+  86:1–27, 2024 (§4, "Hedged capital" with λ^PrPl of eq. 26), on a grid of candidate means.
 * :func:`normal_mixture_cs` — the two-sided normal-mixture boundary for sub-Gaussian increments with a known
   scale (Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric, nonasymptotic confidence
   sequences", Ann Stat 49:1055–1080, 2021, eq. (14)).
-* :func:`futility_log_e` — the evidence for "no effect of interest": two e-processes, one against the
-  composite hypothesis "the cell's effect is at least +d" and one against "at most −d" (d = min-effect), each
-  the capital of a one-sided bet on the paired differences (a test supermartingale under every distribution of
-  its hypothesis: Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; Waudby-Smith & Ramdas 2024).
-  The bets are predictable and tuned to the alternative "no effect" (Δ = 0): the aGRAPA bet of Waudby-Smith &
-  Ramdas (2024), λ = (μ − m) / (σ² + (μ − m)²) against the mean m, with μ set to the alternative's 0 instead
-  of the running mean (a fixed alternative, as in the SPRT-like bets of Stark PB, "ALPHA: Audit that learns
-  from previously hand-audited ballots", Ann Appl Stat 17(1), 2023) and m = ±d, where
-  σ² + μ² is the second moment of a paired difference in {−1, 0, 1} — the rate of discordant blocks, whose
-  running (regularised) estimate is the only plug-in. Testing the alternative directly (rather than reading
-  a two-sided confidence sequence) makes the error on an effect well beyond d decay fast: a bet against
-  "Δ ≥ d" loses money steadily when Δ = 0.35.
-* :func:`holm_adjust` — Holm's step-down adjustment, vectorised over experiments; Holm on anytime-valid
-  p-values controls the family-wise error rate at any stopping time, because every p-value is valid there and
-  Holm needs no assumption on their dependence.
-* :func:`decide` — the per-cell decisions of a look: ``real``, ``no-effect`` (a draw: both futility
-  e-processes have reached 1/β, so by Ville's inequality a cell whose effect is at least d in either direction
-  is called a draw with probability at most β) or ``undecided``. Like a non-binding futility bound of a
-  group-sequential design, the draw costs power, never a false "real".
-* :func:`prior_for` — the Beta(a, a) mixing prior of :func:`discordant_log_e` tuned to min-effect: its spread
-  of the discordant success rate around ½ equals the shift an effect of exactly d makes at a base rate of ½,
-  so the mixture puts its weight where the effects worth finding are.
+* :func:`futility_log_e` — the evidence for "no effect of interest": one-sided bets against "effect ≥ +d" and
+  "effect ≤ −d" (Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; Waudby-Smith & Ramdas 2024), the
+  aGRAPA bet aimed at the fixed alternative Δ = 0, as in the SPRT-like bets of Stark PB, "ALPHA: Audit that
+  learns from previously hand-audited ballots", Ann Appl Stat 17(1), 2023. Testing the alternative directly
+  (rather than reading a two-sided confidence sequence) makes the error on an effect well beyond d decay
+  fast: a bet against "Δ ≥ d" loses money steadily when Δ = 0.35.
+* :func:`holm_adjust` — Holm's step-down adjustment, vectorised; on anytime-valid p-values it controls the
+  family-wise error rate at any stopping time, with no assumption on their dependence.
+* :func:`decide` — the per-cell decisions of a look: ``real``, ``no-effect`` (a draw) or ``undecided``. Like a
+  non-binding futility bound of a group-sequential design, the draw costs power, never a false "real".
 
 Every function is vectorised over leading axes (simulated experiments, cells) so the simulations that check
 these properties run the very code a real run uses. scipy gives the beta function (``scipy.special.betaln``).
