@@ -15,7 +15,13 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: Sections a report has only when the setup or the run has the data (the example setup has usage history and
 #: the demo runs with --aa, an A/A control; the synthetic run here has neither).
 NOISE_FLOOR = "## Noise floor (A/A)"
-CONDITIONAL = {"## Your own history (context, not part of the measurement)", NOISE_FLOOR}
+#: Sections only some runs have: history when the user has one, the noise floor with --aa, how far it
+#: generalizes when a cell is ranked (the binary fixture's C11 strips no layer this setup has).
+CONDITIONAL = {
+    "## Your own history (context, not part of the measurement)",
+    NOISE_FLOOR,
+    "## How far it generalizes",
+}
 VERDICT = re.compile(r"^(helps|hurts|mixed|draw)( \((costs|saves|adds) [^)]*\))?$")
 
 
