@@ -206,26 +206,26 @@ def test_cost_per_point_is_tokens_per_point_of_effect_for_a_piece_that_helps() -
 
 
 def test_the_e2e_plant_is_found_and_confirmed_with_margin() -> None:
-    """The e2e test's plant (the pitfall exactly when "hurts" is kept and "helps" cut, seven pieces, 16 rows × 2
-    repeats, the columns drawn twice from its --seed 11) is deterministic, so its figures are these: helps and
-    hurts at Holm-adjusted p ≈ 0.004 and 0.003 (α = 0.05), no null piece marked; removing "helps" from the
-    full setup fails all 8 stage blocks: exact p = 2/2⁸, under α even after Holm over the three confirmed
+    """The e2e test's plant (the pitfall exactly when "hurts" is kept and "helps" cut, seven pieces, 16 rows × 3
+    repeats, the columns drawn three times from its --seed 11) is deterministic, so its figures are these:
+    helps and hurts at Holm-adjusted p ≈ 0.003 (α = 0.05), no null piece marked; removing "helps" from the
+    full setup fails all 9 stage blocks: exact p = 2/2⁹, under α even after Holm over the three confirmed
     pieces."""
-    design = draw_columns(screening_design([f"p{i}" for i in range(7)]), 11, draws=2)
+    design = draw_columns(screening_design([f"p{i}" for i in range(7)]), 11, draws=3)
     outcomes = [
         Outcome(i, "t", r, float(not (design.rows[i][1] and not design.rows[i][0])))
-        for r in range(2)
+        for r in range(3)
         for i in design.rows_of(r)
     ]
     got = analyse(design, outcomes, binary=True)
     effects = got.pieces
-    assert got.method == "drawn-columns-conditional-randomization-test" and len(outcomes) == 32
+    assert got.method == "drawn-columns-conditional-randomization-test" and len(outcomes) == 48
     assert [e.verdict for e in effects[:2]] == ["helps", "hurts"]
     assert all(e.p_adjusted is not None and e.p_adjusted <= 0.05 / 3 for e in effects[:2]), effects[:2]
     assert all(e.verdict not in ("helps", "hurts") for e in effects[2:]), effects[2:]
-    removal = paired_binary([False] * 8, [True] * 8)  # the "no helps" cell against the full setup
+    removal = paired_binary([False] * 9, [True] * 9)  # the "no helps" cell against the full setup
     p = removal.p_value
-    assert p is not None and p == pytest.approx(2 / 2**8) and 3 * p <= 0.05
+    assert p is not None and p == pytest.approx(2 / 2**9) and 3 * p <= 0.05
     assert isinstance(removal.interval, Interval) and removal.interval.high < 0  # cell − control: a loss
 
 

@@ -9,12 +9,13 @@ answers with the task's pitfall word exactly when the "hurts" marker reached the
 the screening estimates), keeping "helps" adds +50 points of the pitfall-free rate and keeping "hurts" −50; the
 five null sections nothing. The screening design for seven pieces is the folded-over Plackett–Burman N=8 (16
 rows a repeat) with its columns drawn at random from the run's seed, once per repeat (docs/PIECES.md#drawn):
-the control and 2 × 15 drawn rows, 31 cells; two repeats of one task are 32 sessions, one turn each. The
-conditional randomization test marks helps and hurts at Holm-adjusted p ≈ 0.004 and 0.003 (α = 0.05) and no
-null piece (``tests/test_piece_run.py`` checks these figures for this seed). The stage then confirms "helps"
-and "hurts" (real at screening) and "null 0" (named): the control and their three cells in 32 // 4 = 8
-blocks, 32 sessions. Removing "helps" from the full setup fails every block (exact test p = 2/2⁸, Holm over
-three: 0.023); removing "hurts" or "null 0" changes nothing. The run skips its probe-first step (more CLI starts): the probe of piece
+the control and 3 × 15 drawn rows, 46 cells; three repeats of one task are 48 sessions, one turn each. The
+conditional randomization test marks helps and hurts at Holm-adjusted p ≈ 0.003 (α = 0.05) and no null piece
+(``tests/test_piece_run.py`` checks these figures for this seed). The stage then confirms "helps" and "hurts"
+(real at screening) and "null 0" (named), and estimates the interaction of the two real ones: the control,
+their three one-out cells and the cell without both in 48 // 5 = 9 blocks, 45 sessions. Removing "helps" from
+the full setup fails every block (exact test p = 2/2⁹, Holm over three: 0.012); removing "hurts" or "null 0"
+changes nothing; helps × hurts is a synergy (+100 pts a block: "helps" matters only where "hurts" is kept). The run skips its probe-first step (more CLI starts): the probe of piece
 cells, a faithful one and a deliberately wrong cut, is tested in ``tests/test_pieces_e2e.py``.
 """
 
@@ -37,9 +38,9 @@ NULLS = [f"NULLMARK-{i}" for i in range(5)]
 BAD = "BADWORD-9q"
 SECTIONS = [("Helps", HELP), ("Hurts", HURT)] + [(f"Null {i}", m) for i, m in enumerate(NULLS)]
 PIECES = [f"user-claude-md#{title.lower().replace(' ', '-')}" for title, _ in SECTIONS]
-REPEATS = 2
+REPEATS = 3
 SESSIONS = 16 * REPEATS
-STAGE = 4 * 8
+STAGE = 5 * 9
 
 TASK = f"""schema_version = 1
 id = "say-hello"
@@ -109,10 +110,10 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
         "--confirm", PIECES[2], "--repeats", str(REPEATS),
     )  # fmt: skip
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
-    # the design's columns are drawn from the run's seed, once per repeat: the control and 2 × 15 drawn rows
+    # the design's columns are drawn from the run's seed, once per repeat: the control and 3 × 15 drawn rows
     assert manifest["design"]["kind"] == "screening" and manifest["design"]["drawn"] == 11
     # then a one-out cell per piece for the stage and a both-removed cell per pair of pieces
-    assert len(manifest["design"]["rows"]) == 31 and len(manifest["cells"]) == 31 + 7 + 21
+    assert len(manifest["design"]["rows"]) == 46 and len(manifest["cells"]) == 46 + 7 + 21
     assert report_method(run_dir) == "drawn-columns-conditional-randomization-test"
     assert [p["id"] for p in manifest["design"]["pieces"]] == PIECES
     plan = [orjson.loads(line) for line in (run_dir / "plan.jsonl").read_bytes().splitlines()]
@@ -129,7 +130,7 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
     assert helps["ci_low"] > 0 and helps["tokens_per_point"] > 0
     # confirmed: removing "helps" from the full setup loses the pass rate, with an interval above 0
     removal = helps["removal"]
-    assert removal["verdict"] == "helps" and removal["blocks"] == 8, removal
+    assert removal["verdict"] == "helps" and removal["blocks"] == 9, removal
     assert removal["effect"] > 0 and removal["ci_low"] > 0 and removal["p_adjusted"] <= 0.05
     # the named null piece is confirmed too, and removing it changes nothing
     named = rows[PIECES[2]]
@@ -145,6 +146,9 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
     general = report["generalization"]
     assert general["tasks"] == 1 and general["tasks_needed"] == 9
     assert "it needs at least 9" in general["subjects"][0]["sentence"] and "## How far it generalizes" in md
+    # the two real pieces' interaction: helps matters only where hurts is kept
+    (pair,) = report["interactions"]
+    assert pair["pieces"] == PIECES[:2] and pair["verdict"] == "synergy" and pair["blocks"] == 9, pair
     print(f"piece run: {SESSIONS + STAGE} sessions in {wall:.0f}s wall")
 
 
