@@ -23,6 +23,7 @@ from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import Report
 from ablate.report.paired import holm_real, interval, not_computable
+from ablate.report.pieces import fmt_interval
 from ablate.stats.resampling import paired_mean
 
 KEY = "interactions"
@@ -129,11 +130,6 @@ def render(report: Report, page: Page) -> list[Block]:
         return []
     metric = report.primary_metric
 
-    def ci(r: dict[str, Any]) -> str:
-        if r["ci_low"] is None or r["ci_high"] is None:
-            return "not computable"
-        return f"[{fmt_delta(metric, r['ci_low'])}, {fmt_delta(metric, r['ci_high'])}]"
-
     return [
         Heading("Interactions: pieces that work together"),
         Para(
@@ -148,7 +144,7 @@ def render(report: Report, page: Page) -> list[Block]:
                     " + ".join(r["pieces"]),
                     fmt_delta(metric, r["together"]),
                     fmt_delta(metric, r["effect"]),
-                    ci(r),
+                    fmt_interval(metric, r["ci_low"], r["ci_high"]),
                     "—" if r["p_adjusted"] is None else f"{r['p_adjusted']:.3g}",
                     r["verdict"],
                 ]

@@ -22,6 +22,7 @@ from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import Report
 from ablate.report.paired import holm_real, interval, not_computable
+from ablate.report.pieces import fmt_interval
 from ablate.stats.resampling import paired_mean
 
 KEY = "layer_interactions"
@@ -117,11 +118,6 @@ def render(report: Report, page: Page) -> list[Block]:
         return []
     metric = report.primary_metric
 
-    def ci(r: dict[str, Any]) -> str:
-        if r["ci_low"] is None or r["ci_high"] is None:
-            return "not computable"
-        return f"[{fmt_delta(metric, r['ci_low'])}, {fmt_delta(metric, r['ci_high'])}]"
-
     return [
         Heading("Layer interactions: leave-one-out against leave-one-in"),
         Para(
@@ -137,7 +133,7 @@ def render(report: Report, page: Page) -> list[Block]:
                     fmt_delta(metric, r["leave_one_out"]),
                     fmt_delta(metric, r["leave_one_in"]),
                     fmt_delta(metric, r["interaction"]),
-                    ci(r),
+                    fmt_interval(metric, r["ci_low"], r["ci_high"]),
                     "—" if r["p_adjusted"] is None else f"{r['p_adjusted']:.3g}",
                     r["verdict"],
                 ]

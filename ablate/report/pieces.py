@@ -224,7 +224,7 @@ def piece_caveat(report: Report, manifest: RunManifest) -> Caveat | None:
     return Caveat(id="pieces", text=text)
 
 
-def _fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
+def fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
     if lo is None or hi is None:
         return "not computable"
     return f"[{fmt_delta(metric, lo)}, {fmt_delta(metric, hi)}]"
@@ -244,7 +244,7 @@ def piece_sentence(r: PieceRow, metric: str) -> str:
         + ", "
         + words.get(headline(r), "neither an effect nor its absence was established")
         + f"; keeping it moves {METRIC_LABELS.get(metric, metric)} by {effect} "
-        + _fmt_interval(metric, r.ci_low, r.ci_high)
+        + fmt_interval(metric, r.ci_low, r.ci_high)
         + "."
     )
 
@@ -266,7 +266,7 @@ def _removal_cell(metric: str, row: PieceRow) -> str:
         return "–"
     if r.effect is None:
         return f"not computable ({r.reason})" if r.reason else "not computable"
-    return f"{fmt_delta(metric, r.effect)} {_fmt_interval(metric, r.ci_low, r.ci_high)}, Holm p {fmt_p(r.p_adjusted)}"
+    return f"{fmt_delta(metric, r.effect)} {fmt_interval(metric, r.ci_low, r.ci_high)}, Holm p {fmt_p(r.p_adjusted)}"
 
 
 def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
@@ -282,7 +282,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
             r.kind,
             f"{r.tokens}" + ("" if r.tokens_source == "request" else " (est.)"),
             "–" if r.effect is None else fmt_delta(metric, r.effect),
-            _fmt_interval(metric, r.ci_low, r.ci_high),
+            fmt_interval(metric, r.ci_low, r.ci_high),
             fmt_p(r.p_adjusted),
             _verdict_cell(r),
             *([_removal_cell(metric, r)] if confirmed else []),
