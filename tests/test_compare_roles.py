@@ -42,7 +42,7 @@ def test_roles_are_recognised_from_the_content_in_any_order(tmp_path: Path, orde
     arms = build_arms([f"{r[:3]}={files[r]}" for r in order])
     roles = layout_roles(arms)
     assert roles is not None and roles.found_by == "content"
-    assert (roles.original.name, roles.moved.name, roles.duplicated.name) == ("ori", "mov", "dup")
+    assert (roles.original, roles.moved, roles.duplicated) == ("ori", "mov", "dup")
     assert "recognised from the content" in roles.line()
 
 
@@ -54,7 +54,7 @@ def test_hand_made_layouts_with_other_blank_lines_and_an_inserted_repeat_are_rec
     (tmp_path / "c.md").write_text("# R\n\nalpha\nbeta\nalpha\n\ngamma\n")  # one line repeated in place
     roles = layout_roles(build_arms([str(tmp_path / n) for n in ("c.md", "b.md", "a.md")]))
     assert roles is not None
-    assert (roles.original.name, roles.moved.name, roles.duplicated.name) == ("a", "b", "c")
+    assert (roles.original, roles.moved, roles.duplicated) == ("a", "b", "c")
 
 
 def test_three_unrelated_files_get_no_roles(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_roles_option_assigns_roles_in_arm_order_and_is_checked(tmp_path: Path) 
     arms = build_arms([str(files["moved"]), str(files["original"]), str(files["duplicated"])])
     roles = layout_roles(arms, parse_roles("moved, original,duplicated"))
     assert roles is not None and roles.found_by == "roles option"
-    assert roles.original.name == "original-layout" and roles.moved.name == "moved-layout"
+    assert roles.original == "original-layout" and roles.moved == "moved-layout"
     for bad in ("original,moved", "original,moved,moved", "first,second,third"):
         with pytest.raises(UsageError, match="--roles"):
             parse_roles(bad)

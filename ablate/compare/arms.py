@@ -173,28 +173,10 @@ ROLES: tuple[Role, Role, Role] = ("original", "moved", "duplicated")
 RolesFrom = Literal["block", "roles option", "content"]
 
 
-@dataclass(frozen=True)
-class LayoutRoles:
-    """The three arms of a layout experiment, by role, and how the roles were found."""
+def _roles(original: Arm, moved: Arm, duplicated: Arm, found_by: RolesFrom) -> RolesInfo:
+    from ablate.compare.model import RolesInfo  # pydantic: loaded only when needed
 
-    original: Arm
-    moved: Arm
-    duplicated: Arm
-    found_by: RolesFrom
-
-    def info(self) -> RolesInfo:
-        """compare.json's ``roles``: the arms' names."""
-        from ablate.compare.model import RolesInfo  # pydantic: loaded only when needed
-
-        return RolesInfo(
-            original=self.original.name,
-            moved=self.moved.name,
-            duplicated=self.duplicated.name,
-            found_by=self.found_by,
-        )
-
-    def line(self) -> str:
-        return self.info().line()
+    return RolesInfo(original=original.name, moved=moved.name, duplicated=duplicated.name, found_by=found_by)
 
 
 def parse_roles(text: str) -> tuple[Role, Role, Role]:
@@ -225,7 +207,7 @@ def _repeats(original: list[str], duplicated: list[str]) -> bool:
     return bool(extra) and not Counter(original) - Counter(duplicated) and all(line in have for line in extra)
 
 
-def _by_content(arms: Sequence[Arm]) -> LayoutRoles | None:
+def _by_content(arms: Sequence[Arm]) -> RolesInfo | None:
     """moved: the original's lines in another order; duplicated: the original's lines plus repeated ones, in the
     original's order (a tie between two candidate originals goes to the one the duplicated file starts with)."""
     lines = {a.name: _lines(a.rendered.data) for a in arms}
@@ -239,17 +221,17 @@ def _by_content(arms: Sequence[Arm]) -> LayoutRoles | None:
     if len(found) != 1:
         return None
     o, m, d = found[0]
-    return LayoutRoles(o, m, d, "content")
+    return _roles(o, m, d, "content")
 
 
-def layout_roles(arms: Sequence[Arm], roles: Sequence[Role] | None = None) -> LayoutRoles | None:
+def layout_roles(arms: Sequence[Arm], roles: Sequence[Role] | None = None) -> RolesInfo | None:
     """The layout experiment's three arms by role: given by ``roles`` (one per arm, in order), made by
     ``--block`` (one source file, one block), or recognised from three files' content; else None."""
     if roles is not None:
         if len(arms) != 3:
             raise UsageError(f"--roles names three arms; this comparison has {len(arms)}")
         by_role = dict(zip(roles, arms, strict=True))
-        return LayoutRoles(by_role["original"], by_role["moved"], by_role["duplicated"], "roles option")
+        return _roles(by_role["original"], by_role["moved"], by_role["duplicated"], "roles option")
     if len(arms) != 3:
         return None
     by_op = {a.variant.op: a for a in arms}
@@ -257,5 +239,5 @@ def layout_roles(arms: Sequence[Arm], roles: Sequence[Role] | None = None) -> La
         sources = {a.variant.source for a in arms}
         selectors = {str(a.variant.selector) for a in arms if a.variant.selector is not None}
         if len(sources) == 1 and len(selectors) == 1:
-            return LayoutRoles(by_op["original"], by_op["move"], by_op["duplicate"], "block")
+            return _roles(by_op["original"], by_op["move"], by_op["duplicate"], "block")
     return _by_content(arms)

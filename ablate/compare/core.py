@@ -37,7 +37,7 @@ import orjson
 
 from ablate import __version__
 from ablate.compare import analysis as an
-from ablate.compare.arms import Arm, LayoutRoles, build_arms, layout_roles, parse_roles
+from ablate.compare.arms import Arm, build_arms, layout_roles, parse_roles
 from ablate.compare.executors import Execution, Executor, ItemOutcome, WorkItem
 from ablate.compare.ledger import (
     append_ledger,
@@ -47,7 +47,7 @@ from ablate.compare.ledger import (
     read_ledger,
     task_set_sha256,
 )
-from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport, Estimate
+from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport, Estimate, RolesInfo
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_MODEL
 from ablate.core.errors import OutputExists, RunFolderError, UsageError
@@ -92,7 +92,7 @@ class PreparedCompare:
     estimate: Estimate
     compare_id: str
     notes: list[str] = field(default_factory=list)
-    roles: LayoutRoles | None = None
+    roles: RolesInfo | None = None
     """The layout experiment's roles, when the arms are one (their decomposition is then computed)."""
 
     @property
@@ -229,7 +229,7 @@ def analyse(
     roles = prep.roles
     decomposition = None
     if roles is not None:
-        parts = an.decomposition(contrasts, roles.original.name, roles.moved.name, roles.duplicated.name)
+        parts = an.decomposition(contrasts, roles.original, roles.moved, roles.duplicated)
         decomposition = {k: e.model_dump(mode="json") for k, e in parts.items()}
     regressions = [
         c.model_dump(mode="json")
@@ -243,7 +243,7 @@ def analyse(
             "contrasts": [c.model_dump(mode="json") for c in contrasts],
             "holdout_contrasts": holdout_contrasts,
             "decomposition": decomposition,
-            "roles": roles.info() if roles is not None else None,
+            "roles": roles,
             "regressions": regressions,
             "verdicts": verdicts,
             "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),

@@ -14,6 +14,7 @@ forest plot (:func:`ablate.report.plots.draw_interval`): a piece run's answer, f
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -100,19 +101,9 @@ def piece_rows(record: PieceDesignRecord, effects: Sequence[PieceEffect], *, bin
     by_id = {p.id: p for p in record.pieces}
     return [
         PieceRow(
-            id=e.id,
-            layer=by_id[e.id].layer,
-            kind=by_id[e.id].kind,
-            tokens=by_id[e.id].tokens,
-            tokens_source=by_id[e.id].tokens_source,
-            effect=e.effect,
-            ci_low=e.ci_low,
-            ci_high=e.ci_high,
-            p=e.p,
-            p_adjusted=e.p_adjusted,
-            verdict=e.verdict,
+            **asdict(e),
+            **by_id[e.id].model_dump(include={"layer", "kind", "tokens", "tokens_source"}),
             tokens_per_point=cost_per_point(by_id[e.id].tokens, e.effect, e.verdict, binary),
-            reason=e.reason,
         )
         for e in effects
     ]

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ablate.core.errors import RunFolderError, UsageError
+from ablate.core.errors import UsageError
 from ablate.folder.adaptive import (
     ADAPTIVE_FILE,
     AdaptiveOptions,
@@ -40,9 +40,9 @@ from ablate.folder.adaptive import (
     read_state,
     write_state,
 )
-from ablate.folder.layout import PlanItem, RunFolder, RunManifest, item_id, utcnow
+from ablate.folder.layout import PlanItem, RunFolder, RunManifest, utcnow
 from ablate.folder.result import ItemResult, iter_results
-from ablate.run.plan import block_order
+from ablate.run.plan import next_round_items
 from ablate.stats.adaptive import analyse
 
 if TYPE_CHECKING:
@@ -108,26 +108,6 @@ def start_state(folder: RunFolder, manifest: RunManifest, options: AdaptiveOptio
     folder.write_plan([])
     write_state(folder, state)
     return state
-
-
-def next_round_items(
-    manifest: RunManifest, plan: Sequence[PlanItem], cells: Sequence[str], repeat: int
-) -> list[PlanItem]:
-    """The plan items of round ``repeat`` for ``cells`` (the control included), each block in its own shuffle."""
-    items: list[PlanItem] = []
-    order = max((p.order for p in plan), default=-1) + 1
-    known = {p.item for p in plan}
-    design = manifest.design
-    if design is not None and design.drawn is not None and design.screens(repeat):
-        runs = set(design.cells_in(repeat))  # a drawn design's round runs the control and one draw
-        cells = [c for c in cells if c in runs]
-    for t in manifest.tasks:
-        for c in block_order(cells, seed=manifest.seed, task=t.id, repeat=repeat):
-            iid = item_id(t.id, c, repeat)
-            if iid in known:
-                raise RunFolderError(f"plan.jsonl already holds {iid}: an adaptive round never runs twice")
-            items.append(PlanItem(item=iid, task=t.id, cell=c, repeat=repeat, order=order + len(items)))
-    return items
 
 
 def run_adaptive(

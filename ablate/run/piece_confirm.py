@@ -27,6 +27,7 @@ from ablate.folder.adaptive import read_state
 from ablate.folder.design import ConfirmPlan
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest
 from ablate.folder.result import ItemResult, iter_results
+from ablate.run.plan import next_round_items
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.piece_cells import MAX_ROWS
 from ablate.setup.piece_cut import select_pieces
@@ -190,8 +191,6 @@ def stage_items(
 ) -> tuple[list[PlanItem], str | None]:
     """The confirmation stage's plan items after the screening, and a line saying what it confirms (no items:
     no stage, or it is planned already)."""
-    from ablate.run.adaptive import next_round_items
-
     record = manifest.design
     stage = record.confirm if record is not None else None
     if record is None or stage is None or manifest.shard is not None:

@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ablate.core.errors import UsageError
-from ablate.folder.layout import PlanItem, item_id
+from ablate.core.errors import RunFolderError, UsageError
+from ablate.folder.layout import PlanItem, RunManifest, item_id
 
 #: Assumed size of one API call when nothing has been observed yet: Claude Code's system prompt, tool
 #: definitions and a short conversation come to ~21k input tokens (measured: a one-word answer reports
@@ -146,3 +146,23 @@ def plan_sha256(items: Iterable[PlanItem]) -> str:
 def new_seed() -> int:
     """A fresh order seed (recorded in the manifest)."""
     return random.SystemRandom().randrange(1, 2**31)
+
+
+def next_round_items(
+    manifest: RunManifest, plan: Sequence[PlanItem], cells: Sequence[str], repeat: int
+) -> list[PlanItem]:
+    """The plan items of round ``repeat`` for ``cells`` (the control included), each block in its own shuffle."""
+    items: list[PlanItem] = []
+    order = max((p.order for p in plan), default=-1) + 1
+    known = {p.item for p in plan}
+    design = manifest.design
+    if design is not None and design.drawn is not None and design.screens(repeat):
+        runs = set(design.cells_in(repeat))  # a drawn design's round runs the control and one draw
+        cells = [c for c in cells if c in runs]
+    for t in manifest.tasks:
+        for c in block_order(cells, seed=manifest.seed, task=t.id, repeat=repeat):
+            iid = item_id(t.id, c, repeat)
+            if iid in known:
+                raise RunFolderError(f"plan.jsonl already holds {iid}: an adaptive round never runs twice")
+            items.append(PlanItem(item=iid, task=t.id, cell=c, repeat=repeat, order=order + len(items)))
+    return items

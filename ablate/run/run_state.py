@@ -1,6 +1,6 @@
 """One scheduler pass's state, in one object: what is pending, done and failed, the spend, the rate-limit
 pauses, the running sessions. :meth:`RunState.read` makes it once from the run folder when the pass starts;
-the :class:`~ablate.run.scheduler.Runner`'s dispatch loop and :func:`~ablate.run.finalise.finalise` update it;
+the :class:`~ablate.run.scheduler.Runner`'s dispatch loop and :meth:`Runner._finalise <ablate.run.scheduler.Runner>` update it;
 progress snapshots and the summary are read from it.
 """
 
@@ -68,7 +68,7 @@ class RunState:
     stop_at: float | None = None
     """When a stop was requested."""
     final: Outcome = "interrupted"
-    """How the pass ended (set by :func:`~ablate.run.finalise.finalise`)."""
+    """How the pass ended (set by :meth:`Runner._finalise <ablate.run.scheduler.Runner>`)."""
 
     @classmethod
     def read(

@@ -52,7 +52,6 @@ from ablate.folder.result import COMPLETE_STATUSES, write_result
 from ablate.isolate.backend import CellEnv, EnvBackend
 from ablate.mine.model import SessionResult
 from ablate.run.envpool import EnvPool
-from ablate.run.finalise import finalise
 from ablate.run.hooks import TreeHook
 from ablate.run.run_state import RunState
 from ablate.run.schedule_types import (
@@ -178,8 +177,56 @@ class Runner:
             self._kill_running(st)
             raise
         finally:
-            finalise(self, st, pool, sessions, watchdog, fatal=fatal, outcome=outcome)
+            self._finalise(st, pool, sessions, watchdog, fatal=fatal, outcome=outcome)
         return st.summary(self.folder, self.clock())
+
+    def _finalise(
+        self,
+        st: RunState,
+        pool: EnvPool,
+        sessions: ThreadPoolExecutor,
+        watchdog: Watchdog,
+        *,
+        fatal: BaseException | None,
+        outcome: Outcome | None,
+    ) -> None:
+        """The end of a pass, however it ends: running sessions finish (or were killed) and their results are
+        written, the environments are removed (a kept pool is left to its owner), the plan is flushed and the
+        manifest records the outcome; sets ``st.final``. A finished session that could not be recorded raises
+        :class:`RunFolderError` (unless another exception is on its way): it would silently run again on resume."""
+        write_errors: list[BaseException] = []
+        for fut in list(st.running):
+            try:
+                res = fut.result()
+            except Exception as exc:  # the worker itself failed: the item stays pending
+                write_errors.append(exc)
+                continue
+            try:
+                self.handle(st, res)
+            except Exception as exc:
+                write_errors.append(exc)
+        st.running.clear()
+        sessions.shutdown(wait=True)
+        self.flush_plan(st, force=True)
+        if self.owns_pool:
+            pool.close()
+        watchdog.close()
+        if fatal is not None:
+            return
+        if write_errors:
+            raise RunFolderError(
+                f"{self.folder.root}: could not record {len(write_errors)} finished session(s): {write_errors[0]}",
+                hint="fix the cause (disk full? permissions?) and resume; the transcripts are kept",
+            ) from write_errors[0]
+        final: Outcome = outcome or ("failed-items" if st.failed else "finished")
+        if final == "finished" and st.pending:
+            final = "failed-items"
+        st.final = final
+        manifest = self.manifest
+        last = manifest.sessions[-1].model_copy(update={"finished_at": utcnow(), "outcome": final})
+        self.manifest = manifest.model_copy(update={"sessions": [*manifest.sessions[:-1], last]})
+        write_manifest(self.folder, self.manifest)
+        self.emit(st, "finished")
 
     def _record_invocation(self) -> None:
         """Record this invocation in the manifest."""
