@@ -264,7 +264,9 @@ def _populate(
     result.notes.extend(plan.notes)
     if result.dirty:
         result.notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
-    prints = cell_prints(setup, catalog, result)
+    prints = cell_prints(
+        setup, catalog, config_dir=result.config_dir, memory_slug=result.memory_slug, cwd=result.cwd
+    )
     result.fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
     result.mismatches = kept_mismatches(setup_prints(setup, catalog, setup_layers), cell, prints)
     result.notes.extend(mismatch_lines(result.mismatches))

@@ -8,32 +8,31 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ablate.isolate.shadow_home import ACCOUNT as ACCOUNT_FILE
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, layer_hash, resolve_layer
 from ablate.setup.load import Setup
 
-if TYPE_CHECKING:
-    from ablate.isolate.environment import CellEnvironment
-
 #: A layer as a cell holds it: its fingerprint and each file's (and key's) digest, comparable with the setup's.
 CopyPrint = tuple[str, dict[str, str]]
 
 
-def cell_prints(setup: Setup, catalog: Catalog, env: CellEnvironment) -> dict[str, CopyPrint]:
+def cell_prints(
+    setup: Setup, catalog: Catalog, *, config_dir: Path, memory_slug: str, cwd: Path
+) -> dict[str, CopyPrint]:
     """Every layer as the cell contains it, with the cell's config path mapped back to the real one (and
     the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint and digests
     ``resolve_layer`` gives for the real setup."""
-    undo = [(str(env.config_dir), str(setup.config_dir)), *canonical_paths(setup)]
-    rel_undo = (f"projects/{env.memory_slug}/", f"projects/{setup.memory_slug}/")
+    undo = [(str(config_dir), str(setup.config_dir)), *canonical_paths(setup)]
+    rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
     out: dict[str, CopyPrint] = {}
     for layer in catalog:
         if layer.side == "config":
-            out[layer.id] = _fingerprint(layer, env.config_dir, env.memory_slug, undo, rel_undo)
+            out[layer.id] = _fingerprint(layer, config_dir, memory_slug, undo, rel_undo)
         else:
-            out[layer.id] = _fingerprint(layer, env.cwd, setup.memory_slug, undo)
+            out[layer.id] = _fingerprint(layer, cwd, setup.memory_slug, undo)
     return out
 
 
