@@ -25,6 +25,7 @@ from ablate.report.blocks import Block, Heading, Para, Table
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import METRIC_LABELS, Report
+from ablate.report.paired import fmt_holm
 from ablate.report.pieces import outcomes_of
 from ablate.stats.multiplicity import holm
 from ablate.stats.screening import DesignError, design_of
@@ -168,7 +169,7 @@ def render(report: Report, page: Page) -> list[Block]:
     table_rows = []
     for s in subjects:
         by = {t["task"]: t["effect"] for t in s["per_task"]}
-        p = "—" if s["p_adjusted"] is None else f"{s['p_adjusted']:.3g}"
+        p = fmt_holm(s["p_adjusted"])
         table_rows.append(
             [
                 s["subject"],

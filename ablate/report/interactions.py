@@ -22,9 +22,8 @@ from ablate.report.blocks import Block, Heading, Para, Table
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import Report
-from ablate.report.paired import holm_real, interval, not_computable
+from ablate.report.paired import fmt_holm, zero_tests
 from ablate.report.pieces import fmt_interval
-from ablate.stats.resampling import paired_mean
 
 KEY = "interactions"
 
@@ -43,49 +42,26 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
 
     full = values(record.rows[0].cell)
     found: list[dict[str, Any]] = []
+    diffs: list[list[float]] = []
     for key, cell in stage.pairs.items():
         a, b = key.split("+")
         if cell not in ran or stage.cells.get(a) not in ran or stage.cells.get(b) not in ran:
             continue
         no_a, no_b, neither = values(stage.cells[a]), values(stage.cells[b]), values(cell)
         both = [k for k in blocks if all(k in v for v in (full, no_a, no_b, neither))]
-        d = [full[k] - no_a[k] - no_b[k] + neither[k] for k in both]
-        mean = {
+        diffs.append([full[k] - no_a[k] - no_b[k] + neither[k] for k in both])
+        found.append({
+            "pieces": [a, b],
             "together": _mean([full[k] - neither[k] for k in both]),
-            "alone": {
-                a: _mean([no_b[k] - neither[k] for k in both]),
-                b: _mean([no_a[k] - neither[k] for k in both]),
-            },
-            "removing": {
-                a: _mean([full[k] - no_a[k] for k in both]),
-                b: _mean([full[k] - no_b[k] for k in both]),
-            },
-        }
-        result = paired_mean(d, [0.0] * len(d), level=1 - ctx.alpha, seed=ctx.manifest.seed % 2**32)
-        found.append({"pieces": [a, b], "result": result, **mean})
-    marked = holm_real([(f["result"].p_value, f["result"].delta) for f in found], ctx.alpha)
+            "alone": {a: _mean([no_b[k] - neither[k] for k in both]), b: _mean([no_a[k] - neither[k] for k in both])},
+            "removing": {a: _mean([full[k] - no_a[k] for k in both]), b: _mean([full[k] - no_b[k] for k in both])},
+        })  # fmt: skip
     higher = ctx.primary in HIGHER_IS_BETTER
     rows = []
-    for f, (p_adjusted, real) in zip(found, marked, strict=True):
-        r = f.pop("result")
-        lo, hi, _method = interval(r)
-        effect = r.delta
-        verdict = "not shown"
-        if real and effect:
-            verdict = "synergy" if (effect > 0) == higher else "overlap"
-        row = {
-            "pieces": f["pieces"],
-            "effect": effect,
-            "ci_low": lo,
-            "ci_high": hi,
-            "p_adjusted": p_adjusted,
-            "verdict": verdict,
-            "blocks": r.n_pairs,
-            "together": f["together"],
-            "alone": f["alone"],
-            "removing": f["removing"],
-            "reason": "; ".join(not_computable(r)) or None,
-        }
+    for f, t in zip(found, zero_tests(diffs, alpha=ctx.alpha, seed=ctx.manifest.seed), strict=True):
+        real, effect = t.pop("real"), t["effect"]
+        verdict = ("synergy" if (effect > 0) == higher else "overlap") if real and effect else "not shown"
+        row = {**f, **t, "verdict": verdict}
         row["sentence"] = sentence(row, ctx.primary, record.min_effect)
         rows.append(row)
     return {KEY: rows} if rows else {}
@@ -105,7 +81,7 @@ def sentence(row: dict[str, Any], metric: str, min_effect: float) -> str:
     alone, removing = row["alone"], row["removing"]
     if row["effect"] is None:
         return f"{a} and {b}: no block has all four of their cells scored."
-    p = "not computable" if row["p_adjusted"] is None else f"{row['p_adjusted']:.3g}"
+    p = fmt_holm(row["p_adjusted"], "not computable")
     figures = (
         f"together they give {fmt(row['together'])}, {a} alone {fmt(alone[a])}, {b} alone {fmt(alone[b])}; "
         f"interaction {fmt(row['effect'])} (Holm p {p}, {row['blocks']} blocks)"
@@ -145,7 +121,7 @@ def render(report: Report, page: Page) -> list[Block]:
                     fmt_delta(metric, r["together"]),
                     fmt_delta(metric, r["effect"]),
                     fmt_interval(metric, r["ci_low"], r["ci_high"]),
-                    "—" if r["p_adjusted"] is None else f"{r['p_adjusted']:.3g}",
+                    fmt_holm(r["p_adjusted"]),
                     r["verdict"],
                 ]
                 for r in rows

@@ -21,9 +21,8 @@ from ablate.report.blocks import Block, Heading, Para, Table
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import Report
-from ablate.report.paired import holm_real, interval, not_computable
+from ablate.report.paired import fmt_holm, zero_tests
 from ablate.report.pieces import fmt_interval
-from ablate.stats.resampling import paired_mean
 
 KEY = "layer_interactions"
 
@@ -63,36 +62,29 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         return side_values(ctx.items.scored, cell, ctx.primary)
 
     full = values(ctx.control.id)
-    got = []
+    got, diffs = [], []
     for layer, out_cell, in_cell, nothing in found:
         without, alone, none = values(out_cell.id), values(in_cell.id), values(nothing.id)
         both = [b for b in blocks if all(b in v for v in (full, without, alone, none))]
         loo = [full[b] - without[b] for b in both]
         loi = [alone[b] - none[b] for b in both]
-        d = [x - y for x, y in zip(loo, loi, strict=True)]
-        result = paired_mean(d, [0.0] * len(d), level=1 - ctx.alpha, seed=ctx.manifest.seed % 2**32)
-        got.append((layer, [out_cell.id, in_cell.id, nothing.id], loo, loi, result))
-    marked = holm_real([(r.p_value, r.delta) for *_x, r in got], ctx.alpha)
-    higher = ctx.primary in HIGHER_IS_BETTER
-    rows = []
-    for (layer, cells, loo, loi, r), (p_adjusted, real) in zip(got, marked, strict=True):
-        lo, hi, _m = interval(r)
-        verdict = "not shown"
-        if real and r.delta:
-            verdict = "needs the others" if (r.delta > 0) == higher else "does more alone"
-        row = {
+        diffs.append([x - y for x, y in zip(loo, loi, strict=True)])
+        got.append({
             "layer": layer,
-            "cells": cells,
+            "cells": [out_cell.id, in_cell.id, nothing.id],
             "leave_one_out": float(np.mean(loo)) if loo else None,
             "leave_one_in": float(np.mean(loi)) if loi else None,
-            "interaction": r.delta,
-            "ci_low": lo,
-            "ci_high": hi,
-            "p_adjusted": p_adjusted,
-            "verdict": verdict,
-            "blocks": r.n_pairs,
-            "reason": "; ".join(not_computable(r)) or None,
-        }
+        })  # fmt: skip
+    higher = ctx.primary in HIGHER_IS_BETTER
+    rows = []
+    for g, t in zip(got, zero_tests(diffs, alpha=ctx.alpha, seed=ctx.manifest.seed), strict=True):
+        real, effect = t.pop("real"), t.pop("effect")
+        verdict = (
+            ("needs the others" if (effect > 0) == higher else "does more alone")
+            if real and effect
+            else "not shown"
+        )
+        row = {**g, "interaction": effect, **t, "verdict": verdict}
         row["sentence"] = sentence(row, ctx.primary)
         rows.append(row)
     return {KEY: rows}
@@ -102,7 +94,7 @@ def sentence(row: dict[str, Any], metric: str) -> str:
     """``skills: removing it from everything loses 40 pts, alone it adds 5 pts: it needs the others (…)``."""
     if row["interaction"] is None:
         return f"{row['layer']}: no block has all four of its cells scored."
-    p = "not computable" if row["p_adjusted"] is None else f"{row['p_adjusted']:.3g}"
+    p = fmt_holm(row["p_adjusted"], "not computable")
     said = (
         f"{row['layer']}: beside the rest it does {fmt_delta(metric, row['leave_one_out'])} (whole setup − "
         f"without it), alone {fmt_delta(metric, row['leave_one_in'])} (only it − nothing); total interaction "
@@ -134,7 +126,7 @@ def render(report: Report, page: Page) -> list[Block]:
                     fmt_delta(metric, r["leave_one_in"]),
                     fmt_delta(metric, r["interaction"]),
                     fmt_interval(metric, r["ci_low"], r["ci_high"]),
-                    "—" if r["p_adjusted"] is None else f"{r['p_adjusted']:.3g}",
+                    fmt_holm(r["p_adjusted"]),
                     r["verdict"],
                 ]
                 for r in rows

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ablate.folder.metrics import metric_named
 from ablate.stats import Interval, NotComputable, PairedResult, holm, paired_binary, paired_mean
@@ -74,4 +75,29 @@ def not_computable(r: PairedResult) -> list[str]:
     return list(dict.fromkeys(x.reason for x in (r.p, r.interval) if isinstance(x, NotComputable)))
 
 
-__all__ = ["Block", "Pairs", "holm_real", "interval", "not_computable", "pair_blocks", "paired_test"]
+def zero_tests(diffs: Sequence[Sequence[float]], *, alpha: float, seed: int) -> list[dict[str, Any]]:
+    """Per subject, its per-block values tested against 0 (mean, t interval, sign-flip p), Holm over the
+    subjects: the row fields the interaction sections share (``effect``, ``real`` and the interval's)."""
+    results = [paired_mean(list(d), [0.0] * len(d), level=1 - alpha, seed=seed % 2**32) for d in diffs]
+    marked = holm_real([(r.p_value, r.delta) for r in results], alpha)
+    return [
+        {"effect": r.delta, **dict(zip(("ci_low", "ci_high"), interval(r)[:2], strict=True)), "p_adjusted": p_adj,
+         "real": real, "blocks": r.n_pairs, "reason": "; ".join(not_computable(r)) or None}
+        for r, (p_adj, real) in zip(results, marked, strict=True)
+    ]  # fmt: skip
+
+
+def fmt_holm(p: float | None, none: str = "—") -> str:
+    return none if p is None else f"{p:.3g}"
+
+
+__all__ = [
+    "Block",
+    "Pairs",
+    "holm_real",
+    "interval",
+    "not_computable",
+    "pair_blocks",
+    "paired_test",
+    "zero_tests",
+]
