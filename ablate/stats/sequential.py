@@ -16,9 +16,6 @@ la notion de collectif*, 1939). Each function's docstring gives its construction
   lies in [−1, 1], of turns in [−max_turns, max_turns]): the hedged capital process with predictable plug-in
   bets of Waudby-Smith I & Ramdas A, "Estimating means of bounded random variables by betting", JRSS B
   86:1–27, 2024 (§4, "Hedged capital" with λ^PrPl of eq. 26), on a grid of candidate means.
-* :func:`normal_mixture_cs` — the two-sided normal-mixture boundary for sub-Gaussian increments with a known
-  scale (Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric, nonasymptotic confidence
-  sequences", Ann Stat 49:1055–1080, 2021, eq. (14)).
 * :func:`futility_log_e` — the evidence for "no effect of interest": one-sided bets against "effect ≥ +d" and
   "effect ≤ −d" (Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; Waudby-Smith & Ramdas 2024), the
   aGRAPA bet aimed at the fixed alternative Δ = 0, as in the SPRT-like bets of Stark PB, "ALPHA: Audit that
@@ -186,28 +183,6 @@ def _ends(excluded: npt.NDArray[np.bool_], m: FloatArray) -> tuple[FloatArray, F
     lo = np.where(anyk, edges[first], np.nan)  # the excluded point below the first kept one (or 0)
     hi = np.where(anyk, edges[last + 2], np.nan)  # the excluded point above the last kept one (or 1)
     return lo, hi
-
-
-def normal_mixture_cs(
-    x: npt.ArrayLike, sigma: float, alpha: float = 0.05, rho: float | None = None
-) -> tuple[FloatArray, FloatArray]:
-    """Confidence sequence for the mean of σ-sub-Gaussian observations (last axis = time), level 1 − α.
-
-    Howard et al. (2021), eq. (14): with S_t the centred sum and V_t = t σ², the normal mixture of
-    exp(λS − λ²V/2) over λ ~ N(0, 1/ρ) crosses 1/α only when |S_t| ≥ √((V_t + ρ) log((V_t + ρ) / (ρ α²))),
-    so mean ± that / t holds for every t at once with probability ≥ 1 − α. ``rho`` tunes where the boundary is
-    tightest (default σ² · 20: near 20 observations). Valid only when the scale σ is known (a bounded range
-    gives σ = range / 2).
-    """
-    if sigma <= 0:
-        raise ValueError(f"sigma={sigma!r} must be positive")
-    xs = np.asarray(x, dtype=np.float64)
-    r = rho if rho is not None else 20.0 * sigma**2
-    t = np.arange(1, xs.shape[-1] + 1, dtype=np.float64)
-    v = t * sigma**2
-    half = np.sqrt((v + r) * np.log((v + r) / (r * alpha**2))) / t
-    mean = np.cumsum(xs, axis=-1) / t
-    return mean - half, mean + half
 
 
 def holm_adjust(p: npt.ArrayLike) -> FloatArray:
