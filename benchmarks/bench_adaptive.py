@@ -122,7 +122,7 @@ def _analysis_seconds() -> float:
         cs = load_cell_set("layered", load_catalog())
         folder, manifest = create_run(
             root / "runs", tasks=tasks, cell_set=cs.name, cells=list(cs.cells), repeats=20, seed=1,
-            model="claude-sonnet-4-6", max_turns=5, claude=ClaudeBinary(exe, "2.1.332", "0" * 64),
+            model="claude-sonnet-4-6", max_turns=5, claude=ClaudeBinary(path=exe, version="2.1.332", sha256="0" * 64),
         )  # fmt: skip
         rng = random.Random(0)
         results = [

@@ -49,8 +49,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from tabulate import tabulate
 
+from ablate.core.claude import ClaudeBinary
 from ablate.folder.adaptive import AdaptiveOptions
-from ablate.folder.layout import ClaudeInfo, ManifestCell, ManifestTask, RunManifest, item_id
+from ablate.folder.layout import ManifestCell, ManifestTask, RunManifest, item_id
 from ablate.folder.result import ItemResult
 from ablate.report.sequential import PEEK_MIN_EFFECT
 from ablate.stats.adaptive import analyse, paired_outcomes, primary_outcome
@@ -79,7 +80,7 @@ def manifest(null_cells: int, tasks: int = len(TASK_RATES), repeats: int = REPEA
         run_id="bench-peek",
         created_at=T0.isoformat(),
         ablate_version="0",
-        claude=ClaudeInfo(path="/opt/claude", version="0", sha256="0" * 64, pinned=True),
+        claude=ClaudeBinary(path="/opt/claude", version="0", sha256="0" * 64, pinned=True),
         model="m",
         max_turns=8,
         argv=[],

@@ -12,12 +12,13 @@ from typing import Any
 import orjson
 
 from ablate import PINNED_CLAUDE_VERSION
-from ablate.folder.layout import TASKS_DIR, ClaudeInfo, PlanItem, RunFolder, RunManifest, write_manifest
+from ablate.core.claude import ClaudeBinary
+from ablate.folder.layout import TASKS_DIR, PlanItem, RunFolder, RunManifest, write_manifest
 from ablate.folder.result import ItemResult, write_result
 from ablate.setup.tasks import Task, load_task
 
 MODEL = "claude-sonnet-4-6"
-CLAUDE = ClaudeInfo(path="/opt/claude", version=PINNED_CLAUDE_VERSION, sha256="ab" * 32, pinned=True)
+CLAUDE = ClaudeBinary(path="/opt/claude", version=PINNED_CLAUDE_VERSION, sha256="ab" * 32, pinned=True)
 
 
 def pitfall_tasks(folder: Path, n: int) -> list[Task]:

@@ -40,7 +40,7 @@ def _run(tmp: Path) -> tuple[RunFolder, RunManifest, list[ResolvedCell], ClaudeB
         )
         tasks.append(load_task(path))
     claude_path = write_fake_claude(tmp / "claude")
-    claude = ClaudeBinary(claude_path, "2.1.332", sha256_file(claude_path))
+    claude = ClaudeBinary(path=claude_path, version="2.1.332", sha256=sha256_file(claude_path))
     cs = load_cell_set("binary", load_catalog())
     folder, manifest = create_run(
         tmp / "runs", tasks=tasks, cell_set=cs.name, cells=list(cs.cells), repeats=ROUNDS, seed=3,

@@ -44,7 +44,7 @@ def _planned(
         seed=3,
         model="claude-sonnet-4-6",
         max_turns=5,
-        claude=ClaudeBinary(exe, "2.1.332", "0" * 64),
+        claude=ClaudeBinary(path=exe, version="2.1.332", sha256="0" * 64),
     )
 
 

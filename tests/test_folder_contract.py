@@ -10,10 +10,10 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
+from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import SpecError
 from ablate.folder.layout import (
     Attempt,
-    ClaudeInfo,
     IsolationInfo,
     PlanItem,
     RunFolder,
@@ -66,7 +66,7 @@ def _manifest() -> RunManifest:
         run_id="r",
         created_at="2026-01-01T00:00:00+00:00",
         ablate_version="0",
-        claude=ClaudeInfo(path="/bin/claude", version="2.1.332", sha256="0" * 64, pinned=True),
+        claude=ClaudeBinary(path="/bin/claude", version="2.1.332", sha256="0" * 64, pinned=True),
         model="claude-sonnet-4-6",
         max_turns=5,
         argv=["claude"],

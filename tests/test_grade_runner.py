@@ -42,7 +42,7 @@ text = "never written"
 
 def test_the_runner_seeds_each_checkout_and_records_checks_per_attempt(tmp_path: Path) -> None:
     claude_path = write_fake_claude(tmp_path / "claude")
-    claude = ClaudeBinary(claude_path, "2.1.332", sha256_file(claude_path))
+    claude = ClaudeBinary(path=claude_path, version="2.1.332", sha256=sha256_file(claude_path))
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "seeded.toml").write_text(TASK)
     cs = load_cell_set("binary", load_catalog())

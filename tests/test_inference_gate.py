@@ -371,7 +371,7 @@ def test_aa_adds_a_second_control_built_and_planned_as_a_cell_of_its_own(tmp_pat
     exe.write_text("")
     folder, manifest = create_run(
         tmp_path / "runs", tasks=[load_task(tmp_path / "t.toml")], cell_set=cs.name, cells=list(cs.cells),
-        repeats=2, seed=1, model="claude-sonnet-4-6", max_turns=5, claude=ClaudeBinary(exe, "2.1.332", "0" * 64),
+        repeats=2, seed=1, model="claude-sonnet-4-6", max_turns=5, claude=ClaudeBinary(path=exe, version="2.1.332", sha256="0" * 64),
     )  # fmt: skip
     assert [c.aa_of for c in manifest.cells] == [None, None, "C0"]
     assert sum(1 for p in folder.read_plan() if p.cell == "C0b") == 2  # its own sessions

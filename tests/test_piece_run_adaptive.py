@@ -50,7 +50,7 @@ def planned(tmp: Path, tasks: int = 2, repeats: int = 12) -> tuple[RunFolder, Ru
     exe.write_text("")
     return create_run(
         tmp / "runs", tasks=loaded, cell_set="pieces-screening", cells=cells, repeats=repeats, seed=3,
-        model="claude-sonnet-4-6", max_turns=5, claude=ClaudeBinary(exe, "2.1.332", "0" * 64), design=record,
+        model="claude-sonnet-4-6", max_turns=5, claude=ClaudeBinary(path=exe, version="2.1.332", sha256="0" * 64), design=record,
     )  # fmt: skip
 
 

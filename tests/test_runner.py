@@ -49,7 +49,9 @@ class Rig:
     ):
         self.tmp = tmp
         self.claude_path = write_fake_claude(tmp / "claude")
-        self.claude = ClaudeBinary(self.claude_path, "2.1.332", sha256_file(self.claude_path))
+        self.claude = ClaudeBinary(
+            path=self.claude_path, version="2.1.332", sha256=sha256_file(self.claude_path)
+        )
         tasks = [make_task(tmp / "tasks", tid, p) for tid, p in prompts.items()]
         cs = load_cell_set(cells, load_catalog())
         self.cells = list(cs.cells)
@@ -307,7 +309,7 @@ def test_budget_stops_launching(tmp_path: Path) -> None:
 
 def test_version_and_model_mismatch_are_reported(tmp_path: Path) -> None:
     rig = Rig(tmp_path, {"a": "x"})
-    other = ClaudeBinary(rig.claude_path, "2.1.400", "0" * 64)
+    other = ClaudeBinary(path=rig.claude_path, version="2.1.400", sha256="0" * 64)
     problems = compatibility_problems(rig.manifest, other, "claude-opus-5-5")
     assert any("2.1.400" in p for p in problems)
     assert any("claude-opus-5-5" in p for p in problems)

@@ -159,7 +159,7 @@ def probe_cmd(
     catalog, setup = load_setup_options(options)
     cell_set = load_cell_set(cells, catalog) if pieces is None else piece_probe_set(setup, catalog, pieces)
     claude = find_claude(options["claude_bin"])
-    if not claude.is_pinned and not json_out:
+    if not claude.pinned and not json_out:
         typer.echo(
             f"warning: claude {claude.version} is not the pinned version; recording and continuing", err=True
         )

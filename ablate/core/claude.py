@@ -7,30 +7,41 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
+from pydantic import ConfigDict, model_validator
 
 from ablate import PINNED_CLAUDE_VERSION
 from ablate.core.cache import cache_dir, private_dir
 from ablate.core.errors import AblateError, ClaudeNotFound, UsageError
 from ablate.core.fsutil import atomic_write_json, sha256_file
+from ablate.core.specs import Spec
 
 _VERSION_RE = re.compile(r"(\d+\.\d+\.\d+)")
 
 
-@dataclass(frozen=True)
-class ClaudeBinary:
-    """A resolved ``claude`` executable."""
+class ClaudeBinary(Spec):
+    """A resolved ``claude`` executable: the CLI every session of a run used (the manifest's ``claude``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: Path
+    """Absolute path of the binary."""
     version: str
+    """``claude --version`` (``2.1.332``)."""
     sha256: str
+    """Hash of the binary: two builds with one version string are told apart."""
+    pinned: bool = False
+    """True when ``version`` is the version ablate is pinned to (set from it when not given)."""
 
-    @property
-    def is_pinned(self) -> bool:
-        return self.version == PINNED_CLAUDE_VERSION
+    @model_validator(mode="before")
+    @classmethod
+    def _pinned(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "pinned" not in data:
+            return {**data, "pinned": data.get("version") == PINNED_CLAUDE_VERSION}
+        return data
 
 
 #: The option that runs a binary other than the pinned version.
@@ -40,7 +51,7 @@ UNPINNED_OPTION = "--allow-unpinned-claude"
 def require_pinned(claude: ClaudeBinary, *, allowed: bool) -> ClaudeBinary:
     """``claude`` when it is the pinned version or ``allowed`` (:data:`UNPINNED_OPTION`); else a
     :class:`UsageError` (exit 2): figures of another version are not comparable with pinned runs."""
-    if claude.is_pinned or allowed:
+    if claude.pinned or allowed:
         return claude
     raise UsageError(
         f"{claude.path}: Claude Code {claude.version}, not the pinned {PINNED_CLAUDE_VERSION}",

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import Field, ValidationError
 
+from ablate.core.claude import ClaudeBinary
 from ablate.core.errors import RunFolderError, SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
@@ -206,19 +207,6 @@ class RunFolder:
 # The manifest (manifest.json)
 
 
-class ClaudeInfo(Spec):
-    """The CLI every session of the run used."""
-
-    path: str
-    """Absolute path of the binary."""
-    version: str
-    """``claude --version`` (``2.1.332``)."""
-    sha256: str
-    """Hash of the binary: two builds with one version string are told apart."""
-    pinned: bool
-    """True when ``version`` is the version ablate is pinned to."""
-
-
 class ManifestCell(Spec):
     """One cell of the run, as built."""
 
@@ -396,7 +384,7 @@ class RunManifest(Spec):
     """ISO-8601 UTC time the plan was made."""
     ablate_version: str
     """ablate's version."""
-    claude: ClaudeInfo
+    claude: ClaudeBinary
     """The CLI the run is pinned to."""
     model: str
     """``--model``, pinned for every session."""

@@ -192,7 +192,7 @@ def _claude(
             {"what": f"claude CLI: {exc.message}", "fix": exc.hint or "install it (`make claude`)"}
         )
         return {"path": None, "version": None, "pinned": PINNED_CLAUDE_VERSION, "source": source}
-    if not found.is_pinned:
+    if not found.pinned:
         problems.append(
             {
                 "what": f"claude {found.version} is not the pinned {PINNED_CLAUDE_VERSION}",

@@ -327,12 +327,7 @@ def probe(
         fingerprints={
             k: {"kind": p.kind, "needles": len(p.needles), "reason": p.reason} for k, p in prints.items()
         },
-        claude={
-            "path": str(claude.path),
-            "version": claude.version,
-            "sha256": claude.sha256,
-            "pinned": claude.is_pinned,
-        },
+        claude=claude.model_dump(mode="json"),
         notes=sorted(set(notes)),
         real_setup_unchanged=not changed,
         duration_s=time.monotonic() - start,
@@ -519,7 +514,7 @@ def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:
 
 def _first_notes(claude: ClaudeBinary, prints: dict[str, LayerPrint], *, with_mcp: bool) -> list[str]:
     notes: list[str] = []
-    if not claude.is_pinned:
+    if not claude.pinned:
         notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
     if not with_mcp and prints["mcp"].kind != "absent":
         notes.append("MCP was not probed: servers are real processes (use --with-mcp)")

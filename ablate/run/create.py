@@ -15,7 +15,6 @@ from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import (
     SCHEMA_VERSION,
     TASKS_DIR,
-    ClaudeInfo,
     ManifestCell,
     ManifestTask,
     PlanItem,
@@ -75,9 +74,7 @@ def create_run(
         run_id=run_id,
         created_at=utcnow(),
         ablate_version=__version__,
-        claude=ClaudeInfo(
-            path=str(claude.path), version=claude.version, sha256=claude.sha256, pinned=claude.is_pinned
-        ),
+        claude=claude,
         model=model,
         max_turns=max_turns,
         timeout_s=timeout_s,
