@@ -154,6 +154,15 @@ def test_the_documented_caveats_are_the_reports() -> None:
     assert always == never_none, "the caveats every report has"
 
 
+def test_the_documented_check_kinds_are_the_registrys() -> None:
+    from typing import get_args
+
+    from ablate.checks.registry import KINDS
+
+    line = _text("docs/EXTENDING.md").split("The kinds today, in `KINDS`' order:", 1)[1].split("\n", 1)[0]
+    assert re.findall(r"`(\w+)`", line) == [get_args(k.model_fields["kind"].annotation)[0] for k in KINDS]
+
+
 def test_the_layer_fields_and_cell_sets_are_the_codes() -> None:
     from typing import get_args
 
