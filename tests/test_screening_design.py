@@ -9,9 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from ablate.stats.screening import (
-    ADAPTIVE_NEEDS_BINARY,
     DesignError,
-    adaptive_refusal,
     budget_refusal,
     default_design,
     make_design,
@@ -126,10 +124,5 @@ def test_bad_designs_are_refused_with_the_reason(call: object, needle: str) -> N
         call()  # type: ignore[operator]
 
 
-def test_default_design_and_which_designs_allow_adaptive_stopping() -> None:
+def test_default_design() -> None:
     assert [default_design(k) for k in (2, 3, 4, 40)] == ["one-out", "one-out", "screening", "screening"]
-    assert adaptive_refusal("one-out", binary=True) is None
-    assert adaptive_refusal("screening", binary=True) is None
-    assert adaptive_refusal("screening", binary=False) == ADAPTIVE_NEEDS_BINARY
-    with pytest.raises(DesignError, match="unknown design"):
-        adaptive_refusal("full", binary=True)

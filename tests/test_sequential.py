@@ -27,7 +27,6 @@ from ablate.stats.sequential import (
     discordant_path,
     futility_log_e,
     holm_adjust,
-    normal_mixture_cs,
     prior_for,
 )
 from benchmarks.adaptive_sim import Scenario, draw, run_adaptive
@@ -175,16 +174,6 @@ def test_betting_cs_covers_the_paired_difference_at_every_time_at_once() -> None
     ever_missed = np.any((low > 0.2) | (high < 0.2), axis=1)
     assert float(ever_missed.mean()) <= _max_rate(ALPHA, sims)
     assert float(np.nanmean(high[:, -1] - low[:, -1])) < 0.6  # and it does narrow
-
-
-def test_normal_mixture_cs_covers_the_mean_at_every_time_at_once() -> None:
-    rng = np.random.default_rng(22)
-    sims, n = 2000, 300
-    x = rng.normal(1.5, 2.0, size=(sims, n))
-    low, high = normal_mixture_cs(x, sigma=2.0, alpha=ALPHA)
-    ever_missed = np.any((low > 1.5) | (high < 1.5), axis=1)
-    assert float(ever_missed.mean()) <= _max_rate(ALPHA, sims)
-    assert float(np.mean(high[:, -1] - low[:, -1])) < 1.5
 
 
 @pytest.mark.parametrize("beta", [0.05, 0.2])

@@ -270,17 +270,3 @@ def budget_refusal(design: str, k: int, tasks: int, max_sessions: int | None) ->
     if max_sessions is None or max_sessions >= minimum:
         return None
     return BudgetRefusal(design, k, tasks, rows_for(design, k), minimum, max_sessions)
-
-
-#: Why ``--adaptive`` is refused for a per-piece run whose primary outcome is not pass/fail.
-ADAPTIVE_NEEDS_BINARY = (
-    "--adaptive with --pieces stops on a pass/fail primary outcome (its anytime-valid test rests on outcomes "
-    "in [0, 1]); pick a pass/fail --primary, or run a fixed number of repeats"
-)
-
-
-def adaptive_refusal(design: str, *, binary: bool) -> str | None:
-    """None when ``design`` can stop adaptively on this primary outcome (both designs can on a pass/fail one:
-    :mod:`ablate.stats.screening_sequential`), else the message to print."""
-    design_name(design)
-    return None if binary else ADAPTIVE_NEEDS_BINARY

@@ -1,37 +1,24 @@
 """Anytime-valid inference for adaptive runs: e-processes, anytime p-values, confidence sequences, decisions.
 
-A sequential run looks at its data after every round and stops a comparison as soon as it is decided. Fixed-n
-p-values and intervals are not valid under such looks; the figures here are, at every look and at any
-data-dependent stopping time, because each is built from a nonnegative (super)martingale under its null and
-Ville's inequality bounds the chance that such a process *ever* reaches 1/α by α (Ville J, *Étude critique de
-la notion de collectif*, 1939). Each function's docstring gives its construction; the sources:
+Each figure is valid at every look and any data-dependent stopping time: it is built from a nonnegative
+(super)martingale under its null, and Ville's inequality bounds the chance that it *ever* reaches 1/α by α
+(Ville J, *Étude critique de la notion de collectif*, 1939). Sources, by function:
 
-* :func:`discordant_log_e` — the binary primary outcome, paired on (task, repeat) blocks: a beta-binomial
-  mixture likelihood ratio on the discordant blocks (Robbins H, "Statistical methods related to the law of the
-  iterated logarithm", Ann Math Stat 41:1397–1409, 1970; the "mixture martingale"), with :func:`prior_for`
-  tuning its Beta(a, a) prior to min-effect.
-* :func:`anytime_p` — p_t = min(1, 1 / max_{s≤t} E_s) (Ramdas A, Grünwald P, Vovk V, Shafer G,
-  "Game-theoretic statistics and safe anytime-valid inference", Stat Sci 38:576–601, 2023).
-* :func:`betting_cs` — a confidence sequence for the mean of bounded observations (a paired binary difference
-  lies in [−1, 1], of turns in [−max_turns, max_turns]): the hedged capital process with predictable plug-in
-  bets of Waudby-Smith I & Ramdas A, "Estimating means of bounded random variables by betting", JRSS B
-  86:1–27, 2024 (§4, "Hedged capital" with λ^PrPl of eq. 26), on a grid of candidate means.
-* :func:`normal_mixture_cs` — the two-sided normal-mixture boundary for sub-Gaussian increments with a known
-  scale (Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric, nonasymptotic confidence
-  sequences", Ann Stat 49:1055–1080, 2021, eq. (14)).
-* :func:`futility_log_e` — the evidence for "no effect of interest": one-sided bets against "effect ≥ +d" and
-  "effect ≤ −d" (Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; Waudby-Smith & Ramdas 2024), the
-  aGRAPA bet aimed at the fixed alternative Δ = 0, as in the SPRT-like bets of Stark PB, "ALPHA: Audit that
-  learns from previously hand-audited ballots", Ann Appl Stat 17(1), 2023. Testing the alternative directly
-  (rather than reading a two-sided confidence sequence) makes the error on an effect well beyond d decay
-  fast: a bet against "Δ ≥ d" loses money steadily when Δ = 0.35.
-* :func:`holm_adjust` — Holm's step-down adjustment, vectorised; on anytime-valid p-values it controls the
-  family-wise error rate at any stopping time, with no assumption on their dependence.
-* :func:`decide` — the per-cell decisions of a look: ``real``, ``no-effect`` (a draw) or ``undecided``. Like a
-  non-binding futility bound of a group-sequential design, the draw costs power, never a false "real".
+* :func:`discordant_log_e`: Robbins H, "Statistical methods related to the law of the iterated logarithm", Ann
+  Math Stat 41:1397–1409, 1970 (the mixture martingale), its Beta(a, a) prior tuned by :func:`prior_for`.
+* :func:`anytime_p`: Ramdas A, Grünwald P, Vovk V, Shafer G, "Game-theoretic statistics and safe anytime-valid
+  inference", Stat Sci 38:576–601, 2023.
+* :func:`betting_cs`: Waudby-Smith I & Ramdas A, "Estimating means of bounded random variables by betting", JRSS
+  B 86:1–27, 2024 (§4, hedged capital with λ^PrPl of eq. 26).
+* :func:`futility_log_e`: Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; the aGRAPA bet aimed at
+  Δ = 0 as in Stark PB, "ALPHA: Audit that learns from previously hand-audited ballots", Ann Appl Stat 17(1),
+  2023. Testing the alternative directly (rather than reading a two-sided confidence sequence) makes the error
+  on an effect well beyond d decay fast: a bet against "Δ ≥ d" loses money steadily when Δ = 0.35.
+* :func:`decide`: like a non-binding futility bound of a group-sequential design, a draw costs power, never a
+  false "real".
 
-Every function is vectorised over leading axes (simulated experiments, cells) so the simulations that check
-these properties run the very code a real run uses. scipy gives the beta function (``scipy.special.betaln``).
+Every function is vectorised over leading axes (simulated experiments, cells), so the simulations that check
+these properties run the very code a real run uses.
 """
 
 from __future__ import annotations
@@ -186,28 +173,6 @@ def _ends(excluded: npt.NDArray[np.bool_], m: FloatArray) -> tuple[FloatArray, F
     lo = np.where(anyk, edges[first], np.nan)  # the excluded point below the first kept one (or 0)
     hi = np.where(anyk, edges[last + 2], np.nan)  # the excluded point above the last kept one (or 1)
     return lo, hi
-
-
-def normal_mixture_cs(
-    x: npt.ArrayLike, sigma: float, alpha: float = 0.05, rho: float | None = None
-) -> tuple[FloatArray, FloatArray]:
-    """Confidence sequence for the mean of σ-sub-Gaussian observations (last axis = time), level 1 − α.
-
-    Howard et al. (2021), eq. (14): with S_t the centred sum and V_t = t σ², the normal mixture of
-    exp(λS − λ²V/2) over λ ~ N(0, 1/ρ) crosses 1/α only when |S_t| ≥ √((V_t + ρ) log((V_t + ρ) / (ρ α²))),
-    so mean ± that / t holds for every t at once with probability ≥ 1 − α. ``rho`` tunes where the boundary is
-    tightest (default σ² · 20: near 20 observations). Valid only when the scale σ is known (a bounded range
-    gives σ = range / 2).
-    """
-    if sigma <= 0:
-        raise ValueError(f"sigma={sigma!r} must be positive")
-    xs = np.asarray(x, dtype=np.float64)
-    r = rho if rho is not None else 20.0 * sigma**2
-    t = np.arange(1, xs.shape[-1] + 1, dtype=np.float64)
-    v = t * sigma**2
-    half = np.sqrt((v + r) * np.log((v + r) / (r * alpha**2))) / t
-    mean = np.cumsum(xs, axis=-1) / t
-    return mean - half, mean + half
 
 
 def holm_adjust(p: npt.ArrayLike) -> FloatArray:
