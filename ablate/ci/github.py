@@ -1,12 +1,5 @@
-"""``ablate ci init github``: a GitHub Actions workflow built as data, written as YAML.
-
-Run mode (default): ``probe`` (free; its failure stops the workflow) → ``plan`` → a matrix of ``shard`` jobs,
-each running the pinned CLI on its share of the plan and uploading its run folder → ``merge`` (merge,
-report, gate; the gate's Markdown goes to the step summary and, on same-repository pull requests, to a PR
-comment). Compare mode (``--compare PATH``): ``probe`` → one ``compare`` job that pits the base branch's
-version of PATH against the pull request's and gates on it (a comparison runs its arms in one sweep and is
-not sharded). The API key is a repository secret, set only in the steps that run sessions, and a step
-refuses to upload a run folder that contains it.
+"""``ablate ci init github``: a GitHub Actions workflow built as data, written as YAML (the jobs and the secret's
+handling: README.md's "GitHub Actions").
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""``ablate ci init k8s``: Kubernetes Jobs for a planned run — plan, an Indexed Job of shards, merge.
-
-Every Job mounts the run folders from a PersistentVolumeClaim the user names, at ``$ABLATE_RUNS``:
-
-* ``ablate-plan`` runs the probe (free; a leak fails the Job) and ``ablate plan`` into ``$ABLATE_RUNS/plan``;
-* ``ablate-shards`` is an Indexed Job (``completionMode: Indexed``, ``completions: N``): the pod of index
-  ``i`` runs shard ``i + 1`` of N (``JOB_COMPLETION_INDEX``) into ``$ABLATE_RUNS/shards``. A failed index is
-  retried on its own, and its folder is resumable, so the retry runs only what is missing;
-* ``ablate-merge`` merges the shard folders into ``$ABLATE_RUNS/merged``, writes the report and gates on it;
-  an inconclusive gate (exit 4) fails the Job unless its env ``ABLATE_GATE_INCONCLUSIVE`` is ``pass``.
-
-The API key reaches the pods only as a reference to a Secret (``secretKeyRef``); no value is in the files.
+"""``ablate ci init k8s``: Kubernetes Jobs for a planned run — plan, an Indexed Job of shards, merge (README.md's
+"Kubernetes"). A failed index is retried on its own and its folder is resumable, so the retry runs only what
+is missing; the API key reaches the pods only as a ``secretKeyRef``.
 """
 
 from __future__ import annotations

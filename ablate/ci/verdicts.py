@@ -1,17 +1,9 @@
 """What the gate reads from a report: the ONE module that knows the verdict fields of ``report.json`` and
-``compare.json``.
+``compare.json`` (when the report's fields change, this module is the one to adapt).
 
 Everything else in :mod:`ablate.ci` works on :class:`Evidence`: per subject (a cell of a run, an arm of a
-comparison) its effect on the primary outcome, oriented so that a positive value is good (the layer the cell
-strips *helps*, the arm is *better* than the baseline), whether it is real after the report's correction, and
-what makes the run untrustworthy. When the report's fields change, this module is the one to adapt.
-
-Fields read from ``report.json`` (:class:`ablate.report.model.Report`): ``comparisons`` (``cell``,
-``metric``, ``task``, ``family``, ``delta``, ``ci_low``, ``ci_high``, ``p_adjusted``, ``real``), ``ranking[].verdict``
-(shown, not decided on), ``power[].detectable``, ``no_op_cells``, ``n``, ``run.model_verified``,
-``caveats`` (the ``unsealed`` one among them), ``probe.ok`` / ``probe.cells[].verdict`` and ``primary_metric``
-(the family the gate decides on: ``comparisons[family == "primary"]``). From ``compare.json``: ``baseline``,
-``arms``, ``contrasts``, ``verdicts``, ``claims``, ``excluded``, ``items`` and ``execution.network``.
+comparison) its effect on the primary outcome, oriented so that a positive value is good, whether it is real
+after the report's correction, and what makes the run untrustworthy.
 """
 
 from __future__ import annotations
@@ -23,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 from pydantic import ValidationError
 
-from ablate.core.errors import NotFound, Problem, SpecError, UsageError
-from ablate.core.specs import require_schema
+from ablate.core.errors import NotFound, SpecError, UsageError
+from ablate.core.specs import problems_from_validation, require_schema
 from ablate.folder.layout import RunFolder
 from ablate.folder.metrics import DEFAULT_PRIMARY, HIGHER_IS_BETTER
 from ablate.report.caveats import UNSEALED
@@ -166,8 +158,7 @@ def _from_report_file(path: Path, run_dir: Path) -> Evidence:
         report = Report.model_validate(data)
     except ValidationError as exc:
         raise SpecError(
-            [Problem(str(path), ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()],
-            hint="rebuild it with `ablate report RUN_DIR`",
+            problems_from_validation(path, exc), hint="rebuild it with `ablate report RUN_DIR`"
         ) from None
     if not RunFolder(run_dir).has_manifest:
         ev = from_report(report, path, run_dir=None)
