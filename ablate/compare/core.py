@@ -14,13 +14,10 @@ the outcomes and writes the compare folder::
       run/<run-id>/                   claude-code: the run folder of ``ablate run``
       compare.json  compare.md  compare.html
 
-``compare --adaptive`` (claude-code executor) runs in rounds instead: the plan holds every arm × task ×
-repeat up to ``max_repeats`` (the compare folder's plan.jsonl; the run folder's holds only the rounds scheduled
-so far), :meth:`~ablate.compare.executors.ClaudeCodeExecutor.run_adaptive` drives
-:func:`ablate.run.adaptive.run_adaptive` over the arms' cells (looks in ``run/<id>/adaptive.json``), and
-:func:`ablate.compare.sequential.sequential_stats` replaces the fixed-n tests with its anytime-valid figures
-(compare.json's ``sequential`` block: looks, each arm's decision and reason, how it stopped). The api and sim
-executors have no run folder and run fixed designs only.
+``compare --adaptive`` (claude-code only): the compare folder's plan.jsonl holds every arm × task × repeat up to
+``max_repeats``, the run folder's only the rounds scheduled so far
+(:meth:`~ablate.compare.executors.ClaudeCodeExecutor.run_adaptive`); :mod:`ablate.compare.sequential` rewrites
+the figures.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""The checkout of a graded task: seed it before a session, grade the checkout it left, re-grade from a saved
-diff (the check kinds themselves are :mod:`ablate.checks`).
-
-The runner calls :func:`apply_seed_files` on a cell's checkout after preparing it and before the session, and
-:func:`grade_checkout` after the session and before the environment is reset. Nothing the model wrote is ever
-executed: checks read files (``file_parses`` parses them with ``ast``/``json``/``tomllib``; see
-:mod:`ablate.checks`), and the diff is taken by git running with a scratch git dir, index and object
-store of ablate's own (the checkout's ``.git/config``, hooks and attribute filters, which the session could
-have changed, are never consulted).
-
-The diff of the session (the checkout against its seeded start) is saved as ``diffs/<item>.a<N>.patch`` so
-``ablate judge`` can show it to the judge and re-run the checks with :func:`grade_from_diff`.
+"""The checkout of a graded task: seed it before a session (:func:`apply_seed_files`), grade the checkout it
+left (:func:`grade_checkout`), re-grade from a saved diff (:func:`grade_from_diff`); the check kinds are
+:mod:`ablate.checks`. Nothing the model wrote is ever executed, and the diff is taken by git with a scratch git
+dir, index and object store of ablate's own (README.md's "Graded outcomes"), saved as
+``diffs/<item>.a<N>.patch`` for ``ablate judge``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The blind judge: grades an item's final answer against the task's rubric through the official SDK.
 
-The judge sees the task prompt, the rubric and the final answer (plus the session's diff for tasks with
-checks) and nothing else: never the cell, a layer name, the setup's paths or the run's configuration. Absolute
-paths of the cell (its checkout, home, config dir, the run folder, the user's repo and config dir) are scrubbed
-from the answer and the diff before they are sent.
-
-Verdicts are a JSON object ``{"verdict": "pass" | "fail", "reason": "..."}``; a malformed verdict is asked
-for once more, then recorded as a judge error, as is a refusal or a failed API call. A rate limit (429, 529
-overloaded) is never a verdict: the pool pauses (the ``retry-after`` the API names, else exponential
-backoff: ``ablate.core.backoff``, the runner's rule and defaults) and the item is judged again. The endpoint and key come from the usual variables
-(``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the
-judge. The SDK's own retries are off: ablate owns the backoff, as the runner does.
+What the judge sees, the verdict format and its retries are README.md's ``ablate judge``. A rate limit (429,
+529) pauses the pool with :mod:`ablate.core.backoff` (the runner's rule and defaults); the SDK's own retries
+are off. The endpoint and key come from the usual variables (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` /
+``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the judge.
 """
 
 from __future__ import annotations

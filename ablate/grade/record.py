@@ -1,9 +1,8 @@
 """``grades/<item>.json``: execution checks and judge verdicts of one item (grading never rewrites a result).
 
-One file per item, written atomically under a lock (the runner's session threads and the judge's workers
-update it concurrently). Checks are kept per attempt (``checks["2"]`` grades ``stdout/<item>.a2.json``'s
-checkout) and verdicts name the attempt they judged, so a reader pairs them with the result's ``attempt``
-and never with a stale attempt the runner later replaced.
+Written atomically under a lock (session threads and judge workers update it concurrently). Checks are kept
+per attempt (``checks["2"]`` grades ``stdout/<item>.a2.json``'s checkout) and verdicts name their attempt, so
+a reader pairs them with the result's ``attempt``, never with a stale one.
 """
 
 from __future__ import annotations

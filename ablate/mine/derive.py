@@ -1,11 +1,7 @@
-"""Mining a Claude Code session transcript (docs/ARCHITECTURE.md#mining): the session JSONL is the ground truth.
-
-One session = the main-thread file ``<session_id>.jsonl`` plus its sub-agents'
-``<session_id>/subagents/agent-*.jsonl``. :func:`mine_session` streams them line by line and returns a
-:class:`SessionResult` with metrics for the main thread, the sub-agents and both together.
-
-How a transcript is read (fast path, robustness) is :mod:`ablate.mine.parse`'s job; this module derives
-the session's status, turns, cost and duration from what was read, and reconciles them with the CLI's stdout.
+"""Mining a session (docs/ARCHITECTURE.md#mining): the main thread ``<session_id>.jsonl`` plus its sub-agents'
+``<session_id>/subagents/agent-*.jsonl`` into a :class:`SessionResult` (:func:`mine_session`). Reading is
+:mod:`ablate.mine.parse`'s job; this module derives the status, turns, cost and duration and reconciles them
+with the CLI's stdout.
 """
 
 from __future__ import annotations

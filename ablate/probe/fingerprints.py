@@ -1,14 +1,10 @@
 """Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read only).
 
-Each layer gets needles that show its presence in what reached the model, chosen by how the layer shows up
-(the catalog's ``shows``): distinctive lines for instruction files and memory; ``- name:`` entries of the skill
-and agent listings for skills, commands and agents; the commands of session-start hooks for hooks; the
-cell checkout's files for repo docs (never auto-loaded). A needle that also appears in a baseline request made
-with no setup at all, or in another layer, is generic and dropped; a layer left without needles is reported
-as too generic to fingerprint, never guessed.
-
-It also holds the shadow-fidelity comparison: the control cell's first request against the untouched
-setup's, normalised only for what legitimately differs between two sessions.
+Each layer gets needles chosen by how it shows up (the catalog's ``shows``; README.md's "Proving isolation"
+says which); a needle also seen in the baseline request or in another layer is generic and dropped, and a
+layer left without needles is reported as too generic to fingerprint, never guessed. Also the shadow-fidelity
+comparison: the control cell's first request against the untouched setup's, normalised only for what
+legitimately differs between two sessions.
 """
 
 from __future__ import annotations

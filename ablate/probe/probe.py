@@ -1,20 +1,9 @@
-"""``ablate probe``: prove, for free, which layers reached the model in each cell (docs/ARCHITECTURE.md).
+"""``ablate probe``: prove, for free, which layers reached the model in each cell (README.md's "Proving
+isolation"; the verdicts faithful, leak, missing, no-op and error). An exit code of 0 is no proof that a
+session ran (docs/CLAUDE-CODE.md): a session that wrote no transcript is an error.
 
-The real CLI runs once per cell against the capture endpoint (ablate.sim: no API key, no cost). What it sent
-(the captured request bodies) and what it recorded (the transcript's ``instructions``, ``skill_listing``,
-``agent_listing_delta`` and ``hook_success`` records) are matched against fingerprints of the user's real
-layer content; repo docs, never auto-loaded, are checked in each cell's worktree. Each cell gets a verdict:
-
-- faithful: every stripped layer is gone, every kept layer is there;
-- leak: a stripped layer (or a file from outside the cell) reached the model;
-- missing: a kept layer did not;
-- no-op: faithful, but the cell strips nothing this setup has;
-- error: the session failed or wrote no transcript (an exit code of 0 is no proof, docs/CLAUDE-CODE.md).
-
-Two extra sessions anchor the comparison: a *baseline* with no setup at all (an empty config dir and an
-empty repository: needles seen there are generic), and the *untouched* setup (a plain copy of the config dir
-used from the real repo path) whose request C0's must equal, apart from paths, the billing header and the
-order of concurrent hook outputs: nothing about git (shadow fidelity).
+Two extra sessions anchor the comparison: a *baseline* with no setup at all (needles seen there are generic)
+and the *untouched* setup, whose request C0's must equal (shadow fidelity).
 """
 
 from __future__ import annotations

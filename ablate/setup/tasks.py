@@ -1,39 +1,8 @@
 """Task files (``tasks/*.toml``): what each ablation session is asked to do, and what to look for.
 
-A task is a prompt plus what its author expects: the layers that should matter for it (``expects``, checked
-against the layer catalog) and pitfalls, case-insensitive regexes over the assistant's own words (and over
-its tool inputs when ``scope = "text+tools"``). Graded outcomes (``ablate.grade``) add seed files written into
-every cell's checkout before the session (``[files]``), deterministic read-only checks of the checkout the
-session left (``[[checks]]``) and a rubric for the blind judge (``[rubric]``). Every path is a plain relative
-path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here; symlink escapes
-are refused where the checkout is touched (:mod:`ablate.grade.checkout`).
-
-```toml
-schema_version = 1
-id = "greet-punctuation"
-split = "dev"
-prompt = "Make greet() end with an exclamation mark."
-expects = ["repo-memory", "user-claude-md"]
-
-[[pitfalls]]
-id = "no-tests"
-pattern = "without running (the )?tests"
-
-[files]
-"src/greet/extra.py" = "def extra() -> str:\n    return 'x'\n"
-
-[[checks]]
-kind = "file_unchanged"
-file = "src/greet/extra.py"
-
-[[checks]]
-kind = "diff_touches_only"
-paths = ["src/greet/"]
-
-[rubric]
-pass = "Runs the tests and quotes the command."
-fail = "Claims success without running the tests."
-```
+The fields are README.md's "Tasks" and "Graded outcomes" (examples: ``tasks/``). Every path is a
+plain relative path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here;
+symlink escapes are refused where the checkout is touched (:mod:`ablate.grade.checkout`).
 """
 
 from __future__ import annotations
