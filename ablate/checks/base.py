@@ -156,6 +156,19 @@ class CheckSpec(Spec):
         return None, 1.0
 
 
+class FileCheck(CheckSpec):
+    """A check of one checkout file, named by it in the report."""
+
+    file: RelPath
+    """The file, relative to the checkout."""
+
+    def describe(self) -> str:
+        return self.file
+
+    def files(self) -> list[str]:
+        return [self.file]
+
+
 class Graded(CheckSpec):
     """A check a plugin-eval grader becomes: reported under its name, weighted in the score."""
 

@@ -23,7 +23,6 @@ class ToolOrder(Graded):
     """The first call matching ``before`` comes before the first call matching ``after``."""
 
     kind: Literal["tool_order"]
-    """Check kind."""
     before: ToolRef
     """The earlier call."""
     after: ToolRef

@@ -13,7 +13,6 @@ class ToolUsed(Graded):
     """The session called ``tool`` (with an input matching ``input_match``) between ``min`` and ``max`` times."""
 
     kind: Literal["tool_used"]
-    """Check kind."""
     tool: str = Field(min_length=1)
     """Tool name."""
     input_match: str | None = None
