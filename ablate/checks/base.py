@@ -2,8 +2,7 @@
 
 A kind is a :class:`CheckSpec` subclass with a ``kind`` literal (the TOML ``kind = "..."``): its fields are
 its ``[[checks]]`` table, :meth:`~CheckSpec.evaluate` its verdict on an :class:`EndState`, and
-:meth:`~CheckSpec.describe` what the report names it by. Nothing a check reads is ever executed.
-"""
+:meth:`~CheckSpec.describe` what the report names it by. Nothing a check reads is ever executed."""
 
 from __future__ import annotations
 
@@ -84,8 +83,7 @@ def check_rel_path(value: str, *, folder: bool = False) -> str:
 
     Absolute paths, drive letters, backslashes, empty, ``.`` and ``..`` components and anything under ``.git``
     are refused: seed files and checks must stay inside the checkout, and ablate never writes git's own files
-    (a hook written there would be executed). Symlinks are checked where the checkout is touched.
-    """
+    (a hook written there would be executed). Symlinks are checked where the checkout is touched."""
     if not value or value.strip() != value:
         raise ValueError("must be a non-empty relative path without surrounding spaces")
     if "\\" in value or "\x00" in value:

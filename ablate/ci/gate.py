@@ -2,8 +2,7 @@
 
 The default rule and ``--require`` (:mod:`ablate.ci.rules`) are README.md's "The gate"; :func:`decide` applies
 them in that order: untrustworthy (an unsealed run too, unless ``--allow-unsealed``), a real primary
-regression, too small to detect ``detect``, else pass.
-"""
+regression, too small to detect ``detect``, else pass."""
 
 from __future__ import annotations
 

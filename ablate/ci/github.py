@@ -1,6 +1,5 @@
 """``ablate ci init github``: a GitHub Actions workflow built as data, written as YAML (the jobs and the secret's
-handling: README.md's "GitHub Actions").
-"""
+handling: README.md's "GitHub Actions")."""
 
 from __future__ import annotations
 

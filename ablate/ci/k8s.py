@@ -1,7 +1,6 @@
 """``ablate ci init k8s``: Kubernetes Jobs for a planned run — plan, an Indexed Job of shards, merge (README.md's
 "Kubernetes"). A failed index is retried on its own and its folder is resumable, so the retry runs only what
-is missing; the API key reaches the pods only as a ``secretKeyRef``.
-"""
+is missing; the API key reaches the pods only as a ``secretKeyRef``."""
 
 from __future__ import annotations
 

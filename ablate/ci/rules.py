@@ -9,8 +9,7 @@ Grammar (words separated by spaces, case-insensitive)::
 
 ``helps`` holds when the primary effect is real, positive and at least the effect; ``not hurts`` when it is not
 real and negative; ``any`` when one tested subject does, ``all`` when every one does (no-op cells are not
-tested). The effect compared is the point estimate, + = good.
-"""
+tested). The effect compared is the point estimate, + = good."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The gate's Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, table, caveats, forest plot.
 
 The forest plot is text in a fenced block: GitHub's sanitiser drops inline ``<svg>`` and ``data:`` image URIs,
-and a link to an artifact needs a login.
-"""
+and a link to an artifact needs a login."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 
 Everything else in :mod:`ablate.ci` works on :class:`Evidence`: per subject (a cell of a run, an arm of a
 comparison) its effect on the primary outcome, oriented so that a positive value is good, whether it is real
-after the report's correction, and what makes the run untrustworthy.
-"""
+after the report's correction, and what makes the run untrustworthy."""
 
 from __future__ import annotations
 

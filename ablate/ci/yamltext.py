@@ -1,7 +1,6 @@
 """YAML text from plain data, for the generated CI files: a deliberately small emitter, so ablate needs no YAML
 library. Strings are plain only when no YAML 1.1 or 1.2 reader can take them for anything but a string, else
-double-quoted (JSON escapes, which YAML shares); keys such as ``on`` (a boolean to YAML 1.1) are quoted.
-"""
+double-quoted (JSON escapes, which YAML shares); keys such as ``on`` (a boolean to YAML 1.1) are quoted."""
 
 from __future__ import annotations
 

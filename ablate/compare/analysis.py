@@ -1,7 +1,6 @@
 """The statistics of a comparison (README.md's "Statistics" under ``ablate compare``): per-arm rates, paired
 contrasts on (task, repeat) blocks, Holm, the decomposition and the verdict, all from :mod:`ablate.stats`. A
-figure the data cannot give is None with the reason in ``notes``.
-"""
+figure the data cannot give is None with the reason in ``notes``."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ the outcomes and writes the compare folder::
 ``compare --adaptive`` (claude-code only): the compare folder's plan.jsonl holds every arm × task × repeat up to
 ``max_repeats``, the run folder's only the rounds scheduled so far
 (:meth:`~ablate.compare.executors.ClaudeCodeExecutor.run_adaptive`); :mod:`ablate.compare.sequential` rewrites
-the figures.
-"""
+the figures."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``<out>/compare-ledger.jsonl``: every compare run, so looks at the same tasks (hash of the task ids and file
 hashes) and uses of each holdout task are counted, and every arm's fingerprint, so a file edited in place
-between two runs that call it by the same name is caught (:func:`fingerprint_changes`).
-"""
+between two runs that call it by the same name is caught (:func:`fingerprint_changes`)."""
 
 from __future__ import annotations
 
@@ -98,8 +97,7 @@ def arm_key(arm: Arm) -> dict[str, object]:
 def fingerprint_changes(entries: Sequence[dict[str, Any]], arms: Sequence[Arm]) -> list[dict[str, object]]:
     """Arms whose name and source match an earlier run's arm but whose bytes differ: an in-place edit.
 
-    Results of such runs are never pooled: the report lists each change with the earlier run's id.
-    """
+    Results of such runs are never pooled: the report lists each change with the earlier run's id."""
     out: list[dict[str, object]] = []
     for arm in arms:
         key = arm_key(arm)

@@ -6,8 +6,7 @@ are those of :func:`ablate.run.adaptive.run_adaptive`, read back as the run repo
 (:func:`ablate.report.sequential.sequential_section`). Each arm's pooled pitfall-free contrast takes the
 anytime-valid p, its Holm adjustment over the arms and the confidence sequence, and is real only when the
 sequential analysis decided it; every other p-value and interval is fixed-n, kept as description, and marks
-nothing real.
-"""
+nothing real."""
 
 from __future__ import annotations
 

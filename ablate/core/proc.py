@@ -3,8 +3,7 @@
 Timeouts kill the whole process tree (psutil), so a ``claude`` session and every shell, hook and MCP server
 it started go together. A process that left the tree (a model's ``setsid … &`` double fork) is still found:
 every process of a session carries its *tag* in the environment (``ABLATE_TAG``), which children inherit
-whatever their session or parent, and :func:`kill_tagged` kills every process that carries it.
-"""
+whatever their session or parent, and :func:`kill_tagged` kills every process that carries it."""
 
 from __future__ import annotations
 
@@ -91,8 +90,7 @@ def kill_tagged(prefix: str, *, quiet_scans: int = 3, max_rounds: int = 50) -> i
 
     One empty scan proves nothing: a process caught between fork and exec, or inside execve, may show no
     readable environment for an instant, and a fork may race the kill. So scans repeat, 10 ms apart, until
-    ``quiet_scans`` in a row find nothing (at most ``max_rounds``).
-    """
+    ``quiet_scans`` in a row find nothing (at most ``max_rounds``)."""
     killed = quiet = 0
     for _ in range(max_rounds):
         pids = tagged_pids(prefix)
@@ -168,8 +166,7 @@ def run_process(
     (its first ``stdout_cap`` bytes) is written to ``stdout_path`` once the process and everything it
     started are gone (the file is created exclusively at launch: a second writer is an error), or returned;
     stderr's last ``stderr_tail_bytes`` are kept. With a ``tag``, every process the command started and left
-    behind — double-forked daemons included — is killed when it ends, however it ends.
-    """
+    behind — double-forked daemons included — is killed when it ends, however it ends."""
     if tag is not None:
         env = {**env, TAG_VAR: tag}
     start = time.monotonic()

@@ -2,8 +2,7 @@
 left (:func:`grade_checkout`), re-grade from a saved diff (:func:`grade_from_diff`); the check kinds are
 :mod:`ablate.checks`. Nothing the model wrote is ever executed, and the diff is taken by git with a scratch git
 dir, index and object store of ablate's own (README.md's "Graded outcomes"), saved as
-``diffs/<item>.a<N>.patch`` for ``ablate judge``.
-"""
+``diffs/<item>.a<N>.patch`` for ``ablate judge``."""
 
 from __future__ import annotations
 
@@ -239,8 +238,7 @@ def apply_seed_files(task: Task, checkout: Path) -> Baseline:
 
     Call it on a prepared checkout, right before the session. Seed files replace the repo's file at that
     path; a path through a symlink raises :class:`UnsafePath` before anything is written. A task without
-    files and checks costs nothing.
-    """
+    files and checks costs nothing."""
     targets = [(rel, seed_target(checkout, rel)) for rel in task.spec.files]
     for rel, target in targets:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -323,8 +321,7 @@ def grade_checkout(
 
     Call it after the session and before the environment is reset. ``patch_path`` receives the diff of the
     checkout against its seeded start; ``patch_rel`` is how the grade names it (relative to the run folder).
-    Returns None for a task without checks. The baseline's scratch snapshot is removed.
-    """
+    Returns None for a task without checks. The baseline's scratch snapshot is removed."""
     try:
         if not task.spec.checks:
             return None

@@ -3,8 +3,7 @@
 What the judge sees, the verdict format and its retries are README.md's ``ablate judge``. A rate limit (429,
 529) pauses the pool with :mod:`ablate.core.backoff` (the runner's rule and defaults); the SDK's own retries
 are off. The endpoint and key come from the usual variables (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` /
-``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the judge.
-"""
+``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the judge."""
 
 from __future__ import annotations
 
@@ -88,8 +87,7 @@ def scrub(text: str, paths: Iterable[str]) -> str:
     """Replace every given absolute path (longest first, and its resolved form) by a neutral placeholder.
 
     ``<checkout>`` for the first path (the session's working directory), ``<path>`` for the others; any path
-    through an ``ablate-envs`` folder left over becomes ``<path>`` too.
-    """
+    through an ``ablate-envs`` folder left over becomes ``<path>`` too."""
     seen: list[tuple[str, str]] = []
     for i, p in enumerate(paths):
         if not p or not p.startswith("/") or p == "/":

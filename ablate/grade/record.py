@@ -2,8 +2,7 @@
 
 Written atomically under a lock (session threads and judge workers update it concurrently). Checks are kept
 per attempt (``checks["2"]`` grades ``stdout/<item>.a2.json``'s checkout) and verdicts name their attempt, so
-a reader pairs them with the result's ``attempt``, never with a stale one.
-"""
+a reader pairs them with the result's ``attempt``, never with a stale one."""
 
 from __future__ import annotations
 
@@ -149,8 +148,7 @@ def grade_attempt(
 
     Call it before the environment is reset, on the path the session saw as its checkout, after the
     session's stdout and transcript are in the run folder (the session-reading checks read them there). A
-    task without checks records nothing.
-    """
+    task without checks records nothing."""
     rel = diff_rel(item, attempt)
     grade = grade_checkout(
         task,

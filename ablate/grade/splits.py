@@ -5,8 +5,7 @@ tasks' means are compared with the holdout tasks' by an exact one-sided permutat
 Permuting blocks instead treats the repeats of one task as independent tasks; with tasks that differ it raised
 false alarms (12% at 30 repeats with no overfitting). :func:`holdout_finding`: an overfitting warning (a
 significant reversal), a reassuring line (a reversal within noise), an untested line (a split with fewer than
-two tasks), or None (holdout agrees, or no dev improvement).
-"""
+two tasks), or None (holdout agrees, or no dev improvement)."""
 
 from __future__ import annotations
 

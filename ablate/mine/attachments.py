@@ -2,8 +2,7 @@
 
 The one reader of these record shapes, used by the miner (``SessionResult.instruction_files``,
 ``skills_listed``, ``hooks_fired``) and by the probe (which also needs the loaded files' content and the hook
-commands): a change in the CLI's records is fixed in one place.
-"""
+commands): a change in the CLI's records is fixed in one place."""
 
 from __future__ import annotations
 

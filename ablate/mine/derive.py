@@ -1,8 +1,7 @@
 """Mining a session (docs/ARCHITECTURE.md#mining): the main thread ``<session_id>.jsonl`` plus its sub-agents'
 ``<session_id>/subagents/agent-*.jsonl`` into a :class:`SessionResult` (:func:`mine_session`). Reading is
 :mod:`ablate.mine.parse`'s job; this module derives the status, turns, cost and duration and reconciles them
-with the CLI's stdout.
-"""
+with the CLI's stdout."""
 
 from __future__ import annotations
 
@@ -67,8 +66,7 @@ def mine_session(
 
     ``cwd`` overrides the session's cwd (from its records) for making read paths relative. A missing
     or empty transcript gives status ``no_transcript``. Malformed content is counted, never raised; an unreadable
-    file raises ``OSError``. An invalid pitfall regex raises ``re.error``.
-    """
+    file raises ``OSError``. An invalid pitfall regex raises ``re.error``."""
     compiled = _compile(pitfalls)
     base = str(cwd) if cwd is not None else None
     main, side, sess = _Thread(compiled, base), _Thread(compiled, base), _Session()

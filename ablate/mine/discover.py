@@ -85,8 +85,7 @@ def mine_each(
 ) -> Iterator[tuple[Path, SessionResult | OSError]]:
     """Mine each transcript, in order, with ``jobs`` worker processes; an unreadable file yields its error.
 
-    Each worker streams its own file, so memory stays bounded whatever the corpus size.
-    """
+    Each worker streams its own file, so memory stays bounded whatever the corpus size."""
     pits = tuple(pitfalls)
     items = ((t, pits) for t in transcripts)
     if jobs <= 1:

@@ -1,8 +1,7 @@
 """Draft task files from the user's own history (``ablate tasks suggest``; README.md's "Your own history"): the
 most recent session of each group of sessions that used the same layers, its first prompt verbatim and
 pitfalls from its tool errors and the user's corrections. Every draft carries ``draft = true``, which
-:func:`ablate.setup.taskset.load_tasks` refuses until the user has reviewed it and deleted the line.
-"""
+:func:`ablate.setup.taskset.load_tasks` refuses until the user has reviewed it and deleted the line."""
 
 from __future__ import annotations
 

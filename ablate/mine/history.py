@@ -2,8 +2,7 @@
 
 Read-only (nothing created, touched or locked: the config dir's tree hash is unchanged). Each session is
 streamed by :mod:`ablate.mine.parse`, sub-agents folded in, into a :class:`SessionFacts`; worker processes
-read sessions in order.
-"""
+read sessions in order."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Request snapshots (``api-request-shape``, ``api-request-blob``, ``attachment:prompt_snapshot``) are most of a
 transcript's bytes and carry nothing counted: a line is skipped unparsed only when its prefix proves its type
 (the ``type`` key first, or the top-level ``attachment`` object, reached through scalar keys only, a prompt
-snapshot). Any other line, whatever its key order, is parsed with orjson. Damage is counted, never fatal.
-"""
+snapshot). Any other line, whatever its key order, is parsed with orjson. Damage is counted, never fatal."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``ablate usage``: what the user's own session history says about each layer of the catalog (README.md's "Your
 own history": loaded and used sessions, uses, never-used layers). Every session in the window is read. Never
 mixed into a run's counterfactual numbers (a report cites it under its own heading: :func:`provenance_for`);
-the library returns plain data, the CLI renders.
-"""
+the library returns plain data, the CLI renders."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ Each layer gets needles chosen by how it shows up (the catalog's ``shows``; READ
 says which); a needle also seen in the baseline request or in another layer is generic and dropped, and a
 layer left without needles is reported as too generic to fingerprint, never guessed. Also the shadow-fidelity
 comparison: the control cell's first request against the untouched setup's, normalised only for what
-legitimately differs between two sessions.
-"""
+legitimately differs between two sessions."""
 
 from __future__ import annotations
 
@@ -120,8 +119,7 @@ class HookSpec:
 
         SessionStart and UserPromptSubmit hooks leave ``hook_success`` (output) or ``hook_non_blocking_error``
         (failure) records; Stop hooks are always named in ``stop_hook_summary``. An async hook, a tool hook
-        (no tool runs), SessionEnd (after the transcript's last record) and the others never show.
-        """
+        (no tool runs), SessionEnd (after the transcript's last record) and the others never show."""
         return self.event in OBSERVABLE_HOOK_EVENTS and not self.is_async
 
 
@@ -180,8 +178,7 @@ def layer_prints(
     """Fingerprints for every layer of a setup, before generic needles are dropped.
 
     ``style`` is the selected ``outputStyle`` and the settings file that selects it
-    (:func:`ablate.setup.load.selected_output_style`).
-    """
+    (:func:`ablate.setup.load.selected_output_style`)."""
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
         lf = layers[layer.id]

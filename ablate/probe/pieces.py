@@ -16,8 +16,7 @@ lines of every string in ``system``, ``messages`` and ``tools``. Then:
   did not take) or ``unobservable`` (the control's first request does not show it either: a PostToolUse
   hook, a skill the CLI does not list, an MCP server without ``--with-mcp``).
 
-A cell with a problem, or a piece ``still-there``, fails the probe.
-"""
+A cell with a problem, or a piece ``still-there``, fails the probe."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ isolation"; the verdicts faithful, leak, missing, no-op and error). An exit code
 session ran (docs/CLAUDE-CODE.md): a session that wrote no transcript is an error.
 
 Two extra sessions anchor the comparison: a *baseline* with no setup at all (needles seen there are generic)
-and the *untouched* setup, whose request C0's must equal (shadow fidelity).
-"""
+and the *untouched* setup, whose request C0's must equal (shadow fidelity)."""
 
 from __future__ import annotations
 
@@ -267,8 +266,7 @@ def probe(
     ones, which forces ``links``). The user's real home,
     config dir and repository are listed before and after; any change makes the probe fail, naming it.
     Without ``work`` the probe works in a folder of its own under ``work_parent`` (default: the temporary
-    directory), removed at the end.
-    """
+    directory), removed at the end."""
     start = time.monotonic()
     chosen = choose_isolation(LINKS.name if builder is not build_environment else isolation)
     inv = inventory(setup, catalog)

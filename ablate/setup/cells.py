@@ -325,8 +325,7 @@ def cell_effect(
 
     ``imports`` maps a layer id to the layer ids its files ``@import`` (so stubbing CLAUDE.md removes them).
     ``loaded`` maps a present layer to the files the CLI loads by itself (None: not applicable); a layer on
-    disk that the CLI never loads changes nothing when stripped.
-    """
+    disk that the CLI never loads changes nothing when stripped."""
     removes = tuple(lid for lid in cell.stripped if lid in present and present[lid].present)
     absent = tuple(lid for lid in cell.stripped if lid not in present or not present[lid].present)
     unloaded = tuple(

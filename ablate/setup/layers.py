@@ -252,8 +252,7 @@ def walk_files(base: Path, rel: str, *, dangling: dict[str, str] | None = None) 
 
     A dangling link holds nothing to read: it is left out, and recorded in ``dangling`` (its path relative to
     ``base`` → the absolute path it names) when given. A link to a folder that contains it, a link loop or an
-    unreadable target is a located :class:`~ablate.core.errors.UsageError` (never a silently missing file).
-    """
+    unreadable target is a located :class:`~ablate.core.errors.UsageError` (never a silently missing file)."""
     out: list[str] = []
     _walk(base, rel, out, dangling, frozenset(), base / rel)
     return out
@@ -310,8 +309,7 @@ def resolve_layer(
 ) -> LayerFiles:
     """Find what ``layer`` consists of under ``base`` (never writes anything).
 
-    ``aliases`` maps a key file name to where it really lives (``.claude.json`` may sit in HOME).
-    """
+    ``aliases`` maps a key file name to where it really lives (``.claude.json`` may sit in HOME)."""
     lf = LayerFiles(layer=layer, base=base)
     hashed_files: list[tuple[str, bytes]] = []
     hashed_keys: list[tuple[str, bytes]] = []

@@ -9,8 +9,7 @@ applied to a cell's files by :mod:`ablate.isolate.piece_ops`.
 - an imported file, skill, agent, command, rule file or output style: the file (skill: folder) removed;
 - a hook entry: that hook dropped from its group (an emptied group, then an emptied event, dropped too),
   every other key and entry of the settings file unchanged;
-- an MCP server: its entry dropped from ``mcpServers``.
-"""
+- an MCP server: its entry dropped from ``mcpServers``."""
 
 from __future__ import annotations
 

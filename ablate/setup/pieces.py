@@ -7,8 +7,7 @@ in the layers :func:`ablate.setup.load.resolve_layers` resolved (no second walk 
 
 Every piece has a stable readable id: the layer id, ``#`` and a slug of its name (``user-claude-md#money``);
 a name repeated within a layer gets ``-2``, ``-3`` in file order. The same function enumerates a cell's own
-copy of the config dir or worktree, so a cell is cut by id (:mod:`ablate.setup.piece_cut`).
-"""
+copy of the config dir or worktree, so a cell is cut by id (:mod:`ablate.setup.piece_cut`)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ docs/CLAUDE-CODE.md#plugin-eval).
 skill-creator ``evals.json`` (:mod:`ablate.setup.skill_evals`). ``results/``, ``mocks/`` and hidden folders are
 skipped. The converted task is written as TOML into the run folder (``tasks/<id>.toml``), so the run stands
 alone. Graders are converted by :mod:`ablate.setup.plugin_graders`, files read by :mod:`ablate.setup.casefiles`,
-YAML by :mod:`ablate.setup.yamlsub`; every problem is a located :class:`~ablate.core.errors.SpecError`.
-"""
+YAML by :mod:`ablate.setup.yamlsub`; every problem is a located :class:`~ablate.core.errors.SpecError`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """skill-creator's ``evals/evals.json`` as tasks (``--tasks`` with the file, its ``evals/`` or the skill folder;
-the format: docs/CLAUDE-CODE.md#plugin-eval). An unknown field is a located error.
-"""
+the format: docs/CLAUDE-CODE.md#plugin-eval). An unknown field is a located error."""
 
 from __future__ import annotations
 

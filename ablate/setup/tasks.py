@@ -2,8 +2,7 @@
 
 The fields are README.md's "Tasks" and "Graded outcomes" (examples: ``tasks/``). Every path is a
 plain relative path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here;
-symlink escapes are refused where the checkout is touched (:mod:`ablate.grade.checkout`).
-"""
+symlink escapes are refused where the checkout is touched (:mod:`ablate.grade.checkout`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 A deliberately small emitter (ablate reads TOML with the standard library and writes little of it): top-level
 keys, tables, arrays of tables, and inline tables inside those. Strings are basic strings with JSON's escapes
-(which TOML shares), DEL escaped too; ``None`` values are left out (TOML has no null).
-"""
+(which TOML shares), DEL escaped too; ``None`` values are left out (TOML has no null)."""
 
 from __future__ import annotations
 

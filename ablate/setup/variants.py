@@ -13,8 +13,7 @@ that matches nothing or more than one block is a located :class:`~ablate.core.er
 
 Every variant is fingerprinted: the sha256 of the exact bytes a cell will hold (:attr:`Rendered.fingerprint`),
 together with the sha256 of the source file it was derived from, so a file edited in place between two runs
-that claim the same version is caught.
-"""
+that claim the same version is caught."""
 
 from __future__ import annotations
 
@@ -94,8 +93,7 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
 def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tuple[int, int]:
     """The block's line range ``[start, end)`` in ``text.splitlines(keepends=True)``.
 
-    Raises a located :class:`SpecError` when the selector matches no block or more than one.
-    """
+    Raises a located :class:`SpecError` when the selector matches no block or more than one."""
     lines = _split_lines(text)
     if selector.kind == "heading":
         heads = _headings(lines)

@@ -4,8 +4,7 @@ PyYAML is not a dependency; this reads the subset docs/CLAUDE-CODE.md#plugin-eva
 one line: ``[Read, Grep]``, ``{source: file, path: x}``; block scalars ``|``, ``|-``, ``>``, ``>-``) and
 refuses the rest with a :class:`YamlSubsetError` naming the line. Plain scalars follow YAML 1.2's core schema:
 ``true``/``false`` (any case), ``null``/``~``/empty, decimal integers and floats; everything else is a string
-(``yes``, ``on``: strings).
-"""
+(``yes``, ``on``: strings)."""
 
 from __future__ import annotations
 
@@ -272,8 +271,7 @@ class _Reader:
 def loads(text: str, *, first_line: int = 1) -> object:
     """Parse ``text`` (the subset described above); an empty document is ``None``.
 
-    ``first_line`` is the line number of ``text``'s first line in its file, for error messages.
-    """
+    ``first_line`` is the line number of ``text``'s first line in its file, for error messages."""
     reader = _Reader(text.replace("\r\n", "\n"), first_line)
     reader.skip_blank()
     if reader.i >= len(reader.lines):

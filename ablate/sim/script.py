@@ -2,8 +2,7 @@
 
 A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.core.specs`); a malformed script is a
 located :class:`~ablate.core.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule answers; a
-request no rule matches gets ``default``.
-"""
+request no rule matches gets ``default``."""
 
 from __future__ import annotations
 

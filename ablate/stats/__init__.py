@@ -1,7 +1,6 @@
 """Statistics of a report: small, typed, pure functions on scipy.
 
-Every function returns a value or a :class:`NotComputable` with the reason; none returns a magic number.
-"""
+Every function returns a value or a :class:`NotComputable` with the reason; none returns a magic number."""
 
 from ablate.stats.agreement import cohen_kappa
 from ablate.stats.multiplicity import holm

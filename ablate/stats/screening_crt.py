@@ -15,8 +15,7 @@ interactions of any order.
 A draw that cannot separate every piece is drawn again, so the reference law is conditioned on full rank; that
 happens with probability far below 10⁻⁶ for these designs (2N rows, N > k) and is ignored. The effect and its
 interval stay the least-squares ones (:mod:`ablate.stats.screening_inference`): a description, its coverage not
-guaranteed under interactions.
-"""
+guaranteed under interactions."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ Hadamard matrix without its all-ones column. :func:`pb_columns` tries, in order,
 quadratic residues mod p (Paley REAC, "On orthogonal matrices", J Math Phys 12:311–320, 1933; exactly PB's
 published first row for 12, 20 and 24), its N − 1 cyclic shifts and a row of −; Paley's second construction
 for N = 2(q + 1), q a prime ≡ 1 (mod 4); doubling ``[[H, H], [H, −H]]``. Sizes none reaches (52 first) take
-the next constructible one (:func:`pb_size`).
-"""
+the next constructible one (:func:`pb_size`)."""
 
 from __future__ import annotations
 
@@ -94,8 +93,7 @@ def pb_columns(factors: int) -> IntArray:
 
     The Hadamard matrix is normalised (rows multiplied so the first column is +, then columns so the first
     row is +); its other columns are balanced and orthogonal, and the first ``factors`` of them are returned.
-    Normalising flips whole columns of PB's published layout, which keeps every property of the design.
-    """
+    Normalising flips whole columns of PB's published layout, which keeps every property of the design."""
     n = pb_size(factors)
     h = hadamard(n)
     if h is None:  # pragma: no cover - pb_size only returns constructible sizes

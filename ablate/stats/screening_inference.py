@@ -18,8 +18,7 @@ A drawn design (:attr:`~ablate.stats.screening.Design.drawn` set) takes its p fr
 :mod:`ablate.stats.screening_crt` instead: an interaction of three or more pieces lined up with a piece's
 column moves that piece's estimate but leaves the residual, so the pooled variance misses it. The verdict
 (``helps``/``hurts``/``draw``/``undecided``) is docs/ARCHITECTURE.md's; ``draw`` is an equivalence test, each
-side at α/2.
-"""
+side at α/2."""
 
 from __future__ import annotations
 
@@ -99,8 +98,7 @@ def block_ols(x: npt.ArrayLike, blocks: npt.ArrayLike, y: npt.ArrayLike) -> Bloc
     """Fit ``y = α_block + x β + ε``; x is sessions × pieces, blocks a block index per session, y (…, sessions).
 
     Raises :class:`DesignError` when the pieces are confounded in these sessions (demeaned x not of full rank)
-    or the residual has no degrees of freedom.
-    """
+    or the residual has no degrees of freedom."""
     xa = np.asarray(x, dtype=np.float64)
     _, codes = np.unique(np.asarray(blocks), return_inverse=True)
     codes = codes.astype(np.int64)
@@ -132,8 +130,7 @@ def t_test(
     model's residual variance of 0/1 outcomes shrinks as the contrast grows (p̂(1 − p̂) on each side), which
     makes the Wald test liberal in the far tail where Holm tests (measured: ≈ 1.1 α at α = 0.001 at a rate
     of ½; ``tests/test_screening_inference.py``); the null variance does not shrink, and the test is at or
-    below α there. The interval stays the Wald one.
-    """
+    below α there. The interval stays the Wald one."""
     if null_variance:
         var = (fit.rss[..., None] + fit.beta * fit.beta / fit.inv_diag) / (fit.df + 1) * fit.inv_diag
         se_test, df_test = np.sqrt(var), fit.df + 1
@@ -180,8 +177,7 @@ def analyse(
     pass/fail); ``higher_is_better`` False for turns and costs, so a piece that adds turns ``hurts``.
 
     Sessions may be missing (failed items): the fit uses what there is. Raises :class:`DesignError` when the
-    sessions cannot estimate every piece (too few, or a piece never both on and off within a block).
-    """
+    sessions cannot estimate every piece (too few, or a piece never both on and off within a block)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} outside (0, 1)")
     if min_effect <= 0:

@@ -58,8 +58,7 @@ def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) ->
     V_t = σ²t (Robbins 1970; Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric,
     nonasymptotic confidence sequences", Ann Stat 49:1055–1080, 2021, §3). ρ = min_effect / σ² puts the mixture
     where the bet that grows fastest on an effect of min-effect lies; any fixed ρ keeps the process valid.
-    ``sigma2`` broadcasts against x without its last axis.
-    """
+    ``sigma2`` broadcasts against x without its last axis."""
     xs = np.asarray(x, dtype=np.float64)
     s2 = np.asarray(sigma2, dtype=np.float64)[..., None]
     rho2 = (min_effect / s2) ** 2
