@@ -6,6 +6,7 @@ its ``[[checks]]`` table, :meth:`~CheckSpec.evaluate` its verdict on an :class:`
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,17 +103,9 @@ def check_rel_path(value: str, *, folder: bool = False) -> str:
     return value
 
 
-def _file_path(v: str) -> str:
-    return check_rel_path(v)
-
-
-def _folder_or_file_path(v: str) -> str:
-    return check_rel_path(v, folder=True)
-
-
-RelPath = Annotated[str, AfterValidator(_file_path)]
+RelPath = Annotated[str, AfterValidator(check_rel_path)]
 """A relative file path inside the checkout."""
-RelPrefix = Annotated[str, AfterValidator(_folder_or_file_path)]
+RelPrefix = Annotated[str, AfterValidator(functools.partial(check_rel_path, folder=True))]
 """A relative file or folder path inside the checkout (``src/greet/``: everything under that folder)."""
 
 

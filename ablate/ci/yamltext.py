@@ -80,10 +80,6 @@ def _sequence(items: Sequence[object], indent: int) -> str:
     return "\n".join(out)
 
 
-def _comments(header: str) -> str:
-    return "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
-
-
 def dump(data: Mapping[str, object], *, header: str = "") -> str:
     """``data`` as a YAML document; ``header`` lines become ``#`` comments above it."""
-    return _comments(header) + _mapping(data, 0) + "\n"
+    return "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines()) + _mapping(data, 0) + "\n"

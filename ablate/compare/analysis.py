@@ -232,7 +232,7 @@ def verdict(
     )
     regressions: list[str] = []
     for t in tasks:
-        e = oriented_task(contrasts, baseline, arm, t)
+        e = _effect(contrasts, baseline, arm, "pitfall_free", t)
         if e is not None and e.real and (e.delta or 0) < 0:
             regressions.append(f"{t} {_pts(e.delta)}")
     turns = oriented(contrasts, baseline, arm, "turns")
@@ -259,7 +259,3 @@ def verdict(
         )
     checks = (gain, no_reg, agree)
     return _verdict(arm, baseline, checks), hold
-
-
-def oriented_task(contrasts: Sequence[Contrast], a: str, b: str, task: str) -> Effect | None:
-    return _effect(contrasts, a, b, "pitfall_free", task)

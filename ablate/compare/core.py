@@ -196,10 +196,6 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes, roles)
 
 
-def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    atomic_write_bytes(path, b"".join(orjson.dumps(r) + b"\n" for r in rows))
-
-
 def _baseline_rate(rates: Sequence[an.ArmRate], baseline: str) -> float | None:
     return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
 
@@ -288,7 +284,7 @@ def run_compare(
     started = datetime.now(UTC).isoformat(timespec="seconds")
     execution = _execute(prep, executor, folder, on_item)
     outcomes = sorted(execution.outcomes, key=lambda o: o.order)
-    _write_jsonl(folder / "items.jsonl", [o.to_json() for o in outcomes])
+    atomic_write_bytes(folder / "items.jsonl", b"".join(orjson.dumps(o.to_json()) + b"\n" for o in outcomes))
     for a in prep.arms:
         if a.rendered.source_changed():
             changes.append(

@@ -59,13 +59,9 @@ class Baseline:
 # Paths inside the checkout
 
 
-def _components(rel: str) -> list[str]:
-    return [p for p in rel.rstrip("/").split("/")]
-
-
 def _walk(checkout: Path, rel: str) -> Iterator[tuple[Path, bool]]:
     """Each prefix of ``rel`` under ``checkout``, with whether it is the last component."""
-    parts = _components(rel)
+    parts = rel.rstrip("/").split("/")
     cur = checkout
     for i, part in enumerate(parts):
         cur = cur / part

@@ -51,10 +51,6 @@ def _agent_meta(sub: Path) -> dict[str, Any]:
     return meta
 
 
-def _compile(pitfalls: Sequence[PitfallPattern]) -> list[tuple[PitfallPattern, re.Pattern[str]]]:
-    return [(p, re.compile(p.pattern, re.IGNORECASE)) for p in pitfalls]
-
-
 def mine_session(
     transcript: Path,
     *,
@@ -67,7 +63,7 @@ def mine_session(
     ``cwd`` overrides the session's cwd (from its records) for making read paths relative. A missing
     or empty transcript gives status ``no_transcript``. Malformed content is counted, never raised; an unreadable
     file raises ``OSError``. An invalid pitfall regex raises ``re.error``."""
-    compiled = _compile(pitfalls)
+    compiled = [(p, re.compile(p.pattern, re.IGNORECASE)) for p in pitfalls]
     base = str(cwd) if cwd is not None else None
     main, side, sess = _Thread(compiled, base), _Thread(compiled, base), _Session()
     cli = parse_cli_output(stdout) if stdout is not None else None

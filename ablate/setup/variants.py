@@ -138,10 +138,6 @@ def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tupl
     return opens[0], closes[0] + 1
 
 
-def _newline(text: str) -> str:
-    return "\r\n" if "\r\n" in text else "\n"
-
-
 def _join_at_end(head: str, block: str, nl: str) -> str:
     head = head.rstrip("\r\n")
     block = block.strip("\r\n")
@@ -159,7 +155,7 @@ def transform(text: str, op: Op, selector: Selector | None, *, source: str = "<t
     start, end = find_block(text, selector, source=source)
     lines = _split_lines(text)
     block = "".join(lines[start:end])
-    nl = _newline(text)
+    nl = "\r\n" if "\r\n" in text else "\n"
     if op == "move":
         rest = "".join(lines[:start]) + "".join(lines[end:])
         return _join_at_end(rest, block, nl)
