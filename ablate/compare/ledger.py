@@ -95,9 +95,8 @@ def arm_key(arm: Arm) -> dict[str, object]:
 
 
 def fingerprint_changes(entries: Sequence[dict[str, Any]], arms: Sequence[Arm]) -> list[dict[str, object]]:
-    """Arms whose name and source match an earlier run's arm but whose bytes differ: an in-place edit.
-
-    Results of such runs are never pooled: the report lists each change with the earlier run's id."""
+    """Arms whose name and source match an earlier run's arm but whose bytes differ (an in-place edit); the
+    report lists each with the earlier run's id, and such runs are never pooled."""
     out: list[dict[str, object]] = []
     for arm in arms:
         key = arm_key(arm)

@@ -230,11 +230,9 @@ def _snapshot(checkout: Path, force: Sequence[str]) -> tuple[Path, str]:
 
 
 def apply_seed_files(task: Task, checkout: Path) -> Baseline:
-    """Write the task's seed files into ``checkout`` and snapshot the seeded start (when the task has checks).
-
-    Call it on a prepared checkout, right before the session. Seed files replace the repo's file at that
-    path; a path through a symlink raises :class:`UnsafePath` before anything is written. A task without
-    files and checks costs nothing."""
+    """Write the task's seed files into a prepared ``checkout`` right before the session (replacing the repo's
+    file at each path) and snapshot the seeded start when the task has checks. A path through a symlink raises
+    :class:`UnsafePath` before anything is written."""
     targets = [(rel, seed_target(checkout, rel)) for rel in task.spec.files]
     for rel, target in targets:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -310,14 +308,10 @@ def grade_checkout(
     patch_rel: str | None = None,
     trace: SessionTrace | None = None,
 ) -> ChecksGrade | None:
-    """Evaluate the task's checks on the checkout the session left (read-only), and save the session's diff.
-
-    ``trace`` (the session's final answer and tool calls) is what the ``regex``, ``tool_used`` and
-    ``tool_order`` checks read; without it they are not evaluable.
-
-    Call it after the session and before the environment is reset. ``patch_path`` receives the diff of the
-    checkout against its seeded start; ``patch_rel`` is how the grade names it (relative to the run folder).
-    Returns None for a task without checks. The baseline's scratch snapshot is removed."""
+    """Evaluate the task's checks on the checkout the session left (read-only), after the session and before
+    the environment is reset. ``trace`` is what the session-reading checks read (without it they are not
+    evaluable); ``patch_path`` receives the diff against the seeded start, ``patch_rel`` names it in the grade.
+    None for a task without checks. The baseline's scratch snapshot is removed."""
     try:
         if not task.spec.checks:
             return None

@@ -144,11 +144,9 @@ def record_verdict(folder: RunFolder, item: str, verdict: JudgeVerdict) -> Grade
 def grade_attempt(
     folder: RunFolder, item: str, attempt: int, task: Task, checkout: Path, baseline: Baseline
 ) -> ChecksGrade | None:
-    """The runner's hook after a session: grade the checkout, save the diff, record the checks.
-
-    Call it before the environment is reset, on the path the session saw as its checkout, after the
-    session's stdout and transcript are in the run folder (the session-reading checks read them there). A
-    task without checks records nothing."""
+    """The runner's hook after a session: grade the checkout, save the diff, record the checks. Call it before
+    the environment is reset, on the session's checkout path, once the session's stdout and transcript are in
+    the run folder (the session-reading checks read them there)."""
     rel = diff_rel(item, attempt)
     grade = grade_checkout(
         task,

@@ -59,10 +59,8 @@ def mine_session(
     cwd: Path | None = None,
 ) -> SessionResult:
     """Mine one session: ``transcript`` plus its ``<stem>/subagents/agent-*.jsonl``, and ``stdout`` if given.
-
-    ``cwd`` overrides the session's cwd (from its records) for making read paths relative. A missing
-    or empty transcript gives status ``no_transcript``. Malformed content is counted, never raised; an unreadable
-    file raises ``OSError``. An invalid pitfall regex raises ``re.error``."""
+    ``cwd`` overrides the session's own for making read paths relative; a missing or empty transcript gives
+    ``no_transcript``. An unreadable file raises ``OSError``, an invalid pitfall regex ``re.error``."""
     compiled = [(p, re.compile(p.pattern, re.IGNORECASE)) for p in pitfalls]
     base = str(cwd) if cwd is not None else None
     main, side, sess = _Thread(compiled, base), _Thread(compiled, base), _Session()

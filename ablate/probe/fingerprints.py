@@ -175,10 +175,8 @@ def layer_prints(
     with_mcp: bool = False,
     style: tuple[str | None, str] = (None, ""),
 ) -> dict[str, LayerPrint]:
-    """Fingerprints for every layer of a setup, before generic needles are dropped.
-
-    ``style`` is the selected ``outputStyle`` and the settings file that selects it
-    (:func:`ablate.setup.load.selected_output_style`)."""
+    """Fingerprints for every layer of a setup, before generic needles are dropped; ``style`` is the selected
+    ``outputStyle`` and the settings file that selects it (:func:`ablate.setup.load.selected_output_style`)."""
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
         lf = layers[layer.id]
@@ -420,16 +418,11 @@ def diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
 def exact_fidelity(
     control: str, control_requests: Sequence[dict[str, Any]], untouched_requests: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
-    """The ``namespace`` backend's check: the control cell and the untouched setup run at the same paths, so
-    their first requests must be equal but for the session id (not in the compared fields), the billing
-    header and the order of concurrent hook outputs. Nothing about git is ignored: the control's checkout
-    carries the user's ``.git`` state and hides no file from ``git status``.
-
-    Each side may hold more than one session's first request: when the first pair differs the probe draws
-    more pairs, because a setup's own start-up need not be deterministic (measured: a SessionStart hook
-    that edits the repository races the CLI's git snapshot, and two sessions of the untouched setup differ
-    in ``Status:``). The control passes when one of its requests equals one of the untouched setup's, byte
-    for byte after the normalisation: a difference ablate made would be in every pair."""
+    """The ``namespace`` backend's check: the control and the untouched setup run at the same paths, so their
+    first requests must be equal but for the session id, the billing header and the order of concurrent hook
+    outputs; nothing about git is ignored. Each side may hold several sessions' first requests (a setup's own
+    start-up need not be deterministic: measured, a SessionStart hook that edits the repository races the CLI's
+    git snapshot); the control passes when one of its requests equals one of the untouched setup's."""
     a = [normalise_request(r, {}, keep_branch=True) for r in control_requests]
     b = [normalise_request(r, {}, keep_branch=True) for r in untouched_requests]
     match = next(((i, j) for i, x in enumerate(a) for j, y in enumerate(b) if x == y), None)

@@ -260,13 +260,10 @@ def probe(
 ) -> ProbeResult:
     """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
 
-    ``isolation``: the backend (:func:`ablate.isolate.registry.choose_isolation`); one whose sessions see the
-    real paths runs the untouched setup in a view at the real paths too and checks fidelity exactly.
-    ``builder`` is the ``links`` environment builder (the probe exists to check it; tests hand it broken
-    ones, which forces ``links``). The user's real home,
-    config dir and repository are listed before and after; any change makes the probe fail, naming it.
-    Without ``work`` the probe works in a folder of its own under ``work_parent`` (default: the temporary
-    directory), removed at the end."""
+    ``isolation``: the backend; one whose sessions see the real paths runs the untouched setup at the real paths
+    too and checks fidelity exactly. ``builder``: the ``links`` builder (tests hand it broken ones, which forces
+    ``links``). The user's real home, config dir and repository are listed before and after; any change fails the
+    probe. Without ``work`` it works under ``work_parent`` (default: the temporary directory), removed at the end."""
     start = time.monotonic()
     chosen = choose_isolation(LINKS.name if builder is not build_environment else isolation)
     inv = inventory(setup, catalog)
