@@ -40,12 +40,12 @@ class Finding:
     """The control cell or the baseline arm."""
     label: str
     """What the subject is, in words (``no user-claude-md``, ``CLAUDE.v2.md``)."""
-    effect: float | None
+    effect: float | None = None
     """Oriented effect: + = good (the stripped layer helps; the arm beats the baseline)."""
-    ci_low: float | None
-    ci_high: float | None
-    p_adjusted: float | None
-    real: bool
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_adjusted: float | None = None
+    real: bool = False
     no_op: bool = False
     claimed_better: bool | None = None
     """compare.json's own verdict (gain real, nothing regressed, holdout agrees); None for a run."""
@@ -251,19 +251,7 @@ def from_report(
             secondary.append(f"{c.cell}: {c.metric} ({where}) Δ {c.delta:+.3g} — stripping it was better")
     for cell, nop in no_ops.items():
         if not any(f.subject == cell for f in findings):
-            findings.append(
-                Finding(
-                    subject=cell,
-                    against=report.run.control,
-                    label=nop.reason,
-                    effect=None,
-                    ci_low=None,
-                    ci_high=None,
-                    p_adjusted=None,
-                    real=False,
-                    no_op=True,
-                )
-            )
+            findings.append(Finding(subject=cell, against=report.run.control, label=nop.reason, no_op=True))
     tested = [f for f in findings if not f.no_op]
     worst = max(tested, key=lambda f: float("inf") if f.detectable is None else f.detectable, default=None)
     power = power_of.get(worst.subject) if worst is not None else None
@@ -396,18 +384,7 @@ def _arm_finding(
     claimed = verdict.get("better") if isinstance(verdict, dict) else None
     why = list(verdict.get("failed", [])) if isinstance(verdict, dict) else []
     if c is None:
-        return Finding(
-            subject=arm,
-            against=baseline,
-            label=label,
-            effect=None,
-            ci_low=None,
-            ci_high=None,
-            p_adjusted=None,
-            real=False,
-            claimed_better=claimed,
-            why_not=why,
-        )
+        return Finding(subject=arm, against=baseline, label=label, claimed_better=claimed, why_not=why)
 
     def num(key: str) -> float | None:
         v = c.get(key)
@@ -465,17 +442,7 @@ def _compare_power(path: Path, data: dict[str, Any], findings: list[Finding]) ->
             Path(str(data.get("_path", "compare.json"))), "sequential", "not valid"
         ) from None
     last = s.looks[-1].cells if s.looks else {}
-    base = next(
-        (
-            float(r["rate"])
-            for r in data.get("arm_rates") or []
-            if isinstance(r, dict)
-            and r.get("arm") == data.get("baseline")
-            and r.get("task") is None
-            and isinstance(r.get("rate"), int | float)
-        ),
-        0.5,
-    )
+    base = _baseline_rate(data)
     out = []
     for f in findings:
         look = last.get(f.subject)
@@ -497,16 +464,25 @@ def _compare_detectable(data: dict[str, Any]) -> float | None:
     repeats = data.get("repeats")
     if not isinstance(repeats, int) or not isinstance(tasks, list):
         return None
-    base = next(
-        (
-            r.get("rate")
-            for r in data.get("arm_rates") or []
-            if isinstance(r, dict) and r.get("arm") == data.get("baseline") and r.get("task") is None
-        ),
-        None,
+    return detectable_effect(
+        len(tasks) * repeats, _baseline_rate(data), max(1, len(data.get("contrasts") or []))
     )
-    p = float(base) if isinstance(base, int | float) else 0.5
-    return detectable_effect(len(tasks) * repeats, p, max(1, len(data.get("contrasts") or [])))
+
+
+def _baseline_rate(data: dict[str, Any]) -> float:
+    """compare.json's pooled pass rate of the baseline arm (½ when it has none)."""
+    rates = data.get("arm_rates") or []
+    return next(
+        (
+            float(r["rate"])
+            for r in rates
+            if isinstance(r, dict)
+            and r.get("arm") == data.get("baseline")
+            and r.get("task") is None
+            and isinstance(r.get("rate"), int | float)
+        ),
+        0.5,
+    )
 
 
 def check_subject(ev: Evidence, name: str, where: str) -> Finding:
