@@ -6,6 +6,7 @@ dir, index and object store of ablate's own (README.md's "Graded outcomes"), sav
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -241,9 +242,7 @@ def apply_seed_files(task: Task, checkout: Path) -> Baseline:
     baseline = Baseline(checkout=checkout, seeded=[rel for rel, _ in targets], hashes={})
     if not task.spec.checks:
         return baseline
-    for rel in _check_files(task):
-        data, _ = read_checkout_file(checkout, rel)
-        baseline.hashes[rel] = sha256_bytes(data) if data is not None else None
+    baseline.hashes = {rel: _hash(checkout, rel) for rel in _check_files(task)}
     baseline.extra_paths = sorted(set(baseline.seeded) | set(_check_files(task)))
     try:
         baseline.scratch, baseline.tree = _snapshot(checkout, baseline.extra_paths)
@@ -298,6 +297,11 @@ def _session_diff(
     return sorted(p for p in names.split("\0") if p), None
 
 
+def _hash(checkout: Path, rel: str) -> str | None:
+    data, _ = read_checkout_file(checkout, rel)
+    return sha256_bytes(data) if data is not None else None
+
+
 def grade_checkout(
     task: Task,
     checkout: Path,
@@ -318,27 +322,19 @@ def grade_checkout(
         changed, diff_error = _session_diff(baseline, checkout, patch_path)
         if changed is not None:
             # files a check names but git does not see (ignored): their hash says whether they changed
-            extra = set()
-            for rel, before in baseline.hashes.items():
-                data, _ = read_checkout_file(checkout, rel)
-                if (sha256_bytes(data) if data is not None else None) != before:
-                    extra.add(rel)
+            extra = {rel for rel, before in baseline.hashes.items() if _hash(checkout, rel) != before}
             changed = sorted(set(changed) | extra)
-
-        def read(rel: str) -> tuple[bytes | None, str]:
-            return read_checkout_file(checkout, rel)
 
         def unchanged(rel: str) -> tuple[bool | None, str]:
             data, why = read_checkout_file(checkout, rel)
-            now = sha256_bytes(data) if data is not None else None
             before = baseline.hashes.get(rel)
-            if now == before:
+            if (sha256_bytes(data) if data is not None else None) == before:
                 return True, ""
             if data is None and before is not None:
                 return False, f"was a file at the start, now {why}"
             return False, "changed during the session"
 
-        end = EndState(read, unchanged, changed, diff_error, trace)
+        end = EndState(functools.partial(read_checkout_file, checkout), unchanged, changed, diff_error, trace)
         results = [evaluate_check(i, c, end) for i, c in enumerate(task.spec.checks)]
         return summarise(
             attempt, "checkout", results, changed, patch_rel if changed is not None else None, diff_error
