@@ -24,9 +24,7 @@ class ToolOrder(Graded):
 
     kind: Literal["tool_order"]
     before: ToolRef
-    """The earlier call."""
     after: ToolRef
-    """The later call."""
 
     def evaluate(self, end: EndState) -> Verdict:
         missing = end.no_trace(True)

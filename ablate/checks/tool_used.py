@@ -14,7 +14,6 @@ class ToolUsed(Graded):
 
     kind: Literal["tool_used"]
     tool: str = Field(min_length=1)
-    """Tool name."""
     input_match: str | None = None
     """A regex searched in the call's input (compact JSON)."""
     min: int | None = Field(default=None, ge=0)

@@ -47,7 +47,6 @@ class WorkItem:
     arm_index: int = 0
     """Position of the arm in the comparison (the first is the baseline)."""
     task_index: int = 0
-    """Position of the task in the task list."""
 
 
 @dataclass

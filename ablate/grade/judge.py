@@ -245,13 +245,10 @@ class JudgeOptions:
     judge_models: tuple[str, ...]
     """Judge models; each grades every item once."""
     allow_same_judge: bool = False
-    """Let a judge be the model under test."""
     jobs: int = 4
-    """Judge calls at once."""
     budget_usd: float | None = None
     """Stop launching once the folder's recorded judge spend reaches this."""
     split: Literal["dev", "holdout", "both"] = "both"
-    """Which tasks to judge."""
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     """Pauses after a rate limit (``retry-after``, else exponential) and when to give up (the folder stays
     resumable): the runner's policy."""

@@ -44,9 +44,7 @@ class JudgeVerdict(Spec):
     tries: int = Field(default=1, ge=0)
     """Calls made for this verdict (a malformed verdict is retried once)."""
     input_tokens: int = 0
-    """Input tokens of every call."""
     output_tokens: int = 0
-    """Output tokens of every call."""
     cost_usd: float | None = None
     """Estimated spend (price table; None for an unknown model)."""
     graded_at: str = Field(default_factory=utcnow)
@@ -57,7 +55,6 @@ class GradeFile(Spec):
     """``grades/<item>.json``."""
 
     schema_version: Literal[1] = GRADE_SCHEMA_VERSION
-    """Format version of this file."""
     item: str
     """``<task>__<cell>__r<repeat>``."""
     checks: dict[str, ChecksGrade] = Field(default_factory=dict)

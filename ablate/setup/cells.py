@@ -48,17 +48,13 @@ class CellSetFile(Spec):
     """A cell-set file in cells/ (or a user's own)."""
 
     schema_version: int = 1
-    """Format version; only 1 exists."""
     name: str
-    """The set's name (``layered``)."""
     description: str = ""
-    """What the set is for."""
     control: str = "C0"
     """The id of the control cell every other cell is compared with."""
     universe: list[str] = Field(default_factory=list)
     """Repo-side layers that ``strip = "all"`` removes (config side: everything is removed)."""
     cell: list[Cell]
-    """The cells, in display order."""
 
 
 @dataclass(frozen=True)

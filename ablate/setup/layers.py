@@ -52,7 +52,6 @@ class Layer(Spec):
     shows: Shows = "instructions"
     """How the layer's presence reaches the model (what the probe looks for)."""
     description: str = ""
-    """One line for humans."""
 
     @field_validator("paths")
     @classmethod
@@ -80,9 +79,7 @@ class CatalogFile(Spec):
     """A layers file: shadow/layers.toml, or the [[layer]] tables of a user's ablate.toml."""
 
     schema_version: int = 1
-    """Format version; only 1 exists."""
     layer: list[Layer] = Field(default_factory=list)
-    """The layers, in display order."""
 
 
 class Catalog:

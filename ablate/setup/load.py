@@ -36,7 +36,6 @@ class Setup:
     home: Path
     """The real home folder whose other entries the shadow homes link to."""
     head: str
-    """The commit HEAD points at."""
     dirty_files: tuple[str, ...] = ()
     """Tracked files with uncommitted changes, and untracked files (not ignored)."""
 

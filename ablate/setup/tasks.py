@@ -72,7 +72,6 @@ class TaskSpec(Spec):
     """One task file."""
 
     schema_version: Literal[1] = 1
-    """Format version of this file; only 1 exists."""
     id: str = Field(pattern=ID_PATTERN)
     """Unique task id (lower case, digits, ``-`` and ``_``); it names result files."""
     prompt: str = Field(min_length=1)
@@ -105,7 +104,6 @@ class TaskSpec(Spec):
     expects: list[str] = Field(default_factory=list)
     """Layer ids the author expects to matter for this task (recorded as the author's prior)."""
     pitfalls: list[Pitfall] = Field(default_factory=list)
-    """Pitfalls (``[[pitfalls]]`` tables)."""
     max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS)
     """Overrides ``--max-turns`` for this task."""
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
