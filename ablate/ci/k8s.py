@@ -56,12 +56,12 @@ def check_options(opts: K8sOptions) -> None:
         )
 
 
+def _values(**env: str) -> list[dict[str, Any]]:
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
 def _env(opts: K8sOptions, *, key: bool) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [
-        {"name": "ABLATE_RUNS", "value": "/runs"},
-        {"name": "ABLATE_REPO", "value": opts.repo},
-        {"name": "ABLATE_CONFIG_DIR", "value": opts.config_dir},
-    ]
+    env = _values(ABLATE_RUNS="/runs", ABLATE_REPO=opts.repo, ABLATE_CONFIG_DIR=opts.config_dir)
     if key:
         env.append(
             {
@@ -153,12 +153,12 @@ def _job(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 def manifests(opts: K8sOptions) -> dict[str, dict[str, Any]]:
     """File name → Job: ``plan.yaml``, ``shards.yaml`` (the Indexed Job), ``merge.yaml``."""
     check_options(opts)
-    plan_env = [
-        {"name": "ABLATE_TASKS", "value": opts.tasks},
-        {"name": "ABLATE_CELLS", "value": opts.cells},
-        {"name": "ABLATE_REPEATS", "value": str(opts.repeats)},
-        {"name": "ABLATE_MODEL", "value": opts.model},
-    ]
+    plan_env = _values(
+        ABLATE_TASKS=opts.tasks,
+        ABLATE_CELLS=opts.cells,
+        ABLATE_REPEATS=str(opts.repeats),
+        ABLATE_MODEL=opts.model,
+    )
     return {
         "plan.yaml": _job(
             "ablate-plan",
@@ -188,7 +188,7 @@ def manifests(opts: K8sOptions) -> dict[str, dict[str, Any]]:
                     merge_command(opts),
                     key=False,
                     # an inconclusive gate (exit 4) fails the Job; set "pass" to let it through
-                    extra_env=[{"name": "ABLATE_GATE_INCONCLUSIVE", "value": "fail"}],
+                    extra_env=_values(ABLATE_GATE_INCONCLUSIVE="fail"),
                 ),
             },
         ),
