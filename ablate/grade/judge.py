@@ -508,21 +508,3 @@ def verdict_counts(
             if v is not None:
                 out[j][v.verdict] += 1
     return out
-
-
-__all__ = [
-    "JudgeInput",
-    "JudgeOptions",
-    "JudgeSummary",
-    "RateLimited",
-    "cell_paths",
-    "check_judges",
-    "final_answer",
-    "judge_folder",
-    "judge_input",
-    "judge_once",
-    "make_client",
-    "parse_verdict",
-    "render_request",
-    "scrub",
-]

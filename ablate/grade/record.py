@@ -192,19 +192,3 @@ def carry_grades(src: RunFolder, dest: RunFolder, item: str, renumber: Mapping[i
             item,
             lambda g: g.model_copy(update={"checks": {**g.checks, **checks}, "judges": [*g.judges, *judges]}),
         )
-
-
-__all__ = [
-    "GRADE_SCHEMA_VERSION",
-    "GradeFile",
-    "JudgeVerdict",
-    "Verdict",
-    "attempt_trace",
-    "carry_grades",
-    "diff_rel",
-    "grade_attempt",
-    "read_grade",
-    "record_checks",
-    "record_verdict",
-    "update_grade",
-]

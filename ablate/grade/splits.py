@@ -195,13 +195,3 @@ def holdout_findings(
         if f is not None:
             found.append(f)
     return found
-
-
-__all__ = [
-    "TaskDeltas",
-    "holdout_finding",
-    "holdout_findings",
-    "item_outcome",
-    "split_of_tasks",
-    "task_deltas",
-]

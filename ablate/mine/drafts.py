@@ -220,15 +220,3 @@ def write_drafts(drafts: list[Draft], out: Path, *, force: bool = False) -> list
     for d, p in zip(drafts, paths, strict=True):
         p.write_text(d.text, encoding="utf-8")
     return paths
-
-
-__all__ = [
-    "Draft",
-    "Evidence",
-    "draft_tasks",
-    "repo_head",
-    "representative",
-    "session_evidence",
-    "suggested_pitfalls",
-    "write_drafts",
-]

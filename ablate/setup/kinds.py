@@ -52,5 +52,3 @@ def layer_kind(shows: Shows) -> LayerKind:
 
 #: Every kind's row.
 LAYER_KINDS: dict[str, LayerKind] = {s: layer_kind(s) for s in get_args(Shows)}
-
-__all__ = ["LAYER_KINDS", "LayerKind", "LoadedBy", "ProbeBy", "UsedBy", "layer_kind"]

@@ -387,6 +387,3 @@ def load_suite(path: Path) -> Suite:
     if problems:
         raise SpecError(problems)
     return suite
-
-
-__all__ = ["Suite", "case_dirs", "convert_case", "find_suite", "load_suite"]

@@ -102,6 +102,3 @@ def convert_evals_json(path: Path) -> list[Task]:
     if problems:
         raise SpecError(problems)
     return tasks
-
-
-__all__ = ["convert_evals_json"]

@@ -69,6 +69,3 @@ def dumps(data: Mapping[str, object], *, header: str = "") -> str:
         else:
             out.append(f"{_key(key)} = {_value(value)}")
     return "\n".join(out) + "\n" + "".join(tables)
-
-
-__all__ = ["dumps"]

@@ -205,6 +205,3 @@ class Rendered:
             return sha256_bytes(self.variant.source.read_bytes()) != self.source_sha256
         except OSError:
             return True
-
-
-__all__ = ["OPS", "Op", "Rendered", "Selector", "Variant", "find_block", "transform"]

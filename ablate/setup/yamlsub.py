@@ -288,6 +288,3 @@ def loads(text: str, *, first_line: int = 1) -> object:
     if reader.i < len(reader.lines):
         raise YamlSubsetError(reader.lineno(), f"unexpected text: {reader.lines[reader.i].strip()!r}")
     return value
-
-
-__all__ = ["YamlSubsetError", "loads"]
