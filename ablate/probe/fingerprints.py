@@ -115,11 +115,8 @@ class HookSpec:
 
     @property
     def shows(self) -> bool:
-        """Whether it leaves a record in a one-prompt, no-tool session when it prints or fails.
-
-        SessionStart and UserPromptSubmit hooks leave ``hook_success`` (output) or ``hook_non_blocking_error``
-        (failure) records; Stop hooks are always named in ``stop_hook_summary``. An async hook, a tool hook
-        (no tool runs), SessionEnd (after the transcript's last record) and the others never show."""
+        """Whether it leaves a record in a one-prompt, no-tool session when it prints or fails (SessionStart,
+        UserPromptSubmit and Stop hooks, sync: :mod:`ablate.mine.attachments` lists the records)."""
         return self.event in OBSERVABLE_HOOK_EVENTS and not self.is_async
 
 
