@@ -2,11 +2,11 @@
 
 A kind is a :class:`CheckSpec` subclass with a ``kind`` literal (the TOML ``kind = "..."``): its fields are
 its ``[[checks]]`` table, :meth:`~CheckSpec.evaluate` its verdict on an :class:`EndState`, and
-:meth:`~CheckSpec.describe` what the report names it by. Nothing a check reads is ever executed.
-"""
+:meth:`~CheckSpec.describe` what the report names it by. Nothing a check reads is ever executed."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,8 +84,7 @@ def check_rel_path(value: str, *, folder: bool = False) -> str:
 
     Absolute paths, drive letters, backslashes, empty, ``.`` and ``..`` components and anything under ``.git``
     are refused: seed files and checks must stay inside the checkout, and ablate never writes git's own files
-    (a hook written there would be executed). Symlinks are checked where the checkout is touched.
-    """
+    (a hook written there would be executed). Symlinks are checked where the checkout is touched."""
     if not value or value.strip() != value:
         raise ValueError("must be a non-empty relative path without surrounding spaces")
     if "\\" in value or "\x00" in value:
@@ -104,17 +103,9 @@ def check_rel_path(value: str, *, folder: bool = False) -> str:
     return value
 
 
-def _file_path(v: str) -> str:
-    return check_rel_path(v)
-
-
-def _folder_or_file_path(v: str) -> str:
-    return check_rel_path(v, folder=True)
-
-
-RelPath = Annotated[str, AfterValidator(_file_path)]
+RelPath = Annotated[str, AfterValidator(check_rel_path)]
 """A relative file path inside the checkout."""
-RelPrefix = Annotated[str, AfterValidator(_folder_or_file_path)]
+RelPrefix = Annotated[str, AfterValidator(functools.partial(check_rel_path, folder=True))]
 """A relative file or folder path inside the checkout (``src/greet/``: everything under that folder)."""
 
 
@@ -154,6 +145,19 @@ class CheckSpec(Spec):
     def graded(self) -> tuple[str | None, float]:
         """The name the check is reported under and its weight in the grader score."""
         return None, 1.0
+
+
+class FileCheck(CheckSpec):
+    """A check of one checkout file, named by it in the report."""
+
+    file: RelPath
+    """The file, relative to the checkout."""
+
+    def describe(self) -> str:
+        return self.file
+
+    def files(self) -> list[str]:
+        return [self.file]
 
 
 class Graded(CheckSpec):

@@ -14,7 +14,6 @@ class DiffTouchesOnly(CheckSpec):
     """Every path the session changed (added, modified, deleted) lies under one of ``paths``."""
 
     kind: Literal["diff_touches_only"]
-    """Check kind."""
     paths: list[RelPrefix] = Field(min_length=1)
     """Allowed files, or folders ending in ``/``."""
 

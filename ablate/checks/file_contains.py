@@ -6,16 +6,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from ablate.checks.base import CheckSpec, EndState, RelPath, Verdict, file_or_verdict
+from ablate.checks.base import EndState, FileCheck, Verdict, file_or_verdict
 
 
-class FileContains(CheckSpec):
+class FileContains(FileCheck):
     """The file exists and contains ``text`` (a plain substring)."""
 
     kind: Literal["file_contains"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
     text: str = Field(min_length=1)
     """The substring that must occur."""
 
@@ -25,9 +22,3 @@ class FileContains(CheckSpec):
             return missing
         found = self.text.encode("utf-8") in data
         return found, "" if found else f"does not contain {self.text!r}"
-
-    def describe(self) -> str:
-        return self.file
-
-    def files(self) -> list[str]:
-        return [self.file]

@@ -33,7 +33,6 @@ class FileExists(Graded):
     """A path the session changed matches the glob ``path`` (``exists = false``: none does)."""
 
     kind: Literal["file_exists"]
-    """Check kind."""
     path: str = Field(min_length=1)
     """A glob over checkout-relative paths: ``*`` within a folder, ``**`` across folders, ``?`` one char."""
     exists: bool = True

@@ -6,16 +6,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from ablate.checks.base import CheckSpec, EndState, RelPath, Verdict, file_or_verdict
+from ablate.checks.base import EndState, FileCheck, Verdict, file_or_verdict
 
 
-class FileNotContains(CheckSpec):
+class FileNotContains(FileCheck):
     """The file does not contain ``text`` (a missing file passes: it contains nothing)."""
 
     kind: Literal["file_not_contains"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
     text: str = Field(min_length=1)
     """The substring that must not occur."""
 
@@ -25,9 +22,3 @@ class FileNotContains(CheckSpec):
             return missing
         found = self.text.encode("utf-8") in data
         return not found, f"contains {self.text!r}" if found else ""
-
-    def describe(self) -> str:
-        return self.file
-
-    def files(self) -> list[str]:
-        return [self.file]

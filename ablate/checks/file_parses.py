@@ -7,16 +7,13 @@ import json
 import tomllib
 from typing import Literal
 
-from ablate.checks.base import CheckSpec, EndState, RelPath, Verdict, file_or_verdict
+from ablate.checks.base import EndState, FileCheck, Verdict, file_or_verdict
 
 
-class FileParses(CheckSpec):
+class FileParses(FileCheck):
     """The file exists and parses in ``language`` (parsed only, never executed)."""
 
     kind: Literal["file_parses"]
-    """Check kind."""
-    file: RelPath
-    """The file, relative to the checkout."""
     language: Literal["python", "json", "toml"]
     """python: ``ast.parse``; json: ``json.loads``; toml: ``tomllib.loads``."""
 
@@ -26,12 +23,6 @@ class FileParses(CheckSpec):
             return missing
         problem = parse_problem(data, self.language)
         return not problem, problem
-
-    def describe(self) -> str:
-        return self.file
-
-    def files(self) -> list[str]:
-        return [self.file]
 
 
 def parse_problem(data: bytes, language: str) -> str:

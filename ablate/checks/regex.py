@@ -31,7 +31,6 @@ class RegexCheck(Graded):
     """A regex over the session: its final answer, its tool-call trace, the paths it changed, or a file."""
 
     kind: Literal["regex"]
-    """Check kind."""
     pattern: str = Field(min_length=1)
     """A Python regex (``claude plugin eval`` uses JavaScript's; the common syntax is shared)."""
     target: Literal["last_message", "trace", "files", "file"] = "last_message"

@@ -23,11 +23,8 @@ class ToolOrder(Graded):
     """The first call matching ``before`` comes before the first call matching ``after``."""
 
     kind: Literal["tool_order"]
-    """Check kind."""
     before: ToolRef
-    """The earlier call."""
     after: ToolRef
-    """The later call."""
 
     def evaluate(self, end: EndState) -> Verdict:
         missing = end.no_trace(True)

@@ -13,9 +13,7 @@ class ToolUsed(Graded):
     """The session called ``tool`` (with an input matching ``input_match``) between ``min`` and ``max`` times."""
 
     kind: Literal["tool_used"]
-    """Check kind."""
     tool: str = Field(min_length=1)
-    """Tool name."""
     input_match: str | None = None
     """A regex searched in the call's input (compact JSON)."""
     min: int | None = Field(default=None, ge=0)

@@ -1,28 +1,8 @@
-"""``ablate gate``: one CI decision from a report — pass, or fail with the reasons.
+"""``ablate gate``: one CI decision from a report — pass, fail with the reasons, or inconclusive (exit 4).
 
-Default rule (always applied):
-
-* **fail** when the run is not trustworthy: the recorded probe was not faithful, the builder left leaks,
-  the model was not verified, more than ``max_excluded`` of the items were left out of the comparisons, or
-  its sessions were not sealed (``run --unsealed``) and ``allow_unsealed`` (``--allow-unsealed``) does not
-  accept that;
-* **fail** when a subject's primary outcome changed for the worse *for real* (after the report's
-  correction): for a run, a layer whose removal made the primary outcome better (the layer hurts); for a
-  comparison, an arm worse than the baseline;
-* **inconclusive** (exit 4, not a pass) when some tested subject is neither real nor settled and the run could
-  not detect a change of the primary rate of ``detect`` (``--detect``, 20 points by default) with 80% power
-  in the weaker direction, by the test that decides it (the exact paired test of a fixed run, the
-  anytime-valid e-process of an adaptive run or a peek); a sequential "no effect of interest" at a
-  min-effect no larger than ``detect`` settles a subject. A run too small to see a regression never passes
-  as "no real difference";
-* otherwise **pass**: "better" when some subject is really better, else "no real difference", with the
-  smallest effect the run detects.
-
-A real pooled regression of the run's primary outcome (pitfall-free, or what an adaptive run decided on)
-fails the gate even when the report was written with another ``--primary``.
-
-``--require`` rules (:mod:`ablate.ci.rules`) add the team's own conditions; each must hold as well.
-"""
+The default rule and ``--require`` (:mod:`ablate.ci.rules`) are README.md's "The gate"; :func:`decide` applies
+them in that order: untrustworthy (an unsealed run too, unless ``--allow-unsealed``), a real primary
+regression, too small to detect ``detect``, else pass."""
 
 from __future__ import annotations
 

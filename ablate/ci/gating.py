@@ -27,8 +27,7 @@ def gate_source(
 
     ``detect`` ``off`` drops the power requirement; ``min_effect`` without a "better" rule becomes
     ``all better`` for a compare.json and is an error for a run (it needs a rule that names what must help);
-    ``allow_unsealed``: a run whose sessions were not sealed may pass.
-    """
+    ``allow_unsealed``: a run whose sessions were not sealed may pass."""
     effect = None if min_effect is None else parse_effect(min_effect, "--min-effect")
     required = None if detect.strip().lower() == "off" else parse_effect(detect, "--detect")
     rules = [parse_rule(r, effect) for r in require]

@@ -1,13 +1,5 @@
-"""``ablate ci init github``: a GitHub Actions workflow built as data, written as YAML.
-
-Run mode (default): ``probe`` (free; its failure stops the workflow) → ``plan`` → a matrix of ``shard`` jobs,
-each running the pinned CLI on its share of the plan and uploading its run folder → ``merge`` (merge,
-report, gate; the gate's Markdown goes to the step summary and, on same-repository pull requests, to a PR
-comment). Compare mode (``--compare PATH``): ``probe`` → one ``compare`` job that pits the base branch's
-version of PATH against the pull request's and gates on it (a comparison runs its arms in one sweep and is
-not sharded). The API key is a repository secret, set only in the steps that run sessions, and a step
-refuses to upload a run folder that contains it.
-"""
+"""``ablate ci init github``: a GitHub Actions workflow built as data, written as YAML (the jobs and the secret's
+handling: README.md's "GitHub Actions")."""
 
 from __future__ import annotations
 
@@ -159,15 +151,7 @@ def _probe_job(opts: GithubOptions) -> dict[str, Any]:
         "steps": [
             *_setup_steps(opts),
             {"name": "ablate probe (no API key, no cost; exit 1 on a leak stops the workflow)", "run": run},
-            {
-                "if": "${{ always() }}",
-                "uses": UPLOAD,
-                "with": {
-                    "name": "ablate-probe",
-                    "path": "${{ runner.temp }}/probe.json",
-                    "retention-days": 7,
-                },
-            },
+            _upload("ablate-probe", "${{ runner.temp }}/probe.json", 7),
         ],
     }
 
@@ -189,8 +173,20 @@ def _plan_job(opts: GithubOptions) -> dict[str, Any]:
         "steps": [
             *_setup_steps(opts),
             {"name": "ablate plan", "id": "plan", "run": run},
-            {"uses": UPLOAD, "with": {"name": "ablate-plan", "path": RUNS, "retention-days": 7}},
+            _upload("ablate-plan", RUNS, 7, always=False),
         ],
+    }
+
+
+def _upload(
+    name: str, path: str, days: int, extra: dict[str, Any] | None = None, *, always: bool = True
+) -> dict[str, Any]:
+    """An upload-artifact step (run whatever came before unless ``always`` is False)."""
+    step: dict[str, Any] = {"if": "${{ always() }}"} if always else {}
+    return {
+        **step,
+        "uses": UPLOAD,
+        "with": {"name": name, "path": path, **(extra or {}), "retention-days": days},
     }
 
 
@@ -237,17 +233,12 @@ def _shard_job(opts: GithubOptions) -> dict[str, Any]:
                 },
                 "run": run,
             },
-            {
-                "if": "${{ always() }}",
-                "uses": UPLOAD,
-                "with": {
-                    "name": "ablate-shard-${{ matrix.shard }}",
-                    "path": SHARDS,
-                    "overwrite": True,
-                    "if-no-files-found": "warn",
-                    "retention-days": 7,
-                },
-            },
+            _upload(
+                "ablate-shard-${{ matrix.shard }}",
+                SHARDS,
+                7,
+                {"overwrite": True, "if-no-files-found": "warn"},
+            ),
         ],
     }
 
@@ -311,15 +302,7 @@ def _merge_job(opts: GithubOptions) -> dict[str, Any]:
             {"name": "ablate merge + report", "run": run},
             {"name": "ablate gate", "env": GATE_ENV, "run": _gate_lines(merged, opts)},
             _comment_step(),
-            {
-                "if": "${{ always() }}",
-                "uses": UPLOAD,
-                "with": {
-                    "name": "ablate-report",
-                    "path": "${{ runner.temp }}/ablate-merged",
-                    "retention-days": 30,
-                },
-            },
+            _upload("ablate-report", "${{ runner.temp }}/ablate-merged", 30),
         ],
     }
 
@@ -356,15 +339,7 @@ def _compare_job(opts: GithubOptions) -> dict[str, Any]:
                 "run": _gate_lines('$(ls -d "$RUNNER_TEMP"/ablate-compare/*/)', opts),
             },
             _comment_step(),
-            {
-                "if": "${{ always() }}",
-                "uses": UPLOAD,
-                "with": {
-                    "name": "ablate-compare",
-                    "path": "${{ runner.temp }}/ablate-compare",
-                    "retention-days": 30,
-                },
-            },
+            _upload("ablate-compare", "${{ runner.temp }}/ablate-compare", 30),
         ],
     }
 

@@ -1,16 +1,6 @@
-"""``ablate ci init k8s``: Kubernetes Jobs for a planned run — plan, an Indexed Job of shards, merge.
-
-Every Job mounts the run folders from a PersistentVolumeClaim the user names, at ``$ABLATE_RUNS``:
-
-* ``ablate-plan`` runs the probe (free; a leak fails the Job) and ``ablate plan`` into ``$ABLATE_RUNS/plan``;
-* ``ablate-shards`` is an Indexed Job (``completionMode: Indexed``, ``completions: N``): the pod of index
-  ``i`` runs shard ``i + 1`` of N (``JOB_COMPLETION_INDEX``) into ``$ABLATE_RUNS/shards``. A failed index is
-  retried on its own, and its folder is resumable, so the retry runs only what is missing;
-* ``ablate-merge`` merges the shard folders into ``$ABLATE_RUNS/merged``, writes the report and gates on it;
-  an inconclusive gate (exit 4) fails the Job unless its env ``ABLATE_GATE_INCONCLUSIVE`` is ``pass``.
-
-The API key reaches the pods only as a reference to a Secret (``secretKeyRef``); no value is in the files.
-"""
+"""``ablate ci init k8s``: Kubernetes Jobs for a planned run — plan, an Indexed Job of shards, merge (README.md's
+"Kubernetes"). A failed index is retried on its own and its folder is resumable, so the retry runs only what
+is missing; the API key reaches the pods only as a ``secretKeyRef``."""
 
 from __future__ import annotations
 
@@ -66,12 +56,12 @@ def check_options(opts: K8sOptions) -> None:
         )
 
 
+def _values(**env: str) -> list[dict[str, Any]]:
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
 def _env(opts: K8sOptions, *, key: bool) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [
-        {"name": "ABLATE_RUNS", "value": "/runs"},
-        {"name": "ABLATE_REPO", "value": opts.repo},
-        {"name": "ABLATE_CONFIG_DIR", "value": opts.config_dir},
-    ]
+    env = _values(ABLATE_RUNS="/runs", ABLATE_REPO=opts.repo, ABLATE_CONFIG_DIR=opts.config_dir)
     if key:
         env.append(
             {
@@ -163,12 +153,12 @@ def _job(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 def manifests(opts: K8sOptions) -> dict[str, dict[str, Any]]:
     """File name → Job: ``plan.yaml``, ``shards.yaml`` (the Indexed Job), ``merge.yaml``."""
     check_options(opts)
-    plan_env = [
-        {"name": "ABLATE_TASKS", "value": opts.tasks},
-        {"name": "ABLATE_CELLS", "value": opts.cells},
-        {"name": "ABLATE_REPEATS", "value": str(opts.repeats)},
-        {"name": "ABLATE_MODEL", "value": opts.model},
-    ]
+    plan_env = _values(
+        ABLATE_TASKS=opts.tasks,
+        ABLATE_CELLS=opts.cells,
+        ABLATE_REPEATS=str(opts.repeats),
+        ABLATE_MODEL=opts.model,
+    )
     return {
         "plan.yaml": _job(
             "ablate-plan",
@@ -198,7 +188,7 @@ def manifests(opts: K8sOptions) -> dict[str, dict[str, Any]]:
                     merge_command(opts),
                     key=False,
                     # an inconclusive gate (exit 4) fails the Job; set "pass" to let it through
-                    extra_env=[{"name": "ABLATE_GATE_INCONCLUSIVE", "value": "fail"}],
+                    extra_env=_values(ABLATE_GATE_INCONCLUSIVE="fail"),
                 ),
             },
         ),

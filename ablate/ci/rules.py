@@ -4,15 +4,12 @@ Grammar (words separated by spaces, case-insensitive)::
 
     rule     :=  subject claim [ "by" effect ]
     subject  :=  a cell id (C1) | an arm name (new) | "any" | "all"
-    claim    :=  "helps" | "better"                 the subject's primary effect is real, positive
-                                                    and at least the minimum effect
-              |  "not" ("worse" | "hurts")          the subject's primary effect is not real and negative
+    claim    :=  "helps" | "better"  |  "not" ("worse" | "hurts")
     effect   :=  a number: 0.1 (a rate's fraction or a count), 10% or 10pts (= 0.1)
 
-``any`` holds when one tested subject satisfies the claim, ``all`` when every tested subject does (no-op
-cells are not tested). ``--min-effect D`` is the default ``by`` of every ``helps``/``better`` rule; the
-effect compared with it is the point estimate, in the primary metric's units, oriented so + is good.
-"""
+``helps`` holds when the primary effect is real, positive and at least the effect; ``not hurts`` when it is not
+real and negative; ``any`` when one tested subject does, ``all`` when every one does (no-op cells are not
+tested). The effect compared is the point estimate, + = good."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """The gate's Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, table, caveats, forest plot.
 
-GitHub's Markdown sanitiser drops inline ``<svg>`` and strips ``data:`` URIs from ``<img>`` (the image
-shows as broken), and a link to an artifact needs a login. So the forest plot is drawn in text, in a fenced
-block: it renders the same in a PR comment, a step summary and a terminal, and links to nothing.
-"""
+The forest plot is text in a fenced block: GitHub's sanitiser drops inline ``<svg>`` and ``data:`` image URIs,
+and a link to an artifact needs a login."""
 
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
 """What the gate reads from a report: the ONE module that knows the verdict fields of ``report.json`` and
-``compare.json``.
+``compare.json`` (when the report's fields change, this module is the one to adapt).
 
 Everything else in :mod:`ablate.ci` works on :class:`Evidence`: per subject (a cell of a run, an arm of a
-comparison) its effect on the primary outcome, oriented so that a positive value is good (the layer the cell
-strips *helps*, the arm is *better* than the baseline), whether it is real after the report's correction, and
-what makes the run untrustworthy. When the report's fields change, this module is the one to adapt.
-
-Fields read from ``report.json`` (:class:`ablate.report.model.Report`): ``comparisons`` (``cell``,
-``metric``, ``task``, ``family``, ``delta``, ``ci_low``, ``ci_high``, ``p_adjusted``, ``real``), ``ranking[].verdict``
-(shown, not decided on), ``power[].detectable``, ``no_op_cells``, ``n``, ``run.model_verified``,
-``caveats`` (the ``unsealed`` one among them), ``probe.ok`` / ``probe.cells[].verdict`` and ``primary_metric``
-(the family the gate decides on: ``comparisons[family == "primary"]``). From ``compare.json``: ``baseline``,
-``arms``, ``contrasts``, ``verdicts``, ``claims``, ``excluded``, ``items`` and ``execution.network``.
-"""
+comparison) its effect on the primary outcome, oriented so that a positive value is good, whether it is real
+after the report's correction, and what makes the run untrustworthy."""
 
 from __future__ import annotations
 
@@ -23,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 from pydantic import ValidationError
 
-from ablate.core.errors import NotFound, Problem, SpecError, UsageError
-from ablate.core.specs import require_schema
+from ablate.core.errors import NotFound, SpecError, UsageError
+from ablate.core.specs import problems_from_validation, require_schema
 from ablate.folder.layout import RunFolder
 from ablate.folder.metrics import DEFAULT_PRIMARY, HIGHER_IS_BETTER
 from ablate.report.caveats import UNSEALED
@@ -49,12 +40,12 @@ class Finding:
     """The control cell or the baseline arm."""
     label: str
     """What the subject is, in words (``no user-claude-md``, ``CLAUDE.v2.md``)."""
-    effect: float | None
+    effect: float | None = None
     """Oriented effect: + = good (the stripped layer helps; the arm beats the baseline)."""
-    ci_low: float | None
-    ci_high: float | None
-    p_adjusted: float | None
-    real: bool
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_adjusted: float | None = None
+    real: bool = False
     no_op: bool = False
     claimed_better: bool | None = None
     """compare.json's own verdict (gain real, nothing regressed, holdout agrees); None for a run."""
@@ -166,8 +157,7 @@ def _from_report_file(path: Path, run_dir: Path) -> Evidence:
         report = Report.model_validate(data)
     except ValidationError as exc:
         raise SpecError(
-            [Problem(str(path), ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()],
-            hint="rebuild it with `ablate report RUN_DIR`",
+            problems_from_validation(path, exc), hint="rebuild it with `ablate report RUN_DIR`"
         ) from None
     if not RunFolder(run_dir).has_manifest:
         ev = from_report(report, path, run_dir=None)
@@ -261,19 +251,7 @@ def from_report(
             secondary.append(f"{c.cell}: {c.metric} ({where}) Δ {c.delta:+.3g} — stripping it was better")
     for cell, nop in no_ops.items():
         if not any(f.subject == cell for f in findings):
-            findings.append(
-                Finding(
-                    subject=cell,
-                    against=report.run.control,
-                    label=nop.reason,
-                    effect=None,
-                    ci_low=None,
-                    ci_high=None,
-                    p_adjusted=None,
-                    real=False,
-                    no_op=True,
-                )
-            )
+            findings.append(Finding(subject=cell, against=report.run.control, label=nop.reason, no_op=True))
     tested = [f for f in findings if not f.no_op]
     worst = max(tested, key=lambda f: float("inf") if f.detectable is None else f.detectable, default=None)
     power = power_of.get(worst.subject) if worst is not None else None
@@ -406,18 +384,7 @@ def _arm_finding(
     claimed = verdict.get("better") if isinstance(verdict, dict) else None
     why = list(verdict.get("failed", [])) if isinstance(verdict, dict) else []
     if c is None:
-        return Finding(
-            subject=arm,
-            against=baseline,
-            label=label,
-            effect=None,
-            ci_low=None,
-            ci_high=None,
-            p_adjusted=None,
-            real=False,
-            claimed_better=claimed,
-            why_not=why,
-        )
+        return Finding(subject=arm, against=baseline, label=label, claimed_better=claimed, why_not=why)
 
     def num(key: str) -> float | None:
         v = c.get(key)
@@ -475,17 +442,7 @@ def _compare_power(path: Path, data: dict[str, Any], findings: list[Finding]) ->
             Path(str(data.get("_path", "compare.json"))), "sequential", "not valid"
         ) from None
     last = s.looks[-1].cells if s.looks else {}
-    base = next(
-        (
-            float(r["rate"])
-            for r in data.get("arm_rates") or []
-            if isinstance(r, dict)
-            and r.get("arm") == data.get("baseline")
-            and r.get("task") is None
-            and isinstance(r.get("rate"), int | float)
-        ),
-        0.5,
-    )
+    base = _baseline_rate(data)
     out = []
     for f in findings:
         look = last.get(f.subject)
@@ -507,16 +464,25 @@ def _compare_detectable(data: dict[str, Any]) -> float | None:
     repeats = data.get("repeats")
     if not isinstance(repeats, int) or not isinstance(tasks, list):
         return None
-    base = next(
-        (
-            r.get("rate")
-            for r in data.get("arm_rates") or []
-            if isinstance(r, dict) and r.get("arm") == data.get("baseline") and r.get("task") is None
-        ),
-        None,
+    return detectable_effect(
+        len(tasks) * repeats, _baseline_rate(data), max(1, len(data.get("contrasts") or []))
     )
-    p = float(base) if isinstance(base, int | float) else 0.5
-    return detectable_effect(len(tasks) * repeats, p, max(1, len(data.get("contrasts") or [])))
+
+
+def _baseline_rate(data: dict[str, Any]) -> float:
+    """compare.json's pooled pass rate of the baseline arm (½ when it has none)."""
+    rates = data.get("arm_rates") or []
+    return next(
+        (
+            float(r["rate"])
+            for r in rates
+            if isinstance(r, dict)
+            and r.get("arm") == data.get("baseline")
+            and r.get("task") is None
+            and isinstance(r.get("rate"), int | float)
+        ),
+        0.5,
+    )
 
 
 def check_subject(ev: Evidence, name: str, where: str) -> Finding:

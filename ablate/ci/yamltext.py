@@ -1,10 +1,6 @@
-"""YAML text from plain data (dicts, lists, strings, numbers, booleans, None), for the generated CI files.
-
-A deliberately small emitter, so ablate needs no YAML library at run time: block mappings and sequences,
-multi-line strings as literal blocks (``|`` / ``|-``), other strings plain only when no YAML 1.1 or 1.2
-reader can take them for anything but a string, and double-quoted (JSON escapes, which YAML shares)
-otherwise. Keys such as ``on`` (a boolean to YAML 1.1 readers) are quoted.
-"""
+"""YAML text from plain data, for the generated CI files: a deliberately small emitter, so ablate needs no YAML
+library. Strings are plain only when no YAML 1.1 or 1.2 reader can take them for anything but a string, else
+double-quoted (JSON escapes, which YAML shares); keys such as ``on`` (a boolean to YAML 1.1) are quoted."""
 
 from __future__ import annotations
 
@@ -84,10 +80,6 @@ def _sequence(items: Sequence[object], indent: int) -> str:
     return "\n".join(out)
 
 
-def _comments(header: str) -> str:
-    return "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
-
-
 def dump(data: Mapping[str, object], *, header: str = "") -> str:
     """``data`` as a YAML document; ``header`` lines become ``#`` comments above it."""
-    return _comments(header) + _mapping(data, 0) + "\n"
+    return "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines()) + _mapping(data, 0) + "\n"

@@ -1,12 +1,6 @@
-"""The statistics of a comparison: per-arm rates, paired contrasts, Holm, the decomposition and the verdict.
-
-Outcomes come as :class:`Observation` rows (one per item that answered). Every contrast is **paired** on
-(task, repeat) blocks: a block counts only when both arms have an outcome in it. Binary outcomes (pitfall-free)
-get the exact paired test over discordant blocks (improved vs regressed, two-sided binomial) with Newcombe's
-paired interval; turns get a paired sign-flip permutation test with a t interval on the per-block
-differences; Holm runs across all contrasts of the report. A contrast is ``real`` only after correction. All of
-it comes from :mod:`ablate.stats`; a figure the data cannot give is None with the reason in ``notes``.
-"""
+"""The statistics of a comparison (README.md's "Statistics" under ``ablate compare``): per-arm rates, paired
+contrasts on (task, repeat) blocks, Holm, the decomposition and the verdict, all from :mod:`ablate.stats`. A
+figure the data cannot give is None with the reason in ``notes``."""
 
 from __future__ import annotations
 
@@ -238,7 +232,7 @@ def verdict(
     )
     regressions: list[str] = []
     for t in tasks:
-        e = oriented_task(contrasts, baseline, arm, t)
+        e = _effect(contrasts, baseline, arm, "pitfall_free", t)
         if e is not None and e.real and (e.delta or 0) < 0:
             regressions.append(f"{t} {_pts(e.delta)}")
     turns = oriented(contrasts, baseline, arm, "turns")
@@ -265,7 +259,3 @@ def verdict(
         )
     checks = (gain, no_reg, agree)
     return _verdict(arm, baseline, checks), hold
-
-
-def oriented_task(contrasts: Sequence[Contrast], a: str, b: str, task: str) -> Effect | None:
-    return _effect(contrasts, a, b, "pitfall_free", task)

@@ -1,16 +1,7 @@
 """Arms of a comparison: a name and the exact bytes the arm's file layer holds.
 
-An arm is given on the command line as ``[NAME=]PATH[@move:BLOCK|@duplicate:BLOCK]``:
-
-* ``v2=notes/CLAUDE.v2.md`` — the file as it is, named ``v2``;
-* ``CLAUDE.md@move:Tools`` — the file with its ``Tools`` section moved to the end;
-* ``CLAUDE.md@duplicate:marker:uv-rule`` — the file with the span between ``<!-- uv-rule -->`` and
-  ``<!-- /uv-rule -->`` duplicated at the end.
-
-With ``--block BLOCK`` and a single file, the three arms of a layout experiment are made for you:
-``original``, ``moved`` and ``duplicated``. Three files the user laid out themselves get the same roles, from
-``--roles`` or recognised from their content (:func:`layout_roles`). Each arm's bytes are read once, when the comparison is prepared,
-and fingerprinted (sha256); every session of the run gets exactly those bytes.
+The ``[NAME=]PATH[@move:BLOCK|@duplicate:BLOCK]`` syntax and ``--block`` are README.md's "Arms". Three files the
+user laid out themselves get the layout roles from ``--roles`` or from their content (:func:`layout_roles`).
 """
 
 from __future__ import annotations

@@ -14,14 +14,10 @@ the outcomes and writes the compare folder::
       run/<run-id>/                   claude-code: the run folder of ``ablate run``
       compare.json  compare.md  compare.html
 
-``compare --adaptive`` (claude-code executor) runs in rounds instead: the plan holds every arm × task ×
-repeat up to ``max_repeats`` (the compare folder's plan.jsonl; the run folder's holds only the rounds scheduled
-so far), :meth:`~ablate.compare.executors.ClaudeCodeExecutor.run_adaptive` drives
-:func:`ablate.run.adaptive.run_adaptive` over the arms' cells (looks in ``run/<id>/adaptive.json``), and
-:func:`ablate.compare.sequential.sequential_stats` replaces the fixed-n tests with its anytime-valid figures
-(compare.json's ``sequential`` block: looks, each arm's decision and reason, how it stopped). The api and sim
-executors have no run folder and run fixed designs only.
-"""
+``compare --adaptive`` (claude-code only): the compare folder's plan.jsonl holds every arm × task × repeat up to
+``max_repeats``, the run folder's only the rounds scheduled so far
+(:meth:`~ablate.compare.executors.ClaudeCodeExecutor.run_adaptive`); :mod:`ablate.compare.sequential` rewrites
+the figures."""
 
 from __future__ import annotations
 
@@ -200,10 +196,6 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes, roles)
 
 
-def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    atomic_write_bytes(path, b"".join(orjson.dumps(r) + b"\n" for r in rows))
-
-
 def _baseline_rate(rates: Sequence[an.ArmRate], baseline: str) -> float | None:
     return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
 
@@ -292,7 +284,7 @@ def run_compare(
     started = datetime.now(UTC).isoformat(timespec="seconds")
     execution = _execute(prep, executor, folder, on_item)
     outcomes = sorted(execution.outcomes, key=lambda o: o.order)
-    _write_jsonl(folder / "items.jsonl", [o.to_json() for o in outcomes])
+    atomic_write_bytes(folder / "items.jsonl", b"".join(orjson.dumps(o.to_json()) + b"\n" for o in outcomes))
     for a in prep.arms:
         if a.rendered.source_changed():
             changes.append(

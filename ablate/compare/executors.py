@@ -1,17 +1,5 @@
-"""Executors: how one comparison item (task × arm × repeat) is run.
-
-* :class:`ApiExecutor` (``--executor api``): "just the model". The anthropic SDK sends one request per item
-  with the arm's file as the ``system`` prompt and the task's prompt as the only user message: no tools, no
-  config dir, no Claude Code. Every request body is recorded byte for byte (``requests.jsonl``) and checked:
-  within each (task, repeat) block the bodies of all arms are identical except the ``system`` value
-  (:func:`check_requests`).
-* :class:`SimExecutor` (``--executor sim``): the same requests against an in-process ``ablate.sim`` endpoint
-  with a script: a free dry run of the whole pipeline (plan, requests, statistics, report, ledger).
-* :class:`ClaudeCodeExecutor` (``--executor claude-code``, the default): the real CLI in cells, through the
-  runner and scheduler of ``ablate run``. The arms become variant cells of one generated cell set
-  (``replace = { <layer> = "arms/<arm>.md" }``) run in one sweep; the run folder is ``<compare>/run/<id>``.
-  :meth:`ClaudeCodeExecutor.run_adaptive` runs them in rounds instead (``compare --adaptive``), stopping each
-  arm once the anytime-valid analysis of ``ablate run --adaptive`` decides it.
+"""Executors: how one comparison item (task × arm × repeat) is run: ``api`` (:class:`ApiExecutor`), ``sim``
+(:class:`SimExecutor`) and ``claude-code`` (:class:`ClaudeCodeExecutor`), as README.md's "Executors" describes.
 """
 
 from __future__ import annotations
@@ -59,7 +47,6 @@ class WorkItem:
     arm_index: int = 0
     """Position of the arm in the comparison (the first is the baseline)."""
     task_index: int = 0
-    """Position of the task in the task list."""
 
 
 @dataclass

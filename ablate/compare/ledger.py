@@ -1,10 +1,6 @@
-"""``<out>/compare-ledger.jsonl``: every compare run, so looks at the same tasks are counted.
-
-A best-of-many comparison is a maximum, not an estimate: the report states how many earlier runs looked at
-the same task set (hash of the task ids and file hashes) and how often each holdout task has been used. The
-ledger also remembers every arm's fingerprint, so a file edited in place between two runs that call it by the
-same name is caught (:func:`fingerprint_changes`).
-"""
+"""``<out>/compare-ledger.jsonl``: every compare run, so looks at the same tasks (hash of the task ids and file
+hashes) and uses of each holdout task are counted, and every arm's fingerprint, so a file edited in place
+between two runs that call it by the same name is caught (:func:`fingerprint_changes`)."""
 
 from __future__ import annotations
 
@@ -99,10 +95,8 @@ def arm_key(arm: Arm) -> dict[str, object]:
 
 
 def fingerprint_changes(entries: Sequence[dict[str, Any]], arms: Sequence[Arm]) -> list[dict[str, object]]:
-    """Arms whose name and source match an earlier run's arm but whose bytes differ: an in-place edit.
-
-    Results of such runs are never pooled: the report lists each change with the earlier run's id.
-    """
+    """Arms whose name and source match an earlier run's arm but whose bytes differ (an in-place edit); the
+    report lists each with the earlier run's id, and such runs are never pooled."""
     out: list[dict[str, object]] = []
     for arm in arms:
         key = arm_key(arm)

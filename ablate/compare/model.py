@@ -209,6 +209,3 @@ class CompareReport(Spec):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
-
-
-__all__ = ["COMPARE_SCHEMA_VERSION", "CompareReport"]

@@ -1,16 +1,12 @@
 """An adaptive comparison's statistics (``ablate compare --adaptive``): the anytime-valid analysis of
 ``ablate run --adaptive`` replaces the tier's fixed-n tests.
 
-The arms are the cells of the compare folder's run folder and the first arm is the control; the rounds, the
-looks and every arm's decision are those of :func:`ablate.run.adaptive.run_adaptive` (``adaptive.json`` in the
-run folder), read back as the run report reads them (:func:`ablate.report.sequential.sequential_section`).
-Here compare.json's figures are rewritten to say only what that analysis supports, as the run report does
-(:mod:`ablate.report.anytime`): each arm's pooled pitfall-free contrast against the control takes the
-anytime-valid p-value, its Holm adjustment over the comparison's arms and the confidence sequence as its
-interval, and is real only when the sequential analysis decided it real; every other p-value and interval
-(per-task and turn contrasts, the layout decomposition) is fixed-n, kept as description and marks nothing
-real. The verdicts are the arms' decisions and the claims those of a sequential design.
-"""
+The arms are the cells of the compare folder's run folder, the first arm the control; the looks and decisions
+are those of :func:`ablate.run.adaptive.run_adaptive`, read back as the run report reads them
+(:func:`ablate.report.sequential.sequential_section`). Each arm's pooled pitfall-free contrast takes the
+anytime-valid p, its Holm adjustment over the arms and the confidence sequence, and is real only when the
+sequential analysis decided it; every other p-value and interval is fixed-n, kept as description, and marks
+nothing real."""
 
 from __future__ import annotations
 

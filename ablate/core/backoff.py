@@ -5,8 +5,7 @@ A rate limit pauses every launch, not one call: until the wait the server named 
 ``retry-after``), else for an exponential step. Calls launched before the current pause that come back
 rate-limited belong to that pause and do not lengthen it or count again (each launch records the pause
 *epoch* it saw). A call that comes back without a rate limit ends the run of consecutive pauses; more than
-``max_pauses`` in a row and the caller gives up (its folder stays resumable).
-"""
+``max_pauses`` in a row and the caller gives up (its folder stays resumable)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Where ablate keeps what it may reuse across commands (the pristine checkouts of the namespace backend,
-the CLI binary's identity, the probe's baseline session per CLI build), and the check that nobody else can
-write there. It is the user's cache dir, never the temporary directory (which any user's ablate writes and
-a reboot empties): ``$ABLATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ablate``, else ``~/.cache/ablate``. The
-before/after listing of the home skips it (:func:`ablate.isolate.guard.take`): it is ablate's, not the
-user's; it is made before the first listing (:func:`ensure_cache_dir`). Removing it is always safe; the next command rebuilds what it needs."""
+"""Where ablate keeps what it may reuse across commands, and the check that nobody else can write there
+(README.md's "Where ablate keeps its caches"). The before/after listing of the home skips it
+(:func:`ablate.isolate.guard.take`); it is made before the first listing (:func:`ensure_cache_dir`).
+"""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ to the process exit status. Documented exit codes:
 2     bad input: a missing path, an invalid spec file, an unknown id, a wrong option
 3     finished, but some items failed (``ablate run``) or some inputs were skipped
 130   interrupted (Ctrl-C); whatever was written is consistent and resumable
-====  ==========================================================================
-"""
+====  =========================================================================="""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ every folder is opened relative to its parent's descriptor (``openat``), each en
 name, and the folders still to enter are kept on an explicit stack. At most :data:`MAX_OPEN` descriptors are
 open at once: a folder whose descriptor was given up is opened again, name by name, from its nearest open
 ancestor when there is still something in it to enter. Links are never followed and no other file system
-is entered (a mount point inside is neither listed nor emptied).
-"""
+is entered (a mount point inside is neither listed nor emptied)."""
 
 from __future__ import annotations
 

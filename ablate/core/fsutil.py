@@ -55,11 +55,8 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def tree_hash(root: Path, *, exclude: tuple[str, ...] = ()) -> str:
-    """Hash a directory tree: every entry's relative path, type, mode bits, and content or link target.
-
-    Symlinks are not followed (their target string is hashed). ``exclude`` holds relative paths (files or
-    folders) to leave out. Two trees with the same hash are byte-identical for ablate's purposes.
-    """
+    """Hash a tree: every entry's relative path, type, mode bits, and content or link target (links are not
+    followed); ``exclude`` holds relative paths to leave out."""
     h = hashlib.sha256()
     for rel, kind, payload in _walk_entries(root, exclude):
         h.update(f"{rel}\0{kind}\0".encode())

@@ -33,11 +33,8 @@ GIT_REPO_VARS = (
 
 
 def git_env(base_env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base_env`` (default: this process's) without the variables that point git elsewhere.
-
-    Every git call ablate makes goes through this: with ``GIT_DIR`` exported, a commit ablate makes in a
-    folder of its own would otherwise land in the user's repository.
-    """
+    """``base_env`` (default: this process's) without the variables that point git elsewhere: with ``GIT_DIR``
+    exported, a commit ablate makes in a folder of its own would land in the user's repository."""
     env = os.environ if base_env is None else base_env
     return {
         k: v

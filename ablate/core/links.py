@@ -3,8 +3,7 @@
 Setups are often installed as links (a dotfiles checkout, a skill manager's ``skills/x -> ../../.agents/skills/x``).
 A link resolves against *its own* folder (never the process's working directory), through chains of links; a
 link whose target is missing is *dangling* (the CLI reads nothing there); a loop, or a target ablate may not
-read, is bad input named by the link and where it points, never a traceback or a silently missing file.
-"""
+read, is bad input named by the link and where it points, never a traceback or a silently missing file."""
 
 from __future__ import annotations
 

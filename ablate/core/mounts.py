@@ -4,8 +4,7 @@ As root ablate mounts a session's view in its own namespace while it seeds or gr
 (:meth:`ablate.isolate.namespace.NamespaceEnvironments.checkout`); removing a work folder
 (:func:`ablate.core.tempwork.remove_tree`), cleaning a backend's work root and the sweep of a killed runner's
 views (:func:`ablate.core.tempwork.unmount_orphans`) unmount what is left there. An ordinary user's views live
-in namespaces of their own and go with them: nothing of theirs is mounted here.
-"""
+in namespaces of their own and go with them: nothing of theirs is mounted here."""
 
 from __future__ import annotations
 

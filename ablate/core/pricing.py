@@ -9,8 +9,7 @@ Prices are US dollars per million tokens, as published on Anthropic's pricing pa
 
 ``claude-sonnet-4-6`` is priced from the CLI itself: Claude Code 2.1.332 reports ``costBasis: "list"``
 and $3/M input, $15/M output (docs/CLAUDE-CODE.md#json-output). A model not in the table gets no estimate:
-:func:`estimate_cost` returns ``None`` and the caller flags the cost as unknown rather than guessing.
-"""
+:func:`estimate_cost` returns ``None`` and the caller flags the cost as unknown rather than guessing."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Timeouts kill the whole process tree (psutil), so a ``claude`` session and every shell, hook and MCP server
 it started go together. A process that left the tree (a model's ``setsid … &`` double fork) is still found:
 every process of a session carries its *tag* in the environment (``ABLATE_TAG``), which children inherit
-whatever their session or parent, and :func:`kill_tagged` kills every process that carries it.
-"""
+whatever their session or parent, and :func:`kill_tagged` kills every process that carries it."""
 
 from __future__ import annotations
 
@@ -87,12 +86,9 @@ def tagged_pids(prefix: str) -> list[int]:
 
 
 def kill_tagged(prefix: str, *, quiet_scans: int = 3, max_rounds: int = 50) -> int:
-    """SIGKILL every process tagged ``prefix…``; return how many were killed.
-
-    One empty scan proves nothing: a process caught between fork and exec, or inside execve, may show no
-    readable environment for an instant, and a fork may race the kill. So scans repeat, 10 ms apart, until
-    ``quiet_scans`` in a row find nothing (at most ``max_rounds``).
-    """
+    """SIGKILL every process tagged ``prefix…``; return how many were killed. One empty scan proves nothing
+    (a process between fork and exec may show no readable environment for an instant, and a fork may race the
+    kill), so scans repeat 10 ms apart until ``quiet_scans`` in a row find nothing (at most ``max_rounds``)."""
     killed = quiet = 0
     for _ in range(max_rounds):
         pids = tagged_pids(prefix)
@@ -163,13 +159,10 @@ def run_process(
 ) -> ExecResult:
     """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``.
 
-    stdout and stderr are pipes the runner reads (docs/ARCHITECTURE.md#sessions): never a file the process
-    or anything it starts could reopen through ``/proc/self/fd/1``, seek in or rewrite after it ends. stdout
-    (its first ``stdout_cap`` bytes) is written to ``stdout_path`` once the process and everything it
-    started are gone (the file is created exclusively at launch: a second writer is an error), or returned;
-    stderr's last ``stderr_tail_bytes`` are kept. With a ``tag``, every process the command started and left
-    behind — double-forked daemons included — is killed when it ends, however it ends.
-    """
+    stdout and stderr are pipes (docs/ARCHITECTURE.md#sessions), never a file the process could reopen through
+    ``/proc/self/fd/1`` or rewrite after it ends. stdout's first ``stdout_cap`` bytes go to ``stdout_path``
+    (created exclusively at launch) once everything the process started is gone, or are returned; stderr's last
+    ``stderr_tail_bytes`` are kept. With a ``tag``, everything it left behind (double forks too) is killed."""
     if tag is not None:
         env = {**env, TAG_VAR: tag}
     start = time.monotonic()

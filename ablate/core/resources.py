@@ -1,8 +1,7 @@
 """Where ablate's data folders (cells/, tasks/, shadow/, examples/) live.
 
 In a source checkout (editable install) they sit at the repository root next to the package; in a wheel they
-are shipped inside the package as ``ablate/_data/<name>``.
-"""
+are shipped inside the package as ``ablate/_data/<name>``."""
 
 from __future__ import annotations
 

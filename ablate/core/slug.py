@@ -1,8 +1,7 @@
 """Claude Code's project-folder slug (docs/CLAUDE-CODE.md#slug): ``$CLAUDE_CONFIG_DIR/projects/<slug>/``.
 
 Every non-``[A-Za-z0-9]`` UTF-16 code unit of the real path becomes ``-``; a slug over 200 units is cut to
-200 and suffixed with ``-`` + base36 of the absolute Java ``String.hashCode`` of the *original* path.
-"""
+200 and suffixed with ``-`` + base36 of the absolute Java ``String.hashCode`` of the *original* path."""
 
 from __future__ import annotations
 

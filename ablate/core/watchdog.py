@@ -4,8 +4,7 @@ The runner starts one small process per run and keeps the write end of a pipe to
 pipe when the runner exits for any reason; the watchdog then kills every process tagged with the run's prefix
 (:func:`ablate.core.proc.kill_tagged`): ``claude`` sessions, their hooks and shells, and daemons they
 double-forked. A session left running after its runner died would write a stdout file no plan record
-describes, and keep a cell environment busy.
-"""
+describes, and keep a cell environment busy."""
 
 from __future__ import annotations
 

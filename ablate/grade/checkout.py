@@ -1,19 +1,12 @@
-"""The checkout of a graded task: seed it before a session, grade the checkout it left, re-grade from a saved
-diff (the check kinds themselves are :mod:`ablate.checks`).
-
-The runner calls :func:`apply_seed_files` on a cell's checkout after preparing it and before the session, and
-:func:`grade_checkout` after the session and before the environment is reset. Nothing the model wrote is ever
-executed: checks read files (``file_parses`` parses them with ``ast``/``json``/``tomllib``; see
-:mod:`ablate.checks`), and the diff is taken by git running with a scratch git dir, index and object
-store of ablate's own (the checkout's ``.git/config``, hooks and attribute filters, which the session could
-have changed, are never consulted).
-
-The diff of the session (the checkout against its seeded start) is saved as ``diffs/<item>.a<N>.patch`` so
-``ablate judge`` can show it to the judge and re-run the checks with :func:`grade_from_diff`.
-"""
+"""The checkout of a graded task: seed it before a session (:func:`apply_seed_files`), grade the checkout it
+left (:func:`grade_checkout`), re-grade from a saved diff (:func:`grade_from_diff`); the check kinds are
+:mod:`ablate.checks`. Nothing the model wrote is ever executed, and the diff is taken by git with a scratch git
+dir, index and object store of ablate's own (README.md's "Graded outcomes"), saved as
+``diffs/<item>.a<N>.patch`` for ``ablate judge``."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -67,13 +60,9 @@ class Baseline:
 # Paths inside the checkout
 
 
-def _components(rel: str) -> list[str]:
-    return [p for p in rel.rstrip("/").split("/")]
-
-
 def _walk(checkout: Path, rel: str) -> Iterator[tuple[Path, bool]]:
     """Each prefix of ``rel`` under ``checkout``, with whether it is the last component."""
-    parts = _components(rel)
+    parts = rel.rstrip("/").split("/")
     cur = checkout
     for i, part in enumerate(parts):
         cur = cur / part
@@ -242,12 +231,9 @@ def _snapshot(checkout: Path, force: Sequence[str]) -> tuple[Path, str]:
 
 
 def apply_seed_files(task: Task, checkout: Path) -> Baseline:
-    """Write the task's seed files into ``checkout`` and snapshot the seeded start (when the task has checks).
-
-    Call it on a prepared checkout, right before the session. Seed files replace the repo's file at that
-    path; a path through a symlink raises :class:`UnsafePath` before anything is written. A task without
-    files and checks costs nothing.
-    """
+    """Write the task's seed files into a prepared ``checkout`` right before the session (replacing the repo's
+    file at each path) and snapshot the seeded start when the task has checks. A path through a symlink raises
+    :class:`UnsafePath` before anything is written."""
     targets = [(rel, seed_target(checkout, rel)) for rel in task.spec.files]
     for rel, target in targets:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -256,9 +242,7 @@ def apply_seed_files(task: Task, checkout: Path) -> Baseline:
     baseline = Baseline(checkout=checkout, seeded=[rel for rel, _ in targets], hashes={})
     if not task.spec.checks:
         return baseline
-    for rel in _check_files(task):
-        data, _ = read_checkout_file(checkout, rel)
-        baseline.hashes[rel] = sha256_bytes(data) if data is not None else None
+    baseline.hashes = {rel: _hash(checkout, rel) for rel in _check_files(task)}
     baseline.extra_paths = sorted(set(baseline.seeded) | set(_check_files(task)))
     try:
         baseline.scratch, baseline.tree = _snapshot(checkout, baseline.extra_paths)
@@ -313,6 +297,11 @@ def _session_diff(
     return sorted(p for p in names.split("\0") if p), None
 
 
+def _hash(checkout: Path, rel: str) -> str | None:
+    data, _ = read_checkout_file(checkout, rel)
+    return sha256_bytes(data) if data is not None else None
+
+
 def grade_checkout(
     task: Task,
     checkout: Path,
@@ -323,42 +312,29 @@ def grade_checkout(
     patch_rel: str | None = None,
     trace: SessionTrace | None = None,
 ) -> ChecksGrade | None:
-    """Evaluate the task's checks on the checkout the session left (read-only), and save the session's diff.
-
-    ``trace`` (the session's final answer and tool calls) is what the ``regex``, ``tool_used`` and
-    ``tool_order`` checks read; without it they are not evaluable.
-
-    Call it after the session and before the environment is reset. ``patch_path`` receives the diff of the
-    checkout against its seeded start; ``patch_rel`` is how the grade names it (relative to the run folder).
-    Returns None for a task without checks. The baseline's scratch snapshot is removed.
-    """
+    """Evaluate the task's checks on the checkout the session left (read-only), after the session and before
+    the environment is reset. ``trace`` is what the session-reading checks read (without it they are not
+    evaluable); ``patch_path`` receives the diff against the seeded start, ``patch_rel`` names it in the grade.
+    None for a task without checks. The baseline's scratch snapshot is removed."""
     try:
         if not task.spec.checks:
             return None
         changed, diff_error = _session_diff(baseline, checkout, patch_path)
         if changed is not None:
             # files a check names but git does not see (ignored): their hash says whether they changed
-            extra = set()
-            for rel, before in baseline.hashes.items():
-                data, _ = read_checkout_file(checkout, rel)
-                if (sha256_bytes(data) if data is not None else None) != before:
-                    extra.add(rel)
+            extra = {rel for rel, before in baseline.hashes.items() if _hash(checkout, rel) != before}
             changed = sorted(set(changed) | extra)
-
-        def read(rel: str) -> tuple[bytes | None, str]:
-            return read_checkout_file(checkout, rel)
 
         def unchanged(rel: str) -> tuple[bool | None, str]:
             data, why = read_checkout_file(checkout, rel)
-            now = sha256_bytes(data) if data is not None else None
             before = baseline.hashes.get(rel)
-            if now == before:
+            if (sha256_bytes(data) if data is not None else None) == before:
                 return True, ""
             if data is None and before is not None:
                 return False, f"was a file at the start, now {why}"
             return False, "changed during the session"
 
-        end = EndState(read, unchanged, changed, diff_error, trace)
+        end = EndState(functools.partial(read_checkout_file, checkout), unchanged, changed, diff_error, trace)
         results = [evaluate_check(i, c, end) for i, c in enumerate(task.spec.checks)]
         return summarise(
             attempt, "checkout", results, changed, patch_rel if changed is not None else None, diff_error

@@ -18,7 +18,6 @@ class CheckResult(Spec):
     index: int = Field(ge=0)
     """Position of the check in the task file."""
     kind: str
-    """The check kind."""
     target: str
     """The file it reads, or the allowed paths joined by ``, ``."""
     passed: bool | None
@@ -41,9 +40,7 @@ class ChecksGrade(Spec):
     passed: bool | None
     """Every check passed (None: none failed but some could not be evaluated)."""
     n_passed: int = Field(ge=0)
-    """Checks that passed."""
     n_checks: int = Field(ge=0)
-    """Checks of the task."""
     score: float | None = None
     """Weighted share of checks passed, 0..1 (None: some check could not be evaluated)."""
     results: list[CheckResult] = Field(default_factory=list)

@@ -1,17 +1,9 @@
 """The blind judge: grades an item's final answer against the task's rubric through the official SDK.
 
-The judge sees the task prompt, the rubric and the final answer (plus the session's diff for tasks with
-checks) and nothing else: never the cell, a layer name, the setup's paths or the run's configuration. Absolute
-paths of the cell (its checkout, home, config dir, the run folder, the user's repo and config dir) are scrubbed
-from the answer and the diff before they are sent.
-
-Verdicts are a JSON object ``{"verdict": "pass" | "fail", "reason": "..."}``; a malformed verdict is asked
-for once more, then recorded as a judge error, as is a refusal or a failed API call. A rate limit (429, 529
-overloaded) is never a verdict: the pool pauses (the ``retry-after`` the API names, else exponential
-backoff: ``ablate.core.backoff``, the runner's rule and defaults) and the item is judged again. The endpoint and key come from the usual variables
-(``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the
-judge. The SDK's own retries are off: ablate owns the backoff, as the runner does.
-"""
+What the judge sees, the verdict format and its retries are README.md's ``ablate judge``. A rate limit (429,
+529) pauses the pool with :mod:`ablate.core.backoff` (the runner's rule and defaults); the SDK's own retries
+are off. The endpoint and key come from the usual variables (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` /
+``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the judge."""
 
 from __future__ import annotations
 
@@ -95,8 +87,7 @@ def scrub(text: str, paths: Iterable[str]) -> str:
     """Replace every given absolute path (longest first, and its resolved form) by a neutral placeholder.
 
     ``<checkout>`` for the first path (the session's working directory), ``<path>`` for the others; any path
-    through an ``ablate-envs`` folder left over becomes ``<path>`` too.
-    """
+    through an ``ablate-envs`` folder left over becomes ``<path>`` too."""
     seen: list[tuple[str, str]] = []
     for i, p in enumerate(paths):
         if not p or not p.startswith("/") or p == "/":
@@ -254,13 +245,10 @@ class JudgeOptions:
     judge_models: tuple[str, ...]
     """Judge models; each grades every item once."""
     allow_same_judge: bool = False
-    """Let a judge be the model under test."""
     jobs: int = 4
-    """Judge calls at once."""
     budget_usd: float | None = None
     """Stop launching once the folder's recorded judge spend reaches this."""
     split: Literal["dev", "holdout", "both"] = "both"
-    """Which tasks to judge."""
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     """Pauses after a rate limit (``retry-after``, else exponential) and when to give up (the folder stays
     resumable): the runner's policy."""
@@ -520,21 +508,3 @@ def verdict_counts(
             if v is not None:
                 out[j][v.verdict] += 1
     return out
-
-
-__all__ = [
-    "JudgeInput",
-    "JudgeOptions",
-    "JudgeSummary",
-    "RateLimited",
-    "cell_paths",
-    "check_judges",
-    "final_answer",
-    "judge_folder",
-    "judge_input",
-    "judge_once",
-    "make_client",
-    "parse_verdict",
-    "render_request",
-    "scrub",
-]

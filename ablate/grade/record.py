@@ -1,10 +1,8 @@
 """``grades/<item>.json``: execution checks and judge verdicts of one item (grading never rewrites a result).
 
-One file per item, written atomically under a lock (the runner's session threads and the judge's workers
-update it concurrently). Checks are kept per attempt (``checks["2"]`` grades ``stdout/<item>.a2.json``'s
-checkout) and verdicts name the attempt they judged, so a reader pairs them with the result's ``attempt``
-and never with a stale attempt the runner later replaced.
-"""
+Written atomically under a lock (session threads and judge workers update it concurrently). Checks are kept
+per attempt (``checks["2"]`` grades ``stdout/<item>.a2.json``'s checkout) and verdicts name their attempt, so
+a reader pairs them with the result's ``attempt``, never with a stale one."""
 
 from __future__ import annotations
 
@@ -46,9 +44,7 @@ class JudgeVerdict(Spec):
     tries: int = Field(default=1, ge=0)
     """Calls made for this verdict (a malformed verdict is retried once)."""
     input_tokens: int = 0
-    """Input tokens of every call."""
     output_tokens: int = 0
-    """Output tokens of every call."""
     cost_usd: float | None = None
     """Estimated spend (price table; None for an unknown model)."""
     graded_at: str = Field(default_factory=utcnow)
@@ -59,7 +55,6 @@ class GradeFile(Spec):
     """``grades/<item>.json``."""
 
     schema_version: Literal[1] = GRADE_SCHEMA_VERSION
-    """Format version of this file."""
     item: str
     """``<task>__<cell>__r<repeat>``."""
     checks: dict[str, ChecksGrade] = Field(default_factory=dict)
@@ -146,12 +141,9 @@ def record_verdict(folder: RunFolder, item: str, verdict: JudgeVerdict) -> Grade
 def grade_attempt(
     folder: RunFolder, item: str, attempt: int, task: Task, checkout: Path, baseline: Baseline
 ) -> ChecksGrade | None:
-    """The runner's hook after a session: grade the checkout, save the diff, record the checks.
-
-    Call it before the environment is reset, on the path the session saw as its checkout, after the
-    session's stdout and transcript are in the run folder (the session-reading checks read them there). A
-    task without checks records nothing.
-    """
+    """The runner's hook after a session: grade the checkout, save the diff, record the checks. Call it before
+    the environment is reset, on the session's checkout path, once the session's stdout and transcript are in
+    the run folder (the session-reading checks read them there)."""
     rel = diff_rel(item, attempt)
     grade = grade_checkout(
         task,
@@ -200,19 +192,3 @@ def carry_grades(src: RunFolder, dest: RunFolder, item: str, renumber: Mapping[i
             item,
             lambda g: g.model_copy(update={"checks": {**g.checks, **checks}, "judges": [*g.judges, *judges]}),
         )
-
-
-__all__ = [
-    "GRADE_SCHEMA_VERSION",
-    "GradeFile",
-    "JudgeVerdict",
-    "Verdict",
-    "attempt_trace",
-    "carry_grades",
-    "diff_rel",
-    "grade_attempt",
-    "read_grade",
-    "record_checks",
-    "record_verdict",
-    "update_grade",
-]

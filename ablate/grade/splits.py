@@ -1,19 +1,11 @@
 """Dev/holdout: does a cell's change measured on the dev tasks hold on the holdout tasks?
 
-Tasks carry ``split = "dev" | "holdout"``. A setup tuned against the dev tasks can look better there and no
-better (or worse) on tasks nobody tuned against. The question is about tasks, so the task is the unit: each
-task contributes the mean of its per-block changes (cell − control on a (task, repeat) block), and the dev
-tasks' means are compared with the holdout tasks' means by a one-sided permutation test of dev > holdout
-(exact: every split of the task means is enumerated). Permuting blocks instead treats the repeats of one task
-as independent tasks; with tasks that differ it raised false alarms (12% at 30 repeats with no overfitting).
-
-:func:`holdout_finding` returns:
-
-* an **overfitting** warning when the dev improvement reverses on holdout and the gap is significant;
-* one **reassuring** line when it reverses within noise;
-* an **untested** line when a split has fewer than two tasks (nothing can be tested);
-* ``None`` when holdout agrees (the change goes the same way) or there is no dev improvement to check.
-"""
+The task is the unit: each task contributes the mean of its per-block changes (cell − control), and the dev
+tasks' means are compared with the holdout tasks' by an exact one-sided permutation test of dev > holdout.
+Permuting blocks instead treats the repeats of one task as independent tasks; with tasks that differ it raised
+false alarms (12% at 30 repeats with no overfitting). :func:`holdout_finding`: an overfitting warning (a
+significant reversal), a reassuring line (a reversal within noise), an untested line (a split with fewer than
+two tasks), or None (holdout agrees, or no dev improvement)."""
 
 from __future__ import annotations
 
@@ -203,13 +195,3 @@ def holdout_findings(
         if f is not None:
             found.append(f)
     return found
-
-
-__all__ = [
-    "TaskDeltas",
-    "holdout_finding",
-    "holdout_findings",
-    "item_outcome",
-    "split_of_tasks",
-    "task_deltas",
-]

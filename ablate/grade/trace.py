@@ -2,8 +2,7 @@
 
 Read from the run folder after the session: the CLI's stdout (``result``: the final answer) and the session's
 transcript (main thread only; a tool call recorded twice, by its ``tool_use`` id, counts once). A check that
-needs what could not be read is not evaluable (``passed`` None), never failed.
-"""
+needs what could not be read is not evaluable (``passed`` None), never failed."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 The one reader of these record shapes, used by the miner (``SessionResult.instruction_files``,
 ``skills_listed``, ``hooks_fired``) and by the probe (which also needs the loaded files' content and the hook
-commands): a change in the CLI's records is fixed in one place.
-"""
+commands): a change in the CLI's records is fixed in one place."""
 
 from __future__ import annotations
 
@@ -15,30 +14,13 @@ from typing import Any
 
 import orjson
 
-#: Hook-related records the pinned CLI (2.1.332) writes, collected from real sessions against ablate.sim
-#: (SessionStart sync/async/silent/JSON/failing, UserPromptSubmit ok/exit 1/exit 2, Pre/PostToolUse around
-#: a Bash call, Stop ok/silent/failing, SessionEnd failing; tests/test_probe.py and
-#: tests/test_real_setup.py reproduce the ones the probe relies on):
-#:
-#: ====================================  ==================================================================
-#: record                                when
-#: ====================================  ==================================================================
-#: attachment ``hook_success``           a hook exited 0 and printed something (``command``, ``hookEvent``,
-#:                                       ``stdout``; ``content`` is what reached the model)
-#: attachment ``hook_non_blocking_error``  a hook exited non-zero (1; 127 for a command not found; 2 where
-#:                                       the event cannot block, e.g. SessionStart) (``command``, ``exitCode``)
-#: attachment ``hook_additional_context``  a hook printed JSON ``additionalContext`` (no ``command``; the
-#:                                       hook's own ``hook_success`` precedes it)
-#: system ``stop_hook_summary``          after every Stop: ``hookInfos[].command`` names every Stop hook
-#:                                       that ran, silent ones included; ``hookErrors`` their failures
-#: system ``informational``              "<Event> operation blocked by hook:\n[<command>]: ..." (exit 2)
-#: (nothing)                             a hook that exits 0 and prints nothing; an ``async`` hook; Pre/
-#:                                       PostToolUse when no tool runs; SessionEnd (stderr only, after the
-#:                                       transcript's last record); Notification, SubagentStop, PreCompact
-#: ====================================  ==================================================================
-#:
-#: So a hook counts as *kept* when any of these records names its command (an attempt that failed is still
-#: an attempt), and where none can appear the probe says ``~`` instead of ``MISSING``.
+#: Hook records of the pinned CLI (2.1.332), collected from real sessions against ablate.sim (when each is
+#: written: README.md's table under "Proving isolation"; tests/test_probe.py and tests/test_real_setup.py
+#: reproduce them). ``hook_success`` and ``hook_non_blocking_error`` attachments name the ``command``;
+#: ``hook_additional_context`` names none (its ``hook_success`` precedes it); ``stop_hook_summary``'s
+#: ``hookInfos[].command`` names every Stop hook that ran, silent ones too; an ``informational`` system record
+#: says "<Event> operation blocked by hook:\n[<command>]: ...". A hook counts as *kept* when any of these names
+#: its command (a failed attempt is still an attempt); where none can appear the probe says ``~``.
 HOOK_ATTACHMENT_PREFIX = "hook_"
 _BLOCKED_BY_HOOK = re.compile(r"operation blocked by hook:\n\[(.+?)\]: ", re.S)
 

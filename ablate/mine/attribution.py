@@ -4,8 +4,7 @@ A transcript names files as the CLI saw them: absolute instruction-file paths, a
 (Read ``file_path``, Grep ``path``, Glob ``pattern``/``path``, words of a Bash command), absolute or relative
 to the session's cwd. A path under the config dir is matched against the config-side globs of the catalog,
 one under the session's repo against the repo-side globs; the first layer in catalog order wins (so a root
-``CLAUDE.md`` is ``repo-claude-md``, never ``nested-claude-md``).
-"""
+``CLAUDE.md`` is ``repo-claude-md``, never ``nested-claude-md``)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 The stdout file is a convenience, never the ground truth (docs/ARCHITECTURE.md#mining): it can be missing, empty (a killed
 run), corrupt (two writers on one file, docs/CLAUDE-CODE.md#shared-output), or a rate-limit stub. :func:`parse_cli_output`
-classifies it and salvages every complete JSON document it holds.
-"""
+classifies it and salvages every complete JSON document it holds."""
 
 from __future__ import annotations
 
@@ -46,12 +45,9 @@ def is_rate_limit_message(text: str) -> bool:
 
 
 def parse_reset_time(text: str, *, now: datetime | None = None) -> datetime | None:
-    """The reset time named in a rate-limit message, as an aware datetime, or ``None``.
-
-    Understands ``usage limit reached|<epoch seconds>`` and ``resets 5pm``, ``resets 5:30pm (Europe/Paris)``,
-    ``resets 17:00``, ``resets Dec 1, 9am (UTC)``. A clock time without a date is the next such time after
-    ``now`` (default: the current time) in the named zone, else in UTC.
-    """
+    """The reset time named in a rate-limit message, as an aware datetime, or ``None``: ``usage limit
+    reached|<epoch>``, ``resets 5pm``, ``resets 5:30pm (Europe/Paris)``, ``resets 17:00``, ``resets Dec 1, 9am
+    (UTC)``. A clock time without a date is the next such time after ``now``, in the named zone, else UTC."""
     m = _EPOCH_RE.search(text)
     if m:
         return datetime.fromtimestamp(int(m.group(1)), tz=UTC)
@@ -156,10 +152,8 @@ def _salvage(text: str) -> tuple[list[dict[str, Any]], bool]:
 
 
 def parse_cli_output(path: Path) -> CliOutput:
-    """Classify a stdout file: missing, empty, corrupt (two writers, torn), rate-limit stub, or valid.
-
-    Never raises for the file's content; an unreadable file counts as missing.
-    """
+    """Classify a stdout file: missing (or unreadable), empty, corrupt (two writers, torn), rate-limit stub, or
+    valid; never raises for the file's content."""
     try:
         with path.open("rb") as fh:
             raw = fh.read(_MAX_STDOUT_BYTES)

@@ -1,12 +1,7 @@
-"""Mining a Claude Code session transcript (docs/ARCHITECTURE.md#mining): the session JSONL is the ground truth.
-
-One session = the main-thread file ``<session_id>.jsonl`` plus its sub-agents'
-``<session_id>/subagents/agent-*.jsonl``. :func:`mine_session` streams them line by line and returns a
-:class:`SessionResult` with metrics for the main thread, the sub-agents and both together.
-
-How a transcript is read (fast path, robustness) is :mod:`ablate.mine.parse`'s job; this module derives
-the session's status, turns, cost and duration from what was read, and reconciles them with the CLI's stdout.
-"""
+"""Mining a session (docs/ARCHITECTURE.md#mining): the main thread ``<session_id>.jsonl`` plus its sub-agents'
+``<session_id>/subagents/agent-*.jsonl`` into a :class:`SessionResult` (:func:`mine_session`). Reading is
+:mod:`ablate.mine.parse`'s job; this module derives the status, turns, cost and duration and reconciles them
+with the CLI's stdout."""
 
 from __future__ import annotations
 
@@ -56,10 +51,6 @@ def _agent_meta(sub: Path) -> dict[str, Any]:
     return meta
 
 
-def _compile(pitfalls: Sequence[PitfallPattern]) -> list[tuple[PitfallPattern, re.Pattern[str]]]:
-    return [(p, re.compile(p.pattern, re.IGNORECASE)) for p in pitfalls]
-
-
 def mine_session(
     transcript: Path,
     *,
@@ -68,12 +59,9 @@ def mine_session(
     cwd: Path | None = None,
 ) -> SessionResult:
     """Mine one session: ``transcript`` plus its ``<stem>/subagents/agent-*.jsonl``, and ``stdout`` if given.
-
-    ``cwd`` overrides the session's cwd (from its records) for making read paths relative. A missing
-    or empty transcript gives status ``no_transcript``. Malformed content is counted, never raised; an unreadable
-    file raises ``OSError``. An invalid pitfall regex raises ``re.error``.
-    """
-    compiled = _compile(pitfalls)
+    ``cwd`` overrides the session's own for making read paths relative; a missing or empty transcript gives
+    ``no_transcript``. An unreadable file raises ``OSError``, an invalid pitfall regex ``re.error``."""
+    compiled = [(p, re.compile(p.pattern, re.IGNORECASE)) for p in pitfalls]
     base = str(cwd) if cwd is not None else None
     main, side, sess = _Thread(compiled, base), _Thread(compiled, base), _Session()
     cli = parse_cli_output(stdout) if stdout is not None else None

@@ -83,10 +83,8 @@ def _mine_one(job: tuple[Path, tuple[PitfallPattern, ...]]) -> SessionResult | O
 def mine_each(
     transcripts: Iterable[Path], *, pitfalls: Sequence[PitfallPattern] = (), jobs: int = 1
 ) -> Iterator[tuple[Path, SessionResult | OSError]]:
-    """Mine each transcript, in order, with ``jobs`` worker processes; an unreadable file yields its error.
-
-    Each worker streams its own file, so memory stays bounded whatever the corpus size.
-    """
+    """Mine each transcript, in order, with ``jobs`` worker processes (each streams its own file, so memory
+    stays bounded); an unreadable file yields its error."""
     pits = tuple(pitfalls)
     items = ((t, pits) for t in transcripts)
     if jobs <= 1:

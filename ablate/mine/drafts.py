@@ -1,17 +1,7 @@
-"""Draft task files from the user's own history (``ablate tasks suggest``), written for review, never run as is.
-
-The sessions are read as ``ablate usage`` reads them (:func:`ablate.mine.usage.collect`). The most
-representative ones are chosen by what they used: sessions are grouped by the set of layers they used
-(:func:`ablate.mine.usage.usage_report`'s per-session ``layers_used``), the groups ranked by size, and the most
-recent session of each group with a real first prompt is drafted, up to ``count``; a session that used no
-layer forms a group too. Each draft holds the session's first prompt verbatim, the repository's HEAD when it
-was drafted (a comment: ablate runs tasks on ``--repo``'s HEAD), and pitfalls suggested from what went wrong in
-the session: each tool error (its tool and the first line of the error) and each correction (a later prompt
-of the user that starts like one: "no", "don't", "stop", "wrong", "actually", "instead", "undo", "revert").
-
-Every draft carries ``draft = true``: :func:`ablate.setup.taskset.load_tasks` refuses it (exit 2) until the user
-has reviewed the file and deleted that line, so a draft is never run unreviewed.
-"""
+"""Draft task files from the user's own history (``ablate tasks suggest``; README.md's "Your own history"): the
+most recent session of each group of sessions that used the same layers, its first prompt verbatim and
+pitfalls from its tool errors and the user's corrections. Every draft carries ``draft = true``, which
+:func:`ablate.setup.taskset.load_tasks` refuses until the user has reviewed it and deleted the line."""
 
 from __future__ import annotations
 
@@ -230,15 +220,3 @@ def write_drafts(drafts: list[Draft], out: Path, *, force: bool = False) -> list
     for d, p in zip(drafts, paths, strict=True):
         p.write_text(d.text, encoding="utf-8")
     return paths
-
-
-__all__ = [
-    "Draft",
-    "Evidence",
-    "draft_tasks",
-    "repo_head",
-    "representative",
-    "session_evidence",
-    "suggested_pitfalls",
-    "write_drafts",
-]

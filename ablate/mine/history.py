@@ -1,10 +1,8 @@
 """The user's own session history: finding it under a config dir and reading what each session shows.
 
-Read-only: files are opened for reading and nothing is created, touched or locked (a run leaves the
-config dir's tree hash unchanged). Each session is streamed by the miner's own reader
-(:mod:`ablate.mine.parse`: the same prefix filter, the same robustness), with sub-agent transcripts folded
-in, into a small :class:`SessionFacts`; sessions are read by worker processes, in order.
-"""
+Read-only (nothing created, touched or locked: the config dir's tree hash is unchanged). Each session is
+streamed by :mod:`ablate.mine.parse`, sub-agents folded in, into a :class:`SessionFacts`; worker processes
+read sessions in order."""
 
 from __future__ import annotations
 

@@ -59,19 +59,16 @@ class Usage:
     cache_write_1h_tokens: int = 0
 
     def add(self, other: Usage) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_creation_tokens += other.cache_creation_tokens
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_1h_tokens += other.cache_write_1h_tokens
+        for name in _USAGE_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def merge_max(self, other: Usage) -> None:
         """Keep the larger value per field (a message's records repeat, or grow, the same usage)."""
-        self.input_tokens = max(self.input_tokens, other.input_tokens)
-        self.output_tokens = max(self.output_tokens, other.output_tokens)
-        self.cache_creation_tokens = max(self.cache_creation_tokens, other.cache_creation_tokens)
-        self.cache_read_tokens = max(self.cache_read_tokens, other.cache_read_tokens)
-        self.cache_write_1h_tokens = max(self.cache_write_1h_tokens, other.cache_write_1h_tokens)
+        for name in _USAGE_FIELDS:
+            setattr(self, name, max(getattr(self, name), getattr(other, name)))
+
+
+_USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 @dataclass
@@ -137,28 +134,19 @@ class ThreadMetrics:
         return ThreadSummary.model_validate(self._fields())
 
     def _fields(self) -> dict[str, Any]:
-        return {
-            "api_calls": self.api_calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_tokens": self.cache_creation_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "tool_calls": self.tool_calls,
-            "tool_histogram": dict(self.tool_histogram),
-            "files_read": self.files_read,
-            "file_reads": dict(self.file_reads),
-            "skills_invoked": [{"skill": s.skill, "outcome": s.outcome} for s in self.skills_invoked],
-            "tool_results": self.tool_results,
-            "tool_errors": self.tool_errors,
-            "failed_calls": self.failed_calls,
-            "retry_records": self.retry_records,
-            "retry_statuses": dict(self.retry_statuses),
-            "http_attempts": self.http_attempts,
-            "pitfall_hits": dict(self.pitfall_hits),
-            "models": sorted(self.model_usage),
-            "duration_s": self.duration_s,
-            "records": self.records,
-        }
+        """The fields of :class:`ThreadSummary`, in its order, from the dataclass's (copied, JSON-ready)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "file_reads":
+                out["files_read"] = self.files_read
+            if f.name == "model_usage":
+                out["models"] = sorted(value)
+            elif f.name == "skills_invoked":
+                out[f.name] = [s.to_json() for s in value]
+            else:
+                out[f.name] = dict(value) if isinstance(value, dict) else value
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return self._fields()

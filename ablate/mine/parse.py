@@ -1,15 +1,9 @@
 """Streaming a transcript (docs/ARCHITECTURE.md#mining): records into per-thread counters, snapshot lines never parsed.
 
-Speed: most bytes of a modern transcript are request snapshots (``api-request-shape``, ``api-request-blob``,
-``attachment:prompt_snapshot``) that carry nothing we count. Those lines are recognised from their first
-bytes and never parsed; a line is skipped only when its prefix proves its type (the ``type`` key is the
-first key, or the top-level ``attachment`` object, reached through scalar keys only, is a prompt snapshot).
-Any other line, whatever its key order, is parsed with orjson.
-
-Robustness: malformed lines, a torn last line (a file being appended while read), non-object records and
-unknown record types are counted in the result, never fatal. Older transcripts (no attachments, no
-``cost-state``, sub-agent records inline with ``isSidechain: true``) still mine.
-"""
+Request snapshots (``api-request-shape``, ``api-request-blob``, ``attachment:prompt_snapshot``) are most of a
+transcript's bytes and carry nothing counted: a line is skipped unparsed only when its prefix proves its type
+(the ``type`` key first, or the top-level ``attachment`` object, reached through scalar keys only, a prompt
+snapshot). Any other line, whatever its key order, is parsed with orjson. Damage is counted, never fatal."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""``ablate usage``: what the user's own session history says about each layer of the catalog.
-
-For every layer, in the sessions of one repository's project (or of all projects): in how many sessions the
-CLI put it in front of the model (``loaded_sessions``: instruction-file records, the skill and agent
-listings, hook records) and in how many the session used it (``used_sessions``: a skill invoked, a layer
-file named by a Read/Grep/Glob/Bash call, an agent or command used, a hook that fired or blocked, an MCP
-tool called), with what was used (``uses``). Every count is exact: every session in the window is read.
-
-It informs which cells are worth running; it is never mixed into a run's counterfactual numbers (a report
-cites it under its own heading, see :func:`provenance_for`). The library returns plain data; the CLI renders.
-"""
+"""``ablate usage``: what the user's own session history says about each layer of the catalog (README.md's "Your
+own history": loaded and used sessions, uses, never-used layers). Every session in the window is read. Never
+mixed into a run's counterfactual numbers (a report cites it under its own heading: :func:`provenance_for`);
+the library returns plain data, the CLI renders."""
 
 from __future__ import annotations
 

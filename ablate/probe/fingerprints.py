@@ -1,15 +1,10 @@
 """Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read only).
 
-Each layer gets needles that show its presence in what reached the model, chosen by how the layer shows up
-(the catalog's ``shows``): distinctive lines for instruction files and memory; ``- name:`` entries of the skill
-and agent listings for skills, commands and agents; the commands of session-start hooks for hooks; the
-cell checkout's files for repo docs (never auto-loaded). A needle that also appears in a baseline request made
-with no setup at all, or in another layer, is generic and dropped; a layer left without needles is reported
-as too generic to fingerprint, never guessed.
-
-It also holds the shadow-fidelity comparison: the control cell's first request against the untouched
-setup's, normalised only for what legitimately differs between two sessions.
-"""
+Each layer gets needles chosen by how it shows up (the catalog's ``shows``; README.md's "Proving isolation"
+says which); a needle also seen in the baseline request or in another layer is generic and dropped, and a
+layer left without needles is reported as too generic to fingerprint, never guessed. Also the shadow-fidelity
+comparison: the control cell's first request against the untouched setup's, normalised only for what
+legitimately differs between two sessions."""
 
 from __future__ import annotations
 
@@ -120,12 +115,8 @@ class HookSpec:
 
     @property
     def shows(self) -> bool:
-        """Whether it leaves a record in a one-prompt, no-tool session when it prints or fails.
-
-        SessionStart and UserPromptSubmit hooks leave ``hook_success`` (output) or ``hook_non_blocking_error``
-        (failure) records; Stop hooks are always named in ``stop_hook_summary``. An async hook, a tool hook
-        (no tool runs), SessionEnd (after the transcript's last record) and the others never show.
-        """
+        """Whether it leaves a record in a one-prompt, no-tool session when it prints or fails (SessionStart,
+        UserPromptSubmit and Stop hooks, sync: :mod:`ablate.mine.attachments` lists the records)."""
         return self.event in OBSERVABLE_HOOK_EVENTS and not self.is_async
 
 
@@ -181,11 +172,8 @@ def layer_prints(
     with_mcp: bool = False,
     style: tuple[str | None, str] = (None, ""),
 ) -> dict[str, LayerPrint]:
-    """Fingerprints for every layer of a setup, before generic needles are dropped.
-
-    ``style`` is the selected ``outputStyle`` and the settings file that selects it
-    (:func:`ablate.setup.load.selected_output_style`).
-    """
+    """Fingerprints for every layer of a setup, before generic needles are dropped; ``style`` is the selected
+    ``outputStyle`` and the settings file that selects it (:func:`ablate.setup.load.selected_output_style`)."""
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
         lf = layers[layer.id]
@@ -427,16 +415,11 @@ def diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
 def exact_fidelity(
     control: str, control_requests: Sequence[dict[str, Any]], untouched_requests: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
-    """The ``namespace`` backend's check: the control cell and the untouched setup run at the same paths, so
-    their first requests must be equal but for the session id (not in the compared fields), the billing
-    header and the order of concurrent hook outputs. Nothing about git is ignored: the control's checkout
-    carries the user's ``.git`` state and hides no file from ``git status``.
-
-    Each side may hold more than one session's first request: when the first pair differs the probe draws
-    more pairs, because a setup's own start-up need not be deterministic (measured: a SessionStart hook
-    that edits the repository races the CLI's git snapshot, and two sessions of the untouched setup differ
-    in ``Status:``). The control passes when one of its requests equals one of the untouched setup's, byte
-    for byte after the normalisation: a difference ablate made would be in every pair."""
+    """The ``namespace`` backend's check: the control and the untouched setup run at the same paths, so their
+    first requests must be equal but for the session id, the billing header and the order of concurrent hook
+    outputs; nothing about git is ignored. Each side may hold several sessions' first requests (a setup's own
+    start-up need not be deterministic: measured, a SessionStart hook that edits the repository races the CLI's
+    git snapshot); the control passes when one of its requests equals one of the untouched setup's."""
     a = [normalise_request(r, {}, keep_branch=True) for r in control_requests]
     b = [normalise_request(r, {}, keep_branch=True) for r in untouched_requests]
     match = next(((i, j) for i, x in enumerate(a) for j, y in enumerate(b) if x == y), None)

@@ -3,8 +3,7 @@
 One probe of the control and one cell per piece (:func:`ablate.setup.piece_cells.piece_cells`): each cell's
 first request is checked to differ from the control's by exactly its piece (:mod:`ablate.probe.pieces`), and
 the difference of the two requests' characters, counted with the sim's estimator (4 characters a token), is
-the piece's ``tokens`` (``tokens_source = "request"``). Free: the CLI talks to the capture endpoint.
-"""
+the piece's ``tokens`` (``tokens_source = "request"``). Free: the CLI talks to the capture endpoint."""
 
 from __future__ import annotations
 

@@ -1,22 +1,9 @@
-"""The probe's piece check (docs/PIECES.md#probe): a piece cell's first request is the control's with exactly
-its pieces gone.
-
-Both first requests are normalised as the probe's fidelity check does (each cell's own folder replaced by
-``<CELL>``, the billing header blanked, concurrent hook outputs sorted) and read as a multiset of non-blank
-lines of every string in ``system``, ``messages`` and ``tools``. Then:
-
-- nothing may be new in the cell: a line the cell sent that the control did not is a problem;
-- every line the control sent and the cell did not must belong to a cut piece: its text (a section, imported
-  file, rule, output style, and the files a cut section ``@imports``), the header the CLI puts above a file
-  it inlines (a line naming the file), or a listing line naming a cut skill, agent or command. A hook's output
-  and an MCP server's tools cannot be read from the setup: lines lost in a cell that cuts one are counted as
-  theirs, and the piece itself is checked by what the transcript records (the hook fired in the control and
-  not in the cell) or by its tools (``mcp__<server>__``);
-- each piece is ``gone`` (seen in the control, not in the cell), ``still-there`` (seen in the cell: the cut
-  did not take) or ``unobservable`` (the control's first request does not show it either: a PostToolUse
-  hook, a skill the CLI does not list, an MCP server without ``--with-mcp``).
-
-A cell with a problem, or a piece ``still-there``, fails the probe.
+"""The probe's piece check (docs/PIECES.md#probe, which states the rules): a piece cell's first request is the
+control's with exactly its pieces gone. Both first requests are normalised as the fidelity check does and read
+as a multiset of non-blank lines of every string in ``system``, ``messages`` and ``tools``. A hook's output
+and an MCP server's tools cannot be read from the setup: lines lost in a cell that cuts one are counted as
+theirs, and the piece itself is checked by the transcript (the hook fired in the control and not in the cell)
+or by its tools (``mcp__<server>__``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""``ablate probe``: prove, for free, which layers reached the model in each cell (docs/ARCHITECTURE.md).
+"""``ablate probe``: prove, for free, which layers reached the model in each cell (README.md's "Proving
+isolation"; the verdicts faithful, leak, missing, no-op and error). An exit code of 0 is no proof that a
+session ran (docs/CLAUDE-CODE.md): a session that wrote no transcript is an error.
 
-The real CLI runs once per cell against the capture endpoint (ablate.sim: no API key, no cost). What it sent
-(the captured request bodies) and what it recorded (the transcript's ``instructions``, ``skill_listing``,
-``agent_listing_delta`` and ``hook_success`` records) are matched against fingerprints of the user's real
-layer content; repo docs, never auto-loaded, are checked in each cell's worktree. Each cell gets a verdict:
-
-- faithful: every stripped layer is gone, every kept layer is there;
-- leak: a stripped layer (or a file from outside the cell) reached the model;
-- missing: a kept layer did not;
-- no-op: faithful, but the cell strips nothing this setup has;
-- error: the session failed or wrote no transcript (an exit code of 0 is no proof, docs/CLAUDE-CODE.md).
-
-Two extra sessions anchor the comparison: a *baseline* with no setup at all (an empty config dir and an
-empty repository: needles seen there are generic), and the *untouched* setup (a plain copy of the config dir
-used from the real repo path) whose request C0's must equal, apart from paths, the billing header and the
-order of concurrent hook outputs: nothing about git (shadow fidelity).
-"""
+Two extra sessions anchor the comparison: a *baseline* with no setup at all (needles seen there are generic)
+and the *untouched* setup, whose request C0's must equal (shadow fidelity)."""
 
 from __future__ import annotations
 
@@ -272,14 +260,10 @@ def probe(
 ) -> ProbeResult:
     """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
 
-    ``isolation``: the backend (:func:`ablate.isolate.registry.choose_isolation`); one whose sessions see the
-    real paths runs the untouched setup in a view at the real paths too and checks fidelity exactly.
-    ``builder`` is the ``links`` environment builder (the probe exists to check it; tests hand it broken
-    ones, which forces ``links``). The user's real home,
-    config dir and repository are listed before and after; any change makes the probe fail, naming it.
-    Without ``work`` the probe works in a folder of its own under ``work_parent`` (default: the temporary
-    directory), removed at the end.
-    """
+    ``isolation``: the backend; one whose sessions see the real paths runs the untouched setup at the real paths
+    too and checks fidelity exactly. ``builder``: the ``links`` builder (tests hand it broken ones, which forces
+    ``links``). The user's real home, config dir and repository are listed before and after; any change fails the
+    probe. Without ``work`` it works under ``work_parent`` (default: the temporary directory), removed at the end."""
     start = time.monotonic()
     chosen = choose_isolation(LINKS.name if builder is not build_environment else isolation)
     inv = inventory(setup, catalog)

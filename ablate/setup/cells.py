@@ -48,17 +48,13 @@ class CellSetFile(Spec):
     """A cell-set file in cells/ (or a user's own)."""
 
     schema_version: int = 1
-    """Format version; only 1 exists."""
     name: str
-    """The set's name (``layered``)."""
     description: str = ""
-    """What the set is for."""
     control: str = "C0"
     """The id of the control cell every other cell is compared with."""
     universe: list[str] = Field(default_factory=list)
     """Repo-side layers that ``strip = "all"`` removes (config side: everything is removed)."""
     cell: list[Cell]
-    """The cells, in display order."""
 
 
 @dataclass(frozen=True)
@@ -321,12 +317,9 @@ def cell_effect(
     imports: dict[str, list[str]],
     loaded: dict[str, list[str] | None] | None = None,
 ) -> CellEffect:
-    """Describe ``cell`` for a setup whose layers resolved to ``present`` (layer id → files).
-
-    ``imports`` maps a layer id to the layer ids its files ``@import`` (so stubbing CLAUDE.md removes them).
-    ``loaded`` maps a present layer to the files the CLI loads by itself (None: not applicable); a layer on
-    disk that the CLI never loads changes nothing when stripped.
-    """
+    """Describe ``cell`` for a setup whose layers resolved to ``present``. ``imports``: layer id → the layer ids
+    its files ``@import`` (stubbing CLAUDE.md removes them); ``loaded``: a present layer → the files the CLI loads
+    by itself (None: not applicable); a layer the CLI never loads changes nothing when stripped."""
     removes = tuple(lid for lid in cell.stripped if lid in present and present[lid].present)
     absent = tuple(lid for lid in cell.stripped if lid not in present or not present[lid].present)
     unloaded = tuple(

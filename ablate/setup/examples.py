@@ -2,8 +2,7 @@
 
 ``materialise_example`` lays it out under a folder of your choice as a fake home (``home/.claude`` is the
 config dir, ``home/.claude.json`` the account state) plus a git repository, so the demo and the tests can run
-ablate against a setup with every layer, without touching a real one.
-"""
+ablate against a setup with every layer, without touching a real one."""
 
 from __future__ import annotations
 

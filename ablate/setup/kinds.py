@@ -2,8 +2,7 @@
 analysis and the report dispatch on.
 
 A new kind in :data:`ablate.setup.layers.Shows` fails type checking here (``assert_never``) until it has a row,
-and every consumer matches on the row's fields, so none of them can fall through to a silent default.
-"""
+and every consumer matches on the row's fields, so none of them can fall through to a silent default."""
 
 from __future__ import annotations
 
@@ -53,5 +52,3 @@ def layer_kind(shows: Shows) -> LayerKind:
 
 #: Every kind's row.
 LAYER_KINDS: dict[str, LayerKind] = {s: layer_kind(s) for s in get_args(Shows)}
-
-__all__ = ["LAYER_KINDS", "LayerKind", "LoadedBy", "ProbeBy", "UsedBy", "layer_kind"]

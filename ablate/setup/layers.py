@@ -52,7 +52,6 @@ class Layer(Spec):
     shows: Shows = "instructions"
     """How the layer's presence reaches the model (what the probe looks for)."""
     description: str = ""
-    """One line for humans."""
 
     @field_validator("paths")
     @classmethod
@@ -80,9 +79,7 @@ class CatalogFile(Spec):
     """A layers file: shadow/layers.toml, or the [[layer]] tables of a user's ablate.toml."""
 
     schema_version: int = 1
-    """Format version; only 1 exists."""
     layer: list[Layer] = Field(default_factory=list)
-    """The layers, in display order."""
 
 
 class Catalog:
@@ -248,12 +245,9 @@ def _expand(base: Path, pattern: str) -> list[str]:
 
 
 def walk_files(base: Path, rel: str, *, dangling: dict[str, str] | None = None) -> list[str]:
-    """Every file under ``base/rel`` (links followed, each against its own folder), relative to ``base``.
-
-    A dangling link holds nothing to read: it is left out, and recorded in ``dangling`` (its path relative to
-    ``base`` → the absolute path it names) when given. A link to a folder that contains it, a link loop or an
-    unreadable target is a located :class:`~ablate.core.errors.UsageError` (never a silently missing file).
-    """
+    """Every file under ``base/rel`` (links followed, each against its own folder), relative to ``base``. A
+    dangling link is left out and recorded in ``dangling`` (relative path → the absolute path it names); a link
+    to a folder that contains it, a loop or an unreadable target is a located :class:`UsageError`."""
     out: list[str] = []
     _walk(base, rel, out, dangling, frozenset(), base / rel)
     return out
@@ -308,10 +302,8 @@ def layer_hash(files: Iterable[tuple[str, bytes]], keys: Iterable[tuple[str, byt
 def resolve_layer(
     layer: Layer, base: Path, *, memory_slug: str, aliases: dict[str, Path] | None = None
 ) -> LayerFiles:
-    """Find what ``layer`` consists of under ``base`` (never writes anything).
-
-    ``aliases`` maps a key file name to where it really lives (``.claude.json`` may sit in HOME).
-    """
+    """Find what ``layer`` consists of under ``base``; ``aliases`` maps a key file name to where it really
+    lives (``.claude.json`` may sit in HOME)."""
     lf = LayerFiles(layer=layer, base=base)
     hashed_files: list[tuple[str, bytes]] = []
     hashed_keys: list[tuple[str, bytes]] = []

@@ -1,7 +1,6 @@
 """The user's setup as ablate sees it: a Claude config dir plus a git repository, resolved and checked.
 
-Nothing here writes anything. Bad inputs raise located errors (see ablate.core.errors).
-"""
+Nothing here writes anything. Bad inputs raise located errors (see ablate.core.errors)."""
 
 from __future__ import annotations
 
@@ -37,7 +36,6 @@ class Setup:
     home: Path
     """The real home folder whose other entries the shadow homes link to."""
     head: str
-    """The commit HEAD points at."""
     dirty_files: tuple[str, ...] = ()
     """Tracked files with uncommitted changes, and untracked files (not ignored)."""
 
@@ -402,8 +400,7 @@ def linked_state(config_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
 
     Hook-state setups keep ``projects/`` as a link into their own folder (``data/projects``): whatever copies
     that folder must leave the target out, or it carries every transcript and a second copy of the
-    auto-memory into each cell (docs/ARCHITECTURE.md#auto-memory).
-    """
+    auto-memory into each cell (docs/ARCHITECTURE.md#auto-memory)."""
     out: dict[str, Path] = {}
     for name in names:
         entry = config_dir / name

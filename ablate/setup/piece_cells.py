@@ -1,8 +1,5 @@
-"""Cells for any subset of pieces (docs/PIECES.md#cells): a design's rows as a :class:`CellSet`.
-
-A design (``ablate.stats.screening``) is a matrix of pieces × rows; each row is the set of pieces removed in
-that row's cell. :func:`piece_cells` turns the rows into cells ``P01``, ``P02``… after a control ``C0`` that
-removes nothing, so every row is compared with the full setup.
+"""Cells for any subset of pieces (docs/PIECES.md#cells): a design's rows (each the pieces its cell removes) as
+a :class:`CellSet`, ``P01``, ``P02``… after a control ``C0`` that removes nothing.
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ def piece_cells(
     """The control plus one cell per design row (the ids of the pieces the row removes).
 
     Checked before anything is built: at least two pieces, every id one of ``pieces``, at most
-    :data:`MAX_ROWS` rows. A row that removes nothing is a second control (it is still built and run).
-    """
+    :data:`MAX_ROWS` rows. A row that removes nothing is a second control (it is still built and run)."""
     require_pieces(pieces, where="piece design")
     if len(design_rows) > MAX_ROWS:
         raise UsageError(

@@ -1,26 +1,21 @@
-"""Cutting pieces out of a setup (docs/PIECES.md#cuts): which pieces a cell removes, as file operations.
+"""Cutting pieces out of a setup (docs/PIECES.md#cuts; what each kind's cut removes: docs/PIECES.md#kinds):
+which pieces a cell removes, as file operations.
 
-Pure functions: the operations are plain JSON (they are replayed in a worktree, like the layer operations of
+Pure functions: the operations are plain JSON (replayed in a worktree, like
 :func:`ablate.isolate.worktree.worktree_ops`) and carry what they expect to find, so a cell whose copy differs
-from the setup the pieces were read from is refused instead of cut in the wrong place. The operations are
-applied to a cell's files by :mod:`ablate.isolate.piece_ops`.
-
-- a section: its byte range removed from its file, every other byte unchanged;
-- an imported file, skill, agent, command, rule file or output style: the file (skill: folder) removed;
-- a hook entry: that hook dropped from its group (an emptied group, then an emptied event, dropped too),
-  every other key and entry of the settings file unchanged;
-- an MCP server: its entry dropped from ``mcpServers``.
+from the setup the pieces were read from is refused instead of cut in the wrong place; applied by
+:mod:`ablate.isolate.piece_ops`.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ablate.core.errors import UsageError
+from ablate.core.fsutil import sha256_bytes
 from ablate.setup.pieces import Piece
 
 #: The fewest pieces a piece design needs (one piece is a layer ablation: use the layered run).
@@ -53,10 +48,6 @@ def require_pieces(pieces: Sequence[Piece], *, where: str) -> None:
         )
 
 
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def cut_ops(pieces: Sequence[Piece]) -> list[dict[str, Any]]:
     """The operations that remove ``pieces`` (all of one side) from a copy of that side; a range carries
     the sha256 of the section read from the setup, so it cuts exactly those bytes or refuses."""
@@ -87,7 +78,7 @@ def cut_ranges(data: bytes, ranges: Sequence[Sequence[Any]], *, where: str) -> b
     """``data`` without the byte ranges ``[start, end, sha256-or-""]`` (the rest byte-identical)."""
     out = bytearray(data)
     for start, end, want in sorted((tuple(r) for r in ranges), reverse=True):
-        if not 0 <= start <= end <= len(data) or (want and digest(data[start:end]) != want):
+        if not 0 <= start <= end <= len(data) or (want and sha256_bytes(data[start:end]) != want):
             raise UsageError(
                 f"{where}: bytes {start}..{end} are not the section that was read from the setup",
                 hint="the file changed since the pieces were listed: list them again (`ablate pieces`)",

@@ -1,13 +1,7 @@
-"""The pieces of a setup (docs/PIECES.md): the units below a layer that a cell can remove one by one.
-
-A piece is one CLAUDE.md section (a Markdown heading and the text up to the next heading of any level; the
-text before the first heading is the ``preamble`` piece), one imported file, one skill folder, one hook entry
-(event, matcher, command), one MCP server, one agent, command, rule file or output style. Pieces are found
-in the layers :func:`ablate.setup.load.resolve_layers` resolved (no second walk of the setup), on both sides.
-
-Every piece has a stable readable id: the layer id, ``#`` and a slug of its name (``user-claude-md#money``);
-a name repeated within a layer gets ``-2``, ``-3`` in file order. The same function enumerates a cell's own
-copy of the config dir or worktree, so a cell is cut by id (:mod:`ablate.setup.piece_cut`).
+"""The pieces of a setup (docs/PIECES.md#kinds: what a piece is and its id): the units below a layer that a cell
+can remove one by one. Pieces are found in the layers :func:`ablate.setup.load.resolve_layers` resolved (no
+second walk of the setup); the same function enumerates a cell's own copy of the config dir or worktree, so a
+cell is cut by id (:mod:`ablate.setup.piece_cut`).
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
-"""Plugin-eval suites as tasks: ``claude plugin eval``'s cases and skill-creator's ``evals/evals.json``.
+"""Plugin-eval suites as tasks: ``claude plugin eval``'s cases (the format and what ablate does with each field:
+docs/CLAUDE-CODE.md#plugin-eval).
 
-``--tasks DIR`` accepts a plugin folder (``.claude-plugin/plugin.json``; its eval dir is the manifest's
-``experimental.evals``, else ``evals/``), a skill folder or any folder holding an ``evals/`` of cases, the eval
-dir itself, or a skill-creator ``evals.json``. The format is the pinned CLI's (docs/CLAUDE-CODE.md#plugin-eval):
-
-* a **case** is a folder (found at any depth under the eval dir; ``results/``, ``mocks/`` and hidden folders
-  are skipped) holding ``prompt.md`` (YAML frontmatter + the prompt as its body) and/or ``case.yaml``, plus
-  ``graders/*.md`` (frontmatter with ``type:``; the body is an ``llm`` grader's ``criteria`` or a ``regex``
-  grader's ``pattern``; the file name is the grader's name; a file without frontmatter is not a grader);
-* each case becomes one task named after its folder; each grader one check reported under its name
-  (``regex``, ``tool_used``, ``tool_order``, ``file_exists``: :mod:`ablate.grade.session_checks`), their
-  weights giving the task's grader score; ``llm`` graders become the judge's rubric (``ablate judge
-  --judge-model``); ``baseline`` graders are refused: ablate's cells already are the with/without comparison;
-* a case's ``append_system_prompt``, ``env`` (``EVAL_*`` keys only) and ``runs`` become the task's fields of
-  the same names (:mod:`ablate.setup.task_session`), applied to its sessions in every cell alike; ``model``,
-  ``allowed_tools`` and ``disallowed_tools`` are notes (the run decides them); ``plugins`` may name only the
-  plugin the suite belongs to (a note).
-
-skill-creator's ``evals.json`` is :mod:`ablate.setup.skill_evals`'s. The converted task is written as TOML
-into the run folder (``tasks/<id>.toml``), so the run stands alone. Graders are converted by
-:mod:`ablate.setup.plugin_graders`; the files are read by :mod:`ablate.setup.casefiles`, YAML by
-:mod:`ablate.setup.yamlsub` (a documented subset). Every problem is a located
-:class:`~ablate.core.errors.SpecError` naming the file and the field.
-"""
+``--tasks DIR`` accepts a plugin folder (its eval dir is the manifest's ``experimental.evals``, else
+``evals/``), a skill folder or any folder holding an ``evals/`` of cases, the eval dir itself, or a
+skill-creator ``evals.json`` (:mod:`ablate.setup.skill_evals`). ``results/``, ``mocks/`` and hidden folders are
+skipped. The converted task is written as TOML into the run folder (``tasks/<id>.toml``), so the run stands
+alone. Graders are converted by :mod:`ablate.setup.plugin_graders`, files read by :mod:`ablate.setup.casefiles`,
+YAML by :mod:`ablate.setup.yamlsub`; every problem is a located :class:`~ablate.core.errors.SpecError`."""
 
 from __future__ import annotations
 
@@ -403,6 +387,3 @@ def load_suite(path: Path) -> Suite:
     if problems:
         raise SpecError(problems)
     return suite
-
-
-__all__ = ["Suite", "case_dirs", "convert_case", "find_suite", "load_suite"]

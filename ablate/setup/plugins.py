@@ -5,8 +5,7 @@ installed, marketplace catalogs, the CLI's own ``store/``. A plugin is installed
 ``plugins/installed_plugins.json`` (or ``installed_plugins_v2.json``) names it with an ``installPath``, and
 enabled when a settings file sets ``enabledPlugins["<name>@<marketplace>"]`` to true. Only the skills,
 commands and agents inside an installed and enabled plugin's folder reach the model's listings; the rest of
-``plugins/`` is on disk only, and a cell that strips it alone changes nothing.
-"""
+``plugins/`` is on disk only, and a cell that strips it alone changes nothing."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""skill-creator's ``evals/evals.json`` as tasks (``--tasks`` with the file, its ``evals/`` or the skill folder).
-
-The format (anthropics/skills, ``skill-creator/references/schemas.md``): ``{skill_name, evals: [{id, prompt,
-expected_output, files, expectations}]}``. One task per eval, named ``<skill>-<id>``; ``expected_output`` and
-the ``expectations`` are the judge's rubric (``ablate judge --judge-model``); ``files`` (relative to the skill
-folder) are seed files at the same relative path. An unknown field is a located error.
-"""
+"""skill-creator's ``evals/evals.json`` as tasks (``--tasks`` with the file, its ``evals/`` or the skill folder;
+the format: docs/CLAUDE-CODE.md#plugin-eval). An unknown field is a located error."""
 
 from __future__ import annotations
 
@@ -107,6 +102,3 @@ def convert_evals_json(path: Path) -> list[Task]:
     if problems:
         raise SpecError(problems)
     return tasks
-
-
-__all__ = ["convert_evals_json"]

@@ -1,40 +1,8 @@
 """Task files (``tasks/*.toml``): what each ablation session is asked to do, and what to look for.
 
-A task is a prompt plus what its author expects: the layers that should matter for it (``expects``, checked
-against the layer catalog) and pitfalls, case-insensitive regexes over the assistant's own words (and over
-its tool inputs when ``scope = "text+tools"``). Graded outcomes (``ablate.grade``) add seed files written into
-every cell's checkout before the session (``[files]``), deterministic read-only checks of the checkout the
-session left (``[[checks]]``) and a rubric for the blind judge (``[rubric]``). Every path is a plain relative
-path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here; symlink escapes
-are refused where the checkout is touched (:mod:`ablate.grade.checkout`).
-
-```toml
-schema_version = 1
-id = "greet-punctuation"
-split = "dev"
-prompt = "Make greet() end with an exclamation mark."
-expects = ["repo-memory", "user-claude-md"]
-
-[[pitfalls]]
-id = "no-tests"
-pattern = "without running (the )?tests"
-
-[files]
-"src/greet/extra.py" = "def extra() -> str:\n    return 'x'\n"
-
-[[checks]]
-kind = "file_unchanged"
-file = "src/greet/extra.py"
-
-[[checks]]
-kind = "diff_touches_only"
-paths = ["src/greet/"]
-
-[rubric]
-pass = "Runs the tests and quotes the command."
-fail = "Claims success without running the tests."
-```
-"""
+The fields are README.md's "Tasks" and "Graded outcomes" (examples: ``tasks/``). Every path is a
+plain relative path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here;
+symlink escapes are refused where the checkout is touched (:mod:`ablate.grade.checkout`)."""
 
 from __future__ import annotations
 
@@ -104,7 +72,6 @@ class TaskSpec(Spec):
     """One task file."""
 
     schema_version: Literal[1] = 1
-    """Format version of this file; only 1 exists."""
     id: str = Field(pattern=ID_PATTERN)
     """Unique task id (lower case, digits, ``-`` and ``_``); it names result files."""
     prompt: str = Field(min_length=1)
@@ -137,7 +104,6 @@ class TaskSpec(Spec):
     expects: list[str] = Field(default_factory=list)
     """Layer ids the author expects to matter for this task (recorded as the author's prior)."""
     pitfalls: list[Pitfall] = Field(default_factory=list)
-    """Pitfalls (``[[pitfalls]]`` tables)."""
     max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS)
     """Overrides ``--max-turns`` for this task."""
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)

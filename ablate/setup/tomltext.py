@@ -2,8 +2,7 @@
 
 A deliberately small emitter (ablate reads TOML with the standard library and writes little of it): top-level
 keys, tables, arrays of tables, and inline tables inside those. Strings are basic strings with JSON's escapes
-(which TOML shares), DEL escaped too; ``None`` values are left out (TOML has no null).
-"""
+(which TOML shares), DEL escaped too; ``None`` values are left out (TOML has no null)."""
 
 from __future__ import annotations
 
@@ -70,6 +69,3 @@ def dumps(data: Mapping[str, object], *, header: str = "") -> str:
         else:
             out.append(f"{_key(key)} = {_value(value)}")
     return "\n".join(out) + "\n" + "".join(tables)
-
-
-__all__ = ["dumps"]

@@ -1,19 +1,9 @@
-"""Variant content for a file layer: another file, or the same file with one block moved or duplicated.
-
-A variant is what a variant cell (or a compare arm) puts in place of a layer's file. Three kinds exist:
-
-* ``original``: the file's bytes as they are;
-* ``move``: one block taken out of its place and put at the end of the file;
-* ``duplicate``: the file unchanged, with a copy of one block appended at the end.
-
-A block is chosen by a :class:`Selector`: a Markdown section by its heading (the heading line through the
-line before the next heading of the same or a higher level; headings inside fenced code do not count), or a
-span between marker comments ``<!-- NAME -->`` … ``<!-- /NAME -->`` (both marker lines included). A selector
-that matches nothing or more than one block is a located :class:`~ablate.core.errors.SpecError`, never a guess.
-
-Every variant is fingerprinted: the sha256 of the exact bytes a cell will hold (:attr:`Rendered.fingerprint`),
-together with the sha256 of the source file it was derived from, so a file edited in place between two runs
-that claim the same version is caught.
+"""Variant content for a file layer: another file (``original``), or the same file with one block moved to the
+end (``move``) or a copy of it appended (``duplicate``): what a variant cell or a compare arm puts in place of
+a layer's file. A block is chosen by a :class:`Selector` (README.md's "Arms": a Markdown section by its
+heading, or a span between marker comments, both marker lines included); one that matches nothing or more
+than one block is a located :class:`~ablate.core.errors.SpecError`. Every variant carries the sha256 of its
+bytes and of the source file (:attr:`Rendered.fingerprint`), so an in-place edit between two runs is caught.
 """
 
 from __future__ import annotations
@@ -94,8 +84,7 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
 def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tuple[int, int]:
     """The block's line range ``[start, end)`` in ``text.splitlines(keepends=True)``.
 
-    Raises a located :class:`SpecError` when the selector matches no block or more than one.
-    """
+    Raises a located :class:`SpecError` when the selector matches no block or more than one."""
     lines = _split_lines(text)
     if selector.kind == "heading":
         heads = _headings(lines)
@@ -140,10 +129,6 @@ def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tupl
     return opens[0], closes[0] + 1
 
 
-def _newline(text: str) -> str:
-    return "\r\n" if "\r\n" in text else "\n"
-
-
 def _join_at_end(head: str, block: str, nl: str) -> str:
     head = head.rstrip("\r\n")
     block = block.strip("\r\n")
@@ -161,7 +146,7 @@ def transform(text: str, op: Op, selector: Selector | None, *, source: str = "<t
     start, end = find_block(text, selector, source=source)
     lines = _split_lines(text)
     block = "".join(lines[start:end])
-    nl = _newline(text)
+    nl = "\r\n" if "\r\n" in text else "\n"
     if op == "move":
         rest = "".join(lines[:start]) + "".join(lines[end:])
         return _join_at_end(rest, block, nl)
@@ -220,6 +205,3 @@ class Rendered:
             return sha256_bytes(self.variant.source.read_bytes()) != self.source_sha256
         except OSError:
             return True
-
-
-__all__ = ["OPS", "Op", "Rendered", "Selector", "Variant", "find_block", "transform"]

@@ -1,14 +1,10 @@
 """A small, safe reader for the YAML subset that plugin-eval suites use (``case.yaml``, Markdown frontmatter).
 
-PyYAML is not a dependency of ablate, and ``claude plugin eval``'s files use a narrow part of YAML: block
-mappings and sequences, one-line flow sequences and mappings (``[Read, Grep]``, ``{source: file, path: x}``),
-quoted and plain scalars and block scalars (``|``, ``|-``, ``>``, ``>-``). This module reads exactly that and
-refuses the rest with a :class:`YamlSubsetError` naming the line: anchors and aliases (``&a``, ``*a``), tags
-(``!!str``), several documents (``---``), complex keys (``? ``), plain or flow values continued on the next line,
-and tab indentation. Plain scalars follow YAML 1.2's core schema: ``true``/``false`` (any case),
-``null``/``~``/empty, decimal integers and floats; everything else is a string (``yes``, ``on``: strings).
-Duplicate keys are refused.
-"""
+PyYAML is not a dependency; this reads the subset docs/CLAUDE-CODE.md#plugin-eval names (flow collections on
+one line: ``[Read, Grep]``, ``{source: file, path: x}``; block scalars ``|``, ``|-``, ``>``, ``>-``) and
+refuses the rest with a :class:`YamlSubsetError` naming the line. Plain scalars follow YAML 1.2's core schema:
+``true``/``false`` (any case), ``null``/``~``/empty, decimal integers and floats; everything else is a string
+(``yes``, ``on``: strings)."""
 
 from __future__ import annotations
 
@@ -275,8 +271,7 @@ class _Reader:
 def loads(text: str, *, first_line: int = 1) -> object:
     """Parse ``text`` (the subset described above); an empty document is ``None``.
 
-    ``first_line`` is the line number of ``text``'s first line in its file, for error messages.
-    """
+    ``first_line`` is the line number of ``text``'s first line in its file, for error messages."""
     reader = _Reader(text.replace("\r\n", "\n"), first_line)
     reader.skip_blank()
     if reader.i >= len(reader.lines):
@@ -293,6 +288,3 @@ def loads(text: str, *, first_line: int = 1) -> object:
     if reader.i < len(reader.lines):
         raise YamlSubsetError(reader.lineno(), f"unexpected text: {reader.lines[reader.i].strip()!r}")
     return value
-
-
-__all__ = ["YamlSubsetError", "loads"]

@@ -1,8 +1,7 @@
 """ablate's simulated Anthropic Messages endpoint (capture and scripted modes).
 
 The real ``claude`` CLI talks to it through ``ANTHROPIC_BASE_URL``; it records every request and answers from
-a script of rules, so ablate can probe what reaches the model and test runs without network or API key.
-"""
+a script of rules, so ablate can probe what reaches the model and test runs without network or API key."""
 
 from ablate.sim.engine import (
     Decision,

@@ -2,8 +2,7 @@
 
 A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.core.specs`); a malformed script is a
 located :class:`~ablate.core.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule answers; a
-request no rule matches gets ``default``.
-"""
+request no rule matches gets ``default``."""
 
 from __future__ import annotations
 
@@ -222,9 +221,7 @@ class Script(Spec):
     """A sim script: ordered rules, a default answer, default usage and how probabilities are seeded."""
 
     schema_version: Literal[1] = 1
-    """Format version of this file."""
     description: str = ""
-    """What the script simulates (free text)."""
     seed_from: Literal["first_message", "prompt", "session"] = "first_message"
     """What a probability draw hashes besides the run seed and the rule name: the first user message text
     (``first_message``, system-reminders included, so it differs across cells), the ``prompt`` only

@@ -1,8 +1,7 @@
 """The simulated Anthropic Messages endpoint: an HTTP server on 127.0.0.1 in a background thread.
 
 It answers ``POST /v1/messages`` (streaming SSE or JSON) and ``POST /v1/messages/count_tokens``, and records
-every request as one JSONL line (written and flushed under a lock, so the log is readable while it grows).
-"""
+every request as one JSONL line (written and flushed under a lock, so the log is readable while it grows)."""
 
 from __future__ import annotations
 
@@ -432,8 +431,7 @@ class SimServer:
 
     ``script`` is a path to a script file, a :class:`Script`, or None (capture mode: every request gets the
     short default answer). ``log_path`` receives one JSON line per request (None: kept in memory).
-    ``port=0`` lets the OS choose; an explicit port already in use raises :class:`PortInUse`.
-    """
+    ``port=0`` lets the OS choose; an explicit port already in use raises :class:`PortInUse`."""
 
     def __init__(
         self,

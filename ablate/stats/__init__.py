@@ -1,16 +1,6 @@
 """Statistics of a report: small, typed, pure functions on scipy.
 
-Every function returns a value or a :class:`NotComputable` with the reason; none returns a magic number.
-
-* :func:`wilson` — interval for one rate;
-* :func:`paired_binary` — a binary metric on paired blocks (Newcombe interval, exact discordant-block test);
-* :func:`paired_mean` — a count or cost on paired blocks (t interval from a minimum of blocks, sign-flip test:
-  exact up to 16 blocks, Monte Carlo with resamples scaled to the level tested at above);
-* :func:`holm` — Holm adjustment across the comparisons of a report;
-* :func:`runs_needed_binary`, :func:`runs_needed_mean`, :func:`detectable_binary`, :func:`detectable_mean`,
-  :func:`power_binary`, :func:`power_mean` — power and sample size; :func:`spread` — run-to-run sd;
-* :func:`cohen_kappa` — agreement of two raters.
-"""
+Every function returns a value or a :class:`NotComputable` with the reason; none returns a magic number."""
 
 from ablate.stats.agreement import cohen_kappa
 from ablate.stats.multiplicity import holm

@@ -4,8 +4,7 @@ in the order the blocks completed, with the anytime-valid figures of :mod:`ablat
 :func:`analyse` is pure (run-folder records in, the figures and decisions of ``adaptive.json`` out); the
 adaptive driver (``ablate.run.adaptive``) calls it after every round, and the report recomputes a peek at a
 fixed run with it. The primary outcome is pitfall-free (binary, it decides); turns are a secondary outcome
-(never decide), bounded by the run's largest ``--max-turns``.
-"""
+(never decide), bounded by the run's largest ``--max-turns``."""
 
 from __future__ import annotations
 
@@ -58,8 +57,7 @@ def paired_outcomes(
     finish in any order; a failed item re-run by a resume completes its block rounds later). Plan order
     (repeat, then task) breaks ties (finish times are recorded to the second) and places results without a
     finish time (some recovered ones) first; neither depends on an outcome, which is what keeps each
-    e-process a test (super)martingale along the path.
-    """
+    e-process a test (super)martingale along the path."""
     got: dict[tuple[str, str, int], tuple[Any, str | None]] = {}
     for r in results:
         v = value(r)

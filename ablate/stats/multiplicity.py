@@ -11,8 +11,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     Sorted ascending, the i-th smallest (from 0) of m is multiplied by (m − i), made non-decreasing by a
     running maximum and capped at 1 (Holm S, "A simple sequentially rejective multiple test procedure",
     Scand J Statist 6:65–70, 1979). A hypothesis is rejected at level α when its adjusted p ≤ α, which is
-    the same as Holm's sequential rule. scipy has no Holm (``false_discovery_control`` is BH/BY only).
-    """
+    the same as Holm's sequential rule. scipy has no Holm (``false_discovery_control`` is BH/BY only)."""
     m = len(pvalues)
     for p in pvalues:
         if not 0.0 <= p <= 1.0:

@@ -11,8 +11,7 @@
   difference standard deviation ``sd_diff``.
 
 Pass ``alpha`` already divided by the number of comparisons when a report corrects for multiplicity
-(Holm's first step is α/m, so α/m gives a figure that holds for every comparison).
-"""
+(Holm's first step is α/m, so α/m gives a figure that holds for every comparison)."""
 
 from __future__ import annotations
 
@@ -95,8 +94,7 @@ def detectable_binary(
     The exact test is not symmetric: from a base rate other than ½ a rise and a fall of the same size are
     detected with different power, so the figure is the one of the weaker direction (a direction that
     would leave [0, 1] cannot happen and is not required). A gate that says "detects d or more" must detect
-    a regression of d as surely as a gain.
-    """
+    a regression of d as surely as a gain."""
     _check_rate("p_control", p_control)
     if n < 2:
         return NotComputable("fewer than 2 paired blocks (n < 2)")

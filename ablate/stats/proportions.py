@@ -5,8 +5,7 @@ A binary metric (``pitfall_free``, ``judge_pass``) is compared between a cell an
 where the cell succeeded and the control did not, ``lost`` blocks the other way round. Under the null of no
 difference each discordant block is a fair coin, so the exact test is a two-sided binomial test of
 ``gained`` out of ``gained + lost`` at 1/2 (the exact McNemar test; Conover, *Practical Nonparametric
-Statistics*, 3rd ed., §3.5).
-"""
+Statistics*, 3rd ed., §3.5)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ from ablate.stats.types import Interval, NotComputable, PairedResult
 def wilson(successes: int, n: int, level: float = 0.95) -> Interval | NotComputable:
     """Wilson score interval for ``successes`` out of ``n`` (Wilson 1927; Newcombe 1998, method 3).
 
-    Computed by scipy (``binomtest(...).proportion_ci(method="wilson")``); ``n == 0`` is not computable.
-    """
+    Computed by scipy (``binomtest(...).proportion_ci(method="wilson")``); ``n == 0`` is not computable."""
     if n <= 0:
         return NotComputable("no observations")
     if not 0 <= successes <= n:
@@ -37,8 +35,7 @@ def exact_paired_p(gained: npt.ArrayLike, lost: npt.ArrayLike) -> npt.NDArray[np
     """Two-sided exact binomial p of ``gained`` vs ``lost`` discordant blocks, vectorised.
 
     Equal to ``scipy.stats.binomtest(gained, gained + lost, 0.5).pvalue`` (for p = 1/2 the two-sided
-    "minlike" p is twice the smaller tail, capped at 1). Zero discordant blocks give NaN: not computable.
-    """
+    "minlike" p is twice the smaller tail, capped at 1). Zero discordant blocks give NaN: not computable."""
     g = np.asarray(gained, dtype=np.int64)
     lo = np.asarray(lost, dtype=np.int64)
     k = g + lo
@@ -55,8 +52,7 @@ def newcombe_paired(
     Newcombe RG, "Improved confidence intervals for the difference between binomial proportions based on
     paired data", Stat Med 17:2635–2650: square-and-add of the two marginal Wilson intervals with the
     continuity-corrected phi correlation. Worked example: Altman et al., *Statistics with Confidence*
-    (2000), Table 6.2.
-    """
+    (2000), Table 6.2."""
     n = both + cell_only + control_only + neither
     if n <= 0:
         return NotComputable("no paired blocks")
@@ -81,8 +77,7 @@ def paired_binary(cell: Sequence[bool], control: Sequence[bool], level: float = 
 
     ``cell[i]`` and ``control[i]`` are the outcomes of block i. Guards: no blocks, or a single block, make
     the interval and p not computable; no discordant block leaves p not computable (the two cells agreed on
-    every block: the data say nothing about a difference), with the interval still reported.
-    """
+    every block: the data say nothing about a difference), with the interval still reported."""
     if len(cell) != len(control):
         raise ValueError("cell and control must have one outcome per block")
     n = len(cell)
@@ -120,8 +115,7 @@ def stratified_exact_p(
     Given each task's total successes K_t over its 2 r_t sessions, the cell's share is hypergeometric
     (r_t of 2 r_t sessions drawn); the statistic is the cell's total successes, whose null distribution is
     the convolution of the tasks' hypergeometric laws (a stratified Fisher test, as Mantel-Haenszel's exact
-    form). Two-sided by the minimum-likelihood rule, as ``scipy.stats.fisher_exact``.
-    """
+    form). Two-sided by the minimum-likelihood rule, as ``scipy.stats.fisher_exact``."""
     if not len(cell) == len(control) == len(strata):
         raise ValueError("cell, control and strata must have one entry per block")
     groups: dict[Hashable, list[int]] = {}

@@ -23,8 +23,7 @@ blocks are i.i.d., and 0.39 against 0.05 when blocks drift (shared time or promp
 cells of a block together). The runner sweeps blocks in time, so drift is the case to protect against: the
 paired test is the one the report runs. (For binary outcomes the stratified exact test,
 :func:`~ablate.stats.proportions.stratified_exact_p`, measured 0.66 against 0.47 i.i.d. and 0.05 against 0.03
-under drift; the report keeps the paired exact test, whose power the power table computes exactly.)
-"""
+under drift; the report keeps the paired exact test, whose power the power table computes exactly.)"""
 
 from __future__ import annotations
 
@@ -194,8 +193,7 @@ def paired_mean(
     """Compare a count or cost on paired blocks: means, Δ, t interval, sign-flip p.
 
     ``strata`` (the task of each block) is checked for length and otherwise unused: the test and the
-    interval work on the per-block differences.
-    """
+    interval work on the per-block differences."""
     if len(cell) != len(control) or (strata is not None and len(strata) != len(cell)):
         raise ValueError("cell, control and strata must have one entry per block")
     n = len(cell)

@@ -17,8 +17,7 @@ A difference's variance comes from its counts of +1 and −1 with half a count a
 (n + 1)), so a run whose differences are all 0 still has a spread, as a small sample of a rate near 0 or 1
 should; without it the test divides by 0 or by a spread the sample was too small to show.
 
-Calibration and power are simulated in ``tests/test_run_change.py``.
-"""
+Calibration and power are simulated in ``tests/test_run_change.py``."""
 
 from __future__ import annotations
 

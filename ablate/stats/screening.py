@@ -1,35 +1,10 @@
 """Designs for per-piece attribution: which pieces each cell keeps, and how many sessions a design needs.
 
-A design is a list of rows, one per cell; a row says for each piece whether the cell keeps it (on) or removes
-it (off). Sessions are rows × tasks × repeats, blocked by (task, repeat): every block runs every row once, so
-a piece's effect is compared within blocks and differences between tasks and repeats cancel.
-
-* ``screening`` — a folded-over Plackett–Burman design (:mod:`ablate.stats.screening_hadamard`): the PB design
-  of the smallest constructible size N ≥ k + 1 (a multiple of 4) for k pieces, then its mirror image (every
-  sign flipped), 2N rows. Each piece is on in half the rows of a block; every two pieces' columns are
-  orthogonal, so each main effect is estimated from every session; and the fold-over makes each main effect
-  orthogonal to every two-piece interaction (the alias matrix of the main effects on the interactions is
-  zero: Box GEP, Wilson KB, "On the experimental attainment of optimum conditions", JRSS B 13:1–45, 1951;
-  Montgomery DC, *Design and Analysis of Experiments*, §8.6). The normalised PB design's first row keeps
-  every piece, so the control (the untouched setup) is a row of the design and its mirror removes every
-  piece; no row is added for the control — an extra all-on row would unbalance the columns and is not
-  needed, since the effects are contrasts between rows, not against the control.
-* ``one-out`` — leave-one-out at the piece level: the control and one cell per piece with only that piece
-  removed (k + 1 rows). Its effect is "what removing this piece from the full setup does"; screening's is
-  the piece's main effect, averaged over the other pieces being on or off (equal when pieces do not interact).
-
-**Drawn.** A fixed fraction of 2^k rows cannot keep every interaction out of the main effects: in the folded
-design an interaction of three or more pieces lines up, in part, with some other piece's column (at 16 pieces
-a three-way column correlates 0.6 with a piece's column), and that piece then shows the interaction as its own
-effect, a bias that repeats add up instead of averaging out. A run therefore draws its design
-(:func:`draw_columns`): every piece's column permuted at random over the rows but the control, independently of
-the others, up to :data:`MAX_DRAWS` times (repeat r runs draw r mod that). Each piece is then tested by
-re-drawing its own column (:mod:`ablate.stats.screening_crt`), exact under its null whatever the others'
-interactions; the estimate's mean over the draws is close to the piece's average contribution over the
-sub-setups (its Banzhaf value: Banzhaf JF, "Weighted voting doesn't work", Rutgers Law Rev 19:317–343, 1965).
-
-:func:`min_sessions` is one repeat of every row on every task; :func:`budget_refusal` refuses a design that
-cannot fit in ``--max-sessions`` before anything runs, naming the minimum.
+The designs (``screening``: a folded-over Plackett–Burman design; ``one-out``) and why a run draws its columns
+are docs/ARCHITECTURE.md#drawn-designs. Sources: the fold-over's zero alias matrix of main effects on two-piece
+interactions, Box GEP, Wilson KB, "On the experimental attainment of optimum conditions", JRSS B 13:1–45, 1951,
+and Montgomery DC, *Design and Analysis of Experiments*, §8.6; the average contribution a drawn design
+estimates, the Banzhaf value (Banzhaf JF, "Weighted voting doesn't work", Rutgers Law Rev 19:317–343, 1965).
 """
 
 from __future__ import annotations
@@ -270,6 +245,3 @@ def budget_refusal(design: str, k: int, tasks: int, max_sessions: int | None) ->
     if max_sessions is None or max_sessions >= minimum:
         return None
     return BudgetRefusal(design, k, tasks, rows_for(design, k), minimum, max_sessions)
-
-
-#: Why ``--adaptive`` is refused for a per-piece run whose primary outcome is not pass/fail.

@@ -1,32 +1,21 @@
 """The test of a piece in a drawn screening design: a conditional randomization test, exact whatever the
-other pieces' interactions.
+other pieces' interactions (why a run draws its design: docs/ARCHITECTURE.md#drawn-designs).
 
-**Why.** A fixed fraction of the 2^k sub-setups cannot keep every interaction out of a piece's estimate: in
-the folded-over Plackett–Burman design for 16 pieces a three-piece synergy's column correlates 0.6 with some
-other piece's column, so a piece nothing depends on shows the synergy as its own effect, and more sessions
-only make the wrong answer surer. A drawn design (:func:`ablate.stats.screening.draw_columns`) permutes every
-piece's column at random, independently of the others, once per run; the cells stay the design's rows.
+Piece j's null is sharp: keeping or removing it changes no session. Then j's column is a uniform draw of the
+permutations of its entries over the rows but the control, independent of the outcomes and of every other
+column, because it was drawn so. The statistic is the block-demeaned outcomes, residualized on the *other*
+pieces' columns (so their own effects leave the noise), summed per row and weighted by j's column:
+T = Σ_rows x_j R. R does not depend on j's column, so re-drawing it by the same law gives T's null
+distribution exactly (Candès E, Fan Y, Janson L, Lv J, "Panning for gold: model-X knockoffs", JRSS B
+80:551–577, 2018; Fisher's randomization test for one factor). p is the Monte Carlo p-value of |T − E T|,
+stopping after :data:`HITS` exceedances (Besag J, Clifford P, "Sequential Monte Carlo p-values", Biometrika
+78:301–304, 1991): valid at any number of draws. Holm over the pieces keeps the family-wise error at α for
+interactions of any order.
 
-**The test.** Piece j's null is sharp: keeping or removing it changes no session (a piece "nothing depends
-on"). Then every session's outcome is what it would have been whatever j's column, and j's column is a
-uniform draw of the permutations of its entries over the rows but the control, independent of the outcomes
-and of every other column — because it was drawn so. The statistic is the block-demeaned outcomes,
-residualized on the *other* pieces' columns (least squares, so the other pieces' own effects leave the
-noise), summed per row and weighted by j's column: T = Σ_rows x_j R. R does not depend on j's column, so
-re-drawing j's column by the same law gives T's null distribution exactly (the conditional randomization test:
-Candès E, Fan Y, Janson L, Lv J, "Panning for gold: model-X knockoffs", JRSS B 80:551–577, 2018; Fisher's
-randomization test for one factor). p is the Monte Carlo p-value of |T − E T| with stopping after
-:data:`HITS` exceedances (Besag J, Clifford P, "Sequential Monte Carlo p-values", Biometrika 78:301–304,
-1991): valid at any number of draws, exact in the limit. Holm over the pieces (valid p-values, any
-dependence) keeps the family-wise error at α, at any number of repeats and for interactions of any order.
-
-Conditioning: a draw that cannot separate every piece is drawn again, so the test's reference law is the
-permutation law conditioned on full rank; the redraw happens with probability far below 10⁻⁶ for the
-designs here (2N rows, N > k) and is ignored.
-
-The interval and the effect stay the least-squares ones (:mod:`ablate.stats.screening_inference`): a
-description of the average contribution, with the interval's coverage not guaranteed under interactions.
-"""
+A draw that cannot separate every piece is drawn again, so the reference law is conditioned on full rank; that
+happens with probability far below 10⁻⁶ for these designs (2N rows, N > k) and is ignored. The effect and its
+interval stay the least-squares ones (:mod:`ablate.stats.screening_inference`): a description, its coverage not
+guaranteed under interactions."""
 
 from __future__ import annotations
 

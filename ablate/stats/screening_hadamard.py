@@ -1,21 +1,13 @@
 """Two-level orthogonal arrays for screening: Plackett–Burman designs from Hadamard matrices.
 
-A Plackett–Burman (PB) design of size N (a multiple of 4) is N rows × (N − 1) columns of ±1 whose columns are
-balanced (N/2 of each sign) and pairwise orthogonal (Plackett RL, Burman JP, "The design of optimum
-multifactorial experiments", Biometrika 33:305–325, 1946). Every PB design is a normalised Hadamard matrix
-without its all-ones column. :func:`pb_columns` builds them by, in order:
-
-* **Sylvester** for powers of two (``scipy.linalg.hadamard``, the only Hadamard construction scipy has);
-* **PB's cyclic generators** for N = p + 1 with p a prime ≡ 3 (mod 4) — 12, 20, 24, 32 … 44, 48: the
-  generator is + at 0 and at the quadratic residues mod p (Paley's construction, Paley REAC, "On orthogonal
-  matrices", J Math Phys 12:311–320, 1933), which is exactly PB's published first row for 12, 20 and 24; the
-  rows are its N − 1 cyclic shifts and a row of −;
-* **Paley's second construction** for N = 2(q + 1) with q a prime ≡ 1 (mod 4) — 28 (q = 13), 36 (q = 17);
-* **doubling** ``[[H, H], [H, −H]]`` of a constructible N/2 — 40, 56 ….
-
-Sizes none of these reach (52 is the first) fall back to the next size that is constructible;
-:func:`pb_size` says which size a number of factors gets.
-"""
+A PB design of size N (a multiple of 4) is N rows × (N − 1) balanced, pairwise orthogonal ±1 columns (Plackett
+RL, Burman JP, "The design of optimum multifactorial experiments", Biometrika 33:305–325, 1946): a normalised
+Hadamard matrix without its all-ones column. :func:`pb_columns` tries, in order, Sylvester (powers of two,
+``scipy.linalg.hadamard``); PB's cyclic generators for N = p + 1, p a prime ≡ 3 (mod 4): + at 0 and at the
+quadratic residues mod p (Paley REAC, "On orthogonal matrices", J Math Phys 12:311–320, 1933; exactly PB's
+published first row for 12, 20 and 24), its N − 1 cyclic shifts and a row of −; Paley's second construction
+for N = 2(q + 1), q a prime ≡ 1 (mod 4); doubling ``[[H, H], [H, −H]]``. Sizes none reaches (52 first) take
+the next constructible one (:func:`pb_size`)."""
 
 from __future__ import annotations
 
@@ -101,8 +93,7 @@ def pb_columns(factors: int) -> IntArray:
 
     The Hadamard matrix is normalised (rows multiplied so the first column is +, then columns so the first
     row is +); its other columns are balanced and orthogonal, and the first ``factors`` of them are returned.
-    Normalising flips whole columns of PB's published layout, which keeps every property of the design.
-    """
+    Normalising flips whole columns of PB's published layout, which keeps every property of the design."""
     n = pb_size(factors)
     h = hadamard(n)
     if h is None:  # pragma: no cover - pb_size only returns constructible sizes

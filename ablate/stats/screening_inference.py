@@ -1,38 +1,24 @@
 """Per-piece effects of a screening or one-out run: OLS with block fixed effects, Holm, an interval, a verdict.
 
 The model, for session i in block b = (task, repeat) with design row r(i):
-``y_i = α_b + Σ_j β_j x_{r(i) j} + ε_i``, x = 1 when the row keeps piece j, 0 when it removes it. β_j is the
-piece's effect, on − off. The block effects α_b absorb every difference between tasks and repeats, so each
-piece is compared within blocks; in the folded-over PB design every block holds every row, the columns are
-balanced and orthogonal within it, and β̂_j is exactly mean(on) − mean(off) over the run's sessions
-(Frisch–Waugh: the fit is the regression of within-block-demeaned outcomes on within-block-demeaned rows).
-In the one-out design β̂_j is the control's mean minus piece j's cell mean over the blocks.
+``y_i = α_b + Σ_j β_j x_{r(i) j} + ε_i``, x = 1 when the row keeps piece j. In the folded-over PB design β̂_j
+is exactly mean(on) − mean(off) (Frisch–Waugh: the regression of within-block-demeaned outcomes on
+within-block-demeaned rows); in one-out, the control's mean minus piece j's cell mean.
 
-The test is the OLS t-test (residual df = sessions − blocks − pieces) — for binary outcomes with the error
-variance estimated under the piece's null, the score-test form (:func:`t_test` says why) — and the interval
-is the model-based (Wald) t interval at 1 − α. Why a model-based test rather than a randomization test over
-the design's assignment: permuting rows within blocks is exact only under the *global* null (no piece does anything); a piece's own
-null leaves the other pieces' effects in the data, and permuting rows moves those too, so a per-piece
-randomization test is not exact and Holm would control the family-wise error only weakly. The OLS test
-needs independent sessions with a common variance: binary outcomes have p(1 − p), which varies between rows,
-but in a balanced orthogonal design every β̂_j is the same ±1/(S/2)-weighted sum of all sessions, whose
-variance is the average of the session variances — what the pooled residual variance estimates. Interactions
-the model leaves out land in the residual (conservative), and the fold-over keeps two-piece interactions out
-of the main effects. Its error rates are shown by simulation (``tests/test_screening_inference.py``:
-rejection rate under the null and under partial nulls; ``benchmarks/bench_screening.py``: family-wise error
-and power at 8, 16 and 32 pieces).
+Why a model-based test rather than a randomization test over the design's rows: permuting rows within blocks
+is exact only under the *global* null; a piece's own null leaves the other pieces' effects in the data, which
+permuting rows moves too, so Holm would control the family-wise error only weakly. The OLS test needs a common
+variance: binary outcomes have p(1 − p), which varies between rows, but in a balanced orthogonal design every
+β̂_j is the same ±1/(S/2)-weighted sum of all sessions, whose variance is the average of the session variances,
+what the pooled residual variance estimates. Interactions left out land in the residual (conservative). Error
+rates: ``tests/test_screening_inference.py`` (null and partial nulls), ``benchmarks/bench_screening.py``
+(family-wise error and power at 8, 16 and 32 pieces).
 
-**A drawn design** (:attr:`~ablate.stats.screening.Design.drawn` set: a run's) keeps the least-squares effect
-and interval but takes its p from the conditional randomization test (:mod:`ablate.stats.screening_crt`),
-exact under the piece's null whatever the other pieces' interactions. The pooled t-test above would not do
-there: an interaction of three or more pieces that lines up with a piece's column moves that piece's estimate
-but leaves the residual, so the pooled variance misses it.
-
-Holm (:func:`ablate.stats.multiplicity.holm`) across the pieces controls the family-wise error at α. Verdict,
-as the layer report decides (a real effect decides helps or hurts by its sign): ``helps`` / ``hurts`` when the
-Holm-adjusted p ≤ α; ``draw`` when not, and the interval lies inside ±``min_effect`` (the run's smallest effect
-of interest, ``--min-effect``, 0.2 by default): an equivalence test, each side at α/2; ``undecided`` otherwise.
-"""
+A drawn design (:attr:`~ablate.stats.screening.Design.drawn` set) takes its p from
+:mod:`ablate.stats.screening_crt` instead: an interaction of three or more pieces lined up with a piece's
+column moves that piece's estimate but leaves the residual, so the pooled variance misses it. The verdict
+(``helps``/``hurts``/``draw``/``undecided``) is docs/ARCHITECTURE.md's; ``draw`` is an equivalence test, each
+side at α/2."""
 
 from __future__ import annotations
 
@@ -112,8 +98,7 @@ def block_ols(x: npt.ArrayLike, blocks: npt.ArrayLike, y: npt.ArrayLike) -> Bloc
     """Fit ``y = α_block + x β + ε``; x is sessions × pieces, blocks a block index per session, y (…, sessions).
 
     Raises :class:`DesignError` when the pieces are confounded in these sessions (demeaned x not of full rank)
-    or the residual has no degrees of freedom.
-    """
+    or the residual has no degrees of freedom."""
     xa = np.asarray(x, dtype=np.float64)
     _, codes = np.unique(np.asarray(blocks), return_inverse=True)
     codes = codes.astype(np.int64)
@@ -145,8 +130,7 @@ def t_test(
     model's residual variance of 0/1 outcomes shrinks as the contrast grows (p̂(1 − p̂) on each side), which
     makes the Wald test liberal in the far tail where Holm tests (measured: ≈ 1.1 α at α = 0.001 at a rate
     of ½; ``tests/test_screening_inference.py``); the null variance does not shrink, and the test is at or
-    below α there. The interval stays the Wald one.
-    """
+    below α there. The interval stays the Wald one."""
     if null_variance:
         var = (fit.rss[..., None] + fit.beta * fit.beta / fit.inv_diag) / (fit.df + 1) * fit.inv_diag
         se_test, df_test = np.sqrt(var), fit.df + 1
@@ -193,8 +177,7 @@ def analyse(
     pass/fail); ``higher_is_better`` False for turns and costs, so a piece that adds turns ``hurts``.
 
     Sessions may be missing (failed items): the fit uses what there is. Raises :class:`DesignError` when the
-    sessions cannot estimate every piece (too few, or a piece never both on and off within a block).
-    """
+    sessions cannot estimate every piece (too few, or a piece never both on and off within a block)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} outside (0, 1)")
     if min_effect <= 0:

@@ -1,29 +1,15 @@
 """Anytime-valid per-piece decisions for adaptive screening and one-out runs of a pass/fail outcome.
 
-A complete block (every row of the design run once on one task and repeat) gives each piece one contrast: the
-block's own effect estimate d_bj (:func:`contrast_matrix`; in the screening design mean(on) − mean(off) over
-the block's 2N sessions, in one-out the control's session minus the piece's cell's). With outcomes in [0, 1]
-it lies in [−1, 1] in both designs. Blocks are independent, and d_bj's mean is the piece's main effect on the
-block's task (the fold-over keeps two-piece interactions out of it, whatever the other pieces do), so under a
-piece's null — no effect on any task — the contrasts, in the order their blocks completed, are bounded with
-conditional mean 0. On them, per piece:
-
-* "real": the normal-mixture e-process against mean 0 (:func:`mixture_log_e`) with the contrast's
-  sub-Gaussian scale known from the design (:func:`variance_proxy`: 1/(2N) in screening, ½ in one-out) — a
-  bounded-range betting process would waste the design's precision (a contrast ranges over [−1, 1] but its sd
-  at a rate of ½ is 1/√(2N)); its anytime p
-  (:func:`ablate.stats.sequential.anytime_p`) and Holm over the pieces (:func:`~ablate.stats.sequential.decide`)
-  keep the family-wise error at α at any stopping time;
-* in a drawn design (:attr:`~ablate.stats.screening.Design.drawn` set, a run's), "real" comes from the
-  conditional randomization test at scheduled points instead (:func:`scheduled_p`): the design is drawn once,
-  so the blocks share each column's draw and a martingale over them could find an interaction lined up with a
-  column by chance;
-* "no effect of interest" (a draw): the futility e-processes of :func:`ablate.stats.sequential.futility_log_e`
-  against "effect ≥ +d" and "≤ −d" (d = min-effect), valid for any observations in [−1, 1].
-
-Unlike the fixed analysis (:mod:`ablate.stats.screening_inference`) this tests the contrasts of complete
-blocks only; a block with a failed session is left out (:func:`block_contrasts` names it). Error rates under
-optional stopping are simulated in ``tests/test_screening_sequential.py``.
+A complete block gives each piece one contrast d_bj in [−1, 1] (:func:`contrast_matrix`): mean(on) − mean(off)
+over the block's 2N sessions in screening, control − cell in one-out. Blocks are independent and d_bj's mean is
+the piece's main effect on the block's task, so under a piece's null the contrasts, in completion order, are
+bounded with conditional mean 0. Per piece: "real" from the normal-mixture e-process against 0
+(:func:`mixture_log_e`) with the design's sub-Gaussian scale (:func:`variance_proxy`: 1/(2N) in screening, ½ in
+one-out; a bounded-range betting process would waste the design's precision, the sd at a rate of ½ being
+1/√(2N)), or in a drawn design from the conditional randomization test at scheduled points
+(:func:`scheduled_p`; why: docs/ARCHITECTURE.md); "no effect of interest" from the futility e-processes of
+:func:`ablate.stats.sequential.futility_log_e`. A block with a failed session is left out
+(:func:`block_contrasts` names it). Error rates under optional stopping: ``tests/test_screening_sequential.py``.
 """
 
 from __future__ import annotations
@@ -72,8 +58,7 @@ def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) ->
     V_t = σ²t (Robbins 1970; Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric,
     nonasymptotic confidence sequences", Ann Stat 49:1055–1080, 2021, §3). ρ = min_effect / σ² puts the mixture
     where the bet that grows fastest on an effect of min-effect lies; any fixed ρ keeps the process valid.
-    ``sigma2`` broadcasts against x without its last axis.
-    """
+    ``sigma2`` broadcasts against x without its last axis."""
     xs = np.asarray(x, dtype=np.float64)
     s2 = np.asarray(sigma2, dtype=np.float64)[..., None]
     rho2 = (min_effect / s2) ** 2

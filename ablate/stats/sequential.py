@@ -1,35 +1,24 @@
 """Anytime-valid inference for adaptive runs: e-processes, anytime p-values, confidence sequences, decisions.
 
-A sequential run looks at its data after every round and stops a comparison as soon as it is decided. Fixed-n
-p-values and intervals are not valid under such looks; the figures here are, at every look and at any
-data-dependent stopping time, because each is built from a nonnegative (super)martingale under its null and
-Ville's inequality bounds the chance that such a process *ever* reaches 1/α by α (Ville J, *Étude critique de
-la notion de collectif*, 1939). Each function's docstring gives its construction; the sources:
+Each figure is valid at every look and any data-dependent stopping time: it is built from a nonnegative
+(super)martingale under its null, and Ville's inequality bounds the chance that it *ever* reaches 1/α by α
+(Ville J, *Étude critique de la notion de collectif*, 1939). Sources, by function:
 
-* :func:`discordant_log_e` — the binary primary outcome, paired on (task, repeat) blocks: a beta-binomial
-  mixture likelihood ratio on the discordant blocks (Robbins H, "Statistical methods related to the law of the
-  iterated logarithm", Ann Math Stat 41:1397–1409, 1970; the "mixture martingale"), with :func:`prior_for`
-  tuning its Beta(a, a) prior to min-effect.
-* :func:`anytime_p` — p_t = min(1, 1 / max_{s≤t} E_s) (Ramdas A, Grünwald P, Vovk V, Shafer G,
-  "Game-theoretic statistics and safe anytime-valid inference", Stat Sci 38:576–601, 2023).
-* :func:`betting_cs` — a confidence sequence for the mean of bounded observations (a paired binary difference
-  lies in [−1, 1], of turns in [−max_turns, max_turns]): the hedged capital process with predictable plug-in
-  bets of Waudby-Smith I & Ramdas A, "Estimating means of bounded random variables by betting", JRSS B
-  86:1–27, 2024 (§4, "Hedged capital" with λ^PrPl of eq. 26), on a grid of candidate means.
-* :func:`futility_log_e` — the evidence for "no effect of interest": one-sided bets against "effect ≥ +d" and
-  "effect ≤ −d" (Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; Waudby-Smith & Ramdas 2024), the
-  aGRAPA bet aimed at the fixed alternative Δ = 0, as in the SPRT-like bets of Stark PB, "ALPHA: Audit that
-  learns from previously hand-audited ballots", Ann Appl Stat 17(1), 2023. Testing the alternative directly
-  (rather than reading a two-sided confidence sequence) makes the error on an effect well beyond d decay
-  fast: a bet against "Δ ≥ d" loses money steadily when Δ = 0.35.
-* :func:`holm_adjust` — Holm's step-down adjustment, vectorised; on anytime-valid p-values it controls the
-  family-wise error rate at any stopping time, with no assumption on their dependence.
-* :func:`decide` — the per-cell decisions of a look: ``real``, ``no-effect`` (a draw) or ``undecided``. Like a
-  non-binding futility bound of a group-sequential design, the draw costs power, never a false "real".
+* :func:`discordant_log_e`: Robbins H, "Statistical methods related to the law of the iterated logarithm", Ann
+  Math Stat 41:1397–1409, 1970 (the mixture martingale), its Beta(a, a) prior tuned by :func:`prior_for`.
+* :func:`anytime_p`: Ramdas A, Grünwald P, Vovk V, Shafer G, "Game-theoretic statistics and safe anytime-valid
+  inference", Stat Sci 38:576–601, 2023.
+* :func:`betting_cs`: Waudby-Smith I & Ramdas A, "Estimating means of bounded random variables by betting", JRSS
+  B 86:1–27, 2024 (§4, hedged capital with λ^PrPl of eq. 26).
+* :func:`futility_log_e`: Shafer G, "Testing by betting", JRSS A 184:407–431, 2021; the aGRAPA bet aimed at
+  Δ = 0 as in Stark PB, "ALPHA: Audit that learns from previously hand-audited ballots", Ann Appl Stat 17(1),
+  2023. Testing the alternative directly (rather than reading a two-sided confidence sequence) makes the error
+  on an effect well beyond d decay fast: a bet against "Δ ≥ d" loses money steadily when Δ = 0.35.
+* :func:`decide`: like a non-binding futility bound of a group-sequential design, a draw costs power, never a
+  false "real".
 
-Every function is vectorised over leading axes (simulated experiments, cells) so the simulations that check
-these properties run the very code a real run uses. scipy gives the beta function (``scipy.special.betaln``).
-"""
+Every function is vectorised over leading axes (simulated experiments, cells), so the simulations that check
+these properties run the very code a real run uses."""
 
 from __future__ import annotations
 
@@ -69,8 +58,7 @@ def discordant_log_e(
     E = ∫ θ^g (1−θ)^l dBeta(a, a)(θ) / (1/2)^(g+l) = B(a+g, a+l) / B(a, a) · 2^(g+l). Under the null (a
     discordant block is as likely to favour either cell) E is a nonnegative martingale with E_0 = 1 over the
     sequence of discordant blocks, so P(E ever ≥ 1/α) ≤ α. The prior is symmetric: the test is two-sided.
-    Concordant blocks leave E unchanged. Vectorised; ``gained`` and ``lost`` broadcast.
-    """
+    Concordant blocks leave E unchanged. Vectorised; ``gained`` and ``lost`` broadcast."""
     if prior_a <= 0:
         raise ValueError(f"prior_a={prior_a!r} must be positive")
     g = np.asarray(gained, dtype=np.float64)
@@ -102,8 +90,7 @@ def anytime_p(log_e_path: npt.ArrayLike) -> FloatArray:
     """Anytime-valid p-values along a path of log e-values (last axis = time): min(1, 1 / max_{s≤t} E_s).
 
     By Ville's inequality P(p_τ ≤ α) ≤ α at every stopping time τ (Ramdas et al. 2023, §2); the p-value never
-    rises, so a comparison once significant stays so.
-    """
+    rises, so a comparison once significant stays so."""
     le = np.asarray(log_e_path, dtype=np.float64)
     running = np.maximum.accumulate(np.maximum(le, 0.0), axis=-1)
     return np.asarray(np.exp(-running), dtype=np.float64)
@@ -130,8 +117,7 @@ def betting_cs(
     Returns (lower, upper) bounds after every ``every``-th observation (the looks of a run that looks after
     each round of ``every`` blocks; candidates are still tested after each observation), shaped like ``x``
     with the last axis cut to ``n // every``; NaN when every candidate is excluded (the observations
-    contradict the range; probability ≤ α).
-    """
+    contradict the range; probability ≤ α)."""
     if not high > low:
         raise ValueError(f"range [{low}, {high}] is empty")
     if not 0 < alpha < 1:
@@ -189,8 +175,7 @@ def holm_adjust(p: npt.ArrayLike) -> FloatArray:
     """Holm-adjusted p-values along the last axis (Holm S, Scand J Statist 6:65–70, 1979), vectorised.
 
     The i-th smallest of m (from 0) is multiplied by (m − i), made non-decreasing and capped at 1; equal to
-    :func:`ablate.stats.multiplicity.holm` on each row. NaN (not computable) counts as 1.
-    """
+    :func:`ablate.stats.multiplicity.holm` on each row. NaN (not computable) counts as 1."""
     pv = np.nan_to_num(np.asarray(p, dtype=np.float64), nan=1.0)
     m = pv.shape[-1]
     order = np.argsort(pv, axis=-1, kind="stable")
@@ -207,8 +192,7 @@ def prior_for(min_effect: float) -> float:
 
     At a base rate of ½ an effect d moves the chance that a discordant block favours the cell from ½ to ½ + d;
     the prior's standard deviation 1 / (2√(2a + 1)) equals d when a = (1 / (4d²) − 1) / 2 (2.6 for d = 0.2).
-    Any fixed prior keeps the mixture a test martingale; this one only decides where it is most powerful.
-    """
+    Any fixed prior keeps the mixture a test martingale; this one only decides where it is most powerful."""
     if not 0 < min_effect < 1:
         raise ValueError(f"min_effect={min_effect!r} outside (0, 1)")
     return max(1.0, (1.0 / (4.0 * min_effect**2) - 1.0) / 2.0)
@@ -225,8 +209,7 @@ def power_anytime(
     cautious figure). Concordant blocks leave E unchanged, so E crosses within n blocks exactly when it
     crosses within the K ~ Binomial(n, gained + lost) discordant ones; the crossing probability within j
     discordant blocks, each a gain with probability q, comes from one pass of a dynamic programme over the
-    gained count with the crossing states absorbed.
-    """
+    gained count with the crossing states absorbed."""
     cells = np.atleast_1d(np.asarray(p_cells, dtype=np.float64))
     gained = cells * (1 - p_control)
     lost = p_control * (1 - cells)
@@ -284,8 +267,7 @@ def futility_log_e(diff: npt.ArrayLike, min_effect: float) -> tuple[FloatArray, 
     so far, regularised by :data:`FUTILITY_PRIOR_BLOCKS` pseudo-blocks at ½ and capped at
     :data:`FUTILITY_BET_CAP` / (1 − d). H⁺ is stated per block; an effect that varies across tasks around a
     mean of d (the bets barely move within a round) is checked by simulation in the tests. Returns (against
-    H⁺, against H⁻), shaped like ``diff``.
-    """
+    H⁺, against H⁻), shaped like ``diff``."""
     d = float(min_effect)
     if not 0 < d < 1:
         raise ValueError(f"min_effect={min_effect!r} outside (0, 1)")
@@ -319,8 +301,7 @@ def decide(
     both futility e-processes (the running maxima of log e of :func:`futility_log_e`) have reached log(1/β):
     every effect of at least min-effect, in either direction, has been rejected at level β. ``undecided`` (0)
     otherwise (NaN never decides). Holm-adjusted anytime p-values only fall as data arrive, so a "real" stays
-    real.
-    """
+    real."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} outside (0, 1)")
     if not 0 < beta < 1:
