@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.core.once import once
+from ablate.isolate.secrets import bwrap_hiding
 
 #: How to get bubblewrap where it is missing, per distribution (the package is ``bubblewrap`` in each).
 INSTALL_HINT = (
@@ -53,13 +54,14 @@ def fence_argv(
     tmp: str | Path | None = None,
     visible: Sequence[str | Path] = (),
     network: bool = False,
+    hidden: Sequence[Path] = (),
 ) -> list[str]:
     """``argv`` run under ``bwrap``: read-only root (``/sys`` with it), ``writable`` bound read-write (in the
     order given, so a deeper path after the one above it), own user, PID, IPC, UTS and (unless ``network``)
     network namespaces, own ``/proc`` with ``/proc/sys`` read-only, a private ``/dev`` (null, zero, full, random, urandom, tty, pts and an empty ``shm``: no host
     device node); ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``); ``visible``: folders the session
     must still read that live under the real ``/tmp`` (the user's home, config dir or repository), bound
-    back read-only."""
+    back read-only; ``hidden``: credential paths shown empty (:mod:`ablate.isolate.secrets`)."""
     out = [
         bwrap,
         "--unshare-user",
@@ -95,7 +97,7 @@ def fence_argv(
             continue
         seen.add(p)
         out += ["--bind", p, p]
-    out += ["--chdir", str(cwd), "--", *argv]
+    out += [*bwrap_hiding(hidden), "--chdir", str(cwd), "--", *argv]
     return out
 
 
@@ -157,6 +159,7 @@ def fenced(
     through: Sequence[Path] = (),
     network: bool = False,
     sealed: bool = True,
+    hidden: Sequence[Path] = (),
 ) -> list[str]:
     """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
     dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
@@ -165,10 +168,10 @@ def fenced(
     files a session may still write through its links (the login's ``.credentials.json``, so a refreshed
     token reaches the real file). Under bubblewrap the session is sealed (:func:`ablate.isolate.seal.seal`);
     ``network``: it keeps the host's network namespace; ``sealed=False``: a command to run by hand (no
-    forwarder, the host's network)."""
+    forwarder, the host's network); ``hidden``: credential paths it reads as empty (refused on macOS)."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
-        return [support.sandbox_exec, "-p", sandbox_profile([root, *through]), *argv]
+        return [support.sandbox_exec, "-p", sandbox_profile([root, *through], hidden), *argv]
     if not support.ok or support.bwrap is None:
         return list(argv)
     (root / "tmp").mkdir(exist_ok=True)
@@ -186,6 +189,7 @@ def fenced(
         tmp=root / "tmp",
         visible=shown,
         network=network or not sealed,
+        hidden=hidden,
     )
     return seal(fence) if sealed else fence
 
@@ -306,11 +310,15 @@ _DEVICES = (
 )
 
 
-def sandbox_profile(writable: Sequence[Path]) -> str:
+def sandbox_profile(writable: Sequence[Path], hidden: Sequence[Path] = ()) -> str:
     """A Seatbelt profile: everything allowed but file writes, which only ``writable`` (and the devices a
-    shell and a terminal write to) may take."""
+    shell and a terminal write to) may take, and reads of ``hidden`` (credential paths)."""
     paths = "\n".join(f"  (subpath {_sb_string(os.path.realpath(p))})" for p in writable)
-    return f"(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write*\n{paths}\n  {_DEVICES})\n"
+    profile = (
+        f"(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write*\n{paths}\n  {_DEVICES})\n"
+    )
+    denied = "".join(f"\n  (subpath {_sb_string(str(p))})" for p in hidden)
+    return profile + (f"(deny file-read* file-write*{denied})\n" if hidden else "")
 
 
 def _sb_string(text: str) -> str:

@@ -167,11 +167,19 @@ class ViewAtRealPaths:
     """The session keeps the host's network (``--allow-network``)."""
     sealed: bool = True
     """False: a command to run by hand after ablate exits (no forwarder, the host's network)."""
+    hidden: tuple[Path, ...] = ()
+    """Credential paths shown empty (:mod:`ablate.isolate.secrets`)."""
 
     def wrap(self, argv: list[str]) -> list[str]:
         shown = list(self.shown_as().values())
         return view_command(
-            self.spec, argv, writable=shown, cwd=self.cwd, network=self.network, sealed=self.sealed
+            self.spec,
+            argv,
+            writable=shown,
+            cwd=self.cwd,
+            network=self.network,
+            sealed=self.sealed,
+            hidden=self.hidden,
         )
 
     def upper(self, area: str) -> Path:
@@ -372,6 +380,7 @@ class NamespaceEnvironments:
             memory_slug=self.setup.memory_slug,
         )
         cenv.network, cenv.sealed = self.options.allow_network or not self.options.sealed, self.options.sealed
+        cenv.hidden = tuple(self.options.secrets.paths(self.setup.home))
         self._write_view(cenv)
         fresh_uppers(root)
         return cenv
