@@ -1,8 +1,8 @@
 """The credential files a session never reads (docs/ARCHITECTURE.md#secrets): hidden in its view, in every
 fenced backend, unless ``--expose`` leaves one visible; ``--hide`` adds more.
 
-A hidden folder is an empty read-only tmpfs in the view, a hidden file an empty one (``/dev/null`` bound
-read-only over it): under bubblewrap (:func:`ablate.isolate.fence.fence_argv`), or denied by the
+A hidden folder is an empty read-only tmpfs in the view, a hidden file an empty one bound read-only over it:
+under bubblewrap (:func:`ablate.isolate.fence.fence_argv`), or denied by the
 ``sandbox-exec`` profile on macOS. Entries are ``~/``-relative or absolute; only those that exist are hidden.
 """
 
@@ -143,9 +143,21 @@ def _normal(raw: str, home: Path, option: str) -> str:
 
 def bwrap_hiding(paths: Sequence[Path]) -> list[str]:
     """bubblewrap options that hide ``paths`` (after every other mount): an empty read-only tmpfs over a
-    folder, ``/dev/null`` read-only over a file."""
+    folder, an empty file read-only over a file (``/dev/null`` would not open: a user namespace's binds are
+    ``nodev``)."""
     out: list[str] = []
     for path in paths:
         p = str(path)
-        out += ["--tmpfs", p, "--remount-ro", p] if path.is_dir() else ["--ro-bind", "/dev/null", p]
+        out += ["--tmpfs", p, "--remount-ro", p] if path.is_dir() else ["--ro-bind", str(empty_file()), p]
     return out
+
+
+def empty_file() -> Path:
+    """An empty regular file in ablate's cache dir (made again if anything changed it)."""
+    from ablate.core.cache import ensure_cache_dir
+
+    path = ensure_cache_dir() / "empty"
+    if path.is_symlink() or not path.is_file() or path.stat().st_size:
+        path.unlink(missing_ok=True)
+        path.touch(0o444)
+    return path
