@@ -132,8 +132,9 @@ def _normal(raw: str, home: Path, option: str) -> str:
     text = raw.strip()
     if not text or "\0" in text:
         raise UsageError(f"{option} {raw!r}: not a path", hint=f"{option} ~/.config/tool/token")
-    path = Path(text).expanduser() if text.startswith("~") else Path(text)
-    path = Path(os.path.normpath(path if path.is_absolute() else home / path))
+    path = Path(
+        os.path.normpath(home / text.removeprefix("~").lstrip("/") if text[0] == "~" else home / text)
+    )
     if path == Path("/") or path == home or Path(os.path.realpath(home)).is_relative_to(path):
         raise UsageError(
             f"{option} {raw}: the home or a folder holding it", hint="name a file or folder in it"
