@@ -12,6 +12,11 @@ very same read sends every planted value to the endpoint.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +25,8 @@ import pytest
 
 from ablate.setup.examples import materialise_example
 from ablate.sim import Script, SimServer, script_from_data
-from tests.helpers_cli import invoke
+from tests.helpers_cli import BIN, invoke
+from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -44,40 +50,45 @@ def _script() -> Script:
     return script_from_data({"default": {"text": "done"}, "rules": [rule]})
 
 
-def _run(claude: Path, tmp_path: Path, name: str, *extra: str) -> tuple[Path, list[Any], str]:
-    """One ``ab`` run (two sessions) in a home with the planted files: its folder, the requests the sim
-    received (bodies included) and ablate's stderr."""
-    ex = materialise_example(tmp_path / name)
-    for rel, text in PLANTED.items():
-        (ex.home / rel).parent.mkdir(parents=True, exist_ok=True)
-        (ex.home / rel).write_text(text)
-    task = tmp_path / f"{name}.toml"
-    task.write_text('schema_version = 1\nid = "secrets"\nprompt = "SECRETS-TASK: look around."\n')
-    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
-    out = tmp_path / f"{name}-runs"
-    args = [
-        "ab",
-        "--tasks",
-        str(task),
-        "--repeats",
-        "1",
-        "--max-turns",
-        "3",
-        "--out",
-        str(out),
-        "--report",
-        "now",
-        *where,
-    ]
-    with SimServer(_script(), api_key=REAL_KEY) as sim:
-        env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": REAL_KEY, "ANTHROPIC_BASE_URL": sim.base_url}
-        res = invoke(
-            [*args, "--work-dir", str(tmp_path / f"{name}-envs"), *extra], env={**env, "IS_SANDBOX": "1"}
-        )
-        requests = [r.record for r in sim.requests()]
-    assert "Traceback" not in res.stderr, res.stderr[-3000:]
-    (run,) = out.iterdir()
-    return run, requests, res.stderr
+@dataclass
+class Runner:
+    """How ablate is run: in process as root, or as an ordinary user through its installed CLI."""
+
+    claude: Path
+    base: Path
+    user: User | None = None
+    bin_dir: Path = BIN
+
+    def run(self, name: str, *extra: str) -> tuple[Path, list[Any], str]:
+        """One ``ab`` run (two sessions) in a home with the planted files: its folder, the requests the sim
+        received (bodies included) and ablate's stderr."""
+        ex = materialise_example(self.base / name)
+        for rel, text in PLANTED.items():
+            (ex.home / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ex.home / rel).write_text(text)
+        task = self.base / f"{name}.toml"
+        task.write_text('schema_version = 1\nid = "secrets"\nprompt = "SECRETS-TASK: look around."\n')
+        out = self.base / f"{name}-runs"
+        args = ["ab", "--tasks", str(task), "--repeats", "1", "--max-turns", "3", "--out", str(out)]
+        args += ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(self.claude)]
+        args += ["--report", "now", "--work-dir", str(self.base / f"{name}-envs"), *extra]
+        with SimServer(_script(), api_key=REAL_KEY) as sim:
+            env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": REAL_KEY, "ANTHROPIC_BASE_URL": sim.base_url}
+            if self.user is None:
+                res = invoke(args, env={**env, "IS_SANDBOX": "1"})
+                code, stderr = res.exit_code, res.stderr
+            else:
+                self.user.own(self.base)
+                env.update(PATH="/usr/local/bin:/usr/bin:/bin", LANG="C.UTF-8", TMPDIR=str(self.base))
+                argv = self.user.argv([str(self.bin_dir / "ablate"), *args])
+                proc = subprocess.run(
+                    argv, env=env, capture_output=True, text=True, timeout=600, cwd=self.base
+                )
+                code, stderr = proc.returncode, proc.stderr
+            requests = [r.record for r in sim.requests()]
+        assert "Traceback" not in stderr and code == 0, (code, stderr[-3000:])
+        (run,) = out.iterdir()
+        return run, requests, stderr
 
 
 def _results(run: Path) -> list[dict[str, Any]]:
@@ -89,8 +100,28 @@ def _everything(run: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(run.rglob("*")) if p.is_file())
 
 
-def test_a_session_reads_no_credential_file_and_never_holds_the_key(claude: Path, tmp_path: Path) -> None:
-    run, requests, stderr = _run(claude, tmp_path, "hidden")
+@pytest.fixture
+def base() -> Iterator[Path]:
+    folder = world_readable_dir("ablate-secrets-")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("who", ["root", "user"])
+def test_a_session_reads_no_credential_file_and_never_holds_the_key(
+    who: str, claude: Path, base: Path, request: pytest.FixtureRequest
+) -> None:
+    runner = Runner(claude, base)
+    if who == "root" and os.geteuid() != 0:
+        pytest.skip("runs as an ordinary user: the root case needs root")
+    if who == "user":
+        runner.user, runner.bin_dir = (
+            request.getfixturevalue("ordinary_user"),
+            request.getfixturevalue("installed"),
+        )
+    run, requests, stderr = runner.run("hidden")
     results = _results(run)
     assert len(results) == 2 and all(r["status"] == "completed" for r in results), (stderr[-3000:], results)
     sent = orjson.dumps(requests).decode()
@@ -103,6 +134,10 @@ def test_a_session_reads_no_credential_file_and_never_holds_the_key(claude: Path
     calls = [r for r in requests if r["path"] == "/v1/messages"]
     assert calls and all(r["status"] == 200 for r in calls), [(r["rule"], r["status"]) for r in calls]
     isolation = orjson.loads((run / "manifest.json").read_bytes())["isolation"]
+    assert (isolation["backend"], isolation["mode"]) == (
+        "namespace",
+        "root" if who == "root" else "user-namespace",
+    )
     hidden = {"~/.ssh", "~/.aws", "~/.netrc", "~/.config/gh/hosts.yml"}
     assert hidden <= set(isolation["hidden"]) and isolation["exposed"] == [], isolation
     caveats = orjson.loads((run / "report.json").read_bytes())["caveats"]
@@ -112,7 +147,7 @@ def test_a_session_reads_no_credential_file_and_never_holds_the_key(claude: Path
 
     # the positive control: exposed, the very same read sends every planted value to the endpoint
     exposed = [arg for path in sorted(hidden) for arg in ("--expose", path)]
-    run, requests, stderr = _run(claude, tmp_path, "exposed", *exposed)
+    run, requests, stderr = runner.run("exposed", *exposed)
     assert all(r["status"] == "completed" for r in _results(run)), stderr[-3000:]
     sent = orjson.dumps(requests).decode()
     assert all(mark in sent for mark in MARKS), sent[-3000:]

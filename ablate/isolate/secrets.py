@@ -9,6 +9,7 @@ under bubblewrap (:func:`ablate.isolate.fence.fence_argv`), or denied by the
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,8 @@ def empty_file() -> Path:
 
     path = ensure_cache_dir() / "empty"
     if path.is_symlink() or not path.is_file() or path.stat().st_size:
-        path.unlink(missing_ok=True)
-        path.touch(0o444)
+        fresh = path.with_name(f"empty.{os.getpid()}.{threading.get_ident()}")
+        fresh.unlink(missing_ok=True)
+        fresh.touch(0o444)
+        os.replace(fresh, path)  # atomic: a session starting meanwhile never finds it missing
     return path
