@@ -7,7 +7,8 @@ cats every planted file and every ``/proc/*/environ``; its result goes to the en
 By default none of the planted values nor the real key reaches the endpoint, a wire record, a transcript or
 the CLI's output, yet every session completes: the forwarder swapped the placeholder the session held (its
 environ shows it) for the key the sim requires. The positive control: with ``--expose`` for each file the
-very same read sends every planted value to the endpoint.
+very same read sends every planted value to the endpoint. In the three boxes: the default backend as root
+and as an ordinary user (a user namespace), and ``links`` under its fence.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Runner:
     base: Path
     user: User | None = None
     bin_dir: Path = BIN
+    extra: tuple[str, ...] = ()
 
     def run(self, name: str, *extra: str) -> tuple[Path, list[Any], str]:
         """One ``ab`` run (two sessions) in a home with the planted files: its folder, the requests the sim
@@ -71,7 +73,7 @@ class Runner:
         out = self.base / f"{name}-runs"
         args = ["ab", "--tasks", str(task), "--repeats", "1", "--max-turns", "3", "--out", str(out)]
         args += ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(self.claude)]
-        args += ["--report", "now", "--work-dir", str(self.base / f"{name}-envs"), *extra]
+        args += ["--report", "now", "--work-dir", str(self.base / f"{name}-envs"), *self.extra, *extra]
         with SimServer(_script(), api_key=REAL_KEY) as sim:
             env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": REAL_KEY, "ANTHROPIC_BASE_URL": sim.base_url}
             if self.user is None:
@@ -109,13 +111,18 @@ def base() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.mark.parametrize("who", ["root", "user"])
+#: who runs ablate → the backend and mode its manifest records
+BOXES = {"root": ("namespace", "root"), "user": ("namespace", "user-namespace"), "links": ("links", "fenced")}
+
+
+@pytest.mark.parametrize("who", list(BOXES))
 def test_a_session_reads_no_credential_file_and_never_holds_the_key(
     who: str, claude: Path, base: Path, request: pytest.FixtureRequest
 ) -> None:
     runner = Runner(claude, base)
-    if who == "root" and os.geteuid() != 0:
-        pytest.skip("runs as an ordinary user: the root case needs root")
+    if who != "user" and os.geteuid() != 0:
+        pytest.skip("runs as an ordinary user: this case needs root")
+    runner.extra = ("--isolation", "links") if who == "links" else ()
     if who == "user":
         runner.user, runner.bin_dir = (
             request.getfixturevalue("ordinary_user"),
@@ -134,10 +141,7 @@ def test_a_session_reads_no_credential_file_and_never_holds_the_key(
     calls = [r for r in requests if r["path"] == "/v1/messages"]
     assert calls and all(r["status"] == 200 for r in calls), [(r["rule"], r["status"]) for r in calls]
     isolation = orjson.loads((run / "manifest.json").read_bytes())["isolation"]
-    assert (isolation["backend"], isolation["mode"]) == (
-        "namespace",
-        "root" if who == "root" else "user-namespace",
-    )
+    assert (isolation["backend"], isolation["mode"]) == BOXES[who]
     hidden = {"~/.ssh", "~/.aws", "~/.netrc", "~/.config/gh/hosts.yml"}
     assert hidden <= set(isolation["hidden"]) and isolation["exposed"] == [], isolation
     caveats = orjson.loads((run / "report.json").read_bytes())["caveats"]
