@@ -1,20 +1,12 @@
 """The lock around a session: bubblewrap, so the session cannot undo the view ablate built for it.
 
-A session runs under ``bwrap`` with its own user namespace (uid and gid mapped to the caller's own, no
-capabilities, ``no_new_privs``), its own PID namespace with its own ``/proc`` (no ``/proc/<pid>/root`` of a
-process outside, no ``nsenter`` target) and a new mount namespace made from the caller's: every mount it
-inherits is *locked* there (the kernel refuses to unmount or move one of them on its own), so an overlay at
-the home cannot be taken off to reach the real files beneath. The root is read-only (``--ro-bind / /``); only
-the paths given as writable are bound read-write, as they are in the caller's view (the ``namespace``
-backend's overlays, or a ``links`` cell's own folders). A write anywhere else fails with ``EROFS`` inside the
-session; ``/sys`` too, and ``/proc/sys`` (bubblewrap's fresh ``/proc`` leaves it writable, and as root a write
-there reached the host's kernel settings). The session also has a UTS namespace of its own (its hostname).
-
-Measured against doing the same with ``unshare``/``mount``/``prctl`` through ctypes in
+A session runs under ``bwrap`` with its own user, PID, IPC and UTS namespaces (no capabilities,
+``no_new_privs``, its own ``/proc``) and a new mount namespace made from the caller's, where every inherited
+mount is *locked*: an overlay at the home cannot be taken off to reach the real files beneath. The root is
+read-only (``/sys`` and ``/proc/sys`` too); only the paths given as writable are bound read-write
+(docs/ARCHITECTURE.md#write-fence, #sealed). Chosen over doing the same through ctypes in
 :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID namespace's orphans as its PID 1, dies with its
-parent, and handles the corner cases of remounting every submount read-only; it costs a few milliseconds per
-session. Every major distribution ships it as ``bubblewrap`` (:data:`INSTALL_HINT`; unprivileged: it needs user
-namespaces, not setuid).
+parent and remounts every submount read-only, for a few milliseconds per session (:data:`INSTALL_HINT`).
 """
 
 from __future__ import annotations
@@ -279,28 +271,8 @@ def _tilde(path: str, homes: Sequence[Path]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# macOS: the same fence through sandbox-exec. Checked rule by rule against the profile Anthropic's sandbox
-# runtime (@anthropic-ai/sandbox-runtime) generates for the same writable paths (tests/test_fence_profile.py
-# evaluates both; sandbox-exec itself runs only on macOS, so the suite checks the text, not the kernel):
-# - the same for writes: every write denied but the writable paths (subpaths, real paths: Seatbelt matches
-#   the resolved path, /tmp and /var being /private/...), its devices (stdio, /dev/null, /dev/tty, dtrace's
-#   helper, autofs's no-wait node), strings quoted as its JSON.stringify does; both rely on a later rule
-#   overriding an earlier one for the same operation.
-# - kept different, on purpose: `(allow default)` where it has `(deny default)` and lists what a process
-#   may do (exec, fork, sysctls, the mach services of fonts, logging, the Keychain's securityd...). The fence
-#   is for the user's files, not for what a session may run or reach: a deny default would make a session's
-#   tools fail where they work in the user's own setup (a Go tool's certificate check asks trustd, which it
-#   allows only as an opt-in) and change what is measured; the Keychain (securityd and SecurityServer)
-#   stays reachable either way.
-# - no "mandatory denies" inside the writable paths (its .gitconfig, .bashrc, .mcp.json, .git/hooks,
-#   .git/config, .claude/commands, .claude/agents, .vscode, .idea below the working directory): they guard
-#   a real project against a sandboxed agent planting something for a later unsandboxed run; a cell is
-#   thrown away, and refusing `git config` or a new command in its checkout changes the session.
-# - no /tmp/claude (it points TMPDIR there): a cell has its own TMPDIR inside its folder; nor ~/.npm/_logs
-#   and ~/.claude/debug, which are the cell's own (HOME is the cell's shadow home).
-# - more devices than it has: /dev/zero, /dev/fd/* (a shell's process substitution) and the
-#   pseudo-terminals (/dev/ptmx, /dev/ttys*), which it opens only with allowPty; the Linux fence leaves
-#   /dev as it is, and a session's tool that opens a terminal must work on both.
+# macOS: the same fence through sandbox-exec, checked against Anthropic's sandbox runtime's profile
+# (docs/ARCHITECTURE.md#macos-profile: what is the same and what differs on purpose).
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 _DEVICES = (

@@ -20,35 +20,10 @@ from ablate.core.errors import UsageError
 #: credential stores, password stores and keyrings.
 DEFAULT_HIDDEN = tuple(
     f"~/{p}"
-    for p in (
-        ".ssh",
-        ".gnupg",
-        ".aws",
-        ".azure",
-        ".config/gcloud",
-        ".oci",
-        ".kube/config",
-        ".docker/config.json",
-        ".netrc",
-        ".git-credentials",
-        ".config/git/credentials",
-        ".config/gh/hosts.yml",
-        ".config/hub",
-        ".npmrc",
-        ".yarnrc.yml",
-        ".pypirc",
-        ".config/pip/pip.conf",
-        ".cargo/credentials",
-        ".cargo/credentials.toml",
-        ".gem/credentials",
-        ".m2/settings-security.xml",
-        ".terraform.d/credentials.tfrc.json",
-        ".vault-token",
-        ".pgpass",
-        ".my.cnf",
-        ".password-store",
-        ".local/share/keyrings",
-    )
+    for p in ".ssh .gnupg .aws .azure .config/gcloud .oci .kube/config .docker/config.json .netrc .git-credentials "
+    ".config/git/credentials .config/gh/hosts.yml .config/hub .npmrc .yarnrc.yml .pypirc .config/pip/pip.conf "
+    ".cargo/credentials .cargo/credentials.toml .gem/credentials .m2/settings-security.xml "
+    ".terraform.d/credentials.tfrc.json .vault-token .pgpass .my.cnf .password-store .local/share/keyrings".split()
 )
 
 
