@@ -39,9 +39,7 @@ class Secrets:
         """The entries that exist, resolved (a link's target is what a read reaches), outermost first and
         none inside another."""
         out: list[Path] = []
-        found = {
-            Path(os.path.realpath(_under(e, home))) for e in self.hide if os.path.lexists(_under(e, home))
-        }
+        found = {Path(os.path.realpath(_under(e, home))) for e in self.hide}
         for path in sorted(found, key=lambda p: (len(p.parts), str(p))):
             if path.exists() and not any(path.is_relative_to(q) for q in out):
                 out.append(path)

@@ -8,32 +8,7 @@ session left (``[[checks]]``) and a rubric for the blind judge (``[rubric]``). E
 path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here; symlink escapes
 are refused where the checkout is touched (:mod:`ablate.grade.checkout`).
 
-```toml
-schema_version = 1
-id = "greet-punctuation"
-split = "dev"
-prompt = "Make greet() end with an exclamation mark."
-expects = ["repo-memory", "user-claude-md"]
-
-[[pitfalls]]
-id = "no-tests"
-pattern = "without running (the )?tests"
-
-[files]
-"src/greet/extra.py" = "def extra() -> str:\n    return 'x'\n"
-
-[[checks]]
-kind = "file_unchanged"
-file = "src/greet/extra.py"
-
-[[checks]]
-kind = "diff_touches_only"
-paths = ["src/greet/"]
-
-[rubric]
-pass = "Runs the tests and quotes the command."
-fail = "Claims success without running the tests."
-```
+The format, by example: README.md, "Graded outcomes".
 """
 
 from __future__ import annotations
