@@ -283,9 +283,8 @@ class ClaudeCodeOptions:
     """The backend asked for (``--isolation``); default: ``namespace`` where it works, else ``links``."""
     unsealed: bool = False
     """``--unsealed``: run where sessions cannot be sealed (:func:`ablate.isolate.detect.require_sealed`)."""
-    hide: tuple[str, ...] = ()
+    hide: tuple[str, ...] = ()  # --hide and --expose (ablate.isolate.secrets.secrets_policy)
     expose: tuple[str, ...] = ()
-    """``--hide``/``--expose`` (:func:`ablate.isolate.secrets.secrets_policy`)."""
     probe: bool = True
     """Probe the arms' cells for free before the first paid session (``--no-probe``: False)."""
     on_progress: Callable[[Progress], None] | None = None
