@@ -96,6 +96,23 @@ Unsealed = Annotated[
         "--unsealed or not.",
     ),
 ]
+HideOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--hide",
+        help="A file or folder sessions read as empty, besides the credential files hidden by default (ssh "
+        "and gpg keys, cloud, registry, netrc, gh and git credentials: docs/ARCHITECTURE.md#secrets); "
+        "absolute, ~/... or relative to your home (repeatable; recorded in the manifest).",
+    ),
+]
+ExposeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--expose",
+        help="A hidden credential path (or a folder holding some) sessions may read after all, e.g. ~/.ssh "
+        "(repeatable; recorded in the manifest and said in the report).",
+    ),
+]
 
 
 Dirty = Annotated[
@@ -272,6 +289,8 @@ def _cell_run_options(
     work_dir: WorkDir = None,
     isolation: IsolationOpt = None,
     unsealed: Unsealed = False,
+    hide: HideOpt = None,
+    expose: ExposeOpt = None,
     probe: ProbeOpt = True,
 ) -> None:
     """How the sessions of a run are run in cells (run, ab, compare)."""

@@ -395,6 +395,8 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "budget_usd": o["budget_usd"],
             "isolation": o["isolation"],
             "unsealed": o["unsealed"],
+            "hide": tuple(o["hide"] or ()),
+            "expose": tuple(o["expose"] or ()),
             "probe": o["probe"],
             "on_progress": display.update,
             "on_note": display.note,

@@ -420,6 +420,8 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         isolation=o["isolation"],
         allow_network=o["allow_network"],
         unsealed=o["unsealed"],
+        hide=o["hide"] or (),
+        expose=o["expose"] or (),
     )
     simulated = checked.endpoint.simulated
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"] or not fresh)

@@ -270,6 +270,8 @@ class ClaudeCodeOptions:
     """The backend asked for (``--isolation``); default: ``namespace`` where it works, else ``links``."""
     unsealed: bool = False
     """``--unsealed``: run where sessions cannot be sealed (:func:`ablate.isolate.detect.require_sealed`)."""
+    hide: tuple[str, ...] = ()  # --hide and --expose (ablate.isolate.secrets.secrets_policy)
+    expose: tuple[str, ...] = ()
     probe: bool = True
     """Probe the arms' cells for free before the first paid session (``--no-probe``: False)."""
     on_progress: Callable[[Progress], None] | None = None
@@ -373,7 +375,12 @@ class ClaudeCodeExecutor:
         check_layer(options.layer, options.ablate_toml)
         self.options = options
         self.preflight = preflight(
-            options.config_dir, options.repo, isolation=options.isolation, unsealed=options.unsealed
+            options.config_dir,
+            options.repo,
+            isolation=options.isolation,
+            unsealed=options.unsealed,
+            hide=options.hide,
+            expose=options.expose,
         )
         self.simulated = self.preflight.endpoint.simulated
         if self.simulated:

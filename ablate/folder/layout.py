@@ -343,6 +343,12 @@ class IsolationInfo(Spec):
     fence_denied: dict[str, list[str]] | None = None
     """``links`` under a write fence: each path it refused a write to (``~/.gitconfig``) → the items whose
     sessions tried, over every result in the folder. A refused write changed those sessions' course."""
+    hidden: list[str] | None = None
+    """The credential paths every session read as empty (``~/.ssh``; those that existed at the start: the
+    defaults and ``--hide``, docs/ARCHITECTURE.md#secrets); ``[]``: none hidden (no fence ran); None:
+    recorded before this existed."""
+    exposed: list[str] | None = None
+    """Default credential paths ``--expose`` left readable."""
 
     def describe(self) -> str:
         """One line for people: ``namespace (user-namespace) — user namespaces work here``."""

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 
 import orjson
 
+from ablate.isolate.secrets import Secrets
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
 from ablate.setup.load import Leak, Setup
@@ -137,6 +138,8 @@ class BackendOptions:
     sealed: bool = True
     """False: commands meant to be run by hand after ablate exited (no forwarder to reach, no seccomp
     filter; the host's network)."""
+    secrets: Secrets = field(default_factory=Secrets)
+    """The credential paths sessions read as empty (``--hide``/``--expose``)."""
 
 
 # ---------------------------------------------------------------------------------------------------------

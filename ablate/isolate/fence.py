@@ -1,20 +1,12 @@
 """The lock around a session: bubblewrap, so the session cannot undo the view ablate built for it.
 
-A session runs under ``bwrap`` with its own user namespace (uid and gid mapped to the caller's own, no
-capabilities, ``no_new_privs``), its own PID namespace with its own ``/proc`` (no ``/proc/<pid>/root`` of a
-process outside, no ``nsenter`` target) and a new mount namespace made from the caller's: every mount it
-inherits is *locked* there (the kernel refuses to unmount or move one of them on its own), so an overlay at
-the home cannot be taken off to reach the real files beneath. The root is read-only (``--ro-bind / /``); only
-the paths given as writable are bound read-write, as they are in the caller's view (the ``namespace``
-backend's overlays, or a ``links`` cell's own folders). A write anywhere else fails with ``EROFS`` inside the
-session; ``/sys`` too, and ``/proc/sys`` (bubblewrap's fresh ``/proc`` leaves it writable, and as root a write
-there reached the host's kernel settings). The session also has a UTS namespace of its own (its hostname).
-
-Measured against doing the same with ``unshare``/``mount``/``prctl`` through ctypes in
+A session runs under ``bwrap`` with its own user, PID, IPC and UTS namespaces (no capabilities,
+``no_new_privs``, its own ``/proc``) and a new mount namespace made from the caller's, where every inherited
+mount is *locked*: an overlay at the home cannot be taken off to reach the real files beneath. The root is
+read-only (``/sys`` and ``/proc/sys`` too); only the paths given as writable are bound read-write
+(docs/ARCHITECTURE.md#write-fence, #sealed). Chosen over doing the same through ctypes in
 :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID namespace's orphans as its PID 1, dies with its
-parent, and handles the corner cases of remounting every submount read-only; it costs a few milliseconds per
-session. Every major distribution ships it as ``bubblewrap`` (:data:`INSTALL_HINT`; unprivileged: it needs user
-namespaces, not setuid).
+parent and remounts every submount read-only, for a few milliseconds per session (:data:`INSTALL_HINT`).
 """
 
 from __future__ import annotations
@@ -31,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.core.once import once
+from ablate.isolate.secrets import bwrap_hiding
 
 #: How to get bubblewrap where it is missing, per distribution (the package is ``bubblewrap`` in each).
 INSTALL_HINT = (
@@ -53,13 +46,14 @@ def fence_argv(
     tmp: str | Path | None = None,
     visible: Sequence[str | Path] = (),
     network: bool = False,
+    hidden: Sequence[Path] = (),
 ) -> list[str]:
     """``argv`` run under ``bwrap``: read-only root (``/sys`` with it), ``writable`` bound read-write (in the
     order given, so a deeper path after the one above it), own user, PID, IPC, UTS and (unless ``network``)
     network namespaces, own ``/proc`` with ``/proc/sys`` read-only, a private ``/dev`` (null, zero, full, random, urandom, tty, pts and an empty ``shm``: no host
     device node); ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``); ``visible``: folders the session
     must still read that live under the real ``/tmp`` (the user's home, config dir or repository), bound
-    back read-only."""
+    back read-only; ``hidden``: credential paths shown empty (:mod:`ablate.isolate.secrets`)."""
     out = [
         bwrap,
         "--unshare-user",
@@ -95,7 +89,7 @@ def fence_argv(
             continue
         seen.add(p)
         out += ["--bind", p, p]
-    out += ["--chdir", str(cwd), "--", *argv]
+    out += [*bwrap_hiding(hidden), "--chdir", str(cwd), "--", *argv]
     return out
 
 
@@ -157,6 +151,7 @@ def fenced(
     through: Sequence[Path] = (),
     network: bool = False,
     sealed: bool = True,
+    hidden: Sequence[Path] = (),
 ) -> list[str]:
     """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
     dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
@@ -165,10 +160,10 @@ def fenced(
     files a session may still write through its links (the login's ``.credentials.json``, so a refreshed
     token reaches the real file). Under bubblewrap the session is sealed (:func:`ablate.isolate.seal.seal`);
     ``network``: it keeps the host's network namespace; ``sealed=False``: a command to run by hand (no
-    forwarder, the host's network)."""
+    forwarder, the host's network); ``hidden``: credential paths it reads as empty (refused on macOS)."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
-        return [support.sandbox_exec, "-p", sandbox_profile([root, *through]), *argv]
+        return [support.sandbox_exec, "-p", sandbox_profile([root, *through], hidden), *argv]
     if not support.ok or support.bwrap is None:
         return list(argv)
     (root / "tmp").mkdir(exist_ok=True)
@@ -186,6 +181,7 @@ def fenced(
         tmp=root / "tmp",
         visible=shown,
         network=network or not sealed,
+        hidden=hidden,
     )
     return seal(fence) if sealed else fence
 
@@ -275,28 +271,8 @@ def _tilde(path: str, homes: Sequence[Path]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# macOS: the same fence through sandbox-exec. Checked rule by rule against the profile Anthropic's sandbox
-# runtime (@anthropic-ai/sandbox-runtime) generates for the same writable paths (tests/test_fence_profile.py
-# evaluates both; sandbox-exec itself runs only on macOS, so the suite checks the text, not the kernel):
-# - the same for writes: every write denied but the writable paths (subpaths, real paths: Seatbelt matches
-#   the resolved path, /tmp and /var being /private/...), its devices (stdio, /dev/null, /dev/tty, dtrace's
-#   helper, autofs's no-wait node), strings quoted as its JSON.stringify does; both rely on a later rule
-#   overriding an earlier one for the same operation.
-# - kept different, on purpose: `(allow default)` where it has `(deny default)` and lists what a process
-#   may do (exec, fork, sysctls, the mach services of fonts, logging, the Keychain's securityd...). The fence
-#   is for the user's files, not for what a session may run or reach: a deny default would make a session's
-#   tools fail where they work in the user's own setup (a Go tool's certificate check asks trustd, which it
-#   allows only as an opt-in) and change what is measured; the Keychain (securityd and SecurityServer)
-#   stays reachable either way.
-# - no "mandatory denies" inside the writable paths (its .gitconfig, .bashrc, .mcp.json, .git/hooks,
-#   .git/config, .claude/commands, .claude/agents, .vscode, .idea below the working directory): they guard
-#   a real project against a sandboxed agent planting something for a later unsandboxed run; a cell is
-#   thrown away, and refusing `git config` or a new command in its checkout changes the session.
-# - no /tmp/claude (it points TMPDIR there): a cell has its own TMPDIR inside its folder; nor ~/.npm/_logs
-#   and ~/.claude/debug, which are the cell's own (HOME is the cell's shadow home).
-# - more devices than it has: /dev/zero, /dev/fd/* (a shell's process substitution) and the
-#   pseudo-terminals (/dev/ptmx, /dev/ttys*), which it opens only with allowPty; the Linux fence leaves
-#   /dev as it is, and a session's tool that opens a terminal must work on both.
+# macOS: the same fence through sandbox-exec, checked against Anthropic's sandbox runtime's profile
+# (docs/ARCHITECTURE.md#macos-profile: what is the same and what differs on purpose).
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 _DEVICES = (
@@ -306,11 +282,15 @@ _DEVICES = (
 )
 
 
-def sandbox_profile(writable: Sequence[Path]) -> str:
+def sandbox_profile(writable: Sequence[Path], hidden: Sequence[Path] = ()) -> str:
     """A Seatbelt profile: everything allowed but file writes, which only ``writable`` (and the devices a
-    shell and a terminal write to) may take."""
+    shell and a terminal write to) may take, and reads of ``hidden`` (credential paths)."""
     paths = "\n".join(f"  (subpath {_sb_string(os.path.realpath(p))})" for p in writable)
-    return f"(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write*\n{paths}\n  {_DEVICES})\n"
+    profile = (
+        f"(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write*\n{paths}\n  {_DEVICES})\n"
+    )
+    denied = "".join(f"\n  (subpath {_sb_string(str(p))})" for p in hidden)
+    return profile + (f"(deny file-read* file-write*{denied})\n" if hidden else "")
 
 
 def _sb_string(text: str) -> str:

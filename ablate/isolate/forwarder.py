@@ -40,6 +40,7 @@ import orjson
 from ablate.core.tempwork import FORWARDER_PREFIX, make_work_dir
 from ablate.folder.wire import WireRecord, append_wire
 from ablate.isolate.http1 import Head, Reader, Refused
+from ablate.isolate.nsexec import SWAPPED, placeholder
 from ablate.isolate.seccomp import filter_program
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -52,6 +53,8 @@ _RECORD_LIMIT = 64 * 1024 * 1024
 #: What the session sends that is never passed on: the hop's own headers and the body's framing (the
 #: forwarder frames each request it sends itself).
 _NOT_PASSED = _HOP | {"content-length", "expect"}
+#: The headers whose placeholder credential is swapped for the real one.
+_CREDENTIALS = frozenset({"x-api-key", "authorization"})
 #: The paths the CLI (2.1.332) calls at ``ANTHROPIC_BASE_URL``, each with its methods; nothing else is
 #: forwarded (404, or 405 for another method).
 ROUTES: dict[str, tuple[str, ...]] = {
@@ -74,6 +77,13 @@ _BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
 class _Ticket:
     session_id: str
     upstream: str = DEFAULT_UPSTREAM
+    swap: dict[str, str] = field(default_factory=dict)
+    """Placeholder the session holds → the real credential (:data:`ablate.isolate.nsexec.SWAPPED`)."""
+
+    def real(self, value: str) -> str:
+        for fake, real in self.swap.items():
+            value = value.replace(fake, real)
+        return value
 
 
 @dataclass
@@ -184,10 +194,12 @@ class Forwarder:
             threading.Thread(target=self._control, args=(conn,), daemon=True).start()
 
     def _control(self, conn: socket.socket) -> None:
-        """One session's control stream: ``TOKEN UPSTREAM``, then one byte per stream wanted."""
+        """One session's control stream: ``TOKEN UPSTREAM [NAME=HEX...]`` (the real credentials), then one
+        byte per stream wanted."""
         with conn:
             conn.settimeout(self.read_timeout_s)
-            token, _, upstream = _read_line(conn).partition(" ")
+            token, _, upstream = _read_line(conn, 16384).partition(" ")
+            upstream, *keys = upstream.split(" ")
             conn.settimeout(None)
             with self._lock:
                 ticket = self._tickets.pop(token, None)
@@ -195,6 +207,7 @@ class Forwarder:
                 return
             try:
                 ticket.upstream = _upstream(upstream)
+                ticket.swap = {placeholder(token, n): bytes.fromhex(v).decode() for n, _, v in _keys(keys)}
             except ValueError as exc:
                 conn.sendall(f"no: {exc}\n".encode())
                 return
@@ -232,6 +245,13 @@ def _upstream(url: str | None) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{text!r}: not an http(s) URL")
     return text.rstrip("/")
+
+
+def _keys(fields: list[str]) -> list[tuple[str, str, str]]:
+    named = [f.partition("=") for f in fields]
+    if any(n not in SWAPPED for n, _, _ in named):
+        raise ValueError(f"only {', '.join(SWAPPED)} are swapped")
+    return named
 
 
 def _read_line(conn: socket.socket, limit: int = 4096) -> str:
@@ -353,6 +373,7 @@ class _Stream:
         headers: dict[str, str] = {}
         for key, value in head.headers:
             if key.lower() not in _NOT_PASSED:
+                value = self.ticket.real(value) if key.lower() in _CREDENTIALS else value
                 headers[key] = f"{headers[key]}, {value}" if key in headers else value
         target = self.upstream.path.rstrip("/") + path + head.query
         for attempt in (1, 2):

@@ -112,6 +112,7 @@ class LinksEnvironments:
             visible=visible,
             network=self.options.allow_network,
             sealed=self.options.sealed,
+            hidden=self.options.secrets.paths(Path(setup.home)),
         )
 
     def after_session(self, env: CellEnvironment) -> dict[str, Any] | None:

@@ -13,16 +13,8 @@ its ``.git/objects``   the user's object store                               ``s
 the config dir         the cell's config dir (a copy, seen at the real path) ``sNN/up/config``
 =====================  ====================================================  ===============================
 
-A reset is discarding the upper folders, whatever the repository's size. The pristine checkout is built once
-per run: a private ``git clone --shared`` of HEAD on a branch named like the user's current one, whose
-repo-layer paths are marked skip-worktree (tracked) or excluded (untracked), so ``git status`` looks alike in
-every cell. A cell's repo layer is the difference between that checkout and the cell's working tree
-(:mod:`ablate.isolate.cowlayer`: a few files, whiteouts and opaque folders). A refreshed
-``.credentials.json`` is copied back (:mod:`ablate.isolate.credentials`); anything else is discarded and
-reported. Works as root and as an ordinary user (a user namespace of the user's own, Linux >= 5.11); each
-session runs under bubblewrap inside its view (:mod:`ablate.isolate.fence`), where the view's mounts are
-locked: it cannot unmount them, reach a process outside through ``/proc``, or regain a capability.
-:mod:`ablate.isolate.detect` decides.
+A reset discards the upper folders; the repository's lower layer, its cells' layers (:mod:`ablate.isolate.cowlayer`),
+the lock (:mod:`ablate.isolate.fence`) and the credentials' copy-back: docs/ARCHITECTURE.md#backend-namespace.
 """
 
 from __future__ import annotations
@@ -167,11 +159,19 @@ class ViewAtRealPaths:
     """The session keeps the host's network (``--allow-network``)."""
     sealed: bool = True
     """False: a command to run by hand after ablate exits (no forwarder, the host's network)."""
+    hidden: tuple[Path, ...] = ()
+    """Credential paths shown empty (:mod:`ablate.isolate.secrets`)."""
 
     def wrap(self, argv: list[str]) -> list[str]:
         shown = list(self.shown_as().values())
         return view_command(
-            self.spec, argv, writable=shown, cwd=self.cwd, network=self.network, sealed=self.sealed
+            self.spec,
+            argv,
+            writable=shown,
+            cwd=self.cwd,
+            network=self.network,
+            sealed=self.sealed,
+            hidden=self.hidden,
         )
 
     def upper(self, area: str) -> Path:
@@ -372,6 +372,7 @@ class NamespaceEnvironments:
             memory_slug=self.setup.memory_slug,
         )
         cenv.network, cenv.sealed = self.options.allow_network or not self.options.sealed, self.options.sealed
+        cenv.hidden = tuple(self.options.secrets.paths(self.setup.home))
         self._write_view(cenv)
         fresh_uppers(root)
         return cenv

@@ -45,6 +45,16 @@ SETUP_FAILED = 125
 #: Where the fenced command finds its stream to the forwarder, and bwrap its seccomp filter.
 NET_FD = 3
 SECCOMP_FD = 4
+#: Credentials a sealed session holds only a placeholder of (docs/ARCHITECTURE.md#secrets): the real value
+#: goes to the forwarder, which puts it back into the request headers.
+SWAPPED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def placeholder(token: str, name: str) -> str:
+    """What a sealed session sees in ``name`` instead of the real value, for the ticket ``token``."""
+    import hashlib
+
+    return "sk-ablate-session-" + hashlib.sha256(f"{name}:{token}".encode()).hexdigest()[:24]
 
 
 def _libc() -> ctypes.CDLL:
@@ -182,8 +192,9 @@ def join(pid: int, cwd: str) -> None:
 
 
 def sealed(net: tuple[str, str] | None, seccomp: str | None) -> None:
-    """``--net SOCKET TOKEN``: connect to ablate's forwarder, present the session's one-time token, and
-    leave the connected stream at fd :data:`NET_FD` for the relay inside the fence; ``--seccomp FILE``: the
+    """``--net SOCKET TOKEN``: connect to ablate's forwarder, present the session's one-time token with the
+    real value of each :data:`SWAPPED` variable (hex), put its placeholder in the environment the fence gets,
+    and leave the connected stream at fd :data:`NET_FD` for the relay inside the fence; ``--seccomp FILE``: the
     fence's filter at fd :data:`SECCOMP_FD` (``bwrap --seccomp 4``). Both before any mount: the forwarder's
     folder may lie under a path the view covers."""
     import socket
@@ -193,11 +204,14 @@ def sealed(net: tuple[str, str] | None, seccomp: str | None) -> None:
         sock.settimeout(30)
         sock.connect(net[0])
         upstream = os.environ.get("ANTHROPIC_BASE_URL", "")
-        sock.sendall(f"{net[1]} {upstream}\n".encode())
+        keys = [name for name in SWAPPED if os.environ.get(name)]
+        fields = "".join(f" {name}={os.environ[name].encode().hex()}" for name in keys)
+        sock.sendall(f"{net[1]} {upstream}{fields}\n".encode())
         said = sock.recv(4096).decode("utf-8", "replace").strip()
         if said != "ok":
             why = said.removeprefix("no: ") or "the ticket is spent or unknown"
             raise OSError(f"the forwarder at {net[0]} refused the session: {why}")
+        os.environ.update({name: placeholder(net[1], name) for name in keys})
         sock.settimeout(None)
         _place(sock.detach(), NET_FD)
     if seccomp is not None:

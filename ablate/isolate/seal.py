@@ -69,15 +69,18 @@ def view_command(
     cwd: Path | None = None,
     network: bool = False,
     sealed: bool = True,
+    hidden: Sequence[Path] = (),
 ) -> list[str]:
     """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
-    view locked) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
+    view locked, ``hidden`` shown empty) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
     relayed in, no unix sockets; ``network``: the host's network) wherever
     :func:`~ablate.isolate.detect.namespace_check` found that it works."""
     bwrap = bwrap_path()
     if bwrap and cwd is not None and namespace_check().locked:
         ordered = sorted(writable, key=lambda p: str(p).count("/"))
-        fence = fence_argv(bwrap, argv, writable=ordered, cwd=cwd, network=network or not sealed)
+        fence = fence_argv(
+            bwrap, argv, writable=ordered, cwd=cwd, network=network or not sealed, hidden=hidden
+        )
         if not sealed:
             return [sys.executable, "-I", str(NSEXEC), str(spec), "--", *fence]
         return seal(fence, view=str(spec))

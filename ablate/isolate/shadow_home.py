@@ -1,33 +1,8 @@
 """The config side of a cell (docs/ARCHITECTURE.md#environments, 3.6, 3.7): a shadow home whose ``.claude`` is a fresh config dir.
 
-What goes where, for each top-level entry of the user's config dir:
-
-======================================  ====================================================================
-entry                                   in the cell's config dir
-======================================  ====================================================================
-``CLAUDE.md``, any top-level ``*.md``   copied (a linked CLAUDE.md resolves ``@imports`` at the target)
-``rules/``                              copied (links followed)
-``settings.json``, ``settings.local``   copied; the real config path (and ``<home>/.claude``) rewritten
-``skills/ agents/ commands/ hooks/``    a real folder whose every entry links to the real entry
-``output-styles/ marketplaces/``        (large, read-only trees; stripping splits a link, never writes it)
-``plugins/``                            a real folder: ``*.json`` registries copied and rewritten, ``store/``
-                                        empty, every other folder a real folder of per-entry links
-CLI-written folders (WRITTEN_DIRS)      created real and empty; nothing of the user's is copied into them,
-                                        except the auto-memory copied to ``projects/<memory-slug>/memory/``
-``.credentials.json``                   copied (0600); a refreshed login of the same account is copied back
-                                        (ablate.isolate.credentials), anything else discarded and reported
-``.claude.json``, ``history.jsonl``,    not taken from the config dir: the account state is copied
-``.claude.json.*``                      separately (mode 0600), history and backups are CLI-written
-anything else (hook state: ``data/``)   copied when at most STATE_COPY_LIMIT bytes (or ``isolate_state``),
-                                        else linked and reported as shared state
-======================================  ====================================================================
-
-Links in the user's config dir keep their meaning (docs/ARCHITECTURE.md#links-in-setups): copies materialise
-them, each resolved against its own folder; seen at the real path (``namespace``), a link out of the config
-dir stays a link; a dangling one stays dangling.
-
-The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account state as ``.claude.json``,
-and a symlink to every other entry of the real home (dotfiles, caches and toolchains keep working).
+What goes where, entry by entry of the user's config dir: docs/ARCHITECTURE.md#config-table. Links keep their
+meaning (#links-in-setups). The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account
+state as ``.claude.json``, and a symlink to every other entry of the real home.
 """
 
 from __future__ import annotations

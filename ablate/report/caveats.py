@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ablate.core.errors import RunFolderError
-from ablate.folder.layout import RunManifest
+from ablate.folder.layout import IsolationInfo, RunManifest
 from ablate.report.blocks import Block, Bullets, Heading
 from ablate.report.carried import carried_identical, carried_unlike_probe
 from ablate.report.context import Context, Page, Section
@@ -136,6 +136,7 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
             "a tool that needs a host service (ssh-agent, gpg-agent, docker, a local database) failed in "
             "every cell alike, where it would work in your own setup"
         )
+    parts += secrets_words(manifest.isolation)
     if report.no_op_cells:
         parts.append(
             "no-op cells (identical to the control, not tested): "
@@ -150,6 +151,26 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
     if said:
         parts.append(said)
     return Caveat(id="isolation", text="; ".join(parts) + ".")
+
+
+def secrets_words(info: IsolationInfo | None) -> list[str]:
+    """What sessions could not read (docs/ARCHITECTURE.md#secrets), and what ``--expose`` left readable."""
+    if info is None or info.hidden is None:
+        return []
+    unfenced = info.network == UNSEALED
+    out = [
+        f"credential files hidden from every session (read as empty): {', '.join(info.hidden)}"
+        if info.hidden
+        else f"no credential file was hidden ({'no fence ran' if unfenced else 'none of them exists here'})"
+    ]
+    if info.exposed:
+        out.append(f"left readable by --expose: {', '.join(info.exposed)}")
+    auth = info.auth or {}
+    if not unfenced and auth.get("method") in ("api-key", "auth-token"):
+        out.append(
+            f"the sessions held a placeholder for {auth['source']}, which the forwarder swapped for the key"
+        )
+    return out
 
 
 def backend_caveat(manifest: RunManifest) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,10 +44,12 @@ from ablate.folder.result import iter_results
 from ablate.folder.writes_summary import denied_by_path, writes_lines
 from ablate.isolate.backend import BackendOptions, Capabilities, EnvBackend
 from ablate.isolate.registry import choice_json
+from ablate.isolate.secrets import Secrets, secrets_policy
 from ablate.run.envpool import EnvPool
 from ablate.run.hooks import TreeHook
 from ablate.run.prepare import PreparedRun, work_area
 from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
+from ablate.setup.load import Setup
 
 #: Runs every item of plan.jsonl that has no complete result (one scheduler pass in the kept environments)
 #: and returns the runner's outcome; ``interrupted`` at once, running nothing, after Ctrl-C.
@@ -65,6 +67,8 @@ class Preflight:
     endpoint: EndpointInfo
     seal_note: str = ""
     """What ``--unsealed`` did, to say (:func:`ablate.isolate.detect.require_sealed`); "" without it."""
+    secrets: Secrets = field(default_factory=Secrets)
+    """The credential paths sessions read as empty (``--hide``/``--expose``)."""
 
 
 def preflight(
@@ -75,11 +79,13 @@ def preflight(
     environ: Mapping[str, str] | None = None,
     allow_network: bool = False,
     unsealed: bool = False,
+    hide: Sequence[str] = (),
+    expose: Sequence[str] = (),
 ) -> Preflight:
     """Choose the backend and check the one endpoint; raise :class:`~ablate.core.errors.UsageError` (exit 2)
     on an unknown or unavailable backend, on one whose sessions would not be sealed here (unless
-    ``unsealed``: :func:`~ablate.isolate.detect.require_sealed`) or on cells that would reach different
-    endpoints. Writes nothing
+    ``unsealed``: :func:`~ablate.isolate.detect.require_sealed`), on cells that would reach different
+    endpoints or on a bad ``hide``/``expose`` (:func:`~ablate.isolate.secrets.secrets_policy`). Writes nothing
     but ablate's cache dir (:func:`ablate.core.cache.ensure_cache_dir`: made before the before/after listing
     of the home, so that its making is never taken for a change of the user's).
 
@@ -95,8 +101,9 @@ def preflight(
     said = require_sealed(chosen, unsealed=unsealed)
     endpoint = one_endpoint(config_dir.expanduser(), repo.expanduser(), environ or os.environ)
     check_reachable(chosen, allow_network, endpoint, environ or os.environ)
+    secrets = secrets_policy(hide=hide, expose=expose, keep=(config_dir.expanduser(), repo.expanduser()))
     ensure_cache_dir()
-    return Preflight(chosen, endpoint, said)
+    return Preflight(chosen, endpoint, said, secrets)
 
 
 @dataclass(frozen=True)
@@ -196,7 +203,9 @@ def execute(
         manifest = prepared.manifest.model_copy(
             update={
                 "setup": prepared.manifest.setup.model_copy(update={"endpoint": endpoint}),
-                "isolation": chosen.model_copy(update={"auth": auth.to_json(), "network": network}),
+                "isolation": chosen.model_copy(
+                    update={"auth": auth.to_json(), "network": network, **_hidden(chosen, request, setup)}
+                ),
             }
         )
         write_manifest(folder, manifest)
@@ -206,6 +215,7 @@ def execute(
             dirty=request.dirty,
             base_env=dict(os.environ),
             extra_env=dict(request.extra_env),
+            secrets=request.preflight.secrets,
         )
         backend = open_backend(chosen.backend, setup, prepared.catalog, work_root, options)
         passes = _Passes(
@@ -277,6 +287,13 @@ def check_reachable(
             "ablate's forwarder:\n  " + "\n  ".join(why),
             hint="run with --allow-network (the sessions then share your network; the report says so)",
         )
+
+
+def _hidden(chosen: IsolationInfo, request: ExecuteRequest, setup: Setup) -> dict[str, list[str]]:
+    """The manifest's ``isolation.hidden`` (what the fence hid: nothing where no fence ran) and
+    ``exposed``."""
+    secrets = request.preflight.secrets
+    return {"hidden": secrets.shown(setup.home) if chosen.locked else [], "exposed": list(secrets.exposed)}
 
 
 def network_mode(chosen: IsolationInfo, request: ExecuteRequest) -> str:

@@ -167,9 +167,10 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
     block_on_close = False  # keep-alive connections must not hold up shutdown
     request_queue_size = 64  # sessions, probes and a judge connect at once (socketserver's default is 5)
 
-    def __init__(self, port: int, responder: Responder, log: _RequestLog) -> None:
+    def __init__(self, port: int, responder: Responder, log: _RequestLog, api_key: str | None = None) -> None:
         self.responder = responder
         self.log = log
+        self.api_key = api_key
         self.errors: list[str] = []
         super().__init__((HOST, port), _Handler)
 
@@ -328,6 +329,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._not_found(raw)
             return
         seq = self.server.log.next_seq()
+        sent = (self.headers.get("x-api-key"), self.headers.get("Authorization", "").removeprefix("Bearer "))
+        if self.server.api_key is not None and self.server.api_key not in sent:
+            self.server.log.write(self._record(seq, rule="unauthorized", status=401, stream=False, body=None))
+            err = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+            self._send_json(401, err, seq)
+            return
         try:
             body = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError as exc:
@@ -431,7 +438,8 @@ class SimServer:
 
     ``script`` is a path to a script file, a :class:`Script`, or None (capture mode: every request gets the
     short default answer). ``log_path`` receives one JSON line per request (None: kept in memory).
-    ``port=0`` lets the OS choose; an explicit port already in use raises :class:`PortInUse`."""
+    ``port=0`` lets the OS choose; an explicit port already in use raises :class:`PortInUse`. ``api_key``:
+    the one credential accepted (``x-api-key`` or bearer); any other gets the API's 401."""
 
     def __init__(
         self,
@@ -440,7 +448,9 @@ class SimServer:
         log_path: Path | str | None = None,
         seed: int = 0,
         port: int = 0,
+        api_key: str | None = None,
     ) -> None:
+        self.api_key = api_key
         if script is None:
             script = Script()
         elif not isinstance(script, Script):
@@ -462,7 +472,7 @@ class SimServer:
             return self
         log = _RequestLog(self.log_path)
         try:
-            httpd = _HTTPServer(self._requested_port, Responder(self.script, self.seed), log)
+            httpd = _HTTPServer(self._requested_port, Responder(self.script, self.seed), log, self.api_key)
         except OSError as exc:
             log.close()
             if exc.errno == errno.EADDRINUSE:
