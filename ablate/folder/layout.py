@@ -36,6 +36,7 @@ from ablate.folder.names import (  # re-exported: readers name them from either 
     TASKS_DIR as TASKS_DIR,
     TRANSCRIPTS as TRANSCRIPTS,
 )
+from ablate.isolate.limits import Limits
 
 #: Version of manifest.json and of each plan.jsonl line; another version is a located error on read.
 SCHEMA_VERSION: Literal[1] = 1
@@ -352,6 +353,9 @@ class IsolationInfo(Spec):
     wire_differs: dict[str, list[str]] | None = None
     """Items whose transcript disagrees with what ablate's forwarder saw cross the wire (``wire/``) → how;
     their token totals and cost are the wire's."""
+    limits: Limits | None = None
+    """Each session's limits and how each was enforced here (docs/ARCHITECTURE.md#limits); None: recorded
+    before limits existed."""
     fence_denied: dict[str, list[str]] | None = None
     """``links`` under a write fence: each path it refused a write to (``~/.gitconfig``) → the items whose
     sessions tried, over every result in the folder. A refused write changed those sessions' course."""

@@ -43,6 +43,7 @@ from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
 from ablate.folder.writes_summary import denied_by_path, writes_lines
 from ablate.isolate.backend import BackendOptions, Capabilities, EnvBackend
+from ablate.isolate.forwarder import shared_forwarder
 from ablate.isolate.registry import choice_json
 from ablate.run.envpool import EnvPool
 from ablate.run.hooks import TreeHook
@@ -181,6 +182,9 @@ def execute(
     endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
     check_reachable(chosen, request.allow_network, endpoint, os.environ)
     network = network_mode(chosen, request)
+    limits = request.options.limits
+    forwarder = shared_forwarder()  # one per process: the run's limits are its own
+    forwarder.body_limit, forwarder.room.size = limits.request, limits.forwarder_memory
     with work_area(request.work_dir, folder.root.name) as work_root:
         # every cell (C11 included) must log in as the user's own setup does: refused before any session
         auth = check_run_auth(
@@ -196,7 +200,9 @@ def execute(
         manifest = prepared.manifest.model_copy(
             update={
                 "setup": prepared.manifest.setup.model_copy(update={"endpoint": endpoint}),
-                "isolation": chosen.model_copy(update={"auth": auth.to_json(), "network": network}),
+                "isolation": chosen.model_copy(
+                    update={"auth": auth.to_json(), "network": network, "limits": limits.with_mechanisms()}
+                ),
             }
         )
         write_manifest(folder, manifest)

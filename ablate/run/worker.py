@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.core.constants import MAX_RETRIES_ENV
@@ -17,6 +17,7 @@ from ablate.folder.wire import relay_flags, wire_path
 from ablate.isolate.backend import EnvBackend
 from ablate.isolate.forwarder import shared_forwarder
 from ablate.isolate.gitreads import git_history_reads
+from ablate.isolate.limits import Limits, SessionLimits, limit_error
 from ablate.mine.derive import mine_session
 from ablate.run.hooks import HookRefused, TreeHook
 from ablate.run.schedule_types import Job, SessionOutcome
@@ -38,6 +39,8 @@ class Worker:
     """Session ids the runner killed (their status is ``interrupted``)."""
     max_retries: int
     """The manifest's ``max_retries``: the CLI's own retries, kept low."""
+    limits: Limits = field(default_factory=Limits)
+    """Each session's limits (docs/ARCHITECTURE.md#limits)."""
 
     def attempt(self, job: Job) -> SessionOutcome:
         """Worker: prepare the environment, run one session, copy its transcript out of the shadow, mine it."""
@@ -72,6 +75,8 @@ class Worker:
         argv = self.backend.command(job.env, job.argv)
         forwarder = shared_forwarder()  # what a sealed session sends the model is recorded under the item
         forwarder.expect(a.session_id, wire_path(folder.root, it.item), item=it.item, attempt=a.n)
+        lim = self.limits
+        guard = SessionLimits(lim, a.session_id, job.env.root, lambda: forwarder.over_limit(a.session_id))
         try:
             ex = run_process(
                 argv,
@@ -80,6 +85,9 @@ class Worker:
                 timeout=job.timeout_s,
                 stdout_path=stdout,
                 tag=self.tag + a.session_id,
+                pipe_limits=(lim.stdout, lim.stderr),
+                watch=guard.check,
+                preexec=guard.preexec,
             )
         except OSError as exc:
             baseline.discard()
@@ -88,6 +96,8 @@ class Worker:
                 kept = "the session ran; its stdout record is lost and the item is re-run on resume"
                 return SessionOutcome(job, None, None, "error", None, error=disk_full_message(exc, kept=kept))
             return SessionOutcome(job, None, None, "launch_error", None, error=str(exc))
+        finally:
+            guard.close()
         # the transcript first: checks that read the session's tool calls find it in the run folder
         transcript, full = _copy_transcript(folder, job)
         full = layer_full(job.env.root) or full  # the CLI could not write its transcript: not evidence
@@ -112,9 +122,11 @@ class Worker:
             flags = git_history_reads(transcript, self.backend.stripped_paths(job.env))
         except Exception:  # the report must not lose the session
             flags = []
-        if full:
+        if full or ex.limit:
             forwarder.records(a.session_id)
-            return SessionOutcome(job, ex, None, "error", transcript, error=full, writes=writes)
+            said = limit_error(ex.limit, lim) if ex.limit else full or ""
+            status = f"limit:{ex.limit}" if ex.limit else "error"
+            return SessionOutcome(job, ex, None, status, transcript, error=said or None, writes=writes)
         try:
             mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
         except OSError as exc:

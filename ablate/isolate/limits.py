@@ -1,0 +1,300 @@
+"""Per-session limits (docs/ARCHITECTURE.md#limits): their defaults, the ``--limit WHAT=SIZE`` parse, the
+manifest's record of them, and their enforcement around one session.
+
+A session over a limit is stopped (its whole tree killed) and its item fails with ``limit:<what>``:
+
+* ``disk``: bytes the session adds under its slot's folder (the view's upper folders): watched, and one
+  file past it refused by ``RLIMIT_FSIZE``;
+* ``memory`` and ``processes``: a cgroup (v1 or v2) of the session's own where ablate may make one (root),
+  else the kernel's per-process ``RLIMIT_AS`` with the tree's total RSS watched, and ``RLIMIT_NPROC``
+  (counted per user) with the tree's tasks watched;
+* ``stdout`` and ``stderr``: bytes the session writes to either pipe (counted by the runner's readers);
+* ``request``: one request body through the relay (the forwarder streams it, refuses it past the limit
+  with 413 and stops the session);
+* ``forwarder_memory``: what the forwarder holds in memory for request bodies at once, over all sessions
+  (a request waits for room; it is no session's fault).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import resource
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import psutil
+from pydantic import Field
+
+from ablate.core.errors import UsageError
+from ablate.core.specs import Spec
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?", re.IGNORECASE)
+#: The least each limit may be: below it a session cannot start (the CLI's own RSS, threads, transcript
+#: and start-up requests).
+MINIMUMS = {
+    "disk": 16 << 20,
+    "memory": 512 << 20,
+    "processes": 64,
+    "stdout": 64 << 10,
+    "stderr": 64 << 10,
+    "request": 1 << 20,
+    "forwarder_memory": 16 << 20,
+}
+
+
+def parse_size(text: str) -> int:
+    """``2GiB``, ``512M``, ``64k``, ``1048576`` → bytes (binary units; ``B`` and ``i`` optional)."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"{text!r} is not a size (a number with an optional unit: 512MiB, 2G, 64k)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def show(what: str, value: int) -> str:
+    """A limit's value for people (and ``--limit``): a count for ``processes``, else ``2GiB``."""
+    if what == "processes":
+        return str(value)
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size and value % (size // 16) == 0:
+            return f"{value / size:g}{unit}"
+    return f"{value} bytes"
+
+
+class Limits(Spec):
+    """The manifest's ``isolation.limits``: each limit of every session of the invocation (bytes; processes
+    a count) and how each was enforced here (``enforced_by``)."""
+
+    disk: int = 2 << 30
+    """Bytes a session may add under its slot's folder (its view's upper folders)."""
+    memory: int = 4 << 30
+    """Memory of the session's processes together."""
+    processes: int = 1024
+    """Tasks (processes and threads) of the session at once."""
+    stdout: int = 16 << 20
+    """Bytes the session may write to its stdout."""
+    stderr: int = 16 << 20
+    """Bytes the session may write to its stderr."""
+    request: int = 32 << 20
+    """Bytes of one request body sent through the relay (the Messages API's own limit is 32 MB)."""
+    forwarder_memory: int = 256 << 20
+    """Bytes of request bodies the forwarder holds in memory at once, over all sessions."""
+    enforced_by: dict[str, str] = Field(default_factory=dict)
+    """Limit → the mechanism that held it here (``cgroup v1``, ``RLIMIT_AS per process, total RSS
+    watched`` …)."""
+
+    def with_mechanisms(self) -> Limits:
+        """These limits with ``enforced_by`` filled in for this machine and user."""
+        group = cgroup_kind()
+        kernel = {
+            "memory": "RLIMIT_AS per process, the tree's total RSS watched",
+            "processes": "RLIMIT_NPROC (counted over the user's processes), the tree's tasks watched",
+        }
+        return self.model_copy(
+            update={
+                "enforced_by": {
+                    "disk": "watched (every file under the slot's folder), one file by RLIMIT_FSIZE",
+                    "memory": f"{group} memory controller" if group else kernel["memory"],
+                    "processes": f"{group} pids controller" if group else kernel["processes"],
+                    "stdout": "counted by the runner's pipe reader",
+                    "stderr": "counted by the runner's pipe reader",
+                    "request": "the forwarder streams the body and refuses it past the limit (413)",
+                    "forwarder_memory": "request bodies past 1 MiB spill to the forwarder's private folder; "
+                    "a request waits for room",
+                }
+            }
+        )
+
+
+LIMITS = tuple(n for n in Limits.model_fields if n != "enforced_by")
+
+
+def parse_limits(values: Sequence[str], option: str = "--limit") -> Limits:
+    """``WHAT=SIZE`` pairs over the defaults; a bad pair is a located :class:`UsageError` (exit 2)."""
+    given: dict[str, int] = {}
+    for value in values:
+        what, eq, size = value.partition("=")
+        what = what.strip().replace("-", "_")
+        where = f"{option} {value}"
+        if not eq or what not in LIMITS:
+            raise UsageError(
+                f"{where}: expected WHAT=SIZE with WHAT one of {', '.join(LIMITS)}",
+                hint=f"e.g. {option} disk=4GiB {option} processes=512",
+            )
+        try:
+            got = int(size) if what == "processes" else parse_size(size)
+        except ValueError as exc:
+            said = "not a whole number of tasks" if what == "processes" else str(exc)
+            hint = f"e.g. {option} {what}={show(what, MINIMUMS[what] * 4)}"
+            raise UsageError(f"{where}: {said}", hint=hint) from None
+        if got < MINIMUMS[what]:
+            raise UsageError(
+                f"{where}: below {show(what, MINIMUMS[what])}, the least a session needs to start",
+                hint=f"give {what} at least {show(what, MINIMUMS[what])}",
+            )
+        given[what] = got
+    return Limits(**given)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Enforcement
+
+_CGROOT = Path("/sys/fs/cgroup")
+
+
+def _own_cgroups() -> dict[str, Path]:
+    """Controller (``memory``, ``pids``; ``""`` for a v2 hierarchy) → this process's cgroup folder."""
+    out: dict[str, Path] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for c in controllers.split(",") if controllers else [""]:
+                base = _CGROOT if c == "" and (_CGROOT / "cgroup.controllers").exists() else _CGROOT / c
+                if c in ("memory", "pids", "") and base.is_dir():
+                    out[c] = base / path.lstrip("/")
+    return out
+
+
+def cgroup_kind() -> str:
+    """``cgroup v2`` or ``cgroup v1`` where this process may make cgroups with memory and pids controllers
+    (root, a writable hierarchy), else ""."""
+    if os.geteuid() != 0:
+        return ""
+    own = _own_cgroups()
+    if "memory" in own and "pids" in own and all(os.access(own[c], os.W_OK) for c in ("memory", "pids")):
+        return "cgroup v1"
+    v2 = own.get("")
+    if v2 is not None and {"memory", "pids"} <= set(_read(v2 / "cgroup.subtree_control").split()):
+        return "cgroup v2"
+    return ""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _event(path: Path, name: str) -> int:
+    for line in _read(path).splitlines():
+        key, _, value = line.partition(" ")
+        if key == name and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+def tree_size(root: Path) -> int:
+    """Bytes allocated to the files and folders under ``root`` (not following links, not crossing into
+    another file system)."""
+    total, stack = 0, [str(root)]
+    with contextlib.suppress(OSError):
+        dev = os.lstat(root).st_dev
+    while stack:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for e in entries:
+                with contextlib.suppress(OSError):
+                    st = e.stat(follow_symlinks=False)
+                    total += st.st_blocks * 512
+                    if e.is_dir(follow_symlinks=False) and st.st_dev == dev:
+                        stack.append(e.path)
+    return total
+
+
+class SessionLimits:
+    """The limits around one session: cgroups made before it (:meth:`preexec` puts the session in them and
+    sets its rlimits), :meth:`check` while it runs, :meth:`close` after it (the cgroups removed)."""
+
+    def __init__(self, limits: Limits, name: str, root: Path, over_request: Callable[[], bool]) -> None:
+        self.limits, self.root, self.over_request = limits, root, over_request
+        self.groups: dict[str, Path] = {}
+        kind = cgroup_kind()
+        own = _own_cgroups()
+        for c in ("memory", "pids") if kind == "cgroup v1" else ("",) if kind else ():
+            folder = own[c] / f"ablate-{name}"
+            with contextlib.suppress(FileExistsError):
+                folder.mkdir()
+            self.groups[c] = folder
+        for c, folder in self.groups.items():  # v1: memory, pids; v2: one folder with both
+            if c != "pids":
+                (folder / ("memory.max" if c == "" else "memory.limit_in_bytes")).write_text(
+                    str(limits.memory)
+                )
+            if c != "memory":
+                (folder / "pids.max").write_text(str(limits.processes))
+        self.baseline: int | None = None
+        self._procs: dict[int, psutil.Process] = {}
+
+    def preexec(self) -> None:
+        """In the session's first process, before it execs: join the cgroups, set the rlimits."""
+        for folder in self.groups.values():
+            fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+        lim = self.limits
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim.disk, lim.disk))
+        if not self.groups:
+            resource.setrlimit(resource.RLIMIT_AS, (lim.memory, lim.memory))
+            resource.setrlimit(resource.RLIMIT_NPROC, (lim.processes, lim.processes))
+
+    def check(self, pid: int) -> str | None:
+        """The limit the running session ``pid`` is over (``disk``, ``memory``, ``processes``, ``request``),
+        else None."""
+        lim = self.limits
+        size = tree_size(self.root)
+        self.baseline = size if self.baseline is None else self.baseline
+        if size - self.baseline >= lim.disk:
+            return "disk"
+        if self.over_request():
+            return "request"
+        if self.groups:
+            v2 = self.groups.get("")
+            mem = v2 / "memory.events" if v2 else self.groups["memory"] / "memory.oom_control"
+            if _event(mem, "oom_kill"):
+                return "memory"
+            return "processes" if _event((v2 or self.groups["pids"]) / "pids.events", "max") else None
+        rss, tasks = self._tree(pid)
+        if rss >= lim.memory:
+            return "memory"
+        return "processes" if tasks >= lim.processes else None
+
+    def _tree(self, pid: int) -> tuple[int, int]:
+        """Total RSS and tasks of ``pid`` and its descendants (processes kept between polls: cheap)."""
+        try:
+            top = self._procs.setdefault(pid, psutil.Process(pid))
+            found = [top, *top.children(recursive=True)]
+        except psutil.Error:
+            return 0, 0
+        rss = tasks = 0
+        for p in found:
+            p = self._procs.setdefault(p.pid, p)
+            with contextlib.suppress(psutil.Error), p.oneshot():
+                rss, tasks = rss + p.memory_info().rss, tasks + p.num_threads()
+        return rss, tasks
+
+    def close(self) -> None:
+        """Remove the session's cgroups (their processes are gone: killed with the session)."""
+        for folder in self.groups.values():
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # a process still leaving it
+                    for pid in _read(folder / "cgroup.procs").split():
+                        with contextlib.suppress(OSError):
+                            os.kill(int(pid), 9)
+                    time.sleep(0.02)
+
+
+def limit_error(what: str, limits: Limits) -> str:
+    """The item's error for a session stopped at a limit."""
+    value = show(what, getattr(limits, what))
+    return (
+        f"limit:{what}: the session went over its {what} limit of {value} and was stopped "
+        f"(raise it with --limit {what}=SIZE)"
+    )
