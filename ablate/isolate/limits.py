@@ -7,7 +7,7 @@ A session over a limit is stopped (its whole tree killed) and its item fails wit
   file past it refused by ``RLIMIT_FSIZE``;
 * ``memory`` and ``processes``: a cgroup (v1 or v2) of the session's own where ablate may make one (root),
   else the kernel's per-process ``RLIMIT_AS`` with the tree's total RSS watched, and ``RLIMIT_NPROC``
-  (counted per user) with the tree's tasks watched;
+  (set inside the view's user namespace: the session's own tasks count) with the tree's tasks watched;
 * ``stdout`` and ``stderr``: bytes the session writes to either pipe (counted by the runner's readers);
 * ``request``: one request body through the relay (the forwarder streams it, refuses it past the limit
   with 413 and stops the session);
@@ -30,6 +30,7 @@ from pydantic import Field
 
 from ablate.core.errors import UsageError
 from ablate.core.specs import Spec
+from ablate.isolate.nsexec import NPROC_VAR
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?", re.IGNORECASE)
@@ -91,7 +92,7 @@ class Limits(Spec):
         group = cgroup_kind()
         kernel = {
             "memory": "RLIMIT_AS per process, the tree's total RSS watched",
-            "processes": "RLIMIT_NPROC (counted over the user's processes), the tree's tasks watched",
+            "processes": "RLIMIT_NPROC in the session's user namespace, the tree's tasks watched",
         }
         return self.model_copy(
             update={
@@ -238,7 +239,13 @@ class SessionLimits:
         resource.setrlimit(resource.RLIMIT_FSIZE, (lim.disk, lim.disk))
         if not self.groups:
             resource.setrlimit(resource.RLIMIT_AS, (lim.memory, lim.memory))
-            resource.setrlimit(resource.RLIMIT_NPROC, (lim.processes, lim.processes))
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What the session's environment adds: its ``RLIMIT_NPROC``, set by
+        :mod:`~ablate.isolate.nsexec` inside the view's user namespace (set before it, the kernel would count
+        every process of the user on the host against it)."""
+        return {} if self.groups else {NPROC_VAR: str(self.limits.processes)}
 
     def check(self, pid: int) -> str | None:
         """The limit the running session ``pid`` is over (``disk``, ``memory``, ``processes``, ``request``),

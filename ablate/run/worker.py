@@ -81,7 +81,7 @@ class Worker:
             ex = run_process(
                 argv,
                 cwd=job.env.cwd,
-                env=env,
+                env={**env, **guard.env},
                 timeout=job.timeout_s,
                 stdout_path=stdout,
                 tag=self.tag + a.session_id,
