@@ -226,7 +226,7 @@ class SessionLimits:
                 )
             if c != "memory":
                 (folder / "pids.max").write_text(str(limits.processes))
-        self.baseline: int | None = None
+        self.baseline = tree_size(root)
         self._procs: dict[int, psutil.Process] = {}
 
     def preexec(self) -> None:
@@ -251,9 +251,7 @@ class SessionLimits:
         """The limit the running session ``pid`` is over (``disk``, ``memory``, ``processes``, ``request``),
         else None."""
         lim = self.limits
-        size = tree_size(self.root)
-        self.baseline = size if self.baseline is None else self.baseline
-        if size - self.baseline >= lim.disk:
+        if tree_size(self.root) - self.baseline >= lim.disk:
             return "disk"
         if self.over_request():
             return "request"
