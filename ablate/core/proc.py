@@ -272,15 +272,18 @@ def _watched(
 ) -> str | None:
     """Wait for ``proc``, looking at its limits every :data:`POLL_S` and once it ended: the one it went
     over, else None (``subprocess.TimeoutExpired`` at ``deadline``)."""
+    ended = threading.Event()  # set the moment it ends (a wait with a timeout polls every 50 ms)
+
+    def waiter() -> None:
+        proc.wait()
+        ended.set()
+
+    threading.Thread(target=waiter, daemon=True, name="ablate-wait").start()
     while True:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise subprocess.TimeoutExpired(proc.args, 0)
-        ended = True
-        try:
-            proc.wait(timeout=POLL_S if left is None else min(POLL_S, left))
-        except subprocess.TimeoutExpired:
-            ended = False
+        ended.wait(POLL_S if left is None else min(POLL_S, left))
         said = "stdout" if out.over else "stderr" if err.over else watch(proc.pid) if watch else None
-        if said is not None or ended:  # looked at once more when it ended: it may have gone over just before
+        if said is not None or ended.is_set():  # looked at once more as it ended: it may have gone over
             return said
