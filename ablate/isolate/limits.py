@@ -36,15 +36,8 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?", re.IGNORECASE)
 #: The least each limit may be: below it a session cannot start (the CLI's own RSS, threads, transcript
 #: and start-up requests).
-MINIMUMS = {
-    "disk": 16 << 20,
-    "memory": 512 << 20,
-    "processes": 64,
-    "stdout": 64 << 10,
-    "stderr": 64 << 10,
-    "request": 1 << 20,
-    "forwarder_memory": 16 << 20,
-}
+MINIMUMS = dict(disk=16 << 20, memory=512 << 20, processes=64, stdout=64 << 10, stderr=64 << 10,
+                request=1 << 20, forwarder_memory=16 << 20)  # fmt: skip
 
 
 def parse_size(text: str) -> int:
@@ -89,25 +82,19 @@ class Limits(Spec):
 
     def with_mechanisms(self) -> Limits:
         """These limits with ``enforced_by`` filled in for this machine and user."""
-        group = cgroup_kind()
-        kernel = {
-            "memory": "RLIMIT_AS per process, the tree's total RSS watched",
-            "processes": "RLIMIT_NPROC in the session's user namespace, the tree's tasks watched",
+        group, pipe = cgroup_kind(), "counted by the runner's pipe reader"
+        by = {
+            "disk": "watched (every file under the slot's folder), one file by RLIMIT_FSIZE",
+            "memory": f"{group} memory controller" if group else "RLIMIT_AS, the tree's total RSS watched",
+            "processes": f"{group} pids controller"
+            if group
+            else "RLIMIT_NPROC in the session's user namespace, the tree's tasks watched",
+            "stdout": pipe,
+            "stderr": pipe,
+            "request": "the forwarder streams the body and refuses it past the limit (413)",
+            "forwarder_memory": "bodies spill to the forwarder's private folder; a request waits for room",
         }
-        return self.model_copy(
-            update={
-                "enforced_by": {
-                    "disk": "watched (every file under the slot's folder), one file by RLIMIT_FSIZE",
-                    "memory": f"{group} memory controller" if group else kernel["memory"],
-                    "processes": f"{group} pids controller" if group else kernel["processes"],
-                    "stdout": "counted by the runner's pipe reader",
-                    "stderr": "counted by the runner's pipe reader",
-                    "request": "the forwarder streams the body and refuses it past the limit (413)",
-                    "forwarder_memory": "request bodies past 1 MiB spill to the forwarder's private folder; "
-                    "a request waits for room",
-                }
-            }
-        )
+        return self.model_copy(update={"enforced_by": by})
 
 
 LIMITS = tuple(n for n in Limits.model_fields if n != "enforced_by")
@@ -174,18 +161,15 @@ def cgroup_kind() -> str:
 
 
 def _read(path: Path) -> str:
-    try:
+    with contextlib.suppress(OSError):
         return path.read_text()
-    except OSError:
-        return ""
+    return ""
 
 
 def _event(path: Path, name: str) -> int:
-    for line in _read(path).splitlines():
-        key, _, value = line.partition(" ")
-        if key == name and value.strip().isdigit():
-            return int(value)
-    return 0
+    """The counter ``name`` of a cgroup's ``*.events`` file (0 when it has none)."""
+    found = [v for k, _, v in (line.partition(" ") for line in _read(path).splitlines()) if k == name]
+    return int(found[0]) if found and found[0].strip().isdigit() else 0
 
 
 def tree_size(root: Path) -> int:
@@ -220,10 +204,9 @@ class SessionLimits:
                 folder.mkdir()
             self.groups[c] = folder
         for c, folder in self.groups.items():  # v1: memory, pids; v2: one folder with both
+            memory = folder / ("memory.max" if c == "" else "memory.limit_in_bytes")
             if c != "pids":
-                (folder / ("memory.max" if c == "" else "memory.limit_in_bytes")).write_text(
-                    str(limits.memory)
-                )
+                memory.write_text(str(limits.memory))
             if c != "memory":
                 (folder / "pids.max").write_text(str(limits.processes))
         self.baseline = tree_size(root)
@@ -284,16 +267,16 @@ class SessionLimits:
         """Remove the session's cgroups (their processes are gone: killed with the session)."""
         for folder in self.groups.values():
             for _ in range(50):
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # a process still leaving it
-                    for pid in _read(folder / "cgroup.procs").split():
-                        with contextlib.suppress(OSError):
-                            os.kill(int(pid), 9)
-                    time.sleep(0.02)
+                with contextlib.suppress(FileNotFoundError):
+                    try:
+                        folder.rmdir()
+                    except OSError:  # a process still leaving it
+                        for pid in _read(folder / "cgroup.procs").split():
+                            with contextlib.suppress(OSError):
+                                os.kill(int(pid), 9)
+                        time.sleep(0.02)
+                        continue
+                break
 
 
 def limit_error(what: str, limits: Limits) -> str:
