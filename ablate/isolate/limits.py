@@ -209,7 +209,7 @@ class SessionLimits:
                 memory.write_text(str(limits.memory))
             if c != "memory":
                 (folder / "pids.max").write_text(str(limits.processes))
-        self.baseline = tree_size(root)
+        self.baseline, self._walk_at = tree_size(root), 0.0
         self._procs: dict[int, psutil.Process] = {}
 
     def preexec(self) -> None:
@@ -233,9 +233,13 @@ class SessionLimits:
     def check(self, pid: int) -> str | None:
         """The limit the running session ``pid`` is over (``disk``, ``memory``, ``processes``, ``request``),
         else None."""
-        lim = self.limits
-        if tree_size(self.root) - self.baseline >= lim.disk:
-            return "disk"
+        lim, now = self.limits, time.monotonic()
+        # a big folder is walked less often (a twentieth of the time at most), and always once it ended
+        if now >= self._walk_at or not psutil.pid_exists(pid):
+            grown = tree_size(self.root) - self.baseline
+            self._walk_at = now + 20 * (time.monotonic() - now)
+            if grown >= lim.disk:
+                return "disk"
         if self.over_request():
             return "request"
         if self.groups:
