@@ -111,17 +111,19 @@ def _statuses(folder: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _leftovers(base: Path, tag: str) -> list[str]:
-    """Mounts, work folders, cgroups and processes of the runs under ``base`` still there."""
+def _leftovers(base: Path, folders: list[Path]) -> list[str]:
+    """Mounts, work folders, cgroups and processes of the runs in ``folders`` (under ``base``) still there."""
     found = [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(base) in line]
     found += [str(p) for p in base.glob("envs-*/*")]
-    found += [str(p) for p in Path("/sys/fs/cgroup").glob("*/**/ablate-*") if p.is_dir()]
+    plans = [orjson.loads(line) for f in folders for line in (f / "plan.jsonl").read_text().splitlines()]
+    for sid in (a["session_id"] for p in plans for a in p["attempts"]):
+        found += [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/**/ablate-{sid}")]
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if tag.encode() in cmd:
+        if str(base).encode() in cmd:
             found.append(f"pid {pid}: {cmd[:120]!r}")
     return found
 
@@ -175,6 +177,6 @@ def test_a_session_over_a_limit_is_stopped_and_the_run_goes_on(
         assert (limits["disk"], limits["processes"], limits["request"]) == (32 << 20, 200, 8 << 20)
         mechanism = "cgroup" if who == "root" else "RLIMIT"
         assert limits["enforced_by"]["memory"].startswith(mechanism), limits
-        assert _leftovers(base, "ablate-limits-") == [], said
+        assert _leftovers(base, [limited, control]) == [], said
     finally:
         shutil.rmtree(base, ignore_errors=True)
