@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 from ablate.core.proc import POLL_S, run_process
-from ablate.isolate.limits import Limits, SessionLimits, cgroup_kind
+from ablate.folder.limits import Limits
+from ablate.isolate.limits import SessionLimits, cgroup_kind, with_mechanisms
 
 ROUNDS = 20
 FILES = 500
@@ -42,7 +43,7 @@ def _ms(samples: list[float]) -> float:
 
 
 def main() -> None:
-    limits = Limits().with_mechanisms()
+    limits = with_mechanisms(Limits())
     print(f"as uid {os.geteuid()}: {cgroup_kind() or 'no cgroup'}; memory by {limits.enforced_by['memory']}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -15,9 +15,10 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.core.proc import run_process
+from ablate.folder.limits import MINIMUMS, Limits, parse_limits, parse_size
 from ablate.isolate.forwarder import Forwarder, _Room
 from ablate.isolate.http1 import Head, Reader, Refused
-from ablate.isolate.limits import MINIMUMS, Limits, SessionLimits, parse_limits, parse_size, tree_size
+from ablate.isolate.limits import SessionLimits, tree_size, with_mechanisms
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import invoke
 from tests.test_forwarder import BODY, _control, _stream
@@ -32,7 +33,7 @@ def test_sizes_parse_in_binary_units_and_limits_over_their_defaults() -> None:
     got = parse_limits(["disk=4GiB", "processes=256", "forwarder-memory=64MiB"])
     assert (got.disk, got.processes, got.forwarder_memory, got.memory) == (4 << 30, 256, 64 << 20, 4 << 30)
     assert parse_limits([]) == Limits()
-    mechanisms = Limits().with_mechanisms().enforced_by
+    mechanisms = with_mechanisms(Limits()).enforced_by
     assert set(mechanisms) == set(MINIMUMS)
 
 

@@ -393,9 +393,9 @@ def _print_adaptive(data: dict[str, Any]) -> None:
 
 def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.core.claude import find_claude, require_pinned
+    from ablate.folder.limits import parse_limits
     from ablate.folder.result import read_result
     from ablate.grade.hook import GradingHook
-    from ablate.isolate.limits import parse_limits
     from ablate.run.estimate import estimate_run, probe_capture
     from ablate.run.execute import ExecuteRequest, execute, preflight
     from ablate.run.piece_confirm import confirming

@@ -33,8 +33,8 @@ from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import RunFolder
+from ablate.folder.limits import Limits
 from ablate.grade.hook import GradingHook
-from ablate.isolate.limits import Limits
 from ablate.setup.tasks import Task
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from ablate.core.errors import RunFolderError, SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
 from ablate.folder.design import PieceDesignRecord
+from ablate.folder.limits import Limits
 from ablate.folder.names import (  # re-exported: readers name them from either module
     DIFFS as DIFFS,
     GRADES as GRADES,
@@ -36,7 +37,6 @@ from ablate.folder.names import (  # re-exported: readers name them from either 
     TASKS_DIR as TASKS_DIR,
     TRANSCRIPTS as TRANSCRIPTS,
 )
-from ablate.isolate.limits import Limits
 
 #: Version of manifest.json and of each plan.jsonl line; another version is a located error on read.
 SCHEMA_VERSION: Literal[1] = 1

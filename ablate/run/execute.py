@@ -44,6 +44,7 @@ from ablate.folder.result import iter_results
 from ablate.folder.writes_summary import denied_by_path, writes_lines
 from ablate.isolate.backend import BackendOptions, Capabilities, EnvBackend
 from ablate.isolate.forwarder import shared_forwarder
+from ablate.isolate.limits import with_mechanisms
 from ablate.isolate.registry import choice_json
 from ablate.run.envpool import EnvPool
 from ablate.run.hooks import TreeHook
@@ -201,7 +202,7 @@ def execute(
             update={
                 "setup": prepared.manifest.setup.model_copy(update={"endpoint": endpoint}),
                 "isolation": chosen.model_copy(
-                    update={"auth": auth.to_json(), "network": network, "limits": limits.with_mechanisms()}
+                    update={"auth": auth.to_json(), "network": network, "limits": with_mechanisms(limits)}
                 ),
             }
         )

@@ -13,9 +13,9 @@ from ablate.core.backoff import BackoffPolicy
 from ablate.core.constants import DEFAULT_GRACE_S
 from ablate.core.proc import ExecResult
 from ablate.folder.layout import Attempt, PlanItem
+from ablate.folder.limits import Limits
 from ablate.folder.wire import WireTotals
 from ablate.isolate.backend import CellEnv
-from ablate.isolate.limits import Limits
 from ablate.mine.model import SessionResult
 from ablate.setup.tasks import Task
 

@@ -11,13 +11,14 @@ from pathlib import Path
 
 from ablate.core.constants import MAX_RETRIES_ENV
 from ablate.core.fsutil import atomic_write_bytes, disk_full_message, is_disk_full, mount_point
-from ablate.core.proc import run_process
+from ablate.core.proc import ExecResult, run_process
 from ablate.folder.layout import RunFolder
+from ablate.folder.limits import Limits, limit_error
 from ablate.folder.wire import relay_flags, wire_path
 from ablate.isolate.backend import EnvBackend
 from ablate.isolate.forwarder import shared_forwarder
 from ablate.isolate.gitreads import git_history_reads
-from ablate.isolate.limits import Limits, SessionLimits, limit_error
+from ablate.isolate.limits import SessionLimits
 from ablate.mine.derive import mine_session
 from ablate.run.hooks import HookRefused, TreeHook
 from ablate.run.schedule_types import Job, SessionOutcome
@@ -75,20 +76,8 @@ class Worker:
         argv = self.backend.command(job.env, job.argv)
         forwarder = shared_forwarder()  # what a sealed session sends the model is recorded under the item
         forwarder.expect(a.session_id, wire_path(folder.root, it.item), item=it.item, attempt=a.n)
-        lim = self.limits
-        guard = SessionLimits(lim, a.session_id, job.env.root, lambda: forwarder.over_limit(a.session_id))
         try:
-            ex = run_process(
-                argv,
-                cwd=job.env.cwd,
-                env={**env, **guard.env},
-                timeout=job.timeout_s,
-                stdout_path=stdout,
-                tag=self.tag + a.session_id,
-                pipe_limits=(lim.stdout, lim.stderr),
-                watch=guard.check,
-                preexec=guard.preexec,
-            )
+            ex = self._run(job, argv, env, stdout)
         except OSError as exc:
             baseline.discard()
             forwarder.records(a.session_id)
@@ -96,8 +85,6 @@ class Worker:
                 kept = "the session ran; its stdout record is lost and the item is re-run on resume"
                 return SessionOutcome(job, None, None, "error", None, error=disk_full_message(exc, kept=kept))
             return SessionOutcome(job, None, None, "launch_error", None, error=str(exc))
-        finally:
-            guard.close()
         # the transcript first: checks that read the session's tool calls find it in the run folder
         transcript, full = _copy_transcript(folder, job)
         full = layer_full(job.env.root) or full  # the CLI could not write its transcript: not evidence
@@ -124,9 +111,9 @@ class Worker:
             flags = []
         if full or ex.limit:
             forwarder.records(a.session_id)
-            said = limit_error(ex.limit, lim) if ex.limit else full or ""
+            why = limit_error(ex.limit, self.limits) if ex.limit else full
             status = f"limit:{ex.limit}" if ex.limit else "error"
-            return SessionOutcome(job, ex, None, status, transcript, error=said or None, writes=writes)
+            return SessionOutcome(job, ex, None, status, transcript, error=why, writes=writes)
         try:
             mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
         except OSError as exc:
@@ -143,6 +130,17 @@ class Worker:
         else:
             status = mined.status
         return SessionOutcome(job, ex, mined, status, transcript, flags=flags, writes=writes, wire=wire)
+
+    def _run(self, job: Job, argv: list[str], env: dict[str, str], stdout: Path) -> ExecResult:
+        """Run the session under its limits (docs/ARCHITECTURE.md#limits); its cgroups go with it."""
+        sid, lim, forwarder = job.attempt.session_id, self.limits, shared_forwarder()
+        guard = SessionLimits(lim, sid, job.env.root, lambda: forwarder.over_limit(sid))
+        try:
+            return run_process(argv, cwd=job.env.cwd, env={**env, **guard.env}, timeout=job.timeout_s,
+                               stdout_path=stdout, tag=self.tag + sid, pipe_limits=(lim.stdout, lim.stderr),
+                               watch=guard.check, preexec=guard.preexec)  # fmt: skip
+        finally:
+            guard.close()
 
 
 def _copy_transcript(folder: RunFolder, job: Job) -> tuple[Path | None, str | None]:
