@@ -115,6 +115,19 @@ ExposeOpt = Annotated[
 ]
 
 
+LimitOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--limit",
+        metavar="WHAT=SIZE",
+        help="A per-session limit, over its default (repeatable): disk=2GiB (bytes written in the view), "
+        "memory=4GiB, processes=1024 (tasks at once), stdout=16MiB, stderr=16MiB, request=32MiB (one "
+        "request body through the relay), forwarder_memory=256MiB. A session over one is stopped and its item "
+        "fails with limit:WHAT; the run goes on. Recorded in the manifest (isolation.limits).",
+    ),
+]
+
+
 Dirty = Annotated[
     bool,
     typer.Option(
@@ -292,6 +305,7 @@ def _cell_run_options(
     hide: HideOpt = None,
     expose: ExposeOpt = None,
     probe: ProbeOpt = True,
+    limit: LimitOpt = None,
 ) -> None:
     """How the sessions of a run are run in cells (run, ab, compare)."""
 

@@ -359,6 +359,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.cli.run_display import Display
     from ablate.compare.core import CompareRequest, prepare_compare, run_compare
     from ablate.compare.tiers import resolve_tier
+    from ablate.folder.limits import parse_limits
     from ablate.run.plan import new_seed
 
     resolve_tier(o["tier"], o["repeats"])  # the floor is checked before anything is read
@@ -397,6 +398,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "unsealed": o["unsealed"],
             "hide": tuple(o["hide"] or ()),
             "expose": tuple(o["expose"] or ()),
+            "limits": parse_limits(o["limit"] or []),
             "probe": o["probe"],
             "on_progress": display.update,
             "on_note": display.note,

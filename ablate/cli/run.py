@@ -393,6 +393,7 @@ def _print_adaptive(data: dict[str, Any]) -> None:
 
 def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.core.claude import find_claude, require_pinned
+    from ablate.folder.limits import parse_limits
     from ablate.folder.result import read_result
     from ablate.grade.hook import GradingHook
     from ablate.run.estimate import estimate_run, probe_capture
@@ -414,6 +415,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
         tasks = select_split(tasks, o["split"])
     # every check that can refuse the run comes before prepare_run writes the run folder
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
+    limits = parse_limits(o["limit"] or [])
     checked = preflight(
         o["config_dir"],
         o["repo"],
@@ -459,6 +461,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
             budget_usd=o["budget_usd"],
             grace_s=o["grace"],
             backoff=BackoffPolicy(first_s=o["backoff"]),
+            limits=limits,
         ),
         work_dir=o["work_dir"],
         isolate_state=o["isolate_state"],

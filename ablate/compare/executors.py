@@ -21,6 +21,7 @@ from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import sha256_bytes
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import RunFolder
+from ablate.folder.limits import Limits
 from ablate.grade.hook import GradingHook
 from ablate.setup.tasks import Task
 
@@ -274,6 +275,8 @@ class ClaudeCodeOptions:
     expose: tuple[str, ...] = ()
     probe: bool = True
     """Probe the arms' cells for free before the first paid session (``--no-probe``: False)."""
+    limits: Limits = field(default_factory=Limits)
+    """Each session's limits (``--limit``)."""
     on_progress: Callable[[Progress], None] | None = None
     """The runner's progress snapshots (:class:`ablate.run.scheduler.Progress`)."""
     on_note: Callable[[str], None] | None = None
@@ -462,7 +465,7 @@ class ClaudeCodeExecutor:
             claude=claude,
             preflight=self.preflight,
             tree_hook=GradingHook(),
-            options=RunOptions(jobs=o.jobs, budget_usd=o.budget_usd),
+            options=RunOptions(jobs=o.jobs, budget_usd=o.budget_usd, limits=o.limits),
             work_dir=o.work_dir,
             guard_skip=(folder.parent,),  # the compare folder and the ledger beside it
         )

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -37,6 +38,9 @@ class ExecResult:
     pid: int
     exited_at: float = 0.0
     """``time.monotonic()`` when the process itself ended (before its pipes were drained)."""
+    limit: str | None = None
+    """The limit the process went over, for which it was stopped (``stdout``, ``stderr``, or what ``watch``
+    said), else None."""
 
 
 def kill_tree(pid: int, *, grace_s: float = 3.0) -> None:
@@ -115,16 +119,22 @@ class _Drain(threading.Thread):
     """Read one pipe to its end in a thread: keep the first ``cap`` bytes (``keep="head"``) or the last
     ``cap`` (``keep="tail"``), count the rest. Memory stays bounded whatever the process writes."""
 
-    def __init__(self, pipe: IO[bytes], cap: int, keep: str) -> None:
+    def __init__(self, pipe: IO[bytes], cap: int, keep: str, limit: int | None = None) -> None:
         super().__init__(daemon=True, name="ablate-pipe")
-        self.pipe, self.cap, self.keep = pipe, cap, keep
+        self.pipe, self.cap, self.keep, self.limit = pipe, cap, keep, limit
         self.data = bytearray()
-        self.dropped = 0
+        self.dropped = self.read = 0
+
+    @property
+    def over(self) -> bool:
+        """More than ``limit`` bytes came through the pipe."""
+        return self.limit is not None and self.read > self.limit
 
     def run(self) -> None:
         fd = self.pipe.fileno()
         with contextlib.suppress(OSError):
             while block := os.read(fd, 1 << 16):
+                self.read += len(block)
                 if self.keep == "tail":
                     self.data += block
                     if len(self.data) > self.cap:
@@ -156,13 +166,18 @@ def run_process(
     kill_grace_s: float = 3.0,
     tag: str | None = None,
     stdout_cap: int = STDOUT_CAP,
+    pipe_limits: tuple[int, int] | None = None,
+    watch: Callable[[int], str | None] | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> ExecResult:
     """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``.
 
     stdout and stderr are pipes (docs/ARCHITECTURE.md#sessions), never a file the process could reopen through
     ``/proc/self/fd/1`` or rewrite after it ends. stdout's first ``stdout_cap`` bytes go to ``stdout_path``
     (created exclusively at launch) once everything the process started is gone, or are returned; stderr's last
-    ``stderr_tail_bytes`` are kept. With a ``tag``, everything it left behind (double forks too) is killed."""
+    ``stderr_tail_bytes`` are kept. With a ``tag``, everything it left behind (double forks too) is killed.
+    ``pipe_limits`` (stdout, stderr bytes) and ``watch`` (given the pid every :data:`POLL_S`, it names a limit the
+    process is over) stop it: its tree is killed and ``limit`` says which; ``preexec`` runs in the child first."""
     if tag is not None:
         env = {**env, TAG_VAR: tag}
     start = time.monotonic()
@@ -179,14 +194,23 @@ def run_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=preexec,
         )
         assert proc.stdout is not None and proc.stderr is not None
-        out, err = _Drain(proc.stdout, stdout_cap, "head"), _Drain(proc.stderr, stderr_tail_bytes, "tail")
+        out_limit, err_limit = pipe_limits or (None, None)
+        out = _Drain(proc.stdout, stdout_cap, "head", out_limit)
+        err = _Drain(proc.stderr, stderr_tail_bytes, "tail", err_limit)
         out.start()
         err.start()
-        timed_out = False
+        timed_out, limit = False, None
         try:
-            proc.wait(timeout=timeout)
+            if pipe_limits is None and watch is None:
+                proc.wait(timeout=timeout)
+            else:
+                limit = _watched(proc, out, err, watch, None if timeout is None else start + timeout)
+                if limit is not None:
+                    kill_tree(proc.pid, grace_s=kill_grace_s)
+                    proc.wait()
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_tree(proc.pid, grace_s=kill_grace_s)
@@ -200,6 +224,8 @@ def run_process(
             if tag is not None:
                 kill_tagged(tag)
             captured, tail_bytes = out.finish(5.0), err.finish(5.0)
+        if limit is None and not timed_out:  # what it wrote just before it ended
+            limit = "stdout" if out.over else "stderr" if err.over else None
         tail = tail_bytes.decode("utf-8", errors="replace")
         if out.dropped:
             tail += f"\nablate: stdout truncated: {out.dropped} bytes past the first {stdout_cap} dropped\n"
@@ -222,4 +248,35 @@ def run_process(
         stderr_tail=tail,
         pid=proc.pid,
         exited_at=exited_at,
+        limit=limit,
     )
+
+
+#: How often a watched process's limits are looked at (seconds).
+POLL_S = 0.25
+
+
+def _watched(
+    proc: subprocess.Popen[bytes],
+    out: _Drain,
+    err: _Drain,
+    watch: Callable[[int], str | None] | None,
+    deadline: float | None,
+) -> str | None:
+    """Wait for ``proc``, looking at its limits every :data:`POLL_S` and once it ended: the one it went
+    over, else None (``subprocess.TimeoutExpired`` at ``deadline``)."""
+    ended = threading.Event()  # set the moment it ends (a wait with a timeout polls every 50 ms)
+
+    def waiter() -> None:
+        proc.wait()
+        ended.set()
+
+    threading.Thread(target=waiter, daemon=True, name="ablate-wait").start()
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, 0)
+        ended.wait(POLL_S if left is None else min(POLL_S, left))
+        said = "stdout" if out.over else "stderr" if err.over else watch(proc.pid) if watch else None
+        if said is not None or ended.is_set():  # looked at once more as it ended: it may have gone over
+            return said

@@ -20,6 +20,7 @@ from ablate.core.errors import RunFolderError, SpecError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
 from ablate.folder.design import PieceDesignRecord
+from ablate.folder.limits import Limits
 from ablate.folder.names import (  # re-exported: readers name them from either module
     DIFFS as DIFFS,
     GRADES as GRADES,
@@ -340,6 +341,9 @@ class IsolationInfo(Spec):
     wire_differs: dict[str, list[str]] | None = None
     """Items whose transcript disagrees with what ablate's forwarder saw cross the wire (``wire/``) → how;
     their token totals and cost are the wire's."""
+    limits: Limits | None = None
+    """Each session's limits and how each was enforced here (docs/ARCHITECTURE.md#limits); None: recorded
+    before limits existed."""
     fence_denied: dict[str, list[str]] | None = None
     """``links`` under a write fence: each path it refused a write to (``~/.gitconfig``) → the items whose
     sessions tried, over every result in the folder. A refused write changed those sessions' course."""

@@ -28,11 +28,13 @@ import secrets
 import shutil
 import socket
 import ssl
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -69,6 +71,8 @@ MODEL_CALLS = "/v1/messages"
 READ_TIMEOUT_S = 30.0
 IDLE_TIMEOUT_S = 300.0
 BODY_LIMIT = 32 * 1024 * 1024
+#: A request body past this many bytes spills from memory to a file in the forwarder's private folder.
+SPILL = 64 * 1024
 _log = logging.getLogger("ablate.forwarder")
 _BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
 
@@ -95,6 +99,29 @@ class _Expected:
     """Requests forwarded whose record is not written yet (the session may have its answer already)."""
     relay_ended_at: float | None = None
     """``time.monotonic()`` when the session's relay closed its control stream (it ends with the session)."""
+    over_limit: bool = False
+    """The session sent a request body over the limit (docs/ARCHITECTURE.md#limits)."""
+
+
+class _Room:
+    """Bytes the forwarder may hold in memory at once (``size``): a taker waits until there is room; one
+    larger than all of it waits for all of it."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.used, self._cv = size, 0, threading.Condition()
+
+    @contextlib.contextmanager
+    def held(self, n: int) -> Iterator[None]:
+        n = min(n, self.size)
+        with self._cv:
+            self._cv.wait_for(lambda: self.used + n <= self.size)
+            self.used += n
+        try:
+            yield
+        finally:
+            with self._cv:
+                self.used -= n
+                self._cv.notify_all()
 
 
 class Forwarder:
@@ -106,8 +133,10 @@ class Forwarder:
         read_timeout_s: float = READ_TIMEOUT_S,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         body_limit: int = BODY_LIMIT,
+        memory: int = 256 << 20,
     ) -> None:
         self.read_timeout_s, self.idle_timeout_s, self.body_limit = read_timeout_s, idle_timeout_s, body_limit
+        self.room = _Room(memory)
         # owned like every work folder: after a kill -9 the next ablate command's sweep removes it
         self._dir = make_work_dir(FORWARDER_PREFIX)
         os.chmod(self._dir, 0o700)
@@ -157,6 +186,12 @@ class Forwarder:
         with self._lock:
             got = self._expected.get(session_id)
             return got.relay_ended_at if got else None
+
+    def over_limit(self, session_id: str) -> bool:
+        """Whether ``session_id`` sent a request body over :attr:`body_limit` (it is then stopped)."""
+        with self._lock:
+            got = self._expected.get(session_id)
+            return got is not None and got.over_limit
 
     def _begin(self, ticket: _Ticket) -> None:
         with self._lock:
@@ -296,11 +331,17 @@ class _Stream:
                 path = route(head.path, head.method, self.upstream.path.rstrip("/"))
                 if head.expects_continue:
                     self.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-                body = reader.body(head, fwd.body_limit)
-                self.sock.settimeout(None)  # the answer may take the upstream minutes
-                if not self._forward(head, path, body) or head.close:
-                    return
+                with tempfile.SpooledTemporaryFile(SPILL, dir=str(fwd.socket_path.parent)) as body:
+                    size = reader.body(head, fwd.body_limit, body)
+                    body.seek(0)
+                    self.sock.settimeout(None)  # the answer may take the upstream minutes
+                    if not self._forward(head, path, body, size) or head.close:
+                        return
         except Refused as refused:
+            if refused.status == 413:
+                with fwd._lock:
+                    if (got := fwd._expected.get(self.ticket.session_id)) is not None:
+                        got.over_limit = True
             _log.warning(
                 "ablate forwarder: session %s: %s %s", self.ticket.session_id, refused.status, refused
             )
@@ -314,19 +355,21 @@ class _Stream:
             if self._conn is not None:
                 self._conn.close()
 
-    def _forward(self, head: Head, path: str, body: bytes) -> bool:
+    def _forward(self, head: Head, path: str, body: IO[bytes], size: int) -> bool:
         """Forward one request and stream its answer; False when the session hung up meanwhile."""
         self.forwarder._begin(self.ticket)
         record = None
         start = time.monotonic()
         try:
             try:
-                resp = self._send(head, path, body)
+                resp = self._send(head, path, body, size)
             except (OSError, http.client.HTTPException) as exc:
                 raise Refused(502, f"upstream unreachable: {exc}") from None
             kept, here = self._answer(head, resp)
             if path == MODEL_CALLS:
-                record = wire_record(body, resp.status, kept, resp.getheader("content-type", ""))
+                with self.forwarder.room.held(size):  # parsed for the record: held whole only here
+                    body.seek(0)
+                    record = wire_record(body.read(), resp.status, kept, resp.getheader("content-type", ""))
                 record = record.model_copy(update={"duration_s": round(time.monotonic() - start, 3)})
             return here
         finally:
@@ -366,7 +409,7 @@ class _Stream:
             self._conn = None
         return bytes(kept), here
 
-    def _send(self, head: Head, path: str, body: bytes) -> http.client.HTTPResponse:
+    def _send(self, head: Head, path: str, body: IO[bytes], size: int) -> http.client.HTTPResponse:
         """The upstream's response; a kept-alive connection the upstream closed meanwhile is opened again
         once (the request never reached it). Its framing is the forwarder's own: the session's
         ``Content-Length`` and hop-by-hop headers are never passed on."""
@@ -376,10 +419,12 @@ class _Stream:
                 value = self.ticket.real(value) if key.lower() in _CREDENTIALS else value
                 headers[key] = f"{headers[key]}, {value}" if key in headers else value
         target = self.upstream.path.rstrip("/") + path + head.query
+        headers["Content-Length"] = str(size)
         for attempt in (1, 2):
             reused = self._conn is not None
             conn = self._connection()
             try:
+                body.seek(0)
                 conn.request(head.method, target, body=body, headers=headers)
                 return conn.getresponse()
             except (OSError, http.client.HTTPException):
@@ -394,10 +439,16 @@ class _Stream:
         if self._conn is None:
             if up.scheme == "https":
                 self._conn = http.client.HTTPSConnection(
-                    up.hostname or "", up.port, timeout=600, context=ssl.create_default_context()
+                    up.hostname or "",
+                    up.port,
+                    timeout=600,
+                    context=ssl.create_default_context(),
+                    blocksize=1 << 16,
                 )
             else:
-                self._conn = http.client.HTTPConnection(up.hostname or "", up.port, timeout=600)
+                self._conn = http.client.HTTPConnection(
+                    up.hostname or "", up.port, timeout=600, blocksize=1 << 16
+                )
         return self._conn
 
 

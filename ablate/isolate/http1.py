@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass
+from typing import IO
 
 #: The most a request head (request line and headers) may take.
 HEAD_LIMIT = 64 * 1024
@@ -105,28 +106,41 @@ class Reader:
         del self._buf[: end + 4]
         return _parse_head(raw.split(b"\r\n"))
 
-    def body(self, head: Head, limit: int) -> bytes:
-        """The body ``head`` frames, at most ``limit`` bytes (else 413, before reading what is over)."""
+    def body(self, head: Head, limit: int, sink: IO[bytes]) -> int:
+        """Copy the body ``head`` frames into ``sink`` as it comes (never held whole), at most ``limit``
+        bytes (else 413, before reading what is over); its size."""
         if head.length is not None:
             if head.length > limit:
                 raise Refused(413, f"request body of {head.length} bytes over the limit of {limit}")
-            return self._exact(head.length)
-        out = bytearray()
+            self._copy(head.length, sink)
+            return head.length
+        size = 0
         while True:
             line = self._line()
             size_m = _CHUNK_SIZE.fullmatch(line)
             if size_m is None:
                 raise Refused(400, "bad chunk size")
-            size = int(size_m.group(1), 16)
-            if size == 0:
+            chunk = int(size_m.group(1), 16)
+            if chunk == 0:
                 while self._line():  # trailer fields, not kept
                     pass
-                return bytes(out)
-            if len(out) + size > limit:
+                return size
+            if size + chunk > limit:
                 raise Refused(413, f"chunked request body over the limit of {limit} bytes")
-            out += self._exact(size)
+            self._copy(chunk, sink)
+            size += chunk
             if self._exact(2) != b"\r\n":
                 raise Refused(400, "chunk data not followed by CRLF")
+
+    def _copy(self, n: int, sink: IO[bytes]) -> None:
+        """Move the next ``n`` bytes to ``sink``, a buffer's worth at a time."""
+        while n:
+            if not self._buf and not self._fill(self.read_s):
+                raise Refused(400, "connection closed inside a request body")
+            part = self._buf[:n]
+            sink.write(part)
+            del self._buf[: len(part)]
+            n -= len(part)
 
     def _check_head(self, start: int, stop: int) -> None:
         """Refuse a head with a bare CR or LF in ``[start, stop)`` (a trickled head is not scanned twice), or

@@ -45,6 +45,8 @@ SETUP_FAILED = 125
 #: Where the fenced command finds its stream to the forwarder, and bwrap its seccomp filter.
 NET_FD = 3
 SECCOMP_FD = 4
+#: The session's ``RLIMIT_NPROC`` (:mod:`ablate.isolate.limits`), set once the view's namespaces exist.
+NPROC_VAR = "ABLATE_NPROC"
 #: Credentials a sealed session holds only a placeholder of (docs/ARCHITECTURE.md#secrets): the real value
 #: goes to the forwarder, which puts it back into the request headers.
 SWAPPED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -265,6 +267,11 @@ def main(args: list[str]) -> int:
     except OSError as exc:
         sys.stderr.write(f"ablate nsexec: {exc}\n")
         return SETUP_FAILED
+    nproc = os.environ.pop(NPROC_VAR, "")
+    if nproc.isdigit():  # set inside the view's user namespace: only the session's own tasks count
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
     return _exec(args[2:])
 
 

@@ -43,6 +43,8 @@ from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
 from ablate.folder.writes_summary import denied_by_path, writes_lines
 from ablate.isolate.backend import BackendOptions, Capabilities, EnvBackend
+from ablate.isolate.forwarder import shared_forwarder
+from ablate.isolate.limits import with_mechanisms
 from ablate.isolate.registry import choice_json
 from ablate.isolate.secrets import Secrets, secrets_policy
 from ablate.run.envpool import EnvPool
@@ -188,6 +190,9 @@ def execute(
     endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
     check_reachable(chosen, request.allow_network, endpoint, os.environ)
     network = network_mode(chosen, request)
+    limits = request.options.limits
+    forwarder = shared_forwarder()  # one per process: the run's limits are its own
+    forwarder.body_limit, forwarder.room.size = limits.request, limits.forwarder_memory
     with work_area(request.work_dir, folder.root.name) as work_root:
         # every cell (C11 included) must log in as the user's own setup does: refused before any session
         auth = check_run_auth(
@@ -204,7 +209,12 @@ def execute(
             update={
                 "setup": prepared.manifest.setup.model_copy(update={"endpoint": endpoint}),
                 "isolation": chosen.model_copy(
-                    update={"auth": auth.to_json(), "network": network, **_hidden(chosen, request, setup)}
+                    update={
+                        "auth": auth.to_json(),
+                        "network": network,
+                        "limits": with_mechanisms(limits),
+                        **_hidden(chosen, request, setup),
+                    }
                 ),
             }
         )

@@ -13,6 +13,7 @@ from ablate.core.backoff import BackoffPolicy
 from ablate.core.constants import DEFAULT_GRACE_S
 from ablate.core.proc import ExecResult
 from ablate.folder.layout import Attempt, PlanItem
+from ablate.folder.limits import Limits
 from ablate.folder.wire import WireTotals
 from ablate.isolate.backend import CellEnv
 from ablate.mine.model import SessionResult
@@ -36,6 +37,8 @@ class RunOptions:
     """After a stop request, how long running sessions may finish before they are killed."""
     retry_delay_s: float = 5.0
     """Delay before re-running an item after a transient failure (times the attempt number)."""
+    limits: Limits = field(default_factory=Limits)
+    """Each session's limits (``--limit``: docs/ARCHITECTURE.md#limits)."""
 
 
 Outcome = Literal["finished", "failed-items", "budget", "rate-limited", "interrupted"]

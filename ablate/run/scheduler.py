@@ -387,6 +387,7 @@ class Runner:
             st.tag,
             st.killed_sessions,
             self.manifest.max_retries,
+            self.options.limits,
         )
         fut = pool.submit(worker.attempt, job)
         st.running[fut] = job

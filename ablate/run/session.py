@@ -131,7 +131,7 @@ def build_result(
 ) -> ItemResult:
     """The item's :class:`ItemResult` for one finished attempt (paths relative to the run folder).
 
-    ``env_error`` and ``launch_error`` are recorded as ``error``; any other ``status`` outside
+    ``env_error``, ``launch_error`` and ``limit:<what>`` (docs/ARCHITECTURE.md#limits) are recorded as ``error``; any other ``status`` outside
     :data:`ablate.folder.result.Status` is a validation error, never mapped to another.
     """
     rel = folder.root
@@ -150,7 +150,7 @@ def build_result(
             "order": it.order,
             "attempt": attempt.n,
             "session_id": attempt.session_id,
-            "status": "error" if status in ERROR_OUTCOMES else status,
+            "status": "error" if status in ERROR_OUTCOMES or status.startswith("limit:") else status,
             "started_at": attempt.started_at,
             "finished_at": attempt.finished_at,
             "env": attempt.slot,

@@ -6,17 +6,19 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.core.constants import MAX_RETRIES_ENV
 from ablate.core.fsutil import atomic_write_bytes, disk_full_message, is_disk_full, mount_point
-from ablate.core.proc import run_process
+from ablate.core.proc import ExecResult, run_process
 from ablate.folder.layout import RunFolder
+from ablate.folder.limits import Limits, limit_error
 from ablate.folder.wire import relay_flags, wire_path
 from ablate.isolate.backend import EnvBackend
 from ablate.isolate.forwarder import shared_forwarder
 from ablate.isolate.gitreads import git_history_reads
+from ablate.isolate.limits import SessionLimits
 from ablate.mine.derive import mine_session
 from ablate.run.hooks import HookRefused, TreeHook
 from ablate.run.schedule_types import Job, SessionOutcome
@@ -38,6 +40,8 @@ class Worker:
     """Session ids the runner killed (their status is ``interrupted``)."""
     max_retries: int
     """The manifest's ``max_retries``: the CLI's own retries, kept low."""
+    limits: Limits = field(default_factory=Limits)
+    """Each session's limits (docs/ARCHITECTURE.md#limits)."""
 
     def attempt(self, job: Job) -> SessionOutcome:
         """Worker: prepare the environment, run one session, copy its transcript out of the shadow, mine it."""
@@ -73,14 +77,7 @@ class Worker:
         forwarder = shared_forwarder()  # what a sealed session sends the model is recorded under the item
         forwarder.expect(a.session_id, wire_path(folder.root, it.item), item=it.item, attempt=a.n)
         try:
-            ex = run_process(
-                argv,
-                cwd=job.env.cwd,
-                env=env,
-                timeout=job.timeout_s,
-                stdout_path=stdout,
-                tag=self.tag + a.session_id,
-            )
+            ex = self._run(job, argv, env, stdout)
         except OSError as exc:
             baseline.discard()
             forwarder.records(a.session_id)
@@ -112,9 +109,11 @@ class Worker:
             flags = git_history_reads(transcript, self.backend.stripped_paths(job.env))
         except Exception:  # the report must not lose the session
             flags = []
-        if full:
+        if full or ex.limit:
             forwarder.records(a.session_id)
-            return SessionOutcome(job, ex, None, "error", transcript, error=full, writes=writes)
+            why = limit_error(ex.limit, self.limits) if ex.limit else full
+            status = f"limit:{ex.limit}" if ex.limit else "error"
+            return SessionOutcome(job, ex, None, status, transcript, error=why, writes=writes)
         try:
             mined = mine_session(target, stdout=stdout, pitfalls=job.task.pitfall_patterns(), cwd=job.env.cwd)
         except OSError as exc:
@@ -131,6 +130,17 @@ class Worker:
         else:
             status = mined.status
         return SessionOutcome(job, ex, mined, status, transcript, flags=flags, writes=writes, wire=wire)
+
+    def _run(self, job: Job, argv: list[str], env: dict[str, str], stdout: Path) -> ExecResult:
+        """Run the session under its limits (docs/ARCHITECTURE.md#limits); its cgroups go with it."""
+        sid, lim, forwarder = job.attempt.session_id, self.limits, shared_forwarder()
+        guard = SessionLimits(lim, sid, job.env.root, lambda: forwarder.over_limit(sid))
+        try:
+            return run_process(argv, cwd=job.env.cwd, env={**env, **guard.env}, timeout=job.timeout_s,
+                               stdout_path=stdout, tag=self.tag + sid, pipe_limits=(lim.stdout, lim.stderr),
+                               watch=guard.check, preexec=guard.preexec)  # fmt: skip
+        finally:
+            guard.close()
 
 
 def _copy_transcript(folder: RunFolder, job: Job) -> tuple[Path | None, str | None]:
