@@ -49,7 +49,14 @@ class Figure:
     alt: str
 
 
-Block = Heading | Para | Bullets | Table | Figure
+@dataclass
+class Raw:
+    """HTML of its own (report.html only; Markdown leaves it out)."""
+
+    html: str
+
+
+Block = Heading | Para | Bullets | Table | Figure | Raw
 
 
 @dataclass

@@ -271,6 +271,8 @@ def _removal_cell(metric: str, row: PieceRow) -> str:
 
 def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     """The per-piece table (and its forest plot) of a piece run."""
+    from ablate.report.flipped import link
+
     info = report.piece_design
     if info is None:
         return []
@@ -278,7 +280,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     confirmed = [r for r in report.pieces if r.removal is not None]
     rows = [
         [
-            r.id,
+            link(report, r.id, piece=True),
             r.kind,
             f"{r.tokens}" + ("" if r.tokens_source == "request" else " (est.)"),
             "–" if r.effect is None else fmt_delta(metric, r.effect),
