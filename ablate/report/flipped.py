@@ -35,15 +35,17 @@ def _piece_flips(pairs: Pairs) -> dict[str, list[tuple[str, Flip]]]:
     return out
 
 
-def link(report: Report, key: str, *, piece: bool = False) -> str:
-    """A ranking (cell) or piece-table (piece) row's name, linked to its flipped pairs when it has any."""
+def links(report: Report, *, piece: bool = False) -> dict[str, str]:
+    """The ranking's cells (or the piece table's pieces) with flipped pairs → their anchor (``Table.links``)."""
     pairs = pairs_of(report)
     if pairs is None:
-        return key
-    has = (
-        bool(_piece_flips(pairs).get(key)) if piece else any(c.cell == key and c.flipped for c in pairs.cells)
+        return {}
+    keys = (
+        [p for p, f in _piece_flips(pairs).items() if f]
+        if piece
+        else [c.cell for c in pairs.cells if c.flipped]
     )
-    return f"[{key}](#{anchor(key, piece)})" if has else key
+    return {k: anchor(k, piece) for k in keys}
 
 
 def anchor(key: str, piece: bool = False) -> str:
@@ -80,8 +82,11 @@ def _details(anchor: str, title: str, body: str) -> str:
 
 def render(report: Report, _page: Page) -> list[Block]:
     pairs = pairs_of(report)
-    if pairs is None or not pairs.cells:
+    if pairs is None:
         return []
+    title = Heading("Flipped pairs: where the control and a cell disagreed")
+    if not pairs.cells:
+        return [title, Para("No cell was tested against the control: there are no pairs to look at.")]
     run = f"runs/{report.run.id}"
     label = METRIC_LABELS.get(pairs.metric, pairs.metric)
     rows = [
@@ -102,7 +107,7 @@ def render(report: Report, _page: Page) -> list[Block]:
     data = orjson.dumps(shown).decode().replace("</", "<\\/")
     page = f'<div id="flipped">{"".join(parts)}<script type="application/json" id="pairs-data">{data}</script><script>{SCRIPT}</script></div>'
     return [
-        Heading("Flipped pairs: where the control and a cell disagreed"),
+        title,
         Para(
             f"A pair is the control's ({pairs.control}) session and a cell's of one (task, repeat); it flipped when one "
             f"passed and the other failed on {label}. Open one to see both sessions side by side and what the model "

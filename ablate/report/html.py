@@ -29,12 +29,8 @@ details.turn{border-top:1px solid #eee}details.flips{margin:.4rem 0}summary{curs
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 
 
-#: ``[text](#anchor)``: a link within the page.
-LINK = re.compile(r"\[([^\]]+)\]\((#[\w-]+)\)")
-
-
 def _inline(text: str) -> str:
-    return LINK.sub(r'<a href="\2">\1</a>', _BOLD.sub(r"<strong>\1</strong>", html.escape(text)))
+    return _BOLD.sub(r"<strong>\1</strong>", html.escape(text))
 
 
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
@@ -77,7 +73,16 @@ def render_html(doc: Document, base: Path) -> str:
             for i, row in enumerate(b.rows):
                 style = b.row_styles[i] if i < len(b.row_styles) else ""
                 cls = f' class="{style}"' if style else ""
-                out.append(f"<tr{cls}>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>")
+                out.append(
+                    f"<tr{cls}>"
+                    + "".join(
+                        f'<td><a href="#{b.links[c]}">{html.escape(c)}</a></td>'
+                        if c in b.links
+                        else f"<td>{_inline(c)}</td>"
+                        for c in row
+                    )
+                    + "</tr>"
+                )
             out.append("</tbody></table>")
         elif isinstance(b, Raw):
             out.append(b.html)

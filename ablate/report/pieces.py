@@ -271,7 +271,7 @@ def _removal_cell(metric: str, row: PieceRow) -> str:
 
 def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     """The per-piece table (and its forest plot) of a piece run."""
-    from ablate.report.flipped import link
+    from ablate.report.flipped import links
 
     info = report.piece_design
     if info is None:
@@ -280,7 +280,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     confirmed = [r for r in report.pieces if r.removal is not None]
     rows = [
         [
-            link(report, r.id, piece=True),
+            r.id,
             r.kind,
             f"{r.tokens}" + ("" if r.tokens_source == "request" else " (est.)"),
             "–" if r.effect is None else fmt_delta(metric, r.effect),
@@ -318,6 +318,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
             ],
             rows,
             id="pieces",
+            links=links(report, piece=True),
             row_styles=["real" if headline(r) in ("helps", "hurts") else "draw" for r in report.pieces],
         ),
         Bullets([piece_sentence(r, metric) for r in report.pieces]),

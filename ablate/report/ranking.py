@@ -233,7 +233,7 @@ def verdict_sentence(e: RankEntry, verdict: str, primary: str, pooled: Compariso
 
 def render(report: Report, page: Page) -> list[Block]:
     """The ranking table and one sentence per verdict, then how to read them, and the forest plot."""
-    from ablate.report.flipped import link
+    from ablate.report.flipped import links
     from ablate.report.plots import forest_plot
 
     undecided = _undecided(report)
@@ -247,7 +247,7 @@ def render(report: Report, page: Page) -> list[Block]:
         rows.append(
             [
                 str(e.rank),
-                link(report, e.cell),
+                e.cell,
                 layers_text(e.layers),
                 verdict + (f" ({', '.join(e.tradeoffs)})" if e.tradeoffs and e.cell not in undecided else ""),
                 e.evidence,
@@ -273,6 +273,7 @@ def render(report: Report, page: Page) -> list[Block]:
             ],
             rows,
             id="ranking",
+            links=links(report),
             row_styles=[
                 "draw" if e.tie_group == "draw" and e.cell not in undecided else "" for e in report.ranking
             ],

@@ -9,7 +9,6 @@ from tabulate import tabulate
 
 from ablate.report.blocks import Bullets, Table
 from ablate.report.context import Page
-from ablate.report.html import LINK
 from ablate.report.model import Report
 
 #: Columns of the ranking left out on the terminal (long; report.md has them).
@@ -31,7 +30,7 @@ def answer_text(report: Report, width: int | None = None) -> list[str]:
         return []
     keep = [i for i, h in enumerate(table.headers) if h not in TERMINAL_LEFT_OUT]
     while True:
-        rows = [[LINK.sub(r"\1", row[i]).replace("**", "") for i in keep] for row in table.rows]
+        rows = [[row[i].replace("**", "") for i in keep] for row in table.rows]
         lines = tabulate(
             rows, headers=[table.headers[i] for i in keep], tablefmt="simple", disable_numparse=True
         ).splitlines()
