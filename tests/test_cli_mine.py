@@ -11,7 +11,7 @@ import pytest
 from tests.helpers_cli import invoke
 from tests.mining_support import NAMES, lay_out
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "GUIDE.md"
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ def test_every_command_has_help(command: str) -> None:
 
 
 def test_readme_documents_the_run_commands() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "docs" / "GUIDE.md").read_text()
     for cmd in ("ablate run", "ablate ab", "ablate plan", "ablate merge", "--resume", "--shard"):
         assert cmd in readme
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 from ablate import PINNED_CLAUDE_VERSION
 from tests.conftest import REPO_ROOT
@@ -41,3 +42,28 @@ def test_each_subpackage_says_its_job_in_one_line() -> None:
         assert doc, f"{init}: no docstring"
         first = doc.splitlines()[0]
         assert len(first) > 30 and "DESIGN" not in first and "see " not in first.lower(), f"{init}: {first!r}"
+
+
+def _slugs(path: Path) -> set[str]:
+    """The anchors of a Markdown file: its headings as GitHub spells them, and its ``<a id>`` tags."""
+    text = path.read_text()
+    heads = re.findall(r"^#+ (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads} | set(
+        re.findall(r'<a id="([\w-]+)"></a>', text)
+    )
+
+
+def test_every_link_of_the_readme_and_the_docs_leads_somewhere() -> None:
+    links = 0
+    for doc in [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]:
+        prose = re.sub(r"```.*?```|`[^`\n]*`", "", doc.read_text(), flags=re.S)  # code is not a link
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            links += 1
+            file, _, anchor = target.partition("#")
+            path = (doc.parent / file).resolve() if file else doc
+            assert path.exists(), f"{doc.name}: {target}: no such file"
+            if anchor and path.suffix == ".md":
+                assert anchor in _slugs(path), f"{doc.name}: {target}: no such anchor"
+    assert links > 20

@@ -1,4 +1,4 @@
-"""The docs say what the code is: the subpackages the README's tree and docs/ARCHITECTURE.md's table list, the
+"""The docs say what the code is: the subpackages docs/GUIDE.md's tree and docs/ARCHITECTURE.md's table list, the
 result statuses docs/ARCHITECTURE.md#item-result names, and every module, file or name the docs point at.
 Each list is read from the code, so the tests hold whoever moves what (the import order is in
 tests/test_layout.py)."""
@@ -17,7 +17,7 @@ from ablate.folder.result import COMPLETE_STATUSES, STATUSES
 from tests.conftest import REPO_ROOT
 from tests.test_layout import documented_order
 
-DOCS = ("README.md", "docs/ARCHITECTURE.md", "docs/CLAUDE-CODE.md")
+DOCS = ("README.md", "docs/GUIDE.md", "docs/ARCHITECTURE.md", "docs/CLAUDE-CODE.md")
 #: Paths the docs name that exist only in a built wheel, not in the source tree.
 WHEEL_ONLY = {"ablate/_data"}
 PATH = re.compile(r"(?<![\w/.-])((?:ablate|tests|benchmarks)/[\w/.-]*\w)")
@@ -66,14 +66,14 @@ def defined_in(pkg: str) -> frozenset[str]:
 
 def test_the_architecture_table_and_the_readme_tree_list_every_subpackage() -> None:
     assert sorted(documented_order()) == subpackages()
-    readme = _text("README.md").split("\n## Architecture", 1)[1]
+    readme = _text("docs/GUIDE.md").split("\n## Architecture", 1)[1]
     tree = readme.split("```", 2)[1]
     listed = re.findall(r"^  ([a-z_]+)/ ", tree, re.M)
-    assert sorted(listed) == subpackages(), "README.md's Architecture tree"
+    assert sorted(listed) == subpackages(), "docs/GUIDE.md's Architecture tree"
     # a module a line names, ``(result.py)``, is in that line's subpackage
     for pkg, rows in re.findall(r"^  ([a-z_]+)/ +(.*(?:\n {12}.*)*)", tree, re.M):
         for module in re.findall(r"\((\w+\.py)\)", rows):
-            assert (REPO_ROOT / "ablate" / pkg / module).is_file(), f"README.md's tree: {pkg}/{module}"
+            assert (REPO_ROOT / "ablate" / pkg / module).is_file(), f"docs/GUIDE.md's tree: {pkg}/{module}"
 
 
 def test_the_documented_statuses_are_the_codes() -> None:

@@ -118,6 +118,36 @@ class DevTools:
         os.close(self._from_r)
 
 
+def opened(tools: DevTools, page: Path) -> str:
+    """A new tab with the page loaded (its console, log and network recorded): the tab's session id."""
+    target = tools.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session: str = tools.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    for domain in ("Runtime", "Log", "Network", "Page"):
+        tools.call(f"{domain}.enable", session=session)
+    tools.events.clear()
+    tools.call("Page.navigate", {"url": page.as_uri()}, session=session)
+    tools.wait_for("Page.loadEventFired")
+    time.sleep(0.5)
+    return session
+
+
+def evaluate(tools: DevTools, session: str, expression: str) -> Any:
+    """The JSON value of a script run in the tab."""
+    probe = tools.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session)
+    return json.loads(probe["result"]["value"])
+
+
+def errors(tools: DevTools) -> list[dict[str, Any]]:
+    """The exceptions and console or log errors the browser reported."""
+    return [
+        e
+        for e in tools.events
+        if e.get("method") == "Runtime.exceptionThrown"
+        or (e.get("method") == "Runtime.consoleAPICalled" and e["params"].get("type") in ("error", "assert"))
+        or (e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error")
+    ]
+
+
 @pytest.fixture
 def chromium() -> str:
     """Debian's chromium; `make test` installs it. CI fails (never skips) when it is missing."""
@@ -135,51 +165,33 @@ def test_report_html_renders_offline_with_ranking_and_plot(chromium: str, tmp_pa
     html_path = written.paths["html"]
     text = html_path.read_text()
     assert "<metadata>" not in text and "<svg" in text
-    for fetch in ('src="http', 'href="http', "url(http", "@import", "<link", "<script"):
+    for fetch in ('src="http', 'href="http', "url(http", "@import", "<link", "<script src"):
         assert fetch not in text, fetch
     tools = DevTools(chromium, tmp_path / "profile")
     try:
-        target = tools.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = tools.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Runtime", "Log", "Network", "Page"):
-            tools.call(f"{domain}.enable", session=session)
-        tools.events.clear()
-        tools.call("Page.navigate", {"url": html_path.as_uri()}, session=session)
-        tools.wait_for("Page.loadEventFired")
-        time.sleep(0.5)
-        probe = tools.call(
-            "Runtime.evaluate",
-            {
-                "expression": """JSON.stringify((() => {
-                    const box = sel => { const e = document.querySelector(sel); if (!e) return null;
-                        const r = e.getBoundingClientRect(); const s = getComputedStyle(e);
-                        return {w: r.width, h: r.height, visible: s.visibility !== 'hidden' && s.display !== 'none'}; };
-                    return {ranking: box('#ranking'), plot: box('#forest-plot svg'),
-                            rows: document.querySelectorAll('#ranking tbody tr').length,
-                            caveats: document.body.innerText.includes('Caveats')};
-                })())""",
-                "returnByValue": True,
-            },
-            session=session,
+        session = opened(tools, html_path)
+        state = evaluate(
+            tools,
+            session,
+            """JSON.stringify((() => {
+                const box = sel => { const e = document.querySelector(sel); if (!e) return null;
+                    const r = e.getBoundingClientRect(); const s = getComputedStyle(e);
+                    return {w: r.width, h: r.height, visible: s.visibility !== 'hidden' && s.display !== 'none'}; };
+                return {ranking: box('#ranking'), plot: box('#forest-plot svg'),
+                        rows: document.querySelectorAll('#ranking tbody tr').length,
+                        caveats: document.body.innerText.includes('Caveats')};
+            })())""",
         )
-        state = json.loads(probe["result"]["value"])
         shot = tools.call("Page.captureScreenshot", {"format": "png"}, session=session)
     finally:
         tools.close()
-    console_errors = [
-        e
-        for e in tools.events
-        if e.get("method") == "Runtime.exceptionThrown"
-        or (e.get("method") == "Runtime.consoleAPICalled" and e["params"].get("type") in ("error", "assert"))
-        or (e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error")
-    ]
     requests = [
         e["params"]["request"]["url"]
         for e in tools.events
         if e.get("method") == "Network.requestWillBeSent"
         and not e["params"]["request"]["url"].startswith(("file:", "data:", "about:"))
     ]
-    assert console_errors == []
+    assert errors(tools) == []
     assert requests == []
     assert any(e.get("method") == "Network.requestWillBeSent" for e in tools.events)  # the recorder works
     assert state["ranking"] and state["ranking"]["visible"] and state["ranking"]["w"] > 200
@@ -194,3 +206,43 @@ def test_report_html_renders_offline_with_ranking_and_plot(chromium: str, tmp_pa
     dark, light = sum(histogram[:128]), sum(histogram[128:])
     assert image.size[0] >= 1000  # text on a background, not a blank page
     assert dark > 0.005 * image.size[0] * image.size[1] and light > 0.5 * image.size[0] * image.size[1]
+
+
+def test_a_flipped_pair_opens_from_the_ranking_with_both_answers_and_the_diff(
+    chromium: str, tmp_path: Path
+) -> None:
+    from tests.test_show import CELLS as FLIP_CELLS, _outcome, _session
+
+    run = make_run(
+        tmp_path / "run", cells=FLIP_CELLS, tasks=["greet", "validate"], repeats=3, outcome=_outcome
+    )
+    _session(run, "greet", "C0", 0, claude_md=True, tokens=1200)
+    _session(run, "greet", "C1", 0, claude_md=False, tokens=1100)
+    html_path = write_report(run, formats=["html"]).paths["html"]
+    tools = DevTools(chromium, tmp_path / "profile")
+    try:
+        session = opened(tools, html_path)
+        closed = evaluate(tools, session, "JSON.stringify(document.querySelectorAll('.pair-view *').length)")
+        evaluate(
+            tools,
+            session,
+            "JSON.stringify(!document.querySelector('#ranking a[href=\"#pairs-C1\"]').click())",
+        )
+        time.sleep(0.3)
+        state = evaluate(
+            tools,
+            session,
+            """JSON.stringify((() => { const v = document.querySelector('#pairs-C1 .pair-view');
+                const r = v.getBoundingClientRect();
+                return {open: document.querySelector('#pairs-C1').open, text: v.innerText, w: r.width,
+                        answers: [...v.querySelectorAll('.answer')].map(e => e.innerText),
+                        removed: [...v.querySelectorAll('.ctxdiff .del')].map(e => e.innerText.trim()),
+                        turns: v.querySelectorAll('details.turn').length, page: document.body.scrollWidth}; })())""",
+        )
+    finally:
+        tools.close()
+    assert errors(tools) == [] and closed == 0  # nothing drawn before it is opened
+    assert state["open"] and state["answers"] == ["Done: app.py now prints `Hello, world!`."] * 2
+    assert state["removed"] == ["-# Global rules", "-Prefer small diffs.", "-@axioms.md"]
+    assert "C0 1210 tokens, C1 1110 tokens" in state["text"] and state["turns"] == 5
+    assert state["w"] > 1000 and state["page"] <= 1280  # two columns, readable at 1280 px

@@ -56,6 +56,7 @@ from ablate.cli import (  # noqa: E402  (after app, by design)
     probe,
     report,
     run,
+    show,
     sim,
     tasks,
     usage,
@@ -72,6 +73,7 @@ app.add_typer(pieces.app)  # ablate pieces
 app.add_typer(mine.app)  # ablate mine, ablate recover
 app.add_typer(run.app)  # ablate run, ab, plan, merge
 app.add_typer(report.app)  # ablate report
+app.add_typer(show.app)  # ablate show
 app.add_typer(demo.app)  # ablate demo
 app.add_typer(judge.app)  # ablate judge
 app.add_typer(compare.app)  # ablate compare

@@ -98,7 +98,7 @@ def mine(
 ) -> None:
     """Mine Claude Code session transcripts: calls, tokens, cost, turns, tools, files, skills, status.
 
-    Prints one table row per session, or with --json one JSON object per line (fields in the README,
+    Prints one table row per session, or with --json one JSON object per line (fields in docs/GUIDE.md,
     "Mining transcripts"). Sub-agent transcripts (<session>/subagents/) are folded into their session.
     Malformed lines and unknown record types are counted, never fatal. Cost marked * is estimated from
     list prices.

@@ -49,3 +49,19 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def lock_holder(folder: RunFolder) -> str | None:
+    """Who holds the folder's lock (``pid 12 on host since ...``; ``"a process"`` when it wrote nothing), or
+    None when no process is working on the folder."""
+    try:
+        fd = os.open(folder.root / LOCK, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "a process"
+    finally:
+        os.close(fd)

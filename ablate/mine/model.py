@@ -222,7 +222,7 @@ class SessionResult:
         return SessionMetrics.model_validate(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
-        """The fields of :class:`SessionMetrics`, JSON-ready: what ``ablate mine --json`` prints (see README
+        """The fields of :class:`SessionMetrics`, JSON-ready: what ``ablate mine --json`` prints (see docs/GUIDE.md,
         "Mining transcripts"). Every result validates it through :meth:`to_metrics`; printing it directly
         keeps mining as fast as it was."""
         return {

@@ -38,6 +38,8 @@ class Table:
     caption: str = ""
     row_styles: list[RowStyle] = field(default_factory=list)
     """One per row when set: ``real`` (a real effect), ``draw`` (no real effect) or ``""`` (the HTML row class)."""
+    links: dict[str, str] = field(default_factory=dict)
+    """A cell's text → an anchor of the page: report.html links the cell there (Markdown shows the text)."""
 
 
 @dataclass
@@ -49,7 +51,14 @@ class Figure:
     alt: str
 
 
-Block = Heading | Para | Bullets | Table | Figure
+@dataclass
+class Raw:
+    """HTML of its own (report.html only; Markdown leaves it out)."""
+
+    html: str
+
+
+Block = Heading | Para | Bullets | Table | Figure | Raw
 
 
 @dataclass

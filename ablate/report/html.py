@@ -6,7 +6,7 @@ import html
 import re
 from pathlib import Path
 
-from ablate.report.blocks import Bullets, Document, Figure, Heading, Para, Table
+from ablate.report.blocks import Bullets, Document, Figure, Heading, Para, Raw, Table
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1180px;margin:1.5rem auto;padding:0 1rem;
@@ -19,6 +19,11 @@ th{background:#f3f5f7}tr.real td{background:#eaf2fb}tr.draw td{color:#555}
 .strong{font-weight:600;background:#fff4d6;padding:.5rem;border-left:4px solid #e0a800}
 figure{margin:1rem 0}figure svg{max-width:100%;height:auto}figcaption{font-size:.85rem;color:#555}
 caption{caption-side:top;text-align:left;font-style:italic;color:#555}
+.cols{display:grid;grid-template-columns:1fr 1fr;gap:.2rem 1rem}.cols>*{min-width:0;overflow-wrap:anywhere;margin:.2rem 0}
+.side p,.prompt,.answer{white-space:pre-wrap}.call{display:block;font-size:.82rem;background:#f3f5f7}
+.ctxdiff{white-space:pre-wrap;font-size:.8rem;max-height:24rem;overflow:auto;background:#fafafa;padding:.4rem}
+.del{background:#fde8e8;display:block}.ins{background:#e6f6e6;display:block}.bad{color:#a00}.ok{color:#060}
+details.turn{border-top:1px solid #eee}details.flips{margin:.4rem 0}summary{cursor:pointer}
 """
 
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
@@ -68,8 +73,19 @@ def render_html(doc: Document, base: Path) -> str:
             for i, row in enumerate(b.rows):
                 style = b.row_styles[i] if i < len(b.row_styles) else ""
                 cls = f' class="{style}"' if style else ""
-                out.append(f"<tr{cls}>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>")
+                out.append(
+                    f"<tr{cls}>"
+                    + "".join(
+                        f'<td><a href="#{b.links[c]}">{html.escape(c)}</a></td>'
+                        if c in b.links
+                        else f"<td>{_inline(c)}</td>"
+                        for c in row
+                    )
+                    + "</tr>"
+                )
             out.append("</tbody></table>")
+        elif isinstance(b, Raw):
+            out.append(b.html)
         elif isinstance(b, Figure):
             svg = _svg_text(base / b.svg) if b.svg else ""
             out.append(

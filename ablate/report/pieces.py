@@ -262,6 +262,8 @@ def _removal_cell(metric: str, row: PieceRow) -> str:
 
 def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     """The per-piece table (and its forest plot) of a piece run."""
+    from ablate.report.flipped import links
+
     info = report.piece_design
     if info is None:
         return []
@@ -307,6 +309,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
             ],
             rows,
             id="pieces",
+            links=links(report, piece=True),
             row_styles=["real" if headline(r) in ("helps", "hurts") else "draw" for r in report.pieces],
         ),
         Bullets([piece_sentence(r, metric) for r in report.pieces]),

@@ -233,6 +233,7 @@ def verdict_sentence(e: RankEntry, verdict: str, primary: str, pooled: Compariso
 
 def render(report: Report, page: Page) -> list[Block]:
     """The ranking table and one sentence per verdict, then how to read them, and the forest plot."""
+    from ablate.report.flipped import links
     from ablate.report.plots import forest_plot
 
     undecided = _undecided(report)
@@ -272,6 +273,7 @@ def render(report: Report, page: Page) -> list[Block]:
             ],
             rows,
             id="ranking",
+            links=links(report),
             row_styles=[
                 "draw" if e.tie_group == "draw" and e.cell not in undecided else "" for e in report.ranking
             ],

@@ -3,6 +3,8 @@ per-piece table) and its one sentence per verdict, as plain aligned text."""
 
 from __future__ import annotations
 
+import textwrap
+
 from tabulate import tabulate
 
 from ablate.report.blocks import Bullets, Table
@@ -11,11 +13,14 @@ from ablate.report.model import Report
 
 #: Columns of the ranking left out on the terminal (long; report.md has them).
 TERMINAL_LEFT_OUT = ("real on",)
+#: Columns left out, in this order, until the table fits a narrow terminal.
+NARROW = ("evidence", "Δ cost", "Δ turns", "strips", "kind", "tokens", "p ")
 
 
-def answer_text(report: Report) -> list[str]:
+def answer_text(report: Report, width: int | None = None) -> list[str]:
     """The answer's table (without the columns of :data:`TERMINAL_LEFT_OUT`) and its sentences, bold marks
-    dropped (empty when nothing was ranked)."""
+    dropped (empty when nothing was ranked); with a ``width``, its last columns left out and its sentences
+    wrapped until they fit."""
     from ablate.report import pieces, ranking
 
     section = pieces.SECTION if report.piece_design is not None else ranking.SECTION
@@ -24,9 +29,16 @@ def answer_text(report: Report) -> list[str]:
     if table is None or not table.rows:
         return []
     keep = [i for i, h in enumerate(table.headers) if h not in TERMINAL_LEFT_OUT]
-    rows = [[row[i].replace("**", "") for i in keep] for row in table.rows]
-    lines = tabulate(
-        rows, headers=[table.headers[i] for i in keep], tablefmt="simple", disable_numparse=True
-    ).splitlines()
-    sentences = next((b.items for b in blocks if isinstance(b, Bullets)), [])
-    return lines + [f"  {s.replace('**', '')}" for s in sentences]
+    while True:
+        rows = [[row[i].replace("**", "") for i in keep] for row in table.rows]
+        lines = tabulate(
+            rows, headers=[table.headers[i] for i in keep], tablefmt="simple", disable_numparse=True
+        ).splitlines()
+        narrow = [i for p in NARROW for i in keep if table.headers[i].startswith(p)]
+        if width is None or not narrow or max(map(len, lines)) <= width:
+            break
+        keep.remove(narrow[0])
+    said = [f"  {s.replace('**', '')}" for s in next((b.items for b in blocks if isinstance(b, Bullets)), [])]
+    return lines + (
+        [w for s in said for w in textwrap.wrap(s, width, subsequent_indent="    ")] if width else said
+    )
