@@ -24,17 +24,7 @@ from ablate.report.model import Doc
 #: Pairs per cell report.json embeds in full (every flip is counted and listed), and the caps of one session.
 SHOWN_PER_CELL, MAX_TURNS, MAX_TEXT, MAX_ARG, MAX_DIFF = 5, 40, 800, 160, 200
 #: The tool-input keys that name what a call acts on, most telling first.
-_MAIN_ARGS = (
-    "command",
-    "file_path",
-    "path",
-    "pattern",
-    "url",
-    "skill",
-    "subagent_type",
-    "prompt",
-    "description",
-)
+_MAIN_ARGS = ("command", "file_path", "path", "pattern", "url", "skill", "subagent_type", "prompt", "description")  # fmt: skip
 
 
 class Call(Doc):
@@ -127,10 +117,7 @@ def cell_flips(ctx: Context, cell: ManifestCell) -> CellFlips:
     out = CellFlips(cell=cell.id, strips=cell.pieces or ctx.layers[cell.id], pieces=bool(cell.pieces))
     for t in ctx.task_ids:
         for r in ctx.repeats:
-            a, b = (
-                _passed(scored.get((t, ctx.control.id, r)), metric),
-                _passed(scored.get((t, cell.id, r)), metric),
-            )
+            a, b = (_passed(scored.get((t, c, r)), metric) for c in (ctx.control.id, cell.id))
             if a is None or b is None:
                 continue
             out.blocks += 1
@@ -171,8 +158,8 @@ def _read_transcript(side: Side, path: Path) -> None:
         msg = _dict(rec.get("message"))
         content = msg.get("content")
         if (
-            rec.get("type") == "user"
-            and not side.prompt
+            not side.prompt
+            and rec.get("type") == "user"
             and not rec.get("isMeta")
             and isinstance(content, str)
         ):
@@ -245,11 +232,8 @@ def read_pair(ctx: Context, cell: str, task: str, repeat: int) -> Pair:
     from ablate.folder.layout import item_id
     from ablate.folder.result import read_result
 
-    sides = []
-    for c in (ctx.control.id, cell):
-        item = item_id(task, c, repeat)
-        sides.append(read_side(ctx, read_result(ctx.folder, item), item, c))
-    a, b = sides
+    items = {c: item_id(task, c, repeat) for c in (ctx.control.id, cell)}
+    a, b = (read_side(ctx, read_result(ctx.folder, i), i, c) for c, i in items.items())
     diff = [
         ln
         for ln in difflib.unified_diff(a.context, b.context, lineterm="", n=0)

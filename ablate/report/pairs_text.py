@@ -42,14 +42,10 @@ def open_run(run_dir: Path) -> tuple[Context, list[str]]:
             hint="pass runs/<run-id> as `ablate run` wrote it",
         )
     ctx = make_context(run_dir, alpha=0.05, control=None, primary=None, say=lambda _m: None)
-    holder = lock_holder(folder)
-    done = len(ctx.results)
-    notes = (
-        [f"{run_dir}: still running ({holder}): {done} of {len(ctx.plan)} items finished; shown: those"]
-        if holder
-        else []
-    )
-    return ctx, notes
+    holder, done = lock_holder(folder), len(ctx.results)
+    return ctx, [
+        f"{run_dir}: still running ({holder}): {done} of {len(ctx.plan)} items finished, shown"
+    ] * bool(holder)
 
 
 def show(run_dir: Path, cell: str | None, task: str | None, repeat: int | None, width: int) -> Shown:
@@ -90,12 +86,8 @@ def _wrap(lines: list[str], width: int) -> list[str]:
 
 
 def _turn(t: Turn | None) -> list[str]:
-    if t is None:
-        return []
-    return [
-        *(t.text.splitlines() if t.text else []),
-        *(f"→ {c.name}: {c.arg}" if c.arg else f"→ {c.name}" for c in t.calls),
-    ]
+    calls = [f"→ {c.name}: {c.arg}" if c.arg else f"→ {c.name}" for c in t.calls] if t else []
+    return (t.text.splitlines() if t else []) + calls
 
 
 def _mark(s: Side, control: bool = False) -> str:
