@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ablate.core.claude import claude_argv
-from ablate.isolate.fence import denied_writes, fence_support, fenced
+from ablate.isolate.fence import denied_writes, fence_support
+from ablate.isolate.seal import fenced
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import MODEL, claude_env, tools_then_done
 

@@ -485,7 +485,8 @@ def test_the_fence_lets_only_the_login_file_be_written_through(tmp_path: Path) -
     token must reach it), and nothing else of the real config dir."""
     import subprocess
 
-    from ablate.isolate.fence import fence_support, fenced
+    from ablate.isolate.fence import fence_support
+    from ablate.isolate.seal import fenced
 
     if not fence_support().ok:
         pytest.skip(f"no write fence here: {fence_support().reason}")
@@ -505,7 +506,8 @@ def test_the_fence_lets_only_the_login_file_be_written_through(tmp_path: Path) -
 
 def test_fenced_keeps_the_program_under_tmp_reachable(tmp_path: Path) -> None:
     """A CLI installed under /tmp (a fresh clone's .cache) must still be found inside the private /tmp."""
-    from ablate.isolate.fence import fence_support, fenced
+    from ablate.isolate.fence import fence_support
+    from ablate.isolate.seal import fenced
 
     if not fence_support().ok or fence_support().bwrap is None:
         pytest.skip("no bubblewrap fence here")

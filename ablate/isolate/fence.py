@@ -142,50 +142,6 @@ def _try_fence() -> FenceSupport:
     )
 
 
-def fenced(
-    argv: Sequence[str],
-    *,
-    root: Path,
-    cwd: Path,
-    visible: Sequence[Path] = (),
-    through: Sequence[Path] = (),
-    network: bool = False,
-    sealed: bool = True,
-    hidden: Sequence[Path] = (),
-) -> list[str]:
-    """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
-    dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
-    ``visible``: what the session reads through its links and alternates (the user's home, config dir,
-    repository and object store), kept readable when it lives under the real ``/tmp``; ``through``: real
-    files a session may still write through its links (the login's ``.credentials.json``, so a refreshed
-    token reaches the real file). Under bubblewrap the session is sealed (:func:`ablate.isolate.seal.seal`);
-    ``network``: it keeps the host's network namespace; ``sealed=False``: a command to run by hand (no
-    forwarder, the host's network); ``hidden``: credential paths it reads as empty (refused on macOS)."""
-    support = fence_support()
-    if support.ok and support.sandbox_exec is not None:
-        return [support.sandbox_exec, "-p", sandbox_profile([root, *through], hidden), *argv]
-    if not support.ok or support.bwrap is None:
-        return list(argv)
-    (root / "tmp").mkdir(exist_ok=True)
-    writable = [root, *through]
-    # the program itself stays reachable too (a CLI installed under /tmp, as in a fresh clone's .cache)
-    program = [Path(os.path.realpath(argv[0])).parent] if argv and os.path.isabs(argv[0]) else []
-    from ablate.isolate.seal import RELAY, relay_python, seal
-
-    shown = [*visible, *program, RELAY.parent, Path(relay_python()).parent]
-    fence = fence_argv(
-        support.bwrap,
-        argv,
-        writable=writable,
-        cwd=cwd,
-        tmp=root / "tmp",
-        visible=shown,
-        network=network or not sealed,
-        hidden=hidden,
-    )
-    return seal(fence) if sealed else fence
-
-
 def _refusal(shell: str, node: str) -> re.Pattern[str]:
     """How a refused write reads in a tool's output: a shell's or coreutils' ``<path>: <shell>``, zsh's
     ``<shell, lower case>: <path>`` and the Node-style ``<NODE>: <text>, open '<path>'`` of Claude Code's

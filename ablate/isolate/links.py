@@ -95,9 +95,9 @@ class LinksEnvironments:
         """Nothing is shared between a links backend's slots."""
 
     def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
-        """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.fence.fenced`): the
+        """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.seal.fenced`): the
         session can write its own cell folder and nothing else; a write through a link into the home fails."""
-        from ablate.isolate.fence import fenced
+        from ablate.isolate.seal import fenced
         from ablate.isolate.shadow_home import CREDENTIALS
         from ablate.isolate.worktree import objects_dir
 

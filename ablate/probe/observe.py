@@ -95,11 +95,11 @@ def canon_command(command: str, config_dirs: Sequence[str]) -> str:
 
 def links_fence(setup: Setup, root: Path, cwd: Path) -> Callable[[list[str]], list[str]]:
     """How a ``links`` probe session's command runs: under the write fence
-    (:func:`ablate.isolate.fence.fenced`), with only its own folder ``root`` writable, as a run's ``links``
+    (:func:`ablate.isolate.seal.fenced`), with only its own folder ``root`` writable, as a run's ``links``
     sessions do. A SessionStart hook that writes through the home's links into the real home fails there
     (EROFS) instead of landing; where no fence can be had the command runs as is and the probe's
     before/after listing fails the probe, naming the files."""
-    from ablate.isolate.fence import fenced
+    from ablate.isolate.seal import fenced
     from ablate.isolate.worktree import objects_dir
 
     visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
