@@ -417,14 +417,9 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
     limits = parse_limits(o["limit"] or [])
     checked = preflight(
-        o["config_dir"],
-        o["repo"],
-        isolation=o["isolation"],
-        allow_network=o["allow_network"],
-        unsealed=o["unsealed"],
-        hide=o["hide"] or (),
-        expose=o["expose"] or (),
-    )
+        o["config_dir"], o["repo"], isolation=o["isolation"], allow_network=o["allow_network"],
+        unsealed=o["unsealed"], hide=o["hide"] or (), expose=o["expose"] or (),
+    )  # fmt: skip
     simulated = checked.endpoint.simulated
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"] or not fresh)
     prep = prepare_run(_request(ctx, o, tasks), claude)

@@ -134,7 +134,7 @@ class Worker:
     def _run(self, job: Job, argv: list[str], env: dict[str, str], stdout: Path) -> ExecResult:
         """Run the session under its limits (docs/ARCHITECTURE.md#limits); its cgroups go with it."""
         sid, lim, forwarder = job.attempt.session_id, self.limits, shared_forwarder()
-        guard = SessionLimits(lim, sid, job.env.root, lambda: forwarder.over_limit(sid))
+        guard = SessionLimits(lim, f"{os.getpid()}-{sid}", job.env.root, lambda: forwarder.over_limit(sid))
         try:
             return run_process(argv, cwd=job.env.cwd, env={**env, **guard.env}, timeout=job.timeout_s,
                                stdout_path=stdout, tag=self.tag + sid, pipe_limits=(lim.stdout, lim.stderr),
