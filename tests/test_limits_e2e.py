@@ -24,6 +24,7 @@ from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import BIN
 from tests.run_folder import items_said
+from tests.test_sealed_e2e import ONE_CELL
 from tests.user_support import User, user_venv, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -48,17 +49,6 @@ LIMITS = [
     "--limit",
     "request=8MiB",
 ]
-ONE_CELL = """schema_version = 1
-name = "one"
-description = "the control only"
-control = "C0"
-universe = []
-
-[[cell]]
-id = "C0"
-label = "setup on"
-strip = []
-"""
 
 
 def _script() -> dict[str, object]:
