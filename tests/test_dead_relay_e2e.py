@@ -8,8 +8,10 @@ call prints the pid it killed, and the CLI's next call is refused). The forger n
 killed relay's half-closed connections hold it until the CLI gives up. So the CLI's next calls fail, every
 attempt ends ``api_error`` flagged ``relay-died`` (the forwarder saw the relay's control stream end while the
 CLI ran), and the item is left out of the statistics with both reasons in the report; no forged answer is
-recorded anywhere. (A forger that did get the port would answer calls the wire never saw:
-the transcript's model calls would outnumber the wire's, which flags the session; tests/test_forwarder.py.)
+recorded anywhere. Now and then (about one attempt in twenty on a loaded machine) the forger does get the
+port before the CLI's retry: it answers a call the wire never saw, so the transcript's model calls outnumber
+the wire's, which flags the session ``transcript-differs-from-wire`` and leaves it out just the same (the
+forged answer stays in its transcript, as evidence, and is counted nowhere; tests/test_forwarder.py).
 """
 
 from __future__ import annotations
@@ -77,14 +79,19 @@ def test_a_session_that_kills_its_relay_is_never_counted(claude: Path, tmp_path:
     assert len(results) == 2, (res.stderr[-3000:], results)
     for r in results:
         transcript = (run / r["transcript"]).read_text()
-        assert re.search(r"KILLED \d+", transcript) and "ECONNREFUSED" in transcript, r  # the relay died
-        answered = '"text":"FORGED-ANSWER"'  # how a forged answer would read (the command only names it)
-        assert answered not in transcript and "FORGED" not in (run / r["stdout"]).read_text(), r
-        assert r["status"] == "api_error" and r["attempt"] == 3, r  # each attempt, the same way
-        assert r["flags"] == ["relay-died"], r  # the forwarder saw the relay end while the CLI ran
+        assert re.search(r"KILLED \d+", transcript), r  # the positive control: the relay was killed
         assert (r["wire"]["requests"], r["wire"]["answered"]) == (1, 1), r["wire"]  # the one real call
+        if r["flags"] == ["relay-died"]:  # the forwarder saw the relay end while the CLI ran
+            assert "ECONNREFUSED" in transcript and r["status"] == "api_error" and r["attempt"] == 3, r
+            answered = '"text":"FORGED-ANSWER"'  # how a forged answer would read (the command only names it)
+            assert answered not in transcript and "FORGED" not in (run / r["stdout"]).read_text(), r
+        else:  # the forger won the port: its answer passed no forwarder, and the wire says so
+            assert r["flags"] == ["transcript-differs-from-wire"], r
+            assert "model calls: transcript 2, wire 1" in r["wire"]["differs"], r["wire"]
     # every real call reached the endpoint through the forwarder: one per attempt, none after the kill
-    assert len(real_calls) == 6, real_calls
+    assert len(real_calls) == sum(r["attempt"] for r in results), real_calls
     report = orjson.loads((run / "report.json").read_bytes())
     excluded = {e["item"]: e["reason"] for e in report["excluded_items"]}
-    assert excluded == {r["item"]: "failed: api_error; provenance: relay-died" for r in results}, excluded
+    why = {"relay-died": "failed: api_error; provenance: relay-died"}
+    expected = {r["item"]: why.get(r["flags"][0], f"provenance: {r['flags'][0]}") for r in results}
+    assert excluded == expected, excluded
