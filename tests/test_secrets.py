@@ -151,3 +151,28 @@ def test_the_isolation_caveat_names_what_was_hidden_exposed_and_swapped() -> Non
     unsealed = info.model_copy(update={"network": "unsealed", "hidden": [], "exposed": []})
     assert secrets_words(unsealed) == ["no credential file was hidden (no fence ran)"]
     assert secrets_words(info.model_copy(update={"hidden": None})) == []  # recorded before this existed
+
+
+def test_a_login_key_is_a_method_of_its_own_and_moves_into_the_variable(tmp_path: Path) -> None:
+    from ablate.isolate.auth import auth_method, moved_login_key
+    from ablate.isolate.shadow_home import copy_account_state
+    from ablate.setup.load import load_setup
+
+    ex = materialise_example(tmp_path / "ex")
+    account = ex.home / ".claude.json"
+    state = json.loads(account.read_text())
+    account.write_text(json.dumps({**state, "primaryApiKey": "sk-login"}))
+    found = auth_method({}, ex.config_dir)
+    assert (found.method, found.source) == ("login-key", f"{account} (primaryApiKey)")
+    # the environment's key comes first, as in the CLI: then nothing moves
+    assert auth_method({"ANTHROPIC_API_KEY": "k"}, ex.config_dir).method == "api-key"
+    assert moved_login_key({"ANTHROPIC_API_KEY": "k"}, ex.config_dir) == ({"ANTHROPIC_API_KEY": "k"}, "")
+    env, moved = moved_login_key({"HOME": "h"}, ex.config_dir)
+    assert env == {"HOME": "h", "ANTHROPIC_API_KEY": "sk-login"} and moved == f"{account} (primaryApiKey)"
+    # a cell's copies of the account state keep everything else, never the key
+    home, config = tmp_path / "cell" / "home", tmp_path / "cell" / "config"
+    config.mkdir(parents=True), home.mkdir()
+    assert copy_account_state(load_setup(ex.config_dir, ex.repo), home, config) == account
+    for copy in (home / ".claude.json", config / ".claude.json"):
+        assert json.loads(copy.read_text()) == state and copy.stat().st_mode & 0o777 == 0o600
+    assert "~/.claude.json" in DEFAULT_HIDDEN and "~/.claude.json" in Secrets().shown(ex.home)

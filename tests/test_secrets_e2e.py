@@ -1,14 +1,16 @@
 """End to end, with the real CLI against the sim: a session reads no credential file and never holds the
 API key (issue 43 item 3).
 
-The home holds an ssh key, AWS credentials, a ``.netrc`` and gh's ``hosts.yml``, each with a marked value,
-and ablate runs with a real key the sim alone accepts. The session's first answer asks for a Bash call that
-cats every planted file and every ``/proc/*/environ``; its result goes to the endpoint in the next request.
+The home holds an ssh key, AWS credentials, a ``.netrc``, gh's ``hosts.yml`` and a ``/login`` key in
+``~/.claude.json`` (``primaryApiKey``), each with a marked value, and ablate runs with a real key the sim
+alone accepts. The session's first answer asks for a Bash call that
+cats every planted file (and the cell's own account state) and every ``/proc/*/environ``; its result goes to the endpoint in the next request.
 By default none of the planted values nor the real key reaches the endpoint, a wire record, a transcript or
 the CLI's output, yet every session completes: the forwarder swapped the placeholder the session held (its
 environ shows it) for the key the sim requires. The positive control: with ``--expose`` for each file the
 very same read sends every planted value to the endpoint. In the three boxes: the default backend as root
-and as an ordinary user (a user namespace), and ``links`` under its fence.
+and as an ordinary user (a user namespace), and ``links`` under its fence. And where the ``/login`` key is
+the user's only login, a run moves it into the swapped variable: the sessions complete with it, never holding it.
 """
 
 from __future__ import annotations
@@ -38,15 +40,19 @@ PLANTED = {
     ".netrc": "machine example.com login me password SECRET-NETRC-77aa\n",
     ".config/gh/hosts.yml": "github.com:\n    oauth_token: SECRET-GH-3b4c\n",
 }
-MARKS = ("SECRET-SSH-1f2e", "SECRET-AWS-9c8d", "SECRET-NETRC-77aa", "SECRET-GH-3b4c")
-READ = (
-    "cat " + " ".join(f"~/{rel}" for rel in PLANTED) + "; "
-    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done | grep -a ^ANTHROPIC_ | sort -u; echo READ-DONE"
-)
+LOGIN_MARK = "sk-ant-LOGINKEY-5a6b"  # the /login key of ~/.claude.json
+MARKS = ("SECRET-SSH-1f2e", "SECRET-AWS-9c8d", "SECRET-NETRC-77aa", "SECRET-GH-3b4c", LOGIN_MARK)
 
 
-def _script() -> Script:
-    bash = {"name": "Bash", "input": {"command": READ, "description": "look around"}}
+def _script(home: Path) -> Script:
+    """The session reads every planted file (at ``~`` and at the real home: ``links`` gives it a shadow
+    home), its cell's account state and every process's ``ANTHROPIC_*`` variables."""
+    files = [f"~/{rel}" for rel in (*PLANTED, ".claude.json")] + [f"{home}/.claude.json"]
+    read = (
+        f'cat {" ".join(files)} "$CLAUDE_CONFIG_DIR/.claude.json"; for f in /proc/[0-9]*/environ; do '
+        "tr '\\0' '\\n' < $f; done | grep -a ^ANTHROPIC_ | sort -u; echo READ-DONE"
+    )
+    bash = {"name": "Bash", "input": {"command": read, "description": "look around"}}
     rule = {"name": "read", "where": "prompt", "contains": ["SECRETS-TASK"], "turn": 0, "tool_use": [bash]}
     return script_from_data({"default": {"text": "done"}, "rules": [rule]})
 
@@ -61,23 +67,29 @@ class Runner:
     bin_dir: Path = BIN
     extra: tuple[str, ...] = ()
 
-    def run(self, name: str, *extra: str) -> tuple[Path, list[Any], str]:
+    def run(self, name: str, *extra: str, env_key: bool = True) -> tuple[Path, list[Any], str]:
         """One ``ab`` run (two sessions) in a home with the planted files: its folder, the requests the sim
-        received (bodies included) and ablate's stderr."""
+        received (bodies included) and ablate's stderr. Without ``env_key`` the real key is the ``/login`` key
+        of ``~/.claude.json`` alone."""
         ex = materialise_example(self.base / name)
         for rel, text in PLANTED.items():
             (ex.home / rel).parent.mkdir(parents=True, exist_ok=True)
             (ex.home / rel).write_text(text)
+        account = ex.home / ".claude.json"
+        state = {**orjson.loads(account.read_bytes()), "primaryApiKey": LOGIN_MARK if env_key else REAL_KEY}
+        account.write_bytes(orjson.dumps(state))
         task = self.base / f"{name}.toml"
         task.write_text('schema_version = 1\nid = "secrets"\nprompt = "SECRETS-TASK: look around."\n')
         out = self.base / f"{name}-runs"
         args = ["ab", "--tasks", str(task), "--repeats", "1", "--max-turns", "3", "--out", str(out)]
         args += ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(self.claude)]
         args += ["--report", "now", "--work-dir", str(self.base / f"{name}-envs"), *self.extra, *extra]
-        with SimServer(_script(), api_key=REAL_KEY) as sim:
+        with SimServer(_script(ex.home), api_key=REAL_KEY) as sim:
             env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": REAL_KEY, "ANTHROPIC_BASE_URL": sim.base_url}
             if self.user is None:
-                res = invoke(args, env={**env, "IS_SANDBOX": "1"})
+                res = invoke(
+                    args, env={**env, "IS_SANDBOX": "1", **({} if env_key else {"ANTHROPIC_API_KEY": None})}
+                )
                 code, stderr = res.exit_code, res.stderr
             else:
                 self.user.own(self.base)
@@ -142,7 +154,7 @@ def test_a_session_reads_no_credential_file_and_never_holds_the_key(
     assert calls and all(r["status"] == 200 for r in calls), [(r["rule"], r["status"]) for r in calls]
     isolation = orjson.loads((run / "manifest.json").read_bytes())["isolation"]
     assert (isolation["backend"], isolation["mode"]) == BOXES[who]
-    hidden = {"~/.ssh", "~/.aws", "~/.netrc", "~/.config/gh/hosts.yml"}
+    hidden = {"~/.ssh", "~/.aws", "~/.netrc", "~/.config/gh/hosts.yml", "~/.claude.json"}
     assert hidden <= set(isolation["hidden"]) and isolation["exposed"] == [], isolation
     caveats = orjson.loads((run / "report.json").read_bytes())["caveats"]
     said = next(c["text"] for c in caveats if c["id"] == "isolation")
@@ -158,3 +170,22 @@ def test_a_session_reads_no_credential_file_and_never_holds_the_key(
     assert REAL_KEY not in sent and REAL_KEY not in _everything(run)
     isolation = orjson.loads((run / "manifest.json").read_bytes())["isolation"]
     assert set(isolation["exposed"]) == hidden and not hidden & set(isolation["hidden"]), isolation
+
+
+def test_a_login_key_is_moved_into_the_swapped_variable(claude: Path, base: Path) -> None:
+    """No key in the environment, the real one only as ``primaryApiKey``: every cell would start logged out
+    from its account state's copy (which leaves the key out), so the run hands the key to the sessions as
+    ``ANTHROPIC_API_KEY``, swapped by the forwarder like any: the sim (which takes the real key alone)
+    answers every call, and the key is in nothing the session sent or the run folder holds."""
+    if os.geteuid() != 0:
+        pytest.skip("runs as an ordinary user: this case needs root")
+    run, requests, stderr = Runner(claude, base).run("moved", env_key=False)
+    assert all(r["status"] == "completed" for r in _results(run)), stderr[-3000:]
+    sent = orjson.dumps(requests).decode()
+    assert sent.count("READ-DONE") >= 2 and "sk-ablate-session-" in sent, sent[-3000:]
+    assert REAL_KEY not in sent and "REALKEY" not in _everything(run)
+    calls = [r for r in requests if r["path"] == "/v1/messages"]
+    assert calls and all(r["status"] == 200 for r in calls), [(r["rule"], r["status"]) for r in calls]
+    auth = orjson.loads((run / "manifest.json").read_bytes())["isolation"]["auth"]
+    assert auth["method"] == "api-key", auth
+    assert auth["source"] == f"ANTHROPIC_API_KEY (moved from {base}/moved/home/.claude.json (primaryApiKey))"

@@ -67,6 +67,7 @@ def build(
     import os
 
     from ablate.core.errors import OutputExists
+    from ablate.isolate.auth import moved_login_key
     from ablate.isolate.backend import BackendOptions
     from ablate.isolate.registry import choice_json, open_backend
     from ablate.run.execute import preflight
@@ -86,6 +87,12 @@ def build(
             hint="pick a new or empty --out (a built cell is removed with `ablate env clean`)",
         )
     # a command to run by hand: not sealed (no forwarder outlives ablate)
+    if moved := moved_login_key(os.environ, setup.config_dir)[1]:
+        typer.echo(
+            f"note: the cell's account state leaves out your /login key ({moved}): run the command "
+            "with ANTHROPIC_API_KEY set to it, as a run's sessions are",
+            err=True,
+        )
     backend_options = BackendOptions(
         isolate_state=isolate_state, dirty=dirty, base_env=dict(os.environ), sealed=False
     )

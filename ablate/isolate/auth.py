@@ -1,7 +1,8 @@
 """How a session authenticates, and the check that every built cell does so the way the user's own setup does.
 
 Claude Code takes the first of: ``ANTHROPIC_AUTH_TOKEN`` or ``ANTHROPIC_API_KEY`` in the environment, an
-``apiKeyHelper`` in the config dir's ``settings.json``, ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment, on
+``apiKeyHelper`` in the config dir's ``settings.json``, the ``/login`` key of the account state (``primaryApiKey``
+of ``.claude.json``), ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment, on
 macOS the Keychain (keyed by a hash of the config dir, so a cell's own config dir starts logged out), the
 login in ``<config dir>/.credentials.json``. A cell that falls back to another method is billed and
 rate-limited differently from C0: the check refuses it, with the fix. Only the method is ever recorded,
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablate.core.errors import UsageError
+from ablate.isolate.shadow_home import LOGIN_KEY, login_key
 
 if TYPE_CHECKING:
     from ablate.setup.cells import ResolvedCell
@@ -40,8 +42,8 @@ FIX = (
 
 @dataclass(frozen=True)
 class AuthMethod:
-    """``method``: ``api-key``, ``auth-token``, ``api-key-helper``, ``oauth-token``, ``credentials-file``,
-    ``keychain`` or ``none``; ``source``: where it comes from (a variable name or a file), never its value."""
+    """``method``: ``api-key``, ``auth-token``, ``api-key-helper``, ``login-key``, ``oauth-token``,
+    ``credentials-file``, ``keychain`` or ``none``; ``source``: where it comes from (a variable name or a file), never its value."""
 
     method: str
     source: str
@@ -59,6 +61,8 @@ def auth_method(env: Mapping[str, str], config_dir: Path, *, platform: str = sys
             return AuthMethod(method, key)
     if _settings(config_dir).get("apiKeyHelper"):
         return AuthMethod("api-key-helper", str(config_dir / "settings.json"))
+    if found := login_key(config_dir):
+        return AuthMethod("login-key", f"{found[0]} ({LOGIN_KEY})")
     if env.get("CLAUDE_CODE_OAUTH_TOKEN"):
         return AuthMethod("oauth-token", "CLAUDE_CODE_OAUTH_TOKEN")
     # on macOS the Keychain item first: the CLI keeps the login there and the file is only its fallback
@@ -195,6 +199,17 @@ def cell_logins(
             yield CellLogin(cell.id, shown, config)
         finally:
             remove_path(home.parent)
+
+
+def moved_login_key(env: Mapping[str, str], config_dir: Path) -> tuple[dict[str, str], str]:
+    """``env`` for the sessions, and where its key came from: when the user's sessions would take the
+    ``/login`` key of the account state (``login-key``), that key is their ``ANTHROPIC_API_KEY`` (the CLI's
+    first choice, so the same key and the same billing) and the cells' account state never holds it, so a
+    sealed session sees only the variable's placeholder. "" and ``env`` unchanged otherwise."""
+    found = login_key(config_dir) if auth_method(env, config_dir).method == "login-key" else None
+    if found is None:
+        return dict(env), ""
+    return {**env, "ANTHROPIC_API_KEY": found[1]}, f"{found[0]} ({LOGIN_KEY})"
 
 
 def check_run_auth(

@@ -20,7 +20,14 @@ from ablate import PINNED_CLAUDE_VERSION
 from ablate.core.claude import claude_source, find_claude
 from ablate.core.errors import AblateError
 from ablate.core.tempwork import make_work_dir, remove_tree
-from ablate.isolate.auth import FIX as AUTH_FIX, AuthMethod, auth_method, cell_logins, mismatch
+from ablate.isolate.auth import (
+    FIX as AUTH_FIX,
+    AuthMethod,
+    auth_method,
+    cell_logins,
+    mismatch,
+    moved_login_key,
+)
 from ablate.isolate.detect import UNSEALED_HINT, namespace_check, seal_problem
 from ablate.isolate.fence import fence_support
 from ablate.isolate.registry import KINDS, choice_json, choose_isolation
@@ -73,7 +80,11 @@ def diagnose(
             else f"your login is the {auth.source}, which no cell reaches"
         )
         problems.append({"what": f"authentication: {why}", "fix": AUTH_FIX})
-    per_cell = cells_auth(config_dir, repo, cells, ablate_toml, env, auth)
+    # a /login key reaches the cells as a run moves it: in ANTHROPIC_API_KEY (their account state drops it)
+    session_env = moved_login_key(env, config_dir)[0]
+    per_cell = cells_auth(
+        config_dir, repo, cells, ablate_toml, session_env, auth_method(session_env, config_dir)
+    )
     problems.extend({"what": f"authentication: {why}", "fix": AUTH_FIX} for why in per_cell.pop("mismatches"))
     bad_input = per_cell.pop("problem")
     if bad_input is not None:

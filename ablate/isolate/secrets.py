@@ -17,11 +17,12 @@ from pathlib import Path
 from ablate.core.errors import UsageError
 
 #: Hidden by default: ssh and gpg keys, cloud, cluster and package-registry credentials, netrc, gh and git
-#: credential stores, password stores and keyrings.
+#: credential stores, password stores and keyrings, and the CLI's own account state beside ``~/.claude``
+#: (its ``/login`` key: a session reads its cell's copy, which never holds the key).
 _DEFAULTS = (
     ".ssh .gnupg .aws .azure .config/gcloud .oci .kube/config .docker/config.json .netrc .git-credentials "
     ".config/git/credentials .config/gh/hosts.yml .config/hub .npmrc .yarnrc.yml .pypirc .config/pip/pip.conf "
-    ".cargo/credentials .cargo/credentials.toml .gem/credentials .m2/settings-security.xml "
+    ".cargo/credentials .cargo/credentials.toml .gem/credentials .m2/settings-security.xml .claude.json "
     ".terraform.d/credentials.tfrc.json .vault-token .pgpass .my.cnf .password-store .local/share/keyrings"
 )
 DEFAULT_HIDDEN = tuple(f"~/{p}" for p in _DEFAULTS.split())

@@ -7,6 +7,7 @@ state as ``.claude.json``, and a symlink to every other entry of the real home.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -86,16 +87,26 @@ def rewrite_text(text: str, pairs: Iterable[tuple[str, str]]) -> tuple[str, int]
     return text, total
 
 
-def account_state_source(setup: Setup) -> Path | None:
+def account_file(config_dir: Path) -> Path | None:
     """``<config>/.claude.json``, else ``<home>/.claude.json`` next to a ``<home>/.claude`` config dir."""
-    inside = setup.config_dir / ACCOUNT
+    inside = config_dir / ACCOUNT
     if inside.is_file():
         return inside
-    if setup.config_dir.name == ".claude":
-        beside = setup.config_dir.parent / ACCOUNT
-        if beside.is_file():
-            return beside
-    return None
+    beside = config_dir.parent / ACCOUNT
+    return beside if config_dir.name == ".claude" and beside.is_file() else None
+
+
+#: The key ``/login`` keeps in the account state; the CLI takes it after the environment's key and an
+#: ``apiKeyHelper`` ("/login managed key"). A cell's copy never holds it (:func:`copy_account_state`): the
+#: run moves it into ``ANTHROPIC_API_KEY`` (:func:`ablate.isolate.auth.moved_login_key`), which is swapped.
+LOGIN_KEY = "primaryApiKey"
+
+
+def login_key(config_dir: Path) -> tuple[Path, str] | None:
+    """The account state holding a ``/login`` key, and the key; None without one."""
+    path = account_file(config_dir)
+    key = (json_keys(path) or {}).get(LOGIN_KEY) if path else None
+    return (path, key) if path and isinstance(key, str) and key else None
 
 
 def _copy_rewritten(src: Path, dst: Path, pairs: list[tuple[str, str]], report: ConfigReport) -> None:
@@ -260,11 +271,15 @@ def copy_memory(setup: Setup, shadow_config: Path, cell_slug: str) -> bool:
 
 def copy_account_state(setup: Setup, shadow_home: Path | None, shadow_config: Path) -> Path | None:
     """Copy the account state into the cell as ``.claude.json`` (config dir, and home when given), 0600."""
-    src = account_state_source(setup)
+    src = account_file(setup.config_dir)
     if src is None:
         return None
+    state = json_keys(src)
     for dst in (shadow_config / ACCOUNT, *([shadow_home / ACCOUNT] if shadow_home else [])):
-        shutil.copyfile(src, dst)
+        if state is not None and LOGIN_KEY in state:  # the key goes to the environment, where it is swapped
+            dst.write_text(json.dumps({k: v for k, v in state.items() if k != LOGIN_KEY}, indent=2))
+        else:
+            shutil.copyfile(src, dst)
         os.chmod(dst, 0o600)
     return src
 

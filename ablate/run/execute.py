@@ -177,7 +177,7 @@ def execute(
     """Execute ``prepared`` (its folder's share of the plan) and return what happened. With ``rounds``, the
     scheduler runs once per call of the :data:`RunRound` it is given (at least once), in kept environments;
     the result's summary is the last pass's."""
-    from ablate.isolate.auth import check_run_auth
+    from ablate.isolate.auth import AuthMethod, check_run_auth, moved_login_key
     from ablate.isolate.guard import changes_and_notes, take as take_snapshot
     from ablate.isolate.procenv import one_endpoint
     from ablate.isolate.registry import open_backend
@@ -193,6 +193,7 @@ def execute(
     limits = request.options.limits
     forwarder = shared_forwarder()  # one per process: the run's limits are its own
     forwarder.body_limit, forwarder.room.size = limits.request, limits.forwarder_memory
+    session_env, moved = moved_login_key(os.environ, setup.config_dir)
     with work_area(request.work_dir, folder.root.name) as work_root:
         # every cell (C11 included) must log in as the user's own setup does: refused before any session
         auth = check_run_auth(
@@ -200,10 +201,11 @@ def execute(
             prepared.catalog,
             prepared.cell_set.cells,
             work_root / "login",
-            user_env=os.environ,
+            user_env=session_env,
             extra_env=request.extra_env,
             at_real_path=real_paths,
         )
+        auth = AuthMethod(auth.method, f"{auth.source} (moved from {moved})") if moved else auth
         refuse_unfaithful_cells(prepared, work_root / "fidelity", at_real_path=real_paths)
         manifest = prepared.manifest.model_copy(
             update={
@@ -223,7 +225,7 @@ def execute(
             isolate_state=request.isolate_state,
             allow_network=request.allow_network,
             dirty=request.dirty,
-            base_env=dict(os.environ),
+            base_env=session_env,
             extra_env=dict(request.extra_env),
             secrets=request.preflight.secrets,
         )
