@@ -13,7 +13,7 @@ from ablate.folder.adaptive import control_of
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import RunFolder, read_manifest, write_manifest
 from ablate.report.build import build_report
-from ablate.report.pieces import cost_per_point
+from ablate.report.pieces import cost_per_point, measured
 from ablate.setup.examples import ExampleSetup
 from ablate.stats.proportions import paired_binary
 from ablate.stats.screening import draw_columns, screening_design
@@ -47,8 +47,8 @@ def run(ex: ExampleSetup, out: Path, *extra: str) -> tuple[int, str, str]:
         (["--pieces", ""], "--pieces is empty"),
         (
             ["--pieces", "all", "--max-sessions", "23"],
-            "the screening design for 11 pieces has 24 cells, so one repeat of 1 task(s) is 24 sessions; "
-            "raise --max-sessions to at least 24",
+            "the screening design for 19 pieces has 40 cells, so one repeat of 1 task(s) is 40 sessions; "
+            "raise --max-sessions to at least 40",
         ),
         (["--pieces", THREE, "--max-sessions", "8", "--repeats", "3"], "pass --repeats 2 or fewer"),
         (
@@ -304,3 +304,29 @@ def test_a_planned_piece_run_runs_in_shards_and_merges_with_its_design(
     assert report.piece_design is not None and report.piece_design.sessions == 8
     res = invoke(["plan", "--tasks", TASK, "--pieces", THREE, "--cells", "binary", *setup])
     assert res.exit_code == 2 and "--pieces and --cells" in res.stderr
+
+
+def test_a_piece_runs_probe_measures_each_pieces_tokens_by_least_squares() -> None:
+    """Each faithful cell removed the characters of the pieces it cuts: solved over the cells, a piece's own
+    characters (4 a token), ``measured``; a probe whose cells cannot tell the pieces apart changes nothing."""
+    pieces = [DesignPiece(id=i, tokens=1) for i in ("a", "b", "c")]
+    record = PieceDesignRecord(kind="screening", pieces=pieces, rows=[DesignRow(cell="C0", keeps=[True] * 3)])
+    chars = {"a": 400, "b": 40, "c": 0}
+
+    def cell(cut: list[str], verdict: str = "faithful", extra: int = 0) -> dict[str, object]:
+        removed = sum(chars[p] for p in cut) + extra
+        return {"verdict": verdict, "cut_pieces": cut, "pieces": {"removed_chars": removed}}
+
+    probe = {
+        "cells": [{"verdict": "faithful", "id": "C0"}, cell(["a", "b"]), cell(["b", "c"]), cell(["a", "c"])]
+    }
+    got = measured(record, probe).pieces
+    assert [(p.tokens, p.tokens_source) for p in got] == [
+        (100, "measured"),
+        (10, "measured"),
+        (0, "measured"),
+    ]
+    # a cell the probe did not prove counts for nothing (its removal is not the pieces'), and without it
+    # the two cells left cannot tell three pieces apart: the estimates stay
+    probe["cells"][3] = cell(["a", "c"], verdict="leak", extra=999)
+    assert measured(record, probe) == record and measured(record, None) == record

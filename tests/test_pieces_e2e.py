@@ -60,3 +60,28 @@ def test_probe_passes_piece_cells_and_catches_a_wrong_cut(tmp_path: Path, claude
     assert p02.verdict == "missing" and not result.ok
     assert any("belong to none of its pieces" in p and WRONG_LINE in p for p in p02.problems), p02.problems
     assert (tree_hash(ex.home), tree_hash(ex.repo)) == before
+
+
+@pytest.mark.e2e
+def test_knowledge_and_memory_files_are_pieces_the_probe_proves_gone(tmp_path: Path, claude: Path) -> None:
+    """A repo knowledge file and an auto-memory file are cut from the cell where its session finds them
+    (``links``: auto-memory under the cell's own slug), and a cut that leaves one behind is a leak."""
+    ex = materialise_example(tmp_path / "ex")
+    setup, catalog = load_setup(ex.config_dir, ex.repo, home=ex.home), load_catalog()
+    pieces = setup_pieces(setup, catalog)
+    good, bad = ["runbooks#deploy", "auto-memory#memory"], "decisions#0001-plain-python"
+    cells = piece_cells(pieces, [good, [bad]])
+
+    def builder(*args: Any, **kwargs: Any) -> CellEnvironment:
+        cenv = build_environment(*args, **kwargs)
+        if cenv.cell.id == "P02":  # a wrong cut: the decision record is put back
+            (cenv.cwd / "docs/decisions/0001-plain-python.md").write_text("# Plain Python\n")
+        return cenv
+
+    result = probe(setup, catalog, cells, find_claude(claude), jobs=2, builder=builder)
+    by_id = {c.id: c for c in result.cells}
+    p01, p02 = by_id["P01"], by_id["P02"]
+    assert p01.verdict == "faithful", p01.problems
+    assert {pid: chk["status"] for pid, chk in p01.pieces["pieces"].items()} == dict.fromkeys(good, "gone")
+    assert p01.pieces["removed_chars"] > 0  # the auto-memory index left the first request
+    assert p02.pieces["pieces"][bad]["status"] == "still-there" and p02.verdict == "leak", p02.pieces

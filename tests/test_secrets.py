@@ -171,7 +171,8 @@ def test_a_login_key_is_a_method_of_its_own_and_moves_into_the_variable(tmp_path
     assert env == {"HOME": "h", "ANTHROPIC_API_KEY": "sk-login"} and moved == f"{account} (primaryApiKey)"
     # a cell's copies of the account state keep everything else, never the key
     home, config = tmp_path / "cell" / "home", tmp_path / "cell" / "config"
-    config.mkdir(parents=True), home.mkdir()
+    config.mkdir(parents=True)
+    home.mkdir()
     assert copy_account_state(load_setup(ex.config_dir, ex.repo), home, config) == account
     for copy in (home / ".claude.json", config / ".claude.json"):
         assert json.loads(copy.read_text()) == state and copy.stat().st_mode & 0o777 == 0o600

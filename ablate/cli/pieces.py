@@ -50,14 +50,17 @@ def pieces_cmd(
     A piece is one CLAUDE.md section (a Markdown heading and the text up to the next heading; the text
     before the first heading is the `preamble` piece), one imported file (axioms.md, lessons.md), one skill
     folder, one hook entry of settings.json (event, matcher, command), one MCP server (mcpServers of
-    .claude.json and settings.json), one agent, command, rule file or output style: in the config dir and
-    in the repository (its CLAUDE.md files and .claude/ skills, commands, agents and settings hooks).
+    .claude.json and settings.json), one agent, command, rule file or output style, one auto-memory file: in
+    the config dir and in the repository (its CLAUDE.md files, .claude/ skills, commands, agents and
+    settings hooks, and each file of its knowledge: MEMORY.md, docs/runbooks, docs/decisions, findings,
+    handoffs and plans, nested CLAUDE.md files).
 
     Each piece has a stable readable id, `<layer>#<name>` (`user-claude-md#money`); a heading repeated in
     one file gets `-2`, `-3` in file order (a note names them). `tokens` is what the piece adds to the first
     request, estimated from its text as the simulated endpoint counts (4 characters a token):
     `tokens_source` = `estimate`. A section, imported file, rule or output style counts whole; a skill,
-    agent or command its listing line; a hook or MCP server 0 (its output or tools appear only at run time).
+    agent or command its listing line; a hook, MCP server or knowledge file 0 (its output, tools or text
+    appear only at run time); an auto-memory file 0 but MEMORY.md, the index the CLI loads.
 
     --measure runs the real CLI instead (against the local capture endpoint: free): the control and one
     cell per piece, each proved to differ from the control by exactly its piece (as `ablate probe

@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -359,7 +359,13 @@ def build_config_dir(
         layer = catalog.get(lid)
         if layer.side == "config":
             shadowfs.put(config, layer.patterns(memory_slug)[0], variant)
-    cut = [p for p in piece_ops.cell_pieces(setup, catalog, cell) if p.side == "config"]
+    # an auto-memory piece lives where the cell keeps auto-memory: under its own slug
+    moved = (f"projects/{setup.memory_slug}/", f"projects/{memory_slug}/")
+    cut = [
+        replace(p, file=p.file.replace(*moved, 1)) if p.kind == "memory" else p
+        for p in piece_ops.cell_pieces(setup, catalog, cell)
+        if p.side == "config"
+    ]
     if cut:
         account = {shadow_home.ACCOUNT: home / shadow_home.ACCOUNT} if home is not None else None
         changed = piece_ops.cut_side(config, cut, also=account)

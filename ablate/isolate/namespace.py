@@ -219,6 +219,7 @@ class NamespaceCellEnv(ViewAtRealPaths):
         seen = self.layers.repo_layers.get(layer.id, {})
         lf = LayerFiles(layer=layer, base=self.cwd, entries=list(seen.get("entries", [])))
         lf.fingerprint = str(seen.get("fingerprint", ""))
+        lf.files = [rel for rel in seen.get("digests", {}) if "#" not in rel]  # ``file#key``: a JSON key
         if seen.get("present") and not lf.entries:
             lf.entries = ["?"]
         return lf

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +19,7 @@ from ablate.core.slug import slug
 from ablate.core.tokens import tokens_of_chars
 from ablate.probe.fingerprints import normalise_request
 from ablate.probe.observe import Observation, canon_command
+from ablate.setup.layers import Layer
 from ablate.setup.load import parse_imports
 from ablate.setup.pieces import Piece
 
@@ -189,6 +190,18 @@ def verify_piece_cell(
     return verdict
 
 
+def _file_left(piece: Piece, cenv: Any, layers: Mapping[str, Layer]) -> str | None:
+    """A knowledge or auto-memory file piece the first request need not show, looked for where the cell's
+    session finds it: its path when still there, "" when gone, None when the cell cannot be read."""
+    if cenv is None:
+        return None
+    if piece.kind == "file":
+        return piece.file if piece.file in cenv.checkout_layer(layers[piece.layer], "").files else ""
+    parts = Path(piece.file).parts  # projects/<slug>/memory/...: the cell keeps auto-memory under its slug
+    rel = Path(parts[0], getattr(cenv, "memory_slug", "") or parts[1], *parts[2:])
+    return str(rel) if (cenv.config_source / rel).exists() else ""
+
+
 def check_piece_cells(
     results: Sequence[Any],
     observations: dict[str, Observation],
@@ -196,6 +209,7 @@ def check_piece_cells(
     control_id: str,
     all_pieces: Sequence[Piece],
     setup_base: dict[str, Path],
+    layers: Mapping[str, Layer],
 ) -> None:
     """Add the piece check to each judged cell (``CellProbe``) that cuts pieces: its ``pieces`` record, its
     problems, and a verdict no better than ``missing`` (a piece still there: ``leak``)."""
@@ -217,6 +231,13 @@ def check_piece_cells(
             cell_env=envs.get(result.id),
             setup_base=setup_base,
         )
+        for piece in (by_id[i] for i in cell_pieces if i in by_id and by_id[i].kind in ("file", "memory")):
+            if (left := _file_left(piece, envs.get(result.id), layers)) is not None:
+                found.pieces[piece.id] = (
+                    PieceCheck("still-there", f"still in the cell: {left}")
+                    if left
+                    else PieceCheck("gone", "absent from the cell")
+                )
         result.pieces = found.to_json()
         result.problems.extend(f"piece check: {p}" for p in found.problems)
         if result.verdict in ("faithful", "no-op") and not found.ok:

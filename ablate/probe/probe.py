@@ -436,7 +436,9 @@ def _check_pieces(
     from ablate.setup.pieces import setup_pieces
 
     bases = {"config": setup.config_dir, "repo": setup.repo}
-    check_piece_cells(results, observations, envs, control, setup_pieces(setup, catalog), bases)
+    check_piece_cells(
+        results, observations, envs, control, setup_pieces(setup, catalog), bases, {x.id: x for x in catalog}
+    )
 
 
 def _more_pairs(

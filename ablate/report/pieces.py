@@ -18,11 +18,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ablate.core.tokens import tokens_of_chars
 from ablate.folder.adaptive import PieceLook, read_state
 from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
 from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_p
-from ablate.report.context import Context, Page, Section
+from ablate.report.context import Context, Page, Section, read_probe
 from ablate.report.families import side_values
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
 from ablate.report.paired import holm_real, interval, not_computable, pair_blocks, paired_test
@@ -96,6 +97,31 @@ def cost_per_point(tokens: int, effect: float | None, verdict: str, binary: bool
     return tokens / (abs(effect) * (100.0 if binary else 1.0))
 
 
+def measured(record: PieceDesignRecord, probe: dict[str, Any] | None) -> PieceDesignRecord:
+    """``record`` with each piece's tokens measured from the run's probe (docs/PIECES.md#tokens): every cell
+    the probe proved faithful removed from the control's first request the characters of the pieces it
+    cuts, so those counts, solved by least squares over the cells, are each piece's characters (4 a token,
+    ``tokens_source = "measured"``). Unchanged when the probe did not run or the cells cannot tell every
+    piece apart (too few proved cells)."""
+    import numpy as np
+
+    rows = [
+        (set(c["cut_pieces"]), float(c["pieces"]["removed_chars"]))
+        for c in (probe or {}).get("cells", [])
+        if c.get("verdict") == "faithful" and c.get("cut_pieces") and isinstance(c.get("pieces"), dict)
+    ]
+    ids = [p.id for p in record.pieces]
+    design = np.array([[pid in cut for pid in ids] for cut, _ in rows], dtype=float).reshape(-1, len(ids))
+    if np.linalg.matrix_rank(design) < len(ids):
+        return record
+    chars = np.linalg.lstsq(design, np.array([n for _, n in rows]), rcond=None)[0]
+    pieces = [
+        p.model_copy(update={"tokens": tokens_of_chars(max(0, round(n))), "tokens_source": "measured"})
+        for p, n in zip(record.pieces, chars, strict=True)
+    ]
+    return record.model_copy(update={"pieces": pieces})
+
+
 def piece_rows(record: PieceDesignRecord, effects: Sequence[PieceEffect], *, binary: bool) -> list[PieceRow]:
     """The report's rows: each piece's estimate with its kind and tokens from the design record."""
     by_id = {p.id: p for p in record.pieces}
@@ -114,6 +140,7 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
     record = ctx.manifest.design
     if record is None:
         return {}
+    record = measured(record, read_probe(ctx.run_dir))
     binary = ctx.primary in BINARY_METRICS
     outcomes = outcomes_of(ctx, record)
     ctx.say(f"estimating {len(record.pieces)} pieces' effects from {len(outcomes)} sessions")
@@ -273,7 +300,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
         [
             r.id,
             r.kind,
-            f"{r.tokens}" + ("" if r.tokens_source == "request" else " (est.)"),
+            f"{r.tokens}" + ("" if r.tokens_source in ("request", "measured") else " (est.)"),
             "–" if r.effect is None else fmt_delta(metric, r.effect),
             fmt_interval(metric, r.ci_low, r.ci_high),
             fmt_p(r.p_adjusted),

@@ -18,7 +18,9 @@ from ablate.core.tokens import tokens_of_chars
 from ablate.setup.layers import Catalog, Layer, LayerFiles, json_keys, resolve_layer
 from ablate.setup.load import Setup, resolve_layers
 
-PieceKind = Literal["section", "import", "skill", "hook", "mcp", "agent", "command", "rule", "output-style"]
+PieceKind = Literal[
+    "section", "import", "skill", "hook", "mcp", "agent", "command", "rule", "output-style", "file", "memory"
+]
 #: How each kind is cut from a cell: a byte range of a file, a whole file or folder, or a JSON entry.
 CutBy = Literal["range", "entry", "hook", "mcp"]
 
@@ -35,6 +37,9 @@ ENTRY_KINDS: dict[str, PieceKind] = {
     "rules/": "rule",
     "output-styles/": "output-style",
 }
+#: Layers whose every file is a piece: the repository's knowledge (read when the model opens it) and auto-memory
+#: (its ``MEMORY.md`` index reaches the first request).
+FILE_KINDS: dict[str, PieceKind] = {"files": "file", "memory": "memory"}
 _HEADING = re.compile(rb"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(rb"^\s*(```|~~~)")
 
@@ -70,10 +75,13 @@ class Piece:
     def shown_text(self) -> str:
         """What of the piece reaches the first request: a section, imported file, rule or output style
         whole; a skill, agent or command its listing line (``name: description``); a hook or MCP server
-        nothing that can be read from the setup (its output, or the server's tools, come at run time)."""
+        nothing that can be read from the setup (its output, or the server's tools, come at run time); a
+        knowledge file nothing (read only when opened), an auto-memory file nothing but the ``MEMORY.md`` index."""
         if self.kind in ("skill", "agent", "command"):
             return f"{self.name}: {frontmatter_field(self.text, 'description')}"
-        if self.kind in ("hook", "mcp"):
+        if self.kind in ("hook", "mcp", "file") or (
+            self.kind == "memory" and not self.file.endswith("MEMORY.md")
+        ):
             return ""
         return self.text
 
@@ -193,6 +201,15 @@ def _entry_pieces(lf: LayerFiles, side: str, ids: _Ids) -> Iterator[Piece]:
     a file layer (``axioms.md``: an imported file)."""
     for rel_entry in lf.entries:
         folder = next((f for f in ENTRY_KINDS if rel_entry.rstrip("/") + "/" == f), None)
+        if kind := FILE_KINDS.get(lf.layer.shows):
+            below = [
+                rel for rel in lf.files if rel == rel_entry or rel.startswith(rel_entry.rstrip("/") + "/")
+            ]
+            for rel in below:
+                inner = rel[len(rel_entry) :].strip("/") or Path(rel).name
+                name = str(Path(inner).with_suffix("")) if inner != "CLAUDE.md" else str(Path(rel).parent)
+                yield _whole(lf, side, ids, rel, kind, [rel], name=name)
+            continue
         if folder is None:
             if rel_entry in lf.files and lf.layer.shows == "instructions":
                 yield _whole(lf, side, ids, rel_entry, "import", [rel_entry])
@@ -206,9 +223,11 @@ def _entry_pieces(lf: LayerFiles, side: str, ids: _Ids) -> Iterator[Piece]:
             yield _whole(lf, side, ids, entry, ENTRY_KINDS[folder], files)
 
 
-def _whole(lf: LayerFiles, side: str, ids: _Ids, entry: str, kind: PieceKind, files: list[str]) -> Piece:
+def _whole(
+    lf: LayerFiles, side: str, ids: _Ids, entry: str, kind: PieceKind, files: list[str], name: str = ""
+) -> Piece:
     texts = [(lf.base / rel).read_bytes() for rel in files]
-    name = Path(entry).stem if kind != "skill" else Path(entry).name
+    name = name or (Path(entry).stem if kind != "skill" else Path(entry).name)
     return Piece(
         ids.make(lf.layer.id, name),
         lf.layer.id,
@@ -292,7 +311,7 @@ def _json_piece(
 
 
 def layer_pieces(lf: LayerFiles, side: str) -> list[Piece]:
-    """The pieces of one resolved layer (none for layers that are not split: memory, repo docs, plugins)."""
+    """The pieces of one resolved layer (none for the layers that are not split: plugins, agent memory)."""
     ids = _Ids()
     out: list[Piece] = []
     if lf.layer.id in SECTIONED:
