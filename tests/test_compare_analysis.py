@@ -11,6 +11,7 @@ import pytest
 from ablate.compare import analysis as an
 from ablate.compare.core import CompareRequest, prepare_compare, run_compare
 from ablate.compare.executors import Execution, ItemOutcome, WorkItem, layer_fingerprint
+from ablate.compare.model import VerdictRow
 from ablate.compare.tiers import claims, resolve_tier
 from ablate.core.errors import UsageError
 from ablate.setup.layers import default_catalog_path, load_catalog, resolve_layer
@@ -27,7 +28,7 @@ def observations(rates: dict[tuple[str, str], int], repeats: int = 30) -> list[a
 TASKS = ["t1", "t2", "t3", "h1"]
 
 
-def verdict(rates: dict[tuple[str, str], int], holdout: list[str]) -> an.Verdict:
+def verdict(rates: dict[tuple[str, str], int], holdout: list[str]) -> VerdictRow:
     obs = observations(rates)
     contrasts = an.all_contrasts(obs, ["old", "new"], TASKS)
     v, _ = an.verdict(obs, contrasts, "old", "new", TASKS, holdout)

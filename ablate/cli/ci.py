@@ -25,7 +25,6 @@ Shards = Annotated[
         "--shards",
         min=1,
         help="Shards of the plan, run in parallel (default 2; 1 with --compare).",
-        show_default=False,
     ),
 ]
 Cells = Annotated[str, typer.Option("--cells", help="Cell set of the run (layered, binary, …).")]
@@ -37,7 +36,6 @@ Repeats = Annotated[
         "-n",
         min=1,
         help="Repeats per (task, cell); default 3 (5 with --compare).",
-        show_default=False,
     ),
 ]
 
@@ -52,7 +50,6 @@ def github_cmd(
             "--compare",
             help="Compare the pull request's version of this repository file with the base branch's "
             "(ablate compare old=… new=…) instead of an ablation run.",
-            show_default=False,
         ),
     ] = None,
     tasks: Annotated[
@@ -69,12 +66,11 @@ def github_cmd(
         typer.Option(
             "--config-dir",
             help="A repository folder copied to the runner's ~/.claude (the user side of the setup).",
-            show_default=False,
         ),
     ] = None,
     require: Annotated[
         list[str] | None,
-        typer.Option("--require", help="Passed to `ablate gate --require` (repeatable).", show_default=False),
+        typer.Option("--require", help="Passed to `ablate gate --require` (repeatable)."),
     ] = None,
     secret: Annotated[str, typer.Option("--secret", help="The repository secret holding the API key.")] = (
         "ANTHROPIC_API_KEY"
@@ -84,7 +80,6 @@ def github_cmd(
         typer.Option(
             "--install",
             help="The pinned pip requirement for ablate (default: ablate-claude==this version).",
-            show_default=False,
         ),
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="The workflow file to write.")] = Path(
@@ -137,7 +132,6 @@ def k8s_cmd(
         typer.Option(
             "--image",
             help="A pinned image (TAG or digest) with ablate, Claude Code, the repository and the tasks.",
-            show_default=False,
         ),
     ] = None,
     volume: Annotated[

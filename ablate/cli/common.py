@@ -63,7 +63,6 @@ ConfigDir = Annotated[
         "--config-dir",
         envvar="ABLATE_CONFIG_DIR",
         help="The Claude config dir to ablate (read only). Default: $CLAUDE_CONFIG_DIR, else ~/.claude.",
-        show_default=False,
     ),
 ]
 Repo = Annotated[
@@ -216,7 +215,6 @@ Budget = Annotated[
         "--budget-usd",
         min=0,
         help="Stop launching once the recorded spend reaches this many USD.",
-        show_default=False,
     ),
 ]
 WorkDir = Annotated[
@@ -225,7 +223,6 @@ WorkDir = Annotated[
         "--work-dir",
         envvar="ABLATE_WORK_DIR",
         help="Where cell environments are built (default: the temp dir). No CLAUDE.md may sit above it.",
-        show_default=False,
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
@@ -243,7 +240,6 @@ ClaudeBin = Annotated[
         "--claude-bin",
         envvar="ABLATE_CLAUDE_BIN",
         help="The claude binary to run. Default: `claude` on PATH.",
-        show_default=False,
     ),
 ]
 AblateToml = Annotated[
@@ -252,7 +248,6 @@ AblateToml = Annotated[
         "--ablate-toml",
         envvar="ABLATE_TOML",
         help="Extra layers and cells (ablate.toml). Default: ./ablate.toml when it exists.",
-        show_default=False,
     ),
 ]
 WithMcp = Annotated[

@@ -228,7 +228,6 @@ RepeatsOpt = Annotated[
         "-n",
         min=1,
         help="Repeats per (task, arm); at least the tier's floor.",
-        show_default=False,
     ),
 ]
 BlockOpt = Annotated[
@@ -236,7 +235,6 @@ BlockOpt = Annotated[
     typer.Option(
         "--block",
         help="With ONE file: run the layout experiment (original, block moved to the end, block duplicated).",
-        show_default=False,
     ),
 ]
 RolesOpt = Annotated[
@@ -244,7 +242,6 @@ RolesOpt = Annotated[
     typer.Option(
         "--roles",
         help="With three files of a layout experiment: the role of each, in order (e.g. original,moved,duplicated). Without it the roles are recognised from the content.",
-        show_default=False,
     ),
 ]
 ExecutorOpt = Annotated[
@@ -269,7 +266,6 @@ ResumeOpt = Annotated[
     typer.Option(
         "--resume",
         help="Continue this interrupted compare folder (claude-code; pass the same arms and tasks).",
-        show_default=False,
     ),
 ]
 SimScript = Annotated[
@@ -277,7 +273,6 @@ SimScript = Annotated[
     typer.Option(
         "--sim-script",
         help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml).",
-        show_default=False,
     ),
 ]
 BaseUrl = Annotated[
@@ -285,7 +280,6 @@ BaseUrl = Annotated[
     typer.Option(
         "--base-url",
         help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL).",
-        show_default=False,
     ),
 ]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Start without asking (required without a terminal).")]
@@ -309,7 +303,6 @@ def compare_cmd(
         list[str],
         typer.Argument(
             help="Two or more arms, each PATH or NAME=PATH, optionally with @move:BLOCK or @duplicate:BLOCK (BLOCK: a heading, or marker:NAME). The first arm is the baseline.",
-            show_default=False,
         ),
     ],
     tasks: TasksOpt = None,

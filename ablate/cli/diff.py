@@ -16,10 +16,8 @@ app = typer.Typer()
 @app.command("diff")
 @cli_errors
 def diff_cmd(
-    run_a: Annotated[Path, typer.Argument(help="The earlier run folder (the baseline).", show_default=False)],
-    run_b: Annotated[
-        Path, typer.Argument(help="The later run folder, of the same cells and tasks.", show_default=False)
-    ],
+    run_a: Annotated[Path, typer.Argument(help="The earlier run folder (the baseline).")],
+    run_b: Annotated[Path, typer.Argument(help="The later run folder, of the same cells and tasks.")],
     alpha: Annotated[
         float, typer.Option("--alpha", min=0.001, max=0.5, help="Family-wise error over the cells (Holm).")
     ] = 0.05,

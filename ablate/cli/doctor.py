@@ -36,7 +36,6 @@ def doctor_cmd(
             envvar="ABLATE_REPO",
             help="The repository a run would use (default: the current folder): each cell's login is "
             "checked in the config dir a run would build for it.",
-            show_default=False,
         ),
     ] = None,
     cells: Annotated[

@@ -33,7 +33,6 @@ def gate_cmd(
         Path,
         typer.Argument(
             help="A run folder (its report.json; built when missing), a report.json, or a compare.json.",
-            show_default=False,
         ),
     ],
     require: Annotated[
@@ -42,7 +41,6 @@ def gate_cmd(
             "--require",
             help="A rule that must also hold (repeatable): 'C1 helps', 'new better by 10pts', "
             "'all not worse', 'any helps'.",
-            show_default=False,
         ),
     ] = None,
     min_effect: Annotated[
@@ -51,7 +49,6 @@ def gate_cmd(
             "--min-effect",
             help="Smallest acceptable gain of a helps/better rule (0.1, 10% or 10pts; point estimate, primary "
             "metric). With a compare.json and no --require: every arm must be better by this much.",
-            show_default=False,
         ),
     ] = None,
     max_excluded: Annotated[
@@ -75,7 +72,6 @@ def gate_cmd(
             "--baseline",
             help="An earlier run folder of the same cells and tasks: fail when a layer that helped for real "
             "there helps less now, by `ablate diff`'s test (not by comparing verdict words).",
-            show_default=False,
         ),
     ] = None,
     summary: Annotated[
@@ -83,7 +79,6 @@ def gate_cmd(
         typer.Option(
             "--summary",
             help="Write the Markdown summary here (a PR comment body, or $GITHUB_STEP_SUMMARY: appended).",
-            show_default=False,
         ),
     ] = None,
     allow_unsealed: _AllowUnsealed = False,

@@ -26,7 +26,6 @@ JudgeModel = Annotated[
         "--judge-model",
         envvar="ABLATE_JUDGE_MODEL",
         help="The judge model (must differ from the model under test unless --allow-same-judge).",
-        show_default=False,
     ),
 ]
 JudgeModels = Annotated[
@@ -34,7 +33,6 @@ JudgeModels = Annotated[
     typer.Option(
         "--judge-models",
         help="Several judges, comma-separated (A,B): each grades every item; agreement is reported.",
-        show_default=False,
     ),
 ]
 AllowSameJudge = Annotated[
@@ -111,7 +109,7 @@ def summary_lines(summary: JudgeSummary, agree: list[Agreement], holdout_text: l
 @app.command("judge")
 @cli_errors
 def judge_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="The run folder to grade.", show_default=False)],
+    run_dir: Annotated[Path, typer.Argument(help="The run folder to grade.")],
     judge_model: JudgeModel = None,
     judge_models: JudgeModels = None,
     allow_same_judge: AllowSameJudge = False,

@@ -37,7 +37,6 @@ Primary = Annotated[
         help="The primary metric (its own Holm family, pooled, one comparison per cell): pitfall-free (default; "
         "the grader score when the tasks have graders and no pitfalls) or any other metric of the report "
         "(checks, score, judge, turns, tool-calls, cost, ...; an unknown name lists them all).",
-        show_default=False,
     ),
 ]
 

@@ -18,7 +18,7 @@ app = typer.Typer()
 @app.command("show")
 @cli_errors
 def show_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="The run folder (runs/<run-id>).", show_default=False)],
+    run_dir: Annotated[Path, typer.Argument(help="The run folder (runs/<run-id>).")],
     cell: Annotated[
         str | None, typer.Option("--cell", help="Show a pair of this cell (with the control).")
     ] = None,

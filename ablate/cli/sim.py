@@ -27,7 +27,6 @@ ScriptOpt = Annotated[
     typer.Option(
         "--script",
         help="A sim script (.toml or .json). Default: capture mode, every request gets a short answer.",
-        show_default=False,
     ),
 ]
 Port = Annotated[
@@ -39,7 +38,6 @@ Log = Annotated[
     typer.Option(
         "--log",
         help="Append one JSON line per request here. Default: ./sim-requests.jsonl.",
-        show_default=False,
     ),
 ]
 Seed = Annotated[int, typer.Option("--seed", help="Run seed for the script's probability rules.")]

@@ -15,10 +15,6 @@ from ablate.report.paired import Block, holm_real, interval, not_computable, pai
 #: The metrics a comparison measures (names of the registry, :mod:`ablate.folder.metrics`).
 METRICS: tuple[str, ...] = ("pitfall_free", "turns")
 ALPHA = 0.05
-#: ``b`` against ``a`` on one metric: compare.json's contrast row, built here and written as is.
-Contrast = ContrastRow
-#: An arm's pitfall-free rate and mean turns: compare.json's row.
-ArmRate = ArmRateRow
 
 
 @dataclass(frozen=True)
@@ -37,9 +33,9 @@ class Observation:
         return None if v is None else float(v)
 
 
-def arm_rates(obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[str]) -> list[ArmRate]:
+def arm_rates(obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[str]) -> list[ArmRateRow]:
     """Each arm's pitfall-free rate (Wilson 95%) and mean turns, pooled and per task."""
-    out: list[ArmRate] = []
+    out: list[ArmRateRow] = []
     for task in [None, *tasks]:
         for arm in arms:
             rows = [o for o in obs if o.arm == arm and (task is None or o.task == task)]
@@ -48,7 +44,7 @@ def arm_rates(obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[s
             lo, hi = (ci.low, ci.high) if isinstance(ci, st.Interval) else (None, None)
             turns = [o.turns for o in rows if o.turns is not None]
             out.append(
-                ArmRate(
+                ArmRateRow(
                     arm=arm,
                     task=task,
                     n=len(rows),
@@ -72,7 +68,7 @@ def contrast(
     task: str | None = None,
     seed: int = 0,
     scope: str = "all",
-) -> Contrast:
+) -> ContrastRow:
     """``b`` − ``a`` on ``metric`` over the blocks of ``tasks`` (all when None) that both arms answered."""
     keep = set(tasks) if tasks is not None else None
     side: dict[str, dict[Block, float]] = {a: {}, b: {}}
@@ -89,7 +85,7 @@ def contrast(
         diffs = [better * (y - x) for x, y in zip(pairs.control, pairs.cell, strict=True)]
         improved, regressed = sum(1 for d in diffs if d > 0), sum(1 for d in diffs if d < 0)
     lo, hi, ci_method = interval(res)
-    return Contrast(
+    return ContrastRow(
         a=a,
         b=b,
         metric=metric,
@@ -109,10 +105,10 @@ def contrast(
 
 def all_contrasts(
     obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[str], *, seed: int = 0
-) -> list[Contrast]:
+) -> list[ContrastRow]:
     """Every pair of arms (``b`` is the later arm), pooled and per task, on each measured metric (turns only
     when the executor measured them), Holm-adjusted together."""
-    out: list[Contrast] = []
+    out: list[ContrastRow] = []
     metrics = [m for m in METRICS if m != "turns" or any(o.turns is not None for o in obs)]
     for i, a in enumerate(arms):
         for b in arms[i + 1 :]:
@@ -124,56 +120,48 @@ def all_contrasts(
     return out
 
 
-def apply_holm(contrasts: Sequence[Contrast], alpha: float = ALPHA) -> None:
+def apply_holm(contrasts: Sequence[ContrastRow], alpha: float = ALPHA) -> None:
     """Fill ``p_adjusted`` (Holm) and ``real`` across the contrasts (one family)."""
     for c, (padj, real) in zip(contrasts, holm_real([(c.p, c.delta) for c in contrasts], alpha), strict=True):
         c.p_adjusted, c.real = padj, real
 
 
-def find(contrasts: Sequence[Contrast], a: str, b: str, metric: str, task: str | None) -> Contrast | None:
+def find(
+    contrasts: Sequence[ContrastRow], a: str, b: str, metric: str, task: str | None
+) -> ContrastRow | None:
     for c in contrasts:
         if c.a == a and c.b == b and c.metric == metric and c.task == task and c.scope == "all":
             return c
     return None
 
 
-#: One effect ``b`` − ``a``, pooled: compare.json's row.
-Effect = EffectRow
-
-
-def _effect(contrasts: Sequence[Contrast], a: str, b: str, metric: str, task: str | None) -> Effect | None:
+def _effect(
+    contrasts: Sequence[ContrastRow], a: str, b: str, metric: str, task: str | None
+) -> EffectRow | None:
     """The effect ``b`` − ``a`` whichever order the pair was computed in; None when it was not."""
     c = find(contrasts, a, b, metric, task)
     if c is not None:
-        return Effect(
+        return EffectRow(
             a=a, b=b, delta=c.delta, ci_low=c.ci_low, ci_high=c.ci_high, p_adjusted=c.p_adjusted, real=c.real
         )
     c = find(contrasts, b, a, metric, task)
     if c is None:
         return None
-
-    def neg(x: float | None) -> float | None:
-        return None if x is None else -x
-
-    return Effect(
-        a=a,
-        b=b,
-        delta=neg(c.delta),
-        ci_low=neg(c.ci_high),
-        ci_high=neg(c.ci_low),
-        p_adjusted=c.p_adjusted,
-        real=c.real,
+    lo, hi = c.ci_high, c.ci_low  # b − a is the negated a − b: its interval's ends swap
+    delta, ci_low, ci_high = (None if x is None else -x for x in (c.delta, lo, hi))
+    return EffectRow(
+        a=a, b=b, delta=delta, ci_low=ci_low, ci_high=ci_high, p_adjusted=c.p_adjusted, real=c.real
     )
 
 
-def oriented(contrasts: Sequence[Contrast], a: str, b: str, metric: str = "pitfall_free") -> Effect:
+def oriented(contrasts: Sequence[ContrastRow], a: str, b: str, metric: str = "pitfall_free") -> EffectRow:
     """The pooled effect ``b`` − ``a`` whichever order the pair was computed in."""
-    return _effect(contrasts, a, b, metric, None) or Effect(a=a, b=b)
+    return _effect(contrasts, a, b, metric, None) or EffectRow(a=a, b=b)
 
 
 def decomposition(
-    contrasts: Sequence[Contrast], original: str, moved: str, duplicated: str
-) -> dict[str, Effect]:
+    contrasts: Sequence[ContrastRow], original: str, moved: str, duplicated: str
+) -> dict[str, EffectRow]:
     """moved − original = position; duplicated − moved = repetition; duplicated − original = total."""
     return {
         "position": oriented(contrasts, original, moved),
@@ -182,19 +170,11 @@ def decomposition(
     }
 
 
-#: One check of a verdict: compare.json's row.
-Check = CheckRow
+def _check(name: str, passed: bool, detail: str) -> CheckRow:
+    return CheckRow(name=name, passed=passed, detail=detail)
 
 
-def _check(name: str, passed: bool, detail: str) -> Check:
-    return Check(name=name, passed=passed, detail=detail)
-
-
-#: Is an arm better than the baseline: compare.json's row.
-Verdict = VerdictRow
-
-
-def _verdict(arm: str, baseline: str, checks: Sequence[Check]) -> Verdict:
+def _verdict(arm: str, baseline: str, checks: Sequence[CheckRow]) -> VerdictRow:
     """The verdict of its checks: better when every one passed, the failed ones named, one line for people."""
     better = all(c.passed for c in checks)
     if better:
@@ -203,7 +183,9 @@ def _verdict(arm: str, baseline: str, checks: Sequence[Check]) -> Verdict:
         why = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.passed)
         line = f"{arm} is NOT shown better than {baseline} — failed {why}"
     failed = [c.name for c in checks if not c.passed]
-    return Verdict(arm=arm, baseline=baseline, better=better, failed=failed, checks=list(checks), line=line)
+    return VerdictRow(
+        arm=arm, baseline=baseline, better=better, failed=failed, checks=list(checks), line=line
+    )
 
 
 def _pts(x: float | None) -> str:
@@ -212,14 +194,14 @@ def _pts(x: float | None) -> str:
 
 def verdict(
     obs: Sequence[Observation],
-    contrasts: Sequence[Contrast],
+    contrasts: Sequence[ContrastRow],
     baseline: str,
     arm: str,
     tasks: Sequence[str],
     holdout: Sequence[str],
     *,
     seed: int = 0,
-) -> tuple[Verdict, Contrast | None]:
+) -> tuple[VerdictRow, ContrastRow | None]:
     """Better only if (1) the pooled pitfall-free gain is real and positive, (2) nothing regressed
     significantly (no task's pass rate, no pooled turn count), and (3) the holdout tasks agree (their pooled
     gain is positive; there must be holdout tasks). Returns the verdict and the holdout contrast."""
@@ -241,11 +223,9 @@ def verdict(
     no_reg = _check(
         "nothing regressed",
         not regressions,
-        "no significant regression"
-        if not regressions
-        else "significant regressions: " + ", ".join(regressions),
+        "significant regressions: " + ", ".join(regressions) if regressions else "no significant regression",
     )
-    hold: Contrast | None = None
+    hold: ContrastRow | None = None
     if not holdout:
         agree = _check("holdout agrees", False, 'no holdout tasks (mark some tasks split = "holdout")')
     else:

@@ -43,7 +43,7 @@ from ablate.compare.ledger import (
     read_ledger,
     task_set_sha256,
 )
-from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport, Estimate, RolesInfo
+from ablate.compare.model import COMPARE_SCHEMA_VERSION, ArmRateRow, CompareReport, Estimate, RolesInfo
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_MODEL
 from ablate.core.errors import OutputExists, RunFolderError, UsageError
@@ -196,7 +196,7 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes, roles)
 
 
-def _baseline_rate(rates: Sequence[an.ArmRate], baseline: str) -> float | None:
+def _baseline_rate(rates: Sequence[ArmRateRow], baseline: str) -> float | None:
     return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
 
 

@@ -13,6 +13,7 @@ skill); negative an **overlap** (each does part of the other's work: two section
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,8 @@ from ablate.report.paired import fmt_holm, zero_tests
 from ablate.report.pieces import fmt_interval
 
 KEY = "interactions"
+#: One column of an interaction table: its text for a row.
+Cell = Callable[[dict[str, Any]], str]
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
@@ -56,15 +59,23 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
             "alone": {a: _mean([no_b[k] - neither[k] for k in both]), b: _mean([no_a[k] - neither[k] for k in both])},
             "removing": {a: _mean([full[k] - no_a[k] for k in both]), b: _mean([full[k] - no_b[k] for k in both])},
         })  # fmt: skip
-    higher = ctx.primary in HIGHER_IS_BETTER
     rows = []
-    for f, t in zip(found, zero_tests(diffs, alpha=ctx.alpha, seed=ctx.manifest.seed), strict=True):
-        real, effect = t.pop("real"), t["effect"]
-        verdict = ("synergy" if (effect > 0) == higher else "overlap") if real and effect else "not shown"
+    for f, t, verdict in tested(ctx, found, diffs, "synergy", "overlap"):
         row = {**f, **t, "verdict": verdict}
         row["sentence"] = sentence(row, ctx.primary, record.min_effect)
         rows.append(row)
     return {KEY: rows} if rows else {}
+
+
+def tested(
+    ctx: Context, found: list[dict[str, Any]], diffs: list[list[float]], up: str, down: str
+) -> Iterator[tuple[dict[str, Any], dict[str, Any], str]]:
+    """Each subject's row, its test against zero (Holm over the subjects; ``real`` taken out) and its verdict:
+    ``up`` for a real effect in the metric's better direction, ``down`` for the other, else ``not shown``."""
+    higher = ctx.primary in HIGHER_IS_BETTER
+    for f, t in zip(found, zero_tests(diffs, alpha=ctx.alpha, seed=ctx.manifest.seed), strict=True):
+        real, effect = t.pop("real"), t["effect"]
+        yield f, t, ((up if (effect > 0) == higher else down) if real and effect else "not shown")
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -101,33 +112,42 @@ def sentence(row: dict[str, Any], metric: str, min_effect: float) -> str:
 
 def render(report: Report, page: Page) -> list[Block]:
     """The pairs' table and sentences."""
-    rows = SECTION.part(report)
+    metric = report.primary_metric
+    return interaction_blocks(
+        SECTION.part(report),
+        metric,
+        "Interactions: pieces that work together",
+        "Per pair the confirmation stage ran: the full setup, each piece removed and both removed, in the "
+        "same blocks. The interaction is how much more the two give together than the sum of each alone "
+        "(full − without A − without B + without both); sign-flip test over the blocks, Holm over the pairs.",
+        {
+            "pieces": lambda r: " + ".join(r["pieces"]),
+            "together": lambda r: fmt_delta(metric, r["together"]),
+            "interaction": lambda r: fmt_delta(metric, r["effect"]),
+        },
+        KEY,
+    )
+
+
+def interaction_blocks(
+    rows: list[dict[str, Any]],
+    metric: str,
+    heading: str,
+    intro: str,
+    columns: dict[str, Cell],
+    table_id: str,
+) -> list[Block]:
+    """An interaction section: the table (the section's own ``columns``, then interval, Holm p and verdict)
+    and each row's sentence; nothing without rows."""
     if not rows:
         return []
-    metric = report.primary_metric
-
+    tail: dict[str, Cell] = {"interval": lambda r: fmt_interval(metric, r["ci_low"], r["ci_high"]),
+            "Holm p": lambda r: fmt_holm(r["p_adjusted"]), "verdict": lambda r: r["verdict"]}  # fmt: skip
+    cells = {**columns, **tail}
     return [
-        Heading("Interactions: pieces that work together"),
-        Para(
-            "Per pair the confirmation stage ran: the full setup, each piece removed and both removed, in the "
-            "same blocks. The interaction is how much more the two give together than the sum of each alone "
-            "(full − without A − without B + without both); sign-flip test over the blocks, Holm over the pairs."
-        ),
-        Table(
-            ["pieces", "together", "interaction", "interval", "Holm p", "verdict"],
-            [
-                [
-                    " + ".join(r["pieces"]),
-                    fmt_delta(metric, r["together"]),
-                    fmt_delta(metric, r["effect"]),
-                    fmt_interval(metric, r["ci_low"], r["ci_high"]),
-                    fmt_holm(r["p_adjusted"]),
-                    r["verdict"],
-                ]
-                for r in rows
-            ],
-            id="interactions",
-        ),
+        Heading(heading),
+        Para(intro),
+        Table(list(cells), [[cell(r) for cell in cells.values()] for r in rows], id=table_id),
         *(Para(r["sentence"]) for r in rows),
     ]
 

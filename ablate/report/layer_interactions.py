@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from ablate.folder.layout import ManifestCell
-from ablate.folder.metrics import HIGHER_IS_BETTER, fmt_delta
-from ablate.report.blocks import Block, Heading, Para, Table
+from ablate.folder.metrics import fmt_delta
+from ablate.report.blocks import Block
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
+from ablate.report.interactions import interaction_blocks, tested
 from ablate.report.model import Report
-from ablate.report.paired import fmt_holm, zero_tests
-from ablate.report.pieces import fmt_interval
+from ablate.report.paired import fmt_holm
 
 KEY = "layer_interactions"
 
@@ -75,16 +75,9 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
             "leave_one_out": float(np.mean(loo)) if loo else None,
             "leave_one_in": float(np.mean(loi)) if loi else None,
         })  # fmt: skip
-    higher = ctx.primary in HIGHER_IS_BETTER
     rows = []
-    for g, t in zip(got, zero_tests(diffs, alpha=ctx.alpha, seed=ctx.manifest.seed), strict=True):
-        real, effect = t.pop("real"), t.pop("effect")
-        verdict = (
-            ("needs the others" if (effect > 0) == higher else "does more alone")
-            if real and effect
-            else "not shown"
-        )
-        row = {**g, "interaction": effect, **t, "verdict": verdict}
+    for g, t, verdict in tested(ctx, got, diffs, "needs the others", "does more alone"):
+        row = {**g, "interaction": t.pop("effect"), **t, "verdict": verdict}
         row["sentence"] = sentence(row, ctx.primary)
         rows.append(row)
     return {KEY: rows}
@@ -105,36 +98,22 @@ def sentence(row: dict[str, Any], metric: str) -> str:
 
 def render(report: Report, page: Page) -> list[Block]:
     """The per-layer table and sentences."""
-    rows = SECTION.part(report)
-    if not rows:
-        return []
     metric = report.primary_metric
-
-    return [
-        Heading("Layer interactions: leave-one-out against leave-one-in"),
-        Para(
-            "Per layer: what removing it from the whole setup does (leave-one-out) against what it does on its "
-            "own (leave-one-in), in the same blocks; their difference is its total interaction with the other "
-            "layers (sign-flip test over the blocks, Holm over the layers)."
-        ),
-        Table(
-            ["layer", "leave-one-out", "leave-one-in", "interaction", "interval", "Holm p", "verdict"],
-            [
-                [
-                    r["layer"],
-                    fmt_delta(metric, r["leave_one_out"]),
-                    fmt_delta(metric, r["leave_one_in"]),
-                    fmt_delta(metric, r["interaction"]),
-                    fmt_interval(metric, r["ci_low"], r["ci_high"]),
-                    fmt_holm(r["p_adjusted"]),
-                    r["verdict"],
-                ]
-                for r in rows
-            ],
-            id="layer-interactions",
-        ),
-        *(Para(r["sentence"]) for r in rows),
-    ]
+    return interaction_blocks(
+        SECTION.part(report),
+        metric,
+        "Layer interactions: leave-one-out against leave-one-in",
+        "Per layer: what removing it from the whole setup does (leave-one-out) against what it does on its "
+        "own (leave-one-in), in the same blocks; their difference is its total interaction with the other "
+        "layers (sign-flip test over the blocks, Holm over the layers).",
+        {
+            "layer": lambda r: r["layer"],
+            "leave-one-out": lambda r: fmt_delta(metric, r["leave_one_out"]),
+            "leave-one-in": lambda r: fmt_delta(metric, r["leave_one_in"]),
+            "interaction": lambda r: fmt_delta(metric, r["interaction"]),
+        },
+        "layer-interactions",
+    )
 
 
 SECTION = Section(KEY, build, render, layer_runs_only=True)
