@@ -32,6 +32,52 @@ UNSEALED_REASON = "the sessions were not sealed (--unsealed: the host's network 
 
 
 @dataclass(frozen=True)
+class Needed:
+    """The run that would detect ``detect`` with 80% power in both directions, from the run's own control
+    rate, level and cost per session, by the fixed-n exact discordant-block test."""
+
+    detect: float
+    blocks_per_cell: int | None
+    repeats: int | None
+    this_run_repeats: int
+    sessions: int | None
+    cost_usd: float | None
+    note: str = ""
+    """Why the figures are missing, or what they assume."""
+
+    def text(self) -> str:
+        if self.repeats is None:
+            return f"what a run that detects it would take is not computable ({self.note})"
+        cost = f", about ${self.cost_usd:.2f}" if self.cost_usd is not None else ""
+        return (
+            f"detecting it takes {self.repeats} repeats (this run: {self.this_run_repeats}): "
+            f"{self.blocks_per_cell} paired blocks per cell, {self.sessions} sessions{cost} ({self.note})"
+        )
+
+
+def needed(ev: Evidence, detect: float) -> Needed:
+    """What :class:`Needed` says for ``ev``."""
+    from ablate.stats import NotComputable, blocks_to_detect
+
+    s = ev.scale
+    if s is None or not s.tasks:
+        return Needed(detect, None, None, 0, None, None, "the report has no control rate")
+    blocks = blocks_to_detect(s.base_rate, detect, s.alpha_each)
+    if isinstance(blocks, NotComputable):
+        return Needed(detect, None, None, s.repeats, None, None, blocks.reason)
+    repeats = -(-blocks // s.tasks)
+    sessions = repeats * s.sessions_per_repeat
+    per = s.cost_per_session
+    note = (
+        f"exact discordant-block test at α/m {s.alpha_each:.2g} from the control's rate "
+        f"{100 * s.base_rate:.0f}%" + (f", at this run's ${per:.4f} per session" if per is not None else "")
+    )
+    return Needed(
+        detect, repeats * s.tasks, repeats, s.repeats, sessions, None if per is None else sessions * per, note
+    )
+
+
+@dataclass(frozen=True)
 class RuleCheck:
     rule: str
     passed: bool
@@ -52,6 +98,8 @@ class GateResult:
     """The change the run had to be able to detect (None: not required)."""
     inconclusive: list[str] = field(default_factory=list)
     """Subjects the run could not settle at ``detect`` (empty unless the outcome is inconclusive)."""
+    needed: Needed | None = None
+    """What a run that detects ``detect`` would take (inconclusive only)."""
 
     def to_json(self) -> dict[str, Any]:
         ev = self.evidence
@@ -70,6 +118,7 @@ class GateResult:
             "detect": self.detect,
             "detect_test": ev.detect_test,
             "inconclusive": self.inconclusive,
+            "needed": None if self.needed is None else self.needed.__dict__,
             "items": ev.items,
             "excluded": ev.excluded,
             "untrustworthy": ev.untrustworthy,
@@ -212,6 +261,7 @@ def decide(
     better = [f for f in ev.findings if f.good and f.claimed_better is not False]
     unconfirmed = [f for f in ev.findings if f.good and f.claimed_better is False]
     blind = [] if reasons else unsettled(ev, detect)
+    need = needed(ev, detect) if blind and detect is not None else None
     if untrusted:
         outcome: Outcome = "untrustworthy"
     elif regressed or ev.also_regressed or lost:
@@ -237,17 +287,18 @@ def decide(
     elif outcome == "no real difference":
         headline = f"PASS — no real difference on {ev.primary}; {mde}"
     elif outcome == "inconclusive":
+        said = need.text() if need is not None else ""
         headline = (
             f"INCONCLUSIVE — this run cannot detect a change of {_pts(ev, detect)} in {ev.detect_metric} with "
-            f"80% power in both directions: {', '.join(blind)}; a regression that size could be there unseen "
-            "(run more repeats, or set --detect)"
+            f"80% power in both directions: {', '.join(blind)}; a regression that size could be there unseen. "
+            f"{said[:1].upper()}{said[1:]}; or set --detect"
         )
     else:
         headline = f"FAIL — {reasons[0]}"
     if outcome in ("better", "unconfirmed gain", "no real difference", "inconclusive"):
         notes.insert(0, mde)
     passed = not reasons and outcome != "inconclusive"
-    return GateResult(passed, outcome, headline, ev, reasons, checks, notes, detect, blind)
+    return GateResult(passed, outcome, headline, ev, reasons, checks, notes, detect, blind, need)
 
 
 def _detectable_text(ev: Evidence) -> str:

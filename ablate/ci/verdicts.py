@@ -69,6 +69,22 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Scale:
+    """What a run that could detect more is computed from: the run's own figures."""
+
+    base_rate: float
+    """The control's (baseline's) rate of the guarded outcome: with it the exact test's power."""
+    alpha_each: float
+    """The level the deciding test runs at (Holm's first step)."""
+    tasks: int
+    sessions_per_repeat: int
+    """Sessions one more repeat runs (tasks × cells, or × arms)."""
+    repeats: int
+    cost_per_session: float | None
+    """The run's spend over the sessions it ran (None: none ran)."""
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What a report says, as the gate needs it."""
 
@@ -99,6 +115,8 @@ class Evidence:
     unsealed: bool = False
     """The sessions were not sealed (``--unsealed``): the report's ``unsealed`` caveat, compare.json's
     ``execution.network``."""
+    scale: Scale | None = None
+    """The run's own figures a bigger run is computed from (None: the report has no control rate)."""
 
     @property
     def is_rate(self) -> bool:
@@ -253,6 +271,9 @@ def from_report(
         if not any(f.subject == cell for f in findings):
             findings.append(Finding(subject=cell, against=report.run.control, label=nop.reason, no_op=True))
     tested = [f for f in findings if not f.no_op]
+    control = next((c for c in report.cells if c.cell == report.run.control), None)
+    rate = control.metrics.get(detect_metric) if control is not None else None
+    level = next((p.alpha_each for p in power_of.values() if p.alpha_each is not None), None)
     worst = max(tested, key=lambda f: float("inf") if f.detectable is None else f.detectable, default=None)
     power = power_of.get(worst.subject) if worst is not None else None
     return Evidence(
@@ -271,6 +292,16 @@ def from_report(
         also_regressed=also,
         detect_metric=detect_metric,
         detect_test="" if power is None else power.test,
+        scale=None
+        if rate is None or rate.value is None or level is None
+        else Scale(
+            rate.value,
+            level,
+            report.n.tasks,
+            report.n.tasks * len(report.cells),
+            report.n.repeats,
+            report.run.spend_usd / report.n.complete if report.n.complete else None,
+        ),
     )
 
 
@@ -342,6 +373,8 @@ def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
         findings.append(_arm_finding(path, contrasts, baseline, name, arm, verdicts.get(name)))
     findings, test = _compare_power(path, data, findings)
     excluded = data.get("excluded") or {}
+    tasks, repeats, items = len(data.get("tasks") or []), data.get("repeats"), data.get("items")
+    spent = data.get("spent_usd")
     return Evidence(
         source=path,
         kind="compare",
@@ -368,6 +401,16 @@ def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
             for c in verdicts[a].get("checks", [])
             if isinstance(c, dict) and c.get("name") == "nothing regressed" and not c.get("passed")
         ],
+        scale=Scale(
+            _baseline_rate(data),
+            0.05 / max(1, len(contrasts)),
+            tasks,
+            tasks * len(arms),
+            repeats,
+            spent / items if isinstance(spent, int | float) and isinstance(items, int) and items else None,
+        )
+        if tasks and isinstance(repeats, int)
+        else None,
     )
 
 

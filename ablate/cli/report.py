@@ -46,6 +46,7 @@ def summary_lines(written: WrittenReport) -> list[str]:
     per-piece table, one sentence per verdict), then the run, what qualifies the answer and the files."""
     r = written.report
     from ablate.report.caveats import UNSEALED
+    from ablate.report.cost_per_pass import per_pass_line
     from ablate.report.terminal import answer_text
 
     lines: list[str] = []
@@ -55,6 +56,7 @@ def summary_lines(written: WrittenReport) -> list[str]:
         )
     lines += [
         *answer_text(r),
+        per_pass_line(r),
         f"{r.run.id}: {r.n.tasks} tasks × {r.n.repeats} repeats, {r.n.complete}/{r.n.items} complete, "
         f"{r.n.excluded} excluded; model {r.run.model} "
         + ("(verified)" if r.run.model_verified else "(NOT verified)"),

@@ -175,6 +175,20 @@ class MetricSummary(Doc):
     """Run-to-run spread: sd of the per-repeat means (None with one repeat)."""
 
 
+class CostPerPass(Doc):
+    """A cell's spend per session that passed (:mod:`ablate.report.cost_per_pass`)."""
+
+    value: float
+    """Σ cost / Σ passes over the cell's scored sessions (the wire's cost where the session crossed it)."""
+    ci_low: float | None
+    ci_high: float | None
+    """The 1 − α BCa bootstrap interval over sessions (None: degenerate, or a bound without limit)."""
+    passes: int
+    sessions: int
+    metric: str
+    """The outcome counted as a pass (the primary when it is pass/fail, else pitfall-free)."""
+
+
 class CellCarried(Doc):
     """What one cell's sessions carried to the model, from the wire (``wire/<item>.jsonl``): how many distinct
     system prompts, tool lists and first-message contexts (instruction files, memory, listings; the
@@ -213,6 +227,9 @@ class CellSummary(Doc):
     """Cache-read tokens / all input tokens of the cell's scored sessions."""
     skills_invoked: int
     notes: list[str] = Field(default_factory=list)
+    cost_per_pass: CostPerPass | None = None
+    cost_per_pass_note: str | None = None
+    """Why ``cost_per_pass`` is None (no session passed; a session without a known cost)."""
 
 
 class TaskCellCell(Doc):

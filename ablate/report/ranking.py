@@ -9,6 +9,7 @@ from typing import Any
 from ablate.folder.layout import ManifestCell
 from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_ci, fmt_delta, layers_text
 from ablate.report.context import Context, Page, Section
+from ablate.report.cost_per_pass import STRIPPING, cheaper_tradeoffs
 from ablate.report.families import plan_comparisons, run_comparisons
 from ablate.report.model import (
     BINARY_METRICS,
@@ -24,7 +25,8 @@ RANKING_KEY = (
     "a layer's verdict comes from its real comparisons only (Holm within their family), each read in its own "
     "direction. When the pooled primary comparison is real it decides: 'helps' when stripping the layer made the "
     "primary outcome worse, 'hurts' when it made it better, and real secondary comparisons the other way are "
-    "listed beside the verdict as its trade-offs ('costs 1.00 turns'). Otherwise, from the secondary ones: "
+    "listed beside the verdict as its trade-offs ('costs 1.00 turns'), as is, whatever the verdict, a cheaper "
+    "cost per pass than the control's (the paired bootstrap interval of their ratio below 1). Otherwise, from the secondary ones: "
     "'helps' or 'hurts' when they agree, 'mixed' when they disagree, 'draw' when none is real. Order: helps with "
     "a real primary effect (largest primary loss when stripped first); helps on secondary evidence only (most "
     "real comparisons first); mixed; the draw group (one tie); hurts on secondary evidence only (fewest real "
@@ -157,6 +159,24 @@ def rank(
     return out
 
 
+def ranking_of(ctx: Context, comparisons: Sequence[Comparison]) -> list[RankEntry]:
+    """The ranking of the context's ranked cells, a cell cheaper per pass than the control saying so."""
+    ranked = ctx.ranked()
+    entries = rank(ranked, ctx.layers, comparisons, ctx.primary)
+    cheaper = cheaper_tradeoffs(
+        ctx.items.scored,
+        {c.id: ctx.layers[c.id] for c in ranked},
+        ctx.control.id,
+        comparisons,
+        ctx.primary,
+        ctx.alpha,
+        ctx.manifest.seed,
+    )
+    for e in entries:
+        e.tradeoffs += [cheaper[e.cell]] if e.cell in cheaper else []
+    return entries
+
+
 def _share_tie(members: list[RankEntry]) -> None:
     if len(members) > 1 and members[0].verdict != "draw":
         gid = "+".join(e.cell for e in members)
@@ -182,7 +202,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         "comparisons": comparisons,
         "families": families,
         "primary_metric": ctx.primary,
-        "ranking": rank(ctx.ranked(), ctx.layers, comparisons, ctx.primary),
+        "ranking": ranking_of(ctx, comparisons),
         "ranking_key": RANKING_KEY,
         "no_op_cells": ctx.no_ops,
     }
@@ -226,7 +246,12 @@ def verdict_sentence(e: RankEntry, verdict: str, primary: str, pooled: Compariso
     return (
         f"**{e.cell}** (strips {layers_text(e.layers)}): **{verdict}**, {VERDICT_WORDS[verdict]}; stripping it "
         f"moved {METRIC_LABELS.get(primary, primary)} by {moved}{EVIDENCE_WORDS[e.evidence]}"
-        + (f"; it {', '.join(e.tradeoffs)}" if e.tradeoffs else "")
+        + (
+            f"; it {', '.join(its)}"
+            if (its := [t for t in e.tradeoffs if not t.startswith(STRIPPING)])
+            else ""
+        )
+        + "".join(f"; {t}" for t in e.tradeoffs if t.startswith(STRIPPING))
         + "."
     )
 

@@ -45,7 +45,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     regressions) from the anytime-valid analysis alone; every fixed-n figure stays, as description
     (:mod:`ablate.report.anytime`). A complete fixed run is left exactly as the comparisons made it."""
     from ablate.report.anytime import anytime_comparisons, anytime_families
-    from ablate.report.ranking import rank
+    from ablate.report.ranking import ranking_of
 
     seq = sequential_of(ctx.folder, ctx.manifest, ctx.plan, ctx.results, alpha=ctx.alpha)
     if seq is None:
@@ -63,7 +63,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         "sequential": seq,
         "comparisons": comparisons,
         "families": anytime_families(report.families, seq, seq.alpha),
-        "ranking": rank(ctx.ranked(), ctx.layers, comparisons, ctx.primary),
+        "ranking": ranking_of(ctx, comparisons),
     }
 
 

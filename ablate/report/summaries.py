@@ -58,14 +58,19 @@ def cell_summaries(
     layers: dict[str, list[str]],
     no_op_ids: set[str],
     alpha: float,
+    primary: str,
 ) -> list[CellSummary]:
-    """One summary per cell: each metric's value, spread and (rates) Wilson interval; spend; cache share."""
+    """One summary per cell: each metric's value, spread and (rates) Wilson interval; spend; cache share;
+    cost per pass."""
+    from ablate.report.cost_per_pass import cell_cost_per_pass, pass_metric
+
     out: list[CellSummary] = []
     for c in manifest.cells:
         mine = [it for (_t, cid, _r), it in items.scored.items() if cid == c.id]
         cell_all = [it for it in items.all_items if it.result.cell == c.id]
         inp = sum(it.input_tokens for it in mine)
         lists = [it.list_cost for it in cell_all]
+        per_pass, why = cell_cost_per_pass(mine, pass_metric(primary), alpha, manifest.seed)
         out.append(
             CellSummary(
                 cell=c.id,
@@ -82,6 +87,8 @@ def cell_summaries(
                 cache_read_share=(sum(it.cache_read for it in mine) / inp) if inp else None,
                 skills_invoked=sum(it.skills_invoked for it in mine),
                 notes=list(c.notes),
+                cost_per_pass=per_pass,
+                cost_per_pass_note=why,
             )
         )
     return out

@@ -18,6 +18,7 @@ from ablate.report.blocks import (
     strips_text,
 )
 from ablate.report.context import Context, Page, Section
+from ablate.report.cost_per_pass import per_pass_text
 from ablate.report.model import METRIC_LABELS, Report
 from ablate.report.summaries import cell_summaries, task_table
 
@@ -33,6 +34,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         ctx.layers,
         {n.cell for n in ctx.no_ops},
         ctx.alpha,
+        ctx.primary,
     )
     return {"cells": cells, "task_table": task_table(ctx.manifest, ctx.items.scored)}
 
@@ -88,6 +90,11 @@ def binary_tables(report: Report) -> list[Block]:
                     real_mark(c),
                 ]
             )
+    cells = {c.cell: c for c in report.cells}
+    if other in cells and control in cells:
+        agg.append(["cost per pass [CI]", per_pass_text(cells[other]), per_pass_text(cells[control])])
+        agg[-1] += ["–"] * 4
+        styles.append("")
     out.append(
         Table(
             ["metric (per session)", "Clean", "Normal", "Δ (Clean − Normal)", "interval", "Holm p", "real?"],
@@ -134,12 +141,22 @@ def layered_tables(report: Report) -> list[Block]:
             val = fmt_value(m, ms.value if ms else None)
             cmp_ = pooled.get((c.cell, m))
             row.append(val + (f" ({fmt_delta(m, cmp_.delta)})" if cmp_ else ""))
+        row.append(per_pass_text(c))
         row.append(f"{100 * c.cache_read_share:.0f}%" if c.cache_read_share is not None else "–")
         row.append(f"{c.scored}/{c.items}")
         rows.append(row)
     out.append(
         Table(
-            ["cell", "strips", "pitfall-free (Δ)", "turns (Δ)", "cost (Δ)", "cache-read share", "scored"],
+            [
+                "cell",
+                "strips",
+                "pitfall-free (Δ)",
+                "turns (Δ)",
+                "cost (Δ)",
+                "cost per pass [CI]",
+                "cache-read share",
+                "scored",
+            ],
             rows,
             id="aggregate",
         )

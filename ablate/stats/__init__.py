@@ -6,6 +6,7 @@ from ablate.stats.agreement import cohen_kappa
 from ablate.stats.multiplicity import holm
 from ablate.stats.power import (
     DEFAULT_POWER,
+    blocks_to_detect,
     detectable_binary,
     detectable_mean,
     power_binary,
@@ -39,6 +40,7 @@ __all__ = [
     "Interval",
     "NotComputable",
     "PairedResult",
+    "blocks_to_detect",
     "cohen_kappa",
     "detectable_binary",
     "detectable_mean",

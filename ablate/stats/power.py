@@ -86,6 +86,23 @@ def runs_needed_binary(
     return _first_n(lambda n: power_binary(n, p_control, p_cell, alpha) >= power, max_blocks)
 
 
+def blocks_to_detect(
+    p_control: float, change: float, alpha: float = 0.05, power: float = DEFAULT_POWER
+) -> int | NotComputable:
+    """The paired blocks the exact test needs to detect a change of ``change`` from ``p_control`` with
+    ``power`` in both directions: the weaker one (a direction that would leave [0, 1] is not required)."""
+    _check_rate("p_control", p_control)
+    needs = [
+        runs_needed_binary(p_control, p, alpha, power)
+        for p in (p_control - change, p_control + change)
+        if 0.0 <= p <= 1.0
+    ]
+    if not needs:
+        return NotComputable(f"a change of {change:g} leaves [0, 1] both ways from {p_control:g}")
+    bad = [n for n in needs if isinstance(n, NotComputable)]
+    return bad[0] if bad else max(n for n in needs if isinstance(n, int))
+
+
 def detectable_binary(
     n: int, p_control: float, alpha: float = 0.05, power: float = DEFAULT_POWER, steps: int = 200
 ) -> float | NotComputable:
