@@ -229,6 +229,24 @@ def test_the_e2e_plant_is_found_and_confirmed_with_margin() -> None:
     assert isinstance(removal.interval, Interval) and removal.interval.high < 0  # cell − control: a loss
 
 
+def test_the_e2e_pair_plant_is_found_with_margin() -> None:
+    """The pair e2e test's plant (the pitfall unless both of the first two pieces are kept, seven pieces, 16
+    rows × 2 repeats, --seed 11): both marked at Holm-adjusted p < 0.01, none of the five null pieces (the
+    nearest at p > 0.15); its 8 stage blocks give each removal and the interaction exact p = 2/2⁸."""
+    design = draw_columns(screening_design([f"p{i}" for i in range(7)]), 11, draws=2)
+    outcomes = [
+        Outcome(i, "t", r, float(design.rows[i][0] and design.rows[i][1]))
+        for r in range(2)
+        for i in design.rows_of(r)
+    ]
+    effects = analyse(design, outcomes, binary=True).pieces
+    assert len(outcomes) == 32 and [e.verdict for e in effects[:2]] == ["helps", "helps"]
+    assert all(e.p_adjusted is not None and e.p_adjusted < 0.01 for e in effects[:2]), effects[:2]
+    assert all(e.verdict not in ("helps", "hurts") and (e.p_adjusted or 1) > 0.15 for e in effects[2:])
+    p = paired_binary([False] * 8, [True] * 8).p_value
+    assert p is not None and p == pytest.approx(2 / 2**8) and 2 * p <= 0.05
+
+
 def test_the_probe_refuses_a_piece_run_before_any_session(
     rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

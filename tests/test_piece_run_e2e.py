@@ -153,8 +153,10 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
 
 
 MONEY, LEDGER = "MONEYMARK-41d0", "LEDGERMARK-8e2a"
-PAIR_SECTIONS = [("Money", MONEY), ("Ledger", LEDGER)] + [(f"Null {i}", f"NULLMARK-{i}") for i in range(6)]
+PAIR_SECTIONS = [("Money", MONEY), ("Ledger", LEDGER)] + [(f"Null {i}", f"NULLMARK-{i}") for i in range(5)]
 PAIR_PIECES = [f"user-claude-md#{title.lower().replace(' ', '-')}" for title, _ in PAIR_SECTIONS]
+#: The stage's blocks: as many sessions as the screening ran (2 × 16), shared by 4 cells.
+PAIR_BLOCKS = 2 * 16 // 4
 
 
 @pytest.mark.e2e
@@ -162,10 +164,12 @@ PAIR_PIECES = [f"user-claude-md#{title.lower().replace(' ', '-')}" for title, _ 
 def test_two_sections_that_help_only_together_are_each_confirmed_and_their_interaction_reported(
     claude: Path, tmp_path: Path
 ) -> None:
-    """Among eight sections, "money" and "ledger" help only together: the sim answers with the pitfall word
-    unless both markers reached the main model's request. Screening (2 repeats, 48 sessions) marks both real
-    and no null piece; the stage runs the control, each removed and both removed in 48 // 4 = 12 blocks:
-    removing either fails every block (exact p = 2/2¹²), and the interaction is +100 pts in every block."""
+    """Among seven sections, "money" and "ledger" help only together: the sim answers with the pitfall word
+    unless both markers reached the main model's request. Screening (2 repeats of the N=8 design, 32
+    sessions; the seed's figures: ``tests/test_piece_run.py``) marks both real and none of the five null
+    pieces; the stage runs the control, each removed and both removed in 32 // 4 = 8 blocks: removing either
+    fails every block (exact p = 2/2⁸, Holm over the two: 0.016), and the interaction is +100 pts in every
+    block (exact p = 2/2⁸)."""
     script: dict[str, object] = {
         "default": {"text": "Hello there."},
         "rules": [
@@ -186,13 +190,13 @@ def test_two_sections_that_help_only_together_are_each_confirmed_and_their_inter
     # confirmed: removing either loses the pass rate, with an interval above 0; no other piece is confirmed
     for p in (money, ledger):
         removal = rows[p]["removal"]
-        assert removal["verdict"] == "helps" and removal["blocks"] == 12, removal
+        assert removal["verdict"] == "helps" and removal["blocks"] == PAIR_BLOCKS, removal
         assert removal["effect"] == 1.0 and removal["ci_low"] > 0 and removal["p_adjusted"] <= 0.05
     assert all(rows[p].get("removal") is None for p in PAIR_PIECES[2:])
     # their interaction is found: together +100 pts, either alone nothing
     (pair,) = report["interactions"]
     assert pair["pieces"] == [money, ledger] and pair["verdict"] == "synergy", pair
-    assert pair["effect"] == 1.0 and pair["blocks"] == 12 and pair["p_adjusted"] <= 0.05
+    assert pair["effect"] == 1.0 and pair["blocks"] == PAIR_BLOCKS and pair["p_adjusted"] <= 0.05
     assert pair["alone"] == {money: 0.0, ledger: 0.0}
     said = f"{money} and {ledger} help only together: removing {money} loses +100 pts"
     md = (run_dir / "report.md").read_text()
