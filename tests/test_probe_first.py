@@ -85,7 +85,9 @@ def test_no_probe_is_recorded_and_the_report_says_so(tmp_path: Path, claude: Pat
     _code, out, run_dir = _run(tmp_path, claude, "--no-probe", "--budget-usd", "0")
     assert "probe: skipped (--no-probe)" in out
     data = orjson.loads((run_dir / "probe.json").read_bytes())
+    graders = data.pop("graders")  # the tasks' checks are vetted with or without the cell probe
     assert data == {"schema_version": 1, "ok": None, "skipped": "--no-probe"}
+    assert graders["weak"] == [] and [t["id"] for t in graders["tasks"]] == ["greet-exclaim"]
     assert probe_words(data).startswith("Probe: not run (--no-probe): nothing in this folder proves")
 
 

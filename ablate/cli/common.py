@@ -273,6 +273,15 @@ ProbeOpt = Annotated[
     ),
 ]
 
+AllowWeakChecks = Annotated[
+    bool,
+    typer.Option(
+        "--allow-weak-checks",
+        help="Run tasks whose checks all pass on the untouched checkout or fail on their reference (refused "
+        "otherwise, exit 2, before any session); the manifest records them and the report says so.",
+    ),
+]
+
 
 def _setup_options(
     config_dir: ConfigDir = None,
@@ -300,6 +309,7 @@ def _cell_run_options(
     hide: HideOpt = None,
     expose: ExposeOpt = None,
     probe: ProbeOpt = True,
+    allow_weak_checks: AllowWeakChecks = False,
     limit: LimitOpt = None,
 ) -> None:
     """How the sessions of a run are run in cells (run, ab, compare)."""

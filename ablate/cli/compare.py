@@ -393,6 +393,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "expose": tuple(o["expose"] or ()),
             "limits": parse_limits(o["limit"] or []),
             "probe": o["probe"],
+            "allow_weak_checks": o["allow_weak_checks"],
             "on_progress": display.update,
             "on_note": display.note,
         },

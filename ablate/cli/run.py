@@ -492,10 +492,19 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
 
 def _probe_first(prep: PreparedRun, claude: ClaudeBinary, backend: str, o: dict[str, Any]) -> None:
     """The free probe before the first paid session, or the record that it was skipped."""
+    from ablate.grade.vet import vet_tasks
     from ablate.run.probe_first import probe_or_skip
 
     probe_or_skip(
-        prep, claude, enabled=o["probe"], isolation=backend, work_dir=o["work_dir"], jobs=o["jobs"], say=err
+        prep,
+        claude,
+        enabled=o["probe"],
+        isolation=backend,
+        work_dir=o["work_dir"],
+        jobs=o["jobs"],
+        say=err,
+        vet=lambda: vet_tasks(prep.tasks, prep.setup.repo, prep.setup.head),
+        allow_weak=o["allow_weak_checks"],
     )
 
 

@@ -12,7 +12,9 @@ import typer
 from ablate.cli.common import ConfigDir, Json, cli_errors, default_config_dir
 from ablate.core.errors import UsageError
 
-app = typer.Typer(help="Tasks from your own work: `ablate tasks suggest` drafts them from your history.")
+app = typer.Typer(
+    help="Tasks: `ablate tasks suggest` drafts them from your history; `ablate tasks check` vets their checks."
+)
 
 
 @app.command()
@@ -60,3 +62,54 @@ def suggest(
     for d, p in zip(drafts, paths, strict=True):
         typer.echo(f"{p}  ({d.pitfalls} suggested pitfalls) — {d.why}")
     typer.echo("\nreview each draft, then delete its `draft = true` line; until then `ablate run` refuses it")
+
+
+@app.command("check")
+@cli_errors
+def check(
+    tasks: Annotated[list[Path], typer.Argument(help="Task files, folders of them or plugin-eval suites.")],
+    repo: Annotated[
+        Path, typer.Option("--repo", help="The repository the tasks run in (default: the current folder).")
+    ] = Path("."),
+    json: Json = False,
+) -> None:
+    """Check the tasks' checks for free, as `ablate run` does before its first session: each task's checks on
+    the untouched checkout (HEAD with its seed files, as if the model did nothing) and on its `reference`.
+
+    A task whose checks all pass untouched, or fail on its reference, cannot tell doing nothing from doing the
+    task: it is named with each check and what it saw, unless it says `guard_only = true`. Nothing is run.
+
+    Exit codes: 0 every task's checks tell (or it has none, or is guard only); 2 a weak task, or bad input (a
+    task file, a reference patch that does not apply, not a git repository); 130 interrupted.
+    """
+    from ablate.core.errors import NotARepo
+    from ablate.core.gitutil import run_git
+    from ablate.grade.vet import vet_tasks
+    from ablate.setup.taskset import load_tasks
+
+    loaded = load_tasks(tasks)
+    head = run_git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+    if head.returncode != 0:
+        raise NotARepo(f"{repo}: not a git repository with commits", hint="pass --repo with the repository")
+    record = vet_tasks(loaded, repo, head.stdout.strip())
+    if json:
+        typer.echo(orjson.dumps(record, option=orjson.OPT_INDENT_2).decode())
+    else:
+        vetted = {t["id"]: t for t in record["tasks"]}
+        for t in loaded:
+            v = vetted.get(t.id)
+            if v is None:
+                typer.echo(f"{t.id}: no checks")
+            elif v["weak"]:
+                typer.echo(f"{t.id}: WEAK — {v['weak']}")
+            else:
+                passed = sum(1 for r in v["untouched"] if r["passed"])
+                ref = v["reference"]
+                said = f"{passed}/{len(v['untouched'])} checks pass untouched" + (
+                    f", {sum(1 for r in ref if r['passed'])}/{len(ref)} on the reference"
+                    if ref is not None
+                    else ""
+                )
+                typer.echo(f"{t.id}: {'guard only' if v['guard_only'] else 'ok'} ({said})")
+    if record["weak"]:
+        raise typer.Exit(2)

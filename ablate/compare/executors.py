@@ -275,6 +275,8 @@ class ClaudeCodeOptions:
     expose: tuple[str, ...] = ()
     probe: bool = True
     """Probe the arms' cells for free before the first paid session (``--no-probe``: False)."""
+    allow_weak_checks: bool = False
+    """Run tasks whose checks cannot tell doing nothing from doing the task (``--allow-weak-checks``)."""
     limits: Limits = field(default_factory=Limits)
     """Each session's limits (``--limit``)."""
     on_progress: Callable[[Progress], None] | None = None
@@ -443,6 +445,7 @@ class ClaudeCodeExecutor:
     def _probe_first(self, prep: PreparedRun, claude: ClaudeBinary) -> None:
         """Prove every arm's cell carries its arm's file to the model before the first paid session, as
         ``ablate run`` does (probe.json in the run folder); an unfaithful cell stops the comparison (exit 1)."""
+        from ablate.grade.vet import vet_tasks
         from ablate.run.probe_first import probe_or_skip
 
         o = self.options
@@ -454,6 +457,8 @@ class ClaudeCodeExecutor:
             work_dir=o.work_dir,
             jobs=o.jobs,
             say=o.on_note or (lambda _line: None),
+            vet=lambda: vet_tasks(prep.tasks, prep.setup.repo, prep.setup.head),
+            allow_weak=o.allow_weak_checks,
         )
 
     def _request(self, claude: ClaudeBinary, folder: Path) -> ExecuteRequest:

@@ -436,6 +436,9 @@ class RunManifest(Spec):
     """Every `ablate run` invocation on this folder, oldest first."""
     design: PieceDesignRecord | None = Field(default=None, exclude_if=lambda v: v is None)
     """A piece run's design (``ablate run --pieces``): its rows, cells and pieces; absent for a layer run."""
+    weak_checks: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Tasks run with ``--allow-weak-checks`` although their checks pass untouched or fail on their reference
+    (probe.json's ``graders`` says how); absent when none."""
 
     def identity(self) -> dict[str, object]:
         """The experiment-defining part of the manifest (no times, hosts, shards or invocation history)."""

@@ -11,16 +11,16 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.checks.base import EndState, SessionTrace
+from ablate.checks.base import EndState, Reader, SessionTrace
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes, sha256_bytes
 from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.grade.evaluate import ChecksGrade, evaluate_check, summarise
-from ablate.grade.patch import apply_file_patch, parse_patch
+from ablate.grade.patch import FilePatch, apply_file_patch, parse_patch
 from ablate.isolate.viewpath import as_seen_inside, real_path, view_command
 from ablate.setup.tasks import Task
 
@@ -362,27 +362,49 @@ def grade_from_diff(
     """
     if not task.spec.checks:
         return None
-    patches = {p.path: p for p in parse_patch(patch_text)}
-    changed = sorted(patches)
     seeds = task.spec.files
 
-    def read(rel: str) -> tuple[bytes | None, str]:
-        p = patches.get(rel)
-        if p is None:
-            if rel in seeds:
-                return seeds[rel].encode("utf-8"), ""
-            return None, "not seeded and unchanged: its content is not in the run folder"
-        if p.old_path is not None and rel not in seeds:
-            return None, "not seeded: its start is not in the run folder"
+    def start(rel: str) -> tuple[bytes | None, str]:
+        if rel in seeds:
+            return seeds[rel].encode("utf-8"), ""
+        return None, "not seeded and unchanged: its content is not in the run folder"
+
+    def known(rel: str) -> tuple[bytes | None, str]:
+        return start(rel) if rel in seeds else (None, "not seeded: its start is not in the run folder")
+
+    after = {p.path: (new, why) for p, new, why in patched(patch_text, known, "the saved diff")}
+    end = overlay_state(start, after, trace)
+    results = [evaluate_check(i, c, end) for i, c in enumerate(task.spec.checks)]
+    return summarise(attempt, "diff", results, sorted(after), patch_rel, None)
+
+
+def patched(patch_text: str, start: Reader, what: str) -> Iterator[tuple[FilePatch, bytes | None, str]]:
+    """Each file of the patch ``what`` with its content after it: (bytes, ""), (None, "absent") when it deletes
+    the file, or (None, why) when its start cannot be read (``start``'s why) or the section does not apply."""
+    for p in parse_patch(patch_text):
+        before: bytes | None = None
+        if p.old_path is not None:
+            before, why = start(p.path)
+            if before is None:
+                yield p, None, why
+                continue
         try:
-            after = apply_file_patch(seeds.get(rel), p)
+            new = apply_file_patch(before.decode("utf-8", "replace") if before is not None else None, p)
         except ValueError as exc:
-            return None, f"the saved diff does not apply: {exc}"
-        return (None, "absent") if after is None else (after.encode("utf-8"), "")
+            yield p, None, f"{what} does not apply to {p.path}: {exc}"
+            continue
+        yield p, None if new is None else new.encode("utf-8"), "" if new is not None else "absent"
+
+
+def overlay_state(
+    start: Reader, after: Mapping[str, tuple[bytes | None, str]], trace: SessionTrace | None
+) -> EndState:
+    """The end state of ``start`` with the files of ``after`` replaced (each: its bytes, or None and why)."""
+
+    def read(rel: str) -> tuple[bytes | None, str]:
+        return after[rel] if rel in after else start(rel)
 
     def unchanged(rel: str) -> tuple[bool | None, str]:
-        return (rel not in patches), ("" if rel not in patches else "changed during the session")
+        return (rel not in after), ("" if rel not in after else "changed during the session")
 
-    end = EndState(read, unchanged, changed, None, trace)
-    results = [evaluate_check(i, c, end) for i, c in enumerate(task.spec.checks)]
-    return summarise(attempt, "diff", results, changed, patch_rel, None)
+    return EndState(read, unchanged, sorted(after), None, trace)

@@ -82,10 +82,10 @@ def apply_file_patch(before: str | None, patch: FilePatch) -> str | None:
     old = (before or "").splitlines(keepends=True) if patch.old_path is not None else []
     out: list[str] = []
     pos = 0
-    for start, body in patch.hunks:
+    for k, (start, body) in enumerate(patch.hunks, 1):
         begin = max(start - 1, 0) if any(b[:1] in (" ", "-") for b in body) else start
         if begin < pos or begin > len(old):
-            raise ValueError("hunk out of order")
+            raise ValueError(f"hunk {k} (@@ -{start}): out of order or past the end of the file")
         out.extend(old[pos:begin])
         pos = begin
         for j, b in enumerate(body):
@@ -96,7 +96,10 @@ def apply_file_patch(before: str | None, patch: FilePatch) -> str | None:
             text = content if no_eol else content + "\n"
             if tag in (" ", "-"):
                 if pos >= len(old) or old[pos].rstrip("\n") != content:
-                    raise ValueError(f"context mismatch at line {pos + 1}")
+                    got = old[pos].rstrip("\n") if pos < len(old) else "(the end of the file)"
+                    raise ValueError(
+                        f"hunk {k} (@@ -{start}): line {pos + 1} is {got!r}, the patch expects {content!r}"
+                    )
                 pos += 1
             if tag in (" ", "+"):
                 out.append(text)

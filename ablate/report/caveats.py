@@ -217,6 +217,18 @@ def network(report: Report, manifest: RunManifest) -> Caveat | None:
     return None
 
 
+def weak_checks(report: Report, manifest: RunManifest) -> Caveat | None:
+    """Tasks run with --allow-weak-checks: their checks cannot tell doing nothing from doing the task."""
+    if not manifest.weak_checks:
+        return None
+    return Caveat(
+        id="weak-checks",
+        text=f"Run with --allow-weak-checks: the checks of {', '.join(manifest.weak_checks)} pass on the untouched "
+        "checkout or fail on their reference (probe.json's graders), so their checks_passed cannot tell doing "
+        "nothing from doing the task; read those tasks' pitfalls and judge verdicts instead.",
+    )
+
+
 def wire_differs(report: Report, manifest: RunManifest) -> Caveat | None:
     """Sessions whose transcript disagrees with what crossed the wire."""
     differs = manifest.isolation.wire_differs if manifest.isolation else None
@@ -432,6 +444,7 @@ CAVEATS: list[CaveatBuilder] = [
     known_answer_bias,
     isolation,
     network,
+    weak_checks,
     wire_differs,
     carried_identical,
     carried_unlike_probe,

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.core.errors import AblateError
-from ablate.folder.layout import RunFolder
+from ablate.core.errors import AblateError, UsageError
+from ablate.folder.layout import RunFolder, write_manifest
 from ablate.folder.probe import probe_path, read_probe, write_probe
 
 if TYPE_CHECKING:
@@ -24,6 +24,42 @@ PROBE_JOBS = 4
 
 class UnfaithfulCells(AblateError):
     """The probe found a cell that does not carry what it should: the run is refused (exit 1)."""
+
+
+class WeakChecks(UsageError):
+    """A task's checks pass when the model does nothing, or fail on its reference: the run is refused (exit 2)."""
+
+
+Vetter = Callable[[], dict[str, Any]]
+"""The graders' check of the run's tasks (``ablate.grade.vet.vet_tasks`` bound to them): probe.json's
+``graders``, or a located error for a bad reference. Supplied by the caller: ``run`` does not import ``grade``."""
+
+
+def vet_graders(prep: PreparedRun, vet: Vetter, *, allow_weak: bool) -> dict[str, Any]:
+    """The run's tasks' checks against the untouched checkout and their references, before any session (kept
+    from probe.json when its tasks are these); refuse weak checks unless ``allow_weak`` (``--allow-weak-checks``:
+    the tasks go into the manifest's ``weak_checks``, which the report's caveat reads)."""
+    earlier = read_probe(prep.folder) or {}
+    kept = earlier.get("graders")
+    hashes = {t.id: t.sha256 for t in prep.tasks}
+    record = kept if isinstance(kept, dict) and kept.get("hashes") == hashes else vet()
+    weak = [t for t in record["tasks"] if t["weak"] and t["id"] in record["weak"]]
+    record = {**record, "allowed": bool(weak) and allow_weak}
+    before = earlier or {"ok": None, "skipped": "the run stopped before its cells were probed"}
+    path = write_probe(prep.folder, before | {"graders": record})
+    if weak and not allow_weak:
+        raise WeakChecks(
+            "the graders refused this run before any session; nothing was spent: "
+            + "; ".join(t["weak"] for t in weak)
+            + f". The record: {path}",
+            hint="make each check fail when nothing is done (check what the task asks for), fix the reference, "
+            "mark a task whose checks only guard `guard_only = true`, or run anyway with --allow-weak-checks "
+            "(the report says so); `ablate tasks check TASKS` checks them on its own",
+        )
+    if weak:
+        prep.manifest = prep.manifest.model_copy(update={"weak_checks": [t["id"] for t in weak]})
+        write_manifest(prep.folder, prep.manifest)
+    return record
 
 
 def kept_probe(run_dir: Path, cells: list[str]) -> dict[str, Any] | None:
@@ -62,7 +98,7 @@ def skip_probe(run_dir: Path, why: str) -> Path:
     earlier = read_probe(folder)
     if earlier is not None and earlier.get("ok") is True:
         return probe_path(folder)
-    record: dict[str, Any] = {"ok": None, "skipped": why}
+    record: dict[str, Any] = {"ok": None, "skipped": why} | _graders(earlier)
     if earlier is not None and earlier.get("ok") is False:
         record["earlier"] = earlier
     return write_probe(folder, record)
@@ -98,7 +134,7 @@ def probe_first(
         work_parent=work_dir,
         on_cell=on_cell,
     )
-    data = result.to_json()
+    data = result.to_json() | _graders(read_probe(prep.folder))
     path = write_probe(prep.folder, data)
     if not result.ok:
         bad = [f"{c.id} {c.verdict}" for c in result.cells if c.verdict not in ("faithful", "no-op")]
@@ -118,6 +154,11 @@ def probe_first(
     return data, False
 
 
+def _graders(earlier: dict[str, Any] | None) -> dict[str, Any]:
+    """The graders' record of an earlier probe.json, to keep in the one replacing it."""
+    return {"graders": earlier["graders"]} if earlier and earlier.get("graders") else {}
+
+
 def probe_or_skip(
     prep: PreparedRun,
     claude: ClaudeBinary,
@@ -127,16 +168,29 @@ def probe_or_skip(
     work_dir: Path | None,
     jobs: int,
     say: Callable[[str], None],
+    vet: Vetter | None = None,
+    allow_weak: bool = False,
 ) -> None:
-    """What ``run``, ``ab`` and ``compare --executor claude-code`` do before their first paid session: probe
-    the run's cells (:func:`probe_first`, which refuses an unfaithful one) or, ``enabled`` False
-    (``--no-probe``), record that they were not probed; ``say`` gets the lines for the user. A run with
-    nothing left to do is not probed."""
+    """What ``run``, ``ab`` and ``compare --executor claude-code`` do before their first paid session: vet the
+    tasks' checks (``vet``: :func:`vet_graders`, which refuses weak ones), then probe the run's cells
+    (:func:`probe_first`, which refuses an unfaithful one) or, ``enabled`` False (``--no-probe``), record that
+    they were not probed; ``say`` gets the lines for the user. A run with nothing left to do is not probed."""
+    todo = bool(prep.todo())
+    if vet is not None and todo:
+        graders = vet_graders(prep, vet, allow_weak=allow_weak)
+        guards = sum(1 for t in graders["tasks"] if t["guard_only"])
+        weak = prep.manifest.weak_checks
+        say(
+            f"graders: the checks of {len(graders['tasks'])} tasks tried on the untouched checkout and their "
+            "references (free): "
+            + (f"weak, run anyway (--allow-weak-checks): {', '.join(weak)}" if weak else "none weak")
+            + (f"; {guards} guard only" if guards else "")
+        )
     if not enabled:
         skip_probe(prep.folder.root, "--no-probe")
         say("probe: skipped (--no-probe); the report says so")
         return
-    if not prep.todo():
+    if not todo:
         return
     n = len(prep.cell_set.cells)
     say(f"probe: proving what reaches the model in each of the {n} cells (free: capture endpoint, no key)")

@@ -113,6 +113,12 @@ class TaskSpec(Spec):
     session, replacing a file of the repo at that path."""
     checks: list[Check] = Field(default_factory=list)
     """Execution checks (``[[checks]]``), evaluated read-only on the checkout the session left."""
+    reference: str | None = Field(default=None, min_length=1)
+    """A reference solution, relative to the task file: a patch (``git diff`` output) or a folder of files laid
+    over the checkout. Before any session the checks must pass on it (:mod:`ablate.grade.vet`)."""
+    guard_only: bool = False
+    """The checks only guard against harm (they pass when the model does nothing): the task is run although
+    its checks cannot tell doing nothing from doing the task (its pitfalls or rubric measure it)."""
     rubric: Rubric | None = None
     """The blind judge's rubric (``[rubric]``); tasks without one are not judged."""
     append_system_prompt: str = ""
@@ -177,6 +183,11 @@ class Task:
     @property
     def split(self) -> str:
         return self.spec.split
+
+    @property
+    def reference(self) -> Path | None:
+        """The reference solution's path (relative to the task file), or None."""
+        return self.source.parent / self.spec.reference if self.spec.reference else None
 
 
 def load_task(path: Path, catalog: Catalog | None = None) -> Task:
