@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -64,6 +66,30 @@ def _row(r: SessionResult) -> list[Any]:
     ]
 
 
+def _items(r: SessionResult, by: By) -> list[tuple[str, int, str | None]]:
+    """What one session adds to the ``--by`` table: (key, calls, skill outcome)."""
+    t = r.total
+    if by is By.tool:
+        return [(k, v, None) for k, v in t.tool_histogram.items()]
+    if by is By.file:
+        return [(k, v, None) for k, v in t.file_reads.items()]
+    return [(s.skill, 1, s.outcome) for s in t.skills_invoked]
+
+
+def _view(r: SessionResult, by: By | None, json: bool) -> tuple[Any, str | None]:
+    """One session's share of the output and its damage note, computed where it was mined (a worker
+    process sends back these few bytes, not the whole result)."""
+    note = None
+    if r.malformed_lines or r.truncated_lines or r.unknown_record_types:
+        note = (
+            f"note: {r.transcript}: {r.malformed_lines} malformed, {r.truncated_lines} truncated lines, "
+            f"unknown record types {r.unknown_record_types or '{}'}"
+        )
+    if by is not None:
+        return _items(r, by), note
+    return (orjson.dumps(r.to_json(), option=orjson.OPT_NON_STR_KEYS) if json else _row(r)), note
+
+
 _HEADERS = ["session", "status", "turns", "calls m/s", "in", "out", "cache rd", "cost $", "tools", "files"]
 _HEADERS += ["skills", "retries"]
 
@@ -115,24 +141,25 @@ def mine(
     rows: list[list[Any]] = []
     agg: dict[str, dict[str, Any]] = {}
     found = unreadable = 0
-    for _transcript, r in mine_each(iter_sessions(paths), pitfalls=pitfalls, jobs=jobs):
+    out = getattr(sys.stdout, "buffer", None) if json and by is None else None  # none in a StringIO
+    view = partial(_view, by=by, json=json)
+    for _transcript, r in mine_each(iter_sessions(paths), view, pitfalls=pitfalls, jobs=jobs):
         if isinstance(r, OSError):
             unreadable += 1
             typer.echo(f"warning: {r}", err=True)
             continue
         found += 1
+        part, note = r
         if by is not None:
-            _aggregate(agg, r, by)
+            _aggregate(agg, part, by)
+        elif out is not None:
+            out.write(part + b"\n")
         elif json:
-            _emit_jsonl(r.to_json())
+            typer.echo(part.decode())
         else:
-            rows.append(_row(r))
-        if r.malformed_lines or r.truncated_lines or r.unknown_record_types:
-            typer.echo(
-                f"note: {r.transcript}: {r.malformed_lines} malformed, {r.truncated_lines} truncated lines, "
-                f"unknown record types {r.unknown_record_types or '{}'}",
-                err=True,
-            )
+            rows.append(part)
+        if note:
+            typer.echo(note, err=True)
     if not found and not unreadable:
         raise NotFound("no session transcripts found in " + ", ".join(str(p) for p in paths))
     if by is not None:
@@ -145,14 +172,7 @@ def mine(
         raise typer.Exit(EXIT_PARTIAL)
 
 
-def _aggregate(agg: dict[str, dict[str, Any]], r: SessionResult, by: By) -> None:
-    t = r.total
-    if by is By.tool:
-        items: list[tuple[str, int, str | None]] = [(k, v, None) for k, v in t.tool_histogram.items()]
-    elif by is By.file:
-        items = [(k, v, None) for k, v in t.file_reads.items()]
-    else:
-        items = [(s.skill, 1, s.outcome) for s in t.skills_invoked]
+def _aggregate(agg: dict[str, dict[str, Any]], items: list[tuple[str, int, str | None]], by: By) -> None:
     seen: set[str] = set()
     for key, n, outcome in items:
         entry = agg.setdefault(key, {by.value: key, "calls": 0, "sessions": 0})

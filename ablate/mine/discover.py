@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ablate.folder.names import PLAN, STDOUT, TRANSCRIPTS
 from ablate.mine.derive import mine_session
@@ -15,6 +15,7 @@ from ablate.mine.model import SessionResult
 if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
     from ablate.setup.tasks import PitfallPattern
 
+T = TypeVar("T")
 _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -72,28 +73,34 @@ def stdout_for_transcript(transcript: Path) -> Path | None:
     return root / STDOUT / f"{attempt_dir.name}.json"
 
 
-def _mine_one(job: tuple[Path, tuple[PitfallPattern, ...]]) -> SessionResult | OSError:
-    transcript, pitfalls = job
+def _mine_one(job: tuple[Path, tuple[PitfallPattern, ...], Callable[[SessionResult], T]]) -> T | OSError:
+    transcript, pitfalls, view = job
     try:
-        return mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls)
+        return view(mine_session(transcript, stdout=stdout_for_transcript(transcript), pitfalls=pitfalls))
     except OSError as exc:
         return exc
 
 
 def mine_each(
-    transcripts: Iterable[Path], *, pitfalls: Sequence[PitfallPattern] = (), jobs: int = 1
-) -> Iterator[tuple[Path, SessionResult | OSError]]:
-    """Mine each transcript, in order, with ``jobs`` worker processes (each streams its own file, so memory
-    stays bounded); an unreadable file yields its error."""
+    transcripts: Iterable[Path],
+    view: Callable[[SessionResult], T],
+    *,
+    pitfalls: Sequence[PitfallPattern] = (),
+    jobs: int = 1,
+) -> Iterator[tuple[Path, T | OSError]]:
+    """``view`` of each transcript's mined session, in order, with ``jobs`` worker processes (each streams
+    its own files, so memory stays bounded, and applies ``view``, a module-level function, so that only
+    its value crosses back); an unreadable file yields its error."""
     pits = tuple(pitfalls)
-    items = ((t, pits) for t in transcripts)
-    if jobs <= 1:
+    items = [(t, pits, view) for t in transcripts]
+    if jobs <= 1 or len(items) < 2:
         for job in items:
             yield job[0], _mine_one(job)
         return
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        pending = list(items)
-        for job, result in zip(pending, pool.map(_mine_one, pending, chunksize=16), strict=True):
+    with ProcessPoolExecutor(max_workers=min(jobs, len(items))) as pool:
+        # Chunks of about a hundredth of the sessions: few round trips, and still an even split at the end.
+        chunk = max(1, min(64, len(items) // (jobs * 8)))
+        for job, result in zip(items, pool.map(_mine_one, items, chunksize=chunk), strict=True):
             yield job[0], result

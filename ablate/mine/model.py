@@ -59,16 +59,19 @@ class Usage:
     cache_write_1h_tokens: int = 0
 
     def add(self, other: Usage) -> None:
-        for name in _USAGE_FIELDS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_creation_tokens += other.cache_creation_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_1h_tokens += other.cache_write_1h_tokens
 
     def merge_max(self, other: Usage) -> None:
         """Keep the larger value per field (a message's records repeat, or grow, the same usage)."""
-        for name in _USAGE_FIELDS:
-            setattr(self, name, max(getattr(self, name), getattr(other, name)))
-
-
-_USAGE_FIELDS = tuple(f.name for f in fields(Usage))
+        self.input_tokens = max(self.input_tokens, other.input_tokens)
+        self.output_tokens = max(self.output_tokens, other.output_tokens)
+        self.cache_creation_tokens = max(self.cache_creation_tokens, other.cache_creation_tokens)
+        self.cache_read_tokens = max(self.cache_read_tokens, other.cache_read_tokens)
+        self.cache_write_1h_tokens = max(self.cache_write_1h_tokens, other.cache_write_1h_tokens)
 
 
 @dataclass
@@ -109,22 +112,23 @@ class ThreadMetrics:
 
         Field by field from the dataclass, so a new count needs no line here."""
         out = ThreadMetrics()
-        for f in fields(ThreadMetrics):
-            mine, theirs = getattr(self, f.name), getattr(other, f.name)
-            if f.name == "duration_s":
-                durations = [d for d in (mine, theirs) if d is not None]
-                out.duration_s = max(durations) if durations else None
-            elif f.name == "model_usage":
+        for name, kind in _MERGE:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if kind is int:
+                setattr(out, name, mine + theirs)
+            elif kind is list:
+                setattr(out, name, [*mine, *theirs])
+            elif name == "model_usage":
                 for part in (mine, theirs):
                     for model, usage in part.items():
                         out.model_usage.setdefault(model, Usage()).add(usage)
-            elif isinstance(mine, int):
-                setattr(out, f.name, mine + theirs)
-            elif isinstance(mine, dict):
-                _add_counts(getattr(out, f.name), mine)
-                _add_counts(getattr(out, f.name), theirs)
             else:
-                getattr(out, f.name).extend([*mine, *theirs])
+                counts = dict(mine)
+                for k, v in theirs.items():
+                    counts[k] = counts.get(k, 0) + v
+                setattr(out, name, counts)
+        durations = [d for d in (self.duration_s, other.duration_s) if d is not None]
+        out.duration_s = max(durations) if durations else None
         return out
 
     def summary(self) -> ThreadSummary:
@@ -152,9 +156,10 @@ class ThreadMetrics:
         return self._fields()
 
 
-def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
-    for k, v in other.items():
-        into[k] = into.get(k, 0) + v
+#: (field, int | dict | list) of every field :meth:`ThreadMetrics.merged` combines (all but ``duration_s``).
+_MERGE = tuple(
+    (f.name, type(getattr(ThreadMetrics(), f.name))) for f in fields(ThreadMetrics) if f.name != "duration_s"
+)
 
 
 @dataclass
