@@ -70,11 +70,10 @@ def test_no_probe_is_recorded_and_compare_md_says_so(
     _code, out, folder = _compare(tmp_path, claude, "--no-probe", "--budget-usd", "0")
     assert "probe: skipped (--no-probe)" in out
     (run,) = (folder / "run").iterdir()
-    assert orjson.loads((run / "probe.json").read_bytes()) == {
-        "schema_version": 1,
-        "ok": None,
-        "skipped": "--no-probe",
-    }
+    data = orjson.loads((run / "probe.json").read_bytes())
+    graders = data.pop("graders")  # the tasks' checks are vetted with or without the cell probe
+    assert data == {"schema_version": 1, "ok": None, "skipped": "--no-probe"}
+    assert graders["weak"] == [] and [t["id"] for t in graders["tasks"]] == ["greet-exclaim"]
     doc = orjson.loads((folder / "compare.json").read_bytes())
     record = doc["execution"]["probe"]
     assert record["ok"] is None and record["file"] == f"run/{run.name}/probe.json"
