@@ -55,6 +55,9 @@ RICH_SETTINGS = {
 }
 
 
+RICH_REPO_MCP = {"search": {"command": "search-server"}, "lint": {"command": "lint", "args": ["--stdio"]}}
+
+
 @pytest.fixture
 def example(tmp_path: Path) -> ExampleSetup:
     return materialise_example(tmp_path / "ex")
@@ -67,7 +70,7 @@ def _setup(ex: ExampleSetup) -> Setup:
 @pytest.fixture
 def rich(tmp_path: Path) -> ExampleSetup:
     """The example, plus a CLAUDE.md with a preamble, nested and repeated headings and a fenced heading,
-    two hook entries in one group, two MCP servers, a repo skill and repo settings hooks."""
+    two hook entries in one group, two MCP servers, a repo skill, repo settings hooks and a repo .mcp.json."""
     ex = materialise_example(tmp_path / "rich")
     (ex.config_dir / "CLAUDE.md").write_text(RICH_CLAUDE_MD)
     (ex.config_dir / "settings.json").write_text(json.dumps(RICH_SETTINGS, indent=4))
@@ -79,6 +82,7 @@ def rich(tmp_path: Path) -> ExampleSetup:
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: deploy\ndescription: Ship it safely\n---\nSteps.\n")
     (ex.repo / ".claude" / "settings.json").write_text(json.dumps(RICH_SETTINGS))
+    (ex.repo / ".mcp.json").write_text(json.dumps({"mcpServers": RICH_REPO_MCP}))
     git(ex.repo, "add", "-A")
     git(ex.repo, "commit", "-q", "-m", "repo skill and hooks")
     return ex
@@ -134,6 +138,8 @@ def test_rich_setup_ids_unique_stable_and_kinds(rich: ExampleSetup) -> None:
         "mcp#tickets",
         "repo-dot-claude#deploy",
         "repo-dot-claude#pretooluse-bash-guard",
+        "repo-mcp#search",
+        "repo-mcp#lint",
     ):
         assert pid in by_id, pid
     assert "fp: money-2" in by_id["user-claude-md#money-2"].text
@@ -200,9 +206,10 @@ def test_piece_cell_built_by_the_links_builder(rich: ExampleSetup, tmp_path: Pat
         "mcp#docs",
         "repo-dot-claude#deploy",
         "repo-claude-md#greeter",
+        "repo-mcp#search",
     ]
     cells = piece_cells(pieces, [row])
-    assert cells.control == "C0" and cells.cells[1].pieces == tuple(row[:1] + row[1:3] + row[4:5] + row[3:4])
+    assert cells.control == "C0" and cells.cells[1].pieces == tuple(row[:3] + row[4:5] + row[3:4] + row[5:])
     before = tree_hash(rich.home), tree_hash(rich.repo)
     env = build_environment(setup, catalog, cells.cells[1], tmp_path / "out")
     assert "(fp: style)" not in (env.config_dir / "CLAUDE.md").read_text()
@@ -212,6 +219,8 @@ def test_piece_cell_built_by_the_links_builder(rich: ExampleSetup, tmp_path: Pat
         assert set(json.loads(account.read_text())["mcpServers"]) == {"tickets"}
     assert not (env.cwd / ".claude" / "skills" / "deploy").exists()
     assert (env.cwd / "CLAUDE.md").read_text() == ""
+    assert json.loads((env.cwd / ".mcp.json").read_text()) == {"mcpServers": {"lint": RICH_REPO_MCP["lint"]}}
+    assert json.loads((rich.repo / ".mcp.json").read_text())["mcpServers"] == RICH_REPO_MCP  # the user's file
     assert env.mismatches == {}
     status = subprocess.run(["git", "status", "--short"], cwd=env.cwd, capture_output=True, text=True).stdout
     assert "CLAUDE.md" not in status and "deploy" not in status  # cuts are not named by git status
