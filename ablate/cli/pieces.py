@@ -50,7 +50,7 @@ def pieces_cmd(
     A piece is one CLAUDE.md section (a Markdown heading and the text up to the next heading; the text
     before the first heading is the `preamble` piece), one imported file (axioms.md, lessons.md), one skill
     folder, one hook entry of settings.json (event, matcher, command), one MCP server (mcpServers of
-    .claude.json and settings.json), one agent, command, rule file or output style, one auto-memory file: in
+    .claude.json, settings.json and the repository's .mcp.json), one agent, command, rule file or output style, one auto-memory file: in
     the config dir and in the repository (its CLAUDE.md files, .claude/ skills, commands, agents and
     settings hooks, and each file of its knowledge: MEMORY.md, docs/runbooks, docs/decisions, findings,
     handoffs and plans, nested CLAUDE.md files).
