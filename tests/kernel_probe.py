@@ -3,12 +3,15 @@
 ``python3 kernel_probe.py all [DGRAM_SOCKET] [STREAM_SOCKET]`` tries each attack in a child of its own (an
 attack the seccomp filter answers with ``SIGSYS`` kills only that child) and prints one line each,
 ``NAME=reached``, ``NAME=refused:<errno>`` or ``NAME=killed:<signal>``, then ``UTS=<inode>`` (which UTS
-namespace it ran in) and ``KERNEL-DONE``. ``python3 kernel_probe.py plant KEY PAYLOAD -- ARGV...`` joins a
-fresh session keyring, adds a ``user`` key KEY to it and execs ARGV there: the key a session would inherit.
+namespace it ran in) and ``KERNEL-DONE``; ``python3 kernel_probe.py kernel`` does the same for the attacks
+of :data:`KERNEL`, in one process (none of them is answered with ``SIGSYS``: one Python start, not eight).
+``python3 kernel_probe.py plant KEY PAYLOAD -- ARGV...`` joins a fresh session keyring, adds a ``user`` key
+KEY to it and execs ARGV there: the key a session would inherit.
 
 The attacks: read, change and add keys (the inherited session keyring, the user's keyring: a key added there
-is unlinked at once), write a new hostname through ``/proc/sys`` and ``sethostname``, open a ``/proc/sys``
-and a ``/sys`` file for writing (never written), a unix socket, a datagram ``socketpair`` that sends to
+is unlinked at once), write ``/proc/sys/kernel/hostname`` and ``/proc/sys/vm/overcommit_memory`` and call
+``sethostname``, each with the value it holds (a write that gets through changes nothing), open a ``/sys``
+file for writing (never written), a unix socket, a datagram ``socketpair`` that sends to
 ``DGRAM_SOCKET`` and passes a descriptor with ``SCM_RIGHTS``, a stream ``socketpair`` that connects to
 ``STREAM_SOCKET``, i386's ``socketcall`` through ``int 0x80`` (x86-64 only), an x32 ``socket`` and an
 io_uring ring (which makes sockets without the ``socket`` call).
@@ -73,17 +76,24 @@ def key_add_user() -> None:
     _sys("keyctl", KEYCTL_UNLINK, key, KEY_SPEC_USER)  # never left in the account's keyring
 
 
+def _write_back(path: str) -> None:
+    """Write ``path`` the value it holds."""
+    with open(path) as fh:
+        value = fh.read()
+    with open(path, "w") as fh:
+        fh.write(value)
+
+
 def hostname_proc() -> None:
-    with open("/proc/sys/kernel/hostname", "w") as fh:
-        fh.write("ablate-probe-host\n")
+    _write_back("/proc/sys/kernel/hostname")
 
 
 def hostname_call() -> None:
-    socket.sethostname("ablate-probe-host")
+    socket.sethostname(socket.gethostname())
 
 
-def proc_sys_open() -> None:
-    os.close(os.open("/proc/sys/vm/overcommit_memory", os.O_WRONLY))
+def proc_sys_write() -> None:
+    _write_back("/proc/sys/vm/overcommit_memory")
 
 
 def sys_open() -> None:
@@ -140,7 +150,7 @@ ATTACKS = {
     "keyadduser": key_add_user,
     "hostname": hostname_proc,
     "sethostname": hostname_call,
-    "procsys": proc_sys_open,
+    "procsys": proc_sys_write,
     "sysfs": sys_open,
     "unixsocket": unix_socket,
     "dgrampair": dgram_pair,
@@ -150,6 +160,9 @@ ATTACKS = {
     "iouring": io_uring,
 }
 
+
+#: The attacks on keyrings, kernel settings and the hostname (issue 43, item 1).
+KERNEL = ("keyread", "keyupdate", "keyadd", "keyadduser", "hostname", "sethostname", "procsys", "sysfs")
 
 #: What every attack comes to in a sealed session: the seccomp filter's EPERM, the read-only mounts' EROFS,
 #: SIGSYS for another ABI; a stream pair is born connected (EISCONN) with the filter or without.
@@ -174,9 +187,12 @@ def outcomes(text: str) -> dict[str, str]:
     return found
 
 
-def plant_argv(payload: str, argv: list[str], python: str = "/usr/bin/python3") -> list[str]:
-    """``argv`` run with a fresh session keyring holding the key :data:`KEY` = ``payload``."""
-    return [python, __file__, "plant", KEY, payload, "--", *argv]
+def plant_argv(
+    payload: str, argv: list[str], python: str = "/usr/bin/python3", probe: str = __file__
+) -> list[str]:
+    """``argv`` run with a fresh session keyring holding the key :data:`KEY` = ``payload`` (``probe``: this
+    file, or a copy of it another user can read)."""
+    return [python, probe, "plant", KEY, payload, "--", *argv]
 
 
 def _one(name: str) -> int:
@@ -197,6 +213,16 @@ def _all() -> int:
         sys.stdout.write(proc.stdout)
         if proc.returncode < 0:
             print(f"{name}=killed:{signal.Signals(-proc.returncode).name}")
+    return _done()
+
+
+def _kernel() -> int:
+    for name in KERNEL:
+        _one(name)
+    return _done()
+
+
+def _done() -> int:
     print(f"UTS={os.stat('/proc/self/ns/uts').st_ino}")
     print("KERNEL-DONE")
     return 0
@@ -214,4 +240,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "one":
         sys.argv = [sys.argv[0], sys.argv[2], *sys.argv[3:]]
         sys.exit(_one(sys.argv[1]))
-    sys.exit(_all() if sys.argv[1] == "all" else _plant())
+    sys.exit({"all": _all, "kernel": _kernel}.get(sys.argv[1], _plant)())

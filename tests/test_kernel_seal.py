@@ -2,8 +2,8 @@
 ``/proc/sys`` and ``/sys``, the hostname, unix sockets by every call (``socketpair`` and ``SCM_RIGHTS``
 included) and every ABI the kernel runs (i386's ``socketcall``, x32).
 
-Each attack (``tests/kernel_probe.py``) runs three ways: plain (in a throwaway UTS namespace, so a new
-hostname never reaches the machine), fenced without the filter, fenced and filtered as a session is. The
+Each attack (``tests/kernel_probe.py``) runs three ways: plain (in a throwaway UTS namespace, though its
+writes only write back the values held), fenced without the filter, fenced and filtered as a session is. The
 plain run is the positive control: what the sealed run refuses works there.
 """
 
@@ -78,7 +78,7 @@ def _probe(outside: Outside, *, fenced: bool, filtered: bool = False) -> dict[st
             argv = fence_argv(bwrap, argv, writable=[], cwd="/")
             argv[1:1] = ["--seccomp", str(fh.fileno())] if filtered else []
         elif os.geteuid() == 0:
-            argv = ["unshare", "--uts", *argv]  # the control's new hostname stays in a throwaway namespace
+            argv = ["unshare", "--uts", *argv]  # the control's hostname writes stay in a throwaway namespace
         proc = subprocess.run(
             plant_argv("hush", argv, PYTHON),
             capture_output=True,
