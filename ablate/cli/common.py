@@ -395,8 +395,9 @@ def load_setup_options(o: dict[str, Any]) -> tuple[Catalog, Setup]:
 
 
 def resolve_models(ctx: typer.Context, o: dict[str, Any]) -> tuple[str, ...]:
-    """--models (:data:`SESSION_OPTIONS`) checked (:func:`ablate.core.pricing.parse_models`), kept in ``o`` as
-    a tuple, --model set to its first; empty when not given. With --model it is a :class:`UsageError`."""
+    """The models sessions are pinned to: --models (:data:`SESSION_OPTIONS`, checked by
+    :func:`ablate.core.pricing.parse_models`, kept in ``o`` as a tuple, --model set to its first), else
+    --model's. --models with --model is a :class:`UsageError`."""
     from ablate.core.pricing import parse_models
 
     if o["models"] is not None and given(ctx, "model"):
@@ -406,7 +407,7 @@ def resolve_models(ctx: typer.Context, o: dict[str, Any]) -> tuple[str, ...]:
         )
     models = () if o["models"] is None else tuple(parse_models(o["models"]))
     o["models"], o["model"] = models, models[0] if models else o["model"]
-    return models
+    return models or (o["model"],)
 
 
 def adaptive_rule(o: dict[str, Any]) -> AdaptiveOptions:

@@ -400,7 +400,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.run.scheduler import RunOptions
 
     report: ReportWhen = one_of("--report", o["report"], ("background", "now", "none"))
-    resolve_models(ctx, o)  # o["models"], and o["model"] their first
+    pinned = resolve_models(ctx, o)  # and o["models"], o["model"] (their first)
     _piece_request(o)  # refused before anything else
     adaptive = _adaptive_options(ctx, o)
     fresh = o["resume"] is None and o["plan"] is None
@@ -412,9 +412,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
 
         tasks = select_split(tasks, o["split"])
     # every check that can refuse the run comes before prepare_run writes the run folder
-    judge = JudgeAsYouGo(
-        o["models"] or o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"]
-    )
+    judge = JudgeAsYouGo(pinned, o["judge_model"] if fresh else None, o["allow_same_judge"])
     limits = parse_limits(o["limit"] or [])
     checked = preflight(
         o["config_dir"], o["repo"], isolation=o["isolation"], allow_network=o["allow_network"],
@@ -426,9 +424,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     if adaptive is not None and prep.manifest.repeats < adaptive.max_repeats:  # --pieces --max-sessions
         adaptive = adaptive.model_copy(update={"max_repeats": prep.manifest.repeats})
     if not fresh:  # a resumed or planned run is judged against its own model
-        judge = JudgeAsYouGo(
-            prep.manifest.models or prep.manifest.model, o["judge_model"], o["allow_same_judge"]
-        )
+        judge = JudgeAsYouGo(prep.manifest.pinned_models, o["judge_model"], o["allow_same_judge"])
     for warning in prep.warnings:
         err(f"warning: {warning}")
     done_before = [

@@ -446,6 +446,11 @@ class RunManifest(Spec):
     """Tasks run with ``--allow-weak-checks`` although their checks pass untouched or fail on their reference
     (probe.json's ``graders`` says how); absent when none."""
 
+    @property
+    def pinned_models(self) -> list[str]:
+        """Every model the run's sessions are pinned to (``models``, else ``model``)."""
+        return self.models or [self.model]
+
     def identity(self) -> dict[str, object]:
         """The experiment-defining part of the manifest (no times, hosts, shards or invocation history)."""
         data = self.model_dump(mode="json", include=set(IDENTITY_FIELDS))

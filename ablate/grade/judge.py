@@ -373,7 +373,7 @@ def judge_folder(
     skipped; judge errors are judged again."""
     folder = RunFolder(run_dir)
     manifest = read_manifest(folder)
-    check_judges(manifest.models or manifest.model, options.judge_models, allow_same=options.allow_same_judge)
+    check_judges(manifest.pinned_models, options.judge_models, allow_same=options.allow_same_judge)
     if options.budget_usd is not None:
         unpriced = [j for j in options.judge_models if price_for(j) is None]
         if unpriced:

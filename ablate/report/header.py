@@ -75,6 +75,7 @@ def render(report: Report, page: Page) -> list[Block]:
         )
     )
     tasks = ", ".join(f"{t['id']} ({t['split']})" for t in run.tasks)
+    several = (report.model_extra or {}).get("models") or []  # --models: this table is the first's
     b: list[Block] = [
         Heading("The run"),
         Table(
@@ -85,7 +86,12 @@ def render(report: Report, page: Page) -> list[Block]:
                 [
                     "model",
                     f"{run.model} — "
-                    + ("verified from every transcript" if run.model_verified else "**NOT verified**"),
+                    + ("verified from every transcript" if run.model_verified else "**NOT verified**")
+                    + (
+                        f"; the reference of {', '.join(m['model'] for m in several)} (each: 'Models')"
+                        if several
+                        else ""
+                    ),
                 ],
                 ["isolation", run.isolation],
                 [

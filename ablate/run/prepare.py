@@ -207,23 +207,10 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     from ablate.setup.load import load_setup
     from ablate.setup.taskset import load_tasks
 
-    if req.models:  # the first model is the reference; one alone is --model
-        one = len(req.models) == 1
-        req = replace(
-            req, model=req.models[0], models=() if one else req.models, defaulted=req.defaulted - {"model"}
-        )
-    if req.models and req.adaptive:
-        raise UsageError(
-            "--models with --adaptive: the rounds decide the cells of one model",
-            hint="run a fixed design (--repeats N) with --models, or one model adaptively",
-        )
+    req = _with_models(req)
     shard_spec: Shard | None = parse_shard(req.shard) if req.shard else None
     if req.resume is not None and req.plan is not None:
         raise UsageError("pass either --resume or --plan, not both")
-    if not req.model.strip():
-        raise UsageError(
-            "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
-        )
     if req.resume is not None or req.plan is not None:
         given = [f"--{o}" for o in ("cells", "repeats") if req.given(o)]
         if given:
@@ -314,6 +301,24 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         )
     share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
     return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)
+
+
+def _with_models(req: RunRequest) -> RunRequest:
+    """The request's model checked, and ``--models``: the first is the reference (``model``), one alone is
+    ``--model``; refused with ``--adaptive``, whose rounds decide the cells of one model."""
+    if not req.model.strip():
+        raise UsageError(
+            "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
+        )
+    if req.models and req.adaptive:
+        raise UsageError(
+            "--models with --adaptive: the rounds decide the cells of one model",
+            hint="run a fixed design (--repeats N) with --models, or one model adaptively",
+        )
+    if not req.models:
+        return req
+    several = req.models if len(req.models) > 1 else ()
+    return replace(req, model=req.models[0], models=several, defaulted=req.defaulted - {"model"})
 
 
 def _seed(req: RunRequest, shard: Shard | None) -> int:
