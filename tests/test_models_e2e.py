@@ -45,7 +45,15 @@ def test_an_effect_on_one_model_only_is_reported_per_model_with_the_interaction(
     args = ["ab", "--tasks", str(task), "--repeats", "6", "--max-turns", "2", "--models", f"{HAIKU},{SONNET}"]
     with SimServer(script) as sim:
         env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": sim.base_url}
-        out = ["--out", str(tmp_path / "runs"), "--work-dir", str(tmp_path / "envs"), "--seed", "7", "--no-probe"]
+        out = [
+            "--out",
+            str(tmp_path / "runs"),
+            "--work-dir",
+            str(tmp_path / "envs"),
+            "--seed",
+            "7",
+            "--no-probe",
+        ]
         res = invoke([*args, *where, *out, "--report", "now"], env=env)
         asked = {r.model for r in sim.requests() if r.is_messages and "MODELS-TASK" in r.text}
     assert res.exit_code == 0, res.stderr[-3000:]
@@ -62,7 +70,10 @@ def test_an_effect_on_one_model_only_is_reported_per_model_with_the_interaction(
     parts = {m["model"]: m for m in report["models"]}
     assert list(parts) == [HAIKU, SONNET] and all(m["model_verified"] for m in parts.values())
     primary = {m: next(c for c in p["comparisons"] if c["family"] == "primary") for m, p in parts.items()}
-    assert {m: (c["delta"], c["real"]) for m, c in primary.items()} == {HAIKU: (-1.0, True), SONNET: (0.0, False)}
+    assert {m: (c["delta"], c["real"]) for m, c in primary.items()} == {
+        HAIKU: (-1.0, True),
+        SONNET: (0.0, False),
+    }
     assert primary[HAIKU]["verdict"] == "helps"  # on sonnet no block is discordant: nothing to test
     assert report["ranking"] == parts[HAIKU]["ranking"]  # the top level is the reference model's
     (row,) = report["model_interactions"]
@@ -82,3 +93,56 @@ def test_an_effect_on_one_model_only_is_reported_per_model_with_the_interaction(
     assert (code, gated["outcome"], gated["items"]) == (0, "better", 12), said  # haiku's 12 sessions only
     code, said = invoke(["gate", str(run), "--model", SONNET]).shown
     assert code == 4 and "INCONCLUSIVE" in said, said  # no difference, and 6 blocks cannot rule one out
+
+
+def test_compare_runs_every_arm_on_every_model(claude: Path, tmp_path: Path) -> None:
+    """``compare --models``: compare.json gives each model's rates, contrasts and verdicts (the top level is
+    the first's) and the model × arm interaction; the arms run in one plan whose items carry their model."""
+    ex = materialise_example(tmp_path / "ex")
+    rules = tmp_path / "rules.md"
+    rules.write_text("# Rules\n\n## Tools\n\n- RULE-UV: use uv, never pip.\n")
+    task = tmp_path / "dep.toml"
+    task.write_text(
+        'schema_version = 1\nid = "dep"\nprompt = "Add requests."\n[[pitfalls]]\nid = "pip"\npattern = "pip install"\n'
+    )
+    script = script_from_data(
+        {
+            "default": {"text": "Run `pip install requests`."},
+            "rules": [  # haiku follows the rule only when it reaches it twice; sonnet always
+                {"name": "haiku-twice", "model": "haiku", "where": "request", "regex": "RULE-UV.*RULE-UV", "text": "uv add"},
+                {"name": "sonnet", "model": "sonnet", "where": "request", "contains": ["RULE-UV"], "text": "uv add"},
+            ],
+        }
+    )  # fmt: skip
+    where = ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(claude)]
+    args = [
+        "compare",
+        f"one={rules}",
+        f"two={rules}@duplicate:Tools",
+        "--tasks",
+        str(task),
+        "--yes",
+        "--json",
+    ]
+    out = ["--out", str(tmp_path / "runs"), "--work-dir", str(tmp_path / "envs"), "--seed", "4", "--no-probe"]
+    with SimServer(script) as sim:
+        env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": sim.base_url}
+        res = invoke([*args, *where, *out, "--max-turns", "2", "--models", f"{HAIKU},{SONNET}"], env=env)
+    assert res.exit_code == 0, res.stderr[-3000:]
+    doc = orjson.loads(res.stdout)
+    rates = {
+        m["model"]: {r["arm"]: (r["passed"], r["n"]) for r in m["arm_rates"] if r["task"] is None}
+        for m in doc["models"]
+    }
+    assert rates == {HAIKU: {"one": (0, 5), "two": (5, 5)}, SONNET: {"one": (5, 5), "two": (5, 5)}}
+    assert doc["arm_rates"] == doc["models"][0]["arm_rates"] and doc["model"] == HAIKU
+    (row,) = doc["model_interactions"]
+    assert (row["cell"], row["models"], row["blocks"], row["delta_difference"]) == (
+        "two",
+        [HAIKU, SONNET],
+        5,
+        1.0,
+    )
+    assert not row["real"]  # five blocks: the smallest sign-flip p is 2/32
+    md = (tmp_path / "runs" / doc["compare_id"] / "compare.md").read_text()
+    assert f"### On {SONNET}" in md and "Does the model change the answer?" in md
