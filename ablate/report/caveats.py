@@ -285,7 +285,7 @@ def turns_proxy(report: Report, manifest: RunManifest) -> Caveat:
 def model(report: Report, manifest: RunManifest) -> Caveat:
     run = report.run
     seen = ", ".join(f"{m} ×{k}" for m, k in sorted(run.models_seen.items())) or "none"
-    if parts := (report.model_extra or {}).get("models"):  # --models: each session pinned to its item's
+    if parts := getattr(report, "models", None):  # --models: each session pinned to its item's
         bad = [p["model"] for p in parts if not p["model_verified"]]
         said = (
             f"NOT verified on {', '.join(bad)} (see 'Models')"
