@@ -46,6 +46,13 @@ def test_every_block_runs_every_cell_on_every_model_in_one_shuffled_sweep_fixed_
     assert plan_sha256(plan) != plan_sha256(make_plan(TASKS, cells, repeats=4, seed=12, models=models))
 
 
+def test_a_plan_too_big_counts_its_models() -> None:
+    with pytest.raises(
+        UsageError, match=r"\(1 tasks × 100 cells × 600 repeats × 2 models\), more than the 100000"
+    ):
+        make_plan(["t"], [f"C{i}" for i in range(100)], repeats=600, seed=1, models=[HAIKU, SONNET])
+
+
 def test_a_plan_of_one_model_is_todays_plan() -> None:
     plan = make_plan(TASKS, ["C0", "C1", "C2"], repeats=2, seed=5)
     today = [

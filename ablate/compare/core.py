@@ -193,18 +193,9 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     arm_pos = {a.name: i for i, a in enumerate(arms)}
     task_pos = {t.id: i for i, t in enumerate(tasks)}
     items = [
-        WorkItem(
-            p.item,
-            by_task[p.task],
-            by_arm[p.cell],
-            p.repeat,
-            p.order,
-            arm_pos[p.cell],
-            task_pos[p.task],
-            p.model,
-        )
+        WorkItem(p.item, by_task[p.task], by_arm[p.cell], p.repeat, p.order, arm_pos[p.cell], task_pos[p.task], p.model)
         for p in plan
-    ]
+    ]  # fmt: skip
     est = estimate_compare(arms, tasks, len(items), executor, req.model, req.max_turns)
     digest = hashlib.sha256(
         "\n".join([a.fingerprint for a in arms] + [t.sha256 for t in tasks] + [str(req.seed)]).encode()
@@ -364,10 +355,7 @@ def _by_model(prep: PreparedCompare, outcomes: Sequence[ItemOutcome], run_dir: P
     for m in prep.request.models:
         got, _obs = analyse(prep, [o for o in outcomes if o.model == m])
         rows.append({"model": m, **{k: got[k] for k in ("arm_rates", "contrasts", "verdicts")}})
-    return {
-        "models": rows,
-        "model_interactions": (build_report(run_dir).model_extra or {}).get("model_interactions") or [],
-    }
+    return {"models": rows, "model_interactions": getattr(build_report(run_dir), "model_interactions", [])}
 
 
 def _execute(

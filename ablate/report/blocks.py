@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ablate.folder.metrics import fmt_delta as fmt_delta, fmt_value as fmt_value
-from ablate.report.model import Comparison, Report
+from ablate.report.model import Comparison
 
 RowStyle = Literal["real", "draw", ""]
 
@@ -96,11 +96,6 @@ def layers_text(layers: list[str]) -> str:
     if len(layers) > 3:
         return f"{len(layers)} layers (everything)"
     return ", ".join(layers) or "–"
-
-
-def on_model(report: Report) -> str:
-    """`` on M`` after the answer's heading in a run of several models (the answer is the first's), else ``""``."""
-    return f" on {report.run.model}" if (report.model_extra or {}).get("models") else ""
 
 
 def strips_text(layers: list[str], pieces: list[str]) -> str:

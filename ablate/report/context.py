@@ -97,6 +97,11 @@ class Section:
         return (report.model_extra or {}).get(self.key)
 
 
+def on_model(report: Report) -> str:
+    """`` on M`` after the answer's heading in a run of several models (the answer is the first's), else ``""``."""
+    return f" on {report.run.model}" if getattr(report, "models", None) else ""
+
+
 def primary_metric(name: str | None) -> str:
     """``--primary`` → metric id; an unknown name is a :class:`UsageError`."""
     if name is None:
@@ -128,14 +133,9 @@ def _present_layers(cell: ManifestCell, control: ManifestCell) -> list[str]:
 
 
 def make_context(
-    run_dir: Path,
-    *,
-    alpha: float,
-    control: str | None,
-    primary: str | None,
-    say: Callable[[str], None],
+    run_dir: Path, *, alpha: float, control: str | None, primary: str | None, say: Callable[[str], None],
     model: str | None = None,
-) -> Context:
+) -> Context:  # fmt: skip
     """Read the run folder and decide the control, the primary metric, the metrics and the tested cells. A run
     of several models is read as ``model``'s alone (by default the first, the reference): its items are
     that model's, keyed by (task, cell, repeat) as in a run of one."""

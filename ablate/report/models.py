@@ -29,15 +29,10 @@ from ablate.report.piece_model import PieceRow
 
 KEY = "models"
 INTERACTIONS = "model_interactions"
-#: The sections whose parts make one model's answer, in report order.
-ANSWER = (
-    ranking.SECTION,
-    pieces.SECTION,
-    sequential.SECTION,
-    header.SECTION,
-    tables.SECTION,
-    power_table.SECTION,
-)
+#: The sections whose parts make one model's answer, in report order, and the fields a part takes of them.
+ANSWER = [m.SECTION for m in (ranking, pieces, sequential, header, tables, power_table)]
+RUN_FIELDS = ("model", "model_verified", "models_seen", "spend_usd")
+ROWS = ("n", "comparisons", "families", "ranking", "cells", "power", "pieces")
 
 
 class ModelPart(Doc):
@@ -69,11 +64,8 @@ def parts(report: Report) -> list[ModelPart]:
 
 def view(report: Report, part: ModelPart) -> Report:
     """``report`` with ``part``'s answer in place of the top level's (the reference model's)."""
-    run = report.run.model_copy(
-        update={k: getattr(part, k) for k in ("model", "model_verified", "models_seen", "spend_usd")}
-    )
-    fields = ("n", "comparisons", "families", "ranking", "cells", "power", "pieces")
-    return report.model_copy(update={"run": run, **{k: getattr(part, k) for k in fields}})
+    run = report.run.model_copy(update={k: getattr(part, k) for k in RUN_FIELDS})
+    return report.model_copy(update={"run": run, **{k: getattr(part, k) for k in ROWS}})
 
 
 def _part(ctx: Context, report: Report) -> ModelPart:
@@ -81,12 +73,9 @@ def _part(ctx: Context, report: Report) -> ModelPart:
     for section in ANSWER:
         built.__dict__.update(section.build(ctx, built))
     run = built.__dict__["run"]
-    got = {
-        k: built.__dict__.get(k, [])
-        for k in ("n", "comparisons", "families", "ranking", "cells", "power", "pieces")
-    }
-    return ModelPart(model=ctx.model, model_verified=run.model_verified, models_seen=run.models_seen,
-                     spend_usd=run.spend_usd, **got)  # fmt: skip
+    return ModelPart(
+        **{k: getattr(run, k) for k in RUN_FIELDS}, **{k: built.__dict__.get(k, []) for k in ROWS}
+    )
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
@@ -95,17 +84,8 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     if not models:
         return {}
     ctx.say(f"models: each of {', '.join(models)} on its own, and the model × cell interaction")
-    views = [
-        make_context(
-            ctx.run_dir,
-            alpha=ctx.alpha,
-            control=ctx.control.id,
-            primary=ctx.primary,
-            say=lambda _m: None,
-            model=m,
-        )
-        for m in models
-    ]
+    views = [make_context(ctx.run_dir, alpha=ctx.alpha, control=ctx.control.id, primary=ctx.primary,
+                          say=lambda _m: None, model=m) for m in models]  # fmt: skip
     got = [_part(v, report) for v in views]
     found: list[dict[str, Any]] = []
     diffs: list[list[float]] = []
@@ -177,12 +157,8 @@ def answer_lines(report: Report) -> list[str]:
         blocks = _answer(view(report, part))
         said = next((b.items for b in blocks if isinstance(b, Bullets)), [])
         out += [f"on {part.model}:", *(f"  {s.replace('**', '')}" for s in said)]
-    rows = (report.model_extra or {}).get(INTERACTIONS) or []
-    return (
-        out
-        + (["the model × cell interaction:"] if rows else [])
-        + [f"  {r['sentence'].replace('**', '')}" for r in rows]
-    )
+    said = [f"  {r['sentence'].replace('**', '')}" for r in getattr(report, INTERACTIONS, None) or []]
+    return out + (["the model × cell interaction:", *said] if said else [])
 
 
 def _answer(report: Report) -> list[Block]:
@@ -212,7 +188,7 @@ def render(report: Report, page: Page) -> list[Block]:
                 out.append(b)
     metric = report.primary_metric
     return out + interaction_blocks(
-        (report.model_extra or {}).get(INTERACTIONS) or [],
+        getattr(report, INTERACTIONS, None) or [],
         metric,
         "Does the model change the answer?",
         f"Per cell and per model against {got[0].model}: in each block, (cell − control on {got[0].model}) − "

@@ -22,8 +22,8 @@ from ablate.core.tokens import tokens_of_chars
 from ablate.folder.adaptive import PieceLook, read_state
 from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
-from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_p, on_model
-from ablate.report.context import Context, Page, Section, read_probe
+from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_p
+from ablate.report.context import Context, Page, Section, on_model, read_probe
 from ablate.report.families import side_values
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
 from ablate.report.paired import holm_real, interval, not_computable, pair_blocks, paired_test

@@ -7,19 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ablate.folder.layout import ManifestCell
-from ablate.report.blocks import (
-    Block,
-    Bullets,
-    Figure,
-    Heading,
-    Para,
-    Table,
-    fmt_ci,
-    fmt_delta,
-    layers_text,
-    on_model,
-)
-from ablate.report.context import Context, Page, Section
+from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_ci, fmt_delta, layers_text
+from ablate.report.context import Context, Page, Section, on_model
 from ablate.report.cost_per_pass import STRIPPING, cheaper_tradeoffs
 from ablate.report.families import plan_comparisons, run_comparisons
 from ablate.report.model import (

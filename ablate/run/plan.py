@@ -117,7 +117,7 @@ def make_plan(
             f"--repeats {repeats}: the plan would hold {size} items ({len(tasks)} tasks × {len(cells)} cells × "
             f"{repeats} repeats"
             + (f" × {len(models)} models" if models else "")
-            + "), more than the {MAX_PLAN_ITEMS} one plan may hold",
+            + f"), more than the {MAX_PLAN_ITEMS} one plan may hold",
             hint="lower --repeats, or run fewer tasks or cells per plan",
         )
     for what, ids in (("task", tasks), ("cell", cells)):
