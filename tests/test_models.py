@@ -14,6 +14,7 @@ from ablate.core.errors import UsageError
 from ablate.folder.layout import item_id
 from ablate.report import build_report, write_report
 from ablate.run.create import compatibility_problems
+from ablate.run.estimate import dearest
 from ablate.run.plan import block_order, make_plan, plan_sha256
 from ablate.run.prepare import RunRequest, prepare_run
 from ablate.run.session import pinned_argv, render_argv
@@ -70,6 +71,10 @@ def test_each_session_is_pinned_to_its_items_model() -> None:
     assert render_argv(one, max_turns=3, session_id="s", prompt="hi") == render_argv(
         one, max_turns=3, session_id="s", prompt="hi", model=None
     )
+
+
+def test_the_estimate_of_a_run_of_several_models_prices_the_dearest() -> None:
+    assert dearest([HAIKU, OPUS, SONNET]) == OPUS and dearest([SONNET]) == SONNET
 
 
 def test_the_models_are_part_of_the_experiments_identity() -> None:

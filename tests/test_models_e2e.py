@@ -4,7 +4,8 @@
 on one model only: on claude-haiku-4-5 a session without the setup (C11: the user CLAUDE.md does not reach the
 model) hits the task's pitfall, with it (C0) it does not; claude-sonnet-4-6 passes either way. The report says
 so per model and finds the model × cell interaction real; each session was pinned to, and verified as, its
-item's model; `ablate gate` needs --model and gates each model's part."""
+item's model; `ablate gate` needs --model and gates each model's part; the folder recovers, merges, and
+refuses a resume with other models."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ablate.report import build_report
+from ablate.run.merge import merge_runs
+from ablate.run.recover import recover_run
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import invoke
@@ -93,6 +97,22 @@ def test_an_effect_on_one_model_only_is_reported_per_model_with_the_interaction(
     assert (code, gated["outcome"], gated["items"]) == (0, "better", 12), said  # haiku's 12 sessions only
     code, said = invoke(["gate", str(run), "--model", SONNET]).shown
     assert code == 4 and "INCONCLUSIVE" in said, said  # no difference, and 6 blocks cannot rule one out
+    # the folder recovers, merges and resumes as a run of one model does: its plan names each item's model
+    lost = plan[0]["item"]
+    (run / "results" / f"{lost}.json").unlink()
+    assert {r.item: r.action for r in recover_run(run)}[lost] == "recovered"
+    merged = merge_runs([run], tmp_path / "merged")
+    assert (merged["complete"], merged["items"]) == (24, 24)
+    again = build_report(tmp_path / "merged").model_dump(mode="json")
+    assert again["model_interactions"][0]["delta_difference"] == -1.0
+    with SimServer(script) as sim:
+        env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": sim.base_url}
+        other = ["run", "--resume", str(run), "--models", f"{HAIKU},claude-opus-4-5", *where, "--no-probe"]
+        code, said = invoke(other, env=env).shown
+        assert (
+            code == 2 and f"models {HAIKU}, claude-opus-4-5 differ from the run's {HAIKU}, {SONNET}" in said
+        ), said
+        assert not sim.messages_requests()  # refused before any session
 
 
 def test_compare_runs_every_arm_on_every_model(claude: Path, tmp_path: Path) -> None:

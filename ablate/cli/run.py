@@ -218,7 +218,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     """
     from ablate.core.claude import find_claude, require_pinned
     from ablate.run.create import create_run
-    from ablate.run.estimate import estimate_run
+    from ablate.run.estimate import dearest, estimate_run
     from ablate.run.plan import blocks, new_seed
     from ablate.run.prepare import check_locations, load_cells, setup_info
     from ablate.setup.load import load_setup
@@ -274,7 +274,7 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
         models=models if len(models) > 1 else (),
     )
     n_blocks = len(blocks(folder.read_plan()))
-    estimate = estimate_run(manifest.items, model=model, max_turns=max_turns)
+    estimate = estimate_run(manifest.items, model=dearest(models), max_turns=max_turns)
     if json:
         summary = {"folder": str(folder.root), "items": manifest.items, "blocks": n_blocks, "seed": manifest.seed}  # fmt: skip
         print_json({**summary, "estimate": estimate.to_json()})
@@ -393,7 +393,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.folder.limits import parse_limits
     from ablate.folder.result import read_result
     from ablate.grade.hook import GradingHook
-    from ablate.run.estimate import estimate_run, probe_capture
+    from ablate.run.estimate import dearest, estimate_run, probe_capture
     from ablate.run.execute import ExecuteRequest, execute, preflight
     from ablate.run.piece_confirm import confirming
     from ablate.run.prepare import prepare_run
@@ -433,7 +433,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     print_estimate(
         estimate_run(
             len(prep.todo()),
-            model=prep.manifest.model,
+            model=dearest(prep.manifest.pinned_models),
             max_turns=prep.manifest.max_turns,
             done=done_before,
             probe=probe_capture([prep.folder.root, o["work_dir"]], prep.setup.head),

@@ -50,6 +50,7 @@ from ablate.core.errors import OutputExists, RunFolderError, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import PlanItem, RunFolder
+from ablate.run.estimate import dearest
 from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_plan
 from ablate.setup.tasks import Task
 from ablate.setup.taskset import load_tasks
@@ -196,7 +197,9 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
         WorkItem(p.item, by_task[p.task], by_arm[p.cell], p.repeat, p.order, arm_pos[p.cell], task_pos[p.task], p.model)
         for p in plan
     ]  # fmt: skip
-    est = estimate_compare(arms, tasks, len(items), executor, req.model, req.max_turns)
+    est = estimate_compare(
+        arms, tasks, len(items), executor, dearest(req.models or [req.model]), req.max_turns
+    )
     digest = hashlib.sha256(
         "\n".join([a.fingerprint for a in arms] + [t.sha256 for t in tasks] + [str(req.seed)]).encode()
     ).hexdigest()
