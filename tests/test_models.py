@@ -8,6 +8,7 @@ import itertools
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 from ablate.core.errors import UsageError
@@ -18,10 +19,14 @@ from ablate.run.estimate import dearest
 from ablate.run.plan import block_order, make_plan, plan_sha256
 from ablate.run.prepare import RunRequest, prepare_run
 from ablate.run.session import pinned_argv, render_argv
+from ablate.setup.examples import ExampleSetup
 from ablate.stats import holm, paired_mean
 from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run
 from tests.run_folder import CLAUDE, new_manifest
+from tests.test_cli_run import TASK, rig
+
+__all__ = ["rig"]  # the fake-CLI fixture of test_cli_run (its fake answers as the --model it is given)
 
 HAIKU, SONNET, OPUS = "claude-haiku-4-5", "claude-sonnet-4-6", "claude-opus-4-5"
 CELLS = {"C0": [], "C1": ["user-claude-md"], "C2": ["axioms"]}
@@ -241,3 +246,30 @@ def test_gate_takes_the_model_it_gates_on(tmp_path: Path) -> None:
     single = make_run(tmp_path / "one", cells=CELLS, tasks=TASKS, repeats=2, outcome=lambda *_: Outcome())
     code, said = invoke(["gate", str(single), "--model", HAIKU]).shown
     assert code == 2 and "not a model of this report" in said, said
+
+
+def test_a_piece_run_of_several_models_gives_each_its_per_piece_table(rig: tuple[ExampleSetup, Path]) -> None:
+    ex, tmp = rig
+    pieces = "skills#bug-triage,rules#python,hooks#sessionstart-session-start"
+    args = ["run", "--tasks", TASK, "--out", str(tmp / "runs"), "--config-dir", str(ex.config_dir), "--repo"]
+    args += [str(ex.repo), "--pieces", pieces, "--design", "one-out", "--models", f"{HAIKU},{SONNET}"]
+    res = invoke([*args, "--max-sessions", "16", "--json", "--report", "now"])  # 4 rows × 2 models a block
+    assert res.exit_code == 0, res.stderr
+    (run,) = (tmp / "runs").iterdir()
+    manifest = orjson.loads((run / "manifest.json").read_bytes())
+    assert (manifest["repeats"], manifest["items"], manifest["models"]) == (2, 16, [HAIKU, SONNET])
+    assert "{model}" in manifest["argv"]
+    plan = [orjson.loads(line) for line in (run / "plan.jsonl").read_bytes().splitlines()]
+    for r in range(2):
+        block = [(p["cell"], p["model"]) for p in plan if p["repeat"] == r]
+        assert sorted(block) == sorted(itertools.product(["C0", "P01", "P02", "P03"], [HAIKU, SONNET]))
+    report = orjson.loads((run / "report.json").read_bytes())
+    parts = {m["model"]: m for m in report["models"]}
+    assert all(m["model_verified"] for m in parts.values())  # each session answered as its own model
+    assert {m: [r["id"] for r in p["pieces"]] for m, p in parts.items()} == {
+        m: [r["id"] for r in report["pieces"]] for m in (HAIKU, SONNET)
+    }
+    assert [r["cell"] for r in report["model_interactions"]] == ["P01", "P02", "P03"]
+    assert not any(r["real"] for r in report["model_interactions"])  # the fake answers every session alike
+    md = (run / "report.md").read_text()
+    assert f"## Pieces: which piece earns its keep on {HAIKU}" in md and f"### On {SONNET}" in md
