@@ -286,9 +286,9 @@ def model(report: Report, manifest: RunManifest) -> Caveat:
     run = report.run
     seen = ", ".join(f"{m} ×{k}" for m, k in sorted(run.models_seen.items())) or "none"
     if parts := getattr(report, "models", None):  # --models: each session pinned to its item's
-        bad = [p["model"] for p in parts if not p["model_verified"]]
+        bad = ", ".join(p["model"] for p in parts if not p["model_verified"])
         said = (
-            f"NOT verified on {', '.join(bad)} (see 'Models')"
+            f"NOT verified on {bad} (see 'Models')"
             if bad
             else "verified: every scored transcript names its own and no other"
         )

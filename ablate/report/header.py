@@ -75,7 +75,8 @@ def render(report: Report, page: Page) -> list[Block]:
         )
     )
     tasks = ", ".join(f"{t['id']} ({t['split']})" for t in run.tasks)
-    several = (report.model_extra or {}).get("models") or []  # --models: this table is the first's
+    # --models: this table is the first model's
+    several = ", ".join(m["model"] for m in getattr(report, "models", None) or [])
     b: list[Block] = [
         Heading("The run"),
         Table(
@@ -87,11 +88,7 @@ def render(report: Report, page: Page) -> list[Block]:
                     "model",
                     f"{run.model} — "
                     + ("verified from every transcript" if run.model_verified else "**NOT verified**")
-                    + (
-                        f"; the reference of {', '.join(m['model'] for m in several)} (each: 'Models')"
-                        if several
-                        else ""
-                    ),
+                    + (f"; the reference of {several} (each: 'Models')" if several else ""),
                 ],
                 ["isolation", run.isolation],
                 [
