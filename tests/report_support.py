@@ -37,15 +37,17 @@ def make_run(
     cells: dict[str, list[str]],
     tasks: list[str],
     repeats: int,
-    outcome: Callable[[str, str, int], Outcome],
+    outcome: Callable[..., Outcome],
     cell_set: str = "layered",
     layers: list[str] | None = None,
     splits: dict[str, str] | None = None,
     finished: Callable[[str, str, int], str | None] | None = None,
     kept: dict[str, list[str]] | None = None,
     empty: frozenset[str] = frozenset(),
+    models: tuple[str, ...] = (),
 ) -> Path:
-    """Write a complete run folder under ``root`` and return it (``finished``: each item's ``finished_at``)."""
+    """Write a complete run folder under ``root`` and return it (``finished``: each item's ``finished_at``;
+    ``models``: a run of several, every cell on each, ``outcome`` then called with the model too)."""
     manifest = new_manifest(
         cell_set=cell_set,
         cells=[
@@ -71,18 +73,22 @@ def make_run(
             for i, t in enumerate(tasks)
         ],
         repeats=repeats,
-        items=len(cells) * len(tasks) * repeats,
+        items=len(cells) * len(tasks) * repeats * max(1, len(models)),
+        **({"models": list(models), "model": models[0]} if models else {}),
     )
     plan: list[PlanItem] = []
     order = 0
     for r in range(repeats):
         for t in tasks:
             for cid in cells:
-                plan.append(PlanItem(item=item_id(t, cid, r), task=t, cell=cid, repeat=r, order=order))
-                order += 1
+                for m in models or (None,):
+                    plan.append(
+                        PlanItem(item=item_id(t, cid, r, m), task=t, cell=cid, repeat=r, order=order, model=m)
+                    )
+                    order += 1
     results: list[ItemResult] = []
     for p in plan:
-        o = outcome(p.task, p.cell, p.repeat)
+        o = outcome(p.task, p.cell, p.repeat, *([p.model] if p.model else []))
         complete = o.status == "completed"
         session = {
             "schema_version": 1,

@@ -72,7 +72,7 @@ if n < int(os.environ.get("FAKE_RL_CALLS", "0")) or "FAIL500" in prompt:
           "api_error_status": status, "result": text, "session_id": sid, "num_turns": 1,
           "total_cost_usd": 0.0}, 1)
 recs.append(dict(base, type="assistant", uuid=str(uuid.uuid4()),
-                 message={"id": "msg_" + uuid.uuid4().hex, "model": "claude-sonnet-4-6", "role": "assistant",
+                 message={"id": "msg_" + uuid.uuid4().hex, "model": args[args.index("--model") + 1], "role": "assistant",
                           "content": [{"type": "text", "text": "Done: " + prompt[:40]}],
                           "stop_reason": "end_turn", "usage": {"input_tokens": 100, "output_tokens": 10}}))
 recs.append(dict(base, type="cost-state", totalCostUSD=cost))

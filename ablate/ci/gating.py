@@ -22,16 +22,18 @@ def gate_source(
     detect: str = "20pts",
     baseline: Path | None = None,
     allow_unsealed: bool = False,
+    model: str | None = None,
 ) -> GateResult:
     """The gate's decision on ``source``; option texts are parsed here (a bad one raises :class:`UsageError`).
 
     ``detect`` ``off`` drops the power requirement; ``min_effect`` without a "better" rule becomes
     ``all better`` for a compare.json and is an error for a run (it needs a rule that names what must help);
-    ``allow_unsealed``: a run whose sessions were not sealed may pass."""
+    ``allow_unsealed``: a run whose sessions were not sealed may pass; ``model``: the model whose part of a
+    report of several is gated (required there)."""
     effect = None if min_effect is None else parse_effect(min_effect, "--min-effect")
     required = None if detect.strip().lower() == "off" else parse_effect(detect, "--detect")
     rules = [parse_rule(r, effect) for r in require]
-    ev = load_evidence(source)
+    ev = load_evidence(source, model)
     if effect is not None and not any(r.claim == "better" for r in rules):
         if ev.kind == "run":
             raise UsageError(

@@ -126,29 +126,32 @@ class Evidence:
         return next((f for f in self.findings if f.subject.lower() == name.lower()), None)
 
 
-def load_evidence(path: Path) -> Evidence:
+def load_evidence(path: Path, model: str | None = None) -> Evidence:
     """The evidence of a run folder (its ``report.json``, built when missing), a ``report.json`` or a
-    ``compare.json`` (or a compare folder holding one)."""
+    ``compare.json`` (or a compare folder holding one); ``model``: one model's part of a report
+    (:func:`for_model`)."""
     if not path.exists():
         raise NotFound(f"{path}: no such run folder or report", hint="pass a run folder or a compare.json")
     if path.is_dir():
         if (path / "compare.json").is_file():
+            _no_model(model)
             return _from_compare(path / "compare.json", _read_json(path / "compare.json"))
         if RunFolder(path).report_json.is_file():
-            return _from_report_file(RunFolder(path).report_json, path)
+            return _from_report_file(RunFolder(path).report_json, path, model)
         if RunFolder(path).has_manifest:
             from ablate.report import build_report
 
-            return from_report(build_report(path), path, run_dir=path)
+            return from_report(build_report(path), path, run_dir=path, model=model)
         raise NotFound(
             f"{path}: neither a run folder (manifest.json) nor a compare folder (compare.json)",
             hint="pass the folder `ablate run` or `ablate merge` wrote, or a compare.json",
         )
     data = _read_json(path)
     if "contrasts" in data and "arms" in data:
+        _no_model(model)
         return _from_compare(path, data)
     if "comparisons" in data:
-        return _from_report_file(path, path.parent)
+        return _from_report_file(path, path.parent, model)
     raise SpecError.single(
         path, "", "neither a report.json (no `comparisons`) nor a compare.json (no `contrasts`, `arms`)"
     )
@@ -164,7 +167,31 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _from_report_file(path: Path, run_dir: Path) -> Evidence:
+def _no_model(model: str | None) -> None:
+    if model is not None:
+        raise UsageError(
+            f"--model {model}: a compare.json has no models", hint="--model gates a run's report"
+        )
+
+
+def for_model(report: Report, model: str | None) -> Report:
+    """``report`` narrowed to ``model``'s part (``ablate gate --model``); a report of several models is gated
+    one model at a time, so without ``model`` it is a :class:`UsageError`, as is a model it does not hold."""
+    from ablate.report.models import parts, view
+
+    got = parts(report)
+    names = [p.model for p in got] or [report.run.model]
+    if model is None and got:
+        raise UsageError(
+            f"the report holds {len(got)} models ({', '.join(names)}): gate one of them with --model M",
+            hint="run `ablate gate --model M` once per model",
+        )
+    if model is not None and model not in names:
+        raise UsageError(f"--model {model}: not a model of this report", hint="models: " + ", ".join(names))
+    return next((view(report, p) for p in got if p.model == model), report)
+
+
+def _from_report_file(path: Path, run_dir: Path, model: str | None = None) -> Evidence:
     from ablate.report.model import REPORT_SCHEMA_VERSION, Report
 
     data = _read_json(path)
@@ -178,30 +205,30 @@ def _from_report_file(path: Path, run_dir: Path) -> Evidence:
             problems_from_validation(path, exc), hint="rebuild it with `ablate report RUN_DIR`"
         ) from None
     if not RunFolder(run_dir).has_manifest:
-        ev = from_report(report, path, run_dir=None)
+        ev = from_report(report, path, run_dir=None, model=model)
         ev.notes.append(
             f"{path} was not verified against its results (no run folder beside it): the gate vouches for "
             "the report as written"
         )
         return ev
-    return verified(report, path, run_dir)
+    return verified(report, path, run_dir, model)
 
 
-def verified(report: Report, path: Path, run_dir: Path) -> Evidence:
+def verified(report: Report, path: Path, run_dir: Path, model: str | None = None) -> Evidence:
     """The evidence of ``report`` when its digest is the run folder's; else of a report rebuilt from the folder
     (with the report's α, control and primary), said in a note. The gate never trusts a stale report.json."""
     from ablate.report import build_report
     from ablate.report.digest import inputs_digest
 
     if report.inputs_sha256 is not None and report.inputs_sha256 == inputs_digest(run_dir):
-        return from_report(report, path, run_dir=run_dir)
+        return from_report(report, path, run_dir=run_dir, model=model)
     why = (
         "has no digest of its results" if report.inputs_sha256 is None else "is stale: the run folder changed"
     )
     rebuilt = build_report(
         run_dir, alpha=report.alpha, control=report.run.control, primary=report.primary_metric
     )
-    ev = from_report(rebuilt, path, run_dir=run_dir)
+    ev = from_report(rebuilt, path, run_dir=run_dir, model=model)
     ev.notes.append(f"{path} {why} since it was written; the gate rebuilt the report from {run_dir}")
     return ev
 
@@ -218,9 +245,15 @@ def _orient(metric: str, delta: float | None, lo: float | None, hi: float | None
 
 
 def from_report(
-    report: Report, source: Path, *, run_dir: Path | None, primary: str | None = None
+    report: Report,
+    source: Path,
+    *,
+    run_dir: Path | None,
+    primary: str | None = None,
+    model: str | None = None,
 ) -> Evidence:
-    """Evidence of a :class:`ablate.report.model.Report`."""
+    """Evidence of a :class:`ablate.report.model.Report` (of ``model``'s part: :func:`for_model`)."""
+    report = for_model(report, model)
     metric = primary or report.primary_metric or DEFAULT_PRIMARY
     seq = report.sequential
     # the run's primary outcome is gated whatever --primary the report was written with

@@ -185,6 +185,15 @@ Model = Annotated[
 ]
 """``--model`` of every command that runs sessions; its default is :data:`MODEL`."""
 MODEL = DEFAULT_MODEL
+Models = Annotated[
+    str | None,
+    typer.Option(
+        "--models",
+        help="Models as a factor, M1,M2,...: every (task, repeat) block runs every cell on every model in one "
+        "shuffled sweep, each session pinned to its model; the report gives each model's answer and whether "
+        "the model changes it (the first model is the reference). Not with --model.",
+    ),
+]
 MaxTurns = Annotated[
     int,
     typer.Option(
@@ -293,6 +302,7 @@ def _setup_options(
 
 def _session_options(
     model: Model = MODEL,
+    models: Models = None,
     max_turns: MaxTurns = DEFAULT_MAX_TURNS,
     timeout: Timeout = DEFAULT_TIMEOUT_S,
     claude_bin: ClaudeBin = None,
@@ -382,6 +392,22 @@ def load_setup_options(o: dict[str, Any]) -> tuple[Catalog, Setup]:
 
     catalog = load_catalog(o["ablate_toml"])
     return catalog, load_setup(o["config_dir"] or default_config_dir(), o["repo"])
+
+
+def resolve_models(ctx: typer.Context, o: dict[str, Any]) -> tuple[str, ...]:
+    """The models sessions are pinned to: --models (:data:`SESSION_OPTIONS`, checked by
+    :func:`ablate.core.pricing.parse_models`, kept in ``o`` as a tuple, --model set to its first), else
+    --model's. --models with --model is a :class:`UsageError`."""
+    from ablate.core.pricing import parse_models
+
+    if o["models"] is not None and given(ctx, "model"):
+        raise UsageError(
+            "--models and --model (or $ABLATE_MODEL) together",
+            hint="drop --model: --models names every model",
+        )
+    models = () if o["models"] is None else tuple(parse_models(o["models"]))
+    o["models"], o["model"] = models, models[0] if models else o["model"]
+    return models or (o["model"],)
 
 
 def adaptive_rule(o: dict[str, Any]) -> AdaptiveOptions:

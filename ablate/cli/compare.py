@@ -22,6 +22,7 @@ from ablate.cli.common import (
     command_options,
     given,
     print_json,
+    resolve_models,
     takes,
 )
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
@@ -356,6 +357,8 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.run.plan import new_seed
 
     resolve_tier(o["tier"], o["repeats"])  # the floor is checked before anything is read
+    pinned = resolve_models(ctx, o)  # o["model"]: the first
+    several = pinned if len(pinned) > 1 else ()
     resume: Path | None = o["resume"]
     adaptive = _adaptive_options(ctx, o, resume)
     out: Path = o["out"]
@@ -394,6 +397,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "limits": parse_limits(o["limit"] or []),
             "probe": o["probe"],
             "allow_weak_checks": o["allow_weak_checks"],
+            "models": several,
             "on_progress": display.update,
             "on_note": display.note,
         },
@@ -414,6 +418,7 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
         seed=seed,
         out=out,
         adaptive=adaptive,
+        models=several,
     )
     prep = prepare_compare(req, ex)
     if resume is not None:

@@ -25,6 +25,15 @@ _AllowUnsealed = Annotated[
     ),
 ]
 
+_Model = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Gate this model's part of a run of several (`--models`): its comparisons, ranking, power and "
+        "verification. Required for such a run (one gate per model); a model the report has not is exit 2.",
+    ),
+]
+
 
 @app.command("gate")
 @cli_errors
@@ -82,6 +91,7 @@ def gate_cmd(
         ),
     ] = None,
     allow_unsealed: _AllowUnsealed = False,
+    model: _Model = None,
     json: Json = False,
 ) -> None:
     """One CI decision from a report: pass (exit 0), fail (exit 1) or inconclusive (exit 4), with the reasons.
@@ -102,7 +112,8 @@ def gate_cmd(
     `ablate diff` (two independent runs, Holm over cells).
 
     Exit codes: 0 pass, 1 fail, 2 bad input (a missing or invalid report, a rule that does not parse or
-    names no cell or arm of the report), 4 inconclusive.
+    names no cell or arm of the report, no --model for a run of several models or one it has not), 4
+    inconclusive.
     """
     from ablate.ci.gating import gate_source
     from ablate.ci.summary import append_summary
@@ -115,6 +126,7 @@ def gate_cmd(
         detect=detect,
         baseline=baseline,
         allow_unsealed=allow_unsealed,
+        model=model,
     )
     if summary is not None:
         append_summary(summary, result)

@@ -30,6 +30,7 @@ from ablate.cli.common import (
     one_of,
     option_group,
     print_json,
+    resolve_models,
     takes,
 )
 from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
@@ -217,15 +218,15 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     """
     from ablate.core.claude import find_claude, require_pinned
     from ablate.run.create import create_run
-    from ablate.run.estimate import estimate_run
+    from ablate.run.estimate import dearest, estimate_run
     from ablate.run.plan import blocks, new_seed
     from ablate.run.prepare import check_locations, load_cells, setup_info
     from ablate.setup.load import load_setup
     from ablate.setup.taskset import load_tasks, task_repeats
 
     o = command_options(locals())
-    model: str = o["model"]
-    max_turns: int = o["max_turns"]
+    models = resolve_models(ctx, o)
+    model, max_turns = o["model"], o["max_turns"]
     out: Path = o["out"]
     if not o["tasks"]:
         raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
@@ -253,8 +254,8 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
 
         clashes = [n for n, on in (("--cells", given(ctx, "cells")), ("--aa", o["aa"])) if on]
         planned = plan_pieces(
-            setup, catalog, asked, tasks=len(loaded), repeats=repeats, repeats_given=given(ctx, "repeats"),
-            seed=seed, clashes=clashes,
+            setup, catalog, asked, tasks=len(loaded) * max(1, len(models)), repeats=repeats,
+            repeats_given=given(ctx, "repeats"), seed=seed, clashes=clashes,
         )  # fmt: skip
         cell_set, record, repeats = planned.cell_set, planned.record, planned.repeats
     folder, manifest = create_run(
@@ -270,20 +271,15 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
         timeout_s=o["timeout"],
         setup=setup_info(setup, cell_set.source, o["ablate_toml"]),
         design=record,
+        models=models if len(models) > 1 else (),
     )
     n_blocks = len(blocks(folder.read_plan()))
+    estimate = estimate_run(manifest.items, model=dearest(models), max_turns=max_turns)
     if json:
-        print_json(
-            {
-                "folder": str(folder.root),
-                "items": manifest.items,
-                "blocks": n_blocks,
-                "seed": manifest.seed,
-                "estimate": estimate_run(manifest.items, model=model, max_turns=max_turns).to_json(),
-            }
-        )
+        summary = {"folder": str(folder.root), "items": manifest.items, "blocks": n_blocks, "seed": manifest.seed}  # fmt: skip
+        print_json({**summary, "estimate": estimate.to_json()})
         return
-    print_estimate(estimate_run(manifest.items, model=model, max_turns=max_turns))
+    print_estimate(estimate)
     typer.echo(f"{folder.root}: {manifest.items} items in {n_blocks} blocks (at most {n_blocks} shards)")
 
 
@@ -315,6 +311,7 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
         dirty=o["dirty"],
         pieces=_piece_request(o),
         adaptive=bool(o.get("adaptive")),
+        models=o["models"],
     )
 
 
@@ -396,13 +393,14 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.folder.limits import parse_limits
     from ablate.folder.result import read_result
     from ablate.grade.hook import GradingHook
-    from ablate.run.estimate import estimate_run, probe_capture
+    from ablate.run.estimate import dearest, estimate_run, probe_capture
     from ablate.run.execute import ExecuteRequest, execute, preflight
     from ablate.run.piece_confirm import confirming
     from ablate.run.prepare import prepare_run
     from ablate.run.scheduler import RunOptions
 
-    report = _report_when(o["report"])
+    report: ReportWhen = one_of("--report", o["report"], ("background", "now", "none"))
+    pinned = resolve_models(ctx, o)  # and o["models"], o["model"] (their first)
     _piece_request(o)  # refused before anything else
     adaptive = _adaptive_options(ctx, o)
     fresh = o["resume"] is None and o["plan"] is None
@@ -414,7 +412,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
 
         tasks = select_split(tasks, o["split"])
     # every check that can refuse the run comes before prepare_run writes the run folder
-    judge = JudgeAsYouGo(o["model"], o["judge_model"] if fresh else None, o["allow_same_judge"])
+    judge = JudgeAsYouGo(pinned, o["judge_model"] if fresh else None, o["allow_same_judge"])
     limits = parse_limits(o["limit"] or [])
     checked = preflight(
         o["config_dir"], o["repo"], isolation=o["isolation"], allow_network=o["allow_network"],
@@ -426,7 +424,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     if adaptive is not None and prep.manifest.repeats < adaptive.max_repeats:  # --pieces --max-sessions
         adaptive = adaptive.model_copy(update={"max_repeats": prep.manifest.repeats})
     if not fresh:  # a resumed or planned run is judged against its own model
-        judge = JudgeAsYouGo(prep.manifest.model, o["judge_model"], o["allow_same_judge"])
+        judge = JudgeAsYouGo(prep.manifest.pinned_models, o["judge_model"], o["allow_same_judge"])
     for warning in prep.warnings:
         err(f"warning: {warning}")
     done_before = [
@@ -435,7 +433,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     print_estimate(
         estimate_run(
             len(prep.todo()),
-            model=prep.manifest.model,
+            model=dearest(prep.manifest.pinned_models),
             max_turns=prep.manifest.max_turns,
             done=done_before,
             probe=probe_capture([prep.folder.root, o["work_dir"]], prep.setup.head),
@@ -506,10 +504,6 @@ def _probe_first(prep: PreparedRun, claude: ClaudeBinary, backend: str, o: dict[
         vet=lambda: vet_tasks(prep.tasks, prep.setup.repo, prep.setup.head),
         allow_weak=o["allow_weak_checks"],
     )
-
-
-def _report_when(value: str) -> ReportWhen:
-    return one_of("--report", value, ("background", "now", "none"))
 
 
 @app.command("run")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -105,7 +105,7 @@ class JudgeAsYouGo:
 
     Made before the run folder is: a judge that cannot be used (same model, no key) is refused first."""
 
-    def __init__(self, run_model: str, judge_model: str | None, allow_same: bool) -> None:
+    def __init__(self, run_model: str | Sequence[str], judge_model: str | None, allow_same: bool) -> None:
         self.judge_model = judge_model
         self.run_dir: Path | None = None
         self.note: Callable[[str], None] = err

@@ -50,6 +50,7 @@ from ablate.core.errors import OutputExists, RunFolderError, UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.core.pricing import estimate_cost
 from ablate.folder.layout import PlanItem, RunFolder
+from ablate.run.estimate import dearest
 from ablate.run.plan import ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS, make_plan
 from ablate.setup.tasks import Task
 from ablate.setup.taskset import load_tasks
@@ -76,6 +77,8 @@ class CompareRequest:
     out: Path = Path("runs")
     adaptive: AdaptiveOptions | None = None
     """``--adaptive``: rounds until each arm is decided, at most ``max_repeats`` (replaces the tier's repeats)."""
+    models: tuple[str, ...] = ()
+    """``--models`` (two or more; ``model`` is the first): every arm on every model in each block."""
 
 
 @dataclass
@@ -129,6 +132,12 @@ def estimate_compare(
 def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     """Check the request and plan it; nothing is run and nothing is written."""
     tier = resolve_tier(req.tier, req.repeats)
+    if req.models and (executor.name != "claude-code" or req.adaptive is not None):
+        raise UsageError(
+            f"--models with {'--adaptive' if req.adaptive else f'--executor {executor.name}'}: only a fixed "
+            "comparison of the claude-code executor runs every arm on several models",
+            hint="drop --models, or run the claude-code executor (the default) without --adaptive",
+        )
     if req.adaptive is not None:
         if executor.name != "claude-code":
             raise UsageError(
@@ -177,18 +186,20 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     for t in tasks:
         if not t.spec.pitfalls:
             notes.append(f"task {t.id} has no pitfalls: every session of it counts as pitfall-free")
-    plan = make_plan([t.id for t in tasks], [a.name for a in arms], repeats=tier.repeats, seed=req.seed)
+    plan = make_plan(
+        [t.id for t in tasks], [a.name for a in arms], repeats=tier.repeats, seed=req.seed, models=req.models
+    )
     by_task = {t.id: t for t in tasks}
     by_arm = {a.name: a for a in arms}
     arm_pos = {a.name: i for i, a in enumerate(arms)}
     task_pos = {t.id: i for i, t in enumerate(tasks)}
     items = [
-        WorkItem(
-            p.item, by_task[p.task], by_arm[p.cell], p.repeat, p.order, arm_pos[p.cell], task_pos[p.task]
-        )
+        WorkItem(p.item, by_task[p.task], by_arm[p.cell], p.repeat, p.order, arm_pos[p.cell], task_pos[p.task], p.model)
         for p in plan
-    ]
-    est = estimate_compare(arms, tasks, len(items), executor, req.model, req.max_turns)
+    ]  # fmt: skip
+    est = estimate_compare(
+        arms, tasks, len(items), executor, dearest(req.models or [req.model]), req.max_turns
+    )
     digest = hashlib.sha256(
         "\n".join([a.fingerprint for a in arms] + [t.sha256 for t in tasks] + [str(req.seed)]).encode()
     ).hexdigest()
@@ -297,7 +308,10 @@ def run_compare(
                     "when": "during this run (every session got the bytes read at the start)",
                 }
             )
-    stats, _obs = analyse(prep, outcomes)
+    models = prep.request.models
+    stats, _obs = analyse(prep, [o for o in outcomes if o.model == models[0]] if models else outcomes)
+    if models:
+        stats |= _by_model(prep, outcomes, folder / str(execution.info["run_folder"]))
     if prep.request.adaptive is not None:
         stats = _sequential(stats, folder / str(execution.info["run_folder"]), prep.arms[0].name)
     spent = sum(o.cost_usd or 0.0 for o in outcomes) if executor.spends else 0.0
@@ -333,6 +347,18 @@ def run_compare(
     _write_outputs(folder, report)
     _append_ledger_line(prep, executor.name, started, task_sha)
     return folder, report
+
+
+def _by_model(prep: PreparedCompare, outcomes: Sequence[ItemOutcome], run_dir: Path) -> dict[str, Any]:
+    """``--models``: each model's rates, contrasts and verdicts (the top level's rows), and the model × arm
+    interactions of the run folder's report (:mod:`ablate.report.models`: the arms are its cells)."""
+    from ablate.report import build_report
+
+    rows = []
+    for m in prep.request.models:
+        got, _obs = analyse(prep, [o for o in outcomes if o.model == m])
+        rows.append({"model": m, **{k: got[k] for k in ("arm_rates", "contrasts", "verdicts")}})
+    return {"models": rows, "model_interactions": getattr(build_report(run_dir), "model_interactions", [])}
 
 
 def _execute(

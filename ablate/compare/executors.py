@@ -48,6 +48,8 @@ class WorkItem:
     arm_index: int = 0
     """Position of the arm in the comparison (the first is the baseline)."""
     task_index: int = 0
+    model: str | None = None
+    """The item's model in a comparison of several (``--models``)."""
 
 
 @dataclass
@@ -65,6 +67,7 @@ class ItemOutcome:
     cost_usd: float | None = None
     error: str | None = None
     session_id: str | None = None
+    model: str | None = None
 
     @property
     def answered(self) -> bool:
@@ -75,7 +78,7 @@ class ItemOutcome:
         return not any(self.pitfall_hits.values())
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None or k != "model"}
 
 
 @dataclass
@@ -264,6 +267,8 @@ class ClaudeCodeOptions:
     timeout_s: float
     jobs: int
     seed: int
+    models: tuple[str, ...] = ()
+    """``--models``: every model, each arm's sessions pinned to each (the run folder's plan)."""
     work_dir: Path | None = None
     ablate_toml: Path | None = None
     budget_usd: float | None = None
@@ -528,6 +533,7 @@ class ClaudeCodeExecutor:
                 cells=str(cells),
                 repeats=max(it.repeat for it in items) + 1,
                 model=o.model,
+                models=o.models,
                 max_turns=o.max_turns,
                 timeout_s=o.timeout_s,
                 out=folder / "run",
@@ -573,23 +579,16 @@ def _outcomes(
             raise AblateError(f"{run.root}: result {res.item} is not an item of this comparison")
         status = res.status if res.complete and not res.flags else ("flagged" if res.flags else res.status)
         out = ItemOutcome(
-            res.item,
-            res.task,
-            res.cell,
-            res.repeat,
-            it.order,
-            status,
-            pitfall_hits=dict(res.pitfall_hits),
-            turns=res.turns,
-            cost_usd=res.cost_usd,
-            error=res.error,
-            session_id=res.session_id,
-        )
+            res.item, res.task, res.cell, res.repeat, it.order, status, pitfall_hits=dict(res.pitfall_hits),
+            turns=res.turns, cost_usd=res.cost_usd, error=res.error, session_id=res.session_id, model=it.model,
+        )  # fmt: skip
         outcomes.append(out)
         if on_item:
             on_item(out)
     done = {o.item for o in outcomes}
     for it in items:
         if it.item not in done:
-            outcomes.append(ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run"))
+            outcomes.append(
+                ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run", model=it.model)
+            )
     return outcomes

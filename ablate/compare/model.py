@@ -165,6 +165,15 @@ class FingerprintChange(Spec):
     when: str
 
 
+class ModelRows(Spec):
+    """One model's rows of a comparison of several (``--models``): the top level's, from its sessions alone."""
+
+    model: str
+    arm_rates: list[ArmRateRow]
+    contrasts: list[ContrastRow]
+    verdicts: list[VerdictRow]
+
+
 class CompareReport(Spec):
     """compare.json."""
 
@@ -202,6 +211,10 @@ class CompareReport(Spec):
     fingerprint_changes: list[FingerprintChange] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     execution: dict[str, Any] = Field(default_factory=dict)
+    models: list[ModelRows] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """``--models``: each model's rows (the top level's are the first model's); absent for one model."""
+    model_interactions: list[dict[str, Any]] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """``--models``: per arm and model against the first, the model × arm interaction (report.json's rows)."""
     sequential: SequentialReport | None = Field(default=None, exclude_if=lambda v: v is None)
     """An adaptive comparison: its looks, each arm's decision and reason, how it stopped, the caveats of a
     sequential design (absent for a fixed comparison, whose compare.json is unchanged)."""

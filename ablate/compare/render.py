@@ -54,6 +54,8 @@ def summary_lines(report: CompareReport) -> list[str]:
     """The lines a terminal shows: warnings first, then the verdicts and the decomposition."""
     out = warnings(report)
     out += [v.line for v in report.verdicts]
+    out += [f"on {m.model}: {v.line}" for m in report.models for v in m.verdicts]
+    out += [r["sentence"].replace("**", "") for r in report.model_interactions]
     if report.decomposition:
         if report.roles is not None:
             out.append(report.roles.line())
@@ -95,6 +97,23 @@ def _verdict_blocks(report: CompareReport) -> list[Block]:
         "fixed-n description and decide nothing."
     )
     return [Heading("Verdict"), Bullets([f"**{v.line}**" for v in report.verdicts]), checks, Para(rule)]
+
+
+def _model_blocks(report: CompareReport) -> list[Block]:
+    """``--models``: each model's verdicts, then the model × arm interactions (report.md's sentences)."""
+    if not report.models:
+        return []
+    out: list[Block] = [Heading("Models: the verdict on each")]
+    out.append(
+        Para(f"The verdict above, and every table below, is on {report.models[0].model}, the reference.")
+    )
+    for m in report.models:
+        out += [Heading(f"On {m.model}", level=3), Bullets([f"**{v.line}**" for v in m.verdicts])]
+    return [
+        *out,
+        Heading("Does the model change the answer?"),
+        *(Para(r["sentence"]) for r in report.model_interactions),
+    ]
 
 
 def _arm_blocks(report: CompareReport) -> list[Block]:
@@ -283,7 +302,7 @@ def compare_document(report: CompareReport, plot: tuple[str, str] | None = None)
     warn = warnings(report)
     if warn:
         blocks += [Heading("Warnings"), Bullets(warn)]
-    blocks += _verdict_blocks(report)
+    blocks += _verdict_blocks(report) + _model_blocks(report)
     blocks += _sequential_blocks(report, plot)
     blocks += _arm_blocks(report)
     blocks += _decomposition_blocks(report)

@@ -13,8 +13,11 @@ and $3/M input, $15/M output (docs/CLAUDE-CODE.md#json-output). A model not in t
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
+
+from ablate.core.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,31 @@ def price_for(model: str) -> Price | None:
         if (m == prefix or m.startswith(prefix + "-")) and (best is None or len(prefix) > len(best)):
             best = prefix
     return PRICES[best] if best is not None else None
+
+
+def parse_models(text: str) -> list[str]:
+    """``--models M1,M2,...``: each a Claude model id of the table above (a date or provider suffix allowed),
+    each once; else a :class:`UsageError` naming the value and the nearest known ids. An alias (``sonnet``)
+    follows the newest model, so it cannot be pinned, and a model without a price could not be costed."""
+    models = [m.strip() for m in text.split(",") if m.strip()]
+    if not models:
+        raise UsageError(
+            "--models is empty", hint="pass two or more model ids, e.g. claude-haiku-4-5,claude-sonnet-4-6"
+        )
+    for m in models:
+        if price_for(m) is None or re.search(r"[\s/]", m):
+            key = normalize_model(m)
+            near = [p for p in PRICES if key in p][:3] or difflib.get_close_matches(
+                key, PRICES, n=3, cutoff=0.5
+            )
+            raise UsageError(
+                f"--models {text}: {m!r} is not a model ablate can pin (an alias such as sonnet follows the "
+                "newest model; a model without a list price cannot be costed)",
+                hint=f"nearest known: {', '.join(near or PRICES)}",
+            )
+        if models.count(m) > 1:
+            raise UsageError(f"--models {text}: {m} is given twice", hint="name each model once")
+    return models
 
 
 def estimate_cost(

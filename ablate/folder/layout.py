@@ -2,8 +2,8 @@
 every path; the folder's tree (docs/ARCHITECTURE.md#run-folder) and every file with its version and owner
 (:data:`ablate.folder.files.RUN_FILES`) are checked against each other by the tests.
 
-Item ids are ``<task>__<cell>__r<repeat>`` (repeat zero-padded to 2 digits), stable across runs, shards and
-merges. Attempts are numbered from 1.
+Item ids are ``<task>__<cell>__r<repeat>`` (repeat zero-padded to 2 digits; ``<task>__<cell>__<model>__r<repeat>``
+in a run of several models), stable across runs, shards and merges. Attempts are numbered from 1.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ def utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def item_id(task: str, cell: str, repeat: int) -> str:
-    """The stable id of one (task, cell, repeat) item."""
-    return f"{task}__{cell}__r{repeat:02d}"
+def item_id(task: str, cell: str, repeat: int, model: str | None = None) -> str:
+    """The stable id of one (task, cell, repeat) item (and its model, in a run of several)."""
+    return f"{task}__{cell}__{model + '__' if model else ''}r{repeat:02d}"
 
 
 class Attempt(Spec):
@@ -105,6 +105,8 @@ class PlanItem(ItemRecord):
     """Format version of this line."""
     attempts: list[Attempt] = Field(default_factory=list)
     """Every attempt, oldest first."""
+    model: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The model its session is pinned to in a run of several (``--models``); absent: the manifest's ``model``."""
 
 
 class RunFolder:
@@ -380,6 +382,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "plan_sha256",
     "items",
     "design",
+    "models",
 )
 
 
@@ -436,9 +439,17 @@ class RunManifest(Spec):
     """Every `ablate run` invocation on this folder, oldest first."""
     design: PieceDesignRecord | None = Field(default=None, exclude_if=lambda v: v is None)
     """A piece run's design (``ablate run --pieces``): its rows, cells and pieces; absent for a layer run."""
+    models: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """``--models``: every model the run pins its sessions to, the reference (``model``) first; each plan item
+    names its own. Absent for a run of one model."""
     weak_checks: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Tasks run with ``--allow-weak-checks`` although their checks pass untouched or fail on their reference
     (probe.json's ``graders`` says how); absent when none."""
+
+    @property
+    def pinned_models(self) -> list[str]:
+        """Every model the run's sessions are pinned to (``models``, else ``model``)."""
+        return self.models or [self.model]
 
     def identity(self) -> dict[str, object]:
         """The experiment-defining part of the manifest (no times, hosts, shards or invocation history)."""

@@ -293,14 +293,15 @@ class JudgeSummary:
         }
 
 
-def check_judges(model_under_test: str, judges: Sequence[str], *, allow_same: bool) -> None:
-    """Refuse a judge that is the model under test (unless allowed) and duplicate judges."""
+def check_judges(model_under_test: str | Sequence[str], judges: Sequence[str], *, allow_same: bool) -> None:
+    """Refuse a judge that is a model under test (unless allowed) and duplicate judges."""
+    tested = [model_under_test] if isinstance(model_under_test, str) else model_under_test
     if not judges:
         raise UsageError("no judge model given", hint="pass --judge-model M or --judge-models A,B")
     if len(set(judges)) != len(judges):
         raise UsageError(f"a judge is listed twice: {', '.join(judges)}")
     for j in judges:
-        if not allow_same and normalize_model(j) == normalize_model(model_under_test):
+        if not allow_same and normalize_model(j) in map(normalize_model, tested):
             raise UsageError(
                 f"judge model {j} is the model under test: it would grade its own answers",
                 hint="pick another --judge-model, or pass --allow-same-judge to accept the bias",
@@ -372,7 +373,7 @@ def judge_folder(
     skipped; judge errors are judged again."""
     folder = RunFolder(run_dir)
     manifest = read_manifest(folder)
-    check_judges(manifest.model, options.judge_models, allow_same=options.allow_same_judge)
+    check_judges(manifest.pinned_models, options.judge_models, allow_same=options.allow_same_judge)
     if options.budget_usd is not None:
         unpriced = [j for j in options.judge_models if price_for(j) is None]
         if unpriced:

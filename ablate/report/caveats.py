@@ -285,6 +285,17 @@ def turns_proxy(report: Report, manifest: RunManifest) -> Caveat:
 def model(report: Report, manifest: RunManifest) -> Caveat:
     run = report.run
     seen = ", ".join(f"{m} ×{k}" for m, k in sorted(run.models_seen.items())) or "none"
+    if parts := getattr(report, "models", None):  # --models: each session pinned to its item's
+        bad = ", ".join(p["model"] for p in parts if not p["model_verified"])
+        said = (
+            f"NOT verified on {bad} (see 'Models')"
+            if bad
+            else "verified: every scored transcript names its own and no other"
+        )
+        return Caveat(
+            id="model",
+            text=f"Each session pinned to its item's model ({', '.join(manifest.models)}); {said}.",
+        )
     return Caveat(
         id="model",
         text=(

@@ -30,6 +30,9 @@ class Context:
     run_dir: Path
     folder: RunFolder
     manifest: RunManifest
+    model: str
+    """The model the context reads: the run's one, or in a run of several (``--models``) the one its plan and
+    results are narrowed to (the first by default: :func:`make_context`)."""
     plan: list[PlanItem]
     results: list[ItemResult]
     items: Items
@@ -94,6 +97,11 @@ class Section:
         return (report.model_extra or {}).get(self.key)
 
 
+def on_model(report: Report) -> str:
+    """`` on M`` after the answer's heading in a run of several models (the answer is the first's), else ``""``."""
+    return f" on {report.run.model}" if getattr(report, "models", None) else ""
+
+
 def primary_metric(name: str | None) -> str:
     """``--primary`` → metric id; an unknown name is a :class:`UsageError`."""
     if name is None:
@@ -125,15 +133,27 @@ def _present_layers(cell: ManifestCell, control: ManifestCell) -> list[str]:
 
 
 def make_context(
-    run_dir: Path, *, alpha: float, control: str | None, primary: str | None, say: Callable[[str], None]
-) -> Context:
-    """Read the run folder and decide the control, the primary metric, the metrics and the tested cells."""
+    run_dir: Path, *, alpha: float, control: str | None, primary: str | None, say: Callable[[str], None],
+    model: str | None = None,
+) -> Context:  # fmt: skip
+    """Read the run folder and decide the control, the primary metric, the metrics and the tested cells. A run
+    of several models is read as ``model``'s alone (by default the first, the reference): its items are
+    that model's, keyed by (task, cell, repeat) as in a run of one."""
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha}: must be between 0 and 1", hint="the usual value is 0.05")
     folder = RunFolder(run_dir)
     manifest = read_manifest(folder)
     plan = folder.read_plan()
     results = iter_results(folder)
+    model = model or manifest.model
+    if manifest.models:
+        if model not in manifest.models:
+            raise UsageError(
+                f"--model {model}: not a model of this run", hint="models: " + ", ".join(manifest.models)
+            )
+        plan = [p for p in plan if p.model == model]
+        mine = {p.item for p in plan}
+        results = [r for r in results if r.item in mine]
     cells = {c.id: c for c in manifest.cells}
     if not manifest.cells:
         raise RunFolderError(f"{run_dir}: the manifest lists no cells")
@@ -144,7 +164,7 @@ def make_context(
     if control_id not in cells:
         raise UsageError(f"--control {control_id}: not a cell of this run", hint="cells: " + ", ".join(cells))
     say(f"read {len(results)} results of {len(plan)} planned items")
-    items = collect_items(folder, plan, results, manifest.model)
+    items = collect_items(folder, plan, results, model)
     metrics = list(BASE_METRICS) + [
         m for m in GRADED_METRICS if any(m in it.values for it in items.scored.values())
     ]
@@ -168,6 +188,7 @@ def make_context(
         run_dir=run_dir,
         folder=folder,
         manifest=manifest,
+        model=model,
         plan=plan,
         results=results,
         items=items,

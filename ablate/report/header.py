@@ -26,8 +26,8 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         claude_version=m.claude.version,
         claude_sha256=m.claude.sha256,
         claude_pinned=m.claude.pinned,
-        model=m.model,
-        model_verified=bool(ctx.items.scored) and without == 0 and set(models_seen) == {m.model},
+        model=ctx.model,
+        model_verified=bool(ctx.items.scored) and without == 0 and set(models_seen) == {ctx.model},
         models_seen=models_seen,
         sessions_without_model=without,
         cell_set=m.cell_set,
@@ -75,6 +75,8 @@ def render(report: Report, page: Page) -> list[Block]:
         )
     )
     tasks = ", ".join(f"{t['id']} ({t['split']})" for t in run.tasks)
+    # --models: this table is the first model's
+    several = ", ".join(m["model"] for m in getattr(report, "models", None) or [])
     b: list[Block] = [
         Heading("The run"),
         Table(
@@ -85,7 +87,8 @@ def render(report: Report, page: Page) -> list[Block]:
                 [
                     "model",
                     f"{run.model} — "
-                    + ("verified from every transcript" if run.model_verified else "**NOT verified**"),
+                    + ("verified from every transcript" if run.model_verified else "**NOT verified**")
+                    + (f"; the reference of {several} (each: 'Models')" if several else ""),
                 ],
                 ["isolation", run.isolation],
                 [

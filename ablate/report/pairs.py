@@ -232,7 +232,8 @@ def read_pair(ctx: Context, cell: str, task: str, repeat: int) -> Pair:
     from ablate.folder.layout import item_id
     from ablate.folder.result import read_result
 
-    items = {c: item_id(task, c, repeat) for c in (ctx.control.id, cell)}
+    model = ctx.model if ctx.manifest.models else None  # a run of several models: the context's
+    items = {c: item_id(task, c, repeat, model) for c in (ctx.control.id, cell)}
     a, b = (read_side(ctx, read_result(ctx.folder, i), i, c) for c, i in items.items())
     diff = [
         ln

@@ -23,7 +23,7 @@ from ablate.folder.adaptive import PieceLook, read_state
 from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
 from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_p
-from ablate.report.context import Context, Page, Section, read_probe
+from ablate.report.context import Context, Page, Section, on_model, read_probe
 from ablate.report.families import side_values
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
 from ablate.report.paired import holm_real, interval, not_computable, pair_blocks, paired_test
@@ -321,7 +321,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
         else ""
     )
     out: list[Block] = [
-        Heading("Pieces: which piece earns its keep"),
+        Heading("Pieces: which piece earns its keep" + on_model(report)),
         Table(
             [
                 "piece",

@@ -8,7 +8,7 @@ from typing import Any
 
 from ablate.folder.layout import ManifestCell
 from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_ci, fmt_delta, layers_text
-from ablate.report.context import Context, Page, Section
+from ablate.report.context import Context, Page, Section, on_model
 from ablate.report.cost_per_pass import STRIPPING, cheaper_tradeoffs
 from ablate.report.families import plan_comparisons, run_comparisons
 from ablate.report.model import (
@@ -109,11 +109,12 @@ def tradeoffs(verdict: LayerVerdict, pooled_real: Sequence[Comparison]) -> list[
         if x.verdict not in ("helps", "hurts") or x.verdict == verdict or x.delta is None:
             continue
         word = "costs" if verdict == "helps" else ("adds" if x.metric in HIGHER_IS_BETTER else "saves")
-        out.append(f"{word} {_amount(x.metric, abs(x.delta))}")
+        out.append(f"{word} {amount(x.metric, abs(x.delta))}")
     return out
 
 
-def _amount(metric: str, size: float) -> str:
+def amount(metric: str, size: float) -> str:
+    """A size of a metric's change in words: ``$0.0288``, ``41 pts pitfall-free rate``, ``1.00 turns``."""
     if metric == "cost_usd":
         return f"${size:.4f}"
     if metric in BINARY_METRICS:
@@ -282,7 +283,7 @@ def render(report: Report, page: Page) -> list[Block]:
                 "; ".join(e.real_on) or "none",
             ]
         )
-    b: list[Block] = [Heading("Ranking: which layer earns its keep")]
+    b: list[Block] = [Heading("Ranking: which layer earns its keep" + on_model(report))]
     b.append(
         Table(
             [

@@ -103,6 +103,10 @@ def _same_design(a: Path, b: Path) -> tuple[list[str], list[str], str]:
             f"{a} and {b} do not run the same tasks ({', '.join(tasks_a)} against {', '.join(tasks_b)})",
             hint="ablate diff compares two runs of the same cell set and tasks",
         )
+    if several := next((str(r) for r, m in ((a, ma), (b, mb)) if m.models), None):
+        raise UsageError(
+            f"{several} ran several models (--models)", hint="ablate diff compares runs of one model"
+        )
     control = control_of(ma)
     if control != control_of(mb):
         raise UsageError(f"{a} and {b} have different controls ({control}, {control_of(mb)})")

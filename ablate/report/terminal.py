@@ -21,7 +21,7 @@ def answer_text(report: Report, width: int | None = None) -> list[str]:
     """The answer's table (without the columns of :data:`TERMINAL_LEFT_OUT`) and its sentences, bold marks
     dropped (empty when nothing was ranked); with a ``width``, its last columns left out and its sentences
     wrapped until they fit."""
-    from ablate.report import pieces, ranking
+    from ablate.report import models, pieces, ranking
 
     section = pieces.SECTION if report.piece_design is not None else ranking.SECTION
     blocks = section.render(report, Page())
@@ -39,6 +39,7 @@ def answer_text(report: Report, width: int | None = None) -> list[str]:
             break
         keep.remove(narrow[0])
     said = [f"  {s.replace('**', '')}" for s in next((b.items for b in blocks if isinstance(b, Bullets)), [])]
+    said += models.answer_lines(report)  # a run of several models: each one's verdicts, and the interaction
     return lines + (
         [w for s in said for w in textwrap.wrap(s, width, subsequent_indent="    ")] if width else said
     )

@@ -52,13 +52,15 @@ def create_run(
     run_id: str | None = None,
     noops: Mapping[str, str] | None = None,
     design: PieceDesignRecord | None = None,
+    models: Sequence[str] = (),
 ) -> tuple[RunFolder, RunManifest]:
-    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed."""
+    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed. ``models``: a
+    run of several (``--models``), ``model`` the first; the pinned line then has a ``{model}`` slot."""
     # a piece run plans its design's rows; its confirmation cells run only in the stage after the screening
     planned = [r.cell for r in design.rows] if design is not None else [c.id for c in cells]
     items = make_plan(
         [t.id for t in tasks], planned, repeats=repeats, seed=seed,
-        cells_in=design.cells_in if design is not None and design.drawn is not None else None,
+        cells_in=design.cells_in if design is not None and design.drawn is not None else None, models=models,
     )  # fmt: skip
     if shard is not None:
         shard_items(items, shard)  # validates K/N against the plan
@@ -78,7 +80,7 @@ def create_run(
         model=model,
         max_turns=max_turns,
         timeout_s=timeout_s,
-        argv=pinned_argv(claude.path, model, extra_args),
+        argv=pinned_argv(claude.path, "{model}" if models else model, extra_args),
         max_retries=max_retries,
         cell_set=cell_set,
         cells=[
@@ -104,6 +106,7 @@ def create_run(
         setup=setup or SetupInfo(),
         host=socket.gethostname(),
         design=design,
+        models=list(models),
     )
     folder.root.mkdir(parents=True, exist_ok=True)
     tasks_dir = folder.root / TASKS_DIR
@@ -162,8 +165,10 @@ def load_run_tasks(folder: RunFolder, manifest: RunManifest) -> list[Task]:
     return tasks
 
 
-def compatibility_problems(manifest: RunManifest, claude: ClaudeBinary, model: str | None) -> list[str]:
-    """Why this CLI/model may not add results to the folder (empty when it may)."""
+def compatibility_problems(
+    manifest: RunManifest, claude: ClaudeBinary, model: str | None, models: Sequence[str] = ()
+) -> list[str]:
+    """Why this CLI/model (or ``--models``) may not add results to the folder (empty when it may)."""
     out = []
     if claude.version != manifest.claude.version:
         out.append(f"claude version {claude.version} differs from the run's {manifest.claude.version}")
@@ -171,6 +176,10 @@ def compatibility_problems(manifest: RunManifest, claude: ClaudeBinary, model: s
         out.append(
             f"claude binary {claude.path} differs from the run's (sha256 {manifest.claude.sha256[:12]}…)"
         )
-    if model is not None and model != manifest.model:
-        out.append(f"model {model} differs from the run's {manifest.model}")
+    if models and list(models) != manifest.models:
+        out.append(
+            f"models {', '.join(models)} differ from the run's {', '.join(manifest.models) or manifest.model}"
+        )
+    elif model is not None and (model != manifest.model or manifest.models):
+        out.append(f"model {model} differs from the run's {', '.join(manifest.models) or manifest.model}")
     return out

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from ablate.core.pricing import estimate_cost
+from ablate.core.pricing import estimate_cost, price_for
 from ablate.folder.result import ItemResult
 from ablate.run.plan import ASSUMED_CALLS_PER_SESSION, ASSUMED_INPUT_TOKENS, ASSUMED_OUTPUT_TOKENS
 from ablate.sim import iter_requests
@@ -107,6 +107,11 @@ def _from_probe(
         f"Code uses it, {ASSUMED_OUTPUT_TOKENS} output tokens per call"
     )
     return CostEstimate(sessions, sessions * calls_per, per_session * sessions, "probe", detail)
+
+
+def dearest(models: Sequence[str]) -> str:
+    """The model of a run of several (``--models``) with the highest list price: its estimate is an upper end."""
+    return max(models, key=lambda m: getattr(price_for(m), "output", 0.0))
 
 
 def estimate_run(

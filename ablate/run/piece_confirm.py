@@ -197,7 +197,13 @@ def stage_items(
         return [], None
     if any(not record.screens(p.repeat) for p in plan):
         return [], None  # planned already (a resume): plan.jsonl holds it
-    real = set(marked_real(folder, manifest, results))
+    model_of = {p.item: p.model for p in plan}  # a run of several models: a piece real on any is confirmed
+    real = set().union(
+        *(
+            marked_real(folder, manifest, [r for r in results if model_of.get(r.item) == m])
+            for m in (manifest.models or (None,))
+        )
+    )
     in_pairs = {p for key in stage.named_pairs for p in key.split("+")}
     why = {
         p: "named" if p in stage.named or p in in_pairs else "real at screening"
@@ -206,7 +212,7 @@ def stage_items(
     }
     if not why:
         return [], "confirmation: no piece is real at screening and --confirm names none"
-    tasks = len(manifest.tasks)
+    tasks = len(manifest.tasks) * max(1, len(manifest.models))  # sessions per cell and block
     screened = sum(1 for p in plan if record.screens(p.repeat))
     pairs = stage_pairs(stage, why)
     blocks = stage_blocks(

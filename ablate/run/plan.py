@@ -3,7 +3,8 @@
 Order (docs/ARCHITECTURE.md#run-folder): items come in blocks, one block per (repeat, task), repeat-major, so every cell of a task
 is run once before any is run twice; within a block the cells are shuffled by a generator seeded from
 ``(seed, task, repeat)``, so prompt-cache warmth and time-of-day drift cannot line up with a cell, and the
-same seed always gives the same order.
+same seed always gives the same order. With several models (``--models``) a block is every cell on every model,
+shuffled as one sweep, so neither a cell nor a model lines up with a place in the block.
 
 Shards split the plan by whole blocks (block ``b`` goes to shard ``b mod N + 1``): each block's cells run on
 one machine, so a machine difference cannot line up with a cell either.
@@ -16,6 +17,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ablate.core.errors import RunFolderError, UsageError
 from ablate.folder.layout import PlanItem, RunManifest, item_id
@@ -62,12 +64,28 @@ def parse_shard(text: str) -> Shard:
     return Shard(k, n)
 
 
-def block_order(cells: Sequence[str], *, seed: int, task: str, repeat: int) -> list[str]:
-    """The cells of one (task, repeat) block in their randomised order (deterministic in the seed)."""
+T = TypeVar("T")
+
+
+def block_order(cells: Sequence[T], *, seed: int, task: str, repeat: int) -> list[T]:
+    """The cells (or (cell, model) slots) of one (task, repeat) block in their randomised order (deterministic
+    in the seed)."""
     rng = random.Random(f"ablate-order:{seed}:{task}:{repeat}")
     order = list(cells)
     rng.shuffle(order)
     return order
+
+
+def block_items(
+    task: str, cells: Sequence[str], repeat: int, *, seed: int, models: Sequence[str], start: int
+) -> list[PlanItem]:
+    """One (task, repeat) block's items, every cell on every model (``models`` empty: the manifest's one), in
+    one shuffled sweep; ``order`` from ``start``."""
+    slots = [(c, m) for c in cells for m in (models or (None,))]
+    return [
+        PlanItem(item=item_id(task, c, repeat, m), task=task, cell=c, repeat=repeat, order=start + i, model=m)
+        for i, (c, m) in enumerate(block_order(slots, seed=seed, task=task, repeat=repeat))
+    ]
 
 
 def make_plan(
@@ -77,9 +95,11 @@ def make_plan(
     repeats: int,
     seed: int,
     cells_in: Callable[[int], Sequence[str]] | None = None,
+    models: Sequence[str] = (),
 ) -> list[PlanItem]:
     """Every item of a run, in execution order (``order`` = position). ``cells_in``: the cells repeat r's
-    blocks run, when not every cell (a drawn piece design's control and draw)."""
+    blocks run, when not every cell (a drawn piece design's control and draw); ``models``: every model of a
+    run of several (:func:`block_items`)."""
     if repeats < 1:
         raise UsageError(f"--repeats {repeats}: must be at least 1")
     if not tasks:
@@ -91,10 +111,13 @@ def make_plan(
     per = None if size > MAX_PLAN_ITEMS or cells_in is None else [list(cells_in(r)) for r in range(repeats)]
     if per is not None:
         size = len(tasks) * sum(len(c) for c in per)
+    size *= max(1, len(models))
     if size > MAX_PLAN_ITEMS:
         raise UsageError(
             f"--repeats {repeats}: the plan would hold {size} items ({len(tasks)} tasks × {len(cells)} cells × "
-            f"{repeats} repeats), more than the {MAX_PLAN_ITEMS} one plan may hold",
+            f"{repeats} repeats"
+            + (f" × {len(models)} models" if models else "")
+            + f"), more than the {MAX_PLAN_ITEMS} one plan may hold",
             hint="lower --repeats, or run fewer tasks or cells per plan",
         )
     for what, ids in (("task", tasks), ("cell", cells)):
@@ -104,8 +127,9 @@ def make_plan(
     items: list[PlanItem] = []
     for r in range(repeats):
         for t in tasks:
-            for c in block_order(cells if per is None else per[r], seed=seed, task=t, repeat=r):
-                items.append(PlanItem(item=item_id(t, c, r), task=t, cell=c, repeat=r, order=len(items)))
+            items += block_items(
+                t, cells if per is None else per[r], r, seed=seed, models=models, start=len(items)
+            )
     return items
 
 
@@ -160,9 +184,9 @@ def next_round_items(
         runs = set(design.cells_in(repeat))  # a drawn design's round runs the control and one draw
         cells = [c for c in cells if c in runs]
     for t in manifest.tasks:
-        for c in block_order(cells, seed=manifest.seed, task=t.id, repeat=repeat):
-            iid = item_id(t.id, c, repeat)
-            if iid in known:
-                raise RunFolderError(f"plan.jsonl already holds {iid}: an adaptive round never runs twice")
-            items.append(PlanItem(item=iid, task=t.id, cell=c, repeat=repeat, order=order + len(items)))
+        items += block_items(
+            t.id, cells, repeat, seed=manifest.seed, models=manifest.models, start=order + len(items)
+        )
+    if clash := next((i.item for i in items if i.item in known), None):
+        raise RunFolderError(f"plan.jsonl already holds {clash}: an adaptive round never runs twice")
     return items

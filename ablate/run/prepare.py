@@ -70,6 +70,9 @@ class RunRequest:
     """``--pieces``: the cells are a per-piece design's rows (:mod:`ablate.run.pieces`), not ``cells``."""
     adaptive: bool = False
     """``--adaptive``: the run chooses its own repeats (``repeats`` is its most), whatever ``runs`` tasks ask."""
+    models: tuple[str, ...] = ()
+    """``--models`` (checked: :func:`ablate.core.pricing.parse_models`): one is ``--model``; several, a run whose
+    blocks hold every cell on every model (not with ``--adaptive``, whose rounds decide one model's cells)."""
 
     def given(self, option: Defaultable) -> bool:
         """Whether the user gave ``option`` (rather than leaving it at its default)."""
@@ -204,13 +207,10 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     from ablate.setup.load import load_setup
     from ablate.setup.taskset import load_tasks
 
+    req = _with_models(req)
     shard_spec: Shard | None = parse_shard(req.shard) if req.shard else None
     if req.resume is not None and req.plan is not None:
         raise UsageError("pass either --resume or --plan, not both")
-    if not req.model.strip():
-        raise UsageError(
-            "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
-        )
     if req.resume is not None or req.plan is not None:
         given = [f"--{o}" for o in ("cells", "repeats") if req.given(o)]
         if given:
@@ -230,7 +230,9 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             target = req.resume if req.resume is not None else req.plan
             assert target is not None
             folder, manifest = open_run(target)
-        problems = compatibility_problems(manifest, claude, req.model if req.given("model") else None)
+        problems = compatibility_problems(
+            manifest, claude, req.model if req.given("model") else None, req.models
+        )
         if problems and not req.force:
             raise UsageError(
                 f"{folder.root}: " + "; ".join(problems),
@@ -277,8 +279,8 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         seed = _seed(req, shard_spec)
         design = None
         if req.pieces is not None:
-            cell_set, design, repeats = piece_plan(
-                replace(req, repeats=repeats, seed=seed), setup, catalog, len(tasks)
+            cell_set, design, repeats = piece_plan(  # a block's sessions per cell: tasks × models
+                replace(req, repeats=repeats, seed=seed), setup, catalog, len(tasks) * max(1, len(req.models))
             )
         folder, manifest = create_run(
             req.out,
@@ -295,9 +297,28 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             shard=shard_spec,
             noops=noop_reasons(cell_set.cells, setup, catalog),
             design=design,
+            models=req.models,
         )
     share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
     return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)
+
+
+def _with_models(req: RunRequest) -> RunRequest:
+    """The request's model checked, and ``--models``: the first is the reference (``model``), one alone is
+    ``--model``; refused with ``--adaptive``, whose rounds decide the cells of one model."""
+    if not req.model.strip():
+        raise UsageError(
+            "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
+        )
+    if req.models and req.adaptive:
+        raise UsageError(
+            "--models with --adaptive: the rounds decide the cells of one model",
+            hint="run a fixed design (--repeats N) with --models, or one model adaptively",
+        )
+    if not req.models:
+        return req
+    several = req.models if len(req.models) > 1 else ()
+    return replace(req, model=req.models[0], models=several, defaulted=req.defaulted - {"model"})
 
 
 def _seed(req: RunRequest, shard: Shard | None) -> int:

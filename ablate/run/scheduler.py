@@ -376,6 +376,7 @@ class Runner:
             session_id=attempt.session_id,
             prompt=task.prompt,
             task_args=task_args(append_system_prompt=task.spec.append_system_prompt),
+            model=it.model,
         )
         job = Job(it, attempt, env, label, task, argv, timeout, st.backoff.epoch, prepare)
         st.tries[it.item] = st.tries.get(it.item, 0) + 1

@@ -56,11 +56,19 @@ def session_uuid(seed: int, item: str, attempt: int) -> str:
 
 
 def render_argv(
-    template: Sequence[str], *, max_turns: int, session_id: str, prompt: str, task_args: Sequence[str] = ()
+    template: Sequence[str],
+    *,
+    max_turns: int,
+    session_id: str,
+    prompt: str,
+    task_args: Sequence[str] = (),
+    model: str | None = None,
 ) -> list[str]:
-    """The manifest's pinned line for one session: the slots filled, and the task's own options
-    (:func:`ablate.core.claude.task_args`) inserted before the ``--`` that ends the options."""
+    """The manifest's pinned line for one session: the slots filled (``{model}``: the item's model, in a run
+    of several), and the task's own options (:func:`ablate.core.claude.task_args`) inserted before the ``--``
+    that ends the options."""
     values = {"{max_turns}": str(max_turns), "{session_id}": session_id, "{prompt}": prompt}
+    values |= {"{model}": model} if model else {}
     argv = [values.get(a, a) for a in template]
     if task_args:
         end = len(template) - 1 - list(reversed(template)).index("--")
