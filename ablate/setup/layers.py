@@ -136,21 +136,14 @@ def load_catalog(ablate_toml: Path | None = None, *, base: Path | None = None) -
         if layer.id in seen:
             problems.append(Problem(str(base_path), f"layer.{i}.id", f"duplicate id {layer.id!r}"))
         seen[layer.id] = i
-    user_path = ablate_toml
-    if user_path is None and Path("ablate.toml").is_file():
-        user_path = Path("ablate.toml")
+    user_path = ablate_toml or (Path("ablate.toml") if Path("ablate.toml").is_file() else None)
     if user_path is not None:
         if not user_path.exists():
             raise NotFound(f"{user_path}: no such file", hint="pass --ablate-toml with an existing file")
         for i, layer in enumerate(_load_catalog_file(user_path, user=True).layer):
             if layer.id in sources:
-                problems.append(
-                    Problem(
-                        str(user_path),
-                        f"layer.{i}.id",
-                        f"{layer.id!r} is already defined in {sources[layer.id]}; pick another id",
-                    )
-                )
+                taken = f"{layer.id!r} is already defined in {sources[layer.id]}; pick another id"
+                problems.append(Problem(str(user_path), f"layer.{i}.id", taken))
                 continue
             layers.append(layer)
             sources[layer.id] = str(user_path)
@@ -236,12 +229,7 @@ def _expand(base: Path, pattern: str) -> list[str]:
     else:
         candidate = base / pat
         matches = [candidate] if (candidate.exists() or candidate.is_symlink()) else []
-    out = []
-    for m in matches:
-        if folder_only and not m.is_dir():
-            continue
-        out.append(m.relative_to(base).as_posix())
-    return out
+    return [m.relative_to(base).as_posix() for m in matches if not folder_only or m.is_dir()]
 
 
 def walk_files(base: Path, rel: str, *, dangling: dict[str, str] | None = None) -> list[str]:
