@@ -24,6 +24,8 @@ from ablate.cli.common import (
     print_json,
     takes,
 )
+from ablate.cli.run import Tasks
+from ablate.cli.run_display import err
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
@@ -33,10 +35,6 @@ if TYPE_CHECKING:
 app = typer.Typer()
 
 Executors = ("claude-code", "api", "sim")
-
-
-def _err(text: str) -> None:
-    typer.echo(text, err=True)
 
 
 def check_base_url(value: str) -> str:
@@ -90,13 +88,6 @@ def _executor(
     if name == "claude-code":
         return ClaudeCodeExecutor(ClaudeCodeOptions(model=model, seed=seed, **cc))
     raise UsageError(f"--executor {name!r}: expected one of {', '.join(Executors)}")
-
-
-def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(
-            f"--out {out}: is a file, not a folder", hint="pass the folder that holds compare runs"
-        )
 
 
 def _resumed_seed(resume: Path, executor: str, seed: int | None) -> int:
@@ -174,13 +165,13 @@ def _confirm(spends: bool, yes: bool) -> None:
     if not spends or yes:
         return
     if not sys.stdin.isatty():
-        _err(
+        err(
             "error: refusing to start without confirmation: no terminal to ask on, and these sessions are billed"
             "\n  hint: pass --yes to start anyway"
         )
         raise typer.Exit(EXIT_USAGE)
     if not typer.confirm("start?", default=False, err=True):
-        _err("not started")
+        err("not started")
         raise typer.Exit(EXIT_USAGE)
 
 
@@ -189,11 +180,11 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
 
     execution = report.execution
     for line in execution.get("writes") or []:
-        _err(line)
+        err(line)
     changed = execution.get("real_files_changed") or []
     backend = (execution.get("isolation") or {}).get("backend", "")
     for path in changed[:20]:
-        _err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
+        err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
     if json:
         print_json(report.to_json())
     else:
@@ -203,7 +194,7 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
     if changed:
         raise typer.Exit(EXIT_FAILURE)
     if execution.get("run_outcome") == "interrupted":
-        _err(
+        err(
             f"interrupted: the report covers the items that finished; resume with: ablate compare … --resume {folder}"
         )
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -212,9 +203,6 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
         raise typer.Exit(EXIT_PARTIAL)
 
 
-TasksOpt = Annotated[
-    list[Path] | None, typer.Option("--tasks", "-t", help="Task files or folders (repeatable).")
-]
 LayerOpt = Annotated[
     str, typer.Option("--layer", help="The file layer the arms replace (claude-code executor).")
 ]
@@ -305,7 +293,7 @@ def compare_cmd(
             help="Two or more arms, each PATH or NAME=PATH, optionally with @move:BLOCK or @duplicate:BLOCK (BLOCK: a heading, or marker:NAME). The first arm is the baseline.",
         ),
     ],
-    tasks: TasksOpt = None,
+    tasks: Tasks = None,
     layer: LayerOpt = "user-claude-md",
     tier: TierOpt = "smoke",
     repeats: RepeatsOpt = None,
@@ -348,6 +336,13 @@ def compare_cmd(
     _compare(ctx, command_options(locals()))
 
 
+#: The options the claude-code executor takes as they are (:class:`~ablate.compare.executors.ClaudeCodeOptions`).
+_CC_OPTIONS = (
+    "config_dir", "repo", "layer", "claude_bin", "max_turns", "jobs", "work_dir", "ablate_toml", "budget_usd",
+    "isolation", "unsealed", "probe", "allow_weak_checks",
+)  # fmt: skip
+
+
 def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.cli.run_display import Display
     from ablate.compare.core import CompareRequest, prepare_compare, run_compare
@@ -366,7 +361,10 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
         out = resume.parent
     else:
         seed = o["seed"] if o["seed"] is not None else new_seed()
-    _check_out(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out {out}: is a file, not a folder", hint="pass the folder that holds compare runs"
+        )
     _check_probe(ctx, o["executor"])
     display = Display(enabled=not o["json"])
     ex = _executor(
@@ -377,23 +375,11 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
         sim_script=o["sim_script"],
         base_url=o["base_url"],
         cc={
-            "config_dir": o["config_dir"],
-            "repo": o["repo"],
-            "layer": o["layer"],
-            "claude_bin": o["claude_bin"],
-            "max_turns": o["max_turns"],
+            **{k: o[k] for k in _CC_OPTIONS},
             "timeout_s": o["timeout"],
-            "jobs": o["jobs"],
-            "work_dir": o["work_dir"],
-            "ablate_toml": o["ablate_toml"],
-            "budget_usd": o["budget_usd"],
-            "isolation": o["isolation"],
-            "unsealed": o["unsealed"],
             "hide": tuple(o["hide"] or ()),
             "expose": tuple(o["expose"] or ()),
             "limits": parse_limits(o["limit"] or []),
-            "probe": o["probe"],
-            "allow_weak_checks": o["allow_weak_checks"],
             "on_progress": display.update,
             "on_note": display.note,
         },
@@ -434,14 +420,14 @@ def _announce(prep: Any, ex: Any) -> None:
         if prep.request.adaptive is None
         else f"at most {prep.tier.repeats} rounds (adaptive: each arm stops once decided)"
     )
-    _err(f"compare: {len(prep.arms)} arms × {len(prep.tasks)} tasks × {size}")
+    err(f"compare: {len(prep.arms)} arms × {len(prep.tasks)} tasks × {size}")
     for a in prep.arms:
-        _err(f"  {a.name}: {a.variant.describe()} (sha256 {a.fingerprint[:16]})")
-    _err(f"plan: {prep.estimate.line()}")
+        err(f"  {a.name}: {a.variant.describe()} (sha256 {a.fingerprint[:16]})")
+    err(f"plan: {prep.estimate.line()}")
     for n in prep.notes:
-        _err(f"note: {n}")
+        err(f"note: {n}")
     chosen = getattr(ex, "preflight", None)
     if chosen is not None:
-        _err(f"isolation: {chosen.isolation.backend} ({chosen.isolation.reason})")
+        err(f"isolation: {chosen.isolation.backend} ({chosen.isolation.reason})")
         if chosen.seal_note:
-            _err(chosen.seal_note)
+            err(chosen.seal_note)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
@@ -39,10 +39,7 @@ AllowSameJudge = Annotated[
     bool,
     typer.Option("--allow-same-judge", help="Let the model under test judge its own answers (a known bias)."),
 ]
-Split = Annotated[
-    str,
-    typer.Option("--split", help="Tasks to use: dev, holdout or both."),
-]
+Split = Annotated[str, typer.Option("--split", help="Tasks to use: dev, holdout or both.")]
 
 
 def judge_list(judge_model: str | None, judge_models: str | None) -> tuple[str, ...]:
@@ -155,23 +152,15 @@ def judge_cmd(
             err=True,
         )
     options = JudgeOptions(
-        judge_models=judges,
-        allow_same_judge=allow_same_judge,
-        jobs=jobs,
-        budget_usd=budget_usd,
-        split=split_choice(split),
-        backoff=BackoffPolicy(first_s=backoff),
+        judges, allow_same_judge, jobs, budget_usd, split_choice(split), BackoffPolicy(first_s=backoff)
     )
     stop = threading.Event()
-
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        stop.set()
 
     def note(text: str) -> None:
         if not json:
             typer.echo(text, err=True)
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
     try:
         summary = judge_folder(run_dir, options, stop=stop, on_progress=note)
     finally:
@@ -181,11 +170,7 @@ def judge_cmd(
     if json:
         doc = {**summary.to_json(), "agreement": [a.to_json() for a in agree], "holdout": holdout}
         if rechecked is not None:
-            doc["recheck"] = {
-                "rechecked": rechecked.rechecked,
-                "changed": rechecked.changed,
-                "no_diff": rechecked.no_diff,
-            }
+            doc["recheck"] = dataclasses.asdict(rechecked)
         print_json(doc)
     else:
         for line in summary_lines(summary, agree, holdout_text):
