@@ -339,7 +339,7 @@ def compare_cmd(
 #: The options the claude-code executor takes as they are (:class:`~ablate.compare.executors.ClaudeCodeOptions`).
 _CC_OPTIONS = (
     "config_dir", "repo", "layer", "claude_bin", "max_turns", "jobs", "work_dir", "ablate_toml", "budget_usd",
-    "isolation", "unsealed", "probe", "allow_weak_checks",
+    "isolation", "unsealed",
 )  # fmt: skip
 
 
@@ -380,6 +380,8 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "hide": tuple(o["hide"] or ()),
             "expose": tuple(o["expose"] or ()),
             "limits": parse_limits(o["limit"] or []),
+            "probe": o["probe"],
+            "allow_weak_checks": o["allow_weak_checks"],
             "on_progress": display.update,
             "on_note": display.note,
         },

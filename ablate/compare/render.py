@@ -260,6 +260,10 @@ def compare_document(report: CompareReport, plot: tuple[str, str] | None = None)
     warn = warnings(report)
     if warn:
         blocks += [Heading("Warnings"), Bullets(warn)]
-    blocks += [*_verdict_blocks(report), *_sequential_blocks(report, plot), *_arm_blocks(report)]
-    blocks += [*_decomposition_blocks(report), *_contrast_blocks(report), *_closing_blocks(report)]
+    blocks += _verdict_blocks(report)
+    blocks += _sequential_blocks(report, plot)
+    blocks += _arm_blocks(report)
+    blocks += _decomposition_blocks(report)
+    blocks += _contrast_blocks(report)
+    blocks += _closing_blocks(report)
     return Document(f"ablate compare — {report.compare_id}", blocks)
