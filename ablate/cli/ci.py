@@ -22,21 +22,14 @@ Force = Annotated[bool, typer.Option("--force", help="Overwrite files that alrea
 Shards = Annotated[
     int | None,
     typer.Option(
-        "--shards",
-        min=1,
-        help="Shards of the plan, run in parallel (default 2; 1 with --compare).",
+        "--shards", min=1, help="Shards of the plan, run in parallel (default 2; 1 with --compare)."
     ),
 ]
 Cells = Annotated[str, typer.Option("--cells", help="Cell set of the run (layered, binary, …).")]
 Model = Annotated[str, typer.Option("--model", "-m", help="The model every session is pinned to.")]
 Repeats = Annotated[
     int | None,
-    typer.Option(
-        "--repeats",
-        "-n",
-        min=1,
-        help="Repeats per (task, cell); default 3 (5 with --compare).",
-    ),
+    typer.Option("--repeats", "-n", min=1, help="Repeats per (task, cell); default 3 (5 with --compare)."),
 ]
 
 
@@ -69,8 +62,7 @@ def github_cmd(
         ),
     ] = None,
     require: Annotated[
-        list[str] | None,
-        typer.Option("--require", help="Passed to `ablate gate --require` (repeatable)."),
+        list[str] | None, typer.Option("--require", help="Passed to `ablate gate --require` (repeatable).")
     ] = None,
     secret: Annotated[str, typer.Option("--secret", help="The repository secret holding the API key.")] = (
         "ANTHROPIC_API_KEY"
@@ -78,8 +70,7 @@ def github_cmd(
     install: Annotated[
         str | None,
         typer.Option(
-            "--install",
-            help="The pinned pip requirement for ablate (default: ablate-claude==this version).",
+            "--install", help="The pinned pip requirement for ablate (default: ablate-claude==this version)."
         ),
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="The workflow file to write.")] = Path(

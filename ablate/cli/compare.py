@@ -211,12 +211,7 @@ TierOpt = Annotated[
 ]
 RepeatsOpt = Annotated[
     int | None,
-    typer.Option(
-        "--repeats",
-        "-n",
-        min=1,
-        help="Repeats per (task, arm); at least the tier's floor.",
-    ),
+    typer.Option("--repeats", "-n", min=1, help="Repeats per (task, arm); at least the tier's floor."),
 ]
 BlockOpt = Annotated[
     str | None,
@@ -235,8 +230,7 @@ RolesOpt = Annotated[
 ExecutorOpt = Annotated[
     str,
     typer.Option(
-        "--executor",
-        help="claude-code (the real CLI in cells), api (just the model), sim (free dry run).",
+        "--executor", help="claude-code (the real CLI in cells), api (just the model), sim (free dry run)."
     ),
 ]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", min=1, help="max_tokens of each api/sim request.")]
@@ -259,16 +253,12 @@ ResumeOpt = Annotated[
 SimScript = Annotated[
     Path | None,
     typer.Option(
-        "--sim-script",
-        help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml).",
+        "--sim-script", help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml)."
     ),
 ]
 BaseUrl = Annotated[
     str | None,
-    typer.Option(
-        "--base-url",
-        help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL).",
-    ),
+    typer.Option("--base-url", help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL)."),
 ]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Start without asking (required without a terminal).")]
 AdaptiveOpt = Annotated[
@@ -290,7 +280,7 @@ def compare_cmd(
     arms: Annotated[
         list[str],
         typer.Argument(
-            help="Two or more arms, each PATH or NAME=PATH, optionally with @move:BLOCK or @duplicate:BLOCK (BLOCK: a heading, or marker:NAME). The first arm is the baseline.",
+            help="Two or more arms, each PATH or NAME=PATH, optionally with @move:BLOCK or @duplicate:BLOCK (BLOCK: a heading, or marker:NAME). The first arm is the baseline."
         ),
     ],
     tasks: Tasks = None,

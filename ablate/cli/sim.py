@@ -30,8 +30,7 @@ ScriptOpt = Annotated[
     ),
 ]
 Port = Annotated[
-    int,
-    typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1; 0 lets the OS choose a free one."),
+    int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1; 0 lets the OS choose a free one.")
 ]
 Log = Annotated[
     Path | None,

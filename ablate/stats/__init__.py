@@ -15,12 +15,7 @@ from ablate.stats.power import (
     runs_needed_mean,
     spread,
 )
-from ablate.stats.proportions import (
-    exact_paired_p,
-    newcombe_paired,
-    paired_binary,
-    wilson,
-)
+from ablate.stats.proportions import exact_paired_p, newcombe_paired, paired_binary, wilson
 from ablate.stats.resampling import (
     EXACT_MAX_BLOCKS,
     min_interval_blocks,

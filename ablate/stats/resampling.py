@@ -106,11 +106,7 @@ def _sign_flip_monte_carlo(d: npt.NDArray[np.float64], resamples: int, seed: int
 
 
 def sign_flip_p(
-    cell: Sequence[float],
-    control: Sequence[float],
-    *,
-    seed: int = 0,
-    p_floor: float | None = None,
+    cell: Sequence[float], control: Sequence[float], *, seed: int = 0, p_floor: float | None = None
 ) -> float | NotComputable:
     """Two-sided p of the paired sign-flip test of mean(cell − control) = 0 (see the module docstring)."""
     if len(cell) != len(control):
