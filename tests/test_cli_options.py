@@ -116,15 +116,27 @@ def test_a_bad_report_choice_is_a_located_usage_error(tmp_path: Path) -> None:
     assert "--report 'later': expected background, now or none" in err
 
 
-@pytest.mark.parametrize("flag", ["--dirty", "--isolate-state"])
-def test_an_option_of_run_and_env_build_is_declared_once(flag: str) -> None:
+def _declared(cmd: Any, flag: str) -> tuple[Any, ...]:
+    return next((tuple(p.opts), p.help, p.envvar) for p in cmd.params if flag in p.opts)
+
+
+def _flags(cmd: Any) -> set[str]:
+    return {f for p in cmd.params for f in p.opts if f.startswith("--")}
+
+
+def test_an_option_run_and_env_build_share_is_declared_once() -> None:
     group = typer.main.get_command(app)
-    env = group.commands["env"].commands["build"]  # type: ignore[attr-defined]
-    found = [
-        (p.opts, p.help)
-        for cmd in (group.commands["run"], env)  # type: ignore[attr-defined]
-        for p in cmd.params
-        if flag in p.opts
-    ]
-    assert len(found) == 2
-    assert found[0] == found[1]
+    run, env = group.commands["run"], group.commands["env"].commands["build"]  # type: ignore[attr-defined]
+    shared = _flags(run) & _flags(env) - {"--out"}  # env build's --out is the cell's folder, run's holds runs
+    assert {"--dirty", "--isolate-state", "--cells", "--isolation", "--unsealed"} <= shared
+    for flag in shared:
+        assert _declared(run, flag) == _declared(env, flag), flag
+
+
+def test_cells_is_one_option_wherever_a_cell_set_is_read() -> None:
+    group = typer.main.get_command(app)
+    sub = group.commands  # type: ignore[attr-defined]
+    readers = [sub["run"], sub["plan"], sub["probe"], sub["doctor"], sub["env"].commands["build"]]
+    readers += [sub["ci"].commands["init"].commands[k] for k in ("github", "k8s")]
+    declared = {_declared(cmd, "--cells") for cmd in readers}
+    assert len(declared) == 1 and "-c" in next(iter(declared))[0]

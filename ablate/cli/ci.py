@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ablate.cli.common import AblateToml, Json, cli_errors, print_json
+from ablate.cli.common import AblateToml, Cells, Json, cli_errors, print_json
 from ablate.core.constants import DEFAULT_MODEL
 
 app = typer.Typer(help="Generated CI files for ablate runs on engines you already run. Exit codes: 0, 2.")
@@ -25,7 +25,6 @@ Shards = Annotated[
         "--shards", min=1, help="Shards of the plan, run in parallel (default 2; 1 with --compare)."
     ),
 ]
-Cells = Annotated[str, typer.Option("--cells", help="Cell set of the run (layered, binary, …).")]
 Model = Annotated[str, typer.Option("--model", "-m", help="The model every session is pinned to.")]
 Repeats = Annotated[
     int | None,

@@ -73,6 +73,16 @@ Repo = Annotated[
         help="The git repository the tasks run in (read only; each cell works in a private detached checkout of HEAD).",
     ),
 ]
+Cells = Annotated[
+    str,
+    typer.Option(
+        "--cells",
+        "-c",
+        help=f"Cell set: a shipped name ({cell_set_names()}), several joined by + (layered+leave-one-in), or "
+        "a .toml file.",
+    ),
+]
+"""``--cells`` of every command that reads a cell set (run, plan, ab, env build, probe, doctor, ci init)."""
 IsolationOpt = Annotated[
     str | None,
     typer.Option(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
-from ablate.cli.common import ClaudeBin, Unsealed, cli_errors
+from ablate.cli.common import ClaudeBin, Jobs, Unsealed, cli_errors
 from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import AblateError
 
@@ -39,7 +39,7 @@ def demo_cmd(
         Path, typer.Option("--out", help="Folder for the example setup, the run folder and the environments.")
     ] = Path(".cache/demo"),
     claude_bin: ClaudeBin = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions run at once.")] = 3,
+    jobs: Jobs = 3,
     repeats: Annotated[
         int | None,
         typer.Option(

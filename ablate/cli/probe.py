@@ -14,9 +14,9 @@ from ablate.cli.common import (
     JOBS,
     PROBE_OPTIONS,
     SETUP_OPTIONS,
+    Cells,
     Jobs,
     Json,
-    cell_set_names,
     cli_errors,
     load_setup_options,
     print_json,
@@ -102,9 +102,7 @@ def render(result: ProbeResult) -> str:
 @cli_errors
 @takes(SETUP_OPTIONS, PROBE_OPTIONS)
 def probe_cmd(
-    cells: Annotated[
-        str, typer.Option("--cells", help=f"Cell set: {cell_set_names()}, or a .toml file.")
-    ] = "layered",
+    cells: Cells = "layered",
     only: Annotated[
         list[str] | None, typer.Option("--cell", help="Probe only these cell ids (repeatable).")
     ] = None,

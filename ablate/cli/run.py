@@ -20,6 +20,7 @@ from ablate.cli.common import (
     SETUP_OPTIONS,
     AllowUnpinned,
     Backoff,
+    Cells,
     Dirty,
     IsolateState,
     Json,
@@ -63,12 +64,6 @@ Tasks = Annotated[
         "-t",
         help="Task files, folders of *.toml task files, or plugin-eval suites (a plugin folder, its evals/, "
         "an evals.json) (repeatable).",
-    ),
-]
-Cells = Annotated[
-    str,
-    typer.Option(
-        "--cells", help="Cell set: a shipped name (layered, binary, extended, leave-one-in) or a .toml."
     ),
 ]
 Repeats = Annotated[int, typer.Option("--repeats", "-n", min=1, help="Sessions per (task, cell).")]
