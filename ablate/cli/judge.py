@@ -70,14 +70,10 @@ def holdout_lines(run_dir: Path, judges: tuple[str, ...]) -> tuple[list[dict[str
         return [], ["dev/holdout: not checked (no cell strips nothing: no control)"]
     found: list[dict[str, object]] = []
     lines: list[str] = []
+    cells = [c.id for c in manifest.cells]
     for judge in judges or (None,):
         for f in holdout_findings(
-            run_dir,
-            [c.id for c in manifest.cells],
-            control=control,
-            metric="judge_pass",
-            alpha=0.05,
-            judge_model=judge,
+            run_dir, cells, control=control, metric="judge_pass", alpha=0.05, judge_model=judge
         ):
             found.append({"judge": judge, "cell": f.cell, "kind": f.kind, "p": f.p, "message": f.message})
             lines.append(f"  dev/holdout ({judge}): {f.message}")

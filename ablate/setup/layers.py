@@ -237,34 +237,27 @@ def walk_files(base: Path, rel: str, *, dangling: dict[str, str] | None = None) 
     dangling link is left out and recorded in ``dangling`` (relative path → the absolute path it names); a link
     to a folder that contains it, a loop or an unreadable target is a located :class:`UsageError`."""
     out: list[str] = []
-    _walk(base, rel, out, dangling, frozenset(), base / rel)
+
+    def walk(rel: str, above: frozenset[tuple[int, int]], via: Path) -> None:
+        """``via``: the last link on the way to ``base/rel`` (the one a loop is named by)."""
+        path = base / rel
+        if not os.path.lexists(path):
+            return
+        via = path if path.is_symlink() else via
+        st = links.follow(path)
+        if st is None:
+            if dangling is not None:
+                dangling[rel] = links.dangling_target(path)
+            return
+        if not links.is_dir(st):
+            out.append(rel)
+            return
+        names, inside = links.enter(path, st, above, via)
+        for name in names:
+            walk(f"{rel}/{name}", inside, via)
+
+    walk(rel, frozenset(), base / rel)
     return out
-
-
-def _walk(
-    base: Path,
-    rel: str,
-    out: list[str],
-    dangling: dict[str, str] | None,
-    above: frozenset[tuple[int, int]],
-    via: Path,
-) -> None:
-    """``via``: the last link on the way to ``base/rel`` (the one a loop is named by)."""
-    path = base / rel
-    if not os.path.lexists(path):
-        return
-    via = path if path.is_symlink() else via
-    st = links.follow(path)
-    if st is None:
-        if dangling is not None:
-            dangling[rel] = links.dangling_target(path)
-        return
-    if not links.is_dir(st):
-        out.append(rel)
-        return
-    names, inside = links.enter(path, st, above, via)
-    for name in names:
-        _walk(base, f"{rel}/{name}", out, dangling, inside, via)
 
 
 def json_keys(path: Path) -> dict[str, object] | None:

@@ -24,6 +24,7 @@ from scipy import stats as sps
 
 from ablate.stats.types import NotComputable
 
+FloatArray = npt.NDArray[np.float64]
 #: The power every "runs needed" figure is computed for.
 DEFAULT_POWER = 0.8
 #: Largest number of paired blocks :func:`runs_needed_binary` and :func:`runs_needed_mean` search.
@@ -47,9 +48,7 @@ def _first_n(enough: Callable[[int], bool], max_blocks: int = MAX_BLOCKS) -> int
     return NotComputable(f"more than {max_blocks} paired blocks")
 
 
-def _power_binary_many(
-    n: int, p_control: float, p_cells: npt.NDArray[np.float64], alpha: float
-) -> npt.NDArray[np.float64]:
+def _power_binary_many(n: int, p_control: float, p_cells: FloatArray, alpha: float) -> FloatArray:
     """:func:`power_binary` for many cell rates at once (one row of the exact computation per rate)."""
     gained = p_cells * (1 - p_control)
     lost = p_control * (1 - p_cells)
@@ -114,11 +113,7 @@ def detectable_binary(
 
 
 def weaker_direction(
-    powers: Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]],
-    p_control: float,
-    power: float,
-    steps: int,
-    n: int,
+    powers: Callable[[FloatArray], FloatArray], p_control: float, power: float, steps: int, n: int
 ) -> float | NotComputable:
     """The smallest d on a grid of ``steps`` with ``powers`` ≥ ``power`` at p_control + d and at p_control − d
     (each side only where it stays in [0, 1]); ``powers`` maps cell rates to the test's power."""
