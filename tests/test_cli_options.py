@@ -124,13 +124,31 @@ def _flags(cmd: Any) -> set[str]:
     return {f for p in cmd.params for f in p.opts if f.startswith("--")}
 
 
-def test_an_option_run_and_env_build_share_is_declared_once() -> None:
+@pytest.mark.parametrize(
+    ("other", "meant_otherwise", "expected"),
+    [
+        # env build's --out is the cell's folder (run's holds run folders)
+        (("env", "build"), {"--out"}, {"--dirty", "--isolate-state", "--cells", "--isolation", "--unsealed"}),
+        # judge's --jobs and --budget-usd count judge calls and judge spend
+        (
+            ("judge",),
+            {"--jobs", "--budget-usd"},
+            {"--judge-model", "--allow-same-judge", "--split", "--backoff"},
+        ),
+    ],
+)
+def test_an_option_two_command_groups_share_is_declared_once(
+    other: tuple[str, ...], meant_otherwise: set[str], expected: set[str]
+) -> None:
     group = typer.main.get_command(app)
-    run, env = group.commands["run"], group.commands["env"].commands["build"]  # type: ignore[attr-defined]
-    shared = _flags(run) & _flags(env) - {"--out"}  # env build's --out is the cell's folder, run's holds runs
-    assert {"--dirty", "--isolate-state", "--cells", "--isolation", "--unsealed"} <= shared
+    cmd: Any = group
+    for name in other:
+        cmd = cmd.commands[name]
+    run = group.commands["run"]  # type: ignore[attr-defined]
+    shared = _flags(run) & _flags(cmd) - meant_otherwise
+    assert expected <= shared
     for flag in shared:
-        assert _declared(run, flag) == _declared(env, flag), flag
+        assert _declared(run, flag) == _declared(cmd, flag), flag
 
 
 def test_cells_is_one_option_wherever_a_cell_set_is_read() -> None:

@@ -292,6 +292,31 @@ AllowWeakChecks = Annotated[
     ),
 ]
 
+Tasks = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--tasks",
+        "-t",
+        help="Task files, folders of *.toml task files, or plugin-eval suites (a plugin folder, its evals/, "
+        "an evals.json) (repeatable).",
+    ),
+]
+"""``--tasks`` of plan, run, ab and compare."""
+# the judge's options, of judge and of run and ab (judging as the run goes)
+JudgeModel = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-model",
+        envvar="ABLATE_JUDGE_MODEL",
+        help="The judge model (must differ from the model under test unless --allow-same-judge).",
+    ),
+]
+AllowSameJudge = Annotated[
+    bool,
+    typer.Option("--allow-same-judge", help="Let the model under test judge its own answers (a known bias)."),
+]
+Split = Annotated[str, typer.Option("--split", help="Tasks to use: dev, holdout or both.")]
+
 
 def _setup_options(
     config_dir: ConfigDir = None,

@@ -17,6 +17,7 @@ from ablate.cli.common import (
     SESSION_OPTIONS,
     SETUP_OPTIONS,
     Json,
+    Tasks,
     adaptive_rule,
     cli_errors,
     command_options,
@@ -24,7 +25,6 @@ from ablate.cli.common import (
     print_json,
     takes,
 )
-from ablate.cli.run import Tasks
 from ablate.cli.run_display import err
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from ablate.cli.common import Backoff, Json, cli_errors, one_of, print_json
+from ablate.cli.common import AllowSameJudge, Backoff, Json, JudgeModel, Split, cli_errors, one_of, print_json
 from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
 from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
@@ -20,14 +20,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer()
 
-JudgeModel = Annotated[
-    str | None,
-    typer.Option(
-        "--judge-model",
-        envvar="ABLATE_JUDGE_MODEL",
-        help="The judge model (must differ from the model under test unless --allow-same-judge).",
-    ),
-]
 JudgeModels = Annotated[
     str | None,
     typer.Option(
@@ -35,11 +27,6 @@ JudgeModels = Annotated[
         help="Several judges, comma-separated (A,B): each grades every item; agreement is reported.",
     ),
 ]
-AllowSameJudge = Annotated[
-    bool,
-    typer.Option("--allow-same-judge", help="Let the model under test judge its own answers (a known bias)."),
-]
-Split = Annotated[str, typer.Option("--split", help="Tasks to use: dev, holdout or both.")]
 
 
 def judge_list(judge_model: str | None, judge_models: str | None) -> tuple[str, ...]:
