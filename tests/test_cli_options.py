@@ -116,15 +116,45 @@ def test_a_bad_report_choice_is_a_located_usage_error(tmp_path: Path) -> None:
     assert "--report 'later': expected background, now or none" in err
 
 
-@pytest.mark.parametrize("flag", ["--dirty", "--isolate-state"])
-def test_an_option_of_run_and_env_build_is_declared_once(flag: str) -> None:
+def _declared(cmd: Any, flag: str) -> tuple[Any, ...]:
+    return next((tuple(p.opts), p.help, p.envvar) for p in cmd.params if flag in p.opts)
+
+
+def _flags(cmd: Any) -> set[str]:
+    return {f for p in cmd.params for f in p.opts if f.startswith("--")}
+
+
+@pytest.mark.parametrize(
+    ("other", "meant_otherwise", "expected"),
+    [
+        # env build's --out is the cell's folder (run's holds run folders)
+        (("env", "build"), {"--out"}, {"--dirty", "--isolate-state", "--cells", "--isolation", "--unsealed"}),
+        # judge's --jobs and --budget-usd count judge calls and judge spend
+        (
+            ("judge",),
+            {"--jobs", "--budget-usd"},
+            {"--judge-model", "--allow-same-judge", "--split", "--backoff"},
+        ),
+    ],
+)
+def test_an_option_two_command_groups_share_is_declared_once(
+    other: tuple[str, ...], meant_otherwise: set[str], expected: set[str]
+) -> None:
     group = typer.main.get_command(app)
-    env = group.commands["env"].commands["build"]  # type: ignore[attr-defined]
-    found = [
-        (p.opts, p.help)
-        for cmd in (group.commands["run"], env)  # type: ignore[attr-defined]
-        for p in cmd.params
-        if flag in p.opts
-    ]
-    assert len(found) == 2
-    assert found[0] == found[1]
+    cmd: Any = group
+    for name in other:
+        cmd = cmd.commands[name]
+    run = group.commands["run"]  # type: ignore[attr-defined]
+    shared = _flags(run) & _flags(cmd) - meant_otherwise
+    assert expected <= shared
+    for flag in shared:
+        assert _declared(run, flag) == _declared(cmd, flag), flag
+
+
+def test_cells_is_one_option_wherever_a_cell_set_is_read() -> None:
+    group = typer.main.get_command(app)
+    sub = group.commands  # type: ignore[attr-defined]
+    readers = [sub["run"], sub["plan"], sub["probe"], sub["doctor"], sub["env"].commands["build"]]
+    readers += [sub["ci"].commands["init"].commands[k] for k in ("github", "k8s")]
+    declared = {_declared(cmd, "--cells") for cmd in readers}
+    assert len(declared) == 1 and "-c" in next(iter(declared))[0]

@@ -28,10 +28,5 @@ class DiffTouchesOnly(CheckSpec):
 
 
 def _under(path: str, prefixes: Sequence[str]) -> bool:
-    for p in prefixes:
-        if p.endswith("/"):
-            if path.startswith(p):
-                return True
-        elif path == p or path.startswith(p + "/"):
-            return True
-    return False
+    """Whether ``path`` is one of ``prefixes``' files, or lies under one of its folders (``src/``)."""
+    return any(path.startswith(p if p.endswith("/") else p + "/") or path == p for p in prefixes)

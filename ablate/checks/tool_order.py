@@ -36,10 +36,8 @@ class ToolOrder(Graded):
         if not first or not second:
             return False, f"{self.before.tool if not first else self.after.tool} never called"
         ok = first[0] < second[0]
-        return (
-            ok,
-            "" if ok else f"{self.before.tool}@{first[0]} does not precede {self.after.tool}@{second[0]}",
-        )
+        why = f"{self.before.tool}@{first[0]} does not precede {self.after.tool}@{second[0]}"
+        return ok, "" if ok else why
 
     def describe(self) -> str:
         return f"{self.before.tool} before {self.after.tool}"

@@ -114,9 +114,7 @@ def _interpolated(opts: GithubOptions) -> list[tuple[str, str]]:
 
 
 def _install(claude: bool = True) -> list[dict[str, Any]]:
-    steps: list[dict[str, Any]] = [
-        {"uses": SETUP_PYTHON, "with": {"python-version": "3.12"}},
-    ]
+    steps: list[dict[str, Any]] = [{"uses": SETUP_PYTHON, "with": {"python-version": "3.12"}}]
     run = 'python -m pip install --quiet "$ABLATE_INSTALL"\nablate --version\n'
     if claude:
         steps.append({"uses": SETUP_NODE, "with": {"node-version": "22"}})
@@ -183,8 +181,7 @@ def _upload(
 ) -> dict[str, Any]:
     """An upload-artifact step (run whatever came before unless ``always`` is False)."""
     step: dict[str, Any] = {"if": "${{ always() }}"} if always else {}
-    return {
-        **step,
+    return step | {
         "uses": UPLOAD,
         "with": {"name": name, "path": path, **(extra or {}), "retention-days": days},
     }
@@ -201,8 +198,13 @@ def _secret_check(folder: str) -> str:
     )
 
 
+def _api_key(opts: GithubOptions) -> dict[str, str]:
+    """The step env that hands the sessions the API key (only the steps that run sessions get it)."""
+    return {"ANTHROPIC_API_KEY": f"${{{{ secrets.{opts.secret} }}}}"}
+
+
 def _shard_job(opts: GithubOptions) -> dict[str, Any]:
-    n = opts.shards
+    n, key = opts.shards, _api_key(opts)
     run = (
         "code=0\n"
         f'ablate run --plan "$RUNNER_TEMP/ablate-runs/$RUN_ID" --shard "${{{{ matrix.shard }}}}/{n}" '
@@ -227,10 +229,7 @@ def _shard_job(opts: GithubOptions) -> dict[str, Any]:
             },
             {
                 "name": "ablate run (this shard)",
-                "env": {
-                    "RUN_ID": "${{ needs.plan.outputs.run_id }}",
-                    "ANTHROPIC_API_KEY": f"${{{{ secrets.{opts.secret} }}}}",
-                },
+                "env": {"RUN_ID": "${{ needs.plan.outputs.run_id }}", **key},
                 "run": run,
             },
             _upload(
@@ -327,10 +326,7 @@ def _compare_job(opts: GithubOptions) -> dict[str, Any]:
             *_setup_steps(opts, fetch_all=True),
             {
                 "name": "ablate compare",
-                "env": {
-                    "BASE_REF": "${{ github.base_ref }}",
-                    "ANTHROPIC_API_KEY": f"${{{{ secrets.{opts.secret} }}}}",
-                },
+                "env": {"BASE_REF": "${{ github.base_ref }}", **_api_key(opts)},
                 "run": run,
             },
             {

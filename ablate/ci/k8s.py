@@ -63,12 +63,8 @@ def _values(**env: str) -> list[dict[str, Any]]:
 def _env(opts: K8sOptions, *, key: bool) -> list[dict[str, Any]]:
     env = _values(ABLATE_RUNS="/runs", ABLATE_REPO=opts.repo, ABLATE_CONFIG_DIR=opts.config_dir)
     if key:
-        env.append(
-            {
-                "name": "ANTHROPIC_API_KEY",
-                "valueFrom": {"secretKeyRef": {"name": opts.secret, "key": opts.secret_key}},
-            }
-        )
+        ref = {"secretKeyRef": {"name": opts.secret, "key": opts.secret_key}}
+        env.append({"name": "ANTHROPIC_API_KEY", "valueFrom": ref})
     return env
 
 
@@ -159,6 +155,8 @@ def manifests(opts: K8sOptions) -> dict[str, dict[str, Any]]:
         ABLATE_REPEATS=str(opts.repeats),
         ABLATE_MODEL=opts.model,
     )
+    # an inconclusive gate (exit 4) fails the Job; set "pass" to let it through
+    gate_env = _values(ABLATE_GATE_INCONCLUSIVE="fail")
     return {
         "plan.yaml": _job(
             "ablate-plan",
@@ -182,14 +180,7 @@ def manifests(opts: K8sOptions) -> dict[str, dict[str, Any]]:
             "ablate-merge",
             {
                 "backoffLimit": 0,
-                "template": _pod(
-                    opts,
-                    "merge",
-                    merge_command(opts),
-                    key=False,
-                    # an inconclusive gate (exit 4) fails the Job; set "pass" to let it through
-                    extra_env=_values(ABLATE_GATE_INCONCLUSIVE="fail"),
-                ),
+                "template": _pod(opts, "merge", merge_command(opts), key=False, extra_env=gate_env),
             },
         ),
     }

@@ -27,7 +27,7 @@ def render_summary(result: GateResult) -> str:
     what = (
         "cell − control, oriented so + means the stripped layer helps"
         if ev.kind == "run"
-        else ("arm − baseline, + means better")
+        else "arm − baseline, + means better"
     )
     lines.append(
         f"Source: `{ev.source}` ({'run report' if ev.kind == 'run' else 'compare'}); primary outcome "
@@ -90,9 +90,7 @@ def forest_text(ev: Evidence, width: int = PLOT_WIDTH) -> list[str]:
         return round((x - lo) / (hi - lo) * (width - 1))
 
     name_w = max(len(f.subject) for f in rows)
-    out = []
-    for f in rows:
-        out.append(f"{f.subject:<{name_w}}  {_row(f, col, width)}  {_numbers(ev, f)}")
+    out = [f"{f.subject:<{name_w}}  {_row(f, col, width)}  {_numbers(ev, f)}" for f in rows]
     axis = [" "] * width
     axis[col(0.0)] = "0"
     left, right = fmt_effect(ev, lo), fmt_effect(ev, hi)

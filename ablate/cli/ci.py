@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ablate.cli.common import AblateToml, Json, cli_errors, print_json
+from ablate.cli.common import AblateToml, Cells, Json, cli_errors, print_json
 from ablate.core.constants import DEFAULT_MODEL
 
 app = typer.Typer(help="Generated CI files for ablate runs on engines you already run. Exit codes: 0, 2.")
@@ -22,21 +22,13 @@ Force = Annotated[bool, typer.Option("--force", help="Overwrite files that alrea
 Shards = Annotated[
     int | None,
     typer.Option(
-        "--shards",
-        min=1,
-        help="Shards of the plan, run in parallel (default 2; 1 with --compare).",
+        "--shards", min=1, help="Shards of the plan, run in parallel (default 2; 1 with --compare)."
     ),
 ]
-Cells = Annotated[str, typer.Option("--cells", help="Cell set of the run (layered, binary, …).")]
 Model = Annotated[str, typer.Option("--model", "-m", help="The model every session is pinned to.")]
 Repeats = Annotated[
     int | None,
-    typer.Option(
-        "--repeats",
-        "-n",
-        min=1,
-        help="Repeats per (task, cell); default 3 (5 with --compare).",
-    ),
+    typer.Option("--repeats", "-n", min=1, help="Repeats per (task, cell); default 3 (5 with --compare)."),
 ]
 
 
@@ -69,8 +61,7 @@ def github_cmd(
         ),
     ] = None,
     require: Annotated[
-        list[str] | None,
-        typer.Option("--require", help="Passed to `ablate gate --require` (repeatable)."),
+        list[str] | None, typer.Option("--require", help="Passed to `ablate gate --require` (repeatable).")
     ] = None,
     secret: Annotated[str, typer.Option("--secret", help="The repository secret holding the API key.")] = (
         "ANTHROPIC_API_KEY"
@@ -78,8 +69,7 @@ def github_cmd(
     install: Annotated[
         str | None,
         typer.Option(
-            "--install",
-            help="The pinned pip requirement for ablate (default: ablate-claude==this version).",
+            "--install", help="The pinned pip requirement for ablate (default: ablate-claude==this version)."
         ),
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="The workflow file to write.")] = Path(

@@ -73,6 +73,16 @@ Repo = Annotated[
         help="The git repository the tasks run in (read only; each cell works in a private detached checkout of HEAD).",
     ),
 ]
+Cells = Annotated[
+    str,
+    typer.Option(
+        "--cells",
+        "-c",
+        help=f"Cell set: a shipped name ({cell_set_names()}), several joined by + (layered+leave-one-in), or "
+        "a .toml file.",
+    ),
+]
+"""``--cells`` of every command that reads a cell set (run, plan, ab, env build, probe, doctor, ci init)."""
 IsolationOpt = Annotated[
     str | None,
     typer.Option(
@@ -290,6 +300,31 @@ AllowWeakChecks = Annotated[
         "otherwise, exit 2, before any session); the manifest records them and the report says so.",
     ),
 ]
+
+Tasks = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--tasks",
+        "-t",
+        help="Task files, folders of *.toml task files, or plugin-eval suites (a plugin folder, its evals/, "
+        "an evals.json) (repeatable).",
+    ),
+]
+"""``--tasks`` of plan, run, ab and compare."""
+# the judge's options, of judge and of run and ab (judging as the run goes)
+JudgeModel = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-model",
+        envvar="ABLATE_JUDGE_MODEL",
+        help="The judge model (must differ from the model under test unless --allow-same-judge).",
+    ),
+]
+AllowSameJudge = Annotated[
+    bool,
+    typer.Option("--allow-same-judge", help="Let the model under test judge its own answers (a known bias)."),
+]
+Split = Annotated[str, typer.Option("--split", help="Tasks to use: dev, holdout or both.")]
 
 
 def _setup_options(

@@ -17,6 +17,7 @@ from ablate.cli.common import (
     SESSION_OPTIONS,
     SETUP_OPTIONS,
     Json,
+    Tasks,
     adaptive_rule,
     cli_errors,
     command_options,
@@ -25,6 +26,7 @@ from ablate.cli.common import (
     resolve_models,
     takes,
 )
+from ablate.cli.run_display import err
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
@@ -34,10 +36,6 @@ if TYPE_CHECKING:
 app = typer.Typer()
 
 Executors = ("claude-code", "api", "sim")
-
-
-def _err(text: str) -> None:
-    typer.echo(text, err=True)
 
 
 def check_base_url(value: str) -> str:
@@ -91,13 +89,6 @@ def _executor(
     if name == "claude-code":
         return ClaudeCodeExecutor(ClaudeCodeOptions(model=model, seed=seed, **cc))
     raise UsageError(f"--executor {name!r}: expected one of {', '.join(Executors)}")
-
-
-def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(
-            f"--out {out}: is a file, not a folder", hint="pass the folder that holds compare runs"
-        )
 
 
 def _resumed_seed(resume: Path, executor: str, seed: int | None) -> int:
@@ -175,13 +166,13 @@ def _confirm(spends: bool, yes: bool) -> None:
     if not spends or yes:
         return
     if not sys.stdin.isatty():
-        _err(
+        err(
             "error: refusing to start without confirmation: no terminal to ask on, and these sessions are billed"
             "\n  hint: pass --yes to start anyway"
         )
         raise typer.Exit(EXIT_USAGE)
     if not typer.confirm("start?", default=False, err=True):
-        _err("not started")
+        err("not started")
         raise typer.Exit(EXIT_USAGE)
 
 
@@ -190,11 +181,11 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
 
     execution = report.execution
     for line in execution.get("writes") or []:
-        _err(line)
+        err(line)
     changed = execution.get("real_files_changed") or []
     backend = (execution.get("isolation") or {}).get("backend", "")
     for path in changed[:20]:
-        _err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
+        err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
     if json:
         print_json(report.to_json())
     else:
@@ -204,7 +195,7 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
     if changed:
         raise typer.Exit(EXIT_FAILURE)
     if execution.get("run_outcome") == "interrupted":
-        _err(
+        err(
             f"interrupted: the report covers the items that finished; resume with: ablate compare … --resume {folder}"
         )
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -213,9 +204,6 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
         raise typer.Exit(EXIT_PARTIAL)
 
 
-TasksOpt = Annotated[
-    list[Path] | None, typer.Option("--tasks", "-t", help="Task files or folders (repeatable).")
-]
 LayerOpt = Annotated[
     str, typer.Option("--layer", help="The file layer the arms replace (claude-code executor).")
 ]
@@ -224,12 +212,7 @@ TierOpt = Annotated[
 ]
 RepeatsOpt = Annotated[
     int | None,
-    typer.Option(
-        "--repeats",
-        "-n",
-        min=1,
-        help="Repeats per (task, arm); at least the tier's floor.",
-    ),
+    typer.Option("--repeats", "-n", min=1, help="Repeats per (task, arm); at least the tier's floor."),
 ]
 BlockOpt = Annotated[
     str | None,
@@ -248,8 +231,7 @@ RolesOpt = Annotated[
 ExecutorOpt = Annotated[
     str,
     typer.Option(
-        "--executor",
-        help="claude-code (the real CLI in cells), api (just the model), sim (free dry run).",
+        "--executor", help="claude-code (the real CLI in cells), api (just the model), sim (free dry run)."
     ),
 ]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", min=1, help="max_tokens of each api/sim request.")]
@@ -272,16 +254,12 @@ ResumeOpt = Annotated[
 SimScript = Annotated[
     Path | None,
     typer.Option(
-        "--sim-script",
-        help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml).",
+        "--sim-script", help="Sim script for --executor sim (default: shadow/sim/compare-layout.toml)."
     ),
 ]
 BaseUrl = Annotated[
     str | None,
-    typer.Option(
-        "--base-url",
-        help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL).",
-    ),
+    typer.Option("--base-url", help="API endpoint for --executor api (default: $ANTHROPIC_BASE_URL)."),
 ]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Start without asking (required without a terminal).")]
 AdaptiveOpt = Annotated[
@@ -303,10 +281,10 @@ def compare_cmd(
     arms: Annotated[
         list[str],
         typer.Argument(
-            help="Two or more arms, each PATH or NAME=PATH, optionally with @move:BLOCK or @duplicate:BLOCK (BLOCK: a heading, or marker:NAME). The first arm is the baseline.",
+            help="Two or more arms, each PATH or NAME=PATH, optionally with @move:BLOCK or @duplicate:BLOCK (BLOCK: a heading, or marker:NAME). The first arm is the baseline."
         ),
     ],
-    tasks: TasksOpt = None,
+    tasks: Tasks = None,
     layer: LayerOpt = "user-claude-md",
     tier: TierOpt = "smoke",
     repeats: RepeatsOpt = None,
@@ -349,6 +327,13 @@ def compare_cmd(
     _compare(ctx, command_options(locals()))
 
 
+#: The options the claude-code executor takes as they are (:class:`~ablate.compare.executors.ClaudeCodeOptions`).
+_CC_OPTIONS = (
+    "config_dir", "repo", "layer", "claude_bin", "max_turns", "jobs", "work_dir", "ablate_toml", "budget_usd",
+    "isolation", "unsealed",
+)  # fmt: skip
+
+
 def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.cli.run_display import Display
     from ablate.compare.core import CompareRequest, prepare_compare, run_compare
@@ -369,7 +354,10 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
         out = resume.parent
     else:
         seed = o["seed"] if o["seed"] is not None else new_seed()
-    _check_out(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out {out}: is a file, not a folder", hint="pass the folder that holds compare runs"
+        )
     _check_probe(ctx, o["executor"])
     display = Display(enabled=not o["json"])
     ex = _executor(
@@ -380,18 +368,8 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
         sim_script=o["sim_script"],
         base_url=o["base_url"],
         cc={
-            "config_dir": o["config_dir"],
-            "repo": o["repo"],
-            "layer": o["layer"],
-            "claude_bin": o["claude_bin"],
-            "max_turns": o["max_turns"],
+            **{k: o[k] for k in _CC_OPTIONS},
             "timeout_s": o["timeout"],
-            "jobs": o["jobs"],
-            "work_dir": o["work_dir"],
-            "ablate_toml": o["ablate_toml"],
-            "budget_usd": o["budget_usd"],
-            "isolation": o["isolation"],
-            "unsealed": o["unsealed"],
             "hide": tuple(o["hide"] or ()),
             "expose": tuple(o["expose"] or ()),
             "limits": parse_limits(o["limit"] or []),
@@ -439,14 +417,14 @@ def _announce(prep: Any, ex: Any) -> None:
         if prep.request.adaptive is None
         else f"at most {prep.tier.repeats} rounds (adaptive: each arm stops once decided)"
     )
-    _err(f"compare: {len(prep.arms)} arms × {len(prep.tasks)} tasks × {size}")
+    err(f"compare: {len(prep.arms)} arms × {len(prep.tasks)} tasks × {size}")
     for a in prep.arms:
-        _err(f"  {a.name}: {a.variant.describe()} (sha256 {a.fingerprint[:16]})")
-    _err(f"plan: {prep.estimate.line()}")
+        err(f"  {a.name}: {a.variant.describe()} (sha256 {a.fingerprint[:16]})")
+    err(f"plan: {prep.estimate.line()}")
     for n in prep.notes:
-        _err(f"note: {n}")
+        err(f"note: {n}")
     chosen = getattr(ex, "preflight", None)
     if chosen is not None:
-        _err(f"isolation: {chosen.isolation.backend} ({chosen.isolation.reason})")
+        err(f"isolation: {chosen.isolation.backend} ({chosen.isolation.reason})")
         if chosen.seal_note:
-            _err(chosen.seal_note)
+            err(chosen.seal_note)

@@ -7,13 +7,14 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
 
-from ablate.cli.common import ClaudeBin, Unsealed, cli_errors
+from ablate.cli.common import ClaudeBin, Jobs, Unsealed, cli_errors
 from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import AblateError
 
@@ -38,7 +39,7 @@ def demo_cmd(
         Path, typer.Option("--out", help="Folder for the example setup, the run folder and the environments.")
     ] = Path(".cache/demo"),
     claude_bin: ClaudeBin = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions run at once.")] = 3,
+    jobs: Jobs = 3,
     repeats: Annotated[
         int | None,
         typer.Option(
@@ -91,12 +92,7 @@ def demo_cmd(
     from ablate.folder.layout import RunFolder
     from ablate.isolate.detect import require_sealed
     from ablate.isolate.registry import choose_isolation
-    from ablate.run.demo import (
-        AA_RATES,
-        demo_design,
-        prepare_demo_folder,
-        write_demo_cells,
-    )
+    from ablate.run.demo import AA_RATES, demo_design, prepare_demo_folder, write_demo_cells
     from ablate.setup.examples import materialise_example
 
     said = require_sealed(choose_isolation(None), unsealed=unsealed)  # refused before anything is laid out
@@ -194,66 +190,32 @@ def _run_sessions(
     from ablate.run.demo import AB_CONTROL, AB_RATES, DEMO_TASKS, demo_design
     from ablate.sim import SimServer
 
-    tasks_dir = data_dir("tasks")
-    # the demo shows the report: written right after each run by `ablate report`, not in the background
-    common = [
-        "--model",
-        DEFAULT_MODEL,
-        "--max-turns",
-        "8",
-        "--jobs",
-        str(jobs),
-        "--seed",
-        "7",
-        "--report",
-        "none",  # written next, at the design's alpha, by `ablate report` (a fixed run's report is at 0.05)
-    ]
-    runs, ab_runs = root / "runs", root / "runs-ab"
+    def args(tasks: Sequence[str], repeats: int, out: str, envs: str, *cells: str) -> list[str]:
+        # --report none: written next, at the design's alpha, by `ablate report` (a fixed run's is at 0.05)
+        return [
+            *[a for t in tasks for a in ("--tasks", str(data_dir("tasks") / f"{t}.toml"))], *cells,
+            "--repeats", str(repeats), "--model", DEFAULT_MODEL, "--max-turns", "8", "--jobs", str(jobs),
+            "--seed", "7", "--report", "none", "--out", str(root / out), "--work-dir", str(root / envs), *where,
+        ]  # fmt: skip
+
     with SimServer(data_dir("shadow") / "sim" / "demo.toml", log_path=root / "sim-requests.jsonl") as sim:
         run_env = {**env, "ANTHROPIC_BASE_URL": sim.base_url, "ANTHROPIC_API_KEY": "sk-ablate-demo"}
-        task_args = [a for t in DEMO_TASKS for a in ("--tasks", str(tasks_dir / f"{t}.toml"))]
         _step(
             f"Probe every cell, then run the ablation: {5 + int(aa)} cells x {len(DEMO_TASKS)} tasks x {n} repeats "
             f"against the simulated model{' (C0b: the A/A control)' if aa else ''}",
-            [
-                "run",
-                *task_args,
-                "--cells",
-                str(cells),
-                *(["--aa"] if aa else []),
-                "--repeats",
-                str(n),
-                *common,
-                "--out",
-                str(runs),
-                "--work-dir",
-                str(root / "envs"),
-                *where,
-            ],
+            ["run", *args(DEMO_TASKS, n, "runs", "envs", "--cells", str(cells), *(["--aa"] if aa else []))],
             run_env,
         )
-        _report_step(runs, env)
+        _report_step(root / "runs", env)
         if with_ab:
             ab_tasks = tuple(AB_RATES["C11"])
-            ab = demo_design(AB_RATES, helps=("C11",), control=AB_CONTROL)
-            ab_repeats = repeats or ab.repeats
+            ab_repeats = repeats or demo_design(AB_RATES, helps=("C11",), control=AB_CONTROL).repeats
             _step(
                 f"The plain A/B: setup on (C0) against off (C11), {len(ab_tasks)} tasks x {ab_repeats} repeats",
-                [
-                    "ab",
-                    *[a for t in ab_tasks for a in ("--tasks", str(tasks_dir / f"{t}.toml"))],
-                    "--repeats",
-                    str(ab_repeats),
-                    *common,
-                    "--out",
-                    str(ab_runs),
-                    "--work-dir",
-                    str(root / "envs-ab"),
-                    *where,
-                ],
+                ["ab", *args(ab_tasks, ab_repeats, "runs-ab", "envs-ab")],
                 run_env,
             )
-            _report_step(ab_runs, env)
+            _report_step(root / "runs-ab", env)
 
 
 def _report_step(runs: Path, env: dict[str, str]) -> None:

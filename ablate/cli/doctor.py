@@ -9,6 +9,7 @@ import typer
 
 from ablate.cli.common import (
     AblateToml,
+    Cells,
     ClaudeBin,
     ConfigDir,
     Json,
@@ -38,9 +39,7 @@ def doctor_cmd(
             "checked in the config dir a run would build for it.",
         ),
     ] = None,
-    cells: Annotated[
-        str, typer.Option("--cells", "-c", help="The cell set whose logins are checked.")
-    ] = "layered",
+    cells: Cells = "layered",
     ablate_toml: AblateToml = None,
     json_out: Json = False,
 ) -> None:

@@ -11,6 +11,7 @@ import typer
 from ablate.cli.common import (
     MODEL,
     SETUP_OPTIONS,
+    Cells,
     Dirty,
     IsolateState,
     IsolationOpt,
@@ -32,9 +33,6 @@ app = typer.Typer(
 
 Out = Annotated[
     Path, typer.Option("--out", help="Folder to build the cell in (as <out>/s00; must not exist yet).")
-]
-Cells = Annotated[
-    str, typer.Option("--cells", help="Cell set: a shipped name (layered, extended, ...) or a .toml.")
 ]
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from ablate.cli.common import Backoff, Json, cli_errors, one_of, print_json
+from ablate.cli.common import AllowSameJudge, Backoff, Json, JudgeModel, Split, cli_errors, one_of, print_json
 from ablate.core.backoff import FIRST_PAUSE_S, BackoffPolicy
 from ablate.core.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
 
@@ -20,28 +20,12 @@ if TYPE_CHECKING:
 
 app = typer.Typer()
 
-JudgeModel = Annotated[
-    str | None,
-    typer.Option(
-        "--judge-model",
-        envvar="ABLATE_JUDGE_MODEL",
-        help="The judge model (must differ from the model under test unless --allow-same-judge).",
-    ),
-]
 JudgeModels = Annotated[
     str | None,
     typer.Option(
         "--judge-models",
         help="Several judges, comma-separated (A,B): each grades every item; agreement is reported.",
     ),
-]
-AllowSameJudge = Annotated[
-    bool,
-    typer.Option("--allow-same-judge", help="Let the model under test judge its own answers (a known bias)."),
-]
-Split = Annotated[
-    str,
-    typer.Option("--split", help="Tasks to use: dev, holdout or both."),
 ]
 
 
@@ -75,14 +59,10 @@ def holdout_lines(run_dir: Path, judges: tuple[str, ...]) -> tuple[list[dict[str
         return [], ["dev/holdout: not checked (no cell strips nothing: no control)"]
     found: list[dict[str, object]] = []
     lines: list[str] = []
+    cells = [c.id for c in manifest.cells]
     for judge in judges or (None,):
         for f in holdout_findings(
-            run_dir,
-            [c.id for c in manifest.cells],
-            control=control,
-            metric="judge_pass",
-            alpha=0.05,
-            judge_model=judge,
+            run_dir, cells, control=control, metric="judge_pass", alpha=0.05, judge_model=judge
         ):
             found.append({"judge": judge, "cell": f.cell, "kind": f.kind, "p": f.p, "message": f.message})
             lines.append(f"  dev/holdout ({judge}): {f.message}")
@@ -157,23 +137,15 @@ def judge_cmd(
             err=True,
         )
     options = JudgeOptions(
-        judge_models=judges,
-        allow_same_judge=allow_same_judge,
-        jobs=jobs,
-        budget_usd=budget_usd,
-        split=split_choice(split),
-        backoff=BackoffPolicy(first_s=backoff),
+        judges, allow_same_judge, jobs, budget_usd, split_choice(split), BackoffPolicy(first_s=backoff)
     )
     stop = threading.Event()
-
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        stop.set()
 
     def note(text: str) -> None:
         if not json:
             typer.echo(text, err=True)
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
     try:
         summary = judge_folder(run_dir, options, stop=stop, on_progress=note)
     finally:
@@ -183,11 +155,7 @@ def judge_cmd(
     if json:
         doc = {**summary.to_json(), "agreement": [a.to_json() for a in agree], "holdout": holdout}
         if rechecked is not None:
-            doc["recheck"] = {
-                "rechecked": rechecked.rechecked,
-                "changed": rechecked.changed,
-                "no_diff": rechecked.no_diff,
-            }
+            doc["recheck"] = dataclasses.asdict(rechecked)
         print_json(doc)
     else:
         for line in summary_lines(summary, agree, holdout_text):

@@ -23,6 +23,11 @@ if TYPE_CHECKING:  # the miner is loaded by the commands that mine, not by every
 app = typer.Typer()
 
 
+Workers = Annotated[
+    int, typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of CPUs).")
+]
+
+
 class By(StrEnum):
     tool = "tool"
     skill = "skill"
@@ -118,9 +123,7 @@ def mine(
             "--pitfall", help="ID=REGEX: count case-insensitive matches in assistant text (repeat)."
         ),
     ] = None,
-    jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of CPUs).")
-    ] = os.cpu_count() or 1,
+    jobs: Workers = os.cpu_count() or 1,
 ) -> None:
     """Mine Claude Code session transcripts: calls, tokens, cost, turns, tools, files, skills, status.
 

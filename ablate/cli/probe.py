@@ -14,9 +14,9 @@ from ablate.cli.common import (
     JOBS,
     PROBE_OPTIONS,
     SETUP_OPTIONS,
+    Cells,
     Jobs,
     Json,
-    cell_set_names,
     cli_errors,
     load_setup_options,
     print_json,
@@ -37,29 +37,26 @@ _MARK = {
 }
 
 
+def _mark(chk: Any) -> str:
+    """A layer's mark in the matrix: ``+``/``-`` when it was seen as expected, else its status's."""
+    if chk.status == "ok":
+        return "+" if chk.expected == "present" else "-"
+    return _MARK[chk.status]
+
+
 def render(result: ProbeResult) -> str:
     from tabulate import tabulate
 
-    lines = []
     layer_ids = [lid for lid, fp in result.fingerprints.items() if fp["kind"] != "absent"]
     header = ["cell", "verdict", *layer_ids]
-    rows = []
+    rows = [[c.id, c.verdict, *(_mark(c.layers[lid]) for lid in layer_ids)] for c in result.cells]
+    lines = [
+        tabulate(rows, headers=header),
+        "legend: + kept and seen, - stripped and not seen, LEAK stripped but seen, MISSING kept but not seen,",
+        "        ~ not observable in a probe session, ? too generic to fingerprint, n/p not probed",
+    ]
     for c in result.cells:
-        row = [c.id, c.verdict]
-        for lid in layer_ids:
-            chk = c.layers[lid]
-            mark = _MARK[chk.status]
-            if chk.status == "ok":
-                mark = "+" if chk.expected == "present" else "-"
-            row.append(mark)
-        rows.append(row)
-    lines.append(tabulate(rows, headers=header))
-    lines.append(
-        "legend: + kept and seen, - stripped and not seen, LEAK stripped but seen, MISSING kept but not seen,"
-    )
-    lines.append("        ~ not observable in a probe session, ? too generic to fingerprint, n/p not probed")
-    for c in result.cells:
-        if c.verdict not in ("faithful",):
+        if c.verdict != "faithful":
             detail = "; ".join(
                 [
                     f"{lid}: {chk.status} ({chk.evidence})"
@@ -105,9 +102,7 @@ def render(result: ProbeResult) -> str:
 @cli_errors
 @takes(SETUP_OPTIONS, PROBE_OPTIONS)
 def probe_cmd(
-    cells: Annotated[
-        str, typer.Option("--cells", help=f"Cell set: {cell_set_names()}, or a .toml file.")
-    ] = "layered",
+    cells: Cells = "layered",
     only: Annotated[
         list[str] | None, typer.Option("--cell", help="Probe only these cell ids (repeatable).")
     ] = None,

@@ -64,15 +64,11 @@ def summary_lines(written: WrittenReport) -> list[str]:
     if r.n.repeats < 2:
         lines.append("one repeat: only the pooled comparisons can be real (see the one-repeat caveat)")
     lines.append(f"primary metric: {r.primary_metric}")
-    for f in r.holdout:
-        lines.append(f"  {f.message}")
-    for c in r.no_op_cells:
-        lines.append(f"  no-op {c.cell}: {c.reason}")
+    lines += [f"  {f.message}" for f in r.holdout] + [f"  no-op {c.cell}: {c.reason}" for c in r.no_op_cells]
     lines.append(f"{len(r.caveats)} caveats: " + ", ".join(c.id for c in r.caveats))
-    for fmt in ("md", "json", "html"):
-        if fmt in written.paths:
-            lines.append(f"{fmt:>5}: {written.paths[fmt]}")
-    return lines
+    return lines + [
+        f"{fmt:>5}: {written.paths[fmt]}" for fmt in ("md", "json", "html") if fmt in written.paths
+    ]
 
 
 @app.command("report")

@@ -18,11 +18,16 @@ from ablate.cli.common import (
     CELL_RUN_OPTIONS,
     SESSION_OPTIONS,
     SETUP_OPTIONS,
+    AllowSameJudge,
     AllowUnpinned,
     Backoff,
+    Cells,
     Dirty,
     IsolateState,
     Json,
+    JudgeModel,
+    Split,
+    Tasks,
     adaptive_rule,
     cli_errors,
     command_options,
@@ -33,7 +38,7 @@ from ablate.cli.common import (
     resolve_models,
     takes,
 )
-from ablate.cli.judge import AllowSameJudge, JudgeModel, Split, split_choice
+from ablate.cli.judge import split_choice
 from ablate.cli.run_display import (
     Display,
     JudgeAsYouGo,
@@ -57,21 +62,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer()
 
-Tasks = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--tasks",
-        "-t",
-        help="Task files, folders of *.toml task files, or plugin-eval suites (a plugin folder, its evals/, "
-        "an evals.json) (repeatable).",
-    ),
-]
-Cells = Annotated[
-    str,
-    typer.Option(
-        "--cells", help="Cell set: a shipped name (layered, binary, extended, leave-one-in) or a .toml."
-    ),
-]
 Repeats = Annotated[int, typer.Option("--repeats", "-n", min=1, help="Sessions per (task, cell).")]
 Out = Annotated[Path, typer.Option("--out", "-o", help="Folder that holds run folders.")]
 Seed = Annotated[

@@ -208,16 +208,8 @@ class Display:
         desc = {"paused": "paused (rate limit)", "stopping": "stopping", "building": "building"}.get(
             p.phase, "run"
         )
-        self._progress.update(
-            self._task,
-            completed=p.done,
-            total=p.total,
-            description=desc,
-            failed=p.failed,
-            rl=p.rate_limited,
-            running=p.running,
-            spend=p.spend_usd,
-        )
+        counts = {"failed": p.failed, "rl": p.rate_limited, "running": p.running, "spend": p.spend_usd}
+        self._progress.update(self._task, completed=p.done, total=p.total, description=desc, **counts)
         if p.message:
             self.note(p.message)
 

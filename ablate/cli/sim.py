@@ -30,15 +30,11 @@ ScriptOpt = Annotated[
     ),
 ]
 Port = Annotated[
-    int,
-    typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1; 0 lets the OS choose a free one."),
+    int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1; 0 lets the OS choose a free one.")
 ]
 Log = Annotated[
     Path | None,
-    typer.Option(
-        "--log",
-        help="Append one JSON line per request here. Default: ./sim-requests.jsonl.",
-    ),
+    typer.Option("--log", help="Append one JSON line per request here. Default: ./sim-requests.jsonl."),
 ]
 Seed = Annotated[int, typer.Option("--seed", help="Run seed for the script's probability rules.")]
 
@@ -50,11 +46,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 @app.command()
 @cli_errors
 def serve(
-    script: ScriptOpt = None,
-    port: Port = 0,
-    log: Log = None,
-    seed: Seed = 0,
-    json: Json = False,
+    script: ScriptOpt = None, port: Port = 0, log: Log = None, seed: Seed = 0, json: Json = False
 ) -> None:
     """Serve on 127.0.0.1 until Ctrl-C; print the base URL for ANTHROPIC_BASE_URL.
 

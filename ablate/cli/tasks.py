@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 
-from ablate.cli.common import ConfigDir, Json, cli_errors, default_config_dir
+from ablate.cli.common import ConfigDir, Json, cli_errors, default_config_dir, print_json
 from ablate.core.errors import UsageError
 
 app = typer.Typer(
@@ -54,7 +53,7 @@ def suggest(
              "pitfalls": d.pitfalls}
             for d, p in zip(drafts, paths, strict=True)
         ]  # fmt: skip
-        typer.echo(orjson.dumps({"drafts": doc}, option=orjson.OPT_INDENT_2).decode())
+        print_json({"drafts": doc})
         return
     if not drafts:
         typer.echo("no session with a prompt in this repository's history: nothing to draft")
@@ -93,7 +92,7 @@ def check(
         raise NotARepo(f"{repo}: not a git repository with commits", hint="pass --repo with the repository")
     record = vet_tasks(loaded, repo, head.stdout.strip())
     if json:
-        typer.echo(orjson.dumps(record, option=orjson.OPT_INDENT_2).decode())
+        print_json(record)
     else:
         vetted = {t["id"]: t for t in record["tasks"]}
         for t in loaded:

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 
-from ablate.cli.common import ConfigDir, Json, cli_errors, default_config_dir
+from ablate.cli.common import ConfigDir, Json, cli_errors, default_config_dir, print_json
+from ablate.cli.mine import Workers
 from ablate.core.errors import UsageError
 
 app = typer.Typer()
@@ -39,19 +39,16 @@ def _render(doc: dict[str, Any], facts: list[str]) -> None:
     where = w["repo"] or "all projects"
     span = f"{(w['first'] or '')[:10]} .. {(w['latest'] or '')[:10]}" if w["first"] else "no sessions"
     typer.echo(f"{s['count']} sessions of {where} in {w['config_dir']} ({span})")
-    rows = []
-    for r in doc["layers"]:
-        on = {True: "yes", False: "no", None: "?"}[r["on_disk"]]
-        top = r["uses"][0] if r["uses"] else None
-        rows.append(
-            [
-                r["id"],
-                on,
-                _cell(r["loaded_sessions"]) if r["loads"] != "on demand" else "on demand",
-                r["used_sessions"],
-                f"{top['what']} ({top['kind']} x{top['count']})" if top else "",
-            ]
-        )
+    rows = [
+        [
+            r["id"],
+            {True: "yes", False: "no", None: "?"}[r["on_disk"]],
+            _cell(r["loaded_sessions"]) if r["loads"] != "on demand" else "on demand",
+            r["used_sessions"],
+            "".join(f"{t['what']} ({t['kind']} x{t['count']})" for t in r["uses"][:1]),
+        ]
+        for r in doc["layers"]
+    ]
     typer.echo(tabulate(rows, headers=["layer", "on disk", "loaded", "used", "most used"]))
     skipped = {k: s[k] for k in ("empty_files", "junk_files", "unreadable_files") if s[k]}
     lines = {k: s[k] for k in ("malformed_lines", "truncated_lines") if s[k]}
@@ -100,9 +97,7 @@ def usage(
         ),
     ] = False,
     json: Json = False,
-    jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=1, help="Worker processes (default: the number of CPUs).")
-    ] = os.cpu_count() or 1,
+    jobs: Workers = os.cpu_count() or 1,
 ) -> None:
     """What your own session history says about each layer: loaded in how many sessions, used in how many.
 
@@ -126,7 +121,7 @@ def usage(
     sug = suggest_cells(result) if suggest else None
     if json:
         out = {**doc, "suggest": sug} if sug is not None else doc
-        typer.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+        print_json(out)
         return
     _render(doc, key_facts(doc))
     if sug is not None:

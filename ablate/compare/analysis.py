@@ -139,16 +139,13 @@ def _effect(
     contrasts: Sequence[ContrastRow], a: str, b: str, metric: str, task: str | None
 ) -> EffectRow | None:
     """The effect ``b`` − ``a`` whichever order the pair was computed in; None when it was not."""
-    c = find(contrasts, a, b, metric, task)
-    if c is not None:
-        return EffectRow(
-            a=a, b=b, delta=c.delta, ci_low=c.ci_low, ci_high=c.ci_high, p_adjusted=c.p_adjusted, real=c.real
-        )
-    c = find(contrasts, b, a, metric, task)
+    sign, c = 1.0, find(contrasts, a, b, metric, task)
+    if c is None:
+        sign, c = -1.0, find(contrasts, b, a, metric, task)
     if c is None:
         return None
-    lo, hi = c.ci_high, c.ci_low  # b − a is the negated a − b: its interval's ends swap
-    delta, ci_low, ci_high = (None if x is None else -x for x in (c.delta, lo, hi))
+    lo, hi = (c.ci_low, c.ci_high) if sign > 0 else (c.ci_high, c.ci_low)  # b − a negates a − b: ends swap
+    delta, ci_low, ci_high = (None if x is None else sign * x for x in (c.delta, lo, hi))
     return EffectRow(
         a=a, b=b, delta=delta, ci_low=ci_low, ci_high=ci_high, p_adjusted=c.p_adjusted, real=c.real
     )

@@ -159,14 +159,6 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
             "three arms, but not the layout experiment's (moved: the same lines in another order; duplicated: "
             "the original's lines plus repeated ones): no decomposition; pass --roles to say which is which"
         )
-    if executor.name in ("api", "sim"):
-        for a in arms:
-            try:
-                a.rendered.data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise UsageError(
-                    f"arm {a.name}: {a.variant.source} is not UTF-8 text; a system prompt must be"
-                ) from None
     seen: dict[str, str] = {}
     for a in arms:
         if a.fingerprint in seen:
@@ -175,6 +167,13 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
             )
         seen.setdefault(a.fingerprint, a.name)
     if executor.name in ("api", "sim"):  # one request, the arm its whole system prompt: no session to set up
+        for a in arms:
+            try:
+                a.rendered.data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UsageError(
+                    f"arm {a.name}: {a.variant.source} is not UTF-8 text; a system prompt must be"
+                ) from None
         for t in tasks:
             asked = [k for k in ("append_system_prompt", "env") if getattr(t.spec, k)]
             if asked:

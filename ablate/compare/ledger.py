@@ -29,16 +29,9 @@ def task_set_sha256(tasks: Sequence[Task]) -> str:
 def read_ledger(out_root: Path) -> tuple[list[dict[str, Any]], int]:
     """The ledger's entries, oldest first, and the number of unreadable lines (skipped, counted)."""
     path = out_root / LEDGER
-    entries: list[dict[str, Any]] = []
-    bad = 0
-    if not path.exists():
-        return entries, bad
-    for rec in json_lines(path):
-        if isinstance(rec, dict) and rec.get("schema_version") == LEDGER_SCHEMA_VERSION:
-            entries.append(rec)
-        else:
-            bad += 1
-    return entries, bad
+    records = list(json_lines(path)) if path.exists() else []
+    entries = [r for r in records if isinstance(r, dict) and r.get("schema_version") == LEDGER_SCHEMA_VERSION]
+    return entries, len(records) - len(entries)
 
 
 def append_ledger(out_root: Path, entry: dict[str, Any]) -> None:
@@ -83,15 +76,9 @@ def count_looks(
 
 
 def arm_key(arm: Arm) -> dict[str, object]:
-    v = arm.variant
-    return {
-        "name": arm.name,
-        "source": str(v.source),
-        "op": v.op,
-        "block": str(v.selector) if v.selector is not None else None,
-        "fingerprint": arm.fingerprint,
-        "source_sha256": arm.rendered.source_sha256,
-    }
+    """What the ledger keeps of an arm (its part of compare.json's ``arms``)."""
+    info = arm.to_json()
+    return {k: info[k] for k in ("name", "source", "op", "block", "fingerprint", "source_sha256")}
 
 
 def fingerprint_changes(entries: Sequence[dict[str, Any]], arms: Sequence[Arm]) -> list[dict[str, object]]:

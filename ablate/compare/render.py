@@ -6,7 +6,6 @@ from __future__ import annotations
 from ablate.compare.model import CompareReport, ContrastRow
 from ablate.compare.sequential import DESCRIPTIVE
 from ablate.report.blocks import Block, Bullets, Document, Heading, Para, RowStyle, Table
-from ablate.report.markdown import render_markdown as markdown_of
 
 
 def _pct(x: float | None) -> str:
@@ -33,13 +32,12 @@ def _style(real: bool) -> RowStyle:
 
 def warnings(report: CompareReport) -> list[str]:
     """In-place edits of an arm's file and failed byte checks: shown first everywhere."""
-    out: list[str] = []
-    for ch in report.fingerprint_changes:
-        out.append(
-            f"WARNING: {ch.arm} ({ch.source}) changed in place {ch.when}"
-            + (f" (earlier run {ch.earlier_compare_id})" if ch.earlier_compare_id else "")
-            + ": results under this name are not comparable across those runs"
-        )
+    out = [
+        f"WARNING: {ch.arm} ({ch.source}) changed in place {ch.when}"
+        + (f" (earlier run {ch.earlier_compare_id})" if ch.earlier_compare_id else "")
+        + ": results under this name are not comparable across those runs"
+        for ch in report.fingerprint_changes
+    ]
     check = report.execution.get("request_check")
     if check is not None and not check.get("verified"):
         out.append("WARNING: the requests did not differ only in the system prompt (see request_check)")
@@ -78,15 +76,10 @@ def summary_lines(report: CompareReport) -> list[str]:
 
 
 def _verdict_blocks(report: CompareReport) -> list[Block]:
-    checks = Table(
-        ["arm", "check", "", "detail"],
-        [
-            [v.arm, c.name, "pass" if c.passed else "FAIL", c.detail]
-            for v in report.verdicts
-            for c in v.checks
-        ],
-        id="verdict-checks",
-    )
+    rows = [
+        [v.arm, c.name, "pass" if c.passed else "FAIL", c.detail] for v in report.verdicts for c in v.checks
+    ]
+    checks = Table(["arm", "check", "", "detail"], rows, id="verdict-checks")
     rule = (
         "A version counts as better only if its pooled pitfall-free gain over the baseline is real after Holm "
         "correction, no task's pass rate and no pooled turn count regressed significantly, and the holdout "
@@ -209,15 +202,9 @@ def _contrast_blocks(report: CompareReport) -> list[Block]:
         "adjustment and the confidence sequence (the figures that decided it); every other row's p and "
         "interval is fixed-n, assumes a number of blocks fixed in advance, and is description only."
     )
+    how = "Holm across all" if report.sequential is None else "anytime-valid for each arm's pooled row"
     return [
-        Heading(
-            "Contrasts (paired on (task, repeat) blocks; "
-            + (
-                "Holm across all)"
-                if report.sequential is None
-                else "anytime-valid for each arm's pooled row)"
-            )
-        ),
+        Heading(f"Contrasts (paired on (task, repeat) blocks; {how})"),
         Para(fixed if report.sequential is None else sequential),
         Table(
             ["contrast", "metric", "task", "blocks", "Δ", "95% CI", "improved/regressed", "p", "Holm p", ""],
@@ -240,28 +227,18 @@ def _closing_blocks(report: CompareReport) -> list[Block]:
     ]
     check = report.execution.get("request_check")
     if check is not None:
-        out += [
-            Heading("Requests"),
-            Bullets(
-                [
-                    f"{check['requests']} requests in {check['blocks']} blocks; identical across arms except the "
-                    f"system prompt: {'verified' if check['verified'] else 'NOT verified'} ({check['method']})."
-                ]
-            ),
-        ]
+        said = (
+            f"{check['requests']} requests in {check['blocks']} blocks; identical across arms except the "
+            f"system prompt: {'verified' if check['verified'] else 'NOT verified'} ({check['method']})."
+        )
+        out += [Heading("Requests"), Bullets([said])]
     probe = report.execution.get("probe")
     if probe is not None:
         proof = f" The proof: `{probe['file']}`." if probe.get("file") else ""
         out += [Heading("Probe"), Para(str(probe.get("words")) + proof)]
     ex = report.excluded
-    out += [
-        Heading("Excluded items"),
-        Bullets(
-            [f"{ex.count} item(s) without an answer, excluded from every contrast: {ex.by_status}"]
-            if ex.count
-            else ["none"]
-        ),
-    ]
+    excluded = f"{ex.count} item(s) without an answer, excluded from every contrast: {ex.by_status}"
+    out += [Heading("Excluded items"), Bullets([excluded] if ex.count else ["none"])]
     if report.notes:
         out += [Heading("Notes"), Bullets(list(report.notes))]
     return out
@@ -309,8 +286,3 @@ def compare_document(report: CompareReport, plot: tuple[str, str] | None = None)
     blocks += _contrast_blocks(report)
     blocks += _closing_blocks(report)
     return Document(f"ablate compare — {report.compare_id}", blocks)
-
-
-def render_markdown(report: CompareReport) -> str:
-    """compare.md."""
-    return markdown_of(compare_document(report))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ablate.compare.model import CheckRow, VerdictRow
 from ablate.folder.adaptive import PRIMARY
 from ablate.report.anytime import ANYTIME_METHOD
 from ablate.report.model import SequentialReport
@@ -69,18 +70,11 @@ def verdicts(seq: SequentialReport, baseline: str) -> list[dict[str, Any]]:
         real = d["decision"] == "real"
         better = real and delta is not None and delta > 0
         word = "better" if better else "worse" if real else str(d["decision"])
-        out.append(
-            {
-                "arm": arm,
-                "baseline": baseline,
-                "better": better,
-                "failed": [] if better else ["anytime-valid pooled gain"],
-                "checks": [
-                    {"name": "anytime-valid pooled gain", "passed": better, "detail": str(d["reason"])}
-                ],
-                "line": f"{arm} vs {baseline}: {word} — {d['reason']}",
-            }
-        )
+        check = CheckRow(name="anytime-valid pooled gain", passed=better, detail=str(d["reason"]))
+        line = f"{arm} vs {baseline}: {word} — {d['reason']}"
+        failed = [] if better else [check.name]
+        row = VerdictRow(arm=arm, baseline=baseline, better=better, failed=failed, checks=[check], line=line)
+        out.append(row.model_dump(mode="json"))
     return out
 
 

@@ -6,6 +6,7 @@ dir, index and object store of ablate's own (README.md's "Graded outcomes"), sav
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -119,14 +120,21 @@ def _check_files(task: Task) -> list[str]:
 # Scratch git: ablate's own git dir, index and objects; the checkout's .git is only read (objects)
 
 
-def _git_env(scratch: Path, checkout: Path, index: Path) -> dict[str, str]:
-    """Git's environment; the work tree as git sees it (an ordinary user's view: from inside it)."""
+def _plain_env(scratch: Path) -> dict[str, str]:
+    """Git's environment without a repository: no user or system config, ``scratch`` as its home."""
+    path = os.environ.get("PATH", "/usr/bin:/bin")
     return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": path,
         "HOME": str(scratch),
         "LC_ALL": "C",
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
+    }
+
+
+def _git_env(scratch: Path, checkout: Path, index: Path) -> dict[str, str]:
+    """Git's environment; the work tree as git sees it (an ordinary user's view: from inside it)."""
+    return _plain_env(scratch) | {
         "GIT_DIR": str(scratch / "git"),
         "GIT_WORK_TREE": as_seen_inside(checkout),
         "GIT_INDEX_FILE": str(index),
@@ -135,22 +143,10 @@ def _git_env(scratch: Path, checkout: Path, index: Path) -> dict[str, str]:
     }
 
 
-_GIT_SAFE = (
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.untrackedCache=false",
-    "-c",
-    "core.quotePath=false",
-    "-c",
-    "core.autocrlf=false",
-    "-c",
-    "core.safecrlf=false",
-    "-c",
-    "core.symlinks=true",
-)
+#: Every git call: no hooks, no fsmonitor, no untracked cache, paths, line ends and links as they are.
+_GIT_SETTINGS = ["core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false"]
+_GIT_SETTINGS += ["core.quotePath=false", "core.autocrlf=false", "core.safecrlf=false", "core.symlinks=true"]
+_GIT_SAFE = tuple(arg for setting in _GIT_SETTINGS for arg in ("-c", setting))
 
 
 def _git(
@@ -160,22 +156,12 @@ def _git(
     # git resolves its work tree: through /proc/<pid>/root that is the host's empty mount point, so in an
     # ordinary user's view git runs inside the holder's namespaces (ablate.isolate.viewpath)
     argv, cwd = view_command(checkout, ["git", *_GIT_SAFE, *args])
-    if stdout is None:
-        proc = subprocess.run(
-            argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=300
-        )
-    else:
+    if stdout is not None:
         stdout.parent.mkdir(parents=True, exist_ok=True)
-        with stdout.open("wb") as out:
-            proc = subprocess.run(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdout=out,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                timeout=300,
-            )
+    with stdout.open("wb") if stdout is not None else contextlib.nullcontext(subprocess.PIPE) as out:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=300
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"git {args[0]}: {proc.stderr.decode('utf-8', 'replace').strip()[:300]}")
     return proc
@@ -194,18 +180,9 @@ def _snapshot(checkout: Path, force: Sequence[str]) -> tuple[Path, str]:
     scratch = make_work_dir("ablate-grade-")
     try:
         index = scratch / "base.index"
+        init = ["git", "init", "-q", "--bare", str(scratch / "git")]
         subprocess.run(
-            ["git", "init", "-q", "--bare", str(scratch / "git")],
-            env={
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "HOME": str(scratch),
-                "LC_ALL": "C",
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_CONFIG_GLOBAL": os.devnull,
-            },
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            check=True,
+            init, env=_plain_env(scratch), capture_output=True, stdin=subprocess.DEVNULL, check=True
         )
         objects = checkout / ".git" / "objects"
         if objects.is_dir() and not (checkout / ".git").is_symlink():
@@ -264,37 +241,14 @@ def _session_diff(
     try:
         shutil.copyfile(scratch / "base.index", index)
         after = _stage(scratch, checkout, index, baseline.extra_paths)
-        names = _git(
-            scratch,
-            checkout,
-            index,
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--name-only",
-            baseline.tree,
-            after,
-        ).stdout.decode("utf-8", "surrogateescape")
+        git = functools.partial(_git, scratch, checkout, index)
+        names = git("diff-tree", "-r", "-z", "--no-renames", "--name-only", baseline.tree, after).stdout
         if patch_path is not None:
-            _git(
-                scratch,
-                checkout,
-                index,
-                "diff-tree",
-                "-p",
-                "-r",
-                "--no-renames",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--full-index",
-                baseline.tree,
-                after,
-                stdout=patch_path,
-            )
+            flags = ("-p", "-r", "--no-renames", "--no-ext-diff", "--no-textconv", "--full-index")
+            git("diff-tree", *flags, baseline.tree, after, stdout=patch_path)
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         return None, f"no diff: {exc}"
-    return sorted(p for p in names.split("\0") if p), None
+    return sorted(p for p in names.decode("utf-8", "surrogateescape").split("\0") if p), None
 
 
 def _hash(checkout: Path, rel: str) -> str | None:

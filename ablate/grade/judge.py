@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -27,7 +27,6 @@ from ablate.core.pricing import estimate_cost, normalize_model, price_for
 from ablate.folder.layout import TASKS_DIR, RunFolder, RunManifest, read_manifest
 from ablate.folder.result import ItemResult, iter_results
 from ablate.grade.record import JudgeVerdict, read_grade, record_verdict
-from ablate.mine.cli_output import parse_cli_output
 from ablate.setup.tasks import Rubric, Task, load_task
 
 #: Longest answer / diff sent to the judge (characters); longer ones are cut in the middle, and say so.
@@ -103,15 +102,10 @@ def scrub(text: str, paths: Iterable[str]) -> str:
 
 def cell_paths(folder: RunFolder, manifest: RunManifest, result: ItemResult) -> list[str]:
     """Absolute paths that would identify the cell or the setup: the session's cwd first."""
-    paths: list[str] = []
     cwd = result.session.cwd if result.session is not None else None
-    paths.append(cwd or "")
-    for c in manifest.cells:
-        if c.id == result.cell:
-            for key in ("HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "PWD"):
-                value = c.env.get(key)
-                if value:
-                    paths.append(value)
+    paths = [cwd or ""]
+    cell_env = next((c.env for c in manifest.cells if c.id == result.cell), {})
+    paths += [v for key in ("HOME", "CLAUDE_CONFIG_DIR", "TMPDIR", "PWD") if (v := cell_env.get(key))]
     if cwd and Path(cwd).parent.name == "wt":
         paths.append(str(Path(cwd).parent.parent))  # the environment's root (home, config dir, checkout)
     paths.extend(p for p in (manifest.setup.config_dir, manifest.setup.repo) if p)
@@ -121,16 +115,11 @@ def cell_paths(folder: RunFolder, manifest: RunManifest, result: ItemResult) -> 
 
 def final_answer(folder: RunFolder, result: ItemResult) -> str | None:
     """The session's final text: the CLI's ``result`` field, else the transcript's last assistant text."""
-    if result.stdout:
-        doc = parse_cli_output(folder.root / result.stdout).for_session(result.session_id)
-        if doc is not None and isinstance(doc.get("result"), str) and doc["result"].strip():
-            text: str = doc["result"]
-            return text
-    if result.transcript:
-        from ablate.grade.trace import transcript_last_text
+    from ablate.grade.trace import read_trace
 
-        return transcript_last_text(folder.root / result.transcript)
-    return None
+    stdout = folder.root / result.stdout if result.stdout else None
+    transcript = folder.root / result.transcript if result.transcript else None
+    return read_trace(stdout, transcript, result.session_id).last_message
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -259,6 +248,7 @@ class JudgeSummary:
     """What a judge invocation did."""
 
     folder: Path
+    outcome: Literal["finished", "budget", "rate-limited", "interrupted"] = "finished"
     judged: int = 0
     """New verdicts (pass, fail or error) recorded now."""
     skipped: int = 0
@@ -274,23 +264,11 @@ class JudgeSummary:
     verdicts)."""
     spend_usd: float = 0.0
     """Recorded judge spend of the whole folder (estimated from the price table)."""
-    outcome: Literal["finished", "budget", "rate-limited", "interrupted"] = "finished"
     by_judge: dict[str, dict[str, int]] = field(default_factory=dict)
     """pass / fail / error counts per judge over the folder (every recorded verdict of a current attempt)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "folder": str(self.folder),
-            "outcome": self.outcome,
-            "judged": self.judged,
-            "skipped": self.skipped,
-            "errors": self.errors,
-            "not_judgeable": self.not_judgeable,
-            "pending": self.pending,
-            "rate_limited": self.rate_limited,
-            "spend_usd": round(self.spend_usd, 6),
-            "by_judge": self.by_judge,
-        }
+        return asdict(self) | {"folder": str(self.folder), "spend_usd": round(self.spend_usd, 6)}
 
 
 def check_judges(model_under_test: str | Sequence[str], judges: Sequence[str], *, allow_same: bool) -> None:
@@ -489,12 +467,8 @@ def _judge_locked(
 
 
 def _recorded_spend(folder: RunFolder, results: Sequence[ItemResult]) -> float:
-    total = 0.0
-    for res in results:
-        grade = read_grade(folder, res.item)
-        if grade is not None:
-            total += sum(v.cost_usd or 0.0 for v in grade.judges)
-    return total
+    grades = [g for res in results if (g := read_grade(folder, res.item)) is not None]
+    return sum((v.cost_usd or 0.0 for g in grades for v in g.judges), 0.0)
 
 
 def verdict_counts(

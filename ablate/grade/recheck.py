@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,9 +38,7 @@ def recheck_folder(run_dir: Path, *, split: Literal["dev", "holdout", "both"] = 
     out = RecheckSummary()
     for res in iter_results(folder):
         task = tasks.get(res.task)
-        if not res.complete or task is None or not task.spec.checks:
-            continue
-        if split != "both" and task.spec.split != split:
+        if not res.complete or task is None or not task.spec.checks or split not in ("both", task.spec.split):
             continue
         rel = diff_rel(res.item, res.attempt)
         if not (folder.root / rel).is_file():
@@ -87,6 +86,7 @@ class Agreement:
 def agreement(run_dir: Path, judges: Sequence[str]) -> list[Agreement]:
     """Percent agreement and Cohen's kappa, side by side, for every pair of judges."""
     from ablate.stats.agreement import cohen_kappa
+    from ablate.stats.types import NotComputable
 
     folder = RunFolder(run_dir)
     results = [r for r in iter_results(folder) if r.complete]
@@ -100,14 +100,11 @@ def agreement(run_dir: Path, judges: Sequence[str]) -> list[Agreement]:
             if v is not None and v.verdict != "error":
                 verdicts[j][res.item] = v.verdict
     out = []
-    for i, a in enumerate(judges):
-        for b in judges[i + 1 :]:
-            items = sorted(set(verdicts[a]) & set(verdicts[b]))
-            la, lb = [verdicts[a][k] for k in items], [verdicts[b][k] for k in items]
-            percent = 100.0 * sum(x == y for x, y in zip(la, lb, strict=True)) / len(items) if items else None
-            k = cohen_kappa(la, lb)
-            if isinstance(k, float):
-                out.append(Agreement(a, b, len(items), percent, k))
-            else:
-                out.append(Agreement(a, b, len(items), percent, None, k.reason))
+    for a, b in itertools.combinations(judges, 2):
+        items = sorted(set(verdicts[a]) & set(verdicts[b]))
+        la, lb = [verdicts[a][k] for k in items], [verdicts[b][k] for k in items]
+        percent = 100.0 * sum(x == y for x, y in zip(la, lb, strict=True)) / len(items) if items else None
+        k = cohen_kappa(la, lb)
+        kappa, note = (None, k.reason) if isinstance(k, NotComputable) else (k, "")
+        out.append(Agreement(a, b, len(items), percent, kappa, note))
     return out

@@ -120,9 +120,7 @@ def update_grade(folder: RunFolder, item: str, change: Callable[[GradeFile], Gra
 def record_checks(folder: RunFolder, item: str, grade: ChecksGrade) -> GradeFile:
     """Store one attempt's checks (replacing an earlier grade of the same attempt, e.g. a re-grade)."""
     return update_grade(
-        folder,
-        item,
-        lambda g: g.model_copy(update={"checks": {**g.checks, str(grade.attempt): grade}}),
+        folder, item, lambda g: g.model_copy(update={"checks": {**g.checks, str(grade.attempt): grade}})
     )
 
 

@@ -9,6 +9,7 @@ two tasks), or None (holdout agrees, or no dev improvement)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,11 +20,7 @@ from scipy import stats
 
 from ablate.core.errors import RunFolderError
 from ablate.folder.layout import RunFolder, read_manifest
-from ablate.folder.metrics import (
-    BY_NAME,
-    fmt_delta,  # one unit per metric, as the report's tables ("pts")
-    metric_named,
-)
+from ablate.folder.metrics import BY_NAME, fmt_delta, metric_named  # fmt_delta: the report's units ("pts")
 from ablate.folder.result import ItemResult, iter_results
 from ablate.grade.finding import HoldoutFinding
 from ablate.grade.record import read_grade
@@ -32,23 +29,6 @@ Split = Literal["dev", "holdout"]
 SPLITS: tuple[Split, Split] = ("dev", "holdout")
 #: Per-task lists of per-block changes, by split: ``{"dev": {task: [...]}, "holdout": {...}}``.
 TaskDeltas = dict[Split, dict[str, list[float]]]
-
-
-def _finding(
-    cell: str,
-    metric: str,
-    kind: Literal["overfitting", "within-noise", "untested"],
-    dev_delta: float,
-    holdout_delta: float,
-    n_dev: int,
-    n_holdout: int,
-    p: float | None,
-    message: str,
-) -> HoldoutFinding:
-    return HoldoutFinding(
-        cell=cell, metric=metric, kind=kind, dev_delta=dev_delta, holdout_delta=holdout_delta,
-        n_dev_tasks=n_dev, n_holdout_tasks=n_holdout, p=p, message=message,
-    )  # fmt: skip
 
 
 def holdout_finding(
@@ -70,19 +50,23 @@ def holdout_finding(
     if dev_delta <= 0 or hold_delta > 0:
         return None  # nothing gained on dev, or holdout agrees
     counts = f"{len(d)} dev / {len(h)} holdout tasks"
+    found = functools.partial(
+        HoldoutFinding, cell=cell, metric=metric, dev_delta=dev_delta, holdout_delta=hold_delta,
+        n_dev_tasks=len(d), n_holdout_tasks=len(h),
+    )  # fmt: skip
     change = (
         f"{cell} {metric}: {fmt_delta(metric, dev_delta)} on dev, {fmt_delta(metric, hold_delta)} on holdout"
     )
     if len(d) < 2 or len(h) < 2:
-        return _finding(
-            cell, metric, "untested", dev_delta, hold_delta, len(d), len(h), None,
-            f"{change} ({counts}: a split needs at least 2 tasks to test the reversal)",
+        return found(
+            kind="untested", p=None,
+            message=f"{change} ({counts}: a split needs at least 2 tasks to test the reversal)",
         )  # fmt: skip
     smallest = 1 / math.comb(len(d) + len(h), len(d))  # the one-sided permutation test's least p
     if smallest > alpha:
-        return _finding(
-            cell, metric, "untested", dev_delta, hold_delta, len(d), len(h), None,
-            f"{change} ({counts}): the split cannot warn — its permutation test's smallest p is "
+        return found(
+            kind="untested", p=None,
+            message=f"{change} ({counts}): the split cannot warn — its permutation test's smallest p is "
             f"1/{math.comb(len(d) + len(h), len(d))} = {smallest:.2g}, above α {alpha}; more tasks in each split "
             "are needed to tell overfitting from noise",
         )  # fmt: skip
@@ -96,14 +80,14 @@ def holdout_finding(
     )
     p = float(res.pvalue)
     if p <= alpha:
-        return _finding(
-            cell, metric, "overfitting", dev_delta, hold_delta, len(d), len(h), p,
-            f"WARNING overfitting? {change}; the drop is significant (permutation p = {p:.3g}, {counts}): "
+        return found(
+            kind="overfitting", p=p,
+            message=f"WARNING overfitting? {change}; the drop is significant (permutation p = {p:.3g}, {counts}): "
             "the dev gain does not carry over to tasks nobody tuned against",
         )  # fmt: skip
-    return _finding(
-        cell, metric, "within-noise", dev_delta, hold_delta, len(d), len(h), p,
-        f"{change}; the gap is within noise (permutation p = {p:.2f}, {counts}): no evidence of overfitting",
+    return found(
+        kind="within-noise", p=p,
+        message=f"{change}; the gap is within noise (permutation p = {p:.2f}, {counts}): no evidence of overfitting",
     )  # fmt: skip
 
 
@@ -179,19 +163,13 @@ def holdout_findings(
     judge_model: str | None = None,
 ) -> list[HoldoutFinding]:
     """:func:`holdout_finding` for every cell of a run folder (cells whose holdout agrees are left out)."""
+    higher = BY_NAME[metric].higher_is_better
     found = []
-    for cell in cells:
-        if cell == control:
-            continue
+    for cell in (c for c in cells if c != control):
         deltas = task_deltas(run_dir, cell, control=control, metric=metric, judge_model=judge_model)
-        f = holdout_finding(
-            cell,
-            metric,
-            deltas["dev"],
-            deltas["holdout"],
-            higher_is_better=BY_NAME[metric].higher_is_better,
-            alpha=alpha,
+        found.append(
+            holdout_finding(
+                cell, metric, deltas["dev"], deltas["holdout"], higher_is_better=higher, alpha=alpha
+            )
         )
-        if f is not None:
-            found.append(f)
-    return found
+    return [f for f in found if f is not None]

@@ -14,11 +14,6 @@ from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.parse import main_thread_records
 
 
-def transcript_last_text(path: Path) -> str | None:
-    """The main thread's last assistant text of a transcript (None: none, or unreadable)."""
-    return read_transcript(path).last_message
-
-
 def read_transcript(path: Path) -> SessionTrace:
     """Tool calls and last assistant text of the main thread of a transcript."""
     trace = SessionTrace()

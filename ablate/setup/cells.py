@@ -119,13 +119,9 @@ def with_aa(cell_set: CellSet) -> CellSet:
     aa_id = f"{control.id}b"
     if any(c.id == aa_id for c in cell_set.cells):
         raise UsageError(f"--aa: the set {cell_set.name!r} already has a cell {aa_id!r}")
+    index = max(c.index for c in cell_set.cells) + 1
     aa = ResolvedCell(
-        id=aa_id,
-        index=max(c.index for c in cell_set.cells) + 1,
-        label=f"A/A: a second {control.id}, built on its own",
-        stripped=(),
-        empty_config=False,
-        aa_of=control.id,
+        aa_id, index, f"A/A: a second {control.id}, built on its own", (), False, aa_of=control.id
     )
     return dataclasses.replace(cell_set, cells=(*cell_set.cells, aa))
 
@@ -156,13 +152,8 @@ def combined(sets: Sequence[CellSet], name: str) -> CellSet:
             cells.append(by_id[c.id])
     if len(cells) > 100:
         raise UsageError(f"--cells {name}: {len(cells)} cells; at most 100 (folder names are c00..c99)")
-    return CellSet(
-        name=name,
-        description=" + ".join(s.description or s.name for s in sets),
-        control=sets[0].control,
-        cells=tuple(cells),
-        source=sets[0].source,
-    )
+    described = " + ".join(s.description or s.name for s in sets)
+    return CellSet(name, described, sets[0].control, tuple(cells), sets[0].source)
 
 
 def cell_set_path(name_or_path: str | Path) -> Path:
@@ -196,82 +187,68 @@ def load_cell_set(name_or_path: str | Path, catalog: Catalog) -> CellSet:
         return combined(sets, text)
     path = cell_set_path(name_or_path)
     spec = validate(CellSetFile, read_spec_data(path), path)
-    file = str(path)
     problems: list[Problem] = []
+
+    def bad(where: str, message: str) -> None:
+        problems.append(Problem(str(path), where, message))
+
     if spec.schema_version != 1:
-        problems.append(
-            Problem(file, "schema_version", f"unsupported version {spec.schema_version}; expected 1")
-        )
+        bad("schema_version", f"unsupported version {spec.schema_version}; expected 1")
     for i, lid in enumerate(spec.universe):
         if lid not in catalog:
-            problems.append(Problem(file, f"universe.{i}", f"unknown layer {lid!r}"))
+            bad(f"universe.{i}", f"unknown layer {lid!r}")
         elif catalog.get(lid).side != "repo":
-            problems.append(
-                Problem(file, f"universe.{i}", f"{lid!r} is a config-side layer; list repo layers")
-            )
+            bad(f"universe.{i}", f"{lid!r} is a config-side layer; list repo layers")
     seen: set[str] = set()
     resolved: list[ResolvedCell] = []
     for ci, cell in enumerate(spec.cell):
         where = f"cell.{ci}"
         if cell.id in seen:
-            problems.append(Problem(file, f"{where}.id", f"duplicate cell id {cell.id!r}"))
+            bad(f"{where}.id", f"duplicate cell id {cell.id!r}")
         seen.add(cell.id)
         named = ([] if cell.strip == "all" else list(cell.strip)) + list(cell.keep) + list(cell.replace)
         for lid in named:
             if lid not in catalog:
-                problems.append(
-                    Problem(file, where, f"unknown layer {lid!r} (known: {', '.join(catalog.ids)})")
-                )
+                bad(where, f"unknown layer {lid!r} (known: {', '.join(catalog.ids)})")
         replace: dict[str, Path] = {}
         for lid, rel in cell.replace.items():
             target = (path.parent / rel).resolve()
             if not target.is_file():
-                problems.append(Problem(file, f"{where}.replace.{lid}", f"{target}: no such file"))
-            if lid in catalog:
-                layer = catalog.get(lid)
-                if len(layer.paths) < 1 or layer.paths[0].endswith("/") or layer.strip == "drop-key":
-                    problems.append(
-                        Problem(
-                            file,
-                            f"{where}.replace.{lid}",
-                            f"layer {lid!r} is not a single file; cannot replace",
-                        )
-                    )
+                bad(f"{where}.replace.{lid}", f"{target}: no such file")
+            layer = catalog.get(lid) if lid in catalog else None
+            if layer is not None and (
+                not layer.paths or layer.paths[0].endswith("/") or layer.strip == "drop-key"
+            ):
+                bad(f"{where}.replace.{lid}", f"layer {lid!r} is not a single file; cannot replace")
             replace[lid] = target
         if problems:
             continue
         if cell.strip == "all":
-            stripped = [
+            stripped = tuple(
                 layer.id
                 for layer in catalog
                 if (layer.side == "config" or layer.id in spec.universe) and layer.id not in cell.keep
-            ]
+            )
         else:
             order = {lid: n for n, lid in enumerate(catalog.ids)}
-            stripped = sorted(set(cell.strip), key=order.__getitem__)
+            stripped = tuple(sorted(set(cell.strip), key=order.__getitem__))
         label = cell.label or _default_label(cell, stripped)
+        cut = tuple(dict.fromkeys(cell.strip_pieces))
         resolved.append(
             ResolvedCell(
-                id=cell.id,
-                index=ci,
-                label=label,
-                stripped=tuple(stripped),
-                empty_config=cell.strip == "all",
-                kept=tuple(cell.keep),
-                replace=replace,
-                pieces=tuple(dict.fromkeys(cell.strip_pieces)),
+                cell.id, ci, label, stripped, cell.strip == "all", tuple(cell.keep), replace, pieces=cut
             )
         )
     if not problems and spec.control not in seen:
-        problems.append(Problem(file, "control", f"no cell with id {spec.control!r}"))
+        bad("control", f"no cell with id {spec.control!r}")
     if not problems and len(spec.cell) > 100:
-        problems.append(Problem(file, "cell", "at most 100 cells per set (folder names are c00..c99)"))
+        bad("cell", "at most 100 cells per set (folder names are c00..c99)")
     if problems:
         raise SpecError(problems)
     return CellSet(spec.name, spec.description, spec.control, tuple(resolved), path)
 
 
-def _default_label(cell: Cell, stripped: list[str]) -> str:
+def _default_label(cell: Cell, stripped: Sequence[str]) -> str:
     if cell.strip == "all":
         return "nothing" if not cell.keep else "only " + ", ".join(cell.keep)
     if cell.replace:
@@ -304,11 +281,6 @@ class CellEffect:
     """What the cell does here, in words (for a no-op cell: why it changes nothing)."""
     unloaded: tuple[str, ...] = ()
     """Stripped layers that are on disk but never loaded by the CLI (stripping them changes nothing)."""
-
-    @property
-    def noop_reason(self) -> str | None:
-        """Why the cell is identical to the control (None when it is not): the manifest cell's ``noop``."""
-        return self.note if self.noop else None
 
 
 def cell_effect(
@@ -364,9 +336,5 @@ def noop_reasons(cells: Sequence[ResolvedCell], setup: Setup, catalog: Catalog) 
     from ablate.setup.load import inventory
 
     inv = inventory(setup, catalog)
-    out: dict[str, str] = {}
-    for cell in cells:
-        reason = cell_effect(cell, inv.layers, inv.imports, inv.loaded).noop_reason
-        if reason is not None:
-            out[cell.id] = reason
-    return out
+    effects = {cell.id: cell_effect(cell, inv.layers, inv.imports, inv.loaded) for cell in cells}
+    return {cid: eff.note for cid, eff in effects.items() if eff.noop}

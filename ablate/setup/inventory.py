@@ -122,15 +122,8 @@ def cell_rows(cells: CellSet, inv: Inventory | None) -> list[dict[str, Any]]:
         }
         if inv is not None:
             eff = cell_effect(cell, inv.layers, inv.imports, inv.loaded)
-            row.update(
-                {
-                    "removes": list(eff.removes),
-                    "absent": list(eff.absent),
-                    "also_removes": list(eff.also_removes),
-                    "noop": eff.noop,
-                    "unloaded": list(eff.unloaded),
-                    "note": eff.note,
-                }
-            )
+            for key in ("removes", "absent", "also_removes", "noop", "unloaded", "note"):
+                value = getattr(eff, key)
+                row[key] = list(value) if isinstance(value, tuple) else value
         rows.append(row)
     return rows

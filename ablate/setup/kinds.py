@@ -7,7 +7,7 @@ and every consumer matches on the row's fields, so none of them can fall through
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, assert_never, get_args
+from typing import Literal, assert_never
 
 from ablate.setup.layers import Shows
 
@@ -48,7 +48,3 @@ def layer_kind(shows: Shows) -> LayerKind:
             return LayerKind(shows, probe="style", loaded="style", used="not_mined")
         case _:
             assert_never(shows)
-
-
-#: Every kind's row.
-LAYER_KINDS: dict[str, LayerKind] = {s: layer_kind(s) for s in get_args(Shows)}

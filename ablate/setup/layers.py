@@ -136,21 +136,14 @@ def load_catalog(ablate_toml: Path | None = None, *, base: Path | None = None) -
         if layer.id in seen:
             problems.append(Problem(str(base_path), f"layer.{i}.id", f"duplicate id {layer.id!r}"))
         seen[layer.id] = i
-    user_path = ablate_toml
-    if user_path is None and Path("ablate.toml").is_file():
-        user_path = Path("ablate.toml")
+    user_path = ablate_toml or (Path("ablate.toml") if Path("ablate.toml").is_file() else None)
     if user_path is not None:
         if not user_path.exists():
             raise NotFound(f"{user_path}: no such file", hint="pass --ablate-toml with an existing file")
         for i, layer in enumerate(_load_catalog_file(user_path, user=True).layer):
             if layer.id in sources:
-                problems.append(
-                    Problem(
-                        str(user_path),
-                        f"layer.{i}.id",
-                        f"{layer.id!r} is already defined in {sources[layer.id]}; pick another id",
-                    )
-                )
+                taken = f"{layer.id!r} is already defined in {sources[layer.id]}; pick another id"
+                problems.append(Problem(str(user_path), f"layer.{i}.id", taken))
                 continue
             layers.append(layer)
             sources[layer.id] = str(user_path)
@@ -236,12 +229,7 @@ def _expand(base: Path, pattern: str) -> list[str]:
     else:
         candidate = base / pat
         matches = [candidate] if (candidate.exists() or candidate.is_symlink()) else []
-    out = []
-    for m in matches:
-        if folder_only and not m.is_dir():
-            continue
-        out.append(m.relative_to(base).as_posix())
-    return out
+    return [m.relative_to(base).as_posix() for m in matches if not folder_only or m.is_dir()]
 
 
 def walk_files(base: Path, rel: str, *, dangling: dict[str, str] | None = None) -> list[str]:
@@ -249,34 +237,27 @@ def walk_files(base: Path, rel: str, *, dangling: dict[str, str] | None = None) 
     dangling link is left out and recorded in ``dangling`` (relative path → the absolute path it names); a link
     to a folder that contains it, a loop or an unreadable target is a located :class:`UsageError`."""
     out: list[str] = []
-    _walk(base, rel, out, dangling, frozenset(), base / rel)
+
+    def walk(rel: str, above: frozenset[tuple[int, int]], via: Path) -> None:
+        """``via``: the last link on the way to ``base/rel`` (the one a loop is named by)."""
+        path = base / rel
+        if not os.path.lexists(path):
+            return
+        via = path if path.is_symlink() else via
+        st = links.follow(path)
+        if st is None:
+            if dangling is not None:
+                dangling[rel] = links.dangling_target(path)
+            return
+        if not links.is_dir(st):
+            out.append(rel)
+            return
+        names, inside = links.enter(path, st, above, via)
+        for name in names:
+            walk(f"{rel}/{name}", inside, via)
+
+    walk(rel, frozenset(), base / rel)
     return out
-
-
-def _walk(
-    base: Path,
-    rel: str,
-    out: list[str],
-    dangling: dict[str, str] | None,
-    above: frozenset[tuple[int, int]],
-    via: Path,
-) -> None:
-    """``via``: the last link on the way to ``base/rel`` (the one a loop is named by)."""
-    path = base / rel
-    if not os.path.lexists(path):
-        return
-    via = path if path.is_symlink() else via
-    st = links.follow(path)
-    if st is None:
-        if dangling is not None:
-            dangling[rel] = links.dangling_target(path)
-        return
-    if not links.is_dir(st):
-        out.append(rel)
-        return
-    names, inside = links.enter(path, st, above, via)
-    for name in names:
-        _walk(base, f"{rel}/{name}", out, dangling, inside, via)
 
 
 def json_keys(path: Path) -> dict[str, object] | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
@@ -206,12 +207,14 @@ def follow_imports(entry: Path, home: Path) -> ImportReport:
     return rep
 
 
+def _owners(layers: dict[str, LayerFiles]) -> dict[str, str]:
+    """Each layer file's real path → the layer it belongs to."""
+    return {os.path.realpath(lf.base / rel): lid for lid, lf in layers.items() for rel in lf.files}
+
+
 def layer_import_reports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, ImportReport]:
     """For each instruction layer, what its Markdown files import (recursively), missing targets and cycles."""
-    owner: dict[str, str] = {}
-    for lid, lf in layers.items():
-        for rel in lf.files:
-            owner[os.path.realpath(lf.base / rel)] = lid
+    owner = _owners(layers)
     out: dict[str, ImportReport] = {}
     for lid, lf in layers.items():
         if lf.layer.shows not in ("instructions", "memory") or not lf.files:
@@ -228,13 +231,9 @@ def layer_import_reports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[st
                     if f not in owner:
                         with contextlib.suppress(OSError):
                             total.bytes += os.path.getsize(f)
-            for edge in rep.edges:
-                if edge not in total.edges:
-                    total.edges.append(edge)
-            for name in ("missing", "cycles", "too_deep"):
-                for item in getattr(rep, name):
-                    if item not in getattr(total, name):
-                        getattr(total, name).append(item)
+            for name in ("edges", "missing", "cycles", "too_deep"):
+                merged = getattr(total, name)
+                merged += [item for item in dict.fromkeys(getattr(rep, name)) if item not in merged]
         if total.files or total.missing or total.cycles or total.too_deep:
             out[lid] = total
     return out
@@ -259,10 +258,7 @@ def import_lines(setup: Setup, lf: LayerFiles, rep: ImportReport) -> list[str]:
 
 def layer_imports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[str]]:
     """For each layer, the other layers its files ``@import`` (followed transitively)."""
-    owner: dict[str, str] = {}
-    for lid, lf in layers.items():
-        for rel in lf.files:
-            owner[os.path.realpath(lf.base / rel)] = lid
+    owner = _owners(layers)
     result: dict[str, list[str]] = {}
     for lid, rep in layer_import_reports(setup, layers).items():
         found: list[str] = []
@@ -311,18 +307,27 @@ def selected_output_style(setup: Setup) -> tuple[str | None, str]:
     return chosen
 
 
+def frontmatter_field(text: str, key: str) -> str:
+    """A one-line ``key: value`` of a Markdown file's YAML front matter ("" when there is none)."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return ""
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        name, sep, value = line.partition(":")
+        if sep and name.strip() == key:
+            return value.strip().strip("'\"")
+    return ""
+
+
 def style_name(path: Path) -> str:
     """The name an output style is selected by: its front-matter ``name``, else the file's stem."""
     try:
         head = path.read_text(encoding="utf-8", errors="replace")[:4096]
     except OSError:
         return path.stem
-    m = re.match(r"\A---\s*\n(.*?)\n---", head, re.S)
-    if m:
-        for line in m.group(1).splitlines():
-            if line.startswith("name:"):
-                return line.split(":", 1)[1].strip().strip("'\"") or path.stem
-    return path.stem
+    return frontmatter_field(head, "name") or path.stem
 
 
 def skill_loaded(rel: str) -> bool | None:
@@ -335,9 +340,7 @@ def skill_loaded(rel: str) -> bool | None:
     if parts[0] == "skills":
         # skills/<name>/SKILL.md only: skills/_internal/<n>/SKILL.md and flat skills/*.md are not skills
         return len(parts) == 3 and parts[2] == "SKILL.md" and not parts[1].startswith(("_", "."))
-    if parts[0] == "commands":
-        return rel.endswith(".md")
-    if parts[0] == "agents":
+    if parts[0] in ("commands", "agents"):
         return rel.endswith(".md")
     if parts[0] == "plugins":
         return None  # installed plugins load by their own registry: left to the probe
@@ -433,14 +436,8 @@ def ancestor_leaks(start: Path, *, config_dir: Path | None = None) -> list[Leak]
         for name in ANCESTOR_FILES:
             p = parent / name
             if p.exists() and os.path.realpath(p) != own:
-                leaks.append(
-                    Leak(
-                        "ancestor-file",
-                        str(p),
-                        f"{name} in an ancestor of {start}: the CLI loads it in every cell",
-                        removable=True,
-                    )
-                )
+                said = f"{name} in an ancestor of {start}: the CLI loads it in every cell"
+                leaks.append(Leak("ancestor-file", str(p), said, removable=True))
     return leaks
 
 
@@ -451,28 +448,17 @@ def fixed_leaks(setup: Setup, *, managed_dir: Path = MANAGED_DIR) -> list[Leak]:
         entries = (
             sorted(p.name for p in managed_dir.iterdir()) if managed_dir.is_dir() else [managed_dir.name]
         )
-        leaks.append(
-            Leak(
-                "managed-settings",
-                str(managed_dir),
-                f"managed settings loaded in every cell: {', '.join(entries)}",
-            )
-        )
+        said = f"managed settings loaded in every cell: {', '.join(entries)}"
+        leaks.append(Leak("managed-settings", str(managed_dir), said))
     agents = setup.repo / "AGENTS.md"
     if agents.exists():
-        has_claude = (setup.repo / "CLAUDE.md").exists()
-        leaks.append(
-            Leak(
-                "repo-agents-md",
-                str(agents),
-                "AGENTS.md in the repo: loaded when the repo has no CLAUDE.md"
-                + (
-                    " (it has one, so it is not loaded now)"
-                    if has_claude
-                    else " (it has none, so it is loaded)"
-                ),
-            )
+        now = (
+            "it has one, so it is not loaded now"
+            if (setup.repo / "CLAUDE.md").exists()
+            else "it has none, so it is loaded"
         )
+        said = f"AGENTS.md in the repo: loaded when the repo has no CLAUDE.md ({now})"
+        leaks.append(Leak("repo-agents-md", str(agents), said))
     bashrc = setup.home / ".bashrc"
     if bashrc.exists():
         leaks.append(Leak("bashrc", str(bashrc), "the Bash tool sources ~/.bashrc in every cell"))
@@ -514,10 +500,7 @@ def unclassified_files(setup: Setup, layers: dict[str, LayerFiles], *, limit: in
 
 def mapping_hint(files: list[str]) -> list[str]:
     """One line per folder of unclassified files: the ``[[layer]]`` table that maps it in ablate.toml."""
-    folders: dict[str, int] = {}
-    for rel in files:
-        folder = rel.rsplit("/", 1)[0] if "/" in rel else rel
-        folders[folder] = folders.get(folder, 0) + 1
+    folders = Counter(rel.rsplit("/", 1)[0] if "/" in rel else rel for rel in files)
     hints = []
     for folder, n in sorted(folders.items()):
         lid = re.sub(r"[^a-z0-9]+", "-", folder.lower()).strip("-") or "docs"

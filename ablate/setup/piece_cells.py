@@ -41,13 +41,8 @@ def piece_cells(
         cells.append(
             ResolvedCell(id=f"P{i:02d}", index=i, label=label, stripped=(), empty_config=False, pieces=ids)
         )
-    return CellSet(
-        name=name,
-        description=f"{len(design_rows)} piece cells over {len(pieces)} pieces",
-        control=CONTROL,
-        cells=tuple(cells),
-        source=Path(f"<{name}>"),
-    )
+    described = f"{len(design_rows)} piece cells over {len(pieces)} pieces"
+    return CellSet(name, described, CONTROL, tuple(cells), source=Path(f"<{name}>"))
 
 
 def one_out_rows(pieces: Sequence[Piece]) -> list[list[str]]:

@@ -31,8 +31,7 @@ def select_pieces(pieces: Sequence[Piece], ids: Iterable[str], *, where: str = "
         close = {u: difflib.get_close_matches(u, list(by_id), n=1) for u in unknown}
         said = ", ".join(f"{u!r}" + (f" (did you mean {c[0]!r}?)" if c else "") for u, c in close.items())
         raise UsageError(
-            f"{where}: unknown piece id {said}",
-            hint="`ablate pieces` lists the ids of this setup's pieces",
+            f"{where}: unknown piece id {said}", hint="`ablate pieces` lists the ids of this setup's pieces"
         )
     chosen = set(wanted)
     return [p for p in pieces if p.id in chosen]

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from ablate.core.tokens import tokens_of_chars
 from ablate.setup.layers import Catalog, Layer, LayerFiles, json_keys, resolve_layer
-from ablate.setup.load import Setup, resolve_layers
+from ablate.setup.load import Setup, frontmatter_field, resolve_layers
 
 PieceKind = Literal[
     "section", "import", "skill", "hook", "mcp", "agent", "command", "rule", "output-style", "file", "memory"
@@ -91,31 +91,8 @@ class Piece:
         return tokens_of_chars(len(self.shown_text))
 
     def to_json(self, tokens: int | None = None, source: str = "estimate") -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "layer": self.layer,
-            "kind": self.kind,
-            "side": self.side,
-            "file": self.file,
-            "name": self.name,
-            "bytes": self.bytes,
-            "tokens": self.est_tokens if tokens is None else tokens,
-            "tokens_source": source,
-        }
-
-
-def frontmatter_field(text: str, key: str) -> str:
-    """A one-line ``key: value`` of a Markdown file's YAML front matter ("" when there is none)."""
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "---":
-        return ""
-    for line in lines[1:]:
-        if line.strip() == "---":
-            break
-        name, sep, value = line.partition(":")
-        if sep and name.strip() == key:
-            return value.strip().strip("'\"")
-    return ""
+        shown = {k: getattr(self, k) for k in ("id", "layer", "kind", "side", "file", "name", "bytes")}
+        return shown | {"tokens": self.est_tokens if tokens is None else tokens, "tokens_source": source}
 
 
 def name_slug(text: str) -> str:
@@ -228,15 +205,9 @@ def _whole(
 ) -> Piece:
     texts = [(lf.base / rel).read_bytes() for rel in files]
     name = name or (Path(entry).stem if kind != "skill" else Path(entry).name)
+    text = "".join(t.decode("utf-8", errors="replace") for t in texts)
     return Piece(
-        ids.make(lf.layer.id, name),
-        lf.layer.id,
-        kind,
-        side,
-        entry,
-        name,
-        sum(len(t) for t in texts),
-        "".join(t.decode("utf-8", errors="replace") for t in texts),
+        ids.make(lf.layer.id, name), lf.layer.id, kind, side, entry, name, sum(map(len, texts)), text
     )
 
 
@@ -263,63 +234,36 @@ def _command_name(hook: dict[str, Any]) -> str:
 
 
 def _json_pieces(lf: LayerFiles, side: str, ids: _Ids) -> Iterator[Piece]:
-    """Hook entries and MCP servers: one piece per entry of the layer's JSON keys."""
+    """Hook entries and MCP servers: one piece per entry of the layer's JSON keys, cut as its kind; its text is
+    the entry serialised with sorted keys."""
+    layer = lf.layer.id
+
+    def piece(
+        file: str, kind: Literal["hook", "mcp"], id_name: str, name: str, value: object, at: tuple[str, ...]
+    ) -> Piece:
+        text = json.dumps(value, sort_keys=True)
+        pid = ids.make(layer, id_name)
+        return Piece(pid, layer, kind, side, file, name, len(text.encode()), text, cut=kind, locator=at)
+
     for kp in lf.keys:
         obj = json_keys(kp.path) or {}
         if kp.key == "hooks":
             for event, gi, hi, matcher, hook in hook_entries(obj):
                 parts = [event, matcher if matcher not in ("", "*") else "", _command_name(hook)]
                 label = f"{event} [{matcher or '*'}] {hook.get('command', hook.get('type', ''))}"
-                locator = (event, str(gi), str(hi))
-                yield _json_piece(
-                    lf, side, ids, kp.file, "hook", " ".join(p for p in parts if p), label, hook, locator
+                yield piece(
+                    kp.file, "hook", " ".join(p for p in parts if p), label, hook, (event, str(gi), str(hi))
                 )
         elif kp.key == "mcpServers" and isinstance(servers := obj.get(kp.key), dict):
             for server, spec in servers.items():
-                yield _json_piece(
-                    lf, side, ids, kp.file, "mcp", server, server, {server: spec}, (kp.key, server)
-                )
-
-
-def _json_piece(
-    lf: LayerFiles,
-    side: str,
-    ids: _Ids,
-    file: str,
-    kind: Literal["hook", "mcp"],
-    id_name: str,
-    name: str,
-    value: object,
-    locator: tuple[str, ...],
-) -> Piece:
-    """One entry of a layer's JSON key as a piece of ``kind`` (also how it is cut): its text is ``value``
-    serialised with sorted keys, its id made from ``id_name``."""
-    text = json.dumps(value, sort_keys=True)
-    layer = lf.layer.id
-    return Piece(
-        ids.make(layer, id_name),
-        layer,
-        kind,
-        side,
-        file,
-        name,
-        len(text.encode()),
-        text,
-        cut=kind,
-        locator=locator,
-    )
+                yield piece(kp.file, "mcp", server, server, {server: spec}, (kp.key, server))
 
 
 def layer_pieces(lf: LayerFiles, side: str) -> list[Piece]:
     """The pieces of one resolved layer (none for the layers that are not split: plugins, agent memory)."""
     ids = _Ids()
-    out: list[Piece] = []
-    if lf.layer.id in SECTIONED:
-        out.extend(_section_pieces(lf, side, ids))
-    else:
-        out.extend(_entry_pieces(lf, side, ids))
-    out.extend(_json_pieces(lf, side, ids))
-    return out
+    own = _section_pieces if lf.layer.id in SECTIONED else _entry_pieces
+    return [*own(lf, side, ids), *_json_pieces(lf, side, ids)]
 
 
 def pieces_of(layers: dict[str, LayerFiles], order: Iterable[Layer]) -> list[Piece]:
@@ -363,6 +307,6 @@ def repeated_headings(pieces: Iterable[Piece]) -> list[str]:
 def setup_pieces(setup: Setup, catalog: Catalog) -> list[Piece]:
     """Every piece of ``setup`` (config side, then repo side, each in catalog order); never writes."""
     layers = resolve_layers(setup, catalog)
-    return pieces_of(layers, [layer for layer in catalog if layer.side == "config"]) + pieces_of(
-        layers, [layer for layer in catalog if layer.side == "repo"]
-    )
+    return [
+        p for side in ("config", "repo") for p in pieces_of(layers, [x for x in catalog if x.side == side])
+    ]

@@ -31,32 +31,11 @@ MAX_DEPTH = 8
 #: ``claude plugin eval init --bare`` writes this line; the CLI refuses a case that still holds it.
 TEMPLATE_PROMPT = "TODO: describe what the agent should do"
 
-TOP_KEYS = {
-    "schema_version",
-    "name",
-    "description",
-    "tags",
-    "plugins",
-    "context",
-    "execution",
-    "runs",
-    "graders",
-    "expected_outcome",
-}
 #: prompt.md frontmatter: these keys go to the top of the case, the others to ``execution``.
 FRONT_TOP = {"schema_version", "name", "description", "tags", "plugins", "runs", "expected_outcome"}
-EXECUTION_KEYS = {
-    "prompt",
-    "model",
-    "max_turns",
-    "timeout_seconds",
-    "allowed_tools",
-    "disallowed_tools",
-    "artifact_publish",
-    "growthbook_overrides",
-    "append_system_prompt",
-    "env",
-}
+TOP_KEYS = FRONT_TOP | {"context", "execution", "graders"}
+EXECUTION_KEYS = {"prompt", "model", "max_turns", "timeout_seconds", "allowed_tools", "disallowed_tools"}
+EXECUTION_KEYS |= {"artifact_publish", "growthbook_overrides", "append_system_prompt", "env"}
 #: Execution keys ablate accepts but does not apply per task (said as notes): the run decides them.
 RUN_WIDE = {
     "model": "the run's --model applies to every task",
@@ -100,10 +79,6 @@ def _eval_dir_of_plugin(root: Path) -> Path:
     return root / name if isinstance(name, str) and name else root / "evals"
 
 
-def _has_cases(folder: Path) -> bool:
-    return bool(case_dirs(folder))
-
-
 def find_suite(path: Path) -> Path | None:
     """The eval dir (or ``evals.json``) ``--tasks path`` names, or None when it is not a plugin-eval suite.
 
@@ -118,9 +93,9 @@ def find_suite(path: Path) -> Path | None:
         evals = path / "evals"
     else:
         evals = path
-    if (evals / "evals.json").is_file() and not _has_cases(evals):
+    if (evals / "evals.json").is_file() and not case_dirs(evals):
         return evals / "evals.json"
-    return evals if evals.is_dir() and _has_cases(evals) else None
+    return evals if evals.is_dir() and case_dirs(evals) else None
 
 
 def case_dirs(evals: Path) -> list[Path]:
@@ -191,15 +166,11 @@ def _read_case(folder: Path, problems: list[Problem]) -> tuple[dict[str, Any], l
         if text is not None:
             fm, body, _ = split_frontmatter(text, md_path, problems)
             front = fm or {}
-            known = FRONT_TOP | EXECUTION_KEYS - {"prompt"}
+            known = ", ".join(sorted(FRONT_TOP | EXECUTION_KEYS - {"prompt"}))
             problems.extend(
-                Problem(
-                    str(md_path),
-                    key,
-                    f"unknown frontmatter key (expected one of: {', '.join(sorted(known))})",
-                )
+                Problem(str(md_path), key, f"unknown frontmatter key (expected one of: {known})")
                 for key in front
-                if key not in known
+                if key not in FRONT_TOP | EXECUTION_KEYS - {"prompt"}
             )
     md_graders = [
         g
@@ -215,30 +186,19 @@ def _read_case(folder: Path, problems: list[Problem]) -> tuple[dict[str, Any], l
 
 def _check_case(merged: dict[str, Any], files: _Files, problems: list[Problem]) -> None:
     """Unknown fields, the schema version, and what ablate refuses to apply."""
-    unknown = [k for k in merged if k not in TOP_KEYS]
-    problems.extend(
-        Problem(files.fields, k, f"unknown field (expected one of: {', '.join(sorted(TOP_KEYS))})")
-        for k in unknown
-    )
+
+    def unknown(given: dict[str, Any], known: set[str], prefix: str = "") -> list[Problem]:
+        expected = ", ".join(sorted(known))
+        said = f"unknown field (expected one of: {expected})"
+        return [Problem(files.fields, prefix + k, said) for k in given if k not in known]
+
+    problems += unknown(merged, TOP_KEYS)
     version = str(merged.get("schema_version", ""))
     if not re.match(r"^1(\.|$)", version):
-        problems.append(
-            Problem(
-                files.fields,
-                "schema_version",
-                f'{version!r}: ablate reads plugin-eval schema 1.x (e.g. "1.0")',
-            )
-        )
+        said = f'{version!r}: ablate reads plugin-eval schema 1.x (e.g. "1.0")'
+        problems.append(Problem(files.fields, "schema_version", said))
     execution = merged["execution"]
-    problems.extend(
-        Problem(
-            files.fields,
-            f"execution.{k}",
-            f"unknown field (expected one of: {', '.join(sorted(EXECUTION_KEYS))})",
-        )
-        for k in execution
-        if k not in EXECUTION_KEYS
-    )
+    problems += unknown(execution, EXECUTION_KEYS, "execution.")
     for key, why in REFUSED.items():
         if execution.get(key, merged.get(key)) not in (None, "", [], {}, False):
             problems.append(Problem(files.main, key, f"not supported: {why}"))
@@ -247,14 +207,8 @@ def _check_case(merged: dict[str, Any], files: _Files, problems: list[Problem]) 
     if isinstance(context, dict) and any(
         context.get(k) for k in ("scaffold_script", "history_file", "add_dirs")
     ):
-        problems.append(
-            Problem(
-                files.fields,
-                "context",
-                "not supported: ablate runs every case in the repository it is given, "
-                "without scaffold scripts, resumed history or extra folders",
-            )
-        )
+        said = "ablate runs every case in the repository it is given, without scaffold scripts, resumed history or extra folders"
+        problems.append(Problem(files.fields, "context", f"not supported: {said}"))
 
 
 def _check_env(env: object, files: _Files, problems: list[Problem]) -> None:
@@ -301,16 +255,12 @@ def _own_plugin(folder: Path) -> Path | None:
 def _prompt(execution: dict[str, Any], files: _Files, problems: list[Problem]) -> str:
     prompt = execution.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
-        problems.append(
-            Problem(files.main, "prompt", "is missing (the prompt.md body, or execution.prompt in case.yaml)")
-        )
+        said = "is missing (the prompt.md body, or execution.prompt in case.yaml)"
+        problems.append(Problem(files.main, "prompt", said))
         return ""
     if TEMPLATE_PROMPT in prompt:
-        problems.append(
-            Problem(
-                files.main, "prompt", f"still the blank `init` template: replace the {TEMPLATE_PROMPT!r} line"
-            )
-        )
+        said = f"still the blank `init` template: replace the {TEMPLATE_PROMPT!r} line"
+        problems.append(Problem(files.main, "prompt", said))
     return prompt.strip()
 
 
@@ -344,9 +294,8 @@ def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
     prompt = _prompt(execution, files, problems)
     graders = _graders(merged, md_graders, files, problems)
     if not graders and not problems:
-        problems.append(
-            Problem(str(folder), "graders", "the case has no graders (graders/*.md or graders: in case.yaml)")
-        )
+        said = "the case has no graders (graders/*.md or graders: in case.yaml)"
+        problems.append(Problem(str(folder), "graders", said))
     checks, rubric = convert_graders(graders, problems)
     plugins_note = _plugins(merged, folder, files, problems)
     if problems:

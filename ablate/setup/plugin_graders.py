@@ -34,13 +34,8 @@ def grader_from_md(path: Path, problems: list[Problem]) -> dict[str, Any] | None
     if not had or front is None:
         return None
     if not isinstance(front.get("type"), str):
-        problems.append(
-            Problem(
-                str(path),
-                "type",
-                'frontmatter must include "type:" (regex | tool_order | tool_used | file_exists | llm | baseline)',
-            )
-        )
+        kinds = "regex | tool_order | tool_used | file_exists | llm | baseline"
+        problems.append(Problem(str(path), "type", f'frontmatter must include "type:" ({kinds})'))
         return None
     grader: dict[str, Any] = {"name": path.stem, **front}
     key = {"llm": "criteria", "baseline": "criteria", "regex": "pattern"}.get(front["type"])
@@ -64,6 +59,15 @@ def _tool_ref(value: Any, where: str, file: str, problems: list[Problem]) -> dic
     return None
 
 
+#: The grader fields a kind's check takes as they are (after ``target`` and ``before``/``after``, converted).
+COPIED = {
+    "regex": ("pattern", "flags", "match"),
+    "tool_used": ("tool", "input_match", "min", "max"),
+    "file_exists": ("path", "exists"),
+}
+MOCK_CALLS = "mock_calls: ablate runs real MCP servers of the setup, never mock stand-ins; use last_message, trace or files"
+
+
 def _check(grader: dict[str, Any], file: str, where: str, problems: list[Problem]) -> dict[str, Any] | None:
     """A regex / tool_used / tool_order / file_exists grader as a ``[[checks]]`` table."""
     kind = grader["type"]
@@ -73,48 +77,22 @@ def _check(grader: dict[str, Any], file: str, where: str, problems: list[Problem
     if kind == "regex":
         target = grader.get("target", "last_message")
         if isinstance(target, dict):
-            if (
-                target.get("source") != "file"
-                or not isinstance(target.get("path"), str)
-                or set(target)
-                - {
-                    "source",
-                    "path",
-                }
-            ):
+            if target.get("source") != "file" or not isinstance(target.get("path"), str) or len(target) != 2:
                 problems.append(Problem(file, f"{where}.target", "must be {source: file, path: PATH}"))
                 return None
             out["target"], out["file"] = "file", target["path"]
         elif target == "mock_calls":
-            problems.append(
-                Problem(
-                    file,
-                    f"{where}.target",
-                    "mock_calls: ablate runs real MCP servers of the setup, never mock stand-ins; "
-                    "use last_message, trace or files",
-                )
-            )
+            problems.append(Problem(file, f"{where}.target", MOCK_CALLS))
             return None
         else:
             out["target"] = target
-        for key in ("pattern", "flags", "match"):
-            if key in grader:
-                out[key] = grader[key]
-    elif kind == "tool_used":
-        for key in ("tool", "input_match", "min", "max"):
-            if key in grader:
-                out[key] = grader[key]
     elif kind == "tool_order":
         for key in ("before", "after"):
             ref = _tool_ref(grader.get(key), f"{where}.{key}", file, problems)
             if ref is None:
                 return None
             out[key] = ref
-    else:
-        for key in ("path", "exists"):
-            if key in grader:
-                out[key] = grader[key]
-    return out
+    return out | {key: grader[key] for key in COPIED.get(kind, ()) if key in grader}
 
 
 def _valid_check(check: dict[str, Any], file: str, where: str, problems: list[Problem]) -> bool:
@@ -143,14 +121,8 @@ def _rubric(
     for g in llm:
         focus = g.get("focus", "last_message")
         if focus not in ("last_message", "files"):
-            problems.append(
-                Problem(
-                    file_of[g["name"]],
-                    "focus",
-                    f"{focus!r}: ablate's judge sees the final answer and the session's diff only "
-                    "(use last_message or files)",
-                )
-            )
+            said = f"{focus!r}: ablate's judge sees the final answer and the session's diff only (use last_message or files)"
+            problems.append(Problem(file_of[g["name"]], "focus", said))
         criteria = g.get("criteria")
         if not isinstance(criteria, str) or not criteria.strip():
             problems.append(Problem(file_of[g["name"]], "criteria", "is missing or empty"))
@@ -189,11 +161,8 @@ def _grader_problem(g: dict[str, Any], where: str, file: str, names: dict[str, s
         known = ", ".join(sorted(GRADER_KEYS[kind]))
         return Problem(file, f"{where}.{unknown[0]}", f"unknown field for a {kind} grader (known: {known})")
     if TEMPLATE_CRITERIA in str(g.get("criteria", g.get("pattern", ""))):
-        return Problem(
-            file,
-            f"{where}.criteria",
-            f"still the blank `init` template: replace the {TEMPLATE_CRITERIA!r} line",
-        )
+        said = f"still the blank `init` template: replace the {TEMPLATE_CRITERIA!r} line"
+        return Problem(file, f"{where}.criteria", said)
     if kind == "baseline":
         return Problem(file, f"{where}.type", BASELINE_REFUSAL)
     return None

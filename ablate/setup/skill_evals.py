@@ -13,6 +13,10 @@ from ablate.setup.casefiles import read_text
 from ablate.setup.tasks import Task, converted_task, task_id
 
 EVALS_JSON_KEYS = {"id", "prompt", "expected_output", "files", "expectations"}
+BINARY = (
+    "ablate seeds text files only, so a binary input (a PDF, an image) cannot be given to the session this way: "
+    "commit it to the repository instead and drop it here"
+)
 
 
 def _seed_files(
@@ -29,14 +33,7 @@ def _seed_files(
         try:
             files[str(rel)] = src.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
-            problems.append(
-                Problem(
-                    str(path),
-                    field,
-                    f"{rel}: not UTF-8 text; ablate seeds text files only, so a binary input (a PDF, an image) "
-                    "cannot be given to the session this way: commit it to the repository instead and drop it here",
-                )
-            )
+            problems.append(Problem(str(path), field, f"{rel}: not UTF-8 text; {BINARY}"))
         except OSError as exc:
             problems.append(Problem(str(path), field, f"{rel}: unreadable: {exc.strerror}"))
     return files
@@ -66,14 +63,11 @@ def convert_evals_json(path: Path) -> list[Task]:
         if not isinstance(ev, dict):
             problems.append(Problem(str(path), where, "must be an object"))
             continue
-        for key in sorted(set(ev) - EVALS_JSON_KEYS):
-            problems.append(
-                Problem(
-                    str(path),
-                    f"{where}.{key}",
-                    f"unknown field (known: {', '.join(sorted(EVALS_JSON_KEYS))})",
-                )
-            )
+        known = ", ".join(sorted(EVALS_JSON_KEYS))
+        problems += [
+            Problem(str(path), f"{where}.{k}", f"unknown field (known: {known})")
+            for k in sorted(set(ev) - EVALS_JSON_KEYS)
+        ]
         prompt = ev.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             problems.append(Problem(str(path), f"{where}.prompt", "is missing or empty"))

@@ -68,6 +68,16 @@ class Rubric(Spec):
 MAX_PROMPT_BYTES = 128 * 1024 - 1
 
 
+def _argument(v: str, too_long: str) -> str:
+    """``v`` when one command-line argument can carry it (refused here, not half way through a run)."""
+    if "\0" in v:
+        raise ValueError("contains a NUL byte (\\0), which no command line can carry; remove it")
+    size = len(v.encode("utf-8"))
+    if size > MAX_PROMPT_BYTES:
+        raise ValueError(f"is {size} bytes; {too_long}")
+    return v
+
+
 class TaskSpec(Spec):
     """One task file."""
 
@@ -80,19 +90,13 @@ class TaskSpec(Spec):
     @field_validator("prompt")
     @classmethod
     def _passable(cls, v: str) -> str:
-        # a command-line argument cannot hold a NUL byte: refuse it here, not half way through a run
-        if "\0" in v:
-            raise ValueError("contains a NUL byte (\\0), which no command line can carry; remove it")
         if not v.strip():
             raise ValueError("is blank")
-        size = len(v.encode("utf-8"))
-        if size > MAX_PROMPT_BYTES:
-            raise ValueError(
-                f"is {size} bytes; the prompt is one command-line argument, and Linux caps one argument at "
-                f"{MAX_PROMPT_BYTES} bytes (MAX_ARG_STRLEN): shorten it, or put the bulk in a seed file the "
-                "prompt names"
-            )
-        return v
+        return _argument(
+            v,
+            f"the prompt is one command-line argument, and Linux caps one argument at {MAX_PROMPT_BYTES} bytes "
+            "(MAX_ARG_STRLEN): shorten it, or put the bulk in a seed file the prompt names",
+        )
 
     draft: bool = False
     """``true`` in a task drafted by ``ablate tasks suggest``: refused by every command that runs tasks until
@@ -135,14 +139,7 @@ class TaskSpec(Spec):
     @field_validator("append_system_prompt")
     @classmethod
     def _appendable(cls, v: str) -> str:
-        if "\0" in v:
-            raise ValueError("contains a NUL byte (\\0), which no command line can carry; remove it")
-        size = len(v.encode("utf-8"))
-        if size > MAX_PROMPT_BYTES:
-            raise ValueError(
-                f"is {size} bytes; it is one command-line argument, capped at {MAX_PROMPT_BYTES} bytes"
-            )
-        return v
+        return _argument(v, f"it is one command-line argument, capped at {MAX_PROMPT_BYTES} bytes")
 
 
 @dataclass(frozen=True)
@@ -208,14 +205,10 @@ def load_task(path: Path, catalog: Catalog | None = None) -> Task:
             if name.startswith(other + "/") or other.startswith(name + "/"):
                 problems.append(Problem(str(path), f"files.{name}", f"conflicts with seed file {other!r}"))
         seeded[name] = name
-    if catalog is not None:
-        for i, lid in enumerate(spec.expects):
-            if lid not in catalog:
-                problems.append(
-                    Problem(
-                        str(path), f"expects.{i}", f"unknown layer {lid!r} (known: {', '.join(catalog.ids)})"
-                    )
-                )
+    for i, lid in enumerate(spec.expects):
+        if catalog is not None and lid not in catalog:
+            known = ", ".join(catalog.ids)
+            problems.append(Problem(str(path), f"expects.{i}", f"unknown layer {lid!r} (known: {known})"))
     if problems:
         raise SpecError(problems)
     return Task(spec=spec, source=path.resolve(), sha256=sha256_bytes(raw))

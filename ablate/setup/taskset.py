@@ -12,6 +12,11 @@ from ablate.setup.layers import Catalog
 from ablate.setup.plugin_evals import find_suite, load_suite
 from ablate.setup.tasks import Task, load_task
 
+DRAFT = (
+    "a draft written by `ablate tasks suggest`, never run unreviewed: review the prompt and the suggested "
+    "pitfalls, then delete the `draft = true` line"
+)
+
 
 def task_files(paths: Iterable[Path]) -> list[Path]:
     """Expand folders to their ``*.toml`` files (sorted); files are kept as given."""
@@ -64,18 +69,10 @@ def load_tasks(
             tasks.append(load_task(f, catalog))
         except SpecError as exc:
             problems.extend(exc.problems)
-    for t in tasks:
-        if t.spec.draft:
-            problems.append(
-                Problem(
-                    str(t.source),
-                    "draft",
-                    "a draft written by `ablate tasks suggest`, never run unreviewed: review the prompt and the "
-                    "suggested pitfalls, then delete the `draft = true` line",
-                )
-            )
     by_id: dict[str, Path] = {}
     for t in tasks:
+        if t.spec.draft:
+            problems.append(Problem(str(t.source), "draft", DRAFT))
         if t.id in by_id:
             problems.append(
                 Problem(str(t.source), "id", f"duplicate task id {t.id!r} (also in {by_id[t.id]})")

@@ -17,7 +17,6 @@ from ablate.core.errors import NotFound, SpecError, UsageError
 from ablate.core.fsutil import sha256_bytes
 
 Op = Literal["original", "move", "duplicate"]
-OPS: tuple[Op, ...] = ("original", "move", "duplicate")
 
 _HEADING_RE = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
@@ -56,10 +55,6 @@ class Selector:
         return cls("heading", heading)
 
 
-def _split_lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
-
-
 def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
     """(line index, level, text) of every Markdown heading outside fenced code."""
     out: list[tuple[int, int, str]] = []
@@ -85,31 +80,26 @@ def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tupl
     """The block's line range ``[start, end)`` in ``text.splitlines(keepends=True)``.
 
     Raises a located :class:`SpecError` when the selector matches no block or more than one."""
-    lines = _split_lines(text)
+    lines = text.splitlines(keepends=True)
+
+    def fail(message: str, hint: str | None = None) -> SpecError:
+        return SpecError.single(source, f"block {selector}", message, hint=hint)
+
     if selector.kind == "heading":
         heads = _headings(lines)
         want = selector.value.casefold()
         hits = [(i, lvl) for i, lvl, t in heads if t.casefold() == want]
         if not hits:
             known = ", ".join(repr(t) for _, _, t in heads[:20]) or "none"
-            raise SpecError.single(
-                source, f"block {selector}", f"no heading {selector.value!r} (headings: {known})"
-            )
+            raise fail(f"no heading {selector.value!r} (headings: {known})")
         if len(hits) > 1:
             where = ", ".join(f"line {i + 1}" for i, _ in hits)
-            raise SpecError.single(
-                source,
-                f"block {selector}",
+            raise fail(
                 f"heading {selector.value!r} occurs {len(hits)} times ({where}); the block is ambiguous",
                 hint="rename one heading, or mark the block with <!-- NAME --> … <!-- /NAME -->",
             )
         start, level = hits[0]
-        end = len(lines)
-        for i, lvl, _ in heads:
-            if i > start and lvl <= level:
-                end = i
-                break
-        return start, end
+        return start, next((i for i, lvl, _ in heads if i > start and lvl <= level), len(lines))
     open_re = re.compile(r"^\s*<!--\s*" + re.escape(selector.value) + r"\s*-->\s*$")
     close_re = re.compile(r"^\s*<!--\s*/" + re.escape(selector.value) + r"\s*-->\s*$")
     opens = [i for i, line in enumerate(lines) if open_re.match(line)]
@@ -117,15 +107,11 @@ def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tupl
     marker = f"<!-- {selector.value} -->"
     if not opens or not closes:
         missing = marker if not opens else f"<!-- /{selector.value} -->"
-        raise SpecError.single(source, f"block {selector}", f"no {missing} line")
+        raise fail(f"no {missing} line")
     if len(opens) > 1 or len(closes) > 1:
-        raise SpecError.single(
-            source, f"block {selector}", f"marker {marker} occurs more than once; the block is ambiguous"
-        )
+        raise fail(f"marker {marker} occurs more than once; the block is ambiguous")
     if closes[0] < opens[0]:
-        raise SpecError.single(
-            source, f"block {selector}", f"<!-- /{selector.value} --> comes before {marker}"
-        )
+        raise fail(f"<!-- /{selector.value} --> comes before {marker}")
     return opens[0], closes[0] + 1
 
 
@@ -144,7 +130,7 @@ def transform(text: str, op: Op, selector: Selector | None, *, source: str = "<t
     if selector is None:
         raise UsageError(f"a {op} variant needs a block selector (a heading or marker:NAME)")
     start, end = find_block(text, selector, source=source)
-    lines = _split_lines(text)
+    lines = text.splitlines(keepends=True)
     block = "".join(lines[start:end])
     nl = "\r\n" if "\r\n" in text else "\n"
     if op == "move":

@@ -251,12 +251,10 @@ class _Reader:
         out: list[object] = []
         while (line := self.next_line()) is not None:
             ind, content = line
-            if ind < indent or not (content == "-" or content.startswith("- ")):
-                if ind > indent:
-                    raise YamlSubsetError(self.lineno(), f"unexpected indentation: {content!r}")
-                return out
             if ind > indent:
                 raise YamlSubsetError(self.lineno(), f"unexpected indentation: {content!r}")
+            if ind < indent or not (content == "-" or content.startswith("- ")):
+                return out
             item = content[1:].lstrip()
             if item and _KEY.match(item) and item[:1] not in ("'", '"', "[", "{"):
                 # ``- key: value`` starts a mapping whose keys sit two columns right of the dash

@@ -15,13 +15,7 @@ from ablate.stats.power import (
     runs_needed_mean,
     spread,
 )
-from ablate.stats.proportions import (
-    exact_paired_p,
-    newcombe_paired,
-    paired_binary,
-    stratified_exact_p,
-    wilson,
-)
+from ablate.stats.proportions import exact_paired_p, newcombe_paired, paired_binary, wilson
 from ablate.stats.resampling import (
     EXACT_MAX_BLOCKS,
     min_interval_blocks,
@@ -29,7 +23,6 @@ from ablate.stats.resampling import (
     resamples_for,
     sign_flip_p,
     sign_flip_p_batch,
-    stratified_permutation_p,
     t_interval,
 )
 from ablate.stats.types import Interval, NotComputable, PairedResult
@@ -58,8 +51,6 @@ __all__ = [
     "sign_flip_p",
     "sign_flip_p_batch",
     "spread",
-    "stratified_exact_p",
-    "stratified_permutation_p",
     "t_interval",
     "wilson",
 ]

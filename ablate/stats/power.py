@@ -24,6 +24,7 @@ from scipy import stats as sps
 
 from ablate.stats.types import NotComputable
 
+FloatArray = npt.NDArray[np.float64]
 #: The power every "runs needed" figure is computed for.
 DEFAULT_POWER = 0.8
 #: Largest number of paired blocks :func:`runs_needed_binary` and :func:`runs_needed_mean` search.
@@ -35,7 +36,7 @@ def _check_rate(name: str, p: float) -> None:
         raise ValueError(f"{name}={p!r} outside [0, 1]")
 
 
-def _first_n(enough: Callable[[int], bool], max_blocks: int) -> int | NotComputable:
+def _first_n(enough: Callable[[int], bool], max_blocks: int = MAX_BLOCKS) -> int | NotComputable:
     """The smallest n >= 2 with ``enough(n)``: strides through large n, then steps back one block at a time."""
     prev, n = 1, 2
     while n <= max_blocks:
@@ -47,9 +48,7 @@ def _first_n(enough: Callable[[int], bool], max_blocks: int) -> int | NotComputa
     return NotComputable(f"more than {max_blocks} paired blocks")
 
 
-def _power_binary_many(
-    n: int, p_control: float, p_cells: npt.NDArray[np.float64], alpha: float
-) -> npt.NDArray[np.float64]:
+def _power_binary_many(n: int, p_control: float, p_cells: FloatArray, alpha: float) -> FloatArray:
     """:func:`power_binary` for many cell rates at once (one row of the exact computation per rate)."""
     gained = p_cells * (1 - p_control)
     lost = p_control * (1 - p_cells)
@@ -74,16 +73,12 @@ def power_binary(n: int, p_control: float, p_cell: float, alpha: float = 0.05) -
 
 
 def runs_needed_binary(
-    p_control: float,
-    p_cell: float,
-    alpha: float = 0.05,
-    power: float = DEFAULT_POWER,
-    max_blocks: int = MAX_BLOCKS,
+    p_control: float, p_cell: float, alpha: float = 0.05, power: float = DEFAULT_POWER
 ) -> int | NotComputable:
     """The smallest number of paired blocks whose exact power reaches ``power``."""
     if p_control == p_cell:
         return NotComputable("no effect to detect (equal rates)")
-    return _first_n(lambda n: power_binary(n, p_control, p_cell, alpha) >= power, max_blocks)
+    return _first_n(lambda n: power_binary(n, p_control, p_cell, alpha) >= power)
 
 
 def blocks_to_detect(
@@ -92,11 +87,8 @@ def blocks_to_detect(
     """The paired blocks the exact test needs to detect a change of ``change`` from ``p_control`` with
     ``power`` in both directions: the weaker one (a direction that would leave [0, 1] is not required)."""
     _check_rate("p_control", p_control)
-    needs = [
-        runs_needed_binary(p_control, p, alpha, power)
-        for p in (p_control - change, p_control + change)
-        if 0.0 <= p <= 1.0
-    ]
+    moved = [p for p in (p_control - change, p_control + change) if 0.0 <= p <= 1.0]
+    needs = [runs_needed_binary(p_control, p, alpha, power) for p in moved]
     if not needs:
         return NotComputable(f"a change of {change:g} leaves [0, 1] both ways from {p_control:g}")
     bad = [n for n in needs if isinstance(n, NotComputable)]
@@ -121,11 +113,7 @@ def detectable_binary(
 
 
 def weaker_direction(
-    powers: Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]],
-    p_control: float,
-    power: float,
-    steps: int,
-    n: int,
+    powers: Callable[[FloatArray], FloatArray], p_control: float, power: float, steps: int, n: int
 ) -> float | NotComputable:
     """The smallest d on a grid of ``steps`` with ``powers`` ≥ ``power`` at p_control + d and at p_control − d
     (each side only where it stays in [0, 1]); ``powers`` maps cell rates to the test's power."""
@@ -167,18 +155,14 @@ def power_mean(n: int, effect: float, sd_diff: float, alpha: float = 0.05) -> fl
 
 
 def runs_needed_mean(
-    effect: float,
-    sd_diff: float,
-    alpha: float = 0.05,
-    power: float = DEFAULT_POWER,
-    max_blocks: int = MAX_BLOCKS,
+    effect: float, sd_diff: float, alpha: float = 0.05, power: float = DEFAULT_POWER
 ) -> int | NotComputable:
     """The smallest number of paired blocks for which the paired test reaches ``power``."""
     if effect == 0:
         return NotComputable("no effect to detect (effect = 0)")
     if sd_diff <= 0:
         return NotComputable("no spread of the per-block differences observed (sd = 0)")
-    return _first_n(lambda n: power_mean(n, effect, sd_diff, alpha) >= power, max_blocks)
+    return _first_n(lambda n: power_mean(n, effect, sd_diff, alpha) >= power)
 
 
 def detectable_mean(

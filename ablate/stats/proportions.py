@@ -10,7 +10,7 @@ Statistics*, 3rd ed., §3.5)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -105,28 +105,3 @@ def paired_binary(cell: Sequence[bool], control: Sequence[bool], level: float = 
     return PairedResult(
         n, cell_rate, control_rate, delta, interval, p, "exact-binomial-discordant", gained, lost
     )
-
-
-def stratified_exact_p(
-    cell: Sequence[bool], control: Sequence[bool], strata: Sequence[Hashable]
-) -> float | NotComputable:
-    """Two-sided exact p of the task-stratified test of a binary metric (the pairing by repeat ignored).
-
-    Given each task's total successes K_t over its 2 r_t sessions, the cell's share is hypergeometric
-    (r_t of 2 r_t sessions drawn); the statistic is the cell's total successes, whose null distribution is
-    the convolution of the tasks' hypergeometric laws (a stratified Fisher test, as Mantel-Haenszel's exact
-    form). Two-sided by the minimum-likelihood rule, as ``scipy.stats.fisher_exact``."""
-    if not len(cell) == len(control) == len(strata):
-        raise ValueError("cell, control and strata must have one entry per block")
-    groups: dict[Hashable, list[int]] = {}
-    for i, s in enumerate(strata):
-        groups.setdefault(s, []).append(i)
-    x, y = np.asarray(cell, dtype=bool), np.asarray(control, dtype=bool)
-    pmf = np.ones(1)
-    for idx in groups.values():
-        r, k = len(idx), int(x[idx].sum() + y[idx].sum())
-        pmf = np.convolve(pmf, sps.hypergeom.pmf(np.arange(r + 1), 2 * r, k, r))
-    if np.count_nonzero(pmf > 1e-300) < 2:
-        return NotComputable("every session of the cell and the control gave the same outcome")
-    observed = pmf[int(x.sum())]
-    return float(min(1.0, pmf[pmf <= observed * (1 + 1e-7)].sum()))

@@ -17,12 +17,12 @@ Both work on the per-block differences ``d = cell − control`` of paired (task,
   59–85% instead of 95% with 2–5 blocks).
 
 Why paired by block, not task-stratified (the cell's and the control's sessions of a task shuffled freely,
-:func:`stratified_permutation_p`): simulated at Holm's α/11 with 5 tasks × 3 repeats and turns raised by 3
+``stratified_permutation_p`` in ``tests/test_stats_design.py``): simulated at Holm's α/11 with 5 tasks × 3 repeats and turns raised by 3
 (``tests/test_stats_design.py``), the paired test keeps 0.43 of power against the stratified test's 0.48 when
 blocks are i.i.d., and 0.39 against 0.05 when blocks drift (shared time or prompt-cache conditions move both
 cells of a block together). The runner sweeps blocks in time, so drift is the case to protect against: the
 paired test is the one the report runs. (For binary outcomes the stratified exact test,
-:func:`~ablate.stats.proportions.stratified_exact_p`, measured 0.66 against 0.47 i.i.d. and 0.05 against 0.03
+``stratified_exact_p`` there, measured 0.66 against 0.47 i.i.d. and 0.05 against 0.03
 under drift; the report keeps the paired exact test, whose power the power table computes exactly.)"""
 
 from __future__ import annotations
@@ -106,11 +106,7 @@ def _sign_flip_monte_carlo(d: npt.NDArray[np.float64], resamples: int, seed: int
 
 
 def sign_flip_p(
-    cell: Sequence[float],
-    control: Sequence[float],
-    *,
-    seed: int = 0,
-    p_floor: float | None = None,
+    cell: Sequence[float], control: Sequence[float], *, seed: int = 0, p_floor: float | None = None
 ) -> float | NotComputable:
     """Two-sided p of the paired sign-flip test of mean(cell − control) = 0 (see the module docstring)."""
     if len(cell) != len(control):
@@ -142,43 +138,6 @@ def t_interval(diffs: Sequence[float], level: float = 0.95) -> Interval | NotCom
     half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
     mean = float(d.mean())
     return Interval(mean - half, mean + half, level, "t (per-block differences)")
-
-
-def stratified_permutation_p(
-    cell: Sequence[float],
-    control: Sequence[float],
-    strata: Sequence[Hashable],
-    *,
-    seed: int = 0,
-    p_floor: float | None = None,
-) -> float | NotComputable:
-    """Two-sided p of the task-stratified permutation test (the pairing by repeat index ignored).
-
-    Within each task the cell's and the control's sessions are exchangeable under the null; the statistic is
-    Σ(cell) − Σ(control) over every task, Monte Carlo with :func:`resamples_for` resamples. Kept beside the
-    paired test because the choice between them was made by simulation (see ``tests/test_stats_design.py``).
-    """
-    if not len(cell) == len(control) == len(strata):
-        raise ValueError("cell, control and strata must have one entry per block")
-    if len(cell) < 2:
-        return NotComputable("fewer than 2 paired blocks (n < 2)")
-    x, y = np.asarray(cell, dtype=np.float64), np.asarray(control, dtype=np.float64)
-    if np.all(x == y):
-        return NotComputable("no block differs")
-    rng = np.random.default_rng(seed)
-    resamples = resamples_for(p_floor)
-    observed = abs(float(x.sum() - y.sum()))
-    tol = 1e-9 * max(1.0, float(np.abs(x).sum() + np.abs(y).sum()))
-    groups: dict[Hashable, list[int]] = {}
-    for i, s in enumerate(strata):
-        groups.setdefault(s, []).append(i)
-    total = np.zeros(resamples)
-    for idx in groups.values():
-        values = np.concatenate([x[idx], y[idx]])
-        sign = np.concatenate([np.ones(len(idx)), -np.ones(len(idx))])
-        shuffled = rng.permuted(np.tile(sign, (resamples, 1)), axis=1)
-        total += shuffled @ values
-    return (int(np.sum(np.abs(total) >= observed - tol)) + 1) / (resamples + 1)
 
 
 def paired_mean(
