@@ -29,7 +29,14 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from ablate.stats.screening import MAX_DRAWS, Design, draw_columns, make_design, one_out_design, screening_design
+from ablate.stats.screening import (
+    MAX_DRAWS,
+    Design,
+    draw_columns,
+    make_design,
+    one_out_design,
+    screening_design,
+)
 from ablate.stats.screening_inference import Outcome, analyse, block_ols, t_test
 from ablate.stats.screening_sequential import (
     contrast_matrix,
@@ -306,15 +313,16 @@ def adaptive_piece_run(
     max_rounds: int,
     rng: np.random.Generator,
     *,
-    replan: bool,
+    replan: float | None,
     alpha: float,
     min_effect: float,
 ) -> PieceRun:
     """One adaptive piece run as ``ablate run --pieces --adaptive`` drives it: a look after every round with
     :func:`ablate.stats.screening_sequential.look`; with ``replan``, the rounds after
-    :func:`~ablate.stats.screening_sequential.should_replan` run the control and the one-out cell of each piece
-    still undecided (a screening run's confirmation cells), as :mod:`ablate.run.piece_adaptive` does; without,
-    whole designs to the end (the runs before re-planning). Blocks complete in round order."""
+    :func:`~ablate.stats.screening_sequential.should_replan` (``replan``: its share) run the control and the
+    one-out cell of each piece still undecided (a screening run's confirmation cells), as
+    :mod:`ablate.run.piece_adaptive` does; ``replan`` None: whole designs to the end (the runs before
+    re-planning). Blocks complete in round order."""
     k, tasks = len(planted.effects), len(planted.control_rates)
     design = make_design(design_name, [f"piece-{i}" for i in range(k)])
     if design.name == "screening":
@@ -337,12 +345,12 @@ def adaptive_piece_run(
         sessions += len(rows) * tasks
         got = look(
             design, outcomes, order, alpha=alpha, min_effect=min_effect, max_blocks=max_rounds * tasks,
-            removals=removals, one_out_test=replan and design.drawn is not None,
+            removals=removals, one_out_test=replan is not None and design.drawn is not None,
         )  # fmt: skip
         left = [j for j, d in enumerate(got.decisions) if d == "undecided"]
         if not left:
             break
-        if replan and should_replan(design, len(tested), len(left)):
+        if replan is not None and should_replan(design, len(tested), len(left), replan):
             tested, replanned = left, replanned if replanned is not None else r + 1
     assert got is not None
     return PieceRun(sessions, list(got.decisions), list(got.verdicts()), replanned)

@@ -91,7 +91,9 @@ def test_an_adaptive_run_stops_scheduling_a_task_that_tells_nothing_and_the_repo
     assert first.state.stopped == "max-repeats"  # null cells at 0.5: nothing is decided in 20 rounds here
     state = read_state(folder)
     assert state is not None and state.inert == {"t1": n}
-    assert all(r == {"t0", "t1"} for r in executor.rounds[:n]) and all(r == {"t0"} for r in executor.rounds[n:])
+    assert all(r == {"t0", "t1"} for r in executor.rounds[:n]) and all(
+        r == {"t0"} for r in executor.rounds[n:]
+    )
     plan = folder.read_plan()
     assert max(p.repeat for p in plan if p.task == "t1") == n - 1 and max(p.repeat for p in plan) == 19
     written = write_report(folder.root, formats=["md"])

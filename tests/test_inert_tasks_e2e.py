@@ -43,7 +43,9 @@ def test_an_inert_task_is_dropped_after_enough_blocks_and_the_report_names_it_an
     inert.write_text(
         source.read_text()
         .replace('id = "deterministic-tests"', 'id = "inert"')
-        .replace('pattern = "pytest-randomly|pytest-rerunfailures|--reruns|pip install"', 'pattern = "NEVER-4q7z"')
+        .replace(
+            'pattern = "pytest-randomly|pytest-rerunfailures|--reruns|pip install"', 'pattern = "NEVER-4q7z"'
+        )
     )
     args = [
         sys.executable, "-m", "ablate", "run", "--adaptive", "--max-repeats", "12", "--min-effect", "0.5",
@@ -69,13 +71,18 @@ def test_an_inert_task_is_dropped_after_enough_blocks_and_the_report_names_it_an
     assert len(plan) == INERT_AFTER * 4 + (ROUNDS - INERT_AFTER) * 2
     report = orjson.loads((run_dir / "report.json").read_bytes())
     rows = {r["id"]: r for r in report["tasks"]}
-    assert rows["deterministic-tests"]["discriminating"] and rows["deterministic-tests"]["discordant"] == ROUNDS
+    assert (
+        rows["deterministic-tests"]["discriminating"] and rows["deterministic-tests"]["discordant"] == ROUNDS
+    )
     got = rows["inert"]
     assert (got["discriminating"], got["blocks"], got["dropped_after"], got["sessions_saved"]) == (
         False, INERT_AFTER, INERT_AFTER, 2 * (ROUNDS - INERT_AFTER)
     )  # fmt: skip
     per_session = report["run"]["spend_usd"] / len(plan)
-    assert got["usd_saved"] == pytest.approx(got["sessions_saved"] * per_session, rel=1e-3) and got["usd_saved"] > 0
+    assert (
+        got["usd_saved"] == pytest.approx(got["sessions_saved"] * per_session, rel=1e-3)
+        and got["usd_saved"] > 0
+    )
     md = (run_dir / "report.md").read_text()
     assert "## Tasks that tell the cells apart" in md and "| inert | 5 | 0 | no | 5 | 6 |" in md
     assert "**inert-tasks**: inert: every cell scored the same" in md and "saved 6 sessions" in md

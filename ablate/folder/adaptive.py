@@ -88,7 +88,8 @@ class PieceLook(Spec):
     (:func:`ablate.stats.screening_sequential.look`)."""
 
     blocks: int
-    """Complete blocks (every design row run on one task and repeat) the look rests on."""
+    """Blocks that gave the piece a contrast: complete design blocks (every row run on one task and repeat), and
+    after a re-plan the blocks that ran its one-out cell beside the control."""
     effect: float | None
     """The mean block contrast so far: with the piece − without it (None before any complete block)."""
     p_anytime: float

@@ -7,7 +7,7 @@ round after which an adaptive run stopped scheduling it (:func:`ablate.stats.ada
 without a discordant one, recorded in adaptive.json's ``inert``; null: it ran to the end); ``sessions_saved``, the
 sessions its later rounds would have run (the cells each ran), and ``usd_saved``, those at the run's own spend per
 session (null when not dropped). Rendered only when a task tells nothing; the caveat ``inert-tasks`` says what such
-a task does to the run's figures (docs/GUIDE.md#inert-tasks).
+a task does to the run's figures (docs/ARCHITECTURE.md#inert-tasks).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from ablate.folder.adaptive import read_state
 from ablate.report.blocks import Block, Heading, Para, Table
 from ablate.report.context import Context, Page, Section
-from ablate.report.model import Caveat, Report
+from ablate.report.model import METRIC_LABELS, Caveat, Report
 from ablate.stats.adaptive import discordance, inert_after
 
 
@@ -90,7 +90,7 @@ def render(report: Report, page: Page) -> list[Block]:
             head,
             table,
             id="tasks",
-            caption=f"a block is discordant when its cells' {report.primary_metric} differ",
+            caption=f"a block is discordant when its sessions differ on {METRIC_LABELS.get(report.primary_metric, 'the primary outcome')}",
         ),
         Para(
             "A task whose every block is concordant cannot tell the cells apart: every cell scored the same on "
@@ -110,9 +110,10 @@ def inert_caveat(report: Report, _manifest: object) -> Caveat | None:
     return Caveat(
         id="inert-tasks",
         text=f"{', '.join(r['id'] for r in inert)}: every cell scored the same on every session (no discordant "
-        f"block), so {'these tasks tell' if len(inert) > 1 else 'this task tells'} the cells nothing. They count "
-        "in each cell's pooled rates and blocks and pull every pooled Δ towards 0, while the paired tests, which "
-        "only discordant blocks move, are unchanged by them; the task-level answers rest on the other tasks."
+        f"block), so {'these tasks tell' if len(inert) > 1 else 'this task tells'} the cells nothing. "
+        f"{'They count' if len(inert) > 1 else 'It counts'} in each cell's pooled rates and blocks and pulls "
+        "every pooled Δ towards 0, while the paired tests, which only discordant blocks move, are unchanged; the "
+        "answers rest on the other tasks."
         + (
             f" The adaptive run stopped scheduling {', '.join(r['id'] for r in dropped)} once sure, which saved "
             f"{saved} sessions (${usd:.4f} at this run's spend per session)."

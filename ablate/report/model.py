@@ -344,6 +344,8 @@ class SequentialReport(Doc):
     caveats: list[str]
     replans: list[Replan] = Field(default_factory=list)
     """A piece run's rebuilt rounds (adaptive.json's ``replans``)."""
+    inert: dict[str, int] = Field(default_factory=dict)
+    """Tasks no longer scheduled (every cell scored the same on them) → the round after which (``inert``)."""
 
 
 class ProvenanceLine(Doc):

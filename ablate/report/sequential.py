@@ -134,6 +134,7 @@ def _from_state(state: AdaptiveState, *, mode: Literal["adaptive", "peek"]) -> S
         decisions=decisions,
         caveats=_caveats(state, mode),
         replans=state.replans,
+        inert=state.inert,
     )
 
 
@@ -254,6 +255,10 @@ def section_blocks(seq: SequentialReport, plot: tuple[str, str] | None) -> list[
                     f" After round {r.round} the rounds ran the control and the one-out cells of the "
                     f"{len(r.pieces)} pieces still undecided ({', '.join(r.pieces)})."
                     for r in seq.replans
+                )
+                + "".join(
+                    f" {task} was no longer scheduled after round {r}: every cell had scored the same on it."
+                    for task, r in seq.inert.items()
                 )
             )
         )

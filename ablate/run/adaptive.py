@@ -6,7 +6,10 @@ stay paired. After each round :func:`ablate.stats.adaptive.analyse` computes, fo
 figures of ``ablate.stats.sequential`` on the binary primary outcome (pitfall-free), and each cell is
 decided ``real`` (Holm-adjusted anytime p ≤ α over all the run's comparisons), ``no-effect`` (its futility
 e-processes have rejected every effect of at least min-effect both ways at the draw error) or left ``undecided``; a decided
-cell runs no more blocks. The run ends when every cell is decided, at ``max_repeats`` or at the budget.
+cell runs no more blocks. A task whose blocks have told the cells nothing for long enough is no longer
+scheduled (``inert``), and a piece run rebuilds its rounds for the pieces still undecided (``replans``): both
+decided after a look and kept in adaptive.json (docs/ARCHITECTURE.md#inert-tasks, #replan). The run ends when
+every cell is decided, when no task is left, at ``max_repeats`` or at the budget.
 
 Files: ``plan.jsonl`` holds only the rounds scheduled so far (the manifest's plan hash and item count describe
 the largest plan, ``max_repeats`` repeats of every cell); ``adaptive.json`` (``ablate.folder.adaptive``) holds the options and every
@@ -83,6 +86,7 @@ class AdaptiveSummary:
             "rounds_run": self.rounds_run,
             "sessions": self.state.looks[-1].sessions if self.state.looks else 0,
             "decisions": {c: {"decision": v.decision, "reason": v.reason} for c, v in decisions.items()},
+            "inert": dict(self.state.inert),
         }
 
 

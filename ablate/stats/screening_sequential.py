@@ -10,6 +10,11 @@ one-out; a bounded-range betting process would waste the design's precision, the
 (:func:`scheduled_p`; why: docs/ARCHITECTURE.md); "no effect of interest" from the futility e-processes of
 :func:`ablate.stats.sequential.futility_log_e`. A block with a failed session is left out
 (:func:`block_contrasts` names it). Error rates under optional stopping: ``tests/test_screening_sequential.py``.
+
+A run that re-plans (:func:`should_replan`) runs one-out rounds after its whole-design ones: each piece is then
+tested over the blocks that ran its cell (:func:`look`'s ``removals``), which stays valid because those blocks
+are chosen from the past alone; a drawn design keeps its randomization tests to its whole-design rounds and
+adds the one-out e-process as one more Bonferroni member (docs/ARCHITECTURE.md#replan says why).
 """
 
 from __future__ import annotations
@@ -69,21 +74,23 @@ def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) ->
     )
 
 
-#: A screening run re-plans onto one-out rounds once these hold at most this share of a whole round's cells
-#: (``benchmarks/bench_replan.py``: sooner saves less, as a one-out contrast rests on two sessions).
-REPLAN_SHARE = 1 / 3
+#: A drawn screening run re-plans onto one-out rounds once these hold at most this share of a whole round's
+#: cells: every session of a screening round informs every piece, a one-out contrast rests on two sessions, so
+#: turning sooner saves more sessions but leaves more null pieces undecided at --max-repeats
+#: (``benchmarks/bench_replan.py``).
+REPLAN_SHARE = 1 / 6
 
 
-def should_replan(design: Design, tested: int, undecided: int) -> bool:
+def should_replan(design: Design, tested: int, undecided: int, share: float | None = None) -> bool:
     """Whether the next rounds drop decided pieces: ``tested`` pieces ran in the last round (the design's k before
     any re-plan), ``undecided`` are left. One-out rounds (a one-out design's, or a re-planned run's) only shrink; a
-    drawn screening run turns to them once the control and one cell per undecided piece are at most
-    :data:`REPLAN_SHARE` of its round. A fixed (undrawn) screening design never re-plans."""
+    drawn screening run turns to them once the control and one cell per undecided piece are at most ``share`` of
+    its round (default :data:`REPLAN_SHARE`). A fixed (undrawn) screening design never re-plans."""
     if not 0 < undecided < tested:
         return False
     if design.name == "one-out" or tested < design.k:
         return True
-    return design.drawn is not None and undecided + 1 <= REPLAN_SHARE * len(design.rows_of(0))
+    return design.drawn is not None and undecided + 1 <= (share or REPLAN_SHARE) * len(design.rows_of(0))
 
 
 @dataclass(frozen=True)
@@ -158,16 +165,12 @@ def look(
     ``no-effect`` (both futility e-processes past 1/β) or ``undecided``. A drawn design needs ``max_blocks``,
     the most complete blocks the run can have (its schedule of tests: :func:`scheduled_p`).
 
-    ``removals``: the sessions of one-out rounds (every round of a one-out design; a drawn screening run's rounds
-    after it re-planned) as rows of the one-out design over the same pieces: 0 the control, j + 1 without piece j.
-    A block of them gives each piece whose cell ran the contrast control − cell, whose mean under the piece's
-    null is 0 whatever the other pieces do (two fixed setups compared); a block without the control is left
-    out. Per piece, its anytime p of those contrasts is the normal-mixture e-process's (σ² ½) over the blocks
-    that had its cell — a run that stops scheduling a decided piece's cell picks the blocks from the past
-    alone, so the process stays a supermartingale. ``one_out_test``: a drawn design whose run can re-plan:
-    its p is the smallest of the randomization tests at the L points and the one-out e-process's, times L + 1
-    (Bonferroni over the L + 1 tests, fixed before the run). The futility e-processes run over all of a
-    piece's contrasts, each block's scaled as :func:`futility_scale` says."""
+    ``removals``: the sessions of one-out rounds (a one-out design's; a drawn run's after it re-planned) as rows
+    of the one-out design over the same pieces (0 the control, j + 1 without piece j): each block gives each
+    piece whose cell ran the contrast control − cell, tested by the normal-mixture e-process over the blocks
+    that had it. ``one_out_test``: a drawn run that can re-plan, whose p is the smallest of the randomization
+    tests' and that e-process's, times L + 1 (docs/ARCHITECTURE.md#replan). The futility e-processes run over
+    all of a piece's contrasts, each block's scaled by :func:`futility_scale`."""
     if design.name == "one-out":
         outcomes, removals = (), [*outcomes, *removals]
     one_out = {(o.task, o.repeat) for o in removals}
@@ -184,26 +187,20 @@ def look(
     seq = [rows[b] for b in block_order if b in rows]
     removal = np.array([b in one_out for b in block_order if b in rows], dtype=bool)
     if not seq:
-        return PieceDecisions([None] * design.k, [1.0] * design.k, ["undecided"] * design.k, 0, incomplete)
+        k = design.k
+        return PieceDecisions([None] * k, [1.0] * k, ["undecided"] * k, 0, incomplete, [0] * k)
     x, scale = (np.array([v[i] for v in seq], dtype=np.float64) for i in (0, 1))  # blocks × pieces
     cols = [~np.isnan(x[:, j]) for j in range(design.k)]
-    if design.drawn is not None:
+    if design.drawn is None:
+        p = _mixture_p(x, variance_proxy(design), min_effect)
+    else:
         if max_blocks is None:
             raise ValueError("a drawn design's look needs max_blocks")
         p = scheduled_p(design, outcomes, complete, max_blocks=max_blocks, alpha=alpha)
         if one_out_test:
-            tests = len(look_points(max_blocks)) + 1
-            p = np.minimum(
-                1.0, np.minimum(p * tests / (tests - 1), _one_out_p(x[removal], min_effect) * tests)
-            )
-    elif design.name == "one-out":
-        p = _one_out_p(x, min_effect)
-    else:
-        p = (
-            anytime_p(mixture_log_e(d.T, variance_proxy(design), min_effect))[:, -1]
-            if len(d)
-            else np.ones(design.k)
-        )
+            m = len(look_points(max_blocks)) + 1
+            one_out_p = _mixture_p(x[removal], np.full(design.k, 0.5), min_effect)
+            p = np.minimum(1.0, np.minimum(p * m / (m - 1), one_out_p * m))
     ends = [
         futility_log_e(x[c, j] / scale[c, j], min_effect / scale[c, j])
         if c.any()
@@ -221,14 +218,14 @@ def look(
     )
 
 
-def _one_out_p(x: FloatArray, min_effect: float) -> FloatArray:
-    """Per piece, the anytime p of its one-out contrasts (the columns of ``x``, blocks in completion order; NaN:
-    its cell did not run), normal-mixture e-process with σ² ½ (:func:`variance_proxy` of one-out)."""
+def _mixture_p(x: FloatArray, sigma2: FloatArray, min_effect: float) -> FloatArray:
+    """Per piece, the anytime p of its contrasts (the columns of ``x``, blocks in completion order; NaN: none in
+    that block) by the normal-mixture e-process with that piece's σ²."""
     out = np.ones(x.shape[1])
     for j in range(x.shape[1]):
         col = x[:, j][~np.isnan(x[:, j])]
         if col.size:
-            out[j] = anytime_p(mixture_log_e(col, 0.5, min_effect))[-1]
+            out[j] = anytime_p(mixture_log_e(col, sigma2[j], min_effect))[-1]
     return out
 
 
