@@ -13,11 +13,11 @@ import pytest
 
 from ablate.folder.adaptive import AdaptiveOptions, read_state
 from ablate.folder.layout import PlanItem, RunFolder
-from ablate.folder.result import ItemResult, write_result
 from ablate.report import write_report
 from ablate.report.build import build_report
 from ablate.run.adaptive import run_adaptive
 from ablate.stats.adaptive import discordance, inert_after
+from tests.run_folder import write_outcome
 from tests.test_adaptive_run import _planned
 
 
@@ -69,14 +69,7 @@ class ByTask:
         self.rounds.append({i.task for i in items})
         for it in items:
             free = it.task == "t1" or self.rng.random() < self.rates[it.cell]
-            write_result(
-                self.folder,
-                ItemResult(
-                    item=it.item, task=it.task, cell=it.cell, repeat=it.repeat, order=it.order, attempt=1,
-                    session_id=f"s-{it.item}", status="completed", cost_usd=0.01,
-                    pitfall_hits={} if free else {"p": 1}, turns=2,
-                ),
-            )  # fmt: skip
+            write_outcome(self.folder, it, free)
         return "finished"
 
 

@@ -11,7 +11,6 @@ is real after 8 discordant blocks (anytime p 0.035), so rounds 6 to 8 run determ
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from ablate.core.resources import data_dir
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
+from tests.test_adaptive_e2e import _env
 
 INERT_AFTER = 5
 ROUNDS = 8
@@ -54,12 +54,8 @@ def test_an_inert_task_is_dropped_after_enough_blocks_and_the_report_names_it_an
         "--work-dir", str(tmp_path / "envs"), "--config-dir", str(example.config_dir), "--repo", str(example.repo),
         "--report", "now", "--json",
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTHROPIC_", "ABLATE_"))}
     with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
-        env.update(
-            ABLATE_CLAUDE_BIN=str(claude), HOME=str(example.home), ANTHROPIC_BASE_URL=sim.base_url,
-            ANTHROPIC_API_KEY="sk-test", ABLATE_PROBE="0",
-        )  # fmt: skip
+        env = _env(claude, example.home, sim.base_url)
         done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=560)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()

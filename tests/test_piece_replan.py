@@ -17,7 +17,6 @@ from ablate.core.claude import ClaudeBinary
 from ablate.folder.adaptive import AdaptiveOptions, read_state
 from ablate.folder.design import ConfirmPlan, DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest
-from ablate.folder.result import ItemResult, write_result
 from ablate.report import write_report
 from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run
@@ -28,7 +27,7 @@ from ablate.stats.screening_inference import Outcome
 from ablate.stats.screening_sequential import look, look_points, mixture_log_e, scheduled_p, should_replan
 from ablate.stats.sequential import anytime_p
 from benchmarks.screening_sim import Planted, adaptive_piece_run
-from tests.run_folder import pitfall_tasks
+from tests.run_folder import pitfall_tasks, write_outcome
 
 RATES = (0.55, 0.65, 0.45, 0.6)
 
@@ -168,14 +167,7 @@ class Removes:
         self.rounds.append({i.cell for i in items})
         for it in items:
             free = self.rng.random() < (0.1 if PIECES[0] in self.cut[it.cell] else 0.9)
-            write_result(
-                self.folder,
-                ItemResult(
-                    item=it.item, task=it.task, cell=it.cell, repeat=it.repeat, order=it.order, attempt=1,
-                    session_id=f"s-{it.item}", status="completed", cost_usd=0.01,
-                    pitfall_hits={} if free else {"p": 1}, turns=2,
-                ),
-            )  # fmt: skip
+            write_outcome(self.folder, it, free)
         return "finished"
 
 
