@@ -29,9 +29,23 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from ablate.stats.screening import MAX_DRAWS, Design, draw_columns, screening_design
+from ablate.stats.screening import (
+    MAX_DRAWS,
+    Design,
+    draw_columns,
+    make_design,
+    one_out_design,
+    screening_design,
+)
 from ablate.stats.screening_inference import Outcome, analyse, block_ols, t_test
-from ablate.stats.screening_sequential import contrast_matrix, mixture_log_e, scheduled_p, variance_proxy
+from ablate.stats.screening_sequential import (
+    contrast_matrix,
+    look,
+    mixture_log_e,
+    scheduled_p,
+    should_replan,
+    variance_proxy,
+)
 from ablate.stats.sequential import REAL, UNDECIDED, anytime_p, decide, futility_log_e, holm_adjust
 
 FloatArray = npt.NDArray[np.float64]
@@ -280,3 +294,63 @@ def drawn_marks_null(
         p = scheduled_p(design, outcomes, blocks, max_blocks=adaptive_blocks, alpha=alpha)
         marked = [bool(v) for v in holm_adjust(p) <= alpha]
     return any(marked[j] for j in planted.null_pieces()), marked
+
+
+@dataclass(frozen=True)
+class PieceRun:
+    """One simulated adaptive piece run: sessions it ran, each piece's decision and verdict at its end, and the
+    round after which it re-planned (None: it ran whole designs)."""
+
+    sessions: int
+    decisions: list[str]
+    verdicts: list[str]
+    replanned: int | None
+
+
+def adaptive_piece_run(
+    design_name: str,
+    planted: Planted,
+    max_rounds: int,
+    rng: np.random.Generator,
+    *,
+    replan: float | None,
+    alpha: float,
+    min_effect: float,
+) -> PieceRun:
+    """One adaptive piece run as ``ablate run --pieces --adaptive`` drives it: a look after every round with
+    :func:`ablate.stats.screening_sequential.look`; with ``replan``, the rounds after
+    :func:`~ablate.stats.screening_sequential.should_replan` (``replan``: its share) run the control and the
+    one-out cell of each piece still undecided (a screening run's confirmation cells), as
+    :mod:`ablate.run.piece_adaptive` does; ``replan`` None: whole designs to the end (the runs before
+    re-planning). Blocks complete in round order."""
+    k, tasks = len(planted.effects), len(planted.control_rates)
+    design = make_design(design_name, [f"piece-{i}" for i in range(k)])
+    if design.name == "screening":
+        design = draw_columns(design, int(rng.integers(2**31)), draws=min(max_rounds, MAX_DRAWS))
+    loss = cell_loss(design.matrix() > 0, planted)
+    one_out = cell_loss(one_out_design([f"piece-{i}" for i in range(k)]).matrix() > 0, planted)
+    outcomes: list[Outcome] = []
+    removals: list[Outcome] = []
+    order: list[tuple[str, int]] = []
+    tested, replanned, sessions = list(range(k)), None, 0
+    got = None
+    for r in range(max_rounds):
+        rows, losses, into = design.rows_of(r), loss, outcomes
+        if replanned is not None:
+            rows, losses, into = [0, *(j + 1 for j in tested)], one_out, removals
+        for t, rate in enumerate(planted.control_rates):
+            passed = rng.random(len(rows)) < _checked(rate - losses[rows])
+            into.extend(Outcome(i, str(t), r, float(v)) for i, v in zip(rows, passed, strict=True))
+            order.append((str(t), r))
+        sessions += len(rows) * tasks
+        got = look(
+            design, outcomes, order, alpha=alpha, min_effect=min_effect, max_blocks=max_rounds * tasks,
+            removals=removals, one_out_test=replan is not None and design.drawn is not None,
+        )  # fmt: skip
+        left = [j for j, d in enumerate(got.decisions) if d == "undecided"]
+        if not left:
+            break
+        if replan is not None and should_replan(design, len(tested), len(left), replan):
+            tested, replanned = left, replanned if replanned is not None else r + 1
+    assert got is not None
+    return PieceRun(sessions, list(got.decisions), list(got.verdicts()), replanned)

@@ -21,6 +21,19 @@ MODEL = "claude-sonnet-4-6"
 CLAUDE = ClaudeBinary(path="/opt/claude", version=PINNED_CLAUDE_VERSION, sha256="ab" * 32, pinned=True)
 
 
+def write_outcome(folder: RunFolder, it: PlanItem, passed: bool, *, turns: int = 2) -> None:
+    """A completed result of plan item ``it`` costing $0.01: pitfall-free when ``passed``, else pitfall ``p``
+    hit (the planted executors of the adaptive tests)."""
+    write_result(
+        folder,
+        ItemResult(
+            item=it.item, task=it.task, cell=it.cell, repeat=it.repeat, order=it.order, attempt=1,
+            session_id=f"s-{it.item}", status="completed", cost_usd=0.01,
+            pitfall_hits={} if passed else {"p": 1}, turns=turns,
+        ),
+    )  # fmt: skip
+
+
 def pitfall_tasks(folder: Path, n: int) -> list[Task]:
     """``n`` one-line tasks ``t0``, ``t1``, … with one pitfall ``p`` (pattern ``x``), written to ``folder``."""
     folder.mkdir(parents=True)

@@ -13,13 +13,12 @@ from ablate.core.claude import ClaudeBinary
 from ablate.folder.adaptive import AdaptiveOptions, read_state
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest
-from ablate.folder.result import ItemResult, write_result
 from ablate.report.build import build_report
 from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run
 from ablate.setup.cells import ResolvedCell
 from ablate.stats.screening import MAX_DRAWS, draw_columns, screening_design
-from tests.run_folder import pitfall_tasks
+from tests.run_folder import pitfall_tasks, write_outcome
 
 PIECES = [f"user-claude-md#s{i}" for i in range(8)]
 
@@ -68,14 +67,7 @@ class Planted:
         for it in items:
             keeps = self.keeps[it.cell]
             free = self.rng.random() < 0.5 + 0.5 * keeps[0] - 0.5 * keeps[1]
-            write_result(
-                self.folder,
-                ItemResult(
-                    item=it.item, task=it.task, cell=it.cell, repeat=it.repeat, order=it.order, attempt=1,
-                    session_id=f"s-{it.item}", status="completed", cost_usd=0.01,
-                    pitfall_hits={} if free else {"p": 1}, turns=2,
-                ),
-            )  # fmt: skip
+            write_outcome(self.folder, it, free)
         return "finished"
 
 

@@ -82,7 +82,11 @@ def test_a_look_uses_complete_blocks_names_the_incomplete_ones_and_decides() -> 
     assert got.verdicts() == ["helps", "draw", "draw"]
     assert got.verdicts(higher_is_better=False) == ["hurts", "draw", "draw"]
     empty = look(d, [], [("a", 0)], alpha=0.05, min_effect=0.2)
-    assert empty.decisions == ["undecided"] * 3 and empty.blocks_incomplete == [("a", 0)]
+    assert (
+        empty.decisions == ["undecided"] * 3
+        and empty.blocks_incomplete == [("a", 0)]
+        and empty.blocks == [0] * 3
+    )
     assert empty.effects == [None] * 3 and empty.verdicts() == ["undecided"] * 3
     with pytest.raises(ValueError, match=r"1\.5 not in \[0, 1\]"):
         look(d, [Outcome(0, "a", 0, 1.5)], [("a", 0)], alpha=0.05, min_effect=0.2)

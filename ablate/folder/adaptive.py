@@ -25,7 +25,7 @@ ADAPTIVE_SCHEMA_VERSION: Literal[1] = 1
 #: The primary outcome the stopping rule reads.
 PRIMARY = "pitfall_free"
 
-StopReason = Literal["decided", "max-repeats", "budget", "interrupted", "rate-limited"]
+StopReason = Literal["decided", "max-repeats", "budget", "interrupted", "rate-limited", "tasks-inert"]
 
 
 class AdaptiveOptions(Spec):
@@ -88,7 +88,8 @@ class PieceLook(Spec):
     (:func:`ablate.stats.screening_sequential.look`)."""
 
     blocks: int
-    """Complete blocks (every design row run on one task and repeat) the look rests on."""
+    """Blocks that gave the piece a contrast: complete design blocks (every row run on one task and repeat), and
+    after a re-plan the blocks that ran its one-out cell beside the control."""
     effect: float | None
     """The mean block contrast so far: with the piece − without it (None before any complete block)."""
     p_anytime: float
@@ -119,6 +120,15 @@ class Look(Spec):
     """A piece run: each piece's figures and decision (its cells are then not compared one by one)."""
 
 
+class Replan(Spec):
+    """``replans[]``: from round ``round`` + 1 on (repeat ``round``), a piece run's rounds test only ``pieces`` (the
+    rest decided and kept) on one-out rounds: the control and each piece's one-out cell (docs/PIECES.md#runs)."""
+
+    round: int
+    """The look after which the design was rebuilt (= the first repeat it runs)."""
+    pieces: list[str]
+
+
 class AdaptiveState(Spec):
     """adaptive.json."""
 
@@ -131,6 +141,11 @@ class AdaptiveState(Spec):
     stopped: StopReason | None = None
     """Why the run stopped (None: not yet)."""
     stopped_at: str | None = None
+    inert: dict[str, int] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    """Tasks no longer scheduled because every cell scored the same in the first
+    :func:`~ablate.stats.adaptive.inert_after` blocks → the look after which they were dropped."""
+    replans: list[Replan] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """A piece run's rebuilt designs, in order (empty: every round ran the whole design)."""
 
     def decisions(self) -> dict[str, CellLook]:
         """Each cell's latest figures and decision."""

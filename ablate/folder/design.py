@@ -117,6 +117,14 @@ class PieceDesignRecord(Spec):
         """Cell id → its row."""
         return {r.cell: i for i, r in enumerate(self.rows)}
 
+    def one_out_cells(self) -> dict[str, str] | None:
+        """Piece id → the cell that is the full setup without it (a one-out design's rows, else the confirmation
+        stage's cells); None unless every piece has one: an adaptive run then cannot re-plan."""
+        if self.kind == "one-out":
+            return {p.id: r.cell for p, r in zip(self.pieces, self.rows[1:], strict=True)}
+        cells = self.confirm.cells if self.confirm is not None else {}
+        return cells if all(p.id in cells for p in self.pieces) else None
+
     def screens(self, repeat: int) -> bool:
         """Whether the block of ``repeat`` belongs to the design (not to the confirmation stage)."""
         return self.confirm is None or repeat < self.confirm.first_repeat

@@ -13,6 +13,7 @@ from ablate.folder.layout import IsolationInfo, RunManifest
 from ablate.report.blocks import Block, Bullets, Heading
 from ablate.report.carried import carried_identical, carried_unlike_probe
 from ablate.report.context import Context, Page, Section
+from ablate.report.discriminating import inert_caveat
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report, SequentialReport
 from ablate.report.pieces import piece_caveat
 
@@ -452,6 +453,7 @@ CAVEATS: list[CaveatBuilder] = [
     sample_size,
     one_repeat,
     task_selection,
+    inert_caveat,
     known_answer_bias,
     isolation,
     network,

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ablate.folder.adaptive import Look
+from ablate.folder.adaptive import Look, Replan
 
 # The metrics (their labels, which are rates, which are better higher) are declared in the registry.
 from ablate.folder.metrics import (
@@ -342,6 +342,10 @@ class SequentialReport(Doc):
     decisions: dict[str, dict[str, object]]
     """Per cell: decision, reason, round (the look it was decided at), blocks."""
     caveats: list[str]
+    replans: list[Replan] = Field(default_factory=list)
+    """A piece run's rebuilt rounds (adaptive.json's ``replans``)."""
+    inert: dict[str, int] = Field(default_factory=dict)
+    """Tasks no longer scheduled (every cell scored the same on them) → the round after which (``inert``)."""
 
 
 class ProvenanceLine(Doc):

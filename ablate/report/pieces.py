@@ -36,12 +36,18 @@ PLOT_STEM = "pieces"
 
 
 def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:
-    """Every scored session of a design cell with a value of the primary metric."""
+    """Every scored session of a design cell with a value of the primary metric (in a screening run that
+    re-planned, of its whole-design rounds: the later ones ran one-out cells beside the control)."""
     row_of = record.row_of()
+    state = read_state(ctx.folder)
+    end = state.replans[0].round if state and state.replans and record.kind == "screening" else None
     return [
         Outcome(row_of[cell], task, repeat, it.values[ctx.primary])
         for (task, cell, repeat), it in ctx.items.scored.items()
-        if cell in row_of and ctx.primary in it.values and record.screens(repeat)
+        if cell in row_of
+        and ctx.primary in it.values
+        and record.screens(repeat)
+        and (end is None or repeat < end)
     ]
 
 

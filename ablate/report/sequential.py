@@ -133,6 +133,8 @@ def _from_state(state: AdaptiveState, *, mode: Literal["adaptive", "peek"]) -> S
         looks=state.looks,
         decisions=decisions,
         caveats=_caveats(state, mode),
+        replans=state.replans,
+        inert=state.inert,
     )
 
 
@@ -249,6 +251,15 @@ def section_blocks(seq: SequentialReport, plot: tuple[str, str] | None) -> list[
                 f"Stopped: {seq.stopped or 'not yet (the run goes on)'} after {len(seq.looks)} rounds"
                 + (f", {last.sessions} sessions, ${last.spend_usd:.4f}" if last else "")
                 + f" (at most {seq.max_repeats} rounds; min effect {100 * seq.min_effect:.0f} pts; α {seq.alpha})."
+                + "".join(
+                    f" After round {r.round} the rounds ran the control and the one-out cells of the "
+                    f"{len(r.pieces)} pieces still undecided ({', '.join(r.pieces)})."
+                    for r in seq.replans
+                )
+                + "".join(
+                    f" {task} was no longer scheduled after round {r}: every cell had scored the same on it."
+                    for task, r in seq.inert.items()
+                )
             )
         )
     rows = []

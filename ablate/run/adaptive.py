@@ -6,7 +6,10 @@ stay paired. After each round :func:`ablate.stats.adaptive.analyse` computes, fo
 figures of ``ablate.stats.sequential`` on the binary primary outcome (pitfall-free), and each cell is
 decided ``real`` (Holm-adjusted anytime p ≤ α over all the run's comparisons), ``no-effect`` (its futility
 e-processes have rejected every effect of at least min-effect both ways at the draw error) or left ``undecided``; a decided
-cell runs no more blocks. The run ends when every cell is decided, at ``max_repeats`` or at the budget.
+cell runs no more blocks. A task whose blocks have told the cells nothing for long enough is no longer
+scheduled (``inert``), and a piece run rebuilds its rounds for the pieces still undecided (``replans``): both
+decided after a look and kept in adaptive.json (docs/ARCHITECTURE.md#inert-tasks, #replan). The run ends when
+every cell is decided, when no task is left, at ``max_repeats`` or at the budget.
 
 Files: ``plan.jsonl`` holds only the rounds scheduled so far (the manifest's plan hash and item count describe
 the largest plan, ``max_repeats`` repeats of every cell); ``adaptive.json`` (``ablate.folder.adaptive``) holds the options and every
@@ -43,7 +46,7 @@ from ablate.folder.adaptive import (
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, utcnow
 from ablate.folder.result import ItemResult, iter_results
 from ablate.run.plan import next_round_items
-from ablate.stats.adaptive import analyse
+from ablate.stats.adaptive import analyse, discordance, inert_after, primary_outcome
 
 if TYPE_CHECKING:
     from ablate.run.execute import ExecuteRequest, ExecutionResult
@@ -70,7 +73,7 @@ class AdaptiveSummary:
 
     @property
     def finished(self) -> bool:
-        return self.state.stopped in ("decided", "max-repeats", "budget")
+        return self.state.stopped in ("decided", "max-repeats", "budget", "tasks-inert")
 
     def to_json(self) -> dict[str, Any]:
         decisions: dict[str, CellLook | PieceLook] = {
@@ -83,6 +86,7 @@ class AdaptiveSummary:
             "rounds_run": self.rounds_run,
             "sessions": self.state.looks[-1].sessions if self.state.looks else 0,
             "decisions": {c: {"decision": v.decision, "reason": v.reason} for c, v in decisions.items()},
+            "inert": dict(self.state.inert),
         }
 
 
@@ -142,21 +146,25 @@ def run_adaptive(
         results = iter_results(folder)
         done = _rounds(plan, manifest)
         if done and (not state.looks or state.looks[-1].round < done):
-            look = _look(manifest, results, opts, state.control, done)
+            look = _look(manifest, results, opts, state, done)
             state = state.model_copy(update={"looks": [*state.looks, look]})
-            write_state(folder, state)
             if on_look is not None:
                 on_look(look)
+        if done:
+            state = _replan(manifest, results, state, done)
+            write_state(folder, state)
         active = _active(manifest, state) if done else None
         spend = sum(r.cost_usd or 0.0 for r in results)
         if active == []:
             return AdaptiveSummary(_stop(folder, state, "decided"), rounds_run, outcome, notes)
+        if len(state.inert) == len(manifest.tasks):
+            return AdaptiveSummary(_stop(folder, state, "tasks-inert"), rounds_run, outcome, notes)
         if done >= opts.max_repeats:
             return AdaptiveSummary(_stop(folder, state, "max-repeats"), rounds_run, outcome, notes)
         if outcome == "budget" or (opts.budget_usd is not None and spend >= opts.budget_usd):
             return AdaptiveSummary(_stop(folder, state, "budget"), rounds_run, outcome, notes)
         cells = [state.control, *(active if active is not None else _tested(manifest, state.control))]
-        new = next_round_items(manifest, plan, cells, done)
+        new = next_round_items(manifest, plan, _round_cells(manifest, state, cells, done), done, state.inert)
         plan = [*plan, *new]
         folder.write_plan(plan)
         pending = new
@@ -173,13 +181,17 @@ def look_line(look: Look) -> str:
 
 
 def _look(
-    manifest: RunManifest, results: Sequence[ItemResult], opts: AdaptiveOptions, control: str, done: int
+    manifest: RunManifest,
+    results: Sequence[ItemResult],
+    opts: AdaptiveOptions,
+    state: AdaptiveState,
+    done: int,
 ) -> Look:
     from ablate.run.piece_adaptive import piece_looks
 
     t0 = time.perf_counter()
-    cells = analyse(manifest, results, opts, control) if manifest.design is None else {}
-    pieces = piece_looks(manifest, results, opts)
+    cells = analyse(manifest, results, opts, state.control) if manifest.design is None else {}
+    pieces = piece_looks(manifest, results, opts, state.replans[0].round if state.replans else None)
     return Look(
         round=done,
         at=utcnow(),
@@ -189,6 +201,42 @@ def _look(
         cells=cells,
         pieces=pieces,
     )
+
+
+def _replan(
+    manifest: RunManifest, results: Sequence[ItemResult], state: AdaptiveState, done: int
+) -> AdaptiveState:
+    """After the look of round ``done``: drop the tasks that have told the cells nothing for long enough
+    (:func:`ablate.stats.adaptive.inert_after`), and in a piece run rebuild the rounds for the pieces still
+    undecided (:func:`ablate.run.piece_adaptive.next_replan`). Both are recorded in adaptive.json, so a resume
+    goes on with them."""
+    from ablate.run.piece_adaptive import next_replan
+
+    opts = state.options
+    need = inert_after(opts.min_effect, opts.draw_beta)
+    scored = (r for r in results if _screens(manifest, r.repeat))
+    seen = discordance(
+        {(r.task, r.cell, r.repeat): v for r in scored if (v := primary_outcome(r)) is not None}
+    )
+    inert = {
+        t: done for t, (blocks, odd) in seen.items() if not odd and blocks >= need and t not in state.inert
+    }
+    replan = next_replan(manifest, state, done)
+    return state.model_copy(
+        update={"inert": {**state.inert, **inert}, "replans": [*state.replans, *([replan] if replan else [])]}
+    )
+
+
+def _round_cells(manifest: RunManifest, state: AdaptiveState, cells: list[str], repeat: int) -> list[str]:
+    """The cells of round ``repeat``: ``cells`` in a layer run; in a piece run the design's (a drawn design's
+    control and draw), or after a re-plan the control and the one-out cells of the pieces still tested."""
+    design = manifest.design
+    if design is None:
+        return cells
+    if state.replans:
+        out = design.one_out_cells() or {}
+        return [state.control, *(out[p] for p in state.replans[-1].pieces)]
+    return design.cells_in(repeat)
 
 
 def _active(manifest: RunManifest, state: AdaptiveState) -> list[str]:

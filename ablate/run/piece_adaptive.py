@@ -1,18 +1,20 @@
 """The look of an adaptive piece run (``ablate run --pieces --adaptive``): per piece, not per cell.
 
-Every round runs every row of the design on every task (a block needs them all), so the driver
-(:mod:`ablate.run.adaptive`) stops the whole run, not cells: when every piece is decided ``real`` or
-``no-effect``. The figures are :func:`ablate.stats.screening_sequential.look`'s — anytime-valid on the
-pass/fail primary outcome (pitfall-free), each complete block one contrast per piece, in the order the blocks
-completed (the latest finish time of their items, :func:`ablate.stats.adaptive.block_time`; plan order breaks
-ties), Holm over the pieces.
-"""
+The rounds run the whole design (a drawn design's control and draw) on every task until :func:`next_replan`
+rebuilds them for the pieces still undecided: from then on a round is the control and the one-out cell of each
+such piece (the full setup without it, every decided piece kept; a one-out design's own rows, a screening run's
+confirmation cells), recorded in adaptive.json's ``replans``. The driver (:mod:`ablate.run.adaptive`) stops when
+every piece is decided ``real`` or ``no-effect``. The figures are
+:func:`ablate.stats.screening_sequential.look`'s — anytime-valid on the pass/fail primary outcome
+(pitfall-free), per piece over the blocks that gave it a contrast, in the order the blocks completed (the
+latest finish time of their items, :func:`ablate.stats.adaptive.block_time`; plan order breaks ties), Holm
+over the pieces."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ablate.folder.adaptive import AdaptiveOptions, PieceLook
+from ablate.folder.adaptive import AdaptiveOptions, AdaptiveState, PieceLook, Replan
 from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
 from ablate.folder.result import ItemResult
@@ -20,54 +22,93 @@ from ablate.stats.adaptive import block_time, primary_outcome
 from ablate.stats.multiplicity import holm
 from ablate.stats.screening import design_of
 from ablate.stats.screening_inference import Outcome
-from ablate.stats.screening_sequential import look
+from ablate.stats.screening_sequential import look, should_replan
 
 
 def piece_outcomes(
-    manifest: RunManifest, record: PieceDesignRecord, results: Sequence[ItemResult]
-) -> tuple[list[Outcome], list[tuple[str, int]]]:
-    """The design cells' primary outcomes and the blocks (task, repeat) in the order they completed."""
-    row_of = record.row_of()
+    manifest: RunManifest,
+    record: PieceDesignRecord,
+    results: Sequence[ItemResult],
+    one_out_from: int | None = None,
+) -> tuple[list[Outcome], list[Outcome], list[tuple[str, int]]]:
+    """The design rows' primary outcomes, those of the one-out rounds (repeats from ``one_out_from`` on, after
+    a re-plan) as rows of the one-out design (0 the control, j + 1 without piece j), and the blocks (task,
+    repeat) in the order they completed."""
+    rows, out = record.row_of(), record.one_out_cells() or {}
+    one_out = {
+        record.rows[0].cell: 0,
+        **{out[p.id]: j + 1 for j, p in enumerate(record.pieces) if p.id in out},
+    }
     outcomes: list[Outcome] = []
+    removals: list[Outcome] = []
     finished: dict[tuple[str, int], list[str | None]] = {}
     for r in results:
         v = primary_outcome(r)
-        if v is None or r.cell not in row_of or not record.screens(r.repeat):
+        late = one_out_from is not None and r.repeat >= one_out_from
+        row = (one_out if late else rows).get(r.cell)
+        if v is None or row is None or not record.screens(r.repeat):
             continue
-        outcomes.append(Outcome(row_of[r.cell], r.task, r.repeat, float(v)))
+        (removals if late else outcomes).append(Outcome(row, r.task, r.repeat, float(v)))
         finished.setdefault((r.task, r.repeat), []).append(r.finished_at)
     task_index = {t.id: i for i, t in enumerate(manifest.tasks)}
     order = sorted(finished, key=lambda b: (block_time(*finished[b]), b[1], task_index.get(b[0], 0)))
-    return outcomes, order
+    return outcomes, removals, order
 
 
 def piece_looks(
-    manifest: RunManifest, results: Sequence[ItemResult], options: AdaptiveOptions
+    manifest: RunManifest,
+    results: Sequence[ItemResult],
+    options: AdaptiveOptions,
+    one_out_from: int | None = None,
 ) -> dict[str, PieceLook]:
-    """Each piece's anytime-valid figures and decision from the results so far (pure; no files)."""
+    """Each piece's anytime-valid figures and decision from the results so far (pure; no files); the rounds
+    from ``one_out_from`` on ran one-out (the run re-planned then)."""
     record = manifest.design
     if record is None:
         return {}
-    outcomes, order = piece_outcomes(manifest, record, results)
+    outcomes, removals, order = piece_outcomes(manifest, record, results, one_out_from)
+    design = design_of(record)
     got = look(
-        design_of(record), outcomes, order, alpha=options.alpha, min_effect=options.min_effect,
-        beta=options.draw_beta, max_blocks=options.max_repeats * len(manifest.tasks),
+        design, outcomes, order, alpha=options.alpha, min_effect=options.min_effect,
+        beta=options.draw_beta, max_blocks=options.max_repeats * len(manifest.tasks), removals=removals,
+        one_out_test=design.drawn is not None and record.one_out_cells() is not None,
     )  # fmt: skip
     adjusted = holm(got.p_anytime)
     return {
         p.id: PieceLook(
-            blocks=got.blocks_used,
+            blocks=blocks,
             effect=effect,
             p_anytime=p_any,
             p_holm=p_adj,
             decision=decision,
             verdict=verdict,
-            reason=_reason(decision, verdict, effect, p_adj, got.blocks_used, options),
+            reason=_reason(decision, verdict, effect, p_adj, blocks, options),
         )
-        for p, effect, p_any, p_adj, decision, verdict in zip(
-            record.pieces, got.effects, got.p_anytime, adjusted, got.decisions, got.verdicts(), strict=True
+        for p, effect, p_any, p_adj, decision, verdict, blocks in zip(
+            record.pieces,
+            got.effects,
+            got.p_anytime,
+            adjusted,
+            got.decisions,
+            got.verdicts(),
+            got.blocks,
+            strict=True,
         )
     }
+
+
+def next_replan(manifest: RunManifest, state: AdaptiveState, done: int) -> Replan | None:
+    """The re-plan after the look of round ``done``, or None: the pieces still undecided, when
+    :func:`ablate.stats.screening_sequential.should_replan` says the next rounds should drop the decided ones
+    (and every piece has a one-out cell to run them in)."""
+    record = manifest.design
+    if record is None or record.one_out_cells() is None or not state.looks or state.looks[-1].round != done:
+        return None
+    left = [p for p, v in state.piece_decisions().items() if v.decision == "undecided"]
+    tested = state.replans[-1].pieces if state.replans else record.piece_ids()
+    return (
+        Replan(round=done, pieces=left) if should_replan(design_of(record), len(tested), len(left)) else None
+    )
 
 
 def _reason(

@@ -178,7 +178,7 @@ def marked_real(folder: RunFolder, manifest: RunManifest, results: Sequence[Item
     state = read_state(folder)
     if state is not None:
         return [p for p, v in state.piece_decisions().items() if v.decision == "real"]
-    outcomes, _order = piece_outcomes(manifest, record, results)
+    outcomes, _removals, _order = piece_outcomes(manifest, record, results)
     try:
         got = analyse(design_of(record), outcomes, binary=True, alpha=ALPHA, min_effect=record.min_effect)
     except DesignError:

@@ -173,17 +173,19 @@ def new_seed() -> int:
 
 
 def next_round_items(
-    manifest: RunManifest, plan: Sequence[PlanItem], cells: Sequence[str], repeat: int
+    manifest: RunManifest,
+    plan: Sequence[PlanItem],
+    cells: Sequence[str],
+    repeat: int,
+    skip: Iterable[str] = (),
 ) -> list[PlanItem]:
-    """The plan items of round ``repeat`` for ``cells`` (the control included), each block in its own shuffle."""
+    """The plan items of round ``repeat`` for ``cells`` (the control included) on every task but ``skip``, each
+    block in its own shuffle."""
     items: list[PlanItem] = []
     order = max((p.order for p in plan), default=-1) + 1
     known = {p.item for p in plan}
-    design = manifest.design
-    if design is not None and design.drawn is not None and design.screens(repeat):
-        runs = set(design.cells_in(repeat))  # a drawn design's round runs the control and one draw
-        cells = [c for c in cells if c in runs]
-    for t in manifest.tasks:
+    skipped = set(skip)
+    for t in (t for t in manifest.tasks if t.id not in skipped):
         items += block_items(
             t.id, cells, repeat, seed=manifest.seed, models=manifest.models, start=order + len(items)
         )

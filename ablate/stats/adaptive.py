@@ -8,11 +8,12 @@ fixed run with it. The primary outcome is pitfall-free (binary, it decides); tur
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 
 from ablate.folder.adaptive import AdaptiveOptions, CellLook
 from ablate.folder.layout import RunManifest
@@ -71,6 +72,33 @@ def paired_outcomes(
                 blocks.append(((block_time(a[1], b[1]), rep, ti), a[0], b[0]))
     blocks.sort(key=lambda blk: blk[0])
     return [blk[1] for blk in blocks], [blk[2] for blk in blocks]
+
+
+def inert_after(min_effect: float, beta: float) -> int:
+    """The blocks without a discordant one (every cell scored the same) after which a task is dropped as telling
+    the cells nothing, at error β: a cell whose rate on the task differs from the control's by at least d makes
+    a block discordant with probability at least d (|P(x) − P(y)| ≤ P(x ≠ y)), so the blocks before its first
+    discordant one are geometric and n in a row happen with probability (1 − d)^n ≤ β from
+    n = ⌈ln β / ln(1 − d)⌉, the 1 − β quantile of the geometric distribution (14 at d 0.2, β 0.05)."""
+    return int(sps.geom.ppf(1.0 - beta, min_effect))
+
+
+def discordance(values: Mapping[tuple[str, str, int], Any]) -> dict[str, tuple[int, int]]:
+    """Per task of ``values`` ((task, cell, repeat) → a session's outcome): its blocks (repeats with at least two
+    cells scored) and how many of them are discordant (the cells' outcomes not all equal)."""
+    seen: dict[tuple[str, int], set[Any]] = {}
+    sizes: dict[tuple[str, int], int] = {}
+    for (task, _cell, repeat), v in values.items():
+        seen.setdefault((task, repeat), set()).add(v)
+        sizes[(task, repeat)] = sizes.get((task, repeat), 0) + 1
+    out: dict[str, tuple[int, int]] = {}
+    for (task, repeat), vs in seen.items():
+        blocks, discordant = out.get(task, (0, 0))
+        if sizes[(task, repeat)] >= 2:
+            out[task] = (blocks + 1, discordant + (len(vs) > 1))
+        else:
+            out.setdefault(task, (blocks, discordant))
+    return out
 
 
 def block_time(*finished_at: str | None) -> float:

@@ -10,12 +10,17 @@ one-out; a bounded-range betting process would waste the design's precision, the
 (:func:`scheduled_p`; why: docs/ARCHITECTURE.md); "no effect of interest" from the futility e-processes of
 :func:`ablate.stats.sequential.futility_log_e`. A block with a failed session is left out
 (:func:`block_contrasts` names it). Error rates under optional stopping: ``tests/test_screening_sequential.py``.
+
+A run that re-plans (:func:`should_replan`) runs one-out rounds after its whole-design ones: each piece is then
+tested over the blocks that ran its cell (:func:`look`'s ``removals``), which stays valid because those blocks
+are chosen from the past alone; a drawn design keeps its randomization tests to its whole-design rounds and
+adds the one-out e-process as one more Bonferroni member (docs/ARCHITECTURE.md#replan says why).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -69,16 +74,37 @@ def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) ->
     )
 
 
+#: A drawn screening run re-plans onto one-out rounds once these hold at most this share of a whole round's
+#: cells: every session of a screening round informs every piece, a one-out contrast rests on two sessions, so
+#: turning sooner saves more sessions but leaves more null pieces undecided at --max-repeats
+#: (``benchmarks/bench_replan.py``).
+REPLAN_SHARE = 1 / 6
+
+
+def should_replan(design: Design, tested: int, undecided: int, share: float | None = None) -> bool:
+    """Whether the next rounds drop decided pieces: ``tested`` pieces ran in the last round (the design's k before
+    any re-plan), ``undecided`` are left. One-out rounds (a one-out design's, or a re-planned run's) only shrink; a
+    drawn screening run turns to them once the control and one cell per undecided piece are at most ``share`` of
+    its round (default :data:`REPLAN_SHARE`). A fixed (undrawn) screening design never re-plans."""
+    if not 0 < undecided < tested:
+        return False
+    if design.name == "one-out" or tested < design.k:
+        return True
+    return design.drawn is not None and undecided + 1 <= (share or REPLAN_SHARE) * len(design.rows_of(0))
+
+
 @dataclass(frozen=True)
 class PieceDecisions:
-    """One look: per piece its effect so far (the mean block contrast, on − off; None before any complete
-    block), anytime p (unadjusted), decision, and the blocks it rested on."""
+    """One look: per piece its effect so far (the mean of its contrasts, on − off; None before any), anytime p
+    (unadjusted), decision and the blocks it rested on."""
 
     effects: list[float | None]
     p_anytime: list[float]
     decisions: list[Decision]
     blocks_used: int
     blocks_incomplete: list[tuple[str, int]]
+    blocks: list[int] = field(default_factory=list)
+    """Per piece, the blocks that gave it a contrast (fewer than ``blocks_used`` once the run re-planned)."""
 
     def verdicts(self, *, higher_is_better: bool = True) -> list[PieceVerdict]:
         """The report's words: ``real`` → helps / hurts by the effect's sign, ``no-effect`` → draw, else
@@ -97,13 +123,7 @@ def block_contrasts(
 ) -> tuple[FloatArray, list[tuple[str, int]]]:
     """Blocks × pieces contrasts of the complete blocks, in ``block_order`` (the order blocks completed),
     and the blocks left out because a row has no outcome."""
-    values: dict[tuple[str, int], dict[int, float]] = {}
-    for o in outcomes:
-        if not 0.0 <= o.value <= 1.0:
-            raise ValueError(
-                f"outcome of row {o.row}, task {o.task!r}, repeat {o.repeat}: {o.value!r} not in [0, 1]"
-            )
-        values.setdefault((o.task, o.repeat), {})[o.row] = o.value
+    values = _values(outcomes)
     contrasts = {g: contrast_matrix(design.sub(g)) for g in range(design.draws)}
     out: list[FloatArray] = []
     incomplete: list[tuple[str, int]] = []
@@ -118,6 +138,17 @@ def block_contrasts(
     return np.array(out, dtype=np.float64).reshape(len(out), design.k), incomplete
 
 
+def _values(outcomes: Sequence[Outcome]) -> dict[tuple[str, int], dict[int, float]]:
+    values: dict[tuple[str, int], dict[int, float]] = {}
+    for o in outcomes:
+        if not 0.0 <= o.value <= 1.0:
+            raise ValueError(
+                f"outcome of row {o.row}, task {o.task!r}, repeat {o.repeat}: {o.value!r} not in [0, 1]"
+            )
+        values.setdefault((o.task, o.repeat), {})[o.row] = o.value
+    return values
+
+
 def look(
     design: Design,
     outcomes: Sequence[Outcome],
@@ -127,46 +158,86 @@ def look(
     min_effect: float,
     beta: float = DEFAULT_DRAW_BETA,
     max_blocks: int | None = None,
+    removals: Sequence[Outcome] = (),
+    one_out_test: bool = False,
 ) -> PieceDecisions:
     """The decisions of one look at a pass/fail run: ``real`` (Holm over the pieces' anytime p ≤ α),
     ``no-effect`` (both futility e-processes past 1/β) or ``undecided``. A drawn design needs ``max_blocks``,
-    the most complete blocks the run can have (its schedule of tests: :func:`scheduled_p`)."""
-    d, incomplete = block_contrasts(design, outcomes, block_order)
-    if d.shape[0] == 0:
-        return PieceDecisions([None] * design.k, [1.0] * design.k, ["undecided"] * design.k, 0, incomplete)
-    paths = d.T  # pieces × blocks
-    if design.drawn is not None:
+    the most complete blocks the run can have (its schedule of tests: :func:`scheduled_p`).
+
+    ``removals``: the sessions of one-out rounds (a one-out design's; a drawn run's after it re-planned) as rows
+    of the one-out design over the same pieces (0 the control, j + 1 without piece j): each block gives each
+    piece whose cell ran the contrast control − cell, tested by the normal-mixture e-process over the blocks
+    that had it. ``one_out_test``: a drawn run that can re-plan, whose p is the smallest of the randomization
+    tests' and that e-process's, times L + 1 (docs/ARCHITECTURE.md#replan). The futility e-processes run over
+    all of a piece's contrasts, each block's scaled by :func:`futility_scale`."""
+    if design.name == "one-out":
+        outcomes, removals = (), [*outcomes, *removals]
+    one_out = {(o.task, o.repeat) for o in removals}
+    d, incomplete = block_contrasts(design, outcomes, [b for b in block_order if b not in one_out])
+    complete = [b for b in block_order if b not in one_out and b not in set(incomplete)]
+    rows = {b: (v, futility_scale(design)) for b, v in zip(complete, d, strict=True)}
+    values = _values(removals)
+    for b in (b for b in block_order if b in one_out):
+        got = values[b]
+        if 0 not in got:
+            incomplete.append(b)
+            continue
+        rows[b] = (np.array([got[0] - got.get(j + 1, np.nan) for j in range(design.k)]), np.ones(design.k))
+    seq = [rows[b] for b in block_order if b in rows]
+    removal = np.array([b in one_out for b in block_order if b in rows], dtype=bool)
+    if not seq:
+        k = design.k
+        return PieceDecisions([None] * k, [1.0] * k, ["undecided"] * k, 0, incomplete, [0] * k)
+    x, scale = (np.array([v[i] for v in seq], dtype=np.float64) for i in (0, 1))  # blocks × pieces
+    cols = [~np.isnan(x[:, j]) for j in range(design.k)]
+    if design.drawn is None:
+        p = _mixture_p(x, variance_proxy(design), min_effect)
+    else:
         if max_blocks is None:
             raise ValueError("a drawn design's look needs max_blocks")
-        complete = [b for b in block_order if b not in set(incomplete)]
         p = scheduled_p(design, outcomes, complete, max_blocks=max_blocks, alpha=alpha)
-    else:
-        log_e = mixture_log_e(paths, variance_proxy(design), min_effect)
-        p = anytime_p(log_e)[:, -1]
-    up, down = draw_log_e(design, paths, min_effect)
-    codes = decide(p, up[:, -1], down[:, -1], alpha=alpha, beta=beta)
+        if one_out_test:
+            m = len(look_points(max_blocks)) + 1
+            one_out_p = _mixture_p(x[removal], np.full(design.k, 0.5), min_effect)
+            p = np.minimum(1.0, np.minimum(p * m / (m - 1), one_out_p * m))
+    ends = [
+        futility_log_e(x[c, j] / scale[c, j], min_effect / scale[c, j])
+        if c.any()
+        else (np.zeros(1), np.zeros(1))
+        for j, c in enumerate(cols)
+    ]
+    codes = decide(p, [u[-1] for u, _ in ends], [w[-1] for _, w in ends], alpha=alpha, beta=beta)
     return PieceDecisions(
-        [float(v) for v in d.mean(axis=0)],
+        [float(np.mean(x[c, j])) if c.any() else None for j, c in enumerate(cols)],
         [float(v) for v in p],
         [DECISIONS[int(c)] for c in codes],
-        d.shape[0],
+        len(seq),
         incomplete,
+        [int(c.sum()) for c in cols],
     )
 
 
-def draw_log_e(design: Design, paths: FloatArray, min_effect: float) -> tuple[FloatArray, FloatArray]:
-    """The futility e-processes of each piece's contrasts (pieces × blocks). A drawn design's columns are not
-    orthogonal, so a block's least-squares contrast of outcomes in [0, 1] can range beyond [−1, 1]: each
-    piece's contrasts and ``min_effect`` are divided by the widest half-range over the draws (Σ_i |c_ij| / 2,
-    at least 1), which keeps the test's range and its hypotheses as they were."""
+def _mixture_p(x: FloatArray, sigma2: FloatArray, min_effect: float) -> FloatArray:
+    """Per piece, the anytime p of its contrasts (the columns of ``x``, blocks in completion order; NaN: none in
+    that block) by the normal-mixture e-process with that piece's σ²."""
+    out = np.ones(x.shape[1])
+    for j in range(x.shape[1]):
+        col = x[:, j][~np.isnan(x[:, j])]
+        if col.size:
+            out[j] = anytime_p(mixture_log_e(col, sigma2[j], min_effect))[-1]
+    return out
+
+
+def futility_scale(design: Design) -> FloatArray:
+    """Per piece, what its block contrasts and ``min_effect`` are divided by before the futility e-processes:
+    1, or in a drawn design the widest half-range of a block's least-squares contrast over the draws (Σ_i |c_ij|
+    / 2, at least 1): its columns are not orthogonal, so a contrast of outcomes in [0, 1] can range beyond
+    [−1, 1]; dividing keeps the test's range and its hypotheses as they were."""
     if design.drawn is None:
-        return futility_log_e(paths, min_effect)
+        return np.ones(design.k)
     widths = [np.abs(contrast_matrix(design.sub(g))).sum(axis=0) / 2 for g in range(design.draws)]
-    scale = np.maximum(1.0, np.max(widths, axis=0))
-    up, down = np.empty_like(paths), np.empty_like(paths)
-    for j in range(design.k):
-        up[j], down[j] = futility_log_e(paths[j] / scale[j], min_effect / scale[j])
-    return up, down
+    return np.asarray(np.maximum(1.0, np.max(widths, axis=0)), dtype=np.float64)
 
 
 def look_points(max_blocks: int) -> list[int]:

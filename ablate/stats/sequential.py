@@ -255,7 +255,7 @@ def detectable_anytime(
     return d if isinstance(d, float) else None
 
 
-def futility_log_e(diff: npt.ArrayLike, min_effect: float) -> tuple[FloatArray, FloatArray]:
+def futility_log_e(diff: npt.ArrayLike, min_effect: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Running maxima of log e-processes against "effect ≥ +d" and "effect ≤ −d" (last axis = blocks).
 
     ``diff`` holds paired differences cell − control of a binary outcome, in {−1, 0, 1}, in the order they
@@ -267,9 +267,10 @@ def futility_log_e(diff: npt.ArrayLike, min_effect: float) -> tuple[FloatArray, 
     so far, regularised by :data:`FUTILITY_PRIOR_BLOCKS` pseudo-blocks at ½ and capped at
     :data:`FUTILITY_BET_CAP` / (1 − d). H⁺ is stated per block; an effect that varies across tasks around a
     mean of d (the bets barely move within a round) is checked by simulation in the tests. Returns (against
-    H⁺, against H⁻), shaped like ``diff``."""
-    d = float(min_effect)
-    if not 0 < d < 1:
+    H⁺, against H⁻), shaped like ``diff``. ``min_effect`` may vary by block (shaped like ``diff``): a block's d is
+    fixed before it runs, so each factor is still a supermartingale step."""
+    d = np.asarray(min_effect, dtype=np.float64)
+    if not np.all((d > 0) & (d < 1)):
         raise ValueError(f"min_effect={min_effect!r} outside (0, 1)")
     x = np.asarray(diff, dtype=np.float64)
     if np.any(np.abs(x) > 1 + 1e-12):
