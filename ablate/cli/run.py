@@ -53,7 +53,6 @@ from ablate.core.constants import DEFAULT_GRACE_S, DEFAULT_MIN_EFFECT
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
-    from ablate.core.claude import ClaudeBinary
     from ablate.folder.adaptive import AdaptiveOptions
     from ablate.run.adaptive import AdaptiveSummary
     from ablate.run.execute import ExecuteRequest, ExecutionResult
@@ -383,6 +382,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.folder.limits import parse_limits
     from ablate.folder.result import read_result
     from ablate.grade.hook import GradingHook
+    from ablate.grade.vet import vet_and_probe
     from ablate.run.estimate import dearest, estimate_run, probe_capture
     from ablate.run.execute import ExecuteRequest, execute, preflight
     from ablate.run.piece_confirm import confirming
@@ -434,7 +434,10 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     err(f"isolation: {checked.isolation.backend} ({checked.isolation.reason})")
     if checked.seal_note:
         err(checked.seal_note)
-    _probe_first(prep, claude, checked.isolation.backend, o)
+    vet_and_probe(
+        prep, claude, checked.isolation.backend, err,
+        probe=o["probe"], work_dir=o["work_dir"], jobs=o["jobs"], allow_weak=o["allow_weak_checks"],
+    )  # fmt: skip
     request = ExecuteRequest(
         claude=claude,
         preflight=checked,
@@ -476,24 +479,6 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)
-
-
-def _probe_first(prep: PreparedRun, claude: ClaudeBinary, backend: str, o: dict[str, Any]) -> None:
-    """The free probe before the first paid session, or the record that it was skipped."""
-    from ablate.grade.vet import vet_tasks
-    from ablate.run.probe_first import probe_or_skip
-
-    probe_or_skip(
-        prep,
-        claude,
-        enabled=o["probe"],
-        isolation=backend,
-        work_dir=o["work_dir"],
-        jobs=o["jobs"],
-        say=err,
-        vet=lambda: vet_tasks(prep.tasks, prep.setup.repo, prep.setup.head),
-        allow_weak=o["allow_weak_checks"],
-    )
 
 
 @app.command("run")

@@ -450,21 +450,14 @@ class ClaudeCodeExecutor:
     def _probe_first(self, prep: PreparedRun, claude: ClaudeBinary) -> None:
         """Prove every arm's cell carries its arm's file to the model before the first paid session, as
         ``ablate run`` does (probe.json in the run folder); an unfaithful cell stops the comparison (exit 1)."""
-        from ablate.grade.vet import vet_tasks
-        from ablate.run.probe_first import probe_or_skip
+        from ablate.grade.vet import vet_and_probe
 
         o = self.options
-        probe_or_skip(
-            prep,
-            claude,
-            enabled=o.probe,
-            isolation=self.preflight.isolation.backend,
-            work_dir=o.work_dir,
-            jobs=o.jobs,
-            say=o.on_note or (lambda _line: None),
-            vet=lambda: vet_tasks(prep.tasks, prep.setup.repo, prep.setup.head),
-            allow_weak=o.allow_weak_checks,
-        )
+        say = o.on_note or (lambda _line: None)
+        vet_and_probe(
+            prep, claude, self.preflight.isolation.backend, say,
+            probe=o.probe, work_dir=o.work_dir, jobs=o.jobs, allow_weak=o.allow_weak_checks,
+        )  # fmt: skip
 
     def _request(self, claude: ClaudeBinary, folder: Path) -> ExecuteRequest:
         from ablate.run.execute import ExecuteRequest
