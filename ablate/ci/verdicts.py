@@ -21,7 +21,7 @@ from ablate.folder.metrics import DEFAULT_PRIMARY, HIGHER_IS_BETTER
 from ablate.report.caveats import UNSEALED
 
 if TYPE_CHECKING:
-    from ablate.compare.model import ArmInfo, CompareReport, ContrastRow, VerdictRow
+    from ablate.compare.model import ArmInfo, CompareReport, VerdictRow
     from ablate.report.model import Report
 
 M = TypeVar("M", bound=BaseModel)
@@ -238,18 +238,15 @@ def verified(report: Report, path: Path, run_dir: Path, model: str | None = None
     return ev
 
 
-def _negated(delta: float | None, lo: float | None, hi: float | None) -> tuple[float | None, ...]:
-    """The opposite difference: −Δ and its interval (−high, −low)."""
+def _orient(metric: str, delta: float | None, lo: float | None, hi: float | None) -> tuple[float | None, ...]:
+    """A run's Δ = cell − control, turned into the stripped layer's benefit (+ = the layer helps)."""
+    if metric not in HIGHER_IS_BETTER:
+        return delta, lo, hi
     return (
         None if delta is None else -delta,
         None if hi is None else -hi,
         None if lo is None else -lo,
     )
-
-
-def _orient(metric: str, delta: float | None, lo: float | None, hi: float | None) -> tuple[float | None, ...]:
-    """A run's Δ = cell − control, turned into the stripped layer's benefit (+ = the layer helps)."""
-    return _negated(delta, lo, hi) if metric in HIGHER_IS_BETTER else (delta, lo, hi)
 
 
 def from_report(
@@ -390,15 +387,8 @@ def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
 
     hint = "write it again with this ablate (`ablate compare`)"
     doc = _typed(CompareReport, path, data, COMPARE_SCHEMA_VERSION, "compare.json", hint)
-    primary = [
-        c for c in doc.contrasts if c.metric == DEFAULT_PRIMARY and c.task is None and c.scope == "all"
-    ]
     verdicts = {v.arm: v for v in doc.verdicts}
-    findings = [
-        _arm_finding(arm, doc.baseline, primary, verdicts.get(arm.name))
-        for arm in doc.arms
-        if arm.name != doc.baseline
-    ]
+    findings = [_arm_finding(arm, doc, verdicts) for arm in doc.arms if arm.name != doc.baseline]
     rate = next(
         (r.rate for r in doc.arm_rates if r.arm == doc.baseline and r.task is None and r.rate is not None),
         0.5,
@@ -442,33 +432,26 @@ def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
     )
 
 
-def _arm_finding(
-    arm: ArmInfo, baseline: str, contrasts: list[ContrastRow], verdict: VerdictRow | None
-) -> Finding:
-    """The arm's pooled pitfall-free contrast with the baseline, turned so that + = the arm is better."""
+def _arm_finding(arm: ArmInfo, doc: CompareReport, verdicts: dict[str, VerdictRow]) -> Finding:
+    """The arm's pooled pitfall-free effect against the baseline (+ = the arm is better), with compare's verdict."""
+    from ablate.compare.analysis import oriented
+
     label = arm.source or arm.name
     if arm.op in ("move", "duplicate"):
         label += f" with block {arm.block!r} {'moved' if arm.op == 'move' else 'duplicated'}"
-    claimed = None if verdict is None else verdict.better
-    why = [] if verdict is None else list(verdict.failed)
-    forward = next((c for c in contrasts if (c.a, c.b) == (baseline, arm.name)), None)
-    row = forward or next((c for c in contrasts if (c.a, c.b) == (arm.name, baseline)), None)
-    if row is None:
-        return Finding(subject=arm.name, against=baseline, label=label, claimed_better=claimed, why_not=why)
-    effect, lo, hi = (row.delta, row.ci_low, row.ci_high)
-    if row is not forward:
-        effect, lo, hi = _negated(effect, lo, hi)
+    e = oriented(doc.contrasts, doc.baseline, arm.name)
+    verdict = verdicts.get(arm.name)
     return Finding(
-        subject=arm.name,
-        against=baseline,
-        label=label,
-        effect=effect,
-        ci_low=lo,
-        ci_high=hi,
-        p_adjusted=row.p_adjusted,
-        real=row.real,
-        claimed_better=claimed,
-        why_not=why,
+        arm.name,
+        doc.baseline,
+        label,
+        effect=e.delta,
+        ci_low=e.ci_low,
+        ci_high=e.ci_high,
+        p_adjusted=e.p_adjusted,
+        real=e.real,
+        claimed_better=None if verdict is None else verdict.better,
+        why_not=[] if verdict is None else list(verdict.failed),
     )
 
 
