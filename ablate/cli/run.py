@@ -272,6 +272,13 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     typer.echo(f"{folder.root}: {manifest.items} items in {n_blocks} blocks (at most {n_blocks} shards)")
 
 
+#: The options :class:`~ablate.run.prepare.RunRequest` takes as they are.
+_RUN_REQUEST = (
+    "cells", "aa", "repeats", "model", "max_turns", "out", "config_dir", "repo", "seed", "resume", "plan",
+    "shard", "force", "ablate_toml", "work_dir", "dirty", "models",
+)  # fmt: skip
+
+
 def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunRequest:
     """The options of ``run`` / ``ab`` as the library's request; "given?" is the option's parameter source."""
     from typing import get_args
@@ -279,28 +286,12 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
     from ablate.run.prepare import Defaultable, RunRequest
 
     return RunRequest(
+        **{k: o[k] for k in _RUN_REQUEST},
         tasks=tasks,
-        cells=o["cells"],
-        aa=o["aa"],
-        repeats=o["repeats"],
-        model=o["model"],
-        max_turns=o["max_turns"],
         timeout_s=o["timeout"],
-        out=o["out"],
-        config_dir=o["config_dir"],
-        repo=o["repo"],
-        seed=o["seed"],
-        resume=o["resume"],
-        plan=o["plan"],
-        shard=o["shard"],
-        force=o["force"],
-        ablate_toml=o["ablate_toml"],
         defaulted=frozenset(n for n in get_args(Defaultable) if not (n in ctx.params and given(ctx, n))),
-        work_dir=o["work_dir"],
-        dirty=o["dirty"],
         pieces=_piece_request(o),
         adaptive=bool(o.get("adaptive")),
-        models=o["models"],
     )
 
 
@@ -449,10 +440,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
             backoff=BackoffPolicy(first_s=o["backoff"]),
             limits=limits,
         ),
-        work_dir=o["work_dir"],
-        isolate_state=o["isolate_state"],
-        allow_network=o["allow_network"],
-        dirty=o["dirty"],
+        **{k: o[k] for k in ("work_dir", "isolate_state", "allow_network", "dirty")},
         forced=o["force"],
     )
     display = Display(enabled=not o["json"], simulated=simulated)

@@ -402,62 +402,45 @@ class ClaudeCodeExecutor:
         return min(max_turns, ASSUMED_CALLS_PER_SESSION)
 
     def run(
-        self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
-    ) -> Execution:
-        from ablate.core.claude import find_claude
-        from ablate.run.execute import execute
-
-        claude = find_claude(self.options.claude_bin)
-        prep = self._prepare(items, folder, claude)
-        self._probe_first(prep, claude)
-        done = execute(
-            prep,
-            self._request(claude, folder),
-            on_progress=self.options.on_progress,
-            on_note=self.options.on_note,
-        )
-        return self._execution(
-            prep, folder, claude, done, _outcomes(prep.folder, items, on_item), _arms(items)
-        )
-
-    def run_adaptive(
         self,
         items: Sequence[WorkItem],
         folder: Path,
-        options: AdaptiveOptions | None,
         on_item: Callable[[ItemOutcome], None] | None = None,
+        *,
+        adaptive: bool = False,
+        options: AdaptiveOptions | None = None,
     ) -> Execution:
-        """``items`` (every arm × task × repeat up to ``max_repeats``) in rounds over the arms still undecided
-        against the first arm (:func:`ablate.run.adaptive.run_adaptive` on the run folder, its rounds passes
-        of one execution in kept environments). ``options`` None: a resume, which keeps the folder's own.
-        Only the items the rounds scheduled have outcomes; ``info["adaptive"]`` says how it stopped."""
+        """Every item in one sweep; ``adaptive``: in rounds over the arms still undecided against the first
+        arm (:func:`ablate.run.adaptive.execute_adaptive` on the run folder, up to ``options.max_repeats``;
+        ``options`` None: a resume, which keeps the folder's own), only the items the rounds scheduled having
+        outcomes and ``info["adaptive"]`` saying how it stopped. First the arms' cells are proved to carry
+        their files to the model, as ``ablate run`` does (probe.json; an unfaithful cell stops it, exit 1)."""
         from ablate.core.claude import find_claude
-        from ablate.run.adaptive import execute_adaptive
-
-        claude = find_claude(self.options.claude_bin)
-        prep = self._prepare(items, folder, claude, adaptive=True)
-        self._probe_first(prep, claude)
-        request = self._request(claude, folder)
-        done, summary = execute_adaptive(
-            prep, request, options, on_progress=self.options.on_progress, on_note=self.options.on_note
-        )
-        scheduled = {p.item for p in prep.folder.read_plan()}
-        outcomes = _outcomes(prep.folder, [it for it in items if it.item in scheduled], on_item)
-        execution = self._execution(prep, folder, claude, done, outcomes, _arms(items))
-        execution.info["adaptive"] = summary.to_json()
-        return execution
-
-    def _probe_first(self, prep: PreparedRun, claude: ClaudeBinary) -> None:
-        """Prove every arm's cell carries its arm's file to the model before the first paid session, as
-        ``ablate run`` does (probe.json in the run folder); an unfaithful cell stops the comparison (exit 1)."""
         from ablate.grade.vet import vet_and_probe
+        from ablate.run.adaptive import execute_adaptive
+        from ablate.run.execute import execute
 
         o = self.options
-        say = o.on_note or (lambda _line: None)
+        claude = find_claude(o.claude_bin)
+        prep = self._prepare(items, folder, claude, adaptive=adaptive)
         vet_and_probe(
-            prep, claude, self.preflight.isolation.backend, say,
+            prep, claude, self.preflight.isolation.backend, o.on_note or (lambda _line: None),
             probe=o.probe, work_dir=o.work_dir, jobs=o.jobs, allow_weak=o.allow_weak_checks,
         )  # fmt: skip
+        request, arms = self._request(claude, folder), _arms(items)
+        summary = None
+        if adaptive:
+            done, summary = execute_adaptive(
+                prep, request, options, on_progress=o.on_progress, on_note=o.on_note
+            )
+            scheduled = {p.item for p in prep.folder.read_plan()}
+            items = [it for it in items if it.item in scheduled]
+        else:
+            done = execute(prep, request, on_progress=o.on_progress, on_note=o.on_note)
+        execution = self._execution(prep, folder, claude, done, _outcomes(prep.folder, items, on_item), arms)
+        if summary is not None:
+            execution.info["adaptive"] = summary.to_json()
+        return execution
 
     def _request(self, claude: ClaudeBinary, folder: Path) -> ExecuteRequest:
         from ablate.run.execute import ExecuteRequest
