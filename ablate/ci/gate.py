@@ -124,21 +124,17 @@ class GateResult:
             "untrustworthy": ev.untrustworthy,
             "findings": [
                 {
-                    "subject": f.subject,
-                    "against": f.against,
-                    "label": f.label,
-                    "effect": f.effect,
-                    "ci_low": f.ci_low,
-                    "ci_high": f.ci_high,
-                    "p_adjusted": f.p_adjusted,
-                    "real": f.real,
-                    "no_op": f.no_op,
+                    **{k: getattr(f, k) for k in _SHOWN},
                     "verdict": verdict_word(ev, f),
                     "detectable": f.detectable,
                 }
                 for f in ev.findings
             ],
         }
+
+
+#: A finding's fields ``gate --json`` shows, in order (then its verdict word and detectable change).
+_SHOWN = ("subject", "against", "label", "effect", "ci_low", "ci_high", "p_adjusted", "real", "no_op")
 
 
 def verdict_word(ev: Evidence, f: Finding) -> str:
