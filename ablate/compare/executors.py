@@ -115,26 +115,26 @@ def session_id(seed: int, item: str) -> str:
     return str(uuid.uuid5(_SESSION_NS, f"{seed}:{item}"))
 
 
+@dataclass(kw_only=True)
 class ApiExecutor:
     """One Messages API request per item with the arm as the system prompt (the anthropic SDK)."""
 
     name = "api"
     spends = True
     spend_basis = "list price × the usage each response reported (an estimate)"
+    model: str
+    base_url: str | None
+    api_key: str | None
+    max_tokens: int = 1024
+    seed: int = 0
+    priced: bool = True
+    """False: the sim's answers, whose usage nothing bills."""
 
-    def __init__(
-        self, *, model: str, base_url: str | None, api_key: str | None, max_tokens: int = 1024, seed: int = 0
-    ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self.api_key = api_key
-        self.max_tokens = max_tokens
-        self.seed = seed
-        self.priced = True
-        self.simulated = is_simulated(base_url)
+    def __post_init__(self) -> None:
+        self.simulated = is_simulated(self.base_url)
         if self.simulated:
             self.spend_basis += "; the endpoint is ablate.sim, so it is simulated: nothing was billed"
-        if not api_key:
+        if not self.api_key:
             raise UsageError(
                 "--executor api needs an API key",
                 hint="set ANTHROPIC_API_KEY (or use --executor sim for a free dry run)",
@@ -210,6 +210,7 @@ class ApiExecutor:
         return Execution(outcomes, {"request_check": check_requests(records, arm_text)})
 
 
+@dataclass(kw_only=True)
 class SimExecutor:
     """The api executor against an in-process ``ablate.sim`` endpoint: free, offline, deterministic."""
 
@@ -217,12 +218,10 @@ class SimExecutor:
     spends = False
     spend_basis = "the simulated endpoint: nothing is billed"
     simulated = True
-
-    def __init__(self, *, script: Path, model: str, seed: int = 0, max_tokens: int = 1024) -> None:
-        self.script = script
-        self.model = model
-        self.seed = seed
-        self.max_tokens = max_tokens
+    script: Path
+    model: str
+    seed: int = 0
+    max_tokens: int = 1024
 
     def calls_per_session(self, max_turns: int) -> int:
         return 1
@@ -239,8 +238,8 @@ class SimExecutor:
                 api_key="sk-ablate-sim",
                 max_tokens=self.max_tokens,
                 seed=self.seed,
+                priced=False,
             )
-            api.priced = False
             execution = api.run(items, folder, on_item)
             errors = sim.errors
         execution.info["sim"] = {
