@@ -156,6 +156,11 @@ def fmt_effect(ev: Evidence, x: float | None) -> str:
     return f"{100 * x:+.1f} pts" if ev.is_rate else f"{x:+.3g}"
 
 
+def fmt_estimate(ev: Evidence, f: Finding) -> str:
+    """``+40.0 pts [+30.0 pts, +50.0 pts]``: the effect and its interval."""
+    return f"{fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]"
+
+
 def _subject_text(ev: Evidence, f: Finding) -> str:
     if ev.kind == "run":
         return f"{f.subject} ({f.label}): the layer it strips"
@@ -176,7 +181,7 @@ def _check(ev: Evidence, rule: Rule) -> RuleCheck:
 
 
 def _holds(ev: Evidence, rule: Rule, f: Finding) -> tuple[bool, str]:
-    est = f"{f.subject}: {fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]"
+    est = f"{f.subject}: {fmt_estimate(ev, f)}"
     if f.no_op:
         return False, f"{f.subject} is a no-op cell (not tested)"
     if rule.claim == "not-worse":
@@ -241,8 +246,7 @@ def decide(
     for f in regressed:
         reasons.append(
             f"regressed: {_subject_text(ev, f)} {'hurts' if ev.kind == 'run' else 'is worse'} — primary "
-            f"{ev.primary} {fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}], "
-            f"adjusted p {f.p_adjusted:.3g}"
+            f"{ev.primary} {fmt_estimate(ev, f)}, adjusted p {f.p_adjusted:.3g}"
             if f.p_adjusted is not None
             else f"regressed: {_subject_text(ev, f)}"
         )

@@ -26,7 +26,7 @@ from ablate.cli.common import (
     resolve_models,
     takes,
 )
-from ablate.cli.run_display import err
+from ablate.cli.run_display import err, say_changed
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
@@ -183,9 +183,7 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
     for line in execution.get("writes") or []:
         err(line)
     changed = execution.get("real_files_changed") or []
-    backend = (execution.get("isolation") or {}).get("backend", "")
-    for path in changed[:20]:
-        err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
+    say_changed((execution.get("isolation") or {}).get("backend", ""), changed)
     if json:
         print_json(report.to_json())
     else:
