@@ -11,6 +11,7 @@ from ablate.ci.gate import decide
 from ablate.ci.rules import parse_effect, parse_rule
 from ablate.ci.summary import forest_text
 from ablate.ci.verdicts import load_evidence
+from ablate.compare.model import CompareReport
 from ablate.core.errors import UsageError
 from ablate.report import write_report
 from tests.helpers_cli import invoke
@@ -132,35 +133,60 @@ def test_an_unfaithful_recorded_probe_fails(runs: dict[str, Path], tmp_path: Pat
     assert code == 1 and "probe is not faithful (C1: leak)" in out
 
 
+def _compare_report(delta: float, real: bool, better: bool) -> CompareReport:
+    """A complete compare.json of two arms, ``new`` against the baseline ``old`` over 2 tasks × 10 repeats, its
+    pooled pitfall-free contrast ``delta`` (real or not) and compare's own verdict ``better``."""
+    arm = {"source": "CLAUDE.md", "source_sha256": "0" * 64, "op": "original", "bytes": 10}
+    rates = {"n": 20, "passed": 10, "rate": 0.5}
+    contrast = {"metric": "pitfall_free", "n": 20, "improved": 8, "regressed": 0, "p": 0.001}
+    return CompareReport.model_validate(
+        {
+            "compare_id": "c1",
+            "ablate_version": "0",
+            "started_at": "2026-01-01T00:00:00+00:00",
+            "finished_at": "2026-01-01T01:00:00+00:00",
+            "executor": "claude-code",
+            "model": "claude-haiku-4-5",
+            "tier": "smoke",
+            "repeats": 10,
+            "seed": 1,
+            "tasks": [{"id": t, "split": "dev", "sha256": "0" * 64} for t in ("t1", "t2")],
+            "task_set_sha256": "0" * 64,
+            "arms": [{**arm, "name": n, "fingerprint": n, "spec": n} for n in ("old", "new")],
+            "baseline": "old",
+            "items": 40,
+            "estimate": {"sessions": 40, "calls": 400, "usd": 4.0, "basis": "assumed"},
+            "spent_usd": 4.0,
+            "arm_rates": [{**rates, "arm": "old"}, {**rates, "arm": "new"}],
+            "contrasts": [
+                {
+                    **contrast,
+                    "a": "old",
+                    "b": "new",
+                    "delta": delta,
+                    "ci_low": delta - 0.1,
+                    "ci_high": delta + 0.1,
+                    "p_adjusted": 0.002 if real else 0.6,
+                    "real": real,
+                }
+            ],
+            "verdicts": [
+                {
+                    "arm": "new",
+                    "baseline": "old",
+                    "better": better,
+                    "failed": [] if better else ["significant gain"],
+                    "line": "new: better" if better else "new: not better",
+                }
+            ],
+            "claims": {"can": [], "cannot": ["speak for tasks beyond these"]},
+            "looks": {"statement": "first look"},
+        }
+    )
+
+
 def _compare_json(path: Path, delta: float, real: bool, better: bool) -> Path:
-    data = {
-        "schema_version": 1,
-        "baseline": "old",
-        "arms": [{"name": "old", "fingerprint": "a"}, {"name": "new", "fingerprint": "b"}],
-        "items": 40,
-        "tasks": [{"id": "t1"}, {"id": "t2"}],
-        "repeats": 10,
-        "arm_rates": [{"arm": "old", "task": None, "rate": 0.5}],
-        "contrasts": [
-            {
-                "a": "old",
-                "b": "new",
-                "metric": "pitfall_free",
-                "task": None,
-                "delta": delta,
-                "ci_low": delta - 0.1,
-                "ci_high": delta + 0.1,
-                "p": 0.001,
-                "p_adjusted": 0.002 if real else 0.6,
-                "real": real,
-                "scope": "all",
-            }
-        ],
-        "verdicts": [{"arm": "new", "better": better, "failed": [] if better else ["significant gain"]}],
-        "claims": {"can": [], "cannot": ["speak for tasks beyond these"]},
-        "excluded": {"count": 0},
-    }
-    path.write_bytes(orjson.dumps(data))
+    path.write_bytes(orjson.dumps(_compare_report(delta, real, better).to_json()))
     return path
 
 
@@ -322,3 +348,15 @@ def test_an_unsealed_compare_passes_only_with_allow_unsealed(tmp_path: Path) -> 
     assert invoke([*args, "--allow-unsealed"]).shown[0] == 0
     path.write_bytes(orjson.dumps({**data, "execution": {"network": "sealed"}}))
     assert invoke(args).shown[0] == 0
+
+
+def test_a_compare_json_that_does_not_validate_is_a_located_error(tmp_path: Path) -> None:
+    data = _compare_report(0.4, True, True).to_json()
+    data["contrasts"][0]["delta"] = "big"
+    del data["estimate"]
+    path = tmp_path / "compare.json"
+    path.write_bytes(orjson.dumps(data))
+    code, out = invoke(["gate", str(path)]).shown
+    assert code == 2, out
+    assert f"{path}: contrasts.0.delta: Input should be a valid number" in out, out
+    assert f"{path}: estimate: Field required" in out and "`ablate compare`" in out, out

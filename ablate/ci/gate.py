@@ -124,21 +124,17 @@ class GateResult:
             "untrustworthy": ev.untrustworthy,
             "findings": [
                 {
-                    "subject": f.subject,
-                    "against": f.against,
-                    "label": f.label,
-                    "effect": f.effect,
-                    "ci_low": f.ci_low,
-                    "ci_high": f.ci_high,
-                    "p_adjusted": f.p_adjusted,
-                    "real": f.real,
-                    "no_op": f.no_op,
+                    **{k: getattr(f, k) for k in _SHOWN},
                     "verdict": verdict_word(ev, f),
                     "detectable": f.detectable,
                 }
                 for f in ev.findings
             ],
         }
+
+
+#: A finding's fields ``gate --json`` shows, in order (then its verdict word and detectable change).
+_SHOWN = ("subject", "against", "label", "effect", "ci_low", "ci_high", "p_adjusted", "real", "no_op")
 
 
 def verdict_word(ev: Evidence, f: Finding) -> str:
@@ -158,6 +154,11 @@ def fmt_effect(ev: Evidence, x: float | None) -> str:
     if x is None:
         return "n/a"
     return f"{100 * x:+.1f} pts" if ev.is_rate else f"{x:+.3g}"
+
+
+def fmt_estimate(ev: Evidence, f: Finding) -> str:
+    """``+40.0 pts [+30.0 pts, +50.0 pts]``: the effect and its interval."""
+    return f"{fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]"
 
 
 def _subject_text(ev: Evidence, f: Finding) -> str:
@@ -180,7 +181,7 @@ def _check(ev: Evidence, rule: Rule) -> RuleCheck:
 
 
 def _holds(ev: Evidence, rule: Rule, f: Finding) -> tuple[bool, str]:
-    est = f"{f.subject}: {fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]"
+    est = f"{f.subject}: {fmt_estimate(ev, f)}"
     if f.no_op:
         return False, f"{f.subject} is a no-op cell (not tested)"
     if rule.claim == "not-worse":
@@ -245,8 +246,7 @@ def decide(
     for f in regressed:
         reasons.append(
             f"regressed: {_subject_text(ev, f)} {'hurts' if ev.kind == 'run' else 'is worse'} — primary "
-            f"{ev.primary} {fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}], "
-            f"adjusted p {f.p_adjusted:.3g}"
+            f"{ev.primary} {fmt_estimate(ev, f)}, adjusted p {f.p_adjusted:.3g}"
             if f.p_adjusted is not None
             else f"regressed: {_subject_text(ev, f)}"
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ablate.ci.gate import GateResult, fmt_effect, verdict_word
+from ablate.ci.gate import GateResult, fmt_effect, fmt_estimate, verdict_word
 from ablate.ci.verdicts import Evidence, Finding
 from ablate.core.errors import UsageError
 
@@ -116,8 +116,7 @@ def _row(f: Finding, col: Callable[[float], int], width: int) -> str:
 def _numbers(ev: Evidence, f: Finding) -> str:
     if f.effect is None:
         return "n/a"
-    real = " real" if f.real else ""
-    return f"{fmt_effect(ev, f.effect)} [{fmt_effect(ev, f.ci_low)}, {fmt_effect(ev, f.ci_high)}]{real}"
+    return fmt_estimate(ev, f) + (" real" if f.real else "")
 
 
 def append_summary(path: Path, result: GateResult) -> None:

@@ -7,12 +7,12 @@ after the report's correction, and what makes the run untrustworthy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ablate.core.errors import NotFound, SpecError, UsageError
 from ablate.core.specs import problems_from_validation, require_schema
@@ -21,7 +21,10 @@ from ablate.folder.metrics import DEFAULT_PRIMARY, HIGHER_IS_BETTER
 from ablate.report.caveats import UNSEALED
 
 if TYPE_CHECKING:
+    from ablate.compare.model import ArmInfo, CompareReport, VerdictRow
     from ablate.report.model import Report
+
+M = TypeVar("M", bound=BaseModel)
 
 #: Metrics where a larger value is better (for the others, turns, tool calls, cost, smaller is better) and
 #: the primary outcome a run is decided on: both from the metric registry.
@@ -167,6 +170,16 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _typed(model: type[M], path: Path, data: dict[str, Any], version: int, what: str, hint: str) -> M:
+    """``data`` as ``model``: a newer ``schema_version`` or a field that does not validate is a located
+    :class:`SpecError` (file, field, what is wrong) with ``hint``, the fix."""
+    require_schema(data, path, version, what, hint=hint)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(problems_from_validation(path, exc), hint=hint) from None
+
+
 def _no_model(model: str | None) -> None:
     if model is not None:
         raise UsageError(
@@ -194,16 +207,8 @@ def for_model(report: Report, model: str | None) -> Report:
 def _from_report_file(path: Path, run_dir: Path, model: str | None = None) -> Evidence:
     from ablate.report.model import REPORT_SCHEMA_VERSION, Report
 
-    data = _read_json(path)
-    require_schema(
-        data, path, REPORT_SCHEMA_VERSION, "report", hint="rebuild it with `ablate report RUN_DIR`"
-    )
-    try:
-        report = Report.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(
-            problems_from_validation(path, exc), hint="rebuild it with `ablate report RUN_DIR`"
-        ) from None
+    hint = "rebuild it with `ablate report RUN_DIR`"
+    report = _typed(Report, path, _read_json(path), REPORT_SCHEMA_VERSION, "report", hint)
     if not RunFolder(run_dir).has_manifest:
         ev = from_report(report, path, run_dir=None, model=model)
         ev.notes.append(
@@ -375,150 +380,94 @@ def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
     return out
 
 
-def _field(path: Path, data: dict[str, Any], key: str, kind: type) -> Any:
-    value = data.get(key)
-    if not isinstance(value, kind):
-        raise SpecError.single(path, key, f"missing or not a {kind.__name__}", hint="is it a compare.json?")
-    return value
-
-
 def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
-    from ablate.compare.model import COMPARE_SCHEMA_VERSION
+    """Evidence of a compare.json, read through the type that writes it (a file that does not validate is a
+    located :class:`SpecError`: file, field, what is wrong)."""
+    from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 
-    require_schema(
-        data,
-        path,
-        COMPARE_SCHEMA_VERSION,
-        "compare.json",
-        hint="write it again with this ablate (`ablate compare`)",
-    )
-    baseline = _field(path, data, "baseline", str)
-    arms = _field(path, data, "arms", list)
-    contrasts = _field(path, data, "contrasts", list)
-    verdicts = {v.get("arm"): v for v in data.get("verdicts", []) if isinstance(v, dict)}
-    findings = []
-    for i, arm in enumerate(arms):
-        name = arm.get("name") if isinstance(arm, dict) else None
-        if not isinstance(name, str):
-            raise SpecError.single(path, f"arms.{i}.name", "missing or not a string")
-        if name == baseline:
-            continue
-        findings.append(_arm_finding(path, contrasts, baseline, name, arm, verdicts.get(name)))
-    findings, test = _compare_power(path, data, findings)
-    excluded = data.get("excluded") or {}
-    tasks, repeats, items = len(data.get("tasks") or []), data.get("repeats"), data.get("items")
-    spent = data.get("spent_usd")
+    hint = "write it again with this ablate (`ablate compare`)"
+    doc = _typed(CompareReport, path, data, COMPARE_SCHEMA_VERSION, "compare.json", hint)
+    verdicts = {v.arm: v for v in doc.verdicts}
+    findings = [_arm_finding(arm, doc, verdicts) for arm in doc.arms if arm.name != doc.baseline]
+    rate = next(
+        (r.rate for r in doc.arm_rates if r.arm == doc.baseline and r.task is None and r.rate is not None),
+        0.5,
+    )  # the baseline's pooled pass rate (½ when it has none)
+    findings, test = _compare_power(doc, findings, rate)
+    found = [f.detectable for f in findings]
+    tasks = len(doc.tasks)
     return Evidence(
         source=path,
         kind="compare",
         primary=DEFAULT_PRIMARY,
         findings=findings,
-        detectable=max((f.detectable or 0.0 for f in findings), default=None)
-        if all(f.detectable is not None for f in findings)
-        else None,
+        detectable=None if None in found else max((d for d in found if d is not None), default=None),
         detectable_note=test,
         detect_test=test,
-        items=int(data.get("items") or 0),
-        excluded=int(excluded.get("count") or 0) if isinstance(excluded, dict) else 0,
+        items=doc.items,
+        excluded=doc.excluded.count,
         untrustworthy=[
-            f"arm {c.get('arm')}: its file changed ({c.get('when', 'between runs')})"
-            for c in data.get("fingerprint_changes", [])
-            if isinstance(c, dict) and str(c.get("when", "")).startswith("during")
+            f"arm {c.arm}: its file changed ({c.when})"
+            for c in doc.fingerprint_changes
+            if c.when.startswith("during")
         ],
-        caveats=[("cannot-claim", t) for t in (data.get("claims") or {}).get("cannot", [])],
-        unsealed=isinstance(execution := data.get("execution"), dict)
-        and execution.get("network") == UNSEALED,
+        caveats=[("cannot-claim", t) for t in doc.claims.cannot],
+        unsealed=doc.execution.get("network") == UNSEALED,
         secondary=[
-            f"{verdicts[a].get('arm')}: {c.get('detail')}"
-            for a in verdicts
-            for c in verdicts[a].get("checks", [])
-            if isinstance(c, dict) and c.get("name") == "nothing regressed" and not c.get("passed")
+            f"{v.arm}: {c.detail}"
+            for v in verdicts.values()
+            for c in v.checks
+            if c.name == "nothing regressed" and not c.passed
         ],
         scale=Scale(
-            _baseline_rate(data),
-            0.05 / max(1, len(contrasts)),
+            rate,
+            0.05 / max(1, len(doc.contrasts)),
             tasks,
-            tasks * len(arms),
-            repeats,
-            spent / items if isinstance(spent, int | float) and isinstance(items, int) and items else None,
+            tasks * len(doc.arms),
+            doc.repeats,
+            doc.spent_usd / doc.items if doc.items else None,
         )
-        if tasks and isinstance(repeats, int)
+        if tasks
         else None,
     )
 
 
-def _arm_finding(
-    path: Path, contrasts: list[Any], baseline: str, arm: str, spec: dict[str, Any], verdict: Any
-) -> Finding:
-    sign = 1.0
-    c = _contrast(contrasts, baseline, arm)
-    if c is None:
-        c, sign = _contrast(contrasts, arm, baseline), -1.0
-    label = str(spec.get("source") or arm)
-    if spec.get("op") in ("move", "duplicate"):
-        label += f" with block {spec.get('block')!r} {'moved' if spec['op'] == 'move' else 'duplicated'}"
-    claimed = verdict.get("better") if isinstance(verdict, dict) else None
-    why = list(verdict.get("failed", [])) if isinstance(verdict, dict) else []
-    if c is None:
-        return Finding(subject=arm, against=baseline, label=label, claimed_better=claimed, why_not=why)
+def _arm_finding(arm: ArmInfo, doc: CompareReport, verdicts: dict[str, VerdictRow]) -> Finding:
+    """The arm's pooled pitfall-free effect against the baseline (+ = the arm is better), with compare's verdict."""
+    from ablate.compare.analysis import oriented
 
-    def num(key: str) -> float | None:
-        v = c.get(key)
-        if v is not None and not isinstance(v, int | float):
-            raise SpecError.single(path, f"contrasts[{arm}].{key}", f"not a number: {v!r}")
-        return None if v is None else sign * float(v)
-
-    lo, hi = (num("ci_low"), num("ci_high")) if sign > 0 else (num("ci_high"), num("ci_low"))
-    p = c.get("p_adjusted")
+    label = arm.source or arm.name
+    if arm.op in ("move", "duplicate"):
+        label += f" with block {arm.block!r} {'moved' if arm.op == 'move' else 'duplicated'}"
+    e = oriented(doc.contrasts, doc.baseline, arm.name)
+    verdict = verdicts.get(arm.name)
     return Finding(
-        subject=arm,
-        against=baseline,
-        label=label,
-        effect=num("delta"),
-        ci_low=lo,
-        ci_high=hi,
-        p_adjusted=float(p) if isinstance(p, int | float) else None,
-        real=bool(c.get("real")),
-        claimed_better=bool(claimed) if claimed is not None else None,
-        why_not=why,
+        arm.name,
+        doc.baseline,
+        label,
+        effect=e.delta,
+        ci_low=e.ci_low,
+        ci_high=e.ci_high,
+        p_adjusted=e.p_adjusted,
+        real=e.real,
+        claimed_better=None if verdict is None else verdict.better,
+        why_not=[] if verdict is None else list(verdict.failed),
     )
 
 
-def _contrast(contrasts: list[Any], a: str, b: str) -> dict[str, Any] | None:
-    for c in contrasts:
-        if (
-            isinstance(c, dict)
-            and c.get("a") == a
-            and c.get("b") == b
-            and c.get("metric") == DEFAULT_PRIMARY
-            and c.get("task") is None
-            and c.get("scope", "all") == "all"
-        ):
-            return c
-    return None
-
-
-def _compare_power(path: Path, data: dict[str, Any], findings: list[Finding]) -> tuple[list[Finding], str]:
+def _compare_power(doc: CompareReport, findings: list[Finding], base: float) -> tuple[list[Finding], str]:
     """Each arm's detectable effect by the test that decides it: the anytime-valid e-process of an adaptive
-    comparison (its blocks, at its α over Holm's first step), else the exact paired test."""
-    from dataclasses import replace
-
-    seq = data.get("sequential")
-    if not isinstance(seq, dict):
-        det = _compare_detectable(data)
-        test = "exact paired test at Holm's first step, arms assumed independent (cautious)"
-        return [replace(f, detectable=det) for f in findings], test
-    from ablate.report.model import SequentialReport
+    comparison (its blocks, at its α over Holm's first step), else the exact paired test compare's claims state
+    (its blocks and contrasts, from the baseline's rate ``base``)."""
+    from ablate.compare.tiers import detectable_effect
     from ablate.stats.sequential import detectable_anytime, prior_for
 
-    try:
-        s = SequentialReport.model_validate(seq)
-    except ValidationError:
-        raise SpecError.single(
-            Path(str(data.get("_path", "compare.json"))), "sequential", "not valid"
-        ) from None
+    s = doc.sequential
+    if s is None:
+        det = detectable_effect(len(doc.tasks) * doc.repeats, base, max(1, len(doc.contrasts)))
+        test = "exact paired test at Holm's first step, arms assumed independent (cautious)"
+        return [replace(f, detectable=det) for f in findings], test
     last = s.looks[-1].cells if s.looks else {}
-    base = _baseline_rate(data)
     out = []
     for f in findings:
         look = last.get(f.subject)
@@ -529,36 +478,6 @@ def _compare_power(path: Path, data: dict[str, Any], findings: list[Finding]) ->
             replace(f, detectable=det, no_effect_beyond=s.min_effect if decided == "no-effect" else None)
         )
     return out, "anytime-valid e-process at Holm's first step, arms assumed independent (cautious)"
-
-
-def _compare_detectable(data: dict[str, Any]) -> float | None:
-    """The pooled pass-rate change compare's exact paired test detects with 80% power, from its own inputs
-    (blocks, contrasts, the baseline's rate), as its claims state it."""
-    from ablate.compare.tiers import detectable_effect
-
-    tasks = data.get("tasks") or []
-    repeats = data.get("repeats")
-    if not isinstance(repeats, int) or not isinstance(tasks, list):
-        return None
-    return detectable_effect(
-        len(tasks) * repeats, _baseline_rate(data), max(1, len(data.get("contrasts") or []))
-    )
-
-
-def _baseline_rate(data: dict[str, Any]) -> float:
-    """compare.json's pooled pass rate of the baseline arm (½ when it has none)."""
-    rates = data.get("arm_rates") or []
-    return next(
-        (
-            float(r["rate"])
-            for r in rates
-            if isinstance(r, dict)
-            and r.get("arm") == data.get("baseline")
-            and r.get("task") is None
-            and isinstance(r.get("rate"), int | float)
-        ),
-        0.5,
-    )
 
 
 def check_subject(ev: Evidence, name: str, where: str) -> Finding:

@@ -26,7 +26,7 @@ from ablate.cli.common import (
     resolve_models,
     takes,
 )
-from ablate.cli.run_display import err
+from ablate.cli.run_display import err, say_changed
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
@@ -183,9 +183,7 @@ def _finish(folder: Path, report: CompareReport, *, json: bool) -> None:
     for line in execution.get("writes") or []:
         err(line)
     changed = execution.get("real_files_changed") or []
-    backend = (execution.get("isolation") or {}).get("backend", "")
-    for path in changed[:20]:
-        err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
+    say_changed((execution.get("isolation") or {}).get("backend", ""), changed)
     if json:
         print_json(report.to_json())
     else:
@@ -330,7 +328,11 @@ def compare_cmd(
 #: The options the claude-code executor takes as they are (:class:`~ablate.compare.executors.ClaudeCodeOptions`).
 _CC_OPTIONS = (
     "config_dir", "repo", "layer", "claude_bin", "max_turns", "jobs", "work_dir", "ablate_toml", "budget_usd",
-    "isolation", "unsealed",
+    "isolation", "unsealed", "probe", "allow_weak_checks",
+)  # fmt: skip
+#: The options :class:`~ablate.compare.core.CompareRequest` takes as they are.
+_REQUEST_OPTIONS = (
+    "tier", "repeats", "block", "roles", "layer", "executor", "model", "max_turns", "max_tokens",
 )  # fmt: skip
 
 
@@ -373,8 +375,6 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
             "hide": tuple(o["hide"] or ()),
             "expose": tuple(o["expose"] or ()),
             "limits": parse_limits(o["limit"] or []),
-            "probe": o["probe"],
-            "allow_weak_checks": o["allow_weak_checks"],
             "models": several,
             "on_progress": display.update,
             "on_note": display.note,
@@ -382,17 +382,9 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
     )
     display.simulated = ex.simulated
     req = CompareRequest(
+        **{k: o[k] for k in _REQUEST_OPTIONS},
         arms=list(o["arms"]),
         tasks=list(o["tasks"] or []),
-        tier=o["tier"],
-        repeats=o["repeats"],
-        block=o["block"],
-        roles=o["roles"],
-        layer=o["layer"],
-        executor=o["executor"],
-        model=o["model"],
-        max_turns=o["max_turns"],
-        max_tokens=o["max_tokens"],
         seed=seed,
         out=out,
         adaptive=adaptive,

@@ -53,7 +53,6 @@ from ablate.core.constants import DEFAULT_GRACE_S, DEFAULT_MIN_EFFECT
 from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
-    from ablate.core.claude import ClaudeBinary
     from ablate.folder.adaptive import AdaptiveOptions
     from ablate.run.adaptive import AdaptiveSummary
     from ablate.run.execute import ExecuteRequest, ExecutionResult
@@ -273,6 +272,13 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     typer.echo(f"{folder.root}: {manifest.items} items in {n_blocks} blocks (at most {n_blocks} shards)")
 
 
+#: The options :class:`~ablate.run.prepare.RunRequest` takes as they are.
+_RUN_REQUEST = (
+    "cells", "aa", "repeats", "model", "max_turns", "out", "config_dir", "repo", "seed", "resume", "plan",
+    "shard", "force", "ablate_toml", "work_dir", "dirty", "models",
+)  # fmt: skip
+
+
 def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunRequest:
     """The options of ``run`` / ``ab`` as the library's request; "given?" is the option's parameter source."""
     from typing import get_args
@@ -280,28 +286,12 @@ def _request(ctx: typer.Context, o: dict[str, Any], tasks: list[Path]) -> RunReq
     from ablate.run.prepare import Defaultable, RunRequest
 
     return RunRequest(
+        **{k: o[k] for k in _RUN_REQUEST},
         tasks=tasks,
-        cells=o["cells"],
-        aa=o["aa"],
-        repeats=o["repeats"],
-        model=o["model"],
-        max_turns=o["max_turns"],
         timeout_s=o["timeout"],
-        out=o["out"],
-        config_dir=o["config_dir"],
-        repo=o["repo"],
-        seed=o["seed"],
-        resume=o["resume"],
-        plan=o["plan"],
-        shard=o["shard"],
-        force=o["force"],
-        ablate_toml=o["ablate_toml"],
         defaulted=frozenset(n for n in get_args(Defaultable) if not (n in ctx.params and given(ctx, n))),
-        work_dir=o["work_dir"],
-        dirty=o["dirty"],
         pieces=_piece_request(o),
         adaptive=bool(o.get("adaptive")),
-        models=o["models"],
     )
 
 
@@ -383,6 +373,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.folder.limits import parse_limits
     from ablate.folder.result import read_result
     from ablate.grade.hook import GradingHook
+    from ablate.grade.vet import vet_and_probe
     from ablate.run.estimate import dearest, estimate_run, probe_capture
     from ablate.run.execute import ExecuteRequest, execute, preflight
     from ablate.run.piece_confirm import confirming
@@ -434,7 +425,10 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     err(f"isolation: {checked.isolation.backend} ({checked.isolation.reason})")
     if checked.seal_note:
         err(checked.seal_note)
-    _probe_first(prep, claude, checked.isolation.backend, o)
+    vet_and_probe(
+        prep, claude, checked.isolation.backend, err,
+        probe=o["probe"], work_dir=o["work_dir"], jobs=o["jobs"], allow_weak=o["allow_weak_checks"],
+    )  # fmt: skip
     request = ExecuteRequest(
         claude=claude,
         preflight=checked,
@@ -446,10 +440,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
             backoff=BackoffPolicy(first_s=o["backoff"]),
             limits=limits,
         ),
-        work_dir=o["work_dir"],
-        isolate_state=o["isolate_state"],
-        allow_network=o["allow_network"],
-        dirty=o["dirty"],
+        **{k: o[k] for k in ("work_dir", "isolate_state", "allow_network", "dirty")},
         forced=o["force"],
     )
     display = Display(enabled=not o["json"], simulated=simulated)
@@ -476,24 +467,6 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)
-
-
-def _probe_first(prep: PreparedRun, claude: ClaudeBinary, backend: str, o: dict[str, Any]) -> None:
-    """The free probe before the first paid session, or the record that it was skipped."""
-    from ablate.grade.vet import vet_tasks
-    from ablate.run.probe_first import probe_or_skip
-
-    probe_or_skip(
-        prep,
-        claude,
-        enabled=o["probe"],
-        isolation=backend,
-        work_dir=o["work_dir"],
-        jobs=o["jobs"],
-        say=err,
-        vet=lambda: vet_tasks(prep.tasks, prep.setup.repo, prep.setup.head),
-        allow_weak=o["allow_weak_checks"],
-    )
 
 
 @app.command("run")

@@ -33,6 +33,17 @@ def print_estimate(est: CostEstimate, *, simulated: bool = False) -> None:
     err(f"plan: {est.sessions} sessions, ~{est.calls} API calls, {cost} ({est.detail})")
 
 
+def say_changed(backend: str, changed: Sequence[str]) -> None:
+    """An ERROR line for each real file of the user's that changed during the run (the first 20, then how many
+    more)."""
+    for path in changed[:20]:
+        err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
+    if len(changed) > 20:
+        err(
+            f"ERROR: … and {len(changed) - 20} more (all listed in manifest.json, isolation.real_files_changed)"
+        )
+
+
 def render_execution(
     done: ExecutionResult, *, json: bool, extra: dict[str, Any] | None = None, simulated: bool = False
 ) -> None:
@@ -44,13 +55,7 @@ def render_execution(
     summary = done.summary
     for note in done.guard_notes:
         err(f"note: {note}")
-    changed = done.real_files_changed
-    for path in changed[:20]:
-        err(f"ERROR: {done.isolation.backend} isolation: your real file changed during the run: {path}")
-    if len(changed) > 20:
-        err(
-            f"ERROR: … and {len(changed) - 20} more (all listed in manifest.json, isolation.real_files_changed)"
-        )
+    say_changed(done.isolation.backend, done.real_files_changed)
     for line in done.writes:
         err(line)
     if json:

@@ -129,10 +129,9 @@ def apply_holm(contrasts: Sequence[ContrastRow], alpha: float = ALPHA) -> None:
 def find(
     contrasts: Sequence[ContrastRow], a: str, b: str, metric: str, task: str | None
 ) -> ContrastRow | None:
-    for c in contrasts:
-        if c.a == a and c.b == b and c.metric == metric and c.task == task and c.scope == "all":
-            return c
-    return None
+    return next(
+        (c for c in contrasts if (c.a, c.b, c.metric, c.task, c.scope) == (a, b, metric, task, "all")), None
+    )
 
 
 def _effect(

@@ -16,7 +16,7 @@ the outcomes and writes the compare folder::
 
 ``compare --adaptive`` (claude-code only): the compare folder's plan.jsonl holds every arm × task × repeat up to
 ``max_repeats``, the run folder's only the rounds scheduled so far
-(:meth:`~ablate.compare.executors.ClaudeCodeExecutor.run_adaptive`); :mod:`ablate.compare.sequential` rewrites
+(:meth:`~ablate.compare.executors.ClaudeCodeExecutor.run`); :mod:`ablate.compare.sequential` rewrites
 the figures."""
 
 from __future__ import annotations
@@ -367,9 +367,8 @@ def _execute(
         return executor.run(prep.items, folder, on_item)
     from ablate.compare.executors import ClaudeCodeExecutor
 
-    if not isinstance(executor, ClaudeCodeExecutor):  # prepare_compare refused it
-        raise UsageError(f"--adaptive with --executor {executor.name}: only claude-code runs in rounds")
-    return executor.run_adaptive(prep.items, folder, prep.request.adaptive, on_item)
+    assert isinstance(executor, ClaudeCodeExecutor)  # prepare_compare refused the others
+    return executor.run(prep.items, folder, on_item, adaptive=True, options=prep.request.adaptive)
 
 
 def _sequential(stats: dict[str, Any], run_dir: Path, baseline: str) -> dict[str, Any]:

@@ -115,26 +115,26 @@ def session_id(seed: int, item: str) -> str:
     return str(uuid.uuid5(_SESSION_NS, f"{seed}:{item}"))
 
 
+@dataclass(kw_only=True)
 class ApiExecutor:
     """One Messages API request per item with the arm as the system prompt (the anthropic SDK)."""
 
     name = "api"
     spends = True
     spend_basis = "list price × the usage each response reported (an estimate)"
+    model: str
+    base_url: str | None
+    api_key: str | None
+    max_tokens: int = 1024
+    seed: int = 0
+    priced: bool = True
+    """False: the sim's answers, whose usage nothing bills."""
 
-    def __init__(
-        self, *, model: str, base_url: str | None, api_key: str | None, max_tokens: int = 1024, seed: int = 0
-    ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self.api_key = api_key
-        self.max_tokens = max_tokens
-        self.seed = seed
-        self.priced = True
-        self.simulated = is_simulated(base_url)
+    def __post_init__(self) -> None:
+        self.simulated = is_simulated(self.base_url)
         if self.simulated:
             self.spend_basis += "; the endpoint is ablate.sim, so it is simulated: nothing was billed"
-        if not api_key:
+        if not self.api_key:
             raise UsageError(
                 "--executor api needs an API key",
                 hint="set ANTHROPIC_API_KEY (or use --executor sim for a free dry run)",
@@ -210,6 +210,7 @@ class ApiExecutor:
         return Execution(outcomes, {"request_check": check_requests(records, arm_text)})
 
 
+@dataclass(kw_only=True)
 class SimExecutor:
     """The api executor against an in-process ``ablate.sim`` endpoint: free, offline, deterministic."""
 
@@ -217,12 +218,10 @@ class SimExecutor:
     spends = False
     spend_basis = "the simulated endpoint: nothing is billed"
     simulated = True
-
-    def __init__(self, *, script: Path, model: str, seed: int = 0, max_tokens: int = 1024) -> None:
-        self.script = script
-        self.model = model
-        self.seed = seed
-        self.max_tokens = max_tokens
+    script: Path
+    model: str
+    seed: int = 0
+    max_tokens: int = 1024
 
     def calls_per_session(self, max_turns: int) -> int:
         return 1
@@ -239,8 +238,8 @@ class SimExecutor:
                 api_key="sk-ablate-sim",
                 max_tokens=self.max_tokens,
                 seed=self.seed,
+                priced=False,
             )
-            api.priced = False
             execution = api.run(items, folder, on_item)
             errors = sim.errors
         execution.info["sim"] = {
@@ -402,69 +401,45 @@ class ClaudeCodeExecutor:
         return min(max_turns, ASSUMED_CALLS_PER_SESSION)
 
     def run(
-        self, items: Sequence[WorkItem], folder: Path, on_item: Callable[[ItemOutcome], None] | None = None
-    ) -> Execution:
-        from ablate.core.claude import find_claude
-        from ablate.run.execute import execute
-
-        claude = find_claude(self.options.claude_bin)
-        prep = self._prepare(items, folder, claude)
-        self._probe_first(prep, claude)
-        done = execute(
-            prep,
-            self._request(claude, folder),
-            on_progress=self.options.on_progress,
-            on_note=self.options.on_note,
-        )
-        return self._execution(
-            prep, folder, claude, done, _outcomes(prep.folder, items, on_item), _arms(items)
-        )
-
-    def run_adaptive(
         self,
         items: Sequence[WorkItem],
         folder: Path,
-        options: AdaptiveOptions | None,
         on_item: Callable[[ItemOutcome], None] | None = None,
+        *,
+        adaptive: bool = False,
+        options: AdaptiveOptions | None = None,
     ) -> Execution:
-        """``items`` (every arm × task × repeat up to ``max_repeats``) in rounds over the arms still undecided
-        against the first arm (:func:`ablate.run.adaptive.run_adaptive` on the run folder, its rounds passes
-        of one execution in kept environments). ``options`` None: a resume, which keeps the folder's own.
-        Only the items the rounds scheduled have outcomes; ``info["adaptive"]`` says how it stopped."""
+        """Every item in one sweep; ``adaptive``: in rounds over the arms still undecided against the first
+        arm (:func:`ablate.run.adaptive.execute_adaptive` on the run folder, up to ``options.max_repeats``;
+        ``options`` None: a resume, which keeps the folder's own), only the items the rounds scheduled having
+        outcomes and ``info["adaptive"]`` saying how it stopped. First the arms' cells are proved to carry
+        their files to the model, as ``ablate run`` does (probe.json; an unfaithful cell stops it, exit 1)."""
         from ablate.core.claude import find_claude
+        from ablate.grade.vet import vet_and_probe
         from ablate.run.adaptive import execute_adaptive
-
-        claude = find_claude(self.options.claude_bin)
-        prep = self._prepare(items, folder, claude, adaptive=True)
-        self._probe_first(prep, claude)
-        request = self._request(claude, folder)
-        done, summary = execute_adaptive(
-            prep, request, options, on_progress=self.options.on_progress, on_note=self.options.on_note
-        )
-        scheduled = {p.item for p in prep.folder.read_plan()}
-        outcomes = _outcomes(prep.folder, [it for it in items if it.item in scheduled], on_item)
-        execution = self._execution(prep, folder, claude, done, outcomes, _arms(items))
-        execution.info["adaptive"] = summary.to_json()
-        return execution
-
-    def _probe_first(self, prep: PreparedRun, claude: ClaudeBinary) -> None:
-        """Prove every arm's cell carries its arm's file to the model before the first paid session, as
-        ``ablate run`` does (probe.json in the run folder); an unfaithful cell stops the comparison (exit 1)."""
-        from ablate.grade.vet import vet_tasks
-        from ablate.run.probe_first import probe_or_skip
+        from ablate.run.execute import execute
 
         o = self.options
-        probe_or_skip(
-            prep,
-            claude,
-            enabled=o.probe,
-            isolation=self.preflight.isolation.backend,
-            work_dir=o.work_dir,
-            jobs=o.jobs,
-            say=o.on_note or (lambda _line: None),
-            vet=lambda: vet_tasks(prep.tasks, prep.setup.repo, prep.setup.head),
-            allow_weak=o.allow_weak_checks,
-        )
+        claude = find_claude(o.claude_bin)
+        prep = self._prepare(items, folder, claude, adaptive=adaptive)
+        vet_and_probe(
+            prep, claude, self.preflight.isolation.backend, o.on_note or (lambda _line: None),
+            probe=o.probe, work_dir=o.work_dir, jobs=o.jobs, allow_weak=o.allow_weak_checks,
+        )  # fmt: skip
+        request, arms = self._request(claude, folder), _arms(items)
+        summary = None
+        if adaptive:
+            done, summary = execute_adaptive(
+                prep, request, options, on_progress=o.on_progress, on_note=o.on_note
+            )
+            scheduled = {p.item for p in prep.folder.read_plan()}
+            items = [it for it in items if it.item in scheduled]
+        else:
+            done = execute(prep, request, on_progress=o.on_progress, on_note=o.on_note)
+        execution = self._execution(prep, folder, claude, done, _outcomes(prep.folder, items, on_item), arms)
+        if summary is not None:
+            execution.info["adaptive"] = summary.to_json()
+        return execution
 
     def _request(self, claude: ClaudeBinary, folder: Path) -> ExecuteRequest:
         from ablate.run.execute import ExecuteRequest

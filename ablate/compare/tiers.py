@@ -18,10 +18,6 @@ class Tier:
     name: TierName
     repeats: int
 
-    @property
-    def floor(self) -> int:
-        return TIER_REPEATS[self.name]
-
 
 def resolve_tier(name: str, repeats: int | None) -> Tier:
     """The tier and its repeats; ``repeats`` may go above the tier's floor, never below it."""

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Literal
 
 import orjson
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from ablate.checks.base import SessionTrace
-from ablate.core.errors import SpecError
 from ablate.core.fsutil import atomic_write_bytes
-from ablate.core.specs import Spec, problems_from_validation, read_json_object, require_schema
+from ablate.core.specs import Spec, read_json_object, require_schema, validate
 from ablate.folder.layout import DIFFS, GRADE_SCHEMA_VERSION, RunFolder, utcnow
 from ablate.grade.checkout import Baseline, grade_checkout
 from ablate.grade.evaluate import ChecksGrade
@@ -86,10 +85,7 @@ def read_grade(folder: RunFolder, item: str) -> GradeFile | None:
     require_schema(
         data, path, GRADE_SCHEMA_VERSION, "grade", hint="grade the run again: `ablate grade RUN_DIR`"
     )
-    try:
-        return GradeFile.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(problems_from_validation(str(path), exc)) from exc
+    return validate(GradeFile, data, path)
 
 
 _THREAD_LOCK = threading.Lock()

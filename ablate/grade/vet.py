@@ -7,9 +7,9 @@ all pass untouched, or that fail on the reference, cannot tell doing nothing fro
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ablate.checks.base import Reader, SessionTrace
 from ablate.core.errors import SpecError
@@ -18,6 +18,10 @@ from ablate.grade.checkout import overlay_state, patched
 from ablate.grade.evaluate import CheckResult, evaluate_check
 from ablate.grade.patch import parse_patch
 from ablate.setup.tasks import Task
+
+if TYPE_CHECKING:
+    from ablate.core.claude import ClaudeBinary
+    from ablate.run.prepare import PreparedRun
 
 #: What the checks see of a session that did nothing: no tool call and an empty final answer.
 UNTOUCHED_TRACE = SessionTrace(last_message="", transcript_read=True)
@@ -143,3 +147,32 @@ def vet_tasks(tasks: Sequence[Task], repo: Path, head: str) -> dict[str, Any]:
         "weak": [t["id"] for t in out if t["weak"]],
         "tasks": out,
     }
+
+
+def vet_and_probe(
+    prep: PreparedRun,
+    claude: ClaudeBinary,
+    isolation: str,
+    say: Callable[[str], None],
+    *,
+    probe: bool,
+    work_dir: Path | None,
+    jobs: int,
+    allow_weak: bool,
+) -> None:
+    """What ``run``, ``ab`` and ``compare --executor claude-code`` do before their first paid session: the
+    run's tasks' checks vetted (:func:`vet_tasks`), then its cells probed for free, or the record that they
+    were not (``probe`` False: ``--no-probe``); :func:`ablate.run.probe_first.probe_or_skip`."""
+    from ablate.run.probe_first import probe_or_skip
+
+    probe_or_skip(
+        prep,
+        claude,
+        enabled=probe,
+        isolation=isolation,
+        work_dir=work_dir,
+        jobs=jobs,
+        say=say,
+        vet=lambda: vet_tasks(prep.tasks, prep.setup.repo, prep.setup.head),
+        allow_weak=allow_weak,
+    )
