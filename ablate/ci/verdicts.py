@@ -137,8 +137,7 @@ def load_evidence(path: Path, model: str | None = None) -> Evidence:
         raise NotFound(f"{path}: no such run folder or report", hint="pass a run folder or a compare.json")
     if path.is_dir():
         if (path / "compare.json").is_file():
-            _no_model(model)
-            return _from_compare(path / "compare.json", _read_json(path / "compare.json"))
+            return _from_compare(path / "compare.json", _read_json(path / "compare.json"), model)
         if RunFolder(path).report_json.is_file():
             return _from_report_file(RunFolder(path).report_json, path, model)
         if RunFolder(path).has_manifest:
@@ -151,8 +150,7 @@ def load_evidence(path: Path, model: str | None = None) -> Evidence:
         )
     data = _read_json(path)
     if "contrasts" in data and "arms" in data:
-        _no_model(model)
-        return _from_compare(path, data)
+        return _from_compare(path, data, model)
     if "comparisons" in data:
         return _from_report_file(path, path.parent, model)
     raise SpecError.single(
@@ -180,11 +178,16 @@ def _typed(model: type[M], path: Path, data: dict[str, Any], version: int, what:
         raise SpecError(problems_from_validation(path, exc), hint=hint) from None
 
 
-def _no_model(model: str | None) -> None:
-    if model is not None:
+def _pick_model(names: list[str], model: str | None, what: str) -> None:
+    """A run of several models is gated one model at a time: without ``model`` (or with one it does not
+    hold) that is a :class:`UsageError` naming the models."""
+    if model is None and len(names) > 1:
         raise UsageError(
-            f"--model {model}: a compare.json has no models", hint="--model gates a run's report"
+            f"the {what} holds {len(names)} models ({', '.join(names)}): gate one of them with --model M",
+            hint="run `ablate gate --model M` once per model",
         )
+    if model is not None and model not in names:
+        raise UsageError(f"--model {model}: not a model of this {what}", hint="models: " + ", ".join(names))
 
 
 def for_model(report: Report, model: str | None) -> Report:
@@ -193,14 +196,7 @@ def for_model(report: Report, model: str | None) -> Report:
     from ablate.report.models import parts, view
 
     got = parts(report)
-    names = [p.model for p in got] or [report.run.model]
-    if model is None and got:
-        raise UsageError(
-            f"the report holds {len(got)} models ({', '.join(names)}): gate one of them with --model M",
-            hint="run `ablate gate --model M` once per model",
-        )
-    if model is not None and model not in names:
-        raise UsageError(f"--model {model}: not a model of this report", hint="models: " + ", ".join(names))
+    _pick_model([p.model for p in got] or [report.run.model], model, "report")
     return next((view(report, p) for p in got if p.model == model), report)
 
 
@@ -380,13 +376,18 @@ def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
     return out
 
 
-def _from_compare(path: Path, data: dict[str, Any]) -> Evidence:
+def _from_compare(path: Path, data: dict[str, Any], model: str | None = None) -> Evidence:
     """Evidence of a compare.json, read through the type that writes it (a file that does not validate is a
-    located :class:`SpecError`: file, field, what is wrong)."""
+    located :class:`SpecError`: file, field, what is wrong); of ``model``'s rows when it holds several."""
     from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 
     hint = "write it again with this ablate (`ablate compare`)"
     doc = _typed(CompareReport, path, data, COMPARE_SCHEMA_VERSION, "compare.json", hint)
+    _pick_model([m.model for m in doc.models] or [doc.model], model, "compare.json")
+    if rows := next((m for m in doc.models if m.model == model), None):
+        doc = doc.model_copy(
+            update={"arm_rates": rows.arm_rates, "contrasts": rows.contrasts, "verdicts": rows.verdicts}
+        )
     verdicts = {v.arm: v for v in doc.verdicts}
     findings = [_arm_finding(arm, doc, verdicts) for arm in doc.arms if arm.name != doc.baseline]
     rate = next(
