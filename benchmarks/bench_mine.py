@@ -7,12 +7,15 @@ into ``.cache/bench/projects-<size>`` (``ABLATE_BENCH_DIR`` overrides the cache 
 
 Size: ``ABLATE_BENCH_GB`` (default 1; e.g. ``ABLATE_BENCH_GB=0.05`` for a quick run).
 
-Figures, warm page cache (``cat`` runs first and twice), like for like:
+Figures, each command run ``ABLATE_BENCH_REPEAT`` times (default 3; min and median), wall and CPU (user +
+system of the child and its children), side by side in one run:
 - ``cat FILES > /dev/null``: the I/O floor;
 - the jq pipeline a user would write for the tool histogram of assistant records, serial (one jq at a time)
   and parallel (``xargs -P <cpus>``);
-- ``ablate mine DIR --by tool --json``, which computes every metric of every session, in a subprocess,
-  with its peak RSS: single process (``--jobs 1``) and parallel (``--jobs <cpus>``).
+- ``ablate mine DIR --by tool --json``, which computes every metric of every session, in a subprocess, with
+  ``--jobs`` 1, 2 and the CPU count (the default);
+then, where the page cache can be dropped (root: ``/proc/sys/vm/drop_caches``), ``cat`` and ``ablate mine``
+again from a cold cache. The summary gives the default's ratios to serial jq and to ``cat``, wall and CPU.
 The benchmark fails when ablate's tool histogram differs from jq's: a fast wrong answer is no result.
 """
 
@@ -108,6 +111,12 @@ def _measure(argv: list[str], cwd: Path) -> tuple[float, float, bytes]:
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, proc.stdout
 
 
+def _cwd(argv: list[str], root: Path) -> Path:
+    """ablate runs from this checkout (``python -m ablate`` imports the one in its working folder); the shell
+    pipelines from the corpus, whose file list names files relative to it."""
+    return REPO if argv[0] == sys.executable else root
+
+
 def drop_caches() -> str:
     """Empty the page cache (root only): "" when done, else why not."""
     subprocess.run(["sync"], check=False)
@@ -165,14 +174,14 @@ def main() -> None:
     outputs: dict[str, bytes] = {}
     for _ in range(repeat):
         for name, argv in commands.items():
-            wall, cpu, outputs[name] = _measure(argv, root)
+            wall, cpu, outputs[name] = _measure(argv, _cwd(argv, root))
             warm[name].append((wall, cpu))
     cold: dict[str, list[tuple[float, float]]] = {}
     why = drop_caches()
     for _ in range(repeat if not why else 0):
         for name in ("cat FILES > /dev/null", f"ablate mine --jobs {cpus}", "ablate mine --jobs 1"):
             drop_caches()
-            wall, cpu, _out = _measure(commands[name], root)
+            wall, cpu, _out = _measure(commands[name], _cwd(commands[name], root))
             cold.setdefault(name, []).append((wall, cpu))
     print(f"load average at the end: {os.getloadavg()[0]:.2f}; {repeat} runs each: min / median")
     for label, table in (("warm page cache", warm), ("cold page cache", cold)):
