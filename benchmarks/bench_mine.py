@@ -198,7 +198,8 @@ def main() -> None:
     cat, jq, ours = best["cat FILES > /dev/null"], best["jq, serial"], best[f"ablate mine --jobs {cpus}"]
     print(
         f"ablate mine (--jobs {cpus}, the default) vs serial jq: {jq[0] / ours[0]:.1f}x faster (wall), "
-        f"{jq[1] / ours[1]:.1f}x (CPU); vs cat: {ours[0] / cat[0]:.2f}x cat's wall, {ours[1] / cat[1]:.1f}x its CPU"
+        f"{jq[1] / ours[1]:.1f}x (CPU); vs cat: {ours[0] / cat[0]:.2f}x cat's wall, "
+        f"{ours[1] / cat[1]:.1f}x its CPU"
     )
     if cold:
         c_cat, c_ours = (

@@ -74,7 +74,7 @@ class Keychain:
 def check(
     setup: Setup, catalog: Catalog, cells: Any, scratch: Path, env: dict[str, str], platform: str
 ) -> AuthMethod:
-    """``check_run_auth`` over each cell's config dir built under ``scratch`` (built only past the Keychain)."""
+    """``check_run_auth`` over each cell's config dir built under ``scratch`` (only past the Keychain)."""
     logins = cell_logins(setup, catalog, cells, scratch, base_env=env, platform=platform)
     return check_run_auth(setup, logins, user_env=env, platform=platform)
 

@@ -165,8 +165,8 @@ def cell_login(
     extra_env: Mapping[str, str] | None = None,
     platform: str = sys.platform,
 ) -> CellLogin:
-    """How cell ``cell_id``'s sessions would authenticate from the config dir built for them at ``config``, with
-    the session environment every cell gets; the source names ``<cell config dir>``, not the build's path."""
+    """How cell ``cell_id``'s sessions would authenticate from the config dir built for them at ``config``,
+    with the session environment every cell gets; the source names ``<cell config dir>``, not that path."""
     from ablate.isolate.procenv import process_env
 
     env = process_env(
@@ -189,8 +189,8 @@ def cell_logins(
     base_env: Mapping[str, str],
     platform: str = sys.platform,
 ) -> Generator[CellLogin, None, None]:
-    """Each cell's :func:`cell_login` without a run (``ablate doctor``): its config dir built under ``scratch``
-    by the function both backends build one with, read, and removed before the next cell's."""
+    """Each cell's :func:`cell_login` without a run (``ablate doctor``): its config dir built under
+    ``scratch`` by the function both backends build one with, read, and removed before the next cell's."""
     from ablate.isolate.environment import build_config_dir
     from ablate.isolate.shadowfs import remove_path
 
@@ -221,9 +221,9 @@ def check_run_auth(
     setup: Setup, logins: Iterable[CellLogin], *, user_env: Mapping[str, str], platform: str = sys.platform
 ) -> AuthMethod:
     """Before a run's first session: refuse (``UsageError``, exit 2, naming the cell and the fix) when any of
-    the cells' ``logins`` differs from the user's own setup (``user_env`` and the real config dir); return the
-    user's method, for the manifest (never the secret). ``logins`` is read only past the Keychain refusal, so a
-    generator builds nothing before it. ``platform``: as :func:`auth_method` takes it."""
+    the cells' ``logins`` differs from the user's own setup (``user_env`` and the real config dir); return
+    the user's method, for the manifest (never the secret). ``logins`` is read only past the Keychain
+    refusal, so a generator builds nothing before it. ``platform``: as :func:`auth_method` takes it."""
     mine = auth_method(user_env, setup.config_dir, platform=platform)
     if mine.method == "keychain":  # no cell's config dir can reach it: said before anything is built
         raise UsageError(

@@ -456,10 +456,11 @@ def build_cell_config(
     """Build ``cell``'s config dir at ``config`` (:func:`build_config_dir`, the setup's auto-memory slug) and
     compare its kept layers with the setup's ``wanted`` prints (:func:`kept_mismatches`); the builder's
     report and the config layers' prints come with it."""
-    slug_ = setup.memory_slug
-    report = build_config_dir(setup, catalog, cell, config, memory_slug=slug_, isolate_state=isolate_state,
-                              at_real_path=at_real_path, home=home)  # fmt: skip
-    prints = config_prints(setup, catalog, config, memory_slug=slug_, at_real_path=at_real_path)
+    report = build_config_dir(
+        setup, catalog, cell, config, memory_slug=setup.memory_slug, isolate_state=isolate_state,
+        at_real_path=at_real_path, home=home,
+    )  # fmt: skip
+    prints = config_prints(setup, catalog, config, memory_slug=setup.memory_slug, at_real_path=at_real_path)
     return CellConfig(config, kept_mismatches(wanted, cell, prints)), report, prints
 
 

@@ -53,8 +53,10 @@ class LinksEnvironments:
 
             home = self.work_root / "configs" / cell.dirname
             home.mkdir(parents=True, mode=0o700)
-            self._configs[cell.id] = build_cell_config(self.setup, self.catalog, cell, home / ".claude", self._wanted,
-                isolate_state=self.options.isolate_state, at_real_path=False, home=home)[0]  # fmt: skip
+            self._configs[cell.id] = build_cell_config(
+                self.setup, self.catalog, cell, home / ".claude", self._wanted,
+                isolate_state=self.options.isolate_state, at_real_path=False, home=home,
+            )[0]  # fmt: skip
         return self._configs[cell.id]
 
     @functools.cached_property

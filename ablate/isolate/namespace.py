@@ -293,7 +293,7 @@ class NamespaceEnvironments:
         return self._prints
 
     def cell_config(self, cell: ResolvedCell) -> CellConfig:
-        """``cell``'s config dir, the lower layer every view of the cell shows at the real path: built once."""
+        """``cell``'s config dir, built once: the lower layer every view of the cell shows at the real path."""
         with self._lock:
             return self._config_locked(cell)[0]
 
@@ -304,8 +304,10 @@ class NamespaceEnvironments:
             if os.path.lexists(cdir):
                 shadowfs.remove_path(cdir)
             cdir.mkdir(parents=True)
-            self._configs[cell.id] = build_cell_config(self.setup, self.catalog, cell, cdir / "config", wanted,
-                isolate_state=self.options.isolate_state, at_real_path=True)  # fmt: skip
+            self._configs[cell.id] = build_cell_config(
+                self.setup, self.catalog, cell, cdir / "config", wanted,
+                isolate_state=self.options.isolate_state, at_real_path=True,
+            )  # fmt: skip
         return self._configs[cell.id]
 
     def cell_layers(self, cell: ResolvedCell) -> CellLayers:

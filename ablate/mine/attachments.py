@@ -78,7 +78,7 @@ _LISTING_LINE = re.compile(r"\n- ([^:\n\r]+):")
 
 @functools.lru_cache(maxsize=64)
 def _listing_lines(content: str) -> tuple[str, ...]:
-    """The ``- name:`` lines of a skill listing (remembered: sessions of one setup repeat the same listing)."""
+    """The ``- name:`` lines of a skill listing (remembered: sessions of one setup repeat one listing)."""
     return tuple(_LISTING_LINE.findall("\n" + content))
 
 

@@ -297,8 +297,10 @@ def _untouched(
     (root / "untouched" / "tmp").mkdir(exist_ok=True)
     env = _session_env(config, config.parent, base_url, root / "untouched" / "tmp")
     wrap = links_fence(setup, root / "untouched", repo)  # its home links to the real home's entries
-    obs = _run(claude, purpose="fidelity", cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout",
-               wrap=wrap)  # fmt: skip
+    out = root / "stdout"
+    obs = _run(
+        claude, purpose="fidelity", cwd=repo, env=env, config_dir=config, log=log, out_dir=out, wrap=wrap
+    )
     return obs, {
         **import_homes(setup.config_dir),
         str(config): "<CONFIG>",

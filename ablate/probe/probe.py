@@ -208,8 +208,8 @@ def _session(
 ) -> Observation:
     """One probe session in the built cell ``cenv``, run through ``wrap`` (its view, or the write fence)."""
     return _run(
-        claude, purpose=purpose, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, log=log, out_dir=root / "stdout",
-        wrap=wrap, shown_config=cenv.session_config_dir,
+        claude, purpose=purpose, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, log=log,
+        out_dir=root / "stdout", wrap=wrap, shown_config=cenv.session_config_dir,
     )  # fmt: skip
 
 
