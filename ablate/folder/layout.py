@@ -456,8 +456,9 @@ class RunManifest(Spec):
     """The isolation backend of the last invocation (None until a session ran)."""
     sessions: list[ManifestSession] = Field(default_factory=list)
     """Every `ablate run` invocation on this folder, oldest first."""
-    cli_starts: CliStarts = Field(default_factory=CliStarts)
-    """The ``claude`` starts of the invocations that reached their sessions (:class:`CliStarts`)."""
+    cli_starts: CliStarts = Field(default_factory=CliStarts, exclude_if=lambda v: not v.total)
+    """The ``claude`` starts of the invocations that reached their sessions (:class:`CliStarts`); absent
+    until one did (a planned folder reads as before)."""
     design: PieceDesignRecord | None = Field(default=None, exclude_if=lambda v: v is None)
     """A piece run's design (``ablate run --pieces``): its rows, cells and pieces; absent for a layer run."""
     weak_checks: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
