@@ -7,12 +7,15 @@ into ``.cache/bench/projects-<size>`` (``ABLATE_BENCH_DIR`` overrides the cache 
 
 Size: ``ABLATE_BENCH_GB`` (default 1; e.g. ``ABLATE_BENCH_GB=0.05`` for a quick run).
 
-Figures, warm page cache (``cat`` runs first and twice), like for like:
+Figures, each command run ``ABLATE_BENCH_REPEAT`` times (default 3; min and median), wall and CPU (user +
+system of the child and its children), side by side in one run:
 - ``cat FILES > /dev/null``: the I/O floor;
 - the jq pipeline a user would write for the tool histogram of assistant records, serial (one jq at a time)
   and parallel (``xargs -P <cpus>``);
-- ``ablate mine DIR --by tool --json``, which computes every metric of every session, in a subprocess,
-  with its peak RSS: single process (``--jobs 1``) and parallel (``--jobs <cpus>``).
+- ``ablate mine DIR --by tool --json``, which computes every metric of every session, in a subprocess, with
+  ``--jobs`` 1, 2 and the CPU count (the default);
+then, where the page cache can be dropped (root: ``/proc/sys/vm/drop_caches``), ``cat`` and ``ablate mine``
+again from a cold cache. The summary gives the default's ratios to serial jq and to ``cat``, wall and CPU.
 The benchmark fails when ablate's tool histogram differs from jq's: a fast wrong answer is no result.
 """
 
@@ -92,9 +95,36 @@ def corpus(size_gb: float) -> Path:
 
 
 def _timed_shell(cmd: str, cwd: Path) -> tuple[float, str]:
+    wall, _cpu, out = _measure(["bash", "-o", "pipefail", "-c", cmd], cwd)
+    return wall, out.decode()
+
+
+def _measure(argv: list[str], cwd: Path) -> tuple[float, float, bytes]:
+    """(wall seconds, CPU seconds of the child and its children, stdout) of one command that must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, capture_output=True, check=True)
-    return time.perf_counter() - t0, proc.stdout.decode()
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(argv[:5])} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, proc.stdout
+
+
+def _cwd(argv: list[str], root: Path) -> Path:
+    """ablate runs from this checkout (``python -m ablate`` imports the one in its working folder); the shell
+    pipelines from the corpus, whose file list names files relative to it."""
+    return REPO if argv[0] == sys.executable else root
+
+
+def drop_caches() -> str:
+    """Empty the page cache (root only): "" when done, else why not."""
+    subprocess.run(["sync"], check=False)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        return f"cannot drop the page cache ({exc}): cold figures left out"
+    return ""
 
 
 def _files_list(root: Path) -> Path:
@@ -103,21 +133,6 @@ def _files_list(root: Path) -> Path:
         names = sorted(f"./{p.relative_to(root)}" for p in root.rglob("*.jsonl"))
         listing.write_bytes(b"\0".join(n.encode() for n in names) + b"\0")
     return listing
-
-
-def _ablate(root: Path, jobs: int) -> tuple[float, float, dict[str, int]]:
-    """(seconds, peak RSS MB, tool histogram) of ``ablate mine ROOT --by tool --json --jobs N``."""
-    import orjson
-
-    cmd = [sys.executable, "-m", "ablate", "mine", str(root), "--by", "tool", "--json", "--jobs", str(jobs)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, cwd=REPO)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode:
-        raise SystemExit(f"ablate mine failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    return elapsed, peak, {e["tool"]: e["calls"] for e in map(orjson.loads, proc.stdout.splitlines())}
 
 
 def _histogram(text: str) -> dict[str, int]:
@@ -140,39 +155,69 @@ def prepare(name: str) -> tuple[Path, str, int, int]:
 
 
 def main() -> None:
+    import orjson
+
     root, xargs, cpus, total = prepare("bench_mine")
-
-    _timed_shell(f"{xargs} cat > /dev/null", root)  # warm the page cache
-    t_cat, _ = _timed_shell(f"{xargs} cat > /dev/null", root)
-    t_jq1, jq1 = _timed_shell(f"{xargs} jq -r '{JQ_FILTER}' | sort | uniq -c", root)
-    t_jqn, jqn = _timed_shell(f"{xargs} -P {cpus} jq -r '{JQ_FILTER}' | sort | uniq -c", root)
-    t_a1, rss1, ours1 = _ablate(root, 1)
-    t_an, rssn, oursn = _ablate(root, cpus)
-
-    rows = [
-        ("cat FILES > /dev/null", t_cat, "I/O floor, warm cache"),
-        ("jq, serial", t_jq1, JQ_PIPELINE),
-        (f"jq, {cpus} in parallel", t_jqn, f"xargs -P {cpus}"),
-        ("ablate mine, --jobs 1", t_a1, f"all metrics; peak RSS {rss1:.0f} MB"),
-        (f"ablate mine, --jobs {cpus}", t_an, f"all metrics; peak RSS {rssn:.0f} MB"),
-    ]
-    for name, t, note in rows:
-        print(f"{name:28s} {t:7.2f} s   {note}")
-    print(f"single process: ablate {t_jq1 / t_a1:.1f}x faster than jq; parallel: {t_jqn / t_an:.1f}x")
+    repeat = int(os.environ.get("ABLATE_BENCH_REPEAT", "3"))
+    jobs = sorted({1, 2, cpus})
+    commands: dict[str, list[str]] = {
+        "cat FILES > /dev/null": ["bash", "-c", f"{xargs} cat > /dev/null"],
+        "jq, serial": ["bash", "-o", "pipefail", "-c", f"{xargs} jq -r '{JQ_FILTER}' | sort | uniq -c"],
+        f"jq, {cpus} in parallel": [
+            "bash", "-o", "pipefail", "-c", f"{xargs} -P {cpus} jq -r '{JQ_FILTER}' | sort | uniq -c"
+        ],
+    }  # fmt: skip
+    ablate = [sys.executable, "-m", "ablate", "mine", str(root), "--by", "tool", "--json", "--jobs"]
+    commands |= {f"ablate mine --jobs {j}": [*ablate, str(j)] for j in jobs}
+    _measure(commands["cat FILES > /dev/null"], root)  # warm the page cache
+    warm: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    outputs: dict[str, bytes] = {}
+    for _ in range(repeat):
+        for name, argv in commands.items():
+            wall, cpu, outputs[name] = _measure(argv, _cwd(argv, root))
+            warm[name].append((wall, cpu))
+    cold: dict[str, list[tuple[float, float]]] = {}
+    why = drop_caches()
+    for _ in range(repeat if not why else 0):
+        for name in ("cat FILES > /dev/null", f"ablate mine --jobs {cpus}", "ablate mine --jobs 1"):
+            drop_caches()
+            wall, cpu, _out = _measure(commands[name], _cwd(commands[name], root))
+            cold.setdefault(name, []).append((wall, cpu))
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}; {repeat} runs each: min / median")
+    for label, table in (("warm page cache", warm), ("cold page cache", cold)):
+        if table:
+            print(f"{label}:{'':14s} wall min  median    CPU min  median")
+        for name, runs in table.items():
+            w, c = sorted(r[0] for r in runs), sorted(r[1] for r in runs)
+            print(
+                f"  {name:28s} {w[0]:6.2f} s {w[len(w) // 2]:6.2f} s   {c[0]:6.2f} s {c[len(c) // 2]:6.2f} s"
+            )
+    if why:
+        print(why)
+    best = {name: (min(r[0] for r in runs), min(r[1] for r in runs)) for name, runs in warm.items()}
+    cat, jq, ours = best["cat FILES > /dev/null"], best["jq, serial"], best[f"ablate mine --jobs {cpus}"]
     print(
-        f"ablate throughput: {total / t_a1 / 1e9:.2f} GB/s (1 process), {total / t_an / 1e9:.2f} GB/s ({cpus})"
+        f"ablate mine (--jobs {cpus}, the default) vs serial jq: {jq[0] / ours[0]:.1f}x faster (wall), "
+        f"{jq[1] / ours[1]:.1f}x (CPU); vs cat: {ours[0] / cat[0]:.2f}x cat's wall, "
+        f"{ours[1] / cat[1]:.1f}x its CPU"
     )
-    histograms = {
-        "jq serial": _histogram(jq1),
-        "jq parallel": _histogram(jqn),
-        "ablate --jobs 1": ours1,
-        f"ablate --jobs {cpus}": oursn,
-    }
+    if cold:
+        c_cat, c_ours = (
+            min(r[0] for r in cold[n]) for n in ("cat FILES > /dev/null", f"ablate mine --jobs {cpus}")
+        )
+        print(f"cold: ablate mine {c_ours:.2f} s, cat {c_cat:.2f} s: {c_ours / c_cat:.2f}x cat's wall")
+    print("--jobs: " + ", ".join(f"{j}: {best[f'ablate mine --jobs {j}'][0]:.2f} s" for j in jobs))
+    print(f"ablate throughput: {total / ours[0] / 1e9:.2f} GB/s (--jobs {cpus})")
+    histograms = {"jq serial": _histogram(outputs["jq, serial"].decode())}
+    histograms |= {"jq parallel": _histogram(outputs[f"jq, {cpus} in parallel"].decode())}
+    for j in jobs:
+        lines = outputs[f"ablate mine --jobs {j}"].splitlines()
+        histograms[f"ablate --jobs {j}"] = {e["tool"]: e["calls"] for e in map(orjson.loads, lines)}
     if len({tuple(sorted(h.items())) for h in histograms.values()}) != 1:
         for name, h in histograms.items():
             print(f"  {name:18s} {dict(sorted(h.items()))}")
         raise SystemExit("bench_mine: the tool histograms differ (above): ablate's figures are not jq's")
-    print(f"tool histograms agree: {dict(sorted(ours1.items()))}")
+    print(f"tool histograms agree: {dict(sorted(histograms['jq serial'].items()))}")
 
 
 if __name__ == "__main__":

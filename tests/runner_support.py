@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablate.isolate.backend import CellConfig
 from ablate.setup.cells import ResolvedCell
 
 FAKE_CLAUDE = r"""
@@ -127,6 +128,9 @@ class FakeBackend:
         cwd.mkdir(parents=True, exist_ok=True)
         env = {**self.base_env, "CLAUDE_CONFIG_DIR": str(cfg), "HOME": str(root / "home")}
         return FakeEnv(root, cfg, cwd, env, cell.id, slot)
+
+    def cell_config(self, cell: ResolvedCell) -> CellConfig:
+        return CellConfig(self.root / "configs" / cell.dirname, {})
 
     def reset(self, env: Any) -> None:
         self.resets += 1

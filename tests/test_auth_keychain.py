@@ -11,11 +11,14 @@ import hashlib
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ablate.core.errors import UsageError
-from ablate.isolate.auth import auth_method, check_run_auth
+from ablate.isolate.auth import AuthMethod, auth_method, cell_logins, check_run_auth
+from ablate.setup.layers import Catalog
+from ablate.setup.load import Setup
 
 ACCOUNT = "me"
 FAKE = """#!/bin/sh
@@ -66,6 +69,14 @@ class Keychain:
 
     def env(self, **extra: str) -> dict[str, str]:
         return {"PATH": f"{self.bin}:/usr/bin:/bin", "USER": ACCOUNT, **extra}
+
+
+def check(
+    setup: Setup, catalog: Catalog, cells: Any, scratch: Path, env: dict[str, str], platform: str
+) -> AuthMethod:
+    """``check_run_auth`` over each cell's config dir built under ``scratch`` (only past the Keychain)."""
+    logins = cell_logins(setup, catalog, cells, scratch, base_env=env, platform=platform)
+    return check_run_auth(setup, logins, user_env=env, platform=platform)
 
 
 def hashed(config_dir: Path) -> str:
@@ -128,9 +139,7 @@ def test_cells_cannot_see_the_users_keychain_login_and_the_refusal_names_the_fix
     keychain.hold("Claude Code-credentials")
     scratch = tmp_path / "scratch"
     with pytest.raises(UsageError) as err:
-        check_run_auth(
-            setup, catalog, cells, scratch, user_env=keychain.env(HOME=str(ex.home)), platform="darwin"
-        )
+        check(setup, catalog, cells, scratch, keychain.env(HOME=str(ex.home)), "darwin")
     said, fix = str(err.value), err.value.hint or ""
     assert said.startswith(
         f"{ex.config_dir}: your login is the macOS Keychain item 'Claude Code-credentials'"
@@ -138,10 +147,7 @@ def test_cells_cannot_see_the_users_keychain_login_and_the_refusal_names_the_fix
     assert "would start logged out" in said
     assert "claude setup-token" in fix and "CLAUDE_CODE_OAUTH_TOKEN" in fix and "ANTHROPIC_API_KEY" in fix
     user = keychain.env(HOME=str(ex.home), CLAUDE_CODE_OAUTH_TOKEN="tok")
-    assert (
-        check_run_auth(setup, catalog, cells, scratch, user_env=user, platform="darwin").method
-        == "oauth-token"
-    )
+    assert check(setup, catalog, cells, scratch, user, "darwin").method == "oauth-token"
     assert os.listdir(scratch) == []
 
 
@@ -159,12 +165,10 @@ def test_a_run_is_refused_before_any_cell_is_built(keychain: Keychain, tmp_path:
     scratch = tmp_path / "scratch"
     cells = load_cell_set("binary", catalog).cells
     with pytest.raises(UsageError) as err:
-        check_run_auth(setup, catalog, cells, scratch, user_env=user, platform="darwin")
+        check(setup, catalog, cells, scratch, user, "darwin")
     assert f"your login is the macOS Keychain item '{hashed(ex.config_dir)}'" in str(err.value)
     assert "CLAUDE_CODE_OAUTH_TOKEN" in (err.value.hint or "")
     assert not scratch.exists()
     # on Linux the same setup logs in with its credentials file, in every cell
-    assert check_run_auth(setup, catalog, cells, scratch, user_env=user, platform="linux").method == (
-        "credentials-file"
-    )
+    assert check(setup, catalog, cells, scratch, user, "linux").method == ("credentials-file")
     assert os.listdir(scratch) == []

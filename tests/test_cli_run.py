@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -96,6 +97,36 @@ def test_ab_runs_the_binary_set_and_reports_json(rig: tuple[ExampleSetup, Path])
     code, out, _ = invoke(["run", "--resume", str(folder), "--json"])
     assert code == 0
     assert orjson.loads(out)["launched"] == 0
+
+
+def test_each_cell_is_built_once_and_every_cli_start_is_counted(
+    rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The login check, the fidelity check and the sessions share each cell's one config dir (``namespace``:
+    the lower layer of every view of the cell); the manifest counts the CLI's starts: the two sessions, and
+    ``--version`` for a binary ablate had not met."""
+    from ablate.isolate import environment
+    from ablate.isolate.namespace import namespace_support
+
+    if not namespace_support()[0]:
+        pytest.skip("the namespace backend does not work on this machine")
+    ex, tmp = rig
+    built: list[Path] = []
+    real = environment.build_config_dir
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(args[3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(environment, "build_config_dir", counted)
+    args = ["ab", "--tasks", TASK, "--jobs", "2", "--isolation", "namespace", "--out", str(tmp / "runs")]
+    code, out, err = invoke([*args, "--json", *setup_args(ex)])
+    assert code == 0, err
+    assert sorted(p.parent.name for p in built) == ["c00", "c01"]  # C0's and C11's, once each: nothing else
+    manifest = read_manifest(RunFolder(Path(orjson.loads(out)["folder"])))
+    assert manifest.cli_starts.model_dump() == {
+        "total": 3, "sessions": 2, "probe": 0, "fidelity": 0, "baseline": 0, "version": 1
+    }  # fmt: skip
 
 
 def test_the_default_work_folder_is_removed_after_a_run(

@@ -114,6 +114,10 @@ def test_claude_code_executor_runs_arms_as_variant_cells(claude: Path, tmp_path:
     }
     manifest = orjson.loads((run / "manifest.json").read_bytes())
     assert sorted(c["id"] for c in manifest["cells"]) == ["one", "two"]
+    # no CLI start wasted: one per session, one per probed cell, the untouched setup's fidelity session, and
+    # (this home's cache being empty) the probe's baseline and `claude --version` once each
+    starts = {"sessions": 10, "probe": 2, "fidelity": 1, "baseline": 1, "version": 1}
+    assert manifest["cli_starts"] == {"total": sum(starts.values()), **starts}
     # one sweep in the compare plan's order: the runner's plan is the very same (item, order) list
     mine = [orjson.loads(line) for line in (folder / "plan.jsonl").read_bytes().splitlines()]
     ran = [orjson.loads(line) for line in (run / "plan.jsonl").read_bytes().splitlines()]

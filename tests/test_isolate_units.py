@@ -379,11 +379,14 @@ def test_denied_writes_are_read_from_the_tools_and_hooks_errors(tmp_path: Path) 
 
 
 def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path) -> None:
-    """The run's own check (``check_run_auth``, as ``run.execute`` calls it) on the example's binary cells: C0
-    and C11 both hold the user's credentials file, so they pass with its method; a setup that logs in through
-    an ``apiKeyHelper`` in settings.json, which C11's empty config dir does not keep, is refused, located at
-    C11 and with the fix; an API key for all cells is one method everywhere."""
-    from ablate.isolate.auth import check_run_auth
+    """The run's own check (``check_run_auth`` on the config dirs the run's backend builds, as ``run.execute``
+    calls it) on the example's binary cells: C0 and C11 both hold the user's credentials file, so they pass
+    with its method; a setup that logs in through an ``apiKeyHelper`` in settings.json, which C11's empty
+    config dir does not keep, is refused, located at C11 and with the fix; an API key for all cells is one
+    method everywhere."""
+    from ablate.isolate.auth import AuthMethod, cell_login, check_run_auth
+    from ablate.isolate.backend import BackendOptions
+    from ablate.isolate.registry import open_backend
     from ablate.setup.cells import load_cell_set
     from ablate.setup.examples import materialise_example
     from ablate.setup.layers import load_catalog
@@ -393,25 +396,32 @@ def test_auth_check_refuses_a_cell_that_would_log_in_differently(tmp_path: Path)
     setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
     catalog = load_catalog()
     cells = load_cell_set("binary", catalog).cells
-    scratch = tmp_path / "scratch"
-    mine = check_run_auth(setup, catalog, cells, scratch, user_env={"PATH": "/usr/bin"}, platform="linux")
+
+    def check(env: dict[str, str]) -> AuthMethod:
+        backend = open_backend("links", setup, catalog, tmp_path / "work", BackendOptions())
+        try:
+            built = (
+                cell_login(c.id, backend.cell_config(c).path, base_env=env, platform="linux") for c in cells
+            )
+            return check_run_auth(setup, built, user_env=env, platform="linux")
+        finally:
+            backend.close()
+
+    mine = check({"PATH": "/usr/bin"})
     assert mine.to_json() == {
         "method": "credentials-file",
         "source": str(ex.config_dir / ".credentials.json"),
     }
-    assert os.listdir(scratch) == []  # every cell's config dir removed once read
+    assert os.listdir(tmp_path / "work") == []  # every cell's config dir removed with the backend
     settings = ex.config_dir / "settings.json"
     settings.write_text(json.dumps({**json.loads(settings.read_text()), "apiKeyHelper": "echo k"}))
     (ex.config_dir / ".credentials.json").unlink()
     with pytest.raises(UsageError) as err:
-        check_run_auth(setup, catalog, cells, scratch, user_env={"PATH": "/usr/bin"}, platform="linux")
+        check({"PATH": "/usr/bin"})
     assert "cell C11: would authenticate with nothing (logged out)" in str(err.value)
     assert f"your setup with api-key-helper ({settings})" in str(err.value)
     assert "CLAUDE_CODE_OAUTH_TOKEN" in (err.value.hint or "")
-    keyed = {"PATH": "/usr/bin", "ANTHROPIC_API_KEY": "sk-y"}
-    assert (
-        check_run_auth(setup, catalog, cells, scratch, user_env=keyed, platform="linux").method == "api-key"
-    )
+    assert check({"PATH": "/usr/bin", "ANTHROPIC_API_KEY": "sk-y"}).method == "api-key"
 
 
 def test_sandbox_profile_allows_writes_only_in_the_cell(tmp_path: Path) -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import orjson
 import pytest
@@ -17,9 +16,9 @@ import pytest
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import tree_hash
 from ablate.folder.writes_summary import writes_lines
-from ablate.isolate import environment, namespace, worktree
+from ablate.isolate import environment, worktree
 from ablate.isolate.backend import BackendOptions
-from ablate.isolate.environment import build_config_dir, build_environment, config_mismatches
+from ablate.isolate.environment import build_cell_config, build_config_dir, build_environment
 from ablate.isolate.faithful import setup_prints
 from ablate.isolate.procenv import force_capture
 from ablate.isolate.registry import choose_isolation, open_backend
@@ -29,7 +28,6 @@ from ablate.probe.judge import CellProbe, judge_cell
 from ablate.probe.observe import PROBE_MODEL, Observation
 from ablate.probe.probe import ProbeResult
 from ablate.run.execute import refuse_unfaithful_cells
-from ablate.run.prepare import PreparedRun
 from ablate.setup.layers import load_catalog, resolve_layer, walk_files
 from ablate.setup.load import ancestor_leaks, inventory, resolve_layers, selected_output_style
 from tests.dotfiles_setup import dotfiles_setup, loaded_dotfiles
@@ -154,10 +152,9 @@ def test_dotfiles_setup_cells_hold_what_the_cli_reads(tmp_path: Path) -> None:
     wanted = setup_prints(setup, catalog, resolve_layers(setup, catalog))
     for at_real_path in (True, False):
         for cell in cells.cells:
-            got = config_mismatches(
-                setup, catalog, cell, tmp_path / "scratch", wanted, at_real_path=at_real_path
-            )
-            assert got == {}, (cell.id, at_real_path, got)
+            config = tmp_path / f"cfg-{cell.dirname}-{at_real_path}"
+            got = build_cell_config(setup, catalog, cell, config, wanted, at_real_path=at_real_path)[0]
+            assert got.mismatches == {}, (cell.id, at_real_path, got)
     assert tree_hash(ex.home) == before  # every link target byte-identical
 
 
@@ -208,10 +205,11 @@ def test_a_cell_that_differs_from_the_setup_is_refused_before_any_session(
 
     monkeypatch.setattr(environment, "build_config_dir", lossy)
     before = tree_hash(ex.home)
-    prepared = cast(PreparedRun, SimpleNamespace(setup=setup, catalog=catalog, cell_set=cells))
-    for at_real_path in (True, False):
+    for isolation in ("namespace", "links"):  # each builds the cell's config dir its own way, once
+        backend = open_backend(isolation, setup, catalog, tmp_path / isolation, BackendOptions())
         with pytest.raises(AblateError) as err:
-            refuse_unfaithful_cells(prepared, tmp_path / "scratch", at_real_path=at_real_path)
+            refuse_unfaithful_cells(cells.cells, backend)
+        backend.close()
         assert err.value.exit_code == 1
         assert "C0: not the setup it claims to be; skills: the cell's copy differs" in err.value.message
         assert "skills/release-notes/SKILL.md (missing in the cell)" in err.value.message
@@ -243,7 +241,7 @@ def test_the_probe_judges_a_cell_whose_kept_layer_differs_not_faithful(
         skill.write_text(skill.read_text() + "\nA line the setup never had.\n")
         return report
 
-    monkeypatch.setattr(environment if isolation == "links" else namespace, "build_config_dir", edited)
+    monkeypatch.setattr(environment, "build_config_dir", edited)  # both backends build through it
     before = tree_hash(ex.home)
     backend = open_backend(isolation, setup, catalog, tmp_path / "work", BackendOptions(base_env=BASE_ENV))
     cenv = backend.build(cells.get("C0"), 0)

@@ -171,6 +171,8 @@ def test_compare_runs_every_arm_on_every_model(claude: Path, tmp_path: Path) -> 
     refused = invoke(["gate", folder])
     assert refused.exit_code == 2 and f"holds 2 models ({HAIKU}, {SONNET})" in refused.output
     assert invoke(["gate", folder, "--model", "claude-opus-4-1"]).exit_code == 2
-    gated = {m: orjson.loads(invoke(["gate", folder, "--model", m, "--json"]).stdout) for m in (HAIKU, SONNET)}
+    gated = {
+        m: orjson.loads(invoke(["gate", folder, "--model", m, "--json"]).stdout) for m in (HAIKU, SONNET)
+    }
     effect = {m: next(f["effect"] for f in g["findings"] if f["subject"] == "two") for m, g in gated.items()}
     assert effect == {HAIKU: 1.0, SONNET: 0.0}

@@ -400,6 +400,37 @@ def test_run_then_lost_outputs_recover_merge_and_summarise_as_one_contract(tmp_p
     assert cells == {c: (2, 2, {"said-done": hits[c]}) for c in ("C0", "C11")}
 
 
+def test_a_merged_folder_counts_every_folders_cli_starts(tmp_path: Path) -> None:
+    """``cli_starts`` of a merge is the sum of its folders' (each shard counted its own starts)."""
+    import shutil
+
+    from ablate.folder.layout import CliStarts, write_manifest
+    from ablate.run.merge import merge_runs
+
+    rig = Rig(tmp_path, {"alpha": "say done"}, repeats=1)
+    rig.run()
+    shutil.copytree(rig.folder.root, tmp_path / "other")
+    shards = {
+        rig.folder.root: {"sessions": 2, "probe": 2, "fidelity": 1},
+        tmp_path / "other": {"sessions": 1},
+    }
+    for root, starts in shards.items():
+        folder = RunFolder(root)
+        write_manifest(
+            folder, read_manifest(folder).model_copy(update={"cli_starts": CliStarts().plus(starts)})
+        )
+    merge_runs(list(shards), tmp_path / "merged")
+    merged = read_manifest(RunFolder(tmp_path / "merged")).cli_starts
+    assert merged.model_dump() == {
+        "total": 6,
+        "sessions": 3,
+        "probe": 2,
+        "fidelity": 1,
+        "baseline": 0,
+        "version": 0,
+    }
+
+
 def _daemons(mark: str) -> list[int]:
     return [p.pid for p in psutil.process_iter(["cmdline"]) if mark in (p.info.get("cmdline") or [])]
 

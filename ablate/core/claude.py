@@ -6,9 +6,11 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import ConfigDict, model_validator
@@ -42,6 +44,27 @@ class ClaudeBinary(Spec):
         if isinstance(data, dict) and "pinned" not in data:
             return {**data, "pinned": data.get("version") == PINNED_CLAUDE_VERSION}
         return data
+
+
+#: Why ablate started the ``claude`` binary: a session of a run, the probe's session of a cell, its
+#: untouched-setup (fidelity) and no-setup (baseline) sessions, ``--version`` to identify a new build.
+StartPurpose = Literal["sessions", "probe", "fidelity", "baseline", "version"]
+_STARTS: Counter[str] = Counter()
+_STARTS_LOCK = threading.Lock()
+
+
+def count_start(purpose: StartPurpose) -> None:
+    """Count one start of the binary (every place that starts it calls this first)."""
+    with _STARTS_LOCK:
+        _STARTS[purpose] += 1
+
+
+def take_starts() -> dict[str, int]:
+    """The starts this process counted since the last take (the run that records them takes them)."""
+    with _STARTS_LOCK:
+        out = dict(_STARTS)
+        _STARTS.clear()
+    return out
 
 
 #: The option that runs a binary other than the pinned version.
@@ -106,6 +129,7 @@ def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
     known = _known_identity(path, key)
     if known is not None:
         return ClaudeBinary(path=path, version=known[0], sha256=known[1])
+    count_start("version")
     try:
         out = subprocess.run(
             [str(path), "--version"],

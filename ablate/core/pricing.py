@@ -14,6 +14,7 @@ and $3/M input, $15/M output (docs/CLAUDE-CODE.md#json-output). A model not in t
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import dataclass
 
@@ -73,8 +74,10 @@ def normalize_model(model: str) -> str:
         m = stripped
 
 
+@functools.lru_cache(maxsize=256)
 def price_for(model: str) -> Price | None:
-    """The list price of ``model``, or ``None`` when it is not in the table."""
+    """The list price of ``model``, or ``None`` when it is not in the table (remembered: the miner asks
+    once per model of every session)."""
     m = normalize_model(model)
     best: str | None = None
     for prefix in PRICES:

@@ -284,6 +284,28 @@ class ManifestSession(Spec):
     """finished, failed-items, budget, rate-limited, interrupted."""
 
 
+class CliStarts(Spec):
+    """How often the run started the ``claude`` binary, by purpose, over all its invocations; ``total`` is
+    their sum (docs/ARCHITECTURE.md#manifest)."""
+
+    total: int = 0
+    sessions: int = 0
+    """One per session attempt launched."""
+    probe: int = 0
+    """The probe's session of each probed cell (none when the folder's probe was kept, or ``--no-probe``)."""
+    fidelity: int = 0
+    """The probe's untouched-setup session, and the extra pairs drawn when its first pair differs."""
+    baseline: int = 0
+    """The probe's no-setup session, only when its cache (one per CLI build) had none."""
+    version: int = 0
+    """``claude --version``, only when ablate had not identified this binary build before."""
+
+    def plus(self, counts: dict[str, int]) -> CliStarts:
+        """These starts and ``counts`` (purpose → starts) together."""
+        data = {k: v + counts.get(k, 0) for k, v in self.model_dump(exclude={"total"}).items()}
+        return CliStarts(total=sum(data.values()), **data)
+
+
 class EndpointInfo(Spec):
     """How the user's endpoint and auth reach the cells (values redacted)."""
 
@@ -437,6 +459,9 @@ class RunManifest(Spec):
     """The isolation backend of the last invocation (None until a session ran)."""
     sessions: list[ManifestSession] = Field(default_factory=list)
     """Every `ablate run` invocation on this folder, oldest first."""
+    cli_starts: CliStarts = Field(default_factory=CliStarts, exclude_if=lambda v: not v.total)
+    """The ``claude`` starts of the invocations that reached their sessions (:class:`CliStarts`); absent
+    until one did (a planned folder reads as before)."""
     design: PieceDesignRecord | None = Field(default=None, exclude_if=lambda v: v is None)
     """A piece run's design (``ablate run --pieces``): its rows, cells and pieces; absent for a layer run."""
     models: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)

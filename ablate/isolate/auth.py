@@ -20,7 +20,6 @@ import subprocess
 import sys
 import unicodedata
 from collections.abc import Generator, Iterable, Mapping
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -158,6 +157,29 @@ class CellLogin:
     config_dir: Path
 
 
+def cell_login(
+    cell_id: str,
+    config: Path,
+    *,
+    base_env: Mapping[str, str],
+    extra_env: Mapping[str, str] | None = None,
+    platform: str = sys.platform,
+) -> CellLogin:
+    """How cell ``cell_id``'s sessions would authenticate from the config dir built for them at ``config``,
+    with the session environment every cell gets; the source names ``<cell config dir>``, not that path."""
+    from ablate.isolate.procenv import process_env
+
+    env = process_env(
+        base_env, home=config.parent, config_dir=config, tmpdir=config.parent, extra_env=extra_env
+    )
+    found = auth_method(env, config, platform=platform)
+    return CellLogin(
+        cell_id,
+        AuthMethod(found.method, found.source.replace(str(config), f"<{cell_id} config dir>")),
+        config,
+    )
+
+
 def cell_logins(
     setup: Setup,
     catalog: Catalog,
@@ -165,38 +187,21 @@ def cell_logins(
     scratch: Path,
     *,
     base_env: Mapping[str, str],
-    extra_env: Mapping[str, str] | None = None,
-    at_real_path: bool = False,
     platform: str = sys.platform,
 ) -> Generator[CellLogin, None, None]:
-    """Each cell's login, from the config dir its sessions would hold: built for it under ``scratch`` by the
-    very function both backends build a cell's config dir with (``at_real_path``: as ``namespace`` does),
-    read, and removed before the next cell's. The session environment is the one every cell gets."""
+    """Each cell's :func:`cell_login` without a run (``ablate doctor``): its config dir built under
+    ``scratch`` by the function both backends build one with, read, and removed before the next cell's."""
     from ablate.isolate.environment import build_config_dir
-    from ablate.isolate.procenv import process_env
     from ablate.isolate.shadowfs import remove_path
 
     for cell in cells:
         home = scratch / cell.dirname / "home"
-        config = home / ".claude"
         if os.path.lexists(home.parent):
             remove_path(home.parent)
         home.mkdir(parents=True, mode=0o700)
         try:
-            build_config_dir(
-                setup,
-                catalog,
-                cell,
-                config,
-                memory_slug=setup.memory_slug,
-                at_real_path=at_real_path,
-                home=None if at_real_path else home,
-            )
-            env = process_env(base_env, home=home, config_dir=config, tmpdir=home.parent, extra_env=extra_env)
-            found = auth_method(env, config, platform=platform)
-            # the scratch folder is gone once read: the source names the cell's config dir instead
-            shown = AuthMethod(found.method, found.source.replace(str(config), f"<{cell.id} config dir>"))
-            yield CellLogin(cell.id, shown, config)
+            build_config_dir(setup, catalog, cell, home / ".claude", memory_slug=setup.memory_slug, home=home)
+            yield cell_login(cell.id, home / ".claude", base_env=base_env, platform=platform)
         finally:
             remove_path(home.parent)
 
@@ -213,20 +218,12 @@ def moved_login_key(env: Mapping[str, str], config_dir: Path) -> tuple[dict[str,
 
 
 def check_run_auth(
-    setup: Setup,
-    catalog: Catalog,
-    cells: Iterable[ResolvedCell],
-    scratch: Path,
-    *,
-    user_env: Mapping[str, str],
-    extra_env: Mapping[str, str] | None = None,
-    at_real_path: bool = False,
-    platform: str = sys.platform,
+    setup: Setup, logins: Iterable[CellLogin], *, user_env: Mapping[str, str], platform: str = sys.platform
 ) -> AuthMethod:
     """Before a run's first session: refuse (``UsageError``, exit 2, naming the cell and the fix) when any of
-    ``cells`` would authenticate differently from the user's own setup (``user_env`` and the real config
-    dir); return the user's method, for the manifest (never the secret). ``platform``: as
-    :func:`auth_method` takes it."""
+    the cells' ``logins`` differs from the user's own setup (``user_env`` and the real config dir); return
+    the user's method, for the manifest (never the secret). ``logins`` is read only past the Keychain
+    refusal, so a generator builds nothing before it. ``platform``: as :func:`auth_method` takes it."""
     mine = auth_method(user_env, setup.config_dir, platform=platform)
     if mine.method == "keychain":  # no cell's config dir can reach it: said before anything is built
         raise UsageError(
@@ -234,19 +231,8 @@ def check_run_auth(
             "has a config dir of its own, which names another item, and would start logged out",
             hint=FIX,
         )
-    logins = cell_logins(
-        setup,
-        catalog,
-        cells,
-        scratch,
-        base_env=user_env,
-        extra_env=extra_env,
-        at_real_path=at_real_path,
-        platform=platform,
-    )
-    with closing(logins):
-        for login in logins:
-            why = mismatch(login.cell_id, mine, login.auth, setup.config_dir, login.config_dir)
-            if why:
-                raise UsageError(why, hint=FIX)
+    for login in logins:
+        why = mismatch(login.cell_id, mine, login.auth, setup.config_dir, login.config_dir)
+        if why:
+            raise UsageError(why, hint=FIX)
     return mine

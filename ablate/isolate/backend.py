@@ -74,10 +74,24 @@ class CellEnv(Protocol):
 EnvT = TypeVar("EnvT", bound=CellEnv)
 
 
+@dataclass(frozen=True)
+class CellConfig:
+    """A cell's config dir as its backend built it for the run (:meth:`Backend.cell_config`)."""
+
+    path: Path
+    mismatches: dict[str, list[str]]
+    """Kept config layer id → its files that differ from the setup's (the cell is not faithful)."""
+
+
 class Backend(Protocol[EnvT]):
     """Builds, resets, retargets and removes the environments of type ``EnvT``; runs commands in them."""
 
     def build(self, cell: ResolvedCell, slot: int) -> EnvT: ...
+    def cell_config(self, cell: ResolvedCell) -> CellConfig:
+        """``cell``'s config dir, built once per backend: the run's login and fidelity checks read it before
+        any session (docs/ARCHITECTURE.md#environments says what the sessions reuse of it)."""
+        ...
+
     def reset(self, env: EnvT) -> None:
         """Discard whatever the last session did (the environment is as freshly built)."""
         ...

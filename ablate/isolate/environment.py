@@ -28,6 +28,7 @@ from ablate.core.errors import OutputExists, UnsafeEnvironment, UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.slug import slug
 from ablate.isolate import piece_ops, shadow_home, shadowfs, worktree
+from ablate.isolate.backend import CellConfig
 from ablate.isolate.faithful import (
     CopyPrint,
     cell_prints,
@@ -441,31 +442,26 @@ def _prune(base: Path, rel_dir: str, keep: set[str]) -> None:
         shadowfs.remove(base, rel)
 
 
-def config_mismatches(
+def build_cell_config(
     setup: Setup,
     catalog: Catalog,
     cell: ResolvedCell,
-    scratch: Path,
+    config: Path,
     wanted: Mapping[str, CopyPrint],
     *,
+    isolate_state: bool = False,
     at_real_path: bool,
-) -> dict[str, list[str]]:
-    """Build ``cell``'s config dir under ``scratch`` as the backend would (``at_real_path``: as
-    ``namespace`` does), compare its kept layers with the setup's (:func:`kept_mismatches`), remove it."""
-    config = scratch / cell.dirname / ".claude"
-    if os.path.lexists(config.parent):
-        shadowfs.remove_path(config.parent)
-    config.parent.mkdir(parents=True)
-    try:
-        build_config_dir(
-            setup, catalog, cell, config, memory_slug=setup.memory_slug, at_real_path=at_real_path
-        )
-        prints = config_prints(
-            setup, catalog, config, memory_slug=setup.memory_slug, at_real_path=at_real_path
-        )
-        return kept_mismatches(wanted, cell, prints)
-    finally:
-        shadowfs.remove_path(config.parent)
+    home: Path | None = None,
+) -> tuple[CellConfig, shadow_home.ConfigReport, dict[str, CopyPrint]]:
+    """Build ``cell``'s config dir at ``config`` (:func:`build_config_dir`, the setup's auto-memory slug) and
+    compare its kept layers with the setup's ``wanted`` prints (:func:`kept_mismatches`); the builder's
+    report and the config layers' prints come with it."""
+    report = build_config_dir(
+        setup, catalog, cell, config, memory_slug=setup.memory_slug, isolate_state=isolate_state,
+        at_real_path=at_real_path, home=home,
+    )  # fmt: skip
+    prints = config_prints(setup, catalog, config, memory_slug=setup.memory_slug, at_real_path=at_real_path)
+    return CellConfig(config, kept_mismatches(wanted, cell, prints)), report, prints
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ does not work (macOS, locked-down Linux).
 
 from __future__ import annotations
 
+import functools
 import os
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -19,12 +20,14 @@ from ablate.isolate.backend import (
     BackendKind,
     BackendOptions,
     Capabilities,
+    CellConfig,
     Support,
     jsonable,
     stripped_repo_paths,
 )
 from ablate.isolate.credentials import CopyBack, copy_back, read_session_file
 from ablate.isolate.environment import CellEnvironment
+from ablate.isolate.faithful import CopyPrint
 from ablate.isolate.fence import fence_support
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog
@@ -40,6 +43,29 @@ class LinksEnvironments:
         self.setup, self.catalog, self.work_root, self.options = setup, catalog, work_root, options
         self._logins: dict[str, bytes | None] = {}
         """Config dir -> the ``.credentials.json`` its session started with (None: no login file)."""
+        self._configs: dict[str, CellConfig] = {}
+
+    def cell_config(self, cell: ResolvedCell) -> CellConfig:
+        """Built once under ``configs/``, for the run's checks: a slot's sessions hold a config dir built at
+        the slot's own path (which reaches the prompt: every cell's sessions see the same slot paths)."""
+        if cell.id not in self._configs:
+            from ablate.isolate.environment import build_cell_config
+
+            home = self.work_root / "configs" / cell.dirname
+            home.mkdir(parents=True, mode=0o700)
+            self._configs[cell.id] = build_cell_config(
+                self.setup, self.catalog, cell, home / ".claude", self._wanted,
+                isolate_state=self.options.isolate_state, at_real_path=False, home=home,
+            )[0]  # fmt: skip
+        return self._configs[cell.id]
+
+    @functools.cached_property
+    def _wanted(self) -> dict[str, CopyPrint]:
+        """The setup's layer prints, read once."""
+        from ablate.isolate.faithful import setup_prints
+        from ablate.setup.load import resolve_layers
+
+        return setup_prints(self.setup, self.catalog, resolve_layers(self.setup, self.catalog))
 
     def build(self, cell: ResolvedCell, slot: int) -> CellEnvironment:
         from ablate.isolate.environment import build_environment
@@ -92,7 +118,11 @@ class LinksEnvironments:
             clean(self.work_root)
 
     def close(self) -> None:
-        """Nothing is shared between a links backend's slots."""
+        """Remove the cells' config dirs of the checks (nothing else is shared between slots)."""
+        from ablate.isolate.shadowfs import remove_path
+
+        if os.path.lexists(self.work_root / "configs"):
+            remove_path(self.work_root / "configs")
 
     def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
         """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.seal.fenced`): the

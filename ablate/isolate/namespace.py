@@ -35,15 +35,15 @@ from ablate.core.fsutil import atomic_write_json
 from ablate.core.mounts import unmount, unmount_all_under
 from ablate.core.tempwork import disown_mount, own_mount
 from ablate.isolate import nsexec, shadowfs, worktree
-from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, stripped_repo_paths
+from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, CellConfig, stripped_repo_paths
 from ablate.isolate.credentials import CopyBack, copy_back
 from ablate.isolate.detect import namespace_check, namespace_support as namespace_support
-from ablate.isolate.environment import build_config_dir
-from ablate.isolate.faithful import config_prints, kept_mismatches, mismatch_lines, setup_prints
+from ablate.isolate.environment import build_cell_config
+from ablate.isolate.faithful import CopyPrint, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env
 from ablate.isolate.seal import view_command
-from ablate.isolate.shadow_home import CREDENTIALS
+from ablate.isolate.shadow_home import CREDENTIALS, ConfigReport
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
@@ -252,7 +252,9 @@ class NamespaceEnvironments:
         self._lock = threading.Lock()
         self._lower: RepoLower | None = None
         self._cells: dict[str, CellLayers] = {}
-        self._setup_layers: dict[str, LayerFiles] | None = None
+        self._configs: dict[str, tuple[CellConfig, ConfigReport, dict[str, CopyPrint]]] = {}
+        self._prints: dict[str, CopyPrint] | None = None
+        """The setup's layer prints, read once: what every cell's kept layers must equal."""
         for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
             if shadowfs.is_inside(str(self.work_root), str(inside)):
                 raise UsageError(
@@ -276,13 +278,37 @@ class NamespaceEnvironments:
 
     def _lower_locked(self) -> RepoLower:
         if self._lower is None:
-            self.shared.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(self.shared / MARKER, {"created": time.time(), "backend": NAME})
-            self._setup_layers = resolve_layers(self.setup, self.catalog)
+            self._setup_prints_locked()
             self._lower = build_repo_lower(
                 self.setup, self.catalog, self.shared / "lower", dirty=self.options.dirty
             )
         return self._lower
+
+    def _setup_prints_locked(self) -> dict[str, CopyPrint]:
+        """The first call makes the shared folder."""
+        if self._prints is None:
+            self.shared.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.shared / MARKER, {"created": time.time(), "backend": NAME})
+            self._prints = setup_prints(self.setup, self.catalog, resolve_layers(self.setup, self.catalog))
+        return self._prints
+
+    def cell_config(self, cell: ResolvedCell) -> CellConfig:
+        """``cell``'s config dir, built once: the lower layer every view of the cell shows at the real path."""
+        with self._lock:
+            return self._config_locked(cell)[0]
+
+    def _config_locked(self, cell: ResolvedCell) -> tuple[CellConfig, ConfigReport, dict[str, CopyPrint]]:
+        if cell.id not in self._configs:
+            wanted = self._setup_prints_locked()
+            cdir = self.shared / "cells" / cell.dirname
+            if os.path.lexists(cdir):
+                shadowfs.remove_path(cdir)
+            cdir.mkdir(parents=True)
+            self._configs[cell.id] = build_cell_config(
+                self.setup, self.catalog, cell, cdir / "config", wanted,
+                isolate_state=self.options.isolate_state, at_real_path=True,
+            )  # fmt: skip
+        return self._configs[cell.id]
 
     def cell_layers(self, cell: ResolvedCell) -> CellLayers:
         with self._lock:
@@ -291,21 +317,10 @@ class NamespaceEnvironments:
             return self._cells[cell.id]
 
     def _build_cell(self, cell: ResolvedCell) -> CellLayers:
+        built, report, base = self._config_locked(cell)
         lower = self._lower_locked()
         setup, slug = self.setup, self.setup.memory_slug
-        cdir = self.shared / "cells" / cell.dirname
-        if os.path.lexists(cdir):
-            shadowfs.remove_path(cdir)
-        cdir.mkdir(parents=True)
-        report = build_config_dir(
-            setup,
-            self.catalog,
-            cell,
-            cdir / "config",
-            memory_slug=slug,
-            isolate_state=self.options.isolate_state,
-            at_real_path=True,
-        )
+        cdir = built.path.parent
         ops = worktree.worktree_ops(setup, lower.plan, cell, lower.path, lower.pristine)
         repo_layers = [layer for layer in self.catalog if layer.side == "repo"]
         build_repo_layers(
@@ -327,7 +342,7 @@ class NamespaceEnvironments:
         import json
 
         seen = json.loads((cdir / "repo-layers.json").read_text(encoding="utf-8"))
-        prints = config_prints(setup, self.catalog, cdir / "config", memory_slug=slug, at_real_path=True)
+        prints = dict(base)
         for layer in self.catalog:
             if layer.side == "repo":
                 got = seen.get(layer.id, {})  # each file's digest too: a mismatch names the files that differ
@@ -336,8 +351,7 @@ class NamespaceEnvironments:
         notes = list(report.notes) + list(lower.plan.notes)
         if self.options.dirty:
             notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
-        assert self._setup_layers is not None
-        mismatches = kept_mismatches(setup_prints(setup, self.catalog, self._setup_layers), cell, prints)
+        mismatches = kept_mismatches(self._setup_prints_locked(), cell, prints)
         notes.extend(mismatch_lines(mismatches))
         leaks = [*report.leaks, *ancestor_leaks(setup.repo, config_dir=setup.config_dir), *fixed_leaks(setup)]
         return CellLayers(cdir / "config", cdir / "repo", fingerprints, notes, leaks, seen, mismatches)

@@ -6,6 +6,7 @@ commands): a change in the CLI's records is fixed in one place."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -75,13 +76,19 @@ def instruction_files_in(att: dict[str, Any]) -> list[dict[str, str]]:
 _LISTING_LINE = re.compile(r"\n- ([^:\n\r]+):")
 
 
+@functools.lru_cache(maxsize=64)
+def _listing_lines(content: str) -> tuple[str, ...]:
+    """The ``- name:`` lines of a skill listing (remembered: sessions of one setup repeat one listing)."""
+    return tuple(_LISTING_LINE.findall("\n" + content))
+
+
 def listed_names_in(att: dict[str, Any]) -> list[str]:
     """Skills (``skill_listing``: ``names`` and the ``- name:`` lines of its content) and agent types
     (``agent_listing_delta``) an attachment offered the model."""
     kind = att.get("type")
     if kind == "skill_listing":
         names = [str(n) for n in att.get("names") or [] if isinstance(n, str)]
-        names.extend(_LISTING_LINE.findall("\n" + str(att.get("content", ""))))
+        names.extend(_listing_lines(str(att.get("content", ""))))
         return names
     if kind == "agent_listing_delta":
         return [str(n) for n in att.get("addedTypes") or [] if isinstance(n, str)]

@@ -129,6 +129,7 @@ class _Thread:
     def __init__(self, pitfalls: Sequence[tuple[PitfallPattern, re.Pattern[str]]], cwd: str | None) -> None:
         self.m = ThreadMetrics()
         self.pitfalls = pitfalls
+        self.tool_pitfalls = any(p.scope == "text+tools" for p, _ in pitfalls)
         self.cwd = cwd
         self.usage_by_message: dict[str, tuple[str, Usage]] = {}
         self.raw_usage: dict[str, Any] = {}  # message id -> the last raw usage seen (records repeat it)
@@ -142,7 +143,8 @@ class _Thread:
 
     # -- per record kinds
 
-    def assistant(self, rec: dict[str, Any], msg: dict[str, Any]) -> None:
+    def assistant(self, rec: dict[str, Any], msg: dict[str, Any]) -> bool:
+        """Count one assistant record; whether its content holds a ``tool_use`` block."""
         mid = msg.get("id")
         model = msg.get("model")
         model = model if isinstance(model, str) else "unknown"
@@ -159,17 +161,20 @@ class _Thread:
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         if not isinstance(content, list):
-            return
+            return False
+        has_tool = False
         for block in content:
             if not isinstance(block, dict):
                 continue
             btype = block.get("type")
             if btype == "text":
                 text = block.get("text")
-                if isinstance(text, str):
+                if self.pitfalls and isinstance(text, str):
                     self._scan(text, tools=False)
             elif btype == "tool_use":
+                has_tool = True
                 self._tool_use(block)
+        return has_tool
 
     def _tool_use(self, block: dict[str, Any]) -> None:
         tid = block.get("id")
@@ -200,7 +205,7 @@ class _Thread:
                 if isinstance(tid, str):
                     self.skill_calls[tid] = len(m.skills_invoked)
                 m.skills_invoked.append(SkillCall(skill.lstrip("/"), "no_result"))
-        if any(p.scope == "text+tools" for p, _ in self.pitfalls):
+        if self.tool_pitfalls:
             strings: list[str] = []
             _strings_in(inp, strings)
             self._scan("\n".join(strings), tools=True)
@@ -363,7 +368,7 @@ def _lines(
     always correct), and so is a line whose head lacks ``"attachment":{"type":"``."""
     view = memoryview(buf)
     find, startswith, match = buf.find, buf.startswith, skip.match
-    own = (main if is_main_file else side).m
+    skipped = attempts = torn = 0  # the skipped lines' counts, added once at the end
     pos = 0
     while pos < end:
         nl = find(b"\n", pos, end)
@@ -373,15 +378,13 @@ def _lines(
             and match(buf, pos, head)
         ):
             # recognised by its prefix, never parsed: a torn one (no closing brace) is malformed
-            last = buf[nl - 1] if nl > 0 else 0
-            if last == _CR and nl > 1:
-                last = buf[nl - 2]
-            if last != _CLOSE_BRACE:
-                sess.malformed += 1
-            else:
-                own.records += 1
+            last = buf[nl - 1]
+            if last == _CLOSE_BRACE or (last == _CR and buf[nl - 2] == _CLOSE_BRACE):
+                skipped += 1
                 if buf[pos + _REQUEST_QUOTE] == _QUOTE and buf[pos + 9] == _A:  # ``{"type":"api-request",``
-                    own.http_attempts += 1
+                    attempts += 1
+            else:
+                torn += 1
             pos = nl + 1
             continue
         line = view[pos:nl]
@@ -400,6 +403,10 @@ def _lines(
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError):
             # A record with an unexpected shape (a field of the wrong type deep inside): count, go on.
             sess.malformed += 1
+    own = (main if is_main_file else side).m
+    own.records += skipped
+    own.http_attempts += attempts
+    sess.malformed += torn
 
 
 def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, is_main_file: bool) -> None:
@@ -443,12 +450,8 @@ def _record(rec: dict[str, Any], main: _Thread, side: _Thread, sess: _Session, i
                     "timestamp": ts if isinstance(ts, str) else None,
                 }
             return
-        thread.assistant(rec, msg)
+        has_tool = thread.assistant(rec, msg)
         if not sidechain:
-            content = msg.get("content")
-            has_tool = isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") == "tool_use" for b in content
-            )
             final = not has_tool and msg.get("stop_reason") != "tool_use"
             sess.last_event = "final" if final else "tool_use"
     elif rtype == "user":

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import orjson
 
 from ablate.core.cache import cache_dir, private_dir
-from ablate.core.claude import ClaudeBinary, claude_argv, find_transcript
+from ablate.core.claude import ClaudeBinary, StartPurpose, claude_argv, count_start, find_transcript
 from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import AblateError
 from ablate.core.fsutil import atomic_write_json
@@ -115,6 +115,7 @@ def _session_env(config_dir: Path, home: Path, base_url: str, tmp: Path) -> dict
 def _run(
     claude: ClaudeBinary,
     *,
+    purpose: StartPurpose,
     cwd: Path,
     env: dict[str, str],
     config_dir: Path,
@@ -127,6 +128,7 @@ def _run(
     argv = claude_argv(claude.path, prompt=PROBE_PROMPT, model=PROBE_MODEL, session_id=sid, max_turns=1)
     if wrap is not None:
         argv = wrap(argv)  # its own copy-on-write view (namespace), or the links write fence
+    count_start(purpose)
     res = run_process(argv, cwd=cwd, env=env, timeout=120, stdout_path=out_dir / f"{sid}.stdout.json")
     transcript = find_transcript(config_dir, sid)
     obs = Observation(
@@ -242,7 +244,8 @@ def _baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Obs
     git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
     (base / "tmp").mkdir()
     env = _session_env(home / ".claude", home, base_url, base / "tmp")
-    return _run(claude, cwd=repo, env=env, config_dir=home / ".claude", log=log, out_dir=root / "stdout")
+    return _run(claude, purpose="baseline", cwd=repo, env=env, config_dir=home / ".claude", log=log,
+                out_dir=root / "stdout")  # fmt: skip
 
 
 def baseline_key(claude: ClaudeBinary, env: dict[str, str], root: Path, base_url: str) -> str:
@@ -294,7 +297,10 @@ def _untouched(
     (root / "untouched" / "tmp").mkdir(exist_ok=True)
     env = _session_env(config, config.parent, base_url, root / "untouched" / "tmp")
     wrap = links_fence(setup, root / "untouched", repo)  # its home links to the real home's entries
-    obs = _run(claude, cwd=repo, env=env, config_dir=config, log=log, out_dir=root / "stdout", wrap=wrap)
+    out = root / "stdout"
+    obs = _run(
+        claude, purpose="fidelity", cwd=repo, env=env, config_dir=config, log=log, out_dir=out, wrap=wrap
+    )
     return obs, {
         **import_homes(setup.config_dir),
         str(config): "<CONFIG>",
@@ -338,6 +344,7 @@ def _untouched_at_real_paths(
     )
     return _run(
         claude,
+        purpose="fidelity",
         cwd=view.cwd,
         env=env,
         config_dir=view.config_dir,

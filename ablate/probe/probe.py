@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.core.cache import ensure_cache_dir
-from ablate.core.claude import ClaudeBinary
+from ablate.core.claude import ClaudeBinary, StartPurpose
 from ablate.core.tempwork import make_work_dir, remove_tree
 from ablate.folder.probe import PROBE_SCHEMA_VERSION
 from ablate.folder.writes_summary import writes_lines
@@ -199,12 +199,17 @@ def _real_paths(backend: str) -> bool:
 
 
 def _session(
-    claude: ClaudeBinary, cenv: Any, root: Path, log: Path, wrap: Callable[[list[str]], list[str]]
+    claude: ClaudeBinary,
+    cenv: Any,
+    root: Path,
+    log: Path,
+    wrap: Callable[[list[str]], list[str]],
+    purpose: StartPurpose = "probe",
 ) -> Observation:
     """One probe session in the built cell ``cenv``, run through ``wrap`` (its view, or the write fence)."""
     return _run(
-        claude, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, log=log, out_dir=root / "stdout",
-        wrap=wrap, shown_config=cenv.session_config_dir,
+        claude, purpose=purpose, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, log=log,
+        out_dir=root / "stdout", wrap=wrap, shown_config=cenv.session_config_dir,
     )  # fmt: skip
 
 
@@ -469,7 +474,7 @@ def _more_pairs(
         nenv = backend.build(control, slot + k - 2)
         nenv.env = force_capture(nenv.env, base_url)
         built.more.append(nenv)
-        obs = _session(claude, nenv, root, log, functools.partial(backend.command, nenv))
+        obs = _session(claude, nenv, root, log, functools.partial(backend.command, nenv), "fidelity")
         writes[f"{control.id}#{k}"] = backend.after_session(nenv) or {}
         controls.extend([obs.first_request] if obs.first_request else [])
         references.extend([again.first_request] if again.first_request else [])

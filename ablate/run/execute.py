@@ -36,13 +36,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ablate.core.claude import ClaudeBinary
+from ablate.core.claude import ClaudeBinary, take_starts
 from ablate.core.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, AblateError, UsageError
 from ablate.folder.layout import EndpointInfo, IsolationInfo, RunManifest, write_manifest
 from ablate.folder.lock import RunLock
 from ablate.folder.result import iter_results
 from ablate.folder.writes_summary import denied_by_path, writes_lines
-from ablate.isolate.backend import BackendOptions, Capabilities, EnvBackend
+from ablate.isolate.backend import BackendOptions, EnvBackend
 from ablate.isolate.forwarder import shared_forwarder
 from ablate.isolate.limits import with_mechanisms
 from ablate.isolate.registry import choice_json
@@ -51,6 +51,7 @@ from ablate.run.envpool import EnvPool
 from ablate.run.hooks import TreeHook
 from ablate.run.prepare import PreparedRun, work_area
 from ablate.run.scheduler import Progress, Runner, RunOptions, RunSummary
+from ablate.setup.cells import ResolvedCell
 from ablate.setup.load import Setup
 
 #: Runs every item of plan.jsonl that has no complete result (one scheduler pass in the kept environments)
@@ -177,15 +178,15 @@ def execute(
     """Execute ``prepared`` (its folder's share of the plan) and return what happened. With ``rounds``, the
     scheduler runs once per call of the :data:`RunRound` it is given (at least once), in kept environments;
     the result's summary is the last pass's."""
-    from ablate.isolate.auth import AuthMethod, check_run_auth, moved_login_key
+    from ablate.isolate.auth import AuthMethod, cell_login, check_run_auth, moved_login_key
     from ablate.isolate.guard import changes_and_notes, take as take_snapshot
     from ablate.isolate.procenv import one_endpoint
     from ablate.isolate.registry import open_backend
+    from ablate.run.session import kill_strays
 
     note = on_note or (lambda _text: None)
     folder, setup = prepared.folder, prepared.setup
     chosen = request.preflight.isolation
-    real_paths = _capabilities(chosen).real_paths  # cells' config dirs are built as seen at the real path
     # checked again on the setup actually used: a resumed run takes its config dir and repo from its manifest
     endpoint = one_endpoint(setup.config_dir, setup.repo, os.environ)
     check_reachable(chosen, request.allow_network, endpoint, os.environ)
@@ -195,18 +196,27 @@ def execute(
     forwarder.body_limit, forwarder.room.size = limits.request, limits.forwarder_memory
     session_env, moved = moved_login_key(os.environ, setup.config_dir)
     with work_area(request.work_dir, folder.root.name) as work_root:
-        # every cell (C11 included) must log in as the user's own setup does: refused before any session
-        auth = check_run_auth(
-            setup,
-            prepared.catalog,
-            prepared.cell_set.cells,
-            work_root / "login",
-            user_env=session_env,
-            extra_env=request.extra_env,
-            at_real_path=real_paths,
+        options = BackendOptions(
+            isolate_state=request.isolate_state,
+            allow_network=request.allow_network,
+            dirty=request.dirty,
+            base_env=session_env,
+            extra_env=dict(request.extra_env),
+            secrets=request.preflight.secrets,
         )
+        backend = open_backend(chosen.backend, setup, prepared.catalog, work_root, options)
+        kill_strays(work_root)  # what a crashed invocation left (its sessions, then its environments)
+        backend.clean()
+        # every cell (C11 included) must log in as the user's own setup does, and keep the setup's layers as
+        # they are, in the config dir its backend builds once for its sessions: refused before any session
+        cells = prepared.cell_set.cells
+        logins = (
+            cell_login(c.id, backend.cell_config(c).path, base_env=session_env, extra_env=request.extra_env)
+            for c in cells
+        )
+        auth = check_run_auth(setup, logins, user_env=session_env)
         auth = AuthMethod(auth.method, f"{auth.source} (moved from {moved})") if moved else auth
-        refuse_unfaithful_cells(prepared, work_root / "fidelity", at_real_path=real_paths)
+        refuse_unfaithful_cells(cells, backend)
         manifest = prepared.manifest.model_copy(
             update={
                 "setup": prepared.manifest.setup.model_copy(update={"endpoint": endpoint}),
@@ -221,15 +231,6 @@ def execute(
             }
         )
         write_manifest(folder, manifest)
-        options = BackendOptions(
-            isolate_state=request.isolate_state,
-            allow_network=request.allow_network,
-            dirty=request.dirty,
-            base_env=session_env,
-            extra_env=dict(request.extra_env),
-            secrets=request.preflight.secrets,
-        )
-        backend = open_backend(chosen.backend, setup, prepared.catalog, work_root, options)
         passes = _Passes(
             prepared, request, manifest, backend, work_root, on_progress, keep=rounds is not None
         )
@@ -252,7 +253,8 @@ def execute(
             "wire_differs": differs or None,
         }
     )
-    write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info}))
+    starts = manifest.cli_starts.plus(take_starts())  # this invocation's: its probe, and its sessions
+    write_manifest(folder, manifest.model_copy(update={"isolation": isolation_info, "cli_starts": starts}))
     return ExecutionResult(
         summary=summary,
         isolation=chosen.model_copy(update={"network": network}),
@@ -264,18 +266,15 @@ def execute(
     )
 
 
-def refuse_unfaithful_cells(prepared: PreparedRun, scratch: Path, *, at_real_path: bool) -> None:
-    """Before any session (nothing spent): build each cell's config dir as its backend will and refuse the
-    run (exit 1, naming the cell, the layer and its files) when a layer the cell keeps differs from the
-    setup's: such a cell is not the setup and must never be run as if it were."""
-    from ablate.isolate.environment import config_mismatches
-    from ablate.isolate.faithful import mismatch_lines, setup_prints
-    from ablate.setup.load import resolve_layers
+def refuse_unfaithful_cells(cells: Sequence[ResolvedCell], backend: EnvBackend) -> None:
+    """Before any session (nothing spent): refuse the run (exit 1, naming the cell, the layer and its files)
+    when a layer a cell keeps differs from the setup's in the config dir its backend built for it
+    (:meth:`~ablate.isolate.backend.Backend.cell_config`): such a cell is not the setup and must never be run
+    as if it were."""
+    from ablate.isolate.faithful import mismatch_lines
 
-    setup, catalog = prepared.setup, prepared.catalog
-    wanted = setup_prints(setup, catalog, resolve_layers(setup, catalog))
-    for cell in prepared.cell_set.cells:
-        found = config_mismatches(setup, catalog, cell, scratch, wanted, at_real_path=at_real_path)
+    for cell in cells:
+        found = backend.cell_config(cell).mismatches
         if found:
             raise AblateError(
                 f"{cell.id}: not the setup it claims to be; " + "; ".join(mismatch_lines(found)),
@@ -319,18 +318,10 @@ def network_mode(chosen: IsolationInfo, request: ExecuteRequest) -> str:
     return "host" if request.allow_network else "sealed"
 
 
-def _capabilities(chosen: IsolationInfo) -> Capabilities:
-    from ablate.isolate.registry import kind_of
-
-    kind = kind_of(chosen.backend)
-    if kind is None:  # a Preflight is made by choose_isolation, which knows only registered backends
-        raise UsageError(f"isolation backend {chosen.backend!r} is not registered")
-    return kind.capabilities
-
-
 class _Passes:
     """The scheduler passes of one :func:`execute`: one :class:`Runner` per pass, each handed the manifest
-    the last one wrote; with ``keep``, one :class:`EnvPool` and one folder lock for all of them."""
+    the last one wrote, and one :class:`EnvPool` (the work root was cleaned before the cells' config dirs were
+    built); with ``keep``, one folder lock for all of them, and the environments kept between them."""
 
     def __init__(
         self,
@@ -346,7 +337,9 @@ class _Passes:
         self.prepared, self.request, self.manifest = prepared, request, manifest
         self.backend, self.work_root, self.on_progress = backend, work_root, on_progress
         cells = {c.id: c for c in prepared.cell_set.cells}
-        self.pool = EnvPool(backend, cells, request.options.jobs, keep=True) if keep else None
+        self.keep = keep
+        self.pool = EnvPool(backend, cells, request.options.jobs, keep=keep)
+        self.pool.cleaned = True
         self.runner: Runner | None = None
         self.summary: RunSummary | None = None
         self.stopped = False
@@ -359,15 +352,14 @@ class _Passes:
 
     def drive(self, rounds: Rounds | None) -> RunSummary:
         """One pass, or ``rounds``' passes (at least one, so the manifest records this invocation)."""
-        if rounds is None:
-            return self.one_pass()
         try:
+            if rounds is None:
+                return self.one_pass()
             with RunLock(self.prepared.folder):
                 rounds(self.round)
                 return self.summary if self.summary is not None else self.one_pass()
         finally:
-            if self.pool is not None:
-                self.pool.close()
+            self.pool.close()
 
     def round(self) -> str:
         if self.stopped:
@@ -388,7 +380,7 @@ class _Passes:
             work_root=self.work_root,
             on_progress=self.on_progress,
             pool=self.pool,
-            lock=self.pool is None,
+            lock=not self.keep,
         )
         if self.stopped:  # Ctrl-C between passes: this one launches nothing
             self.runner.request_stop()

@@ -107,7 +107,11 @@ def _merge_locked(
     for m in manifests[1:]:
         cells = [c if c.fingerprints else o for c, o in zip(cells, m.cells, strict=False)]
     sessions = [s for m in manifests for s in m.sessions]
-    manifest = first.model_copy(update={"shard": None, "cells": cells, "sessions": sessions})
+    starts = first.cli_starts
+    for m in manifests[1:]:
+        starts = starts.plus(m.cli_starts.model_dump())
+    update = {"shard": None, "cells": cells, "sessions": sessions, "cli_starts": starts}
+    manifest = first.model_copy(update=update)
     if force:
         manifest = manifest.model_copy(
             update={

@@ -9,6 +9,7 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablate.core.claude import count_start
 from ablate.core.constants import MAX_RETRIES_ENV
 from ablate.core.fsutil import atomic_write_bytes, disk_full_message, is_disk_full, mount_point
 from ablate.core.proc import ExecResult, run_process
@@ -134,6 +135,7 @@ class Worker:
     def _run(self, job: Job, argv: list[str], env: dict[str, str], stdout: Path) -> ExecResult:
         """Run the session under its limits (docs/ARCHITECTURE.md#limits); its cgroups go with it."""
         sid, lim, forwarder = job.attempt.session_id, self.limits, shared_forwarder()
+        count_start("sessions")
         guard = SessionLimits(lim, f"{os.getpid()}-{sid}", job.env.root, lambda: forwarder.over_limit(sid))
         try:
             return run_process(argv, cwd=job.env.cwd, env={**env, **guard.env}, timeout=job.timeout_s,
