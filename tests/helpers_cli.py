@@ -251,8 +251,8 @@ def invoke(args: Sequence[str], env: Mapping[str, str | None] | None = None) -> 
     exit code fails the test: every bad input is a located error with a documented code."""
     from typer.testing import CliRunner
 
-    from ablate.cli.main import app
+    from ablate.cli.main import add_groups
 
-    res = CliRunner().invoke(app, list(args), env=dict(env) if env is not None else None)
+    res = CliRunner().invoke(add_groups(), list(args), env=dict(env) if env is not None else None)
     assert res.exception is None or isinstance(res.exception, SystemExit), (res.exception, res.output)
     return Invoked(res.exit_code, res.stdout, res.stderr)

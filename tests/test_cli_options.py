@@ -22,13 +22,13 @@ from ablate.cli.common import (
     one_of,
     takes,
 )
-from ablate.cli.main import app
+from ablate.cli.main import add_groups
 from ablate.core.errors import UsageError
 from tests.helpers_cli import invoke
 
 
 def _params(command: str) -> dict[str, Any]:
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(add_groups())
     return {p.name: p for p in group.commands[command].params if p.name}  # type: ignore[attr-defined]
 
 
@@ -140,7 +140,7 @@ def _flags(cmd: Any) -> set[str]:
 def test_an_option_two_command_groups_share_is_declared_once(
     other: tuple[str, ...], meant_otherwise: set[str], expected: set[str]
 ) -> None:
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(add_groups())
     cmd: Any = group
     for name in other:
         cmd = cmd.commands[name]
@@ -152,7 +152,7 @@ def test_an_option_two_command_groups_share_is_declared_once(
 
 
 def test_cells_is_one_option_wherever_a_cell_set_is_read() -> None:
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(add_groups())
     sub = group.commands  # type: ignore[attr-defined]
     readers = [sub["run"], sub["plan"], sub["probe"], sub["doctor"], sub["env"].commands["build"]]
     readers += [sub["ci"].commands["init"].commands[k] for k in ("github", "k8s")]

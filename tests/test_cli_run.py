@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ablate.cli.main import app
+from ablate.cli.main import add_groups
 from ablate.folder.layout import RunFolder, read_manifest, write_manifest
 from ablate.setup.examples import ExampleSetup, materialise_example
 from tests.helpers_cli import invoke
@@ -199,7 +199,7 @@ def test_shard_without_seed_is_a_usage_error(rig: tuple[ExampleSetup, Path]) -> 
 def test_ab_takes_exactly_the_options_of_run_but_cells() -> None:
     import typer.main
 
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(add_groups())
     commands = group.commands  # type: ignore[attr-defined]
 
     def options(name: str) -> dict[str, tuple[tuple[str, ...], str | None, str | None]]:

@@ -6,13 +6,13 @@ import re
 
 import typer.main
 
-from ablate.cli.main import app
+from ablate.cli.main import add_groups
 from tests.conftest import REPO_ROOT
 from tests.helpers_cli import invoke
 
 
 def _commands() -> list[tuple[str, str | None]]:
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(add_groups())
     out: list[tuple[str, str | None]] = []
     for name, cmd in group.commands.items():  # type: ignore[attr-defined]
         subs = getattr(cmd, "commands", None)

@@ -42,7 +42,7 @@ def _stages(loaded: set[str], forbidden: tuple[str, ...]) -> list[str]:
 
 
 def test_importing_the_command_line_loads_no_heavy_library_and_no_stage() -> None:
-    loaded = _loaded_after("import ablate.cli.main")
+    loaded = _loaded_after("import ablate.cli.main\nablate.cli.main.add_groups()")
     assert "ablate.cli.run" in loaded and "typer" in loaded  # the probe saw the real import
     assert _offenders(loaded, HEAVY_LIBRARIES) == []
     assert _stages(loaded, STAGES) == []
@@ -54,13 +54,20 @@ def test_mining_loads_no_pydantic_backed_stage() -> None:
     fixture = FIXTURES / "plain.jsonl"
     code = (
         "import contextlib, io\n"
-        "from ablate.cli.main import app\n"
+        "from ablate.cli.main import add_groups\n"
+        f"argv = ['mine', {str(fixture)!r}, '--json', '--jobs', '1']\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-        f"    app(['mine', {str(fixture)!r}, '--json', '--jobs', '1'], standalone_mode=False)\n"
+        "    add_groups(argv)(argv, standalone_mode=False)\n"
         'assert \'"status":"completed"\' in out.getvalue(), out.getvalue()\n'
     )
     loaded = _loaded_after(code)
     assert "ablate.mine.derive" in loaded
+    # only the command's own group is imported (main imports the group the command names)
+    assert sorted(m for m in loaded if m.startswith("ablate.cli.")) == [
+        "ablate.cli.common",
+        "ablate.cli.main",
+        "ablate.cli.mine",
+    ]
     folder_names = {"ablate.folder", "ablate.folder.names"}  # the run folder's file names: no models
     assert [
         m for m in _stages(loaded, tuple(s for s in STAGES if s != "mine")) if m not in folder_names
@@ -72,3 +79,24 @@ def test_mining_loads_no_pydantic_backed_stage() -> None:
 
 def test_the_miner_writes_the_session_schema_version_of_the_typed_model() -> None:
     assert SCHEMA_VERSION == SESSION_SCHEMA_VERSION
+
+
+def test_the_group_table_names_every_command_of_every_group() -> None:
+    """``GROUPS`` (what ``main`` imports for a command) holds each module's own commands, and a command
+    named on the command line brings in its group and no other."""
+    import importlib
+
+    import typer
+
+    from ablate.cli.main import GROUPS, add_groups
+
+    for module, name, commands in GROUPS:
+        group = importlib.import_module(f"ablate.cli.{module}").app
+        names = tuple(
+            c.name or typer.main.get_command_name(getattr(c.callback, "__name__", ""))
+            for c in group.registered_commands
+        )
+        assert names == commands or (name is not None and not commands), (module, names)
+    everything = typer.main.get_command(add_groups())
+    top = set(everything.commands)  # type: ignore[attr-defined]
+    assert top == {n for _, name, cmds in GROUPS for n in ((name,) if name else cmds)}
