@@ -86,23 +86,29 @@ def assistant_turns(body: Mapping[str, Any]) -> int:
 
 def first_user_text(body: Mapping[str, Any]) -> str:
     """The text of the first ``user`` message (Claude Code puts system-reminders there, then the prompt)."""
-    for m in body.get("messages") or []:
-        if isinstance(m, dict) and m.get("role") == "user":
-            return content_text(m.get("content"))
-    return ""
+    return _user_text(body.get("messages") or [])
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:
     """The text of the last ``user`` message (tool results, once the conversation is under way)."""
-    for m in reversed(body.get("messages") or []):
-        if isinstance(m, dict) and m.get("role") == "user":
-            return content_text(m.get("content"))
-    return ""
+    return _user_text(reversed(body.get("messages") or []))
+
+
+def _user_text(messages: Iterable[Any]) -> str:
+    found = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
+    return content_text(found.get("content")) if found else ""
 
 
 def prompt_text(body: Mapping[str, Any]) -> str:
     """The first user message without its ``<system-reminder>`` blocks: the prompt as the user typed it."""
     return _REMINDER_RE.sub("", first_user_text(body)).strip()
+
+
+#: What a rule's ``where`` searches (:class:`ablate.sim.script.Rule`).
+_TEXTS = {
+    "request": request_text, "system": system_text, "messages": messages_text, "tools": tools_text,
+    "first_user": first_user_text, "prompt": prompt_text, "last_user": last_user_text,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -127,19 +133,7 @@ class RequestView:
         return m.group(1).strip() if m else ""
 
     def text(self, where: Where) -> str:
-        if where == "request":
-            return request_text(self.body)
-        if where == "system":
-            return system_text(self.body)
-        if where == "messages":
-            return messages_text(self.body)
-        if where == "tools":
-            return tools_text(self.body)
-        if where == "first_user":
-            return first_user_text(self.body)
-        if where == "prompt":
-            return prompt_text(self.body)
-        return last_user_text(self.body)
+        return _TEXTS[where](self.body)
 
     @property
     def session_key(self) -> str:

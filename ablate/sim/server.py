@@ -41,16 +41,9 @@ LOG_SCHEMA_VERSION = 1
 
 #: Request headers kept in the log (lower-case). Credentials are never logged, only which kind was sent.
 LOGGED_HEADERS = (
-    "x-claude-code-session-id",
-    "x-ablate-session-id",
-    "anthropic-version",
-    "anthropic-beta",
-    "user-agent",
-    "x-app",
-    "x-stainless-retry-count",
-    "x-stainless-timeout",
-    "content-type",
-)
+    "x-claude-code-session-id", "x-ablate-session-id", "anthropic-version", "anthropic-beta", "user-agent",
+    "x-app", "x-stainless-retry-count", "x-stainless-timeout", "content-type",
+)  # fmt: skip
 
 
 class PortInUse(UsageError):
@@ -211,12 +204,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self.rfile.read(length) if length > 0 else b""
 
     def _headers_subset(self) -> dict[str, str]:
-        out = {}
-        for name in LOGGED_HEADERS:
-            value = self.headers.get(name)
-            if value is not None:
-                out[name] = value
-        return out
+        return {name: value for name in LOGGED_HEADERS if (value := self.headers.get(name)) is not None}
 
     def _auth(self) -> str | None:
         kinds = []
@@ -313,14 +301,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if data:
             self.wfile.write(data)
 
-    def do_PUT(self) -> None:
+    def _other_verb(self) -> None:
         self._not_found(self._read_body())
 
-    def do_DELETE(self) -> None:
-        self._not_found(self._read_body())
-
-    def do_PATCH(self) -> None:
-        self._not_found(self._read_body())
+    do_PUT = do_DELETE = do_PATCH = _other_verb
 
     def do_POST(self) -> None:
         raw = self._read_body()
