@@ -1,9 +1,6 @@
-"""Run one subprocess and return a typed result; never raise on a non-zero exit.
-
-Timeouts kill the whole process tree (psutil), so a ``claude`` session and every shell, hook and MCP server
-it started go together. A process that left the tree (a model's ``setsid … &`` double fork) is still found:
-every process of a session carries its *tag* in the environment (``ABLATE_TAG``), which children inherit
-whatever their session or parent, and :func:`kill_tagged` kills every process that carries it."""
+"""Run one subprocess and return a typed result; never raise on a non-zero exit. A timeout kills the whole
+process tree (psutil); a process that left the tree (a ``setsid … &`` double fork) still carries the
+session's *tag* in its environment (``ABLATE_TAG``), and :func:`kill_tagged` kills every process that does."""
 
 from __future__ import annotations
 

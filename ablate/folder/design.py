@@ -1,10 +1,6 @@
-"""The per-piece design of a piece run (``ablate run --pieces``), recorded in manifest.json's ``design``.
-
-A piece run's cells are the rows of a design (docs/PIECES.md#runs): which pieces each cell removes. The report
-rebuilds every piece's effect from the run folder alone, so the manifest records the design as run — its kind,
-how its rows were made, the pieces (id, kind, tokens) in column order, and per row the cell that runs it and
-whether it keeps each piece. A layer run has no ``design``.
-"""
+"""The per-piece design of a piece run (``ablate run --pieces``, docs/PIECES.md#runs), recorded in
+manifest.json's ``design`` as run (kind, how its rows were made, the pieces in column order, and per row its
+cell and the pieces it keeps), so the report rebuilds every piece's effect from the run folder alone."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Every file of a run folder, with the ``schema_version`` ablate writes it at and the module that reads and
-writes it: the one list docs/ARCHITECTURE.md's run-folder tree is checked against.
-
-Each versioned file's reader refuses a newer version (``ablate.core.specs.require_schema``: "written by a
-newer ablate (version N > M): upgrade ablate", exit 2). Files ablate does not format (the CLI's own stdout and
-transcripts, a git patch, a text tail, copies of the user's task files) carry no version.
-"""
+writes it: the one list docs/ARCHITECTURE.md#run-folder is checked against (unversioned: files ablate does not
+format)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""``results/<item>.json``: one :class:`ItemResult` per item, whoever writes it (runner, ``recover``, ``merge``).
-
-This is the contract between ``run`` and everything downstream (``recover``, ``merge``, ``grade``, ``report``):
-
-* one pydantic model with ``schema_version``; :func:`read_result` loads any result of this schema and refuses
-  others with a located error (file, field, what was wrong);
-* one writer, :func:`write_result`, atomic, under one replacement rule (:func:`should_replace`): a result is
-  never replaced by a worse one; a rate-limited attempt never becomes a result;
-* every path inside is relative to the run folder, so a folder can be moved, copied or merged.
-"""
+"""``results/<item>.json`` (docs/ARCHITECTURE.md#item-result): one :class:`ItemResult` per item, whoever writes
+it (runner, ``recover``, ``merge``), read by :func:`read_result` (a located error for another schema) and
+written by :func:`write_result` alone, atomically, under one replacement rule (:func:`should_replace`)."""
 
 from __future__ import annotations
 
@@ -225,20 +218,3 @@ def write_result(folder: RunFolder, result: ItemResult) -> bool:
     data = orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
     atomic_write_bytes(path, data + b"\n")
     return True
-
-
-__all__ = [
-    "COMPLETE_STATUSES",
-    "RESULT_SCHEMA_VERSION",
-    "ExitInfo",
-    "ItemResult",
-    "Recovery",
-    "SessionMetrics",
-    "SessionWrites",
-    "iter_results",
-    "parse_result",
-    "read_result",
-    "result_rank",
-    "should_replace",
-    "write_result",
-]

@@ -1,11 +1,7 @@
-"""``wire/<item>.jsonl``: what crossed the wire for each session of an item, as the forwarder saw it.
-
-One :class:`WireRecord` per ``/v1/messages`` exchange, appended by ablate's forwarder
-(:mod:`ablate.isolate.forwarder`) as the answer ends; every attempt of the item appends to the same file
-(``attempt`` and ``session_id`` tell them apart). A session cannot reach this file: the forwarder writes it
-outside every view, while the session's transcript is the session's own and may be rewritten by it.
-:func:`wire_check` compares the two; where they differ the session is flagged (:func:`wire_flags`), left out
-of the statistics and named in the report, and its tokens and cost are the wire's (what was really spent).
+"""``wire/<item>.jsonl`` (docs/ARCHITECTURE.md#wire): one :class:`WireRecord` per ``/v1/messages`` exchange of
+every attempt of an item, appended by ablate's forwarder outside every view, so no session can reach it.
+:func:`wire_check` compares it with the session's transcript; where they differ the session is flagged
+(:func:`wire_flags`), left out of the statistics, and its tokens and cost are the wire's.
 """
 
 from __future__ import annotations
