@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, assert_never
 
 from ablate.setup.kinds import layer_kind
-from ablate.setup.layers import Catalog, LayerFiles
+from ablate.setup.layers import Catalog, LayerFiles, json_keys
 from ablate.setup.load import listed, style_name
 
 Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
@@ -70,9 +70,7 @@ def distinctive_lines(text: str) -> list[str]:
     out = []
     for raw in body.splitlines():
         line = raw.strip()
-        if len(line) < MIN_LINE or line.startswith("@") or line.startswith("```"):
-            continue
-        if not re.search(r"[A-Za-z]{4}", line):
+        if len(line) < MIN_LINE or line.startswith(("@", "```")) or not re.search(r"[A-Za-z]{4}", line):
             continue
         if line not in out:
             out.append(line)
@@ -120,17 +118,19 @@ class HookSpec:
         return self.event in OBSERVABLE_HOOK_EVENTS and not self.is_async
 
 
+def _key_objects(lf: LayerFiles) -> list[dict[str, Any]]:
+    """The value of each of the layer's JSON keys that holds an object (an unreadable file gives none)."""
+    out = []
+    for kp in lf.keys:
+        value = (json_keys(kp.path) or {}).get(kp.key)
+        out.extend([value] if isinstance(value, dict) else [])
+    return out
+
+
 def hook_specs(lf: LayerFiles) -> list[HookSpec]:
     """Every hook command found in the layer's JSON keys, in order."""
     out: list[HookSpec] = []
-    for kp in lf.keys:
-        try:
-            data = json.loads(kp.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        hooks = data.get(kp.key) if isinstance(data, dict) else None
-        if not isinstance(hooks, dict):
-            continue
+    for hooks in _key_objects(lf):
         for event, groups in hooks.items():
             for group in groups if isinstance(groups, list) else []:
                 for h in (group.get("hooks") or []) if isinstance(group, dict) else []:
@@ -144,10 +144,7 @@ def hook_specs(lf: LayerFiles) -> list[HookSpec]:
 
 def _hook_print(layer_id: str, lf: LayerFiles) -> LayerPrint:
     specs = hook_specs(lf)
-    commands: list[str] = []
-    for sp in specs:
-        if sp.command not in commands:
-            commands.append(sp.command)
+    commands = list(dict.fromkeys(sp.command for sp in specs))
     expect = [c for c in commands if any(sp.command == c and sp.shows for sp in specs)]
     hidden = sorted(
         {f"{sp.event}{' (async)' if sp.is_async else ''}" for sp in specs if sp.command not in expect}
@@ -160,8 +157,6 @@ def _hook_print(layer_id: str, lf: LayerFiles) -> LayerPrint:
             f"; {', '.join(hidden)} hooks cannot show in a one-prompt probe session "
             "(async, tool and end-of-session hooks leave no record)"
         )
-    if not expect:
-        return LayerPrint(layer_id, "hooks", commands, reason, expect=[])
     return LayerPrint(layer_id, "hooks", commands, reason, expect=expect)
 
 
@@ -249,17 +244,7 @@ def _style_print(layer_id: str, lf: LayerFiles, style: tuple[str | None, str]) -
 
 
 def _mcp_servers(lf: LayerFiles) -> list[str]:
-    names: list[str] = []
-    for kp in lf.keys:
-        path = kp.path
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        servers = data.get(kp.key) if isinstance(data, dict) else None
-        if isinstance(servers, dict):
-            names.extend(k for k in servers if k not in names)
-    return names
+    return list(dict.fromkeys(name for servers in _key_objects(lf) for name in servers))
 
 
 def _drop_shared(prints: dict[str, LayerPrint]) -> None:

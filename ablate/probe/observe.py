@@ -31,9 +31,7 @@ from ablate.isolate.untouched import untouched_copy_filter, untouched_view
 from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, needle_in
 from ablate.setup.examples import git
-from ablate.setup.load import (
-    Setup,
-)
+from ablate.setup.load import Setup
 from ablate.sim import iter_requests, request_text
 
 PROBE_PROMPT = "ablate probe: reply with the single word OK."
