@@ -1,11 +1,9 @@
 """The isolation backends' interface: what every stage needs from a backend and from the environments it builds.
 
-A backend builds, resets, retargets and removes cell environments (docs/ARCHITECTURE.md#environments). The
-runner knows nothing else about isolation: it runs ``backend.command(env, argv)`` with ``env.env`` in
-``env.cwd``, reads and writes the session's tree only through ``backend.checkout(env)`` and copies the
-transcript from ``env.config_dir``. What a backend *is* (its capabilities, whether it works here, the words the
-caveats use) is a :class:`BackendKind`, listed in :mod:`ablate.isolate.registry`; nothing outside
-``isolate/`` names a backend. docs/EXTENDING.md#adding-an-isolation-backend shows how one is added.
+The runner runs ``backend.command(env, argv)`` with ``env.env`` in ``env.cwd``, reads and writes the session's
+tree only through ``backend.checkout(env)`` and copies the transcript from ``env.config_dir``. What a backend
+*is* is a :class:`BackendKind`, listed in :mod:`ablate.isolate.registry`; nothing outside ``isolate/`` names
+one (docs/EXTENDING.md#adding-an-isolation-backend).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The one deliberate write-through, checked: a session's ``.credentials.json`` reaches the real file only
 when it is a refreshed login of the same account (docs/ARCHITECTURE.md#credentials lists the rules).
 
-Claude Code keeps a subscription login as ``{"claudeAiOauth": {accessToken, refreshToken, expiresAt,
-refreshTokenExpiresAt, scopes, subscriptionType, rateLimitTier, clientId, accountUuid, organizationUuid}}``
-next to other top-level keys (``mcpOAuth``, ...). A refresh (the CLI's own code, 2.1.332) replaces the tokens
-and the expiry and carries ``accountUuid`` and ``organizationUuid`` over from the stored login; nothing else
-of the file changes. So a copy back needs a regular file of at most :data:`MAX_BYTES` holding a JSON object,
-non-empty tokens and a numeric ``expiresAt`` later than the stored one, the stored login's account ids
-unchanged (one it lacks added only with the stored refresh token) and every other top-level key as stored.
-Anything else is discarded, never written, and the reason is reported with the session's writes.
+A subscription login is ``{"claudeAiOauth": {accessToken, refreshToken, expiresAt, …, accountUuid,
+organizationUuid}}`` beside other top-level keys; the CLI's refresh (2.1.332) replaces the tokens and the
+expiry, carries the account ids over and changes nothing else. Anything else is discarded, never written,
+and the reason reported with the session's writes.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What a newcomer checks first: would a run here be isolated and authenticated, and if not, what to do.
-
-:func:`diagnose` returns data (``ablate doctor`` prints it): the platform, the backend that will run and
-why, user-namespace and overlay support, bubblewrap, the pinned CLI and its version, the auth method, the
-endpoint and the work folder's free space, each problem with its fix.
-"""
+"""``ablate doctor``: would a run here be isolated and authenticated, and if not, what to do.
+:func:`diagnose` returns the checks as data, each problem with its fix; :func:`render` writes them for people."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
-"""The forwarder: the one way a session reaches the model's API from its own network namespace, and the
-record of what crossed the wire (docs/ARCHITECTURE.md#sealed, #wire).
+"""The forwarder: the one way a sealed session reaches the model's API, and the record of what crossed the
+wire (docs/ARCHITECTURE.md#sealed, #wire).
 
-One forwarder per process (a run, a probe): a unix socket in a private temporary folder (0700) served by
-threads. Per session :meth:`Forwarder.ticket` issues a one-time token tied to the session id (a second use is
-refused); :mod:`ablate.isolate.nsexec`, outside the fence, presents it with the session's upstream (its
-``ANTHROPIC_BASE_URL``) and hands the connected socket to the fence as fd 3; :mod:`ablate.isolate.relay`,
-inside, asks over fd 3 for a fresh stream per TCP connection (one end of a socket pair). The forwarder reads
-HTTP/1.1 requests from each stream and replays them to the upstream (``http`` or ``https``: the path prefix
-of the upstream URL kept, ``Host`` rewritten), streaming the answer back.
-
-Every ``/v1/messages`` exchange is recorded (:class:`ablate.folder.wire.WireRecord`) into the file the
-session's caller named with :meth:`Forwarder.expect` (the run's ``wire/<item>.jsonl``), written here only.
-Anything else (``count_tokens``, the CLI's other endpoints) is forwarded unrecorded.
+One per process, a unix socket in a private folder served by threads. A session's ticket (:meth:`Forwarder.ticket`)
+is presented once by :mod:`ablate.isolate.nsexec` with its upstream; :mod:`ablate.isolate.relay` then asks
+for one stream per TCP connection, whose HTTP/1.1 requests are replayed upstream. Every ``/v1/messages``
+exchange is recorded into the file named by :meth:`Forwarder.expect`; the rest is forwarded unrecorded.
 """
 
 from __future__ import annotations

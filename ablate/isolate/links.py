@@ -1,11 +1,7 @@
-"""The ``links`` isolation backend (docs/ARCHITECTURE.md#environments): a shadow home, config dir and private checkout per slot.
-
-Each slot is built by :mod:`ablate.isolate.environment`: copies of the config dir's small trees, links to the
-big ones and to the rest of the home, a private ``git clone --shared`` of HEAD. Sessions run under a write
-fence wherever one works (:mod:`ablate.isolate.fence`: bubblewrap on Linux, sandbox-exec on macOS), so a
-write outside the cell fails inside the session and is reported; without a fence a write through a link
-reaches the real file, and only the run's before/after listing sees it. The fallback where ``namespace``
-does not work (macOS, locked-down Linux).
+"""The ``links`` isolation backend (docs/ARCHITECTURE.md#backend-links): a shadow home, config dir and private
+checkout per slot (:mod:`ablate.isolate.environment`), each session under a write fence wherever one works
+(:mod:`ablate.isolate.fence`); without one, a write through a link reaches the real file and only the run's
+before/after listing sees it. The fallback where ``namespace`` does not work (macOS, locked-down Linux).
 """
 
 from __future__ import annotations
@@ -15,6 +11,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from ablate.isolate import environment
 from ablate.isolate.backend import (
     BackendKind,
     BackendOptions,
@@ -24,8 +21,11 @@ from ablate.isolate.backend import (
     stripped_repo_paths,
 )
 from ablate.isolate.credentials import CopyBack, copy_back, read_session_file
-from ablate.isolate.environment import CellEnvironment
-from ablate.isolate.fence import fence_support
+from ablate.isolate.environment import PRISTINE, CellEnvironment, build_environment, redacted_env
+from ablate.isolate.fence import denied_writes, fence_support
+from ablate.isolate.seal import fenced
+from ablate.isolate.shadow_home import CREDENTIALS
+from ablate.isolate.worktree import objects_dir
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup
@@ -42,8 +42,6 @@ class LinksEnvironments:
         """Config dir -> the ``.credentials.json`` its session started with (None: no login file)."""
 
     def build(self, cell: ResolvedCell, slot: int) -> CellEnvironment:
-        from ablate.isolate.environment import build_environment
-
         self.work_root.mkdir(parents=True, exist_ok=True)
         return build_environment(
             self.setup,
@@ -61,23 +59,15 @@ class LinksEnvironments:
         )
 
     def reset(self, env: CellEnvironment) -> None:
-        from ablate.isolate.environment import reset_environment
-
-        reset_environment(env)
+        environment.reset_environment(env)
 
     def retarget(self, env: CellEnvironment, cell: ResolvedCell) -> None:
-        from ablate.isolate.environment import retarget_environment
-
-        retarget_environment(env, self.setup, self.catalog, cell)
+        environment.retarget_environment(env, self.setup, self.catalog, cell)
 
     def teardown(self, env: CellEnvironment) -> None:
-        from ablate.isolate.environment import teardown_environment
-
-        teardown_environment(env)
+        environment.teardown_environment(env)
 
     def describe(self, env: CellEnvironment) -> dict[str, Any]:
-        from ablate.isolate.environment import redacted_env
-
         return {
             "fingerprints": jsonable(env.fingerprints),
             "leaks": jsonable(env.leaks),
@@ -86,10 +76,8 @@ class LinksEnvironments:
         }
 
     def clean(self) -> None:
-        from ablate.isolate.environment import clean
-
         if self.work_root.exists():
-            clean(self.work_root)
+            environment.clean(self.work_root)
 
     def close(self) -> None:
         """Nothing is shared between a links backend's slots."""
@@ -97,10 +85,6 @@ class LinksEnvironments:
     def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
         """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.seal.fenced`): the
         session can write its own cell folder and nothing else; a write through a link into the home fails."""
-        from ablate.isolate.seal import fenced
-        from ablate.isolate.shadow_home import CREDENTIALS
-        from ablate.isolate.worktree import objects_dir
-
         setup = self.setup
         visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
         # the login the session starts with, kept where it cannot write: what a refresh is checked against
@@ -120,8 +104,6 @@ class LinksEnvironments:
         (copied back as a refresh, or discarded and why); without a fence only the login, or None when it
         was untouched: what an unfenced session writes through a link is seen only by the run's
         before/after listing."""
-        from ablate.isolate.fence import denied_writes
-
         login = self._copy_back_login(env)
         support = fence_support()
         if not support.ok:
@@ -135,9 +117,6 @@ class LinksEnvironments:
         """The session's ``.credentials.json`` copied back when it is a refresh of the login it started
         with (:mod:`ablate.isolate.credentials`), to the real file, every cell's copy and their pristine
         copies (a reset restores those)."""
-        from ablate.isolate.environment import PRISTINE
-        from ablate.isolate.shadow_home import CREDENTIALS
-
         rel = (env.config_dir / CREDENTIALS).relative_to(env.home)
         copies = [
             p

@@ -24,23 +24,9 @@ from ablate.setup.load import Leak, Setup, linked_state
 
 #: Folders the CLI writes (docs/CLAUDE-CODE.md#writes-config-dir, docs/CLAUDE-CODE.md#startup-paths): always real, empty folders in a cell; never links.
 WRITTEN_DIRS = (
-    "projects",
-    "backups",
-    "sessions",
-    "session-env",
-    "shell-snapshots",
-    "telemetry",
-    "todos",
-    "statsig",
-    "plugins/store",
-    "file-history",
-    "debug",
-    "cache",
-    "state",
-    "plans",
-    "paste-cache",
-    "ide",
-)
+    "projects", "backups", "sessions", "session-env", "shell-snapshots", "telemetry", "todos", "statsig",
+    "plugins/store", "file-history", "debug", "cache", "state", "plans", "paste-cache", "ide",
+)  # fmt: skip
 #: Large read-only trees: a real folder in the cell whose entries are links to the real entries.
 LINKED_TREES = ("skills", "agents", "commands", "output-styles", "hooks", "marketplaces")
 #: Instruction trees: copied, so stripping or editing them never reaches the real files.
@@ -150,13 +136,9 @@ def _populate_plugins(
 def populate_config(
     setup: Setup, shadow_config: Path, *, isolate_state: bool, at_real_path: bool = False
 ) -> ConfigReport:
-    """Fill the (new, empty) ``shadow_config`` from the user's config dir following the table above.
-
-    ``at_real_path``: the folder will be seen at the real config dir's path (the ``namespace`` backend), so
-    nothing is rewritten and nothing is linked (a link to the real path would point at the cell itself):
-    trees are copied. ``.credentials.json`` is copied (0600) in both backends and copied back only when a
-    session refreshed it (:mod:`ablate.isolate.credentials`).
-    """
+    """Fill the (new, empty) ``shadow_config`` from the user's config dir (docs/ARCHITECTURE.md#config-table).
+    ``at_real_path``: the folder will be seen at the real config dir's path (``namespace``), so nothing is
+    rewritten and nothing linked (a link to the real path would be the cell itself): trees are copied."""
     report = ConfigReport()
     pairs = [] if at_real_path else path_rewrites(setup, shadow_config)
     link_trees = not at_real_path

@@ -1,11 +1,9 @@
 """What a session wrote outside its cell, read from its upper folders (``namespace``) before they are discarded.
 
-Every area of a session's view (:data:`ablate.isolate.namespace.AREAS`) has an upper folder holding exactly
-what the session created, changed (copied up) or deleted (overlay whiteouts: character devices 0/0). The
-repository's upper is the task's own work and the config dir's CLI-written folders are the CLI's; everything
-else (the home, the user-authored part of the config dir, ``/tmp`` outside the CLI's own folder) is what a
-session, a hook or a shell rc file wrote outside its cell. All of it is discarded at the next reset: the
-report says what would have reached the user's machine without isolation.
+Each area's upper folder (:data:`ablate.isolate.namespace.AREAS`) holds exactly what the session created,
+changed or deleted (whiteouts: character devices 0/0). The repository's is the task's work and the config
+dir's CLI-written folders the CLI's; the rest (the home, the user's part of the config dir, ``/tmp`` outside
+the CLI's folder) is what would have reached the user's machine without isolation.
 """
 
 from __future__ import annotations
