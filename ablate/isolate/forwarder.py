@@ -428,20 +428,14 @@ class _Stream:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connection(self) -> http.client.HTTPConnection:
-        up = self.upstream
-        if self._conn is None:
-            if up.scheme == "https":
-                self._conn = http.client.HTTPSConnection(
-                    up.hostname or "",
-                    up.port,
-                    timeout=600,
-                    context=ssl.create_default_context(),
-                    blocksize=1 << 16,
-                )
-            else:
-                self._conn = http.client.HTTPConnection(
-                    up.hostname or "", up.port, timeout=600, blocksize=1 << 16
-                )
+        host, port = self.upstream.hostname or "", self.upstream.port
+        if self._conn is None and self.upstream.scheme == "https":
+            context = ssl.create_default_context()
+            self._conn = http.client.HTTPSConnection(
+                host, port, timeout=600, context=context, blocksize=1 << 16
+            )
+        elif self._conn is None:
+            self._conn = http.client.HTTPConnection(host, port, timeout=600, blocksize=1 << 16)
         return self._conn
 
 

@@ -152,9 +152,8 @@ def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
             line = f"{Path(root) / rel} ({what})"
             (cli_written if _cli_written(before, root, rel) else out).append(line)
     if cli_written:
-        shown = ", ".join(cli_written[:10]) + (
-            f" and {len(cli_written) - 10} more" if len(cli_written) > 10 else ""
-        )
+        more = f" and {len(cli_written) - 10} more" if len(cli_written) > 10 else ""
+        shown = ", ".join(cli_written[:10]) + more
         notes.append(
             f"{len(cli_written)} file(s) Claude Code writes itself changed during the run: {shown} — your own "
             "sessions write these too, and a refreshed login is copied back; not counted as a change"
@@ -209,13 +208,8 @@ def _git_maintenance(
     }
     packed: set[str] = set()
     if removed:
-        proc = run_git(
-            repo,
-            "cat-file",
-            "--batch-check=%(objectname)",
-            check=False,
-            input="\n".join(removed.values()) + "\n",
-        )
+        batch = "\n".join(removed.values()) + "\n"
+        proc = run_git(repo, "cat-file", "--batch-check=%(objectname)", check=False, input=batch)
         still = {line.strip() for line in proc.stdout.splitlines() if not line.endswith("missing")}
         packed = {rel for rel, oid in removed.items() if oid in still}
     moved_refs: set[str] = set()

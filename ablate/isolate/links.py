@@ -88,7 +88,9 @@ class LinksEnvironments:
         setup = self.setup
         visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
         # the login the session starts with, kept where it cannot write: what a refresh is checked against
-        self._logins[str(env.config_dir)] = _login_bytes(env.config_dir / CREDENTIALS)
+        login = env.config_dir / CREDENTIALS
+        data = read_session_file(login) if os.path.lexists(login) else None
+        self._logins[str(env.config_dir)] = data if isinstance(data, bytes) else None
         return fenced(
             argv,
             root=env.root,
@@ -135,11 +137,6 @@ class LinksEnvironments:
     def checkout(self, env: CellEnvironment) -> AbstractContextManager[Path]:
         """The private checkout itself: the session sees it at the same path."""
         return nullcontext(env.cwd)
-
-
-def _login_bytes(path: Path) -> bytes | None:
-    data = read_session_file(path) if os.path.lexists(path) else None
-    return data if isinstance(data, bytes) else None
 
 
 def support() -> Support:

@@ -26,10 +26,6 @@ class _Uppers(Protocol):
     def shown_as(self) -> dict[str, Path]: ...
 
 
-def _is_whiteout(st: os.stat_result) -> bool:
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
-
-
 def scan_upper(
     upper: Path, shown_as: Path, *, label: str, depth: int = 1, skip: tuple[str, ...] = ()
 ) -> AreaWrites:
@@ -41,7 +37,7 @@ def scan_upper(
         for entry in walk_tree(upper, exclude=skipped):  # any depth; a folder it cannot read: a located error
             if entry.is_dir:
                 continue
-            if _is_whiteout(entry.st):
+            if stat.S_ISCHR(entry.st.st_mode) and entry.st.st_rdev == 0:  # an overlay whiteout
                 deleted += 1
             else:
                 files += 1
@@ -50,13 +46,8 @@ def scan_upper(
             top = "/".join(parts[:depth]) if len(parts) > depth else entry.rel
             key = f"{label}/{top}"
             by_folder[key] = by_folder.get(key, 0) + 1
-    return AreaWrites(
-        path=str(shown_as),
-        files=files,
-        bytes=size,
-        deleted=deleted,
-        by_folder=dict(sorted(by_folder.items())),
-    )
+    by_folder = dict(sorted(by_folder.items()))
+    return AreaWrites(path=str(shown_as), files=files, bytes=size, deleted=deleted, by_folder=by_folder)
 
 
 def session_writes(env: _Uppers) -> SessionWrites:

@@ -203,9 +203,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _headers_subset(self) -> dict[str, str]:
-        return {name: value for name in LOGGED_HEADERS if (value := self.headers.get(name)) is not None}
-
     def _auth(self) -> str | None:
         kinds = []
         if self.headers.get("x-api-key"):
@@ -262,7 +259,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "method": self.command,
             "path": path.path,
             "query": path.query,
-            "headers": self._headers_subset(),
+            "headers": {k: v for k in LOGGED_HEADERS if (v := self.headers.get(k)) is not None},
             "session_id": self._session_id(),
             "auth": self._auth(),
         }
@@ -315,9 +312,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         seq = self.server.log.next_seq()
         sent = (self.headers.get("x-api-key"), self.headers.get("Authorization", "").removeprefix("Bearer "))
         if self.server.api_key is not None and self.server.api_key not in sent:
-            self.server.log.write(self._record(seq, rule="unauthorized", status=401, stream=False, body=None))
-            err = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
-            self._send_json(401, err, seq)
+            self._refuse(seq, 401, "unauthorized", "authentication_error", "invalid x-api-key")
             return
         try:
             body = orjson.loads(raw) if raw else None
@@ -327,13 +322,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         else:
             problem = "" if isinstance(body, dict) else "request body must be a JSON object"
         if problem:
-            self.server.log.write(
-                self._record(
-                    seq, rule="bad_request", status=400, stream=False, body=raw.decode("utf-8", "replace")
-                )
+            self._refuse(
+                seq, 400, "bad_request", "invalid_request_error", problem, raw.decode("utf-8", "replace")
             )
-            err = {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}
-            self._send_json(400, err, seq)
             return
         assert isinstance(body, dict)
         if path.endswith("/count_tokens"):
@@ -354,13 +345,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             body = raw.decode("utf-8", "replace")
-        self.server.log.write(self._record(seq, rule="not_found", status=404, stream=False, body=body))
-        path = urlsplit(self.path).path
-        err = {
-            "type": "error",
-            "error": {"type": "not_found_error", "message": f"{self.command} {path}: not found"},
-        }
-        self._send_json(404, err, seq)
+        said = f"{self.command} {urlsplit(self.path).path}: not found"
+        self._refuse(seq, 404, "not_found", "not_found_error", said, body)
+
+    def _refuse(self, seq: int, status: int, rule: str, kind: str, message: str, body: Any = None) -> None:
+        """Log the request as answered by ``rule`` and send the API's JSON error of ``kind``."""
+        self.server.log.write(self._record(seq, rule=rule, status=status, stream=False, body=body))
+        self._send_json(status, {"type": "error", "error": {"type": kind, "message": message}}, seq)
 
     def _messages(self, seq: int, body: dict[str, Any]) -> None:
         responder = self.server.responder
