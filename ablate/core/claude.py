@@ -200,12 +200,9 @@ def claude_argv(
     max_turns: int | str,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The pinned command line of every ablate session (docs/ARCHITECTURE.md#run-folder); stdin must be /dev/null.
-
-    The prompt comes after ``--`` (a prompt may start with a dash). ``--bare`` is never used: it replaces the
-    whole system prompt and cuts the tool set, so it is no baseline. The runner stores this line in the
-    manifest with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` placeholders.
-    """
+    """The pinned command line of every ablate session (docs/ARCHITECTURE.md#sessions); stdin must be /dev/null.
+    The prompt comes after ``--`` (it may start with a dash); ``--bare`` is never used (it replaces the whole
+    system prompt and cuts the tool set: no baseline)."""
     return [
         str(binary),
         "-p",

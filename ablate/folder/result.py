@@ -148,13 +148,10 @@ def result_rank(result: ItemResult | None) -> int:
 
 
 def should_replace(old: ItemResult | None, new: ItemResult) -> bool:
-    """True when ``new`` may overwrite ``old`` — the one replacement rule of the run folder.
-
-    Never with a worse result; a complete result is kept (the first complete outcome stands, so a resume or a
-    merge never swaps one valid answer for another); a failure may replace an older failure (newer evidence);
-    a recovered result never replaces one built from a valid stdout of the same rank. Rate-limited attempts
-    never become results at all.
-    """
+    """True when ``new`` may overwrite ``old``, the one replacement rule of the run folder: never with a worse
+    result; the first complete outcome stands (a resume or merge never swaps one valid answer for another); a
+    failure may replace an older failure, unless a recovered one would replace one built from a valid stdout;
+    a rate-limited attempt never becomes a result."""
     if new.status == "rate_limited":
         return False
     old_rank, new_rank = result_rank(old), result_rank(new)
@@ -208,10 +205,8 @@ def iter_results(folder: RunFolder) -> list[ItemResult]:
 
 
 def write_result(folder: RunFolder, result: ItemResult) -> bool:
-    """Write ``result`` atomically unless the replacement rule forbids it; return whether it was written.
-
-    Write errors propagate: a result that cannot be written must never be mistaken for one that was.
-    """
+    """Write ``result`` atomically unless the replacement rule forbids it; return whether it was written (write
+    errors propagate: a result that cannot be written must never be mistaken for one that was)."""
     if not should_replace(read_result(folder, result.item), result):
         return False
     path = folder.result_path(result.item)

@@ -222,11 +222,8 @@ def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport
 
 
 def ensure_written_dirs(shadow_config: Path) -> None:
-    """Create every CLI-written folder as a real, empty folder (never a link).
-
-    A nested one (``plugins/store``) only when its parent is there: a stripped ``plugins/`` stays absent (the
-    CLI creates it as a real folder itself), so the cell holds no trace of the stripped layer.
-    """
+    """Create every CLI-written folder as a real, empty folder (never a link); a nested one (``plugins/store``)
+    only when its parent is there: a stripped ``plugins/`` stays absent, so the cell holds no trace of it."""
     for rel in WRITTEN_DIRS:
         if "/" in rel and not (shadow_config / rel).parent.is_dir():
             continue
@@ -316,11 +313,8 @@ def _command_files(command: str, setup: Setup) -> list[Path]:
 
 
 def scan_hooks(setup: Setup) -> list[Leak]:
-    """Hook scripts (named by settings.json hooks, and every file under hooks/) naming the real config path.
-
-    The copied settings.json is rewritten, but a script's text cannot be: a script that spells the real
-    config dir reads and writes the user's real files in every cell, so each hit is reported as a leak.
-    """
+    """Hook scripts (named by settings.json hooks, and every file under hooks/) naming the real config path: the
+    copied settings.json is rewritten, a script's text cannot be, so each such script is a leak."""
     needles = sorted({str(setup.config_dir), str(setup.home / ".claude")}, key=len, reverse=True)
     candidates: list[Path] = []
     settings = json_keys(setup.config_dir / "settings.json") or {}

@@ -205,11 +205,9 @@ def link_per_entry(src: Path, dst: Path) -> None:
 
 
 def sync_tree(src: Path, dst: Path) -> int:
-    """Make the real folder ``dst`` identical to ``src`` (paths, kinds, modes, contents, link targets).
-
-    Links in ``dst`` are compared and replaced, never followed. Files whose size and mtime match are
-    assumed unchanged (copies are made with ``copy2``, which keeps mtimes). Returns how many entries changed.
-    """
+    """Make the real folder ``dst`` identical to ``src`` (paths, kinds, modes, contents, link targets; links in
+    ``dst`` replaced, never followed; files of equal size and mtime assumed unchanged: copies keep mtimes).
+    Returns how many entries changed."""
     changed = 0
     src_mode = stat.S_IMODE(os.lstat(src).st_mode)
     dst_mode = stat.S_IMODE(os.lstat(dst).st_mode)

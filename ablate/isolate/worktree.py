@@ -184,11 +184,9 @@ def restore_refs(wt: Path, refs: dict[str, str]) -> None:
 
 
 def snapshot(src_base: Path, rel: str, pristine: Path, *, follow: bool = True) -> str:
-    """Copy ``src_base/rel`` to ``pristine/overlay/rel``; returns the source key for a ``put``.
-
-    Layer files are copied with links followed (their content is what the CLI would read; a link out of the
-    repo must not become a write-through); ``--dirty`` changes are copied exactly, links kept as links.
-    """
+    """Copy ``src_base/rel`` to ``pristine/overlay/rel``; returns the source key for a ``put``. Layer files are
+    copied with links followed (a link out of the repo must not become a write-through), ``--dirty`` changes
+    exactly."""
     key = f"overlay/{rel}"
     dst = pristine / key
     if not (dst.exists() or dst.is_symlink()):

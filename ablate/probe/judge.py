@@ -112,28 +112,27 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
-    problems = []
     cfg = cenv.config_dir
-    if cfg.is_symlink():
-        problems.append(f"the config dir {cfg} is a symlink")
-    for rel in WRITTEN_DIRS:  # the folders the CLI writes (docs/CLAUDE-CODE.md): a link there writes through
-        p = cfg / rel
-        if p.is_symlink():
-            problems.append(f"{rel}/ is a symlink: the CLI's writes would land in {os.path.realpath(p)}")
+    problems = [f"the config dir {cfg} is a symlink"] if cfg.is_symlink() else []
+    # the folders the CLI writes (docs/CLAUDE-CODE.md): a link there writes through
+    problems += [
+        f"{rel}/ is a symlink: the CLI's writes would land in {os.path.realpath(cfg / rel)}"
+        for rel in WRITTEN_DIRS
+        if (cfg / rel).is_symlink()
+    ]
     projects = cfg / "projects"
     if projects.is_dir() and not projects.is_symlink():
-        for sub in projects.iterdir():
-            for q in (sub, sub / "memory"):
-                if q.is_symlink():
-                    problems.append(
-                        f"{q.relative_to(cfg)} is a symlink: memory writes would land in {os.path.realpath(q)}"
-                    )
-    for name in COPIED_FILES:
-        p = cfg / name
-        if p.is_symlink():
-            problems.append(
-                f"{name} is a symlink (imports resolve against {os.path.realpath(p)}): it must be a copy"
-            )
+        problems += [
+            f"{q.relative_to(cfg)} is a symlink: memory writes would land in {os.path.realpath(q)}"
+            for sub in projects.iterdir()
+            for q in (sub, sub / "memory")
+            if q.is_symlink()
+        ]
+    problems += [
+        f"{name} is a symlink (imports resolve against {os.path.realpath(cfg / name)}): it must be a copy"
+        for name in COPIED_FILES
+        if (cfg / name).is_symlink()
+    ]
     for k in cenv.env:
         if stray(k):
             problems.append(f"stray variable {k} in the session environment changes the cell")
@@ -280,22 +279,15 @@ def _replaced_check(p: LayerPrint, replacement: Path, obs: Observation, baseline
             "present", "present", "leak", f"the setup's own file reached the model: {leaked[0][:80]!r}"
         )
     needles = [n for n in distinctive_lines(text) if n not in baseline][:MAX_NEEDLES]
+    name = replacement.name
     if not needles:
         return LayerCheck(
-            "present",
-            "unknown",
-            "unobservable",
-            f"the replacement {replacement.name} has no distinctive line",
+            "present", "unknown", "unobservable", f"the replacement {name} has no distinctive line"
         )
     mine = LayerPrint(p.layer, "text", needles)
-    hits = [n for n in needles if obs.shows(mine, n)]
-    if not hits:
-        return LayerCheck(
-            "present",
-            "absent",
-            "missing",
-            f"none of {len(needles)} fingerprints of the replacement {replacement.name} reached the model",
-        )
+    if not (hits := [n for n in needles if obs.shows(mine, n)]):
+        ev = f"none of {len(needles)} fingerprints of the replacement {name} reached the model"
+        return LayerCheck("present", "absent", "missing", ev)
     return LayerCheck(
         "present", "present", "ok", f"{len(hits)}/{len(needles)} fingerprints of the replacement seen"
     )

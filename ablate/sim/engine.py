@@ -73,9 +73,8 @@ def tools_text(body: Mapping[str, Any]) -> str:
 
 
 def request_text(body: Mapping[str, Any]) -> str:
-    """All text of a request: system + every message (tool inputs and results too) + tools.
-
-    This is what canary and fingerprint checks search: a layer "reached the model" iff its canary is here."""
+    """All text of a request: system + every message (tool inputs and results too) + tools; what canary and
+    fingerprint checks search (a layer "reached the model" iff its canary is here)."""
     return "\n".join((system_text(body), messages_text(body), tools_text(body)))
 
 
