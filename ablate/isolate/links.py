@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from ablate.folder.session import CredentialsCopy
 from ablate.isolate import environment
 from ablate.isolate.backend import (
     BackendKind,
@@ -20,7 +21,7 @@ from ablate.isolate.backend import (
     jsonable,
     stripped_repo_paths,
 )
-from ablate.isolate.credentials import CopyBack, copy_back, read_session_file
+from ablate.isolate.credentials import copy_back, read_session_file
 from ablate.isolate.environment import PRISTINE, CellEnvironment, build_environment, redacted_env
 from ablate.isolate.fence import denied_writes, fence_support
 from ablate.isolate.seal import fenced
@@ -107,15 +108,14 @@ class LinksEnvironments:
         was untouched: what an unfenced session writes through a link is seen only by the run's
         before/after listing."""
         login = self._copy_back_login(env)
+        said = {"discarded": False, "credentials": login.model_dump(mode="json")}
         support = fence_support()
         if not support.ok:
-            said = login.discarded or login.copied
-            return {"discarded": False, "credentials": login.to_json()} if said else None
-        homes = (env.home, Path(self.setup.home))
-        denied = denied_writes(env.config_dir, homes=homes)
-        return {"fence": support.name, "denied": denied, "discarded": False, "credentials": login.to_json()}
+            return said if login.discarded or login.copied else None
+        denied = denied_writes(env.config_dir, homes=(env.home, Path(self.setup.home)))
+        return {"fence": support.name, "denied": denied, **said}
 
-    def _copy_back_login(self, env: CellEnvironment) -> CopyBack:
+    def _copy_back_login(self, env: CellEnvironment) -> CredentialsCopy:
         """The session's ``.credentials.json`` copied back when it is a refresh of the login it started
         with (:mod:`ablate.isolate.credentials`), to the real file, every cell's copy and their pristine
         copies (a reset restores those)."""

@@ -24,9 +24,10 @@ from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.mounts import unmount, unmount_all_under
 from ablate.core.tempwork import disown_mount, own_mount
+from ablate.folder.session import CredentialsCopy
 from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, stripped_repo_paths
-from ablate.isolate.credentials import CopyBack, copy_back
+from ablate.isolate.credentials import copy_back
 from ablate.isolate.detect import namespace_check, namespace_support as namespace_support
 from ablate.isolate.environment import build_config_dir
 from ablate.isolate.faithful import config_prints, kept_mismatches, mismatch_lines, setup_prints
@@ -446,7 +447,7 @@ class NamespaceEnvironments:
         reset), after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
         login = copy_back_credentials(env)
         writes = session_writes(env).model_dump(mode="json", exclude_none=True, exclude={"denied"})
-        return {**writes, "credentials": login.to_json()}
+        return {**writes, "credentials": login.model_dump(mode="json")}
 
     def describe(self, env: NamespaceCellEnv) -> dict[str, Any]:
         lower = self.lower()
@@ -473,7 +474,7 @@ class NamespaceEnvironments:
             shadowfs.remove_path(self.shared)
 
 
-def copy_back_credentials(env: NamespaceCellEnv) -> CopyBack:
+def copy_back_credentials(env: NamespaceCellEnv) -> CredentialsCopy:
     """Copy ``.credentials.json`` back to the real file (and every cell's copy) when the session refreshed
     it (:mod:`ablate.isolate.credentials`); anything else it left there is discarded, and said."""
     lower = env.layers.config / CREDENTIALS
