@@ -35,9 +35,9 @@ class DesignRow(Spec):
 
 
 class ConfirmPlan(Spec):
-    """``design.confirm``: the one-out confirmation stage after a screening design (docs/PIECES.md#confirm): the
-    pieces the screening marks real and the ``named`` ones run in blocks of their own (repeats ``first_repeat``
-    on), each the control and the cells without one of them in one shuffled sweep."""
+    """``design.confirm``: the one-out confirmation stage after a screening design (docs/PIECES.md#confirm):
+    the pieces the screening marks real and the ``named`` ones run in blocks of their own (repeats
+    ``first_repeat`` on), each the control and the cells without one of them in one shuffled sweep."""
 
     named: list[str] = Field(default_factory=list)
     """The pieces ``--confirm`` names: confirmed whatever the screening finds."""

@@ -1,6 +1,6 @@
-"""``results/<item>.json`` (docs/ARCHITECTURE.md#item-result): one :class:`ItemResult` per item, whoever writes
-it (runner, ``recover``, ``merge``), read by :func:`read_result` (a located error for another schema) and
-written by :func:`write_result` alone, atomically, under one replacement rule (:func:`should_replace`)."""
+"""``results/<item>.json`` (docs/ARCHITECTURE.md#item-result): one :class:`ItemResult` per item, whoever
+writes it (runner, ``recover``, ``merge``), read by :func:`read_result` (a located error for another schema)
+and written by :func:`write_result` alone, atomically, under one replacement rule (:func:`should_replace`)."""
 
 from __future__ import annotations
 
@@ -205,8 +205,8 @@ def iter_results(folder: RunFolder) -> list[ItemResult]:
 
 
 def write_result(folder: RunFolder, result: ItemResult) -> bool:
-    """Write ``result`` atomically unless the replacement rule forbids it; return whether it was written (write
-    errors propagate: a result that cannot be written must never be mistaken for one that was)."""
+    """Write ``result`` atomically unless the replacement rule forbids it; return whether it was written
+    (write errors propagate: a result that cannot be written must never be mistaken for one that was)."""
     if not should_replace(read_result(folder, result.item), result):
         return False
     path = folder.result_path(result.item)

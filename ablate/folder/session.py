@@ -1,6 +1,6 @@
 """The typed parts of a result: :class:`SessionMetrics` (the ``ablate mine --json`` object, a result's
-``session``) and :class:`SessionWrites` (its ``writes``: what the session wrote outside its cell). The JSON keys
-are those written before these models existed, so older files read unchanged."""
+``session``) and :class:`SessionWrites` (its ``writes``: what the session wrote outside its cell). The JSON
+keys are those written before these models existed, so older files read unchanged."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ class ThreadSummary(Spec):
 
 
 class SessionMetrics(Spec):
-    """Everything mined from one session: the ``ablate mine --json`` object (docs/GUIDE.md#mining-transcripts)."""
+    """Everything mined from one session: the ``ablate mine --json`` object
+    (docs/GUIDE.md#mining-transcripts)."""
 
     schema_version: Literal[1] = SESSION_SCHEMA_VERSION
     session_id: str | None = None

@@ -133,7 +133,8 @@ def require_sealed(chosen: IsolationInfo, *, unsealed: bool) -> str:
     """The one decision before any probe or session: sessions of ``chosen`` are sealed, or the command is
     refused (:class:`~ablate.core.errors.UsageError`, exit 2: why and the fix) unless ``unsealed``
     (``--unsealed``) asks for them. Returns what to say: "" or, for ``--unsealed``, whether the sessions are
-    sealed anyway (the backend seals here; nothing is unsealed that can be sealed) or run unsealed, and why."""
+    sealed anyway (the backend seals here; nothing is unsealed that can be sealed) or run unsealed, and why.
+    """
     problem = seal_problem(chosen)
     if problem is None:
         return (

@@ -1,5 +1,5 @@
-"""``ablate doctor``: would a run here be isolated and authenticated, and if not, what to do.
-:func:`diagnose` returns the checks as data, each problem with its fix; :func:`render` writes them for people."""
+"""``ablate doctor``: would a run here be isolated and authenticated, and if not, what to do. :func:`diagnose`
+returns the checks as data, each problem with its fix; :func:`render` writes them for people."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def diagnose(
     ablate_toml: Path | None = None,
 ) -> dict[str, Any]:
     """Every check, and ``ok``: a run here would be sealed (``sealing``, with its fix) and authenticated, in
-    every cell of the set ``cells`` alike (checked as a run checks it, when ``repo`` is a usable repository)."""
+    every cell of the set ``cells`` alike (checked as a run checks it, when ``repo`` is a usable repository).
+    """
     env = dict(os.environ if env is None else env)
     problems: list[dict[str, str]] = []
     notes: list[str] = []

@@ -1,4 +1,4 @@
-"""The environment builder (docs/ARCHITECTURE.md#environments): one cell as a shadow home + a private checkout.
+"""The environment builder (docs/ARCHITECTURE.md#environments): a cell as a shadow home + a private checkout.
 
 A cell root ``<out>/<cNN>[-sNN]/`` (equal-length names: the paths reach the prompt) holds ``.ablate-env``
 (written first, so `ablate env clean` finds a half-built cell), ``environment.json``, ``home/`` (the shadow
@@ -269,7 +269,7 @@ def _populate(
 def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, cell: ResolvedCell) -> None:
     """Make an idle environment a fresh one for ``cell`` without a new checkout: the config dir is rebuilt and
     the checkout reset to HEAD before ``cell``'s operations are applied, indistinguishable from a fresh build
-    (tested with tree hashes). The runner keeps one checkout per concurrent session instead of one per cell."""
+    (tested with tree hashes): the runner keeps one checkout per concurrent session, not one per cell."""
     if env.cell.id == cell.id:
         reset_environment(env)
         return

@@ -3,7 +3,8 @@ undo the view ablate built for it, and writes nothing but the paths given as wri
 
 Chosen over doing the same through ctypes in :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID
 namespace's orphans as its PID 1, dies with its parent and remounts every submount read-only, for a few
-milliseconds per session. On macOS the same fence is a ``sandbox-exec`` profile (docs/ARCHITECTURE.md#macos-profile).
+milliseconds per session. On macOS the same fence is a ``sandbox-exec`` profile
+(docs/ARCHITECTURE.md#macos-profile).
 """
 
 from __future__ import annotations
@@ -45,31 +46,21 @@ def fence_argv(
     network: bool = False,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in order: a deeper path after
-    the one above it), own user, PID, IPC, UTS and (unless ``network``) network namespaces, own ``/proc`` with
-    ``/proc/sys`` read-only, a private ``/dev``; ``tmp`` shown at ``/tmp``, with ``visible`` folders under the real
-    ``/tmp`` bound back read-only; ``hidden``: credential paths shown empty."""
+    """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in order: a deeper path
+    after the one above it), own user, PID, IPC, UTS and (unless ``network``) network namespaces, own
+    ``/proc`` with ``/proc/sys`` read-only, a private ``/dev``; ``tmp`` shown at ``/tmp``, with ``visible``
+    folders under the real ``/tmp`` bound back read-only; ``hidden``: credential paths shown empty."""
     out = [
-        bwrap,
-        "--unshare-user",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
+        bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         *([] if network else ["--unshare-net"]),
         "--die-with-parent",
-        "--cap-drop",
-        "ALL",  # bubblewrap run by root keeps every capability unless told
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--ro-bind",  # the kernel's settings read-only (as root a write would reach the host's)
-        "/proc/sys",
-        "/proc/sys",
-    ]
+        "--cap-drop", "ALL",  # bubblewrap run by root keeps every capability unless told
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        # the kernel's settings read-only (as root a write would reach the host's)
+        "--ro-bind", "/proc/sys", "/proc/sys",
+    ]  # fmt: skip
     # the private /tmp first: a cell folder that lives under the real /tmp is bound back over it afterwards
     # (bubblewrap resolves sources outside the sandbox and makes the mount point inside the private /tmp)
     if tmp is not None:
@@ -159,10 +150,10 @@ _ATOMIC = re.compile(r"\.tmp\.\d+\.[0-9a-f]+$")
 def denied_writes(
     config_dir: Path, *, homes: Sequence[Path] = (), fence: str | None = None
 ) -> list[dict[str, object]]:
-    """The writes the fence refused in a session, as its tools and hooks reported them in the transcripts under
-    ``config_dir/projects`` (``<path>: Read-only file system``, Claude Code's ``EROFS: …, open '<path>'``; EPERM
-    under ``sandbox-exec``): each path and how often, most frequent first; a path under one of ``homes`` is shown
-    as ``~/...``, so every cell names the same file alike."""
+    """The writes the fence refused in a session, as its tools and hooks reported them in the transcripts
+    under ``config_dir/projects`` (``<path>: Read-only file system``, Claude Code's ``EROFS: …, open
+    '<path>'``; EPERM under ``sandbox-exec``): each path and how often, most frequent first; a path under one
+    of ``homes`` is shown as ``~/...``, so every cell names the same file alike."""
     pattern = _REFUSALS[fence or ("sandbox-exec" if sys.platform == "darwin" else "bubblewrap")]
     counts: dict[str, int] = {}
     for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):

@@ -79,8 +79,8 @@ def _git_calls(command: str) -> Iterator[tuple[str, list[str]]]:
 
 
 def _names(arg: str, roots: Sequence[str]) -> bool:
-    """Whether a git argument (a path, ``REV:path``, ``--`` pathspec, quoted or not) names a stripped path or a
-    folder holding one."""
+    """Whether a git argument (a path, ``REV:path``, ``--`` pathspec, quoted or not) names a stripped path or
+    a folder holding one."""
     candidates = {arg, arg.split(":", 1)[1] if ":" in arg else arg}
     for cand in candidates:
         cand = cand.strip().strip("'\"").lstrip("./").rstrip("/")

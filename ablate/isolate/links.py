@@ -33,7 +33,8 @@ from ablate.setup.load import Setup
 
 
 class LinksEnvironments:
-    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private checkout)."""
+    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private
+    checkout)."""
 
     def __init__(
         self, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()

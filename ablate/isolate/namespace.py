@@ -1,9 +1,10 @@
-"""The ``namespace`` isolation backend (docs/ARCHITECTURE.md#backend-namespace): every session in its own copy-on-write view of the machine.
+"""The ``namespace`` isolation backend (docs/ARCHITECTURE.md#backend-namespace): every session in its own
+copy-on-write view of the machine.
 
-Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show, at the
-real paths, ``/tmp``, the home, the repository (the cell's repo layer over the run's pristine checkout), its
-``.git/objects`` (the user's store) and the config dir (the cell's copy), each with an upper folder of its
-own per session (``sNN/up/<area>``, :data:`AREAS`) that a reset discards.
+Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show, at the real
+paths, ``/tmp``, the home, the repository (the cell's repo layer over the run's pristine checkout), its
+``.git/objects`` (the user's store) and the config dir (the cell's copy), each with an upper folder of its own
+per session (``sNN/up/<area>``, :data:`AREAS`) that a reset discards.
 """
 
 from __future__ import annotations
@@ -58,12 +59,9 @@ class Mount:
     upper: str
     work: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "lower": list(self.lower), "upper": self.upper, "work": self.work}
-
 
 def area_mount(root: Path, area: str, target: str | Path, *lower: str | Path) -> Mount:
-    """The overlay of one area of a view at ``root``: ``lower`` seen at ``target``, written to ``up/<area>``."""
+    """The overlay of one area of the view at ``root``: ``lower`` at ``target``, written to ``up/<area>``."""
     return Mount(str(target), tuple(map(str, lower)), str(root / "up" / area), str(root / "wk" / area))
 
 
@@ -73,7 +71,7 @@ def order_mounts(mounts: list[Mount]) -> list[Mount]:
 
 
 def write_spec(path: Path, mounts: list[Mount], cwd: Path) -> None:
-    atomic_write_json(path, {"mounts": [m.to_json() for m in order_mounts(mounts)], "cwd": str(cwd)})
+    atomic_write_json(path, {"mounts": [asdict(m) for m in order_mounts(mounts)], "cwd": str(cwd)})
 
 
 @contextmanager
@@ -443,8 +441,8 @@ class NamespaceEnvironments:
         return stripped_repo_paths(self.setup, self.catalog, env.cell)
 
     def after_session(self, env: NamespaceCellEnv) -> dict[str, Any]:
-        """What the session wrote outside its cell (read from its upper folders, discarded at the next
-        reset), after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
+        """What the session wrote outside its cell (read from its upper folders, discarded at the next reset),
+        after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
         login = copy_back_credentials(env)
         writes = session_writes(env).model_dump(mode="json", exclude_none=True, exclude={"denied"})
         return {**writes, "credentials": login.model_dump(mode="json")}

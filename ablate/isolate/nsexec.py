@@ -183,9 +183,9 @@ def join(pid: int, cwd: str) -> None:
 def sealed(net: tuple[str, str] | None, seccomp: str | None) -> None:
     """``--net SOCKET TOKEN``: connect to ablate's forwarder, present the session's one-time token with the
     real value of each :data:`SWAPPED` variable (hex), put its placeholder in the environment the fence gets,
-    and leave the connected stream at fd :data:`NET_FD` for the relay inside the fence; ``--seccomp FILE``: the
-    fence's filter at fd :data:`SECCOMP_FD` (``bwrap --seccomp 4``). Both before any mount: the forwarder's
-    folder may lie under a path the view covers."""
+    and leave the connected stream at fd :data:`NET_FD` for the relay inside the fence; ``--seccomp FILE``:
+    the fence's filter at fd :data:`SECCOMP_FD` (``bwrap --seccomp 4``). Both before any mount: the
+    forwarder's folder may lie under a path the view covers."""
     import socket
 
     if net is not None:

@@ -1,9 +1,10 @@
-"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env), used by every environment builder and by the probe.
+"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env), used by every environment
+builder and by the probe.
 
 A session's environment is built from scratch: the process basics, the endpoint, auth and network plumbing,
 ablate's pinned knobs; every other ``CLAUDE_*``/``ANTHROPIC_*`` variable and git's location variables are
-dropped. A probe session talks to the capture endpoint only (:func:`force_capture`). Recorded environments
-are redacted (:func:`redacted_env`); :func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint.
+dropped. A probe session talks to the capture endpoint only (:func:`force_capture`). Recorded environments are
+redacted (:func:`redacted_env`); :func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint.
 """
 
 from __future__ import annotations
@@ -199,7 +200,8 @@ SETTINGS_SKIPPED = (
 def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> EndpointInfo:
     """Check that every cell reaches the same endpoint with the same auth, or refuse (UsageError) naming the
     file, the key and the fix. A settings ``env`` key for the endpoint or auth is fine when ablate's own
-    environment sets the same value (ablate passes it to every cell, C11 included); a credential helper is not."""
+    environment sets the same value (ablate passes it to every cell, C11 included); a credential helper is
+    not."""
     broken = [f"{p}: {why}" for p in settings_files(config_dir, repo) if (why := settings_problem(p))]
     if broken:
         raise UsageError("\n".join(broken), hint=SETTINGS_SKIPPED)

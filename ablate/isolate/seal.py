@@ -67,8 +67,8 @@ def fenced(
     hidden: Sequence[Path] = (),
 ) -> list[str]:
     """A ``links`` session's command: under the fence wherever it works, with only its cell folder ``root``
-    writable (and ``root/tmp`` as ``/tmp``), sealed (:func:`seal`) unless ``sealed=False`` (a command to run by
-    hand); else as is. ``visible``: what the session reads through its links (home, config dir, repository,
+    writable (and ``root/tmp`` as ``/tmp``), sealed (:func:`seal`) unless ``sealed=False`` (a command to run
+    by hand); else as is. ``visible``: what the session reads through its links (home, config dir, repository,
     object store), kept readable under the real ``/tmp``; ``through``: real files it may still write;
     ``network``: keep the host's network; ``hidden``: credential paths it reads as empty."""
     support = fence_support()
@@ -105,8 +105,8 @@ def view_command(
     hidden: Sequence[Path] = (),
 ) -> list[str]:
     """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
-    view locked, ``hidden`` shown empty) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
-    relayed in, no unix sockets; ``network``: the host's network) wherever
+    view locked, ``hidden`` shown empty) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace
+    with the model's API relayed in, no unix sockets; ``network``: the host's network) wherever
     :func:`~ablate.isolate.detect.namespace_check` found that it works."""
     bwrap = bwrap_path()
     if bwrap and cwd is not None and namespace_check().locked:

@@ -1,4 +1,5 @@
-"""The config side of a cell (docs/ARCHITECTURE.md#environments, 3.6, 3.7): a shadow home whose ``.claude`` is a fresh config dir.
+"""The config side of a cell (docs/ARCHITECTURE.md#environments, 3.6, 3.7): a shadow home whose ``.claude`` is
+a fresh config dir.
 
 What goes where, entry by entry of the user's config dir: docs/ARCHITECTURE.md#config-table. Links keep their
 meaning (#links-in-setups). The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account
@@ -222,8 +223,9 @@ def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport
 
 
 def ensure_written_dirs(shadow_config: Path) -> None:
-    """Create every CLI-written folder as a real, empty folder (never a link); a nested one (``plugins/store``)
-    only when its parent is there: a stripped ``plugins/`` stays absent, so the cell holds no trace of it."""
+    """Create every CLI-written folder as a real, empty folder (never a link); a nested one
+    (``plugins/store``) only when its parent is there: a stripped ``plugins/`` stays absent, so the cell holds
+    no trace of it."""
     for rel in WRITTEN_DIRS:
         if "/" in rel and not (shadow_config / rel).parent.is_dir():
             continue
@@ -313,8 +315,8 @@ def _command_files(command: str, setup: Setup) -> list[Path]:
 
 
 def scan_hooks(setup: Setup) -> list[Leak]:
-    """Hook scripts (named by settings.json hooks, and every file under hooks/) naming the real config path: the
-    copied settings.json is rewritten, a script's text cannot be, so each such script is a leak."""
+    """Hook scripts (named by settings.json hooks, and every file under hooks/) naming the real config path:
+    the copied settings.json is rewritten, a script's text cannot be, so each such script is a leak."""
     needles = sorted({str(setup.config_dir), str(setup.home / ".claude")}, key=len, reverse=True)
     candidates: list[Path] = []
     settings = json_keys(setup.config_dir / "settings.json") or {}

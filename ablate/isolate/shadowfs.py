@@ -2,7 +2,8 @@
 
 Every operation works *on the cell's side of a link*: a linked folder on the way is first split into a real
 folder of per-entry links, a link at the path itself is unlinked (never written through), and the parent of
-every path changed must resolve inside the cell root (:class:`~ablate.core.errors.UnsafeEnvironment` otherwise).
+every path changed must resolve inside the cell root (:class:`~ablate.core.errors.UnsafeEnvironment`
+otherwise).
 """
 
 from __future__ import annotations
@@ -139,9 +140,10 @@ def copy_entry(
 ) -> None:
     """Copy a file or folder so that ``dst`` presents what the CLI reads at ``src``, links included
     (docs/ARCHITECTURE.md#links-in-setups): a link is resolved against its own folder and its target's content
-    copied (*materialised*); with ``keep_links_outside`` (the real config dir, for a copy seen at the real path)
-    a link out of that folder stays a link, to where it resolves; a dangling link stays dangling; a loop or an
-    unreadable target raises a located :class:`~ablate.core.errors.UsageError`. ``ignore``: as ``copytree``'s."""
+    copied (*materialised*); with ``keep_links_outside`` (the real config dir, for a copy seen at the real
+    path) a link out of that folder stays a link, to where it resolves; a dangling link stays dangling; a loop
+    or an unreadable target raises a located :class:`~ablate.core.errors.UsageError`. ``ignore``: as
+    ``copytree``'s."""
     keep = os.path.realpath(keep_links_outside) if keep_links_outside is not None else None
     _materialise(src, dst, ignore, frozenset(), keep, src)
 
@@ -182,8 +184,9 @@ def _materialise(
 
 
 def anchor_links(copy: Path, original: Path) -> int:
-    """Make every relative link in ``copy`` (a ``symlinks=True`` copy of ``original``, seen elsewhere) name the
-    absolute place it names in ``original``: the copy's links lead where the original's do. Returns how many."""
+    """Make every relative link in ``copy`` (a ``symlinks=True`` copy of ``original``, seen elsewhere) name
+    the absolute place it names in ``original``: the copy's links lead where the original's do. Returns how
+    many."""
     n = 0
     for dirpath, dirnames, filenames in os.walk(copy):
         for name in (*dirnames, *filenames):
@@ -205,8 +208,8 @@ def link_per_entry(src: Path, dst: Path) -> None:
 
 
 def sync_tree(src: Path, dst: Path) -> int:
-    """Make the real folder ``dst`` identical to ``src`` (paths, kinds, modes, contents, link targets; links in
-    ``dst`` replaced, never followed; files of equal size and mtime assumed unchanged: copies keep mtimes).
+    """Make the real folder ``dst`` identical to ``src`` (paths, kinds, modes, contents, link targets; links
+    in ``dst`` replaced, never followed; files of equal size and mtime assumed unchanged: copies keep mtimes).
     Returns how many entries changed."""
     changed = 0
     src_mode = stat.S_IMODE(os.lstat(src).st_mode)

@@ -1,4 +1,5 @@
-"""Paths into an ordinary user's held view (``/proc/<pid>/root/<path>``, :func:`ablate.isolate.namespace.held_view`).
+"""Paths into an ordinary user's held view (``/proc/<pid>/root/<path>``,
+:func:`ablate.isolate.namespace.held_view`).
 
 Reads and writes work through ``/proc/<pid>/root``; resolving a path does not (it reads as ``/``, so
 ``os.path.realpath`` and git land on the host's empty mount point). :func:`real_path` resolves links against

@@ -1,4 +1,5 @@
-"""The repo side of a cell (docs/ARCHITECTURE.md#repo-side): a private checkout of HEAD with the live layer files overlaid.
+"""The repo side of a cell (docs/ARCHITECTURE.md#repo-side): a private checkout of HEAD with the live layer
+files overlaid.
 
 Its ``.git`` is the user's own, objects excepted (config, refs, stash, ``info/``, hooks copied; objects read
 from the user's store, which git never writes), so git prints in a cell what it prints in the user's
@@ -184,9 +185,9 @@ def restore_refs(wt: Path, refs: dict[str, str]) -> None:
 
 
 def snapshot(src_base: Path, rel: str, pristine: Path, *, follow: bool = True) -> str:
-    """Copy ``src_base/rel`` to ``pristine/overlay/rel``; returns the source key for a ``put``. Layer files are
-    copied with links followed (a link out of the repo must not become a write-through), ``--dirty`` changes
-    exactly."""
+    """Copy ``src_base/rel`` to ``pristine/overlay/rel``; returns the source key for a ``put``. Layer files
+    are copied with links followed (a link out of the repo must not become a write-through), ``--dirty``
+    changes exactly."""
     key = f"overlay/{rel}"
     dst = pristine / key
     if not (dst.exists() or dst.is_symlink()):
@@ -273,8 +274,8 @@ def apply_ops(wt: Path, pristine: Path, ops: list[dict[str, Any]]) -> None:
 
 def mark_skip_worktree(wt: Path, entries: list[str]) -> None:
     """Hide the cell's changes to layer files from ``git status`` (the skip-worktree bit on every tracked file
-    under ``entries``): Claude Code puts ``git status`` into the prompt, where a stripped tracked file would show
-    as `` D docs/runbooks/...``. Only cells that strip or replace a layer do this, for its files."""
+    under ``entries``): Claude Code puts ``git status`` into the prompt, where a stripped tracked file would
+    show as `` D docs/runbooks/...``. Only cells that strip or replace a layer do this, for its files."""
     if not entries:
         return
     listed = git(wt, "--literal-pathspecs", "ls-files", "-z", "--", *entries).stdout

@@ -1,4 +1,5 @@
-"""What a session wrote outside its cell, read from its upper folders (``namespace``) before they are discarded.
+"""What a session wrote outside its cell, read from its upper folders (``namespace``) before they are
+discarded.
 
 Each area's upper folder (:data:`ablate.isolate.namespace.AREAS`) holds exactly what the session created,
 changed or deleted (whiteouts: character devices 0/0). The repository's is the task's work and the config

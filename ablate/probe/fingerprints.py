@@ -1,4 +1,5 @@
-"""Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read only).
+"""Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read
+only).
 
 Each layer gets needles chosen by how it shows up (the catalog's ``shows``; README.md's "Proving isolation"
 says which); a needle also seen in the baseline request or in another layer is generic and dropped, and a
@@ -168,7 +169,8 @@ def layer_prints(
     style: tuple[str | None, str] = (None, ""),
 ) -> dict[str, LayerPrint]:
     """Fingerprints for every layer of a setup, before generic needles are dropped; ``style`` is the selected
-    ``outputStyle`` and the settings file that selects it (:func:`ablate.setup.load.selected_output_style`)."""
+    ``outputStyle`` and the settings file that selects it (:func:`ablate.setup.load.selected_output_style`).
+    """
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
         lf = layers[layer.id]
@@ -403,8 +405,8 @@ def exact_fidelity(
     """The ``namespace`` backend's check: the control and the untouched setup run at the same paths, so their
     first requests must be equal but for the session id, the billing header and the order of concurrent hook
     outputs; nothing about git is ignored. Each side may hold several sessions' first requests (a setup's own
-    start-up need not be deterministic: measured, a SessionStart hook that edits the repository races the CLI's
-    git snapshot); the control passes when one of its requests equals one of the untouched setup's."""
+    start-up need not be deterministic: measured, a SessionStart hook that edits the repository races the
+    CLI's git snapshot); the control passes when one of its requests equals one of the untouched setup's."""
     a = [normalise_request(r, {}, keep_branch=True) for r in control_requests]
     b = [normalise_request(r, {}, keep_branch=True) for r in untouched_requests]
     match = next(((i, j) for i, x in enumerate(a) for j, y in enumerate(b) if x == y), None)

@@ -333,10 +333,11 @@ def judge_cell(
     baseline: str = "",
     real_paths: bool = False,
 ) -> CellProbe:
-    """Judge one cell (``real_paths``: its session saw the user's real paths). ``reference`` is the untouched setup's session: a kept layer it did not show either
-    cannot show in a probe session (a silent hook, a skill the CLI does not list) and is ``unobservable``,
-    never ``missing``. A replaced layer (a variant cell) must show its replacement's content and none of
-    the setup's own (:func:`_replaced_check`); ``baseline`` is what a session with no setup sent."""
+    """Judge one cell (``real_paths``: its session saw the user's real paths). ``reference`` is the untouched
+    setup's session: a kept layer it did not show either cannot show in a probe session (a silent hook, a
+    skill the CLI does not list) and is ``unobservable``, never ``missing``. A replaced layer (a variant cell)
+    must show its replacement's content and none of the setup's own (:func:`_replaced_check`); ``baseline`` is
+    what a session with no setup sent."""
     eff = cell_effect(cell, live, imports, loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
     if cell.replace:  # what the replaced file imported goes with it, unless the replacement imports it too

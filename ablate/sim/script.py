@@ -1,8 +1,8 @@
 """The sim script: rules that decide how the simulated endpoint answers each request.
 
-A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.core.specs`); a malformed script is a
-located :class:`~ablate.core.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule answers; a
-request no rule matches gets ``default``."""
+A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.core.specs`); a malformed script is
+a located :class:`~ablate.core.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule
+answers; a request no rule matches gets ``default``."""
 
 from __future__ import annotations
 
