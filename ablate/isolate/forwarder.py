@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ablate.core.jsonl import map_strings
 from ablate.core.tempwork import FORWARDER_PREFIX, make_work_dir
 from ablate.folder.wire import WireRecord, append_wire
 from ablate.isolate.http1 import Head, Reader, Refused
@@ -449,7 +450,7 @@ def digest(value: Any) -> str | None:
     None when the request has no such part."""
     if value is None:
         return None
-    text = orjson.dumps(_scrub(value), option=orjson.OPT_SORT_KEYS)
+    text = orjson.dumps(map_strings(value, scrub_billing), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(text).hexdigest()
 
 
@@ -486,14 +487,9 @@ def context_digest(messages: Any) -> str | None:
     return digest(kept) if kept else None
 
 
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return _BILLING.sub("x-anthropic-billing-header: <billing>", value)
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items()}
-    return value
+def scrub_billing(text: str) -> str:
+    """``text`` with the per-session billing header blanked (the one part of a request no two sessions share)."""
+    return _BILLING.sub("x-anthropic-billing-header: <billing>", text)
 
 
 def wire_record(request: bytes, status: int, response: bytes, content_type: str) -> WireRecord:

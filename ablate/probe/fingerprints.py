@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
+from ablate.core.jsonl import map_strings
+from ablate.isolate.forwarder import scrub_billing
 from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Catalog, LayerFiles, json_keys
 from ablate.setup.load import listed, style_name
@@ -300,7 +302,6 @@ def _text_needles(lf: LayerFiles) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------
 # Shadow fidelity: the control's request against the untouched setup's
 
-_BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
 _BRANCH = re.compile(r"(Current branch: )[^\n]*")
 _HOOK_BLOCK = re.compile(r"^<system-reminder>\n[A-Za-z]+(?::[a-z]+)? hook ")
 #: What an exact comparison ignores: nothing about git, the layers or the paths.
@@ -354,14 +355,11 @@ def _scrubbed(value: Any, *, keep_branch: bool) -> Any:
     string, line by line. Done on the strings, not on the JSON text: there a newline is the two characters
     ``\\n`` and a line pattern would run to the end of the document (it did: the system prompt and the tool
     list after the billing header went uncompared until this was found)."""
-    if isinstance(value, str):
-        text = _BILLING.sub("x-anthropic-billing-header: <billing>", value)
-        return text if keep_branch else _BRANCH.sub(r"\1<branch>", text)
-    if isinstance(value, list):
-        return [_scrubbed(v, keep_branch=keep_branch) for v in value]
-    if isinstance(value, dict):
-        return {k: _scrubbed(v, keep_branch=keep_branch) for k, v in value.items()}
-    return value
+
+    def scrub(text: str) -> str:
+        return scrub_billing(text) if keep_branch else _BRANCH.sub(r"\1<branch>", scrub_billing(text))
+
+    return map_strings(value, scrub)
 
 
 #: The differing middle of two requests that is diffed character by character; a longer one is shown whole

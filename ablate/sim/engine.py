@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from ablate.core.constants import DEFAULT_MODEL as _DEFAULT_MODEL
+from ablate.core.jsonl import map_strings
 from ablate.core.tokens import tokens_of_chars
 from ablate.sim.script import Answer, ErrorAnswer, Rule, Script, Usage, Where
 
@@ -285,10 +286,6 @@ def error_body(error: ErrorAnswer) -> dict[str, Any]:
 
 
 def _fill(value: Any, values: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), value)
-    if isinstance(value, dict):
-        return {k: _fill(v, values) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fill(v, values) for v in value]
-    return value
+    return map_strings(
+        value, lambda text: _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+    )
