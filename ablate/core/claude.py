@@ -192,13 +192,7 @@ SESSION_SETTINGS = '{"autoDreamEnabled":false}'
 
 
 def claude_argv(
-    binary: Path,
-    *,
-    prompt: str,
-    model: str,
-    session_id: str,
-    max_turns: int | str,
-    extra: Sequence[str] = (),
+    binary: Path, *, prompt: str, model: str, session_id: str, max_turns: int | str, extra: Sequence[str] = ()
 ) -> list[str]:
     """The pinned command line of every ablate session (docs/ARCHITECTURE.md#sessions); stdin must be
     /dev/null. The prompt comes after ``--`` (it may start with a dash); ``--bare`` is never used (it replaces

@@ -207,14 +207,12 @@ def run_process(
                 if limit is not None:
                     kill_tree(proc.pid, grace_s=kill_grace_s)
                     proc.wait()
-        except subprocess.TimeoutExpired:
+        except BaseException as exc:  # a timeout, or anything that stops the caller (Ctrl-C): the tree goes
+            kill_tree(proc.pid, grace_s=kill_grace_s)
+            proc.wait()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
             timed_out = True
-            kill_tree(proc.pid, grace_s=kill_grace_s)
-            proc.wait()
-        except BaseException:
-            kill_tree(proc.pid, grace_s=kill_grace_s)
-            proc.wait()
-            raise
         finally:
             exited_at = time.monotonic()
             if tag is not None:

@@ -76,8 +76,7 @@ def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]
     try:
         worktree.make_checkout(setup, tmp / "repo", alternates=False)
         atomic_write_json(
-            tmp / _COMPLETE,
-            {"key": key, "repo": str(setup.repo), "head": setup.head, "created": time.time()},
+            tmp / _COMPLETE, {"key": key, "repo": str(setup.repo), "head": setup.head, "created": time.time()}
         )
         try:
             os.rename(tmp, entry)

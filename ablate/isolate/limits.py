@@ -16,9 +16,6 @@ import psutil
 from ablate.folder.limits import Limits
 from ablate.isolate.nsexec import NPROC_VAR
 
-# ---------------------------------------------------------------------------------------------------------
-# Enforcement
-
 _CGROOT = Path("/sys/fs/cgroup")
 
 

@@ -44,11 +44,7 @@ ENV_NETWORK = (
     "SSL_CERT_FILE", "SSL_CERT_DIR",
 )  # fmt: skip
 #: Pinned knobs, the same in every cell (``extra_env`` may override them).
-ENV_PINNED = {
-    "CLAUDE_CODE_MAX_RETRIES": "2",
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_AUTOUPDATER": "1",
-}
+ENV_PINNED = {"CLAUDE_CODE_MAX_RETRIES": "2", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1"}
 #: Set by ablate for environments it built itself: isolation is ablate's, not the user's. ``TMPDIR`` is the
 #: session's own writable folder: the caller's may be read-only in a view (``/var/tmp/…``, ``~/tmp``, macOS's
 #: ``/var/folders``), where the CLI stops at its first ``mkdir``.

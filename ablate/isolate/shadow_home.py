@@ -123,12 +123,9 @@ def _populate_plugins(
             target.symlink_to(links.dangling_target(child))
         elif child.is_file() and child.suffix == ".json":
             _copy_rewritten(child, target, pairs, report)
-        elif child.is_dir():
-            if link_trees:
-                shadowfs.link_per_entry(child, target)
-            else:
-                shadowfs.copy_entry(child, target, keep_links_outside=keep)
-        elif child.is_file():
+        elif child.is_dir() and link_trees:
+            shadowfs.link_per_entry(child, target)
+        elif child.is_dir() or child.is_file():
             shadowfs.copy_entry(child, target, keep_links_outside=keep)
         else:
             target.symlink_to(child)

@@ -34,9 +34,7 @@ class UntouchedView(ViewAtRealPaths):
 UNTOUCHED_SKIPPED = (CREDENTIALS, "telemetry", "debug", "file-history", "todos", "history.jsonl")
 
 
-def untouched_copy_filter(
-    config_dir: Path,
-) -> tuple[Callable[[str, list[str]], list[str]], dict[str, Path]]:
+def untouched_copy_filter(config_dir: Path) -> tuple[Callable[[str, list[str]], list[str]], dict[str, Path]]:
     """The ``copytree`` ignore function of an untouched-setup copy of ``config_dir`` (both backends' probes),
     and the CLI-written folders kept behind links: CLI-written history and the credentials stay out, and so
     does whatever a link hides (hook-state setups keep ``projects/`` behind a link into their own folder);

@@ -78,10 +78,6 @@ class CellProbe:
         return d
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Judging
-
-
 def _foreign_files(
     obs: Observation, allowed_roots: Sequence[Path], setup_files: AbstractSet[str] = frozenset()
 ) -> list[str]:
