@@ -44,7 +44,6 @@ from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, parse_imports, resolve_layers
 
 SCHEMA_VERSION = 1
-ACCOUNT_FILE = shadow_home.ACCOUNT
 MARKER = ".ablate-env"
 MANIFEST = "environment.json"
 PRISTINE = ".pristine"

@@ -35,10 +35,7 @@ def relay_python() -> str:
 def session_of(argv: Sequence[str]) -> str:
     """The ``--session-id`` of a ``claude`` command line ("" when it has none)."""
     args = list(argv)
-    for n, arg in enumerate(args[:-1]):
-        if arg == "--session-id":
-            return args[n + 1]
-    return ""
+    return args[args.index("--session-id") + 1] if "--session-id" in args[:-1] else ""
 
 
 def seal(fence: Sequence[str], *, view: str = "-") -> list[str]:

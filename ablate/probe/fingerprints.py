@@ -175,43 +175,36 @@ def layer_prints(
     """
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
-        lf = layers[layer.id]
+        lf, lid = layers[layer.id], layer.id
         if not lf.present:
-            prints[layer.id] = LayerPrint(layer.id, "absent", reason="not in this setup")
+            prints[lid] = LayerPrint(lid, "absent", reason="not in this setup")
             continue
         probe_by = layer_kind(layer.shows).probe
         match probe_by:
             case "files":
-                prints[layer.id] = LayerPrint(
-                    layer.id,
-                    "files",
-                    reason="repo docs are never auto-loaded: checked in each cell's checkout",
+                why = "repo docs are never auto-loaded: checked in each cell's checkout"
+                prints[lid] = LayerPrint(lid, "files", reason=why)
+            case "mcp" if with_mcp:
+                prints[lid] = LayerPrint(
+                    lid, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names"
                 )
             case "mcp":
-                prints[layer.id] = (
-                    LayerPrint(layer.id, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names")
-                    if with_mcp
-                    else LayerPrint(
-                        layer.id,
-                        "unprobed",
-                        reason="MCP servers are real processes; not started (use --with-mcp)",
-                    )
-                )
+                why = "MCP servers are real processes; not started (use --with-mcp)"
+                prints[lid] = LayerPrint(lid, "unprobed", reason=why)
             case "hook":
-                prints[layer.id] = _hook_print(layer.id, lf)
+                prints[lid] = _hook_print(lid, lf)
             case "names":
                 names = _names(lf)
-                prints[layer.id] = (
-                    LayerPrint(layer.id, "names", names, "listed names")
+                why = "no named skills, commands or agents found"
+                prints[lid] = (
+                    LayerPrint(lid, "names", names, "listed names")
                     if names
-                    else LayerPrint(
-                        layer.id, "unobservable", reason="no named skills, commands or agents found"
-                    )
+                    else LayerPrint(lid, "unobservable", reason=why)
                 )
             case "style":
-                prints[layer.id] = _style_print(layer.id, lf, style)
+                prints[lid] = _style_print(lid, lf, style)
             case "text":
-                prints[layer.id] = LayerPrint(layer.id, "text", _text_needles(lf), "distinctive lines")
+                prints[lid] = LayerPrint(lid, "text", _text_needles(lf), "distinctive lines")
             case _:
                 assert_never(probe_by)
     _drop_shared(prints)
