@@ -33,8 +33,6 @@ from ablate.isolate.faithful import (
 
 # the one process-environment allow-list (docs/ARCHITECTURE.md#process-env); re-exported for this module's callers
 from ablate.isolate.procenv import (
-    ENV_OWNED as ENV_OWNED,
-    ENV_PINNED as ENV_PINNED,
     is_secret as is_secret,
     process_env as process_env,
     redacted_env as redacted_env,

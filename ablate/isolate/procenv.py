@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ablate.core.endpoint import environ_simulated
 from ablate.core.errors import UsageError
-from ablate.core.gitutil import GIT_REPO_VARS as GIT_REPO_VARS, git_env as git_env
 from ablate.folder.layout import EndpointInfo
 from ablate.setup.layers import json_keys
 
