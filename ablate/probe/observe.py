@@ -330,17 +330,9 @@ def _untouched_at_real_paths(
     neutralise(view.config_copy, with_mcp=False)
     # the view's /tmp is private: the cells' TMPDIR
     env = (
-        dict(like.env)
-        if like is not None
-        else _session_env(setup.config_dir, setup.home, base_url, Path("/tmp"))
+        _session_env(setup.config_dir, setup.home, base_url, Path("/tmp")) if like is None else dict(like.env)
     )
     return _run(
-        claude,
-        cwd=view.cwd,
-        env=env,
-        config_dir=view.config_dir,
-        log=log,
-        out_dir=root / "stdout",
-        wrap=view.wrap,
-        shown_config=setup.config_dir,
-    )
+        claude, cwd=view.cwd, env=env, config_dir=view.config_dir, log=log, out_dir=root / "stdout",
+        wrap=view.wrap, shown_config=setup.config_dir,
+    )  # fmt: skip

@@ -362,21 +362,11 @@ def _judge_all(
 ) -> list[CellProbe]:
     return [
         judge_cell(
-            c,
-            built.envs[c.id],
-            observations[c.id],
-            prints,
-            inv.layers,
-            inv.imports,
-            catalog,
-            setup,
-            loaded=inv.loaded,
-            reference=reference,
-            baseline=baseline,
-            real_paths=real_paths,
+            c, built.envs[c.id], observations[c.id], prints, inv.layers, inv.imports, catalog, setup,
+            loaded=inv.loaded, reference=reference, baseline=baseline, real_paths=real_paths,
         )
         for c in selected
-    ]
+    ]  # fmt: skip
 
 
 #: Pairs of first requests (control, untouched setup) the exact fidelity check draws at most, the first one
