@@ -196,12 +196,7 @@ def read_result(folder: RunFolder, item: str) -> ItemResult | None:
 
 def iter_results(folder: RunFolder) -> list[ItemResult]:
     """Every result of the folder, in plan order (items without a result are skipped)."""
-    out = []
-    for it in folder.read_plan():
-        res = read_result(folder, it.item)
-        if res is not None:
-            out.append(res)
-    return out
+    return [res for it in folder.read_plan() if (res := read_result(folder, it.item)) is not None]
 
 
 def write_result(folder: RunFolder, result: ItemResult) -> bool:
