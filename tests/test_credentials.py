@@ -113,4 +113,4 @@ def test_copy_back_never_takes_a_login_the_session_created_or_an_older_one(tmp_p
     assert real.read_bytes() == later
     # unchanged: nothing to do, nothing said
     cell.write_bytes(doc())
-    assert copy_back(cell, doc(), real).to_json() == {"copied": False, "discarded": None}
+    assert copy_back(cell, doc(), real).model_dump(mode="json") == {"copied": False, "discarded": None}

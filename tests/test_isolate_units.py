@@ -163,7 +163,7 @@ def test_normalise_request_ignores_the_order_of_concurrent_hook_outputs() -> Non
 
 
 def test_a_refreshed_credentials_file_is_copied_back_to_the_real_one(tmp_path: Path) -> None:
-    from ablate.isolate.credentials import CopyBack
+    from ablate.folder.session import CredentialsCopy
     from ablate.isolate.namespace import CellLayers, NamespaceCellEnv, copy_back_credentials
     from ablate.setup.cells import ResolvedCell
 
@@ -190,7 +190,7 @@ def test_a_refreshed_credentials_file_is_copied_back_to_the_real_one(tmp_path: P
     )
     assert not copy_back_credentials(env).copied  # the session did not touch it
     (env.upper("config") / ".credentials.json").write_text(old)
-    assert copy_back_credentials(env) == CopyBack()  # copied up, unchanged
+    assert copy_back_credentials(env) == CredentialsCopy()  # copied up, unchanged
     (env.upper("config") / ".credentials.json").write_text('{"token": "new"}')
     assert "no claudeAiOauth" in (copy_back_credentials(env).discarded or "")
     assert (real / ".credentials.json").read_text() == old

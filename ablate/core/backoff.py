@@ -1,11 +1,8 @@
-"""Rate-limit backoff, the one implementation: the scheduler pauses its pool of sessions with it and the judge
-its pool of calls, with the same defaults (declared here, once).
+"""Rate-limit backoff, the one implementation (the scheduler's pool of sessions, the judge's pool of calls).
 
-A rate limit pauses every launch, not one call: until the wait the server named (a reset time, a
-``retry-after``), else for an exponential step. Calls launched before the current pause that come back
-rate-limited belong to that pause and do not lengthen it or count again (each launch records the pause
-*epoch* it saw). A call that comes back without a rate limit ends the run of consecutive pauses; more than
-``max_pauses`` in a row and the caller gives up (its folder stays resumable)."""
+A rate limit pauses every launch until the wait the server named, else for an exponential step. Calls
+launched before the current pause (each records the pause *epoch* it saw) do not lengthen it or count again;
+a call back without a rate limit ends the run of pauses; past ``max_pauses`` in a row the caller gives up."""
 
 from __future__ import annotations
 

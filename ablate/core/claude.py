@@ -216,39 +216,22 @@ SESSION_SETTINGS = '{"autoDreamEnabled":false}'
 
 
 def claude_argv(
-    binary: Path,
-    *,
-    prompt: str,
-    model: str,
-    session_id: str,
-    max_turns: int | str,
-    extra: Sequence[str] = (),
+    binary: Path, *, prompt: str, model: str, session_id: str, max_turns: int | str, extra: Sequence[str] = ()
 ) -> list[str]:
-    """The pinned command line of every ablate session (docs/ARCHITECTURE.md#run-folder); stdin must be /dev/null.
-
-    The prompt comes after ``--`` (a prompt may start with a dash). ``--bare`` is never used: it replaces the
-    whole system prompt and cuts the tool set, so it is no baseline. The runner stores this line in the
-    manifest with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` placeholders.
-    """
+    """The pinned command line of every ablate session (docs/ARCHITECTURE.md#sessions); stdin must be
+    /dev/null. The prompt comes after ``--`` (it may start with a dash); ``--bare`` is never used (it replaces
+    the whole system prompt and cuts the tool set: no baseline)."""
     return [
-        str(binary),
-        "-p",
-        "--output-format",
-        "json",
-        "--model",
-        model,
-        "--permission-mode",
-        "bypassPermissions",
-        "--max-turns",
-        str(max_turns),
-        "--session-id",
-        session_id,
-        "--settings",
-        SESSION_SETTINGS,
+        str(binary), "-p",
+        "--output-format", "json",
+        "--model", model,
+        "--permission-mode", "bypassPermissions",
+        "--max-turns", str(max_turns),
+        "--session-id", session_id,
+        "--settings", SESSION_SETTINGS,
         *extra,
-        "--",
-        prompt,
-    ]
+        "--", prompt,
+    ]  # fmt: skip
 
 
 def task_args(*, append_system_prompt: str = "") -> list[str]:
@@ -258,6 +241,7 @@ def task_args(*, append_system_prompt: str = "") -> list[str]:
 
 
 def find_transcript(config_dir: Path, session_id: str) -> Path | None:
-    """The session's JSONL under ``config_dir/projects/*/`` (never computed from the slug: docs/CLAUDE-CODE.md#slug)."""
+    """The session's JSONL under ``config_dir/projects/*/`` (never computed from the slug:
+    docs/CLAUDE-CODE.md#slug)."""
     matches = sorted((config_dir / "projects").glob(f"*/{session_id}.jsonl"))
     return matches[0] if matches else None

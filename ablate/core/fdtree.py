@@ -1,13 +1,10 @@
 """Folder trees of any depth, walked and removed without recursion, through folder descriptors.
 
-A session may leave a tree thousands of folders deep, its paths far longer than ``PATH_MAX``: Python 3.11's
-``os.walk`` and ``shutil.rmtree`` recurse once per level (a ``RecursionError`` past about 1,000) and
-``os.walk`` names each folder by its whole path (``ENAMETOOLONG`` past 4,096 bytes, silently skipped). Here
-every folder is opened relative to its parent's descriptor (``openat``), each entry is named by its own
-name, and the folders still to enter are kept on an explicit stack. At most :data:`MAX_OPEN` descriptors are
-open at once: a folder whose descriptor was given up is opened again, name by name, from its nearest open
-ancestor when there is still something in it to enter. Links are never followed and no other file system
-is entered (a mount point inside is neither listed nor emptied)."""
+A session may leave a tree thousands of folders deep: Python 3.11's ``os.walk`` and ``shutil.rmtree`` recurse
+per level (``RecursionError`` past about 1,000) and ``os.walk`` names each folder by its whole path
+(``ENAMETOOLONG`` past 4,096 bytes, silently skipped). Here every folder is opened relative to its parent's
+descriptor (``openat``) from an explicit stack, at most :data:`MAX_OPEN` at once (one given up is reopened
+from its nearest open ancestor). Links are never followed and no other file system is entered."""
 
 from __future__ import annotations
 

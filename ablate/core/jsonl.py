@@ -1,8 +1,9 @@
-"""Reading a JSON Lines file: one value a line, blank lines passed over, an unreadable line as ``None``."""
+"""JSON Lines and JSON values: reading a file of one value a line (blank lines passed over, an unreadable line
+as ``None``), and changing every string of a value."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,3 +21,14 @@ def json_lines(path: Path) -> Iterator[Any]:
                 yield orjson.loads(line)
             except orjson.JSONDecodeError:
                 yield None
+
+
+def map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` (JSON data) with ``change`` applied to every string in it; keys are left as they are."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, list):
+        return [map_strings(v, change) for v in value]
+    if isinstance(value, dict):
+        return {k: map_strings(v, change) for k, v in value.items()}
+    return value

@@ -1,9 +1,6 @@
-"""Following symlinks the way the CLI does, with a located error when one cannot be followed.
-
-Setups are often installed as links (a dotfiles checkout, a skill manager's ``skills/x -> ../../.agents/skills/x``).
-A link resolves against *its own* folder (never the process's working directory), through chains of links; a
-link whose target is missing is *dangling* (the CLI reads nothing there); a loop, or a target ablate may not
-read, is bad input named by the link and where it points, never a traceback or a silently missing file."""
+"""Following symlinks the way the CLI does (docs/ARCHITECTURE.md#links-in-setups): a link resolves against its
+own folder, through chains; a missing target is *dangling* (the CLI reads nothing there); a loop or an
+unreadable target is bad input named by the link and where it points, never a traceback."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Mount points in this process's mount namespace, and unmounting them (Linux; standard library only).
 
-As root ablate mounts a session's view in its own namespace while it seeds or grades it
-(:meth:`ablate.isolate.namespace.NamespaceEnvironments.checkout`); removing a work folder
-(:func:`ablate.core.tempwork.remove_tree`), cleaning a backend's work root and the sweep of a killed runner's
-views (:func:`ablate.core.tempwork.unmount_orphans`) unmount what is left there. An ordinary user's views live
-in namespaces of their own and go with them: nothing of theirs is mounted here."""
+As root ablate mounts a session's view in its own namespace while it seeds or grades it; removing a work
+folder, cleaning a backend's work root and the sweep of a killed runner's views unmount what is left there
+(an ordinary user's views live in namespaces of their own and go with them)."""
 
 from __future__ import annotations
 

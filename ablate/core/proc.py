@@ -1,9 +1,6 @@
-"""Run one subprocess and return a typed result; never raise on a non-zero exit.
-
-Timeouts kill the whole process tree (psutil), so a ``claude`` session and every shell, hook and MCP server
-it started go together. A process that left the tree (a model's ``setsid … &`` double fork) is still found:
-every process of a session carries its *tag* in the environment (``ABLATE_TAG``), which children inherit
-whatever their session or parent, and :func:`kill_tagged` kills every process that carries it."""
+"""Run one subprocess and return a typed result; never raise on a non-zero exit. A timeout kills the whole
+process tree (psutil); a process that left the tree (a ``setsid … &`` double fork) still carries the
+session's *tag* in its environment (``ABLATE_TAG``), and :func:`kill_tagged` kills every process that does."""
 
 from __future__ import annotations
 
@@ -170,14 +167,13 @@ def run_process(
     watch: Callable[[int], str | None] | None = None,
     preexec: Callable[[], None] | None = None,
 ) -> ExecResult:
-    """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``.
-
-    stdout and stderr are pipes (docs/ARCHITECTURE.md#sessions), never a file the process could reopen through
-    ``/proc/self/fd/1`` or rewrite after it ends. stdout's first ``stdout_cap`` bytes go to ``stdout_path``
-    (created exclusively at launch) once everything the process started is gone, or are returned; stderr's last
-    ``stderr_tail_bytes`` are kept. With a ``tag``, everything it left behind (double forks too) is killed.
-    ``pipe_limits`` (stdout, stderr bytes) and ``watch`` (given the pid every :data:`POLL_S`, it names a limit the
-    process is over) stop it: its tree is killed and ``limit`` says which; ``preexec`` runs in the child first."""
+    """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``. stdout
+    and stderr are pipes (docs/ARCHITECTURE.md#session-io): stdout's first ``stdout_cap`` bytes go to
+    ``stdout_path`` (created exclusively at launch) once everything the process started is gone, or are
+    returned; stderr's last ``stderr_tail_bytes`` are kept. With a ``tag``, everything it left behind is
+    killed. ``pipe_limits`` (stdout, stderr bytes) and ``watch`` (given the pid every :data:`POLL_S`, it names
+    a limit the process is over) stop it: its tree is killed and ``limit`` says which; ``preexec`` runs in the
+    child first."""
     if tag is not None:
         env = {**env, TAG_VAR: tag}
     start = time.monotonic()
@@ -211,14 +207,12 @@ def run_process(
                 if limit is not None:
                     kill_tree(proc.pid, grace_s=kill_grace_s)
                     proc.wait()
-        except subprocess.TimeoutExpired:
+        except BaseException as exc:  # a timeout, or anything that stops the caller (Ctrl-C): the tree goes
+            kill_tree(proc.pid, grace_s=kill_grace_s)
+            proc.wait()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
             timed_out = True
-            kill_tree(proc.pid, grace_s=kill_grace_s)
-            proc.wait()
-        except BaseException:
-            kill_tree(proc.pid, grace_s=kill_grace_s)
-            proc.wait()
-            raise
         finally:
             exited_at = time.monotonic()
             if tag is not None:

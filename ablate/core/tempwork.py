@@ -1,9 +1,7 @@
 """ablate's own work folders in the temporary directory: made with an owner file (the pid and start time of
-the process that made them), removed whatever their modes (an overlay's ``work/work`` folder is mode 000),
-and swept at the start of every command when their owner is gone (a run killed with SIGKILL leaves its
-folders, and as root its mounts, behind). The one owner mechanism: a mount point ablate holds in its own
-namespace (root's session view while it is seeded or graded) has an owner file too, and is unmounted by the
-same sweep, wherever it is."""
+their process), removed whatever their modes, and swept at the start of every command once their owner is
+gone (a run killed with SIGKILL leaves its folders, and as root its mounts, behind; a mount point ablate
+holds has an owner file too, and is unmounted by the same sweep)."""
 
 from __future__ import annotations
 

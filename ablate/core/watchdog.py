@@ -1,10 +1,7 @@
-"""A watchdog that kills a run's sessions when the runner dies, however it dies (``kill -9`` included).
-
-The runner starts one small process per run and keeps the write end of a pipe to it. The kernel closes that
-pipe when the runner exits for any reason; the watchdog then kills every process tagged with the run's prefix
-(:func:`ablate.core.proc.kill_tagged`): ``claude`` sessions, their hooks and shells, and daemons they
-double-forked. A session left running after its runner died would write a stdout file no plan record
-describes, and keep a cell environment busy."""
+"""A watchdog that kills a run's sessions when the runner dies, however it dies (``kill -9`` included): the
+kernel closes the runner's pipe to it, and it kills every process tagged with the run's prefix
+(:func:`ablate.core.proc.kill_tagged`). A session outliving its runner would write a stdout file no plan
+record describes, and keep a cell busy."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""adaptive.json: the stopping rule an adaptive run started with and every look at its results.
-
-The file is written by the adaptive driver (``ablate.run.adaptive``) after every round and read by the report,
-``compare`` and ``gate``; the figures in it are computed by ``ablate.stats.adaptive``. Each look holds, per cell
-against the control, the anytime-valid figures of the binary primary outcome (pitfall-free), the decision and
-its reason in words.
-"""
+"""adaptive.json: the stopping rule an adaptive run started with and every look at its results (written by
+``ablate.run.adaptive`` after every round, figures from ``ablate.stats.adaptive``): per cell against the
+control, the anytime-valid figures of the binary primary outcome, the decision and its reason."""
 
 from __future__ import annotations
 

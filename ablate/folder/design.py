@@ -1,10 +1,6 @@
-"""The per-piece design of a piece run (``ablate run --pieces``), recorded in manifest.json's ``design``.
-
-A piece run's cells are the rows of a design (docs/PIECES.md#runs): which pieces each cell removes. The report
-rebuilds every piece's effect from the run folder alone, so the manifest records the design as run — its kind,
-how its rows were made, the pieces (id, kind, tokens) in column order, and per row the cell that runs it and
-whether it keeps each piece. A layer run has no ``design``.
-"""
+"""The per-piece design of a piece run (``ablate run --pieces``, docs/PIECES.md#runs), recorded in
+manifest.json's ``design`` as run (kind, how its rows were made, the pieces in column order, and per row its
+cell and the pieces it keeps), so the report rebuilds every piece's effect from the run folder alone."""
 
 from __future__ import annotations
 
@@ -39,11 +35,9 @@ class DesignRow(Spec):
 
 
 class ConfirmPlan(Spec):
-    """``design.confirm``: the one-out confirmation stage after a screening design (docs/PIECES.md#confirm).
-
-    Each candidate piece has a cell that is the full setup without it; after the screening, the pieces it
-    marks real and the ``named`` ones run in blocks of their own (repeats ``first_repeat`` on), each block the
-    control and those cells in one shuffled sweep. Which pieces ran is what ``plan.jsonl`` holds."""
+    """``design.confirm``: the one-out confirmation stage after a screening design (docs/PIECES.md#confirm):
+    the pieces the screening marks real and the ``named`` ones run in blocks of their own (repeats
+    ``first_repeat`` on), each the control and the cells without one of them in one shuffled sweep."""
 
     named: list[str] = Field(default_factory=list)
     """The pieces ``--confirm`` names: confirmed whatever the screening finds."""

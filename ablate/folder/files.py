@@ -1,35 +1,13 @@
 """Every file of a run folder, with the ``schema_version`` ablate writes it at and the module that reads and
-writes it: the one list docs/ARCHITECTURE.md's run-folder tree is checked against.
-
-Each versioned file's reader refuses a newer version (``ablate.core.specs.require_schema``: "written by a
-newer ablate (version N > M): upgrade ablate", exit 2). Files ablate does not format (the CLI's own stdout and
-transcripts, a git patch, a text tail, copies of the user's task files) carry no version.
-"""
+writes it: the one list docs/ARCHITECTURE.md#run-folder is checked against (unversioned: files ablate does not
+format)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ablate.folder import layout
 from ablate.folder.adaptive import ADAPTIVE_FILE, ADAPTIVE_SCHEMA_VERSION
-from ablate.folder.layout import (
-    DIFFS,
-    GRADE_SCHEMA_VERSION,
-    GRADES,
-    LOCK,
-    MANIFEST,
-    PLAN,
-    PLOTS,
-    REPORT_HTML,
-    REPORT_JSON,
-    REPORT_LOG,
-    REPORT_MD,
-    RESULTS,
-    SCHEMA_VERSION,
-    STDERR,
-    STDOUT,
-    TASKS_DIR,
-    TRANSCRIPTS,
-)
 from ablate.folder.probe import PROBE_FILE, PROBE_SCHEMA_VERSION
 from ablate.folder.result import RESULT_SCHEMA_VERSION
 from ablate.folder.wire import WIRE, WIRE_SCHEMA_VERSION
@@ -52,22 +30,22 @@ class RunFile:
 
 
 RUN_FILES: tuple[RunFile, ...] = (
-    RunFile(MANIFEST, SCHEMA_VERSION, "ablate.folder.layout"),
-    RunFile(LOCK, None, "ablate.folder.lock"),
-    RunFile(PLAN, SCHEMA_VERSION, "ablate.folder.layout"),
-    RunFile(f"{RESULTS}/<item>.json", RESULT_SCHEMA_VERSION, "ablate.folder.result"),
-    RunFile(f"{GRADES}/<item>.json", GRADE_SCHEMA_VERSION, "ablate.grade.record"),
-    RunFile(f"{DIFFS}/<item>.a<N>.patch", None, "ablate.grade.record"),
-    RunFile(f"{STDOUT}/<item>.a<N>.json", None, "ablate.run.worker"),
-    RunFile(f"{STDERR}/<item>.a<N>.txt", None, "ablate.run.worker"),
-    RunFile(f"{TRANSCRIPTS}/<item>.a<N>/", None, "ablate.run.worker"),
+    RunFile(layout.MANIFEST, layout.SCHEMA_VERSION, "ablate.folder.layout"),
+    RunFile(layout.LOCK, None, "ablate.folder.lock"),
+    RunFile(layout.PLAN, layout.SCHEMA_VERSION, "ablate.folder.layout"),
+    RunFile(f"{layout.RESULTS}/<item>.json", RESULT_SCHEMA_VERSION, "ablate.folder.result"),
+    RunFile(f"{layout.GRADES}/<item>.json", layout.GRADE_SCHEMA_VERSION, "ablate.grade.record"),
+    RunFile(f"{layout.DIFFS}/<item>.a<N>.patch", None, "ablate.grade.record"),
+    RunFile(f"{layout.STDOUT}/<item>.a<N>.json", None, "ablate.layout.worker"),
+    RunFile(f"{layout.STDERR}/<item>.a<N>.txt", None, "ablate.layout.worker"),
+    RunFile(f"{layout.TRANSCRIPTS}/<item>.a<N>/", None, "ablate.layout.worker"),
     RunFile(f"{WIRE}/<item>.jsonl", WIRE_SCHEMA_VERSION, "ablate.folder.wire"),
-    RunFile(f"{TASKS_DIR}/", None, "ablate.run.create"),
+    RunFile(f"{layout.TASKS_DIR}/", None, "ablate.layout.create"),
     RunFile(ADAPTIVE_FILE, ADAPTIVE_SCHEMA_VERSION, "ablate.folder.adaptive"),
     RunFile(PROBE_FILE, PROBE_SCHEMA_VERSION, "ablate.folder.probe"),
-    RunFile(REPORT_JSON, REPORT_SCHEMA_VERSION, "ablate.report"),
-    RunFile(REPORT_MD, None, "ablate.report"),
-    RunFile(REPORT_HTML, None, "ablate.report"),
-    RunFile(f"{PLOTS}/", None, "ablate.report"),
-    RunFile(REPORT_LOG, None, "ablate.cli.run_display"),
+    RunFile(layout.REPORT_JSON, REPORT_SCHEMA_VERSION, "ablate.report"),
+    RunFile(layout.REPORT_MD, None, "ablate.report"),
+    RunFile(layout.REPORT_HTML, None, "ablate.report"),
+    RunFile(f"{layout.PLOTS}/", None, "ablate.report"),
+    RunFile(layout.REPORT_LOG, None, "ablate.cli.run_display"),
 )

@@ -1,13 +1,9 @@
-"""The metric registry: every outcome ablate compares between cells, declared once.
+"""The metric registry: every outcome ablate compares between cells, declared once (:data:`METRICS`).
 
-A :class:`Metric` says what the metric is called (``name``, the key of ``report.json``'s ``comparisons[].metric``;
-``label``, the words the reports use), its ``unit`` (how values and changes are written), whether it is
-``binary`` (0/1 per session: a rate, tested by the exact discordant-block test; otherwise a count, cost or
-score, tested by the sign-flip test), its direction (``higher_is_better``), how it is mined (``value``, a
-function of the run-folder result; graded metrics are read from ``grades/<item>.json`` by the report) and how
-it is reported (``primary_names``, the ``--primary`` spellings; ``graded``: joins the report only when some
-item has a value). The report, ``ablate compare``, the grade stage, the gate and the demo all read
-:data:`METRICS`; adding an entry here is what adding a metric means (docs/EXTENDING.md#adding-a-metric).
+A :class:`Metric` says its name (``report.json``'s ``comparisons[].metric``) and label, its unit, whether it
+is ``binary`` (a rate, tested by the exact discordant-block test; else by the sign-flip test), its direction,
+how it is mined and how it is reported. Every stage that compares reads :data:`METRICS`; adding an entry is
+adding a metric (docs/EXTENDING.md#adding-a-metric).
 """
 
 from __future__ import annotations
@@ -123,20 +119,3 @@ def fmt_value(name: str, v: float | None) -> str:
 def fmt_delta(name: str, v: float | None) -> str:
     """A change of the metric ``name`` as the reports write it (a name not registered: a plain number)."""
     return BY_NAME[name].fmt_delta(v) if name in BY_NAME else Metric(name, name, "count", False).fmt_delta(v)
-
-
-__all__ = [
-    "BINARY_METRICS",
-    "BY_NAME",
-    "DEFAULT_PRIMARY",
-    "HIGHER_IS_BETTER",
-    "METRICS",
-    "METRIC_LABELS",
-    "PRIMARY_CHOICES",
-    "PRIMARY_NAMES",
-    "Metric",
-    "Unit",
-    "fmt_delta",
-    "fmt_value",
-    "metric_named",
-]

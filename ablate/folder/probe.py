@@ -1,10 +1,6 @@
-"""probe.json: the free probe of a run's cells before its first paid session (``ablate.run.probe_first``), or
-the record that it was skipped; the report, ``compare`` and a resume read it.
-
-The document is ``ProbeResult.to_json`` (``ablate.probe.probe``) or ``{"ok": null, "skipped": WHY}`` (with
-``earlier``, a failing probe it replaced), each with its ``schema_version``. A probe.json written before the
-file had a version is read as version 1.
-"""
+"""probe.json: the free probe of a run's cells before its first paid session (``ProbeResult.to_json``), or
+``{"ok": null, "skipped": WHY}`` (with ``earlier``, a failing probe it replaced); one written before the file
+had a ``schema_version`` is read as version 1."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""``results/<item>.json``: one :class:`ItemResult` per item, whoever writes it (runner, ``recover``, ``merge``).
-
-This is the contract between ``run`` and everything downstream (``recover``, ``merge``, ``grade``, ``report``):
-
-* one pydantic model with ``schema_version``; :func:`read_result` loads any result of this schema and refuses
-  others with a located error (file, field, what was wrong);
-* one writer, :func:`write_result`, atomic, under one replacement rule (:func:`should_replace`): a result is
-  never replaced by a worse one; a rate-limited attempt never becomes a result;
-* every path inside is relative to the run folder, so a folder can be moved, copied or merged.
-"""
+"""``results/<item>.json`` (docs/ARCHITECTURE.md#item-result): one :class:`ItemResult` per item, whoever
+writes it (runner, ``recover``, ``merge``), read by :func:`read_result` (a located error for another schema)
+and written by :func:`write_result` alone, atomically, under one replacement rule (:func:`should_replace`)."""
 
 from __future__ import annotations
 
@@ -155,13 +148,10 @@ def result_rank(result: ItemResult | None) -> int:
 
 
 def should_replace(old: ItemResult | None, new: ItemResult) -> bool:
-    """True when ``new`` may overwrite ``old`` — the one replacement rule of the run folder.
-
-    Never with a worse result; a complete result is kept (the first complete outcome stands, so a resume or a
-    merge never swaps one valid answer for another); a failure may replace an older failure (newer evidence);
-    a recovered result never replaces one built from a valid stdout of the same rank. Rate-limited attempts
-    never become results at all.
-    """
+    """True when ``new`` may overwrite ``old``, the one replacement rule of the run folder: never with a worse
+    result; the first complete outcome stands (a resume or merge never swaps one valid answer for another); a
+    failure may replace an older failure, unless a recovered one would replace one built from a valid stdout;
+    a rate-limited attempt never becomes a result."""
     if new.status == "rate_limited":
         return False
     old_rank, new_rank = result_rank(old), result_rank(new)
@@ -206,39 +196,15 @@ def read_result(folder: RunFolder, item: str) -> ItemResult | None:
 
 def iter_results(folder: RunFolder) -> list[ItemResult]:
     """Every result of the folder, in plan order (items without a result are skipped)."""
-    out = []
-    for it in folder.read_plan():
-        res = read_result(folder, it.item)
-        if res is not None:
-            out.append(res)
-    return out
+    return [res for it in folder.read_plan() if (res := read_result(folder, it.item)) is not None]
 
 
 def write_result(folder: RunFolder, result: ItemResult) -> bool:
-    """Write ``result`` atomically unless the replacement rule forbids it; return whether it was written.
-
-    Write errors propagate: a result that cannot be written must never be mistaken for one that was.
-    """
+    """Write ``result`` atomically unless the replacement rule forbids it; return whether it was written
+    (write errors propagate: a result that cannot be written must never be mistaken for one that was)."""
     if not should_replace(read_result(folder, result.item), result):
         return False
     path = folder.result_path(result.item)
     data = orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
     atomic_write_bytes(path, data + b"\n")
     return True
-
-
-__all__ = [
-    "COMPLETE_STATUSES",
-    "RESULT_SCHEMA_VERSION",
-    "ExitInfo",
-    "ItemResult",
-    "Recovery",
-    "SessionMetrics",
-    "SessionWrites",
-    "iter_results",
-    "parse_result",
-    "read_result",
-    "result_rank",
-    "should_replace",
-    "write_result",
-]

@@ -1,10 +1,6 @@
-"""The typed parts of a result: the mined session metrics and what a session wrote outside its cell.
-
-:class:`SessionMetrics` is the ``ablate mine --json`` object, one per session, and the ``session`` field of
-every ``results/<item>.json``; :class:`SessionWrites` is the ``writes`` field (the isolation backend's
-account of what the session wrote outside its cell). The JSON keys are the ones written before these models
-existed, so older files read unchanged.
-"""
+"""The typed parts of a result: :class:`SessionMetrics` (the ``ablate mine --json`` object, a result's
+``session``) and :class:`SessionWrites` (its ``writes``: what the session wrote outside its cell). The JSON
+keys are those written before these models existed, so older files read unchanged."""
 
 from __future__ import annotations
 
@@ -70,7 +66,8 @@ class ThreadSummary(Spec):
 
 
 class SessionMetrics(Spec):
-    """Everything mined from one session: the ``ablate mine --json`` object (docs/GUIDE.md#mining-transcripts)."""
+    """Everything mined from one session: the ``ablate mine --json`` object
+    (docs/GUIDE.md#mining-transcripts)."""
 
     schema_version: Literal[1] = SESSION_SCHEMA_VERSION
     session_id: str | None = None
@@ -167,17 +164,3 @@ class SessionWrites(Spec):
     """Set when the writes could not be inspected (then the other fields are empty)."""
     credentials: CredentialsCopy | None = None
     """The session's credentials file: copied back, discarded (why), or unchanged."""
-
-
-__all__ = [
-    "SESSION_SCHEMA_VERSION",
-    "AreaWrites",
-    "CredentialsCopy",
-    "DeniedWrite",
-    "InstructionFile",
-    "MinedStatus",
-    "SessionMetrics",
-    "SessionWrites",
-    "SkillInvocation",
-    "ThreadSummary",
-]

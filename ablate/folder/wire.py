@@ -1,11 +1,7 @@
-"""``wire/<item>.jsonl``: what crossed the wire for each session of an item, as the forwarder saw it.
-
-One :class:`WireRecord` per ``/v1/messages`` exchange, appended by ablate's forwarder
-(:mod:`ablate.isolate.forwarder`) as the answer ends; every attempt of the item appends to the same file
-(``attempt`` and ``session_id`` tell them apart). A session cannot reach this file: the forwarder writes it
-outside every view, while the session's transcript is the session's own and may be rewritten by it.
-:func:`wire_check` compares the two; where they differ the session is flagged (:func:`wire_flags`), left out
-of the statistics and named in the report, and its tokens and cost are the wire's (what was really spent).
+"""``wire/<item>.jsonl`` (docs/ARCHITECTURE.md#wire): one :class:`WireRecord` per ``/v1/messages`` exchange of
+every attempt of an item, appended by ablate's forwarder outside every view, so no session can reach it.
+:func:`wire_check` compares it with the session's transcript; where they differ the session is flagged
+(:func:`wire_flags`), left out of the statistics, and its tokens and cost are the wire's.
 """
 
 from __future__ import annotations
@@ -145,34 +141,29 @@ def wire_totals(records: Iterable[WireRecord]) -> WireTotals:
     digests: dict[str, dict[str, None]] = {"system": {}, "tools": {}, "context": {}}
     cost: float | None = 0.0
     for r in records:
-        u = r.usage
-        each = estimate_cost(
-            r.answer_model or r.model or "",
-            input_tokens=u.get("input_tokens", 0),
-            output_tokens=u.get("output_tokens", 0),
-            cache_write_5m_tokens=u.get("cache_creation_input_tokens", 0),
-            cache_write_1h_tokens=0,
-            cache_read_tokens=u.get("cache_read_input_tokens", 0),
+        inp, out = r.usage.get("input_tokens", 0), r.usage.get("output_tokens", 0)
+        written, read = (
+            r.usage.get("cache_creation_input_tokens", 0),
+            r.usage.get("cache_read_input_tokens", 0),
         )
+        each = estimate_cost(
+            r.answer_model or r.model or "", input_tokens=inp, output_tokens=out,
+            cache_write_5m_tokens=written, cache_write_1h_tokens=0, cache_read_tokens=read,
+        )  # fmt: skip
         cost = None if cost is None or each is None else cost + each
         totals.requests += 1
         totals.answered += r.status == 200 and r.error is None
-        totals.input_tokens += r.usage.get("input_tokens", 0)
-        totals.output_tokens += r.usage.get("output_tokens", 0)
-        totals.cache_creation_tokens += r.usage.get("cache_creation_input_tokens", 0)
-        totals.cache_read_tokens += r.usage.get("cache_read_input_tokens", 0)
+        totals.input_tokens += inp
+        totals.output_tokens += out
+        totals.cache_creation_tokens += written
+        totals.cache_read_tokens += read
         if r.answer is not None:
             totals.answer = r.answer
-        for part, seen in (
-            ("system", r.system_sha256),
-            ("tools", r.tools_sha256),
-            ("context", r.context_sha256),
-        ):
-            if seen:
-                digests[part][seen] = None
-    totals.system_sha256 = list(digests["system"])
-    totals.tools_sha256 = list(digests["tools"])
-    totals.context_sha256 = list(digests["context"])
+        for part, seen in digests.items():
+            if digest := getattr(r, f"{part}_sha256"):
+                seen[digest] = None
+    for part, seen in digests.items():
+        setattr(totals, f"{part}_sha256", list(seen))
     totals.cost_usd = round(cost, 9) if cost is not None else None
     return totals
 

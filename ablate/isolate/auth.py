@@ -1,19 +1,16 @@
-"""How a session authenticates, and the check that every built cell does so the way the user's own setup does.
+"""How a session authenticates, and the check that every built cell does so the way the user's own setup does
+(docs/ARCHITECTURE.md#keychain).
 
-Claude Code takes the first of: ``ANTHROPIC_AUTH_TOKEN`` or ``ANTHROPIC_API_KEY`` in the environment, an
-``apiKeyHelper`` in the config dir's ``settings.json``, the ``/login`` key of the account state (``primaryApiKey``
-of ``.claude.json``), ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment, on
-macOS the Keychain (keyed by a hash of the config dir, so a cell's own config dir starts logged out), the
-login in ``<config dir>/.credentials.json``. A cell that falls back to another method is billed and
-rate-limited differently from C0: the check refuses it, with the fix. Only the method is ever recorded,
-never the secret.
+Claude Code takes the first of: ``ANTHROPIC_AUTH_TOKEN`` or ``ANTHROPIC_API_KEY``, an ``apiKeyHelper``, the
+``/login`` key of the account state, ``CLAUDE_CODE_OAUTH_TOKEN``, on macOS the Keychain (keyed by the config
+dir), ``<config dir>/.credentials.json``. A cell that falls back to another method is billed and rate-limited
+differently from C0: refused, with the fix. Only the method is recorded, never the secret.
 """
 
 from __future__ import annotations
 
 import getpass
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -26,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ablate.core.errors import UsageError
 from ablate.isolate.shadow_home import LOGIN_KEY, login_key
+from ablate.setup.layers import json_keys
 
 if TYPE_CHECKING:
     from ablate.setup.cells import ResolvedCell
@@ -58,7 +56,7 @@ def auth_method(env: Mapping[str, str], config_dir: Path, *, platform: str = sys
     for key, method in (("ANTHROPIC_AUTH_TOKEN", "auth-token"), ("ANTHROPIC_API_KEY", "api-key")):
         if env.get(key):
             return AuthMethod(method, key)
-    if _settings(config_dir).get("apiKeyHelper"):
+    if (json_keys(config_dir / "settings.json") or {}).get("apiKeyHelper"):
         return AuthMethod("api-key-helper", str(config_dir / "settings.json"))
     if found := login_key(config_dir):
         return AuthMethod("login-key", f"{found[0]} ({LOGIN_KEY})")
@@ -68,7 +66,7 @@ def auth_method(env: Mapping[str, str], config_dir: Path, *, platform: str = sys
     if platform == "darwin" and has_keychain_login(env, config_dir):
         return AuthMethod("keychain", f"macOS Keychain item {keychain_service(env, config_dir)!r}")
     creds = config_dir / CREDENTIALS
-    if _has_login(creds):
+    if json_keys(creds):
         return AuthMethod("credentials-file", str(creds))
     return AuthMethod("none", "")
 
@@ -110,22 +108,6 @@ def has_keychain_login(env: Mapping[str, str], config_dir: Path) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return found.returncode == 0
-
-
-def _settings(config_dir: Path) -> dict[str, object]:
-    try:
-        data = json.loads((config_dir / "settings.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _has_login(path: Path) -> bool:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and bool(data)
 
 
 def mismatch(

@@ -1,11 +1,10 @@
-"""The isolation backends' interface: what every stage needs from a backend and from the environments it builds.
+"""The isolation backends' interface: what every stage needs from a backend and from the environments it
+builds.
 
-A backend builds, resets, retargets and removes cell environments (docs/ARCHITECTURE.md#environments). The
-runner knows nothing else about isolation: it runs ``backend.command(env, argv)`` with ``env.env`` in
-``env.cwd``, reads and writes the session's tree only through ``backend.checkout(env)`` and copies the
-transcript from ``env.config_dir``. What a backend *is* (its capabilities, whether it works here, the words the
-caveats use) is a :class:`BackendKind`, listed in :mod:`ablate.isolate.registry`; nothing outside
-``isolate/`` names a backend. docs/EXTENDING.md#adding-an-isolation-backend shows how one is added.
+The runner runs ``backend.command(env, argv)`` with ``env.env`` in ``env.cwd``, reads and writes the session's
+tree only through ``backend.checkout(env)`` and copies the transcript from ``env.config_dir``. What a backend
+*is* is a :class:`BackendKind`, listed in :mod:`ablate.isolate.registry`; nothing outside ``isolate/`` names
+one (docs/EXTENDING.md#adding-an-isolation-backend).
 """
 
 from __future__ import annotations
@@ -30,27 +29,22 @@ class CellEnv(Protocol):
     @property
     def root(self) -> Path:
         """The slot's own folder (the session's layer lives on its file system)."""
-        ...
 
     @property
     def config_dir(self) -> Path:
         """Where the session's config-dir writes land, seen from outside (transcripts are found here)."""
-        ...
 
     @property
     def session_config_dir(self) -> Path:
         """The config dir as the session sees it (``CLAUDE_CONFIG_DIR`` inside the session)."""
-        ...
 
     @property
     def config_source(self) -> Path:
         """Where ablate built the cell's config dir, before any session (the probe neutralises it there)."""
-        ...
 
     @property
     def cwd(self) -> Path:
         """The session's working directory as the session sees it."""
-        ...
 
     @property
     def home(self) -> Path: ...
@@ -61,14 +55,12 @@ class CellEnv(Protocol):
     @property
     def mismatches(self) -> dict[str, list[str]]:
         """Kept layer id → its files that differ from the setup's (the cell is not faithful)."""
-        ...
 
     env: dict[str, str]
     """The session's whole process environment (secrets included: never written out as is)."""
 
     def checkout_layer(self, layer: Layer, memory_slug: str) -> LayerFiles:
         """The repo layer ``layer`` as the cell's session finds it in its working tree."""
-        ...
 
 
 EnvT = TypeVar("EnvT", bound=CellEnv)
@@ -94,41 +86,32 @@ class Backend(Protocol[EnvT]):
 
     def reset(self, env: EnvT) -> None:
         """Discard whatever the last session did (the environment is as freshly built)."""
-        ...
 
     def retarget(self, env: EnvT, cell: ResolvedCell) -> None:
         """Turn an idle environment into a fresh one for ``cell`` (no new checkout)."""
-        ...
 
     def teardown(self, env: EnvT) -> None: ...
     def describe(self, env: EnvT) -> dict[str, Any]:
         """fingerprints, leaks, notes and the redacted env, for the manifest."""
-        ...
 
     def clean(self) -> None:
         """Remove what a crashed run left in the work root."""
-        ...
 
     def close(self) -> None:
         """Release what the backend shares between environments (after the last teardown)."""
-        ...
 
     def command(self, env: EnvT, argv: list[str]) -> list[str]:
         """The command line that runs ``argv`` in ``env`` (inside its view, or under its fence)."""
-        ...
 
     def after_session(self, env: EnvT) -> dict[str, Any] | None:
         """Called once a session ended, before the next reset: what it wrote outside its cell (discarded)."""
-        ...
 
     def stripped_paths(self, env: EnvT) -> list[str]:
         """Repo paths the cell strips (what :func:`ablate.isolate.gitreads.git_history_reads` looks for)."""
-        ...
 
     def checkout(self, env: EnvT) -> AbstractContextManager[Path]:
         """The session's working tree as ablate may read and write it from outside the session (seed files,
         grading); ``env.cwd`` may be a path only the session sees (a view at the user's real repository)."""
-        ...
 
 
 #: What the stages that do not care which environments a backend builds hold (the runner, the pool).

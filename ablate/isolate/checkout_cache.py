@@ -1,31 +1,19 @@
 """The run's pristine checkout, cached across runs by everything it is made of.
 
-Checking out HEAD is most of a run's start on a large repository, and two runs on the same commit build the
-very same checkout. So the ``namespace`` backend's read-only lower checkout (:func:`worktree.make_checkout`
-without alternates: the objects come from an overlay of the user's store) is kept under
-ablate's cache dir (:func:`ablate.core.cache.cache_dir`: ``$ABLATE_CACHE_DIR``, else ``~/.cache/ablate``,
-private to the user; the before/after listing of the home skips it) in ``pristine/<key>/repo``, and served again while its key is unchanged.
-
-The key is a hash of every input of the checkout, so any change builds a new one (never a stale one):
-
-- the repository's real path and its object store's, and the git version;
-- the setup's HEAD commit and the current branch (or a detached HEAD);
-- every ref with what it names, symbolic refs included (branches, tags, remote-tracking refs, the stash);
-- the bytes of every ``.git`` entry the checkout copies (config, packed-refs, ``info/``, hooks, shallow,
-  description, the stash reflog);
-- ``git config --list`` in the repository (every scope: a global ``core.autocrlf`` or smudge filter
-  changes the files a checkout writes).
-
-The working tree's own uncommitted state is not in the checkout (live layer files and ``--dirty`` changes
-are overlaid per cell, from snapshots taken at each run), so it is not in the key. An entry is built in a
-temporary folder and renamed into place (two runs racing both end with one complete entry) and is never
-written afterwards: sessions see it only as the lower layer of their overlays. Entries unused for
-:data:`MAX_IDLE_DAYS` are removed when another is added.
+Checking out HEAD is most of a run's start on a large repository, so the ``namespace`` backend's read-only
+lower checkout (:func:`worktree.make_checkout` without alternates) is kept in ablate's cache dir as
+``pristine/<key>/repo`` and served again while its key is unchanged. The key hashes every input of the
+checkout (:func:`checkout_key`: paths, git version, HEAD and branch, every ref, the bytes of every ``.git``
+entry it copies, ``git config --list`` of every scope), so a change builds a new one, never a stale one; the
+working tree's uncommitted state is overlaid per cell, so it is not in the key. An entry is built in a
+temporary folder and renamed into place (racing runs both end with one complete entry), never written
+afterwards, and removed after :data:`MAX_IDLE_DAYS` unused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -63,17 +51,9 @@ def checkout_key(setup: Setup) -> str:
     h = hashlib.sha256()
     refs = run_git(repo, "for-each-ref", "--format=%(refname) %(objectname) %(symref)").stdout
     config = run_git(repo, "config", "--list", "--show-origin", check=False).stdout
-    parts = [
-        f"format {FORMAT}",
-        run_git(repo, "--version").stdout.strip(),
-        str(repo.resolve()),
-        str(worktree.objects_dir(repo)),
-        setup.head,
-        worktree.current_branch(repo) or "(detached)",
-        refs,
-        config,
-    ]
-    for part in parts:
+    parts = [f"format {FORMAT}", run_git(repo, "--version").stdout.strip(), str(repo.resolve())]
+    parts += [str(worktree.objects_dir(repo)), setup.head, worktree.current_branch(repo) or "(detached)"]
+    for part in [*parts, refs, config]:
         h.update(part.encode() + b"\0")
     for name, path in worktree.user_git_state(repo):
         _hash_entry(h, name, path)
@@ -96,8 +76,7 @@ def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]
     try:
         worktree.make_checkout(setup, tmp / "repo", alternates=False)
         atomic_write_json(
-            tmp / _COMPLETE,
-            {"key": key, "repo": str(setup.repo), "head": setup.head, "created": time.time()},
+            tmp / _COMPLETE, {"key": key, "repo": str(setup.repo), "head": setup.head, "created": time.time()}
         )
         try:
             os.rename(tmp, entry)
@@ -112,8 +91,6 @@ def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]
 
 
 def _complete(entry: Path, key: str) -> bool:
-    import json
-
     try:
         data = json.loads((entry / _COMPLETE).read_text(encoding="utf-8"))
     except (OSError, ValueError):

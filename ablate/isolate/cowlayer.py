@@ -1,17 +1,10 @@
 """Build a cell's repo layer: the difference between the run's pristine checkout and the cell's working tree.
 
-Run as ``python -m ablate.isolate.cowlayer SPEC.json`` (a subprocess: it enters its own mount namespace).
-For each layer of the spec it mounts an overlay (lower = the pristine checkout, upper = the layer folder) on a
-private mount point, replays the cell's worktree operations (:func:`ablate.isolate.worktree.apply_ops`) in the
-merged view, and resolves the repo layers there (what the probe compares with the user's live files). The
-overlay records the result in the upper folder as plain files, whiteouts for removed paths and opaque
-folders for replaced ones: that folder then serves as the middle lower layer of every session of the cell,
-so building a cell costs its own few files, never a copy of the repository.
-
-SPEC::
-
-    {"layers": [{"lower": [...], "upper": "...", "work": "...", "mnt": "...", "pristine": "...",
-                 "ops": [...], "memory_slug": "...", "resolve": [<layer json>...], "report": "..."}]}
+Run as ``python -m ablate.isolate.cowlayer SPEC.json`` (it enters its own mount namespace). Per layer of the
+spec (``{"layers": [{lower, upper, work, mnt, pristine, ops, memory_slug, resolve, report}]}``) it mounts an
+overlay of the pristine checkout, replays the cell's worktree operations in it and resolves the repo layers
+there (written to ``report``). The upper folder then holds the result as plain files, whiteouts and opaque
+folders, and serves as the middle lower layer of every session of the cell: a cell costs its own few files.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The one deliberate write-through, checked: a session's ``.credentials.json`` reaches the real file only
 when it is a refreshed login of the same account (docs/ARCHITECTURE.md#credentials lists the rules).
 
-Claude Code keeps a subscription login as ``{"claudeAiOauth": {accessToken, refreshToken, expiresAt,
-refreshTokenExpiresAt, scopes, subscriptionType, rateLimitTier, clientId, accountUuid, organizationUuid}}``
-next to other top-level keys (``mcpOAuth``, ...). A refresh (the CLI's own code, 2.1.332) replaces the tokens
-and the expiry and carries ``accountUuid`` and ``organizationUuid`` over from the stored login; nothing else
-of the file changes. So a copy back needs a regular file of at most :data:`MAX_BYTES` holding a JSON object,
-non-empty tokens and a numeric ``expiresAt`` later than the stored one, the stored login's account ids
-unchanged (one it lacks added only with the stored refresh token) and every other top-level key as stored.
-Anything else is discarded, never written, and the reason is reported with the session's writes.
+A subscription login is ``{"claudeAiOauth": {accessToken, refreshToken, expiresAt, …, accountUuid,
+organizationUuid}}`` beside other top-level keys; the CLI's refresh (2.1.332) replaces the tokens and the
+expiry, carries the account ids over and changes nothing else. Anything else is discarded, never written,
+and the reason reported with the session's writes.
 """
 
 from __future__ import annotations
@@ -17,30 +13,19 @@ import math
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ablate.core.fsutil import atomic_write_bytes
+from ablate.folder.session import CredentialsCopy
 
 #: A login file is a few KB; anything larger is not one.
 MAX_BYTES = 256 * 1024
 LOGIN = "claudeAiOauth"
 #: What identifies the account of a stored login (carried over by every refresh).
 ACCOUNT_IDS = ("accountUuid", "organizationUuid")
-
-
-@dataclass(frozen=True)
-class CopyBack:
-    """What became of a session's credentials file: ``copied`` to the real file, or ``discarded`` (why)."""
-
-    copied: bool = False
-    discarded: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"copied": self.copied, "discarded": self.discarded}
 
 
 def read_session_file(path: Path) -> bytes | str:
@@ -110,25 +95,29 @@ def _expiry(login: dict[str, Any]) -> float | None:
     return float(value)
 
 
-def copy_back(session_file: Path, stored: bytes | None, real: Path, copies: Iterable[Path] = ()) -> CopyBack:
+def copy_back(
+    session_file: Path, stored: bytes | None, real: Path, copies: Iterable[Path] = ()
+) -> CredentialsCopy:
     """Copy ``session_file`` to ``real`` (atomically, keeping ``real``'s mode, 0600 if it has none) and to
     each of ``copies`` (every cell's copy, so later sessions start from the refreshed login) when it changed
     from ``stored`` (the login the session started with) and is a refresh of it; else say why not.
     ``stored`` None: the session started without a login, and none is taken from it."""
     if not os.path.lexists(session_file):
-        return CopyBack()
+        return CredentialsCopy()
     data = read_session_file(session_file)
     if isinstance(data, str):
-        return CopyBack(discarded=f"{session_file.name}: {data}")
+        return CredentialsCopy(discarded=f"{session_file.name}: {data}")
     if stored is not None and data == stored:
-        return CopyBack()
+        return CredentialsCopy()
     if stored is None:
-        return CopyBack(discarded=f"{session_file.name}: created by the session; no login is taken from one")
+        return CredentialsCopy(
+            discarded=f"{session_file.name}: created by the session; no login is taken from one"
+        )
     why = refusal(stored, data)
     if why is not None:
-        return CopyBack(discarded=f"{session_file.name}: {why}")
+        return CredentialsCopy(discarded=f"{session_file.name}: {why}")
     if (newer := _real_is_newer(real, data)) is not None:
-        return CopyBack(discarded=f"{session_file.name}: {newer}")
+        return CredentialsCopy(discarded=f"{session_file.name}: {newer}")
     try:
         mode = stat.S_IMODE(os.stat(real).st_mode)
     except OSError:
@@ -137,7 +126,7 @@ def copy_back(session_file: Path, stored: bytes | None, real: Path, copies: Iter
     for copy in copies:  # a rename: a session holding the old file open keeps its own
         if copy != session_file:
             atomic_write_bytes(copy, data, mode=0o600)
-    return CopyBack(copied=True)
+    return CredentialsCopy(copied=True)
 
 
 def _real_is_newer(real: Path, data: bytes) -> str | None:

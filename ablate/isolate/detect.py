@@ -1,15 +1,10 @@
-"""Whether the ``namespace`` backend works here, and why: tried for real once per process (docs/ARCHITECTURE.md).
+"""Whether the ``namespace`` backend works here, and why: tried for real once per process; and whether
+sessions can be sealed (docs/ARCHITECTURE.md#sealed).
 
-``namespace`` needs a private mount namespace with overlayfs in it: as root directly, as an ordinary user in
-a user namespace of the user's own (Linux >= 5.11). Each session then runs under bubblewrap
-(:mod:`ablate.isolate.fence`), one user namespace further in, where the view is locked. Where user namespaces
-are refused the reason names the cause and the fix, and ablate takes the next backend that works
-(:func:`ablate.isolate.registry.choose_isolation`).
-
-Sealed, or refused: :func:`require_sealed` is the one decision every command that runs sessions takes
-before any probe or session (``run``, ``ab``, ``compare``, ``demo``, ``env build``): a backend whose sessions
-would not be sealed here (no bubblewrap, bubblewrap that cannot make its namespaces, macOS) is refused with
-why and the fix, unless ``--unsealed`` asks for it.
+``namespace`` needs a private mount namespace with overlayfs (as root, or in a user namespace of the user's
+own, Linux >= 5.11), then bubblewrap inside it; a refusal names the cause and the fix. :func:`require_sealed`
+is the one decision every command that runs sessions takes before any probe or session: unsealed sessions
+are refused, with why and the fix, unless ``--unsealed`` asks for them.
 """
 
 from __future__ import annotations
@@ -138,7 +133,8 @@ def require_sealed(chosen: IsolationInfo, *, unsealed: bool) -> str:
     """The one decision before any probe or session: sessions of ``chosen`` are sealed, or the command is
     refused (:class:`~ablate.core.errors.UsageError`, exit 2: why and the fix) unless ``unsealed``
     (``--unsealed``) asks for them. Returns what to say: "" or, for ``--unsealed``, whether the sessions are
-    sealed anyway (the backend seals here; nothing is unsealed that can be sealed) or run unsealed, and why."""
+    sealed anyway (the backend seals here; nothing is unsealed that can be sealed) or run unsealed, and why.
+    """
     problem = seal_problem(chosen)
     if problem is None:
         return (

@@ -1,9 +1,5 @@
-"""What a newcomer checks first: would a run here be isolated and authenticated, and if not, what to do.
-
-:func:`diagnose` returns data (``ablate doctor`` prints it): the platform, the backend that will run and
-why, user-namespace and overlay support, bubblewrap, the pinned CLI and its version, the auth method, the
-endpoint and the work folder's free space, each problem with its fix.
-"""
+"""``ablate doctor``: would a run here be isolated and authenticated, and if not, what to do. :func:`diagnose`
+returns the checks as data, each problem with its fix; :func:`render` writes them for people."""
 
 from __future__ import annotations
 
@@ -38,6 +34,10 @@ DEFAULT_ENDPOINT = "https://api.anthropic.com"
 NOT_FOUND_WHERE = "looked for --claude-bin, $ABLATE_CLAUDE_BIN, `claude` on PATH and make claude's .cache"
 
 
+def _problem(what: str, fix: str) -> dict[str, str]:
+    return {"what": what, "fix": fix}
+
+
 def diagnose(
     config_dir: Path,
     work_dir: Path,
@@ -48,29 +48,23 @@ def diagnose(
     cells: str = "layered",
     ablate_toml: Path | None = None,
 ) -> dict[str, Any]:
-    """Every check, and ``ok``: a run here would be sealed (a locked namespace view, or the ``links`` fence,
-    each in a network of its own: ``sealing``, with its fix) and authenticated, in every cell of the set ``cells`` alike (checked as a run checks it before its
-    first session, when ``repo`` is a usable repository)."""
+    """Every check, and ``ok``: a run here would be sealed (``sealing``, with its fix) and authenticated, in
+    every cell of the set ``cells`` alike (checked as a run checks it, when ``repo`` is a usable repository).
+    """
     env = dict(os.environ if env is None else env)
     problems: list[dict[str, str]] = []
     notes: list[str] = []
-    isolation = choose_isolation(None)
-    ns = namespace_check()
-    fence = fence_support()
+    isolation, ns, fence = choose_isolation(None), namespace_check(), fence_support()
     why, fix = seal_problem(isolation) or ("", "")
     sealing: dict[str, Any] = {"ok": not why, "reason": why, "fix": f"{fix}; {UNSEALED_HINT}" if why else ""}
     if why:
-        problems.append({"what": f"sessions cannot be sealed here: {why}", "fix": sealing["fix"]})
+        problems.append(_problem(f"sessions cannot be sealed here: {why}", sealing["fix"]))
     elif isolation.backend != next(iter(KINDS)):  # not the first choice: say why
         notes.append(f"runs use the {isolation.backend} backend ({isolation.mode}): {isolation.reason}")
     if not config_dir.is_dir():
-        problems.append(
-            {
-                "what": f"{config_dir}: the Claude config dir does not exist",
-                "fix": "pass --config-dir with your Claude config dir (default: $CLAUDE_CONFIG_DIR, else "
-                "~/.claude), or log in with `claude` once to create it",
-            }
-        )
+        fix = "pass --config-dir with your Claude config dir (default: $CLAUDE_CONFIG_DIR, else ~/.claude), "
+        fix += "or log in with `claude` once to create it"
+        problems.append(_problem(f"{config_dir}: the Claude config dir does not exist", fix))
     claude = _claude(claude_bin, problems, env)
     auth = auth_method(env, config_dir)
     if auth.method in ("none", "keychain"):
@@ -79,13 +73,13 @@ def diagnose(
             if auth.method == "none"
             else f"your login is the {auth.source}, which no cell reaches"
         )
-        problems.append({"what": f"authentication: {why}", "fix": AUTH_FIX})
+        problems.append(_problem(f"authentication: {why}", AUTH_FIX))
     # a /login key reaches the cells as a run moves it: in ANTHROPIC_API_KEY (their account state drops it)
     session_env = moved_login_key(env, config_dir)[0]
     per_cell = cells_auth(
         config_dir, repo, cells, ablate_toml, session_env, auth_method(session_env, config_dir)
     )
-    problems.extend({"what": f"authentication: {why}", "fix": AUTH_FIX} for why in per_cell.pop("mismatches"))
+    problems.extend(_problem(f"authentication: {why}", AUTH_FIX) for why in per_cell.pop("mismatches"))
     bad_input = per_cell.pop("problem")
     if bad_input is not None:
         problems.append(bad_input)
@@ -93,12 +87,9 @@ def diagnose(
         notes.append(f"cells' logins not checked: {per_cell['reason']}")
     free = _free(work_dir)
     if free is not None and free < LOW_SPACE:
-        problems.append(
-            {"what": f"{work_dir}: only {free // 1024**2} MiB free", "fix": "pick another --work-dir"}
-        )
-    ok = not problems
+        problems.append(_problem(f"{work_dir}: only {free // 1024**2} MiB free", "pick another --work-dir"))
     return {
-        "ok": ok,
+        "ok": not problems,
         "platform": {"system": sys.platform, "release": platform.release(), "machine": platform.machine()},
         "isolation": choice_json(isolation),
         "sealing": sealing,
@@ -163,23 +154,19 @@ def cells_auth(
         setup = load_setup(config_dir, (repo or Path.cwd()).resolve())
         tmp = make_work_dir("ablate-doctor-")
         try:
-            logins = [
-                (c.cell_id, c.auth, c.config_dir)
-                for c in cell_logins(setup, catalog, resolved, tmp, base_env=env)
-            ]
+            logins = list(cell_logins(setup, catalog, resolved, tmp, base_env=env))
         finally:
             remove_tree(tmp)
     except (AblateError, OSError) as exc:
         if repo is not None:
             return _unchecked(out, "--repo", exc, "pass --repo with the git repository a run uses")
-        out["reason"] = (
-            f"{getattr(exc, 'message', exc)} (run `ablate doctor` in the repository a run uses, or pass --repo)"
-        )
+        why = getattr(exc, "message", exc)
+        out["reason"] = f"{why} (run `ablate doctor` in the repository a run uses, or pass --repo)"
         return out
     out["checked"] = True
-    out["cells"] = {cell_id: theirs.to_json() for cell_id, theirs, _ in logins}
+    out["cells"] = {c.cell_id: c.auth.to_json() for c in logins}
     out["mismatches"] = [
-        why for cell_id, theirs, cfg in logins if (why := mismatch(cell_id, mine, theirs, config_dir, cfg))
+        why for c in logins if (why := mismatch(c.cell_id, mine, c.auth, config_dir, c.config_dir))
     ]
     return out
 
@@ -188,34 +175,28 @@ def _unchecked(out: dict[str, Any], option: str, exc: BaseException, fix: str) -
     """The cells' logins could not be checked because of the input ``option`` names: a problem."""
     message = getattr(exc, "message", None) or str(exc)
     out["reason"] = f"not checked: {option}: {message}"
-    out["problem"] = {"what": f"{option}: {message}", "fix": getattr(exc, "hint", None) or fix}
+    out["problem"] = _problem(f"{option}: {message}", getattr(exc, "hint", None) or fix)
     return out
 
 
 def _claude(
     claude_bin: str | Path | None, problems: list[dict[str, str]], env: Mapping[str, str]
 ) -> dict[str, Any]:
-    source = claude_source(claude_bin, env)
+    out: dict[str, Any] = {
+        "path": None,
+        "version": None,
+        "pinned": PINNED_CLAUDE_VERSION,
+        "source": claude_source(claude_bin, env),
+    }
     try:
         found = find_claude(claude_bin)
     except AblateError as exc:
-        problems.append(
-            {"what": f"claude CLI: {exc.message}", "fix": exc.hint or "install it (`make claude`)"}
-        )
-        return {"path": None, "version": None, "pinned": PINNED_CLAUDE_VERSION, "source": source}
+        problems.append(_problem(f"claude CLI: {exc.message}", exc.hint or "install it (`make claude`)"))
+        return out
     if not found.pinned:
-        problems.append(
-            {
-                "what": f"claude {found.version} is not the pinned {PINNED_CLAUDE_VERSION}",
-                "fix": f"npm install @anthropic-ai/claude-code@{PINNED_CLAUDE_VERSION}, or --claude-bin",
-            }
-        )
-    return {
-        "path": str(found.path),
-        "version": found.version,
-        "pinned": PINNED_CLAUDE_VERSION,
-        "source": source,
-    }
+        fix = f"npm install @anthropic-ai/claude-code@{PINNED_CLAUDE_VERSION}, or --claude-bin"
+        problems.append(_problem(f"claude {found.version} is not the pinned {PINNED_CLAUDE_VERSION}", fix))
+    return {**out, "path": str(found.path), "version": found.version}
 
 
 def _overlay() -> bool:
@@ -247,7 +228,8 @@ def _free(path: Path) -> int | None:
 
 def render(doc: dict[str, Any]) -> str:
     """The report as lines a person reads."""
-    iso, cl, bw = doc["isolation"], doc["claude"], doc["bubblewrap"]
+    iso, cl, bw, work = doc["isolation"], doc["claude"], doc["bubblewrap"], doc["work_dir"]
+    free = "?" if work["free_bytes"] is None else f"{work['free_bytes'] / 1024**3:.1f} GiB"
     lines = [
         f"platform:     {doc['platform']['system']} {doc['platform']['release']}",
         f"isolation:    {iso['backend']} ({iso['mode']}): {iso['reason']}",
@@ -259,17 +241,12 @@ def render(doc: dict[str, Any]) -> str:
         f"auth:         {doc['auth']['method']} {doc['auth']['source']}".rstrip(),
         f"auth, cells:  {_cells_line(doc['auth_cells'])}",
         f"endpoint:     {doc['endpoint']}",
-        f"work folder:  {doc['work_dir']['path']} ({_size(doc['work_dir']['free_bytes'])} free)",
+        f"work folder:  {work['path']} ({free} free)",
     ]
-    for note in doc.get("notes", []):
-        lines.append(f"note: {note}")
-    for p in doc["problems"]:
-        lines.append(f"PROBLEM: {p['what']}\n  fix: {p['fix']}")
-    lines.append(
-        "ok: a run here would be isolated and authenticated"
-        if doc["ok"]
-        else f"NOT ready: {len(doc['problems'])} problem(s) above"
-    )
+    lines += [f"note: {note}" for note in doc.get("notes", [])]
+    lines += [f"PROBLEM: {p['what']}\n  fix: {p['fix']}" for p in doc["problems"]]
+    ready = "ok: a run here would be isolated and authenticated"
+    lines.append(ready if doc["ok"] else f"NOT ready: {len(doc['problems'])} problem(s) above")
     return "\n".join(lines)
 
 
@@ -281,7 +258,3 @@ def _cells_line(per_cell: dict[str, Any]) -> str:
     for cell_id, auth in per_cell["cells"].items():
         by_method.setdefault(auth["method"], []).append(cell_id)
     return f"{per_cell['set']}: " + "; ".join(f"{m}: {', '.join(ids)}" for m, ids in by_method.items())
-
-
-def _size(n: int | None) -> str:
-    return "?" if n is None else f"{n / 1024**3:.1f} GiB"

@@ -1,15 +1,9 @@
-"""The environment builder (docs/ARCHITECTURE.md#environments): materialise one ablation cell as a shadow home + a detached worktree.
+"""The environment builder (docs/ARCHITECTURE.md#environments): a cell as a shadow home + a private checkout.
 
-Layout of a cell root ``<out>/<cNN>[-sNN]/`` (equal-length names: the absolute paths reach the prompt)::
-
-    .ablate-env        marker written first (so `ablate env clean` also finds a half-built cell)
-    environment.json   what the cell is: paths, redacted env, per-layer fingerprints, leaks, notes
-    home/              the shadow HOME: .claude (= CLAUDE_CONFIG_DIR), .claude.json, links to the real home
-    wt/<repo-name>/    the private detached checkout of HEAD (the session's cwd)
-    .pristine/         the freshly built home and the worktree's overlay sources, for cheap resets
-
-Config side: :mod:`ablate.isolate.shadow_home`; repo side: :mod:`ablate.isolate.worktree`; safe file operations:
-:mod:`ablate.isolate.shadowfs`. Nothing here prints or exits.
+A cell root ``<out>/<cNN>[-sNN]/`` (equal-length names: the paths reach the prompt) holds ``.ablate-env``
+(written first, so `ablate env clean` finds a half-built cell), ``environment.json``, ``home/`` (the shadow
+HOME: ``.claude`` is CLAUDE_CONFIG_DIR), ``wt/<repo-name>/`` (the session's cwd) and ``.pristine/`` (for
+cheap resets). Config side: :mod:`ablate.isolate.shadow_home`; repo side: :mod:`ablate.isolate.worktree`.
 """
 
 from __future__ import annotations
@@ -40,8 +34,6 @@ from ablate.isolate.faithful import (
 
 # the one process-environment allow-list (docs/ARCHITECTURE.md#process-env); re-exported for this module's callers
 from ablate.isolate.procenv import (
-    ENV_OWNED as ENV_OWNED,
-    ENV_PINNED as ENV_PINNED,
     is_secret as is_secret,
     process_env as process_env,
     redacted_env as redacted_env,
@@ -51,7 +43,6 @@ from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, parse_imports, resolve_layers
 
 SCHEMA_VERSION = 1
-ACCOUNT_FILE = shadow_home.ACCOUNT
 MARKER = ".ablate-env"
 MANIFEST = "environment.json"
 PRISTINE = ".pristine"
@@ -166,14 +157,10 @@ def build_environment(
     record_ancestor_leaks: bool = False,
     name: str | None = None,
 ) -> CellEnvironment:
-    """Materialise ``cell`` for ``setup`` under ``out`` (docs/ARCHITECTURE.md#environments) and return how to run the CLI in it.
-
-    Every check runs before anything is written; a failure half way removes what was built. The user's
-    config dir and repository are only read (the checkout is a private ``git clone --shared``: nothing is
-    registered in the user's repo). ``record_ancestor_leaks`` records instruction files above the checkout
-    as leaks instead of refusing (:class:`UnsafeEnvironment`). ``name`` overrides the folder name under
-    ``out`` (the runner uses cell-agnostic slot names, ``s00``…, for environments it retargets).
-    """
+    """Materialise ``cell`` for ``setup`` under ``out`` and return how to run the CLI in it. Every check runs
+    before anything is written; a failure half way removes what was built. ``record_ancestor_leaks`` records
+    instruction files above the checkout as leaks instead of refusing; ``name`` overrides the folder name (the
+    runner's cell-agnostic slots, ``s00``…)."""
     if slot is not None and not 0 <= slot <= 99:
         raise UsageError(f"slot {slot}: must be between 0 and 99")
     root = Path(os.path.abspath(out)).resolve() / name if name else cell_root(out, cell, slot)
@@ -278,14 +265,9 @@ def _populate(
 
 
 def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, cell: ResolvedCell) -> None:
-    """Make an idle environment a fresh one for ``cell``, without a new checkout.
-
-    Cells differ only in their layers, so the config dir is rebuilt for ``cell`` (small files and links)
-    and the checkout is reset to HEAD (files, refs, reflogs) before ``cell``'s overlay and strip operations
-    are applied. The result is indistinguishable from a freshly built environment for ``cell`` at the same
-    place (tested with tree hashes): the runner keeps one checkout per concurrent session instead of one
-    per cell, which on a large repository is most of its overhead.
-    """
+    """Make an idle environment a fresh one for ``cell`` without a new checkout: the config dir is rebuilt and
+    the checkout reset to HEAD before ``cell``'s operations are applied, indistinguishable from a fresh build
+    (tested with tree hashes): the runner keeps one checkout per concurrent session, not one per cell."""
     if env.cell.id == cell.id:
         reset_environment(env)
         return
@@ -469,12 +451,8 @@ def build_cell_config(
 
 
 def reset_environment(env: CellEnvironment) -> None:
-    """Restore the freshly built state cheaply (no re-checkout, no recopy of linked trees).
-
-    The shadow home is synced back to its pristine copy (new entries removed, changed files recopied, the
-    CLI-written folders emptied, links re-pointed, never followed); the worktree is checked out again at
-    HEAD, hard-reset, ``git clean -ffdx``-ed, and the recorded overlay and strip operations are replayed.
-    """
+    """Restore the freshly built state cheaply: the shadow home synced back to its pristine copy (links
+    re-pointed, never followed), the worktree checked out at HEAD, cleaned, its operations replayed."""
     pristine = env.pristine
     if not (pristine / "home").is_dir() or not (pristine / "ops.json").is_file():
         raise UsageError(f"{env.root}: not a complete ablate environment", hint="rebuild it")

@@ -8,8 +8,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from ablate.core.jsonl import map_strings
 from ablate.isolate.shadow_home import ACCOUNT as ACCOUNT_FILE
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, layer_hash, resolve_layer
@@ -27,13 +27,12 @@ def cell_prints(
     ``resolve_layer`` gives for the real setup."""
     undo = [(str(config_dir), str(setup.config_dir)), *canonical_paths(setup)]
     rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
-    out: dict[str, CopyPrint] = {}
-    for layer in catalog:
-        if layer.side == "config":
-            out[layer.id] = _fingerprint(layer, config_dir, memory_slug, undo, rel_undo)
-        else:
-            out[layer.id] = _fingerprint(layer, cwd, setup.memory_slug, undo)
-    return out
+    return {
+        layer.id: _fingerprint(layer, config_dir, memory_slug, undo, rel_undo)
+        if layer.side == "config"
+        else _fingerprint(layer, cwd, setup.memory_slug, undo)
+        for layer in catalog
+    }
 
 
 def config_prints(
@@ -104,16 +103,10 @@ def mismatch_lines(mismatches: Mapping[str, list[str]]) -> list[str]:
     return lines
 
 
-def _unrewrite(value: Any, undo: list[tuple[str, str]]) -> Any:
-    if isinstance(value, str):
-        for cell_path, real in undo:
-            value = value.replace(cell_path, real)
-        return value
-    if isinstance(value, list):
-        return [_unrewrite(v, undo) for v in value]
-    if isinstance(value, dict):
-        return {k: _unrewrite(v, undo) for k, v in value.items()}
-    return value
+def _unrewrite(text: str, undo: list[tuple[str, str]]) -> str:
+    for cell_path, real in undo:
+        text = text.replace(cell_path, real)
+    return text
 
 
 def _fingerprint(
@@ -140,7 +133,8 @@ def _fingerprint(
     keys: list[tuple[str, bytes]] = []
     for kp in lf.keys:
         obj = json.loads(kp.path.read_text(encoding="utf-8"))
-        value = json.dumps(_unrewrite(obj[kp.key], undo), sort_keys=True, separators=(",", ":")).encode()
+        unrewritten = map_strings(obj[kp.key], lambda text: _unrewrite(text, undo))
+        value = json.dumps(unrewritten, sort_keys=True, separators=(",", ":")).encode()
         keys.append((f"{kp.file}#{kp.key}", value))
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in (*files, *keys)}
     return layer_hash(files, keys), digests

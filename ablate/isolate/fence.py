@@ -1,12 +1,10 @@
-"""The lock around a session: bubblewrap, so the session cannot undo the view ablate built for it.
+"""The lock around a session (docs/ARCHITECTURE.md#write-fence, #sealed): bubblewrap, so the session cannot
+undo the view ablate built for it, and writes nothing but the paths given as writable.
 
-A session runs under ``bwrap`` with its own user, PID, IPC and UTS namespaces (no capabilities,
-``no_new_privs``, its own ``/proc``) and a new mount namespace made from the caller's, where every inherited
-mount is *locked*: an overlay at the home cannot be taken off to reach the real files beneath. The root is
-read-only (``/sys`` and ``/proc/sys`` too); only the paths given as writable are bound read-write
-(docs/ARCHITECTURE.md#write-fence, #sealed). Chosen over doing the same through ctypes in
-:mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID namespace's orphans as its PID 1, dies with its
-parent and remounts every submount read-only, for a few milliseconds per session (:data:`INSTALL_HINT`).
+Chosen over doing the same through ctypes in :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID
+namespace's orphans as its PID 1, dies with its parent and remounts every submount read-only, for a few
+milliseconds per session. On macOS the same fence is a ``sandbox-exec`` profile
+(docs/ARCHITECTURE.md#macos-profile).
 """
 
 from __future__ import annotations
@@ -48,33 +46,21 @@ def fence_argv(
     network: bool = False,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """``argv`` run under ``bwrap``: read-only root (``/sys`` with it), ``writable`` bound read-write (in the
-    order given, so a deeper path after the one above it), own user, PID, IPC, UTS and (unless ``network``)
-    network namespaces, own ``/proc`` with ``/proc/sys`` read-only, a private ``/dev`` (null, zero, full, random, urandom, tty, pts and an empty ``shm``: no host
-    device node); ``tmp``: a folder shown at ``/tmp`` (a private ``/tmp``); ``visible``: folders the session
-    must still read that live under the real ``/tmp`` (the user's home, config dir or repository), bound
-    back read-only; ``hidden``: credential paths shown empty (:mod:`ablate.isolate.secrets`)."""
+    """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in order: a deeper path
+    after the one above it), own user, PID, IPC, UTS and (unless ``network``) network namespaces, own
+    ``/proc`` with ``/proc/sys`` read-only, a private ``/dev``; ``tmp`` shown at ``/tmp``, with ``visible``
+    folders under the real ``/tmp`` bound back read-only; ``hidden``: credential paths shown empty."""
     out = [
-        bwrap,
-        "--unshare-user",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
+        bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         *([] if network else ["--unshare-net"]),
         "--die-with-parent",
-        "--cap-drop",
-        "ALL",  # bubblewrap run by root keeps every capability unless told
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--ro-bind",  # the kernel's settings read-only (as root a write would reach the host's)
-        "/proc/sys",
-        "/proc/sys",
-    ]
+        "--cap-drop", "ALL",  # bubblewrap run by root keeps every capability unless told
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        # the kernel's settings read-only (as root a write would reach the host's)
+        "--ro-bind", "/proc/sys", "/proc/sys",
+    ]  # fmt: skip
     # the private /tmp first: a cell folder that lives under the real /tmp is bound back over it afterwards
     # (bubblewrap resolves sources outside the sandbox and makes the mount point inside the private /tmp)
     if tmp is not None:
@@ -164,12 +150,10 @@ _ATOMIC = re.compile(r"\.tmp\.\d+\.[0-9a-f]+$")
 def denied_writes(
     config_dir: Path, *, homes: Sequence[Path] = (), fence: str | None = None
 ) -> list[dict[str, object]]:
-    """The writes the fence refused in a session, as its tools and hooks reported them (``<path>: Read-only
-    file system``, or Claude Code's ``EROFS: read-only file system, open '<path>'``, in the transcripts
-    under ``config_dir/projects``; ``Operation not permitted``/``EPERM`` under the ``sandbox-exec`` fence,
-    the default on macOS): path and in how many tool results or hook outputs, most frequent first. A path
-    under one of ``homes`` (the cell's shadow home, the real one) is shown as ``~/...``, so every cell's
-    sessions name the same file alike."""
+    """The writes the fence refused in a session, as its tools and hooks reported them in the transcripts
+    under ``config_dir/projects`` (``<path>: Read-only file system``, Claude Code's ``EROFS: …, open
+    '<path>'``; EPERM under ``sandbox-exec``): each path and how often, most frequent first; a path under one
+    of ``homes`` is shown as ``~/...``, so every cell names the same file alike."""
     pattern = _REFUSALS[fence or ("sandbox-exec" if sys.platform == "darwin" else "bubblewrap")]
     counts: dict[str, int] = {}
     for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):

@@ -1,17 +1,11 @@
-"""The forwarder: the one way a session reaches the model's API from its own network namespace, and the
-record of what crossed the wire (docs/ARCHITECTURE.md#sealed, #wire).
+"""The forwarder: the one way a sealed session reaches the model's API, and the record of what crossed the
+wire (docs/ARCHITECTURE.md#sealed, #wire).
 
-One forwarder per process (a run, a probe): a unix socket in a private temporary folder (0700) served by
-threads. Per session :meth:`Forwarder.ticket` issues a one-time token tied to the session id (a second use is
-refused); :mod:`ablate.isolate.nsexec`, outside the fence, presents it with the session's upstream (its
-``ANTHROPIC_BASE_URL``) and hands the connected socket to the fence as fd 3; :mod:`ablate.isolate.relay`,
-inside, asks over fd 3 for a fresh stream per TCP connection (one end of a socket pair). The forwarder reads
-HTTP/1.1 requests from each stream and replays them to the upstream (``http`` or ``https``: the path prefix
-of the upstream URL kept, ``Host`` rewritten), streaming the answer back.
-
-Every ``/v1/messages`` exchange is recorded (:class:`ablate.folder.wire.WireRecord`) into the file the
-session's caller named with :meth:`Forwarder.expect` (the run's ``wire/<item>.jsonl``), written here only.
-Anything else (``count_tokens``, the CLI's other endpoints) is forwarded unrecorded.
+One per process, a unix socket in a private folder served by threads. A session's ticket
+(:meth:`Forwarder.ticket`) is presented once by :mod:`ablate.isolate.nsexec` with its upstream;
+:mod:`ablate.isolate.relay` then asks for one stream per TCP connection, whose HTTP/1.1 requests are replayed
+upstream. Every ``/v1/messages`` exchange is recorded into the file named by :meth:`Forwarder.expect`; the
+rest is forwarded unrecorded.
 """
 
 from __future__ import annotations
@@ -39,6 +33,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ablate.core.jsonl import map_strings
 from ablate.core.tempwork import FORWARDER_PREFIX, make_work_dir
 from ablate.folder.wire import WireRecord, append_wire
 from ablate.isolate.http1 import Head, Reader, Refused
@@ -435,20 +430,14 @@ class _Stream:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connection(self) -> http.client.HTTPConnection:
-        up = self.upstream
-        if self._conn is None:
-            if up.scheme == "https":
-                self._conn = http.client.HTTPSConnection(
-                    up.hostname or "",
-                    up.port,
-                    timeout=600,
-                    context=ssl.create_default_context(),
-                    blocksize=1 << 16,
-                )
-            else:
-                self._conn = http.client.HTTPConnection(
-                    up.hostname or "", up.port, timeout=600, blocksize=1 << 16
-                )
+        host, port = self.upstream.hostname or "", self.upstream.port
+        if self._conn is None and self.upstream.scheme == "https":
+            context = ssl.create_default_context()
+            self._conn = http.client.HTTPSConnection(
+                host, port, timeout=600, context=context, blocksize=1 << 16
+            )
+        elif self._conn is None:
+            self._conn = http.client.HTTPConnection(host, port, timeout=600, blocksize=1 << 16)
         return self._conn
 
 
@@ -461,7 +450,7 @@ def digest(value: Any) -> str | None:
     None when the request has no such part."""
     if value is None:
         return None
-    text = orjson.dumps(_scrub(value), option=orjson.OPT_SORT_KEYS)
+    text = orjson.dumps(map_strings(value, scrub_billing), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(text).hexdigest()
 
 
@@ -498,14 +487,9 @@ def context_digest(messages: Any) -> str | None:
     return digest(kept) if kept else None
 
 
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return _BILLING.sub("x-anthropic-billing-header: <billing>", value)
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items()}
-    return value
+def scrub_billing(text: str) -> str:
+    """``text`` with the per-session billing header blanked (the one part of a request no two sessions share)."""
+    return _BILLING.sub("x-anthropic-billing-header: <billing>", text)
 
 
 def wire_record(request: bytes, status: int, response: bytes, content_type: str) -> WireRecord:

@@ -1,19 +1,9 @@
 """Detect a session that read a stripped repo layer back through git (docs/ARCHITECTURE.md#repo-side).
 
-A cell strips ``docs/runbooks/`` from the working tree, but the files are still in the repository's history:
-``git show HEAD:docs/runbooks/deploy.md``, ``git log -p``, ``git checkout HEAD -- docs/runbooks`` bring them
-back. Isolation cannot remove history without changing every commit id the model sees, so such a session is
-detected from its tool calls (the Bash commands in the transcript, sub-agents included) and flagged; flagged
-items are excluded from comparisons.
-
-Two flags:
-
-- ``read-stripped-via-git``: a git command that reads content (``show``, ``log``, ``diff``, ``checkout``,
-  ``restore``, ``cat-file``, ``grep``, ``blame``, ``archive``, ``stash``, ...) names a stripped path (or a
-  folder holding one);
-- ``read-history-via-git``: a git command that dumps content of the whole history or of whole commits without
-  naming any path (``git log -p``, ``git show`` of a commit, ``format-patch``, ``clone``, ``worktree add``,
-  ``archive``, ``fast-export``, ``bundle``): it may have shown stripped files.
+History cannot be stripped without changing every commit id the model sees, so a session's Bash commands
+(sub-agents included) are read and flagged, and flagged items are excluded: ``read-stripped-via-git`` when a
+git command that reads content names a stripped path (or a folder holding one); ``read-history-via-git``
+when one dumps whole commits or the whole history without naming a path (``git log -p``, ``format-patch``).
 """
 
 from __future__ import annotations
@@ -29,42 +19,12 @@ STRIPPED_FLAG = "read-stripped-via-git"
 HISTORY_FLAG = "read-history-via-git"
 
 #: git subcommands that can print or restore file content from the object store.
-READERS = frozenset(
-    {
-        "show",
-        "log",
-        "whatchanged",
-        "diff",
-        "difftool",
-        "cat-file",
-        "checkout",
-        "restore",
-        "switch",
-        "reset",
-        "grep",
-        "blame",
-        "annotate",
-        "archive",
-        "stash",
-        "ls-tree",
-        "read-tree",
-        "checkout-index",
-        "format-patch",
-        "rev-parse",
-        "clone",
-        "worktree",
-        "fast-export",
-        "bundle",
-        "cherry-pick",
-        "revert",
-        "merge",
-        "rebase",
-        "apply",
-        "am",
-        "update-index",
-        "sparse-checkout",
-    }
-)
+READERS = frozenset({
+    "show", "log", "whatchanged", "diff", "difftool", "cat-file", "checkout", "restore", "switch", "reset",
+    "grep", "blame", "annotate", "archive", "stash", "ls-tree", "read-tree", "checkout-index", "format-patch",
+    "rev-parse", "clone", "worktree", "fast-export", "bundle", "cherry-pick", "revert", "merge", "rebase",
+    "apply", "am", "update-index", "sparse-checkout",
+})  # fmt: skip
 #: Subcommands that dump whole commits or the whole history when no path is named.
 _WHOLE = frozenset({"format-patch", "clone", "archive", "fast-export", "bundle"})
 _PATCH_OPTS = frozenset({"-p", "-u", "--patch", "--full-diff", "--patch-with-stat", "--patch-with-raw"})
@@ -75,11 +35,8 @@ _SEGMENT_SPLIT = re.compile(r"\|\||&&|[;|\n()`]|\$\(")
 
 def bash_commands(transcript: Path) -> Iterator[str]:
     """Every Bash tool command of a session (main thread, then its sub-agents), in order."""
-    files = [transcript]
     side = transcript.with_suffix("") / "subagents"
-    if side.is_dir():
-        files.extend(sorted(side.glob("agent-*.jsonl")))
-    for path in files:
+    for path in [transcript, *(sorted(side.glob("agent-*.jsonl")) if side.is_dir() else [])]:
         if not path.is_file():
             continue
         with path.open("rb") as fh:
@@ -95,9 +52,7 @@ def bash_commands(transcript: Path) -> Iterator[str]:
                 for block in content if isinstance(content, list) else []:
                     if not isinstance(block, dict) or block.get("type") != "tool_use":
                         continue
-                    if block.get("name") != "Bash":
-                        continue
-                    inp = block.get("input")
+                    inp = block.get("input") if block.get("name") == "Bash" else None
                     cmd = inp.get("command") if isinstance(inp, dict) else None
                     if isinstance(cmd, str):
                         yield cmd
@@ -124,8 +79,8 @@ def _git_calls(command: str) -> Iterator[tuple[str, list[str]]]:
 
 
 def _names(arg: str, roots: Sequence[str]) -> bool:
-    """Whether a git argument (a path, ``REV:path``, ``--`` pathspec, quoted or not) names a stripped path or a
-    folder holding one."""
+    """Whether a git argument (a path, ``REV:path``, ``--`` pathspec, quoted or not) names a stripped path or
+    a folder holding one."""
     candidates = {arg, arg.split(":", 1)[1] if ":" in arg else arg}
     for cand in candidates:
         cand = cand.strip().strip("'\"").lstrip("./").rstrip("/")

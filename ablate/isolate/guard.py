@@ -1,17 +1,12 @@
-"""Before/after listing of the user's files around a run (docs/ARCHITECTURE.md#environments).
+"""Before/after listing of the user's files around a run (docs/ARCHITECTURE.md#invariant).
 
-``links`` cannot stop a session from writing through a link (a big linked tree, a home entry, the clone's
-``objects/info/alternates`` path), and no backend can stop a host service the session reached, so every run
-lists the real config dir, the repository (``.git`` included) and the home before and after, and any change
-is an error of the run's summary, naming the files. Everything is listed, whatever its size, by its
-metadata: kind, mode, size, mtime, ctime and inode (a link by its target). Any write, rename or ``chmod``
-changes the ctime, which no process can set back (it would need to set the clock, which no session may),
-so one ``lstat`` per path proves a file unchanged without reading it: a home of 250,000 files is listed in
-about a second, where reading every small file took eight. What the
-CLI itself writes in the config dir (transcripts, history, account state, the login) is listed too; since
-the user's own concurrent sessions write it as well, a change there is a note of the run's output, not an
-error. What could not be listed (a folder it may not read, an entry that vanished while it was read) is
-said in the notes.
+No backend can stop a host service a session reached (and ``links`` not a write through a link), so every
+run lists the real config dir, the repository (``.git`` included) and the home before and after; a change is
+an error of the run's summary, naming the files. Every path is listed by its metadata (kind, mode, size,
+mtime, ctime, inode; a link by its target): any write, rename or ``chmod`` changes the ctime, which no
+process can set back, so one ``lstat`` proves a file unchanged (a home of 250,000 files in about a second,
+where reading every small file took eight). What Claude Code writes itself in the config dir is a note, not
+an error: the user's own sessions write it too.
 """
 
 from __future__ import annotations
@@ -157,9 +152,8 @@ def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
             line = f"{Path(root) / rel} ({what})"
             (cli_written if _cli_written(before, root, rel) else out).append(line)
     if cli_written:
-        shown = ", ".join(cli_written[:10]) + (
-            f" and {len(cli_written) - 10} more" if len(cli_written) > 10 else ""
-        )
+        more = f" and {len(cli_written) - 10} more" if len(cli_written) > 10 else ""
+        shown = ", ".join(cli_written[:10]) + more
         notes.append(
             f"{len(cli_written)} file(s) Claude Code writes itself changed during the run: {shown} — your own "
             "sessions write these too, and a refreshed login is copied back; not counted as a change"
@@ -214,13 +208,8 @@ def _git_maintenance(
     }
     packed: set[str] = set()
     if removed:
-        proc = run_git(
-            repo,
-            "cat-file",
-            "--batch-check=%(objectname)",
-            check=False,
-            input="\n".join(removed.values()) + "\n",
-        )
+        batch = "\n".join(removed.values()) + "\n"
+        proc = run_git(repo, "cat-file", "--batch-check=%(objectname)", check=False, input=batch)
         still = {line.strip() for line in proc.stdout.splitlines() if not line.endswith("missing")}
         packed = {rel for rel, oid in removed.items() if oid in still}
     moved_refs: set[str] = set()

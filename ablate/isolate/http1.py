@@ -1,15 +1,10 @@
-"""A strict reader of HTTP/1.1 requests, for the forwarder (:mod:`ablate.isolate.forwarder`): the one place
-that decides where a request a session sends ends, so the forwarder and the endpoint behind it can never
-disagree about it (request smuggling), and a request nobody could frame the same way twice is refused.
+"""A strict reader of HTTP/1.1 requests for the forwarder: the one place that decides where a request a
+session sends ends, so the forwarder and the endpoint behind it never disagree about it (request smuggling).
 
-What it accepts (RFC 9112, the strict reading): a request line ``METHOD SP origin-form SP HTTP/1.1``, header
-lines ``name: value`` each ended by CRLF, exactly one ``Host``, a body framed by one ``Content-Length`` of
-digits or by ``Transfer-Encoding: chunked`` (never both), chunks whose sizes are hex digits. Everything else
-is :class:`Refused` with its status: 400 for a request that is not framed so (bare CR or LF, a folded or
-nameless header, a duplicate ``Content-Length`` or ``Host``, a negative or non-numeric length, a bad chunk
-size, absolute or asterisk form, a ``#fragment``, another HTTP version, HTTP/0.9), 408 for one that stalls
-(no byte for ``read_s`` seconds while a request is under way), 413 for a body over the limit, 431 for a
-head over :data:`HEAD_LIMIT`.
+It accepts RFC 9112's strict reading (``METHOD SP origin-form SP HTTP/1.1``, ``name: value`` lines ended by
+CRLF, exactly one ``Host``, a body framed by one ``Content-Length`` or by chunked encoding, never both);
+anything else is :class:`Refused`: 400 unframed, 408 stalled (``read_s``), 413 body over the limit, 431 head
+over :data:`HEAD_LIMIT`.
 """
 
 from __future__ import annotations

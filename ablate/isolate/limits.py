@@ -1,19 +1,6 @@
-"""Per-session limits enforced around one session (docs/ARCHITECTURE.md#limits; the record, its defaults and
-the ``--limit`` parse are :mod:`ablate.folder.limits`).
-
-A session over a limit is stopped (its whole tree killed) and its item fails with ``limit:<what>``:
-
-* ``disk``: bytes the session adds under its slot's folder (the view's upper folders): watched, and one
-  file past it refused by ``RLIMIT_FSIZE``;
-* ``memory`` and ``processes``: a cgroup (v1 or v2) of the session's own where ablate may make one (root),
-  else the kernel's per-process ``RLIMIT_AS`` with the tree's total RSS watched, and ``RLIMIT_NPROC``
-  (set inside the view's user namespace: the session's own tasks count) with the tree's tasks watched;
-* ``stdout`` and ``stderr``: bytes the session writes to either pipe (counted by the runner's readers);
-* ``request``: one request body through the relay (the forwarder streams it, refuses it past the limit
-  with 413 and stops the session);
-* ``forwarder_memory``: what the forwarder holds in memory for request bodies at once, over all sessions
-  (a request waits for room; it is no session's fault).
-"""
+"""Per-session limits enforced around one session (docs/ARCHITECTURE.md#limits, which says how each is held;
+the record, its defaults and the ``--limit`` parse are :mod:`ablate.folder.limits`). A session over a limit
+is stopped (its whole tree killed) and its item fails with ``limit:<what>``."""
 
 from __future__ import annotations
 
@@ -28,9 +15,6 @@ import psutil
 
 from ablate.folder.limits import Limits
 from ablate.isolate.nsexec import NPROC_VAR
-
-# ---------------------------------------------------------------------------------------------------------
-# Enforcement
 
 _CGROOT = Path("/sys/fs/cgroup")
 

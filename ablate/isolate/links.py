@@ -1,11 +1,7 @@
-"""The ``links`` isolation backend (docs/ARCHITECTURE.md#environments): a shadow home, config dir and private checkout per slot.
-
-Each slot is built by :mod:`ablate.isolate.environment`: copies of the config dir's small trees, links to the
-big ones and to the rest of the home, a private ``git clone --shared`` of HEAD. Sessions run under a write
-fence wherever one works (:mod:`ablate.isolate.fence`: bubblewrap on Linux, sandbox-exec on macOS), so a
-write outside the cell fails inside the session and is reported; without a fence a write through a link
-reaches the real file, and only the run's before/after listing sees it. The fallback where ``namespace``
-does not work (macOS, locked-down Linux).
+"""The ``links`` isolation backend (docs/ARCHITECTURE.md#backend-links): a shadow home, config dir and private
+checkout per slot (:mod:`ablate.isolate.environment`), each session under a write fence wherever one works
+(:mod:`ablate.isolate.fence`); without one, a write through a link reaches the real file and only the run's
+before/after listing sees it. The fallback where ``namespace`` does not work (macOS, locked-down Linux).
 """
 
 from __future__ import annotations
@@ -16,6 +12,8 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from ablate.folder.session import CredentialsCopy
+from ablate.isolate import environment
 from ablate.isolate.backend import (
     BackendKind,
     BackendOptions,
@@ -25,17 +23,21 @@ from ablate.isolate.backend import (
     jsonable,
     stripped_repo_paths,
 )
-from ablate.isolate.credentials import CopyBack, copy_back, read_session_file
-from ablate.isolate.environment import CellEnvironment
+from ablate.isolate.credentials import copy_back, read_session_file
+from ablate.isolate.environment import PRISTINE, CellEnvironment, build_environment, redacted_env
 from ablate.isolate.faithful import CopyPrint
-from ablate.isolate.fence import fence_support
+from ablate.isolate.fence import denied_writes, fence_support
+from ablate.isolate.seal import fenced
+from ablate.isolate.shadow_home import CREDENTIALS
+from ablate.isolate.worktree import objects_dir
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup
 
 
 class LinksEnvironments:
-    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private checkout)."""
+    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private
+    checkout)."""
 
     def __init__(
         self, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
@@ -68,8 +70,6 @@ class LinksEnvironments:
         return setup_prints(self.setup, self.catalog, resolve_layers(self.setup, self.catalog))
 
     def build(self, cell: ResolvedCell, slot: int) -> CellEnvironment:
-        from ablate.isolate.environment import build_environment
-
         self.work_root.mkdir(parents=True, exist_ok=True)
         return build_environment(
             self.setup,
@@ -87,23 +87,15 @@ class LinksEnvironments:
         )
 
     def reset(self, env: CellEnvironment) -> None:
-        from ablate.isolate.environment import reset_environment
-
-        reset_environment(env)
+        environment.reset_environment(env)
 
     def retarget(self, env: CellEnvironment, cell: ResolvedCell) -> None:
-        from ablate.isolate.environment import retarget_environment
-
-        retarget_environment(env, self.setup, self.catalog, cell)
+        environment.retarget_environment(env, self.setup, self.catalog, cell)
 
     def teardown(self, env: CellEnvironment) -> None:
-        from ablate.isolate.environment import teardown_environment
-
-        teardown_environment(env)
+        environment.teardown_environment(env)
 
     def describe(self, env: CellEnvironment) -> dict[str, Any]:
-        from ablate.isolate.environment import redacted_env
-
         return {
             "fingerprints": jsonable(env.fingerprints),
             "leaks": jsonable(env.leaks),
@@ -112,10 +104,8 @@ class LinksEnvironments:
         }
 
     def clean(self) -> None:
-        from ablate.isolate.environment import clean
-
         if self.work_root.exists():
-            clean(self.work_root)
+            environment.clean(self.work_root)
 
     def close(self) -> None:
         """Remove the cells' config dirs of the checks (nothing else is shared between slots)."""
@@ -127,14 +117,12 @@ class LinksEnvironments:
     def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
         """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.seal.fenced`): the
         session can write its own cell folder and nothing else; a write through a link into the home fails."""
-        from ablate.isolate.seal import fenced
-        from ablate.isolate.shadow_home import CREDENTIALS
-        from ablate.isolate.worktree import objects_dir
-
         setup = self.setup
         visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
         # the login the session starts with, kept where it cannot write: what a refresh is checked against
-        self._logins[str(env.config_dir)] = _login_bytes(env.config_dir / CREDENTIALS)
+        login = env.config_dir / CREDENTIALS
+        data = read_session_file(login) if os.path.lexists(login) else None
+        self._logins[str(env.config_dir)] = data if isinstance(data, bytes) else None
         return fenced(
             argv,
             root=env.root,
@@ -150,24 +138,18 @@ class LinksEnvironments:
         (copied back as a refresh, or discarded and why); without a fence only the login, or None when it
         was untouched: what an unfenced session writes through a link is seen only by the run's
         before/after listing."""
-        from ablate.isolate.fence import denied_writes
-
         login = self._copy_back_login(env)
+        said = {"discarded": False, "credentials": login.model_dump(mode="json")}
         support = fence_support()
         if not support.ok:
-            said = login.discarded or login.copied
-            return {"discarded": False, "credentials": login.to_json()} if said else None
-        homes = (env.home, Path(self.setup.home))
-        denied = denied_writes(env.config_dir, homes=homes)
-        return {"fence": support.name, "denied": denied, "discarded": False, "credentials": login.to_json()}
+            return said if login.discarded or login.copied else None
+        denied = denied_writes(env.config_dir, homes=(env.home, Path(self.setup.home)))
+        return {"fence": support.name, "denied": denied, **said}
 
-    def _copy_back_login(self, env: CellEnvironment) -> CopyBack:
+    def _copy_back_login(self, env: CellEnvironment) -> CredentialsCopy:
         """The session's ``.credentials.json`` copied back when it is a refresh of the login it started
         with (:mod:`ablate.isolate.credentials`), to the real file, every cell's copy and their pristine
         copies (a reset restores those)."""
-        from ablate.isolate.environment import PRISTINE
-        from ablate.isolate.shadow_home import CREDENTIALS
-
         rel = (env.config_dir / CREDENTIALS).relative_to(env.home)
         copies = [
             p
@@ -186,11 +168,6 @@ class LinksEnvironments:
     def checkout(self, env: CellEnvironment) -> AbstractContextManager[Path]:
         """The private checkout itself: the session sees it at the same path."""
         return nullcontext(env.cwd)
-
-
-def _login_bytes(path: Path) -> bytes | None:
-    data = read_session_file(path) if os.path.lexists(path) else None
-    return data if isinstance(data, bytes) else None
 
 
 def support() -> Support:

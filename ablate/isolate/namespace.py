@@ -1,24 +1,15 @@
-"""The ``namespace`` isolation backend (docs/ARCHITECTURE.md#backend-namespace): every session in its own copy-on-write view of the machine.
+"""The ``namespace`` isolation backend (docs/ARCHITECTURE.md#backend-namespace): every session in its own
+copy-on-write view of the machine.
 
-Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show the machine
-as the user has it, at the **real paths**, with every write landing in a per-session upper folder:
-
-=====================  ====================================================  ===============================
-real path              lower layers (read-only)                              upper (per session)
-=====================  ====================================================  ===============================
-``/tmp``               the real ``/tmp``                                     ``sNN/up/tmp``
-the home               the real home (live)                                  ``sNN/up/home``
-the repository         the cell's repo layer, the run's pristine checkout    ``sNN/up/repo``
-its ``.git/objects``   the user's object store                               ``sNN/up/objects``
-the config dir         the cell's config dir (a copy, seen at the real path) ``sNN/up/config``
-=====================  ====================================================  ===============================
-
-A reset discards the upper folders; the repository's lower layer, its cells' layers (:mod:`ablate.isolate.cowlayer`),
-the lock (:mod:`ablate.isolate.fence`) and the credentials' copy-back: docs/ARCHITECTURE.md#backend-namespace.
+Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show, at the real
+paths, ``/tmp``, the home, the repository (the cell's repo layer over the run's pristine checkout), its
+``.git/objects`` (the user's store) and the config dir (the cell's copy), each with an upper folder of its own
+per session (``sNN/up/<area>``, :data:`AREAS`) that a reset discards.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +25,10 @@ from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.mounts import unmount, unmount_all_under
 from ablate.core.tempwork import disown_mount, own_mount
+from ablate.folder.session import CredentialsCopy
 from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, CellConfig, stripped_repo_paths
-from ablate.isolate.credentials import CopyBack, copy_back
+from ablate.isolate.credentials import copy_back
 from ablate.isolate.detect import namespace_check, namespace_support as namespace_support
 from ablate.isolate.environment import build_cell_config
 from ablate.isolate.faithful import CopyPrint, kept_mismatches, mismatch_lines, setup_prints
@@ -44,6 +36,7 @@ from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lowe
 from ablate.isolate.procenv import process_env, redacted_env
 from ablate.isolate.seal import view_command
 from ablate.isolate.shadow_home import CREDENTIALS, ConfigReport
+from ablate.isolate.writes import session_writes
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles
 from ablate.setup.load import Leak, Setup, ancestor_leaks, fixed_leaks, resolve_layers
@@ -66,8 +59,10 @@ class Mount:
     upper: str
     work: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "lower": list(self.lower), "upper": self.upper, "work": self.work}
+
+def area_mount(root: Path, area: str, target: str | Path, *lower: str | Path) -> Mount:
+    """The overlay of one area of the view at ``root``: ``lower`` at ``target``, written to ``up/<area>``."""
+    return Mount(str(target), tuple(map(str, lower)), str(root / "up" / area), str(root / "wk" / area))
 
 
 def order_mounts(mounts: list[Mount]) -> list[Mount]:
@@ -76,7 +71,7 @@ def order_mounts(mounts: list[Mount]) -> list[Mount]:
 
 
 def write_spec(path: Path, mounts: list[Mount], cwd: Path) -> None:
-    atomic_write_json(path, {"mounts": [m.to_json() for m in order_mounts(mounts)], "cwd": str(cwd)})
+    atomic_write_json(path, {"mounts": [asdict(m) for m in order_mounts(mounts)], "cwd": str(cwd)})
 
 
 @contextmanager
@@ -339,8 +334,6 @@ class NamespaceEnvironments:
             ],
             cdir / "cowlayer.json",
         )
-        import json
-
         seen = json.loads((cdir / "repo-layers.json").read_text(encoding="utf-8"))
         prints = dict(base)
         for layer in self.catalog:
@@ -392,20 +385,21 @@ class NamespaceEnvironments:
         fresh_uppers(root)
         return cenv
 
-    def _write_view(self, env: NamespaceCellEnv) -> None:
+    def _repo_mounts(self, env: NamespaceCellEnv, target: Path) -> list[Mount]:
+        """The session's repository at ``target``: the cell's repo layer over the pristine checkout, and
+        the user's object store at its ``.git/objects``."""
         lower = self.lower()
-        up, wk = env.root / "up", env.root / "wk"
+        return [
+            area_mount(env.root, "repo", target, env.layers.repo, lower.path),
+            area_mount(env.root, "objects", target / ".git" / "objects", lower.objects),
+        ]
+
+    def _write_view(self, env: NamespaceCellEnv) -> None:
         mounts = [
-            Mount("/tmp", ("/tmp",), str(up / "tmp"), str(wk / "tmp")),
-            Mount(str(env.home), (str(env.home),), str(up / "home"), str(wk / "home")),
-            Mount(str(env.repo), (str(env.layers.repo), str(lower.path)), str(up / "repo"), str(wk / "repo")),
-            Mount(
-                str(env.repo / ".git" / "objects"),
-                (str(lower.objects),),
-                str(up / "objects"),
-                str(wk / "objects"),
-            ),
-            Mount(str(env.real_config), (str(env.layers.config),), str(up / "config"), str(wk / "config")),
+            area_mount(env.root, "tmp", "/tmp", "/tmp"),
+            area_mount(env.root, "home", env.home, env.home),
+            *self._repo_mounts(env, env.repo),
+            area_mount(env.root, "config", env.real_config, env.layers.config),
         ]
         write_spec(env.spec, mounts, env.repo)
 
@@ -432,19 +426,9 @@ class NamespaceEnvironments:
         cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. As
         an ordinary user the mount lives in a holding process's namespace, reached through its
         ``/proc/<pid>/root``."""
-        lower = self.lower()
-        up, wk = env.root / "up", env.root / "wk"
         merged = env.root / "merged"
         merged.mkdir(exist_ok=True)
-        mounts = [
-            Mount(str(merged), (str(env.layers.repo), str(lower.path)), str(up / "repo"), str(wk / "repo")),
-            Mount(
-                str(merged / ".git" / "objects"),
-                (str(lower.objects),),
-                str(up / "objects"),
-                str(wk / "objects"),
-            ),
-        ]
+        mounts = self._repo_mounts(env, merged)
         if os.geteuid() != 0:
             with held_view(env.root / "merged.json", mounts) as pid:
                 yield Path(f"/proc/{pid}/root{merged}")
@@ -471,17 +455,13 @@ class NamespaceEnvironments:
         return stripped_repo_paths(self.setup, self.catalog, env.cell)
 
     def after_session(self, env: NamespaceCellEnv) -> dict[str, Any]:
-        """What the session wrote outside its cell (read from its upper folders, discarded at the next
-        reset), after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
-        from ablate.isolate.writes import session_writes
-
+        """What the session wrote outside its cell (read from its upper folders, discarded at the next reset),
+        after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
         login = copy_back_credentials(env)
         writes = session_writes(env).model_dump(mode="json", exclude_none=True, exclude={"denied"})
-        return {**writes, "credentials": login.to_json()}
+        return {**writes, "credentials": login.model_dump(mode="json")}
 
     def describe(self, env: NamespaceCellEnv) -> dict[str, Any]:
-        from dataclasses import asdict
-
         lower = self.lower()
         return {
             "isolation": NAME,
@@ -506,7 +486,7 @@ class NamespaceEnvironments:
             shadowfs.remove_path(self.shared)
 
 
-def copy_back_credentials(env: NamespaceCellEnv) -> CopyBack:
+def copy_back_credentials(env: NamespaceCellEnv) -> CredentialsCopy:
     """Copy ``.credentials.json`` back to the real file (and every cell's copy) when the session refreshed
     it (:mod:`ablate.isolate.credentials`); anything else it left there is discarded, and said."""
     lower = env.layers.config / CREDENTIALS

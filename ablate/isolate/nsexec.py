@@ -1,33 +1,20 @@
 """Enter a private mount namespace, mount a session's copy-on-write view, then exec the session's command.
 
-As root the namespace is a mount namespace only; as an ordinary user it is a user namespace of the
-caller's own (uid and gid mapped to themselves) with a mount namespace in it, where overlayfs may be mounted
-(Linux >= 5.11). Either way ARGV is normally ``bwrap …`` (:mod:`ablate.isolate.fence`): the session then runs
-one user namespace further in, where these mounts are locked.
+As root a mount namespace only; as an ordinary user a user namespace of the caller's own (uid and gid mapped
+to themselves) with a mount namespace in it (overlayfs there needs Linux >= 5.11). ARGV is normally ``bwrap
+…`` (:mod:`ablate.isolate.fence`), one user namespace further in, where these mounts are locked.
 
-Run as a file, not as a module (``python -I -S .../nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC --
-ARGV...``): it imports only the standard library, so the wrapper costs one interpreter start (~20 ms) on top
-of the session. ``--net`` and ``--seccomp`` seal the session (:mod:`ablate.isolate.seal`): before anything
-else the wrapper connects to ablate's forwarder with the session's ticket and leaves the stream at fd 3 and
-the seccomp filter at fd 4 for bubblewrap. SPEC ``-`` mounts nothing (the ``links`` backend: the seal only).
+Run as a file (``python -I -S .../nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC -- ARGV...``): it
+imports only the standard library, so it costs one interpreter start (~20 ms). ``--net``/``--seccomp`` seal
+the session (:mod:`ablate.isolate.seal`): first the forwarder's stream goes to fd 3 and the filter to fd 4.
+SPEC ``-`` mounts nothing (``links``: the seal only), else it is ``{"mounts": [{"target", "lower": [...],
+"upper", "work"}, ...], "cwd"}``. Every source folder is opened before the first mount and named as
+``/proc/self/fd/N``, so a private ``/tmp`` mounted first hides nothing a later mount needs; mounts go in the
+order given, then the process changes into ``cwd`` again and execs ARGV.
 
-SPEC is a JSON file::
-
-    {"mounts": [{"target": "/tmp", "lower": ["/tmp"], "upper": "...", "work": "..."}, ...],
-     "cwd": "/home/me/repo"}
-
-Every source path (lower, upper and work dirs) is opened *before* the first mount and named through
-``/proc/self/fd/N`` in the overlay options: a private ``/tmp`` mounted first then hides nothing a later mount
-needs (test homes, repositories and ablate's own work dir often live under ``/tmp``). Mounts happen in the
-order given (shallow targets first). The process then changes into ``cwd`` again (its old working directory
-is the folder *under* the overlay) and execs ARGV with the environment it was given.
-
-``--hold SPEC`` keeps a view mounted for ablate to seed and grade from outside (an ordinary user's, through
-``/proc/<pid>/root``), and ``--join PID DIR -- ARGV`` runs ARGV (git) inside such a holder's namespaces.
-
-The namespace is private (``MS_PRIVATE`` recursively): nothing mounted here is seen outside, and it goes
-away with the last process in it. Exit codes of the wrapper itself: 125 setup failed (the message says
-which mount), otherwise the exec'ed command's own.
+``--hold SPEC`` keeps a view mounted for ablate to seed and grade from outside (through ``/proc/<pid>/root``),
+``--join PID DIR -- ARGV`` runs ARGV (git) inside such a holder's namespaces. The namespace is private
+(``MS_PRIVATE``) and goes with its last process. Exit 125: setup failed (the message says which mount).
 """
 
 from __future__ import annotations
@@ -196,9 +183,9 @@ def join(pid: int, cwd: str) -> None:
 def sealed(net: tuple[str, str] | None, seccomp: str | None) -> None:
     """``--net SOCKET TOKEN``: connect to ablate's forwarder, present the session's one-time token with the
     real value of each :data:`SWAPPED` variable (hex), put its placeholder in the environment the fence gets,
-    and leave the connected stream at fd :data:`NET_FD` for the relay inside the fence; ``--seccomp FILE``: the
-    fence's filter at fd :data:`SECCOMP_FD` (``bwrap --seccomp 4``). Both before any mount: the forwarder's
-    folder may lie under a path the view covers."""
+    and leave the connected stream at fd :data:`NET_FD` for the relay inside the fence; ``--seccomp FILE``:
+    the fence's filter at fd :data:`SECCOMP_FD` (``bwrap --seccomp 4``). Both before any mount: the
+    forwarder's folder may lie under a path the view covers."""
     import socket
 
     if net is not None:

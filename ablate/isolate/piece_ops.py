@@ -1,9 +1,8 @@
 """Applying piece cuts (:func:`ablate.setup.piece_cut.cut_ops`) to a cell's own files (docs/PIECES.md#cuts).
 
-Every write goes through :func:`ablate.isolate.shadowfs.detach`: a file reached through a link is made a
-real file of the cell first, so a cut never reaches the user's files. The config side applies the cuts after
-the config dir is populated and its stripped layers removed; the repo side replays them as worktree
-operations (both backends: ``links`` on its checkout, ``namespace`` in the cell's copy-on-write layer).
+Every write goes through :func:`ablate.isolate.shadowfs.detach`, so a cut never reaches the user's files. The
+config side cuts after the config dir is populated and stripped; the repo side replays cuts as worktree
+operations (``links`` on its checkout, ``namespace`` in the cell's copy-on-write layer).
 """
 
 from __future__ import annotations

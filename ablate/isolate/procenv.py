@@ -1,17 +1,10 @@
-"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env), used by every environment builder and by the probe.
+"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env), used by every environment
+builder and by the probe.
 
-A session's environment is built from scratch, never inherited: the ordinary process basics, the endpoint
-and auth variables, network plumbing, and ablate's pinned knobs. Every other ``CLAUDE_*``/``ANTHROPIC_*``
-variable is dropped, and so is everything git-related (``GIT_DIR`` & co. would point a session's git at
-another repository).
-
-The probe goes further (:func:`force_capture`): whatever the caller's environment, a probe session talks to
-the capture endpoint only. Provider switches (Bedrock, Vertex, Foundry), cloud credentials, proxies and real
-keys are removed, so a probe can never spend money or leave loopback.
-
-Recorded environments are redacted (:func:`redacted_env`): secret-named variables become ``***`` and
-credentials inside URLs (``https://user:pw@host``) too, whatever the variable's name. :func:`one_endpoint`
-enforces docs/ARCHITECTURE.md#one-endpoint.
+A session's environment is built from scratch: the process basics, the endpoint, auth and network plumbing,
+ablate's pinned knobs; every other ``CLAUDE_*``/``ANTHROPIC_*`` variable and git's location variables are
+dropped. A probe session talks to the capture endpoint only (:func:`force_capture`). Recorded environments are
+redacted (:func:`redacted_env`); :func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint.
 """
 
 from __future__ import annotations
@@ -24,57 +17,33 @@ from pathlib import Path
 
 from ablate.core.endpoint import environ_simulated
 from ablate.core.errors import UsageError
-from ablate.core.gitutil import GIT_REPO_VARS as GIT_REPO_VARS, git_env as git_env
 from ablate.folder.layout import EndpointInfo
+from ablate.setup.layers import json_keys
 
 #: Inherited as is: the ordinary process basics.
 ENV_ALLOW = ("PATH", "USER", "SHELL", "LANG", "TERM")
 ENV_ALLOW_PREFIXES = ("LC_",)
 #: Where the model is: the endpoint and the provider switches.
 ENV_ENDPOINT = (
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_CUSTOM_HEADERS",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "CLAUDE_CODE_USE_FOUNDRY",
-    "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
-    "CLAUDE_CODE_SKIP_VERTEX_AUTH",
-    "CLAUDE_CODE_SKIP_FOUNDRY_AUTH",
-    "ANTHROPIC_BEDROCK_BASE_URL",
-    "ANTHROPIC_VERTEX_BASE_URL",
-    "ANTHROPIC_FOUNDRY_BASE_URL",
-    "ANTHROPIC_FOUNDRY_RESOURCE",
-    "ANTHROPIC_VERTEX_PROJECT_ID",
-    "CLOUD_ML_REGION",
-    "GOOGLE_CLOUD_PROJECT",
-)
+    "ANTHROPIC_BASE_URL", "ANTHROPIC_CUSTOM_HEADERS", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY", "CLAUDE_CODE_SKIP_BEDROCK_AUTH", "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+    "CLAUDE_CODE_SKIP_FOUNDRY_AUTH", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_FOUNDRY_BASE_URL", "ANTHROPIC_FOUNDRY_RESOURCE", "ANTHROPIC_VERTEX_PROJECT_ID",
+    "CLOUD_ML_REGION", "GOOGLE_CLOUD_PROJECT",
+)  # fmt: skip
 #: Who pays: keys, tokens and cloud credentials.
 ENV_AUTH = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_FOUNDRY_API_KEY",
-    "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_FOUNDRY_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN",
     "GOOGLE_APPLICATION_CREDENTIALS",
-)
+)  # fmt: skip
 ENV_AUTH_PREFIXES = ("AWS_", "VERTEX_REGION_")
 #: Network plumbing a corporate setup needs to reach its endpoint at all (no effect on behaviour).
 ENV_NETWORK = (
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
-    "NODE_EXTRA_CA_CERTS",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-)
+    "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy", "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE", "SSL_CERT_DIR",
+)  # fmt: skip
 #: Pinned knobs, the same in every cell (``extra_env`` may override them).
-ENV_PINNED = {
-    "CLAUDE_CODE_MAX_RETRIES": "2",
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_AUTOUPDATER": "1",
-}
+ENV_PINNED = {"CLAUDE_CODE_MAX_RETRIES": "2", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1"}
 #: Set by ablate for environments it built itself: isolation is ablate's, not the user's. ``TMPDIR`` is the
 #: session's own writable folder: the caller's may be read-only in a view (``/var/tmp/…``, ``~/tmp``, macOS's
 #: ``/var/folders``), where the CLI stops at its first ``mkdir``.
@@ -223,29 +192,18 @@ SETTINGS_SKIPPED = (
 )
 
 
-def _settings(path: Path) -> dict[str, object]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> EndpointInfo:
-    """Check that every cell reaches the same endpoint with the same auth, or refuse (UsageError).
-
-    Settings ``env`` keys for the endpoint or auth are fine when ablate's own environment sets the same
-    value: ablate then passes it to every cell, C11's empty config included, so the cells agree. A differing
-    or missing value, or a credential helper (which C11 would not have), is refused before anything starts,
-    naming the file, the key and the fix.
-    """
+    """Check that every cell reaches the same endpoint with the same auth, or refuse (UsageError) naming the
+    file, the key and the fix. A settings ``env`` key for the endpoint or auth is fine when ablate's own
+    environment sets the same value (ablate passes it to every cell, C11 included); a credential helper is
+    not."""
     broken = [f"{p}: {why}" for p in settings_files(config_dir, repo) if (why := settings_problem(p))]
     if broken:
         raise UsageError("\n".join(broken), hint=SETTINGS_SKIPPED)
     check = EndpointInfo()
     problems: list[str] = []
     for path in settings_files(config_dir, repo):
-        data = _settings(path)
+        data = json_keys(path) or {}
         env = data.get("env")
         if isinstance(env, dict):
             for key, value in sorted(env.items()):

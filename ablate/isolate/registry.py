@@ -1,9 +1,8 @@
 """The isolation backends, by name: the one place that lists them, chooses one and makes it.
 
-Each backend module declares a :class:`~ablate.isolate.backend.BackendKind` (``KIND``): its name, its
-capabilities as data, whether it works here, its factory and the words the report's caveats use. Every other
-stage asks this registry about the backend a run recorded (``capabilities_of(manifest.isolation)``), never
-compares names. Adding a backend: docs/EXTENDING.md#adding-an-isolation-backend.
+Each backend module declares a :class:`~ablate.isolate.backend.BackendKind` (``KIND``); every other stage asks
+this registry about the backend a run recorded (``capabilities_of(manifest.isolation)``), never compares names
+(docs/EXTENDING.md#adding-an-isolation-backend).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""The model's API inside a session's own network namespace: a TCP listener on 127.0.0.1 that hands every
-connection to ablate's forwarder (:mod:`ablate.isolate.forwarder`), then the session's command.
+"""The model's API inside a session's own network namespace (docs/ARCHITECTURE.md#sealed): a TCP listener on
+127.0.0.1 that hands every connection to ablate's forwarder, then the session's command.
 
-Run as a file inside the fence, not as a module (``python -I -S .../relay.py FD -- ARGV...``); it imports
-only the standard library (no ``site``: on a loaded machine that halves the interpreter's start). FD is a unix stream socket already connected to the forwarder (opened by
-:mod:`ablate.isolate.nsexec` before the fence, and before the seccomp filter that refuses the session any
-unix socket of its own). Per accepted connection the relay asks the forwarder for a new stream over FD (one
-byte) and receives one end of a socket pair (``SCM_RIGHTS``): no ``socket()`` or ``connect()`` of its own
-but the listener. Bytes are pumped both ways unchanged; the forwarder speaks HTTP to the upstream.
-
-The relay forks: the child relays, the parent closes FD and execs ARGV with ``ANTHROPIC_BASE_URL`` pointing
-at the listener (and 127.0.0.1 in ``NO_PROXY``). An endpoint on a loopback port (a local gateway, the sim)
-keeps its URL: the relay listens on that very port inside the session's namespace. The command is then the fence's main process: when it ends,
-the fence's PID namespace ends and the relay with it. Exit codes of the relay itself: 125 setup failed.
+Run as a file inside the fence (``python -I -S .../relay.py FD -- ARGV...``), standard library only (no
+``site``: on a loaded machine that halves the interpreter's start). FD is a unix stream already connected to
+the forwarder; per accepted connection the relay asks over it for a new stream (one byte) and receives one
+end of a socket pair (``SCM_RIGHTS``), so it needs no ``socket()`` of its own but the listener, and pumps
+bytes both ways. It forks: the child relays, the parent execs ARGV with ``ANTHROPIC_BASE_URL`` at the
+listener (a loopback endpoint keeps its URL: the relay takes that very port). Exit 125: setup failed.
 """
 
 from __future__ import annotations

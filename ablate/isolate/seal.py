@@ -1,18 +1,12 @@
 """A fenced session, sealed (docs/ARCHITECTURE.md#sealed): its own network namespace with the model's API
-relayed in, no unix socket.
-
-:func:`seal` turns a bubblewrap command line (:func:`ablate.isolate.fence.fence_argv`) into the session's
-whole command::
+relayed in, no unix socket. :func:`seal` turns a bubblewrap command line into the session's whole command::
 
     python -I -S nsexec.py --net SOCKET TOKEN --seccomp FILTER VIEW -- \\
         bwrap --seccomp 4 … --unshare-net --unshare-ipc --dev /dev … -- \\
         python -I -S relay.py 3 -- claude -p …
 
-VIEW is the ``namespace`` backend's mount spec, or ``-`` for ``links`` (no view of its own). nsexec hands
-the forwarder's stream (:mod:`ablate.isolate.forwarder`) to the fence at fd 3 and the seccomp filter
-(:mod:`ablate.isolate.seccomp`) at fd 4; the relay (:mod:`ablate.isolate.relay`) points
-``ANTHROPIC_BASE_URL`` at itself. ``network=True`` (``--allow-network``) keeps the host's network namespace;
-the seccomp filter, the private ``/dev`` and IPC stay.
+VIEW is the ``namespace`` backend's mount spec, or ``-`` for ``links``. ``network=True`` (``--allow-network``)
+keeps the host's network namespace; the seccomp filter, the private ``/dev`` and IPC stay.
 """
 
 from __future__ import annotations
@@ -41,10 +35,7 @@ def relay_python() -> str:
 def session_of(argv: Sequence[str]) -> str:
     """The ``--session-id`` of a ``claude`` command line ("" when it has none)."""
     args = list(argv)
-    for n, arg in enumerate(args[:-1]):
-        if arg == "--session-id":
-            return args[n + 1]
-    return ""
+    return args[args.index("--session-id") + 1] if "--session-id" in args[:-1] else ""
 
 
 def seal(fence: Sequence[str], *, view: str = "-") -> list[str]:
@@ -72,14 +63,11 @@ def fenced(
     sealed: bool = True,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """A ``links`` session's command: under bubblewrap with only its cell folder ``root`` writable (config
-    dir, shadow home, checkout) and ``root/tmp`` as its ``/tmp``, wherever the fence works; else as is.
-    ``visible``: what the session reads through its links and alternates (the user's home, config dir,
-    repository and object store), kept readable when it lives under the real ``/tmp``; ``through``: real
-    files a session may still write through its links (the login's ``.credentials.json``, so a refreshed
-    token reaches the real file). Under bubblewrap the session is sealed (:func:`seal`);
-    ``network``: it keeps the host's network namespace; ``sealed=False``: a command to run by hand (no
-    forwarder, the host's network); ``hidden``: credential paths it reads as empty (refused on macOS)."""
+    """A ``links`` session's command: under the fence wherever it works, with only its cell folder ``root``
+    writable (and ``root/tmp`` as ``/tmp``), sealed (:func:`seal`) unless ``sealed=False`` (a command to run
+    by hand); else as is. ``visible``: what the session reads through its links (home, config dir, repository,
+    object store), kept readable under the real ``/tmp``; ``through``: real files it may still write;
+    ``network``: keep the host's network; ``hidden``: credential paths it reads as empty."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
         return [support.sandbox_exec, "-p", sandbox_profile([root, *through], hidden), *argv]
@@ -114,8 +102,8 @@ def view_command(
     hidden: Sequence[Path] = (),
 ) -> list[str]:
     """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
-    view locked, ``hidden`` shown empty) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace with the model's API
-    relayed in, no unix sockets; ``network``: the host's network) wherever
+    view locked, ``hidden`` shown empty) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace
+    with the model's API relayed in, no unix sockets; ``network``: the host's network) wherever
     :func:`~ablate.isolate.detect.namespace_check` found that it works."""
     bwrap = bwrap_path()
     if bwrap and cwd is not None and namespace_check().locked:

@@ -1,18 +1,12 @@
 """The seccomp filter every fenced session runs under (docs/ARCHITECTURE.md#sealed, which lists each rule
 and its errno): no unix socket that reaches out, no kernel keyring, no io_uring, no ABI but the machine's own.
 
-A read-only bind does not stop ``connect()`` to a host service's socket file (tmux under ``/var/tmp`` or
-``$TMUX_TMPDIR``, screen, ssh-agent, Docker or Podman, the D-Bus session bus, X11 under ``/tmp/.X11-unix``,
-anything under ``/run/user/<uid>``), and hiding every such folder cannot be complete, so a session may not
-*create* a unix socket that can address one. The stream ``socketpair`` that stays reaches only the session's
-own processes (the CLI's child processes' stdio needs it). The keyring calls are refused because
-``keyctl``-based credential helpers keep tokens there; every user of io_uring falls back to plain system calls
-on ``ENOSYS``; other ABIs are killed because the filter names each call by the native numbers only. The relay
-(:mod:`ablate.isolate.relay`) was handed its one connection before the filter applies.
-
-The program is classic BPF, as ``bwrap --seccomp FD`` takes it (what ``seccomp_export_bpf`` writes), built
-here with :mod:`struct` for x86-64 and aarch64. Elsewhere there is no filter, and :func:`filter_program`
-says so.
+A read-only bind does not stop ``connect()`` to a host service's socket file (tmux, ssh-agent, Docker, the
+D-Bus session bus, X11, ``/run/user/<uid>``) and hiding every such folder cannot be complete, so a session
+may not *create* a unix socket that can address one (the CLI's child processes' stdio needs the stream
+``socketpair``, which stays). ``keyctl`` credential helpers keep tokens in the keyring; io_uring users fall
+back on ``ENOSYS``; other ABIs are killed because the filter names calls by the native numbers only. Classic
+BPF as ``bwrap --seccomp FD`` takes it, built with :mod:`struct` for x86-64 and aarch64 (elsewhere: none).
 """
 
 from __future__ import annotations

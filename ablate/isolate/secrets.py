@@ -1,10 +1,6 @@
-"""The credential files a session never reads (docs/ARCHITECTURE.md#secrets): hidden in its view, in every
-fenced backend, unless ``--expose`` leaves one visible; ``--hide`` adds more.
-
-A hidden folder is an empty read-only tmpfs in the view, a hidden file an empty one bound read-only over it:
-under bubblewrap (:func:`ablate.isolate.fence.fence_argv`), or denied by the
-``sandbox-exec`` profile on macOS. Entries are ``~/``-relative or absolute; only those that exist are hidden.
-"""
+"""The credential files a session never reads (docs/ARCHITECTURE.md#secrets): hidden in every fenced backend
+unless ``--expose`` leaves one visible; ``--hide`` adds more. Entries are ``~/``-relative or absolute; only
+those that exist are hidden."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The config side of a cell (docs/ARCHITECTURE.md#environments, 3.6, 3.7): a shadow home whose ``.claude`` is a fresh config dir.
+"""The config side of a cell (docs/ARCHITECTURE.md#environments, 3.6, 3.7): a shadow home whose ``.claude`` is
+a fresh config dir.
 
 What goes where, entry by entry of the user's config dir: docs/ARCHITECTURE.md#config-table. Links keep their
 meaning (#links-in-setups). The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account
@@ -24,23 +25,9 @@ from ablate.setup.load import Leak, Setup, linked_state
 
 #: Folders the CLI writes (docs/CLAUDE-CODE.md#writes-config-dir, docs/CLAUDE-CODE.md#startup-paths): always real, empty folders in a cell; never links.
 WRITTEN_DIRS = (
-    "projects",
-    "backups",
-    "sessions",
-    "session-env",
-    "shell-snapshots",
-    "telemetry",
-    "todos",
-    "statsig",
-    "plugins/store",
-    "file-history",
-    "debug",
-    "cache",
-    "state",
-    "plans",
-    "paste-cache",
-    "ide",
-)
+    "projects", "backups", "sessions", "session-env", "shell-snapshots", "telemetry", "todos", "statsig",
+    "plugins/store", "file-history", "debug", "cache", "state", "plans", "paste-cache", "ide",
+)  # fmt: skip
 #: Large read-only trees: a real folder in the cell whose entries are links to the real entries.
 LINKED_TREES = ("skills", "agents", "commands", "output-styles", "hooks", "marketplaces")
 #: Instruction trees: copied, so stripping or editing them never reaches the real files.
@@ -136,12 +123,9 @@ def _populate_plugins(
             target.symlink_to(links.dangling_target(child))
         elif child.is_file() and child.suffix == ".json":
             _copy_rewritten(child, target, pairs, report)
-        elif child.is_dir():
-            if link_trees:
-                shadowfs.link_per_entry(child, target)
-            else:
-                shadowfs.copy_entry(child, target, keep_links_outside=keep)
-        elif child.is_file():
+        elif child.is_dir() and link_trees:
+            shadowfs.link_per_entry(child, target)
+        elif child.is_dir() or child.is_file():
             shadowfs.copy_entry(child, target, keep_links_outside=keep)
         else:
             target.symlink_to(child)
@@ -150,13 +134,9 @@ def _populate_plugins(
 def populate_config(
     setup: Setup, shadow_config: Path, *, isolate_state: bool, at_real_path: bool = False
 ) -> ConfigReport:
-    """Fill the (new, empty) ``shadow_config`` from the user's config dir following the table above.
-
-    ``at_real_path``: the folder will be seen at the real config dir's path (the ``namespace`` backend), so
-    nothing is rewritten and nothing is linked (a link to the real path would point at the cell itself):
-    trees are copied. ``.credentials.json`` is copied (0600) in both backends and copied back only when a
-    session refreshed it (:mod:`ablate.isolate.credentials`).
-    """
+    """Fill the (new, empty) ``shadow_config`` from the user's config dir (docs/ARCHITECTURE.md#config-table).
+    ``at_real_path``: the folder will be seen at the real config dir's path (``namespace``), so nothing is
+    rewritten and nothing linked (a link to the real path would be the cell itself): trees are copied."""
     report = ConfigReport()
     pairs = [] if at_real_path else path_rewrites(setup, shadow_config)
     link_trees = not at_real_path
@@ -240,11 +220,9 @@ def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport
 
 
 def ensure_written_dirs(shadow_config: Path) -> None:
-    """Create every CLI-written folder as a real, empty folder (never a link).
-
-    A nested one (``plugins/store``) only when its parent is there: a stripped ``plugins/`` stays absent (the
-    CLI creates it as a real folder itself), so the cell holds no trace of the stripped layer.
-    """
+    """Create every CLI-written folder as a real, empty folder (never a link); a nested one
+    (``plugins/store``) only when its parent is there: a stripped ``plugins/`` stays absent, so the cell holds
+    no trace of it."""
     for rel in WRITTEN_DIRS:
         if "/" in rel and not (shadow_config / rel).parent.is_dir():
             continue
@@ -334,11 +312,8 @@ def _command_files(command: str, setup: Setup) -> list[Path]:
 
 
 def scan_hooks(setup: Setup) -> list[Leak]:
-    """Hook scripts (named by settings.json hooks, and every file under hooks/) naming the real config path.
-
-    The copied settings.json is rewritten, but a script's text cannot be: a script that spells the real
-    config dir reads and writes the user's real files in every cell, so each hit is reported as a leak.
-    """
+    """Hook scripts (named by settings.json hooks, and every file under hooks/) naming the real config path:
+    the copied settings.json is rewritten, a script's text cannot be, so each such script is a leak."""
     needles = sorted({str(setup.config_dir), str(setup.home / ".claude")}, key=len, reverse=True)
     candidates: list[Path] = []
     settings = json_keys(setup.config_dir / "settings.json") or {}

@@ -1,10 +1,9 @@
 """File operations on a cell's own trees that can never reach the user's real files.
 
-A cell's shadow config dir and worktree hold symlinks into the user's setup (read-only trees, the real home's
-entries). Every operation here works *on the cell's side of a link*: a folder on the way to the path that is a
-symlink is first split into a real folder of per-entry links, a link at the path itself is unlinked (never
-written through), and the parent of every path changed must resolve inside the cell root
-(:class:`~ablate.core.errors.UnsafeEnvironment` otherwise).
+Every operation works *on the cell's side of a link*: a linked folder on the way is first split into a real
+folder of per-entry links, a link at the path itself is unlinked (never written through), and the parent of
+every path changed must resolve inside the cell root (:class:`~ablate.core.errors.UnsafeEnvironment`
+otherwise).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from ablate.core import links
 from ablate.core.errors import DISK_FULL_HINT, DiskFull, UnsafeEnvironment, UsageError
 from ablate.core.fdtree import delete_tree
 from ablate.core.fsutil import disk_full_message, is_disk_full
+from ablate.setup.layers import json_keys
 
 
 def is_inside(path: str, root: str) -> bool:
@@ -92,33 +92,22 @@ def stub(root: Path, rel: str) -> None:
 def drop_keys(root: Path, rel: str, keys: Iterable[str]) -> bool:
     """Remove top-level ``keys`` from the JSON object file ``root/rel``; True when something was removed."""
     path = detach(root, rel)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(data, dict):
-        return False
+    data = json_keys(path) or {}
     wanted = [k for k in keys if k in data]
-    if not wanted:
-        return False
-    for k in wanted:
-        del data[k]
-    write_json_file(path, data)
-    return True
+    if wanted:
+        write_json_file(path, {k: v for k, v in data.items() if k not in wanted})
+    return bool(wanted)
 
 
 def keep_keys(root: Path, rel: str, keys: Iterable[str]) -> None:
     """Reduce the JSON object file ``root/rel`` to ``keys``; delete it when none of them is there."""
     path = detach(root, rel)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = None
-    kept = {k: v for k, v in data.items() if k in set(keys)} if isinstance(data, dict) else {}
-    if not kept:
+    wanted = set(keys)
+    kept = {k: v for k, v in (json_keys(path) or {}).items() if k in wanted}
+    if kept:
+        write_json_file(path, kept)
+    else:
         remove_path(path)
-        return
-    write_json_file(path, kept)
 
 
 def write_json_file(path: Path, data: object) -> None:
@@ -149,17 +138,12 @@ Ignore = Callable[[str, list[str]], Iterable[str]]
 def copy_entry(
     src: Path, dst: Path, *, ignore: Ignore | None = None, keep_links_outside: Path | None = None
 ) -> None:
-    """Copy a file or folder so that ``dst`` presents what the CLI reads at ``src``, links included.
-
-    A link (relative or absolute, to a file or a folder, chains) is resolved against its own folder, as the
-    kernel does, never the process's working directory, and its target's content is copied
-    (*materialised*). With ``keep_links_outside`` (the real config dir, for a copy seen at the real path),
-    a link whose target lies outside that folder stays a link, to the absolute place it resolves to: the
-    CLI reads the very file it reads for the user, and resolves a linked CLAUDE.md's ``@imports`` where it
-    does (next to the target). A dangling link stays a dangling link, to the absolute path it names. A loop
-    or an unreadable target raises a :class:`~ablate.core.errors.UsageError` naming the link and where it
-    points. ``ignore``: as ``shutil.copytree``'s (folder, names) -> names left out.
-    """
+    """Copy a file or folder so that ``dst`` presents what the CLI reads at ``src``, links included
+    (docs/ARCHITECTURE.md#links-in-setups): a link is resolved against its own folder and its target's content
+    copied (*materialised*); with ``keep_links_outside`` (the real config dir, for a copy seen at the real
+    path) a link out of that folder stays a link, to where it resolves; a dangling link stays dangling; a loop
+    or an unreadable target raises a located :class:`~ablate.core.errors.UsageError`. ``ignore``: as
+    ``copytree``'s."""
     keep = os.path.realpath(keep_links_outside) if keep_links_outside is not None else None
     _materialise(src, dst, ignore, frozenset(), keep, src)
 
@@ -200,8 +184,9 @@ def _materialise(
 
 
 def anchor_links(copy: Path, original: Path) -> int:
-    """Make every relative link in ``copy`` (a ``symlinks=True`` copy of ``original``, seen elsewhere) name the
-    absolute place it names in ``original``: the copy's links lead where the original's do. Returns how many."""
+    """Make every relative link in ``copy`` (a ``symlinks=True`` copy of ``original``, seen elsewhere) name
+    the absolute place it names in ``original``: the copy's links lead where the original's do. Returns how
+    many."""
     n = 0
     for dirpath, dirnames, filenames in os.walk(copy):
         for name in (*dirnames, *filenames):
@@ -223,11 +208,9 @@ def link_per_entry(src: Path, dst: Path) -> None:
 
 
 def sync_tree(src: Path, dst: Path) -> int:
-    """Make the real folder ``dst`` identical to ``src`` (paths, kinds, modes, contents, link targets).
-
-    Links in ``dst`` are compared and replaced, never followed. Files whose size and mtime match are
-    assumed unchanged (copies are made with ``copy2``, which keeps mtimes). Returns how many entries changed.
-    """
+    """Make the real folder ``dst`` identical to ``src`` (paths, kinds, modes, contents, link targets; links
+    in ``dst`` replaced, never followed; files of equal size and mtime assumed unchanged: copies keep mtimes).
+    Returns how many entries changed."""
     changed = 0
     src_mode = stat.S_IMODE(os.lstat(src).st_mode)
     dst_mode = stat.S_IMODE(os.lstat(dst).st_mode)

@@ -10,14 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.isolate.namespace import Mount, ViewAtRealPaths, fresh_uppers, write_spec
+from ablate.isolate.namespace import ViewAtRealPaths, area_mount, fresh_uppers, write_spec
 from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
 from ablate.setup.load import Setup, linked_state
 
 
 @dataclass
 class UntouchedView(ViewAtRealPaths):
-    """The user's own setup at the real paths, copy-on-write: what C0 must equal (docs/ARCHITECTURE.md#proving-isolation)."""
+    """The user's own setup at the real paths, copy-on-write: what C0 must equal
+    (docs/ARCHITECTURE.md#proving-isolation)."""
 
     root: Path
     spec: Path
@@ -33,9 +34,7 @@ class UntouchedView(ViewAtRealPaths):
 UNTOUCHED_SKIPPED = (CREDENTIALS, "telemetry", "debug", "file-history", "todos", "history.jsonl")
 
 
-def untouched_copy_filter(
-    config_dir: Path,
-) -> tuple[Callable[[str, list[str]], list[str]], dict[str, Path]]:
+def untouched_copy_filter(config_dir: Path) -> tuple[Callable[[str, list[str]], list[str]], dict[str, Path]]:
     """The ``copytree`` ignore function of an untouched-setup copy of ``config_dir`` (both backends' probes),
     and the CLI-written folders kept behind links: CLI-written history and the credentials stay out, and so
     does whatever a link hides (hook-state setups keep ``projects/`` behind a link into their own folder);
@@ -71,15 +70,13 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
     if account is not None and not (config_copy / ".claude.json").exists():
         shutil.copy2(account, config_copy / ".claude.json")
     view = UntouchedView(root, root / "view.json", config_copy, setup.home, setup.repo, setup.config_dir)
-    up, wk = root / "up", root / "wk"
-    areas = ("tmp", "home", "repo", "config")
     mounts = [
-        Mount("/tmp", ("/tmp",), str(up / "tmp"), str(wk / "tmp")),
-        Mount(str(setup.home), (str(setup.home),), str(up / "home"), str(wk / "home")),
-        Mount(str(setup.repo), (str(setup.repo),), str(up / "repo"), str(wk / "repo")),
-        Mount(str(setup.config_dir), (str(config_copy),), str(up / "config"), str(wk / "config")),
+        area_mount(root, "tmp", "/tmp", "/tmp"),
+        area_mount(root, "home", setup.home, setup.home),
+        area_mount(root, "repo", setup.repo, setup.repo),
+        area_mount(root, "config", setup.config_dir, config_copy),
     ]
-    fresh_uppers(root, areas)
-    (up / "objects").mkdir()
+    fresh_uppers(root, ("tmp", "home", "repo", "config"))
+    (root / "up" / "objects").mkdir()
     write_spec(view.spec, mounts, setup.repo)
     return view

@@ -1,18 +1,10 @@
-"""Paths into an ordinary user's held view (``/proc/<pid>/root/<path>``, :func:`ablate.isolate.namespace.held_view`).
+"""Paths into an ordinary user's held view (``/proc/<pid>/root/<path>``,
+:func:`ablate.isolate.namespace.held_view`).
 
-As an ordinary user ablate cannot mount in its own namespace: a session's working tree is mounted in a
-holding process's namespace and read and written from outside through that process's ``/proc/<pid>/root``.
-Plain reads and writes work through it; resolving a path does not: ``/proc/<pid>/root`` reads as ``/``, so
-``os.path.realpath`` (and git, which resolves its work tree and working directory the same way) lands on
-the host's empty mount point instead. Two helpers keep such paths inside the view:
-
-- :func:`real_path`: ``os.path.realpath`` that resolves links against the view's root (absolute links
-  included), keeping the ``/proc/<pid>/root`` prefix;
-- :func:`view_command`: a command (git) run *inside* the holder's namespaces (``nsexec.py --join``), with
-  the path as the view has it.
-
-Any other path is left to the ordinary functions, so the root case (the view mounted in ablate's own
-namespace) is unchanged.
+Reads and writes work through ``/proc/<pid>/root``; resolving a path does not (it reads as ``/``, so
+``os.path.realpath`` and git land on the host's empty mount point). :func:`real_path` resolves links against
+the view's root, keeping the prefix; :func:`view_command` runs a command (git) inside the holder's namespaces.
+Any other path is left to the ordinary functions (the root case: the view is mounted in ablate's own).
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""The repo side of a cell: a private checkout of HEAD with the live layer files overlaid.
+"""The repo side of a cell (docs/ARCHITECTURE.md#repo-side): a private checkout of HEAD with the live layer
+files overlaid.
 
-The checkout's ``.git`` is the user's own, objects excepted: the user's config (identity, remotes, branch
-tracking), every ref (branches, tags, remote-tracking refs, the stash and its reflog), ``info/`` and hooks
-are copied, and the objects are read from the user's store (git's alternates, or an overlay of the store),
-which git never writes to. So ``git config user.name``, ``git remote -v``, ``git branch``, ``git tag`` and
-``git stash list`` print in a cell what they print in the user's repository, and whatever a session does
-to git (commits, branches, stashes, config) stays in the cell. It is not a linked ``git worktree``: there
-Claude Code 2.1.332 adds a "This is a git worktree" notice to every prompt that the user's own sessions
-never see, and a model's commits would land in the user's repository.
-
-The worktree is built as *checkout + a replayable list of operations*. Every source an operation needs (layer
-files from the live working tree, ``--dirty`` changes, replacement variants) is snapshotted once into the
-cell's ``.pristine/overlay`` folder, so a reset (checkout, ``git clean -ffdx``, replay) gives the very same
-tree as the first build, even when the user's live files change in the meantime.
+Its ``.git`` is the user's own, objects excepted (config, refs, stash, ``info/``, hooks copied; objects read
+from the user's store, which git never writes), so git prints in a cell what it prints in the user's
+repository while whatever a session does to git stays in the cell. Not a linked ``git worktree``: Claude Code
+2.1.332 then adds a "This is a git worktree" notice to every prompt, and commits would land in the user's
+repository. The worktree is *checkout + a replayable list of operations* whose sources are snapshotted once
+into ``.pristine/overlay``, so a reset gives the very tree of the first build even if the live files change.
 """
 
 from __future__ import annotations
@@ -149,13 +143,8 @@ def objects_dir(repo: Path) -> Path:
 
 def make_checkout(setup: Setup, wt: Path, *, alternates: bool = True) -> dict[str, str]:
     """A private checkout of the setup's HEAD whose ``.git`` is the user's own, objects excepted
-    (:func:`make_git_dir`): ``git config``, ``git remote -v``, ``git branch``, ``git tag`` and ``git stash
-    list`` print what they print in the user's repository, while nothing a session does (a commit, a
-    branch, a config change) reaches it. Returns the checkout's refs, which a reset restores.
-
-    ``alternates=False`` leaves the object store empty, for a view that mounts the user's store at
-    ``.git/objects``.
-    """
+    (:func:`make_git_dir`); returns its refs, which a reset restores. ``alternates=False`` leaves the object
+    store empty, for a view that mounts the user's store at ``.git/objects``."""
     wt.mkdir(parents=True, exist_ok=True)
     make_git_dir(setup, wt, alternates=objects_dir(setup.repo) if alternates else None)
     if not alternates:  # checking out needs the objects: read them through a temporary alternates file
@@ -196,11 +185,9 @@ def restore_refs(wt: Path, refs: dict[str, str]) -> None:
 
 
 def snapshot(src_base: Path, rel: str, pristine: Path, *, follow: bool = True) -> str:
-    """Copy ``src_base/rel`` to ``pristine/overlay/rel``; returns the source key for a ``put``.
-
-    Layer files are copied with links followed (their content is what the CLI would read; a link out of the
-    repo must not become a write-through); ``--dirty`` changes are copied exactly, links kept as links.
-    """
+    """Copy ``src_base/rel`` to ``pristine/overlay/rel``; returns the source key for a ``put``. Layer files
+    are copied with links followed (a link out of the repo must not become a write-through), ``--dirty``
+    changes exactly."""
     key = f"overlay/{rel}"
     dst = pristine / key
     if not (dst.exists() or dst.is_symlink()):
@@ -286,14 +273,9 @@ def apply_ops(wt: Path, pristine: Path, ops: list[dict[str, Any]]) -> None:
 
 
 def mark_skip_worktree(wt: Path, entries: list[str]) -> None:
-    """Hide the cell's changes to layer files from ``git status``: the skip-worktree bit on every tracked
-    file under ``entries``.
-
-    Only the cells that strip or replace a layer do this, for that layer's files: Claude Code puts ``git
-    status`` into the prompt, and a stripped tracked file would show as `` D docs/runbooks/...``, naming
-    what was removed. A stripped untracked file simply is not there; a kept one shows as it does in the
-    user's repository (``??``, `` M``), the control included.
-    """
+    """Hide the cell's changes to layer files from ``git status`` (the skip-worktree bit on every tracked file
+    under ``entries``): Claude Code puts ``git status`` into the prompt, where a stripped tracked file would
+    show as `` D docs/runbooks/...``. Only cells that strip or replace a layer do this, for its files."""
     if not entries:
         return
     listed = git(wt, "--literal-pathspecs", "ls-files", "-z", "--", *entries).stdout

@@ -1,11 +1,10 @@
-"""What a session wrote outside its cell, read from its upper folders (``namespace``) before they are discarded.
+"""What a session wrote outside its cell, read from its upper folders (``namespace``) before they are
+discarded.
 
-Every area of a session's view (:data:`ablate.isolate.namespace.AREAS`) has an upper folder holding exactly
-what the session created, changed (copied up) or deleted (overlay whiteouts: character devices 0/0). The
-repository's upper is the task's own work and the config dir's CLI-written folders are the CLI's; everything
-else (the home, the user-authored part of the config dir, ``/tmp`` outside the CLI's own folder) is what a
-session, a hook or a shell rc file wrote outside its cell. All of it is discarded at the next reset: the
-report says what would have reached the user's machine without isolation.
+Each area's upper folder (:data:`ablate.isolate.namespace.AREAS`) holds exactly what the session created,
+changed or deleted (whiteouts: character devices 0/0). The repository's is the task's work and the config
+dir's CLI-written folders the CLI's; the rest (the home, the user's part of the config dir, ``/tmp`` outside
+the CLI's folder) is what would have reached the user's machine without isolation.
 """
 
 from __future__ import annotations
@@ -28,10 +27,6 @@ class _Uppers(Protocol):
     def shown_as(self) -> dict[str, Path]: ...
 
 
-def _is_whiteout(st: os.stat_result) -> bool:
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
-
-
 def scan_upper(
     upper: Path, shown_as: Path, *, label: str, depth: int = 1, skip: tuple[str, ...] = ()
 ) -> AreaWrites:
@@ -43,7 +38,7 @@ def scan_upper(
         for entry in walk_tree(upper, exclude=skipped):  # any depth; a folder it cannot read: a located error
             if entry.is_dir:
                 continue
-            if _is_whiteout(entry.st):
+            if stat.S_ISCHR(entry.st.st_mode) and entry.st.st_rdev == 0:  # an overlay whiteout
                 deleted += 1
             else:
                 files += 1
@@ -52,13 +47,8 @@ def scan_upper(
             top = "/".join(parts[:depth]) if len(parts) > depth else entry.rel
             key = f"{label}/{top}"
             by_folder[key] = by_folder.get(key, 0) + 1
-    return AreaWrites(
-        path=str(shown_as),
-        files=files,
-        bytes=size,
-        deleted=deleted,
-        by_folder=dict(sorted(by_folder.items())),
-    )
+    by_folder = dict(sorted(by_folder.items()))
+    return AreaWrites(path=str(shown_as), files=files, bytes=size, deleted=deleted, by_folder=by_folder)
 
 
 def session_writes(env: _Uppers) -> SessionWrites:

@@ -1,4 +1,5 @@
-"""Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read only).
+"""Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read
+only).
 
 Each layer gets needles chosen by how it shows up (the catalog's ``shows``; README.md's "Proving isolation"
 says which); a needle also seen in the baseline request or in another layer is generic and dropped, and a
@@ -16,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
+from ablate.core.jsonl import map_strings
+from ablate.isolate.forwarder import scrub_billing
 from ablate.setup.kinds import layer_kind
-from ablate.setup.layers import Catalog, LayerFiles
+from ablate.setup.layers import Catalog, LayerFiles, json_keys
 from ablate.setup.load import listed, style_name
 
 Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
@@ -70,9 +73,7 @@ def distinctive_lines(text: str) -> list[str]:
     out = []
     for raw in body.splitlines():
         line = raw.strip()
-        if len(line) < MIN_LINE or line.startswith("@") or line.startswith("```"):
-            continue
-        if not re.search(r"[A-Za-z]{4}", line):
+        if len(line) < MIN_LINE or line.startswith(("@", "```")) or not re.search(r"[A-Za-z]{4}", line):
             continue
         if line not in out:
             out.append(line)
@@ -120,17 +121,19 @@ class HookSpec:
         return self.event in OBSERVABLE_HOOK_EVENTS and not self.is_async
 
 
+def _key_objects(lf: LayerFiles) -> list[dict[str, Any]]:
+    """The value of each of the layer's JSON keys that holds an object (an unreadable file gives none)."""
+    out = []
+    for kp in lf.keys:
+        value = (json_keys(kp.path) or {}).get(kp.key)
+        out.extend([value] if isinstance(value, dict) else [])
+    return out
+
+
 def hook_specs(lf: LayerFiles) -> list[HookSpec]:
     """Every hook command found in the layer's JSON keys, in order."""
     out: list[HookSpec] = []
-    for kp in lf.keys:
-        try:
-            data = json.loads(kp.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        hooks = data.get(kp.key) if isinstance(data, dict) else None
-        if not isinstance(hooks, dict):
-            continue
+    for hooks in _key_objects(lf):
         for event, groups in hooks.items():
             for group in groups if isinstance(groups, list) else []:
                 for h in (group.get("hooks") or []) if isinstance(group, dict) else []:
@@ -144,10 +147,7 @@ def hook_specs(lf: LayerFiles) -> list[HookSpec]:
 
 def _hook_print(layer_id: str, lf: LayerFiles) -> LayerPrint:
     specs = hook_specs(lf)
-    commands: list[str] = []
-    for sp in specs:
-        if sp.command not in commands:
-            commands.append(sp.command)
+    commands = list(dict.fromkeys(sp.command for sp in specs))
     expect = [c for c in commands if any(sp.command == c and sp.shows for sp in specs)]
     hidden = sorted(
         {f"{sp.event}{' (async)' if sp.is_async else ''}" for sp in specs if sp.command not in expect}
@@ -160,8 +160,6 @@ def _hook_print(layer_id: str, lf: LayerFiles) -> LayerPrint:
             f"; {', '.join(hidden)} hooks cannot show in a one-prompt probe session "
             "(async, tool and end-of-session hooks leave no record)"
         )
-    if not expect:
-        return LayerPrint(layer_id, "hooks", commands, reason, expect=[])
     return LayerPrint(layer_id, "hooks", commands, reason, expect=expect)
 
 
@@ -173,46 +171,40 @@ def layer_prints(
     style: tuple[str | None, str] = (None, ""),
 ) -> dict[str, LayerPrint]:
     """Fingerprints for every layer of a setup, before generic needles are dropped; ``style`` is the selected
-    ``outputStyle`` and the settings file that selects it (:func:`ablate.setup.load.selected_output_style`)."""
+    ``outputStyle`` and the settings file that selects it (:func:`ablate.setup.load.selected_output_style`).
+    """
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
-        lf = layers[layer.id]
+        lf, lid = layers[layer.id], layer.id
         if not lf.present:
-            prints[layer.id] = LayerPrint(layer.id, "absent", reason="not in this setup")
+            prints[lid] = LayerPrint(lid, "absent", reason="not in this setup")
             continue
         probe_by = layer_kind(layer.shows).probe
         match probe_by:
             case "files":
-                prints[layer.id] = LayerPrint(
-                    layer.id,
-                    "files",
-                    reason="repo docs are never auto-loaded: checked in each cell's checkout",
+                why = "repo docs are never auto-loaded: checked in each cell's checkout"
+                prints[lid] = LayerPrint(lid, "files", reason=why)
+            case "mcp" if with_mcp:
+                prints[lid] = LayerPrint(
+                    lid, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names"
                 )
             case "mcp":
-                prints[layer.id] = (
-                    LayerPrint(layer.id, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names")
-                    if with_mcp
-                    else LayerPrint(
-                        layer.id,
-                        "unprobed",
-                        reason="MCP servers are real processes; not started (use --with-mcp)",
-                    )
-                )
+                why = "MCP servers are real processes; not started (use --with-mcp)"
+                prints[lid] = LayerPrint(lid, "unprobed", reason=why)
             case "hook":
-                prints[layer.id] = _hook_print(layer.id, lf)
+                prints[lid] = _hook_print(lid, lf)
             case "names":
                 names = _names(lf)
-                prints[layer.id] = (
-                    LayerPrint(layer.id, "names", names, "listed names")
+                why = "no named skills, commands or agents found"
+                prints[lid] = (
+                    LayerPrint(lid, "names", names, "listed names")
                     if names
-                    else LayerPrint(
-                        layer.id, "unobservable", reason="no named skills, commands or agents found"
-                    )
+                    else LayerPrint(lid, "unobservable", reason=why)
                 )
             case "style":
-                prints[layer.id] = _style_print(layer.id, lf, style)
+                prints[lid] = _style_print(lid, lf, style)
             case "text":
-                prints[layer.id] = LayerPrint(layer.id, "text", _text_needles(lf), "distinctive lines")
+                prints[lid] = LayerPrint(lid, "text", _text_needles(lf), "distinctive lines")
             case _:
                 assert_never(probe_by)
     _drop_shared(prints)
@@ -249,17 +241,7 @@ def _style_print(layer_id: str, lf: LayerFiles, style: tuple[str | None, str]) -
 
 
 def _mcp_servers(lf: LayerFiles) -> list[str]:
-    names: list[str] = []
-    for kp in lf.keys:
-        path = kp.path
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        servers = data.get(kp.key) if isinstance(data, dict) else None
-        if isinstance(servers, dict):
-            names.extend(k for k in servers if k not in names)
-    return names
+    return list(dict.fromkeys(name for servers in _key_objects(lf) for name in servers))
 
 
 def _drop_shared(prints: dict[str, LayerPrint]) -> None:
@@ -313,7 +295,6 @@ def _text_needles(lf: LayerFiles) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------
 # Shadow fidelity: the control's request against the untouched setup's
 
-_BILLING = re.compile(r"x-anthropic-billing-header: [^\n]*")
 _BRANCH = re.compile(r"(Current branch: )[^\n]*")
 _HOOK_BLOCK = re.compile(r"^<system-reminder>\n[A-Za-z]+(?::[a-z]+)? hook ")
 #: What an exact comparison ignores: nothing about git, the layers or the paths.
@@ -367,14 +348,11 @@ def _scrubbed(value: Any, *, keep_branch: bool) -> Any:
     string, line by line. Done on the strings, not on the JSON text: there a newline is the two characters
     ``\\n`` and a line pattern would run to the end of the document (it did: the system prompt and the tool
     list after the billing header went uncompared until this was found)."""
-    if isinstance(value, str):
-        text = _BILLING.sub("x-anthropic-billing-header: <billing>", value)
-        return text if keep_branch else _BRANCH.sub(r"\1<branch>", text)
-    if isinstance(value, list):
-        return [_scrubbed(v, keep_branch=keep_branch) for v in value]
-    if isinstance(value, dict):
-        return {k: _scrubbed(v, keep_branch=keep_branch) for k, v in value.items()}
-    return value
+
+    def scrub(text: str) -> str:
+        return scrub_billing(text) if keep_branch else _BRANCH.sub(r"\1<branch>", scrub_billing(text))
+
+    return map_strings(value, scrub)
 
 
 #: The differing middle of two requests that is diffed character by character; a longer one is shown whole
@@ -418,8 +396,8 @@ def exact_fidelity(
     """The ``namespace`` backend's check: the control and the untouched setup run at the same paths, so their
     first requests must be equal but for the session id, the billing header and the order of concurrent hook
     outputs; nothing about git is ignored. Each side may hold several sessions' first requests (a setup's own
-    start-up need not be deterministic: measured, a SessionStart hook that edits the repository races the CLI's
-    git snapshot); the control passes when one of its requests equals one of the untouched setup's."""
+    start-up need not be deterministic: measured, a SessionStart hook that edits the repository races the
+    CLI's git snapshot); the control passes when one of its requests equals one of the untouched setup's."""
     a = [normalise_request(r, {}, keep_branch=True) for r in control_requests]
     b = [normalise_request(r, {}, keep_branch=True) for r in untouched_requests]
     match = next(((i, j) for i, x in enumerate(a) for j, y in enumerate(b) if x == y), None)

@@ -78,10 +78,6 @@ class CellProbe:
         return d
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Judging
-
-
 def _foreign_files(
     obs: Observation, allowed_roots: Sequence[Path], setup_files: AbstractSet[str] = frozenset()
 ) -> list[str]:
@@ -112,28 +108,27 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
-    problems = []
     cfg = cenv.config_dir
-    if cfg.is_symlink():
-        problems.append(f"the config dir {cfg} is a symlink")
-    for rel in WRITTEN_DIRS:  # the folders the CLI writes (docs/CLAUDE-CODE.md): a link there writes through
-        p = cfg / rel
-        if p.is_symlink():
-            problems.append(f"{rel}/ is a symlink: the CLI's writes would land in {os.path.realpath(p)}")
+    problems = [f"the config dir {cfg} is a symlink"] if cfg.is_symlink() else []
+    # the folders the CLI writes (docs/CLAUDE-CODE.md): a link there writes through
+    problems += [
+        f"{rel}/ is a symlink: the CLI's writes would land in {os.path.realpath(cfg / rel)}"
+        for rel in WRITTEN_DIRS
+        if (cfg / rel).is_symlink()
+    ]
     projects = cfg / "projects"
     if projects.is_dir() and not projects.is_symlink():
-        for sub in projects.iterdir():
-            for q in (sub, sub / "memory"):
-                if q.is_symlink():
-                    problems.append(
-                        f"{q.relative_to(cfg)} is a symlink: memory writes would land in {os.path.realpath(q)}"
-                    )
-    for name in COPIED_FILES:
-        p = cfg / name
-        if p.is_symlink():
-            problems.append(
-                f"{name} is a symlink (imports resolve against {os.path.realpath(p)}): it must be a copy"
-            )
+        problems += [
+            f"{q.relative_to(cfg)} is a symlink: memory writes would land in {os.path.realpath(q)}"
+            for sub in projects.iterdir()
+            for q in (sub, sub / "memory")
+            if q.is_symlink()
+        ]
+    problems += [
+        f"{name} is a symlink (imports resolve against {os.path.realpath(cfg / name)}): it must be a copy"
+        for name in COPIED_FILES
+        if (cfg / name).is_symlink()
+    ]
     for k in cenv.env:
         if stray(k):
             problems.append(f"stray variable {k} in the session environment changes the cell")
@@ -280,22 +275,15 @@ def _replaced_check(p: LayerPrint, replacement: Path, obs: Observation, baseline
             "present", "present", "leak", f"the setup's own file reached the model: {leaked[0][:80]!r}"
         )
     needles = [n for n in distinctive_lines(text) if n not in baseline][:MAX_NEEDLES]
+    name = replacement.name
     if not needles:
         return LayerCheck(
-            "present",
-            "unknown",
-            "unobservable",
-            f"the replacement {replacement.name} has no distinctive line",
+            "present", "unknown", "unobservable", f"the replacement {name} has no distinctive line"
         )
     mine = LayerPrint(p.layer, "text", needles)
-    hits = [n for n in needles if obs.shows(mine, n)]
-    if not hits:
-        return LayerCheck(
-            "present",
-            "absent",
-            "missing",
-            f"none of {len(needles)} fingerprints of the replacement {replacement.name} reached the model",
-        )
+    if not (hits := [n for n in needles if obs.shows(mine, n)]):
+        ev = f"none of {len(needles)} fingerprints of the replacement {name} reached the model"
+        return LayerCheck("present", "absent", "missing", ev)
     return LayerCheck(
         "present", "present", "ok", f"{len(hits)}/{len(needles)} fingerprints of the replacement seen"
     )
@@ -341,10 +329,11 @@ def judge_cell(
     baseline: str = "",
     real_paths: bool = False,
 ) -> CellProbe:
-    """Judge one cell (``real_paths``: its session saw the user's real paths). ``reference`` is the untouched setup's session: a kept layer it did not show either
-    cannot show in a probe session (a silent hook, a skill the CLI does not list) and is ``unobservable``,
-    never ``missing``. A replaced layer (a variant cell) must show its replacement's content and none of
-    the setup's own (:func:`_replaced_check`); ``baseline`` is what a session with no setup sent."""
+    """Judge one cell (``real_paths``: its session saw the user's real paths). ``reference`` is the untouched
+    setup's session: a kept layer it did not show either cannot show in a probe session (a silent hook, a
+    skill the CLI does not list) and is ``unobservable``, never ``missing``. A replaced layer (a variant cell)
+    must show its replacement's content and none of the setup's own (:func:`_replaced_check`); ``baseline`` is
+    what a session with no setup sent."""
     eff = cell_effect(cell, live, imports, loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
     if cell.replace:  # what the replaced file imported goes with it, unless the replacement imports it too

@@ -31,9 +31,7 @@ from ablate.isolate.untouched import untouched_copy_filter, untouched_view
 from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, needle_in
 from ablate.setup.examples import git
-from ablate.setup.load import (
-    Setup,
-)
+from ablate.setup.load import Setup
 from ablate.sim import iter_requests, request_text
 
 PROBE_PROMPT = "ablate probe: reply with the single word OK."
@@ -338,18 +336,9 @@ def _untouched_at_real_paths(
     neutralise(view.config_copy, with_mcp=False)
     # the view's /tmp is private: the cells' TMPDIR
     env = (
-        dict(like.env)
-        if like is not None
-        else _session_env(setup.config_dir, setup.home, base_url, Path("/tmp"))
+        _session_env(setup.config_dir, setup.home, base_url, Path("/tmp")) if like is None else dict(like.env)
     )
     return _run(
-        claude,
-        purpose="fidelity",
-        cwd=view.cwd,
-        env=env,
-        config_dir=view.config_dir,
-        log=log,
-        out_dir=root / "stdout",
-        wrap=view.wrap,
-        shown_config=setup.config_dir,
-    )
+        claude, purpose="fidelity", cwd=view.cwd, env=env, config_dir=view.config_dir, log=log,
+        out_dir=root / "stdout", wrap=view.wrap, shown_config=setup.config_dir,
+    )  # fmt: skip

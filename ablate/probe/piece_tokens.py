@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ablate.core.claude import ClaudeBinary
-from ablate.probe.pieces import tokens_of
+from ablate.core.tokens import tokens_of_chars
 from ablate.probe.probe import ProbeResult, probe
 from ablate.setup.layers import Catalog
 from ablate.setup.load import Setup
@@ -45,7 +45,7 @@ def measure_pieces(
     for p in pieces:
         cell = by_piece.get(p.id)
         if cell is not None and cell.verdict == "faithful" and cell.pieces:
-            row = p.to_json(tokens_of(int(cell.pieces["removed_chars"])), "request")
+            row = p.to_json(tokens_of_chars(int(cell.pieces["removed_chars"])), "request")
         else:
             row = p.to_json()
         row["probe"] = cell.verdict if cell is not None else "not probed"

@@ -55,13 +55,8 @@ class PiecesVerdict:
             "pieces": {k: asdict(v) for k, v in self.pieces.items()},
             "problems": list(self.problems),
             "removed_chars": self.removed_chars,
-            "removed_tokens_estimate": tokens_of(self.removed_chars),
+            "removed_tokens_estimate": tokens_of_chars(self.removed_chars),
         }
-
-
-def tokens_of(chars: int) -> int:
-    """The estimate (:func:`ablate.core.tokens.tokens_of_chars`) of a character difference; 0 for none."""
-    return tokens_of_chars(chars)
 
 
 def cell_replacements(cenv: Any) -> dict[str, str]:

@@ -27,26 +27,9 @@ from ablate.isolate.guard import changes_and_notes, take as take_snapshot
 from ablate.isolate.links import KIND as LINKS
 from ablate.isolate.procenv import force_capture
 from ablate.isolate.registry import choice_json, choose_isolation, kind_of, open_backend
-from ablate.probe.fingerprints import (
-    LayerPrint,
-    drop_generic,
-    exact_fidelity,
-    fidelity_lines,
-    layer_prints,
-    normalise_request,
-)
-from ablate.probe.judge import (
-    CellProbe,
-    LayerCheck,
-    Verdict,
-    _fidelity,
-    _listing_notes,
-    judge_cell,
-    shadow_problems,
-)
+from ablate.probe.fingerprints import LayerPrint, drop_generic, exact_fidelity, fidelity_lines, layer_prints
+from ablate.probe.judge import CellProbe, _fidelity, _listing_notes, judge_cell
 from ablate.probe.observe import (
-    PROBE_MODEL,
-    PROBE_PROMPT,
     Observation,
     _run,
     _untouched,
@@ -54,35 +37,13 @@ from ablate.probe.observe import (
     cached_baseline,
     canon_command,
     links_fence,
-    neutralise,
+    neutralise as neutralise,
 )
 from ablate.setup.cells import CellSet, ResolvedCell
 from ablate.setup.inventory import dangling_lines
 from ablate.setup.layers import Catalog
-from ablate.setup.load import (
-    Inventory,
-    Leak,
-    Setup,
-    inventory,
-    selected_output_style,
-)
+from ablate.setup.load import Inventory, Leak, Setup, inventory, selected_output_style
 from ablate.sim import SimServer
-
-__all__ = [
-    "PROBE_MODEL",
-    "PROBE_PROMPT",
-    "CellProbe",
-    "LayerCheck",
-    "Observation",
-    "ProbeResult",
-    "Verdict",
-    "canon_command",
-    "judge_cell",
-    "neutralise",
-    "normalise_request",
-    "probe",
-    "shadow_problems",
-]
 
 Builder = Callable[..., CellEnvironment]
 
@@ -406,21 +367,11 @@ def _judge_all(
 ) -> list[CellProbe]:
     return [
         judge_cell(
-            c,
-            built.envs[c.id],
-            observations[c.id],
-            prints,
-            inv.layers,
-            inv.imports,
-            catalog,
-            setup,
-            loaded=inv.loaded,
-            reference=reference,
-            baseline=baseline,
-            real_paths=real_paths,
+            c, built.envs[c.id], observations[c.id], prints, inv.layers, inv.imports, catalog, setup,
+            loaded=inv.loaded, reference=reference, baseline=baseline, real_paths=real_paths,
         )
         for c in selected
-    ]
+    ]  # fmt: skip
 
 
 #: Pairs of first requests (control, untouched setup) the exact fidelity check draws at most, the first one

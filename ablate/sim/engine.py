@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from ablate.core.constants import DEFAULT_MODEL as _DEFAULT_MODEL
+from ablate.core.jsonl import map_strings
 from ablate.core.tokens import tokens_of_chars
 from ablate.sim.script import Answer, ErrorAnswer, Rule, Script, Usage, Where
 
@@ -73,9 +74,8 @@ def tools_text(body: Mapping[str, Any]) -> str:
 
 
 def request_text(body: Mapping[str, Any]) -> str:
-    """All text of a request: system + every message (tool inputs and results too) + tools.
-
-    This is what canary and fingerprint checks search: a layer "reached the model" iff its canary is here."""
+    """All text of a request: system + every message (tool inputs and results too) + tools; what canary and
+    fingerprint checks search (a layer "reached the model" iff its canary is here)."""
     return "\n".join((system_text(body), messages_text(body), tools_text(body)))
 
 
@@ -86,23 +86,29 @@ def assistant_turns(body: Mapping[str, Any]) -> int:
 
 def first_user_text(body: Mapping[str, Any]) -> str:
     """The text of the first ``user`` message (Claude Code puts system-reminders there, then the prompt)."""
-    for m in body.get("messages") or []:
-        if isinstance(m, dict) and m.get("role") == "user":
-            return content_text(m.get("content"))
-    return ""
+    return _user_text(body.get("messages") or [])
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:
     """The text of the last ``user`` message (tool results, once the conversation is under way)."""
-    for m in reversed(body.get("messages") or []):
-        if isinstance(m, dict) and m.get("role") == "user":
-            return content_text(m.get("content"))
-    return ""
+    return _user_text(reversed(body.get("messages") or []))
+
+
+def _user_text(messages: Iterable[Any]) -> str:
+    found = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
+    return content_text(found.get("content")) if found else ""
 
 
 def prompt_text(body: Mapping[str, Any]) -> str:
     """The first user message without its ``<system-reminder>`` blocks: the prompt as the user typed it."""
     return _REMINDER_RE.sub("", first_user_text(body)).strip()
+
+
+#: What a rule's ``where`` searches (:class:`ablate.sim.script.Rule`).
+_TEXTS = {
+    "request": request_text, "system": system_text, "messages": messages_text, "tools": tools_text,
+    "first_user": first_user_text, "prompt": prompt_text, "last_user": last_user_text,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -127,19 +133,7 @@ class RequestView:
         return m.group(1).strip() if m else ""
 
     def text(self, where: Where) -> str:
-        if where == "request":
-            return request_text(self.body)
-        if where == "system":
-            return system_text(self.body)
-        if where == "messages":
-            return messages_text(self.body)
-        if where == "tools":
-            return tools_text(self.body)
-        if where == "first_user":
-            return first_user_text(self.body)
-        if where == "prompt":
-            return prompt_text(self.body)
-        return last_user_text(self.body)
+        return _TEXTS[where](self.body)
 
     @property
     def session_key(self) -> str:
@@ -292,10 +286,6 @@ def error_body(error: ErrorAnswer) -> dict[str, Any]:
 
 
 def _fill(value: Any, values: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), value)
-    if isinstance(value, dict):
-        return {k: _fill(v, values) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fill(v, values) for v in value]
-    return value
+    return map_strings(
+        value, lambda text: _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+    )

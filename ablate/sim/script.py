@@ -1,8 +1,8 @@
 """The sim script: rules that decide how the simulated endpoint answers each request.
 
-A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.core.specs`); a malformed script is a
-located :class:`~ablate.core.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule answers; a
-request no rule matches gets ``default``."""
+A script is a TOML or JSON file validated with pydantic (see :mod:`ablate.core.specs`); a malformed script is
+a located :class:`~ablate.core.errors.SpecError` (``file: rules.2.turn: ...``). The first matching rule
+answers; a request no rule matches gets ``default``."""
 
 from __future__ import annotations
 
@@ -53,28 +53,20 @@ class ToolCall(Spec):
     """The tool input; strings may use the placeholders ``${cwd}``, ``${session_id}``, ``${turn}``…"""
 
 
-_ERROR_TYPES: dict[int, str] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
-_ERROR_MESSAGES: dict[int, str] = {
-    400: "prompt is too long: 250000 tokens > 200000 maximum",
-    401: "invalid x-api-key",
-    403: "Your API key does not have permission to use the specified resource.",
-    404: "The requested resource could not be found.",
-    413: "Request exceeds the maximum allowed number of bytes.",
+#: Status → the real API's ``error.type`` and ``error.message`` for it.
+_ERRORS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum"),
+    401: ("authentication_error", "invalid x-api-key"),
+    403: ("permission_error", "Your API key does not have permission to use the specified resource."),
+    404: ("not_found_error", "The requested resource could not be found."),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
     429: (
+        "rate_limit_error",
         "This request would exceed the rate limit for your organization of 50 requests per minute. "
-        "For details, refer to: https://docs.claude.com/en/api/rate-limits."
+        "For details, refer to: https://docs.claude.com/en/api/rate-limits.",
     ),
-    500: "Internal server error",
-    529: "Overloaded",
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
 }
 
 
@@ -92,11 +84,11 @@ class ErrorAnswer(Spec):
 
     @property
     def error_type(self) -> str:
-        return self.type or _ERROR_TYPES[self.status]
+        return self.type or _ERRORS[self.status][0]
 
     @property
     def error_message(self) -> str:
-        return self.message if self.message is not None else _ERROR_MESSAGES[self.status]
+        return self.message if self.message is not None else _ERRORS[self.status][1]
 
 
 class Answer(Spec):

@@ -41,16 +41,9 @@ LOG_SCHEMA_VERSION = 1
 
 #: Request headers kept in the log (lower-case). Credentials are never logged, only which kind was sent.
 LOGGED_HEADERS = (
-    "x-claude-code-session-id",
-    "x-ablate-session-id",
-    "anthropic-version",
-    "anthropic-beta",
-    "user-agent",
-    "x-app",
-    "x-stainless-retry-count",
-    "x-stainless-timeout",
-    "content-type",
-)
+    "x-claude-code-session-id", "x-ablate-session-id", "anthropic-version", "anthropic-beta", "user-agent",
+    "x-app", "x-stainless-retry-count", "x-stainless-timeout", "content-type",
+)  # fmt: skip
 
 
 class PortInUse(UsageError):
@@ -210,14 +203,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _headers_subset(self) -> dict[str, str]:
-        out = {}
-        for name in LOGGED_HEADERS:
-            value = self.headers.get(name)
-            if value is not None:
-                out[name] = value
-        return out
-
     def _auth(self) -> str | None:
         kinds = []
         if self.headers.get("x-api-key"):
@@ -274,7 +259,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "method": self.command,
             "path": path.path,
             "query": path.query,
-            "headers": self._headers_subset(),
+            "headers": {k: v for k in LOGGED_HEADERS if (v := self.headers.get(k)) is not None},
             "session_id": self._session_id(),
             "auth": self._auth(),
         }
@@ -313,14 +298,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if data:
             self.wfile.write(data)
 
-    def do_PUT(self) -> None:
+    def _other_verb(self) -> None:
         self._not_found(self._read_body())
 
-    def do_DELETE(self) -> None:
-        self._not_found(self._read_body())
-
-    def do_PATCH(self) -> None:
-        self._not_found(self._read_body())
+    do_PUT = do_DELETE = do_PATCH = _other_verb
 
     def do_POST(self) -> None:
         raw = self._read_body()
@@ -331,9 +312,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         seq = self.server.log.next_seq()
         sent = (self.headers.get("x-api-key"), self.headers.get("Authorization", "").removeprefix("Bearer "))
         if self.server.api_key is not None and self.server.api_key not in sent:
-            self.server.log.write(self._record(seq, rule="unauthorized", status=401, stream=False, body=None))
-            err = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
-            self._send_json(401, err, seq)
+            self._refuse(seq, 401, "unauthorized", "authentication_error", "invalid x-api-key")
             return
         try:
             body = orjson.loads(raw) if raw else None
@@ -343,13 +322,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         else:
             problem = "" if isinstance(body, dict) else "request body must be a JSON object"
         if problem:
-            self.server.log.write(
-                self._record(
-                    seq, rule="bad_request", status=400, stream=False, body=raw.decode("utf-8", "replace")
-                )
+            self._refuse(
+                seq, 400, "bad_request", "invalid_request_error", problem, raw.decode("utf-8", "replace")
             )
-            err = {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}
-            self._send_json(400, err, seq)
             return
         assert isinstance(body, dict)
         if path.endswith("/count_tokens"):
@@ -370,13 +345,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             body = raw.decode("utf-8", "replace")
-        self.server.log.write(self._record(seq, rule="not_found", status=404, stream=False, body=body))
-        path = urlsplit(self.path).path
-        err = {
-            "type": "error",
-            "error": {"type": "not_found_error", "message": f"{self.command} {path}: not found"},
-        }
-        self._send_json(404, err, seq)
+        said = f"{self.command} {urlsplit(self.path).path}: not found"
+        self._refuse(seq, 404, "not_found", "not_found_error", said, body)
+
+    def _refuse(self, seq: int, status: int, rule: str, kind: str, message: str, body: Any = None) -> None:
+        """Log the request as answered by ``rule`` and send the API's JSON error of ``kind``."""
+        self.server.log.write(self._record(seq, rule=rule, status=status, stream=False, body=body))
+        self._send_json(status, {"type": "error", "error": {"type": kind, "message": message}}, seq)
 
     def _messages(self, seq: int, body: dict[str, Any]) -> None:
         responder = self.server.responder
@@ -434,12 +409,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class SimServer:
-    """The simulated endpoint, serving from a background thread while the context is open.
-
-    ``script`` is a path to a script file, a :class:`Script`, or None (capture mode: every request gets the
-    short default answer). ``log_path`` receives one JSON line per request (None: kept in memory).
-    ``port=0`` lets the OS choose; an explicit port already in use raises :class:`PortInUse`. ``api_key``:
-    the one credential accepted (``x-api-key`` or bearer); any other gets the API's 401."""
+    """The simulated endpoint, serving from a background thread while the context is open. ``script``: a
+    script file, a :class:`Script`, or None (capture mode: the short default answer); ``log_path``: one JSON
+    line per request (None: kept in memory); ``port=0``: the OS chooses (a port in use raises
+    :class:`PortInUse`); ``api_key``: the one credential accepted (``x-api-key`` or bearer), any other gets
+    the API's 401."""
 
     def __init__(
         self,
