@@ -1,12 +1,17 @@
 """Small TCP stand-ins for the tests: a listener whose accepted connections go to a handler on threads of
-their own, and a carrier of one connection to a local port (both ways, each half closed when its side ends)."""
+their own, a wait for what listeners counted, and a carrier of one connection to a local port (both ways, each
+half closed when its side ends)."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def serve(sock: socket.socket, handle: Callable[[socket.socket], None]) -> None:
@@ -21,6 +26,16 @@ def serve(sock: socket.socket, handle: Callable[[socket.socket], None]) -> None:
             threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
     threading.Thread(target=loop, daemon=True).start()
+
+
+def settled(read: Callable[[], T], expected: T, within: float = 10.0) -> T:
+    """``read()`` once it equals ``expected`` or ``within`` seconds have passed. A client's connect returns as soon
+    as the kernel queues the connection, before the listener's thread has accepted and counted it, so a count
+    read the moment a session ends can be one short."""
+    deadline = time.monotonic() + within
+    while (value := read()) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
 
 
 def carry(conn: socket.socket, port: int) -> None:
