@@ -150,6 +150,13 @@ def carried_blocks(report: Report, page: Page) -> list[Block]:
     """The per-cell table of what crossed the wire (nothing when no session crossed ablate's forwarder)."""
     if not report.carried:
         return []
+    headers = ["cell", "strips", "sessions", "system prompts", "tool lists", "contexts", "unlike the probe",
+               "same on the wire as"]  # fmt: skip
+    rows = [
+        [c.cell, ", ".join(c.stripped) or "nothing", *map(str, (c.sessions, c.system, c.tools, c.context)),
+         "n/a" if c.unlike_probe is None else str(c.unlike_probe), ", ".join(c.same_as) or "-"]
+        for c in report.carried
+    ]  # fmt: skip
     return [
         Para(
             "What each cell's sessions sent the model, from ablate's forwarder (wire/): the number of distinct "
@@ -158,32 +165,7 @@ def carried_blocks(report: Report, page: Page) -> list[Block]:
             "context than the free probe captured for the cell (compared in namespace runs only, whose views "
             "share the real paths; n/a otherwise)."
         ),
-        Table(
-            [
-                "cell",
-                "strips",
-                "sessions",
-                "system prompts",
-                "tool lists",
-                "contexts",
-                "unlike the probe",
-                "same on the wire as",
-            ],
-            [
-                [
-                    c.cell,
-                    ", ".join(c.stripped) or "nothing",
-                    str(c.sessions),
-                    str(c.system),
-                    str(c.tools),
-                    str(c.context),
-                    "n/a" if c.unlike_probe is None else str(c.unlike_probe),
-                    ", ".join(c.same_as) or "-",
-                ]
-                for c in report.carried
-            ],
-            id="carried",
-        ),
+        Table(headers, rows, id="carried"),
     ]
 
 

@@ -5,6 +5,7 @@ One builder per caveat (:data:`CAVEATS`); a builder returns None when its caveat
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -93,17 +94,18 @@ def task_selection(report: Report, manifest: RunManifest) -> Caveat:
     targeted = sorted({lid for v in expects.values() for lid in v})
     untargeted = sorted({lid for c in tested for lid in c.layers} - set(targeted))
     none = [t for t, v in expects.items() if not v]
+    last = (
+        f"Tasks that target no layer: {', '.join(none)}."
+        if none
+        else "Every task targets at least one layer."
+    )
     return Caveat(
         id="task-selection",
         text=(
             f"Tasks were chosen, not randomly sampled: {len(expects)} tasks "
             f"({'; '.join(t + ' targets ' + (', '.join(v) or 'nothing') for t, v in expects.items())}). "
             + (f"No task targets {', '.join(untargeted)}: a draw there says little. " if untargeted else "")
-            + (
-                f"Tasks that target no layer: {', '.join(none)}."
-                if none
-                else "Every task targets at least one layer."
-            )
+            + last
         ),
     )
 
@@ -125,11 +127,12 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
     run = report.run
     leaks = [f"{c.id}: {leak}" for c in manifest.cells for leak in c.leaks]
     flagged = [e for e in report.excluded_items if e.reason.startswith("provenance")]
-    parts = [f"isolation backend: {run.isolation}"]
-    parts.append(
-        f"{len(leaks)} leak(s) the builder could not remove" + (f" ({'; '.join(leaks[:5])})" if leaks else "")
-    )
-    parts.append(f"{len(flagged)} session(s) flagged by provenance and excluded")
+    parts = [
+        f"isolation backend: {run.isolation}",
+        f"{len(leaks)} leak(s) the builder could not remove"
+        + (f" ({'; '.join(leaks[:5])})" if leaks else ""),
+        f"{len(flagged)} session(s) flagged by provenance and excluded",
+    ]
     if manifest.isolation is not None and manifest.isolation.network == "sealed":
         parts.append(
             "sessions were sealed (a network namespace of their own, no unix sockets, a private /dev and IPC): "
@@ -147,8 +150,7 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
             "binary run: the setup-off cell keeps the repository's ordinary files (README, code, repo CLAUDE.md "
             "unless stripped), so 'setup off' is not 'no context'"
         )
-    said = backend_caveat(manifest)
-    if said:
+    if said := backend_caveat(manifest):
         parts.append(said)
     return Caveat(id="isolation", text="; ".join(parts) + ".")
 
@@ -206,15 +208,14 @@ def unsealed(report: Report, manifest: RunManifest) -> Caveat | None:
 
 def network(report: Report, manifest: RunManifest) -> Caveat | None:
     """How far sessions could reach: their own network namespace (the default), or the host's."""
-    mode = manifest.isolation.network if manifest.isolation else ""
-    if mode == "host":
-        return Caveat(
-            id="network",
-            text="Sessions ran with --allow-network: they had the host's network (services on loopback ports, "
-            "the internet), so a session could reach host services and tasks could differ by what was "
-            "reachable when they ran; unix sockets (file-system and abstract), /dev and IPC stayed private.",
-        )
-    return None
+    if manifest.isolation is None or manifest.isolation.network != "host":
+        return None
+    return Caveat(
+        id="network",
+        text="Sessions ran with --allow-network: they had the host's network (services on loopback ports, "
+        "the internet), so a session could reach host services and tasks could differ by what was "
+        "reachable when they ran; unix sockets (file-system and abstract), /dev and IPC stayed private.",
+    )
 
 
 def weak_checks(report: Report, manifest: RunManifest) -> Caveat | None:
@@ -268,17 +269,15 @@ def fence_denied(report: Report, manifest: RunManifest) -> Caveat | None:
 
 def turns_proxy(report: Report, manifest: RunManifest) -> Caveat:
     graded = any(c.metric in ("checks_passed", "judge_pass") for c in report.comparisons)
+    tail = (
+        " and the graded outcomes."
+        if graded
+        else "; this run has no execution checks or judge verdicts (`grades/`)."
+    )
     return Caveat(
         id="turns-proxy",
-        text=(
-            "Turn and tool-call counts are weak proxies for quality (a layer can add turns by making the model "
-            "check its work); read them with the pitfall-free rate"
-            + (
-                " and the graded outcomes."
-                if graded
-                else "; this run has no execution checks or judge verdicts (`grades/`)."
-            )
-        ),
+        text="Turn and tool-call counts are weak proxies for quality (a layer can add turns by making the model "
+        "check its work); read them with the pitfall-free rate" + tail,
     )
 
 
@@ -371,10 +370,7 @@ def version(report: Report, manifest: RunManifest) -> Caveat:
 
 
 def failed_items(report: Report, manifest: RunManifest) -> Caveat | None:
-    failed: dict[str, int] = {}
-    for e in report.excluded_items:
-        if e.reason.startswith(("failed", "not run")):
-            failed[e.cell] = failed.get(e.cell, 0) + 1
+    failed = Counter(e.cell for e in report.excluded_items if e.reason.startswith(("failed", "not run")))
     if not failed:
         return None
     return Caveat(
@@ -447,34 +443,10 @@ def noise_floor(report: Report, manifest: RunManifest) -> Caveat | None:
 
 #: Every caveat builder, in report order: an unsealed run says so first.
 CAVEATS: list[CaveatBuilder] = [
-    unsealed,
-    noise_floor,
-    sample_size,
-    one_repeat,
-    task_selection,
-    known_answer_bias,
-    isolation,
-    network,
-    weak_checks,
-    wire_differs,
-    carried_identical,
-    carried_unlike_probe,
-    fence_denied,
-    turns_proxy,
-    sign_flip_estimand,
-    model,
-    variance,
-    prompt_cache,
-    version,
-    failed_items,
-    overfitting,
-    piece_caveat,
-]
-
-
-def compute_caveats(report: Report, manifest: RunManifest) -> list[Caveat]:
-    """Every caveat that applies to this run (the list is never empty)."""
-    return [c for build in CAVEATS if (c := build(report, manifest)) is not None]
+    unsealed, noise_floor, sample_size, one_repeat, task_selection, known_answer_bias, isolation, network,
+    weak_checks, wire_differs, carried_identical, carried_unlike_probe, fence_denied, turns_proxy,
+    sign_flip_estimand, model, variance, prompt_cache, version, failed_items, overfitting, piece_caveat,
+]  # fmt: skip
 
 
 def sequential_caveat(seq: SequentialReport) -> Caveat:
@@ -484,7 +456,7 @@ def sequential_caveat(seq: SequentialReport) -> Caveat:
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
     """Every caveat that applies, from the sections before this one (a report without caveats is refused)."""
-    caveats = compute_caveats(report, ctx.manifest)
+    caveats = [c for build in CAVEATS if (c := build(report, ctx.manifest)) is not None]
     if report.sequential is not None:
         caveats.append(sequential_caveat(report.sequential))
     if not caveats:

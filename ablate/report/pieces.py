@@ -8,14 +8,13 @@ it does), its interval at 1 − α, its Holm-adjusted p and its verdict (helps /
 The cost of a piece is its ``tokens`` (what it adds to the first request of every session); for a piece that
 helps, ``tokens_per_point`` is that cost per percentage point of its effect (pass/fail metric) or per unit of
 the metric (turns, cost): the context it costs per session for the effect it has. Rendered as a table and a
-forest plot (:func:`ablate.report.plots.draw_interval`): a piece run's answer, first in its report.
+forest plot (:func:`ablate.report.plots.pieces_plot`): a piece run's answer, first in its report.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from ablate.core.tokens import tokens_of_chars
@@ -31,8 +30,6 @@ from ablate.report.piece_model import PieceDesignInfo, PieceRow, Removal
 from ablate.stats import PairedResult
 from ablate.stats.screening import DesignError, design_of
 from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, PieceVerdict, analyse
-
-PLOT_STEM = "pieces"
 
 
 def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:
@@ -367,61 +364,9 @@ def render(report: Report, page: Page) -> list[Block]:
     """The per-piece section with its forest plot (drawn into the page's plots folder); nothing for a layer run."""
     if report.piece_design is None:
         return []
+    from ablate.report.plots import pieces_plot
+
     return pieces_blocks(report, page.figure("pieces", lambda d: pieces_plot(report, d)))
-
-
-def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
-    """``pieces.svg``/``.png``: the forest plot of the pieces' effects (None: no effect to draw)."""
-    info = report.piece_design
-    rows = [r for r in report.pieces if r.effect is not None]
-    if info is None or not rows:
-        return None
-    from ablate.report.plots import DRAW_COLOR, REAL_COLOR, _private_matplotlib_dirs, draw_interval
-
-    _private_matplotlib_dirs()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    scale = 100.0 if info.metric in BINARY_METRICS else 1.0
-    plt.rcParams.update({"svg.hashsalt": "ablate", "font.size": 9})
-    fig, ax = plt.subplots(figsize=(6.4, 0.4 * len(rows) + 1.6))
-    for y, r in enumerate(rows):
-        assert r.effect is not None
-        draw_interval(ax, y, r.effect, r.ci_low, r.ci_high, real=r.verdict in ("helps", "hurts"), scale=scale)
-    ax.axvline(0.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r.id for r in rows])
-    ax.invert_yaxis()
-    ax.grid(axis="x", color="#e5e5e5")
-    unit = " (pts)" if scale == 100.0 else ""
-    ax.set_title(f"effect on {METRIC_LABELS.get(info.metric, info.metric)}{unit}: with − without the piece")
-    fig.legend(
-        handles=[
-            Line2D([0], [0], color=REAL_COLOR, linewidth=2.5, marker="o", label="helps / hurts (Holm)"),
-            Line2D(
-                [0],
-                [0],
-                color=DRAW_COLOR,
-                linestyle="--",
-                marker="o",
-                markerfacecolor="white",
-                label="draw / undecided",
-            ),
-        ],
-        loc="lower center",
-        ncol=2,
-        frameon=False,
-    )
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    svg, png = out_dir / f"{PLOT_STEM}.svg", out_dir / f"{PLOT_STEM}.png"
-    fig.savefig(svg, format="svg", metadata={"Date": None})
-    fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return svg, png
 
 
 SECTION = Section("pieces", pieces_section, render)
