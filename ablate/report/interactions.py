@@ -13,18 +13,17 @@ skill); negative an **overlap** (each does part of the other's work: two section
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ablate.folder.metrics import HIGHER_IS_BETTER, fmt_delta
-from ablate.report.blocks import Block, Heading, Para, Table
+from ablate.report.blocks import Block, Heading, Para, Table, fmt_interval
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import Report
 from ablate.report.paired import fmt_holm, zero_tests
-from ablate.report.pieces import fmt_interval
 
 KEY = "interactions"
 #: One column of an interaction table: its text for a row.
@@ -59,23 +58,31 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
             "alone": {a: _mean([no_b[k] - neither[k] for k in both]), b: _mean([no_a[k] - neither[k] for k in both])},
             "removing": {a: _mean([full[k] - no_a[k] for k in both]), b: _mean([full[k] - no_b[k] for k in both])},
         })  # fmt: skip
-    rows = []
-    for f, t, verdict in tested(ctx, found, diffs, "synergy", "overlap"):
-        row = {**f, **t, "verdict": verdict}
-        row["sentence"] = sentence(row, ctx.primary, record.min_effect)
-        rows.append(row)
+    rows = tested(
+        ctx, found, diffs, ("synergy", "overlap"), lambda r: sentence(r, ctx.primary, record.min_effect)
+    )
     return {KEY: rows} if rows else {}
 
 
 def tested(
-    ctx: Context, found: list[dict[str, Any]], diffs: list[list[float]], up: str, down: str
-) -> Iterator[tuple[dict[str, Any], dict[str, Any], str]]:
-    """Each subject's row, its test against zero (Holm over the subjects; ``real`` taken out) and its verdict:
-    ``up`` for a real effect in the metric's better direction, ``down`` for the other, else ``not shown``."""
-    higher = ctx.primary in HIGHER_IS_BETTER
+    ctx: Context,
+    found: list[dict[str, Any]],
+    diffs: list[list[float]],
+    verdicts: tuple[str, str],
+    say: Callable[[dict[str, Any]], str],
+    effect: str = "effect",
+) -> list[dict[str, Any]]:
+    """Each subject's row with its test against zero (Holm over the subjects; its value under ``effect``), its
+    verdict (the first of ``verdicts`` for a real effect in the metric's better direction, the second for the
+    other, else ``not shown``) and its ``sentence``, said by ``say``."""
+    higher, up, down = ctx.primary in HIGHER_IS_BETTER, *verdicts
+    rows = []
     for f, t in zip(found, zero_tests(diffs, alpha=ctx.alpha, seed=ctx.manifest.seed), strict=True):
-        real, effect = t.pop("real"), t["effect"]
-        yield f, t, ((up if (effect > 0) == higher else down) if real and effect else "not shown")
+        real, value = t.pop("real"), t.pop("effect")
+        verdict = (up if (value > 0) == higher else down) if real and value else "not shown"
+        row = {**f, effect: value, **t, "verdict": verdict}
+        rows.append({**row, "sentence": say(row)})
+    return rows
 
 
 def _mean(xs: list[float]) -> float | None:

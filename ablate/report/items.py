@@ -87,22 +87,18 @@ def collect_items(folder: RunFolder, plan: list[PlanItem], results: list[ItemRes
     by_item = {r.item: r for r in results}
     out = Items({}, [], [])
     for p in plan:
-        res = by_item.get(p.item)
-        if res is None:
-            out.excluded.append(
-                ExcludedItem(item=p.item, task=p.task, cell=p.cell, repeat=p.repeat, reason="not run")
-            )
-            continue
-        it = read_item(folder, res, model)
-        out.all_items.append(it)
-        if not res.complete:
-            reason = f"failed: {res.status}" + (f" ({res.error})" if res.error else "")
-            reason += f"; provenance: {', '.join(res.flags)}" if res.flags else ""
-        elif res.flags:
-            reason = "provenance: " + ", ".join(res.flags)
-        else:
-            out.scored[(p.task, p.cell, p.repeat)] = it
-            continue
+        res, reason = by_item.get(p.item), "not run"
+        if res is not None:
+            it = read_item(folder, res, model)
+            out.all_items.append(it)
+            if not res.complete:
+                reason = f"failed: {res.status}" + (f" ({res.error})" if res.error else "")
+                reason += f"; provenance: {', '.join(res.flags)}" if res.flags else ""
+            elif res.flags:
+                reason = "provenance: " + ", ".join(res.flags)
+            else:
+                out.scored[(p.task, p.cell, p.repeat)] = it
+                continue
         out.excluded.append(
             ExcludedItem(item=p.item, task=p.task, cell=p.cell, repeat=p.repeat, reason=reason)
         )

@@ -75,12 +75,8 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
             "leave_one_out": float(np.mean(loo)) if loo else None,
             "leave_one_in": float(np.mean(loi)) if loi else None,
         })  # fmt: skip
-    rows = []
-    for g, t, verdict in tested(ctx, got, diffs, "needs the others", "does more alone"):
-        row = {**g, "interaction": t.pop("effect"), **t, "verdict": verdict}
-        row["sentence"] = sentence(row, ctx.primary)
-        rows.append(row)
-    return {KEY: rows}
+    verdicts = ("needs the others", "does more alone")
+    return {KEY: tested(ctx, got, diffs, verdicts, lambda r: sentence(r, ctx.primary), effect="interaction")}
 
 
 def sentence(row: dict[str, Any], metric: str) -> str:

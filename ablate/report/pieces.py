@@ -21,7 +21,7 @@ from ablate.core.tokens import tokens_of_chars
 from ablate.folder.adaptive import PieceLook, read_state
 from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
-from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_p
+from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_interval, fmt_p
 from ablate.report.context import Context, Page, Section, on_model, read_probe
 from ablate.report.families import side_values
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
@@ -239,12 +239,6 @@ def piece_caveat(report: Report, manifest: RunManifest) -> Caveat | None:
     return Caveat(id="pieces", text=text)
 
 
-def fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
-    if lo is None or hi is None:
-        return "not computable"
-    return f"[{fmt_delta(metric, lo)}, {fmt_delta(metric, hi)}]"
-
-
 def piece_sentence(r: PieceRow, metric: str) -> str:
     """One piece's verdict in one sentence."""
     words = {
@@ -294,20 +288,15 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     metric = info.metric
     confirmed = [r for r in report.pieces if r.removal is not None]
     rows = [
-        [
-            r.id,
-            r.kind,
-            f"{r.tokens}" + ("" if r.tokens_source in ("request", "measured") else " (est.)"),
-            "–" if r.effect is None else fmt_delta(metric, r.effect),
-            fmt_interval(metric, r.ci_low, r.ci_high),
-            fmt_p(r.p_adjusted),
-            _verdict_cell(r),
-            *([_removal_cell(metric, r)] if confirmed else []),
-            "–" if r.tokens_per_point is None else f"{r.tokens_per_point:.3g}",
-        ]
+        [r.id, r.kind, f"{r.tokens}" + ("" if r.tokens_source in ("request", "measured") else " (est.)"),
+         "–" if r.effect is None else fmt_delta(metric, r.effect), fmt_interval(metric, r.ci_low, r.ci_high),
+         fmt_p(r.p_adjusted), _verdict_cell(r), *([_removal_cell(metric, r)] if confirmed else []),
+         "–" if r.tokens_per_point is None else f"{r.tokens_per_point:.3g}"]
         for r in report.pieces
-    ]
+    ]  # fmt: skip
     unit = info.cost_unit or "unit"
+    headers = ["piece", "kind", "tokens", "effect", "interval", "Holm p", "verdict",
+               *(["removing it"] if confirmed else []), f"tokens per {unit}"]  # fmt: skip
     stage = (
         f" Confirmed ({len(confirmed)} piece(s): real at screening or named with --confirm): removing it = the "
         "full setup − the full setup without the piece, on the one-out confirmation stage's own blocks "
@@ -320,17 +309,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     out: list[Block] = [
         Heading("Pieces: which piece earns its keep" + on_model(report)),
         Table(
-            [
-                "piece",
-                "kind",
-                "tokens",
-                "effect",
-                "interval",
-                "Holm p",
-                "verdict",
-                *(["removing it"] if confirmed else []),
-                f"tokens per {unit}",
-            ],
+            headers,
             rows,
             id="pieces",
             links=links(report, piece=True),
