@@ -104,12 +104,10 @@ def _session_layers(
         uses[(layer, kind, what)] = uses.get((layer, kind, what), 0) + 1
 
     for path in f.instruction_files:
-        hit = matcher.layer_of(path, config_dir=config_dir, cwd=f.cwd)
-        if hit:
+        if hit := matcher.layer_of(path, config_dir=config_dir, cwd=f.cwd):
             loaded.add(hit[0])
     for name in (*f.skills_listed, *f.agents_listed):
-        layer = names.get(name) or ("skills" if _plugin(name) else None)
-        if layer:
+        if layer := _holder(names, name):
             loaded.add(layer)
     for tool, n in f.mcp_calls.items():
         uses[("mcp", "tool", tool)] = n
@@ -117,14 +115,10 @@ def _session_layers(
         loaded.add("hooks")
         for hook, n in f.hooks_fired.items():
             uses[("hooks", "hook", hook)] = uses.get(("hooks", "hook", hook), 0) + n
-    for skill, _outcome in f.skills_invoked:
-        layer = names.get(skill) or ("skills" if _plugin(skill) else None)
-        if layer:
-            use(layer, "skill", skill)
-    for command in f.commands:
-        layer = names.get(command) or ("skills" if _plugin(command) else None)
-        if layer:
-            use(layer, "command", command)
+    invoked = [("skill", s) for s, _outcome in f.skills_invoked] + [("command", c) for c in f.commands]
+    for kind, name in invoked:
+        if layer := _holder(names, name):
+            use(layer, kind, name)
     for tool, inp in f.tool_inputs:
         if tool in ("Agent", "Task"):
             agent = inp.get("subagent_type")
@@ -132,15 +126,15 @@ def _session_layers(
                 use(names[agent], "agent", agent)
             continue
         for path in paths_in_tool_input(tool, inp):
-            hit = matcher.layer_of(path, config_dir=config_dir, cwd=f.cwd)
-            if hit:
+            if hit := matcher.layer_of(path, config_dir=config_dir, cwd=f.cwd):
                 use(hit[0], "read", hit[1])
     return loaded, uses
 
 
-def _plugin(name: str) -> bool:
-    """A plugin's skill or command is listed and invoked as ``plugin:name``."""
-    return ":" in name and not name.startswith(":")
+def _holder(names: dict[str, str], name: str) -> str | None:
+    """The layer that holds a skill, command or agent: by its name on disk, else ``skills`` for a plugin's
+    (listed and invoked as ``plugin:name``)."""
+    return names.get(name) or ("skills" if ":" in name and not name.startswith(":") else None)
 
 
 def _projects_for(config_dir: Path, repo: Path | None) -> list[str] | None:
@@ -267,15 +261,8 @@ def usage_report(scope: Scope, catalog: Catalog | None = None, *, jobs: int = 1)
 
 
 def _skill_row(name: str, layer: str | None) -> dict[str, Any]:
-    return {
-        "name": name,
-        "layer": layer,
-        "listed_sessions": 0,
-        "invoked": 0,
-        "invoked_sessions": 0,
-        "outcomes": {},
-        "last_used": None,
-    }
+    return {"name": name, "layer": layer, "listed_sessions": 0, "invoked": 0, "invoked_sessions": 0, "outcomes": {},
+            "last_used": None}  # fmt: skip
 
 
 def _tally_skills(skills: dict[str, dict[str, Any]], f: SessionFacts, names: dict[str, str]) -> None:
@@ -336,13 +323,14 @@ def _never_used(layers: list[dict[str, Any]], catalog: Catalog) -> list[dict[str
         if not row["on_disk"] or row["used_sessions"]:
             continue
         loaded = row["loaded_sessions"]
-        if row["loads"] == "auto" and loaded == 0:
-            why = "on disk but never loaded in the window: stripping it is a no-op for ablation"
-            out.append({"id": row["id"], "loaded_sessions": 0, "no_op": True, "why": why})
-        else:
-            where = f"loaded in {loaded} sessions, " if loaded else ""
-            why = f"on disk, {where}never the subject of a read, an invocation or a hook in the window"
-            out.append({"id": row["id"], "loaded_sessions": loaded, "no_op": False, "why": why})
+        no_op = row["loads"] == "auto" and loaded == 0
+        where = f"loaded in {loaded} sessions, " if loaded else ""
+        why = (
+            "on disk but never loaded in the window: stripping it is a no-op for ablation"
+            if no_op
+            else f"on disk, {where}never the subject of a read, an invocation or a hook in the window"
+        )
+        out.append({"id": row["id"], "loaded_sessions": loaded, "no_op": no_op, "why": why})
     return out
 
 

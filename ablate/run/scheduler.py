@@ -65,13 +65,7 @@ from ablate.run.schedule_types import (
     RunSummary,
     SessionOutcome,
 )
-from ablate.run.session import (
-    PERMANENT_API_STATUSES,
-    build_result,
-    kill_strays,
-    render_argv,
-    session_uuid,
-)
+from ablate.run.session import PERMANENT_API_STATUSES, build_result, kill_strays, render_argv, session_uuid
 from ablate.run.worker import Worker
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.tasks import Task
@@ -139,10 +133,6 @@ class Runner:
         with RunLock(self.folder):
             return self._run_locked()
 
-    @property
-    def owns_pool(self) -> bool:
-        return self.shared_pool is None
-
     def _run_locked(self) -> RunSummary:
         # Every process a session starts carries this run's tag; the watchdog kills them all if this process
         # dies (even kill -9), and each session's leftovers are killed when it ends.
@@ -208,7 +198,7 @@ class Runner:
         st.running.clear()
         sessions.shutdown(wait=True)
         self.flush_plan(st, force=True)
-        if self.owns_pool:
+        if self.shared_pool is None:
             pool.close()
         watchdog.close()
         if fatal is not None:
@@ -496,27 +486,18 @@ class Runner:
             info = self.backend.describe(env)
         except Exception as exc:
             info = {"notes": [f"could not describe the environment: {exc}"]}
-        cells = []
-        for c in self.manifest.cells:
-            if c.id == cell_id:
-                c = c.model_copy(
-                    update={
-                        "fingerprints": info.get("fingerprints", {}),
-                        "leaks": info.get("leaks", []),
-                        "notes": info.get("notes", []),
-                        "env": info.get("env", {}),
-                    }
-                )
-            cells.append(c)
+        said = {
+            k: info.get(k, empty)
+            for k, empty in (("fingerprints", {}), ("leaks", []), ("notes", []), ("env", {}))
+        }
+        cells = [c.model_copy(update=said) if c.id == cell_id else c for c in self.manifest.cells]
         self.manifest = self.manifest.model_copy(update={"cells": cells})
         write_manifest(self.folder, self.manifest)
 
     def _phase(self, st: RunState, outcome: str | None) -> Phase:
-        if outcome is not None:
-            return "stopping"
-        if st.backoff.paused(self.clock()):
-            return "paused"
-        return "running"
+        return (
+            "stopping" if outcome is not None else "paused" if st.backoff.paused(self.clock()) else "running"
+        )
 
     def emit(self, st: RunState, phase: Phase, *, message: str | None = None) -> None:
         """Tell ``on_progress`` (if any) where the pass is."""
