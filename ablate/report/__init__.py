@@ -1,13 +1,5 @@
-"""The report: ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder.
-
-Public surface, reused by ``ablate compare``:
-
-* :func:`build_report` — the :class:`~ablate.report.model.Report` of a run folder (no model calls);
-* :func:`write_report` — build it and write the requested formats into the run folder;
-* :func:`~ablate.report.document.build_document`, :func:`~ablate.report.markdown.render_markdown`,
-  :func:`~ablate.report.html.render_html`, :func:`~ablate.report.plots.forest_plot` — the renderers;
-* :data:`~ablate.report.sections.SECTIONS` — the sections, in order (each one's JSON part and its blocks).
-"""
+"""The report: ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder
+(:func:`build_report`, :func:`write_report`; the sections: :data:`ablate.report.sections.SECTIONS`)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""What each cell's sessions really carried to the model, from the wire: per-item provenance.
-
-ablate's forwarder digests every request (:mod:`ablate.folder.wire`): the system prompt, the tool list and the
-context attached to the first message, where the CLI puts the instruction files, memory, skill and agent
-listings and hook output (the per-session reminders, such as the date, the working directory and the git
-status, left out). The system prompt and tools are the same in every cell of a run against one CLI; the
-context is where cells that strip different layers must differ, when a layer they differ in reaches the model
-at the start of a session (instructions, memory, the skill and agent listings, MCP tools, an output style; not
-repo files the model reads on demand, nor hooks, which may fire later). Two such cells whose sessions carried
-exactly the same digests did not differ on the wire: a provenance failure, named in a caveat.
-"""
+"""What each cell's sessions really carried to the model, from the wire's digests of the system prompt, the tool
+list and the first message's context (docs/ARCHITECTURE.md#carried): two cells that differ in a layer that
+reaches the model at the start of a session yet carried the same digests are a provenance failure, named in
+a caveat."""
 
 from __future__ import annotations
 

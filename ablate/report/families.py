@@ -18,13 +18,7 @@ from dataclasses import dataclass
 
 from ablate.folder.layout import ManifestCell
 from ablate.report.items import Item, Key
-from ablate.report.model import (
-    HIGHER_IS_BETTER,
-    Comparison,
-    ComparisonVerdict,
-    Family,
-    FamilyName,
-)
+from ablate.report.model import HIGHER_IS_BETTER, Comparison, ComparisonVerdict, Family, FamilyName
 from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
 from ablate.stats import PairedResult
 

@@ -1,15 +1,8 @@
-"""Interactions found, not only warned about (issue 37, item 3): for each pair of pieces the confirmation stage
-ran, how much more the two give together than the sum of each alone.
-
-In each of the stage's (task, repeat) blocks a pair (A, B) has four sessions: the full setup, the setup without
-A (B kept alone of the two), without B (A kept alone) and without both. Together the two give
-full − without both; A alone gives without B − without both, B alone without A − without both; the
-interaction is together − A alone − B alone = full − without A − without B + without both, per block. Its
-mean over the blocks, its t interval, and the sign-flip test of 0 (:func:`ablate.stats.resampling.paired_mean`
-on the per-block values: exact up to its block limit), Holm over the pairs. Positive (on a metric where
-higher is better) is a **synergy** (the two give more together: a section that tells the model to use a
-skill); negative an **overlap** (each does part of the other's work: two sections that say the same thing).
-"""
+"""Interactions found, not only warned about: for each pair of pieces the confirmation stage ran, how much more
+the two give together than the sum of each alone (docs/PIECES.md#interactions). Per (task, repeat) block,
+full − without A − without B + without both; its mean, t interval and sign-flip test of 0
+(:func:`ablate.report.paired.zero_tests`, exact up to its block limit), Holm over the pairs: a **synergy**
+when positive on a metric where higher is better, an **overlap** when negative."""
 
 from __future__ import annotations
 
@@ -137,12 +130,7 @@ def render(report: Report, page: Page) -> list[Block]:
 
 
 def interaction_blocks(
-    rows: list[dict[str, Any]],
-    metric: str,
-    heading: str,
-    intro: str,
-    columns: dict[str, Cell],
-    table_id: str,
+    rows: list[dict[str, Any]], metric: str, heading: str, intro: str, columns: dict[str, Cell], table_id: str
 ) -> list[Block]:
     """An interaction section: the table (the section's own ``columns``, then interval, Holm p and verdict)
     and each row's sentence; nothing without rows."""

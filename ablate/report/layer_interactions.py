@@ -1,13 +1,7 @@
-"""Each layer's total interaction with the rest of the setup (``--cells layered+leave-one-in``, issue 37 item 3).
-
-A layered run asks what removing a layer from the whole setup does (leave-one-out: C0 − Cn); a leave-one-in
-run what the layer does on its own (only it − nothing: Kn − C11). Run in shared blocks, their difference per
-block is the layer's **total interaction** with every other layer: positive (on a metric where higher is
-better) when the layer does more beside the others than alone (it needs them: a rule that relies on a skill),
-negative when it does more alone (the others cover for it). Per layer with all four cells: the per-block
-values (C0 − Cn) − (Kn − C11), their mean, t interval and sign-flip p (:func:`ablate.stats.resampling.paired_mean`),
-Holm over the layers.
-"""
+"""Each layer's total interaction with the rest of the setup (``--cells layered+leave-one-in``,
+docs/PIECES.md#interactions): per block (C0 − Cn) − (Kn − C11), what removing it from everything does against
+what it does alone; their mean, t interval and sign-flip p (:func:`ablate.report.paired.zero_tests`), Holm over
+the layers."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""Models as a factor (``--models``): each model's answer, and whether the model changes it.
-
-A run of several models holds every cell on every model in each (task, repeat) block. Each model's part is the
-report of that model alone: the sections that make the answer (comparisons, ranking or per-piece table, cell
-summaries, power) built on a :class:`~ablate.report.context.Context` narrowed to its items, so its rows are
-the top level's, which is the first (reference) model's. The **model × cell interaction**, per cell and per
-other model against the first: per block, (cell − control on the first) − (cell − control on the other), its
-mean, t interval and sign-flip test of zero (:func:`ablate.report.paired.zero_tests`, exact up to its block
-limit: the two models' contrasts are exchangeable within a block when the model changes nothing), Holm over
-every cell and pair. docs/ARCHITECTURE.md#statistics has the long story.
-"""
+"""Models as a factor (``--models``): each model's answer, built by the answer's own sections on a context
+narrowed to that model's items, and the model × cell interaction per cell and other model against the first:
+per block (cell − control on the first) − (cell − control on the other), its mean, t interval and sign-flip
+test of zero (:func:`ablate.report.paired.zero_tests`), Holm over every cell and pair
+(docs/ARCHITECTURE.md#models)."""
 
 from __future__ import annotations
 

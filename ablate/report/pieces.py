@@ -1,15 +1,6 @@
-"""The report of a piece run (``ablate run --pieces``): every piece's effect, its verdict and its cost.
-
-Built from the run folder alone: the manifest's ``design`` (:class:`~ablate.folder.design.PieceDesignRecord`)
-says which design row each cell runs and which pieces the row keeps; the scored sessions' primary metric are
-the outcomes; :func:`ablate.stats.screening_inference.analyse` gives each piece's effect (on − off: what keeping
-it does), its interval at 1 − α, its Holm-adjusted p and its verdict (helps / hurts / draw / undecided).
-
-The cost of a piece is its ``tokens`` (what it adds to the first request of every session); for a piece that
-helps, ``tokens_per_point`` is that cost per percentage point of its effect (pass/fail metric) or per unit of
-the metric (turns, cost): the context it costs per session for the effect it has. Rendered as a table and a
-forest plot (:func:`ablate.report.plots.pieces_plot`): a piece run's answer, first in its report.
-"""
+"""The report of a piece run (``ablate run --pieces``, docs/PIECES.md#runs): every piece's effect (on − off, from
+:func:`ablate.stats.screening_inference.analyse` over the manifest's design), its verdict, a confirmed piece's
+removal answer, and its cost in tokens per point of effect; a table and a forest plot, first in its report."""
 
 from __future__ import annotations
 

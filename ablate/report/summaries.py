@@ -9,13 +9,7 @@ from typing import assert_never
 from ablate.folder.layout import ManifestCell, PlanItem, RunManifest
 from ablate.folder.session import SessionMetrics
 from ablate.report.items import Item, Items, Key
-from ablate.report.model import (
-    BINARY_METRICS,
-    CellSummary,
-    LayerUse,
-    MetricSummary,
-    TaskCellCell,
-)
+from ablate.report.model import BINARY_METRICS, CellSummary, LayerUse, MetricSummary, TaskCellCell
 from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Shows
 from ablate.stats import Interval, spread, wilson

@@ -1,22 +1,8 @@
-"""The one-out confirmation stage of a screening piece run (docs/PIECES.md#confirm).
-
-A screening design estimates each piece's *average contribution* over its sub-setups; the user's question is
-usually another: what deleting the piece from the full setup does. So, in the same run, every piece the
-screening marks real and every piece named with ``--confirm ID,...`` is confirmed by a one-out stage: its cell
-is the full setup without that piece, and after the screening the stage runs blocks of its own (repeats
-``first_repeat`` on), each the control and the confirmed pieces' cells in one shuffled sweep.
-
-* At plan time (:func:`confirm_plan`): a one-out cell per candidate piece (every piece, or only the named ones
-  when the design and a cell per piece would pass the 99-cell limit) and the record of the stage
-  (:class:`~ablate.folder.design.ConfirmPlan`); the budget check reserves one block for the named pieces.
-* After the screening (:func:`stage_items`): which pieces are real (the last adaptive look's decisions, or
-  the fixed-n analysis of the pass/fail primary at α :data:`ALPHA`), and the stage's blocks: as many sessions
-  as the screening ran, shared between the control and the confirmed cells, within ``--max-sessions``.
-* :func:`confirming`: the rounds driver that runs the screening, then the stage, in one execution.
-
-The report (:mod:`ablate.report.pieces`) compares each confirmed cell with the control on the stage's blocks
-alone, Holm over the confirmed pieces.
-"""
+"""The one-out confirmation stage of a screening piece run (docs/PIECES.md#confirm): after the screening, every
+piece it marks real and every piece ``--confirm`` names runs in blocks of its own, each the control and the
+confirmed pieces' one-out cells (and the both-removed cells of the pairs it estimates) in one shuffled sweep.
+Planned at plan time (:func:`confirm_plan`), its blocks chosen after the screening (:func:`stage_items`), run
+by :func:`confirming`; the report compares each confirmed cell with the control on the stage's blocks alone."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Recovering results from transcripts when the CLI's stdout is missing, empty, corrupt or a rate-limit stub.
-
-For each item of a run folder's plan, the latest attempt's stdout file is classified
-(:func:`ablate.mine.cli_output.parse_cli_output`). When it is not a valid result, the result is rebuilt from that
-attempt's transcript, the fields that came from the transcript (``recovered_fields``) or from a rule or the
-price table (``estimated_fields``) are marked, and the transcript's cost and turns are reconciled with the
-CLI's figures wherever a salvaged CLI document exists. ``results/<item>.json`` is written atomically and
-never replaced by a worse result; a rate-limited session never becomes a result (it needs a re-run).
-"""
+"""Recovering results from transcripts when the CLI's stdout is missing, empty, corrupt or a rate-limit stub:
+the latest attempt's result is rebuilt from its transcript, with the fields that came from it or from a rule
+marked and the transcript's figures reconciled with any salvaged CLI document. A result is written
+atomically, never replaced by a worse one; a rate-limited session never becomes a result (it needs a re-run)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,13 @@
 """The scheduler — running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments.
 
-One :class:`Runner` works on one run folder (docs/ARCHITECTURE.md) at a time, holding its lock. Its main thread
-dispatches items in plan order; session, environment-build and reset work happens in thread pools:
-
-* **Environments** are built once per (cell, slot), in parallel, and reset between items (only what the
-  previous session changed), never rebuilt. A second slot of a cell is built only when an item of that cell
-  is next and every environment of the cell is busy. A caller that runs several passes on one folder (an
-  adaptive run's rounds) hands each Runner the same kept :class:`~ablate.run.envpool.EnvPool` and closes it
-  itself: environments then outlive a pass.
-* **Rate limits** (429, the "hit your limit" message, a synthetic rate-limit record, 529 overloaded) pause the
-  whole pool until the reset time the message names, else with exponential backoff; the attempt is requeued
-  and never becomes a result. ``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns the backoff.
-* **Results** are written atomically and never replaced by a worse one (:func:`should_replace`).
-* **Budget**: launching stops once the recorded spend reaches the limit.
-* **Stopping**: :meth:`Runner.request_stop` stops launching; running sessions get ``grace_s`` to finish and
-  are then killed (whole process tree). The folder is always left resumable.
-
-The library never prints: progress goes to an ``on_progress`` callback.
-"""
+One :class:`Runner` works on one run folder at a time, holding its lock (unless its caller holds it across
+passes). Its main thread dispatches items in plan order onto the environments of an
+:class:`~ablate.run.envpool.EnvPool`; sessions run in a thread pool. A rate limit (429, the "hit your limit"
+message, 529 overloaded) pauses the whole pool until the reset time the message names, else with exponential
+backoff, and the attempt is requeued, never a result (``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns
+the backoff). Results are written atomically, never replaced by a worse one; launching stops at the budget;
+:meth:`Runner.request_stop` stops launching and kills what still runs after ``grace_s``. The folder is always
+left resumable, and the library never prints: progress goes to an ``on_progress`` callback."""
 
 from __future__ import annotations
 
