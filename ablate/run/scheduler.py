@@ -11,6 +11,7 @@ left resumable, and the library never prints: progress goes to an ``on_progress`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -118,9 +119,7 @@ class Runner:
     # -- the run ---------------------------------------------------------------------------------------
 
     def run(self) -> RunSummary:
-        if not self.take_lock:
-            return self._run_locked()
-        with RunLock(self.folder):
+        with RunLock(self.folder) if self.take_lock else contextlib.nullcontext():
             return self._run_locked()
 
     def _run_locked(self) -> RunSummary:

@@ -33,14 +33,8 @@ ERROR_OUTCOMES = frozenset({"env_error", "launch_error"})
 
 def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> list[str]:
     """The pinned command line (docs/ARCHITECTURE.md#run-folder) with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` slots."""
-    return claude_argv(
-        claude,
-        prompt="{prompt}",
-        model=model,
-        session_id="{session_id}",
-        max_turns="{max_turns}",
-        extra=extra_args,
-    )
+    slots = {"prompt": "{prompt}", "session_id": "{session_id}", "max_turns": "{max_turns}"}
+    return claude_argv(claude, model=model, extra=extra_args, **slots)
 
 
 #: Namespace of the session ids ablate gives the CLI (uuid5 of the run's seed, the item and the attempt).
