@@ -48,8 +48,7 @@ def parse_reset_time(text: str, *, now: datetime | None = None) -> datetime | No
     """The reset time named in a rate-limit message, as an aware datetime, or ``None``: ``usage limit
     reached|<epoch>``, ``resets 5pm``, ``resets 5:30pm (Europe/Paris)``, ``resets 17:00``, ``resets Dec 1, 9am
     (UTC)``. A clock time without a date is the next such time after ``now``, in the named zone, else UTC."""
-    m = _EPOCH_RE.search(text)
-    if m:
+    if m := _EPOCH_RE.search(text):
         return datetime.fromtimestamp(int(m.group(1)), tz=UTC)
     m = _RESETS_RE.search(text)
     if not m:

@@ -71,8 +71,7 @@ def cell_cost_per_pass(
     label = METRIC_LABELS.get(metric, metric)
     if not rows:
         return None, f"no scored session has {label}"
-    unpriced = sum(c is None for _, c in rows)
-    if unpriced:
+    if unpriced := sum(c is None for _, c in rows):
         return None, f"{unpriced} of {len(rows)} sessions have no known cost"
     p, c = (np.array(x, dtype=np.float64) for x in zip(*rows, strict=True))
     if not p.sum():

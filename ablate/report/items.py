@@ -58,8 +58,7 @@ def _grades(folder: RunFolder, res: ItemResult) -> dict[str, float]:
         out["checks_passed"] = 1.0 if checks.passed else 0.0
     if checks is not None and checks.score is not None and any(r.name for r in checks.results):
         out["checks_score"] = checks.score  # named checks: a plugin-eval suite's weighted graders
-    verdicts = [v for v in grade.judges if v.attempt == res.attempt and v.verdict != "error"]
-    if verdicts:
+    if verdicts := [v for v in grade.judges if v.attempt == res.attempt and v.verdict != "error"]:
         out["judge_pass"] = 1.0 if verdicts[0].verdict == "pass" else 0.0
     return out
 

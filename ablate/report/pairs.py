@@ -259,8 +259,7 @@ def choose(ctx: Context, pairs: list[CellFlips], cell: str, task: str | None, re
             f"--repeat {repeat}: not a repeat of this run",
             hint="repeats: " + ", ".join(map(str, ctx.repeats)),
         )
-    mine = [f for f in flips[cell].flipped if task in (None, f.task) and repeat in (None, f.repeat)]
-    if mine:
+    if mine := [f for f in flips[cell].flipped if task in (None, f.task) and repeat in (None, f.repeat)]:
         return read_pair(ctx, cell, mine[0].task, mine[0].repeat)
     if task is None:
         raise UsageError(f"--cell {cell}: no pair of it flipped", hint="name one with --task T [--repeat R]")

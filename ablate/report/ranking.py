@@ -310,8 +310,7 @@ def render(report: Report, page: Page) -> list[Block]:
     b.append(Para(f"Order: {report.ranking_key}. Δ = cell − control; {real_rule}."))
     if report.no_op_cells:
         b.append(Bullets([f"not tested (no-op): {c.reason}" for c in report.no_op_cells]))
-    plot = page.figure("ranking", lambda d: forest_plot(report, d))
-    if plot:
+    if plot := page.figure("ranking", lambda d: forest_plot(report, d)):
         b.append(
             Figure(
                 plot[0],

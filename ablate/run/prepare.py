@@ -171,18 +171,15 @@ def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) ->
                     f"{opt} {folder}: inside the {what} {inside}",
                     hint=f"ablate never writes into your setup; pick an {opt} outside it",
                 )
-    if work_dir is not None:
-        above = ancestor_leaks(work_dir / "x")
-        if above:
-            raise UsageError(
-                f"--work-dir {work_dir}: instruction files above it ({', '.join(a.path for a in above)}); "
-                "the CLI would load them in every cell",
-                hint="pick a --work-dir whose parent folders hold no CLAUDE.md, AGENTS.md, .claude/ or .mcp.json",
-            )
+    if work_dir is not None and (above := ancestor_leaks(work_dir / "x")):
+        raise UsageError(
+            f"--work-dir {work_dir}: instruction files above it ({', '.join(a.path for a in above)}); "
+            "the CLI would load them in every cell",
+            hint="pick a --work-dir whose parent folders hold no CLAUDE.md, AGENTS.md, .claude/ or .mcp.json",
+        )
     warnings = []
     modules = run_git(setup.repo, "submodule", "status", check=False).stdout.split("\n")
-    subs = [line.split()[1] for line in modules if line.strip() and len(line.split()) > 1]
-    if subs:
+    if subs := [line.split()[1] for line in modules if line.strip() and len(line.split()) > 1]:
         warnings.append(
             f"the repository has submodules ({', '.join(subs[:5])}): cells check out HEAD without them, so "
             "their folders are empty in every cell alike"
@@ -201,8 +198,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     if req.resume is not None and req.plan is not None:
         raise UsageError("pass either --resume or --plan, not both")
     if req.resume is not None or req.plan is not None:
-        given = [f"--{o}" for o in ("cells", "repeats") if req.given(o)]
-        if given:
+        if given := [f"--{o}" for o in ("cells", "repeats") if req.given(o)]:
             raise UsageError(
                 f"{' and '.join(given)} cannot change a planned run",
                 hint=f"drop {' and '.join(given)}: the run folder has its own (plan a new run to change them)",

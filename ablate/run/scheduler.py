@@ -315,8 +315,7 @@ class Runner:
         for idx, it in enumerate(window):
             if st.not_before.get(it.item, 0.0) > now:
                 continue
-            same = [e for e in idle if e.cell == it.cell]
-            if same:
+            if same := [e for e in idle if e.cell == it.cell]:
                 chosen = same[0]
                 prepare: Prepare = "reset" if chosen.dirty else "none"
             else:
