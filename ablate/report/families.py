@@ -133,9 +133,6 @@ def _comparison(
         layers=layers,
         task=p.task,
         metric=p.metric,
-        cell_value=r.cell_value,
-        control_value=r.control_value,
-        delta=r.delta,
         ci_low=lo,
         ci_high=hi,
         ci_method=ci_method,
@@ -144,12 +141,13 @@ def _comparison(
         real=real,
         family=p.family,
         verdict=layer_verdict(p.metric, r.delta, real, r.p_value),
-        n_pairs=r.n_pairs,
-        method=r.method,
         not_computable="; ".join(not_computable(r)) or None,
-        gained=r.gained,
-        lost=r.lost,
+        **{k: getattr(r, k) for k in _AS_TESTED},
     )
+
+
+#: What a comparison takes of its paired test as it is.
+_AS_TESTED = ("cell_value", "control_value", "delta", "n_pairs", "method", "gained", "lost")
 
 
 def _family(name: FamilyName, planned: Sequence[Planned], out: Sequence[Comparison], scope: str) -> Family:
