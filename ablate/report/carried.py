@@ -113,11 +113,9 @@ def carried_identical(report: Report, manifest: RunManifest) -> Caveat | None:
     shown = "; ".join(f"{a} and {b}" for a, b in pairs)
     return Caveat(
         id="carried-identical",
-        text=(
-            f"Cells that strip different layers sent the model exactly the same system prompts, tools and "
-            f"first-message context (wire/<item>.jsonl digests): {shown}. On the wire they are the same cell, "
-            "so a difference between them is not the stripped layers' doing; check the cells with `ablate probe`."
-        ),
+        text=f"Cells that strip different layers sent the model exactly the same system prompts, tools and "
+        f"first-message context (wire/<item>.jsonl digests): {shown}. On the wire they are the same cell, "
+        "so a difference between them is not the stripped layers' doing; check the cells with `ablate probe`.",
     )
 
 
@@ -130,12 +128,10 @@ def carried_unlike_probe(report: Report, manifest: RunManifest) -> Caveat | None
         return None
     return Caveat(
         id="carried-unlike-probe",
-        text=(
-            "Sessions that sent the model another first-message context (instruction files, memory, listings, "
-            f"hook output) than the free probe captured for their cell (probe.json): {', '.join(unlike)}. "
-            "What they carried is not what the probe proved; a hook's or memory's output that changes between "
-            "sessions does this too (wire/<item>.jsonl has each request's digest)."
-        ),
+        text="Sessions that sent the model another first-message context (instruction files, memory, listings, "
+        f"hook output) than the free probe captured for their cell (probe.json): {', '.join(unlike)}. "
+        "What they carried is not what the probe proved; a hook's or memory's output that changes between "
+        "sessions does this too (wire/<item>.jsonl has each request's digest).",
     )
 
 

@@ -56,13 +56,11 @@ def sample_size(report: Report, manifest: RunManifest) -> Caveat:
     det = "; ".join(_worst(report.power, m) for m in metrics)
     return Caveat(
         id="sample-size",
-        text=(
-            f"n per cell: {n.tasks} tasks × {n.repeats} repeats = {n.tasks * n.repeats} planned paired blocks "
-            f"({n.excluded} of {n.items} items excluded). Primary family: {_label(report.primary_metric)} pooled, "
-            f"Holm over {prim.m if prim else 0} comparisons at α = {report.alpha}; secondary family: Holm over "
-            f"{sec.m if sec else 0} comparisons on its own. The smallest pooled differences every cell detects "
-            f"with 80% power at its family's α/m (the largest over cells, from each cell's own paired blocks): {det}."
-        ),
+        text=f"n per cell: {n.tasks} tasks × {n.repeats} repeats = {n.tasks * n.repeats} planned paired blocks "
+        f"({n.excluded} of {n.items} items excluded). Primary family: {_label(report.primary_metric)} pooled, "
+        f"Holm over {prim.m if prim else 0} comparisons at α = {report.alpha}; secondary family: Holm over "
+        f"{sec.m if sec else 0} comparisons on its own. The smallest pooled differences every cell detects "
+        f"with 80% power at its family's α/m (the largest over cells, from each cell's own paired blocks): {det}.",
     )
 
 
@@ -79,12 +77,10 @@ def one_repeat(report: Report, manifest: RunManifest) -> Caveat | None:
     )
     return Caveat(
         id="one-repeat",
-        text=(
-            f"One repeat per (task, cell): a per-task comparison has one block and can show nothing, and run-to-run "
-            f"spread cannot be measured. The pooled comparisons pair the {report.n.tasks} tasks as blocks and are "
-            "valid tests, with that little power. Repeats needed at 80% power for the primary metric: "
-            f"{need or 'not computable from this run'}."
-        ),
+        text=f"One repeat per (task, cell): a per-task comparison has one block and can show nothing, and run-to-run "
+        f"spread cannot be measured. The pooled comparisons pair the {report.n.tasks} tasks as blocks and are "
+        "valid tests, with that little power. Repeats needed at 80% power for the primary metric: "
+        f"{need or 'not computable from this run'}.",
     )
 
 
@@ -101,12 +97,10 @@ def task_selection(report: Report, manifest: RunManifest) -> Caveat:
     )
     return Caveat(
         id="task-selection",
-        text=(
-            f"Tasks were chosen, not randomly sampled: {len(expects)} tasks "
-            f"({'; '.join(t + ' targets ' + (', '.join(v) or 'nothing') for t, v in expects.items())}). "
-            + (f"No task targets {', '.join(untargeted)}: a draw there says little. " if untargeted else "")
-            + last
-        ),
+        text=f"Tasks were chosen, not randomly sampled: {len(expects)} tasks "
+        f"({'; '.join(t + ' targets ' + (', '.join(v) or 'nothing') for t, v in expects.items())}). "
+        + (f"No task targets {', '.join(untargeted)}: a draw there says little. " if untargeted else "")
+        + last,
     )
 
 
@@ -115,11 +109,9 @@ def known_answer_bias(report: Report, manifest: RunManifest) -> Caveat:
     named = sum(1 for t in tasks if t.get("expects"))
     return Caveat(
         id="known-answer-bias",
-        text=(
-            f"The tasks' pitfalls were written by someone who knows the setup ({named} of {len(tasks)} tasks name "
-            "the layers they expect to matter): they test what the author already believes the setup does, and "
-            "may miss what it does elsewhere."
-        ),
+        text=f"The tasks' pitfalls were written by someone who knows the setup ({named} of {len(tasks)} tasks name "
+        "the layers they expect to matter): they test what the author already believes the setup does, and "
+        "may miss what it does elsewhere.",
     )
 
 
@@ -257,13 +249,11 @@ def fence_denied(report: Report, manifest: RunManifest) -> Caveat | None:
     )
     return Caveat(
         id="fence-denied",
-        text=(
-            f"The links write fence refused writes outside the cell in {len(hit)} of {report.n.items} "
-            f"sessions ({per_path}). Nothing reached your files, but a refused write changes what the session "
-            "does next (its tool fails with 'Read-only file system' and the model reacts to the error), where "
-            "an overlay (the namespace backend) would let the write land in the session's own view and "
-            "discard it afterwards: those sessions may not behave as they would on your machine."
-        ),
+        text=f"The links write fence refused writes outside the cell in {len(hit)} of {report.n.items} "
+        f"sessions ({per_path}). Nothing reached your files, but a refused write changes what the session "
+        "does next (its tool fails with 'Read-only file system' and the model reacts to the error), where "
+        "an overlay (the namespace backend) would let the write land in the session's own view and "
+        "discard it afterwards: those sessions may not behave as they would on your machine.",
     )
 
 
@@ -297,15 +287,13 @@ def model(report: Report, manifest: RunManifest) -> Caveat:
         )
     return Caveat(
         id="model",
-        text=(
-            f"Model pinned to {run.model}; "
-            + (
-                "verified: every scored transcript names it and no other"
-                if run.model_verified
-                else f"NOT verified: transcripts name {seen}; {run.sessions_without_model} name no model"
-            )
-            + "."
-        ),
+        text=f"Model pinned to {run.model}; "
+        + (
+            "verified: every scored transcript names it and no other"
+            if run.model_verified
+            else f"NOT verified: transcripts name {seen}; {run.sessions_without_model} name no model"
+        )
+        + ".",
     )
 
 
@@ -323,11 +311,9 @@ def variance(report: Report, manifest: RunManifest) -> Caveat:
     worst = max(spreads, key=lambda x: x[1])
     return Caveat(
         id="variance",
-        text=(
-            f"Run-to-run spread (sd of per-repeat pitfall-free rates) ranges {_pct(min(s for _, s in spreads))}"
-            f"–{_pct(worst[1])} (largest in {worst[0]}): a single run of one cell can differ from another run of "
-            "the same cell by that much."
-        ),
+        text=f"Run-to-run spread (sd of per-repeat pitfall-free rates) ranges {_pct(min(s for _, s in spreads))}"
+        f"–{_pct(worst[1])} (largest in {worst[0]}): a single run of one cell can differ from another run of "
+        "the same cell by that much.",
     )
 
 
@@ -347,11 +333,9 @@ def prompt_cache(report: Report, manifest: RunManifest) -> Caveat:
     )
     return Caveat(
         id="prompt-cache",
-        text=(
-            cache
-            + f". Order was randomised within each (task, repeat) block (seed {run.seed}), so cache warmth does not "
-            "line up with a cell. Cost is shown as spent" + spent + "."
-        ),
+        text=cache
+        + f". Order was randomised within each (task, repeat) block (seed {run.seed}), so cache warmth does not "
+        "line up with a cell. Cost is shown as spent" + spent + ".",
     )
 
 
@@ -360,12 +344,10 @@ def version(report: Report, manifest: RunManifest) -> Caveat:
     imports = [n for c in report.cells for n in c.notes if "imported by" in n]
     return Caveat(
         id="version",
-        text=(
-            f"claude {run.claude_version} (sha256 {run.claude_sha256[:12]}…, "
-            + ("the pinned version" if run.claude_pinned else "NOT the pinned version")
-            + f"), isolation {run.isolation}. Results hold for this CLI version and model only."
-            + (f" Nested layers: {'; '.join(imports)}." if imports else "")
-        ),
+        text=f"claude {run.claude_version} (sha256 {run.claude_sha256[:12]}…, "
+        + ("the pinned version" if run.claude_pinned else "NOT the pinned version")
+        + f"), isolation {run.isolation}. Results hold for this CLI version and model only."
+        + (f" Nested layers: {'; '.join(imports)}." if imports else ""),
     )
 
 
@@ -397,13 +379,11 @@ def sign_flip_estimand(report: Report, manifest: RunManifest) -> Caveat | None:
     which = ", ".join(dict.fromkeys(f"{c.cell} {c.metric}" for c in real if c.task is None)) or "none pooled"
     return Caveat(
         id="sign-flip-estimand",
-        text=(
-            "Turns, tool calls and cost are tested with the paired sign-flip test, whose null is that the cell "
-            "and the control are exchangeable within a block (the per-block differences symmetric about 0), "
-            "not only that their means are equal: a 'real' there says the cell changed the metric's "
-            "distribution, while the Δ and its interval describe the mean difference, which can be near 0 when "
-            f"only the shape changed (real here: {which})."
-        ),
+        text="Turns, tool calls and cost are tested with the paired sign-flip test, whose null is that the cell "
+        "and the control are exchangeable within a block (the per-block differences symmetric about 0), "
+        "not only that their means are equal: a 'real' there says the cell changed the metric's "
+        "distribution, while the Δ and its interval describe the mean difference, which can be near 0 when "
+        f"only the shape changed (real here: {which}).",
     )
 
 
@@ -422,22 +402,18 @@ def noise_floor(report: Report, manifest: RunManifest) -> Caveat | None:
     if real:
         return Caveat(
             id="aa-untrustworthy",
-            text=(
-                "UNTRUSTWORTHY: the two independently built controls differ for real on "
-                + ", ".join(
-                    f"{_label(r.metric)} (Δ {_num(r.delta)}, adjusted p {r.p_adjusted:.3g})" for r in real
-                )
-                + " — the same setup measured twice gave a 'real' difference, so no difference of this run can "
-                f"be told from its noise. The noise floor: {figures}."
-            ),
+            text="UNTRUSTWORTHY: the two independently built controls differ for real on "
+            + ", ".join(
+                f"{_label(r.metric)} (Δ {_num(r.delta)}, adjusted p {r.p_adjusted:.3g})" for r in real
+            )
+            + " — the same setup measured twice gave a 'real' difference, so no difference of this run can "
+            f"be told from its noise. The noise floor: {figures}.",
         )
     return Caveat(
         id="aa-noise-floor",
-        text=(
-            f"Measured noise floor (--aa: a second control built and run on its own, same setup): {figures}; "
-            "no A/A difference is real. Differences between cells of this size are what an identical setup "
-            "gives."
-        ),
+        text=f"Measured noise floor (--aa: a second control built and run on its own, same setup): {figures}; "
+        "no A/A difference is real. Differences between cells of this size are what an identical setup "
+        "gives.",
     )
 
 
