@@ -148,14 +148,15 @@ def answer_lines(report: Report) -> list[str]:
     """The terminal's lines for a run of several models: each model's verdicts, then the interactions."""
     out = []
     for part in parts(report):
-        blocks = _answer(view(report, part))
+        blocks = answer_blocks(view(report, part))
         said = next((b.items for b in blocks if isinstance(b, Bullets)), [])
         out += [f"on {part.model}:", *(f"  {s.replace('**', '')}" for s in said)]
     said = [f"  {r['sentence'].replace('**', '')}" for r in getattr(report, INTERACTIONS, None) or []]
     return out + (["the model × cell interaction:", *said] if said else [])
 
 
-def _answer(report: Report) -> list[Block]:
+def answer_blocks(report: Report) -> list[Block]:
+    """The answer's blocks: a layer run's ranking, or a piece run's per-piece table (no figure drawn)."""
     section = pieces.SECTION if report.piece_design is not None else ranking.SECTION
     return section.render(report, Page())
 
@@ -175,7 +176,7 @@ def render(report: Report, page: Page) -> list[Block]:
         verified = "verified from every transcript" if part.model_verified else "**NOT verified**"
         out += [Heading(f"On {part.model}", level=3),
                 Para(f"{part.n.complete} of {part.n.items} sessions complete, ${part.spend_usd:.4f}; model {verified}.")]  # fmt: skip
-        for b in _answer(view(report, part)):
+        for b in answer_blocks(view(report, part)):
             if isinstance(b, Table):
                 out.append(dataclasses.replace(b, id=f"{b.id}-{part.model}", links={}))
             elif isinstance(b, Bullets):

@@ -204,13 +204,10 @@ def read_side(ctx: Context, res: ItemResult | None, item: str, cell: str) -> Sid
         side.answer = _clip(res.wire.answer, MAX_TEXT * 2)
     grade = read_grade(folder, item)
     checks = grade.checks_for(res.attempt) if grade is not None else None
-    for c in checks.results if checks is not None else []:
-        side.outcomes.append(
-            Outcome(name=c.name or f"{c.kind} {c.target}", kind="check", passed=c.passed, detail=c.detail)
-        )
-    side.outcomes += [
-        Outcome(name=p, kind="pitfall", passed=not n) for p, n in sorted(res.pitfall_hits.items())
-    ]
+    side.outcomes = [
+        Outcome(name=c.name or f"{c.kind} {c.target}", kind="check", passed=c.passed, detail=c.detail)
+        for c in (checks.results if checks is not None else [])
+    ] + [Outcome(name=p, kind="pitfall", passed=not n) for p, n in sorted(res.pitfall_hits.items())]
     wire = [w for w in read_wire(wire_path(folder.root, item)) if w.attempt in (None, res.attempt)]
     if not wire:
         side.missing.append(f"wire record ({wire_path(folder.root, item)})")
