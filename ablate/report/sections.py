@@ -35,26 +35,8 @@ from ablate.report import (
 from ablate.report.context import Section
 
 SECTIONS: list[Section] = [
-    ranking.SECTION,
-    pieces.SECTION,
-    interactions.SECTION,
-    models.SECTION,
-    sequential.SECTION,
-    noise_floor.SECTION,
-    header.SECTION,
-    tables.SECTION,
-    contributions.SECTION,
-    layer_interactions.SECTION,
-    power_table.SECTION,
-    regressions.SECTION,
-    holdout.SECTION,
-    generalization.SECTION,
-    graders.SECTION,
-    dead_layers.SECTION,
-    isolation.SECTION,
-    carried.SECTION,
-    flipped.SECTION,
-    provenance.SECTION,
-    caveats.SECTION,
-    fingerprints.SECTION,
-]
+    ranking.SECTION, pieces.SECTION, interactions.SECTION, models.SECTION, sequential.SECTION, noise_floor.SECTION,
+    header.SECTION, tables.SECTION, contributions.SECTION, layer_interactions.SECTION, power_table.SECTION,
+    regressions.SECTION, holdout.SECTION, generalization.SECTION, graders.SECTION, dead_layers.SECTION,
+    isolation.SECTION, carried.SECTION, flipped.SECTION, provenance.SECTION, caveats.SECTION, fingerprints.SECTION,
+]  # fmt: skip
