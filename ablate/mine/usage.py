@@ -13,11 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from ablate.core.errors import NotFound, UsageError
+from ablate.core.errors import NotFound
 from ablate.core.slug import slug
-from ablate.folder.layout import RunFolder
 from ablate.mine.attribution import LayerMatcher, paths_in_tool_input
 from ablate.mine.history import SessionFacts, history_files, scan_all
 from ablate.setup.layers import Catalog, LayerFiles, load_catalog, resolve_layer
@@ -359,7 +356,7 @@ def _window(scope: Scope, sessions: list[SessionFacts]) -> dict[str, Any]:
 
 
 def provenance_for(
-    layers_or_run: Iterable[str] | Path,
+    layers: Iterable[str],
     config_dir: Path,
     *,
     repo: Path | None = None,
@@ -368,17 +365,15 @@ def provenance_for(
 ) -> list[dict[str, Any]]:
     """Per layer, what the user's own history says (``"runbooks: used in 12% of your last 500 sessions"``).
 
-    ``layers_or_run`` is layer ids, or a run folder (its manifest's stripped layers and setup repo). A report
-    prints these under their own heading, never beside the counterfactual figures. Empty when the history
-    holds no session of the repo."""
-    layer_ids, repo = _run_layers(layers_or_run, repo)
+    A report prints these under their own heading, never beside the counterfactual figures. Empty when the
+    history holds no session of the repo."""
     doc = usage_report(Scope(config_dir, repo, last=last), jobs=jobs).doc
     n = doc["sessions"]["count"]
     if not n:
         return []
     by_id = {row["id"]: row for row in doc["layers"]}
     out = []
-    for layer_id in layer_ids:
+    for layer_id in dict.fromkeys(layers):
         row = by_id.get(layer_id)
         if row is None:
             continue
@@ -389,18 +384,3 @@ def provenance_for(
         out.append({"layer": layer_id, "sessions": n, "used_sessions": used, "loaded_sessions": loaded,
                     "sentence": sentence + "."})  # fmt: skip
     return out
-
-
-def _run_layers(layers_or_run: Iterable[str] | Path, repo: Path | None) -> tuple[list[str], Path | None]:
-    if not isinstance(layers_or_run, Path):
-        return list(dict.fromkeys(layers_or_run)), repo
-    manifest = RunFolder(layers_or_run).manifest_path
-    try:
-        doc = orjson.loads(manifest.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise UsageError(f"{manifest}: cannot read the run's manifest ({exc})") from None
-    ids = [s for c in doc.get("cells") or [] for s in c.get("stripped") or [] if isinstance(s, str)]
-    setup_repo = (doc.get("setup") or {}).get("repo")
-    if repo is None and isinstance(setup_repo, str):
-        repo = Path(setup_repo)
-    return list(dict.fromkeys(ids)), repo
