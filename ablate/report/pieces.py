@@ -132,6 +132,7 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
     binary = ctx.primary in BINARY_METRICS
     outcomes = outcomes_of(ctx, record)
     ctx.say(f"estimating {len(record.pieces)} pieces' effects from {len(outcomes)} sessions")
+    analysis: PieceAnalysis | None = None
     try:
         analysis = analyse(
             design_of(record),
@@ -141,24 +142,23 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
             min_effect=record.min_effect,
             higher_is_better=ctx.primary in HIGHER_IS_BETTER,
         )
+        effects = analysis.pieces
     except DesignError as exc:
-        none = [PieceEffect(p.id, None, None, None, None, None, "undecided", str(exc)) for p in record.pieces]
-        return {
-            "pieces": _confirmed(piece_rows(record, none, binary=binary), removals(ctx, record)),
-            "piece_design": _info(ctx, record, len(outcomes), None),
-        }
-    rows = _confirmed(piece_rows(record, analysis.pieces, binary=binary), removals(ctx, record))
+        effects = [
+            PieceEffect(p.id, None, None, None, None, None, "undecided", str(exc)) for p in record.pieces
+        ]
+    removal = removals(ctx, record)
+    rows = [
+        r.model_copy(update={"removal": removal.get(r.id)})
+        for r in piece_rows(record, effects, binary=binary)
+    ]
     info = _info(ctx, record, len(outcomes), analysis)
-    state = read_state(ctx.folder)
+    state = read_state(ctx.folder) if analysis is not None else None
     decided = state.piece_decisions() if state is not None else {}
     if state is not None and decided:
         rows = [_anytime(r, decided.get(r.id), binary) for r in rows]
         info = info.model_copy(update={"decided_by": "anytime", "alpha": state.options.alpha})
     return {"pieces": rows, "piece_design": info}
-
-
-def _confirmed(rows: list[PieceRow], removal: dict[str, Removal]) -> list[PieceRow]:
-    return [r.model_copy(update={"removal": removal.get(r.id)}) for r in rows]
 
 
 def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
