@@ -223,25 +223,19 @@ def usage_report(scope: Scope, catalog: Catalog | None = None, *, jobs: int = 1)
     names = _name_map(disk)
     matcher = LayerMatcher.from_catalog(catalog)
     tallies = {layer.id: _Tally() for layer in catalog}
-    skills: dict[str, dict[str, Any]] = {}
-    for name, layer_id in names.items():
-        if catalog.get(layer_id).shows == "skill_listing":
-            skills.setdefault(name, _skill_row(name, layer_id))
+    skills = {n: _skill_row(n, lid) for n, lid in names.items() if catalog.get(lid).shows == "skill_listing"}
     per_session: list[dict[str, Any]] = []
     for f in sessions:
         loaded, uses = _session_layers(f, matcher, names, str(config_dir))
         sid = str(f.path)  # two files may carry one session id (a copied or forked session)
         for layer_id in loaded:
             tallies[layer_id].loaded.add(sid)
-        seen: set[tuple[str, str, str]] = set()
-        for (layer_id, kind, what), n in uses.items():
+        for (layer_id, kind, what), n in uses.items():  # each (layer, kind, what) once per session
             t = tallies[layer_id]
             t.used.add(sid)
             entry = t.uses.setdefault((kind, what), [0, 0])
             entry[0] += n
-            if (layer_id, kind, what) not in seen:
-                entry[1] += 1
-                seen.add((layer_id, kind, what))
+            entry[1] += 1
         _tally_skills(skills, f, names)
         per_session.append(_session_row(f, sorted({k[0] for k in uses})))
     layers = [_layer_row(layer.id, disk[layer.id], tallies[layer.id], catalog) for layer in catalog]
