@@ -115,7 +115,7 @@ def test_stdout_missing_empty_valid(tmp_path: Path) -> None:
     assert parse_cli_output(tmp_path / "none.json").kind == "missing"
     assert parse_cli_output(stdout_of("killed_by_timeout")).kind == "empty"
     out = parse_cli_output(stdout_of("plain"))
-    assert out.kind == "valid" and out.usable and out.data is not None and out.data["num_turns"] == 1
+    assert out.kind == "valid" and out.data is not None and out.data["num_turns"] == 1
 
 
 def test_stdout_two_writers_overwriting(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_stdout_two_writers_overwriting(tmp_path: Path) -> None:
     path = tmp_path / "same.json"
     path.write_bytes(mixed)
     out = parse_cli_output(path)
-    assert out.kind == "corrupt" and not out.usable and "after document" in (out.error or "")
+    assert out.kind == "corrupt" and "after document" in (out.error or "")
     assert [d["session_id"] for d in out.documents] == ["78d7c0ae-cf96-40cc-ac7b-f7aeec85285a"]
     assert out.for_session("78d7c0ae-cf96-40cc-ac7b-f7aeec85285a") is not None
     assert out.for_session("7eafad0d-33d6-494c-be70-752f47a06356") is None  # torn: never trusted

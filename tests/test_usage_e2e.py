@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from ablate.core.slug import slug
+from ablate.folder.layout import ManifestCell, SetupInfo
 from ablate.mine.suggest import key_facts
 from ablate.mine.usage import Scope, provenance_for, usage_report
 from ablate.sim import SimServer, script_from_data
@@ -273,16 +274,14 @@ def test_report_provenance_section_from_a_run_folder(history: History, tmp_path:
     from ablate.report.markdown import render_markdown
     from ablate.report.model import Provenance, Report
     from ablate.report.provenance import HEADING, provenance_block, render
+    from tests.run_folder import new_manifest
 
-    run = tmp_path / "run"
-    run.mkdir()
-    manifest = {
-        "cells": [{"id": "C0", "stripped": []}, {"id": "C7", "stripped": ["runbooks"]},
-                  {"id": "C8", "stripped": ["decisions"]}],
-        "setup": {"repo": str(history.repo)},
-    }  # fmt: skip
-    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
-    block = provenance_block(run, history.config_dir)
+    cells = [ManifestCell(id="C0", dirname="c00"), ManifestCell(id="C7", dirname="c07", stripped=["runbooks"]),
+             ManifestCell(id="C8", dirname="c08", stripped=["decisions"])]  # fmt: skip
+    manifest = new_manifest(
+        cells=cells, setup=SetupInfo(repo=str(history.repo)), tasks=[], repeats=1, items=0
+    )
+    block = provenance_block(manifest, history.config_dir)
     assert block is not None and block["heading"] == HEADING and block["sessions"] == 5
     part: dict[str, Any] = {"provenance": Provenance.model_validate(block)}
     report = Report.model_construct(**part)
@@ -290,4 +289,4 @@ def test_report_provenance_section_from_a_run_folder(history: History, tmp_path:
     assert md.startswith(f"# t\n\n## {HEADING}\n")
     assert "- runbooks: used in 40% of your last 5 sessions (2 of 5)." in md
     assert "- decisions: used in 20% of your last 5 sessions (1 of 5)." in md
-    assert provenance_block(run, tmp_path / "no-config") is None
+    assert provenance_block(manifest, tmp_path / "no-config") is None

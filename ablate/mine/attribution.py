@@ -106,8 +106,7 @@ def paths_in_tool_input(tool: str, inp: dict[str, Any]) -> Iterator[str]:
         base = inp.get("path")
         pattern = inp.get("pattern")
         if isinstance(pattern, str):
-            folder = _GLOB_TAIL.sub("", pattern)
-            if folder:
+            if folder := _GLOB_TAIL.sub("", pattern):
                 yield posixpath.join(base, folder) if isinstance(base, str) else folder
             elif isinstance(base, str):
                 yield base

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +31,7 @@ _CLOCK_RE = re.compile(r"(?P<h>\d{1,2})(?::(?P<m>\d{2}))?\s*(?P<ampm>am|pm)?$", 
 _MONTHS = {
     m: i
     for i, m in enumerate(
-        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1
     )
 }
 _DATE_RE = re.compile(
@@ -48,8 +48,7 @@ def parse_reset_time(text: str, *, now: datetime | None = None) -> datetime | No
     """The reset time named in a rate-limit message, as an aware datetime, or ``None``: ``usage limit
     reached|<epoch>``, ``resets 5pm``, ``resets 5:30pm (Europe/Paris)``, ``resets 17:00``, ``resets Dec 1, 9am
     (UTC)``. A clock time without a date is the next such time after ``now``, in the named zone, else UTC."""
-    m = _EPOCH_RE.search(text)
-    if m:
+    if m := _EPOCH_RE.search(text):
         return datetime.fromtimestamp(int(m.group(1)), tz=UTC)
     m = _RESETS_RE.search(text)
     if not m:
@@ -106,12 +105,6 @@ class CliOutput:
     error: str | None = None
     rate_limit_message: str | None = None
     rate_limit_reset: datetime | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def usable(self) -> bool:
-        """True when the file is one complete result document."""
-        return self.kind == "valid"
 
     def for_session(self, session_id: str | None) -> dict[str, Any] | None:
         """The document belonging to ``session_id``: ``data`` when valid, else a salvaged match, else None."""

@@ -6,12 +6,12 @@ pitfalls from its tool errors and the user's corrections. Every draft carries ``
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ablate.core.errors import OutputExists
+from ablate.core.gitutil import run_git
 from ablate.mine.history import SessionFacts
 from ablate.mine.parse import main_thread_records
 from ablate.mine.usage import Scope, usage_report
@@ -123,14 +123,8 @@ def repo_head(repo: Path | None) -> str | None:
     if repo is None:
         return None
     try:
-        proc = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
+        proc = run_git(repo, "rev-parse", "HEAD", check=False)
+    except OSError:
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from ablate.mine.derive import subagent_files
 from ablate.mine.parse import USAGE_SKIP_RE, _Session, _stream, _Thread
 
 FileKind = Literal["session", "empty", "junk", "unreadable"]
@@ -80,22 +81,7 @@ def history_files(config_dir: Path, projects: Iterable[str] | None = None) -> It
         except OSError:
             continue
         for name in entries:
-            path = folder / name
-            yield HistoryFile(path, project, _subagents(folder / name.removesuffix(".jsonl") / "subagents"))
-
-
-def _subagents(folder: Path) -> tuple[Path, ...]:
-    try:
-        with os.scandir(folder) as it:
-            return tuple(
-                sorted(
-                    Path(e.path)
-                    for e in it
-                    if e.name.startswith("agent-") and e.name.endswith(".jsonl") and e.is_file()
-                )
-            )
-    except OSError:
-        return ()
+            yield HistoryFile(folder / name, project, tuple(subagent_files(folder / name)))
 
 
 def _mtime_iso(path: Path) -> str | None:

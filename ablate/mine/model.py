@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
@@ -152,9 +153,6 @@ class ThreadMetrics:
                 out[f.name] = dict(value) if isinstance(value, dict) else value
         return out
 
-    def to_json(self) -> dict[str, Any]:
-        return self._fields()
-
 
 #: (field, int | dict | list) of every field :meth:`ThreadMetrics.merged` combines (all but ``duration_s``).
 _MERGE = tuple(
@@ -226,45 +224,28 @@ class SessionResult:
 
         return SessionMetrics.model_validate(self.to_json())
 
+    @property
+    def retries(self) -> int:
+        return self.total.retry_records
+
     def to_json(self) -> dict[str, Any]:
         """The fields of :class:`SessionMetrics`, JSON-ready: what ``ablate mine --json`` prints (see docs/GUIDE.md,
         "Mining transcripts"). Every result validates it through :meth:`to_metrics`; printing it directly
         keeps mining as fast as it was."""
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "session_id": self.session_id,
-            "transcript": str(self.transcript),
-            "status": self.status,
-            "api_error_status": self.api_error_status,
-            "rate_limit_reset": self.rate_limit_reset.isoformat() if self.rate_limit_reset else None,
-            "rate_limit_message": self.rate_limit_message,
-            "turns": self.turns,
-            "turns_source": self.turns_source,
-            "turns_last_prompt": self.turns_last_prompt,
-            "num_turns_cli": self.num_turns_cli,
-            "prompts": self.prompts,
-            "cost_usd": self.cost_usd,
-            "cost_estimated": self.cost_estimated,
-            "cost_source": self.cost_source,
-            "unknown_models": list(self.unknown_models),
-            "duration_s": self.duration_s,
-            "duration_source": self.duration_source,
-            "estimated_fields": self.estimated_fields,
-            "cwd": self.cwd,
-            "claude_version": self.claude_version,
-            "models": list(self.models),
-            "instruction_files": [dict(f) for f in self.instruction_files],
-            "skills_listed": list(self.skills_listed),
-            "hooks_fired": dict(self.hooks_fired),
-            "agents": [dict(a) for a in self.agents],
-            "pitfall_hits": dict(self.pitfall_hits),
-            "stdout": self.stdout_kind,
-            "reconciliation": {k: dict(v) for k, v in self.reconciliation.items()},
-            "retries": self.total.retry_records,
-            "malformed_lines": self.malformed_lines,
-            "truncated_lines": self.truncated_lines,
-            "unknown_record_types": dict(self.unknown_record_types),
-            "main": self.main._fields(),
-            "subagents": self.subagents._fields(),
-            "total": self.total._fields(),
-        }
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        for key in _KEYS:
+            value = getattr(self, "stdout_kind" if key == "stdout" else key)
+            out[key] = value._fields() if isinstance(value, ThreadMetrics) else copy.deepcopy(value)
+        out["transcript"] = str(self.transcript)
+        out["rate_limit_reset"] = self.rate_limit_reset.isoformat() if self.rate_limit_reset else None
+        return out
+
+
+#: The keys of :class:`SessionMetrics` after ``schema_version``, in its order (``stdout`` is ``stdout_kind``).
+_KEYS = (
+    "session_id", "transcript", "status", "api_error_status", "rate_limit_reset", "rate_limit_message", "turns",
+    "turns_source", "turns_last_prompt", "num_turns_cli", "prompts", "cost_usd", "cost_estimated", "cost_source",
+    "unknown_models", "duration_s", "duration_source", "estimated_fields", "cwd", "claude_version", "models",
+    "instruction_files", "skills_listed", "hooks_fired", "agents", "pitfall_hits", "stdout", "reconciliation",
+    "retries", "malformed_lines", "truncated_lines", "unknown_record_types", "main", "subagents", "total",
+)  # fmt: skip

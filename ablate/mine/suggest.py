@@ -60,15 +60,10 @@ def suggest(result: UsageResult, *, per_layer: int = 5, top_layers: int = 3) -> 
         key=lambda r: (-r["used_sessions"], -(r["loaded_sessions"] or 0), r["id"]),
     )
     cells = [
-        {
-            "strip": r["id"],
-            "used_sessions": r["used_sessions"],
-            "loaded_sessions": r["loaded_sessions"],
-            "why": "used" if r["used_sessions"] else "loaded, never used: does it earn its tokens?",
-            "loads": r["loads"],
-        }
+        {"strip": r["id"], "used_sessions": r["used_sessions"], "loaded_sessions": r["loaded_sessions"],
+         "why": "used" if r["used_sessions"] else "loaded, never used: does it earn its tokens?", "loads": r["loads"]}
         for r in worth
-    ]
+    ]  # fmt: skip
     left_out = [
         {"layer": r["id"], "why": "on disk, never loaded nor used in the window: a no-op cell"}
         for r in present
@@ -77,13 +72,9 @@ def suggest(result: UsageResult, *, per_layer: int = 5, top_layers: int = 3) -> 
     tasks: list[dict[str, Any]] = []
     for r in [r for r in worth if r["used_sessions"]][:top_layers]:
         picked = [s for s in result.sessions if r["id"] in s["layers_used"] and s["first_prompt"]]
-        for s in sorted(picked, key=lambda s: s["started"] or "", reverse=True)[:per_layer]:
-            tasks.append(
-                {
-                    "layer": r["id"],
-                    "session_id": s["session_id"],
-                    "date": (s["started"] or "")[:10] or None,
-                    "first_prompt": s["first_prompt"],
-                }
-            )
+        tasks += [
+            {"layer": r["id"], "session_id": s["session_id"], "date": (s["started"] or "")[:10] or None,
+             "first_prompt": s["first_prompt"]}
+            for s in sorted(picked, key=lambda s: s["started"] or "", reverse=True)[:per_layer]
+        ]  # fmt: skip
     return {"cells": cells, "left_out": left_out, "tasks": tasks}

@@ -13,11 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from ablate.core.errors import NotFound, UsageError
+from ablate.core.errors import NotFound
 from ablate.core.slug import slug
-from ablate.folder.layout import RunFolder
 from ablate.mine.attribution import LayerMatcher, paths_in_tool_input
 from ablate.mine.history import SessionFacts, history_files, scan_all
 from ablate.setup.layers import Catalog, LayerFiles, load_catalog, resolve_layer
@@ -104,12 +101,10 @@ def _session_layers(
         uses[(layer, kind, what)] = uses.get((layer, kind, what), 0) + 1
 
     for path in f.instruction_files:
-        hit = matcher.layer_of(path, config_dir=config_dir, cwd=f.cwd)
-        if hit:
+        if hit := matcher.layer_of(path, config_dir=config_dir, cwd=f.cwd):
             loaded.add(hit[0])
     for name in (*f.skills_listed, *f.agents_listed):
-        layer = names.get(name) or ("skills" if _plugin(name) else None)
-        if layer:
+        if layer := _holder(names, name):
             loaded.add(layer)
     for tool, n in f.mcp_calls.items():
         uses[("mcp", "tool", tool)] = n
@@ -117,14 +112,10 @@ def _session_layers(
         loaded.add("hooks")
         for hook, n in f.hooks_fired.items():
             uses[("hooks", "hook", hook)] = uses.get(("hooks", "hook", hook), 0) + n
-    for skill, _outcome in f.skills_invoked:
-        layer = names.get(skill) or ("skills" if _plugin(skill) else None)
-        if layer:
-            use(layer, "skill", skill)
-    for command in f.commands:
-        layer = names.get(command) or ("skills" if _plugin(command) else None)
-        if layer:
-            use(layer, "command", command)
+    invoked = [("skill", s) for s, _outcome in f.skills_invoked] + [("command", c) for c in f.commands]
+    for kind, name in invoked:
+        if layer := _holder(names, name):
+            use(layer, kind, name)
     for tool, inp in f.tool_inputs:
         if tool in ("Agent", "Task"):
             agent = inp.get("subagent_type")
@@ -132,15 +123,15 @@ def _session_layers(
                 use(names[agent], "agent", agent)
             continue
         for path in paths_in_tool_input(tool, inp):
-            hit = matcher.layer_of(path, config_dir=config_dir, cwd=f.cwd)
-            if hit:
+            if hit := matcher.layer_of(path, config_dir=config_dir, cwd=f.cwd):
                 use(hit[0], "read", hit[1])
     return loaded, uses
 
 
-def _plugin(name: str) -> bool:
-    """A plugin's skill or command is listed and invoked as ``plugin:name``."""
-    return ":" in name and not name.startswith(":")
+def _holder(names: dict[str, str], name: str) -> str | None:
+    """The layer that holds a skill, command or agent: by its name on disk, else ``skills`` for a plugin's
+    (listed and invoked as ``plugin:name``)."""
+    return names.get(name) or ("skills" if ":" in name and not name.startswith(":") else None)
 
 
 def _projects_for(config_dir: Path, repo: Path | None) -> list[str] | None:
@@ -232,25 +223,19 @@ def usage_report(scope: Scope, catalog: Catalog | None = None, *, jobs: int = 1)
     names = _name_map(disk)
     matcher = LayerMatcher.from_catalog(catalog)
     tallies = {layer.id: _Tally() for layer in catalog}
-    skills: dict[str, dict[str, Any]] = {}
-    for name, layer_id in names.items():
-        if catalog.get(layer_id).shows == "skill_listing":
-            skills.setdefault(name, _skill_row(name, layer_id))
+    skills = {n: _skill_row(n, lid) for n, lid in names.items() if catalog.get(lid).shows == "skill_listing"}
     per_session: list[dict[str, Any]] = []
     for f in sessions:
         loaded, uses = _session_layers(f, matcher, names, str(config_dir))
         sid = str(f.path)  # two files may carry one session id (a copied or forked session)
         for layer_id in loaded:
             tallies[layer_id].loaded.add(sid)
-        seen: set[tuple[str, str, str]] = set()
-        for (layer_id, kind, what), n in uses.items():
+        for (layer_id, kind, what), n in uses.items():  # each (layer, kind, what) once per session
             t = tallies[layer_id]
             t.used.add(sid)
             entry = t.uses.setdefault((kind, what), [0, 0])
             entry[0] += n
-            if (layer_id, kind, what) not in seen:
-                entry[1] += 1
-                seen.add((layer_id, kind, what))
+            entry[1] += 1
         _tally_skills(skills, f, names)
         per_session.append(_session_row(f, sorted({k[0] for k in uses})))
     layers = [_layer_row(layer.id, disk[layer.id], tallies[layer.id], catalog) for layer in catalog]
@@ -267,15 +252,8 @@ def usage_report(scope: Scope, catalog: Catalog | None = None, *, jobs: int = 1)
 
 
 def _skill_row(name: str, layer: str | None) -> dict[str, Any]:
-    return {
-        "name": name,
-        "layer": layer,
-        "listed_sessions": 0,
-        "invoked": 0,
-        "invoked_sessions": 0,
-        "outcomes": {},
-        "last_used": None,
-    }
+    return {"name": name, "layer": layer, "listed_sessions": 0, "invoked": 0, "invoked_sessions": 0, "outcomes": {},
+            "last_used": None}  # fmt: skip
 
 
 def _tally_skills(skills: dict[str, dict[str, Any]], f: SessionFacts, names: dict[str, str]) -> None:
@@ -336,13 +314,14 @@ def _never_used(layers: list[dict[str, Any]], catalog: Catalog) -> list[dict[str
         if not row["on_disk"] or row["used_sessions"]:
             continue
         loaded = row["loaded_sessions"]
-        if row["loads"] == "auto" and loaded == 0:
-            why = "on disk but never loaded in the window: stripping it is a no-op for ablation"
-            out.append({"id": row["id"], "loaded_sessions": 0, "no_op": True, "why": why})
-        else:
-            where = f"loaded in {loaded} sessions, " if loaded else ""
-            why = f"on disk, {where}never the subject of a read, an invocation or a hook in the window"
-            out.append({"id": row["id"], "loaded_sessions": loaded, "no_op": False, "why": why})
+        no_op = row["loads"] == "auto" and loaded == 0
+        where = f"loaded in {loaded} sessions, " if loaded else ""
+        why = (
+            "on disk but never loaded in the window: stripping it is a no-op for ablation"
+            if no_op
+            else f"on disk, {where}never the subject of a read, an invocation or a hook in the window"
+        )
+        out.append({"id": row["id"], "loaded_sessions": loaded, "no_op": no_op, "why": why})
     return out
 
 
@@ -371,7 +350,7 @@ def _window(scope: Scope, sessions: list[SessionFacts]) -> dict[str, Any]:
 
 
 def provenance_for(
-    layers_or_run: Iterable[str] | Path,
+    layers: Iterable[str],
     config_dir: Path,
     *,
     repo: Path | None = None,
@@ -380,17 +359,15 @@ def provenance_for(
 ) -> list[dict[str, Any]]:
     """Per layer, what the user's own history says (``"runbooks: used in 12% of your last 500 sessions"``).
 
-    ``layers_or_run`` is layer ids, or a run folder (its manifest's stripped layers and setup repo). A report
-    prints these under their own heading, never beside the counterfactual figures. Empty when the history
-    holds no session of the repo."""
-    layer_ids, repo = _run_layers(layers_or_run, repo)
+    A report prints these under their own heading, never beside the counterfactual figures. Empty when the
+    history holds no session of the repo."""
     doc = usage_report(Scope(config_dir, repo, last=last), jobs=jobs).doc
     n = doc["sessions"]["count"]
     if not n:
         return []
     by_id = {row["id"]: row for row in doc["layers"]}
     out = []
-    for layer_id in layer_ids:
+    for layer_id in dict.fromkeys(layers):
         row = by_id.get(layer_id)
         if row is None:
             continue
@@ -401,18 +378,3 @@ def provenance_for(
         out.append({"layer": layer_id, "sessions": n, "used_sessions": used, "loaded_sessions": loaded,
                     "sentence": sentence + "."})  # fmt: skip
     return out
-
-
-def _run_layers(layers_or_run: Iterable[str] | Path, repo: Path | None) -> tuple[list[str], Path | None]:
-    if not isinstance(layers_or_run, Path):
-        return list(dict.fromkeys(layers_or_run)), repo
-    manifest = RunFolder(layers_or_run).manifest_path
-    try:
-        doc = orjson.loads(manifest.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise UsageError(f"{manifest}: cannot read the run's manifest ({exc})") from None
-    ids = [s for c in doc.get("cells") or [] for s in c.get("stripped") or [] if isinstance(s, str)]
-    setup_repo = (doc.get("setup") or {}).get("repo")
-    if repo is None and isinstance(setup_repo, str):
-        repo = Path(setup_repo)
-    return list(dict.fromkeys(ids)), repo

@@ -1,13 +1,5 @@
-"""The report: ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder.
-
-Public surface, reused by ``ablate compare``:
-
-* :func:`build_report` — the :class:`~ablate.report.model.Report` of a run folder (no model calls);
-* :func:`write_report` — build it and write the requested formats into the run folder;
-* :func:`~ablate.report.document.build_document`, :func:`~ablate.report.markdown.render_markdown`,
-  :func:`~ablate.report.html.render_html`, :func:`~ablate.report.plots.forest_plot` — the renderers;
-* :data:`~ablate.report.sections.SECTIONS` — the sections, in order (each one's JSON part and its blocks).
-"""
+"""The report: ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder
+(:func:`build_report`, :func:`write_report`; the sections: :data:`ablate.report.sections.SECTIONS`)."""
 
 from __future__ import annotations
 
@@ -19,6 +11,7 @@ import orjson
 
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes
+from ablate.folder.layout import RunFolder
 from ablate.report.build import build_report
 from ablate.report.model import Report
 
@@ -64,26 +57,23 @@ def write_report(
     say = progress or (lambda _m: None)
     fmts = parse_formats(list(formats))
     report = build_report(run_dir, alpha=alpha, control=control, primary=primary, progress=say)
-    written = WrittenReport(report)
+    written, folder = WrittenReport(report), RunFolder(run_dir)
     if "json" in fmts:
-        path = run_dir / "report.json"
-        data = report.model_dump(mode="json")
-        atomic_write_bytes(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-        written.paths["json"] = path
+        data = orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
+        atomic_write_bytes(folder.report_json, data)
+        written.paths["json"] = folder.report_json
     if "md" in fmts or "html" in fmts:
         say("drawing the plots")
-        page = Page(run_dir / "plots")
+        page = Page(folder.plots_dir)
         doc = build_document(report, page)
         if "ranking" in page.drawn:  # the forest plot
             written.paths["svg"], written.paths["png"] = page.drawn["ranking"]
         if "md" in fmts:
-            path = run_dir / "report.md"
-            atomic_write_bytes(path, render_markdown(doc).encode())
-            written.paths["md"] = path
+            atomic_write_bytes(folder.report_md, render_markdown(doc).encode())
+            written.paths["md"] = folder.report_md
         if "html" in fmts:
-            path = run_dir / "report.html"
-            atomic_write_bytes(path, render_html(doc, run_dir).encode())
-            written.paths["html"] = path
+            atomic_write_bytes(folder.report_html, render_html(doc, run_dir).encode())
+            written.paths["html"] = folder.report_html
     return written
 
 

@@ -1,13 +1,8 @@
-"""The comparisons of a sequential report: "real" from the anytime-valid analysis, the rest descriptive.
-
-When a run was adaptive, or a fixed run is read before its end, the number of blocks behind each comparison
-was not fixed in advance, so a fixed-n p-value is not a valid test (optional stopping and peeking inflate
-its error rate). The report then states only what the sequential analysis supports: the pooled comparison
-of each cell on the sequential primary outcome takes its p-value (anytime-valid), its Holm-adjusted p (over
-every comparison of the run), its interval (the confidence sequence) and so its ``real`` mark and verdict
-from :class:`~ablate.report.model.SequentialReport`; every other comparison keeps its fixed-n figures as
-description and is never marked real.
-"""
+"""The comparisons of a sequential report (an adaptive run, or a fixed run read before its end): the number of
+blocks was not fixed in advance, so a fixed-n p is no test. Each cell's pooled comparison on the sequential
+primary outcome takes the anytime-valid p, its Holm adjustment, the confidence sequence and so its ``real``
+mark from :class:`~ablate.report.model.SequentialReport`; every other comparison stays as description, never
+real (docs/ARCHITECTURE.md#statistics)."""
 
 from __future__ import annotations
 

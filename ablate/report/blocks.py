@@ -68,9 +68,13 @@ class Document:
 
 
 def fmt_ci(c: Comparison) -> str:
-    if c.ci_low is None or c.ci_high is None:
+    return fmt_interval(c.metric, c.ci_low, c.ci_high)
+
+
+def fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
+    if lo is None or hi is None:
         return "not computable"
-    return f"[{fmt_delta(c.metric, c.ci_low)}, {fmt_delta(c.metric, c.ci_high)}]"
+    return f"[{fmt_delta(metric, lo)}, {fmt_delta(metric, hi)}]"
 
 
 def fmt_p(p: float | None) -> str:

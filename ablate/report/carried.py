@@ -1,14 +1,7 @@
-"""What each cell's sessions really carried to the model, from the wire: per-item provenance.
-
-ablate's forwarder digests every request (:mod:`ablate.folder.wire`): the system prompt, the tool list and the
-context attached to the first message, where the CLI puts the instruction files, memory, skill and agent
-listings and hook output (the per-session reminders, such as the date, the working directory and the git
-status, left out). The system prompt and tools are the same in every cell of a run against one CLI; the
-context is where cells that strip different layers must differ, when a layer they differ in reaches the model
-at the start of a session (instructions, memory, the skill and agent listings, MCP tools, an output style; not
-repo files the model reads on demand, nor hooks, which may fire later). Two such cells whose sessions carried
-exactly the same digests did not differ on the wire: a provenance failure, named in a caveat.
-"""
+"""What each cell's sessions really carried to the model, from the wire's digests of the system prompt, the tool
+list and the first message's context (docs/ARCHITECTURE.md#carried): two cells that differ in a layer that
+reaches the model at the start of a session yet carried the same digests are a provenance failure, named in
+a caveat."""
 
 from __future__ import annotations
 
@@ -120,11 +113,9 @@ def carried_identical(report: Report, manifest: RunManifest) -> Caveat | None:
     shown = "; ".join(f"{a} and {b}" for a, b in pairs)
     return Caveat(
         id="carried-identical",
-        text=(
-            f"Cells that strip different layers sent the model exactly the same system prompts, tools and "
-            f"first-message context (wire/<item>.jsonl digests): {shown}. On the wire they are the same cell, "
-            "so a difference between them is not the stripped layers' doing; check the cells with `ablate probe`."
-        ),
+        text=f"Cells that strip different layers sent the model exactly the same system prompts, tools and "
+        f"first-message context (wire/<item>.jsonl digests): {shown}. On the wire they are the same cell, "
+        "so a difference between them is not the stripped layers' doing; check the cells with `ablate probe`.",
     )
 
 
@@ -137,12 +128,10 @@ def carried_unlike_probe(report: Report, manifest: RunManifest) -> Caveat | None
         return None
     return Caveat(
         id="carried-unlike-probe",
-        text=(
-            "Sessions that sent the model another first-message context (instruction files, memory, listings, "
-            f"hook output) than the free probe captured for their cell (probe.json): {', '.join(unlike)}. "
-            "What they carried is not what the probe proved; a hook's or memory's output that changes between "
-            "sessions does this too (wire/<item>.jsonl has each request's digest)."
-        ),
+        text="Sessions that sent the model another first-message context (instruction files, memory, listings, "
+        f"hook output) than the free probe captured for their cell (probe.json): {', '.join(unlike)}. "
+        "What they carried is not what the probe proved; a hook's or memory's output that changes between "
+        "sessions does this too (wire/<item>.jsonl has each request's digest).",
     )
 
 
@@ -150,6 +139,13 @@ def carried_blocks(report: Report, page: Page) -> list[Block]:
     """The per-cell table of what crossed the wire (nothing when no session crossed ablate's forwarder)."""
     if not report.carried:
         return []
+    headers = ["cell", "strips", "sessions", "system prompts", "tool lists", "contexts", "unlike the probe",
+               "same on the wire as"]  # fmt: skip
+    rows = [
+        [c.cell, ", ".join(c.stripped) or "nothing", *map(str, (c.sessions, c.system, c.tools, c.context)),
+         "n/a" if c.unlike_probe is None else str(c.unlike_probe), ", ".join(c.same_as) or "-"]
+        for c in report.carried
+    ]  # fmt: skip
     return [
         Para(
             "What each cell's sessions sent the model, from ablate's forwarder (wire/): the number of distinct "
@@ -158,32 +154,7 @@ def carried_blocks(report: Report, page: Page) -> list[Block]:
             "context than the free probe captured for the cell (compared in namespace runs only, whose views "
             "share the real paths; n/a otherwise)."
         ),
-        Table(
-            [
-                "cell",
-                "strips",
-                "sessions",
-                "system prompts",
-                "tool lists",
-                "contexts",
-                "unlike the probe",
-                "same on the wire as",
-            ],
-            [
-                [
-                    c.cell,
-                    ", ".join(c.stripped) or "nothing",
-                    str(c.sessions),
-                    str(c.system),
-                    str(c.tools),
-                    str(c.context),
-                    "n/a" if c.unlike_probe is None else str(c.unlike_probe),
-                    ", ".join(c.same_as) or "-",
-                ]
-                for c in report.carried
-            ],
-            id="carried",
-        ),
+        Table(headers, rows, id="carried"),
     ]
 
 

@@ -5,6 +5,7 @@ One builder per caveat (:data:`CAVEATS`); a builder returns None when its caveat
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -56,13 +57,11 @@ def sample_size(report: Report, manifest: RunManifest) -> Caveat:
     det = "; ".join(_worst(report.power, m) for m in metrics)
     return Caveat(
         id="sample-size",
-        text=(
-            f"n per cell: {n.tasks} tasks × {n.repeats} repeats = {n.tasks * n.repeats} planned paired blocks "
-            f"({n.excluded} of {n.items} items excluded). Primary family: {_label(report.primary_metric)} pooled, "
-            f"Holm over {prim.m if prim else 0} comparisons at α = {report.alpha}; secondary family: Holm over "
-            f"{sec.m if sec else 0} comparisons on its own. The smallest pooled differences every cell detects "
-            f"with 80% power at its family's α/m (the largest over cells, from each cell's own paired blocks): {det}."
-        ),
+        text=f"n per cell: {n.tasks} tasks × {n.repeats} repeats = {n.tasks * n.repeats} planned paired blocks "
+        f"({n.excluded} of {n.items} items excluded). Primary family: {_label(report.primary_metric)} pooled, "
+        f"Holm over {prim.m if prim else 0} comparisons at α = {report.alpha}; secondary family: Holm over "
+        f"{sec.m if sec else 0} comparisons on its own. The smallest pooled differences every cell detects "
+        f"with 80% power at its family's α/m (the largest over cells, from each cell's own paired blocks): {det}.",
     )
 
 
@@ -79,12 +78,10 @@ def one_repeat(report: Report, manifest: RunManifest) -> Caveat | None:
     )
     return Caveat(
         id="one-repeat",
-        text=(
-            f"One repeat per (task, cell): a per-task comparison has one block and can show nothing, and run-to-run "
-            f"spread cannot be measured. The pooled comparisons pair the {report.n.tasks} tasks as blocks and are "
-            "valid tests, with that little power. Repeats needed at 80% power for the primary metric: "
-            f"{need or 'not computable from this run'}."
-        ),
+        text=f"One repeat per (task, cell): a per-task comparison has one block and can show nothing, and run-to-run "
+        f"spread cannot be measured. The pooled comparisons pair the {report.n.tasks} tasks as blocks and are "
+        "valid tests, with that little power. Repeats needed at 80% power for the primary metric: "
+        f"{need or 'not computable from this run'}.",
     )
 
 
@@ -94,18 +91,17 @@ def task_selection(report: Report, manifest: RunManifest) -> Caveat:
     targeted = sorted({lid for v in expects.values() for lid in v})
     untargeted = sorted({lid for c in tested for lid in c.layers} - set(targeted))
     none = [t for t, v in expects.items() if not v]
+    last = (
+        f"Tasks that target no layer: {', '.join(none)}."
+        if none
+        else "Every task targets at least one layer."
+    )
     return Caveat(
         id="task-selection",
-        text=(
-            f"Tasks were chosen, not randomly sampled: {len(expects)} tasks "
-            f"({'; '.join(t + ' targets ' + (', '.join(v) or 'nothing') for t, v in expects.items())}). "
-            + (f"No task targets {', '.join(untargeted)}: a draw there says little. " if untargeted else "")
-            + (
-                f"Tasks that target no layer: {', '.join(none)}."
-                if none
-                else "Every task targets at least one layer."
-            )
-        ),
+        text=f"Tasks were chosen, not randomly sampled: {len(expects)} tasks "
+        f"({'; '.join(t + ' targets ' + (', '.join(v) or 'nothing') for t, v in expects.items())}). "
+        + (f"No task targets {', '.join(untargeted)}: a draw there says little. " if untargeted else "")
+        + last,
     )
 
 
@@ -114,11 +110,9 @@ def known_answer_bias(report: Report, manifest: RunManifest) -> Caveat:
     named = sum(1 for t in tasks if t.get("expects"))
     return Caveat(
         id="known-answer-bias",
-        text=(
-            f"The tasks' pitfalls were written by someone who knows the setup ({named} of {len(tasks)} tasks name "
-            "the layers they expect to matter): they test what the author already believes the setup does, and "
-            "may miss what it does elsewhere."
-        ),
+        text=f"The tasks' pitfalls were written by someone who knows the setup ({named} of {len(tasks)} tasks name "
+        "the layers they expect to matter): they test what the author already believes the setup does, and "
+        "may miss what it does elsewhere.",
     )
 
 
@@ -126,11 +120,12 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
     run = report.run
     leaks = [f"{c.id}: {leak}" for c in manifest.cells for leak in c.leaks]
     flagged = [e for e in report.excluded_items if e.reason.startswith("provenance")]
-    parts = [f"isolation backend: {run.isolation}"]
-    parts.append(
-        f"{len(leaks)} leak(s) the builder could not remove" + (f" ({'; '.join(leaks[:5])})" if leaks else "")
-    )
-    parts.append(f"{len(flagged)} session(s) flagged by provenance and excluded")
+    parts = [
+        f"isolation backend: {run.isolation}",
+        f"{len(leaks)} leak(s) the builder could not remove"
+        + (f" ({'; '.join(leaks[:5])})" if leaks else ""),
+        f"{len(flagged)} session(s) flagged by provenance and excluded",
+    ]
     if manifest.isolation is not None and manifest.isolation.network == "sealed":
         parts.append(
             "sessions were sealed (a network namespace of their own, no unix sockets, a private /dev and IPC): "
@@ -148,8 +143,7 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
             "binary run: the setup-off cell keeps the repository's ordinary files (README, code, repo CLAUDE.md "
             "unless stripped), so 'setup off' is not 'no context'"
         )
-    said = backend_caveat(manifest)
-    if said:
+    if said := backend_caveat(manifest):
         parts.append(said)
     return Caveat(id="isolation", text="; ".join(parts) + ".")
 
@@ -207,15 +201,14 @@ def unsealed(report: Report, manifest: RunManifest) -> Caveat | None:
 
 def network(report: Report, manifest: RunManifest) -> Caveat | None:
     """How far sessions could reach: their own network namespace (the default), or the host's."""
-    mode = manifest.isolation.network if manifest.isolation else ""
-    if mode == "host":
-        return Caveat(
-            id="network",
-            text="Sessions ran with --allow-network: they had the host's network (services on loopback ports, "
-            "the internet), so a session could reach host services and tasks could differ by what was "
-            "reachable when they ran; unix sockets (file-system and abstract), /dev and IPC stayed private.",
-        )
-    return None
+    if manifest.isolation is None or manifest.isolation.network != "host":
+        return None
+    return Caveat(
+        id="network",
+        text="Sessions ran with --allow-network: they had the host's network (services on loopback ports, "
+        "the internet), so a session could reach host services and tasks could differ by what was "
+        "reachable when they ran; unix sockets (file-system and abstract), /dev and IPC stayed private.",
+    )
 
 
 def weak_checks(report: Report, manifest: RunManifest) -> Caveat | None:
@@ -257,29 +250,25 @@ def fence_denied(report: Report, manifest: RunManifest) -> Caveat | None:
     )
     return Caveat(
         id="fence-denied",
-        text=(
-            f"The links write fence refused writes outside the cell in {len(hit)} of {report.n.items} "
-            f"sessions ({per_path}). Nothing reached your files, but a refused write changes what the session "
-            "does next (its tool fails with 'Read-only file system' and the model reacts to the error), where "
-            "an overlay (the namespace backend) would let the write land in the session's own view and "
-            "discard it afterwards: those sessions may not behave as they would on your machine."
-        ),
+        text=f"The links write fence refused writes outside the cell in {len(hit)} of {report.n.items} "
+        f"sessions ({per_path}). Nothing reached your files, but a refused write changes what the session "
+        "does next (its tool fails with 'Read-only file system' and the model reacts to the error), where "
+        "an overlay (the namespace backend) would let the write land in the session's own view and "
+        "discard it afterwards: those sessions may not behave as they would on your machine.",
     )
 
 
 def turns_proxy(report: Report, manifest: RunManifest) -> Caveat:
     graded = any(c.metric in ("checks_passed", "judge_pass") for c in report.comparisons)
+    tail = (
+        " and the graded outcomes."
+        if graded
+        else "; this run has no execution checks or judge verdicts (`grades/`)."
+    )
     return Caveat(
         id="turns-proxy",
-        text=(
-            "Turn and tool-call counts are weak proxies for quality (a layer can add turns by making the model "
-            "check its work); read them with the pitfall-free rate"
-            + (
-                " and the graded outcomes."
-                if graded
-                else "; this run has no execution checks or judge verdicts (`grades/`)."
-            )
-        ),
+        text="Turn and tool-call counts are weak proxies for quality (a layer can add turns by making the model "
+        "check its work); read them with the pitfall-free rate" + tail,
     )
 
 
@@ -299,15 +288,13 @@ def model(report: Report, manifest: RunManifest) -> Caveat:
         )
     return Caveat(
         id="model",
-        text=(
-            f"Model pinned to {run.model}; "
-            + (
-                "verified: every scored transcript names it and no other"
-                if run.model_verified
-                else f"NOT verified: transcripts name {seen}; {run.sessions_without_model} name no model"
-            )
-            + "."
-        ),
+        text=f"Model pinned to {run.model}; "
+        + (
+            "verified: every scored transcript names it and no other"
+            if run.model_verified
+            else f"NOT verified: transcripts name {seen}; {run.sessions_without_model} name no model"
+        )
+        + ".",
     )
 
 
@@ -325,11 +312,9 @@ def variance(report: Report, manifest: RunManifest) -> Caveat:
     worst = max(spreads, key=lambda x: x[1])
     return Caveat(
         id="variance",
-        text=(
-            f"Run-to-run spread (sd of per-repeat pitfall-free rates) ranges {_pct(min(s for _, s in spreads))}"
-            f"–{_pct(worst[1])} (largest in {worst[0]}): a single run of one cell can differ from another run of "
-            "the same cell by that much."
-        ),
+        text=f"Run-to-run spread (sd of per-repeat pitfall-free rates) ranges {_pct(min(s for _, s in spreads))}"
+        f"–{_pct(worst[1])} (largest in {worst[0]}): a single run of one cell can differ from another run of "
+        "the same cell by that much.",
     )
 
 
@@ -349,11 +334,9 @@ def prompt_cache(report: Report, manifest: RunManifest) -> Caveat:
     )
     return Caveat(
         id="prompt-cache",
-        text=(
-            cache
-            + f". Order was randomised within each (task, repeat) block (seed {run.seed}), so cache warmth does not "
-            "line up with a cell. Cost is shown as spent" + spent + "."
-        ),
+        text=cache
+        + f". Order was randomised within each (task, repeat) block (seed {run.seed}), so cache warmth does not "
+        "line up with a cell. Cost is shown as spent" + spent + ".",
     )
 
 
@@ -362,20 +345,15 @@ def version(report: Report, manifest: RunManifest) -> Caveat:
     imports = [n for c in report.cells for n in c.notes if "imported by" in n]
     return Caveat(
         id="version",
-        text=(
-            f"claude {run.claude_version} (sha256 {run.claude_sha256[:12]}…, "
-            + ("the pinned version" if run.claude_pinned else "NOT the pinned version")
-            + f"), isolation {run.isolation}. Results hold for this CLI version and model only."
-            + (f" Nested layers: {'; '.join(imports)}." if imports else "")
-        ),
+        text=f"claude {run.claude_version} (sha256 {run.claude_sha256[:12]}…, "
+        + ("the pinned version" if run.claude_pinned else "NOT the pinned version")
+        + f"), isolation {run.isolation}. Results hold for this CLI version and model only."
+        + (f" Nested layers: {'; '.join(imports)}." if imports else ""),
     )
 
 
 def failed_items(report: Report, manifest: RunManifest) -> Caveat | None:
-    failed: dict[str, int] = {}
-    for e in report.excluded_items:
-        if e.reason.startswith(("failed", "not run")):
-            failed[e.cell] = failed.get(e.cell, 0) + 1
+    failed = Counter(e.cell for e in report.excluded_items if e.reason.startswith(("failed", "not run")))
     if not failed:
         return None
     return Caveat(
@@ -402,13 +380,11 @@ def sign_flip_estimand(report: Report, manifest: RunManifest) -> Caveat | None:
     which = ", ".join(dict.fromkeys(f"{c.cell} {c.metric}" for c in real if c.task is None)) or "none pooled"
     return Caveat(
         id="sign-flip-estimand",
-        text=(
-            "Turns, tool calls and cost are tested with the paired sign-flip test, whose null is that the cell "
-            "and the control are exchangeable within a block (the per-block differences symmetric about 0), "
-            "not only that their means are equal: a 'real' there says the cell changed the metric's "
-            "distribution, while the Δ and its interval describe the mean difference, which can be near 0 when "
-            f"only the shape changed (real here: {which})."
-        ),
+        text="Turns, tool calls and cost are tested with the paired sign-flip test, whose null is that the cell "
+        "and the control are exchangeable within a block (the per-block differences symmetric about 0), "
+        "not only that their means are equal: a 'real' there says the cell changed the metric's "
+        "distribution, while the Δ and its interval describe the mean difference, which can be near 0 when "
+        f"only the shape changed (real here: {which}).",
     )
 
 
@@ -427,22 +403,18 @@ def noise_floor(report: Report, manifest: RunManifest) -> Caveat | None:
     if real:
         return Caveat(
             id="aa-untrustworthy",
-            text=(
-                "UNTRUSTWORTHY: the two independently built controls differ for real on "
-                + ", ".join(
-                    f"{_label(r.metric)} (Δ {_num(r.delta)}, adjusted p {r.p_adjusted:.3g})" for r in real
-                )
-                + " — the same setup measured twice gave a 'real' difference, so no difference of this run can "
-                f"be told from its noise. The noise floor: {figures}."
-            ),
+            text="UNTRUSTWORTHY: the two independently built controls differ for real on "
+            + ", ".join(
+                f"{_label(r.metric)} (Δ {_num(r.delta)}, adjusted p {r.p_adjusted:.3g})" for r in real
+            )
+            + " — the same setup measured twice gave a 'real' difference, so no difference of this run can "
+            f"be told from its noise. The noise floor: {figures}.",
         )
     return Caveat(
         id="aa-noise-floor",
-        text=(
-            f"Measured noise floor (--aa: a second control built and run on its own, same setup): {figures}; "
-            "no A/A difference is real. Differences between cells of this size are what an identical setup "
-            "gives."
-        ),
+        text=f"Measured noise floor (--aa: a second control built and run on its own, same setup): {figures}; "
+        "no A/A difference is real. Differences between cells of this size are what an identical setup "
+        "gives.",
     )
 
 
@@ -474,11 +446,6 @@ CAVEATS: list[CaveatBuilder] = [
 ]
 
 
-def compute_caveats(report: Report, manifest: RunManifest) -> list[Caveat]:
-    """Every caveat that applies to this run (the list is never empty)."""
-    return [c for build in CAVEATS if (c := build(report, manifest)) is not None]
-
-
 def sequential_caveat(seq: SequentialReport) -> Caveat:
     """The caveat of a sequential report: which figures are tests and which are description."""
     return Caveat(id="sequential", text=" ".join(seq.caveats))
@@ -486,7 +453,7 @@ def sequential_caveat(seq: SequentialReport) -> Caveat:
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
     """Every caveat that applies, from the sections before this one (a report without caveats is refused)."""
-    caveats = compute_caveats(report, ctx.manifest)
+    caveats = [c for build in CAVEATS if (c := build(report, ctx.manifest)) is not None]
     if report.sequential is not None:
         caveats.append(sequential_caveat(report.sequential))
     if not caveats:

@@ -72,14 +72,6 @@ class Page:
         return f"{self.plots.name}/{files[0].name}", f"{self.plots.name}/{files[1].name}"
 
 
-def _nothing(*_args: object) -> Any:
-    return {}
-
-
-def _blank(*_args: object) -> list[Block]:
-    return []
-
-
 @dataclass(frozen=True)
 class Section:
     """One part of the report: ``build`` returns its JSON part (top-level ``report.json`` keys → values; it may
@@ -87,8 +79,8 @@ class Section:
     ``report.md`` and ``report.html`` (both renderers draw the same blocks)."""
 
     key: str
-    build: Callable[[Context, Report], dict[str, Any]] = _nothing
-    render: Callable[[Report, Page], list[Block]] = _blank
+    build: Callable[[Context, Report], dict[str, Any]] = lambda _ctx, _report: {}
+    render: Callable[[Report, Page], list[Block]] = lambda _report, _page: []
     layer_runs_only: bool = False
     """Rendered for a layer run only (a piece run's answer is its per-piece table, not these)."""
 

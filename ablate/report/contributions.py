@@ -19,12 +19,14 @@ from ablate.report.context import Page, Section
 from ablate.report.model import METRIC_LABELS, Comparison, Report
 from ablate.stats import min_interval_blocks
 
+HEADERS = ["cell", "strips", "task", "family", "cell", "control", "Δ", "interval", "p", "Holm p", "real?",
+           "pairs"]  # fmt: skip
+
 
 def render(report: Report, page: Page) -> list[Block]:
     """Every comparison, metric by metric: the cell and control values, Δ, interval, p, Holm p, real?"""
-    b: list[Block] = []
-    b.append(Heading("Marginal contribution of each layer"))
-    b.append(
+    b: list[Block] = [
+        Heading("Marginal contribution of each layer"),
         Para(
             "Paired on (task, repeat) blocks. Rates: Newcombe interval and exact test on discordant blocks; counts "
             "and cost: t interval on the per-block differences (not computable below "
@@ -32,8 +34,8 @@ def render(report: Report, page: Page) -> list[Block]:
             "Monte Carlo with resamples scaled to the family's α/m above). Holm within each family (primary, "
             "secondary); intervals are per comparison (not adjusted), so 'real?' comes from the Holm-adjusted p "
             "alone."
-        )
-    )
+        ),
+    ]
     seq = report.sequential
     if seq is not None:
         b.append(
@@ -65,28 +67,11 @@ def render(report: Report, page: Page) -> list[Block]:
             for c in report.comparisons
             if c.metric == metric
         ]
-        b.append(Heading(METRIC_LABELS.get(metric, metric), 3))
-        b.append(
-            Table(
-                [
-                    "cell",
-                    "strips",
-                    "task",
-                    "family",
-                    "cell",
-                    "control",
-                    "Δ",
-                    "interval",
-                    "p",
-                    "Holm p",
-                    "real?",
-                    "pairs",
-                ],
-                rows,
-                id=f"contrib-{metric}",
-                row_styles=[row_style(c) for c in report.comparisons if c.metric == metric],
-            )
-        )
+        styles = [row_style(c) for c in report.comparisons if c.metric == metric]
+        b += [
+            Heading(METRIC_LABELS.get(metric, metric), 3),
+            Table(HEADERS, rows, id=f"contrib-{metric}", row_styles=styles),
+        ]
     notes = sorted({n for c in report.comparisons if c.not_computable for n in c.not_computable.split("; ")})
     if notes:
         b.append(Para("Not computable: " + "; ".join(notes) + "."))

@@ -1,12 +1,9 @@
-"""Cost of a pass: a cell's spend per session that passed the primary outcome (pitfall-free when the primary
-is not pass/fail), over its scored sessions: Σ cost / Σ passes. A session's cost is the wire's (its requests
-at list prices, ``ItemResult.wire``), else its recorded spend (a session that crossed no forwarder).
-
-Interval: scipy's BCa bootstrap (:func:`scipy.stats.bootstrap`, seeded by the run's seed) of passes per dollar
-over sessions, inverted (BCa respects a monotone transform; passes per dollar has no zero denominator, so no
-resample is infinite). A cell against the control: the same bootstrap over their paired (task, repeat) blocks
-of the ratio of their costs per pass; the ranking names a cell cheaper per pass when that interval lies below
-1, at the report's level (uncorrected: a trade-off beside the verdict, not a verdict)."""
+"""Cost of a pass (docs/GUIDE.md, "The report"): a cell's Σ session cost / Σ passes of the primary outcome
+(pitfall-free when the primary is not pass/fail) over its scored sessions, a session's cost the wire's, else
+its recorded spend. Interval: scipy's seeded BCa bootstrap (:func:`scipy.stats.bootstrap`) of passes per dollar
+over sessions, inverted (BCa respects a monotone transform, and passes per dollar has no zero denominator). A
+cell against the control: the same bootstrap over their paired blocks of the ratio of their costs per pass,
+cheaper when its interval lies below 1 at the report's level (uncorrected: a trade-off, not a verdict)."""
 
 from __future__ import annotations
 
@@ -74,8 +71,7 @@ def cell_cost_per_pass(
     label = METRIC_LABELS.get(metric, metric)
     if not rows:
         return None, f"no scored session has {label}"
-    unpriced = sum(c is None for _, c in rows)
-    if unpriced:
+    if unpriced := sum(c is None for _, c in rows):
         return None, f"{unpriced} of {len(rows)} sessions have no known cost"
     p, c = (np.array(x, dtype=np.float64) for x in zip(*rows, strict=True))
     if not p.sum():
@@ -98,12 +94,7 @@ def _ratio(cp: Arrays, cc: Arrays, kp: Arrays, kc: Arrays, axis: int = -1) -> Ar
 
 
 def cheaper_per_pass(
-    scored: dict[Key, Item],
-    cell: str,
-    control: str,
-    metric: str,
-    alpha: float,
-    seed: int,
+    scored: dict[Key, Item], cell: str, control: str, metric: str, alpha: float, seed: int
 ) -> tuple[float, float, float] | None:
     """The cell's cost per pass relative to the control's − 1, with its interval, over their paired blocks,
     when the interval lies below 0 (the cell is cheaper per pass); else None."""

@@ -1,10 +1,5 @@
-"""The digest of what a report is built from, so that a reader of report.json can tell a stale one.
-
-``report.json`` records :func:`inputs_digest` of its run folder as it was read; ``ablate gate`` recomputes it
-and rebuilds the report when the folder has changed since (a report written at a peek, then the run went on;
-items re-run; grades added). The digest covers every file of the run folder the report's figures come from:
-the manifest, the plan, ``adaptive.json``, the recorded probe, every result and every grade.
-"""
+"""The digest of every run-folder file a report is built from (``inputs_sha256`` in report.json), so that
+``ablate gate`` can tell a stale report and rebuild it (docs/ARCHITECTURE.md#statistics)."""
 
 from __future__ import annotations
 

@@ -18,13 +18,7 @@ from dataclasses import dataclass
 
 from ablate.folder.layout import ManifestCell
 from ablate.report.items import Item, Key
-from ablate.report.model import (
-    HIGHER_IS_BETTER,
-    Comparison,
-    ComparisonVerdict,
-    Family,
-    FamilyName,
-)
+from ablate.report.model import HIGHER_IS_BETTER, Comparison, ComparisonVerdict, Family, FamilyName
 from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
 from ablate.stats import PairedResult
 
@@ -139,9 +133,6 @@ def _comparison(
         layers=layers,
         task=p.task,
         metric=p.metric,
-        cell_value=r.cell_value,
-        control_value=r.control_value,
-        delta=r.delta,
         ci_low=lo,
         ci_high=hi,
         ci_method=ci_method,
@@ -150,12 +141,13 @@ def _comparison(
         real=real,
         family=p.family,
         verdict=layer_verdict(p.metric, r.delta, real, r.p_value),
-        n_pairs=r.n_pairs,
-        method=r.method,
         not_computable="; ".join(not_computable(r)) or None,
-        gained=r.gained,
-        lost=r.lost,
+        **{k: getattr(r, k) for k in _AS_TESTED},
     )
+
+
+#: What a comparison takes of its paired test as it is.
+_AS_TESTED = ("cell_value", "control_value", "delta", "n_pairs", "method", "gained", "lost")
 
 
 def _family(name: FamilyName, planned: Sequence[Planned], out: Sequence[Comparison], scope: str) -> Family:

@@ -1,14 +1,10 @@
 """How far it generalizes: per layer (a layer run) or per piece (a piece run), the effect on each task and
-whether it holds across tasks (issue 37, item 4).
+whether it holds across tasks, the tasks being the sample for a claim about tasks the run did not see.
 
-The block-level tests above ask whether the subject changed *these* sessions; a claim about tasks the run did
-not see asks whether it helps on tasks in general, and the tasks are the sample for that. So beside them: per
-task the subject's effect on the primary metric — for a layer, its cells' Δ (cell − control, the ranking's
-sign: removing it), for a piece its effect (on − off) from that task's sessions alone — and the two-sided
-sign test over the tasks whose effect is not 0 (exact binomial, ``scipy.stats.binomtest``), Holm over the
-subjects. With n tasks all of one sign the test's p is 2^(1 − n); Holm's first threshold is α / k, so a
-task-level claim about k subjects needs at least ⌈1 + log2(k / α)⌉ tasks (9 for 11 subjects at α 0.05), and the
-section says so when the run has fewer.
+Per task the subject's effect on the primary metric (a layer's Δ, cell − control; a piece's on − off from that
+task's sessions alone), and the two-sided sign test over the tasks whose effect is not 0 (exact binomial,
+``scipy.stats.binomtest``), Holm over the subjects. With n tasks all of one sign the p is 2^(1 − n) and Holm's
+first threshold α / k, so a claim about k subjects needs ⌈1 + log2(k / α)⌉ tasks (9 for 11 at α 0.05).
 """
 
 from __future__ import annotations
@@ -25,9 +21,8 @@ from ablate.report.blocks import Block, Heading, Para, Table
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import METRIC_LABELS, Report
-from ablate.report.paired import fmt_holm
+from ablate.report.paired import fmt_holm, holm_some
 from ablate.report.pieces import outcomes_of
-from ablate.stats.multiplicity import holm
 from ablate.stats.screening import DesignError, design_of
 from ablate.stats.screening_inference import block_ols
 
@@ -97,40 +92,24 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         kept = [keeps_sign * v for v in by_task.values()]
         helps = sum(1 for v in kept if (v > 0) == higher and v != 0)
         hurts = sum(1 for v in kept if (v < 0) == higher and v != 0)
-        rows.append(
-            {
-                "subject": subject,
-                "kind": "piece" if piece_run else "layer",
-                "layers": [] if piece_run else ctx.layers.get(subject, []),
-                "per_task": [{"task": t, "effect": by_task[t]} for t in ctx.task_ids if t in by_task],
-                "helps_on": helps,
-                "hurts_on": hurts,
-                "tasks": len(by_task),
-                "p": sign_p(helps, hurts),
-            }
-        )
-    testable = [i for i, r in enumerate(rows) if r["p"] is not None]
-    adjusted = dict(zip(testable, holm([rows[i]["p"] for i in testable]), strict=True))
+        rows.append({
+            "subject": subject, "kind": "piece" if piece_run else "layer",
+            "layers": [] if piece_run else ctx.layers.get(subject, []),
+            "per_task": [{"task": t, "effect": by_task[t]} for t in ctx.task_ids if t in by_task],
+            "helps_on": helps, "hurts_on": hurts, "tasks": len(by_task), "p": sign_p(helps, hurts),
+        })  # fmt: skip
     needed = tasks_needed(len(rows), ctx.alpha)
-    for i, r in enumerate(rows):
-        r["p_adjusted"] = adjusted.get(i)
+    for r, adjusted in zip(rows, holm_some([r["p"] for r in rows]), strict=True):
+        r["p_adjusted"] = adjusted
         r["verdict"] = verdict(r, ctx.alpha)
         r["sentence"] = sentence(r, needed, len(ctx.task_ids))
     if not rows:
         return {}
+    effect = "on − off: what keeping it does" if piece_run else "cell − control: what removing it does"
     return {
-        KEY: {
-            "metric": ctx.primary,
-            "effect": "on − off: what keeping it does"
-            if piece_run
-            else "cell − control: what removing it does",
-            "test": TEST,
-            "alpha": ctx.alpha,
-            "tasks": len(ctx.task_ids),
-            "tasks_needed": needed,
-            "subjects": rows,
-        }
-    }
+        KEY: {"metric": ctx.primary, "effect": effect, "test": TEST, "alpha": ctx.alpha, "tasks": len(ctx.task_ids),
+              "tasks_needed": needed, "subjects": rows}
+    }  # fmt: skip
 
 
 def verdict(row: dict[str, Any], alpha: float) -> str:
@@ -169,15 +148,8 @@ def render(report: Report, page: Page) -> list[Block]:
     table_rows = []
     for s in subjects:
         by = {t["task"]: t["effect"] for t in s["per_task"]}
-        p = fmt_holm(s["p_adjusted"])
-        table_rows.append(
-            [
-                s["subject"],
-                *(fmt_delta(metric, by.get(t)) if t in by else "—" for t in tasks),
-                p,
-                s["verdict"],
-            ]
-        )
+        effects = [fmt_delta(metric, by.get(t)) if t in by else "—" for t in tasks]
+        table_rows.append([s["subject"], *effects, fmt_holm(s["p_adjusted"]), s["verdict"]])
     return [
         Heading("How far it generalizes"),
         Para(

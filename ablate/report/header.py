@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from ablate.folder.layout import RunManifest
@@ -13,13 +14,9 @@ from ablate.report.model import Counts, Report, RunInfo
 def build(ctx: Context, report: Report) -> dict[str, Any]:
     """The run's identity, counts, model verification and spend."""
     m = ctx.manifest
-    models_seen: dict[str, int] = {}
-    without = 0
-    for it in ctx.items.scored.values():
-        seen = it.result.session.models if it.result.session is not None else []
-        without += not seen
-        for name in seen:
-            models_seen[name] = models_seen.get(name, 0) + 1
+    seen = [it.result.session.models if it.result.session else [] for it in ctx.items.scored.values()]
+    models_seen = dict(Counter(name for names in seen for name in names))
+    without = sum(not names for names in seen)
     lists = [it.list_cost for it in ctx.items.all_items]
     run = RunInfo(
         id=m.run_id,
@@ -65,44 +62,28 @@ def isolation_words(manifest: RunManifest) -> str:
 def render(report: Report, page: Page) -> list[Block]:
     """The run's identity table (and, for a simulated run, that nothing was billed)."""
     run, n = report.run, report.n
-    spend = (
-        f"${run.spend_usd:.4f} "
-        + ("simulated (nothing was billed)" if run.simulated else "spent")
-        + (
-            f", ${run.spend_list_usd:.4f} at list price with cache reads priced as fresh input"
-            if run.spend_list_usd is not None
-            else ""
-        )
-    )
+    spend = f"${run.spend_usd:.4f} " + ("simulated (nothing was billed)" if run.simulated else "spent")
+    if run.spend_list_usd is not None:
+        spend += f", ${run.spend_list_usd:.4f} at list price with cache reads priced as fresh input"
     tasks = ", ".join(f"{t['id']} ({t['split']})" for t in run.tasks)
     # --models: this table is the first model's
     several = ", ".join(m["model"] for m in getattr(report, "models", None) or [])
-    b: list[Block] = [
-        Heading("The run"),
-        Table(
-            ["", ""],
-            [
-                ["run", run.id],
-                ["claude", f"{run.claude_version} (sha256 {run.claude_sha256[:16]}…)"],
-                [
-                    "model",
-                    f"{run.model} — "
-                    + ("verified from every transcript" if run.model_verified else "**NOT verified**")
-                    + (f"; the reference of {several} (each: 'Models')" if several else ""),
-                ],
-                ["isolation", run.isolation],
-                [
-                    "cell set",
-                    f"{run.cell_set} (control {run.control})" + (" — binary A/B" if run.binary else ""),
-                ],
-                ["tasks", tasks],
-                ["repeats", str(run.repeats)],
-                ["items", f"{n.items} planned, {n.complete} complete, {n.excluded} excluded"],
-                ["spend", spend],
-            ],
-            id="header",
-        ),
+    model = f"{run.model} — " + (
+        "verified from every transcript" if run.model_verified else "**NOT verified**"
+    )
+    model += f"; the reference of {several} (each: 'Models')" if several else ""
+    rows = [
+        ["run", run.id],
+        ["claude", f"{run.claude_version} (sha256 {run.claude_sha256[:16]}…)"],
+        ["model", model],
+        ["isolation", run.isolation],
+        ["cell set", f"{run.cell_set} (control {run.control})" + (" — binary A/B" if run.binary else "")],
+        ["tasks", tasks],
+        ["repeats", str(run.repeats)],
+        ["items", f"{n.items} planned, {n.complete} complete, {n.excluded} excluded"],
+        ["spend", spend],
     ]
+    b: list[Block] = [Heading("The run"), Table(["", ""], rows, id="header")]
     if run.simulated:
         b.append(
             Para(

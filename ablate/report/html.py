@@ -43,6 +43,12 @@ def _svg_text(path: Path) -> str:
     return _METADATA.sub("", text[start:]) if start >= 0 else ""
 
 
+def _cell(text: str, links: dict[str, str]) -> str:
+    if text in links:
+        return f'<td><a href="#{links[text]}">{html.escape(text)}</a></td>'
+    return f"<td>{_inline(text)}</td>"
+
+
 def render_html(doc: Document, base: Path) -> str:
     """HTML for ``doc``; figures are read from ``base`` and inlined."""
     out = [
@@ -73,16 +79,7 @@ def render_html(doc: Document, base: Path) -> str:
             for i, row in enumerate(b.rows):
                 style = b.row_styles[i] if i < len(b.row_styles) else ""
                 cls = f' class="{style}"' if style else ""
-                out.append(
-                    f"<tr{cls}>"
-                    + "".join(
-                        f'<td><a href="#{b.links[c]}">{html.escape(c)}</a></td>'
-                        if c in b.links
-                        else f"<td>{_inline(c)}</td>"
-                        for c in row
-                    )
-                    + "</tr>"
-                )
+                out.append(f"<tr{cls}>" + "".join(_cell(c, b.links) for c in row) + "</tr>")
             out.append("</tbody></table>")
         elif isinstance(b, Raw):
             out.append(b.html)

@@ -1,30 +1,22 @@
-"""Interactions found, not only warned about (issue 37, item 3): for each pair of pieces the confirmation stage
-ran, how much more the two give together than the sum of each alone.
-
-In each of the stage's (task, repeat) blocks a pair (A, B) has four sessions: the full setup, the setup without
-A (B kept alone of the two), without B (A kept alone) and without both. Together the two give
-full − without both; A alone gives without B − without both, B alone without A − without both; the
-interaction is together − A alone − B alone = full − without A − without B + without both, per block. Its
-mean over the blocks, its t interval, and the sign-flip test of 0 (:func:`ablate.stats.resampling.paired_mean`
-on the per-block values: exact up to its block limit), Holm over the pairs. Positive (on a metric where
-higher is better) is a **synergy** (the two give more together: a section that tells the model to use a
-skill); negative an **overlap** (each does part of the other's work: two sections that say the same thing).
-"""
+"""Interactions found, not only warned about: for each pair of pieces the confirmation stage ran, how much more
+the two give together than the sum of each alone (docs/PIECES.md#interactions). Per (task, repeat) block,
+full − without A − without B + without both; its mean, t interval and sign-flip test of 0
+(:func:`ablate.report.paired.zero_tests`, exact up to its block limit), Holm over the pairs: a **synergy**
+when positive on a metric where higher is better, an **overlap** when negative."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ablate.folder.metrics import HIGHER_IS_BETTER, fmt_delta
-from ablate.report.blocks import Block, Heading, Para, Table
+from ablate.report.blocks import Block, Heading, Para, Table, fmt_interval
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import Report
 from ablate.report.paired import fmt_holm, zero_tests
-from ablate.report.pieces import fmt_interval
 
 KEY = "interactions"
 #: One column of an interaction table: its text for a row.
@@ -59,23 +51,31 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
             "alone": {a: _mean([no_b[k] - neither[k] for k in both]), b: _mean([no_a[k] - neither[k] for k in both])},
             "removing": {a: _mean([full[k] - no_a[k] for k in both]), b: _mean([full[k] - no_b[k] for k in both])},
         })  # fmt: skip
-    rows = []
-    for f, t, verdict in tested(ctx, found, diffs, "synergy", "overlap"):
-        row = {**f, **t, "verdict": verdict}
-        row["sentence"] = sentence(row, ctx.primary, record.min_effect)
-        rows.append(row)
+    rows = tested(
+        ctx, found, diffs, ("synergy", "overlap"), lambda r: sentence(r, ctx.primary, record.min_effect)
+    )
     return {KEY: rows} if rows else {}
 
 
 def tested(
-    ctx: Context, found: list[dict[str, Any]], diffs: list[list[float]], up: str, down: str
-) -> Iterator[tuple[dict[str, Any], dict[str, Any], str]]:
-    """Each subject's row, its test against zero (Holm over the subjects; ``real`` taken out) and its verdict:
-    ``up`` for a real effect in the metric's better direction, ``down`` for the other, else ``not shown``."""
-    higher = ctx.primary in HIGHER_IS_BETTER
+    ctx: Context,
+    found: list[dict[str, Any]],
+    diffs: list[list[float]],
+    verdicts: tuple[str, str],
+    say: Callable[[dict[str, Any]], str],
+    effect: str = "effect",
+) -> list[dict[str, Any]]:
+    """Each subject's row with its test against zero (Holm over the subjects; its value under ``effect``), its
+    verdict (the first of ``verdicts`` for a real effect in the metric's better direction, the second for the
+    other, else ``not shown``) and its ``sentence``, said by ``say``."""
+    higher, up, down = ctx.primary in HIGHER_IS_BETTER, *verdicts
+    rows = []
     for f, t in zip(found, zero_tests(diffs, alpha=ctx.alpha, seed=ctx.manifest.seed), strict=True):
-        real, effect = t.pop("real"), t["effect"]
-        yield f, t, ((up if (effect > 0) == higher else down) if real and effect else "not shown")
+        real, value = t.pop("real"), t.pop("effect")
+        verdict = (up if (value > 0) == higher else down) if real and value else "not shown"
+        row = {**f, effect: value, **t, "verdict": verdict}
+        rows.append({**row, "sentence": say(row)})
+    return rows
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -130,12 +130,7 @@ def render(report: Report, page: Page) -> list[Block]:
 
 
 def interaction_blocks(
-    rows: list[dict[str, Any]],
-    metric: str,
-    heading: str,
-    intro: str,
-    columns: dict[str, Cell],
-    table_id: str,
+    rows: list[dict[str, Any]], metric: str, heading: str, intro: str, columns: dict[str, Cell], table_id: str
 ) -> list[Block]:
     """An interaction section: the table (the section's own ``columns``, then interval, Holm p and verdict)
     and each row's sentence; nothing without rows."""

@@ -30,45 +30,29 @@ def probe_words(probe: dict[str, object]) -> str:
             )
         )
     cells = probe.get("cells")
-    verdicts = (
-        [f"{c.get('id', '?')} {c.get('verdict', '?')}" for c in cells if isinstance(c, dict)]
-        if isinstance(cells, list)
-        else []
-    )
+    cells = cells if isinstance(cells, list) else []
+    verdicts = [f"{c.get('id', '?')} {c.get('verdict', '?')}" for c in cells if isinstance(c, dict)]
     fidelity = probe.get("fidelity")
     equal = fidelity.get("equal") if isinstance(fidelity, dict) else None
-    return (
-        "Probe: "
-        + ("every cell as expected" if probe.get("ok") else "NOT every cell as expected")
-        + ("; shadow fidelity equal" if equal else "; shadow fidelity DIFFERENT" if equal is not None else "")
-        + (f"; cells: {', '.join(verdicts)}" if verdicts else "")
-        + "."
-    )
+    said = "Probe: " + ("every cell as expected" if probe.get("ok") else "NOT every cell as expected")
+    said += "; shadow fidelity equal" if equal else "; shadow fidelity DIFFERENT" if equal is not None else ""
+    return said + (f"; cells: {', '.join(verdicts)}" if verdicts else "") + "."
 
 
 def render(report: Report, page: Page) -> list[Block]:
     """The probe in words (or how to get one), and the excluded items (or that there is none)."""
-    b: list[Block] = [Heading("Isolation and provenance")]
-    if report.probe:
-        b.append(Para(probe_words(report.probe)))
-    else:
-        b.append(
-            Para(
-                "No probe.json in this run folder (it was planned or run without the probe-first step): run "
-                "`ablate probe` on the same setup to prove what reaches the model."
-            )
+    probe = probe_words(report.probe) if report.probe else (
+        "No probe.json in this run folder (it was planned or run without the probe-first step): run "
+        "`ablate probe` on the same setup to prove what reaches the model."
+    )  # fmt: skip
+    excluded = (
+        Table(["item", "reason"], [[e.item, e.reason] for e in report.excluded_items], id="excluded")
+        if report.excluded_items
+        else Para(
+            "No item was excluded: every planned item completed and no session was flagged by provenance."
         )
-    if report.excluded_items:
-        b.append(
-            Table(["item", "reason"], [[e.item, e.reason] for e in report.excluded_items], id="excluded")
-        )
-    else:
-        b.append(
-            Para(
-                "No item was excluded: every planned item completed and no session was flagged by provenance."
-            )
-        )
-    return b
+    )
+    return [Heading("Isolation and provenance"), Para(probe), excluded]
 
 
 SECTION = Section("isolation", build, render)

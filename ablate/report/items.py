@@ -58,8 +58,7 @@ def _grades(folder: RunFolder, res: ItemResult) -> dict[str, float]:
         out["checks_passed"] = 1.0 if checks.passed else 0.0
     if checks is not None and checks.score is not None and any(r.name for r in checks.results):
         out["checks_score"] = checks.score  # named checks: a plugin-eval suite's weighted graders
-    verdicts = [v for v in grade.judges if v.attempt == res.attempt and v.verdict != "error"]
-    if verdicts:
+    if verdicts := [v for v in grade.judges if v.attempt == res.attempt and v.verdict != "error"]:
         out["judge_pass"] = 1.0 if verdicts[0].verdict == "pass" else 0.0
     return out
 
@@ -87,22 +86,18 @@ def collect_items(folder: RunFolder, plan: list[PlanItem], results: list[ItemRes
     by_item = {r.item: r for r in results}
     out = Items({}, [], [])
     for p in plan:
-        res = by_item.get(p.item)
-        if res is None:
-            out.excluded.append(
-                ExcludedItem(item=p.item, task=p.task, cell=p.cell, repeat=p.repeat, reason="not run")
-            )
-            continue
-        it = read_item(folder, res, model)
-        out.all_items.append(it)
-        if not res.complete:
-            reason = f"failed: {res.status}" + (f" ({res.error})" if res.error else "")
-            reason += f"; provenance: {', '.join(res.flags)}" if res.flags else ""
-        elif res.flags:
-            reason = "provenance: " + ", ".join(res.flags)
-        else:
-            out.scored[(p.task, p.cell, p.repeat)] = it
-            continue
+        res, reason = by_item.get(p.item), "not run"
+        if res is not None:
+            it = read_item(folder, res, model)
+            out.all_items.append(it)
+            if not res.complete:
+                reason = f"failed: {res.status}" + (f" ({res.error})" if res.error else "")
+                reason += f"; provenance: {', '.join(res.flags)}" if res.flags else ""
+            elif res.flags:
+                reason = "provenance: " + ", ".join(res.flags)
+            else:
+                out.scored[(p.task, p.cell, p.repeat)] = it
+                continue
         out.excluded.append(
             ExcludedItem(item=p.item, task=p.task, cell=p.cell, repeat=p.repeat, reason=reason)
         )

@@ -1,13 +1,7 @@
-"""Each layer's total interaction with the rest of the setup (``--cells layered+leave-one-in``, issue 37 item 3).
-
-A layered run asks what removing a layer from the whole setup does (leave-one-out: C0 − Cn); a leave-one-in
-run what the layer does on its own (only it − nothing: Kn − C11). Run in shared blocks, their difference per
-block is the layer's **total interaction** with every other layer: positive (on a metric where higher is
-better) when the layer does more beside the others than alone (it needs them: a rule that relies on a skill),
-negative when it does more alone (the others cover for it). Per layer with all four cells: the per-block
-values (C0 − Cn) − (Kn − C11), their mean, t interval and sign-flip p (:func:`ablate.stats.resampling.paired_mean`),
-Holm over the layers.
-"""
+"""Each layer's total interaction with the rest of the setup (``--cells layered+leave-one-in``,
+docs/PIECES.md#interactions): per block (C0 − Cn) − (Kn − C11), what removing it from everything does against
+what it does alone; their mean, t interval and sign-flip p (:func:`ablate.report.paired.zero_tests`), Holm over
+the layers."""
 
 from __future__ import annotations
 
@@ -75,12 +69,8 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
             "leave_one_out": float(np.mean(loo)) if loo else None,
             "leave_one_in": float(np.mean(loi)) if loi else None,
         })  # fmt: skip
-    rows = []
-    for g, t, verdict in tested(ctx, got, diffs, "needs the others", "does more alone"):
-        row = {**g, "interaction": t.pop("effect"), **t, "verdict": verdict}
-        row["sentence"] = sentence(row, ctx.primary)
-        rows.append(row)
-    return {KEY: rows}
+    verdicts = ("needs the others", "does more alone")
+    return {KEY: tested(ctx, got, diffs, verdicts, lambda r: sentence(r, ctx.primary), effect="interaction")}
 
 
 def sentence(row: dict[str, Any], metric: str) -> str:

@@ -1,14 +1,8 @@
-"""Models as a factor (``--models``): each model's answer, and whether the model changes it.
-
-A run of several models holds every cell on every model in each (task, repeat) block. Each model's part is the
-report of that model alone: the sections that make the answer (comparisons, ranking or per-piece table, cell
-summaries, power) built on a :class:`~ablate.report.context.Context` narrowed to its items, so its rows are
-the top level's, which is the first (reference) model's. The **model × cell interaction**, per cell and per
-other model against the first: per block, (cell − control on the first) − (cell − control on the other), its
-mean, t interval and sign-flip test of zero (:func:`ablate.report.paired.zero_tests`, exact up to its block
-limit: the two models' contrasts are exchangeable within a block when the model changes nothing), Holm over
-every cell and pair. docs/ARCHITECTURE.md#statistics has the long story.
-"""
+"""Models as a factor (``--models``): each model's answer, built by the answer's own sections on a context
+narrowed to that model's items, and the model × cell interaction per cell and other model against the first:
+per block (cell − control on the first) − (cell − control on the other), its mean, t interval and sign-flip
+test of zero (:func:`ablate.report.paired.zero_tests`), Holm over every cell and pair
+(docs/ARCHITECTURE.md#models)."""
 
 from __future__ import annotations
 
@@ -154,14 +148,15 @@ def answer_lines(report: Report) -> list[str]:
     """The terminal's lines for a run of several models: each model's verdicts, then the interactions."""
     out = []
     for part in parts(report):
-        blocks = _answer(view(report, part))
+        blocks = answer_blocks(view(report, part))
         said = next((b.items for b in blocks if isinstance(b, Bullets)), [])
         out += [f"on {part.model}:", *(f"  {s.replace('**', '')}" for s in said)]
     said = [f"  {r['sentence'].replace('**', '')}" for r in getattr(report, INTERACTIONS, None) or []]
     return out + (["the model × cell interaction:", *said] if said else [])
 
 
-def _answer(report: Report) -> list[Block]:
+def answer_blocks(report: Report) -> list[Block]:
+    """The answer's blocks: a layer run's ranking, or a piece run's per-piece table (no figure drawn)."""
     section = pieces.SECTION if report.piece_design is not None else ranking.SECTION
     return section.render(report, Page())
 
@@ -181,7 +176,7 @@ def render(report: Report, page: Page) -> list[Block]:
         verified = "verified from every transcript" if part.model_verified else "**NOT verified**"
         out += [Heading(f"On {part.model}", level=3),
                 Para(f"{part.n.complete} of {part.n.items} sessions complete, ${part.spend_usd:.4f}; model {verified}.")]  # fmt: skip
-        for b in _answer(view(report, part)):
+        for b in answer_blocks(view(report, part)):
             if isinstance(b, Table):
                 out.append(dataclasses.replace(b, id=f"{b.id}-{part.model}", links={}))
             elif isinstance(b, Bullets):

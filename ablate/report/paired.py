@@ -56,12 +56,15 @@ def holm_real(
     tests: Sequence[tuple[float | None, float | None]], alpha: float
 ) -> list[tuple[float | None, bool]]:
     """One family of (p, Δ): each test's Holm-adjusted p (None when it has no p) and whether it is real."""
-    idx = [i for i, (p, _d) in enumerate(tests) if p is not None]
-    adjusted = dict(zip(idx, holm([tests[i][0] or 0.0 for i in idx]), strict=True))
-    return [
-        (adjusted.get(i), bool(i in adjusted and adjusted[i] <= alpha and d))
-        for i, (_p, d) in enumerate(tests)
-    ]
+    adjusted = holm_some([p for p, _d in tests])
+    return [(a, bool(a is not None and a <= alpha and d)) for a, (_p, d) in zip(adjusted, tests, strict=True)]
+
+
+def holm_some(ps: Sequence[float | None]) -> list[float | None]:
+    """Holm over the p-values there are; a test without one stays without one."""
+    idx = [i for i, p in enumerate(ps) if p is not None]
+    adjusted = dict(zip(idx, holm([ps[i] or 0.0 for i in idx]), strict=True))
+    return [adjusted.get(i) for i in range(len(ps))]
 
 
 def interval(r: PairedResult) -> tuple[float | None, float | None, str | None]:
@@ -95,6 +98,7 @@ __all__ = [
     "Block",
     "Pairs",
     "holm_real",
+    "holm_some",
     "interval",
     "not_computable",
     "pair_blocks",

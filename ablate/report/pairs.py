@@ -204,13 +204,10 @@ def read_side(ctx: Context, res: ItemResult | None, item: str, cell: str) -> Sid
         side.answer = _clip(res.wire.answer, MAX_TEXT * 2)
     grade = read_grade(folder, item)
     checks = grade.checks_for(res.attempt) if grade is not None else None
-    for c in checks.results if checks is not None else []:
-        side.outcomes.append(
-            Outcome(name=c.name or f"{c.kind} {c.target}", kind="check", passed=c.passed, detail=c.detail)
-        )
-    side.outcomes += [
-        Outcome(name=p, kind="pitfall", passed=not n) for p, n in sorted(res.pitfall_hits.items())
-    ]
+    side.outcomes = [
+        Outcome(name=c.name or f"{c.kind} {c.target}", kind="check", passed=c.passed, detail=c.detail)
+        for c in (checks.results if checks is not None else [])
+    ] + [Outcome(name=p, kind="pitfall", passed=not n) for p, n in sorted(res.pitfall_hits.items())]
     wire = [w for w in read_wire(wire_path(folder.root, item)) if w.attempt in (None, res.attempt)]
     if not wire:
         side.missing.append(f"wire record ({wire_path(folder.root, item)})")
@@ -259,8 +256,7 @@ def choose(ctx: Context, pairs: list[CellFlips], cell: str, task: str | None, re
             f"--repeat {repeat}: not a repeat of this run",
             hint="repeats: " + ", ".join(map(str, ctx.repeats)),
         )
-    mine = [f for f in flips[cell].flipped if task in (None, f.task) and repeat in (None, f.repeat)]
-    if mine:
+    if mine := [f for f in flips[cell].flipped if task in (None, f.task) and repeat in (None, f.repeat)]:
         return read_pair(ctx, cell, mine[0].task, mine[0].repeat)
     if task is None:
         raise UsageError(f"--cell {cell}: no pair of it flipped", hint="name one with --task T [--repeat R]")

@@ -114,13 +114,8 @@ def pair_lines(p: Pair, width: int) -> list[str]:
         if wide:
             rows = zip_longest(_wrap(left, col), _wrap(right, col), fillvalue="")
             return [f"── {title} ".ljust(width, "─"), *(f"{x:<{col}} │ {y}".rstrip() for x, y in rows)]
-        return [
-            f"── {title} ".ljust(width, "─"),
-            f"[{a.cell}]",
-            *_wrap(left, width - 2),
-            f"[{b.cell}]",
-            *_wrap(right, width - 2),
-        ]
+        return [f"── {title} ".ljust(width, "─"), f"[{a.cell}]", *_wrap(left, width - 2), f"[{b.cell}]",
+                *_wrap(right, width - 2)]  # fmt: skip
 
     tokens = [f"{s.cell} {'?' if s.tokens is None else s.tokens} tokens" for s in (a, b)]
     out = _wrap(
@@ -128,15 +123,12 @@ def pair_lines(p: Pair, width: int) -> list[str]:
         + [f"{s.cell}: missing {', '.join(s.missing)}" for s in (a, b) if s.missing],
         width,
     )
+    first = f"first request: {', '.join(tokens)}" + (
+        f"; on the wire these differ: {', '.join(p.differs)}" if p.differs else ""
+    )
     out += [
         f"── context diff: what {b.cell} received (- only {a.cell}, + only {b.cell}) ".ljust(width, "─"),
-        *_wrap(
-            [
-                f"first request: {', '.join(tokens)}"
-                + (f"; on the wire these differ: {', '.join(p.differs)}" if p.differs else "")
-            ],
-            width,
-        ),
+        *_wrap([first], width),
         *(_wrap(p.diff, width) or ["(the transcripts show the same context loaded)"]),
     ]
     out += both("sessions", [_mark(a, True)], [_mark(b)]) if wide else []
@@ -144,12 +136,8 @@ def pair_lines(p: Pair, width: int) -> list[str]:
         out += ["── prompt ".ljust(width, "─"), *_wrap(a.prompt.splitlines(), width)]
     else:
         out += both("prompt", a.prompt.splitlines(), b.prompt.splitlines())
-    for i in range(max(len(a.turns), len(b.turns))):
-        out += both(
-            f"turn {i + 1}",
-            _turn(a.turns[i] if i < len(a.turns) else None),
-            _turn(b.turns[i] if i < len(b.turns) else None),
-        )
+    for i, (x, y) in enumerate(zip_longest(a.turns, b.turns), start=1):
+        out += both(f"turn {i}", _turn(x), _turn(y))
     out += both("final answer", a.answer.splitlines() or ["(none)"], b.answer.splitlines() or ["(none)"])
     out += both("checks and pitfalls", _outcomes(a), _outcomes(b))
     return out

@@ -1,28 +1,18 @@
-"""The report of a piece run (``ablate run --pieces``): every piece's effect, its verdict and its cost.
-
-Built from the run folder alone: the manifest's ``design`` (:class:`~ablate.folder.design.PieceDesignRecord`)
-says which design row each cell runs and which pieces the row keeps; the scored sessions' primary metric are
-the outcomes; :func:`ablate.stats.screening_inference.analyse` gives each piece's effect (on − off: what keeping
-it does), its interval at 1 − α, its Holm-adjusted p and its verdict (helps / hurts / draw / undecided).
-
-The cost of a piece is its ``tokens`` (what it adds to the first request of every session); for a piece that
-helps, ``tokens_per_point`` is that cost per percentage point of its effect (pass/fail metric) or per unit of
-the metric (turns, cost): the context it costs per session for the effect it has. Rendered as a table and a
-forest plot (:func:`ablate.report.plots.draw_interval`): a piece run's answer, first in its report.
-"""
+"""The report of a piece run (``ablate run --pieces``, docs/PIECES.md#runs): every piece's effect (on − off, from
+:func:`ablate.stats.screening_inference.analyse` over the manifest's design), its verdict, a confirmed piece's
+removal answer, and its cost in tokens per point of effect; a table and a forest plot, first in its report."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from ablate.core.tokens import tokens_of_chars
 from ablate.folder.adaptive import PieceLook, read_state
 from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import RunManifest
-from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_p
+from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta, fmt_interval, fmt_p
 from ablate.report.context import Context, Page, Section, on_model, read_probe
 from ablate.report.families import side_values
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
@@ -31,8 +21,6 @@ from ablate.report.piece_model import PieceDesignInfo, PieceRow, Removal
 from ablate.stats import PairedResult
 from ablate.stats.screening import DesignError, design_of
 from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, PieceVerdict, analyse
-
-PLOT_STEM = "pieces"
 
 
 def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:
@@ -150,6 +138,7 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
     binary = ctx.primary in BINARY_METRICS
     outcomes = outcomes_of(ctx, record)
     ctx.say(f"estimating {len(record.pieces)} pieces' effects from {len(outcomes)} sessions")
+    analysis: PieceAnalysis | None = None
     try:
         analysis = analyse(
             design_of(record),
@@ -159,24 +148,23 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
             min_effect=record.min_effect,
             higher_is_better=ctx.primary in HIGHER_IS_BETTER,
         )
+        effects = analysis.pieces
     except DesignError as exc:
-        none = [PieceEffect(p.id, None, None, None, None, None, "undecided", str(exc)) for p in record.pieces]
-        return {
-            "pieces": _confirmed(piece_rows(record, none, binary=binary), removals(ctx, record)),
-            "piece_design": _info(ctx, record, len(outcomes), None),
-        }
-    rows = _confirmed(piece_rows(record, analysis.pieces, binary=binary), removals(ctx, record))
+        effects = [
+            PieceEffect(p.id, None, None, None, None, None, "undecided", str(exc)) for p in record.pieces
+        ]
+    removal = removals(ctx, record)
+    rows = [
+        r.model_copy(update={"removal": removal.get(r.id)})
+        for r in piece_rows(record, effects, binary=binary)
+    ]
     info = _info(ctx, record, len(outcomes), analysis)
-    state = read_state(ctx.folder)
+    state = read_state(ctx.folder) if analysis is not None else None
     decided = state.piece_decisions() if state is not None else {}
     if state is not None and decided:
         rows = [_anytime(r, decided.get(r.id), binary) for r in rows]
         info = info.model_copy(update={"decided_by": "anytime", "alpha": state.options.alpha})
     return {"pieces": rows, "piece_design": info}
-
-
-def _confirmed(rows: list[PieceRow], removal: dict[str, Removal]) -> list[PieceRow]:
-    return [r.model_copy(update={"removal": removal.get(r.id)}) for r in rows]
 
 
 def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
@@ -248,12 +236,6 @@ def piece_caveat(report: Report, manifest: RunManifest) -> Caveat | None:
     return Caveat(id="pieces", text=text)
 
 
-def fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
-    if lo is None or hi is None:
-        return "not computable"
-    return f"[{fmt_delta(metric, lo)}, {fmt_delta(metric, hi)}]"
-
-
 def piece_sentence(r: PieceRow, metric: str) -> str:
     """One piece's verdict in one sentence."""
     words = {
@@ -303,20 +285,15 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     metric = info.metric
     confirmed = [r for r in report.pieces if r.removal is not None]
     rows = [
-        [
-            r.id,
-            r.kind,
-            f"{r.tokens}" + ("" if r.tokens_source in ("request", "measured") else " (est.)"),
-            "–" if r.effect is None else fmt_delta(metric, r.effect),
-            fmt_interval(metric, r.ci_low, r.ci_high),
-            fmt_p(r.p_adjusted),
-            _verdict_cell(r),
-            *([_removal_cell(metric, r)] if confirmed else []),
-            "–" if r.tokens_per_point is None else f"{r.tokens_per_point:.3g}",
-        ]
+        [r.id, r.kind, f"{r.tokens}" + ("" if r.tokens_source in ("request", "measured") else " (est.)"),
+         "–" if r.effect is None else fmt_delta(metric, r.effect), fmt_interval(metric, r.ci_low, r.ci_high),
+         fmt_p(r.p_adjusted), _verdict_cell(r), *([_removal_cell(metric, r)] if confirmed else []),
+         "–" if r.tokens_per_point is None else f"{r.tokens_per_point:.3g}"]
         for r in report.pieces
-    ]
+    ]  # fmt: skip
     unit = info.cost_unit or "unit"
+    headers = ["piece", "kind", "tokens", "effect", "interval", "Holm p", "verdict",
+               *(["removing it"] if confirmed else []), f"tokens per {unit}"]  # fmt: skip
     stage = (
         f" Confirmed ({len(confirmed)} piece(s): real at screening or named with --confirm): removing it = the "
         "full setup − the full setup without the piece, on the one-out confirmation stage's own blocks "
@@ -329,17 +306,7 @@ def pieces_blocks(report: Report, plot: tuple[str, str] | None) -> list[Block]:
     out: list[Block] = [
         Heading("Pieces: which piece earns its keep" + on_model(report)),
         Table(
-            [
-                "piece",
-                "kind",
-                "tokens",
-                "effect",
-                "interval",
-                "Holm p",
-                "verdict",
-                *(["removing it"] if confirmed else []),
-                f"tokens per {unit}",
-            ],
+            headers,
             rows,
             id="pieces",
             links=links(report, piece=True),
@@ -373,61 +340,9 @@ def render(report: Report, page: Page) -> list[Block]:
     """The per-piece section with its forest plot (drawn into the page's plots folder); nothing for a layer run."""
     if report.piece_design is None:
         return []
+    from ablate.report.plots import pieces_plot
+
     return pieces_blocks(report, page.figure("pieces", lambda d: pieces_plot(report, d)))
-
-
-def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
-    """``pieces.svg``/``.png``: the forest plot of the pieces' effects (None: no effect to draw)."""
-    info = report.piece_design
-    rows = [r for r in report.pieces if r.effect is not None]
-    if info is None or not rows:
-        return None
-    from ablate.report.plots import DRAW_COLOR, REAL_COLOR, _private_matplotlib_dirs, draw_interval
-
-    _private_matplotlib_dirs()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    scale = 100.0 if info.metric in BINARY_METRICS else 1.0
-    plt.rcParams.update({"svg.hashsalt": "ablate", "font.size": 9})
-    fig, ax = plt.subplots(figsize=(6.4, 0.4 * len(rows) + 1.6))
-    for y, r in enumerate(rows):
-        assert r.effect is not None
-        draw_interval(ax, y, r.effect, r.ci_low, r.ci_high, real=r.verdict in ("helps", "hurts"), scale=scale)
-    ax.axvline(0.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r.id for r in rows])
-    ax.invert_yaxis()
-    ax.grid(axis="x", color="#e5e5e5")
-    unit = " (pts)" if scale == 100.0 else ""
-    ax.set_title(f"effect on {METRIC_LABELS.get(info.metric, info.metric)}{unit}: with − without the piece")
-    fig.legend(
-        handles=[
-            Line2D([0], [0], color=REAL_COLOR, linewidth=2.5, marker="o", label="helps / hurts (Holm)"),
-            Line2D(
-                [0],
-                [0],
-                color=DRAW_COLOR,
-                linestyle="--",
-                marker="o",
-                markerfacecolor="white",
-                label="draw / undecided",
-            ),
-        ],
-        loc="lower center",
-        ncol=2,
-        frameon=False,
-    )
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    svg, png = out_dir / f"{PLOT_STEM}.svg", out_dir / f"{PLOT_STEM}.png"
-    fig.savefig(svg, format="svg", metadata={"Date": None})
-    fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return svg, png
 
 
 SECTION = Section("pieces", pieces_section, render)

@@ -1,4 +1,5 @@
-"""The forest plot: Δ per layer (cell − control) with its interval, one panel per metric (matplotlib, Agg).
+"""The forest plots (matplotlib, Agg): Δ per layer (cell − control), one panel per metric, and a piece run's
+effect per piece, each with its interval.
 
 Real effects are drawn as filled dark markers on thick lines; draws as hollow grey markers on thin dashed
 lines, so a reader never mistakes a draw for a finding. A comparison without an interval is a grey cross
@@ -32,6 +33,18 @@ def _private_matplotlib_dirs() -> None:
     os.environ["MPLCONFIGDIR"] = str(folder)
 
 
+def _pyplot() -> Any:
+    """pyplot on the Agg backend (its cache in a private folder), with reproducible SVGs."""
+    _private_matplotlib_dirs()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "ablate", "font.size": 9})
+    return plt
+
+
 def draw_interval(
     ax: Any, y: float, est: float, lo: float | None, hi: float | None, *, real: bool, scale: float = 1.0
 ) -> None:
@@ -49,24 +62,42 @@ def draw_interval(
         ax.plot(est * scale, y, "o", markerfacecolor="white", markeredgecolor=DRAW_COLOR, markersize=6)
 
 
+def _legend(fig: Any, real: str, draw: str, *, crosses: bool = False) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([0], [0], color=REAL_COLOR, linewidth=2.5, marker="o", label=real),
+        Line2D([0], [0], color=DRAW_COLOR, linestyle="--", marker="o", markerfacecolor="white", label=draw),
+    ]
+    if crosses:
+        handles.append(
+            Line2D([0], [0], color=DRAW_COLOR, linestyle="", marker="x", label="Δ, interval not computable")
+        )
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
+
+
+def _save(plt: Any, fig: Any, out_dir: Path, stem: str) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    svg, png = out_dir / f"{stem}.svg", out_dir / f"{stem}.png"
+    fig.savefig(svg, format="svg", metadata={"Date": None})
+    fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return svg, png
+
+
 def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     """Write ``forest.svg`` and ``forest.png`` into ``out_dir``; None when there is nothing to plot."""
     _private_matplotlib_dirs()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     pooled = [c for c in report.comparisons if c.task is None and c.delta is not None]
     if not pooled:
         return None
+    plt = _pyplot()
     metrics = list(dict.fromkeys(c.metric for c in pooled))
     cells = list(dict.fromkeys(c.cell for c in pooled))
     labels = {
         c.cell: f"{c.cell} −{c.layers[0]}" if len(c.layers) == 1 else f"{c.cell} ({len(c.layers)} layers)"
         for c in pooled
     }
-    plt.rcParams.update({"svg.hashsalt": "ablate", "font.size": 9})
     fig, axes = plt.subplots(
         1, len(metrics), figsize=(3.2 * len(metrics), 0.5 * len(cells) + 1.4), sharey=True, squeeze=False
     )
@@ -84,25 +115,31 @@ def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
         ax.set_yticks(range(len(cells)))
         ax.set_yticklabels([labels[c] for c in cells])
         ax.invert_yaxis()
-    from matplotlib.lines import Line2D
-
-    fig.legend(
-        handles=[
-            Line2D([0], [0], color=REAL_COLOR, linewidth=2.5, marker="o", label="real (Holm-adjusted)"),
-            Line2D(
-                [0], [0], color=DRAW_COLOR, linestyle="--", marker="o", markerfacecolor="white", label="draw"
-            ),
-            Line2D([0], [0], color=DRAW_COLOR, linestyle="", marker="x", label="Δ, interval not computable"),
-        ],
-        loc="lower center",
-        ncol=3,
-        frameon=False,
-    )
+    _legend(fig, "real (Holm-adjusted)", "draw", crosses=True)
     fig.suptitle(f"Δ = cell − control ({report.run.control}), {int(100 * (1 - report.alpha))}% intervals")
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    svg, png = out_dir / "forest.svg", out_dir / "forest.png"
-    fig.savefig(svg, format="svg", metadata={"Date": None})
-    fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return svg, png
+    return _save(plt, fig, out_dir, "forest")
+
+
+def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
+    """``pieces.svg``/``.png``: the forest plot of a piece run's effects (None: no effect to draw)."""
+    info = report.piece_design
+    rows = [r for r in report.pieces if r.effect is not None]
+    if info is None or not rows:
+        return None
+    plt = _pyplot()
+    scale = 100.0 if info.metric in BINARY_METRICS else 1.0
+    fig, ax = plt.subplots(figsize=(6.4, 0.4 * len(rows) + 1.6))
+    for y, r in enumerate(rows):
+        assert r.effect is not None
+        draw_interval(ax, y, r.effect, r.ci_low, r.ci_high, real=r.verdict in ("helps", "hurts"), scale=scale)
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r.id for r in rows])
+    ax.invert_yaxis()
+    ax.grid(axis="x", color="#e5e5e5")
+    unit = " (pts)" if scale == 100.0 else ""
+    ax.set_title(f"effect on {METRIC_LABELS.get(info.metric, info.metric)}{unit}: with − without the piece")
+    _legend(fig, "helps / hurts (Holm)", "draw / undecided")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return _save(plt, fig, out_dir, "pieces")

@@ -27,6 +27,7 @@ from ablate.report.model import (
     METRIC_LABELS,
     Comparison,
     Family,
+    MetricSummary,
     PowerRow,
     Report,
     SequentialReport,
@@ -61,9 +62,9 @@ def _exact_floor_blocks(alpha_each: float) -> int:
 @functools.lru_cache(maxsize=256)
 def _binary_cached(
     n: int, base: float, alpha_each: float
-) -> tuple[float | NotComputable, int | NotComputable]:
+) -> tuple[float | NotComputable, int | NotComputable, float | None]:
     target = base - TARGET_RATE_CHANGE if base - TARGET_RATE_CHANGE >= 0 else base + TARGET_RATE_CHANGE
-    return detectable_binary(n, base, alpha_each), runs_needed_binary(base, target, alpha_each)
+    return detectable_binary(n, base, alpha_each), runs_needed_binary(base, target, alpha_each), target - base
 
 
 @functools.lru_cache(maxsize=256)
@@ -78,10 +79,7 @@ def _binary(
     if not ctrl:
         none = NotComputable("no control items")
         return none, none, None
-    base = sum(ctrl) / len(ctrl)
-    target = base - TARGET_RATE_CHANGE if base - TARGET_RATE_CHANGE >= 0 else base + TARGET_RATE_CHANGE
-    det, need = _binary_cached(n, base, alpha_each)
-    return det, need, target - base
+    return _binary_cached(n, sum(ctrl) / len(ctrl), alpha_each)
 
 
 @functools.lru_cache(maxsize=256)
@@ -204,44 +202,26 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     return {"power": power}
 
 
+def _spread(metric: str, s: MetricSummary | None) -> str:
+    if s is None:
+        return "–"
+    return f"{fmt_value(metric, s.value)} (sd {'–' if s.spread is None else fmt_value(metric, s.spread)})"
+
+
 def render(report: Report, page: Page) -> list[Block]:
     """Each cell's run-to-run spread per metric, and the power table."""
-    b: list[Block] = []
-    b.append(Heading("Run-to-run spread and power"))
     metrics = list(dict.fromkeys(c.metric for c in report.comparisons)) or ["pitfall_free"]
-    b.append(
+    headers = ["metric", "cell", "paired blocks", "α/m", "smallest detectable Δ (80% power)", "target Δ",
+               "repeats needed", "cost of that run"]  # fmt: skip
+    return [
+        Heading("Run-to-run spread and power"),
         Table(
             ["cell", *[f"{METRIC_LABELS.get(m, m)} (sd of repeat means)" for m in metrics]],
-            [
-                [c.cell]
-                + [
-                    fmt_value(m, c.metrics[m].value)
-                    + (
-                        f" (sd {fmt_value(m, c.metrics[m].spread)})"
-                        if c.metrics[m].spread is not None
-                        else " (sd –)"
-                    )
-                    if m in c.metrics
-                    else "–"
-                    for m in metrics
-                ]
-                for c in report.cells
-            ],
+            [[c.cell, *(_spread(m, c.metrics.get(m)) for m in metrics)] for c in report.cells],
             id="spread",
-        )
-    )
-    b.append(
+        ),
         Table(
-            [
-                "metric",
-                "cell",
-                "paired blocks",
-                "α/m",
-                "smallest detectable Δ (80% power)",
-                "target Δ",
-                "repeats needed",
-                "cost of that run",
-            ],
+            headers,
             [
                 [
                     METRIC_LABELS.get(p.metric, p.metric),
@@ -258,9 +238,8 @@ def render(report: Report, page: Page) -> list[Block]:
                 for p in report.power
             ],
             id="power",
-        )
-    )
-    return b
+        ),
+    ]
 
 
 SECTION = Section("power", build, render, layer_runs_only=True)

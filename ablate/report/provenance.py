@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ablate.folder.layout import RunManifest
 from ablate.mine.usage import provenance_for
 from ablate.report.blocks import Block, Bullets, Heading, Para
 from ablate.report.context import Context, Page, Section
@@ -18,12 +19,13 @@ from ablate.report.model import Provenance, Report
 HEADING = "Your own history (context, not part of the measurement)"
 
 
-def provenance_block(run_dir: Path, config_dir: Path, *, last: int = 500) -> dict[str, Any] | None:
-    """``{"heading", "sessions", "lines": [...]}`` for ``report.json``, or None when the config dir holds
-    no session of the run's repository (nothing to say, so no section)."""
+def provenance_block(manifest: RunManifest, config_dir: Path, *, last: int = 500) -> dict[str, Any] | None:
+    """``{"heading", "sessions", "lines": [...]}`` for ``report.json``: the history of the layers the run's
+    cells strip, or None when the config dir holds no session of its repository (no section)."""
     if not (config_dir / "projects").is_dir():
         return None
-    lines = provenance_for(run_dir, config_dir, last=last)
+    repo = Path(manifest.setup.repo) if manifest.setup.repo else None
+    lines = provenance_for((s for c in manifest.cells for s in c.stripped), config_dir, repo=repo, last=last)
     if not lines:
         return None
     return {"heading": HEADING, "sessions": lines[0]["sessions"], "lines": lines}
@@ -43,7 +45,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     block = None
     if config is not None:
         try:
-            block = provenance_block(ctx.run_dir, Path(config))
+            block = provenance_block(ctx.manifest, Path(config))
         except OSError as exc:
             ctx.say(f"your own history: not read ({exc})")
     return {"provenance": Provenance.model_validate(block) if block else None}

@@ -4,6 +4,7 @@ its real comparisons, its place by a documented rule (:data:`RANKING_KEY`), and 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from ablate.folder.layout import ManifestCell
@@ -35,14 +36,9 @@ RANKING_KEY = (
 )
 #: Group order of the ranking (see :data:`RANKING_KEY`).
 _GROUPS: list[tuple[LayerVerdict, str]] = [
-    ("helps", "primary"),
-    ("helps", "secondary"),
-    ("mixed", "primary"),
-    ("mixed", "secondary"),
-    ("draw", "none"),
-    ("hurts", "secondary"),
-    ("hurts", "primary"),
-]
+    ("helps", "primary"), ("helps", "secondary"), ("mixed", "primary"), ("mixed", "secondary"), ("draw", "none"),
+    ("hurts", "secondary"), ("hurts", "primary"),
+]  # fmt: skip
 
 
 def _worth(metric: str, delta: float | None) -> float:
@@ -140,23 +136,19 @@ def rank(
     """Every tested cell, ranked by :data:`RANKING_KEY`; equal keys in one group share a rank and tie group."""
     entries = [rank_entry(c, layers[c.id], comparisons, primary) for c in tested]
     n_real = {c.id: sum(1 for x in comparisons if x.cell == c.id and x.real) for c in tested}
+
+    def key(e: RankEntry) -> tuple[float, ...]:
+        return _sort_key(e, primary, n_real[e.cell])
+
     out: list[RankEntry] = []
     for verdict, evidence in _GROUPS:
-        group = [e for e in entries if e.verdict == verdict and e.evidence == evidence]
-        group.sort(key=lambda e: _sort_key(e, primary, n_real[e.cell]))
-        prev: tuple[float, ...] | None = None
-        members: list[RankEntry] = []
-        for e in group:
-            key = _sort_key(e, primary, n_real[e.cell])
-            if key != prev:
-                _share_tie(members)
-                members = []
-                rank_ = len(out) + 1
-            e.rank = rank_
-            members.append(e)
-            out.append(e)
-            prev = key
-        _share_tie(members)
+        group = sorted((e for e in entries if e.verdict == verdict and e.evidence == evidence), key=key)
+        for _key, tied in groupby(group, key=key):
+            members = list(tied)
+            for e in members:
+                e.rank = len(out) + 1
+            out += members
+            _share_tie(members)
     return out
 
 
@@ -283,20 +275,12 @@ def render(report: Report, page: Page) -> list[Block]:
                 "; ".join(e.real_on) or "none",
             ]
         )
+    headers = ["rank", "cell", "strips", "verdict", "evidence", f"Δ {METRIC_LABELS.get(prim, prim)} [CI]", "Δ turns",
+               "Δ cost (simulated)" if report.run.simulated else "Δ cost", "real on"]  # fmt: skip
     b: list[Block] = [Heading("Ranking: which layer earns its keep" + on_model(report))]
     b.append(
         Table(
-            [
-                "rank",
-                "cell",
-                "strips",
-                "verdict",
-                "evidence",
-                f"Δ {METRIC_LABELS.get(prim, prim)} [CI]",
-                "Δ turns",
-                "Δ cost (simulated)" if report.run.simulated else "Δ cost",
-                "real on",
-            ],
+            headers,
             rows,
             id="ranking",
             links=links(report),
@@ -326,8 +310,7 @@ def render(report: Report, page: Page) -> list[Block]:
     b.append(Para(f"Order: {report.ranking_key}. Δ = cell − control; {real_rule}."))
     if report.no_op_cells:
         b.append(Bullets([f"not tested (no-op): {c.reason}" for c in report.no_op_cells]))
-    plot = page.figure("ranking", lambda d: forest_plot(report, d))
-    if plot:
+    if plot := page.figure("ranking", lambda d: forest_plot(report, d)):
         b.append(
             Figure(
                 plot[0],

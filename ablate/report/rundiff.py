@@ -1,14 +1,8 @@
-"""``ablate diff RUN_A RUN_B``: two runs of the same cells and tasks compared cell by cell.
-
-Between the runs something changed (a new Claude Code version, another model, an edited setup); the question is
-whether a layer's effect changed with it. Per tested cell: its pitfall-free effect Δ = cell − control in each
-run (on the paired (task, repeat) blocks where both items count, as the run's own analysis pairs them; each
-task weighted alike), the change Δ_B − Δ_A, and a task-stratified Welch test of it valid for **independent**
-runs and calibrated where a permutation of blocks between the runs is not — at small n and when the control's
-rate moved (:mod:`ablate.stats.run_change` says why and what was measured). Holm over the cells decides which
-changes are real. Each run's own verdict (its report's ranking) is shown, and the cells whose verdict word
-changed are named — but whether an effect changed is decided by the test, never by comparing verdict words
-(a "helps" that became a "draw" can be noise).
+"""``ablate diff RUN_A RUN_B``: two runs of the same cells and tasks compared cell by cell: each cell's
+pitfall-free Δ in each run, the change Δ_B − Δ_A and its task-stratified Welch test for independent runs
+(:mod:`ablate.stats.run_change`), Holm over the cells (docs/ARCHITECTURE.md#statistics). Each run's own verdict
+is shown and the cells whose verdict word changed are named, but whether an effect changed is decided by the
+test, never by comparing verdict words (a "helps" that became a "draw" can be noise).
 
 ``ablate gate --baseline RUN_A`` fails when a layer that helped for real in the baseline helps less in the
 new run by this test (:func:`lost_help`).
@@ -26,7 +20,7 @@ from ablate.core.errors import UsageError
 from ablate.folder.adaptive import control_of
 from ablate.folder.layout import RunFolder, read_manifest
 from ablate.folder.result import ItemResult, iter_results
-from ablate.stats import holm
+from ablate.report.paired import holm_some
 from ablate.stats.adaptive import paired_outcomes, primary_outcome
 from ablate.stats.run_change import run_change
 
@@ -93,16 +87,12 @@ def _same_design(a: Path, b: Path) -> tuple[list[str], list[str], str]:
     ma, mb = read_manifest(RunFolder(a)), read_manifest(RunFolder(b))
     cells_a, cells_b = [c.id for c in ma.cells], [c.id for c in mb.cells]
     tasks_a, tasks_b = sorted(t.id for t in ma.tasks), sorted(t.id for t in mb.tasks)
-    if set(cells_a) != set(cells_b):
-        raise UsageError(
-            f"{a} and {b} do not run the same cells ({', '.join(cells_a)} against {', '.join(cells_b)})",
-            hint="ablate diff compares two runs of the same cell set and tasks",
-        )
-    if tasks_a != tasks_b:
-        raise UsageError(
-            f"{a} and {b} do not run the same tasks ({', '.join(tasks_a)} against {', '.join(tasks_b)})",
-            hint="ablate diff compares two runs of the same cell set and tasks",
-        )
+    for what, x, y in (("cells", cells_a, cells_b), ("tasks", tasks_a, tasks_b)):
+        if sorted(x) != sorted(y):
+            raise UsageError(
+                f"{a} and {b} do not run the same {what} ({', '.join(x)} against {', '.join(y)})",
+                hint="ablate diff compares two runs of the same cell set and tasks",
+            )
     if several := next((str(r) for r, m in ((a, ma), (b, mb)) if m.models), None):
         raise UsageError(
             f"{several} ran several models (--models)", hint="ablate diff compares runs of one model"
@@ -144,8 +134,7 @@ def diff_runs(run_a: Path, run_b: Path, *, alpha: float = 0.05) -> RunDiff:
     for cell in tested:
         da, db = _diffs(run_a, cell, control), _diffs(run_b, cell, control)
         rows.append((cell, da, db, run_change(da, db, level=1 - alpha)))
-    testable = [i for i, r in enumerate(rows) if r[3].p is not None]
-    adjusted = dict(zip(testable, holm([rows[i][3].p or 0.0 for i in testable]), strict=True))
+    adjusted = holm_some([r[3].p for r in rows])
     out = RunDiff(run_a=str(run_a), run_b=str(run_b), control=control, alpha=alpha)
     out.helped_a = [
         c.cell
@@ -153,21 +142,19 @@ def diff_runs(run_a: Path, run_b: Path, *, alpha: float = 0.05) -> RunDiff:
         if c.metric == METRIC and c.task is None and c.real and c.verdict == "helps"
     ]
     for i, (cell, da, db, got) in enumerate(rows):
-        lo, hi, p = got.ci_low, got.ci_high, got.p
-        padj = adjusted.get(i)
-        ea, eb = _pooled(da), _pooled(db)
+        padj = adjusted[i]
         out.cells.append(
             CellDiff(
                 cell=cell,
                 layers=list(layers.get(cell, [])),
-                effect_a=ea,
-                effect_b=eb,
+                effect_a=_pooled(da),
+                effect_b=_pooled(db),
                 blocks_a=sum(len(v) for v in da.values()),
                 blocks_b=sum(len(v) for v in db.values()),
                 change=got.change,
-                ci_low=lo,
-                ci_high=hi,
-                p=p,
+                ci_low=got.ci_low,
+                ci_high=got.ci_high,
+                p=got.p,
                 p_adjusted=padj,
                 changed=padj is not None and padj <= alpha,
                 verdict_a=verdicts[0].get(cell, "not tested"),
@@ -220,26 +207,13 @@ def render_text(diff: RunDiff) -> str:
         ]
         for c in diff.cells
     ]
-    head = [
-        "cell",
-        "strips",
-        "Δ A (blocks)",
-        "Δ B (blocks)",
-        "B − A",
-        f"{100 * (1 - diff.alpha):.0f}% CI",
-        "Holm p",
-        "effect",
-        "verdict",
-    ]
+    head = ["cell", "strips", "Δ A (blocks)", "Δ B (blocks)", "B − A", f"{100 * (1 - diff.alpha):.0f}% CI", "Holm p",
+            "effect", "verdict"]  # fmt: skip
     lines = [
         f"{diff.run_a} → {diff.run_b}: Δ {diff.metric} = cell − {diff.control} in each run",
         tabulate(rows, headers=head),
         f"test: {diff.method}",
     ]
-    changed = diff.verdicts_changed
-    lines.append(
-        "verdicts changed: "
-        + (", ".join(f"{c.cell} {c.verdict_a} → {c.verdict_b}" for c in changed) if changed else "none")
-    )
-    lines += [f"note: {n}" for n in diff.notes]
+    changed = ", ".join(f"{c.cell} {c.verdict_a} → {c.verdict_b}" for c in diff.verdicts_changed)
+    lines += [f"verdicts changed: {changed or 'none'}", *(f"note: {n}" for n in diff.notes)]
     return "\n".join(lines)

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import assert_never
 
 from ablate.folder.layout import ManifestCell, PlanItem, RunManifest
+from ablate.folder.session import SessionMetrics
 from ablate.report.items import Item, Items, Key
-from ablate.report.model import (
-    BINARY_METRICS,
-    CellSummary,
-    LayerUse,
-    MetricSummary,
-    TaskCellCell,
-)
+from ablate.report.model import BINARY_METRICS, CellSummary, LayerUse, MetricSummary, TaskCellCell
 from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Shows
 from ablate.stats import Interval, spread, wilson
@@ -27,19 +23,11 @@ def mean(xs: Iterable[float]) -> float | None:
 def _metric_summary(
     scored: dict[Key, Item], cell: str, metric: str, repeats: Sequence[int], alpha: float
 ) -> MetricSummary:
-    vals = [it.values[metric] for (_t, cid, _r), it in scored.items() if cid == cell and metric in it.values]
-    per_rep = [
-        v
-        for r in repeats
-        if (
-            v := mean(
-                it.values[metric]
-                for (_t, cid, rr), it in scored.items()
-                if cid == cell and rr == r and metric in it.values
-            )
-        )
-        is not None
+    mine = [
+        (r, it.values[metric]) for (_t, cid, r), it in scored.items() if cid == cell and metric in it.values
     ]
+    vals = [v for _r, v in mine]
+    per_rep = [m for r in repeats if (m := mean(v for rr, v in mine if rr == r)) is not None]
     sp = spread(per_rep)
     summary = MetricSummary(value=mean(vals), n=len(vals), spread=sp if isinstance(sp, float) else None)
     if metric in BINARY_METRICS and vals:
@@ -127,63 +115,53 @@ def layer_use(manifest: RunManifest, control: ManifestCell, scored: dict[Key, It
         {lid for c in manifest.cells for lid in c.stripped if control.fingerprints.get(lid, "") != ""}
     )
     sessions = [
-        it.result.session
-        for (t, c, r), it in scored.items()
-        if c == control.id and it.result.session is not None
+        it.result.session for (_t, c, _r), it in scored.items() if c == control.id and it.result.session
     ]
-    loaded_paths = [f.path for s in sessions for f in s.instruction_files]
-    read_paths = [p for s in sessions for p in s.total.files_read]
-    skills_used = sum(len(s.total.skills_invoked) for s in sessions)
-    skills_listed = any(s.skills_listed for s in sessions)
-    hooks_fired = sum(sum(s.hooks_fired.values()) for s in sessions)
+    loaded = [f.path for s in sessions for f in s.instruction_files]
+    read = [p for s in sessions for p in s.total.files_read]
     out: list[LayerUse] = []
     for lid in stripped:
         if lid not in catalog:
             out.append(
                 LayerUse(layer=lid, status="not assessed", evidence="layer not in the shipped catalog")
             )
-            continue
-        layer = catalog.get(lid)
-        pats = [p.rstrip("/") for p in layer.paths if "<" not in p]
-
-        def hit(paths: list[str], pats: list[str] = pats, side: str = layer.side) -> int:
-            n = 0
-            for raw_path in paths:
-                path = raw_path if raw_path.startswith("/") else "/" + raw_path
-                for p in pats:
-                    tail = "/" + p
-                    if (side == "config" and "/.claude" + tail in path) or (
-                        side == "repo" and (path.endswith(tail) or tail + "/" in path)
-                    ):
-                        n += 1
-                        break
-            return n
-
-        if lid == "skills":
-            if not skills_listed:
-                out.append(
-                    LayerUse(
-                        layer=lid, status="never loaded", evidence="no skill listed in any control session"
-                    )
-                )
-            elif not skills_used:
-                out.append(
-                    LayerUse(
-                        layer=lid,
-                        status="loaded, never used",
-                        evidence=f"listed in {len(sessions)} control sessions, never invoked",
-                    )
-                )
-            else:
-                out.append(LayerUse(layer=lid, status="used", evidence=f"{skills_used} skill invocations"))
-        elif lid == "hooks":
-            status = "used" if hooks_fired else "never loaded"
-            out.append(
-                LayerUse(layer=lid, status=status, evidence=f"{hooks_fired} hook firings in control sessions")
-            )
+        elif lid in ("skills", "hooks"):
+            out.append(_listed_use(lid, sessions))
         else:
-            out.append(_kind_use(lid, layer.shows, hit, loaded_paths, read_paths, len(sessions)))
+            layer = catalog.get(lid)
+            hit = partial(_hits, [p.rstrip("/") for p in layer.paths if "<" not in p], layer.side)
+            out.append(_kind_use(lid, layer.shows, hit, loaded, read, len(sessions)))
     return out
+
+
+def _hits(pats: list[str], side: str, paths: list[str]) -> int:
+    """How many of ``paths`` fall under one of a layer's path patterns on its side (config or repo)."""
+    n = 0
+    for raw_path in paths:
+        path = raw_path if raw_path.startswith("/") else "/" + raw_path
+        for p in pats:
+            tail = "/" + p
+            if (side == "config" and "/.claude" + tail in path) or (
+                side == "repo" and (path.endswith(tail) or tail + "/" in path)
+            ):
+                n += 1
+                break
+    return n
+
+
+def _listed_use(lid: str, sessions: list[SessionMetrics]) -> LayerUse:
+    """Skills (listed, then invoked) and hooks (fired) in the control sessions."""
+    if lid == "hooks":
+        fired = sum(sum(s.hooks_fired.values()) for s in sessions)
+        status = "used" if fired else "never loaded"
+        return LayerUse(layer=lid, status=status, evidence=f"{fired} hook firings in control sessions")
+    used = sum(len(s.total.skills_invoked) for s in sessions)
+    if not any(s.skills_listed for s in sessions):
+        return LayerUse(layer=lid, status="never loaded", evidence="no skill listed in any control session")
+    if not used:
+        said = f"listed in {len(sessions)} control sessions, never invoked"
+        return LayerUse(layer=lid, status="loaded, never used", evidence=said)
+    return LayerUse(layer=lid, status="used", evidence=f"{used} skill invocations")
 
 
 def _kind_use(

@@ -8,6 +8,7 @@ from typing import Any
 from ablate.report.blocks import (
     Block,
     Heading,
+    RowStyle,
     Table,
     fmt_ci,
     fmt_delta,
@@ -25,23 +26,18 @@ from ablate.report.summaries import cell_summaries, task_table
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
     """Per-cell summaries and the per-task table."""
-    cells = cell_summaries(
-        ctx.manifest,
-        ctx.plan,
-        ctx.items,
-        ctx.metrics,
-        ctx.repeats,
-        ctx.layers,
-        {n.cell for n in ctx.no_ops},
-        ctx.alpha,
-        ctx.primary,
-    )
+    cells = cell_summaries(ctx.manifest, ctx.plan, ctx.items, ctx.metrics, ctx.repeats, ctx.layers,
+                           {n.cell for n in ctx.no_ops}, ctx.alpha, ctx.primary)  # fmt: skip
     return {"cells": cells, "task_table": task_table(ctx.manifest, ctx.items.scored)}
 
 
 def render(report: Report, page: Page) -> list[Block]:
     """The per-task tables of the run's kind."""
     return binary_tables(report) if report.run.binary else layered_tables(report)
+
+
+#: The metrics of a binary run's per-task table, Clean / Normal.
+_BOTH = ("turns", "tool_calls", "cost_usd", "pitfall_free")
 
 
 def binary_tables(report: Report) -> list[Block]:
@@ -57,16 +53,8 @@ def binary_tables(report: Report) -> list[Block]:
         clean, normal = by.get((tid, other)), by.get((tid, control))
         if clean is None or normal is None:
             continue
-        rows.append(
-            [
-                tid,
-                f"{fmt_value('turns', clean.turns)} / {fmt_value('turns', normal.turns)}",
-                f"{fmt_value('tool_calls', clean.tool_calls)} / {fmt_value('tool_calls', normal.tool_calls)}",
-                f"{fmt_value('cost_usd', clean.cost_usd)} / {fmt_value('cost_usd', normal.cost_usd)}",
-                f"{fmt_value('pitfall_free', clean.pitfall_free)} / {fmt_value('pitfall_free', normal.pitfall_free)}",
-                f"{_num(clean.skills_invoked)} / {_num(normal.skills_invoked)}",
-            ]
-        )
+        both = [f"{fmt_value(m, getattr(clean, m))} / {fmt_value(m, getattr(normal, m))}" for m in _BOTH]
+        rows.append([tid, *both, f"{_num(clean.skills_invoked)} / {_num(normal.skills_invoked)}"])
     out.append(
         Table(
             ["task", "turns (Clean / Normal)", "tool calls", "cost", "pitfall avoided", "skills invoked"],
@@ -75,25 +63,18 @@ def binary_tables(report: Report) -> list[Block]:
             caption=f"Clean = {other}, Normal = {control}; means per session",
         )
     )
-    agg, styles = [], []
-    for c in report.comparisons:
-        if c.task is None and c.cell == other:
-            styles.append(row_style(c))
-            agg.append(
-                [
-                    METRIC_LABELS.get(c.metric, c.metric),
-                    fmt_value(c.metric, c.cell_value),
-                    fmt_value(c.metric, c.control_value),
-                    fmt_delta(c.metric, c.delta),
-                    fmt_ci(c),
-                    fmt_p(c.p_adjusted),
-                    real_mark(c),
-                ]
-            )
+    mine = [c for c in report.comparisons if c.task is None and c.cell == other]
+    styles: list[RowStyle] = [row_style(c) for c in mine]
+    agg = [
+        [METRIC_LABELS.get(c.metric, c.metric), *(fmt_value(c.metric, v) for v in (c.cell_value, c.control_value)),
+         fmt_delta(c.metric, c.delta), fmt_ci(c), fmt_p(c.p_adjusted), real_mark(c)]
+        for c in mine
+    ]  # fmt: skip
     cells = {c.cell: c for c in report.cells}
     if other in cells and control in cells:
-        agg.append(["cost per pass [CI]", per_pass_text(cells[other]), per_pass_text(cells[control])])
-        agg[-1] += ["–"] * 4
+        agg.append(
+            ["cost per pass [CI]", per_pass_text(cells[other]), per_pass_text(cells[control]), *["–"] * 4]
+        )
         styles.append("")
     out.append(
         Table(
@@ -110,24 +91,25 @@ def _num(v: float | None) -> str:
     return "–" if v is None else f"{v:.2f}"
 
 
+#: The rows of a layered run's per-task table: (label, the TaskCellCell field, the metric it is formatted as).
+_TASK_ROWS = (
+    ("pitfall-free", "pitfall_free", "pitfall_free"), ("turns", "turns", "turns"),
+    ("tool calls", "tool_calls", "tool_calls"), ("cost", "cost_usd", "cost_usd"),
+    ("skills invoked", "skills_invoked", "turns"),
+)  # fmt: skip
+
+
 def layered_tables(report: Report) -> list[Block]:
     out: list[Block] = [Heading("Per-task results (cells as columns)")]
     cells = [c.cell for c in report.cells]
     by = {(t.task, t.cell): t for t in report.task_table}
     for t in report.run.tasks:
         tid = str(t["id"])
-        rows = []
-        for label, attr, metric in (
-            ("pitfall-free", "pitfall_free", "pitfall_free"),
-            ("turns", "turns", "turns"),
-            ("tool calls", "tool_calls", "tool_calls"),
-            ("cost", "cost_usd", "cost_usd"),
-            ("skills invoked", "skills_invoked", "turns"),
-        ):
-            rows.append(
-                [label]
-                + [fmt_value(metric, getattr(by[(tid, c)], attr)) if (tid, c) in by else "–" for c in cells]
-            )
+        rows = [
+            [label]
+            + [fmt_value(metric, getattr(by[(tid, c)], attr)) if (tid, c) in by else "–" for c in cells]
+            for label, attr, metric in _TASK_ROWS
+        ]
         rows.append(["sessions"] + [str(by[(tid, c)].n) if (tid, c) in by else "0" for c in cells])
         out.append(Heading(f"{tid} ({t['split']})", 3))
         out.append(Table(["", *cells], rows, id=f"task-{tid}"))
@@ -145,22 +127,9 @@ def layered_tables(report: Report) -> list[Block]:
         row.append(f"{100 * c.cache_read_share:.0f}%" if c.cache_read_share is not None else "–")
         row.append(f"{c.scored}/{c.items}")
         rows.append(row)
-    out.append(
-        Table(
-            [
-                "cell",
-                "strips",
-                "pitfall-free (Δ)",
-                "turns (Δ)",
-                "cost (Δ)",
-                "cost per pass [CI]",
-                "cache-read share",
-                "scored",
-            ],
-            rows,
-            id="aggregate",
-        )
-    )
+    headers = ["cell", "strips", "pitfall-free (Δ)", "turns (Δ)", "cost (Δ)", "cost per pass [CI]", "cache-read share",
+               "scored"]  # fmt: skip
+    out.append(Table(headers, rows, id="aggregate"))
     return out
 
 

@@ -8,7 +8,6 @@ import textwrap
 from tabulate import tabulate
 
 from ablate.report.blocks import Bullets, Table
-from ablate.report.context import Page
 from ablate.report.model import Report
 
 #: Columns of the ranking left out on the terminal (long; report.md has them).
@@ -21,10 +20,9 @@ def answer_text(report: Report, width: int | None = None) -> list[str]:
     """The answer's table (without the columns of :data:`TERMINAL_LEFT_OUT`) and its sentences, bold marks
     dropped (empty when nothing was ranked); with a ``width``, its last columns left out and its sentences
     wrapped until they fit."""
-    from ablate.report import models, pieces, ranking
+    from ablate.report import models
 
-    section = pieces.SECTION if report.piece_design is not None else ranking.SECTION
-    blocks = section.render(report, Page())
+    blocks = models.answer_blocks(report)
     table = next((b for b in blocks if isinstance(b, Table)), None)
     if table is None or not table.rows:
         return []

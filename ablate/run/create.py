@@ -31,6 +31,8 @@ from ablate.setup.cells import ResolvedCell
 from ablate.setup.tasks import Task, load_task
 
 DEFAULT_MAX_RETRIES = 2
+#: What the manifest records of each resolved cell as it is (besides its folder name and no-op reason).
+CELL_FIELDS = ("id", "label", "stripped", "empty_config", "aa_of", "pieces", "kept")
 
 
 def create_run(
@@ -85,15 +87,7 @@ def create_run(
         cell_set=cell_set,
         cells=[
             ManifestCell(
-                id=c.id,
-                dirname=c.dirname,
-                label=c.label,
-                stripped=list(c.stripped),
-                empty_config=c.empty_config,
-                noop=(noops or {}).get(c.id),
-                aa_of=c.aa_of,
-                pieces=list(c.pieces),
-                kept=list(c.kept),
+                dirname=c.dirname, noop=(noops or {}).get(c.id), **{k: getattr(c, k) for k in CELL_FIELDS}
             )
             for c in cells
         ],

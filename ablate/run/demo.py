@@ -17,14 +17,12 @@ MARKER = ".ablate-demo"
 def prepare_demo_folder(out: Path) -> Path:
     """Create (or empty) the demo folder; refuse to empty a folder ablate did not make for a demo."""
     out = out.resolve()
-    if out.exists():
-        if not (out / MARKER).exists():
-            if any(out.iterdir()):
-                raise UsageError(
-                    f"{out}: exists and is not an ablate demo folder", hint="pick another --out or remove it"
-                )
-        else:
-            shutil.rmtree(out)
+    if (out / MARKER).exists():
+        shutil.rmtree(out)
+    elif out.exists() and any(out.iterdir()):
+        raise UsageError(
+            f"{out}: exists and is not an ablate demo folder", hint="pick another --out or remove it"
+        )
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_text("made by `ablate demo`; removed by the next demo run\n")
     return out

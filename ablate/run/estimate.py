@@ -61,8 +61,7 @@ def probe_capture(folders: Iterable[Path | None], head: str) -> tuple[Path, list
             log = folder / name
             if not log.is_file():
                 continue
-            sizes = [len(r.text) for r in iter_requests(log) if r.is_messages and head[:7] in r.text]
-            if sizes:
+            if sizes := [len(r.text) for r in iter_requests(log) if r.is_messages and head[:7] in r.text]:
                 return log, sizes
     return None
 

@@ -1,22 +1,8 @@
-"""The one-out confirmation stage of a screening piece run (docs/PIECES.md#confirm).
-
-A screening design estimates each piece's *average contribution* over its sub-setups; the user's question is
-usually another: what deleting the piece from the full setup does. So, in the same run, every piece the
-screening marks real and every piece named with ``--confirm ID,...`` is confirmed by a one-out stage: its cell
-is the full setup without that piece, and after the screening the stage runs blocks of its own (repeats
-``first_repeat`` on), each the control and the confirmed pieces' cells in one shuffled sweep.
-
-* At plan time (:func:`confirm_plan`): a one-out cell per candidate piece (every piece, or only the named ones
-  when the design and a cell per piece would pass the 99-cell limit) and the record of the stage
-  (:class:`~ablate.folder.design.ConfirmPlan`); the budget check reserves one block for the named pieces.
-* After the screening (:func:`stage_items`): which pieces are real (the last adaptive look's decisions, or
-  the fixed-n analysis of the pass/fail primary at α :data:`ALPHA`), and the stage's blocks: as many sessions
-  as the screening ran, shared between the control and the confirmed cells, within ``--max-sessions``.
-* :func:`confirming`: the rounds driver that runs the screening, then the stage, in one execution.
-
-The report (:mod:`ablate.report.pieces`) compares each confirmed cell with the control on the stage's blocks
-alone, Holm over the confirmed pieces.
-"""
+"""The one-out confirmation stage of a screening piece run (docs/PIECES.md#confirm): after the screening, every
+piece it marks real and every piece ``--confirm`` names runs in blocks of its own, each the control and the
+confirmed pieces' one-out cells (and the both-removed cells of the pairs it estimates) in one shuffled sweep.
+Planned at plan time (:func:`confirm_plan`), its blocks chosen after the screening (:func:`stage_items`), run
+by :func:`confirming`; the report compares each confirmed cell with the control on the stage's blocks alone."""
 
 from __future__ import annotations
 
@@ -101,15 +87,12 @@ def confirm_plan(
             f"{first_index} cells (at most {MAX_ROWS + 1})",
             hint=f"name at most {room} pieces in --confirm",
         )
+
+    def cut(cell_id: str, index: int, label: str, ids: tuple[str, ...]) -> ResolvedCell:
+        return ResolvedCell(id=cell_id, index=index, label=label, stripped=(), empty_config=False, pieces=ids)
+
     cells = [
-        ResolvedCell(
-            id=f"O{n:02d}",
-            index=first_index + n - 1,
-            label=f"no {p.id} (confirmation)",
-            stripped=(),
-            empty_config=False,
-            pieces=(p.id,),
-        )
+        cut(f"O{n:02d}", first_index + n - 1, f"no {p.id} (confirmation)", (p.id,))
         for n, p in enumerate(candidates, start=1)
     ]
     index = {p.id: i for i, p in enumerate(pieces)}
@@ -124,14 +107,7 @@ def confirm_plan(
         )
     chosen = sorted(chosen, key=lambda ab: (index[ab[0].id], index[ab[1].id]))
     pair_cells = [
-        ResolvedCell(
-            id=f"Q{n:02d}",
-            index=first_index + len(cells) + n - 1,
-            label=f"no {a.id}, {b.id} (interaction)",
-            stripped=(),
-            empty_config=False,
-            pieces=(a.id, b.id),
-        )
+        cut(f"Q{n:02d}", first_index + len(cells) + n - 1, f"no {a.id}, {b.id} (interaction)", (a.id, b.id))
         for n, (a, b) in enumerate(chosen, start=1)
     ]
     record = ConfirmPlan(
@@ -214,20 +190,16 @@ def stage_items(
         return [], "confirmation: no piece is real at screening and --confirm names none"
     tasks = len(manifest.tasks) * max(1, len(manifest.models))  # sessions per cell and block
     screened = sum(1 for p in plan if record.screens(p.repeat))
+
+    def blocks_for(cells: int) -> int:
+        return stage_blocks(cells, tasks=tasks, screened=screened, max_sessions=stage.max_sessions)
+
     pairs = stage_pairs(stage, why)
-    blocks = stage_blocks(
-        len(why) + len(pairs), tasks=tasks, screened=screened, max_sessions=stage.max_sessions
-    )
+    blocks = blocks_for(len(why) + len(pairs))
     if blocks < 1:  # the cap leaves no block for every real piece: the named ones keep their reserved one
         why = {p: w for p, w in why.items() if w == "named"}
         pairs = stage_pairs(stage, why)
-        blocks = (
-            stage_blocks(
-                len(why) + len(pairs), tasks=tasks, screened=screened, max_sessions=stage.max_sessions
-            )
-            if why
-            else 0
-        )
+        blocks = blocks_for(len(why) + len(pairs)) if why else 0
         if blocks < 1:
             return [], "confirmation: --max-sessions leaves no session for it"
     cells = [record.rows[0].cell, *(stage.cells[p] for p in why), *(stage.pairs[k] for k in pairs)]

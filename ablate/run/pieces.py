@@ -1,18 +1,8 @@
-"""``ablate run --pieces``: a per-piece design as the run's cells (docs/PIECES.md#runs).
-
-The chosen pieces (``all`` or ``ID,...``) → the design (``--design``, by default
-:func:`ablate.stats.screening.default_design`) → its rows as cells (:func:`ablate.setup.piece_cells.piece_cells`):
-the row that keeps every piece is the control ``C0``, every other row a cell ``P01``… in design order, so cell
-index i runs design row i. The run path is then the normal one — the probe first (each cell must differ from
-the control by exactly its pieces), sessions blocked by (task, repeat), each block one shuffled sweep of every
-row — and the manifest records the design (:class:`~ablate.folder.design.PieceDesignRecord`), so the report
-rebuilds each piece's effect from the run folder alone.
-
-Refused before anything is written (exit 2): an unknown piece id, fewer than two pieces, an unknown design, a
-design that cannot fit ``--max-sessions`` (naming the minimum), ``--repeats`` beyond it, and options a piece run
-does not take (``--cells``, ``--aa``). With ``--adaptive`` the rounds stop when every piece is decided
-(:mod:`ablate.run.piece_adaptive`).
-"""
+"""``ablate run --pieces``: a per-piece design as the run's cells (docs/PIECES.md#runs). The design's row that
+keeps every piece is the control ``C0``, every other row a cell ``P01``… in design order (cell index i runs
+row i); the run is then an ordinary one, and the manifest records the design, so the report rebuilds each
+piece's effect from the run folder alone. Everything a piece run cannot do is refused before anything is
+written (exit 2)."""
 
 from __future__ import annotations
 

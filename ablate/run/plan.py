@@ -121,8 +121,7 @@ def make_plan(
             hint="lower --repeats, or run fewer tasks or cells per plan",
         )
     for what, ids in (("task", tasks), ("cell", cells)):
-        dup = sorted({i for i in ids if list(ids).count(i) > 1})
-        if dup:
+        if dup := sorted({i for i in ids if list(ids).count(i) > 1}):
             raise UsageError(f"duplicate {what} ids in the plan: {', '.join(dup)}")
     items: list[PlanItem] = []
     for r in range(repeats):

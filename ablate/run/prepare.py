@@ -96,12 +96,8 @@ class PreparedRun:
 
     def todo(self) -> list[PlanItem]:
         """Items of the share without a complete result."""
-        out = []
-        for p in self.share:
-            res = read_result(self.folder, p.item)
-            if res is None or not res.complete:
-                out.append(p)
-        return out
+        results = (read_result(self.folder, p.item) for p in self.share)
+        return [p for p, res in zip(self.share, results, strict=True) if res is None or not res.complete]
 
 
 def load_cells(
@@ -132,14 +128,6 @@ def setup_info(setup: Setup, cells_source: Path, ablate_toml: Path | None) -> Se
         cell_set_source=str(cells_source),
         ablate_toml=str(ablate_toml) if ablate_toml else None,
     )
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-    except ValueError:
-        return False
-    return True
 
 
 def unwritable(folder: Path) -> str | None:
@@ -178,23 +166,20 @@ def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) ->
         if why := unwritable(folder):
             raise UsageError(f"{opt} {folder}: {why}", hint=f"pass a folder you can write to {opt}")
         for inside, what in ((setup.config_dir, "config dir"), (setup.repo, "repository")):
-            if _inside(folder, inside):
+            if folder.resolve().is_relative_to(inside.resolve()):
                 raise UsageError(
                     f"{opt} {folder}: inside the {what} {inside}",
                     hint=f"ablate never writes into your setup; pick an {opt} outside it",
                 )
-    if work_dir is not None:
-        above = ancestor_leaks(work_dir / "x")
-        if above:
-            raise UsageError(
-                f"--work-dir {work_dir}: instruction files above it ({', '.join(a.path for a in above)}); "
-                "the CLI would load them in every cell",
-                hint="pick a --work-dir whose parent folders hold no CLAUDE.md, AGENTS.md, .claude/ or .mcp.json",
-            )
+    if work_dir is not None and (above := ancestor_leaks(work_dir / "x")):
+        raise UsageError(
+            f"--work-dir {work_dir}: instruction files above it ({', '.join(a.path for a in above)}); "
+            "the CLI would load them in every cell",
+            hint="pick a --work-dir whose parent folders hold no CLAUDE.md, AGENTS.md, .claude/ or .mcp.json",
+        )
     warnings = []
     modules = run_git(setup.repo, "submodule", "status", check=False).stdout.split("\n")
-    subs = [line.split()[1] for line in modules if line.strip() and len(line.split()) > 1]
-    if subs:
+    if subs := [line.split()[1] for line in modules if line.strip() and len(line.split()) > 1]:
         warnings.append(
             f"the repository has submodules ({', '.join(subs[:5])}): cells check out HEAD without them, so "
             "their folders are empty in every cell alike"
@@ -204,6 +189,7 @@ def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) ->
 
 def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     """Create, reopen or shard the run folder ``req`` names; raise :class:`UsageError` on any conflict."""
+    from ablate.isolate.worktree import plan_repo
     from ablate.setup.load import load_setup
     from ablate.setup.taskset import load_tasks
 
@@ -212,8 +198,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     if req.resume is not None and req.plan is not None:
         raise UsageError("pass either --resume or --plan, not both")
     if req.resume is not None or req.plan is not None:
-        given = [f"--{o}" for o in ("cells", "repeats") if req.given(o)]
-        if given:
+        if given := [f"--{o}" for o in ("cells", "repeats") if req.given(o)]:
             raise UsageError(
                 f"{' and '.join(given)} cannot change a planned run",
                 hint=f"drop {' and '.join(given)}: the run folder has its own (plan a new run to change them)",
@@ -254,7 +239,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
             req.repo if req.given("repo") else Path(info.repo or req.repo),
         )
         warnings = check_locations(setup, out=None, work_dir=req.work_dir)
-        _check_clean(setup, catalog, dirty=req.dirty)
+        plan_repo(setup, catalog, dirty=req.dirty)
         if setup.head != info.head and not req.force:
             raise UsageError(
                 f"{setup.repo}: HEAD is {setup.head[:12]}, the run was planned at {str(info.head)[:12]}",
@@ -275,7 +260,8 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         warnings = (
             check_locations(setup, out=req.out, work_dir=req.work_dir) + notes + ([said] if said else [])
         )
-        _check_clean(setup, catalog, dirty=req.dirty)
+        # uncommitted non-layer changes are refused (without --dirty) now, not when the first cell is built
+        plan_repo(setup, catalog, dirty=req.dirty)
         seed = _seed(req, shard_spec)
         design = None
         if req.pieces is not None:
@@ -348,14 +334,6 @@ def piece_plan(
         clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
     )
     return plan.cell_set, plan.record, plan.repeats
-
-
-def _check_clean(setup: Setup, catalog: Catalog, *, dirty: bool) -> None:
-    """Uncommitted non-layer changes of the repository are refused (without ``--dirty``) before the run
-    folder is written, not when the first environment is built."""
-    from ablate.isolate.worktree import plan_repo
-
-    plan_repo(setup, catalog, dirty=dirty)
 
 
 @contextlib.contextmanager

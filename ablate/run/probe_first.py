@@ -5,6 +5,7 @@ before anything is spent."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,15 +75,11 @@ def kept_probe(run_dir: Path, cells: list[str]) -> dict[str, Any] | None:
 def summary_line(data: dict[str, Any]) -> str:
     """``OK: 5 cells (4 faithful, 1 no-op), shadow fidelity equal, 9.8 s (2.0 s per cell)`` from probe.json."""
     cells = [c for c in data.get("cells", []) if isinstance(c, dict)]
-    counts: dict[str, int] = {}
-    for c in cells:
-        counts[str(c.get("verdict"))] = counts.get(str(c.get("verdict")), 0) + 1
+    counts = Counter(str(c.get("verdict")) for c in cells)
     fid = data.get("fidelity") or {}
-    fidelity = (
-        ("equal" if fid.get("equal") else "DIFFERENT")
-        if fid.get("checked")
-        else f"not checked ({fid.get('reason')})"
-    )
+    fidelity = f"not checked ({fid.get('reason')})"
+    if fid.get("checked"):
+        fidelity = "equal" if fid.get("equal") else "DIFFERENT"
     took = float(data.get("duration_s") or 0.0)
     return (
         f"{'OK' if data.get('ok') else 'NOT FAITHFUL'}: {len(cells)} cells ("

@@ -1,12 +1,7 @@
-"""Recovering results from transcripts when the CLI's stdout is missing, empty, corrupt or a rate-limit stub.
-
-For each item of a run folder's plan, the latest attempt's stdout file is classified
-(:func:`ablate.mine.cli_output.parse_cli_output`). When it is not a valid result, the result is rebuilt from that
-attempt's transcript, the fields that came from the transcript (``recovered_fields``) or from a rule or the
-price table (``estimated_fields``) are marked, and the transcript's cost and turns are reconciled with the
-CLI's figures wherever a salvaged CLI document exists. ``results/<item>.json`` is written atomically and
-never replaced by a worse result; a rate-limited session never becomes a result (it needs a re-run).
-"""
+"""Recovering results from transcripts when the CLI's stdout is missing, empty, corrupt or a rate-limit stub:
+the latest attempt's result is rebuilt from its transcript, with the fields that came from it or from a rule
+marked and the transcript's figures reconciled with any salvaged CLI document. A result is written
+atomically, never replaced by a worse one; a rate-limited session never becomes a result (it needs a re-run)."""
 
 from __future__ import annotations
 
@@ -17,36 +12,21 @@ from typing import Any, Literal
 from ablate.core.errors import AblateError, NotFound
 from ablate.folder.layout import TASKS_DIR, Attempt, PlanItem, RunFolder, read_manifest
 from ablate.folder.lock import RunLock
-from ablate.folder.result import (
-    ExitInfo,
-    ItemResult,
-    Recovery,
-    read_result,
-    should_replace,
-    write_result,
-)
-from ablate.folder.wire import read_wire, wire_flags, wire_path
+from ablate.folder.result import ExitInfo, ItemResult, Recovery, read_result, should_replace, write_result
+from ablate.folder.wire import read_wire, wire_path
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
-from ablate.run.session import PAUSE_API_STATUSES, compare_wire, wire_figures
+from ablate.run.session import PAUSE_API_STATUSES, build_result, compare_wire
 from ablate.setup.tasks import Task, load_task
 
 RecoverAction = Literal["ok", "recovered", "kept", "needs_rerun", "not_run"]
 
 #: Fields a recovered result takes from the transcript instead of the CLI's stdout.
 RECOVERED_FIELDS = (
-    "status",
-    "turns",
-    "cost_usd",
-    "duration_s",
-    "api_calls",
-    "input_tokens",
-    "output_tokens",
-    "cache_creation_tokens",
-    "cache_read_tokens",
-    "tool_calls",
-)
+    "status", "turns", "cost_usd", "duration_s", "api_calls", "input_tokens", "output_tokens",
+    "cache_creation_tokens", "cache_read_tokens", "tool_calls",
+)  # fmt: skip
 
 
 @dataclass
@@ -82,42 +62,20 @@ class RecoveredItem:
 def recovered_result(
     rf: RunFolder, item: PlanItem, attempt: Attempt, session: SessionResult, recovered_fields: list[str]
 ) -> ItemResult:
-    """The ``results/<item>.json`` of a recovered item: the same :class:`ItemResult` the runner writes, built
-    from the plan record and the mined transcript (checked against ``wire/<item>.jsonl`` as the runner does),
-    with a ``recovery`` block saying what came from where."""
+    """The ``results/<item>.json`` of a recovered item: the runner's :class:`ItemResult`
+    (:func:`ablate.run.session.build_result`, checked against ``wire/<item>.jsonl`` as the runner does) with
+    the attempt's return code and a ``recovery`` block saying what came from where."""
     transcript = rf.transcript_path(item.item, attempt.n, attempt.session_id)
-    rel = str(transcript.relative_to(rf.root))
     records = [r for r in read_wire(wire_path(rf.root, item.item)) if r.attempt == attempt.n]
     wire = compare_wire(records, session, rf.stdout_path(item.item, attempt.n))
-    metrics = wire_figures(session.to_metrics().model_copy(update={"transcript": rel}), wire)
-    return ItemResult(
-        item=item.item,
-        task=item.task,
-        cell=item.cell,
-        repeat=item.repeat,
-        order=item.order,
-        attempt=attempt.n,
-        session_id=attempt.session_id,
-        status=session.status,
-        started_at=attempt.started_at,
-        finished_at=attempt.finished_at,
-        env=attempt.slot,
-        cost_usd=metrics.cost_usd,
-        turns=session.turns,
-        pitfall_hits=dict(session.pitfall_hits),
-        exit=ExitInfo(returncode=attempt.returncode),
-        stdout=str(rf.stdout_path(item.item, attempt.n).relative_to(rf.root)),
-        transcript=rel,
-        session=metrics,
-        flags=wire_flags(wire),
-        recovery=Recovery(
-            recovered_fields=recovered_fields,
-            estimated_fields=session.estimated_fields,
-            stdout_kind=session.stdout_kind,
-            reconciliation={k: dict(v) for k, v in session.reconciliation.items()},
-        ),
-        wire=wire,
+    result = build_result(rf, item, attempt, session, None, session.status, transcript, wire=wire)
+    recovery = Recovery(
+        recovered_fields=recovered_fields,
+        estimated_fields=session.estimated_fields,
+        stdout_kind=session.stdout_kind,
+        reconciliation={k: dict(v) for k, v in session.reconciliation.items()},
     )
+    return result.model_copy(update={"exit": ExitInfo(returncode=attempt.returncode), "recovery": recovery})
 
 
 def _recover_item(rf: RunFolder, item: PlanItem, tasks: dict[str, Task], *, write: bool) -> RecoveredItem:

@@ -4,7 +4,7 @@ dispatch loop, environment pool and session workers pass between them."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -73,6 +73,7 @@ class RunSummary:
     """What an invocation did."""
 
     folder: Path
+    outcome: Outcome
     total: int
     done: int
     failed: list[str]
@@ -83,24 +84,11 @@ class RunSummary:
     rate_limited: int
     spend_usd: float
     elapsed_s: float
-    outcome: Outcome
     envs_built: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "folder": str(self.folder),
-            "outcome": self.outcome,
-            "total": self.total,
-            "done": self.done,
-            "failed": list(self.failed),
-            "pending": list(self.pending),
-            "skipped": self.skipped,
-            "launched": self.launched,
-            "rate_limited": self.rate_limited,
-            "spend_usd": round(self.spend_usd, 6),
-            "elapsed_s": round(self.elapsed_s, 3),
-            "envs_built": self.envs_built,
-        }
+        rounded = {"spend_usd": round(self.spend_usd, 6), "elapsed_s": round(self.elapsed_s, 3)}
+        return {**asdict(self), "folder": str(self.folder), **rounded}
 
 
 @dataclass

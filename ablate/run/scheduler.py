@@ -1,26 +1,17 @@
 """The scheduler — running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments.
 
-One :class:`Runner` works on one run folder (docs/ARCHITECTURE.md) at a time, holding its lock. Its main thread
-dispatches items in plan order; session, environment-build and reset work happens in thread pools:
-
-* **Environments** are built once per (cell, slot), in parallel, and reset between items (only what the
-  previous session changed), never rebuilt. A second slot of a cell is built only when an item of that cell
-  is next and every environment of the cell is busy. A caller that runs several passes on one folder (an
-  adaptive run's rounds) hands each Runner the same kept :class:`~ablate.run.envpool.EnvPool` and closes it
-  itself: environments then outlive a pass.
-* **Rate limits** (429, the "hit your limit" message, a synthetic rate-limit record, 529 overloaded) pause the
-  whole pool until the reset time the message names, else with exponential backoff; the attempt is requeued
-  and never becomes a result. ``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns the backoff.
-* **Results** are written atomically and never replaced by a worse one (:func:`should_replace`).
-* **Budget**: launching stops once the recorded spend reaches the limit.
-* **Stopping**: :meth:`Runner.request_stop` stops launching; running sessions get ``grace_s`` to finish and
-  are then killed (whole process tree). The folder is always left resumable.
-
-The library never prints: progress goes to an ``on_progress`` callback.
-"""
+One :class:`Runner` works on one run folder at a time, holding its lock (unless its caller holds it across
+passes). Its main thread dispatches items in plan order onto the environments of an
+:class:`~ablate.run.envpool.EnvPool`; sessions run in a thread pool. A rate limit (429, the "hit your limit"
+message, 529 overloaded) pauses the whole pool until the reset time the message names, else with exponential
+backoff, and the attempt is requeued, never a result (``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns
+the backoff). Results are written atomically, never replaced by a worse one; launching stops at the budget;
+:meth:`Runner.request_stop` stops launching and kills what still runs after ``grace_s``. The folder is always
+left resumable, and the library never prints: progress goes to an ``on_progress`` callback."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -65,13 +56,7 @@ from ablate.run.schedule_types import (
     RunSummary,
     SessionOutcome,
 )
-from ablate.run.session import (
-    PERMANENT_API_STATUSES,
-    build_result,
-    kill_strays,
-    render_argv,
-    session_uuid,
-)
+from ablate.run.session import PERMANENT_API_STATUSES, build_result, kill_strays, render_argv, session_uuid
 from ablate.run.worker import Worker
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.tasks import Task
@@ -134,14 +119,8 @@ class Runner:
     # -- the run ---------------------------------------------------------------------------------------
 
     def run(self) -> RunSummary:
-        if not self.take_lock:
+        with RunLock(self.folder) if self.take_lock else contextlib.nullcontext():
             return self._run_locked()
-        with RunLock(self.folder):
-            return self._run_locked()
-
-    @property
-    def owns_pool(self) -> bool:
-        return self.shared_pool is None
 
     def _run_locked(self) -> RunSummary:
         # Every process a session starts carries this run's tag; the watchdog kills them all if this process
@@ -208,7 +187,7 @@ class Runner:
         st.running.clear()
         sessions.shutdown(wait=True)
         self.flush_plan(st, force=True)
-        if self.owns_pool:
+        if self.shared_pool is None:
             pool.close()
         watchdog.close()
         if fatal is not None:
@@ -336,8 +315,7 @@ class Runner:
         for idx, it in enumerate(window):
             if st.not_before.get(it.item, 0.0) > now:
                 continue
-            same = [e for e in idle if e.cell == it.cell]
-            if same:
+            if same := [e for e in idle if e.cell == it.cell]:
                 chosen = same[0]
                 prepare: Prepare = "reset" if chosen.dirty else "none"
             else:
@@ -496,27 +474,18 @@ class Runner:
             info = self.backend.describe(env)
         except Exception as exc:
             info = {"notes": [f"could not describe the environment: {exc}"]}
-        cells = []
-        for c in self.manifest.cells:
-            if c.id == cell_id:
-                c = c.model_copy(
-                    update={
-                        "fingerprints": info.get("fingerprints", {}),
-                        "leaks": info.get("leaks", []),
-                        "notes": info.get("notes", []),
-                        "env": info.get("env", {}),
-                    }
-                )
-            cells.append(c)
+        said = {
+            k: info.get(k, empty)
+            for k, empty in (("fingerprints", {}), ("leaks", []), ("notes", []), ("env", {}))
+        }
+        cells = [c.model_copy(update=said) if c.id == cell_id else c for c in self.manifest.cells]
         self.manifest = self.manifest.model_copy(update={"cells": cells})
         write_manifest(self.folder, self.manifest)
 
     def _phase(self, st: RunState, outcome: str | None) -> Phase:
-        if outcome is not None:
-            return "stopping"
-        if st.backoff.paused(self.clock()):
-            return "paused"
-        return "running"
+        return (
+            "stopping" if outcome is not None else "paused" if st.backoff.paused(self.clock()) else "running"
+        )
 
     def emit(self, st: RunState, phase: Phase, *, message: str | None = None) -> None:
         """Tell ``on_progress`` (if any) where the pass is."""

@@ -18,7 +18,7 @@ from ablate.core.claude import claude_argv
 from ablate.core.proc import ExecResult, kill_tree
 from ablate.folder.layout import Attempt, PlanItem, RunFolder
 from ablate.folder.result import ExitInfo, ItemResult
-from ablate.folder.session import SessionMetrics, SessionWrites
+from ablate.folder.session import SessionWrites
 from ablate.folder.wire import WIRE_TOKENS, WireRecord, WireTotals, wire_check, wire_flags
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.model import SessionResult
@@ -33,14 +33,8 @@ ERROR_OUTCOMES = frozenset({"env_error", "launch_error"})
 
 def pinned_argv(claude: Path, model: str, extra_args: Sequence[str] = ()) -> list[str]:
     """The pinned command line (docs/ARCHITECTURE.md#run-folder) with ``{max_turns}``, ``{session_id}`` and ``{prompt}`` slots."""
-    return claude_argv(
-        claude,
-        prompt="{prompt}",
-        model=model,
-        session_id="{session_id}",
-        max_turns="{max_turns}",
-        extra=extra_args,
-    )
+    slots = {"prompt": "{prompt}", "session_id": "{session_id}", "max_turns": "{max_turns}"}
+    return claude_argv(claude, model=model, extra=extra_args, **slots)
 
 
 #: Namespace of the session ids ablate gives the CLI (uuid5 of the run's seed, the item and the attempt).
@@ -148,7 +142,11 @@ def build_result(
         metrics = session.to_metrics()
         if transcript is not None:
             metrics = metrics.model_copy(update={"transcript": str(transcript.relative_to(rel))})
-        metrics = wire_figures(metrics, wire)
+        if (
+            wire is not None and wire.differs
+        ):  # the wire's token totals and cost where the transcript disagrees
+            total = metrics.total.model_copy(update={k: getattr(wire, k) for k in WIRE_TOKENS})
+            metrics = metrics.model_copy(update={"total": total, "cost_usd": wire.cost_usd})
     return ItemResult.model_validate(
         {
             "item": it.item,
@@ -162,11 +160,9 @@ def build_result(
             "started_at": attempt.started_at,
             "finished_at": attempt.finished_at,
             "env": attempt.slot,
-            "cost_usd": (wire.cost_usd if wire is not None and wire.differs else session.cost_usd)
-            if session is not None
-            else None,
-            "turns": session.turns if session is not None else None,
-            "pitfall_hits": dict(session.pitfall_hits) if session is not None else {},
+            "cost_usd": metrics.cost_usd if metrics else None,
+            "turns": metrics.turns if metrics else None,
+            "pitfall_hits": metrics.pitfall_hits if metrics else {},
             "exit": ExitInfo(
                 returncode=ex.returncode if ex else None,
                 duration_s=round(ex.duration_s, 3) if ex else None,
@@ -185,14 +181,6 @@ def build_result(
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
-
-
-def wire_figures(metrics: SessionMetrics, wire: WireTotals | None) -> SessionMetrics:
-    """``metrics`` with the wire's token totals and cost where the transcript disagrees with the wire."""
-    if wire is None or not wire.differs:
-        return metrics
-    total = metrics.total.model_copy(update={k: getattr(wire, k) for k in WIRE_TOKENS})
-    return metrics.model_copy(update={"total": total, "cost_usd": wire.cost_usd})
 
 
 def compare_wire(records: Sequence[WireRecord], mined: SessionResult, stdout: Path) -> WireTotals | None:
