@@ -392,8 +392,8 @@ def test_a_sealed_session_reaches_no_host_service(
             ["git", "--git-dir", str(base / "git" / "remote.git"), "show-ref"], capture_output=True, text=True
         )
         assert ("refs/heads/attack" in refs.stdout) is network
-        reached = [1, 0, 0, 0, 0] if network else [0, 0, 0, 0, 0]
-        assert settled(lambda: [listener.accepted for listener in host.listeners], reached) == reached
+        counts = [1, 0, 0, 0, 0] if network else [0, 0, 0, 0, 0]
+        assert settled(lambda: [listener.accepted for listener in host.listeners], counts) == counts
         assert host.alive() == {"tmux": True, "screen": True, "ssh-agent": True, "dbus": True}
         assert host.leftovers() == []
         # the session got its answer through the forwarder, which recorded every request
