@@ -104,7 +104,8 @@ def test_each_cell_is_built_once_and_every_cli_start_is_counted(
 ) -> None:
     """The login check, the fidelity check and the sessions share each cell's one config dir (``namespace``:
     the lower layer of every view of the cell); the manifest counts the CLI's starts: the two sessions, and
-    ``--version`` for a binary ablate had not met."""
+    ``--version`` for a binary ablate had not met, and no start of an earlier invocation in the same process."""
+    from ablate.core.claude import count_start
     from ablate.isolate import environment
     from ablate.isolate.namespace import namespace_support
 
@@ -119,6 +120,7 @@ def test_each_cell_is_built_once_and_every_cli_start_is_counted(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(environment, "build_config_dir", counted)
+    count_start("version")  # an earlier invocation's (in CI, another test's in the same pytest process)
     args = ["ab", "--tasks", TASK, "--jobs", "2", "--isolation", "namespace", "--out", str(tmp / "runs")]
     code, out, err = invoke([*args, "--json", *setup_args(ex)])
     assert code == 0, err
