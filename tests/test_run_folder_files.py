@@ -45,6 +45,12 @@ def test_every_run_folder_file_is_listed_with_its_version() -> None:
     assert {f.path: f.version for f in RUN_FILES} == EXPECTED
 
 
+def test_every_listed_owner_is_a_module_of_ablate() -> None:
+    import importlib.util
+
+    assert [f.owner for f in RUN_FILES if importlib.util.find_spec(f.owner) is None] == []
+
+
 def test_the_listed_versions_are_the_writers() -> None:
     from ablate.folder.adaptive import AdaptiveState
     from ablate.folder.layout import PlanItem, RunManifest
