@@ -62,7 +62,6 @@ __all__ = ["Progress", "RunOptions", "RunSummary", "Runner"]
 
 class Runner:
     """Executes one run folder's share of its plan. Not reusable: one :meth:`run` per instance.
-
     The pass's state is one :class:`~ablate.run.run_state.RunState`, made when the pass starts and handed to
     every step that reads or changes it."""
 

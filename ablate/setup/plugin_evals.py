@@ -77,7 +77,6 @@ def _eval_dir_of_plugin(root: Path) -> Path:
 
 def find_suite(path: Path) -> Path | None:
     """The eval dir (or ``evals.json``) ``--tasks path`` names, or None when it is not a plugin-eval suite.
-
     A folder with ``*.toml`` task files is never a suite (the ordinary task folder wins)."""
     if path.is_file():
         return path if path.name == "evals.json" else None
