@@ -109,8 +109,29 @@ class PlanItem(ItemRecord):
     """The model its session is pinned to in a run of several (``--models``); absent: the manifest's ``model``."""
 
 
+class _At:
+    """A fixed path of the run folder: ``folder.<attribute>`` is ``folder.root / rel``."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+
+    def __get__(self, folder: RunFolder, owner: type[RunFolder] | None = None) -> Path:
+        return folder.root / self.rel
+
+
 class RunFolder:
     """Paths inside one run folder, plus reading and writing its plan."""
+
+    manifest_path = _At(MANIFEST)
+    report_json = _At(REPORT_JSON)
+    report_md = _At(REPORT_MD)
+    report_html = _At(REPORT_HTML)
+    report_log = _At(REPORT_LOG)
+    """The log of a detached report writer (``--report background``)."""
+    plots_dir = _At(PLOTS)
+    stdout_dir = _At(STDOUT)
+    grades_dir = _At(GRADES)
+    plan_path = _At(PLAN)
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -120,45 +141,8 @@ class RunFolder:
         """True when the folder holds a manifest.json (it is a run folder, not just a folder)."""
         return self.manifest_path.is_file()
 
-    @property
-    def manifest_path(self) -> Path:
-        return self.root / MANIFEST
-
-    @property
-    def report_json(self) -> Path:
-        return self.root / REPORT_JSON
-
-    @property
-    def report_md(self) -> Path:
-        return self.root / REPORT_MD
-
-    @property
-    def report_html(self) -> Path:
-        return self.root / REPORT_HTML
-
-    @property
-    def report_log(self) -> Path:
-        """The log of a detached report writer (``--report background``)."""
-        return self.root / REPORT_LOG
-
-    @property
-    def plots_dir(self) -> Path:
-        return self.root / PLOTS
-
-    @property
-    def stdout_dir(self) -> Path:
-        return self.root / STDOUT
-
-    @property
-    def grades_dir(self) -> Path:
-        return self.root / GRADES
-
     def grade_path(self, item: str) -> Path:
         return self.grades_dir / f"{item}.json"
-
-    @property
-    def plan_path(self) -> Path:
-        return self.root / PLAN
 
     def result_path(self, item: str) -> Path:
         return self.root / RESULTS / f"{item}.json"

@@ -1,10 +1,7 @@
-"""The probe's piece check (docs/PIECES.md#probe, which states the rules): a piece cell's first request is the
-control's with exactly its pieces gone. Both first requests are normalised as the fidelity check does and read
-as a multiset of non-blank lines of every string in ``system``, ``messages`` and ``tools``. A hook's output
-and an MCP server's tools cannot be read from the setup: lines lost in a cell that cuts one are counted as
-theirs, and the piece itself is checked by the transcript (the hook fired in the control and not in the cell)
-or by its tools (``mcp__<server>__``).
-"""
+"""The probe's piece check (docs/PIECES.md#probe states the rules): a piece cell's first request is the control's
+with exactly its pieces gone, both read as a multiset of non-blank lines after the fidelity check's
+normalisation. A hook's output and an MCP server's tools cannot be read from the setup: those pieces are
+checked by the transcript (the hook fired in the control, not in the cell) or by their ``mcp__<server>__`` tools."""
 
 from __future__ import annotations
 

@@ -225,7 +225,6 @@ def probe(
     work_parent: Path | None = None,
 ) -> ProbeResult:
     """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
-
     ``isolation``: the backend; one whose sessions see the real paths runs the untouched setup at the real paths
     too and checks fidelity exactly. ``builder``: the ``links`` builder (tests hand it broken ones, which forces
     ``links``). The user's real home, config dir and repository are listed before and after; any change fails the

@@ -1,11 +1,6 @@
-"""Build the report (:class:`~ablate.report.model.Report`) from a run folder, and nothing else.
-
-Paired design: a block is one (task, repeat); every cell of a block ran in one sweep. A comparison pairs the
-cell's and the control's items of the blocks where both are scored (complete, not flagged, metric known).
-The report is assembled by the sections of :data:`ablate.report.sections.SECTIONS`, run in order: each reads
-the shared :class:`~ablate.report.context.Context` and the parts the sections before it built, and returns
-its own part.
-"""
+"""Build the report (:class:`~ablate.report.model.Report`) from a run folder, and nothing else: the sections
+of :data:`ablate.report.sections.SECTIONS`, run in order over one :class:`~ablate.report.context.Context`
+(docs/ARCHITECTURE.md#statistics: the paired design)."""
 
 from __future__ import annotations
 

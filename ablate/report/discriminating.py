@@ -1,14 +1,6 @@
-"""Tasks that tell the cells apart, and those that tell nothing: ``report.json`` → ``tasks``.
-
-Per task (the run's order): ``id``; ``blocks``, its (task, repeat) blocks with two cells or more scored;
-``discordant``, those whose cells' primary outcomes were not all equal; ``discriminating``, whether any was (false:
-every cell scored the same on every session, all pass or all fail on a pass/fail metric); ``dropped_after``, the
-round after which an adaptive run stopped scheduling it (:func:`ablate.stats.adaptive.inert_after`'s blocks
-without a discordant one, recorded in adaptive.json's ``inert``; null: it ran to the end); ``sessions_saved``, the
-sessions its later rounds would have run (the cells each ran), and ``usd_saved``, those at the run's own spend per
-session (null when not dropped). Rendered only when a task tells nothing; the caveat ``inert-tasks`` says what such
-a task does to the run's figures (docs/ARCHITECTURE.md#inert-tasks).
-"""
+"""Tasks that tell the cells apart, and those that tell nothing: ``report.json`` → ``tasks`` (its fields, what
+an adaptive run's ``inert`` tasks saved, and what such a task does to the figures:
+docs/ARCHITECTURE.md#inert-tasks). Rendered only when a task tells nothing; the caveat is ``inert-tasks``."""
 
 from __future__ import annotations
 

@@ -42,11 +42,9 @@ def _session_total(res: ItemResult) -> ThreadSummary:
 
 def _grades(folder: RunFolder, res: ItemResult) -> dict[str, float]:
     """checks_passed / checks_score / judge_pass of the result's attempt from ``grades/<item>.json``.
-
     A verdict that is a judge error, or checks that could not be evaluated, give no value (the item then
     leaves that metric's comparisons) rather than a guessed one. The first verdict recorded for the attempt
-    counts.
-    """
+    counts."""
     from ablate.grade.record import read_grade
 
     grade = read_grade(folder, res.item)

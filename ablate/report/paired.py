@@ -1,11 +1,6 @@
-"""The paired-comparison pipeline shared by the report and ``ablate compare``: pair two sides on their
-(task, repeat) blocks, test the pairs as the metric's kind asks, Holm-adjust a family and mark what is real.
-
-One pipeline, so a report's comparison and compare's contrast of the same data agree: a binary metric (a rate,
-:mod:`ablate.folder.metrics`) gets the exact test over discordant blocks with Newcombe's paired interval; a
-count, cost or score the sign-flip permutation test with a t interval on the per-block differences. A
-comparison is real only when its Holm-adjusted p is at most alpha and its Δ is not zero.
-"""
+"""The paired-comparison pipeline shared by the report and ``ablate compare`` (docs/ARCHITECTURE.md#statistics):
+pair two sides on their (task, repeat) blocks, test the pairs as the metric's kind asks, Holm-adjust a family
+and mark what is real. One pipeline, so a report's comparison and compare's contrast of the same data agree."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""The report of a sequential run: how it stopped, each cell's confidence sequence over rounds, its caveats.
-
-An adaptive run (``ablate run --adaptive``) records every look in ``adaptive.json``; this module turns that
-into the ``sequential`` block of report.json, a "How the run stopped" section (a table and a plot of each
-cell's confidence sequence for the pitfall-free Δ over rounds) and the caveats of a sequential design.
-
-A fixed run looked at before it is complete (items not run yet) gets the same anytime-valid figures,
-computed from its results so far (:func:`sequential_section` with no adaptive.json), because its fixed-n
-p-values are not valid at a peek. A complete fixed run gets nothing from here: its report is unchanged.
-"""
+"""The report of a sequential run: how it stopped, each cell's confidence sequence over rounds, its caveats
+(report.json's ``sequential``, the "How the run stopped" section). A fixed run read before it is complete
+gets the same anytime-valid figures from its results so far, because its fixed-n p-values are not valid at a
+peek; a complete fixed run gets nothing from here."""
 
 from __future__ import annotations
 

@@ -1,27 +1,10 @@
-"""Adaptive runs: rounds of (task, repeat) blocks over the cells still undecided, a look after every round.
-
-A round is one repeat of every task for every cell still undecided, plus the control while any cell needs it;
-each (task, repeat) block keeps its cells in one shuffled sweep (``ablate.run.plan.block_order``) and blocks
-stay paired. After each round :func:`ablate.stats.adaptive.analyse` computes, for every cell against the control, the anytime-valid
-figures of ``ablate.stats.sequential`` on the binary primary outcome (pitfall-free), and each cell is
-decided ``real`` (Holm-adjusted anytime p ≤ α over all the run's comparisons), ``no-effect`` (its futility
-e-processes have rejected every effect of at least min-effect both ways at the draw error) or left ``undecided``; a decided
-cell runs no more blocks. A task whose blocks have told the cells nothing for long enough is no longer
-scheduled (``inert``), and a piece run rebuilds its rounds for the pieces still undecided (``replans``): both
-decided after a look and kept in adaptive.json (docs/ARCHITECTURE.md#inert-tasks, #replan). The run ends when
-every cell is decided, when no task is left, at ``max_repeats`` or at the budget.
-
-Files: ``plan.jsonl`` holds only the rounds scheduled so far (the manifest's plan hash and item count describe
-the largest plan, ``max_repeats`` repeats of every cell); ``adaptive.json`` (``ablate.folder.adaptive``) holds the options and every
-look (round, sessions so far, per-cell statistic, decisions and reasons). Every figure is recomputed from the
-results at each look, so a resume (even after kill -9 mid-round) continues the same analysis: the items of a
-scheduled round that have no complete result are run first, and no item is ever scheduled twice.
-
-The driver runs items through a narrow interface, :data:`RunItems`: a callable that runs the given plan items
-(already in ``plan.jsonl``) to completion and says how it ended. ``ablate run``/``ab`` and ``compare`` pass
-one that runs a scheduler pass in environments kept across rounds (``ablate.run.execute.execute`` with
-``rounds``): each cell's environment is built once per invocation, not once per round.
-"""
+"""Adaptive runs: rounds of (task, repeat) blocks over the cells still undecided, a look after every round
+(docs/ARCHITECTURE.md#statistics: the decisions, #inert-tasks, #replan). ``plan.jsonl`` holds only the rounds
+scheduled so far and ``adaptive.json`` (``ablate.folder.adaptive``) every look; every figure is recomputed from
+the results at each look, so a resume (even after kill -9 mid-round) runs a scheduled round's unfinished items
+first and continues the same analysis, never scheduling an item twice. The driver runs items through
+:data:`RunItems`; ``run``/``ab``/``compare`` pass one that runs a scheduler pass in environments kept across
+rounds (:func:`execute_adaptive`)."""
 
 from __future__ import annotations
 
@@ -91,11 +74,9 @@ class AdaptiveSummary:
 
 
 def start_state(folder: RunFolder, manifest: RunManifest, options: AdaptiveOptions | None) -> AdaptiveState:
-    """The run's adaptive state: read back on a resume, made (and the plan emptied) on a fresh run.
-
-    A fresh adaptive run's folder was planned with ``max_repeats`` repeats; its plan is cut to nothing here
-    and grows a round at a time. A folder with results but no adaptive.json is a fixed run: refused.
-    """
+    """The run's adaptive state: read back on a resume; on a fresh run made, and the plan (planned with
+    ``max_repeats`` repeats) emptied to grow a round at a time. A folder with results but no adaptive.json is a
+    fixed run: refused."""
     state = read_state(folder)
     if state is not None:
         return state

@@ -1,15 +1,8 @@
-"""The scheduler's environment pool: cell environments built once per slot, in parallel, and reused.
-
-An environment is built once per (cell, slot) and reset between items (only what the previous session
-changed), never rebuilt; an idle environment is retargeted to another cell instead of building a new one (a
-checkout is the expensive part). A second slot is built only when an item is next, every environment is busy
-and there are fewer environments than concurrent sessions. Teardown runs in its own pool, so the last
-sessions' environments go while other sessions still run.
-
-A pool made with ``keep=True`` outlives one scheduler pass: an adaptive run's rounds are passes over one
-pool (:func:`ablate.run.execute.execute` with ``rounds``), so each environment is built once per invocation,
-not once per round; its owner closes it after the last round (or on an interruption or error).
-"""
+"""The scheduler's environment pool: an environment is built once per (cell, slot), in parallel, reset between
+items and retargeted to another cell when idle, never rebuilt (a checkout is the expensive part). A second
+slot is built only when an item is next, every environment is busy and there are fewer environments than
+concurrent sessions; teardown runs in its own pool. A pool made with ``keep=True`` outlives one scheduler pass
+(an adaptive run's rounds): its owner closes it after the last round."""
 
 from __future__ import annotations
 

@@ -1,28 +1,9 @@
-"""The one execution path: every command that runs `claude -p` sessions in cells goes through :func:`execute`.
-
-``ablate run``, ``ablate ab`` and ``ablate compare --executor claude-code`` differ in what they plan, never in
-how a plan is executed (``ablate env build`` builds one cell, and uses :func:`preflight` and the same
-backends; ``ablate probe`` runs its own capture sessions in cells built by the same backends). Here, once:
-
-* :func:`preflight`, before the run folder is written: the isolation backend (the first of
-  :data:`ablate.isolate.registry.KINDS` that works here, or ``--isolation``'s), sealed or refused unless
-  ``--unsealed`` (:func:`ablate.isolate.detect.require_sealed`), and the one-endpoint check (every cell
-  reaches the same endpoint with the same auth); ablate's cache dir is made then, before any listing.
-* :func:`execute`: checks that every cell, C11 included, would log in the way the user's own setup does
-  (:func:`ablate.isolate.auth.check_run_auth`: a mismatch is refused, exit 2, before any session), records
-  the backend, the endpoint and the login method (never the secret) in the manifest, lists the user's real
-  home, config dir and repository before and after the run (every backend: any change fails the run with
-  exit 1 and names the files), builds the environments with :func:`ablate.isolate.registry.open_backend`,
-  runs the scheduler, handles Ctrl-C (first press: stop launching, running sessions get the grace period;
-  second press: kill them; the folder is always resumable) and applies the exit-code policy.
-* ``execute(…, rounds=drive)``: the same, for a run that grows its plan between scheduler passes (an adaptive
-  run's rounds, :func:`ablate.run.adaptive.run_adaptive`). ``drive`` gets a :data:`RunRound` to call once
-  per round; every round runs in the environments built for the first one (reset between sessions as in
-  one pass), under one folder lock, one login check and one before/after listing of the user's files, and
-  the environments and the work folder are removed once, after the last round (or on Ctrl-C or an error).
-
-Nothing here prints: progress goes to ``on_progress``, notes (Ctrl-C) to ``on_note``; the result is data.
-"""
+"""The one execution path: ``run``, ``ab`` and ``compare --executor claude-code`` differ in what they plan,
+never in how a plan is executed (docs/ARCHITECTURE.md#running-sessions). :func:`preflight` decides before the
+run folder is written (backend, seal, one endpoint); :func:`execute` checks every cell's login and layers, lists
+the user's files before and after, runs the scheduler (once, or once per round with ``rounds``, in environments
+kept between rounds), handles Ctrl-C and applies the exit-code policy. Nothing here prints: progress goes to
+``on_progress``, notes to ``on_note``."""
 
 from __future__ import annotations
 
@@ -85,16 +66,10 @@ def preflight(
     hide: Sequence[str] = (),
     expose: Sequence[str] = (),
 ) -> Preflight:
-    """Choose the backend and check the one endpoint; raise :class:`~ablate.core.errors.UsageError` (exit 2)
-    on an unknown or unavailable backend, on one whose sessions would not be sealed here (unless
-    ``unsealed``: :func:`~ablate.isolate.detect.require_sealed`), on cells that would reach different
-    endpoints or on a bad ``hide``/``expose`` (:func:`~ablate.isolate.secrets.secrets_policy`). Writes nothing
-    but ablate's cache dir (:func:`ablate.core.cache.ensure_cache_dir`: made before the before/after listing
-    of the home, so that its making is never taken for a change of the user's).
-
-    Every command that starts billed sessions calls this before it writes anything (``run``/``ab``, the
-    claude-code compare executor, ``env build``): checks that must refuse a run before its folder exists
-    belong here."""
+    """Choose the backend and check the one endpoint, the seal and ``hide``/``expose``; a refusal is a
+    :class:`~ablate.core.errors.UsageError` (exit 2). Writes nothing but ablate's cache dir (made before the
+    home's before/after listing, so its making is never taken for the user's change). Every command that starts
+    billed sessions calls this before it writes anything: checks that must refuse a run belong here."""
     from ablate.core.cache import ensure_cache_dir
     from ablate.isolate.detect import require_sealed
     from ablate.isolate.procenv import one_endpoint
@@ -267,10 +242,8 @@ def execute(
 
 
 def refuse_unfaithful_cells(cells: Sequence[ResolvedCell], backend: EnvBackend) -> None:
-    """Before any session (nothing spent): refuse the run (exit 1, naming the cell, the layer and its files)
-    when a layer a cell keeps differs from the setup's in the config dir its backend built for it
-    (:meth:`~ablate.isolate.backend.Backend.cell_config`): such a cell is not the setup and must never be run
-    as if it were."""
+    """Refuse the run before any session (exit 1, naming the cell, the layer and its files) when a layer a cell
+    keeps differs from the setup's in the config dir its backend built for it."""
     from ablate.isolate.faithful import mismatch_lines
 
     for cell in cells:
@@ -308,9 +281,7 @@ def _hidden(chosen: IsolationInfo, request: ExecuteRequest, setup: Setup) -> dic
 
 
 def network_mode(chosen: IsolationInfo, request: ExecuteRequest) -> str:
-    """The manifest's ``isolation.network``: ``sealed`` (each session in its own network namespace, the
-    model's API through ablate's forwarder), ``host`` (``--allow-network``) or ``unsealed`` (``--unsealed``
-    where no seal could be had: the session has the host's network and sockets)."""
+    """The manifest's ``isolation.network``: ``sealed``, ``host`` (``--allow-network``) or ``unsealed``."""
     from ablate.isolate.detect import is_sealed
 
     if not is_sealed(chosen):

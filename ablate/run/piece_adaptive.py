@@ -1,14 +1,7 @@
-"""The look of an adaptive piece run (``ablate run --pieces --adaptive``): per piece, not per cell.
-
-The rounds run the whole design (a drawn design's control and draw) on every task until :func:`next_replan`
-rebuilds them for the pieces still undecided: from then on a round is the control and the one-out cell of each
-such piece (the full setup without it, every decided piece kept; a one-out design's own rows, a screening run's
-confirmation cells), recorded in adaptive.json's ``replans``. The driver (:mod:`ablate.run.adaptive`) stops when
-every piece is decided ``real`` or ``no-effect``. The figures are
-:func:`ablate.stats.screening_sequential.look`'s — anytime-valid on the pass/fail primary outcome
-(pitfall-free), per piece over the blocks that gave it a contrast, in the order the blocks completed (the
-latest finish time of their items, :func:`ablate.stats.adaptive.block_time`; plan order breaks ties), Holm
-over the pieces."""
+"""The look of an adaptive piece run (``ablate run --pieces --adaptive``): per piece, not per cell
+(docs/ARCHITECTURE.md#replan: how :func:`next_replan` rebuilds the rounds for the pieces still undecided). The
+figures are :func:`ablate.stats.screening_sequential.look`'s: anytime-valid on the pass/fail primary outcome,
+per piece over the blocks that gave it a contrast, in the order the blocks completed, Holm over the pieces."""
 
 from __future__ import annotations
 

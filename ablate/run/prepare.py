@@ -150,9 +150,7 @@ def unwritable(folder: Path) -> str | None:
 def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) -> list[str]:
     """Refuse, before anything is written, folders that would put ablate's files into the user's setup or
     make every cell load an unexpected instruction file; return warnings about the setup itself.
-
-    Raises :class:`UsageError` (exit 2) naming the option and the fix.
-    """
+    Raises :class:`UsageError` (exit 2) naming the option and the fix."""
     if setup.config_dir.resolve() == setup.repo.resolve():
         raise UsageError(
             f"--config-dir {setup.config_dir} is the repository itself",
@@ -340,11 +338,9 @@ def piece_plan(
 def work_area(work_dir: Path | None, run_id: str) -> Iterator[Path]:
     """The folder a run's environments are built in: ``<work-dir>/<run-id>``, by default under
     ``<temp>/ablate-envs``.
-
     Made on entry; on exit it is removed, and so is ``ablate-envs`` when nothing else is in it, so a run, an
     interrupted run or a crash followed by a resume leaves nothing behind. Whatever a backend left inside
-    (it should leave nothing) is removed with it.
-    """
+    (it should leave nothing) is removed with it."""
     default = work_dir is None
     base = Path(tempfile.gettempdir()) / "ablate-envs" if work_dir is None else work_dir
     root = base / run_id

@@ -127,11 +127,9 @@ def _recover_item(rf: RunFolder, item: PlanItem, tasks: dict[str, Task], *, writ
 
 def recover_run(run_dir: Path, *, write: bool = True) -> list[RecoveredItem]:
     """Recover every item of the run folder ``run_dir`` whose stdout is not a valid result (see module doc).
-
     Holds the run folder's lock (a live runner and ``recover`` never write one folder at once). Raises
     :class:`NotFound` for a missing folder, ``RunFolderError`` for a folder without a plan or locked, and a
-    located ``SpecError`` for a manifest.json that is not a valid manifest.
-    """
+    located ``SpecError`` for a manifest.json that is not a valid manifest."""
     if not run_dir.is_dir():
         raise NotFound(f"{run_dir}: no such run folder")
     rf = RunFolder(run_dir)

@@ -1,13 +1,9 @@
-"""The scheduler — running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments.
-
-One :class:`Runner` works on one run folder at a time, holding its lock (unless its caller holds it across
-passes). Its main thread dispatches items in plan order onto the environments of an
-:class:`~ablate.run.envpool.EnvPool`; sessions run in a thread pool. A rate limit (429, the "hit your limit"
-message, 529 overloaded) pauses the whole pool until the reset time the message names, else with exponential
-backoff, and the attempt is requeued, never a result (``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns
-the backoff). Results are written atomically, never replaced by a worse one; launching stops at the budget;
-:meth:`Runner.request_stop` stops launching and kills what still runs after ``grace_s``. The folder is always
-left resumable, and the library never prints: progress goes to an ``on_progress`` callback."""
+"""The scheduler — running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments
+(docs/ARCHITECTURE.md#running-sessions). One :class:`Runner` per pass holds the folder's lock (unless its caller
+holds it across passes) and dispatches items in plan order onto an :class:`~ablate.run.envpool.EnvPool`. A
+rate limit pauses the whole pool (``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns the backoff) and the
+attempt is requeued, never a result; results are written atomically, never replaced by a worse one. The
+folder is always left resumable; progress goes to ``on_progress``."""
 
 from __future__ import annotations
 
@@ -66,7 +62,6 @@ __all__ = ["Progress", "RunOptions", "RunSummary", "Runner"]
 
 class Runner:
     """Executes one run folder's share of its plan. Not reusable: one :meth:`run` per instance.
-
     The pass's state is one :class:`~ablate.run.run_state.RunState`, made when the pass starts and handed to
     every step that reads or changes it."""
 

@@ -86,11 +86,9 @@ def kill_strays(root: Path) -> int:
 
 def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | None:
     """Copy ``projects/*/<session_id>.jsonl`` and its ``<session_id>/`` folder (sub-agents) to ``dest``.
-
     The transcript is found by session id, never by computing the project slug (docs/CLAUDE-CODE.md#slug).
     Called once the session and everything it started are gone; a transcript that is a link or not a
-    regular file is no transcript (None). Links in the sub-agents folder are copied as links.
-    """
+    regular file is no transcript (None). Links in the sub-agents folder are copied as links."""
     found = sorted(config_dir.glob(f"projects/*/{session_id}.jsonl"))
     if not found:
         return None
@@ -132,10 +130,8 @@ def build_result(
     wire: WireTotals | None = None,
 ) -> ItemResult:
     """The item's :class:`ItemResult` for one finished attempt (paths relative to the run folder).
-
     ``env_error``, ``launch_error`` and ``limit:<what>`` (docs/ARCHITECTURE.md#limits) are recorded as ``error``; any other ``status`` outside
-    :data:`ablate.folder.result.Status` is a validation error, never mapped to another.
-    """
+    :data:`ablate.folder.result.Status` is a validation error, never mapped to another."""
     rel = folder.root
     metrics = None
     if session is not None:

@@ -400,7 +400,6 @@ def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[
 
 def linked_state(config_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
     """CLI-written folders of the config dir (``projects``…) that are links, name → the real folder behind.
-
     Hook-state setups keep ``projects/`` as a link into their own folder (``data/projects``): whatever copies
     that folder must leave the target out, or it carries every transcript and a second copy of the
     auto-memory into each cell (docs/ARCHITECTURE.md#auto-memory)."""
@@ -426,7 +425,6 @@ class Leak:
 
 def ancestor_leaks(start: Path, *, config_dir: Path | None = None) -> list[Leak]:
     """Instruction files in every ancestor folder of ``start`` (the CLI loads them, docs/CLAUDE-CODE.md#startup-paths).
-
     ``config_dir``: the config dir the cells are built from is never one (a repository under ``$HOME`` has
     ``~/.claude`` above it, and each cell holds its own copy of it); any other ``.claude/`` or CLAUDE.md
     above ``start`` still is."""

@@ -24,7 +24,6 @@ def piece_cells(
     pieces: Sequence[Piece], design_rows: Sequence[Iterable[str]], *, name: str = "pieces"
 ) -> CellSet:
     """The control plus one cell per design row (the ids of the pieces the row removes).
-
     Checked before anything is built: at least two pieces, every id one of ``pieces``, at most
     :data:`MAX_ROWS` rows. A row that removes nothing is a second control (it is still built and run)."""
     require_pieces(pieces, where="piece design")

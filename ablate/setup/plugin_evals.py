@@ -1,12 +1,8 @@
 """Plugin-eval suites as tasks: ``claude plugin eval``'s cases (the format and what ablate does with each field:
-docs/CLAUDE-CODE.md#plugin-eval).
-
-``--tasks DIR`` accepts a plugin folder (its eval dir is the manifest's ``experimental.evals``, else
-``evals/``), a skill folder or any folder holding an ``evals/`` of cases, the eval dir itself, or a
-skill-creator ``evals.json`` (:mod:`ablate.setup.skill_evals`). ``results/``, ``mocks/`` and hidden folders are
-skipped. The converted task is written as TOML into the run folder (``tasks/<id>.toml``), so the run stands
-alone. Graders are converted by :mod:`ablate.setup.plugin_graders`, files read by :mod:`ablate.setup.casefiles`,
-YAML by :mod:`ablate.setup.yamlsub`; every problem is a located :class:`~ablate.core.errors.SpecError`."""
+docs/CLAUDE-CODE.md#plugin-eval). ``--tasks DIR`` accepts a plugin folder (its eval dir is the manifest's
+``experimental.evals``, else ``evals/``), a skill folder or any folder holding an ``evals/``, the eval dir
+itself, or a skill-creator ``evals.json``; ``results/``, ``mocks/`` and hidden folders are skipped. The task is
+written as TOML into the run folder, so the run stands alone; a problem is a located ``SpecError``."""
 
 from __future__ import annotations
 
@@ -81,7 +77,6 @@ def _eval_dir_of_plugin(root: Path) -> Path:
 
 def find_suite(path: Path) -> Path | None:
     """The eval dir (or ``evals.json``) ``--tasks path`` names, or None when it is not a plugin-eval suite.
-
     A folder with ``*.toml`` task files is never a suite (the ordinary task folder wins)."""
     if path.is_file():
         return path if path.name == "evals.json" else None

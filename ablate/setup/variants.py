@@ -78,7 +78,6 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
 
 def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tuple[int, int]:
     """The block's line range ``[start, end)`` in ``text.splitlines(keepends=True)``.
-
     Raises a located :class:`SpecError` when the selector matches no block or more than one."""
     lines = text.splitlines(keepends=True)
 
