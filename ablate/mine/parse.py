@@ -17,12 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ablate.mine.attachments import hook_commands_in, instruction_files_in, listed_names_in
-from ablate.mine.model import (
-    KNOWN_RECORD_TYPES,
-    SkillCall,
-    ThreadMetrics,
-    Usage,
-)
+from ablate.mine.model import KNOWN_RECORD_TYPES, SkillCall, ThreadMetrics, Usage
 
 if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
     from ablate.folder.session import SkillOutcome
