@@ -86,22 +86,18 @@ class CapturedRequest:
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> CapturedRequest:
+        text: dict[str, Any] = {k: str(rec.get(k, "")) for k in ("time", "method", "path", "rule")}
+        kept: dict[str, Any] = {
+            k: rec.get(k) for k in ("session_id", "turn", "message_id", "model", "auth", "body")
+        }
         return cls(
             seq=int(rec["seq"]),
-            time=str(rec.get("time", "")),
-            method=str(rec.get("method", "")),
-            path=str(rec.get("path", "")),
             headers=dict(rec.get("headers") or {}),
-            session_id=rec.get("session_id"),
-            turn=rec.get("turn"),
-            rule=str(rec.get("rule", "")),
             status=int(rec.get("status", 0)),
             stream=bool(rec.get("stream", False)),
-            message_id=rec.get("message_id"),
-            model=rec.get("model"),
-            auth=rec.get("auth"),
-            body=rec.get("body"),
             record=rec,
+            **text,
+            **kept,
         )
 
 
