@@ -238,11 +238,7 @@ def _orient(metric: str, delta: float | None, lo: float | None, hi: float | None
     """A run's Δ = cell − control, turned into the stripped layer's benefit (+ = the layer helps)."""
     if metric not in HIGHER_IS_BETTER:
         return delta, lo, hi
-    return (
-        None if delta is None else -delta,
-        None if hi is None else -hi,
-        None if lo is None else -lo,
-    )
+    return (None if delta is None else -delta, None if hi is None else -hi, None if lo is None else -lo)
 
 
 def from_report(

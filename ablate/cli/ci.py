@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -101,9 +100,8 @@ def github_cmd(
         config_dir=config_dir,
         require=tuple(require or ()),
         secret=secret,
+        install=install or GithubOptions.install,
     )
-    if install:
-        opts = replace(opts, install=install)
     done = write_github(opts, out, force=force, ablate_toml=ablate_toml)
     if json:
         print_json(done)
@@ -167,9 +165,8 @@ def k8s_cmd(
         cells=cells,
         repeats=repeats or 3,
         model=model,
+        image=image or K8sOptions.image,
     )
-    if image:
-        opts = replace(opts, image=image)
     done = write_k8s(opts, out, force=force)
     if json:
         print_json(done)

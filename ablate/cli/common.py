@@ -230,11 +230,7 @@ Timeout = Annotated[
 ]
 Budget = Annotated[
     float | None,
-    typer.Option(
-        "--budget-usd",
-        min=0,
-        help="Stop launching once the recorded spend reaches this many USD.",
-    ),
+    typer.Option("--budget-usd", min=0, help="Stop launching once the recorded spend reaches this many USD."),
 ]
 WorkDir = Annotated[
     Path | None,
@@ -328,9 +324,7 @@ Split = Annotated[str, typer.Option("--split", help="Tasks to use: dev, holdout 
 
 
 def _setup_options(
-    config_dir: ConfigDir = None,
-    repo: Repo = Path("."),
-    ablate_toml: AblateToml = None,
+    config_dir: ConfigDir = None, repo: Repo = Path("."), ablate_toml: AblateToml = None
 ) -> None:
     """The options that name the setup a command reads (layers, pieces, probe, env build, plan, run, compare)."""
 
@@ -361,17 +355,13 @@ def _cell_run_options(
 
 
 def _probe_options(
-    claude_bin: ClaudeBin = None,
-    with_mcp: WithMcp = False,
-    isolation: IsolationOpt = None,
+    claude_bin: ClaudeBin = None, with_mcp: WithMcp = False, isolation: IsolationOpt = None
 ) -> None:
     """How the free probe starts the real CLI in cells (probe, pieces --measure)."""
 
 
 def _adaptive_options(
-    max_repeats: MaxRepeats = 20,
-    min_effect: MinEffect = DEFAULT_MIN_EFFECT,
-    alpha: Alpha = 0.05,
+    max_repeats: MaxRepeats = 20, min_effect: MinEffect = DEFAULT_MIN_EFFECT, alpha: Alpha = 0.05
 ) -> None:
     """--adaptive's stopping rule (run, ab, compare)."""
 

@@ -41,7 +41,7 @@ def gate_cmd(
     source: Annotated[
         Path,
         typer.Argument(
-            help="A run folder (its report.json; built when missing), a report.json, or a compare.json.",
+            help="A run folder (its report.json; built when missing), a report.json, or a compare.json."
         ),
     ],
     require: Annotated[

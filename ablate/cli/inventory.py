@@ -141,18 +141,8 @@ def _layers_table(rows: list[dict[str, Any]]) -> str:
         ]
         for r in rows
     ]
-    headers = [
-        "layer",
-        "side",
-        "on disk",
-        "paths",
-        "files",
-        "bytes",
-        "~tokens",
-        "loaded by CLI",
-        "fingerprint",
-    ]
-    return tabulate(table, headers=headers)
+    headers = ["layer", "side", "on disk", "paths", "files", "bytes", "~tokens", "loaded by CLI"]
+    return tabulate(table, headers=[*headers, "fingerprint"])
 
 
 def _inventory_notes(inv: Inventory, setup: Setup) -> None:

@@ -348,10 +348,7 @@ def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions 
 
 
 def _execute_adaptive(
-    prep: PreparedRun,
-    request: ExecuteRequest,
-    options: AdaptiveOptions | None,
-    display: Display,
+    prep: PreparedRun, request: ExecuteRequest, options: AdaptiveOptions | None, display: Display
 ) -> tuple[ExecutionResult, AdaptiveSummary]:
     """``--adaptive``: :func:`~ablate.run.adaptive.execute_adaptive`, partial (exit 3) unless it finished."""
     from ablate.run.adaptive import execute_adaptive

@@ -1,23 +1,6 @@
-"""Preparing and running a comparison, and building ``compare.json``.
-
-:func:`prepare_compare` checks everything that can be checked for free (tier floor, arms, tasks, plan) and
-estimates the sessions, calls and cost; :func:`run_compare` executes the plan with an executor, analyses
-the outcomes and writes the compare folder::
-
-    <out>/compare-ledger.jsonl        every compare run of this runs folder (looks are counted)
-    <out>/<compare-id>/
-      arms/<arm>.md                   the exact bytes every session of the arm got (fingerprinted)
-      plan.jsonl                      the run folder's plan lines (PlanItem; ``cell`` is the arm)
-      items.jsonl                     one outcome per item
-      requests.jsonl                  api/sim: every request body, byte for byte
-      sim-requests.jsonl              sim: the endpoint's own log
-      run/<run-id>/                   claude-code: the run folder of ``ablate run``
-      compare.json  compare.md  compare.html
-
-``compare --adaptive`` (claude-code only): the compare folder's plan.jsonl holds every arm × task × repeat up to
-``max_repeats``, the run folder's only the rounds scheduled so far
-(:meth:`~ablate.compare.executors.ClaudeCodeExecutor.run`); :mod:`ablate.compare.sequential` rewrites
-the figures."""
+"""Preparing and running a comparison, and building ``compare.json``: :func:`prepare_compare` checks and
+estimates for free, :func:`run_compare` executes, analyses and writes the compare folder (its files:
+docs/ARCHITECTURE.md#compare)."""
 
 from __future__ import annotations
 

@@ -32,3 +32,16 @@ def map_strings(value: Any, change: Callable[[str], str]) -> Any:
     if isinstance(value, dict):
         return {k: map_strings(v, change) for k, v in value.items()}
     return value
+
+
+def json_strings(*values: Any) -> list[str]:
+    """Every string in JSON data ``values``, in order (dict values and list items; keys left out)."""
+    out: list[str] = []
+    stack = list(reversed(values))
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict | list):
+            stack.extend(reversed(v.values() if isinstance(v, dict) else v))
+    return out

@@ -7,14 +7,12 @@ are off. The endpoint and key come from the usual variables (``ANTHROPIC_BASE_UR
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -26,7 +24,7 @@ from ablate.core.errors import RunFolderError, UsageError
 from ablate.core.pricing import estimate_cost, normalize_model, price_for
 from ablate.folder.layout import TASKS_DIR, RunFolder, RunManifest, read_manifest
 from ablate.folder.result import ItemResult, iter_results
-from ablate.grade.record import JudgeVerdict, read_grade, record_verdict
+from ablate.grade.record import JudgeVerdict, grades_lock, read_grade, record_verdict
 from ablate.setup.tasks import Rubric, Task, load_task
 
 #: Longest answer / diff sent to the judge (characters); longer ones are cut in the middle, and say so.
@@ -359,27 +357,12 @@ def judge_folder(
                 f"no list price for judge model {', '.join(unpriced)}: --budget-usd cannot be enforced",
                 hint="use a judge model in ablate's price table, or drop --budget-usd",
             )
-    with _judge_lock(folder):
+    busy = RunFolderError(
+        f"{folder.root}: another `ablate judge` is grading this run folder",
+        hint="wait for it to finish; a second judge would pay for the same verdicts",
+    )
+    with grades_lock(folder, ".judge.lock", busy=busy):  # one judge at a time: two would pay twice
         return _judge_locked(folder, manifest, options, client, stop or threading.Event(), on_progress, sleep)
-
-
-@contextmanager
-def _judge_lock(folder: RunFolder) -> Iterator[None]:
-    """One judge at a time per run folder (two would pay for the same verdicts)."""
-    path = folder.grades_dir / ".judge.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunFolderError(
-                f"{folder.root}: another `ablate judge` is grading this run folder",
-                hint="wait for it to finish; a second judge would pay for the same verdicts",
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _judge_locked(

@@ -92,11 +92,15 @@ _THREAD_LOCK = threading.Lock()
 
 
 @contextmanager
-def _locked(folder: RunFolder) -> Iterator[None]:
-    lock_path = folder.grades_dir / ".lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with _THREAD_LOCK, lock_path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+def grades_lock(folder: RunFolder, name: str = ".lock", *, busy: Exception | None = None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``grades/<name>``: waited for, or with ``busy`` refused with it when held."""
+    path = folder.grades_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | (fcntl.LOCK_NB if busy is not None else 0))
+        except BlockingIOError as exc:  # only with LOCK_NB, so with ``busy``
+            raise (busy or exc) from None
         try:
             yield
         finally:
@@ -105,7 +109,7 @@ def _locked(folder: RunFolder) -> Iterator[None]:
 
 def update_grade(folder: RunFolder, item: str, change: Callable[[GradeFile], GradeFile]) -> GradeFile:
     """Read-modify-write the item's grade file atomically, under the folder's grade lock."""
-    with _locked(folder):
+    with _THREAD_LOCK, grades_lock(folder):
         current = read_grade(folder, item) or GradeFile(item=item)
         new = change(current)
         data = orjson.dumps(new.model_dump(mode="json"), option=orjson.OPT_INDENT_2)

@@ -60,19 +60,13 @@ class Usage:
     cache_write_1h_tokens: int = 0
 
     def add(self, other: Usage) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_creation_tokens += other.cache_creation_tokens
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_1h_tokens += other.cache_write_1h_tokens
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def merge_max(self, other: Usage) -> None:
         """Keep the larger value per field (a message's records repeat, or grow, the same usage)."""
-        self.input_tokens = max(self.input_tokens, other.input_tokens)
-        self.output_tokens = max(self.output_tokens, other.output_tokens)
-        self.cache_creation_tokens = max(self.cache_creation_tokens, other.cache_creation_tokens)
-        self.cache_read_tokens = max(self.cache_read_tokens, other.cache_read_tokens)
-        self.cache_write_1h_tokens = max(self.cache_write_1h_tokens, other.cache_write_1h_tokens)
+        for f in fields(self):
+            setattr(self, f.name, max(getattr(self, f.name), getattr(other, f.name)))
 
 
 @dataclass

@@ -16,13 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ablate.core.jsonl import json_strings
 from ablate.mine.attachments import hook_commands_in, instruction_files_in, listed_names_in
-from ablate.mine.model import (
-    KNOWN_RECORD_TYPES,
-    SkillCall,
-    ThreadMetrics,
-    Usage,
-)
+from ablate.mine.model import KNOWN_RECORD_TYPES, SkillCall, ThreadMetrics, Usage
 
 if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it at run time
     from ablate.folder.session import SkillOutcome
@@ -110,19 +106,6 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _strings_in(value: Any, out: list[str], depth: int = 0) -> None:
-    if depth > 50:
-        return
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _strings_in(v, out, depth + 1)
-    elif isinstance(value, list):
-        for v in value:
-            _strings_in(v, out, depth + 1)
-
-
 class _Thread:
     """Accumulates one group of records (main or sub-agents) while streaming."""
 
@@ -206,9 +189,7 @@ class _Thread:
                     self.skill_calls[tid] = len(m.skills_invoked)
                 m.skills_invoked.append(SkillCall(skill.lstrip("/"), "no_result"))
         if self.tool_pitfalls:
-            strings: list[str] = []
-            _strings_in(inp, strings)
-            self._scan("\n".join(strings), tools=True)
+            self._scan("\n".join(json_strings(inp)), tools=True)
 
     def _scan(self, text: str, *, tools: bool) -> None:
         for p, rx in self.pitfalls:

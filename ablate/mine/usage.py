@@ -350,12 +350,7 @@ def _window(scope: Scope, sessions: list[SessionFacts]) -> dict[str, Any]:
 
 
 def provenance_for(
-    layers: Iterable[str],
-    config_dir: Path,
-    *,
-    repo: Path | None = None,
-    last: int = 500,
-    jobs: int = 1,
+    layers: Iterable[str], config_dir: Path, *, repo: Path | None = None, last: int = 500, jobs: int = 1
 ) -> list[dict[str, Any]]:
     """Per layer, what the user's own history says (``"runbooks: used in 12% of your last 500 sessions"``).
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from ablate.core.jsonl import json_strings
 from ablate.core.specs import Spec, load_spec, validate
 
 #: Placeholders allowed in answer strings (text and every string inside a tool input).
@@ -115,7 +116,7 @@ class Answer(Spec):
             raise ValueError("an answer with `error` cannot also have `text` or `tool_use`")
         if self.error is None and self.text is None and not self.tool_use:
             raise ValueError("an answer needs `text`, `tool_use` or `error`")
-        for s in _strings(self.text, [c.input for c in self.tool_use]):
+        for s in json_strings(self.text, [c.input for c in self.tool_use]):
             for name in _PLACEHOLDER_RE.findall(s):
                 if name not in PLACEHOLDERS:
                     known = ", ".join("${" + p + "}" for p in PLACEHOLDERS)
@@ -253,17 +254,3 @@ def load_script(path: Path) -> Script:
 def script_from_data(data: Any, source: str = "<script>") -> Script:
     """Validate an already-parsed script (a dict), naming ``source`` in errors."""
     return validate(Script, data, source)
-
-
-def _strings(*values: Any) -> list[str]:
-    out: list[str] = []
-    stack = list(values)
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            out.append(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return out

@@ -86,22 +86,18 @@ class CapturedRequest:
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> CapturedRequest:
+        text: dict[str, Any] = {k: str(rec.get(k, "")) for k in ("time", "method", "path", "rule")}
+        kept: dict[str, Any] = {
+            k: rec.get(k) for k in ("session_id", "turn", "message_id", "model", "auth", "body")
+        }
         return cls(
             seq=int(rec["seq"]),
-            time=str(rec.get("time", "")),
-            method=str(rec.get("method", "")),
-            path=str(rec.get("path", "")),
             headers=dict(rec.get("headers") or {}),
-            session_id=rec.get("session_id"),
-            turn=rec.get("turn"),
-            rule=str(rec.get("rule", "")),
             status=int(rec.get("status", 0)),
             stream=bool(rec.get("stream", False)),
-            message_id=rec.get("message_id"),
-            model=rec.get("model"),
-            auth=rec.get("auth"),
-            body=rec.get("body"),
             record=rec,
+            **text,
+            **kept,
         )
 
 
@@ -224,18 +220,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("anthropic-ratelimit-tokens-remaining", str(2_000_000 if remaining else 0))
         self.send_header("anthropic-ratelimit-tokens-reset", reset)
 
-    def _send_json(
+    def _send(
         self,
         status: int,
-        obj: Any,
+        data: bytes,
         seq: int,
         extra: Mapping[str, str] | None = None,
         *,
         ratelimit_remaining: int | None = None,
+        content_type: str | None = "application/json",
     ) -> None:
-        data = orjson.dumps(obj)
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self._common_headers(seq)
         if ratelimit_remaining is not None:
@@ -275,28 +272,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._not_found(b"")
 
     def do_HEAD(self) -> None:
-        if urlsplit(self.path).path == HELLO_PATH:
-            self._hello(head=True)
-            return
-        seq = self.server.log.next_seq()
-        self.server.log.write(self._record(seq, rule="not_found", status=404, stream=False, body=None))
-        self.send_response(404)
-        self.send_header("Content-Length", "0")
-        self._common_headers(seq)
-        self.end_headers()
+        self._hello(head=True)
 
     def _hello(self, *, head: bool) -> None:
-        """The CLI's connectivity check (``HEAD /api/hello`` at startup): answered 200 like the real API."""
+        """The CLI's connectivity check (``HEAD /api/hello`` at startup): answered 200 like the real API; a
+        HEAD of any other path gets an empty 404."""
+        hello = urlsplit(self.path).path == HELLO_PATH
+        rule, status = ("hello", 200) if hello else ("not_found", 404)
         seq = self.server.log.next_seq()
-        self.server.log.write(self._record(seq, rule="hello", status=200, stream=False, body=None))
+        self.server.log.write(self._record(seq, rule=rule, status=status, stream=False, body=None))
         data = b"" if head else orjson.dumps({"message": "hello"})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self._common_headers(seq)
-        self.end_headers()
-        if data:
-            self.wfile.write(data)
+        self._send(status, data, seq, content_type="application/json" if hello else None)
 
     def _other_verb(self) -> None:
         self._not_found(self._read_body())
@@ -334,7 +320,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     model=body.get("model"), body=body,
                 )
             )  # fmt: skip
-            self._send_json(200, {"input_tokens": estimate_tokens(request_text(body))}, seq)
+            self._send(200, orjson.dumps({"input_tokens": estimate_tokens(request_text(body))}), seq)
             return
         self._messages(seq, body)
 
@@ -351,7 +337,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _refuse(self, seq: int, status: int, rule: str, kind: str, message: str, body: Any = None) -> None:
         """Log the request as answered by ``rule`` and send the API's JSON error of ``kind``."""
         self.server.log.write(self._record(seq, rule=rule, status=status, stream=False, body=body))
-        self._send_json(status, {"type": "error", "error": {"type": kind, "message": message}}, seq)
+        self._send(status, orjson.dumps({"type": "error", "error": {"type": kind, "message": message}}), seq)
 
     def _messages(self, seq: int, body: dict[str, Any]) -> None:
         responder = self.server.responder
@@ -384,11 +370,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 if answer.error.status in (429, 529) and answer.error.retry_after is not None:
                     extra["retry-after"] = str(answer.error.retry_after)
                 remaining = 0 if answer.error.status == 429 else None
-                self._send_json(status, error_body(answer.error), seq, extra, ratelimit_remaining=remaining)
+                self._send(
+                    status, orjson.dumps(error_body(answer.error)), seq, extra, ratelimit_remaining=remaining
+                )
                 return
             assert message is not None
             if not stream:
-                self._send_json(200, message, seq, ratelimit_remaining=3999)
+                self._send(200, orjson.dumps(message), seq, ratelimit_remaining=3999)
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")

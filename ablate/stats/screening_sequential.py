@@ -29,13 +29,7 @@ from ablate.core.constants import DEFAULT_DRAW_BETA
 from ablate.stats.screening import Design
 from ablate.stats.screening_crt import crt_p, draws_needed
 from ablate.stats.screening_inference import Outcome, PieceVerdict
-from ablate.stats.sequential import (
-    DECISIONS,
-    Decision,
-    anytime_p,
-    decide,
-    futility_log_e,
-)
+from ablate.stats.sequential import DECISIONS, Decision, anytime_p, decide, futility_log_e
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -97,12 +97,7 @@ def anytime_p(log_e_path: npt.ArrayLike) -> FloatArray:
 
 
 def betting_cs(
-    x: npt.ArrayLike,
-    low: float,
-    high: float,
-    alpha: float = 0.05,
-    grid: int = DEFAULT_GRID,
-    every: int = 1,
+    x: npt.ArrayLike, low: float, high: float, alpha: float = 0.05, grid: int = DEFAULT_GRID, every: int = 1
 ) -> tuple[FloatArray, FloatArray]:
     """Confidence sequence for the mean of observations in [low, high] (last axis = time), at level 1 − α.
 
