@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import orjson
@@ -29,7 +30,7 @@ from ablate.run.demo import (
     recovery_probability,
 )
 from ablate.setup.examples import materialise_example
-from ablate.sim import SimServer
+from ablate.sim import Script, SimServer, script_from_data
 from ablate.stats import power_binary
 from tests.folder_totals import cell_totals, grade_totals
 
@@ -251,22 +252,42 @@ def test_demo_with_one_repeat_runs_end_to_end_and_says_nothing_is_significant(
     assert log.read_text().count("session start") == 1
 
 
+#: The demo script's planted greet-exclaim effect made certain (the rule that reads MEMORY.md fires always with
+#: the user CLAUDE.md, never without): the pitfall-free rates of C0 and C1 are 1 and 0, so every pair is
+#: discordant and the exact paired test finds the loss with the fewest blocks that can reach alpha.
+CERTAIN_WITH, CERTAIN_WITHOUT = 1.0, 0.0
 #: Repeats for the planted-truth test: the planted effect is found with >= 99% power; the primary family is
 #: the one tested cell's pooled pitfall-free comparison, so Holm tests it at alpha itself.
-TRUTH_REPEATS = 14
+TRUTH_REPEATS = 6
+
+
+def _certain_demo_script(without: float = CERTAIN_WITHOUT) -> Script:
+    """shadow/sim/demo.toml with greet-exclaim's draws made certain: with the user CLAUDE.md the model reads
+    MEMORY.md (and keeps "Hello") always, without it with probability ``without`` (0: never)."""
+    data = tomllib.loads((data_dir("shadow") / "sim" / "demo.toml").read_text())
+    rules = {r["name"]: r for r in data["rules"]}
+    rules["greet-read-memory"]["probability"] = CERTAIN_WITH
+    if without > 0:
+        rules["greet-read-memory-unprompted"]["probability"] = without
+    else:
+        data["rules"].remove(rules["greet-read-memory-unprompted"])
+    return script_from_data(data, "demo.toml, greet-exclaim made certain")
 
 
 @pytest.mark.e2e
 def test_demo_recovers_its_planted_truth_at_small_scale(claude: Path, tmp_path: Path) -> None:
-    """One task (greet-exclaim) and the cells it needs: planted C1 real and harmful. (A null layer's draw is
-    checked on the report's own data in tests/test_report.py, and the one-repeat demo above marks nothing
-    real with the real CLI: a null cell here would cost 14 more sessions and halve alpha.)"""
-    assert power_binary(TRUTH_REPEATS, PLANTED_WITH, PLANTED_WITHOUT, 0.05) >= 0.99
+    """One task (greet-exclaim) and the cells it needs: the demo script's planted C1 effect, made certain,
+    found real and harmful. (A null layer's draw is checked on the report's own data in tests/test_report.py,
+    and the one-repeat demo above marks nothing real with the real CLI: a null cell here would cost more
+    sessions and halve alpha. The demo's own rates, 0.9 and 0.1, need 14 repeats for 99%: the design's
+    arithmetic is checked above, the statistics that turn sessions into the verdict here.)"""
+    assert power_binary(TRUTH_REPEATS, CERTAIN_WITH, CERTAIN_WITHOUT, 0.05) >= 0.99
+    assert power_binary(TRUTH_REPEATS - 1, CERTAIN_WITH, CERTAIN_WITHOUT, 0.05) < 0.99  # the fewest that do
     example = materialise_example(tmp_path / "setup")
     args = ["--cells", str(_two_cells(tmp_path)), "--repeats", str(TRUTH_REPEATS), "--seed", "11"]
     args += ["--model", "claude-sonnet-4-6", "--max-turns", "8", "--report", "now"]
     args += ["--config-dir", str(example.config_dir), "--repo", str(example.repo)]
-    run_dir, proc = _small_run(claude, tmp_path, example.home, args, jobs=3)
+    run_dir, proc = _small_run(claude, tmp_path, example.home, args, jobs=3, script=_certain_demo_script())
     assert (run_dir / "report.html").exists()  # `ablate run` wrote the report at the end
     report = build_report(run_dir)
     ranks = {e.cell: e for e in report.ranking}
@@ -293,11 +314,12 @@ def _two_cells(tmp: Path) -> Path:
 
 
 def _small_run(
-    claude: Path, tmp: Path, example_home: Path, args: list[str], jobs: int
+    claude: Path, tmp: Path, example_home: Path, args: list[str], jobs: int, script: Script | None = None
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """An `ablate run` of greet-exclaim against the demo's simulated model: its run folder and process."""
+    """An `ablate run` of greet-exclaim against the demo's simulated model (or ``script``): its run folder
+    and process."""
     env = _env(claude, example_home, probe=False)
-    with SimServer(data_dir("shadow") / "sim" / "demo.toml") as sim:
+    with SimServer(script or data_dir("shadow") / "sim" / "demo.toml") as sim:
         env.update(ANTHROPIC_BASE_URL=sim.base_url, ANTHROPIC_API_KEY="sk-ablate-test")
         proc = subprocess.run(
             [

@@ -25,7 +25,7 @@ from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import BIN
 from tests.run_folder import items_said
 from tests.test_sealed_e2e import ONE_CELL
-from tests.user_support import User, user_venv, world_readable_dir
+from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -64,9 +64,14 @@ def _script() -> dict[str, object]:
 
 
 def _ablate_run(
-    base: Path, ex: ExampleSetup, user: User | None, env: dict[str, str], limits: list[str], out: str
+    base: Path,
+    ex: ExampleSetup,
+    user: User | None,
+    env: dict[str, str],
+    limits: list[str],
+    out: str,
+    bin_dir: Path,
 ) -> Path:
-    bin_dir = base / "venv" / "bin" if user is not None else BIN
     argv = [
         str(bin_dir / "ablate"), "run", "--tasks", str(base / "tasks"), "--cells", str(base / "one.toml"),
         "--isolation", "namespace", "--max-turns", "3", "--jobs", "1", "--report", "none", *limits,
@@ -127,6 +132,8 @@ def test_a_session_over_a_limit_is_stopped_and_the_run_goes_on(
     if not namespace_check().locked:
         pytest.skip("no locked namespace backend here")
     user: User | None = request.getfixturevalue("ordinary_user") if who == "user" else None
+    # the user's ablate: installed once per test session for it (tests/conftest.py), as a user installs it
+    bin_dir = request.getfixturevalue("installed") if user is not None else BIN
     base = world_readable_dir("ablate-limits-")
     try:
         ex = materialise_example(base / "ex")
@@ -137,12 +144,11 @@ def test_a_session_over_a_limit_is_stopped_and_the_run_goes_on(
                 f'schema_version = 1\nid = "{name}"\nprompt = "LIMIT-{name.upper()}: go."\n'
             )
         if user is not None:
-            user_venv(base / "venv")
             user.own(base)
         with SimServer(script_from_data(_script())) as sim:
             env = _env(base, ex, claude, sim.base_url)
-            limited = _ablate_run(base, ex, user, env, LIMITS, "limited")
-            control = _ablate_run(base, ex, user, env, [], "control")
+            limited = _ablate_run(base, ex, user, env, LIMITS, "limited", bin_dir)
+            control = _ablate_run(base, ex, user, env, [], "control", bin_dir)
         said = items_said(limited.parent) + items_said(control.parent)
         # the positive control: the same attacks under the defaults all ran to their end
         assert set(_statuses(control).values()) == {("completed", "")}, said

@@ -67,10 +67,12 @@ class Runner:
     bin_dir: Path = BIN
     extra: tuple[str, ...] = ()
 
-    def run(self, name: str, *extra: str, env_key: bool = True) -> tuple[Path, list[Any], str]:
+    def run(
+        self, name: str, *extra: str, env_key: bool = True, report: str = "now"
+    ) -> tuple[Path, list[Any], str]:
         """One ``ab`` run (two sessions) in a home with the planted files: its folder, the requests the sim
         received (bodies included) and ablate's stderr. Without ``env_key`` the real key is the ``/login`` key
-        of ``~/.claude.json`` alone."""
+        of ``~/.claude.json`` alone; ``report``: when its report is written."""
         ex = materialise_example(self.base / name)
         for rel, text in PLANTED.items():
             (ex.home / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -83,7 +85,7 @@ class Runner:
         out = self.base / f"{name}-runs"
         args = ["ab", "--tasks", str(task), "--repeats", "1", "--max-turns", "3", "--out", str(out)]
         args += ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(self.claude)]
-        args += ["--report", "now", "--work-dir", str(self.base / f"{name}-envs"), *self.extra, *extra]
+        args += ["--report", report, "--work-dir", str(self.base / f"{name}-envs"), *self.extra, *extra]
         with SimServer(_script(ex.home), api_key=REAL_KEY) as sim:
             env = {"HOME": str(ex.home), "ANTHROPIC_API_KEY": REAL_KEY, "ANTHROPIC_BASE_URL": sim.base_url}
             if self.user is None:
@@ -163,7 +165,7 @@ def test_a_session_reads_no_credential_file_and_never_holds_the_key(
 
     # the positive control: exposed, the very same read sends every planted value to the endpoint
     exposed = [arg for path in sorted(hidden) for arg in ("--expose", path)]
-    run, requests, stderr = runner.run("exposed", *exposed)
+    run, requests, stderr = runner.run("exposed", *exposed, report="none")  # its report proves nothing
     assert all(r["status"] == "completed" for r in _results(run)), stderr[-3000:]
     sent = orjson.dumps(requests).decode()
     assert all(mark in sent for mark in MARKS), sent[-3000:]
@@ -179,7 +181,7 @@ def test_a_login_key_is_moved_into_the_swapped_variable(claude: Path, base: Path
     answers every call, and the key is in nothing the session sent or the run folder holds."""
     if os.geteuid() != 0:
         pytest.skip("runs as an ordinary user: this case needs root")
-    run, requests, stderr = Runner(claude, base).run("moved", env_key=False)
+    run, requests, stderr = Runner(claude, base).run("moved", env_key=False, report="none")
     assert all(r["status"] == "completed" for r in _results(run)), stderr[-3000:]
     sent = orjson.dumps(requests).decode()
     assert sent.count("READ-DONE") >= 2 and "sk-ablate-session-" in sent, sent[-3000:]

@@ -18,8 +18,6 @@ from ablate.setup.cells import ResolvedCell
 from ablate.setup.piece_cells import MAX_ROWS
 from ablate.setup.piece_cut import select_pieces
 from ablate.setup.pieces import Piece
-from ablate.stats.screening import DesignError, design_of
-from ablate.stats.screening_inference import analyse
 
 #: The screening's α when it decides which pieces the stage confirms (the report's default α).
 ALPHA = 0.05
@@ -148,6 +146,8 @@ def reserve_refusal(
 def marked_real(folder: RunFolder, manifest: RunManifest, results: Sequence[ItemResult]) -> list[str]:
     """The pieces the screening marks real: the last adaptive look's, or the fixed-n analysis's."""
     from ablate.run.piece_adaptive import piece_outcomes
+    from ablate.stats.screening import DesignError, design_of
+    from ablate.stats.screening_inference import analyse
 
     record = manifest.design
     assert record is not None

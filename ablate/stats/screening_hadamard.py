@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy import linalg
 
 IntArray = npt.NDArray[np.int64]
 
@@ -63,6 +62,8 @@ def hadamard(n: int) -> IntArray | None:
     if n < 1 or (n > 2 and n % 4):
         return None
     if n & (n - 1) == 0:
+        from scipy import linalg  # on use: `ablate run` starts without scipy
+
         return np.asarray(linalg.hadamard(n), dtype=np.int64)
     if _is_prime(n - 1) and (n - 1) % 4 == 3:
         return np.hstack([np.ones((n, 1), dtype=np.int64), _cyclic(n - 1)])
