@@ -4,6 +4,7 @@ CLI: what is refused before anything is written, which cells and sessions the st
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -16,8 +17,9 @@ from ablate.folder.result import iter_results
 from ablate.report import write_report
 from ablate.report.build import build_report
 from ablate.run.piece_confirm import reserve_refusal, stage_blocks
-from ablate.setup.examples import ExampleSetup
+from ablate.setup.examples import ExampleSetup, materialise_example
 from tests.helpers_cli import invoke
+from tests.runner_support import write_fake_claude
 from tests.test_cli_run import rig
 from tests.test_piece_run import FOUR, NAMED, run
 
@@ -96,19 +98,32 @@ def _seed_results(folder: Path, cell: str, *, cell_passes: bool) -> None:
         atomic_write_bytes(rf.result_path(res.item), orjson.dumps(data))
 
 
+@pytest.fixture(scope="module")
+def stage_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One repeat of the design for FOUR and the stage confirming NAMED, run once (the fake CLI, as ``rig``) for
+    the tests that each seed a copy of it their own way."""
+    tmp = tmp_path_factory.mktemp("stage")
+    ex = materialise_example(tmp / "ex")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HOME", str(ex.home))
+        env.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp / "claude")))
+        env.setenv("ABLATE_WORK_DIR", str(tmp / "envs"))
+        env.setenv("ANTHROPIC_API_KEY", "sk-test")
+        code, out, err = run(
+            ex, tmp / "runs", "--pieces", FOUR, "--confirm", NAMED, "--repeats", "1", "--seed", "3",
+            "--no-probe", "--report", "none",
+        )  # fmt: skip
+    assert code == 0, err
+    return Path(orjson.loads(out)["folder"])
+
+
 @pytest.mark.parametrize(("cell_passes", "verdict"), [(False, "helps"), (True, "hurts")])
 def test_the_removal_is_the_full_setup_minus_the_setup_without_the_piece(
-    rig: tuple[ExampleSetup, Path], cell_passes: bool, verdict: str
+    stage_run: Path, tmp_path: Path, cell_passes: bool, verdict: str
 ) -> None:
     """Seeded: in each of the stage's 8 blocks the control passes and the cell without the piece fails (the
     piece helps: removal +100 pts, the sign of a piece's effect), or the other way round."""
-    ex, tmp = rig
-    code, out, err = run(
-        ex, tmp / "runs", "--pieces", FOUR, "--confirm", NAMED, "--repeats", "1", "--seed", "3", "--no-probe",
-        "--report", "none",
-    )  # fmt: skip
-    assert code == 0, err
-    folder = Path(orjson.loads(out)["folder"])
+    folder = Path(shutil.copytree(stage_run, tmp_path / stage_run.name))
     manifest = read_manifest(RunFolder(folder))
     assert manifest.design is not None and manifest.design.confirm is not None
     cell = manifest.design.confirm.cells[NAMED]
