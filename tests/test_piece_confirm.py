@@ -18,6 +18,7 @@ from ablate.report import write_report
 from ablate.report.build import build_report
 from ablate.run.piece_confirm import reserve_refusal, stage_blocks
 from ablate.setup.examples import ExampleSetup, materialise_example
+from tests.conftest import built_once, isolate_env
 from tests.helpers_cli import invoke
 from tests.runner_support import write_fake_claude
 from tests.test_cli_run import rig
@@ -102,19 +103,23 @@ def _seed_results(folder: Path, cell: str, *, cell_passes: bool) -> None:
 def stage_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One repeat of the design for FOUR and the stage confirming NAMED, run once (the fake CLI, as ``rig``) for
     the tests that each seed a copy of it their own way."""
-    tmp = tmp_path_factory.mktemp("stage")
-    ex = materialise_example(tmp / "ex")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("HOME", str(ex.home))
-        env.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp / "claude")))
-        env.setenv("ABLATE_WORK_DIR", str(tmp / "envs"))
-        env.setenv("ANTHROPIC_API_KEY", "sk-test")
-        code, out, err = run(
-            ex, tmp / "runs", "--pieces", FOUR, "--confirm", NAMED, "--repeats", "1", "--seed", "3",
-            "--no-probe", "--report", "none",
-        )  # fmt: skip
-    assert code == 0, err
-    return Path(orjson.loads(out)["folder"])
+
+    def build(tmp: Path) -> None:
+        ex = materialise_example(tmp / "ex")
+        with pytest.MonkeyPatch.context() as env:
+            isolate_env(env, tmp_path_factory)
+            env.setenv("HOME", str(ex.home))
+            env.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp / "claude")))
+            env.setenv("ABLATE_WORK_DIR", str(tmp / "envs"))
+            env.setenv("ANTHROPIC_API_KEY", "sk-test")
+            code, _out, err = run(
+                ex, tmp / "runs", "--pieces", FOUR, "--confirm", NAMED, "--repeats", "1", "--seed", "3",
+                "--no-probe", "--report", "none",
+            )  # fmt: skip
+        assert code == 0, err
+
+    (folder,) = (built_once(tmp_path_factory, "piece-confirm-stage", build) / "runs").iterdir()
+    return folder
 
 
 @pytest.mark.parametrize(("cell_passes", "verdict"), [(False, "helps"), (True, "hurts")])
