@@ -28,6 +28,8 @@ __all__ = ["rig"]
 
 #: The screening design for four pieces: folded-over Plackett–Burman N=8, 16 rows.
 ROWS = 16
+#: The pair test's stage blocks: the fewest whose exact sign-flip p (2/2⁶) is under α = 0.05.
+BLOCKS = 6
 
 
 def test_the_stage_gets_the_screenings_sessions_within_max_sessions() -> None:
@@ -177,12 +179,13 @@ def test_bad_pairs_are_refused_before_anything_is_written(rig: tuple[ExampleSetu
 
 def test_a_named_pairs_interaction_is_reported_from_its_four_cells(rig: tuple[ExampleSetup, Path]) -> None:
     """Seeded: in each stage block the full setup passes and every cell without A, B or both fails — A and B
-    help only together: interaction +100 pts, removing either loses 100 pts, either alone adds nothing."""
+    help only together: interaction +100 pts, removing either loses 100 pts, either alone adds nothing. The
+    stage gets the 6 blocks --max-sessions leaves (32 // 4 = 8 without it): the fewest whose exact p is under α."""
     ex, tmp = rig
     a, b = FOUR.split(",")[:2]
     code, out, err = run(
         ex, tmp / "runs", "--pieces", FOUR, "--pairs", f"{a}+{b}", "--repeats", "2", "--seed", "3",
-        "--no-probe", "--report", "none",
+        "--max-sessions", str(2 * ROWS + 4 * BLOCKS), "--no-probe", "--report", "none",
     )  # fmt: skip
     assert code == 0, err
     folder = Path(orjson.loads(out)["folder"])
@@ -192,7 +195,7 @@ def test_a_named_pairs_interaction_is_reported_from_its_four_cells(rig: tuple[Ex
     assert stage.named_pairs == [f"{a}+{b}"] and stage.named == []
     staged = [p for p in RunFolder(folder).read_plan() if p.repeat >= 2]
     ran = {stage.cells[a], stage.cells[b], stage.pairs[f"{a}+{b}"], "C0"}
-    assert {p.cell for p in staged} == ran and len(staged) == 32  # 32 // 4 = 8 blocks of the four cells
+    assert {p.cell for p in staged} == ran and len(staged) == 4 * BLOCKS  # blocks of the four cells
     assert f"interactions of {a}+{b}" in err
     rf = RunFolder(folder)
     for res in iter_results(rf):
@@ -202,10 +205,10 @@ def test_a_named_pairs_interaction_is_reported_from_its_four_cells(rig: tuple[Ex
             atomic_write_bytes(rf.result_path(res.item), orjson.dumps(data))
     report = build_report(folder)
     (pair,) = (report.model_extra or {})["interactions"]
-    assert pair["pieces"] == [a, b] and pair["blocks"] == 8 and pair["verdict"] == "synergy"
+    assert pair["pieces"] == [a, b] and pair["blocks"] == BLOCKS and pair["verdict"] == "synergy"
     assert pair["effect"] == pytest.approx(1.0) and pair["together"] == pytest.approx(1.0)
     assert pair["alone"] == {a: 0.0, b: 0.0} and pair["removing"] == {a: 1.0, b: 1.0}
-    assert pair["p_adjusted"] == pytest.approx(2 / 2**8)  # exact sign-flip: every block +1
+    assert pair["p_adjusted"] == pytest.approx(2 / 2**BLOCKS)  # exact sign-flip: every block +1
     assert pair["sentence"].startswith(f"{a} and {b} help only together: removing {a} loses +100 pts")
     write_report(folder, formats=["md"])
     md = (folder / "report.md").read_text()
