@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_start)
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, key: str, build: Callable[[Path], None]) -> Path:
+    """A folder ``build`` fills once per test session, whatever process asks first: the suite runs its tests
+    one at a time over pytest-xdist processes (``--dist load``), so a module fixture alone would run once in
+    every process that gets one of its tests. The others wait on the lock and read what the first built."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / f"built-{key}"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with (root.parent / f"built-{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / ".built").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build that failed in another process: again
+            root.mkdir()
+            build(root)
+            (root / ".built").touch()
+    return root
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point HOME and every Claude/ablate variable at a fresh temporary home for each test."""
+    return isolate_env(monkeypatch, tmp_path_factory)
+
+
+def isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What :func:`isolated_home` does for each test; a module fixture, which runs before it, calls it inside
+    ``pytest.MonkeyPatch.context()`` for its shared run."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     for var in list(os.environ):
@@ -74,9 +98,10 @@ def claude_bin() -> Path | None:
     return Path(found) if found else None
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def claude() -> Path:
-    """The real pinned Claude Code binary; end-to-end tests fail (not skip) in CI when it is missing."""
+    """The real pinned Claude Code binary; end-to-end tests fail (not skip) in CI when it is missing (session
+    scoped: a module fixture may share one expensive run among its tests)."""
     path = claude_bin()
     if path is None:
         if os.environ.get("CI"):

@@ -4,6 +4,7 @@ CLI: what is refused before anything is written, which cells and sessions the st
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -16,8 +17,10 @@ from ablate.folder.result import iter_results
 from ablate.report import write_report
 from ablate.report.build import build_report
 from ablate.run.piece_confirm import reserve_refusal, stage_blocks
-from ablate.setup.examples import ExampleSetup
+from ablate.setup.examples import ExampleSetup, materialise_example
+from tests.conftest import built_once, isolate_env
 from tests.helpers_cli import invoke
+from tests.runner_support import write_fake_claude
 from tests.test_cli_run import rig
 from tests.test_piece_run import FOUR, NAMED, run
 
@@ -25,6 +28,8 @@ __all__ = ["rig"]
 
 #: The screening design for four pieces: folded-over Plackett–Burman N=8, 16 rows.
 ROWS = 16
+#: The pair test's stage blocks: the fewest whose exact sign-flip p (2/2⁶) is under α = 0.05.
+BLOCKS = 6
 
 
 def test_the_stage_gets_the_screenings_sessions_within_max_sessions() -> None:
@@ -96,19 +101,36 @@ def _seed_results(folder: Path, cell: str, *, cell_passes: bool) -> None:
         atomic_write_bytes(rf.result_path(res.item), orjson.dumps(data))
 
 
+@pytest.fixture(scope="module")
+def stage_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One repeat of the design for FOUR and the stage confirming NAMED, run once (the fake CLI, as ``rig``) for
+    the tests that each seed a copy of it their own way."""
+
+    def build(tmp: Path) -> None:
+        ex = materialise_example(tmp / "ex")
+        with pytest.MonkeyPatch.context() as env:
+            isolate_env(env, tmp_path_factory)
+            env.setenv("HOME", str(ex.home))
+            env.setenv("ABLATE_CLAUDE_BIN", str(write_fake_claude(tmp / "claude")))
+            env.setenv("ABLATE_WORK_DIR", str(tmp / "envs"))
+            env.setenv("ANTHROPIC_API_KEY", "sk-test")
+            code, _out, err = run(
+                ex, tmp / "runs", "--pieces", FOUR, "--confirm", NAMED, "--repeats", "1", "--seed", "3",
+                "--no-probe", "--report", "none",
+            )  # fmt: skip
+        assert code == 0, err
+
+    (folder,) = (built_once(tmp_path_factory, "piece-confirm-stage", build) / "runs").iterdir()
+    return folder
+
+
 @pytest.mark.parametrize(("cell_passes", "verdict"), [(False, "helps"), (True, "hurts")])
 def test_the_removal_is_the_full_setup_minus_the_setup_without_the_piece(
-    rig: tuple[ExampleSetup, Path], cell_passes: bool, verdict: str
+    stage_run: Path, tmp_path: Path, cell_passes: bool, verdict: str
 ) -> None:
     """Seeded: in each of the stage's 8 blocks the control passes and the cell without the piece fails (the
     piece helps: removal +100 pts, the sign of a piece's effect), or the other way round."""
-    ex, tmp = rig
-    code, out, err = run(
-        ex, tmp / "runs", "--pieces", FOUR, "--confirm", NAMED, "--repeats", "1", "--seed", "3", "--no-probe",
-        "--report", "none",
-    )  # fmt: skip
-    assert code == 0, err
-    folder = Path(orjson.loads(out)["folder"])
+    folder = Path(shutil.copytree(stage_run, tmp_path / stage_run.name))
     manifest = read_manifest(RunFolder(folder))
     assert manifest.design is not None and manifest.design.confirm is not None
     cell = manifest.design.confirm.cells[NAMED]
@@ -157,12 +179,13 @@ def test_bad_pairs_are_refused_before_anything_is_written(rig: tuple[ExampleSetu
 
 def test_a_named_pairs_interaction_is_reported_from_its_four_cells(rig: tuple[ExampleSetup, Path]) -> None:
     """Seeded: in each stage block the full setup passes and every cell without A, B or both fails — A and B
-    help only together: interaction +100 pts, removing either loses 100 pts, either alone adds nothing."""
+    help only together: interaction +100 pts, removing either loses 100 pts, either alone adds nothing. The
+    stage gets the 6 blocks --max-sessions leaves (32 // 4 = 8 without it): the fewest whose exact p is under α."""
     ex, tmp = rig
     a, b = FOUR.split(",")[:2]
     code, out, err = run(
         ex, tmp / "runs", "--pieces", FOUR, "--pairs", f"{a}+{b}", "--repeats", "2", "--seed", "3",
-        "--no-probe", "--report", "none",
+        "--max-sessions", str(2 * ROWS + 4 * BLOCKS), "--no-probe", "--report", "none",
     )  # fmt: skip
     assert code == 0, err
     folder = Path(orjson.loads(out)["folder"])
@@ -172,7 +195,7 @@ def test_a_named_pairs_interaction_is_reported_from_its_four_cells(rig: tuple[Ex
     assert stage.named_pairs == [f"{a}+{b}"] and stage.named == []
     staged = [p for p in RunFolder(folder).read_plan() if p.repeat >= 2]
     ran = {stage.cells[a], stage.cells[b], stage.pairs[f"{a}+{b}"], "C0"}
-    assert {p.cell for p in staged} == ran and len(staged) == 32  # 32 // 4 = 8 blocks of the four cells
+    assert {p.cell for p in staged} == ran and len(staged) == 4 * BLOCKS  # blocks of the four cells
     assert f"interactions of {a}+{b}" in err
     rf = RunFolder(folder)
     for res in iter_results(rf):
@@ -182,10 +205,10 @@ def test_a_named_pairs_interaction_is_reported_from_its_four_cells(rig: tuple[Ex
             atomic_write_bytes(rf.result_path(res.item), orjson.dumps(data))
     report = build_report(folder)
     (pair,) = (report.model_extra or {})["interactions"]
-    assert pair["pieces"] == [a, b] and pair["blocks"] == 8 and pair["verdict"] == "synergy"
+    assert pair["pieces"] == [a, b] and pair["blocks"] == BLOCKS and pair["verdict"] == "synergy"
     assert pair["effect"] == pytest.approx(1.0) and pair["together"] == pytest.approx(1.0)
     assert pair["alone"] == {a: 0.0, b: 0.0} and pair["removing"] == {a: 1.0, b: 1.0}
-    assert pair["p_adjusted"] == pytest.approx(2 / 2**8)  # exact sign-flip: every block +1
+    assert pair["p_adjusted"] == pytest.approx(2 / 2**BLOCKS)  # exact sign-flip: every block +1
     assert pair["sentence"].startswith(f"{a} and {b} help only together: removing {a} loses +100 pts")
     write_report(folder, formats=["md"])
     md = (folder / "report.md").read_text()

@@ -1,7 +1,7 @@
 """`ablate run --pieces --confirm` end to end with the real CLI: a planted piece that helps and one that hurts are
 found among seven, no null piece is flagged (issue 32, item 6), and the one-out confirmation stage confirms the
 helpful one (its removal interval excludes 0) and a null piece named with ``--confirm`` to be nothing of the
-kind (issue 37, item 2). One run proves both (it was two runs, 110 sessions; now 64).
+kind (issue 37, item 2). One run proves both (it was two runs, 110 sessions; now 83).
 
 The user CLAUDE.md of the example setup is rewritten as seven sections, each carrying a unique marker. The sim
 answers with the task's pitfall word exactly when the "hurts" marker reached the main model's request and the
@@ -13,10 +13,12 @@ the control and 3 × 15 drawn rows, 46 cells; three repeats of one task are 48 s
 conditional randomization test marks helps and hurts at Holm-adjusted p ≈ 0.003 (α = 0.05) and no null piece
 (``tests/test_piece_run.py`` checks these figures for this seed). The stage then confirms "helps" and "hurts"
 (real at screening) and "null 0" (named), and estimates the interaction of the two real ones: the control,
-their three one-out cells and the cell without both in 48 // 5 = 9 blocks, 45 sessions. Removing "helps" from
-the full setup fails every block (exact test p = 2/2⁹, Holm over three: 0.012); removing "hurts" or "null 0"
-changes nothing; helps × hurts is a synergy (+100 pts a block: "helps" matters only where "hurts" is kept). The run skips its probe-first step (more CLI starts): the probe of piece
-cells, a faithful one and a deliberately wrong cut, is tested in ``tests/test_pieces_e2e.py``.
+their three one-out cells and the cell without both, in the 7 blocks ``--max-sessions`` leaves (48 // 5 = 9
+without it), 35 sessions. Removing "helps" from the full setup fails every block (exact test p = 2/2⁷, Holm over
+three: 0.047, the fewest blocks under α = 0.05); removing "hurts" or "null 0" changes nothing; helps × hurts is
+a synergy (+100 pts a block: "helps" matters only where "hurts" is kept). The run skips its probe-first step
+(more CLI starts): the probe of piece cells, a faithful one and a deliberately wrong cut, is tested in
+``tests/test_pieces_e2e.py``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ SECTIONS = [("Helps", HELP), ("Hurts", HURT)] + [(f"Null {i}", m) for i, m in en
 PIECES = [f"user-claude-md#{title.lower().replace(' ', '-')}" for title, _ in SECTIONS]
 REPEATS = 3
 SESSIONS = 16 * REPEATS
-STAGE = 5 * 9
+#: The stage's blocks: the fewest whose exact p (2/2⁷) stays under α after Holm over three pieces.
+BLOCKS = 7
+STAGE = 5 * BLOCKS
 
 TASK = f"""schema_version = 1
 id = "say-hello"
@@ -107,7 +111,7 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
 ) -> None:
     done, wall, run_dir = run_pieces(
         claude, tmp_path, SECTIONS, planted_script(), "--pieces", ",".join(PIECES), "--design", "screening",
-        "--confirm", PIECES[2], "--repeats", str(REPEATS),
+        "--confirm", PIECES[2], "--repeats", str(REPEATS), "--max-sessions", str(SESSIONS + STAGE),
     )  # fmt: skip
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     # the design's columns are drawn from the run's seed, once per repeat: the control and 3 × 15 drawn rows
@@ -130,7 +134,7 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
     assert helps["ci_low"] > 0 and helps["tokens_per_point"] > 0
     # confirmed: removing "helps" from the full setup loses the pass rate, with an interval above 0
     removal = helps["removal"]
-    assert removal["verdict"] == "helps" and removal["blocks"] == 9, removal
+    assert removal["verdict"] == "helps" and removal["blocks"] == BLOCKS, removal
     assert removal["effect"] > 0 and removal["ci_low"] > 0 and removal["p_adjusted"] <= 0.05
     # the named null piece is confirmed too, and removing it changes nothing
     named = rows[PIECES[2]]
@@ -148,15 +152,16 @@ def test_piece_run_finds_the_planted_pieces_and_the_stage_confirms_the_helpful_o
     assert "it needs at least 9" in general["subjects"][0]["sentence"] and "## How far it generalizes" in md
     # the two real pieces' interaction: helps matters only where hurts is kept
     (pair,) = report["interactions"]
-    assert pair["pieces"] == PIECES[:2] and pair["verdict"] == "synergy" and pair["blocks"] == 9, pair
+    assert pair["pieces"] == PIECES[:2] and pair["verdict"] == "synergy" and pair["blocks"] == BLOCKS, pair
     print(f"piece run: {SESSIONS + STAGE} sessions in {wall:.0f}s wall")
 
 
 MONEY, LEDGER = "MONEYMARK-41d0", "LEDGERMARK-8e2a"
 PAIR_SECTIONS = [("Money", MONEY), ("Ledger", LEDGER)] + [(f"Null {i}", f"NULLMARK-{i}") for i in range(5)]
 PAIR_PIECES = [f"user-claude-md#{title.lower().replace(' ', '-')}" for title, _ in PAIR_SECTIONS]
-#: The stage's blocks: as many sessions as the screening ran (2 × 16), shared by 4 cells.
-PAIR_BLOCKS = 2 * 16 // 4
+#: The stage's blocks, within what ``--max-sessions`` leaves beside the screening's 2 × 16 sessions (8 without it):
+#: the fewest whose exact p (2/2⁷) stays under α after Holm over the two pieces.
+PAIR_BLOCKS = 7
 
 
 @pytest.mark.e2e
@@ -167,9 +172,9 @@ def test_two_sections_that_help_only_together_are_each_confirmed_and_their_inter
     """Among seven sections, "money" and "ledger" help only together: the sim answers with the pitfall word
     unless both markers reached the main model's request. Screening (2 repeats of the N=8 design, 32
     sessions; the seed's figures: ``tests/test_piece_run.py``) marks both real and none of the five null
-    pieces; the stage runs the control, each removed and both removed in 32 // 4 = 8 blocks: removing either
-    fails every block (exact p = 2/2⁸, Holm over the two: 0.016), and the interaction is +100 pts in every
-    block (exact p = 2/2⁸)."""
+    pieces; the stage runs the control, each removed and both removed in the 7 blocks ``--max-sessions`` leaves
+    (32 // 4 = 8 without it): removing either fails every block (exact p = 2/2⁷, Holm over the two: 0.031), and
+    the interaction is +100 pts in every block (exact p = 2/2⁷)."""
     script: dict[str, object] = {
         "default": {"text": "Hello there."},
         "rules": [
@@ -179,8 +184,9 @@ def test_two_sections_that_help_only_together_are_each_confirmed_and_their_inter
         ],
     }  # fmt: skip
     _done, wall, run_dir = run_pieces(
-        claude, tmp_path, PAIR_SECTIONS, script, "--pieces", ",".join(PAIR_PIECES), "--repeats", "2"
-    )
+        claude, tmp_path, PAIR_SECTIONS, script, "--pieces", ",".join(PAIR_PIECES), "--repeats", "2",
+        "--max-sessions", str(2 * 16 + 4 * PAIR_BLOCKS),
+    )  # fmt: skip
     report = orjson.loads((run_dir / "report.json").read_bytes())
     rows = {r["id"]: r for r in report["pieces"]}
     money, ledger = PAIR_PIECES[:2]
