@@ -63,7 +63,15 @@ bubblewrap:
 # (--maxschedchunk 1), and tests/conftest.py puts the long end-to-end tests first, so no long test is left
 # queued behind another at the end. The 20 slowest are listed after every run: the suite must stay under ten
 # minutes on a 2-core machine.
-PYTEST := $(BIN)/pytest -q -n $(or $(TEST_JOBS),4) --dist load --maxschedchunk 1 --durations=20
+#
+# The tests' temporary folders (and the runs' work folders and mounts in them) live under /var/tmp, not /tmp: a
+# session run as an ordinary user sees /tmp through an overlay, and in its user namespace the kernel refuses a
+# lower folder with someone else's mount below it (EINVAL), so a root test's mounts under /tmp failed the
+# ordinary-user tests running beside it (seen as `overlay on /tmp: Invalid argument` in the probe). The folder
+# is short: a forwarder's unix socket under a test's TMPDIR must fit in 108 bytes. pytest empties it first.
+TEST_TMP := /var/tmp/abt-$(shell id -u)
+PYTEST := $(BIN)/pytest -q -n $(or $(TEST_JOBS),4) --dist load --maxschedchunk 1 --durations=20 \
+	--basetemp=$(TEST_TMP)
 
 lint: venv
 	$(BIN)/ruff check .
