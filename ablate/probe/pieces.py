@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ablate.core.jsonl import json_strings
 from ablate.core.slug import slug
 from ablate.core.tokens import tokens_of_chars
 from ablate.probe.fingerprints import normalise_request
@@ -65,20 +66,9 @@ def cell_replacements(cenv: Any) -> dict[str, str]:
     return {str(root): "<CELL>", slug(str(root)): "<CELL-SLUG>"}
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-
-
 def request_strings(body: dict[str, Any], replacements: dict[str, str]) -> list[str]:
     """Every string of the normalised request (``system``, ``messages``, ``tools``, paths replaced)."""
-    return list(_strings(json.loads(normalise_request(body, replacements))))
+    return json_strings(json.loads(normalise_request(body, replacements)))
 
 
 def request_lines(strings: list[str]) -> Counter[str]:
