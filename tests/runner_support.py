@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,8 @@ class FakeBackend:
 
     def cell_config(self, cell: ResolvedCell) -> CellConfig:
         return CellConfig(self.root / "configs" / cell.dirname, {})
+
+    def prepare(self, cells: Sequence[ResolvedCell]) -> None: ...
 
     def reset(self, env: Any) -> None:
         self.resets += 1

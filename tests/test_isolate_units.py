@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from ablate.core.errors import UsageError
+from ablate.isolate.detect import namespace_support
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
 from ablate.isolate.namespace import Mount, order_mounts
 from ablate.isolate.registry import choose_isolation
@@ -529,3 +530,52 @@ def test_fenced_keeps_the_program_under_tmp_reachable(tmp_path: Path) -> None:
         assert str(program) in ro
     finally:
         program.rmdir()
+
+
+@pytest.mark.skipif(not namespace_support()[0], reason="the namespace backend does not work here")
+def test_prepare_builds_every_cells_repo_layer_in_one_process_as_one_at_a_time_would(tmp_path: Path) -> None:
+    """``prepare`` builds the layered cells' repo layers in one cowlayer process (one spec naming all twelve)
+    and each cell's layers equal those a backend built for that cell alone; a cell prepared again, or built
+    after, starts no process."""
+    from ablate.isolate import namespace
+    from ablate.isolate.backend import BackendOptions
+    from ablate.isolate.registry import open_backend
+    from ablate.setup.cells import ResolvedCell, load_cell_set
+    from ablate.setup.examples import materialise_example
+    from ablate.setup.layers import load_catalog
+    from ablate.setup.load import load_setup
+
+    ex = materialise_example(tmp_path / "ex")
+    setup = load_setup(ex.config_dir, ex.repo, home=ex.home)
+    catalog = load_catalog()
+    cells = load_cell_set("layered", catalog).cells
+    from ablate.isolate.nslower import build_repo_layers as build
+
+    specs: list[int] = []
+
+    def counted(items: list[dict[str, object]], spec_path: Path) -> None:
+        specs.append(len(items))
+        build(items, spec_path)
+
+    def layers(backend: namespace.NamespaceEnvironments, cell: ResolvedCell) -> tuple[Any, ...]:
+        got = backend.cell_layers(cell)
+        return got.fingerprints, got.mismatches, got.notes, got.repo_layers
+
+    together = open_backend("namespace", setup, catalog, tmp_path / "together", BackendOptions())
+    alone = open_backend("namespace", setup, catalog, tmp_path / "alone", BackendOptions())
+    assert isinstance(together, namespace.NamespaceEnvironments)
+    assert isinstance(alone, namespace.NamespaceEnvironments)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(namespace, "build_repo_layers", counted)
+            together.prepare(cells)
+            together.prepare(cells[:3])
+            built = {c.id: layers(together, c) for c in cells}
+            assert specs == [len(cells)] and len(cells) == 12
+            one_each = {c.id: layers(alone, c) for c in cells}
+            assert specs == [12, *[1] * 12]
+        assert built == one_each
+        assert any(fp for fps, *_ in built.values() for fp in fps.values())
+    finally:
+        together.close()
+        alone.close()

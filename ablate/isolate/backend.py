@@ -9,7 +9,7 @@ one (docs/EXTENDING.md#adding-an-isolation-backend).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +83,10 @@ class Backend(Protocol[EnvT]):
         """``cell``'s config dir, built once per backend: the run's login and fidelity checks read it before
         any session (docs/ARCHITECTURE.md#environments says what the sessions reuse of it)."""
         ...
+
+    def prepare(self, cells: Sequence[ResolvedCell]) -> None:
+        """Build ahead what ``cells`` share between their sessions, together where that is cheaper (a backend
+        with nothing to share does nothing); ``build`` still builds whatever was not prepared."""
 
     def reset(self, env: EnvT) -> None:
         """Discard whatever the last session did (the environment is as freshly built)."""

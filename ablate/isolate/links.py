@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ class LinksEnvironments:
         self._logins: dict[str, bytes | None] = {}
         """Config dir -> the ``.credentials.json`` its session started with (None: no login file)."""
         self._configs: dict[str, CellConfig] = {}
+
+    def prepare(self, cells: Sequence[ResolvedCell]) -> None:
+        """Nothing to share: each slot is built whole, at its own path."""
 
     def cell_config(self, cell: ResolvedCell) -> CellConfig:
         """Built once under ``configs/``, for the run's checks: a slot's sessions hold a config dir built at

@@ -131,6 +131,7 @@ def _build_cells(
         # views at the real paths keep their layers under ns/, shadows are the cells/ themselves
         work = root / ("ns" if _real_paths(backend) else "cells")
         into.backend = open_backend(backend, setup, catalog, work, BackendOptions(extra_env=extra))
+        into.backend.prepare(selected)
     slots = {c.id: slot for slot, c in enumerate(selected)}
     lock = threading.Lock()
 

@@ -185,6 +185,7 @@ def execute(
         # every cell (C11 included) must log in as the user's own setup does, and keep the setup's layers as
         # they are, in the config dir its backend builds once for its sessions: refused before any session
         cells = prepared.cell_set.cells
+        backend.prepare(cells)
         logins = (
             cell_login(c.id, backend.cell_config(c).path, base_env=session_env, extra_env=request.extra_env)
             for c in cells
