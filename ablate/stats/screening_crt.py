@@ -42,10 +42,11 @@ def draws_needed(k: int, alpha: float, tests: int = 1) -> int:
 
 
 def block_demean(values: FloatArray, blocks: npt.NDArray[np.int64], n_blocks: int) -> FloatArray:
-    """``values`` (…, n) minus the mean of its block along the last axis."""
-    onehot = np.zeros((blocks.size, n_blocks))
-    onehot[np.arange(blocks.size), blocks] = 1.0
-    means = (values @ onehot) / onehot.sum(axis=0)
+    """``values`` (…, n) minus the mean of its block along the last axis (sums by ``np.bincount``: linear in
+    the sessions, where a one-hot product grew with sessions × blocks)."""
+    rows = values.reshape(-1, values.shape[-1])
+    sums = np.stack([np.bincount(blocks, weights=row, minlength=n_blocks) for row in rows])
+    means = (sums / np.bincount(blocks, minlength=n_blocks)).reshape(*values.shape[:-1], n_blocks)
     return np.asarray(values - means[..., blocks], dtype=np.float64)
 
 
