@@ -30,6 +30,7 @@ from ablate.isolate.registry import choice_json, choose_isolation, kind_of, open
 from ablate.probe.fingerprints import LayerPrint, drop_generic, exact_fidelity, fidelity_lines, layer_prints
 from ablate.probe.judge import CellProbe, _fidelity, _listing_notes, judge_cell
 from ablate.probe.observe import (
+    Capture,
     Observation,
     _run,
     _untouched,
@@ -129,9 +130,8 @@ class _Probe:
     base_url: str = ""
 
     @property
-    def log(self) -> Path:
-        """The capture endpoint's record of every request."""
-        return self.root / "requests.jsonl"
+    def capture(self) -> Capture:
+        return Capture(self.claude, self.root, self.base_url)
 
     @property
     def real_paths(self) -> bool:
@@ -180,8 +180,8 @@ def _session(
 ) -> Observation:
     """One probe session in the built cell ``cenv``, run through ``wrap`` (its view, or the write fence)."""
     return _run(
-        p.claude, purpose=purpose, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, log=p.log,
-        out_dir=p.root / "stdout", wrap=wrap, shown_config=cenv.session_config_dir,
+        p.capture, purpose=purpose, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, wrap=wrap,
+        shown_config=cenv.session_config_dir,
     )  # fmt: skip
 
 
@@ -300,9 +300,12 @@ def _sessions(p: _Probe) -> _Sessions:
     # environment exists; else a plain copy, at once) run while the cells are built: a CLI start is CPU and waiting,
     # a build is file work. Both end before the cells' sessions start, so the setup's own sessions still
     # run in the order untouched, then cells (a start-up hook that counts sessions sees the same order).
-    with SimServer(log_path=p.log) as sim, ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side:
+    with (
+        SimServer(log_path=p.capture.log) as sim,
+        ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side,
+    ):
         p.base_url = sim.base_url
-        baseline_future = side.submit(cached_baseline, p.claude, p.root, p.base_url, p.log)
+        baseline_future = side.submit(cached_baseline, p.capture)
         untouched: list[Future[tuple[Observation, dict[str, str]]]] = []
 
         def start_untouched(like: Any) -> None:
@@ -378,9 +381,7 @@ def _more_pairs(
     writes: dict[str, dict[str, Any]] = {}
     like = p.built.envs[control.id]
     for k in range(2, FIDELITY_PAIRS + 1):
-        again = _untouched_at_real_paths(
-            p.setup, p.claude, p.root, p.base_url, p.log, like, name=f"untouched-{k}"
-        )
+        again = _untouched_at_real_paths(p.setup, p.capture, like, name=f"untouched-{k}")
         nenv = backend.build(control, len(p.selected) + k - 2)
         nenv.env = force_capture(nenv.env, p.base_url)
         p.built.more.append(nenv)
@@ -399,8 +400,8 @@ def _untouched_first(p: _Probe, like: Any) -> tuple[Observation, dict[str, str]]
     cell ``like``) when the cells' sessions see the real paths, else a plain copy; and the path replacements
     that make its request comparable."""
     if not p.real_paths:
-        return _untouched(p.setup, p.claude, p.root, p.base_url, p.log)
-    return _untouched_at_real_paths(p.setup, p.claude, p.root, p.base_url, p.log, like), {}
+        return _untouched(p.setup, p.capture)
+    return _untouched_at_real_paths(p.setup, p.capture, like), {}
 
 
 def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:
