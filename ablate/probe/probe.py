@@ -338,8 +338,8 @@ def _judge_all(
 ) -> list[CellProbe]:
     return [
         judge_cell(
-            c, p.built.envs[c.id], observations[c.id], prints, inv.layers, inv.imports, p.catalog, p.setup,
-            loaded=inv.loaded, reference=reference, baseline=baseline, real_paths=p.real_paths,
+            c, p.built.envs[c.id], observations[c.id], prints, inv, p.catalog, reference=reference,
+            baseline=baseline, real_paths=p.real_paths,
         )
         for c in p.selected
     ]  # fmt: skip
