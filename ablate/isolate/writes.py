@@ -77,4 +77,3 @@ def _label(path: Path, home: Path) -> str:
     if str(path).startswith(str(home) + os.sep):
         return "~/" + str(path.relative_to(home))
     return str(path)
-
