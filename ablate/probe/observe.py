@@ -25,9 +25,10 @@ from ablate.core.fsutil import atomic_write_json
 from ablate.core.proc import run_process
 from ablate.core.slug import slug
 from ablate.isolate.environment import CellEnvironment
-from ablate.isolate.procenv import force_capture, process_env
+from ablate.isolate.procenv import SETTINGS_HELPERS, force_capture, process_env
+from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS
 from ablate.isolate.shadowfs import anchor_links
-from ablate.isolate.untouched import untouched_copy_filter, untouched_view
+from ablate.isolate.untouched import copy_untouched_config, untouched_view
 from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, needle_in
 from ablate.setup.examples import git
@@ -36,8 +37,6 @@ from ablate.sim import iter_requests, request_text
 
 PROBE_PROMPT = "ablate probe: reply with the single word OK."
 PROBE_MODEL = DEFAULT_MODEL
-#: settings.json keys that could send the probe's traffic off loopback or run a credential helper.
-NEUTRALISED_SETTINGS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper")
 _ENDPOINT_ENV = re.compile(
     r"^(ANTHROPIC_|CLAUDE_CODE_USE_|AWS_|CLOUD_ML_|VERTEX_|HTTPS?_PROXY|NO_PROXY)", re.I
 )
@@ -191,7 +190,7 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
             data = None
         if isinstance(data, dict):
             changed = False
-            for key in NEUTRALISED_SETTINGS:
+            for key in SETTINGS_HELPERS:  # each could send the traffic off loopback or run a helper
                 if key in data:
                     del data[key]
                     changed = True
@@ -206,7 +205,7 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
                 changed = True
             if changed:
                 settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    account = config_dir / ".claude.json"
+    account = config_dir / ACCOUNT
     if not with_mcp and account.is_file() and not account.is_symlink():
         try:
             data = json.loads(account.read_text(encoding="utf-8"))
@@ -214,7 +213,7 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
             data = None
         if isinstance(data, dict) and data.pop("mcpServers", None) is not None:
             account.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    creds = config_dir / ".credentials.json"
+    creds = config_dir / CREDENTIALS
     if creds.is_symlink() or creds.is_file():
         creds.unlink()  # the cell's own link or copy (namespace): the probe uses an API key
     return notes
@@ -224,23 +223,14 @@ def _plain_copy(setup: Setup, dest: Path) -> Path:
     """The untouched setup's stand-in: a plain copy of the config dir, transcript history left out."""
     home = dest / "home"
     config = home / ".claude"
-
-    ignore, linked = untouched_copy_filter(setup.config_dir)
-    shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
+    copy_untouched_config(setup, config)
     anchor_links(config, setup.config_dir)  # a relative link (skills/x -> ../../.agents/…) leads where it did
-    if "projects" in linked:  # history behind a link stays out; the memory is copied where the CLI reads it
-        memory = setup.config_dir / "projects" / setup.memory_slug / "memory"
-        if memory.is_dir():
-            shutil.copytree(memory, config / "projects" / setup.memory_slug / "memory")
     settings = config / "settings.json"
     if settings.is_file() and not settings.is_symlink():
         # hooks that name the real config dir would otherwise run against (and write into) it
         settings.write_text(settings.read_text(encoding="utf-8").replace(str(setup.config_dir), str(config)))
-    account = setup.account_state
-    if account is not None and not (config / ".claude.json").exists():
-        shutil.copy2(account, config / ".claude.json")
     for entry in setup.home.iterdir():
-        if entry.name not in (".claude", ".claude.json"):
+        if entry.name not in (".claude", ACCOUNT):
             (home / entry.name).symlink_to(entry)
     return config
 
