@@ -254,7 +254,7 @@ def probe(
         reference = None if ran.untouched.error else ran.untouched
         results = _judge_all(p, observations, prints, inv, reference, ran.baseline.request_text)
         if any(c.pieces for c in selected):
-            _check_pieces(results, observations, built.envs, cells.control, setup, catalog)
+            _check_pieces(p, results, observations)
         notes.extend(built.notes)
         notes.extend(_listing_notes(inv, reference or next(iter(observations.values()), None)))
         for r in results:  # what each session wrote outside its cell, kept per cell; said once per path
@@ -350,22 +350,14 @@ def _judge_all(
 FIDELITY_PAIRS = 3
 
 
-def _check_pieces(
-    results: list[CellProbe],
-    observations: dict[str, Observation],
-    envs: dict[str, Any],
-    control: str,
-    setup: Setup,
-    catalog: Catalog,
-) -> None:
+def _check_pieces(p: _Probe, results: list[CellProbe], observations: dict[str, Observation]) -> None:
     """The piece check of every cell that cuts pieces (:mod:`ablate.probe.pieces`)."""
     from ablate.probe.pieces import check_piece_cells
     from ablate.setup.pieces import setup_pieces
 
-    bases = {"config": setup.config_dir, "repo": setup.repo}
-    check_piece_cells(
-        results, observations, envs, control, setup_pieces(setup, catalog), bases, {x.id: x for x in catalog}
-    )
+    bases = {"config": p.setup.config_dir, "repo": p.setup.repo}
+    pieces, layers = setup_pieces(p.setup, p.catalog), {x.id: x for x in p.catalog}
+    check_piece_cells(results, observations, p.built.envs, p.cells.control, pieces, bases, layers)
 
 
 def _more_pairs(
