@@ -53,8 +53,9 @@ def _runner(folder: RunFolder, cells: list[ResolvedCell], claude: ClaudeBinary, 
             pool: EnvPool | None) -> Runner:  # fmt: skip
     _, manifest = open_run(folder.root)
     return Runner(
-        folder, manifest, tasks=load_run_tasks(folder, manifest), cells=cells, backend=backend, options=OPTS,
-        tree_hook=GradingHook(), claude=claude, pool=pool,
+        folder, manifest, tasks={t.id: t for t in load_run_tasks(folder, manifest)},
+        cells={c.id: c for c in cells}, backend=backend, options=OPTS, tree_hook=GradingHook(), claude=claude,
+        pool=pool,
     )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from ablate.core.errors import UsageError
 from ablate.folder.layout import IsolationInfo, RunFolder, read_manifest, write_manifest
 from ablate.isolate import registry
 from ablate.isolate.backend import Backend, BackendKind, Capabilities, CellEnv, Support
-from ablate.isolate.environment import CellEnvironment, build_environment
+from ablate.isolate.environment import CellEnvironment
 from ablate.isolate.links import LinksEnvironments
 from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments
 from ablate.probe import probe as probe_mod
@@ -201,12 +201,13 @@ def test_the_probe_builds_cells_as_the_backends_capabilities_say(
     registry.register(toy("toy", real_paths=real_paths))
     ToyBackend.made.clear()
     cells = [ResolvedCell(f"C{n}", n, f"cell {n}", (), False) for n in range(3)]
-    built = probe_mod._Cells()
     firsts: list[Any] = []
-    probe_mod._build_cells(
-        None, None, cells, tmp_path, "http://127.0.0.1:9", backend="toy",  # type: ignore[arg-type]
-        builder=build_environment, with_mcp=False, jobs=2, into=built, on_first=firsts.append,
-    )  # fmt: skip
+    nothing: Any = None  # what building the cells never reads
+    run = probe_mod._Probe(
+        nothing, nothing, nothing, cells, nothing, tmp_path, "toy", base_url="http://127.0.0.1:9"
+    )
+    probe_mod._build_cells(run, on_first=firsts.append)
+    built = run.built
     assert ToyBackend.made == [tmp_path / work]  # views keep their layers under ns/, shadows are the cells/
     assert list(built.envs) == ["C0", "C1", "C2"] and len(firsts) == 1
     for env in built.envs.values():  # neutralised where the backend built the cell's config dir

@@ -18,7 +18,7 @@ import pytest
 import ablate.probe.probe as probe_mod
 from ablate.probe.fingerprints import diff_summary, exact_fidelity, fidelity_lines
 from ablate.probe.observe import Observation
-from ablate.setup.cells import ResolvedCell
+from ablate.setup.cells import CellSet, ResolvedCell
 
 
 def request(status: str, *, billing: str = "cc_version=1") -> dict[str, Any]:
@@ -124,14 +124,18 @@ def _draw(
     monkeypatch.setattr(probe_mod, "_untouched_at_real_paths", fake_untouched)
     monkeypatch.setattr(probe_mod, "_run", lambda *a, **k: _observation(next(c_iter)))
     ns = FakeViews()
-    cell = ResolvedCell(id="C0", index=0, label="everything", stripped=(), empty_config=False)
+    cells = tuple(
+        ResolvedCell(id=f"C{n}", index=n, label="", stripped=(), empty_config=False) for n in range(4)
+    )
     built = probe_mod._Cells(envs={"C0": FakeEnv(0)})
     built.backend = ns  # type: ignore[assignment]
+    cell_set = CellSet("four", "", "C0", cells, Path("/cells.toml"))
+    nothing: Any = None  # the sessions are faked: no setup, catalog or CLI is read
+    run = probe_mod._Probe(nothing, nothing, cell_set, cells, nothing, Path("/w"), "namespace", built=built)
+    run.base_url = "http://127.0.0.1:1"
     first = exact_fidelity("C0", controls[:1], untouched[:1])
-    fid, writes = probe_mod._more_pairs(
-        first, cell, _observation(controls[0]), _observation(untouched[0]), None, None,  # type: ignore[arg-type]
-        built, Path("/w"), "http://127.0.0.1:1", Path("/w/log"), slot=4,
-    )  # fmt: skip
+    # the four cells had slots 0-3: the control's extra sessions get 4, 5, ...
+    fid, writes = probe_mod._more_pairs(run, first, _observation(controls[0]), _observation(untouched[0]))
     assert built.more and len(built.more) == len(ns.slots)  # every extra slot is torn down with the cells
     return fid, writes, ns, views
 

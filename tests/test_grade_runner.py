@@ -63,8 +63,8 @@ def test_the_runner_seeds_each_checkout_and_records_checks_per_attempt(tmp_path:
     summary = Runner(
         folder,
         manifest,
-        tasks=load_run_tasks(folder, manifest),
-        cells=list(cs.cells),
+        tasks={t.id: t for t in load_run_tasks(folder, manifest)},
+        cells={c.id: c for c in cs.cells},
         backend=backend,
         options=RunOptions(jobs=2, retry_delay_s=0.05),
         tree_hook=GradingHook(),

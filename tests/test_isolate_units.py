@@ -13,11 +13,12 @@ import orjson
 import pytest
 
 from ablate.core.errors import UsageError
+from ablate.folder.writes_summary import writes_lines
 from ablate.isolate.detect import namespace_support
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
 from ablate.isolate.namespace import Mount, order_mounts
 from ablate.isolate.registry import choose_isolation
-from ablate.isolate.writes import scan_upper, session_writes, summary_lines
+from ablate.isolate.writes import scan_upper, session_writes
 from ablate.probe.fingerprints import normalise_request
 from tests.helpers_cli import invoke
 
@@ -135,9 +136,9 @@ def test_session_writes_groups_by_folder_and_skips_cli_writes(tmp_path: Path) ->
     assert out["tmp"]["by_folder"] == {"/tmp/stray": 1}
     assert w["areas"]["config"]["files"] == 3
     assert "repo" not in out
-    lines = summary_lines("C4 r01", w)
-    assert lines[0] == "C4 r01 wrote 3 files under ~/.pyenv — discarded"
-    assert "C4 r01 wrote 1 file under ~/.claude/skills/x — discarded" in lines
+    lines = writes_lines([w], 1)
+    assert lines[0] == "1 of 1 sessions wrote ~/.pyenv (3 files in all) — discarded"
+    assert "1 of 1 sessions wrote ~/.claude/skills/x (1 file in all) — discarded" in lines
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a whiteout is a 0/0 character device: mknod needs root")

@@ -25,12 +25,12 @@ import pytest
 from ablate.core.claude import claude_argv, find_claude
 from ablate.core.fsutil import tree_hash, tree_listing
 from ablate.core.proc import run_process
+from ablate.folder.writes_summary import writes_lines
 from ablate.isolate import guard
 from ablate.isolate.backend import BackendOptions
 from ablate.isolate.gitreads import STRIPPED_FLAG, git_history_reads
 from ablate.isolate.links import LinksEnvironments
 from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments, namespace_support
-from ablate.isolate.writes import summary_lines
 from ablate.probe.probe import probe
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import ExampleSetup, materialise_example
@@ -202,8 +202,8 @@ def test_namespace_adversarial_session_changes_nothing_and_leaves_nothing_behind
         assert (
             writes["areas"]["objects"]["files"] >= 2
         )  # the commit and the planted file, never the user's store
-        lines = summary_lines("C7 r01", writes)
-        assert "C7 r01 wrote 1 file under ~/.toolchain — discarded" in lines, lines
+        lines = writes_lines([writes], 1)
+        assert "1 of 1 sessions wrote ~/.toolchain (1 file in all) — discarded" in lines, lines
         assert (tree_listing(ex.home), tree_listing(ex.repo)) == listing
         assert _hashes(ex) == before
 

@@ -257,8 +257,8 @@ def test_the_probe_judges_a_cell_whose_kept_layer_differs_not_faithful(
 
         def judge() -> CellProbe:
             return judge_cell(
-                cells.get("C0"), cenv, obs, prints, inv.layers, inv.imports, catalog, setup,
-                loaded=inv.loaded, reference=obs, real_paths=isolation == "namespace",
+                cells.get("C0"), cenv, obs, prints, inv, catalog, reference=obs,
+                real_paths=isolation == "namespace",
             )  # fmt: skip
 
         held: Any = getattr(cenv, "layers", cenv)  # namespace keeps them with the cell's layers

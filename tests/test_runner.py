@@ -75,8 +75,8 @@ class Rig:
         return Runner(
             folder,
             manifest,
-            tasks=load_run_tasks(folder, manifest),
-            cells=self.cells,
+            tasks={t.id: t for t in load_run_tasks(folder, manifest)},
+            cells={c.id: c for c in self.cells},
             backend=self.backend,
             options=options,
             tree_hook=GradingHook(),

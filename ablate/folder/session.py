@@ -80,7 +80,8 @@ class SessionMetrics(Spec):
     """ISO-8601 time the rate limit resets, when the CLI said."""
     rate_limit_message: str | None = None
     turns: int | None = None
-    """The CLI's ``num_turns`` when it covers the whole session, else the calibrated rule over every prompt."""
+    """The CLI's ``num_turns`` when it covers the whole session, else the calibrated rule summed over every
+    prompt (docs/CLAUDE-CODE.md#turns)."""
     turns_source: Literal["cli", "rule"] | None = None
     turns_last_prompt: int | None = None
     """The calibrated rule for the last prompt only: what the CLI's ``num_turns`` reports."""

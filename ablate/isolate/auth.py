@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablate.core.errors import UsageError
-from ablate.isolate.shadow_home import LOGIN_KEY, login_key
+from ablate.isolate.shadow_home import CREDENTIALS, LOGIN_KEY, login_key
 from ablate.setup.layers import json_keys
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from ablate.setup.layers import Catalog
     from ablate.setup.load import Setup
 
-CREDENTIALS = ".credentials.json"
 FIX = (
     "give every cell the same login: `claude setup-token`, then export CLAUDE_CODE_OAUTH_TOKEN=<token> "
     "(a subscription), or export ANTHROPIC_API_KEY for all cells"

@@ -51,9 +51,9 @@ def _describe(full: str, st: os.stat_result) -> str:
     return f"file{mode}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
 
 
-def _listing(root: Path, names: list[str] | None, skip: set[str], unlisted: list[str]) -> dict[str, str]:
-    """Every path under ``root`` (only its entries ``names`` when given), keyed relative to ``root``,
-    leaving out the relative paths in ``skip``; what could not be read is added to ``unlisted``."""
+def _listing(root: Path, skip: set[str], unlisted: list[str]) -> dict[str, str]:
+    """Every path under ``root``, keyed relative to ``root``, leaving out the relative paths in ``skip``; what
+    could not be read is added to ``unlisted``."""
     out: dict[str, str] = {}
 
     def add(rel: str, full: str) -> bool:
@@ -68,10 +68,9 @@ def _listing(root: Path, names: list[str] | None, skip: set[str], unlisted: list
             return False
         return out[rel].startswith("dir")
 
-    tops = names if names is not None else _names(root, unlisted)
     folders = [
         (top, os.path.join(root, top))
-        for top in tops
+        for top in _names(root, unlisted)
         if top not in skip and add(top, os.path.join(root, top))
     ]
     while folders:  # depth first, without recursion (a deep tree has no limit here)
@@ -114,14 +113,14 @@ def take(config_dir: Path, repo: Path, home: Path | None = None, *, skip: tuple[
 
     unlisted: list[str] = []
     listings = {
-        str(config_dir): _listing(config_dir, None, set(excluded(config_dir)), unlisted),
+        str(config_dir): _listing(config_dir, set(excluded(config_dir)), unlisted),
         str(repo): tree_listing(repo, exclude=excluded(repo)),
     }
     if home is not None and home.is_dir():
         inner = {r for r in (_inside(p, home) for p in (config_dir, repo, *skip)) if r}
         # the config dir and the repository are listed on their own; the account state beside a
         # ``~/.claude`` config dir is the CLI's (said as a note when it changes)
-        listings[str(home)] = _listing(home, None, inner, unlisted)
+        listings[str(home)] = _listing(home, inner, unlisted)
     return Snapshot(config_dir, repo, home, skip, listings, tuple(unlisted))
 
 

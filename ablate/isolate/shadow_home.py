@@ -13,7 +13,7 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,18 +279,18 @@ def link_home(setup: Setup, shadow_home: Path) -> int:
 # Hook scripts that hard-code the real config path
 
 
+def hook_entries(hooks: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(event, hook)`` of every hook of a settings ``hooks`` object, in order (malformed parts skipped)."""
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else []:
+            for hook in (group.get("hooks") or []) if isinstance(group, dict) else []:
+                if isinstance(hook, dict):
+                    yield str(event), hook
+
+
 def hook_commands(settings: dict[str, Any]) -> list[str]:
     """Every ``command`` string of the ``hooks`` key of a settings object."""
-    out: list[str] = []
-    hooks = settings.get("hooks")
-    if not isinstance(hooks, dict):
-        return out
-    for groups in hooks.values():
-        for group in groups if isinstance(groups, list) else []:
-            for hook in group.get("hooks", []) if isinstance(group, dict) else []:
-                if isinstance(hook, dict) and isinstance(hook.get("command"), str):
-                    out.append(hook["command"])
-    return out
+    return [h["command"] for _, h in hook_entries(settings.get("hooks")) if isinstance(h.get("command"), str)]
 
 
 def _command_files(command: str, setup: Setup) -> list[Path]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.isolate.namespace import ViewAtRealPaths, area_mount, fresh_uppers, write_spec
-from ablate.isolate.shadow_home import CREDENTIALS, copy_memory
+from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS, copy_memory
 from ablate.setup.load import Setup, linked_state
 
 
@@ -54,21 +54,28 @@ def untouched_copy_filter(config_dir: Path) -> tuple[Callable[[str, list[str]], 
     return ignore, linked
 
 
+def copy_untouched_config(setup: Setup, dest: Path) -> dict[str, Path]:
+    """A plain copy of the config dir at ``dest`` (:func:`untouched_copy_filter`) with the account state, the
+    auto-memory copied where the CLI reads it when ``projects/`` was behind a link; returns the CLI-written
+    folders left out because they were links."""
+    ignore, linked = untouched_copy_filter(setup.config_dir)
+    shutil.copytree(setup.config_dir, dest, symlinks=True, ignore=ignore)
+    if "projects" in linked:
+        copy_memory(setup, dest, setup.memory_slug)
+    account = setup.account_state
+    if account is not None and not (dest / ACCOUNT).exists():
+        shutil.copy2(account, dest / ACCOUNT)
+    return linked
+
+
 def untouched_view(setup: Setup, root: Path) -> UntouchedView:
     """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
     their real paths with per-view upper folders: the session writes nothing anywhere."""
     config_copy = root / "config"
-    ignore, linked = untouched_copy_filter(setup.config_dir)
-    shutil.copytree(setup.config_dir, config_copy, symlinks=True, ignore=ignore)
     # a CLI-written folder left out because it was a link: a real, empty folder (the session's transcript
-    # must land in the view's config dir), the auto-memory copied where the CLI reads it
-    for rel in linked:
+    # must land in the view's config dir)
+    for rel in copy_untouched_config(setup, config_copy):
         (config_copy / rel).mkdir(exist_ok=True)
-    if "projects" in linked:
-        copy_memory(setup, config_copy, setup.memory_slug)
-    account = setup.account_state
-    if account is not None and not (config_copy / ".claude.json").exists():
-        shutil.copy2(account, config_copy / ".claude.json")
     view = UntouchedView(root, root / "view.json", config_copy, setup.home, setup.repo, setup.config_dir)
     mounts = [
         area_mount(root, "tmp", "/tmp", "/tmp"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from ablate.core.fdtree import walk_tree
 from ablate.folder.session import AreaWrites, SessionWrites
@@ -77,13 +77,3 @@ def _label(path: Path, home: Path) -> str:
     if str(path).startswith(str(home) + os.sep):
         return "~/" + str(path.relative_to(home))
     return str(path)
-
-
-def summary_lines(who: str, writes: dict[str, Any]) -> list[str]:
-    """One line per top folder written outside the cell: "C4 r01 wrote 136 files under ~/.pyenv — discarded"."""
-    lines = []
-    for area in (writes.get("outside_cell") or {}).values():
-        for folder, n in sorted(area.get("by_folder", {}).items(), key=lambda kv: (-kv[1], kv[0])):
-            noun = "file" if n == 1 else "files"
-            lines.append(f"{who} wrote {n} {noun} under {folder} — discarded")
-    return lines

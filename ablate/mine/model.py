@@ -71,7 +71,8 @@ class Usage:
 
 @dataclass
 class ThreadMetrics:
-    """Metrics of one thread group: the main thread, the sub-agents, or both (``total``)."""
+    """Metrics of one thread group: the main thread, the sub-agents, or both (``total``); the fields mean what
+    :class:`ablate.folder.session.ThreadSummary`'s say."""
 
     api_calls: int = 0
     input_tokens: int = 0
@@ -80,17 +81,13 @@ class ThreadMetrics:
     cache_read_tokens: int = 0
     tool_calls: int = 0
     tool_histogram: dict[str, int] = field(default_factory=dict)
-    #: Files read with the Read tool -> number of reads, first read first; relative to the cwd when inside it.
     file_reads: dict[str, int] = field(default_factory=dict)
     skills_invoked: list[SkillCall] = field(default_factory=list)
     tool_results: int = 0
     tool_errors: int = 0
-    #: Calls that finally failed (synthetic ``isApiErrorMessage`` records).
     failed_calls: int = 0
-    #: ``system/api_error`` records: one per retried HTTP attempt, recovered or not.
     retry_records: int = 0
     retry_statuses: dict[str, int] = field(default_factory=dict)
-    #: ``api-request`` records: one per HTTP attempt, retries included (absent in older transcripts).
     http_attempts: int = 0
     pitfall_hits: dict[str, int] = field(default_factory=dict)
     #: Per-model usage, for cost estimates.
@@ -156,7 +153,8 @@ _MERGE = tuple(
 
 @dataclass
 class SessionResult:
-    """Everything mined from one session (its main thread, its sub-agents, and the CLI's stdout if given)."""
+    """Everything mined from one session (its main thread, its sub-agents, and the CLI's stdout if given); the
+    fields mean what :class:`ablate.folder.session.SessionMetrics`'s say."""
 
     transcript: Path
     session_id: str | None
@@ -164,15 +162,11 @@ class SessionResult:
     main: ThreadMetrics
     subagents: ThreadMetrics
     total: ThreadMetrics
-    #: HTTP status of the final API error (api_error, rate_limited, prompt_too_long), when known.
     api_error_status: int | None = None
     rate_limit_reset: datetime | None = None
     rate_limit_message: str | None = None
-    #: Turns: the CLI's ``num_turns`` when it covers the whole session, else the calibrated rule summed
-    #: over every prompt (docs/CLAUDE-CODE.md#turns).
     turns: int | None = None
     turns_source: Literal["cli", "rule"] | None = None
-    #: The calibrated rule for the last prompt only: what the CLI's ``num_turns`` reports.
     turns_last_prompt: int | None = None
     num_turns_cli: int | None = None
     prompts: int = 0
@@ -189,7 +183,6 @@ class SessionResult:
     hooks_fired: dict[str, int] = field(default_factory=dict)
     agents: list[dict[str, Any]] = field(default_factory=list)
     stdout_kind: str | None = None
-    #: Differences between the transcript's figures and the CLI's, wherever both exist.
     reconciliation: dict[str, dict[str, Any]] = field(default_factory=dict)
     malformed_lines: int = 0
     truncated_lines: int = 0

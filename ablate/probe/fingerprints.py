@@ -19,6 +19,7 @@ from typing import Any, Literal, assert_never
 
 from ablate.core.jsonl import map_strings
 from ablate.isolate.forwarder import scrub_billing
+from ablate.isolate.shadow_home import hook_entries
 from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Catalog, LayerFiles, json_keys
 from ablate.setup.load import listed, style_name
@@ -132,17 +133,13 @@ def _key_objects(lf: LayerFiles) -> list[dict[str, Any]]:
 
 def hook_specs(lf: LayerFiles) -> list[HookSpec]:
     """Every hook command found in the layer's JSON keys, in order."""
-    out: list[HookSpec] = []
-    for hooks in _key_objects(lf):
-        for event, groups in hooks.items():
-            for group in groups if isinstance(groups, list) else []:
-                for h in (group.get("hooks") or []) if isinstance(group, dict) else []:
-                    cmd = h.get("command") if isinstance(h, dict) else None
-                    if isinstance(cmd, str) and cmd.strip():
-                        spec = HookSpec(str(event), cmd, bool(h.get("async")))
-                        if spec not in out:
-                            out.append(spec)
-    return out
+    specs = (
+        HookSpec(event, cmd, bool(h.get("async")))
+        for hooks in _key_objects(lf)
+        for event, h in hook_entries(hooks)
+        if isinstance(cmd := h.get("command"), str) and cmd.strip()
+    )
+    return list(dict.fromkeys(specs))
 
 
 def _hook_print(layer_id: str, lf: LayerFiles) -> LayerPrint:

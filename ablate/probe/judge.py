@@ -319,12 +319,9 @@ def judge_cell(
     cenv: Any,
     obs: Observation,
     prints: dict[str, LayerPrint],
-    live: dict[str, LayerFiles],
-    imports: dict[str, list[str]],
+    inv: Inventory,
     catalog: Catalog,
-    setup: Setup,
     *,
-    loaded: dict[str, list[str] | None] | None = None,
     reference: Observation | None = None,
     baseline: str = "",
     real_paths: bool = False,
@@ -333,8 +330,9 @@ def judge_cell(
     setup's session: a kept layer it did not show either cannot show in a probe session (a silent hook, a
     skill the CLI does not list) and is ``unobservable``, never ``missing``. A replaced layer (a variant cell)
     must show its replacement's content and none of the setup's own (:func:`_replaced_check`); ``baseline`` is
-    what a session with no setup sent."""
-    eff = cell_effect(cell, live, imports, loaded)
+    what a session with no setup sent. ``inv``: the setup's layers as read before the probe."""
+    setup, live, imports = inv.setup, inv.layers, inv.imports
+    eff = cell_effect(cell, live, imports, inv.loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)
     if cell.replace:  # what the replaced file imported goes with it, unless the replacement imports it too
         kept = replacement_imports(cell, live, setup.home)

@@ -25,9 +25,10 @@ from ablate.core.fsutil import atomic_write_json
 from ablate.core.proc import run_process
 from ablate.core.slug import slug
 from ablate.isolate.environment import CellEnvironment
-from ablate.isolate.procenv import force_capture, process_env
+from ablate.isolate.procenv import SETTINGS_HELPERS, force_capture, process_env
+from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS
 from ablate.isolate.shadowfs import anchor_links
-from ablate.isolate.untouched import untouched_copy_filter, untouched_view
+from ablate.isolate.untouched import copy_untouched_config, untouched_view
 from ablate.mine.attachments import read_load_evidence
 from ablate.probe.fingerprints import LayerPrint, needle_in
 from ablate.setup.examples import git
@@ -36,8 +37,6 @@ from ablate.sim import iter_requests, request_text
 
 PROBE_PROMPT = "ablate probe: reply with the single word OK."
 PROBE_MODEL = DEFAULT_MODEL
-#: settings.json keys that could send the probe's traffic off loopback or run a credential helper.
-NEUTRALISED_SETTINGS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper")
 _ENDPOINT_ENV = re.compile(
     r"^(ANTHROPIC_|CLAUDE_CODE_USE_|AWS_|CLOUD_ML_|VERTEX_|HTTPS?_PROXY|NO_PROXY)", re.I
 )
@@ -110,24 +109,37 @@ def _session_env(config_dir: Path, home: Path, base_url: str, tmp: Path) -> dict
     return force_capture(process_env(os.environ, home=home, config_dir=config_dir, tmpdir=tmp), base_url)
 
 
+@dataclass(frozen=True)
+class Capture:
+    """Where a probe's sessions run: the CLI, the probe's folder (``stdout/``, ``requests.jsonl``) and the
+    capture endpoint that logs every request."""
+
+    claude: ClaudeBinary
+    root: Path
+    base_url: str
+
+    @property
+    def log(self) -> Path:
+        return self.root / "requests.jsonl"
+
+
 def _run(
-    claude: ClaudeBinary,
+    cap: Capture,
     *,
     purpose: StartPurpose,
     cwd: Path,
     env: dict[str, str],
     config_dir: Path,
-    log: Path,
-    out_dir: Path,
     wrap: Callable[[list[str]], list[str]] | None = None,
     shown_config: Path | None = None,
 ) -> Observation:
     sid = str(uuid.uuid4())
-    argv = claude_argv(claude.path, prompt=PROBE_PROMPT, model=PROBE_MODEL, session_id=sid, max_turns=1)
+    argv = claude_argv(cap.claude.path, prompt=PROBE_PROMPT, model=PROBE_MODEL, session_id=sid, max_turns=1)
     if wrap is not None:
         argv = wrap(argv)  # its own copy-on-write view (namespace), or the links write fence
     count_start(purpose)
-    res = run_process(argv, cwd=cwd, env=env, timeout=120, stdout_path=out_dir / f"{sid}.stdout.json")
+    stdout = cap.root / "stdout" / f"{sid}.stdout.json"
+    res = run_process(argv, cwd=cwd, env=env, timeout=120, stdout_path=stdout)
     transcript = find_transcript(config_dir, sid)
     obs = Observation(
         sid, res.returncode, res.duration_s, transcript, config_dir=str(shown_config or config_dir)
@@ -139,7 +151,7 @@ def _run(
     if transcript is None:
         obs.error = obs.error or "no transcript was written (an exit code of 0 is no proof the session ran)"
     texts = []
-    for req in iter_requests(log):
+    for req in iter_requests(cap.log):
         if req.session_id == sid and req.is_messages and isinstance(req.body, dict):
             obs.requests += 1
             texts.append(request_text(req.body))
@@ -178,7 +190,7 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
             data = None
         if isinstance(data, dict):
             changed = False
-            for key in NEUTRALISED_SETTINGS:
+            for key in SETTINGS_HELPERS:  # each could send the traffic off loopback or run a helper
                 if key in data:
                     del data[key]
                     changed = True
@@ -193,7 +205,7 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
                 changed = True
             if changed:
                 settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    account = config_dir / ".claude.json"
+    account = config_dir / ACCOUNT
     if not with_mcp and account.is_file() and not account.is_symlink():
         try:
             data = json.loads(account.read_text(encoding="utf-8"))
@@ -201,7 +213,7 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
             data = None
         if isinstance(data, dict) and data.pop("mcpServers", None) is not None:
             account.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    creds = config_dir / ".credentials.json"
+    creds = config_dir / CREDENTIALS
     if creds.is_symlink() or creds.is_file():
         creds.unlink()  # the cell's own link or copy (namespace): the probe uses an API key
     return notes
@@ -211,39 +223,29 @@ def _plain_copy(setup: Setup, dest: Path) -> Path:
     """The untouched setup's stand-in: a plain copy of the config dir, transcript history left out."""
     home = dest / "home"
     config = home / ".claude"
-
-    ignore, linked = untouched_copy_filter(setup.config_dir)
-    shutil.copytree(setup.config_dir, config, symlinks=True, ignore=ignore)
+    copy_untouched_config(setup, config)
     anchor_links(config, setup.config_dir)  # a relative link (skills/x -> ../../.agents/…) leads where it did
-    if "projects" in linked:  # history behind a link stays out; the memory is copied where the CLI reads it
-        memory = setup.config_dir / "projects" / setup.memory_slug / "memory"
-        if memory.is_dir():
-            shutil.copytree(memory, config / "projects" / setup.memory_slug / "memory")
     settings = config / "settings.json"
     if settings.is_file() and not settings.is_symlink():
         # hooks that name the real config dir would otherwise run against (and write into) it
         settings.write_text(settings.read_text(encoding="utf-8").replace(str(setup.config_dir), str(config)))
-    account = setup.account_state
-    if account is not None and not (config / ".claude.json").exists():
-        shutil.copy2(account, config / ".claude.json")
     for entry in setup.home.iterdir():
-        if entry.name not in (".claude", ".claude.json"):
+        if entry.name not in (".claude", ACCOUNT):
             (home / entry.name).symlink_to(entry)
     return config
 
 
-def _baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Observation:
+def _baseline(cap: Capture) -> Observation:
     """A session with no setup at all: an empty config dir and an empty one-commit repository."""
-    base = root / "baseline"
+    base = cap.root / "baseline"
     home, repo = base / "home", base / "repo"
     (home / ".claude").mkdir(parents=True)
     repo.mkdir(parents=True)
     git(repo, "init", "-q")
     git(repo, "commit", "-q", "--allow-empty", "-m", "empty")
     (base / "tmp").mkdir()
-    env = _session_env(home / ".claude", home, base_url, base / "tmp")
-    return _run(claude, purpose="baseline", cwd=repo, env=env, config_dir=home / ".claude", log=log,
-                out_dir=root / "stdout")  # fmt: skip
+    env = _session_env(home / ".claude", home, cap.base_url, base / "tmp")
+    return _run(cap, purpose="baseline", cwd=repo, env=env, config_dir=home / ".claude")
 
 
 def baseline_key(claude: ClaudeBinary, env: dict[str, str], root: Path, base_url: str) -> str:
@@ -254,15 +256,15 @@ def baseline_key(claude: ClaudeBinary, env: dict[str, str], root: Path, base_url
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def cached_baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) -> Observation:
+def cached_baseline(cap: Capture) -> Observation:
     """:func:`_baseline`, remembered per :func:`baseline_key` in ablate's cache: the no-setup session shows the
     same generic text every time for one CLI build, so a probe runs it once, not once per probe. Only what the
     probe uses is kept (the request's text and the listed names); a cache that cannot be read or written is
     no error."""
-    base = root / "baseline"
-    env = _session_env(base / "home" / ".claude", base / "home", base_url, base / "tmp")
+    base = cap.root / "baseline"
+    env = _session_env(base / "home" / ".claude", base / "home", cap.base_url, base / "tmp")
     folder = cache_dir()
-    path = folder / f"probe-baseline-{baseline_key(claude, env, root, base_url)}.json"
+    path = folder / f"probe-baseline-{baseline_key(cap.claude, env, cap.root, cap.base_url)}.json"
     try:
         private_dir(folder)  # what the probe treats as generic must be this user's own
         data = orjson.loads(path.read_bytes())
@@ -271,34 +273,30 @@ def cached_baseline(claude: ClaudeBinary, root: Path, base_url: str, log: Path) 
         )
     except (OSError, ValueError, TypeError, KeyError, AblateError):
         pass
-    obs = _baseline(claude, root, base_url, log)
+    obs = _baseline(cap)
     if not obs.error and obs.request_text:
         with contextlib.suppress(OSError, AblateError):
             atomic_write_json(path, {"request_text": obs.request_text, "listed": sorted(obs.listed)})
     return obs
 
 
-def _untouched(
-    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path
-) -> tuple[Observation, dict[str, str]]:
+def _untouched(setup: Setup, cap: Capture) -> tuple[Observation, dict[str, str]]:
     """The untouched setup (``links``): a plain copy of the config dir, used from a plain copy of the
     repository (``.git`` included), under the write fence: ablate never runs the CLI with write access to
     the real repo or home."""
-    config = _plain_copy(setup, root / "untouched")
+    work = cap.root / "untouched"
+    config = _plain_copy(setup, work)
     neutralise(config, with_mcp=False)
-    repo = root / "untouched" / "repo" / setup.repo.name
+    repo = work / "repo" / setup.repo.name
     shutil.copytree(setup.repo, repo, symlinks=True)
     copy_slug = slug(str(repo))
     memory = config / "projects" / setup.memory_slug / "memory"
     if memory.is_dir():
         shutil.copytree(memory, config / "projects" / copy_slug / "memory", symlinks=True)
-    (root / "untouched" / "tmp").mkdir(exist_ok=True)
-    env = _session_env(config, config.parent, base_url, root / "untouched" / "tmp")
-    wrap = links_fence(setup, root / "untouched", repo)  # its home links to the real home's entries
-    out = root / "stdout"
-    obs = _run(
-        claude, purpose="fidelity", cwd=repo, env=env, config_dir=config, log=log, out_dir=out, wrap=wrap
-    )
+    (work / "tmp").mkdir(exist_ok=True)
+    env = _session_env(config, config.parent, cap.base_url, work / "tmp")
+    wrap = links_fence(setup, work, repo)  # its home links to the real home's entries
+    obs = _run(cap, purpose="fidelity", cwd=repo, env=env, config_dir=config, wrap=wrap)
     return obs, {
         **import_homes(setup.config_dir),
         str(config): "<CONFIG>",
@@ -320,25 +318,19 @@ def import_homes(config_dir: Path) -> dict[str, str]:
     return out
 
 
-def _untouched_at_real_paths(
-    setup: Setup,
-    claude: ClaudeBinary,
-    root: Path,
-    base_url: str,
-    log: Path,
-    like: Any,
-    name: str = "untouched",
-) -> Observation:
+def _untouched_at_real_paths(setup: Setup, cap: Capture, like: Any, name: str = "untouched") -> Observation:
     """The untouched setup at the real paths in its own copy-on-write view (the live home and repository,
     a plain copy of the config dir, endpoint keys neutralised), with the very environment of the cells;
     ``root/name`` holds the view."""
-    view = untouched_view(setup, root / name)
+    view = untouched_view(setup, cap.root / name)
     neutralise(view.config_copy, with_mcp=False)
     # the view's /tmp is private: the cells' TMPDIR
     env = (
-        _session_env(setup.config_dir, setup.home, base_url, Path("/tmp")) if like is None else dict(like.env)
+        _session_env(setup.config_dir, setup.home, cap.base_url, Path("/tmp"))
+        if like is None
+        else dict(like.env)
     )
     return _run(
-        claude, purpose="fidelity", cwd=view.cwd, env=env, config_dir=view.config_dir, log=log,
-        out_dir=root / "stdout", wrap=view.wrap, shown_config=setup.config_dir,
+        cap, purpose="fidelity", cwd=view.cwd, env=env, config_dir=view.config_dir, wrap=view.wrap,
+        shown_config=setup.config_dir,
     )  # fmt: skip

@@ -30,6 +30,7 @@ from ablate.isolate.registry import choice_json, choose_isolation, kind_of, open
 from ablate.probe.fingerprints import LayerPrint, drop_generic, exact_fidelity, fidelity_lines, layer_prints
 from ablate.probe.judge import CellProbe, _fidelity, _listing_notes, judge_cell
 from ablate.probe.observe import (
+    Capture,
     Observation,
     _run,
     _untouched,
@@ -109,39 +110,54 @@ class _Cells:
             self.backend.close()
 
 
-def _build_cells(
-    setup: Setup,
-    catalog: Catalog,
-    selected: Sequence[ResolvedCell],
-    root: Path,
-    base_url: str,
-    *,
-    backend: str,
-    builder: Builder,
-    with_mcp: bool,
-    jobs: int,
-    into: _Cells,
-    on_first: Callable[[Any], None] | None = None,
-) -> None:
+@dataclass
+class _Probe:
+    """What every step of one probe reads: its inputs, its folder, the capture endpoint (``base_url``, set once
+    it listens) and the cells built so far."""
+
+    setup: Setup
+    catalog: Catalog
+    cells: CellSet
+    selected: Sequence[ResolvedCell]
+    claude: ClaudeBinary
+    root: Path
+    backend: str
+    builder: Builder = build_environment
+    with_mcp: bool = False
+    jobs: int = 2
+    on_cell: Callable[[str, str], None] | None = None
+    built: _Cells = field(default_factory=_Cells)
+    base_url: str = ""
+
+    @property
+    def capture(self) -> Capture:
+        return Capture(self.claude, self.root, self.base_url)
+
+    @property
+    def real_paths(self) -> bool:
+        return _real_paths(self.backend)
+
+
+def _build_cells(p: _Probe, on_first: Callable[[Any], None] | None = None) -> None:
     """Build every selected cell, ``jobs`` at a time, neutralised and forced to the capture endpoint whatever
     the caller's environment: no provider switch, credential or proxy reaches a probe session. ``on_first``
     gets the first cell's environment as soon as it is built."""
-    extra = {"ANTHROPIC_BASE_URL": base_url}
-    if builder is build_environment:
+    extra, into = {"ANTHROPIC_BASE_URL": p.base_url}, p.built
+    if p.builder is build_environment:
         # views at the real paths keep their layers under ns/, shadows are the cells/ themselves
-        work = root / ("ns" if _real_paths(backend) else "cells")
-        into.backend = open_backend(backend, setup, catalog, work, BackendOptions(extra_env=extra))
-        into.backend.prepare(selected)
-    slots = {c.id: slot for slot, c in enumerate(selected)}
+        work = p.root / ("ns" if p.real_paths else "cells")
+        into.backend = open_backend(p.backend, p.setup, p.catalog, work, BackendOptions(extra_env=extra))
+        into.backend.prepare(p.selected)
+    slots = {c.id: slot for slot, c in enumerate(p.selected)}
     lock = threading.Lock()
 
     def build(cell: ResolvedCell) -> None:
         if into.backend is not None:
             cenv = into.backend.build(cell, slots[cell.id])
         else:  # a test's deliberately broken builder
-            cenv = builder(setup, catalog, cell, root / "cells", extra_env=extra)
-        notes = neutralise(cenv.config_source, with_mcp=with_mcp)
-        cenv.env = force_capture(cenv.env, base_url)
+            cenv = p.builder(p.setup, p.catalog, cell, p.root / "cells", extra_env=extra)
+        notes = neutralise(cenv.config_source, with_mcp=p.with_mcp)
+        cenv.env = force_capture(cenv.env, p.base_url)
         with lock:
             into.notes.extend(notes)
             into.envs[cell.id] = cenv
@@ -149,9 +165,9 @@ def _build_cells(
         if first and on_first is not None:
             on_first(cenv)
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(build, selected))
-    into.envs = {c.id: into.envs[c.id] for c in selected}
+    with ThreadPoolExecutor(max_workers=max(1, p.jobs)) as pool:
+        list(pool.map(build, p.selected))
+    into.envs = {c.id: into.envs[c.id] for c in p.selected}
 
 
 def _real_paths(backend: str) -> bool:
@@ -161,52 +177,38 @@ def _real_paths(backend: str) -> bool:
 
 
 def _session(
-    claude: ClaudeBinary,
-    cenv: Any,
-    root: Path,
-    log: Path,
-    wrap: Callable[[list[str]], list[str]],
-    purpose: StartPurpose = "probe",
+    p: _Probe, cenv: Any, wrap: Callable[[list[str]], list[str]], purpose: StartPurpose = "probe"
 ) -> Observation:
     """One probe session in the built cell ``cenv``, run through ``wrap`` (its view, or the write fence)."""
     return _run(
-        claude, purpose=purpose, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, log=log,
-        out_dir=root / "stdout", wrap=wrap, shown_config=cenv.session_config_dir,
+        p.capture, purpose=purpose, cwd=cenv.cwd, env=cenv.env, config_dir=cenv.config_dir, wrap=wrap,
+        shown_config=cenv.session_config_dir,
     )  # fmt: skip
 
 
-def _observe_cells(
-    claude: ClaudeBinary,
-    selected: Sequence[ResolvedCell],
-    cells: _Cells,
-    root: Path,
-    log: Path,
-    *,
-    setup: Setup,
-    jobs: int,
-    on_cell: Callable[[str, str], None] | None,
-) -> tuple[dict[str, Observation], dict[str, dict[str, Any]]]:
+def _observe_cells(p: _Probe) -> tuple[dict[str, Observation], dict[str, dict[str, Any]]]:
     """One session per cell, ``jobs`` at a time, each run as its backend runs it (in its own view, or under
     a write fence); what each showed, and what each wrote outside its cell or was refused
     (:meth:`~ablate.isolate.backend.Backend.after_session`)."""
     writes: dict[str, dict[str, Any]] = {}
+    backend = p.built.backend
 
     def run_cell(cell: ResolvedCell) -> Observation:
-        cenv = cells.envs[cell.id]
+        cenv = p.built.envs[cell.id]
         wrap: Callable[[list[str]], list[str]]
-        if cells.backend is not None:
-            wrap = functools.partial(cells.backend.command, cenv)
+        if backend is not None:
+            wrap = functools.partial(backend.command, cenv)
         else:  # a test's deliberately broken builder: fenced as the links backend would
-            wrap = links_fence(setup, cenv.root, cenv.cwd)
-        obs = _session(claude, cenv, root, log, wrap)
-        if cells.backend is not None and (said := cells.backend.after_session(cenv)) is not None:
+            wrap = links_fence(p.setup, cenv.root, cenv.cwd)
+        obs = _session(p, cenv, wrap)
+        if backend is not None and (said := backend.after_session(cenv)) is not None:
             writes[cell.id] = said
-        if on_cell is not None:
-            on_cell(cell.id, obs.error or "ran")
+        if p.on_cell is not None:
+            p.on_cell(cell.id, obs.error or "ran")
         return obs
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        observations = dict(zip([c.id for c in selected], pool.map(run_cell, selected), strict=True))
+    with ThreadPoolExecutor(max_workers=max(1, p.jobs)) as pool:
+        observations = dict(zip([c.id for c in p.selected], pool.map(run_cell, p.selected), strict=True))
     return observations, writes
 
 
@@ -240,23 +242,20 @@ def probe(
     ensure_cache_dir()  # before the listing: the baseline's cache is made in it
     before = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(root,))
     notes = _first_notes(claude, prints, with_mcp=with_mcp) + dangling_lines(inv.layers)
-    selected = cells.select(cell_ids)
-    built = _Cells()
+    p = _Probe(
+        setup, catalog, cells, cells.select(cell_ids), claude, root, chosen.backend, builder, with_mcp, jobs,
+        on_cell,
+    )  # fmt: skip
+    selected, built = p.selected, p.built
     try:
-        ran = _sessions(
-            setup, catalog, cells, selected, claude, root, built, backend=chosen.backend, builder=builder,
-            with_mcp=with_mcp, jobs=jobs, on_cell=on_cell,
-        )  # fmt: skip
+        ran = _sessions(p)
         observations, writes = ran.observations, ran.writes
         # judge while the cells still exist: repo docs and static checks read the built shadows
         drop_generic(prints, ran.baseline.request_text + "\n".join(ran.baseline.listed))
         reference = None if ran.untouched.error else ran.untouched
-        results = _judge_all(
-            selected, built, observations, prints, inv, catalog, setup, reference, ran.baseline.request_text,
-            real_paths=_real_paths(chosen.backend),
-        )  # fmt: skip
+        results = _judge_all(p, observations, prints, inv, reference, ran.baseline.request_text)
         if any(c.pieces for c in selected):
-            _check_pieces(results, observations, built.envs, cells.control, setup, catalog)
+            _check_pieces(p, results, observations)
         notes.extend(built.notes)
         notes.extend(_listing_notes(inv, reference or next(iter(observations.values()), None)))
         for r in results:  # what each session wrote outside its cell, kept per cell; said once per path
@@ -275,7 +274,7 @@ def probe(
         leaks=_all_leaks(inv.leaks, built.envs.values()),
         fidelity=ran.fidelity,
         fingerprints={
-            k: {"kind": p.kind, "needles": len(p.needles), "reason": p.reason} for k, p in prints.items()
+            k: {"kind": lp.kind, "needles": len(lp.needles), "reason": lp.reason} for k, lp in prints.items()
         },
         claude=claude.model_dump(mode="json"),
         notes=sorted(set(notes)),
@@ -296,81 +295,54 @@ class _Sessions:
     fidelity: dict[str, Any]
 
 
-def _sessions(
-    setup: Setup,
-    catalog: Catalog,
-    cells: CellSet,
-    selected: Sequence[ResolvedCell],
-    claude: ClaudeBinary,
-    root: Path,
-    built: _Cells,
-    *,
-    backend: str,
-    builder: Builder,
-    with_mcp: bool,
-    jobs: int,
-    on_cell: Callable[[str, str], None] | None,
-) -> _Sessions:
+def _sessions(p: _Probe) -> _Sessions:
     """Build the cells and run every session of the probe against one capture endpoint (``root``'s log)."""
-    real_paths = _real_paths(backend)
-    log = root / "requests.jsonl"
     # The baseline session (no setup) and the untouched one (at the real paths: as soon as one cell's
     # environment exists; else a plain copy, at once) run while the cells are built: a CLI start is CPU and waiting,
     # a build is file work. Both end before the cells' sessions start, so the setup's own sessions still
     # run in the order untouched, then cells (a start-up hook that counts sessions sees the same order).
-    with SimServer(log_path=log) as sim, ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side:
-        baseline_future = side.submit(cached_baseline, claude, root, sim.base_url, log)
+    with (
+        SimServer(log_path=p.capture.log) as sim,
+        ThreadPoolExecutor(2, thread_name_prefix="probe-side") as side,
+    ):
+        p.base_url = sim.base_url
+        baseline_future = side.submit(cached_baseline, p.capture)
         untouched: list[Future[tuple[Observation, dict[str, str]]]] = []
 
         def start_untouched(like: Any) -> None:
             if not untouched:
-                untouched.append(
-                    side.submit(_untouched_first, setup, claude, root, sim.base_url, log, like, real_paths)
-                )
+                untouched.append(side.submit(_untouched_first, p, like))
 
-        if not real_paths:
+        if not p.real_paths:
             start_untouched(None)
-        _build_cells(
-            setup, catalog, selected, root, sim.base_url, backend=backend, builder=builder,
-            with_mcp=with_mcp, jobs=jobs, into=built, on_first=start_untouched,
-        )  # fmt: skip
+        _build_cells(p, on_first=start_untouched)
         start_untouched(None)  # no cell was built
         baseline_obs = baseline_future.result()
         untouched_obs, untouched_paths = untouched[0].result()
-        observations, writes = _observe_cells(
-            claude, selected, built, root, log, setup=setup, jobs=jobs, on_cell=on_cell
-        )
+        observations, writes = _observe_cells(p)
         fidelity = _fidelity(
-            cells, built.envs, observations, untouched_obs, untouched_paths, setup, exact=real_paths
+            p.cells, p.built.envs, observations, untouched_obs, untouched_paths, p.setup, exact=p.real_paths
         )
-        if fidelity.get("exact") and not fidelity["equal"] and built.backend is not None:
-            fidelity, more_writes = _more_pairs(
-                fidelity, cells.get(cells.control), observations[cells.control], untouched_obs, claude,
-                setup, built, root, sim.base_url, log, slot=len(selected),
-            )  # fmt: skip
+        if fidelity.get("exact") and not fidelity["equal"] and p.built.backend is not None:
+            fidelity, more_writes = _more_pairs(p, fidelity, observations[p.cells.control], untouched_obs)
             writes.update(more_writes)
     return _Sessions(baseline_obs, untouched_obs, observations, writes, fidelity)
 
 
 def _judge_all(
-    selected: Sequence[ResolvedCell],
-    built: _Cells,
+    p: _Probe,
     observations: dict[str, Observation],
     prints: dict[str, LayerPrint],
     inv: Inventory,
-    catalog: Catalog,
-    setup: Setup,
     reference: Observation | None,
     baseline: str,
-    *,
-    real_paths: bool,
 ) -> list[CellProbe]:
     return [
         judge_cell(
-            c, built.envs[c.id], observations[c.id], prints, inv.layers, inv.imports, catalog, setup,
-            loaded=inv.loaded, reference=reference, baseline=baseline, real_paths=real_paths,
+            c, p.built.envs[c.id], observations[c.id], prints, inv, p.catalog, reference=reference,
+            baseline=baseline, real_paths=p.real_paths,
         )
-        for c in selected
+        for c in p.selected
     ]  # fmt: skip
 
 
@@ -379,53 +351,34 @@ def _judge_all(
 FIDELITY_PAIRS = 3
 
 
-def _check_pieces(
-    results: list[CellProbe],
-    observations: dict[str, Observation],
-    envs: dict[str, Any],
-    control: str,
-    setup: Setup,
-    catalog: Catalog,
-) -> None:
+def _check_pieces(p: _Probe, results: list[CellProbe], observations: dict[str, Observation]) -> None:
     """The piece check of every cell that cuts pieces (:mod:`ablate.probe.pieces`)."""
     from ablate.probe.pieces import check_piece_cells
     from ablate.setup.pieces import setup_pieces
 
-    bases = {"config": setup.config_dir, "repo": setup.repo}
-    check_piece_cells(
-        results, observations, envs, control, setup_pieces(setup, catalog), bases, {x.id: x for x in catalog}
-    )
+    bases = {"config": p.setup.config_dir, "repo": p.setup.repo}
+    pieces, layers = setup_pieces(p.setup, p.catalog), {x.id: x for x in p.catalog}
+    check_piece_cells(results, observations, p.built.envs, p.cells.control, pieces, bases, layers)
 
 
 def _more_pairs(
-    fidelity: dict[str, Any],
-    control: ResolvedCell,
-    first: Observation,
-    untouched: Observation,
-    claude: ClaudeBinary,
-    setup: Setup,
-    built: _Cells,
-    root: Path,
-    base_url: str,
-    log: Path,
-    *,
-    slot: int,
+    p: _Probe, fidelity: dict[str, Any], first: Observation, untouched: Observation
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """Up to ``FIDELITY_PAIRS - 1`` more sessions of the control (each in a fresh slot of its own) and of the
-    untouched setup (each in a fresh view), until one of the control's first requests equals one of the
-    untouched setup's; the check over all of them (``fidelity``: the first pair's), and what each extra control
-    session wrote outside it."""
-    backend = built.backend
+    """Up to ``FIDELITY_PAIRS - 1`` more sessions of the control (each in a fresh slot of its own, after the
+    cells') and of the untouched setup (each in a fresh view), until one of the control's first requests
+    equals one of the untouched setup's; the check over all of them (``fidelity``: the first pair's), and
+    what each extra control session wrote outside it."""
+    backend, control = p.built.backend, p.cells.get(p.cells.control)
     assert backend is not None and first.first_request and untouched.first_request
     controls, references = [first.first_request], [untouched.first_request]
     writes: dict[str, dict[str, Any]] = {}
-    like = built.envs[control.id]
+    like = p.built.envs[control.id]
     for k in range(2, FIDELITY_PAIRS + 1):
-        again = _untouched_at_real_paths(setup, claude, root, base_url, log, like, name=f"untouched-{k}")
-        nenv = backend.build(control, slot + k - 2)
-        nenv.env = force_capture(nenv.env, base_url)
-        built.more.append(nenv)
-        obs = _session(claude, nenv, root, log, functools.partial(backend.command, nenv), "fidelity")
+        again = _untouched_at_real_paths(p.setup, p.capture, like, name=f"untouched-{k}")
+        nenv = backend.build(control, len(p.selected) + k - 2)
+        nenv.env = force_capture(nenv.env, p.base_url)
+        p.built.more.append(nenv)
+        obs = _session(p, nenv, functools.partial(backend.command, nenv), "fidelity")
         writes[f"{control.id}#{k}"] = backend.after_session(nenv) or {}
         controls.extend([obs.first_request] if obs.first_request else [])
         references.extend([again.first_request] if again.first_request else [])
@@ -435,15 +388,13 @@ def _more_pairs(
     return fidelity, writes
 
 
-def _untouched_first(
-    setup: Setup, claude: ClaudeBinary, root: Path, base_url: str, log: Path, like: Any, real_paths: bool
-) -> tuple[Observation, dict[str, str]]:
+def _untouched_first(p: _Probe, like: Any) -> tuple[Observation, dict[str, str]]:
     """The untouched setup's session: in its own view at the real paths (with the very environment of the
     cell ``like``) when the cells' sessions see the real paths, else a plain copy; and the path replacements
     that make its request comparable."""
-    if not real_paths:
-        return _untouched(setup, claude, root, base_url, log)
-    return _untouched_at_real_paths(setup, claude, root, base_url, log, like), {}
+    if not p.real_paths:
+        return _untouched(p.setup, p.capture)
+    return _untouched_at_real_paths(p.setup, p.capture, like), {}
 
 
 def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:

@@ -308,9 +308,9 @@ class _Passes:
     ) -> None:
         self.prepared, self.request, self.manifest = prepared, request, manifest
         self.backend, self.work_root, self.on_progress = backend, work_root, on_progress
-        cells = {c.id: c for c in prepared.cell_set.cells}
+        self.cells = {c.id: c for c in prepared.cell_set.cells}
         self.keep = keep
-        self.pool = EnvPool(backend, cells, request.options.jobs, keep=keep)
+        self.pool = EnvPool(backend, self.cells, request.options.jobs, keep=keep)
         self.pool.cleaned = True
         self.runner: Runner | None = None
         self.summary: RunSummary | None = None
@@ -342,8 +342,8 @@ class _Passes:
         self.runner = Runner(
             self.prepared.folder,
             self.manifest,
-            tasks=self.prepared.tasks,
-            cells=list(self.prepared.cell_set.cells),
+            tasks={t.id: t for t in self.prepared.tasks},
+            cells=self.cells,
             backend=self.backend,
             options=self.request.options,
             tree_hook=self.request.tree_hook,

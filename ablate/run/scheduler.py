@@ -12,8 +12,9 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,48 +61,34 @@ from ablate.setup.tasks import Task
 __all__ = ["Progress", "RunOptions", "RunSummary", "Runner"]
 
 
+@dataclass
 class Runner:
     """Executes one run folder's share of its plan. Not reusable: one :meth:`run` per instance.
     The pass's state is one :class:`~ablate.run.run_state.RunState`, made when the pass starts and handed to
     every step that reads or changes it."""
 
-    def __init__(
-        self,
-        folder: RunFolder,
-        manifest: RunManifest,
-        *,
-        tasks: Sequence[Task],
-        cells: Sequence[ResolvedCell],
-        backend: EnvBackend,
-        options: RunOptions,
-        tree_hook: TreeHook,
-        claude: ClaudeBinary | None = None,
-        forced: bool = False,
-        work_root: Path | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        pool: EnvPool | None = None,
-        lock: bool = True,
-    ) -> None:
-        self.folder = folder
-        self.manifest = manifest
-        self.tasks = {t.id: t for t in tasks}
-        self.cells = {c.id: c for c in cells}
-        self.backend = backend
-        self.options = options
-        self.tree_hook = tree_hook
-        self.claude = claude
-        self.forced = forced
-        self.work_root = work_root
-        self.on_progress = on_progress
-        self.clock = clock
-        self.shared_pool = pool
-        """Environments kept across passes (adaptive rounds), owned and closed by the caller; else this
-        pass builds its own and removes them at its end."""
-        self.take_lock = lock
-        """False when the caller holds the folder's lock across passes."""
-        self._stop = threading.Event()
-        self._kill = threading.Event()
+    folder: RunFolder
+    manifest: RunManifest
+    _: KW_ONLY
+    tasks: Mapping[str, Task]
+    """The run's tasks by id."""
+    cells: dict[str, ResolvedCell]
+    """The run's cells by id."""
+    backend: EnvBackend
+    options: RunOptions
+    tree_hook: TreeHook
+    claude: ClaudeBinary | None = None
+    forced: bool = False
+    work_root: Path | None = None
+    on_progress: Callable[[Progress], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    pool: EnvPool | None = None
+    """Environments kept across passes (adaptive rounds), owned and closed by the caller; else this pass
+    builds its own and removes them at its end."""
+    lock: bool = True
+    """False when the caller holds the folder's lock across passes."""
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _kill: threading.Event = field(default_factory=threading.Event, init=False)
 
     # -- control (safe from a signal handler or another thread) ----------------------------------------
 
@@ -114,7 +101,7 @@ class Runner:
     # -- the run ---------------------------------------------------------------------------------------
 
     def run(self) -> RunSummary:
-        with RunLock(self.folder) if self.take_lock else contextlib.nullcontext():
+        with RunLock(self.folder) if self.lock else contextlib.nullcontext():
             return self._run_locked()
 
     def _run_locked(self) -> RunSummary:
@@ -131,7 +118,7 @@ class Runner:
         )
         self._record_invocation()
         watchdog = Watchdog(st.tag)
-        pool = self.shared_pool or EnvPool(self.backend, self.cells, self.options.jobs)
+        pool = self.pool or EnvPool(self.backend, self.cells, self.options.jobs)
         st.envs_built = pool.built  # a kept pool counts every pass's builds
         sessions = ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="ablate-run")
         fatal: BaseException | None = None
@@ -182,7 +169,7 @@ class Runner:
         st.running.clear()
         sessions.shutdown(wait=True)
         self.flush_plan(st, force=True)
-        if self.shared_pool is None:
+        if self.pool is None:
             pool.close()
         watchdog.close()
         if fatal is not None:

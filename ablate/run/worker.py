@@ -154,9 +154,7 @@ def _copy_transcript(folder: RunFolder, job: Job) -> tuple[Path | None, str | No
     except OSError as exc:
         if not is_disk_full(exc):
             raise
-        return None, disk_full_message(
-            exc, kept=f"kept: {_kept(folder, it.item, a.n)}; the item is re-run on resume"
-        )
+        return None, _disk_full(folder, job, exc)
 
 
 def _keep_stderr(folder: RunFolder, job: Job, tail: str) -> str | None:
@@ -170,9 +168,7 @@ def _keep_stderr(folder: RunFolder, job: Job, tail: str) -> str | None:
     except OSError as exc:
         if not is_disk_full(exc):
             raise
-        return disk_full_message(
-            exc, kept=f"kept: {_kept(folder, it.item, a.n)}; the item is re-run on resume"
-        )
+        return _disk_full(folder, job, exc)
     return None
 
 
@@ -198,11 +194,13 @@ def layer_full(root: Path) -> str | None:
     )
 
 
-def _kept(folder: RunFolder, item: str, n: int) -> str:
-    """What of an attempt reached the run folder, for a full-disk error."""
+def _disk_full(folder: RunFolder, job: Job, exc: OSError) -> str:
+    """The located full-disk error of an attempt, with what of it reached the run folder."""
+    item, n = job.item.item, job.attempt.n
     names = [
         p.relative_to(folder.root).as_posix()
         for p in (folder.stdout_path(item, n), folder.stderr_path(item, n), folder.transcript_dir(item, n))
         if p.exists()
     ]
-    return ", ".join(names) if names else "nothing of this attempt"
+    kept = ", ".join(names) if names else "nothing of this attempt"
+    return disk_full_message(exc, kept=f"kept: {kept}; the item is re-run on resume")
