@@ -5,7 +5,8 @@ repeats as the corpus has sessions over twelve), each item then given one attemp
 the corpus's sessions (:mod:`benchmarks.bench_mine`, ``ABLATE_BENCH_GB``), hard-linked into
 ``transcripts/<item>.a1/`` with its sub-agents, and no stdout: every item is one ``recover`` must rebuild from
 its transcript. It is made once under the bench cache (``ABLATE_BENCH_DIR``) and reused. Figures, warm page
-cache, wall and CPU of the child: ``recover --dry-run --json`` (mines every transcript, writes nothing),
+cache, wall and CPU of the child: ``recover --dry-run --json`` (mines every transcript, writes nothing; the same
+output with ``--jobs 1`` and ``--jobs <cpus>``),
 ``mine RUN --by tool --json`` with ``--jobs 1`` and ``--jobs <cpus>``, and ``cat`` of the same transcripts.
 """
 
@@ -80,15 +81,21 @@ def main() -> None:
     t_cat, _ = _timed_shell(f"xargs -0 -n 500 -a {listing} cat > /dev/null", run)
     ablate = [sys.executable, "-m", "ablate"]
     # exit 3: the corpus's rate-limited sessions need a re-run, as they should
-    rows = {"recover --dry-run": _child([*ablate, "recover", str(run), "--dry-run", "--json"], ok=(0, 3))}
+    rows = {}
     for jobs in sorted({1, cpus}):
+        rows[f"recover --dry-run -j {jobs}"] = _child(
+            [*ablate, "recover", str(run), "--dry-run", "--json", "-j", str(jobs)], ok=(0, 3)
+        )
         rows[f"mine RUN --jobs {jobs}"] = _child(
             [*ablate, "mine", str(run), "--by", "tool", "--json", "-j", str(jobs)]
         )
     print(f"{'cat the transcripts':28s} {t_cat:7.2f} s wall")
     for name, (wall, cpu, _out) in rows.items():
         print(f"{'ablate ' + name:28s} {wall:7.2f} s wall {cpu:7.2f} s CPU   {wall / t_cat:.1f}x cat (wall)")
-    actions = [orjson.loads(line)["action"] for line in rows["recover --dry-run"][2].splitlines()]
+    outputs = {rows[f"recover --dry-run -j {jobs}"][2] for jobs in {1, cpus}}
+    if len(outputs) != 1:
+        raise SystemExit("bench_recover: recover's output depends on --jobs")
+    actions = [orjson.loads(line)["action"] for line in outputs.pop().splitlines()]
     print(f"recover: {actions.count('recovered')} of {len(actions)} items rebuilt from their transcripts")
 
 

@@ -114,6 +114,21 @@ def test_recover_each_kind_of_stdout(run_dir: Path) -> None:
     assert again["valid"] == "ok"
 
 
+def test_recover_in_worker_processes_writes_and_says_what_one_process_does(tmp_path: Path) -> None:
+    """``jobs=3``: the same items, actions and reasons in plan order, and the same results written, byte for
+    byte, as one process gives on an identical folder."""
+    one, three = build_run_dir(tmp_path / "one"), build_run_dir(tmp_path / "three")
+    serial = [r.to_json() for r in recover_run(one)]
+    parallel = [r.to_json() for r in recover_run(three, jobs=3)]
+    assert parallel == serial and [r["action"] for r in serial].count("recovered") == 4
+    written = sorted(p.name for p in RunFolder(one).result_path("x").parent.glob("*.json"))
+    assert written == sorted(p.name for p in RunFolder(three).result_path("x").parent.glob("*.json"))
+    for name in written:
+        a = (RunFolder(one).result_path("x").parent / name).read_text().replace(str(one), "RUN")
+        b = (RunFolder(three).result_path("x").parent / name).read_text().replace(str(three), "RUN")
+        assert a == b, name
+
+
 def test_recover_never_replaces_a_better_result(run_dir: Path) -> None:
     rf = RunFolder(run_dir)
     recover_run(run_dir)

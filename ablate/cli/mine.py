@@ -209,6 +209,7 @@ def recover(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report what would be recovered; write nothing.")
     ] = False,
+    jobs: Workers = os.cpu_count() or 1,
 ) -> None:
     """Rebuild results from transcripts where stdout is missing, empty, corrupt or a rate-limit stub.
 
@@ -225,7 +226,7 @@ def recover(
 
     rows: list[list[Any]] = []
     unrecovered = 0
-    for rec in recover_run(run_dir, write=not dry_run):
+    for rec in recover_run(run_dir, write=not dry_run, jobs=jobs):
         if rec.action == "needs_rerun":
             unrecovered += 1
         if json:

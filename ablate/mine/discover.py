@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it 
     from ablate.setup.tasks import PitfallPattern
 
 T = TypeVar("T")
+A = TypeVar("A")
 _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -94,20 +95,24 @@ def mine_each(
     its value crosses back); an unreadable file yields its error."""
     pits = tuple(pitfalls)
     items = [(t, pits, view) for t in transcripts]
-    # What exists now is never garbage of the mining: the collector stops walking it (the interpreter's
+    for job, result in zip(items, in_workers(_mine_one, items, jobs), strict=True):
+        yield job[0], result
+
+
+def in_workers(fn: Callable[[A], T], items: Sequence[A], jobs: int) -> Iterator[T]:
+    """``fn`` of each item, in order, in ``jobs`` forked worker processes (here when ``jobs`` is 1 or there is
+    one item); ``fn`` is module-level and its values are pickled back."""
+    # What exists now is never garbage of the work: the collector stops walking it (the interpreter's
     # imports, in this process and, untouched, in the forked workers: 7% of mining's CPU, measured).
     gc.freeze()
     try:
         if jobs <= 1 or len(items) < 2:
-            for job in items:
-                yield job[0], _mine_one(job)
+            yield from map(fn, items)
             return
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=min(jobs, len(items))) as pool:
-            # Chunks of about a hundredth of the sessions: few round trips, and still an even split at the end.
-            chunk = max(1, min(64, len(items) // (jobs * 8)))
-            for job, result in zip(items, pool.map(_mine_one, items, chunksize=chunk), strict=True):
-                yield job[0], result
+            # Chunks of about a hundredth of the items: few round trips, and still an even split at the end.
+            yield from pool.map(fn, items, chunksize=max(1, min(64, len(items) // (jobs * 8))))
     finally:
         gc.unfreeze()

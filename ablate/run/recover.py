@@ -6,6 +6,7 @@ atomically, never replaced by a worse one; a rate-limited session never becomes 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from ablate.folder.result import ExitInfo, ItemResult, Recovery, read_result, sh
 from ablate.folder.wire import read_wire, wire_path
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.derive import mine_session
+from ablate.mine.discover import in_workers
 from ablate.mine.model import SessionResult
 from ablate.run.session import PAUSE_API_STATUSES, build_result, compare_wire
 from ablate.setup.tasks import Task, load_task
@@ -78,7 +80,7 @@ def recovered_result(
     return result.model_copy(update={"exit": ExitInfo(returncode=attempt.returncode), "recovery": recovery})
 
 
-def _recover_item(rf: RunFolder, item: PlanItem, tasks: dict[str, Task], *, write: bool) -> RecoveredItem:
+def _recover_item(rf: RunFolder, item: PlanItem, *, tasks: dict[str, Task], write: bool) -> RecoveredItem:
     if not item.attempts:
         return RecoveredItem(item.item, None, None, "not_run", "no attempt yet")
     attempt = item.attempts[-1]
@@ -125,9 +127,10 @@ def _recover_item(rf: RunFolder, item: PlanItem, tasks: dict[str, Task], *, writ
     return out
 
 
-def recover_run(run_dir: Path, *, write: bool = True) -> list[RecoveredItem]:
-    """Recover every item of the run folder ``run_dir`` whose stdout is not a valid result (see module doc).
-    Holds the run folder's lock (a live runner and ``recover`` never write one folder at once). Raises
+def recover_run(run_dir: Path, *, write: bool = True, jobs: int = 1) -> list[RecoveredItem]:
+    """Recover every item of the run folder ``run_dir`` whose stdout is not a valid result (see module doc),
+    ``jobs`` items at a time in worker processes (each writes its own items' results). Holds the run folder's
+    lock (a live runner and ``recover`` never write one folder at once). Raises
     :class:`NotFound` for a missing folder, ``RunFolderError`` for a folder without a plan or locked, and a
     located ``SpecError`` for a manifest.json that is not a valid manifest."""
     if not run_dir.is_dir():
@@ -138,7 +141,7 @@ def recover_run(run_dir: Path, *, write: bool = True) -> list[RecoveredItem]:
         read_manifest(rf)
     tasks = _run_tasks(rf)
     with RunLock(rf):
-        return [_recover_item(rf, item, tasks, write=write) for item in plan]
+        return list(in_workers(partial(_recover_item, rf, tasks=tasks, write=write), plan, jobs))
 
 
 def _run_tasks(rf: RunFolder) -> dict[str, Task]:
