@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from ablate.mine.derive import subagent_files
+from ablate.mine.discover import in_workers
 from ablate.mine.parse import USAGE_SKIP_RE, _Session, _stream, _Thread
 
 FileKind = Literal["session", "empty", "junk", "unreadable"]
@@ -129,9 +129,4 @@ def scan(hf: HistoryFile) -> SessionFacts:
 
 def scan_all(files: Iterable[HistoryFile], *, jobs: int = 1) -> Iterator[SessionFacts]:
     """:func:`scan` every file, in order, with ``jobs`` worker processes."""
-    if jobs <= 1:
-        yield from map(scan, files)
-        return
-    pending = list(files)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        yield from pool.map(scan, pending, chunksize=32)
+    yield from in_workers(scan, list(files), jobs)

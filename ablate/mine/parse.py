@@ -293,17 +293,9 @@ _CLOSE_BRACE = ord("}")
 _CR = ord("\r")
 
 
-def _stream(
-    path: Path,
-    main: _Thread,
-    side: _Thread,
-    sess: _Session,
-    *,
-    is_main_file: bool,
-    skip: re.Pattern[bytes] = _IGNORED_ATTACHMENT_RE,
-) -> None:
-    """Stream one JSONL file into the accumulators, in blocks of ``_CHUNK`` bytes (memory stays bounded by
-    the block size and the longest line). I/O errors propagate; content never raises."""
+def _blocks(path: Path, sess: _Session) -> Iterator[tuple[bytes, int]]:
+    """Blocks of about ``_CHUNK`` bytes of one JSONL file, each with the end of its last complete line (memory
+    stays bounded by the block size and the longest line). A torn last line is counted in ``sess``."""
     pending: list[bytes] = []  # a line longer than one block, in pieces
     with open(path, "rb", buffering=0) as fh:  # unbuffered: each read is one read(2) into the block
         while block := fh.read(_CHUNK):
@@ -316,7 +308,7 @@ def _stream(
                 block = b"".join(pending)
                 pending.clear()
                 last_nl = block.rfind(b"\n")
-            _lines(block, last_nl + 1, main, side, sess, is_main_file, skip)
+            yield block, last_nl + 1
             if last_nl + 1 < len(block):
                 pending.append(block[last_nl + 1 :])
     if pending:
@@ -329,61 +321,63 @@ def _stream(
             except orjson.JSONDecodeError:
                 sess.truncated += 1
                 return
-            _lines(tail + b"\n", len(tail) + 1, main, side, sess, is_main_file, skip)
+            yield tail + b"\n", len(tail) + 1
 
 
-def _lines(
-    buf: bytes,
-    end: int,
+def _stream(
+    path: Path,
     main: _Thread,
     side: _Thread,
     sess: _Session,
+    *,
     is_main_file: bool,
     skip: re.Pattern[bytes] = _IGNORED_ATTACHMENT_RE,
 ) -> None:
-    """Process the complete lines of ``buf[:end]`` (``end`` is just past a newline).
+    """Stream one JSONL file into the accumulators, block by block. I/O errors propagate; content never raises.
 
-    The loop is the miner's hot path (most lines are skipped by their prefix): a skipped line costs one
+    The line loop is the miner's hot path (most lines are skipped by their prefix): a skipped line costs one
     ``find``, one ``startswith`` and two byte reads, with no call. A line starting ``{"type":"`` that is
     not skipped is parsed without trying the attachment pattern (it is only a shortcut: parsing is
     always correct), and so is a line whose head lacks ``"attachment":{"type":"``."""
-    view = memoryview(buf)
-    find, startswith, match = buf.find, buf.startswith, skip.match
     skipped = attempts = torn = 0  # the skipped lines' counts, added once at the end
-    pos = 0
-    while pos < end:
-        nl = find(b"\n", pos, end)
-        if startswith(_SKIP_PREFIXES, pos) or (
-            not startswith(b'{"t', pos)
-            and find(_ATTACHMENT_KEY, pos, head := min(nl, pos + _SNAPSHOT_HEAD)) >= 0
-            and match(buf, pos, head)
-        ):
-            # recognised by its prefix, never parsed: a torn one (no closing brace) is malformed
-            last = buf[nl - 1]
-            if last == _CLOSE_BRACE or (last == _CR and buf[nl - 2] == _CLOSE_BRACE):
-                skipped += 1
-                if buf[pos + _REQUEST_QUOTE] == _QUOTE and buf[pos + 9] == _A:  # ``{"type":"api-request",``
-                    attempts += 1
-            else:
-                torn += 1
+    for buf, end in _blocks(path, sess):
+        view = memoryview(buf)
+        find, startswith, match = buf.find, buf.startswith, skip.match
+        pos = 0
+        while pos < end:
+            nl = find(b"\n", pos, end)
+            if startswith(_SKIP_PREFIXES, pos) or (
+                not startswith(b'{"t', pos)
+                and find(_ATTACHMENT_KEY, pos, head := min(nl, pos + _SNAPSHOT_HEAD)) >= 0
+                and match(buf, pos, head)
+            ):
+                # recognised by its prefix, never parsed: a torn one (no closing brace) is malformed
+                last = buf[nl - 1]
+                if last == _CLOSE_BRACE or (last == _CR and buf[nl - 2] == _CLOSE_BRACE):
+                    skipped += 1
+                    # ``{"type":"api-request",``
+                    if buf[pos + _REQUEST_QUOTE] == _QUOTE and buf[pos + 9] == _A:
+                        attempts += 1
+                else:
+                    torn += 1
+                pos = nl + 1
+                continue
+            line = view[pos:nl]
             pos = nl + 1
-            continue
-        line = view[pos:nl]
-        pos = nl + 1
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if bytes(line).strip():
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                if bytes(line).strip():
+                    sess.malformed += 1
+                continue
+            if not isinstance(rec, dict):
                 sess.malformed += 1
-            continue
-        if not isinstance(rec, dict):
-            sess.malformed += 1
-            continue
-        try:
-            _record(rec, main, side, sess, is_main_file)
-        except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError):
-            # A record with an unexpected shape (a field of the wrong type deep inside): count, go on.
-            sess.malformed += 1
+                continue
+            try:
+                _record(rec, main, side, sess, is_main_file)
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError):
+                # A record with an unexpected shape (a field of the wrong type deep inside): count, go on.
+                sess.malformed += 1
     own = (main if is_main_file else side).m
     own.records += skipped
     own.http_attempts += attempts
