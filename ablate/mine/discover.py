@@ -104,8 +104,9 @@ def in_workers(fn: Callable[[A], T], items: Sequence[A], jobs: int) -> Iterator[
     one item); ``fn`` is module-level and its values are pickled back.
 
     What the process holds when it starts is frozen (``gc.freeze``, never undone): the collector stops walking
-    the interpreter's imports, here and in the workers, whose pages it would copy (7% of mining's
-    instructions, measured; undone, the walk comes back at exit). Its callers are commands that end with it."""
+    the interpreter's imports, here and in the workers, whose pages it would copy (``ablate mine`` over 108 MB:
+    1,639 → 1,481 M instructions; undone, the walk comes back at exit). Its callers are commands that end with
+    it."""
     gc.freeze()
     if jobs <= 1 or len(items) < 2:
         yield from map(fn, items)
