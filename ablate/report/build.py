@@ -34,6 +34,3 @@ def build_report(
     for section in sections.SECTIONS:
         building.__dict__.update(section.build(ctx, building))
     return Report.model_validate(building.__dict__)  # every required field filled, every value checked
-
-
-__all__ = ["build_report"]

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from ablate.report import sections
-from ablate.report.blocks import Block, Document
+from ablate.report.blocks import Document
 from ablate.report.context import Page
 from ablate.report.model import Report
-
-__all__ = ["Block", "Document", "build_document"]
 
 
 def build_document(report: Report, page: Page | None = None) -> Document:
