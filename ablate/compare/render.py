@@ -4,7 +4,7 @@ blocks (:mod:`ablate.report.document`) and rendered by the report's renderers.""
 from __future__ import annotations
 
 from ablate.compare.model import CompareReport, ContrastRow
-from ablate.compare.sequential import DESCRIPTIVE
+from ablate.report.anytime import DESCRIPTIVE
 from ablate.report.blocks import Block, Bullets, Document, Heading, Para, RowStyle, Table
 
 
