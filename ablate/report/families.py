@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ablate.folder.layout import ManifestCell
+from ablate.report.context import Context
 from ablate.report.items import Item, Key
 from ablate.report.model import HIGHER_IS_BETTER, Comparison, ComparisonVerdict, Family, FamilyName
 from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
@@ -84,24 +85,16 @@ def layer_verdict(metric: str, delta: float | None, real: bool, p: float | None)
     return "helps" if stripping_lowered == (metric in HIGHER_IS_BETTER) else "hurts"
 
 
-def run_comparisons(
-    planned: Sequence[Planned],
-    scored: dict[Key, Item],
-    *,
-    control: str,
-    layers: dict[str, list[str]],
-    task_ids: Sequence[str],
-    repeats: Sequence[int],
-    alpha: float,
-    seed: int,
-) -> tuple[list[Comparison], list[Family]]:
-    """Test every planned comparison, Holm within each family, and mark what is real."""
+def run_comparisons(ctx: Context, planned: Sequence[Planned]) -> tuple[list[Comparison], list[Family]]:
+    """Test every planned comparison against the context's control, Holm within each family, and mark what is
+    real."""
+    scored, control, alpha, seed = ctx.items.scored, ctx.control.id, ctx.alpha, ctx.manifest.seed
     m = {f: sum(1 for p in planned if p.family == f) for f in ("primary", "secondary")}
     values = {(c, metric): side_values(scored, c, metric) for c in {control, *(p.cell.id for p in planned)}
               for metric in {p.metric for p in planned}}  # fmt: skip
     results: list[PairedResult] = []
     for p in planned:
-        blocks = [(t, r) for t in (task_ids if p.task is None else [p.task]) for r in repeats]
+        blocks = [(t, r) for t in (ctx.task_ids if p.task is None else [p.task]) for r in ctx.repeats]
         pairs = pair_blocks(values[(p.cell.id, p.metric)], values[(control, p.metric)], blocks)
         floor = alpha / max(1, m[p.family])
         s = _seed(seed, p.cell.id, p.metric, p.task)
@@ -113,7 +106,7 @@ def run_comparisons(
             zip(idx, holm_real([(results[i].p_value, results[i].delta) for i in idx], alpha), strict=True)
         )
     out = [
-        _comparison(p, r, *marked[i], control, layers[p.cell.id])
+        _comparison(p, r, *marked[i], control, ctx.layers[p.cell.id])
         for i, (p, r) in enumerate(zip(planned, results, strict=True))
     ]
     families = [
