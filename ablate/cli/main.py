@@ -55,8 +55,7 @@ GROUPS: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
     ("doctor", None, ("doctor",)),
     ("env", "env", ()),  # build | clean
     ("sim", "sim", ()),  # serve | check
-    ("probe", None, ("probe",)),
-    ("pieces", None, ("pieces",)),
+    ("probe", None, ("probe", "pieces")),
     ("mine", None, ("mine", "recover")),
     ("run", None, ("plan", "run", "ab", "merge")),
     ("report", None, ("report",)),
