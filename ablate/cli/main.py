@@ -58,13 +58,11 @@ GROUPS: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
     ("probe", None, ("probe", "pieces")),
     ("mine", None, ("mine", "recover")),
     ("run", None, ("plan", "run", "ab", "merge")),
-    ("report", None, ("report",)),
-    ("show", None, ("show",)),
+    ("report", None, ("report", "show", "diff")),
     ("demo", None, ("demo",)),
     ("judge", None, ("judge",)),
     ("compare", None, ("compare",)),
     ("gate", None, ("gate",)),
-    ("diff", None, ("diff",)),
     ("ci", "ci", ()),  # init github | k8s
     ("usage", None, ("usage",)),
     ("tasks", "tasks", ()),  # suggest, check
