@@ -56,7 +56,7 @@ GROUPS: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
     ("env", "env", ()),  # build | clean
     ("sim", "sim", ()),  # serve | check
     ("probe", None, ("probe", "pieces")),
-    ("mine", None, ("mine", "recover")),
+    ("mine", None, ("mine", "recover", "usage")),
     ("run", None, ("plan", "run", "ab", "merge")),
     ("report", None, ("report", "show", "diff")),
     ("demo", None, ("demo",)),
@@ -64,7 +64,6 @@ GROUPS: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
     ("compare", None, ("compare",)),
     ("gate", None, ("gate",)),
     ("ci", "ci", ()),  # init github | k8s
-    ("usage", None, ("usage",)),
     ("tasks", "tasks", ()),  # suggest, check
 )
 _added: set[str] = set()
