@@ -1,5 +1,5 @@
 """``compare.md``, ``compare.html`` and the terminal summary of a :class:`CompareReport`, built from the report's
-blocks (:mod:`ablate.report.document`) and rendered by the report's renderers."""
+blocks (:mod:`ablate.report.sections`) and rendered by the report's renderers."""
 
 from __future__ import annotations
 
