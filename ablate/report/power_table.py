@@ -132,7 +132,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         if x.task is not None:
             continue
         alpha_each = ctx.alpha / m[x.family]
-        xs, ys, _ = paired_values(ctx.items.scored, x.cell, ctx.control.id, x.metric, task_ids, ctx.repeats)
+        xs, ys, _ = paired_values(ctx, x.cell, x.metric)
         n = len(xs)
         sd: float | None = None
         if sequential is not None and x.metric == sequential.primary:
