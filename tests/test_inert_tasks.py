@@ -14,7 +14,7 @@ import pytest
 from ablate.folder.adaptive import AdaptiveOptions, read_state
 from ablate.folder.layout import PlanItem, RunFolder
 from ablate.report import write_report
-from ablate.report.build import build_report
+from ablate.report.sections import build_report
 from ablate.run.adaptive import run_adaptive
 from ablate.stats.adaptive import discordance, inert_after
 from tests.run_folder import write_outcome

@@ -137,7 +137,7 @@ def test_run_in_links_under_the_fence_changes_nothing_and_reports_the_refused_wr
     inside the session (EROFS) instead of landing; each result names them, the run says so once per path,
     the manifest records which sessions hit the fence, and the report's caveat names them."""
     from ablate.isolate.fence import fence_support
-    from ablate.report.build import build_report
+    from ablate.report.sections import build_report
 
     if not fence_support().ok:
         pytest.skip(f"no write fence here: {fence_support().reason}")

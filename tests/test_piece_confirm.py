@@ -15,7 +15,7 @@ from ablate.core.fsutil import atomic_write_bytes
 from ablate.folder.layout import RunFolder, read_manifest
 from ablate.folder.result import iter_results
 from ablate.report import write_report
-from ablate.report.build import build_report
+from ablate.report.sections import build_report
 from ablate.run.piece_confirm import reserve_refusal, stage_blocks
 from ablate.setup.examples import ExampleSetup, materialise_example
 from tests.conftest import built_once, isolate_env

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from ablate.folder.adaptive import control_of
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import RunFolder, read_manifest, write_manifest
-from ablate.report.build import build_report
 from ablate.report.pieces import cost_per_point, measured
+from ablate.report.sections import build_report
 from ablate.setup.examples import ExampleSetup
 from ablate.stats.proportions import paired_binary
 from ablate.stats.screening import draw_columns, screening_design

@@ -13,7 +13,7 @@ from ablate.core.claude import ClaudeBinary
 from ablate.folder.adaptive import AdaptiveOptions, read_state
 from ablate.folder.design import DesignPiece, DesignRow, PieceDesignRecord
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest
-from ablate.report.build import build_report
+from ablate.report.sections import build_report
 from ablate.run.adaptive import run_adaptive
 from ablate.run.create import create_run
 from ablate.setup.cells import ResolvedCell

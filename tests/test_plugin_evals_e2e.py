@@ -18,7 +18,7 @@ import pytest
 from ablate.folder.layout import RunFolder, read_manifest
 from ablate.folder.result import iter_results
 from ablate.grade.record import read_grade
-from ablate.report.build import build_report
+from ablate.report.sections import build_report
 from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import ABLATE

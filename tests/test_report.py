@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from ablate.report import build_report, write_report
-from ablate.report.document import build_document
 from ablate.report.markdown import render_markdown
+from ablate.report.sections import build_document
 from tests.conftest import DATA
 from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run

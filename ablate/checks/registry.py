@@ -1,39 +1,32 @@
 """The registry of check kinds: :data:`KINDS`, read by the task loader (a ``[[checks]]`` table is validated
 as the kind its ``kind`` names) and, through each loaded check, by the evaluators. A kind is one module of
-this package (its :class:`~ablate.checks.base.CheckSpec` subclass) and its line here."""
+this package (its :class:`~ablate.checks.base.CheckSpec` subclass) and its line in :data:`KINDS`."""
 
 from __future__ import annotations
 
 import functools
 import operator
+from importlib import import_module
 from typing import Annotated, Any
 
 from pydantic import Field, PlainValidator, TypeAdapter
 
-from ablate.checks import (
-    diff_touches_only,
-    file_contains,
-    file_exists,
-    file_not_contains,
-    file_parses,
-    file_unchanged,
-    regex,
-    tool_order,
-    tool_used,
-)
 from ablate.checks.base import CheckSpec
 
-#: Every check kind, in the order error messages list them.
+#: Every check kind (its module of this package, its class), in the order error messages list them.
 KINDS: list[type[CheckSpec]] = [
-    file_contains.FileContains,
-    file_not_contains.FileNotContains,
-    file_parses.FileParses,
-    file_unchanged.FileUnchanged,
-    diff_touches_only.DiffTouchesOnly,
-    regex.RegexCheck,
-    tool_used.ToolUsed,
-    tool_order.ToolOrder,
-    file_exists.FileExists,
+    getattr(import_module(f"ablate.checks.{module}"), name)
+    for module, name in (
+        ("file_contains", "FileContains"),
+        ("file_not_contains", "FileNotContains"),
+        ("file_parses", "FileParses"),
+        ("file_unchanged", "FileUnchanged"),
+        ("diff_touches_only", "DiffTouchesOnly"),
+        ("regex", "RegexCheck"),
+        ("tool_used", "ToolUsed"),
+        ("tool_order", "ToolOrder"),
+        ("file_exists", "FileExists"),
+    )
 ]
 
 

@@ -55,18 +55,13 @@ def check_base_url(value: str) -> str:
     return value
 
 
-def _executor(
-    name: str,
-    *,
-    model: str,
-    seed: int,
-    max_tokens: int,
-    sim_script: Path | None,
-    base_url: str | None,
-    cc: dict[str, Any],
-) -> Any:
+def _executor(o: dict[str, Any], seed: int, cc: dict[str, Any]) -> Any:
+    """The executor ``--executor`` names, from the command's options (``cc``: the claude-code executor's)."""
     from ablate.compare.executors import ApiExecutor, ClaudeCodeExecutor, ClaudeCodeOptions, SimExecutor
 
+    name, model, max_tokens, sim_script, base_url = (
+        o[k] for k in ("executor", "model", "max_tokens", "sim_script", "base_url")
+    )
     if base_url is not None:
         check_base_url(base_url)
     if name == "sim":
@@ -363,13 +358,9 @@ def _compare(ctx: typer.Context, o: dict[str, Any]) -> None:
     _check_probe(ctx, o["executor"])
     display = Display(enabled=not o["json"])
     ex = _executor(
-        o["executor"],
-        model=o["model"],
-        seed=seed,
-        max_tokens=o["max_tokens"],
-        sim_script=o["sim_script"],
-        base_url=o["base_url"],
-        cc={
+        o,
+        seed,
+        {
             **{k: o[k] for k in _CC_OPTIONS},
             "timeout_s": o["timeout"],
             "hide": tuple(o["hide"] or ()),

@@ -55,19 +55,15 @@ GROUPS: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
     ("doctor", None, ("doctor",)),
     ("env", "env", ()),  # build | clean
     ("sim", "sim", ()),  # serve | check
-    ("probe", None, ("probe",)),
-    ("pieces", None, ("pieces",)),
-    ("mine", None, ("mine", "recover")),
+    ("probe", None, ("probe", "pieces")),
+    ("mine", None, ("mine", "recover", "usage")),
     ("run", None, ("plan", "run", "ab", "merge")),
-    ("report", None, ("report",)),
-    ("show", None, ("show",)),
+    ("report", None, ("report", "show", "diff")),
     ("demo", None, ("demo",)),
     ("judge", None, ("judge",)),
     ("compare", None, ("compare",)),
     ("gate", None, ("gate",)),
-    ("diff", None, ("diff",)),
     ("ci", "ci", ()),  # init github | k8s
-    ("usage", None, ("usage",)),
     ("tasks", "tasks", ()),  # suggest, check
 )
 _added: set[str] = set()

@@ -1,10 +1,14 @@
-"""``ablate report``: a thin shell over :func:`ablate.report.write_report`."""
+"""``ablate report``, ``ablate show`` and ``ablate diff``: thin shells over :mod:`ablate.report` (write a run's
+report, the sessions behind a verdict, two runs compared)."""
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import click
 import typer
 
 from ablate.cli.common import Json, cli_errors, print_json
@@ -131,3 +135,69 @@ def report_after_run(run_dir: Path, *, quiet: bool = False) -> None:
     if not quiet:
         for line in summary_lines(written):
             typer.echo(line)
+
+
+@app.command("show")
+@cli_errors
+def show_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="The run folder (runs/<run-id>).")],
+    cell: Annotated[
+        str | None, typer.Option("--cell", help="Show a pair of this cell (with the control).")
+    ] = None,
+    task: Annotated[
+        str | None, typer.Option("--task", help="The pair's task (default: the first flipped pair).")
+    ] = None,
+    repeat: Annotated[
+        int | None, typer.Option("--repeat", help="The pair's repeat (default: its first flip).")
+    ] = None,
+    json: Json = False,
+) -> None:
+    """Look at the sessions behind a verdict: the answer and each cell's flipped pairs (the control passed and
+    the cell failed, or the reverse), or with --cell one pair side by side — the prompt, every turn's text and
+    tool calls, the final answers, each check and pitfall, and the context diff (what the model received
+    differently). Pages when long on a terminal.
+
+    Exit codes: 0 shown, 2 bad input (not a run folder; a cell, task or repeat not in it).
+    """
+    from ablate.report.pairs_text import show
+
+    shown = show(run_dir, cell, task, repeat, shutil.get_terminal_size().columns)
+    for note in shown.notes:
+        typer.echo(note, err=True)
+    if json:
+        print_json(shown.data | {"notes": shown.notes})
+    elif sys.stdout.isatty() and len(shown.lines) > shutil.get_terminal_size().lines:
+        click.echo_via_pager("\n".join(shown.lines) + "\n")
+    else:
+        typer.echo("\n".join(shown.lines))
+
+
+@app.command("diff")
+@cli_errors
+def diff_cmd(
+    run_a: Annotated[Path, typer.Argument(help="The earlier run folder (the baseline).")],
+    run_b: Annotated[Path, typer.Argument(help="The later run folder, of the same cells and tasks.")],
+    alpha: Annotated[
+        float, typer.Option("--alpha", min=0.001, max=0.5, help="Family-wise error over the cells (Holm).")
+    ] = 0.05,
+    json: Json = False,
+) -> None:
+    """Two runs of the same cells and tasks, cell by cell: each run's pitfall-free effect, the change with an
+    interval and a test valid for independent runs (Holm over cells), and the verdicts that changed.
+
+    Exit codes: 0 compared, 2 bad input (not run folders, different cells or tasks).
+    """
+    from ablate.core.errors import NotFound
+    from ablate.folder.layout import RunFolder
+    from ablate.report.rundiff import diff_runs, render_text
+
+    for run in (run_a, run_b):
+        if not RunFolder(run).has_manifest:
+            raise NotFound(
+                f"{run}: not a run folder (no manifest.json)", hint="pass two folders `ablate run` wrote"
+            )
+    result = diff_runs(run_a, run_b, alpha=alpha)
+    if json:
+        print_json(result.to_json())
+    else:
+        typer.echo(render_text(result))

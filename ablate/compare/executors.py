@@ -170,39 +170,35 @@ class ApiExecutor:
                     msg = raw.parse()
                 except anthropic.APIError as exc:
                     out.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    outcomes.append(out)
-                    if on_item:
-                        on_item(out)
-                    continue
-                text = "\n".join(b.text for b in msg.content if isinstance(b, anthropic.types.TextBlock))
-                out.status = "max_tokens" if msg.stop_reason == "max_tokens" else "completed"
-                out.pitfall_hits = pitfall_hits(it.task, text)
-                out.turns = None  # one call by construction: turns are not measured here
-                u = msg.usage
-                out.cost_usd = (
-                    estimate_cost(
-                        self.model,
-                        input_tokens=u.input_tokens,
-                        output_tokens=u.output_tokens,
-                        cache_read_tokens=u.cache_read_input_tokens or 0,
-                        cache_write_5m_tokens=u.cache_creation_input_tokens or 0,
+                else:  # one call by construction: turns are not measured here
+                    text = "\n".join(b.text for b in msg.content if isinstance(b, anthropic.types.TextBlock))
+                    out.status = "max_tokens" if msg.stop_reason == "max_tokens" else "completed"
+                    out.pitfall_hits = pitfall_hits(it.task, text)
+                    u = msg.usage
+                    out.cost_usd = (
+                        estimate_cost(
+                            self.model,
+                            input_tokens=u.input_tokens,
+                            output_tokens=u.output_tokens,
+                            cache_read_tokens=u.cache_read_input_tokens or 0,
+                            cache_write_5m_tokens=u.cache_creation_input_tokens or 0,
+                        )
+                        if self.priced
+                        else 0.0
                     )
-                    if self.priced
-                    else 0.0
-                )
-                rec = {
-                    "item": it.item,
-                    "task": it.task.id,
-                    "arm": it.arm.name,
-                    "repeat": it.repeat,
-                    "session_id": sid,
-                    "body_sha256": sha256_bytes(body),
-                    "body": body.decode("utf-8"),
-                    "answer": text,
-                }
-                log.write(orjson.dumps(rec) + b"\n")
-                log.flush()
-                records.append(rec)
+                    rec = {
+                        "item": it.item,
+                        "task": it.task.id,
+                        "arm": it.arm.name,
+                        "repeat": it.repeat,
+                        "session_id": sid,
+                        "body_sha256": sha256_bytes(body),
+                        "body": body.decode("utf-8"),
+                        "answer": text,
+                    }
+                    log.write(orjson.dumps(rec) + b"\n")
+                    log.flush()
+                    records.append(rec)
                 outcomes.append(out)
                 if on_item:
                     on_item(out)

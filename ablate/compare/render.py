@@ -1,10 +1,10 @@
 """``compare.md``, ``compare.html`` and the terminal summary of a :class:`CompareReport`, built from the report's
-blocks (:mod:`ablate.report.document`) and rendered by the report's renderers."""
+blocks (:mod:`ablate.report.sections`) and rendered by the report's renderers."""
 
 from __future__ import annotations
 
 from ablate.compare.model import CompareReport, ContrastRow
-from ablate.compare.sequential import DESCRIPTIVE
+from ablate.report.anytime import DESCRIPTIVE
 from ablate.report.blocks import Block, Bullets, Document, Heading, Para, RowStyle, Table
 
 

@@ -14,10 +14,8 @@ from typing import Any
 
 from ablate.compare.model import CheckRow, VerdictRow
 from ablate.folder.adaptive import PRIMARY
-from ablate.report.anytime import ANYTIME_METHOD
+from ablate.report.anytime import DESCRIPTIVE, anytime_figures
 from ablate.report.model import SequentialReport
-
-DESCRIPTIVE = " (fixed-n, descriptive in a sequential design)"
 
 
 def sequential_stats(stats: dict[str, Any], seq: SequentialReport, baseline: str) -> dict[str, Any]:
@@ -33,15 +31,7 @@ def sequential_stats(stats: dict[str, Any], seq: SequentialReport, baseline: str
             and c.get("scope", "all") == "all"
             and look is not None
         ):
-            c = {
-                **c,
-                "p": look.p_anytime,
-                "p_adjusted": look.p_holm,
-                "ci_low": look.cs_low,
-                "ci_high": look.cs_high,
-                "real": look.decision == "real",
-                "method": ANYTIME_METHOD,
-            }
+            c = {**c, **anytime_figures(look), "real": look.decision == "real"}
         else:
             c = {**c, "real": False, "method": (c.get("method") or "") + DESCRIPTIVE}
         contrasts.append(c)

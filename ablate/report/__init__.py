@@ -12,8 +12,8 @@ import orjson
 from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.folder.layout import RunFolder
-from ablate.report.build import build_report
 from ablate.report.model import Report
+from ablate.report.sections import build_report
 
 FORMATS = ("md", "json", "html")
 
@@ -50,9 +50,9 @@ def write_report(
 ) -> WrittenReport:
     """Build the report of ``run_dir`` and write it there (atomically, file by file)."""
     from ablate.report.context import Page
-    from ablate.report.document import build_document
     from ablate.report.html import render_html
     from ablate.report.markdown import render_markdown
+    from ablate.report.sections import build_document
 
     say = progress or (lambda _m: None)
     fmts = parse_formats(list(formats))

@@ -7,7 +7,9 @@ real (docs/ARCHITECTURE.md#statistics)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from ablate.folder.adaptive import CellLook
 from ablate.report.families import layer_verdict
 from ablate.report.model import Comparison, Family, SequentialReport
 
@@ -15,6 +17,19 @@ ANYTIME_METHOD = (
     "anytime-valid: beta-binomial mixture e-process on the discordant blocks (p = 1 / its running maximum), "
     "Holm over the run's comparisons; interval: betting confidence sequence"
 )
+#: What a fixed-n figure's method says in a sequential design (description, never a test).
+DESCRIPTIVE = " (fixed-n, descriptive in a sequential design)"
+
+
+def anytime_figures(look: CellLook) -> dict[str, Any]:
+    """A cell's pooled comparison as the anytime-valid look tests it: its p, Holm p and confidence sequence."""
+    return {
+        "p": look.p_anytime,
+        "p_adjusted": look.p_holm,
+        "ci_low": look.cs_low,
+        "ci_high": look.cs_high,
+        "method": ANYTIME_METHOD,
+    }
 
 
 def primary_rule(seq: SequentialReport, alpha: float) -> str:
@@ -41,14 +56,10 @@ def anytime_comparisons(
             out.append(
                 c.model_copy(
                     update={
-                        "p": look.p_anytime,
-                        "p_adjusted": look.p_holm,
-                        "ci_low": look.cs_low,
-                        "ci_high": look.cs_high,
+                        **anytime_figures(look),
                         "ci_method": "confidence sequence (betting, anytime-valid)",
                         "real": real,
                         "verdict": layer_verdict(c.metric, c.delta, real, look.p_anytime),
-                        "method": ANYTIME_METHOD,
                         "not_computable": None,
                     }
                 )
@@ -60,7 +71,7 @@ def anytime_comparisons(
                     update={
                         "real": False,
                         "verdict": verdict,
-                        "method": f"{c.method} (fixed-n, descriptive in a sequential design)",
+                        "method": c.method + DESCRIPTIVE,
                     }
                 )
             )

@@ -16,6 +16,7 @@ from scipy import stats as sps
 
 from ablate.folder.metrics import BINARY_METRICS, DEFAULT_PRIMARY, METRIC_LABELS, fmt_value
 from ablate.report.blocks import layers_text
+from ablate.report.context import Context
 from ablate.report.items import Item, Key
 from ablate.report.model import CellSummary, Comparison, CostPerPass, Report
 
@@ -119,22 +120,14 @@ def cheaper_per_pass(
     return float(_ratio(cp, cc, kp, kc)) - 1, ci[0] - 1, ci[1] - 1
 
 
-def cheaper_tradeoffs(
-    scored: dict[Key, Item],
-    cells: dict[str, list[str]],
-    control: str,
-    comparisons: Sequence[Comparison],
-    primary: str,
-    alpha: float,
-    seed: int,
-) -> dict[str, str]:
+def cheaper_tradeoffs(ctx: Context, comparisons: Sequence[Comparison]) -> dict[str, str]:
     """Cell → ``stripping skills: −18% cost per pass [−30%, −5%], no real change in pitfall-free`` for every
-    cell (id → the layers it strips) cheaper per pass than the control."""
-    metric = pass_metric(primary)
+    ranked cell cheaper per pass than the control."""
+    metric = pass_metric(ctx.primary)
     pooled = {x.cell: x for x in comparisons if x.task is None and x.metric == metric}
     out: dict[str, str] = {}
-    for cell, layers in cells.items():
-        got = cheaper_per_pass(scored, cell, control, metric, alpha, seed)
+    for cell in (c.id for c in ctx.ranked()):
+        got = cheaper_per_pass(ctx.items.scored, cell, ctx.control.id, metric, ctx.alpha, ctx.manifest.seed)
         if got is None:
             continue
         x = pooled.get(cell)
@@ -145,7 +138,7 @@ def cheaper_tradeoffs(
             else f"no real change in {label}"
         )
         d, lo, hi = (f"{100 * v:+.0f}%".replace("-", "−") for v in got)
-        out[cell] = f"{STRIPPING}{layers_text(layers)}: {d} cost per pass [{lo}, {hi}], {passes}"
+        out[cell] = f"{STRIPPING}{layers_text(ctx.layers[cell])}: {d} cost per pass [{lo}, {hi}], {passes}"
     return out
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ablate.folder.layout import ManifestCell
-from ablate.report.items import Item, Key
+from ablate.report.context import Context
 from ablate.report.model import HIGHER_IS_BETTER, Comparison, ComparisonVerdict, Family, FamilyName
 from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
 from ablate.stats import PairedResult
@@ -53,24 +53,19 @@ def plan_comparisons(
     return out
 
 
-def side_values(scored: dict[Key, Item], cell: str, metric: str) -> dict[Block, float]:
-    """One cell's values of ``metric`` by (task, repeat) block, over its scored items that have one."""
+def side_values(ctx: Context, cell: str, metric: str | None = None) -> dict[Block, float]:
+    """One cell's values of ``metric`` (default: the primary) by (task, repeat) block, over its scored items
+    that have one."""
+    m = metric or ctx.primary
     return {
-        (t, r): it.values[metric] for (t, c, r), it in scored.items() if c == cell and metric in it.values
+        (t, r): it.values[m] for (t, c, r), it in ctx.items.scored.items() if c == cell and m in it.values
     }
 
 
-def paired_values(
-    scored: dict[Key, Item],
-    cell: str,
-    control: str,
-    metric: str,
-    tasks: Sequence[str],
-    repeats: Sequence[int],
-) -> tuple[list[float], list[float], list[str]]:
+def paired_values(ctx: Context, cell: str, metric: str) -> tuple[list[float], list[float], list[str]]:
     """The cell's and the control's values on the blocks where both are scored, and each block's task."""
-    blocks = [(t, r) for t in tasks for r in repeats]
-    pairs = pair_blocks(side_values(scored, cell, metric), side_values(scored, control, metric), blocks)
+    blocks = [(t, r) for t in ctx.task_ids for r in ctx.repeats]
+    pairs = pair_blocks(side_values(ctx, cell, metric), side_values(ctx, ctx.control.id, metric), blocks)
     return pairs.cell, pairs.control, pairs.strata
 
 
@@ -84,24 +79,16 @@ def layer_verdict(metric: str, delta: float | None, real: bool, p: float | None)
     return "helps" if stripping_lowered == (metric in HIGHER_IS_BETTER) else "hurts"
 
 
-def run_comparisons(
-    planned: Sequence[Planned],
-    scored: dict[Key, Item],
-    *,
-    control: str,
-    layers: dict[str, list[str]],
-    task_ids: Sequence[str],
-    repeats: Sequence[int],
-    alpha: float,
-    seed: int,
-) -> tuple[list[Comparison], list[Family]]:
-    """Test every planned comparison, Holm within each family, and mark what is real."""
+def run_comparisons(ctx: Context, planned: Sequence[Planned]) -> tuple[list[Comparison], list[Family]]:
+    """Test every planned comparison against the context's control, Holm within each family, and mark what is
+    real."""
+    control, alpha, seed = ctx.control.id, ctx.alpha, ctx.manifest.seed
     m = {f: sum(1 for p in planned if p.family == f) for f in ("primary", "secondary")}
-    values = {(c, metric): side_values(scored, c, metric) for c in {control, *(p.cell.id for p in planned)}
+    values = {(c, metric): side_values(ctx, c, metric) for c in {control, *(p.cell.id for p in planned)}
               for metric in {p.metric for p in planned}}  # fmt: skip
     results: list[PairedResult] = []
     for p in planned:
-        blocks = [(t, r) for t in (task_ids if p.task is None else [p.task]) for r in repeats]
+        blocks = [(t, r) for t in (ctx.task_ids if p.task is None else [p.task]) for r in ctx.repeats]
         pairs = pair_blocks(values[(p.cell.id, p.metric)], values[(control, p.metric)], blocks)
         floor = alpha / max(1, m[p.family])
         s = _seed(seed, p.cell.id, p.metric, p.task)
@@ -113,7 +100,7 @@ def run_comparisons(
             zip(idx, holm_real([(results[i].p_value, results[i].delta) for i in idx], alpha), strict=True)
         )
     out = [
-        _comparison(p, r, *marked[i], control, layers[p.cell.id])
+        _comparison(p, r, *marked[i], control, ctx.layers[p.cell.id])
         for i, (p, r) in enumerate(zip(planned, results, strict=True))
     ]
     families = [

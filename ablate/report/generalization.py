@@ -37,10 +37,10 @@ def tasks_needed(subjects: int, alpha: float) -> int:
 
 def layer_effects(ctx: Context) -> dict[str, dict[str, float]]:
     """Per ranked cell, per task: the mean over its paired blocks of cell − control."""
-    control = side_values(ctx.items.scored, ctx.control.id, ctx.primary)
+    control = side_values(ctx, ctx.control.id)
     out: dict[str, dict[str, float]] = {}
     for cell in ctx.ranked():
-        values = side_values(ctx.items.scored, cell.id, ctx.primary)
+        values = side_values(ctx, cell.id)
         diffs: dict[str, list[float]] = {}
         for (task, repeat), v in values.items():
             if (task, repeat) in control:

@@ -6,6 +6,7 @@ when positive on a metric where higher is better, an **overlap** when negative."
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -31,9 +32,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         return {}
     ran = {p.cell for p in ctx.plan if not record.screens(p.repeat)}
     blocks = [(t, r) for t in ctx.task_ids for r in ctx.repeats if not record.screens(r)]
-
-    def values(cell: str) -> dict[tuple[str, int], float]:
-        return side_values(ctx.items.scored, cell, ctx.primary)
+    values = functools.partial(side_values, ctx)
 
     full = values(record.rows[0].cell)
     found: list[dict[str, Any]] = []

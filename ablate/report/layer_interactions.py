@@ -5,6 +5,7 @@ the layers."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -51,9 +52,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     if not found:
         return {}
     blocks = [(t, r) for t in ctx.task_ids for r in ctx.repeats]
-
-    def values(cell: str) -> dict[tuple[str, int], float]:
-        return side_values(ctx.items.scored, cell, ctx.primary)
+    values = functools.partial(side_values, ctx)
 
     full = values(ctx.control.id)
     got, diffs = [], []

@@ -99,9 +99,7 @@ def block_differences(first: Context, other: Context, cell: str) -> list[float]:
     """Per (task, repeat) block where all four sessions are scored: (cell − control on ``first``'s model) −
     (cell − control on ``other``'s), on the primary metric."""
     a, ca, b, cb = (
-        side_values(v.items.scored, c, first.primary)
-        for v in (first, other)
-        for c in (cell, first.control.id)
+        side_values(v, c, first.primary) for v in (first, other) for c in (cell, first.control.id)
     )
     return [(a[k] - ca[k]) - (b[k] - cb[k]) for k in a if k in ca and k in b and k in cb]
 

@@ -19,9 +19,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         for x in report.comparisons:
             if x.cell != aa.id or x.task is not None:
                 continue
-            xs, ys, _ = paired_values(
-                ctx.items.scored, aa.id, ctx.control.id, x.metric, ctx.task_ids, ctx.repeats
-            )
+            xs, ys, _ = paired_values(ctx, aa.id, x.metric)
             d = [a - b for a, b in zip(xs, ys, strict=True)]
             sd = statistics.stdev(d) if len(d) > 1 else None
             rows.append(

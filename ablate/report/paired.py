@@ -87,16 +87,3 @@ def zero_tests(diffs: Sequence[Sequence[float]], *, alpha: float, seed: int) -> 
 
 def fmt_holm(p: float | None, none: str = "—") -> str:
     return none if p is None else f"{p:.3g}"
-
-
-__all__ = [
-    "Block",
-    "Pairs",
-    "holm_real",
-    "holm_some",
-    "interval",
-    "not_computable",
-    "pair_blocks",
-    "paired_test",
-    "zero_tests",
-]

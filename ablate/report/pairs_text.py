@@ -59,7 +59,7 @@ def show(run_dir: Path, cell: str | None, task: str | None, repeat: int | None, 
     if cell is not None:
         pair = choose(ctx, flips, cell, task, repeat)
         return Shown(pair.model_dump(mode="json"), pair_lines(pair, width), notes)
-    from ablate.report.build import build_report
+    from ablate.report.sections import build_report
     from ablate.report.terminal import answer_text
 
     try:

@@ -48,12 +48,12 @@ def removals(ctx: Context, record: PieceDesignRecord) -> dict[str, Removal]:
     ran = {p.cell for p in ctx.plan if not record.screens(p.repeat)}
     confirmed = [p.id for p in record.pieces if stage.cells.get(p.id) in ran]
     blocks = [(t, r) for t in ctx.task_ids for r in ctx.repeats if not record.screens(r)]
-    control = side_values(ctx.items.scored, record.rows[0].cell, ctx.primary)
+    control = side_values(ctx, record.rows[0].cell)
     floor = ctx.alpha / max(1, len(confirmed))
     results = [
         paired_test(
             ctx.primary,
-            pair_blocks(side_values(ctx.items.scored, stage.cells[p], ctx.primary), control, blocks),
+            pair_blocks(side_values(ctx, stage.cells[p]), control, blocks),
             level=1 - ctx.alpha,
             seed=ctx.manifest.seed % 2**32,
             p_floor=floor,

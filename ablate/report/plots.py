@@ -33,7 +33,7 @@ def _private_matplotlib_dirs() -> None:
     os.environ["MPLCONFIGDIR"] = str(folder)
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     """pyplot on the Agg backend (its cache in a private folder), with reproducible SVGs."""
     _private_matplotlib_dirs()
     import matplotlib
@@ -76,7 +76,7 @@ def _legend(fig: Any, real: str, draw: str, *, crosses: bool = False) -> None:
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
 
 
-def _save(plt: Any, fig: Any, out_dir: Path, stem: str) -> tuple[Path, Path]:
+def save_figure(plt: Any, fig: Any, out_dir: Path, stem: str) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     svg, png = out_dir / f"{stem}.svg", out_dir / f"{stem}.png"
     fig.savefig(svg, format="svg", metadata={"Date": None})
@@ -91,7 +91,7 @@ def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     pooled = [c for c in report.comparisons if c.task is None and c.delta is not None]
     if not pooled:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     metrics = list(dict.fromkeys(c.metric for c in pooled))
     cells = list(dict.fromkeys(c.cell for c in pooled))
     labels = {
@@ -118,7 +118,7 @@ def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     _legend(fig, "real (Holm-adjusted)", "draw", crosses=True)
     fig.suptitle(f"Δ = cell − control ({report.run.control}), {int(100 * (1 - report.alpha))}% intervals")
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-    return _save(plt, fig, out_dir, "forest")
+    return save_figure(plt, fig, out_dir, "forest")
 
 
 def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
@@ -127,7 +127,7 @@ def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     rows = [r for r in report.pieces if r.effect is not None]
     if info is None or not rows:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     scale = 100.0 if info.metric in BINARY_METRICS else 1.0
     fig, ax = plt.subplots(figsize=(6.4, 0.4 * len(rows) + 1.6))
     for y, r in enumerate(rows):
@@ -142,4 +142,4 @@ def pieces_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     ax.set_title(f"effect on {METRIC_LABELS.get(info.metric, info.metric)}{unit}: with − without the piece")
     _legend(fig, "helps / hurts (Holm)", "draw / undecided")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return _save(plt, fig, out_dir, "pieces")
+    return save_figure(plt, fig, out_dir, "pieces")

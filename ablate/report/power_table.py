@@ -21,16 +21,12 @@ from typing import Any
 from ablate.report.blocks import Block, Heading, Table, fmt_delta, fmt_value
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import paired_values
-from ablate.report.items import Item, Key
 from ablate.report.model import (
     BINARY_METRICS,
     METRIC_LABELS,
-    Comparison,
-    Family,
     MetricSummary,
     PowerRow,
     Report,
-    SequentialReport,
 )
 from ablate.stats import (
     EXACT_MAX_BLOCKS,
@@ -124,27 +120,19 @@ def _mean(
     return det, need, effect, sd
 
 
-def power_rows(
-    comparisons: Sequence[Comparison],
-    families: Sequence[Family],
-    scored: dict[Key, Item],
-    *,
-    control: str,
-    task_ids: Sequence[str],
-    repeats: Sequence[int],
-    alpha: float,
-    mean_cost: float | None,
-    n_cells: int,
-    sequential: SequentialReport | None = None,
-) -> list[PowerRow]:
-    """One row per (metric, tested cell); see the module docstring."""
-    m = {f.name: max(1, f.m) for f in families}
+def build(ctx: Context, report: Report) -> dict[str, Any]:
+    """One power row per (metric, tested cell), from the blocks its pooled comparison actually paired (see the
+    module docstring)."""
+    task_ids, sequential = ctx.task_ids, report.sequential
+    spend = sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items)
+    mean_cost = spend / len(ctx.items.all_items) if ctx.items.all_items else None
+    m = {f.name: max(1, f.m) for f in report.families}
     rows: list[PowerRow] = []
-    for x in comparisons:
+    for x in report.comparisons:
         if x.task is not None:
             continue
-        alpha_each = alpha / m[x.family]
-        xs, ys, _ = paired_values(scored, x.cell, control, x.metric, task_ids, repeats)
+        alpha_each = ctx.alpha / m[x.family]
+        xs, ys, _ = paired_values(ctx, x.cell, x.metric)
         n = len(xs)
         sd: float | None = None
         if sequential is not None and x.metric == sequential.primary:
@@ -175,31 +163,12 @@ def power_rows(
                 effect=effect,
                 repeats_needed=reps,
                 repeats_note=need.reason if isinstance(need, NotComputable) else None,
-                cost_usd=(reps * len(task_ids) * n_cells * mean_cost)
+                cost_usd=(reps * len(task_ids) * len(ctx.manifest.cells) * mean_cost)
                 if reps and mean_cost is not None
                 else None,
             )
         )
-    return rows
-
-
-def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """Power per cell and metric from the blocks actually paired."""
-    spend = sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items)
-    n = len(ctx.items.all_items)
-    power = power_rows(
-        report.comparisons,
-        report.families,
-        ctx.items.scored,
-        control=ctx.control.id,
-        task_ids=ctx.task_ids,
-        repeats=ctx.repeats,
-        alpha=ctx.alpha,
-        mean_cost=spend / n if n else None,
-        n_cells=len(ctx.manifest.cells),
-        sequential=report.sequential,
-    )
-    return {"power": power}
+    return {"power": rows}
 
 
 def _spread(metric: str, s: MetricSummary | None) -> str:

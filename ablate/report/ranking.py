@@ -154,17 +154,8 @@ def rank(
 
 def ranking_of(ctx: Context, comparisons: Sequence[Comparison]) -> list[RankEntry]:
     """The ranking of the context's ranked cells, a cell cheaper per pass than the control saying so."""
-    ranked = ctx.ranked()
-    entries = rank(ranked, ctx.layers, comparisons, ctx.primary)
-    cheaper = cheaper_tradeoffs(
-        ctx.items.scored,
-        {c.id: ctx.layers[c.id] for c in ranked},
-        ctx.control.id,
-        comparisons,
-        ctx.primary,
-        ctx.alpha,
-        ctx.manifest.seed,
-    )
+    entries = rank(ctx.ranked(), ctx.layers, comparisons, ctx.primary)
+    cheaper = cheaper_tradeoffs(ctx, comparisons)
     for e in entries:
         e.tradeoffs += [cheaper[e.cell]] if e.cell in cheaper else []
     return entries
@@ -181,16 +172,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     """Every comparison in its Holm family, and the ranking read from the real ones."""
     ctx.say(f"comparing {len(ctx.tested)} cells with {ctx.control.id} on {len(ctx.metrics)} metrics")
     planned = plan_comparisons(ctx.tested, ctx.metrics, ctx.task_ids, ctx.primary)
-    comparisons, families = run_comparisons(
-        planned,
-        ctx.items.scored,
-        control=ctx.control.id,
-        layers=ctx.layers,
-        task_ids=ctx.task_ids,
-        repeats=ctx.repeats,
-        alpha=ctx.alpha,
-        seed=ctx.manifest.seed,
-    )
+    comparisons, families = run_comparisons(ctx, planned)
     return {
         "comparisons": comparisons,
         "families": families,

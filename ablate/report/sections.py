@@ -3,60 +3,80 @@
 Each section is one module with a ``SECTION`` (:class:`~ablate.report.context.Section`): its ``build`` returns
 its part of ``report.json`` and may read the parts of the sections above it; its ``render`` gives its blocks
 of the Markdown and HTML documents, in this order. The answer comes first (the ranking, or a piece run's
-per-piece table), then what qualifies it. Adding a section is one module and one line here.
+per-piece table), then what qualifies it. Adding a section is one module and its name in :data:`ORDER`.
+:func:`build_report` runs every ``build`` over one :class:`~ablate.report.context.Context` (the run folder read
+once), :func:`build_document` every ``render``.
 """
 
 from __future__ import annotations
 
-from ablate.report import (
-    carried,
-    caveats,
-    contributions,
-    dead_layers,
-    discriminating,
-    fingerprints,
-    flipped,
-    generalization,
-    graders,
-    header,
-    holdout,
-    interactions,
-    isolation,
-    layer_interactions,
-    models,
-    noise_floor,
-    pieces,
-    power_table,
-    provenance,
-    ranking,
-    regressions,
-    sequential,
-    tables,
-)
-from ablate.report.context import Section
+from collections.abc import Callable
+from importlib import import_module
+from pathlib import Path
+from typing import Any
 
-SECTIONS: list[Section] = [
-    ranking.SECTION,
-    pieces.SECTION,
-    interactions.SECTION,
-    models.SECTION,
-    sequential.SECTION,
-    noise_floor.SECTION,
-    header.SECTION,
-    tables.SECTION,
-    contributions.SECTION,
-    layer_interactions.SECTION,
-    power_table.SECTION,
-    regressions.SECTION,
-    holdout.SECTION,
-    generalization.SECTION,
-    discriminating.SECTION,
-    graders.SECTION,
-    dead_layers.SECTION,
-    isolation.SECTION,
-    carried.SECTION,
-    flipped.SECTION,
-    provenance.SECTION,
-    caveats.SECTION,
-    fingerprints.SECTION,
-]
+from ablate import __version__
+from ablate.report.blocks import Document
+from ablate.report.context import Page, Section, make_context
+from ablate.report.model import Report
+
+#: The section modules of ``ablate/report/``, in report order.
+ORDER = (
+    "ranking",
+    "pieces",
+    "interactions",
+    "models",
+    "sequential",
+    "noise_floor",
+    "header",
+    "tables",
+    "contributions",
+    "layer_interactions",
+    "power_table",
+    "regressions",
+    "holdout",
+    "generalization",
+    "discriminating",
+    "graders",
+    "dead_layers",
+    "isolation",
+    "carried",
+    "flipped",
+    "provenance",
+    "caveats",
+    "fingerprints",
+)
+SECTIONS: list[Section] = [import_module(f"ablate.report.{name}").SECTION for name in ORDER]
+
+
+def build_report(
+    run_dir: Path,
+    *,
+    alpha: float = 0.05,
+    control: str | None = None,
+    primary: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
+    """Read ``run_dir`` and compute the report. No model calls; the same folder gives the same report."""
+    from ablate.report.digest import inputs_digest
+
+    digest = inputs_digest(run_dir)  # before reading: a change while building makes the report stale
+    ctx = make_context(
+        run_dir, alpha=alpha, control=control, primary=primary, say=progress or (lambda _m: None)
+    )
+    start: dict[str, Any] = {"generated_by": f"ablate {__version__}", "alpha": alpha, "inputs_sha256": digest}
+    building = Report.model_construct(**start)  # unvalidated until every section has built its part
+    for section in SECTIONS:
+        building.__dict__.update(section.build(ctx, building))
+    return Report.model_validate(building.__dict__)  # every required field filled, every value checked
+
+
+def build_document(report: Report, page: Page | None = None) -> Document:
+    """Every section's blocks in order (figures drawn into ``page.plots``; none without a page); a piece run
+    leaves out the sections of a layer run (its cells cut many pieces: the per-piece table is its answer)."""
+    page = page or Page()
+    doc = Document(f"ablate report — {report.run.id}")
+    for s in SECTIONS:
+        if not (s.layer_runs_only and report.piece_design is not None):
+            doc.blocks.extend(s.render(report, page))
+    return doc

@@ -302,14 +302,9 @@ def cs_plot(seq: SequentialReport, out_dir: Path) -> tuple[Path, Path] | None:
     """``sequence.svg``/``.png``: each cell's confidence sequence for Δ over rounds, ±min-effect marked."""
     if len(seq.looks) < 1 or not seq.decisions:
         return None
-    from ablate.report.plots import _private_matplotlib_dirs
+    from ablate.report.plots import pyplot, save_figure
 
-    _private_matplotlib_dirs()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for cell in seq.decisions:
         xs: list[int] = []
@@ -335,12 +330,7 @@ def cs_plot(seq: SequentialReport, out_dir: Path) -> tuple[Path, Path] | None:
     ax.set_ylim(-1, 1)
     ax.legend(fontsize=7, ncol=4, loc="lower left")
     fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    svg, png = out_dir / "sequence.svg", out_dir / "sequence.png"
-    fig.savefig(svg)
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
-    return svg, png
+    return save_figure(plt, fig, out_dir, "sequence")
 
 
 SECTION = Section("sequential", build, render)

@@ -6,9 +6,10 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import assert_never
 
-from ablate.folder.layout import ManifestCell, PlanItem, RunManifest
+from ablate.folder.layout import ManifestCell, RunManifest
 from ablate.folder.session import SessionMetrics
-from ablate.report.items import Item, Items, Key
+from ablate.report.context import Context
+from ablate.report.items import Item, Key
 from ablate.report.model import BINARY_METRICS, CellSummary, LayerUse, MetricSummary, TaskCellCell
 from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Shows
@@ -37,39 +38,30 @@ def _metric_summary(
     return summary
 
 
-def cell_summaries(
-    manifest: RunManifest,
-    plan: Sequence[PlanItem],
-    items: Items,
-    metrics: Sequence[str],
-    repeats: Sequence[int],
-    layers: dict[str, list[str]],
-    no_op_ids: set[str],
-    alpha: float,
-    primary: str,
-) -> list[CellSummary]:
+def cell_summaries(ctx: Context) -> list[CellSummary]:
     """One summary per cell: each metric's value, spread and (rates) Wilson interval; spend; cache share;
     cost per pass."""
     from ablate.report.cost_per_pass import cell_cost_per_pass, pass_metric
 
+    items, alpha, no_op_ids = ctx.items, ctx.alpha, {n.cell for n in ctx.no_ops}
     out: list[CellSummary] = []
-    for c in manifest.cells:
+    for c in ctx.manifest.cells:
         mine = [it for (_t, cid, _r), it in items.scored.items() if cid == c.id]
         cell_all = [it for it in items.all_items if it.result.cell == c.id]
         inp = sum(it.input_tokens for it in mine)
         lists = [it.list_cost for it in cell_all]
-        per_pass, why = cell_cost_per_pass(mine, pass_metric(primary), alpha, manifest.seed)
+        per_pass, why = cell_cost_per_pass(mine, pass_metric(ctx.primary), alpha, ctx.manifest.seed)
         out.append(
             CellSummary(
                 cell=c.id,
                 label=c.label,
-                layers=layers.get(c.id, list(c.stripped) if c.id in no_op_ids else []),
+                layers=ctx.layers.get(c.id, list(c.stripped) if c.id in no_op_ids else []),
                 pieces=list(c.pieces),
                 no_op=c.id in no_op_ids,
-                items=sum(1 for p in plan if p.cell == c.id),
+                items=sum(1 for p in ctx.plan if p.cell == c.id),
                 scored=len(mine),
                 excluded=sum(1 for e in items.excluded if e.cell == c.id),
-                metrics={m: _metric_summary(items.scored, c.id, m, repeats, alpha) for m in metrics},
+                metrics={m: _metric_summary(items.scored, c.id, m, ctx.repeats, alpha) for m in ctx.metrics},
                 spend_usd=sum(it.result.cost_usd or 0.0 for it in cell_all),
                 spend_list_usd=None if any(v is None for v in lists) else sum(v or 0.0 for v in lists),
                 cache_read_share=(sum(it.cache_read for it in mine) / inp) if inp else None,

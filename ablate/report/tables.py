@@ -26,9 +26,7 @@ from ablate.report.summaries import cell_summaries, task_table
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
     """Per-cell summaries and the per-task table."""
-    cells = cell_summaries(ctx.manifest, ctx.plan, ctx.items, ctx.metrics, ctx.repeats, ctx.layers,
-                           {n.cell for n in ctx.no_ops}, ctx.alpha, ctx.primary)  # fmt: skip
-    return {"cells": cells, "task_table": task_table(ctx.manifest, ctx.items.scored)}
+    return {"cells": cell_summaries(ctx), "task_table": task_table(ctx.manifest, ctx.items.scored)}
 
 
 def render(report: Report, page: Page) -> list[Block]:

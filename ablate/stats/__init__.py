@@ -8,30 +8,39 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ablate.stats.agreement import cohen_kappa
-    from ablate.stats.multiplicity import holm
+    from ablate.stats.agreement import cohen_kappa as cohen_kappa
+    from ablate.stats.multiplicity import holm as holm
     from ablate.stats.power import (
-        DEFAULT_POWER,
-        blocks_to_detect,
-        detectable_binary,
-        detectable_mean,
-        power_binary,
-        power_mean,
-        runs_needed_binary,
-        runs_needed_mean,
-        spread,
+        DEFAULT_POWER as DEFAULT_POWER,
+        blocks_to_detect as blocks_to_detect,
+        detectable_binary as detectable_binary,
+        detectable_mean as detectable_mean,
+        power_binary as power_binary,
+        power_mean as power_mean,
+        runs_needed_binary as runs_needed_binary,
+        runs_needed_mean as runs_needed_mean,
+        spread as spread,
     )
-    from ablate.stats.proportions import exact_paired_p, newcombe_paired, paired_binary, wilson
+    from ablate.stats.proportions import (
+        exact_paired_p as exact_paired_p,
+        newcombe_paired as newcombe_paired,
+        paired_binary as paired_binary,
+        wilson as wilson,
+    )
     from ablate.stats.resampling import (
-        EXACT_MAX_BLOCKS,
-        min_interval_blocks,
-        paired_mean,
-        resamples_for,
-        sign_flip_p,
-        sign_flip_p_batch,
-        t_interval,
+        EXACT_MAX_BLOCKS as EXACT_MAX_BLOCKS,
+        min_interval_blocks as min_interval_blocks,
+        paired_mean as paired_mean,
+        resamples_for as resamples_for,
+        sign_flip_p as sign_flip_p,
+        sign_flip_p_batch as sign_flip_p_batch,
+        t_interval as t_interval,
     )
-    from ablate.stats.types import Interval, NotComputable, PairedResult
+    from ablate.stats.types import (
+        Interval as Interval,
+        NotComputable as NotComputable,
+        PairedResult as PairedResult,
+    )
 
 _WHERE = {
     name: module
@@ -53,32 +62,3 @@ def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module 'ablate.stats' has no attribute {name!r}")
     return getattr(import_module(f"ablate.stats.{_WHERE[name]}"), name)
-
-
-__all__ = [
-    "DEFAULT_POWER",
-    "EXACT_MAX_BLOCKS",
-    "Interval",
-    "NotComputable",
-    "PairedResult",
-    "blocks_to_detect",
-    "cohen_kappa",
-    "detectable_binary",
-    "detectable_mean",
-    "exact_paired_p",
-    "holm",
-    "min_interval_blocks",
-    "newcombe_paired",
-    "paired_binary",
-    "paired_mean",
-    "power_binary",
-    "power_mean",
-    "resamples_for",
-    "runs_needed_binary",
-    "runs_needed_mean",
-    "sign_flip_p",
-    "sign_flip_p_batch",
-    "spread",
-    "t_interval",
-    "wilson",
-]
