@@ -247,6 +247,8 @@ class NamespaceEnvironments:
         self._lock = threading.Lock()
         self._lower: RepoLower | None = None
         self._cells: dict[str, CellLayers] = {}
+        self._repos: dict[str, tuple[Path, dict[str, Any]]] = {}
+        """A cell's worktree operations (JSON) → its repo layer and what the layer resolution saw there."""
         self._configs: dict[str, tuple[CellConfig, ConfigReport, dict[str, CopyPrint]]] = {}
         self._prints: dict[str, CopyPrint] | None = None
         """The setup's layer prints, read once: what every cell's kept layers must equal."""
@@ -317,24 +319,30 @@ class NamespaceEnvironments:
         setup, slug = self.setup, self.setup.memory_slug
         cdir = built.path.parent
         ops = worktree.worktree_ops(setup, lower.plan, cell, lower.path, lower.pristine)
-        repo_layers = [layer for layer in self.catalog if layer.side == "repo"]
-        build_repo_layers(
-            [
-                {
-                    "lower": [str(lower.path)],
-                    "upper": str(cdir / "repo"),
-                    "work": str(cdir / "repo.work"),
-                    "mnt": str(cdir / "mnt"),
-                    "pristine": str(lower.pristine),
-                    "ops": ops,
-                    "memory_slug": slug,
-                    "resolve": [layer.model_dump(mode="json") for layer in repo_layers],
-                    "report": str(cdir / "repo-layers.json"),
-                }
-            ],
-            cdir / "cowlayer.json",
-        )
-        seen = json.loads((cdir / "repo-layers.json").read_text(encoding="utf-8"))
+        key = json.dumps(ops, sort_keys=True)
+        if key not in self._repos:  # a read-only lower layer: cells whose worktree operations agree share it
+            repo_layers = [layer for layer in self.catalog if layer.side == "repo"]
+            build_repo_layers(
+                [
+                    {
+                        "lower": [str(lower.path)],
+                        "upper": str(cdir / "repo"),
+                        "work": str(cdir / "repo.work"),
+                        "mnt": str(cdir / "mnt"),
+                        "pristine": str(lower.pristine),
+                        "ops": ops,
+                        "memory_slug": slug,
+                        "resolve": [layer.model_dump(mode="json") for layer in repo_layers],
+                        "report": str(cdir / "repo-layers.json"),
+                    }
+                ],
+                cdir / "cowlayer.json",
+            )
+            self._repos[key] = (
+                cdir / "repo",
+                json.loads((cdir / "repo-layers.json").read_text(encoding="utf-8")),
+            )
+        repo, seen = self._repos[key]
         prints = dict(base)
         for layer in self.catalog:
             if layer.side == "repo":
@@ -347,7 +355,7 @@ class NamespaceEnvironments:
         mismatches = kept_mismatches(self._setup_prints_locked(), cell, prints)
         notes.extend(mismatch_lines(mismatches))
         leaks = [*report.leaks, *ancestor_leaks(setup.repo, config_dir=setup.config_dir), *fixed_leaks(setup)]
-        return CellLayers(cdir / "config", cdir / "repo", fingerprints, notes, leaks, seen, mismatches)
+        return CellLayers(cdir / "config", repo, fingerprints, notes, leaks, seen, mismatches)
 
     # -- EnvBackend ----------------------------------------------------------------------------------------
 
