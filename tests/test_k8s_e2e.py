@@ -2,8 +2,10 @@
 (one process per index, JOB_COMPLETION_INDEX set), against ablate.sim with the real pinned CLI; the merged
 report equals a one-machine run of the same plan, item for item.
 
-The only liberty taken is the one a volume mount takes: ``$ABLATE_RUNS`` (``/runs`` in the pod) points at a
-temporary folder, and the Secret's value is the test's fake key.
+The liberties taken: the one a volume mount takes (``$ABLATE_RUNS``, ``/runs`` in the pod, points at a
+temporary folder), the Secret's value is the test's fake key, the plan Job's probe is the one CLI start per
+cell of ``ablate probe`` (the runs start none of their own) and the shards write no report of their own
+(``ABLATE_REPORT=none``, as a pod's env may say): the merge Job's report of them all is the one compared.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def test_the_indexed_job_commands_reproduce_a_one_machine_run(
 
         shard = _container(out / "shards.yaml")
         for index in range(2):
-            done = _sh(shard, _env(shard, base, runs, JOB_COMPLETION_INDEX=str(index)))
+            done = _sh(shard, _env(shard, base, runs, JOB_COMPLETION_INDEX=str(index), ABLATE_REPORT="none"))
             assert done.returncode == 0, f"index {index}: {done.stdout}{done.stderr}"
         shards = sorted(p.name for p in (runs / "shards").iterdir())
         assert shards == [f"{planned.name}-shard-1-of-2", f"{planned.name}-shard-2-of-2"]

@@ -69,8 +69,13 @@ def run_pieces(
     claude: Path, tmp_path: Path, sections: list[tuple[str, str]], script: dict[str, object], *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], float, Path]:
     """`ablate run` (``extra``: its piece options) on the example setup whose user CLAUDE.md is ``sections``,
-    against the sim answering by ``script``: the finished process, its wall time and the run folder."""
+    against the sim answering by ``script``: the finished process, its wall time and the run folder. The setup's
+    hooks are dropped: no piece under test, and its SessionStart hook is a python3 start in every session."""
     ex = materialise_example(tmp_path / "setup")
+    settings = orjson.loads((ex.config_dir / "settings.json").read_bytes())
+    (ex.config_dir / "settings.json").write_bytes(
+        orjson.dumps({k: v for k, v in settings.items() if k != "hooks"})
+    )
     (ex.config_dir / "CLAUDE.md").write_text(
         "".join(f"## {title}\nA note for the assistant ({marker}).\n\n" for title, marker in sections)
     )

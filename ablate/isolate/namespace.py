@@ -247,6 +247,8 @@ class NamespaceEnvironments:
         self._lock = threading.Lock()
         self._lower: RepoLower | None = None
         self._cells: dict[str, CellLayers] = {}
+        self._repos: dict[str, tuple[Path, dict[str, Any]]] = {}
+        """A cell's worktree operations (JSON) → its repo layer and what the layer resolution saw there."""
         self._configs: dict[str, tuple[CellConfig, ConfigReport, dict[str, CopyPrint]]] = {}
         self._prints: dict[str, CopyPrint] | None = None
         """The setup's layer prints, read once: what every cell's kept layers must equal."""
@@ -318,35 +320,46 @@ class NamespaceEnvironments:
             return self._cells[cell.id]
 
     def _build_cells(self, cells: list[ResolvedCell]) -> None:
+        """The cells' repo layers, each distinct one built once: a layer is read-only, so cells whose worktree
+        operations agree (every cell that changes only the config dir) share it."""
         if not cells:
             return
         lower = self._lower_locked()
         repo_layers = [layer.model_dump(mode="json") for layer in self.catalog if layer.side == "repo"]
-        items = []
+        keys: dict[str, str] = {}
+        items: dict[str, dict[str, Any]] = {}
         for cell in cells:
+            ops = worktree.worktree_ops(self.setup, lower.plan, cell, lower.path, lower.pristine)
+            keys[cell.id] = key = json.dumps(ops, sort_keys=True)
             cdir = self._config_locked(cell)[0].path.parent
-            items.append(
-                {
+            if key not in self._repos and key not in items:
+                items[key] = {
                     "lower": [str(lower.path)],
                     "upper": str(cdir / "repo"),
                     "work": str(cdir / "repo.work"),
                     "mnt": str(cdir / "mnt"),
                     "pristine": str(lower.pristine),
-                    "ops": worktree.worktree_ops(self.setup, lower.plan, cell, lower.path, lower.pristine),
+                    "ops": ops,
                     "memory_slug": self.setup.memory_slug,
                     "resolve": repo_layers,
                     "report": str(cdir / "repo-layers.json"),
                 }
+        if items:
+            build_repo_layers(list(items.values()), self.shared / "cowlayer.json")
+        for key, item in items.items():
+            self._repos[key] = (
+                Path(item["upper"]),
+                json.loads(Path(item["report"]).read_text(encoding="utf-8")),
             )
-        build_repo_layers(items, self.shared / "cells" / "cowlayer.json")
         for cell in cells:
-            self._cells[cell.id] = self._cell_layers(cell, lower)
+            self._cells[cell.id] = self._cell_layers(cell, lower, *self._repos[keys[cell.id]])
 
-    def _cell_layers(self, cell: ResolvedCell, lower: RepoLower) -> CellLayers:
+    def _cell_layers(
+        self, cell: ResolvedCell, lower: RepoLower, repo: Path, seen: dict[str, Any]
+    ) -> CellLayers:
         """A cell's layers once its repo layer is built: the prints its files must match, its notes, its leaks."""
         built, report, base = self._config_locked(cell)
         setup, cdir = self.setup, built.path.parent
-        seen = json.loads((cdir / "repo-layers.json").read_text(encoding="utf-8"))
         prints = dict(base)
         for layer in self.catalog:
             if layer.side == "repo":
@@ -359,7 +372,7 @@ class NamespaceEnvironments:
         mismatches = kept_mismatches(self._setup_prints_locked(), cell, prints)
         notes.extend(mismatch_lines(mismatches))
         leaks = [*report.leaks, *ancestor_leaks(setup.repo, config_dir=setup.config_dir), *fixed_leaks(setup)]
-        return CellLayers(cdir / "config", cdir / "repo", fingerprints, notes, leaks, seen, mismatches)
+        return CellLayers(cdir / "config", repo, fingerprints, notes, leaks, seen, mismatches)
 
     # -- EnvBackend ----------------------------------------------------------------------------------------
 
