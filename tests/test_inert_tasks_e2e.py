@@ -3,11 +3,11 @@ is named, stops being scheduled once the run is sure, and the report says what t
 
 The demo's simulated model answers deterministic-tests with its pitfall exactly when the whole setup is
 missing (C11), so every block of that task is discordant. Its copy "inert" asks the same and gets the same
-answers, but its pitfall pattern matches nothing: every session passes in both cells. With --min-effect 0.7 and
-the default draw error 0.05 a task is dropped after ⌈ln 0.05 / ln 0.3⌉ = 3 blocks without a discordant one; C11
+answers, but its pitfall pattern matches nothing: every session passes in both cells. With --min-effect 0.9 and
+the default draw error 0.05 a task is dropped after ⌈ln 0.05 / ln 0.1⌉ = 2 blocks without a discordant one; C11
 is real after 8 discordant blocks (anytime p 0.035; any min effect over 0.29 leaves that: the test's prior is
-then the uniform), so rounds 4 to 8 run deterministic-tests alone: 3 × 4 + 5 × 2 = 22 sessions, one model call each,
-10 saved.
+then the uniform), so rounds 3 to 8 run deterministic-tests alone: 2 × 4 + 6 × 2 = 20 sessions, one model call each,
+12 saved.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ablate.setup.examples import materialise_example
 from ablate.sim import SimServer
 from tests.test_adaptive_e2e import _env
 
-INERT_AFTER = 3
+INERT_AFTER = 2
 ROUNDS = 8
 
 
@@ -49,7 +49,7 @@ def test_an_inert_task_is_dropped_after_enough_blocks_and_the_report_names_it_an
         )
     )
     args = [
-        sys.executable, "-m", "ablate", "run", "--adaptive", "--max-repeats", "12", "--min-effect", "0.7",
+        sys.executable, "-m", "ablate", "run", "--adaptive", "--max-repeats", "12", "--min-effect", "0.9",
         "--cells", str(cells), "--tasks", str(source), "--tasks", str(inert), "--model", "claude-sonnet-4-6",
         "--max-turns", "4", "--jobs", "2", "--seed", "5", "--out", str(tmp_path / "runs"),
         "--work-dir", str(tmp_path / "envs"), "--config-dir", str(example.config_dir), "--repo", str(example.repo),
@@ -81,5 +81,5 @@ def test_an_inert_task_is_dropped_after_enough_blocks_and_the_report_names_it_an
         and got["usd_saved"] > 0
     )
     md = (run_dir / "report.md").read_text()
-    assert "## Tasks that tell the cells apart" in md and "| inert | 3 | 0 | no | 3 | 10 |" in md
-    assert "**inert-tasks**: inert: every cell scored the same" in md and "saved 10 sessions" in md
+    assert "## Tasks that tell the cells apart" in md and "| inert | 2 | 0 | no | 2 | 12 |" in md
+    assert "**inert-tasks**: inert: every cell scored the same" in md and "saved 12 sessions" in md

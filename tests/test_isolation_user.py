@@ -198,6 +198,8 @@ def _check_run(box: Box, bin_dir: Path, user: User | None, claude: Path, mode: s
             "--work-dir",
             str(box.base / "envs"),
             *_common(box),
+            "--report",
+            "none",  # the box is under test, not the report
             "--json",
         )
     assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
@@ -322,6 +324,8 @@ def test_links_fence_as_an_ordinary_user_refuses_and_reports(
             *_common(box),
             "--isolation",
             "links",
+            "--report",
+            "none",  # the fence is under test, not the report
             "--json",
         )
     assert box.changed() == [] and box.left_in_tmp() == []

@@ -5,8 +5,8 @@ One ``ablate run`` of five tasks in one cell against the scripted sim: a quiet o
 Bash call writes 80 MiB in the view, starts 300 processes, holds 1.8 GiB in three processes, or sends a
 20 MiB request body through the relay. Under ``--limit disk=32MiB processes=200 memory=1GiB
 request=8MiB`` each of the four fails with its limit and the quiet one completes; afterwards no mount,
-work folder, cgroup or process of the run remains. The positive control: the same run under the default
-limits completes every item (the attacks were real). As root (cgroups) and as an ordinary user (rlimits).
+work folder, cgroup or process of the run remains. The positive control: the four attacks under the
+default limits complete (the attacks were real). As root (cgroups) and as an ordinary user (rlimits).
 """
 
 from __future__ import annotations
@@ -71,9 +71,11 @@ def _ablate_run(
     limits: list[str],
     out: str,
     bin_dir: Path,
+    tasks: list[str],
 ) -> Path:
     argv = [
-        str(bin_dir / "ablate"), "run", "--tasks", str(base / "tasks"), "--cells", str(base / "one.toml"),
+        str(bin_dir / "ablate"), "run", *(a for t in tasks for a in ("--tasks", str(base / "tasks" / f"{t}.toml"))),
+        "--cells", str(base / "one.toml"),
         "--isolation", "namespace", "--max-turns", "3", "--jobs", "1", "--report", "none", *limits,
         "--out", str(base / out), "--work-dir", str(base / f"envs-{out}"),
         "--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--json",
@@ -147,15 +149,16 @@ def test_a_session_over_a_limit_is_stopped_and_the_run_goes_on(
             user.own(base)
         with SimServer(script_from_data(_script())) as sim:
             env = _env(base, ex, claude, sim.base_url)
-            limited = _ablate_run(base, ex, user, env, LIMITS, "limited", bin_dir)
-            control = _ablate_run(base, ex, user, env, [], "control", bin_dir)
+            limited = _ablate_run(base, ex, user, env, LIMITS, "limited", bin_dir, list(ATTACKS))
+            # the attacks alone: the quiet task completes under the limits already
+            control = _ablate_run(base, ex, user, env, [], "control", bin_dir, list(ATTACKS)[1:])
         said = items_said(limited.parent) + items_said(control.parent)
         # the positive control: the same attacks under the defaults all ran to their end
         assert set(_statuses(control).values()) == {("completed", "")}, said
         transcripts = "\n".join(
             p.read_text(errors="replace") for p in control.rglob("transcripts/**/*.jsonl")
         )
-        for word in ("quiet", "forked", "held", "sent"):
+        for word in ("forked", "held", "sent"):
             assert word in transcripts, (word, said)
         got = _statuses(limited)
         assert got == {

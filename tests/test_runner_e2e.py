@@ -64,6 +64,8 @@ def ablate(
     full = [ABLATE, *args]
     if args[0] in ("run", "ab", "plan") and "--resume" not in args and "--plan" not in args:
         full += ["--config-dir", str(example.config_dir), "--repo", str(example.repo)]
+    if args[0] in ("run", "ab"):
+        full += ["--report", "none"]  # no test here reads a report (~4 CPU-s each): the runner is under test
     proc = subprocess.run(
         full, env={**env, "ANTHROPIC_BASE_URL": sim.base_url}, capture_output=True, text=True, timeout=600
     )
@@ -146,9 +148,9 @@ def test_kill_9_then_resume_loses_nothing_and_reruns_nothing(
         args = [
             ABLATE,
             "ab",
-            *task_args(TWO_TASKS),
+            *task_args(TWO_TASKS[1:]),
             "--repeats",
-            "2",  # eight items: three or more done before the kill, the rest left for the resume
+            "2",  # four items, two at a time: the first two done before the kill, the rest left for the resume
             "--jobs",
             "2",
             "--max-turns",
@@ -161,6 +163,8 @@ def test_kill_9_then_resume_loses_nothing_and_reruns_nothing(
             str(example.config_dir),
             "--repo",
             str(example.repo),
+            "--report",
+            "none",  # killed before it ends; the resume builds none either
         ]
         proc = subprocess.Popen(
             args,
@@ -170,7 +174,7 @@ def test_kill_9_then_resume_loses_nothing_and_reruns_nothing(
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if out.exists() and any(out.iterdir()) and len(list(only_run(out).glob("results/*.json"))) >= 3:
+            if out.exists() and any(out.iterdir()) and len(list(only_run(out).glob("results/*.json"))) >= 2:
                 break
             time.sleep(0.1)
         os.kill(proc.pid, signal.SIGKILL)
@@ -187,14 +191,14 @@ def test_kill_9_then_resume_loses_nothing_and_reruns_nothing(
         time.sleep(3.0)  # longer than a session's answer takes: a survivor would write its stdout now
         assert sorted(p.name for p in (folder / "stdout").iterdir()) == stdout_files
         before = results(folder)
-        assert 3 <= len(before) < 8
+        assert 2 <= len(before) < 4
         proc2 = ablate(["run", "--resume", str(folder), "--jobs", "2", "--json"], sim_env, sim, example)
     summary = orjson.loads(proc2.stdout)
     assert summary["outcome"] == "finished", proc2.stderr
     assert summary["skipped"] == len(before)
-    assert summary["launched"] == 8 - len(before)
+    assert summary["launched"] == 4 - len(before)
     after = results(folder)
-    assert len(after) == 8
+    assert len(after) == 4
     assert set(before) < set(after)
     assert list((tmp_path / "envs").iterdir()) == []  # the crashed run's environments are gone too
     for item, r in before.items():

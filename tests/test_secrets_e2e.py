@@ -29,6 +29,7 @@ import pytest
 from ablate.setup.examples import materialise_example
 from ablate.sim import Script, SimServer, script_from_data
 from tests.helpers_cli import BIN, invoke
+from tests.test_sealed_e2e import ONE_CELL
 from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -46,11 +47,12 @@ MARKS = ("SECRET-SSH-1f2e", "SECRET-AWS-9c8d", "SECRET-NETRC-77aa", "SECRET-GH-3
 
 def _script(home: Path) -> Script:
     """The session reads every planted file (at ``~`` and at the real home: ``links`` gives it a shadow
-    home), its cell's account state and every process's ``ANTHROPIC_*`` variables."""
+    home), its cell's account state and every process's ``ANTHROPIC_*`` variables; ``READ-DONE`` is in its
+    output only (not in the command the request repeats)."""
     files = [f"~/{rel}" for rel in (*PLANTED, ".claude.json")] + [f"{home}/.claude.json"]
     read = (
         f'cat {" ".join(files)} "$CLAUDE_CONFIG_DIR/.claude.json"; for f in /proc/[0-9]*/environ; do '
-        "tr '\\0' '\\n' < $f; done | grep -a ^ANTHROPIC_ | sort -u; echo READ-DONE"
+        "tr '\\0' '\\n' < $f; done | grep -a ^ANTHROPIC_ | sort -u; printf 'READ-%s' DONE"
     )
     bash = {"name": "Bash", "input": {"command": read, "description": "look around"}}
     rule = {"name": "read", "where": "prompt", "contains": ["SECRETS-TASK"], "turn": 0, "tool_use": [bash]}
@@ -70,9 +72,10 @@ class Runner:
     def run(
         self, name: str, *extra: str, env_key: bool = True, report: str = "now"
     ) -> tuple[Path, list[Any], str]:
-        """One ``ab`` run (two sessions) in a home with the planted files: its folder, the requests the sim
-        received (bodies included) and ablate's stderr. Without ``env_key`` the real key is the ``/login`` key
-        of ``~/.claude.json`` alone; ``report``: when its report is written."""
+        """One run of the control cell (one session, the whole setup with its hooks) in a home with the
+        planted files: its folder, the requests the sim received (bodies included) and ablate's stderr.
+        Without ``env_key`` the real key is the ``/login`` key of ``~/.claude.json`` alone; ``report``: when
+        its report is written."""
         ex = materialise_example(self.base / name)
         for rel, text in PLANTED.items():
             (ex.home / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -83,7 +86,9 @@ class Runner:
         task = self.base / f"{name}.toml"
         task.write_text('schema_version = 1\nid = "secrets"\nprompt = "SECRETS-TASK: look around."\n')
         out = self.base / f"{name}-runs"
-        args = ["ab", "--tasks", str(task), "--repeats", "1", "--max-turns", "3", "--out", str(out)]
+        (self.base / "one.toml").write_text(ONE_CELL)
+        args = ["run", "--cells", str(self.base / "one.toml"), "--tasks", str(task), "--repeats", "1"]
+        args += ["--max-turns", "3", "--out", str(out)]
         args += ["--config-dir", str(ex.config_dir), "--repo", str(ex.repo), "--claude-bin", str(self.claude)]
         args += ["--report", report, "--work-dir", str(self.base / f"{name}-envs"), *self.extra, *extra]
         with SimServer(_script(ex.home), api_key=REAL_KEY) as sim:
@@ -144,10 +149,10 @@ def test_a_session_reads_no_credential_file_and_never_holds_the_key(
         )
     run, requests, stderr = runner.run("hidden")
     results = _results(run)
-    assert len(results) == 2 and all(r["status"] == "completed" for r in results), (stderr[-3000:], results)
+    assert len(results) == 1 and all(r["status"] == "completed" for r in results), (stderr[-3000:], results)
     sent = orjson.dumps(requests).decode()
     # the read ran and its output reached the endpoint: the placeholder, never the key nor a planted value
-    assert sent.count("READ-DONE") >= 2 and "sk-ablate-session-" in sent, sent[-3000:]
+    assert "READ-DONE" in sent and "sk-ablate-session-" in sent, sent[-3000:]
     for secret in (*MARKS, REAL_KEY, "REALKEY"):
         assert secret not in sent, secret
         assert secret not in _everything(run), secret
@@ -184,7 +189,7 @@ def test_a_login_key_is_moved_into_the_swapped_variable(claude: Path, base: Path
     run, requests, stderr = Runner(claude, base).run("moved", env_key=False, report="none")
     assert all(r["status"] == "completed" for r in _results(run)), stderr[-3000:]
     sent = orjson.dumps(requests).decode()
-    assert sent.count("READ-DONE") >= 2 and "sk-ablate-session-" in sent, sent[-3000:]
+    assert "READ-DONE" in sent and "sk-ablate-session-" in sent, sent[-3000:]
     assert REAL_KEY not in sent and "REALKEY" not in _everything(run)
     calls = [r for r in requests if r["path"] == "/v1/messages"]
     assert calls and all(r["status"] == 200 for r in calls), [(r["rule"], r["status"]) for r in calls]
