@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.user_support import User, make_user, user_venv, world_readable_dir
+from tests.user_support import User, make_user, user_venv
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -140,12 +140,16 @@ def ordinary_user() -> Iterator[User]:
 
 
 @pytest.fixture(scope="session")
-def installed(ordinary_user: User) -> Iterator[Path]:
-    """The ``bin`` folder of a venv where ablate is installed for :func:`ordinary_user`, as a user installs it."""
+def installed(ordinary_user: User, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin`` folder of a venv where ablate is installed for :func:`ordinary_user`, as a user installs it:
+    built once per test session, whichever pytest process asks first (a venv and a pip install, ~10 CPU-s,
+    were built in every process)."""
     if not Path("/usr/bin/python3").is_file():
         pytest.skip("no system Python at /usr/bin/python3")
-    base = world_readable_dir("ablate-venv-")
-    try:
-        yield user_venv(base / "venv")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+
+    def build(root: Path) -> None:
+        root.chmod(0o755)
+        root.parent.chmod(0o711)  # pytest's folders are private to root: the user may only pass through
+        user_venv(root / "venv")
+
+    return built_once(tmp_path_factory, "user-venv", build) / "venv" / "bin"
