@@ -13,14 +13,14 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ablate.core import links
 from ablate.isolate import shadowfs
-from ablate.setup.layers import json_keys, walk_files
+from ablate.setup.layers import hook_entries, json_keys, walk_files
 from ablate.setup.load import Leak, Setup, linked_state
 
 #: Folders the CLI writes (docs/CLAUDE-CODE.md#writes-config-dir, docs/CLAUDE-CODE.md#startup-paths): always real, empty folders in a cell; never links.
@@ -279,18 +279,11 @@ def link_home(setup: Setup, shadow_home: Path) -> int:
 # Hook scripts that hard-code the real config path
 
 
-def hook_entries(hooks: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(event, hook)`` of every hook of a settings ``hooks`` object, in order (malformed parts skipped)."""
-    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
-        for group in groups if isinstance(groups, list) else []:
-            for hook in (group.get("hooks") or []) if isinstance(group, dict) else []:
-                if isinstance(hook, dict):
-                    yield str(event), hook
-
-
 def hook_commands(settings: dict[str, Any]) -> list[str]:
     """Every ``command`` string of the ``hooks`` key of a settings object."""
-    return [h["command"] for _, h in hook_entries(settings.get("hooks")) if isinstance(h.get("command"), str)]
+    return [
+        h["command"] for *_, h in hook_entries(settings.get("hooks")) if isinstance(h.get("command"), str)
+    ]
 
 
 def _command_files(command: str, setup: Setup) -> list[Path]:

@@ -19,9 +19,8 @@ from typing import Any, Literal, assert_never
 
 from ablate.core.jsonl import map_strings
 from ablate.isolate.forwarder import scrub_billing
-from ablate.isolate.shadow_home import hook_entries
 from ablate.setup.kinds import layer_kind
-from ablate.setup.layers import Catalog, LayerFiles, json_keys
+from ablate.setup.layers import Catalog, LayerFiles, hook_entries, json_keys
 from ablate.setup.load import listed, style_name
 
 Kind = Literal["text", "names", "hooks", "files", "unprobed", "unobservable", "absent"]
@@ -136,7 +135,7 @@ def hook_specs(lf: LayerFiles) -> list[HookSpec]:
     specs = (
         HookSpec(event, cmd, bool(h.get("async")))
         for hooks in _key_objects(lf)
-        for event, h in hook_entries(hooks)
+        for event, *_, h in hook_entries(hooks)
         if isinstance(cmd := h.get("command"), str) and cmd.strip()
     )
     return list(dict.fromkeys(specs))

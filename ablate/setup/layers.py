@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -267,6 +267,19 @@ def json_keys(path: Path) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def hook_entries(hooks: object) -> Iterator[tuple[str, int, int, str, dict[str, Any]]]:
+    """(event, group index, hook index, matcher, hook) of every hook of a settings ``hooks`` object, in order
+    (malformed parts skipped)."""
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for gi, group in enumerate(groups if isinstance(groups, list) else []):
+            if not isinstance(group, dict):
+                continue
+            matcher = str(group.get("matcher", ""))
+            for hi, hook in enumerate(group.get("hooks") or []):
+                if isinstance(hook, dict):
+                    yield str(event), gi, hi, matcher, hook
 
 
 def layer_hash(files: Iterable[tuple[str, bytes]], keys: Iterable[tuple[str, bytes]] = ()) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.core.tokens import tokens_of_chars
-from ablate.setup.layers import Catalog, Layer, LayerFiles, json_keys, resolve_layer
+from ablate.setup.layers import Catalog, Layer, LayerFiles, hook_entries, json_keys, resolve_layer
 from ablate.setup.load import Setup, frontmatter_field, resolve_layers
 
 PieceKind = Literal[
@@ -211,21 +211,6 @@ def _whole(
     )
 
 
-def hook_entries(settings: dict[str, Any]) -> Iterator[tuple[str, int, int, str, dict[str, Any]]]:
-    """(event, group index, hook index, matcher, hook) for every hook of a settings object's ``hooks``."""
-    hooks = settings.get("hooks")
-    if not isinstance(hooks, dict):
-        return
-    for event, groups in hooks.items():
-        for gi, group in enumerate(groups if isinstance(groups, list) else []):
-            if not isinstance(group, dict):
-                continue
-            matcher = str(group.get("matcher", ""))
-            for hi, hook in enumerate(group.get("hooks") or []):
-                if isinstance(hook, dict):
-                    yield event, gi, hi, matcher, hook
-
-
 def _command_name(hook: dict[str, Any]) -> str:
     """The last word of a hook's command that names a file (``python3 ~/x/session_start.py`` → session_start)."""
     words = str(hook.get("command") or hook.get("type") or "hook").split()
@@ -248,7 +233,7 @@ def _json_pieces(lf: LayerFiles, side: str, ids: _Ids) -> Iterator[Piece]:
     for kp in lf.keys:
         obj = json_keys(kp.path) or {}
         if kp.key == "hooks":
-            for event, gi, hi, matcher, hook in hook_entries(obj):
+            for event, gi, hi, matcher, hook in hook_entries(obj.get("hooks")):
                 parts = [event, matcher if matcher not in ("", "*") else "", _command_name(hook)]
                 label = f"{event} [{matcher or '*'}] {hook.get('command', hook.get('type', ''))}"
                 yield piece(
