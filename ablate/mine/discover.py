@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from ablate.core.workers import in_workers
 from ablate.folder.names import PLAN, STDOUT, TRANSCRIPTS
 from ablate.mine.derive import mine_session
 from ablate.mine.model import SessionResult
@@ -17,7 +17,6 @@ if TYPE_CHECKING:  # the task model pulls in pydantic: the miner never needs it 
     from ablate.setup.tasks import PitfallPattern
 
 T = TypeVar("T")
-A = TypeVar("A")
 _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -97,22 +96,3 @@ def mine_each(
     items = [(t, pits, view) for t in transcripts]
     for job, result in zip(items, in_workers(_mine_one, items, jobs), strict=True):
         yield job[0], result
-
-
-def in_workers(fn: Callable[[A], T], items: Sequence[A], jobs: int) -> Iterator[T]:
-    """``fn`` of each item, in order, in ``jobs`` forked worker processes (here when ``jobs`` is 1 or there is
-    one item); ``fn`` is module-level and its values are pickled back.
-
-    What the process holds when it starts is frozen (``gc.freeze``, never undone): the collector stops walking
-    the interpreter's imports, here and in the workers, whose pages it would copy (``ablate mine`` over 108 MB:
-    1,639 → 1,481 M instructions; undone, the walk comes back at exit). Its callers are commands that end with
-    it."""
-    gc.freeze()
-    if jobs <= 1 or len(items) < 2:
-        yield from map(fn, items)
-        return
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=min(jobs, len(items))) as pool:
-        # Chunks of about a hundredth of the items: few round trips, and still an even split at the end.
-        yield from pool.map(fn, items, chunksize=max(1, min(64, len(items) // (jobs * 8))))

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from ablate.core.workers import in_workers
 from ablate.mine.derive import subagent_files
-from ablate.mine.discover import in_workers
 from ablate.mine.parse import USAGE_SKIP_RE, _Session, _stream, _Thread
 
 FileKind = Literal["session", "empty", "junk", "unreadable"]

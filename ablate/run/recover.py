@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.core.errors import AblateError, NotFound
+from ablate.core.workers import in_workers
 from ablate.folder.layout import TASKS_DIR, Attempt, PlanItem, RunFolder, read_manifest
 from ablate.folder.lock import RunLock
 from ablate.folder.result import ExitInfo, ItemResult, Recovery, read_result, should_replace, write_result
 from ablate.folder.wire import read_wire, wire_path
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.derive import mine_session
-from ablate.mine.discover import in_workers
 from ablate.mine.model import SessionResult
 from ablate.run.session import PAUSE_API_STATUSES, build_result, compare_wire
 from ablate.setup.tasks import Task, load_task
