@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -54,6 +55,13 @@ def pytest_configure(config: pytest.Config) -> None:
     with contextlib.suppress(FileExistsError):  # another pytest made it first
         (direct / "python3").symlink_to(system)
     os.environ["PATH"] = f"{direct}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (scipy, pydantic models, every test module) is frozen out of the collector's
+    walks: each full collection in a worker, and pytest's own at its end, then visits only what tests made
+    (a worker's collector time on ~125 unit tests: 0.9 → 0.6 CPU-s, measured with ``gc.callbacks``)."""
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
