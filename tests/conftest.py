@@ -7,6 +7,8 @@ import fcntl
 import gc
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -104,14 +106,36 @@ def isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPa
             var.startswith("ABLATE_") and var != "ABLATE_CLAUDE_BIN"
         ):
             monkeypatch.delenv(var, raising=False)
-    # ablate's own cache (pristine checkouts reused across runs), fresh for each test
-    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path_factory.mktemp("ablate-cache")))
+    # ablate's own cache (pristine checkouts reused across runs), fresh for each test, but for the pinned
+    # CLI's identity: hashing its 400 MB binary costs each test's first command ~0.4 CPU-s
+    cache = tmp_path_factory.mktemp("ablate-cache")
+    monkeypatch.setenv("ABLATE_CACHE_DIR", str(cache))
+    identity = claude_identity(tmp_path_factory)
+    if identity is not None:
+        shutil.copyfile(identity, cache / identity.name)
     # no report after a run unless the test asks for one (`--report now`, or `ablate report DIR`): it costs
     # seconds of CPU per run, and a detached one (the default) would outlive its test's folder
     monkeypatch.setenv("ABLATE_REPORT", "none")
     # no probe before a run unless the test asks for one (`--probe`): one more CLI start per cell and run
     monkeypatch.setenv("ABLATE_PROBE", "0")
     return home
+
+
+def claude_identity(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """ablate's remembered identity of the pinned CLI (``claude-identity.json``, its version and sha256 by its
+    stat), made once per test session by ``find_claude`` in a process of its own; None without the CLI. A test
+    about the identity cache uses a binary of its own; one that counts the ``--version`` start removes it."""
+    binary = claude_bin()
+    if binary is None:
+        return None
+
+    def remember(root: Path) -> None:
+        root.chmod(0o700)
+        code = "from ablate.core.claude import find_claude; find_claude()"
+        env = {**os.environ, "ABLATE_CACHE_DIR": str(root), "ABLATE_CLAUDE_BIN": str(binary)}
+        subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+    return built_once(tmp_path_factory, "claude-identity", remember) / "claude-identity.json"
 
 
 def claude_bin() -> Path | None:
