@@ -1,9 +1,7 @@
 """The one execution path: ``run``, ``ab`` and ``compare --executor claude-code`` differ in what they plan,
 never in how a plan is executed (docs/ARCHITECTURE.md#running-sessions). :func:`preflight` decides before the
-run folder is written (backend, seal, one endpoint); :func:`execute` checks every cell's login and layers, lists
-the user's files before and after, runs the scheduler (once, or once per round with ``rounds``, in environments
-kept between rounds), handles Ctrl-C and applies the exit-code policy. Nothing here prints: progress goes to
-``on_progress``, notes to ``on_note``."""
+run folder is written; :func:`execute` checks the cells, guards the user's files, runs the scheduler and
+applies the exit-code policy."""
 
 from __future__ import annotations
 
@@ -66,10 +64,9 @@ def preflight(
     hide: Sequence[str] = (),
     expose: Sequence[str] = (),
 ) -> Preflight:
-    """Choose the backend and check the one endpoint, the seal and ``hide``/``expose``; a refusal is a
-    :class:`~ablate.core.errors.UsageError` (exit 2). Writes nothing but ablate's cache dir (made before the
-    home's before/after listing, so its making is never taken for the user's change). Every command that starts
-    billed sessions calls this before it writes anything: checks that must refuse a run belong here."""
+    """Choose the backend and check the one endpoint, the seal and ``hide``/``expose`` (a refusal: exit 2).
+    Writes only ablate's cache dir, made before the home's before/after listing so it is never taken for the
+    user's change. Checks that must refuse a run belong here."""
     from ablate.core.cache import ensure_cache_dir
     from ablate.isolate.detect import require_sealed
     from ablate.isolate.procenv import one_endpoint
@@ -150,9 +147,8 @@ def execute(
     on_note: Callable[[str], None] | None = None,
     rounds: Rounds | None = None,
 ) -> ExecutionResult:
-    """Execute ``prepared`` (its folder's share of the plan) and return what happened. With ``rounds``, the
-    scheduler runs once per call of the :data:`RunRound` it is given (at least once), in kept environments;
-    the result's summary is the last pass's."""
+    """Execute ``prepared`` (its folder's share of the plan); with ``rounds``, one scheduler pass per call of
+    its :data:`RunRound`, in kept environments."""
     from ablate.isolate.auth import AuthMethod, cell_login, check_run_auth, moved_login_key
     from ablate.isolate.guard import changes_and_notes, take as take_snapshot
     from ablate.isolate.procenv import one_endpoint
@@ -243,8 +239,7 @@ def execute(
 
 
 def refuse_unfaithful_cells(cells: Sequence[ResolvedCell], backend: EnvBackend) -> None:
-    """Refuse the run before any session (exit 1, naming the cell, the layer and its files) when a layer a cell
-    keeps differs from the setup's in the config dir its backend built for it."""
+    """Refuse the run (exit 1) when a layer a cell keeps differs from the setup's in the config dir built for it."""
     from ablate.isolate.faithful import mismatch_lines
 
     for cell in cells:
@@ -275,8 +270,7 @@ def check_reachable(
 
 
 def _hidden(chosen: IsolationInfo, request: ExecuteRequest, setup: Setup) -> dict[str, list[str]]:
-    """The manifest's ``isolation.hidden`` (what the fence hid: nothing where no fence ran) and
-    ``exposed``."""
+    """The manifest's ``isolation.hidden`` (nothing where no fence ran) and ``exposed``."""
     secrets = request.preflight.secrets
     return {"hidden": secrets.shown(setup.home) if chosen.locked else [], "exposed": list(secrets.exposed)}
 
@@ -291,9 +285,8 @@ def network_mode(chosen: IsolationInfo, request: ExecuteRequest) -> str:
 
 
 class _Passes:
-    """The scheduler passes of one :func:`execute`: one :class:`Runner` per pass, each handed the manifest
-    the last one wrote, and one :class:`EnvPool` (the work root was cleaned before the cells' config dirs were
-    built); with ``keep``, one folder lock for all of them, and the environments kept between them."""
+    """The scheduler passes of one :func:`execute`: a :class:`Runner` per pass, each handed the last one's
+    manifest, and one :class:`EnvPool`; with ``keep``, one folder lock and the environments kept between them."""
 
     def __init__(
         self,
@@ -363,8 +356,7 @@ class _Passes:
 
 @contextmanager
 def _sigint(runner: _Passes, request: ExecuteRequest, note: Callable[[str], None]) -> Iterator[list[int]]:
-    """Ctrl-C while the runner runs: the first press stops launching (running sessions get the grace
-    period), the second kills them. Yields the number of presses so far (a one-element list)."""
+    """Ctrl-C: the first press stops launching, the second kills the running sessions; yields [presses]."""
     presses = [0]
     if not request.handle_sigint or threading.current_thread() is not threading.main_thread():
         yield presses

@@ -1,14 +1,6 @@
 """Planning a run: every (task, cell, repeat) item, its order and shards (its cost: ``ablate.run.estimate``).
-
-Order (docs/ARCHITECTURE.md#run-folder): items come in blocks, one block per (repeat, task), repeat-major, so every cell of a task
-is run once before any is run twice; within a block the cells are shuffled by a generator seeded from
-``(seed, task, repeat)``, so prompt-cache warmth and time-of-day drift cannot line up with a cell, and the
-same seed always gives the same order. With several models (``--models``) a block is every cell on every model,
-shuffled as one sweep, so neither a cell nor a model lines up with a place in the block.
-
-Shards split the plan by whole blocks (block ``b`` goes to shard ``b mod N + 1``): each block's cells run on
-one machine, so a machine difference cannot line up with a cell either.
-"""
+Items come in (repeat, task) blocks, repeat-major, each shuffled from the seed; shards take whole blocks
+(docs/ARCHITECTURE.md#running-sessions says why)."""
 
 from __future__ import annotations
 
@@ -68,8 +60,7 @@ T = TypeVar("T")
 
 
 def block_order(cells: Sequence[T], *, seed: int, task: str, repeat: int) -> list[T]:
-    """The cells (or (cell, model) slots) of one (task, repeat) block in their randomised order (deterministic
-    in the seed)."""
+    """The cells (or (cell, model) slots) of one (task, repeat) block in their seeded random order."""
     rng = random.Random(f"ablate-order:{seed}:{task}:{repeat}")
     order = list(cells)
     rng.shuffle(order)
@@ -97,9 +88,8 @@ def make_plan(
     cells_in: Callable[[int], Sequence[str]] | None = None,
     models: Sequence[str] = (),
 ) -> list[PlanItem]:
-    """Every item of a run, in execution order (``order`` = position). ``cells_in``: the cells repeat r's
-    blocks run, when not every cell (a drawn piece design's control and draw); ``models``: every model of a
-    run of several (:func:`block_items`)."""
+    """Every item of a run, in execution order; ``cells_in``: the cells repeat r's blocks run when not every
+    cell (a drawn piece design's control and draw)."""
     if repeats < 1:
         raise UsageError(f"--repeats {repeats}: must be at least 1")
     if not tasks:

@@ -19,7 +19,6 @@ from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import run_git
 from ablate.core.tempwork import mark_owned, remove_tree
-from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, SetupInfo
 from ablate.folder.result import read_result
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run, shard_folder
@@ -103,8 +102,7 @@ class PreparedRun:
 def load_cells(
     cells: str, ablate_toml: Path | None, *, aa: bool = False, manifest: RunManifest | None = None
 ) -> tuple[Catalog, CellSet]:
-    """The catalog and the cell set (with ``aa``: plus the A/A cell, :func:`ablate.setup.cells.with_aa`); a
-    piece run's (its ``manifest`` records a design) rebuilt from that manifest."""
+    """The catalog and the cell set (with ``aa``: plus the A/A cell); a piece run's rebuilt from its manifest."""
     from ablate.setup.cells import load_cell_set, with_aa
     from ablate.setup.layers import load_catalog
 
@@ -131,8 +129,7 @@ def setup_info(setup: Setup, cells_source: Path, ablate_toml: Path | None) -> Se
 
 
 def unwritable(folder: Path) -> str | None:
-    """Why ablate could not create or write ``folder`` (its nearest existing ancestor is read-only or not
-    writable by this user, or is a file), None when it can; checked before anything is written."""
+    """Why ablate could not create or write ``folder`` (judged by its nearest existing ancestor), or None."""
     probe = Path(os.path.abspath(folder))
     while not os.path.lexists(probe) and probe != probe.parent:
         probe = probe.parent
@@ -148,9 +145,8 @@ def unwritable(folder: Path) -> str | None:
 
 
 def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) -> list[str]:
-    """Refuse, before anything is written, folders that would put ablate's files into the user's setup or
-    make every cell load an unexpected instruction file; return warnings about the setup itself.
-    Raises :class:`UsageError` (exit 2) naming the option and the fix."""
+    """Refuse (exit 2) folders that would put ablate's files into the user's setup or make every cell load an
+    unexpected instruction file; return warnings about the setup itself."""
     if setup.config_dir.resolve() == setup.repo.resolve():
         raise UsageError(
             f"--config-dir {setup.config_dir} is the repository itself",
@@ -263,9 +259,19 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
         seed = _seed(req, shard_spec)
         design = None
         if req.pieces is not None:
-            cell_set, design, repeats = piece_plan(  # a block's sessions per cell: tasks × models
-                replace(req, repeats=repeats, seed=seed), setup, catalog, len(tasks) * max(1, len(req.models))
+            from ablate.run.pieces import plan_pieces
+
+            planned = plan_pieces(  # a block's sessions per cell: tasks × models
+                setup,
+                catalog,
+                req.pieces,
+                tasks=len(tasks) * max(1, len(req.models)),
+                repeats=repeats,
+                repeats_given=req.given("repeats"),
+                seed=seed,
+                clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
             )
+            cell_set, design, repeats = planned.cell_set, planned.record, planned.repeats
         folder, manifest = create_run(
             req.out,
             tasks=tasks,
@@ -288,8 +294,7 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
 
 
 def _with_models(req: RunRequest) -> RunRequest:
-    """The request's model checked, and ``--models``: the first is the reference (``model``), one alone is
-    ``--model``; refused with ``--adaptive``, whose rounds decide the cells of one model."""
+    """The request's model checked, and ``--models``: the first is the reference (``model``)."""
     if not req.model.strip():
         raise UsageError(
             "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
@@ -314,33 +319,10 @@ def _seed(req: RunRequest, shard: Shard | None) -> int:
     return req.seed if req.seed is not None else new_seed()
 
 
-def piece_plan(
-    req: RunRequest, setup: Setup, catalog: Catalog, n_tasks: int
-) -> tuple[CellSet, PieceDesignRecord, int]:
-    """``--pieces``: the design's cells, its record and the repeats that fit (:mod:`ablate.run.pieces`)."""
-    from ablate.run.pieces import plan_pieces
-
-    assert req.pieces is not None
-    plan = plan_pieces(
-        setup,
-        catalog,
-        req.pieces,
-        tasks=n_tasks,
-        repeats=req.repeats,
-        repeats_given=req.given("repeats"),
-        seed=req.seed if req.seed is not None else new_seed(),
-        clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
-    )
-    return plan.cell_set, plan.record, plan.repeats
-
-
 @contextlib.contextmanager
 def work_area(work_dir: Path | None, run_id: str) -> Iterator[Path]:
-    """The folder a run's environments are built in: ``<work-dir>/<run-id>``, by default under
-    ``<temp>/ablate-envs``.
-    Made on entry; on exit it is removed, and so is ``ablate-envs`` when nothing else is in it, so a run, an
-    interrupted run or a crash followed by a resume leaves nothing behind. Whatever a backend left inside
-    (it should leave nothing) is removed with it."""
+    """The folder a run's environments are built in, ``<work-dir or <temp>/ablate-envs>/<run-id>``: made on
+    entry, removed on exit with whatever a backend left inside (and ``ablate-envs`` when empty)."""
     default = work_dir is None
     base = Path(tempfile.gettempdir()) / "ablate-envs" if work_dir is None else work_dir
     root = base / run_id

@@ -1,8 +1,5 @@
-"""One scheduler pass's state, in one object: what is pending, done and failed, the spend, the rate-limit
-pauses, the running sessions. :meth:`RunState.read` makes it once from the run folder when the pass starts;
-the :class:`~ablate.run.scheduler.Runner`'s dispatch loop and :meth:`Runner._finalise <ablate.run.scheduler.Runner>` update it;
-progress snapshots and the summary are read from it.
-"""
+"""One scheduler pass's state, in one object: made once from the run folder (:meth:`RunState.read`), updated
+by the :class:`~ablate.run.scheduler.Runner`, read for progress and the summary."""
 
 from __future__ import annotations
 
@@ -151,8 +148,7 @@ class RunState:
 
 
 def existing_attempts(folder: RunFolder) -> dict[str, int]:
-    """Highest attempt number per item found on disk (stdout files), so numbers are never reused even when
-    plan.jsonl lags behind a crash."""
+    """Highest attempt number per item of the stdout files: never reused, even when plan.jsonl lags a crash."""
     out: dict[str, int] = {}
     stdout_dir = folder.stdout_dir
     if stdout_dir.is_dir():
