@@ -168,15 +168,10 @@ class RunFolder:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
-                try:
+                try:  # orjson's JSONDecodeError is a ValueError; a foreign schema_version is a SpecError
                     data = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise RunFolderError.bad_input(
-                        f"{self.plan_path}:{lineno}: invalid plan line: {exc}"
-                    ) from exc
-                if isinstance(data, dict):
-                    require_schema(data, f"{self.plan_path}:{lineno}", SCHEMA_VERSION, "plan", hint=_HINT)
-                try:
+                    if isinstance(data, dict):
+                        require_schema(data, f"{self.plan_path}:{lineno}", SCHEMA_VERSION, "plan", hint=_HINT)
                     items.append(PlanItem.model_validate(data))
                 except ValueError as exc:
                     raise RunFolderError.bad_input(
@@ -476,8 +471,7 @@ class RunManifest(Spec):
 
 
 def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
-    """Validate a manifest document: another ``schema_version`` or an invalid field is a located
-    :class:`SpecError` (file, field, found vs expected, what to do)."""
+    """Validate a manifest document: another ``schema_version`` or an invalid field is a located :class:`SpecError`."""
     require_schema(data, source, SCHEMA_VERSION, "manifest", hint=_HINT)
     # an empty ``isolation`` object was written before any session had run
     if data.get("isolation") == {}:
@@ -489,8 +483,7 @@ def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
 
 
 def read_manifest(folder: RunFolder) -> RunManifest:
-    """Read and validate manifest.json; a missing one is a :class:`RunFolderError`, an invalid or foreign one
-    a located :class:`SpecError`."""
+    """Read and validate manifest.json (missing: :class:`RunFolderError`; invalid: :class:`SpecError`)."""
     path = folder.manifest_path
     data = read_json_object(path)
     if data is None:

@@ -92,10 +92,8 @@ def holdout_finding(
 
 
 def item_outcome(folder: RunFolder, result: ItemResult, metric: str, judge_model: str | None) -> float | None:
-    """1.0 / 0.0 for a binary outcome of one item, None when it has none (no checks, no verdict, failed).
-
-    A mined metric of the registry (:mod:`ablate.folder.metrics`) is its value; ``checks_passed`` and
-    ``judge_pass`` are read from the item's grade."""
+    """1.0 / 0.0 for a binary outcome of one item (``checks_passed``, ``judge_pass`` from its grade), None when
+    it has none."""
     if not metric_named(metric).binary:
         raise ValueError(f"{metric}: the dev/holdout check takes a binary metric")
     if not result.complete:
