@@ -185,9 +185,8 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     """Create, reopen or shard the run folder ``req`` names; raise :class:`UsageError` on any conflict."""
     from ablate.isolate.worktree import plan_repo
     from ablate.setup.load import load_setup
-    from ablate.setup.taskset import load_tasks
 
-    req = _with_models(req)
+    req = with_models(req)
     shard_spec: Shard | None = parse_shard(req.shard) if req.shard else None
     if req.resume is not None and req.plan is not None:
         raise UsageError("pass either --resume or --plan, not both")
@@ -240,60 +239,76 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
                 hint="check out the planned commit, or pass --force",
             )
         tasks = load_run_tasks(folder, manifest)
+        prepared = PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, [], warnings)
     else:
-        if not req.tasks:
-            raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
-        catalog, cell_set = load_cells(req.cells, req.ablate_toml, aa=req.aa)
-        notes: list[str] = []
-        tasks = load_tasks(req.tasks, catalog, notes)
-        chosen = (
-            "--adaptive" if req.adaptive else f"--repeats {req.repeats}" if req.given("repeats") else None
-        )
-        repeats, said = task_repeats(tasks, req.repeats, decided_by=chosen)
-        setup = load_setup(req.config_dir, req.repo)
-        warnings = (
-            check_locations(setup, out=req.out, work_dir=req.work_dir) + notes + ([said] if said else [])
-        )
-        # uncommitted non-layer changes are refused (without --dirty) now, not when the first cell is built
+        prepared, notes = new_run(req, claude, shard=shard_spec)
+        prepared.warnings += notes
+    shard = prepared.manifest.shard
+    prepared.share = shard_items(prepared.folder.read_plan(), parse_shard(shard) if shard else None)
+    return prepared
+
+
+def new_run(
+    req: RunRequest, claude: ClaudeBinary, *, shard: Shard | None = None, plan_only: bool = False
+) -> tuple[PreparedRun, list[str]]:
+    """Create a new run folder (``run``, ``ab``, ``plan``) and return it (its share left empty) with the notes
+    on its tasks and repeats. ``plan_only`` (``ablate plan``): no check of uncommitted changes (``run --plan``
+    makes it) and no no-op labels."""
+    from ablate.isolate.worktree import plan_repo
+    from ablate.setup.load import load_setup
+    from ablate.setup.taskset import load_tasks
+
+    if not req.tasks:
+        raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
+    catalog, cell_set = load_cells(req.cells, req.ablate_toml, aa=req.aa)
+    notes: list[str] = []
+    tasks = load_tasks(req.tasks, catalog, notes)
+    chosen = "--adaptive" if req.adaptive else f"--repeats {req.repeats}" if req.given("repeats") else None
+    repeats, said = task_repeats(tasks, req.repeats, decided_by=chosen)
+    setup = load_setup(req.config_dir, req.repo)
+    warnings = check_locations(setup, out=req.out, work_dir=req.work_dir)
+    if (
+        not plan_only
+    ):  # uncommitted non-layer changes are refused (without --dirty) now, not in the first cell
         plan_repo(setup, catalog, dirty=req.dirty)
-        seed = _seed(req, shard_spec)
-        design = None
-        if req.pieces is not None:
-            from ablate.run.pieces import plan_pieces
+    seed = _seed(req, shard)
+    design = None
+    if req.pieces is not None:
+        from ablate.run.pieces import plan_pieces
 
-            planned = plan_pieces(  # a block's sessions per cell: tasks × models
-                setup,
-                catalog,
-                req.pieces,
-                tasks=len(tasks) * max(1, len(req.models)),
-                repeats=repeats,
-                repeats_given=req.given("repeats"),
-                seed=seed,
-                clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
-            )
-            cell_set, design, repeats = planned.cell_set, planned.record, planned.repeats
-        folder, manifest = create_run(
-            req.out,
-            tasks=tasks,
-            cell_set=cell_set.name,
-            cells=list(cell_set.cells),
+        planned = plan_pieces(  # a block's sessions per cell: tasks × models
+            setup,
+            catalog,
+            req.pieces,
+            tasks=len(tasks) * max(1, len(req.models)),
             repeats=repeats,
+            repeats_given=req.given("repeats"),
             seed=seed,
-            model=req.model,
-            max_turns=req.max_turns,
-            claude=claude,
-            timeout_s=req.timeout_s,
-            setup=setup_info(setup, cell_set.source, req.ablate_toml),
-            shard=shard_spec,
-            noops=noop_reasons(cell_set.cells, setup, catalog),
-            design=design,
-            models=req.models,
+            clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
         )
-    share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
-    return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)
+        cell_set, design, repeats = planned.cell_set, planned.record, planned.repeats
+    folder, manifest = create_run(
+        req.out,
+        tasks=tasks,
+        cell_set=cell_set.name,
+        cells=list(cell_set.cells),
+        repeats=repeats,
+        seed=seed,
+        model=req.model,
+        max_turns=req.max_turns,
+        claude=claude,
+        timeout_s=req.timeout_s,
+        setup=setup_info(setup, cell_set.source, req.ablate_toml),
+        shard=shard,
+        noops=None if plan_only else noop_reasons(cell_set.cells, setup, catalog),
+        design=design,
+        models=req.models,
+    )
+    prepared = PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, [], warnings)
+    return prepared, [*notes, *([said] if said else [])]
 
 
-def _with_models(req: RunRequest) -> RunRequest:
+def with_models(req: RunRequest) -> RunRequest:
     """The request's model checked, and ``--models``: the first is the reference (``model``)."""
     if not req.model.strip():
         raise UsageError(
