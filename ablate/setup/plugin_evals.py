@@ -1,8 +1,7 @@
 """Plugin-eval suites as tasks: ``claude plugin eval``'s cases (the format and what ablate does with each field:
 docs/CLAUDE-CODE.md#plugin-eval). ``--tasks DIR`` accepts a plugin folder (its eval dir is the manifest's
-``experimental.evals``, else ``evals/``), a skill folder or any folder holding an ``evals/``, the eval dir
-itself, or a skill-creator ``evals.json``; ``results/``, ``mocks/`` and hidden folders are skipped. The task is
-written as TOML into the run folder, so the run stands alone; a problem is a located ``SpecError``."""
+``experimental.evals``, else ``evals/``), any folder holding an ``evals/``, the eval dir itself, or a
+skill-creator ``evals.json``; each task is written as TOML into the run folder, so the run stands alone."""
 
 from __future__ import annotations
 
@@ -222,8 +221,7 @@ def _check_env(env: object, files: _Files, problems: list[Problem]) -> None:
 
 
 def _plugins(merged: dict[str, Any], folder: Path, files: _Files, problems: list[Problem]) -> str | None:
-    """``plugins``: accepted when every entry is the plugin the suite belongs to (the plugin under test,
-    e.g. ``../..``), said as a note; anything else is refused. Returns the note, or None."""
+    """``plugins``: the note when every entry is the plugin the suite belongs to (``../..``), else refused."""
     listed = merged.get("plugins")
     if listed in (None, []):
         return None
@@ -241,10 +239,8 @@ def _plugins(merged: dict[str, Any], folder: Path, files: _Files, problems: list
 
 def _own_plugin(folder: Path) -> Path | None:
     """The nearest folder at or above the case ``folder`` with ``.claude-plugin/plugin.json``, resolved."""
-    for parent in [folder, *folder.parents]:
-        if (parent / ".claude-plugin" / "plugin.json").is_file():
-            return parent.resolve()
-    return None
+    marked = (p for p in [folder, *folder.parents] if (p / ".claude-plugin" / "plugin.json").is_file())
+    return next((p.resolve() for p in marked), None)
 
 
 def _prompt(execution: dict[str, Any], files: _Files, problems: list[Problem]) -> str:
@@ -280,8 +276,7 @@ def _graders(
 
 
 def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
-    """One case folder as a task (located :class:`SpecError` for anything ablate cannot apply); what it asks
-    that ablate does not apply per task is appended to ``notes``."""
+    """One case folder as a task; what it asks that ablate does not apply per task is appended to ``notes``."""
     problems: list[Problem] = []
     merged, md_graders, files = _read_case(folder, problems)
     _check_case(merged, files, problems)

@@ -1,8 +1,5 @@
-"""Task files (``tasks/*.toml``): what each ablation session is asked to do, and what to look for.
-
-The fields are README.md's "Tasks" and "Graded outcomes" (examples: ``tasks/``). Every path is a
-plain relative path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here;
-symlink escapes are refused where the checkout is touched (:mod:`ablate.grade.checkout`)."""
+"""Task files (``tasks/*.toml``, README.md's "Tasks" and "Graded outcomes"): what each session is asked to do.
+Paths must stay inside the checkout (symlink escapes are refused where it is touched: :mod:`ablate.grade.checkout`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Variant content for a file layer: another file (``original``), or the same file with one block moved to the
-end (``move``) or a copy of it appended (``duplicate``): what a variant cell or a compare arm puts in place of
-a layer's file. A block is chosen by a :class:`Selector` (README.md's "Arms": a Markdown section by its
-heading, or a span between marker comments, both marker lines included); one that matches nothing or more
-than one block is a located :class:`~ablate.core.errors.SpecError`. Every variant carries the sha256 of its
-bytes and of the source file (:attr:`Rendered.fingerprint`), so an in-place edit between two runs is caught.
-"""
+"""Variant content for a file layer (what a variant cell or a compare arm puts in place of its file): another
+file, or the same file with one block (a :class:`Selector`, README.md's "Arms") moved to the end or appended
+again. Every variant carries the sha256 of its bytes and its source's, so an edit between two runs is caught."""
 
 from __future__ import annotations
 
