@@ -380,9 +380,8 @@ PROBE_OPTIONS = option_group(_probe_options)
 
 
 def takes(*groups: tuple[inspect.Parameter, ...], **defaults: object) -> Callable[[F], F]:
-    """Give a command the options of ``groups``, declared once: typer reads them from the command's signature
-    (after its arguments and required options, before its own optional ones) and the command receives them
-    in its ``**options``; ``defaults`` sets a group option's default for this command."""
+    """Give a command the options of ``groups`` (in its signature, before its own optional ones; received in
+    its ``**options``); ``defaults`` sets a group option's default for this command."""
 
     def decorate(fn: F) -> F:
         sig = inspect.signature(fn, eval_str=True)
@@ -400,9 +399,8 @@ def takes(*groups: tuple[inspect.Parameter, ...], **defaults: object) -> Callabl
 
 
 def command_options(local: dict[str, Any]) -> dict[str, Any]:
-    """A command's options as one dict (its ``locals()``): its own parameters and the shared ones it received
-    in ``**options``, the typer context left out, and --config-dir (of :data:`SETUP_OPTIONS`) resolved to
-    :func:`default_config_dir` where it was not given."""
+    """A command's options as one dict (its ``locals()`` and ``**options``, no context), --config-dir
+    defaulted."""
     own = {k: v for k, v in local.items() if k not in ("ctx", "options")}
     merged = {**own, **local.get("options", {})}
     if "config_dir" in merged:
@@ -420,9 +418,8 @@ def load_setup_options(o: dict[str, Any]) -> tuple[Catalog, Setup]:
 
 
 def resolve_models(ctx: typer.Context, o: dict[str, Any]) -> tuple[str, ...]:
-    """The models sessions are pinned to: --models (:data:`SESSION_OPTIONS`, checked by
-    :func:`ablate.core.pricing.parse_models`, kept in ``o`` as a tuple, --model set to its first), else
-    --model's. --models with --model is a :class:`UsageError`."""
+    """The models sessions are pinned to: --models (kept in ``o`` as a tuple, --model set to its first), else
+    --model's; both together is a :class:`UsageError`."""
     from ablate.core.pricing import parse_models
 
     if o["models"] is not None and given(ctx, "model"):
@@ -477,9 +474,8 @@ PATH_ERRORS = {
 
 
 def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Map :class:`AblateError` to ``error: ...`` on stderr and its exit code; Ctrl-C to 130; a full file
-    system (``ENOSPC``, ``EDQUOT``) anywhere to a located error naming its mount point, exit 1; a path it
-    cannot use as asked (read-only, a file for a folder, a link loop: :data:`PATH_ERRORS`) to exit 2."""
+    """Map :class:`AblateError` to ``error: ...`` and its exit code; Ctrl-C to 130; a full file system to a
+    located error, exit 1; a path it cannot use as asked (:data:`PATH_ERRORS`) to exit 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -1,8 +1,5 @@
-"""``ablate run``, ``ablate ab``, ``ablate plan``, ``ablate merge``: thin shells over ablate.run.
-
-``run`` and ``ab``: options → :class:`~ablate.run.prepare.RunRequest` → :func:`~ablate.run.execute.execute`
-→ render. Every check that can refuse the run happens before the run folder is written.
-"""
+"""``ablate run``, ``ab``, ``plan`` and ``merge``: thin shells over ablate.run (options →
+:class:`~ablate.run.prepare.RunRequest` → :func:`~ablate.run.execute.execute` → render)."""
 
 from __future__ import annotations
 

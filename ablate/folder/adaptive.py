@@ -1,6 +1,5 @@
 """adaptive.json: the stopping rule an adaptive run started with and every look at its results (written by
-``ablate.run.adaptive`` after every round, figures from ``ablate.stats.adaptive``): per cell against the
-control, the anytime-valid figures of the binary primary outcome, the decision and its reason."""
+``ablate.run.adaptive`` after every round, figures from ``ablate.stats.adaptive``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The run folder layout: the contract between `run`, `mine`, `recover` and `report`. :class:`RunFolder` names
-every path; the folder's tree (docs/ARCHITECTURE.md#run-folder) and every file with its version and owner
-(:data:`ablate.folder.files.RUN_FILES`) are checked against each other by the tests.
-
-Item ids are ``<task>__<cell>__r<repeat>`` (repeat zero-padded to 2 digits; ``<task>__<cell>__<model>__r<repeat>``
-in a run of several models), stable across runs, shards and merges. Attempts are numbered from 1.
-"""
+"""The run folder layout (docs/ARCHITECTURE.md#run-folder), the contract between `run`, `mine`, `recover` and
+`report`: :class:`RunFolder` names every path. Item ids (:func:`item_id`) are stable across runs, shards and
+merges; attempts are numbered from 1."""
 
 from __future__ import annotations
 

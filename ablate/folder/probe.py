@@ -1,6 +1,5 @@
-"""probe.json: the free probe of a run's cells before its first paid session (``ProbeResult.to_json``), or
-``{"ok": null, "skipped": WHY}`` (with ``earlier``, a failing probe it replaced); one written before the file
-had a ``schema_version`` is read as version 1."""
+"""probe.json: the free probe of a run's cells before its first paid session, or ``{"ok": null, "skipped":
+WHY}``; one written before the file had a ``schema_version`` is read as version 1."""
 
 from __future__ import annotations
 

@@ -9,10 +9,8 @@ from typing import Any
 
 
 def writes_lines(writes: Iterable[Mapping[str, Any]], total: int, *, noun: str = "sessions") -> list[str]:
-    """From each session's ``writes`` record (:mod:`ablate.isolate.writes`), one line per path written
-    outside the cells: "12 of 12 sessions wrote ~/.claude/data (14 files in all) — discarded" (the most-written
-    first); then one per path the ``links`` fence refused: "3 of 12 sessions were refused writing
-    ~/.gitconfig — the fence held"."""
+    """One line per path the sessions wrote outside their cells (the most-written first), then one per path the
+    ``links`` fence refused, from each session's ``writes`` record (:mod:`ablate.isolate.writes`)."""
     records = list(writes)
     groups: dict[str, _Group] = {}
     for at, record in enumerate(records):
