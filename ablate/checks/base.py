@@ -70,21 +70,19 @@ class EndState:
     def no_diff(self) -> str:
         return self.diff_error or "no diff"
 
-    def no_trace(self, needs_calls: bool) -> str:
-        """Why the trace cannot be read (empty: it can)."""
+    def session(self, needs_calls: bool) -> tuple[SessionTrace | None, str]:
+        """The trace, or (None, why it cannot be read)."""
         if self.trace is None:
-            return "the session's transcript and answer are not available to this grading"
+            return None, "the session's transcript and answer are not available to this grading"
         if needs_calls and not self.trace.transcript_read:
-            return "no transcript: the session's tool calls are unknown"
-        return ""
+            return None, "no transcript: the session's tool calls are unknown"
+        return self.trace, ""
 
 
 def check_rel_path(value: str, *, folder: bool = False) -> str:
-    """Refuse anything but a plain relative path inside the checkout (``src/a.py``; ``src/`` when ``folder``).
-
-    Absolute paths, drive letters, backslashes, empty, ``.`` and ``..`` components and anything under ``.git``
-    are refused: seed files and checks must stay inside the checkout, and ablate never writes git's own files
-    (a hook written there would be executed). Symlinks are checked where the checkout is touched."""
+    """Refuse anything but a plain relative path inside the checkout (``src/a.py``; ``src/`` when ``folder``):
+    ablate never writes git's own files (a hook written there would be executed); symlinks are checked where the
+    checkout is touched."""
     if not value or value.strip() != value:
         raise ValueError("must be a non-empty relative path without surrounding spaces")
     if "\\" in value or "\x00" in value:
