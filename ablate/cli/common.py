@@ -367,8 +367,7 @@ def _adaptive_options(
 
 
 def option_group(template: Callable[..., None]) -> tuple[inspect.Parameter, ...]:
-    """The options ``template`` declares (its parameters: typer annotations and defaults), to give commands
-    with :func:`takes`."""
+    """The options ``template`` declares (its parameters), to give commands with :func:`takes`."""
     return tuple(inspect.signature(template, eval_str=True).parameters.values())
 
 
@@ -399,8 +398,7 @@ def takes(*groups: tuple[inspect.Parameter, ...], **defaults: object) -> Callabl
 
 
 def command_options(local: dict[str, Any]) -> dict[str, Any]:
-    """A command's options as one dict (its ``locals()`` and ``**options``, no context), --config-dir
-    defaulted."""
+    """A command's options as one dict (``locals()`` and ``**options``), --config-dir defaulted."""
     own = {k: v for k, v in local.items() if k not in ("ctx", "options")}
     merged = {**own, **local.get("options", {})}
     if "config_dir" in merged:

@@ -285,8 +285,7 @@ AdaptiveOpt = Annotated[
 
 
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions | None:
-    """``--adaptive``'s options for a new run (None for a fixed run and for a resume, which keeps its own);
-    refused before anything is written where they cannot apply."""
+    """``--adaptive``'s options for a new run (None: fixed, or a resume), refused where they cannot apply."""
     from ablate.folder.adaptive import read_state
     from ablate.folder.layout import RunFolder
 

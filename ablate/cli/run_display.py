@@ -78,8 +78,7 @@ def render_execution(
 
 
 def write_report(run_dir: Path, when: ReportWhen, *, quiet: bool) -> None:
-    """The report at the end of a run: ``now``, in a detached process (``background``, logged to report.log),
-    or ``none``."""
+    """The report at the end of a run: ``now``, ``background`` (logged to report.log) or ``none``."""
     if when == "none":
         return
     if when == "now":

@@ -79,8 +79,7 @@ class CellLook(Spec):
 
 
 class PieceLook(Spec):
-    """One piece of a piece run (``ablate run --pieces --adaptive``) at one look
-    (:func:`ablate.stats.screening_sequential.look`)."""
+    """One piece of an adaptive piece run at one look (:func:`ablate.stats.screening_sequential.look`)."""
 
     blocks: int
     """Blocks that gave the piece a contrast: complete design blocks (every row run on one task and repeat), and

@@ -84,8 +84,7 @@ class PieceDesignRecord(Spec):
         return None if self.drawn is None else [-1 if r.draw is None else r.draw for r in self.rows]
 
     def cells_in(self, repeat: int) -> list[str]:
-        """The cells the blocks of ``repeat`` run: every row's, or a drawn design's control and draw
-        (``ablate.stats.screening.Design.rows_of``)."""
+        """The cells the blocks of ``repeat`` run: every row's, or a drawn design's control and draw."""
         draws = self.draws()
         if not draws:
             return [r.cell for r in self.rows]

@@ -76,8 +76,7 @@ class Attempt(Spec):
 
 
 class ItemRecord(Spec):
-    """What every record about one item starts with: its format version and which item it is (a plan line,
-    a result)."""
+    """What every record about one item starts with: its format version and which item it is."""
 
     schema_version: int
     """Format version of the record (each record type fixes its own)."""

@@ -21,8 +21,7 @@ def probe_path(folder: RunFolder) -> Path:
 
 
 def read_probe(folder: RunFolder) -> dict[str, Any] | None:
-    """probe.json, or None when the run was not probed; invalid JSON or a newer version is a located
-    :class:`~ablate.core.errors.SpecError` (exit 2)."""
+    """probe.json, or None when the run was not probed; a bad or newer one is a located error."""
     path = probe_path(folder)
     data = read_json_object(path)
     if data is None:

@@ -81,8 +81,7 @@ def append_wire(path: Path, record: WireRecord) -> None:
 
 
 def read_wire(path: Path) -> Iterator[WireRecord]:
-    """The records of one wire file; unreadable lines are skipped, a line of a newer version is a located
-    :class:`~ablate.core.errors.SpecError`."""
+    """The records of one wire file; unreadable lines skipped, a newer version a located error."""
     try:
         lines = path.read_bytes().splitlines()
     except OSError:

@@ -69,8 +69,7 @@ def id_pattern(path: str) -> str:
 
 
 def denied_by_path(writes: Iterable[Mapping[str, Any]]) -> dict[str, list[int]]:
-    """``links`` under a write fence: each path the fence refused a write to → the positions (in
-    ``writes``) of the sessions that tried."""
+    """Each path the ``links`` fence refused a write to → the positions of the sessions that tried."""
     out: dict[str, list[int]] = {}
     for n, record in enumerate(writes):
         for denied in record.get("denied") or []:

@@ -92,8 +92,7 @@ def holdout_finding(
 
 
 def item_outcome(folder: RunFolder, result: ItemResult, metric: str, judge_model: str | None) -> float | None:
-    """1.0 / 0.0 for a binary outcome of one item (``checks_passed``, ``judge_pass`` from its grade), None when
-    it has none."""
+    """1.0 / 0.0 for a binary outcome of one item, None when it has none."""
     if not metric_named(metric).binary:
         raise ValueError(f"{metric}: the dev/holdout check takes a binary metric")
     if not result.complete:

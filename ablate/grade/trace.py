@@ -42,8 +42,7 @@ def read_transcript(path: Path) -> SessionTrace:
 
 
 def read_trace(stdout: Path | None, transcript: Path | None, session_id: str | None = None) -> SessionTrace:
-    """The session's trace: tool calls from the transcript; the final answer from the CLI's ``result``,
-    else the transcript's last assistant text."""
+    """Tool calls from the transcript; the final answer from the CLI's ``result``, else the transcript."""
     trace = read_transcript(transcript) if transcript is not None else SessionTrace()
     if stdout is not None and stdout.is_file():
         doc = parse_cli_output(stdout).for_session(session_id)

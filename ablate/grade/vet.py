@@ -122,8 +122,7 @@ def vet_task(task: Task, base: Reader) -> dict[str, Any]:
 
 
 def vet_tasks(tasks: Sequence[Task], repo: Path, head: str) -> dict[str, Any]:
-    """probe.json's ``graders``: every task with checks vetted against ``repo`` at ``head`` (bad references:
-    one :class:`SpecError` naming every one)."""
+    """probe.json's ``graders``: every task with checks vetted against ``repo`` at ``head``."""
     base = head_reader(repo, head)
     out, problems = [], []
     for t in tasks:

@@ -203,8 +203,7 @@ def _replan(
 
 
 def _round_cells(manifest: RunManifest, state: AdaptiveState, cells: list[str], repeat: int) -> list[str]:
-    """The cells of round ``repeat``: ``cells``; in a piece run the design's, or after a re-plan the control
-    and the one-out cells of the pieces still tested."""
+    """The cells of round ``repeat``: ``cells``, or in a piece run the design's (or re-plan's)."""
     design = manifest.design
     if design is None:
         return cells
@@ -215,8 +214,7 @@ def _round_cells(manifest: RunManifest, state: AdaptiveState, cells: list[str], 
 
 
 def _active(manifest: RunManifest, state: AdaptiveState) -> list[str]:
-    """The cells still to run: those undecided; in a piece run every cell while any piece is undecided (a
-    block needs every row of the design)."""
+    """The cells still to run (a piece run: every cell while any piece is undecided)."""
     if manifest.design is not None:
         pieces = state.piece_decisions().values()
         undecided = not pieces or any(v.decision == "undecided" for v in pieces)

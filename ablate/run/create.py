@@ -56,8 +56,7 @@ def create_run(
     design: PieceDesignRecord | None = None,
     models: Sequence[str] = (),
 ) -> tuple[RunFolder, RunManifest]:
-    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed. ``models``: a
-    run of several (``--models``), ``model`` the first; the pinned line then has a ``{model}`` slot."""
+    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/); nothing is executed."""
     # a piece run plans its design's rows; its confirmation cells run only in the stage after the screening
     planned = [r.cell for r in design.rows] if design is not None else [c.id for c in cells]
     items = make_plan(

@@ -57,8 +57,7 @@ class EnvPool:
         self.builds[fut] = (cell_id, slot)
 
     def maybe_grow(self, runnable: Sequence[str]) -> None:
-        """No idle environment for the next runnable item: build another while there are fewer environments
-        than concurrent sessions and more runnable items (``runnable``: their cells) than builds."""
+        """Build another environment while there are fewer than ``jobs`` and ``runnable`` waits."""
         if self.idle or len(self.envs) + len(self.builds) >= self.jobs:
             return
         if len(runnable) > len(self.builds):

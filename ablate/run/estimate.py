@@ -41,8 +41,7 @@ class CostEstimate:
 
 
 def probe_capture(folders: Iterable[Path | None], head: str) -> tuple[Path, list[int]] | None:
-    """The first captured-requests log under ``folders`` from a probe of the setup at commit ``head``, and the
-    sizes in characters of the requests that name it."""
+    """The first probe log under ``folders`` of the setup at ``head``, and its requests' sizes."""
     for folder in folders:
         if folder is None:
             continue

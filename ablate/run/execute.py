@@ -132,8 +132,7 @@ class ExecutionResult:
 
 
 def exit_code(outcome: str, *, real_files_changed: bool) -> int:
-    """The exit-code policy: 0 finished, 130 interrupted, 3 items failed or were not run; 1 whenever the
-    user's real files changed."""
+    """0 finished, 130 interrupted, 3 items failed or not run; 1 whenever real files changed."""
     if real_files_changed:
         return EXIT_FAILURE
     return {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(outcome, EXIT_PARTIAL)

@@ -53,8 +53,7 @@ def piece_looks(
     options: AdaptiveOptions,
     one_out_from: int | None = None,
 ) -> dict[str, PieceLook]:
-    """Each piece's anytime-valid figures and decision from the results so far (rounds from ``one_out_from``
-    on ran one-out)."""
+    """Each piece's anytime-valid figures and decision from the results so far."""
     record = manifest.design
     if record is None:
         return {}

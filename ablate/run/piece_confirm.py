@@ -160,8 +160,7 @@ def marked_real(folder: RunFolder, manifest: RunManifest, results: Sequence[Item
 def stage_items(
     folder: RunFolder, manifest: RunManifest, plan: Sequence[PlanItem], results: Sequence[ItemResult]
 ) -> tuple[list[PlanItem], str | None]:
-    """The confirmation stage's plan items after the screening (none: no stage, or planned already), and a
-    line saying what it confirms."""
+    """The confirmation stage's plan items after the screening, and a line saying what it confirms."""
     record = manifest.design
     stage = record.confirm if record is not None else None
     if record is None or stage is None or manifest.shard is not None:

@@ -70,8 +70,7 @@ def block_order(cells: Sequence[T], *, seed: int, task: str, repeat: int) -> lis
 def block_items(
     task: str, cells: Sequence[str], repeat: int, *, seed: int, models: Sequence[str], start: int
 ) -> list[PlanItem]:
-    """One (task, repeat) block's items, every cell on every model (``models`` empty: the manifest's one), in
-    one shuffled sweep; ``order`` from ``start``."""
+    """One (task, repeat) block's items, every cell on every model, in one shuffled sweep."""
     slots = [(c, m) for c in cells for m in (models or (None,))]
     return [
         PlanItem(item=item_id(task, c, repeat, m), task=task, cell=c, repeat=repeat, order=start + i, model=m)
@@ -168,8 +167,7 @@ def next_round_items(
     repeat: int,
     skip: Iterable[str] = (),
 ) -> list[PlanItem]:
-    """The plan items of round ``repeat`` for ``cells`` (the control included) on every task but ``skip``, each
-    block in its own shuffle."""
+    """The items of round ``repeat`` for ``cells`` on every task but ``skip``, each block shuffled."""
     items: list[PlanItem] = []
     order = max((p.order for p in plan), default=-1) + 1
     known = {p.item for p in plan}

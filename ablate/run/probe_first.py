@@ -86,8 +86,7 @@ def summary_line(data: dict[str, Any]) -> str:
 
 
 def skip_probe(run_dir: Path, why: str) -> Path:
-    """Record that the run was not probed (``--no-probe``); a passing probe stays, a failing one is kept as
-    ``earlier``."""
+    """Record ``--no-probe``; a passing probe stays, a failing one is kept as ``earlier``."""
     folder = RunFolder(run_dir)
     earlier = read_probe(folder)
     if earlier is not None and earlier.get("ok") is True:

@@ -60,8 +60,7 @@ __all__ = ["Progress", "RunOptions", "RunSummary", "Runner"]
 
 @dataclass
 class Runner:
-    """Executes one run folder's share of its plan, one :meth:`run` per instance (its state: a
-    :class:`~ablate.run.run_state.RunState`)."""
+    """Executes one run folder's share of its plan, one :meth:`run` per instance."""
 
     folder: RunFolder
     manifest: RunManifest
@@ -366,8 +365,7 @@ class Runner:
     # -- outcomes --------------------------------------------------------------------------------------
 
     def handle(self, st: RunState, res: SessionOutcome) -> None:
-        """Record a finished session's attempt, then requeue it (interrupted, rate-limited, transient) or
-        write its result."""
+        """Record a finished attempt, then requeue the item or write its result."""
         job, opts, now = res.job, self.options, self.clock()
         it = job.item
         cost = res.session.cost_usd if res.session is not None else None

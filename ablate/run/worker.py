@@ -178,8 +178,7 @@ LAYER_MIN_FREE = 64 * 1024
 
 
 def layer_full(root: Path) -> str | None:
-    """The located error for a cell whose file system (holding its layer, ``root``) is full after the
-    session, else None."""
+    """The located error for a cell whose file system (holding ``root``) is full, else None."""
     try:
         st = os.statvfs(root)
     except OSError:

@@ -110,8 +110,7 @@ class CellSet:
 
 
 def with_aa(cell_set: CellSet) -> CellSet:
-    """The set plus an A/A cell (``--aa``): a second control (``<control>b``) built and run on its own, whose
-    differences from the control are the run's measured noise floor."""
+    """The set plus an A/A cell (``--aa``): a second control, built and run on its own."""
     if any(c.aa_of for c in cell_set.cells):
         return cell_set
     control = cell_set.get(cell_set.control)
@@ -170,8 +169,7 @@ def cell_set_path(name_or_path: str | Path) -> Path:
 
 
 def load_cell_set(name_or_path: str | Path, catalog: Catalog) -> CellSet:
-    """Load and check a cell set: known layer ids, unique cell ids, a control cell, replace files exist.
-    ``A+B`` (``layered+leave-one-in``) runs both sets in shared blocks: :func:`combined`."""
+    """Load and check a cell set; ``A+B`` runs both sets in shared blocks (:func:`combined`)."""
     text = str(name_or_path)
     if "+" in text and not Path(text).exists():
         parts = [p.strip() for p in text.split("+")]

@@ -270,8 +270,7 @@ def json_keys(path: Path) -> dict[str, object] | None:
 
 
 def hook_entries(hooks: object) -> Iterator[tuple[str, int, int, str, dict[str, Any]]]:
-    """(event, group index, hook index, matcher, hook) of every hook of a settings ``hooks`` object, in order
-    (malformed parts skipped)."""
+    """(event, group index, hook index, matcher, hook) of every hook of a settings ``hooks`` object."""
     for event, groups in hooks.items() if isinstance(hooks, dict) else ():
         for gi, group in enumerate(groups if isinstance(groups, list) else []):
             if not isinstance(group, dict):
@@ -296,8 +295,7 @@ def layer_hash(files: Iterable[tuple[str, bytes]], keys: Iterable[tuple[str, byt
 def resolve_layer(
     layer: Layer, base: Path, *, memory_slug: str, aliases: dict[str, Path] | None = None
 ) -> LayerFiles:
-    """Find what ``layer`` consists of under ``base``; ``aliases`` maps a key file name to where it really
-    lives (``.claude.json`` may sit in HOME)."""
+    """What ``layer`` consists of under ``base`` (``aliases``: where a key file really lives)."""
     lf = LayerFiles(layer=layer, base=base)
     hashed_files: list[tuple[str, bytes]] = []
     hashed_keys: list[tuple[str, bytes]] = []

@@ -238,8 +238,7 @@ def layer_import_reports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[st
 
 
 def shown_path(path: str, base: Path, home: Path) -> str:
-    """``path`` as a user reads it: relative to ``base`` when inside it, ``~/...`` under the home, else
-    absolute."""
+    """``path`` relative to ``base`` when inside it, ``~/...`` under the home, else absolute."""
     for root, prefix in ((os.path.realpath(base), ""), (os.path.realpath(home), "~/")):
         if path.startswith(root + os.sep):
             return prefix + os.path.relpath(path, root)
@@ -355,8 +354,7 @@ def listed(lf: LayerFiles, rel: str, setup: Setup | None = None) -> bool:
 
 
 def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[str] | None]:
-    """For each present layer, the files the CLI loads by itself; None where that does not apply (repo docs
-    the model reads on demand, settings keys)."""
+    """For each present layer, the files the CLI loads by itself (None: not applicable)."""
     reachable: set[str] = set()
     for side, patterns in AUTO_LOADED.items():
         for lf in layers.values():

@@ -75,8 +75,7 @@ def _eval_dir_of_plugin(root: Path) -> Path:
 
 
 def find_suite(path: Path) -> Path | None:
-    """The eval dir (or ``evals.json``) ``--tasks path`` names, or None when it is not a plugin-eval suite.
-    A folder with ``*.toml`` task files is never a suite (the ordinary task folder wins)."""
+    """The eval dir (or ``evals.json``) ``path`` names, or None (a folder of ``*.toml`` tasks wins)."""
     if path.is_file():
         return path if path.name == "evals.json" else None
     if not path.is_dir() or any(path.glob("*.toml")):

@@ -42,8 +42,7 @@ def task_files(paths: Iterable[Path]) -> list[Path]:
 def load_tasks(
     paths: Sequence[Path], catalog: Catalog | None = None, notes: list[str] | None = None
 ) -> list[Task]:
-    """Load every task under ``paths``, all problems reported together; what a plugin-eval suite asks that
-    ablate does not apply is appended to ``notes``."""
+    """Every task under ``paths``, all problems reported together; what ablate skips goes to ``notes``."""
     tasks: list[Task] = []
     problems: list[Problem] = []
     plain: list[Path] = []

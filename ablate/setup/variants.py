@@ -73,8 +73,7 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
 
 
 def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tuple[int, int]:
-    """The block's line range ``[start, end)`` in ``text.splitlines(keepends=True)``.
-    Raises a located :class:`SpecError` when the selector matches no block or more than one."""
+    """The block's line range ``[start, end)``; a located error unless exactly one block matches."""
     lines = text.splitlines(keepends=True)
 
     def fail(message: str, hint: str | None = None) -> SpecError:

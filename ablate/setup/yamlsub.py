@@ -267,8 +267,7 @@ class _Reader:
 
 
 def loads(text: str, *, first_line: int = 1) -> object:
-    """Parse ``text`` (the subset described above); an empty document is ``None``.
-    ``first_line`` is the line number of ``text``'s first line in its file, for error messages."""
+    """Parse ``text`` (``first_line``: its first line's number in its file); empty is ``None``."""
     reader = _Reader(text.replace("\r\n", "\n"), first_line)
     reader.skip_blank()
     if reader.i >= len(reader.lines):
