@@ -202,9 +202,7 @@ def execute(
             }
         )
         write_manifest(folder, manifest)
-        passes = _Passes(
-            prepared, request, manifest, backend, work_root, on_progress, keep=rounds is not None
-        )
+        passes = _Passes(prepared, request, manifest, backend, work_root, on_progress, rounds is not None)
         skip = (folder.root, work_root, *request.guard_skip)
         guard = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=skip)
         with _sigint(passes, request, note) as presses:
@@ -283,31 +281,27 @@ def network_mode(chosen: IsolationInfo, request: ExecuteRequest) -> str:
     return "host" if request.allow_network else "sealed"
 
 
+@dataclass
 class _Passes:
     """The scheduler passes of one :func:`execute`: a :class:`Runner` per pass, each handed the last one's
     manifest, and one :class:`EnvPool`; with ``keep``, one folder lock and the environments kept between them."""
 
-    def __init__(
-        self,
-        prepared: PreparedRun,
-        request: ExecuteRequest,
-        manifest: RunManifest,
-        backend: EnvBackend,
-        work_root: Path,
-        on_progress: Callable[[Progress], None] | None,
-        *,
-        keep: bool,
-    ) -> None:
-        self.prepared, self.request, self.manifest = prepared, request, manifest
-        self.backend, self.work_root, self.on_progress = backend, work_root, on_progress
-        self.cells = {c.id: c for c in prepared.cell_set.cells}
-        self.keep = keep
-        self.pool = EnvPool(backend, self.cells, request.options.jobs, keep=keep)
+    prepared: PreparedRun
+    request: ExecuteRequest
+    manifest: RunManifest
+    backend: EnvBackend
+    work_root: Path
+    on_progress: Callable[[Progress], None] | None
+    keep: bool
+    runner: Runner | None = None
+    summary: RunSummary | None = None
+    stopped: bool = False
+    """Ctrl-C was pressed: no further pass starts."""
+
+    def __post_init__(self) -> None:
+        self.cells = {c.id: c for c in self.prepared.cell_set.cells}
+        self.pool = EnvPool(self.backend, self.cells, self.request.options.jobs, keep=self.keep)
         self.pool.cleaned = True
-        self.runner: Runner | None = None
-        self.summary: RunSummary | None = None
-        self.stopped = False
-        """Ctrl-C was pressed: no further pass starts."""
 
     def request_stop(self, *, kill: bool = False) -> None:
         self.stopped = True
