@@ -51,10 +51,8 @@ from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
     from ablate.folder.adaptive import AdaptiveOptions
-    from ablate.run.adaptive import AdaptiveSummary
-    from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.pieces import PieceRequest
-    from ablate.run.prepare import PreparedRun, RunRequest
+    from ablate.run.prepare import RunRequest
 
 app = typer.Typer()
 
@@ -305,24 +303,6 @@ def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions 
     return adaptive_rule(o)
 
 
-def _execute_adaptive(
-    prep: PreparedRun, request: ExecuteRequest, options: AdaptiveOptions | None, display: Display
-) -> tuple[ExecutionResult, AdaptiveSummary]:
-    """``--adaptive``: :func:`~ablate.run.adaptive.execute_adaptive`, partial (exit 3) unless it finished."""
-    from ablate.run.adaptive import execute_adaptive
-
-    done, summary = execute_adaptive(prep, request, options, on_progress=display.update, on_note=display.note)
-    if done.exit_code == EXIT_OK and not summary.finished:
-        done = dataclasses.replace(done, exit_code=EXIT_PARTIAL)
-    return done, summary
-
-
-def _print_adaptive(data: dict[str, Any]) -> None:
-    err(f"adaptive: stopped ({data['stopped']}) after {data['rounds']} rounds, {data['sessions']} sessions")
-    for cell, d in data["decisions"].items():
-        err(f"  {cell}: {d['reason']}")
-
-
 def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     from ablate.core.claude import find_claude, require_pinned
     from ablate.folder.limits import parse_limits
@@ -404,21 +384,29 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     rounds = None
     try:
         if o["adaptive"]:
-            done, rounds = _execute_adaptive(prep, request, adaptive, display)
+            from ablate.run.adaptive import execute_adaptive
+
+            done, rounds = execute_adaptive(
+                prep, request, adaptive, on_progress=display.update, on_note=display.note
+            )
+            if done.exit_code == EXIT_OK and not rounds.finished:  # stopped undecided: partial (exit 3)
+                done = dataclasses.replace(done, exit_code=EXIT_PARTIAL)
         else:
             stage = confirming(prep.folder, prep.manifest, display.note)
             done = execute(prep, request, on_progress=display.update, on_note=display.note, rounds=stage)
     finally:
         judge.finish(interrupted=done is None or done.interrupted)
         display.close()
-    if rounds is not None:
-        for note in rounds.notes:
-            err(f"note: {note}")
-        if not o["json"]:
-            _print_adaptive(rounds.to_json())
-    render_execution(
-        done, json=o["json"], extra={"adaptive": rounds.to_json()} if rounds else None, simulated=simulated
-    )
+    data = rounds.to_json() if rounds is not None else {}
+    for note in rounds.notes if rounds is not None else []:
+        err(f"note: {note}")
+    if data and not o["json"]:
+        err(
+            f"adaptive: stopped ({data['stopped']}) after {data['rounds']} rounds, {data['sessions']} sessions"
+        )
+        for cell, d in data["decisions"].items():
+            err(f"  {cell}: {d['reason']}")
+    render_execution(done, json=o["json"], extra={"adaptive": data} if data else None, simulated=simulated)
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)
