@@ -82,7 +82,6 @@ Cells = Annotated[
         "a .toml file.",
     ),
 ]
-"""``--cells`` of every command that reads a cell set (run, plan, ab, env build, probe, doctor, ci init)."""
 IsolationOpt = Annotated[
     str | None,
     typer.Option(
@@ -143,7 +142,6 @@ Dirty = Annotated[
         "--dirty", help="Carry the repo's uncommitted non-layer changes into every cell's checkout."
     ),
 ]
-"""``--dirty`` of ``run`` and ``env build``."""
 IsolateState = Annotated[
     bool,
     typer.Option(
@@ -151,7 +149,6 @@ IsolateState = Annotated[
         help="Copy (never link) large unknown config folders (hook state) of the config dir.",
     ),
 ]
-"""``--isolate-state`` of ``run`` and ``env build``."""
 
 
 # --adaptive's stopping rule (run, ab, compare)
@@ -185,7 +182,6 @@ Alpha = Annotated[
     ),
 ]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions running at once.")]
-"""``--jobs`` of every command that runs sessions; its default is :data:`JOBS`."""
 JOBS = DEFAULT_JOBS
 Model = Annotated[
     str,
@@ -193,7 +189,6 @@ Model = Annotated[
         "--model", "-m", envvar="ABLATE_MODEL", help="The model every session is pinned to (--model)."
     ),
 ]
-"""``--model`` of every command that runs sessions; its default is :data:`MODEL`."""
 MODEL = DEFAULT_MODEL
 Models = Annotated[
     str | None,
@@ -276,7 +271,6 @@ Backoff = Annotated[
     float,
     typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit that names no reset time."),
 ]
-"""``--backoff`` of every command that calls the model and backs off a rate limit (run, ab, judge)."""
 ProbeOpt = Annotated[
     bool,
     typer.Option(
@@ -306,7 +300,6 @@ Tasks = Annotated[
         "an evals.json) (repeatable).",
     ),
 ]
-"""``--tasks`` of plan, run, ab and compare."""
 # the judge's options, of judge and of run and ab (judging as the run goes)
 JudgeModel = Annotated[
     str | None,

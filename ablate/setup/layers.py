@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -285,10 +286,8 @@ def layer_hash(files: Iterable[tuple[str, bytes]], keys: Iterable[tuple[str, byt
     """The fingerprint of a layer: sha256 over each file's relative path, a NUL and the file's sha256, then
     each JSON key's ``file#key``, a NUL and the sha256 of its canonical value. Equal hashes, equal layer."""
     h = hashlib.sha256()
-    for rel, data in files:
-        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
-    for ref, value in keys:
-        h.update(ref.encode() + b"\0" + hashlib.sha256(value).digest())
+    for name, data in itertools.chain(files, keys):
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     return h.hexdigest()
 
 
