@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from ablate.checks.base import RelPath, compiled
 from ablate.checks.registry import Check
@@ -39,17 +40,12 @@ class Pitfall(Spec):
 
     id: str = Field(pattern=ID_PATTERN)
     """Unique within the task (``skipped-tests``)."""
-    pattern: str = Field(min_length=1)
+    pattern: Annotated[str, Field(min_length=1), AfterValidator(partial(compiled, flags=re.IGNORECASE))]
     """A Python regex, matched case-insensitively (``re.search``) against the assistant's text."""
     scope: Literal["text", "text+tools"] = "text"
     """``text``: the assistant's text blocks only; ``text+tools``: also every string in its tool inputs."""
     description: str = ""
     """What the pitfall means, for the report."""
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, v: str) -> str:
-        return compiled(v, re.IGNORECASE)
 
 
 class Rubric(Spec):
