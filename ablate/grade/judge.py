@@ -230,8 +230,7 @@ class JudgeOptions:
     """Stop launching once the folder's recorded judge spend reaches this."""
     split: Literal["dev", "holdout", "both"] = "both"
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
-    """Pauses after a rate limit (``retry-after``, else exponential) and when to give up (the folder stays
-    resumable): the runner's policy."""
+    """Pauses after a rate limit and when to give up: the runner's policy."""
 
 
 @dataclass
@@ -251,8 +250,7 @@ class JudgeSummary:
     pending: int = 0
     """Pairs left for a later invocation (budget, rate limit, interruption)."""
     rate_limited: int = 0
-    """Calls rate-limited, or whose connection dropped or timed out (paused and asked again, never
-    verdicts)."""
+    """Calls rate-limited, or whose connection failed (paused and asked again, never verdicts)."""
     spend_usd: float = 0.0
     """Recorded judge spend of the whole folder (estimated from the price table)."""
     by_judge: dict[str, dict[str, int]] = field(default_factory=dict)

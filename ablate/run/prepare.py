@@ -56,9 +56,8 @@ class RunRequest:
     force: bool = False
     ablate_toml: Path | None = None
     defaulted: frozenset[Defaultable] = frozenset()
-    """The options the user left at their default (a library caller gives every value: none). A resumed or
-    planned run keeps its own model, config dir and repository unless given; ``--cells`` and ``--repeats``
-    given to one are refused; a planned shard without ``--out`` goes beside its plan."""
+    """The options the user left at their default: a resumed or planned run keeps its own model, config dir
+    and repository unless given, and refuses ``--cells`` and ``--repeats``."""
     work_dir: Path | None = None
     """Where environments are built (checked before anything is written)."""
     aa: bool = False
@@ -70,8 +69,7 @@ class RunRequest:
     adaptive: bool = False
     """``--adaptive``: the run chooses its own repeats (``repeats`` is its most), whatever ``runs`` tasks ask."""
     models: tuple[str, ...] = ()
-    """``--models`` (checked: :func:`ablate.core.pricing.parse_models`): one is ``--model``; several, a run whose
-    blocks hold every cell on every model (not with ``--adaptive``, whose rounds decide one model's cells)."""
+    """``--models``: several, a run whose blocks hold every cell on every model (one is ``--model``)."""
 
     def given(self, option: Defaultable) -> bool:
         """Whether the user gave ``option`` (rather than leaving it at its default)."""

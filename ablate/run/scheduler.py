@@ -251,8 +251,7 @@ class Runner:
                 runnable = [it.cell for it in st.pending if st.not_before.get(it.item, 0.0) <= now]
                 pool.maybe_grow(runnable)
                 return
-            it, chosen, prepare = pick
-            self._launch(st, sessions, it, chosen.env, chosen.label, prepare)
+            self._launch(st, sessions, *pick)
             st.launched += 1
 
     def _collect(self, st: RunState, fut: Future[Any], pool: EnvPool) -> None:
@@ -300,18 +299,15 @@ class Runner:
         return None
 
     def _launch(
-        self,
-        st: RunState,
-        pool: ThreadPoolExecutor,
-        it: PlanItem,
-        env: CellEnv,
-        label: str,
-        prepare: Prepare = "none",
+        self, st: RunState, sessions: ThreadPoolExecutor, it: PlanItem, chosen: Idle, prepare: Prepare
     ) -> None:
         n = max([a.n for a in it.attempts] + [st.stdout_max.get(it.item, 0)]) + 1
         st.stdout_max[it.item] = n
         attempt = Attempt(
-            n=n, session_id=session_uuid(self.manifest.seed, it.item, n), started_at=utcnow(), slot=label
+            n=n,
+            session_id=session_uuid(self.manifest.seed, it.item, n),
+            started_at=utcnow(),
+            slot=chosen.label,
         )
         it.attempts.append(attempt)
         st.plan_dirty = True
@@ -326,7 +322,7 @@ class Runner:
             task_args=task_args(append_system_prompt=task.spec.append_system_prompt),
             model=it.model,
         )
-        job = Job(it, attempt, env, label, task, argv, timeout, st.backoff.epoch, prepare)
+        job = Job(it, attempt, chosen.env, chosen.label, task, argv, timeout, st.backoff.epoch, prepare)
         st.tries[it.item] = st.tries.get(it.item, 0) + 1
         worker = Worker(
             self.folder,
@@ -338,7 +334,7 @@ class Runner:
             self.manifest.max_retries,
             self.options.limits,
         )
-        fut = pool.submit(worker.attempt, job)
+        fut = sessions.submit(worker.attempt, job)
         st.running[fut] = job
 
     def _kill_running(self, st: RunState) -> None:

@@ -127,10 +127,8 @@ def transform(text: str, op: Op, selector: Selector | None, *, source: str = "<t
     lines = text.splitlines(keepends=True)
     block = "".join(lines[start:end])
     nl = "\r\n" if "\r\n" in text else "\n"
-    if op == "move":
-        rest = "".join(lines[:start]) + "".join(lines[end:])
-        return _join_at_end(rest, block, nl)
-    return _join_at_end(text, block, nl)
+    kept = "".join(lines[:start] + lines[end:]) if op == "move" else text
+    return _join_at_end(kept, block, nl)
 
 
 @dataclass(frozen=True)
