@@ -1,8 +1,5 @@
-"""Deciding what an ``ablate run`` invocation works on: a fresh run, a resume, a planned run or one shard of it.
-
-The policy lives here, not in the CLI: which folder, which manifest, which tasks and cells, which setup, and the
-checks that refuse a folder that would mix CLI builds, models or commits. Nothing is executed.
-"""
+"""Deciding what an ``ablate run`` invocation works on (a fresh run, a resume, a planned run or one shard of it)
+and refusing a folder that would mix CLI builds, models or commits; nothing is executed."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""A small, safe reader for the YAML subset that plugin-eval suites use (``case.yaml``, Markdown frontmatter).
-
-PyYAML is not a dependency; this reads the subset docs/CLAUDE-CODE.md#plugin-eval names (flow collections on
-one line: ``[Read, Grep]``, ``{source: file, path: x}``; block scalars ``|``, ``|-``, ``>``, ``>-``) and
-refuses the rest with a :class:`YamlSubsetError` naming the line. Plain scalars follow YAML 1.2's core schema:
-``true``/``false`` (any case), ``null``/``~``/empty, decimal integers and floats; everything else is a string
-(``yes``, ``on``: strings)."""
+"""A small, safe reader for the YAML subset plugin-eval suites use (docs/CLAUDE-CODE.md#plugin-eval; PyYAML is
+not a dependency): the rest is refused with a :class:`YamlSubsetError` naming the line. Plain scalars follow
+YAML 1.2's core schema (``yes``, ``on``: strings)."""
 
 from __future__ import annotations
 
