@@ -1,8 +1,5 @@
-"""What every check kind shares: the spec it extends, the end state of a session it reads, and plain paths.
-
-A kind is a :class:`CheckSpec` subclass with a ``kind`` literal (the TOML ``kind = "..."``): its fields are
-its ``[[checks]]`` table, :meth:`~CheckSpec.evaluate` its verdict on an :class:`EndState`, and
-:meth:`~CheckSpec.describe` what the report names it by. Nothing a check reads is ever executed."""
+"""What every check kind shares (docs/EXTENDING.md#adding-a-check-kind): the spec it extends, the end state of a
+session it reads, and plain paths. Nothing a check reads is ever executed."""
 
 from __future__ import annotations
 

@@ -466,7 +466,7 @@ class RunManifest(Spec):
 
 
 def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
-    """Validate a manifest document: another ``schema_version`` or an invalid field is a located :class:`SpecError`."""
+    """Validate a manifest document; another ``schema_version`` or a bad field: a :class:`SpecError`."""
     require_schema(data, source, SCHEMA_VERSION, "manifest", hint=_HINT)
     # an empty ``isolation`` object was written before any session had run
     if data.get("isolation") == {}:

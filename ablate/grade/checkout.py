@@ -1,6 +1,6 @@
 """The checkout of a graded task: seed it (:func:`apply_seed_files`), grade what the session left
 (:func:`grade_checkout`) or a saved diff (:func:`grade_from_diff`). Nothing the model wrote is executed; the
-diff is taken by git with a scratch git dir, index and object store of ablate's own (README.md's "Graded outcomes")."""
+diff is taken by git with a scratch git dir, index and objects of ablate's own (README.md, "Graded outcomes")."""
 
 from __future__ import annotations
 

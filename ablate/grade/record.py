@@ -135,7 +135,7 @@ def grade_attempt(
     folder: RunFolder, item: str, attempt: int, task: Task, checkout: Path, baseline: Baseline
 ) -> ChecksGrade | None:
     """The runner's hook after a session: grade the checkout, save the diff, record the checks (before the
-    environment is reset, once stdout and transcript are in the run folder: the session-reading checks read them)."""
+    environment is reset; stdout and transcript are in the run folder, where the session checks read them)."""
     rel = diff_rel(item, attempt)
     grade = grade_checkout(
         task,

@@ -99,7 +99,7 @@ def _seen(results: Sequence[CheckResult]) -> str:
 
 
 def vet_task(task: Task, base: Reader) -> dict[str, Any]:
-    """One task's record: its checks on the untouched checkout and on its reference, and why they are ``weak``."""
+    """One task's record: its checks untouched and on its reference, and why they are ``weak``."""
     start = _seeded(task, base)
     untouched = _results(task, start, {}, UNTOUCHED_TRACE)
     reference = _results(task, start, _reference(task, start), None) if task.reference is not None else None

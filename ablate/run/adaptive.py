@@ -183,7 +183,7 @@ def _look(
 def _replan(
     manifest: RunManifest, results: Sequence[ItemResult], state: AdaptiveState, done: int
 ) -> AdaptiveState:
-    """After round ``done``'s look: drop the tasks inert for long enough (:func:`~ablate.stats.adaptive.inert_after`)
+    """After round ``done``'s look: drop the tasks inert long enough (:func:`ablate.stats.adaptive.inert_after`)
     and, in a piece run, re-plan for the pieces still undecided; both recorded in adaptive.json."""
     from ablate.run.piece_adaptive import next_replan
 

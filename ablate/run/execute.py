@@ -236,7 +236,7 @@ def execute(
 
 
 def refuse_unfaithful_cells(cells: Sequence[ResolvedCell], backend: EnvBackend) -> None:
-    """Refuse the run (exit 1) when a layer a cell keeps differs from the setup's in the config dir built for it."""
+    """Refuse the run (exit 1) when a layer a cell keeps differs from the setup's in the cell's config dir."""
     from ablate.isolate.faithful import mismatch_lines
 
     for cell in cells:

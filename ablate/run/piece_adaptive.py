@@ -1,7 +1,5 @@
-"""The look of an adaptive piece run (``ablate run --pieces --adaptive``): per piece, not per cell
-(docs/ARCHITECTURE.md#replan: how :func:`next_replan` rebuilds the rounds for the pieces still undecided). The
-figures are :func:`ablate.stats.screening_sequential.look`'s: anytime-valid on the pass/fail primary outcome,
-per piece over the blocks that gave it a contrast, in the order the blocks completed, Holm over the pieces."""
+"""The look of an adaptive piece run, per piece, not per cell: :func:`ablate.stats.screening_sequential.look`'s
+anytime-valid figures, Holm over the pieces (re-plans: docs/ARCHITECTURE.md#replan)."""
 
 from __future__ import annotations
 

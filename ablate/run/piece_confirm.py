@@ -1,5 +1,5 @@
 """The one-out confirmation stage of a screening piece run (docs/PIECES.md#confirm): planned at plan time
-(:func:`confirm_plan`), its blocks chosen after the screening (:func:`stage_items`), run by :func:`confirming`."""
+(:func:`confirm_plan`), its blocks chosen after the screening (:func:`stage_items`), run by ``confirming``."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def confirm_plan(
 def reserve_refusal(
     design: str, rows: int, tasks: int, named: int, max_sessions: int | None, pairs: int = 0
 ) -> UsageError | None:
-    """``--max-sessions`` too small for one repeat of the design and one block of the ``named`` pieces and pairs."""
+    """``--max-sessions`` too small for one repeat of the design and a block of the ``named`` pieces and pairs."""
     minimum = (rows + 1 + named + pairs) * tasks
     if max_sessions is None or not named or max_sessions >= minimum:
         return None

@@ -80,7 +80,7 @@ def _design(pieces: list[Piece], name: str | None) -> Design:
 def _repeats(
     design: Design, tasks: int, req: PieceRequest, repeats: int, repeats_given: bool, reserve: int = 0
 ) -> int:
-    """``--repeats``, or with only ``--max-sessions`` as many as fit beside the confirmation stage's ``reserve``."""
+    """``--repeats``, or with only ``--max-sessions`` as many as fit beside the stage's ``reserve``."""
     refusal = budget_refusal(design.name, design.k, tasks, req.max_sessions)
     if refusal is not None:
         raise UsageError(refusal.message)

@@ -284,7 +284,7 @@ def cell_effect(
     loaded: dict[str, list[str] | None] | None = None,
 ) -> CellEffect:
     """Describe ``cell`` for a setup whose layers resolved to ``present``; ``imports``: layer id → the layers
-    its files ``@import``; ``loaded``: the files the CLI loads of each layer (:func:`ablate.setup.load.loaded_files`)."""
+    its files ``@import``; ``loaded``: the files the CLI loads of each layer (``setup.load.loaded_files``)."""
     removes = tuple(lid for lid in cell.stripped if lid in present and present[lid].present)
     absent = tuple(lid for lid in cell.stripped if lid not in present or not present[lid].present)
     unloaded = tuple(

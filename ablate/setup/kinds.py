@@ -1,5 +1,5 @@
 """How each kind of layer (the catalog's ``shows``) reaches the model: the one table the probe, the loaded-file
-analysis and the report dispatch on; a new kind fails type checking here (``assert_never``) until it has a row."""
+analysis and the report dispatch on; a new kind fails type checking (``assert_never``) until it has a row."""
 
 from __future__ import annotations
 

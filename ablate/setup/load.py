@@ -1,4 +1,4 @@
-"""The user's setup as ablate sees it: a Claude config dir plus a git repository, resolved and checked (read only)."""
+"""The user's setup as ablate sees it: a Claude config dir plus a git repository, resolved and checked."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Task files (``tasks/*.toml``, README.md's "Tasks" and "Graded outcomes"): what each session is asked to do.
-Paths must stay inside the checkout (symlink escapes are refused where it is touched: :mod:`ablate.grade.checkout`)."""
+Paths must stay inside the checkout (symlink escapes are refused where it is touched: ``grade.checkout``)."""
 
 from __future__ import annotations
 
