@@ -1,7 +1,6 @@
 """The one execution path: ``run``, ``ab`` and ``compare --executor claude-code`` differ in what they plan,
-never in how a plan is executed (docs/ARCHITECTURE.md#running-sessions). :func:`preflight` decides before the
-run folder is written; :func:`execute` checks the cells, guards the user's files, runs the scheduler and
-applies the exit-code policy."""
+never in how it is executed (docs/ARCHITECTURE.md#running-sessions): :func:`preflight` before the run folder
+is written, then :func:`execute` (cells checked, the user's files guarded, the scheduler, the exit code)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The tasks ``--tasks`` names, loaded together: task files, folders of them and plugin-eval suites
-(:mod:`ablate.setup.plugin_evals`), with every problem reported at once; one split of them; the repeats they ask
-for."""
+"""The tasks ``--tasks`` names (task files, folders of them, plugin-eval suites), loaded together with every
+problem reported at once; one split of them; the repeats they ask for."""
 
 from __future__ import annotations
 
