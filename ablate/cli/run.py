@@ -397,16 +397,7 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     finally:
         judge.finish(interrupted=done is None or done.interrupted)
         display.close()
-    data = rounds.to_json() if rounds is not None else {}
-    for note in rounds.notes if rounds is not None else []:
-        err(f"note: {note}")
-    if data and not o["json"]:
-        err(
-            f"adaptive: stopped ({data['stopped']}) after {data['rounds']} rounds, {data['sessions']} sessions"
-        )
-        for cell, d in data["decisions"].items():
-            err(f"  {cell}: {d['reason']}")
-    render_execution(done, json=o["json"], extra={"adaptive": data} if data else None, simulated=simulated)
+    render_execution(done, json=o["json"], adaptive=rounds, simulated=simulated)
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)

@@ -17,6 +17,7 @@ from ablate.cli.common import print_json
 from ablate.core.endpoint import money
 
 if TYPE_CHECKING:
+    from ablate.run.adaptive import AdaptiveSummary
     from ablate.run.estimate import CostEstimate
     from ablate.run.execute import ExecutionResult
 
@@ -44,12 +45,23 @@ def say_changed(backend: str, changed: Sequence[str]) -> None:
 
 
 def render_execution(
-    done: ExecutionResult, *, json: bool, extra: dict[str, Any] | None = None, simulated: bool = False
+    done: ExecutionResult, *, json: bool, adaptive: AdaptiveSummary | None = None, simulated: bool = False
 ) -> None:
-    """The end of a run: the guard's findings, the writes summary, and the summary (or JSON)."""
+    """The end of a run: an adaptive run's notes and decisions, the guard's findings, the writes summary, and
+    the summary (or JSON)."""
     from ablate.folder.layout import RunFolder
     from ablate.folder.result import read_result
 
+    rounds = {"adaptive": adaptive.to_json()} if adaptive is not None else {}
+    for note in adaptive.notes if adaptive is not None else []:
+        err(f"note: {note}")
+    if rounds and not json:
+        said = rounds["adaptive"]
+        err(
+            f"adaptive: stopped ({said['stopped']}) after {said['rounds']} rounds, {said['sessions']} sessions"
+        )
+        for cell, d in said["decisions"].items():
+            err(f"  {cell}: {d['reason']}")
     summary = done.summary
     for note in done.guard_notes:
         err(f"note: {note}")
@@ -57,7 +69,7 @@ def render_execution(
     for line in done.writes:
         err(line)
     if json:
-        print_json({**done.to_json(), **(extra or {})})
+        print_json({**done.to_json(), **rounds})
         return
     if done.isolation.network == "unsealed":
         typer.echo(
