@@ -47,8 +47,7 @@ def say_changed(backend: str, changed: Sequence[str]) -> None:
 def render_execution(
     done: ExecutionResult, *, json: bool, adaptive: AdaptiveSummary | None = None, simulated: bool = False
 ) -> None:
-    """The end of a run: an adaptive run's notes and decisions, the guard's findings, the writes summary, and
-    the summary (or JSON)."""
+    """The end of a run: adaptive decisions, the guard's findings, the writes, and the summary (or JSON)."""
     from ablate.folder.layout import RunFolder
     from ablate.folder.result import read_result
 

@@ -1,7 +1,6 @@
 """Adaptive runs: rounds of (task, repeat) blocks over the cells still undecided, a look after every round
-(docs/ARCHITECTURE.md#statistics, #inert-tasks, #replan). ``plan.jsonl`` holds the rounds scheduled so far and
-``adaptive.json`` every look; every figure is recomputed from the results, so a resume (even after kill -9
-mid-round) continues the same analysis, never scheduling an item twice."""
+(docs/ARCHITECTURE.md#statistics, #inert-tasks, #replan); every figure is recomputed from the results, so a
+resume (even after kill -9 mid-round) continues the same analysis, never scheduling an item twice."""
 
 from __future__ import annotations
 

@@ -115,8 +115,7 @@ def create_run(
 
 
 def shard_folder(plan_dir: Path, shard: Shard, out_root: Path | None = None) -> tuple[RunFolder, RunManifest]:
-    """Create (or reopen) the run folder of one shard of a planned run: same manifest identity, same plan
-    and tasks, ``shard`` recorded. Each shard gets its own folder, so shards never share a lock or a file."""
+    """Create (or reopen) the run folder of one shard of a planned run: its own folder, never sharing a lock."""
     src = RunFolder(plan_dir)
     manifest = read_manifest(src)
     if manifest.shard is not None:

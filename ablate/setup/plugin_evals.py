@@ -1,7 +1,6 @@
-"""Plugin-eval suites as tasks: ``claude plugin eval``'s cases (the format and what ablate does with each field:
-docs/CLAUDE-CODE.md#plugin-eval). ``--tasks DIR`` accepts a plugin folder (its eval dir is the manifest's
-``experimental.evals``, else ``evals/``), any folder holding an ``evals/``, the eval dir itself, or a
-skill-creator ``evals.json``; each task is written as TOML into the run folder, so the run stands alone."""
+"""Plugin-eval suites as tasks: ``claude plugin eval``'s cases (docs/CLAUDE-CODE.md#plugin-eval), found under a
+plugin folder, any folder holding an ``evals/``, the eval dir itself, or a skill-creator ``evals.json``; each
+task is written as TOML into the run folder, so the run stands alone."""
 
 from __future__ import annotations
 
