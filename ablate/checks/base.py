@@ -1,8 +1,5 @@
-"""What every check kind shares: the spec it extends, the end state of a session it reads, and plain paths.
-
-A kind is a :class:`CheckSpec` subclass with a ``kind`` literal (the TOML ``kind = "..."``): its fields are
-its ``[[checks]]`` table, :meth:`~CheckSpec.evaluate` its verdict on an :class:`EndState`, and
-:meth:`~CheckSpec.describe` what the report names it by. Nothing a check reads is ever executed."""
+"""What every check kind shares (docs/EXTENDING.md#adding-a-check-kind): the spec it extends, the end state of a
+session it reads, and plain paths. Nothing a check reads is ever executed."""
 
 from __future__ import annotations
 
@@ -70,21 +67,19 @@ class EndState:
     def no_diff(self) -> str:
         return self.diff_error or "no diff"
 
-    def no_trace(self, needs_calls: bool) -> str:
-        """Why the trace cannot be read (empty: it can)."""
+    def session(self, needs_calls: bool) -> tuple[SessionTrace | None, str]:
+        """The trace, or (None, why it cannot be read)."""
         if self.trace is None:
-            return "the session's transcript and answer are not available to this grading"
+            return None, "the session's transcript and answer are not available to this grading"
         if needs_calls and not self.trace.transcript_read:
-            return "no transcript: the session's tool calls are unknown"
-        return ""
+            return None, "no transcript: the session's tool calls are unknown"
+        return self.trace, ""
 
 
 def check_rel_path(value: str, *, folder: bool = False) -> str:
-    """Refuse anything but a plain relative path inside the checkout (``src/a.py``; ``src/`` when ``folder``).
-
-    Absolute paths, drive letters, backslashes, empty, ``.`` and ``..`` components and anything under ``.git``
-    are refused: seed files and checks must stay inside the checkout, and ablate never writes git's own files
-    (a hook written there would be executed). Symlinks are checked where the checkout is touched."""
+    """Refuse anything but a plain relative path inside the checkout (``src/a.py``; ``src/`` when ``folder``):
+    ablate never writes git's own files (a hook written there would be executed); symlinks are checked where the
+    checkout is touched."""
     if not value or value.strip() != value:
         raise ValueError("must be a non-empty relative path without surrounding spaces")
     if "\\" in value or "\x00" in value:

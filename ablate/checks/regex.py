@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from ablate.checks.base import EndState, Graded, RelPath, Verdict, compiled
 
@@ -31,7 +31,7 @@ class RegexCheck(Graded):
     """A regex over the session: its final answer, its tool-call trace, the paths it changed, or a file."""
 
     kind: Literal["regex"]
-    pattern: str = Field(min_length=1)
+    pattern: Annotated[str, Field(min_length=1), AfterValidator(compiled)]
     """A Python regex (``claude plugin eval`` uses JavaScript's; the common syntax is shared)."""
     target: Literal["last_message", "trace", "files", "file"] = "last_message"
     """``last_message``: the final answer; ``trace``: one line per tool call (``name <input JSON>``);
@@ -48,11 +48,6 @@ class RegexCheck(Graded):
     def _flags(cls, v: str) -> str:
         regex_flags(v)
         return v
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, v: str) -> str:
-        return compiled(v)
 
     def problems(self) -> list[tuple[str, str]]:
         if (self.target == "file") != (self.file is not None):
@@ -87,12 +82,11 @@ class RegexCheck(Graded):
             return data.decode("utf-8", "replace"), ""
         if self.target == "files":
             return ("\n".join(end.changed), "") if end.changed is not None else (None, end.no_diff())
-        missing = end.no_trace(self.target == "trace")
-        if missing:
+        trace, missing = end.session(needs_calls=self.target == "trace")
+        if trace is None:
             return None, missing
-        assert end.trace is not None
         if self.target == "trace":
-            return end.trace.trace_text(), ""
-        if end.trace.last_message is None:
+            return trace.trace_text(), ""
+        if trace.last_message is None:
             return None, "the session has no final answer"
-        return end.trace.last_message, ""
+        return trace.last_message, ""

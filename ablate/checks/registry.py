@@ -1,6 +1,5 @@
-"""The registry of check kinds: :data:`KINDS`, read by the task loader (a ``[[checks]]`` table is validated
-as the kind its ``kind`` names) and, through each loaded check, by the evaluators. A kind is one module of
-this package (its :class:`~ablate.checks.base.CheckSpec` subclass) and its line in :data:`KINDS`."""
+"""The registry of check kinds, :data:`KINDS`: a ``[[checks]]`` table is validated as the kind its ``kind``
+names. A kind is one module of this package and its line here (docs/EXTENDING.md#adding-a-check-kind)."""
 
 from __future__ import annotations
 

@@ -27,12 +27,11 @@ class ToolOrder(Graded):
     after: ToolRef
 
     def evaluate(self, end: EndState) -> Verdict:
-        missing = end.no_trace(True)
-        if missing:
+        trace, missing = end.session(needs_calls=True)
+        if trace is None:
             return None, missing
-        assert end.trace is not None
-        first = end.trace.calls(self.before.tool, self.before.input_match)
-        second = end.trace.calls(self.after.tool, self.after.input_match)
+        first = trace.calls(self.before.tool, self.before.input_match)
+        second = trace.calls(self.after.tool, self.after.input_match)
         if not first or not second:
             return False, f"{self.before.tool if not first else self.after.tool} never called"
         ok = first[0] < second[0]

@@ -22,11 +22,10 @@ class ToolUsed(Graded):
     """Most calls (default: no limit)."""
 
     def evaluate(self, end: EndState) -> Verdict:
-        missing = end.no_trace(True)
-        if missing:
+        trace, missing = end.session(needs_calls=True)
+        if trace is None:
             return None, missing
-        assert end.trace is not None
-        n = len(end.trace.calls(self.tool, self.input_match))
+        n = len(trace.calls(self.tool, self.input_match))
         lo, hi = 1 if self.min is None else self.min, self.max
         ok = n >= lo and (hi is None or n <= hi)
         return ok, "" if ok else f"called {n}x (expected {lo}..{'∞' if hi is None else hi})"

@@ -82,7 +82,6 @@ Cells = Annotated[
         "a .toml file.",
     ),
 ]
-"""``--cells`` of every command that reads a cell set (run, plan, ab, env build, probe, doctor, ci init)."""
 IsolationOpt = Annotated[
     str | None,
     typer.Option(
@@ -143,7 +142,6 @@ Dirty = Annotated[
         "--dirty", help="Carry the repo's uncommitted non-layer changes into every cell's checkout."
     ),
 ]
-"""``--dirty`` of ``run`` and ``env build``."""
 IsolateState = Annotated[
     bool,
     typer.Option(
@@ -151,7 +149,6 @@ IsolateState = Annotated[
         help="Copy (never link) large unknown config folders (hook state) of the config dir.",
     ),
 ]
-"""``--isolate-state`` of ``run`` and ``env build``."""
 
 
 # --adaptive's stopping rule (run, ab, compare)
@@ -185,7 +182,6 @@ Alpha = Annotated[
     ),
 ]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Sessions running at once.")]
-"""``--jobs`` of every command that runs sessions; its default is :data:`JOBS`."""
 JOBS = DEFAULT_JOBS
 Model = Annotated[
     str,
@@ -193,7 +189,6 @@ Model = Annotated[
         "--model", "-m", envvar="ABLATE_MODEL", help="The model every session is pinned to (--model)."
     ),
 ]
-"""``--model`` of every command that runs sessions; its default is :data:`MODEL`."""
 MODEL = DEFAULT_MODEL
 Models = Annotated[
     str | None,
@@ -276,7 +271,6 @@ Backoff = Annotated[
     float,
     typer.Option("--backoff", min=0.01, help="First pause (s) after a rate limit that names no reset time."),
 ]
-"""``--backoff`` of every command that calls the model and backs off a rate limit (run, ab, judge)."""
 ProbeOpt = Annotated[
     bool,
     typer.Option(
@@ -306,7 +300,6 @@ Tasks = Annotated[
         "an evals.json) (repeatable).",
     ),
 ]
-"""``--tasks`` of plan, run, ab and compare."""
 # the judge's options, of judge and of run and ab (judging as the run goes)
 JudgeModel = Annotated[
     str | None,
@@ -367,8 +360,7 @@ def _adaptive_options(
 
 
 def option_group(template: Callable[..., None]) -> tuple[inspect.Parameter, ...]:
-    """The options ``template`` declares (its parameters: typer annotations and defaults), to give commands
-    with :func:`takes`."""
+    """The options ``template`` declares (its parameters), to give commands with :func:`takes`."""
     return tuple(inspect.signature(template, eval_str=True).parameters.values())
 
 
@@ -380,9 +372,8 @@ PROBE_OPTIONS = option_group(_probe_options)
 
 
 def takes(*groups: tuple[inspect.Parameter, ...], **defaults: object) -> Callable[[F], F]:
-    """Give a command the options of ``groups``, declared once: typer reads them from the command's signature
-    (after its arguments and required options, before its own optional ones) and the command receives them
-    in its ``**options``; ``defaults`` sets a group option's default for this command."""
+    """Give a command the options of ``groups`` (in its signature, before its own optional ones; received in
+    its ``**options``); ``defaults`` sets a group option's default for this command."""
 
     def decorate(fn: F) -> F:
         sig = inspect.signature(fn, eval_str=True)
@@ -400,9 +391,7 @@ def takes(*groups: tuple[inspect.Parameter, ...], **defaults: object) -> Callabl
 
 
 def command_options(local: dict[str, Any]) -> dict[str, Any]:
-    """A command's options as one dict (its ``locals()``): its own parameters and the shared ones it received
-    in ``**options``, the typer context left out, and --config-dir (of :data:`SETUP_OPTIONS`) resolved to
-    :func:`default_config_dir` where it was not given."""
+    """A command's options as one dict (``locals()`` and ``**options``), --config-dir defaulted."""
     own = {k: v for k, v in local.items() if k not in ("ctx", "options")}
     merged = {**own, **local.get("options", {})}
     if "config_dir" in merged:
@@ -420,9 +409,8 @@ def load_setup_options(o: dict[str, Any]) -> tuple[Catalog, Setup]:
 
 
 def resolve_models(ctx: typer.Context, o: dict[str, Any]) -> tuple[str, ...]:
-    """The models sessions are pinned to: --models (:data:`SESSION_OPTIONS`, checked by
-    :func:`ablate.core.pricing.parse_models`, kept in ``o`` as a tuple, --model set to its first), else
-    --model's. --models with --model is a :class:`UsageError`."""
+    """The models sessions are pinned to: --models (kept in ``o`` as a tuple, --model set to its first), else
+    --model's; both together is a :class:`UsageError`."""
     from ablate.core.pricing import parse_models
 
     if o["models"] is not None and given(ctx, "model"):
@@ -477,9 +465,8 @@ PATH_ERRORS = {
 
 
 def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Map :class:`AblateError` to ``error: ...`` on stderr and its exit code; Ctrl-C to 130; a full file
-    system (``ENOSPC``, ``EDQUOT``) anywhere to a located error naming its mount point, exit 1; a path it
-    cannot use as asked (read-only, a file for a folder, a link loop: :data:`PATH_ERRORS`) to exit 2."""
+    """Map :class:`AblateError` to ``error: ...`` and its exit code; Ctrl-C to 130; a full file system to a
+    located error, exit 1; a path it cannot use as asked (:data:`PATH_ERRORS`) to exit 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:

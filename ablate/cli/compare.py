@@ -147,8 +147,7 @@ def _adaptive_options(ctx: typer.Context, o: dict[str, Any], resume: Path | None
 
 
 def _check_probe(ctx: typer.Context, executor: str) -> None:
-    """``--probe``/``--no-probe`` on the command line go with the claude-code executor: only its arms run in
-    cells a probe can check."""
+    """``--probe``/``--no-probe`` given go with the claude-code executor, the only one in cells."""
     source = ctx.get_parameter_source("probe")
     if executor != "claude-code" and source is not None and source.name == "COMMANDLINE":
         raise UsageError(

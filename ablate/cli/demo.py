@@ -148,8 +148,7 @@ def _say_design(design: DemoDesign, n: int, *, aa: bool) -> None:
 
 
 def _say_truth(report: dict[str, Any], run_dir: Path, n: int, design: DemoDesign, *, aa: bool) -> None:
-    """The demo's last lines: the planted facts as report.json reads them, then (--aa) the measured noise
-    floor; raises when the design's repeats missed a fact."""
+    """The planted facts as report.json reads them (and the noise floor); raises when one was missed."""
     from ablate.run.demo import AA_CELL, noise_floor_lines, planted_facts
 
     facts = planted_facts(report, aa=aa)

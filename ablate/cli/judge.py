@@ -41,10 +41,7 @@ def split_choice(value: str) -> Literal["dev", "holdout", "both"]:
 
 
 def holdout_lines(run_dir: Path, judges: tuple[str, ...]) -> tuple[list[dict[str, object]], list[str]]:
-    """The dev/holdout check of the judge-pass rate (each judge), against the set's control, task by task.
-
-    Returns the findings as JSON and as printable lines; a run without both splits says so in one line.
-    """
+    """The dev/holdout check of each judge's pass rate against the set's control, as JSON and as lines."""
     from ablate.folder.layout import RunFolder, read_manifest
     from ablate.grade.splits import holdout_findings, split_of_tasks
 

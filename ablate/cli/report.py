@@ -119,11 +119,8 @@ def report_cmd(
 
 
 def report_after_run(run_dir: Path, *, quiet: bool = False) -> None:
-    """Write the report at the end of `ablate run` / `ablate ab`; a folder with no scored item gets none.
-
-    A report problem never changes the run's exit status: the run's results are already safe on disk and
-    `ablate report RUN_DIR` rebuilds the report at any time.
-    """
+    """Write the report at the end of `ablate run` / `ablate ab`; a report problem never changes the run's exit
+    status (the results are safe on disk, `ablate report RUN_DIR` rebuilds it)."""
     from ablate.core.errors import AblateError
     from ablate.report import write_report
 

@@ -1,8 +1,5 @@
-"""``ablate run``, ``ablate ab``, ``ablate plan``, ``ablate merge``: thin shells over ablate.run.
-
-``run`` and ``ab``: options → :class:`~ablate.run.prepare.RunRequest` → :func:`~ablate.run.execute.execute`
-→ render. Every check that can refuse the run happens before the run folder is written.
-"""
+"""``ablate run``, ``ab``, ``plan`` and ``merge``: thin shells over ablate.run (options →
+:class:`~ablate.run.prepare.RunRequest` → :func:`~ablate.run.execute.execute` → render)."""
 
 from __future__ import annotations
 
@@ -54,10 +51,8 @@ from ablate.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
     from ablate.folder.adaptive import AdaptiveOptions
-    from ablate.run.adaptive import AdaptiveSummary
-    from ablate.run.execute import ExecuteRequest, ExecutionResult
     from ablate.run.pieces import PieceRequest
-    from ablate.run.prepare import PreparedRun, RunRequest
+    from ablate.run.prepare import RunRequest
 
 app = typer.Typer()
 
@@ -206,64 +201,26 @@ def plan_cmd(ctx: typer.Context, json: Json = False, **options: Any) -> None:
     Exit codes: 0 ok, 2 bad input (tasks, cells, setup, options).
     """
     from ablate.core.claude import find_claude, require_pinned
-    from ablate.run.create import create_run
     from ablate.run.estimate import dearest, estimate_run
-    from ablate.run.plan import blocks, new_seed
-    from ablate.run.prepare import check_locations, load_cells, setup_info
-    from ablate.setup.load import load_setup
-    from ablate.setup.taskset import load_tasks, task_repeats
+    from ablate.run.plan import blocks
+    from ablate.run.prepare import new_run, with_models
 
     o = command_options(locals())
     models = resolve_models(ctx, o)
-    model, max_turns = o["model"], o["max_turns"]
-    out: Path = o["out"]
-    if not o["tasks"]:
-        raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
-    catalog, cell_set = load_cells(o["cells"], o["ablate_toml"], aa=o["aa"])
-    notes: list[str] = []
-    loaded = load_tasks(o["tasks"], catalog, notes)
-    chosen = f"--repeats {o['repeats']}" if given(ctx, "repeats") else None
-    repeats, said = task_repeats(loaded, o["repeats"], decided_by=chosen)
-    for note in [*notes, *([said] if said else [])]:
-        err(f"note: {note}")
-    setup = load_setup(o["config_dir"], o["repo"])
-    if not model.strip():
-        raise UsageError("--model is empty", hint="pass the model every session is pinned to")
-    for warning in check_locations(setup, out=out, work_dir=None):
-        err(f"warning: {warning}")
+    # plan has no --min-effect and no confirmation stage (its shards never see the whole screening), and
+    # it writes a new folder: none of run's options of an existing one
+    fixed = {"min_effect": DEFAULT_MIN_EFFECT, "confirm": o["pieces"] and "none", "pairs": None}
+    new = dict.fromkeys(("resume", "plan", "shard", "work_dir"), None) | {"force": False, "dirty": False}
+    request = with_models(_request(ctx, {**o, **fixed, **new}, list(o["tasks"] or [])))
     claude = require_pinned(find_claude(o["claude_bin"]), allowed=o["allow_unpinned_claude"])
-    record = None
-    seed = o["seed"] if o["seed"] is not None else new_seed()
-    # plan has no --min-effect, and no confirmation stage (its shards never see the whole screening)
-    asked = _piece_request(
-        {**o, "min_effect": DEFAULT_MIN_EFFECT, "confirm": o["pieces"] and "none", "pairs": None}
-    )
-    if asked is not None:
-        from ablate.run.pieces import plan_pieces
-
-        clashes = [n for n, on in (("--cells", given(ctx, "cells")), ("--aa", o["aa"])) if on]
-        planned = plan_pieces(
-            setup, catalog, asked, tasks=len(loaded) * max(1, len(models)), repeats=repeats,
-            repeats_given=given(ctx, "repeats"), seed=seed, clashes=clashes,
-        )  # fmt: skip
-        cell_set, record, repeats = planned.cell_set, planned.record, planned.repeats
-    folder, manifest = create_run(
-        out,
-        tasks=loaded,
-        cell_set=cell_set.name,
-        cells=list(cell_set.cells),
-        repeats=repeats,
-        seed=seed,
-        model=model,
-        max_turns=max_turns,
-        claude=claude,
-        timeout_s=o["timeout"],
-        setup=setup_info(setup, cell_set.source, o["ablate_toml"]),
-        design=record,
-        models=models if len(models) > 1 else (),
-    )
+    prepared, notes = new_run(request, claude, plan_only=True)
+    for note in notes:
+        err(f"note: {note}")
+    for warning in prepared.warnings:
+        err(f"warning: {warning}")
+    folder, manifest = prepared.folder, prepared.manifest
     n_blocks = len(blocks(folder.read_plan()))
-    estimate = estimate_run(manifest.items, model=dearest(models), max_turns=max_turns)
+    estimate = estimate_run(manifest.items, model=dearest(models), max_turns=manifest.max_turns)
     if json:
         summary = {"folder": str(folder.root), "items": manifest.items, "blocks": n_blocks, "seed": manifest.seed}  # fmt: skip
         print_json({**summary, "estimate": estimate.to_json()})
@@ -326,8 +283,7 @@ AdaptiveOpt = Annotated[
 
 
 def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions | None:
-    """``--adaptive``'s options for a new run (None for a fixed run and for a resume, which keeps its own);
-    refused before anything is written where they cannot apply."""
+    """``--adaptive``'s options for a new run (None: fixed, or a resume), refused where they cannot apply."""
     from ablate.folder.adaptive import read_state
     from ablate.folder.layout import RunFolder
 
@@ -345,24 +301,6 @@ def _adaptive_options(ctx: typer.Context, o: dict[str, Any]) -> AdaptiveOptions 
         )
     o["repeats"] = o["max_repeats"]  # the folder is planned for the largest run
     return adaptive_rule(o)
-
-
-def _execute_adaptive(
-    prep: PreparedRun, request: ExecuteRequest, options: AdaptiveOptions | None, display: Display
-) -> tuple[ExecutionResult, AdaptiveSummary]:
-    """``--adaptive``: :func:`~ablate.run.adaptive.execute_adaptive`, partial (exit 3) unless it finished."""
-    from ablate.run.adaptive import execute_adaptive
-
-    done, summary = execute_adaptive(prep, request, options, on_progress=display.update, on_note=display.note)
-    if done.exit_code == EXIT_OK and not summary.finished:
-        done = dataclasses.replace(done, exit_code=EXIT_PARTIAL)
-    return done, summary
-
-
-def _print_adaptive(data: dict[str, Any]) -> None:
-    err(f"adaptive: stopped ({data['stopped']}) after {data['rounds']} rounds, {data['sessions']} sessions")
-    for cell, d in data["decisions"].items():
-        err(f"  {cell}: {d['reason']}")
 
 
 def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
@@ -446,21 +384,20 @@ def _run(ctx: typer.Context, o: dict[str, Any]) -> None:
     rounds = None
     try:
         if o["adaptive"]:
-            done, rounds = _execute_adaptive(prep, request, adaptive, display)
+            from ablate.run.adaptive import execute_adaptive
+
+            done, rounds = execute_adaptive(
+                prep, request, adaptive, on_progress=display.update, on_note=display.note
+            )
+            if done.exit_code == EXIT_OK and not rounds.finished:  # stopped undecided: partial (exit 3)
+                done = dataclasses.replace(done, exit_code=EXIT_PARTIAL)
         else:
             stage = confirming(prep.folder, prep.manifest, display.note)
             done = execute(prep, request, on_progress=display.update, on_note=display.note, rounds=stage)
     finally:
         judge.finish(interrupted=done is None or done.interrupted)
         display.close()
-    if rounds is not None:
-        for note in rounds.notes:
-            err(f"note: {note}")
-        if not o["json"]:
-            _print_adaptive(rounds.to_json())
-    render_execution(
-        done, json=o["json"], extra={"adaptive": rounds.to_json()} if rounds else None, simulated=simulated
-    )
+    render_execution(done, json=o["json"], adaptive=rounds, simulated=simulated)
     report_after(prep.folder.root, report, quiet=o["json"])
     if done.exit_code != EXIT_OK:
         raise typer.Exit(done.exit_code)

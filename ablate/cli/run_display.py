@@ -17,6 +17,7 @@ from ablate.cli.common import print_json
 from ablate.core.endpoint import money
 
 if TYPE_CHECKING:
+    from ablate.run.adaptive import AdaptiveSummary
     from ablate.run.estimate import CostEstimate
     from ablate.run.execute import ExecutionResult
 
@@ -34,8 +35,7 @@ def print_estimate(est: CostEstimate, *, simulated: bool = False) -> None:
 
 
 def say_changed(backend: str, changed: Sequence[str]) -> None:
-    """An ERROR line for each real file of the user's that changed during the run (the first 20, then how many
-    more)."""
+    """An ERROR line for each real file of the user's that changed during the run (the first 20)."""
     for path in changed[:20]:
         err(f"ERROR: {backend} isolation: your real file changed during the run: {path}")
     if len(changed) > 20:
@@ -45,13 +45,22 @@ def say_changed(backend: str, changed: Sequence[str]) -> None:
 
 
 def render_execution(
-    done: ExecutionResult, *, json: bool, extra: dict[str, Any] | None = None, simulated: bool = False
+    done: ExecutionResult, *, json: bool, adaptive: AdaptiveSummary | None = None, simulated: bool = False
 ) -> None:
-    """The end of a run: the guard's findings, the writes summary, and the summary (or JSON), whose first
-    line says so when the sessions were not sealed (``--unsealed``)."""
+    """The end of a run: adaptive decisions, the guard's findings, the writes, and the summary (or JSON)."""
     from ablate.folder.layout import RunFolder
     from ablate.folder.result import read_result
 
+    rounds = {"adaptive": adaptive.to_json()} if adaptive is not None else {}
+    for note in adaptive.notes if adaptive is not None else []:
+        err(f"note: {note}")
+    if rounds and not json:
+        said = rounds["adaptive"]
+        err(
+            f"adaptive: stopped ({said['stopped']}) after {said['rounds']} rounds, {said['sessions']} sessions"
+        )
+        for cell, d in said["decisions"].items():
+            err(f"  {cell}: {d['reason']}")
     summary = done.summary
     for note in done.guard_notes:
         err(f"note: {note}")
@@ -59,7 +68,7 @@ def render_execution(
     for line in done.writes:
         err(line)
     if json:
-        print_json({**done.to_json(), **(extra or {})})
+        print_json({**done.to_json(), **rounds})
         return
     if done.isolation.network == "unsealed":
         typer.echo(
@@ -80,9 +89,7 @@ def render_execution(
 
 
 def write_report(run_dir: Path, when: ReportWhen, *, quiet: bool) -> None:
-    """The report at the end of a run. ``now`` (the default) writes it before the command returns and prints
-    its ranking; ``background`` (only when asked for) writes it in a detached process, its output in
-    ``report.log`` in the run folder; ``none`` leaves it to ``ablate report``."""
+    """The report at the end of a run: ``now``, ``background`` (logged to report.log) or ``none``."""
     if when == "none":
         return
     if when == "now":
@@ -166,9 +173,8 @@ LINE_EVERY_S = 30.0
 
 
 class Display:
-    """Progress on stderr, fed by the runner's progress callback: a rich bar on a terminal, otherwise a line
-    at least every :data:`LINE_EVERY_S` seconds and at each tenth of the work (``37/160 sessions, 3 failed,
-    $0.84 (simulated), eta 4m``)."""
+    """Progress on stderr: a rich bar on a terminal, otherwise a line at least every :data:`LINE_EVERY_S`
+    seconds and at each tenth of the work."""
 
     def __init__(self, *, enabled: bool, simulated: bool = False, tty: bool | None = None) -> None:
         self.enabled = enabled

@@ -1,6 +1,5 @@
 """adaptive.json: the stopping rule an adaptive run started with and every look at its results (written by
-``ablate.run.adaptive`` after every round, figures from ``ablate.stats.adaptive``): per cell against the
-control, the anytime-valid figures of the binary primary outcome, the decision and its reason."""
+``ablate.run.adaptive`` after every round, figures from ``ablate.stats.adaptive``)."""
 
 from __future__ import annotations
 
@@ -80,8 +79,7 @@ class CellLook(Spec):
 
 
 class PieceLook(Spec):
-    """One piece of a piece run (``ablate run --pieces --adaptive``) at one look
-    (:func:`ablate.stats.screening_sequential.look`)."""
+    """One piece of an adaptive piece run at one look (:func:`ablate.stats.screening_sequential.look`)."""
 
     blocks: int
     """Blocks that gave the piece a contrast: complete design blocks (every row run on one task and repeat), and

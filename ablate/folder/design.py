@@ -1,6 +1,5 @@
-"""The per-piece design of a piece run (``ablate run --pieces``, docs/PIECES.md#runs), recorded in
-manifest.json's ``design`` as run (kind, how its rows were made, the pieces in column order, and per row its
-cell and the pieces it keeps), so the report rebuilds every piece's effect from the run folder alone."""
+"""The per-piece design of a piece run (docs/PIECES.md#runs), recorded in manifest.json's ``design`` as run, so
+the report rebuilds every piece's effect from the run folder alone."""
 
 from __future__ import annotations
 
@@ -35,9 +34,7 @@ class DesignRow(Spec):
 
 
 class ConfirmPlan(Spec):
-    """``design.confirm``: the one-out confirmation stage after a screening design (docs/PIECES.md#confirm):
-    the pieces the screening marks real and the ``named`` ones run in blocks of their own (repeats
-    ``first_repeat`` on), each the control and the cells without one of them in one shuffled sweep."""
+    """``design.confirm``: the one-out confirmation stage after a screening design (docs/PIECES.md#confirm)."""
 
     named: list[str] = Field(default_factory=list)
     """The pieces ``--confirm`` names: confirmed whatever the screening finds."""
@@ -87,8 +84,7 @@ class PieceDesignRecord(Spec):
         return None if self.drawn is None else [-1 if r.draw is None else r.draw for r in self.rows]
 
     def cells_in(self, repeat: int) -> list[str]:
-        """The cells the blocks of ``repeat`` run: every row's, or a drawn design's control and draw
-        (``ablate.stats.screening.Design.rows_of``)."""
+        """The cells the blocks of ``repeat`` run: every row's, or a drawn design's control and draw."""
         draws = self.draws()
         if not draws:
             return [r.cell for r in self.rows]

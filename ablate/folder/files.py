@@ -1,6 +1,5 @@
-"""Every file of a run folder, with the ``schema_version`` ablate writes it at and the module that reads and
-writes it: the one list docs/ARCHITECTURE.md#run-folder is checked against (unversioned: files ablate does not
-format)."""
+"""Every file of a run folder, with its ``schema_version`` (None: a format not ablate's) and the module that
+reads and writes it: the one list docs/ARCHITECTURE.md#run-folder is checked against."""
 
 from __future__ import annotations
 

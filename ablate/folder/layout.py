@@ -1,10 +1,6 @@
-"""The run folder layout: the contract between `run`, `mine`, `recover` and `report`. :class:`RunFolder` names
-every path; the folder's tree (docs/ARCHITECTURE.md#run-folder) and every file with its version and owner
-(:data:`ablate.folder.files.RUN_FILES`) are checked against each other by the tests.
-
-Item ids are ``<task>__<cell>__r<repeat>`` (repeat zero-padded to 2 digits; ``<task>__<cell>__<model>__r<repeat>``
-in a run of several models), stable across runs, shards and merges. Attempts are numbered from 1.
-"""
+"""The run folder layout (docs/ARCHITECTURE.md#run-folder), the contract between `run`, `mine`, `recover` and
+`report`: :class:`RunFolder` names every path. Item ids (:func:`item_id`) are stable across runs, shards and
+merges; attempts are numbered from 1."""
 
 from __future__ import annotations
 
@@ -80,8 +76,7 @@ class Attempt(Spec):
 
 
 class ItemRecord(Spec):
-    """What every record about one item starts with: its format version and which item it is (a plan line,
-    a result)."""
+    """What every record about one item starts with: its format version and which item it is."""
 
     schema_version: int
     """Format version of the record (each record type fixes its own)."""
@@ -168,15 +163,10 @@ class RunFolder:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
-                try:
+                try:  # orjson's JSONDecodeError is a ValueError; a foreign schema_version is a SpecError
                     data = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise RunFolderError.bad_input(
-                        f"{self.plan_path}:{lineno}: invalid plan line: {exc}"
-                    ) from exc
-                if isinstance(data, dict):
-                    require_schema(data, f"{self.plan_path}:{lineno}", SCHEMA_VERSION, "plan", hint=_HINT)
-                try:
+                    if isinstance(data, dict):
+                        require_schema(data, f"{self.plan_path}:{lineno}", SCHEMA_VERSION, "plan", hint=_HINT)
                     items.append(PlanItem.model_validate(data))
                 except ValueError as exc:
                     raise RunFolderError.bad_input(
@@ -476,8 +466,7 @@ class RunManifest(Spec):
 
 
 def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
-    """Validate a manifest document: another ``schema_version`` or an invalid field is a located
-    :class:`SpecError` (file, field, found vs expected, what to do)."""
+    """Validate a manifest document; another ``schema_version`` or a bad field: a :class:`SpecError`."""
     require_schema(data, source, SCHEMA_VERSION, "manifest", hint=_HINT)
     # an empty ``isolation`` object was written before any session had run
     if data.get("isolation") == {}:
@@ -489,8 +478,7 @@ def parse_manifest(data: dict[str, Any], source: str) -> RunManifest:
 
 
 def read_manifest(folder: RunFolder) -> RunManifest:
-    """Read and validate manifest.json; a missing one is a :class:`RunFolderError`, an invalid or foreign one
-    a located :class:`SpecError`."""
+    """Read and validate manifest.json (missing: :class:`RunFolderError`; invalid: :class:`SpecError`)."""
     path = folder.manifest_path
     data = read_json_object(path)
     if data is None:

@@ -52,8 +52,7 @@ class RunLock:
 
 
 def lock_holder(folder: RunFolder) -> str | None:
-    """Who holds the folder's lock (``pid 12 on host since ...``; ``"a process"`` when it wrote nothing), or
-    None when no process is working on the folder."""
+    """Who holds the folder's lock (``pid 12 on host since ...``), or None when no one does."""
     try:
         fd = os.open(folder.root / LOCK, os.O_RDONLY)
     except OSError:

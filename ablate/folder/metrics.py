@@ -1,10 +1,5 @@
-"""The metric registry: every outcome ablate compares between cells, declared once (:data:`METRICS`).
-
-A :class:`Metric` says its name (``report.json``'s ``comparisons[].metric``) and label, its unit, whether it
-is ``binary`` (a rate, tested by the exact discordant-block test; else by the sign-flip test), its direction,
-how it is mined and how it is reported. Every stage that compares reads :data:`METRICS`; adding an entry is
-adding a metric (docs/EXTENDING.md#adding-a-metric).
-"""
+"""The metric registry: every outcome ablate compares between cells, declared once (:data:`METRICS`); every
+stage that compares reads it, so adding an entry is adding a metric (docs/EXTENDING.md#adding-a-metric)."""
 
 from __future__ import annotations
 

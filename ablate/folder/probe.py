@@ -1,6 +1,5 @@
-"""probe.json: the free probe of a run's cells before its first paid session (``ProbeResult.to_json``), or
-``{"ok": null, "skipped": WHY}`` (with ``earlier``, a failing probe it replaced); one written before the file
-had a ``schema_version`` is read as version 1."""
+"""probe.json: the free probe of a run's cells before its first paid session, or ``{"ok": null, "skipped":
+WHY}``; one written before the file had a ``schema_version`` is read as version 1."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ def probe_path(folder: RunFolder) -> Path:
 
 
 def read_probe(folder: RunFolder) -> dict[str, Any] | None:
-    """probe.json, or None when the run was not probed; invalid JSON or a newer version is a located
-    :class:`~ablate.core.errors.SpecError` (exit 2)."""
+    """probe.json, or None when the run was not probed; a bad or newer one is a located error."""
     path = probe_path(folder)
     data = read_json_object(path)
     if data is None:

@@ -189,9 +189,7 @@ def read_result(folder: RunFolder, item: str) -> ItemResult | None:
     """The item's result, or None when there is none. An unreadable or foreign file is a located error."""
     path = folder.result_path(item)
     data = read_json_object(path)
-    if data is None:
-        return None
-    return parse_result(data, str(path))
+    return None if data is None else parse_result(data, str(path))
 
 
 def iter_results(folder: RunFolder) -> list[ItemResult]:

@@ -66,8 +66,7 @@ class ThreadSummary(Spec):
 
 
 class SessionMetrics(Spec):
-    """Everything mined from one session: the ``ablate mine --json`` object
-    (docs/GUIDE.md#mining-transcripts)."""
+    """Everything mined from one session: the ``ablate mine --json`` object (docs/GUIDE.md)."""
 
     schema_version: Literal[1] = SESSION_SCHEMA_VERSION
     session_id: str | None = None

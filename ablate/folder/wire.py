@@ -1,8 +1,5 @@
-"""``wire/<item>.jsonl`` (docs/ARCHITECTURE.md#wire): one :class:`WireRecord` per ``/v1/messages`` exchange of
-every attempt of an item, appended by ablate's forwarder outside every view, so no session can reach it.
-:func:`wire_check` compares it with the session's transcript; where they differ the session is flagged
-(:func:`wire_flags`), left out of the statistics, and its tokens and cost are the wire's.
-"""
+"""``wire/<item>.jsonl`` (docs/ARCHITECTURE.md#wire): one :class:`WireRecord` per ``/v1/messages`` exchange,
+appended by ablate's forwarder outside every view; :func:`wire_check` compares it with the transcript."""
 
 from __future__ import annotations
 
@@ -84,8 +81,7 @@ def append_wire(path: Path, record: WireRecord) -> None:
 
 
 def read_wire(path: Path) -> Iterator[WireRecord]:
-    """The records of one wire file; unreadable lines are skipped, a line of a newer version is a located
-    :class:`~ablate.core.errors.SpecError`."""
+    """The records of one wire file; unreadable lines skipped, a newer version a located error."""
     try:
         lines = path.read_bytes().splitlines()
     except OSError:
@@ -181,10 +177,8 @@ def relay_flags(relay_ended_at: float | None, cli_exited_at: float) -> list[str]
 
 
 def wire_check(records: Iterable[WireRecord], transcript: dict[str, Any], answer: str | None) -> WireTotals:
-    """The wire's totals with ``differs`` filled: each token count the transcript's ``total`` thread
-    (``input_tokens``, ...) states otherwise, its number of model calls (``api_calls``) when it is not the
-    number the wire saw answered, and the final answer when the CLI's differs from the last answer on the
-    wire."""
+    """The wire's totals with ``differs`` filled: each token count, the number of model calls and the final
+    answer where the transcript (its ``total`` thread) or the CLI says otherwise."""
     totals = wire_totals(records)
     if totals.requests == 0:
         return totals

@@ -9,10 +9,8 @@ from typing import Any
 
 
 def writes_lines(writes: Iterable[Mapping[str, Any]], total: int, *, noun: str = "sessions") -> list[str]:
-    """From each session's ``writes`` record (:mod:`ablate.isolate.writes`), one line per path written
-    outside the cells: "12 of 12 sessions wrote ~/.claude/data (14 files in all) — discarded" (the most-written
-    first); then one per path the ``links`` fence refused: "3 of 12 sessions were refused writing
-    ~/.gitconfig — the fence held"."""
+    """One line per path the sessions wrote outside their cells (the most-written first), then one per path the
+    ``links`` fence refused, from each session's ``writes`` record (:mod:`ablate.isolate.writes`)."""
     records = list(writes)
     groups: dict[str, _Group] = {}
     for at, record in enumerate(records):
@@ -71,8 +69,7 @@ def id_pattern(path: str) -> str:
 
 
 def denied_by_path(writes: Iterable[Mapping[str, Any]]) -> dict[str, list[int]]:
-    """``links`` under a write fence: each path the fence refused a write to → the positions (in
-    ``writes``) of the sessions that tried."""
+    """Each path the ``links`` fence refused a write to → the positions of the sessions that tried."""
     out: dict[str, list[int]] = {}
     for n, record in enumerate(writes):
         for denied in record.get("denied") or []:

@@ -1,8 +1,6 @@
-"""The checkout of a graded task: seed it before a session (:func:`apply_seed_files`), grade the checkout it
-left (:func:`grade_checkout`), re-grade from a saved diff (:func:`grade_from_diff`); the check kinds are
-:mod:`ablate.checks`. Nothing the model wrote is ever executed, and the diff is taken by git with a scratch git
-dir, index and object store of ablate's own (README.md's "Graded outcomes"), saved as
-``diffs/<item>.a<N>.patch`` for ``ablate judge``."""
+"""The checkout of a graded task: seed it (:func:`apply_seed_files`), grade what the session left
+(:func:`grade_checkout`) or a saved diff (:func:`grade_from_diff`). Nothing the model wrote is executed; the
+diff is taken by git with a scratch git dir, index and objects of ablate's own (README.md, "Graded outcomes")."""
 
 from __future__ import annotations
 
@@ -87,9 +85,8 @@ def seed_target(checkout: Path, rel: str) -> Path:
 
 
 def read_checkout_file(checkout: Path, rel: str) -> tuple[bytes | None, str]:
-    """The bytes of ``rel`` in the checkout, or (None, why): absent, a link out of the checkout, not a regular
-    file, too large. Links inside the checkout are followed; nothing outside it is ever read (an ordinary
-    user's view, reached through ``/proc/<pid>/root``, is resolved inside that view)."""
+    """The bytes of ``rel`` in the checkout, or (None, why); links inside it are followed, nothing outside it is
+    read (an ordinary user's view, reached through ``/proc/<pid>/root``, is resolved inside that view)."""
     path = checkout / rel
     if not os.path.lexists(path):
         return None, "absent"
@@ -208,9 +205,8 @@ def _snapshot(checkout: Path, force: Sequence[str]) -> tuple[Path, str]:
 
 
 def apply_seed_files(task: Task, checkout: Path) -> Baseline:
-    """Write the task's seed files into a prepared ``checkout`` right before the session (replacing the repo's
-    file at each path) and snapshot the seeded start when the task has checks. A path through a symlink raises
-    :class:`UnsafePath` before anything is written."""
+    """Write the task's seed files into ``checkout`` right before the session and snapshot the seeded start when
+    the task has checks; a path through a symlink raises :class:`UnsafePath` before anything is written."""
     targets = [(rel, seed_target(checkout, rel)) for rel in task.spec.files]
     for rel, target in targets:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -231,9 +227,8 @@ def apply_seed_files(task: Task, checkout: Path) -> Baseline:
 def _session_diff(
     baseline: Baseline, checkout: Path, patch_path: Path | None
 ) -> tuple[list[str] | None, str | None]:
-    """(changed paths, error) between the seeded start and ``checkout`` now; writes the patch. ``checkout``
-    is the path the grader reaches the tree by now, not the seeding's (an ordinary user's view is held by
-    another process each time)."""
+    """(changed paths, error) between the seeded start and ``checkout`` as the grader reaches it now (an
+    ordinary user's view is held by another process each time); writes the patch."""
     if baseline.scratch is None or baseline.tree is None:
         return None, baseline.error or "no snapshot of the seeded checkout"
     scratch = baseline.scratch
@@ -266,10 +261,8 @@ def grade_checkout(
     patch_rel: str | None = None,
     trace: SessionTrace | None = None,
 ) -> ChecksGrade | None:
-    """Evaluate the task's checks on the checkout the session left (read-only), after the session and before
-    the environment is reset. ``trace`` is what the session-reading checks read (without it they are not
-    evaluable); ``patch_path`` receives the diff against the seeded start, ``patch_rel`` names it in the grade.
-    None for a task without checks. The baseline's scratch snapshot is removed."""
+    """Evaluate the task's checks on the checkout the session left, before the environment is reset (None
+    without checks); ``patch_path`` receives the diff, ``patch_rel`` names it in the grade."""
     try:
         if not task.spec.checks:
             return None
@@ -309,11 +302,8 @@ def grade_from_diff(
     patch_rel: str | None = None,
     trace: SessionTrace | None = None,
 ) -> ChecksGrade | None:
-    """Re-run the task's checks from a saved diff: start = the seed files, end = start + diff.
-
-    A file that is neither seeded nor created by the diff has an unknown start: checks reading it are not
-    evaluable (``passed`` None) unless the diff leaves it untouched and the check only asks whether it changed.
-    """
+    """Re-run the task's checks from a saved diff: start = the seed files, end = start + diff; a file neither
+    seeded nor created by the diff has an unknown start (checks reading it are not evaluable)."""
     if not task.spec.checks:
         return None
     seeds = task.spec.files
@@ -333,8 +323,8 @@ def grade_from_diff(
 
 
 def patched(patch_text: str, start: Reader, what: str) -> Iterator[tuple[FilePatch, bytes | None, str]]:
-    """Each file of the patch ``what`` with its content after it: (bytes, ""), (None, "absent") when it deletes
-    the file, or (None, why) when its start cannot be read (``start``'s why) or the section does not apply."""
+    """Each file of the patch with its content after it: (bytes, ""), (None, "absent") when deleted, or (None,
+    why) when its start cannot be read or the section does not apply."""
     for p in parse_patch(patch_text):
         before: bytes | None = None
         if p.old_path is not None:

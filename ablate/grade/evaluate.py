@@ -1,6 +1,5 @@
-"""A task's checks evaluated against the end state of an attempt (:class:`~ablate.checks.base.EndState`: a
-reader of its files, whether a file is unchanged, the changed paths and the session's trace), each by its own
-kind (:mod:`ablate.checks.registry`), and summarised into the attempt's grade."""
+"""A task's checks evaluated against the end state of an attempt (:class:`~ablate.checks.base.EndState`), each
+by its own kind (:mod:`ablate.checks.registry`), and summarised into the attempt's grade."""
 
 from __future__ import annotations
 
@@ -76,18 +75,10 @@ def summarise(
     diff: str | None,
     diff_error: str | None,
 ) -> ChecksGrade:
-    if any(r.passed is False for r in results):
-        passed: bool | None = False
-    elif any(r.passed is None for r in results):
-        passed = None
-    else:
-        passed = True
+    unknown = any(r.passed is None for r in results)
+    passed = False if any(r.passed is False for r in results) else None if unknown else True
     total = sum(r.weight for r in results)
-    score = (
-        None
-        if not results or any(r.passed is None for r in results)
-        else sum(r.weight for r in results if r.passed) / total
-    )
+    score = None if not results or unknown else sum(r.weight for r in results if r.passed) / total
     return ChecksGrade(
         attempt=attempt,
         source=source,

@@ -1,9 +1,6 @@
-"""The blind judge: grades an item's final answer against the task's rubric through the official SDK.
-
-What the judge sees, the verdict format and its retries are README.md's ``ablate judge``. A rate limit (429,
-529) pauses the pool with :mod:`ablate.core.backoff` (the runner's rule and defaults); the SDK's own retries
-are off. The endpoint and key come from the usual variables (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` /
-``ANTHROPIC_AUTH_TOKEN``), so ``ablate.sim`` can play the judge."""
+"""The blind judge: grades an item's final answer against the task's rubric through the official SDK (README.md's
+``ablate judge``). A rate limit pauses the pool with :mod:`ablate.core.backoff`, the SDK's own retries off; the
+endpoint comes from the usual variables, so ``ablate.sim`` can play the judge."""
 
 from __future__ import annotations
 
@@ -81,10 +78,8 @@ _GENERIC = re.compile(r"(/[^\s'\"`]*?ablate-envs)(/[^\s'\"`]*)?")
 
 
 def scrub(text: str, paths: Iterable[str]) -> str:
-    """Replace every given absolute path (longest first, and its resolved form) by a neutral placeholder.
-
-    ``<checkout>`` for the first path (the session's working directory), ``<path>`` for the others; any path
-    through an ``ablate-envs`` folder left over becomes ``<path>`` too."""
+    """Replace every given absolute path (longest first, and its resolved form) by ``<checkout>`` (the first,
+    the session's cwd) or ``<path>`` (the others, and any path through an ``ablate-envs`` folder)."""
     seen: list[tuple[str, str]] = []
     for i, p in enumerate(paths):
         if not p or not p.startswith("/") or p == "/":
@@ -125,9 +120,7 @@ def final_answer(folder: RunFolder, result: ItemResult) -> str | None:
 
 
 class RateLimited(Exception):
-    """The judge endpoint rate-limited the call (429, 529), or could not be reached (a connection error or a
-    timeout, which the SDK would retry and ablate's backoff retries instead): pause and try again; never a
-    verdict."""
+    """The judge endpoint rate-limited the call (429, 529) or could not be reached: pause and try again."""
 
     def __init__(self, message: str, retry_after_s: float | None) -> None:
         super().__init__(message)
@@ -237,8 +230,7 @@ class JudgeOptions:
     """Stop launching once the folder's recorded judge spend reaches this."""
     split: Literal["dev", "holdout", "both"] = "both"
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
-    """Pauses after a rate limit (``retry-after``, else exponential) and when to give up (the folder stays
-    resumable): the runner's policy."""
+    """Pauses after a rate limit and when to give up: the runner's policy."""
 
 
 @dataclass
@@ -258,8 +250,7 @@ class JudgeSummary:
     pending: int = 0
     """Pairs left for a later invocation (budget, rate limit, interruption)."""
     rate_limited: int = 0
-    """Calls rate-limited, or whose connection dropped or timed out (paused and asked again, never
-    verdicts)."""
+    """Calls rate-limited, or whose connection failed (paused and asked again, never verdicts)."""
     spend_usd: float = 0.0
     """Recorded judge spend of the whole folder (estimated from the price table)."""
     by_judge: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -344,9 +335,8 @@ def judge_folder(
     on_progress: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> JudgeSummary:
-    """Judge every complete item of a run folder with each judge model: resumable, idempotent, budgeted,
-    parallel, rate-limit aware. Items already judged by a judge (pass or fail, for the result's attempt) are
-    skipped; judge errors are judged again."""
+    """Judge every complete item of a run folder with each judge model: resumable (an item judged pass or fail
+    for its attempt is skipped, an error judged again), budgeted, parallel, rate-limit aware."""
     folder = RunFolder(run_dir)
     manifest = read_manifest(folder)
     check_judges(manifest.pinned_models, options.judge_models, allow_same=options.allow_same_judge)

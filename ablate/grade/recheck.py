@@ -27,8 +27,7 @@ class RecheckSummary:
 
 
 def recheck_folder(run_dir: Path, *, split: Literal["dev", "holdout", "both"] = "both") -> RecheckSummary:
-    """Re-run every complete item's checks from its saved diff (``diffs/<item>.a<N>.patch``) against the
-    task copies in the run folder, replacing the recorded checks of that attempt (``source = "diff"``)."""
+    """Re-run every complete item's checks from its saved diff, replacing that attempt's checks."""
     from ablate.grade.checkout import grade_from_diff
     from ablate.grade.record import attempt_trace, diff_rel, record_checks
 

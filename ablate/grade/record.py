@@ -1,8 +1,6 @@
-"""``grades/<item>.json``: execution checks and judge verdicts of one item (grading never rewrites a result).
-
-Written atomically under a lock (session threads and judge workers update it concurrently). Checks are kept
-per attempt (``checks["2"]`` grades ``stdout/<item>.a2.json``'s checkout) and verdicts name their attempt, so
-a reader pairs them with the result's ``attempt``, never with a stale one."""
+"""``grades/<item>.json``: execution checks and judge verdicts of one item (grading never rewrites a result),
+written atomically under a lock; checks and verdicts are kept per attempt, so a reader pairs them with the
+result's ``attempt``, never with a stale one."""
 
 from __future__ import annotations
 
@@ -65,10 +63,7 @@ class GradeFile(Spec):
         return self.checks.get(str(attempt))
 
     def verdict(self, judge_model: str, attempt: int) -> JudgeVerdict | None:
-        for v in self.judges:
-            if v.judge_model == judge_model and v.attempt == attempt:
-                return v
-        return None
+        return next((v for v in self.judges if v.judge_model == judge_model and v.attempt == attempt), None)
 
 
 def diff_rel(item: str, attempt: int) -> str:
@@ -139,9 +134,8 @@ def record_verdict(folder: RunFolder, item: str, verdict: JudgeVerdict) -> Grade
 def grade_attempt(
     folder: RunFolder, item: str, attempt: int, task: Task, checkout: Path, baseline: Baseline
 ) -> ChecksGrade | None:
-    """The runner's hook after a session: grade the checkout, save the diff, record the checks. Call it before
-    the environment is reset, on the session's checkout path, once the session's stdout and transcript are in
-    the run folder (the session-reading checks read them there)."""
+    """The runner's hook after a session: grade the checkout, save the diff, record the checks (before the
+    environment is reset; stdout and transcript are in the run folder, where the session checks read them)."""
     rel = diff_rel(item, attempt)
     grade = grade_checkout(
         task,
@@ -165,8 +159,7 @@ def attempt_trace(folder: RunFolder, item: str, attempt: int) -> SessionTrace:
 
 
 def carry_grades(src: RunFolder, dest: RunFolder, item: str, renumber: Mapping[int, int]) -> None:
-    """``ablate merge``'s carrier: the item's checks, saved diffs and judge verdicts from ``src`` into
-    ``dest``, each attempt under its number in the merged folder (``renumber``: old → new)."""
+    """``ablate merge``'s carrier: the item's checks, diffs and verdicts into ``dest``, attempts renumbered."""
     grade = read_grade(src, item)
     if grade is None:
         return

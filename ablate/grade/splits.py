@@ -1,11 +1,5 @@
-"""Dev/holdout: does a cell's change measured on the dev tasks hold on the holdout tasks?
-
-The task is the unit: each task contributes the mean of its per-block changes (cell − control), and the dev
-tasks' means are compared with the holdout tasks' by an exact one-sided permutation test of dev > holdout.
-Permuting blocks instead treats the repeats of one task as independent tasks; with tasks that differ it raised
-false alarms (12% at 30 repeats with no overfitting). :func:`holdout_finding`: an overfitting warning (a
-significant reversal), a reassuring line (a reversal within noise), an untested line (a split with fewer than
-two tasks), or None (holdout agrees, or no dev improvement)."""
+"""Dev/holdout: does a cell's change measured on the dev tasks hold on the holdout tasks? Tasks are the unit,
+compared by an exact one-sided permutation test (docs/ARCHITECTURE.md#statistics says why not blocks)."""
 
 from __future__ import annotations
 
@@ -40,7 +34,8 @@ def holdout_finding(
     higher_is_better: bool,
     alpha: float,
 ) -> HoldoutFinding | None:
-    """Compare the per-task mean changes on dev and holdout tasks; see the module docstring."""
+    """An overfitting warning (a significant reversal), a reversal within noise, an untested line (a split too
+    small to test), or None (holdout agrees, or no dev improvement)."""
     sign = 1.0 if higher_is_better else -1.0
     d = [sign * fmean(v) for v in dev.values() if v]
     h = [sign * fmean(v) for v in holdout.values() if v]
@@ -92,10 +87,7 @@ def holdout_finding(
 
 
 def item_outcome(folder: RunFolder, result: ItemResult, metric: str, judge_model: str | None) -> float | None:
-    """1.0 / 0.0 for a binary outcome of one item, None when it has none (no checks, no verdict, failed).
-
-    A mined metric of the registry (:mod:`ablate.folder.metrics`) is its value; ``checks_passed`` and
-    ``judge_pass`` are read from the item's grade."""
+    """1.0 / 0.0 for a binary outcome of one item, None when it has none."""
     if not metric_named(metric).binary:
         raise ValueError(f"{metric}: the dev/holdout check takes a binary metric")
     if not result.complete:

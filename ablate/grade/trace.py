@@ -1,8 +1,5 @@
-"""What a session did, as the session-reading checks see it: its final answer and its tool calls, in order.
-
-Read from the run folder after the session: the CLI's stdout (``result``: the final answer) and the session's
-transcript (main thread only; a tool call recorded twice, by its ``tool_use`` id, counts once). A check that
-needs what could not be read is not evaluable (``passed`` None), never failed."""
+"""What a session did, as the session-reading checks see it: its final answer (the CLI's ``result``) and its
+main thread's tool calls, in order (a call recorded twice, by its ``tool_use`` id, counts once)."""
 
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ def read_transcript(path: Path) -> SessionTrace:
 
 
 def read_trace(stdout: Path | None, transcript: Path | None, session_id: str | None = None) -> SessionTrace:
-    """The session's trace: tool calls from the transcript; the final answer from the CLI's ``result``,
-    else the transcript's last assistant text."""
+    """Tool calls from the transcript; the final answer from the CLI's ``result``, else the transcript."""
     trace = read_transcript(transcript) if transcript is not None else SessionTrace()
     if stdout is not None and stdout.is_file():
         doc = parse_cli_output(stdout).for_session(session_id)

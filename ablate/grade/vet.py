@@ -1,7 +1,5 @@
-"""Graders checked before a cent is spent: every task's ``[[checks]]`` on the untouched checkout (as if the
-model did nothing: the repository at HEAD with the task's seed files, no change, no tool call, an empty
-answer) and on its ``reference`` solution (a patch, or a folder of files laid over the checkout). Checks that
-all pass untouched, or that fail on the reference, cannot tell doing nothing from doing the task
+"""Graders checked before a cent is spent: every task's ``[[checks]]`` on the untouched checkout and on its
+``reference`` solution; checks that all pass untouched, or fail on the reference, are weak
 (docs/GUIDE.md#weak-checks). Nothing is written and nothing is run but ``git cat-file``."""
 
 from __future__ import annotations
@@ -50,8 +48,7 @@ def _seeded(task: Task, base: Reader) -> Reader:
 
 
 def _reference(task: Task, start: Reader) -> dict[str, tuple[bytes | None, str]]:
-    """The files the reference changes, each with its content after it; a located error when it is missing,
-    is no patch or does not apply (naming the file and the hunk)."""
+    """The files the reference changes, each with its content after it; a located error when it cannot apply."""
     path = task.reference
     assert path is not None
     where = (task.source, "reference")
@@ -102,8 +99,7 @@ def _seen(results: Sequence[CheckResult]) -> str:
 
 
 def vet_task(task: Task, base: Reader) -> dict[str, Any]:
-    """One task's record: its checks on the untouched checkout and on its reference, and ``weak``, why they
-    cannot tell doing nothing from doing the task (None: they can, or the task has none or is ``guard_only``)."""
+    """One task's record: its checks untouched and on its reference, and why they are ``weak``."""
     start = _seeded(task, base)
     untouched = _results(task, start, {}, UNTOUCHED_TRACE)
     reference = _results(task, start, _reference(task, start), None) if task.reference is not None else None
@@ -126,8 +122,7 @@ def vet_task(task: Task, base: Reader) -> dict[str, Any]:
 
 
 def vet_tasks(tasks: Sequence[Task], repo: Path, head: str) -> dict[str, Any]:
-    """probe.json's ``graders``: every task with checks vetted against ``repo`` at ``head``; ``weak`` lists
-    the tasks refused. A bad reference of any task is one located :class:`SpecError` naming every one."""
+    """probe.json's ``graders``: every task with checks vetted against ``repo`` at ``head``."""
     base = head_reader(repo, head)
     out, problems = [], []
     for t in tasks:
@@ -160,9 +155,7 @@ def vet_and_probe(
     jobs: int,
     allow_weak: bool,
 ) -> None:
-    """What ``run``, ``ab`` and ``compare --executor claude-code`` do before their first paid session: the
-    run's tasks' checks vetted (:func:`vet_tasks`), then its cells probed for free, or the record that they
-    were not (``probe`` False: ``--no-probe``); :func:`ablate.run.probe_first.probe_or_skip`."""
+    """:func:`ablate.run.probe_first.probe_or_skip` with the run's tasks vetted by :func:`vet_tasks`."""
     from ablate.run.probe_first import probe_or_skip
 
     probe_or_skip(

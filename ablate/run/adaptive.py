@@ -1,10 +1,6 @@
 """Adaptive runs: rounds of (task, repeat) blocks over the cells still undecided, a look after every round
-(docs/ARCHITECTURE.md#statistics: the decisions, #inert-tasks, #replan). ``plan.jsonl`` holds only the rounds
-scheduled so far and ``adaptive.json`` (``ablate.folder.adaptive``) every look; every figure is recomputed from
-the results at each look, so a resume (even after kill -9 mid-round) runs a scheduled round's unfinished items
-first and continues the same analysis, never scheduling an item twice. The driver runs items through
-:data:`RunItems`; ``run``/``ab``/``compare`` pass one that runs a scheduler pass in environments kept across
-rounds (:func:`execute_adaptive`)."""
+(docs/ARCHITECTURE.md#statistics, #inert-tasks, #replan); every figure is recomputed from the results, so a
+resume (even after kill -9 mid-round) continues the same analysis, never scheduling an item twice."""
 
 from __future__ import annotations
 
@@ -74,9 +70,8 @@ class AdaptiveSummary:
 
 
 def start_state(folder: RunFolder, manifest: RunManifest, options: AdaptiveOptions | None) -> AdaptiveState:
-    """The run's adaptive state: read back on a resume; on a fresh run made, and the plan (planned with
-    ``max_repeats`` repeats) emptied to grow a round at a time. A folder with results but no adaptive.json is a
-    fixed run: refused."""
+    """The run's adaptive state: read back on a resume; on a fresh run made, and the plan emptied to grow a
+    round at a time. A fixed run's folder (results, no adaptive.json) is refused."""
     state = read_state(folder)
     if state is not None:
         return state
@@ -187,10 +182,8 @@ def _look(
 def _replan(
     manifest: RunManifest, results: Sequence[ItemResult], state: AdaptiveState, done: int
 ) -> AdaptiveState:
-    """After the look of round ``done``: drop the tasks that have told the cells nothing for long enough
-    (:func:`ablate.stats.adaptive.inert_after`), and in a piece run rebuild the rounds for the pieces still
-    undecided (:func:`ablate.run.piece_adaptive.next_replan`). Both are recorded in adaptive.json, so a resume
-    goes on with them."""
+    """After round ``done``'s look: drop the tasks inert long enough (:func:`ablate.stats.adaptive.inert_after`)
+    and, in a piece run, re-plan for the pieces still undecided; both recorded in adaptive.json."""
     from ablate.run.piece_adaptive import next_replan
 
     opts = state.options
@@ -209,8 +202,7 @@ def _replan(
 
 
 def _round_cells(manifest: RunManifest, state: AdaptiveState, cells: list[str], repeat: int) -> list[str]:
-    """The cells of round ``repeat``: ``cells`` in a layer run; in a piece run the design's (a drawn design's
-    control and draw), or after a re-plan the control and the one-out cells of the pieces still tested."""
+    """The cells of round ``repeat``: ``cells``, or in a piece run the design's (or re-plan's)."""
     design = manifest.design
     if design is None:
         return cells
@@ -221,8 +213,7 @@ def _round_cells(manifest: RunManifest, state: AdaptiveState, cells: list[str], 
 
 
 def _active(manifest: RunManifest, state: AdaptiveState) -> list[str]:
-    """The cells still to run: those undecided; in a piece run every cell while any piece is undecided (a
-    block needs every row of the design)."""
+    """The cells still to run (a piece run: every cell while any piece is undecided)."""
     if manifest.design is not None:
         pieces = state.piece_decisions().values()
         undecided = not pieces or any(v.decision == "undecided" for v in pieces)
@@ -235,8 +226,7 @@ def _tested(manifest: RunManifest, control: str) -> list[str]:
 
 
 def _rounds(plan: Sequence[PlanItem], manifest: RunManifest) -> int:
-    """Rounds scheduled so far (round r holds the items of repeat r; a piece run's confirmation stage is no
-    round)."""
+    """Rounds scheduled so far (round r holds repeat r; a confirmation stage is no round)."""
     return max((p.repeat for p in plan if _screens(manifest, p.repeat)), default=-1) + 1
 
 
@@ -264,9 +254,8 @@ def execute_adaptive(
     on_progress: Callable[[Progress], None] | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> tuple[ExecutionResult, AdaptiveSummary]:
-    """:func:`run_adaptive`'s rounds as the passes of one :func:`ablate.run.execute.execute`: one login check,
-    one listing of the user's files, one folder lock, and environments built once and kept across rounds.
-    ``options`` None: a resume, which keeps the folder's own. Every look is said through ``on_note``."""
+    """:func:`run_adaptive`'s rounds as the passes of one :func:`ablate.run.execute.execute` (one login check,
+    guard and lock; environments kept across rounds); ``options`` None: a resume, which keeps the folder's."""
     from ablate.run.execute import RunRound, execute
 
     say = on_note or (lambda _text: None)

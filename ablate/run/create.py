@@ -56,8 +56,7 @@ def create_run(
     design: PieceDesignRecord | None = None,
     models: Sequence[str] = (),
 ) -> tuple[RunFolder, RunManifest]:
-    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/): nothing is executed. ``models``: a
-    run of several (``--models``), ``model`` the first; the pinned line then has a ``{model}`` slot."""
+    """Plan a run and write its folder (manifest.json, plan.jsonl, tasks/); nothing is executed."""
     # a piece run plans its design's rows; its confirmation cells run only in the stage after the screening
     planned = [r.cell for r in design.rows] if design is not None else [c.id for c in cells]
     items = make_plan(
@@ -116,8 +115,7 @@ def create_run(
 
 
 def shard_folder(plan_dir: Path, shard: Shard, out_root: Path | None = None) -> tuple[RunFolder, RunManifest]:
-    """Create (or reopen) the run folder of one shard of a planned run: same manifest identity, same plan
-    and tasks, ``shard`` recorded. Each shard gets its own folder, so shards never share a lock or a file."""
+    """Create (or reopen) the run folder of one shard of a planned run: its own folder, never sharing a lock."""
     src = RunFolder(plan_dir)
     manifest = read_manifest(src)
     if manifest.shard is not None:

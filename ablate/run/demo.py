@@ -171,10 +171,8 @@ def demo_design(
     control: dict[str, float] | None = None,
     target: float = RECOVERY_TARGET,
 ) -> DemoDesign:
-    """The fewest repeats whose runs recover the whole planted truth (every planted effect found, no null
-    cell marked real, at :data:`DEMO_ALPHA`) with probability ``target``. Bisection: the figure grows with the
-    repeats, up to the exact test's discreteness (a few tenths of a point; tests/test_demo.py checks the count
-    chosen and the one below it)."""
+    """The fewest repeats whose runs recover the whole planted truth with probability ``target``, by bisection
+    (the figure grows with the repeats, up to the exact test's discreteness of a few tenths of a point)."""
 
     if not metric_named(DEFAULT_PRIMARY).binary:  # the simulation below is the exact test of a rate
         raise UsageError(f"demo design: the primary metric {DEFAULT_PRIMARY} is not a rate")
@@ -201,9 +199,7 @@ class Fact:
 
 
 def planted_facts(report: dict[str, Any], *, aa: bool = False) -> list[Fact]:
-    """What a demo report (report.json) says about each planted fact: the planted layers help, the null layer
-    is not real on the primary metric, the no-op cell is labelled and not tested; with ``aa``, the A/A control
-    is never ranked and makes no real difference to the primary metric either."""
+    """What a demo report (report.json) says about each planted fact (with ``aa``: the A/A control's too)."""
     ranking = {str(e.get("cell")): e for e in report.get("ranking", []) if isinstance(e, dict)}
     primary = report.get("primary_metric", DEFAULT_PRIMARY)
     pooled = {
@@ -227,9 +223,7 @@ def planted_facts(report: dict[str, Any], *, aa: bool = False) -> list[Fact]:
 
 
 def _aa_fact(report: dict[str, Any], ranking: dict[str, Any], primary: str) -> Fact:
-    """The A/A control is never ranked and differs from C0 for real on no primary outcome: a fact on the
-    primary metric, like the null layer's, which the design's recovery figure covers (the other metrics'
-    A/A rows are shown by :func:`noise_floor_lines`, marked when real)."""
+    """The A/A control is never ranked and differs from C0 for real on no primary outcome."""
     rows = [r for r in report.get("noise_floor", []) if isinstance(r, dict) and r.get("cell") == AA_CELL]
     claim = f"{AA_CELL} (the A/A control) makes no real difference to {primary}"
     row = next((r for r in rows if r.get("metric") == primary), None)
@@ -252,8 +246,7 @@ def _null_fact(claim: str, row: dict[str, Any] | None) -> Fact:
 
 
 def noise_floor_lines(report: dict[str, Any]) -> list[str]:
-    """The report's measured A/A noise floor (report.json ``noise_floor``), one line per metric, figures as the
-    report writes them."""
+    """The report's measured A/A noise floor (report.json ``noise_floor``), one line per metric."""
     out = []
     for r in report.get("noise_floor", []):
         if not isinstance(r, dict):

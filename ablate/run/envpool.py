@@ -1,8 +1,6 @@
-"""The scheduler's environment pool: an environment is built once per (cell, slot), in parallel, reset between
-items and retargeted to another cell when idle, never rebuilt (a checkout is the expensive part). A second
-slot is built only when an item is next, every environment is busy and there are fewer environments than
-concurrent sessions; teardown runs in its own pool. A pool made with ``keep=True`` outlives one scheduler pass
-(an adaptive run's rounds): its owner closes it after the last round."""
+"""The scheduler's environment pool: built once per (cell, slot), reset between items and retargeted to another
+cell when idle, never rebuilt (a checkout is the expensive part). A pool made with ``keep=True`` outlives one
+scheduler pass (an adaptive run's rounds); its owner closes it."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class EnvPool:
         self._teardown_pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ablate-down")
 
     def start(self, pending_cells: Sequence[str]) -> int:
-        """One environment per concurrent session, for the first cells the plan needs that have none yet;
-        later cells get an idle environment retargeted to them. Returns the builds started."""
+        """Start one build per concurrent session, for the first cells the plan needs; returns how many."""
         have = {i.cell for i in self.idle} | {cell for cell, _ in self.builds.values()}
         room = self.jobs - len(self.envs) - len(self.builds)
         wanted = [c for c in dict.fromkeys(pending_cells) if c not in have][: max(0, room)]
@@ -60,17 +57,14 @@ class EnvPool:
         self.builds[fut] = (cell_id, slot)
 
     def maybe_grow(self, runnable: Sequence[str]) -> None:
-        """No idle environment for the next runnable item (``runnable``: their cells, in plan order): build
-        another one while there are fewer environments (built or building) than concurrent sessions and more
-        runnable items than builds."""
+        """Build another environment while there are fewer than ``jobs`` and ``runnable`` waits."""
         if self.idle or len(self.envs) + len(self.builds) >= self.jobs:
             return
         if len(runnable) > len(self.builds):
             self.submit_build(runnable[len(self.builds)])
 
     def built_one(self, fut: Future[CellEnv]) -> tuple[str, CellEnv]:
-        """A finished build: its environment is idle now. A build failure is fatal (raised here): the cell
-        cannot be measured."""
+        """A finished build's environment, idle now; a build failure is fatal (the cell cannot be measured)."""
         cell_id, _ = self.builds.pop(fut)
         env = fut.result()
         self.envs.append(env)
@@ -88,8 +82,7 @@ class EnvPool:
         self._teardown_pool.submit(self.backend.teardown, env)
 
     def close(self) -> None:
-        """Stop building, remove every environment (those still building included) and the backend's
-        run-wide layers; wait for all of it."""
+        """Stop building; remove every environment and the backend's run-wide layers, and wait."""
         self._build_pool.shutdown(wait=True, cancel_futures=True)
         for fut in list(self.builds):
             with contextlib.suppress(Exception):

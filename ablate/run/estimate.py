@@ -1,16 +1,5 @@
-"""What a plan will cost, from what was measured whenever something was.
-
-Three bases, best first:
-
-- ``sessions``: sessions of this run already finished (a resumed run, or after its first block): their
-  mean spend and mean API calls per session, scaled to the sessions left;
-- ``probe``: a probe of the same setup (its captured requests in the run folder or the probe's ``--work``
-  folder): the size of what Claude Code really sends for this setup, priced with prompt caching as the CLI
-  uses it, times an assumed number of calls per session (a probe session makes one call);
-- ``assumed``: nothing measured yet: an assumed session shape at list price, no caching (an upper end).
-
-Every figure says its basis; the CLI prints it beside the number.
-"""
+"""What a plan will cost, from what was measured whenever something was: this run's finished sessions, else a
+probe's captured requests, else an assumed session shape (docs/ARCHITECTURE.md#cost-estimate)."""
 
 from __future__ import annotations
 
@@ -52,8 +41,7 @@ class CostEstimate:
 
 
 def probe_capture(folders: Iterable[Path | None], head: str) -> tuple[Path, list[int]] | None:
-    """The first captured-requests log under ``folders`` from a probe of the setup at commit ``head`` (its
-    git status block names the commit), and the sizes in characters of the requests that name it."""
+    """The first probe log under ``folders`` of the setup at ``head``, and its requests' sizes."""
     for folder in folders:
         if folder is None:
             continue

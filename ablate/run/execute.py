@@ -1,9 +1,6 @@
 """The one execution path: ``run``, ``ab`` and ``compare --executor claude-code`` differ in what they plan,
-never in how a plan is executed (docs/ARCHITECTURE.md#running-sessions). :func:`preflight` decides before the
-run folder is written (backend, seal, one endpoint); :func:`execute` checks every cell's login and layers, lists
-the user's files before and after, runs the scheduler (once, or once per round with ``rounds``, in environments
-kept between rounds), handles Ctrl-C and applies the exit-code policy. Nothing here prints: progress goes to
-``on_progress``, notes to ``on_note``."""
+never in how it is executed (docs/ARCHITECTURE.md#running-sessions): :func:`preflight` before the run folder
+is written, then :func:`execute` (cells checked, the user's files guarded, the scheduler, the exit code)."""
 
 from __future__ import annotations
 
@@ -66,10 +63,9 @@ def preflight(
     hide: Sequence[str] = (),
     expose: Sequence[str] = (),
 ) -> Preflight:
-    """Choose the backend and check the one endpoint, the seal and ``hide``/``expose``; a refusal is a
-    :class:`~ablate.core.errors.UsageError` (exit 2). Writes nothing but ablate's cache dir (made before the
-    home's before/after listing, so its making is never taken for the user's change). Every command that starts
-    billed sessions calls this before it writes anything: checks that must refuse a run belong here."""
+    """Choose the backend and check the one endpoint, the seal and ``hide``/``expose`` (a refusal: exit 2).
+    Writes only ablate's cache dir, made before the home's before/after listing so it is never taken for the
+    user's change. Checks that must refuse a run belong here."""
     from ablate.core.cache import ensure_cache_dir
     from ablate.isolate.detect import require_sealed
     from ablate.isolate.procenv import one_endpoint
@@ -135,8 +131,7 @@ class ExecutionResult:
 
 
 def exit_code(outcome: str, *, real_files_changed: bool) -> int:
-    """The exit-code policy: 0 finished, 130 interrupted, 3 items failed or were not run; 1 whenever the
-    user's real files changed."""
+    """0 finished, 130 interrupted, 3 items failed or not run; 1 whenever real files changed."""
     if real_files_changed:
         return EXIT_FAILURE
     return {"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(outcome, EXIT_PARTIAL)
@@ -150,9 +145,8 @@ def execute(
     on_note: Callable[[str], None] | None = None,
     rounds: Rounds | None = None,
 ) -> ExecutionResult:
-    """Execute ``prepared`` (its folder's share of the plan) and return what happened. With ``rounds``, the
-    scheduler runs once per call of the :data:`RunRound` it is given (at least once), in kept environments;
-    the result's summary is the last pass's."""
+    """Execute ``prepared`` (its folder's share of the plan); with ``rounds``, one scheduler pass per call of
+    its :data:`RunRound`, in kept environments."""
     from ablate.isolate.auth import AuthMethod, cell_login, check_run_auth, moved_login_key
     from ablate.isolate.guard import changes_and_notes, take as take_snapshot
     from ablate.isolate.procenv import one_endpoint
@@ -207,9 +201,7 @@ def execute(
             }
         )
         write_manifest(folder, manifest)
-        passes = _Passes(
-            prepared, request, manifest, backend, work_root, on_progress, keep=rounds is not None
-        )
+        passes = _Passes(prepared, request, manifest, backend, work_root, on_progress, rounds is not None)
         skip = (folder.root, work_root, *request.guard_skip)
         guard = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=skip)
         with _sigint(passes, request, note) as presses:
@@ -243,8 +235,7 @@ def execute(
 
 
 def refuse_unfaithful_cells(cells: Sequence[ResolvedCell], backend: EnvBackend) -> None:
-    """Refuse the run before any session (exit 1, naming the cell, the layer and its files) when a layer a cell
-    keeps differs from the setup's in the config dir its backend built for it."""
+    """Refuse the run (exit 1) when a layer a cell keeps differs from the setup's in the cell's config dir."""
     from ablate.isolate.faithful import mismatch_lines
 
     for cell in cells:
@@ -275,8 +266,7 @@ def check_reachable(
 
 
 def _hidden(chosen: IsolationInfo, request: ExecuteRequest, setup: Setup) -> dict[str, list[str]]:
-    """The manifest's ``isolation.hidden`` (what the fence hid: nothing where no fence ran) and
-    ``exposed``."""
+    """The manifest's ``isolation.hidden`` (nothing where no fence ran) and ``exposed``."""
     secrets = request.preflight.secrets
     return {"hidden": secrets.shown(setup.home) if chosen.locked else [], "exposed": list(secrets.exposed)}
 
@@ -290,32 +280,27 @@ def network_mode(chosen: IsolationInfo, request: ExecuteRequest) -> str:
     return "host" if request.allow_network else "sealed"
 
 
+@dataclass
 class _Passes:
-    """The scheduler passes of one :func:`execute`: one :class:`Runner` per pass, each handed the manifest
-    the last one wrote, and one :class:`EnvPool` (the work root was cleaned before the cells' config dirs were
-    built); with ``keep``, one folder lock for all of them, and the environments kept between them."""
+    """The scheduler passes of one :func:`execute`: a :class:`Runner` per pass, each handed the last one's
+    manifest, and one :class:`EnvPool`; with ``keep``, one folder lock and the environments kept between them."""
 
-    def __init__(
-        self,
-        prepared: PreparedRun,
-        request: ExecuteRequest,
-        manifest: RunManifest,
-        backend: EnvBackend,
-        work_root: Path,
-        on_progress: Callable[[Progress], None] | None,
-        *,
-        keep: bool,
-    ) -> None:
-        self.prepared, self.request, self.manifest = prepared, request, manifest
-        self.backend, self.work_root, self.on_progress = backend, work_root, on_progress
-        self.cells = {c.id: c for c in prepared.cell_set.cells}
-        self.keep = keep
-        self.pool = EnvPool(backend, self.cells, request.options.jobs, keep=keep)
+    prepared: PreparedRun
+    request: ExecuteRequest
+    manifest: RunManifest
+    backend: EnvBackend
+    work_root: Path
+    on_progress: Callable[[Progress], None] | None
+    keep: bool
+    runner: Runner | None = None
+    summary: RunSummary | None = None
+    stopped: bool = False
+    """Ctrl-C was pressed: no further pass starts."""
+
+    def __post_init__(self) -> None:
+        self.cells = {c.id: c for c in self.prepared.cell_set.cells}
+        self.pool = EnvPool(self.backend, self.cells, self.request.options.jobs, keep=self.keep)
         self.pool.cleaned = True
-        self.runner: Runner | None = None
-        self.summary: RunSummary | None = None
-        self.stopped = False
-        """Ctrl-C was pressed: no further pass starts."""
 
     def request_stop(self, *, kill: bool = False) -> None:
         self.stopped = True
@@ -363,8 +348,7 @@ class _Passes:
 
 @contextmanager
 def _sigint(runner: _Passes, request: ExecuteRequest, note: Callable[[str], None]) -> Iterator[list[int]]:
-    """Ctrl-C while the runner runs: the first press stops launching (running sessions get the grace
-    period), the second kills them. Yields the number of presses so far (a one-element list)."""
+    """Ctrl-C: the first press stops launching, the second kills the running sessions; yields [presses]."""
     presses = [0]
     if not request.handle_sigint or threading.current_thread() is not threading.main_thread():
         yield presses

@@ -1,9 +1,5 @@
-"""What the runner does to a session's tree before and after the session, supplied by a later stage.
-
-The scheduler owns *when* (right before launch, right after exit and before any reset); the hook owns
-*what* (``ablate.grade`` writes the task's seed files and grades the checkout). Keeping the work behind this
-protocol is what lets ``run`` sit upstream of ``grade`` with no import between them.
-"""
+"""What the runner does to a session's tree before and after the session: the scheduler owns *when*, the hook
+(``ablate.grade``) *what*, so ``run`` sits upstream of ``grade`` with no import between them."""
 
 from __future__ import annotations
 

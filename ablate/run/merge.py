@@ -1,10 +1,6 @@
-"""``ablate merge``: combine run folders of one plan (shards, or runs on several machines) into one.
-
-The folders must have identical manifest identities (same CLI build, model, flags, cells, tasks, seed and
-plan; see :meth:`RunManifest.identity`). Every attempt's evidence is copied (renumbered per item when two
-folders ran the same item); per item the best result wins under the replacement rule of
-:func:`ablate.folder.result.should_replace`, so a complete result is never displaced by an error.
-"""
+"""``ablate merge``: combine run folders of one plan (identical :meth:`RunManifest.identity`) into one; every
+attempt's evidence is copied (renumbered per item), and per item the best result wins
+(:func:`ablate.folder.result.should_replace`)."""
 
 from __future__ import annotations
 
@@ -113,24 +109,16 @@ def _merge_locked(
     update = {"shard": None, "cells": cells, "sessions": sessions, "cli_starts": starts}
     manifest = first.model_copy(update=update)
     if force:
-        manifest = manifest.model_copy(
-            update={
-                "setup": manifest.setup.model_copy(
-                    update={"merged_with_force": [str(f.root) for f in folders]}
-                )
-            }
-        )
+        forced = manifest.setup.model_copy(update={"merged_with_force": [str(f.root) for f in folders]})
+        manifest = manifest.model_copy(update={"setup": forced})
     write_manifest(dest, manifest)
     complete = sum(1 for r in results.values() if r.complete)
     return {"folder": str(out), "items": len(merged), "results": len(results), "complete": complete}
 
 
 def _copy_attempt(src: RunFolder, dest: RunFolder, item: str, old: int, new: int) -> None:
-    pairs = [
-        (src.stdout_path(item, old), dest.stdout_path(item, new)),
-        (src.stderr_path(item, old), dest.stderr_path(item, new)),
-    ]
-    for a, b in pairs:
+    for path in (RunFolder.stdout_path, RunFolder.stderr_path):
+        a, b = path(src, item, old), path(dest, item, new)
         if a.exists():
             b.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(a, b)

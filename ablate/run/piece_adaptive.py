@@ -1,7 +1,5 @@
-"""The look of an adaptive piece run (``ablate run --pieces --adaptive``): per piece, not per cell
-(docs/ARCHITECTURE.md#replan: how :func:`next_replan` rebuilds the rounds for the pieces still undecided). The
-figures are :func:`ablate.stats.screening_sequential.look`'s: anytime-valid on the pass/fail primary outcome,
-per piece over the blocks that gave it a contrast, in the order the blocks completed, Holm over the pieces."""
+"""The look of an adaptive piece run, per piece, not per cell: :func:`ablate.stats.screening_sequential.look`'s
+anytime-valid figures, Holm over the pieces (re-plans: docs/ARCHITECTURE.md#replan)."""
 
 from __future__ import annotations
 
@@ -24,9 +22,8 @@ def piece_outcomes(
     results: Sequence[ItemResult],
     one_out_from: int | None = None,
 ) -> tuple[list[Outcome], list[Outcome], list[tuple[str, int]]]:
-    """The design rows' primary outcomes, those of the one-out rounds (repeats from ``one_out_from`` on, after
-    a re-plan) as rows of the one-out design (0 the control, j + 1 without piece j), and the blocks (task,
-    repeat) in the order they completed."""
+    """The design rows' primary outcomes, those of the one-out rounds from ``one_out_from`` on (rows of the
+    one-out design), and the (task, repeat) blocks in the order they completed."""
     rows, out = record.row_of(), record.one_out_cells() or {}
     one_out = {
         record.rows[0].cell: 0,
@@ -54,8 +51,7 @@ def piece_looks(
     options: AdaptiveOptions,
     one_out_from: int | None = None,
 ) -> dict[str, PieceLook]:
-    """Each piece's anytime-valid figures and decision from the results so far (pure; no files); the rounds
-    from ``one_out_from`` on ran one-out (the run re-planned then)."""
+    """Each piece's anytime-valid figures and decision from the results so far."""
     record = manifest.design
     if record is None:
         return {}
@@ -91,9 +87,8 @@ def piece_looks(
 
 
 def next_replan(manifest: RunManifest, state: AdaptiveState, done: int) -> Replan | None:
-    """The re-plan after the look of round ``done``, or None: the pieces still undecided, when
-    :func:`ablate.stats.screening_sequential.should_replan` says the next rounds should drop the decided ones
-    (and every piece has a one-out cell to run them in)."""
+    """The re-plan after round ``done``'s look (the pieces still undecided) when
+    :func:`~ablate.stats.screening_sequential.should_replan` says so, else None."""
     record = manifest.design
     if record is None or record.one_out_cells() is None or not state.looks or state.looks[-1].round != done:
         return None

@@ -1,8 +1,5 @@
-"""The one-out confirmation stage of a screening piece run (docs/PIECES.md#confirm): after the screening, every
-piece it marks real and every piece ``--confirm`` names runs in blocks of its own, each the control and the
-confirmed pieces' one-out cells (and the both-removed cells of the pairs it estimates) in one shuffled sweep.
-Planned at plan time (:func:`confirm_plan`), its blocks chosen after the screening (:func:`stage_items`), run
-by :func:`confirming`; the report compares each confirmed cell with the control on the stage's blocks alone."""
+"""The one-out confirmation stage of a screening piece run (docs/PIECES.md#confirm): planned at plan time
+(:func:`confirm_plan`), its blocks chosen after the screening (:func:`stage_items`), run by ``confirming``."""
 
 from __future__ import annotations
 
@@ -71,9 +68,8 @@ def confirm_plan(
     max_sessions: int | None,
     pairs: Sequence[tuple[Piece, Piece]] = (),
 ) -> tuple[list[ResolvedCell], ConfirmPlan]:
-    """The one-out cells (indices from ``first_index``), the cells that remove a pair, and the stage's record.
-    Every piece gets a one-out cell and every pair of pieces a both-removed cell when they fit the cell limit,
-    else only the named ones (refused when even they do not fit)."""
+    """The one-out cells (indices from ``first_index``), the pair cells and the stage's record: every piece
+    and pair gets a cell when all fit the cell limit, else only the named ones (refused when they do not fit)."""
     confirm_named = list(named)
     named = [*named, *(p for pair in pairs for p in pair if p not in named)]
     names = {p.id for p in named}
@@ -122,8 +118,7 @@ def confirm_plan(
 def reserve_refusal(
     design: str, rows: int, tasks: int, named: int, max_sessions: int | None, pairs: int = 0
 ) -> UsageError | None:
-    """``--max-sessions`` too small for one repeat of the design and one block of the named pieces and pairs
-    (``named``: the pieces that need a one-out cell, a named pair's included)."""
+    """``--max-sessions`` too small for one repeat of the design and a block of the ``named`` pieces and pairs."""
     minimum = (rows + 1 + named + pairs) * tasks
     if max_sessions is None or not named or max_sessions >= minimum:
         return None
@@ -165,8 +160,7 @@ def marked_real(folder: RunFolder, manifest: RunManifest, results: Sequence[Item
 def stage_items(
     folder: RunFolder, manifest: RunManifest, plan: Sequence[PlanItem], results: Sequence[ItemResult]
 ) -> tuple[list[PlanItem], str | None]:
-    """The confirmation stage's plan items after the screening, and a line saying what it confirms (no items:
-    no stage, or it is planned already)."""
+    """The confirmation stage's plan items after the screening, and a line saying what it confirms."""
     record = manifest.design
     stage = record.confirm if record is not None else None
     if record is None or stage is None or manifest.shard is not None:
@@ -213,15 +207,14 @@ def stage_items(
 
 
 def stage_pairs(stage: ConfirmPlan, confirmed: dict[str, str]) -> list[str]:
-    """The pairs the stage estimates: every named one, and every pair of pieces real at screening that has a
-    cell (in the record's order)."""
+    """The pairs the stage estimates: the named ones and those of pieces real at screening, in record order."""
     real = {p for p, w in confirmed.items() if w == "real at screening"}
     return [key for key in stage.pairs if key in stage.named_pairs or all(p in real for p in key.split("+"))]
 
 
 def stage_blocks(pieces: int, *, tasks: int, screened: int, max_sessions: int | None) -> int:
-    """Blocks per task of a stage of ``pieces`` cells and the control: as many sessions as the screening ran,
-    at least one block, within what ``max_sessions`` leaves."""
+    """Blocks per task of a stage of ``pieces`` cells and the control: as many sessions as the screening ran
+    (at least one block), within ``max_sessions``."""
     per_block = (1 + pieces) * tasks
     blocks = max(1, screened // per_block)
     if max_sessions is not None:

@@ -1,8 +1,6 @@
-"""``ablate run --pieces``: a per-piece design as the run's cells (docs/PIECES.md#runs). The design's row that
-keeps every piece is the control ``C0``, every other row a cell ``P01``… in design order (cell index i runs
-row i); the run is then an ordinary one, and the manifest records the design, so the report rebuilds each
-piece's effect from the run folder alone. Everything a piece run cannot do is refused before anything is
-written (exit 2)."""
+"""``ablate run --pieces``: a per-piece design as the run's cells (docs/PIECES.md#runs): row 0 is the control
+``C0``, row i the cell of index i; the manifest records the design, so the report rebuilds each piece's effect
+from the run folder alone."""
 
 from __future__ import annotations
 
@@ -82,8 +80,7 @@ def _design(pieces: list[Piece], name: str | None) -> Design:
 def _repeats(
     design: Design, tasks: int, req: PieceRequest, repeats: int, repeats_given: bool, reserve: int = 0
 ) -> int:
-    """The repeats the run plans: ``--repeats``, or with only ``--max-sessions`` as many as fit (besides the
-    ``reserve`` of sessions the confirmation stage needs)."""
+    """``--repeats``, or with only ``--max-sessions`` as many as fit beside the stage's ``reserve``."""
     refusal = budget_refusal(design.name, design.k, tasks, req.max_sessions)
     if refusal is not None:
         raise UsageError(refusal.message)
@@ -133,9 +130,8 @@ def plan_pieces(
     seed: int,
     clashes: Sequence[str] = (),
 ) -> PiecePlan:
-    """The cells, design record and repeats of ``ablate run --pieces``; a :class:`UsageError` (exit 2) for
-    anything that cannot run, before anything is written. ``seed``: the run's, which draws a screening
-    design's columns. ``clashes``: options given that choose cells otherwise (``--cells``, ``--aa``)."""
+    """The cells, design record and repeats of ``ablate run --pieces`` (exit 2 for anything that cannot run);
+    ``seed`` draws a screening design's columns, ``clashes`` are options that choose cells otherwise."""
     if clashes:
         said = " and ".join(clashes)
         raise UsageError(

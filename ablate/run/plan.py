@@ -1,14 +1,6 @@
 """Planning a run: every (task, cell, repeat) item, its order and shards (its cost: ``ablate.run.estimate``).
-
-Order (docs/ARCHITECTURE.md#run-folder): items come in blocks, one block per (repeat, task), repeat-major, so every cell of a task
-is run once before any is run twice; within a block the cells are shuffled by a generator seeded from
-``(seed, task, repeat)``, so prompt-cache warmth and time-of-day drift cannot line up with a cell, and the
-same seed always gives the same order. With several models (``--models``) a block is every cell on every model,
-shuffled as one sweep, so neither a cell nor a model lines up with a place in the block.
-
-Shards split the plan by whole blocks (block ``b`` goes to shard ``b mod N + 1``): each block's cells run on
-one machine, so a machine difference cannot line up with a cell either.
-"""
+Items come in (repeat, task) blocks, repeat-major, each shuffled from the seed; shards take whole blocks
+(docs/ARCHITECTURE.md#running-sessions says why)."""
 
 from __future__ import annotations
 
@@ -68,8 +60,7 @@ T = TypeVar("T")
 
 
 def block_order(cells: Sequence[T], *, seed: int, task: str, repeat: int) -> list[T]:
-    """The cells (or (cell, model) slots) of one (task, repeat) block in their randomised order (deterministic
-    in the seed)."""
+    """The cells (or (cell, model) slots) of one (task, repeat) block in their seeded random order."""
     rng = random.Random(f"ablate-order:{seed}:{task}:{repeat}")
     order = list(cells)
     rng.shuffle(order)
@@ -79,8 +70,7 @@ def block_order(cells: Sequence[T], *, seed: int, task: str, repeat: int) -> lis
 def block_items(
     task: str, cells: Sequence[str], repeat: int, *, seed: int, models: Sequence[str], start: int
 ) -> list[PlanItem]:
-    """One (task, repeat) block's items, every cell on every model (``models`` empty: the manifest's one), in
-    one shuffled sweep; ``order`` from ``start``."""
+    """One (task, repeat) block's items, every cell on every model, in one shuffled sweep."""
     slots = [(c, m) for c in cells for m in (models or (None,))]
     return [
         PlanItem(item=item_id(task, c, repeat, m), task=task, cell=c, repeat=repeat, order=start + i, model=m)
@@ -97,9 +87,8 @@ def make_plan(
     cells_in: Callable[[int], Sequence[str]] | None = None,
     models: Sequence[str] = (),
 ) -> list[PlanItem]:
-    """Every item of a run, in execution order (``order`` = position). ``cells_in``: the cells repeat r's
-    blocks run, when not every cell (a drawn piece design's control and draw); ``models``: every model of a
-    run of several (:func:`block_items`)."""
+    """Every item of a run, in execution order; ``cells_in``: the cells repeat r's blocks run when not every
+    cell (a drawn piece design's control and draw)."""
     if repeats < 1:
         raise UsageError(f"--repeats {repeats}: must be at least 1")
     if not tasks:
@@ -178,8 +167,7 @@ def next_round_items(
     repeat: int,
     skip: Iterable[str] = (),
 ) -> list[PlanItem]:
-    """The plan items of round ``repeat`` for ``cells`` (the control included) on every task but ``skip``, each
-    block in its own shuffle."""
+    """The items of round ``repeat`` for ``cells`` on every task but ``skip``, each block shuffled."""
     items: list[PlanItem] = []
     order = max((p.order for p in plan), default=-1) + 1
     known = {p.item for p in plan}

@@ -1,8 +1,5 @@
-"""Deciding what an ``ablate run`` invocation works on: a fresh run, a resume, a planned run or one shard of it.
-
-The policy lives here, not in the CLI: which folder, which manifest, which tasks and cells, which setup, and the
-checks that refuse a folder that would mix CLI builds, models or commits. Nothing is executed.
-"""
+"""Deciding what an ``ablate run`` invocation works on (a fresh run, a resume, a planned run or one shard of it)
+and refusing a folder that would mix CLI builds, models or commits; nothing is executed."""
 
 from __future__ import annotations
 
@@ -19,7 +16,6 @@ from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.errors import UsageError
 from ablate.core.gitutil import run_git
 from ablate.core.tempwork import mark_owned, remove_tree
-from ablate.folder.design import PieceDesignRecord
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, SetupInfo
 from ablate.folder.result import read_result
 from ablate.run.create import compatibility_problems, create_run, load_run_tasks, open_run, shard_folder
@@ -57,9 +53,8 @@ class RunRequest:
     force: bool = False
     ablate_toml: Path | None = None
     defaulted: frozenset[Defaultable] = frozenset()
-    """The options the user left at their default (a library caller gives every value: none). A resumed or
-    planned run keeps its own model, config dir and repository unless given; ``--cells`` and ``--repeats``
-    given to one are refused; a planned shard without ``--out`` goes beside its plan."""
+    """The options the user left at their default: a resumed or planned run keeps its own model, config dir
+    and repository unless given, and refuses ``--cells`` and ``--repeats``."""
     work_dir: Path | None = None
     """Where environments are built (checked before anything is written)."""
     aa: bool = False
@@ -71,8 +66,7 @@ class RunRequest:
     adaptive: bool = False
     """``--adaptive``: the run chooses its own repeats (``repeats`` is its most), whatever ``runs`` tasks ask."""
     models: tuple[str, ...] = ()
-    """``--models`` (checked: :func:`ablate.core.pricing.parse_models`): one is ``--model``; several, a run whose
-    blocks hold every cell on every model (not with ``--adaptive``, whose rounds decide one model's cells)."""
+    """``--models``: several, a run whose blocks hold every cell on every model (one is ``--model``)."""
 
     def given(self, option: Defaultable) -> bool:
         """Whether the user gave ``option`` (rather than leaving it at its default)."""
@@ -103,8 +97,7 @@ class PreparedRun:
 def load_cells(
     cells: str, ablate_toml: Path | None, *, aa: bool = False, manifest: RunManifest | None = None
 ) -> tuple[Catalog, CellSet]:
-    """The catalog and the cell set (with ``aa``: plus the A/A cell, :func:`ablate.setup.cells.with_aa`); a
-    piece run's (its ``manifest`` records a design) rebuilt from that manifest."""
+    """The catalog and the cell set (with ``aa``: plus the A/A cell); a piece run's rebuilt from its manifest."""
     from ablate.setup.cells import load_cell_set, with_aa
     from ablate.setup.layers import load_catalog
 
@@ -131,8 +124,7 @@ def setup_info(setup: Setup, cells_source: Path, ablate_toml: Path | None) -> Se
 
 
 def unwritable(folder: Path) -> str | None:
-    """Why ablate could not create or write ``folder`` (its nearest existing ancestor is read-only or not
-    writable by this user, or is a file), None when it can; checked before anything is written."""
+    """Why ablate could not create or write ``folder`` (judged by its nearest existing ancestor), or None."""
     probe = Path(os.path.abspath(folder))
     while not os.path.lexists(probe) and probe != probe.parent:
         probe = probe.parent
@@ -148,9 +140,8 @@ def unwritable(folder: Path) -> str | None:
 
 
 def check_locations(setup: Setup, *, out: Path | None, work_dir: Path | None) -> list[str]:
-    """Refuse, before anything is written, folders that would put ablate's files into the user's setup or
-    make every cell load an unexpected instruction file; return warnings about the setup itself.
-    Raises :class:`UsageError` (exit 2) naming the option and the fix."""
+    """Refuse (exit 2) folders that would put ablate's files into the user's setup or make every cell load an
+    unexpected instruction file; return warnings about the setup itself."""
     if setup.config_dir.resolve() == setup.repo.resolve():
         raise UsageError(
             f"--config-dir {setup.config_dir} is the repository itself",
@@ -189,9 +180,8 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
     """Create, reopen or shard the run folder ``req`` names; raise :class:`UsageError` on any conflict."""
     from ablate.isolate.worktree import plan_repo
     from ablate.setup.load import load_setup
-    from ablate.setup.taskset import load_tasks
 
-    req = _with_models(req)
+    req = with_models(req)
     shard_spec: Shard | None = parse_shard(req.shard) if req.shard else None
     if req.resume is not None and req.plan is not None:
         raise UsageError("pass either --resume or --plan, not both")
@@ -244,52 +234,77 @@ def prepare_run(req: RunRequest, claude: ClaudeBinary) -> PreparedRun:
                 hint="check out the planned commit, or pass --force",
             )
         tasks = load_run_tasks(folder, manifest)
+        prepared = PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, [], warnings)
     else:
-        if not req.tasks:
-            raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
-        catalog, cell_set = load_cells(req.cells, req.ablate_toml, aa=req.aa)
-        notes: list[str] = []
-        tasks = load_tasks(req.tasks, catalog, notes)
-        chosen = (
-            "--adaptive" if req.adaptive else f"--repeats {req.repeats}" if req.given("repeats") else None
-        )
-        repeats, said = task_repeats(tasks, req.repeats, decided_by=chosen)
-        setup = load_setup(req.config_dir, req.repo)
-        warnings = (
-            check_locations(setup, out=req.out, work_dir=req.work_dir) + notes + ([said] if said else [])
-        )
-        # uncommitted non-layer changes are refused (without --dirty) now, not when the first cell is built
+        prepared, notes = new_run(req, claude, shard=shard_spec)
+        prepared.warnings += notes
+    shard = prepared.manifest.shard
+    prepared.share = shard_items(prepared.folder.read_plan(), parse_shard(shard) if shard else None)
+    return prepared
+
+
+def new_run(
+    req: RunRequest, claude: ClaudeBinary, *, shard: Shard | None = None, plan_only: bool = False
+) -> tuple[PreparedRun, list[str]]:
+    """Create a new run folder (``run``, ``ab``, ``plan``) and return it (its share left empty) with the notes
+    on its tasks and repeats. ``plan_only`` (``ablate plan``): no check of uncommitted changes (``run --plan``
+    makes it) and no no-op labels."""
+    from ablate.isolate.worktree import plan_repo
+    from ablate.setup.load import load_setup
+    from ablate.setup.taskset import load_tasks
+
+    if not req.tasks:
+        raise UsageError("no tasks given", hint="pass --tasks DIR (e.g. --tasks tasks/)")
+    catalog, cell_set = load_cells(req.cells, req.ablate_toml, aa=req.aa)
+    notes: list[str] = []
+    tasks = load_tasks(req.tasks, catalog, notes)
+    chosen = "--adaptive" if req.adaptive else f"--repeats {req.repeats}" if req.given("repeats") else None
+    repeats, said = task_repeats(tasks, req.repeats, decided_by=chosen)
+    setup = load_setup(req.config_dir, req.repo)
+    warnings = check_locations(setup, out=req.out, work_dir=req.work_dir)
+    if (
+        not plan_only
+    ):  # uncommitted non-layer changes are refused (without --dirty) now, not in the first cell
         plan_repo(setup, catalog, dirty=req.dirty)
-        seed = _seed(req, shard_spec)
-        design = None
-        if req.pieces is not None:
-            cell_set, design, repeats = piece_plan(  # a block's sessions per cell: tasks × models
-                replace(req, repeats=repeats, seed=seed), setup, catalog, len(tasks) * max(1, len(req.models))
-            )
-        folder, manifest = create_run(
-            req.out,
-            tasks=tasks,
-            cell_set=cell_set.name,
-            cells=list(cell_set.cells),
+    seed = _seed(req, shard)
+    design = None
+    if req.pieces is not None:
+        from ablate.run.pieces import plan_pieces
+
+        planned = plan_pieces(  # a block's sessions per cell: tasks × models
+            setup,
+            catalog,
+            req.pieces,
+            tasks=len(tasks) * max(1, len(req.models)),
             repeats=repeats,
+            repeats_given=req.given("repeats"),
             seed=seed,
-            model=req.model,
-            max_turns=req.max_turns,
-            claude=claude,
-            timeout_s=req.timeout_s,
-            setup=setup_info(setup, cell_set.source, req.ablate_toml),
-            shard=shard_spec,
-            noops=noop_reasons(cell_set.cells, setup, catalog),
-            design=design,
-            models=req.models,
+            clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
         )
-    share = shard_items(folder.read_plan(), parse_shard(manifest.shard) if manifest.shard else None)
-    return PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, share, warnings)
+        cell_set, design, repeats = planned.cell_set, planned.record, planned.repeats
+    folder, manifest = create_run(
+        req.out,
+        tasks=tasks,
+        cell_set=cell_set.name,
+        cells=list(cell_set.cells),
+        repeats=repeats,
+        seed=seed,
+        model=req.model,
+        max_turns=req.max_turns,
+        claude=claude,
+        timeout_s=req.timeout_s,
+        setup=setup_info(setup, cell_set.source, req.ablate_toml),
+        shard=shard,
+        noops=None if plan_only else noop_reasons(cell_set.cells, setup, catalog),
+        design=design,
+        models=req.models,
+    )
+    prepared = PreparedRun(folder, manifest, tasks, catalog, cell_set, setup, [], warnings)
+    return prepared, [*notes, *([said] if said else [])]
 
 
-def _with_models(req: RunRequest) -> RunRequest:
-    """The request's model checked, and ``--models``: the first is the reference (``model``), one alone is
-    ``--model``; refused with ``--adaptive``, whose rounds decide the cells of one model."""
+def with_models(req: RunRequest) -> RunRequest:
+    """The request's model checked, and ``--models``: the first is the reference (``model``)."""
     if not req.model.strip():
         raise UsageError(
             "--model is empty", hint=f"pass the model every session is pinned to, e.g. {DEFAULT_MODEL}"
@@ -314,33 +329,10 @@ def _seed(req: RunRequest, shard: Shard | None) -> int:
     return req.seed if req.seed is not None else new_seed()
 
 
-def piece_plan(
-    req: RunRequest, setup: Setup, catalog: Catalog, n_tasks: int
-) -> tuple[CellSet, PieceDesignRecord, int]:
-    """``--pieces``: the design's cells, its record and the repeats that fit (:mod:`ablate.run.pieces`)."""
-    from ablate.run.pieces import plan_pieces
-
-    assert req.pieces is not None
-    plan = plan_pieces(
-        setup,
-        catalog,
-        req.pieces,
-        tasks=n_tasks,
-        repeats=req.repeats,
-        repeats_given=req.given("repeats"),
-        seed=req.seed if req.seed is not None else new_seed(),
-        clashes=[o for o, on in (("--cells", req.given("cells")), ("--aa", req.aa)) if on],
-    )
-    return plan.cell_set, plan.record, plan.repeats
-
-
 @contextlib.contextmanager
 def work_area(work_dir: Path | None, run_id: str) -> Iterator[Path]:
-    """The folder a run's environments are built in: ``<work-dir>/<run-id>``, by default under
-    ``<temp>/ablate-envs``.
-    Made on entry; on exit it is removed, and so is ``ablate-envs`` when nothing else is in it, so a run, an
-    interrupted run or a crash followed by a resume leaves nothing behind. Whatever a backend left inside
-    (it should leave nothing) is removed with it."""
+    """The folder a run's environments are built in, ``<work-dir or <temp>/ablate-envs>/<run-id>``: made on
+    entry, removed on exit with whatever a backend left inside (and ``ablate-envs`` when empty)."""
     default = work_dir is None
     base = Path(tempfile.gettempdir()) / "ablate-envs" if work_dir is None else work_dir
     root = base / run_id

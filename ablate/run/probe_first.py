@@ -1,7 +1,5 @@
-"""Probe first, for free: before a run's first paid session, prove every cell of the run faithful (the real CLI
-against the capture endpoint, ablate.sim: no key, no cost) and keep the proof as ``probe.json`` in the run
-folder, where the report reads it. A cell the probe finds leaking, missing a layer or failing stops the run
-before anything is spent."""
+"""Probe first, for free: before a run's first paid session, prove every cell faithful (the real CLI against
+ablate.sim's capture endpoint) and keep the proof as ``probe.json``; an unfaithful cell stops the run."""
 
 from __future__ import annotations
 
@@ -37,9 +35,8 @@ Vetter = Callable[[], dict[str, Any]]
 
 
 def vet_graders(prep: PreparedRun, vet: Vetter, *, allow_weak: bool) -> dict[str, Any]:
-    """The run's tasks' checks against the untouched checkout and their references, before any session (kept
-    from probe.json when its tasks are these); refuse weak checks unless ``allow_weak`` (``--allow-weak-checks``:
-    the tasks go into the manifest's ``weak_checks``, which the report's caveat reads)."""
+    """The run's tasks' checks against the untouched checkout and their references (kept from probe.json when
+    its tasks are these); weak checks refused unless ``allow_weak``, which records them as ``weak_checks``."""
     earlier = read_probe(prep.folder) or {}
     kept = earlier.get("graders")
     hashes = {t.id: t.sha256 for t in prep.tasks}
@@ -89,8 +86,7 @@ def summary_line(data: dict[str, Any]) -> str:
 
 
 def skip_probe(run_dir: Path, why: str) -> Path:
-    """Record that the run was not probed (``--no-probe``): the report says so. A passing probe already in
-    the folder (a resume) stays; a failing one is kept beside the record (``earlier``), never erased."""
+    """Record ``--no-probe``; a passing probe stays, a failing one is kept as ``earlier``."""
     folder = RunFolder(run_dir)
     earlier = read_probe(folder)
     if earlier is not None and earlier.get("ok") is True:
@@ -110,9 +106,8 @@ def probe_first(
     jobs: int,
     on_cell: Callable[[str, str], None] | None = None,
 ) -> tuple[dict[str, Any], bool]:
-    """Probe the run's cells (all of its cell set) unless the folder already holds a passing probe of them;
-    write ``probe.json``; return it and whether it was kept from before. Raises :class:`UnfaithfulCells`
-    (exit 1) naming the cells and the file when a cell is not faithful."""
+    """Probe the run's cells unless the folder holds a passing probe of them; write ``probe.json``, return it
+    and whether it was kept. An unfaithful cell raises :class:`UnfaithfulCells` (exit 1)."""
     from ablate.probe.probe import probe
 
     run_dir = prep.folder.root
@@ -168,10 +163,8 @@ def probe_or_skip(
     vet: Vetter | None = None,
     allow_weak: bool = False,
 ) -> None:
-    """What ``run``, ``ab`` and ``compare --executor claude-code`` do before their first paid session: vet the
-    tasks' checks (``vet``: :func:`vet_graders`, which refuses weak ones), then probe the run's cells
-    (:func:`probe_first`, which refuses an unfaithful one) or, ``enabled`` False (``--no-probe``), record that
-    they were not probed; ``say`` gets the lines for the user. A run with nothing left to do is not probed."""
+    """Before the first paid session of ``run``, ``ab`` and ``compare``: vet the tasks' checks, then probe the
+    cells (or record ``--no-probe``); a run with nothing left to do is not probed."""
     todo = bool(prep.todo())
     if vet is not None and todo:
         graders = vet_graders(prep, vet, allow_weak=allow_weak)

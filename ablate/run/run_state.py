@@ -1,8 +1,5 @@
-"""One scheduler pass's state, in one object: what is pending, done and failed, the spend, the rate-limit
-pauses, the running sessions. :meth:`RunState.read` makes it once from the run folder when the pass starts;
-the :class:`~ablate.run.scheduler.Runner`'s dispatch loop and :meth:`Runner._finalise <ablate.run.scheduler.Runner>` update it;
-progress snapshots and the summary are read from it.
-"""
+"""One scheduler pass's state, in one object: made once from the run folder (:meth:`RunState.read`), updated
+by the :class:`~ablate.run.scheduler.Runner`, read for progress and the summary."""
 
 from __future__ import annotations
 
@@ -24,36 +21,29 @@ from ablate.run.schedule_types import Job, Outcome, Phase, Progress, RunSummary,
 
 @dataclass
 class RunState:
-    """The mutable state of one pass over a run folder's share of the plan."""
+    """The mutable state of one pass over a run folder's share of the plan (its counts: as
+    :class:`~ablate.run.schedule_types.Progress` and ``RunSummary`` say)."""
 
     by_item: dict[str, PlanItem]
     """The whole plan by item id; attempts are recorded in these items and flushed to plan.jsonl."""
     pending: list[PlanItem]
     """Items of the share still to run, in plan order."""
     failed: set[str]
-    """Items whose last attempt failed."""
     total: int
-    """Items in the share."""
     done: int
-    """Items with a complete result (those complete before this pass included)."""
     skipped: int
-    """Items already complete when the pass started."""
     spend: float
-    """Recorded spend of the whole folder, every invocation."""
     stdout_max: dict[str, int]
     """Highest attempt number per item (from plan.jsonl and the stdout files): never reused."""
     tag: str
     """This pass's process tag; each session's processes carry ``tag + session_id``."""
     backoff: Backoff
-    """The pool's rate-limit pauses."""
     start: float
     """When the pass started (the runner's clock)."""
     plan_written: float
-    """When plan.jsonl was last written."""
     plan_dirty: bool = False
     """Attempts recorded since plan.jsonl was last written."""
     rate_limited: int = 0
-    """Rate-limited attempts in this pass."""
     launched: int = 0
     envs_built: int = 0
     not_before: dict[str, float] = field(default_factory=dict)
@@ -66,7 +56,6 @@ class RunState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards ``killed_sessions``."""
     stop_at: float | None = None
-    """When a stop was requested."""
     final: Outcome = "interrupted"
     """How the pass ended (set by :meth:`Runner._finalise <ablate.run.scheduler.Runner>`)."""
 
@@ -151,8 +140,7 @@ class RunState:
 
 
 def existing_attempts(folder: RunFolder) -> dict[str, int]:
-    """Highest attempt number per item found on disk (stdout files), so numbers are never reused even when
-    plan.jsonl lags behind a crash."""
+    """Highest attempt number per item of the stdout files: never reused, even when plan.jsonl lags a crash."""
     out: dict[str, int] = {}
     stdout_dir = folder.stdout_dir
     if stdout_dir.is_dir():

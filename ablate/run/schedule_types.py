@@ -31,8 +31,7 @@ class RunOptions:
     max_attempts: int = 3
     """Attempts per item in one invocation for transient failures (5xx, no transcript, crashed CLI)."""
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
-    """Pool pauses after a rate limit (a reset time the message names, else exponential) and when the runner
-    gives up (the folder stays resumable)."""
+    """Pool pauses after a rate limit (a reset time the message names, else exponential), and when to give up."""
     grace_s: float = DEFAULT_GRACE_S
     """After a stop request, how long running sessions may finish before they are killed."""
     retry_delay_s: float = 5.0

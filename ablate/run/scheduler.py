@@ -1,9 +1,6 @@
-"""The scheduler — running a plan: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments
-(docs/ARCHITECTURE.md#running-sessions). One :class:`Runner` per pass holds the folder's lock (unless its caller
-holds it across passes) and dispatches items in plan order onto an :class:`~ablate.run.envpool.EnvPool`. A
-rate limit pauses the whole pool (``CLAUDE_CODE_MAX_RETRIES`` is kept low so ablate owns the backoff) and the
-attempt is requeued, never a result; results are written atomically, never replaced by a worse one. The
-folder is always left resumable; progress goes to ``on_progress``."""
+"""The scheduler: a bounded pool of pinned `claude -p` sessions over prebuilt cell environments, items in plan
+order (docs/ARCHITECTURE.md#running-sessions). A rate limit pauses the whole pool (``CLAUDE_CODE_MAX_RETRIES``
+is kept low so ablate owns the backoff) and the attempt is requeued, never a result."""
 
 from __future__ import annotations
 
@@ -63,9 +60,7 @@ __all__ = ["Progress", "RunOptions", "RunSummary", "Runner"]
 
 @dataclass
 class Runner:
-    """Executes one run folder's share of its plan. Not reusable: one :meth:`run` per instance.
-    The pass's state is one :class:`~ablate.run.run_state.RunState`, made when the pass starts and handed to
-    every step that reads or changes it."""
+    """Executes one run folder's share of its plan, one :meth:`run` per instance."""
 
     folder: RunFolder
     manifest: RunManifest
@@ -151,10 +146,9 @@ class Runner:
         fatal: BaseException | None,
         outcome: Outcome | None,
     ) -> None:
-        """The end of a pass, however it ends: running sessions finish (or were killed) and their results are
-        written, the environments are removed (a kept pool is left to its owner), the plan is flushed and the
-        manifest records the outcome; sets ``st.final``. A finished session that could not be recorded raises
-        :class:`RunFolderError` (unless another exception is on its way): it would silently run again on resume."""
+        """The end of a pass, however it ends: results written, environments removed (not a kept pool's), plan
+        flushed, outcome recorded. A finished session that could not be recorded raises :class:`RunFolderError`
+        (unless another exception is on its way): it would silently run again on resume."""
         write_errors: list[BaseException] = []
         for fut in list(st.running):
             try:
@@ -190,7 +184,6 @@ class Runner:
         self.emit(st, "finished")
 
     def _record_invocation(self) -> None:
-        """Record this invocation in the manifest."""
         claude = self.claude
         session = ManifestSession(
             started_at=utcnow(),
@@ -206,8 +199,7 @@ class Runner:
         write_manifest(self.folder, self.manifest)
 
     def _dispatch(self, st: RunState, pool: EnvPool, sessions: ThreadPoolExecutor) -> Outcome | None:
-        """The main loop: launch in plan order onto idle environments, collect what finished, until nothing
-        is left or a stop condition (Ctrl-C, budget, rate limits) holds and the running sessions are done."""
+        """Launch onto idle environments and collect, until nothing is left or a stop condition holds."""
         outcome: Outcome | None = None
         while True:
             now = self.clock()
@@ -259,8 +251,7 @@ class Runner:
                 runnable = [it.cell for it in st.pending if st.not_before.get(it.item, 0.0) <= now]
                 pool.maybe_grow(runnable)
                 return
-            it, chosen, prepare = pick
-            self._launch(st, sessions, it, chosen.env, chosen.label, prepare)
+            self._launch(st, sessions, *pick)
             st.launched += 1
 
     def _collect(self, st: RunState, fut: Future[Any], pool: EnvPool) -> None:
@@ -268,9 +259,7 @@ class Runner:
         if fut in pool.builds:
             cell_id, env = pool.built_one(fut)
             st.envs_built = pool.built
-            if cell_id not in pool.described:
-                pool.described.add(cell_id)
-                self._describe_cell(cell_id, env)
+            self._describe_cell(pool, cell_id, env)
             return
         job = st.running.pop(fut)
         res: SessionOutcome = fut.result()
@@ -282,15 +271,13 @@ class Runner:
             pool.retire(job.env)
             return
         pool.give_back(job.env, job.env_label, job.item.cell)
-        if job.item.cell not in pool.described:
-            pool.described.add(job.item.cell)
-            self._describe_cell(job.item.cell, job.env)
+        self._describe_cell(pool, job.item.cell, job.env)
 
     # -- dispatch --------------------------------------------------------------------------------------
 
     def _pick(self, st: RunState, idle: list[Idle], now: float) -> tuple[PlanItem, Idle, Prepare] | None:
-        """The first runnable pending item, in plan order, and the idle environment to serve it: one already
-        at its cell (reset if used), else the one whose cell the upcoming items need least (retargeted)."""
+        """The first runnable pending item and the idle environment to serve it: one at its cell (reset if
+        used), else the one whose cell the upcoming items need last (retargeted)."""
         if not idle:
             return None
         window = st.pending[: self.options.jobs * 2 + len(self.cells)]
@@ -312,18 +299,15 @@ class Runner:
         return None
 
     def _launch(
-        self,
-        st: RunState,
-        pool: ThreadPoolExecutor,
-        it: PlanItem,
-        env: CellEnv,
-        label: str,
-        prepare: Prepare = "none",
+        self, st: RunState, sessions: ThreadPoolExecutor, it: PlanItem, chosen: Idle, prepare: Prepare
     ) -> None:
         n = max([a.n for a in it.attempts] + [st.stdout_max.get(it.item, 0)]) + 1
         st.stdout_max[it.item] = n
         attempt = Attempt(
-            n=n, session_id=session_uuid(self.manifest.seed, it.item, n), started_at=utcnow(), slot=label
+            n=n,
+            session_id=session_uuid(self.manifest.seed, it.item, n),
+            started_at=utcnow(),
+            slot=chosen.label,
         )
         it.attempts.append(attempt)
         st.plan_dirty = True
@@ -338,7 +322,7 @@ class Runner:
             task_args=task_args(append_system_prompt=task.spec.append_system_prompt),
             model=it.model,
         )
-        job = Job(it, attempt, env, label, task, argv, timeout, st.backoff.epoch, prepare)
+        job = Job(it, attempt, chosen.env, chosen.label, task, argv, timeout, st.backoff.epoch, prepare)
         st.tries[it.item] = st.tries.get(it.item, 0) + 1
         worker = Worker(
             self.folder,
@@ -350,7 +334,7 @@ class Runner:
             self.manifest.max_retries,
             self.options.limits,
         )
-        fut = pool.submit(worker.attempt, job)
+        fut = sessions.submit(worker.attempt, job)
         st.running[fut] = job
 
     def _kill_running(self, st: RunState) -> None:
@@ -377,8 +361,7 @@ class Runner:
     # -- outcomes --------------------------------------------------------------------------------------
 
     def handle(self, st: RunState, res: SessionOutcome) -> None:
-        """Record a finished session: its attempt in the plan, then a requeue (interrupted, rate-limited,
-        transient failure) or its result."""
+        """Record a finished attempt, then requeue the item or write its result."""
         job, opts, now = res.job, self.options, self.clock()
         it = job.item
         cost = res.session.cost_usd if res.session is not None else None
@@ -451,7 +434,11 @@ class Runner:
             st.plan_dirty = False
             st.plan_written = now
 
-    def _describe_cell(self, cell_id: str, env: CellEnv) -> None:
+    def _describe_cell(self, pool: EnvPool, cell_id: str, env: CellEnv) -> None:
+        """Record what the backend says of a cell's environment in the manifest, once per cell."""
+        if cell_id in pool.described:
+            return
+        pool.described.add(cell_id)
         try:
             info = self.backend.describe(env)
         except Exception as exc:

@@ -42,10 +42,8 @@ _SESSION_NS = uuid.UUID("5d1c63a4-8e0b-4b8e-9a52-2f1a8c7e0b61")
 
 
 def session_uuid(seed: int, item: str, attempt: int) -> str:
-    """The ``--session-id`` of an attempt: fixed by the run's seed, the item and the attempt number, so the same
-    seed gives every session the same id whatever the scheduling. A model that draws per session (the
-    simulated endpoint's ``seed_from = "session"``) then gives the same numbers run after run; within a run the
-    id is unique (an item's attempts are numbered)."""
+    """The ``--session-id`` of an attempt, fixed by seed, item and attempt number: a model that draws per
+    session (the simulated endpoint's ``seed_from = "session"``) gives the same numbers run after run."""
     return str(uuid.uuid5(_SESSION_NS, f"{seed}:{item}:{attempt}"))
 
 
@@ -58,9 +56,8 @@ def render_argv(
     task_args: Sequence[str] = (),
     model: str | None = None,
 ) -> list[str]:
-    """The manifest's pinned line for one session: the slots filled (``{model}``: the item's model, in a run
-    of several), and the task's own options (:func:`ablate.core.claude.task_args`) inserted before the ``--``
-    that ends the options."""
+    """The manifest's pinned line for one session, its slots filled and the task's own options
+    (:func:`ablate.core.claude.task_args`) inserted before the ``--`` that ends the options."""
     values = {"{max_turns}": str(max_turns), "{session_id}": session_id, "{prompt}": prompt}
     values |= {"{model}": model} if model else {}
     argv = [values.get(a, a) for a in template]
@@ -85,10 +82,8 @@ def kill_strays(root: Path) -> int:
 
 
 def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | None:
-    """Copy ``projects/*/<session_id>.jsonl`` and its ``<session_id>/`` folder (sub-agents) to ``dest``.
-    The transcript is found by session id, never by computing the project slug (docs/CLAUDE-CODE.md#slug).
-    Called once the session and everything it started are gone; a transcript that is a link or not a
-    regular file is no transcript (None). Links in the sub-agents folder are copied as links."""
+    """Copy ``projects/*/<session_id>.jsonl`` and its sub-agents folder to ``dest``, found by session id, never
+    by the project slug (docs/CLAUDE-CODE.md#slug); a transcript that is a link or not a regular file is None."""
     found = sorted(config_dir.glob(f"projects/*/{session_id}.jsonl"))
     if not found:
         return None
@@ -129,27 +124,20 @@ def build_result(
     writes: Mapping[str, Any] | None = None,
     wire: WireTotals | None = None,
 ) -> ItemResult:
-    """The item's :class:`ItemResult` for one finished attempt (paths relative to the run folder).
-    ``env_error``, ``launch_error`` and ``limit:<what>`` (docs/ARCHITECTURE.md#limits) are recorded as ``error``; any other ``status`` outside
-    :data:`ablate.folder.result.Status` is a validation error, never mapped to another."""
+    """The item's :class:`ItemResult` for one finished attempt; ``env_error``, ``launch_error`` and
+    ``limit:<what>`` are recorded as ``error``, any other unknown ``status`` fails validation."""
     rel = folder.root
     metrics = None
     if session is not None:
         metrics = session.to_metrics()
         if transcript is not None:
             metrics = metrics.model_copy(update={"transcript": str(transcript.relative_to(rel))})
-        if (
-            wire is not None and wire.differs
-        ):  # the wire's token totals and cost where the transcript disagrees
+        if wire is not None and wire.differs:  # the wire's totals where the transcript disagrees
             total = metrics.total.model_copy(update={k: getattr(wire, k) for k in WIRE_TOKENS})
             metrics = metrics.model_copy(update={"total": total, "cost_usd": wire.cost_usd})
     return ItemResult.model_validate(
         {
-            "item": it.item,
-            "task": it.task,
-            "cell": it.cell,
-            "repeat": it.repeat,
-            "order": it.order,
+            **it.model_dump(include={"item", "task", "cell", "repeat", "order"}),
             "attempt": attempt.n,
             "session_id": attempt.session_id,
             "status": "error" if status in ERROR_OUTCOMES or status.startswith("limit:") else status,
@@ -180,9 +168,8 @@ def _first_line(text: str) -> str:
 
 
 def compare_wire(records: Sequence[WireRecord], mined: SessionResult, stdout: Path) -> WireTotals | None:
-    """What the forwarder recorded for a session against what its transcript and the CLI's stdout say
-    (None when nothing was recorded: the session was not sealed). The CLI writes one result document; a
-    stdout with more was written to by someone else too (``/proc/<pid>/fd/1`` reaches the pipe), and says so."""
+    """What the forwarder recorded for a session against its transcript and stdout (None: not sealed); a
+    stdout with more than the CLI's one result document was written to by someone else (``/proc/<pid>/fd/1``)."""
     if not records:
         return None
     out = parse_cli_output(stdout)

@@ -146,8 +146,7 @@ class Worker:
 
 
 def _copy_transcript(folder: RunFolder, job: Job) -> tuple[Path | None, str | None]:
-    """The session's transcript copied out of its cell into the run folder, and the located error when a
-    full disk stopped the copy (the item is then re-run on resume)."""
+    """The session's transcript copied out of its cell into the run folder, or the located full-disk error."""
     it, a = job.item, job.attempt
     try:
         return copy_transcript(job.env.config_dir, a.session_id, folder.transcript_dir(it.item, a.n)), None
@@ -178,8 +177,7 @@ LAYER_MIN_FREE = 64 * 1024
 
 
 def layer_full(root: Path) -> str | None:
-    """The located error for a cell whose file system (holding its layer, ``root``) is full after the
-    session, else None."""
+    """The located error for a cell whose file system (holding ``root``) is full, else None."""
     try:
         st = os.statvfs(root)
     except OSError:

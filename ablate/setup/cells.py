@@ -110,9 +110,7 @@ class CellSet:
 
 
 def with_aa(cell_set: CellSet) -> CellSet:
-    """The set plus an A/A cell (``--aa``): a second control (``<control>b``) that strips nothing and is built,
-    run and compared like any cell, with its own environments and sessions. Its differences from the control
-    are the run's measured noise floor: a "real" one means the run cannot be trusted."""
+    """The set plus an A/A cell (``--aa``): a second control, built and run on its own."""
     if any(c.aa_of for c in cell_set.cells):
         return cell_set
     control = cell_set.get(cell_set.control)
@@ -131,18 +129,15 @@ def builtin_sets() -> list[str]:
 
 
 def combined(sets: Sequence[CellSet], name: str) -> CellSet:
-    """Several cell sets as one, in shared blocks: the first set's control, every cell once (a cell of a later
-    set with an id already taken must be the same cell — ``C11``, nothing, is in both ``layered`` and
-    ``leave-one-in`` — else it is refused), indices in order."""
+    """Several cell sets as one, in shared blocks: the first set's control, every cell once (a later cell with
+    a taken id must be the same cell, as ``C11`` of ``layered`` and ``leave-one-in`` is)."""
     cells: list[ResolvedCell] = []
     by_id: dict[str, ResolvedCell] = {}
     for s in sets:
         for c in s.cells:
             seen = by_id.get(c.id)
             if seen is not None:
-                if (seen.stripped, seen.empty_config, seen.kept, seen.replace, seen.pieces) != (
-                    c.stripped, c.empty_config, c.kept, c.replace, c.pieces,
-                ):  # fmt: skip
+                if dataclasses.replace(c, index=seen.index, label=seen.label, aa_of=seen.aa_of) != seen:
                     raise UsageError(
                         f"--cells {name}: cell {c.id} of {s.name!r} differs from the cell {c.id} of an earlier set",
                         hint="rename the cell in one of the files",
@@ -174,8 +169,7 @@ def cell_set_path(name_or_path: str | Path) -> Path:
 
 
 def load_cell_set(name_or_path: str | Path, catalog: Catalog) -> CellSet:
-    """Load and check a cell set: known layer ids, unique cell ids, a control cell, replace files exist.
-    ``A+B`` (``layered+leave-one-in``) runs both sets in shared blocks: :func:`combined`."""
+    """Load and check a cell set; ``A+B`` runs both sets in shared blocks (:func:`combined`)."""
     text = str(name_or_path)
     if "+" in text and not Path(text).exists():
         parts = [p.strip() for p in text.split("+")]
@@ -289,9 +283,8 @@ def cell_effect(
     imports: dict[str, list[str]],
     loaded: dict[str, list[str] | None] | None = None,
 ) -> CellEffect:
-    """Describe ``cell`` for a setup whose layers resolved to ``present``. ``imports``: layer id → the layer ids
-    its files ``@import`` (stubbing CLAUDE.md removes them); ``loaded``: a present layer → the files the CLI loads
-    by itself (None: not applicable); a layer the CLI never loads changes nothing when stripped."""
+    """Describe ``cell`` for a setup whose layers resolved to ``present``; ``imports``: layer id → the layers
+    its files ``@import``; ``loaded``: the files the CLI loads of each layer (``setup.load.loaded_files``)."""
     removes = tuple(lid for lid in cell.stripped if lid in present and present[lid].present)
     absent = tuple(lid for lid in cell.stripped if lid not in present or not present[lid].present)
     unloaded = tuple(

@@ -1,8 +1,5 @@
-"""The bundled example setup (examples/setup/): a realistic Claude config dir and repository.
-
-``materialise_example`` lays it out under a folder of your choice as a fake home (``home/.claude`` is the
-config dir, ``home/.claude.json`` the account state) plus a git repository, so the demo and the tests can run
-ablate against a setup with every layer, without touching a real one."""
+"""The bundled example setup (examples/setup/), laid out by ``materialise_example`` as a fake home plus a git
+repository, so the demo and the tests run ablate against every layer without touching a real setup."""
 
 from __future__ import annotations
 

@@ -82,8 +82,7 @@ def layer_rows(inv: Inventory, catalog: Catalog) -> list[dict[str, Any]]:
 
 
 def dangling_lines(layers: dict[str, LayerFiles]) -> list[str]:
-    """One line per dangling link in a layer (``ablate layers`` and the probe name them): the CLI reads
-    nothing there, and every cell keeps it dangling."""
+    """One line per dangling link in a layer: the CLI reads nothing there, in every cell alike."""
     return [
         f"{lid}: {rel} is a dangling link to {target} (the CLI reads nothing there; every cell keeps it so)"
         for lid, lf in layers.items()

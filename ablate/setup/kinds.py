@@ -1,8 +1,5 @@
 """How each kind of layer (the catalog's ``shows``) reaches the model: the one table the probe, the loaded-file
-analysis and the report dispatch on.
-
-A new kind in :data:`ablate.setup.layers.Shows` fails type checking here (``assert_never``) until it has a row,
-and every consumer matches on the row's fields, so none of them can fall through to a silent default."""
+analysis and the report dispatch on; a new kind fails type checking (``assert_never``) until it has a row."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -270,8 +271,7 @@ def json_keys(path: Path) -> dict[str, object] | None:
 
 
 def hook_entries(hooks: object) -> Iterator[tuple[str, int, int, str, dict[str, Any]]]:
-    """(event, group index, hook index, matcher, hook) of every hook of a settings ``hooks`` object, in order
-    (malformed parts skipped)."""
+    """(event, group index, hook index, matcher, hook) of every hook of a settings ``hooks`` object."""
     for event, groups in hooks.items() if isinstance(hooks, dict) else ():
         for gi, group in enumerate(groups if isinstance(groups, list) else []):
             if not isinstance(group, dict):
@@ -286,18 +286,15 @@ def layer_hash(files: Iterable[tuple[str, bytes]], keys: Iterable[tuple[str, byt
     """The fingerprint of a layer: sha256 over each file's relative path, a NUL and the file's sha256, then
     each JSON key's ``file#key``, a NUL and the sha256 of its canonical value. Equal hashes, equal layer."""
     h = hashlib.sha256()
-    for rel, data in files:
-        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
-    for ref, value in keys:
-        h.update(ref.encode() + b"\0" + hashlib.sha256(value).digest())
+    for name, data in itertools.chain(files, keys):
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     return h.hexdigest()
 
 
 def resolve_layer(
     layer: Layer, base: Path, *, memory_slug: str, aliases: dict[str, Path] | None = None
 ) -> LayerFiles:
-    """Find what ``layer`` consists of under ``base``; ``aliases`` maps a key file name to where it really
-    lives (``.claude.json`` may sit in HOME)."""
+    """What ``layer`` consists of under ``base`` (``aliases``: where a key file really lives)."""
     lf = LayerFiles(layer=layer, base=base)
     hashed_files: list[tuple[str, bytes]] = []
     hashed_keys: list[tuple[str, bytes]] = []

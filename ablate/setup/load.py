@@ -1,6 +1,4 @@
-"""The user's setup as ablate sees it: a Claude config dir plus a git repository, resolved and checked.
-
-Nothing here writes anything. Bad inputs raise located errors (see ablate.core.errors)."""
+"""The user's setup as ablate sees it: a Claude config dir plus a git repository, resolved and checked."""
 
 from __future__ import annotations
 
@@ -240,8 +238,7 @@ def layer_import_reports(setup: Setup, layers: dict[str, LayerFiles]) -> dict[st
 
 
 def shown_path(path: str, base: Path, home: Path) -> str:
-    """``path`` as a user reads it: relative to ``base`` when inside it, ``~/...`` under the home, else
-    absolute."""
+    """``path`` relative to ``base`` when inside it, ``~/...`` under the home, else absolute."""
     for root, prefix in ((os.path.realpath(base), ""), (os.path.realpath(home), "~/")):
         if path.startswith(root + os.sep):
             return prefix + os.path.relpath(path, root)
@@ -357,8 +354,7 @@ def listed(lf: LayerFiles, rel: str, setup: Setup | None = None) -> bool:
 
 
 def loaded_files(setup: Setup, layers: dict[str, LayerFiles]) -> dict[str, list[str] | None]:
-    """For each present layer, the files the CLI loads by itself; None where that does not apply (repo docs
-    the model reads on demand, settings keys)."""
+    """For each present layer, the files the CLI loads by itself (None: not applicable)."""
     reachable: set[str] = set()
     for side, patterns in AUTO_LOADED.items():
         for lf in layers.values():
@@ -403,12 +399,8 @@ def linked_state(config_dir: Path, names: tuple[str, ...]) -> dict[str, Path]:
     Hook-state setups keep ``projects/`` as a link into their own folder (``data/projects``): whatever copies
     that folder must leave the target out, or it carries every transcript and a second copy of the
     auto-memory into each cell (docs/ARCHITECTURE.md#auto-memory)."""
-    out: dict[str, Path] = {}
-    for name in names:
-        entry = config_dir / name
-        if entry.is_symlink() and entry.exists():
-            out[name] = Path(os.path.realpath(entry))
-    return out
+    links = {name: config_dir / name for name in names}
+    return {n: Path(os.path.realpath(e)) for n, e in links.items() if e.is_symlink() and e.exists()}
 
 
 @dataclass(frozen=True)
@@ -424,10 +416,8 @@ class Leak:
 
 
 def ancestor_leaks(start: Path, *, config_dir: Path | None = None) -> list[Leak]:
-    """Instruction files in every ancestor folder of ``start`` (the CLI loads them, docs/CLAUDE-CODE.md#startup-paths).
-    ``config_dir``: the config dir the cells are built from is never one (a repository under ``$HOME`` has
-    ``~/.claude`` above it, and each cell holds its own copy of it); any other ``.claude/`` or CLAUDE.md
-    above ``start`` still is."""
+    """Instruction files in every ancestor folder of ``start`` (the CLI loads them, docs/CLAUDE-CODE.md#startup-paths),
+    but ``config_dir``, which each cell holds its own copy of."""
     leaks = []
     own = os.path.realpath(config_dir) if config_dir is not None else None
     for parent in start.resolve().parents:

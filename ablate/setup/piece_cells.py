@@ -1,6 +1,4 @@
-"""Cells for any subset of pieces (docs/PIECES.md#cells): a design's rows (each the pieces its cell removes) as
-a :class:`CellSet`, ``P01``, ``P02``… after a control ``C0`` that removes nothing.
-"""
+"""Cells for any subset of pieces (docs/PIECES.md#cells): a design's rows as cells ``P01``… after ``C0``."""
 
 from __future__ import annotations
 
@@ -23,9 +21,8 @@ CONTROL = "C0"
 def piece_cells(
     pieces: Sequence[Piece], design_rows: Sequence[Iterable[str]], *, name: str = "pieces"
 ) -> CellSet:
-    """The control plus one cell per design row (the ids of the pieces the row removes).
-    Checked before anything is built: at least two pieces, every id one of ``pieces``, at most
-    :data:`MAX_ROWS` rows. A row that removes nothing is a second control (it is still built and run)."""
+    """The control plus one cell per design row (the ids of the pieces it removes), checked before anything
+    is built; a row that removes nothing is a second control (still built and run)."""
     require_pieces(pieces, where="piece design")
     if len(design_rows) > MAX_ROWS:
         raise UsageError(

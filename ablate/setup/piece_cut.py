@@ -1,11 +1,6 @@
-"""Cutting pieces out of a setup (docs/PIECES.md#cuts; what each kind's cut removes: docs/PIECES.md#kinds):
-which pieces a cell removes, as file operations.
-
-Pure functions: the operations are plain JSON (replayed in a worktree, like
-:func:`ablate.isolate.worktree.worktree_ops`) and carry what they expect to find, so a cell whose copy differs
-from the setup the pieces were read from is refused instead of cut in the wrong place; applied by
-:mod:`ablate.isolate.piece_ops`.
-"""
+"""Cutting pieces out of a setup (docs/PIECES.md#cuts) as plain JSON file operations, applied by
+:mod:`ablate.isolate.piece_ops`; each carries what it expects to find, so a cell whose copy differs from the
+setup the pieces were read from is refused instead of cut in the wrong place."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The pieces of a setup (docs/PIECES.md#kinds: what a piece is and its id): the units below a layer that a cell
-can remove one by one. Pieces are found in the layers :func:`ablate.setup.load.resolve_layers` resolved (no
-second walk of the setup); the same function enumerates a cell's own copy of the config dir or worktree, so a
-cell is cut by id (:mod:`ablate.setup.piece_cut`).
-"""
+"""The pieces of a setup (docs/PIECES.md#kinds): the units below a layer that a cell can remove one by one,
+found in the resolved layers; the same enumeration of a cell's own copy lets it be cut by id
+(:mod:`ablate.setup.piece_cut`)."""
 
 from __future__ import annotations
 
@@ -73,10 +71,8 @@ class Piece:
 
     @property
     def shown_text(self) -> str:
-        """What of the piece reaches the first request: a section, imported file, rule or output style
-        whole; a skill, agent or command its listing line (``name: description``); a hook or MCP server
-        nothing that can be read from the setup (its output, or the server's tools, come at run time); a
-        knowledge file nothing (read only when opened), an auto-memory file nothing but the ``MEMORY.md`` index."""
+        """What of the piece reaches the first request (docs/PIECES.md#kinds): a skill, agent or command its
+        listing line; a hook, MCP server or knowledge file nothing; an auto-memory file only its index."""
         if self.kind in ("skill", "agent", "command"):
             return f"{self.name}: {frontmatter_field(self.text, 'description')}"
         if self.kind in ("hook", "mcp", "file") or (
@@ -174,8 +170,7 @@ def _section_pieces(lf: LayerFiles, side: str, ids: _Ids) -> Iterator[Piece]:
 
 
 def _entry_pieces(lf: LayerFiles, side: str, ids: _Ids) -> Iterator[Piece]:
-    """One piece per entry below a piece folder (``skills/<name>``, ``agents/<file>``), or per whole file of
-    a file layer (``axioms.md``: an imported file)."""
+    """One piece per entry below a piece folder (``skills/<name>``), or per whole file of a file layer."""
     for rel_entry in lf.entries:
         folder = next((f for f in ENTRY_KINDS if rel_entry.rstrip("/") + "/" == f), None)
         if kind := FILE_KINDS.get(lf.layer.shows):
@@ -219,8 +214,7 @@ def _command_name(hook: dict[str, Any]) -> str:
 
 
 def _json_pieces(lf: LayerFiles, side: str, ids: _Ids) -> Iterator[Piece]:
-    """Hook entries and MCP servers: one piece per entry of the layer's JSON keys, cut as its kind; its text is
-    the entry serialised with sorted keys."""
+    """Hook entries and MCP servers: one piece per entry of the layer's JSON keys (text: sorted-key JSON)."""
     layer = lf.layer.id
 
     def piece(

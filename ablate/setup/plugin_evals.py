@@ -1,8 +1,6 @@
-"""Plugin-eval suites as tasks: ``claude plugin eval``'s cases (the format and what ablate does with each field:
-docs/CLAUDE-CODE.md#plugin-eval). ``--tasks DIR`` accepts a plugin folder (its eval dir is the manifest's
-``experimental.evals``, else ``evals/``), a skill folder or any folder holding an ``evals/``, the eval dir
-itself, or a skill-creator ``evals.json``; ``results/``, ``mocks/`` and hidden folders are skipped. The task is
-written as TOML into the run folder, so the run stands alone; a problem is a located ``SpecError``."""
+"""Plugin-eval suites as tasks: ``claude plugin eval``'s cases (docs/CLAUDE-CODE.md#plugin-eval), found under a
+plugin folder, any folder holding an ``evals/``, the eval dir itself, or a skill-creator ``evals.json``; each
+task is written as TOML into the run folder, so the run stands alone."""
 
 from __future__ import annotations
 
@@ -76,8 +74,7 @@ def _eval_dir_of_plugin(root: Path) -> Path:
 
 
 def find_suite(path: Path) -> Path | None:
-    """The eval dir (or ``evals.json``) ``--tasks path`` names, or None when it is not a plugin-eval suite.
-    A folder with ``*.toml`` task files is never a suite (the ordinary task folder wins)."""
+    """The eval dir (or ``evals.json``) ``path`` names, or None (a folder of ``*.toml`` tasks wins)."""
     if path.is_file():
         return path if path.name == "evals.json" else None
     if not path.is_dir() or any(path.glob("*.toml")):
@@ -222,8 +219,7 @@ def _check_env(env: object, files: _Files, problems: list[Problem]) -> None:
 
 
 def _plugins(merged: dict[str, Any], folder: Path, files: _Files, problems: list[Problem]) -> str | None:
-    """``plugins``: accepted when every entry is the plugin the suite belongs to (the plugin under test,
-    e.g. ``../..``), said as a note; anything else is refused. Returns the note, or None."""
+    """``plugins``: the note when every entry is the plugin the suite belongs to (``../..``), else refused."""
     listed = merged.get("plugins")
     if listed in (None, []):
         return None
@@ -241,10 +237,8 @@ def _plugins(merged: dict[str, Any], folder: Path, files: _Files, problems: list
 
 def _own_plugin(folder: Path) -> Path | None:
     """The nearest folder at or above the case ``folder`` with ``.claude-plugin/plugin.json``, resolved."""
-    for parent in [folder, *folder.parents]:
-        if (parent / ".claude-plugin" / "plugin.json").is_file():
-            return parent.resolve()
-    return None
+    marked = (p for p in [folder, *folder.parents] if (p / ".claude-plugin" / "plugin.json").is_file())
+    return next((p.resolve() for p in marked), None)
 
 
 def _prompt(execution: dict[str, Any], files: _Files, problems: list[Problem]) -> str:
@@ -280,8 +274,7 @@ def _graders(
 
 
 def convert_case(folder: Path, suite_root: Path, notes: list[str]) -> Task:
-    """One case folder as a task (located :class:`SpecError` for anything ablate cannot apply); what it asks
-    that ablate does not apply per task is appended to ``notes``."""
+    """One case folder as a task; what it asks that ablate does not apply per task is appended to ``notes``."""
     problems: list[Problem] = []
     merged, md_graders, files = _read_case(folder, problems)
     _check_case(merged, files, problems)

@@ -1,6 +1,5 @@
-"""A plugin-eval case's graders as ablate checks: ``graders/*.md`` read into graders, each ``regex`` /
-``tool_used`` / ``tool_order`` / ``file_exists`` grader as a ``[[checks]]`` table (validated in its own file),
-the ``llm`` graders as the judge's rubric; ``baseline`` graders refused. See :mod:`ablate.setup.plugin_evals`."""
+"""A plugin-eval case's graders as ablate checks: a ``[[checks]]`` table per deterministic grader (validated in
+its own file), the ``llm`` graders as the judge's rubric; ``baseline`` graders refused."""
 
 from __future__ import annotations
 

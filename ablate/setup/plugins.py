@@ -1,11 +1,5 @@
-"""Which plugins under a config dir's ``plugins/`` the CLI loads: those installed *and* enabled.
-
-``plugins/`` also holds what loads nothing by itself: the download cache of plugins no longer (or never)
-installed, marketplace catalogs, the CLI's own ``store/``. A plugin is installed when
-``plugins/installed_plugins.json`` (or ``installed_plugins_v2.json``) names it with an ``installPath``, and
-enabled when a settings file sets ``enabledPlugins["<name>@<marketplace>"]`` to true. Only the skills,
-commands and agents inside an installed and enabled plugin's folder reach the model's listings; the rest of
-``plugins/`` is on disk only, and a cell that strips it alone changes nothing."""
+"""Which plugins under a config dir's ``plugins/`` the CLI loads: those installed *and* enabled
+(docs/CLAUDE-CODE.md#plugins-loaded)."""
 
 from __future__ import annotations
 

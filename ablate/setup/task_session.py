@@ -1,7 +1,5 @@
-"""What a task adds to its own sessions beyond its prompt, the same in every cell: ``EVAL_*`` variables (their
-names checked here, as ``claude plugin eval`` checks a case's ``execution.env``), and the repeats it asks for
-(``runs``, turned into the run's repeats by :func:`ablate.setup.taskset.task_repeats`). The text a task appends to the system prompt
-becomes command-line options in :func:`ablate.core.claude.task_args`."""
+"""What a task adds to its own sessions beyond its prompt, the same in every cell: ``EVAL_*`` variables (names
+checked as ``claude plugin eval`` checks them) and the repeats it asks for (``runs``)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,16 @@
-"""Task files (``tasks/*.toml``): what each ablation session is asked to do, and what to look for.
-
-The fields are README.md's "Tasks" and "Graded outcomes" (examples: ``tasks/``). Every path is a
-plain relative path inside the checkout: absolute paths, ``..``, ``.git`` and backslashes are refused here;
-symlink escapes are refused where the checkout is touched (:mod:`ablate.grade.checkout`)."""
+"""Task files (``tasks/*.toml``, README.md's "Tasks" and "Graded outcomes"): what each session is asked to do.
+Paths must stay inside the checkout (symlink escapes are refused where it is touched: ``grade.checkout``)."""
 
 from __future__ import annotations
 
 import re
 import tomllib
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from ablate.checks.base import RelPath, compiled
 from ablate.checks.registry import Check
@@ -42,17 +40,12 @@ class Pitfall(Spec):
 
     id: str = Field(pattern=ID_PATTERN)
     """Unique within the task (``skipped-tests``)."""
-    pattern: str = Field(min_length=1)
+    pattern: Annotated[str, Field(min_length=1), AfterValidator(partial(compiled, flags=re.IGNORECASE))]
     """A Python regex, matched case-insensitively (``re.search``) against the assistant's text."""
     scope: Literal["text", "text+tools"] = "text"
     """``text``: the assistant's text blocks only; ``text+tools``: also every string in its tool inputs."""
     description: str = ""
     """What the pitfall means, for the report."""
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, v: str) -> str:
-        return compiled(v, re.IGNORECASE)
 
 
 class Rubric(Spec):

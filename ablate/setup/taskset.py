@@ -1,6 +1,5 @@
-"""The tasks ``--tasks`` names, loaded together: task files, folders of them and plugin-eval suites
-(:mod:`ablate.setup.plugin_evals`), with every problem reported at once; one split of them; the repeats they ask
-for."""
+"""The tasks ``--tasks`` names (task files, folders of them, plugin-eval suites), loaded together with every
+problem reported at once; one split of them; the repeats they ask for."""
 
 from __future__ import annotations
 
@@ -42,9 +41,7 @@ def task_files(paths: Iterable[Path]) -> list[Path]:
 def load_tasks(
     paths: Sequence[Path], catalog: Catalog | None = None, notes: list[str] | None = None
 ) -> list[Task]:
-    """Load every task under ``paths`` (folders or files, plugin-eval suites converted:
-    :mod:`ablate.setup.plugin_evals`); all problems are reported together. What a suite asks that ablate
-    does not apply is appended to ``notes``."""
+    """Every task under ``paths``, all problems reported together; what ablate skips goes to ``notes``."""
     tasks: list[Task] = []
     problems: list[Problem] = []
     plain: list[Path] = []
@@ -100,9 +97,8 @@ def select_split(paths: Sequence[Path], split: str) -> list[Path]:
 
 
 def task_repeats(tasks: Sequence[Task], repeats: int, *, decided_by: str | None) -> tuple[int, str | None]:
-    """The repeats a run plans, and what to say of them when a task asks for ``runs``. ``decided_by`` names
-    what chose the repeats (``--repeats 2``, ``--adaptive``) and wins; None: the largest ``runs`` of the
-    tasks (every (task, cell) is repeated alike)."""
+    """The repeats a run plans, and what to say of them when a task asks for ``runs``: ``decided_by`` (the
+    option that chose them) wins, else the tasks' largest ``runs``."""
     asked = [(t.spec.runs, t.id) for t in tasks if t.spec.runs is not None]
     if not asked:
         return repeats, None

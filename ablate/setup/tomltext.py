@@ -1,8 +1,5 @@
-"""TOML text from plain data, for the task files ablate writes (converted plugin-eval cases, draft tasks).
-
-A deliberately small emitter (ablate reads TOML with the standard library and writes little of it): top-level
-keys, tables, arrays of tables, and inline tables inside those. Strings are basic strings with JSON's escapes
-(which TOML shares), DEL escaped too; ``None`` values are left out (TOML has no null)."""
+"""TOML text from plain data, for the task files ablate writes: a deliberately small emitter (the standard
+library reads TOML but writes none). Strings take JSON's escapes (TOML shares them); ``None`` is left out."""
 
 from __future__ import annotations
 

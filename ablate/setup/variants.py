@@ -1,10 +1,6 @@
-"""Variant content for a file layer: another file (``original``), or the same file with one block moved to the
-end (``move``) or a copy of it appended (``duplicate``): what a variant cell or a compare arm puts in place of
-a layer's file. A block is chosen by a :class:`Selector` (README.md's "Arms": a Markdown section by its
-heading, or a span between marker comments, both marker lines included); one that matches nothing or more
-than one block is a located :class:`~ablate.core.errors.SpecError`. Every variant carries the sha256 of its
-bytes and of the source file (:attr:`Rendered.fingerprint`), so an in-place edit between two runs is caught.
-"""
+"""Variant content for a file layer (what a variant cell or a compare arm puts in place of its file): another
+file, or the same file with one block (a :class:`Selector`, README.md's "Arms") moved to the end or appended
+again. Every variant carries the sha256 of its bytes and its source's, so an edit between two runs is caught."""
 
 from __future__ import annotations
 
@@ -77,8 +73,7 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
 
 
 def find_block(text: str, selector: Selector, *, source: str = "<text>") -> tuple[int, int]:
-    """The block's line range ``[start, end)`` in ``text.splitlines(keepends=True)``.
-    Raises a located :class:`SpecError` when the selector matches no block or more than one."""
+    """The block's line range ``[start, end)``; a located error unless exactly one block matches."""
     lines = text.splitlines(keepends=True)
 
     def fail(message: str, hint: str | None = None) -> SpecError:
@@ -132,10 +127,8 @@ def transform(text: str, op: Op, selector: Selector | None, *, source: str = "<t
     lines = text.splitlines(keepends=True)
     block = "".join(lines[start:end])
     nl = "\r\n" if "\r\n" in text else "\n"
-    if op == "move":
-        rest = "".join(lines[:start]) + "".join(lines[end:])
-        return _join_at_end(rest, block, nl)
-    return _join_at_end(text, block, nl)
+    kept = "".join(lines[:start] + lines[end:]) if op == "move" else text
+    return _join_at_end(kept, block, nl)
 
 
 @dataclass(frozen=True)

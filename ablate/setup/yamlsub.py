@@ -1,10 +1,6 @@
-"""A small, safe reader for the YAML subset that plugin-eval suites use (``case.yaml``, Markdown frontmatter).
-
-PyYAML is not a dependency; this reads the subset docs/CLAUDE-CODE.md#plugin-eval names (flow collections on
-one line: ``[Read, Grep]``, ``{source: file, path: x}``; block scalars ``|``, ``|-``, ``>``, ``>-``) and
-refuses the rest with a :class:`YamlSubsetError` naming the line. Plain scalars follow YAML 1.2's core schema:
-``true``/``false`` (any case), ``null``/``~``/empty, decimal integers and floats; everything else is a string
-(``yes``, ``on``: strings)."""
+"""A small, safe reader for the YAML subset plugin-eval suites use (docs/CLAUDE-CODE.md#plugin-eval; PyYAML is
+not a dependency): the rest is refused with a :class:`YamlSubsetError` naming the line. Plain scalars follow
+YAML 1.2's core schema (``yes``, ``on``: strings)."""
 
 from __future__ import annotations
 
@@ -267,8 +263,7 @@ class _Reader:
 
 
 def loads(text: str, *, first_line: int = 1) -> object:
-    """Parse ``text`` (the subset described above); an empty document is ``None``.
-    ``first_line`` is the line number of ``text``'s first line in its file, for error messages."""
+    """Parse ``text`` (``first_line``: its first line's number in its file); empty is ``None``."""
     reader = _Reader(text.replace("\r\n", "\n"), first_line)
     reader.skip_blank()
     if reader.i >= len(reader.lines):
