@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from ablate.compare.ledger import (
     read_ledger,
     task_set_sha256,
 )
-from ablate.compare.model import COMPARE_SCHEMA_VERSION, ArmRateRow, CompareReport, Estimate, RolesInfo
+from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport, Estimate, RolesInfo
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_MODEL
 from ablate.core.errors import OutputExists, RunFolderError, UsageError
@@ -189,13 +190,7 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes, roles)
 
 
-def _baseline_rate(rates: Sequence[ArmRateRow], baseline: str) -> float | None:
-    return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
-
-
-def analyse(
-    prep: PreparedCompare, outcomes: Sequence[ItemOutcome]
-) -> tuple[dict[str, Any], list[an.Observation]]:
+def analyse(prep: PreparedCompare, outcomes: Sequence[ItemOutcome]) -> dict[str, Any]:
     """The statistics part of compare.json."""
     arm_names = [a.name for a in prep.arms]
     task_ids = [t.id for t in prep.tasks]
@@ -222,26 +217,22 @@ def analyse(
         if c.task is not None and c.metric == "pitfall_free" and c.delta is not None and c.delta < 0
     ]
     blocks = len(prep.tasks) * prep.tier.repeats
-    return (
-        {
-            "arm_rates": [r.model_dump(mode="json") for r in rates],
-            "contrasts": [c.model_dump(mode="json") for c in contrasts],
-            "holdout_contrasts": holdout_contrasts,
-            "decomposition": decomposition,
-            "roles": roles,
-            "regressions": regressions,
-            "verdicts": verdicts,
-            "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),
-            "excluded": {
-                "count": len(excluded),
-                "by_status": {
-                    s: sum(1 for o in excluded if o.status == s) for s in sorted({o.status for o in excluded})
-                },
-                "items": [o.item for o in excluded][:200],
-            },
+    base_rate = next((r.rate for r in rates if r.arm == arm_names[0] and r.task is None), None)
+    return {
+        "arm_rates": [r.model_dump(mode="json") for r in rates],
+        "contrasts": [c.model_dump(mode="json") for c in contrasts],
+        "holdout_contrasts": holdout_contrasts,
+        "decomposition": decomposition,
+        "roles": roles,
+        "regressions": regressions,
+        "verdicts": verdicts,
+        "claims": claims(prep.tier, blocks, max(1, len(contrasts)), base_rate),
+        "excluded": {
+            "count": len(excluded),
+            "by_status": dict(sorted(Counter(o.status for o in excluded).items())),
+            "items": [o.item for o in excluded][:200],
         },
-        obs,
-    )
+    }
 
 
 def run_compare(
@@ -291,7 +282,7 @@ def run_compare(
                 }
             )
     models = prep.request.models
-    stats, _obs = analyse(prep, [o for o in outcomes if o.model == models[0]] if models else outcomes)
+    stats = analyse(prep, [o for o in outcomes if o.model == models[0]] if models else outcomes)
     if models:
         stats |= _by_model(prep, outcomes, folder / str(execution.info["run_folder"]))
     if prep.request.adaptive is not None:
@@ -338,7 +329,7 @@ def _by_model(prep: PreparedCompare, outcomes: Sequence[ItemOutcome], run_dir: P
 
     rows = []
     for m in prep.request.models:
-        got, _obs = analyse(prep, [o for o in outcomes if o.model == m])
+        got = analyse(prep, [o for o in outcomes if o.model == m])
         rows.append({"model": m, **{k: got[k] for k in ("arm_rates", "contrasts", "verdicts")}})
     return {"models": rows, "model_interactions": getattr(build_report(run_dir), "model_interactions", [])}
 

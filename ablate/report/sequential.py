@@ -307,19 +307,15 @@ def cs_plot(seq: SequentialReport, out_dir: Path) -> tuple[Path, Path] | None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for cell in seq.decisions:
-        xs: list[int] = []
-        mid: list[float] = []
-        low: list[float] = []
-        high: list[float] = []
-        for lk in seq.looks:
-            c = lk.cells.get(cell)
-            if c is not None and c.cs_low is not None and c.cs_high is not None and c.delta is not None:
-                xs.append(lk.round)
-                mid.append(c.delta)
-                low.append(c.cs_low)
-                high.append(c.cs_high)
-        if not xs:
+        looks = [
+            (lk.round, c.delta, c.cs_low, c.cs_high)
+            for lk in seq.looks
+            if (c := lk.cells.get(cell)) is not None
+        ]
+        drawn = [look for look in looks if None not in look]
+        if not drawn:
             continue
+        xs, mid, low, high = zip(*drawn, strict=True)
         line = ax.plot(xs, mid, marker="o", ms=3, label=cell)[0]
         ax.fill_between(xs, low, high, alpha=0.15, color=line.get_color())
     for y in (-seq.min_effect, seq.min_effect):

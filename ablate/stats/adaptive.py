@@ -51,14 +51,9 @@ def paired_outcomes(
     value: Callable[[ItemResult], Any] = primary_outcome,
 ) -> tuple[list[Any], list[Any]]:
     """The cell's and the control's values (default: the primary outcome) on their common blocks, in the order
-    the blocks completed (:func:`block_time`).
-
-    The anytime-valid figures are maxima over a path, so the path must be the one that happened in time: a
-    block enters when the later of its two items finished, whatever its place in the plan (items of a round
-    finish in any order; a failed item re-run by a resume completes its block rounds later). Plan order
-    (repeat, then task) breaks ties (finish times are recorded to the second) and places results without a
-    finish time (some recovered ones) first; neither depends on an outcome, which is what keeps each
-    e-process a test (super)martingale along the path."""
+    the blocks completed (:func:`block_time`): the anytime figures are maxima over the path that happened in
+    time; plan order breaks ties and places untimed results first, neither depending on an outcome, which
+    keeps each e-process a test (super)martingale (docs/ARCHITECTURE.md#statistics)."""
     got: dict[tuple[str, str, int], tuple[Any, str | None]] = {}
     for r in results:
         v = value(r)
@@ -75,11 +70,8 @@ def paired_outcomes(
 
 
 def inert_after(min_effect: float, beta: float) -> int:
-    """The blocks without a discordant one (every cell scored the same) after which a task is dropped as telling
-    the cells nothing, at error β: a cell whose rate on the task differs from the control's by at least d makes
-    a block discordant with probability at least d (|P(x) − P(y)| ≤ P(x ≠ y)), so the blocks before its first
-    discordant one are geometric and n in a row happen with probability (1 − d)^n ≤ β from
-    n = ⌈ln β / ln(1 − d)⌉, the 1 − β quantile of the geometric distribution (14 at d 0.2, β 0.05)."""
+    """The blocks without a discordant one after which a task is dropped as telling the cells nothing, at error
+    β: n = ⌈ln β / ln(1 − d)⌉, the geometric distribution's 1 − β quantile (why: docs/ARCHITECTURE.md#inert-tasks)."""
     return int(sps.geom.ppf(1.0 - beta, min_effect))
 
 

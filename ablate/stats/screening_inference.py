@@ -3,22 +3,11 @@
 The model, for session i in block b = (task, repeat) with design row r(i):
 ``y_i = α_b + Σ_j β_j x_{r(i) j} + ε_i``, x = 1 when the row keeps piece j. In the folded-over PB design β̂_j
 is exactly mean(on) − mean(off) (Frisch–Waugh: the regression of within-block-demeaned outcomes on
-within-block-demeaned rows); in one-out, the control's mean minus piece j's cell mean.
-
-Why a model-based test rather than a randomization test over the design's rows: permuting rows within blocks
-is exact only under the *global* null; a piece's own null leaves the other pieces' effects in the data, which
-permuting rows moves too, so Holm would control the family-wise error only weakly. The OLS test needs a common
-variance: binary outcomes have p(1 − p), which varies between rows, but in a balanced orthogonal design every
-β̂_j is the same ±1/(S/2)-weighted sum of all sessions, whose variance is the average of the session variances,
-what the pooled residual variance estimates. Interactions left out land in the residual (conservative). Error
-rates: ``tests/test_screening_inference.py`` (null and partial nulls), ``benchmarks/bench_screening.py``
-(family-wise error and power at 8, 16 and 32 pieces).
-
-A drawn design (:attr:`~ablate.stats.screening.Design.drawn` set) takes its p from
-:mod:`ablate.stats.screening_crt` instead: an interaction of three or more pieces lined up with a piece's
-column moves that piece's estimate but leaves the residual, so the pooled variance misses it. The verdict
-(``helps``/``hurts``/``draw``/``undecided``) is docs/ARCHITECTURE.md's; ``draw`` is an equivalence test, each
-side at α/2."""
+within-block-demeaned rows); in one-out, the control's mean minus piece j's cell mean. Why a model-based test
+and not a randomization test over rows, and why a drawn design takes its p from
+:mod:`ablate.stats.screening_crt`: docs/ARCHITECTURE.md#piece-designs. Error rates:
+``tests/test_screening_inference.py`` (null and partial nulls), ``benchmarks/bench_screening.py`` (family-wise
+error and power at 8, 16 and 32 pieces); ``draw`` is an equivalence test, each side at α/2."""
 
 from __future__ import annotations
 

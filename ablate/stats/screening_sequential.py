@@ -1,21 +1,12 @@
-"""Anytime-valid per-piece decisions for adaptive screening and one-out runs of a pass/fail outcome.
+"""Anytime-valid per-piece decisions for adaptive screening and one-out runs of a pass/fail outcome
+(docs/ARCHITECTURE.md#piece-designs, "Adaptive stopping", and #replan).
 
-A complete block gives each piece one contrast d_bj in [−1, 1] (:func:`contrast_matrix`): mean(on) − mean(off)
-over the block's 2N sessions in screening, control − cell in one-out. Blocks are independent and d_bj's mean is
-the piece's main effect on the block's task, so under a piece's null the contrasts, in completion order, are
-bounded with conditional mean 0. Per piece: "real" from the normal-mixture e-process against 0
-(:func:`mixture_log_e`) with the design's sub-Gaussian scale (:func:`variance_proxy`: 1/(2N) in screening, ½ in
-one-out; a bounded-range betting process would waste the design's precision, the sd at a rate of ½ being
-1/√(2N)), or in a drawn design from the conditional randomization test at scheduled points
-(:func:`scheduled_p`; why: docs/ARCHITECTURE.md); "no effect of interest" from the futility e-processes of
-:func:`ablate.stats.sequential.futility_log_e`. A block with a failed session is left out
-(:func:`block_contrasts` names it). Error rates under optional stopping: ``tests/test_screening_sequential.py``.
-
-A run that re-plans (:func:`should_replan`) runs one-out rounds after its whole-design ones: each piece is then
-tested over the blocks that ran its cell (:func:`look`'s ``removals``), which stays valid because those blocks
-are chosen from the past alone; a drawn design keeps its randomization tests to its whole-design rounds and
-adds the one-out e-process as one more Bonferroni member (docs/ARCHITECTURE.md#replan says why).
-"""
+Each complete block gives each piece one contrast (:func:`contrast_matrix`); "real" comes from the
+normal-mixture e-process against 0 (:func:`mixture_log_e`, scale :func:`variance_proxy`: 1/(2N) in screening,
+½ in one-out; a bounded-range betting process would waste the design's precision, the sd at a rate of ½ being
+1/√(2N)), or in a drawn design from the randomization test at scheduled points (:func:`scheduled_p`); "no
+effect of interest" from :func:`ablate.stats.sequential.futility_log_e`. Error rates under optional stopping:
+``tests/test_screening_sequential.py``."""
 
 from __future__ import annotations
 
@@ -249,15 +240,10 @@ def scheduled_p(
     max_blocks: int,
     alpha: float,
 ) -> FloatArray:
-    """Per piece of a drawn design, a p valid whenever the run stops: at each of the L :func:`look_points`
-    the complete blocks have passed, the conditional randomization test (:mod:`ablate.stats.screening_crt`)
-    of the sessions of the first that many complete blocks (in the order they completed); the smallest p
-    times L (Bonferroni over the schedule, so looking after every round costs nothing beyond it).
-
-    Why not the mixture e-process: a drawn design is drawn once, so a piece's block contrasts share its
-    column's draw — an interaction lined up with that column by chance is the same in every block, and a
-    martingale over blocks would find it. The randomization test's p is exact at each point for any
-    interactions; the schedule's union bound holds for any dependence between the points."""
+    """Per piece of a drawn design, a p valid whenever the run stops: the conditional randomization test
+    (:mod:`ablate.stats.screening_crt`) of the first n complete blocks (in completion order) at each of the L
+    :func:`look_points` passed, the smallest p times L (Bonferroni over the schedule). Why not the mixture
+    e-process: docs/ARCHITECTURE.md#piece-designs ("Adaptive stopping")."""
     points = look_points(max_blocks)
     draws = draws_needed(design.k, alpha, len(points))
     index = {b: i for i, b in enumerate(complete)}
