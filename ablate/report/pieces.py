@@ -172,12 +172,9 @@ def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
     the fixed-n effect and interval stay, as description (after optional stopping they are not tests)."""
     if last is None:
         return row
+    per_point = cost_per_point(row.tokens, row.effect, last.verdict, binary)
     return row.model_copy(
-        update={
-            "p_adjusted": last.p_holm,
-            "verdict": last.verdict,
-            "tokens_per_point": cost_per_point(row.tokens, row.effect, last.verdict, binary),
-        }
+        update={"p_adjusted": last.p_holm, "verdict": last.verdict, "tokens_per_point": per_point}
     )
 
 
