@@ -1,14 +1,8 @@
-"""The comparisons of a report, in two Holm families.
-
-* **primary**: the pooled primary metric (pitfall-free rate unless ``--primary`` says otherwise), one
-  comparison per tested cell — the question the report answers;
-* **secondary**: every other metric pooled, and every metric per task (when the run has more than one task).
-
-Separate families: Holm runs within each at ``alpha``, so the primary family's family-wise error rate is
-``alpha`` whatever the number of secondary metrics and tasks (the secondary family's is ``alpha`` on its own).
-Each test is run with resamples scaled to its family's Holm threshold ``alpha / m``, so no p-value floor
-stands between a consistent effect and "real".
-"""
+"""The comparisons of a report, in two Holm families (:data:`FAMILY_RULE`): **primary**, the pooled primary
+metric, one comparison per tested cell (the question the report answers); **secondary**, every other metric
+pooled and every metric per task. Holm within each keeps the primary family's error rate at ``alpha`` whatever
+the number of secondary comparisons; each test's resamples are scaled to its family's ``alpha / m``, so no
+p-value floor stands between a consistent effect and "real"."""
 
 from __future__ import annotations
 

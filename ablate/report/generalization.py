@@ -1,11 +1,7 @@
-"""How far it generalizes: per layer (a layer run) or per piece (a piece run), the effect on each task and
-whether it holds across tasks, the tasks being the sample for a claim about tasks the run did not see.
-
-Per task the subject's effect on the primary metric (a layer's Δ, cell − control; a piece's on − off from that
-task's sessions alone), and the two-sided sign test over the tasks whose effect is not 0 (exact binomial,
-``scipy.stats.binomtest``), Holm over the subjects. With n tasks all of one sign the p is 2^(1 − n) and Holm's
-first threshold α / k, so a claim about k subjects needs ⌈1 + log2(k / α)⌉ tasks (9 for 11 at α 0.05).
-"""
+"""How far it generalizes: per layer (cell − control) or per piece (on − off, from each task's sessions alone),
+the effect on each task and the two-sided sign test over the tasks whose effect is not 0
+(``scipy.stats.binomtest``), Holm over the subjects: the tasks as a sample of those the run did not see. With
+n tasks of one sign p = 2^(1 − n), so a claim about k subjects needs ⌈1 + log2(k / α)⌉ tasks (9 for 11 at 0.05)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """The forest plots (matplotlib, Agg): Δ per layer (cell − control), one panel per metric, and a piece run's
-effect per piece, each with its interval.
-
-Real effects are drawn as filled dark markers on thick lines; draws as hollow grey markers on thin dashed
-lines, so a reader never mistakes a draw for a finding. A comparison without an interval is a grey cross
-marked "no interval", never a zero-width interval.
-"""
+effect per piece. A real effect is a filled dark marker on a thick line, a draw a hollow grey one on a thin
+dashed line, and a comparison without an interval a grey cross marked "no interval", never a zero-width one."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The report's optional "your own history" section: what ``ablate usage`` says about the run's layers.
-
-A separate section under its own heading, built only on a machine whose history can be read. It never
-feeds the counterfactual figures (deltas, tests, ranking): it says how often the user's real sessions
-loaded and used each layer the run strips, which is context for reading those figures, not evidence.
-"""
+"""The report's optional "your own history" section: what ``ablate usage`` says about the run's layers, built
+only where that history can be read. Context for reading the figures, never evidence: it feeds no Δ, test or
+ranking."""
 
 from __future__ import annotations
 

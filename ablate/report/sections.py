@@ -1,12 +1,7 @@
-"""The report's sections, in order: the one list that makes ``report.json``, ``report.md`` and ``report.html``.
-
-Each section is one module with a ``SECTION`` (:class:`~ablate.report.context.Section`): its ``build`` returns
-its part of ``report.json`` and may read the parts of the sections above it; its ``render`` gives its blocks
-of the Markdown and HTML documents, in this order. The answer comes first (the ranking, or a piece run's
-per-piece table), then what qualifies it. Adding a section is one module and its name in :data:`ORDER`.
-:func:`build_report` runs every ``build`` over one :class:`~ablate.report.context.Context` (the run folder read
-once), :func:`build_document` every ``render``.
-"""
+"""The report's sections, in order: the one list that makes ``report.json``, ``report.md`` and ``report.html``
+(docs/EXTENDING.md#adding-a-report-section). The answer comes first (the ranking, or a piece run's per-piece
+table), then what qualifies it; :func:`build_report` runs every ``build`` over one
+:class:`~ablate.report.context.Context` (the run folder read once), :func:`build_document` every ``render``."""
 
 from __future__ import annotations
 
