@@ -262,6 +262,7 @@ def decide(
     unconfirmed = [f for f in ev.findings if f.good and f.claimed_better is False]
     blind = [] if reasons else unsettled(ev, detect)
     need = needed(ev, detect) if blind and detect is not None else None
+    headline = f"FAIL — {reasons[0]}" if reasons else ""
     if untrusted:
         outcome: Outcome = "untrustworthy"
     elif regressed or ev.also_regressed or lost:
@@ -270,32 +271,26 @@ def decide(
         outcome = "rule failed"
     elif blind:
         outcome = "inconclusive"
-    elif better:
-        outcome = "better"
-    elif unconfirmed:
-        outcome = "unconfirmed gain"
-    else:
-        outcome = "no real difference"
-    if outcome == "better":
-        names = ", ".join(f.subject for f in better)
-        headline = (
-            f"PASS — better: {names} ({'helps' if ev.kind == 'run' else 'beats the baseline'} for real)"
-        )
-    elif outcome == "unconfirmed gain":
-        why = "; ".join(f"{f.subject}: failed {', '.join(f.why_not)}" for f in unconfirmed)
-        headline = f"PASS — a real pooled gain, not confirmed by compare's verdict ({why})"
-    elif outcome == "no real difference":
-        headline = f"PASS — no real difference on {ev.primary}; {mde}"
-    elif outcome == "inconclusive":
         said = need.text() if need is not None else ""
         headline = (
             f"INCONCLUSIVE — this run cannot detect a change of {_pts(ev, detect)} in {ev.detect_metric} with "
             f"80% power in both directions: {', '.join(blind)}; a regression that size could be there unseen. "
             f"{said[:1].upper()}{said[1:]}; or set --detect"
         )
+    elif better:
+        outcome = "better"
+        names = ", ".join(f.subject for f in better)
+        headline = (
+            f"PASS — better: {names} ({'helps' if ev.kind == 'run' else 'beats the baseline'} for real)"
+        )
+    elif unconfirmed:
+        outcome = "unconfirmed gain"
+        why = "; ".join(f"{f.subject}: failed {', '.join(f.why_not)}" for f in unconfirmed)
+        headline = f"PASS — a real pooled gain, not confirmed by compare's verdict ({why})"
     else:
-        headline = f"FAIL — {reasons[0]}"
-    if outcome in ("better", "unconfirmed gain", "no real difference", "inconclusive"):
+        outcome = "no real difference"
+        headline = f"PASS — no real difference on {ev.primary}; {mde}"
+    if not reasons:  # a pass or an inconclusive gate says what the run detects
         notes.insert(0, mde)
     passed = not reasons and outcome != "inconclusive"
     return GateResult(passed, outcome, headline, ev, reasons, checks, notes, detect, blind, need)

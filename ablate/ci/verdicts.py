@@ -284,9 +284,7 @@ def from_report(
                     real=c.real,
                     report_verdict=verdicts.get(c.cell, ""),
                     detectable=power_of[c.cell].detectable if c.cell in power_of else None,
-                    no_effect_beyond=no_effect.get(c.cell)
-                    if detect_metric == (seq.primary if seq else "")
-                    else None,
+                    no_effect_beyond=no_effect.get(c.cell),
                 )
             )
         elif c.metric in guarded and c.task is None and c.real and effect is not None and effect < 0:

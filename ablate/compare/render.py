@@ -142,7 +142,8 @@ def _decomposition_blocks(report: CompareReport) -> list[Block]:
         "total": "what ships (duplicated − original)",
     }
     parts = list(report.decomposition.items())
-    out: list[Block] = [Heading("Decomposition (pitfall-free rate)" + _descriptive(report))]
+    descriptive = "" if report.sequential is None else " — fixed-n, descriptive in a sequential design"
+    out: list[Block] = [Heading("Decomposition (pitfall-free rate)" + descriptive)]
     if report.roles is not None:
         out.append(Para(report.roles.line()))
     out.append(
@@ -242,10 +243,6 @@ def _closing_blocks(report: CompareReport) -> list[Block]:
     if report.notes:
         out += [Heading("Notes"), Bullets(list(report.notes))]
     return out
-
-
-def _descriptive(report: CompareReport) -> str:
-    return "" if report.sequential is None else " — fixed-n, descriptive in a sequential design"
 
 
 def _sequential_blocks(report: CompareReport, plot: tuple[str, str] | None) -> list[Block]:

@@ -74,9 +74,8 @@ class Page:
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the report: ``build`` returns its JSON part (top-level ``report.json`` keys → values; it may
-    read the parts of the sections before it from the report being built), ``render`` its blocks of
-    ``report.md`` and ``report.html`` (both renderers draw the same blocks)."""
+    """One part of the report (docs/EXTENDING.md#adding-a-report-section): ``build`` returns its top-level
+    ``report.json`` keys, ``render`` its blocks of ``report.md`` and ``report.html``."""
 
     key: str
     build: Callable[[Context, Report], dict[str, Any]] = lambda _ctx, _report: {}
@@ -128,9 +127,8 @@ def make_context(
     run_dir: Path, *, alpha: float, control: str | None, primary: str | None, say: Callable[[str], None],
     model: str | None = None,
 ) -> Context:  # fmt: skip
-    """Read the run folder and decide the control, the primary metric, the metrics and the tested cells. A run
-    of several models is read as ``model``'s alone (by default the first, the reference): its items are
-    that model's, keyed by (task, cell, repeat) as in a run of one."""
+    """Read the run folder and decide the control, the primary metric, the metrics and the tested cells; a run
+    of several models is read as ``model``'s alone (by default the first), keyed as a run of one."""
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha}: must be between 0 and 1", hint="the usual value is 0.05")
     folder = RunFolder(run_dir)

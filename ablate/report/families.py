@@ -48,8 +48,7 @@ def plan_comparisons(
 
 
 def side_values(ctx: Context, cell: str, metric: str | None = None) -> dict[Block, float]:
-    """One cell's values of ``metric`` (default: the primary) by (task, repeat) block, over its scored items
-    that have one."""
+    """One cell's values of ``metric`` (default: the primary) by (task, repeat) block, where scored."""
     m = metric or ctx.primary
     return {
         (t, r): it.values[m] for (t, c, r), it in ctx.items.scored.items() if c == cell and m in it.values
@@ -74,8 +73,7 @@ def layer_verdict(metric: str, delta: float | None, real: bool, p: float | None)
 
 
 def run_comparisons(ctx: Context, planned: Sequence[Planned]) -> tuple[list[Comparison], list[Family]]:
-    """Test every planned comparison against the context's control, Holm within each family, and mark what is
-    real."""
+    """Test every planned comparison against the control, Holm within each family, and mark what is real."""
     control, alpha, seed = ctx.control.id, ctx.alpha, ctx.manifest.seed
     m = {f: sum(1 for p in planned if p.family == f) for f in ("primary", "secondary")}
     values = {(c, metric): side_values(ctx, c, metric) for c in {control, *(p.cell.id for p in planned)}

@@ -109,8 +109,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
 
 
 def verdict(row: dict[str, Any], alpha: float) -> str:
-    """``helps across tasks`` / ``hurts across tasks`` (Holm-adjusted p ≤ α, by the majority), else ``not
-    shown across tasks``."""
+    """``helps``/``hurts across tasks`` (Holm-adjusted p ≤ α, by the majority), else ``not shown across tasks``."""
     p = row["p_adjusted"]
     if p is not None and p <= alpha:
         return "helps across tasks" if row["helps_on"] > row["hurts_on"] else "hurts across tasks"

@@ -131,8 +131,7 @@ def render(report: Report, page: Page) -> list[Block]:
 def interaction_blocks(
     rows: list[dict[str, Any]], metric: str, heading: str, intro: str, columns: dict[str, Cell], table_id: str
 ) -> list[Block]:
-    """An interaction section: the table (the section's own ``columns``, then interval, Holm p and verdict)
-    and each row's sentence; nothing without rows."""
+    """An interaction section: its ``columns``, interval, Holm p and verdict, and each row's sentence."""
     if not rows:
         return []
     tail: dict[str, Cell] = {"interval": lambda r: fmt_interval(metric, r["ci_low"], r["ci_high"]),

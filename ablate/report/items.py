@@ -37,10 +37,8 @@ class Items:
 
 
 def _grades(folder: RunFolder, res: ItemResult) -> dict[str, float]:
-    """checks_passed / checks_score / judge_pass of the result's attempt from ``grades/<item>.json``.
-    A verdict that is a judge error, or checks that could not be evaluated, give no value (the item then
-    leaves that metric's comparisons) rather than a guessed one. The first verdict recorded for the attempt
-    counts."""
+    """checks_passed / checks_score / judge_pass of the result's attempt from ``grades/<item>.json`` (the first
+    verdict recorded); a judge error or checks not evaluated give no value, never a guessed one."""
     from ablate.grade.record import read_grade
 
     grade = read_grade(folder, res.item)

@@ -92,11 +92,9 @@ def cost_per_point(tokens: int, effect: float | None, verdict: str, binary: bool
 
 
 def measured(record: PieceDesignRecord, probe: dict[str, Any] | None) -> PieceDesignRecord:
-    """``record`` with each piece's tokens measured from the run's probe (docs/PIECES.md#tokens): every cell
-    the probe proved faithful removed from the control's first request the characters of the pieces it
-    cuts, so those counts, solved by least squares over the cells, are each piece's characters (4 a token,
-    ``tokens_source = "measured"``). Unchanged when the probe did not run or the cells cannot tell every
-    piece apart (too few proved cells)."""
+    """``record`` with each piece's tokens measured from the run's probe (docs/PIECES.md#tokens): the characters
+    the proved cells removed, solved by least squares over the cells (4 a token); unchanged when the probe did
+    not run or too few cells were proved to tell every piece apart."""
     import numpy as np
 
     rows = [

@@ -83,7 +83,6 @@ def save_figure(plt: Any, fig: Any, out_dir: Path, stem: str) -> tuple[Path, Pat
 
 def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     """Write ``forest.svg`` and ``forest.png`` into ``out_dir``; None when there is nothing to plot."""
-    _private_matplotlib_dirs()
     pooled = [c for c in report.comparisons if c.task is None and c.delta is not None]
     if not pooled:
         return None

@@ -110,8 +110,7 @@ def _mean(
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """One power row per (metric, tested cell), from the blocks its pooled comparison actually paired (see the
-    module docstring)."""
+    """One power row per (metric, tested cell), from the blocks its pooled comparison actually paired."""
     task_ids, sequential = ctx.task_ids, report.sequential
     spend = sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items)
     mean_cost = spend / len(ctx.items.all_items) if ctx.items.all_items else None

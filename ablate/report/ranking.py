@@ -88,9 +88,8 @@ def rank_entry(
 
 
 def tradeoffs(verdict: LayerVerdict, pooled_real: Sequence[Comparison]) -> list[str]:
-    """The real pooled comparisons that go against a helps/hurts verdict, in words from the layer's side:
-    a layer that helps 'costs 1.00 turns' (stripping it saved a turn); one that hurts 'saves $0.0288' or
-    'adds 20 pts checks-passed rate'."""
+    """The real pooled comparisons against a helps/hurts verdict, from the layer's side: a layer that helps
+    'costs 1.00 turns'; one that hurts 'saves $0.0288' or 'adds 20 pts checks-passed rate'."""
     if verdict not in ("helps", "hurts"):
         return []
     out = []

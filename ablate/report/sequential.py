@@ -35,9 +35,8 @@ def sequential_section(run_dir: Path, *, alpha: float = 0.05) -> SequentialRepor
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """An adaptive run, or a fixed run read before its end: "real" (and so the verdicts, the ranking and the
-    regressions) from the anytime-valid analysis alone; every fixed-n figure stays, as description
-    (:mod:`ablate.report.anytime`). A complete fixed run is left exactly as the comparisons made it."""
+    """An adaptive run, or a fixed run read before its end: "real" (so the verdicts and the ranking) from the
+    anytime-valid analysis alone, every fixed-n figure kept as description; a complete fixed run is left as is."""
     from ablate.report.anytime import anytime_comparisons, anytime_families
     from ablate.report.ranking import ranking_of
 
@@ -195,10 +194,8 @@ def constant_effect_caveat(state: AdaptiveState) -> str:
 
 
 def drift(state: AdaptiveState, alpha: float = 0.05) -> list[str]:
-    """Cells whose mean paired difference differs between the first and the second half of their blocks (the
-    look nearest half of the last look's blocks against the rest; a two-sided permutation test of the
-    difference in means, seeded, Bonferroni over cells). Only the recorded counts are needed: a block's
-    difference is +1 (gained), −1 (lost) or 0."""
+    """Cells whose mean paired difference (+1 gained, −1 lost, 0) differs between the look nearest half their
+    blocks and the rest: a seeded two-sided permutation test of the means, Bonferroni over cells."""
     import numpy as np
     from scipy import stats as sps
 

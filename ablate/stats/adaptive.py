@@ -78,18 +78,14 @@ def inert_after(min_effect: float, beta: float) -> int:
 def discordance(values: Mapping[tuple[str, str, int], Any]) -> dict[str, tuple[int, int]]:
     """Per task of ``values`` ((task, cell, repeat) → a session's outcome): its blocks (repeats with at least two
     cells scored) and how many of them are discordant (the cells' outcomes not all equal)."""
-    seen: dict[tuple[str, int], set[Any]] = {}
-    sizes: dict[tuple[str, int], int] = {}
+    seen: dict[tuple[str, int], list[Any]] = {}
     for (task, _cell, repeat), v in values.items():
-        seen.setdefault((task, repeat), set()).add(v)
-        sizes[(task, repeat)] = sizes.get((task, repeat), 0) + 1
+        seen.setdefault((task, repeat), []).append(v)
     out: dict[str, tuple[int, int]] = {}
-    for (task, repeat), vs in seen.items():
+    for (task, _repeat), vs in seen.items():
         blocks, discordant = out.get(task, (0, 0))
-        if sizes[(task, repeat)] >= 2:
-            out[task] = (blocks + 1, discordant + (len(vs) > 1))
-        else:
-            out.setdefault(task, (blocks, discordant))
+        block = len(vs) >= 2
+        out[task] = (blocks + block, discordant + (block and len(set(vs)) > 1))
     return out
 
 
@@ -192,10 +188,8 @@ def _num(v: float) -> float | None:
 
 
 def _reason(decision: str, f: dict[str, Any], options: AdaptiveOptions) -> str:
-    d, bar = (
-        f"{100 * options.min_effect:.0f} pts",
-        1.0 / options.draw_beta,
-    )  # rate changes in pts, as the report
+    d = f"{100 * options.min_effect:.0f} pts"  # rate changes in pts, as the report
+    bar = 1.0 / options.draw_beta
     if decision == "real":
         return (
             f"real: Holm-adjusted anytime p {f['p_holm']:.4g} <= {options.alpha} "
