@@ -15,13 +15,7 @@ from typing import Any
 from ablate.report.blocks import Block, Heading, Table, fmt_delta, fmt_value
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import paired_values
-from ablate.report.model import (
-    BINARY_METRICS,
-    METRIC_LABELS,
-    MetricSummary,
-    PowerRow,
-    Report,
-)
+from ablate.report.model import BINARY_METRICS, METRIC_LABELS, MetricSummary, PowerRow, Report
 from ablate.stats import (
     EXACT_MAX_BLOCKS,
     NotComputable,

@@ -9,14 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ablate.folder.adaptive import (
-    AdaptiveOptions,
-    AdaptiveState,
-    CellLook,
-    Look,
-    control_of,
-    read_state,
-)
+from ablate.folder.adaptive import AdaptiveOptions, AdaptiveState, CellLook, Look, control_of, read_state
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, read_manifest, utcnow
 from ablate.folder.result import ItemResult, iter_results
 from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta

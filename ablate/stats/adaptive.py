@@ -1,10 +1,7 @@
-"""The statistics of an adaptive run's look: each cell against the control on the paired (task, repeat) blocks,
-in the order the blocks completed, with the anytime-valid figures of :mod:`ablate.stats.sequential`.
-
-:func:`analyse` is pure (run-folder records in, the figures and decisions of ``adaptive.json`` out); the
-adaptive driver (``ablate.run.adaptive``) calls it after every round, and the report recomputes a peek at a
-fixed run with it. The primary outcome is pitfall-free (binary, it decides); turns are a secondary outcome
-(never decide), bounded by the run's largest ``--max-turns``."""
+"""The statistics of an adaptive run's look: each cell against the control on the paired blocks, in the order
+they completed, with the anytime-valid figures of :mod:`ablate.stats.sequential`. :func:`analyse` is pure; the
+adaptive driver calls it after every round and the report at a peek. Pitfall-free decides; turns (bounded by
+the run's largest ``--max-turns``) are described, never decide."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Binary outcomes: Wilson intervals, the exact paired test on discordant blocks, Newcombe's paired interval.
 
-A binary metric (``pitfall_free``, ``judge_pass``) is compared between a cell and the control on paired
-(task, repeat) blocks. Only the discordant blocks carry information about the difference: ``gained`` blocks
-where the cell succeeded and the control did not, ``lost`` blocks the other way round. Under the null of no
-difference each discordant block is a fair coin, so the exact test is a two-sided binomial test of
-``gained`` out of ``gained + lost`` at 1/2 (the exact McNemar test; Conover, *Practical Nonparametric
-Statistics*, 3rd ed., §3.5)."""
+Only discordant blocks carry information: ``gained`` (the cell succeeded, the control did not) and ``lost``.
+Under the null each is a fair coin, so the test is the two-sided binomial test of ``gained`` out of
+``gained + lost`` at 1/2 (the exact McNemar test; Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.5)."""
 
 from __future__ import annotations
 

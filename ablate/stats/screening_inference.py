@@ -113,13 +113,10 @@ def t_test(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Two-sided p of β = 0 and the Wald t interval at ``level``; p is NaN where there is no spread.
 
-    ``null_variance``: the p comes from the error variance estimated under the piece's null (the model
-    without the piece: (RSS + β̂²/d) / (df + 1), d = the piece's diag((X̃'X̃)⁻¹)) against t with df + 1 — the
-    score-test form, as the pooled two-proportion test is for two rates. Used for binary outcomes: the fitted
-    model's residual variance of 0/1 outcomes shrinks as the contrast grows (p̂(1 − p̂) on each side), which
-    makes the Wald test liberal in the far tail where Holm tests (measured: ≈ 1.1 α at α = 0.001 at a rate
-    of ½; ``tests/test_screening_inference.py``); the null variance does not shrink, and the test is at or
-    below α there. The interval stays the Wald one."""
+    ``null_variance`` (binary outcomes): p from the error variance under the piece's null, (RSS + β̂²/d) /
+    (df + 1) with d the piece's diag((X̃'X̃)⁻¹), against t with df + 1 (the score-test form). The Wald test's
+    residual variance of 0/1 outcomes shrinks as the contrast grows, so it is liberal in the far tail where Holm
+    tests (measured ≈ 1.1 α at α = 0.001, rate ½; ``tests/test_screening_inference.py``); the interval stays Wald."""
     if null_variance:
         var = (fit.rss[..., None] + fit.beta * fit.beta / fit.inv_diag) / (fit.df + 1) * fit.inv_diag
         se_test, df_test = np.sqrt(var), fit.df + 1
@@ -159,14 +156,10 @@ def analyse(
     min_effect: float = DEFAULT_MIN_EFFECT,
     higher_is_better: bool = True,
 ) -> PieceAnalysis:
-    """Every piece's effect (on − off), interval, Holm-adjusted p and verdict from the scored sessions.
-
-    ``binary``: outcomes are 0/1 (pass/fail) and the test uses the null variance (:func:`t_test`); otherwise
-    a numeric metric (turns, cost) and the Wald t-test. ``min_effect`` is in the metric's units (a rate for
-    pass/fail); ``higher_is_better`` False for turns and costs, so a piece that adds turns ``hurts``.
-
-    Sessions may be missing (failed items): the fit uses what there is. Raises :class:`DesignError` when the
-    sessions cannot estimate every piece (too few, or a piece never both on and off within a block)."""
+    """Every piece's effect (on − off), interval, Holm-adjusted p and verdict from the scored sessions (missing
+    ones left out). ``binary``: 0/1 outcomes, tested with the null variance (:func:`t_test`), else Wald;
+    ``min_effect`` in the metric's units; ``higher_is_better`` False for turns and costs. A :class:`DesignError`
+    when the sessions cannot estimate every piece (too few, or a piece never both on and off in a block)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} outside (0, 1)")
     if min_effect <= 0:
