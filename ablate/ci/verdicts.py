@@ -107,8 +107,7 @@ class Evidence:
     secondary: list[str]
     """Real harmful effects outside the primary family (other metrics, single tasks): reported, not gated."""
     also_regressed: list[str] = field(default_factory=list)
-    """Real pooled regressions of the run's primary outcome (pitfall-free, or what an adaptive run decided
-    on) when the report was written with another ``--primary``: gated like the primary's own."""
+    """Real pooled regressions of the run's own primary outcome under another ``--primary``: gated too."""
     detect_metric: str = DEFAULT_PRIMARY
     """The rate the gate's detection threshold is about (the primary when it is a rate, else pitfall-free)."""
     detect_test: str = ""
@@ -116,8 +115,7 @@ class Evidence:
     notes: list[str] = field(default_factory=list)
     """What the gate did to the evidence (a stale report.json rebuilt, a report it could not verify)."""
     unsealed: bool = False
-    """The sessions were not sealed (``--unsealed``): the report's ``unsealed`` caveat, compare.json's
-    ``execution.network``."""
+    """The sessions were not sealed (``--unsealed``; the ``unsealed`` caveat, or ``execution.network``)."""
     scale: Scale | None = None
     """The run's own figures a bigger run is computed from (None: the report has no control rate)."""
 

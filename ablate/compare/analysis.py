@@ -28,7 +28,6 @@ class Observation:
     turns: int | None
 
     def value(self, metric: str) -> float | None:
-        """The item's value of one of :data:`METRICS`."""
         v = self.pitfall_free if metric == "pitfall_free" else self.turns
         return None if v is None else float(v)
 

@@ -286,7 +286,13 @@ def run_compare(
     if models:
         stats |= _by_model(prep, outcomes, folder / str(execution.info["run_folder"]))
     if prep.request.adaptive is not None:
-        stats = _sequential(stats, folder / str(execution.info["run_folder"]), prep.arms[0].name)
+        from ablate.compare.sequential import sequential_stats
+        from ablate.report.sequential import sequential_section
+
+        run_dir = folder / str(execution.info["run_folder"])
+        if (seq := sequential_section(run_dir)) is None:
+            raise RunFolderError(f"{run_dir}: an adaptive comparison's run folder has no adaptive.json")
+        stats = sequential_stats(stats, seq, prep.arms[0].name)
     spent = sum(o.cost_usd or 0.0 for o in outcomes) if executor.spends else 0.0
     req = prep.request
     report = CompareReport.model_validate(
@@ -343,16 +349,6 @@ def _execute(
 
     assert isinstance(executor, ClaudeCodeExecutor)  # prepare_compare refused the others
     return executor.run(prep.items, folder, on_item, adaptive=True, options=prep.request.adaptive)
-
-
-def _sequential(stats: dict[str, Any], run_dir: Path, baseline: str) -> dict[str, Any]:
-    from ablate.compare.sequential import sequential_stats
-    from ablate.report.sequential import sequential_section
-
-    seq = sequential_section(run_dir)
-    if seq is None:
-        raise RunFolderError(f"{run_dir}: an adaptive comparison's run folder has no adaptive.json")
-    return sequential_stats(stats, seq, baseline)
 
 
 def _tier_name(prep: PreparedCompare) -> str:

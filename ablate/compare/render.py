@@ -245,16 +245,6 @@ def _closing_blocks(report: CompareReport) -> list[Block]:
     return out
 
 
-def _sequential_blocks(report: CompareReport, plot: tuple[str, str] | None) -> list[Block]:
-    """How an adaptive comparison stopped: the run report's section on the arms' run folder."""
-    from ablate.report.sequential import section_blocks
-
-    if report.sequential is None:
-        return []
-    blocks = section_blocks(report.sequential, plot)
-    return [Heading("How the comparison stopped"), *blocks[1:]]
-
-
 def compare_document(report: CompareReport, plot: tuple[str, str] | None = None) -> Document:
     """The comparison as report blocks, in reading order (``plot``: an adaptive comparison's confidence
     sequences, svg and png paths relative to the compare folder)."""
@@ -273,13 +263,13 @@ def compare_document(report: CompareReport, plot: tuple[str, str] | None = None)
             f"${report.spent_usd:.4f} ({report.spent_basis or 'basis not recorded'})."
         )
     ]
-    warn = warnings(report)
-    if warn:
+    if warn := warnings(report):
         blocks += [Heading("Warnings"), Bullets(warn)]
     blocks += _verdict_blocks(report) + _model_blocks(report)
-    blocks += _sequential_blocks(report, plot)
-    blocks += _arm_blocks(report)
-    blocks += _decomposition_blocks(report)
-    blocks += _contrast_blocks(report)
-    blocks += _closing_blocks(report)
+    if report.sequential is not None:  # how it stopped: the run report's section on the arms' run folder
+        from ablate.report.sequential import section_blocks
+
+        blocks += [Heading("How the comparison stopped"), *section_blocks(report.sequential, plot)[1:]]
+    blocks += _arm_blocks(report) + _decomposition_blocks(report)
+    blocks += _contrast_blocks(report) + _closing_blocks(report)
     return Document(f"ablate compare — {report.compare_id}", blocks)

@@ -464,7 +464,6 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
 
 
 def render(report: Report, page: Page) -> list[Block]:
-    """The caveats, one bullet each."""
     return [Heading("Caveats"), Bullets([f"**{c.id}**: {c.text}" for c in report.caveats])]
 
 

@@ -25,12 +25,10 @@ from ablate.report.summaries import cell_summaries, task_table
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """Per-cell summaries and the per-task table."""
     return {"cells": cell_summaries(ctx), "task_table": task_table(ctx.manifest, ctx.items.scored)}
 
 
 def render(report: Report, page: Page) -> list[Block]:
-    """The per-task tables of the run's kind."""
     return binary_tables(report) if report.run.binary else layered_tables(report)
 
 

@@ -72,7 +72,6 @@ class Design:
         return len(self.pieces)
 
     def matrix(self) -> npt.NDArray[np.float64]:
-        """Rows × pieces, 1.0 on and 0.0 off."""
         return np.array(self.rows, dtype=np.float64).reshape(len(self.rows), self.k)
 
     def removed(self, row: int) -> tuple[str, ...]:

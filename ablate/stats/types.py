@@ -56,5 +56,4 @@ class PairedResult:
 
     @property
     def p_value(self) -> float | None:
-        """The p as a float, or None when not computable."""
         return self.p if isinstance(self.p, float) else None
