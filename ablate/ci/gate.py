@@ -229,9 +229,8 @@ def decide(
     lost: Sequence[str] = (),
     allow_unsealed: bool = False,
 ) -> GateResult:
-    """The gate's decision on ``ev`` under the default rule and ``rules``; ``lost``: layers that helped in a
-    ``--baseline`` run and help less now (:func:`ablate.report.rundiff.lost_help`), each a regression;
-    ``allow_unsealed``: an unsealed run may pass (said in the notes)."""
+    """The gate's decision on ``ev`` under the default rule and ``rules``; ``lost``: each layer that helps less
+    than in a ``--baseline`` run (:func:`ablate.report.rundiff.lost_help`), a regression."""
     reasons = [f"not trustworthy: {u}" for u in ev.untrustworthy]
     if ev.unsealed and not allow_unsealed:
         reasons.insert(0, f"not trustworthy: {UNSEALED_REASON} (pass --allow-unsealed to accept that)")

@@ -128,9 +128,8 @@ class Evidence:
 
 
 def load_evidence(path: Path, model: str | None = None) -> Evidence:
-    """The evidence of a run folder (its ``report.json``, built when missing), a ``report.json`` or a
-    ``compare.json`` (or a compare folder holding one); ``model``: one model's part of a report
-    (:func:`for_model`)."""
+    """The evidence of a run folder (its ``report.json``, built when missing), a ``report.json``, a
+    ``compare.json`` or a compare folder; ``model``: one model's part of a report (:func:`for_model`)."""
     if not path.exists():
         raise NotFound(f"{path}: no such run folder or report", hint="pass a run folder or a compare.json")
     if path.is_dir():
@@ -177,8 +176,7 @@ def _typed(model: type[M], path: Path, data: dict[str, Any], version: int, what:
 
 
 def _pick_model(names: list[str], model: str | None, what: str) -> None:
-    """A run of several models is gated one model at a time: without ``model`` (or with one it does not
-    hold) that is a :class:`UsageError` naming the models."""
+    """A run of several models is gated one model at a time: a :class:`UsageError` naming them otherwise."""
     if model is None and len(names) > 1:
         raise UsageError(
             f"the {what} holds {len(names)} models ({', '.join(names)}): gate one of them with --model M",
@@ -189,8 +187,7 @@ def _pick_model(names: list[str], model: str | None, what: str) -> None:
 
 
 def for_model(report: Report, model: str | None) -> Report:
-    """``report`` narrowed to ``model``'s part (``ablate gate --model``); a report of several models is gated
-    one model at a time, so without ``model`` it is a :class:`UsageError`, as is a model it does not hold."""
+    """``report`` narrowed to ``model``'s part (``ablate gate --model``; :func:`_pick_model` checks it)."""
     from ablate.report.models import parts, view
 
     got = parts(report)
@@ -369,8 +366,7 @@ def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
 
 
 def _from_compare(path: Path, data: dict[str, Any], model: str | None = None) -> Evidence:
-    """Evidence of a compare.json, read through the type that writes it (a file that does not validate is a
-    located :class:`SpecError`: file, field, what is wrong); of ``model``'s rows when it holds several."""
+    """Evidence of a compare.json, read through the type that writes it; of ``model``'s rows when it holds several."""
     from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 
     hint = "write it again with this ablate (`ablate compare`)"

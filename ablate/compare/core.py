@@ -18,7 +18,7 @@ import orjson
 from ablate import __version__
 from ablate.compare import analysis as an
 from ablate.compare.arms import Arm, build_arms, layout_roles, parse_roles
-from ablate.compare.executors import Execution, Executor, ItemOutcome, WorkItem
+from ablate.compare.executors import Executor, ItemOutcome, WorkItem
 from ablate.compare.ledger import (
     append_ledger,
     arm_key,
@@ -243,7 +243,6 @@ def run_compare(
     resume: bool = False,
 ) -> tuple[Path, CompareReport]:
     """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report).
-
     ``resume``: the compare folder exists (an interrupted run of this very plan); the executor continues it."""
 
     out_root = prep.request.out
@@ -266,7 +265,13 @@ def run_compare(
     looks = count_looks(entries, task_sha, prep.holdout, bad)
     changes = fingerprint_changes(entries, prep.arms)
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    execution = _execute(prep, executor, folder, on_item)
+    if prep.request.adaptive is None:
+        execution = executor.run(prep.items, folder, on_item)
+    else:
+        from ablate.compare.executors import ClaudeCodeExecutor
+
+        assert isinstance(executor, ClaudeCodeExecutor)  # prepare_compare refused the others
+        execution = executor.run(prep.items, folder, on_item, adaptive=True, options=prep.request.adaptive)
     outcomes = sorted(execution.outcomes, key=lambda o: o.order)
     atomic_write_bytes(folder / "items.jsonl", b"".join(orjson.dumps(o.to_json()) + b"\n" for o in outcomes))
     for a in prep.arms:
@@ -338,17 +343,6 @@ def _by_model(prep: PreparedCompare, outcomes: Sequence[ItemOutcome], run_dir: P
         got = analyse(prep, [o for o in outcomes if o.model == m])
         rows.append({"model": m, **{k: got[k] for k in ("arm_rates", "contrasts", "verdicts")}})
     return {"models": rows, "model_interactions": getattr(build_report(run_dir), "model_interactions", [])}
-
-
-def _execute(
-    prep: PreparedCompare, executor: Executor, folder: Path, on_item: Callable[[ItemOutcome], None] | None
-) -> Execution:
-    if prep.request.adaptive is None:
-        return executor.run(prep.items, folder, on_item)
-    from ablate.compare.executors import ClaudeCodeExecutor
-
-    assert isinstance(executor, ClaudeCodeExecutor)  # prepare_compare refused the others
-    return executor.run(prep.items, folder, on_item, adaptive=True, options=prep.request.adaptive)
 
 
 def _tier_name(prep: PreparedCompare) -> str:

@@ -345,8 +345,7 @@ def probe_record(run_dir: Path, folder: Path) -> dict[str, Any]:
 
 
 def check_layer(layer: str, ablate_toml: Path | None) -> None:
-    """``layer`` must be a file layer of the catalog: the arms replace its first path (as cell files'
-    ``replace`` does)."""
+    """``layer`` must be a file layer of the catalog: the arms replace its first path, as ``replace`` does."""
     from ablate.setup.layers import load_catalog
 
     catalog = load_catalog(ablate_toml)
@@ -481,8 +480,7 @@ class ClaudeCodeExecutor:
     def _prepare(
         self, items: Sequence[WorkItem], folder: Path, claude: ClaudeBinary, *, adaptive: bool = False
     ) -> PreparedRun:
-        """The run folder of the sweep: ``<compare>/run/<id>``, made, or reopened when it exists. An adaptive
-        run folder's plan holds only the rounds scheduled so far: a subset of the comparison's items."""
+        """The sweep's run folder ``<compare>/run/<id>``, made or reopened (an adaptive one plans its rounds so far)."""
         from ablate.run.prepare import RunRequest, prepare_run
 
         o = self.options

@@ -10,8 +10,7 @@ from typing import Any
 
 
 def _split_system(body: str) -> tuple[str, Any, str] | None:
-    """``(before, system value, after)`` of a JSON request body; None unless exactly one top-level
-    ``"system":`` key is found."""
+    """``(before, system value, after)`` of a JSON body; None unless it has exactly one top-level ``"system"``."""
     try:
         doc = json.loads(body)
     except json.JSONDecodeError:

@@ -19,8 +19,7 @@ from ablate.report.model import SequentialReport
 
 
 def sequential_stats(stats: dict[str, Any], seq: SequentialReport, baseline: str) -> dict[str, Any]:
-    """``stats`` (:func:`ablate.compare.core.analyse`'s) rewritten for a sequential design, with the
-    ``sequential`` block added."""
+    """``stats`` (:func:`ablate.compare.core.analyse`'s) rewritten for a sequential design, ``sequential`` added."""
     last = seq.looks[-1].cells if seq.looks else {}
     contrasts = []
     for c in stats["contrasts"]:

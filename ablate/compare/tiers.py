@@ -38,9 +38,8 @@ def resolve_tier(name: str, repeats: int | None) -> Tier:
 
 
 def detectable_effect(blocks: int, p_control: float, comparisons: int) -> float | None:
-    """The smallest pass-rate change (0..1) the exact paired test detects with 80% power over ``blocks``
-    paired blocks from a baseline rate ``p_control``, at α = 0.05 / ``comparisons`` (Holm's first step, so
-    the figure holds for every contrast). Arms are assumed independent within a block: the cautious figure."""
+    """The smallest pass-rate change the exact paired test detects with 80% power over ``blocks`` blocks from
+    ``p_control``, at Holm's first step 0.05 / ``comparisons``, arms independent in a block (the cautious figure)."""
     from ablate.stats import NotComputable, detectable_binary
 
     d = detectable_binary(blocks, min(1.0, max(0.0, p_control)), alpha=0.05 / max(1, comparisons))

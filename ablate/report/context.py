@@ -117,12 +117,6 @@ def _noop_reason(cell: ManifestCell, control: ManifestCell) -> str | None:
     return None
 
 
-def _present_layers(cell: ManifestCell, control: ManifestCell) -> list[str]:
-    if not control.fingerprints:
-        return list(cell.stripped)
-    return [lid for lid in cell.stripped if control.fingerprints.get(lid, "") != ""]
-
-
 def make_context(
     run_dir: Path, *, alpha: float, control: str | None, primary: str | None, say: Callable[[str], None],
     model: str | None = None,
@@ -174,6 +168,7 @@ def make_context(
         if c.id != control_id and (why := _noop_reason(c, ctrl))
     ]
     no_op_ids = {n.cell for n in no_ops}
+    fp = ctrl.fingerprints  # a layer the control lacks is not one a cell strips (none recorded: all are)
     return Context(
         run_dir=run_dir,
         folder=folder,
@@ -190,7 +185,10 @@ def make_context(
         repeats=sorted({p.repeat for p in plan}),
         no_ops=no_ops,
         tested=[c for c in manifest.cells if c.id != control_id and c.id not in no_op_ids],
-        layers={c.id: [] if c.id == control_id else _present_layers(c, ctrl) for c in manifest.cells},
+        layers={
+            c.id: [] if c.id == control_id else [lid for lid in c.stripped if not fp or fp.get(lid, "") != ""]
+            for c in manifest.cells
+        },
         say=say,
     )
 

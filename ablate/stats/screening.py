@@ -146,11 +146,8 @@ def _check_pieces(pieces: tuple[str, ...]) -> None:
             f"{len(pieces)} piece(s): attribution needs at least two pieces (a single piece is a layer: use "
             "`ablate run` without --pieces)"
         )
-    seen: set[str] = set()
-    for p in pieces:
-        if p in seen:
-            raise DesignError(f"piece id {p!r} given twice: piece ids must be unique")
-        seen.add(p)
+    if (twice := next((p for i, p in enumerate(pieces) if p in pieces[:i]), None)) is not None:
+        raise DesignError(f"piece id {twice!r} given twice: piece ids must be unique")
 
 
 def screening_rows(k: int) -> int:
