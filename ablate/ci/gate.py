@@ -151,9 +151,7 @@ def verdict_word(ev: Evidence, f: Finding) -> str:
 
 
 def fmt_effect(ev: Evidence, x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{100 * x:+.1f} pts" if ev.is_rate else f"{x:+.3g}"
+    return "n/a" if x is None else f"{100 * x:+.1f} pts" if ev.is_rate else f"{x:+.3g}"
 
 
 def fmt_estimate(ev: Evidence, f: Finding) -> str:

@@ -114,9 +114,7 @@ def _row(f: Finding, col: Callable[[float], int], width: int) -> str:
 
 
 def _numbers(ev: Evidence, f: Finding) -> str:
-    if f.effect is None:
-        return "n/a"
-    return fmt_estimate(ev, f) + (" real" if f.real else "")
+    return "n/a" if f.effect is None else fmt_estimate(ev, f) + (" real" if f.real else "")
 
 
 def append_summary(path: Path, result: GateResult) -> None:

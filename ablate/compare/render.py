@@ -21,9 +21,7 @@ def _p(x: float | None) -> str:
 
 
 def _delta(metric: str, x: float | None) -> str:
-    if x is None:
-        return "–"
-    return _pts(x) + " pts" if metric == "pitfall_free" else f"{x:+.2f}"
+    return "–" if x is None else _pts(x) + " pts" if metric == "pitfall_free" else f"{x:+.2f}"
 
 
 def _style(real: bool) -> RowStyle:

@@ -366,9 +366,7 @@ def failed_items(report: Report, manifest: RunManifest) -> Caveat | None:
 
 def overfitting(report: Report, manifest: RunManifest) -> Caveat | None:
     warned = [f for f in report.holdout if f.kind == "overfitting"]
-    if not warned:
-        return None
-    return Caveat(id="overfitting", text="; ".join(f.message for f in warned) + ".")
+    return Caveat(id="overfitting", text="; ".join(f.message for f in warned) + ".") if warned else None
 
 
 def sign_flip_estimand(report: Report, manifest: RunManifest) -> Caveat | None:

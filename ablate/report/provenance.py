@@ -23,9 +23,7 @@ def provenance_block(manifest: RunManifest, config_dir: Path, *, last: int = 500
         return None
     repo = Path(manifest.setup.repo) if manifest.setup.repo else None
     lines = provenance_for((s for c in manifest.cells for s in c.stripped), config_dir, repo=repo, last=last)
-    if not lines:
-        return None
-    return {"heading": HEADING, "sessions": lines[0]["sessions"], "lines": lines}
+    return {"heading": HEADING, "sessions": lines[0]["sessions"], "lines": lines} if lines else None
 
 
 def _note(sessions: int) -> str:

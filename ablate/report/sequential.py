@@ -56,9 +56,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
 def render(report: Report, page: Page) -> list[Block]:
     """ "How the run stopped" with its plot (drawn into the page's plots folder); nothing for a fixed run."""
     seq = report.sequential
-    if seq is None:
-        return []
-    return section_blocks(seq, page.figure("sequential", lambda d: cs_plot(seq, d)))
+    return [] if seq is None else section_blocks(seq, page.figure("sequential", lambda d: cs_plot(seq, d)))
 
 
 def sequential_of(

@@ -29,15 +29,11 @@ from ablate.stats.sequential import (
 
 def primary_outcome(result: ItemResult) -> bool | None:
     """Pitfall-free, or None when the item does not count (failed, or flagged by its provenance)."""
-    if not result.complete or result.flags:
-        return None
-    return not any(v for v in result.pitfall_hits.values())
+    return None if not result.complete or result.flags else not any(v for v in result.pitfall_hits.values())
 
 
 def _turns(result: ItemResult) -> float | None:
-    if primary_outcome(result) is None or result.turns is None:
-        return None
-    return float(result.turns)
+    return None if primary_outcome(result) is None or result.turns is None else float(result.turns)
 
 
 def paired_outcomes(

@@ -71,9 +71,7 @@ def hadamard(n: int) -> IntArray | None:
     if _is_prime(q) and q % 4 == 1:
         return _paley2(q)
     half = hadamard(n // 2)
-    if half is None:
-        return None
-    return np.asarray(np.block([[half, half], [half, -half]]), dtype=np.int64)
+    return None if half is None else np.asarray(np.block([[half, half], [half, -half]]), dtype=np.int64)
 
 
 def pb_size(factors: int) -> int:

@@ -142,9 +142,7 @@ def verdict(
     """helps / hurts (Holm-adjusted p ≤ α, by the sign), draw (interval inside ±min_effect), else undecided."""
     if p_adjusted <= alpha and effect != 0:
         return "helps" if (effect > 0) == higher else "hurts"
-    if -min_effect < low and high < min_effect:
-        return "draw"
-    return "undecided"
+    return "draw" if -min_effect < low and high < min_effect else "undecided"
 
 
 def analyse(
