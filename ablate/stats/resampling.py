@@ -59,10 +59,8 @@ def _sign_patterns(n: int) -> npt.NDArray[np.float64]:
 
 
 def sign_flip_p_batch(diffs: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Exact two-sided sign-flip p for each row of ``diffs`` (datasets × n blocks, n ≤ EXACT_MAX_BLOCKS).
-
-    p = P(|Σ s_i d_i| ≥ |Σ d_i|) over the 2^n equally likely sign patterns s (a tolerance guards float ties).
-    """
+    """Exact two-sided sign-flip p for each row of ``diffs`` (datasets × n ≤ EXACT_MAX_BLOCKS blocks):
+    P(|Σ s_i d_i| ≥ |Σ d_i|) over the 2^n equally likely sign patterns s (a tolerance guards float ties)."""
     d = np.atleast_2d(np.asarray(diffs, dtype=np.float64))
     n = d.shape[1]
     if n > EXACT_MAX_BLOCKS:
@@ -137,10 +135,8 @@ def paired_mean(
     seed: int = 0,
     p_floor: float | None = None,
 ) -> PairedResult:
-    """Compare a count or cost on paired blocks: means, Δ, t interval, sign-flip p.
-
-    ``strata`` (the task of each block) is checked for length and otherwise unused: the test and the
-    interval work on the per-block differences."""
+    """Compare a count or cost on paired blocks: means, Δ, t interval, sign-flip p (``strata``, each block's
+    task, is only checked for length: both work on the per-block differences)."""
     if len(cell) != len(control) or (strata is not None and len(strata) != len(cell)):
         raise ValueError("cell, control and strata must have one entry per block")
     n = len(cell)

@@ -95,11 +95,9 @@ MAX_DRAWS = 4
 
 
 def draw_columns(design: Design, seed: int, draws: int = 1) -> Design:
-    """``design`` with its columns drawn at random, ``draws`` times: each draw keeps the control row and
-    permutes every piece's column over the other rows, independently of every other column and draw, from a
-    generator seeded by ``seed`` (the run's seed: the same seed gives the same rows on every machine). Columns
-    stay balanced within a draw; a draw whose columns cannot separate every piece is drawn again (the test's
-    conditioning: see :mod:`ablate.stats.screening_crt`)."""
+    """``design`` with its columns drawn at random ``draws`` times from ``seed`` (the same rows on every
+    machine): each draw keeps the control row and permutes every piece's column over the other rows on its own;
+    a draw that cannot separate every piece is drawn again (the conditioning of :mod:`ablate.stats.screening_crt`)."""
     if design.name != "screening":
         raise DesignError(f"the {design.name} design is not drawn: its rows are what its effect means")
     if draws < 1:

@@ -69,10 +69,8 @@ def crt_p(
     draws: int,
     seed: int | Sequence[int],
 ) -> FloatArray:
-    """Per piece, the two-sided conditional randomization p of "the piece changes no session" (NaN where the
-    residuals are all 0: nothing to test), from the sessions' design ``rows``, ``blocks`` (codes 0…) and
-    ``values``. ``draws``: at most this many re-draws of each column; ``seed``: the generator's (a report
-    reproduces its p exactly)."""
+    """Per piece, the two-sided conditional randomization p of "the piece changes no session" (NaN: residuals
+    all 0) from the sessions' ``rows``, ``blocks`` (codes 0…) and ``values``, at most ``draws`` re-draws."""
     if design.drawn is None:
         raise DesignError("the conditional randomization test needs a drawn design (draw_columns)")
     if rows.size == 0:

@@ -88,11 +88,9 @@ def pb_size(factors: int) -> int:
 
 
 def pb_columns(factors: int) -> IntArray:
-    """A PB design for ``factors`` columns (size :func:`pb_size`), its first row all +.
-
-    The Hadamard matrix is normalised (rows multiplied so the first column is +, then columns so the first
-    row is +); its other columns are balanced and orthogonal, and the first ``factors`` of them are returned.
-    Normalising flips whole columns of PB's published layout, which keeps every property of the design."""
+    """A PB design for ``factors`` columns (size :func:`pb_size`), its first row all +: the first ``factors``
+    balanced, orthogonal columns of the normalised Hadamard matrix (first column, then first row made +, which
+    flips whole columns of PB's published layout and keeps every property of the design)."""
     n = pb_size(factors)
     h = hadamard(n)
     if h is None:  # pragma: no cover - pb_size only returns constructible sizes

@@ -41,14 +41,11 @@ def variance_proxy(design: Design) -> FloatArray:
 
 
 def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) -> FloatArray:
-    """log of the normal-mixture e-process against mean 0 along the last axis (blocks).
-
-    For increments σ²-sub-Gaussian about a conditional mean of 0, exp(λS_t − λ²σ²t/2) is a nonnegative
-    supermartingale for every λ; mixed over λ ~ N(0, ρ²) it is 1/√(1 + ρ²V_t) · exp(ρ²S_t² / (2(1 + ρ²V_t))),
+    """log of the normal-mixture e-process against mean 0 along the last axis (blocks): for σ²-sub-Gaussian
+    increments, exp(λS_t − λ²σ²t/2) mixed over λ ~ N(0, ρ²) is 1/√(1 + ρ²V_t) · exp(ρ²S_t² / (2(1 + ρ²V_t))),
     V_t = σ²t (Robbins 1970; Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric,
-    nonasymptotic confidence sequences", Ann Stat 49:1055–1080, 2021, §3). ρ = min_effect / σ² puts the mixture
-    where the bet that grows fastest on an effect of min-effect lies; any fixed ρ keeps the process valid.
-    ``sigma2`` broadcasts against x without its last axis."""
+    nonasymptotic confidence sequences", Ann Stat 49:1055–1080, 2021, §3). ρ = min_effect / σ² aims it at
+    min-effect; any fixed ρ keeps it valid. ``sigma2`` broadcasts against x without its last axis."""
     xs = np.asarray(x, dtype=np.float64)
     s2 = np.asarray(sigma2, dtype=np.float64)[..., None]
     rho2 = (min_effect / s2) ** 2
@@ -215,10 +212,8 @@ def _mixture_p(x: FloatArray, sigma2: FloatArray, min_effect: float) -> FloatArr
 
 
 def futility_scale(design: Design) -> FloatArray:
-    """Per piece, what its block contrasts and ``min_effect`` are divided by before the futility e-processes:
-    1, or in a drawn design the widest half-range of a block's least-squares contrast over the draws (Σ_i |c_ij|
-    / 2, at least 1): its columns are not orthogonal, so a contrast of outcomes in [0, 1] can range beyond
-    [−1, 1]; dividing keeps the test's range and its hypotheses as they were."""
+    """Per piece, what its block contrasts and ``min_effect`` are divided by before the futility e-processes: 1,
+    or in a drawn design (columns not orthogonal, contrasts beyond [−1, 1]) the widest Σ_i |c_ij| / 2 (≥ 1)."""
     if design.drawn is None:
         return np.ones(design.k)
     widths = [np.abs(contrast_matrix(design.sub(g))).sum(axis=0) / 2 for g in range(design.draws)]
