@@ -33,8 +33,7 @@ UNSEALED_REASON = "the sessions were not sealed (--unsealed: the host's network 
 
 @dataclass(frozen=True)
 class Needed:
-    """The run that would detect ``detect`` with 80% power in both directions, from the run's own control
-    rate, level and cost per session, by the fixed-n exact discordant-block test."""
+    """The run that would detect ``detect`` (80% power, both directions, the exact test) at this run's figures."""
 
     detect: float
     blocks_per_cell: int | None
@@ -194,8 +193,7 @@ def _holds(ev: Evidence, rule: Rule, f: Finding) -> tuple[bool, str]:
 
 
 def unsettled(ev: Evidence, detect: float | None) -> list[str]:
-    """The tested subjects the run cannot vouch for at ``detect``: not real, not decided "no effect" at a
-    min-effect of at most ``detect``, and the deciding test's detectable change (weaker direction) above it."""
+    """The tested subjects not real, not decided "no effect" at ``detect``, whose test cannot detect ``detect``."""
     if detect is None:
         return []
     out = []

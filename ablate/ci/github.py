@@ -376,8 +376,7 @@ def workflow(opts: GithubOptions) -> dict[str, Any]:
 
 
 def trigger_paths(opts: GithubOptions, ablate_toml: Path | None = None) -> tuple[str, ...]:
-    """The files whose change reruns the workflow: the repository-side files of every layer the chosen
-    cells strip (or the compared file), the tasks, the copied config dir and the workflow itself."""
+    """The files whose change reruns the workflow: the stripped layers' (or compared) file, tasks, config, itself."""
     out: list[str] = []
     if opts.compare is not None:
         out.append(opts.compare)

@@ -76,8 +76,7 @@ def _table(ev: Evidence) -> list[str]:
 
 
 def forest_text(ev: Evidence, width: int = PLOT_WIDTH) -> list[str]:
-    """One row per tested subject: its interval (``├──┤``), its estimate (``●``) and the zero line (``|``).
-    A subject without an interval says so; it is never drawn as a point."""
+    """One row per tested subject: interval ``├──┤``, estimate ``●``, zero ``|`` (no interval: said, never a point)."""
     rows = [f for f in ev.findings if not f.no_op]
     if not rows:
         return []

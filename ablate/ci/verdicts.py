@@ -1,9 +1,6 @@
 """What the gate reads from a report: the ONE module that knows the verdict fields of ``report.json`` and
-``compare.json`` (when the report's fields change, this module is the one to adapt).
-
-Everything else in :mod:`ablate.ci` works on :class:`Evidence`: per subject (a cell of a run, an arm of a
-comparison) its effect on the primary outcome, oriented so that a positive value is good, whether it is real
-after the report's correction, and what makes the run untrustworthy."""
+``compare.json`` (adapt it when they change). The rest of :mod:`ablate.ci` works on :class:`Evidence`: per
+subject (a cell, an arm) its oriented effect (+ = good), whether it is real, and what makes the run untrustworthy."""
 
 from __future__ import annotations
 
@@ -166,8 +163,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _typed(model: type[M], path: Path, data: dict[str, Any], version: int, what: str, hint: str) -> M:
-    """``data`` as ``model``: a newer ``schema_version`` or a field that does not validate is a located
-    :class:`SpecError` (file, field, what is wrong) with ``hint``, the fix."""
+    """``data`` as ``model``; a newer ``schema_version`` or a bad field: a located :class:`SpecError`."""
     require_schema(data, path, version, what, hint=hint)
     try:
         return model.model_validate(data)
@@ -445,9 +441,8 @@ def _arm_finding(arm: ArmInfo, doc: CompareReport, verdicts: dict[str, VerdictRo
 
 
 def _compare_power(doc: CompareReport, findings: list[Finding], base: float) -> tuple[list[Finding], str]:
-    """Each arm's detectable effect by the test that decides it: the anytime-valid e-process of an adaptive
-    comparison (its blocks, at its α over Holm's first step), else the exact paired test compare's claims state
-    (its blocks and contrasts, from the baseline's rate ``base``)."""
+    """Each arm's detectable effect by the test that decides it, at Holm's first step: an adaptive comparison's
+    anytime-valid e-process, else the exact paired test compare's claims state (from the baseline's ``base``)."""
     from ablate.compare.tiers import detectable_effect
     from ablate.stats.sequential import detectable_anytime, prior_for
 

@@ -334,8 +334,7 @@ def run_compare(
 
 
 def _by_model(prep: PreparedCompare, outcomes: Sequence[ItemOutcome], run_dir: Path) -> dict[str, Any]:
-    """``--models``: each model's rates, contrasts and verdicts (the top level's rows), and the model × arm
-    interactions of the run folder's report (:mod:`ablate.report.models`: the arms are its cells)."""
+    """``--models``: each model's rows, and the model × arm interactions of the run folder's report."""
     from ablate.report import build_report
 
     rows = []

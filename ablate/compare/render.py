@@ -244,8 +244,7 @@ def _closing_blocks(report: CompareReport) -> list[Block]:
 
 
 def compare_document(report: CompareReport, plot: tuple[str, str] | None = None) -> Document:
-    """The comparison as report blocks, in reading order (``plot``: an adaptive comparison's confidence
-    sequences, svg and png paths relative to the compare folder)."""
+    """The comparison as report blocks (``plot``: an adaptive comparison's confidence sequences' svg and png)."""
     arms = ", ".join(f"`{a.name}`" for a in report.arms)
     est = report.estimate
     size = (

@@ -47,8 +47,7 @@ def detectable_effect(blocks: int, p_control: float, comparisons: int) -> float 
 
 
 def claims(tier: Tier, blocks: int, contrasts: int, p_control: float | None) -> dict[str, list[str]]:
-    """What this run can and cannot claim, with the computed figures (``p_control``: the baseline's pooled
-    pitfall-free rate; 0.5, the worst case, when unknown)."""
+    """What this run can and cannot claim (``p_control``: the baseline's pooled rate; None: ½, the worst case)."""
     base = 0.5 if p_control is None else p_control
     mde = detectable_effect(blocks, base, contrasts)
     can: list[str] = []

@@ -169,9 +169,8 @@ def secrets_words(info: IsolationInfo | None) -> list[str]:
 
 
 def backend_caveat(manifest: RunManifest) -> str:
-    """What the run's backend cannot protect, from the registry (:mod:`ablate.isolate.registry`): what
-    reaches the real files, and the leaks it does not remove (the network too when sessions were not
-    sealed); "" for a backend that claims nothing (copy-on-write) or that this ablate does not know."""
+    """What the run's backend cannot protect (:mod:`ablate.isolate.registry`), the network too when unsealed;
+    "" for a backend that claims nothing (copy-on-write) or that this ablate does not know."""
     from ablate.isolate.registry import recorded_kind
 
     kind = recorded_kind(manifest.isolation)

@@ -49,17 +49,15 @@ class Context:
     say: Callable[[str], None]
 
     def ranked(self) -> list[ManifestCell]:
-        """The tested cells that strip layers (the A/A cell of ``--aa`` is a noise floor, never ranked; a
-        leave-one-in cell beside a full control, ``--cells layered+leave-one-in``, is compared in
-        :mod:`ablate.report.layer_interactions`, not ranked against the full setup)."""
+        """The tested cells that strip layers: not the A/A cell (a noise floor), nor a leave-one-in cell beside
+        a full control (:mod:`ablate.report.layer_interactions` compares those)."""
         beside_full = not self.control.empty_config
         return [c for c in self.tested if not c.aa_of and not (beside_full and c.kept)]
 
 
 @dataclass
 class Page:
-    """Where the sections render: ``plots`` is the folder their figures are drawn into (None: none is drawn);
-    ``drawn`` records each section's figure files (section key → svg, png)."""
+    """Where the sections render: ``plots``, their figures' folder (None: none drawn); ``drawn``, key → files."""
 
     plots: Path | None = None
     drawn: dict[str, tuple[Path, Path]] = field(default_factory=dict)

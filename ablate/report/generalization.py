@@ -46,8 +46,8 @@ def layer_effects(ctx: Context) -> dict[str, dict[str, float]]:
 
 
 def piece_effects(ctx: Context) -> dict[str, dict[str, float]]:
-    """Per piece, per task: its effect (on − off) from that task's sessions alone (least squares, a block per
-    repeat); a task whose sessions cannot separate the pieces is left out."""
+    """Per piece, per task: its least-squares effect from that task's sessions (a task that cannot separate
+    the pieces left out)."""
     record = ctx.manifest.design
     assert record is not None
     design = design_of(record)

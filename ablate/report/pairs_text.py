@@ -106,8 +106,8 @@ def _outcomes(s: Side) -> list[str]:
 
 
 def pair_lines(p: Pair, width: int) -> list[str]:
-    """One pair as text: the context diff, then each part of the two sessions (side by side at
-    :data:`SIDE_BY_SIDE` columns and more, else one below the other)."""
+    """One pair as text: the context diff, then the two sessions part by part (side by side from
+    :data:`SIDE_BY_SIDE` columns)."""
     a, b = p.control, p.other
     col = (width - 3) // 2
     wide = width >= SIDE_BY_SIDE

@@ -40,8 +40,7 @@ def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:
 
 
 def removals(ctx: Context, record: PieceDesignRecord) -> dict[str, Removal]:
-    """Each confirmed piece's one-out answer: the control against the full setup without the piece on the
-    confirmation stage's blocks (the paired test of the layer comparisons), Holm over the confirmed pieces."""
+    """Each confirmed piece's one-out answer on the confirmation blocks (the layers' paired test), Holm over them."""
     stage = record.confirm
     if stage is None:
         return {}
@@ -166,8 +165,7 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
 
 
 def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
-    """An adaptive run's piece: its verdict and adjusted p from the anytime-valid look the run stopped on;
-    the fixed-n effect and interval stay, as description (after optional stopping they are not tests)."""
+    """An adaptive run's piece: verdict and adjusted p from its last anytime-valid look (the rest: description)."""
     if last is None:
         return row
     per_point = cost_per_point(row.tokens, row.effect, last.verdict, binary)

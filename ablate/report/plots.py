@@ -44,8 +44,7 @@ def pyplot() -> Any:
 def draw_interval(
     ax: Any, y: float, est: float, lo: float | None, hi: float | None, *, real: bool, scale: float = 1.0
 ) -> None:
-    """One row of a forest plot: a real effect filled and thick, a draw hollow and dashed, an estimate without
-    an interval a grey cross marked "no interval" (never a zero-width interval)."""
+    """One row of a forest plot, drawn as the module docstring says."""
     if lo is None or hi is None:
         ax.plot(est * scale, y, "x", color=DRAW_COLOR, markersize=6)
         ax.annotate("no interval", (est * scale, y), xytext=(6, -3), textcoords="offset points", fontsize=7)

@@ -67,8 +67,7 @@ def build_report(
 
 
 def build_document(report: Report, page: Page | None = None) -> Document:
-    """Every section's blocks in order (figures drawn into ``page.plots``; none without a page); a piece run
-    leaves out the sections of a layer run (its cells cut many pieces: the per-piece table is its answer)."""
+    """Every section's blocks in order, figures drawn into ``page.plots``; a piece run's without a layer run's."""
     page = page or Page()
     doc = Document(f"ablate report — {report.run.id}")
     for s in SECTIONS:
