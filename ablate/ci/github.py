@@ -65,12 +65,8 @@ def check_options(opts: GithubOptions) -> None:
             f"--shards {opts.shards} with --compare: a comparison runs its arms in one sweep, in one job",
             hint="drop --shards (or pass --shards 1) with --compare",
         )
-    for value, option in (
-        (opts.tasks, "--tasks"),
-        (opts.compare, "--compare"),
-        (opts.config_dir, "--config-dir"),
-    ):
-        if value is not None:
+    for value, option in _interpolated(opts):
+        if option in ("--tasks", "--compare", "--config-dir"):
             _relative(value, option)
     if "==" not in opts.install and "@" not in opts.install:
         raise UsageError(

@@ -550,9 +550,8 @@ def _outcomes(
         if on_item:
             on_item(out)
     done = {o.item for o in outcomes}
-    for it in items:
-        if it.item not in done:
-            outcomes.append(
-                ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run", model=it.model)
-            )
-    return outcomes
+    return outcomes + [
+        ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run", model=it.model)
+        for it in items
+        if it.item not in done
+    ]

@@ -84,10 +84,7 @@ def _mean(xs: list[float]) -> float | None:
 def sentence(row: dict[str, Any], metric: str, min_effect: float) -> str:
     """``A and B help only together: removing either loses 55 pts`` — or what the figures say otherwise."""
     a, b = row["pieces"]
-
-    def fmt(v: float | None) -> str:
-        return fmt_delta(metric, v)
-
+    fmt = functools.partial(fmt_delta, metric)
     alone, removing = row["alone"], row["removing"]
     if row["effect"] is None:
         return f"{a} and {b}: no block has all four of their cells scored."
