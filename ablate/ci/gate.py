@@ -33,8 +33,7 @@ UNSEALED_REASON = "the sessions were not sealed (--unsealed: the host's network 
 
 @dataclass(frozen=True)
 class Needed:
-    """The run that would detect ``detect`` with 80% power in both directions, from the run's own control
-    rate, level and cost per session, by the fixed-n exact discordant-block test."""
+    """The run that would detect ``detect`` (80% power, both directions, the exact test) at this run's figures."""
 
     detect: float
     blocks_per_cell: int | None
@@ -151,9 +150,7 @@ def verdict_word(ev: Evidence, f: Finding) -> str:
 
 
 def fmt_effect(ev: Evidence, x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{100 * x:+.1f} pts" if ev.is_rate else f"{x:+.3g}"
+    return "n/a" if x is None else f"{100 * x:+.1f} pts" if ev.is_rate else f"{x:+.3g}"
 
 
 def fmt_estimate(ev: Evidence, f: Finding) -> str:
@@ -196,8 +193,7 @@ def _holds(ev: Evidence, rule: Rule, f: Finding) -> tuple[bool, str]:
 
 
 def unsettled(ev: Evidence, detect: float | None) -> list[str]:
-    """The tested subjects the run cannot vouch for at ``detect``: not real, not decided "no effect" at a
-    min-effect of at most ``detect``, and the deciding test's detectable change (weaker direction) above it."""
+    """The tested subjects not real, not decided "no effect" at ``detect``, whose test cannot detect ``detect``."""
     if detect is None:
         return []
     out = []
@@ -229,9 +225,8 @@ def decide(
     lost: Sequence[str] = (),
     allow_unsealed: bool = False,
 ) -> GateResult:
-    """The gate's decision on ``ev`` under the default rule and ``rules``; ``lost``: layers that helped in a
-    ``--baseline`` run and help less now (:func:`ablate.report.rundiff.lost_help`), each a regression;
-    ``allow_unsealed``: an unsealed run may pass (said in the notes)."""
+    """The gate's decision on ``ev`` under the default rule and ``rules``; ``lost``: each layer that helps less
+    than in a ``--baseline`` run (:func:`ablate.report.rundiff.lost_help`), a regression."""
     reasons = [f"not trustworthy: {u}" for u in ev.untrustworthy]
     if ev.unsealed and not allow_unsealed:
         reasons.insert(0, f"not trustworthy: {UNSEALED_REASON} (pass --allow-unsealed to accept that)")
@@ -262,6 +257,7 @@ def decide(
     unconfirmed = [f for f in ev.findings if f.good and f.claimed_better is False]
     blind = [] if reasons else unsettled(ev, detect)
     need = needed(ev, detect) if blind and detect is not None else None
+    headline = f"FAIL — {reasons[0]}" if reasons else ""
     if untrusted:
         outcome: Outcome = "untrustworthy"
     elif regressed or ev.also_regressed or lost:
@@ -270,32 +266,26 @@ def decide(
         outcome = "rule failed"
     elif blind:
         outcome = "inconclusive"
-    elif better:
-        outcome = "better"
-    elif unconfirmed:
-        outcome = "unconfirmed gain"
-    else:
-        outcome = "no real difference"
-    if outcome == "better":
-        names = ", ".join(f.subject for f in better)
-        headline = (
-            f"PASS — better: {names} ({'helps' if ev.kind == 'run' else 'beats the baseline'} for real)"
-        )
-    elif outcome == "unconfirmed gain":
-        why = "; ".join(f"{f.subject}: failed {', '.join(f.why_not)}" for f in unconfirmed)
-        headline = f"PASS — a real pooled gain, not confirmed by compare's verdict ({why})"
-    elif outcome == "no real difference":
-        headline = f"PASS — no real difference on {ev.primary}; {mde}"
-    elif outcome == "inconclusive":
         said = need.text() if need is not None else ""
         headline = (
             f"INCONCLUSIVE — this run cannot detect a change of {_pts(ev, detect)} in {ev.detect_metric} with "
             f"80% power in both directions: {', '.join(blind)}; a regression that size could be there unseen. "
             f"{said[:1].upper()}{said[1:]}; or set --detect"
         )
+    elif better:
+        outcome = "better"
+        names = ", ".join(f.subject for f in better)
+        headline = (
+            f"PASS — better: {names} ({'helps' if ev.kind == 'run' else 'beats the baseline'} for real)"
+        )
+    elif unconfirmed:
+        outcome = "unconfirmed gain"
+        why = "; ".join(f"{f.subject}: failed {', '.join(f.why_not)}" for f in unconfirmed)
+        headline = f"PASS — a real pooled gain, not confirmed by compare's verdict ({why})"
     else:
-        headline = f"FAIL — {reasons[0]}"
-    if outcome in ("better", "unconfirmed gain", "no real difference", "inconclusive"):
+        outcome = "no real difference"
+        headline = f"PASS — no real difference on {ev.primary}; {mde}"
+    if not reasons:  # a pass or an inconclusive gate says what the run detects
         notes.insert(0, mde)
     passed = not reasons and outcome != "inconclusive"
     return GateResult(passed, outcome, headline, ev, reasons, checks, notes, detect, blind, need)

@@ -24,12 +24,9 @@ def gate_source(
     allow_unsealed: bool = False,
     model: str | None = None,
 ) -> GateResult:
-    """The gate's decision on ``source``; option texts are parsed here (a bad one raises :class:`UsageError`).
-
-    ``detect`` ``off`` drops the power requirement; ``min_effect`` without a "better" rule becomes
-    ``all better`` for a compare.json and is an error for a run (it needs a rule that names what must help);
-    ``allow_unsealed``: a run whose sessions were not sealed may pass; ``model``: the model whose part of a
-    report of several is gated (required there)."""
+    """The gate's decision on ``source``, its option texts parsed here (a bad one: :class:`UsageError`).
+    ``detect`` ``off`` drops the power requirement; ``min_effect`` without a "better" rule means ``all better``
+    for a compare.json and is an error for a run (it needs a rule naming what must help)."""
     effect = None if min_effect is None else parse_effect(min_effect, "--min-effect")
     required = None if detect.strip().lower() == "off" else parse_effect(detect, "--detect")
     rules = [parse_rule(r, effect) for r in require]

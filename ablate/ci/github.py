@@ -65,12 +65,8 @@ def check_options(opts: GithubOptions) -> None:
             f"--shards {opts.shards} with --compare: a comparison runs its arms in one sweep, in one job",
             hint="drop --shards (or pass --shards 1) with --compare",
         )
-    for value, option in (
-        (opts.tasks, "--tasks"),
-        (opts.compare, "--compare"),
-        (opts.config_dir, "--config-dir"),
-    ):
-        if value is not None:
+    for value, option in _interpolated(opts):
+        if option in ("--tasks", "--compare", "--config-dir"):
             _relative(value, option)
     if "==" not in opts.install and "@" not in opts.install:
         raise UsageError(
@@ -376,8 +372,7 @@ def workflow(opts: GithubOptions) -> dict[str, Any]:
 
 
 def trigger_paths(opts: GithubOptions, ablate_toml: Path | None = None) -> tuple[str, ...]:
-    """The files whose change reruns the workflow: the repository-side files of every layer the chosen
-    cells strip (or the compared file), the tasks, the copied config dir and the workflow itself."""
+    """The files whose change reruns the workflow: the stripped layers' (or compared) file, tasks, config, itself."""
     out: list[str] = []
     if opts.compare is not None:
         out.append(opts.compare)

@@ -35,11 +35,6 @@ class Rule:
     min_effect: float | None
     """Only for ``better``: the smallest acceptable point estimate (None: any real gain)."""
 
-    def describe(self) -> str:
-        by = "" if self.min_effect is None else f" by at least {self.min_effect:g}"
-        what = "is better (real gain" + by + ")" if self.claim == "better" else "is not worse (no real loss)"
-        return f"{self.subject} {what}"
-
 
 def _bad(text: str, col: int, message: str, hint: str) -> UsageError:
     pointer = " " * (len("--require '") + col) + "^"

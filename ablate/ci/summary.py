@@ -76,8 +76,7 @@ def _table(ev: Evidence) -> list[str]:
 
 
 def forest_text(ev: Evidence, width: int = PLOT_WIDTH) -> list[str]:
-    """One row per tested subject: its interval (``├──┤``), its estimate (``●``) and the zero line (``|``).
-    A subject without an interval says so; it is never drawn as a point."""
+    """One row per tested subject: interval ``├──┤``, estimate ``●``, zero ``|`` (no interval: said, never a point)."""
     rows = [f for f in ev.findings if not f.no_op]
     if not rows:
         return []
@@ -114,9 +113,7 @@ def _row(f: Finding, col: Callable[[float], int], width: int) -> str:
 
 
 def _numbers(ev: Evidence, f: Finding) -> str:
-    if f.effect is None:
-        return "n/a"
-    return fmt_estimate(ev, f) + (" real" if f.real else "")
+    return "n/a" if f.effect is None else fmt_estimate(ev, f) + (" real" if f.real else "")
 
 
 def append_summary(path: Path, result: GateResult) -> None:

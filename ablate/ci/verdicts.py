@@ -1,9 +1,6 @@
 """What the gate reads from a report: the ONE module that knows the verdict fields of ``report.json`` and
-``compare.json`` (when the report's fields change, this module is the one to adapt).
-
-Everything else in :mod:`ablate.ci` works on :class:`Evidence`: per subject (a cell of a run, an arm of a
-comparison) its effect on the primary outcome, oriented so that a positive value is good, whether it is real
-after the report's correction, and what makes the run untrustworthy."""
+``compare.json`` (adapt it when they change). The rest of :mod:`ablate.ci` works on :class:`Evidence`: per
+subject (a cell, an arm) its oriented effect (+ = good), whether it is real, and what makes the run untrustworthy."""
 
 from __future__ import annotations
 
@@ -107,8 +104,7 @@ class Evidence:
     secondary: list[str]
     """Real harmful effects outside the primary family (other metrics, single tasks): reported, not gated."""
     also_regressed: list[str] = field(default_factory=list)
-    """Real pooled regressions of the run's primary outcome (pitfall-free, or what an adaptive run decided
-    on) when the report was written with another ``--primary``: gated like the primary's own."""
+    """Real pooled regressions of the run's own primary outcome under another ``--primary``: gated too."""
     detect_metric: str = DEFAULT_PRIMARY
     """The rate the gate's detection threshold is about (the primary when it is a rate, else pitfall-free)."""
     detect_test: str = ""
@@ -116,8 +112,7 @@ class Evidence:
     notes: list[str] = field(default_factory=list)
     """What the gate did to the evidence (a stale report.json rebuilt, a report it could not verify)."""
     unsealed: bool = False
-    """The sessions were not sealed (``--unsealed``): the report's ``unsealed`` caveat, compare.json's
-    ``execution.network``."""
+    """The sessions were not sealed (``--unsealed``; the ``unsealed`` caveat, or ``execution.network``)."""
     scale: Scale | None = None
     """The run's own figures a bigger run is computed from (None: the report has no control rate)."""
 
@@ -130,9 +125,8 @@ class Evidence:
 
 
 def load_evidence(path: Path, model: str | None = None) -> Evidence:
-    """The evidence of a run folder (its ``report.json``, built when missing), a ``report.json`` or a
-    ``compare.json`` (or a compare folder holding one); ``model``: one model's part of a report
-    (:func:`for_model`)."""
+    """The evidence of a run folder (its ``report.json``, built when missing), a ``report.json``, a
+    ``compare.json`` or a compare folder; ``model``: one model's part of a report (:func:`for_model`)."""
     if not path.exists():
         raise NotFound(f"{path}: no such run folder or report", hint="pass a run folder or a compare.json")
     if path.is_dir():
@@ -169,8 +163,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _typed(model: type[M], path: Path, data: dict[str, Any], version: int, what: str, hint: str) -> M:
-    """``data`` as ``model``: a newer ``schema_version`` or a field that does not validate is a located
-    :class:`SpecError` (file, field, what is wrong) with ``hint``, the fix."""
+    """``data`` as ``model``; a newer ``schema_version`` or a bad field: a located :class:`SpecError`."""
     require_schema(data, path, version, what, hint=hint)
     try:
         return model.model_validate(data)
@@ -179,8 +172,7 @@ def _typed(model: type[M], path: Path, data: dict[str, Any], version: int, what:
 
 
 def _pick_model(names: list[str], model: str | None, what: str) -> None:
-    """A run of several models is gated one model at a time: without ``model`` (or with one it does not
-    hold) that is a :class:`UsageError` naming the models."""
+    """A run of several models is gated one model at a time: a :class:`UsageError` naming them otherwise."""
     if model is None and len(names) > 1:
         raise UsageError(
             f"the {what} holds {len(names)} models ({', '.join(names)}): gate one of them with --model M",
@@ -191,8 +183,7 @@ def _pick_model(names: list[str], model: str | None, what: str) -> None:
 
 
 def for_model(report: Report, model: str | None) -> Report:
-    """``report`` narrowed to ``model``'s part (``ablate gate --model``); a report of several models is gated
-    one model at a time, so without ``model`` it is a :class:`UsageError`, as is a model it does not hold."""
+    """``report`` narrowed to ``model``'s part (``ablate gate --model``; :func:`_pick_model` checks it)."""
     from ablate.report.models import parts, view
 
     got = parts(report)
@@ -284,9 +275,7 @@ def from_report(
                     real=c.real,
                     report_verdict=verdicts.get(c.cell, ""),
                     detectable=power_of[c.cell].detectable if c.cell in power_of else None,
-                    no_effect_beyond=no_effect.get(c.cell)
-                    if detect_metric == (seq.primary if seq else "")
-                    else None,
+                    no_effect_beyond=no_effect.get(c.cell),
                 )
             )
         elif c.metric in guarded and c.task is None and c.real and effect is not None and effect < 0:
@@ -373,8 +362,7 @@ def _run_trust(report: Report, run_dir: Path | None) -> list[str]:
 
 
 def _from_compare(path: Path, data: dict[str, Any], model: str | None = None) -> Evidence:
-    """Evidence of a compare.json, read through the type that writes it (a file that does not validate is a
-    located :class:`SpecError`: file, field, what is wrong); of ``model``'s rows when it holds several."""
+    """Evidence of a compare.json, read through the type that writes it; of ``model``'s rows when it holds several."""
     from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport
 
     hint = "write it again with this ablate (`ablate compare`)"
@@ -453,9 +441,8 @@ def _arm_finding(arm: ArmInfo, doc: CompareReport, verdicts: dict[str, VerdictRo
 
 
 def _compare_power(doc: CompareReport, findings: list[Finding], base: float) -> tuple[list[Finding], str]:
-    """Each arm's detectable effect by the test that decides it: the anytime-valid e-process of an adaptive
-    comparison (its blocks, at its α over Holm's first step), else the exact paired test compare's claims state
-    (its blocks and contrasts, from the baseline's rate ``base``)."""
+    """Each arm's detectable effect by the test that decides it, at Holm's first step: an adaptive comparison's
+    anytime-valid e-process, else the exact paired test compare's claims state (from the baseline's ``base``)."""
     from ablate.compare.tiers import detectable_effect
     from ablate.stats.sequential import detectable_anytime, prior_for
 

@@ -47,13 +47,9 @@ def _block(text: str, indent: int) -> str | None:
 def _value(value: object, indent: int) -> str:
     """The text after ``key:`` or ``-``: a scalar on the same line, or a newline and an indented block."""
     if isinstance(value, Mapping):
-        if not value:
-            return " {}"
-        return "\n" + _mapping(value, indent)
+        return "\n" + _mapping(value, indent) if value else " {}"
     if isinstance(value, Sequence) and not isinstance(value, str):
-        if not value:
-            return " []"
-        return "\n" + _sequence(value, indent)
+        return "\n" + _sequence(value, indent) if value else " []"
     if isinstance(value, str):
         block = _block(value, indent)
         if block is not None:

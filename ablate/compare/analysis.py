@@ -28,7 +28,6 @@ class Observation:
     turns: int | None
 
     def value(self, metric: str) -> float | None:
-        """The item's value of one of :data:`METRICS`."""
         v = self.pitfall_free if metric == "pitfall_free" else self.turns
         return None if v is None else float(v)
 
@@ -106,8 +105,7 @@ def contrast(
 def all_contrasts(
     obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[str], *, seed: int = 0
 ) -> list[ContrastRow]:
-    """Every pair of arms (``b`` is the later arm), pooled and per task, on each measured metric (turns only
-    when the executor measured them), Holm-adjusted together."""
+    """Every pair of arms (``b`` the later), pooled and per task, on each measured metric, Holm together."""
     out: list[ContrastRow] = []
     metrics = [m for m in METRICS if m != "turns" or any(o.turns is not None for o in obs)]
     for i, a in enumerate(arms):
@@ -198,9 +196,8 @@ def verdict(
     *,
     seed: int = 0,
 ) -> tuple[VerdictRow, ContrastRow | None]:
-    """Better only if (1) the pooled pitfall-free gain is real and positive, (2) nothing regressed
-    significantly (no task's pass rate, no pooled turn count), and (3) the holdout tasks agree (their pooled
-    gain is positive; there must be holdout tasks). Returns the verdict and the holdout contrast."""
+    """Better only if the pooled pitfall-free gain is real, nothing regressed significantly (a task's pass rate,
+    the pooled turns) and the holdout tasks (there must be some) gain too; with the holdout contrast."""
     pooled = oriented(contrasts, baseline, arm)
     gain = _check(
         "significant gain",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ import orjson
 from ablate import __version__
 from ablate.compare import analysis as an
 from ablate.compare.arms import Arm, build_arms, layout_roles, parse_roles
-from ablate.compare.executors import Execution, Executor, ItemOutcome, WorkItem
+from ablate.compare.executors import Executor, ItemOutcome, WorkItem
 from ablate.compare.ledger import (
     append_ledger,
     arm_key,
@@ -26,7 +27,7 @@ from ablate.compare.ledger import (
     read_ledger,
     task_set_sha256,
 )
-from ablate.compare.model import COMPARE_SCHEMA_VERSION, ArmRateRow, CompareReport, Estimate, RolesInfo
+from ablate.compare.model import COMPARE_SCHEMA_VERSION, CompareReport, Estimate, RolesInfo
 from ablate.compare.tiers import Tier, claims, resolve_tier
 from ablate.core.constants import DEFAULT_MAX_TURNS, DEFAULT_MODEL
 from ablate.core.errors import OutputExists, RunFolderError, UsageError
@@ -189,13 +190,7 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
     return PreparedCompare(req, tier, arms, tasks, items, est, compare_id, notes, roles)
 
 
-def _baseline_rate(rates: Sequence[ArmRateRow], baseline: str) -> float | None:
-    return next((r.rate for r in rates if r.arm == baseline and r.task is None), None)
-
-
-def analyse(
-    prep: PreparedCompare, outcomes: Sequence[ItemOutcome]
-) -> tuple[dict[str, Any], list[an.Observation]]:
+def analyse(prep: PreparedCompare, outcomes: Sequence[ItemOutcome]) -> dict[str, Any]:
     """The statistics part of compare.json."""
     arm_names = [a.name for a in prep.arms]
     task_ids = [t.id for t in prep.tasks]
@@ -222,26 +217,22 @@ def analyse(
         if c.task is not None and c.metric == "pitfall_free" and c.delta is not None and c.delta < 0
     ]
     blocks = len(prep.tasks) * prep.tier.repeats
-    return (
-        {
-            "arm_rates": [r.model_dump(mode="json") for r in rates],
-            "contrasts": [c.model_dump(mode="json") for c in contrasts],
-            "holdout_contrasts": holdout_contrasts,
-            "decomposition": decomposition,
-            "roles": roles,
-            "regressions": regressions,
-            "verdicts": verdicts,
-            "claims": claims(prep.tier, blocks, max(1, len(contrasts)), _baseline_rate(rates, arm_names[0])),
-            "excluded": {
-                "count": len(excluded),
-                "by_status": {
-                    s: sum(1 for o in excluded if o.status == s) for s in sorted({o.status for o in excluded})
-                },
-                "items": [o.item for o in excluded][:200],
-            },
+    base_rate = next((r.rate for r in rates if r.arm == arm_names[0] and r.task is None), None)
+    return {
+        "arm_rates": [r.model_dump(mode="json") for r in rates],
+        "contrasts": [c.model_dump(mode="json") for c in contrasts],
+        "holdout_contrasts": holdout_contrasts,
+        "decomposition": decomposition,
+        "roles": roles,
+        "regressions": regressions,
+        "verdicts": verdicts,
+        "claims": claims(prep.tier, blocks, max(1, len(contrasts)), base_rate),
+        "excluded": {
+            "count": len(excluded),
+            "by_status": dict(sorted(Counter(o.status for o in excluded).items())),
+            "items": [o.item for o in excluded][:200],
         },
-        obs,
-    )
+    }
 
 
 def run_compare(
@@ -252,7 +243,6 @@ def run_compare(
     resume: bool = False,
 ) -> tuple[Path, CompareReport]:
     """Execute the plan, analyse, write the compare folder and the ledger line; return (folder, report).
-
     ``resume``: the compare folder exists (an interrupted run of this very plan); the executor continues it."""
 
     out_root = prep.request.out
@@ -275,7 +265,13 @@ def run_compare(
     looks = count_looks(entries, task_sha, prep.holdout, bad)
     changes = fingerprint_changes(entries, prep.arms)
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    execution = _execute(prep, executor, folder, on_item)
+    if prep.request.adaptive is None:
+        execution = executor.run(prep.items, folder, on_item)
+    else:
+        from ablate.compare.executors import ClaudeCodeExecutor
+
+        assert isinstance(executor, ClaudeCodeExecutor)  # prepare_compare refused the others
+        execution = executor.run(prep.items, folder, on_item, adaptive=True, options=prep.request.adaptive)
     outcomes = sorted(execution.outcomes, key=lambda o: o.order)
     atomic_write_bytes(folder / "items.jsonl", b"".join(orjson.dumps(o.to_json()) + b"\n" for o in outcomes))
     for a in prep.arms:
@@ -291,11 +287,17 @@ def run_compare(
                 }
             )
     models = prep.request.models
-    stats, _obs = analyse(prep, [o for o in outcomes if o.model == models[0]] if models else outcomes)
+    stats = analyse(prep, [o for o in outcomes if o.model == models[0]] if models else outcomes)
     if models:
         stats |= _by_model(prep, outcomes, folder / str(execution.info["run_folder"]))
     if prep.request.adaptive is not None:
-        stats = _sequential(stats, folder / str(execution.info["run_folder"]), prep.arms[0].name)
+        from ablate.compare.sequential import sequential_stats
+        from ablate.report.sequential import sequential_section
+
+        run_dir = folder / str(execution.info["run_folder"])
+        if (seq := sequential_section(run_dir)) is None:
+            raise RunFolderError(f"{run_dir}: an adaptive comparison's run folder has no adaptive.json")
+        stats = sequential_stats(stats, seq, prep.arms[0].name)
     spent = sum(o.cost_usd or 0.0 for o in outcomes) if executor.spends else 0.0
     req = prep.request
     report = CompareReport.model_validate(
@@ -332,36 +334,14 @@ def run_compare(
 
 
 def _by_model(prep: PreparedCompare, outcomes: Sequence[ItemOutcome], run_dir: Path) -> dict[str, Any]:
-    """``--models``: each model's rates, contrasts and verdicts (the top level's rows), and the model × arm
-    interactions of the run folder's report (:mod:`ablate.report.models`: the arms are its cells)."""
+    """``--models``: each model's rows, and the model × arm interactions of the run folder's report."""
     from ablate.report import build_report
 
     rows = []
     for m in prep.request.models:
-        got, _obs = analyse(prep, [o for o in outcomes if o.model == m])
+        got = analyse(prep, [o for o in outcomes if o.model == m])
         rows.append({"model": m, **{k: got[k] for k in ("arm_rates", "contrasts", "verdicts")}})
     return {"models": rows, "model_interactions": getattr(build_report(run_dir), "model_interactions", [])}
-
-
-def _execute(
-    prep: PreparedCompare, executor: Executor, folder: Path, on_item: Callable[[ItemOutcome], None] | None
-) -> Execution:
-    if prep.request.adaptive is None:
-        return executor.run(prep.items, folder, on_item)
-    from ablate.compare.executors import ClaudeCodeExecutor
-
-    assert isinstance(executor, ClaudeCodeExecutor)  # prepare_compare refused the others
-    return executor.run(prep.items, folder, on_item, adaptive=True, options=prep.request.adaptive)
-
-
-def _sequential(stats: dict[str, Any], run_dir: Path, baseline: str) -> dict[str, Any]:
-    from ablate.compare.sequential import sequential_stats
-    from ablate.report.sequential import sequential_section
-
-    seq = sequential_section(run_dir)
-    if seq is None:
-        raise RunFolderError(f"{run_dir}: an adaptive comparison's run folder has no adaptive.json")
-    return sequential_stats(stats, seq, baseline)
 
 
 def _tier_name(prep: PreparedCompare) -> str:

@@ -328,8 +328,8 @@ def check_cells(arms: Sequence[Arm], rel_path: str, built: dict[str, object]) ->
 
 
 def probe_record(run_dir: Path, folder: Path) -> dict[str, Any]:
-    """What the run folder's probe.json says, for compare.json: the file (relative to the compare folder),
-    whether every cell was faithful (None: not probed), and the probe in the run report's words."""
+    """What the run folder's probe.json says, for compare.json: its file, whether every cell was faithful (None:
+    not probed), and the probe in the run report's words."""
     from ablate.folder.probe import probe_path, read_probe
     from ablate.report.isolation import probe_words
 
@@ -345,8 +345,7 @@ def probe_record(run_dir: Path, folder: Path) -> dict[str, Any]:
 
 
 def check_layer(layer: str, ablate_toml: Path | None) -> None:
-    """``layer`` must be a file layer of the catalog: the arms replace its first path (as cell files'
-    ``replace`` does)."""
+    """``layer`` must be a file layer of the catalog: the arms replace its first path, as ``replace`` does."""
     from ablate.setup.layers import load_catalog
 
     catalog = load_catalog(ablate_toml)
@@ -364,11 +363,8 @@ def check_layer(layer: str, ablate_toml: Path | None) -> None:
 
 class ClaudeCodeExecutor:
     """The real pinned CLI in isolated cells, through :func:`ablate.run.execute.execute` (one sweep, all arms).
-
-    Everything ``ablate run`` checks is checked when the executor is made, before the compare folder is
-    written: the layer, the isolation backend (sealed, or refused unless ``--unsealed``) and the one
-    endpoint. Running again on a compare folder whose ``run/`` holds the run folder resumes it (complete
-    items are kept)."""
+    What ``ablate run`` checks (the layer, the isolation backend, the endpoint) is checked when it is made,
+    before the compare folder is written; a compare folder whose ``run/`` holds the run folder resumes it."""
 
     name = "claude-code"
     spends = True
@@ -405,11 +401,9 @@ class ClaudeCodeExecutor:
         adaptive: bool = False,
         options: AdaptiveOptions | None = None,
     ) -> Execution:
-        """Every item in one sweep; ``adaptive``: in rounds over the arms still undecided against the first
-        arm (:func:`ablate.run.adaptive.execute_adaptive` on the run folder, up to ``options.max_repeats``;
-        ``options`` None: a resume, which keeps the folder's own), only the items the rounds scheduled having
-        outcomes and ``info["adaptive"]`` saying how it stopped. First the arms' cells are proved to carry
-        their files to the model, as ``ablate run`` does (probe.json; an unfaithful cell stops it, exit 1)."""
+        """Every item in one sweep, after the arms' cells are proved as ``ablate run`` proves them (probe.json);
+        ``adaptive``: in rounds over the arms still undecided (:func:`ablate.run.adaptive.execute_adaptive`;
+        ``options`` None: a resume, with the folder's own), only the scheduled items having outcomes."""
         from ablate.core.claude import find_claude
         from ablate.grade.vet import vet_and_probe
         from ablate.run.adaptive import execute_adaptive
@@ -486,8 +480,7 @@ class ClaudeCodeExecutor:
     def _prepare(
         self, items: Sequence[WorkItem], folder: Path, claude: ClaudeBinary, *, adaptive: bool = False
     ) -> PreparedRun:
-        """The run folder of the sweep: ``<compare>/run/<id>``, made, or reopened when it exists. An adaptive
-        run folder's plan holds only the rounds scheduled so far: a subset of the comparison's items."""
+        """The sweep's run folder ``<compare>/run/<id>``, made or reopened (an adaptive one plans its rounds so far)."""
         from ablate.run.prepare import RunRequest, prepare_run
 
         o = self.options
@@ -557,9 +550,8 @@ def _outcomes(
         if on_item:
             on_item(out)
     done = {o.item for o in outcomes}
-    for it in items:
-        if it.item not in done:
-            outcomes.append(
-                ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run", model=it.model)
-            )
-    return outcomes
+    return outcomes + [
+        ItemOutcome(it.item, it.task.id, it.arm.name, it.repeat, it.order, "not_run", model=it.model)
+        for it in items
+        if it.item not in done
+    ]

@@ -82,8 +82,7 @@ def arm_key(arm: Arm) -> dict[str, object]:
 
 
 def fingerprint_changes(entries: Sequence[dict[str, Any]], arms: Sequence[Arm]) -> list[dict[str, object]]:
-    """Arms whose name and source match an earlier run's arm but whose bytes differ (an in-place edit); the
-    report lists each with the earlier run's id, and such runs are never pooled."""
+    """Arms whose name and source match an earlier run's arm but whose bytes differ (an in-place edit)."""
     out: list[dict[str, object]] = []
     for arm in arms:
         key = arm_key(arm)

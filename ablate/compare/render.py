@@ -21,9 +21,7 @@ def _p(x: float | None) -> str:
 
 
 def _delta(metric: str, x: float | None) -> str:
-    if x is None:
-        return "–"
-    return _pts(x) + " pts" if metric == "pitfall_free" else f"{x:+.2f}"
+    return "–" if x is None else _pts(x) + " pts" if metric == "pitfall_free" else f"{x:+.2f}"
 
 
 def _style(real: bool) -> RowStyle:
@@ -142,7 +140,8 @@ def _decomposition_blocks(report: CompareReport) -> list[Block]:
         "total": "what ships (duplicated − original)",
     }
     parts = list(report.decomposition.items())
-    out: list[Block] = [Heading("Decomposition (pitfall-free rate)" + _descriptive(report))]
+    descriptive = "" if report.sequential is None else " — fixed-n, descriptive in a sequential design"
+    out: list[Block] = [Heading("Decomposition (pitfall-free rate)" + descriptive)]
     if report.roles is not None:
         out.append(Para(report.roles.line()))
     out.append(
@@ -244,23 +243,8 @@ def _closing_blocks(report: CompareReport) -> list[Block]:
     return out
 
 
-def _descriptive(report: CompareReport) -> str:
-    return "" if report.sequential is None else " — fixed-n, descriptive in a sequential design"
-
-
-def _sequential_blocks(report: CompareReport, plot: tuple[str, str] | None) -> list[Block]:
-    """How an adaptive comparison stopped: the run report's section on the arms' run folder."""
-    from ablate.report.sequential import section_blocks
-
-    if report.sequential is None:
-        return []
-    blocks = section_blocks(report.sequential, plot)
-    return [Heading("How the comparison stopped"), *blocks[1:]]
-
-
 def compare_document(report: CompareReport, plot: tuple[str, str] | None = None) -> Document:
-    """The comparison as report blocks, in reading order (``plot``: an adaptive comparison's confidence
-    sequences, svg and png paths relative to the compare folder)."""
+    """The comparison as report blocks (``plot``: an adaptive comparison's confidence sequences' svg and png)."""
     arms = ", ".join(f"`{a.name}`" for a in report.arms)
     est = report.estimate
     size = (
@@ -276,13 +260,13 @@ def compare_document(report: CompareReport, plot: tuple[str, str] | None = None)
             f"${report.spent_usd:.4f} ({report.spent_basis or 'basis not recorded'})."
         )
     ]
-    warn = warnings(report)
-    if warn:
+    if warn := warnings(report):
         blocks += [Heading("Warnings"), Bullets(warn)]
     blocks += _verdict_blocks(report) + _model_blocks(report)
-    blocks += _sequential_blocks(report, plot)
-    blocks += _arm_blocks(report)
-    blocks += _decomposition_blocks(report)
-    blocks += _contrast_blocks(report)
-    blocks += _closing_blocks(report)
+    if report.sequential is not None:  # how it stopped: the run report's section on the arms' run folder
+        from ablate.report.sequential import section_blocks
+
+        blocks += [Heading("How the comparison stopped"), *section_blocks(report.sequential, plot)[1:]]
+    blocks += _arm_blocks(report) + _decomposition_blocks(report)
+    blocks += _contrast_blocks(report) + _closing_blocks(report)
     return Document(f"ablate compare — {report.compare_id}", blocks)

@@ -10,8 +10,7 @@ from typing import Any
 
 
 def _split_system(body: str) -> tuple[str, Any, str] | None:
-    """``(before, system value, after)`` of a JSON request body; None unless exactly one top-level
-    ``"system":`` key is found."""
+    """``(before, system value, after)`` of a JSON body; None unless it has exactly one top-level ``"system"``."""
     try:
         doc = json.loads(body)
     except json.JSONDecodeError:
@@ -28,8 +27,7 @@ def _split_system(body: str) -> tuple[str, Any, str] | None:
 
 
 def check_requests(records: Sequence[dict[str, Any]], arm_text: dict[str, str]) -> dict[str, Any]:
-    """Verify, from the recorded bodies, that within each (task, repeat) block every arm's request is
-    byte-identical except the ``system`` value, and that each ``system`` is exactly its arm's file."""
+    """The module's check over the recorded request bodies, as compare.json's ``request_check``."""
     blocks: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in records:
         blocks.setdefault((r["task"], r["repeat"]), []).append(r)

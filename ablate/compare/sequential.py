@@ -1,12 +1,8 @@
-"""An adaptive comparison's statistics (``ablate compare --adaptive``): the anytime-valid analysis of
-``ablate run --adaptive`` replaces the tier's fixed-n tests.
-
-The arms are the cells of the compare folder's run folder, the first arm the control; the looks and decisions
-are those of :func:`ablate.run.adaptive.run_adaptive`, read back as the run report reads them
-(:func:`ablate.report.sequential.sequential_section`). Each arm's pooled pitfall-free contrast takes the
-anytime-valid p, its Holm adjustment over the arms and the confidence sequence, and is real only when the
-sequential analysis decided it; every other p-value and interval is fixed-n, kept as description, and marks
-nothing real."""
+"""An adaptive comparison's statistics (``ablate compare --adaptive``): the arms are the cells of its run folder
+(the first the control), and the looks of ``ablate run --adaptive``, read back as the run report reads them
+(:func:`ablate.report.sequential.sequential_section`), replace the tier's fixed-n tests: each arm's pooled
+pitfall-free contrast takes the anytime-valid p, Holm p and confidence sequence and is real only when decided
+so; every other figure is description."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ from ablate.report.model import SequentialReport
 
 
 def sequential_stats(stats: dict[str, Any], seq: SequentialReport, baseline: str) -> dict[str, Any]:
-    """``stats`` (:func:`ablate.compare.core.analyse`'s) rewritten for a sequential design, with the
-    ``sequential`` block added."""
+    """``stats`` (:func:`ablate.compare.core.analyse`'s) rewritten for a sequential design, ``sequential`` added."""
     last = seq.looks[-1].cells if seq.looks else {}
     contrasts = []
     for c in stats["contrasts"]:

@@ -38,9 +38,8 @@ def resolve_tier(name: str, repeats: int | None) -> Tier:
 
 
 def detectable_effect(blocks: int, p_control: float, comparisons: int) -> float | None:
-    """The smallest pass-rate change (0..1) the exact paired test detects with 80% power over ``blocks``
-    paired blocks from a baseline rate ``p_control``, at α = 0.05 / ``comparisons`` (Holm's first step, so
-    the figure holds for every contrast). Arms are assumed independent within a block: the cautious figure."""
+    """The smallest pass-rate change the exact paired test detects with 80% power over ``blocks`` blocks from
+    ``p_control``, at Holm's first step 0.05 / ``comparisons``, arms independent in a block (the cautious figure)."""
     from ablate.stats import NotComputable, detectable_binary
 
     d = detectable_binary(blocks, min(1.0, max(0.0, p_control)), alpha=0.05 / max(1, comparisons))
@@ -48,8 +47,7 @@ def detectable_effect(blocks: int, p_control: float, comparisons: int) -> float 
 
 
 def claims(tier: Tier, blocks: int, contrasts: int, p_control: float | None) -> dict[str, list[str]]:
-    """What this run can and cannot claim, with the computed figures (``p_control``: the baseline's pooled
-    pitfall-free rate; 0.5, the worst case, when unknown)."""
+    """What this run can and cannot claim (``p_control``: the baseline's pooled rate; None: ½, the worst case)."""
     base = 0.5 if p_control is None else p_control
     mde = detectable_effect(blocks, base, contrasts)
     can: list[str] = []

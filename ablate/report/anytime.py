@@ -32,17 +32,6 @@ def anytime_figures(look: CellLook) -> dict[str, Any]:
     }
 
 
-def primary_rule(seq: SequentialReport, alpha: float) -> str:
-    """The primary family's rule, in words."""
-    m = len(seq.decisions)
-    return (
-        f"sequential design: the pooled {seq.primary} comparison of each cell is tested with an anytime-valid "
-        f"p-value, Holm-adjusted over the run's {m} comparisons, real at ≤ {alpha}; its interval is the "
-        f"{100 * (1 - seq.alpha):.0f}% confidence sequence; every other p-value is fixed-n and descriptive "
-        "(none is marked real)"
-    )
-
-
 def anytime_comparisons(
     comparisons: Sequence[Comparison], seq: SequentialReport, *, alpha: float
 ) -> list[Comparison]:
@@ -67,18 +56,17 @@ def anytime_comparisons(
         else:
             verdict = "not computable" if c.p is None else "draw"
             out.append(
-                c.model_copy(
-                    update={
-                        "real": False,
-                        "verdict": verdict,
-                        "method": c.method + DESCRIPTIVE,
-                    }
-                )
+                c.model_copy(update={"real": False, "verdict": verdict, "method": c.method + DESCRIPTIVE})
             )
     return out
 
 
 def anytime_families(families: Sequence[Family], seq: SequentialReport, alpha: float) -> list[Family]:
     """The families with their rule rewritten for a sequential design."""
-    rule = primary_rule(seq, alpha)
+    rule = (
+        f"sequential design: the pooled {seq.primary} comparison of each cell is tested with an anytime-valid "
+        f"p-value, Holm-adjusted over the run's {len(seq.decisions)} comparisons, real at ≤ {alpha}; its "
+        f"interval is the {100 * (1 - seq.alpha):.0f}% confidence sequence; every other p-value is fixed-n and "
+        "descriptive (none is marked real)"
+    )
     return [f.model_copy(update={"rule": rule}) for f in families]

@@ -78,28 +78,20 @@ def fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
 
 
 def fmt_p(p: float | None) -> str:
-    if p is None:
-        return "–"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+    return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def row_style(c: Comparison) -> RowStyle:
     """How a comparison's row is styled: by its evidence, never by its text."""
-    if c.p is None:
-        return ""
-    return "real" if c.real else "draw"
+    return "" if c.p is None else "real" if c.real else "draw"
 
 
 def real_mark(c: Comparison) -> str:
-    if c.p is None:
-        return "n/a"
-    return "**real**" if c.real else "draw"
+    return "n/a" if c.p is None else "**real**" if c.real else "draw"
 
 
 def layers_text(layers: list[str]) -> str:
-    if len(layers) > 3:
-        return f"{len(layers)} layers (everything)"
-    return ", ".join(layers) or "–"
+    return f"{len(layers)} layers (everything)" if len(layers) > 3 else ", ".join(layers) or "–"
 
 
 def strips_text(layers: list[str], pieces: list[str]) -> str:

@@ -32,8 +32,7 @@ def at_start_layers(ctx: Context) -> set[str]:
 
 
 def probe_contexts(ctx: Context) -> dict[str, str]:
-    """Per cell, the context digest the free probe captured (probe.json), when the run and its probe both ran
-    in a backend whose sessions see the real paths (so the instruction files' paths agree); else nothing."""
+    """Per cell, the probe's context digest, when the run and its probe both saw the real paths; else none."""
     from ablate.isolate.registry import capabilities_of, kind_of
     from ablate.report.context import read_probe
 

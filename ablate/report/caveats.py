@@ -169,9 +169,8 @@ def secrets_words(info: IsolationInfo | None) -> list[str]:
 
 
 def backend_caveat(manifest: RunManifest) -> str:
-    """What the run's backend cannot protect, from the registry (:mod:`ablate.isolate.registry`): what
-    reaches the real files, and the leaks it does not remove (the network too when sessions were not
-    sealed); "" for a backend that claims nothing (copy-on-write) or that this ablate does not know."""
+    """What the run's backend cannot protect (:mod:`ablate.isolate.registry`), the network too when unsealed;
+    "" for a backend that claims nothing (copy-on-write) or that this ablate does not know."""
     from ablate.isolate.registry import recorded_kind
 
     kind = recorded_kind(manifest.isolation)
@@ -366,9 +365,7 @@ def failed_items(report: Report, manifest: RunManifest) -> Caveat | None:
 
 def overfitting(report: Report, manifest: RunManifest) -> Caveat | None:
     warned = [f for f in report.holdout if f.kind == "overfitting"]
-    if not warned:
-        return None
-    return Caveat(id="overfitting", text="; ".join(f.message for f in warned) + ".")
+    return Caveat(id="overfitting", text="; ".join(f.message for f in warned) + ".") if warned else None
 
 
 def sign_flip_estimand(report: Report, manifest: RunManifest) -> Caveat | None:
@@ -464,7 +461,6 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
 
 
 def render(report: Report, page: Page) -> list[Block]:
-    """The caveats, one bullet each."""
     return [Heading("Caveats"), Bullets([f"**{c.id}**: {c.text}" for c in report.caveats])]
 
 

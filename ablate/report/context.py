@@ -49,17 +49,15 @@ class Context:
     say: Callable[[str], None]
 
     def ranked(self) -> list[ManifestCell]:
-        """The tested cells that strip layers (the A/A cell of ``--aa`` is a noise floor, never ranked; a
-        leave-one-in cell beside a full control, ``--cells layered+leave-one-in``, is compared in
-        :mod:`ablate.report.layer_interactions`, not ranked against the full setup)."""
+        """The tested cells that strip layers: not the A/A cell (a noise floor), nor a leave-one-in cell beside
+        a full control (:mod:`ablate.report.layer_interactions` compares those)."""
         beside_full = not self.control.empty_config
         return [c for c in self.tested if not c.aa_of and not (beside_full and c.kept)]
 
 
 @dataclass
 class Page:
-    """Where the sections render: ``plots`` is the folder their figures are drawn into (None: none is drawn);
-    ``drawn`` records each section's figure files (section key → svg, png)."""
+    """Where the sections render: ``plots``, their figures' folder (None: none drawn); ``drawn``, key → files."""
 
     plots: Path | None = None
     drawn: dict[str, tuple[Path, Path]] = field(default_factory=dict)
@@ -74,9 +72,8 @@ class Page:
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the report: ``build`` returns its JSON part (top-level ``report.json`` keys → values; it may
-    read the parts of the sections before it from the report being built), ``render`` its blocks of
-    ``report.md`` and ``report.html`` (both renderers draw the same blocks)."""
+    """One part of the report (docs/EXTENDING.md#adding-a-report-section): ``build`` returns its top-level
+    ``report.json`` keys, ``render`` its blocks of ``report.md`` and ``report.html``."""
 
     key: str
     build: Callable[[Context, Report], dict[str, Any]] = lambda _ctx, _report: {}
@@ -118,19 +115,12 @@ def _noop_reason(cell: ManifestCell, control: ManifestCell) -> str | None:
     return None
 
 
-def _present_layers(cell: ManifestCell, control: ManifestCell) -> list[str]:
-    if not control.fingerprints:
-        return list(cell.stripped)
-    return [lid for lid in cell.stripped if control.fingerprints.get(lid, "") != ""]
-
-
 def make_context(
     run_dir: Path, *, alpha: float, control: str | None, primary: str | None, say: Callable[[str], None],
     model: str | None = None,
 ) -> Context:  # fmt: skip
-    """Read the run folder and decide the control, the primary metric, the metrics and the tested cells. A run
-    of several models is read as ``model``'s alone (by default the first, the reference): its items are
-    that model's, keyed by (task, cell, repeat) as in a run of one."""
+    """Read the run folder and decide the control, the primary metric, the metrics and the tested cells; a run
+    of several models is read as ``model``'s alone (by default the first), keyed as a run of one."""
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha}: must be between 0 and 1", hint="the usual value is 0.05")
     folder = RunFolder(run_dir)
@@ -176,6 +166,7 @@ def make_context(
         if c.id != control_id and (why := _noop_reason(c, ctrl))
     ]
     no_op_ids = {n.cell for n in no_ops}
+    fp = ctrl.fingerprints  # a layer the control lacks is not one a cell strips (none recorded: all are)
     return Context(
         run_dir=run_dir,
         folder=folder,
@@ -192,7 +183,10 @@ def make_context(
         repeats=sorted({p.repeat for p in plan}),
         no_ops=no_ops,
         tested=[c for c in manifest.cells if c.id != control_id and c.id not in no_op_ids],
-        layers={c.id: [] if c.id == control_id else _present_layers(c, ctrl) for c in manifest.cells},
+        layers={
+            c.id: [] if c.id == control_id else [lid for lid in c.stripped if not fp or fp.get(lid, "") != ""]
+            for c in manifest.cells
+        },
         say=say,
     )
 

@@ -97,8 +97,7 @@ def _ratio(cp: Arrays, cc: Arrays, kp: Arrays, kc: Arrays, axis: int = -1) -> Ar
 def cheaper_per_pass(
     scored: dict[Key, Item], cell: str, control: str, metric: str, alpha: float, seed: int
 ) -> tuple[float, float, float] | None:
-    """The cell's cost per pass relative to the control's − 1, with its interval, over their paired blocks,
-    when the interval lies below 0 (the cell is cheaper per pass); else None."""
+    """The cell's cost per pass relative to the control's − 1 and its interval, when that lies below 0."""
 
     def side(c: str) -> dict[tuple[str, int], tuple[float, float | None]]:
         return {

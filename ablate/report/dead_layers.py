@@ -11,7 +11,6 @@ from ablate.report.summaries import layer_use
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """Each present layer's use in the control's scored sessions."""
     return {"layer_use": layer_use(ctx.manifest, ctx.control, ctx.items.scored)}
 
 

@@ -1,14 +1,8 @@
-"""The comparisons of a report, in two Holm families.
-
-* **primary**: the pooled primary metric (pitfall-free rate unless ``--primary`` says otherwise), one
-  comparison per tested cell — the question the report answers;
-* **secondary**: every other metric pooled, and every metric per task (when the run has more than one task).
-
-Separate families: Holm runs within each at ``alpha``, so the primary family's family-wise error rate is
-``alpha`` whatever the number of secondary metrics and tasks (the secondary family's is ``alpha`` on its own).
-Each test is run with resamples scaled to its family's Holm threshold ``alpha / m``, so no p-value floor
-stands between a consistent effect and "real".
-"""
+"""The comparisons of a report, in two Holm families (:data:`FAMILY_RULE`): **primary**, the pooled primary
+metric, one comparison per tested cell (the question the report answers); **secondary**, every other metric
+pooled and every metric per task. Holm within each keeps the primary family's error rate at ``alpha`` whatever
+the number of secondary comparisons; each test's resamples are scaled to its family's ``alpha / m``, so no
+p-value floor stands between a consistent effect and "real"."""
 
 from __future__ import annotations
 
@@ -54,8 +48,7 @@ def plan_comparisons(
 
 
 def side_values(ctx: Context, cell: str, metric: str | None = None) -> dict[Block, float]:
-    """One cell's values of ``metric`` (default: the primary) by (task, repeat) block, over its scored items
-    that have one."""
+    """One cell's values of ``metric`` (default: the primary) by (task, repeat) block, where scored."""
     m = metric or ctx.primary
     return {
         (t, r): it.values[m] for (t, c, r), it in ctx.items.scored.items() if c == cell and m in it.values
@@ -80,8 +73,7 @@ def layer_verdict(metric: str, delta: float | None, real: bool, p: float | None)
 
 
 def run_comparisons(ctx: Context, planned: Sequence[Planned]) -> tuple[list[Comparison], list[Family]]:
-    """Test every planned comparison against the context's control, Holm within each family, and mark what is
-    real."""
+    """Test every planned comparison against the control, Holm within each family, and mark what is real."""
     control, alpha, seed = ctx.control.id, ctx.alpha, ctx.manifest.seed
     m = {f: sum(1 for p in planned if p.family == f) for f in ("primary", "secondary")}
     values = {(c, metric): side_values(ctx, c, metric) for c in {control, *(p.cell.id for p in planned)}

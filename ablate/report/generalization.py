@@ -1,11 +1,7 @@
-"""How far it generalizes: per layer (a layer run) or per piece (a piece run), the effect on each task and
-whether it holds across tasks, the tasks being the sample for a claim about tasks the run did not see.
-
-Per task the subject's effect on the primary metric (a layer's Δ, cell − control; a piece's on − off from that
-task's sessions alone), and the two-sided sign test over the tasks whose effect is not 0 (exact binomial,
-``scipy.stats.binomtest``), Holm over the subjects. With n tasks all of one sign the p is 2^(1 − n) and Holm's
-first threshold α / k, so a claim about k subjects needs ⌈1 + log2(k / α)⌉ tasks (9 for 11 at α 0.05).
-"""
+"""How far it generalizes: per layer (cell − control) or per piece (on − off, from each task's sessions alone),
+the effect on each task and the two-sided sign test over the tasks whose effect is not 0
+(``scipy.stats.binomtest``), Holm over the subjects: the tasks as a sample of those the run did not see. With
+n tasks of one sign p = 2^(1 − n), so a claim about k subjects needs ⌈1 + log2(k / α)⌉ tasks (9 for 11 at 0.05)."""
 
 from __future__ import annotations
 
@@ -50,8 +46,8 @@ def layer_effects(ctx: Context) -> dict[str, dict[str, float]]:
 
 
 def piece_effects(ctx: Context) -> dict[str, dict[str, float]]:
-    """Per piece, per task: its effect (on − off) from that task's sessions alone (least squares, a block per
-    repeat); a task whose sessions cannot separate the pieces is left out."""
+    """Per piece, per task: its least-squares effect from that task's sessions (a task that cannot separate
+    the pieces left out)."""
     record = ctx.manifest.design
     assert record is not None
     design = design_of(record)
@@ -113,8 +109,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
 
 
 def verdict(row: dict[str, Any], alpha: float) -> str:
-    """``helps across tasks`` / ``hurts across tasks`` (Holm-adjusted p ≤ α, by the majority), else ``not
-    shown across tasks``."""
+    """``helps``/``hurts across tasks`` (Holm-adjusted p ≤ α, by the majority), else ``not shown across tasks``."""
     p = row["p_adjusted"]
     if p is not None and p <= alpha:
         return "helps across tasks" if row["helps_on"] > row["hurts_on"] else "hurts across tasks"

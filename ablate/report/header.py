@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ablate.folder.layout import RunManifest
 from ablate.report.blocks import Block, Heading, Para, Table
 from ablate.report.context import Context, Page, Section
 from ablate.report.model import Counts, Report, RunInfo
@@ -30,7 +29,9 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         cell_set=m.cell_set,
         binary=m.cell_set == "binary",
         control=ctx.control.id,
-        isolation=isolation_words(m),
+        isolation=m.isolation.describe()  # the backend in words: ``namespace — <reason>``
+        if m.isolation is not None
+        else "links (shadow home and config dir; not recorded in this run's manifest)",
         repeats=m.repeats,
         seed=m.seed,
         created_at=m.created_at,
@@ -50,13 +51,6 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
         excluded=len(ctx.items.excluded),
     )
     return {"run": run, "n": n}
-
-
-def isolation_words(manifest: RunManifest) -> str:
-    """The isolation backend in words: ``namespace — <reason>`` (never a printed dict)."""
-    if manifest.isolation is None:
-        return "links (shadow home and config dir; not recorded in this run's manifest)"
-    return manifest.isolation.describe()
 
 
 def render(report: Report, page: Page) -> list[Block]:

@@ -18,6 +18,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     if set(split_of.values()) != {"dev", "holdout"}:
         return {"holdout_note": "not checked: the dev/holdout check needs tasks in both splits"}
     found: list[HoldoutFinding] = []
+    higher = ctx.primary in HIGHER_IS_BETTER
     for c in ctx.tested:
         by: dict[str, dict[str, list[float]]] = {"dev": {}, "holdout": {}}
         for (t, cid, r), it in ctx.items.scored.items():
@@ -25,12 +26,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
             if cid == c.id and other and ctx.primary in it.values and ctx.primary in other.values:
                 by[split_of[t]].setdefault(t, []).append(it.values[ctx.primary] - other.values[ctx.primary])
         f = holdout_finding(
-            c.id,
-            ctx.primary,
-            by["dev"],
-            by["holdout"],
-            higher_is_better=ctx.primary in HIGHER_IS_BETTER,
-            alpha=ctx.alpha,
+            c.id, ctx.primary, by["dev"], by["holdout"], higher_is_better=higher, alpha=ctx.alpha
         )
         if f is not None:
             found.append(f)

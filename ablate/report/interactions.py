@@ -84,10 +84,7 @@ def _mean(xs: list[float]) -> float | None:
 def sentence(row: dict[str, Any], metric: str, min_effect: float) -> str:
     """``A and B help only together: removing either loses 55 pts`` — or what the figures say otherwise."""
     a, b = row["pieces"]
-
-    def fmt(v: float | None) -> str:
-        return fmt_delta(metric, v)
-
+    fmt = functools.partial(fmt_delta, metric)
     alone, removing = row["alone"], row["removing"]
     if row["effect"] is None:
         return f"{a} and {b}: no block has all four of their cells scored."
@@ -131,8 +128,7 @@ def render(report: Report, page: Page) -> list[Block]:
 def interaction_blocks(
     rows: list[dict[str, Any]], metric: str, heading: str, intro: str, columns: dict[str, Cell], table_id: str
 ) -> list[Block]:
-    """An interaction section: the table (the section's own ``columns``, then interval, Holm p and verdict)
-    and each row's sentence; nothing without rows."""
+    """An interaction section: its ``columns``, interval, Holm p and verdict, and each row's sentence."""
     if not rows:
         return []
     tail: dict[str, Cell] = {"interval": lambda r: fmt_interval(metric, r["ci_low"], r["ci_high"]),

@@ -10,7 +10,6 @@ from ablate.report.model import Report
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """The stored probe result and the excluded items."""
     return {"probe": read_probe(ctx.run_dir), "excluded_items": ctx.items.excluded}
 
 

@@ -36,15 +36,9 @@ class Items:
     all_items: list[Item]
 
 
-def _session_total(res: ItemResult) -> ThreadSummary:
-    return res.session.total if res.session is not None else ThreadSummary()
-
-
 def _grades(folder: RunFolder, res: ItemResult) -> dict[str, float]:
-    """checks_passed / checks_score / judge_pass of the result's attempt from ``grades/<item>.json``.
-    A verdict that is a judge error, or checks that could not be evaluated, give no value (the item then
-    leaves that metric's comparisons) rather than a guessed one. The first verdict recorded for the attempt
-    counts."""
+    """checks_passed / checks_score / judge_pass of the result's attempt from ``grades/<item>.json`` (the first
+    verdict recorded); a judge error or checks not evaluated give no value, never a guessed one."""
     from ablate.grade.record import read_grade
 
     grade = read_grade(folder, res.item)
@@ -64,7 +58,7 @@ def _grades(folder: RunFolder, res: ItemResult) -> dict[str, float]:
 def read_item(folder: RunFolder, res: ItemResult, model: str) -> Item:
     """The metric values, token counts and list-price cost of one result."""
     it = Item(res)
-    total = _session_total(res)
+    total = res.session.total if res.session is not None else ThreadSummary()
     for m in METRICS:  # the registry's mined metrics; the graded ones come from grades/
         if m.value is not None and (v := m.value(res)) is not None:
             it.values[m.name] = v

@@ -190,9 +190,8 @@ class CostPerPass(Doc):
 
 
 class CellCarried(Doc):
-    """What one cell's sessions carried to the model, from the wire (``wire/<item>.jsonl``): how many distinct
-    system prompts, tool lists and first-message contexts (instruction files, memory, listings; the
-    per-session reminders such as the date left out) its sessions sent."""
+    """How many distinct system prompts, tool lists and first-message contexts (the per-session reminders such
+    as the date left out) one cell's sessions sent the model, from the wire (``wire/<item>.jsonl``)."""
 
     cell: str
     stripped: list[str]
@@ -205,9 +204,8 @@ class CellCarried(Doc):
     """Sessions whose context is not the one the free probe captured for the cell (probe.json); None: not
     compared (no probe digest, or not a namespace run and probe, whose sessions share the real paths)."""
     same_as: list[str] = Field(default_factory=list)
-    """Other cells that differ from this one in a layer that reaches the model at the start of a session
-    (instructions, memory, listings, MCP, output style), yet whose sessions carried exactly the same system
-    prompts, tools and contexts (a no-op cell excepted): the cells did not differ on the wire."""
+    """Other cells that differ from this one in a layer that reaches the model at a session's start, yet whose
+    sessions carried exactly the same prompts, tools and contexts: the cells did not differ on the wire."""
 
 
 class CellSummary(Doc):
@@ -400,9 +398,8 @@ class Report(Doc):
     fingerprints: dict[str, object]
     probe: dict[str, object] | None = None
     sequential: SequentialReport | None = Field(default=None, exclude_if=lambda v: v is None)
-    """The anytime-valid analysis (adaptive run, or a fixed run read early); absent for a complete fixed run.
-    When present, ``real`` of the pooled comparisons on its primary outcome comes from it and no other
-    comparison is marked real (their fixed-n p-values are descriptive)."""
+    """The anytime-valid analysis (adaptive run, or a fixed run read early; absent for a complete fixed run): the
+    only source of ``real`` then, on the pooled comparisons of its primary outcome (the rest is description)."""
     carried: list[CellCarried] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Per cell, what its sessions carried on the wire; absent when no session crossed ablate's forwarder."""
     provenance: Provenance | None = Field(default=None, exclude_if=lambda v: v is None)

@@ -96,8 +96,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
 
 
 def block_differences(first: Context, other: Context, cell: str) -> list[float]:
-    """Per (task, repeat) block where all four sessions are scored: (cell − control on ``first``'s model) −
-    (cell − control on ``other``'s), on the primary metric."""
+    """Per block with all four sessions scored: (cell − control on ``first``) − (cell − control on ``other``)."""
     a, ca, b, cb = (
         side_values(v, c, first.primary) for v in (first, other) for c in (cell, first.control.id)
     )

@@ -29,11 +29,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
                     blocks=len(d),
                     flip_rate=sum(1 for v in d if v) / len(d) if d and x.metric in BINARY_METRICS else None,
                     spread=sd,
-                    delta=x.delta,
-                    ci_low=x.ci_low,
-                    ci_high=x.ci_high,
-                    p_adjusted=x.p_adjusted,
-                    real=x.real,
+                    **x.model_dump(include={"delta", "ci_low", "ci_high", "p_adjusted", "real"}),
                 )
             )
     return {"noise_floor": rows}

@@ -40,8 +40,7 @@ def pair_blocks(
 def paired_test(
     metric: str, pairs: Pairs, *, level: float = 0.95, seed: int = 0, p_floor: float | None = None
 ) -> PairedResult:
-    """``cell`` − ``control`` on ``metric``: the exact discordant-block test for a rate, sign-flip otherwise
-    (``p_floor``: the smallest p the resamples must resolve, its family's Holm threshold)."""
+    """``cell`` − ``control``: the exact discordant-block test for a rate, sign-flip otherwise (to ``p_floor``)."""
     if metric_named(metric).binary:
         return paired_binary([x > 0.5 for x in pairs.cell], [y > 0.5 for y in pairs.control], level=level)
     return paired_mean(pairs.cell, pairs.control, pairs.strata, level=level, seed=seed, p_floor=p_floor)
@@ -74,8 +73,7 @@ def not_computable(r: PairedResult) -> list[str]:
 
 
 def zero_tests(diffs: Sequence[Sequence[float]], *, alpha: float, seed: int) -> list[dict[str, Any]]:
-    """Per subject, its per-block values tested against 0 (mean, t interval, sign-flip p), Holm over the
-    subjects: the row fields the interaction sections share (``effect``, ``real`` and the interval's)."""
+    """Per subject, its per-block values tested against 0 (mean, t interval, sign-flip p), Holm over them."""
     results = [paired_mean(list(d), [0.0] * len(d), level=1 - alpha, seed=seed % 2**32) for d in diffs]
     marked = holm_real([(r.p_value, r.delta) for r in results], alpha)
     return [

@@ -14,10 +14,10 @@ from pydantic import Field
 
 from ablate.core.errors import UsageError
 from ablate.folder.layout import ManifestCell
-from ablate.folder.metrics import BINARY_METRICS
 from ablate.folder.result import ItemResult
 from ablate.folder.wire import read_wire, wire_path
 from ablate.report.context import Context
+from ablate.report.cost_per_pass import pass_metric
 from ablate.report.items import Item
 from ablate.report.model import Doc
 
@@ -107,13 +107,8 @@ def _passed(it: Item | None, metric: str) -> bool | None:
     return None if v is None else v >= 0.5
 
 
-def pass_metric(ctx: Context) -> str:
-    """The outcome a pair flips on: the primary metric when it is pass/fail, else pitfall-free."""
-    return ctx.primary if ctx.primary in BINARY_METRICS else "pitfall_free"
-
-
 def cell_flips(ctx: Context, cell: ManifestCell) -> CellFlips:
-    metric, scored = pass_metric(ctx), ctx.items.scored
+    metric, scored = pass_metric(ctx.primary), ctx.items.scored
     out = CellFlips(cell=cell.id, strips=cell.pieces or ctx.layers[cell.id], pieces=bool(cell.pieces))
     for t in ctx.task_ids:
         for r in ctx.repeats:
@@ -129,7 +124,7 @@ def cell_flips(ctx: Context, cell: ManifestCell) -> CellFlips:
 def build_pairs(ctx: Context) -> Pairs:
     cells = [cell_flips(ctx, c) for c in ctx.tested]
     shown = [read_pair(ctx, c.cell, f.task, f.repeat) for c in cells for f in c.flipped[:SHOWN_PER_CELL]]
-    return Pairs(control=ctx.control.id, metric=pass_metric(ctx), cells=cells, shown=shown)
+    return Pairs(control=ctx.control.id, metric=pass_metric(ctx.primary), cells=cells, shown=shown)
 
 
 def _clip(text: str, n: int) -> str:
@@ -194,7 +189,7 @@ def read_side(ctx: Context, res: ItemResult | None, item: str, cell: str) -> Sid
     folder = ctx.folder
     side.status = res.status
     it = ctx.items.scored.get((res.task, res.cell, res.repeat))
-    side.passed = _passed(it, pass_metric(ctx))
+    side.passed = _passed(it, pass_metric(ctx.primary))
     transcript = folder.transcript_path(item, res.attempt, res.session_id)
     try:
         _read_transcript(side, transcript)

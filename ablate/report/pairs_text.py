@@ -12,9 +12,10 @@ from typing import Any
 from ablate.core.errors import AblateError, NotFound, UsageError
 from ablate.folder.layout import RunFolder
 from ablate.report.context import Context, make_context
+from ablate.report.cost_per_pass import pass_metric
 from ablate.report.flipped import command, flip_words, strips_of
 from ablate.report.model import METRIC_LABELS
-from ablate.report.pairs import Pair, Side, Turn, cell_flips, choose, pass_metric
+from ablate.report.pairs import Pair, Side, Turn, cell_flips, choose
 
 #: Width from which the two sessions stand side by side.
 SIDE_BY_SIDE = 120
@@ -66,7 +67,8 @@ def show(run_dir: Path, cell: str | None, task: str | None, repeat: int | None, 
         answer = answer_text(build_report(run_dir), width)
     except AblateError as exc:
         answer = [f"no answer yet: {exc}"]
-    label = METRIC_LABELS.get(pass_metric(ctx), pass_metric(ctx))
+    metric = pass_metric(ctx.primary)
+    label = METRIC_LABELS.get(metric, metric)
     lines = [*answer, "", f"Flipped pairs (the control {ctx.control.id} and the cell disagree on {label}):"]
     for c in flips:
         lines.append(f"  {c.cell} (strips {strips_of(c)}): {len(c.flipped)} of {c.blocks} pairs flipped")
@@ -77,7 +79,7 @@ def show(run_dir: Path, cell: str | None, task: str | None, repeat: int | None, 
             ]
         if len(c.flipped) > LISTED:
             lines.append(f"    … {len(c.flipped) - LISTED} more (--json lists them all)")
-    data = {"run": str(run_dir), "answer": answer, "control": ctx.control.id, "metric": pass_metric(ctx)}
+    data = {"run": str(run_dir), "answer": answer, "control": ctx.control.id, "metric": metric}
     return Shown(data | {"cells": [c.model_dump(mode="json") for c in flips]}, lines, notes)
 
 
@@ -104,8 +106,8 @@ def _outcomes(s: Side) -> list[str]:
 
 
 def pair_lines(p: Pair, width: int) -> list[str]:
-    """One pair as text: the context diff, then each part of the two sessions (side by side at
-    :data:`SIDE_BY_SIDE` columns and more, else one below the other)."""
+    """One pair as text: the context diff, then the two sessions part by part (side by side from
+    :data:`SIDE_BY_SIDE` columns)."""
     a, b = p.control, p.other
     col = (width - 3) // 2
     wide = width >= SIDE_BY_SIDE

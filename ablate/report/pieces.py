@@ -40,8 +40,7 @@ def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:
 
 
 def removals(ctx: Context, record: PieceDesignRecord) -> dict[str, Removal]:
-    """Each confirmed piece's one-out answer: the control against the full setup without the piece on the
-    confirmation stage's blocks (the paired test of the layer comparisons), Holm over the confirmed pieces."""
+    """Each confirmed piece's one-out answer on the confirmation blocks (the layers' paired test), Holm over them."""
     stage = record.confirm
     if stage is None:
         return {}
@@ -92,11 +91,9 @@ def cost_per_point(tokens: int, effect: float | None, verdict: str, binary: bool
 
 
 def measured(record: PieceDesignRecord, probe: dict[str, Any] | None) -> PieceDesignRecord:
-    """``record`` with each piece's tokens measured from the run's probe (docs/PIECES.md#tokens): every cell
-    the probe proved faithful removed from the control's first request the characters of the pieces it
-    cuts, so those counts, solved by least squares over the cells, are each piece's characters (4 a token,
-    ``tokens_source = "measured"``). Unchanged when the probe did not run or the cells cannot tell every
-    piece apart (too few proved cells)."""
+    """``record`` with each piece's tokens measured from the run's probe (docs/PIECES.md#tokens): the characters
+    the proved cells removed, solved by least squares over the cells (4 a token); unchanged when the probe did
+    not run or too few cells were proved to tell every piece apart."""
     import numpy as np
 
     rows = [
@@ -168,16 +165,12 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
 
 
 def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
-    """An adaptive run's piece: its verdict and adjusted p from the anytime-valid look the run stopped on;
-    the fixed-n effect and interval stay, as description (after optional stopping they are not tests)."""
+    """An adaptive run's piece: verdict and adjusted p from its last anytime-valid look (the rest: description)."""
     if last is None:
         return row
+    per_point = cost_per_point(row.tokens, row.effect, last.verdict, binary)
     return row.model_copy(
-        update={
-            "p_adjusted": last.p_holm,
-            "verdict": last.verdict,
-            "tokens_per_point": cost_per_point(row.tokens, row.effect, last.verdict, binary),
-        }
+        update={"p_adjusted": last.p_holm, "verdict": last.verdict, "tokens_per_point": per_point}
     )
 
 

@@ -1,10 +1,6 @@
 """The forest plots (matplotlib, Agg): Δ per layer (cell − control), one panel per metric, and a piece run's
-effect per piece, each with its interval.
-
-Real effects are drawn as filled dark markers on thick lines; draws as hollow grey markers on thin dashed
-lines, so a reader never mistakes a draw for a finding. A comparison without an interval is a grey cross
-marked "no interval", never a zero-width interval.
-"""
+effect per piece. A real effect is a filled dark marker on a thick line, a draw a hollow grey one on a thin
+dashed line, and a comparison without an interval a grey cross marked "no interval", never a zero-width one."""
 
 from __future__ import annotations
 
@@ -48,8 +44,7 @@ def pyplot() -> Any:
 def draw_interval(
     ax: Any, y: float, est: float, lo: float | None, hi: float | None, *, real: bool, scale: float = 1.0
 ) -> None:
-    """One row of a forest plot: a real effect filled and thick, a draw hollow and dashed, an estimate without
-    an interval a grey cross marked "no interval" (never a zero-width interval)."""
+    """One row of a forest plot, drawn as the module docstring says."""
     if lo is None or hi is None:
         ax.plot(est * scale, y, "x", color=DRAW_COLOR, markersize=6)
         ax.annotate("no interval", (est * scale, y), xytext=(6, -3), textcoords="offset points", fontsize=7)
@@ -87,7 +82,6 @@ def save_figure(plt: Any, fig: Any, out_dir: Path, stem: str) -> tuple[Path, Pat
 
 def forest_plot(report: Report, out_dir: Path) -> tuple[Path, Path] | None:
     """Write ``forest.svg`` and ``forest.png`` into ``out_dir``; None when there is nothing to plot."""
-    _private_matplotlib_dirs()
     pooled = [c for c in report.comparisons if c.task is None and c.delta is not None]
     if not pooled:
         return None

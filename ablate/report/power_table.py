@@ -1,15 +1,9 @@
 """The power section: each cell's run-to-run spread, and power rows per cell and metric, from the blocks the
-cell's pooled comparison actually paired.
-
-Each row describes the test the report runs, at the level it runs it: Holm's first step, alpha / m of the
-metric's family. Binary metrics: the exact power of the exact discordant-block test. Counts and costs: the
-paired t power (the large-sample equivalent of the sign-flip test) for the cell's own per-block sd, and never
-below what the exact sign-flip test can reach (its smallest p with n blocks is 2 / 2^n). In a sequential report
-(an adaptive run, a peek) the pooled primary comparisons are decided by the anytime-valid e-process, so their
-detectable effect is that test's (:func:`ablate.stats.sequential.detectable_anytime`, at the run's own α over
-Holm's first step). Every detectable rate change is the weaker direction's: a fall as well as a rise of that
-size is detected with the stated power.
-"""
+cell's pooled comparison actually paired, for the test the report runs at Holm's first step (alpha / m of the
+metric's family): the exact discordant-block test for rates; the paired t power (the large-sample sign-flip
+test) for counts and costs, never below what the exact sign-flip test can reach (smallest p 2 / 2^n); the
+anytime-valid e-process for a sequential report's pooled primary comparisons
+(:func:`ablate.stats.sequential.detectable_anytime`). A detectable rate change is the weaker direction's."""
 
 from __future__ import annotations
 
@@ -21,13 +15,7 @@ from typing import Any
 from ablate.report.blocks import Block, Heading, Table, fmt_delta, fmt_value
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import paired_values
-from ablate.report.model import (
-    BINARY_METRICS,
-    METRIC_LABELS,
-    MetricSummary,
-    PowerRow,
-    Report,
-)
+from ablate.report.model import BINARY_METRICS, METRIC_LABELS, MetricSummary, PowerRow, Report
 from ablate.stats import (
     EXACT_MAX_BLOCKS,
     NotComputable,
@@ -48,11 +36,6 @@ def _sd(xs: Sequence[float]) -> float | None:
         return None
     m = sum(xs) / len(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
-
-
-def _exact_floor_blocks(alpha_each: float) -> int:
-    """The fewest blocks whose exact sign-flip test can reach p ≤ alpha_each (2 / 2^n ≤ alpha_each)."""
-    return max(2, math.ceil(1 - math.log2(alpha_each)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,7 +88,7 @@ def _mean(
             "fewer than 2 paired blocks" if sd is None else "no spread of the per-block differences"
         )
         return why, why, effect, sd
-    floor = _exact_floor_blocks(alpha_each)
+    floor = max(2, math.ceil(1 - math.log2(alpha_each)))  # the fewest blocks where 2 / 2^n ≤ alpha_each
     det: float | NotComputable
     if n < floor and n <= EXACT_MAX_BLOCKS:
         det = NotComputable(
@@ -121,8 +104,7 @@ def _mean(
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """One power row per (metric, tested cell), from the blocks its pooled comparison actually paired (see the
-    module docstring)."""
+    """One power row per (metric, tested cell), from the blocks its pooled comparison actually paired."""
     task_ids, sequential = ctx.task_ids, report.sequential
     spend = sum(it.result.cost_usd or 0.0 for it in ctx.items.all_items)
     mean_cost = spend / len(ctx.items.all_items) if ctx.items.all_items else None

@@ -1,9 +1,6 @@
-"""The report's optional "your own history" section: what ``ablate usage`` says about the run's layers.
-
-A separate section under its own heading, built only on a machine whose history can be read. It never
-feeds the counterfactual figures (deltas, tests, ranking): it says how often the user's real sessions
-loaded and used each layer the run strips, which is context for reading those figures, not evidence.
-"""
+"""The report's optional "your own history" section: what ``ablate usage`` says about the run's layers, built
+only where that history can be read. Context for reading the figures, never evidence: it feeds no Δ, test or
+ranking."""
 
 from __future__ import annotations
 
@@ -26,9 +23,7 @@ def provenance_block(manifest: RunManifest, config_dir: Path, *, last: int = 500
         return None
     repo = Path(manifest.setup.repo) if manifest.setup.repo else None
     lines = provenance_for((s for c in manifest.cells for s in c.stripped), config_dir, repo=repo, last=last)
-    if not lines:
-        return None
-    return {"heading": HEADING, "sessions": lines[0]["sessions"], "lines": lines}
+    return {"heading": HEADING, "sessions": lines[0]["sessions"], "lines": lines} if lines else None
 
 
 def _note(sessions: int) -> str:

@@ -41,13 +41,6 @@ _GROUPS: list[tuple[LayerVerdict, str]] = [
 ]  # fmt: skip
 
 
-def _worth(metric: str, delta: float | None) -> float:
-    """What stripping the layer cost on the primary metric (positive: the layer is worth that much)."""
-    if delta is None:
-        return 0.0
-    return -delta if metric in HIGHER_IS_BETTER else delta
-
-
 def rank_entry(
     cell: ManifestCell, layers: list[str], comparisons: Sequence[Comparison], primary: str
 ) -> RankEntry:
@@ -95,9 +88,8 @@ def rank_entry(
 
 
 def tradeoffs(verdict: LayerVerdict, pooled_real: Sequence[Comparison]) -> list[str]:
-    """The real pooled comparisons that go against a helps/hurts verdict, in words from the layer's side:
-    a layer that helps 'costs 1.00 turns' (stripping it saved a turn); one that hurts 'saves $0.0288' or
-    'adds 20 pts checks-passed rate'."""
+    """The real pooled comparisons against a helps/hurts verdict, from the layer's side: a layer that helps
+    'costs 1.00 turns'; one that hurts 'saves $0.0288' or 'adds 20 pts checks-passed rate'."""
     if verdict not in ("helps", "hurts"):
         return []
     out = []
@@ -118,15 +110,6 @@ def amount(metric: str, size: float) -> str:
     return f"{size:.2f} {METRIC_LABELS.get(metric, metric)}"
 
 
-def _sort_key(e: RankEntry, primary: str, n_real: int) -> tuple[float, ...]:
-    worth = _worth(primary, e.primary_delta)
-    if e.verdict == "draw":
-        return (0.0,)
-    if e.evidence == "primary":
-        return (-worth,)
-    return (-float(n_real),) if e.verdict != "hurts" else (float(n_real),)
-
-
 def rank(
     tested: Sequence[ManifestCell],
     layers: dict[str, list[str]],
@@ -138,7 +121,12 @@ def rank(
     n_real = {c.id: sum(1 for x in comparisons if x.cell == c.id and x.real) for c in tested}
 
     def key(e: RankEntry) -> tuple[float, ...]:
-        return _sort_key(e, primary, n_real[e.cell])
+        if e.verdict == "draw":
+            return (0.0,)
+        if e.evidence == "primary":  # by what stripping the layer cost on the primary metric, largest first
+            delta = e.primary_delta or 0.0
+            return (delta if primary in HIGHER_IS_BETTER else -delta,)
+        return (-float(n_real[e.cell]),) if e.verdict != "hurts" else (float(n_real[e.cell]),)
 
     out: list[RankEntry] = []
     for verdict, evidence in _GROUPS:
@@ -148,7 +136,9 @@ def rank(
             for e in members:
                 e.rank = len(out) + 1
             out += members
-            _share_tie(members)
+            if len(members) > 1 and members[0].verdict != "draw":
+                for e in members:
+                    e.tie_group = "+".join(m.cell for m in members)
     return out
 
 
@@ -159,13 +149,6 @@ def ranking_of(ctx: Context, comparisons: Sequence[Comparison]) -> list[RankEntr
     for e in entries:
         e.tradeoffs += [cheaper[e.cell]] if e.cell in cheaper else []
     return entries
-
-
-def _share_tie(members: list[RankEntry]) -> None:
-    if len(members) > 1 and members[0].verdict != "draw":
-        gid = "+".join(e.cell for e in members)
-        for e in members:
-            e.tie_group = gid
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
@@ -236,7 +219,8 @@ def render(report: Report, page: Page) -> list[Block]:
     from ablate.report.flipped import links
     from ablate.report.plots import forest_plot
 
-    undecided = _undecided(report)
+    seq = report.sequential  # cells it left undecided: shown as such, never in the draw group's style
+    undecided = {c for c, d in seq.decisions.items() if d.get("decision") == "undecided"} if seq else set()
     pooled = {(c.cell, c.metric): c for c in report.comparisons if c.task is None}
     prim = report.primary_metric
     rows, sentences = [], []
@@ -302,13 +286,6 @@ def render(report: Report, page: Page) -> list[Block]:
             )
         )
     return b
-
-
-def _undecided(report: Report) -> set[str]:
-    """Cells a sequential analysis left undecided: shown as such, never in the draw group's style."""
-    if report.sequential is None:
-        return set()
-    return {c for c, d in report.sequential.decisions.items() if d.get("decision") == "undecided"}
 
 
 SECTION = Section("ranking", build, render, layer_runs_only=True)

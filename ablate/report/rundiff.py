@@ -1,12 +1,8 @@
 """``ablate diff RUN_A RUN_B``: two runs of the same cells and tasks compared cell by cell: each cell's
-pitfall-free Δ in each run, the change Δ_B − Δ_A and its task-stratified Welch test for independent runs
-(:mod:`ablate.stats.run_change`), Holm over the cells (docs/ARCHITECTURE.md#statistics). Each run's own verdict
-is shown and the cells whose verdict word changed are named, but whether an effect changed is decided by the
-test, never by comparing verdict words (a "helps" that became a "draw" can be noise).
-
-``ablate gate --baseline RUN_A`` fails when a layer that helped for real in the baseline helps less in the
-new run by this test (:func:`lost_help`).
-"""
+pitfall-free Δ in each run, the change Δ_B − Δ_A and its task-stratified Welch test (:mod:`ablate.stats.run_change`),
+Holm over the cells. Verdict words that changed are named, but only the test decides whether an effect changed
+(a "helps" that became a "draw" can be noise); ``ablate gate --baseline`` fails a layer that helped for real and
+helps less now (:func:`lost_help`)."""
 
 from __future__ import annotations
 
@@ -141,8 +137,7 @@ def diff_runs(run_a: Path, run_b: Path, *, alpha: float = 0.05) -> RunDiff:
         for c in reports[0].comparisons
         if c.metric == METRIC and c.task is None and c.real and c.verdict == "helps"
     ]
-    for i, (cell, da, db, got) in enumerate(rows):
-        padj = adjusted[i]
+    for (cell, da, db, got), padj in zip(rows, adjusted, strict=True):
         out.cells.append(
             CellDiff(
                 cell=cell,

@@ -1,12 +1,7 @@
-"""The report's sections, in order: the one list that makes ``report.json``, ``report.md`` and ``report.html``.
-
-Each section is one module with a ``SECTION`` (:class:`~ablate.report.context.Section`): its ``build`` returns
-its part of ``report.json`` and may read the parts of the sections above it; its ``render`` gives its blocks
-of the Markdown and HTML documents, in this order. The answer comes first (the ranking, or a piece run's
-per-piece table), then what qualifies it. Adding a section is one module and its name in :data:`ORDER`.
-:func:`build_report` runs every ``build`` over one :class:`~ablate.report.context.Context` (the run folder read
-once), :func:`build_document` every ``render``.
-"""
+"""The report's sections, in order: the one list that makes ``report.json``, ``report.md`` and ``report.html``
+(docs/EXTENDING.md#adding-a-report-section). The answer comes first (the ranking, or a piece run's per-piece
+table), then what qualifies it; :func:`build_report` runs every ``build`` over one
+:class:`~ablate.report.context.Context` (the run folder read once), :func:`build_document` every ``render``."""
 
 from __future__ import annotations
 
@@ -72,8 +67,7 @@ def build_report(
 
 
 def build_document(report: Report, page: Page | None = None) -> Document:
-    """Every section's blocks in order (figures drawn into ``page.plots``; none without a page); a piece run
-    leaves out the sections of a layer run (its cells cut many pieces: the per-piece table is its answer)."""
+    """Every section's blocks in order, figures drawn into ``page.plots``; a piece run's without a layer run's."""
     page = page or Page()
     doc = Document(f"ablate report — {report.run.id}")
     for s in SECTIONS:

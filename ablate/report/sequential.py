@@ -9,14 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ablate.folder.adaptive import (
-    AdaptiveOptions,
-    AdaptiveState,
-    CellLook,
-    Look,
-    control_of,
-    read_state,
-)
+from ablate.folder.adaptive import AdaptiveOptions, AdaptiveState, CellLook, Look, control_of, read_state
 from ablate.folder.layout import PlanItem, RunFolder, RunManifest, read_manifest, utcnow
 from ablate.folder.result import ItemResult, iter_results
 from ablate.report.blocks import Block, Bullets, Figure, Heading, Para, Table, fmt_delta
@@ -35,9 +28,8 @@ def sequential_section(run_dir: Path, *, alpha: float = 0.05) -> SequentialRepor
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """An adaptive run, or a fixed run read before its end: "real" (and so the verdicts, the ranking and the
-    regressions) from the anytime-valid analysis alone; every fixed-n figure stays, as description
-    (:mod:`ablate.report.anytime`). A complete fixed run is left exactly as the comparisons made it."""
+    """An adaptive run, or a fixed run read before its end: "real" (so the verdicts and the ranking) from the
+    anytime-valid analysis alone, every fixed-n figure kept as description; a complete fixed run is left as is."""
     from ablate.report.anytime import anytime_comparisons, anytime_families
     from ablate.report.ranking import ranking_of
 
@@ -64,9 +56,7 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
 def render(report: Report, page: Page) -> list[Block]:
     """ "How the run stopped" with its plot (drawn into the page's plots folder); nothing for a fixed run."""
     seq = report.sequential
-    if seq is None:
-        return []
-    return section_blocks(seq, page.figure("sequential", lambda d: cs_plot(seq, d)))
+    return [] if seq is None else section_blocks(seq, page.figure("sequential", lambda d: cs_plot(seq, d)))
 
 
 def sequential_of(
@@ -195,10 +185,8 @@ def constant_effect_caveat(state: AdaptiveState) -> str:
 
 
 def drift(state: AdaptiveState, alpha: float = 0.05) -> list[str]:
-    """Cells whose mean paired difference differs between the first and the second half of their blocks (the
-    look nearest half of the last look's blocks against the rest; a two-sided permutation test of the
-    difference in means, seeded, Bonferroni over cells). Only the recorded counts are needed: a block's
-    difference is +1 (gained), −1 (lost) or 0."""
+    """Cells whose mean paired difference (+1 gained, −1 lost, 0) differs between the look nearest half their
+    blocks and the rest: a seeded two-sided permutation test of the means, Bonferroni over cells."""
     import numpy as np
     from scipy import stats as sps
 
@@ -307,19 +295,15 @@ def cs_plot(seq: SequentialReport, out_dir: Path) -> tuple[Path, Path] | None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for cell in seq.decisions:
-        xs: list[int] = []
-        mid: list[float] = []
-        low: list[float] = []
-        high: list[float] = []
-        for lk in seq.looks:
-            c = lk.cells.get(cell)
-            if c is not None and c.cs_low is not None and c.cs_high is not None and c.delta is not None:
-                xs.append(lk.round)
-                mid.append(c.delta)
-                low.append(c.cs_low)
-                high.append(c.cs_high)
-        if not xs:
+        looks = [
+            (lk.round, c.delta, c.cs_low, c.cs_high)
+            for lk in seq.looks
+            if (c := lk.cells.get(cell)) is not None
+        ]
+        drawn = [look for look in looks if None not in look]
+        if not drawn:
             continue
+        xs, mid, low, high = zip(*drawn, strict=True)
         line = ax.plot(xs, mid, marker="o", ms=3, label=cell)[0]
         ax.fill_between(xs, low, high, alpha=0.15, color=line.get_color())
     for y in (-seq.min_effect, seq.min_effect):

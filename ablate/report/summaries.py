@@ -39,8 +39,7 @@ def _metric_summary(
 
 
 def cell_summaries(ctx: Context) -> list[CellSummary]:
-    """One summary per cell: each metric's value, spread and (rates) Wilson interval; spend; cache share;
-    cost per pass."""
+    """Per cell: each metric's value, spread and (rates) Wilson interval; spend; cache share; cost per pass."""
     from ablate.report.cost_per_pass import cell_cost_per_pass, pass_metric
 
     items, alpha, no_op_ids = ctx.items, ctx.alpha, {n.cell for n in ctx.no_ops}

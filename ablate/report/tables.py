@@ -25,12 +25,10 @@ from ablate.report.summaries import cell_summaries, task_table
 
 
 def build(ctx: Context, report: Report) -> dict[str, Any]:
-    """Per-cell summaries and the per-task table."""
     return {"cells": cell_summaries(ctx), "task_table": task_table(ctx.manifest, ctx.items.scored)}
 
 
 def render(report: Report, page: Page) -> list[Block]:
-    """The per-task tables of the run's kind."""
     return binary_tables(report) if report.run.binary else layered_tables(report)
 
 
@@ -52,7 +50,13 @@ def binary_tables(report: Report) -> list[Block]:
         if clean is None or normal is None:
             continue
         both = [f"{fmt_value(m, getattr(clean, m))} / {fmt_value(m, getattr(normal, m))}" for m in _BOTH]
-        rows.append([tid, *both, f"{_num(clean.skills_invoked)} / {_num(normal.skills_invoked)}"])
+        rows.append(
+            [
+                tid,
+                *both,
+                f"{fmt_value('turns', clean.skills_invoked)} / {fmt_value('turns', normal.skills_invoked)}",
+            ]
+        )
     out.append(
         Table(
             ["task", "turns (Clean / Normal)", "tool calls", "cost", "pitfall avoided", "skills invoked"],
@@ -83,10 +87,6 @@ def binary_tables(report: Report) -> list[Block]:
         )
     )
     return out
-
-
-def _num(v: float | None) -> str:
-    return "–" if v is None else f"{v:.2f}"
 
 
 #: The rows of a layered run's per-task table: (label, the TaskCellCell field, the metric it is formatted as).

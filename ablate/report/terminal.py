@@ -17,9 +17,8 @@ NARROW = ("evidence", "Δ cost", "Δ turns", "strips", "kind", "tokens", "p ")
 
 
 def answer_text(report: Report, width: int | None = None) -> list[str]:
-    """The answer's table (without the columns of :data:`TERMINAL_LEFT_OUT`) and its sentences, bold marks
-    dropped (empty when nothing was ranked); with a ``width``, its last columns left out and its sentences
-    wrapped until they fit."""
+    """The answer's table (less :data:`TERMINAL_LEFT_OUT`) and its sentences, bold dropped; with a ``width``,
+    :data:`NARROW` columns left out and the sentences wrapped until they fit."""
     from ablate.report import models
 
     blocks = models.answer_blocks(report)

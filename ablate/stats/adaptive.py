@@ -1,10 +1,7 @@
-"""The statistics of an adaptive run's look: each cell against the control on the paired (task, repeat) blocks,
-in the order the blocks completed, with the anytime-valid figures of :mod:`ablate.stats.sequential`.
-
-:func:`analyse` is pure (run-folder records in, the figures and decisions of ``adaptive.json`` out); the
-adaptive driver (``ablate.run.adaptive``) calls it after every round, and the report recomputes a peek at a
-fixed run with it. The primary outcome is pitfall-free (binary, it decides); turns are a secondary outcome
-(never decide), bounded by the run's largest ``--max-turns``."""
+"""The statistics of an adaptive run's look: each cell against the control on the paired blocks, in the order
+they completed, with the anytime-valid figures of :mod:`ablate.stats.sequential`. :func:`analyse` is pure; the
+adaptive driver calls it after every round and the report at a peek. Pitfall-free decides; turns (bounded by
+the run's largest ``--max-turns``) are described, never decide."""
 
 from __future__ import annotations
 
@@ -32,15 +29,11 @@ from ablate.stats.sequential import (
 
 def primary_outcome(result: ItemResult) -> bool | None:
     """Pitfall-free, or None when the item does not count (failed, or flagged by its provenance)."""
-    if not result.complete or result.flags:
-        return None
-    return not any(v for v in result.pitfall_hits.values())
+    return None if not result.complete or result.flags else not any(v for v in result.pitfall_hits.values())
 
 
 def _turns(result: ItemResult) -> float | None:
-    if primary_outcome(result) is None or result.turns is None:
-        return None
-    return float(result.turns)
+    return None if primary_outcome(result) is None or result.turns is None else float(result.turns)
 
 
 def paired_outcomes(
@@ -51,14 +44,9 @@ def paired_outcomes(
     value: Callable[[ItemResult], Any] = primary_outcome,
 ) -> tuple[list[Any], list[Any]]:
     """The cell's and the control's values (default: the primary outcome) on their common blocks, in the order
-    the blocks completed (:func:`block_time`).
-
-    The anytime-valid figures are maxima over a path, so the path must be the one that happened in time: a
-    block enters when the later of its two items finished, whatever its place in the plan (items of a round
-    finish in any order; a failed item re-run by a resume completes its block rounds later). Plan order
-    (repeat, then task) breaks ties (finish times are recorded to the second) and places results without a
-    finish time (some recovered ones) first; neither depends on an outcome, which is what keeps each
-    e-process a test (super)martingale along the path."""
+    the blocks completed (:func:`block_time`): the anytime figures are maxima over the path that happened in
+    time; plan order breaks ties and places untimed results first, neither depending on an outcome, which
+    keeps each e-process a test (super)martingale (docs/ARCHITECTURE.md#statistics)."""
     got: dict[tuple[str, str, int], tuple[Any, str | None]] = {}
     for r in results:
         v = value(r)
@@ -75,29 +63,22 @@ def paired_outcomes(
 
 
 def inert_after(min_effect: float, beta: float) -> int:
-    """The blocks without a discordant one (every cell scored the same) after which a task is dropped as telling
-    the cells nothing, at error β: a cell whose rate on the task differs from the control's by at least d makes
-    a block discordant with probability at least d (|P(x) − P(y)| ≤ P(x ≠ y)), so the blocks before its first
-    discordant one are geometric and n in a row happen with probability (1 − d)^n ≤ β from
-    n = ⌈ln β / ln(1 − d)⌉, the 1 − β quantile of the geometric distribution (14 at d 0.2, β 0.05)."""
+    """The blocks without a discordant one after which a task is dropped as telling the cells nothing, at error
+    β: n = ⌈ln β / ln(1 − d)⌉, the geometric distribution's 1 − β quantile (why: docs/ARCHITECTURE.md#inert-tasks)."""
     return int(sps.geom.ppf(1.0 - beta, min_effect))
 
 
 def discordance(values: Mapping[tuple[str, str, int], Any]) -> dict[str, tuple[int, int]]:
     """Per task of ``values`` ((task, cell, repeat) → a session's outcome): its blocks (repeats with at least two
     cells scored) and how many of them are discordant (the cells' outcomes not all equal)."""
-    seen: dict[tuple[str, int], set[Any]] = {}
-    sizes: dict[tuple[str, int], int] = {}
+    seen: dict[tuple[str, int], list[Any]] = {}
     for (task, _cell, repeat), v in values.items():
-        seen.setdefault((task, repeat), set()).add(v)
-        sizes[(task, repeat)] = sizes.get((task, repeat), 0) + 1
+        seen.setdefault((task, repeat), []).append(v)
     out: dict[str, tuple[int, int]] = {}
-    for (task, repeat), vs in seen.items():
+    for (task, _repeat), vs in seen.items():
         blocks, discordant = out.get(task, (0, 0))
-        if sizes[(task, repeat)] >= 2:
-            out[task] = (blocks + 1, discordant + (len(vs) > 1))
-        else:
-            out.setdefault(task, (blocks, discordant))
+        block = len(vs) >= 2
+        out[task] = (blocks + block, discordant + (block and len(set(vs)) > 1))
     return out
 
 
@@ -200,10 +181,8 @@ def _num(v: float) -> float | None:
 
 
 def _reason(decision: str, f: dict[str, Any], options: AdaptiveOptions) -> str:
-    d, bar = (
-        f"{100 * options.min_effect:.0f} pts",
-        1.0 / options.draw_beta,
-    )  # rate changes in pts, as the report
+    d = f"{100 * options.min_effect:.0f} pts"  # rate changes in pts, as the report
+    bar = 1.0 / options.draw_beta
     if decision == "real":
         return (
             f"real: Holm-adjusted anytime p {f['p_holm']:.4g} <= {options.alpha} "

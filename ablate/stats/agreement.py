@@ -9,10 +9,8 @@ from ablate.stats.types import NotComputable
 
 
 def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | NotComputable:
-    """Cohen's kappa (Cohen 1960): (p_o − p_e) / (1 − p_e) over paired labels ``a[i]``, ``b[i]``.
-
-    Not computable without items, or when chance agreement is 1 (both raters used one and the same label
-    throughout: kappa is 0/0)."""
+    """Cohen's kappa (Cohen 1960): (p_o − p_e) / (1 − p_e) over paired labels ``a[i]``, ``b[i]``; not
+    computable without items or when chance agreement is 1 (one and the same label throughout: 0/0)."""
     if len(a) != len(b):
         raise ValueError("one label per item from each rater")
     n = len(a)

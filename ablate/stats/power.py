@@ -1,17 +1,13 @@
 """Power: how many paired blocks a run needs to detect an effect, and the smallest effect a run can detect.
 
-* Binary metrics: the exact power of the two-sided exact test on discordant blocks (see
-  :mod:`ablate.stats.proportions`), computed from scipy's binomial distribution, assuming the cell's and the
-  control's outcomes in a block are independent given their rates (positive within-block correlation only
-  adds power, so this is the cautious figure). Per block: gained = p_cell (1 − p_control), lost =
-  p_control (1 − p_cell); the number of discordant blocks K is Binomial(n, gained + lost) and, given K = k,
-  the gained count is Binomial(k, gained / (gained + lost)).
-* Counts and costs: the power of the paired t-test (non-central t, ``scipy.stats.nct``), the large-sample
-  equivalent of the sign-flip permutation test, for a mean difference ``effect`` and a per-block
-  difference standard deviation ``sd_diff``.
+* Binary metrics: the exact power of the exact discordant-block test (:mod:`ablate.stats.proportions`),
+  outcomes in a block independent given their rates (positive within-block correlation only adds power: the
+  cautious figure). Gained = p_cell (1 − p_control), lost = p_control (1 − p_cell); discordant blocks
+  K ~ Binomial(n, gained + lost) and, given K = k, gained ~ Binomial(k, gained / (gained + lost)).
+* Counts and costs: the paired t-test's power (non-central t, ``scipy.stats.nct``), the large-sample sign-flip
+  test, for a mean difference ``effect`` and a per-block sd ``sd_diff``.
 
-Pass ``alpha`` already divided by the number of comparisons when a report corrects for multiplicity
-(Holm's first step is α/m, so α/m gives a figure that holds for every comparison)."""
+Pass ``alpha`` already divided by m (Holm's first step): the figure then holds for every comparison."""
 
 from __future__ import annotations
 
@@ -98,12 +94,9 @@ def blocks_to_detect(
 def detectable_binary(
     n: int, p_control: float, alpha: float = 0.05, power: float = DEFAULT_POWER, steps: int = 200
 ) -> float | NotComputable:
-    """The smallest |Δ rate| the exact test detects with ``power`` in ``n`` blocks **in both directions**.
-
-    The exact test is not symmetric: from a base rate other than ½ a rise and a fall of the same size are
-    detected with different power, so the figure is the one of the weaker direction (a direction that
-    would leave [0, 1] cannot happen and is not required). A gate that says "detects d or more" must detect
-    a regression of d as surely as a gain."""
+    """The smallest |Δ rate| the exact test detects with ``power`` in ``n`` blocks **in both directions**: from
+    a rate other than ½ a rise and a fall differ in power, and a gate that says "detects d" must detect a
+    regression of d as surely as a gain (a direction that would leave [0, 1] is not required)."""
     _check_rate("p_control", p_control)
     if n < 2:
         return NotComputable("fewer than 2 paired blocks (n < 2)")

@@ -1,11 +1,8 @@
 """Binary outcomes: Wilson intervals, the exact paired test on discordant blocks, Newcombe's paired interval.
 
-A binary metric (``pitfall_free``, ``judge_pass``) is compared between a cell and the control on paired
-(task, repeat) blocks. Only the discordant blocks carry information about the difference: ``gained`` blocks
-where the cell succeeded and the control did not, ``lost`` blocks the other way round. Under the null of no
-difference each discordant block is a fair coin, so the exact test is a two-sided binomial test of
-``gained`` out of ``gained + lost`` at 1/2 (the exact McNemar test; Conover, *Practical Nonparametric
-Statistics*, 3rd ed., §3.5)."""
+Only discordant blocks carry information: ``gained`` (the cell succeeded, the control did not) and ``lost``.
+Under the null each is a fair coin, so the test is the two-sided binomial test of ``gained`` out of
+``gained + lost`` at 1/2 (the exact McNemar test; Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.5)."""
 
 from __future__ import annotations
 
@@ -20,9 +17,8 @@ from ablate.stats.types import Interval, NotComputable, PairedResult
 
 
 def wilson(successes: int, n: int, level: float = 0.95) -> Interval | NotComputable:
-    """Wilson score interval for ``successes`` out of ``n`` (Wilson 1927; Newcombe 1998, method 3).
-
-    Computed by scipy (``binomtest(...).proportion_ci(method="wilson")``); ``n == 0`` is not computable."""
+    """Wilson score interval for ``successes`` out of ``n`` (Wilson 1927; Newcombe 1998, method 3), by scipy's
+    ``binomtest(...).proportion_ci(method="wilson")``; ``n == 0`` is not computable."""
     if n <= 0:
         return NotComputable("no observations")
     if not 0 <= successes <= n:
@@ -32,10 +28,8 @@ def wilson(successes: int, n: int, level: float = 0.95) -> Interval | NotComputa
 
 
 def exact_paired_p(gained: npt.ArrayLike, lost: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Two-sided exact binomial p of ``gained`` vs ``lost`` discordant blocks, vectorised.
-
-    Equal to ``scipy.stats.binomtest(gained, gained + lost, 0.5).pvalue`` (for p = 1/2 the two-sided
-    "minlike" p is twice the smaller tail, capped at 1). Zero discordant blocks give NaN: not computable."""
+    """Two-sided exact binomial p of ``gained`` vs ``lost`` discordant blocks, vectorised: ``scipy.stats.binomtest
+    (gained, gained + lost, 0.5).pvalue`` (at ½, twice the smaller tail, capped at 1); none discordant: NaN."""
     g = np.asarray(gained, dtype=np.int64)
     lo = np.asarray(lost, dtype=np.int64)
     k = g + lo
@@ -47,12 +41,10 @@ def exact_paired_p(gained: npt.ArrayLike, lost: npt.ArrayLike) -> npt.NDArray[np
 def newcombe_paired(
     both: int, cell_only: int, control_only: int, neither: int, level: float = 0.95
 ) -> Interval | NotComputable:
-    """Interval for (cell rate − control rate) on paired blocks: Newcombe (1998b) method 10.
-
-    Newcombe RG, "Improved confidence intervals for the difference between binomial proportions based on
-    paired data", Stat Med 17:2635–2650: square-and-add of the two marginal Wilson intervals with the
-    continuity-corrected phi correlation. Worked example: Altman et al., *Statistics with Confidence*
-    (2000), Table 6.2."""
+    """Interval for (cell rate − control rate) on paired blocks: Newcombe RG, "Improved confidence intervals for
+    the difference between binomial proportions based on paired data", Stat Med 17:2635–2650, 1998, method 10:
+    the marginal Wilson intervals squared and added with the continuity-corrected phi correlation (worked
+    example: Altman et al., *Statistics with Confidence*, 2000, Table 6.2)."""
     n = both + cell_only + control_only + neither
     if n <= 0:
         return NotComputable("no paired blocks")
@@ -73,11 +65,8 @@ def newcombe_paired(
 
 
 def paired_binary(cell: Sequence[bool], control: Sequence[bool], level: float = 0.95) -> PairedResult:
-    """Compare a binary metric on paired blocks: rates, Δ, Newcombe interval, exact discordant-block test.
-
-    ``cell[i]`` and ``control[i]`` are the outcomes of block i. Guards: no blocks, or a single block, make
-    the interval and p not computable; no discordant block leaves p not computable (the two cells agreed on
-    every block: the data say nothing about a difference), with the interval still reported."""
+    """Compare a binary metric on paired blocks (``cell[i]``, ``control[i]``: block i): rates, Δ, Newcombe
+    interval, exact discordant-block test; fewer than two blocks: neither computable; no discordant block: no p."""
     if len(cell) != len(control):
         raise ValueError("cell and control must have one outcome per block")
     n = len(cell)

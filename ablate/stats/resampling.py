@@ -2,28 +2,16 @@
 
 Both work on the per-block differences ``d = cell − control`` of paired (task, repeat) blocks.
 
-* Test: the paired sign-flip permutation test with the statistic |Σ d| (under the null the cell and control
-  labels of a block are exchangeable, so each difference's sign is a fair coin). Its null is that
-  exchangeability — the differences symmetric about 0 — which is more than mean(d) = 0: a cell that changes
-  a metric's distribution but not its mean can be rejected, so the report states this estimand beside the
-  mean difference it shows (the ``sign-flip-estimand`` caveat). Exact — every one of the 2^n sign
-  patterns — up to :data:`EXACT_MAX_BLOCKS` blocks; above, Monte Carlo with enough resamples that the smallest
-  reachable p (1 / (R + 1)) lies well below the level the caller will test at (``p_floor``, e.g. α/m of a Holm
-  family): a fixed 9,999 resamples would floor every p at 1e-4 and turn a large, consistent effect into a
-  draw under Holm.
-* Interval: Student's t on the per-block differences, reported only from :func:`min_interval_blocks` blocks
-  (the fewest for which the exact test can reach p ≤ 1 − level at all): below, the interval is not computable.
-  Its coverage on skewed cost data is measured in the tests (it replaced a percentile bootstrap that covered
-  59–85% instead of 95% with 2–5 blocks).
-
-Why paired by block, not task-stratified (the cell's and the control's sessions of a task shuffled freely,
-``stratified_permutation_p`` in ``tests/test_stats_design.py``): simulated at Holm's α/11 with 5 tasks × 3 repeats and turns raised by 3
-(``tests/test_stats_design.py``), the paired test keeps 0.43 of power against the stratified test's 0.48 when
-blocks are i.i.d., and 0.39 against 0.05 when blocks drift (shared time or prompt-cache conditions move both
-cells of a block together). The runner sweeps blocks in time, so drift is the case to protect against: the
-paired test is the one the report runs. (For binary outcomes the stratified exact test,
-``stratified_exact_p`` there, measured 0.66 against 0.47 i.i.d. and 0.05 against 0.03
-under drift; the report keeps the paired exact test, whose power the power table computes exactly.)"""
+* Test: the paired sign-flip permutation test with the statistic |Σ d| (each block's sign a fair coin under
+  the null). Its null is exchangeability — the differences symmetric about 0 — which is more than mean(d) = 0,
+  so the report states this estimand (the ``sign-flip-estimand`` caveat). Exact up to
+  :data:`EXACT_MAX_BLOCKS` blocks; above, Monte Carlo with enough resamples that the smallest reachable p
+  (1 / (R + 1)) lies well below ``p_floor`` (e.g. α/m of a Holm family): a fixed 9,999 resamples would floor
+  every p at 1e-4 and turn a large, consistent effect into a draw under Holm.
+* Interval: Student's t on the per-block differences, only from :func:`min_interval_blocks` blocks (the fewest
+  for which the exact test can reach p ≤ 1 − level). It replaced a percentile bootstrap that covered 59–85%
+  instead of 95% with 2–5 blocks. Why paired by block and not task-stratified (measured):
+  docs/ARCHITECTURE.md#statistics."""
 
 from __future__ import annotations
 
@@ -71,10 +59,8 @@ def _sign_patterns(n: int) -> npt.NDArray[np.float64]:
 
 
 def sign_flip_p_batch(diffs: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Exact two-sided sign-flip p for each row of ``diffs`` (datasets × n blocks, n ≤ EXACT_MAX_BLOCKS).
-
-    p = P(|Σ s_i d_i| ≥ |Σ d_i|) over the 2^n equally likely sign patterns s (a tolerance guards float ties).
-    """
+    """Exact two-sided sign-flip p for each row of ``diffs`` (datasets × n ≤ EXACT_MAX_BLOCKS blocks):
+    P(|Σ s_i d_i| ≥ |Σ d_i|) over the 2^n equally likely sign patterns s (a tolerance guards float ties)."""
     d = np.atleast_2d(np.asarray(diffs, dtype=np.float64))
     n = d.shape[1]
     if n > EXACT_MAX_BLOCKS:
@@ -149,10 +135,8 @@ def paired_mean(
     seed: int = 0,
     p_floor: float | None = None,
 ) -> PairedResult:
-    """Compare a count or cost on paired blocks: means, Δ, t interval, sign-flip p.
-
-    ``strata`` (the task of each block) is checked for length and otherwise unused: the test and the
-    interval work on the per-block differences."""
+    """Compare a count or cost on paired blocks: means, Δ, t interval, sign-flip p (``strata``, each block's
+    task, is only checked for length: both work on the per-block differences)."""
     if len(cell) != len(control) or (strata is not None and len(strata) != len(cell)):
         raise ValueError("cell, control and strata must have one entry per block")
     n = len(cell)

@@ -1,22 +1,12 @@
 """Did a cell's effect change between two independent runs? A task-stratified Welch test of the change in its
-paired pass/fail differences (``ablate diff``, ``ablate gate --baseline``).
+paired pass/fail differences (``ablate diff``, ``ablate gate --baseline``; docs/ARCHITECTURE.md#statistics).
 
-Each run gives, per task, the cell's per-block paired differences d = cell − control of a pass/fail outcome,
-in {−1, 0, 1}. The change is Δ_B − Δ_A with Δ = the mean over tasks of the task's mean difference (tasks
-weighted alike, and each compared with itself: a task with more blocks in one run, or a harder task, does not
-move the estimate by itself). Its standard error is √(Σ_t w_t² (v_At / n_At + v_Bt / n_Bt)), and the test is
-t with Welch–Satterthwaite degrees of freedom.
-
-Why not a permutation test of the blocks between the runs: under the null that the effect did not change but
-the control's rate moved (0.5 in one run, 0.98 in the other, every Δ the same), the differences' spread
-changes while their mean does not, and a permutation of the plain difference of means then rejects far beyond
-α (Romano JP, "On the behavior of randomization tests without a group invariance assumption", JASA
-85:686–692, 1990; measured: 27% at a nominal 5% on 2 × 5 against 2 × 40 blocks); studentizing it is only
-asymptotically valid, and at 2 × 5 blocks it still rejected 28%. The Welch test stays at or below α there.
-A difference's variance comes from its counts of +1 and −1 with half a count added to each (p± = (n± + ½) /
-(n + 1)), so a run whose differences are all 0 still has a spread, as a small sample of a rate near 0 or 1
-should; without it the test divides by 0 or by a spread the sample was too small to show.
-
+Per task, a run's per-block differences d = cell − control in {−1, 0, 1}; Δ = the mean over tasks of the
+task's mean difference (tasks weighted alike), the change Δ_B − Δ_A, its standard error
+√(Σ_t w_t² (v_At / n_At + v_Bt / n_Bt)) and Welch–Satterthwaite degrees of freedom. A difference's variance
+comes from its counts of +1 and −1 with half a count added to each (p± = (n± + ½) / (n + 1)), so a run whose
+differences are all 0 still has a spread. Why not a permutation of blocks between the runs (Romano JP, "On the
+behavior of randomization tests without a group invariance assumption", JASA 85:686–692, 1990): the docs.
 Calibration and power are simulated in ``tests/test_run_change.py``."""
 
 from __future__ import annotations

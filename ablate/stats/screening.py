@@ -72,7 +72,6 @@ class Design:
         return len(self.pieces)
 
     def matrix(self) -> npt.NDArray[np.float64]:
-        """Rows × pieces, 1.0 on and 0.0 off."""
         return np.array(self.rows, dtype=np.float64).reshape(len(self.rows), self.k)
 
     def removed(self, row: int) -> tuple[str, ...]:
@@ -96,11 +95,9 @@ MAX_DRAWS = 4
 
 
 def draw_columns(design: Design, seed: int, draws: int = 1) -> Design:
-    """``design`` with its columns drawn at random, ``draws`` times: each draw keeps the control row and
-    permutes every piece's column over the other rows, independently of every other column and draw, from a
-    generator seeded by ``seed`` (the run's seed: the same seed gives the same rows on every machine). Columns
-    stay balanced within a draw; a draw whose columns cannot separate every piece is drawn again (the test's
-    conditioning: see :mod:`ablate.stats.screening_crt`)."""
+    """``design`` with its columns drawn at random ``draws`` times from ``seed`` (the same rows on every
+    machine): each draw keeps the control row and permutes every piece's column over the other rows on its own;
+    a draw that cannot separate every piece is drawn again (the conditioning of :mod:`ablate.stats.screening_crt`)."""
     if design.name != "screening":
         raise DesignError(f"the {design.name} design is not drawn: its rows are what its effect means")
     if draws < 1:
@@ -147,11 +144,8 @@ def _check_pieces(pieces: tuple[str, ...]) -> None:
             f"{len(pieces)} piece(s): attribution needs at least two pieces (a single piece is a layer: use "
             "`ablate run` without --pieces)"
         )
-    seen: set[str] = set()
-    for p in pieces:
-        if p in seen:
-            raise DesignError(f"piece id {p!r} given twice: piece ids must be unique")
-        seen.add(p)
+    if (twice := next((p for i, p in enumerate(pieces) if p in pieces[:i]), None)) is not None:
+        raise DesignError(f"piece id {twice!r} given twice: piece ids must be unique")
 
 
 def screening_rows(k: int) -> int:

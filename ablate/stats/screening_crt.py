@@ -1,21 +1,12 @@
 """The test of a piece in a drawn screening design: a conditional randomization test, exact whatever the
-other pieces' interactions (why a run draws its design: docs/ARCHITECTURE.md#drawn-designs).
+other pieces' interactions (docs/ARCHITECTURE.md#piece-designs; why a run draws its design: #drawn-designs).
 
-Piece j's null is sharp: keeping or removing it changes no session. Then j's column is a uniform draw of the
-permutations of its entries over the rows but the control, independent of the outcomes and of every other
-column, because it was drawn so. The statistic is the block-demeaned outcomes, residualized on the *other*
-pieces' columns (so their own effects leave the noise), summed per row and weighted by j's column:
-T = Σ_rows x_j R. R does not depend on j's column, so re-drawing it by the same law gives T's null
-distribution exactly (Candès E, Fan Y, Janson L, Lv J, "Panning for gold: model-X knockoffs", JRSS B
-80:551–577, 2018; Fisher's randomization test for one factor). p is the Monte Carlo p-value of |T − E T|,
-stopping after :data:`HITS` exceedances (Besag J, Clifford P, "Sequential Monte Carlo p-values", Biometrika
-78:301–304, 1991): valid at any number of draws. Holm over the pieces keeps the family-wise error at α for
-interactions of any order.
-
-A draw that cannot separate every piece is drawn again, so the reference law is conditioned on full rank; that
-happens with probability far below 10⁻⁶ for these designs (2N rows, N > k) and is ignored. The effect and its
-interval stay the least-squares ones (:mod:`ablate.stats.screening_inference`): a description, its coverage not
-guaranteed under interactions."""
+T = Σ_rows x_j R, R the block-demeaned outcomes residualized on the *other* pieces' columns; under piece j's
+sharp null re-drawing its column by the law it was drawn with gives T's null distribution exactly (Candès E,
+Fan Y, Janson L, Lv J, "Panning for gold: model-X knockoffs", JRSS B 80:551–577, 2018). p is the Monte Carlo
+p of |T − E T|, stopping after :data:`HITS` exceedances (Besag J, Clifford P, "Sequential Monte Carlo
+p-values", Biometrika 78:301–304, 1991). A draw that cannot separate every piece is drawn again (probability
+far below 10⁻⁶ for 2N rows, N > k: ignored); the effect and interval stay the least-squares ones."""
 
 from __future__ import annotations
 
@@ -78,10 +69,8 @@ def crt_p(
     draws: int,
     seed: int | Sequence[int],
 ) -> FloatArray:
-    """Per piece, the two-sided conditional randomization p of "the piece changes no session" (NaN where the
-    residuals are all 0: nothing to test), from the sessions' design ``rows``, ``blocks`` (codes 0…) and
-    ``values``. ``draws``: at most this many re-draws of each column; ``seed``: the generator's (a report
-    reproduces its p exactly)."""
+    """Per piece, the two-sided conditional randomization p of "the piece changes no session" (NaN: residuals
+    all 0) from the sessions' ``rows``, ``blocks`` (codes 0…) and ``values``, at most ``draws`` re-draws."""
     if design.drawn is None:
         raise DesignError("the conditional randomization test needs a drawn design (draw_columns)")
     if rows.size == 0:

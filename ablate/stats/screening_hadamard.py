@@ -71,9 +71,7 @@ def hadamard(n: int) -> IntArray | None:
     if _is_prime(q) and q % 4 == 1:
         return _paley2(q)
     half = hadamard(n // 2)
-    if half is None:
-        return None
-    return np.asarray(np.block([[half, half], [half, -half]]), dtype=np.int64)
+    return None if half is None else np.asarray(np.block([[half, half], [half, -half]]), dtype=np.int64)
 
 
 def pb_size(factors: int) -> int:
@@ -90,11 +88,9 @@ def pb_size(factors: int) -> int:
 
 
 def pb_columns(factors: int) -> IntArray:
-    """A PB design for ``factors`` columns (size :func:`pb_size`), its first row all +.
-
-    The Hadamard matrix is normalised (rows multiplied so the first column is +, then columns so the first
-    row is +); its other columns are balanced and orthogonal, and the first ``factors`` of them are returned.
-    Normalising flips whole columns of PB's published layout, which keeps every property of the design."""
+    """A PB design for ``factors`` columns (size :func:`pb_size`), its first row all +: the first ``factors``
+    balanced, orthogonal columns of the normalised Hadamard matrix (first column, then first row made +, which
+    flips whole columns of PB's published layout and keeps every property of the design)."""
     n = pb_size(factors)
     h = hadamard(n)
     if h is None:  # pragma: no cover - pb_size only returns constructible sizes

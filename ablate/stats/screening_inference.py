@@ -3,22 +3,11 @@
 The model, for session i in block b = (task, repeat) with design row r(i):
 ``y_i = α_b + Σ_j β_j x_{r(i) j} + ε_i``, x = 1 when the row keeps piece j. In the folded-over PB design β̂_j
 is exactly mean(on) − mean(off) (Frisch–Waugh: the regression of within-block-demeaned outcomes on
-within-block-demeaned rows); in one-out, the control's mean minus piece j's cell mean.
-
-Why a model-based test rather than a randomization test over the design's rows: permuting rows within blocks
-is exact only under the *global* null; a piece's own null leaves the other pieces' effects in the data, which
-permuting rows moves too, so Holm would control the family-wise error only weakly. The OLS test needs a common
-variance: binary outcomes have p(1 − p), which varies between rows, but in a balanced orthogonal design every
-β̂_j is the same ±1/(S/2)-weighted sum of all sessions, whose variance is the average of the session variances,
-what the pooled residual variance estimates. Interactions left out land in the residual (conservative). Error
-rates: ``tests/test_screening_inference.py`` (null and partial nulls), ``benchmarks/bench_screening.py``
-(family-wise error and power at 8, 16 and 32 pieces).
-
-A drawn design (:attr:`~ablate.stats.screening.Design.drawn` set) takes its p from
-:mod:`ablate.stats.screening_crt` instead: an interaction of three or more pieces lined up with a piece's
-column moves that piece's estimate but leaves the residual, so the pooled variance misses it. The verdict
-(``helps``/``hurts``/``draw``/``undecided``) is docs/ARCHITECTURE.md's; ``draw`` is an equivalence test, each
-side at α/2."""
+within-block-demeaned rows); in one-out, the control's mean minus piece j's cell mean. Why a model-based test
+and not a randomization test over rows, and why a drawn design takes its p from
+:mod:`ablate.stats.screening_crt`: docs/ARCHITECTURE.md#piece-designs. Error rates:
+``tests/test_screening_inference.py`` (null and partial nulls), ``benchmarks/bench_screening.py`` (family-wise
+error and power at 8, 16 and 32 pieces); ``draw`` is an equivalence test, each side at α/2."""
 
 from __future__ import annotations
 
@@ -124,13 +113,10 @@ def t_test(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Two-sided p of β = 0 and the Wald t interval at ``level``; p is NaN where there is no spread.
 
-    ``null_variance``: the p comes from the error variance estimated under the piece's null (the model
-    without the piece: (RSS + β̂²/d) / (df + 1), d = the piece's diag((X̃'X̃)⁻¹)) against t with df + 1 — the
-    score-test form, as the pooled two-proportion test is for two rates. Used for binary outcomes: the fitted
-    model's residual variance of 0/1 outcomes shrinks as the contrast grows (p̂(1 − p̂) on each side), which
-    makes the Wald test liberal in the far tail where Holm tests (measured: ≈ 1.1 α at α = 0.001 at a rate
-    of ½; ``tests/test_screening_inference.py``); the null variance does not shrink, and the test is at or
-    below α there. The interval stays the Wald one."""
+    ``null_variance`` (binary outcomes): p from the error variance under the piece's null, (RSS + β̂²/d) /
+    (df + 1) with d the piece's diag((X̃'X̃)⁻¹), against t with df + 1 (the score-test form). The Wald test's
+    residual variance of 0/1 outcomes shrinks as the contrast grows, so it is liberal in the far tail where Holm
+    tests (measured ≈ 1.1 α at α = 0.001, rate ½; ``tests/test_screening_inference.py``); the interval stays Wald."""
     if null_variance:
         var = (fit.rss[..., None] + fit.beta * fit.beta / fit.inv_diag) / (fit.df + 1) * fit.inv_diag
         se_test, df_test = np.sqrt(var), fit.df + 1
@@ -156,9 +142,7 @@ def verdict(
     """helps / hurts (Holm-adjusted p ≤ α, by the sign), draw (interval inside ±min_effect), else undecided."""
     if p_adjusted <= alpha and effect != 0:
         return "helps" if (effect > 0) == higher else "hurts"
-    if -min_effect < low and high < min_effect:
-        return "draw"
-    return "undecided"
+    return "draw" if -min_effect < low and high < min_effect else "undecided"
 
 
 def analyse(
@@ -170,14 +154,10 @@ def analyse(
     min_effect: float = DEFAULT_MIN_EFFECT,
     higher_is_better: bool = True,
 ) -> PieceAnalysis:
-    """Every piece's effect (on − off), interval, Holm-adjusted p and verdict from the scored sessions.
-
-    ``binary``: outcomes are 0/1 (pass/fail) and the test uses the null variance (:func:`t_test`); otherwise
-    a numeric metric (turns, cost) and the Wald t-test. ``min_effect`` is in the metric's units (a rate for
-    pass/fail); ``higher_is_better`` False for turns and costs, so a piece that adds turns ``hurts``.
-
-    Sessions may be missing (failed items): the fit uses what there is. Raises :class:`DesignError` when the
-    sessions cannot estimate every piece (too few, or a piece never both on and off within a block)."""
+    """Every piece's effect (on − off), interval, Holm-adjusted p and verdict from the scored sessions (missing
+    ones left out). ``binary``: 0/1 outcomes, tested with the null variance (:func:`t_test`), else Wald;
+    ``min_effect`` in the metric's units; ``higher_is_better`` False for turns and costs. A :class:`DesignError`
+    when the sessions cannot estimate every piece (too few, or a piece never both on and off in a block)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} outside (0, 1)")
     if min_effect <= 0:

@@ -1,21 +1,12 @@
-"""Anytime-valid per-piece decisions for adaptive screening and one-out runs of a pass/fail outcome.
+"""Anytime-valid per-piece decisions for adaptive screening and one-out runs of a pass/fail outcome
+(docs/ARCHITECTURE.md#piece-designs, "Adaptive stopping", and #replan).
 
-A complete block gives each piece one contrast d_bj in [−1, 1] (:func:`contrast_matrix`): mean(on) − mean(off)
-over the block's 2N sessions in screening, control − cell in one-out. Blocks are independent and d_bj's mean is
-the piece's main effect on the block's task, so under a piece's null the contrasts, in completion order, are
-bounded with conditional mean 0. Per piece: "real" from the normal-mixture e-process against 0
-(:func:`mixture_log_e`) with the design's sub-Gaussian scale (:func:`variance_proxy`: 1/(2N) in screening, ½ in
-one-out; a bounded-range betting process would waste the design's precision, the sd at a rate of ½ being
-1/√(2N)), or in a drawn design from the conditional randomization test at scheduled points
-(:func:`scheduled_p`; why: docs/ARCHITECTURE.md); "no effect of interest" from the futility e-processes of
-:func:`ablate.stats.sequential.futility_log_e`. A block with a failed session is left out
-(:func:`block_contrasts` names it). Error rates under optional stopping: ``tests/test_screening_sequential.py``.
-
-A run that re-plans (:func:`should_replan`) runs one-out rounds after its whole-design ones: each piece is then
-tested over the blocks that ran its cell (:func:`look`'s ``removals``), which stays valid because those blocks
-are chosen from the past alone; a drawn design keeps its randomization tests to its whole-design rounds and
-adds the one-out e-process as one more Bonferroni member (docs/ARCHITECTURE.md#replan says why).
-"""
+Each complete block gives each piece one contrast (:func:`contrast_matrix`); "real" comes from the
+normal-mixture e-process against 0 (:func:`mixture_log_e`, scale :func:`variance_proxy`: 1/(2N) in screening,
+½ in one-out; a bounded-range betting process would waste the design's precision, the sd at a rate of ½ being
+1/√(2N)), or in a drawn design from the randomization test at scheduled points (:func:`scheduled_p`); "no
+effect of interest" from :func:`ablate.stats.sequential.futility_log_e`. Error rates under optional stopping:
+``tests/test_screening_sequential.py``."""
 
 from __future__ import annotations
 
@@ -50,14 +41,11 @@ def variance_proxy(design: Design) -> FloatArray:
 
 
 def mixture_log_e(x: npt.ArrayLike, sigma2: npt.ArrayLike, min_effect: float) -> FloatArray:
-    """log of the normal-mixture e-process against mean 0 along the last axis (blocks).
-
-    For increments σ²-sub-Gaussian about a conditional mean of 0, exp(λS_t − λ²σ²t/2) is a nonnegative
-    supermartingale for every λ; mixed over λ ~ N(0, ρ²) it is 1/√(1 + ρ²V_t) · exp(ρ²S_t² / (2(1 + ρ²V_t))),
+    """log of the normal-mixture e-process against mean 0 along the last axis (blocks): for σ²-sub-Gaussian
+    increments, exp(λS_t − λ²σ²t/2) mixed over λ ~ N(0, ρ²) is 1/√(1 + ρ²V_t) · exp(ρ²S_t² / (2(1 + ρ²V_t))),
     V_t = σ²t (Robbins 1970; Howard SR, Ramdas A, McAuliffe J, Sekhon J, "Time-uniform, nonparametric,
-    nonasymptotic confidence sequences", Ann Stat 49:1055–1080, 2021, §3). ρ = min_effect / σ² puts the mixture
-    where the bet that grows fastest on an effect of min-effect lies; any fixed ρ keeps the process valid.
-    ``sigma2`` broadcasts against x without its last axis."""
+    nonasymptotic confidence sequences", Ann Stat 49:1055–1080, 2021, §3). ρ = min_effect / σ² aims it at
+    min-effect; any fixed ρ keeps it valid. ``sigma2`` broadcasts against x without its last axis."""
     xs = np.asarray(x, dtype=np.float64)
     s2 = np.asarray(sigma2, dtype=np.float64)[..., None]
     rho2 = (min_effect / s2) ** 2
@@ -224,10 +212,8 @@ def _mixture_p(x: FloatArray, sigma2: FloatArray, min_effect: float) -> FloatArr
 
 
 def futility_scale(design: Design) -> FloatArray:
-    """Per piece, what its block contrasts and ``min_effect`` are divided by before the futility e-processes:
-    1, or in a drawn design the widest half-range of a block's least-squares contrast over the draws (Σ_i |c_ij|
-    / 2, at least 1): its columns are not orthogonal, so a contrast of outcomes in [0, 1] can range beyond
-    [−1, 1]; dividing keeps the test's range and its hypotheses as they were."""
+    """Per piece, what its block contrasts and ``min_effect`` are divided by before the futility e-processes: 1,
+    or in a drawn design (columns not orthogonal, contrasts beyond [−1, 1]) the widest Σ_i |c_ij| / 2 (≥ 1)."""
     if design.drawn is None:
         return np.ones(design.k)
     widths = [np.abs(contrast_matrix(design.sub(g))).sum(axis=0) / 2 for g in range(design.draws)]
@@ -249,15 +235,10 @@ def scheduled_p(
     max_blocks: int,
     alpha: float,
 ) -> FloatArray:
-    """Per piece of a drawn design, a p valid whenever the run stops: at each of the L :func:`look_points`
-    the complete blocks have passed, the conditional randomization test (:mod:`ablate.stats.screening_crt`)
-    of the sessions of the first that many complete blocks (in the order they completed); the smallest p
-    times L (Bonferroni over the schedule, so looking after every round costs nothing beyond it).
-
-    Why not the mixture e-process: a drawn design is drawn once, so a piece's block contrasts share its
-    column's draw — an interaction lined up with that column by chance is the same in every block, and a
-    martingale over blocks would find it. The randomization test's p is exact at each point for any
-    interactions; the schedule's union bound holds for any dependence between the points."""
+    """Per piece of a drawn design, a p valid whenever the run stops: the conditional randomization test
+    (:mod:`ablate.stats.screening_crt`) of the first n complete blocks (in completion order) at each of the L
+    :func:`look_points` passed, the smallest p times L (Bonferroni over the schedule). Why not the mixture
+    e-process: docs/ARCHITECTURE.md#piece-designs ("Adaptive stopping")."""
     points = look_points(max_blocks)
     draws = draws_needed(design.k, alpha, len(points))
     index = {b: i for i, b in enumerate(complete)}

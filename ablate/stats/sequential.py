@@ -53,12 +53,10 @@ UNDECIDED, REAL, NO_EFFECT = 0, 1, 2
 def discordant_log_e(
     gained: npt.ArrayLike, lost: npt.ArrayLike, prior_a: float = DEFAULT_PRIOR_A
 ) -> FloatArray:
-    """log E of the beta-binomial mixture martingale (Robbins 1970) after ``gained`` and ``lost`` discordant blocks.
-
-    E = ∫ θ^g (1−θ)^l dBeta(a, a)(θ) / (1/2)^(g+l) = B(a+g, a+l) / B(a, a) · 2^(g+l). Under the null (a
-    discordant block is as likely to favour either cell) E is a nonnegative martingale with E_0 = 1 over the
-    sequence of discordant blocks, so P(E ever ≥ 1/α) ≤ α. The prior is symmetric: the test is two-sided.
-    Concordant blocks leave E unchanged. Vectorised; ``gained`` and ``lost`` broadcast."""
+    """log E of the beta-binomial mixture martingale (Robbins 1970) after ``gained`` and ``lost`` discordant blocks:
+    E = ∫ θ^g (1−θ)^l dBeta(a, a)(θ) / (1/2)^(g+l) = B(a+g, a+l) / B(a, a) · 2^(g+l), a nonnegative martingale
+    from 1 under the null over the discordant blocks, so P(E ever ≥ 1/α) ≤ α; the symmetric prior makes it
+    two-sided. Vectorised; ``gained`` and ``lost`` broadcast."""
     if prior_a <= 0:
         raise ValueError(f"prior_a={prior_a!r} must be positive")
     g = np.asarray(gained, dtype=np.float64)
@@ -101,18 +99,13 @@ def betting_cs(
 ) -> tuple[FloatArray, FloatArray]:
     """Confidence sequence for the mean of observations in [low, high] (last axis = time), at level 1 − α.
 
-    Waudby-Smith & Ramdas (2024), hedged capital process: for each candidate mean m of the observations
-    rescaled to [0, 1], K_t(m) = max(½ ∏(1 + λ⁺_i (z_i − m)), ½ ∏(1 − λ⁻_i (z_i − m))) with predictable
-    plug-in bets λ_t = √(2 log(2/α) / (σ̂²_{t−1} t log(1+t))) capped at c/m and c/(1−m), c = 1/2 (their eq. 26
-    with the regularised running mean and variance of eq. 27). K_t(m*) is at most a nonnegative martingale
-    with K_0 = 1 at the true mean m*, so {m : K_s(m) < 1/α for every s ≤ t} covers m* at every t at once with
-    probability ≥ 1 − α (the running intersection is taken). Candidates are a grid of ``grid`` points; the
-    returned ends are moved outwards to the next excluded grid point, so the grid can only widen the interval.
-
-    Returns (lower, upper) bounds after every ``every``-th observation (the looks of a run that looks after
-    each round of ``every`` blocks; candidates are still tested after each observation), shaped like ``x``
-    with the last axis cut to ``n // every``; NaN when every candidate is excluded (the observations
-    contradict the range; probability ≤ α)."""
+    Waudby-Smith & Ramdas (2024), hedged capital process over candidate means m (the observations rescaled to
+    [0, 1]): K_t(m) = max(½ ∏(1 + λ⁺_i (z_i − m)), ½ ∏(1 − λ⁻_i (z_i − m))), predictable plug-in bets
+    λ_t = √(2 log(2/α) / (σ̂²_{t−1} t log(1+t))) capped at c/m and c/(1−m), c = 1/2 (eq. 26, with eq. 27's
+    regularised running mean and variance). K_t(m*) is at most a nonnegative martingale from 1, so the running
+    intersection {m : K_s(m) < 1/α, s ≤ t} covers m* at every t at once with probability ≥ 1 − α; the ends of
+    the ``grid`` candidates kept are moved outwards to the next excluded one. Returns (lower, upper) after
+    every ``every``-th observation (last axis cut to ``n // every``); NaN when every candidate is excluded."""
     if not high > low:
         raise ValueError(f"range [{low}, {high}] is empty")
     if not 0 < alpha < 1:
@@ -167,10 +160,8 @@ def _ends(excluded: npt.NDArray[np.bool_], m: FloatArray) -> tuple[FloatArray, F
 
 
 def holm_adjust(p: npt.ArrayLike) -> FloatArray:
-    """Holm-adjusted p-values along the last axis (Holm S, Scand J Statist 6:65–70, 1979), vectorised.
-
-    The i-th smallest of m (from 0) is multiplied by (m − i), made non-decreasing and capped at 1; equal to
-    :func:`ablate.stats.multiplicity.holm` on each row. NaN (not computable) counts as 1."""
+    """Holm-adjusted p-values along the last axis, vectorised (:func:`ablate.stats.multiplicity.holm` says how);
+    NaN (not computable) counts as 1."""
     pv = np.nan_to_num(np.asarray(p, dtype=np.float64), nan=1.0)
     m = pv.shape[-1]
     order = np.argsort(pv, axis=-1, kind="stable")
@@ -183,11 +174,9 @@ def holm_adjust(p: npt.ArrayLike) -> FloatArray:
 
 
 def prior_for(min_effect: float) -> float:
-    """The Beta(a, a) prior of :func:`discordant_log_e` tuned to ``min_effect`` d (at least 1, the uniform).
-
-    At a base rate of ½ an effect d moves the chance that a discordant block favours the cell from ½ to ½ + d;
-    the prior's standard deviation 1 / (2√(2a + 1)) equals d when a = (1 / (4d²) − 1) / 2 (2.6 for d = 0.2).
-    Any fixed prior keeps the mixture a test martingale; this one only decides where it is most powerful."""
+    """The Beta(a, a) prior of :func:`discordant_log_e` tuned to ``min_effect`` d (at least 1, the uniform): at a
+    rate of ½ an effect d moves a discordant block's chance of favouring the cell to ½ + d, and the prior's sd
+    1 / (2√(2a + 1)) equals d at a = (1 / (4d²) − 1) / 2 (2.6 for d = 0.2). Any fixed prior keeps it valid."""
     if not 0 < min_effect < 1:
         raise ValueError(f"min_effect={min_effect!r} outside (0, 1)")
     return max(1.0, (1.0 / (4.0 * min_effect**2) - 1.0) / 2.0)
@@ -196,15 +185,11 @@ def prior_for(min_effect: float) -> float:
 def power_anytime(
     n: int, p_control: float, p_cells: npt.ArrayLike, alpha: float, prior_a: float = DEFAULT_PRIOR_A
 ) -> FloatArray:
-    """Exact power of the test that decides an adaptive run or a peek: the chance that the anytime p-value
-    of :func:`discordant_path` (1 / the running maximum of E, looked at after every block) reaches ``alpha``
-    within ``n`` blocks, for each cell rate in ``p_cells`` against ``p_control``.
-
-    Cell and control outcomes are independent given their rates (as :mod:`ablate.stats.power` assumes: the
-    cautious figure). Concordant blocks leave E unchanged, so E crosses within n blocks exactly when it
-    crosses within the K ~ Binomial(n, gained + lost) discordant ones; the crossing probability within j
-    discordant blocks, each a gain with probability q, comes from one pass of a dynamic programme over the
-    gained count with the crossing states absorbed."""
+    """Exact power of the test that decides an adaptive run or a peek: the chance that the anytime p of
+    :func:`discordant_path`, looked at after every block, reaches ``alpha`` within ``n`` blocks, per cell rate
+    in ``p_cells`` (outcomes independent given their rates, as :mod:`ablate.stats.power`). E crosses within n
+    blocks when it crosses within the K ~ Binomial(n, gained + lost) discordant ones; that chance within j,
+    each a gain with probability q, is one dynamic programme over the gained count, crossings absorbed."""
     cells = np.atleast_1d(np.asarray(p_cells, dtype=np.float64))
     gained = cells * (1 - p_control)
     lost = p_control * (1 - cells)
@@ -251,19 +236,16 @@ def detectable_anytime(
 
 
 def futility_log_e(diff: npt.ArrayLike, min_effect: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
-    """Running maxima of log e-processes against "effect ≥ +d" and "effect ≤ −d" (last axis = blocks).
+    """Running maxima of log e-processes against "effect ≥ +d" and "effect ≤ −d" (last axis = blocks), over
+    ``diff``, the paired differences cell − control of a binary outcome in the order observed.
 
-    ``diff`` holds paired differences cell − control of a binary outcome, in {−1, 0, 1}, in the order they
-    were observed. Against H⁺: E[X_t | past] ≥ d for every block, the capital ∏(1 − λ_t (X_t − d)) with a
-    predictable λ_t in [0, 1 / (1 − d)) is a nonnegative supermartingale with value 1 at the start (Shafer
-    2021; Waudby-Smith & Ramdas 2024), so by Ville's inequality it ever reaches 1/β with probability at most
-    β; likewise ∏(1 + λ_t (X_t + d)) against H⁻. The bet is the aGRAPA bet (Waudby-Smith & Ramdas 2024) for
-    the fixed alternative "no effect": λ_t = d / (q̂_{t−1} + d²), with q̂ the rate of discordant blocks
-    so far, regularised by :data:`FUTILITY_PRIOR_BLOCKS` pseudo-blocks at ½ and capped at
-    :data:`FUTILITY_BET_CAP` / (1 − d). H⁺ is stated per block; an effect that varies across tasks around a
-    mean of d (the bets barely move within a round) is checked by simulation in the tests. Returns (against
-    H⁺, against H⁻), shaped like ``diff``. ``min_effect`` may vary by block (shaped like ``diff``): a block's d is
-    fixed before it runs, so each factor is still a supermartingale step."""
+    Against H⁺ (E[X_t | past] ≥ d each block), ∏(1 − λ_t (X_t − d)) with a predictable λ_t in [0, 1 / (1 − d))
+    is a nonnegative supermartingale starting at 1 (Shafer 2021; Waudby-Smith & Ramdas 2024), so by Ville's
+    inequality it ever reaches 1/β with probability at most β; likewise ∏(1 + λ_t (X_t + d)) against H⁻. The
+    bet is aGRAPA (Waudby-Smith & Ramdas 2024) for "no effect": λ_t = d / (q̂_{t−1} + d²), q̂ the discordant
+    rate so far with :data:`FUTILITY_PRIOR_BLOCKS` pseudo-blocks at ½, capped at :data:`FUTILITY_BET_CAP` /
+    (1 − d). An effect varying across tasks around d is checked by simulation in the tests. ``min_effect`` may
+    vary by block: a block's d is fixed before it runs. Returns (against H⁺, against H⁻), shaped like ``diff``."""
     d = np.asarray(min_effect, dtype=np.float64)
     if not np.all((d > 0) & (d < 1)):
         raise ValueError(f"min_effect={min_effect!r} outside (0, 1)")
@@ -291,13 +273,9 @@ def decide(
     alpha: float,
     beta: float = DEFAULT_DRAW_BETA,
 ) -> npt.NDArray[np.int8]:
-    """The decision of every comparison at one look (last axis = the run's comparisons), as codes of DECISIONS.
-
-    ``real`` (1): Holm-adjusted anytime p ≤ α over all comparisons of the run. ``no-effect`` (2): not real and
-    both futility e-processes (the running maxima of log e of :func:`futility_log_e`) have reached log(1/β):
-    every effect of at least min-effect, in either direction, has been rejected at level β. ``undecided`` (0)
-    otherwise (NaN never decides). Holm-adjusted anytime p-values only fall as data arrive, so a "real" stays
-    real."""
+    """The decision of every comparison at one look (last axis = the run's comparisons), as codes of DECISIONS:
+    ``real`` (1), Holm-adjusted anytime p ≤ α (it only falls, so a "real" stays real); ``no-effect`` (2), not
+    real and both :func:`futility_log_e` maxima past log(1/β); ``undecided`` (0) otherwise (NaN never decides)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} outside (0, 1)")
     if not 0 < beta < 1:

@@ -30,10 +30,8 @@ class Interval:
 
 @dataclass(frozen=True)
 class PairedResult:
-    """One paired comparison of a metric between a cell and the control.
-
-    ``delta`` is cell − control (rates for binary metrics, means for counts and costs). ``interval`` and ``p``
-    are :class:`NotComputable` when the data cannot give them (the reason says why)."""
+    """One paired comparison of a metric between a cell and the control (rates for binary metrics, means for
+    counts and costs); ``interval`` and ``p`` are :class:`NotComputable` when the data cannot give them."""
 
     n_pairs: int
     """Paired (task, repeat) blocks compared."""
@@ -56,5 +54,4 @@ class PairedResult:
 
     @property
     def p_value(self) -> float | None:
-        """The p as a float, or None when not computable."""
         return self.p if isinstance(self.p, float) else None
