@@ -177,8 +177,7 @@ def cell_logins(
 
     for cell in cells:
         home = scratch / cell.dirname / "home"
-        if os.path.lexists(home.parent):
-            remove_path(home.parent)
+        remove_path(home.parent)
         home.mkdir(parents=True, mode=0o700)
         try:
             build_config_dir(setup, catalog, cell, home / ".claude", memory_slug=setup.memory_slug, home=home)

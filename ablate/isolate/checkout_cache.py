@@ -84,8 +84,7 @@ def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]
             if not _complete(entry, key):
                 raise
     finally:
-        if os.path.lexists(tmp):
-            shadowfs.remove_path(tmp)
+        shadowfs.remove_path(tmp)
     _prune(base, keep=entry)
     return entry / "repo", False
 

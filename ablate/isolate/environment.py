@@ -229,7 +229,7 @@ def build_environment(
         _populate(setup, catalog, cell, result, setup_layers)
         return result
     except BaseException:
-        _remove_root(root)
+        shadowfs.remove_path(root)
         raise
 
 
@@ -258,8 +258,7 @@ def _populate(
     result.fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
     result.mismatches = kept_mismatches(setup_prints(setup, catalog, setup_layers), cell, prints)
     result.notes.extend(mismatch_lines(result.mismatches))
-    if os.path.lexists(pristine / "home"):
-        shadowfs.remove_path(pristine / "home")
+    shadowfs.remove_path(pristine / "home")
     shutil.copytree(result.home, pristine / "home", symlinks=True)
     atomic_write_json(result.root / MANIFEST, result.to_json())
 
@@ -276,13 +275,9 @@ def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, c
         env.repo_plan = worktree.plan_repo(setup, catalog, dirty=env.dirty)
     if not env.setup_layers:
         env.setup_layers = resolve_layers(setup, catalog)
-    pristine = env.pristine
-    refs_file = pristine / "refs.json"
-    refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
-    worktree.reset_worktree(env.cwd, env.head, pristine, [], refs)
+    worktree.reset_worktree(env.cwd, env.head, env.pristine, [])
     fresh_tmp(env.root)
-    if os.path.lexists(env.home):
-        shadowfs.remove_path(env.home)
+    shadowfs.remove_path(env.home)
     env.cell = cell
     env.notes = []
     env.leaks = [*ancestor_leaks(env.cwd), *fixed_leaks(setup)]
@@ -458,28 +453,20 @@ def reset_environment(env: CellEnvironment) -> None:
         raise UsageError(f"{env.root}: not a complete ablate environment", hint="rebuild it")
     shadowfs.sync_tree(pristine / "home", env.home)
     ops = json.loads((pristine / "ops.json").read_text(encoding="utf-8"))
-    refs_file = pristine / "refs.json"
-    refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
-    worktree.reset_worktree(env.cwd, env.head, pristine, ops, refs)
+    worktree.reset_worktree(env.cwd, env.head, pristine, ops)
     fresh_tmp(env.root)
 
 
 def fresh_tmp(root: Path) -> None:
     """The cell's private ``TMPDIR`` (``<root>/tmp``), emptied."""
     tmp = root / "tmp"
-    if os.path.lexists(tmp):
-        shadowfs.remove_path(tmp)
+    shadowfs.remove_path(tmp)
     tmp.mkdir(mode=0o700)
 
 
 def teardown_environment(env: CellEnvironment) -> None:
     """Delete the cell root (the checkout is a private clone: nothing to unregister in the user's repo)."""
-    _remove_root(env.root)
-
-
-def _remove_root(root: Path) -> None:
-    if os.path.lexists(root):
-        shadowfs.remove_path(root)
+    shadowfs.remove_path(env.root)
 
 
 def find_roots(out: Path) -> list[Path]:
@@ -500,6 +487,6 @@ def clean(out: Path) -> list[str]:
     """Remove every cell ablate built under ``out`` (crash recovery). Idempotent; returns what was removed."""
     removed: list[str] = []
     for root in find_roots(Path(os.path.abspath(out))):
-        _remove_root(root)
+        shadowfs.remove_path(root)
         removed.append(str(root))
     return removed

@@ -115,8 +115,7 @@ class LinksEnvironments:
         """Remove the cells' config dirs of the checks (nothing else is shared between slots)."""
         from ablate.isolate.shadowfs import remove_path
 
-        if os.path.lexists(self.work_root / "configs"):
-            remove_path(self.work_root / "configs")
+        remove_path(self.work_root / "configs")
 
     def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
         """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.seal.fenced`): the

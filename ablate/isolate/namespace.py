@@ -106,8 +106,7 @@ def held_view(spec: Path, mounts: list[Mount]) -> Iterator[int]:
 def fresh_uppers(root: Path, areas: tuple[str, ...] = AREAS) -> None:
     """Empty upper and work folders for every area (the reset: whatever a session wrote is discarded)."""
     for part in ("up", "wk"):
-        if os.path.lexists(root / part):
-            shadowfs.remove_path(root / part)
+        shadowfs.remove_path(root / part)
         for area in areas:
             (root / part / area).mkdir(parents=True, mode=0o700)
 
@@ -298,8 +297,7 @@ class NamespaceEnvironments:
         if cell.id not in self._configs:
             wanted = self._setup_prints_locked()
             cdir = self.shared / "cells" / cell.dirname
-            if os.path.lexists(cdir):
-                shadowfs.remove_path(cdir)
+            shadowfs.remove_path(cdir)
             cdir.mkdir(parents=True)
             self._configs[cell.id] = build_cell_config(
                 self.setup, self.catalog, cell, cdir / "config", wanted,
@@ -381,8 +379,7 @@ class NamespaceEnvironments:
             raise UsageError(f"slot {slot}: must be between 0 and 99")
         layers = self.cell_layers(cell)
         root = self.work_root / f"s{slot:02d}"
-        if os.path.lexists(root):
-            shadowfs.remove_path(root)
+        shadowfs.remove_path(root)
         root.mkdir(parents=True)
         atomic_write_json(root / MARKER, {"created": time.time(), "backend": NAME})
         env = process_env(
@@ -438,8 +435,7 @@ class NamespaceEnvironments:
         fresh_uppers(env.root)
 
     def teardown(self, env: NamespaceCellEnv) -> None:
-        if os.path.lexists(env.root):
-            shadowfs.remove_path(env.root)
+        shadowfs.remove_path(env.root)
 
     def command(self, env: NamespaceCellEnv, argv: list[str]) -> list[str]:
         return env.wrap(argv)
@@ -507,8 +503,7 @@ class NamespaceEnvironments:
 
     def close(self) -> None:
         """Remove the run's lower layers (after the last teardown)."""
-        if os.path.lexists(self.shared):
-            shadowfs.remove_path(self.shared)
+        shadowfs.remove_path(self.shared)
 
 
 def copy_back_credentials(env: NamespaceCellEnv) -> CredentialsCopy:

@@ -12,6 +12,7 @@ into ``.pristine/overlay``, so a reset gives the very tree of the first build ev
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,11 +321,9 @@ def restore_git_state(wt: Path, pristine: Path) -> None:
             shadowfs.remove(wt / ".git", name)
 
 
-def reset_worktree(
-    wt: Path, head: str, pristine: Path, ops: list[dict[str, Any]], refs: dict[str, str] | None = None
-) -> None:
-    """Back to the freshly built state: checkout of ``head``, clean, refs restored, replay. (Commits a
-    session made stay in the checkout's own object store, unreachable; nothing names them.)"""
+def reset_worktree(wt: Path, head: str, pristine: Path, ops: list[dict[str, Any]]) -> None:
+    """Back to the freshly built state: checkout of ``head``, clean, refs restored (``refs.json``), replay.
+    (Commits a session made stay in the checkout's own object store, unreachable; nothing names them.)"""
     # the session's git config and hooks go first: git must not run a planted hook or honour its config
     restore_git_state(wt, pristine)
     clear_skip_worktree(wt)
@@ -335,7 +334,7 @@ def reset_worktree(
     branch = saved.read_text(encoding="utf-8").strip() if saved.is_file() else None
     _checkout_head(wt, head, branch or None)
     git(wt, *_SAFE, "clean", "-ffdxq")
-    if refs is not None:
-        restore_refs(wt, refs)
+    if (refs := pristine / "refs.json").is_file():
+        restore_refs(wt, json.loads(refs.read_text(encoding="utf-8")))
         restore_git_state(wt, pristine)  # the stash reflog, expired with the session's reflogs
     apply_ops(wt, pristine, ops)
