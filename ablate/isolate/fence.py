@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablate.core.jsonl import json_strings
 from ablate.core.once import once
 from ablate.isolate.secrets import bwrap_hiding
 
@@ -185,21 +186,11 @@ def _outputs(line: str) -> list[str]:
     content = message.get("content") if isinstance(message, dict) else None
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_result":
-            out.append(_text(block.get("content")))
+            out.append("\n".join(json_strings(block.get("content"))))
     attachment = record.get("attachment")
     if isinstance(attachment, dict) and str(attachment.get("type", "")).startswith("hook"):
-        out.append(_text(attachment))
+        out.append("\n".join(json_strings(attachment)))
     return out
-
-
-def _text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(_text(v) for v in value)
-    if isinstance(value, dict):
-        return "\n".join(_text(v) for v in value.values())
-    return ""
 
 
 def _tilde(path: str, homes: Sequence[Path]) -> str:
