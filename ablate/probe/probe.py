@@ -253,7 +253,20 @@ def probe(
         # judge while the cells still exist: repo docs and static checks read the built shadows
         drop_generic(prints, ran.baseline.request_text + "\n".join(ran.baseline.listed))
         reference = None if ran.untouched.error else ran.untouched
-        results = _judge_all(p, observations, prints, inv, reference, ran.baseline.request_text)
+        results = [
+            judge_cell(
+                c,
+                built.envs[c.id],
+                observations[c.id],
+                prints,
+                inv,
+                catalog,
+                reference=reference,
+                baseline=ran.baseline.request_text,
+                real_paths=p.real_paths,
+            )
+            for c in selected
+        ]
         if any(c.pieces for c in selected):
             _check_pieces(p, results, observations)
         notes.extend(built.notes)
@@ -271,7 +284,7 @@ def probe(
     notes.extend(f"ERROR: your real file changed during the probe: {c}" for c in changed[:20])
     return ProbeResult(
         cells=results,
-        leaks=_all_leaks(inv.leaks, built.envs.values()),
+        leaks=list(dict.fromkeys([*inv.leaks, *(lk for cenv in built.envs.values() for lk in cenv.leaks)])),
         fidelity=ran.fidelity,
         fingerprints={
             k: {"kind": lp.kind, "needles": len(lp.needles), "reason": lp.reason} for k, lp in prints.items()
@@ -329,23 +342,6 @@ def _sessions(p: _Probe) -> _Sessions:
     return _Sessions(baseline_obs, untouched_obs, observations, writes, fidelity)
 
 
-def _judge_all(
-    p: _Probe,
-    observations: dict[str, Observation],
-    prints: dict[str, LayerPrint],
-    inv: Inventory,
-    reference: Observation | None,
-    baseline: str,
-) -> list[CellProbe]:
-    return [
-        judge_cell(
-            c, p.built.envs[c.id], observations[c.id], prints, inv, p.catalog, reference=reference,
-            baseline=baseline, real_paths=p.real_paths,
-        )
-        for c in p.selected
-    ]  # fmt: skip
-
-
 #: Pairs of first requests (control, untouched setup) the exact fidelity check draws at most, the first one
 #: included: more only when the first pair differs (:func:`ablate.probe.fingerprints.exact_fidelity`).
 FIDELITY_PAIRS = 3
@@ -395,14 +391,6 @@ def _untouched_first(p: _Probe, like: Any) -> tuple[Observation, dict[str, str]]
     if not p.real_paths:
         return _untouched(p.setup, p.capture)
     return _untouched_at_real_paths(p.setup, p.capture, like), {}
-
-
-def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:
-    """The setup's leaks and every cell's, each once."""
-    leaks = list(setup_leaks)
-    for cenv in envs:
-        leaks.extend(lk for lk in cenv.leaks if lk not in leaks)
-    return leaks
 
 
 def _first_notes(claude: ClaudeBinary, prints: dict[str, LayerPrint], *, with_mcp: bool) -> list[str]:
