@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -24,7 +24,6 @@ from ablate.core.errors import AblateError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.proc import run_process
 from ablate.core.slug import slug
-from ablate.isolate.environment import CellEnvironment
 from ablate.isolate.procenv import SETTINGS_HELPERS, force_capture, process_env
 from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS
 from ablate.isolate.shadowfs import anchor_links
@@ -40,9 +39,6 @@ PROBE_MODEL = DEFAULT_MODEL
 _ENDPOINT_ENV = re.compile(
     r"^(ANTHROPIC_|CLAUDE_CODE_USE_|AWS_|CLOUD_ML_|VERTEX_|HTTPS?_PROXY|NO_PROXY)", re.I
 )
-
-Verdict = Literal["faithful", "leak", "missing", "no-op", "error"]
-Builder = Callable[..., CellEnvironment]
 
 
 @dataclass
@@ -183,40 +179,37 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
     settings.json, MCP servers unless ``with_mcp``, and the credentials link (an API key is used)."""
     notes: list[str] = []
     settings = config_dir / "settings.json"
-    if settings.is_file() and not settings.is_symlink():
-        try:
-            data = json.loads(settings.read_text(encoding="utf-8"))
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            changed = False
-            for key in SETTINGS_HELPERS:  # each could send the traffic off loopback or run a helper
-                if key in data:
-                    del data[key]
-                    changed = True
-                    notes.append(f"settings.json {key} neutralised for the probe")
-            env = data.get("env")
-            if isinstance(env, dict):
-                for k in [k for k in env if _ENDPOINT_ENV.match(k)]:
-                    del env[k]
-                    changed = True
-                    notes.append(f"settings.json env.{k} neutralised for the probe")
-            if not with_mcp and data.pop("mcpServers", None) is not None:
-                changed = True
-            if changed:
-                settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    if isinstance(data := _own_json(settings), dict):
+        for key in [k for k in SETTINGS_HELPERS if k in data]:  # each could send the traffic off loopback
+            del data[key]
+            notes.append(f"settings.json {key} neutralised for the probe")
+        env = data["env"] if isinstance(data.get("env"), dict) else {}
+        for k in [k for k in env if _ENDPOINT_ENV.match(k)]:
+            del env[k]
+            notes.append(f"settings.json env.{k} neutralised for the probe")
+        if (not with_mcp and data.pop("mcpServers", None) is not None) or notes:
+            settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
     account = config_dir / ACCOUNT
-    if not with_mcp and account.is_file() and not account.is_symlink():
-        try:
-            data = json.loads(account.read_text(encoding="utf-8"))
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and data.pop("mcpServers", None) is not None:
-            account.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    if (
+        not with_mcp
+        and isinstance(data := _own_json(account), dict)
+        and data.pop("mcpServers", None) is not None
+    ):
+        account.write_text(json.dumps(data, indent=2), encoding="utf-8")
     creds = config_dir / CREDENTIALS
     if creds.is_symlink() or creds.is_file():
         creds.unlink()  # the cell's own link or copy (namespace): the probe uses an API key
     return notes
+
+
+def _own_json(path: Path) -> Any:
+    """The JSON in the cell's own file ``path`` (None: absent, a link, or not JSON)."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
 
 
 def _plain_copy(setup: Setup, dest: Path) -> Path:
