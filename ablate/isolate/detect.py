@@ -44,11 +44,7 @@ def namespace_check() -> Support:
 def _try_namespace() -> Support:
     if not sys.platform.startswith("linux"):
         return Support(False, f"mount namespaces are Linux-only (this is {sys.platform})")
-    try:
-        filesystems = Path("/proc/filesystems").read_text(encoding="utf-8")
-    except OSError:
-        filesystems = ""
-    if "overlay" not in filesystems:
+    if not has_overlayfs():
         return Support(False, "the kernel has no overlayfs (/proc/filesystems)")
     mode = ROOT if os.geteuid() == 0 else USERNS
     bare = _try_view(locked=False)
@@ -64,6 +60,13 @@ def _try_namespace() -> Support:
     if locked:
         return Support(True, f"{view}; NOT locked: bubblewrap refused in the view: {locked}", mode)
     return Support(True, f"{view}, locked by bubblewrap", mode, True)
+
+
+def has_overlayfs() -> bool:
+    try:
+        return "overlay" in Path("/proc/filesystems").read_text(encoding="utf-8")
+    except OSError:
+        return False
 
 
 def _try_view(*, locked: bool) -> str:

@@ -24,7 +24,7 @@ from ablate.isolate.auth import (
     mismatch,
     moved_login_key,
 )
-from ablate.isolate.detect import UNSEALED_HINT, namespace_check, seal_problem
+from ablate.isolate.detect import UNSEALED_HINT, has_overlayfs, namespace_check, seal_problem
 from ablate.isolate.fence import fence_support
 from ablate.isolate.registry import KINDS, choice_json, choose_isolation
 
@@ -94,7 +94,7 @@ def diagnose(
         "isolation": choice_json(isolation),
         "sealing": sealing,
         "user_namespace": {"ok": ns.ok, "mode": ns.mode, "reason": ns.reason},
-        "overlayfs": _overlay(),
+        "overlayfs": has_overlayfs(),
         "bubblewrap": {
             "path": fence.bwrap,
             "ok": fence.ok,
@@ -197,13 +197,6 @@ def _claude(
         fix = f"npm install @anthropic-ai/claude-code@{PINNED_CLAUDE_VERSION}, or --claude-bin"
         problems.append(_problem(f"claude {found.version} is not the pinned {PINNED_CLAUDE_VERSION}", fix))
     return {**out, "path": str(found.path), "version": found.version}
-
-
-def _overlay() -> bool:
-    try:
-        return "overlay" in Path("/proc/filesystems").read_text(encoding="utf-8")
-    except OSError:
-        return False
 
 
 def _bwrap_version(bwrap: str | None) -> str | None:

@@ -101,14 +101,9 @@ def process_env(
     """The whole, explicit environment of a session: allow-listed, auth, pinned; everything else dropped.
     ``tmpdir`` is its ``TMPDIR``, a folder it may write (a view's private ``/tmp``, a cell's ``tmp/``)."""
     env = {key: value for key, value in base_env.items() if allowed(key)}
-    env.update(ENV_PINNED)
-    env["HOME"] = str(home)
-    env["CLAUDE_CONFIG_DIR"] = str(config_dir)
-    env["TMPDIR"] = str(tmpdir)
-    if os.geteuid() == 0:
-        env["IS_SANDBOX"] = (
-            "1"  # bypassPermissions as root needs it; an ordinary user's session never gets it
-        )
+    env.update(ENV_PINNED, HOME=str(home), CLAUDE_CONFIG_DIR=str(config_dir), TMPDIR=str(tmpdir))
+    if os.geteuid() == 0:  # bypassPermissions as root needs it; an ordinary user's session never gets it
+        env["IS_SANDBOX"] = "1"
     for key, value in (extra_env or {}).items():
         if key in ENV_OWNED:
             raise UsageError(
@@ -124,9 +119,7 @@ def force_capture(env: Mapping[str, str], base_url: str) -> dict[str, str]:
     removed, the capture endpoint and a fake key set, retries off. Everything else is kept as is (the probe
     judges it)."""
     out = {k: v for k, v in env.items() if not is_endpoint_or_auth(k)}
-    out["ANTHROPIC_BASE_URL"] = base_url
-    out["ANTHROPIC_API_KEY"] = PROBE_KEY
-    out["CLAUDE_CODE_MAX_RETRIES"] = "0"
+    out.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=PROBE_KEY, CLAUDE_CODE_MAX_RETRIES="0")
     out["NO_PROXY"] = out["no_proxy"] = "127.0.0.1,localhost"
     return dict(sorted(out.items()))
 
