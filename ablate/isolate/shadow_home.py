@@ -16,7 +16,6 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ablate.core import links
 from ablate.isolate import shadowfs
@@ -232,19 +231,15 @@ def ensure_written_dirs(shadow_config: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
 
 
-def copy_memory(setup: Setup, shadow_config: Path, cell_slug: str) -> bool:
+def copy_memory(setup: Setup, shadow_config: Path, cell_slug: str) -> None:
     """Copy (never link) the auto-memory of the user's main worktree root to where the CLI reads it in the
-    cell: ``projects/<cell_slug>/memory`` (the cell's checkout is its own main worktree root); True when
-    there was one."""
+    cell: ``projects/<cell_slug>/memory`` (the cell's checkout is its own main worktree root)."""
     rel = Path("projects") / setup.memory_slug / "memory"
-    src = setup.config_dir / rel
-    if not src.exists():
-        return False
-    walk_files(setup.config_dir, rel.as_posix())  # raises on a symlink loop
-    dst = shadow_config / "projects" / cell_slug / "memory"
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shadowfs.copy_entry(src, dst)
-    return True
+    if (src := setup.config_dir / rel).exists():
+        walk_files(setup.config_dir, rel.as_posix())  # raises on a symlink loop
+        dst = shadow_config / "projects" / cell_slug / "memory"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shadowfs.copy_entry(src, dst)
 
 
 def copy_account_state(setup: Setup, shadow_home: Path | None, shadow_config: Path) -> Path | None:
@@ -262,28 +257,15 @@ def copy_account_state(setup: Setup, shadow_home: Path | None, shadow_config: Pa
     return src
 
 
-def link_home(setup: Setup, shadow_home: Path) -> int:
-    """Link every entry of the real home except ``.claude`` and ``.claude.json``; returns how many."""
-    if not setup.home.is_dir():
-        return 0
-    n = 0
-    for entry in sorted(setup.home.iterdir(), key=lambda p: p.name):
-        if entry.name in (".claude", ACCOUNT):
-            continue
-        (shadow_home / entry.name).symlink_to(entry)
-        n += 1
-    return n
+def link_home(setup: Setup, shadow_home: Path) -> None:
+    """Link every entry of the real home except ``.claude`` and ``.claude.json``."""
+    for entry in sorted(setup.home.iterdir(), key=lambda p: p.name) if setup.home.is_dir() else []:
+        if entry.name not in (".claude", ACCOUNT):
+            (shadow_home / entry.name).symlink_to(entry)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Hook scripts that hard-code the real config path
-
-
-def hook_commands(settings: dict[str, Any]) -> list[str]:
-    """Every ``command`` string of the ``hooks`` key of a settings object."""
-    return [
-        h["command"] for *_, h in hook_entries(settings.get("hooks")) if isinstance(h.get("command"), str)
-    ]
 
 
 def _command_files(command: str, setup: Setup) -> list[Path]:
@@ -310,8 +292,9 @@ def scan_hooks(setup: Setup) -> list[Leak]:
     needles = sorted({str(setup.config_dir), str(setup.home / ".claude")}, key=len, reverse=True)
     candidates: list[Path] = []
     settings = json_keys(setup.config_dir / "settings.json") or {}
-    for command in hook_commands(settings):
-        candidates.extend(_command_files(command, setup))
+    for *_, hook in hook_entries(settings.get("hooks")):
+        if isinstance(command := hook.get("command"), str):
+            candidates.extend(_command_files(command, setup))
     hooks_dir = setup.config_dir / "hooks"
     if hooks_dir.is_dir():
         candidates.extend(setup.config_dir / rel for rel in walk_files(setup.config_dir, "hooks"))
