@@ -105,19 +105,16 @@ def copy_back(
     if not os.path.lexists(session_file):
         return CredentialsCopy()
     data = read_session_file(session_file)
-    if isinstance(data, str):
-        return CredentialsCopy(discarded=f"{session_file.name}: {data}")
     if stored is not None and data == stored:
         return CredentialsCopy()
-    if stored is None:
-        return CredentialsCopy(
-            discarded=f"{session_file.name}: created by the session; no login is taken from one"
-        )
-    why = refusal(stored, data)
-    if why is not None:
+    if isinstance(data, str):
+        why: str | None = data
+    elif stored is None:
+        why = "created by the session; no login is taken from one"
+    else:
+        why = refusal(stored, data) or _real_is_newer(real, data)
+    if why is not None or isinstance(data, str):
         return CredentialsCopy(discarded=f"{session_file.name}: {why}")
-    if (newer := _real_is_newer(real, data)) is not None:
-        return CredentialsCopy(discarded=f"{session_file.name}: {newer}")
     try:
         mode = stat.S_IMODE(os.stat(real).st_mode)
     except OSError:
