@@ -264,10 +264,7 @@ def delete_tree(top: Path | str) -> None:
 def _forced(fd: int, op: Callable[[], T]) -> T:
     """``op`` on an entry of the folder ``fd``; refused, once more after the folder is opened to its owner."""
 
-    def open_up() -> None:
-        os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | stat.S_IRWXU)
-
-    return _retry(op, True, open_up)
+    return _retry(op, True, lambda: os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | stat.S_IRWXU))
 
 
 def _clear(fd: int, name: str, folder: _Folder) -> None:

@@ -137,12 +137,6 @@ class CellEnvironment:
         }
 
 
-def cell_root(out: Path, cell: ResolvedCell, slot: int | None = None) -> Path:
-    """``<out>/cNN`` or ``<out>/cNN-sNN`` (two-digit slots keep every path the same length)."""
-    name = cell.dirname if slot is None else f"{cell.dirname}-s{slot:02d}"
-    return Path(os.path.abspath(out)).resolve() / name
-
-
 def build_environment(
     setup: Setup,
     catalog: Catalog,
@@ -163,7 +157,9 @@ def build_environment(
     runner's cell-agnostic slots, ``s00``…)."""
     if slot is not None and not 0 <= slot <= 99:
         raise UsageError(f"slot {slot}: must be between 0 and 99")
-    root = Path(os.path.abspath(out)).resolve() / name if name else cell_root(out, cell, slot)
+    # ``<out>/cNN`` or ``<out>/cNN-sNN`` (two-digit slots keep every path the same length)
+    name = name or (cell.dirname if slot is None else f"{cell.dirname}-s{slot:02d}")
+    root = Path(os.path.abspath(out)).resolve() / name
     if os.path.lexists(root):
         raise OutputExists(
             f"{root}: already exists",

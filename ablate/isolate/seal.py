@@ -32,19 +32,14 @@ def relay_python() -> str:
     return os.path.realpath(sys.executable)
 
 
-def session_of(argv: Sequence[str]) -> str:
-    """The ``--session-id`` of a ``claude`` command line ("" when it has none)."""
-    args = list(argv)
-    return args[args.index("--session-id") + 1] if "--session-id" in args[:-1] else ""
-
-
 def seal(fence: Sequence[str], *, view: str = "-") -> list[str]:
     """The sealed command of the bubblewrap command line ``fence`` (``bwrap OPTIONS -- ARGV``)."""
     argv = list(fence)
     split = argv.index("--")
     bwrap, command = argv[:split], argv[split + 1 :]
     forwarder = shared_forwarder()
-    opts = ["--net", str(forwarder.socket_path), forwarder.ticket(session_of(command))]
+    session = command[command.index("--session-id") + 1] if "--session-id" in command[:-1] else ""
+    opts = ["--net", str(forwarder.socket_path), forwarder.ticket(session)]
     if forwarder.filter_path is not None:
         opts += ["--seccomp", str(forwarder.filter_path)]
         bwrap = [bwrap[0], "--seccomp", str(nsexec.SECCOMP_FD), *bwrap[1:]]

@@ -182,7 +182,10 @@ def layer_prints(
                 prints[lid] = LayerPrint(lid, "files", reason=why)
             case "mcp" if with_mcp:
                 prints[lid] = LayerPrint(
-                    lid, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names"
+                    lid,
+                    "names",
+                    [f"mcp__{k}" for k in dict.fromkeys(k for servers in _key_objects(lf) for k in servers)],
+                    "MCP tool names",
                 )
             case "mcp":
                 why = "MCP servers are real processes; not started (use --with-mcp)"
@@ -234,10 +237,6 @@ def _style_print(layer_id: str, lf: LayerFiles, style: tuple[str | None, str]) -
     except OSError:
         needles = []
     return LayerPrint(layer_id, "text", needles, f"lines of the selected style {selected!r}")
-
-
-def _mcp_servers(lf: LayerFiles) -> list[str]:
-    return list(dict.fromkeys(name for servers in _key_objects(lf) for name in servers))
 
 
 def _drop_shared(prints: dict[str, LayerPrint]) -> None:
