@@ -49,9 +49,8 @@ class AuthMethod:
 
 
 def auth_method(env: Mapping[str, str], config_dir: Path, *, platform: str = sys.platform) -> AuthMethod:
-    """The method a session with environment ``env`` and config dir ``config_dir`` authenticates with;
-    ``platform``: ``darwin`` also looks in the Keychain, through the ``security`` program (found on the
-    ``PATH`` of ``env``)."""
+    """The method a session with ``env`` and ``config_dir`` authenticates with; on ``darwin`` the Keychain
+    too, through the ``security`` program on ``env``'s ``PATH``."""
     for key, method in (("ANTHROPIC_AUTH_TOKEN", "auth-token"), ("ANTHROPIC_API_KEY", "api-key")):
         if env.get(key):
             return AuthMethod(method, key)
@@ -80,9 +79,8 @@ KEYCHAIN_SERVICE = "Claude Code-credentials"
 
 
 def keychain_service(env: Mapping[str, str], config_dir: Path) -> str:
-    """The Keychain service a session with environment ``env`` and config dir ``config_dir`` keeps its login
-    under (``config_dir`` counts where ``env`` does not name it: the user runs a config dir other than
-    ``~/.claude`` with ``CLAUDE_CONFIG_DIR`` set)."""
+    """The Keychain service a session with ``env`` keeps its login under (``config_dir`` counts where ``env``
+    does not name it: the user runs a config dir other than ``~/.claude`` with ``CLAUDE_CONFIG_DIR`` set)."""
     named = env.get("CLAUDE_CONFIG_DIR")
     if not named:
         home = Path(env.get("HOME") or Path.home())
@@ -200,10 +198,9 @@ def moved_login_key(env: Mapping[str, str], config_dir: Path) -> tuple[dict[str,
 def check_run_auth(
     setup: Setup, logins: Iterable[CellLogin], *, user_env: Mapping[str, str], platform: str = sys.platform
 ) -> AuthMethod:
-    """Before a run's first session: refuse (``UsageError``, exit 2, naming the cell and the fix) when any of
-    the cells' ``logins`` differs from the user's own setup (``user_env`` and the real config dir); return
-    the user's method, for the manifest (never the secret). ``logins`` is read only past the Keychain
-    refusal, so a generator builds nothing before it. ``platform``: as :func:`auth_method` takes it."""
+    """Before a run's first session: refuse (``UsageError``, naming the cell and the fix) when any cell's login
+    differs from the user's own; return the user's method for the manifest (never the secret). ``logins`` is
+    read only past the Keychain refusal, so a generator builds nothing before it."""
     mine = auth_method(user_env, setup.config_dir, platform=platform)
     if mine.method == "keychain":  # no cell's config dir can reach it: said before anything is built
         raise UsageError(

@@ -98,10 +98,9 @@ def _expiry(login: dict[str, Any]) -> float | None:
 def copy_back(
     session_file: Path, stored: bytes | None, real: Path, copies: Iterable[Path] = ()
 ) -> CredentialsCopy:
-    """Copy ``session_file`` to ``real`` (atomically, keeping ``real``'s mode, 0600 if it has none) and to
-    each of ``copies`` (every cell's copy, so later sessions start from the refreshed login) when it changed
-    from ``stored`` (the login the session started with) and is a refresh of it; else say why not.
-    ``stored`` None: the session started without a login, and none is taken from it."""
+    """Copy ``session_file`` to ``real`` (atomically, keeping its mode) and to ``copies`` (every cell's, so
+    later sessions start from it) when it is a refresh of ``stored``, the login the session started with
+    (None: none, and none is taken from it); else say why not."""
     if not os.path.lexists(session_file):
         return CredentialsCopy()
     data = read_session_file(session_file)

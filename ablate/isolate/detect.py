@@ -34,9 +34,8 @@ def namespace_support() -> tuple[bool, str]:
 
 
 def namespace_check() -> Support:
-    """Whether the ``namespace`` backend works here (and whether its sessions can be locked in), tried for
-    real once per process: an overlay mounted in a private namespace, a write through it under bubblewrap,
-    the lower folder unchanged."""
+    """Whether the ``namespace`` backend works here and locks its sessions, tried for real once per process:
+    an overlay mounted in a private namespace, written through under bubblewrap, its lower folder unchanged."""
     return _try_namespace()
 
 
@@ -134,10 +133,8 @@ def seal_problem(chosen: IsolationInfo) -> tuple[str, str] | None:
 
 def require_sealed(chosen: IsolationInfo, *, unsealed: bool) -> str:
     """The one decision before any probe or session: sessions of ``chosen`` are sealed, or the command is
-    refused (:class:`~ablate.core.errors.UsageError`, exit 2: why and the fix) unless ``unsealed``
-    (``--unsealed``) asks for them. Returns what to say: "" or, for ``--unsealed``, whether the sessions are
-    sealed anyway (the backend seals here; nothing is unsealed that can be sealed) or run unsealed, and why.
-    """
+    refused (``UsageError``: why and the fix) unless ``--unsealed``. Returns what to say: "", or for
+    ``--unsealed`` whether they are sealed anyway (nothing that can be sealed runs unsealed) or why not."""
     problem = seal_problem(chosen)
     if problem is None:
         return (

@@ -48,9 +48,8 @@ def diagnose(
     cells: str = "layered",
     ablate_toml: Path | None = None,
 ) -> dict[str, Any]:
-    """Every check, and ``ok``: a run here would be sealed (``sealing``, with its fix) and authenticated, in
-    every cell of the set ``cells`` alike (checked as a run checks it, when ``repo`` is a usable repository).
-    """
+    """Every check, and ``ok``: a run here would be sealed (``sealing``, with its fix) and authenticated in
+    every cell of ``cells`` alike (checked as a run checks it, when ``repo`` is a usable repository)."""
     env = dict(os.environ if env is None else env)
     problems: list[dict[str, str]] = []
     notes: list[str] = []
@@ -119,9 +118,8 @@ def cells_auth(
     env: Mapping[str, str],
     mine: AuthMethod,
 ) -> dict[str, Any]:
-    """How each cell of ``cell_set`` would authenticate, read from the config dir a run would build for it
-    (:func:`ablate.isolate.auth.cell_logins`, as the run's own check): ``checked``, ``reason`` when not,
-    ``cells`` (cell id → method and source) and ``mismatches`` (the check's own messages)."""
+    """How each cell of ``cell_set`` would authenticate (:func:`ablate.isolate.auth.cell_logins`, the run's
+    own check): ``checked``, ``reason`` when not, ``cells`` (id → method, source) and ``mismatches``."""
     from ablate.setup.cells import load_cell_set
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import load_setup

@@ -151,10 +151,9 @@ def build_environment(
     record_ancestor_leaks: bool = False,
     name: str | None = None,
 ) -> CellEnvironment:
-    """Materialise ``cell`` for ``setup`` under ``out`` and return how to run the CLI in it. Every check runs
-    before anything is written; a failure half way removes what was built. ``record_ancestor_leaks`` records
-    instruction files above the checkout as leaks instead of refusing; ``name`` overrides the folder name (the
-    runner's cell-agnostic slots, ``s00``…)."""
+    """Materialise ``cell`` under ``out``: every check runs before anything is written, a failure half way
+    removes what was built. ``record_ancestor_leaks``: instruction files above the checkout are leaks, not a
+    refusal; ``name``: the folder's name (the runner's cell-agnostic slots, ``s00``…)."""
     if slot is not None and not 0 <= slot <= 99:
         raise UsageError(f"slot {slot}: must be between 0 and 99")
     # ``<out>/cNN`` or ``<out>/cNN-sNN`` (two-digit slots keep every path the same length)
@@ -260,9 +259,8 @@ def _populate(
 
 
 def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, cell: ResolvedCell) -> None:
-    """Make an idle environment a fresh one for ``cell`` without a new checkout: the config dir is rebuilt and
-    the checkout reset to HEAD before ``cell``'s operations are applied, indistinguishable from a fresh build
-    (tested with tree hashes): the runner keeps one checkout per concurrent session, not one per cell."""
+    """Make an idle environment a fresh one for ``cell`` without a new checkout, indistinguishable from a fresh
+    build (tested with tree hashes): the runner keeps one checkout per concurrent session, not per cell."""
     if env.cell.id == cell.id:
         reset_environment(env)
         return
@@ -309,10 +307,9 @@ def build_config_dir(
     at_real_path: bool = False,
     home: Path | None = None,
 ) -> shadow_home.ConfigReport:
-    """Create ``config`` (0700) as ``cell``'s config dir: the user's, populated, its layers stripped or
-    replaced, auto-memory copied to ``projects/<memory_slug>/memory``. ``at_real_path``: the folder will be
-    seen at the real config dir's path (``namespace`` backend: copies only, nothing rewritten). The account
-    state is copied into the config dir (and into ``home`` when given: the shadow home of ``links``)."""
+    """Create ``config`` (0700) as ``cell``'s config dir: the user's, its layers stripped or replaced, the
+    auto-memory under ``projects/<memory_slug>``, the account state (also into ``home``, ``links``' shadow
+    home). ``at_real_path``: seen at the real config dir's path (``namespace``: copies only, no rewrite)."""
     config.mkdir(mode=0o700)
     os.chmod(config, 0o700)
     report = shadow_home.populate_config(
@@ -350,11 +347,9 @@ def build_config_dir(
 
 
 def materialise_diverted_imports(config: Path) -> list[str]:
-    """A kept top-level instruction file that links out of the config dir (a dotfiles checkout) has its
-    relative ``@imports`` resolved next to its target, as the CLI does. Where one of them would then read
-    another file than the cell holds under that name (its layer stripped or replaced in this cell), the link
-    is replaced by its content, so the import resolves in the cell, where the strip took effect. Returns the
-    files materialised."""
+    """A kept top-level instruction file linking out of the config dir (a dotfiles checkout) has its relative
+    ``@imports`` resolved next to its target, as the CLI does; where one would read another file than the
+    cell holds (its layer stripped or replaced), the link becomes a copy. Returns the files materialised."""
     done = []
     for entry in sorted(config.glob("*.md")):
         if not entry.is_symlink() or not entry.is_file():
@@ -426,9 +421,8 @@ def build_cell_config(
     at_real_path: bool,
     home: Path | None = None,
 ) -> tuple[CellConfig, shadow_home.ConfigReport, dict[str, CopyPrint]]:
-    """Build ``cell``'s config dir at ``config`` (:func:`build_config_dir`, the setup's auto-memory slug) and
-    compare its kept layers with the setup's ``wanted`` prints (:func:`kept_mismatches`); the builder's
-    report and the config layers' prints come with it."""
+    """:func:`build_config_dir` at ``config`` (the setup's memory slug), its kept layers compared with the
+    setup's ``wanted`` prints (:func:`kept_mismatches`); with the builder's report and the layers' prints."""
     report = build_config_dir(
         setup, catalog, cell, config, memory_slug=setup.memory_slug, isolate_state=isolate_state,
         at_real_path=at_real_path, home=home,

@@ -47,10 +47,9 @@ def fence_argv(
     network: bool = False,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in order: a deeper path
-    after the one above it), own user, PID, IPC, UTS and (unless ``network``) network namespaces, own
-    ``/proc`` with ``/proc/sys`` read-only, a private ``/dev``; ``tmp`` shown at ``/tmp``, with ``visible``
-    folders under the real ``/tmp`` bound back read-only; ``hidden``: credential paths shown empty."""
+    """``argv`` under ``bwrap``: read-only root, ``writable`` bound read-write (deeper after shallower), own
+    user, PID, IPC, UTS and (unless ``network``) network namespaces, ``/proc/sys`` read-only, a private
+    ``/dev``; ``tmp`` at ``/tmp`` with ``visible`` folders of the real ``/tmp`` bound back; ``hidden`` empty."""
     out = [
         bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         *([] if network else ["--unshare-net"]),
@@ -151,10 +150,9 @@ _ATOMIC = re.compile(r"\.tmp\.\d+\.[0-9a-f]+$")
 def denied_writes(
     config_dir: Path, *, homes: Sequence[Path] = (), fence: str | None = None
 ) -> list[dict[str, object]]:
-    """The writes the fence refused in a session, as its tools and hooks reported them in the transcripts
-    under ``config_dir/projects`` (``<path>: Read-only file system``, Claude Code's ``EROFS: …, open
-    '<path>'``; EPERM under ``sandbox-exec``): each path and how often, most frequent first; a path under one
-    of ``homes`` is shown as ``~/...``, so every cell names the same file alike."""
+    """The writes the fence refused, as tools and hooks reported them in the transcripts under
+    ``config_dir/projects`` (:data:`_REFUSALS`): each path and how often, most frequent first; a path under
+    one of ``homes`` as ``~/...``, so every cell names the same file alike."""
     pattern = _REFUSALS[fence or ("sandbox-exec" if sys.platform == "darwin" else "bubblewrap")]
     counts: dict[str, int] = {}
     for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):
@@ -172,9 +170,8 @@ def denied_writes(
 
 
 def _outputs(line: str) -> list[str]:
-    """The text of every tool result and hook output in one transcript record, each once: a ``user``
-    record's tool results (not their ``toolUseResult`` copy, nor the ``api-request-blob`` records that
-    repeat the request) and a hook's attachment."""
+    """The text of each tool result of a ``user`` record (not its ``toolUseResult`` copy, nor the
+    ``api-request-blob`` records that repeat the request) and of a hook's attachment."""
     try:
         record = json.loads(line)
     except ValueError:

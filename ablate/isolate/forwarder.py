@@ -166,9 +166,8 @@ class Forwarder:
             self._expected[session_id] = _Expected(dict(labels), wire)
 
     def records(self, session_id: str, *, wait_s: float = 10.0) -> list[WireRecord]:
-        """The exchanges recorded for ``session_id`` (and forget them): after its requests in flight are
-        recorded (the CLI may exit on the last byte of an answer the forwarder has yet to record), or after
-        ``wait_s`` (an upstream that never ends its answer)."""
+        """The exchanges recorded for ``session_id`` (then forgotten), once those in flight are recorded (the
+        CLI may exit on the last byte of an answer not yet recorded) or after ``wait_s``."""
         with self._settled:
             got = self._expected.get(session_id)
             if got is not None:
@@ -309,9 +308,8 @@ def route(path: str, method: str, prefix: str = "") -> str:
 
 
 class _Stream:
-    """The HTTP/1.1 requests of one relay stream (:class:`ablate.isolate.http1.Reader`), each replayed to
-    the upstream, its answer streamed back; a refused request is answered (400, 404, ...), logged in one
-    line and ends the stream."""
+    """The HTTP/1.1 requests of one relay stream, each replayed upstream and its answer streamed back; a
+    refused one is answered (400, 404, ...), logged in one line, and ends the stream."""
 
     def __init__(self, forwarder: Forwarder, ticket: _Ticket, sock: socket.socket) -> None:
         self.forwarder, self.ticket, self.sock = forwarder, ticket, sock
@@ -371,10 +369,8 @@ class _Stream:
             self.forwarder._end(self.ticket, record)
 
     def _answer(self, head: Head, resp: http.client.HTTPResponse) -> tuple[bytes, bool]:
-        """Stream the upstream's answer to the session: what was kept for the record (up to
-        :data:`_RECORD_LIMIT`), and whether the session is still there. A session that hangs up before the
-        whole answer reached it (a client that read only the headers, a killed CLI) still has it read to
-        its end and recorded."""
+        """Stream the upstream's answer to the session: what was kept for the record, and whether the session
+        is still there (one that hung up, a killed CLI, still has the answer read to its end and recorded)."""
         here = True
 
         def send(data: bytes) -> None:
@@ -405,9 +401,8 @@ class _Stream:
         return bytes(kept), here
 
     def _send(self, head: Head, path: str, body: IO[bytes], size: int) -> http.client.HTTPResponse:
-        """The upstream's response; a kept-alive connection the upstream closed meanwhile is opened again
-        once (the request never reached it). Its framing is the forwarder's own: the session's
-        ``Content-Length`` and hop-by-hop headers are never passed on."""
+        """The upstream's response; a kept-alive connection it closed meanwhile is opened again once. The
+        framing is the forwarder's own: the session's ``Content-Length`` and hop headers are not passed on."""
         headers: dict[str, str] = {}
         for key, value in head.headers:
             if key.lower() not in _NOT_PASSED:

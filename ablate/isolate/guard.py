@@ -101,11 +101,9 @@ def _inside(path: Path, root: Path) -> str | None:
 
 
 def take(config_dir: Path, repo: Path, home: Path | None = None, *, skip: tuple[Path, ...] = ()) -> Snapshot:
-    """List the real config dir (every file), the whole repository (``.git`` included) and every entry of
-    the home. ``skip``: ablate's own folders (the run folder, the work dir), wherever they are; ablate's
-    cache dir (:func:`ablate.core.cache.cache_dir`, under the home by default) is always one of them. The
-    caller makes it first (:func:`ablate.core.cache.ensure_cache_dir`, in a run's preflight), so that its
-    making, ``~/.cache`` included, is never taken for a change of yours."""
+    """List the real config dir, the whole repository (``.git`` included) and the home. ``skip``: ablate's own
+    folders (run folder, work dir) and always its cache dir, which the caller makes first
+    (:func:`ablate.core.cache.ensure_cache_dir`) so its making is never taken for a change of yours."""
     skip = tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in (*skip, cache_dir())))
 
     def excluded(root: Path) -> tuple[str, ...]:
@@ -130,9 +128,8 @@ def changes(before: Snapshot) -> list[str]:
 
 
 def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
-    """:func:`changes`, and notes: what changed without changing the user's files (git's maintenance), what
-    Claude Code itself writes that changed (the user's own sessions write it too), and what could not be
-    listed."""
+    """:func:`changes`, and notes: git's own maintenance, what Claude Code itself writes (the user's own
+    sessions write it too), and what could not be listed."""
     after = take(before.config_dir, before.repo, before.home, skip=before.skip)
     out: list[str] = []
     notes: list[str] = []
@@ -195,10 +192,8 @@ def _content_tag(text: str) -> str:
 def _git_maintenance(
     repo: Path, diff: dict[str, str], old: dict[str, str]
 ) -> tuple[dict[str, str], list[str]]:
-    """Separate git's own maintenance (``git gc`` packing loose objects and refs, run by git in the
-    background or by the user) from real changes. A removed loose object the repository still holds, a
-    removed loose ref that still resolves to the value it held, and the files gc writes are not a change of
-    the user's files; anything else stays a change."""
+    """Separate git's own maintenance (``git gc`` packing loose objects and refs) from real changes: a removed
+    loose object still held, a removed loose ref still resolving to its value, and gc's own files are none."""
     removed = {
         rel: m.group(1) + m.group(2)
         for rel, what in diff.items()

@@ -137,10 +137,8 @@ class LinksEnvironments:
         )
 
     def after_session(self, env: CellEnvironment) -> dict[str, Any] | None:
-        """The writes the fence refused (which paths, how often) and what became of the session's login
-        (copied back as a refresh, or discarded and why); without a fence only the login, or None when it
-        was untouched: what an unfenced session writes through a link is seen only by the run's
-        before/after listing."""
+        """The writes the fence refused and what became of the session's login; unfenced, only the login (None
+        when untouched): what it writes through a link only the run's before/after listing sees."""
         login = self._copy_back_login(env)
         said = {"discarded": False, "credentials": login.model_dump(mode="json")}
         support = fence_support()
@@ -150,9 +148,8 @@ class LinksEnvironments:
         return {"fence": support.name, "denied": denied, **said}
 
     def _copy_back_login(self, env: CellEnvironment) -> CredentialsCopy:
-        """The session's ``.credentials.json`` copied back when it is a refresh of the login it started
-        with (:mod:`ablate.isolate.credentials`), to the real file, every cell's copy and their pristine
-        copies (a reset restores those)."""
+        """The session's refreshed login copied back (:mod:`ablate.isolate.credentials`) to the real file,
+        every cell's copy and their pristine copies (a reset restores those)."""
         rel = (env.config_dir / CREDENTIALS).relative_to(env.home)
         copies = [
             p

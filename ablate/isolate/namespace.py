@@ -442,11 +442,9 @@ class NamespaceEnvironments:
 
     @contextmanager
     def checkout(self, env: NamespaceCellEnv) -> Iterator[Path]:
-        """The session's working tree as ablate reads and writes it from outside the session (the task's
-        seed files before it, the grading after it): the same overlay (the slot's upper folders over the
-        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. As
-        an ordinary user the mount lives in a holding process's namespace, reached through its
-        ``/proc/<pid>/root``."""
+        """The session's working tree as ablate seeds and grades it from outside: the same overlay, mounted at
+        ``<slot>/merged`` for the duration (never the real path); as an ordinary user in a holding process's
+        namespace, reached through its ``/proc/<pid>/root``."""
         merged = env.root / "merged"
         merged.mkdir(exist_ok=True)
         mounts = self._repo_mounts(env, merged)

@@ -137,17 +137,15 @@ def _mounts_under(root: str) -> list[str]:
 
 
 def mount_overlay(target: str, lower: list[str], upper: str, work: str) -> None:
-    """Mount an overlay at ``target`` in *this* process's mount namespace (used in the host namespace for a
-    session view's working tree between sessions: seeding and grading; see
-    :meth:`ablate.isolate.namespace.NamespaceEnvironments.checkout`)."""
+    """Mount an overlay at ``target`` in *this* process's mount namespace (as root, a view's working tree
+    between sessions: :meth:`ablate.isolate.namespace.NamespaceEnvironments.checkout`)."""
     opts = f"lowerdir={':'.join(lower)},upperdir={upper},workdir={work}"
     _check(_libc().mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()), f"overlay on {target}")
 
 
 def hold(spec_path: str) -> int:
-    """``--hold SPEC``: mount the view, say ``ready`` on stdout, keep it until stdin closes. An ordinary
-    user's view lives only in this process's namespace: ablate reads and writes it through
-    ``/proc/<pid>/root`` meanwhile (seeding a task's files, grading)."""
+    """``--hold SPEC``: mount the view, say ``ready`` on stdout, keep it until stdin closes (ablate reaches it
+    through ``/proc/<pid>/root`` meanwhile)."""
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
     try:

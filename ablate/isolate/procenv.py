@@ -115,9 +115,8 @@ def process_env(
 
 
 def force_capture(env: Mapping[str, str], base_url: str) -> dict[str, str]:
-    """``env`` made safe for a probe session: every endpoint, provider, credential and proxy variable
-    removed, the capture endpoint and a fake key set, retries off. Everything else is kept as is (the probe
-    judges it)."""
+    """``env`` for a probe session: every endpoint, provider, credential and proxy variable replaced by the
+    capture endpoint and a fake key, retries off; the rest kept as is (the probe judges it)."""
     out = {k: v for k, v in env.items() if not is_endpoint_or_auth(k)}
     out.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=PROBE_KEY, CLAUDE_CODE_MAX_RETRIES="0")
     out["NO_PROXY"] = out["no_proxy"] = "127.0.0.1,localhost"

@@ -96,10 +96,9 @@ def view_command(
     sealed: bool = True,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
-    view locked, ``hidden`` shown empty) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace
-    with the model's API relayed in, no unix sockets; ``network``: the host's network) wherever
-    :func:`~ablate.isolate.detect.namespace_check` found that it works."""
+    """``argv`` inside the view ``spec``, under bubblewrap (only ``writable`` writable, ``hidden`` empty) and
+    sealed (:func:`seal`; ``network``: the host's) wherever :func:`~ablate.isolate.detect.namespace_check`
+    found that it works."""
     bwrap = bwrap_path()
     if bwrap and cwd is not None and namespace_check().locked:
         ordered = sorted(writable, key=lambda p: str(p).count("/"))

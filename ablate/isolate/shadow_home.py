@@ -203,9 +203,8 @@ def populate_config(
 
 
 def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport) -> None:
-    """Copy ``src`` (links followed) leaving out the CLI-written trees hidden behind links (``projects/`` ->
-    ``data/projects``): transcript history is never copied, and the auto-memory is copied once, where C5
-    strips it."""
+    """Copy ``src`` (links followed) without the CLI-written trees behind links (``projects/`` ->
+    ``data/projects``): history is never copied, the auto-memory once, where C5 strips it."""
     hidden_real = {os.path.realpath(h) for h in hidden}
 
     def ignore(folder: str, names: list[str]) -> list[str]:
@@ -219,9 +218,8 @@ def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport
 
 
 def ensure_written_dirs(shadow_config: Path) -> None:
-    """Create every CLI-written folder as a real, empty folder (never a link); a nested one
-    (``plugins/store``) only when its parent is there: a stripped ``plugins/`` stays absent, so the cell holds
-    no trace of it."""
+    """Create every CLI-written folder as a real, empty folder (never a link); a nested one only when its
+    parent is there (a stripped ``plugins/`` stays absent)."""
     for rel in WRITTEN_DIRS:
         if "/" in rel and not (shadow_config / rel).parent.is_dir():
             continue

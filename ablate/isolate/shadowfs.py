@@ -136,12 +136,9 @@ Ignore = Callable[[str, list[str]], Iterable[str]]
 def copy_entry(
     src: Path, dst: Path, *, ignore: Ignore | None = None, keep_links_outside: Path | None = None
 ) -> None:
-    """Copy a file or folder so that ``dst`` presents what the CLI reads at ``src``, links included
-    (docs/ARCHITECTURE.md#links-in-setups): a link is resolved against its own folder and its target's content
-    copied (*materialised*); with ``keep_links_outside`` (the real config dir, for a copy seen at the real
-    path) a link out of that folder stays a link, to where it resolves; a dangling link stays dangling; a loop
-    or an unreadable target raises a located :class:`~ablate.core.errors.UsageError`. ``ignore``: as
-    ``copytree``'s."""
+    """Copy so that ``dst`` presents what the CLI reads at ``src`` (docs/ARCHITECTURE.md#links-in-setups): links
+    materialised, except those out of ``keep_links_outside`` (a copy seen at the real path), which stay links;
+    dangling ones stay dangling; a loop or unreadable target is a located ``UsageError``."""
     keep = os.path.realpath(keep_links_outside) if keep_links_outside is not None else None
     _materialise(src, dst, ignore, frozenset(), keep, src)
 
