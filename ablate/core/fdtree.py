@@ -172,10 +172,8 @@ def _located(exc: OSError, where: str) -> OSError:
 def walk_tree(
     root: Path | str, *, exclude: Collection[str] = (), unreadable: Callable[[OSError], None] | None = None
 ) -> Iterator[TreeEntry]:
-    """Every entry under ``root``, folders before what they hold, each folder's entries by name; an entry
-    whose relative path is in ``exclude`` is neither given nor entered. A folder that cannot be read raises
-    an ``OSError`` naming it (given to ``unreadable`` instead, when there is one, and not entered); an entry
-    removed meanwhile is left out."""
+    """Every entry under ``root`` but ``exclude``, folders first, entries by name; a folder that cannot be read
+    raises an ``OSError`` naming it (or goes to ``unreadable``, not entered); one removed meanwhile is left out."""
     root = os.fspath(root)
     try:
         path = _Path(root, force=False)
@@ -217,10 +215,9 @@ def walk_tree(
 
 
 def delete_tree(top: Path | str) -> None:
-    """Remove ``top`` (a file, a link or a folder tree of any depth): links are removed, never followed; a
-    folder that refuses (mode 000, read-only) is opened to its owner first. A mount point inside is left and
-    its folder stays (``EBUSY``). The first error that remains is raised, naming its path; nothing when
-    ``top`` is absent."""
+    """Remove ``top`` (file, link or folder tree of any depth; nothing when absent): links never followed, a
+    folder that refuses (mode 000) opened to its owner first, a mount point inside left (``EBUSY``); the first
+    error that remains is raised, naming its path."""
     top = os.fspath(top)
     try:
         st = os.lstat(top)

@@ -93,11 +93,9 @@ def disown_mount(point: Path) -> None:
 
 
 def unmount_orphans(mountinfo: str = MOUNTINFO) -> list[str]:
-    """Unmount every mount point marked by :func:`own_mount` whose owner process is gone, wherever it is (a
-    ``--work-dir`` outside the temporary directory too), and everything under it; return what was unmounted.
-    A live owner's mount is left alone. Only root's mounts can outlive their process here: an ordinary user's
-    live in a user namespace of their own and go with it (and the mount table lists other users' mounts,
-    which are not theirs to inspect)."""
+    """Unmount every mount point marked by :func:`own_mount` whose owner is gone, wherever it is, and all
+    under it; return what was unmounted. Root's only: an ordinary user's mounts live in a user namespace of
+    their own and go with it (and other users' mounts in the table are not theirs to inspect)."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         return []
     done: list[str] = []

@@ -146,10 +146,8 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
 
 
 def real_path_problems(env: CellEnv) -> list[str]:
-    """Static checks of a cell whose session sees the real paths: the CLI's environment points at the real
-    paths, the cell's config dir holds no symlink into the real config dir (seen at the real path, that
-    would be the cell itself; the setup's links out of it lead where they did, its dangling ones stay
-    dangling), no stray variables."""
+    """Static checks of a cell seen at the real paths: the environment points at them, the cell's config dir
+    holds no link into the real one (seen there, that is the cell itself), no stray variables."""
     problems = []
     real_config = env.session_config_dir
     if env.env.get("HOME") != str(env.home):
@@ -326,11 +324,9 @@ def judge_cell(
     baseline: str = "",
     real_paths: bool = False,
 ) -> CellProbe:
-    """Judge one cell (``real_paths``: its session saw the user's real paths). ``reference`` is the untouched
-    setup's session: a kept layer it did not show either cannot show in a probe session (a silent hook, a
-    skill the CLI does not list) and is ``unobservable``, never ``missing``. A replaced layer (a variant cell)
-    must show its replacement's content and none of the setup's own (:func:`_replaced_check`); ``baseline`` is
-    what a session with no setup sent. ``inv``: the setup's layers as read before the probe."""
+    """Judge one cell. A kept layer the untouched setup's session (``reference``) did not show either cannot
+    show in a probe session (a silent hook, an unlisted skill): ``unobservable``, never ``missing``. A
+    replaced layer: :func:`_replaced_check` (``baseline``: what a session with no setup sent)."""
     setup, live, imports = inv.setup, inv.layers, inv.imports
     eff = cell_effect(cell, live, imports, inv.loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)

@@ -87,10 +87,8 @@ def canon_command(command: str, config_dirs: Sequence[str]) -> str:
 
 
 def links_fence(setup: Setup, root: Path, cwd: Path) -> Callable[[list[str]], list[str]]:
-    """How a ``links`` probe session's command runs: under the write fence
-    (:func:`ablate.isolate.seal.fenced`), with only its own folder ``root`` writable, as a run's ``links``
-    sessions do. A SessionStart hook that writes through the home's links into the real home fails there
-    (EROFS) instead of landing; where no fence can be had the command runs as is and the probe's
+    """A ``links`` probe session's command, fenced as a run's (:func:`ablate.isolate.seal.fenced`, only
+    ``root`` writable): a hook writing through the home's links fails (EROFS); unfenced, the probe's
     before/after listing fails the probe, naming the files."""
     from ablate.isolate.seal import fenced
     from ablate.isolate.worktree import objects_dir
@@ -250,10 +248,8 @@ def baseline_key(claude: ClaudeBinary, env: dict[str, str], root: Path, base_url
 
 
 def cached_baseline(cap: Capture) -> Observation:
-    """:func:`_baseline`, remembered per :func:`baseline_key` in ablate's cache: the no-setup session shows the
-    same generic text every time for one CLI build, so a probe runs it once, not once per probe. Only what the
-    probe uses is kept (the request's text and the listed names); a cache that cannot be read or written is
-    no error."""
+    """:func:`_baseline`, kept per :func:`baseline_key` in ablate's cache (one CLI build always shows the same
+    generic text): only the request's text and the listed names; an unusable cache is no error."""
     base = cap.root / "baseline"
     env = _session_env(base / "home" / ".claude", base / "home", cap.base_url, base / "tmp")
     folder = cache_dir()
@@ -274,9 +270,8 @@ def cached_baseline(cap: Capture) -> Observation:
 
 
 def _untouched(setup: Setup, cap: Capture) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup (``links``): a plain copy of the config dir, used from a plain copy of the
-    repository (``.git`` included), under the write fence: ablate never runs the CLI with write access to
-    the real repo or home."""
+    """The untouched setup (``links``): plain copies of the config dir and the repository, under the write
+    fence (ablate never runs the CLI with write access to the real repo or home)."""
     work = cap.root / "untouched"
     config = _plain_copy(setup, work)
     neutralise(config, with_mcp=False)
@@ -312,9 +307,8 @@ def import_homes(config_dir: Path) -> dict[str, str]:
 
 
 def _untouched_at_real_paths(setup: Setup, cap: Capture, like: Any, name: str = "untouched") -> Observation:
-    """The untouched setup at the real paths in its own copy-on-write view (the live home and repository,
-    a plain copy of the config dir, endpoint keys neutralised), with the very environment of the cells;
-    ``root/name`` holds the view."""
+    """The untouched setup at the real paths in its own view under ``root/name`` (a plain copy of the config
+    dir, endpoint keys neutralised), with the cells' very environment."""
     view = untouched_view(setup, cap.root / name)
     neutralise(view.config_copy, with_mcp=False)
     # the view's /tmp is private: the cells' TMPDIR

@@ -139,9 +139,8 @@ class _Probe:
 
 
 def _build_cells(p: _Probe, on_first: Callable[[Any], None] | None = None) -> None:
-    """Build every selected cell, ``jobs`` at a time, neutralised and forced to the capture endpoint whatever
-    the caller's environment: no provider switch, credential or proxy reaches a probe session. ``on_first``
-    gets the first cell's environment as soon as it is built."""
+    """Build every selected cell, ``jobs`` at a time, neutralised and forced to the capture endpoint (no
+    provider, credential or proxy reaches a probe session); ``on_first`` gets the first one built."""
     extra, into = {"ANTHROPIC_BASE_URL": p.base_url}, p.built
     if p.builder is build_environment:
         # views at the real paths keep their layers under ns/, shadows are the cells/ themselves
@@ -187,9 +186,8 @@ def _session(
 
 
 def _observe_cells(p: _Probe) -> tuple[dict[str, Observation], dict[str, dict[str, Any]]]:
-    """One session per cell, ``jobs`` at a time, each run as its backend runs it (in its own view, or under
-    a write fence); what each showed, and what each wrote outside its cell or was refused
-    (:meth:`~ablate.isolate.backend.Backend.after_session`)."""
+    """One session per cell, ``jobs`` at a time, run as its backend runs it: what each showed, and what each
+    wrote outside its cell (:meth:`~ablate.isolate.backend.Backend.after_session`)."""
     writes: dict[str, dict[str, Any]] = {}
     backend = p.built.backend
 
@@ -227,11 +225,10 @@ def probe(
     isolation: str | None = None,
     work_parent: Path | None = None,
 ) -> ProbeResult:
-    """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
-    ``isolation``: the backend; one whose sessions see the real paths runs the untouched setup at the real paths
-    too and checks fidelity exactly. ``builder``: the ``links`` builder (tests hand it broken ones, which forces
-    ``links``). The user's real home, config dir and repository are listed before and after; any change fails the
-    probe. Without ``work`` it works under ``work_parent`` (default: the temporary directory), removed at the end."""
+    """Build every cell, run the real CLI once in each against the capture endpoint, judge each. A backend
+    seen at the real paths runs the untouched setup there too (exact fidelity); ``builder``: tests' broken
+    ``links`` builders. Any change of the user's real files fails the probe. Without ``work``: a temporary
+    folder under ``work_parent``, removed at the end."""
     start = time.monotonic()
     chosen = choose_isolation(LINKS.name if builder is not build_environment else isolation)
     inv = inventory(setup, catalog)
@@ -360,10 +357,8 @@ def _check_pieces(p: _Probe, results: list[CellProbe], observations: dict[str, O
 def _more_pairs(
     p: _Probe, fidelity: dict[str, Any], first: Observation, untouched: Observation
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """Up to ``FIDELITY_PAIRS - 1`` more sessions of the control (each in a fresh slot of its own, after the
-    cells') and of the untouched setup (each in a fresh view), until one of the control's first requests
-    equals one of the untouched setup's; the check over all of them (``fidelity``: the first pair's), and
-    what each extra control session wrote outside it."""
+    """Up to ``FIDELITY_PAIRS - 1`` more sessions of the control and of the untouched setup (each fresh), until
+    two first requests are equal: the check over all of them, and what each extra control session wrote."""
     backend, control = p.built.backend, p.cells.get(p.cells.control)
     assert backend is not None and first.first_request and untouched.first_request
     controls, references = [first.first_request], [untouched.first_request]
@@ -385,9 +380,8 @@ def _more_pairs(
 
 
 def _untouched_first(p: _Probe, like: Any) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup's session: in its own view at the real paths (with the very environment of the
-    cell ``like``) when the cells' sessions see the real paths, else a plain copy; and the path replacements
-    that make its request comparable."""
+    """The untouched setup's session (at the real paths with cell ``like``'s environment, else a plain copy)
+    and the path replacements that make its request comparable."""
     if not p.real_paths:
         return _untouched(p.setup, p.capture)
     return _untouched_at_real_paths(p.setup, p.capture, like), {}

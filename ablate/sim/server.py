@@ -397,11 +397,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class SimServer:
-    """The simulated endpoint, serving from a background thread while the context is open. ``script``: a
-    script file, a :class:`Script`, or None (capture mode: the short default answer); ``log_path``: one JSON
-    line per request (None: kept in memory); ``port=0``: the OS chooses (a port in use raises
-    :class:`PortInUse`); ``api_key``: the one credential accepted (``x-api-key`` or bearer), any other gets
-    the API's 401."""
+    """The simulated endpoint, served from a thread while the context is open. ``script``: a file, a
+    :class:`Script` or None (capture mode); ``log_path`` None: kept in memory; ``port=0``: the OS chooses;
+    ``api_key``: the one credential accepted (any other gets the API's 401)."""
 
     def __init__(
         self,
