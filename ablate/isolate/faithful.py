@@ -23,12 +23,11 @@ def cell_prints(
     setup: Setup, catalog: Catalog, *, config_dir: Path, memory_slug: str, cwd: Path
 ) -> dict[str, CopyPrint]:
     """Every layer as the cell contains it, with the cell's config path mapped back to the real one (and
-    the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint and digests
-    ``resolve_layer`` gives for the real setup."""
+    the cell's memory slug to the setup's), so a layer the cell kept has exactly the setup's prints."""
+    config = config_prints(setup, catalog, config_dir, memory_slug=memory_slug, at_real_path=False)
     undo = [(str(config_dir), str(setup.config_dir)), *canonical_paths(setup)]
-    rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
     return {
-        layer.id: _fingerprint(layer, config_dir, memory_slug, undo, rel_undo)
+        layer.id: config[layer.id]
         if layer.side == "config"
         else _fingerprint(layer, cwd, setup.memory_slug, undo)
         for layer in catalog
