@@ -110,8 +110,7 @@ def has_keychain_login(env: Mapping[str, str], config_dir: Path) -> bool:
 def mismatch(
     cell_id: str, mine: AuthMethod, theirs: AuthMethod, user_config_dir: Path, config_dir: Path
 ) -> str:
-    """Why cell ``cell_id`` (authenticating with ``theirs`` from ``config_dir``) does not log in the way the
-    user's own setup does (``mine``); empty when it does."""
+    """Why cell ``cell_id`` (``theirs``) does not log in as the user's own setup does (``mine``), or ""."""
     if mine.method == "keychain":  # another config dir names another item: never the user's login
         found = theirs.source if theirs.method == "keychain" else "no login"
         return (
@@ -144,8 +143,7 @@ def cell_login(
     extra_env: Mapping[str, str] | None = None,
     platform: str = sys.platform,
 ) -> CellLogin:
-    """How cell ``cell_id``'s sessions would authenticate from the config dir built for them at ``config``,
-    with the session environment every cell gets; the source names ``<cell config dir>``, not that path."""
+    """How cell ``cell_id``'s sessions would authenticate from ``config`` (named ``<cell config dir>``)."""
     from ablate.isolate.procenv import process_env
 
     env = process_env(

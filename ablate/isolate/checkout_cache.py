@@ -61,8 +61,7 @@ def checkout_key(setup: Setup) -> str:
 
 
 def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]:
-    """The pristine checkout of ``setup`` without alternates, from the cache or built into it; returns its
-    path and whether it was reused."""
+    """The pristine checkout of ``setup`` without alternates (cached), and whether it was reused."""
     top = root or cache_dir()
     private_dir(top)
     base = top / "pristine"

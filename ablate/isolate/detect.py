@@ -69,8 +69,7 @@ def has_overlayfs() -> bool:
 
 
 def _try_view(*, locked: bool) -> str:
-    """Mount an overlay the way a session's view is mounted and write through it: "" when that worked,
-    else what went wrong."""
+    """Mount an overlay as a session's view is and write through it: "" when that worked, else why not."""
     with tempfile.TemporaryDirectory(prefix="ablate-nscheck-") as tmp:
         base = Path(tmp)
         for name in ("lower", "upper", "work", "mnt"):
@@ -149,8 +148,7 @@ def require_sealed(chosen: IsolationInfo, *, unsealed: bool) -> str:
 
 
 def userns_refusal(detail: str, proc_sys: Path = Path("/proc/sys"), *, overlay: bool = True) -> str:
-    """Why an ordinary user's user namespace (with overlayfs in it, or bubblewrap's when not ``overlay``) was
-    refused, and the fix."""
+    """Why an ordinary user's user namespace (for overlayfs, or bubblewrap's) was refused, and the fix."""
 
     def sysctl(name: str) -> str | None:
         try:

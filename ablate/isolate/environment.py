@@ -235,8 +235,7 @@ def _populate(
     result: CellEnvironment,
     setup_layers: dict[str, LayerFiles],
 ) -> None:
-    """Give a checked-out environment ``cell``'s content: its config dir, and its overlay and strip
-    operations on the checkout (which must be the clean checkout of HEAD)."""
+    """Give a clean checkout of HEAD ``cell``'s content: its config dir and its worktree operations."""
     plan = result.repo_plan
     assert plan is not None
     pristine = result.pristine

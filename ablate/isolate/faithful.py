@@ -37,8 +37,7 @@ def cell_prints(
 def config_prints(
     setup: Setup, catalog: Catalog, config: Path, *, memory_slug: str, at_real_path: bool
 ) -> dict[str, CopyPrint]:
-    """The config-side layers as the cell config dir ``config`` holds them (paths mapped back unless it is
-    seen at the real path), comparable with the setup's."""
+    """The config-side layers as ``config`` holds them (paths mapped back unless seen at the real path)."""
     undo = ([] if at_real_path else [(str(config), str(setup.config_dir))]) + canonical_paths(setup)
     rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
     return {
@@ -117,8 +116,7 @@ def _fingerprint(
     *,
     aliases: dict[str, Path] | None = None,
 ) -> CopyPrint:
-    """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone,
-    and each file's (and key's) digest under the setup's names."""
+    """The layer's :func:`~ablate.setup.layers.layer_hash` and digests, cell paths and names undone."""
     lf = resolve_layer(layer, base, memory_slug=memory_slug, aliases=aliases)
     if not lf.present:
         return "", {}

@@ -94,8 +94,7 @@ class FenceSupport:
 
 
 def fence_support() -> FenceSupport:
-    """Whether a bubblewrap fence works here, tried for real once per process: a write to the writable
-    folder lands, a write to the read-only root fails."""
+    """Whether a bubblewrap fence works here, tried for real once per process."""
     return _try_fence()
 
 

@@ -223,8 +223,7 @@ class Forwarder:
             threading.Thread(target=self._control, args=(conn,), daemon=True).start()
 
     def _control(self, conn: socket.socket) -> None:
-        """One session's control stream: ``TOKEN UPSTREAM [NAME=HEX...]`` (the real credentials), then one
-        byte per stream wanted."""
+        """One session's control stream: ``TOKEN UPSTREAM [NAME=HEX...]``, then one byte per stream wanted."""
         with conn:
             conn.settimeout(self.read_timeout_s)
             token, _, upstream = _read_line(conn, 16384).partition(" ")
@@ -441,8 +440,7 @@ class _Stream:
 
 
 def digest(value: Any) -> str | None:
-    """sha256 of ``value`` as canonical JSON with the billing header blanked (it differs per session), or
-    None when the request has no such part."""
+    """sha256 of ``value`` as canonical JSON, the per-session billing header blanked; None: absent."""
     if value is None:
         return None
     text = orjson.dumps(map_strings(value, scrub_billing), option=orjson.OPT_SORT_KEYS)

@@ -52,8 +52,7 @@ def _describe(full: str, st: os.stat_result) -> str:
 
 
 def _listing(root: Path, skip: set[str], unlisted: list[str]) -> dict[str, str]:
-    """Every path under ``root``, keyed relative to ``root``, leaving out the relative paths in ``skip``; what
-    could not be read is added to ``unlisted``."""
+    """Every path under ``root`` but ``skip``, by relative path; what cannot be read goes to ``unlisted``."""
     out: dict[str, str] = {}
 
     def add(rel: str, full: str) -> bool:
@@ -163,8 +162,7 @@ def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
 
 
 def _cli_written(snap: Snapshot, root: str, rel: str) -> bool:
-    """Whether ``rel`` under ``root`` is something Claude Code writes itself (config dir, or the account
-    state beside a ``~/.claude`` config dir)."""
+    """Whether Claude Code writes ``rel`` itself (in the config dir, or the account state beside it)."""
     if root == str(snap.config_dir):
         return any(rel == w or rel.startswith(w + "/") for w in CLI_WRITTEN) or rel.startswith(ACCOUNT + ".")
     if snap.home is not None and root == str(snap.home):

@@ -59,8 +59,7 @@ def _event(path: Path, name: str) -> int:
 
 
 def tree_size(root: Path) -> int:
-    """Bytes allocated to the files and folders under ``root`` (not following links, not crossing into
-    another file system)."""
+    """Bytes allocated under ``root`` (links not followed, no other file system entered)."""
     total, stack = 0, [str(root)]
     with contextlib.suppress(OSError):
         dev = os.lstat(root).st_dev
@@ -117,8 +116,7 @@ class SessionLimits:
         return {} if self.groups else {NPROC_VAR: str(self.limits.processes)}
 
     def check(self, pid: int) -> str | None:
-        """The limit the running session ``pid`` is over (``disk``, ``memory``, ``processes``, ``request``),
-        else None."""
+        """The limit the running session ``pid`` is over, else None."""
         lim, now = self.limits, time.monotonic()
         # a big folder is walked less often (a twentieth of the time at most), and always once it ended
         if now >= self._walk_at or not psutil.pid_exists(pid):

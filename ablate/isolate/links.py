@@ -37,8 +37,7 @@ from ablate.setup.load import Setup
 
 
 class LinksEnvironments:
-    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private
-    checkout)."""
+    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows."""
 
     def __init__(
         self, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
@@ -118,8 +117,7 @@ class LinksEnvironments:
         remove_path(self.work_root / "configs")
 
     def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
-        """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.seal.fenced`): the
-        session can write its own cell folder and nothing else; a write through a link into the home fails."""
+        """Under the write fence wherever it works (:func:`ablate.isolate.seal.fenced`)."""
         setup = self.setup
         visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
         # the login the session starts with, kept where it cannot write: what a refresh is checked against

@@ -408,8 +408,7 @@ class NamespaceEnvironments:
         return cenv
 
     def _repo_mounts(self, env: NamespaceCellEnv, target: Path) -> list[Mount]:
-        """The session's repository at ``target``: the cell's repo layer over the pristine checkout, and
-        the user's object store at its ``.git/objects``."""
+        """The cell's repo layer over the pristine checkout at ``target``, the user's objects under it."""
         lower = self.lower()
         return [
             area_mount(env.root, "repo", target, env.layers.repo, lower.path),

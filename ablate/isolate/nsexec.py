@@ -71,8 +71,7 @@ def own_user_namespace(libc: ctypes.CDLL) -> None:
 
 
 def enter(mounts: list[dict[str, object]]) -> None:
-    """Unshare the mount namespace (as an ordinary user: in a user namespace of its own) and mount
-    ``mounts`` (overlays) in order."""
+    """Unshare the mount namespace (and a user namespace, as an ordinary user), then mount ``mounts``."""
     libc = _libc()
     if os.geteuid() == 0:
         _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")

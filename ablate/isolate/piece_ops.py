@@ -88,8 +88,7 @@ def cell_pieces(setup: Setup, catalog: Catalog, cell: ResolvedCell) -> list[Piec
 
 
 def repo_piece_ops(setup: Setup, repo_layers: Sequence[Layer], cell: ResolvedCell) -> list[dict[str, Any]]:
-    """The worktree operations that cut ``cell``'s repo-side pieces (checked by :func:`cell_pieces` when
-    the cell's config dir was built)."""
+    """The worktree operations that cut ``cell``'s repo-side pieces."""
     if not cell.pieces:
         return []
     found = side_pieces(setup.repo, repo_layers, setup.memory_slug)

@@ -70,8 +70,7 @@ def relay(listener: socket.socket, control: socket.socket) -> None:
 
 
 def _loopback_port(url: str) -> int | None:
-    """The port of an ``http://127.0.0.1:PORT`` endpoint (a local gateway, the
-    sim), else None."""
+    """The port of an ``http://127.0.0.1:PORT`` endpoint (a local gateway, the sim), else None."""
     from urllib.parse import urlsplit
 
     try:

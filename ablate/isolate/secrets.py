@@ -33,8 +33,7 @@ class Secrets:
     exposed: tuple[str, ...] = ()
 
     def paths(self, home: Path) -> list[Path]:
-        """The entries that exist, resolved (a link's target is what a read reaches), outermost first and
-        none inside another."""
+        """The entries that exist, resolved (what a read reaches), outermost first, none inside another."""
         out: list[Path] = []
         found = {Path(os.path.realpath(_under(e, home))) for e in self.hide}
         for path in sorted(found, key=lambda p: (len(p.parts), str(p))):

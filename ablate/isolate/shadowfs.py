@@ -62,8 +62,7 @@ def detach(root: Path, rel: str) -> Path:
 
 
 def remove_path(path: Path) -> None:
-    """Remove a file, a link (not its target) or a real folder tree of any depth, forcing read-only folders;
-    nothing when absent (:func:`ablate.core.fdtree.delete_tree`)."""
+    """:func:`ablate.core.fdtree.delete_tree`: links never followed, read-only folders forced."""
     delete_tree(path)
 
 

@@ -17,8 +17,7 @@ from ablate.setup.load import Setup, linked_state
 
 @dataclass
 class UntouchedView(ViewAtRealPaths):
-    """The user's own setup at the real paths, copy-on-write: what C0 must equal
-    (docs/ARCHITECTURE.md#proving-isolation)."""
+    """The user's own setup at the real paths, copy-on-write: what C0 must equal."""
 
     root: Path
     spec: Path

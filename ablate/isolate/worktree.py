@@ -299,8 +299,7 @@ GIT_STATE = ("config", "hooks", "info", STASH_LOG)
 
 
 def save_git_state(wt: Path, pristine: Path) -> None:
-    """Keep the fresh checkout's branch, ``.git/config``, ``hooks/``, ``info/`` and stash reflog for a
-    reset."""
+    """Keep the fresh checkout's branch and :data:`GIT_STATE` for a reset."""
     (pristine / "branch.txt").write_text((current_branch(wt) or "") + "\n", encoding="utf-8")
     for name in GIT_STATE:
         src = wt / ".git" / name
