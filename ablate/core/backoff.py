@@ -40,8 +40,7 @@ class BackoffPolicy:
 
 
 class Backoff:
-    """One pool's pauses (not thread-safe: the pool's dispatching thread owns it). Times are the caller's
-    monotonic clock."""
+    """One pool's pauses (the pool's dispatching thread owns it); times are the caller's monotonic clock."""
 
     def __init__(self, policy: BackoffPolicy) -> None:
         self.policy = policy

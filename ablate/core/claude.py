@@ -84,8 +84,7 @@ def require_pinned(claude: ClaudeBinary, *, allowed: bool) -> ClaudeBinary:
 
 
 def make_claude_bin() -> Path | None:
-    """The CLI `make claude` installs into the checkout ablate runs from (``.cache/claude``, as the README's
-    set-up does), when it is there."""
+    """The CLI `make claude` installs into ablate's checkout (``.cache/claude``), when it is there."""
     modules = Path(__file__).resolve().parents[2] / ".cache" / "claude" / "node_modules" / "@anthropic-ai"
     found = sorted(modules.glob("claude-code-*/claude"))
     return found[0] if found else None
@@ -188,8 +187,7 @@ def _known_identity(path: Path, key: tuple[int, ...] | None) -> tuple[str, str] 
 
 
 def _remember_identity(binary: ClaudeBinary, key: tuple[int, ...] | None) -> None:
-    """Keep ``binary``'s identity, under the stat ``key`` taken before it was hashed, for the next command;
-    a cache that cannot be written is no error."""
+    """Keep ``binary``'s identity under ``key`` (taken before hashing); an unwritable cache is no error."""
     if key is None:
         return
     _SEEN[str(binary.path)] = (key, binary.version, binary.sha256)
@@ -241,7 +239,6 @@ def task_args(*, append_system_prompt: str = "") -> list[str]:
 
 
 def find_transcript(config_dir: Path, session_id: str) -> Path | None:
-    """The session's JSONL under ``config_dir/projects/*/`` (never computed from the slug:
-    docs/CLAUDE-CODE.md#slug)."""
+    """The session's JSONL under ``config_dir/projects/*/`` (not from the slug: docs/CLAUDE-CODE.md#slug)."""
     matches = sorted((config_dir / "projects").glob(f"*/{session_id}.jsonl"))
     return matches[0] if matches else None

@@ -77,8 +77,7 @@ class _Path:
         return os.path.join(self.root, rel) if rel else self.root
 
     def fd(self) -> int:
-        """The descriptor of the deepest folder, opened again name by name from its nearest open ancestor
-        if it was given up."""
+        """The deepest folder's descriptor, opened again from its nearest open ancestor if given up."""
         n = len(self.folders) - 1
         if (fd := self.folders[n].fd) is not None:
             return fd

@@ -112,16 +112,14 @@ def unmount_orphans(mountinfo: str = MOUNTINFO) -> list[str]:
 
 
 def remove_tree(folder: Path) -> None:
-    """Remove ``folder`` whatever its modes and depth (:func:`ablate.core.fdtree.delete_tree`); mounts under
-    it are unmounted first (as root). Errors that remain are ignored."""
+    """:func:`ablate.core.fdtree.delete_tree`, mounts under it unmounted first (as root), errors ignored."""
     unmount_all_under(str(folder))
     with contextlib.suppress(OSError):
         delete_tree(folder)
 
 
 def sweep(tmp: Path | None = None) -> list[Path]:
-    """Unmount what killed ablate processes left mounted (:func:`unmount_orphans`), then remove ablate's work
-    folders in the temporary directory whose owner process is gone; return the folders."""
+    """:func:`unmount_orphans`, then remove (and return) ablate's work folders whose owner is gone."""
     unmount_orphans()
     base = Path(tmp or tempfile.gettempdir())
     candidates: list[Path] = []

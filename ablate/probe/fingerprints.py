@@ -166,8 +166,7 @@ def layer_prints(
     with_mcp: bool = False,
     style: tuple[str | None, str] = (None, ""),
 ) -> dict[str, LayerPrint]:
-    """Fingerprints for every layer of a setup, before generic needles are dropped; ``style``:
-    :func:`ablate.setup.load.selected_output_style`."""
+    """Fingerprints for every layer of a setup, before generic needles are dropped."""
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
         lf, lid = layers[layer.id], layer.id

@@ -99,8 +99,7 @@ COPIED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "settings.json", ".claud
 
 
 def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
-    """Static checks of a probe cell: links on written paths, linked instruction files, stray variables, and
-    any endpoint, provider or credential variable other than the capture endpoint's."""
+    """Static checks of a probe cell: links where the CLI writes, linked instruction files, variables."""
     base_url = cenv.env.get("ANTHROPIC_BASE_URL", "")
     capture_only = {
         "ANTHROPIC_BASE_URL": base_url if base_url.startswith("http://127.0.0.1:") else "",

@@ -105,8 +105,7 @@ def _session_env(config_dir: Path, home: Path, base_url: str, tmp: Path) -> dict
 
 @dataclass(frozen=True)
 class Capture:
-    """Where a probe's sessions run: the CLI, the probe's folder (``stdout/``, ``requests.jsonl``) and the
-    capture endpoint that logs every request."""
+    """Where a probe's sessions run: the CLI, the probe's folder and the capture endpoint."""
 
     claude: ClaudeBinary
     root: Path
@@ -307,8 +306,7 @@ def import_homes(config_dir: Path) -> dict[str, str]:
 
 
 def _untouched_at_real_paths(setup: Setup, cap: Capture, like: Any, name: str = "untouched") -> Observation:
-    """The untouched setup at the real paths in its own view under ``root/name`` (a plain copy of the config
-    dir, endpoint keys neutralised), with the cells' very environment."""
+    """The untouched setup at the real paths in its own view (``root/name``), with the cells' environment."""
     view = untouched_view(setup, cap.root / name)
     neutralise(view.config_copy, with_mcp=False)
     # the view's /tmp is private: the cells' TMPDIR

@@ -91,8 +91,7 @@ class ProbeResult:
 
 @dataclass
 class _Cells:
-    """The probe's built cells, the backend that built them (none when a test hands the probe its own
-    ``links`` builder), and what was said while building them."""
+    """The probe's built cells, their backend (none for a test's own builder), and what building them said."""
 
     envs: dict[str, Any] = field(default_factory=dict)
     backend: EnvBackend | None = None
@@ -112,8 +111,7 @@ class _Cells:
 
 @dataclass
 class _Probe:
-    """What every step of one probe reads: its inputs, its folder, the capture endpoint (``base_url``, set once
-    it listens) and the cells built so far."""
+    """What every step of one probe reads: its inputs, folder, capture endpoint and the cells built so far."""
 
     setup: Setup
     catalog: Catalog
@@ -380,8 +378,7 @@ def _more_pairs(
 
 
 def _untouched_first(p: _Probe, like: Any) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup's session (at the real paths with cell ``like``'s environment, else a plain copy)
-    and the path replacements that make its request comparable."""
+    """The untouched setup's session, and the path replacements that make its request comparable."""
     if not p.real_paths:
         return _untouched(p.setup, p.capture)
     return _untouched_at_real_paths(p.setup, p.capture, like), {}

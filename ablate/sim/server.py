@@ -275,8 +275,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._hello(head=True)
 
     def _hello(self, *, head: bool) -> None:
-        """The CLI's connectivity check (``HEAD /api/hello`` at startup): answered 200 like the real API; a
-        HEAD of any other path gets an empty 404."""
+        """The CLI's start-up ``HEAD /api/hello``: 200 like the real API; any other path an empty 404."""
         hello = urlsplit(self.path).path == HELLO_PATH
         rule, status = ("hello", 200) if hello else ("not_found", 404)
         seq = self.server.log.next_seq()
