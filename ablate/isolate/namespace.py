@@ -219,14 +219,6 @@ class NamespaceCellEnv(ViewAtRealPaths):
         return lf
 
     @property
-    def fingerprints(self) -> dict[str, str]:
-        return self.layers.fingerprints
-
-    @property
-    def notes(self) -> list[str]:
-        return self.layers.notes
-
-    @property
     def leaks(self) -> list[Leak]:
         return self.layers.leaks
 
@@ -483,9 +475,9 @@ class NamespaceEnvironments:
         lower = self.lower()
         return {
             "isolation": NAME,
-            "fingerprints": dict(env.fingerprints),
+            "fingerprints": dict(env.layers.fingerprints),
             "leaks": [asdict(leak) for leak in env.leaks],
-            "notes": list(env.notes),
+            "notes": list(env.layers.notes),
             "mismatches": dict(env.mismatches),
             "env": dict(redacted_env(env.env)),
             "branch": lower.branch,
