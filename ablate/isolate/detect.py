@@ -27,12 +27,6 @@ NSEXEC = Path(nsexec.__file__).resolve()
 ROOT, USERNS = "root", "user-namespace"
 
 
-def namespace_support() -> tuple[bool, str]:
-    """Whether the ``namespace`` backend works here, and why (see :func:`namespace_check`)."""
-    ns = namespace_check()
-    return ns.ok, ns.reason
-
-
 def namespace_check() -> Support:
     """Whether the ``namespace`` backend works here and locks its sessions, tried for real once per process:
     an overlay mounted in a private namespace, written through under bubblewrap, its lower folder unchanged."""

@@ -29,7 +29,7 @@ from ablate.folder.session import CredentialsCopy
 from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, CellConfig, stripped_repo_paths
 from ablate.isolate.credentials import copy_back
-from ablate.isolate.detect import namespace_check, namespace_support as namespace_support
+from ablate.isolate.detect import namespace_check
 from ablate.isolate.environment import build_cell_config
 from ablate.isolate.faithful import CopyPrint, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
