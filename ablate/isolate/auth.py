@@ -183,10 +183,9 @@ def cell_logins(
 
 
 def moved_login_key(env: Mapping[str, str], config_dir: Path) -> tuple[dict[str, str], str]:
-    """``env`` for the sessions, and where its key came from: when the user's sessions would take the
-    ``/login`` key of the account state (``login-key``), that key is their ``ANTHROPIC_API_KEY`` (the CLI's
-    first choice, so the same key and the same billing) and the cells' account state never holds it, so a
-    sealed session sees only the variable's placeholder. "" and ``env`` unchanged otherwise."""
+    """``env`` for the sessions, and where its key came from: a ``/login`` key the user's sessions would take
+    becomes their ``ANTHROPIC_API_KEY`` (the CLI's first choice: same key, same billing), which a sealed
+    session holds only a placeholder of. "" and ``env`` unchanged otherwise."""
     found = login_key(config_dir) if auth_method(env, config_dir).method == "login-key" else None
     if found is None:
         return dict(env), ""

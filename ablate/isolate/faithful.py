@@ -70,10 +70,8 @@ def setup_prints(setup: Setup, catalog: Catalog, layers: Mapping[str, LayerFiles
 def kept_mismatches(
     setup: Mapping[str, CopyPrint], cell: ResolvedCell, prints: Mapping[str, CopyPrint]
 ) -> dict[str, list[str]]:
-    """Each layer the cell keeps whose copy differs from the setup's (both as :func:`setup_prints` and
-    :func:`cell_prints` give them) → the files (and keys) that differ: "skills/x/SKILL.md (missing in the
-    cell)", "... (only in the cell)", "... (differs)". A cell with any is not the setup and must never be
-    run as if it were."""
+    """Each layer the cell keeps whose copy differs from the setup's → the files (and keys) that
+    differ. A cell with any is not the setup and must never be run as if it were."""
     out: dict[str, list[str]] = {}
     for lid, (want, theirs) in setup.items():
         if lid not in prints or lid in cell.stripped or lid in cell.replace or not want:

@@ -128,9 +128,8 @@ def _try_fence() -> FenceSupport:
 
 
 def _refusal(shell: str, node: str) -> re.Pattern[str]:
-    """How a refused write reads in a tool's output: a shell's or coreutils' ``<path>: <shell>``, zsh's
-    ``<shell, lower case>: <path>`` and the Node-style ``<NODE>: <text>, open '<path>'`` of Claude Code's
-    own Write and Edit tools."""
+    """A refused write in a tool's output: a shell's ``<path>: <shell>``, zsh's ``<shell lowered>: <path>``,
+    and Claude Code's Write and Edit tools' ``<NODE>: <text>, open '<path>'``."""
     path = r"(/[^\s'\"`:]+)"
     return re.compile(
         rf"{path}['\"`]?: (?:{shell}|{node})\b|\b{shell.lower()}: {path}|\b{node}: [^,\n]*, \w+ '(/[^'\n]+)'"

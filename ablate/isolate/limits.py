@@ -110,9 +110,8 @@ class SessionLimits:
 
     @property
     def env(self) -> dict[str, str]:
-        """What the session's environment adds: its ``RLIMIT_NPROC``, set by
-        :mod:`~ablate.isolate.nsexec` inside the view's user namespace (set before it, the kernel would count
-        every process of the user on the host against it)."""
+        """The session's ``RLIMIT_NPROC``, set by :mod:`~ablate.isolate.nsexec` in the view's user namespace
+        (set before it, every process of the user on the host would count against it)."""
         return {} if self.groups else {NPROC_VAR: str(self.limits.processes)}
 
     def check(self, pid: int) -> str | None:

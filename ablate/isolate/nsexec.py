@@ -159,10 +159,8 @@ def hold(spec_path: str) -> int:
 
 
 def join(pid: int, cwd: str) -> None:
-    """``--join PID DIR -- ARGV``: enter the mount namespace of the holder ``pid`` (and its user namespace,
-    an ordinary user's own: it may) and change into ``DIR`` as that view has it. Git run from outside through
-    ``/proc/<pid>/root`` resolves its work tree to the host's path instead: it runs in here
-    (:mod:`ablate.isolate.viewpath`)."""
+    """``--join PID DIR -- ARGV``: enter the holder ``pid``'s mount (and user) namespace and change into
+    ``DIR`` as that view has it: git run through ``/proc/<pid>/root`` would resolve the host's path."""
     libc = _libc()
     kinds = [("mnt", CLONE_NEWNS)]
     if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:

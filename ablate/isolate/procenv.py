@@ -185,10 +185,8 @@ SETTINGS_SKIPPED = (
 
 
 def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> EndpointInfo:
-    """Check that every cell reaches the same endpoint with the same auth, or refuse (UsageError) naming the
-    file, the key and the fix. A settings ``env`` key for the endpoint or auth is fine when ablate's own
-    environment sets the same value (ablate passes it to every cell, C11 included); a credential helper is
-    not."""
+    """Every cell reaches the same endpoint with the same auth, or a ``UsageError`` naming the file, key and
+    fix: a settings ``env`` endpoint or auth key must equal ablate's own environment; no credential helper."""
     broken = [f"{p}: {why}" for p in settings_files(config_dir, repo) if (why := settings_problem(p))]
     if broken:
         raise UsageError("\n".join(broken), hint=SETTINGS_SKIPPED)

@@ -48,9 +48,8 @@ def capabilities_of(info: IsolationInfo | None) -> Capabilities | None:
 
 
 def choose_isolation(requested: str | None) -> IsolationInfo:
-    """The backend ``--isolation`` names (an error when it does not work here), else the first of
-    :data:`KINDS` chosen automatically that works here and locks its sessions (else the first that works);
-    why, in the manifest's words."""
+    """The backend ``--isolation`` names (an error when it does not work here), else the first automatic one
+    that works and locks its sessions (else that works); why, in the manifest's words."""
     if requested is not None:
         kind = KINDS.get(requested)
         if kind is None:

@@ -58,11 +58,9 @@ def fenced(
     sealed: bool = True,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """A ``links`` session's command: under the fence wherever it works, with only its cell folder ``root``
-    writable (and ``root/tmp`` as ``/tmp``), sealed (:func:`seal`) unless ``sealed=False`` (a command to run
-    by hand); else as is. ``visible``: what the session reads through its links (home, config dir, repository,
-    object store), kept readable under the real ``/tmp``; ``through``: real files it may still write;
-    ``network``: keep the host's network; ``hidden``: credential paths it reads as empty."""
+    """A ``links`` session's command: fenced wherever that works (only ``root`` and ``through`` writable,
+    ``root/tmp`` as ``/tmp``, ``visible`` readable under it, ``hidden`` empty) and sealed unless
+    ``sealed=False`` (a command to run by hand); else as is."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
         return [support.sandbox_exec, "-p", sandbox_profile([root, *through], hidden), *argv]

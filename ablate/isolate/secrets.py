@@ -66,9 +66,8 @@ def secrets_policy(
     keep: Sequence[Path] = (),
     home: Path | None = None,
 ) -> Secrets:
-    """The defaults plus ``hide`` minus ``expose`` (``--hide``/``--expose``: absolute, ``~/...`` or relative
-    to the home). Refused (exit 2): a path that holds or lies in one of ``keep`` (the config dir, the
-    repository: the setup itself), and an ``--expose`` that names nothing hidden."""
+    """The defaults plus ``--hide`` minus ``--expose``; refused: a path that holds or lies in one of ``keep``
+    (the setup itself), and an ``--expose`` that names nothing hidden."""
     home = Path(home or Path.home())
     entries = list(DEFAULT_HIDDEN)
     for raw in hide:

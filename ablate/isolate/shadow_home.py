@@ -133,9 +133,8 @@ def _populate_plugins(
 def populate_config(
     setup: Setup, shadow_config: Path, *, isolate_state: bool, at_real_path: bool = False
 ) -> ConfigReport:
-    """Fill the (new, empty) ``shadow_config`` from the user's config dir (docs/ARCHITECTURE.md#config-table).
-    ``at_real_path``: the folder will be seen at the real config dir's path (``namespace``), so nothing is
-    rewritten and nothing linked (a link to the real path would be the cell itself): trees are copied."""
+    """Fill the new ``shadow_config`` from the user's config dir (docs/ARCHITECTURE.md#config-table); seen
+    ``at_real_path``, nothing is rewritten or linked (a link to the real path would be the cell itself)."""
     report = ConfigReport()
     pairs = [] if at_real_path else path_rewrites(setup, shadow_config)
     link_trees = not at_real_path

@@ -143,9 +143,8 @@ def objects_dir(repo: Path) -> Path:
 
 
 def make_checkout(setup: Setup, wt: Path, *, alternates: bool = True) -> dict[str, str]:
-    """A private checkout of the setup's HEAD whose ``.git`` is the user's own, objects excepted
-    (:func:`make_git_dir`); returns its refs, which a reset restores. ``alternates=False`` leaves the object
-    store empty, for a view that mounts the user's store at ``.git/objects``."""
+    """A private checkout of HEAD (:func:`make_git_dir`); returns its refs. ``alternates=False``: the object
+    store left empty, for a view that mounts the user's at ``.git/objects``."""
     wt.mkdir(parents=True, exist_ok=True)
     make_git_dir(setup, wt, alternates=objects_dir(setup.repo) if alternates else None)
     if not alternates:  # checking out needs the objects: read them through a temporary alternates file
@@ -186,9 +185,8 @@ def restore_refs(wt: Path, refs: dict[str, str]) -> None:
 
 
 def snapshot(src_base: Path, rel: str, pristine: Path, *, follow: bool = True) -> str:
-    """Copy ``src_base/rel`` to ``pristine/overlay/rel``; returns the source key for a ``put``. Layer files
-    are copied with links followed (a link out of the repo must not become a write-through), ``--dirty``
-    changes exactly."""
+    """Copy ``src_base/rel`` to ``pristine/overlay/rel`` (links followed: none may become a write-through;
+    ``--dirty`` changes exactly); the source key for a ``put``."""
     key = f"overlay/{rel}"
     dst = pristine / key
     if not (dst.exists() or dst.is_symlink()):

@@ -81,9 +81,8 @@ class CellProbe:
 def _foreign_files(
     obs: Observation, allowed_roots: Sequence[Path], setup_files: AbstractSet[str] = frozenset()
 ) -> list[str]:
-    """Instruction files loaded from outside the cell. ``setup_files``: those the untouched setup loads
-    itself at the same paths (a linked CLAUDE.md imports next to its target, in a dotfiles checkout): part of
-    the setup, not foreign; a cell that should not load one shows it as its layer's leak."""
+    """Instruction files loaded from outside the cell, but ``setup_files``: those the untouched setup loads at
+    the same paths (a linked CLAUDE.md's imports), part of the setup."""
     out = []
     for f in obs.instruction_files:
         p = f["path"]
@@ -259,9 +258,8 @@ def replacement_imports(cell: ResolvedCell, live: dict[str, LayerFiles], home: P
 
 
 def _replaced_check(p: LayerPrint, replacement: Path, obs: Observation, baseline: str) -> LayerCheck:
-    """A layer a variant cell replaces with ``replacement``: a fingerprint of the setup's own file that the
-    replacement does not hold too is a leak; the replacement's distinctive lines (those a session with no
-    setup does not send) must reach the model, else it is missing."""
+    """A layer a variant cell replaces: a fingerprint of the setup's own file (not in ``replacement``) is a
+    leak; the replacement's distinctive lines must reach the model, else it is missing."""
     try:
         text = replacement.read_text(encoding="utf-8", errors="replace")
     except OSError as e:

@@ -294,9 +294,8 @@ def _untouched(setup: Setup, cap: Capture) -> tuple[Observation, dict[str, str]]
 
 
 def import_homes(config_dir: Path) -> dict[str, str]:
-    """The folders a linked top-level instruction file imports from (the CLI resolves its ``@imports``
-    next to the link's target, a dotfiles checkout), each read as ``<CONFIG>``: a ``links`` cell holds
-    copies, and imports them from its config dir (the path differs, the files are the same)."""
+    """The folders a linked top-level instruction file imports from (next to the link's target), each read
+    as ``<CONFIG>``: a ``links`` cell imports its copies from its config dir."""
     out: dict[str, str] = {}
     for entry in sorted(config_dir.glob("*.md")):
         there = os.path.dirname(os.path.realpath(entry))
