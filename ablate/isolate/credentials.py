@@ -1,10 +1,7 @@
 """The one deliberate write-through, checked: a session's ``.credentials.json`` reaches the real file only
-when it is a refreshed login of the same account (docs/ARCHITECTURE.md#credentials lists the rules).
-
-A subscription login is ``{"claudeAiOauth": {accessToken, refreshToken, expiresAt, …, accountUuid,
-organizationUuid}}`` beside other top-level keys; the CLI's refresh (2.1.332) replaces the tokens and the
-expiry, carries the account ids over and changes nothing else. Anything else is discarded, never written,
-and the reason reported with the session's writes.
+when it is a refreshed login of the same account (docs/ARCHITECTURE.md#credentials lists the rules). The
+CLI's refresh (2.1.332) replaces ``claudeAiOauth``'s tokens and expiry, carries the account ids over and
+changes nothing else.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Whether the ``namespace`` backend works here, and why: tried for real once per process; and whether
-sessions can be sealed (docs/ARCHITECTURE.md#sealed).
-
-``namespace`` needs a private mount namespace with overlayfs (as root, or in a user namespace of the user's
-own, Linux >= 5.11), then bubblewrap inside it; a refusal names the cause and the fix. :func:`require_sealed`
-is the one decision every command that runs sessions takes before any probe or session: unsealed sessions
-are refused, with why and the fix, unless ``--unsealed`` asks for them.
+"""Whether the ``namespace`` backend works here, and why (tried for real once per process: a mount namespace
+with overlayfs, as root or in a user namespace on Linux >= 5.11, then bubblewrap inside it); and whether
+sessions can be sealed (docs/ARCHITECTURE.md#sealed), decided once by :func:`require_sealed`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The forwarder: the one way a sealed session reaches the model's API, and the record of what crossed the
 wire (docs/ARCHITECTURE.md#sealed, #wire).
 
-One per process, a unix socket in a private folder served by threads. A session's ticket
-(:meth:`Forwarder.ticket`) is presented once by :mod:`ablate.isolate.nsexec` with its upstream;
-:mod:`ablate.isolate.relay` then asks for one stream per TCP connection, whose HTTP/1.1 requests are replayed
-upstream. Every ``/v1/messages`` exchange is recorded into the file named by :meth:`Forwarder.expect`; the
-rest is forwarded unrecorded.
+One per process, a unix socket served by threads: a session's ticket (:meth:`Forwarder.ticket`) is presented
+once by :mod:`ablate.isolate.nsexec`, then :mod:`ablate.isolate.relay` asks for one stream per connection.
+Every ``/v1/messages`` exchange is recorded into the file named by :meth:`Forwarder.expect`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The ``namespace`` isolation backend (docs/ARCHITECTURE.md#backend-namespace): every session in its own
-copy-on-write view of the machine.
-
-Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show, at the real
-paths, ``/tmp``, the home, the repository (the cell's repo layer over the run's pristine checkout), its
-``.git/objects`` (the user's store) and the config dir (the cell's copy), each with an upper folder of its own
-per session (``sNN/up/<area>``, :data:`AREAS`) that a reset discards.
+copy-on-write view of the machine at the real paths, one upper folder per area (``sNN/up/<area>``,
+:data:`AREAS`) that a reset discards.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env), used by every environment
-builder and by the probe.
-
-A session's environment is built from scratch: the process basics, the endpoint, auth and network plumbing,
-ablate's pinned knobs; every other ``CLAUDE_*``/``ANTHROPIC_*`` variable and git's location variables are
-dropped. A probe session talks to the capture endpoint only (:func:`force_capture`). Recorded environments are
-redacted (:func:`redacted_env`); :func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint.
+"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env says what passes), used by every
+environment builder and by the probe; :func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read
-only).
-
-Each layer gets needles chosen by how it shows up (the catalog's ``shows``; README.md's "Proving isolation"
-says which); a needle also seen in the baseline request or in another layer is generic and dropped, and a
-layer left without needles is reported as too generic to fingerprint, never guessed. Also the shadow-fidelity
-comparison: the control cell's first request against the untouched setup's, normalised only for what
-legitimately differs between two sessions."""
+"""Fingerprints of a user's real layer content for the probe (never canaries: the user's files are read only):
+needles chosen by how each layer shows up; one also seen without a setup or in another layer is generic and
+dropped, never guessed. Also the shadow-fidelity comparison of the control's first request with the untouched
+setup's."""
 
 from __future__ import annotations
 
