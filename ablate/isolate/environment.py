@@ -213,9 +213,9 @@ def build_environment(
             dirty=dirty,
             isolate_state=isolate_state,
             memory_slug=slug(str(wt)),
+            repo_plan=plan,
+            setup_layers=setup_layers,
         )
-        result.repo_plan = plan
-        result.setup_layers = setup_layers
         result.pristine.mkdir()
         fresh_tmp(root)
         refs = worktree.make_checkout(setup, wt)
@@ -238,8 +238,21 @@ def _populate(
     """Give a clean checkout of HEAD ``cell``'s content: its config dir and its worktree operations."""
     plan = result.repo_plan
     assert plan is not None
-    pristine = result.pristine
-    _build_config(setup, catalog, cell, result)
+    pristine, home = result.pristine, result.home
+    home.mkdir(mode=0o700)
+    os.chmod(home, 0o700)
+    report = build_config_dir(
+        setup,
+        catalog,
+        cell,
+        result.config_dir,
+        memory_slug=result.memory_slug,
+        isolate_state=result.isolate_state,
+        home=home,
+    )
+    result.notes.extend(report.notes)
+    result.leaks.extend(report.leaks)
+    shadow_home.link_home(setup, home)
     ops = worktree.worktree_ops(setup, plan, cell, result.cwd, pristine)
     worktree.apply_ops(result.cwd, pristine, ops)
     atomic_write_json(pristine / "ops.json", ops)
@@ -275,24 +288,6 @@ def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, c
     env.notes = []
     env.leaks = [*ancestor_leaks(env.cwd), *fixed_leaks(setup)]
     _populate(setup, catalog, cell, env, env.setup_layers)
-
-
-def _build_config(setup: Setup, catalog: Catalog, cell: ResolvedCell, result: CellEnvironment) -> None:
-    home, config = result.home, result.config_dir
-    home.mkdir(mode=0o700)
-    os.chmod(home, 0o700)
-    report = build_config_dir(
-        setup,
-        catalog,
-        cell,
-        config,
-        memory_slug=result.memory_slug,
-        isolate_state=result.isolate_state,
-        home=home,
-    )
-    result.notes.extend(report.notes)
-    result.leaks.extend(report.leaks)
-    shadow_home.link_home(setup, home)
 
 
 def build_config_dir(
