@@ -166,8 +166,7 @@ def cell_logins(
     base_env: Mapping[str, str],
     platform: str = sys.platform,
 ) -> Generator[CellLogin, None, None]:
-    """Each cell's :func:`cell_login` without a run (``ablate doctor``): its config dir built under
-    ``scratch`` by the function both backends build one with, read, and removed before the next cell's."""
+    """Each cell's :func:`cell_login` for ``ablate doctor``, its config dir built in ``scratch``."""
     from ablate.isolate.environment import build_config_dir
     from ablate.isolate.shadowfs import remove_path
 

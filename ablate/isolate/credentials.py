@@ -123,8 +123,7 @@ def copy_back(
 
 
 def _real_is_newer(real: Path, data: bytes) -> str | None:
-    """Why the real file must stay: it already holds a login that expires no earlier (the user's own
-    session refreshed it meanwhile); None when the session's is later (or the real file says nothing)."""
+    """Why the real file must stay: it holds a login expiring no earlier (refreshed meanwhile); else None."""
     try:
         current = orjson.loads(real.read_bytes())
         login = orjson.loads(data)[LOGIN]

@@ -90,8 +90,7 @@ def _try_view(*, locked: bool) -> str:
 
 
 def is_sealed(chosen: IsolationInfo) -> bool:
-    """Whether the chosen backend's sessions are sealed: locked under bubblewrap (macOS's ``sandbox-exec``
-    fence locks writes only)."""
+    """Whether the chosen backend's sessions are sealed (``sandbox-exec`` on macOS locks writes only)."""
     return chosen.locked and sys.platform != "darwin"
 
 

@@ -430,8 +430,7 @@ def build_cell_config(
 
 
 def reset_environment(env: CellEnvironment) -> None:
-    """Restore the freshly built state cheaply: the shadow home synced back to its pristine copy (links
-    re-pointed, never followed), the worktree checked out at HEAD, cleaned, its operations replayed."""
+    """Restore the freshly built state cheaply: the home synced to its pristine copy, the worktree reset."""
     pristine = env.pristine
     if not (pristine / "home").is_dir() or not (pristine / "ops.json").is_file():
         raise UsageError(f"{env.root}: not a complete ablate environment", hint="rebuild it")

@@ -55,8 +55,7 @@ def canonical_paths(setup: Setup) -> list[tuple[str, str]]:
 
 
 def setup_prints(setup: Setup, catalog: Catalog, layers: Mapping[str, LayerFiles]) -> dict[str, CopyPrint]:
-    """The setup's layers as :func:`kept_mismatches` compares them with a cell's: config-side content with
-    the real config path spelled one way (:func:`canonical_paths`), repo-side as resolved (``layers``)."""
+    """The setup's layers as :func:`kept_mismatches` compares them with a cell's (:func:`canonical_paths`)."""
     aliases = {ACCOUNT_FILE: setup.account_state} if setup.account_state else {}
     canon = canonical_paths(setup)
     return {

@@ -209,8 +209,7 @@ _DEVICES = (
 
 
 def sandbox_profile(writable: Sequence[Path], hidden: Sequence[Path] = ()) -> str:
-    """A Seatbelt profile: everything allowed but file writes, which only ``writable`` (and the devices a
-    shell and a terminal write to) may take, and reads of ``hidden`` (credential paths)."""
+    """A Seatbelt profile: all allowed but writes outside ``writable`` (and devices), and ``hidden``."""
     paths = "\n".join(f"  (subpath {_sb_string(os.path.realpath(p))})" for p in writable)
     profile = (
         f"(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write*\n{paths}\n  {_DEVICES})\n"

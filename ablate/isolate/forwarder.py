@@ -484,8 +484,7 @@ def scrub_billing(text: str) -> str:
 
 
 def wire_record(request: bytes, status: int, response: bytes, content_type: str) -> WireRecord:
-    """The record of one ``/v1/messages`` exchange: the request's model and digests, the answer's usage,
-    stop reason and text (an SSE stream is read event by event, a JSON body whole)."""
+    """The record of one ``/v1/messages`` exchange (docs/ARCHITECTURE.md#wire)."""
     try:
         body = orjson.loads(request)
     except orjson.JSONDecodeError:

@@ -79,8 +79,7 @@ def _git_calls(command: str) -> Iterator[tuple[str, list[str]]]:
 
 
 def _names(arg: str, roots: Sequence[str]) -> bool:
-    """Whether a git argument (a path, ``REV:path``, ``--`` pathspec, quoted or not) names a stripped path or
-    a folder holding one."""
+    """Whether a git argument (path, ``REV:path``, pathspec) names a stripped path or a folder holding one."""
     candidates = {arg, arg.split(":", 1)[1] if ":" in arg else arg}
     for cand in candidates:
         cand = cand.strip().strip("'\"").lstrip("./").rstrip("/")
@@ -136,8 +135,7 @@ def classify(command: str, stripped_paths: Sequence[str]) -> set[str]:
 
 
 def git_history_reads(session_json: Path | None, stripped_paths: Iterable[str]) -> list[str]:
-    """Flags for a session (its transcript JSONL; sub-agents read from ``<session>/subagents/``) that read
-    stripped repo content back through git; ``[]`` when it did not or stripped nothing."""
+    """The flags of a session (its transcript, sub-agents too) that read stripped content back through git."""
     roots = sorted({p for p in stripped_paths if p})
     if session_json is None or not roots:
         return []

@@ -74,8 +74,7 @@ class Reader:
         self._buf = bytearray()
 
     def head(self) -> Head | None:
-        """The next request's head; None when the client closed the connection between requests, or left it
-        idle for ``idle_s`` seconds."""
+        """The next request's head; None when the client closed or idled (``idle_s``) between requests."""
         checked = 0
         while True:
             end = self._buf.find(b"\r\n\r\n")

@@ -33,8 +33,7 @@ def _own_cgroups() -> dict[str, Path]:
 
 
 def cgroup_kind() -> str:
-    """``cgroup v2`` or ``cgroup v1`` where this process may make cgroups with memory and pids controllers
-    (root, a writable hierarchy), else ""."""
+    """``cgroup v2`` or ``cgroup v1`` where this process may make memory and pids cgroups, else ""."""
     if os.geteuid() != 0:
         return ""
     own = _own_cgroups()

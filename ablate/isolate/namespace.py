@@ -127,8 +127,7 @@ class CellLayers:
 
 
 class ViewAtRealPaths:
-    """What every view at the real paths shares: its namespace spec, its upper folders, and the real path
-    each upper folder stands for (the write report reads them)."""
+    """What every view at the real paths shares: its spec, its upper folders and the paths they stand for."""
 
     root: Path
     spec: Path
@@ -461,8 +460,7 @@ class NamespaceEnvironments:
         return stripped_repo_paths(self.setup, self.catalog, env.cell)
 
     def after_session(self, env: NamespaceCellEnv) -> dict[str, Any]:
-        """What the session wrote outside its cell (read from its upper folders, discarded at the next reset),
-        after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
+        """What the session wrote outside its cell, after a refreshed login was copied back."""
         login = copy_back_credentials(env)
         writes = session_writes(env).model_dump(mode="json", exclude_none=True, exclude={"denied"})
         return {**writes, "credentials": login.model_dump(mode="json")}
@@ -492,8 +490,7 @@ class NamespaceEnvironments:
 
 
 def copy_back_credentials(env: NamespaceCellEnv) -> CredentialsCopy:
-    """Copy ``.credentials.json`` back to the real file (and every cell's copy) when the session refreshed
-    it (:mod:`ablate.isolate.credentials`); anything else it left there is discarded, and said."""
+    """Copy a refreshed ``.credentials.json`` back (:mod:`ablate.isolate.credentials`), else say why not."""
     lower = env.layers.config / CREDENTIALS
     stored = lower.read_bytes() if lower.is_file() and not lower.is_symlink() else None
     copies = env.layers.config.parent.parent.glob(f"*/config/{CREDENTIALS}")

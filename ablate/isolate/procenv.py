@@ -149,8 +149,7 @@ def settings_files(config_dir: Path, repo: Path) -> list[Path]:
 
 
 def settings_problem(path: Path) -> str | None:
-    """Why Claude Code would skip or misread the settings file ``path`` (not JSON, not an object, unreadable,
-    an ``env`` value that is not a string); None when it reads it or there is none."""
+    """Why Claude Code would skip or misread the settings file ``path``; None when it reads it (or none)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

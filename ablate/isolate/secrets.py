@@ -26,8 +26,7 @@ DEFAULT_HIDDEN = tuple(f"~/{p}" for p in _DEFAULTS.split())
 
 @dataclass(frozen=True)
 class Secrets:
-    """What a run hides: ``hide`` (``~/``-relative or absolute entries) and the defaults ``--expose`` left
-    visible (``exposed``, for the record)."""
+    """What a run hides (``~/``-relative or absolute), and the defaults ``--expose`` left visible."""
 
     hide: tuple[str, ...] = DEFAULT_HIDDEN
     exposed: tuple[str, ...] = ()

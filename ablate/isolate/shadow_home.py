@@ -229,8 +229,7 @@ def ensure_written_dirs(shadow_config: Path) -> None:
 
 
 def copy_memory(setup: Setup, shadow_config: Path, cell_slug: str) -> None:
-    """Copy (never link) the auto-memory of the user's main worktree root to where the CLI reads it in the
-    cell: ``projects/<cell_slug>/memory`` (the cell's checkout is its own main worktree root)."""
+    """Copy (never link) the user's auto-memory to ``projects/<cell_slug>/memory``, where the cell has it."""
     rel = Path("projects") / setup.memory_slug / "memory"
     if (src := setup.config_dir / rel).exists():
         walk_files(setup.config_dir, rel.as_posix())  # raises on a symlink loop

@@ -178,8 +178,7 @@ def _materialise(
 
 
 def anchor_links(copy: Path, original: Path) -> None:
-    """Make every relative link in ``copy`` (a ``symlinks=True`` copy of ``original``, seen elsewhere) name
-    the absolute place it names in ``original``: the copy's links lead where the original's do."""
+    """Make every relative link in ``copy`` (of ``original``) absolute: it leads where the original's does."""
     for dirpath, dirnames, filenames in os.walk(copy):
         for name in (*dirnames, *filenames):
             link = Path(dirpath) / name

@@ -65,8 +65,7 @@ def copy_untouched_config(setup: Setup, dest: Path) -> dict[str, Path]:
 
 
 def untouched_view(setup: Setup, root: Path) -> UntouchedView:
-    """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
-    their real paths with per-view upper folders: the session writes nothing anywhere."""
+    """The live home and repository and a copy of the config dir at their real paths, each copy-on-write."""
     config_copy = root / "config"
     # a CLI-written folder left out because it was a link: a real, empty folder (the session's transcript
     # must land in the view's config dir)

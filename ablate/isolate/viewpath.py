@@ -67,8 +67,7 @@ def real_path(path: str | Path) -> str:
 
 
 def view_command(cwd: Path, argv: list[str]) -> tuple[list[str], Path]:
-    """(argv, cwd) that run ``argv`` in ``cwd``: as they are, or, for a ``cwd`` through
-    ``/proc/<pid>/root``, inside that holder's user and mount namespaces at the path the view has."""
+    """(argv, cwd) that run ``argv`` in ``cwd``, inside the holder's namespaces for a ``/proc/<pid>/root``."""
     held = split_view(cwd)
     if held is None:
         return argv, cwd

@@ -172,8 +172,7 @@ def refs_of(wt: Path) -> dict[str, str]:
 
 
 def restore_refs(wt: Path, refs: dict[str, str]) -> None:
-    """Delete refs the session created (branches, tags), reset the others, forget the reflogs a session
-    wrote (the stash's own reflog is put back afterwards by :func:`restore_stash_log`)."""
+    """Delete the refs a session created, reset the others, forget the reflogs it wrote."""
     current = refs_of(wt)
     for name in current:
         if name not in refs:
