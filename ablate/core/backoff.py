@@ -71,7 +71,6 @@ class Backoff:
         return wait_s
 
     def succeeded(self, *, epoch: int) -> None:
-        """A call launched at ``epoch`` came back without a rate limit: if it saw the latest pause, the run of
-        consecutive pauses is over."""
+        """A call launched at ``epoch`` was not rate-limited: past the latest pause, the run of them ends."""
         if epoch == self.epoch:
             self.pauses = 0

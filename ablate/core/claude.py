@@ -91,8 +91,7 @@ def make_claude_bin() -> Path | None:
 
 
 def claude_source(explicit: str | Path | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """Where :func:`find_claude` takes the CLI from: ``--claude-bin``, ``$ABLATE_CLAUDE_BIN``, ``PATH`` or
-    ``make claude's .cache``; None when nowhere."""
+    """Where :func:`find_claude` takes the CLI from (as ``ablate doctor`` names it); None when nowhere."""
     env = os.environ if environ is None else environ
     if explicit:
         return "$ABLATE_CLAUDE_BIN" if env.get("ABLATE_CLAUDE_BIN") == str(explicit) else "--claude-bin"
@@ -104,8 +103,7 @@ def claude_source(explicit: str | Path | None, environ: Mapping[str, str] | None
 
 
 def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
-    """Resolve the CLI: ``explicit`` (``--claude-bin``), else ``$ABLATE_CLAUDE_BIN``, else ``claude`` on PATH,
-    else the one `make claude` installed in ablate's checkout (:func:`make_claude_bin`)."""
+    """Resolve the CLI: ``explicit``, ``$ABLATE_CLAUDE_BIN``, ``claude`` on PATH, :func:`make_claude_bin`."""
     candidate = explicit or os.environ.get("ABLATE_CLAUDE_BIN") or shutil.which("claude") or make_claude_bin()
     if not candidate:
         raise ClaudeNotFound(
@@ -233,8 +231,7 @@ def claude_argv(
 
 
 def task_args(*, append_system_prompt: str = "") -> list[str]:
-    """The options a task adds to every one of its sessions, in every cell alike, placed before ``--`` by the
-    runner: ``--append-system-prompt TEXT`` (the task's ``append_system_prompt``) when it has one."""
+    """The options a task adds to each of its sessions in every cell alike (``--append-system-prompt``)."""
     return ["--append-system-prompt", append_system_prompt] if append_system_prompt else []
 
 

@@ -55,8 +55,7 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def tree_hash(root: Path, *, exclude: tuple[str, ...] = ()) -> str:
-    """Hash a tree: every entry's relative path, type, mode bits, and content or link target (links are not
-    followed); ``exclude`` holds relative paths to leave out."""
+    """Hash a tree: each entry's path, type, mode and content or link target, but ``exclude``'s paths."""
     h = hashlib.sha256()
     for rel, kind, payload in _walk_entries(root, exclude):
         h.update(f"{rel}\0{kind}\0".encode())

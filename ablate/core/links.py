@@ -34,8 +34,7 @@ def link_error(path: Path | str, exc: OSError) -> UsageError:
 
 
 def follow(path: Path | str) -> os.stat_result | None:
-    """``stat`` of what ``path`` resolves to; None when it is a dangling link; a located
-    :class:`~ablate.core.errors.UsageError` for a loop or an unreadable target."""
+    """``stat`` of what ``path`` resolves to; None: dangling; a loop or unreadable target: ``UsageError``."""
     try:
         return os.stat(path)
     except FileNotFoundError:

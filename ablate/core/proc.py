@@ -255,8 +255,7 @@ def _watched(
     watch: Callable[[int], str | None] | None,
     deadline: float | None,
 ) -> str | None:
-    """Wait for ``proc``, looking at its limits every :data:`POLL_S` and once it ended: the one it went
-    over, else None (``subprocess.TimeoutExpired`` at ``deadline``)."""
+    """Wait for ``proc``, looking at its limits every :data:`POLL_S` and as it ends: the one it went over."""
     ended = threading.Event()  # set the moment it ends (a wait with a timeout polls every 50 ms)
 
     def waiter() -> None:

@@ -63,8 +63,7 @@ def make_work_dir(prefix: str, parent: Path | None = None) -> Path:
 
 
 def owner_alive(folder: Path) -> bool:
-    """Whether the process that made ``folder`` still runs (a folder without a readable owner file counts
-    as alive: it is not known to be ablate's leftover)."""
+    """Whether the process that made ``folder`` still runs (no readable owner file: alive, not ours)."""
     return _alive(folder / OWNER)
 
 

@@ -357,8 +357,7 @@ def _shared_start(a: str, b: str) -> int:
 
 
 def diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
-    """The first ``limit`` differences between two normalised requests, with some context: the common
-    prefix and suffix are set aside first, and only the differing middle is diffed."""
+    """The first ``limit`` differences of two normalised requests; only the differing middle is diffed."""
     if a == b:
         return []
     start = _shared_start(a, b)

@@ -237,8 +237,7 @@ def _layer_check(
 
 
 def replacement_imports(cell: ResolvedCell, live: dict[str, LayerFiles], home: Path) -> set[str]:
-    """The layers a variant cell's replacement files ``@import`` (followed), each resolved from the place of
-    the file it replaces, as the CLI loads it there."""
+    """The layers a variant cell's replacement files ``@import``, resolved where the CLI loads them."""
     owner = {os.path.realpath(lf.base / rel): lid for lid, lf in live.items() for rel in lf.files}
     found: set[str] = set()
     for lid, path in cell.replace.items():

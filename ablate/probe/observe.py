@@ -239,8 +239,7 @@ def _baseline(cap: Capture) -> Observation:
 
 
 def baseline_key(claude: ClaudeBinary, env: dict[str, str], root: Path, base_url: str) -> str:
-    """What the baseline session depends on: the CLI build, the probe's prompt and model, and the environment
-    it gets (the probe's own temporary folder and capture endpoint left out: they differ every time)."""
+    """What the baseline depends on: CLI build, prompt, model, environment (less what differs per run)."""
     stable = sorted((k, v) for k, v in env.items() if str(root) not in v and v != base_url)
     text = orjson.dumps([claude.sha256, PROBE_PROMPT, PROBE_MODEL, stable]).decode()
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -184,8 +184,7 @@ def _session(
 
 
 def _observe_cells(p: _Probe) -> tuple[dict[str, Observation], dict[str, dict[str, Any]]]:
-    """One session per cell, ``jobs`` at a time, run as its backend runs it: what each showed, and what each
-    wrote outside its cell (:meth:`~ablate.isolate.backend.Backend.after_session`)."""
+    """One session per cell, ``jobs`` at a time: what each showed, and what each wrote outside its cell."""
     writes: dict[str, dict[str, Any]] = {}
     backend = p.built.backend
 

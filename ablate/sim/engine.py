@@ -74,8 +74,7 @@ def tools_text(body: Mapping[str, Any]) -> str:
 
 
 def request_text(body: Mapping[str, Any]) -> str:
-    """All text of a request: system + every message (tool inputs and results too) + tools; what canary and
-    fingerprint checks search (a layer "reached the model" iff its canary is here)."""
+    """All text of a request (system, messages with tool inputs and results, tools): what canaries search."""
     return "\n".join((system_text(body), messages_text(body), tools_text(body)))
 
 
