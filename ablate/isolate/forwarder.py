@@ -185,6 +185,12 @@ class Forwarder:
             got = self._expected.get(session_id)
             return got is not None and got.over_limit
 
+    def _mark(self, session_id: str, **fields: Any) -> None:
+        with self._lock:
+            if (expected := self._expected.get(session_id)) is not None:
+                for name, value in fields.items():
+                    setattr(expected, name, value)
+
     def _begin(self, ticket: _Ticket) -> None:
         with self._lock:
             expected = self._expected.get(ticket.session_id)
@@ -241,10 +247,7 @@ class Forwarder:
             try:
                 self._streams(conn, ticket)
             finally:  # the relay ended: with its session, or killed by it (see relay_ended_at)
-                with self._lock:
-                    expected = self._expected.get(ticket.session_id)
-                    if expected is not None:
-                        expected.relay_ended_at = time.monotonic()
+                self._mark(ticket.session_id, relay_ended_at=time.monotonic())
 
     def _streams(self, conn: socket.socket, ticket: _Ticket) -> None:
         """One new stream per byte the relay sends, until it closes the control stream."""
@@ -329,9 +332,7 @@ class _Stream:
                         return
         except Refused as refused:
             if refused.status == 413:
-                with fwd._lock:
-                    if (got := fwd._expected.get(self.ticket.session_id)) is not None:
-                        got.over_limit = True
+                fwd._mark(self.ticket.session_id, over_limit=True)
             _log.warning(
                 "ablate forwarder: session %s: %s %s", self.ticket.session_id, refused.status, refused
             )

@@ -1,20 +1,14 @@
 """Enter a private mount namespace, mount a session's copy-on-write view, then exec the session's command.
 
-As root a mount namespace only; as an ordinary user a user namespace of the caller's own (uid and gid mapped
-to themselves) with a mount namespace in it (overlayfs there needs Linux >= 5.11). ARGV is normally ``bwrap
-…`` (:mod:`ablate.isolate.fence`), one user namespace further in, where these mounts are locked.
+As root a mount namespace only; as an ordinary user inside a user namespace of the caller's own (uid and
+gid mapped to themselves). ARGV is normally ``bwrap …`` (:mod:`ablate.isolate.fence`): the mounts are locked.
 
-Run as a file (``python -I -S .../nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC -- ARGV...``): it
-imports only the standard library, so it costs one interpreter start (~20 ms). ``--net``/``--seccomp`` seal
-the session (:mod:`ablate.isolate.seal`): first the forwarder's stream goes to fd 3 and the filter to fd 4.
-SPEC ``-`` mounts nothing (``links``: the seal only), else it is ``{"mounts": [{"target", "lower": [...],
-"upper", "work"}, ...], "cwd"}``. Every source folder is opened before the first mount and named as
-``/proc/self/fd/N``, so a private ``/tmp`` mounted first hides nothing a later mount needs; mounts go in the
-order given, then the process changes into ``cwd`` again and execs ARGV.
-
-``--hold SPEC`` keeps a view mounted for ablate to seed and grade from outside (through ``/proc/<pid>/root``),
-``--join PID DIR -- ARGV`` runs ARGV (git) inside such a holder's namespaces. The namespace is private
-(``MS_PRIVATE``) and goes with its last process. Exit 125: setup failed (the message says which mount).
+Run as a file (``python -I -S .../nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC -- ARGV...``),
+standard library only (one interpreter start, ~20 ms); ``--net``/``--seccomp`` seal the session
+(:mod:`ablate.isolate.seal`). SPEC ``-`` mounts nothing (``links``), else it is ``{"mounts": [{"target",
+"lower", "upper", "work"}, ...], "cwd"}``; every source folder is opened first and named as
+``/proc/self/fd/N``, so a private ``/tmp`` mounted first hides nothing a later mount needs. ``--hold`` and
+``--join``: :func:`hold`, :func:`join`. Exit 125: setup failed (the message says which mount).
 """
 
 from __future__ import annotations

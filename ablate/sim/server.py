@@ -490,11 +490,9 @@ class SimServer:
 
     def requests(self) -> list[CapturedRequest]:
         """Every request received so far, in order (read back from the log file when there is one)."""
-        if self._log is None:
-            if self.log_path is not None and self.log_path.exists():
-                return list(iter_requests(self.log_path))
-            return []
-        return self._log.records()
+        if self._log is not None:
+            return self._log.records()
+        return list(iter_requests(self.log_path)) if self.log_path and self.log_path.exists() else []
 
     @property
     def errors(self) -> list[str]:
