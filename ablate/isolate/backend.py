@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, TypeVar
 
-import orjson
-
 from ablate.isolate.secrets import Secrets
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog, Layer, LayerFiles, resolve_layer
@@ -211,21 +209,3 @@ def stripped_repo_paths(setup: Setup, catalog: Catalog, cell: ResolvedCell | Non
         out.update(resolve_layer(layer, setup.repo, memory_slug=setup.memory_slug).entries)
         out.update(layer.patterns(setup.memory_slug))
     return sorted(p.rstrip("/") for p in out if "*" not in p)
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data (dataclasses, paths, sets and ``to_json`` objects converted)."""
-    return orjson.loads(orjson.dumps(value, default=_default))
-
-
-def _default(obj: Any) -> Any:
-    to_json = getattr(obj, "to_json", None)
-    if callable(to_json):
-        return to_json()
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
-    return str(obj)

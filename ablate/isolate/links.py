@@ -10,6 +10,7 @@ import functools
 import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ from ablate.isolate.backend import (
     Capabilities,
     CellConfig,
     Support,
-    jsonable,
     stripped_repo_paths,
 )
 from ablate.isolate.credentials import copy_back, read_session_file
@@ -100,8 +100,8 @@ class LinksEnvironments:
 
     def describe(self, env: CellEnvironment) -> dict[str, Any]:
         return {
-            "fingerprints": jsonable(env.fingerprints),
-            "leaks": jsonable(env.leaks),
+            "fingerprints": dict(env.fingerprints),
+            "leaks": [asdict(leak) for leak in env.leaks],
             "notes": [str(n) for n in env.notes],
             "env": dict(redacted_env(env.env)),
         }
