@@ -24,8 +24,7 @@ ROOT, USERNS = "root", "user-namespace"
 
 
 def namespace_check() -> Support:
-    """Whether the ``namespace`` backend works here and locks its sessions, tried for real once per process:
-    an overlay mounted in a private namespace, written through under bubblewrap, its lower folder unchanged."""
+    """Whether the ``namespace`` backend works here and locks its sessions (tried once, for real)."""
     return _try_namespace()
 
 

@@ -48,8 +48,7 @@ def diagnose(
     cells: str = "layered",
     ablate_toml: Path | None = None,
 ) -> dict[str, Any]:
-    """Every check, and ``ok``: a run here would be sealed (``sealing``, with its fix) and authenticated in
-    every cell of ``cells`` alike (checked as a run checks it, when ``repo`` is a usable repository)."""
+    """Every check, and ``ok``: a run here would be sealed and authenticated in every cell of ``cells``."""
     env = dict(os.environ if env is None else env)
     problems: list[dict[str, str]] = []
     notes: list[str] = []
@@ -118,8 +117,7 @@ def cells_auth(
     env: Mapping[str, str],
     mine: AuthMethod,
 ) -> dict[str, Any]:
-    """How each cell of ``cell_set`` would authenticate (:func:`ablate.isolate.auth.cell_logins`, the run's
-    own check): ``checked``, ``reason`` when not, ``cells`` (id → method, source) and ``mismatches``."""
+    """How each cell of ``cell_set`` would authenticate, checked as a run checks it (:func:`cell_logins`)."""
     from ablate.setup.cells import load_cell_set
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import load_setup

@@ -415,8 +415,7 @@ def build_cell_config(
     at_real_path: bool,
     home: Path | None = None,
 ) -> tuple[CellConfig, shadow_home.ConfigReport, dict[str, CopyPrint]]:
-    """:func:`build_config_dir` at ``config`` (the setup's memory slug), its kept layers compared with the
-    setup's ``wanted`` prints (:func:`kept_mismatches`); with the builder's report and the layers' prints."""
+    """:func:`build_config_dir` at ``config`` compared with ``wanted`` (:func:`kept_mismatches`)."""
     report = build_config_dir(
         setup, catalog, cell, config, memory_slug=setup.memory_slug, isolate_state=isolate_state,
         at_real_path=at_real_path, home=home,

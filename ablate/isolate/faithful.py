@@ -22,8 +22,7 @@ CopyPrint = tuple[str, dict[str, str]]
 def cell_prints(
     setup: Setup, catalog: Catalog, *, config_dir: Path, memory_slug: str, cwd: Path
 ) -> dict[str, CopyPrint]:
-    """Every layer as the cell contains it, with the cell's config path mapped back to the real one (and
-    the cell's memory slug to the setup's), so a layer the cell kept has exactly the setup's prints."""
+    """Every layer as the cell holds it, paths and memory slug mapped back: a kept one equals the setup's."""
     config = config_prints(setup, catalog, config_dir, memory_slug=memory_slug, at_real_path=False)
     undo = [(str(config_dir), str(setup.config_dir)), *canonical_paths(setup)]
     return {

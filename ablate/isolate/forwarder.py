@@ -308,8 +308,7 @@ def route(path: str, method: str, prefix: str = "") -> str:
 
 
 class _Stream:
-    """The HTTP/1.1 requests of one relay stream, each replayed upstream and its answer streamed back; a
-    refused one is answered (400, 404, ...), logged in one line, and ends the stream."""
+    """The HTTP/1.1 requests of one relay stream, each replayed upstream; a refused one ends the stream."""
 
     def __init__(self, forwarder: Forwarder, ticket: _Ticket, sock: socket.socket) -> None:
         self.forwarder, self.ticket, self.sock = forwarder, ticket, sock

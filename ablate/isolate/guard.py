@@ -127,8 +127,7 @@ def changes(before: Snapshot) -> list[str]:
 
 
 def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
-    """:func:`changes`, and notes: git's own maintenance, what Claude Code itself writes (the user's own
-    sessions write it too), and what could not be listed."""
+    """:func:`changes`, and notes: git's maintenance, what Claude Code writes itself, what went unlisted."""
     after = take(before.config_dir, before.repo, before.home, skip=before.skip)
     out: list[str] = []
     notes: list[str] = []

@@ -101,8 +101,7 @@ class Reader:
         return _parse_head(raw.split(b"\r\n"))
 
     def body(self, head: Head, limit: int, sink: IO[bytes]) -> int:
-        """Copy the body ``head`` frames into ``sink`` as it comes (never held whole), at most ``limit``
-        bytes (else 413, before reading what is over); its size."""
+        """Stream the body ``head`` frames into ``sink``, at most ``limit`` bytes (else 413); its size."""
         if head.length is not None:
             if head.length > limit:
                 raise Refused(413, f"request body of {head.length} bytes over the limit of {limit}")

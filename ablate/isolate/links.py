@@ -146,8 +146,7 @@ class LinksEnvironments:
         return {"fence": support.name, "denied": denied, **said}
 
     def _copy_back_login(self, env: CellEnvironment) -> CredentialsCopy:
-        """The session's refreshed login copied back (:mod:`ablate.isolate.credentials`) to the real file,
-        every cell's copy and their pristine copies (a reset restores those)."""
+        """The session's refreshed login copied back to the real file and every cell's (pristine) copy."""
         rel = (env.config_dir / CREDENTIALS).relative_to(env.home)
         copies = [
             p

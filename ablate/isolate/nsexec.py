@@ -137,8 +137,7 @@ def mount_overlay(target: str, lower: list[str], upper: str, work: str) -> None:
 
 
 def hold(spec_path: str) -> int:
-    """``--hold SPEC``: mount the view, say ``ready`` on stdout, keep it until stdin closes (ablate reaches it
-    through ``/proc/<pid>/root`` meanwhile)."""
+    """``--hold SPEC``: mount the view, say ``ready`` on stdout, keep it until stdin closes."""
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
     try:

@@ -110,8 +110,7 @@ def process_env(
 
 
 def force_capture(env: Mapping[str, str], base_url: str) -> dict[str, str]:
-    """``env`` for a probe session: every endpoint, provider, credential and proxy variable replaced by the
-    capture endpoint and a fake key, retries off; the rest kept as is (the probe judges it)."""
+    """``env`` for a probe session: endpoint, credential and proxy variables replaced by the capture's."""
     out = {k: v for k, v in env.items() if not is_endpoint_or_auth(k)}
     out.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=PROBE_KEY, CLAUDE_CODE_MAX_RETRIES="0")
     out["NO_PROXY"] = out["no_proxy"] = "127.0.0.1,localhost"

@@ -217,8 +217,7 @@ def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport
 
 
 def ensure_written_dirs(shadow_config: Path) -> None:
-    """Create every CLI-written folder as a real, empty folder (never a link); a nested one only when its
-    parent is there (a stripped ``plugins/`` stays absent)."""
+    """Make every CLI-written folder a real, empty one (a nested one only where its parent is)."""
     for rel in WRITTEN_DIRS:
         if "/" in rel and not (shadow_config / rel).parent.is_dir():
             continue

@@ -52,8 +52,7 @@ def untouched_copy_filter(config_dir: Path) -> tuple[Callable[[str, list[str]], 
 
 
 def copy_untouched_config(setup: Setup, dest: Path) -> dict[str, Path]:
-    """A plain copy of the config dir at ``dest`` (:func:`untouched_copy_filter`) with the account state and
-    auto-memory; returns the CLI-written folders left out because they were links."""
+    """A plain copy of the config dir at ``dest``; returns the CLI-written folders left out as links."""
     ignore, linked = untouched_copy_filter(setup.config_dir)
     shutil.copytree(setup.config_dir, dest, symlinks=True, ignore=ignore)
     if "projects" in linked:

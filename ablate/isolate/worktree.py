@@ -143,8 +143,7 @@ def objects_dir(repo: Path) -> Path:
 
 
 def make_checkout(setup: Setup, wt: Path, *, alternates: bool = True) -> dict[str, str]:
-    """A private checkout of HEAD (:func:`make_git_dir`); returns its refs. ``alternates=False``: the object
-    store left empty, for a view that mounts the user's at ``.git/objects``."""
+    """A private checkout of HEAD (:func:`make_git_dir`) and its refs; ``alternates=False``: no objects."""
     wt.mkdir(parents=True, exist_ok=True)
     make_git_dir(setup, wt, alternates=objects_dir(setup.repo) if alternates else None)
     if not alternates:  # checking out needs the objects: read them through a temporary alternates file

@@ -81,8 +81,7 @@ class CellProbe:
 def _foreign_files(
     obs: Observation, allowed_roots: Sequence[Path], setup_files: AbstractSet[str] = frozenset()
 ) -> list[str]:
-    """Instruction files loaded from outside the cell, but ``setup_files``: those the untouched setup loads at
-    the same paths (a linked CLAUDE.md's imports), part of the setup."""
+    """Instruction files loaded from outside the cell, but the untouched setup's (``setup_files``)."""
     out = []
     for f in obs.instruction_files:
         p = f["path"]

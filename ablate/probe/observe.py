@@ -268,8 +268,7 @@ def cached_baseline(cap: Capture) -> Observation:
 
 
 def _untouched(setup: Setup, cap: Capture) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup (``links``): plain copies of the config dir and the repository, under the write
-    fence (ablate never runs the CLI with write access to the real repo or home)."""
+    """The untouched setup (``links``): copies of the config dir and repository, under the write fence."""
     work = cap.root / "untouched"
     config = _plain_copy(setup, work)
     neutralise(config, with_mcp=False)
