@@ -164,9 +164,7 @@ def build_environment(
             f"{root}: already exists",
             hint=f"remove it with `ablate env clean {root.parent}` or pick another --out",
         )
-    for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
-        if shadowfs.is_inside(str(root), str(inside)):
-            raise UsageError(f"{root}: inside the {what} {inside}", hint="pick an --out outside it")
+    refuse_inside_setup(setup, root, hint="pick an --out outside it")
     home = root / "home"
     config = home / ".claude"
     wt = root / "wt" / setup.repo.name
@@ -226,6 +224,13 @@ def build_environment(
     except BaseException:
         shadowfs.remove_path(root)
         raise
+
+
+def refuse_inside_setup(setup: Setup, path: Path, *, hint: str) -> None:
+    """A ``UsageError`` when ablate's own folder ``path`` lies inside the setup's repository or config dir."""
+    for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
+        if shadowfs.is_inside(str(path), str(inside)):
+            raise UsageError(f"{path}: inside the {what} {inside}", hint=hint)
 
 
 def _populate(
@@ -454,8 +459,6 @@ def teardown_environment(env: CellEnvironment) -> None:
 def find_roots(out: Path) -> list[Path]:
     """Every cell root ablate built under ``out`` (marked folders; links never followed)."""
     roots: list[Path] = []
-    if not out.is_dir():
-        return roots
     for dirpath, dirnames, filenames in os.walk(out, followlinks=False):
         if MARKER in filenames:
             roots.append(Path(dirpath))
@@ -467,8 +470,7 @@ def find_roots(out: Path) -> list[Path]:
 
 def clean(out: Path) -> list[str]:
     """Remove every cell ablate built under ``out`` (crash recovery). Idempotent; returns what was removed."""
-    removed: list[str] = []
-    for root in find_roots(Path(os.path.abspath(out))):
+    roots = find_roots(Path(os.path.abspath(out)))
+    for root in roots:
         shadowfs.remove_path(root)
-        removed.append(str(root))
-    return removed
+    return [str(root) for root in roots]

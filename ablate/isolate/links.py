@@ -107,8 +107,7 @@ class LinksEnvironments:
         }
 
     def clean(self) -> None:
-        if self.work_root.exists():
-            environment.clean(self.work_root)
+        environment.clean(self.work_root)
 
     def close(self) -> None:
         """Remove the cells' config dirs of the checks (nothing else is shared between slots)."""

@@ -26,7 +26,7 @@ from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, CellConfig, stripped_repo_paths
 from ablate.isolate.credentials import copy_back
 from ablate.isolate.detect import namespace_check
-from ablate.isolate.environment import build_cell_config
+from ablate.isolate.environment import build_cell_config, refuse_inside_setup
 from ablate.isolate.faithful import CopyPrint, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env
@@ -238,11 +238,7 @@ class NamespaceEnvironments:
         self._configs: dict[str, tuple[CellConfig, ConfigReport, dict[str, CopyPrint]]] = {}
         self._prints: dict[str, CopyPrint] | None = None
         """The setup's layer prints, read once: what every cell's kept layers must equal."""
-        for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
-            if shadowfs.is_inside(str(self.work_root), str(inside)):
-                raise UsageError(
-                    f"{self.work_root}: inside the {what} {inside}", hint="pick another work dir"
-                )
+        refuse_inside_setup(setup, self.work_root, hint="pick another work dir")
 
     @property
     def base_env(self) -> Mapping[str, str]:
