@@ -235,7 +235,11 @@ def probe(
     root.mkdir(parents=True, exist_ok=True)
     ensure_cache_dir()  # before the listing: the baseline's cache is made in it
     before = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(root,))
-    notes = _first_notes(claude, prints, with_mcp=with_mcp) + dangling_lines(inv.layers)
+    notes = dangling_lines(inv.layers)
+    if not claude.pinned:
+        notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
+    if not with_mcp and prints["mcp"].kind != "absent":
+        notes.append("MCP was not probed: servers are real processes (use --with-mcp)")
     p = _Probe(
         setup, catalog, cells, cells.select(cell_ids), claude, root, chosen.backend, builder, with_mcp, jobs,
         on_cell,
@@ -381,15 +385,6 @@ def _untouched_first(p: _Probe, like: Any) -> tuple[Observation, dict[str, str]]
     if not p.real_paths:
         return _untouched(p.setup, p.capture)
     return _untouched_at_real_paths(p.setup, p.capture, like), {}
-
-
-def _first_notes(claude: ClaudeBinary, prints: dict[str, LayerPrint], *, with_mcp: bool) -> list[str]:
-    notes: list[str] = []
-    if not claude.pinned:
-        notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
-    if not with_mcp and prints["mcp"].kind != "absent":
-        notes.append("MCP was not probed: servers are real processes (use --with-mcp)")
-    return notes
 
 
 def _prints(setup: Setup, catalog: Catalog, inv: Inventory, *, with_mcp: bool) -> dict[str, LayerPrint]:
