@@ -1,12 +1,10 @@
 """Before/after listing of the user's files around a run (docs/ARCHITECTURE.md#invariant).
 
-No backend can stop a host service a session reached (and ``links`` not a write through a link), so every
-run lists the real config dir, the repository (``.git`` included) and the home before and after; a change is
-an error of the run's summary, naming the files. Every path is listed by its metadata (kind, mode, size,
-mtime, ctime, inode; a link by its target): any write, rename or ``chmod`` changes the ctime, which no
+No backend can stop a host service a session reached (nor ``links`` a write through a link), so every run
+lists the real config dir, the repository and the home before and after; a change is an error naming the
+files. Every path is listed by its metadata: any write, rename or ``chmod`` changes the ctime, which no
 process can set back, so one ``lstat`` proves a file unchanged (a home of 250,000 files in about a second,
-where reading every small file took eight). What Claude Code writes itself in the config dir is a note, not
-an error: the user's own sessions write it too.
+where reading every small file took eight).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The config side of a cell (docs/ARCHITECTURE.md#environments, 3.6, 3.7): a shadow home whose ``.claude`` is
 a fresh config dir.
 
-What goes where, entry by entry of the user's config dir: docs/ARCHITECTURE.md#config-table. Links keep their
-meaning (#links-in-setups). The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account
-state as ``.claude.json``, and a symlink to every other entry of the real home.
+What goes where: docs/ARCHITECTURE.md#config-table. The shadow home holds the config dir as ``.claude``, the
+account state as ``.claude.json``, and a symlink to every other entry of the real home.
 """
 
 from __future__ import annotations

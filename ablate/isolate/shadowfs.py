@@ -1,9 +1,7 @@
 """File operations on a cell's own trees that can never reach the user's real files.
 
-Every operation works *on the cell's side of a link*: a linked folder on the way is first split into a real
-folder of per-entry links, a link at the path itself is unlinked (never written through), and the parent of
-every path changed must resolve inside the cell root (:class:`~ablate.core.errors.UnsafeEnvironment`
-otherwise).
+Every operation works *on the cell's side of a link*: a linked folder on the way is split into per-entry
+links, a link at the path is unlinked (never written through), and every parent must resolve inside the cell.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The repo side of a cell (docs/ARCHITECTURE.md#repo-side): a private checkout of HEAD with the live layer
 files overlaid.
 
-Its ``.git`` is the user's own, objects excepted (config, refs, stash, ``info/``, hooks copied; objects read
-from the user's store, which git never writes), so git prints in a cell what it prints in the user's
-repository while whatever a session does to git stays in the cell. Not a linked ``git worktree``: Claude Code
-2.1.332 then adds a "This is a git worktree" notice to every prompt, and commits would land in the user's
-repository. The worktree is *checkout + a replayable list of operations* whose sources are snapshotted once
+Its ``.git`` is the user's own, objects excepted (read from the user's store), so git prints in a cell what
+it prints in the user's repository. Not a linked ``git worktree``: Claude Code 2.1.332 then adds a "This is
+a git worktree" notice to every prompt, and commits would land in the user's repository. The worktree is *checkout + a replayable list of operations* whose sources are snapshotted once
 into ``.pristine/overlay``, so a reset gives the very tree of the first build even if the live files change.
 """
 

@@ -1,9 +1,6 @@
 """``ablate probe``: prove, for free, which layers reached the model in each cell (README.md's "Proving
-isolation"; the verdicts faithful, leak, missing, no-op and error). An exit code of 0 is no proof that a
-session ran (docs/CLAUDE-CODE.md): a session that wrote no transcript is an error.
-
-Two extra sessions anchor the comparison: a *baseline* with no setup at all (needles seen there are generic)
-and the *untouched* setup, whose request C0's must equal (shadow fidelity)."""
+isolation"). A *baseline* session with no setup (needles seen there are generic) and the *untouched* setup
+(whose request C0's must equal) anchor the comparison; a session that wrote no transcript is an error."""
 
 from __future__ import annotations
 
