@@ -3,8 +3,9 @@ files overlaid.
 
 Its ``.git`` is the user's own, objects excepted (read from the user's store), so git prints in a cell what
 it prints in the user's repository. Not a linked ``git worktree``: Claude Code 2.1.332 then adds a "This is
-a git worktree" notice to every prompt, and commits would land in the user's repository. The worktree is *checkout + a replayable list of operations* whose sources are snapshotted once
-into ``.pristine/overlay``, so a reset gives the very tree of the first build even if the live files change.
+a git worktree" notice to every prompt, and commits would land in the user's repository. The worktree is
+*checkout + a replayable list of operations* whose sources are snapshotted once into ``.pristine/overlay``,
+so a reset gives the very tree of the first build even if the live files change.
 """
 
 from __future__ import annotations
