@@ -1,5 +1,4 @@
-"""The isolation backends' interface: what every stage needs from a backend and from the environments it
-builds.
+"""The isolation backends' interface: what every stage needs from a backend and the environments it builds.
 
 The runner runs ``backend.command(env, argv)`` with ``env.env`` in ``env.cwd``, reads and writes the session's
 tree only through ``backend.checkout(env)`` and copies the transcript from ``env.config_dir``. What a backend

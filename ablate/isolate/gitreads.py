@@ -1,9 +1,8 @@
 """Detect a session that read a stripped repo layer back through git (docs/ARCHITECTURE.md#repo-side).
 
 History cannot be stripped without changing every commit id the model sees, so a session's Bash commands
-(sub-agents included) are read and flagged, and flagged items are excluded: ``read-stripped-via-git`` when a
-git command that reads content names a stripped path (or a folder holding one); ``read-history-via-git``
-when one dumps whole commits or the whole history without naming a path (``git log -p``, ``format-patch``).
+(sub-agents included) are read, and items flagged ``read-stripped-via-git`` (a reading git command names a
+stripped path) or ``read-history-via-git`` (``git log -p``, ``format-patch``: whole history) are excluded.
 """
 
 from __future__ import annotations
