@@ -1,10 +1,8 @@
 """The lock around a session (docs/ARCHITECTURE.md#write-fence, #sealed): bubblewrap, so the session cannot
-undo the view ablate built for it, and writes nothing but the paths given as writable.
+undo its view and writes nothing but the paths given as writable; on macOS a ``sandbox-exec`` profile.
 
-Chosen over doing the same through ctypes in :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID
-namespace's orphans as its PID 1, dies with its parent and remounts every submount read-only, for a few
-milliseconds per session. On macOS the same fence is a ``sandbox-exec`` profile
-(docs/ARCHITECTURE.md#macos-profile).
+Chosen over ctypes in :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID namespace's orphans as its
+PID 1, dies with its parent and remounts every submount read-only, for a few milliseconds per session.
 """
 
 from __future__ import annotations
