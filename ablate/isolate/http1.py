@@ -1,10 +1,9 @@
-"""A strict reader of HTTP/1.1 requests for the forwarder: the one place that decides where a request a
-session sends ends, so the forwarder and the endpoint behind it never disagree about it (request smuggling).
-
-It accepts RFC 9112's strict reading (``METHOD SP origin-form SP HTTP/1.1``, ``name: value`` lines ended by
-CRLF, exactly one ``Host``, a body framed by one ``Content-Length`` or by chunked encoding, never both);
-anything else is :class:`Refused`: 400 unframed, 408 stalled (``read_s``), 413 body over the limit, 431 head
-over :data:`HEAD_LIMIT`.
+"""A strict reader of HTTP/1.1 requests for the forwarder: the one place that decides where a request ends,
+so the forwarder and the endpoint behind it never disagree about it (request smuggling). It accepts RFC
+9112's strict reading (``METHOD SP origin-form SP HTTP/1.1``, ``name: value`` lines ended by CRLF, exactly
+one ``Host``, a body framed by one ``Content-Length`` or by chunked encoding, never both); anything else is
+:class:`Refused`: 400 unframed, 408 stalled (``read_s``), 413 body over the limit, 431 head over
+:data:`HEAD_LIMIT`.
 """
 
 from __future__ import annotations
