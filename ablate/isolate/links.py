@@ -26,14 +26,15 @@ from ablate.isolate.backend import (
 )
 from ablate.isolate.credentials import copy_back, read_session_file
 from ablate.isolate.environment import PRISTINE, CellEnvironment, build_environment, redacted_env
-from ablate.isolate.faithful import CopyPrint
+from ablate.isolate.faithful import CopyPrint, setup_prints
 from ablate.isolate.fence import denied_writes, fence_support
 from ablate.isolate.seal import fenced
 from ablate.isolate.shadow_home import CREDENTIALS
+from ablate.isolate.shadowfs import remove_path
 from ablate.isolate.worktree import objects_dir
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog
-from ablate.setup.load import Setup
+from ablate.setup.load import Setup, resolve_layers
 
 
 class LinksEnvironments:
@@ -54,11 +55,9 @@ class LinksEnvironments:
         """Built once under ``configs/``, for the run's checks: a slot's sessions hold a config dir built at
         the slot's own path (which reaches the prompt: every cell's sessions see the same slot paths)."""
         if cell.id not in self._configs:
-            from ablate.isolate.environment import build_cell_config
-
             home = self.work_root / "configs" / cell.dirname
             home.mkdir(parents=True, mode=0o700)
-            self._configs[cell.id] = build_cell_config(
+            self._configs[cell.id] = environment.build_cell_config(
                 self.setup, self.catalog, cell, home / ".claude", self._wanted,
                 isolate_state=self.options.isolate_state, at_real_path=False, home=home,
             )[0]  # fmt: skip
@@ -67,9 +66,6 @@ class LinksEnvironments:
     @functools.cached_property
     def _wanted(self) -> dict[str, CopyPrint]:
         """The setup's layer prints, read once."""
-        from ablate.isolate.faithful import setup_prints
-        from ablate.setup.load import resolve_layers
-
         return setup_prints(self.setup, self.catalog, resolve_layers(self.setup, self.catalog))
 
     def build(self, cell: ResolvedCell, slot: int) -> CellEnvironment:
@@ -111,8 +107,6 @@ class LinksEnvironments:
 
     def close(self) -> None:
         """Remove the cells' config dirs of the checks (nothing else is shared between slots)."""
-        from ablate.isolate.shadowfs import remove_path
-
         remove_path(self.work_root / "configs")
 
     def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
