@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ablate.isolate.backend import BackendOptions
+from ablate.isolate.detect import namespace_check
 from ablate.isolate.environment import build_environment, reset_environment, teardown_environment
-from ablate.isolate.namespace import NamespaceEnvironments, namespace_support
+from ablate.isolate.namespace import NamespaceEnvironments
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import git, materialise_example
 from ablate.setup.layers import load_catalog
@@ -128,7 +129,7 @@ def _probe_figure(tmp: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    ok, why = namespace_support()
+    ok, why = namespace_check().ok, namespace_check().reason
     figures: dict[str, float] = {}
     files = int(os.environ.get("ABLATE_BENCH_FILES", "20000"))
     with tempfile.TemporaryDirectory(prefix="ablate-bench-iso-") as tmp:

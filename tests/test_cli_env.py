@@ -137,9 +137,9 @@ def test_spaces_and_non_ascii_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_build_runs_in_namespace_where_it_works_and_records_it(example: ExampleSetup, tmp_path: Path) -> None:
-    from ablate.isolate.namespace import namespace_support
+    from ablate.isolate.detect import namespace_check
 
-    ok, why = namespace_support()
+    ok, why = namespace_check().ok, namespace_check().reason
     if not ok:
         pytest.skip(f"namespace backend unavailable: {why}")
     before = tree_hash(example.home), tree_hash(example.repo)

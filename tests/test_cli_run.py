@@ -107,9 +107,9 @@ def test_each_cell_is_built_once_and_every_cli_start_is_counted(
     ``--version`` for a binary ablate had not met, and no start of an earlier invocation in the same process."""
     from ablate.core.claude import count_start
     from ablate.isolate import environment
-    from ablate.isolate.namespace import namespace_support
+    from ablate.isolate.detect import namespace_check
 
-    if not namespace_support()[0]:
+    if not namespace_check().ok:
         pytest.skip("the namespace backend does not work on this machine")
     ex, tmp = rig
     built: list[Path] = []

@@ -17,8 +17,8 @@ from ablate.core.fsutil import tree_hash
 from ablate.core.gitutil import git_env
 from ablate.core.proc import run_process
 from ablate.isolate.backend import BackendOptions
+from ablate.isolate.detect import namespace_check
 from ablate.isolate.environment import build_environment, reset_environment, retarget_environment
-from ablate.isolate.namespace import namespace_support
 from ablate.isolate.registry import open_backend
 from ablate.probe.probe import probe
 from ablate.run.estimate import estimate_run, probe_capture
@@ -150,8 +150,8 @@ def _git_state_in(backend: Any, env: Any, claude: Path) -> str:
 def test_sessions_see_the_users_git_state_in_c0_and_c11(
     repo: ExampleSetup, claude: Path, tmp_path: Path, isolation: str
 ) -> None:
-    if isolation == "namespace" and not namespace_support()[0]:
-        pytest.skip(f"namespace backend unavailable: {namespace_support()[1]}")
+    if isolation == "namespace" and not namespace_check().ok:
+        pytest.skip(f"namespace backend unavailable: {namespace_check().reason}")
     setup = load_setup(repo.config_dir, repo.repo, home=repo.home)
     catalog = load_catalog()
     cells = load_cell_set("layered", catalog)
@@ -191,8 +191,8 @@ def test_probe_is_faithful_with_nothing_about_git_ignored(
     setup = load_setup(repo.config_dir, repo.repo, home=repo.home)
     catalog = load_catalog()
     work = tmp_path / "probe"
-    if isolation == "namespace" and not namespace_support()[0]:
-        pytest.skip(f"namespace backend unavailable: {namespace_support()[1]}")
+    if isolation == "namespace" and not namespace_check().ok:
+        pytest.skip(f"namespace backend unavailable: {namespace_check().reason}")
     result = probe(
         setup,
         catalog,

@@ -14,7 +14,7 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.folder.writes_summary import writes_lines
-from ablate.isolate.detect import namespace_support
+from ablate.isolate.detect import namespace_check
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
 from ablate.isolate.namespace import Mount, order_mounts
 from ablate.isolate.registry import choose_isolation
@@ -533,7 +533,7 @@ def test_fenced_keeps_the_program_under_tmp_reachable(tmp_path: Path) -> None:
         program.rmdir()
 
 
-@pytest.mark.skipif(not namespace_support()[0], reason="the namespace backend does not work here")
+@pytest.mark.skipif(not namespace_check().ok, reason="the namespace backend does not work here")
 def test_prepare_builds_every_cells_repo_layer_in_one_process_as_one_at_a_time_would(tmp_path: Path) -> None:
     """``prepare`` builds the layered cells' distinct repo layers in one cowlayer process (cells whose worktree
     operations agree share one: fewer than twelve), and each cell's layers equal those a backend built one

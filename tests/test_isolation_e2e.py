@@ -28,9 +28,10 @@ from ablate.core.proc import run_process
 from ablate.folder.writes_summary import writes_lines
 from ablate.isolate import guard
 from ablate.isolate.backend import BackendOptions
+from ablate.isolate.detect import namespace_check
 from ablate.isolate.gitreads import STRIPPED_FLAG, git_history_reads
 from ablate.isolate.links import LinksEnvironments
-from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments, namespace_support
+from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments
 from ablate.probe.probe import probe
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import ExampleSetup, materialise_example
@@ -137,7 +138,7 @@ def _hashes(ex: ExampleSetup) -> tuple[str, str]:
 
 @pytest.fixture
 def namespace_ok() -> None:
-    ok, why = namespace_support()
+    ok, why = namespace_check().ok, namespace_check().reason
     if not ok:
         pytest.skip(f"namespace backend unavailable: {why}")
 

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from ablate.core.fsutil import tree_hash
-from ablate.isolate.namespace import namespace_support
+from ablate.isolate.detect import namespace_check
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import ABLATE, invoke
@@ -70,7 +70,7 @@ def hostile(tmp_path: Path) -> tuple[ExampleSetup, Path]:
 
 
 def _needs_namespace() -> None:
-    ok, why = namespace_support()
+    ok, why = namespace_check().ok, namespace_check().reason
     if not ok:
         pytest.skip(f"namespace backend unavailable: {why}")
 

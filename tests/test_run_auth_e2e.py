@@ -27,9 +27,9 @@ def test_a_run_whose_c11_would_log_in_differently_is_refused_before_any_session(
     isolation: str, claude: Path, tmp_path: Path
 ) -> None:
     if isolation == "namespace":
-        from ablate.isolate.namespace import namespace_support
+        from ablate.isolate.detect import namespace_check
 
-        ok, why = namespace_support()
+        ok, why = namespace_check().ok, namespace_check().reason
         if not ok:
             pytest.skip(f"namespace backend unavailable: {why}")
     ex = materialise_example(tmp_path / "ex")

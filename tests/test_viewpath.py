@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ablate.grade.checkout import apply_seed_files, grade_checkout, read_checkout_file
-from ablate.isolate.namespace import Mount, fresh_uppers, held_view, namespace_support
+from ablate.isolate.detect import namespace_check
+from ablate.isolate.namespace import Mount, fresh_uppers, held_view
 from ablate.isolate.viewpath import as_seen_inside, real_path, split_view, view_command
 from tests.test_grade_checks import git, task
 
@@ -26,7 +27,7 @@ def test_paths_not_through_a_holder_are_left_alone(tmp_path: Path) -> None:
 
 
 def test_a_held_view_is_seeded_read_and_graded_from_outside(tmp_path: Path) -> None:
-    ok, why = namespace_support()
+    ok, why = namespace_check().ok, namespace_check().reason
     if not ok:
         pytest.skip(f"namespace backend unavailable: {why}")
     lower = tmp_path / "lower"

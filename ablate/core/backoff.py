@@ -40,8 +40,7 @@ class BackoffPolicy:
 
 
 class Backoff:
-    """One pool's pauses (not thread-safe: the pool's dispatching thread owns it). Times are the caller's
-    monotonic clock."""
+    """One pool's pauses (the pool's dispatching thread owns it); times are the caller's monotonic clock."""
 
     def __init__(self, policy: BackoffPolicy) -> None:
         self.policy = policy
@@ -72,7 +71,6 @@ class Backoff:
         return wait_s
 
     def succeeded(self, *, epoch: int) -> None:
-        """A call launched at ``epoch`` came back without a rate limit: if it saw the latest pause, the run of
-        consecutive pauses is over."""
+        """A call launched at ``epoch`` was not rate-limited: past the latest pause, the run of them ends."""
         if epoch == self.epoch:
             self.pauses = 0

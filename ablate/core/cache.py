@@ -23,10 +23,8 @@ def cache_dir() -> Path:
 
 
 def ensure_cache_dir() -> Path:
-    """Make ablate's cache dir if it can (an unusable one, a read-only home, is said by whatever uses it) and
-    return it. Every command that lists the user's home before and after (a run's preflight, the probe)
-    calls this first, so that the making of the cache dir, ``~/.cache`` included, is never taken for a
-    change of the user's."""
+    """Make ablate's cache dir if it can (an unusable one is said by whatever uses it) and return it; called
+    before the home is listed (preflight, probe), so its making is never taken for a change of the user's."""
     import contextlib
 
     from ablate.core.errors import AblateError

@@ -84,16 +84,14 @@ def require_pinned(claude: ClaudeBinary, *, allowed: bool) -> ClaudeBinary:
 
 
 def make_claude_bin() -> Path | None:
-    """The CLI `make claude` installs into the checkout ablate runs from (``.cache/claude``, as the README's
-    set-up does), when it is there."""
+    """The CLI `make claude` installs into ablate's checkout (``.cache/claude``), when it is there."""
     modules = Path(__file__).resolve().parents[2] / ".cache" / "claude" / "node_modules" / "@anthropic-ai"
     found = sorted(modules.glob("claude-code-*/claude"))
     return found[0] if found else None
 
 
 def claude_source(explicit: str | Path | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """Where :func:`find_claude` takes the CLI from: ``--claude-bin``, ``$ABLATE_CLAUDE_BIN``, ``PATH`` or
-    ``make claude's .cache``; None when nowhere."""
+    """Where :func:`find_claude` takes the CLI from (as ``ablate doctor`` names it); None when nowhere."""
     env = os.environ if environ is None else environ
     if explicit:
         return "$ABLATE_CLAUDE_BIN" if env.get("ABLATE_CLAUDE_BIN") == str(explicit) else "--claude-bin"
@@ -105,8 +103,7 @@ def claude_source(explicit: str | Path | None, environ: Mapping[str, str] | None
 
 
 def find_claude(explicit: str | Path | None = None) -> ClaudeBinary:
-    """Resolve the CLI: ``explicit`` (``--claude-bin``), else ``$ABLATE_CLAUDE_BIN``, else ``claude`` on PATH,
-    else the one `make claude` installed in ablate's checkout (:func:`make_claude_bin`)."""
+    """Resolve the CLI: ``explicit``, ``$ABLATE_CLAUDE_BIN``, ``claude`` on PATH, :func:`make_claude_bin`."""
     candidate = explicit or os.environ.get("ABLATE_CLAUDE_BIN") or shutil.which("claude") or make_claude_bin()
     if not candidate:
         raise ClaudeNotFound(
@@ -188,8 +185,7 @@ def _known_identity(path: Path, key: tuple[int, ...] | None) -> tuple[str, str] 
 
 
 def _remember_identity(binary: ClaudeBinary, key: tuple[int, ...] | None) -> None:
-    """Keep ``binary``'s identity, under the stat ``key`` taken before it was hashed, for the next command;
-    a cache that cannot be written is no error."""
+    """Keep ``binary``'s identity under ``key`` (taken before hashing); an unwritable cache is no error."""
     if key is None:
         return
     _SEEN[str(binary.path)] = (key, binary.version, binary.sha256)
@@ -235,13 +231,11 @@ def claude_argv(
 
 
 def task_args(*, append_system_prompt: str = "") -> list[str]:
-    """The options a task adds to every one of its sessions, in every cell alike, placed before ``--`` by the
-    runner: ``--append-system-prompt TEXT`` (the task's ``append_system_prompt``) when it has one."""
+    """The options a task adds to each of its sessions in every cell alike (``--append-system-prompt``)."""
     return ["--append-system-prompt", append_system_prompt] if append_system_prompt else []
 
 
 def find_transcript(config_dir: Path, session_id: str) -> Path | None:
-    """The session's JSONL under ``config_dir/projects/*/`` (never computed from the slug:
-    docs/CLAUDE-CODE.md#slug)."""
+    """The session's JSONL under ``config_dir/projects/*/`` (not from the slug: docs/CLAUDE-CODE.md#slug)."""
     matches = sorted((config_dir / "projects").glob(f"*/{session_id}.jsonl"))
     return matches[0] if matches else None

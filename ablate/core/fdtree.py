@@ -77,8 +77,7 @@ class _Path:
         return os.path.join(self.root, rel) if rel else self.root
 
     def fd(self) -> int:
-        """The descriptor of the deepest folder, opened again name by name from its nearest open ancestor
-        if it was given up."""
+        """The deepest folder's descriptor, opened again from its nearest open ancestor if given up."""
         n = len(self.folders) - 1
         if (fd := self.folders[n].fd) is not None:
             return fd
@@ -172,10 +171,8 @@ def _located(exc: OSError, where: str) -> OSError:
 def walk_tree(
     root: Path | str, *, exclude: Collection[str] = (), unreadable: Callable[[OSError], None] | None = None
 ) -> Iterator[TreeEntry]:
-    """Every entry under ``root``, folders before what they hold, each folder's entries by name; an entry
-    whose relative path is in ``exclude`` is neither given nor entered. A folder that cannot be read raises
-    an ``OSError`` naming it (given to ``unreadable`` instead, when there is one, and not entered); an entry
-    removed meanwhile is left out."""
+    """Every entry under ``root`` but ``exclude``, folders first, entries by name; a folder that cannot be read
+    raises an ``OSError`` naming it (or goes to ``unreadable``, not entered); one removed meanwhile is left out."""
     root = os.fspath(root)
     try:
         path = _Path(root, force=False)
@@ -217,10 +214,9 @@ def walk_tree(
 
 
 def delete_tree(top: Path | str) -> None:
-    """Remove ``top`` (a file, a link or a folder tree of any depth): links are removed, never followed; a
-    folder that refuses (mode 000, read-only) is opened to its owner first. A mount point inside is left and
-    its folder stays (``EBUSY``). The first error that remains is raised, naming its path; nothing when
-    ``top`` is absent."""
+    """Remove ``top`` (file, link or folder tree of any depth; nothing when absent): links never followed, a
+    folder that refuses (mode 000) opened to its owner first, a mount point inside left (``EBUSY``); the first
+    error that remains is raised, naming its path."""
     top = os.fspath(top)
     try:
         st = os.lstat(top)
@@ -264,10 +260,7 @@ def delete_tree(top: Path | str) -> None:
 def _forced(fd: int, op: Callable[[], T]) -> T:
     """``op`` on an entry of the folder ``fd``; refused, once more after the folder is opened to its owner."""
 
-    def open_up() -> None:
-        os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | stat.S_IRWXU)
-
-    return _retry(op, True, open_up)
+    return _retry(op, True, lambda: os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | stat.S_IRWXU))
 
 
 def _clear(fd: int, name: str, folder: _Folder) -> None:

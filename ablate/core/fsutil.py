@@ -55,8 +55,7 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def tree_hash(root: Path, *, exclude: tuple[str, ...] = ()) -> str:
-    """Hash a tree: every entry's relative path, type, mode bits, and content or link target (links are not
-    followed); ``exclude`` holds relative paths to leave out."""
+    """Hash a tree: each entry's path, type, mode and content or link target, but ``exclude``'s paths."""
     h = hashlib.sha256()
     for rel, kind, payload in _walk_entries(root, exclude):
         h.update(f"{rel}\0{kind}\0".encode())
@@ -74,8 +73,7 @@ def tree_listing(root: Path, *, exclude: tuple[str, ...] = ()) -> dict[str, str]
 
 
 def _entry(entry: TreeEntry) -> tuple[str, bytes] | None:
-    """(kind, payload) of one entry, not following links; None when it was removed while the tree was walked
-    (git gc or the user at work in a live tree): it is not there."""
+    """(kind, payload) of one entry, links not followed; None when it was removed during the walk."""
     st, name, fd = entry.st, entry.name, entry.dir_fd
     try:
         if stat.S_ISLNK(st.st_mode):
@@ -92,8 +90,7 @@ def _entry(entry: TreeEntry) -> tuple[str, bytes] | None:
 
 
 def _walk_entries(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, str, bytes]]:
-    """Every entry under ``root`` (any depth: :func:`ablate.core.fdtree.walk_tree`), by path; a folder that
-    cannot be read is listed, not entered."""
+    """Every entry under ``root`` by path (:func:`~ablate.core.fdtree.walk_tree`; unreadable: not entered)."""
     entries: list[tuple[str, str, bytes]] = []
     if not root.is_dir():
         return entries

@@ -35,8 +35,7 @@ def git_env(base_env: Mapping[str, str] | None = None) -> dict[str, str]:
 def run_git(
     cwd: Path, *args: str, check: bool = True, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run git without the user's hooks, optional locks (no index refresh) or inherited repo variables;
-    ``input`` is fed to its standard input (else it reads nothing)."""
+    """Run git without the user's hooks, optional locks or inherited repo variables; ``input``: its stdin."""
     env = git_env()
     env.update(LC_ALL="C", GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
     proc = subprocess.run(

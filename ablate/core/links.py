@@ -34,8 +34,7 @@ def link_error(path: Path | str, exc: OSError) -> UsageError:
 
 
 def follow(path: Path | str) -> os.stat_result | None:
-    """``stat`` of what ``path`` resolves to; None when it is a dangling link; a located
-    :class:`~ablate.core.errors.UsageError` for a loop or an unreadable target."""
+    """``stat`` of what ``path`` resolves to; None: dangling; a loop or unreadable target: ``UsageError``."""
     try:
         return os.stat(path)
     except FileNotFoundError:
@@ -65,9 +64,8 @@ def loop_error(path: Path | str) -> UsageError:
 def enter(
     path: Path, st: os.stat_result, above: frozenset[tuple[int, int]], via: Path
 ) -> tuple[list[str], frozenset[tuple[int, int]]]:
-    """Enter the folder ``path`` (``st`` its stat, links followed) on a walk: its entry names, sorted, and the
-    folders above its entries. ``above``: the folders on the way, a folder among them a loop, named by
-    ``via`` (the last link on the way); an unreadable folder is a located error too."""
+    """Enter the folder ``path`` on a walk: its sorted names and the folders above its entries; one already
+    in ``above`` is a loop, named by ``via`` (the last link on the way)."""
     ident = (st.st_dev, st.st_ino)
     if ident in above:
         raise loop_error(via)

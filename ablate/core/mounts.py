@@ -43,8 +43,7 @@ def unmount(target: str) -> None:
 
 
 def unmount_all_under(root: str) -> list[str]:
-    """Unmount everything mounted at or below ``root`` (deepest first) and return the mount points that were
-    unmounted; only root can, on Linux (anywhere else: nothing, ``[]``). A mount that refuses is left."""
+    """Unmount (as root, on Linux) what is mounted at or below ``root``, deepest first; return what was."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         return []
     done = []

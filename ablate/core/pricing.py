@@ -76,8 +76,7 @@ def normalize_model(model: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def price_for(model: str) -> Price | None:
-    """The list price of ``model``, or ``None`` when it is not in the table (remembered: the miner asks
-    once per model of every session)."""
+    """The list price of ``model``, or None (remembered: the miner asks once per model of every session)."""
     m = normalize_model(model)
     best: str | None = None
     for prefix in PRICES:

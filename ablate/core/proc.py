@@ -167,13 +167,11 @@ def run_process(
     watch: Callable[[int], str | None] | None = None,
     preexec: Callable[[], None] | None = None,
 ) -> ExecResult:
-    """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``. stdout
-    and stderr are pipes (docs/ARCHITECTURE.md#session-io): stdout's first ``stdout_cap`` bytes go to
-    ``stdout_path`` (created exclusively at launch) once everything the process started is gone, or are
-    returned; stderr's last ``stderr_tail_bytes`` are kept. With a ``tag``, everything it left behind is
-    killed. ``pipe_limits`` (stdout, stderr bytes) and ``watch`` (given the pid every :data:`POLL_S`, it names
-    a limit the process is over) stop it: its tree is killed and ``limit`` says which; ``preexec`` runs in the
-    child first."""
+    """Run ``argv`` with stdin from /dev/null and an explicit ``env``; kill the tree on ``timeout``. stdout's
+    first ``stdout_cap`` bytes go to ``stdout_path`` (created exclusively) or are returned, stderr's last
+    ``stderr_tail_bytes`` kept (docs/ARCHITECTURE.md#session-io); a ``tag``'s leftovers are killed.
+    ``pipe_limits`` (bytes) and ``watch`` (the pid every :data:`POLL_S` → a limit it is over) kill the tree,
+    ``limit`` says which; ``preexec`` runs in the child first."""
     if tag is not None:
         env = {**env, TAG_VAR: tag}
     start = time.monotonic()
@@ -257,8 +255,7 @@ def _watched(
     watch: Callable[[int], str | None] | None,
     deadline: float | None,
 ) -> str | None:
-    """Wait for ``proc``, looking at its limits every :data:`POLL_S` and once it ended: the one it went
-    over, else None (``subprocess.TimeoutExpired`` at ``deadline``)."""
+    """Wait for ``proc``, looking at its limits every :data:`POLL_S` and as it ends: the one it went over."""
     ended = threading.Event()  # set the moment it ends (a wait with a timeout polls every 50 ms)
 
     def waiter() -> None:

@@ -72,9 +72,8 @@ def load_spec(model: type[M], path: Path) -> M:
 
 
 def require_schema(data: dict[str, Any], source: str | Path, expected: int, what: str, *, hint: str) -> None:
-    """Refuse a document whose ``schema_version`` is not ``expected``: a located :class:`SpecError` naming
-    the file, the field, what was found and what this ablate reads (``what``: "manifest", "result", ...).
-    The one rule of every run-folder reader: a newer version is refused with the fix, upgrade ablate."""
+    """Refuse a document whose ``schema_version`` is not ``expected`` (a located :class:`SpecError`): the one
+    rule of every run-folder reader; a newer version is refused with the fix, upgrade ablate."""
     version = data.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > expected:
         raise SpecError.single(

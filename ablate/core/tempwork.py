@@ -63,8 +63,7 @@ def make_work_dir(prefix: str, parent: Path | None = None) -> Path:
 
 
 def owner_alive(folder: Path) -> bool:
-    """Whether the process that made ``folder`` still runs (a folder without a readable owner file counts
-    as alive: it is not known to be ablate's leftover)."""
+    """Whether the process that made ``folder`` still runs (no readable owner file: alive, not ours)."""
     return _alive(folder / OWNER)
 
 
@@ -93,11 +92,9 @@ def disown_mount(point: Path) -> None:
 
 
 def unmount_orphans(mountinfo: str = MOUNTINFO) -> list[str]:
-    """Unmount every mount point marked by :func:`own_mount` whose owner process is gone, wherever it is (a
-    ``--work-dir`` outside the temporary directory too), and everything under it; return what was unmounted.
-    A live owner's mount is left alone. Only root's mounts can outlive their process here: an ordinary user's
-    live in a user namespace of their own and go with it (and the mount table lists other users' mounts,
-    which are not theirs to inspect)."""
+    """Unmount every mount point marked by :func:`own_mount` whose owner is gone, wherever it is, and all
+    under it; return what was unmounted. Root's only: an ordinary user's mounts live in a user namespace of
+    their own and go with it (and other users' mounts in the table are not theirs to inspect)."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         return []
     done: list[str] = []
@@ -114,16 +111,14 @@ def unmount_orphans(mountinfo: str = MOUNTINFO) -> list[str]:
 
 
 def remove_tree(folder: Path) -> None:
-    """Remove ``folder`` whatever its modes and depth (:func:`ablate.core.fdtree.delete_tree`); mounts under
-    it are unmounted first (as root). Errors that remain are ignored."""
+    """:func:`ablate.core.fdtree.delete_tree`, mounts under it unmounted first (as root), errors ignored."""
     unmount_all_under(str(folder))
     with contextlib.suppress(OSError):
         delete_tree(folder)
 
 
 def sweep(tmp: Path | None = None) -> list[Path]:
-    """Unmount what killed ablate processes left mounted (:func:`unmount_orphans`), then remove ablate's work
-    folders in the temporary directory whose owner process is gone; return the folders."""
+    """:func:`unmount_orphans`, then remove (and return) ablate's work folders whose owner is gone."""
     unmount_orphans()
     base = Path(tmp or tempfile.gettempdir())
     candidates: list[Path] = []

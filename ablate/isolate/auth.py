@@ -49,9 +49,8 @@ class AuthMethod:
 
 
 def auth_method(env: Mapping[str, str], config_dir: Path, *, platform: str = sys.platform) -> AuthMethod:
-    """The method a session with environment ``env`` and config dir ``config_dir`` authenticates with;
-    ``platform``: ``darwin`` also looks in the Keychain, through the ``security`` program (found on the
-    ``PATH`` of ``env``)."""
+    """The method a session with ``env`` and ``config_dir`` authenticates with; on ``darwin`` the Keychain
+    too, through the ``security`` program on ``env``'s ``PATH``."""
     for key, method in (("ANTHROPIC_AUTH_TOKEN", "auth-token"), ("ANTHROPIC_API_KEY", "api-key")):
         if env.get(key):
             return AuthMethod(method, key)
@@ -80,9 +79,8 @@ KEYCHAIN_SERVICE = "Claude Code-credentials"
 
 
 def keychain_service(env: Mapping[str, str], config_dir: Path) -> str:
-    """The Keychain service a session with environment ``env`` and config dir ``config_dir`` keeps its login
-    under (``config_dir`` counts where ``env`` does not name it: the user runs a config dir other than
-    ``~/.claude`` with ``CLAUDE_CONFIG_DIR`` set)."""
+    """The Keychain service a session with ``env`` keeps its login under (``config_dir`` counts where ``env``
+    does not name it: the user runs a config dir other than ``~/.claude`` with ``CLAUDE_CONFIG_DIR`` set)."""
     named = env.get("CLAUDE_CONFIG_DIR")
     if not named:
         home = Path(env.get("HOME") or Path.home())
@@ -112,8 +110,7 @@ def has_keychain_login(env: Mapping[str, str], config_dir: Path) -> bool:
 def mismatch(
     cell_id: str, mine: AuthMethod, theirs: AuthMethod, user_config_dir: Path, config_dir: Path
 ) -> str:
-    """Why cell ``cell_id`` (authenticating with ``theirs`` from ``config_dir``) does not log in the way the
-    user's own setup does (``mine``); empty when it does."""
+    """Why cell ``cell_id`` (``theirs``) does not log in as the user's own setup does (``mine``), or ""."""
     if mine.method == "keychain":  # another config dir names another item: never the user's login
         found = theirs.source if theirs.method == "keychain" else "no login"
         return (
@@ -146,8 +143,7 @@ def cell_login(
     extra_env: Mapping[str, str] | None = None,
     platform: str = sys.platform,
 ) -> CellLogin:
-    """How cell ``cell_id``'s sessions would authenticate from the config dir built for them at ``config``,
-    with the session environment every cell gets; the source names ``<cell config dir>``, not that path."""
+    """How cell ``cell_id``'s sessions would authenticate from ``config`` (named ``<cell config dir>``)."""
     from ablate.isolate.procenv import process_env
 
     env = process_env(
@@ -170,15 +166,13 @@ def cell_logins(
     base_env: Mapping[str, str],
     platform: str = sys.platform,
 ) -> Generator[CellLogin, None, None]:
-    """Each cell's :func:`cell_login` without a run (``ablate doctor``): its config dir built under
-    ``scratch`` by the function both backends build one with, read, and removed before the next cell's."""
+    """Each cell's :func:`cell_login` for ``ablate doctor``, its config dir built in ``scratch``."""
     from ablate.isolate.environment import build_config_dir
     from ablate.isolate.shadowfs import remove_path
 
     for cell in cells:
         home = scratch / cell.dirname / "home"
-        if os.path.lexists(home.parent):
-            remove_path(home.parent)
+        remove_path(home.parent)
         home.mkdir(parents=True, mode=0o700)
         try:
             build_config_dir(setup, catalog, cell, home / ".claude", memory_slug=setup.memory_slug, home=home)
@@ -188,10 +182,9 @@ def cell_logins(
 
 
 def moved_login_key(env: Mapping[str, str], config_dir: Path) -> tuple[dict[str, str], str]:
-    """``env`` for the sessions, and where its key came from: when the user's sessions would take the
-    ``/login`` key of the account state (``login-key``), that key is their ``ANTHROPIC_API_KEY`` (the CLI's
-    first choice, so the same key and the same billing) and the cells' account state never holds it, so a
-    sealed session sees only the variable's placeholder. "" and ``env`` unchanged otherwise."""
+    """``env`` for the sessions, and where its key came from: a ``/login`` key the user's sessions would take
+    becomes their ``ANTHROPIC_API_KEY`` (the CLI's first choice: same key, same billing), which a sealed
+    session holds only a placeholder of. "" and ``env`` unchanged otherwise."""
     found = login_key(config_dir) if auth_method(env, config_dir).method == "login-key" else None
     if found is None:
         return dict(env), ""
@@ -201,10 +194,9 @@ def moved_login_key(env: Mapping[str, str], config_dir: Path) -> tuple[dict[str,
 def check_run_auth(
     setup: Setup, logins: Iterable[CellLogin], *, user_env: Mapping[str, str], platform: str = sys.platform
 ) -> AuthMethod:
-    """Before a run's first session: refuse (``UsageError``, exit 2, naming the cell and the fix) when any of
-    the cells' ``logins`` differs from the user's own setup (``user_env`` and the real config dir); return
-    the user's method, for the manifest (never the secret). ``logins`` is read only past the Keychain
-    refusal, so a generator builds nothing before it. ``platform``: as :func:`auth_method` takes it."""
+    """Before a run's first session: refuse (``UsageError``, naming the cell and the fix) when any cell's login
+    differs from the user's own; return the user's method for the manifest (never the secret). ``logins`` is
+    read only past the Keychain refusal, so a generator builds nothing before it."""
     mine = auth_method(user_env, setup.config_dir, platform=platform)
     if mine.method == "keychain":  # no cell's config dir can reach it: said before anything is built
         raise UsageError(

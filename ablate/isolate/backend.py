@@ -1,5 +1,4 @@
-"""The isolation backends' interface: what every stage needs from a backend and from the environments it
-builds.
+"""The isolation backends' interface: what every stage needs from a backend and the environments it builds.
 
 The runner runs ``backend.command(env, argv)`` with ``env.env`` in ``env.cwd``, reads and writes the session's
 tree only through ``backend.checkout(env)`` and copies the transcript from ``env.config_dir``. What a backend
@@ -14,8 +13,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, TypeVar
-
-import orjson
 
 from ablate.isolate.secrets import Secrets
 from ablate.setup.cells import ResolvedCell
@@ -211,21 +208,3 @@ def stripped_repo_paths(setup: Setup, catalog: Catalog, cell: ResolvedCell | Non
         out.update(resolve_layer(layer, setup.repo, memory_slug=setup.memory_slug).entries)
         out.update(layer.patterns(setup.memory_slug))
     return sorted(p.rstrip("/") for p in out if "*" not in p)
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data (dataclasses, paths, sets and ``to_json`` objects converted)."""
-    return orjson.loads(orjson.dumps(value, default=_default))
-
-
-def _default(obj: Any) -> Any:
-    to_json = getattr(obj, "to_json", None)
-    if callable(to_json):
-        return to_json()
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
-    return str(obj)

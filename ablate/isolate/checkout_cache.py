@@ -1,13 +1,10 @@
 """The run's pristine checkout, cached across runs by everything it is made of.
 
 Checking out HEAD is most of a run's start on a large repository, so the ``namespace`` backend's read-only
-lower checkout (:func:`worktree.make_checkout` without alternates) is kept in ablate's cache dir as
-``pristine/<key>/repo`` and served again while its key is unchanged. The key hashes every input of the
-checkout (:func:`checkout_key`: paths, git version, HEAD and branch, every ref, the bytes of every ``.git``
-entry it copies, ``git config --list`` of every scope), so a change builds a new one, never a stale one; the
-working tree's uncommitted state is overlaid per cell, so it is not in the key. An entry is built in a
-temporary folder and renamed into place (racing runs both end with one complete entry), never written
-afterwards, and removed after :data:`MAX_IDLE_DAYS` unused.
+lower checkout is kept in ablate's cache dir as ``pristine/<key>/repo`` while :func:`checkout_key` (every
+input of the checkout; uncommitted state is overlaid per cell, not in it) is unchanged: a change builds a new
+one, never a stale one. An entry is built aside and renamed into place (racing runs both end with one
+complete entry), never written afterwards, and removed after :data:`MAX_IDLE_DAYS` unused.
 """
 
 from __future__ import annotations
@@ -61,8 +58,7 @@ def checkout_key(setup: Setup) -> str:
 
 
 def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]:
-    """The pristine checkout of ``setup`` without alternates, from the cache or built into it; returns its
-    path and whether it was reused."""
+    """The pristine checkout of ``setup`` without alternates (cached), and whether it was reused."""
     top = root or cache_dir()
     private_dir(top)
     base = top / "pristine"
@@ -84,8 +80,7 @@ def cached_checkout(setup: Setup, root: Path | None = None) -> tuple[Path, bool]
             if not _complete(entry, key):
                 raise
     finally:
-        if os.path.lexists(tmp):
-            shadowfs.remove_path(tmp)
+        shadowfs.remove_path(tmp)
     _prune(base, keep=entry)
     return entry / "repo", False
 

@@ -1,10 +1,8 @@
 """Build a cell's repo layer: the difference between the run's pristine checkout and the cell's working tree.
 
-Run as ``python -m ablate.isolate.cowlayer SPEC.json`` (it enters its own mount namespace). Per layer of the
-spec (``{"layers": [{lower, upper, work, mnt, pristine, ops, memory_slug, resolve, report}]}``) it mounts an
-overlay of the pristine checkout, replays the cell's worktree operations in it and resolves the repo layers
-there (written to ``report``). The upper folder then holds the result as plain files, whiteouts and opaque
-folders, and serves as the middle lower layer of every session of the cell: a cell costs its own few files.
+Run as ``python -m ablate.isolate.cowlayer SPEC.json`` (in its own mount namespace): per layer of the spec
+it mounts an overlay of the pristine checkout, replays the cell's worktree operations and resolves the repo
+layers there (into ``report``). The upper folder is then the middle lower layer of the cell's sessions.
 """
 
 from __future__ import annotations

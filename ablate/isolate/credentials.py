@@ -1,10 +1,7 @@
 """The one deliberate write-through, checked: a session's ``.credentials.json`` reaches the real file only
-when it is a refreshed login of the same account (docs/ARCHITECTURE.md#credentials lists the rules).
-
-A subscription login is ``{"claudeAiOauth": {accessToken, refreshToken, expiresAt, …, accountUuid,
-organizationUuid}}`` beside other top-level keys; the CLI's refresh (2.1.332) replaces the tokens and the
-expiry, carries the account ids over and changes nothing else. Anything else is discarded, never written,
-and the reason reported with the session's writes.
+when it is a refreshed login of the same account (docs/ARCHITECTURE.md#credentials lists the rules). The
+CLI's refresh (2.1.332) replaces ``claudeAiOauth``'s tokens and expiry, carries the account ids over and
+changes nothing else.
 """
 
 from __future__ import annotations
@@ -98,26 +95,22 @@ def _expiry(login: dict[str, Any]) -> float | None:
 def copy_back(
     session_file: Path, stored: bytes | None, real: Path, copies: Iterable[Path] = ()
 ) -> CredentialsCopy:
-    """Copy ``session_file`` to ``real`` (atomically, keeping ``real``'s mode, 0600 if it has none) and to
-    each of ``copies`` (every cell's copy, so later sessions start from the refreshed login) when it changed
-    from ``stored`` (the login the session started with) and is a refresh of it; else say why not.
-    ``stored`` None: the session started without a login, and none is taken from it."""
+    """Copy ``session_file`` to ``real`` (atomically, keeping its mode) and to ``copies`` (every cell's, so
+    later sessions start from it) when it is a refresh of ``stored``, the login the session started with
+    (None: none, and none is taken from it); else say why not."""
     if not os.path.lexists(session_file):
         return CredentialsCopy()
     data = read_session_file(session_file)
-    if isinstance(data, str):
-        return CredentialsCopy(discarded=f"{session_file.name}: {data}")
     if stored is not None and data == stored:
         return CredentialsCopy()
-    if stored is None:
-        return CredentialsCopy(
-            discarded=f"{session_file.name}: created by the session; no login is taken from one"
-        )
-    why = refusal(stored, data)
-    if why is not None:
+    if isinstance(data, str):
+        why: str | None = data
+    elif stored is None:
+        why = "created by the session; no login is taken from one"
+    else:
+        why = refusal(stored, data) or _real_is_newer(real, data)
+    if why is not None or isinstance(data, str):
         return CredentialsCopy(discarded=f"{session_file.name}: {why}")
-    if (newer := _real_is_newer(real, data)) is not None:
-        return CredentialsCopy(discarded=f"{session_file.name}: {newer}")
     try:
         mode = stat.S_IMODE(os.stat(real).st_mode)
     except OSError:
@@ -130,8 +123,7 @@ def copy_back(
 
 
 def _real_is_newer(real: Path, data: bytes) -> str | None:
-    """Why the real file must stay: it already holds a login that expires no earlier (the user's own
-    session refreshed it meanwhile); None when the session's is later (or the real file says nothing)."""
+    """Why the real file must stay: it holds a login expiring no earlier (refreshed meanwhile); else None."""
     try:
         current = orjson.loads(real.read_bytes())
         login = orjson.loads(data)[LOGIN]

@@ -1,10 +1,6 @@
-"""Whether the ``namespace`` backend works here, and why: tried for real once per process; and whether
-sessions can be sealed (docs/ARCHITECTURE.md#sealed).
-
-``namespace`` needs a private mount namespace with overlayfs (as root, or in a user namespace of the user's
-own, Linux >= 5.11), then bubblewrap inside it; a refusal names the cause and the fix. :func:`require_sealed`
-is the one decision every command that runs sessions takes before any probe or session: unsealed sessions
-are refused, with why and the fix, unless ``--unsealed`` asks for them.
+"""Whether the ``namespace`` backend works here, and why (tried for real once per process: a mount namespace
+with overlayfs, as root or in a user namespace on Linux >= 5.11, then bubblewrap inside it); and whether
+sessions can be sealed (docs/ARCHITECTURE.md#sealed), decided once by :func:`require_sealed`.
 """
 
 from __future__ import annotations
@@ -27,16 +23,8 @@ NSEXEC = Path(nsexec.__file__).resolve()
 ROOT, USERNS = "root", "user-namespace"
 
 
-def namespace_support() -> tuple[bool, str]:
-    """Whether the ``namespace`` backend works here, and why (see :func:`namespace_check`)."""
-    ns = namespace_check()
-    return ns.ok, ns.reason
-
-
 def namespace_check() -> Support:
-    """Whether the ``namespace`` backend works here (and whether its sessions can be locked in), tried for
-    real once per process: an overlay mounted in a private namespace, a write through it under bubblewrap,
-    the lower folder unchanged."""
+    """Whether the ``namespace`` backend works here and locks its sessions (tried once, for real)."""
     return _try_namespace()
 
 
@@ -44,11 +32,7 @@ def namespace_check() -> Support:
 def _try_namespace() -> Support:
     if not sys.platform.startswith("linux"):
         return Support(False, f"mount namespaces are Linux-only (this is {sys.platform})")
-    try:
-        filesystems = Path("/proc/filesystems").read_text(encoding="utf-8")
-    except OSError:
-        filesystems = ""
-    if "overlay" not in filesystems:
+    if not has_overlayfs():
         return Support(False, "the kernel has no overlayfs (/proc/filesystems)")
     mode = ROOT if os.geteuid() == 0 else USERNS
     bare = _try_view(locked=False)
@@ -66,9 +50,15 @@ def _try_namespace() -> Support:
     return Support(True, f"{view}, locked by bubblewrap", mode, True)
 
 
+def has_overlayfs() -> bool:
+    try:
+        return "overlay" in Path("/proc/filesystems").read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
 def _try_view(*, locked: bool) -> str:
-    """Mount an overlay the way a session's view is mounted and write through it: "" when that worked,
-    else what went wrong."""
+    """Mount an overlay as a session's view is and write through it: "" when that worked, else why not."""
     with tempfile.TemporaryDirectory(prefix="ablate-nscheck-") as tmp:
         base = Path(tmp)
         for name in ("lower", "upper", "work", "mnt"):
@@ -99,8 +89,7 @@ def _try_view(*, locked: bool) -> str:
 
 
 def is_sealed(chosen: IsolationInfo) -> bool:
-    """Whether the chosen backend's sessions are sealed: locked under bubblewrap (macOS's ``sandbox-exec``
-    fence locks writes only)."""
+    """Whether the chosen backend's sessions are sealed (``sandbox-exec`` on macOS locks writes only)."""
     return chosen.locked and sys.platform != "darwin"
 
 
@@ -131,10 +120,8 @@ def seal_problem(chosen: IsolationInfo) -> tuple[str, str] | None:
 
 def require_sealed(chosen: IsolationInfo, *, unsealed: bool) -> str:
     """The one decision before any probe or session: sessions of ``chosen`` are sealed, or the command is
-    refused (:class:`~ablate.core.errors.UsageError`, exit 2: why and the fix) unless ``unsealed``
-    (``--unsealed``) asks for them. Returns what to say: "" or, for ``--unsealed``, whether the sessions are
-    sealed anyway (the backend seals here; nothing is unsealed that can be sealed) or run unsealed, and why.
-    """
+    refused (``UsageError``: why and the fix) unless ``--unsealed``. Returns what to say: "", or for
+    ``--unsealed`` whether they are sealed anyway (nothing that can be sealed runs unsealed) or why not."""
     problem = seal_problem(chosen)
     if problem is None:
         return (
@@ -149,8 +136,7 @@ def require_sealed(chosen: IsolationInfo, *, unsealed: bool) -> str:
 
 
 def userns_refusal(detail: str, proc_sys: Path = Path("/proc/sys"), *, overlay: bool = True) -> str:
-    """Why an ordinary user's user namespace (with overlayfs in it, or bubblewrap's when not ``overlay``) was
-    refused, and the fix."""
+    """Why an ordinary user's user namespace (for overlayfs, or bubblewrap's) was refused, and the fix."""
 
     def sysctl(name: str) -> str | None:
         try:

@@ -24,7 +24,7 @@ from ablate.isolate.auth import (
     mismatch,
     moved_login_key,
 )
-from ablate.isolate.detect import UNSEALED_HINT, namespace_check, seal_problem
+from ablate.isolate.detect import UNSEALED_HINT, has_overlayfs, namespace_check, seal_problem
 from ablate.isolate.fence import fence_support
 from ablate.isolate.registry import KINDS, choice_json, choose_isolation
 
@@ -48,9 +48,7 @@ def diagnose(
     cells: str = "layered",
     ablate_toml: Path | None = None,
 ) -> dict[str, Any]:
-    """Every check, and ``ok``: a run here would be sealed (``sealing``, with its fix) and authenticated, in
-    every cell of the set ``cells`` alike (checked as a run checks it, when ``repo`` is a usable repository).
-    """
+    """Every check, and ``ok``: a run here would be sealed and authenticated in every cell of ``cells``."""
     env = dict(os.environ if env is None else env)
     problems: list[dict[str, str]] = []
     notes: list[str] = []
@@ -94,7 +92,7 @@ def diagnose(
         "isolation": choice_json(isolation),
         "sealing": sealing,
         "user_namespace": {"ok": ns.ok, "mode": ns.mode, "reason": ns.reason},
-        "overlayfs": _overlay(),
+        "overlayfs": has_overlayfs(),
         "bubblewrap": {
             "path": fence.bwrap,
             "ok": fence.ok,
@@ -119,9 +117,7 @@ def cells_auth(
     env: Mapping[str, str],
     mine: AuthMethod,
 ) -> dict[str, Any]:
-    """How each cell of ``cell_set`` would authenticate, read from the config dir a run would build for it
-    (:func:`ablate.isolate.auth.cell_logins`, as the run's own check): ``checked``, ``reason`` when not,
-    ``cells`` (cell id → method and source) and ``mismatches`` (the check's own messages)."""
+    """How each cell of ``cell_set`` would authenticate, checked as a run checks it (:func:`cell_logins`)."""
     from ablate.setup.cells import load_cell_set
     from ablate.setup.layers import load_catalog
     from ablate.setup.load import load_setup
@@ -197,13 +193,6 @@ def _claude(
         fix = f"npm install @anthropic-ai/claude-code@{PINNED_CLAUDE_VERSION}, or --claude-bin"
         problems.append(_problem(f"claude {found.version} is not the pinned {PINNED_CLAUDE_VERSION}", fix))
     return {**out, "path": str(found.path), "version": found.version}
-
-
-def _overlay() -> bool:
-    try:
-        return "overlay" in Path("/proc/filesystems").read_text(encoding="utf-8")
-    except OSError:
-        return False
 
 
 def _bwrap_version(bwrap: str | None) -> str | None:

@@ -137,12 +137,6 @@ class CellEnvironment:
         }
 
 
-def cell_root(out: Path, cell: ResolvedCell, slot: int | None = None) -> Path:
-    """``<out>/cNN`` or ``<out>/cNN-sNN`` (two-digit slots keep every path the same length)."""
-    name = cell.dirname if slot is None else f"{cell.dirname}-s{slot:02d}"
-    return Path(os.path.abspath(out)).resolve() / name
-
-
 def build_environment(
     setup: Setup,
     catalog: Catalog,
@@ -157,21 +151,20 @@ def build_environment(
     record_ancestor_leaks: bool = False,
     name: str | None = None,
 ) -> CellEnvironment:
-    """Materialise ``cell`` for ``setup`` under ``out`` and return how to run the CLI in it. Every check runs
-    before anything is written; a failure half way removes what was built. ``record_ancestor_leaks`` records
-    instruction files above the checkout as leaks instead of refusing; ``name`` overrides the folder name (the
-    runner's cell-agnostic slots, ``s00``…)."""
+    """Materialise ``cell`` under ``out``: every check runs before anything is written, a failure half way
+    removes what was built. ``record_ancestor_leaks``: instruction files above the checkout are leaks, not a
+    refusal; ``name``: the folder's name (the runner's cell-agnostic slots, ``s00``…)."""
     if slot is not None and not 0 <= slot <= 99:
         raise UsageError(f"slot {slot}: must be between 0 and 99")
-    root = Path(os.path.abspath(out)).resolve() / name if name else cell_root(out, cell, slot)
+    # ``<out>/cNN`` or ``<out>/cNN-sNN`` (two-digit slots keep every path the same length)
+    name = name or (cell.dirname if slot is None else f"{cell.dirname}-s{slot:02d}")
+    root = Path(os.path.abspath(out)).resolve() / name
     if os.path.lexists(root):
         raise OutputExists(
             f"{root}: already exists",
             hint=f"remove it with `ablate env clean {root.parent}` or pick another --out",
         )
-    for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
-        if shadowfs.is_inside(str(root), str(inside)):
-            raise UsageError(f"{root}: inside the {what} {inside}", hint="pick an --out outside it")
+    refuse_inside_setup(setup, root, hint="pick an --out outside it")
     home = root / "home"
     config = home / ".claude"
     wt = root / "wt" / setup.repo.name
@@ -218,9 +211,9 @@ def build_environment(
             dirty=dirty,
             isolate_state=isolate_state,
             memory_slug=slug(str(wt)),
+            repo_plan=plan,
+            setup_layers=setup_layers,
         )
-        result.repo_plan = plan
-        result.setup_layers = setup_layers
         result.pristine.mkdir()
         fresh_tmp(root)
         refs = worktree.make_checkout(setup, wt)
@@ -229,8 +222,15 @@ def build_environment(
         _populate(setup, catalog, cell, result, setup_layers)
         return result
     except BaseException:
-        _remove_root(root)
+        shadowfs.remove_path(root)
         raise
+
+
+def refuse_inside_setup(setup: Setup, path: Path, *, hint: str) -> None:
+    """A ``UsageError`` when ablate's own folder ``path`` lies inside the setup's repository or config dir."""
+    for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
+        if shadowfs.is_inside(str(path), str(inside)):
+            raise UsageError(f"{path}: inside the {what} {inside}", hint=hint)
 
 
 def _populate(
@@ -240,12 +240,24 @@ def _populate(
     result: CellEnvironment,
     setup_layers: dict[str, LayerFiles],
 ) -> None:
-    """Give a checked-out environment ``cell``'s content: its config dir, and its overlay and strip
-    operations on the checkout (which must be the clean checkout of HEAD)."""
+    """Give a clean checkout of HEAD ``cell``'s content: its config dir and its worktree operations."""
     plan = result.repo_plan
     assert plan is not None
-    pristine = result.pristine
-    _build_config(setup, catalog, cell, result)
+    pristine, home = result.pristine, result.home
+    home.mkdir(mode=0o700)
+    os.chmod(home, 0o700)
+    report = build_config_dir(
+        setup,
+        catalog,
+        cell,
+        result.config_dir,
+        memory_slug=result.memory_slug,
+        isolate_state=result.isolate_state,
+        home=home,
+    )
+    result.notes.extend(report.notes)
+    result.leaks.extend(report.leaks)
+    shadow_home.link_home(setup, home)
     ops = worktree.worktree_ops(setup, plan, cell, result.cwd, pristine)
     worktree.apply_ops(result.cwd, pristine, ops)
     atomic_write_json(pristine / "ops.json", ops)
@@ -258,16 +270,14 @@ def _populate(
     result.fingerprints = {lid: fp for lid, (fp, _digests) in prints.items()}
     result.mismatches = kept_mismatches(setup_prints(setup, catalog, setup_layers), cell, prints)
     result.notes.extend(mismatch_lines(result.mismatches))
-    if os.path.lexists(pristine / "home"):
-        shadowfs.remove_path(pristine / "home")
+    shadowfs.remove_path(pristine / "home")
     shutil.copytree(result.home, pristine / "home", symlinks=True)
     atomic_write_json(result.root / MANIFEST, result.to_json())
 
 
 def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, cell: ResolvedCell) -> None:
-    """Make an idle environment a fresh one for ``cell`` without a new checkout: the config dir is rebuilt and
-    the checkout reset to HEAD before ``cell``'s operations are applied, indistinguishable from a fresh build
-    (tested with tree hashes): the runner keeps one checkout per concurrent session, not one per cell."""
+    """Make an idle environment a fresh one for ``cell`` without a new checkout, indistinguishable from a fresh
+    build (tested with tree hashes): the runner keeps one checkout per concurrent session, not per cell."""
     if env.cell.id == cell.id:
         reset_environment(env)
         return
@@ -276,35 +286,13 @@ def retarget_environment(env: CellEnvironment, setup: Setup, catalog: Catalog, c
         env.repo_plan = worktree.plan_repo(setup, catalog, dirty=env.dirty)
     if not env.setup_layers:
         env.setup_layers = resolve_layers(setup, catalog)
-    pristine = env.pristine
-    refs_file = pristine / "refs.json"
-    refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
-    worktree.reset_worktree(env.cwd, env.head, pristine, [], refs)
+    worktree.reset_worktree(env.cwd, env.head, env.pristine, [])
     fresh_tmp(env.root)
-    if os.path.lexists(env.home):
-        shadowfs.remove_path(env.home)
+    shadowfs.remove_path(env.home)
     env.cell = cell
     env.notes = []
     env.leaks = [*ancestor_leaks(env.cwd), *fixed_leaks(setup)]
     _populate(setup, catalog, cell, env, env.setup_layers)
-
-
-def _build_config(setup: Setup, catalog: Catalog, cell: ResolvedCell, result: CellEnvironment) -> None:
-    home, config = result.home, result.config_dir
-    home.mkdir(mode=0o700)
-    os.chmod(home, 0o700)
-    report = build_config_dir(
-        setup,
-        catalog,
-        cell,
-        config,
-        memory_slug=result.memory_slug,
-        isolate_state=result.isolate_state,
-        home=home,
-    )
-    result.notes.extend(report.notes)
-    result.leaks.extend(report.leaks)
-    shadow_home.link_home(setup, home)
 
 
 def build_config_dir(
@@ -318,10 +306,9 @@ def build_config_dir(
     at_real_path: bool = False,
     home: Path | None = None,
 ) -> shadow_home.ConfigReport:
-    """Create ``config`` (0700) as ``cell``'s config dir: the user's, populated, its layers stripped or
-    replaced, auto-memory copied to ``projects/<memory_slug>/memory``. ``at_real_path``: the folder will be
-    seen at the real config dir's path (``namespace`` backend: copies only, nothing rewritten). The account
-    state is copied into the config dir (and into ``home`` when given: the shadow home of ``links``)."""
+    """Create ``config`` (0700) as ``cell``'s config dir: the user's, its layers stripped or replaced, the
+    auto-memory under ``projects/<memory_slug>``, the account state (also into ``home``, ``links``' shadow
+    home). ``at_real_path``: seen at the real config dir's path (``namespace``: copies only, no rewrite)."""
     config.mkdir(mode=0o700)
     os.chmod(config, 0o700)
     report = shadow_home.populate_config(
@@ -359,11 +346,9 @@ def build_config_dir(
 
 
 def materialise_diverted_imports(config: Path) -> list[str]:
-    """A kept top-level instruction file that links out of the config dir (a dotfiles checkout) has its
-    relative ``@imports`` resolved next to its target, as the CLI does. Where one of them would then read
-    another file than the cell holds under that name (its layer stripped or replaced in this cell), the link
-    is replaced by its content, so the import resolves in the cell, where the strip took effect. Returns the
-    files materialised."""
+    """A kept top-level instruction file linking out of the config dir (a dotfiles checkout) has its relative
+    ``@imports`` resolved next to its target, as the CLI does; where one would read another file than the
+    cell holds (its layer stripped or replaced), the link becomes a copy. Returns the files materialised."""
     done = []
     for entry in sorted(config.glob("*.md")):
         if not entry.is_symlink() or not entry.is_file():
@@ -435,9 +420,7 @@ def build_cell_config(
     at_real_path: bool,
     home: Path | None = None,
 ) -> tuple[CellConfig, shadow_home.ConfigReport, dict[str, CopyPrint]]:
-    """Build ``cell``'s config dir at ``config`` (:func:`build_config_dir`, the setup's auto-memory slug) and
-    compare its kept layers with the setup's ``wanted`` prints (:func:`kept_mismatches`); the builder's
-    report and the config layers' prints come with it."""
+    """:func:`build_config_dir` at ``config`` compared with ``wanted`` (:func:`kept_mismatches`)."""
     report = build_config_dir(
         setup, catalog, cell, config, memory_slug=setup.memory_slug, isolate_state=isolate_state,
         at_real_path=at_real_path, home=home,
@@ -451,42 +434,31 @@ def build_cell_config(
 
 
 def reset_environment(env: CellEnvironment) -> None:
-    """Restore the freshly built state cheaply: the shadow home synced back to its pristine copy (links
-    re-pointed, never followed), the worktree checked out at HEAD, cleaned, its operations replayed."""
+    """Restore the freshly built state cheaply: the home synced to its pristine copy, the worktree reset."""
     pristine = env.pristine
     if not (pristine / "home").is_dir() or not (pristine / "ops.json").is_file():
         raise UsageError(f"{env.root}: not a complete ablate environment", hint="rebuild it")
     shadowfs.sync_tree(pristine / "home", env.home)
     ops = json.loads((pristine / "ops.json").read_text(encoding="utf-8"))
-    refs_file = pristine / "refs.json"
-    refs = json.loads(refs_file.read_text(encoding="utf-8")) if refs_file.is_file() else None
-    worktree.reset_worktree(env.cwd, env.head, pristine, ops, refs)
+    worktree.reset_worktree(env.cwd, env.head, pristine, ops)
     fresh_tmp(env.root)
 
 
 def fresh_tmp(root: Path) -> None:
     """The cell's private ``TMPDIR`` (``<root>/tmp``), emptied."""
     tmp = root / "tmp"
-    if os.path.lexists(tmp):
-        shadowfs.remove_path(tmp)
+    shadowfs.remove_path(tmp)
     tmp.mkdir(mode=0o700)
 
 
 def teardown_environment(env: CellEnvironment) -> None:
     """Delete the cell root (the checkout is a private clone: nothing to unregister in the user's repo)."""
-    _remove_root(env.root)
-
-
-def _remove_root(root: Path) -> None:
-    if os.path.lexists(root):
-        shadowfs.remove_path(root)
+    shadowfs.remove_path(env.root)
 
 
 def find_roots(out: Path) -> list[Path]:
     """Every cell root ablate built under ``out`` (marked folders; links never followed)."""
     roots: list[Path] = []
-    if not out.is_dir():
-        return roots
     for dirpath, dirnames, filenames in os.walk(out, followlinks=False):
         if MARKER in filenames:
             roots.append(Path(dirpath))
@@ -498,8 +470,7 @@ def find_roots(out: Path) -> list[Path]:
 
 def clean(out: Path) -> list[str]:
     """Remove every cell ablate built under ``out`` (crash recovery). Idempotent; returns what was removed."""
-    removed: list[str] = []
-    for root in find_roots(Path(os.path.abspath(out))):
-        _remove_root(root)
-        removed.append(str(root))
-    return removed
+    roots = find_roots(Path(os.path.abspath(out)))
+    for root in roots:
+        shadowfs.remove_path(root)
+    return [str(root) for root in roots]

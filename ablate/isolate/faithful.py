@@ -22,13 +22,11 @@ CopyPrint = tuple[str, dict[str, str]]
 def cell_prints(
     setup: Setup, catalog: Catalog, *, config_dir: Path, memory_slug: str, cwd: Path
 ) -> dict[str, CopyPrint]:
-    """Every layer as the cell contains it, with the cell's config path mapped back to the real one (and
-    the cell's memory slug to the setup's), so a layer the cell kept has exactly the fingerprint and digests
-    ``resolve_layer`` gives for the real setup."""
+    """Every layer as the cell holds it, paths and memory slug mapped back: a kept one equals the setup's."""
+    config = config_prints(setup, catalog, config_dir, memory_slug=memory_slug, at_real_path=False)
     undo = [(str(config_dir), str(setup.config_dir)), *canonical_paths(setup)]
-    rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
     return {
-        layer.id: _fingerprint(layer, config_dir, memory_slug, undo, rel_undo)
+        layer.id: config[layer.id]
         if layer.side == "config"
         else _fingerprint(layer, cwd, setup.memory_slug, undo)
         for layer in catalog
@@ -38,8 +36,7 @@ def cell_prints(
 def config_prints(
     setup: Setup, catalog: Catalog, config: Path, *, memory_slug: str, at_real_path: bool
 ) -> dict[str, CopyPrint]:
-    """The config-side layers as the cell config dir ``config`` holds them (paths mapped back unless it is
-    seen at the real path), comparable with the setup's."""
+    """The config-side layers as ``config`` holds them (paths mapped back unless seen at the real path)."""
     undo = ([] if at_real_path else [(str(config), str(setup.config_dir))]) + canonical_paths(setup)
     rel_undo = (f"projects/{memory_slug}/", f"projects/{setup.memory_slug}/")
     return {
@@ -57,8 +54,7 @@ def canonical_paths(setup: Setup) -> list[tuple[str, str]]:
 
 
 def setup_prints(setup: Setup, catalog: Catalog, layers: Mapping[str, LayerFiles]) -> dict[str, CopyPrint]:
-    """The setup's layers as :func:`kept_mismatches` compares them with a cell's: config-side content with
-    the real config path spelled one way (:func:`canonical_paths`), repo-side as resolved (``layers``)."""
+    """The setup's layers as :func:`kept_mismatches` compares them with a cell's (:func:`canonical_paths`)."""
     aliases = {ACCOUNT_FILE: setup.account_state} if setup.account_state else {}
     canon = canonical_paths(setup)
     return {
@@ -72,10 +68,8 @@ def setup_prints(setup: Setup, catalog: Catalog, layers: Mapping[str, LayerFiles
 def kept_mismatches(
     setup: Mapping[str, CopyPrint], cell: ResolvedCell, prints: Mapping[str, CopyPrint]
 ) -> dict[str, list[str]]:
-    """Each layer the cell keeps whose copy differs from the setup's (both as :func:`setup_prints` and
-    :func:`cell_prints` give them) → the files (and keys) that differ: "skills/x/SKILL.md (missing in the
-    cell)", "... (only in the cell)", "... (differs)". A cell with any is not the setup and must never be
-    run as if it were."""
+    """Each layer the cell keeps whose copy differs from the setup's → the files (and keys) that
+    differ. A cell with any is not the setup and must never be run as if it were."""
     out: dict[str, list[str]] = {}
     for lid, (want, theirs) in setup.items():
         if lid not in prints or lid in cell.stripped or lid in cell.replace or not want:
@@ -118,8 +112,7 @@ def _fingerprint(
     *,
     aliases: dict[str, Path] | None = None,
 ) -> CopyPrint:
-    """The :func:`ablate.setup.layers.layer_hash` of the layer, over contents with the cell paths undone,
-    and each file's (and key's) digest under the setup's names."""
+    """The layer's :func:`~ablate.setup.layers.layer_hash` and digests, cell paths and names undone."""
     lf = resolve_layer(layer, base, memory_slug=memory_slug, aliases=aliases)
     if not lf.present:
         return "", {}

@@ -1,10 +1,8 @@
 """The lock around a session (docs/ARCHITECTURE.md#write-fence, #sealed): bubblewrap, so the session cannot
-undo the view ablate built for it, and writes nothing but the paths given as writable.
+undo its view and writes nothing but the paths given as writable; on macOS a ``sandbox-exec`` profile.
 
-Chosen over doing the same through ctypes in :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID
-namespace's orphans as its PID 1, dies with its parent and remounts every submount read-only, for a few
-milliseconds per session. On macOS the same fence is a ``sandbox-exec`` profile
-(docs/ARCHITECTURE.md#macos-profile).
+Chosen over ctypes in :mod:`ablate.isolate.nsexec`: bubblewrap also reaps the PID namespace's orphans as its
+PID 1, dies with its parent and remounts every submount read-only, for a few milliseconds per session.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablate.core.jsonl import json_strings
 from ablate.core.once import once
 from ablate.isolate.secrets import bwrap_hiding
 
@@ -46,10 +45,9 @@ def fence_argv(
     network: bool = False,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """``argv`` run under ``bwrap``: read-only root, ``writable`` bound read-write (in order: a deeper path
-    after the one above it), own user, PID, IPC, UTS and (unless ``network``) network namespaces, own
-    ``/proc`` with ``/proc/sys`` read-only, a private ``/dev``; ``tmp`` shown at ``/tmp``, with ``visible``
-    folders under the real ``/tmp`` bound back read-only; ``hidden``: credential paths shown empty."""
+    """``argv`` under ``bwrap``: read-only root, ``writable`` bound read-write (deeper after shallower), own
+    user, PID, IPC, UTS and (unless ``network``) network namespaces, ``/proc/sys`` read-only, a private
+    ``/dev``; ``tmp`` at ``/tmp`` with ``visible`` folders of the real ``/tmp`` bound back; ``hidden`` empty."""
     out = [
         bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         *([] if network else ["--unshare-net"]),
@@ -94,8 +92,7 @@ class FenceSupport:
 
 
 def fence_support() -> FenceSupport:
-    """Whether a bubblewrap fence works here, tried for real once per process: a write to the writable
-    folder lands, a write to the read-only root fails."""
+    """Whether a bubblewrap fence works here, tried for real once per process."""
     return _try_fence()
 
 
@@ -129,9 +126,8 @@ def _try_fence() -> FenceSupport:
 
 
 def _refusal(shell: str, node: str) -> re.Pattern[str]:
-    """How a refused write reads in a tool's output: a shell's or coreutils' ``<path>: <shell>``, zsh's
-    ``<shell, lower case>: <path>`` and the Node-style ``<NODE>: <text>, open '<path>'`` of Claude Code's
-    own Write and Edit tools."""
+    """A refused write in a tool's output: a shell's ``<path>: <shell>``, zsh's ``<shell lowered>: <path>``,
+    and Claude Code's Write and Edit tools' ``<NODE>: <text>, open '<path>'``."""
     path = r"(/[^\s'\"`:]+)"
     return re.compile(
         rf"{path}['\"`]?: (?:{shell}|{node})\b|\b{shell.lower()}: {path}|\b{node}: [^,\n]*, \w+ '(/[^'\n]+)'"
@@ -150,10 +146,9 @@ _ATOMIC = re.compile(r"\.tmp\.\d+\.[0-9a-f]+$")
 def denied_writes(
     config_dir: Path, *, homes: Sequence[Path] = (), fence: str | None = None
 ) -> list[dict[str, object]]:
-    """The writes the fence refused in a session, as its tools and hooks reported them in the transcripts
-    under ``config_dir/projects`` (``<path>: Read-only file system``, Claude Code's ``EROFS: …, open
-    '<path>'``; EPERM under ``sandbox-exec``): each path and how often, most frequent first; a path under one
-    of ``homes`` is shown as ``~/...``, so every cell names the same file alike."""
+    """The writes the fence refused, as tools and hooks reported them in the transcripts under
+    ``config_dir/projects`` (:data:`_REFUSALS`): each path and how often, most frequent first; a path under
+    one of ``homes`` as ``~/...``, so every cell names the same file alike."""
     pattern = _REFUSALS[fence or ("sandbox-exec" if sys.platform == "darwin" else "bubblewrap")]
     counts: dict[str, int] = {}
     for transcript in sorted((config_dir / "projects").glob("*/*.jsonl")):
@@ -171,9 +166,8 @@ def denied_writes(
 
 
 def _outputs(line: str) -> list[str]:
-    """The text of every tool result and hook output in one transcript record, each once: a ``user``
-    record's tool results (not their ``toolUseResult`` copy, nor the ``api-request-blob`` records that
-    repeat the request) and a hook's attachment."""
+    """The text of each tool result of a ``user`` record (not its ``toolUseResult`` copy, nor the
+    ``api-request-blob`` records that repeat the request) and of a hook's attachment."""
     try:
         record = json.loads(line)
     except ValueError:
@@ -185,21 +179,11 @@ def _outputs(line: str) -> list[str]:
     content = message.get("content") if isinstance(message, dict) else None
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_result":
-            out.append(_text(block.get("content")))
+            out.append("\n".join(json_strings(block.get("content"))))
     attachment = record.get("attachment")
     if isinstance(attachment, dict) and str(attachment.get("type", "")).startswith("hook"):
-        out.append(_text(attachment))
+        out.append("\n".join(json_strings(attachment)))
     return out
-
-
-def _text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(_text(v) for v in value)
-    if isinstance(value, dict):
-        return "\n".join(_text(v) for v in value.values())
-    return ""
 
 
 def _tilde(path: str, homes: Sequence[Path]) -> str:
@@ -223,8 +207,7 @@ _DEVICES = (
 
 
 def sandbox_profile(writable: Sequence[Path], hidden: Sequence[Path] = ()) -> str:
-    """A Seatbelt profile: everything allowed but file writes, which only ``writable`` (and the devices a
-    shell and a terminal write to) may take, and reads of ``hidden`` (credential paths)."""
+    """A Seatbelt profile: all allowed but writes outside ``writable`` (and devices), and ``hidden``."""
     paths = "\n".join(f"  (subpath {_sb_string(os.path.realpath(p))})" for p in writable)
     profile = (
         f"(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write*\n{paths}\n  {_DEVICES})\n"

@@ -1,11 +1,9 @@
 """The forwarder: the one way a sealed session reaches the model's API, and the record of what crossed the
 wire (docs/ARCHITECTURE.md#sealed, #wire).
 
-One per process, a unix socket in a private folder served by threads. A session's ticket
-(:meth:`Forwarder.ticket`) is presented once by :mod:`ablate.isolate.nsexec` with its upstream;
-:mod:`ablate.isolate.relay` then asks for one stream per TCP connection, whose HTTP/1.1 requests are replayed
-upstream. Every ``/v1/messages`` exchange is recorded into the file named by :meth:`Forwarder.expect`; the
-rest is forwarded unrecorded.
+One per process, a unix socket served by threads: a session's ticket (:meth:`Forwarder.ticket`) is presented
+once by :mod:`ablate.isolate.nsexec`, then :mod:`ablate.isolate.relay` asks for one stream per connection.
+Every ``/v1/messages`` exchange is recorded into the file named by :meth:`Forwarder.expect`.
 """
 
 from __future__ import annotations
@@ -166,9 +164,8 @@ class Forwarder:
             self._expected[session_id] = _Expected(dict(labels), wire)
 
     def records(self, session_id: str, *, wait_s: float = 10.0) -> list[WireRecord]:
-        """The exchanges recorded for ``session_id`` (and forget them): after its requests in flight are
-        recorded (the CLI may exit on the last byte of an answer the forwarder has yet to record), or after
-        ``wait_s`` (an upstream that never ends its answer)."""
+        """The exchanges recorded for ``session_id`` (then forgotten), once those in flight are recorded (the
+        CLI may exit on the last byte of an answer not yet recorded) or after ``wait_s``."""
         with self._settled:
             got = self._expected.get(session_id)
             if got is not None:
@@ -187,6 +184,12 @@ class Forwarder:
         with self._lock:
             got = self._expected.get(session_id)
             return got is not None and got.over_limit
+
+    def _mark(self, session_id: str, **fields: Any) -> None:
+        with self._lock:
+            if (expected := self._expected.get(session_id)) is not None:
+                for name, value in fields.items():
+                    setattr(expected, name, value)
 
     def _begin(self, ticket: _Ticket) -> None:
         with self._lock:
@@ -224,8 +227,7 @@ class Forwarder:
             threading.Thread(target=self._control, args=(conn,), daemon=True).start()
 
     def _control(self, conn: socket.socket) -> None:
-        """One session's control stream: ``TOKEN UPSTREAM [NAME=HEX...]`` (the real credentials), then one
-        byte per stream wanted."""
+        """One session's control stream: ``TOKEN UPSTREAM [NAME=HEX...]``, then one byte per stream wanted."""
         with conn:
             conn.settimeout(self.read_timeout_s)
             token, _, upstream = _read_line(conn, 16384).partition(" ")
@@ -245,10 +247,7 @@ class Forwarder:
             try:
                 self._streams(conn, ticket)
             finally:  # the relay ended: with its session, or killed by it (see relay_ended_at)
-                with self._lock:
-                    expected = self._expected.get(ticket.session_id)
-                    if expected is not None:
-                        expected.relay_ended_at = time.monotonic()
+                self._mark(ticket.session_id, relay_ended_at=time.monotonic())
 
     def _streams(self, conn: socket.socket, ticket: _Ticket) -> None:
         """One new stream per byte the relay sends, until it closes the control stream."""
@@ -309,9 +308,7 @@ def route(path: str, method: str, prefix: str = "") -> str:
 
 
 class _Stream:
-    """The HTTP/1.1 requests of one relay stream (:class:`ablate.isolate.http1.Reader`), each replayed to
-    the upstream, its answer streamed back; a refused request is answered (400, 404, ...), logged in one
-    line and ends the stream."""
+    """The HTTP/1.1 requests of one relay stream, each replayed upstream; a refused one ends the stream."""
 
     def __init__(self, forwarder: Forwarder, ticket: _Ticket, sock: socket.socket) -> None:
         self.forwarder, self.ticket, self.sock = forwarder, ticket, sock
@@ -334,9 +331,7 @@ class _Stream:
                         return
         except Refused as refused:
             if refused.status == 413:
-                with fwd._lock:
-                    if (got := fwd._expected.get(self.ticket.session_id)) is not None:
-                        got.over_limit = True
+                fwd._mark(self.ticket.session_id, over_limit=True)
             _log.warning(
                 "ablate forwarder: session %s: %s %s", self.ticket.session_id, refused.status, refused
             )
@@ -371,10 +366,8 @@ class _Stream:
             self.forwarder._end(self.ticket, record)
 
     def _answer(self, head: Head, resp: http.client.HTTPResponse) -> tuple[bytes, bool]:
-        """Stream the upstream's answer to the session: what was kept for the record (up to
-        :data:`_RECORD_LIMIT`), and whether the session is still there. A session that hangs up before the
-        whole answer reached it (a client that read only the headers, a killed CLI) still has it read to
-        its end and recorded."""
+        """Stream the upstream's answer to the session: what was kept for the record, and whether the session
+        is still there (one that hung up, a killed CLI, still has the answer read to its end and recorded)."""
         here = True
 
         def send(data: bytes) -> None:
@@ -405,9 +398,8 @@ class _Stream:
         return bytes(kept), here
 
     def _send(self, head: Head, path: str, body: IO[bytes], size: int) -> http.client.HTTPResponse:
-        """The upstream's response; a kept-alive connection the upstream closed meanwhile is opened again
-        once (the request never reached it). Its framing is the forwarder's own: the session's
-        ``Content-Length`` and hop-by-hop headers are never passed on."""
+        """The upstream's response; a kept-alive connection it closed meanwhile is opened again once. The
+        framing is the forwarder's own: the session's ``Content-Length`` and hop headers are not passed on."""
         headers: dict[str, str] = {}
         for key, value in head.headers:
             if key.lower() not in _NOT_PASSED:
@@ -446,8 +438,7 @@ class _Stream:
 
 
 def digest(value: Any) -> str | None:
-    """sha256 of ``value`` as canonical JSON with the billing header blanked (it differs per session), or
-    None when the request has no such part."""
+    """sha256 of ``value`` as canonical JSON, the per-session billing header blanked; None: absent."""
     if value is None:
         return None
     text = orjson.dumps(map_strings(value, scrub_billing), option=orjson.OPT_SORT_KEYS)
@@ -493,8 +484,7 @@ def scrub_billing(text: str) -> str:
 
 
 def wire_record(request: bytes, status: int, response: bytes, content_type: str) -> WireRecord:
-    """The record of one ``/v1/messages`` exchange: the request's model and digests, the answer's usage,
-    stop reason and text (an SSE stream is read event by event, a JSON body whole)."""
+    """The record of one ``/v1/messages`` exchange (docs/ARCHITECTURE.md#wire)."""
     try:
         body = orjson.loads(request)
     except orjson.JSONDecodeError:

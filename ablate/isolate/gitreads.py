@@ -1,9 +1,8 @@
 """Detect a session that read a stripped repo layer back through git (docs/ARCHITECTURE.md#repo-side).
 
 History cannot be stripped without changing every commit id the model sees, so a session's Bash commands
-(sub-agents included) are read and flagged, and flagged items are excluded: ``read-stripped-via-git`` when a
-git command that reads content names a stripped path (or a folder holding one); ``read-history-via-git``
-when one dumps whole commits or the whole history without naming a path (``git log -p``, ``format-patch``).
+(sub-agents included) are read, and items flagged ``read-stripped-via-git`` (a reading git command names a
+stripped path) or ``read-history-via-git`` (``git log -p``, ``format-patch``: whole history) are excluded.
 """
 
 from __future__ import annotations
@@ -79,8 +78,7 @@ def _git_calls(command: str) -> Iterator[tuple[str, list[str]]]:
 
 
 def _names(arg: str, roots: Sequence[str]) -> bool:
-    """Whether a git argument (a path, ``REV:path``, ``--`` pathspec, quoted or not) names a stripped path or
-    a folder holding one."""
+    """Whether a git argument (path, ``REV:path``, pathspec) names a stripped path or a folder holding one."""
     candidates = {arg, arg.split(":", 1)[1] if ":" in arg else arg}
     for cand in candidates:
         cand = cand.strip().strip("'\"").lstrip("./").rstrip("/")
@@ -136,8 +134,7 @@ def classify(command: str, stripped_paths: Sequence[str]) -> set[str]:
 
 
 def git_history_reads(session_json: Path | None, stripped_paths: Iterable[str]) -> list[str]:
-    """Flags for a session (its transcript JSONL; sub-agents read from ``<session>/subagents/``) that read
-    stripped repo content back through git; ``[]`` when it did not or stripped nothing."""
+    """The flags of a session (its transcript, sub-agents too) that read stripped content back through git."""
     roots = sorted({p for p in stripped_paths if p})
     if session_json is None or not roots:
         return []

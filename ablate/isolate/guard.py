@@ -1,12 +1,10 @@
 """Before/after listing of the user's files around a run (docs/ARCHITECTURE.md#invariant).
 
-No backend can stop a host service a session reached (and ``links`` not a write through a link), so every
-run lists the real config dir, the repository (``.git`` included) and the home before and after; a change is
-an error of the run's summary, naming the files. Every path is listed by its metadata (kind, mode, size,
-mtime, ctime, inode; a link by its target): any write, rename or ``chmod`` changes the ctime, which no
+No backend can stop a host service a session reached (nor ``links`` a write through a link), so every run
+lists the real config dir, the repository and the home before and after; a change is an error naming the
+files. Every path is listed by its metadata: any write, rename or ``chmod`` changes the ctime, which no
 process can set back, so one ``lstat`` proves a file unchanged (a home of 250,000 files in about a second,
-where reading every small file took eight). What Claude Code writes itself in the config dir is a note, not
-an error: the user's own sessions write it too.
+where reading every small file took eight).
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def _describe(full: str, st: os.stat_result) -> str:
 
 
 def _listing(root: Path, skip: set[str], unlisted: list[str]) -> dict[str, str]:
-    """Every path under ``root``, keyed relative to ``root``, leaving out the relative paths in ``skip``; what
-    could not be read is added to ``unlisted``."""
+    """Every path under ``root`` but ``skip``, by relative path; what cannot be read goes to ``unlisted``."""
     out: dict[str, str] = {}
 
     def add(rel: str, full: str) -> bool:
@@ -101,11 +98,9 @@ def _inside(path: Path, root: Path) -> str | None:
 
 
 def take(config_dir: Path, repo: Path, home: Path | None = None, *, skip: tuple[Path, ...] = ()) -> Snapshot:
-    """List the real config dir (every file), the whole repository (``.git`` included) and every entry of
-    the home. ``skip``: ablate's own folders (the run folder, the work dir), wherever they are; ablate's
-    cache dir (:func:`ablate.core.cache.cache_dir`, under the home by default) is always one of them. The
-    caller makes it first (:func:`ablate.core.cache.ensure_cache_dir`, in a run's preflight), so that its
-    making, ``~/.cache`` included, is never taken for a change of yours."""
+    """List the real config dir, the whole repository (``.git`` included) and the home. ``skip``: ablate's own
+    folders (run folder, work dir) and always its cache dir, which the caller makes first
+    (:func:`ablate.core.cache.ensure_cache_dir`) so its making is never taken for a change of yours."""
     skip = tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in (*skip, cache_dir())))
 
     def excluded(root: Path) -> tuple[str, ...]:
@@ -130,9 +125,7 @@ def changes(before: Snapshot) -> list[str]:
 
 
 def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
-    """:func:`changes`, and notes: what changed without changing the user's files (git's maintenance), what
-    Claude Code itself writes that changed (the user's own sessions write it too), and what could not be
-    listed."""
+    """:func:`changes`, and notes: git's maintenance, what Claude Code writes itself, what went unlisted."""
     after = take(before.config_dir, before.repo, before.home, skip=before.skip)
     out: list[str] = []
     notes: list[str] = []
@@ -166,8 +159,7 @@ def changes_and_notes(before: Snapshot) -> tuple[list[str], list[str]]:
 
 
 def _cli_written(snap: Snapshot, root: str, rel: str) -> bool:
-    """Whether ``rel`` under ``root`` is something Claude Code writes itself (config dir, or the account
-    state beside a ``~/.claude`` config dir)."""
+    """Whether Claude Code writes ``rel`` itself (in the config dir, or the account state beside it)."""
     if root == str(snap.config_dir):
         return any(rel == w or rel.startswith(w + "/") for w in CLI_WRITTEN) or rel.startswith(ACCOUNT + ".")
     if snap.home is not None and root == str(snap.home):
@@ -195,10 +187,8 @@ def _content_tag(text: str) -> str:
 def _git_maintenance(
     repo: Path, diff: dict[str, str], old: dict[str, str]
 ) -> tuple[dict[str, str], list[str]]:
-    """Separate git's own maintenance (``git gc`` packing loose objects and refs, run by git in the
-    background or by the user) from real changes. A removed loose object the repository still holds, a
-    removed loose ref that still resolves to the value it held, and the files gc writes are not a change of
-    the user's files; anything else stays a change."""
+    """Separate git's own maintenance (``git gc`` packing loose objects and refs) from real changes: a removed
+    loose object still held, a removed loose ref still resolving to its value, and gc's own files are none."""
     removed = {
         rel: m.group(1) + m.group(2)
         for rel, what in diff.items()

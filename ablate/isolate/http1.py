@@ -1,10 +1,9 @@
-"""A strict reader of HTTP/1.1 requests for the forwarder: the one place that decides where a request a
-session sends ends, so the forwarder and the endpoint behind it never disagree about it (request smuggling).
-
-It accepts RFC 9112's strict reading (``METHOD SP origin-form SP HTTP/1.1``, ``name: value`` lines ended by
-CRLF, exactly one ``Host``, a body framed by one ``Content-Length`` or by chunked encoding, never both);
-anything else is :class:`Refused`: 400 unframed, 408 stalled (``read_s``), 413 body over the limit, 431 head
-over :data:`HEAD_LIMIT`.
+"""A strict reader of HTTP/1.1 requests for the forwarder: the one place that decides where a request ends,
+so the forwarder and the endpoint behind it never disagree about it (request smuggling). It accepts RFC
+9112's strict reading (``METHOD SP origin-form SP HTTP/1.1``, ``name: value`` lines ended by CRLF, exactly
+one ``Host``, a body framed by one ``Content-Length`` or by chunked encoding, never both); anything else is
+:class:`Refused`: 400 unframed, 408 stalled (``read_s``), 413 body over the limit, 431 head over
+:data:`HEAD_LIMIT`.
 """
 
 from __future__ import annotations
@@ -74,8 +73,7 @@ class Reader:
         self._buf = bytearray()
 
     def head(self) -> Head | None:
-        """The next request's head; None when the client closed the connection between requests, or left it
-        idle for ``idle_s`` seconds."""
+        """The next request's head; None when the client closed or idled (``idle_s``) between requests."""
         checked = 0
         while True:
             end = self._buf.find(b"\r\n\r\n")
@@ -102,8 +100,7 @@ class Reader:
         return _parse_head(raw.split(b"\r\n"))
 
     def body(self, head: Head, limit: int, sink: IO[bytes]) -> int:
-        """Copy the body ``head`` frames into ``sink`` as it comes (never held whole), at most ``limit``
-        bytes (else 413, before reading what is over); its size."""
+        """Stream the body ``head`` frames into ``sink``, at most ``limit`` bytes (else 413); its size."""
         if head.length is not None:
             if head.length > limit:
                 raise Refused(413, f"request body of {head.length} bytes over the limit of {limit}")

@@ -33,8 +33,7 @@ def _own_cgroups() -> dict[str, Path]:
 
 
 def cgroup_kind() -> str:
-    """``cgroup v2`` or ``cgroup v1`` where this process may make cgroups with memory and pids controllers
-    (root, a writable hierarchy), else ""."""
+    """``cgroup v2`` or ``cgroup v1`` where this process may make memory and pids cgroups, else ""."""
     if os.geteuid() != 0:
         return ""
     own = _own_cgroups()
@@ -59,8 +58,7 @@ def _event(path: Path, name: str) -> int:
 
 
 def tree_size(root: Path) -> int:
-    """Bytes allocated to the files and folders under ``root`` (not following links, not crossing into
-    another file system)."""
+    """Bytes allocated under ``root`` (links not followed, no other file system entered)."""
     total, stack = 0, [str(root)]
     with contextlib.suppress(OSError):
         dev = os.lstat(root).st_dev
@@ -111,14 +109,12 @@ class SessionLimits:
 
     @property
     def env(self) -> dict[str, str]:
-        """What the session's environment adds: its ``RLIMIT_NPROC``, set by
-        :mod:`~ablate.isolate.nsexec` inside the view's user namespace (set before it, the kernel would count
-        every process of the user on the host against it)."""
+        """The session's ``RLIMIT_NPROC``, set by :mod:`~ablate.isolate.nsexec` in the view's user namespace
+        (set before it, every process of the user on the host would count against it)."""
         return {} if self.groups else {NPROC_VAR: str(self.limits.processes)}
 
     def check(self, pid: int) -> str | None:
-        """The limit the running session ``pid`` is over (``disk``, ``memory``, ``processes``, ``request``),
-        else None."""
+        """The limit the running session ``pid`` is over, else None."""
         lim, now = self.limits, time.monotonic()
         # a big folder is walked less often (a twentieth of the time at most), and always once it ended
         if now >= self._walk_at or not psutil.pid_exists(pid):

@@ -10,6 +10,7 @@ import functools
 import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +22,23 @@ from ablate.isolate.backend import (
     Capabilities,
     CellConfig,
     Support,
-    jsonable,
     stripped_repo_paths,
 )
 from ablate.isolate.credentials import copy_back, read_session_file
 from ablate.isolate.environment import PRISTINE, CellEnvironment, build_environment, redacted_env
-from ablate.isolate.faithful import CopyPrint
+from ablate.isolate.faithful import CopyPrint, setup_prints
 from ablate.isolate.fence import denied_writes, fence_support
 from ablate.isolate.seal import fenced
 from ablate.isolate.shadow_home import CREDENTIALS
+from ablate.isolate.shadowfs import remove_path
 from ablate.isolate.worktree import objects_dir
 from ablate.setup.cells import ResolvedCell
 from ablate.setup.layers import Catalog
-from ablate.setup.load import Setup
+from ablate.setup.load import Setup, resolve_layers
 
 
 class LinksEnvironments:
-    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows (config dir + home + private
-    checkout)."""
+    """The ``links`` backend: :mod:`ablate.isolate.environment` shadows."""
 
     def __init__(
         self, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
@@ -55,11 +55,9 @@ class LinksEnvironments:
         """Built once under ``configs/``, for the run's checks: a slot's sessions hold a config dir built at
         the slot's own path (which reaches the prompt: every cell's sessions see the same slot paths)."""
         if cell.id not in self._configs:
-            from ablate.isolate.environment import build_cell_config
-
             home = self.work_root / "configs" / cell.dirname
             home.mkdir(parents=True, mode=0o700)
-            self._configs[cell.id] = build_cell_config(
+            self._configs[cell.id] = environment.build_cell_config(
                 self.setup, self.catalog, cell, home / ".claude", self._wanted,
                 isolate_state=self.options.isolate_state, at_real_path=False, home=home,
             )[0]  # fmt: skip
@@ -68,9 +66,6 @@ class LinksEnvironments:
     @functools.cached_property
     def _wanted(self) -> dict[str, CopyPrint]:
         """The setup's layer prints, read once."""
-        from ablate.isolate.faithful import setup_prints
-        from ablate.setup.load import resolve_layers
-
         return setup_prints(self.setup, self.catalog, resolve_layers(self.setup, self.catalog))
 
     def build(self, cell: ResolvedCell, slot: int) -> CellEnvironment:
@@ -101,26 +96,21 @@ class LinksEnvironments:
 
     def describe(self, env: CellEnvironment) -> dict[str, Any]:
         return {
-            "fingerprints": jsonable(env.fingerprints),
-            "leaks": jsonable(env.leaks),
+            "fingerprints": dict(env.fingerprints),
+            "leaks": [asdict(leak) for leak in env.leaks],
             "notes": [str(n) for n in env.notes],
             "env": dict(redacted_env(env.env)),
         }
 
     def clean(self) -> None:
-        if self.work_root.exists():
-            environment.clean(self.work_root)
+        environment.clean(self.work_root)
 
     def close(self) -> None:
         """Remove the cells' config dirs of the checks (nothing else is shared between slots)."""
-        from ablate.isolate.shadowfs import remove_path
-
-        if os.path.lexists(self.work_root / "configs"):
-            remove_path(self.work_root / "configs")
+        remove_path(self.work_root / "configs")
 
     def command(self, env: CellEnvironment, argv: list[str]) -> list[str]:
-        """Under bubblewrap's write fence wherever it works (:func:`ablate.isolate.seal.fenced`): the
-        session can write its own cell folder and nothing else; a write through a link into the home fails."""
+        """Under the write fence wherever it works (:func:`ablate.isolate.seal.fenced`)."""
         setup = self.setup
         visible = [setup.home, setup.config_dir, setup.repo, objects_dir(setup.repo)]
         # the login the session starts with, kept where it cannot write: what a refresh is checked against
@@ -138,10 +128,8 @@ class LinksEnvironments:
         )
 
     def after_session(self, env: CellEnvironment) -> dict[str, Any] | None:
-        """The writes the fence refused (which paths, how often) and what became of the session's login
-        (copied back as a refresh, or discarded and why); without a fence only the login, or None when it
-        was untouched: what an unfenced session writes through a link is seen only by the run's
-        before/after listing."""
+        """The writes the fence refused and what became of the session's login; unfenced, only the login (None
+        when untouched): what it writes through a link only the run's before/after listing sees."""
         login = self._copy_back_login(env)
         said = {"discarded": False, "credentials": login.model_dump(mode="json")}
         support = fence_support()
@@ -151,9 +139,7 @@ class LinksEnvironments:
         return {"fence": support.name, "denied": denied, **said}
 
     def _copy_back_login(self, env: CellEnvironment) -> CredentialsCopy:
-        """The session's ``.credentials.json`` copied back when it is a refresh of the login it started
-        with (:mod:`ablate.isolate.credentials`), to the real file, every cell's copy and their pristine
-        copies (a reset restores those)."""
+        """The session's refreshed login copied back to the real file and every cell's (pristine) copy."""
         rel = (env.config_dir / CREDENTIALS).relative_to(env.home)
         copies = [
             p

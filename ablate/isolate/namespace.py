@@ -1,10 +1,6 @@
 """The ``namespace`` isolation backend (docs/ARCHITECTURE.md#backend-namespace): every session in its own
-copy-on-write view of the machine.
-
-Each session runs in a private mount namespace (:mod:`ablate.isolate.nsexec`) whose overlays show, at the real
-paths, ``/tmp``, the home, the repository (the cell's repo layer over the run's pristine checkout), its
-``.git/objects`` (the user's store) and the config dir (the cell's copy), each with an upper folder of its own
-per session (``sNN/up/<area>``, :data:`AREAS`) that a reset discards.
+copy-on-write view of the machine at the real paths, one upper folder per area (``sNN/up/<area>``,
+:data:`AREAS`) that a reset discards.
 """
 
 from __future__ import annotations
@@ -29,8 +25,8 @@ from ablate.folder.session import CredentialsCopy
 from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, CellConfig, stripped_repo_paths
 from ablate.isolate.credentials import copy_back
-from ablate.isolate.detect import namespace_check, namespace_support as namespace_support
-from ablate.isolate.environment import build_cell_config
+from ablate.isolate.detect import namespace_check
+from ablate.isolate.environment import build_cell_config, refuse_inside_setup
 from ablate.isolate.faithful import CopyPrint, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env
@@ -106,8 +102,7 @@ def held_view(spec: Path, mounts: list[Mount]) -> Iterator[int]:
 def fresh_uppers(root: Path, areas: tuple[str, ...] = AREAS) -> None:
     """Empty upper and work folders for every area (the reset: whatever a session wrote is discarded)."""
     for part in ("up", "wk"):
-        if os.path.lexists(root / part):
-            shadowfs.remove_path(root / part)
+        shadowfs.remove_path(root / part)
         for area in areas:
             (root / part / area).mkdir(parents=True, mode=0o700)
 
@@ -132,8 +127,7 @@ class CellLayers:
 
 
 class ViewAtRealPaths:
-    """What every view at the real paths shares: its namespace spec, its upper folders, and the real path
-    each upper folder stands for (the write report reads them)."""
+    """What every view at the real paths shares: its spec, its upper folders and the paths they stand for."""
 
     root: Path
     spec: Path
@@ -220,14 +214,6 @@ class NamespaceCellEnv(ViewAtRealPaths):
         return lf
 
     @property
-    def fingerprints(self) -> dict[str, str]:
-        return self.layers.fingerprints
-
-    @property
-    def notes(self) -> list[str]:
-        return self.layers.notes
-
-    @property
     def leaks(self) -> list[Leak]:
         return self.layers.leaks
 
@@ -252,11 +238,7 @@ class NamespaceEnvironments:
         self._configs: dict[str, tuple[CellConfig, ConfigReport, dict[str, CopyPrint]]] = {}
         self._prints: dict[str, CopyPrint] | None = None
         """The setup's layer prints, read once: what every cell's kept layers must equal."""
-        for inside, what in ((setup.repo, "repository"), (setup.config_dir, "config dir")):
-            if shadowfs.is_inside(str(self.work_root), str(inside)):
-                raise UsageError(
-                    f"{self.work_root}: inside the {what} {inside}", hint="pick another work dir"
-                )
+        refuse_inside_setup(setup, self.work_root, hint="pick another work dir")
 
     @property
     def base_env(self) -> Mapping[str, str]:
@@ -298,8 +280,7 @@ class NamespaceEnvironments:
         if cell.id not in self._configs:
             wanted = self._setup_prints_locked()
             cdir = self.shared / "cells" / cell.dirname
-            if os.path.lexists(cdir):
-                shadowfs.remove_path(cdir)
+            shadowfs.remove_path(cdir)
             cdir.mkdir(parents=True)
             self._configs[cell.id] = build_cell_config(
                 self.setup, self.catalog, cell, cdir / "config", wanted,
@@ -381,8 +362,7 @@ class NamespaceEnvironments:
             raise UsageError(f"slot {slot}: must be between 0 and 99")
         layers = self.cell_layers(cell)
         root = self.work_root / f"s{slot:02d}"
-        if os.path.lexists(root):
-            shadowfs.remove_path(root)
+        shadowfs.remove_path(root)
         root.mkdir(parents=True)
         atomic_write_json(root / MARKER, {"created": time.time(), "backend": NAME})
         env = process_env(
@@ -411,8 +391,7 @@ class NamespaceEnvironments:
         return cenv
 
     def _repo_mounts(self, env: NamespaceCellEnv, target: Path) -> list[Mount]:
-        """The session's repository at ``target``: the cell's repo layer over the pristine checkout, and
-        the user's object store at its ``.git/objects``."""
+        """The cell's repo layer over the pristine checkout at ``target``, the user's objects under it."""
         lower = self.lower()
         return [
             area_mount(env.root, "repo", target, env.layers.repo, lower.path),
@@ -438,19 +417,16 @@ class NamespaceEnvironments:
         fresh_uppers(env.root)
 
     def teardown(self, env: NamespaceCellEnv) -> None:
-        if os.path.lexists(env.root):
-            shadowfs.remove_path(env.root)
+        shadowfs.remove_path(env.root)
 
     def command(self, env: NamespaceCellEnv, argv: list[str]) -> list[str]:
         return env.wrap(argv)
 
     @contextmanager
     def checkout(self, env: NamespaceCellEnv) -> Iterator[Path]:
-        """The session's working tree as ablate reads and writes it from outside the session (the task's
-        seed files before it, the grading after it): the same overlay (the slot's upper folders over the
-        cell's layers), mounted at ``<slot>/merged`` for the duration, never the real repository path. As
-        an ordinary user the mount lives in a holding process's namespace, reached through its
-        ``/proc/<pid>/root``."""
+        """The session's working tree as ablate seeds and grades it from outside: the same overlay, mounted at
+        ``<slot>/merged`` for the duration (never the real path); as an ordinary user in a holding process's
+        namespace, reached through its ``/proc/<pid>/root``."""
         merged = env.root / "merged"
         merged.mkdir(exist_ok=True)
         mounts = self._repo_mounts(env, merged)
@@ -480,8 +456,7 @@ class NamespaceEnvironments:
         return stripped_repo_paths(self.setup, self.catalog, env.cell)
 
     def after_session(self, env: NamespaceCellEnv) -> dict[str, Any]:
-        """What the session wrote outside its cell (read from its upper folders, discarded at the next reset),
-        after copying a refreshed credentials file back (the one deliberate write-through, checked)."""
+        """What the session wrote outside its cell, after a refreshed login was copied back."""
         login = copy_back_credentials(env)
         writes = session_writes(env).model_dump(mode="json", exclude_none=True, exclude={"denied"})
         return {**writes, "credentials": login.model_dump(mode="json")}
@@ -490,9 +465,9 @@ class NamespaceEnvironments:
         lower = self.lower()
         return {
             "isolation": NAME,
-            "fingerprints": dict(env.fingerprints),
+            "fingerprints": dict(env.layers.fingerprints),
             "leaks": [asdict(leak) for leak in env.leaks],
-            "notes": list(env.notes),
+            "notes": list(env.layers.notes),
             "mismatches": dict(env.mismatches),
             "env": dict(redacted_env(env.env)),
             "branch": lower.branch,
@@ -507,13 +482,11 @@ class NamespaceEnvironments:
 
     def close(self) -> None:
         """Remove the run's lower layers (after the last teardown)."""
-        if os.path.lexists(self.shared):
-            shadowfs.remove_path(self.shared)
+        shadowfs.remove_path(self.shared)
 
 
 def copy_back_credentials(env: NamespaceCellEnv) -> CredentialsCopy:
-    """Copy ``.credentials.json`` back to the real file (and every cell's copy) when the session refreshed
-    it (:mod:`ablate.isolate.credentials`); anything else it left there is discarded, and said."""
+    """Copy a refreshed ``.credentials.json`` back (:mod:`ablate.isolate.credentials`), else say why not."""
     lower = env.layers.config / CREDENTIALS
     stored = lower.read_bytes() if lower.is_file() and not lower.is_symlink() else None
     copies = env.layers.config.parent.parent.glob(f"*/config/{CREDENTIALS}")

@@ -1,20 +1,14 @@
 """Enter a private mount namespace, mount a session's copy-on-write view, then exec the session's command.
 
-As root a mount namespace only; as an ordinary user a user namespace of the caller's own (uid and gid mapped
-to themselves) with a mount namespace in it (overlayfs there needs Linux >= 5.11). ARGV is normally ``bwrap
-…`` (:mod:`ablate.isolate.fence`), one user namespace further in, where these mounts are locked.
+As root a mount namespace only; as an ordinary user inside a user namespace of the caller's own (uid and
+gid mapped to themselves). ARGV is normally ``bwrap …`` (:mod:`ablate.isolate.fence`): the mounts are locked.
 
-Run as a file (``python -I -S .../nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC -- ARGV...``): it
-imports only the standard library, so it costs one interpreter start (~20 ms). ``--net``/``--seccomp`` seal
-the session (:mod:`ablate.isolate.seal`): first the forwarder's stream goes to fd 3 and the filter to fd 4.
-SPEC ``-`` mounts nothing (``links``: the seal only), else it is ``{"mounts": [{"target", "lower": [...],
-"upper", "work"}, ...], "cwd"}``. Every source folder is opened before the first mount and named as
-``/proc/self/fd/N``, so a private ``/tmp`` mounted first hides nothing a later mount needs; mounts go in the
-order given, then the process changes into ``cwd`` again and execs ARGV.
-
-``--hold SPEC`` keeps a view mounted for ablate to seed and grade from outside (through ``/proc/<pid>/root``),
-``--join PID DIR -- ARGV`` runs ARGV (git) inside such a holder's namespaces. The namespace is private
-(``MS_PRIVATE``) and goes with its last process. Exit 125: setup failed (the message says which mount).
+Run as a file (``python -I -S .../nsexec.py [--net SOCKET TOKEN] [--seccomp FILE] SPEC -- ARGV...``),
+standard library only (one interpreter start, ~20 ms); ``--net``/``--seccomp`` seal the session
+(:mod:`ablate.isolate.seal`). SPEC ``-`` mounts nothing (``links``), else it is ``{"mounts": [{"target",
+"lower", "upper", "work"}, ...], "cwd"}``; every source folder is opened first and named as
+``/proc/self/fd/N``, so a private ``/tmp`` mounted first hides nothing a later mount needs. ``--hold`` and
+``--join``: :func:`hold`, :func:`join`. Exit 125: setup failed (the message says which mount).
 """
 
 from __future__ import annotations
@@ -71,8 +65,7 @@ def own_user_namespace(libc: ctypes.CDLL) -> None:
 
 
 def enter(mounts: list[dict[str, object]]) -> None:
-    """Unshare the mount namespace (as an ordinary user: in a user namespace of its own) and mount
-    ``mounts`` (overlays) in order."""
+    """Unshare the mount namespace (and a user namespace, as an ordinary user), then mount ``mounts``."""
     libc = _libc()
     if os.geteuid() == 0:
         _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
@@ -137,17 +130,14 @@ def _mounts_under(root: str) -> list[str]:
 
 
 def mount_overlay(target: str, lower: list[str], upper: str, work: str) -> None:
-    """Mount an overlay at ``target`` in *this* process's mount namespace (used in the host namespace for a
-    session view's working tree between sessions: seeding and grading; see
-    :meth:`ablate.isolate.namespace.NamespaceEnvironments.checkout`)."""
+    """Mount an overlay at ``target`` in *this* process's mount namespace (as root, a view's working tree
+    between sessions: :meth:`ablate.isolate.namespace.NamespaceEnvironments.checkout`)."""
     opts = f"lowerdir={':'.join(lower)},upperdir={upper},workdir={work}"
     _check(_libc().mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()), f"overlay on {target}")
 
 
 def hold(spec_path: str) -> int:
-    """``--hold SPEC``: mount the view, say ``ready`` on stdout, keep it until stdin closes. An ordinary
-    user's view lives only in this process's namespace: ablate reads and writes it through
-    ``/proc/<pid>/root`` meanwhile (seeding a task's files, grading)."""
+    """``--hold SPEC``: mount the view, say ``ready`` on stdout, keep it until stdin closes."""
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
     try:
@@ -162,10 +152,8 @@ def hold(spec_path: str) -> int:
 
 
 def join(pid: int, cwd: str) -> None:
-    """``--join PID DIR -- ARGV``: enter the mount namespace of the holder ``pid`` (and its user namespace,
-    an ordinary user's own: it may) and change into ``DIR`` as that view has it. Git run from outside through
-    ``/proc/<pid>/root`` resolves its work tree to the host's path instead: it runs in here
-    (:mod:`ablate.isolate.viewpath`)."""
+    """``--join PID DIR -- ARGV``: enter the holder ``pid``'s mount (and user) namespace and change into
+    ``DIR`` as that view has it: git run through ``/proc/<pid>/root`` would resolve the host's path."""
     libc = _libc()
     kinds = [("mnt", CLONE_NEWNS)]
     if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:

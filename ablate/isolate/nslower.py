@@ -29,8 +29,7 @@ class RepoLower:
 
 
 def build_repo_lower(setup: Setup, catalog: Catalog, dest: Path, *, dirty: bool) -> RepoLower:
-    """The checkout of HEAD whose ``.git`` is the user's, objects excepted (cached across runs), and the
-    folder of the snapshots the cells' worktree operations read."""
+    """The (cached) checkout of HEAD, and the folder of snapshots the cells' worktree operations read."""
     plan = worktree.plan_repo(setup, catalog, dirty=dirty)
     pristine = dest / "pristine"
     pristine.mkdir(parents=True)

@@ -79,8 +79,7 @@ def cut_side(root: Path, pieces: Sequence[Piece], *, also: dict[str, Path] | Non
 
 
 def cell_pieces(setup: Setup, catalog: Catalog, cell: ResolvedCell) -> list[Piece]:
-    """The setup's pieces ``cell`` cuts (an unknown id: a located :class:`UsageError`), less those whose
-    whole layer the cell strips anyway."""
+    """The setup's pieces ``cell`` cuts (an unknown id: ``UsageError``), but those of layers it strips."""
     if not cell.pieces:
         return []
     chosen = select_pieces(setup_pieces(setup, catalog), cell.pieces, where=f"cell {cell.id}: strip_pieces")
@@ -88,8 +87,7 @@ def cell_pieces(setup: Setup, catalog: Catalog, cell: ResolvedCell) -> list[Piec
 
 
 def repo_piece_ops(setup: Setup, repo_layers: Sequence[Layer], cell: ResolvedCell) -> list[dict[str, Any]]:
-    """The worktree operations that cut ``cell``'s repo-side pieces (checked by :func:`cell_pieces` when
-    the cell's config dir was built)."""
+    """The worktree operations that cut ``cell``'s repo-side pieces."""
     if not cell.pieces:
         return []
     found = side_pieces(setup.repo, repo_layers, setup.memory_slug)

@@ -1,10 +1,5 @@
-"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env), used by every environment
-builder and by the probe.
-
-A session's environment is built from scratch: the process basics, the endpoint, auth and network plumbing,
-ablate's pinned knobs; every other ``CLAUDE_*``/``ANTHROPIC_*`` variable and git's location variables are
-dropped. A probe session talks to the capture endpoint only (:func:`force_capture`). Recorded environments are
-redacted (:func:`redacted_env`); :func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint.
+"""The ONE process-environment allow-list (docs/ARCHITECTURE.md#process-env says what passes), used by every
+environment builder and by the probe; :func:`one_endpoint` enforces docs/ARCHITECTURE.md#one-endpoint.
 """
 
 from __future__ import annotations
@@ -101,14 +96,9 @@ def process_env(
     """The whole, explicit environment of a session: allow-listed, auth, pinned; everything else dropped.
     ``tmpdir`` is its ``TMPDIR``, a folder it may write (a view's private ``/tmp``, a cell's ``tmp/``)."""
     env = {key: value for key, value in base_env.items() if allowed(key)}
-    env.update(ENV_PINNED)
-    env["HOME"] = str(home)
-    env["CLAUDE_CONFIG_DIR"] = str(config_dir)
-    env["TMPDIR"] = str(tmpdir)
-    if os.geteuid() == 0:
-        env["IS_SANDBOX"] = (
-            "1"  # bypassPermissions as root needs it; an ordinary user's session never gets it
-        )
+    env.update(ENV_PINNED, HOME=str(home), CLAUDE_CONFIG_DIR=str(config_dir), TMPDIR=str(tmpdir))
+    if os.geteuid() == 0:  # bypassPermissions as root needs it; an ordinary user's session never gets it
+        env["IS_SANDBOX"] = "1"
     for key, value in (extra_env or {}).items():
         if key in ENV_OWNED:
             raise UsageError(
@@ -120,13 +110,9 @@ def process_env(
 
 
 def force_capture(env: Mapping[str, str], base_url: str) -> dict[str, str]:
-    """``env`` made safe for a probe session: every endpoint, provider, credential and proxy variable
-    removed, the capture endpoint and a fake key set, retries off. Everything else is kept as is (the probe
-    judges it)."""
+    """``env`` for a probe session: endpoint, credential and proxy variables replaced by the capture's."""
     out = {k: v for k, v in env.items() if not is_endpoint_or_auth(k)}
-    out["ANTHROPIC_BASE_URL"] = base_url
-    out["ANTHROPIC_API_KEY"] = PROBE_KEY
-    out["CLAUDE_CODE_MAX_RETRIES"] = "0"
+    out.update(ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=PROBE_KEY, CLAUDE_CODE_MAX_RETRIES="0")
     out["NO_PROXY"] = out["no_proxy"] = "127.0.0.1,localhost"
     return dict(sorted(out.items()))
 
@@ -162,8 +148,7 @@ def settings_files(config_dir: Path, repo: Path) -> list[Path]:
 
 
 def settings_problem(path: Path) -> str | None:
-    """Why Claude Code would skip or misread the settings file ``path`` (not JSON, not an object, unreadable,
-    an ``env`` value that is not a string); None when it reads it or there is none."""
+    """Why Claude Code would skip or misread the settings file ``path``; None when it reads it (or none)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -193,10 +178,8 @@ SETTINGS_SKIPPED = (
 
 
 def one_endpoint(config_dir: Path, repo: Path, environ: Mapping[str, str]) -> EndpointInfo:
-    """Check that every cell reaches the same endpoint with the same auth, or refuse (UsageError) naming the
-    file, the key and the fix. A settings ``env`` key for the endpoint or auth is fine when ablate's own
-    environment sets the same value (ablate passes it to every cell, C11 included); a credential helper is
-    not."""
+    """Every cell reaches the same endpoint with the same auth, or a ``UsageError`` naming the file, key and
+    fix: a settings ``env`` endpoint or auth key must equal ablate's own environment; no credential helper."""
     broken = [f"{p}: {why}" for p in settings_files(config_dir, repo) if (why := settings_problem(p))]
     if broken:
         raise UsageError("\n".join(broken), hint=SETTINGS_SKIPPED)

@@ -48,9 +48,8 @@ def capabilities_of(info: IsolationInfo | None) -> Capabilities | None:
 
 
 def choose_isolation(requested: str | None) -> IsolationInfo:
-    """The backend ``--isolation`` names (an error when it does not work here), else the first of
-    :data:`KINDS` chosen automatically that works here and locks its sessions (else the first that works);
-    why, in the manifest's words."""
+    """The backend ``--isolation`` names (an error when it does not work here), else the first automatic one
+    that works and locks its sessions (else that works); why, in the manifest's words."""
     if requested is not None:
         kind = KINDS.get(requested)
         if kind is None:
@@ -87,16 +86,14 @@ def _chosen(kind: BackendKind, support: Support, why: str) -> IsolationInfo:
 
 
 def choice_json(info: IsolationInfo) -> dict[str, Any]:
-    """What was chosen and why (``backend``, ``mode``, ``reason``, ``locked``), as probe.json and ``--json``
-    outputs record it."""
+    """What was chosen and why, as probe.json and ``--json`` outputs record it."""
     return info.model_dump(mode="json", include=set(CHOICE_FIELDS))
 
 
 def open_backend(
     backend: str, setup: Setup, catalog: Catalog, work_root: Path, options: BackendOptions = BackendOptions()
 ) -> EnvBackend:
-    """The one place a backend object is made, by the name :func:`choose_isolation` chose. Callers never
-    construct a backend class themselves."""
+    """The one place a backend object is made, by the name :func:`choose_isolation` chose."""
     kind = KINDS.get(backend)
     if kind is None:
         raise ValueError(f"unknown isolation backend {backend!r}")

@@ -1,12 +1,8 @@
-"""The model's API inside a session's own network namespace (docs/ARCHITECTURE.md#sealed): a TCP listener on
-127.0.0.1 that hands every connection to ablate's forwarder, then the session's command.
+"""The model's API inside a session's own network namespace (docs/ARCHITECTURE.md#sealed says how): a TCP
+listener on 127.0.0.1 handing every connection to ablate's forwarder over the stream at FD, then ARGV.
 
 Run as a file inside the fence (``python -I -S .../relay.py FD -- ARGV...``), standard library only (no
-``site``: on a loaded machine that halves the interpreter's start). FD is a unix stream already connected to
-the forwarder; per accepted connection the relay asks over it for a new stream (one byte) and receives one
-end of a socket pair (``SCM_RIGHTS``), so it needs no ``socket()`` of its own but the listener, and pumps
-bytes both ways. It forks: the child relays, the parent execs ARGV with ``ANTHROPIC_BASE_URL`` at the
-listener (a loopback endpoint keeps its URL: the relay takes that very port). Exit 125: setup failed.
+``site``: on a loaded machine that halves the interpreter's start). Exit 125: setup failed.
 """
 
 from __future__ import annotations
@@ -74,8 +70,7 @@ def relay(listener: socket.socket, control: socket.socket) -> None:
 
 
 def _loopback_port(url: str) -> int | None:
-    """The port of an ``http://127.0.0.1:PORT`` endpoint (a local gateway, the
-    sim), else None."""
+    """The port of an ``http://127.0.0.1:PORT`` endpoint (a local gateway, the sim), else None."""
     from urllib.parse import urlsplit
 
     try:

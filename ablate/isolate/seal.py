@@ -32,19 +32,14 @@ def relay_python() -> str:
     return os.path.realpath(sys.executable)
 
 
-def session_of(argv: Sequence[str]) -> str:
-    """The ``--session-id`` of a ``claude`` command line ("" when it has none)."""
-    args = list(argv)
-    return args[args.index("--session-id") + 1] if "--session-id" in args[:-1] else ""
-
-
 def seal(fence: Sequence[str], *, view: str = "-") -> list[str]:
     """The sealed command of the bubblewrap command line ``fence`` (``bwrap OPTIONS -- ARGV``)."""
     argv = list(fence)
     split = argv.index("--")
     bwrap, command = argv[:split], argv[split + 1 :]
     forwarder = shared_forwarder()
-    opts = ["--net", str(forwarder.socket_path), forwarder.ticket(session_of(command))]
+    session = command[command.index("--session-id") + 1] if "--session-id" in command[:-1] else ""
+    opts = ["--net", str(forwarder.socket_path), forwarder.ticket(session)]
     if forwarder.filter_path is not None:
         opts += ["--seccomp", str(forwarder.filter_path)]
         bwrap = [bwrap[0], "--seccomp", str(nsexec.SECCOMP_FD), *bwrap[1:]]
@@ -63,11 +58,9 @@ def fenced(
     sealed: bool = True,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """A ``links`` session's command: under the fence wherever it works, with only its cell folder ``root``
-    writable (and ``root/tmp`` as ``/tmp``), sealed (:func:`seal`) unless ``sealed=False`` (a command to run
-    by hand); else as is. ``visible``: what the session reads through its links (home, config dir, repository,
-    object store), kept readable under the real ``/tmp``; ``through``: real files it may still write;
-    ``network``: keep the host's network; ``hidden``: credential paths it reads as empty."""
+    """A ``links`` session's command: fenced wherever that works (only ``root`` and ``through`` writable,
+    ``root/tmp`` as ``/tmp``, ``visible`` readable under it, ``hidden`` empty) and sealed unless
+    ``sealed=False`` (a command to run by hand); else as is."""
     support = fence_support()
     if support.ok and support.sandbox_exec is not None:
         return [support.sandbox_exec, "-p", sandbox_profile([root, *through], hidden), *argv]
@@ -101,10 +94,9 @@ def view_command(
     sealed: bool = True,
     hidden: Sequence[Path] = (),
 ) -> list[str]:
-    """``argv`` run inside the view described by ``spec``; under bubblewrap (only ``writable`` writable, the
-    view locked, ``hidden`` shown empty) and sealed (:func:`ablate.isolate.seal.seal`: own network namespace
-    with the model's API relayed in, no unix sockets; ``network``: the host's network) wherever
-    :func:`~ablate.isolate.detect.namespace_check` found that it works."""
+    """``argv`` inside the view ``spec``, under bubblewrap (only ``writable`` writable, ``hidden`` empty) and
+    sealed (:func:`seal`; ``network``: the host's) wherever :func:`~ablate.isolate.detect.namespace_check`
+    found that it works."""
     bwrap = bwrap_path()
     if bwrap and cwd is not None and namespace_check().locked:
         ordered = sorted(writable, key=lambda p: str(p).count("/"))

@@ -1,12 +1,10 @@
 """The seccomp filter every fenced session runs under (docs/ARCHITECTURE.md#sealed, which lists each rule
 and its errno): no unix socket that reaches out, no kernel keyring, no io_uring, no ABI but the machine's own.
 
-A read-only bind does not stop ``connect()`` to a host service's socket file (tmux, ssh-agent, Docker, the
-D-Bus session bus, X11, ``/run/user/<uid>``) and hiding every such folder cannot be complete, so a session
-may not *create* a unix socket that can address one (the CLI's child processes' stdio needs the stream
-``socketpair``, which stays). ``keyctl`` credential helpers keep tokens in the keyring; io_uring users fall
-back on ``ENOSYS``; other ABIs are killed because the filter names calls by the native numbers only. Classic
-BPF as ``bwrap --seccomp FD`` takes it, built with :mod:`struct` for x86-64 and aarch64 (elsewhere: none).
+A read-only bind does not stop ``connect()`` to a host service's socket file and hiding every such folder
+cannot be complete, so a session may not *create* a unix socket that can address one. Other ABIs are killed
+because the filter names calls by the native numbers only. Classic BPF as ``bwrap --seccomp FD`` takes it,
+built with :mod:`struct` for x86-64 and aarch64 (elsewhere: none).
 """
 
 from __future__ import annotations

@@ -26,15 +26,13 @@ DEFAULT_HIDDEN = tuple(f"~/{p}" for p in _DEFAULTS.split())
 
 @dataclass(frozen=True)
 class Secrets:
-    """What a run hides: ``hide`` (``~/``-relative or absolute entries) and the defaults ``--expose`` left
-    visible (``exposed``, for the record)."""
+    """What a run hides (``~/``-relative or absolute), and the defaults ``--expose`` left visible."""
 
     hide: tuple[str, ...] = DEFAULT_HIDDEN
     exposed: tuple[str, ...] = ()
 
     def paths(self, home: Path) -> list[Path]:
-        """The entries that exist, resolved (a link's target is what a read reaches), outermost first and
-        none inside another."""
+        """The entries that exist, resolved (what a read reaches), outermost first, none inside another."""
         out: list[Path] = []
         found = {Path(os.path.realpath(_under(e, home))) for e in self.hide}
         for path in sorted(found, key=lambda p: (len(p.parts), str(p))):
@@ -67,9 +65,8 @@ def secrets_policy(
     keep: Sequence[Path] = (),
     home: Path | None = None,
 ) -> Secrets:
-    """The defaults plus ``hide`` minus ``expose`` (``--hide``/``--expose``: absolute, ``~/...`` or relative
-    to the home). Refused (exit 2): a path that holds or lies in one of ``keep`` (the config dir, the
-    repository: the setup itself), and an ``--expose`` that names nothing hidden."""
+    """The defaults plus ``--hide`` minus ``--expose``; refused: a path that holds or lies in one of ``keep``
+    (the setup itself), and an ``--expose`` that names nothing hidden."""
     home = Path(home or Path.home())
     entries = list(DEFAULT_HIDDEN)
     for raw in hide:

@@ -1,9 +1,8 @@
 """The config side of a cell (docs/ARCHITECTURE.md#environments, 3.6, 3.7): a shadow home whose ``.claude`` is
 a fresh config dir.
 
-What goes where, entry by entry of the user's config dir: docs/ARCHITECTURE.md#config-table. Links keep their
-meaning (#links-in-setups). The shadow home ``<root>/home`` holds the config dir as ``.claude``, the account
-state as ``.claude.json``, and a symlink to every other entry of the real home.
+What goes where: docs/ARCHITECTURE.md#config-table. The shadow home holds the config dir as ``.claude``, the
+account state as ``.claude.json``, and a symlink to every other entry of the real home.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ablate.core import links
 from ablate.isolate import shadowfs
@@ -134,9 +132,8 @@ def _populate_plugins(
 def populate_config(
     setup: Setup, shadow_config: Path, *, isolate_state: bool, at_real_path: bool = False
 ) -> ConfigReport:
-    """Fill the (new, empty) ``shadow_config`` from the user's config dir (docs/ARCHITECTURE.md#config-table).
-    ``at_real_path``: the folder will be seen at the real config dir's path (``namespace``), so nothing is
-    rewritten and nothing linked (a link to the real path would be the cell itself): trees are copied."""
+    """Fill the new ``shadow_config`` from the user's config dir (docs/ARCHITECTURE.md#config-table); seen
+    ``at_real_path``, nothing is rewritten or linked (a link to the real path would be the cell itself)."""
     report = ConfigReport()
     pairs = [] if at_real_path else path_rewrites(setup, shadow_config)
     link_trees = not at_real_path
@@ -204,9 +201,8 @@ def populate_config(
 
 
 def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport) -> None:
-    """Copy ``src`` (links followed) leaving out the CLI-written trees hidden behind links (``projects/`` ->
-    ``data/projects``): transcript history is never copied, and the auto-memory is copied once, where C5
-    strips it."""
+    """Copy ``src`` (links followed) without the CLI-written trees behind links (``projects/`` ->
+    ``data/projects``): history is never copied, the auto-memory once, where C5 strips it."""
     hidden_real = {os.path.realpath(h) for h in hidden}
 
     def ignore(folder: str, names: list[str]) -> list[str]:
@@ -220,9 +216,7 @@ def _copy_without(src: Path, dst: Path, hidden: list[Path], report: ConfigReport
 
 
 def ensure_written_dirs(shadow_config: Path) -> None:
-    """Create every CLI-written folder as a real, empty folder (never a link); a nested one
-    (``plugins/store``) only when its parent is there: a stripped ``plugins/`` stays absent, so the cell holds
-    no trace of it."""
+    """Make every CLI-written folder a real, empty one (a nested one only where its parent is)."""
     for rel in WRITTEN_DIRS:
         if "/" in rel and not (shadow_config / rel).parent.is_dir():
             continue
@@ -232,19 +226,14 @@ def ensure_written_dirs(shadow_config: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
 
 
-def copy_memory(setup: Setup, shadow_config: Path, cell_slug: str) -> bool:
-    """Copy (never link) the auto-memory of the user's main worktree root to where the CLI reads it in the
-    cell: ``projects/<cell_slug>/memory`` (the cell's checkout is its own main worktree root); True when
-    there was one."""
+def copy_memory(setup: Setup, shadow_config: Path, cell_slug: str) -> None:
+    """Copy (never link) the user's auto-memory to ``projects/<cell_slug>/memory``, where the cell has it."""
     rel = Path("projects") / setup.memory_slug / "memory"
-    src = setup.config_dir / rel
-    if not src.exists():
-        return False
-    walk_files(setup.config_dir, rel.as_posix())  # raises on a symlink loop
-    dst = shadow_config / "projects" / cell_slug / "memory"
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shadowfs.copy_entry(src, dst)
-    return True
+    if (src := setup.config_dir / rel).exists():
+        walk_files(setup.config_dir, rel.as_posix())  # raises on a symlink loop
+        dst = shadow_config / "projects" / cell_slug / "memory"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shadowfs.copy_entry(src, dst)
 
 
 def copy_account_state(setup: Setup, shadow_home: Path | None, shadow_config: Path) -> Path | None:
@@ -262,28 +251,15 @@ def copy_account_state(setup: Setup, shadow_home: Path | None, shadow_config: Pa
     return src
 
 
-def link_home(setup: Setup, shadow_home: Path) -> int:
-    """Link every entry of the real home except ``.claude`` and ``.claude.json``; returns how many."""
-    if not setup.home.is_dir():
-        return 0
-    n = 0
-    for entry in sorted(setup.home.iterdir(), key=lambda p: p.name):
-        if entry.name in (".claude", ACCOUNT):
-            continue
-        (shadow_home / entry.name).symlink_to(entry)
-        n += 1
-    return n
+def link_home(setup: Setup, shadow_home: Path) -> None:
+    """Link every entry of the real home except ``.claude`` and ``.claude.json``."""
+    for entry in sorted(setup.home.iterdir(), key=lambda p: p.name) if setup.home.is_dir() else []:
+        if entry.name not in (".claude", ACCOUNT):
+            (shadow_home / entry.name).symlink_to(entry)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Hook scripts that hard-code the real config path
-
-
-def hook_commands(settings: dict[str, Any]) -> list[str]:
-    """Every ``command`` string of the ``hooks`` key of a settings object."""
-    return [
-        h["command"] for *_, h in hook_entries(settings.get("hooks")) if isinstance(h.get("command"), str)
-    ]
 
 
 def _command_files(command: str, setup: Setup) -> list[Path]:
@@ -310,8 +286,9 @@ def scan_hooks(setup: Setup) -> list[Leak]:
     needles = sorted({str(setup.config_dir), str(setup.home / ".claude")}, key=len, reverse=True)
     candidates: list[Path] = []
     settings = json_keys(setup.config_dir / "settings.json") or {}
-    for command in hook_commands(settings):
-        candidates.extend(_command_files(command, setup))
+    for *_, hook in hook_entries(settings.get("hooks")):
+        if isinstance(command := hook.get("command"), str):
+            candidates.extend(_command_files(command, setup))
     hooks_dir = setup.config_dir / "hooks"
     if hooks_dir.is_dir():
         candidates.extend(setup.config_dir / rel for rel in walk_files(setup.config_dir, "hooks"))

@@ -1,9 +1,7 @@
 """File operations on a cell's own trees that can never reach the user's real files.
 
-Every operation works *on the cell's side of a link*: a linked folder on the way is first split into a real
-folder of per-entry links, a link at the path itself is unlinked (never written through), and the parent of
-every path changed must resolve inside the cell root (:class:`~ablate.core.errors.UnsafeEnvironment`
-otherwise).
+Every operation works *on the cell's side of a link*: a linked folder on the way is split into per-entry
+links, a link at the path is unlinked (never written through), and every parent must resolve inside the cell.
 """
 
 from __future__ import annotations
@@ -62,8 +60,7 @@ def detach(root: Path, rel: str) -> Path:
 
 
 def remove_path(path: Path) -> None:
-    """Remove a file, a link (not its target) or a real folder tree of any depth, forcing read-only folders;
-    nothing when absent (:func:`ablate.core.fdtree.delete_tree`)."""
+    """:func:`ablate.core.fdtree.delete_tree`: links never followed, read-only folders forced."""
     delete_tree(path)
 
 
@@ -81,22 +78,16 @@ def stub(root: Path, rel: str) -> None:
         for child in sorted(os.listdir(path)):
             stub(root, f"{rel}/{child}")
         return
-    if not (path.exists() or path.is_symlink()):
-        return
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-    path.unlink()
-    path.write_bytes(b"")
-    os.chmod(path, mode)
+    if path.exists() or path.is_symlink():
+        _replace_file(path, b"")
 
 
-def drop_keys(root: Path, rel: str, keys: Iterable[str]) -> bool:
-    """Remove top-level ``keys`` from the JSON object file ``root/rel``; True when something was removed."""
+def drop_keys(root: Path, rel: str, keys: Iterable[str]) -> None:
+    """Remove top-level ``keys`` from the JSON object file ``root/rel``."""
     path = detach(root, rel)
     data = json_keys(path) or {}
-    wanted = [k for k in keys if k in data]
-    if wanted:
+    if wanted := [k for k in keys if k in data]:
         write_json_file(path, {k: v for k, v in data.items() if k not in wanted})
-    return bool(wanted)
 
 
 def keep_keys(root: Path, rel: str, keys: Iterable[str]) -> None:
@@ -112,9 +103,13 @@ def keep_keys(root: Path, rel: str, keys: Iterable[str]) -> None:
 
 def write_json_file(path: Path, data: object) -> None:
     """(Re)write a JSON file as a real file of the cell, keeping the mode of what was there."""
+    _replace_file(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def _replace_file(path: Path, data: bytes) -> None:
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
     remove_path(path)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_bytes(data)
     os.chmod(path, mode)
 
 
@@ -138,12 +133,9 @@ Ignore = Callable[[str, list[str]], Iterable[str]]
 def copy_entry(
     src: Path, dst: Path, *, ignore: Ignore | None = None, keep_links_outside: Path | None = None
 ) -> None:
-    """Copy a file or folder so that ``dst`` presents what the CLI reads at ``src``, links included
-    (docs/ARCHITECTURE.md#links-in-setups): a link is resolved against its own folder and its target's content
-    copied (*materialised*); with ``keep_links_outside`` (the real config dir, for a copy seen at the real
-    path) a link out of that folder stays a link, to where it resolves; a dangling link stays dangling; a loop
-    or an unreadable target raises a located :class:`~ablate.core.errors.UsageError`. ``ignore``: as
-    ``copytree``'s."""
+    """Copy so that ``dst`` presents what the CLI reads at ``src`` (docs/ARCHITECTURE.md#links-in-setups): links
+    materialised, except those out of ``keep_links_outside`` (a copy seen at the real path), which stay links;
+    dangling ones stay dangling; a loop or unreadable target is a located ``UsageError``."""
     keep = os.path.realpath(keep_links_outside) if keep_links_outside is not None else None
     _materialise(src, dst, ignore, frozenset(), keep, src)
 
@@ -183,11 +175,8 @@ def _materialise(
             raise links.link_error(src, exc) from None
 
 
-def anchor_links(copy: Path, original: Path) -> int:
-    """Make every relative link in ``copy`` (a ``symlinks=True`` copy of ``original``, seen elsewhere) name
-    the absolute place it names in ``original``: the copy's links lead where the original's do. Returns how
-    many."""
-    n = 0
+def anchor_links(copy: Path, original: Path) -> None:
+    """Make every relative link in ``copy`` (of ``original``) absolute: it leads where the original's does."""
     for dirpath, dirnames, filenames in os.walk(copy):
         for name in (*dirnames, *filenames):
             link = Path(dirpath) / name
@@ -196,8 +185,6 @@ def anchor_links(copy: Path, original: Path) -> int:
             there = original / link.parent.relative_to(copy)
             link.unlink()
             os.symlink(os.path.join(os.path.realpath(there), target), link)
-            n += 1
-    return n
 
 
 def link_per_entry(src: Path, dst: Path) -> None:
@@ -207,11 +194,9 @@ def link_per_entry(src: Path, dst: Path) -> None:
         (dst / child.name).symlink_to(src / child.name)
 
 
-def sync_tree(src: Path, dst: Path) -> int:
+def sync_tree(src: Path, dst: Path) -> None:
     """Make the real folder ``dst`` identical to ``src`` (paths, kinds, modes, contents, link targets; links
-    in ``dst`` replaced, never followed; files of equal size and mtime assumed unchanged: copies keep mtimes).
-    Returns how many entries changed."""
-    changed = 0
+    in ``dst`` replaced, never followed; files of equal size and mtime assumed unchanged: copies keep mtimes)."""
     src_mode = stat.S_IMODE(os.lstat(src).st_mode)
     dst_mode = stat.S_IMODE(os.lstat(dst).st_mode)
     if dst_mode & stat.S_IRWXU != stat.S_IRWXU:
@@ -219,7 +204,6 @@ def sync_tree(src: Path, dst: Path) -> int:
     src_names = set(os.listdir(src))
     for name in sorted(set(os.listdir(dst)) - src_names):
         remove_path(dst / name)
-        changed += 1
     for name in sorted(src_names):
         s, d = src / name, dst / name
         ss = os.lstat(s)
@@ -229,32 +213,23 @@ def sync_tree(src: Path, dst: Path) -> int:
             ds = None
         if stat.S_ISLNK(ss.st_mode):
             target = os.readlink(s)
-            if ds is not None and stat.S_ISLNK(ds.st_mode) and os.readlink(d) == target:
-                continue
-            remove_path(d)
-            os.symlink(target, d)
-            changed += 1
+            if ds is None or not stat.S_ISLNK(ds.st_mode) or os.readlink(d) != target:
+                remove_path(d)
+                os.symlink(target, d)
         elif stat.S_ISDIR(ss.st_mode):
             if ds is None or not stat.S_ISDIR(ds.st_mode):
                 remove_path(d)
                 os.mkdir(d)
-                changed += 1
-            changed += sync_tree(s, d)
-        else:
-            if (
-                ds is not None
-                and stat.S_ISREG(ds.st_mode)
-                and ds.st_size == ss.st_size
-                and ds.st_mtime_ns == ss.st_mtime_ns
-                and stat.S_IMODE(ds.st_mode) == stat.S_IMODE(ss.st_mode)
-            ):
-                continue
+            sync_tree(s, d)
+        elif ds is None or (ds.st_mode, ds.st_size, ds.st_mtime_ns) != (
+            ss.st_mode,
+            ss.st_size,
+            ss.st_mtime_ns,
+        ):
             remove_path(d)
             shutil.copy2(s, d)
-            changed += 1
     if stat.S_IMODE(os.lstat(dst).st_mode) != src_mode:
         os.chmod(dst, src_mode)
-    return changed
 
 
 def tree_size(path: Path, limit: int) -> int:

@@ -17,8 +17,7 @@ from ablate.setup.load import Setup, linked_state
 
 @dataclass
 class UntouchedView(ViewAtRealPaths):
-    """The user's own setup at the real paths, copy-on-write: what C0 must equal
-    (docs/ARCHITECTURE.md#proving-isolation)."""
+    """The user's own setup at the real paths, copy-on-write: what C0 must equal."""
 
     root: Path
     spec: Path
@@ -35,10 +34,8 @@ UNTOUCHED_SKIPPED = (CREDENTIALS, "telemetry", "debug", "file-history", "todos",
 
 
 def untouched_copy_filter(config_dir: Path) -> tuple[Callable[[str, list[str]], list[str]], dict[str, Path]]:
-    """The ``copytree`` ignore function of an untouched-setup copy of ``config_dir`` (both backends' probes),
-    and the CLI-written folders kept behind links: CLI-written history and the credentials stay out, and so
-    does whatever a link hides (hook-state setups keep ``projects/`` behind a link into their own folder);
-    of ``projects/<slug>/`` only the auto-memory is kept."""
+    """The ``copytree`` ignore function of an untouched copy of ``config_dir`` (history, credentials and what
+    a link hides left out; of ``projects/<slug>/`` only the memory), and the CLI folders behind links."""
     linked = linked_state(config_dir, ("projects", "todos", "file-history", "sessions", "telemetry"))
     hidden = {str(t) for t in linked.values()}
 
@@ -55,9 +52,7 @@ def untouched_copy_filter(config_dir: Path) -> tuple[Callable[[str, list[str]], 
 
 
 def copy_untouched_config(setup: Setup, dest: Path) -> dict[str, Path]:
-    """A plain copy of the config dir at ``dest`` (:func:`untouched_copy_filter`) with the account state, the
-    auto-memory copied where the CLI reads it when ``projects/`` was behind a link; returns the CLI-written
-    folders left out because they were links."""
+    """A plain copy of the config dir at ``dest``; returns the CLI-written folders left out as links."""
     ignore, linked = untouched_copy_filter(setup.config_dir)
     shutil.copytree(setup.config_dir, dest, symlinks=True, ignore=ignore)
     if "projects" in linked:
@@ -69,8 +64,7 @@ def copy_untouched_config(setup: Setup, dest: Path) -> dict[str, Path]:
 
 
 def untouched_view(setup: Setup, root: Path) -> UntouchedView:
-    """The live home and repository (their own ``.git`` included) and a plain copy of the config dir, all at
-    their real paths with per-view upper folders: the session writes nothing anywhere."""
+    """The live home and repository and a copy of the config dir at their real paths, each copy-on-write."""
     config_copy = root / "config"
     # a CLI-written folder left out because it was a link: a real, empty folder (the session's transcript
     # must land in the view's config dir)

@@ -2,9 +2,8 @@
 :func:`ablate.isolate.namespace.held_view`).
 
 Reads and writes work through ``/proc/<pid>/root``; resolving a path does not (it reads as ``/``, so
-``os.path.realpath`` and git land on the host's empty mount point). :func:`real_path` resolves links against
-the view's root, keeping the prefix; :func:`view_command` runs a command (git) inside the holder's namespaces.
-Any other path is left to the ordinary functions (the root case: the view is mounted in ablate's own).
+``os.path.realpath`` and git land on the host's empty mount point): hence :func:`real_path` and
+:func:`view_command`. Any other path is left to the ordinary functions (as root, the view is ablate's own).
 """
 
 from __future__ import annotations
@@ -67,8 +66,7 @@ def real_path(path: str | Path) -> str:
 
 
 def view_command(cwd: Path, argv: list[str]) -> tuple[list[str], Path]:
-    """(argv, cwd) that run ``argv`` in ``cwd``: as they are, or, for a ``cwd`` through
-    ``/proc/<pid>/root``, inside that holder's user and mount namespaces at the path the view has."""
+    """(argv, cwd) that run ``argv`` in ``cwd``, inside the holder's namespaces for a ``/proc/<pid>/root``."""
     held = split_view(cwd)
     if held is None:
         return argv, cwd

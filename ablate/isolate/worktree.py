@@ -1,17 +1,17 @@
 """The repo side of a cell (docs/ARCHITECTURE.md#repo-side): a private checkout of HEAD with the live layer
 files overlaid.
 
-Its ``.git`` is the user's own, objects excepted (config, refs, stash, ``info/``, hooks copied; objects read
-from the user's store, which git never writes), so git prints in a cell what it prints in the user's
-repository while whatever a session does to git stays in the cell. Not a linked ``git worktree``: Claude Code
-2.1.332 then adds a "This is a git worktree" notice to every prompt, and commits would land in the user's
-repository. The worktree is *checkout + a replayable list of operations* whose sources are snapshotted once
-into ``.pristine/overlay``, so a reset gives the very tree of the first build even if the live files change.
+Its ``.git`` is the user's own, objects excepted (read from the user's store), so git prints in a cell what
+it prints in the user's repository. Not a linked ``git worktree``: Claude Code 2.1.332 then adds a "This is
+a git worktree" notice to every prompt, and commits would land in the user's repository. The worktree is
+*checkout + a replayable list of operations* whose sources are snapshotted once into ``.pristine/overlay``,
+so a reset gives the very tree of the first build even if the live files change.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,9 +142,7 @@ def objects_dir(repo: Path) -> Path:
 
 
 def make_checkout(setup: Setup, wt: Path, *, alternates: bool = True) -> dict[str, str]:
-    """A private checkout of the setup's HEAD whose ``.git`` is the user's own, objects excepted
-    (:func:`make_git_dir`); returns its refs, which a reset restores. ``alternates=False`` leaves the object
-    store empty, for a view that mounts the user's store at ``.git/objects``."""
+    """A private checkout of HEAD (:func:`make_git_dir`) and its refs; ``alternates=False``: no objects."""
     wt.mkdir(parents=True, exist_ok=True)
     make_git_dir(setup, wt, alternates=objects_dir(setup.repo) if alternates else None)
     if not alternates:  # checking out needs the objects: read them through a temporary alternates file
@@ -172,8 +170,7 @@ def refs_of(wt: Path) -> dict[str, str]:
 
 
 def restore_refs(wt: Path, refs: dict[str, str]) -> None:
-    """Delete refs the session created (branches, tags), reset the others, forget the reflogs a session
-    wrote (the stash's own reflog is put back afterwards by :func:`restore_stash_log`)."""
+    """Delete the refs a session created, reset the others, forget the reflogs it wrote."""
     current = refs_of(wt)
     for name in current:
         if name not in refs:
@@ -185,9 +182,8 @@ def restore_refs(wt: Path, refs: dict[str, str]) -> None:
 
 
 def snapshot(src_base: Path, rel: str, pristine: Path, *, follow: bool = True) -> str:
-    """Copy ``src_base/rel`` to ``pristine/overlay/rel``; returns the source key for a ``put``. Layer files
-    are copied with links followed (a link out of the repo must not become a write-through), ``--dirty``
-    changes exactly."""
+    """Copy ``src_base/rel`` to ``pristine/overlay/rel`` (links followed: none may become a write-through;
+    ``--dirty`` changes exactly); the source key for a ``put``."""
     key = f"overlay/{rel}"
     dst = pristine / key
     if not (dst.exists() or dst.is_symlink()):
@@ -298,8 +294,7 @@ GIT_STATE = ("config", "hooks", "info", STASH_LOG)
 
 
 def save_git_state(wt: Path, pristine: Path) -> None:
-    """Keep the fresh checkout's branch, ``.git/config``, ``hooks/``, ``info/`` and stash reflog for a
-    reset."""
+    """Keep the fresh checkout's branch and :data:`GIT_STATE` for a reset."""
     (pristine / "branch.txt").write_text((current_branch(wt) or "") + "\n", encoding="utf-8")
     for name in GIT_STATE:
         src = wt / ".git" / name
@@ -320,11 +315,9 @@ def restore_git_state(wt: Path, pristine: Path) -> None:
             shadowfs.remove(wt / ".git", name)
 
 
-def reset_worktree(
-    wt: Path, head: str, pristine: Path, ops: list[dict[str, Any]], refs: dict[str, str] | None = None
-) -> None:
-    """Back to the freshly built state: checkout of ``head``, clean, refs restored, replay. (Commits a
-    session made stay in the checkout's own object store, unreachable; nothing names them.)"""
+def reset_worktree(wt: Path, head: str, pristine: Path, ops: list[dict[str, Any]]) -> None:
+    """Back to the freshly built state: checkout of ``head``, clean, refs restored (``refs.json``), replay.
+    (Commits a session made stay in the checkout's own object store, unreachable; nothing names them.)"""
     # the session's git config and hooks go first: git must not run a planted hook or honour its config
     restore_git_state(wt, pristine)
     clear_skip_worktree(wt)
@@ -335,7 +328,7 @@ def reset_worktree(
     branch = saved.read_text(encoding="utf-8").strip() if saved.is_file() else None
     _checkout_head(wt, head, branch or None)
     git(wt, *_SAFE, "clean", "-ffdxq")
-    if refs is not None:
-        restore_refs(wt, refs)
+    if (refs := pristine / "refs.json").is_file():
+        restore_refs(wt, json.loads(refs.read_text(encoding="utf-8")))
         restore_git_state(wt, pristine)  # the stash reflog, expired with the session's reflogs
     apply_ops(wt, pristine, ops)

@@ -1,10 +1,6 @@
 """What a session wrote outside its cell, read from its upper folders (``namespace``) before they are
-discarded.
-
-Each area's upper folder (:data:`ablate.isolate.namespace.AREAS`) holds exactly what the session created,
-changed or deleted (whiteouts: character devices 0/0). The repository's is the task's work and the config
-dir's CLI-written folders the CLI's; the rest (the home, the user's part of the config dir, ``/tmp`` outside
-the CLI's folder) is what would have reached the user's machine without isolation.
+discarded: each holds exactly what the session created, changed or deleted (whiteouts: devices 0/0). Beyond
+the task's work and the CLI's own folders, it is what would have reached the user's machine unisolated.
 """
 
 from __future__ import annotations

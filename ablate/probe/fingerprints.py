@@ -1,11 +1,7 @@
-"""Fingerprints of a user's real layer content, for the probe (never canaries: the user's files are read
-only).
-
-Each layer gets needles chosen by how it shows up (the catalog's ``shows``; README.md's "Proving isolation"
-says which); a needle also seen in the baseline request or in another layer is generic and dropped, and a
-layer left without needles is reported as too generic to fingerprint, never guessed. Also the shadow-fidelity
-comparison: the control cell's first request against the untouched setup's, normalised only for what
-legitimately differs between two sessions."""
+"""Fingerprints of a user's real layer content for the probe (never canaries: the user's files are read only):
+needles chosen by how each layer shows up; one also seen without a setup or in another layer is generic and
+dropped, never guessed. Also the shadow-fidelity comparison of the control's first request with the untouched
+setup's."""
 
 from __future__ import annotations
 
@@ -166,9 +162,7 @@ def layer_prints(
     with_mcp: bool = False,
     style: tuple[str | None, str] = (None, ""),
 ) -> dict[str, LayerPrint]:
-    """Fingerprints for every layer of a setup, before generic needles are dropped; ``style`` is the selected
-    ``outputStyle`` and the settings file that selects it (:func:`ablate.setup.load.selected_output_style`).
-    """
+    """Fingerprints for every layer of a setup, before generic needles are dropped."""
     prints: dict[str, LayerPrint] = {}
     for layer in catalog:
         lf, lid = layers[layer.id], layer.id
@@ -182,7 +176,10 @@ def layer_prints(
                 prints[lid] = LayerPrint(lid, "files", reason=why)
             case "mcp" if with_mcp:
                 prints[lid] = LayerPrint(
-                    lid, "names", [f"mcp__{k}" for k in _mcp_servers(lf)], "MCP tool names"
+                    lid,
+                    "names",
+                    [f"mcp__{k}" for k in dict.fromkeys(k for servers in _key_objects(lf) for k in servers)],
+                    "MCP tool names",
                 )
             case "mcp":
                 why = "MCP servers are real processes; not started (use --with-mcp)"
@@ -234,10 +231,6 @@ def _style_print(layer_id: str, lf: LayerFiles, style: tuple[str | None, str]) -
     except OSError:
         needles = []
     return LayerPrint(layer_id, "text", needles, f"lines of the selected style {selected!r}")
-
-
-def _mcp_servers(lf: LayerFiles) -> list[str]:
-    return list(dict.fromkeys(name for servers in _key_objects(lf) for name in servers))
 
 
 def _drop_shared(prints: dict[str, LayerPrint]) -> None:
@@ -364,8 +357,7 @@ def _shared_start(a: str, b: str) -> int:
 
 
 def diff_summary(a: str, b: str, limit: int = 3) -> list[str]:
-    """The first ``limit`` differences between two normalised requests, with some context: the common
-    prefix and suffix are set aside first, and only the differing middle is diffed."""
+    """The first ``limit`` differences of two normalised requests; only the differing middle is diffed."""
     if a == b:
         return []
     start = _shared_start(a, b)

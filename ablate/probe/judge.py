@@ -81,9 +81,7 @@ class CellProbe:
 def _foreign_files(
     obs: Observation, allowed_roots: Sequence[Path], setup_files: AbstractSet[str] = frozenset()
 ) -> list[str]:
-    """Instruction files loaded from outside the cell. ``setup_files``: those the untouched setup loads
-    itself at the same paths (a linked CLAUDE.md imports next to its target, in a dotfiles checkout): part of
-    the setup, not foreign; a cell that should not load one shows it as its layer's leak."""
+    """Instruction files loaded from outside the cell, but the untouched setup's (``setup_files``)."""
     out = []
     for f in obs.instruction_files:
         p = f["path"]
@@ -99,8 +97,7 @@ COPIED_FILES = ("CLAUDE.md", "axioms.md", "lessons.md", "settings.json", ".claud
 
 
 def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
-    """Static checks of a probe cell: links on written paths, linked instruction files, stray variables, and
-    any endpoint, provider or credential variable other than the capture endpoint's."""
+    """Static checks of a probe cell: links where the CLI writes, linked instruction files, variables."""
     base_url = cenv.env.get("ANTHROPIC_BASE_URL", "")
     capture_only = {
         "ANTHROPIC_BASE_URL": base_url if base_url.startswith("http://127.0.0.1:") else "",
@@ -146,10 +143,8 @@ def shadow_problems(cenv: CellEnvironment, setup: Setup) -> list[str]:
 
 
 def real_path_problems(env: CellEnv) -> list[str]:
-    """Static checks of a cell whose session sees the real paths: the CLI's environment points at the real
-    paths, the cell's config dir holds no symlink into the real config dir (seen at the real path, that
-    would be the cell itself; the setup's links out of it lead where they did, its dangling ones stay
-    dangling), no stray variables."""
+    """Static checks of a cell seen at the real paths: the environment points at them, the cell's config dir
+    holds no link into the real one (seen there, that is the cell itself), no stray variables."""
     problems = []
     real_config = env.session_config_dir
     if env.env.get("HOME") != str(env.home):
@@ -241,8 +236,7 @@ def _layer_check(
 
 
 def replacement_imports(cell: ResolvedCell, live: dict[str, LayerFiles], home: Path) -> set[str]:
-    """The layers a variant cell's replacement files ``@import`` (followed), each resolved from the place of
-    the file it replaces, as the CLI loads it there."""
+    """The layers a variant cell's replacement files ``@import``, resolved where the CLI loads them."""
     owner = {os.path.realpath(lf.base / rel): lid for lid, lf in live.items() for rel in lf.files}
     found: set[str] = set()
     for lid, path in cell.replace.items():
@@ -262,9 +256,8 @@ def replacement_imports(cell: ResolvedCell, live: dict[str, LayerFiles], home: P
 
 
 def _replaced_check(p: LayerPrint, replacement: Path, obs: Observation, baseline: str) -> LayerCheck:
-    """A layer a variant cell replaces with ``replacement``: a fingerprint of the setup's own file that the
-    replacement does not hold too is a leak; the replacement's distinctive lines (those a session with no
-    setup does not send) must reach the model, else it is missing."""
+    """A layer a variant cell replaces: a fingerprint of the setup's own file (not in ``replacement``) is a
+    leak; the replacement's distinctive lines must reach the model, else it is missing."""
     try:
         text = replacement.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
@@ -326,11 +319,9 @@ def judge_cell(
     baseline: str = "",
     real_paths: bool = False,
 ) -> CellProbe:
-    """Judge one cell (``real_paths``: its session saw the user's real paths). ``reference`` is the untouched
-    setup's session: a kept layer it did not show either cannot show in a probe session (a silent hook, a
-    skill the CLI does not list) and is ``unobservable``, never ``missing``. A replaced layer (a variant cell)
-    must show its replacement's content and none of the setup's own (:func:`_replaced_check`); ``baseline`` is
-    what a session with no setup sent. ``inv``: the setup's layers as read before the probe."""
+    """Judge one cell. A kept layer the untouched setup's session (``reference``) did not show either cannot
+    show in a probe session (a silent hook, an unlisted skill): ``unobservable``, never ``missing``. A
+    replaced layer: :func:`_replaced_check` (``baseline``: what a session with no setup sent)."""
     setup, live, imports = inv.setup, inv.layers, inv.imports
     eff = cell_effect(cell, live, imports, inv.loaded)
     gone = set(eff.removes) | set(eff.also_removes) | set(cell.replace)

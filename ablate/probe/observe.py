@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -24,7 +24,6 @@ from ablate.core.errors import AblateError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.proc import run_process
 from ablate.core.slug import slug
-from ablate.isolate.environment import CellEnvironment
 from ablate.isolate.procenv import SETTINGS_HELPERS, force_capture, process_env
 from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS
 from ablate.isolate.shadowfs import anchor_links
@@ -40,9 +39,6 @@ PROBE_MODEL = DEFAULT_MODEL
 _ENDPOINT_ENV = re.compile(
     r"^(ANTHROPIC_|CLAUDE_CODE_USE_|AWS_|CLOUD_ML_|VERTEX_|HTTPS?_PROXY|NO_PROXY)", re.I
 )
-
-Verdict = Literal["faithful", "leak", "missing", "no-op", "error"]
-Builder = Callable[..., CellEnvironment]
 
 
 @dataclass
@@ -91,10 +87,8 @@ def canon_command(command: str, config_dirs: Sequence[str]) -> str:
 
 
 def links_fence(setup: Setup, root: Path, cwd: Path) -> Callable[[list[str]], list[str]]:
-    """How a ``links`` probe session's command runs: under the write fence
-    (:func:`ablate.isolate.seal.fenced`), with only its own folder ``root`` writable, as a run's ``links``
-    sessions do. A SessionStart hook that writes through the home's links into the real home fails there
-    (EROFS) instead of landing; where no fence can be had the command runs as is and the probe's
+    """A ``links`` probe session's command, fenced as a run's (:func:`ablate.isolate.seal.fenced`, only
+    ``root`` writable): a hook writing through the home's links fails (EROFS); unfenced, the probe's
     before/after listing fails the probe, naming the files."""
     from ablate.isolate.seal import fenced
     from ablate.isolate.worktree import objects_dir
@@ -111,8 +105,7 @@ def _session_env(config_dir: Path, home: Path, base_url: str, tmp: Path) -> dict
 
 @dataclass(frozen=True)
 class Capture:
-    """Where a probe's sessions run: the CLI, the probe's folder (``stdout/``, ``requests.jsonl``) and the
-    capture endpoint that logs every request."""
+    """Where a probe's sessions run: the CLI, the probe's folder and the capture endpoint."""
 
     claude: ClaudeBinary
     root: Path
@@ -183,40 +176,37 @@ def neutralise(config_dir: Path, *, with_mcp: bool) -> list[str]:
     settings.json, MCP servers unless ``with_mcp``, and the credentials link (an API key is used)."""
     notes: list[str] = []
     settings = config_dir / "settings.json"
-    if settings.is_file() and not settings.is_symlink():
-        try:
-            data = json.loads(settings.read_text(encoding="utf-8"))
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            changed = False
-            for key in SETTINGS_HELPERS:  # each could send the traffic off loopback or run a helper
-                if key in data:
-                    del data[key]
-                    changed = True
-                    notes.append(f"settings.json {key} neutralised for the probe")
-            env = data.get("env")
-            if isinstance(env, dict):
-                for k in [k for k in env if _ENDPOINT_ENV.match(k)]:
-                    del env[k]
-                    changed = True
-                    notes.append(f"settings.json env.{k} neutralised for the probe")
-            if not with_mcp and data.pop("mcpServers", None) is not None:
-                changed = True
-            if changed:
-                settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    if isinstance(data := _own_json(settings), dict):
+        for key in [k for k in SETTINGS_HELPERS if k in data]:  # each could send the traffic off loopback
+            del data[key]
+            notes.append(f"settings.json {key} neutralised for the probe")
+        env = data["env"] if isinstance(data.get("env"), dict) else {}
+        for k in [k for k in env if _ENDPOINT_ENV.match(k)]:
+            del env[k]
+            notes.append(f"settings.json env.{k} neutralised for the probe")
+        if (not with_mcp and data.pop("mcpServers", None) is not None) or notes:
+            settings.write_text(json.dumps(data, indent=2), encoding="utf-8")
     account = config_dir / ACCOUNT
-    if not with_mcp and account.is_file() and not account.is_symlink():
-        try:
-            data = json.loads(account.read_text(encoding="utf-8"))
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and data.pop("mcpServers", None) is not None:
-            account.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    if (
+        not with_mcp
+        and isinstance(data := _own_json(account), dict)
+        and data.pop("mcpServers", None) is not None
+    ):
+        account.write_text(json.dumps(data, indent=2), encoding="utf-8")
     creds = config_dir / CREDENTIALS
     if creds.is_symlink() or creds.is_file():
         creds.unlink()  # the cell's own link or copy (namespace): the probe uses an API key
     return notes
+
+
+def _own_json(path: Path) -> Any:
+    """The JSON in the cell's own file ``path`` (None: absent, a link, or not JSON)."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
 
 
 def _plain_copy(setup: Setup, dest: Path) -> Path:
@@ -249,18 +239,15 @@ def _baseline(cap: Capture) -> Observation:
 
 
 def baseline_key(claude: ClaudeBinary, env: dict[str, str], root: Path, base_url: str) -> str:
-    """What the baseline session depends on: the CLI build, the probe's prompt and model, and the environment
-    it gets (the probe's own temporary folder and capture endpoint left out: they differ every time)."""
+    """What the baseline depends on: CLI build, prompt, model, environment (less what differs per run)."""
     stable = sorted((k, v) for k, v in env.items() if str(root) not in v and v != base_url)
     text = orjson.dumps([claude.sha256, PROBE_PROMPT, PROBE_MODEL, stable]).decode()
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def cached_baseline(cap: Capture) -> Observation:
-    """:func:`_baseline`, remembered per :func:`baseline_key` in ablate's cache: the no-setup session shows the
-    same generic text every time for one CLI build, so a probe runs it once, not once per probe. Only what the
-    probe uses is kept (the request's text and the listed names); a cache that cannot be read or written is
-    no error."""
+    """:func:`_baseline`, kept per :func:`baseline_key` in ablate's cache (one CLI build always shows the same
+    generic text): only the request's text and the listed names; an unusable cache is no error."""
     base = cap.root / "baseline"
     env = _session_env(base / "home" / ".claude", base / "home", cap.base_url, base / "tmp")
     folder = cache_dir()
@@ -281,9 +268,7 @@ def cached_baseline(cap: Capture) -> Observation:
 
 
 def _untouched(setup: Setup, cap: Capture) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup (``links``): a plain copy of the config dir, used from a plain copy of the
-    repository (``.git`` included), under the write fence: ablate never runs the CLI with write access to
-    the real repo or home."""
+    """The untouched setup (``links``): copies of the config dir and repository, under the write fence."""
     work = cap.root / "untouched"
     config = _plain_copy(setup, work)
     neutralise(config, with_mcp=False)
@@ -307,9 +292,8 @@ def _untouched(setup: Setup, cap: Capture) -> tuple[Observation, dict[str, str]]
 
 
 def import_homes(config_dir: Path) -> dict[str, str]:
-    """The folders a linked top-level instruction file imports from (the CLI resolves its ``@imports``
-    next to the link's target, a dotfiles checkout), each read as ``<CONFIG>``: a ``links`` cell holds
-    copies, and imports them from its config dir (the path differs, the files are the same)."""
+    """The folders a linked top-level instruction file imports from (next to the link's target), each read
+    as ``<CONFIG>``: a ``links`` cell imports its copies from its config dir."""
     out: dict[str, str] = {}
     for entry in sorted(config_dir.glob("*.md")):
         there = os.path.dirname(os.path.realpath(entry))
@@ -319,9 +303,7 @@ def import_homes(config_dir: Path) -> dict[str, str]:
 
 
 def _untouched_at_real_paths(setup: Setup, cap: Capture, like: Any, name: str = "untouched") -> Observation:
-    """The untouched setup at the real paths in its own copy-on-write view (the live home and repository,
-    a plain copy of the config dir, endpoint keys neutralised), with the very environment of the cells;
-    ``root/name`` holds the view."""
+    """The untouched setup at the real paths in its own view (``root/name``), with the cells' environment."""
     view = untouched_view(setup, cap.root / name)
     neutralise(view.config_copy, with_mcp=False)
     # the view's /tmp is private: the cells' TMPDIR

@@ -1,9 +1,6 @@
-"""``ablate pieces --measure``: what each piece adds to the first request, measured with the real CLI.
-
-One probe of the control and one cell per piece (:func:`ablate.setup.piece_cells.piece_cells`): each cell's
-first request is checked to differ from the control's by exactly its piece (:mod:`ablate.probe.pieces`), and
-the difference of the two requests' characters, counted with the sim's estimator (4 characters a token), is
-the piece's ``tokens`` (``tokens_source = "request"``). Free: the CLI talks to the capture endpoint."""
+"""``ablate pieces --measure``: what each piece adds to the first request, measured free with the real CLI:
+one probe cell per piece, checked to differ from the control by just its piece (:mod:`ablate.probe.pieces`);
+the characters it removes, at 4 a token, are the piece's ``tokens`` (``tokens_source = "request"``)."""
 
 from __future__ import annotations
 

@@ -58,8 +58,7 @@ class PiecesVerdict:
 
 
 def cell_replacements(cenv: Any) -> dict[str, str]:
-    """Each spelling of a cell's own folder (``links``: ``<out>/cNN``) → ``<CELL>``; a ``namespace`` cell is
-    seen at the real paths and needs none."""
+    """Each spelling of a ``links`` cell's own folder → ``<CELL>`` (a ``namespace`` cell needs none)."""
     root = getattr(cenv, "root", None)
     if root is None or getattr(cenv, "real_config", None) is not None:
         return {}
@@ -193,8 +192,7 @@ def check_piece_cells(
     setup_base: dict[str, Path],
     layers: Mapping[str, Layer],
 ) -> None:
-    """Add the piece check to each judged cell (``CellProbe``) that cuts pieces: its ``pieces`` record, its
-    problems, and a verdict no better than ``missing`` (a piece still there: ``leak``)."""
+    """Add the piece check to each judged cell that cuts pieces (its verdict no better than ``missing``)."""
     by_id = {p.id: p for p in all_pieces}
     control = observations.get(control_id)
     for result in results:

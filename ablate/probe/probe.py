@@ -1,9 +1,6 @@
 """``ablate probe``: prove, for free, which layers reached the model in each cell (README.md's "Proving
-isolation"; the verdicts faithful, leak, missing, no-op and error). An exit code of 0 is no proof that a
-session ran (docs/CLAUDE-CODE.md): a session that wrote no transcript is an error.
-
-Two extra sessions anchor the comparison: a *baseline* with no setup at all (needles seen there are generic)
-and the *untouched* setup, whose request C0's must equal (shadow fidelity)."""
+isolation"). A *baseline* session with no setup (needles seen there are generic) and the *untouched* setup
+(whose request C0's must equal) anchor the comparison; a session that wrote no transcript is an error."""
 
 from __future__ import annotations
 
@@ -91,8 +88,7 @@ class ProbeResult:
 
 @dataclass
 class _Cells:
-    """The probe's built cells, the backend that built them (none when a test hands the probe its own
-    ``links`` builder), and what was said while building them."""
+    """The probe's built cells, their backend (none for a test's own builder), and what building them said."""
 
     envs: dict[str, Any] = field(default_factory=dict)
     backend: EnvBackend | None = None
@@ -112,8 +108,7 @@ class _Cells:
 
 @dataclass
 class _Probe:
-    """What every step of one probe reads: its inputs, its folder, the capture endpoint (``base_url``, set once
-    it listens) and the cells built so far."""
+    """What every step of one probe reads: its inputs, folder, capture endpoint and the cells built so far."""
 
     setup: Setup
     catalog: Catalog
@@ -139,9 +134,8 @@ class _Probe:
 
 
 def _build_cells(p: _Probe, on_first: Callable[[Any], None] | None = None) -> None:
-    """Build every selected cell, ``jobs`` at a time, neutralised and forced to the capture endpoint whatever
-    the caller's environment: no provider switch, credential or proxy reaches a probe session. ``on_first``
-    gets the first cell's environment as soon as it is built."""
+    """Build every selected cell, ``jobs`` at a time, neutralised and forced to the capture endpoint (no
+    provider, credential or proxy reaches a probe session); ``on_first`` gets the first one built."""
     extra, into = {"ANTHROPIC_BASE_URL": p.base_url}, p.built
     if p.builder is build_environment:
         # views at the real paths keep their layers under ns/, shadows are the cells/ themselves
@@ -187,9 +181,7 @@ def _session(
 
 
 def _observe_cells(p: _Probe) -> tuple[dict[str, Observation], dict[str, dict[str, Any]]]:
-    """One session per cell, ``jobs`` at a time, each run as its backend runs it (in its own view, or under
-    a write fence); what each showed, and what each wrote outside its cell or was refused
-    (:meth:`~ablate.isolate.backend.Backend.after_session`)."""
+    """One session per cell, ``jobs`` at a time: what each showed, and what each wrote outside its cell."""
     writes: dict[str, dict[str, Any]] = {}
     backend = p.built.backend
 
@@ -227,11 +219,10 @@ def probe(
     isolation: str | None = None,
     work_parent: Path | None = None,
 ) -> ProbeResult:
-    """Build every cell, run the real CLI once per cell against the capture endpoint, and judge each cell.
-    ``isolation``: the backend; one whose sessions see the real paths runs the untouched setup at the real paths
-    too and checks fidelity exactly. ``builder``: the ``links`` builder (tests hand it broken ones, which forces
-    ``links``). The user's real home, config dir and repository are listed before and after; any change fails the
-    probe. Without ``work`` it works under ``work_parent`` (default: the temporary directory), removed at the end."""
+    """Build every cell, run the real CLI once in each against the capture endpoint, judge each. A backend
+    seen at the real paths runs the untouched setup there too (exact fidelity); ``builder``: tests' broken
+    ``links`` builders. Any change of the user's real files fails the probe. Without ``work``: a temporary
+    folder under ``work_parent``, removed at the end."""
     start = time.monotonic()
     chosen = choose_isolation(LINKS.name if builder is not build_environment else isolation)
     inv = inventory(setup, catalog)
@@ -241,7 +232,11 @@ def probe(
     root.mkdir(parents=True, exist_ok=True)
     ensure_cache_dir()  # before the listing: the baseline's cache is made in it
     before = take_snapshot(setup.config_dir, setup.repo, setup.home, skip=(root,))
-    notes = _first_notes(claude, prints, with_mcp=with_mcp) + dangling_lines(inv.layers)
+    notes = dangling_lines(inv.layers)
+    if not claude.pinned:
+        notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
+    if not with_mcp and prints["mcp"].kind != "absent":
+        notes.append("MCP was not probed: servers are real processes (use --with-mcp)")
     p = _Probe(
         setup, catalog, cells, cells.select(cell_ids), claude, root, chosen.backend, builder, with_mcp, jobs,
         on_cell,
@@ -253,7 +248,20 @@ def probe(
         # judge while the cells still exist: repo docs and static checks read the built shadows
         drop_generic(prints, ran.baseline.request_text + "\n".join(ran.baseline.listed))
         reference = None if ran.untouched.error else ran.untouched
-        results = _judge_all(p, observations, prints, inv, reference, ran.baseline.request_text)
+        results = [
+            judge_cell(
+                c,
+                built.envs[c.id],
+                observations[c.id],
+                prints,
+                inv,
+                catalog,
+                reference=reference,
+                baseline=ran.baseline.request_text,
+                real_paths=p.real_paths,
+            )
+            for c in selected
+        ]
         if any(c.pieces for c in selected):
             _check_pieces(p, results, observations)
         notes.extend(built.notes)
@@ -271,7 +279,7 @@ def probe(
     notes.extend(f"ERROR: your real file changed during the probe: {c}" for c in changed[:20])
     return ProbeResult(
         cells=results,
-        leaks=_all_leaks(inv.leaks, built.envs.values()),
+        leaks=list(dict.fromkeys([*inv.leaks, *(lk for cenv in built.envs.values() for lk in cenv.leaks)])),
         fidelity=ran.fidelity,
         fingerprints={
             k: {"kind": lp.kind, "needles": len(lp.needles), "reason": lp.reason} for k, lp in prints.items()
@@ -329,23 +337,6 @@ def _sessions(p: _Probe) -> _Sessions:
     return _Sessions(baseline_obs, untouched_obs, observations, writes, fidelity)
 
 
-def _judge_all(
-    p: _Probe,
-    observations: dict[str, Observation],
-    prints: dict[str, LayerPrint],
-    inv: Inventory,
-    reference: Observation | None,
-    baseline: str,
-) -> list[CellProbe]:
-    return [
-        judge_cell(
-            c, p.built.envs[c.id], observations[c.id], prints, inv, p.catalog, reference=reference,
-            baseline=baseline, real_paths=p.real_paths,
-        )
-        for c in p.selected
-    ]  # fmt: skip
-
-
 #: Pairs of first requests (control, untouched setup) the exact fidelity check draws at most, the first one
 #: included: more only when the first pair differs (:func:`ablate.probe.fingerprints.exact_fidelity`).
 FIDELITY_PAIRS = 3
@@ -364,10 +355,8 @@ def _check_pieces(p: _Probe, results: list[CellProbe], observations: dict[str, O
 def _more_pairs(
     p: _Probe, fidelity: dict[str, Any], first: Observation, untouched: Observation
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """Up to ``FIDELITY_PAIRS - 1`` more sessions of the control (each in a fresh slot of its own, after the
-    cells') and of the untouched setup (each in a fresh view), until one of the control's first requests
-    equals one of the untouched setup's; the check over all of them (``fidelity``: the first pair's), and
-    what each extra control session wrote outside it."""
+    """Up to ``FIDELITY_PAIRS - 1`` more sessions of the control and of the untouched setup (each fresh), until
+    two first requests are equal: the check over all of them, and what each extra control session wrote."""
     backend, control = p.built.backend, p.cells.get(p.cells.control)
     assert backend is not None and first.first_request and untouched.first_request
     controls, references = [first.first_request], [untouched.first_request]
@@ -389,29 +378,10 @@ def _more_pairs(
 
 
 def _untouched_first(p: _Probe, like: Any) -> tuple[Observation, dict[str, str]]:
-    """The untouched setup's session: in its own view at the real paths (with the very environment of the
-    cell ``like``) when the cells' sessions see the real paths, else a plain copy; and the path replacements
-    that make its request comparable."""
+    """The untouched setup's session, and the path replacements that make its request comparable."""
     if not p.real_paths:
         return _untouched(p.setup, p.capture)
     return _untouched_at_real_paths(p.setup, p.capture, like), {}
-
-
-def _all_leaks(setup_leaks: Sequence[Leak], envs: Any) -> list[Leak]:
-    """The setup's leaks and every cell's, each once."""
-    leaks = list(setup_leaks)
-    for cenv in envs:
-        leaks.extend(lk for lk in cenv.leaks if lk not in leaks)
-    return leaks
-
-
-def _first_notes(claude: ClaudeBinary, prints: dict[str, LayerPrint], *, with_mcp: bool) -> list[str]:
-    notes: list[str] = []
-    if not claude.pinned:
-        notes.append(f"claude {claude.version} is not the pinned version; results recorded as such")
-    if not with_mcp and prints["mcp"].kind != "absent":
-        notes.append("MCP was not probed: servers are real processes (use --with-mcp)")
-    return notes
 
 
 def _prints(setup: Setup, catalog: Catalog, inv: Inventory, *, with_mcp: bool) -> dict[str, LayerPrint]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from ablate.core.constants import DEFAULT_MODEL as _DEFAULT_MODEL
+from ablate.core.constants import DEFAULT_MODEL
 from ablate.core.jsonl import map_strings
 from ablate.core.tokens import tokens_of_chars
 from ablate.sim.script import Answer, ErrorAnswer, Rule, Script, Usage, Where
@@ -19,8 +19,6 @@ from ablate.sim.script import Answer, ErrorAnswer, Rule, Script, Usage, Where
 _REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _CWD_RE = re.compile(r"Primary working directory: ([^\n]+)")
 _PLACEHOLDER_RE = re.compile(r"\$\{([a-z_]+)\}")
-
-DEFAULT_MODEL = _DEFAULT_MODEL
 
 
 def _dump(obj: Any) -> str:
@@ -74,8 +72,7 @@ def tools_text(body: Mapping[str, Any]) -> str:
 
 
 def request_text(body: Mapping[str, Any]) -> str:
-    """All text of a request: system + every message (tool inputs and results too) + tools; what canary and
-    fingerprint checks search (a layer "reached the model" iff its canary is here)."""
+    """All text of a request (system, messages with tool inputs and results, tools): what canaries search."""
     return "\n".join((system_text(body), messages_text(body), tools_text(body)))
 
 

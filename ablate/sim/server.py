@@ -275,8 +275,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._hello(head=True)
 
     def _hello(self, *, head: bool) -> None:
-        """The CLI's connectivity check (``HEAD /api/hello`` at startup): answered 200 like the real API; a
-        HEAD of any other path gets an empty 404."""
+        """The CLI's start-up ``HEAD /api/hello``: 200 like the real API; any other path an empty 404."""
         hello = urlsplit(self.path).path == HELLO_PATH
         rule, status = ("hello", 200) if hello else ("not_found", 404)
         seq = self.server.log.next_seq()
@@ -397,11 +396,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class SimServer:
-    """The simulated endpoint, serving from a background thread while the context is open. ``script``: a
-    script file, a :class:`Script`, or None (capture mode: the short default answer); ``log_path``: one JSON
-    line per request (None: kept in memory); ``port=0``: the OS chooses (a port in use raises
-    :class:`PortInUse`); ``api_key``: the one credential accepted (``x-api-key`` or bearer), any other gets
-    the API's 401."""
+    """The simulated endpoint, served from a thread while the context is open. ``script``: a file, a
+    :class:`Script` or None (capture mode); ``log_path`` None: kept in memory; ``port=0``: the OS chooses;
+    ``api_key``: the one credential accepted (any other gets the API's 401)."""
 
     def __init__(
         self,
@@ -493,11 +490,9 @@ class SimServer:
 
     def requests(self) -> list[CapturedRequest]:
         """Every request received so far, in order (read back from the log file when there is one)."""
-        if self._log is None:
-            if self.log_path is not None and self.log_path.exists():
-                return list(iter_requests(self.log_path))
-            return []
-        return self._log.records()
+        if self._log is not None:
+            return self._log.records()
+        return list(iter_requests(self.log_path)) if self.log_path and self.log_path.exists() else []
 
     @property
     def errors(self) -> list[str]:
