@@ -6,7 +6,8 @@ Bash call writes 80 MiB in the view, starts 300 processes, holds 1.8 GiB in thre
 20 MiB request body through the relay. Under ``--limit disk=32MiB processes=200 memory=1GiB
 request=8MiB`` each of the four fails with its limit and the quiet one completes; afterwards no mount,
 work folder, cgroup or process of the run remains. The positive control: the four attacks under the
-default limits complete (the attacks were real). As root (cgroups) and as an ordinary user (rlimits).
+default limits complete (the attacks were real), one after another in one session of a second run (six
+sessions in all; a session per attack made nine). As root (cgroups) and as an ordinary user (rlimits).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ ATTACKS = {
     " + '/v1/messages', data=b'x' * (20 << 20), headers={'content-type': 'application/json'});"
     ' print(u.urlopen(r, timeout=60).status)" 2>&1 | tail -1; echo sent',
 }
+#: The positive control: the four attacks one after another in one session (a claude start, not four).
+ATTACKS["all"] = "; ".join(command for name, command in ATTACKS.items() if name != "quiet")
 LIMITS = [
     "--limit",
     "disk=32MiB",
@@ -108,6 +111,17 @@ def _statuses(folder: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _tool_output(folder: Path) -> str:
+    """The tool results in the transcripts of the run in ``folder``."""
+    out = []
+    for path in folder.rglob("transcripts/**/*.jsonl"):
+        for line in path.read_bytes().splitlines():
+            content = orjson.loads(line).get("message", {}).get("content")
+            if isinstance(content, list):
+                out += [str(b.get("content")) for b in content if b.get("type") == "tool_result"]
+    return "\n".join(out)
+
+
 def _leftovers(base: Path, folders: list[Path]) -> list[str]:
     """Mounts, work folders, cgroups and processes of the runs in ``folders`` (under ``base``) still there."""
     found = [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(base) in line]
@@ -149,17 +163,16 @@ def test_a_session_over_a_limit_is_stopped_and_the_run_goes_on(
             user.own(base)
         with SimServer(script_from_data(_script())) as sim:
             env = _env(base, ex, claude, sim.base_url)
-            limited = _ablate_run(base, ex, user, env, LIMITS, "limited", bin_dir, list(ATTACKS))
-            # the attacks alone: the quiet task completes under the limits already
-            control = _ablate_run(base, ex, user, env, [], "control", bin_dir, list(ATTACKS)[1:])
+            limited = _ablate_run(base, ex, user, env, LIMITS, "limited", bin_dir, list(ATTACKS)[:-1])
+            # the attacks alone (the quiet task completes under the limits already), in one session
+            control = _ablate_run(base, ex, user, env, [], "control", bin_dir, ["all"])
         said = items_said(limited.parent) + items_said(control.parent)
         # the positive control: the same attacks under the defaults all ran to their end
-        assert set(_statuses(control).values()) == {("completed", "")}, said
-        transcripts = "\n".join(
-            p.read_text(errors="replace") for p in control.rglob("transcripts/**/*.jsonl")
-        )
-        for word in ("forked", "held", "sent"):
-            assert word in transcripts, (word, said)
+        assert _statuses(control) == {"all": ("completed", "")}, said
+        # what the Bash call printed (not its command, which names the same words): each attack's last line
+        lines = _tool_output(control).splitlines()
+        disk = next((int(line.split("\t")[0]) for line in lines if line.endswith("\t.")), 0)
+        assert disk >= 80 and {"forked", "held", "sent"} <= set(lines), (lines, said)
         got = _statuses(limited)
         assert got == {
             "quiet": ("completed", ""),
