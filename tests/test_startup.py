@@ -77,6 +77,16 @@ def test_mining_loads_no_pydantic_backed_stage() -> None:
     )
 
 
+def test_the_report_types_load_no_statistics_until_a_report_is_built() -> None:
+    """``compare`` reads the report's types from its first line; a refusal or a resume with nothing left to run
+    must not pay for scipy (~1.5 CPU-s), which the report's sections load when ``build_report`` is asked for."""
+    loaded = _loaded_after("import ablate.report.model, ablate.compare.core, ablate.cli.compare")
+    assert _offenders(loaded, ("scipy", "numpy", "matplotlib")) == []
+    assert "ablate.report.sections" not in loaded
+    built = _loaded_after("from ablate.report import build_report")
+    assert "ablate.report.sections" in built and "scipy" in built
+
+
 def test_the_miner_writes_the_session_schema_version_of_the_typed_model() -> None:
     assert SCHEMA_VERSION == SESSION_SCHEMA_VERSION
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ablate import __version__
-from ablate.compare import analysis as an
 from ablate.compare.arms import Arm, build_arms, layout_roles, parse_roles
 from ablate.compare.executors import Executor, ItemOutcome, WorkItem
 from ablate.compare.ledger import (
@@ -192,6 +191,9 @@ def prepare_compare(req: CompareRequest, executor: Executor) -> PreparedCompare:
 
 def analyse(prep: PreparedCompare, outcomes: Sequence[ItemOutcome]) -> dict[str, Any]:
     """The statistics part of compare.json."""
+    # scipy (~1.5 CPU-s to load): not for a refusal, nor a resume with nothing left to analyse
+    from ablate.compare import analysis as an
+
     arm_names = [a.name for a in prep.arms]
     task_ids = [t.id for t in prep.tasks]
     obs = [an.Observation(o.task, o.arm, o.repeat, o.pitfall_free, o.turns) for o in outcomes if o.answered]

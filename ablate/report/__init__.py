@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -13,7 +14,9 @@ from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.folder.layout import RunFolder
 from ablate.report.model import Report
-from ablate.report.sections import build_report
+
+if TYPE_CHECKING:
+    from ablate.report.sections import build_report
 
 FORMATS = ("md", "json", "html")
 
@@ -52,7 +55,7 @@ def write_report(
     from ablate.report.context import Page
     from ablate.report.html import render_html
     from ablate.report.markdown import render_markdown
-    from ablate.report.sections import build_document
+    from ablate.report.sections import build_document, build_report
 
     say = progress or (lambda _m: None)
     fmts = parse_formats(list(formats))
@@ -75,6 +78,16 @@ def write_report(
             atomic_write_bytes(folder.report_html, render_html(doc, run_dir).encode())
             written.paths["html"] = folder.report_html
     return written
+
+
+def __getattr__(name: str) -> Any:
+    """``build_report`` loads the sections, scipy among them (~1.5 CPU-s), when first asked for: commands that
+    read the report's types (``compare``, ``gate``) need not pay for it before they build one."""
+    if name == "build_report":
+        from ablate.report.sections import build_report
+
+        return build_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["FORMATS", "Report", "WrittenReport", "build_report", "parse_formats", "write_report"]
