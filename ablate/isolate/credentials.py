@@ -104,12 +104,13 @@ def copy_back(
     if stored is not None and data == stored:
         return CredentialsCopy()
     if isinstance(data, str):
-        why: str | None = data
-    elif stored is None:
-        why = "created by the session; no login is taken from one"
-    else:
-        why = refusal(stored, data) or _real_is_newer(real, data)
-    if why is not None or isinstance(data, str):
+        return CredentialsCopy(discarded=f"{session_file.name}: {data}")
+    why = (
+        "created by the session; no login is taken from one"
+        if stored is None
+        else refusal(stored, data) or _real_is_newer(real, data)
+    )
+    if why is not None:
         return CredentialsCopy(discarded=f"{session_file.name}: {why}")
     try:
         mode = stat.S_IMODE(os.stat(real).st_mode)
