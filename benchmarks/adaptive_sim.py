@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from ablate.core.constants import DEFAULT_DRAW_BETA
 from ablate.stats import exact_paired_p
+from ablate.stats.multiplicity import holm_adjust
 from ablate.stats.sequential import (
     NO_EFFECT,
     REAL,
@@ -27,7 +28,6 @@ from ablate.stats.sequential import (
     decide,
     discordant_path,
     futility_log_e,
-    holm_adjust,
     prior_for,
 )
 

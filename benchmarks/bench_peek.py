@@ -55,7 +55,8 @@ from ablate.folder.layout import ManifestCell, ManifestTask, RunManifest, item_i
 from ablate.folder.result import ItemResult
 from ablate.report.sequential import PEEK_MIN_EFFECT
 from ablate.stats.adaptive import analyse, paired_outcomes, primary_outcome
-from ablate.stats.sequential import anytime_p, discordant_path, holm_adjust, prior_for
+from ablate.stats.multiplicity import holm_adjust
+from ablate.stats.sequential import anytime_p, discordant_path, prior_for
 
 ALPHA = 0.05
 #: A peek after every this many complete run blocks' worth of items (a run block: one (task, repeat)).

@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from ablate.stats.multiplicity import holm_adjust
 from ablate.stats.screening import (
     MAX_DRAWS,
     Design,
@@ -46,7 +47,7 @@ from ablate.stats.screening_sequential import (
     should_replan,
     variance_proxy,
 )
-from ablate.stats.sequential import REAL, UNDECIDED, anytime_p, decide, futility_log_e, holm_adjust
+from ablate.stats.sequential import REAL, UNDECIDED, anytime_p, decide, futility_log_e
 
 FloatArray = npt.NDArray[np.float64]
 #: Runs analysed at once (bounds memory: runs × sessions floats).

@@ -16,6 +16,7 @@ import pytest
 from scipy import integrate, stats as sps
 
 from ablate.stats import holm
+from ablate.stats.multiplicity import holm_adjust
 from ablate.stats.sequential import (
     NO_EFFECT,
     REAL,
@@ -26,7 +27,6 @@ from ablate.stats.sequential import (
     discordant_log_e,
     discordant_path,
     futility_log_e,
-    holm_adjust,
     prior_for,
 )
 from benchmarks.adaptive_sim import Scenario, draw, run_adaptive

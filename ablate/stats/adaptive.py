@@ -15,6 +15,7 @@ from scipy import stats as sps
 from ablate.folder.adaptive import AdaptiveOptions, CellLook
 from ablate.folder.layout import RunManifest
 from ablate.folder.result import ItemResult
+from ablate.stats.multiplicity import holm_adjust
 from ablate.stats.sequential import (
     DECISIONS,
     anytime_p,
@@ -22,7 +23,6 @@ from ablate.stats.sequential import (
     decide,
     discordant_path,
     futility_log_e,
-    holm_adjust,
     prior_for,
 )
 

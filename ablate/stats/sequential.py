@@ -30,6 +30,7 @@ import numpy.typing as npt
 from scipy import special
 
 from ablate.core.constants import DEFAULT_DRAW_BETA
+from ablate.stats.multiplicity import holm_adjust
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -157,20 +158,6 @@ def _ends(excluded: npt.NDArray[np.bool_], m: FloatArray) -> tuple[FloatArray, F
     lo = np.where(anyk, edges[first], np.nan)  # the excluded point below the first kept one (or 0)
     hi = np.where(anyk, edges[last + 2], np.nan)  # the excluded point above the last kept one (or 1)
     return lo, hi
-
-
-def holm_adjust(p: npt.ArrayLike) -> FloatArray:
-    """Holm-adjusted p-values along the last axis, vectorised (:func:`ablate.stats.multiplicity.holm` says how);
-    NaN (not computable) counts as 1."""
-    pv = np.nan_to_num(np.asarray(p, dtype=np.float64), nan=1.0)
-    m = pv.shape[-1]
-    order = np.argsort(pv, axis=-1, kind="stable")
-    sorted_p = np.take_along_axis(pv, order, axis=-1)
-    scaled = np.minimum(1.0, sorted_p * (m - np.arange(m)))
-    running = np.maximum.accumulate(scaled, axis=-1)
-    out = np.empty_like(running)
-    np.put_along_axis(out, order, running, axis=-1)
-    return out
 
 
 def prior_for(min_effect: float) -> float:
