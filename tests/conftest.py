@@ -128,7 +128,8 @@ def isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPa
 def claude_identity(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     """ablate's remembered identity of the pinned CLI (``claude-identity.json``, its version and sha256 by its
     stat), made once per test session by ``find_claude`` in a process of its own; None without the CLI. A test
-    about the identity cache uses a binary of its own; one that counts the ``--version`` start removes it."""
+    about the identity cache uses a binary of its own; one that counts the ``--version`` start runs with a home
+    of its own, whose cache starts empty."""
     binary = claude_bin()
     if binary is None:
         return None
