@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ablate import stats as st
 from ablate.compare.model import ArmRateRow, CheckRow, ContrastRow, EffectRow, VerdictRow
 from ablate.folder.metrics import metric_named
-from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
+from ablate.report.paired import Block, estimate, holm_real, not_computable, pair_blocks, paired_test
 
 #: The metrics a comparison measures (names of the registry, :mod:`ablate.folder.metrics`).
 METRICS: tuple[str, ...] = ("pitfall_free", "turns")
@@ -83,17 +83,15 @@ def contrast(
         better = 1.0 if kind.higher_is_better else -1.0
         diffs = [better * (y - x) for x, y in zip(pairs.control, pairs.cell, strict=True)]
         improved, regressed = sum(1 for d in diffs if d > 0), sum(1 for d in diffs if d < 0)
-    lo, hi, ci_method = interval(res)
+    fields = estimate(res)
+    ci_method = fields.pop("ci_method")
     return ContrastRow(
         a=a,
         b=b,
         metric=metric,
         task=task,
         n=res.n_pairs,
-        delta=res.delta,
-        ci_low=lo,
-        ci_high=hi,
-        p=res.p_value,
+        **fields,
         improved=improved,
         regressed=regressed,
         scope=scope,

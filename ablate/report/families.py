@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ablate.folder.layout import ManifestCell
 from ablate.report.context import Context
 from ablate.report.model import HIGHER_IS_BETTER, Comparison, ComparisonVerdict, Family, FamilyName
-from ablate.report.paired import Block, holm_real, interval, not_computable, pair_blocks, paired_test
+from ablate.report.paired import Block, estimate, holm_real, not_computable, pair_blocks, paired_test
 from ablate.stats import PairedResult
 
 FAMILY_RULE = (
@@ -105,17 +105,13 @@ def run_comparisons(ctx: Context, planned: Sequence[Planned]) -> tuple[list[Comp
 def _comparison(
     p: Planned, r: PairedResult, padj: float | None, real: bool, control: str, layers: list[str]
 ) -> Comparison:
-    lo, hi, ci_method = interval(r)
     return Comparison(
         cell=p.cell.id,
         control=control,
         layers=layers,
         task=p.task,
         metric=p.metric,
-        ci_low=lo,
-        ci_high=hi,
-        ci_method=ci_method,
-        p=r.p_value,
+        **estimate(r),
         p_adjusted=padj,
         real=real,
         family=p.family,
@@ -126,7 +122,7 @@ def _comparison(
 
 
 #: What a comparison takes of its paired test as it is.
-_AS_TESTED = ("cell_value", "control_value", "delta", "n_pairs", "method", "gained", "lost")
+_AS_TESTED = ("cell_value", "control_value", "n_pairs", "method", "gained", "lost")
 
 
 def _family(name: FamilyName, planned: Sequence[Planned], out: Sequence[Comparison], scope: str) -> Family:

@@ -67,6 +67,12 @@ def interval(r: PairedResult) -> tuple[float | None, float | None, str | None]:
     return (iv.low, iv.high, iv.method) if isinstance(iv, Interval) else (None, None, None)
 
 
+def estimate(r: PairedResult) -> dict[str, Any]:
+    """The result's Δ, interval and p under the names a report's and a compare's rows give them."""
+    lo, hi, method = interval(r)
+    return {"delta": r.delta, "ci_low": lo, "ci_high": hi, "ci_method": method, "p": r.p_value}
+
+
 def not_computable(r: PairedResult) -> list[str]:
     """Why the p-value or the interval is missing, each reason once, p first."""
     return list(dict.fromkeys(x.reason for x in (r.p, r.interval) if isinstance(x, NotComputable)))
