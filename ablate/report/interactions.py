@@ -6,6 +6,7 @@ when positive on a metric where higher is better, an **overlap** when negative."
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ from ablate.report.blocks import Block, Heading, Para, Table, fmt_interval
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import side_values
 from ablate.report.model import Report
-from ablate.report.paired import fmt_holm, zero_tests
+from ablate.report.paired import fmt_holm, fmt_tested, zero_tests
 
 KEY = "interactions"
 #: One column of an interaction table: its text for a row.
@@ -88,10 +89,9 @@ def sentence(row: dict[str, Any], metric: str, min_effect: float) -> str:
     alone, removing = row["alone"], row["removing"]
     if row["effect"] is None:
         return f"{a} and {b}: no block has all four of their cells scored."
-    p = fmt_holm(row["p_adjusted"], "not computable")
     figures = (
         f"together they give {fmt(row['together'])}, {a} alone {fmt(alone[a])}, {b} alone {fmt(alone[b])}; "
-        f"interaction {fmt(row['effect'])} (Holm p {p}, {row['blocks']} blocks)"
+        f"interaction {fmt(row['effect'])} {fmt_tested(row)}"
     )
     small = all(v is not None and abs(v) < min_effect for v in alone.values())
     if row["verdict"] == "synergy" and small:
@@ -106,23 +106,16 @@ def sentence(row: dict[str, Any], metric: str, min_effect: float) -> str:
     return f"{a} and {b}: no interaction shown; {figures}."
 
 
-def render(report: Report, page: Page) -> list[Block]:
-    """The pairs' table and sentences."""
-    metric = report.primary_metric
-    return interaction_blocks(
-        SECTION.part(report),
-        metric,
-        "Interactions: pieces that work together",
-        "Per pair the confirmation stage ran: the full setup, each piece removed and both removed, in the "
-        "same blocks. The interaction is how much more the two give together than the sum of each alone "
-        "(full − without A − without B + without both); sign-flip test over the blocks, Holm over the pairs.",
-        {
-            "pieces": lambda r: " + ".join(r["pieces"]),
-            "together": lambda r: fmt_delta(metric, r["together"]),
-            "interaction": lambda r: fmt_delta(metric, r["effect"]),
-        },
-        KEY,
-    )
+def interaction_section(
+    base: Section, heading: str, intro: str, columns: Callable[[str], dict[str, Cell]], table_id: str
+) -> Section:
+    """``base`` rendered as :func:`interaction_blocks` of its own rows, ``columns`` given the primary metric."""
+
+    def render(report: Report, page: Page) -> list[Block]:
+        metric = report.primary_metric
+        return interaction_blocks(base.part(report), metric, heading, intro, columns(metric), table_id)
+
+    return dataclasses.replace(base, render=render)
 
 
 def interaction_blocks(
@@ -142,4 +135,16 @@ def interaction_blocks(
     ]
 
 
-SECTION = Section(KEY, build, render)
+SECTION = interaction_section(
+    Section(KEY, build),
+    "Interactions: pieces that work together",
+    "Per pair the confirmation stage ran: the full setup, each piece removed and both removed, in the "
+    "same blocks. The interaction is how much more the two give together than the sum of each alone "
+    "(full − without A − without B + without both); sign-flip test over the blocks, Holm over the pairs.",
+    lambda metric: {
+        "pieces": lambda r: " + ".join(r["pieces"]),
+        "together": lambda r: fmt_delta(metric, r["together"]),
+        "interaction": lambda r: fmt_delta(metric, r["effect"]),
+    },
+    KEY,
+)

@@ -12,12 +12,11 @@ import numpy as np
 
 from ablate.folder.layout import ManifestCell
 from ablate.folder.metrics import fmt_delta
-from ablate.report.blocks import Block
-from ablate.report.context import Context, Page, Section
+from ablate.report.context import Context, Section
 from ablate.report.families import side_values
-from ablate.report.interactions import interaction_blocks, tested
+from ablate.report.interactions import interaction_section, tested
 from ablate.report.model import Report
-from ablate.report.paired import fmt_holm
+from ablate.report.paired import fmt_tested
 
 KEY = "layer_interactions"
 
@@ -76,33 +75,25 @@ def sentence(row: dict[str, Any], metric: str) -> str:
     """``skills: removing it from everything loses 40 pts, alone it adds 5 pts: it needs the others (…)``."""
     if row["interaction"] is None:
         return f"{row['layer']}: no block has all four of its cells scored."
-    p = fmt_holm(row["p_adjusted"], "not computable")
     said = (
         f"{row['layer']}: beside the rest it does {fmt_delta(metric, row['leave_one_out'])} (whole setup − "
         f"without it), alone {fmt_delta(metric, row['leave_one_in'])} (only it − nothing); total interaction "
-        f"{fmt_delta(metric, row['interaction'])} (Holm p {p}, {row['blocks']} blocks)"
+        f"{fmt_delta(metric, row['interaction'])} {fmt_tested(row)}"
     )
     return said + ("" if row["verdict"] == "not shown" else f": it {row['verdict']}") + "."
 
 
-def render(report: Report, page: Page) -> list[Block]:
-    """The per-layer table and sentences."""
-    metric = report.primary_metric
-    return interaction_blocks(
-        SECTION.part(report),
-        metric,
-        "Layer interactions: leave-one-out against leave-one-in",
-        "Per layer: what removing it from the whole setup does (leave-one-out) against what it does on its "
-        "own (leave-one-in), in the same blocks; their difference is its total interaction with the other "
-        "layers (sign-flip test over the blocks, Holm over the layers).",
-        {
-            "layer": lambda r: r["layer"],
-            "leave-one-out": lambda r: fmt_delta(metric, r["leave_one_out"]),
-            "leave-one-in": lambda r: fmt_delta(metric, r["leave_one_in"]),
-            "interaction": lambda r: fmt_delta(metric, r["interaction"]),
-        },
-        "layer-interactions",
-    )
-
-
-SECTION = Section(KEY, build, render, layer_runs_only=True)
+SECTION = interaction_section(
+    Section(KEY, build, layer_runs_only=True),
+    "Layer interactions: leave-one-out against leave-one-in",
+    "Per layer: what removing it from the whole setup does (leave-one-out) against what it does on its "
+    "own (leave-one-in), in the same blocks; their difference is its total interaction with the other "
+    "layers (sign-flip test over the blocks, Holm over the layers).",
+    lambda metric: {
+        "layer": lambda r: r["layer"],
+        "leave-one-out": lambda r: fmt_delta(metric, r["leave_one_out"]),
+        "leave-one-in": lambda r: fmt_delta(metric, r["leave_one_in"]),
+        "interaction": lambda r: fmt_delta(metric, r["interaction"]),
+    },
+    "layer-interactions",
+)

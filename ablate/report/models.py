@@ -18,7 +18,7 @@ from ablate.report.context import Context, Page, Section, make_context
 from ablate.report.families import side_values
 from ablate.report.interactions import interaction_blocks
 from ablate.report.model import CellSummary, Comparison, Counts, Doc, Family, PowerRow, RankEntry, Report
-from ablate.report.paired import fmt_holm, zero_tests
+from ablate.report.paired import fmt_tested, zero_tests
 from ablate.report.piece_model import PieceRow
 
 KEY = "models"
@@ -136,8 +136,7 @@ def sentence(row: dict[str, Any], metric: str) -> str:
     interval = f" [{lo}, {hi}]" if row["ci_low"] is not None else ""
     return (
         f"{head}; the difference between the two ({fmt_delta(metric, row['delta_difference'])}{interval}) is "
-        f"{'real' if row['real'] else 'not real'} (Holm p {fmt_holm(row['p_adjusted'], 'not computable')}, "
-        f"{row['blocks']} blocks)."
+        f"{'real' if row['real'] else 'not real'} {fmt_tested(row)}."
     )
 
 

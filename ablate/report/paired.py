@@ -91,3 +91,8 @@ def zero_tests(diffs: Sequence[Sequence[float]], *, alpha: float, seed: int) -> 
 
 def fmt_holm(p: float | None, none: str = "—") -> str:
     return none if p is None else f"{p:.3g}"
+
+
+def fmt_tested(row: Mapping[str, Any]) -> str:
+    """``(Holm p 0.004, 12 blocks)``: a :func:`zero_tests` row's adjusted p and blocks, as its sentence ends."""
+    return f"(Holm p {fmt_holm(row['p_adjusted'], 'not computable')}, {row['blocks']} blocks)"
