@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -29,6 +29,11 @@ Repeats = Annotated[
     int | None,
     typer.Option("--repeats", "-n", min=1, help="Repeats per (task, cell); default 3 (5 with --compare)."),
 ]
+
+
+def _in_image(flag: str, what: str) -> Any:
+    """A k8s option naming a path inside the image (the pods see its files, not this machine's)."""
+    return typer.Option(flag, help=f"The {what}'s path in the image.")
 
 
 @init.command("github")
@@ -128,15 +133,9 @@ def k8s_cmd(
     secret: Annotated[
         str, typer.Option("--secret", help="The Secret with the API key (key: api-key).")
     ] = "ablate-anthropic",
-    repo: Annotated[
-        str, typer.Option("--repo", help="The repository's path in the image.")
-    ] = "/workspace/repo",
-    tasks: Annotated[
-        str, typer.Option("--tasks", help="The tasks folder's path in the image.")
-    ] = "/workspace/repo/tasks",
-    config_dir: Annotated[
-        str, typer.Option("--config-dir", help="The Claude config dir's path in the image.")
-    ] = "/workspace/claude-config",
+    repo: Annotated[str, _in_image("--repo", "repository")] = "/workspace/repo",
+    tasks: Annotated[str, _in_image("--tasks", "tasks folder")] = "/workspace/repo/tasks",
+    config_dir: Annotated[str, _in_image("--config-dir", "Claude config dir")] = "/workspace/claude-config",
     cells: Cells = "layered",
     repeats: Repeats = None,
     model: Model = DEFAULT_MODEL,
