@@ -40,11 +40,13 @@ def _root(
     ),
 ) -> None:
     """Measure whether a Claude Code setup helps, and which layer of it earns its keep."""
-    from ablate.core.claude import take_starts
     from ablate.core.tempwork import sweep
 
     sweep()  # the work folders (and mounts) of ablate processes that were killed, e.g. with SIGKILL
-    take_starts()  # a run's manifest counts the claude starts of its own invocation, not of one before it
+    # A run's manifest counts the claude starts of its own invocation, not of one before it in this process. A
+    # process that never loaded the counter's module counted none, and `mine` never loads it (it loads pydantic).
+    if (claude := sys.modules.get("ablate.core.claude")) is not None:
+        claude.take_starts()
 
 
 #: Each command group lives in its own module and exposes ``app``: (module, sub-group name, its top-level
