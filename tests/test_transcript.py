@@ -278,5 +278,33 @@ def test_iter_sessions_finds_sessions_not_subagents(tmp_path: Path) -> None:
     ]
 
 
+def test_iter_sessions_yields_in_sorted_path_order_as_it_walks(tmp_path: Path) -> None:
+    """Part by part, as ``sorted(Path)``: a folder's files fall where its name does among its siblings'
+    (``a/…``, then ``a-b/…``, then ``a.jsonl``), and a link to a folder is never entered."""
+    sid = "0b7c8a3e-1f2d-4c5b-9a8e-7d6c5b4a3f21"
+    session = '{"sessionId": "s"}\n'
+    for rel in (
+        "a/x.jsonl",
+        "a.jsonl",
+        "a-b/y.jsonl",
+        f"a/{sid}.jsonl",
+        "a/subagents/z.jsonl",
+        "b/c/d.jsonl",
+    ):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(session)
+    (tmp_path / "a" / "notes.jsonl").write_text('{"seq": 1}\n')  # not a transcript
+    (tmp_path / "link").symlink_to(tmp_path / "b", target_is_directory=True)
+    found = list(iter_sessions([tmp_path]))
+    assert found == sorted(found)
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == [
+        f"a/{sid}.jsonl",
+        "a/x.jsonl",
+        "a-b/y.jsonl",
+        "a.jsonl",
+        "b/c/d.jsonl",
+    ]
+
+
 def test_result_is_a_session_result(laid_out: dict[str, Path]) -> None:
     assert isinstance(mine_session(laid_out["plain"]), SessionResult)
