@@ -163,6 +163,15 @@ def test_the_documented_check_kinds_are_the_registrys() -> None:
     assert re.findall(r"`(\w+)`", line) == [get_args(k.model_fields["kind"].annotation)[0] for k in KINDS]
 
 
+def test_the_documented_primary_choices_are_the_registrys() -> None:
+    """docs/GUIDE.md's ``--primary a|b|…`` chooses every registered metric but the default, as help spells it."""
+    from ablate.folder.metrics import DEFAULT_PRIMARY, PRIMARY_CHOICES, PRIMARY_NAMES
+
+    text = " ".join(_text("docs/GUIDE.md").split())
+    said = text.split("` chooses another", 1)[0].rsplit("`--primary ", 1)[1].split("|")
+    assert sorted(said) == sorted(c for c in PRIMARY_CHOICES if PRIMARY_NAMES[c] != DEFAULT_PRIMARY)
+
+
 def test_the_layer_fields_and_cell_sets_are_the_codes() -> None:
     from typing import get_args
 
