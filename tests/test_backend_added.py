@@ -5,14 +5,16 @@ caveat the guide quotes. mypy checks the example against the ``Backend`` Protoco
 
 from __future__ import annotations
 
+import inspect
+import re
 from pathlib import Path
 
 import pytest
 
-from ablate.core.errors import UsageError
+from ablate.core.errors import EXIT_USAGE, UsageError
 from ablate.folder.layout import IsolationInfo
 from ablate.isolate import registry
-from ablate.isolate.backend import BackendOptions
+from ablate.isolate.backend import Backend, BackendOptions, CellEnv
 from ablate.isolate.detect import require_sealed
 from ablate.report.caveats import backend_caveat
 from ablate.setup.cells import CellSet
@@ -36,6 +38,16 @@ def test_the_extending_guide_shows_the_example_backend_as_it_is() -> None:
     shown = guide.split("```python\n", 1)[1].split("```", 1)[0]
     source = (REPO_ROOT / "tests" / "backend_example.py").read_text()
     assert shown == source.split('"""\n', 1)[1].lstrip("\n")
+
+
+def test_the_guide_lists_the_protocols_members() -> None:
+    """The methods a backend has and the members its environment has, as the guide lists them."""
+    guide = " ".join((REPO_ROOT / "docs" / "EXTENDING.md").read_text().split())
+    methods = guide.split("Backend[YourEnv]` (", 1)[1].split(")", 1)[0].split(", ")
+    assert methods == [n for n, v in vars(Backend).items() if inspect.isfunction(v) and not n.startswith("_")]
+    members = re.findall(r"`(\w+)`", guide.split("`ablate.isolate.backend.CellEnv` (", 1)[1].split(")", 1)[0])
+    public = [n for n in (*vars(CellEnv), *CellEnv.__annotations__) if not n.startswith("_")]
+    assert sorted(members) == sorted(public)
 
 
 @pytest.mark.usefixtures("registered")
@@ -68,8 +80,9 @@ def test_it_is_chosen_only_when_asked_for_and_refused_unless_unsealed() -> None:
     chosen = registry.choose_isolation("plaincopy")
     assert (chosen.backend, chosen.mode, chosen.locked) == ("plaincopy", "unlocked", False)
     assert registry.choose_isolation(None).backend != "plaincopy"  # auto=False
-    with pytest.raises(UsageError, match="sessions cannot be sealed here"):
+    with pytest.raises(UsageError, match="sessions cannot be sealed here") as refused:
         require_sealed(chosen, unsealed=False)
+    assert refused.value.exit_code == EXIT_USAGE
     assert require_sealed(chosen, unsealed=True).startswith("UNSEALED (--unsealed)")
 
 
@@ -78,7 +91,7 @@ def test_the_reports_isolation_caveat_is_the_one_the_guide_quotes() -> None:
     info = IsolationInfo(backend="plaincopy", mode="unlocked", locked=False, network="unsealed")
     said = backend_caveat(new_manifest(cells=[], tasks=[], repeats=1, items=0, isolation=info))
     guide = " ".join((REPO_ROOT / "docs" / "EXTENDING.md").read_text().split())
-    assert said.startswith("in plaincopy mode sessions are not locked") and f'read "{said}"' in guide
+    assert said.startswith("in plaincopy mode sessions are not locked") and f'reads "{said}"' in guide
 
 
 def test_without_it_plaincopy_is_unknown() -> None:

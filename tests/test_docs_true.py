@@ -310,6 +310,22 @@ def test_every_dotted_name_the_docs_name_resolves() -> None:
             assert resolves(dotted), f"{doc}: `{dotted}` names no module or attribute"
 
 
+#: The files docs/EXTENDING.md's worked examples add (everything else it names exists).
+EXAMPLE_FILES = [
+    "ablate/checks/file_lines.py",
+    "ablate/folder/notes.py",
+    "ablate/isolate/plaincopy.py",
+    "tests/test_plaincopy_backend.py",
+]
+
+
+def test_every_path_and_name_the_extending_guide_names_exists_or_is_an_example() -> None:
+    text = _text("docs/EXTENDING.md")
+    paths = {m[1] for m in PATH.finditer(text) if text[m.end()] != "<"}  # not a pattern: tests/test_<name>.py
+    assert sorted(p for p in paths if not (REPO_ROOT / p).exists()) == EXAMPLE_FILES
+    assert [d for d in DOTTED.findall(text) if not resolves(d)] == []
+
+
 def test_the_architecture_tables_public_surface_exists() -> None:
     """Each row's names: ``pkg.module[.name]`` resolves under ``ablate``; a bare name is defined in the row's
     own subpackage."""
