@@ -33,13 +33,6 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.KINDS, "plaincopy", backend_example.KIND)
 
 
-def test_the_extending_guide_shows_the_example_backend_as_it_is() -> None:
-    guide = (REPO_ROOT / "docs" / "EXTENDING.md").read_text().split("### Worked example: `plaincopy`", 1)[1]
-    shown = guide.split("```python\n", 1)[1].split("```", 1)[0]
-    source = (REPO_ROOT / "tests" / "backend_example.py").read_text()
-    assert shown == source.split('"""\n', 1)[1].lstrip("\n")
-
-
 def test_the_guide_lists_the_protocols_members() -> None:
     """The methods a backend has and the members its environment has, as the guide lists them."""
     guide = " ".join((REPO_ROOT / "docs" / "EXTENDING.md").read_text().split())

@@ -12,7 +12,6 @@ from ablate.core.errors import SpecError
 from ablate.grade.checkout import apply_seed_files, grade_checkout
 from ablate.setup.tasks import load_task
 from tests.check_kind_example import FileLines
-from tests.conftest import REPO_ROOT
 from tests.test_grade_checks import git
 
 TASK = """
@@ -62,10 +61,3 @@ def test_a_bad_table_of_the_new_kind_is_a_located_error(
     spec.write_text(TASK.replace("max = 3", "max = -1"))
     with pytest.raises(SpecError, match=r"checks.*max"):
         load_task(spec)
-
-
-def test_the_extending_guide_shows_the_example_kind_as_it_is() -> None:
-    guide = (REPO_ROOT / "docs" / "EXTENDING.md").read_text().split('<a id="adding-a-check-kind"></a>', 1)[1]
-    shown = guide.split("```python\n", 1)[1].split("```", 1)[0]
-    source = (REPO_ROOT / "tests" / "check_kind_example.py").read_text()
-    assert shown == source.split('"""\n', 1)[1].lstrip("\n")

@@ -12,6 +12,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ablate.folder.files import RUN_FILES
 from ablate.folder.result import COMPLETE_STATUSES, STATUSES
 from tests.conftest import REPO_ROOT
@@ -324,6 +326,21 @@ def test_every_path_and_name_the_extending_guide_names_exists_or_is_an_example()
     paths = {m[1] for m in PATH.finditer(text) if text[m.end()] != "<"}  # not a pattern: tests/test_<name>.py
     assert sorted(p for p in paths if not (REPO_ROOT / p).exists()) == EXAMPLE_FILES
     assert [d for d in DOTTED.findall(text) if not resolves(d)] == []
+
+
+@pytest.mark.parametrize(
+    ("anchor", "module"),
+    [
+        ("adding-an-isolation-backend", "backend_example"),
+        ("adding-a-check-kind", "check_kind_example"),
+        ("adding-a-report-section", "report_section_example"),
+    ],
+)
+def test_the_extending_guide_shows_each_example_as_its_tested_module_is(anchor: str, module: str) -> None:
+    """The first code block under the anchor is the module the tests register, below its docstring."""
+    shown = _text("docs/EXTENDING.md").split(f'<a id="{anchor}"></a>', 1)[1].split("```python\n", 1)[1]
+    source = _text(f"tests/{module}.py")
+    assert shown.split("```", 1)[0] == source.split('"""\n', 1)[1].lstrip("\n")
 
 
 def test_the_architecture_tables_public_surface_exists() -> None:
