@@ -9,8 +9,8 @@ from pathlib import Path
 from ablate import PINNED_CLAUDE_VERSION
 from tests.conftest import REPO_ROOT
 
-DOCS = ("ARCHITECTURE.md", "CLAUDE-CODE.md", "PIECES.md")
-POINTER = re.compile(r"docs/(ARCHITECTURE|CLAUDE-CODE|PIECES)\.md#([a-z0-9-]+)")
+DOCS = ("ARCHITECTURE.md", "CLAUDE-CODE.md", "PIECES.md", "EXTENDING.md")
+POINTER = re.compile(r"docs/(ARCHITECTURE|CLAUDE-CODE|PIECES|EXTENDING)\.md#([a-z0-9-]+)")
 
 
 def _anchors(name: str) -> set[str]:

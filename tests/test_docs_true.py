@@ -12,6 +12,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ablate.folder.files import RUN_FILES
 from ablate.folder.result import COMPLETE_STATUSES, STATUSES
 from tests.conftest import REPO_ROOT
@@ -163,6 +165,15 @@ def test_the_documented_check_kinds_are_the_registrys() -> None:
     assert re.findall(r"`(\w+)`", line) == [get_args(k.model_fields["kind"].annotation)[0] for k in KINDS]
 
 
+def test_the_documented_primary_choices_are_the_registrys() -> None:
+    """docs/GUIDE.md's ``--primary a|b|…`` chooses every registered metric but the default, as help spells it."""
+    from ablate.folder.metrics import DEFAULT_PRIMARY, PRIMARY_CHOICES, PRIMARY_NAMES
+
+    text = " ".join(_text("docs/GUIDE.md").split())
+    said = text.split("` chooses another", 1)[0].rsplit("`--primary ", 1)[1].split("|")
+    assert sorted(said) == sorted(c for c in PRIMARY_CHOICES if PRIMARY_NAMES[c] != DEFAULT_PRIMARY)
+
+
 def test_the_layer_fields_and_cell_sets_are_the_codes() -> None:
     from typing import get_args
 
@@ -299,6 +310,37 @@ def test_every_dotted_name_the_docs_name_resolves() -> None:
             if dotted == "ablate.toml":  # the user's file, not a module
                 continue
             assert resolves(dotted), f"{doc}: `{dotted}` names no module or attribute"
+
+
+#: The files docs/EXTENDING.md's worked examples add (everything else it names exists).
+EXAMPLE_FILES = [
+    "ablate/checks/file_lines.py",
+    "ablate/folder/notes.py",
+    "ablate/isolate/plaincopy.py",
+    "tests/test_plaincopy_backend.py",
+]
+
+
+def test_every_path_and_name_the_extending_guide_names_exists_or_is_an_example() -> None:
+    text = _text("docs/EXTENDING.md")
+    paths = {m[1] for m in PATH.finditer(text) if text[m.end()] != "<"}  # not a pattern: tests/test_<name>.py
+    assert sorted(p for p in paths if not (REPO_ROOT / p).exists()) == EXAMPLE_FILES
+    assert [d for d in DOTTED.findall(text) if not resolves(d)] == []
+
+
+@pytest.mark.parametrize(
+    ("anchor", "module"),
+    [
+        ("adding-an-isolation-backend", "backend_example"),
+        ("adding-a-check-kind", "check_kind_example"),
+        ("adding-a-report-section", "report_section_example"),
+    ],
+)
+def test_the_extending_guide_shows_each_example_as_its_tested_module_is(anchor: str, module: str) -> None:
+    """The first code block under the anchor is the module the tests register, below its docstring."""
+    shown = _text("docs/EXTENDING.md").split(f'<a id="{anchor}"></a>', 1)[1].split("```python\n", 1)[1]
+    source = _text(f"tests/{module}.py")
+    assert shown.split("```", 1)[0] == source.split('"""\n', 1)[1].lstrip("\n")
 
 
 def test_the_architecture_tables_public_surface_exists() -> None:
