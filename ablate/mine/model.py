@@ -69,7 +69,9 @@ class Usage:
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
 
 
-_USAGE_FIELDS = tuple(f.name for f in fields(Usage))  # once: ``fields()`` on every call was half of the adding
+_USAGE_FIELDS = tuple(
+    f.name for f in fields(Usage)
+)  # once: ``fields()`` on every call was half of the adding
 
 
 @dataclass
