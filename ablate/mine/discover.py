@@ -20,44 +20,35 @@ T = TypeVar("T")
 _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def _is_session_file(path: str, name: str) -> bool:
-    """``path`` (a ``*.jsonl`` outside ``subagents/``, named ``name``) is a session transcript."""
-    if name.startswith("agent-") or name == PLAN:
+def _is_session_file(path: Path) -> bool:
+    if path.suffix != ".jsonl" or path.name.startswith("agent-") or "subagents" in path.parts:
         return False
-    if _UUID_NAME.fullmatch(name, 0, len(name) - 6):
+    if path.name == PLAN:
+        return False
+    if _UUID_NAME.fullmatch(path.stem):
         return True  # Claude Code names every session file by its session id
     try:
-        with open(path, "rb") as fh:
+        with path.open("rb") as fh:
             head = fh.read(1 << 12)
     except OSError:
         return False
     return not head.strip() or b'"sessionId"' in head
 
 
-def _sessions_under(folder: str) -> Iterator[str]:
-    """The session files under ``folder`` outside ``subagents/`` folders, as they are found, in the order of
-    ``sorted(Path)`` (part by part: each folder's entries by name, a subfolder's files where its name falls).
-    Like ``os.walk``, a link to a folder is not entered and an unreadable folder is passed over."""
-    try:
-        with os.scandir(folder) as it:
-            entries = sorted((e.name, e) for e in it)
-    except OSError:
-        return
-    for name, entry in entries:
-        try:
-            is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
-        if not is_dir:
-            if name.endswith(".jsonl") and len(name) > 6 and _is_session_file(entry.path, name):
-                yield entry.path
-        elif name != "subagents" and not entry.is_symlink():
-            yield from _sessions_under(entry.path)
+def _jsonl_under(root: Path) -> list[Path]:
+    """Every ``*.jsonl`` under ``root`` outside ``subagents/`` folders, in ``sorted(Path)`` order (one
+    ``os.walk``; pathlib's rglob and Path comparisons cost more than the mining of small sessions)."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "subagents"]
+        found.extend(f"{dirpath}/{f}" for f in filenames if f.endswith(".jsonl"))
+    found.sort(key=lambda s: s.split("/"))  # the order of sorted(Path) on POSIX: part by part
+    return [Path(f) for f in found]
 
 
 def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
-    """Session transcripts in ``paths``, as they are found: files as given, folders (a ``projects/`` tree, a
-    run folder) searched recursively in sorted order. Sub-agent files and non-transcript JSONL are skipped.
+    """Session transcripts in ``paths``: files as given, folders (a ``projects/`` tree, a run folder)
+    searched recursively in sorted order. Sub-agent files and non-transcript JSONL are skipped.
     A path that does not exist is skipped; the caller checks existence first if it matters."""
     for path in paths:
         if path.is_file():
@@ -67,8 +58,9 @@ def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
         if not path.is_dir():
             continue
         root = path / TRANSCRIPTS if (path / PLAN).is_file() else path
-        if "subagents" not in root.parts:
-            yield from map(Path, _sessions_under(str(root)))
+        for candidate in _jsonl_under(root):
+            if _is_session_file(candidate):
+                yield candidate
 
 
 def stdout_for_transcript(transcript: Path) -> Path | None:
@@ -101,12 +93,6 @@ def mine_each(
     its own files, so memory stays bounded, and applies ``view``, a module-level function, so that only
     its value crosses back); an unreadable file yields its error."""
     pits = tuple(pitfalls)
-    found: list[Path] = []  # complete before the first result of a pool; in step without one
-
-    def items() -> Iterator[tuple[Path, tuple[PitfallPattern, ...], Callable[[SessionResult], T]]]:
-        for t in transcripts:
-            found.append(t)
-            yield t, pits, view
-
-    for i, result in enumerate(in_workers(_mine_one, items(), jobs)):
-        yield found[i], result
+    items = [(t, pits, view) for t in transcripts]
+    for job, result in zip(items, in_workers(_mine_one, items, jobs), strict=True):
+        yield job[0], result
