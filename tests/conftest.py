@@ -110,6 +110,10 @@ def isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPa
             var.startswith("ABLATE_") and var != "ABLATE_CLAUDE_BIN"
         ):
             monkeypatch.delenv(var, raising=False)
+    # the XDG folders of whoever runs the tests: a command whose ABLATE_CACHE_DIR a test drops falls back to
+    # $XDG_CACHE_HOME/ablate, which would be their real cache (and one all tests share)
+    for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        monkeypatch.delenv(var, raising=False)
     # ablate's own cache (pristine checkouts reused across runs), fresh for each test, but for the pinned
     # CLI's identity: hashing its 400 MB binary costs each test's first command ~0.4 CPU-s
     cache = tmp_path_factory.mktemp("ablate-cache")
