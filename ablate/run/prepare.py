@@ -262,9 +262,7 @@ def new_run(
     repeats, said = task_repeats(tasks, req.repeats, decided_by=chosen)
     setup = load_setup(req.config_dir, req.repo)
     warnings = check_locations(setup, out=req.out, work_dir=req.work_dir)
-    if (
-        not plan_only
-    ):  # uncommitted non-layer changes are refused (without --dirty) now, not in the first cell
+    if not plan_only:  # uncommitted non-layer changes are refused (without --dirty) now, not later
         plan_repo(setup, catalog, dirty=req.dirty)
     seed = _seed(req, shard)
     design = None
