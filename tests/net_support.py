@@ -15,14 +15,18 @@ T = TypeVar("T")
 
 
 def serve(sock: socket.socket, handle: Callable[[socket.socket], None]) -> None:
-    """Accept on ``sock`` until it is closed, each connection handled on a thread of its own."""
+    """Accept on ``sock`` until it is closed, each connection handled on a thread of its own. A failed accept
+    of an open socket (a connection aborted while queued, no file descriptor free) is waited out, not the end."""
 
     def loop() -> None:
         while True:
             try:
                 conn, _ = sock.accept()
             except OSError:
-                return
+                if sock.fileno() == -1:
+                    return
+                time.sleep(0.05)
+                continue
             threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
     threading.Thread(target=loop, daemon=True).start()
