@@ -14,9 +14,10 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.folder.writes_summary import writes_lines
+from ablate.isolate import namespace
 from ablate.isolate.detect import namespace_check
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
-from ablate.isolate.namespace import Mount, order_mounts
+from ablate.isolate.namespace import TMP_EMPTY, Mount, mounts_below_tmp, order_mounts, tmp_area, tmp_note
 from ablate.isolate.registry import choose_isolation
 from ablate.isolate.writes import scan_upper, session_writes
 from ablate.probe.fingerprints import normalise_request
@@ -580,3 +581,47 @@ def test_prepare_builds_every_cells_repo_layer_in_one_process_as_one_at_a_time_w
     finally:
         together.close()
         alone.close()
+
+
+def test_the_views_tmp_is_the_hosts_unless_a_mount_below_keeps_it_out(tmp_path: Path) -> None:
+    """An ordinary user's view cannot show a ``/tmp`` with a mount below it (an overlay in a user namespace is
+    refused: EINVAL); it shows an empty folder then, holding only the mount points of the view's other areas
+    under ``/tmp``, made afresh on each call (a retarget)."""
+    shown = tmp_area(tmp_path / "s00", [], ["/tmp/a/home", "/var/repo"])
+    assert (shown.target, shown.lower) == ("/tmp", ("/tmp",))
+
+    below = ["/tmp/.mount_app"]
+    empty = tmp_path / "s00" / "empty-tmp"
+    for _ in range(2):
+        hidden = tmp_area(tmp_path / "s00", below, ["/tmp/a/home", "/tmp/a/home/repo", "/var/repo", "/tmpx"])
+        assert (hidden.target, hidden.lower) == ("/tmp", (str(empty),))
+        found = sorted(str(p.relative_to(empty)) for p in empty.rglob("*"))
+        assert found == ["a", "a/home", "a/home/repo"]
+        (empty / "left-by-a-session").write_text("x")  # gone on the next call
+
+
+def test_mounts_below_tmp_keep_it_out_of_an_ordinary_users_view_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = {"/tmp": ["/tmp/.mount_app", "/tmp"]}
+    monkeypatch.setattr(namespace, "mounts_under", lambda root: seen.get(root, []))
+    monkeypatch.setattr(os.path, "realpath", lambda p: p)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert mounts_below_tmp() == ["/tmp/.mount_app"]  # /tmp itself being a mount keeps nothing out
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert mounts_below_tmp() == []  # root's views show /tmp whatever is mounted below it
+
+
+def test_the_isolation_caveat_says_when_sessions_saw_an_empty_tmp(tmp_path: Path) -> None:
+    from ablate.folder.layout import RunFolder, read_manifest, write_manifest
+    from ablate.report import build_report
+    from tests.report_support import Outcome, make_run
+
+    run = make_run(tmp_path / "run", cells={"C0": [], "C1": ["user-claude-md"]}, tasks=["greet"], repeats=1,
+                   outcome=lambda *_: Outcome())  # fmt: skip
+    (iso,) = [c.text for c in build_report(run).caveats if c.id == "isolation"]
+    assert TMP_EMPTY not in iso
+    note = tmp_note(["/tmp/.mount_app"])
+    manifest = read_manifest(RunFolder(run))
+    cells = [c.model_copy(update={"notes": [*c.notes, note]}) for c in manifest.cells]
+    write_manifest(RunFolder(run), manifest.model_copy(update={"cells": cells}))
+    (iso,) = [c.text for c in build_report(run).caveats if c.id == "isolation"]
+    assert iso.count(TMP_EMPTY) == 1 and "/tmp/.mount_app" in iso, iso

@@ -31,7 +31,7 @@ from ablate.isolate.backend import BackendOptions
 from ablate.isolate.detect import namespace_check
 from ablate.isolate.gitreads import STRIPPED_FLAG, git_history_reads
 from ablate.isolate.links import LinksEnvironments
-from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments
+from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments, tmp_note
 from ablate.probe.probe import probe
 from ablate.setup.cells import load_cell_set
 from ablate.setup.examples import ExampleSetup, materialise_example
@@ -297,6 +297,8 @@ def _links_session(env: Any, claude: Path, prompt: str) -> Path:
     return found[0]
 
 
+#: Whether the session's /tmp shows the mount point the ``user-tmp-mount`` case made below the host's.
+SEES_BELOW = "ls -d /tmp/ablate-below-* >/dev/null 2>&1 && echo sees-below || echo no-below"
 READ_VERSION = {
     "default": {"text": "OK."},
     "rules": [
@@ -306,7 +308,10 @@ READ_VERSION = {
             "contains": ["release notes"],
             "turn": 0,
             "tool_use": [
-                {"name": "Bash", "input": {"command": "cat VERSION; echo notes > RELEASE_NOTES.md"}}
+                {
+                    "name": "Bash",
+                    "input": {"command": "cat VERSION; echo notes > RELEASE_NOTES.md; " + SEES_BELOW},
+                }
             ],
         },
         {
@@ -320,7 +325,7 @@ READ_VERSION = {
 }
 
 
-@pytest.mark.parametrize("who", ["self", "user"])
+@pytest.mark.parametrize("who", ["self", "user", "user-tmp-mount"])
 def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     who: str, namespace_ok: None, claude: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -328,13 +333,17 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     (which reads VERSION back) and the checks grade its view, while the real repository stays byte-identical
     (ablate writes seeds into the session's view, never at the real repo path). ``user``: the same run by an
     ordinary user (ablate installed for it), whose view lives only in a holding process's namespace, so the
-    seeding and the grading (git included) go through that process."""
+    seeding and the grading (git included) go through that process. ``user-tmp-mount``: the same with a file
+    system mounted below the host's ``/tmp`` (as an AppImage mounts itself at ``/tmp/.mount_*``), which a user
+    namespace cannot show through an overlay: the sessions see an empty ``/tmp`` and every cell says so; the
+    mount is made in a mount namespace of the test's own, so no other test sees it."""
     import subprocess
 
     user: User | None = None
     ablate_bin = Path(ABLATE)
     base = tmp_path
-    if who == "user":
+    below: Path | None = None
+    if who.startswith("user"):
         if os.geteuid() != 0:
             pytest.skip("the tests run as an ordinary user: the `self` case is that case")
         user = request.getfixturevalue("ordinary_user")
@@ -365,9 +374,28 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
         str(ex.config_dir),
     ]
     argv += ["--repo", str(ex.repo), "--isolation", "namespace", "--json"]
+    command = user.argv(argv) if user else argv
+    if who == "user-tmp-mount":
+        del env["ABLATE_PROBE"]  # the probe's untouched view shows the same empty /tmp as C0: it is faithful
+        below = Path(f"/tmp/ablate-below-{uuid.uuid4().hex[:8]}")
+        below.mkdir()
+        request.addfinalizer(below.rmdir)
+        mount = 'mount -t tmpfs ablate-below "$0" && exec "$@"'
+        command = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            mount,
+            str(below),
+            *command,
+        ]
     with SimServer(script_from_data(READ_VERSION)) as sim:
         proc = subprocess.run(
-            user.argv(argv) if user else argv,
+            command,
             env={**env, "ANTHROPIC_BASE_URL": sim.base_url},
             capture_output=True,
             text=True,
@@ -380,12 +408,18 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     assert manifest["isolation"]["backend"] == "namespace"
     mode = "user-namespace" if user is not None or os.geteuid() != 0 else "root"
     assert manifest["isolation"]["mode"] == mode
+    probed = orjson.loads((folder / "probe.json").read_bytes())
+    assert probed["ok"] is (True if below else None), probed  # the untouched view's /tmp is C0's
+    empty = [[n for n in c["notes"] if n.startswith("/tmp shown empty")] for c in manifest["cells"]]
+    assert empty == [[tmp_note([str(below)])] if below else []] * 2, empty
     results = [orjson.loads(p.read_bytes()) for p in sorted((folder / "results").glob("*.json"))]
     assert len(results) == 2
     said = {}  # what each session's tools printed, and what ablate saw it write: said when a check fails
     for r in results:
         said[r["item"]] = (tool_output(folder / r["transcript"]), r["writes"], r.get("error"))
         assert "1.4.0" in said[r["item"]][0], r["item"]  # the seed reached the session's view
+        if below is not None:  # the host's /tmp (which holds the mount point) was not shown
+            assert "no-below" in said[r["item"]][0], said[r["item"]][0]
         assert r["flags"] == [] and r["writes"]["discarded"] is True
     grades = [orjson.loads(p.read_bytes()) for p in sorted((folder / "grades").glob("*.json"))]
     assert len(grades) == 2, grades

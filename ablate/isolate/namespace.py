@@ -19,7 +19,7 @@ from typing import Any
 
 from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import atomic_write_json
-from ablate.core.mounts import unmount, unmount_all_under
+from ablate.core.mounts import mounts_under, unmount, unmount_all_under
 from ablate.core.tempwork import disown_mount, own_mount
 from ablate.folder.session import CredentialsCopy
 from ablate.isolate import nsexec, shadowfs, worktree
@@ -59,6 +59,45 @@ class Mount:
 def area_mount(root: Path, area: str, target: str | Path, *lower: str | Path) -> Mount:
     """The overlay of one area of the view at ``root``: ``lower`` at ``target``, written to ``up/<area>``."""
     return Mount(str(target), tuple(map(str, lower)), str(root / "up" / area), str(root / "wk" / area))
+
+
+def mounts_below_tmp() -> list[str]:
+    """What is mounted below the host's ``/tmp`` where that keeps a view from showing it: for an ordinary user,
+    whose view is mounted in a user namespace, where the kernel refuses an overlay whose lower folder has a
+    mount below it (EINVAL; an AppImage mounts itself at ``/tmp/.mount_*``). Root's views show it regardless."""
+    if os.geteuid() == 0:
+        return []
+    top = os.path.realpath("/tmp")
+    return [p for p in mounts_under(top) if p != top]
+
+
+#: How a cell's note that its sessions saw an empty ``/tmp`` begins (the report's isolation caveat quotes it).
+TMP_EMPTY = "/tmp shown empty"
+
+
+def tmp_note(below: Sequence[str]) -> str:
+    """What a cell says when its sessions saw an empty ``/tmp`` instead of the host's."""
+    return (
+        f"{TMP_EMPTY}: the host's has file systems mounted below it ({', '.join(below[:3])}), which a user "
+        "namespace cannot show through an overlay; every session of the run saw the same empty /tmp"
+    )
+
+
+def tmp_area(root: Path, below: Sequence[str], targets: Sequence[str | Path]) -> Mount:
+    """The ``/tmp`` of the view at ``root``: the host's, copy-on-write; where ``below`` names mounts that keep it
+    from being shown (:func:`mounts_below_tmp`), an empty folder of the view's instead, holding only the mount
+    points of the view's other ``targets`` that lie under ``/tmp``. Decided once per run by the caller, so every
+    cell sees the same ``/tmp``."""
+    if not below:
+        return area_mount(root, "tmp", "/tmp", "/tmp")
+    empty = root / "empty-tmp"
+    shadowfs.remove_path(empty)
+    empty.mkdir(parents=True)
+    for target in targets:
+        inside = os.path.relpath(target, "/tmp")
+        if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
+            (empty / inside).mkdir(parents=True, exist_ok=True)
+    return area_mount(root, "tmp", "/tmp", empty)
 
 
 def order_mounts(mounts: list[Mount]) -> list[Mount]:
@@ -238,6 +277,8 @@ class NamespaceEnvironments:
         self._configs: dict[str, tuple[CellConfig, ConfigReport, dict[str, CopyPrint]]] = {}
         self._prints: dict[str, CopyPrint] | None = None
         """The setup's layer prints, read once: what every cell's kept layers must equal."""
+        self.below_tmp = mounts_below_tmp()
+        """Mounts that keep the host's ``/tmp`` from the views, read once: every cell shows the same ``/tmp``."""
         refuse_inside_setup(setup, self.work_root, hint="pick another work dir")
 
     @property
@@ -352,6 +393,8 @@ class NamespaceEnvironments:
             notes.append("built with --dirty: uncommitted non-layer changes are part of every cell")
         mismatches = kept_mismatches(self._setup_prints_locked(), cell, prints)
         notes.extend(mismatch_lines(mismatches))
+        if self.below_tmp:
+            notes.append(tmp_note(self.below_tmp))
         leaks = [*report.leaks, *ancestor_leaks(setup.repo, config_dir=setup.config_dir), *fixed_leaks(setup)]
         return CellLayers(cdir / "config", repo, fingerprints, notes, leaks, seen, mismatches)
 
@@ -400,7 +443,7 @@ class NamespaceEnvironments:
 
     def _write_view(self, env: NamespaceCellEnv) -> None:
         mounts = [
-            area_mount(env.root, "tmp", "/tmp", "/tmp"),
+            tmp_area(env.root, self.below_tmp, (env.home, env.repo, env.real_config)),
             area_mount(env.root, "home", env.home, env.home),
             *self._repo_mounts(env, env.repo),
             area_mount(env.root, "config", env.real_config, env.layers.config),

@@ -10,7 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.isolate.namespace import ViewAtRealPaths, area_mount, fresh_uppers, write_spec
+from ablate.isolate.namespace import (
+    ViewAtRealPaths,
+    area_mount,
+    fresh_uppers,
+    mounts_below_tmp,
+    tmp_area,
+    write_spec,
+)
 from ablate.isolate.shadow_home import ACCOUNT, CREDENTIALS, copy_memory
 from ablate.setup.load import Setup, linked_state
 
@@ -72,7 +79,7 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
         (config_copy / rel).mkdir(exist_ok=True)
     view = UntouchedView(root, root / "view.json", config_copy, setup.home, setup.repo, setup.config_dir)
     mounts = [
-        area_mount(root, "tmp", "/tmp", "/tmp"),
+        tmp_area(root, mounts_below_tmp(), (setup.home, setup.repo, setup.config_dir)),
         area_mount(root, "home", setup.home, setup.home),
         area_mount(root, "repo", setup.repo, setup.repo),
         area_mount(root, "config", setup.config_dir, config_copy),

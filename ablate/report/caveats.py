@@ -145,6 +145,9 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
         )
     if said := backend_caveat(manifest):
         parts.append(said)
+    from ablate.isolate.namespace import TMP_EMPTY
+
+    parts += sorted({n for c in manifest.cells for n in c.notes if n.startswith(TMP_EMPTY)})
     return Caveat(id="isolation", text="; ".join(parts) + ".")
 
 
