@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import orjson
 import pytest
 
 from ablate.core.fsutil import tree_hash
+from ablate.isolate.forwarder import check_socket_room
 from ablate.setup.examples import ExampleSetup
 from tests.helpers_cli import invoke
 from tests.test_cli_run import TASK, rig, setup_args
@@ -273,3 +275,21 @@ def test_a_manifest_of_another_schema_is_a_located_error(rig: tuple[ExampleSetup
     assert "manifest.json" in err and "schema_version" in err
     assert "Traceback" not in err + out
     assert sorted(p.name for p in folder.iterdir()) == listing
+
+
+@pytest.mark.parametrize("command", ["run", "ab"])
+def test_a_tmpdir_too_long_for_the_forwarders_socket_is_refused_before_the_run_folder(
+    command: str, rig: tuple[ExampleSetup, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forwarder binds a unix socket in the temporary directory (at most 107 bytes of path): a longer
+    ``TMPDIR`` was an ``OSError: AF_UNIX path too long`` traceback once sessions started."""
+    ex, tmp = rig
+    long = tmp / ("t" * (107 - len(str(tmp)) - len("/ablate-fwd-12345678/s")))  # one byte too long
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    args = [command, "--tasks", TASK, "--out", str(tmp / "runs"), *setup_args(ex)]
+    _assert_refused_before_anything_is_written(
+        lambda *_: (args, f"TMPDIR {long}: too long for the forwarder's unix socket (108 bytes"), rig
+    )
+    monkeypatch.setattr(tempfile, "tempdir", str(long)[:-1])  # at the limit: not refused
+    check_socket_room()

@@ -68,9 +68,11 @@ def preflight(
     user's change. Checks that must refuse a run belong here."""
     from ablate.core.cache import ensure_cache_dir
     from ablate.isolate.detect import require_sealed
+    from ablate.isolate.forwarder import check_socket_room
     from ablate.isolate.procenv import one_endpoint
     from ablate.isolate.registry import choose_isolation
 
+    check_socket_room()
     chosen = choose_isolation(isolation)
     said = require_sealed(chosen, unsealed=unsealed)
     endpoint = one_endpoint(config_dir.expanduser(), repo.expanduser(), environ or os.environ)
