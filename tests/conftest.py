@@ -50,6 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
     shell-script shim rather than an interpreter (pyenv's: ~0.13 CPU-s a call against ~0.02 s, measured), the
     system Python goes first on the tests' ``PATH``: the shim alone was 12% of an end-to-end run's CPU."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # pytest's own temporary folders (no --basetemp) under /var/tmp, as `make test`'s: a root test's views
+    # mounted under /tmp would leave an ordinary-user test's sessions an empty /tmp (a user namespace cannot
+    # show a /tmp with a mount below it), where a test's files may live
+    if Path("/var/tmp").is_dir():
+        os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", "/var/tmp")
     found, system = shutil.which("python3"), Path("/usr/bin/python3")
     if found is None or not system.is_file():
         return
@@ -190,7 +195,13 @@ def installed(ordinary_user: User, tmp_path_factory: pytest.TempPathFactory) -> 
 
     def build(root: Path) -> None:
         root.chmod(0o755)
-        root.parent.chmod(0o711)  # pytest's folders are private to root: the user may only pass through
+        # pytest's folders are private to root (``--basetemp``, or its own ``pytest-of-root/pytest-N``): the
+        # user may only pass through
+        for folder in (
+            root.parent,
+            *([root.parent.parent] if root.parent.parent.name.startswith("pytest-of-") else []),
+        ):
+            folder.chmod(0o711)
         user_venv(root / "venv")
 
     return built_once(tmp_path_factory, "user-venv", build) / "venv" / "bin"
