@@ -273,3 +273,30 @@ def test_a_piece_run_of_several_models_gives_each_its_per_piece_table(rig: tuple
     assert not any(r["real"] for r in report["model_interactions"])  # the fake answers every session alike
     md = (run / "report.md").read_text()
     assert f"## Pieces: which piece earns its keep on {HAIKU}" in md and f"### On {SONNET}" in md
+
+
+def test_show_opens_each_models_sessions(tmp_path: Path) -> None:
+    """``ablate show`` of a run of several models: the first model's flips by default (a note says so and how
+    to see another's), ``--model`` another's, each flip's command naming its model; a model the run has not is
+    exit 2."""
+    run = _planted(tmp_path / "run", (HAIKU, SONNET))
+    code, out, err = invoke(["show", str(run), "--json"])
+    assert code == 0, err
+    data = orjson.loads(out)
+    assert data["model"] == HAIKU
+    assert f"a run of 2 models ({HAIKU}, {SONNET}): {HAIKU}'s sessions shown; pass --model" in err
+    flips = {c["cell"]: len(c["flipped"]) for c in data["cells"]}
+    assert flips == {"C1": 8, "C2": 0}  # on haiku stripping CLAUDE.md fails every block
+
+    code, out, err = invoke(["show", str(run), "--model", SONNET, "--json"])
+    assert code == 0 and "pass --model" not in err, err
+    data = orjson.loads(out)
+    flips = {c["cell"]: len(c["flipped"]) for c in data["cells"]}
+    assert data["model"] == SONNET and flips == {"C1": 0, "C2": 3}  # C0 and C1 alike; C2 never fails
+    code, text, _ = invoke(["show", str(run), "--model", SONNET])
+    assert f"--cell C2 --task greet --repeat 0 --model {SONNET}" in text, text
+    code, said = invoke(["show", str(run), "--model", SONNET, "--cell", "C2", "--task", "greet"]).shown
+    assert code == 0 and "C2" in said, said
+
+    code, said = invoke(["show", str(run), "--model", OPUS]).shown
+    assert code == 2 and f"--model {OPUS}: not a model of this run" in said and SONNET in said, said

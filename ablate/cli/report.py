@@ -147,6 +147,13 @@ def show_cmd(
     repeat: Annotated[
         int | None, typer.Option("--repeat", help="The pair's repeat (default: its first flip).")
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="In a run of several models (`--models`): this model's sessions (default: the first's).",
+        ),
+    ] = None,
     json: Json = False,
 ) -> None:
     """Look at the sessions behind a verdict: the answer and each cell's flipped pairs (the control passed and
@@ -154,11 +161,11 @@ def show_cmd(
     tool calls, the final answers, each check and pitfall, and the context diff (what the model received
     differently). Pages when long on a terminal.
 
-    Exit codes: 0 shown, 2 bad input (not a run folder; a cell, task or repeat not in it).
+    Exit codes: 0 shown, 2 bad input (not a run folder; a cell, task, repeat or model not in it).
     """
     from ablate.report.pairs_text import show
 
-    shown = show(run_dir, cell, task, repeat, shutil.get_terminal_size().columns)
+    shown = show(run_dir, cell, task, repeat, shutil.get_terminal_size().columns, model)
     for note in shown.notes:
         typer.echo(note, err=True)
     if json:

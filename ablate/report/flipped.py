@@ -56,8 +56,11 @@ def strips_of(c: CellFlips) -> str:
     return strips_text([] if c.pieces else c.strips, c.strips if c.pieces else [])
 
 
-def command(run: str, cell: str, f: Flip) -> str:
-    return f"ablate show {run} --cell {cell} --task {f.task} --repeat {f.repeat}"
+def command(run: str, cell: str, f: Flip, model: str | None = None) -> str:
+    """The ``ablate show`` command that opens flip ``f`` (``model``: of a run of several)."""
+    return f"ablate show {run} --cell {cell} --task {f.task} --repeat {f.repeat}" + (
+        f" --model {model}" if model else ""
+    )
 
 
 def flip_words(control: str, cell: str, f: Flip) -> str:

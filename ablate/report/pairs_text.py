@@ -32,8 +32,9 @@ class Shown:
     notes: list[str] = field(default_factory=list)
 
 
-def open_run(run_dir: Path) -> tuple[Context, list[str]]:
-    """The run's context and notes (a run still running: what has finished); not a run folder is exit 2."""
+def open_run(run_dir: Path, model: str | None = None) -> tuple[Context, list[str]]:
+    """The run's context and notes (a run still running: what has finished; which model of a run of several is
+    shown); not a run folder, or a model the run has not, is exit 2."""
     from ablate.folder.lock import lock_holder
 
     folder = RunFolder(run_dir)
@@ -42,29 +43,47 @@ def open_run(run_dir: Path) -> tuple[Context, list[str]]:
             f"{run_dir}: not a run folder (no manifest.json)",
             hint="pass runs/<run-id> as `ablate run` wrote it",
         )
-    ctx = make_context(run_dir, alpha=0.05, control=None, primary=None, say=lambda _m: None)
+    ctx = make_context(run_dir, alpha=0.05, control=None, primary=None, say=lambda _m: None, model=model)
     holder, done = lock_holder(folder), len(ctx.results)
-    return ctx, [
-        f"{run_dir}: still running ({holder}): {done} of {len(ctx.plan)} items finished, shown"
-    ] * bool(holder)
+    notes = [f"{run_dir}: still running ({holder}): {done} of {len(ctx.plan)} items finished, shown"] * bool(
+        holder
+    )
+    models = ctx.manifest.models
+    if models and model is None:
+        notes.append(
+            f"a run of {len(models)} models ({', '.join(models)}): {ctx.model}'s sessions shown; "
+            "pass --model for another's"
+        )
+    return ctx, notes
 
 
-def show(run_dir: Path, cell: str | None, task: str | None, repeat: int | None, width: int) -> Shown:
-    """The run's summary (no ``cell``) or one pair (``cell``, by default its first flipped pair)."""
+def show(
+    run_dir: Path,
+    cell: str | None,
+    task: str | None,
+    repeat: int | None,
+    width: int,
+    model: str | None = None,
+) -> Shown:
+    """The run's summary (no ``cell``) or one pair (``cell``, by default its first flipped pair); in a run of
+    several models, ``model``'s (by default the first's)."""
     if cell is None and (task is not None or repeat is not None):
         raise UsageError(
             "--task/--repeat: name the cell too", hint="ablate show RUN --cell C --task T [--repeat R]"
         )
-    ctx, notes = open_run(run_dir)
+    ctx, notes = open_run(run_dir, model)
     flips = [cell_flips(ctx, c) for c in ctx.tested]
     if cell is not None:
         pair = choose(ctx, flips, cell, task, repeat)
         return Shown(pair.model_dump(mode="json"), pair_lines(pair, width), notes)
+    from ablate.report.models import parts, view
     from ablate.report.sections import build_report
     from ablate.report.terminal import answer_text
 
     try:
-        answer = answer_text(build_report(run_dir), width)
+        report = build_report(run_dir)
+        report = next((view(report, p) for p in parts(report) if p.model == ctx.model), report)
+        answer = answer_text(report, width)
     except AblateError as exc:
         answer = [f"no answer yet: {exc}"]
     metric = pass_metric(ctx.primary)
@@ -75,11 +94,17 @@ def show(run_dir: Path, cell: str | None, task: str | None, repeat: int | None, 
         for f in c.flipped[:LISTED]:
             lines += [
                 f"    {flip_words(ctx.control.id, c.cell, f)}",
-                f"      {command(str(run_dir), c.cell, f)}",
+                f"      {command(str(run_dir), c.cell, f, ctx.model if ctx.manifest.models else None)}",
             ]
         if len(c.flipped) > LISTED:
             lines.append(f"    … {len(c.flipped) - LISTED} more (--json lists them all)")
-    data = {"run": str(run_dir), "answer": answer, "control": ctx.control.id, "metric": metric}
+    data = {
+        "run": str(run_dir),
+        "model": ctx.model,
+        "answer": answer,
+        "control": ctx.control.id,
+        "metric": metric,
+    }
     return Shown(data | {"cells": [c.model_dump(mode="json") for c in flips]}, lines, notes)
 
 
