@@ -108,3 +108,28 @@ def test_the_group_table_names_every_command_of_every_group() -> None:
     everything = typer.main.get_command(add_groups())
     top = set(everything.commands)  # type: ignore[attr-defined]
     assert top == {n for _, name, cmds in GROUPS for n in ((name,) if name else cmds)}
+
+
+def test_gating_a_fresh_report_of_one_model_loads_no_statistics(tmp_path: Path) -> None:
+    """``ablate gate RUN`` reads report.json: the statistics (scipy, ~1 CPU-s of a 1.4 s gate, measured) are
+    loaded only for a report it must rebuild (stale, or none) or a model part it must narrow to."""
+    from ablate.report import write_report
+    from tests.report_support import Outcome, make_run
+
+    run = make_run(tmp_path / "run", cells={"C0": [], "C1": ["user-claude-md"]}, tasks=["greet"], repeats=2,
+                   outcome=lambda task, cell, repeat: Outcome(pitfall=cell == "C1"))  # fmt: skip
+    write_report(run, formats=["json"])
+    code = (
+        "import contextlib, io\n"
+        "from ablate.cli.main import add_groups\n"
+        f"argv = ['gate', {str(run)!r}, '--detect', 'off']\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
+        "    add_groups(argv)(argv)\n"
+        "assert out.getvalue().startswith(('PASS', 'FAIL')), out.getvalue()\n"
+        "assert 'rebuilt' not in out.getvalue(), out.getvalue()\n"
+    )
+    assert _offenders(_loaded_after(code), ("scipy", "matplotlib")) == []
+    (run / "report.json").write_bytes(
+        (run / "report.json").read_bytes().replace(b'"inputs_sha256"', b'"x"', 1)
+    )
+    assert "scipy" in _loaded_after(code.replace("assert 'rebuilt' not in", "assert 'rebuilt' in"))

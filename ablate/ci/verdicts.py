@@ -13,9 +13,8 @@ from pydantic import BaseModel, ValidationError
 
 from ablate.core.errors import NotFound, SpecError, UsageError
 from ablate.core.specs import problems_from_validation, require_schema
-from ablate.folder.layout import RunFolder
+from ablate.folder.layout import UNSEALED, RunFolder
 from ablate.folder.metrics import DEFAULT_PRIMARY, HIGHER_IS_BETTER
-from ablate.report.caveats import UNSEALED
 
 if TYPE_CHECKING:
     from ablate.compare.model import ArmInfo, CompareReport, VerdictRow
@@ -184,6 +183,8 @@ def _pick_model(names: list[str], model: str | None, what: str) -> None:
 
 def for_model(report: Report, model: str | None) -> Report:
     """``report`` narrowed to ``model``'s part (``ablate gate --model``; :func:`_pick_model` checks it)."""
+    if model is None and not (report.model_extra or {}).get("models"):
+        return report  # a run of one model, gated as it is (without loading the report's sections)
     from ablate.report.models import parts, view
 
     got = parts(report)
@@ -209,11 +210,12 @@ def _from_report_file(path: Path, run_dir: Path, model: str | None = None) -> Ev
 def verified(report: Report, path: Path, run_dir: Path, model: str | None = None) -> Evidence:
     """The evidence of ``report`` when its digest is the run folder's; else of a report rebuilt from the folder
     (with the report's α, control and primary), said in a note. The gate never trusts a stale report.json."""
-    from ablate.report import build_report
     from ablate.report.digest import inputs_digest
 
     if report.inputs_sha256 is not None and report.inputs_sha256 == inputs_digest(run_dir):
         return from_report(report, path, run_dir=run_dir, model=model)
+    from ablate.report import build_report  # the statistics (scipy): only for a report to rebuild
+
     why = (
         "has no digest of its results" if report.inputs_sha256 is None else "is stale: the run folder changed"
     )

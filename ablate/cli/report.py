@@ -49,7 +49,7 @@ def summary_lines(written: WrittenReport) -> list[str]:
     """The one-screen summary printed after a report is written: the answer first (the ranking or the
     per-piece table, one sentence per verdict), then the run, what qualifies the answer and the files."""
     r = written.report
-    from ablate.report.caveats import UNSEALED
+    from ablate.folder.layout import UNSEALED
     from ablate.report.cost_per_pass import per_pass_line
     from ablate.report.terminal import answer_text
 

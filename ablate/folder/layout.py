@@ -316,6 +316,10 @@ class SetupInfo(Spec):
     """Folders ``ablate merge --force`` combined despite differing identities."""
 
 
+#: The ``isolation.network`` of a run opted in with ``--unsealed`` (also the id of the report's caveat that says so).
+UNSEALED = "unsealed"
+
+
 class IsolationInfo(Spec):
     """The manifest's ``isolation``: the backend of the last invocation and why it was chosen."""
 

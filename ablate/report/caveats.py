@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ablate.core.errors import RunFolderError
-from ablate.folder.layout import IsolationInfo, RunManifest
+from ablate.folder.layout import UNSEALED, IsolationInfo, RunManifest
 from ablate.report.blocks import Block, Bullets, Heading
 from ablate.report.carried import carried_identical, carried_unlike_probe
 from ablate.report.context import Context, Page, Section
@@ -18,8 +18,6 @@ from ablate.report.discriminating import inert_caveat
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, Caveat, PowerRow, Report, SequentialReport
 from ablate.report.pieces import piece_caveat
 
-#: The manifest's ``isolation.network`` of a run opted in with ``--unsealed``, and its caveat's id.
-UNSEALED = "unsealed"
 #: A caveat builder: the caveat for this run, or None when it does not apply.
 CaveatBuilder = Callable[[Report, RunManifest], Caveat | None]
 
