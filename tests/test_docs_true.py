@@ -367,3 +367,33 @@ def test_the_checks_catch_a_wrong_name() -> None:
     assert not resolves("ablate.run.result") and not resolves("ablate.folder.result.NoSuchThing")
     assert "ItemResult" in defined_in("folder") and "NoSuchThing" not in defined_in("folder")
     assert not (Path(REPO_ROOT) / "ablate/mine/pricing.py").exists()  # the README's old name, now core/
+
+
+def test_the_guides_task_example_names_every_check_kind() -> None:
+    """docs/GUIDE.md's task file example: the kinds its ``[[checks]]`` comments offer are the registry's, each
+    once (a kind added to ``KINDS`` must be shown there too)."""
+    from typing import get_args
+
+    from ablate.checks.registry import KINDS
+
+    block = _text("docs/GUIDE.md").split("\n[[checks]]", 1)[1].split("```", 1)[0]
+    offered = re.findall(r'kind = "(\w+)"', block)
+    offered += [
+        k.strip()
+        for k in block.split('kind = "file_unchanged"', 1)[1].split("#", 1)[1].split("\n")[0].split("|")
+    ]
+    registered = [get_args(k.model_fields["kind"].annotation)[0] for k in KINDS]
+    assert sorted(set(offered)) == sorted(registered), sorted(set(offered) ^ set(registered))
+    assert len(offered) == len(registered) + 1, offered  # file_unchanged: the example's own kind, listed too
+
+
+def test_the_guides_metrics_are_the_registrys() -> None:
+    """docs/GUIDE.md's *Metrics* line names every metric: the session ones by label, the graded ones by name."""
+    from ablate.folder.metrics import METRICS
+
+    text = " ".join(_text("docs/GUIDE.md").split())
+    line = text.split("- *Metrics*: ", 1)[1].split(" - *", 1)[0]
+    missing = [
+        m.name for m in METRICS if (f"`{m.name}`" if m.graded else m.label.removesuffix(" USD")) not in line
+    ]
+    assert missing == [], line
