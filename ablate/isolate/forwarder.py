@@ -122,31 +122,18 @@ class _Room:
 SOCKET_PATH_MAX = 107
 
 
-def check_socket_room(length: int | None = None) -> None:
+def check_socket_room() -> None:
     """Refuse (a located ``UsageError``) a temporary directory too long for the forwarder's unix socket, whose
-    bind would fail with a bare OSError; ``length``: of the socket's path, else that of a fresh one (run
-    preflights check it before anything is written)."""
-    if length is None:  # mkdtemp's folder names end in 8 random characters
-        length = len(os.fsencode(os.path.join(tempfile.gettempdir(), FORWARDER_PREFIX + "x" * 8, "s")))
+    bind would fail with a bare OSError (run preflights check it before anything is written)."""
+    length = len(
+        os.fsencode(os.path.join(tempfile.gettempdir(), FORWARDER_PREFIX + "x" * 8, "s"))
+    )  # mkdtemp: 8
     if length > SOCKET_PATH_MAX:
         raise UsageError(
             f"TMPDIR {tempfile.gettempdir()}: too long for the forwarder's unix socket ({length} bytes with its "
             f"folder, at most {SOCKET_PATH_MAX})",
             hint="set TMPDIR to a shorter folder (e.g. TMPDIR=/tmp), or unset it",
         )
-
-
-def _socket_path() -> Path:
-    """Where the forwarder's socket goes: ``s`` in a fresh work folder of the temporary directory."""
-    check_socket_room()
-    folder = make_work_dir(FORWARDER_PREFIX)
-    path = folder / "s"
-    try:
-        check_socket_room(len(os.fsencode(path)))
-    except UsageError:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-    return path
 
 
 class Forwarder:
@@ -163,9 +150,10 @@ class Forwarder:
         self.read_timeout_s, self.idle_timeout_s, self.body_limit = read_timeout_s, idle_timeout_s, body_limit
         self.room = _Room(memory)
         # owned like every work folder: after a kill -9 the next ablate command's sweep removes it
-        self.socket_path = _socket_path()
-        self._dir = self.socket_path.parent
+        check_socket_room()
+        self._dir = make_work_dir(FORWARDER_PREFIX)
         os.chmod(self._dir, 0o700)
+        self.socket_path = self._dir / "s"
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(self.socket_path))
         self._server.listen(64)
