@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ablate.core.constants import DEFAULT_DRAW_BETA
-from ablate.stats import exact_paired_p
 from ablate.stats.multiplicity import holm_adjust
+from ablate.stats.proportions import exact_paired_p
 from ablate.stats.sequential import (
     NO_EFFECT,
     REAL,

@@ -34,7 +34,7 @@ import numpy as np
 from tabulate import tabulate
 
 from ablate.core.constants import DEFAULT_DRAW_BETA
-from ablate.stats import runs_needed_binary
+from ablate.stats.power import runs_needed_binary
 from benchmarks.adaptive_sim import Scenario, draw, rates_of, run_adaptive, run_fixed
 
 ALPHA = 0.05

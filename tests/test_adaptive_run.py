@@ -249,7 +249,7 @@ def test_an_adaptive_report_marks_real_only_what_the_sequential_analysis_decided
 
 
 def test_a_fixed_run_read_early_loses_the_fixed_n_real_marks_it_had_when_complete(tmp_path: Path) -> None:
-    from ablate.report import build_report
+    from ablate.report.sections import build_report
     from tests.report_support import Outcome, make_run
 
     def outcome(task: str, cell: str, repeat: int) -> Outcome:

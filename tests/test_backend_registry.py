@@ -22,7 +22,7 @@ from ablate.isolate.environment import CellEnvironment
 from ablate.isolate.links import LinksEnvironments
 from ablate.isolate.namespace import NamespaceCellEnv, NamespaceEnvironments
 from ablate.probe import probe as probe_mod
-from ablate.report import build_report
+from ablate.report.sections import build_report
 from ablate.setup.cells import ResolvedCell
 from tests.report_support import Outcome, make_run
 

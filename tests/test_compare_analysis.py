@@ -15,7 +15,7 @@ from ablate.compare.model import VerdictRow
 from ablate.compare.tiers import claims, resolve_tier
 from ablate.core.errors import UsageError
 from ablate.setup.layers import default_catalog_path, load_catalog, resolve_layer
-from ablate.stats import power_binary
+from ablate.stats.power import power_binary
 
 
 def observations(rates: dict[tuple[str, str], int], repeats: int = 30) -> list[an.Observation]:

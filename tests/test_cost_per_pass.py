@@ -13,10 +13,10 @@ from ablate.ci.gate import needed
 from ablate.ci.verdicts import load_evidence
 from ablate.folder.result import ItemResult
 from ablate.folder.wire import WireTotals
-from ablate.report import build_report
 from ablate.report.cost_per_pass import cell_cost_per_pass, session_cost
 from ablate.report.items import Item
-from ablate.stats import blocks_to_detect, power_binary
+from ablate.report.sections import build_report
+from ablate.stats.power import blocks_to_detect, power_binary
 from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run
 

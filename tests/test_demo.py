@@ -13,8 +13,8 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.core.resources import data_dir
-from ablate.report import build_report
 from ablate.report.model import Report
+from ablate.report.sections import build_report
 from ablate.run.demo import (
     AA_CELL,
     AA_RATES,
@@ -32,7 +32,7 @@ from ablate.run.demo import (
 )
 from ablate.setup.examples import materialise_example
 from ablate.sim import Script, SimServer, script_from_data
-from ablate.stats import power_binary
+from ablate.stats.power import power_binary
 from tests.folder_totals import cell_totals, grade_totals
 
 

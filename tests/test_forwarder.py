@@ -174,7 +174,7 @@ def test_wire_check_names_what_the_transcript_says_otherwise() -> None:
 
 def test_the_report_names_the_host_network_and_the_sessions_the_wire_contradicts(tmp_path: Path) -> None:
     from ablate.folder.layout import IsolationInfo, RunFolder, read_manifest, write_manifest
-    from ablate.report import build_report
+    from ablate.report.sections import build_report
     from tests.report_support import Outcome, make_run
 
     run = make_run(

@@ -18,9 +18,10 @@ import orjson
 from ablate.folder.adaptive import AdaptiveOptions, AdaptiveState, Look, write_state
 from ablate.folder.layout import RunFolder, item_id, read_manifest
 from ablate.folder.result import iter_results
-from ablate.report import build_report, write_report
-from ablate.stats import detectable_binary, power_binary
+from ablate.report import write_report
+from ablate.report.sections import build_report
 from ablate.stats.adaptive import analyse, paired_outcomes
+from ablate.stats.power import detectable_binary, power_binary
 from ablate.stats.sequential import anytime_p, detectable_anytime, discordant_path, power_anytime, prior_for
 from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run

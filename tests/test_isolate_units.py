@@ -612,7 +612,7 @@ def test_mounts_below_tmp_keep_it_out_of_an_ordinary_users_view_only(monkeypatch
 
 def test_the_isolation_caveat_says_when_sessions_saw_an_empty_tmp(tmp_path: Path) -> None:
     from ablate.folder.layout import RunFolder, read_manifest, write_manifest
-    from ablate.report import build_report
+    from ablate.report.sections import build_report
     from tests.report_support import Outcome, make_run
 
     run = make_run(tmp_path / "run", cells={"C0": [], "C1": ["user-claude-md"]}, tasks=["greet"], repeats=1,

@@ -13,14 +13,16 @@ import pytest
 
 from ablate.core.errors import UsageError
 from ablate.folder.layout import item_id
-from ablate.report import build_report, write_report
+from ablate.report import write_report
+from ablate.report.sections import build_report
 from ablate.run.create import compatibility_problems
 from ablate.run.estimate import dearest
 from ablate.run.plan import block_order, make_plan, plan_sha256
 from ablate.run.prepare import RunRequest, prepare_run
 from ablate.run.session import pinned_argv, render_argv
 from ablate.setup.examples import ExampleSetup
-from ablate.stats import holm, paired_mean
+from ablate.stats.multiplicity import holm
+from ablate.stats.resampling import paired_mean
 from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run
 from tests.run_folder import CLAUDE, new_manifest
@@ -284,7 +286,7 @@ def test_show_opens_each_models_sessions(tmp_path: Path) -> None:
     assert code == 0, err
     data = orjson.loads(out)
     assert data["model"] == HAIKU
-    assert f"a run of 2 models ({HAIKU}, {SONNET}): {HAIKU}'s sessions shown; pass --model" in err
+    assert f"a run of {HAIKU}, {SONNET}: {HAIKU}'s sessions shown; pass --model for another's" in err
     flips = {c["cell"]: len(c["flipped"]) for c in data["cells"]}
     assert flips == {"C1": 8, "C2": 0}  # on haiku stripping CLAUDE.md fails every block
 

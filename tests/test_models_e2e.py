@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ablate.report import build_report
+from ablate.report.sections import build_report
 from ablate.run.merge import merge_runs
 from ablate.run.recover import recover_run
 from ablate.setup.examples import materialise_example

@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ablate.report import build_report, write_report
+from ablate.report import write_report
 from ablate.report.markdown import render_markdown
-from ablate.report.sections import build_document
+from ablate.report.sections import build_document, build_report
 from tests.conftest import DATA
 from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run

@@ -12,7 +12,8 @@ from ablate.folder.layout import IsolationInfo, RunFolder, read_manifest, write_
 from ablate.folder.result import iter_results
 from ablate.folder.wire import WireRecord, wire_totals
 from ablate.isolate.forwarder import context_digest
-from ablate.report import build_report, write_report
+from ablate.report import write_report
+from ablate.report.sections import build_report
 from tests.report_support import Outcome, make_run
 
 #: C2 strips the axioms (instructions, in the first message) yet carried C0's context: a provenance failure.

@@ -14,8 +14,9 @@ import orjson
 import pytest
 
 from ablate.folder.layout import IsolationInfo, RunFolder, read_manifest, write_manifest
-from ablate.report import build_report, write_report
+from ablate.report import write_report
 from ablate.report.model import Report
+from ablate.report.sections import build_report
 from tests.helpers_cli import invoke
 from tests.report_support import Outcome, make_run
 

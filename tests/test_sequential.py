@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats as sps
 
-from ablate.stats import holm
-from ablate.stats.multiplicity import holm_adjust
+from ablate.stats.multiplicity import holm, holm_adjust
 from ablate.stats.sequential import (
     NO_EFFECT,
     REAL,

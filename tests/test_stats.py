@@ -12,29 +12,27 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ablate.stats import (
-    Interval,
-    NotComputable,
-    cohen_kappa,
+from ablate.stats.agreement import cohen_kappa
+from ablate.stats.multiplicity import holm
+from ablate.stats.power import (
     detectable_binary,
     detectable_mean,
-    exact_paired_p,
-    holm,
-    min_interval_blocks,
-    newcombe_paired,
-    paired_binary,
-    paired_mean,
     power_binary,
     power_mean,
-    resamples_for,
     runs_needed_binary,
     runs_needed_mean,
+    spread,
+)
+from ablate.stats.proportions import exact_paired_p, newcombe_paired, paired_binary, wilson
+from ablate.stats.resampling import (
+    min_interval_blocks,
+    paired_mean,
+    resamples_for,
     sign_flip_p,
     sign_flip_p_batch,
-    spread,
     t_interval,
-    wilson,
 )
+from ablate.stats.types import Interval, NotComputable
 
 # ---------------------------------------------------------------------------------------------- worked examples
 

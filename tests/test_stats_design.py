@@ -17,18 +17,11 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from scipy import stats as sps
 
-from ablate.stats import (
-    Interval,
-    NotComputable,
-    exact_paired_p,
-    holm,
-    power_binary,
-    power_mean,
-    resamples_for,
-    runs_needed_binary,
-    sign_flip_p_batch,
-    t_interval,
-)
+from ablate.stats.multiplicity import holm
+from ablate.stats.power import power_binary, power_mean, runs_needed_binary
+from ablate.stats.proportions import exact_paired_p
+from ablate.stats.resampling import resamples_for, sign_flip_p_batch, t_interval
+from ablate.stats.types import Interval, NotComputable
 
 ALPHA = 0.05
 CELLS = 11

@@ -204,7 +204,7 @@ def test_every_command_sweeps_first(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_the_ranking_on_the_terminal_is_report_mds_first_table(tmp_path: Path) -> None:
-    from ablate.report import build_report
+    from ablate.report.sections import build_report
     from ablate.report.terminal import answer_text
     from tests.report_support import make_run
     from tests.test_report import CELLS, TASKS, planted

@@ -56,7 +56,8 @@ class Needed:
 
 def needed(ev: Evidence, detect: float) -> Needed:
     """What :class:`Needed` says for ``ev``."""
-    from ablate.stats import NotComputable, blocks_to_detect
+    from ablate.stats.power import blocks_to_detect
+    from ablate.stats.types import NotComputable
 
     s = ev.scale
     if s is None or not s.tasks:

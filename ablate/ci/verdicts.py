@@ -134,7 +134,7 @@ def load_evidence(path: Path, model: str | None = None) -> Evidence:
         if RunFolder(path).report_json.is_file():
             return _from_report_file(RunFolder(path).report_json, path, model)
         if RunFolder(path).has_manifest:
-            from ablate.report import build_report
+            from ablate.report.sections import build_report
 
             return from_report(build_report(path), path, run_dir=path, model=model)
         raise NotFound(
@@ -214,7 +214,7 @@ def verified(report: Report, path: Path, run_dir: Path, model: str | None = None
 
     if report.inputs_sha256 is not None and report.inputs_sha256 == inputs_digest(run_dir):
         return from_report(report, path, run_dir=run_dir, model=model)
-    from ablate.report import build_report  # the statistics (scipy): only for a report to rebuild
+    from ablate.report.sections import build_report  # the statistics (scipy): only for a report to rebuild
 
     why = (
         "has no digest of its results" if report.inputs_sha256 is None else "is stale: the run folder changed"

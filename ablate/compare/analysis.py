@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ablate import stats as st
 from ablate.compare.model import ArmRateRow, CheckRow, ContrastRow, EffectRow, VerdictRow
 from ablate.folder.metrics import metric_named
 from ablate.report.paired import Block, estimate, holm_real, not_computable, pair_blocks, paired_test
+from ablate.stats.proportions import wilson
+from ablate.stats.types import Interval
 
 #: The metrics a comparison measures (names of the registry, :mod:`ablate.folder.metrics`).
 METRICS: tuple[str, ...] = ("pitfall_free", "turns")
@@ -39,8 +40,8 @@ def arm_rates(obs: Sequence[Observation], arms: Sequence[str], tasks: Sequence[s
         for arm in arms:
             rows = [o for o in obs if o.arm == arm and (task is None or o.task == task)]
             k = sum(o.pitfall_free for o in rows)
-            ci = st.wilson(k, len(rows))
-            lo, hi = (ci.low, ci.high) if isinstance(ci, st.Interval) else (None, None)
+            ci = wilson(k, len(rows))
+            lo, hi = (ci.low, ci.high) if isinstance(ci, Interval) else (None, None)
             turns = [o.turns for o in rows if o.turns is not None]
             out.append(
                 ArmRateRow(

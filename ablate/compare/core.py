@@ -337,7 +337,7 @@ def run_compare(
 
 def _by_model(prep: PreparedCompare, outcomes: Sequence[ItemOutcome], run_dir: Path) -> dict[str, Any]:
     """``--models``: each model's rows, and the model × arm interactions of the run folder's report."""
-    from ablate.report import build_report
+    from ablate.report.sections import build_report
 
     rows = []
     for m in prep.request.models:

@@ -40,7 +40,8 @@ def resolve_tier(name: str, repeats: int | None) -> Tier:
 def detectable_effect(blocks: int, p_control: float, comparisons: int) -> float | None:
     """The smallest pass-rate change the exact paired test detects with 80% power over ``blocks`` blocks from
     ``p_control``, at Holm's first step 0.05 / ``comparisons``, arms independent in a block (the cautious figure)."""
-    from ablate.stats import NotComputable, detectable_binary
+    from ablate.stats.power import detectable_binary
+    from ablate.stats.types import NotComputable
 
     d = detectable_binary(blocks, min(1.0, max(0.0, p_control)), alpha=0.05 / max(1, comparisons))
     return None if isinstance(d, NotComputable) else d

@@ -123,8 +123,7 @@ SOCKET_PATH_MAX = 107
 
 
 def check_socket_room() -> None:
-    """Refuse (a located ``UsageError``) a temporary directory too long for the forwarder's unix socket, whose
-    bind would fail with a bare OSError (run preflights check it before anything is written)."""
+    """Refuse a temporary directory too long for the forwarder's unix socket (a bare OSError at its bind)."""
     length = len(
         os.fsencode(os.path.join(tempfile.gettempdir(), FORWARDER_PREFIX + "x" * 8, "s"))
     )  # mkdtemp: 8

@@ -62,9 +62,8 @@ def area_mount(root: Path, area: str, target: str | Path, *lower: str | Path) ->
 
 
 def mounts_below_tmp() -> list[str]:
-    """What is mounted below the host's ``/tmp`` where that keeps a view from showing it: for an ordinary user,
-    whose view is mounted in a user namespace, where the kernel refuses an overlay whose lower folder has a
-    mount below it (EINVAL; an AppImage mounts itself at ``/tmp/.mount_*``). Root's views show it regardless."""
+    """Mounts below the host's ``/tmp`` (an AppImage's ``/tmp/.mount_*``) that keep an ordinary user's view from
+    showing it: in a user namespace an overlay whose lower folder has a mount below it is refused (EINVAL)."""
     if os.geteuid() == 0:
         return []
     top = os.path.realpath("/tmp")
@@ -84,10 +83,9 @@ def tmp_note(below: Sequence[str]) -> str:
 
 
 def tmp_area(root: Path, below: Sequence[str], targets: Sequence[str | Path]) -> Mount:
-    """The ``/tmp`` of the view at ``root``: the host's, copy-on-write; where ``below`` names mounts that keep it
-    from being shown (:func:`mounts_below_tmp`), an empty folder of the view's instead, holding only the mount
-    points of the view's other ``targets`` that lie under ``/tmp``. Decided once per run by the caller, so every
-    cell sees the same ``/tmp``."""
+    """The ``/tmp`` of the view at ``root``: the host's, copy-on-write, or where mounts ``below`` it keep it out
+    (:func:`mounts_below_tmp`, read once per run) an empty folder holding the mount points of the view's
+    ``targets`` under ``/tmp``."""
     if not below:
         return area_mount(root, "tmp", "/tmp", "/tmp")
     empty = root / "empty-tmp"

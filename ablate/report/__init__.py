@@ -1,12 +1,12 @@
 """The report: ``report.json``, ``report.md``, ``report.html`` and ``plots/`` from a run folder
-(:func:`build_report`, :func:`write_report`; the sections: :data:`ablate.report.sections.SECTIONS`)."""
+(:func:`write_report`; the report itself: :func:`ablate.report.sections.build_report`, over
+:data:`ablate.report.sections.SECTIONS`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -14,9 +14,6 @@ from ablate.core.errors import UsageError
 from ablate.core.fsutil import atomic_write_bytes
 from ablate.folder.layout import RunFolder
 from ablate.report.model import Report
-
-if TYPE_CHECKING:
-    from ablate.report.sections import build_report
 
 FORMATS = ("md", "json", "html")
 
@@ -80,14 +77,4 @@ def write_report(
     return written
 
 
-def __getattr__(name: str) -> Any:
-    """``build_report`` loads the sections, scipy among them (~1.5 CPU-s), when first asked for: commands that
-    read the report's types (``compare``, ``gate``) need not pay for it before they build one."""
-    if name == "build_report":
-        from ablate.report.sections import build_report
-
-        return build_report
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["FORMATS", "Report", "WrittenReport", "build_report", "parse_formats", "write_report"]
+__all__ = ["FORMATS", "Report", "WrittenReport", "parse_formats", "write_report"]

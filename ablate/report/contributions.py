@@ -17,7 +17,7 @@ from ablate.report.blocks import (
 )
 from ablate.report.context import Page, Section
 from ablate.report.model import METRIC_LABELS, Comparison, Report
-from ablate.stats import min_interval_blocks
+from ablate.stats.resampling import min_interval_blocks
 
 HEADERS = ["cell", "strips", "task", "family", "cell", "control", "Δ", "interval", "p", "Holm p", "real?",
            "pairs"]  # fmt: skip

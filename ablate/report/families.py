@@ -14,7 +14,7 @@ from ablate.folder.layout import ManifestCell
 from ablate.report.context import Context
 from ablate.report.model import HIGHER_IS_BETTER, Comparison, ComparisonVerdict, Family, FamilyName
 from ablate.report.paired import Block, estimate, holm_real, not_computable, pair_blocks, paired_test
-from ablate.stats import PairedResult
+from ablate.stats.types import PairedResult
 
 FAMILY_RULE = (
     "separate families: Holm at α within the primary family (the pooled primary metric, one comparison per "

@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.folder.metrics import metric_named
-from ablate.stats import Interval, NotComputable, PairedResult, holm, paired_binary, paired_mean
+from ablate.stats.multiplicity import holm
+from ablate.stats.proportions import paired_binary
+from ablate.stats.resampling import paired_mean
+from ablate.stats.types import Interval, NotComputable, PairedResult
 
 #: A block: one (task, repeat).
 Block = tuple[str, int]

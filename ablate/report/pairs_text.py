@@ -44,15 +44,13 @@ def open_run(run_dir: Path, model: str | None = None) -> tuple[Context, list[str
             hint="pass runs/<run-id> as `ablate run` wrote it",
         )
     ctx = make_context(run_dir, alpha=0.05, control=None, primary=None, say=lambda _m: None, model=model)
-    holder, done = lock_holder(folder), len(ctx.results)
+    holder, done, models = lock_holder(folder), len(ctx.results), ctx.manifest.models
     notes = [f"{run_dir}: still running ({holder}): {done} of {len(ctx.plan)} items finished, shown"] * bool(
         holder
     )
-    models = ctx.manifest.models
     if models and model is None:
         notes.append(
-            f"a run of {len(models)} models ({', '.join(models)}): {ctx.model}'s sessions shown; "
-            "pass --model for another's"
+            f"a run of {', '.join(models)}: {ctx.model}'s sessions shown; pass --model for another's"
         )
     return ctx, notes
 

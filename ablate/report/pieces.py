@@ -18,9 +18,9 @@ from ablate.report.families import side_values
 from ablate.report.model import BINARY_METRICS, HIGHER_IS_BETTER, METRIC_LABELS, Caveat, Report
 from ablate.report.paired import holm_real, interval, not_computable, pair_blocks, paired_test
 from ablate.report.piece_model import PieceDesignInfo, PieceRow, Removal
-from ablate.stats import PairedResult
 from ablate.stats.screening import DesignError, design_of
 from ablate.stats.screening_inference import Outcome, PieceAnalysis, PieceEffect, PieceVerdict, analyse
+from ablate.stats.types import PairedResult
 
 
 def outcomes_of(ctx: Context, record: PieceDesignRecord) -> list[Outcome]:

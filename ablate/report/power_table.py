@@ -16,14 +16,9 @@ from ablate.report.blocks import Block, Heading, Table, fmt_delta, fmt_value
 from ablate.report.context import Context, Page, Section
 from ablate.report.families import paired_values
 from ablate.report.model import BINARY_METRICS, METRIC_LABELS, MetricSummary, PowerRow, Report
-from ablate.stats import (
-    EXACT_MAX_BLOCKS,
-    NotComputable,
-    detectable_binary,
-    detectable_mean,
-    runs_needed_binary,
-    runs_needed_mean,
-)
+from ablate.stats.power import detectable_binary, detectable_mean, runs_needed_binary, runs_needed_mean
+from ablate.stats.resampling import EXACT_MAX_BLOCKS
+from ablate.stats.types import NotComputable
 
 #: Effects the "repeats needed" figures are computed for.
 TARGET_RATE_CHANGE = 0.2

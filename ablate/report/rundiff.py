@@ -116,7 +116,7 @@ def _diffs(run: Path, cell: str, control: str) -> dict[str, list[float]]:
 
 def diff_runs(run_a: Path, run_b: Path, *, alpha: float = 0.05) -> RunDiff:
     """Compare two runs of the same cells and tasks (see the module docstring). Pure: reads, never writes."""
-    from ablate.report import build_report
+    from ablate.report.sections import build_report
 
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha}: must be between 0 and 1")

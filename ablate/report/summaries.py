@@ -13,7 +13,9 @@ from ablate.report.items import Item, Key
 from ablate.report.model import BINARY_METRICS, CellSummary, LayerUse, MetricSummary, TaskCellCell
 from ablate.setup.kinds import layer_kind
 from ablate.setup.layers import Shows
-from ablate.stats import Interval, spread, wilson
+from ablate.stats.power import spread
+from ablate.stats.proportions import wilson
+from ablate.stats.types import Interval
 
 
 def mean(xs: Iterable[float]) -> float | None:

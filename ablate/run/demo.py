@@ -135,7 +135,7 @@ def recovery_probability(
     (keyed by task, cell and repeat)."""
     import numpy as np
 
-    from ablate.stats import exact_paired_p
+    from ablate.stats.proportions import exact_paired_p
 
     rng = np.random.default_rng(seed)
     cells = list(rates)
