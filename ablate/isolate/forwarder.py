@@ -124,9 +124,8 @@ SOCKET_PATH_MAX = 107
 
 def check_socket_room() -> None:
     """Refuse a temporary directory too long for the forwarder's unix socket (a bare OSError at its bind)."""
-    length = len(
-        os.fsencode(os.path.join(tempfile.gettempdir(), FORWARDER_PREFIX + "x" * 8, "s"))
-    )  # mkdtemp: 8
+    folder = FORWARDER_PREFIX + "x" * 8  # mkdtemp's names end in 8 random characters
+    length = len(os.fsencode(os.path.join(tempfile.gettempdir(), folder, "s")))
     if length > SOCKET_PATH_MAX:
         raise UsageError(
             f"TMPDIR {tempfile.gettempdir()}: too long for the forwarder's unix socket ({length} bytes with its "
@@ -148,8 +147,8 @@ class Forwarder:
     ) -> None:
         self.read_timeout_s, self.idle_timeout_s, self.body_limit = read_timeout_s, idle_timeout_s, body_limit
         self.room = _Room(memory)
-        # owned like every work folder: after a kill -9 the next ablate command's sweep removes it
         check_socket_room()
+        # owned like every work folder: after a kill -9 the next ablate command's sweep removes it
         self._dir = make_work_dir(FORWARDER_PREFIX)
         os.chmod(self._dir, 0o700)
         self.socket_path = self._dir / "s"
