@@ -13,11 +13,12 @@ import orjson
 import pytest
 
 from ablate.core.errors import UsageError
+from ablate.folder.layout import TMP_EMPTY
 from ablate.folder.writes_summary import writes_lines
 from ablate.isolate import namespace
 from ablate.isolate.detect import namespace_check
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
-from ablate.isolate.namespace import TMP_EMPTY, Mount, mounts_below_tmp, order_mounts, tmp_area, tmp_note
+from ablate.isolate.namespace import Mount, mounts_below_tmp, order_mounts, tmp_area, tmp_note
 from ablate.isolate.registry import choose_isolation
 from ablate.isolate.writes import scan_upper, session_writes
 from ablate.probe.fingerprints import normalise_request

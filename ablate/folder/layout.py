@@ -318,6 +318,8 @@ class SetupInfo(Spec):
 
 #: The ``isolation.network`` of a run opted in with ``--unsealed`` (also the id of the report's caveat that says so).
 UNSEALED = "unsealed"
+#: How a cell's note begins when its sessions saw an empty ``/tmp`` (the report's isolation caveat quotes it).
+TMP_EMPTY = "/tmp shown empty"
 
 
 class IsolationInfo(Spec):

@@ -21,6 +21,7 @@ from ablate.core.errors import AblateError, UsageError
 from ablate.core.fsutil import atomic_write_json
 from ablate.core.mounts import mounts_under, unmount, unmount_all_under
 from ablate.core.tempwork import disown_mount, own_mount
+from ablate.folder.layout import TMP_EMPTY
 from ablate.folder.session import CredentialsCopy
 from ablate.isolate import nsexec, shadowfs, worktree
 from ablate.isolate.backend import BackendKind, BackendOptions, Capabilities, CellConfig, stripped_repo_paths
@@ -70,10 +71,6 @@ def mounts_below_tmp() -> list[str]:
     return [p for p in mounts_under(top) if p != top]
 
 
-#: How a cell's note that its sessions saw an empty ``/tmp`` begins (the report's isolation caveat quotes it).
-TMP_EMPTY = "/tmp shown empty"
-
-
 def tmp_note(below: Sequence[str]) -> str:
     """What a cell says when its sessions saw an empty ``/tmp`` instead of the host's."""
     return (
@@ -84,8 +81,8 @@ def tmp_note(below: Sequence[str]) -> str:
 
 def tmp_area(root: Path, below: Sequence[str], targets: Sequence[str | Path]) -> Mount:
     """The ``/tmp`` of the view at ``root``: the host's, copy-on-write, or where mounts ``below`` it keep it out
-    (:func:`mounts_below_tmp`, read once per run) an empty folder holding the mount points of the view's
-    ``targets`` under ``/tmp``."""
+    (:func:`mounts_below_tmp`; a backend reads it once, for all its cells) an empty folder holding the mount
+    points of the view's ``targets`` under ``/tmp``."""
     if not below:
         return area_mount(root, "tmp", "/tmp", "/tmp")
     empty = root / "empty-tmp"

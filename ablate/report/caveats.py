@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ablate.core.errors import RunFolderError
-from ablate.folder.layout import UNSEALED, IsolationInfo, RunManifest
+from ablate.folder.layout import TMP_EMPTY, UNSEALED, IsolationInfo, RunManifest
 from ablate.report.blocks import Block, Bullets, Heading
 from ablate.report.carried import carried_identical, carried_unlike_probe
 from ablate.report.context import Context, Page, Section
@@ -143,8 +143,6 @@ def isolation(report: Report, manifest: RunManifest) -> Caveat:
         )
     if said := backend_caveat(manifest):
         parts.append(said)
-    from ablate.isolate.namespace import TMP_EMPTY
-
     parts += sorted({n for c in manifest.cells for n in c.notes if n.startswith(TMP_EMPTY)})
     return Caveat(id="isolation", text="; ".join(parts) + ".")
 
