@@ -183,7 +183,7 @@ def _pick_model(names: list[str], model: str | None, what: str) -> None:
 
 def for_model(report: Report, model: str | None) -> Report:
     """``report`` narrowed to ``model``'s part (``ablate gate --model``; :func:`_pick_model` checks it)."""
-    if model is None and not (report.model_extra or {}).get("models"):
+    if model is None and not getattr(report, "models", None):
         return report  # a run of one model, gated as it is (without loading the report's sections)
     from ablate.report.models import parts, view
 
