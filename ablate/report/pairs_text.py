@@ -44,10 +44,11 @@ def open_run(run_dir: Path, model: str | None = None) -> tuple[Context, list[str
             hint="pass runs/<run-id> as `ablate run` wrote it",
         )
     ctx = make_context(run_dir, alpha=0.05, control=None, primary=None, say=lambda _m: None, model=model)
-    holder, done, models = lock_holder(folder), len(ctx.results), ctx.manifest.models
-    notes = [f"{run_dir}: still running ({holder}): {done} of {len(ctx.plan)} items finished, shown"] * bool(
-        holder
-    )
+    holder, models, notes = lock_holder(folder), ctx.manifest.models, []
+    if holder:
+        notes.append(
+            f"{run_dir}: still running ({holder}): {len(ctx.results)} of {len(ctx.plan)} items finished, shown"
+        )
     if models and model is None:
         notes.append(
             f"a run of {', '.join(models)}: {ctx.model}'s sessions shown; pass --model for another's"
@@ -84,7 +85,7 @@ def show(
         answer = answer_text(report, width)
     except AblateError as exc:
         answer = [f"no answer yet: {exc}"]
-    metric = pass_metric(ctx.primary)
+    metric, named = pass_metric(ctx.primary), ctx.model if ctx.manifest.models else None
     label = METRIC_LABELS.get(metric, metric)
     lines = [*answer, "", f"Flipped pairs (the control {ctx.control.id} and the cell disagree on {label}):"]
     for c in flips:
@@ -92,7 +93,7 @@ def show(
         for f in c.flipped[:LISTED]:
             lines += [
                 f"    {flip_words(ctx.control.id, c.cell, f)}",
-                f"      {command(str(run_dir), c.cell, f, ctx.model if ctx.manifest.models else None)}",
+                f"      {command(str(run_dir), c.cell, f, named)}",
             ]
         if len(c.flipped) > LISTED:
             lines.append(f"    … {len(c.flipped) - LISTED} more (--json lists them all)")
