@@ -50,9 +50,9 @@ def pytest_configure(config: pytest.Config) -> None:
     shell-script shim rather than an interpreter (pyenv's: ~0.13 CPU-s a call against ~0.02 s, measured), the
     system Python goes first on the tests' ``PATH``: the shim alone was 12% of an end-to-end run's CPU."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # pytest's own temporary folders (no --basetemp) under /var/tmp, as `make test`'s: a root test's views
-    # mounted under /tmp would leave an ordinary-user test's sessions an empty /tmp (a user namespace cannot
-    # show a /tmp with a mount below it), where a test's files may live
+    # pytest's own temporary folders (no --basetemp) under /var/tmp, as `make test`'s: under /tmp, a root test's
+    # views mounted there would leave an ordinary-user test's sessions an empty /tmp (a user namespace cannot
+    # show a /tmp with a mount below it), hiding the files that test put there
     if Path("/var/tmp").is_dir():
         os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", "/var/tmp")
     found, system = shutil.which("python3"), Path("/usr/bin/python3")
@@ -197,11 +197,9 @@ def installed(ordinary_user: User, tmp_path_factory: pytest.TempPathFactory) -> 
         root.chmod(0o755)
         # pytest's folders are private to root (``--basetemp``, or its own ``pytest-of-root/pytest-N``): the
         # user may only pass through
-        for folder in (
-            root.parent,
-            *([root.parent.parent] if root.parent.parent.name.startswith("pytest-of-") else []),
-        ):
-            folder.chmod(0o711)
+        for folder in (root.parent, root.parent.parent):
+            if folder == root.parent or folder.name.startswith("pytest-of-"):
+                folder.chmod(0o711)
         user_venv(root / "venv")
 
     return built_once(tmp_path_factory, "user-venv", build) / "venv" / "bin"
