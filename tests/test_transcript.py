@@ -7,8 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ablate.core.workers import CHUNK
 from ablate.mine.derive import mine_session
-from ablate.mine.discover import iter_sessions
+from ablate.mine.discover import iter_sessions, mine_each
 from ablate.mine.model import SessionResult
 from ablate.setup.tasks import PitfallPattern
 from tests.mining_support import EXPECTED, NAMES, OLD_SESSION, lay_out, relative, stdout_of
@@ -271,8 +272,10 @@ def test_iter_sessions_finds_sessions_not_subagents(tmp_path: Path) -> None:
     lay_out(projects / "-a", "agent")
     lay_out(projects / "-b", "plain")
     (projects / "-b" / "notes.jsonl").write_text('{"seq": 1, "session_id": "x"}\n')
+    (projects / "-b" / ".jsonl").write_text('{"sessionId": "x"}\n')  # no suffix, as pathlib sees it
     found = [p.relative_to(projects).as_posix() for p in iter_sessions([projects])]
     assert found == ["-a/agent.jsonl", "-b/plain.jsonl"]
+    assert list(iter_sessions([projects / "-a" / "agent" / "subagents"])) == []  # folded into their session
     assert list(iter_sessions([projects / "-a" / "agent.jsonl", tmp_path / "missing"])) == [
         projects / "-a" / "agent.jsonl"
     ]
@@ -304,6 +307,24 @@ def test_iter_sessions_yields_in_sorted_path_order_as_it_walks(tmp_path: Path) -
         "a.jsonl",
         "b/c/d.jsonl",
     ]
+
+
+def _transcript_of(r: SessionResult) -> Path:
+    return r.transcript
+
+
+def test_each_transcript_is_paired_with_its_own_result_in_order(tmp_path: Path) -> None:
+    """More sessions than the pool reads before it starts (the rest stream in as the walk finds them), mined
+    by two workers: each comes back beside its own result, in the walk's order."""
+    n = CHUNK * 2 * 8 + 30
+    for i in range(n):
+        folder = tmp_path / f"-p{i // 100}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"s{i:04d}.jsonl").write_text(f'{{"type": "user", "sessionId": "s{i}"}}\n')
+    found = list(iter_sessions([tmp_path]))
+    pairs = list(mine_each(iter_sessions([tmp_path]), _transcript_of, jobs=2))
+    assert len(found) == n and [t for t, _ in pairs] == found
+    assert all(t == r for t, r in pairs)
 
 
 def test_result_is_a_session_result(laid_out: dict[str, Path]) -> None:

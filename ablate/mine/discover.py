@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -20,30 +21,50 @@ T = TypeVar("T")
 _UUID_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def _is_session_file(path: Path) -> bool:
-    if path.suffix != ".jsonl" or path.name.startswith("agent-") or "subagents" in path.parts:
+def _is_session_file(path: str, name: str) -> bool:
+    """A ``*.jsonl`` outside ``subagents/``, not a sub-agent's or a plan, named by a session id or holding one
+    (``.jsonl`` alone has no suffix, as pathlib sees it)."""
+    if len(name) <= len(".jsonl") or name.startswith("agent-") or name == PLAN:
         return False
-    if path.name == PLAN:
-        return False
-    if _UUID_NAME.fullmatch(path.stem):
+    if _UUID_NAME.fullmatch(name, 0, len(name) - len(".jsonl")):
         return True  # Claude Code names every session file by its session id
     try:
-        with path.open("rb") as fh:
+        with open(path, "rb") as fh:
             head = fh.read(1 << 12)
     except OSError:
         return False
     return not head.strip() or b'"sessionId"' in head
 
 
-def _jsonl_under(root: Path) -> list[Path]:
-    """Every ``*.jsonl`` under ``root`` outside ``subagents/`` folders, in ``sorted(Path)`` order (one
-    ``os.walk``; pathlib's rglob and Path comparisons cost more than the mining of small sessions)."""
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "subagents"]
-        found.extend(f"{dirpath}/{f}" for f in filenames if f.endswith(".jsonl"))
-    found.sort(key=lambda s: s.split("/"))  # the order of sorted(Path) on POSIX: part by part
-    return [Path(f) for f in found]
+def _jsonl_under(root: str) -> Iterator[tuple[str, str]]:
+    """Every ``*.jsonl`` (path, name) under ``root`` outside ``subagents/``, in ``sorted(Path)`` order as it is
+    found: each folder's entries by name, links to folders not entered, unreadable folders passed over (as
+    ``os.walk``). Strings: pathlib's parsing cost more than the mining of small sessions."""
+    stack = [_entries(root)]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+        elif not _is_dir(entry):
+            if entry.name.endswith(".jsonl"):
+                yield entry.path, entry.name
+        elif entry.name != "subagents" and not entry.is_symlink():
+            stack.append(_entries(entry.path))
+
+
+def _entries(folder: str) -> Iterator[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as it:
+            return iter(sorted(it, key=lambda e: e.name))
+    except OSError:
+        return iter(())
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
@@ -58,9 +79,11 @@ def iter_sessions(paths: Iterable[Path]) -> Iterator[Path]:
         if not path.is_dir():
             continue
         root = path / TRANSCRIPTS if (path / PLAN).is_file() else path
-        for candidate in _jsonl_under(root):
-            if _is_session_file(candidate):
-                yield candidate
+        if "subagents" in root.parts:
+            continue  # its files are folded into their session
+        for candidate, name in _jsonl_under(str(root)):
+            if _is_session_file(candidate, name):
+                yield Path(candidate)
 
 
 def stdout_for_transcript(transcript: Path) -> Path | None:
@@ -93,6 +116,12 @@ def mine_each(
     its own files, so memory stays bounded, and applies ``view``, a module-level function, so that only
     its value crosses back); an unreadable file yields its error."""
     pits = tuple(pitfalls)
-    items = [(t, pits, view) for t in transcripts]
-    for job, result in zip(items, in_workers(_mine_one, items, jobs), strict=True):
-        yield job[0], result
+    taken: deque[Path] = deque()  # handed to the pool, results still to come
+
+    def take() -> Iterator[tuple[Path, tuple[PitfallPattern, ...], Callable[[SessionResult], T]]]:
+        for t in transcripts:
+            taken.append(t)
+            yield t, pits, view
+
+    for result in in_workers(_mine_one, take(), jobs):
+        yield taken.popleft(), result

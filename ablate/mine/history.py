@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from ablate.core.workers import in_workers
 from ablate.mine.derive import subagent_files
 from ablate.mine.parse import USAGE_SKIP_RE, _Session, _stream, _Thread
 
@@ -125,8 +124,3 @@ def scan(hf: HistoryFile) -> SessionFacts:
             if tool.startswith("mcp__"):
                 facts.mcp_calls[tool] = facts.mcp_calls.get(tool, 0) + n
     return facts
-
-
-def scan_all(files: Iterable[HistoryFile], *, jobs: int = 1) -> Iterator[SessionFacts]:
-    """:func:`scan` every file, in order, with ``jobs`` worker processes."""
-    yield from in_workers(scan, list(files), jobs)

@@ -15,8 +15,9 @@ from typing import Any
 
 from ablate.core.errors import NotFound
 from ablate.core.slug import slug
+from ablate.core.workers import in_workers
 from ablate.mine.attribution import LayerMatcher, paths_in_tool_input
-from ablate.mine.history import SessionFacts, history_files, scan_all
+from ablate.mine.history import SessionFacts, history_files, scan
 from ablate.setup.layers import Catalog, LayerFiles, load_catalog, resolve_layer
 
 SCHEMA_VERSION = 1
@@ -177,7 +178,7 @@ def collect(scope: Scope, *, jobs: int = 1) -> tuple[list[SessionFacts], dict[st
         "before_window": 0, "beyond_last": 0, "malformed_lines": 0, "truncated_lines": 0, "versions": {},
     }  # fmt: skip
     kept: list[SessionFacts] = []
-    for f in scan_all(files, jobs=jobs):
+    for f in in_workers(scan, files, jobs):  # the workers start while the files are still being listed
         counts["files"] += 1
         counts["malformed_lines"] += f.malformed_lines
         counts["truncated_lines"] += f.truncated_lines
