@@ -272,7 +272,6 @@ def turns_proxy(report: Report, manifest: RunManifest) -> Caveat:
 
 def model(report: Report, manifest: RunManifest) -> Caveat:
     run = report.run
-    seen = ", ".join(f"{m} ×{k}" for m, k in sorted(run.models_seen.items())) or "none"
     if parts := getattr(report, "models", None):  # --models: each session pinned to its item's
         bad = ", ".join(p["model"] for p in parts if not p["model_verified"])
         said = (
@@ -280,20 +279,14 @@ def model(report: Report, manifest: RunManifest) -> Caveat:
             if bad
             else "verified: every scored transcript names its own and no other"
         )
-        return Caveat(
-            id="model",
-            text=f"Each session pinned to its item's model ({', '.join(manifest.models)}); {said}.",
-        )
-    return Caveat(
-        id="model",
-        text=f"Model pinned to {run.model}; "
-        + (
-            "verified: every scored transcript names it and no other"
-            if run.model_verified
-            else f"NOT verified: transcripts name {seen}; {run.sessions_without_model} name no model"
-        )
-        + ".",
-    )
+        text = f"Each session pinned to its item's model ({', '.join(manifest.models)}); {said}."
+    elif run.model_verified:
+        text = f"Model pinned to {run.model}; verified: every scored transcript names it and no other."
+    else:
+        seen = ", ".join(f"{m} ×{k}" for m, k in sorted(run.models_seen.items())) or "none"
+        text = f"Model pinned to {run.model}; NOT verified: transcripts name {seen}; "
+        text += f"{run.sessions_without_model} name no model."
+    return Caveat(id="model", text=text)
 
 
 def variance(report: Report, manifest: RunManifest) -> Caveat:

@@ -14,17 +14,12 @@ from ablate.folder.probe import PROBE_FILE
 INPUT_FILES = (MANIFEST, PLAN, ADAPTIVE_FILE, PROBE_FILE)
 
 
-def _inputs(run_dir: Path) -> list[Path]:
-    files = [run_dir / name for name in INPUT_FILES]
-    files += sorted((run_dir / RESULTS).glob("*.json"))
-    files += sorted(p for p in (run_dir / GRADES).rglob("*.json"))
-    return [f for f in files if f.is_file()]
-
-
 def inputs_digest(run_dir: Path) -> str:
     """sha256 over (relative path, sha256 of the bytes) of every input file, in a fixed order."""
+    files = [run_dir / name for name in INPUT_FILES]
+    files += sorted((run_dir / RESULTS).glob("*.json")) + sorted((run_dir / GRADES).rglob("*.json"))
     h = hashlib.sha256()
-    for f in _inputs(run_dir):
+    for f in (f for f in files if f.is_file()):
         h.update(f.relative_to(run_dir).as_posix().encode())
         h.update(b"\0")
         h.update(hashlib.sha256(f.read_bytes()).digest())

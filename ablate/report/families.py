@@ -55,6 +55,16 @@ def side_values(ctx: Context, cell: str, metric: str | None = None) -> dict[Bloc
     }
 
 
+def task_differences(ctx: Context, cell: str) -> dict[str, list[float]]:
+    """Task → the cell's differences from the control (cell − control) on the primary, block by block."""
+    control = side_values(ctx, ctx.control.id)
+    out: dict[str, list[float]] = {}
+    for (task, repeat), v in side_values(ctx, cell).items():
+        if (task, repeat) in control:
+            out.setdefault(task, []).append(v - control[(task, repeat)])
+    return out
+
+
 def paired_values(ctx: Context, cell: str, metric: str) -> tuple[list[float], list[float], list[str]]:
     """The cell's and the control's values on the blocks where both are scored, and each block's task."""
     blocks = [(t, r) for t in ctx.task_ids for r in ctx.repeats]

@@ -15,7 +15,7 @@ from scipy import stats as sps
 from ablate.folder.metrics import HIGHER_IS_BETTER, fmt_delta
 from ablate.report.blocks import Block, Heading, Para, Table
 from ablate.report.context import Context, Page, Section
-from ablate.report.families import side_values
+from ablate.report.families import task_differences
 from ablate.report.model import METRIC_LABELS, Report
 from ablate.report.paired import fmt_holm, holm_some
 from ablate.report.pieces import outcomes_of
@@ -33,16 +33,9 @@ def tasks_needed(subjects: int, alpha: float) -> int:
 
 def layer_effects(ctx: Context) -> dict[str, dict[str, float]]:
     """Per ranked cell, per task: the mean over its paired blocks of cell − control."""
-    control = side_values(ctx, ctx.control.id)
-    out: dict[str, dict[str, float]] = {}
-    for cell in ctx.ranked():
-        values = side_values(ctx, cell.id)
-        diffs: dict[str, list[float]] = {}
-        for (task, repeat), v in values.items():
-            if (task, repeat) in control:
-                diffs.setdefault(task, []).append(v - control[(task, repeat)])
-        out[cell.id] = {t: float(np.mean(d)) for t, d in diffs.items()}
-    return out
+    return {
+        c.id: {t: float(np.mean(d)) for t, d in task_differences(ctx, c.id).items()} for c in ctx.ranked()
+    }
 
 
 def piece_effects(ctx: Context) -> dict[str, dict[str, float]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ablate.report.blocks import Block, Bullets, Heading, Para
 from ablate.report.context import Context, Page, Section
+from ablate.report.families import task_differences
 from ablate.report.model import HIGHER_IS_BETTER, METRIC_LABELS, HoldoutFinding, Report
 
 
@@ -21,10 +22,8 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
     higher = ctx.primary in HIGHER_IS_BETTER
     for c in ctx.tested:
         by: dict[str, dict[str, list[float]]] = {"dev": {}, "holdout": {}}
-        for (t, cid, r), it in ctx.items.scored.items():
-            other = ctx.items.scored.get((t, ctx.control.id, r))
-            if cid == c.id and other and ctx.primary in it.values and ctx.primary in other.values:
-                by[split_of[t]].setdefault(t, []).append(it.values[ctx.primary] - other.values[ctx.primary])
+        for t, diffs in task_differences(ctx, c.id).items():
+            by[split_of[t]][t] = diffs
         f = holdout_finding(
             c.id, ctx.primary, by["dev"], by["holdout"], higher_is_better=higher, alpha=ctx.alpha
         )

@@ -155,7 +155,18 @@ def pieces_section(ctx: Context, report: Report) -> dict[str, Any]:
         r.model_copy(update={"removal": removal.get(r.id)})
         for r in piece_rows(record, effects, binary=binary)
     ]
-    info = _info(ctx, record, len(outcomes), analysis)
+    info = PieceDesignInfo(
+        kind=record.kind,
+        construction=record.construction,
+        metric=ctx.primary,
+        method=analysis.method if analysis else "not estimated",
+        sessions=len(outcomes),
+        blocks=analysis.blocks if analysis else 0,
+        df=analysis.df if analysis else 0,
+        alpha=ctx.alpha,
+        min_effect=record.min_effect,
+        cost_unit="percentage point" if binary else METRIC_LABELS.get(ctx.primary, ""),
+    )
     state = read_state(ctx.folder) if analysis is not None else None
     decided = state.piece_decisions() if state is not None else {}
     if state is not None and decided:
@@ -171,23 +182,6 @@ def _anytime(row: PieceRow, last: PieceLook | None, binary: bool) -> PieceRow:
     per_point = cost_per_point(row.tokens, row.effect, last.verdict, binary)
     return row.model_copy(
         update={"p_adjusted": last.p_holm, "verdict": last.verdict, "tokens_per_point": per_point}
-    )
-
-
-def _info(
-    ctx: Context, record: PieceDesignRecord, sessions: int, analysis: PieceAnalysis | None
-) -> PieceDesignInfo:
-    return PieceDesignInfo(
-        kind=record.kind,
-        construction=record.construction,
-        metric=ctx.primary,
-        method=analysis.method if analysis else "not estimated",
-        sessions=sessions,
-        blocks=analysis.blocks if analysis else 0,
-        df=analysis.df if analysis else 0,
-        alpha=ctx.alpha,
-        min_effect=record.min_effect,
-        cost_unit="percentage point" if ctx.primary in BINARY_METRICS else METRIC_LABELS.get(ctx.primary, ""),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+import statistics
 from typing import Any
 
 from ablate.report.blocks import Block, Heading, Table, fmt_delta, fmt_value
@@ -26,17 +26,13 @@ TARGET_TURNS = 1.0
 TARGET_COST_FRACTION = 0.1
 
 
-def _sd(xs: Sequence[float]) -> float | None:
-    if len(xs) < 2:
-        return None
-    m = sum(xs) / len(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
-
-
 @functools.lru_cache(maxsize=256)
-def _binary_cached(
-    n: int, base: float, alpha_each: float
+def _binary(
+    n: int, base: float | None, alpha_each: float
 ) -> tuple[float | NotComputable, int | NotComputable, float | None]:
+    if base is None:
+        none = NotComputable("no control items")
+        return none, none, None
     target = base - TARGET_RATE_CHANGE if base - TARGET_RATE_CHANGE >= 0 else base + TARGET_RATE_CHANGE
     return detectable_binary(n, base, alpha_each), runs_needed_binary(base, target, alpha_each), target - base
 
@@ -47,36 +43,22 @@ def _unit_detectable(n: int, alpha_each: float) -> float | NotComputable:
     return detectable_mean(n, 1.0, alpha_each)
 
 
-def _binary(
-    n: int, ctrl: list[float], alpha_each: float
-) -> tuple[float | NotComputable, int | NotComputable, float | None]:
-    if not ctrl:
-        none = NotComputable("no control items")
-        return none, none, None
-    return _binary_cached(n, sum(ctrl) / len(ctrl), alpha_each)
-
-
 @functools.lru_cache(maxsize=256)
-def _anytime_cached(n: int, base: float, alpha_each: float, min_effect: float) -> float | None:
+def _anytime(n: int, base: float | None, alpha_each: float, min_effect: float) -> float | NotComputable:
     from ablate.stats.sequential import detectable_anytime, prior_for
 
-    return detectable_anytime(n, base, alpha_each, prior_for(min_effect))
-
-
-def _anytime(n: int, ctrl: list[float], alpha_each: float, min_effect: float) -> float | NotComputable:
-    if not ctrl:
+    if base is None:
         return NotComputable("no control items")
-    d = _anytime_cached(n, sum(ctrl) / len(ctrl), alpha_each, min_effect)
+    d = detectable_anytime(n, base, alpha_each, prior_for(min_effect))
     if d is None:
         return NotComputable(f"no change of the rate is detectable with 80% power in {n} blocks")
     return d
 
 
 def _mean(
-    n: int, diffs: list[float], ctrl: list[float], metric: str, alpha_each: float
+    n: int, diffs: list[float], base: float | None, metric: str, alpha_each: float
 ) -> tuple[float | NotComputable, int | NotComputable, float | None, float | None]:
-    sd = _sd(diffs)
-    base = sum(ctrl) / len(ctrl) if ctrl else None
+    sd = statistics.stdev(diffs) if len(diffs) > 1 else None
     effect = (TARGET_COST_FRACTION * base if base else None) if metric == "cost_usd" else TARGET_TURNS
     if sd is None or sd == 0:
         why = NotComputable(
@@ -110,19 +92,19 @@ def build(ctx: Context, report: Report) -> dict[str, Any]:
             continue
         alpha_each = ctx.alpha / m[x.family]
         xs, ys, _ = paired_values(ctx, x.cell, x.metric)
-        n = len(xs)
+        n, base = len(xs), sum(ys) / len(ys) if ys else None
         sd: float | None = None
         if sequential is not None and x.metric == sequential.primary:
             alpha_each = sequential.alpha / max(1, len(sequential.decisions))
-            det, need, effect = _binary(n, ys, alpha_each)
-            det = _anytime(n, ys, alpha_each, sequential.min_effect)
+            det, need, effect = _binary(n, base, alpha_each)
+            det = _anytime(n, base, alpha_each, sequential.min_effect)
             test = "anytime-valid e-process (Holm's first step; repeats needed: fixed-n)"
         elif x.metric in BINARY_METRICS:
-            det, need, effect = _binary(n, ys, alpha_each)
+            det, need, effect = _binary(n, base, alpha_each)
             test = "exact discordant-block test"
         else:
             det, need, effect, sd = _mean(
-                n, [a - b for a, b in zip(xs, ys, strict=True)], ys, x.metric, alpha_each
+                n, [a - b for a, b in zip(xs, ys, strict=True)], base, x.metric, alpha_each
             )
             test = "sign-flip test (power from the paired t)"
         reps = math.ceil(need / len(task_ids)) if isinstance(need, int) and task_ids else None

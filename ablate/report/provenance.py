@@ -26,14 +26,6 @@ def provenance_block(manifest: RunManifest, config_dir: Path, *, last: int = 500
     return {"heading": HEADING, "sessions": lines[0]["sessions"], "lines": lines} if lines else None
 
 
-def _note(sessions: int) -> str:
-    return (
-        f"From the last {sessions} sessions in your config dir (`ablate usage`): how often the CLI "
-        "loaded each stripped layer and how often a session used it. These counts are not part of the "
-        "measured effects above."
-    )
-
-
 def build(ctx: Context, report: Report) -> dict[str, Any]:
     """The user's own history of the stripped layers, when this machine has it (never part of the figures)."""
     config = ctx.manifest.setup.config_dir
@@ -51,7 +43,12 @@ def render(report: Report, page: Page) -> list[Block]:
     prov = report.provenance
     if prov is None:
         return []
-    return [Heading(prov.heading), Para(_note(prov.sessions)), Bullets([ln.sentence for ln in prov.lines])]
+    note = (
+        f"From the last {prov.sessions} sessions in your config dir (`ablate usage`): how often the CLI "
+        "loaded each stripped layer and how often a session used it. These counts are not part of the "
+        "measured effects above."
+    )
+    return [Heading(prov.heading), Para(note), Bullets([ln.sentence for ln in prov.lines])]
 
 
 SECTION = Section("provenance", build, render)

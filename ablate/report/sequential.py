@@ -92,7 +92,6 @@ def sequential_of(
 
 
 def _from_state(state: AdaptiveState, *, mode: Literal["adaptive", "peek"]) -> SequentialReport:
-    opts = state.options
     decisions: dict[str, dict[str, object]] = {}
     for cell, last in state.decisions().items():
         first = next(
@@ -109,10 +108,7 @@ def _from_state(state: AdaptiveState, *, mode: Literal["adaptive", "peek"]) -> S
         mode=mode,
         primary=state.primary,
         control=state.control,
-        alpha=opts.alpha,
-        min_effect=opts.min_effect,
-        draw_beta=opts.draw_beta,
-        max_repeats=opts.max_repeats,
+        **state.options.model_dump(include={"alpha", "min_effect", "draw_beta", "max_repeats"}),
         stopped=state.stopped,
         looks=state.looks,
         decisions=decisions,

@@ -129,17 +129,14 @@ def layer_use(manifest: RunManifest, control: ManifestCell, scored: dict[Key, It
 
 def _hits(pats: list[str], side: str, paths: list[str]) -> int:
     """How many of ``paths`` fall under one of a layer's path patterns on its side (config or repo)."""
-    n = 0
-    for raw_path in paths:
-        path = raw_path if raw_path.startswith("/") else "/" + raw_path
-        for p in pats:
-            tail = "/" + p
-            if (side == "config" and "/.claude" + tail in path) or (
-                side == "repo" and (path.endswith(tail) or tail + "/" in path)
-            ):
-                n += 1
-                break
-    return n
+
+    def under(path: str, tail: str) -> bool:
+        path = path if path.startswith("/") else "/" + path
+        if side == "config":
+            return "/.claude" + tail in path
+        return side == "repo" and (path.endswith(tail) or tail + "/" in path)
+
+    return sum(any(under(path, "/" + p) for p in pats) for path in paths)
 
 
 def _listed_use(lid: str, sessions: list[SessionMetrics]) -> LayerUse:

@@ -32,8 +32,16 @@ def render(report: Report, page: Page) -> list[Block]:
     return binary_tables(report) if report.run.binary else layered_tables(report)
 
 
-#: The metrics of a binary run's per-task table, Clean / Normal.
-_BOTH = ("turns", "tool_calls", "cost_usd", "pitfall_free")
+#: The rows of a layered run's per-task table: (label, the TaskCellCell field, the metric it is formatted as).
+_TASK_ROWS = (
+    ("pitfall-free", "pitfall_free", "pitfall_free"), ("turns", "turns", "turns"),
+    ("tool calls", "tool_calls", "tool_calls"), ("cost", "cost_usd", "cost_usd"),
+    ("skills invoked", "skills_invoked", "turns"),
+)  # fmt: skip
+
+
+#: The columns of a binary run's per-task table, Clean / Normal (formatted as in :data:`_TASK_ROWS`).
+_BOTH = ("turns", "tool_calls", "cost_usd", "pitfall_free", "skills_invoked")
 
 
 def binary_tables(report: Report) -> list[Block]:
@@ -44,19 +52,16 @@ def binary_tables(report: Report) -> list[Block]:
         return out
     rows = []
     by = {(t.task, t.cell): t for t in report.task_table}
+    fmt = {attr: metric for _label, attr, metric in _TASK_ROWS}
     for t in report.run.tasks:
         tid = str(t["id"])
         clean, normal = by.get((tid, other)), by.get((tid, control))
         if clean is None or normal is None:
             continue
-        both = [f"{fmt_value(m, getattr(clean, m))} / {fmt_value(m, getattr(normal, m))}" for m in _BOTH]
-        rows.append(
-            [
-                tid,
-                *both,
-                f"{fmt_value('turns', clean.skills_invoked)} / {fmt_value('turns', normal.skills_invoked)}",
-            ]
-        )
+        both = [
+            f"{fmt_value(fmt[a], getattr(clean, a))} / {fmt_value(fmt[a], getattr(normal, a))}" for a in _BOTH
+        ]
+        rows.append([tid, *both])
     out.append(
         Table(
             ["task", "turns (Clean / Normal)", "tool calls", "cost", "pitfall avoided", "skills invoked"],
@@ -87,14 +92,6 @@ def binary_tables(report: Report) -> list[Block]:
         )
     )
     return out
-
-
-#: The rows of a layered run's per-task table: (label, the TaskCellCell field, the metric it is formatted as).
-_TASK_ROWS = (
-    ("pitfall-free", "pitfall_free", "pitfall_free"), ("turns", "turns", "turns"),
-    ("tool calls", "tool_calls", "tool_calls"), ("cost", "cost_usd", "cost_usd"),
-    ("skills invoked", "skills_invoked", "turns"),
-)  # fmt: skip
 
 
 def layered_tables(report: Report) -> list[Block]:

@@ -85,15 +85,10 @@ def discordance(values: Mapping[tuple[str, str, int], Any]) -> dict[str, tuple[i
 def block_time(*finished_at: str | None) -> float:
     """When a block was complete: the latest of its items' finish times (POSIX seconds; −inf when an item
     has none, so such blocks keep plan order ahead of the timed ones)."""
-    times = []
-    for f in finished_at:
-        if f is None:
-            return float("-inf")
-        try:
-            times.append(datetime.fromisoformat(f).timestamp())
-        except ValueError:
-            return float("-inf")
-    return max(times)
+    try:
+        return max(datetime.fromisoformat(f or "").timestamp() for f in finished_at)
+    except ValueError:  # an item without a finish time (""), or one that is not an ISO time
+        return float("-inf")
 
 
 def analyse(

@@ -66,7 +66,5 @@ def run_change(
     se = math.sqrt(float(parts.sum()))
     df = float(parts.sum() ** 2 / np.sum(np.where(dof > 0, parts**2 / np.maximum(dof, 1), 0.0)))
     half = float(sps.t.ppf(0.5 + level / 2, df)) * se
-    if not np.any(ca[0] + ca[1] + cb[0] + cb[1]):
-        return RunChange(change, max(-2.0, change - half), min(2.0, change + half), None)
-    p = float(2 * sps.t.sf(abs(change) / se, df))
+    p = float(2 * sps.t.sf(abs(change) / se, df)) if np.any(ca[0] + ca[1] + cb[0] + cb[1]) else None
     return RunChange(change, max(-2.0, change - half), min(2.0, change + half), p)
