@@ -122,6 +122,8 @@ def test_neutral_subpackages_import_no_stage(pkg: str) -> None:
 
 MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 600
+#: ``ablate/`` in all, blank and comment lines included: a feature pays for its lines by simplifying something.
+MAX_PACKAGE_LINES = 42_000
 
 
 def oversized(root: Path = ROOT) -> list[str]:
@@ -141,6 +143,23 @@ def oversized(root: Path = ROOT) -> list[str]:
 
 def test_small_rooms_no_long_function_and_no_long_module() -> None:
     assert oversized() == []
+
+
+def package_lines(root: Path = ROOT) -> int:
+    """What ``find ablate -name '*.py' | xargs cat | wc -l`` counts."""
+    return sum(path.read_bytes().count(b"\n") for path in root.rglob("*.py"))
+
+
+def test_the_package_keeps_to_its_line_budget() -> None:
+    assert package_lines() <= MAX_PACKAGE_LINES, "simplify something before adding lines (docs/EXTENDING.md)"
+
+
+def test_the_line_count_is_the_shells(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.py").write_text("x = 1\n\n# note\n")
+    (tmp_path / "sub" / "b.py").write_text('"""doc"""\n')
+    (tmp_path / "c.txt").write_text("not python\n")
+    assert package_lines(tmp_path) == 4
 
 
 def test_the_size_check_finds_a_long_function(tmp_path: Path) -> None:
