@@ -69,16 +69,48 @@ def render_argv(
 
 def kill_strays(root: Path) -> int:
     """Kill every process (tree) whose cwd is inside ``root``: sessions orphaned by a crashed runner."""
-    root_s = str(root.resolve())
-    killed = 0
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid", "cwd"]):
-        cwd = proc.info.get("cwd")
-        if proc.pid == me or not cwd or not (cwd == root_s or cwd.startswith(root_s + os.sep)):
-            continue
-        kill_tree(proc.pid, grace_s=2.0)
-        killed += 1
+    try:
+        top = os.stat(root)
+    except FileNotFoundError:
+        return 0
+    root_s, killed = str(root.resolve()), 0
+    for pid in psutil.pids():
+        if pid != os.getpid() and _cwd_within(pid, root_s, (top.st_dev, top.st_ino)):
+            kill_tree(pid, grace_s=2.0)
+            killed += 1
     return killed
+
+
+def _cwd_within(pid: int, root: str, root_id: tuple[int, int]) -> bool:
+    """Whether the process's cwd is ``root`` or below it. A cwd longer than a path can be (a session that went
+    deep, or any process on the machine) has no readable path: its folders are climbed instead."""
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError as exc:  # gone, not ours to read, or too long
+        return exc.errno == errno.ENAMETOOLONG and _climbs_to(f"/proc/{pid}/cwd", root_id)
+    return cwd == root or cwd.startswith(root + os.sep)
+
+
+def _climbs_to(start: str, folder: tuple[int, int]) -> bool:
+    """``start`` (a folder) is ``folder`` (device, inode) or below it, found by opening ``..`` up to ``/``."""
+    try:
+        fd = os.open(start, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        while True:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == folder:
+                return True
+            parent = os.open("..", os.O_PATH | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            if os.path.samestat(os.fstat(fd), st):  # / is its own parent
+                return False
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def copy_transcript(config_dir: Path, session_id: str, dest: Path) -> Path | None:
