@@ -5,6 +5,7 @@ File name too long``)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -31,7 +32,7 @@ def _sit_deep(where: Path) -> subprocess.Popen[str]:
     try:
         os.readlink(f"/proc/{proc.pid}/cwd")
     except OSError as exc:
-        assert exc.errno == 36  # ENAMETOOLONG: the case under test
+        assert exc.errno == errno.ENAMETOOLONG  # the case under test
     else:
         raise AssertionError("the cwd was readable: not deep enough")
     return proc

@@ -20,6 +20,7 @@ from ablate.folder.layout import Attempt, PlanItem, RunFolder
 from ablate.folder.result import ExitInfo, ItemResult
 from ablate.folder.session import SessionWrites
 from ablate.folder.wire import WIRE_TOKENS, WireRecord, WireTotals, wire_check, wire_flags
+from ablate.isolate.shadowfs import is_inside
 from ablate.mine.cli_output import parse_cli_output
 from ablate.mine.model import SessionResult
 
@@ -73,9 +74,9 @@ def kill_strays(root: Path) -> int:
         top = os.stat(root)
     except FileNotFoundError:
         return 0
-    root_s, killed = str(root.resolve()), 0
+    root_s, me, killed = str(root.resolve()), os.getpid(), 0
     for pid in psutil.pids():
-        if pid != os.getpid() and _cwd_within(pid, root_s, (top.st_dev, top.st_ino)):
+        if pid != me and _cwd_within(pid, root_s, (top.st_dev, top.st_ino)):
             kill_tree(pid, grace_s=2.0)
             killed += 1
     return killed
@@ -88,7 +89,7 @@ def _cwd_within(pid: int, root: str, root_id: tuple[int, int]) -> bool:
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError as exc:  # gone, not ours to read, or too long
         return exc.errno == errno.ENAMETOOLONG and _climbs_to(f"/proc/{pid}/cwd", root_id)
-    return cwd == root or cwd.startswith(root + os.sep)
+    return is_inside(cwd, root)
 
 
 def _climbs_to(start: str, folder: tuple[int, int]) -> bool:
@@ -98,15 +99,15 @@ def _climbs_to(start: str, folder: tuple[int, int]) -> bool:
     except OSError:
         return False
     try:
-        while True:
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) == folder:
-                return True
+        here = os.fstat(fd)
+        while (here.st_dev, here.st_ino) != folder:
             parent = os.open("..", os.O_PATH | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
-            fd = parent
-            if os.path.samestat(os.fstat(fd), st):  # / is its own parent
+            fd, below = parent, here
+            here = os.fstat(fd)
+            if os.path.samestat(here, below):  # / is its own parent
                 return False
+        return True
     except OSError:
         return False
     finally:
