@@ -89,9 +89,8 @@ def tmp_area(root: Path, below: Sequence[str], targets: Sequence[str | Path]) ->
     shadowfs.remove_path(empty)
     empty.mkdir(parents=True)
     for target in targets:
-        inside = os.path.relpath(target, "/tmp")
-        if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
-            (empty / inside).mkdir(parents=True, exist_ok=True)
+        if shadowfs.is_inside(str(target), "/tmp"):
+            (empty / os.path.relpath(target, "/tmp")).mkdir(parents=True, exist_ok=True)
     return area_mount(root, "tmp", "/tmp", empty)
 
 
