@@ -100,13 +100,42 @@ def edit_manifest(root: Path, change: Callable[[dict[str, Any]], None]) -> None:
     path.write_bytes(orjson.dumps(data))
 
 
+def why(*parts: object) -> str:
+    """An assertion message of several parts, one per line. pytest shows a string message whole but cuts the
+    repr of any other object to about 240 characters, which lost the middle of a failing run's stderr."""
+    return "\n".join(p if isinstance(p, str) else repr(p) for p in parts)
+
+
 def items_said(runs: Path) -> str:
     """What each item of the run folders under ``runs`` ended as (status, error, the tail of its session's
-    stderr): a failing e2e test says why the run exited non-zero, not only what ablate printed."""
-    lines = []
+    stderr), and why a probe refused a run: a failing e2e test says why the run exited non-zero, not only
+    what ablate printed."""
+    lines = [_probe_said(probe) for probe in sorted(runs.glob("**/probe.json"))]
+    lines = [line for line in lines if line]
     for result in sorted(runs.glob("**/results/*.json")):
         r = orjson.loads(result.read_bytes())
         lines.append(f"{r.get('item')}: {r.get('status')} {r.get('error') or ''}".rstrip())
         for err in sorted(result.parent.parent.glob(f"stderr/{r.get('item')}.a*.txt")):
             lines.append(f"  {err.name}: {err.read_text(errors='replace')[-600:]}")
     return "\n".join(lines) or f"no results under {runs}"
+
+
+def _probe_said(path: Path) -> str:
+    """A refused probe's reasons: each cell that was not faithful, the control's fidelity, the real files."""
+    doc = orjson.loads(path.read_bytes())
+    if doc.get("ok") is not False:
+        return ""
+    lines = [f"{path}: refused"]
+    for cell in doc.get("cells", []):
+        if cell.get("verdict") not in ("faithful", "no-op"):
+            bad = {k: v for k, v in cell.get("layers", {}).items() if v.get("status") != "ok"}
+            lines.append(
+                f"  {cell.get('id')} {cell.get('verdict')}: {cell.get('note')} {cell.get('problems')} {bad}"
+            )
+    fidelity = doc.get("fidelity") or {}
+    if not fidelity.get("equal", True):
+        lines.append(f"  fidelity: {fidelity.get('differences')}")
+    if doc.get("real_setup_unchanged") is False:
+        lines.append("  the real files changed during the probe")
+    lines += [f"  note: {note}" for note in doc.get("notes", [])]
+    return "\n".join(lines)

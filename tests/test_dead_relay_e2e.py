@@ -26,6 +26,7 @@ import pytest
 from ablate.setup.examples import materialise_example
 from ablate.sim import Script, SimServer, script_from_data
 from tests.helpers_cli import invoke
+from tests.run_folder import why
 
 pytestmark = pytest.mark.e2e
 
@@ -76,7 +77,7 @@ def test_a_session_that_kills_its_relay_is_never_counted(claude: Path, tmp_path:
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
     (run,) = (tmp_path / "runs").iterdir()
     results = [orjson.loads(p.read_bytes()) for p in sorted((run / "results").glob("*.json"))]
-    assert len(results) == 2, (res.stderr[-3000:], results)
+    assert len(results) == 2, why(res.stderr[-3000:], results)
     for r in results:
         transcript = (run / r["transcript"]).read_text()
         assert re.search(r"KILLED \d+", transcript), r  # the positive control: the relay was killed
@@ -92,6 +93,6 @@ def test_a_session_that_kills_its_relay_is_never_counted(claude: Path, tmp_path:
     assert len(real_calls) == sum(r["attempt"] for r in results), real_calls
     report = orjson.loads((run / "report.json").read_bytes())
     excluded = {e["item"]: e["reason"] for e in report["excluded_items"]}
-    why = {"relay-died": "failed: api_error; provenance: relay-died"}
-    expected = {r["item"]: why.get(r["flags"][0], f"provenance: {r['flags'][0]}") for r in results}
+    said = {"relay-died": "failed: api_error; provenance: relay-died"}
+    expected = {r["item"]: said.get(r["flags"][0], f"provenance: {r['flags'][0]}") for r in results}
     assert excluded == expected, excluded

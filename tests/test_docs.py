@@ -9,6 +9,7 @@ import typer.main
 from ablate.cli.main import add_groups
 from tests.conftest import REPO_ROOT
 from tests.helpers_cli import invoke
+from tests.run_folder import why
 
 
 def _commands() -> list[tuple[str, str | None]]:
@@ -53,4 +54,4 @@ def test_help_runs_for_every_command() -> None:
     for name, _ in [("", None), *_commands()]:
         res = invoke([*name.split(), "--help"])
         assert res.exit_code == 0, name
-        assert "<bool>" not in res.stdout and "--help" in res.stdout, (name, res.stdout)
+        assert "<bool>" not in res.stdout and "--help" in res.stdout, why(name, res.stdout)

@@ -28,6 +28,7 @@ from ablate.setup.examples import git, materialise_example
 from ablate.setup.layers import load_catalog
 from ablate.setup.load import layer_imports, load_setup, resolve_layers
 from ablate.sim import SimServer
+from tests.run_folder import why
 
 MODEL = "claude-sonnet-4-6"
 #: Config-side layers of the example whose canary reaches the request when present (plus the repo CLAUDE.md).
@@ -132,7 +133,7 @@ def test_every_layered_cell_with_the_real_cli(claude: Path, tmp_path: Path) -> N
     for env in envs:
         cid, sid = env.cell.id, sids[env.cell.id]
         res = results[cid]
-        assert res.returncode == 0, (cid, res.stderr_tail, res.stdout[:500])
+        assert res.returncode == 0, why(cid, res.stderr_tail, res.stdout[:500])
         out = orjson.loads(res.stdout)
         assert out["is_error"] is False and out["session_id"] == sid
         text = "\n".join(r.text for r in requests if r.session_id == sid)

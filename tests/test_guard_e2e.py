@@ -26,6 +26,7 @@ import pytest
 
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import BIN
+from tests.run_folder import why
 from tests.test_isolation_user import Box, _ablate, _common
 from tests.user_support import User, world_readable_dir
 
@@ -123,7 +124,7 @@ def _run(box: Box, bin_dir: Path, user: User | None, claude: Path, *extra: str) 
             *_common(box), "--json", *extra,
         )  # fmt: skip
     folders = list((box.base / "runs").iterdir())
-    assert len(folders) == 1, (proc.stderr[-3000:], folders)
+    assert len(folders) == 1, why(proc.stderr[-3000:], folders)
     return proc, folders[0]
 
 

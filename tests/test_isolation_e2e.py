@@ -39,7 +39,7 @@ from ablate.setup.layers import load_catalog
 from ablate.setup.load import load_setup
 from ablate.sim import SimServer, iter_requests, script_from_data
 from tests.helpers_cli import ABLATE, tool_output
-from tests.run_folder import items_said
+from tests.run_folder import items_said, why
 from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -402,7 +402,7 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
             timeout=600,
             cwd=base,
         )
-    assert proc.returncode == 0, (proc.stderr[-3000:], items_said(base / "runs"))
+    assert proc.returncode == 0, why(proc.stderr[-3000:], items_said(base / "runs"))
     (folder,) = list((base / "runs").iterdir())
     manifest = orjson.loads((folder / "manifest.json").read_bytes())
     assert manifest["isolation"]["backend"] == "namespace"
@@ -426,7 +426,7 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     for g in grades:  # the checks graded the session's view: its own write, the seeds as seeded
         checks = g["checks"]["1"]
         assert checks["diff_error"] is None, checks
-        assert checks["changed"] == ["RELEASE_NOTES.md"], (checks, said, proc.stderr[-2000:])
+        assert checks["changed"] == ["RELEASE_NOTES.md"], why(checks, said, proc.stderr[-2000:])
         assert [c["passed"] for c in checks["results"][:3]] == [True, True, True], checks
         # the session's file was read (not found absent at the host's empty mount point): it has no "greet"
         assert checks["results"][3]["detail"] == "does not contain 'greet'", checks

@@ -33,7 +33,7 @@ from ablate.isolate.detect import namespace_check
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, iter_requests, script_from_data
 from tests.helpers_cli import BIN
-from tests.run_folder import items_said
+from tests.run_folder import items_said, why
 from tests.user_support import User, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -202,7 +202,7 @@ def _check_run(box: Box, bin_dir: Path, user: User | None, claude: Path, mode: s
             "none",  # the box is under test, not the report
             "--json",
         )
-    assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
+    assert proc.returncode == 0, why(proc.stderr[-3000:], items_said(box.base / "runs"))
     (folder,) = list((box.base / "runs").iterdir())
     manifest = orjson.loads((folder / "manifest.json").read_bytes())
     assert (manifest["isolation"]["backend"], manifest["isolation"]["mode"]) == ("namespace", mode)
@@ -220,7 +220,7 @@ def _check_probe(box: Box, bin_dir: Path, user: User | None, claude: Path, mode:
         bin_dir, user, box, env, "probe", "--cell", "C0", "--work", str(work), *_common(box), "--json"
     )
     doc = orjson.loads(proc.stdout) if proc.stdout.strip() else {}
-    assert proc.returncode == 0, (proc.stderr[-3000:], (doc.get("fidelity") or {}).get("differences"))
+    assert proc.returncode == 0, why(proc.stderr[-3000:], (doc.get("fidelity") or {}).get("differences"))
     assert (doc["isolation"]["backend"], doc["isolation"]["mode"]) == ("namespace", mode)
     assert doc["fidelity"]["equal"], doc["fidelity"]
     assert doc["real_setup_unchanged"]
@@ -285,7 +285,7 @@ def test_compare_as_an_ordinary_user_changes_nothing(
             "--yes",
             "--json",
         )
-    assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
+    assert proc.returncode == 0, why(proc.stderr[-3000:], items_said(box.base / "runs"))
     doc = orjson.loads(proc.stdout)
     run = box.base / "runs" / doc["compare_id"] / doc["execution"]["run_folder"]
     assert box.changed() == [] and box.left_in_tmp() == []
@@ -329,7 +329,7 @@ def test_links_fence_as_an_ordinary_user_refuses_and_reports(
             "--json",
         )
     assert box.changed() == [] and box.left_in_tmp() == []
-    assert proc.returncode == 0, (proc.stderr[-3000:], items_said(box.base / "runs"))
+    assert proc.returncode == 0, why(proc.stderr[-3000:], items_said(box.base / "runs"))
     (folder,) = list((box.base / "runs").iterdir())
     isolation = orjson.loads((folder / "manifest.json").read_bytes())["isolation"]
     assert (isolation["backend"], isolation["mode"], isolation["locked"]) == ("links", "fenced", True)
@@ -351,7 +351,7 @@ def test_doctor_as_an_ordinary_user_names_the_backend_and_why(
         installed, ordinary_user, box, env, "doctor", "--config-dir", str(box.ex.config_dir), "--json"
     )
     doc = orjson.loads(proc.stdout)
-    assert proc.returncode == 0, (proc.stderr, doc["problems"])
+    assert proc.returncode == 0, why(proc.stderr, doc["problems"])
     assert doc["ok"] and doc["problems"] == []
     iso = doc["isolation"]
     assert (iso["backend"], iso["mode"], iso["locked"]) == ("namespace", "user-namespace", True)

@@ -23,6 +23,7 @@ from ablate.isolate.fence import fence_argv
 from ablate.isolate.seccomp import filter_program
 from tests import kernel_probe
 from tests.kernel_probe import SEALED, outcomes, plant_argv
+from tests.run_folder import why
 
 PROBE = Path(kernel_probe.__file__).resolve()
 PYTHON = "/usr/bin/python3"
@@ -88,7 +89,7 @@ def _probe(outside: Outside, *, fenced: bool, filtered: bool = False) -> dict[st
         )
     if fenced and proc.returncode != 0 and "KERNEL-DONE" not in proc.stdout:
         pytest.skip(f"bubblewrap refused here: {proc.stderr.strip()[:200]}")
-    assert "KERNEL-DONE" in proc.stdout, (proc.stdout, proc.stderr[-2000:])
+    assert "KERNEL-DONE" in proc.stdout, why(proc.stdout, proc.stderr[-2000:])
     return outcomes(proc.stdout)
 
 

@@ -24,7 +24,7 @@ from ablate.isolate.detect import namespace_check
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import BIN
-from tests.run_folder import items_said
+from tests.run_folder import items_said, why
 from tests.test_sealed_e2e import ONE_CELL
 from tests.user_support import User, world_readable_dir
 
@@ -85,7 +85,7 @@ def _ablate_run(
     ]  # fmt: skip
     proc = subprocess.run(user.argv(argv) if user else argv, env=env, capture_output=True, text=True,
                           timeout=600, cwd=base)  # fmt: skip
-    assert proc.returncode in (0, 3), (proc.returncode, proc.stderr[-3000:], items_said(base / out))
+    assert proc.returncode in (0, 3), why(proc.returncode, proc.stderr[-3000:], items_said(base / out))
     (folder,) = list((base / out).iterdir())
     return folder
 

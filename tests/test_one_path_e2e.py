@@ -25,6 +25,7 @@ from ablate.isolate.detect import namespace_check
 from ablate.setup.examples import ExampleSetup, materialise_example
 from ablate.sim import SimServer, script_from_data
 from tests.helpers_cli import ABLATE, invoke
+from tests.run_folder import why
 
 pytestmark = pytest.mark.e2e
 
@@ -239,7 +240,7 @@ def test_probe_in_links_fences_the_hostile_hook(
     )
     assert _state(ex) == before
     doc = orjson.loads(proc.stdout)
-    assert proc.returncode == 0, (proc.stderr[-2000:], doc["notes"], doc["fidelity"])
+    assert proc.returncode == 0, why(proc.stderr[-2000:], doc["notes"], doc["fidelity"])
     assert doc["real_setup_unchanged"] is True and doc["fidelity"]["equal"]
     assert doc["isolation"]["backend"] == "links"
     assert "1 of 1 cells were refused writing ~/.gitconfig — the fence held" in doc["notes"]

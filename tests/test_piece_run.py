@@ -20,6 +20,7 @@ from ablate.stats.screening import draw_columns, screening_design
 from ablate.stats.screening_inference import Outcome, analyse
 from ablate.stats.types import Interval
 from tests.helpers_cli import invoke
+from tests.run_folder import items_said
 from tests.test_cli_run import TASK, rig
 
 __all__ = ["rig"]  # the fake-CLI fixture of test_cli_run: an example setup, HOME, a fake claude, a work dir
@@ -263,6 +264,10 @@ def test_the_probe_refuses_a_piece_run_before_any_session(
     )
     (folder,) = (tmp / "runs").iterdir()
     assert not (folder / "results").exists() or not any((folder / "results").iterdir())
+    # what a failing e2e test prints of such a run: the refusal and each cell the probe could not prove
+    said = items_said(tmp / "runs").splitlines()
+    assert said[0] == f"{folder / 'probe.json'}: refused", said
+    assert any(line.startswith("  C0 error: ") for line in said), said
 
 
 def test_an_adaptive_piece_run_keeps_to_max_sessions(rig: tuple[ExampleSetup, Path]) -> None:

@@ -50,7 +50,7 @@ from tests import kernel_probe
 from tests.helpers_cli import BIN
 from tests.kernel_probe import KERNEL, SEALED, outcomes, plant_argv
 from tests.net_support import serve, settled
-from tests.run_folder import items_said
+from tests.run_folder import items_said, why
 from tests.user_support import User, user_venv, world_readable_dir
 
 pytestmark = pytest.mark.e2e
@@ -368,7 +368,7 @@ def test_a_sealed_session_reaches_no_host_service(
                 timeout=300,
                 cwd=base,
             )
-        assert proc.returncode == 0, (proc.stderr[-3000:], items_said(base / "runs"))
+        assert proc.returncode == 0, why(proc.stderr[-3000:], items_said(base / "runs"))
         (folder,) = list((base / "runs").iterdir())
         said = "\n".join(p.read_text(errors="replace") for p in folder.rglob("transcripts/**/*.jsonl"))
         assert "NET-DONE" in said, said[-2000:]

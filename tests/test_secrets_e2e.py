@@ -29,6 +29,7 @@ import pytest
 from ablate.setup.examples import materialise_example
 from ablate.sim import Script, SimServer, script_from_data
 from tests.helpers_cli import BIN, invoke
+from tests.run_folder import why
 from tests.test_sealed_e2e import ONE_CELL
 from tests.user_support import User, world_readable_dir
 
@@ -107,7 +108,7 @@ class Runner:
                 )
                 code, stderr = proc.returncode, proc.stderr
             requests = [r.record for r in sim.requests()]
-        assert "Traceback" not in stderr and code == 0, (code, stderr[-3000:])
+        assert "Traceback" not in stderr and code == 0, why(code, stderr[-3000:])
         (run,) = out.iterdir()
         return run, requests, stderr
 
@@ -149,7 +150,9 @@ def test_a_session_reads_no_credential_file_and_never_holds_the_key(
         )
     run, requests, stderr = runner.run("hidden")
     results = _results(run)
-    assert len(results) == 1 and all(r["status"] == "completed" for r in results), (stderr[-3000:], results)
+    assert len(results) == 1 and all(r["status"] == "completed" for r in results), why(
+        stderr[-3000:], results
+    )
     sent = orjson.dumps(requests).decode()
     # the read ran and its output reached the endpoint: the placeholder, never the key nor a planted value
     assert "READ-DONE" in sent and "sk-ablate-session-" in sent, sent[-3000:]
