@@ -129,17 +129,6 @@ def _plain_env(scratch: Path) -> dict[str, str]:
     }
 
 
-def _git_env(scratch: Path, checkout: Path, index: Path) -> dict[str, str]:
-    """Git's environment; the work tree as git sees it (an ordinary user's view: from inside it)."""
-    return _plain_env(scratch) | {
-        "GIT_DIR": str(scratch / "git"),
-        "GIT_WORK_TREE": as_seen_inside(checkout),
-        "GIT_INDEX_FILE": str(index),
-        "GIT_OPTIONAL_LOCKS": "0",
-        "GIT_TERMINAL_PROMPT": "0",
-    }
-
-
 #: Every git call: no hooks, no fsmonitor, no untracked cache, paths, line ends and links as they are.
 _GIT_SETTINGS = ["core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false"]
 _GIT_SETTINGS += ["core.quotePath=false", "core.autocrlf=false", "core.safecrlf=false", "core.symlinks=true"]
@@ -149,7 +138,13 @@ _GIT_SAFE = tuple(arg for setting in _GIT_SETTINGS for arg in ("-c", setting))
 def _git(
     scratch: Path, checkout: Path, index: Path, *args: str, stdout: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    env = _git_env(scratch, checkout, index)
+    env = _plain_env(scratch) | {  # the work tree as git sees it (an ordinary user's view: from inside it)
+        "GIT_DIR": str(scratch / "git"),
+        "GIT_WORK_TREE": as_seen_inside(checkout),
+        "GIT_INDEX_FILE": str(index),
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_TERMINAL_PROMPT": "0",
+    }
     # git resolves its work tree: through /proc/<pid>/root that is the host's empty mount point, so in an
     # ordinary user's view git runs inside the holder's namespaces (ablate.isolate.viewpath)
     argv, cwd = view_command(checkout, ["git", *_GIT_SAFE, *args])

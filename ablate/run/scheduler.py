@@ -226,7 +226,8 @@ class Runner:
             for fut in done_set:
                 self._collect(st, fut, pool)
             self.flush_plan(st)
-            self.emit(st, self._phase(st, outcome))
+            paused = st.backoff.paused(self.clock())
+            self.emit(st, "stopping" if outcome is not None else "paused" if paused else "running")
 
     def _stop_condition(self, st: RunState, now: float) -> Outcome | None:
         """Why launching stops now (said once, when it starts to hold), or None."""
@@ -450,11 +451,6 @@ class Runner:
         cells = [c.model_copy(update=said) if c.id == cell_id else c for c in self.manifest.cells]
         self.manifest = self.manifest.model_copy(update={"cells": cells})
         write_manifest(self.folder, self.manifest)
-
-    def _phase(self, st: RunState, outcome: str | None) -> Phase:
-        return (
-            "stopping" if outcome is not None else "paused" if st.backoff.paused(self.clock()) else "running"
-        )
 
     def emit(self, st: RunState, phase: Phase, *, message: str | None = None) -> None:
         """Tell ``on_progress`` (if any) where the pass is."""
