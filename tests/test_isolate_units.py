@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from ablate.core.errors import UsageError
 from ablate.folder.layout import TMP_EMPTY
 from ablate.folder.writes_summary import writes_lines
-from ablate.isolate import namespace
+from ablate.isolate import namespace, seal
 from ablate.isolate.detect import namespace_check
 from ablate.isolate.gitreads import HISTORY_FLAG, STRIPPED_FLAG, classify, git_history_reads
 from ablate.isolate.namespace import Mount, mounts_below_tmp, order_mounts, tmp_area, tmp_note
@@ -588,17 +589,45 @@ def test_the_views_tmp_is_the_hosts_unless_a_mount_below_keeps_it_out(tmp_path: 
     """An ordinary user's view cannot show a ``/tmp`` with a mount below it (an overlay in a user namespace is
     refused: EINVAL); it shows an empty folder then, holding only the mount points of the view's other areas
     under ``/tmp``, made afresh on each call (a retarget)."""
-    shown = tmp_area(tmp_path / "s00", [], ["/tmp/a/home", "/var/repo"])
+    (shown,) = tmp_area(tmp_path / "s00", [], ["/tmp/a/home", "/var/repo"], [Path("/tmp/c/bin/claude")])
     assert (shown.target, shown.lower) == ("/tmp", ("/tmp",))
 
     below = ["/tmp/.mount_app"]
-    empty = tmp_path / "s00" / "empty-tmp"
+    empty, nothing = tmp_path / "s00" / "empty-tmp", tmp_path / "s00" / "empty"
     for _ in range(2):
-        hidden = tmp_area(tmp_path / "s00", below, ["/tmp/a/home", "/tmp/a/home/repo", "/var/repo", "/tmpx"])
+        targets = ["/tmp/a/home", "/tmp/a/home/repo", "/var/repo", "/tmpx"]
+        hidden, cli = tmp_area(tmp_path / "s00", below, targets, [Path("/tmp/c/bin/claude")])
         assert (hidden.target, hidden.lower) == ("/tmp", (str(empty),))
+        # the CLI's folder, read-only: no upper folder, an empty second lower one
+        assert (cli.target, cli.lower, cli.upper) == ("/tmp/c/bin", ("/tmp/c/bin", str(nothing)), "")
         found = sorted(str(p.relative_to(empty)) for p in empty.rglob("*"))
-        assert found == ["a", "a/home", "a/home/repo"]
+        assert found == ["a", "a/home", "a/home/repo", "c", "c/bin"] and not any(nothing.iterdir())
         (empty / "left-by-a-session").write_text("x")  # gone on the next call
+
+
+def test_an_emptied_tmp_still_shows_the_folder_of_a_program_under_it(tmp_path: Path) -> None:
+    """A CLI installed in a checkout under ``/tmp`` (``make`` in a fresh clone there) and ablate's relay run
+    inside the view: their folders are shown, once each, unless a target of the view shows them already."""
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="ablate-shown-"))
+    below = ["/tmp/.mount_app"]
+
+    def shown(programs: list[Path], targets: list[str | Path]) -> list[str]:
+        return [m.target for m in tmp_area(tmp_path / "s00", below, targets, programs)[1:]]
+
+    try:
+        (base / "cli" / "lib").mkdir(parents=True)
+        cli, inner = base / "cli" / "claude", base / "cli" / "lib" / "tool"
+        cli.write_text(""), inner.write_text("")
+        link = tmp_path / "claude"  # a link outside /tmp to a CLI inside it: the real folder is shown
+        link.symlink_to(cli)
+        relay = str(seal.RELAY.parent)
+        relay_shown = [relay] if relay.startswith("/tmp/") else []
+        folders = [str(base / "cli"), str(base / "cli" / "lib"), *relay_shown]
+        assert shown([link, inner, cli], ["/var/home"]) == sorted(folders)
+        assert shown([cli], [base]) == relay_shown  # inside the repo, say: shown by it already
+        assert shown([Path("/usr/bin/true")], []) == relay_shown
+    finally:
+        shutil.rmtree(base)
 
 
 def test_mounts_below_tmp_keep_it_out_of_an_ordinary_users_view_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -325,6 +326,20 @@ READ_VERSION = {
 }
 
 
+def cli_under_tmp(claude: Path, request: pytest.FixtureRequest) -> Path:
+    """The pinned CLI at a new path under ``/tmp``, readable by every user: a hard link (a copy across file
+    systems), removed after the test."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="ablate-cli-"))
+    request.addfinalizer(lambda: shutil.rmtree(folder, ignore_errors=True))
+    folder.chmod(0o755)
+    path = folder / "claude"
+    try:
+        os.link(os.path.realpath(claude), path)
+    except OSError:
+        shutil.copy2(claude, path)
+    return path
+
+
 @pytest.mark.parametrize("who", ["self", "user", "user-tmp-mount"])
 def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     who: str, namespace_ok: None, claude: Path, tmp_path: Path, request: pytest.FixtureRequest
@@ -377,6 +392,9 @@ def test_namespace_run_seeds_and_grades_the_sessions_view_never_the_real_repo(
     command = user.argv(argv) if user else argv
     if who == "user-tmp-mount":
         del env["ABLATE_PROBE"]  # the probe's untouched view shows the same empty /tmp as C0: it is faithful
+        # the CLI installed under the host's /tmp, as `make` does in a fresh clone there: the emptied /tmp of
+        # the views (the probe's untouched one too) must still show its folder
+        env["ABLATE_CLAUDE_BIN"] = str(cli_under_tmp(claude, request))
         below = Path(f"/tmp/ablate-below-{uuid.uuid4().hex[:8]}")
         below.mkdir()
         request.addfinalizer(below.rmdir)

@@ -138,6 +138,8 @@ class BackendOptions:
     filter; the host's network)."""
     secrets: Secrets = field(default_factory=Secrets)
     """The credential paths sessions read as empty (``--hide``/``--expose``)."""
+    programs: tuple[Path, ...] = ()
+    """What the sessions run (the CLI): a view that hides the folder it is in shows that folder."""
 
 
 # ---------------------------------------------------------------------------------------------------------

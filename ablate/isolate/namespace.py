@@ -31,7 +31,7 @@ from ablate.isolate.environment import build_cell_config, refuse_inside_setup
 from ablate.isolate.faithful import CopyPrint, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env
-from ablate.isolate.seal import view_command
+from ablate.isolate.seal import RELAY, view_command
 from ablate.isolate.shadow_home import CREDENTIALS, ConfigReport
 from ablate.isolate.writes import session_writes
 from ablate.setup.cells import ResolvedCell
@@ -79,19 +79,26 @@ def tmp_note(below: Sequence[str]) -> str:
     )
 
 
-def tmp_area(root: Path, below: Sequence[str], targets: Sequence[str | Path]) -> Mount:
+def tmp_area(
+    root: Path, below: Sequence[str], targets: Sequence[str | Path], programs: Sequence[Path] = ()
+) -> list[Mount]:
     """The ``/tmp`` of the view at ``root``: the host's, copy-on-write, or where mounts ``below`` it keep it out
     (:func:`mounts_below_tmp`; a backend reads it once, for all its cells) an empty folder holding the mount
-    points of the view's ``targets`` under ``/tmp``."""
+    points of the view's ``targets`` under ``/tmp``, showing the folders there of its ``programs`` and ablate's
+    relay that no target shows (a CLI installed in a checkout under ``/tmp``, as ``make`` does in a fresh clone
+    there), read-only: an overlay without an upper folder needs a second lower one, empty."""
     if not below:
-        return area_mount(root, "tmp", "/tmp", "/tmp")
-    empty = root / "empty-tmp"
-    shadowfs.remove_path(empty)
-    empty.mkdir(parents=True)
-    for target in targets:
+        return [area_mount(root, "tmp", "/tmp", "/tmp")]
+    folders, inside = {os.path.dirname(os.path.realpath(p)) for p in (*programs, RELAY)}, shadowfs.is_inside
+    shown = sorted(f for f in folders if inside(f, "/tmp") and not any(inside(f, str(t)) for t in targets))
+    empty, nothing = root / "empty-tmp", root / "empty"
+    for folder in (empty, nothing):
+        shadowfs.remove_path(folder)
+        folder.mkdir(parents=True)
+    for target in (*targets, *shown):
         if shadowfs.is_inside(str(target), "/tmp"):
             (empty / os.path.relpath(target, "/tmp")).mkdir(parents=True, exist_ok=True)
-    return area_mount(root, "tmp", "/tmp", empty)
+    return [area_mount(root, "tmp", "/tmp", empty), *(Mount(f, (f, str(nothing)), "", "") for f in shown)]
 
 
 def order_mounts(mounts: list[Mount]) -> list[Mount]:
@@ -437,7 +444,7 @@ class NamespaceEnvironments:
 
     def _write_view(self, env: NamespaceCellEnv) -> None:
         mounts = [
-            tmp_area(env.root, self.below_tmp, (env.home, env.repo, env.real_config)),
+            *tmp_area(env.root, self.below_tmp, (env.home, env.repo, env.real_config), self.options.programs),
             area_mount(env.root, "home", env.home, env.home),
             *self._repo_mounts(env, env.repo),
             area_mount(env.root, "config", env.real_config, env.layers.config),

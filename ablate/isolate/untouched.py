@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,8 +70,9 @@ def copy_untouched_config(setup: Setup, dest: Path) -> dict[str, Path]:
     return linked
 
 
-def untouched_view(setup: Setup, root: Path) -> UntouchedView:
-    """The live home and repository and a copy of the config dir at their real paths, each copy-on-write."""
+def untouched_view(setup: Setup, root: Path, programs: Sequence[Path] = ()) -> UntouchedView:
+    """The live home and repository and a copy of the config dir at their real paths, each copy-on-write
+    (``programs``: what its sessions run, :func:`~ablate.isolate.namespace.tmp_area`)."""
     config_copy = root / "config"
     # a CLI-written folder left out because it was a link: a real, empty folder (the session's transcript
     # must land in the view's config dir)
@@ -79,7 +80,7 @@ def untouched_view(setup: Setup, root: Path) -> UntouchedView:
         (config_copy / rel).mkdir(exist_ok=True)
     view = UntouchedView(root, root / "view.json", config_copy, setup.home, setup.repo, setup.config_dir)
     mounts = [
-        tmp_area(root, mounts_below_tmp(), (setup.home, setup.repo, setup.config_dir)),
+        *tmp_area(root, mounts_below_tmp(), (setup.home, setup.repo, setup.config_dir), programs),
         area_mount(root, "home", setup.home, setup.home),
         area_mount(root, "repo", setup.repo, setup.repo),
         area_mount(root, "config", setup.config_dir, config_copy),

@@ -304,7 +304,7 @@ def import_homes(config_dir: Path) -> dict[str, str]:
 
 def _untouched_at_real_paths(setup: Setup, cap: Capture, like: Any, name: str = "untouched") -> Observation:
     """The untouched setup at the real paths in its own view (``root/name``), with the cells' environment."""
-    view = untouched_view(setup, cap.root / name)
+    view = untouched_view(setup, cap.root / name, (cap.claude.path,))
     neutralise(view.config_copy, with_mcp=False)
     # the view's /tmp is private: the cells' TMPDIR
     env = (

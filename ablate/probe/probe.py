@@ -140,7 +140,8 @@ def _build_cells(p: _Probe, on_first: Callable[[Any], None] | None = None) -> No
     if p.builder is build_environment:
         # views at the real paths keep their layers under ns/, shadows are the cells/ themselves
         work = p.root / ("ns" if p.real_paths else "cells")
-        into.backend = open_backend(p.backend, p.setup, p.catalog, work, BackendOptions(extra_env=extra))
+        options = BackendOptions(extra_env=extra, programs=(p.claude.path,))
+        into.backend = open_backend(p.backend, p.setup, p.catalog, work, options)
         into.backend.prepare(p.selected)
     slots = {c.id: slot for slot, c in enumerate(p.selected)}
     lock = threading.Lock()

@@ -174,6 +174,7 @@ def execute(
             base_env=session_env,
             extra_env=dict(request.extra_env),
             secrets=request.preflight.secrets,
+            programs=(request.claude.path,),
         )
         backend = open_backend(chosen.backend, setup, prepared.catalog, work_root, options)
         kill_strays(work_root)  # what a crashed invocation left (its sessions, then its environments)
