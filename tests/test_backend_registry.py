@@ -25,6 +25,7 @@ from ablate.probe import probe as probe_mod
 from ablate.report.sections import build_report
 from ablate.setup.cells import ResolvedCell
 from tests.report_support import Outcome, make_run
+from tests.run_folder import CLAUDE
 
 ABLATE = Path(__file__).resolve().parent.parent / "ablate"
 
@@ -202,9 +203,11 @@ def test_the_probe_builds_cells_as_the_backends_capabilities_say(
     ToyBackend.made.clear()
     cells = [ResolvedCell(f"C{n}", n, f"cell {n}", (), False) for n in range(3)]
     firsts: list[Any] = []
-    nothing: Any = None  # what building the cells never reads
+    nothing: Any = (
+        None  # what building the cells never reads (of the CLI, only its path: the backend's programs)
+    )
     run = probe_mod._Probe(
-        nothing, nothing, nothing, cells, nothing, tmp_path, "toy", base_url="http://127.0.0.1:9"
+        nothing, nothing, nothing, cells, CLAUDE, tmp_path, "toy", base_url="http://127.0.0.1:9"
     )
     probe_mod._build_cells(run, on_first=firsts.append)
     built = run.built

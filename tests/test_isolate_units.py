@@ -585,10 +585,13 @@ def test_prepare_builds_every_cells_repo_layer_in_one_process_as_one_at_a_time_w
         alone.close()
 
 
-def test_the_views_tmp_is_the_hosts_unless_a_mount_below_keeps_it_out(tmp_path: Path) -> None:
+def test_the_views_tmp_is_the_hosts_unless_a_mount_below_keeps_it_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An ordinary user's view cannot show a ``/tmp`` with a mount below it (an overlay in a user namespace is
     refused: EINVAL); it shows an empty folder then, holding only the mount points of the view's other areas
     under ``/tmp``, made afresh on each call (a retarget)."""
+    monkeypatch.setattr(namespace, "RELAY", Path("/opt/ablate/isolate/relay.py"))  # wherever the tests run
     (shown,) = tmp_area(tmp_path / "s00", [], ["/tmp/a/home", "/var/repo"], [Path("/tmp/c/bin/claude")])
     assert (shown.target, shown.lower) == ("/tmp", ("/tmp",))
 
