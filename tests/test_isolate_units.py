@@ -591,7 +591,7 @@ def test_the_views_tmp_is_the_hosts_unless_a_mount_below_keeps_it_out(
     """An ordinary user's view cannot show a ``/tmp`` with a mount below it (an overlay in a user namespace is
     refused: EINVAL); it shows an empty folder then, holding only the mount points of the view's other areas
     under ``/tmp``, made afresh on each call (a retarget)."""
-    monkeypatch.setattr(namespace, "RELAY", Path("/opt/ablate/isolate/relay.py"))  # wherever the tests run
+    monkeypatch.setattr(seal, "RELAY", Path("/opt/ablate/isolate/relay.py"))  # wherever the tests run
     (shown,) = tmp_area(tmp_path / "s00", [], ["/tmp/a/home", "/var/repo"], [Path("/tmp/c/bin/claude")])
     assert (shown.target, shown.lower) == ("/tmp", ("/tmp",))
 
@@ -608,11 +608,15 @@ def test_the_views_tmp_is_the_hosts_unless_a_mount_below_keeps_it_out(
         (empty / "left-by-a-session").write_text("x")  # gone on the next call
 
 
-def test_an_emptied_tmp_still_shows_the_folder_of_a_program_under_it(tmp_path: Path) -> None:
+def test_an_emptied_tmp_still_shows_the_folder_of_a_program_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A CLI installed in a checkout under ``/tmp`` (``make`` in a fresh clone there) and ablate's relay run
     inside the view: their folders are shown, once each, unless a target of the view shows them already."""
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="ablate-shown-"))
     below = ["/tmp/.mount_app"]
+    monkeypatch.setattr(seal, "RELAY", base / "ablate" / "isolate" / "relay.py")  # ablate cloned there too
+    monkeypatch.setattr(seal, "relay_python", lambda: "/usr/bin/python3")
 
     def shown(programs: list[Path], targets: list[str | Path]) -> list[str]:
         return [m.target for m in tmp_area(tmp_path / "s00", below, targets, programs)[1:]]
@@ -623,12 +627,12 @@ def test_an_emptied_tmp_still_shows_the_folder_of_a_program_under_it(tmp_path: P
         cli.write_text(""), inner.write_text("")
         link = tmp_path / "claude"  # a link outside /tmp to a CLI inside it: the real folder is shown
         link.symlink_to(cli)
-        relay = str(seal.RELAY.parent)
-        relay_shown = [relay] if relay.startswith("/tmp/") else []
-        folders = [str(base / "cli"), str(base / "cli" / "lib"), *relay_shown]
-        assert shown([link, inner, cli], ["/var/home"]) == sorted(folders)
-        assert shown([cli], [base]) == relay_shown  # inside the repo, say: shown by it already
-        assert shown([Path("/usr/bin/true")], []) == relay_shown
+        relay = str(base / "ablate" / "isolate")
+        folders = [str(base / "cli"), str(base / "cli" / "lib"), relay]
+        assert shown([link, inner], ["/var/home"]) == sorted(folders)
+        assert shown([link, cli], ["/var/home"]) == sorted(folders[::2])  # the same folder once
+        assert shown([cli], ["/var/home", base / "cli"]) == [relay]  # inside the repo, say: shown by it
+        assert shown([Path("/usr/bin/true")], [base]) == []
     finally:
         shutil.rmtree(base)
 

@@ -31,7 +31,7 @@ from ablate.isolate.environment import build_cell_config, refuse_inside_setup
 from ablate.isolate.faithful import CopyPrint, kept_mismatches, mismatch_lines, setup_prints
 from ablate.isolate.nslower import RepoLower, build_repo_layers, build_repo_lower
 from ablate.isolate.procenv import process_env, redacted_env
-from ablate.isolate.seal import RELAY, view_command
+from ablate.isolate.seal import program_folders, view_command
 from ablate.isolate.shadow_home import CREDENTIALS, ConfigReport
 from ablate.isolate.writes import session_writes
 from ablate.setup.cells import ResolvedCell
@@ -84,19 +84,18 @@ def tmp_area(
 ) -> list[Mount]:
     """The ``/tmp`` of the view at ``root``: the host's, copy-on-write, or where mounts ``below`` it keep it out
     (:func:`mounts_below_tmp`; a backend reads it once, for all its cells) an empty folder holding the mount
-    points of the view's ``targets`` under ``/tmp``, showing the folders there of its ``programs`` and ablate's
-    relay that no target shows (a CLI installed in a checkout under ``/tmp``, as ``make`` does in a fresh clone
-    there), read-only: an overlay without an upper folder needs a second lower one, empty."""
+    points of the view's ``targets`` under ``/tmp``, and read-only the folders there its ``programs`` run from
+    (:func:`~ablate.isolate.seal.program_folders`) that no target shows (an overlay with no upper: two lowers)."""
     if not below:
         return [area_mount(root, "tmp", "/tmp", "/tmp")]
-    folders, inside = {os.path.dirname(os.path.realpath(p)) for p in (*programs, RELAY)}, shadowfs.is_inside
+    inside, folders = shadowfs.is_inside, {str(f) for f in program_folders(programs)}
     shown = sorted(f for f in folders if inside(f, "/tmp") and not any(inside(f, str(t)) for t in targets))
     empty, nothing = root / "empty-tmp", root / "empty"
     for folder in (empty, nothing):
         shadowfs.remove_path(folder)
         folder.mkdir(parents=True)
     for target in (*targets, *shown):
-        if shadowfs.is_inside(str(target), "/tmp"):
+        if inside(str(target), "/tmp"):
             (empty / os.path.relpath(target, "/tmp")).mkdir(parents=True, exist_ok=True)
     return [area_mount(root, "tmp", "/tmp", empty), *(Mount(f, (f, str(nothing)), "", "") for f in shown)]
 

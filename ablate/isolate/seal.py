@@ -32,6 +32,12 @@ def relay_python() -> str:
     return os.path.realpath(sys.executable)
 
 
+def program_folders(programs: Sequence[str | Path]) -> list[Path]:
+    """The folders a sealed session runs programs from, which its view must show: each program's (resolved: a
+    CLI under ``/tmp``, as in a fresh clone's ``.cache``), the relay's and its interpreter's."""
+    return [*(Path(os.path.realpath(p)).parent for p in programs), RELAY.parent, Path(relay_python()).parent]
+
+
 def seal(fence: Sequence[str], *, view: str = "-") -> list[str]:
     """The sealed command of the bubblewrap command line ``fence`` (``bwrap OPTIONS -- ARGV``)."""
     argv = list(fence)
@@ -68,9 +74,7 @@ def fenced(
         return list(argv)
     (root / "tmp").mkdir(exist_ok=True)
     writable = [root, *through]
-    # the program itself stays reachable too (a CLI installed under /tmp, as in a fresh clone's .cache)
-    program = [Path(os.path.realpath(argv[0])).parent] if argv and os.path.isabs(argv[0]) else []
-    shown = [*visible, *program, RELAY.parent, Path(relay_python()).parent]
+    shown = [*visible, *program_folders(argv[:1] if argv and os.path.isabs(argv[0]) else [])]
     fence = fence_argv(
         support.bwrap,
         argv,
