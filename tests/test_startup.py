@@ -8,6 +8,7 @@ this test process has already imported everything.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import orjson
 
 from ablate.folder.session import SESSION_SCHEMA_VERSION
+from ablate.isolate.procenv import allowed
 from ablate.mine.model import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
@@ -133,3 +135,19 @@ def test_gating_a_fresh_report_of_one_model_loads_no_statistics(tmp_path: Path) 
         (run / "report.json").read_bytes().replace(b'"inputs_sha256"', b'"x"', 1)
     )
     assert "scipy" in _loaded_after(code.replace("assert 'rebuilt' not in", "assert 'rebuilt' in"))
+
+
+def test_the_command_line_loads_blas_with_one_thread_and_keeps_a_users_choice() -> None:
+    """numpy's OpenBLAS, loaded by a command after it started, runs no thread of its own (a thread per core
+    otherwise); a user's ``OPENBLAS_NUM_THREADS`` is left as it is, and sessions never inherit it."""
+    code = (
+        "import os, sys\nsys.argv = ['ablate', '--version']\nfrom ablate.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\nimport numpy\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    for given, said in ((None, "1 1"), ("3", "3")):
+        run_env = env if given is None else {**env, "OPENBLAS_NUM_THREADS": given}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=run_env)
+        assert out.stdout.splitlines()[-1].startswith(said), out.stdout + out.stderr
+    assert not allowed("OPENBLAS_NUM_THREADS")

@@ -23,8 +23,7 @@ def in_workers(fn: Callable[[A], T], items: Iterable[A], jobs: int) -> Iterator[
 
     What the process holds when it starts is frozen (``gc.freeze``, never undone): the collector stops walking
     the interpreter's imports, here and in the workers, whose pages it would copy (``ablate mine`` over 108 MB:
-    1,639 → 1,481 M instructions; undone, the walk comes back at exit). Its callers are commands that end with
-    it."""
+    1,639 → 1,481 M instructions; undone, the walk comes back at exit). Its callers end with it."""
     gc.freeze()
     if jobs <= 1:
         yield from map(fn, items)

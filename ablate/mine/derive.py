@@ -45,9 +45,8 @@ def _agent_meta(sub: Path) -> dict[str, Any]:
     except (OSError, orjson.JSONDecodeError):
         return meta
     if isinstance(raw, dict):
-        for src, dst in (("agentType", "type"), ("requestShape", "request_shape"), ("finished", "finished")):
-            if src in raw:
-                meta[dst] = raw[src]
+        keys = (("agentType", "type"), ("requestShape", "request_shape"), ("finished", "finished"))
+        meta |= {dst: raw[src] for src, dst in keys if src in raw}
     return meta
 
 

@@ -1,6 +1,5 @@
 """The report's optional "your own history" section: what ``ablate usage`` says about the run's layers, built
-only where that history can be read. Context for reading the figures, never evidence: it feeds no Δ, test or
-ranking."""
+only where that history can be read. Context for the figures, never evidence: it feeds no Δ, test or ranking."""
 
 from __future__ import annotations
 
