@@ -148,6 +148,8 @@ def test_the_command_line_loads_blas_with_one_thread_and_keeps_a_users_choice() 
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     for given, said in ((None, "1 1"), ("3", "3")):
         run_env = env if given is None else {**env, "OPENBLAS_NUM_THREADS": given}
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=run_env)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=run_env
+        )
         assert out.stdout.splitlines()[-1].startswith(said), out.stdout + out.stderr
     assert not allowed("OPENBLAS_NUM_THREADS")
